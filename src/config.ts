@@ -1,0 +1,183 @@
+/**
+ * Configuration: the only module that reads the environment. Each option is one named entry pairing
+ * its variable, its default and a parser that validates and converts units (seconds → ms).
+ */
+import { ConfigError } from './errors.ts';
+
+/** pino's level names, accepted by `LOG_LEVEL`. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** The resolved, frozen configuration of one function instance. */
+export interface Config {
+  /**
+   * How long a claim is held before another attempt may take the run over, in ms (`LEASE_SECONDS`).
+   * Must outlast the function timeout and the Scheduler attempt deadline, or a slow run can be
+   * taken over while it still works (the guide's 5-minute default).
+   */
+  readonly leaseMs: number;
+  /**
+   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`): written to
+   * `expire_at` for a Firestore TTL policy. Must exceed the job's `maxRetryDuration`.
+   */
+  readonly retentionMs: number;
+  /** Collection holding one document per run (`RUNS_COLLECTION`). */
+  readonly runsCollection: string;
+  /** Firestore database id (`FIRESTORE_DATABASE`), `(default)` unless set. */
+  readonly firestoreDatabase: string;
+  /** Longest wait for one Firestore operation before answering 5xx, in ms (`FIRESTORE_TIMEOUT_SECONDS`). */
+  readonly firestoreTimeoutMs: number;
+  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`), e.g. `my-project/us-central1/prod`. */
+  readonly keyScope: string;
+  /** Request headers whose values join the run id's scope, lowercase (`RUN_KEY_SCOPE_HEADERS`). */
+  readonly keyScopeHeaders: readonly string[];
+  /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
+  readonly keyScopeParams: readonly string[];
+  /** pino level (`LOG_LEVEL`). */
+  readonly logLevel: LogLevel;
+  /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
+  readonly projectId: string | undefined;
+  /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
+  readonly serviceName: string;
+  /** Whether error text reaches the client: only outside production (`NODE_ENV` ≠ `production`). */
+  readonly exposeErrors: boolean;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** One option: its variable, its default (as the string a user would write) and its parser. */
+interface Option<T> {
+  readonly env: string;
+  readonly default: string;
+  /** Returns the value, or throws an Error whose message says what is wrong and what to write. */
+  readonly parse: (raw: string) => T;
+}
+
+const MAX_SECONDS = 365 * 24 * 3600;
+const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-scheduletime'];
+
+function seconds(min: number): (raw: string) => number {
+  return (raw) => {
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > MAX_SECONDS) {
+      throw new Error(`must be a whole number of seconds from ${min} to ${MAX_SECONDS}`);
+    }
+    return Number(raw) * 1000;
+  };
+}
+
+function list(pattern: RegExp, what: string, transform = (s: string) => s) {
+  return (raw: string): readonly string[] => {
+    const items = raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
+    const bad = items.filter((s) => !pattern.test(s));
+    if (bad.length > 0) throw new Error(`${bad.map((b) => `"${b}"`).join(', ')} not ${what}`);
+    return Object.freeze([...new Set(items.map(transform))]);
+  };
+}
+
+/** Every option, in the order the README's table lists them. */
+export const OPTIONS = {
+  leaseMs: { env: 'LEASE_SECONDS', default: '300', parse: seconds(1) },
+  retentionMs: { env: 'RETENTION_SECONDS', default: '86400', parse: seconds(1) },
+  runsCollection: {
+    env: 'RUNS_COLLECTION',
+    default: 'scheduler_runs',
+    // Firestore's collection id rules: no '/', not '.' or '..', not __reserved__, ≤ 1500 bytes.
+    parse: (raw) => {
+      if (!/^[A-Za-z0-9_-]{1,100}$/.test(raw) || /^__.*__$/.test(raw)) {
+        throw new Error('must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)');
+      }
+      return raw;
+    },
+  },
+  firestoreDatabase: {
+    env: 'FIRESTORE_DATABASE',
+    default: '(default)',
+    // Firestore database ids: 4-63 chars, lowercase letters, digits, '-', starting with a letter.
+    parse: (raw) => {
+      if (raw !== '(default)' && !/^[a-z][a-z0-9-]{2,61}[a-z0-9]$/.test(raw)) {
+        throw new Error('must be "(default)" or a database id (4-63 of a-z, 0-9, "-")');
+      }
+      return raw;
+    },
+  },
+  firestoreTimeoutMs: { env: 'FIRESTORE_TIMEOUT_SECONDS', default: '10', parse: seconds(1) },
+  keyScope: {
+    env: 'RUN_KEY_SCOPE',
+    default: '',
+    parse: (raw) => {
+      if (!/^[\x21-\x7e]{0,200}$/.test(raw)) {
+        throw new Error('must be at most 200 printable ASCII characters without spaces');
+      }
+      return raw;
+    },
+  },
+  keyScopeHeaders: {
+    env: 'RUN_KEY_SCOPE_HEADERS',
+    default: '',
+    parse: (raw) => {
+      const names = list(/^[A-Za-z0-9-]{1,100}$/, 'header names (letters, digits, "-")', (s) =>
+        s.toLowerCase(),
+      )(raw);
+      const reserved = names.filter((n) => SCHEDULER_HEADERS.includes(n) || n === 'authorization');
+      if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
+      return names;
+    },
+  },
+  keyScopeParams: {
+    env: 'RUN_KEY_SCOPE_PARAMS',
+    default: '',
+    parse: list(
+      /^[A-Za-z0-9_.-]{1,100}$/,
+      'query parameter names (letters, digits, "_", ".", "-")',
+    ),
+  },
+  logLevel: {
+    env: 'LOG_LEVEL',
+    default: 'info',
+    parse: (raw) => {
+      const level = LOG_LEVELS.find((l) => l === raw.toLowerCase());
+      if (level === undefined) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
+      return level;
+    },
+  },
+  projectId: {
+    env: 'GOOGLE_CLOUD_PROJECT',
+    default: '',
+    parse: (raw): string | undefined => (raw === '' ? undefined : raw),
+  },
+  serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
+  exposeErrors: { env: 'NODE_ENV', default: 'development', parse: (raw) => raw !== 'production' },
+} as const satisfies { [K in keyof Config]: Option<Config[K]> };
+
+/**
+ * Reads and validates the configuration from `env`.
+ *
+ * @param env - the environment; tests pass a plain object instead of mutating `process.env`.
+ * @returns a frozen {@link Config}; durations are converted from seconds to ms.
+ * @throws {ConfigError} listing every invalid variable and every broken cross-variable rule at once.
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const values: Record<string, unknown> = {};
+  for (const [key, option] of Object.entries(OPTIONS) as [keyof Config, Option<unknown>][]) {
+    const raw = (env[option.env] ?? '').trim() || option.default;
+    try {
+      values[key] = option.parse(raw);
+    } catch (err) {
+      problems.push(`${option.env}=${JSON.stringify(raw)}: ${(err as Error).message}`);
+    }
+  }
+  const config = values as unknown as Config;
+  if (problems.length === 0 && config.retentionMs <= config.leaseMs) {
+    // A TTL sweep must never delete a claim whose lease is still live: that would let a retry run
+    // the job while the first attempt is still working.
+    problems.push(
+      `RETENTION_SECONDS (${config.retentionMs / 1000}) must exceed LEASE_SECONDS (${config.leaseMs / 1000})`,
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(config);
+}

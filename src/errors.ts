@@ -1,0 +1,39 @@
+/**
+ * The project's one error family. Each subclass names one thing that went wrong and says, in its
+ * message, what to do about it.
+ */
+
+/** Base class of every error this starter throws on purpose. */
+export class RunOnceError extends Error {
+  override name = 'RunOnceError';
+}
+
+/**
+ * Bad configuration found at cold start. `problems` lists every invalid or inconsistent variable,
+ * so one deploy shows them all; the message joins them one per line.
+ */
+export class ConfigError extends RunOnceError {
+  override name = 'ConfigError';
+  readonly problems: readonly string[];
+
+  constructor(problems: readonly string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+/**
+ * A delivery that cannot name a scheduled run (missing, malformed, oversized or repeated
+ * `X-CloudScheduler-*` or scope headers). The HTTP adapter answers 400 and writes nothing.
+ */
+export class InvalidRequestError extends RunOnceError {
+  override name = 'InvalidRequestError';
+}
+
+/**
+ * Firestore could not be reached, refused the operation for a reason other than a lost race, or did
+ * not answer within the configured timeout. Retryable: the caller answers 5xx.
+ */
+export class LedgerUnavailableError extends RunOnceError {
+  override name = 'LedgerUnavailableError';
+}

@@ -1,0 +1,41 @@
+/**
+ * YOUR JOB GOES HERE. This is the one file of the starter you are meant to edit.
+ *
+ * The contract:
+ * - `runJobLogic` is called at most once per scheduled run while each attempt finishes within its
+ *   lease (LEASE_SECONDS): duplicate deliveries get 200 or 409 without calling it.
+ * - Return normally when the work is done: the run is marked completed (HTTP 200).
+ * - Throw (or reject) when it failed and should be retried: the claim is released and Cloud Scheduler
+ *   gets a 500, so its retry policy runs the job again.
+ * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
+ *   (the Scheduler guide: the most downstream service must be idempotent too).
+ */
+import type { Logger } from 'pino';
+
+/** What the job knows about the run it is doing. */
+export interface JobContext {
+  /** The run's idempotency key (64 hex chars): send it downstream, e.g. as an `Idempotency-Key` header. */
+  readonly runId: string;
+  /** The Scheduler job id (or full name) from `X-CloudScheduler-JobName`. */
+  readonly jobName: string;
+  /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
+  readonly scheduleTime: Date;
+  /** This attempt's id; differs between a failed attempt and its retry. */
+  readonly attemptId: string;
+  /** When this attempt's lease lapses: finish before it, or another attempt may take the run over. */
+  readonly leaseExpires: Date;
+  /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace). */
+  readonly logger: Logger;
+}
+
+/**
+ * The scheduled work. This example logs, then "works" for a second: replace the body with yours.
+ *
+ * @throws anything, to mark the attempt failed and have Cloud Scheduler retry it.
+ */
+export async function runJobLogic(ctx: JobContext): Promise<void> {
+  ctx.logger.info({ scheduleTime: ctx.scheduleTime.toISOString() }, 'job started');
+  // e.g. await fetch(REPORT_URL, { method: 'POST', headers: { 'Idempotency-Key': ctx.runId } });
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  ctx.logger.info('job finished');
+}

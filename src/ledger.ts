@@ -1,0 +1,325 @@
+/**
+ * The run ledger: one Firestore document per run, the only module that touches Firestore.
+ *
+ * Timeline of one run document (the Scheduler guide's state machine):
+ *
+ *   (absent) ──create──► in_progress, lease L ──complete──► completed     (fenced on our write)
+ *                           │      └──────────release──► (absent)         (fenced on our write)
+ *                           └── now ≥ L: another attempt takes over       (fenced on what it read)
+ *
+ * Every write is one atomic operation with a precondition, never a transaction: a claim is a
+ * `create()` (fails if the document exists); a takeover, completion or release is a write with a
+ * `lastUpdateTime` precondition, so it lands only if nobody wrote the document since we last did.
+ * The update time of our own last write is the fencing token: a zombie attempt whose lease was taken
+ * over holds an old token and every one of its writes fails.
+ */
+
+import { randomUUID } from 'node:crypto';
+import {
+  type DocumentData,
+  type DocumentReference,
+  FieldValue,
+  type Firestore,
+  GrpcStatus,
+  Timestamp,
+} from '@google-cloud/firestore';
+import { LedgerUnavailableError } from './errors.ts';
+
+/** Run statuses, as the guide's sample writes them. */
+export const RunStatus = { InProgress: 'in_progress', Completed: 'completed' } as const;
+export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
+
+/** A run document. Field names follow the guide's sample so its TTL policy and queries carry over. */
+export interface RunRecord {
+  readonly status: RunStatus;
+  /** The attempt that holds (or completed) the run; for people and logs, not for fencing. */
+  readonly attempt_id: string;
+  /** When the holder's claim lapses and another attempt may take over. */
+  readonly lease_expires: Timestamp;
+  /** When a Firestore TTL policy may delete the document (TTL deletion lags up to days). */
+  readonly expire_at: Timestamp;
+  /** Server time of the claim. */
+  readonly claimed_at?: Timestamp;
+  /** Server time of the completion. */
+  readonly completed_at?: Timestamp;
+  /** Descriptive fields given to {@link RunLedger.claim}, e.g. `job_name`, `schedule_time`. */
+  readonly [field: string]: unknown;
+}
+
+/** A claim held by this attempt: what {@link RunLedger.complete} and {@link RunLedger.release} need. */
+export interface Claim {
+  readonly runId: string;
+  readonly attemptId: string;
+  /** Update time of our last write to the run document: the fencing token of every later write. */
+  readonly fencingToken: Timestamp;
+  /** When the lease lapses, by Firestore's clock. */
+  readonly leaseExpires: Date;
+  /** True when this claim took over an expired lease of an earlier attempt. */
+  readonly takeover: boolean;
+}
+
+/** What a claim found. */
+export type ClaimResult =
+  | { readonly state: 'claimed'; readonly claim: Claim }
+  | { readonly state: 'completed'; readonly record: RunRecord }
+  | { readonly state: 'in_progress'; readonly record: RunRecord | undefined };
+
+/**
+ * What a fenced write did: `recorded` if it took effect (or an earlier try of ours already had),
+ * `lease_lost` if another attempt holds or finished the run, so ours changed nothing.
+ */
+export type FenceResult = 'recorded' | 'lease_lost';
+
+/** Ledger settings, all durations in ms. */
+export interface LedgerOptions {
+  /** Collection holding the run documents. */
+  readonly collection: string;
+  /** Lease length of a claim, ms. */
+  readonly leaseMs: number;
+  /** How long a record is kept after its last write, ms; written to `expire_at`. */
+  readonly retentionMs: number;
+  /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
+  readonly timeoutMs: number;
+}
+
+/** How often a claim re-reads after losing a race before reporting the run as in progress. */
+const MAX_CLAIM_ROUNDS = 4;
+/** Tries of a completion or release whose failure looks transient, and the first back-off. */
+const FENCED_WRITE_TRIES = 3;
+const FENCED_WRITE_BACKOFF_MS = 200;
+
+/** Firestore codes that mean "someone else wrote first", not "Firestore is unwell". */
+const RACE_CODES: ReadonlySet<number> = new Set([
+  GrpcStatus.ALREADY_EXISTS,
+  GrpcStatus.FAILED_PRECONDITION,
+  GrpcStatus.NOT_FOUND,
+]);
+
+function isRace(err: unknown): boolean {
+  return RACE_CODES.has((err as { code?: number } | null)?.code ?? -1);
+}
+
+/** The lease of `record` is still live at server time `now`. */
+function leaseLive(record: RunRecord, now: Timestamp): boolean {
+  return (
+    record.status === RunStatus.InProgress &&
+    record.lease_expires instanceof Timestamp &&
+    record.lease_expires.toMillis() > now.toMillis()
+  );
+}
+
+/**
+ * Claims, completes and releases runs in Firestore. Safe to share across concurrent requests.
+ */
+export class RunLedger {
+  readonly #db: Firestore;
+  readonly #options: LedgerOptions;
+  /** Firestore's clock minus ours, learnt from every answer, so leases are set in server time. */
+  #skewMs = 0;
+
+  /**
+   * @param db - the Firestore client (its database id selects the database).
+   * @param options - collection and durations; see {@link LedgerOptions}.
+   */
+  constructor(db: Firestore, options: LedgerOptions) {
+    this.#db = db;
+    this.#options = options;
+  }
+
+  /**
+   * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a duplicate,
+   * even if `expire_at` passed and TTL has not yet deleted it), or held by a live lease.
+   *
+   * One `create()` in the common case; on a conflict, a read and, if the lease expired, one
+   * takeover `update()` fenced on the update time just read. Lost races re-read, up to
+   * {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
+   *
+   * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
+   * @param details - descriptive fields stored with the record, e.g. `{ job_name }`.
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
+   */
+  async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+    const ref = this.#ref(runId);
+    let record: RunRecord | undefined;
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const attemptId = randomUUID();
+      const fresh = this.#claimFields(attemptId, this.#serverNow());
+      try {
+        const written = await this.#call('claim', () =>
+          ref.create({ ...details, ...fresh.fields }),
+        );
+        return this.#claimed(runId, attemptId, written.writeTime, fresh.leaseExpires, false);
+      } catch (err) {
+        if (!isRace(err)) throw err;
+      }
+      const snap = await this.#call('read', () => ref.get());
+      this.#learnSkew(snap.readTime);
+      if (!snap.exists) continue; // released between our create and our read: create again
+      record = snap.data() as RunRecord;
+      if (record.status === RunStatus.Completed) return { state: 'completed', record };
+      if (leaseLive(record, snap.readTime)) return { state: 'in_progress', record };
+      // The lease expired by Firestore's clock: take over, but only if nobody wrote since our read.
+      const takeover = this.#claimFields(attemptId, snap.readTime.toMillis());
+      try {
+        const written = await this.#call('takeover', () =>
+          ref.update(
+            { ...details, ...takeover.fields, completed_at: FieldValue.delete() },
+            { lastUpdateTime: snap.updateTime as Timestamp },
+          ),
+        );
+        return this.#claimed(runId, attemptId, written.writeTime, takeover.leaseExpires, true);
+      } catch (err) {
+        if (!isRace(err)) throw err; // another attempt took over, completed or released first
+      }
+    }
+    return { state: 'in_progress', record };
+  }
+
+  /**
+   * Marks the claimed run completed, if this attempt still holds it. Retries a transient failure;
+   * if an earlier try landed, recognises our own `attempt_id` instead of reporting a lost lease.
+   *
+   * @returns `recorded`, or `lease_lost` when another attempt took the run over (the job may then
+   *   have run twice: the lease was shorter than the job).
+   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
+   *   the caller should still answer 2xx.
+   */
+  async complete(claim: Claim): Promise<FenceResult> {
+    const fields = {
+      status: RunStatus.Completed,
+      completed_at: FieldValue.serverTimestamp(),
+      expire_at: Timestamp.fromMillis(this.#serverNow() + this.#options.retentionMs),
+    };
+    return this.#fencedWrite(
+      claim,
+      'complete',
+      (ref) => ref.update(fields, { lastUpdateTime: claim.fencingToken }),
+      (record) => record?.attempt_id === claim.attemptId && record.status === RunStatus.Completed,
+    );
+  }
+
+  /**
+   * Deletes the claim after a retryable failure so the next delivery can run at once, if this
+   * attempt still holds it.
+   *
+   * @returns `recorded` (the claim is gone), or `lease_lost` when another attempt holds the run.
+   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
+   *   its lease lapses, and retries get 409 until then.
+   */
+  async release(claim: Claim): Promise<FenceResult> {
+    return this.#fencedWrite(
+      claim,
+      'release',
+      (ref) => ref.delete({ lastUpdateTime: claim.fencingToken }),
+      (record) => record === undefined,
+    );
+  }
+
+  /**
+   * Reads a run record, for people, tests and tools.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
+   */
+  async get(runId: string): Promise<RunRecord | undefined> {
+    const snap = await this.#call('read', () => this.#ref(runId).get());
+    return snap.exists ? (snap.data() as RunRecord) : undefined;
+  }
+
+  #ref(runId: string) {
+    return this.#db.collection(this.#options.collection).doc(runId);
+  }
+
+  #serverNow(): number {
+    return Date.now() + this.#skewMs;
+  }
+
+  #learnSkew(serverTime: Timestamp): void {
+    this.#skewMs = serverTime.toMillis() - Date.now();
+  }
+
+  #claimFields(attemptId: string, nowMs: number) {
+    const leaseExpires = new Date(nowMs + this.#options.leaseMs);
+    return {
+      leaseExpires,
+      fields: {
+        status: RunStatus.InProgress,
+        attempt_id: attemptId,
+        lease_expires: Timestamp.fromDate(leaseExpires),
+        expire_at: Timestamp.fromMillis(nowMs + this.#options.retentionMs),
+        claimed_at: FieldValue.serverTimestamp(),
+      },
+    };
+  }
+
+  #claimed(
+    runId: string,
+    attemptId: string,
+    writeTime: Timestamp,
+    leaseExpires: Date,
+    takeover: boolean,
+  ): ClaimResult {
+    this.#learnSkew(writeTime);
+    return {
+      state: 'claimed',
+      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, takeover },
+    };
+  }
+
+  /**
+   * One fenced write with bounded retries. When the precondition fails, `alreadyDone` decides from
+   * the current record whether an earlier try of ours landed (a retry after a lost response).
+   */
+  async #fencedWrite(
+    claim: Claim,
+    what: string,
+    write: (ref: DocumentReference) => Promise<unknown>,
+    alreadyDone: (record: RunRecord | undefined) => boolean,
+  ): Promise<FenceResult> {
+    const ref = this.#ref(claim.runId);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#call(what, () => write(ref));
+        return 'recorded';
+      } catch (err) {
+        if (isRace(err)) {
+          return alreadyDone(await this.get(claim.runId)) ? 'recorded' : 'lease_lost';
+        }
+        if (attempt >= FENCED_WRITE_TRIES) throw err;
+        await new Promise((resolve) =>
+          setTimeout(resolve, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)),
+        );
+      }
+    }
+  }
+
+  /**
+   * Runs one Firestore operation with the configured timeout. Race errors (exists, precondition,
+   * not found) pass through for the caller to interpret; anything else, including the timeout,
+   * becomes a {@link LedgerUnavailableError}.
+   */
+  async #call<T>(what: string, operation: () => Promise<T>): Promise<T> {
+    const { timeoutMs } = this.#options;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new LedgerUnavailableError(
+              `Firestore did not answer the ${what} within ${timeoutMs} ms`,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([operation(), timeout]);
+    } catch (err) {
+      if (isRace(err) || err instanceof LedgerUnavailableError) throw err;
+      throw new LedgerUnavailableError(`Firestore ${what} failed: ${(err as Error).message}`, {
+        cause: err,
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

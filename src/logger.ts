@@ -1,0 +1,81 @@
+/**
+ * Structured logging for Cloud Logging: pino with Google's GCP config (severity, timestamps, Error
+ * Reporting), plus trace correlation read from the request, which that config does not do.
+ */
+import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
+import { type DestinationStream, type Logger, pino } from 'pino';
+import type { Config } from './config.ts';
+
+/**
+ * Paths pino masks wherever they appear in a log call. Nothing here logs headers, but a user's job
+ * might log a request or an options object: its token must not reach the logs.
+ */
+const REDACT = [
+  'authorization',
+  'Authorization',
+  'headers.authorization',
+  'headers.Authorization',
+  '*.authorization',
+  '*.Authorization',
+  '*.headers.authorization',
+  '*.headers.Authorization',
+];
+
+/**
+ * Creates the process's logger.
+ *
+ * @param config - level, project id (for trace links) and service name (for Error Reporting).
+ * @param destination - where JSON lines go; stdout unless given (tests capture them).
+ */
+export function createLogger(
+  config: Pick<Config, 'logLevel' | 'projectId' | 'serviceName'>,
+  destination?: DestinationStream,
+): Logger {
+  const options = createGcpLoggingPinoConfig(
+    {
+      serviceContext: { service: config.serviceName },
+      // Unset: detected from the environment (the metadata server on Cloud Run).
+      traceGoogleCloudProjectId: config.projectId,
+      inihibitDiagnosticMessage: true,
+    },
+    { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' } },
+  );
+  return destination === undefined ? pino(options) : pino(options, destination);
+}
+
+/** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */
+export interface TraceFields {
+  readonly trace_id?: string;
+  readonly span_id?: string;
+  readonly trace_flags?: string;
+}
+
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
+
+/**
+ * Reads the trace context of a request: W3C `traceparent` first, else Google's
+ * `X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1` (decimal span id, converted to 16 hex digits).
+ *
+ * @param headers - Node's lowercased request headers.
+ * @returns the fields to bind to the request's logger; empty when neither header is valid.
+ */
+export function traceFields(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+): TraceFields {
+  const traceparent = headers.traceparent;
+  const w3c = typeof traceparent === 'string' ? TRACEPARENT.exec(traceparent.trim()) : null;
+  if (w3c !== null) return { trace_id: w3c[1], span_id: w3c[2], trace_flags: w3c[3] };
+  const cloud = headers['x-cloud-trace-context'];
+  const gcp = typeof cloud === 'string' ? CLOUD_TRACE.exec(cloud.trim()) : null;
+  if (gcp === null) return {};
+  const fields: { trace_id: string; span_id?: string; trace_flags?: string } = {
+    trace_id: (gcp[1] as string).toLowerCase(),
+  };
+  if (gcp[2] !== undefined) {
+    const span = BigInt(gcp[2]);
+    if (span > 0n && span < 2n ** 64n) fields.span_id = span.toString(16).padStart(16, '0');
+  }
+  if (gcp[3] !== undefined) fields.trace_flags = gcp[3] === '1' ? '01' : '00';
+  return fields;
+}

@@ -1,0 +1,188 @@
+/**
+ * Reads a Cloud Scheduler delivery: the job name, the schedule time and the key scope. Pure: no I/O,
+ * so every bad input is refused before Firestore is touched.
+ */
+import type { Config } from './config.ts';
+import { InvalidRequestError } from './errors.ts';
+
+/** The header Cloud Scheduler sets to the job's id (the Scheduler guide, "deduplicate job requests"). */
+export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
+/** The header Cloud Scheduler sets to the run's schedule time, RFC 3339; sent only for unix-cron schedules. */
+export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
+
+/** A delivery's run, as named by its headers. */
+export interface ScheduledRun {
+  /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
+  readonly jobName: string;
+  /** The schedule time as a UTC instant in canonical RFC 3339 (`…Z`, fraction without trailing zeros). */
+  readonly scheduleTime: string;
+  /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
+  readonly scope: readonly (readonly [string, string])[];
+}
+
+/** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
+export interface DeliveryLike {
+  /** Header names and values as received, alternating (Node's `rawHeaders`). */
+  readonly rawHeaders: readonly string[];
+  /** The request target, path and query (Node's `url`). */
+  readonly url?: string | undefined;
+}
+
+// Job ids: letters, digits, '-', '_', up to 500 characters (Cloud Scheduler's job id rule).
+const JOB_ID = '[A-Za-z0-9_-]{1,500}';
+const JOB_NAME = new RegExp(
+  `^(?:${JOB_ID}|projects/[a-z0-9.:-]{1,100}/locations/[a-z0-9-]{1,64}/jobs/${JOB_ID})$`,
+);
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+const MAX_SCHEDULE_TIME_LENGTH = 40;
+const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
+
+/**
+ * Returns every value sent for header `name`, matched case-insensitively: Cloud Run delivers HTTP/2
+ * requests with lowercase names, HTTP/1.1 ones as Scheduler wrote them.
+ */
+function headerValues(req: DeliveryLike, name: string): string[] {
+  const wanted = name.toLowerCase();
+  const values: string[] = [];
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]?.toLowerCase() === wanted) values.push(req.rawHeaders[i + 1] ?? '');
+  }
+  return values;
+}
+
+function single(values: string[], what: string, hint: string): string {
+  if (values.length === 0) throw new InvalidRequestError(`${what} is missing. ${hint}`);
+  if (values.length > 1) {
+    throw new InvalidRequestError(`${what} was sent ${values.length} times; send it exactly once.`);
+  }
+  const value = values[0] ?? '';
+  if (value.trim() === '') throw new InvalidRequestError(`${what} is empty. ${hint}`);
+  return value;
+}
+
+function describe(value: string): string {
+  return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
+}
+
+/**
+ * Parses an RFC 3339 date-time and returns the same instant in canonical UTC form, so
+ * `2026-10-16T05:00:00-07:00` and `2026-10-16T12:00:00Z` name one run.
+ *
+ * @throws {InvalidRequestError} for anything that is not a real RFC 3339 instant with an offset:
+ *   missing offset, impossible dates, leap seconds (Scheduler never sends one), year 0000.
+ */
+export function normaliseScheduleTime(value: string): string {
+  const what = `${SCHEDULE_TIME_HEADER} ${describe(value)}`;
+  const format = 'use RFC 3339 with an offset, e.g. 2026-10-16T12:00:00Z';
+  if (value.length > MAX_SCHEDULE_TIME_LENGTH) {
+    throw new InvalidRequestError(
+      `${SCHEDULE_TIME_HEADER} is longer than ${MAX_SCHEDULE_TIME_LENGTH} characters; ${format}.`,
+    );
+  }
+  const m = RFC3339.exec(value);
+  if (m === null) throw new InvalidRequestError(`${what} is not an RFC 3339 date-time; ${format}.`);
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as number[] as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const fraction = (m[7] ?? '').replace(/0+$/, '');
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const offsetHours = Number(m[10] ?? 0);
+  const offsetMinutes = Number(m[11] ?? 0);
+  if (
+    year < 1 ||
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    day > daysInMonth ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 59 ||
+    offsetHours > 23 ||
+    offsetMinutes > 59
+  ) {
+    throw new InvalidRequestError(
+      `${what} is not a real instant (check the date, time and offset); ${format}.`,
+    );
+  }
+  const sign = m[9] === '-' ? -1 : 1;
+  const local = Date.UTC(year, month - 1, day, hour, minute, second);
+  // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear puts them back.
+  const localDate = new Date(local);
+  localDate.setUTCFullYear(year);
+  const utc = new Date(localDate.getTime() - sign * (offsetHours * 60 + offsetMinutes) * 60_000);
+  if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
+    throw new InvalidRequestError(`${what} falls outside years 0001-9999 in UTC; ${format}.`);
+  }
+  const iso = utc.toISOString().replace(/^\+0*/, '');
+  return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
+}
+
+/**
+ * Reads the run a delivery names: job name, schedule time and the configured scope values.
+ *
+ * @param req - the request; only its raw headers and URL are read.
+ * @param config - which scope headers and query parameters to read.
+ * @throws {InvalidRequestError} for a missing, empty, malformed, oversized or repeated header or
+ *   scope parameter, with a message saying what to fix. Nothing has been written when it throws.
+ */
+export function readScheduledRun(
+  req: DeliveryLike,
+  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
+): ScheduledRun {
+  const jobName = single(
+    headerValues(req, JOB_NAME_HEADER),
+    JOB_NAME_HEADER,
+    'Call this endpoint from a Cloud Scheduler job, or send the job id in this header.',
+  );
+  if (!JOB_NAME.test(jobName)) {
+    throw new InvalidRequestError(
+      `${JOB_NAME_HEADER} ${describe(jobName)} is not a job id (1-500 letters, digits, "-", "_") ` +
+        'or projects/PROJECT/locations/LOCATION/jobs/ID.',
+    );
+  }
+  const scheduleTime = normaliseScheduleTime(
+    single(
+      headerValues(req, SCHEDULE_TIME_HEADER),
+      SCHEDULE_TIME_HEADER,
+      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime.',
+    ),
+  );
+  const scope: (readonly [string, string])[] = [];
+  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
+  for (const name of config.keyScopeHeaders) {
+    const value = single(
+      headerValues(req, name),
+      `Scope header ${name}`,
+      "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).",
+    );
+    if (!MAX_SCOPE_VALUE.test(value)) {
+      throw new InvalidRequestError(
+        `Scope header ${name} must be 1-200 printable ASCII characters without spaces.`,
+      );
+    }
+    scope.push([`header:${name}`, value]);
+  }
+  if (config.keyScopeParams.length > 0) {
+    const params = new URL(req.url ?? '/', 'http://localhost').searchParams;
+    for (const name of config.keyScopeParams) {
+      const value = single(
+        params.getAll(name),
+        `Scope query parameter ${name}`,
+        "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
+      );
+      if (!MAX_SCOPE_VALUE.test(value)) {
+        throw new InvalidRequestError(
+          `Scope query parameter ${name} must be 1-200 printable ASCII characters without spaces.`,
+        );
+      }
+      scope.push([`query:${name}`, value]);
+    }
+  }
+  return { jobName, scheduleTime, scope };
+}
