@@ -20,7 +20,6 @@ import {
   type DocumentReference,
   FieldValue,
   type Firestore,
-  GrpcStatus,
   Timestamp,
 } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from './errors.ts';
@@ -88,12 +87,11 @@ const MAX_CLAIM_ROUNDS = 4;
 const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
-/** Firestore codes that mean "someone else wrote first", not "Firestore is unwell". */
-const RACE_CODES: ReadonlySet<number> = new Set([
-  GrpcStatus.ALREADY_EXISTS,
-  GrpcStatus.FAILED_PRECONDITION,
-  GrpcStatus.NOT_FOUND,
-]);
+/**
+ * gRPC status codes (the client's `GrpcStatus` enum is types-only) that mean "someone else wrote
+ * first", not "Firestore is unwell": NOT_FOUND 5, ALREADY_EXISTS 6, FAILED_PRECONDITION 9.
+ */
+const RACE_CODES: ReadonlySet<number> = new Set([5, 6, 9]);
 
 function isRace(err: unknown): boolean {
   return RACE_CODES.has((err as { code?: number } | null)?.code ?? -1);

@@ -1,0 +1,182 @@
+/**
+ * Test helpers: a real Firestore client on the emulator, a fresh collection per test, captured
+ * logs, and a registered function to drive with supertest.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { Firestore } from '@google-cloud/firestore';
+import * as functions from '@google-cloud/functions-framework';
+import { getTestServer } from '@google-cloud/functions-framework/testing';
+import type { Logger } from 'pino';
+import supertest from 'supertest';
+import { type Config, loadConfig } from '../src/config.ts';
+import { createScheduledJobHandler, type HandlerDeps } from '../src/handler.ts';
+import { type LedgerOptions, RunLedger } from '../src/ledger.ts';
+import { createLogger } from '../src/logger.ts';
+
+if (!process.env.FIRESTORE_EMULATOR_HOST) {
+  throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');
+}
+
+/** The emulator-backed client every test shares. */
+export const firestore = new Firestore({
+  projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+});
+
+/** A collection name no other test uses. */
+export function freshCollection(): string {
+  return `runs_${randomUUID().replaceAll('-', '')}`;
+}
+
+/** Every document in `collection`, by id. */
+export async function documents(
+  collection: string,
+): Promise<Map<string, FirebaseFirestore.DocumentData>> {
+  const snap = await firestore.collection(collection).get();
+  return new Map(snap.docs.map((d) => [d.id, d.data()]));
+}
+
+/** A ledger on its own fresh collection. */
+export function newLedger(
+  options: Partial<LedgerOptions> = {},
+  db: Firestore = firestore,
+): { ledger: RunLedger; collection: string } {
+  const collection = options.collection ?? freshCollection();
+  const ledger = new RunLedger(db, {
+    collection,
+    leaseMs: 60_000,
+    retentionMs: 86_400_000,
+    timeoutMs: 10_000,
+    ...options,
+  });
+  return { ledger, collection };
+}
+
+/** A logger whose JSON lines are kept for assertions. */
+export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
+  logger: Logger;
+  lines: () => Record<string, unknown>[];
+  raw: () => string;
+} {
+  let text = '';
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  const logger = createLogger(
+    { logLevel: config.logLevel ?? 'trace', projectId: 'demo-project', serviceName: 'test' },
+    sink,
+  );
+  return {
+    logger,
+    raw: () => text,
+    lines: () =>
+      text
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+/** Test configuration: defaults plus `env`. */
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({ NODE_ENV: 'test', ...env });
+}
+
+/**
+ * Registers a handler under a unique name and returns a supertest agent for it, with the ledger,
+ * collection and captured logs behind it.
+ */
+export function serve(
+  job: HandlerDeps['job'],
+  overrides: { env?: Record<string, string>; ledger?: RunLedger; collection?: string } = {},
+) {
+  const config = testConfig(overrides.env);
+  const made = overrides.ledger
+    ? { ledger: overrides.ledger, collection: overrides.collection ?? '' }
+    : newLedger({ leaseMs: config.leaseMs, retentionMs: config.retentionMs });
+  const logs = captureLogs();
+  const name = `fn_${randomUUID()}`;
+  functions.http(
+    name,
+    createScheduledJobHandler({ config, ledger: made.ledger, job, logger: logs.logger }),
+  );
+  return { request: supertest(getTestServer(name)), ...made, logs, config };
+}
+
+/** The two Cloud Scheduler headers of a delivery. */
+export function schedulerHeaders(
+  jobName = 'nightly-report',
+  scheduleTime = '2026-10-16T12:00:00Z',
+): Record<string, string> {
+  return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
+}
+
+/** A job that counts its executions and can be made slow or failing. */
+export function countingJob(behaviour: { delayMs?: number; fail?: (n: number) => boolean } = {}) {
+  const calls: string[] = [];
+  const job: HandlerDeps['job'] = async (ctx) => {
+    calls.push(ctx.attemptId);
+    if (behaviour.delayMs) await new Promise((r) => setTimeout(r, behaviour.delayMs));
+    if (behaviour.fail?.(calls.length)) throw new Error(`job failed on execution ${calls.length}`);
+  };
+  return { job, calls };
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+type RefMethod = 'create' | 'get' | 'update' | 'delete';
+/** Replaces a document method; `real` is the genuine emulator-backed reference. */
+export type RefHook = (
+  real: FirebaseFirestore.DocumentReference,
+  args: unknown[],
+) => Promise<unknown>;
+
+/**
+ * A Firestore stand-in that forwards every call to the real emulator client, except the document
+ * methods given in `hooks`: for injecting an interleaving or a fault at an exact step. It covers
+ * only what the ledger calls (`collection().doc()` and the four document methods).
+ */
+export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Firestore {
+  const wrap = (real: FirebaseFirestore.DocumentReference) => {
+    const call =
+      (method: RefMethod) =>
+      (...args: unknown[]) => {
+        const hook = hooks[method];
+        if (hook) return hook(real, args);
+        return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+      };
+    return {
+      create: call('create'),
+      get: call('get'),
+      update: call('update'),
+      delete: call('delete'),
+    };
+  };
+  return {
+    collection: (name: string) => ({
+      doc: (id: string) => wrap(firestore.collection(name).doc(id)),
+    }),
+  } as unknown as Firestore;
+}
+
+/** An error shaped like the Firestore client's for gRPC code `code` (14 = UNAVAILABLE). */
+export function grpcError(code: number, message = 'injected fault'): Error {
+  return Object.assign(new Error(`${code} ${message}`), { code });
+}
+
+/** The stored run document `id` of `collection`; fails the test if it does not exist. */
+export async function storedRecord(
+  collection: string,
+  id: string,
+): Promise<FirebaseFirestore.DocumentData> {
+  const data = (await firestore.collection(collection).doc(id).get()).data();
+  if (data === undefined) throw new Error(`no document ${collection}/${id}`);
+  return data;
+}

@@ -1,0 +1,260 @@
+/**
+ * The run ledger against the real Firestore emulator: the guide's state machine, fencing, and the
+ * races and faults between its steps.
+ */
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import { LedgerUnavailableError } from '../src/errors.ts';
+import type { Claim, ClaimResult } from '../src/ledger.ts';
+import { firestore, grpcError, hookedFirestore, newLedger, storedRecord } from './helpers.ts';
+
+function claimOf(result: ClaimResult): Claim {
+  assert.equal(result.state, 'claimed', `expected a claim, got ${result.state}`);
+  return (result as Extract<ClaimResult, { state: 'claimed' }>).claim;
+}
+
+async function expireLease(collection: string, runId: string): Promise<void> {
+  await firestore
+    .collection(collection)
+    .doc(runId)
+    .update({ lease_expires: Timestamp.fromMillis(Date.now() - 1000) });
+}
+
+describe('RunLedger', () => {
+  it('a first claim writes an in_progress record with the guide fields', async () => {
+    const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
+    const before = Date.now();
+
+    const claim = claimOf(await ledger.claim('run-1', { job_name: 'nightly' }));
+
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.status, 'in_progress');
+    assert.equal(record.attempt_id, claim.attemptId);
+    assert.equal(record.job_name, 'nightly');
+    const lease = (record.lease_expires as Timestamp).toMillis();
+    assert.ok(lease >= before + 299_000 && lease <= Date.now() + 301_000, `lease ${lease}`);
+    const expireAt = (record.expire_at as Timestamp).toMillis();
+    assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
+    assert.ok(record.claimed_at instanceof Timestamp);
+    assert.equal(claim.takeover, false);
+  });
+
+  it('a claim while the lease is live reports in_progress with the holder', async () => {
+    const { ledger } = newLedger();
+    const first = claimOf(await ledger.claim('run-1'));
+
+    const second = await ledger.claim('run-1');
+
+    assert.equal(second.state, 'in_progress');
+    assert.equal(second.state === 'in_progress' && second.record?.attempt_id, first.attemptId);
+  });
+
+  it('a claim after completion reports completed, with completed_at set', async () => {
+    const { ledger } = newLedger();
+    const claim = claimOf(await ledger.claim('run-1'));
+    assert.equal(await ledger.complete(claim), 'recorded');
+
+    const again = await ledger.claim('run-1');
+
+    assert.equal(again.state, 'completed');
+    assert.ok(again.state === 'completed' && again.record.completed_at instanceof Timestamp);
+  });
+
+  it('a completed record past its expire_at (TTL not yet run) is still a duplicate', async () => {
+    const { ledger, collection } = newLedger();
+    const claim = claimOf(await ledger.claim('run-1'));
+    await ledger.complete(claim);
+    await firestore
+      .collection(collection)
+      .doc('run-1')
+      .update({
+        expire_at: Timestamp.fromMillis(Date.now() - 86_400_000),
+        lease_expires: Timestamp.fromMillis(0),
+      });
+
+    const again = await ledger.claim('run-1');
+
+    assert.equal(again.state, 'completed');
+  });
+
+  it('a released run can be claimed again at once by a new attempt', async () => {
+    const { ledger, collection } = newLedger();
+    const first = claimOf(await ledger.claim('run-1'));
+    assert.equal(await ledger.release(first), 'recorded');
+    assert.equal((await firestore.collection(collection).doc('run-1').get()).exists, false);
+
+    const second = claimOf(await ledger.claim('run-1'));
+
+    assert.notEqual(second.attemptId, first.attemptId);
+    assert.equal(second.takeover, false);
+  });
+
+  it('an expired lease is taken over by a new attempt, by Firestore time', async () => {
+    const { ledger, collection } = newLedger();
+    const first = claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+
+    const second = claimOf(await ledger.claim('run-1'));
+
+    assert.equal(second.takeover, true);
+    assert.notEqual(second.attemptId, first.attemptId);
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.attempt_id, second.attemptId);
+    assert.ok((record.lease_expires as Timestamp).toMillis() > Date.now() + 50_000);
+  });
+
+  it('a zombie attempt can neither complete nor release a run another attempt took over', async () => {
+    const { ledger, collection } = newLedger();
+    const zombie = claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    const current = claimOf(await ledger.claim('run-1'));
+    const ref = firestore.collection(collection).doc('run-1');
+    const before = (await ref.get()).updateTime;
+
+    assert.equal(await ledger.complete(zombie), 'lease_lost');
+    assert.equal(await ledger.release(zombie), 'lease_lost');
+
+    const after = await ref.get();
+    assert.ok(after.updateTime?.isEqual(before as Timestamp), 'the record was written');
+    assert.equal(after.data()?.status, 'in_progress');
+    assert.equal(after.data()?.attempt_id, current.attemptId);
+    assert.equal(await ledger.complete(current), 'recorded');
+  });
+
+  it('two concurrent takeovers of one expired lease: exactly one wins', async () => {
+    const { ledger, collection } = newLedger();
+    claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+
+    const results = await Promise.all(Array.from({ length: 8 }, () => ledger.claim('run-1')));
+
+    const winners = results.filter((r) => r.state === 'claimed');
+    assert.equal(winners.length, 1);
+    assert.deepEqual(
+      results.filter((r) => r.state !== 'claimed').map((r) => r.state),
+      Array(7).fill('in_progress'),
+    );
+  });
+
+  it('a record released between the failed create and the read is claimed anew', async () => {
+    const { ledger: seed, collection } = newLedger();
+    claimOf(await seed.claim('run-1'));
+    let reads = 0;
+    const db = hookedFirestore({
+      get: async (real) => {
+        if (reads++ === 0) await real.delete();
+        return real.get();
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+
+    const claim = claimOf(await ledger.claim('run-1'));
+
+    assert.equal(claim.takeover, false);
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.attempt_id, claim.attemptId);
+  });
+
+  it('a record deleted between the read and the takeover: the takeover fails, a new claim wins', async () => {
+    const { ledger: seed, collection } = newLedger();
+    claimOf(await seed.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    let updates = 0;
+    const db = hookedFirestore({
+      update: async (real, args) => {
+        if (updates++ === 0) await real.delete();
+        return real.update(
+          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+        );
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+
+    const claim = claimOf(await ledger.claim('run-1'));
+
+    assert.equal(updates, 1, 'the takeover was tried once');
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.attempt_id, claim.attemptId);
+    assert.equal(record.status, 'in_progress');
+  });
+
+  it('a completion whose first try landed but whose answer was lost is recognised as ours', async () => {
+    const { ledger: seed, collection } = newLedger();
+    let updates = 0;
+    const db = hookedFirestore({
+      update: async (real, args) => {
+        updates++;
+        const written = await real.update(
+          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+        );
+        if (updates === 1) throw grpcError(14, 'connection reset after the write');
+        return written;
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+    const claim = claimOf(await seed.claim('run-1'));
+
+    const result = await ledger.complete(claim);
+
+    assert.equal(result, 'recorded');
+    assert.equal(updates, 2, 'the completion was retried');
+    assert.equal((await seed.claim('run-1')).state, 'completed');
+  });
+
+  it('a completion that fails every try throws LedgerUnavailableError and leaves the claim', async () => {
+    const { ledger: seed, collection } = newLedger();
+    let updates = 0;
+    const db = hookedFirestore({
+      update: async () => {
+        updates++;
+        throw grpcError(14);
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+    const claim = claimOf(await seed.claim('run-1'));
+
+    await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
+
+    assert.equal(updates, 3);
+    assert.equal((await seed.get('run-1'))?.status, 'in_progress');
+  });
+
+  it('a Firestore that does not answer fails the claim within the timeout', async () => {
+    const db = hookedFirestore({ create: () => new Promise(() => {}) });
+    const { ledger } = newLedger({ timeoutMs: 300 }, db);
+    const started = Date.now();
+
+    await assert.rejects(ledger.claim('run-1'), (err: Error) => {
+      assert.ok(err instanceof LedgerUnavailableError);
+      assert.match(err.message, /did not answer the claim within 300 ms/);
+      return true;
+    });
+
+    assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+  });
+
+  it('a Firestore error other than a lost race is LedgerUnavailableError with the cause', async () => {
+    const cause = grpcError(7, 'PERMISSION_DENIED: missing roles/datastore.user');
+    const db = hookedFirestore({ create: async () => Promise.reject(cause) });
+    const { ledger } = newLedger({}, db);
+
+    await assert.rejects(ledger.claim('run-1'), (err: Error) => {
+      assert.ok(err instanceof LedgerUnavailableError);
+      assert.equal(err.cause, cause);
+      assert.match(err.message, /roles\/datastore.user/);
+      return true;
+    });
+  });
+
+  it('50 concurrent claims of one run: exactly one is claimed, the rest in_progress', async () => {
+    const { ledger } = newLedger();
+
+    const results = await Promise.all(Array.from({ length: 50 }, () => ledger.claim('run-1')));
+
+    const states = results.map((r) => r.state);
+    assert.equal(states.filter((s) => s === 'claimed').length, 1);
+    assert.equal(states.filter((s) => s === 'in_progress').length, 49);
+  });
+});
