@@ -9,7 +9,7 @@ import type { Config } from './config.ts';
 import { InvalidRequestError } from './errors.ts';
 import type { JobContext } from './job.ts';
 import type { RunLedger } from './ledger.ts';
-import { traceFields } from './logger.ts';
+import { withTrace } from './logger.ts';
 import { computeRunId } from './run-key.ts';
 import { type OutcomeName, type RunOutcome, runOnce } from './run-once.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
@@ -129,7 +129,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { config, ledger, job } = deps;
   return async (req, res) => {
     const startedAt = performance.now();
-    const logger = deps.logger.child(traceFields(req.headers));
+    const logger = withTrace(deps.logger, req.headers);
     let run: ScheduledRun | undefined;
     let runId: string | undefined;
     let outcome: ResponseOutcome;

@@ -51,7 +51,7 @@ export {
 export { createScheduledJobHandler, STATUS_BY_OUTCOME } from './handler.ts';
 export type { JobContext } from './job.ts';
 export { type Claim, type ClaimResult, RunLedger, type RunRecord, RunStatus } from './ledger.ts';
-export { createLogger, traceFields } from './logger.ts';
+export { createLogger, traceFields, withTrace } from './logger.ts';
 export { computeRunId } from './run-key.ts';
 export { type Attempt, type RunOutcome, runOnce } from './run-once.ts';
 export { normaliseScheduleTime, readScheduledRun, type ScheduledRun } from './scheduler-request.ts';

@@ -38,9 +38,33 @@ export function createLogger(
       traceGoogleCloudProjectId: config.projectId,
       inihibitDiagnosticMessage: true,
     },
-    { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' } },
+    {
+      level: config.logLevel,
+      redact: { paths: REDACT, censor: '[redacted]' },
+      // The GCP config rewrites trace fields only in a call's own object, not in child bindings:
+      // merge the request's trace into every call of its logger (a fresh object: pino mutates it).
+      mixin: (_object, _level, logger) => ({ ...(logger as TracedLogger)[TRACE] }),
+    },
   );
   return destination === undefined ? pino(options) : pino(options, destination);
+}
+
+const TRACE = Symbol('trace');
+type TracedLogger = Logger & { [TRACE]?: TraceFields };
+
+/**
+ * Returns a child of `logger` whose every line carries the request's trace context, so Cloud
+ * Logging groups the request's lines under its trace. Children of the child inherit it.
+ *
+ * @param headers - Node's lowercased request headers; see {@link traceFields}.
+ */
+export function withTrace(
+  logger: Logger,
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+): Logger {
+  const child: TracedLogger = logger.child({});
+  child[TRACE] = traceFields(headers);
+  return child;
 }
 
 /** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */

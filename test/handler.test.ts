@@ -1,0 +1,302 @@
+/**
+ * The HTTP function through functions-framework's test server and supertest, on the real emulator:
+ * one behaviour per test, table-driven where the cases share a shape.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { computeRunId } from '../src/run-key.ts';
+import {
+  countingJob,
+  documents,
+  grpcError,
+  hookedFirestore,
+  newLedger,
+  schedulerHeaders,
+  serve,
+  sleep,
+  storedRecord,
+} from './helpers.ts';
+
+const RUN = { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z', scope: [] };
+
+describe('handleScheduledJob', () => {
+  it('runs the job on the first delivery and answers 200 processed with the run id', async () => {
+    const { job, calls } = countingJob();
+    const { request, collection } = serve(job);
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 200);
+    assert.equal(res.body.outcome, 'processed');
+    assert.equal(res.body.runId, computeRunId(RUN));
+    assert.equal(calls.length, 1);
+    const record = await storedRecord(collection, res.body.runId);
+    assert.equal(record.status, 'completed');
+    assert.equal(record.job_name, 'nightly-report');
+    assert.equal(record.schedule_time.toDate().toISOString(), '2026-10-16T12:00:00.000Z');
+  });
+
+  it('answers a delivery of a completed run 200 duplicate without running the job', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job);
+    await request.post('/').set(schedulerHeaders());
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 200);
+    assert.equal(res.body.outcome, 'duplicate');
+    assert.match(res.body.message, /already completed at .*; the job was not run again/);
+    assert.equal(calls.length, 1);
+  });
+
+  it('treats lowercase (HTTP/2) header names and another offset for the same instant as the same run', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job);
+    await request.post('/').set(schedulerHeaders('nightly-report', '2026-10-16T12:00:00Z'));
+
+    const res = await request.post('/').set({
+      'x-cloudscheduler-jobname': 'nightly-report',
+      'x-cloudscheduler-scheduletime': '2026-10-16T05:00:00.000-07:00',
+    });
+
+    assert.equal(res.body.outcome, 'duplicate');
+    assert.equal(calls.length, 1);
+  });
+
+  it('answers a retry during a slow run 409 in_progress, then 200 duplicate after it completes', async () => {
+    const { job, calls } = countingJob({ delayMs: 800 });
+    const { request } = serve(job);
+
+    const first = request.post('/').set(schedulerHeaders());
+    const firstDone = first.then((r) => r);
+    await sleep(300);
+    const retry = await request.post('/').set(schedulerHeaders());
+    const done = await firstDone;
+    const late = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(retry.status, 409);
+    assert.equal(retry.body.outcome, 'in_progress');
+    assert.match(retry.body.message, /lease until \d{4}-/);
+    assert.equal(done.status, 200);
+    assert.equal(late.body.outcome, 'duplicate');
+    assert.equal(calls.length, 1);
+  });
+
+  for (const [how, failure] of [
+    ['rejects', async () => Promise.reject(new Error('downstream said no'))],
+    [
+      'throws synchronously',
+      () => {
+        throw new Error('downstream said no');
+      },
+    ],
+  ] as const) {
+    it(`releases the claim and answers 500 when the job ${how}; the retry runs it again`, async () => {
+      let executions = 0;
+      const { request, collection } = serve((ctx) => {
+        executions++;
+        return executions === 1 ? failure() : ctx.logger.info('second try works');
+      });
+
+      const failed = await request.post('/').set(schedulerHeaders());
+      const afterFailure = await documents(collection);
+      const retried = await request.post('/').set(schedulerHeaders());
+
+      assert.equal(failed.status, 500);
+      assert.equal(failed.body.outcome, 'failed');
+      assert.match(failed.body.message, /downstream said no.*claim is released/);
+      assert.equal(afterFailure.size, 0, 'the claim was deleted');
+      assert.equal(retried.status, 200);
+      assert.equal(retried.body.outcome, 'processed');
+      assert.equal(executions, 2);
+    });
+  }
+
+  it('hides the job error text from the client in production', async () => {
+    const { job } = countingJob({ fail: () => true });
+    const { request } = serve(job, { env: { NODE_ENV: 'production' } });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 500);
+    assert.doesNotMatch(res.body.message, /job failed on execution/);
+  });
+
+  it('runs 50 concurrent identical deliveries exactly once', async () => {
+    const { job, calls } = countingJob({ delayMs: 200 });
+    const { request } = serve(job);
+
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, () => request.post('/').set(schedulerHeaders())),
+    );
+
+    assert.equal(calls.length, 1);
+    const outcomes = responses.map((r) => `${r.status} ${r.body.outcome}`);
+    assert.equal(outcomes.filter((o) => o === '200 processed').length, 1);
+    assert.ok(
+      outcomes.every((o) => ['200 processed', '200 duplicate', '409 in_progress'].includes(o)),
+      outcomes.join(', '),
+    );
+  });
+
+  const invalid: [string, Record<string, string>, RegExp][] = [
+    ['no headers at all', {}, /X-CloudScheduler-JobName is missing/],
+    [
+      'no ScheduleTime (an "every 5 minutes" job)',
+      { 'X-CloudScheduler-JobName': 'nightly' },
+      /ScheduleTime is missing.*unix-cron/,
+    ],
+    ['an empty JobName', schedulerHeaders(''), /JobName is empty/],
+    ['a JobName with a slash', schedulerHeaders('a/b'), /not a job id/],
+    ['a JobName with a dot', schedulerHeaders('a.b'), /not a job id/],
+    ['a JobName of 501 characters', schedulerHeaders('j'.repeat(501)), /not a job id/],
+    [
+      'a ScheduleTime without offset',
+      schedulerHeaders('j', '2026-10-16T12:00:00'),
+      /not an RFC 3339/,
+    ],
+    ['an impossible date', schedulerHeaders('j', '2026-02-30T12:00:00Z'), /not a real instant/],
+    ['a leap second', schedulerHeaders('j', '2016-12-31T23:59:60Z'), /not a real instant/],
+    ['year 0000', schedulerHeaders('j', '0000-01-01T00:00:00Z'), /not a real instant/],
+    ['trailing junk', schedulerHeaders('j', '2026-10-16T12:00:00Zjunk'), /not an RFC 3339/],
+    ['an epoch number', schedulerHeaders('j', '1792152000'), /not an RFC 3339/],
+    [
+      'an oversized ScheduleTime',
+      schedulerHeaders('j', `2026-10-16T12:00:00.${'0'.repeat(40)}Z`),
+      /longer than 40/,
+    ],
+  ];
+  for (const [what, headers, message] of invalid) {
+    it(`refuses ${what} with 400 and writes nothing`, async () => {
+      const { job, calls } = countingJob();
+      const { request, collection } = serve(job);
+
+      const res = await request.post('/').set(headers);
+
+      assert.equal(res.status, 400);
+      assert.equal(res.body.outcome, 'invalid_request');
+      assert.match(res.body.message, message);
+      assert.equal(res.body.runId, undefined);
+      assert.equal(calls.length, 0);
+      assert.equal((await documents(collection)).size, 0);
+    });
+  }
+
+  it('refuses a repeated ScheduleTime header with 400', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job);
+
+    const res = await request
+      .post('/')
+      .set('X-CloudScheduler-JobName', 'nightly')
+      .set('X-CloudScheduler-ScheduleTime', [
+        '2026-10-16T12:00:00Z',
+        '2026-10-16T13:00:00Z',
+      ] as unknown as string);
+
+    assert.equal(res.status, 400);
+    assert.match(res.body.message, /sent 2 times/);
+    assert.equal(calls.length, 0);
+  });
+
+  it('keys runs by the scope header: two scopes run twice, one scope once', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { env: { RUN_KEY_SCOPE_HEADERS: 'X-Env' } });
+
+    const prod = await request.post('/').set({ ...schedulerHeaders(), 'X-Env': 'prod' });
+    const staging = await request.post('/').set({ ...schedulerHeaders(), 'x-env': 'staging' });
+    const prodAgain = await request.post('/').set({ ...schedulerHeaders(), 'X-ENV': 'prod' });
+    const unscoped = await request.post('/').set(schedulerHeaders());
+
+    assert.deepEqual(
+      [prod.body.outcome, staging.body.outcome, prodAgain.body.outcome],
+      ['processed', 'processed', 'duplicate'],
+    );
+    assert.notEqual(prod.body.runId, staging.body.runId);
+    assert.equal(unscoped.status, 400);
+    assert.match(unscoped.body.message, /Scope header x-env is missing/);
+    assert.equal(calls.length, 2);
+  });
+
+  it('keys runs by the scope query parameters', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { env: { RUN_KEY_SCOPE_PARAMS: 'project,location' } });
+
+    const a = await request.post('/?project=p1&location=us-central1').set(schedulerHeaders());
+    const b = await request.post('/?project=p2&location=us-central1').set(schedulerHeaders());
+    const repeated = await request
+      .post('/?project=p1&project=p2&location=x')
+      .set(schedulerHeaders());
+
+    assert.deepEqual([a.body.outcome, b.body.outcome], ['processed', 'processed']);
+    assert.equal(repeated.status, 400);
+    assert.equal(calls.length, 2);
+  });
+
+  it('answers 200 and logs an error when the job succeeded but completion cannot be recorded', async () => {
+    const { ledger: seed, collection } = newLedger();
+    const db = hookedFirestore({ update: async () => Promise.reject(grpcError(14)) });
+    const { ledger } = newLedger({ collection }, db);
+    const { job, calls } = countingJob();
+    const { request, logs } = serve(job, { ledger, collection });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 200);
+    assert.equal(res.body.outcome, 'processed');
+    assert.match(res.body.message, /did not record its completion/);
+    assert.equal(calls.length, 1);
+    assert.equal((await seed.get(res.body.runId))?.status, 'in_progress');
+    const errors = logs.lines().filter((l) => l.severity === 'ERROR');
+    assert.ok(errors.some((l) => String(l.message).includes('completion could not be recorded')));
+  });
+
+  it('answers 500 unavailable without running the job when Firestore does not answer', async () => {
+    const db = hookedFirestore({ create: () => new Promise(() => {}) });
+    const { ledger, collection } = newLedger({ timeoutMs: 300 }, db);
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { ledger, collection });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 500);
+    assert.equal(res.body.outcome, 'unavailable');
+    assert.match(res.body.message, /Firestore is unavailable.*the job was not run/);
+    assert.equal(calls.length, 0);
+  });
+
+  it('logs one line per request with the run fields, severity and trace, and never the token', async () => {
+    const { request, logs } = serve(async (ctx) =>
+      ctx.logger.info({ authorization: 'Bearer s3cret' }, 'job log'),
+    );
+
+    const res = await request
+      .post('/')
+      .set({
+        ...schedulerHeaders(),
+        Authorization: 'Bearer s3cret-token',
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      })
+      .send({ secret: 'body-value' });
+
+    const lines = logs.lines();
+    const summary = lines.filter((l) => l.outcome !== undefined);
+    assert.equal(summary.length, 1);
+    const [line] = summary;
+    assert.equal(line?.severity, 'INFO');
+    assert.equal(line?.outcome, 'processed');
+    assert.equal(line?.runId, res.body.runId);
+    assert.equal(line?.jobName, 'nightly-report');
+    assert.equal(line?.scheduleTime, '2026-10-16T12:00:00Z');
+    assert.equal(typeof line?.attemptId, 'string');
+    assert.equal(typeof line?.durationMs, 'number');
+    assert.equal(
+      line?.['logging.googleapis.com/trace'],
+      'projects/demo-project/traces/0af7651916cd43dd8448eb211c80319c',
+    );
+    assert.equal(line?.['logging.googleapis.com/spanId'], 'b7ad6b7169203331');
+    const jobLine = lines.find((l) => l.message === 'job log');
+    assert.equal(jobLine?.attemptId, line?.attemptId);
+    assert.doesNotMatch(logs.raw(), /s3cret|body-value/);
+  });
+});
