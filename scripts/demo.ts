@@ -1,0 +1,139 @@
+/**
+ * `npm run demo`: serves the function on a local port (the shipped `src/job.ts`, the real ledger on
+ * the Firestore emulator) and sends it the deliveries Cloud Scheduler sends in real life, then prints
+ * what each got. Job `demo-flaky` is wrapped to fail its first execution, to show a retry.
+ */
+
+import { request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Firestore } from '@google-cloud/firestore';
+import * as functions from '@google-cloud/functions-framework';
+import { getTestServer } from '@google-cloud/functions-framework/testing';
+import { loadConfig } from '../src/config.ts';
+import { createScheduledJobHandler } from '../src/handler.ts';
+import { type JobContext, runJobLogic } from '../src/job.ts';
+import { RunLedger } from '../src/ledger.ts';
+import { createLogger } from '../src/logger.ts';
+
+const config = loadConfig({
+  ...process.env,
+  RUNS_COLLECTION: `demo_runs_${Date.now()}`,
+  LOG_LEVEL: 'silent',
+});
+const ledger = new RunLedger(
+  new Firestore({ projectId: config.projectId ?? 'demo-scheduler-run-once' }),
+  {
+    collection: config.runsCollection,
+    leaseMs: config.leaseMs,
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  },
+);
+const executions = new Map<string, number>();
+async function job(ctx: JobContext): Promise<void> {
+  const n = (executions.get(ctx.jobName) ?? 0) + 1;
+  executions.set(ctx.jobName, n);
+  if (ctx.jobName === 'demo-flaky' && n === 1) throw new Error('downstream API returned 503');
+  await runJobLogic(ctx);
+}
+functions.http(
+  'demo',
+  createScheduledJobHandler({ config, ledger, job, logger: createLogger(config) }),
+);
+const server = getTestServer('demo');
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const { port } = server.address() as AddressInfo;
+
+/** Sends one delivery over HTTP/1.1, header names exactly as given. */
+function deliver(
+  headers: Record<string, string>,
+): Promise<{ status: number; outcome: string; message: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', headers }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      res.on('end', () => {
+        const parsed = JSON.parse(body) as { outcome: string; message: string };
+        resolve({ status: res.statusCode ?? 0, ...parsed });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const cron = (job: string, time = '2026-10-16T12:00:00Z') => ({
+  'X-CloudScheduler-JobName': job,
+  'X-CloudScheduler-ScheduleTime': time,
+});
+const rows: string[][] = [];
+async function step(
+  what: string,
+  delivery: Promise<Awaited<ReturnType<typeof deliver>>>,
+  job: string,
+) {
+  const res = await delivery;
+  rows.push([
+    String(rows.length + 1),
+    what,
+    String(res.status),
+    res.outcome,
+    String(executions.get(job) ?? 0),
+    res.message,
+  ]);
+}
+
+const first = deliver(cron('nightly-report'));
+await new Promise((resolve) => setTimeout(resolve, 300));
+await step(
+  'retry while the job runs (attempt deadline hit)',
+  deliver(cron('nightly-report')),
+  'nightly-report',
+);
+await step('first delivery of nightly-report 12:00Z', first, 'nightly-report');
+await step(
+  'retry after completion (lost response)',
+  deliver(cron('nightly-report')),
+  'nightly-report',
+);
+await step(
+  'HTTP/2-style retry: lowercase names, -07:00 offset',
+  deliver({
+    'x-cloudscheduler-jobname': 'nightly-report',
+    'x-cloudscheduler-scheduletime': '2026-10-16T05:00:00-07:00',
+  }),
+  'nightly-report',
+);
+await step(
+  'next scheduled run, 12:05Z',
+  deliver(cron('nightly-report', '2026-10-16T12:05:00Z')),
+  'nightly-report',
+);
+await step('demo-flaky: the job throws', deliver(cron('demo-flaky')), 'demo-flaky');
+await step('demo-flaky: Scheduler retries', deliver(cron('demo-flaky')), 'demo-flaky');
+await step(
+  'an "every 5 minutes" job (no ScheduleTime)',
+  deliver({ 'X-CloudScheduler-JobName': 'groc-job' }),
+  'groc-job',
+);
+
+const header = ['#', 'delivery', 'status', 'outcome', 'job runs', 'message'];
+const table = [header, ...rows];
+const widths = header.map((_, i) =>
+  Math.max(...table.map((r) => Math.min((r[i] ?? '').length, i === 5 ? 70 : 60))),
+);
+for (const row of table) {
+  console.log(
+    row
+      .map((cell, i) =>
+        cell.length > (widths[i] ?? 0)
+          ? `${cell.slice(0, (widths[i] ?? 1) - 1)}…`
+          : cell.padEnd(widths[i] ?? 0),
+      )
+      .join(' | '),
+  );
+}
+server.close();
+process.exit(0);
