@@ -34,7 +34,7 @@ export interface JobContext {
  * @throws anything, to mark the attempt failed and have Cloud Scheduler retry it.
  */
 export async function runJobLogic(ctx: JobContext): Promise<void> {
-  ctx.logger.info({ scheduleTime: ctx.scheduleTime.toISOString() }, 'job started');
+  ctx.logger.info({ startedLateMs: Date.now() - ctx.scheduleTime.getTime() }, 'job started');
   // e.g. await fetch(REPORT_URL, { method: 'POST', headers: { 'Idempotency-Key': ctx.runId } });
   await new Promise((resolve) => setTimeout(resolve, 1000));
   ctx.logger.info('job finished');
