@@ -41,7 +41,27 @@ export interface Config {
   readonly serviceName: string;
   /** Whether error text reaches the client: only outside production (`NODE_ENV` ≠ `production`). */
   readonly exposeErrors: boolean;
+  /**
+   * Longest a job may run, in ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts and the lease
+   * heartbeat stops. Set it to the function timeout.
+   */
+  readonly jobTimeoutMs: number;
+  /** How long SIGTERM waits for running jobs to stop and release their claims, in ms (`SHUTDOWN_GRACE_SECONDS`). */
+  readonly shutdownGraceMs: number;
+  /**
+   * `platform` (Cloud Run's IAM invoker check authenticates) or `verify-oidc` (this function
+   * verifies the Scheduler's OIDC token itself, for `--no-invoker-iam-check` or a load balancer).
+   */
+  readonly authMode: AuthMode;
+  /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
+  readonly oidcAudience: string;
+  /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
+  readonly oidcInvokers: readonly string[];
 }
+
+/** How requests are authenticated; see {@link Config.authMode}. */
+export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
+export type AuthMode = (typeof AUTH_MODES)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -150,6 +170,25 @@ export const OPTIONS = {
   },
   serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
   exposeErrors: { env: 'NODE_ENV', default: 'development', parse: (raw) => raw !== 'production' },
+  // 3600 s: the longest timeout of a 2nd-gen HTTP function.
+  jobTimeoutMs: { env: 'JOB_TIMEOUT_SECONDS', default: '3600', parse: seconds(1) },
+  // Cloud Run sends SIGKILL 10 s after SIGTERM.
+  shutdownGraceMs: { env: 'SHUTDOWN_GRACE_SECONDS', default: '8', parse: seconds(0) },
+  authMode: {
+    env: 'AUTH_MODE',
+    default: 'platform',
+    parse: (raw) => {
+      const mode = AUTH_MODES.find((m) => m === raw);
+      if (mode === undefined) throw new Error(`must be one of ${AUTH_MODES.join(', ')}`);
+      return mode;
+    },
+  },
+  oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
+  oidcInvokers: {
+    env: 'OIDC_INVOKERS',
+    default: '',
+    parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
+  },
 } as const satisfies { [K in keyof Config]: Option<Config[K]> };
 
 /**
@@ -177,6 +216,11 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(
       `RETENTION_SECONDS (${config.retentionMs / 1000}) must exceed LEASE_SECONDS (${config.leaseMs / 1000})`,
     );
+  }
+  if (config.authMode === 'verify-oidc') {
+    if (config.oidcAudience === '') problems.push('AUTH_MODE=verify-oidc needs OIDC_AUDIENCE');
+    if (config.oidcInvokers.length === 0)
+      problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

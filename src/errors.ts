@@ -37,3 +37,21 @@ export class InvalidRequestError extends RunOnceError {
 export class LedgerUnavailableError extends RunOnceError {
   override name = 'LedgerUnavailableError';
 }
+
+/** Why an attempt's `signal` was aborted. */
+export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
+
+/**
+ * The reason given to an attempt's `AbortSignal`: the lease was lost to another attempt (a heartbeat's
+ * fenced write failed), the instance is shutting down (SIGTERM), or the job ran past
+ * `JOB_TIMEOUT_SECONDS`. A job that sees it should stop and throw; its claim is then released.
+ */
+export class AttemptAbortedError extends RunOnceError {
+  override name = 'AttemptAbortedError';
+  readonly reason: AbortReason;
+
+  constructor(reason: AbortReason, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}

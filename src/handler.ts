@@ -5,6 +5,7 @@
 import { Timestamp } from '@google-cloud/firestore';
 import type { HttpFunction } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
+import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import { InvalidRequestError } from './errors.ts';
 import type { JobContext } from './job.ts';
@@ -13,9 +14,10 @@ import { withTrace } from './logger.ts';
 import { computeRunId } from './run-key.ts';
 import { type OutcomeName, type RunOutcome, runOnce } from './run-once.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
+import type { GracefulShutdown } from './shutdown.ts';
 
-/** Every response's outcome: the run outcomes plus the adapter's own refusal. */
-export type ResponseOutcome = OutcomeName | 'invalid_request';
+/** Every response's outcome: the run outcomes plus the adapter's own refusals. */
+export type ResponseOutcome = OutcomeName | 'invalid_request' | 'unauthenticated' | 'forbidden';
 
 /**
  * Status code per outcome. 409 for a live claim, never 503: App Engine targets treat 503 specially
@@ -26,6 +28,8 @@ export const STATUS_BY_OUTCOME = {
   duplicate: 200,
   in_progress: 409,
   invalid_request: 400,
+  unauthenticated: 401,
+  forbidden: 403,
   failed: 500,
   unavailable: 500,
 } as const satisfies Record<ResponseOutcome, number>;
@@ -40,12 +44,19 @@ export interface ResponseBody {
 
 /** What {@link createScheduledJobHandler} needs. */
 export interface HandlerDeps {
-  /** Scope settings and `exposeErrors`. */
-  readonly config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams' | 'exposeErrors'>;
+  /** Scope settings, `exposeErrors` and `jobTimeoutMs`. */
+  readonly config: Pick<
+    Config,
+    'keyScope' | 'keyScopeHeaders' | 'keyScopeParams' | 'exposeErrors' | 'jobTimeoutMs'
+  >;
   readonly ledger: RunLedger;
   /** The user's job (`runJobLogic` from `job.ts`). */
   readonly job: (ctx: JobContext) => Promise<void> | void;
   readonly logger: Logger;
+  /** Checks the caller before anything else (`AUTH_MODE=verify-oidc`); none with `platform`. */
+  readonly authenticate?: Authenticator;
+  /** Tracks requests and aborts their jobs on SIGTERM. */
+  readonly shutdown?: GracefulShutdown;
 }
 
 const LOG_LEVEL_BY_OUTCOME = {
@@ -53,6 +64,8 @@ const LOG_LEVEL_BY_OUTCOME = {
   duplicate: 'info',
   in_progress: 'info',
   invalid_request: 'warn',
+  unauthenticated: 'warn',
+  forbidden: 'warn',
   failed: 'error',
   unavailable: 'error',
 } as const satisfies Record<ResponseOutcome, string>;
@@ -126,8 +139,8 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
  * a header or the body.
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
-  const { config, ledger, job } = deps;
-  return async (req, res) => {
+  const { config, ledger, job, authenticate, shutdown } = deps;
+  const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
     let run: ScheduledRun | undefined;
@@ -136,31 +149,50 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     let message: string;
     let fields: object = {};
     try {
-      run = readScheduledRun(req, config);
-      runId = computeRunId(run);
-      const runLogger = logger.child({
-        runId,
-        jobName: run.jobName,
-        scheduleTime: run.scheduleTime,
-      });
-      const scheduleTime = timestampOf(run.scheduleTime);
-      const { jobName } = run;
-      const result = await runOnce(
-        ledger,
-        runId,
-        (attempt) =>
-          job({
-            runId: attempt.runId,
-            jobName,
-            scheduleTime: scheduleTime.toDate(),
-            attemptId: attempt.attemptId,
-            leaseExpires: attempt.leaseExpires,
-            logger: runLogger.child({ attemptId: attempt.attemptId }),
-          }),
-        { details: { job_name: jobName, schedule_time: scheduleTime }, logger: runLogger },
-      );
-      outcome = result.outcome;
-      ({ message, fields } = describe(result, config.exposeErrors));
+      const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
+      if (auth?.ok === false) {
+        outcome = auth.status === 401 ? 'unauthenticated' : 'forbidden';
+        message = auth.message;
+        if (auth.status === 401) res.set('WWW-Authenticate', 'Bearer');
+      } else if (shutdown?.signal.aborted) {
+        outcome = 'unavailable';
+        message = 'This instance is shutting down; the job was not run. Retry later.';
+      } else {
+        fields = auth ? { caller: auth.email } : {};
+        run = readScheduledRun(req, config);
+        runId = computeRunId(run);
+        const runLogger = logger.child({
+          runId,
+          jobName: run.jobName,
+          scheduleTime: run.scheduleTime,
+        });
+        const scheduleTime = timestampOf(run.scheduleTime);
+        const { jobName } = run;
+        const result = await runOnce(
+          ledger,
+          runId,
+          (attempt) =>
+            job({
+              runId: attempt.runId,
+              jobName,
+              scheduleTime: scheduleTime.toDate(),
+              attemptId: attempt.attemptId,
+              leaseExpires: attempt.leaseExpires,
+              signal: attempt.signal,
+              logger: runLogger.child({ attemptId: attempt.attemptId }),
+            }),
+          {
+            details: { job_name: jobName, schedule_time: scheduleTime },
+            logger: runLogger,
+            shutdown: shutdown?.signal,
+            maxRunMs: config.jobTimeoutMs,
+          },
+        );
+        outcome = result.outcome;
+        const described = describe(result, config.exposeErrors);
+        message = described.message;
+        fields = { ...fields, ...described.fields };
+      }
     } catch (err) {
       if (err instanceof InvalidRequestError) {
         outcome = 'invalid_request';
@@ -195,4 +227,5 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       `scheduled run: ${outcome}`,
     );
   };
+  return shutdown ? (req, res) => shutdown.track(Promise.resolve(handle(req, res))) : handle;
 }

@@ -4,12 +4,14 @@
  */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
+import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { runJobLogic } from './job.ts';
 import { RunLedger } from './ledger.ts';
 import { createLogger } from './logger.ts';
+import { drainOnSignals, GracefulShutdown } from './shutdown.ts';
 
 function loadConfigOrExit(): Config {
   try {
@@ -36,9 +38,16 @@ const ledger = new RunLedger(firestore, {
   timeoutMs: config.firestoreTimeoutMs,
 });
 
+const shutdown = new GracefulShutdown();
+drainOnSignals(shutdown, config.shutdownGraceMs, logger);
+const authenticate =
+  config.authMode === 'verify-oidc'
+    ? createOidcAuthenticator({ audience: config.oidcAudience, invokers: config.oidcInvokers })
+    : undefined;
+
 functions.http(
   'handleScheduledJob',
-  createScheduledJobHandler({ config, ledger, job: runJobLogic, logger }),
+  createScheduledJobHandler({ config, ledger, job: runJobLogic, logger, authenticate, shutdown }),
 );
 
 export { type Config, loadConfig, OPTIONS } from './config.ts';
@@ -55,3 +64,4 @@ export { createLogger, traceFields, withTrace } from './logger.ts';
 export { computeRunId } from './run-key.ts';
 export { type Attempt, type RunOutcome, runOnce } from './run-once.ts';
 export { normaliseScheduleTime, readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
+export { drainOnSignals, GracefulShutdown } from './shutdown.ts';

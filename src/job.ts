@@ -10,6 +10,7 @@
  * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
  *   (the Scheduler guide: the most downstream service must be idempotent too).
  */
+import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
 /** What the job knows about the run it is doing. */
@@ -24,6 +25,13 @@ export interface JobContext {
   readonly attemptId: string;
   /** When this attempt's lease lapses: finish before it, or another attempt may take the run over. */
   readonly leaseExpires: Date;
+  /**
+   * Aborted when this attempt should stop: its lease was lost to another attempt, the instance is
+   * shutting down (SIGTERM), or the job ran past JOB_TIMEOUT_SECONDS. `signal.reason` says which
+   * (an `AttemptAbortedError`). Pass it to `fetch` and friends, or check it between steps, and throw:
+   * the claim is then released so a retry can run at once.
+   */
+  readonly signal: AbortSignal;
   /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace). */
   readonly logger: Logger;
 }
@@ -35,7 +43,7 @@ export interface JobContext {
  */
 export async function runJobLogic(ctx: JobContext): Promise<void> {
   ctx.logger.info({ startedLateMs: Date.now() - ctx.scheduleTime.getTime() }, 'job started');
-  // e.g. await fetch(REPORT_URL, { method: 'POST', headers: { 'Idempotency-Key': ctx.runId } });
-  await new Promise((resolve) => setTimeout(resolve, 1000));
+  // e.g. await fetch(url, { method: 'POST', headers: { 'Idempotency-Key': ctx.runId }, signal: ctx.signal });
+  await setTimeout(1000, undefined, { signal: ctx.signal });
   ctx.logger.info('job finished');
 }

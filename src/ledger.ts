@@ -174,6 +174,30 @@ export class RunLedger {
   }
 
   /**
+   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced like every write.
+   * The write changes the document's update time, so it returns the claim with its new fencing token:
+   * use the returned claim from then on.
+   *
+   * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
+   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
+   */
+  async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
+    const nowMs = this.#serverNow();
+    const leaseExpires = new Date(nowMs + this.#options.leaseMs);
+    const fields = {
+      lease_expires: Timestamp.fromDate(leaseExpires),
+      expire_at: Timestamp.fromMillis(nowMs + this.#options.retentionMs),
+    };
+    let writeTime: Timestamp | undefined;
+    const result = await this.#fencedWrite(claim, 'lease extension', async (ref, token) => {
+      writeTime = (await ref.update(fields, { lastUpdateTime: token })).writeTime;
+    });
+    if (result === 'lease_lost' || writeTime === undefined) return 'lease_lost';
+    this.#learnSkew(writeTime);
+    return { ...claim, fencingToken: writeTime, leaseExpires };
+  }
+
+  /**
    * Marks the claimed run completed, if this attempt still holds it. Retries a transient failure;
    * if an earlier try landed, recognises our own `attempt_id` instead of reporting a lost lease.
    *
@@ -190,9 +214,9 @@ export class RunLedger {
     };
     return this.#fencedWrite(
       claim,
-      'complete',
-      (ref) => ref.update(fields, { lastUpdateTime: claim.fencingToken }),
-      (record) => record?.attempt_id === claim.attemptId && record.status === RunStatus.Completed,
+      'completion',
+      (ref, token) => ref.update(fields, { lastUpdateTime: token }),
+      (record) => record?.status === RunStatus.Completed,
     );
   }
 
@@ -208,7 +232,7 @@ export class RunLedger {
     return this.#fencedWrite(
       claim,
       'release',
-      (ref) => ref.delete({ lastUpdateTime: claim.fencingToken }),
+      (ref, token) => ref.delete({ lastUpdateTime: token }),
       (record) => record === undefined,
     );
   }
@@ -264,28 +288,45 @@ export class RunLedger {
   }
 
   /**
-   * One fenced write with bounded retries. When the precondition fails, `alreadyDone` decides from
-   * the current record whether an earlier try of ours landed (a retry after a lost response).
+   * One fenced write with bounded retries. `write` gets the fencing token to use as its
+   * `lastUpdateTime` precondition. When the precondition fails, the current record tells why:
+   * - not ours (absent for an update, or another `attempt_id`) → `lease_lost`;
+   * - `alreadyDone` → an earlier try of ours landed but its answer was lost → `recorded`;
+   * - ours and still in progress → an earlier write of ours (a heartbeat or a try of this write)
+   *   landed unseen and moved the update time: adopt the update time just read and try again. Safe:
+   *   only this attempt writes a record with its `attempt_id`, and the retry is fenced on that read.
    */
   async #fencedWrite(
     claim: Claim,
     what: string,
-    write: (ref: DocumentReference) => Promise<unknown>,
-    alreadyDone: (record: RunRecord | undefined) => boolean,
+    write: (ref: DocumentReference, token: Timestamp) => Promise<unknown>,
+    alreadyDone: (record: RunRecord | undefined) => boolean = () => false,
   ): Promise<FenceResult> {
     const ref = this.#ref(claim.runId);
+    let token = claim.fencingToken;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.#call(what, () => write(ref));
+        await this.#call(what, () => write(ref, token));
         return 'recorded';
       } catch (err) {
-        if (isRace(err)) {
-          return alreadyDone(await this.get(claim.runId)) ? 'recorded' : 'lease_lost';
+        if (!isRace(err)) {
+          if (attempt >= FENCED_WRITE_TRIES) throw err;
+          await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
+          continue;
         }
-        if (attempt >= FENCED_WRITE_TRIES) throw err;
-        await new Promise((resolve) =>
-          setTimeout(resolve, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)),
-        );
+        const snap = await this.#call('read', () => ref.get());
+        const record = snap.exists ? (snap.data() as RunRecord) : undefined;
+        if (
+          alreadyDone(record) &&
+          (record === undefined || record.attempt_id === claim.attemptId)
+        ) {
+          return 'recorded';
+        }
+        if (record?.attempt_id !== claim.attemptId || record.status !== RunStatus.InProgress) {
+          return 'lease_lost';
+        }
+        if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
+        token = snap.updateTime as Timestamp;
       }
     }
   }

@@ -4,7 +4,8 @@
  */
 import type { DocumentData } from '@google-cloud/firestore';
 import type { Logger } from 'pino';
-import { LedgerUnavailableError } from './errors.ts';
+import { AttemptAbortedError, LedgerUnavailableError } from './errors.ts';
+import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { FenceResult, RunLedger, RunRecord } from './ledger.ts';
 
 /** The attempt that won the claim, as the work sees it. */
@@ -17,6 +18,11 @@ export interface Attempt {
   readonly leaseExpires: Date;
   /** True when this attempt took over the expired lease of an earlier, unfinished attempt. */
   readonly takeover: boolean;
+  /**
+   * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
+   * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
+   */
+  readonly signal: AbortSignal;
 }
 
 /**
@@ -49,6 +55,13 @@ export interface RunOnceOptions {
   readonly details?: DocumentData;
   /** Where lost leases and unrecorded writes are reported. */
   readonly logger: Logger;
+  /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
+  readonly shutdown?: AbortSignal;
+  /**
+   * Longest the work may run, ms: then its signal is aborted (`job_timeout`) and the heartbeat
+   * stops, so a hung job gives the run up within one lease.
+   */
+  readonly maxRunMs?: number;
 }
 
 const LEASE_LOST =
@@ -82,19 +95,42 @@ export async function runOnce(
   if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
   if (claimed.state === 'in_progress') return { outcome: 'in_progress', record: claimed.record };
 
-  const { claim } = claimed;
+  const controller = new AbortController();
   const attempt: Attempt = {
     runId,
-    attemptId: claim.attemptId,
-    leaseExpires: claim.leaseExpires,
-    takeover: claim.takeover,
+    attemptId: claimed.claim.attemptId,
+    leaseExpires: claimed.claim.leaseExpires,
+    takeover: claimed.claim.takeover,
+    signal: controller.signal,
   };
+  const heartbeat = new LeaseHeartbeat(ledger, claimed.claim, controller, logger);
+  const onShutdown = () =>
+    controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
+  if (options.shutdown?.aborted) onShutdown();
+  options.shutdown?.addEventListener('abort', onShutdown, { once: true });
+  const timer =
+    options.maxRunMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          void heartbeat.stop();
+          controller.abort(
+            new AttemptAbortedError(
+              'job_timeout',
+              `the job ran longer than ${options.maxRunMs} ms`,
+            ),
+          );
+        }, options.maxRunMs);
   try {
     await work(attempt);
   } catch (error) {
+    const claim = await heartbeat.stop();
     const release = await fenced(() => ledger.release(claim), logger, 'release');
     return { outcome: 'failed', attempt, error, release };
+  } finally {
+    clearTimeout(timer);
+    options.shutdown?.removeEventListener('abort', onShutdown);
   }
+  const claim = await heartbeat.stop();
   const completion = await fenced(() => ledger.complete(claim), logger, 'completion');
   return { outcome: 'processed', attempt, completion };
 }
