@@ -92,7 +92,12 @@ export function testConfig(env: Record<string, string> = {}): Config {
  */
 export function serve(
   job: HandlerDeps['job'],
-  overrides: { env?: Record<string, string>; ledger?: RunLedger; collection?: string } = {},
+  overrides: {
+    env?: Record<string, string>;
+    ledger?: RunLedger;
+    collection?: string;
+    authenticate?: HandlerDeps['authenticate'];
+  } = {},
 ) {
   const config = testConfig(overrides.env);
   const made = overrides.ledger
@@ -102,7 +107,13 @@ export function serve(
   const name = `fn_${randomUUID()}`;
   functions.http(
     name,
-    createScheduledJobHandler({ config, ledger: made.ledger, job, logger: logs.logger }),
+    createScheduledJobHandler({
+      config,
+      ledger: made.ledger,
+      job,
+      logger: logs.logger,
+      authenticate: overrides.authenticate,
+    }),
   );
   return { request: supertest(getTestServer(name)), ...made, logs, config };
 }
@@ -179,4 +190,16 @@ export async function storedRecord(
   const data = (await firestore.collection(collection).doc(id).get()).data();
   if (data === undefined) throw new Error(`no document ${collection}/${id}`);
   return data;
+}
+
+/** Polls `condition` every 25 ms until it holds; fails after `timeoutMs`. */
+export async function until(
+  condition: () => Promise<boolean> | boolean,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await sleep(25);
+  }
 }

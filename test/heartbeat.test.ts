@@ -1,0 +1,124 @@
+/**
+ * The lease heartbeat, the job's abort signal, and runOnce as a primitive for any idempotency key,
+ * on the real emulator.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { AttemptAbortedError } from '../src/errors.ts';
+import { runOnce } from '../src/run-once.ts';
+import {
+  captureLogs,
+  countingJob,
+  documents,
+  firestore,
+  newLedger,
+  schedulerHeaders,
+  serve,
+  sleep,
+  storedRecord,
+  until,
+} from './helpers.ts';
+
+describe('lease heartbeat', () => {
+  it('keeps a job longer than LEASE_SECONDS exclusive: duplicates get 409 throughout, one execution', async () => {
+    const { job, calls } = countingJob({ delayMs: 4000 });
+    const { request, collection } = serve(job, {
+      env: { LEASE_SECONDS: '1', RETENTION_SECONDS: '60' },
+    });
+
+    const first = request
+      .post('/')
+      .set(schedulerHeaders())
+      .then((r) => r);
+    await until(async () => (await documents(collection)).size === 1);
+    const claimedAt = Date.now();
+    const duplicates = [];
+    for (let i = 0; i < 6; i++) {
+      await sleep(300);
+      duplicates.push(await request.post('/').set(schedulerHeaders()));
+    }
+    const spanMs = Date.now() - claimedAt;
+    const done = await first;
+
+    assert.deepEqual(
+      duplicates.map((r) => r.status),
+      Array(6).fill(409),
+    );
+    assert.ok(spanMs > 2000, `duplicates spanned ${spanMs} ms, over two 1-second leases`);
+    assert.equal(done.status, 200);
+    assert.equal(done.body.outcome, 'processed');
+    assert.equal(calls.length, 1);
+    assert.equal((await storedRecord(collection, done.body.runId)).status, 'completed');
+  });
+
+  it('aborts the job signal with reason lease_lost when another attempt steals the lease', async () => {
+    const { ledger, collection } = newLedger({ leaseMs: 600 });
+    const { logger } = captureLogs();
+    let reason: unknown;
+
+    const outcome = runOnce(
+      ledger,
+      'run-1',
+      async ({ signal }) => {
+        await new Promise<void>((_, reject) => {
+          signal.addEventListener('abort', () => {
+            reason = signal.reason;
+            reject(signal.reason);
+          });
+        });
+      },
+      { logger },
+    );
+    await sleep(100);
+    await firestore.collection(collection).doc('run-1').update({ attempt_id: 'thief' });
+    const result = await outcome;
+
+    assert.ok(reason instanceof AttemptAbortedError);
+    assert.equal(reason.reason, 'lease_lost');
+    assert.equal(result.outcome, 'failed');
+    assert.equal(result.outcome === 'failed' && result.release, 'lease_lost');
+    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, 'thief');
+  });
+
+  it('aborts the job signal with reason job_timeout past maxRunMs', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async ({ signal }) => {
+        await sleep(2000);
+        signal.throwIfAborted();
+      },
+      { logger, maxRunMs: 200 },
+    );
+
+    assert.equal(result.outcome, 'failed');
+    const error = result.outcome === 'failed' ? result.error : undefined;
+    assert.ok(error instanceof AttemptAbortedError && error.reason === 'job_timeout');
+    assert.equal(await ledger.get('run-1'), undefined, 'the claim was released');
+  });
+});
+
+describe('runOnce', () => {
+  it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+    let executions = 0;
+    const work = async () => {
+      executions++;
+      await sleep(100);
+    };
+
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => runOnce(ledger, 'payment-42', work, { logger })),
+    );
+    const later = await runOnce(ledger, 'payment-42', work, { logger });
+
+    assert.equal(executions, 1);
+    assert.equal(results.filter((r) => r.outcome === 'processed').length, 1);
+    assert.ok(results.every((r) => ['processed', 'in_progress', 'duplicate'].includes(r.outcome)));
+    assert.equal(later.outcome, 'duplicate');
+  });
+});
