@@ -122,7 +122,9 @@ export async function runOnce(
         }, options.maxRunMs);
   try {
     await work(attempt);
-  } catch (error) {
+  } catch (thrown) {
+    // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
+    const error = controller.signal.aborted ? controller.signal.reason : thrown;
     const claim = await heartbeat.stop();
     const release = await fenced(() => ledger.release(claim), logger, 'release');
     return { outcome: 'failed', attempt, error, release };

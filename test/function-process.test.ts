@@ -8,7 +8,14 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freshCollection, schedulerHeaders, sleep, storedRecord } from './helpers.ts';
+import {
+  documents,
+  freshCollection,
+  schedulerHeaders,
+  sleep,
+  storedRecord,
+  until,
+} from './helpers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FRAMEWORK = `${ROOT}node_modules/.bin/functions-framework`;
@@ -84,6 +91,31 @@ describe('the built function as a process', {
     assert.equal(retryBody.outcome, 'duplicate');
     assert.equal((await storedRecord(collection, firstBody.runId)).status, 'completed');
     assert.match(fn.output(), /"message":"job started"/);
+  });
+
+  it('on SIGTERM mid-job aborts the job, releases its claim, answers 500, then exits', async () => {
+    const port = await freePort();
+    const collection = freshCollection();
+    const fn = startFunction(port, { RUNS_COLLECTION: collection });
+    children.push(fn);
+    await waitForPort(port, fn);
+    const exited = new Promise((resolve) => fn.once('exit', resolve));
+
+    const delivery = fetch(`http://127.0.0.1:${port}/`, {
+      method: 'POST',
+      headers: schedulerHeaders('sigterm-test'),
+    });
+    await until(async () => (await documents(collection)).size === 1);
+    fn.kill('SIGTERM');
+    const res = await delivery;
+    const body = (await res.json()) as { outcome: string; message: string };
+    await exited;
+
+    assert.equal(res.status, 500, fn.output());
+    assert.equal(body.outcome, 'failed');
+    assert.match(body.message, /shutting down.*claim is released/);
+    assert.equal((await documents(collection)).size, 0, 'the claim was released');
+    assert.match(fn.output(), /shutting down: aborting running jobs/);
   });
 
   it('fails at cold start with every configuration problem listed', async () => {
