@@ -1,0 +1,546 @@
+#!/usr/bin/env bash
+# Deploys handleScheduledJob as a private Cloud Run function (2nd gen) with its Cloud Scheduler job,
+# from a clone, in one command. Re-running updates everything in place.
+#
+#   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 SCHEDULE='*/5 * * * *' ./deploy.sh [--dry-run]
+#
+# Every input is an environment variable; `./deploy.sh --help` lists them with their defaults.
+set -euo pipefail
+
+if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
+  echo "deploy.sh: needs bash 4.4 or later (this is ${BASH_VERSION})" >&2
+  exit 2
+fi
+
+readonly ENTRY_POINT=handleScheduledJob
+# Placeholder for the function URL, which exists only once the function does: a valid URL so that
+# every printed command still parses.
+readonly DRY_RUN_URL=https://FUNCTION_URL.invalid
+readonly APIS=(
+  cloudfunctions.googleapis.com
+  run.googleapis.com
+  cloudbuild.googleapis.com
+  artifactregistry.googleapis.com
+  cloudscheduler.googleapis.com
+  firestore.googleapis.com
+)
+
+usage() {
+  cat <<'EOF'
+Usage: GOOGLE_CLOUD_PROJECT=ID REGION=REGION SCHEDULE='CRON' ./deploy.sh [--dry-run] [--assume-existing]
+
+Deploys handleScheduledJob as a private 2nd gen Cloud Run function, invoked by a Cloud Scheduler
+HTTP job with an OIDC token, with a Firestore TTL policy on its run ledger. Idempotent: re-running
+updates the function and the job in place.
+
+Options:
+  --dry-run          Print every gcloud command, one per line, shell-quoted, and run none.
+                     Existence checks are printed and taken as "missing": the create path is shown.
+  --assume-existing  With --dry-run: take every existence check as "found" (shows the update path).
+  -h, --help         This help.
+
+Required:   GOOGLE_CLOUD_PROJECT, REGION, SCHEDULE (unix-cron, five fields)
+Optional (default):
+  FUNCTION_NAME (scheduled-job)        JOB_ID (FUNCTION_NAME)           TIME_ZONE (Etc/UTC)
+  RUNTIME (nodejs24)                   FUNCTION_TIMEOUT_SECONDS (180)   ATTEMPT_DEADLINE_SECONDS (180)
+  MAX_RETRY_ATTEMPTS (3)               MAX_RETRY_DURATION_SECONDS (3600)
+  MIN_BACKOFF_SECONDS (30)             MAX_BACKOFF_SECONDS (600)        MAX_DOUBLINGS (5)
+  LEASE_SECONDS (300)                  RETENTION_SECONDS (86400)        RUNS_COLLECTION (scheduler_runs)
+  FIRESTORE_DATABASE ((default))       RUN_KEY_SCOPE (PROJECT/REGION)   LOG_LEVEL (info)
+  RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
+  FIRESTORE_TIMEOUT_SECONDS, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS (unset: the function's defaults)
+  JOB_HEADERS (KEY=VALUE,... sent by the job), JOB_QUERY (a=b&c=d appended to the job's URL)
+  DRY_RUN=1 is the same as --dry-run.
+EOF
+}
+
+DRY_RUN="${DRY_RUN:-0}"
+ASSUME_EXISTING=0
+while (($# > 0)); do
+  case "$1" in
+    --dry-run) DRY_RUN=1 ;;
+    --assume-existing) ASSUME_EXISTING=1 ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      echo "deploy.sh: unknown argument ${1@Q}" >&2
+      usage >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+if [[ "$DRY_RUN" != 0 && "$DRY_RUN" != 1 ]]; then
+  echo "deploy.sh: DRY_RUN must be 0 or 1, not ${DRY_RUN@Q}" >&2
+  exit 2
+fi
+if ((ASSUME_EXISTING && !DRY_RUN)); then
+  echo "deploy.sh: --assume-existing only applies to --dry-run" >&2
+  exit 2
+fi
+
+# ----------------------------------------------------------------------------------------------
+# Inputs: every variable resolved to its value or default here, then checked all at once.
+# ----------------------------------------------------------------------------------------------
+GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-}"
+REGION="${REGION:-}"
+SCHEDULE="${SCHEDULE:-}"
+FUNCTION_NAME="${FUNCTION_NAME:-scheduled-job}"
+JOB_ID="${JOB_ID:-$FUNCTION_NAME}"
+TIME_ZONE="${TIME_ZONE:-Etc/UTC}"
+RUNTIME="${RUNTIME:-nodejs24}"
+FUNCTION_TIMEOUT_SECONDS="${FUNCTION_TIMEOUT_SECONDS:-180}"
+ATTEMPT_DEADLINE_SECONDS="${ATTEMPT_DEADLINE_SECONDS:-180}"
+MAX_RETRY_ATTEMPTS="${MAX_RETRY_ATTEMPTS:-3}"
+MAX_RETRY_DURATION_SECONDS="${MAX_RETRY_DURATION_SECONDS:-3600}"
+MIN_BACKOFF_SECONDS="${MIN_BACKOFF_SECONDS:-30}"
+MAX_BACKOFF_SECONDS="${MAX_BACKOFF_SECONDS:-600}"
+MAX_DOUBLINGS="${MAX_DOUBLINGS:-5}"
+LEASE_SECONDS="${LEASE_SECONDS:-300}"
+RETENTION_SECONDS="${RETENTION_SECONDS:-86400}"
+RUNS_COLLECTION="${RUNS_COLLECTION:-scheduler_runs}"
+FIRESTORE_DATABASE="${FIRESTORE_DATABASE:-(default)}"
+RUN_KEY_SCOPE="${RUN_KEY_SCOPE:-${GOOGLE_CLOUD_PROJECT}/${REGION}}"
+RUNTIME_SA_NAME="${RUNTIME_SA_NAME:-${FUNCTION_NAME}-run}"
+INVOKER_SA_NAME="${INVOKER_SA_NAME:-${FUNCTION_NAME}-invoker}"
+LOG_LEVEL="${LOG_LEVEL:-info}"
+FIRESTORE_TIMEOUT_SECONDS="${FIRESTORE_TIMEOUT_SECONDS:-}"
+RUN_KEY_SCOPE_HEADERS="${RUN_KEY_SCOPE_HEADERS:-}"
+RUN_KEY_SCOPE_PARAMS="${RUN_KEY_SCOPE_PARAMS:-}"
+JOB_HEADERS="${JOB_HEADERS:-}"
+JOB_QUERY="${JOB_QUERY:-}"
+
+# The function's own limit (src/config.ts): one year.
+readonly MAX_SECONDS=31536000
+problems=()
+# Numbers that failed their own check, so that no rule between numbers reports them twice.
+declare -A invalid_number=()
+
+problem() { problems+=("$*"); }
+
+# Checks that variable $1 holds a whole number from $2 to $3 and rewrites it without leading zeros.
+check_number() {
+  local name="$1" min="$2" max="$3" what="$4" value="${!1}"
+  if [[ ! "$value" =~ ^[0-9]{1,9}$ ]] || ((10#$value < min || 10#$value > max)); then
+    problem "$name=${value@Q}: must be a whole number of $what from $min to $max"
+    invalid_number[$name]=1
+    return 0
+  fi
+  printf -v "$name" '%d' "$((10#$value))"
+}
+
+# Succeeds if every number named passed its own check.
+numbers_valid() {
+  local name
+  for name in "$@"; do [[ -z "${invalid_number[$name]:-}" ]] || return 1; done
+}
+
+# Checks that variable $1 matches the regular expression $2, else reports $3.
+check_pattern() {
+  local name="$1" pattern="$2" rule="$3" value="${!1}"
+  if [[ ! "$value" =~ $pattern ]]; then problem "$name=${value@Q}: $rule"; fi
+}
+
+# Checks that every name in the comma-separated list $1 (as the function reads it) is a key of the
+# list $2 of KEY=VALUE items separated by $3: the function refuses a delivery without it.
+check_sent() {
+  local names="$1" list="$2" separator="$3" source="$4" option="$5" name item key found
+  local -a wanted items
+  IFS=',' read -r -a wanted <<<"$names"
+  IFS="$separator" read -r -a items <<<"$list"
+  for name in "${wanted[@]}"; do
+    name="${name//[[:space:]]/}"
+    [[ -n "$name" ]] || continue
+    found=0
+    for item in "${items[@]}"; do
+      # Header names are case-insensitive; query parameter names are not.
+      key="${item%%=*}"
+      if [[ "$key" == "$name" || ("$separator" == , && "${key,,}" == "${name,,}") ]]; then found=1; fi
+    done
+    if ((!found)); then
+      problem "$source must include ${name@Q}: $option puts it in the run id, so the function refuses a delivery without it"
+    fi
+  done
+}
+
+validate() {
+  # Byte-wise character classes, whatever the caller's locale.
+  local LC_ALL=C
+  local -a fields
+  local field i
+
+  [[ -n "$GOOGLE_CLOUD_PROJECT" ]] || problem "GOOGLE_CLOUD_PROJECT is required: the project id, e.g. my-project"
+  [[ -n "$REGION" ]] || problem "REGION is required: the region of the function and the job, e.g. us-central1"
+  [[ -n "$SCHEDULE" ]] || problem "SCHEDULE is required: a unix-cron schedule, e.g. '*/5 * * * *'"
+
+  if [[ -n "$GOOGLE_CLOUD_PROJECT" ]]; then
+    check_pattern GOOGLE_CLOUD_PROJECT '^([a-z][a-z0-9.-]{0,61}[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$' \
+      'must be a project id: 6-30 of a-z, 0-9, "-", starting with a letter'
+  fi
+  if [[ -n "$REGION" ]]; then
+    check_pattern REGION '^[a-z]+(-[a-z]+)+[0-9]+$' 'must be a region such as us-central1'
+  fi
+
+  # Step 1: only unix-cron schedules make Scheduler send X-CloudScheduler-ScheduleTime.
+  if [[ -n "$SCHEDULE" ]]; then
+    read -r -a fields <<<"$SCHEDULE"
+    local cron_ok=1
+    if ((${#fields[@]} != 5)) || [[ "$SCHEDULE" == *$'\n'* ]]; then cron_ok=0; fi
+    for i in "${!fields[@]}"; do
+      field="${fields[$i]}"
+      # Minute, hour and day of month are numeric; month and day of week also take names (JAN, MON).
+      if ((i < 3)) && [[ ! "$field" =~ ^[0-9*/,-]+$ ]]; then cron_ok=0; fi
+      if ((i >= 3)) && [[ ! "$field" =~ ^[0-9A-Za-z*/,-]+$ ]]; then cron_ok=0; fi
+    done
+    if ((!cron_ok)); then
+      problem "SCHEDULE=${SCHEDULE@Q}: must be a unix-cron schedule of five fields, e.g. '*/5 * * * *'." \
+"App Engine (groc) schedules such as 'every 5 minutes' send no X-CloudScheduler-ScheduleTime header," \
+"so the function could not tell runs apart and would refuse every delivery."
+    fi
+  fi
+
+  check_pattern FUNCTION_NAME '^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$' \
+    'must be 1-63 of a-z, 0-9, "-", starting with a letter and not ending with "-"'
+  check_pattern JOB_ID '^[A-Za-z0-9_-]{1,500}$' 'must be 1-500 of letters, digits, "-", "_"'
+  check_pattern TIME_ZONE '^[A-Za-z0-9_+/-]{1,64}$' 'must be a tz database name such as Etc/UTC or Europe/Paris'
+  check_pattern RUNTIME '^nodejs(2[2-9]|[3-9][0-9])$' 'must be a Node.js runtime id, nodejs22 or later (package.json engines)'
+  check_pattern RUNTIME_SA_NAME '^[a-z][-a-z0-9]{4,28}[a-z0-9]$' \
+    'must be a service account id: 6-30 of a-z, 0-9, "-", starting with a letter (default: FUNCTION_NAME-run)'
+  check_pattern INVOKER_SA_NAME '^[a-z][-a-z0-9]{4,28}[a-z0-9]$' \
+    'must be a service account id: 6-30 of a-z, 0-9, "-", starting with a letter (default: FUNCTION_NAME-invoker)'
+  if [[ "$RUNTIME_SA_NAME" == "$INVOKER_SA_NAME" ]]; then
+    problem "RUNTIME_SA_NAME and INVOKER_SA_NAME are both ${RUNTIME_SA_NAME@Q}: each role needs its own account"
+  fi
+
+  # The rules below mirror src/config.ts, so a bad value fails here and not at the function's cold start.
+  check_pattern RUNS_COLLECTION '^[A-Za-z0-9_-]{1,100}$' 'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)'
+  if [[ "$RUNS_COLLECTION" =~ ^__.*__$ ]]; then problem "RUNS_COLLECTION=${RUNS_COLLECTION@Q}: __names__ are reserved by Firestore"; fi
+  check_pattern FIRESTORE_DATABASE '^(\(default\)|[a-z][a-z0-9-]{2,61}[a-z0-9])$' \
+    'must be "(default)" or a database id (4-63 of a-z, 0-9, "-")'
+  check_pattern RUN_KEY_SCOPE '^[!-~]{0,200}$' 'must be at most 200 printable ASCII characters without spaces'
+  check_pattern LOG_LEVEL '^(fatal|error|warn|info|debug|trace|silent)$' \
+    'must be one of fatal, error, warn, info, debug, trace, silent'
+  check_pattern RUN_KEY_SCOPE_HEADERS '^[A-Za-z0-9, -]*$' 'must be a comma-separated list of header names'
+  if [[ ",${RUN_KEY_SCOPE_HEADERS,,}," =~ ,[[:space:]]*(x-cloudscheduler-jobname|x-cloudscheduler-scheduletime|authorization)[[:space:]]*, ]]; then
+    problem "RUN_KEY_SCOPE_HEADERS: ${BASH_REMATCH[1]} cannot be a scope header"
+  fi
+  check_pattern RUN_KEY_SCOPE_PARAMS '^[A-Za-z0-9_., -]*$' 'must be a comma-separated list of query parameter names'
+  check_pattern JOB_HEADERS '^([A-Za-z0-9-]+=[^,]*(,[A-Za-z0-9-]+=[^,]*)*)?$' \
+    'must be a comma-separated list of Name=value headers (values without commas)'
+  check_pattern JOB_QUERY '^[A-Za-z0-9_.~%=&+-]*$' 'must be a URL query string without "?", e.g. tenant=acme&env=prod'
+  check_sent "$RUN_KEY_SCOPE_HEADERS" "$JOB_HEADERS" ',' JOB_HEADERS RUN_KEY_SCOPE_HEADERS
+  check_sent "$RUN_KEY_SCOPE_PARAMS" "$JOB_QUERY" '&' JOB_QUERY RUN_KEY_SCOPE_PARAMS
+
+  # Step 2: timing. 3600 s is the 2nd gen limit for HTTP functions; 15-1800 s is Scheduler's
+  # attempt deadline range for HTTP targets; Scheduler allows at most 5 retries.
+  check_number FUNCTION_TIMEOUT_SECONDS 1 3600 seconds
+  check_number ATTEMPT_DEADLINE_SECONDS 15 1800 seconds
+  check_number MAX_RETRY_ATTEMPTS 0 5 retries
+  check_number MAX_RETRY_DURATION_SECONDS 0 "$MAX_SECONDS" seconds
+  check_number MIN_BACKOFF_SECONDS 0 "$MAX_SECONDS" seconds
+  check_number MAX_BACKOFF_SECONDS 0 "$MAX_SECONDS" seconds
+  check_number MAX_DOUBLINGS 0 999 doublings
+  check_number LEASE_SECONDS 1 "$MAX_SECONDS" seconds
+  check_number RETENTION_SECONDS 1 "$MAX_SECONDS" seconds
+  if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then
+    check_number FIRESTORE_TIMEOUT_SECONDS 1 "$MAX_SECONDS" seconds
+  fi
+
+  # lease ≥ function timeout ≥ attempt deadline. Cloud Run keeps running a request after Scheduler
+  # gives up on it, until the function timeout: the lease must outlast that, or a retry takes over a
+  # run that is still working. The attempt deadline must not outlast the function either, so that the
+  # lease covers every attempt Scheduler still waits on.
+  if numbers_valid LEASE_SECONDS FUNCTION_TIMEOUT_SECONDS && ((LEASE_SECONDS < FUNCTION_TIMEOUT_SECONDS)); then
+    problem "LEASE_SECONDS ($LEASE_SECONDS) must be at least FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS):" \
+"a lease shorter than the function may run lets a retry take over a run that is still working"
+  fi
+  if numbers_valid FUNCTION_TIMEOUT_SECONDS ATTEMPT_DEADLINE_SECONDS &&
+    ((FUNCTION_TIMEOUT_SECONDS < ATTEMPT_DEADLINE_SECONDS)); then
+    problem "FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS) must be at least ATTEMPT_DEADLINE_SECONDS ($ATTEMPT_DEADLINE_SECONDS):" \
+"Scheduler would keep waiting on an attempt the platform already ended, past the lease sized for it"
+  fi
+  if numbers_valid MIN_BACKOFF_SECONDS MAX_BACKOFF_SECONDS && ((MIN_BACKOFF_SECONDS > MAX_BACKOFF_SECONDS)); then
+    problem "MIN_BACKOFF_SECONDS ($MIN_BACKOFF_SECONDS) must not exceed MAX_BACKOFF_SECONDS ($MAX_BACKOFF_SECONDS)"
+  fi
+  if numbers_valid RETENTION_SECONDS LEASE_SECONDS && ((RETENTION_SECONDS <= LEASE_SECONDS)); then
+    problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed LEASE_SECONDS ($LEASE_SECONDS):" \
+"the TTL sweep must never delete a claim whose lease is still live"
+  fi
+  # The last retry arrives at most max(retry duration, every retry waiting the longest backoff after a
+  # full attempt) after the first attempt; it must still find the completed record.
+  numbers_valid RETENTION_SECONDS MAX_RETRY_DURATION_SECONDS MAX_RETRY_ATTEMPTS MAX_BACKOFF_SECONDS \
+    ATTEMPT_DEADLINE_SECONDS || return 0
+  local by_attempts=$((MAX_RETRY_ATTEMPTS * (MAX_BACKOFF_SECONDS + ATTEMPT_DEADLINE_SECONDS) + ATTEMPT_DEADLINE_SECONDS))
+  local window=$((MAX_RETRY_DURATION_SECONDS > by_attempts ? MAX_RETRY_DURATION_SECONDS : by_attempts))
+  if ((RETENTION_SECONDS <= window)); then
+    problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window ($window s: the larger of" \
+"MAX_RETRY_DURATION_SECONDS ($MAX_RETRY_DURATION_SECONDS) and MAX_RETRY_ATTEMPTS × (MAX_BACKOFF_SECONDS +" \
+"ATTEMPT_DEADLINE_SECONDS) + ATTEMPT_DEADLINE_SECONDS ($by_attempts)): a late retry must still find the" \
+"completed record, or it runs the job again"
+  fi
+}
+
+validate
+if ((${#problems[@]} > 0)); then
+  {
+    echo "deploy.sh: nothing was deployed; fix these inputs (environment variables) first:"
+    printf '  - %s\n' "${problems[@]}"
+    echo "Example: GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 SCHEDULE='*/5 * * * *' ./deploy.sh --dry-run"
+  } >&2
+  exit 2
+fi
+
+# ----------------------------------------------------------------------------------------------
+# Derived values
+# ----------------------------------------------------------------------------------------------
+# A domain-scoped project (example.com:my-project) has accounts under my-project.example.com.
+if [[ "$GOOGLE_CLOUD_PROJECT" == *:* ]]; then
+  sa_domain="${GOOGLE_CLOUD_PROJECT#*:}.${GOOGLE_CLOUD_PROJECT%%:*}.iam.gserviceaccount.com"
+else
+  sa_domain="${GOOGLE_CLOUD_PROJECT}.iam.gserviceaccount.com"
+fi
+readonly RUNTIME_SA_EMAIL="${RUNTIME_SA_NAME}@${sa_domain}"
+readonly INVOKER_SA_EMAIL="${INVOKER_SA_NAME}@${sa_domain}"
+
+env_vars=(
+  "NODE_ENV=production"
+  "GOOGLE_CLOUD_PROJECT=${GOOGLE_CLOUD_PROJECT}"
+  "LEASE_SECONDS=${LEASE_SECONDS}"
+  "RETENTION_SECONDS=${RETENTION_SECONDS}"
+  "RUNS_COLLECTION=${RUNS_COLLECTION}"
+  "FIRESTORE_DATABASE=${FIRESTORE_DATABASE}"
+  "RUN_KEY_SCOPE=${RUN_KEY_SCOPE}"
+  "LOG_LEVEL=${LOG_LEVEL}"
+  # The job's own deadline: abort it no later than the platform would.
+  "JOB_TIMEOUT_SECONDS=${FUNCTION_TIMEOUT_SECONDS}"
+)
+if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then env_vars+=("FIRESTORE_TIMEOUT_SECONDS=${FIRESTORE_TIMEOUT_SECONDS}"); fi
+if [[ -n "$RUN_KEY_SCOPE_HEADERS" ]]; then env_vars+=("RUN_KEY_SCOPE_HEADERS=${RUN_KEY_SCOPE_HEADERS// /}"); fi
+if [[ -n "$RUN_KEY_SCOPE_PARAMS" ]]; then env_vars+=("RUN_KEY_SCOPE_PARAMS=${RUN_KEY_SCOPE_PARAMS// /}"); fi
+
+# gcloud splits list flags on ","; RUN_KEY_SCOPE may hold commas, so the list names its own
+# delimiter ("^D^K=V{D}K=V", see `gcloud topic escaping`): the first character no value contains.
+env_delimiter=''
+for candidate in '|' '@' ';' '#' '~' '!' '+' '*' '&' '$' '%' '?'; do
+  if [[ "${env_vars[*]}" != *"$candidate"* ]]; then
+    env_delimiter="$candidate"
+    break
+  fi
+done
+if [[ -z "$env_delimiter" ]]; then
+  echo "deploy.sh: RUN_KEY_SCOPE uses every delimiter gcloud could split on; drop one of | @ ; # ~ ! + * & \$ % ?" >&2
+  exit 2
+fi
+env_list="$(IFS="$env_delimiter" && printf '%s' "${env_vars[*]}")"
+readonly SET_ENV_VARS="^${env_delimiter}^${env_list}"
+
+# ----------------------------------------------------------------------------------------------
+# Running, or printing, gcloud
+# ----------------------------------------------------------------------------------------------
+# One word, quoted for bash only where needed; --flag=value keeps the flag outside the quotes.
+quote_word() {
+  local word="$1"
+  if [[ "$word" =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+    printf '%s' "$word"
+  elif [[ "$word" =~ ^(--[a-z0-9-]+=)(.*)$ ]]; then
+    printf '%s' "${BASH_REMATCH[1]}"
+    quote_word "${BASH_REMATCH[2]}"
+  elif [[ -z "$word" ]]; then
+    printf "''"
+  else
+    printf '%s' "${word@Q}"
+  fi
+}
+
+# Prints a command on one line, shell-quoted, so that bash reads back the same words.
+print_command() {
+  local word line=''
+  for word in "$@"; do line+="${line:+ }$(quote_word "$word")"; done
+  printf '%s\n' "$line"
+}
+
+say() { printf '%s\n' "$*" >&2; }
+
+# A dry run prints commands on fd 3, the script's stdout, even from inside $(...).
+exec 3>&1
+
+# Runs a command; in a dry run only prints it on stdout.
+run() {
+  if ((DRY_RUN)); then
+    print_command "$@" >&3
+    return 0
+  fi
+  printf '+ %s\n' "$(print_command "$@")" >&2
+  "$@"
+}
+
+# Like run, retrying: a service account created seconds ago may not be visible to IAM yet.
+run_retrying() {
+  local attempt=1
+  if ((DRY_RUN)); then
+    run "$@"
+    return 0
+  fi
+  printf '+ %s\n' "$(print_command "$@")" >&2
+  until "$@"; do
+    if ((attempt >= 5)); then return 1; fi
+    say "  retrying in $((attempt * 5)) s (IAM changes take a moment to propagate)"
+    sleep "$((attempt * 5))"
+    attempt=$((attempt + 1))
+  done
+}
+
+# Runs a describe command and succeeds if the resource exists. A dry run prints it and answers
+# "missing" (or "found" with --assume-existing). Any failure counts as missing: if it was
+# something else (permissions), the create that follows fails and says why.
+exists() {
+  if ((DRY_RUN)); then
+    print_command "$@" >&3
+    ((ASSUME_EXISTING))
+    return
+  fi
+  printf '+ %s\n' "$(print_command "$@")" >&2
+  "$@" >/dev/null 2>&1
+}
+
+# Runs a command and prints its output; a dry run prints the command and answers $1.
+query() {
+  local placeholder="$1"
+  shift
+  if ((DRY_RUN)); then
+    print_command "$@" >&3
+    printf '%s' "$placeholder"
+    return 0
+  fi
+  printf '+ %s\n' "$(print_command "$@")" >&2
+  "$@"
+}
+
+# Every path in --source is relative to the repository root, which holds this script.
+cd -- "$(dirname -- "${BASH_SOURCE[0]}")"
+
+if ((DRY_RUN)); then
+  say "deploy.sh: dry run: printing every gcloud command on stdout and running none."
+  if ((ASSUME_EXISTING)); then
+    say "Existence checks are printed and taken as found: the update path is shown."
+  else
+    say "Existence checks are printed and taken as missing: the create path is shown."
+  fi
+elif ! command -v gcloud >/dev/null 2>&1; then
+  say "deploy.sh: gcloud not found: install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install)"
+  exit 1
+fi
+
+project=(--project="$GOOGLE_CLOUD_PROJECT")
+
+say "==> Enabling the APIs"
+run gcloud services enable "${APIS[@]}" "${project[@]}" --quiet
+
+say "==> Checking the Firestore database ${FIRESTORE_DATABASE} (it must exist, in Native mode)"
+db_type="$(query FIRESTORE_NATIVE gcloud firestore databases describe --database="$FIRESTORE_DATABASE" \
+  "${project[@]}" --format='value(type)')" || {
+  say "deploy.sh: Firestore database ${FIRESTORE_DATABASE} not found in ${GOOGLE_CLOUD_PROJECT}. Create it, e.g.:"
+  say "  gcloud firestore databases create --database=${FIRESTORE_DATABASE@Q} --location=${REGION} --type=firestore-native --project=${GOOGLE_CLOUD_PROJECT}"
+  exit 1
+}
+if [[ "$db_type" != FIRESTORE_NATIVE ]]; then
+  say "deploy.sh: Firestore database ${FIRESTORE_DATABASE} is ${db_type:-of unknown type}, not FIRESTORE_NATIVE: the run ledger needs Native mode."
+  exit 1
+fi
+
+say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user only)"
+if ! exists gcloud iam service-accounts describe "$RUNTIME_SA_EMAIL" "${project[@]}" --format='value(email)'; then
+  run gcloud iam service-accounts create "$RUNTIME_SA_NAME" "${project[@]}" \
+    --display-name="Runtime of ${FUNCTION_NAME}" \
+    --description="Identity of the function ${FUNCTION_NAME}: reads and writes its Firestore run ledger." --quiet
+fi
+run_retrying gcloud projects add-iam-policy-binding "$GOOGLE_CLOUD_PROJECT" \
+  --member="serviceAccount:${RUNTIME_SA_EMAIL}" --role=roles/datastore.user --condition=None \
+  --format=none --quiet
+
+say "==> Invoker service account ${INVOKER_SA_EMAIL} (for Cloud Scheduler)"
+if ! exists gcloud iam service-accounts describe "$INVOKER_SA_EMAIL" "${project[@]}" --format='value(email)'; then
+  run gcloud iam service-accounts create "$INVOKER_SA_NAME" "${project[@]}" \
+    --display-name="Scheduler invoker of ${FUNCTION_NAME}" \
+    --description="Cloud Scheduler calls the function ${FUNCTION_NAME} with an OIDC token of this account." --quiet
+fi
+
+say "==> Firestore TTL policy on ${RUNS_COLLECTION}.expire_at"
+# In a dry run the policy is taken as missing, or as active with --assume-existing.
+ttl_states="$(query "$( ((ASSUME_EXISTING)) && printf 'expire_at\tACTIVE')" gcloud firestore fields ttls list --collection-group="$RUNS_COLLECTION" \
+  --database="$FIRESTORE_DATABASE" "${project[@]}" --format='value(name.basename(),ttlConfig.state)')"
+if [[ "$ttl_states" =~ (^|$'\n')expire_at[[:space:]]+(ACTIVE|CREATING)($'\n'|$) ]]; then
+  say "  already ${BASH_REMATCH[2]}"
+else
+  # --async: building a TTL policy can take a while; the function does not depend on it.
+  run gcloud firestore fields ttls update expire_at --collection-group="$RUNS_COLLECTION" \
+    --database="$FIRESTORE_DATABASE" --enable-ttl --async "${project[@]}" --quiet
+fi
+
+say "==> Function ${FUNCTION_NAME} (2nd gen, private; the build runs the gcp-build script)"
+run gcloud functions deploy "$FUNCTION_NAME" --gen2 --region="$REGION" "${project[@]}" \
+  --runtime="$RUNTIME" --source=. --entry-point="$ENTRY_POINT" --trigger-http --no-allow-unauthenticated \
+  --service-account="$RUNTIME_SA_EMAIL" --timeout="${FUNCTION_TIMEOUT_SECONDS}s" \
+  --set-env-vars="$SET_ENV_VARS" --quiet
+function_url="$(query "$DRY_RUN_URL" gcloud functions describe "$FUNCTION_NAME" --gen2 --region="$REGION" \
+  "${project[@]}" --format='value(serviceConfig.uri)')"
+if [[ ! "$function_url" =~ ^https:// ]]; then
+  say "deploy.sh: could not read the URL of ${FUNCTION_NAME} (got ${function_url@Q})"
+  exit 1
+fi
+
+say "==> Letting ${INVOKER_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service)"
+run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+  --member="serviceAccount:${INVOKER_SA_EMAIL}" --format=none --quiet
+
+say "==> Scheduler job ${JOB_ID} (${SCHEDULE}, ${TIME_ZONE})"
+job_uri="${function_url}${JOB_QUERY:+?${JOB_QUERY}}"
+job_flags=(
+  --location="$REGION" "${project[@]}"
+  --schedule="$SCHEDULE" --time-zone="$TIME_ZONE"
+  --uri="$job_uri" --http-method=POST
+  # The audience is the service URL itself (no query): that is what Cloud Run checks.
+  --oidc-service-account-email="$INVOKER_SA_EMAIL" --oidc-token-audience="$function_url"
+  --attempt-deadline="${ATTEMPT_DEADLINE_SECONDS}s"
+  --max-retry-attempts="$MAX_RETRY_ATTEMPTS" --max-retry-duration="${MAX_RETRY_DURATION_SECONDS}s"
+  --min-backoff="${MIN_BACKOFF_SECONDS}s" --max-backoff="${MAX_BACKOFF_SECONDS}s"
+  --max-doublings="$MAX_DOUBLINGS"
+  --description="Runs ${FUNCTION_NAME} once per scheduled run (deploy.sh)"
+  --quiet
+)
+if exists gcloud scheduler jobs describe "$JOB_ID" --location="$REGION" "${project[@]}" --format='value(name)'; then
+  # Update only adds or replaces headers: a header dropped from JOB_HEADERS stays until cleared
+  # with `gcloud scheduler jobs update http JOB --clear-headers`.
+  if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--update-headers="$JOB_HEADERS"); fi
+  run gcloud scheduler jobs update http "$JOB_ID" "${job_flags[@]}"
+else
+  if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--headers="$JOB_HEADERS"); fi
+  run gcloud scheduler jobs create http "$JOB_ID" "${job_flags[@]}"
+fi
+
+summary() {
+  local summary_title=Deployed
+  if ((DRY_RUN)); then summary_title='Would deploy (dry run: nothing was changed)'; fi
+  cat <<EOF
+
+${summary_title}
+  Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private)
+  URL             ${function_url}
+  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user)
+  Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
+  Scheduler job   ${JOB_ID}: '${SCHEDULE}' in ${TIME_ZONE}, attempt deadline ${ATTEMPT_DEADLINE_SECONDS} s,
+                  up to ${MAX_RETRY_ATTEMPTS} retries within ${MAX_RETRY_DURATION_SECONDS} s
+  Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)
+
+Trigger a run now:
+  gcloud scheduler jobs run $(quote_word "$JOB_ID") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
+A forced run carries the *next* schedule time in X-CloudScheduler-ScheduleTime, so it shares its run id
+with the upcoming scheduled run, which will then be answered as a duplicate and not run again.
+
+Logs:
+  gcloud functions logs read $(quote_word "$FUNCTION_NAME") --region=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
+EOF
+}
+if ((DRY_RUN)); then summary >&2; else summary; fi
