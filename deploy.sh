@@ -50,6 +50,8 @@ Optional (default):
   RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
   FIRESTORE_TIMEOUT_SECONDS, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS (unset: the function's defaults)
   JOB_HEADERS (KEY=VALUE,... sent by the job), JOB_QUERY (a=b&c=d appended to the job's URL)
+  AUTH_MODE (platform): verify-oidc turns Cloud Run's invoker IAM check off and has the function
+    verify the OIDC token itself; OIDC_AUDIENCE (https://REGION-PROJECT.cloudfunctions.net/FUNCTION_NAME)
   DRY_RUN=1 is the same as --dry-run.
 EOF
 }
@@ -111,6 +113,10 @@ RUN_KEY_SCOPE_HEADERS="${RUN_KEY_SCOPE_HEADERS:-}"
 RUN_KEY_SCOPE_PARAMS="${RUN_KEY_SCOPE_PARAMS:-}"
 JOB_HEADERS="${JOB_HEADERS:-}"
 JOB_QUERY="${JOB_QUERY:-}"
+AUTH_MODE="${AUTH_MODE:-platform}"
+# With verify-oidc the audience must be known before the function exists (it is in the function's
+# environment): the function's cloudfunctions.net address is, unlike its run.app URL.
+OIDC_AUDIENCE="${OIDC_AUDIENCE:-https://${REGION}-${GOOGLE_CLOUD_PROJECT}.cloudfunctions.net/${FUNCTION_NAME}}"
 
 # The function's own limit (src/config.ts): one year.
 readonly MAX_SECONDS=31536000
@@ -230,6 +236,8 @@ validate() {
   check_pattern JOB_HEADERS '^([A-Za-z0-9-]+=[^,]*(,[A-Za-z0-9-]+=[^,]*)*)?$' \
     'must be a comma-separated list of Name=value headers (values without commas)'
   check_pattern JOB_QUERY '^[A-Za-z0-9_.~%=&+-]*$' 'must be a URL query string without "?", e.g. tenant=acme&env=prod'
+  check_pattern AUTH_MODE '^(platform|verify-oidc)$' 'must be platform (Cloud Run checks the token) or verify-oidc (the function does)'
+  check_pattern OIDC_AUDIENCE '^[!-~]{1,500}$' 'must be 1-500 printable ASCII characters without spaces'
   check_sent "$RUN_KEY_SCOPE_HEADERS" "$JOB_HEADERS" ',' JOB_HEADERS RUN_KEY_SCOPE_HEADERS
   check_sent "$RUN_KEY_SCOPE_PARAMS" "$JOB_QUERY" '&' JOB_QUERY RUN_KEY_SCOPE_PARAMS
 
@@ -317,6 +325,10 @@ env_vars=(
   "JOB_TIMEOUT_SECONDS=${FUNCTION_TIMEOUT_SECONDS}"
 )
 if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then env_vars+=("FIRESTORE_TIMEOUT_SECONDS=${FIRESTORE_TIMEOUT_SECONDS}"); fi
+if [[ "$AUTH_MODE" == verify-oidc ]]; then
+  env_vars+=("AUTH_MODE=verify-oidc" "OIDC_AUDIENCE=${OIDC_AUDIENCE}" "OIDC_INVOKERS=${INVOKER_SA_EMAIL}")
+  readonly TOKEN_AUDIENCE="$OIDC_AUDIENCE"
+fi
 if [[ -n "$RUN_KEY_SCOPE_HEADERS" ]]; then env_vars+=("RUN_KEY_SCOPE_HEADERS=${RUN_KEY_SCOPE_HEADERS// /}"); fi
 if [[ -n "$RUN_KEY_SCOPE_PARAMS" ]]; then env_vars+=("RUN_KEY_SCOPE_PARAMS=${RUN_KEY_SCOPE_PARAMS// /}"); fi
 
@@ -494,6 +506,12 @@ fi
 say "==> Letting ${INVOKER_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service)"
 run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
   --member="serviceAccount:${INVOKER_SA_EMAIL}" --format=none --quiet
+if [[ "$AUTH_MODE" == verify-oidc ]]; then
+  # The function verifies the token itself (src/auth.ts): Cloud Run's check would strip its signature.
+  say "==> Turning Cloud Run's invoker IAM check off: the function verifies the OIDC token itself"
+  run gcloud run services update "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+    --no-invoker-iam-check --quiet
+fi
 
 say "==> Scheduler job ${JOB_ID} (${SCHEDULE}, ${TIME_ZONE})"
 job_uri="${function_url}${JOB_QUERY:+?${JOB_QUERY}}"
@@ -501,8 +519,9 @@ job_flags=(
   --location="$REGION" "${project[@]}"
   --schedule="$SCHEDULE" --time-zone="$TIME_ZONE"
   --uri="$job_uri" --http-method=POST
-  # The audience is the service URL itself (no query): that is what Cloud Run checks.
-  --oidc-service-account-email="$INVOKER_SA_EMAIL" --oidc-token-audience="$function_url"
+  # The audience is the service URL itself (no query): that is what Cloud Run checks. With
+  # verify-oidc it is OIDC_AUDIENCE, which the function checks.
+  --oidc-service-account-email="$INVOKER_SA_EMAIL" --oidc-token-audience="${TOKEN_AUDIENCE:-$function_url}"
   --attempt-deadline="${ATTEMPT_DEADLINE_SECONDS}s"
   --max-retry-attempts="$MAX_RETRY_ATTEMPTS" --max-retry-duration="${MAX_RETRY_DURATION_SECONDS}s"
   --min-backoff="${MIN_BACKOFF_SECONDS}s" --max-backoff="${MAX_BACKOFF_SECONDS}s"
@@ -530,6 +549,7 @@ ${summary_title}
   URL             ${function_url}
   Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user)
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
+  Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
   Scheduler job   ${JOB_ID}: '${SCHEDULE}' in ${TIME_ZONE}, attempt deadline ${ATTEMPT_DEADLINE_SECONDS} s,
                   up to ${MAX_RETRY_ATTEMPTS} retries within ${MAX_RETRY_DURATION_SECONDS} s
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)

@@ -305,6 +305,33 @@ describe('deploy.sh --dry-run', () => {
     });
   });
 
+  it('with AUTH_MODE=verify-oidc turns the invoker IAM check off and gives the function its audience', () => {
+    const run = deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' });
+
+    const env = gcloudDict(
+      flag(command(run.lines, 'gcloud', 'functions', 'deploy'), '--set-env-vars') ?? '',
+    );
+    const audience = 'https://us-central1-my-project.cloudfunctions.net/scheduled-job';
+    assert.equal(env.get('AUTH_MODE'), 'verify-oidc');
+    assert.equal(env.get('OIDC_AUDIENCE'), audience);
+    assert.equal(
+      env.get('OIDC_INVOKERS'),
+      'scheduled-job-invoker@my-project.iam.gserviceaccount.com',
+    );
+    const update = command(run.lines, 'gcloud', 'run', 'services', 'update');
+    assert.ok(update.includes('--no-invoker-iam-check'), update.join(' '));
+    const job = command(run.lines, 'gcloud', 'scheduler', 'jobs', 'create');
+    assert.equal(flag(job, '--oidc-token-audience'), audience);
+  });
+
+  it('by default keeps the invoker IAM check and uses the function URL as the audience', () => {
+    const run = deploy(REQUIRED);
+
+    assert.ok(!run.lines.some((l) => l.startsWith('gcloud run services update')));
+    const job = command(run.lines, 'gcloud', 'scheduler', 'jobs', 'create');
+    assert.equal(flag(job, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
+  });
+
   it('scopes run ids to project and region unless RUN_KEY_SCOPE says otherwise', () => {
     const run = deploy(REQUIRED);
 
@@ -465,6 +492,7 @@ describe('the real gcloud parser', () => {
       ...deploy(REQUIRED).lines,
       ...deploy(AWKWARD).lines,
       ...deploy(AWKWARD, ['--dry-run', '--assume-existing']).lines,
+      ...deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' }).lines,
     ]);
 
     const results = await parseAll([...lines]);
@@ -588,6 +616,11 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       name: 'a retention that a late retry could outlive',
       inputs: { ...REQUIRED, RETENTION_SECONDS: '3600' },
       says: [/RETENTION_SECONDS \(3600\) must exceed the retry window \(3600 s/],
+    },
+    {
+      name: 'an unknown AUTH_MODE',
+      inputs: { ...REQUIRED, AUTH_MODE: 'none' },
+      says: [/AUTH_MODE='none': must be platform .* or verify-oidc/],
     },
     {
       name: 'a missing GOOGLE_CLOUD_PROJECT',
