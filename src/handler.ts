@@ -116,10 +116,14 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
     }
     case 'failed':
       return {
-        message:
-          result.release === 'unrecorded'
-            ? `The job failed${detail(result.error)}; its claim could not be released, so retries get 409 until the lease lapses.`
-            : `The job failed${detail(result.error)}; the claim is released so a retry can run it.`,
+        message: `The job failed${detail(result.error)}; ${
+          {
+            recorded: 'the claim is released so a retry can run it.',
+            lease_lost: 'another attempt had already taken the run over (lease lost).',
+            unrecorded:
+              'its claim could not be released, so retries get 409 until the lease lapses.',
+          }[result.release]
+        }`,
         fields: { attemptId: result.attempt.attemptId, release: result.release, err: result.error },
       };
     case 'unavailable':
@@ -134,7 +138,9 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
  * Creates the HTTP function that runs `deps.job` once per scheduled run.
  *
  * Responses (JSON {@link ResponseBody}): 200 `processed` or `duplicate`; 409 `in_progress`; 400
- * `invalid_request` (nothing written); 500 `failed` (claim released) or `unavailable` (job not run).
+ * `invalid_request` (nothing written); 401 `unauthenticated` / 403 `forbidden` with
+ * `deps.authenticate` (checked before anything else); 500 `failed` (claim released) or
+ * `unavailable` (job not run).
  * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
  * a header or the body.
  */
