@@ -108,10 +108,10 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
       };
     }
     case 'in_progress': {
-      const until = isoOf(result.record?.lease_expires);
+      const until = result.holder?.leaseExpires.toISOString();
       return {
         message: `Another attempt is running this run${until ? ` (lease until ${until})` : ''}; retry later.`,
-        fields: { heldBy: result.record?.attempt_id },
+        fields: { heldBy: result.holder?.attemptId },
       };
     }
     case 'failed':

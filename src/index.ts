@@ -20,7 +20,14 @@ export { registerScheduledJob } from './function.ts';
 export { createScheduledJobHandler, STATUS_BY_OUTCOME } from './handler.ts';
 export type { JobContext } from './job.ts';
 export { LeaseHeartbeat } from './lease-heartbeat.ts';
-export { type Claim, type ClaimResult, RunLedger, type RunRecord, RunStatus } from './ledger.ts';
+export {
+  type Claim,
+  type ClaimResult,
+  type Holder,
+  RunLedger,
+  type RunRecord,
+  RunStatus,
+} from './ledger.ts';
 export { createLogger, traceFields, withTrace } from './logger.ts';
 export { computeRunId } from './run-key.ts';
 export { type Attempt, type RunOutcome, runOnce } from './run-once.ts';

@@ -57,11 +57,23 @@ export interface Claim {
   readonly takeover: boolean;
 }
 
-/** What a claim found. */
+/** The attempt holding a run, as far as a claim could tell. */
+export interface Holder {
+  readonly attemptId: string;
+  /** When its lease lapses. */
+  readonly leaseExpires: Date;
+}
+
+/** What a claim found. `holder` is unknown when lost races left no record to read. */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
   | { readonly state: 'completed'; readonly record: RunRecord }
-  | { readonly state: 'in_progress'; readonly record: RunRecord | undefined };
+  | { readonly state: 'in_progress'; readonly holder: Holder | undefined };
+
+function holderOf(record: RunRecord | undefined): Holder | undefined {
+  if (record === undefined || !(record.lease_expires instanceof Timestamp)) return undefined;
+  return { attemptId: record.attempt_id, leaseExpires: record.lease_expires.toDate() };
+}
 
 /**
  * What a fenced write did: `recorded` if it took effect (or an earlier try of ours already had),
@@ -114,6 +126,10 @@ export class RunLedger {
   readonly #options: LedgerOptions;
   /** Firestore's clock minus ours, learnt from every answer, so leases are set in server time. */
   #skewMs = 0;
+  /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
+  readonly #claiming = new Map<string, Promise<ClaimResult>>();
+  /** Runs this instance holds (claimed, not completed or released). */
+  readonly #held = new Map<string, Holder>();
 
   /**
    * @param db - the Firestore client (its database id selects the database).
@@ -132,11 +148,38 @@ export class RunLedger {
    * takeover `update()` fenced on the update time just read. Lost races re-read, up to
    * {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
    *
+   * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
+   * that one (and answer `in_progress` if it won); while this instance holds the run with a live
+   * lease, claims answer `in_progress` without a Firestore call. Both only answer what Firestore
+   * would answer anyway: a storm of duplicates on one instance costs one claim, not one per delivery
+   * queued on the same document. Deliveries on other instances go to Firestore as before.
+   *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
    * @param details - descriptive fields stored with the record, e.g. `{ job_name }`.
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
    */
   async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+    const held = this.#held.get(runId);
+    if (held !== undefined && held.leaseExpires.getTime() > this.#serverNow()) {
+      return { state: 'in_progress', holder: held };
+    }
+    const pending = this.#claiming.get(runId);
+    if (pending !== undefined) {
+      const result = await pending;
+      return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
+    }
+    const claiming = this.#claimInFirestore(runId, details);
+    this.#claiming.set(runId, claiming);
+    try {
+      const result = await claiming;
+      if (result.state === 'claimed') this.#held.set(runId, result.claim);
+      return result;
+    } finally {
+      this.#claiming.delete(runId);
+    }
+  }
+
+  async #claimInFirestore(runId: string, details: DocumentData): Promise<ClaimResult> {
     const ref = this.#ref(runId);
     let record: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
@@ -155,7 +198,8 @@ export class RunLedger {
       if (!snap.exists) continue; // released between our create and our read: create again
       record = snap.data() as RunRecord;
       if (record.status === RunStatus.Completed) return { state: 'completed', record };
-      if (leaseLive(record, snap.readTime)) return { state: 'in_progress', record };
+      if (leaseLive(record, snap.readTime))
+        return { state: 'in_progress', holder: holderOf(record) };
       // The lease expired by Firestore's clock: take over, but only if nobody wrote since our read.
       const takeover = this.#claimFields(attemptId, snap.readTime.toMillis());
       try {
@@ -170,7 +214,7 @@ export class RunLedger {
         if (!isRace(err)) throw err; // another attempt took over, completed or released first
       }
     }
-    return { state: 'in_progress', record };
+    return { state: 'in_progress', holder: holderOf(record) };
   }
 
   /**
@@ -192,9 +236,14 @@ export class RunLedger {
     const result = await this.#fencedWrite(claim, 'lease extension', async (ref, token) => {
       writeTime = (await ref.update(fields, { lastUpdateTime: token })).writeTime;
     });
-    if (result === 'lease_lost' || writeTime === undefined) return 'lease_lost';
+    if (result === 'lease_lost' || writeTime === undefined) {
+      this.#held.delete(claim.runId);
+      return 'lease_lost';
+    }
     this.#learnSkew(writeTime);
-    return { ...claim, fencingToken: writeTime, leaseExpires };
+    const renewed = { ...claim, fencingToken: writeTime, leaseExpires };
+    this.#held.set(claim.runId, renewed);
+    return renewed;
   }
 
   /**
@@ -212,6 +261,7 @@ export class RunLedger {
       completed_at: FieldValue.serverTimestamp(),
       expire_at: Timestamp.fromMillis(this.#serverNow() + this.#options.retentionMs),
     };
+    this.#held.delete(claim.runId);
     return this.#fencedWrite(
       claim,
       'completion',
@@ -229,6 +279,7 @@ export class RunLedger {
    *   its lease lapses, and retries get 409 until then.
    */
   async release(claim: Claim): Promise<FenceResult> {
+    this.#held.delete(claim.runId);
     return this.#fencedWrite(
       claim,
       'release',

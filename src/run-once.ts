@@ -6,7 +6,7 @@ import type { DocumentData } from '@google-cloud/firestore';
 import type { Logger } from 'pino';
 import { AttemptAbortedError, LedgerUnavailableError } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
-import type { FenceResult, RunLedger, RunRecord } from './ledger.ts';
+import type { FenceResult, Holder, RunLedger, RunRecord } from './ledger.ts';
 
 /** The attempt that won the claim, as the work sees it. */
 export interface Attempt {
@@ -37,7 +37,7 @@ export type RunOutcome =
       readonly completion: FenceResult | 'unrecorded';
     }
   | { readonly outcome: 'duplicate'; readonly record: RunRecord }
-  | { readonly outcome: 'in_progress'; readonly record: RunRecord | undefined }
+  | { readonly outcome: 'in_progress'; readonly holder: Holder | undefined }
   | {
       readonly outcome: 'failed';
       readonly attempt: Attempt;
@@ -93,7 +93,7 @@ export async function runOnce(
     throw error;
   }
   if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
-  if (claimed.state === 'in_progress') return { outcome: 'in_progress', record: claimed.record };
+  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
 
   const controller = new AbortController();
   const attempt: Attempt = {

@@ -41,14 +41,25 @@ describe('RunLedger', () => {
     assert.equal(claim.takeover, false);
   });
 
-  it('a claim while the lease is live reports in_progress with the holder', async () => {
+  it('a claim from another instance while the lease is live reports in_progress with the holder', async () => {
+    const { ledger, collection } = newLedger();
+    const other = newLedger({ collection }).ledger;
+    const first = claimOf(await ledger.claim('run-1'));
+
+    const second = await other.claim('run-1');
+
+    assert.equal(second.state, 'in_progress');
+    assert.equal(second.state === 'in_progress' && second.holder?.attemptId, first.attemptId);
+  });
+
+  it('a claim on the holding instance reports in_progress with the holder, without Firestore', async () => {
     const { ledger } = newLedger();
     const first = claimOf(await ledger.claim('run-1'));
 
     const second = await ledger.claim('run-1');
 
     assert.equal(second.state, 'in_progress');
-    assert.equal(second.state === 'in_progress' && second.record?.attempt_id, first.attemptId);
+    assert.equal(second.state === 'in_progress' && second.holder?.attemptId, first.attemptId);
   });
 
   it('a claim after completion reports completed, with completed_at set', async () => {
@@ -96,7 +107,7 @@ describe('RunLedger', () => {
     const first = claimOf(await ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
 
-    const second = claimOf(await ledger.claim('run-1'));
+    const second = claimOf(await newLedger({ collection }).ledger.claim('run-1'));
 
     assert.equal(second.takeover, true);
     assert.notEqual(second.attemptId, first.attemptId);
@@ -107,9 +118,10 @@ describe('RunLedger', () => {
 
   it('a zombie attempt can neither complete nor release a run another attempt took over', async () => {
     const { ledger, collection } = newLedger();
+    const other = newLedger({ collection }).ledger;
     const zombie = claimOf(await ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
-    const current = claimOf(await ledger.claim('run-1'));
+    const current = claimOf(await other.claim('run-1'));
     const ref = firestore.collection(collection).doc('run-1');
     const before = (await ref.get()).updateTime;
 
@@ -120,15 +132,16 @@ describe('RunLedger', () => {
     assert.ok(after.updateTime?.isEqual(before as Timestamp), 'the record was written');
     assert.equal(after.data()?.status, 'in_progress');
     assert.equal(after.data()?.attempt_id, current.attemptId);
-    assert.equal(await ledger.complete(current), 'recorded');
+    assert.equal(await other.complete(current), 'recorded');
   });
 
-  it('two concurrent takeovers of one expired lease: exactly one wins', async () => {
+  it('concurrent takeovers of one expired lease from 8 instances: exactly one wins', async () => {
     const { ledger, collection } = newLedger();
     claimOf(await ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
+    const instances = Array.from({ length: 8 }, () => newLedger({ collection }).ledger);
 
-    const results = await Promise.all(Array.from({ length: 8 }, () => ledger.claim('run-1')));
+    const results = await Promise.all(instances.map((instance) => instance.claim('run-1')));
 
     const winners = results.filter((r) => r.state === 'claimed');
     assert.equal(winners.length, 1);
@@ -200,7 +213,7 @@ describe('RunLedger', () => {
 
     assert.equal(result, 'recorded');
     assert.equal(updates, 2, 'the completion was retried');
-    assert.equal((await seed.claim('run-1')).state, 'completed');
+    assert.equal((await newLedger({ collection }).ledger.claim('run-1')).state, 'completed');
   });
 
   it('a completion that fails every try throws LedgerUnavailableError and leaves the claim', async () => {
@@ -248,13 +261,48 @@ describe('RunLedger', () => {
     });
   });
 
-  it('50 concurrent claims of one run: exactly one is claimed, the rest in_progress', async () => {
-    const { ledger } = newLedger();
+  it('50 concurrent claims from 10 instances: exactly one is claimed, the rest in_progress', async () => {
+    const { collection } = newLedger();
+    const instances = Array.from({ length: 10 }, () => newLedger({ collection }).ledger);
 
-    const results = await Promise.all(Array.from({ length: 50 }, () => ledger.claim('run-1')));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => instances[i % 10]?.claim('run-1')),
+    );
 
-    const states = results.map((r) => r.state);
+    const states = results.map((r) => r?.state);
     assert.equal(states.filter((s) => s === 'claimed').length, 1);
     assert.equal(states.filter((s) => s === 'in_progress').length, 49);
+  });
+
+  it('single flight: 50 concurrent claims on one instance cost one create and no read', async () => {
+    const calls = { create: 0, get: 0 };
+    const db = hookedFirestore({
+      create: (real, args) => {
+        calls.create++;
+        return real.create(...(args as [FirebaseFirestore.DocumentData]));
+      },
+      get: (real) => {
+        calls.get++;
+        return real.get();
+      },
+    });
+    const { ledger } = newLedger({}, db);
+
+    const results = await Promise.all(Array.from({ length: 50 }, () => ledger.claim('run-1')));
+    const whileHeld = await ledger.claim('run-1');
+
+    assert.equal(results.filter((r) => r.state === 'claimed').length, 1);
+    assert.equal(whileHeld.state, 'in_progress');
+    assert.deepEqual(calls, { create: 1, get: 0 });
+  });
+
+  it('single flight: once the run is completed, the instance asks Firestore again', async () => {
+    const { ledger } = newLedger();
+    const claim = claimOf(await ledger.claim('run-1'));
+    await ledger.complete(claim);
+
+    const again = await ledger.claim('run-1');
+
+    assert.equal(again.state, 'completed');
   });
 });
