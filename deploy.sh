@@ -211,6 +211,11 @@ validate() {
     'must be 1-63 of a-z, 0-9, "-", starting with a letter and not ending with "-"'
   check_pattern JOB_ID '^[A-Za-z0-9_-]{1,500}$' 'must be 1-500 of letters, digits, "-", "_"'
   check_pattern TIME_ZONE '^[A-Za-z0-9_+/-]{1,64}$' 'must be a tz database name such as Etc/UTC or Europe/Paris'
+  # Where this machine has the tz database, check the name against it: Scheduler would refuse an
+  # unknown zone only at the last step, after the function is deployed.
+  if [[ -d "${TZDIR:-/usr/share/zoneinfo}/Etc" && "$TIME_ZONE" != *..* && ! -f "${TZDIR:-/usr/share/zoneinfo}/${TIME_ZONE}" ]]; then
+    problem "TIME_ZONE=${TIME_ZONE@Q}: not in the tz database (${TZDIR:-/usr/share/zoneinfo}); use a name such as Etc/UTC or Europe/Paris"
+  fi
   check_pattern RUNTIME '^nodejs(2[2-9]|[3-9][0-9])$' 'must be a Node.js runtime id, nodejs22 or later (package.json engines)'
   check_pattern RUNTIME_SA_NAME '^[a-z][-a-z0-9]{4,28}[a-z0-9]$' \
     'must be a service account id: 6-30 of a-z, 0-9, "-", starting with a letter (default: FUNCTION_NAME-run)'
@@ -551,7 +556,7 @@ ${summary_title}
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
   Scheduler job   ${JOB_ID}: '${SCHEDULE}' in ${TIME_ZONE}, attempt deadline ${ATTEMPT_DEADLINE_SECONDS} s,
-                  up to ${MAX_RETRY_ATTEMPTS} retries within ${MAX_RETRY_DURATION_SECONDS} s
+                  up to ${MAX_RETRY_ATTEMPTS} retries$( ((MAX_RETRY_DURATION_SECONDS > 0)) && printf ' within %s s' "$MAX_RETRY_DURATION_SECONDS")
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)
 
 Trigger a run now:

@@ -30,9 +30,11 @@ const ledger = new RunLedger(
   },
 );
 const executions = new Map<string, number>();
+const firstJobStarted = Promise.withResolvers<void>();
 async function job(ctx: JobContext): Promise<void> {
   const n = (executions.get(ctx.jobName) ?? 0) + 1;
   executions.set(ctx.jobName, n);
+  firstJobStarted.resolve();
   if (ctx.jobName === 'demo-flaky' && n === 1) throw new Error('downstream API returned 503');
   await runJobLogic(ctx);
 }
@@ -86,7 +88,8 @@ async function step(
 }
 
 const first = deliver(cron('nightly-report'));
-await new Promise((resolve) => setTimeout(resolve, 300));
+// The retry arrives while the job runs, as after a missed attempt deadline.
+await firstJobStarted.promise;
 await step(
   'retry while the job runs (attempt deadline hit)',
   deliver(cron('nightly-report')),

@@ -210,7 +210,11 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
   const config = values as unknown as Config;
-  if (problems.length === 0 && config.retentionMs <= config.leaseMs) {
+  if (
+    config.retentionMs !== undefined &&
+    config.leaseMs !== undefined &&
+    config.retentionMs <= config.leaseMs
+  ) {
     // A TTL sweep must never delete a claim whose lease is still live: that would let a retry run
     // the job while the first attempt is still working.
     problems.push(

@@ -159,6 +159,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       if (auth?.ok === false) {
         outcome = auth.status === 401 ? 'unauthenticated' : 'forbidden';
         message = auth.message;
+        fields = { reason: auth.message };
         if (auth.status === 401) res.set('WWW-Authenticate', 'Bearer');
       } else if (shutdown?.signal.aborted) {
         outcome = 'unavailable';
@@ -203,6 +204,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       if (err instanceof InvalidRequestError) {
         outcome = 'invalid_request';
         message = err.message;
+        fields = { ...fields, reason: err.message };
       } else {
         outcome = 'failed';
         message = `Internal error${config.exposeErrors ? ` (${errorText(err)})` : ''}; retry later.`;

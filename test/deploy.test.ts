@@ -618,6 +618,11 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       says: [/RETENTION_SECONDS \(3600\) must exceed the retry window \(3600 s/],
     },
     {
+      name: 'a time zone that is not in the tz database',
+      inputs: { ...REQUIRED, TIME_ZONE: 'Mars/Base' },
+      says: [/TIME_ZONE='Mars\/Base': not in the tz database/],
+    },
+    {
       name: 'an unknown AUTH_MODE',
       inputs: { ...REQUIRED, AUTH_MODE: 'none' },
       says: [/AUTH_MODE='none': must be platform .* or verify-oidc/],

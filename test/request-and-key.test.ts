@@ -186,6 +186,18 @@ describe('loadConfig', () => {
     );
   });
 
+  it('reports a retention that does not outlast the lease alongside other problems', () => {
+    assert.throws(
+      () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600', LOG_LEVEL: 'loud' }),
+      (err: ConfigError) => {
+        assert.equal(err.problems.length, 2);
+        assert.match(err.message, /LOG_LEVEL="loud"/);
+        assert.match(err.message, /RETENTION_SECONDS \(600\) must exceed LEASE_SECONDS \(600\)/);
+        return true;
+      },
+    );
+  });
+
   it('refuses a retention that does not outlast the lease', () => {
     assert.throws(
       () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600' }),
