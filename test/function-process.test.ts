@@ -3,69 +3,33 @@
  * the repo root, a separate process, over real HTTP, with the shipped `src/job.ts`.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
-  documents,
-  freshCollection,
-  schedulerHeaders,
-  sleep,
-  storedRecord,
-  until,
-} from './helpers.ts';
+  freePort,
+  type GroupProcess,
+  spawnGroup,
+  waitForPort,
+} from '../scripts/local-processes.ts';
+import { documents, freshCollection, schedulerHeaders, storedRecord, until } from './helpers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FRAMEWORK = `${ROOT}node_modules/.bin/functions-framework`;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-function startFunction(
-  port: number,
-  env: Record<string, string>,
-): ChildProcess & { output: () => string } {
-  let output = '';
-  const child = spawn(FRAMEWORK, ['--target=handleScheduledJob', `--port=${port}`], {
+function startFunction(port: number, env: Record<string, string>): GroupProcess {
+  return spawnGroup(FRAMEWORK, ['--target=handleScheduledJob', `--port=${port}`], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout?.on('data', (c: Buffer) => {
-    output += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    output += c.toString();
-  });
-  return Object.assign(child, { output: () => output });
-}
-
-async function waitForPort(port: number, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 100 && child.exitCode === null; i++) {
-    try {
-      await fetch(`http://127.0.0.1:${port}/`, { method: 'OPTIONS' });
-      return;
-    } catch {
-      await sleep(100);
-    }
-  }
-  throw new Error('the function did not start listening');
 }
 
 describe('the built function as a process', {
   skip: !existsSync(`${ROOT}build/index.js`) && 'run `npm run build` first',
 }, () => {
-  const children: ChildProcess[] = [];
+  const children: GroupProcess[] = [];
   after(() => {
-    for (const child of children) child.kill('SIGKILL');
+    for (const child of children) child.signalGroup('SIGKILL');
   });
 
   it('answers a delivery 200 processed and its retry 200 duplicate', async () => {
@@ -73,7 +37,7 @@ describe('the built function as a process', {
     const collection = freshCollection();
     const fn = startFunction(port, { RUNS_COLLECTION: collection });
     children.push(fn);
-    await waitForPort(port, fn);
+    await waitForPort(port, { timeoutMs: 10_000, process: fn });
     const post = () =>
       fetch(`http://127.0.0.1:${port}/`, {
         method: 'POST',
@@ -98,7 +62,7 @@ describe('the built function as a process', {
     const collection = freshCollection();
     const fn = startFunction(port, { RUNS_COLLECTION: collection });
     children.push(fn);
-    await waitForPort(port, fn);
+    await waitForPort(port, { timeoutMs: 10_000, process: fn });
     const exited = new Promise((resolve) => fn.once('exit', resolve));
 
     const delivery = fetch(`http://127.0.0.1:${port}/`, {

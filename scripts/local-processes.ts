@@ -1,0 +1,243 @@
+/**
+ * Local processes for the scripts, the tests and the bench: free ports, child processes in process
+ * groups of their own, the Firestore emulator, and waiting until something answers. Importing it
+ * starts nothing. Everything listens on and talks to 127.0.0.1 only.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { connect, createServer } from 'node:net';
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Polls `check` every `intervalMs` until it returns a value other than `undefined`.
+ *
+ * @throws after `timeoutMs`, or whatever `check` throws.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+export function acceptsConnections(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** A child process leading a process group of its own, with its output kept. */
+export interface GroupProcess extends ChildProcess {
+  /** What it wrote to stdout and stderr (the last `keep` characters). */
+  output(): string;
+  /** Resolves once it exited, or could not start. */
+  readonly exited: Promise<void>;
+  /** Whether it is running (it may be paused). */
+  running(): boolean;
+  /** Sends `signal` to every process of its group; nothing once they are gone. */
+  signalGroup(signal: NodeJS.Signals): void;
+}
+
+/** Groups started here whose leader has not exited: killed when this process exits. */
+const groups = new Set<number>();
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function killGroups(): void {
+  for (const pgid of groups) signalGroup(pgid, 'SIGKILL');
+}
+
+/**
+ * Starts `command` leading a process group of its own, so a signal reaches every process it forks
+ * (gcloud starts the emulator's java, functions-framework may fork). A group still running when this
+ * process exits is killed with it.
+ *
+ * @param options.keep - how many characters of output to keep (all unless given).
+ */
+export function spawnGroup(
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; keep?: number } = {},
+): GroupProcess {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env ?? process.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const pgid = child.pid;
+  if (pgid !== undefined) {
+    if (groups.size === 0) process.once('exit', killGroups);
+    groups.add(pgid);
+  }
+  const keep = options.keep ?? Number.POSITIVE_INFINITY;
+  let output = '';
+  const append = (text: string) => {
+    output += text;
+    if (output.length > keep) output = output.slice(-keep);
+  };
+  child.stdout?.on('data', (chunk: Buffer) => append(chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => append(chunk.toString()));
+  const exited = new Promise<void>((resolve) => {
+    child.once('error', (err) => {
+      append(`\ncould not run ${command}: ${err.message}`);
+      resolve();
+    });
+    child.once('exit', () => {
+      if (pgid !== undefined) groups.delete(pgid);
+      if (groups.size === 0) process.off('exit', killGroups);
+      resolve();
+    });
+  });
+  return Object.assign(child, {
+    output: () => output,
+    exited,
+    running: () => child.exitCode === null && child.signalCode === null,
+    signalGroup: (signal: NodeJS.Signals) => {
+      if (pgid !== undefined) signalGroup(pgid, signal);
+    },
+  });
+}
+
+function stillRunning(child: GroupProcess | undefined): void {
+  if (child !== undefined && !child.running()) {
+    throw new Error(`it exited (${child.exitCode ?? child.signalCode}):\n${child.output()}`);
+  }
+}
+
+/**
+ * Resolves once `url` answers with a 2xx status.
+ *
+ * @param options.process - the process that should answer: its exit ends the wait with its output.
+ * @throws when `process` exits first, or after `timeoutMs`.
+ */
+export async function waitForHttp(
+  url: string,
+  options: { timeoutMs: number; process?: GroupProcess },
+): Promise<void> {
+  const { timeoutMs, process: child } = options;
+  await waitFor(
+    `${url} to answer`,
+    async () => {
+      stillRunning(child);
+      try {
+        return (await fetch(url)).ok || undefined;
+      } catch {
+        return undefined; // not listening yet
+      }
+    },
+    timeoutMs,
+    250,
+  );
+}
+
+/**
+ * Resolves once something accepts connections on 127.0.0.1:`port`.
+ *
+ * @param options.process - the process that should listen: its exit ends the wait with its output.
+ * @param options.intervalMs - how often to try (50 ms unless given).
+ * @throws when `process` exits first, or after `timeoutMs`.
+ */
+export async function waitForPort(
+  port: number,
+  options: { timeoutMs: number; process?: GroupProcess; intervalMs?: number },
+): Promise<void> {
+  const { timeoutMs, process: child, intervalMs = 50 } = options;
+  await waitFor(
+    `port ${port} to accept connections`,
+    async () => {
+      stillRunning(child);
+      return (await acceptsConnections(port)) || undefined;
+    },
+    timeoutMs,
+    intervalMs,
+  );
+}
+
+/** How to install what {@link startFirestoreEmulator} runs. */
+const EMULATOR_INSTALL_HINT =
+  'Install the emulator: `gcloud components install cloud-firestore-emulator` (or the Debian/RPM ' +
+  'package google-cloud-cli-firestore-emulator) with Java 17+, or set FIRESTORE_EMULATOR_JAR to ' +
+  'the emulator jar, or FIRESTORE_EMULATOR_HOST to a running emulator.';
+
+/**
+ * Starts a Firestore emulator on 127.0.0.1:`port` in a process group of its own and resolves once
+ * it answers: `java -cp $FIRESTORE_EMULATOR_JAR … CloudFirestore start` if that variable is set,
+ * else `gcloud emulators firestore start` (the gcloud `cloud-firestore-emulator` component).
+ *
+ * @throws if it cannot start (with {@link EMULATOR_INSTALL_HINT}), exits, or does not answer in
+ *   `timeoutMs`; it is stopped then.
+ */
+export async function startFirestoreEmulator(
+  port: number,
+  timeoutMs: number,
+): Promise<GroupProcess> {
+  const jar = process.env.FIRESTORE_EMULATOR_JAR;
+  const emulatorClass = 'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
+  const child = jar
+    ? spawnGroup(
+        'java',
+        [
+          '-Duser.language=en',
+          '-cp',
+          jar,
+          emulatorClass,
+          'start',
+          '--host=127.0.0.1',
+          `--port=${port}`,
+        ],
+        { keep: 4000 },
+      )
+    : spawnGroup(
+        'gcloud',
+        ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet'],
+        { keep: 4000 },
+      );
+  try {
+    await waitForHttp(`http://127.0.0.1:${port}/`, { timeoutMs, process: child });
+  } catch (err) {
+    child.signalGroup('SIGKILL');
+    const notFound = child.pid === undefined;
+    throw new Error(
+      notFound
+        ? `could not start ${child.spawnfile}. ${EMULATOR_INSTALL_HINT}`
+        : `the Firestore emulator on 127.0.0.1:${port} did not start: ${(err as Error).message}`,
+    );
+  }
+  return child;
+}
