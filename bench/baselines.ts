@@ -1,22 +1,26 @@
 /**
- * The two baselines the project's ledger is measured against, with the ledger's own interface
- * (`claim` → `complete` or `release`), so the same `runOnce` and HTTP handler drive all three:
+ * The two baselines the project's `RunLedger` is measured against, behind its interface (`claim`,
+ * then `complete` or `release`), so the same `runOnce` and HTTP handler drive all three. Both write
+ * the same fields as `RunLedger`; only the protocol differs.
  *
- * - {@link LiteralPortLedger}: a literal TypeScript port of the Cloud Scheduler guide's Python sample
- *   ("Deduplicate job requests"): one transaction to claim, one to finish.
- * - {@link FloorLedger}: the floor, one plain `create()` and one plain `update()` per run. It cannot
- *   tell a completed run from a running one and fences nothing: the least any ledger could do.
+ * - (a) {@link LiteralPortLedger}: the Cloud Scheduler guide's Python sample ("Deduplicate job
+ *   requests") ported line for line: one transaction to claim, one to finish.
+ * - (b) {@link FloorLedger}: one plain `create()` and one plain `update()` per run, the fewest
+ *   writes a run can cost. It cannot tell a completed run from a running one and fences nothing.
  *
- * Both write the same fields as `RunLedger` (status, attempt_id, lease_expires, expire_at,
- * claimed_at, completed_at and the caller's details), so only the protocol differs. Like the rest of
- * the bench they use the compiled `build/` modules, the code that is deployed.
- *
- * `extend` (the project's lease heartbeat) is not in the guide's sample; it is here only because
- * `runOnce` calls it at a third of the lease, which no bench run reaches (300 s leases).
+ * Neither has `extend` (the project's lease heartbeat, not in the sample): `runOnce` calls it a
+ * third of the way into the lease, 100 s with the bench's 300 s leases, which no bench run reaches.
  */
 import { randomUUID } from 'node:crypto';
-import { type DocumentData, FieldValue, type Firestore, Timestamp } from '@google-cloud/firestore';
-import { LedgerUnavailableError } from '../build/errors.js';
+import {
+  type DocumentData,
+  type DocumentReference,
+  FieldValue,
+  type Firestore,
+  Timestamp,
+  type Transaction,
+} from '@google-cloud/firestore';
+import { LedgerUnavailableError } from '../src/errors.ts';
 import type {
   Claim,
   ClaimResult,
@@ -24,22 +28,18 @@ import type {
   LedgerOptions,
   RunLedger,
   RunRecord,
-} from '../build/ledger.js';
+} from '../src/ledger.ts';
 
-/** What `runOnce` and the handler call on a ledger. */
-export type LedgerLike = Pick<RunLedger, 'claim' | 'complete' | 'release' | 'extend'>;
+/** What the bench calls on a ledger. */
+export type LedgerLike = Pick<RunLedger, 'claim' | 'complete' | 'release'>;
+type BaselineOptions = Omit<LedgerOptions, 'timeoutMs'>;
 
-/**
- * The baselines are structurally ledgers; `RunLedger` has private fields, so the handler's type
- * names the class. This is the one cast that lets the same handler drive a baseline.
- */
+/** `runOnce` and the handler name the class `RunLedger` (private fields): the one cast to a baseline. */
 export function asRunLedger(ledger: LedgerLike): RunLedger {
   return ledger as RunLedger;
 }
 
-const ALREADY_EXISTS = 6;
-
-/** Errors of the port surface as `LedgerUnavailableError`, so `runOnce` answers them 500. */
+/** Firestore errors become `LedgerUnavailableError`, which `runOnce` answers `unavailable`. */
 async function unavailableOnError<T>(what: string, operation: () => Promise<T>): Promise<T> {
   try {
     return await operation();
@@ -50,162 +50,120 @@ async function unavailableOnError<T>(what: string, operation: () => Promise<T>):
   }
 }
 
-/**
- * The guide's Python sample, step for step: a claim transaction (read; `completed` → duplicate;
- * `in_progress` with a live lease → busy; else write status, attempt_id, lease_expires, expire_at)
- * and a finish transaction (if `attempt_id` is still ours, set `completed`). Python's
- * `@firestore.transactional` becomes `runTransaction`; both retry a contended transaction, up to 5
- * attempts by default. The lease is judged by the instance clock.
- */
-export class LiteralPortLedger implements LedgerLike {
-  readonly #db: Firestore;
-  readonly #options: Omit<LedgerOptions, 'timeoutMs'>;
+/** What both baselines share: the client, the settings and the fields they write. */
+abstract class Baseline {
+  protected readonly db: Firestore;
+  protected readonly options: BaselineOptions;
 
-  constructor(db: Firestore, options: Omit<LedgerOptions, 'timeoutMs'>) {
-    this.#db = db;
-    this.#options = options;
+  constructor(db: Firestore, options: BaselineOptions) {
+    this.db = db;
+    this.options = options;
   }
 
+  protected ref(runId: string): DocumentReference {
+    return this.db.collection(this.options.collection).doc(runId);
+  }
+
+  protected claimFields(attemptId: string, now: number) {
+    return {
+      status: 'in_progress',
+      attempt_id: attemptId,
+      lease_expires: Timestamp.fromMillis(now + this.options.leaseMs),
+      expire_at: Timestamp.fromMillis(now + this.options.retentionMs),
+      claimed_at: FieldValue.serverTimestamp(),
+    };
+  }
+
+  protected completionFields() {
+    return {
+      status: 'completed',
+      completed_at: FieldValue.serverTimestamp(),
+      expire_at: Timestamp.fromMillis(Date.now() + this.options.retentionMs),
+    };
+  }
+}
+
+/**
+ * (a) The guide's sample: `@firestore.transactional` becomes `runTransaction` (both retry a contended
+ * transaction, 5 attempts by default); the lease is judged by the instance clock, as there.
+ */
+export class LiteralPortLedger extends Baseline implements LedgerLike {
   /** Claim transaction: read; completed → duplicate; live lease → busy; else write the claim. */
-  async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
-    const ref = this.#db.collection(this.#options.collection).doc(runId);
+  claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+    const ref = this.ref(runId);
     return unavailableOnError('claim transaction', () =>
-      this.#db.runTransaction(async (tx): Promise<ClaimResult> => {
+      this.db.runTransaction(async (tx): Promise<ClaimResult> => {
         const snap = await tx.get(ref);
         const now = Date.now();
         const record = snap.data() as RunRecord | undefined;
         if (record?.status === 'completed') return { state: 'completed', record };
         if (record?.status === 'in_progress' && record.lease_expires.toMillis() > now) {
-          return { state: 'in_progress', record };
+          return { state: 'in_progress', holder: undefined }; // the sample answers 409, no more
         }
         const attemptId = randomUUID();
-        const leaseExpires = new Date(now + this.#options.leaseMs);
-        tx.set(ref, {
-          ...details,
-          status: 'in_progress',
-          attempt_id: attemptId,
-          lease_expires: Timestamp.fromDate(leaseExpires),
-          expire_at: Timestamp.fromMillis(now + this.#options.retentionMs),
-          claimed_at: FieldValue.serverTimestamp(),
-        });
-        const fencingToken = Timestamp.fromMillis(now); // unused: the sample fences on attempt_id
-        const claim = { runId, attemptId, fencingToken, leaseExpires, takeover: snap.exists };
-        return { state: 'claimed', claim };
+        tx.set(ref, { ...details, ...this.claimFields(attemptId, now) });
+        const leaseExpires = new Date(now + this.options.leaseMs);
+        // The sample fences on attempt_id; fencingToken is unused.
+        const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires };
+        return { state: 'claimed', claim: { ...claim, takeover: snap.exists } };
       }),
     );
   }
 
   /** Finish transaction: if `attempt_id` is still ours, mark the run completed. */
-  async complete(claim: Claim): Promise<FenceResult> {
-    const ref = this.#db.collection(this.#options.collection).doc(claim.runId);
-    return unavailableOnError('finish transaction', () =>
-      this.#db.runTransaction(async (tx): Promise<FenceResult> => {
-        const snap = await tx.get(ref);
-        if (snap.get('attempt_id') !== claim.attemptId) return 'lease_lost';
-        tx.update(ref, {
-          status: 'completed',
-          completed_at: FieldValue.serverTimestamp(),
-          expire_at: Timestamp.fromMillis(Date.now() + this.#options.retentionMs),
-        });
-        return 'recorded';
-      }),
+  complete(claim: Claim): Promise<FenceResult> {
+    return this.#ifStillOurs('finish transaction', claim, (tx, ref) =>
+      tx.update(ref, this.completionFields()),
     );
   }
 
   /** On a retryable failure: if `attempt_id` is still ours, delete the claim. */
-  async release(claim: Claim): Promise<FenceResult> {
-    const ref = this.#db.collection(this.#options.collection).doc(claim.runId);
-    return unavailableOnError('release transaction', () =>
-      this.#db.runTransaction(async (tx): Promise<FenceResult> => {
-        const snap = await tx.get(ref);
-        if (snap.get('attempt_id') !== claim.attemptId) return 'lease_lost';
-        tx.delete(ref);
-        return 'recorded';
-      }),
-    );
+  release(claim: Claim): Promise<FenceResult> {
+    return this.#ifStillOurs('release transaction', claim, (tx, ref) => tx.delete(ref));
   }
 
-  /** Not in the sample: a transaction like the finish, moving `lease_expires`. */
-  async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
-    const ref = this.#db.collection(this.#options.collection).doc(claim.runId);
-    const leaseExpires = new Date(Date.now() + this.#options.leaseMs);
-    return unavailableOnError('lease extension', () =>
-      this.#db.runTransaction(async (tx): Promise<Claim | 'lease_lost'> => {
-        const snap = await tx.get(ref);
-        if (snap.get('attempt_id') !== claim.attemptId) return 'lease_lost';
-        tx.update(ref, { lease_expires: Timestamp.fromDate(leaseExpires) });
-        return { ...claim, leaseExpires };
+  #ifStillOurs(
+    what: string,
+    claim: Claim,
+    write: (tx: Transaction, ref: DocumentReference) => void,
+  ): Promise<FenceResult> {
+    const ref = this.ref(claim.runId);
+    return unavailableOnError(what, () =>
+      this.db.runTransaction(async (tx): Promise<FenceResult> => {
+        if ((await tx.get(ref)).get('attempt_id') !== claim.attemptId) return 'lease_lost';
+        write(tx, ref);
+        return 'recorded';
       }),
     );
   }
 }
 
-/**
- * The floor: `create()` to claim (an existing document answers "in progress", whatever its state)
- * and `update()` to complete, without preconditions.
- */
-export class FloorLedger implements LedgerLike {
-  readonly #db: Firestore;
-  readonly #options: Omit<LedgerOptions, 'timeoutMs'>;
-
-  constructor(db: Firestore, options: Omit<LedgerOptions, 'timeoutMs'>) {
-    this.#db = db;
-    this.#options = options;
-  }
-
+/** (b) The floor: `create()` to claim (any existing record answers "in progress"), `update()` to complete. */
+export class FloorLedger extends Baseline implements LedgerLike {
   async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
-    const ref = this.#db.collection(this.#options.collection).doc(runId);
     const now = Date.now();
     const attemptId = randomUUID();
-    const leaseExpires = new Date(now + this.#options.leaseMs);
-    try {
-      const written = await ref.create({
-        ...details,
-        status: 'in_progress',
-        attempt_id: attemptId,
-        lease_expires: Timestamp.fromDate(leaseExpires),
-        expire_at: Timestamp.fromMillis(now + this.#options.retentionMs),
-        claimed_at: FieldValue.serverTimestamp(),
+    const ALREADY_EXISTS = 6;
+    const written = await this.ref(runId)
+      .create({ ...details, ...this.claimFields(attemptId, now) })
+      .catch((err: { code?: number }) => {
+        if (err.code === ALREADY_EXISTS) return undefined;
+        throw new LedgerUnavailableError(`Firestore claim failed: ${err}`, { cause: err });
       });
-      const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires };
-      return { state: 'claimed', claim: { ...claim, takeover: false } };
-    } catch (err) {
-      if ((err as { code?: number }).code === ALREADY_EXISTS) {
-        return { state: 'in_progress', record: undefined };
-      }
-      throw new LedgerUnavailableError(`Firestore claim failed: ${(err as Error).message}`);
-    }
+    if (written === undefined) return { state: 'in_progress', holder: undefined };
+    const leaseExpires = new Date(now + this.options.leaseMs);
+    const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires };
+    return { state: 'claimed', claim: { ...claim, takeover: false } };
   }
 
   async complete(claim: Claim): Promise<FenceResult> {
-    await unavailableOnError('completion', () =>
-      this.#db
-        .collection(this.#options.collection)
-        .doc(claim.runId)
-        .update({
-          status: 'completed',
-          completed_at: FieldValue.serverTimestamp(),
-          expire_at: Timestamp.fromMillis(Date.now() + this.#options.retentionMs),
-        }),
-    );
+    const fields = this.completionFields();
+    await unavailableOnError('completion', () => this.ref(claim.runId).update(fields));
     return 'recorded';
   }
 
   async release(claim: Claim): Promise<FenceResult> {
-    await unavailableOnError('release', () =>
-      this.#db.collection(this.#options.collection).doc(claim.runId).delete(),
-    );
+    await unavailableOnError('release', () => this.ref(claim.runId).delete());
     return 'recorded';
-  }
-
-  async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
-    const leaseExpires = new Date(Date.now() + this.#options.leaseMs);
-    await unavailableOnError('lease extension', () =>
-      this.#db
-        .collection(this.#options.collection)
-        .doc(claim.runId)
-        .update({ lease_expires: Timestamp.fromDate(leaseExpires) }),
-    );
-    return { ...claim, leaseExpires };
   }
 }

@@ -1,75 +1,149 @@
 /**
- * Statistics and plain-text tables for the bench's figures.
+ * The bench's results, issue 5's targets judged against them, and the printed tables.
  */
+import type { Storm } from './figures.ts';
+import { LEDGERS, type LedgerFigures, type LedgerKey, STORM_LEDGERS } from './in-process.ts';
+import type { ColdStart, Throughput } from './over-http.ts';
 
-/** Median and 95th percentile (nearest rank) of samples, ms. */
-export interface Summary {
-  readonly n: number;
-  readonly median: number;
-  readonly p95: number;
+/** Everything one run measured. */
+export interface Results {
+  readonly ledgers: Record<LedgerKey, LedgerFigures>;
+  readonly storms: readonly Storm[];
+  readonly throughput: readonly Throughput[];
+  readonly coldStarts: readonly ColdStart[];
 }
 
-/** The value at quantile `q` (0–1) of `samples`, nearest rank. */
-export function quantile(samples: readonly number[], q: number): number {
-  if (samples.length === 0) return Number.NaN;
-  const sorted = [...samples].sort((a, b) => a - b);
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[rank] as number;
-}
+const ms = (v: number) => (Number.isFinite(v) ? `${v < 10 ? v.toFixed(1) : v.toFixed(0)} ms` : '–');
+const times = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '–');
+const yes = (ok: boolean) => (ok ? 'yes' : 'no');
 
-/** Median and p95 of `samples`, rounded to 0.01 ms. */
-export function summarise(samples: readonly number[]): Summary {
-  return {
-    n: samples.length,
-    median: round(quantile(samples, 0.5)),
-    p95: round(quantile(samples, 0.95)),
+/** Judges issue 5's targets (ratios, on the emulator, this machine). */
+export function targets({ ledgers, storms, coldStarts }: Results) {
+  const { project, literal } = ledgers;
+  const speedup = literal.perRun.median / project.perRun.median;
+  const dupCalls = project.callsPerDuplicate;
+  const storm = (where: Storm['where'], ledger: string) => {
+    const s = storms.find((s) => s.where === where && s.ledger === ledger && s.size === 200);
+    return s && `${ms(s.allAnsweredMs)}, ${s.errors} errors`;
   };
+  const atLedger = storms.find(
+    (s) => s.where === 'in process' && s.ledger === LEDGERS.project && s.size === 200,
+  );
+  const [hello, shipped] = coldStarts;
+  const cold = (shipped?.first200.median ?? Number.NaN) / (hello?.first200.median ?? Number.NaN);
+  return [
+    {
+      target: 'Firestore calls per processed run <= 2',
+      measured: `${project.callsPerRun}`,
+      met: yes(project.callsPerRun <= 2),
+    },
+    {
+      target: 'calls per duplicate 1 (at most 2)',
+      measured: `${dupCalls}`,
+      met: dupCalls <= 1 ? 'yes' : dupCalls <= 2 ? 'within the limit of 2' : 'no',
+    },
+    {
+      target: 'ledger >= 4x faster than (a) per run',
+      measured: `(a) / project = ${times(speedup)}`,
+      met: yes(speedup >= 4),
+    },
+    {
+      target: '200-duplicate storm at the ledger < 1 s, 0 errors',
+      measured: atLedger
+        ? [
+            storm('in process', LEDGERS.project),
+            `over 10 instances ${storm('in process', STORM_LEDGERS.spread)}`,
+            `(a) ${storm('in process', LEDGERS.literal)}`,
+            `HTTP ${storm('HTTP', LEDGERS.project)}`,
+          ].join('; ')
+        : '–',
+      met: atLedger ? yes(atLedger.allAnsweredMs < 1000 && atLedger.errors === 0) : 'not measured',
+    },
+    {
+      target: 'cold start <= 1.5x hello world',
+      measured: times(cold),
+      met: Number.isFinite(cold) ? yes(cold <= 1.5) : 'not measured',
+    },
+  ];
 }
 
-/** `value` rounded to `digits` decimals. */
-export function round(value: number, digits = 2): number {
-  const f = 10 ** digits;
-  return Math.round(value * f) / f;
-}
-
-/** Counts of each value. */
-export function histogram(values: readonly string[]): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const v of values) counts[v] = (counts[v] ?? 0) + 1;
-  return counts;
-}
-
-/** `{a: 1, b: 2}` as `a 1, b 2`. */
-export function describeCounts(counts: Readonly<Record<string, number>>): string {
-  return Object.entries(counts)
-    .sort((a, b) => b[1] - a[1])
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
-}
-
-/** A table with a title, aligned columns and a rule under the header. */
-export function table(title: string, header: readonly string[], rows: readonly string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) =>
-    cells
+/** A plain-text table: a title, then one column per entry of `columns` (header → cell). */
+function table<T>(title: string, rows: readonly T[], columns: Record<string, (row: T) => string>) {
+  if (rows.length === 0) return '';
+  const cells = [Object.keys(columns), ...rows.map((r) => Object.values(columns).map((c) => c(r)))];
+  const widths = cells[0]?.map((_, i) => Math.max(...cells.map((r) => r[i]?.length ?? 0))) ?? [];
+  const line = (r: readonly string[]) =>
+    r
       .map((c, i) => c.padEnd(widths[i] ?? 0))
       .join(' | ')
       .trimEnd();
+  const [header = [], ...body] = cells;
+  return [title, line(header), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)]
+    .join('\n')
+    .concat('\n');
+}
+
+/** The tables, as printed. */
+export function render(r: Results, summary: string): string {
+  const base = r.ledgers.project;
+  const hello = r.coldStarts[0]?.first200.median ?? Number.NaN;
+  const helloRate = (t: Throughput) =>
+    r.throughput.find((h) => h.fn === 'hello world' && h.concurrency === t.concurrency)
+      ?.runsPerSecond ?? Number.NaN;
   return [
-    title,
-    line(header),
-    widths.map((w) => '-'.repeat(w)).join('-|-'),
-    ...rows.map(line),
-    '',
-  ].join('\n');
-}
-
-/** `12.3` as `12 ms`, `4.56` as `4.6 ms`, NaN as `–`. */
-export function ms(value: number): string {
-  return Number.isFinite(value) ? `${value < 10 ? value.toFixed(1) : value.toFixed(0)} ms` : '–';
-}
-
-/** `2.34` as `2.3×`. */
-export function times(value: number): string {
-  return Number.isFinite(value) ? `${value.toFixed(value < 10 ? 2 : 1)}×` : '–';
+    table(
+      `Ledger in process: claim + complete of a new run, then a duplicate claim of it (${base.perRun.n} each, interleaved)`,
+      Object.entries(r.ledgers) as [LedgerKey, LedgerFigures][],
+      {
+        ledger: ([k]) => LEDGERS[k],
+        'run median': ([, f]) => ms(f.perRun.median),
+        'run p95': ([, f]) => ms(f.perRun.p95),
+        'run vs project': ([, f]) => times(f.perRun.median / base.perRun.median),
+        'dup median': ([, f]) => ms(f.perDuplicate.median),
+        'dup p95': ([, f]) => ms(f.perDuplicate.p95),
+        'dup vs project': ([, f]) => times(f.perDuplicate.median / base.perDuplicate.median),
+        'Firestore calls per run': ([, f]) => `${f.callsPerRun}`,
+        'per duplicate': ([, f]) => `${f.callsPerDuplicate}`,
+      },
+    ),
+    table(
+      'Storms: N concurrent deliveries of one new run (in process: runOnce, no-op job; HTTP: the function, shipped 1 s job)',
+      r.storms,
+      {
+        where: (s) => s.where,
+        ledger: (s) => s.ledger,
+        N: (s) => `${s.size}`,
+        executions: (s) => `${s.executions}`,
+        errors: (s) => `${s.errors}`,
+        'all answered': (s) => ms(s.allAnsweredMs),
+        'half answered': (s) => ms(s.medianAnsweredMs),
+        'Firestore calls': (s) => `${s.calls}`,
+        answers: (s) => s.answers,
+      },
+    ),
+    table('HTTP throughput: new runs per second, one function process (autocannon)', r.throughput, {
+      function: (t) => t.fn,
+      concurrency: (t) => `${t.concurrency}`,
+      'runs/s': (t) => `${t.runsPerSecond}`,
+      'vs hello': (t) => times(t.runsPerSecond / helloRate(t)),
+      p50: (t) => ms(t.latencyP50Ms),
+      p99: (t) => ms(t.latencyP99Ms),
+      errors: (t) => `${t.errors}`,
+    }),
+    table('Cold start: spawn -> listening -> first 200 on a new run (medians)', r.coldStarts, {
+      function: (c) => c.label,
+      starts: (c) => `${c.first200.n}`,
+      listening: (c) => ms(c.listening.median),
+      'first 200 - listening': (c) => ms(c.first200.median - c.listening.median),
+      'first 200': (c) => ms(c.first200.median),
+      'vs hello': (c) => times(c.first200.median / hello),
+    }),
+    table(`Targets (${summary})`, targets(r), {
+      target: (t) => t.target,
+      measured: (t) => t.measured,
+      met: (t) => t.met,
+    }),
+  ]
+    .filter((t) => t !== '')
+    .join('\n');
 }

@@ -1,264 +1,151 @@
 /**
- * `npm run bench`: what de-duplication costs, next to a literal port of the Scheduler guide's
- * Python sample (a) and the floor (b), against the Firestore emulator. Prints tables and writes the
- * same figures as JSON.
+ * `npm run bench`: what de-duplication costs, next to (a) a literal port of the Scheduler guide's
+ * Python sample and (b) the floor of one create() + one update() per run, against the Firestore
+ * emulator. Prints tables and writes the same figures as JSON.
  *
  *   node scripts/with-emulator.ts -- node bench/run.ts [--smoke] [--out=FILE]
  *
- * `--smoke` (or BENCH_SMOKE=1): few runs, one small storm, no throughput or cold starts; for the
- * test suite. `--out`: where the JSON goes (default `bench/results.json`, git-ignored).
- *
- * Needs `npm run build` first: the in-process figures and the function processes use `build/`, the
- * code that is deployed. All traffic goes to 127.0.0.1 and every load is bounded in count and time.
+ * `--smoke`: few runs, storms of 5, no throughput or cold starts; for the tests.
+ * `--out`: where the JSON goes (default `bench/results.json`, git-ignored). In-process figures run
+ * `src/`; function processes run `build/` (built first if missing). Every load is bounded and goes
+ * to 127.0.0.1.
  */
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import type { Storm } from './figures.ts';
 import {
-  type ColdBreakdown,
-  type ColdStart,
-  type ColdStartVariant,
-  deliver,
-  fillCompileCache,
-  type HttpStorm,
-  measureColdBreakdown,
-  measureColdStarts,
-  measureThroughput,
-  STORM_DEADLINE_MS,
-  stormOverHttp,
-} from './http-figures.ts';
-import {
-  countRoundTrips,
   firestoreAt,
   freshCollection,
-  measureContention,
-  measureLatency,
+  LEDGERS,
+  measureLedgers,
   STORM_LEDGERS,
-  type StormLedgerKey,
-} from './ledger-figures.ts';
+  stormInProcess,
+} from './in-process.ts';
 import {
-  emitJavaScript,
-  type FunctionProcess,
+  type ColdStart,
+  deliver,
+  measureColdStarts,
+  measureThroughput,
   ROOT,
-  removeScratch,
-  SCRATCH_DIR,
   startFunction,
-} from './processes.ts';
-import { round } from './report.ts';
-import { type Storm, StormRunner } from './storms.ts';
-import { type BenchResults, evaluateTargets, ratios, render } from './summary.ts';
+  stormOverHttp,
+  type Throughput,
+} from './over-http.ts';
+import { type Results, render, targets } from './report.ts';
 import { startWireCounter, type WireCounter } from './wire-counter.ts';
 
-const SMOKE = process.argv.includes('--smoke') || process.env.BENCH_SMOKE === '1';
+const SMOKE = process.argv.includes('--smoke');
 const OUT =
   process.argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ??
   join(ROOT, 'bench/results.json');
 
-/**
- * How much of everything. The full plan took 2-2.5 minutes with the emulator's start on 2 cores
- * shared with other work; (a)'s storms vary most, and are cut off at {@link STORM_DEADLINE_MS}.
- */
-const PLAN = SMOKE
-  ? {
-      latencyRuns: 5,
-      warmupRuns: 2,
-      roundTripRuns: 3,
-      stormSizes: [5],
-      throughputSeconds: 0,
-      concurrencies: [] as number[],
-      coldStartReps: 0,
-      coldStartInfoReps: 0,
-      breakdownReps: 0,
-    }
-  : {
-      latencyRuns: 40,
-      warmupRuns: 10,
-      roundTripRuns: 20,
-      stormSizes: [20, 50, 200],
-      throughputSeconds: 2,
-      concurrencies: [1, 10, 50],
-      /** Starts per compared cold-start variant; the informational ones get `coldStartInfoReps`. */
-      coldStartReps: 6,
-      coldStartInfoReps: 3,
-      breakdownReps: 3,
-    };
-
-/** What the emulator accepts as an administrator's credentials. */
-const BEARER_OWNER = { authorization: 'Bearer owner' };
+const FULL = {
+  /** Timed runs (and a duplicate of each) per ledger, after `warmup` untimed ones. */
+  runs: 40,
+  warmup: 10,
+  /** Runs and duplicates per ledger whose Firestore calls are counted. */
+  counted: 20,
+  stormSizes: [20, 50, 200],
+  /** Per throughput level. */
+  seconds: 2,
+  concurrencies: [1, 10, 50],
+  /** Per cold-start variant. */
+  coldStarts: 6,
+};
+const PLAN = SMOKE ? { ...FULL, runs: 5, warmup: 2, counted: 3, stormSizes: [5] } : FULL;
 
 const CLOCK_ZERO = performance.now();
 function progress(message: string): void {
-  const elapsed = ((performance.now() - CLOCK_ZERO) / 1000).toFixed(1);
-  console.error(`bench [${elapsed} s]: ${message}`);
+  console.error(`bench [${((performance.now() - CLOCK_ZERO) / 1000).toFixed(1)} s]: ${message}`);
 }
 
-/** The gcloud emulator component's version, if gcloud's install metadata is where apt puts it. */
-function emulatorVersion(): string {
-  type Snapshot = { components: { id: string; version: { version_string: string } }[] };
-  try {
-    const file = '/usr/lib/google-cloud-sdk/.install/cloud-firestore-emulator.snapshot.json';
-    const snapshot = JSON.parse(readFileSync(file, 'utf8')) as Snapshot;
-    const emulator = snapshot.components.find((c) => c.id === 'cloud-firestore-emulator');
-    return `cloud-firestore-emulator ${emulator?.version.version_string ?? '?'} (gcloud)`;
-  } catch {
-    return process.env.FIRESTORE_EMULATOR_JAR ? 'emulator jar (FIRESTORE_EMULATOR_JAR)' : 'unknown';
-  }
-}
-
+/** The machine, and the emulator's version where the gcloud apt package puts it. */
 function machine() {
+  const snapshot = '/usr/lib/google-cloud-sdk/.install/cloud-firestore-emulator.snapshot.json';
+  const version = existsSync(snapshot)
+    ? /"version_string": *"([^"]+)"/.exec(readFileSync(snapshot, 'utf8'))?.[1]
+    : undefined;
   return {
     cpus: os.availableParallelism(),
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
-    memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
     node: process.version,
-    platform: `${os.platform()} ${os.release()}`,
-    emulator: emulatorVersion(),
-    loadAverageAtStart: os.loadavg().map((l) => round(l, 2)),
+    emulator: version ? `cloud-firestore-emulator ${version}` : process.env.FIRESTORE_EMULATOR_JAR,
+    loadAverage: os.loadavg().map((l) => Math.round(l * 10) / 10),
   };
 }
 
-/** Stops unless `build/` exists; warns when it is older than `src/` (stale processes). */
-function checkBuild(): void {
-  if (!existsSync(join(ROOT, 'build/index.js'))) {
-    console.error('bench: build/index.js is missing; run `npm run build` first.');
-    process.exit(2);
-  }
-  const built = statSync(join(ROOT, 'build/index.js')).mtimeMs;
-  const sources = readdirSync(join(ROOT, 'src')).map((f) => statSync(join(ROOT, 'src', f)).mtimeMs);
-  if (Math.max(...sources) > built) {
-    progress('warning: src/ changed after the last build; run `npm run build` for current figures');
-  }
-}
-
-/** Storms through function processes whose Firestore traffic goes through `counter`. */
-async function httpStorms(counter: WireCounter, processes: FunctionProcess[]) {
-  const viaProxy = { FIRESTORE_EMULATOR_HOST: counter.host };
-  const sources: Record<StormLedgerKey, string | undefined> = {
-    ledger: undefined, // the repository root: build/index.js, as deployed
-    proposed: 'bench/fixtures/single-flight.ts',
-    literal: 'bench/fixtures/literal-port.ts',
-  };
-  const keys = Object.keys(STORM_LEDGERS) as StormLedgerKey[];
-  const started = await Promise.all(
-    keys.map((key) =>
-      startFunction({
-        target: 'handleScheduledJob',
-        source: sources[key],
-        env: { ...viaProxy, RUNS_COLLECTION: freshCollection(`http_${key}`) },
-      }),
+/** Storms through the built function and through (a)'s fixture, both shipping the 1 s job. */
+async function httpStorms(counter: WireCounter): Promise<Storm[]> {
+  const env = { FIRESTORE_EMULATOR_HOST: counter.host, RUNS_COLLECTION: freshCollection('http') };
+  const fns = {
+    [LEDGERS.project]: await startFunction('handleScheduledJob', undefined, env),
+    [LEDGERS.literal]: await startFunction(
+      'handleScheduledJob',
+      'bench/fixtures/literal-port.ts',
+      env,
     ),
-  );
-  processes.push(...started);
-  const fns = Object.fromEntries(keys.map((k, i) => [k, started[i]])) as Record<
-    StormLedgerKey,
-    FunctionProcess
-  >;
-  await Promise.all(started.map((fn) => deliver(fn, 'warmup')));
-  const storms: (HttpStorm & { impl: StormLedgerKey })[] = [];
-  for (const size of PLAN.stormSizes) {
-    for (const impl of keys) {
-      const storm = await stormOverHttp(fns[impl], size, counter);
-      progress(`  HTTP ${impl} ${size}: all answered in ${storm.allAnsweredMs} ms`);
-      storms.push({ impl, ...storm });
+  };
+  try {
+    await Promise.all(Object.values(fns).map((fn) => deliver(fn.url)));
+    const storms: Storm[] = [];
+    for (const size of PLAN.stormSizes) {
+      for (const [ledger, fn] of Object.entries(fns)) {
+        storms.push(await stormOverHttp(fn, ledger, size, counter));
+        progress(`  HTTP, ${ledger}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`);
+      }
     }
+    return storms;
+  } finally {
+    await Promise.all(Object.values(fns).map((fn) => fn.stop()));
   }
-  await Promise.all(started.map((fn) => fn.stop()));
-  return storms;
 }
 
-/** Distinct runs per second through the no-op fixture and hello world. */
-async function throughputFigures(processes: FunctionProcess[]) {
-  const collection = freshCollection('throughput');
-  const [project, hello] = await Promise.all([
-    startFunction({
-      target: 'handleScheduledJob',
-      source: 'bench/fixtures/noop.ts',
-      env: { RUNS_COLLECTION: collection },
-    }),
-    startFunction({ target: 'hello', source: 'bench/fixtures/hello.ts' }),
-  ]);
-  processes.push(project, hello);
-  const fns = { project, hello };
-  let answered2xx = 0;
-  for (const fn of [project, hello]) {
-    const warmup = await measureThroughput(fn, 10, 1);
-    if (fn === project) answered2xx += warmup.answered2xx;
-  }
-  const results = [];
-  for (const concurrency of PLAN.concurrencies) {
-    for (const key of ['project', 'hello'] as const) {
-      const result = await measureThroughput(fns[key], concurrency, PLAN.throughputSeconds);
-      if (key === 'project') answered2xx += result.answered2xx;
-      results.push({ fn: key, result });
+/** Distinct runs per second through the project (no-op job) and hello world. */
+async function throughput(): Promise<Throughput[]> {
+  const fns = [
+    [
+      'project (no-op job)',
+      await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+        RUNS_COLLECTION: freshCollection('throughput'),
+      }),
+    ],
+    ['hello world', await startFunction('hello', 'bench/fixtures/hello.js')],
+  ] as const;
+  try {
+    for (const fn of fns) await measureThroughput(fn, 10, 1); // warm-up
+    const results: Throughput[] = [];
+    for (const concurrency of PLAN.concurrencies) {
+      for (const fn of fns) results.push(await measureThroughput(fn, concurrency, PLAN.seconds));
     }
+    return results;
+  } finally {
+    await Promise.all(fns.map(([, fn]) => fn.stop()));
   }
-  await Promise.all([project.stop(), hello.stop()]);
-  return { results, collection, answered2xx };
 }
 
-/** Cold starts of hello world, the project's wiring and its variants, and the breakdown. */
-async function coldStartFigures(): Promise<{ starts: ColdStart[]; breakdown: ColdBreakdown }> {
+async function coldStarts(): Promise<ColdStart[]> {
+  // The emulator answers its first REST call ever in ~2 s: pay it before timing preferRest.
+  const documents = `http://${process.env.FIRESTORE_EMULATOR_HOST}/v1/projects/p/databases/(default)/documents`;
+  await fetch(`${documents}/warmup/warmup`, { headers: { authorization: 'Bearer owner' } });
   const env = { RUNS_COLLECTION: freshCollection('coldstart') };
-  // The emulator answers its first REST call ever in ~2 s; pay that before any start is timed.
-  const documents = `http://${process.env.FIRESTORE_EMULATOR_HOST}/v1/projects/warmup/databases/(default)/documents`;
-  await (await fetch(`${documents}/warmup/warmup`, { headers: BEARER_OWNER })).arrayBuffer();
-  const project = emitJavaScript('bench/fixtures/noop.ts');
-  const compileCache = join(SCRATCH_DIR, 'compile-cache');
-  await fillCompileCache(project, compileCache, env);
-  const fixture = (key: string, label: string, file: string): ColdStartVariant => ({
-    key,
+  const project = (label: string, firestore = '') => ({
     label,
     target: 'handleScheduledJob',
-    source: emitJavaScript(file),
+    source: 'bench/fixtures/noop.js',
+    env: { ...env, BENCH_FIRESTORE: firestore },
   });
-  const info = PLAN.coldStartInfoReps;
-  const variants: ColdStartVariant[] = [
-    {
-      key: 'hello',
-      label: 'hello world (bare functions-framework)',
-      target: 'hello',
-      source: emitJavaScript('bench/fixtures/hello.ts'),
-    },
-    {
-      key: 'project',
-      label: "project: src/index.ts's wiring, eager client, gRPC",
-      target: 'handleScheduledJob',
-      source: project,
-    },
-    fixture('rest', 'eager client, preferRest', 'bench/fixtures/noop-rest.ts'),
-    fixture('lazy', 'lazy client (made on first request), gRPC', 'bench/fixtures/noop-lazy.ts'),
-    fixture('lazy-rest', 'lazy client, preferRest', 'bench/fixtures/noop-lazy-rest.ts'),
-    {
-      key: 'compile-cache',
-      label: 'project + V8 compile cache filled beforehand (NODE_COMPILE_CACHE)',
-      target: 'handleScheduledJob',
-      source: project,
-      env: { NODE_COMPILE_CACHE: compileCache },
-      reps: info,
-    },
-    {
-      key: 'thin',
-      label: 'floor of the proposed fix: pino + 2 REST calls by fetch, no google-gax',
-      target: 'handleScheduledJob',
-      source: emitJavaScript('bench/fixtures/thin-rest.ts'),
-      reps: info,
-    },
-    {
-      key: 'hello-ts',
-      label: 'hello world loaded as .ts (Node type stripping)',
-      target: 'hello',
-      source: 'bench/fixtures/hello.ts',
-      reps: info,
-    },
-  ];
-  const starts = await measureColdStarts(variants, PLAN.coldStartReps, env);
-  progress(`cold-start breakdown: ${PLAN.breakdownReps} fresh processes per transport`);
-  const breakdown = await measureColdBreakdown(
-    emitJavaScript('bench/fixtures/cold-breakdown.ts'),
-    PLAN.breakdownReps,
-    env,
+  return measureColdStarts(
+    [
+      { label: 'hello world', target: 'hello', source: 'bench/fixtures/hello.js' },
+      project('project: gRPC client made at start (as shipped)'),
+      project('project, preferRest: true', 'rest'),
+      project('project, gRPC client made on first request', 'lazy'),
+    ],
+    PLAN.coldStarts,
   );
-  return { starts, breakdown };
 }
 
 async function main(): Promise<void> {
@@ -267,82 +154,47 @@ async function main(): Promise<void> {
     console.error('bench: FIRESTORE_EMULATOR_HOST is not set; run `npm run bench`.');
     process.exit(2);
   }
-  checkBuild();
-  const startedAt = new Date().toISOString();
+  if (!existsSync(join(ROOT, 'build/index.js'))) {
+    execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' });
+  }
   const host = machine();
   const counter = await startWireCounter(emulator);
   const direct = firestoreAt(emulator);
-  const counted = firestoreAt(counter.host);
-  const processes: FunctionProcess[] = [];
+  const viaCounter = firestoreAt(counter.host);
   try {
-    progress(`ledger latency: ${PLAN.latencyRuns} runs and duplicates per ledger, interleaved`);
-    const latency = await measureLatency(direct, PLAN.latencyRuns, PLAN.warmupRuns);
-    progress('Firestore calls per run and per duplicate, counted at the proxy');
-    const roundTrips = await countRoundTrips(counted, counter, PLAN.roundTripRuns);
-
-    progress(`storms at the ledger: ${PLAN.stormSizes.join(', ')} concurrent deliveries`);
-    const inProcess: (Storm & { impl: StormLedgerKey })[] = [];
-    const storms = new StormRunner(counter, STORM_DEADLINE_MS);
-    try {
-      for (const size of PLAN.stormSizes) {
-        for (const impl of Object.keys(STORM_LEDGERS) as StormLedgerKey[]) {
-          const storm = await storms.storm(impl, size);
-          progress(`  in process ${impl} ${size}: all answered in ${storm.allAnsweredMs} ms`);
-          inProcess.push({ impl, ...storm });
-        }
+    progress(`ledgers: ${PLAN.runs} runs and duplicates each, interleaved, then calls counted`);
+    const ledgers = await measureLedgers(direct, viaCounter, counter, PLAN);
+    progress(`storms of ${PLAN.stormSizes.join(', ')} in process, then over HTTP`);
+    const storms: Storm[] = [];
+    for (const size of PLAN.stormSizes) {
+      for (const key of Object.keys(STORM_LEDGERS) as (keyof typeof STORM_LEDGERS)[]) {
+        storms.push(await stormInProcess(key, size, viaCounter, counter));
+        progress(
+          `  in process, ${key}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`,
+        );
       }
-    } finally {
-      await storms.close();
     }
-    const largest = Math.max(...PLAN.stormSizes);
-    const contention = SMOKE ? undefined : await measureContention(direct, largest);
-    progress('storms through function processes over HTTP (shipped job: 1 s)');
-    const http = await httpStorms(counter, processes);
-
-    let throughput: BenchResults['throughput'] = [];
-    let throughputCheck: BenchResults['throughputCheck'];
-    if (PLAN.concurrencies.length > 0) {
+    storms.push(...(await httpStorms(counter)));
+    let rates: Results['throughput'] = [];
+    let starts: Results['coldStarts'] = [];
+    if (!SMOKE) {
       progress(
-        `throughput: ${PLAN.throughputSeconds} s at each of ${PLAN.concurrencies.join(', ')} connections`,
+        `throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`,
       );
-      const figures = await throughputFigures(processes);
-      throughput = figures.results;
-      const recorded = await direct.collection(figures.collection).count().get();
-      throughputCheck = {
-        answered2xx: figures.answered2xx,
-        recordedRuns: recorded.data().count,
-      };
+      rates = await throughput();
+      progress(`cold starts: ${PLAN.coldStarts} per function, interleaved`);
+      starts = await coldStarts();
     }
-
-    let coldStarts: ColdStart[] = [];
-    let coldBreakdown: ColdBreakdown | undefined;
-    if (PLAN.coldStartReps > 0) {
-      progress(`cold starts: up to ${PLAN.coldStartReps} starts per variant, interleaved`);
-      ({ starts: coldStarts, breakdown: coldBreakdown } = await coldStartFigures());
-    }
-
-    const partial = {
-      mode: SMOKE ? ('smoke' as const) : ('full' as const),
-      startedAt,
-      wallSeconds: round((performance.now() - CLOCK_ZERO) / 1000, 1),
-      machine: { ...host, loadAverageAtEnd: os.loadavg().map((l) => round(l, 2)) },
-      plan: PLAN,
-      ledger: { latency, ratios: ratios(latency), roundTrips },
-      storms: { inProcess, http, ...(contention === undefined ? {} : { contention }) },
-      throughput,
-      ...(throughputCheck === undefined ? {} : { throughputCheck }),
-      coldStarts,
-      ...(coldBreakdown === undefined ? {} : { coldBreakdown }),
-    };
-    const results: BenchResults = { ...partial, targets: evaluateTargets(partial) };
-    console.log(render(results));
-    writeFileSync(OUT, `${JSON.stringify(results, null, 2)}\n`);
+    const results: Results = { ledgers, storms, throughput: rates, coldStarts: starts };
+    const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
+    const mode = SMOKE ? 'smoke' : 'full';
+    console.log(render(results, `${mode} run, ${wallSeconds} s`));
+    const json = { mode, wallSeconds, machine: host, plan: PLAN, ...results };
+    writeFileSync(OUT, `${JSON.stringify({ ...json, targets: targets(results) }, null, 2)}\n`);
     progress(`wrote ${OUT}`);
   } finally {
-    await Promise.all(processes.map((fn) => fn.stop()));
-    await Promise.all([direct.terminate(), counted.terminate()]);
-    await counter.close();
-    removeScratch();
+    await Promise.all([direct.terminate(), viaCounter.terminate()]);
+    counter.close();
   }
 }
 

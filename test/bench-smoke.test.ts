@@ -4,36 +4,27 @@
  * the bench runs and that the project's ledger ran each storm's job exactly once.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { spawnGroup } from '../scripts/local-processes.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 interface StormFigures {
-  readonly impl: string;
-  readonly size: number;
+  readonly where: string;
+  readonly ledger: string;
   readonly executions: number;
 }
 
-function runBench(out: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['bench/run.ts', '--smoke', `--out=${out}`], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => {
-      output += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      output += c.toString();
-    });
-    child.once('exit', (code) => resolve({ code, output }));
+async function runBench(out: string): Promise<{ code: number | null; output: string }> {
+  const bench = spawnGroup(process.execPath, ['bench/run.ts', '--smoke', `--out=${out}`], {
+    cwd: ROOT,
   });
+  await bench.exited;
+  return { code: bench.exitCode, output: bench.output() };
 }
 
 describe('the bench in smoke mode', {
@@ -48,13 +39,10 @@ describe('the bench in smoke mode', {
     const { code, output } = await runBench(out);
 
     assert.equal(code, 0, output);
-    const results = JSON.parse(readFileSync(out, 'utf8')) as {
-      storms: { inProcess: StormFigures[]; http: StormFigures[] };
-    };
-    const ledgerStorms = [...results.storms.inProcess, ...results.storms.http].filter(
-      (s) => s.impl === 'ledger',
-    );
-    assert.equal(ledgerStorms.length, 2, output);
-    for (const storm of ledgerStorms) assert.equal(storm.executions, 1, JSON.stringify(storm));
+    const { storms } = JSON.parse(readFileSync(out, 'utf8')) as { storms: StormFigures[] };
+    const projectStorms = storms.filter((s) => s.ledger.startsWith("project's RunLedger"));
+    // In process at one instance and spread over 10, and over HTTP.
+    assert.equal(projectStorms.length, 3, output);
+    for (const storm of projectStorms) assert.equal(storm.executions, 1, JSON.stringify(storm));
   });
 });

@@ -1,0 +1,164 @@
+/**
+ * Figures through function processes over HTTP: storms of duplicates, throughput of distinct runs,
+ * cold starts. Each function is `functions-framework` as Cloud Run starts it, run by this process's
+ * Node, on 127.0.0.1.
+ */
+import { realpathSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { freePort, spawnGroup, waitForPort } from '../scripts/local-processes.ts';
+import { fire, type Storm, stormFigures, summarise } from './figures.ts';
+import type { WireCounter } from './wire-counter.ts';
+
+/** The repository root. */
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const FRAMEWORK = realpathSync(join(ROOT, 'node_modules/.bin/functions-framework'));
+
+/** A function process. */
+export interface FunctionProcess {
+  readonly url: string;
+  /** `performance.now()` at spawn, and ms from then until its port accepted a connection. */
+  readonly spawnedAt: number;
+  readonly listenMs: number;
+  /** The job's executions so far: the `job started` lines it logged. */
+  jobStarts(): number;
+  output(): string;
+  /** SIGKILL of its process group; resolves once it exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `functions-framework --target=TARGET [--source=SOURCE]` in the repository root (without a
+ * source: `build/index.js`, as deployed) and resolves once it accepts connections.
+ */
+export async function startFunction(
+  target: string,
+  source?: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<FunctionProcess> {
+  const port = await freePort();
+  const args = [FRAMEWORK, `--target=${target}`, `--port=${port}`];
+  if (source !== undefined) args.push(`--source=${source}`);
+  const spawnedAt = performance.now();
+  const child = spawnGroup(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env } });
+  const stop = async () => {
+    child.signalGroup('SIGKILL');
+    await child.exited;
+  };
+  await waitForPort(port, { timeoutMs: 30_000, process: child, intervalMs: 2 }).catch(
+    async (err: unknown) => {
+      await stop();
+      throw err;
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    spawnedAt,
+    listenMs: performance.now() - spawnedAt,
+    jobStarts: () => child.output().split('"message":"job started"').length - 1,
+    output: child.output,
+    stop,
+  };
+}
+
+let scheduleSeq = 0;
+/** The Scheduler headers of a run no other delivery of this bench named. */
+function newRun(jobName: string) {
+  const scheduleTime = new Date(Date.UTC(2031, 0, 1) + 60_000 * scheduleSeq++).toISOString();
+  return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
+}
+
+/** Delivers a run (a new one unless given); resolves with the status and the body's outcome. */
+export async function deliver(url: string, headers = newRun('bench')) {
+  const res = await fetch(url, { method: 'POST', headers, signal: AbortSignal.timeout(30_000) });
+  const body = await res.text();
+  return { status: res.status, outcome: /"outcome":"(\w+)"/.exec(body)?.[1] ?? body.slice(0, 20) };
+}
+
+/** Fires `size` concurrent deliveries of one new run at `fn`, whose Firestore is behind `counter`. */
+export async function stormOverHttp(
+  fn: FunctionProcess,
+  ledger: string,
+  size: number,
+  counter: WireCounter,
+): Promise<Storm> {
+  const run = newRun('storm');
+  const startsBefore = fn.jobStarts();
+  counter.reset();
+  const answers = await fire(size, async () => {
+    const { status, outcome } = await deliver(fn.url, run);
+    return { answer: `${status} ${outcome}`, error: status >= 500 };
+  });
+  await new Promise((resolve) => setTimeout(resolve, 100)); // the last log lines through the pipe
+  const storm = { where: 'HTTP', ledger, executions: fn.jobStarts() - startsBefore } as const;
+  return stormFigures({ ...storm, calls: counter.calls() }, answers);
+}
+
+/**
+ * Drives `fn` with autocannon for `seconds` at `concurrency` connections, a new run per request:
+ * each 2xx is a processed run. `errors` counts non-2xx answers and failed requests.
+ */
+export async function measureThroughput(
+  [name, fn]: readonly [string, FunctionProcess],
+  concurrency: number,
+  seconds: number,
+) {
+  const result = await autocannon({
+    url: fn.url,
+    method: 'POST',
+    connections: concurrency,
+    duration: seconds,
+    requests: [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, ...newRun('load') } }) }],
+  });
+  return {
+    fn: name,
+    concurrency,
+    runsPerSecond: Math.round((10 * result['2xx']) / result.duration) / 10,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    errors: result.non2xx + result.errors,
+  };
+}
+export type Throughput = Awaited<ReturnType<typeof measureThroughput>>;
+
+/**
+ * Starts each variant `reps` times, interleaved with the order rotating, and times (ms) from spawn
+ * until it listens and until its first delivery, a new run, is answered 200.
+ *
+ * @throws if a first delivery is not answered 200.
+ */
+export async function measureColdStarts(
+  variants: readonly {
+    label: string;
+    target: string;
+    source: string;
+    env?: Record<string, string>;
+  }[],
+  reps: number,
+) {
+  const samples = variants.map(() => ({ listening: [] as number[], first200: [] as number[] }));
+  for (let rep = 0; rep < reps; rep++) {
+    for (let k = 0; k < variants.length; k++) {
+      const index = (rep + k) % variants.length;
+      const { label, target, source, env } = variants[index] as (typeof variants)[number];
+      const fn = await startFunction(target, source, env);
+      try {
+        const { status } = await deliver(fn.url);
+        const first200 = performance.now() - fn.spawnedAt;
+        if (status !== 200)
+          throw new Error(`${label}: first delivery got ${status}\n${fn.output()}`);
+        samples[index]?.listening.push(fn.listenMs);
+        samples[index]?.first200.push(first200);
+      } finally {
+        await fn.stop();
+      }
+    }
+  }
+  return variants.map(({ label }, i) => ({
+    label,
+    listening: summarise(samples[i]?.listening ?? []),
+    first200: summarise(samples[i]?.first200 ?? []),
+  }));
+}
+export type ColdStart = Awaited<ReturnType<typeof measureColdStarts>>[number];
