@@ -107,7 +107,7 @@ export function render(r: Results, summary: string): string {
       },
     ),
     table(
-      'Storms: N concurrent deliveries of one new run (in process: runOnce, no-op job; HTTP: the function, shipped 1 s job)',
+      'Storms: N concurrent deliveries of one new run (in process: runOnce, no-op job; HTTP: the function, a 1 s job)',
       r.storms,
       {
         where: (s) => s.where,

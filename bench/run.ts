@@ -77,11 +77,14 @@ function machine() {
   };
 }
 
-/** Storms through the built function and through (a)'s fixture, both shipping the 1 s job. */
+/** Storms through the built function and through (a)'s fixture, both with a 1 s job. */
 async function httpStorms(counter: WireCounter): Promise<Storm[]> {
   const env = { FIRESTORE_EMULATOR_HOST: counter.host, RUNS_COLLECTION: freshCollection('http') };
   const fns = {
-    [LEDGERS.project]: await startFunction('handleScheduledJob', undefined, env),
+    [LEDGERS.project]: await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+      ...env,
+      BENCH_JOB_MS: '1000',
+    }),
     [LEDGERS.literal]: await startFunction(
       'handleScheduledJob',
       'bench/fixtures/literal-port.ts',
