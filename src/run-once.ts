@@ -75,8 +75,8 @@ const LEASE_LOST =
  * @param ledger - the run ledger.
  * @param runId - the idempotency key.
  * @param work - the work; throwing means "failed, retry me".
- * @returns the outcome; never throws: Firestore failures become `unavailable` (before the work ran)
- *   or `unrecorded` (after it).
+ * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
+ *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
  */
 export async function runOnce(
   ledger: RunLedger,
