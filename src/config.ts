@@ -97,6 +97,15 @@ function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   };
 }
 
+/** A parser accepting one of `values`, compared after `normalise`. */
+function oneOf<T extends string>(values: readonly T[], normalise = (raw: string) => raw) {
+  return (raw: string): T => {
+    const value = values.find((v) => v === normalise(raw));
+    if (value === undefined) throw new Error(`must be one of ${values.join(', ')}`);
+    return value;
+  };
+}
+
 /** Every option, in the order the README's table lists them. */
 export const OPTIONS = {
   leaseMs: { env: 'LEASE_SECONDS', default: '300', parse: seconds(1) },
@@ -157,11 +166,7 @@ export const OPTIONS = {
   logLevel: {
     env: 'LOG_LEVEL',
     default: 'info',
-    parse: (raw) => {
-      const level = LOG_LEVELS.find((l) => l === raw.toLowerCase());
-      if (level === undefined) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
-      return level;
-    },
+    parse: oneOf(LOG_LEVELS, (raw) => raw.toLowerCase()),
   },
   projectId: {
     env: 'GOOGLE_CLOUD_PROJECT',
@@ -174,15 +179,7 @@ export const OPTIONS = {
   jobTimeoutMs: { env: 'JOB_TIMEOUT_SECONDS', default: '3600', parse: seconds(1) },
   // Cloud Run sends SIGKILL 10 s after SIGTERM.
   shutdownGraceMs: { env: 'SHUTDOWN_GRACE_SECONDS', default: '8', parse: seconds(0) },
-  authMode: {
-    env: 'AUTH_MODE',
-    default: 'platform',
-    parse: (raw) => {
-      const mode = AUTH_MODES.find((m) => m === raw);
-      if (mode === undefined) throw new Error(`must be one of ${AUTH_MODES.join(', ')}`);
-      return mode;
-    },
-  },
+  authMode: { env: 'AUTH_MODE', default: 'platform', parse: oneOf(AUTH_MODES) },
   oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
   oidcInvokers: {
     env: 'OIDC_INVOKERS',
