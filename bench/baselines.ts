@@ -8,12 +8,12 @@
  * - (b) {@link FloorLedger}: one plain `create()` and one plain `update()` per run, the fewest
  *   writes a run can cost. It cannot tell a completed run from a running one and fences nothing.
  *
- * Neither has `extend` (the project's lease heartbeat, not in the sample): `runOnce` calls it a
- * third of the way into the lease, 100 s with the bench's 300 s leases, which no bench run reaches.
+ * The sample has no lease heartbeat; each baseline's `extend` is the plainest write of a new lease
+ * in its own style. `runOnce` calls it a third of the way into the lease, 100 s with the bench's
+ * 300 s leases, which no bench run reaches.
  */
 import { randomUUID } from 'node:crypto';
 import {
-  type DocumentData,
   type DocumentReference,
   FieldValue,
   type Firestore,
@@ -21,23 +21,10 @@ import {
   type Transaction,
 } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../src/errors.ts';
-import type {
-  Claim,
-  ClaimResult,
-  FenceResult,
-  LedgerOptions,
-  RunLedger,
-  RunRecord,
-} from '../src/ledger.ts';
+import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/ledger.ts';
+import { type RunDetails, RunStatus, runRecordConverter } from '../src/run-record.ts';
 
-/** What the bench calls on a ledger. */
-export type LedgerLike = Pick<RunLedger, 'claim' | 'complete' | 'release'>;
 type BaselineOptions = Omit<LedgerOptions, 'timeoutMs'>;
-
-/** `runOnce` and the handler name the class `RunLedger` (private fields): the one cast to a baseline. */
-export function asRunLedger(ledger: LedgerLike): RunLedger {
-  return ledger as RunLedger;
-}
 
 /** Firestore errors become `LedgerUnavailableError`, which `runOnce` answers `unavailable`. */
 async function unavailableOnError<T>(what: string, operation: () => Promise<T>): Promise<T> {
@@ -87,27 +74,40 @@ abstract class Baseline {
  * (a) The guide's sample: `@firestore.transactional` becomes `runTransaction` (both retry a contended
  * transaction, 5 attempts by default); the lease is judged by the instance clock, as there.
  */
-export class LiteralPortLedger extends Baseline implements LedgerLike {
+export class LiteralPortLedger extends Baseline implements Ledger {
   /** Claim transaction: read; completed → duplicate; live lease → busy; else write the claim. */
-  claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+  claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
     const ref = this.ref(runId);
     return unavailableOnError('claim transaction', () =>
       this.db.runTransaction(async (tx): Promise<ClaimResult> => {
-        const snap = await tx.get(ref);
+        const snap = await tx.get(ref.withConverter(runRecordConverter));
         const now = Date.now();
-        const record = snap.data() as RunRecord | undefined;
-        if (record?.status === 'completed') return { state: 'completed', record };
-        if (record?.status === 'in_progress' && record.lease_expires.toMillis() > now) {
+        const record = snap.data();
+        if (record?.status === RunStatus.Completed) return { state: 'completed', record };
+        if (
+          record?.status === RunStatus.InProgress &&
+          (record.leaseExpires?.getTime() ?? 0) > now
+        ) {
           return { state: 'in_progress', holder: undefined }; // the sample answers 409, no more
         }
         const attemptId = randomUUID();
-        tx.set(ref, { ...details, ...this.claimFields(attemptId, now) });
-        const leaseExpires = new Date(now + this.options.leaseMs);
+        tx.set(ref, { job_name: details.jobName ?? '', ...this.claimFields(attemptId, now) });
+        const { leaseMs } = this.options;
+        const leaseExpires = new Date(now + leaseMs);
         // The sample fences on attempt_id; fencingToken is unused.
-        const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires };
+        const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
         return { state: 'claimed', claim: { ...claim, takeover: snap.exists } };
       }),
     );
+  }
+
+  /** Lease transaction: if `attempt_id` is still ours, write a new lease from the instance clock. */
+  async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
+    const leaseExpires = new Date(Date.now() + this.options.leaseMs);
+    const result = await this.#ifStillOurs('lease transaction', claim, (tx, ref) =>
+      tx.update(ref, { lease_expires: Timestamp.fromDate(leaseExpires) }),
+    );
+    return result === 'recorded' ? { ...claim, leaseExpires } : result;
   }
 
   /** Finish transaction: if `attempt_id` is still ours, mark the run completed. */
@@ -139,21 +139,31 @@ export class LiteralPortLedger extends Baseline implements LedgerLike {
 }
 
 /** (b) The floor: `create()` to claim (any existing record answers "in progress"), `update()` to complete. */
-export class FloorLedger extends Baseline implements LedgerLike {
-  async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+export class FloorLedger extends Baseline implements Ledger {
+  async claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
     const now = Date.now();
     const attemptId = randomUUID();
     const ALREADY_EXISTS = 6;
     const written = await this.ref(runId)
-      .create({ ...details, ...this.claimFields(attemptId, now) })
+      .create({ job_name: details.jobName ?? '', ...this.claimFields(attemptId, now) })
       .catch((err: { code?: number }) => {
         if (err.code === ALREADY_EXISTS) return undefined;
         throw new LedgerUnavailableError(`Firestore claim failed: ${err}`, { cause: err });
       });
     if (written === undefined) return { state: 'in_progress', holder: undefined };
-    const leaseExpires = new Date(now + this.options.leaseMs);
-    const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires };
+    const { leaseMs } = this.options;
+    const leaseExpires = new Date(now + leaseMs);
+    const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
     return { state: 'claimed', claim: { ...claim, takeover: false } };
+  }
+
+  /** A plain, unfenced `update()` of the lease. */
+  async extend(claim: Claim): Promise<Claim> {
+    const leaseExpires = new Date(Date.now() + this.options.leaseMs);
+    await unavailableOnError('lease extension', () =>
+      this.ref(claim.runId).update({ lease_expires: Timestamp.fromDate(leaseExpires) }),
+    );
+    return { ...claim, leaseExpires };
   }
 
   async complete(claim: Claim): Promise<FenceResult> {

@@ -3,11 +3,12 @@
  * project's `RunLedger` and the baselines, the Firestore calls each makes, and storms of duplicates.
  */
 import { randomUUID } from 'node:crypto';
-import { Firestore, Timestamp } from '@google-cloud/firestore';
+import { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
-import { RunLedger } from '../src/ledger.ts';
+import { type Ledger, RunLedger } from '../src/ledger.ts';
 import { runOnce } from '../src/run-once.ts';
-import { asRunLedger, FloorLedger, type LedgerLike, LiteralPortLedger } from './baselines.ts';
+import type { RunDetails } from '../src/run-record.ts';
+import { FloorLedger, LiteralPortLedger } from './baselines.ts';
 import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 
@@ -46,24 +47,24 @@ export function freshCollection(prefix: string): string {
   return `bench_${prefix}_${randomUUID().slice(0, 8)}`;
 }
 
-function ledger(key: LedgerKey, db: Firestore, collection: string): LedgerLike {
+function ledger(key: LedgerKey, db: Firestore, collection: string): Ledger {
   const options = { collection, ...SETTINGS };
   if (key === 'project') return new RunLedger(db, options);
   return key === 'literal' ? new LiteralPortLedger(db, options) : new FloorLedger(db, options);
 }
 
-function details(runId: string) {
-  return { job_name: 'bench', schedule_time: Timestamp.now(), run: runId };
+function details(_runId: string): RunDetails {
+  return { jobName: 'bench', scheduleTime: new Date().toISOString() };
 }
 
-async function processRun(ledger: LedgerLike, runId: string): Promise<void> {
+async function processRun(ledger: Ledger, runId: string): Promise<void> {
   const claimed = await ledger.claim(runId, details(runId));
   if (claimed.state !== 'claimed') throw new Error(`${runId} was not claimed: ${claimed.state}`);
   if ((await ledger.complete(claimed.claim)) !== 'recorded')
     throw new Error(`${runId}: lease lost`);
 }
 
-async function duplicateOf(ledger: LedgerLike, runId: string): Promise<void> {
+async function duplicateOf(ledger: Ledger, runId: string): Promise<void> {
   const claimed = await ledger.claim(runId, details(runId));
   if (claimed.state === 'claimed') throw new Error(`a duplicate of ${runId} was claimed`);
 }
@@ -151,7 +152,7 @@ export async function stormInProcess(
   };
   counter.reset();
   const answers = await fire(size, async (i) => {
-    const ledger = asRunLedger(instances[i % instances.length] as LedgerLike);
+    const ledger = instances[i % instances.length] as Ledger;
     const { outcome } = await runOnce(ledger, runId, job, options);
     return { answer: outcome, error: outcome === 'unavailable' || outcome === 'failed' };
   });

@@ -57,11 +57,20 @@ export interface Config {
   readonly oidcAudience: string;
   /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
   readonly oidcInvokers: readonly string[];
+  /**
+   * The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's `--http-method`,
+   * `POST` as `deploy.sh` creates it. Other methods get 405 and run nothing.
+   */
+  readonly httpMethod: HttpMethod;
 }
 
 /** How requests are authenticated; see {@link Config.authMode}. */
 export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
 export type AuthMode = (typeof AUTH_MODES)[number];
+
+/** Methods a Cloud Scheduler HTTP target can use (`gcloud scheduler jobs create http --http-method`). */
+export const HTTP_METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -185,6 +194,11 @@ export const OPTIONS = {
     env: 'OIDC_INVOKERS',
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
+  },
+  httpMethod: {
+    env: 'HTTP_METHOD',
+    default: 'POST',
+    parse: oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
   },
 } as const satisfies { [K in keyof Config]: Option<Config[K]> };
 

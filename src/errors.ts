@@ -38,6 +38,15 @@ export class LedgerUnavailableError extends RunOnceError {
   override name = 'LedgerUnavailableError';
 }
 
+/**
+ * The Firestore database does not exist (an operation answered NOT_FOUND where only a missing
+ * database can cause it). Its message names `FIRESTORE_DATABASE` and holds nothing secret, so it
+ * reaches the client even in production.
+ */
+export class DatabaseNotFoundError extends LedgerUnavailableError {
+  override name = 'DatabaseNotFoundError';
+}
+
 /** Why an attempt's `signal` was aborted. */
 export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 

@@ -8,7 +8,7 @@ import * as functions from '@google-cloud/functions-framework';
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
-import { answerFrameworkErrorsAsJson } from './framework-errors.ts';
+import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler, type HandlerDeps } from './handler.ts';
 import { RunLedger } from './ledger.ts';
 import { createLogger } from './logger.ts';
@@ -40,6 +40,9 @@ function loadConfigOrExit(env: RegisterOptions['env']): Config {
  *
  * @param name - the functions-framework target (`--target`).
  * @param job - the work, with the contract of `runJobLogic` in `job.ts`.
+ * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
+ * @example
+ * registerScheduledJob('handleScheduledJob', runJobLogic);
  */
 export function registerScheduledJob(
   name: string,
@@ -61,9 +64,9 @@ export function registerScheduledJob(
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
+  installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
-  answerFrameworkErrorsAsJson(logger);
   const authenticate =
     config.authMode === 'verify-oidc'
       ? createOidcAuthenticator({ audience: config.oidcAudience, invokers: config.oidcInvokers })

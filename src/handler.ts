@@ -2,54 +2,35 @@
  * The HTTP adapter: reads a Cloud Scheduler delivery, runs it through {@link runOnce}, and owns the
  * mapping from outcome to status code and body, in one place.
  */
-import { Timestamp } from '@google-cloud/firestore';
 import type { HttpFunction } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
-import { InvalidRequestError } from './errors.ts';
+import { DatabaseNotFoundError, InvalidRequestError } from './errors.ts';
 import type { JobContext } from './job.ts';
-import type { RunLedger } from './ledger.ts';
+import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
 import { computeRunId } from './run-key.ts';
-import { type OutcomeName, type RunOutcome, runOnce } from './run-once.ts';
+import {
+  LOG_LEVEL_BY_OUTCOME,
+  type ResponseBody,
+  type ResponseOutcome,
+  STATUS_BY_OUTCOME,
+} from './outcomes.ts';
+import { leaseLossMessage, type RunOutcome, runOnce } from './run-once.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 import type { GracefulShutdown } from './shutdown.ts';
 
-/** Every response's outcome: the run outcomes plus the adapter's own refusals. */
-export type ResponseOutcome = OutcomeName | 'invalid_request' | 'unauthenticated' | 'forbidden';
-
-/**
- * Status code per outcome. 409 for a live claim, never 503: App Engine targets treat 503 specially
- * (the Scheduler guide). Every non-2xx makes Cloud Scheduler retry under the job's retry config.
- */
-export const STATUS_BY_OUTCOME = {
-  processed: 200,
-  duplicate: 200,
-  in_progress: 409,
-  invalid_request: 400,
-  unauthenticated: 401,
-  forbidden: 403,
-  failed: 500,
-  unavailable: 500,
-} as const satisfies Record<ResponseOutcome, number>;
-
-/** The JSON body of every response. */
-export interface ResponseBody {
-  readonly outcome: ResponseOutcome;
-  /** Absent when the request named no valid run. */
-  readonly runId?: string;
-  readonly message: string;
-}
+export { type ResponseBody, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 /** What {@link createScheduledJobHandler} needs. */
 export interface HandlerDeps {
   /** Scope settings, `exposeErrors` and `jobTimeoutMs`. */
   readonly config: Pick<
     Config,
-    'keyScope' | 'keyScopeHeaders' | 'keyScopeParams' | 'exposeErrors' | 'jobTimeoutMs'
+    'keyScope' | 'keyScopeHeaders' | 'keyScopeParams' | 'exposeErrors' | 'jobTimeoutMs' | 'httpMethod'
   >;
-  readonly ledger: RunLedger;
+  readonly ledger: Ledger;
   /** The user's job (`runJobLogic` from `job.ts`). */
   readonly job: (ctx: JobContext) => Promise<void> | void;
   readonly logger: Logger;
@@ -59,52 +40,51 @@ export interface HandlerDeps {
   readonly shutdown?: GracefulShutdown;
 }
 
-const LOG_LEVEL_BY_OUTCOME = {
-  processed: 'info',
-  duplicate: 'info',
-  in_progress: 'info',
-  invalid_request: 'warn',
-  unauthenticated: 'warn',
-  forbidden: 'warn',
-  failed: 'error',
-  unavailable: 'error',
-} as const satisfies Record<ResponseOutcome, string>;
-
-/** Firestore Timestamp of a canonical RFC 3339 instant, keeping up to nanoseconds. */
-function timestampOf(scheduleTime: string): Timestamp {
-  const [whole = '', fraction = ''] = scheduleTime.replace(/Z$/, '').split('.');
-  return new Timestamp(Date.parse(`${whole}Z`) / 1000, Number(fraction.padEnd(9, '0')));
+/**
+ * A one-line description of any thrown value, which itself never throws: a job may throw an
+ * object without a prototype, a revoked proxy or a value whose `message` getter throws.
+ */
+export function describeThrown(value: unknown): string {
+  try {
+    if (value instanceof Error) return String(value.message);
+    if (typeof value === 'string') return value;
+    const message = (value as { message?: unknown } | null)?.message;
+    if (typeof message === 'string') return message;
+    return String(value);
+  } catch {
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return 'an unprintable value';
+    }
+  }
 }
 
-function isoOf(value: unknown): string | undefined {
-  return value instanceof Timestamp ? value.toDate().toISOString() : undefined;
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/** The error to log for a thrown value: an Error as is, anything else described safely. */
+function loggable(value: unknown): unknown {
+  return value instanceof Error ? value : { message: describeThrown(value) };
 }
 
 /** The message and extra log fields of a run outcome. */
 function describe(result: RunOutcome, exposeErrors: boolean): { message: string; fields: object } {
-  const detail = (error: unknown) => (exposeErrors ? ` (${errorText(error)})` : '');
+  const detail = (error: unknown) => (exposeErrors ? ` (${describeThrown(error)})` : '');
   switch (result.outcome) {
     case 'processed': {
-      const { attempt, completion } = result;
+      const { attempt, completion, leaseLoss } = result;
       const fields = { attemptId: attempt.attemptId, takeover: attempt.takeover, completion };
       const message = {
         recorded: 'Run processed: the job ran and its completion is recorded.',
-        lease_lost:
-          'The job ran, but another attempt took the run over after this lease expired; raise LEASE_SECONDS.',
+        lease_lost: `The job ran, but ${leaseLossMessage(leaseLoss ?? 'unknown')}.`,
         unrecorded:
           'The job ran, but Firestore did not record its completion; a later delivery may run it again.',
       }[completion];
       return { message, fields };
     }
     case 'duplicate': {
-      const at = isoOf(result.record.completed_at);
+      const at = result.record.completedAt?.toISOString();
       return {
         message: `Run already completed${at ? ` at ${at}` : ''}; the job was not run again.`,
-        fields: { completedBy: result.record.attempt_id },
+        fields: { completedBy: result.record.attemptId },
       };
     }
     case 'in_progress': {
@@ -119,16 +99,33 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
         message: `The job failed${detail(result.error)}; ${
           {
             recorded: 'the claim is released so a retry can run it.',
-            lease_lost: 'another attempt had already taken the run over (lease lost).',
+            lease_lost: `${leaseLossMessage(result.leaseLoss ?? 'unknown')}.`,
             unrecorded:
               'its claim could not be released, so retries get 409 until the lease lapses.',
           }[result.release]
         }`,
-        fields: { attemptId: result.attempt.attemptId, release: result.release, err: result.error },
+        fields: {
+          attemptId: result.attempt.attemptId,
+          release: result.release,
+          err: loggable(result.error),
+        },
       };
+    case 'unreadable_record': {
+      const { field, problem } = result.record;
+      return {
+        message:
+          `The run's record cannot be read (field ${field} ${problem}); it was left as it is and ` +
+          'the job was not run. Repair it: if no attempt of this run is running, delete the ' +
+          'document (the next delivery runs the job), or set status to "completed" if the run is done.',
+        fields: { field, problem },
+      };
+    }
     case 'unavailable':
       return {
-        message: `Firestore is unavailable${detail(result.error)}; the job was not run. Retry later.`,
+        message:
+          result.error instanceof DatabaseNotFoundError
+            ? `${result.error.message}; the job was not run.`
+            : `Firestore is unavailable${detail(result.error)}; the job was not run. Retry later.`,
         fields: { err: result.error },
       };
   }
@@ -137,12 +134,16 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
 /**
  * Creates the HTTP function that runs `deps.job` once per scheduled run.
  *
- * Responses (JSON {@link ResponseBody}): 200 `processed` or `duplicate`; 409 `in_progress`; 400
- * `invalid_request` (nothing written); 401 `unauthenticated` / 403 `forbidden` with
- * `deps.authenticate` (checked before anything else); 500 `failed` (claim released) or
- * `unavailable` (job not run).
+ * Responses (JSON {@link ResponseBody}, statuses from {@link STATUS_BY_OUTCOME}): 200 `processed`
+ * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
+ * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
+ * `method_not_allowed` with an `Allow` header for any method but `HTTP_METHOD`; 500 `failed` (claim
+ * released), `unreadable_record` (record left as is, job not run) or `unavailable` (job not run).
  * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
  * a header or the body.
+ *
+ * @example
+ * functions.http('handleScheduledJob', createScheduledJobHandler({ config, ledger, job: runJobLogic, logger }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { config, ledger, job, authenticate, shutdown } = deps;
@@ -161,6 +162,10 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
         message = auth.message;
         fields = { reason: auth.message };
         if (auth.status === 401) res.set('WWW-Authenticate', 'Bearer');
+      } else if (req.method !== config.httpMethod) {
+        outcome = 'method_not_allowed';
+        message = `Cloud Scheduler delivers this job with ${config.httpMethod} (HTTP_METHOD); ${req.method} runs nothing.`;
+        res.set('Allow', config.httpMethod);
       } else if (shutdown?.signal.aborted) {
         outcome = 'unavailable';
         message = 'This instance is shutting down; the job was not run. Retry later.';
@@ -173,8 +178,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
           jobName: run.jobName,
           scheduleTime: run.scheduleTime,
         });
-        const scheduleTime = timestampOf(run.scheduleTime);
-        const { jobName } = run;
+        const { jobName, scheduleTime } = run;
         const result = await runOnce(
           ledger,
           runId,
@@ -182,14 +186,16 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
             job({
               runId: attempt.runId,
               jobName,
-              scheduleTime: scheduleTime.toDate(),
+              scheduleTime: new Date(scheduleTime),
               attemptId: attempt.attemptId,
-              leaseExpires: attempt.leaseExpires,
+              get leaseExpires() {
+                return attempt.leaseExpires;
+              },
               signal: attempt.signal,
               logger: runLogger.child({ attemptId: attempt.attemptId }),
             }),
           {
-            details: { job_name: jobName, schedule_time: scheduleTime },
+            details: { jobName, scheduleTime },
             logger: runLogger,
             shutdown: shutdown?.signal,
             maxRunMs: config.jobTimeoutMs,
@@ -207,8 +213,8 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
         fields = { ...fields, reason: err.message };
       } else {
         outcome = 'failed';
-        message = `Internal error${config.exposeErrors ? ` (${errorText(err)})` : ''}; retry later.`;
-        fields = { err };
+        message = `Internal error${config.exposeErrors ? ` (${describeThrown(err)})` : ''}; retry later.`;
+        fields = { err: loggable(err) };
       }
     }
     const status = STATUS_BY_OUTCOME[outcome];

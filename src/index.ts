@@ -12,24 +12,33 @@ export { type Config, loadConfig, OPTIONS } from './config.ts';
 export {
   AttemptAbortedError,
   ConfigError,
+  DatabaseNotFoundError,
   InvalidRequestError,
   LedgerUnavailableError,
   RunOnceError,
 } from './errors.ts';
 export { registerScheduledJob } from './function.ts';
-export { createScheduledJobHandler, STATUS_BY_OUTCOME } from './handler.ts';
+export { createScheduledJobHandler } from './handler.ts';
 export type { JobContext } from './job.ts';
 export { LeaseHeartbeat } from './lease-heartbeat.ts';
 export {
   type Claim,
   type ClaimResult,
+  type FenceResult,
   type Holder,
+  type Ledger,
   RunLedger,
+} from './ledger.ts';
+export { type ResponseBody, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
+export {
+  type RunDetails,
   type RunRecord,
   RunStatus,
-} from './ledger.ts';
+  type StoredRecord,
+  type UnreadableRecord,
+} from './run-record.ts';
 export { createLogger, traceFields, withTrace } from './logger.ts';
 export { computeRunId } from './run-key.ts';
-export { type Attempt, type RunOutcome, runOnce } from './run-once.ts';
+export { type Attempt, type LeaseLossCause, type RunOutcome, runOnce } from './run-once.ts';
 export { normaliseScheduleTime, readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 export { drainOnSignals, GracefulShutdown } from './shutdown.ts';

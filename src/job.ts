@@ -23,7 +23,11 @@ export interface JobContext {
   readonly scheduleTime: Date;
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
-  /** When this attempt's lease lapses: finish before it, or another attempt may take the run over. */
+  /**
+   * When this attempt's lease lapses, by Firestore's clock. Current: the lease heartbeat moves it on
+   * every third of LEASE_SECONDS while the job runs, so a long job keeps the run. It stops moving
+   * only if the job runs past JOB_TIMEOUT_SECONDS or extensions fail for about two thirds of a lease.
+   */
   readonly leaseExpires: Date;
   /**
    * Aborted when this attempt should stop: its lease was lost to another attempt, the instance is

@@ -2,41 +2,48 @@
  * The lease heartbeat: while a job runs, extend its claim before the lease lapses, so a short
  * `LEASE_SECONDS` (fast recovery after a crash) coexists with long jobs. Retries keep getting 409
  * while the heartbeat holds the lease.
+ *
+ * One clock: the beat interval is a duration (a third of the lease length), never a difference
+ * between a server time and this instance's clock, so a skewed clock cannot speed or slow it. Each
+ * extension writes a lease of `leaseMs` from Firestore's time of that write.
  */
 import type { Logger } from 'pino';
 import { AttemptAbortedError } from './errors.ts';
-import type { Claim, RunLedger } from './ledger.ts';
+import type { Claim, Ledger } from './ledger.ts';
 
-/** Beats per lease: at a third, two beats can fail transiently before the lease lapses. */
+/** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
 const BEATS_PER_LEASE = 3;
 const MIN_INTERVAL_MS = 100;
 
 /**
- * Keeps one claim's lease alive and aborts `signal` when it cannot: a fenced extension that finds
- * another attempt holding the run aborts with reason `lease_lost`.
+ * Keeps one claim's lease alive and aborts `controller` when it cannot: a fenced extension that
+ * finds another attempt holding the run aborts with reason `lease_lost`.
+ *
+ * @example
+ * const heartbeat = new LeaseHeartbeat(ledger, claim, controller, logger);
+ * await work(controller.signal);
+ * const latest = await heartbeat.stop(); // complete or release with the latest fencing token
  */
 export class LeaseHeartbeat {
-  readonly #ledger: RunLedger;
+  readonly #ledger: Ledger;
   readonly #logger: Logger;
   readonly #controller: AbortController;
   #claim: Claim;
   #timer: NodeJS.Timeout | undefined;
   #beat: Promise<void> | undefined;
+  #failures = 0;
 
   /**
-   * Starts beating at a third of the claim's remaining lease.
+   * Starts beating every third of the claim's lease length (`claim.leaseMs`).
    *
    * @param controller - aborted with an {@link AttemptAbortedError} when the lease is lost.
    */
-  constructor(ledger: RunLedger, claim: Claim, controller: AbortController, logger: Logger) {
+  constructor(ledger: Ledger, claim: Claim, controller: AbortController, logger: Logger) {
     this.#ledger = ledger;
     this.#claim = claim;
     this.#controller = controller;
     this.#logger = logger;
-    const intervalMs = Math.max(
-      MIN_INTERVAL_MS,
-      (claim.leaseExpires.getTime() - Date.now()) / BEATS_PER_LEASE,
-    );
+    const intervalMs = Math.max(MIN_INTERVAL_MS, claim.leaseMs / BEATS_PER_LEASE);
     this.#timer = setInterval(() => {
       this.#beat ??= this.#extend().finally(() => {
         this.#beat = undefined;
@@ -45,9 +52,14 @@ export class LeaseHeartbeat {
     this.#timer.unref();
   }
 
-  /** The claim with the latest fencing token. */
+  /** The claim with the latest fencing token and lease end. */
   get claim(): Claim {
     return this.#claim;
+  }
+
+  /** Extensions that failed transiently since the last one that landed. */
+  get failuresInARow(): number {
+    return this.#failures;
   }
 
   /**
@@ -67,20 +79,32 @@ export class LeaseHeartbeat {
       const renewed = await this.#ledger.extend(this.#claim);
       if (renewed !== 'lease_lost') {
         this.#claim = renewed;
+        this.#failures = 0;
         return;
       }
       // When stopping, the fenced write that follows reports the lost lease itself.
       if (this.#timer !== undefined) {
         clearInterval(this.#timer);
         this.#timer = undefined;
-        this.#logger.warn('lease lost: another attempt took this run over; aborting the job');
+        const why =
+          this.#failures > 0
+            ? `after ${this.#failures} failed extension(s) let the lease lapse`
+            : 'although no extension had failed (the record was changed by someone else)';
+        this.#logger.warn(
+          { failedExtensions: this.#failures },
+          `lease lost: another attempt took this run over ${why}; aborting the job`,
+        );
         this.#controller.abort(
-          new AttemptAbortedError('lease_lost', 'another attempt took this run over'),
+          new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
         );
       }
     } catch (err) {
       // Transient: the lease still runs; the next beat tries again before it lapses.
-      this.#logger.warn({ err }, 'lease extension failed; retrying at the next beat');
+      this.#failures++;
+      this.#logger.warn(
+        { err, failedExtensions: this.#failures },
+        'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
+      );
     }
   }
 }

@@ -1,58 +1,41 @@
 /**
- * The run ledger: one Firestore document per run, the only module that touches Firestore.
- *
- * Timeline of one run document (the Scheduler guide's state machine):
- *
- *   (absent) ──create──► in_progress, lease L ──complete──► completed     (fenced on our write)
- *                           │      └──────────release──► (absent)         (fenced on our write)
- *                           └── now ≥ L: another attempt takes over       (fenced on what it read)
+ * The run ledger: one Firestore document per run, the only module that touches Firestore. What a
+ * record is (fields, statuses, the claim decision and the timeline) lives in `run-record.ts`.
  *
  * Every write is one atomic operation with a precondition, never a transaction: a claim is a
- * `create()` (fails if the document exists); a takeover, completion or release is a write with a
- * `lastUpdateTime` precondition, so it lands only if nobody wrote the document since we last did.
- * The update time of our own last write is the fencing token: a zombie attempt whose lease was taken
- * over holds an old token and every one of its writes fails.
+ * `create()` (fails if the document exists); a takeover, extension, completion or release is a
+ * write with a `lastUpdateTime` precondition, so it lands only if nobody wrote the document since
+ * we last did. The update time of our own last write is the fencing token: a zombie attempt whose
+ * lease was taken over holds an old token and every one of its writes fails.
  */
 
 import { randomUUID } from 'node:crypto';
+import { type DocumentReference, type Firestore, Timestamp } from '@google-cloud/firestore';
+import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
 import {
-  type DocumentData,
-  type DocumentReference,
-  FieldValue,
-  type Firestore,
-  Timestamp,
-} from '@google-cloud/firestore';
-import { LedgerUnavailableError } from './errors.ts';
+  claimDecision,
+  claimDocument,
+  completionUpdate,
+  extensionUpdate,
+  type RunDetails,
+  type RunRecord,
+  RunStatus,
+  runRecordConverter,
+  type StoredRecord,
+  takeoverUpdate,
+  type UnreadableRecord,
+} from './run-record.ts';
 
-/** Run statuses, as the guide's sample writes them. */
-export const RunStatus = { InProgress: 'in_progress', Completed: 'completed' } as const;
-export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
-
-/** A run document. Field names follow the guide's sample so its TTL policy and queries carry over. */
-export interface RunRecord {
-  readonly status: RunStatus;
-  /** The attempt that holds (or completed) the run; for people and logs, not for fencing. */
-  readonly attempt_id: string;
-  /** When the holder's claim lapses and another attempt may take over. */
-  readonly lease_expires: Timestamp;
-  /** When a Firestore TTL policy may delete the document (TTL deletion lags up to days). */
-  readonly expire_at: Timestamp;
-  /** Server time of the claim. */
-  readonly claimed_at?: Timestamp;
-  /** Server time of the completion. */
-  readonly completed_at?: Timestamp;
-  /** Descriptive fields given to {@link RunLedger.claim}, e.g. `job_name`, `schedule_time`. */
-  readonly [field: string]: unknown;
-}
-
-/** A claim held by this attempt: what {@link RunLedger.complete} and {@link RunLedger.release} need. */
+/** A claim held by this attempt: what the lease heartbeat, completion and release need. */
 export interface Claim {
   readonly runId: string;
   readonly attemptId: string;
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
-  /** When the lease lapses, by Firestore's clock. */
+  /** When the lease lapses, by Firestore's clock: our last write's time plus `leaseMs`. */
   readonly leaseExpires: Date;
+  /** The lease length, ms: the heartbeat beats at a third of it. */
+  readonly leaseMs: number;
   /** True when this claim took over an expired lease of an earlier attempt. */
   readonly takeover: boolean;
 }
@@ -60,26 +43,40 @@ export interface Claim {
 /** The attempt holding a run, as far as a claim could tell. */
 export interface Holder {
   readonly attemptId: string;
-  /** When its lease lapses. */
+  /** When its lease lapses, by Firestore's clock. */
   readonly leaseExpires: Date;
 }
 
-/** What a claim found. `holder` is unknown when lost races left no record to read. */
+/**
+ * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable`
+ * is a document this version cannot read, which is never overwritten.
+ */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
   | { readonly state: 'completed'; readonly record: RunRecord }
-  | { readonly state: 'in_progress'; readonly holder: Holder | undefined };
-
-function holderOf(record: RunRecord | undefined): Holder | undefined {
-  if (record === undefined || !(record.lease_expires instanceof Timestamp)) return undefined;
-  return { attemptId: record.attempt_id, leaseExpires: record.lease_expires.toDate() };
-}
+  | { readonly state: 'in_progress'; readonly holder: Holder | undefined }
+  | { readonly state: 'unreadable'; readonly record: UnreadableRecord };
 
 /**
  * What a fenced write did: `recorded` if it took effect (or an earlier try of ours already had),
  * `lease_lost` if another attempt holds or finished the run, so ours changed nothing.
  */
 export type FenceResult = 'recorded' | 'lease_lost';
+
+/**
+ * What `runOnce` needs of a ledger: claim a run, keep the lease, then complete or release it. The
+ * project's {@link RunLedger} implements it; the bench's baselines implement it too.
+ */
+export interface Ledger {
+  /** Claims `runId` for a fresh attempt, or says why not. @throws {LedgerUnavailableError} */
+  claim(runId: string, details?: RunDetails): Promise<ClaimResult>;
+  /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
+  extend(claim: Claim): Promise<Claim | 'lease_lost'>;
+  /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
+  complete(claim: Claim): Promise<FenceResult>;
+  /** Releases the claim after a failure, fenced. @throws {LedgerUnavailableError} */
+  release(claim: Claim): Promise<FenceResult>;
+}
 
 /** Ledger settings, all durations in ms. */
 export interface LedgerOptions {
@@ -95,36 +92,51 @@ export interface LedgerOptions {
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
-/** Tries of a completion or release whose failure looks transient, and the first back-off. */
+/** Tries of a fenced write whose failure looks transient, and the first back-off. */
 const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
-/**
- * gRPC status codes (the client's `GrpcStatus` enum is types-only) that mean "someone else wrote
- * first", not "Firestore is unwell": NOT_FOUND 5, ALREADY_EXISTS 6, FAILED_PRECONDITION 9.
- */
-const RACE_CODES: ReadonlySet<number> = new Set([5, 6, 9]);
-
-function isRace(err: unknown): boolean {
-  return RACE_CODES.has((err as { code?: number } | null)?.code ?? -1);
-}
-
-/** The lease of `record` is still live at server time `now`. */
-function leaseLive(record: RunRecord, now: Timestamp): boolean {
-  return (
-    record.status === RunStatus.InProgress &&
-    record.lease_expires instanceof Timestamp &&
-    record.lease_expires.toMillis() > now.toMillis()
-  );
-}
+/** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
+const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
 
 /**
- * Claims, completes and releases runs in Firestore. Safe to share across concurrent requests.
+ * The codes that mean "someone else wrote first", per operation: only the conditional write that
+ * can cause them. The same codes elsewhere mean something else (NOT_FOUND from `create()` or a
+ * read is a missing database, not a lost race).
  */
-export class RunLedger {
+const CONFLICT_CODES = {
+  create: [Code.ALREADY_EXISTS],
+  read: [],
+  fencedWrite: [Code.FAILED_PRECONDITION, Code.NOT_FOUND],
+} as const satisfies Record<string, readonly number[]>;
+type Operation = keyof typeof CONFLICT_CODES;
+
+/** Another writer won: the conditional write did not apply. Never leaves this module. */
+class WriteConflict {}
+
+function codeOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/**
+ * Claims, extends, completes and releases runs in Firestore. Safe to share across concurrent
+ * requests.
+ *
+ * @example
+ * const ledger = new RunLedger(new Firestore(), {
+ *   collection: 'scheduler_runs', leaseMs: 300_000, retentionMs: 86_400_000, timeoutMs: 10_000,
+ * });
+ * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
+ * if (result.state === 'claimed') {
+ *   await doTheWork();
+ *   await ledger.complete(result.claim);
+ * }
+ */
+export class RunLedger implements Ledger {
   readonly #db: Firestore;
   readonly #options: LedgerOptions;
-  /** Firestore's clock minus ours, learnt from every answer, so leases are set in server time. */
+  /** Firestore's clock minus ours, learnt from answers; only for `expire_at`, never a lease. */
   #skewMs = 0;
   /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
@@ -142,27 +154,27 @@ export class RunLedger {
 
   /**
    * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a duplicate,
-   * even if `expire_at` passed and TTL has not yet deleted it), or held by a live lease.
+   * even if `expire_at` passed and TTL has not yet deleted it), held by a live lease, or unreadable.
    *
-   * One `create()` in the common case; on a conflict, a read and, if the lease expired, one
-   * takeover `update()` fenced on the update time just read. Lost races re-read, up to
-   * {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
+   * One `create()` in the common case; on a conflict, a read and, if the lease expired by the
+   * read's server time, one takeover `update()` fenced on the update time just read. Lost races
+   * re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
    *
    * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
-   * that one (and answer `in_progress` if it won); while this instance holds the run with a live
-   * lease, claims answer `in_progress` without a Firestore call. Both only answer what Firestore
-   * would answer anyway: a storm of duplicates on one instance costs one claim, not one per delivery
-   * queued on the same document. Deliveries on other instances go to Firestore as before.
+   * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
+   * `in_progress` without a Firestore call, whatever the lease says: an instance never takes over
+   * a run it still holds itself. Deliveries on other instances go to Firestore as before.
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
-   * @param details - descriptive fields stored with the record, e.g. `{ job_name }`.
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
+   * @param details - descriptive fields stored with the record.
+   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in `timeoutMs`, or the
+   *   database does not exist.
+   * @example
+   * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
    */
-  async claim(runId: string, details: DocumentData = {}): Promise<ClaimResult> {
+  async claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
     const held = this.#held.get(runId);
-    if (held !== undefined && held.leaseExpires.getTime() > this.#serverNow()) {
-      return { state: 'in_progress', holder: held };
-    }
+    if (held !== undefined) return { state: 'in_progress', holder: held };
     const pending = this.#claiming.get(runId);
     if (pending !== undefined) {
       const result = await pending;
@@ -179,69 +191,73 @@ export class RunLedger {
     }
   }
 
-  async #claimInFirestore(runId: string, details: DocumentData): Promise<ClaimResult> {
+  async #claimInFirestore(runId: string, details: RunDetails): Promise<ClaimResult> {
     const ref = this.#ref(runId);
-    let record: RunRecord | undefined;
+    const { leaseMs } = this.#options;
+    let holder: Holder | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const attemptId = randomUUID();
-      const fresh = this.#claimFields(attemptId, this.#serverNow());
-      try {
-        const written = await this.#call('claim', () =>
-          ref.create({ ...details, ...fresh.fields }),
-        );
-        return this.#claimed(runId, attemptId, written.writeTime, fresh.leaseExpires, false);
-      } catch (err) {
-        if (!isRace(err)) throw err;
+      const created = await this.#call('claim', 'create', () =>
+        ref.create(claimDocument(attemptId, leaseMs, this.#expireAt(), details)),
+      );
+      if (!(created instanceof WriteConflict)) {
+        return this.#claimed(runId, attemptId, created.writeTime, false);
       }
-      const snap = await this.#call('read', () => ref.get());
-      this.#learnSkew(snap.readTime);
-      if (!snap.exists) continue; // released between our create and our read: create again
-      record = snap.data() as RunRecord;
-      if (record.status === RunStatus.Completed) return { state: 'completed', record };
-      if (leaseLive(record, snap.readTime))
-        return { state: 'in_progress', holder: holderOf(record) };
-      // The lease expired by Firestore's clock: take over, but only if nobody wrote since our read.
-      const takeover = this.#claimFields(attemptId, snap.readTime.toMillis());
-      try {
-        const written = await this.#call('takeover', () =>
-          ref.update(
-            { ...details, ...takeover.fields, completed_at: FieldValue.delete() },
-            { lastUpdateTime: snap.updateTime as Timestamp },
-          ),
-        );
-        return this.#claimed(runId, attemptId, written.writeTime, takeover.leaseExpires, true);
-      } catch (err) {
-        if (!isRace(err)) throw err; // another attempt took over, completed or released first
+      const read = await this.#read(ref);
+      const { record } = read;
+      switch (claimDecision(record, read.time.toDate())) {
+        case 'absent':
+          continue; // released between our create and our read: create again
+        case 'completed':
+          return { state: 'completed', record: record as RunRecord };
+        case 'unreadable':
+          return { state: 'unreadable', record: record as UnreadableRecord };
+        case 'lease_live':
+          return { state: 'in_progress', holder: holderOf(record as RunRecord) };
+        case 'lease_expired': {
+          holder = holderOf(record as RunRecord);
+          // Take over, but only if nobody wrote since our read.
+          const taken = await this.#call('takeover', 'fencedWrite', () =>
+            ref.update(takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details), {
+              lastUpdateTime: read.updateTime as Timestamp,
+            }),
+          );
+          if (!(taken instanceof WriteConflict)) {
+            return this.#claimed(runId, attemptId, taken.writeTime, true);
+          }
+        }
       }
     }
-    return { state: 'in_progress', holder: holderOf(record) };
+    return { state: 'in_progress', holder };
   }
 
   /**
-   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced like every write.
-   * The write changes the document's update time, so it returns the claim with its new fencing token:
-   * use the returned claim from then on.
+   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced like every write:
+   * the new lease runs `leaseMs` from the write's own server time. The write changes the document's
+   * update time, so it returns the claim with its new fencing token: use it from then on.
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
+   * @example
+   * const renewed = await ledger.extend(claim);
+   * if (renewed === 'lease_lost') controller.abort();
    */
   async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
-    const nowMs = this.#serverNow();
-    const leaseExpires = new Date(nowMs + this.#options.leaseMs);
-    const fields = {
-      lease_expires: Timestamp.fromDate(leaseExpires),
-      expire_at: Timestamp.fromMillis(nowMs + this.#options.retentionMs),
-    };
     let writeTime: Timestamp | undefined;
     const result = await this.#fencedWrite(claim, 'lease extension', async (ref, token) => {
-      writeTime = (await ref.update(fields, { lastUpdateTime: token })).writeTime;
+      const update = extensionUpdate(this.#options.leaseMs, this.#expireAt());
+      writeTime = (await ref.update(update, { lastUpdateTime: token })).writeTime;
     });
     if (result === 'lease_lost' || writeTime === undefined) {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
     this.#learnSkew(writeTime);
-    const renewed = { ...claim, fencingToken: writeTime, leaseExpires };
+    const renewed: Claim = {
+      ...claim,
+      fencingToken: writeTime,
+      leaseExpires: new Date(writeTime.toMillis() + this.#options.leaseMs),
+    };
     this.#held.set(claim.runId, renewed);
     return renewed;
   }
@@ -251,21 +267,18 @@ export class RunLedger {
    * if an earlier try landed, recognises our own `attempt_id` instead of reporting a lost lease.
    *
    * @returns `recorded`, or `lease_lost` when another attempt took the run over (the job may then
-   *   have run twice: the lease was shorter than the job).
+   *   have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.
+   * @example
+   * if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
    */
   async complete(claim: Claim): Promise<FenceResult> {
-    const fields = {
-      status: RunStatus.Completed,
-      completed_at: FieldValue.serverTimestamp(),
-      expire_at: Timestamp.fromMillis(this.#serverNow() + this.#options.retentionMs),
-    };
     this.#held.delete(claim.runId);
     return this.#fencedWrite(
       claim,
       'completion',
-      (ref, token) => ref.update(fields, { lastUpdateTime: token }),
+      (ref, token) => ref.update(completionUpdate(this.#expireAt()), { lastUpdateTime: token }),
       (record) => record?.status === RunStatus.Completed,
     );
   }
@@ -277,6 +290,8 @@ export class RunLedger {
    * @returns `recorded` (the claim is gone), or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
+   * @example
+   * await ledger.release(claim);
    */
   async release(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -292,49 +307,43 @@ export class RunLedger {
    * Reads a run record, for people, tests and tools.
    *
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
+   * @example
+   * const record = await ledger.get(runId); // undefined when absent
    */
-  async get(runId: string): Promise<RunRecord | undefined> {
-    const snap = await this.#call('read', () => this.#ref(runId).get());
-    return snap.exists ? (snap.data() as RunRecord) : undefined;
+  async get(runId: string): Promise<StoredRecord | undefined> {
+    return (await this.#read(this.#ref(runId))).record;
   }
 
-  #ref(runId: string) {
+  /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
+  #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
 
-  #serverNow(): number {
-    return Date.now() + this.#skewMs;
+  async #read(ref: DocumentReference) {
+    const snap = await this.#call('read', 'read', () =>
+      ref.withConverter(runRecordConverter).get(),
+    );
+    if (snap instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
+    this.#learnSkew(snap.readTime);
+    return { record: snap.data(), time: snap.readTime, updateTime: snap.updateTime };
+  }
+
+  /** `expire_at` for a write now: retention from Firestore's time as best known (skew learnt). */
+  #expireAt(): Timestamp {
+    return Timestamp.fromMillis(Date.now() + this.#skewMs + this.#options.retentionMs);
   }
 
   #learnSkew(serverTime: Timestamp): void {
     this.#skewMs = serverTime.toMillis() - Date.now();
   }
 
-  #claimFields(attemptId: string, nowMs: number) {
-    const leaseExpires = new Date(nowMs + this.#options.leaseMs);
-    return {
-      leaseExpires,
-      fields: {
-        status: RunStatus.InProgress,
-        attempt_id: attemptId,
-        lease_expires: Timestamp.fromDate(leaseExpires),
-        expire_at: Timestamp.fromMillis(nowMs + this.#options.retentionMs),
-        claimed_at: FieldValue.serverTimestamp(),
-      },
-    };
-  }
-
-  #claimed(
-    runId: string,
-    attemptId: string,
-    writeTime: Timestamp,
-    leaseExpires: Date,
-    takeover: boolean,
-  ): ClaimResult {
+  #claimed(runId: string, attemptId: string, writeTime: Timestamp, takeover: boolean): ClaimResult {
     this.#learnSkew(writeTime);
+    const { leaseMs } = this.#options;
+    const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
     return {
       state: 'claimed',
-      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, takeover },
+      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover },
     };
   }
 
@@ -351,43 +360,36 @@ export class RunLedger {
     claim: Claim,
     what: string,
     write: (ref: DocumentReference, token: Timestamp) => Promise<unknown>,
-    alreadyDone: (record: RunRecord | undefined) => boolean = () => false,
+    alreadyDone: (record: StoredRecord | undefined) => boolean = () => false,
   ): Promise<FenceResult> {
     const ref = this.#ref(claim.runId);
     let token = claim.fencingToken;
     for (let attempt = 1; ; attempt++) {
+      let conflict: boolean;
       try {
-        await this.#call(what, () => write(ref, token));
-        return 'recorded';
+        conflict = (await this.#call(what, 'fencedWrite', () => write(ref, token))) instanceof WriteConflict;
       } catch (err) {
-        if (!isRace(err)) {
-          if (attempt >= FENCED_WRITE_TRIES) throw err;
-          await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
-          continue;
-        }
-        const snap = await this.#call('read', () => ref.get());
-        const record = snap.exists ? (snap.data() as RunRecord) : undefined;
-        if (
-          alreadyDone(record) &&
-          (record === undefined || record.attempt_id === claim.attemptId)
-        ) {
-          return 'recorded';
-        }
-        if (record?.attempt_id !== claim.attemptId || record.status !== RunStatus.InProgress) {
-          return 'lease_lost';
-        }
-        if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
-        token = snap.updateTime as Timestamp;
+        if (attempt >= FENCED_WRITE_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
+        continue;
       }
+      if (!conflict) return 'recorded';
+      const { record, updateTime } = await this.#read(ref);
+      const ours = record !== undefined && 'attemptId' in record && record.attemptId === claim.attemptId;
+      if (alreadyDone(record) && (record === undefined || ours)) return 'recorded';
+      if (!ours || record.status !== RunStatus.InProgress) return 'lease_lost';
+      if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
+      token = updateTime as Timestamp;
     }
   }
 
   /**
-   * Runs one Firestore operation with the configured timeout. Race errors (exists, precondition,
-   * not found) pass through for the caller to interpret; anything else, including the timeout,
-   * becomes a {@link LedgerUnavailableError}.
+   * Runs one Firestore operation with the configured timeout, classifying its errors for that
+   * operation: a conflict code of `operation` ({@link CONFLICT_CODES}) returns a
+   * {@link WriteConflict}; NOT_FOUND elsewhere means the database is missing; anything else,
+   * including the timeout, throws a {@link LedgerUnavailableError}.
    */
-  async #call<T>(what: string, operation: () => Promise<T>): Promise<T> {
+  async #call<T>(what: string, operation: Operation, run: () => Promise<T>): Promise<T | WriteConflict> {
     const { timeoutMs } = this.#options;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -402,9 +404,22 @@ export class RunLedger {
       );
     });
     try {
-      return await Promise.race([operation(), timeout]);
+      return await Promise.race([run(), timeout]);
     } catch (err) {
-      if (isRace(err) || err instanceof LedgerUnavailableError) throw err;
+      if (err instanceof LedgerUnavailableError) throw err;
+      const code = codeOf(err);
+      if ((CONFLICT_CODES[operation] as readonly number[]).includes(code ?? -1)) {
+        return new WriteConflict();
+      }
+      if (code === Code.NOT_FOUND) {
+        const database = this.#db.databaseId ?? '(default)';
+        throw new DatabaseNotFoundError(
+          `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
+            'check FIRESTORE_DATABASE and the project, and that the database exists ' +
+            '(gcloud firestore databases list)',
+          { cause: err },
+        );
+      }
       throw new LedgerUnavailableError(`Firestore ${what} failed: ${(err as Error).message}`, {
         cause: err,
       });
@@ -412,4 +427,10 @@ export class RunLedger {
       clearTimeout(timer);
     }
   }
+}
+
+function holderOf(record: RunRecord): Holder | undefined {
+  return record.leaseExpires === undefined
+    ? undefined
+    : { attemptId: record.attemptId, leaseExpires: record.leaseExpires };
 }

@@ -1,12 +1,13 @@
 /**
- * The run lifecycle: claim → run → complete, or release on failure. Independent of HTTP and of Cloud
- * Scheduler, so a downstream service can apply the same claim to any idempotency key it receives.
+ * The run lifecycle: claim → run (the heartbeat extends the lease) → complete, or release on
+ * failure. Independent of HTTP and of Cloud Scheduler, so a downstream service can apply the same
+ * claim to any idempotency key it receives.
  */
-import type { DocumentData } from '@google-cloud/firestore';
 import type { Logger } from 'pino';
 import { AttemptAbortedError, LedgerUnavailableError } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
-import type { FenceResult, Holder, RunLedger, RunRecord } from './ledger.ts';
+import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
+import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it. */
 export interface Attempt {
@@ -14,7 +15,11 @@ export interface Attempt {
   readonly runId: string;
   /** This attempt's id (a UUID), stored as the record's `attempt_id`. */
   readonly attemptId: string;
-  /** When this attempt's lease lapses; work past it may be repeated by another attempt. */
+  /**
+   * When this attempt's lease lapses, by Firestore's clock: current, moved on by every heartbeat.
+   * Work past it may be repeated by another attempt only if the heartbeat stopped (job timeout)
+   * or failed for about two thirds of a lease.
+   */
   readonly leaseExpires: Date;
   /** True when this attempt took over the expired lease of an earlier, unfinished attempt. */
   readonly takeover: boolean;
@@ -24,6 +29,9 @@ export interface Attempt {
    */
   readonly signal: AbortSignal;
 }
+
+/** Why a fenced write found the lease lost, as far as this attempt can tell. */
+export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'unknown';
 
 /**
  * What happened to one delivery. `unrecorded` means Firestore failed the fenced write after every
@@ -35,25 +43,28 @@ export type RunOutcome =
       readonly outcome: 'processed';
       readonly attempt: Attempt;
       readonly completion: FenceResult | 'unrecorded';
+      readonly leaseLoss?: LeaseLossCause;
     }
   | { readonly outcome: 'duplicate'; readonly record: RunRecord }
   | { readonly outcome: 'in_progress'; readonly holder: Holder | undefined }
+  | { readonly outcome: 'unreadable_record'; readonly record: UnreadableRecord }
   | {
       readonly outcome: 'failed';
       readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
+      readonly leaseLoss?: LeaseLossCause;
     }
   | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError };
 
-/** The name of every outcome, for tables keyed by outcome. */
+/** The name of every run outcome. */
 export type OutcomeName = RunOutcome['outcome'];
 
 /** Options of {@link runOnce}. */
 export interface RunOnceOptions {
-  /** Descriptive fields stored with the run record (e.g. `job_name`). */
-  readonly details?: DocumentData;
-  /** Where lost leases and unrecorded writes are reported. */
+  /** Descriptive fields stored with the run record. */
+  readonly details?: RunDetails;
+  /** Where lost leases, unrecorded writes and jobs that ignore their abort are reported. */
   readonly logger: Logger;
   /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
   readonly shutdown?: AbortSignal;
@@ -62,48 +73,88 @@ export interface RunOnceOptions {
    * stops, so a hung job gives the run up within one lease.
    */
   readonly maxRunMs?: number;
+  /** How long after its signal aborted a still-running job is reported with a warning, ms (5000). */
+  readonly abortWarningMs?: number;
 }
 
-const LEASE_LOST =
-  'lease lost: another attempt took this run over after our lease expired, so the job may have run twice — raise LEASE_SECONDS above the job duration';
+const DEFAULT_ABORT_WARNING_MS = 5000;
+
+const LEASE_LOSS_MESSAGES = {
+  job_timeout:
+    'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
+  extensions_failed:
+    'lease lost: lease extensions failed (Firestore unreachable) for about two thirds of a lease and another attempt took the run over, so the job may have run twice',
+  unknown:
+    'lease lost: another attempt took this run over (its record changed under this attempt), so the job may have run twice',
+} as const satisfies Record<LeaseLossCause, string>;
 
 /**
- * Runs `work` at most once per `runId` across every instance sharing the ledger (once per run while
- * each attempt finishes within its lease). The work runs only after the claim is written; its
- * throw (sync or async) releases the claim so a retry can run at once.
+ * Runs `work` at most once per `runId` across every instance sharing the ledger. The work runs only
+ * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
+ * async) releases the claim so a retry can run at once.
  *
  * @param ledger - the run ledger.
  * @param runId - the idempotency key.
  * @param work - the work; throwing means "failed, retry me".
  * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
  *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
+ * @example
+ * // In a downstream service: apply the run id it received as its idempotency key.
+ * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
+ *   await chargeTheCustomer({ signal });
+ * }, { logger });
+ * if (result.outcome === 'duplicate') return res.status(200).end();
  */
 export async function runOnce(
-  ledger: RunLedger,
+  ledger: Ledger,
   runId: string,
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
   const { logger } = options;
-  let claimed: Awaited<ReturnType<RunLedger['claim']>>;
+  let claimed: ClaimResult;
   try {
     claimed = await ledger.claim(runId, options.details);
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
   }
-  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
-  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
+  switch (claimed.state) {
+    case 'completed':
+      return { outcome: 'duplicate', record: claimed.record };
+    case 'in_progress':
+      return { outcome: 'in_progress', holder: claimed.holder };
+    case 'unreadable':
+      return { outcome: 'unreadable_record', record: claimed.record };
+    case 'claimed':
+      break;
+  }
 
   const controller = new AbortController();
+  const heartbeat = new LeaseHeartbeat(ledger, claimed.claim, controller, logger);
   const attempt: Attempt = {
     runId,
     attemptId: claimed.claim.attemptId,
-    leaseExpires: claimed.claim.leaseExpires,
+    get leaseExpires() {
+      return heartbeat.claim.leaseExpires;
+    },
     takeover: claimed.claim.takeover,
     signal: controller.signal,
   };
-  const heartbeat = new LeaseHeartbeat(ledger, claimed.claim, controller, logger);
+  let timedOut = false;
+  let settled = false;
+  const warnIfStillRunning = () => {
+    const reason = (controller.signal.reason as AttemptAbortedError | undefined)?.reason;
+    const timer = setTimeout(() => {
+      if (settled) return;
+      logger.warn(
+        { abortReason: reason },
+        `the job is still running ${options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS} ms after its signal was aborted (${reason}); it should stop and throw`,
+      );
+    }, options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS);
+    timer.unref();
+  };
+  controller.signal.addEventListener('abort', warnIfStillRunning, { once: true });
   const onShutdown = () =>
     controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
   if (options.shutdown?.aborted) onShutdown();
@@ -112,6 +163,7 @@ export async function runOnce(
     options.maxRunMs === undefined
       ? undefined
       : setTimeout(() => {
+          timedOut = true;
           void heartbeat.stop();
           controller.abort(
             new AttemptAbortedError(
@@ -120,31 +172,47 @@ export async function runOnce(
             ),
           );
         }, options.maxRunMs);
+  const causeOfLoss = (): LeaseLossCause =>
+    timedOut ? 'job_timeout' : heartbeat.failuresInARow > 0 ? 'extensions_failed' : 'unknown';
   try {
     await work(attempt);
   } catch (thrown) {
+    settled = true;
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
     const error = controller.signal.aborted ? controller.signal.reason : thrown;
     const claim = await heartbeat.stop();
-    const release = await fenced(() => ledger.release(claim), logger, 'release');
-    return { outcome: 'failed', attempt, error, release };
+    const release = await fenced(() => ledger.release(claim), logger, 'release', causeOfLoss);
+    return release === 'lease_lost'
+      ? { outcome: 'failed', attempt, error, release, leaseLoss: causeOfLoss() }
+      : { outcome: 'failed', attempt, error, release };
   } finally {
+    settled = true;
     clearTimeout(timer);
     options.shutdown?.removeEventListener('abort', onShutdown);
   }
   const claim = await heartbeat.stop();
-  const completion = await fenced(() => ledger.complete(claim), logger, 'completion');
-  return { outcome: 'processed', attempt, completion };
+  const completion = await fenced(() => ledger.complete(claim), logger, 'completion', causeOfLoss);
+  return completion === 'lease_lost'
+    ? { outcome: 'processed', attempt, completion, leaseLoss: causeOfLoss() }
+    : { outcome: 'processed', attempt, completion };
+}
+
+/** The warning for a lost lease, saying which cause this attempt can see. */
+export function leaseLossMessage(cause: LeaseLossCause): string {
+  return LEASE_LOSS_MESSAGES[cause];
 }
 
 async function fenced(
   write: () => Promise<FenceResult>,
   logger: Logger,
   what: 'completion' | 'release',
+  cause: () => LeaseLossCause,
 ): Promise<FenceResult | 'unrecorded'> {
   try {
     const result = await write();
-    if (result === 'lease_lost') logger.warn({ fence: what }, LEASE_LOST);
+    if (result === 'lease_lost') {
+      logger.warn({ fence: what, leaseLoss: cause() }, leaseLossMessage(cause()));
+    }
     return result;
   } catch (err) {
     if (!(err instanceof LedgerUnavailableError)) throw err;

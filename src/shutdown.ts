@@ -4,6 +4,11 @@
  * the next delivery runs at once on another instance instead of waiting out the lease.
  */
 import type { Logger } from 'pino';
+import {
+  restoreFrameworkSignalListeners,
+  SHUTDOWN_SIGNALS,
+  type ShutdownSignal,
+} from './framework-workarounds.ts';
 
 /** Tracks the requests in flight and aborts their jobs when the instance shuts down. */
 export class GracefulShutdown {
@@ -41,34 +46,19 @@ export class GracefulShutdown {
   }
 }
 
-const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
-type ShutdownSignal = (typeof SIGNALS)[number];
-type Listener = (...args: unknown[]) => void;
-
 /**
- * Drains `shutdown` on SIGTERM or SIGINT, then lets the process end as it would have.
- *
- * functions-framework registers its own SIGTERM/SIGINT listeners when its server starts, and they
- * exit the process at once (its `ErrorHandler.register`). So the listeners added after this call
- * are set aside and re-installed after draining, and the signal is raised again for them; with none,
- * the signal's default action ends the process.
+ * Drains `shutdown` on SIGTERM or SIGINT, then lets the process end as it would have: the
+ * functions-framework listeners that `framework-workarounds.ts` set aside are re-installed and the
+ * signal is raised again for them; with none (a test server), the signal's default action ends the
+ * process.
  *
  * @param graceMs - the longest drain, ms.
+ * @example
+ * drainOnSignals(shutdown, config.shutdownGraceMs, logger);
  */
 export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
-  const setAside: [ShutdownSignal, Listener][] = [];
-  const onNewListener = (event: string | symbol, listener: Listener) => {
-    const signal = SIGNALS.find((s) => s === event);
-    if (signal === undefined || listener === onSignal) return;
-    // 'newListener' fires before the listener is added: take it off once it is.
-    queueMicrotask(() => {
-      process.removeListener(signal, listener);
-      setAside.push([signal, listener]);
-    });
-  };
   const onSignal = (signal: ShutdownSignal) => {
-    process.removeListener('newListener', onNewListener);
-    for (const s of SIGNALS) process.removeListener(s, onSignal);
+    for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
     logger.info({ signal }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
       if (stillRunning > 0) {
@@ -77,10 +67,9 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
           'jobs still running at shutdown; their claims lapse with the lease',
         );
       }
-      for (const [s, listener] of setAside) process.on(s, listener);
+      restoreFrameworkSignalListeners();
       process.kill(process.pid, signal);
     });
   };
-  for (const s of SIGNALS) process.on(s, onSignal);
-  process.on('newListener', onNewListener);
+  for (const s of SHUTDOWN_SIGNALS) process.on(s, onSignal);
 }

@@ -1,0 +1,156 @@
+/**
+ * Every patch of functions-framework's internals, in one module. functions-framework exposes no hook
+ * for these, so each patch checks that what it patches exists and fails the cold start loudly if
+ * not (a functions-framework upgrade changed it), and names the upstream issue whose fix deletes it.
+ *
+ * 1. Unreadable bodies (functions-framework-nodejs #686, PR #685): functions-framework parses every
+ *    body before the function runs and leaves one it cannot parse to Express's default handler,
+ *    which answers an HTML page and logs the raw body with `console.error`. Patched: `handle` of the
+ *    Express application prototype, so those requests get the function's JSON answer, with the
+ *    status of {@link STATUS_BY_OUTCOME}, and a log line without the body.
+ * 2. Signals and crash answers (functions-framework-nodejs #704): once its server listens,
+ *    functions-framework's `ErrorHandler.register` adds SIGTERM/SIGINT listeners that exit at once
+ *    (no drain), and an `unhandledRejection` listener that writes a plain-text 500 with the error
+ *    text to whichever response came last, then exits. Patched: `register` itself, so the listeners
+ *    it adds are captured exactly once: the signal listeners are set aside and re-installed after
+ *    the drain (`shutdown.ts`), and the rejection listener is replaced by one that logs an ERROR
+ *    and lets the process (and every other run on it) go on.
+ */
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { STATUS_BY_OUTCOME } from './outcomes.ts';
+
+type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
+type Listener = (...args: unknown[]) => void;
+
+interface MinimalResponse {
+  headersSent: boolean;
+  status(code: number): { json(body: unknown): unknown };
+}
+
+/** The signals functions-framework exits on and this starter drains on first. */
+export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
+
+/** Messages by body-parser error type: none quotes the body. */
+const BODY_MESSAGES: Record<string, string> = {
+  'entity.parse.failed':
+    'The request body is not valid for its Content-Type. Cloud Scheduler needs no body: send none, or send valid JSON.',
+  'entity.too.large': 'The request body is too large.',
+  'encoding.unsupported': 'The Content-Encoding of the request body is not supported.',
+  'charset.unsupported': 'The charset of the request body is not supported.',
+  'request.aborted': 'The request was aborted before its body arrived.',
+  'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
+};
+
+let installed = false;
+const setAside = new Map<ShutdownSignal, Listener[]>();
+
+function fail(what: string, issue: string): never {
+  throw new Error(
+    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Pin @google-cloud/functions-framework to 5.x or update src/framework-workarounds.ts.`,
+  );
+}
+
+/**
+ * Installs both workarounds. Call once at module load, before functions-framework starts its
+ * server; later calls do nothing.
+ *
+ * @throws Error if functions-framework no longer has what a workaround patches.
+ * @example
+ * installFrameworkWorkarounds(logger); // in registerScheduledJob
+ */
+export function installFrameworkWorkarounds(logger: Logger): void {
+  if (installed) return;
+  const fromHere = createRequire(import.meta.url);
+  const entry = fromHere.resolve('@google-cloud/functions-framework');
+  const fromFramework = createRequire(entry);
+
+  const application = (fromFramework('express') as { application?: { handle?: Handle } })
+    .application;
+  const handle = application?.handle;
+  if (application === undefined || typeof handle !== 'function') {
+    fail("Express's application.handle", '#686');
+  }
+  // Not exported: load functions-framework's own module instance (same CommonJS cache entry).
+  const invoker = fromFramework(join(dirname(entry), 'invoker.js')) as {
+    ErrorHandler?: { prototype?: { register?: (this: unknown) => void } };
+  };
+  const prototype = invoker.ErrorHandler?.prototype;
+  const register = prototype?.register;
+  if (prototype === undefined || typeof register !== 'function') {
+    fail('invoker.ErrorHandler.prototype.register', '#704');
+  }
+  installed = true;
+
+  application.handle = function (this: unknown, req, res, callback) {
+    return handle.call(
+      this,
+      req,
+      res,
+      callback ?? ((err) => answerBeforeFunction(err, res as MinimalResponse, logger)),
+    );
+  };
+
+  const onUnhandledRejection = (reason: unknown) => {
+    logger.error(
+      { err: reason instanceof Error ? reason : { message: String(reason) } },
+      'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); ' +
+        'it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
+    );
+  };
+  process.on('unhandledRejection', onUnhandledRejection);
+
+  prototype.register = function (this: unknown) {
+    const listeners = (event: ShutdownSignal | 'unhandledRejection') =>
+      process.listeners(event as NodeJS.Signals) as Listener[];
+    const watched = [...SHUTDOWN_SIGNALS, 'unhandledRejection'] as const;
+    const before = new Map(watched.map((event) => [event, listeners(event)]));
+    register.call(this);
+    for (const event of watched) {
+      const added = listeners(event).filter((l) => !before.get(event)?.includes(l));
+      for (const listener of added) process.removeListener(event, listener);
+      if (event !== 'unhandledRejection') setAside.set(event, added);
+    }
+  };
+}
+
+/**
+ * Re-installs the signal listeners functions-framework registered (set aside by the patch), so a
+ * signal raised again after the drain ends the process as functions-framework would.
+ *
+ * @returns how many listeners were re-installed.
+ */
+export function restoreFrameworkSignalListeners(): number {
+  let count = 0;
+  for (const [signal, listeners] of setAside) {
+    for (const listener of listeners) process.on(signal, listener);
+    count += listeners.length;
+  }
+  setAside.clear();
+  return count;
+}
+
+function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger): void {
+  const { status, statusCode, type } = (err ?? {}) as {
+    status?: number;
+    statusCode?: number;
+    type?: string;
+  };
+  const code = err === undefined ? 404 : (status ?? statusCode ?? 500);
+  const outcome =
+    err === undefined ? 'not_found' : code >= 400 && code < 500 ? 'invalid_request' : 'failed';
+  const message =
+    outcome === 'not_found'
+      ? 'Not found.'
+      : ((type && BODY_MESSAGES[type]) ??
+        (outcome === 'invalid_request'
+          ? 'The request body could not be read: check its Content-Type and Content-Encoding.'
+          : 'Internal error; retry later.'));
+  logger[outcome === 'failed' ? 'error' : 'warn'](
+    { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
+    `request refused before the function ran: ${message}`,
+  );
+  if (!res.headersSent) res.status(STATUS_BY_OUTCOME[outcome]).json({ outcome, message });
+}

@@ -1,0 +1,254 @@
+/**
+ * The run record: the schema of one run document (field names, statuses), its converter, and the
+ * claim decision as named conditions. The ledger owns every read and write; this module owns what
+ * a record *is*.
+ *
+ * Timeline of one run document (the Scheduler guide's state machine, plus the lease heartbeat):
+ *
+ *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
+ *                         │  │  ▲ └──────release──► (absent)             (fenced on our write)
+ *                         │  └──┘ extend: leased_at = now, every lease/3  (fenced on our write)
+ *                         └── now ≥ leased_at + lease_ms: another attempt takes over
+ *                                                                        (fenced on what it read)
+ *
+ * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
+ * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
+ * instance's clock enters a lease, so a skewed instance can neither write an expired lease nor a
+ * too long one (issue: clock skew ran a job twice).
+ */
+import {
+  type DocumentData,
+  FieldValue,
+  type FirestoreDataConverter,
+  type QueryDocumentSnapshot,
+  Timestamp,
+} from '@google-cloud/firestore';
+
+/** Run statuses, as the guide's sample writes them. */
+export const RunStatus = { InProgress: 'in_progress', Completed: 'completed' } as const;
+export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
+
+/**
+ * Field names of a run document. They follow the guide's sample where it has one (`status`,
+ * `expire_at` for a TTL policy), so its TTL policy and queries carry over.
+ */
+export const Field = {
+  status: 'status',
+  /** The attempt holding (or that completed) the run; for people, logs and fenced-write checks. */
+  attemptId: 'attempt_id',
+  /** Server time of the claim, takeover or last lease extension. */
+  leasedAt: 'leased_at',
+  /** Lease length from `leased_at`, ms. */
+  leaseMs: 'lease_ms',
+  /** Lease end written by versions before server-time leases; read, never written. */
+  legacyLeaseExpires: 'lease_expires',
+  /** When a Firestore TTL policy may delete the document (TTL deletion lags up to days). */
+  expireAt: 'expire_at',
+  /** Server time of the first write of the current attempt. */
+  claimedAt: 'claimed_at',
+  /** Server time of the completion. */
+  completedAt: 'completed_at',
+  jobName: 'job_name',
+  scheduleTime: 'schedule_time',
+} as const;
+
+/** A run record the ledger understands. Times are Firestore's (server) clock. */
+export interface RunRecord {
+  readonly status: RunStatus;
+  /** The attempt that holds or completed the run; `''` on a completed record that lacks it. */
+  readonly attemptId: string;
+  /** When the holder's lease lapses, by Firestore's clock; undefined once completed. */
+  readonly leaseExpires: Date | undefined;
+  readonly claimedAt: Date | undefined;
+  readonly completedAt: Date | undefined;
+  readonly jobName: string | undefined;
+}
+
+/**
+ * A document in the runs collection that is not a run record this version can read: an unknown
+ * `status`, or an `in_progress` record without a valid lease. Never overwritten: a run we cannot
+ * read may be running, and "never twice" comes first.
+ */
+export interface UnreadableRecord {
+  readonly status: 'unreadable';
+  /** The field at fault. */
+  readonly field: string;
+  /** What is wrong with it, for the log line. */
+  readonly problem: string;
+}
+
+/** What a read of a run document yields. */
+export type StoredRecord = RunRecord | UnreadableRecord;
+
+/** Descriptive fields stored with a claim, for people, logs and run history. */
+export interface RunDetails {
+  /** The Scheduler job id. */
+  readonly jobName?: string;
+  /** The schedule time as canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
+  readonly scheduleTime?: string;
+}
+
+function dateOf(value: unknown): Date | undefined {
+  return value instanceof Timestamp ? value.toDate() : undefined;
+}
+
+function unreadable(field: string, problem: string): UnreadableRecord {
+  return { status: 'unreadable', field, problem };
+}
+
+/** The lease end of an in-progress document, or why it has none. */
+function leaseOf(data: DocumentData): Date | UnreadableRecord {
+  const leasedAt = data[Field.leasedAt];
+  const leaseMs = data[Field.leaseMs];
+  if (leasedAt !== undefined || leaseMs !== undefined) {
+    if (!(leasedAt instanceof Timestamp)) {
+      return unreadable(Field.leasedAt, 'is missing or not a timestamp');
+    }
+    if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
+      return unreadable(Field.leaseMs, 'is missing or not a positive number of ms');
+    }
+    return new Date(leasedAt.toMillis() + leaseMs);
+  }
+  const legacy = data[Field.legacyLeaseExpires];
+  if (legacy instanceof Timestamp) return legacy.toDate();
+  return unreadable(Field.leasedAt, `and ${Field.legacyLeaseExpires} are missing or invalid`);
+}
+
+/**
+ * Reads a run document into a {@link StoredRecord}; writes go through the builders below, which
+ * use server timestamps that a typed model cannot express.
+ */
+export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
+  toFirestore(): DocumentData {
+    throw new Error('run records are written with the builders of run-record.ts');
+  },
+  fromFirestore(snap: QueryDocumentSnapshot): StoredRecord {
+    const data = snap.data();
+    const status = data[Field.status];
+    const attemptId = data[Field.attemptId];
+    const jobName = data[Field.jobName];
+    const common = {
+      claimedAt: dateOf(data[Field.claimedAt]),
+      completedAt: dateOf(data[Field.completedAt]),
+      jobName: typeof jobName === 'string' ? jobName : undefined,
+    };
+    if (status === RunStatus.Completed) {
+      return {
+        status,
+        attemptId: typeof attemptId === 'string' ? attemptId : '',
+        leaseExpires: undefined,
+        ...common,
+      };
+    }
+    if (status !== RunStatus.InProgress) {
+      return unreadable(Field.status, `is ${JSON.stringify(status) ?? 'missing'}, not a known status`);
+    }
+    if (typeof attemptId !== 'string' || attemptId === '') {
+      return unreadable(Field.attemptId, 'is missing or not a string');
+    }
+    const lease = leaseOf(data);
+    if (!(lease instanceof Date)) return lease;
+    return { status, attemptId, leaseExpires: lease, ...common };
+  },
+};
+
+/** How a claim proceeds on a record read at server time `now`; see the timeline above. */
+export type ClaimDecision = 'absent' | 'completed' | 'lease_live' | 'lease_expired' | 'unreadable';
+
+/** No document: the run never started, or a failed attempt released it. */
+export function isAbsent(record: StoredRecord | undefined): record is undefined {
+  return record === undefined;
+}
+
+/** A completed run: every later delivery is a duplicate, even past `expire_at`. */
+export function isCompleted(record: StoredRecord): boolean {
+  return record.status === RunStatus.Completed;
+}
+
+/** An attempt holds the run and its lease has not lapsed at server time `now`. */
+export function isLeaseLive(record: StoredRecord, now: Date): boolean {
+  return (
+    record.status === RunStatus.InProgress &&
+    record.leaseExpires !== undefined &&
+    record.leaseExpires.getTime() > now.getTime()
+  );
+}
+
+/** Decides a claim from the record read and the read's server time. */
+export function claimDecision(record: StoredRecord | undefined, now: Date): ClaimDecision {
+  if (isAbsent(record)) return 'absent';
+  if (record.status === 'unreadable') return 'unreadable';
+  if (isCompleted(record)) return 'completed';
+  return isLeaseLive(record, now) ? 'lease_live' : 'lease_expired';
+}
+
+/**
+ * The Firestore Timestamp of a canonical RFC 3339 instant, keeping up to nanoseconds (a `Date`
+ * keeps only ms).
+ */
+export function timestampOf(rfc3339: string): Timestamp {
+  const [whole = '', fraction = ''] = rfc3339.replace(/Z$/, '').split('.');
+  return new Timestamp(Date.parse(`${whole}Z`) / 1000, Number(fraction.padEnd(9, '0')));
+}
+
+function detailFields(details: RunDetails): DocumentData {
+  const fields: DocumentData = {};
+  if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
+  if (details.scheduleTime !== undefined) {
+    fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
+  }
+  return fields;
+}
+
+/** The lease fields of a claim, takeover or extension: a server-time lease of `leaseMs`. */
+function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
+  return {
+    [Field.leasedAt]: FieldValue.serverTimestamp(),
+    [Field.leaseMs]: leaseMs,
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document a fresh claim creates. */
+export function claimDocument(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.InProgress,
+    [Field.attemptId]: attemptId,
+    ...leaseFields(leaseMs, expireAt),
+    [Field.claimedAt]: FieldValue.serverTimestamp(),
+  };
+}
+
+/** The update that takes over an expired lease: a fresh claim over the old record. */
+export function takeoverUpdate(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+): DocumentData {
+  return {
+    ...claimDocument(attemptId, leaseMs, expireAt, details),
+    [Field.completedAt]: FieldValue.delete(),
+    [Field.legacyLeaseExpires]: FieldValue.delete(),
+  };
+}
+
+/** The update that extends a held lease from Firestore's now. */
+export function extensionUpdate(leaseMs: number, expireAt: Timestamp): DocumentData {
+  return leaseFields(leaseMs, expireAt);
+}
+
+/** The update that marks a run completed. */
+export function completionUpdate(expireAt: Timestamp): DocumentData {
+  return {
+    [Field.status]: RunStatus.Completed,
+    [Field.completedAt]: FieldValue.serverTimestamp(),
+    [Field.expireAt]: expireAt,
+  };
+}
