@@ -19,7 +19,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
-import { STATUS_BY_OUTCOME } from './outcomes.ts';
+import { LOG_LEVEL_BY_OUTCOME, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
@@ -132,6 +132,16 @@ export function restoreFrameworkSignalListeners(): number {
   return count;
 }
 
+/** The outcome of an error raised before the function ran (body-parser error types). */
+function outcomeOf(err: unknown, code: number, type: string | undefined): ResponseOutcome {
+  if (err === undefined) return 'not_found';
+  if (type === 'entity.too.large') return 'body_too_large';
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return 'unsupported_encoding';
+  }
+  return code >= 400 && code < 500 ? 'invalid_request' : 'failed';
+}
+
 function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger): void {
   const { status, statusCode, type } = (err ?? {}) as {
     status?: number;
@@ -139,16 +149,15 @@ function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger
     type?: string;
   };
   const code = err === undefined ? 404 : (status ?? statusCode ?? 500);
-  const outcome =
-    err === undefined ? 'not_found' : code >= 400 && code < 500 ? 'invalid_request' : 'failed';
+  const outcome = outcomeOf(err, code, type);
   const message =
     outcome === 'not_found'
       ? 'Not found.'
       : ((type && BODY_MESSAGES[type]) ??
-        (outcome === 'invalid_request'
-          ? 'The request body could not be read: check its Content-Type and Content-Encoding.'
-          : 'Internal error; retry later.'));
-  logger[outcome === 'failed' ? 'error' : 'warn'](
+        (outcome === 'failed'
+          ? 'Internal error; retry later.'
+          : 'The request body could not be read: check its Content-Type and Content-Encoding.'));
+  logger[LOG_LEVEL_BY_OUTCOME[outcome]](
     { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
     `request refused before the function ran: ${message}`,
   );

@@ -10,13 +10,13 @@ import { DatabaseNotFoundError, InvalidRequestError } from './errors.ts';
 import type { JobContext } from './job.ts';
 import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
-import { computeRunId } from './run-key.ts';
 import {
   LOG_LEVEL_BY_OUTCOME,
   type ResponseBody,
   type ResponseOutcome,
   STATUS_BY_OUTCOME,
 } from './outcomes.ts';
+import { computeRunId } from './run-key.ts';
 import { leaseLossMessage, type RunOutcome, runOnce } from './run-once.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 import type { GracefulShutdown } from './shutdown.ts';
@@ -28,7 +28,12 @@ export interface HandlerDeps {
   /** Scope settings, `exposeErrors` and `jobTimeoutMs`. */
   readonly config: Pick<
     Config,
-    'keyScope' | 'keyScopeHeaders' | 'keyScopeParams' | 'exposeErrors' | 'jobTimeoutMs' | 'httpMethod'
+    | 'keyScope'
+    | 'keyScopeHeaders'
+    | 'keyScopeParams'
+    | 'exposeErrors'
+    | 'jobTimeoutMs'
+    | 'httpMethod'
   >;
   readonly ledger: Ledger;
   /** The user's job (`runJobLogic` from `job.ts`). */

@@ -29,7 +29,10 @@ export {
   type Ledger,
   RunLedger,
 } from './ledger.ts';
+export { createLogger, traceFields, withTrace } from './logger.ts';
 export { type ResponseBody, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
+export { computeRunId } from './run-key.ts';
+export { type Attempt, type LeaseLossCause, type RunOutcome, runOnce } from './run-once.ts';
 export {
   type RunDetails,
   type RunRecord,
@@ -37,8 +40,5 @@ export {
   type StoredRecord,
   type UnreadableRecord,
 } from './run-record.ts';
-export { createLogger, traceFields, withTrace } from './logger.ts';
-export { computeRunId } from './run-key.ts';
-export { type Attempt, type LeaseLossCause, type RunOutcome, runOnce } from './run-once.ts';
 export { normaliseScheduleTime, readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 export { drainOnSignals, GracefulShutdown } from './shutdown.ts';

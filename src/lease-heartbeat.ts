@@ -32,6 +32,8 @@ export class LeaseHeartbeat {
   #timer: NodeJS.Timeout | undefined;
   #beat: Promise<void> | undefined;
   #failures = 0;
+  /** `performance.now()` of the claim or the last extension that landed (monotonic, ms). */
+  #lastExtendedAt = performance.now();
 
   /**
    * Starts beating every third of the claim's lease length (`claim.leaseMs`).
@@ -63,6 +65,14 @@ export class LeaseHeartbeat {
   }
 
   /**
+   * True when no extension has landed for a whole lease although none failed: the beats came late
+   * because the instance was paused or starved of CPU (a stopped process, a long GC pause).
+   */
+  get stalled(): boolean {
+    return this.#failures === 0 && performance.now() - this.#lastExtendedAt > this.#claim.leaseMs;
+  }
+
+  /**
    * Stops beating and waits for a beat in flight, so the next fenced write uses the latest token.
    *
    * @returns the claim with the latest fencing token.
@@ -80,6 +90,7 @@ export class LeaseHeartbeat {
       if (renewed !== 'lease_lost') {
         this.#claim = renewed;
         this.#failures = 0;
+        this.#lastExtendedAt = performance.now();
         return;
       }
       // When stopping, the fenced write that follows reports the lost lease itself.
@@ -89,7 +100,9 @@ export class LeaseHeartbeat {
         const why =
           this.#failures > 0
             ? `after ${this.#failures} failed extension(s) let the lease lapse`
-            : 'although no extension had failed (the record was changed by someone else)';
+            : this.stalled
+              ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+              : 'although no extension had failed (the record was changed by someone else)';
         this.#logger.warn(
           { failedExtensions: this.#failures },
           `lease lost: another attempt took this run over ${why}; aborting the job`,

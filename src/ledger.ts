@@ -367,7 +367,8 @@ export class RunLedger implements Ledger {
     for (let attempt = 1; ; attempt++) {
       let conflict: boolean;
       try {
-        conflict = (await this.#call(what, 'fencedWrite', () => write(ref, token))) instanceof WriteConflict;
+        conflict =
+          (await this.#call(what, 'fencedWrite', () => write(ref, token))) instanceof WriteConflict;
       } catch (err) {
         if (attempt >= FENCED_WRITE_TRIES) throw err;
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
@@ -375,7 +376,8 @@ export class RunLedger implements Ledger {
       }
       if (!conflict) return 'recorded';
       const { record, updateTime } = await this.#read(ref);
-      const ours = record !== undefined && 'attemptId' in record && record.attemptId === claim.attemptId;
+      const ours =
+        record !== undefined && 'attemptId' in record && record.attemptId === claim.attemptId;
       if (alreadyDone(record) && (record === undefined || ours)) return 'recorded';
       if (!ours || record.status !== RunStatus.InProgress) return 'lease_lost';
       if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
@@ -389,7 +391,11 @@ export class RunLedger implements Ledger {
    * {@link WriteConflict}; NOT_FOUND elsewhere means the database is missing; anything else,
    * including the timeout, throws a {@link LedgerUnavailableError}.
    */
-  async #call<T>(what: string, operation: Operation, run: () => Promise<T>): Promise<T | WriteConflict> {
+  async #call<T>(
+    what: string,
+    operation: Operation,
+    run: () => Promise<T>,
+  ): Promise<T | WriteConflict> {
     const { timeoutMs } = this.#options;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {

@@ -17,6 +17,10 @@ export const STATUS_BY_OUTCOME = {
   in_progress: 409,
   /** The request names no valid run (headers, body): nothing written. */
   invalid_request: 400,
+  /** The request body is larger than functions-framework's body parser takes. */
+  body_too_large: 413,
+  /** The request body's Content-Encoding or charset is not supported. */
+  unsupported_encoding: 415,
   /** No valid credential (`AUTH_MODE=verify-oidc`). */
   unauthenticated: 401,
   /** A valid credential of a caller that may not invoke. */
@@ -42,6 +46,8 @@ export const LOG_LEVEL_BY_OUTCOME = {
   duplicate: 'info',
   in_progress: 'info',
   invalid_request: 'warn',
+  body_too_large: 'warn',
+  unsupported_encoding: 'warn',
   unauthenticated: 'warn',
   forbidden: 'warn',
   not_found: 'warn',

@@ -31,7 +31,7 @@ export interface Attempt {
 }
 
 /** Why a fenced write found the lease lost, as far as this attempt can tell. */
-export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'unknown';
+export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
 
 /**
  * What happened to one delivery. `unrecorded` means Firestore failed the fenced write after every
@@ -84,6 +84,8 @@ const LEASE_LOSS_MESSAGES = {
     'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
   extensions_failed:
     'lease lost: lease extensions failed (Firestore unreachable) for about two thirds of a lease and another attempt took the run over, so the job may have run twice',
+  stalled:
+    'lease lost: no lease extension ran for a whole lease because this instance was paused or starved of CPU, and another attempt took the run over, so the job may have run twice',
   unknown:
     'lease lost: another attempt took this run over (its record changed under this attempt), so the job may have run twice',
 } as const satisfies Record<LeaseLossCause, string>;
@@ -172,8 +174,11 @@ export async function runOnce(
             ),
           );
         }, options.maxRunMs);
-  const causeOfLoss = (): LeaseLossCause =>
-    timedOut ? 'job_timeout' : heartbeat.failuresInARow > 0 ? 'extensions_failed' : 'unknown';
+  const causeOfLoss = (): LeaseLossCause => {
+    if (timedOut) return 'job_timeout';
+    if (heartbeat.failuresInARow > 0) return 'extensions_failed';
+    return heartbeat.stalled ? 'stalled' : 'unknown';
+  };
   try {
     await work(attempt);
   } catch (thrown) {

@@ -141,7 +141,10 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       };
     }
     if (status !== RunStatus.InProgress) {
-      return unreadable(Field.status, `is ${JSON.stringify(status) ?? 'missing'}, not a known status`);
+      return unreadable(
+        Field.status,
+        `is ${JSON.stringify(status) ?? 'missing'}, not a known status`,
+      );
     }
     if (typeof attemptId !== 'string' || attemptId === '') {
       return unreadable(Field.attemptId, 'is missing or not a string');

@@ -152,10 +152,10 @@ export type RefHook = (
 /**
  * A Firestore stand-in that forwards every call to the real emulator client, except the document
  * methods given in `hooks`: for injecting an interleaving or a fault at an exact step. It covers
- * only what the ledger calls (`collection().doc()` and the four document methods).
+ * only what the ledger calls (`collection().doc()`, `withConverter` and the four document methods).
  */
 export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Firestore {
-  const wrap = (real: FirebaseFirestore.DocumentReference) => {
+  const wrap = (real: FirebaseFirestore.DocumentReference): object => {
     const call =
       (method: RefMethod) =>
       (...args: unknown[]) => {
@@ -168,6 +168,8 @@ export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Fir
       get: call('get'),
       update: call('update'),
       delete: call('delete'),
+      withConverter: (converter: FirebaseFirestore.FirestoreDataConverter<unknown>) =>
+        wrap(real.withConverter(converter) as FirebaseFirestore.DocumentReference),
     };
   };
   return {

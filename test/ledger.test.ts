@@ -19,7 +19,7 @@ async function expireLease(collection: string, runId: string): Promise<void> {
   await firestore
     .collection(collection)
     .doc(runId)
-    .update({ lease_expires: Timestamp.fromMillis(Date.now() - 1000) });
+    .update({ leased_at: Timestamp.fromMillis(Date.now() - 3_600_000) });
 }
 
 describe('RunLedger', () => {
@@ -27,14 +27,23 @@ describe('RunLedger', () => {
     const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
     const before = Date.now();
 
-    const claim = claimOf(await ledger.claim('run-1', { job_name: 'nightly' }));
+    const claim = claimOf(
+      await ledger.claim('run-1', {
+        jobName: 'nightly',
+        scheduleTime: '2026-10-16T12:00:00.123456789Z',
+      }),
+    );
 
     const record = await storedRecord(collection, 'run-1');
     assert.equal(record.status, 'in_progress');
     assert.equal(record.attempt_id, claim.attemptId);
     assert.equal(record.job_name, 'nightly');
-    const lease = (record.lease_expires as Timestamp).toMillis();
-    assert.ok(lease >= before + 299_000 && lease <= Date.now() + 301_000, `lease ${lease}`);
+    // Firestore keeps microseconds.
+    assert.equal((record.schedule_time as Timestamp).nanoseconds, 123_456_000);
+    assert.equal(record.lease_ms, 300_000);
+    assert.ok(record.leased_at instanceof Timestamp);
+    assert.equal((record.leased_at as Timestamp).toMillis(), claim.fencingToken.toMillis());
+    assert.equal(claim.leaseExpires.getTime(), claim.fencingToken.toMillis() + 300_000);
     const expireAt = (record.expire_at as Timestamp).toMillis();
     assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
     assert.ok(record.claimed_at instanceof Timestamp);
@@ -70,7 +79,7 @@ describe('RunLedger', () => {
     const again = await ledger.claim('run-1');
 
     assert.equal(again.state, 'completed');
-    assert.ok(again.state === 'completed' && again.record.completed_at instanceof Timestamp);
+    assert.ok(again.state === 'completed' && again.record.completedAt instanceof Date);
   });
 
   it('a completed record past its expire_at (TTL not yet run) is still a duplicate', async () => {
@@ -82,7 +91,7 @@ describe('RunLedger', () => {
       .doc('run-1')
       .update({
         expire_at: Timestamp.fromMillis(Date.now() - 86_400_000),
-        lease_expires: Timestamp.fromMillis(0),
+        leased_at: Timestamp.fromMillis(0),
       });
 
     const again = await ledger.claim('run-1');
@@ -113,7 +122,10 @@ describe('RunLedger', () => {
     assert.notEqual(second.attemptId, first.attemptId);
     const record = await storedRecord(collection, 'run-1');
     assert.equal(record.attempt_id, second.attemptId);
-    assert.ok((record.lease_expires as Timestamp).toMillis() > Date.now() + 50_000);
+    assert.ok(
+      (record.leased_at as Timestamp).toMillis() + (record.lease_ms as number) >
+        Date.now() + 50_000,
+    );
   });
 
   it('a zombie attempt can neither complete nor release a run another attempt took over', async () => {
