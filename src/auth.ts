@@ -6,10 +6,17 @@
  */
 import { OAuth2Client } from 'google-auth-library';
 
+/**
+ * Why a caller is refused: `unauthenticated` (no credential, or one that does not prove who sent it)
+ * or `forbidden` (a valid token, but for another audience or caller). The HTTP adapter turns these
+ * into status codes; this module never does.
+ */
+export type AuthFailure = 'unauthenticated' | 'forbidden';
+
 /** Who called, or why the caller is refused. */
 export type AuthResult =
   | { readonly ok: true; readonly email: string }
-  | { readonly ok: false; readonly status: 401 | 403; readonly message: string };
+  | { readonly ok: false; readonly outcome: AuthFailure; readonly message: string };
 
 /** Checks one request's credentials; never throws. */
 export type Authenticator = (authorization: string | undefined) => Promise<AuthResult>;
@@ -29,8 +36,8 @@ export interface OidcOptions {
  * Checks the signature against Google's certificates, expiry and issuer (google-auth-library), then
  * the audience and that `email` is an allowed invoker with `email_verified`.
  *
- * @returns 401 for a missing, malformed, forged or expired token; 403 for a valid token with the
- *   wrong audience or caller.
+ * @returns `unauthenticated` for a missing, malformed, forged or expired token; `forbidden` for a
+ *   valid token with the wrong audience or caller.
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const client = options.client ?? new OAuth2Client();
@@ -40,7 +47,7 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
     if (match === null) {
       return {
         ok: false,
-        status: 401,
+        outcome: 'unauthenticated',
         message: 'Send an OIDC ID token as "Authorization: Bearer <token>".',
       };
     }
@@ -51,17 +58,21 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
     } catch (err) {
       return {
         ok: false,
-        status: 401,
+        outcome: 'unauthenticated',
         message: `The ID token is not valid: ${(err as Error).message}`,
       };
     }
     const audiences = ([] as unknown[]).concat(payload?.aud);
     if (!audiences.includes(options.audience)) {
-      return { ok: false, status: 403, message: 'The ID token was issued for another audience.' };
+      return {
+        ok: false,
+        outcome: 'forbidden',
+        message: 'The ID token was issued for another audience.',
+      };
     }
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
     if (!invokers.has(email) || payload?.email_verified !== true) {
-      return { ok: false, status: 403, message: 'The caller is not an allowed invoker.' };
+      return { ok: false, outcome: 'forbidden', message: 'The caller is not an allowed invoker.' };
     }
     return { ok: true, email };
   };

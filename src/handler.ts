@@ -157,10 +157,11 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     try {
       const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
       if (auth?.ok === false) {
-        outcome = auth.status === 401 ? 'unauthenticated' : 'forbidden';
+        outcome = auth.outcome;
         message = auth.message;
         fields = { reason: auth.message };
-        if (auth.status === 401) res.set('WWW-Authenticate', 'Bearer');
+        // RFC 9110: a 401 names the scheme the caller should use.
+        if (auth.outcome === 'unauthenticated') res.set('WWW-Authenticate', 'Bearer');
       } else if (shutdown?.signal.aborted) {
         outcome = 'unavailable';
         message = 'This instance is shutting down; the job was not run. Retry later.';

@@ -88,6 +88,21 @@ describe('AUTH_MODE=verify-oidc', () => {
     assert.equal(calls.length, 1);
   });
 
+  it('answers with an outcome for the HTTP adapter to map, never a status code', async () => {
+    const authenticate = createOidcAuthenticator({
+      audience: AUDIENCE,
+      invokers: [INVOKER],
+      client,
+    });
+
+    const missing = await authenticate(undefined);
+    const otherAudience = await authenticate(`Bearer ${idToken({ aud: 'https://other.run.app' })}`);
+
+    assert.deepEqual(Object.keys(missing).sort(), ['message', 'ok', 'outcome']);
+    assert.equal(missing.ok === false && missing.outcome, 'unauthenticated');
+    assert.equal(otherAudience.ok === false && otherAudience.outcome, 'forbidden');
+  });
+
   const refused: [string, () => string | undefined, 401 | 403, RegExp][] = [
     ['no Authorization header', () => undefined, 401, /Authorization: Bearer/],
     ['a Basic credential', () => 'Basic dXNlcjpwYXNz', 401, /Authorization: Bearer/],
