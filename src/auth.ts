@@ -6,13 +6,82 @@
  */
 import { OAuth2Client } from 'google-auth-library';
 
+/**
+ * Why a caller is refused: `unauthenticated` (no credential, or one that does not prove who sent it)
+ * or `forbidden` (a valid token, but for another audience or caller). The HTTP adapter turns these
+ * into status codes; this module never does.
+ */
+export type AuthFailure = 'unauthenticated' | 'forbidden';
+
 /** Who called, or why the caller is refused. */
 export type AuthResult =
   | { readonly ok: true; readonly email: string }
-  | { readonly ok: false; readonly status: 401 | 403; readonly message: string };
+  | { readonly ok: false; readonly outcome: AuthFailure; readonly message: string };
 
 /** Checks one request's credentials; never throws. */
 export type Authenticator = (authorization: string | undefined) => Promise<AuthResult>;
+
+/**
+ * Why a bearer credential was not accepted. Each problem has one fixed message; the verifying
+ * library's own error text is never passed on: it embeds the token ("Wrong number of segments in
+ * token: <token>", "Invalid token signature: <jwt>") or its decoded claims, and no part of a
+ * credential may reach a response body or a log line.
+ */
+const MESSAGE_BY_PROBLEM = {
+  missing: 'Send an OIDC ID token as "Authorization: Bearer <token>".',
+  malformed:
+    'The bearer credential is not an ID token (a JWT of three base64url parts); configure the Scheduler job with an OIDC token, not an OAuth token.',
+  bad_signature: 'The ID token is not valid: it is not signed by a current Google key.',
+  expired: 'The ID token is not valid: it is expired, not yet valid, or its lifetime is too long.',
+  wrong_issuer: 'The ID token is not valid: it was not issued by Google.',
+  certificates_unavailable:
+    "The ID token could not be verified: Google's signing certificates could not be fetched. Retry later.",
+  unverified: 'The ID token is not valid.',
+} as const;
+type TokenProblem = keyof typeof MESSAGE_BY_PROBLEM;
+
+/**
+ * google-auth-library throws plain `Error`s without codes, so the start of the message is the only
+ * way to tell its failures apart. It is matched here and dropped; anything unlisted (a new library
+ * version's wording) falls through to `unverified`, still with a fixed message.
+ */
+const PROBLEM_BY_LIBRARY_MESSAGE: readonly (readonly [RegExp, TokenProblem])[] = [
+  [/^Failed to retrieve verification certificates/, 'certificates_unavailable'],
+  [
+    /^(Wrong number of segments|Can't parse token|No issue time|No expiration time|(iat|exp) field)/,
+    'malformed',
+  ],
+  [/^(Invalid token signature|No pem found)/, 'bad_signature'],
+  [/^(Token used too (early|late)|Expiration time too far)/, 'expired'],
+  [/^Invalid issuer/, 'wrong_issuer'],
+];
+
+function problemOf(libraryError: unknown): TokenProblem {
+  const text = libraryError instanceof Error ? libraryError.message : '';
+  return PROBLEM_BY_LIBRARY_MESSAGE.find(([pattern]) => pattern.test(text))?.[1] ?? 'unverified';
+}
+
+/**
+ * Whether `token` has a JWT's shape: three base64url parts whose first two decode to JSON objects.
+ * Checked before the library sees it, so an OAuth access token (`ya29.…`) or garbage is called
+ * malformed by this module, not by matching the library's wording.
+ */
+function isJwtShaped(token: string): boolean {
+  const parts = token.split('.');
+  if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part))) return false;
+  return parts.slice(0, 2).every((part) => {
+    try {
+      const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+      return typeof value === 'object' && value !== null && !Array.isArray(value);
+    } catch {
+      return false;
+    }
+  });
+}
+
+function unauthenticated(problem: TokenProblem): AuthResult {
+  return { ok: false, outcome: 'unauthenticated', message: MESSAGE_BY_PROBLEM[problem] };
+}
 
 /** Settings of {@link createOidcAuthenticator}. */
 export interface OidcOptions {
@@ -29,39 +98,36 @@ export interface OidcOptions {
  * Checks the signature against Google's certificates, expiry and issuer (google-auth-library), then
  * the audience and that `email` is an allowed invoker with `email_verified`.
  *
- * @returns 401 for a missing, malformed, forged or expired token; 403 for a valid token with the
- *   wrong audience or caller.
+ * @returns `unauthenticated` for a missing, malformed, forged or expired token; `forbidden` for a
+ *   valid token with the wrong audience or caller. Every message is fixed text: never the token,
+ *   a part of it, its claims, or the library's error text (which can contain all of these).
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const client = options.client ?? new OAuth2Client();
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');
-    if (match === null) {
-      return {
-        ok: false,
-        status: 401,
-        message: 'Send an OIDC ID token as "Authorization: Bearer <token>".',
-      };
-    }
+    if (match === null) return unauthenticated('missing');
+    const token = match[1] as string;
+    if (!isJwtShaped(token)) return unauthenticated('malformed');
     let payload: Record<string, unknown> | undefined;
     try {
-      const ticket = await client.verifyIdToken({ idToken: match[1] as string });
+      const ticket = await client.verifyIdToken({ idToken: token });
       payload = ticket.getPayload() as Record<string, unknown> | undefined;
     } catch (err) {
-      return {
-        ok: false,
-        status: 401,
-        message: `The ID token is not valid: ${(err as Error).message}`,
-      };
+      return unauthenticated(problemOf(err));
     }
     const audiences = ([] as unknown[]).concat(payload?.aud);
     if (!audiences.includes(options.audience)) {
-      return { ok: false, status: 403, message: 'The ID token was issued for another audience.' };
+      return {
+        ok: false,
+        outcome: 'forbidden',
+        message: 'The ID token was issued for another audience.',
+      };
     }
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
     if (!invokers.has(email) || payload?.email_verified !== true) {
-      return { ok: false, status: 403, message: 'The caller is not an allowed invoker.' };
+      return { ok: false, outcome: 'forbidden', message: 'The caller is not an allowed invoker.' };
     }
     return { ok: true, email };
   };

@@ -11,21 +11,24 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** The resolved, frozen configuration of one function instance. */
 export interface Config {
   /**
-   * How long a claim is held before another attempt may take the run over, in ms (`LEASE_SECONDS`).
-   * Must outlast the function timeout and the Scheduler attempt deadline, or a slow run can be
-   * taken over while it still works (the guide's 5-minute default).
+   * How long a claim is held before another attempt may take the run over, in ms (`LEASE_SECONDS`,
+   * 1 s to 1 day). Must outlast the function timeout and the Scheduler attempt deadline, or a slow
+   * run can be taken over while it still works (the guide's 5-minute default).
    */
   readonly leaseMs: number;
   /**
-   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`): written to
-   * `expire_at` for a Firestore TTL policy. Must exceed the job's `maxRetryDuration`.
+   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`, up to a year):
+   * written to `expire_at` for a Firestore TTL policy. Must exceed the job's `maxRetryDuration`.
    */
   readonly retentionMs: number;
   /** Collection holding one document per run (`RUNS_COLLECTION`). */
   readonly runsCollection: string;
   /** Firestore database id (`FIRESTORE_DATABASE`), `(default)` unless set. */
   readonly firestoreDatabase: string;
-  /** Longest wait for one Firestore operation before answering 5xx, in ms (`FIRESTORE_TIMEOUT_SECONDS`). */
+  /**
+   * Longest wait for one Firestore operation before answering 5xx, in ms
+   * (`FIRESTORE_TIMEOUT_SECONDS`, 1 s to 10 min).
+   */
   readonly firestoreTimeoutMs: number;
   /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`), e.g. `my-project/us-central1/prod`. */
   readonly keyScope: string;
@@ -42,11 +45,14 @@ export interface Config {
   /** Whether error text reaches the client: only outside production (`NODE_ENV` ≠ `production`). */
   readonly exposeErrors: boolean;
   /**
-   * Longest a job may run, in ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts and the lease
-   * heartbeat stops. Set it to the function timeout.
+   * Longest a job may run, in ms (`JOB_TIMEOUT_SECONDS`, 1 s to 1 h, the longest HTTP function
+   * timeout): then its signal aborts and the lease heartbeat stops. Set it to the function timeout.
    */
   readonly jobTimeoutMs: number;
-  /** How long SIGTERM waits for running jobs to stop and release their claims, in ms (`SHUTDOWN_GRACE_SECONDS`). */
+  /**
+   * How long SIGTERM waits for running jobs to stop and release their claims, in ms
+   * (`SHUTDOWN_GRACE_SECONDS`, 0 to 10 s: Cloud Run sends SIGKILL 10 s after SIGTERM).
+   */
   readonly shutdownGraceMs: number;
   /**
    * `platform` (Cloud Run's IAM invoker check authenticates) or `verify-oidc` (this function
@@ -82,13 +88,20 @@ interface Option<T> {
   readonly parse: (raw: string) => T;
 }
 
-const MAX_SECONDS = 365 * 24 * 3600;
 const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-scheduletime'];
 
-function seconds(min: number): (raw: string) => number {
+/**
+ * A parser of whole seconds from `min` to `max`, returning ms. Each duration has its own `max`:
+ * most feed a timer (job timeout, Firestore timeout, heartbeat, shutdown drain), and Node sets a
+ * `setTimeout`/`setInterval` delay above 2^31 − 1 ms (about 24.8 days) to 1 ms, so a year-long
+ * value would fire at once.
+ *
+ * @param why - the source of `max`, quoted in the error so the user sees why a value is refused.
+ */
+function seconds(min: number, max: number, why: string): (raw: string) => number {
   return (raw) => {
-    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > MAX_SECONDS) {
-      throw new Error(`must be a whole number of seconds from ${min} to ${MAX_SECONDS}`);
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      throw new Error(`must be a whole number of seconds from ${min} to ${max} (${why})`);
     }
     return Number(raw) * 1000;
   };
@@ -117,8 +130,21 @@ function oneOf<T extends string>(values: readonly T[], normalise = (raw: string)
 
 /** Every option, in the order the README's table lists them. */
 export const OPTIONS = {
-  leaseMs: { env: 'LEASE_SECONDS', default: '300', parse: seconds(1) },
-  retentionMs: { env: 'RETENTION_SECONDS', default: '86400', parse: seconds(1) },
+  leaseMs: {
+    env: 'LEASE_SECONDS',
+    default: '300',
+    parse: seconds(
+      1,
+      86_400,
+      "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
+    ),
+  },
+  retentionMs: {
+    env: 'RETENTION_SECONDS',
+    default: '86400',
+    // Not a timer: only written to `expire_at` for the TTL policy, so it may be long.
+    parse: seconds(1, 31_536_000, 'a year'),
+  },
   runsCollection: {
     env: 'RUNS_COLLECTION',
     default: 'scheduler_runs',
@@ -141,7 +167,15 @@ export const OPTIONS = {
       return raw;
     },
   },
-  firestoreTimeoutMs: { env: 'FIRESTORE_TIMEOUT_SECONDS', default: '10', parse: seconds(1) },
+  firestoreTimeoutMs: {
+    env: 'FIRESTORE_TIMEOUT_SECONDS',
+    default: '10',
+    parse: seconds(
+      1,
+      600,
+      "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt",
+    ),
+  },
   keyScope: {
     env: 'RUN_KEY_SCOPE',
     default: '',
@@ -184,10 +218,20 @@ export const OPTIONS = {
   },
   serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
   exposeErrors: { env: 'NODE_ENV', default: 'development', parse: (raw) => raw !== 'production' },
-  // 3600 s: the longest timeout of a 2nd-gen HTTP function.
-  jobTimeoutMs: { env: 'JOB_TIMEOUT_SECONDS', default: '3600', parse: seconds(1) },
-  // Cloud Run sends SIGKILL 10 s after SIGTERM.
-  shutdownGraceMs: { env: 'SHUTDOWN_GRACE_SECONDS', default: '8', parse: seconds(0) },
+  jobTimeoutMs: {
+    env: 'JOB_TIMEOUT_SECONDS',
+    default: '3600',
+    parse: seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
+  },
+  shutdownGraceMs: {
+    env: 'SHUTDOWN_GRACE_SECONDS',
+    default: '8',
+    parse: seconds(
+      0,
+      10,
+      'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short',
+    ),
+  },
   authMode: { env: 'AUTH_MODE', default: 'platform', parse: oneOf(AUTH_MODES) },
   oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
   oidcInvokers: {

@@ -163,10 +163,11 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     try {
       const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
       if (auth?.ok === false) {
-        outcome = auth.status === 401 ? 'unauthenticated' : 'forbidden';
+        outcome = auth.outcome;
         message = auth.message;
         fields = { reason: auth.message };
-        if (auth.status === 401) res.set('WWW-Authenticate', 'Bearer');
+        // RFC 9110: a 401 names the scheme the caller should use.
+        if (auth.outcome === 'unauthenticated') res.set('WWW-Authenticate', 'Bearer');
       } else if (req.method !== config.httpMethod) {
         outcome = 'method_not_allowed';
         message = `Cloud Scheduler delivers this job with ${config.httpMethod} (HTTP_METHOD); ${req.method} runs nothing.`;
