@@ -64,3 +64,37 @@ export class AttemptAbortedError extends RunOnceError {
     this.reason = reason;
   }
 }
+
+/**
+ * A one-line description of any thrown value, which itself never throws: a job may throw an
+ * object without a prototype, a revoked proxy or a value whose `message` getter throws.
+ */
+export function describeThrown(value: unknown): string {
+  try {
+    if (isError(value)) return String(value.message);
+    if (typeof value === 'string') return value;
+    const message = (value as { message?: unknown } | null)?.message;
+    if (typeof message === 'string') return message;
+    return String(value);
+  } catch {
+    try {
+      return Object.prototype.toString.call(value);
+    } catch {
+      return 'an unprintable value';
+    }
+  }
+}
+
+/** `instanceof Error` that never throws (it does for a revoked proxy). */
+function isError(value: unknown): value is Error {
+  try {
+    return value instanceof Error;
+  } catch {
+    return false;
+  }
+}
+
+/** The error to log for a thrown value: an Error as is, anything else as `{ message }` described safely. */
+export function loggableError(value: unknown): unknown {
+  return isError(value) ? value : { message: describeThrown(value) };
+}

@@ -19,6 +19,7 @@
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
+import { loggableError } from './errors.ts';
 import { LOG_LEVEL_BY_OUTCOME, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
@@ -95,7 +96,7 @@ export function installFrameworkWorkarounds(logger: Logger): void {
 
   const onUnhandledRejection = (reason: unknown) => {
     logger.error(
-      { err: reason instanceof Error ? reason : { message: String(reason) } },
+      { err: loggableError(reason) },
       'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); ' +
         'it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
     );

@@ -6,7 +6,12 @@ import type { HttpFunction } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
-import { DatabaseNotFoundError, InvalidRequestError } from './errors.ts';
+import {
+  DatabaseNotFoundError,
+  describeThrown,
+  InvalidRequestError,
+  loggableError,
+} from './errors.ts';
 import type { JobContext } from './job.ts';
 import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
@@ -43,31 +48,6 @@ export interface HandlerDeps {
   readonly authenticate?: Authenticator;
   /** Tracks requests and aborts their jobs on SIGTERM. */
   readonly shutdown?: GracefulShutdown;
-}
-
-/**
- * A one-line description of any thrown value, which itself never throws: a job may throw an
- * object without a prototype, a revoked proxy or a value whose `message` getter throws.
- */
-export function describeThrown(value: unknown): string {
-  try {
-    if (value instanceof Error) return String(value.message);
-    if (typeof value === 'string') return value;
-    const message = (value as { message?: unknown } | null)?.message;
-    if (typeof message === 'string') return message;
-    return String(value);
-  } catch {
-    try {
-      return Object.prototype.toString.call(value);
-    } catch {
-      return 'an unprintable value';
-    }
-  }
-}
-
-/** The error to log for a thrown value: an Error as is, anything else described safely. */
-function loggable(value: unknown): unknown {
-  return value instanceof Error ? value : { message: describeThrown(value) };
 }
 
 /** The message and extra log fields of a run outcome. */
@@ -112,7 +92,7 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
         fields: {
           attemptId: result.attempt.attemptId,
           release: result.release,
-          err: loggable(result.error),
+          err: loggableError(result.error),
         },
       };
     case 'unreadable_record': {
@@ -220,7 +200,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       } else {
         outcome = 'failed';
         message = `Internal error${config.exposeErrors ? ` (${describeThrown(err)})` : ''}; retry later.`;
-        fields = { err: loggable(err) };
+        fields = { err: loggableError(err) };
       }
     }
     const status = STATUS_BY_OUTCOME[outcome];

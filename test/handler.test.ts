@@ -8,6 +8,7 @@ import { computeRunId } from '../src/run-key.ts';
 import {
   countingJob,
   documents,
+  firestore,
   grpcError,
   hookedFirestore,
   newLedger,
@@ -112,14 +113,28 @@ describe('handleScheduledJob', () => {
     });
   }
 
-  it('hides the job error text from the client in production', async () => {
-    const { job } = countingJob({ fail: () => true });
-    const { request } = serve(job, { env: { NODE_ENV: 'production' } });
+  it('hides the job error text from the client in production, and logs it', async () => {
+    const production = serve(countingJob({ fail: () => true }).job, {
+      env: { NODE_ENV: 'production' },
+    });
+    const development = serve(countingJob({ fail: () => true }).job);
 
-    const res = await request.post('/').set(schedulerHeaders());
+    const hidden = await production.request.post('/').set(schedulerHeaders());
+    const shown = await development.request.post('/').set(schedulerHeaders());
 
-    assert.equal(res.status, 500);
-    assert.doesNotMatch(res.body.message, /job failed on execution/);
+    assert.equal(hidden.status, 500);
+    assert.equal(hidden.body.outcome, 'failed');
+    assert.equal(
+      hidden.body.message,
+      'The job failed; the claim is released so a retry can run it.',
+      'the production message is the fixed text alone',
+    );
+    assert.match(
+      shown.body.message,
+      /^The job failed \(job failed on execution 1\); the claim is released/,
+    );
+    const logged = production.logs.lines().find((l) => l.outcome === 'failed');
+    assert.match(JSON.stringify(logged), /job failed on execution 1/, 'the log keeps the error');
   });
 
   it('runs 50 concurrent identical deliveries exactly once', async () => {
@@ -299,4 +314,110 @@ describe('handleScheduledJob', () => {
     assert.equal(jobLine?.attemptId, line?.attemptId);
     assert.doesNotMatch(logs.raw(), /s3cret|body-value/);
   });
+
+  for (const method of ['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']) {
+    it(`answers ${method} 405 with an Allow header and runs nothing`, async () => {
+      const { job, calls } = countingJob();
+      const { request, collection } = serve(job);
+
+      const res = await request[method.toLowerCase() as 'get'](`/`).set(schedulerHeaders());
+
+      assert.equal(res.status, 405);
+      assert.equal(res.headers.allow, 'POST');
+      if (method !== 'HEAD') assert.equal(res.body.outcome, 'method_not_allowed');
+      assert.equal(calls.length, 0);
+      assert.equal((await documents(collection)).size, 0, 'nothing written');
+    });
+  }
+
+  it('runs the job for the method HTTP_METHOD names, and refuses POST then', async () => {
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { env: { HTTP_METHOD: 'put' } });
+
+    const put = await request.put('/').set(schedulerHeaders());
+    const post = await request.post('/').set(schedulerHeaders('other'));
+
+    assert.equal(put.status, 200);
+    assert.equal(post.status, 405);
+    assert.equal(post.headers.allow, 'PUT');
+    assert.equal(calls.length, 1);
+  });
+
+  it('answers 500 unreadable_record for a record it cannot read, leaves it, and logs an ERROR naming run, field and repair', async () => {
+    const { job, calls } = countingJob();
+    const { request, collection, logs } = serve(job);
+    const runId = computeRunId(RUN);
+    const bad = { status: 'in_progress', attempt_id: 'x', leased_at: 'yesterday', lease_ms: 1000 };
+    await firestore.collection(collection).doc(runId).set(bad);
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 500);
+    assert.equal(res.body.outcome, 'unreadable_record');
+    assert.match(res.body.message, /field leased_at is missing or not a timestamp/);
+    assert.equal(calls.length, 0);
+    assert.deepEqual(await storedRecord(collection, runId), bad);
+    const error = logs.lines().find((l) => l.outcome === 'unreadable_record');
+    assert.equal(error?.severity, 'ERROR');
+    assert.equal(error?.runId, runId);
+    assert.equal(error?.field, 'leased_at');
+    assert.match(String(error?.message), /scheduled run: unreadable_record/);
+  });
+
+  it('answers 500 unavailable naming FIRESTORE_DATABASE, even in production, when the database does not exist', async () => {
+    const db = hookedFirestore({ create: async () => Promise.reject(grpcError(5, 'NOT_FOUND')) });
+    const { ledger, collection } = newLedger({}, db);
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 500);
+    assert.equal(res.body.outcome, 'unavailable');
+    assert.match(
+      res.body.message,
+      /database "\(default\)" was not found.*check FIRESTORE_DATABASE/,
+    );
+    assert.equal(calls.length, 0);
+  });
+
+  const oddThrows: [string, () => unknown][] = [
+    ['an object without a prototype', () => Object.create(null)],
+    ['a string', () => 'plain string'],
+    ['undefined', () => undefined],
+    [
+      'an object whose message getter throws',
+      () =>
+        Object.defineProperty({}, 'message', {
+          get() {
+            throw new Error('getter');
+          },
+        }),
+    ],
+    [
+      'a revoked proxy',
+      () => {
+        const { proxy, revoke } = Proxy.revocable({}, {});
+        revoke();
+        return proxy;
+      },
+    ],
+  ];
+  for (const [what, value] of oddThrows) {
+    it(`answers JSON 500 failed and releases the claim when the job throws ${what}`, async () => {
+      const { request, collection, logs } = serve(async () => {
+        throw value();
+      });
+
+      const res = await request.post('/').set(schedulerHeaders());
+
+      assert.equal(res.status, 500);
+      assert.equal(res.body.outcome, 'failed');
+      assert.match(res.body.message, /^The job failed \(.*\); the claim is released/);
+      assert.equal((await documents(collection)).size, 0, 'released');
+      const line = logs.lines().find((l) => l.outcome === 'failed');
+      assert.equal(line?.status, 500, 'the log reports the status sent');
+      assert.equal(logs.lines().filter((l) => /TypeError/.test(JSON.stringify(l))).length, 0);
+    });
+  }
 });

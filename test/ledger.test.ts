@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { LedgerUnavailableError } from '../src/errors.ts';
+import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/errors.ts';
 import type { Claim, ClaimResult } from '../src/ledger.ts';
 import { firestore, grpcError, hookedFirestore, newLedger, storedRecord } from './helpers.ts';
 
@@ -42,7 +42,9 @@ describe('RunLedger', () => {
     assert.equal((record.schedule_time as Timestamp).nanoseconds, 123_456_000);
     assert.equal(record.lease_ms, 300_000);
     assert.ok(record.leased_at instanceof Timestamp);
-    assert.equal((record.leased_at as Timestamp).toMillis(), claim.fencingToken.toMillis());
+    // leased_at is the write's server time (the emulator stamps it within a ms of the commit).
+    const leasedAt = (record.leased_at as Timestamp).toMillis();
+    assert.ok(Math.abs(leasedAt - claim.fencingToken.toMillis()) <= 5, `leased_at ${leasedAt}`);
     assert.equal(claim.leaseExpires.getTime(), claim.fencingToken.toMillis() + 300_000);
     const expireAt = (record.expire_at as Timestamp).toMillis();
     assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
@@ -309,12 +311,148 @@ describe('RunLedger', () => {
   });
 
   it('single flight: once the run is completed, the instance asks Firestore again', async () => {
-    const { ledger } = newLedger();
+    const calls = { create: 0, get: 0 };
+    const { ledger } = newLedger(
+      {},
+      hookedFirestore({
+        create: (real, args) => {
+          calls.create++;
+          return real.create(...(args as [FirebaseFirestore.DocumentData]));
+        },
+        get: (real) => {
+          calls.get++;
+          return real.get();
+        },
+      }),
+    );
     const claim = claimOf(await ledger.claim('run-1'));
     await ledger.complete(claim);
 
     const again = await ledger.claim('run-1');
 
     assert.equal(again.state, 'completed');
+    assert.deepEqual(calls, { create: 2, get: 1 }, 'the first claim, then a create and a read');
+  });
+
+  it('never takes over a run it still holds itself, even once the stored lease has lapsed', async () => {
+    const calls = { create: 0 };
+    const { collection } = newLedger();
+    const { ledger } = newLedger(
+      { collection },
+      hookedFirestore({
+        create: (real, args) => {
+          calls.create++;
+          return real.create(...(args as [FirebaseFirestore.DocumentData]));
+        },
+      }),
+    );
+    const held = claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+
+    const again = await ledger.claim('run-1');
+
+    assert.equal(again.state, 'in_progress');
+    assert.equal(again.state === 'in_progress' && again.holder?.attemptId, held.attemptId);
+    assert.equal(calls.create, 1, 'no second claim was sent');
+    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, held.attemptId);
+  });
+
+  it('a create() against a database that does not exist is unavailable, naming FIRESTORE_DATABASE', async () => {
+    const notFound = grpcError(5, 'NOT_FOUND: The database (default) does not exist');
+    const db = hookedFirestore({ create: async () => Promise.reject(notFound) });
+    const { ledger } = newLedger({}, db);
+
+    await assert.rejects(ledger.claim('run-1'), (err: Error) => {
+      assert.ok(err instanceof DatabaseNotFoundError);
+      assert.ok(err instanceof LedgerUnavailableError);
+      assert.match(err.message, /database "\(default\)" was not found/);
+      assert.match(err.message, /check FIRESTORE_DATABASE/);
+      assert.equal(err.cause, notFound);
+      return true;
+    });
+  });
+
+  it('a record written by the version before server-time leases is still read: live held, lapsed taken over', async () => {
+    const { ledger, collection } = newLedger();
+    const legacy = (leaseExpires: number) => ({
+      status: 'in_progress',
+      attempt_id: 'old-version',
+      lease_expires: Timestamp.fromMillis(leaseExpires),
+      expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
+    });
+    await firestore
+      .collection(collection)
+      .doc('live')
+      .set(legacy(Date.now() + 60_000));
+    await firestore
+      .collection(collection)
+      .doc('lapsed')
+      .set(legacy(Date.now() - 1_000));
+
+    const live = await ledger.claim('live');
+    const lapsed = await ledger.claim('lapsed');
+
+    assert.equal(live.state, 'in_progress');
+    assert.equal(live.state === 'in_progress' && live.holder?.attemptId, 'old-version');
+    assert.equal(claimOf(lapsed).takeover, true);
+    const record = await storedRecord(collection, 'lapsed');
+    assert.equal(record.lease_expires, undefined, 'the takeover writes the new lease fields only');
+    assert.equal(record.lease_ms, 60_000);
+  });
+
+  describe('a record it cannot read is never overwritten', () => {
+    const future = () => Timestamp.fromMillis(Date.now() + 60_000);
+    const shapes: [string, Record<string, unknown>, string][] = [
+      ['in_progress without any lease', { status: 'in_progress', attempt_id: 'a' }, 'leased_at'],
+      [
+        'in_progress whose leased_at is a string',
+        {
+          status: 'in_progress',
+          attempt_id: 'a',
+          leased_at: '2026-10-16T12:00:00Z',
+          lease_ms: 1000,
+        },
+        'leased_at',
+      ],
+      [
+        'in_progress whose lease_ms is missing',
+        { status: 'in_progress', attempt_id: 'a', leased_at: Timestamp.now() },
+        'lease_ms',
+      ],
+      [
+        'in_progress whose lease_ms is negative',
+        { status: 'in_progress', attempt_id: 'a', leased_at: Timestamp.now(), lease_ms: -5 },
+        'lease_ms',
+      ],
+      [
+        'in_progress whose legacy lease_expires is a number',
+        { status: 'in_progress', attempt_id: 'a', lease_expires: 1796000000000 },
+        'leased_at',
+      ],
+      [
+        'in_progress without attempt_id',
+        { status: 'in_progress', leased_at: Timestamp.now(), lease_ms: 1000 },
+        'attempt_id',
+      ],
+      ['a numeric status', { status: 2, attempt_id: 'a', lease_expires: future() }, 'status'],
+      ['no status', { attempt_id: 'a', lease_expires: future() }, 'status'],
+      ['status "COMPLETED"', { status: 'COMPLETED', attempt_id: 'a' }, 'status'],
+    ];
+    for (const [what, data, field] of shapes) {
+      it(`${what}: claim answers unreadable naming ${field}, the document is unchanged`, async () => {
+        const { ledger, collection } = newLedger();
+        const ref = firestore.collection(collection).doc('run-1');
+        await ref.set(data);
+        const before = (await ref.get()).updateTime?.toMillis();
+
+        const result = await ledger.claim('run-1');
+
+        assert.equal(result.state, 'unreadable');
+        assert.equal(result.state === 'unreadable' && result.record.field, field);
+        const after = await ref.get();
+        assert.equal(after.updateTime?.toMillis(), before, 'not written');
+        assert.deepEqual(after.data(), data);
+      });
+    }
   });
 });

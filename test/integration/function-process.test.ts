@@ -12,8 +12,8 @@ import {
   type GroupProcess,
   spawnGroup,
   waitForPort,
-} from '../scripts/local-processes.ts';
-import { documents, freshCollection, schedulerHeaders, until } from './helpers.ts';
+} from '../../scripts/local-processes.ts';
+import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FRAMEWORK = `${ROOT}node_modules/.bin/functions-framework`;

@@ -13,8 +13,8 @@ import { OAuth2Client } from 'google-auth-library';
 import {
   createWorkflowsJob,
   type WorkflowArgument,
-} from '../examples/workflows-proxy/workflows-job.ts';
-import { schedulerHeaders, serve } from './helpers.ts';
+} from '../../examples/workflows-proxy/workflows-job.ts';
+import { schedulerHeaders, serve } from '../helpers.ts';
 
 const WORKFLOW = 'projects/demo-project/locations/us-central1/workflows/nightly';
 

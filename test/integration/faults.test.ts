@@ -26,7 +26,7 @@ import {
   storedRunOf,
   storedRuns,
   waitFor,
-} from './fixtures/harness.ts';
+} from '../fixtures/harness.ts';
 
 after(removeScratch);
 

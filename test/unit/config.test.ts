@@ -5,8 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type Config, loadConfig } from '../src/config.ts';
-import { ConfigError } from '../src/errors.ts';
+import { type Config, loadConfig } from '../../src/config.ts';
+import { ConfigError } from '../../src/errors.ts';
 
 /** Node sets a `setTimeout`/`setInterval` delay above this many ms to 1 ms. */
 const NODE_TIMER_LIMIT_MS = 2 ** 31 - 1;
@@ -100,5 +100,70 @@ describe('loadConfig durations', () => {
     const problems = problemsOf(env);
 
     assert.deepEqual(problems.map((p) => p.split('=')[0]).sort(), Object.keys(env).sort());
+  });
+});
+
+describe('loadConfig', () => {
+  it('applies the documented defaults, converting seconds to ms', () => {
+    const config = loadConfig({});
+
+    assert.equal(config.leaseMs, 300_000);
+    assert.equal(config.retentionMs, 86_400_000);
+    assert.equal(config.firestoreTimeoutMs, 10_000);
+    assert.equal(config.runsCollection, 'scheduler_runs');
+    assert.equal(config.firestoreDatabase, '(default)');
+    assert.equal(config.logLevel, 'info');
+    assert.equal(config.exposeErrors, true);
+    assert.ok(Object.isFrozen(config));
+  });
+
+  it('reads scope lists, lowercasing header names and dropping blanks', () => {
+    const config = loadConfig({
+      RUN_KEY_SCOPE_HEADERS: 'X-Env, X-Region,,',
+      RUN_KEY_SCOPE_PARAMS: 'project',
+    });
+
+    assert.deepEqual(config.keyScopeHeaders, ['x-env', 'x-region']);
+    assert.deepEqual(config.keyScopeParams, ['project']);
+  });
+
+  it('reports every invalid variable at once', () => {
+    const env = {
+      LEASE_SECONDS: '5m',
+      RETENTION_SECONDS: '-1',
+      RUNS_COLLECTION: 'a/b',
+      FIRESTORE_DATABASE: 'Bad_DB',
+      LOG_LEVEL: 'loud',
+      RUN_KEY_SCOPE_HEADERS: 'Authorization',
+    };
+
+    assert.throws(
+      () => loadConfig(env),
+      (err: ConfigError) => {
+        assert.ok(err instanceof ConfigError);
+        assert.equal(err.problems.length, 6);
+        for (const name of Object.keys(env)) assert.match(err.message, new RegExp(name));
+        return true;
+      },
+    );
+  });
+
+  it('reports a retention that does not outlast the lease alongside other problems', () => {
+    assert.throws(
+      () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600', LOG_LEVEL: 'loud' }),
+      (err: ConfigError) => {
+        assert.equal(err.problems.length, 2);
+        assert.match(err.message, /LOG_LEVEL="loud"/);
+        assert.match(err.message, /RETENTION_SECONDS \(600\) must exceed LEASE_SECONDS \(600\)/);
+        return true;
+      },
+    );
+  });
+
+  it('refuses a retention that does not outlast the lease', () => {
+    assert.throws(
+      () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600' }),
+      /RETENTION_SECONDS \(600\) must exceed LEASE_SECONDS \(600\)/,
+    );
   });
 });

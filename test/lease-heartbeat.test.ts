@@ -1,6 +1,6 @@
 /**
- * The lease heartbeat, the job's abort signal, and runOnce as a primitive for any idempotency key,
- * on the real emulator.
+ * The lease heartbeat (`lease-heartbeat.ts`) on the real emulator: it keeps long jobs exclusive and
+ * aborts the job's signal when the lease is lost.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -82,47 +82,5 @@ describe('lease heartbeat', () => {
     assert.equal(result.outcome, 'failed');
     assert.equal(result.outcome === 'failed' && result.release, 'lease_lost');
     assert.equal((await storedRecord(collection, 'run-1')).attempt_id, 'thief');
-  });
-
-  it('aborts the job signal with reason job_timeout past maxRunMs', async () => {
-    const { ledger } = newLedger();
-    const { logger } = captureLogs();
-
-    const result = await runOnce(
-      ledger,
-      'run-1',
-      async ({ signal }) => {
-        await sleep(2000);
-        signal.throwIfAborted();
-      },
-      { logger, maxRunMs: 200 },
-    );
-
-    assert.equal(result.outcome, 'failed');
-    const error = result.outcome === 'failed' ? result.error : undefined;
-    assert.ok(error instanceof AttemptAbortedError && error.reason === 'job_timeout');
-    assert.equal(await ledger.get('run-1'), undefined, 'the claim was released');
-  });
-});
-
-describe('runOnce', () => {
-  it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
-    const { ledger } = newLedger();
-    const { logger } = captureLogs();
-    let executions = 0;
-    const work = async () => {
-      executions++;
-      await sleep(100);
-    };
-
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => runOnce(ledger, 'payment-42', work, { logger })),
-    );
-    const later = await runOnce(ledger, 'payment-42', work, { logger });
-
-    assert.equal(executions, 1);
-    assert.equal(results.filter((r) => r.outcome === 'processed').length, 1);
-    assert.ok(results.every((r) => ['processed', 'in_progress', 'duplicate'].includes(r.outcome)));
-    assert.equal(later.outcome, 'duplicate');
   });
 });

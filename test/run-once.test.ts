@@ -1,0 +1,137 @@
+/**
+ * `runOnce`, the run lifecycle, on the real emulator: once per idempotency key, the abort signal's
+ * reasons, the current lease, and the warnings when a job ignores its abort or loses its lease.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { AttemptAbortedError } from '../src/errors.ts';
+import { runOnce } from '../src/run-once.ts';
+import { captureLogs, newLedger, sleep, until } from './helpers.ts';
+
+describe('runOnce', () => {
+  it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+    let executions = 0;
+    const work = async () => {
+      executions++;
+      await sleep(100);
+    };
+
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => runOnce(ledger, 'payment-42', work, { logger })),
+    );
+    const later = await runOnce(ledger, 'payment-42', work, { logger });
+
+    assert.equal(executions, 1);
+    assert.equal(results.filter((r) => r.outcome === 'processed').length, 1);
+    assert.ok(results.every((r) => ['processed', 'in_progress', 'duplicate'].includes(r.outcome)));
+    assert.equal(later.outcome, 'duplicate');
+  });
+
+  it('aborts the job signal with reason job_timeout past maxRunMs', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async ({ signal }) => {
+        await sleep(2000);
+        signal.throwIfAborted();
+      },
+      { logger, maxRunMs: 200 },
+    );
+
+    assert.equal(result.outcome, 'failed');
+    const error = result.outcome === 'failed' ? result.error : undefined;
+    assert.ok(error instanceof AttemptAbortedError && error.reason === 'job_timeout');
+    assert.equal(await ledger.get('run-1'), undefined, 'the claim was released');
+  });
+
+  it('warns when the job is still running after its signal was aborted', async () => {
+    const { ledger } = newLedger();
+    const { logger, lines } = captureLogs();
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async () => {
+        await sleep(600); // ignores its signal
+      },
+      { logger, maxRunMs: 100, abortWarningMs: 200 },
+    );
+
+    const warning = lines().find((l) =>
+      /still running .* after its signal was aborted/.test(String(l.message)),
+    );
+    assert.ok(warning, 'a warning names the job that ignores its abort');
+    assert.equal(warning.abortReason, 'job_timeout');
+    assert.equal(warning.severity, 'WARNING');
+    assert.equal(result.outcome, 'processed');
+  });
+
+  it('says nothing when the job stops promptly on its aborted signal', async () => {
+    const { ledger } = newLedger();
+    const { logger, lines } = captureLogs();
+
+    await runOnce(
+      ledger,
+      'run-1',
+      async ({ signal }) => {
+        await new Promise((_, reject) =>
+          signal.addEventListener('abort', () => reject(signal.reason)),
+        );
+      },
+      { logger, maxRunMs: 50, abortWarningMs: 100 },
+    );
+    await sleep(200);
+
+    assert.equal(lines().filter((l) => /still running/.test(String(l.message))).length, 0);
+  });
+
+  it('names the job timeout as the cause when a job that ignored its abort lost its lease', async () => {
+    const { ledger, collection } = newLedger({ leaseMs: 300 });
+    const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
+    const { logger, lines } = captureLogs();
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async () => {
+        // Ignores its abort at maxRunMs; the heartbeat stops, the lease lapses, another attempt takes over.
+        await until(async () => (await thief.claim('run-1')).state === 'claimed', 5_000);
+      },
+      { logger, maxRunMs: 50, abortWarningMs: 60_000 },
+    );
+
+    assert.equal(result.outcome, 'processed');
+    assert.equal(result.outcome === 'processed' && result.completion, 'lease_lost');
+    assert.equal(result.outcome === 'processed' && result.leaseLoss, 'job_timeout');
+    const warning = lines().find((l) => l.fence === 'completion');
+    assert.match(
+      String(warning?.message),
+      /ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal/,
+    );
+  });
+
+  it('gives the work a current lease end, moved on by the heartbeat', async () => {
+    const { ledger } = newLedger({ leaseMs: 300 });
+    const { logger } = captureLogs();
+    const seen: number[] = [];
+
+    await runOnce(
+      ledger,
+      'run-1',
+      async (attempt) => {
+        seen.push(attempt.leaseExpires.getTime());
+        await until(() => attempt.leaseExpires.getTime() > (seen[0] ?? 0), 3_000);
+        seen.push(attempt.leaseExpires.getTime());
+      },
+      { logger },
+    );
+
+    assert.equal(seen.length, 2);
+    assert.ok((seen[1] ?? 0) > (seen[0] ?? 0), 'the lease end moved on');
+  });
+});

@@ -1,0 +1,160 @@
+/**
+ * The run record (`run-record.ts`), in-process: what the converter reads from each document shape,
+ * and the claim decision as its named conditions. No Firestore: the converter gets plain data.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { type QueryDocumentSnapshot, Timestamp } from '@google-cloud/firestore';
+import {
+  claimDecision,
+  runRecordConverter,
+  type StoredRecord,
+  timestampOf,
+} from '../../src/run-record.ts';
+
+function read(data: Record<string, unknown>): StoredRecord {
+  return runRecordConverter.fromFirestore({ data: () => data } as unknown as QueryDocumentSnapshot);
+}
+
+const NOW = new Date('2026-10-16T12:00:00Z');
+const at = (iso: string) => Timestamp.fromDate(new Date(iso));
+
+describe('runRecordConverter', () => {
+  it('reads a server-time lease as leased_at + lease_ms', () => {
+    const record = read({
+      status: 'in_progress',
+      attempt_id: 'a',
+      leased_at: at('2026-10-16T11:59:50Z'),
+      lease_ms: 30_000,
+      job_name: 'nightly',
+    });
+
+    assert.equal(record.status, 'in_progress');
+    assert.equal(
+      record.status === 'in_progress' && record.leaseExpires?.toISOString(),
+      '2026-10-16T12:00:20.000Z',
+    );
+    assert.equal(record.status === 'in_progress' && record.jobName, 'nightly');
+  });
+
+  it('reads the lease_expires of records written before server-time leases', () => {
+    const record = read({
+      status: 'in_progress',
+      attempt_id: 'a',
+      lease_expires: at('2026-10-16T12:05:00Z'),
+    });
+
+    assert.equal(
+      record.status === 'in_progress' && record.leaseExpires?.toISOString(),
+      '2026-10-16T12:05:00.000Z',
+    );
+  });
+
+  it('reads a completed record even without attempt_id or lease', () => {
+    const record = read({ status: 'completed', completed_at: at('2026-10-16T12:01:00Z') });
+
+    assert.equal(record.status, 'completed');
+    assert.equal(
+      record.status === 'completed' && record.completedAt?.toISOString(),
+      '2026-10-16T12:01:00.000Z',
+    );
+  });
+
+  const unreadable: [string, Record<string, unknown>, string, RegExp][] = [
+    ['a numeric status', { status: 1 }, 'status', /is 1, not a known status/],
+    ['a missing status', {}, 'status', /is missing, not a known status/],
+    ['an upper-case status', { status: 'COMPLETED' }, 'status', /"COMPLETED", not a known/],
+    [
+      'no attempt_id',
+      { status: 'in_progress', lease_expires: at('2026-10-16T12:05:00Z') },
+      'attempt_id',
+      /missing/,
+    ],
+    [
+      'no lease at all',
+      { status: 'in_progress', attempt_id: 'a' },
+      'leased_at',
+      /missing or invalid/,
+    ],
+    [
+      'a lease_expires string',
+      { status: 'in_progress', attempt_id: 'a', lease_expires: '2026' },
+      'leased_at',
+      /missing or invalid/,
+    ],
+    [
+      'leased_at without lease_ms',
+      { status: 'in_progress', attempt_id: 'a', leased_at: at('2026-10-16T12:00:00Z') },
+      'lease_ms',
+      /positive number/,
+    ],
+    [
+      'lease_ms as a string',
+      {
+        status: 'in_progress',
+        attempt_id: 'a',
+        leased_at: at('2026-10-16T12:00:00Z'),
+        lease_ms: '300',
+      },
+      'lease_ms',
+      /positive number/,
+    ],
+    [
+      'lease_ms of zero',
+      {
+        status: 'in_progress',
+        attempt_id: 'a',
+        leased_at: at('2026-10-16T12:00:00Z'),
+        lease_ms: 0,
+      },
+      'lease_ms',
+      /positive number/,
+    ],
+    [
+      'lease_ms without leased_at',
+      { status: 'in_progress', attempt_id: 'a', lease_ms: 300 },
+      'leased_at',
+      /not a timestamp/,
+    ],
+  ];
+  for (const [what, data, field, problem] of unreadable) {
+    it(`calls ${what} unreadable, naming ${field}`, () => {
+      const record = read(data);
+
+      assert.equal(record.status, 'unreadable');
+      assert.equal(record.status === 'unreadable' && record.field, field);
+      assert.match(record.status === 'unreadable' ? record.problem : '', problem);
+    });
+  }
+
+  it('refuses to write through the converter: writes use the builders and server timestamps', () => {
+    assert.throws(() => runRecordConverter.toFirestore({} as never), /builders of run-record.ts/);
+  });
+});
+
+describe('claimDecision', () => {
+  const lease = (iso: string) =>
+    read({ status: 'in_progress', attempt_id: 'a', lease_expires: at(iso) });
+  const cases: [string, StoredRecord | undefined, string][] = [
+    ['no record', undefined, 'absent'],
+    ['a completed record', read({ status: 'completed', attempt_id: 'a' }), 'completed'],
+    ['a lease ending after now', lease('2026-10-16T12:00:00.001Z'), 'lease_live'],
+    ['a lease ending exactly now', lease('2026-10-16T12:00:00Z'), 'lease_expired'],
+    ['a lease ended before now', lease('2026-10-16T11:00:00Z'), 'lease_expired'],
+    ['an unreadable record', read({ status: 42 }), 'unreadable'],
+  ];
+  for (const [what, record, decision] of cases) {
+    it(`decides ${decision} for ${what}`, () => {
+      assert.equal(claimDecision(record, NOW), decision);
+    });
+  }
+});
+
+describe('timestampOf', () => {
+  it('keeps nanoseconds that a Date would drop', () => {
+    const ts = timestampOf('2026-10-16T12:00:00.123456789Z');
+
+    assert.equal(ts.seconds, Date.parse('2026-10-16T12:00:00Z') / 1000);
+    assert.equal(ts.nanoseconds, 123_456_789);
+  });
+});
