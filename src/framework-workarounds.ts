@@ -15,7 +15,15 @@
  *    it adds are captured exactly once: the signal listeners are set aside and re-installed after
  *    the drain (`shutdown.ts`), and the rejection listener is replaced by one that logs an ERROR
  *    and lets the process (and every other run on it) go on.
+ * 3. Errors a job leaves behind (a fire-and-forget promise that rejects, a throw in a timer
+ *    callback): functions-framework runs each request in a Node `domain` whose error listener
+ *    writes a plain-text 500 with the error text to that request's response (its
+ *    `wrapHttpFunction`), so the client got 500 while the run went on, was recorded completed and
+ *    logged 200. Replaced, per request, by {@link routeRequestErrors}: the handler logs the error
+ *    against its run and answers as the run ends. With no domain (a future functions-framework),
+ *    it does nothing and the process-level listener of point 2 logs instead.
  */
+import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
@@ -115,6 +123,21 @@ export function installFrameworkWorkarounds(logger: Logger): void {
       if (event !== 'unhandledRejection') setAside.set(event, added);
     }
   };
+}
+
+/**
+ * Routes the errors the current request leaves behind to `onError` instead of functions-framework's
+ * per-request domain listener (point 3 above). Call synchronously at the start of the handler,
+ * while the request's domain is the active one.
+ *
+ * @example
+ * routeRequestErrors((err) => logger.error({ err }, 'unhandled error left by the job'));
+ */
+export function routeRequestErrors(onError: (err: unknown) => void): void {
+  const domain = (process as { domain?: EventEmitter | null }).domain;
+  if (domain === undefined || domain === null) return;
+  domain.removeAllListeners('error');
+  domain.on('error', onError);
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   InvalidRequestError,
   loggableError,
 } from './errors.ts';
+import { routeRequestErrors } from './framework-workarounds.ts';
 import type { JobContext } from './job.ts';
 import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
@@ -140,6 +141,12 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     let outcome: ResponseOutcome;
     let message: string;
     let fields: object = {};
+    routeRequestErrors((err) =>
+      logger.error(
+        { err: loggableError(err), runId, jobName: run?.jobName },
+        'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it',
+      ),
+    );
     try {
       const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
       if (auth?.ok === false) {

@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { spawnGroup } from '../../scripts/local-processes.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 interface StormFigures {
   readonly where: string;

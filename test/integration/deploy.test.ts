@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const DEPLOY = path.join(ROOT, 'deploy.sh');
 const REQUIRED = {
   GOOGLE_CLOUD_PROJECT: 'my-project',

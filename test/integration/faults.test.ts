@@ -205,6 +205,30 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
       assert.equal(stored?.attemptId, only(events, 'end')[0]?.attemptId);
     });
   }
+
+  it('answers a job whose fire-and-forget promise rejects in JSON, as the log says, and lives on', async () => {
+    const headers = scheduled('forgetful_forgetreject_sleep300');
+
+    const res = await deliver(fn.url, headers);
+    const again = await deliver(fn.url, headers);
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.outcome, 'processed');
+    assert.equal(again.body.outcome, 'duplicate');
+    assert.ok(fn.alive(), 'the process survived the unhandled rejection');
+    assert.equal((await storedRunOf(fn, res.body.runId ?? ''))?.status, 'completed');
+    const lines = fn
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const rejection = lines.find((l) => /^unhandled error left by the job/.test(String(l.message)));
+    assert.equal(rejection?.severity, 'ERROR');
+    assert.equal(rejection?.runId, res.body.runId, 'logged against its run');
+    assert.match(JSON.stringify(rejection), /a fire-and-forget call failed/);
+    const answered = lines.find((l) => l.runId === res.body.runId && l.outcome === 'processed');
+    assert.equal(answered?.status, 200, 'the log reports the status the client got');
+  });
 });
 
 describe('a crash mid-job (kill -9)', () => {
@@ -325,7 +349,7 @@ describe('leases that lapse, and completions that fail', () => {
         2,
         'both did the work: the documented limit',
       );
-      assert.match(paused.output(), /lease lost: another attempt took this run over/);
+      assert.match(paused.output(), /lease lost: .*another attempt took the run over/);
       assert.ok(paused.alive());
     });
   }
@@ -514,38 +538,22 @@ interface BadInput {
 
 const sends = (headers: Record<string, string>, body?: Uint8Array | string) =>
   body === undefined ? { headers } : { headers, body };
-const jobName = (value: string) => sends(scheduled(value, TIME));
-const scheduleTime = (value: string) => sends(scheduled(JOB, value));
 
 const NOT_A_JOB = /X-CloudScheduler-JobName ".*" is not a job id/;
 const NOT_RFC3339 =
   /X-CloudScheduler-ScheduleTime ".*" is not an RFC 3339 date-time; use RFC 3339 with an offset/;
-const NOT_REAL = /X-CloudScheduler-ScheduleTime ".*" is not a real instant/;
-const OUT_OF_RANGE = /falls outside years 0001-9999 in UTC/;
-const TOO_LONG = /X-CloudScheduler-ScheduleTime is longer than 40 characters/;
 const TWENTY_MB = 20 * 1024 * 1024;
 
+/**
+ * What only a process shows: raw bytes Node decodes or refuses, bodies, repeated and
+ * whitespace-only headers on the wire. The header-value cases (job ids, schedule times) are in
+ * test/unit/scheduler-request.test.ts, in-process.
+ */
 const BAD_INPUTS: readonly BadInput[] = [
   {
     name: 'no Scheduler headers at all',
     send: sends({}),
     expect: /X-CloudScheduler-JobName is missing/,
-  },
-  {
-    name: 'no JobName',
-    send: sends({ 'X-CloudScheduler-ScheduleTime': TIME }),
-    expect: /X-CloudScheduler-JobName is missing/,
-  },
-  {
-    name: 'no ScheduleTime (a groc "every 5 minutes" job sends none)',
-    send: sends({ 'X-CloudScheduler-JobName': JOB }),
-    expect: /X-CloudScheduler-ScheduleTime is missing\. Use a unix-cron schedule/,
-  },
-  { name: 'an empty JobName', send: jobName(''), expect: /X-CloudScheduler-JobName is empty/ },
-  {
-    name: 'an empty ScheduleTime',
-    send: scheduleTime(''),
-    expect: /X-CloudScheduler-ScheduleTime is empty/,
   },
   {
     name: 'a whitespace-only JobName',
@@ -576,22 +584,6 @@ const BAD_INPUTS: readonly BadInput[] = [
     },
     expect: /X-CloudScheduler-JobName was sent 3 times/,
   },
-  { name: 'a JobName with a slash', send: jobName('reports/nightly'), expect: NOT_A_JOB },
-  { name: 'a JobName with dots', send: jobName('nightly.report'), expect: NOT_A_JOB },
-  { name: 'a JobName "../.."', send: jobName('../..'), expect: NOT_A_JOB },
-  {
-    name: 'a full job name with a path after the id',
-    send: jobName('projects/p/locations/us-central1/jobs/nightly/runs'),
-    expect: NOT_A_JOB,
-  },
-  {
-    name: 'a full job name without an id',
-    send: jobName('projects/p/locations/us-central1/jobs/'),
-    expect: NOT_A_JOB,
-  },
-  { name: 'a JobName of 501 characters', send: jobName('a'.repeat(501)), expect: NOT_A_JOB },
-  { name: 'a JobName of 10 KB', send: jobName('a'.repeat(10_240)), expect: NOT_A_JOB },
-  { name: 'a JobName with a space', send: jobName('nightly report'), expect: NOT_A_JOB },
   {
     name: 'a JobName with a tab inside',
     send: { raw: rawPost(`X-CloudScheduler-JobName: nightly\treport\r\n${TIME_LINE}`) },
@@ -602,29 +594,6 @@ const BAD_INPUTS: readonly BadInput[] = [
     send: { raw: utf8(rawPost(`X-CloudScheduler-JobName: nächtlicher-bericht\r\n${TIME_LINE}`)) },
     expect: NOT_A_JOB,
   },
-  { name: 'a percent-encoded JobName', send: jobName('reports%2Fnightly'), expect: NOT_A_JOB },
-  {
-    name: 'a ScheduleTime without an offset',
-    send: scheduleTime('2026-10-16T12:00:00'),
-    expect: NOT_RFC3339,
-  },
-  {
-    name: 'an offset without a colon',
-    send: scheduleTime('2026-10-16T12:00:00+0000'),
-    expect: NOT_RFC3339,
-  },
-  { name: 'a space instead of T', send: scheduleTime('2026-10-16 12:00:00Z'), expect: NOT_RFC3339 },
-  { name: 'a date only', send: scheduleTime('2026-10-16'), expect: NOT_RFC3339 },
-  { name: 'no seconds', send: scheduleTime('2026-10-16T12:00Z'), expect: NOT_RFC3339 },
-  { name: 'trailing junk', send: scheduleTime('2026-10-16T12:00:00Zjunk'), expect: NOT_RFC3339 },
-  { name: 'epoch seconds', send: scheduleTime('1792152000'), expect: NOT_RFC3339 },
-  { name: 'epoch milliseconds', send: scheduleTime('1792152000000'), expect: NOT_RFC3339 },
-  {
-    name: 'ten fraction digits',
-    send: scheduleTime('2026-10-16T12:00:00.1234567890Z'),
-    expect: NOT_RFC3339,
-  },
-  { name: 'an expanded year', send: scheduleTime('+002026-10-16T12:00:00Z'), expect: NOT_RFC3339 },
   {
     name: 'full-width digits (raw UTF-8)',
     send: {
@@ -632,36 +601,6 @@ const BAD_INPUTS: readonly BadInput[] = [
     },
     expect: NOT_RFC3339,
   },
-  { name: 'February 30', send: scheduleTime('2026-02-30T12:00:00Z'), expect: NOT_REAL },
-  {
-    name: 'February 29 of a common year',
-    send: scheduleTime('2025-02-29T12:00:00Z'),
-    expect: NOT_REAL,
-  },
-  { name: 'hour 24', send: scheduleTime('2026-10-16T24:00:00Z'), expect: NOT_REAL },
-  { name: 'a leap second', send: scheduleTime('2016-12-31T23:59:60Z'), expect: NOT_REAL },
-  { name: 'year 0000', send: scheduleTime('0000-01-01T00:00:00Z'), expect: NOT_REAL },
-  {
-    name: 'an offset of +24:00',
-    send: scheduleTime('2026-10-16T12:00:00+24:00'),
-    expect: NOT_REAL,
-  },
-  {
-    name: 'year 0 once converted to UTC',
-    send: scheduleTime('0001-01-01T00:30:00+01:00'),
-    expect: OUT_OF_RANGE,
-  },
-  {
-    name: 'year 10000 once converted to UTC',
-    send: scheduleTime('9999-12-31T23:30:00-01:00'),
-    expect: OUT_OF_RANGE,
-  },
-  {
-    name: 'two schedule times joined by a comma (a merging proxy)',
-    send: scheduleTime('2026-10-16T12:00:00Z, 2026-10-16T12:05:00Z'),
-    expect: TOO_LONG,
-  },
-  { name: 'a ScheduleTime of 10 KB', send: scheduleTime('2'.repeat(10_240)), expect: TOO_LONG },
   {
     name: 'a control character (0x01) in JobName',
     send: { raw: rawPost(`X-CloudScheduler-JobName: nightly\x01\r\n${TIME_LINE}`) },
@@ -716,7 +655,7 @@ const BAD_INPUTS: readonly BadInput[] = [
     expect: NOT_A_JOB,
   },
   {
-    // functions-framework parses JSON bodies before the function runs; src/framework-errors.ts
+    // functions-framework parses JSON bodies before the function runs; src/framework-workarounds.ts
     // answers its errors with the function's JSON shape.
     name: 'a body that is not JSON, sent as application/json',
     send: sends({ ...scheduled(JOB, TIME), 'Content-Type': 'application/json' }, '{"run": nightly'),

@@ -15,7 +15,7 @@ import {
 } from '../../scripts/local-processes.ts';
 import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const FRAMEWORK = `${ROOT}node_modules/.bin/functions-framework`;
 
 function startFunction(
