@@ -3,17 +3,20 @@
  * compile cache, then loads `index.ts`, which registers the function. Run as a script
  * (`node build/main.cjs`, the last step of `gcp-build`), it fills that cache and exits.
  *
- * Why: most of a cold start is compiling the client libraries (Firestore, google-gax, gRPC). With
- * the cache, V8 reads their bytecode from disk instead (about 10 % off spawn → first 200 here; see
- * README, Performance). The cache only serves modules loaded after it is enabled, so this entry
- * stays tiny and loads everything else afterwards.
+ * Why: much of a cold start is compiling the client libraries (Firestore, google-gax, gRPC). With
+ * the cache, V8 reads their compiled code from disk instead (about a fifth off spawn → first 200 in
+ * the bench; README, Performance, Cold start). The cache only serves modules loaded after it is
+ * enabled, so this entry stays tiny and loads everything else afterwards.
  *
  * Why the cache reaches the image although `.gcloudignore` leaves `build/` out of the upload:
- * `gcp-build` runs on Cloud Build after the upload, in the app directory (`/workspace`) that becomes
- * the image (GoogleCloudPlatform/buildpacks, cmd/nodejs/npm/lib/lib.go runs `npm run gcp-build`).
- * Entries are keyed by the module's absolute path and checked against its content, and the app
- * sits at `/workspace` both when building and when serving, so they match; a stale or foreign entry
- * is recompiled, never used.
+ * `gcp-build` runs on Cloud Build after the upload, in the app directory that becomes the image
+ * (GoogleCloudPlatform/buildpacks, cmd/nodejs/npm/lib/lib.go runs `npm run gcp-build`). Entries are
+ * keyed by the module's absolute path and checked against its content; the app directory is the
+ * same when building and when serving (`/workspace`), which the buildpack's own cache assumes too.
+ * A stale or foreign entry is recompiled, never used. Node names the cache's subdirectory after its
+ * version and V8 flags; the `--max-old-space-size` the buildpack adds at launch leaves that name
+ * unchanged (checked on Node 24.21), and a flag that changed it would cost the speed-up, not
+ * correctness.
  *
  * CommonJS, not ESM: `require` loads `index.js` synchronously, so the function is registered when
  * functions-framework looks for it, without top-level await; and the buildpack's own cache
