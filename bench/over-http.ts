@@ -122,32 +122,74 @@ export async function measureThroughput(
 }
 export type Throughput = Awaited<ReturnType<typeof measureThroughput>>;
 
+/** The cold-start variants, by key: `hello` and `floor` are what the others are compared with. */
+export const COLD_STARTS = {
+  hello: 'hello world',
+  floor: 'floor: functions-framework + Firestore client + one create()',
+  floorPlatformCache: 'floor, NODE_COMPILE_CACHE (platform)',
+  project: 'project, no compile cache',
+  projectCache: 'project, compile cache from gcp-build (as deployed)',
+  projectPlatformCache: 'project, NODE_COMPILE_CACHE (platform)',
+} as const;
+export type ColdStartKey = keyof typeof COLD_STARTS;
+
+/** One way to start a function: what functions-framework loads, and its environment. */
+export interface ColdStartVariant {
+  readonly key: ColdStartKey;
+  readonly target: string;
+  readonly source: string;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Fills a module compile cache in `dir` the way a build does, before any start is timed: one Node
+ * process turns the cache on, loads `source` (repository-relative) once and writes what it compiled.
+ * Like `gcp-build` (`node build/main.cjs`) and the buildpack's generator
+ * (GoogleCloudPlatform/buildpacks, cmd/nodejs/functions_framework/bytecode_cache/main.js), it loads
+ * the function's module, not functions-framework's server, and needs no Firestore.
+ *
+ * @throws if that process fails.
+ */
+export async function fillCompileCache(
+  dir: string,
+  source: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<void> {
+  const fill = [
+    "const m = require('node:module');",
+    'm.enableCompileCache(process.argv[1]);',
+    'require(process.argv[2]);',
+    'm.flushCompileCache();',
+  ].join(' ');
+  const child = spawnGroup(process.execPath, ['-e', fill, dir, join(ROOT, source)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+  });
+  await child.exited;
+  if (child.exitCode !== 0) {
+    throw new Error(`filling the compile cache from ${source} failed:\n${child.output()}`);
+  }
+}
+
 /**
  * Starts each variant `reps` times, interleaved with the order rotating, and times (ms) from spawn
- * until it listens and until its first delivery, a new run, is answered 200.
+ * until it listens and until its first delivery, a new run, is answered 200. Functions are stopped
+ * with SIGKILL, so no start writes to a compile cache: each one meets the cache as it was filled.
  *
  * @throws if a first delivery is not answered 200.
  */
-export async function measureColdStarts(
-  variants: readonly {
-    label: string;
-    target: string;
-    source: string;
-    env?: Record<string, string>;
-  }[],
-  reps: number,
-) {
+export async function measureColdStarts(variants: readonly ColdStartVariant[], reps: number) {
   const samples = variants.map(() => ({ listening: [] as number[], first200: [] as number[] }));
   for (let rep = 0; rep < reps; rep++) {
     for (let k = 0; k < variants.length; k++) {
       const index = (rep + k) % variants.length;
-      const { label, target, source, env } = variants[index] as (typeof variants)[number];
+      const { key, target, source, env } = variants[index] as ColdStartVariant;
       const fn = await startFunction(target, source, env);
       try {
         const { status } = await deliver(fn.url);
         const first200 = performance.now() - fn.spawnedAt;
         if (status !== 200)
-          throw new Error(`${label}: first delivery got ${status}\n${fn.output()}`);
+          throw new Error(`${COLD_STARTS[key]}: first delivery got ${status}\n${fn.output()}`);
         samples[index]?.listening.push(fn.listenMs);
         samples[index]?.first200.push(first200);
       } finally {
@@ -155,8 +197,9 @@ export async function measureColdStarts(
       }
     }
   }
-  return variants.map(({ label }, i) => ({
-    label,
+  return variants.map(({ key }, i) => ({
+    key,
+    label: COLD_STARTS[key],
     listening: summarise(samples[i]?.listening ?? []),
     first200: summarise(samples[i]?.first200 ?? []),
   }));

@@ -3,7 +3,7 @@
  */
 import type { Storm } from './figures.ts';
 import { LEDGERS, type LedgerFigures, type LedgerKey, STORM_LEDGERS } from './in-process.ts';
-import type { ColdStart, Throughput } from './over-http.ts';
+import type { ColdStart, ColdStartKey, Throughput } from './over-http.ts';
 
 /** Everything one run measured. */
 export interface Results {
@@ -17,6 +17,11 @@ const ms = (v: number) => (Number.isFinite(v) ? `${v < 10 ? v.toFixed(1) : v.toF
 const times = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '–');
 const yes = (ok: boolean) => (ok ? 'yes' : 'no');
 
+/** The median ms from spawn to first 200 of one cold-start variant; NaN if it was not measured. */
+function coldStartMedian(coldStarts: readonly ColdStart[], key: ColdStartKey): number {
+  return coldStarts.find((c) => c.key === key)?.first200.median ?? Number.NaN;
+}
+
 /** Judges issue 5's targets (ratios, on the emulator, this machine). */
 export function targets({ ledgers, storms, coldStarts }: Results) {
   const { project, literal } = ledgers;
@@ -29,8 +34,8 @@ export function targets({ ledgers, storms, coldStarts }: Results) {
   const atLedger = storms.find(
     (s) => s.where === 'in process' && s.ledger === LEDGERS.project && s.size === 200,
   );
-  const [hello, shipped] = coldStarts;
-  const cold = (shipped?.first200.median ?? Number.NaN) / (hello?.first200.median ?? Number.NaN);
+  const cold = coldStartMedian(coldStarts, 'projectCache') / coldStartMedian(coldStarts, 'hello');
+  const floor = coldStartMedian(coldStarts, 'floor') / coldStartMedian(coldStarts, 'hello');
   return [
     {
       target: 'Firestore calls per processed run <= 2',
@@ -61,7 +66,7 @@ export function targets({ ledgers, storms, coldStarts }: Results) {
     },
     {
       target: 'cold start <= 1.5x hello world',
-      measured: times(cold),
+      measured: `${times(cold)} as deployed; the floor ${times(floor)}`,
       met: Number.isFinite(cold) ? yes(cold <= 1.5) : 'not measured',
     },
   ];
@@ -86,7 +91,8 @@ function table<T>(title: string, rows: readonly T[], columns: Record<string, (ro
 /** The tables, as printed. */
 export function render(r: Results, summary: string): string {
   const base = r.ledgers.project;
-  const hello = r.coldStarts[0]?.first200.median ?? Number.NaN;
+  const hello = coldStartMedian(r.coldStarts, 'hello');
+  const floor = coldStartMedian(r.coldStarts, 'floor');
   const helloRate = (t: Throughput) =>
     r.throughput.find((h) => h.fn === 'hello world' && h.concurrency === t.concurrency)
       ?.runsPerSecond ?? Number.NaN;
@@ -137,6 +143,7 @@ export function render(r: Results, summary: string): string {
       'first 200 - listening': (c) => ms(c.first200.median - c.listening.median),
       'first 200': (c) => ms(c.first200.median),
       'vs hello': (c) => times(c.first200.median / hello),
+      'vs floor': (c) => times(c.first200.median / floor),
     }),
     table(`Targets (${summary})`, targets(r), {
       target: (t) => t.target,

@@ -5,13 +5,13 @@
  *
  *   node scripts/with-emulator.ts -- node bench/run.ts [--smoke] [--out=FILE]
  *
- * `--smoke`: few runs, storms of 5, no throughput or cold starts; for the tests.
+ * `--smoke`: few runs, storms of 5, no throughput, one cold start of each function; for the tests.
  * `--out`: where the JSON goes (default `bench/results.json`, git-ignored). In-process figures run
  * `src/`; function processes run `build/` (built first if missing). Every load is bounded and goes
  * to 127.0.0.1.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Storm } from './figures.ts';
@@ -26,6 +26,7 @@ import {
 import {
   type ColdStart,
   deliver,
+  fillCompileCache,
   measureColdStarts,
   measureThroughput,
   ROOT,
@@ -51,10 +52,12 @@ const FULL = {
   /** Per throughput level. */
   seconds: 2,
   concurrencies: [1, 10, 50],
-  /** Per cold-start variant. */
-  coldStarts: 6,
+  /** Per cold-start variant (6 variants, interleaved). */
+  coldStarts: 10,
 };
-const PLAN = SMOKE ? { ...FULL, runs: 5, warmup: 2, counted: 3, stormSizes: [5] } : FULL;
+const PLAN = SMOKE
+  ? { ...FULL, runs: 5, warmup: 2, counted: 3, stormSizes: [5], coldStarts: 1 }
+  : FULL;
 
 const CLOCK_ZERO = performance.now();
 function progress(message: string): void {
@@ -129,26 +132,48 @@ async function throughput(): Promise<Throughput[]> {
   }
 }
 
+/**
+ * Cold starts of hello world, the floor (functions-framework + Firestore client + one create()) and
+ * the project, without a compile cache, with the one its entry turns on (filled as `gcp-build` fills
+ * it) and with the buildpack's (NODE_COMPILE_CACHE, filled as its generator fills it).
+ */
 async function coldStarts(): Promise<ColdStart[]> {
-  // The emulator answers its first REST call ever in ~2 s: pay it before timing preferRest.
-  const documents = `http://${process.env.FIRESTORE_EMULATOR_HOST}/v1/projects/p/databases/(default)/documents`;
-  await fetch(`${documents}/warmup/warmup`, { headers: { authorization: 'Bearer owner' } });
+  const caches = mkdtempSync(join(os.tmpdir(), 'bench-compile-cache-'));
+  const cache = (name: string) => join(caches, name);
   const env = { RUNS_COLLECTION: freshCollection('coldstart') };
-  const project = (label: string, firestore = '') => ({
-    label,
-    target: 'handleScheduledJob',
-    source: 'bench/fixtures/noop.js',
-    env: { ...env, BENCH_FIRESTORE: firestore },
-  });
-  return measureColdStarts(
-    [
-      { label: 'hello world', target: 'hello', source: 'bench/fixtures/hello.js' },
-      project('project: gRPC client made at start (as shipped)'),
-      project('project, preferRest: true', 'rest'),
-      project('project, gRPC client made on first request', 'lazy'),
-    ],
-    PLAN.coldStarts,
-  );
+  const floor = { target: 'firestoreCreate', source: 'bench/fixtures/firestore-create.js', env };
+  const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env };
+  try {
+    await fillCompileCache(cache('floor-platform'), floor.source, env);
+    await fillCompileCache(cache('project'), project.source, env);
+    await fillCompileCache(cache('project-platform'), project.source, env);
+    return await measureColdStarts(
+      [
+        { key: 'hello', target: 'hello', source: 'bench/fixtures/hello.js' },
+        { key: 'floor', ...floor },
+        {
+          key: 'floorPlatformCache',
+          ...floor,
+          env: { ...env, NODE_COMPILE_CACHE: cache('floor-platform') },
+        },
+        { key: 'project', ...project },
+        {
+          key: 'projectCache',
+          ...project,
+          source: 'bench/fixtures/noop-entry.cjs',
+          env: { ...env, BENCH_COMPILE_CACHE: cache('project') },
+        },
+        {
+          key: 'projectPlatformCache',
+          ...project,
+          env: { ...env, NODE_COMPILE_CACHE: cache('project-platform') },
+        },
+      ],
+      PLAN.coldStarts,
+    );
+  } finally {
+    rmSync(caches, { recursive: true, force: true });
+  }
 }
 
 async function main(): Promise<void> {
@@ -179,15 +204,14 @@ async function main(): Promise<void> {
     }
     storms.push(...(await httpStorms(counter)));
     let rates: Results['throughput'] = [];
-    let starts: Results['coldStarts'] = [];
     if (!SMOKE) {
       progress(
         `throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`,
       );
       rates = await throughput();
-      progress(`cold starts: ${PLAN.coldStarts} per function, interleaved`);
-      starts = await coldStarts();
     }
+    progress(`cold starts: ${PLAN.coldStarts} per function, interleaved`);
+    const starts = await coldStarts();
     const results: Results = { ledgers, storms, throughput: rates, coldStarts: starts };
     const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
     const mode = SMOKE ? 'smoke' : 'full';
