@@ -5,7 +5,7 @@
  *
  * Why: much of a cold start is compiling the client libraries (Firestore, google-gax, gRPC). With
  * the cache, V8 reads their compiled code from disk instead (about a fifth off spawn → first 200 in
- * the bench; README, Performance, Cold start). The cache only serves modules loaded after it is
+ * the bench; docs/performance.md, Cold start). The cache only serves modules loaded after it is
  * enabled, so this entry stays tiny and loads everything else afterwards.
  *
  * Why the cache reaches the image although `.gcloudignore` leaves `build/` out of the upload:
