@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
+import { freshCollection as sharedFreshCollection } from '../scripts/local-processes.ts';
 import { type Ledger, RunLedger } from '../src/ledger.ts';
 import { runOnce } from '../src/run-once.ts';
 import type { RunDetails } from '../src/run-record.ts';
@@ -42,9 +43,9 @@ export function firestoreAt(host: string): Firestore {
   }
 }
 
-/** A collection no earlier run used. */
-export function freshCollection(prefix: string): string {
-  return `bench_${prefix}_${randomUUID().slice(0, 8)}`;
+/** A collection no earlier run used: `bench_<what>_<random>`. */
+export function freshCollection(what: string): string {
+  return sharedFreshCollection(`bench_${what}`);
 }
 
 function ledger(key: LedgerKey, db: Firestore, collection: string): Ledger {

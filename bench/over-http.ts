@@ -3,17 +3,19 @@
  * cold starts. Each function is `functions-framework` as Cloud Run starts it, run by this process's
  * Node, on 127.0.0.1.
  */
-import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { freePort, spawnGroup, waitForPort } from '../scripts/local-processes.ts';
+import {
+  freePort,
+  ROOT,
+  spawnFunction,
+  spawnGroup,
+  waitForPort,
+} from '../scripts/local-processes.ts';
 import { fire, type Storm, stormFigures, summarise } from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 
-/** The repository root. */
-export const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const FRAMEWORK = realpathSync(join(ROOT, 'node_modules/.bin/functions-framework'));
+export { ROOT };
 
 /** A function process. */
 export interface FunctionProcess {
@@ -38,10 +40,8 @@ export async function startFunction(
   env: Readonly<Record<string, string>> = {},
 ): Promise<FunctionProcess> {
   const port = await freePort();
-  const args = [FRAMEWORK, `--target=${target}`, `--port=${port}`];
-  if (source !== undefined) args.push(`--source=${source}`);
   const spawnedAt = performance.now();
-  const child = spawnGroup(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env } });
+  const child = spawnFunction({ target, port, env, ...(source === undefined ? {} : { source }) });
   const stop = async () => {
     child.signalGroup('SIGKILL');
     await child.exited;

@@ -4,7 +4,21 @@
  * starts nothing. Everything listens on and talks to 127.0.0.1 only.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { realpathSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root. */
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** functions-framework's CLI script (the `.bin` link resolved). */
+const FRAMEWORK = realpathSync(join(ROOT, 'node_modules/.bin/functions-framework'));
+
+/** A Firestore collection name no other test or bench run uses: `<prefix>_<random>`. */
+export function freshCollection(prefix = 'runs'): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '')}`;
+}
 
 /** Resolves after `ms` milliseconds. */
 export function sleep(ms: number): Promise<void> {
@@ -240,4 +254,32 @@ export async function startFirestoreEmulator(
     );
   }
   return child;
+}
+
+/** What {@link spawnFunction} starts. */
+export interface FunctionSpec {
+  /** functions-framework's `--target`. */
+  readonly target: string;
+  /** `--source`, relative to the repository root; without it `package.json` `main`, as deployed. */
+  readonly source?: string;
+  readonly port: number;
+  /** Variables on top of this process's environment. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** A command prefix, e.g. `['faketime', '-f', '-90s']`. */
+  readonly wrapper?: readonly string[];
+}
+
+/**
+ * Spawns `functions-framework --target=… [--source=…] --port=…` in the repository root, in a process
+ * group of its own, with the Node running this process (type stripping loads `.ts` sources; the
+ * `.bin` script's shebang could pick another Node from PATH). Does not wait: see {@link waitForPort}.
+ */
+export function spawnFunction(spec: FunctionSpec): GroupProcess {
+  const args = [FRAMEWORK, `--target=${spec.target}`, `--port=${spec.port}`];
+  if (spec.source !== undefined) args.push(`--source=${spec.source}`);
+  const [command, ...prefix] = [...(spec.wrapper ?? []), process.execPath];
+  return spawnGroup(command as string, [...prefix, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...spec.env },
+  });
 }

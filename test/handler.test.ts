@@ -14,8 +14,8 @@ import {
   newLedger,
   schedulerHeaders,
   serve,
-  sleep,
   storedRecord,
+  until,
 } from './helpers.ts';
 
 const RUN = { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z', scope: [] };
@@ -66,11 +66,12 @@ describe('handleScheduledJob', () => {
 
   it('answers a retry during a slow run 409 in_progress, then 200 duplicate after it completes', async () => {
     const { job, calls } = countingJob({ delayMs: 800 });
-    const { request } = serve(job);
+    const { request, collection } = serve(job);
 
     const first = request.post('/').set(schedulerHeaders());
     const firstDone = first.then((r) => r);
-    await sleep(300);
+    await until(() => calls.length === 1);
+    assert.equal((await documents(collection)).size, 1, 'claimed before the job started');
     const retry = await request.post('/').set(schedulerHeaders());
     const done = await firstDone;
     const late = await request.post('/').set(schedulerHeaders());

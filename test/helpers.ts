@@ -10,6 +10,7 @@ import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { Logger } from 'pino';
 import supertest from 'supertest';
+import { freshCollection, sleep, waitFor } from '../scripts/local-processes.ts';
 import { type Config, loadConfig } from '../src/config.ts';
 import { createScheduledJobHandler, type HandlerDeps } from '../src/handler.ts';
 import { type LedgerOptions, RunLedger } from '../src/ledger.ts';
@@ -24,10 +25,7 @@ export const firestore = new Firestore({
   projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
 });
 
-/** A collection name no other test uses. */
-export function freshCollection(): string {
-  return `runs_${randomUUID().replaceAll('-', '')}`;
-}
+export { freshCollection, sleep };
 
 /** Every document in `collection`, by id. */
 export async function documents(
@@ -137,11 +135,6 @@ export function countingJob(behaviour: { delayMs?: number; fail?: (n: number) =>
   return { job, calls };
 }
 
-/** Resolves after `ms` milliseconds. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 type RefMethod = 'create' | 'get' | 'update' | 'delete';
 /** Replaces a document method; `real` is the genuine emulator-backed reference. */
 export type RefHook = (
@@ -199,9 +192,5 @@ export async function until(
   condition: () => Promise<boolean> | boolean,
   timeoutMs = 10_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await sleep(25);
-  }
+  await waitFor('condition', async () => ((await condition()) ? true : undefined), timeoutMs, 25);
 }

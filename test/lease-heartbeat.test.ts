@@ -73,7 +73,7 @@ describe('lease heartbeat', () => {
       },
       { logger },
     );
-    await sleep(100);
+    await until(async () => (await documents(collection)).size === 1);
     await firestore.collection(collection).doc('run-1').update({ attempt_id: 'thief' });
     const result = await outcome;
 

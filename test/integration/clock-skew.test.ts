@@ -19,7 +19,6 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import {
   type Delivery,
@@ -36,6 +35,7 @@ import {
   storedRunRead,
   type TimedRead,
   waitFor,
+  warmUp,
 } from '../fixtures/harness.ts';
 
 after(removeScratch);
@@ -92,18 +92,6 @@ async function clockOffsetOf(fn: FunctionProcess): Promise<number> {
   const res = await fetch(fn.url, { signal: AbortSignal.timeout(10_000) });
   await res.text();
   return Date.parse(res.headers.get('date') ?? '') - Date.now();
-}
-
-/** Delivers fresh runs until one is processed: the Firestore client's first call sets up its channel. */
-async function warmUp(fn: FunctionProcess): Promise<void> {
-  await waitFor(
-    'a warm-up delivery to be processed',
-    async () => {
-      const res = await deliver(fn.url, scheduled(`warmup-${randomUUID()}`));
-      return res.status === 200 ? true : undefined;
-    },
-    30_000,
-  );
 }
 
 /** What one run showed, delivered first to `holder`, then to `other` while the job worked. */

@@ -26,6 +26,7 @@ import {
   storedRunOf,
   storedRuns,
   waitFor,
+  warmUp,
 } from '../fixtures/harness.ts';
 
 after(removeScratch);
@@ -63,21 +64,6 @@ function firstStart(fn: FunctionProcess, jobName: string): Promise<ExecutionEven
     `job ${jobName} to start`,
     () => only(fn.executions(), 'start').find((e) => e.jobName === jobName),
     20_000,
-  );
-}
-
-/**
- * Delivers fresh runs until one is processed: the Firestore client's first call (channel set-up,
- * measured ~2 s on a busy machine) can outlast a 2 s FIRESTORE_TIMEOUT_SECONDS.
- */
-async function warmUp(fn: FunctionProcess): Promise<void> {
-  await waitFor(
-    'a warm-up delivery to be processed',
-    async () => {
-      const res = await deliver(fn.url, scheduled(`warmup-${randomUUID()}`));
-      return res.status === 200 ? true : undefined;
-    },
-    30_000,
   );
 }
 
@@ -859,7 +845,12 @@ describe('logs at LOG_LEVEL=trace', () => {
       { body: utf8(bodySecret) },
     );
     const slowDone = await slow;
-    await sleep(200);
+    const requestLines = () =>
+      fn
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('"message":"scheduled run: '));
+    await waitFor('8 request lines', () => (requestLines().length >= 8 ? true : undefined), 5_000);
     const output = fn.output();
     const lines = output.split('\n').filter((l) => l.includes('"message":"scheduled run: '));
     t.diagnostic(`${lines.length} request lines, ${output.split('\n').length} lines in all`);
@@ -892,7 +883,11 @@ describe('logs at LOG_LEVEL=trace', () => {
       },
       { body: `{"token": ${bodySecret}` },
     );
-    await sleep(200);
+    await waitFor(
+      'the refusal line',
+      () => (/request refused before the function ran/.test(fn.output()) ? true : undefined),
+      5_000,
+    );
 
     assert.equal(res.status, 400);
     assert.equal(res.body.outcome, 'invalid_request');

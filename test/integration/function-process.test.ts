@@ -6,27 +6,22 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import {
   freePort,
   type GroupProcess,
-  spawnGroup,
+  ROOT,
+  spawnFunction,
   waitForPort,
 } from '../../scripts/local-processes.ts';
 import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const FRAMEWORK = `${ROOT}node_modules/.bin/functions-framework`;
-
+/** The deployed function from `build/` (package.json `main`), or `source`'s `target`. */
 function startFunction(
   port: number,
   env: Record<string, string>,
-  target = ['--target=handleScheduledJob'],
+  fixture?: { source: string; target: string },
 ): GroupProcess {
-  return spawnGroup(FRAMEWORK, [...target, `--port=${port}`], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-  });
+  return spawnFunction({ target: 'handleScheduledJob', ...fixture, port, env });
 }
 
 describe('the built function as a process', {
@@ -56,10 +51,11 @@ describe('the built function as a process', {
   it('on SIGTERM mid-job aborts the job, releases its claim, answers 500, then exits', async () => {
     const port = await freePort();
     const collection = freshCollection();
-    const fn = startFunction(port, { RUNS_COLLECTION: collection }, [
-      '--source=test/fixtures/signal-function.ts',
-      '--target=signalFunction',
-    ]);
+    const fn = startFunction(
+      port,
+      { RUNS_COLLECTION: collection },
+      { source: 'test/fixtures/signal-function.ts', target: 'signalFunction' },
+    );
     children.push(fn);
     await waitForPort(port, { timeoutMs: 10_000, process: fn });
     const exited = new Promise((resolve) => fn.once('exit', resolve));
