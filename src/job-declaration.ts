@@ -56,14 +56,24 @@ export interface JobInfo {
   readonly timeZone: string;
 }
 
-/** A validated declaration with every default filled in; frozen. */
+/**
+ * A validated declaration with every default filled in; frozen. The fields mean what they mean in
+ * {@link JobDeclaration}; durations are whole seconds, as `deploy.sh` passes them to `gcloud`.
+ */
 export interface DeclaredJob extends JobInfo {
+  /** How long Scheduler waits for one attempt, in s (15-1800). */
   readonly attemptDeadlineSeconds: number;
+  /** Retries after a failed attempt (0-5). */
   readonly retryCount: number;
+  /** Time limit for retries from the first attempt, in s (0: unlimited, `retryCount` limits). */
   readonly maxRetryDurationSeconds: number;
+  /** Shortest wait before a retry, in s. */
   readonly minBackoffSeconds: number;
+  /** Longest wait before a retry, in s. */
   readonly maxBackoffSeconds: number;
+  /** How many times the wait between retries doubles. */
   readonly maxDoublings: number;
+  /** The work. */
   readonly run: JobRun;
 }
 
@@ -231,7 +241,11 @@ export function findJob(jobs: readonly DeclaredJob[], jobName: string): Declared
   return jobs.find((job) => job.id === id);
 }
 
-/** The part of a declared job that `ctx.job` carries. */
+/**
+ * The part of a declared job that `ctx.job` carries: a new frozen object without `run` or settings.
+ *
+ * @example jobInfoOf(job) // { id: 'nightly-report', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' }
+ */
 export function jobInfoOf(job: DeclaredJob): JobInfo {
   return Object.freeze({ id: job.id, schedule: job.schedule, timeZone: job.timeZone });
 }

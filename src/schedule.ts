@@ -85,7 +85,7 @@ function wallClockCron(schedule: string): Cron {
  *
  * @returns one sentence naming the problem and what to write instead, or `undefined`.
  * @example
- * scheduleProblem('*\/5 * * * *');      // undefined
+ * scheduleProblem('0 9 * * MON-FRI');  // undefined
  * scheduleProblem('every 5 minutes');  // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
@@ -364,7 +364,9 @@ export function toZonedRfc3339(instant: Date, timeZone: string): string {
 
 /**
  * An instant as RFC 3339 in UTC to the second, the form Scheduler sends in
- * `X-CloudScheduler-ScheduleTime` (e.g. `2026-10-16T12:00:00Z`).
+ * `X-CloudScheduler-ScheduleTime`.
+ *
+ * @example toUtcRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
  */
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
