@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Deploys handleScheduledJob as a private Cloud Run function (2nd gen) with its Cloud Scheduler job,
-# from a clone, in one command. Re-running updates everything in place.
+# Deploys handleScheduledJob as a private Cloud Run function (2nd gen) with one Cloud Scheduler job
+# per job declared in src/jobs.ts, from a clone, in one command. Re-running updates everything in place.
 #
-#   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 SCHEDULE='*/5 * * * *' ./deploy.sh [--dry-run]
+#   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 ./deploy.sh [--dry-run] [--prune]
 #
-# Every input is an environment variable; `./deploy.sh --help` lists them with their defaults.
+# Every input is an environment variable; `./deploy.sh --help` lists them with their defaults. The
+# jobs (ids, schedules, time zones, retry settings) are read from the code with `node ops/jobs.ts
+# --deploy`, which needs Node.js 22.18 or later.
 set -euo pipefail
 
 if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); then
@@ -13,6 +15,13 @@ if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); 
 fi
 
 readonly ENTRY_POINT=handleScheduledJob
+# The repository root, which holds this script, ops/ and src/.
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+readonly ROOT
+# The first Node.js that runs ops/jobs.ts (TypeScript) without a flag: package.json's engines.
+readonly NODE_MIN_MAJOR=22 NODE_MIN_MINOR=18
+# What a dry run with --assume-existing takes `scheduler jobs list` to find besides the declared jobs.
+readonly DRY_RUN_UNDECLARED_JOB=UNDECLARED-JOB
 # Placeholder for the function URL, which exists only once the function does: a valid URL so that
 # every printed command still parses.
 readonly DRY_RUN_URL=https://FUNCTION_URL.invalid
@@ -27,29 +36,32 @@ readonly APIS=(
 
 usage() {
   cat <<'EOF'
-Usage: GOOGLE_CLOUD_PROJECT=ID REGION=REGION SCHEDULE='CRON' ./deploy.sh [--dry-run] [--assume-existing]
+Usage: GOOGLE_CLOUD_PROJECT=ID REGION=REGION ./deploy.sh [--dry-run] [--assume-existing] [--prune]
 
-Deploys handleScheduledJob as a private 2nd gen Cloud Run function, invoked by a Cloud Scheduler
-HTTP job with an OIDC token, with a Firestore TTL policy on its run ledger. Idempotent: re-running
-updates the function and the job in place.
+Deploys handleScheduledJob as a private 2nd gen Cloud Run function, with a Firestore TTL policy on
+its run ledger, and one Cloud Scheduler HTTP job (OIDC token) per job declared in src/jobs.ts, each
+with its own id, schedule, time zone and retry settings. Idempotent: re-running updates the function
+and the jobs in place. Scheduler jobs that call the function but are no longer declared are listed,
+and deleted only with --prune.
 
 Options:
   --dry-run          Print every gcloud command, one per line, shell-quoted, and run none.
                      Existence checks are printed and taken as "missing": the create path is shown.
-  --assume-existing  With --dry-run: take every existence check as "found" (shows the update path).
+  --assume-existing  With --dry-run: take every existence check as "found" (shows the update path),
+                     and the job list as holding one undeclared job, UNDECLARED-JOB.
+  --prune            Delete Scheduler jobs that call this function but are no longer declared.
   -h, --help         This help.
 
-Required:   GOOGLE_CLOUD_PROJECT, REGION, SCHEDULE (unix-cron, five fields)
+Required:   GOOGLE_CLOUD_PROJECT, REGION
+Jobs:       declared in code (src/job.ts, src/jobs.ts); read with Node.js >= 22.18 (`node` on PATH,
+            or NODE_BIN=/path/to/node); JOBS_MODULE=path reads another module that exports `jobs`.
 Optional (default):
-  FUNCTION_NAME (scheduled-job)        JOB_ID (FUNCTION_NAME)           TIME_ZONE (Etc/UTC)
-  RUNTIME (nodejs24)                   FUNCTION_TIMEOUT_SECONDS (180)   ATTEMPT_DEADLINE_SECONDS (180)
-  MAX_RETRY_ATTEMPTS (3)               MAX_RETRY_DURATION_SECONDS (3600)
-  MIN_BACKOFF_SECONDS (30)             MAX_BACKOFF_SECONDS (600)        MAX_DOUBLINGS (5)
+  FUNCTION_NAME (scheduled-job)        RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
   LEASE_SECONDS (300)                  RETENTION_SECONDS (86400)        RUNS_COLLECTION (scheduler_runs)
   FIRESTORE_DATABASE ((default))       RUN_KEY_SCOPE (PROJECT/REGION)   LOG_LEVEL (info)
   RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
   FIRESTORE_TIMEOUT_SECONDS, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS (unset: the function's defaults)
-  JOB_HEADERS (KEY=VALUE,... sent by the job), JOB_QUERY (a=b&c=d appended to the job's URL)
+  JOB_HEADERS (KEY=VALUE,... sent by every job), JOB_QUERY (a=b&c=d appended to every job's URL)
   AUTH_MODE (platform): verify-oidc turns Cloud Run's invoker IAM check off and has the function
     verify the OIDC token itself; OIDC_AUDIENCE (https://REGION-PROJECT.cloudfunctions.net/FUNCTION_NAME)
   DRY_RUN=1 is the same as --dry-run.
@@ -58,10 +70,12 @@ EOF
 
 DRY_RUN="${DRY_RUN:-0}"
 ASSUME_EXISTING=0
+PRUNE=0
 while (($# > 0)); do
   case "$1" in
     --dry-run) DRY_RUN=1 ;;
     --assume-existing) ASSUME_EXISTING=1 ;;
+    --prune) PRUNE=1 ;;
     -h | --help)
       usage
       exit 0
@@ -88,18 +102,11 @@ fi
 # ----------------------------------------------------------------------------------------------
 GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-}"
 REGION="${REGION:-}"
-SCHEDULE="${SCHEDULE:-}"
 FUNCTION_NAME="${FUNCTION_NAME:-scheduled-job}"
-JOB_ID="${JOB_ID:-$FUNCTION_NAME}"
-TIME_ZONE="${TIME_ZONE:-Etc/UTC}"
 RUNTIME="${RUNTIME:-nodejs24}"
 FUNCTION_TIMEOUT_SECONDS="${FUNCTION_TIMEOUT_SECONDS:-180}"
-ATTEMPT_DEADLINE_SECONDS="${ATTEMPT_DEADLINE_SECONDS:-180}"
-MAX_RETRY_ATTEMPTS="${MAX_RETRY_ATTEMPTS:-3}"
-MAX_RETRY_DURATION_SECONDS="${MAX_RETRY_DURATION_SECONDS:-3600}"
-MIN_BACKOFF_SECONDS="${MIN_BACKOFF_SECONDS:-30}"
-MAX_BACKOFF_SECONDS="${MAX_BACKOFF_SECONDS:-600}"
-MAX_DOUBLINGS="${MAX_DOUBLINGS:-5}"
+NODE_BIN="${NODE_BIN:-node}"
+JOBS_MODULE="${JOBS_MODULE:-}"
 LEASE_SECONDS="${LEASE_SECONDS:-300}"
 RETENTION_SECONDS="${RETENTION_SECONDS:-86400}"
 RUNS_COLLECTION="${RUNS_COLLECTION:-scheduler_runs}"
@@ -171,15 +178,61 @@ check_sent() {
   done
 }
 
+# Inputs that moved into the job declarations, each with the declaration field that replaced it.
+readonly MOVED_TO_CODE=(
+  SCHEDULE=schedule JOB_ID=id TIME_ZONE=timeZone ATTEMPT_DEADLINE_SECONDS=attemptDeadlineSeconds
+  MAX_RETRY_ATTEMPTS=retryCount MAX_RETRY_DURATION_SECONDS=maxRetryDurationSeconds
+  MIN_BACKOFF_SECONDS=minBackoffSeconds MAX_BACKOFF_SECONDS=maxBackoffSeconds MAX_DOUBLINGS=maxDoublings
+)
+
+# The declared jobs, one entry per job, in declaration order (filled by read_jobs).
+job_ids=() job_schedules=() job_zones=() job_deadlines=() job_retries=() job_retry_durations=()
+job_min_backoffs=() job_max_backoffs=() job_doublings=()
+
+# Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
+# (ops/format-jobs.ts, DEPLOY_FIELDS), already validated by validateJobs (src/job-declaration.ts).
+read_jobs() {
+  local version major minor output errors line
+  local id schedule zone deadline retries duration min_backoff max_backoff doublings
+  if ! version="$("$NODE_BIN" -p 'process.versions.node' 2>/dev/null)" || [[ ! "$version" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
+    problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later," \
+"and ${NODE_BIN@Q} did not run: install Node.js, put it on PATH, or set NODE_BIN=/path/to/node"
+    return 0
+  fi
+  major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
+  if ((major < NODE_MIN_MAJOR || (major == NODE_MIN_MAJOR && minor < NODE_MIN_MINOR))); then
+    problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later" \
+"(it runs TypeScript without a build), and ${NODE_BIN@Q} is ${version}: put a newer node first on PATH or set NODE_BIN=/path/to/node"
+    return 0
+  fi
+  errors="$(mktemp)"
+  if ! output="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "${ROOT}/ops/jobs.ts" --deploy 2>"$errors")"; then
+    if [[ "$(head -n 1 "$errors")" == "Invalid configuration:" ]]; then
+      while IFS= read -r line; do
+        if [[ "$line" == "  - "* ]]; then problem "${JOBS_MODULE:-src/jobs.ts}: ${line#  - }"; fi
+      done <"$errors"
+    else
+      problem "reading the job declarations (node ops/jobs.ts --deploy) failed:"$'\n'"$(head -n 20 "$errors")"
+    fi
+    rm -f -- "$errors"
+    return 0
+  fi
+  rm -f -- "$errors"
+  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings; do
+    [[ -n "$id" ]] || continue
+    job_ids+=("$id") job_schedules+=("$schedule") job_zones+=("$zone") job_deadlines+=("$deadline")
+    job_retries+=("$retries") job_retry_durations+=("$duration") job_min_backoffs+=("$min_backoff")
+    job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings")
+  done <<<"$output"
+}
+
 validate() {
   # Byte-wise character classes, whatever the caller's locale.
   local LC_ALL=C
-  local -a fields
-  local field i
+  local moved name i
 
   [[ -n "$GOOGLE_CLOUD_PROJECT" ]] || problem "GOOGLE_CLOUD_PROJECT is required: the project id, e.g. my-project"
-  [[ -n "$REGION" ]] || problem "REGION is required: the region of the function and the job, e.g. us-central1"
-  [[ -n "$SCHEDULE" ]] || problem "SCHEDULE is required: a unix-cron schedule, e.g. '*/5 * * * *'"
+  [[ -n "$REGION" ]] || problem "REGION is required: the region of the function and the jobs, e.g. us-central1"
 
   if [[ -n "$GOOGLE_CLOUD_PROJECT" ]]; then
     check_pattern GOOGLE_CLOUD_PROJECT '^([a-z][a-z0-9.-]{0,61}[a-z0-9]:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$' \
@@ -189,33 +242,18 @@ validate() {
     check_pattern REGION '^[a-z]+(-[a-z]+)+[0-9]+$' 'must be a region such as us-central1'
   fi
 
-  # Step 1: only unix-cron schedules make Scheduler send X-CloudScheduler-ScheduleTime.
-  if [[ -n "$SCHEDULE" ]]; then
-    read -r -a fields <<<"$SCHEDULE"
-    local cron_ok=1
-    if ((${#fields[@]} != 5)) || [[ "$SCHEDULE" == *$'\n'* ]]; then cron_ok=0; fi
-    for i in "${!fields[@]}"; do
-      field="${fields[$i]}"
-      # Minute, hour and day of month are numeric; month and day of week also take names (JAN, MON).
-      if ((i < 3)) && [[ ! "$field" =~ ^[0-9*/,-]+$ ]]; then cron_ok=0; fi
-      if ((i >= 3)) && [[ ! "$field" =~ ^[0-9A-Za-z*/,-]+$ ]]; then cron_ok=0; fi
-    done
-    if ((!cron_ok)); then
-      problem "SCHEDULE=${SCHEDULE@Q}: must be a unix-cron schedule of five fields, e.g. '*/5 * * * *'." \
-"App Engine (groc) schedules such as 'every 5 minutes' send no X-CloudScheduler-ScheduleTime header," \
-"so the function could not tell runs apart and would refuse every delivery."
+  # Step 1: the jobs, from the code. A setting still given the old way would be silently ignored.
+  for moved in "${MOVED_TO_CODE[@]}"; do
+    name="${moved%%=*}"
+    if [[ -n "${!name:-}" ]]; then
+      problem "$name is set, but deploy.sh no longer reads it: declare the job's ${moved#*=} in code" \
+"(src/job.ts, or src/jobs.ts for several jobs) and unset $name"
     fi
-  fi
+  done
+  read_jobs
 
   check_pattern FUNCTION_NAME '^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$' \
     'must be 1-63 of a-z, 0-9, "-", starting with a letter and not ending with "-"'
-  check_pattern JOB_ID '^[A-Za-z0-9_-]{1,500}$' 'must be 1-500 of letters, digits, "-", "_"'
-  check_pattern TIME_ZONE '^[A-Za-z0-9_+/-]{1,64}$' 'must be a tz database name such as Etc/UTC or Europe/Paris'
-  # Where this machine has the tz database, check the name against it: Scheduler would refuse an
-  # unknown zone only at the last step, after the function is deployed.
-  if [[ -d "${TZDIR:-/usr/share/zoneinfo}/Etc" && "$TIME_ZONE" != *..* && ! -f "${TZDIR:-/usr/share/zoneinfo}/${TIME_ZONE}" ]]; then
-    problem "TIME_ZONE=${TIME_ZONE@Q}: not in the tz database (${TZDIR:-/usr/share/zoneinfo}); use a name such as Etc/UTC or Europe/Paris"
-  fi
   check_pattern RUNTIME '^nodejs(2[2-9]|[3-9][0-9])$' 'must be a Node.js runtime id, nodejs22 or later (package.json engines)'
   check_pattern RUNTIME_SA_NAME '^[a-z][-a-z0-9]{4,28}[a-z0-9]$' \
     'must be a service account id: 6-30 of a-z, 0-9, "-", starting with a letter (default: FUNCTION_NAME-run)'
@@ -246,61 +284,54 @@ validate() {
   check_sent "$RUN_KEY_SCOPE_HEADERS" "$JOB_HEADERS" ',' JOB_HEADERS RUN_KEY_SCOPE_HEADERS
   check_sent "$RUN_KEY_SCOPE_PARAMS" "$JOB_QUERY" '&' JOB_QUERY RUN_KEY_SCOPE_PARAMS
 
-  # Step 2: timing. 3600 s is the 2nd gen limit for HTTP functions; 15-1800 s is Scheduler's
-  # attempt deadline range for HTTP targets; Scheduler allows at most 5 retries.
+  # Step 2: timing. 3600 s is the 2nd gen limit for HTTP functions. Each job's own settings were
+  # checked against Scheduler's ranges by validateJobs; what is left are the rules between them.
   check_number FUNCTION_TIMEOUT_SECONDS 1 3600 seconds
-  check_number ATTEMPT_DEADLINE_SECONDS 15 1800 seconds
-  check_number MAX_RETRY_ATTEMPTS 0 5 retries
-  check_number MAX_RETRY_DURATION_SECONDS 0 "$MAX_SECONDS" seconds
-  check_number MIN_BACKOFF_SECONDS 0 "$MAX_SECONDS" seconds
-  check_number MAX_BACKOFF_SECONDS 0 "$MAX_SECONDS" seconds
-  check_number MAX_DOUBLINGS 0 999 doublings
   check_number LEASE_SECONDS 1 "$MAX_SECONDS" seconds
   check_number RETENTION_SECONDS 1 "$MAX_SECONDS" seconds
   if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then
     check_number FIRESTORE_TIMEOUT_SECONDS 1 "$MAX_SECONDS" seconds
   fi
 
-  # lease ≥ function timeout ≥ attempt deadline. Cloud Run keeps running a request after Scheduler
-  # gives up on it, until the function timeout: the lease must outlast that, or a retry takes over a
-  # run that is still working. The attempt deadline must not outlast the function either, so that the
-  # lease covers every attempt Scheduler still waits on.
+  # lease ≥ function timeout ≥ every job's attempt deadline. Cloud Run keeps running a request after
+  # Scheduler gives up on it, until the function timeout: the lease must outlast that, or a retry
+  # takes over a run that is still working. No attempt deadline may outlast the function either, so
+  # that the lease covers every attempt Scheduler still waits on.
   if numbers_valid LEASE_SECONDS FUNCTION_TIMEOUT_SECONDS && ((LEASE_SECONDS < FUNCTION_TIMEOUT_SECONDS)); then
     problem "LEASE_SECONDS ($LEASE_SECONDS) must be at least FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS):" \
 "a lease shorter than the function may run lets a retry take over a run that is still working"
-  fi
-  if numbers_valid FUNCTION_TIMEOUT_SECONDS ATTEMPT_DEADLINE_SECONDS &&
-    ((FUNCTION_TIMEOUT_SECONDS < ATTEMPT_DEADLINE_SECONDS)); then
-    problem "FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS) must be at least ATTEMPT_DEADLINE_SECONDS ($ATTEMPT_DEADLINE_SECONDS):" \
-"Scheduler would keep waiting on an attempt the platform already ended, past the lease sized for it"
-  fi
-  if numbers_valid MIN_BACKOFF_SECONDS MAX_BACKOFF_SECONDS && ((MIN_BACKOFF_SECONDS > MAX_BACKOFF_SECONDS)); then
-    problem "MIN_BACKOFF_SECONDS ($MIN_BACKOFF_SECONDS) must not exceed MAX_BACKOFF_SECONDS ($MAX_BACKOFF_SECONDS)"
   fi
   if numbers_valid RETENTION_SECONDS LEASE_SECONDS && ((RETENTION_SECONDS <= LEASE_SECONDS)); then
     problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed LEASE_SECONDS ($LEASE_SECONDS):" \
 "the TTL sweep must never delete a claim whose lease is still live"
   fi
-  # The last retry arrives at most max(retry duration, every retry waiting the longest backoff after a
-  # full attempt) after the first attempt; it must still find the completed record.
-  numbers_valid RETENTION_SECONDS MAX_RETRY_DURATION_SECONDS MAX_RETRY_ATTEMPTS MAX_BACKOFF_SECONDS \
-    ATTEMPT_DEADLINE_SECONDS || return 0
-  local by_attempts=$((MAX_RETRY_ATTEMPTS * (MAX_BACKOFF_SECONDS + ATTEMPT_DEADLINE_SECONDS) + ATTEMPT_DEADLINE_SECONDS))
-  local window=$((MAX_RETRY_DURATION_SECONDS > by_attempts ? MAX_RETRY_DURATION_SECONDS : by_attempts))
-  if ((RETENTION_SECONDS <= window)); then
-    problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window ($window s: the larger of" \
-"MAX_RETRY_DURATION_SECONDS ($MAX_RETRY_DURATION_SECONDS) and MAX_RETRY_ATTEMPTS × (MAX_BACKOFF_SECONDS +" \
-"ATTEMPT_DEADLINE_SECONDS) + ATTEMPT_DEADLINE_SECONDS ($by_attempts)): a late retry must still find the" \
+  local by_attempts window
+  for i in "${!job_ids[@]}"; do
+    if numbers_valid FUNCTION_TIMEOUT_SECONDS && ((FUNCTION_TIMEOUT_SECONDS < job_deadlines[i])); then
+      problem "FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS) must be at least the attemptDeadlineSeconds" \
+"(${job_deadlines[i]}) of job ${job_ids[i]}: Scheduler would keep waiting on an attempt the platform already" \
+"ended, past the lease sized for it"
+    fi
+    # The last retry arrives at most max(retry duration, every retry waiting the longest backoff after
+    # a full attempt) after the first attempt; it must still find the completed record.
+    numbers_valid RETENTION_SECONDS || continue
+    by_attempts=$((job_retries[i] * (job_max_backoffs[i] + job_deadlines[i]) + job_deadlines[i]))
+    window=$((job_retry_durations[i] > by_attempts ? job_retry_durations[i] : by_attempts))
+    if ((RETENTION_SECONDS <= window)); then
+      problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window of job ${job_ids[i]} ($window s:" \
+"the larger of its maxRetryDurationSeconds (${job_retry_durations[i]}) and retryCount × (maxBackoffSeconds +" \
+"attemptDeadlineSeconds) + attemptDeadlineSeconds ($by_attempts)): a late retry must still find the" \
 "completed record, or it runs the job again"
-  fi
+    fi
+  done
 }
 
 validate
 if ((${#problems[@]} > 0)); then
   {
-    echo "deploy.sh: nothing was deployed; fix these inputs (environment variables) first:"
+    echo "deploy.sh: nothing was deployed; fix these inputs (environment variables, job declarations) first:"
     printf '  - %s\n' "${problems[@]}"
-    echo "Example: GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 SCHEDULE='*/5 * * * *' ./deploy.sh --dry-run"
+    echo "Example: GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 ./deploy.sh --dry-run"
   } >&2
   exit 2
 fi
@@ -436,12 +467,13 @@ query() {
 }
 
 # Every path in --source is relative to the repository root, which holds this script.
-cd -- "$(dirname -- "${BASH_SOURCE[0]}")"
+cd -- "$ROOT"
 
 if ((DRY_RUN)); then
   say "deploy.sh: dry run: printing every gcloud command on stdout and running none."
   if ((ASSUME_EXISTING)); then
-    say "Existence checks are printed and taken as found: the update path is shown."
+    say "Existence checks are printed and taken as found: the update path is shown. The Scheduler job"
+    say "list is taken to hold the declared jobs and one that is not declared, ${DRY_RUN_UNDECLARED_JOB}."
   else
     say "Existence checks are printed and taken as missing: the create path is shown."
   fi
@@ -518,31 +550,88 @@ if [[ "$AUTH_MODE" == verify-oidc ]]; then
     --no-invoker-iam-check --quiet
 fi
 
-say "==> Scheduler job ${JOB_ID} (${SCHEDULE}, ${TIME_ZONE})"
+# The function URL as a regular expression for gcloud's `~` filter: every character other than a
+# letter, digit, "/", ":", "_" or "-" in brackets, so that "." matches only itself.
+url_pattern() {
+  local url="$1" pattern='' char i
+  for ((i = 0; i < ${#url}; i++)); do
+    char="${url:i:1}"
+    if [[ "$char" =~ [A-Za-z0-9/:_-] ]]; then pattern+="$char"; else pattern+="[$char]"; fi
+  done
+  printf '%s' "$pattern"
+}
+
 job_uri="${function_url}${JOB_QUERY:+?${JOB_QUERY}}"
-job_flags=(
-  --location="$REGION" "${project[@]}"
-  --schedule="$SCHEDULE" --time-zone="$TIME_ZONE"
-  --uri="$job_uri" --http-method=POST
-  # The audience is the service URL itself (no query): that is what Cloud Run checks. With
-  # verify-oidc it is OIDC_AUDIENCE, which the function checks.
-  --oidc-service-account-email="$INVOKER_SA_EMAIL" --oidc-token-audience="${TOKEN_AUDIENCE:-$function_url}"
-  --attempt-deadline="${ATTEMPT_DEADLINE_SECONDS}s"
-  --max-retry-attempts="$MAX_RETRY_ATTEMPTS" --max-retry-duration="${MAX_RETRY_DURATION_SECONDS}s"
-  --min-backoff="${MIN_BACKOFF_SECONDS}s" --max-backoff="${MAX_BACKOFF_SECONDS}s"
-  --max-doublings="$MAX_DOUBLINGS"
-  --description="Runs ${FUNCTION_NAME} once per scheduled run (deploy.sh)"
-  --quiet
-)
-if exists gcloud scheduler jobs describe "$JOB_ID" --location="$REGION" "${project[@]}" --format='value(name)'; then
-  # Update only adds or replaces headers: a header dropped from JOB_HEADERS stays until cleared
-  # with `gcloud scheduler jobs update http JOB --clear-headers`.
-  if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--update-headers="$JOB_HEADERS"); fi
-  run gcloud scheduler jobs update http "$JOB_ID" "${job_flags[@]}"
-else
-  if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--headers="$JOB_HEADERS"); fi
-  run gcloud scheduler jobs create http "$JOB_ID" "${job_flags[@]}"
+for i in "${!job_ids[@]}"; do
+  job_id="${job_ids[i]}"
+  say "==> Scheduler job ${job_id} ('${job_schedules[i]}' in ${job_zones[i]})"
+  job_flags=(
+    --location="$REGION" "${project[@]}"
+    --schedule="${job_schedules[i]}" --time-zone="${job_zones[i]}"
+    --uri="$job_uri" --http-method=POST
+    # The audience is the service URL itself (no query): that is what Cloud Run checks. With
+    # verify-oidc it is OIDC_AUDIENCE, which the function checks.
+    --oidc-service-account-email="$INVOKER_SA_EMAIL" --oidc-token-audience="${TOKEN_AUDIENCE:-$function_url}"
+    --attempt-deadline="${job_deadlines[i]}s"
+    --max-retry-attempts="${job_retries[i]}" --max-retry-duration="${job_retry_durations[i]}s"
+    --min-backoff="${job_min_backoffs[i]}s" --max-backoff="${job_max_backoffs[i]}s"
+    --max-doublings="${job_doublings[i]}"
+    --description="Runs job ${job_id} of ${FUNCTION_NAME} once per scheduled run (deploy.sh)"
+    --quiet
+  )
+  if exists gcloud scheduler jobs describe "$job_id" --location="$REGION" "${project[@]}" --format='value(name)'; then
+    # Update only adds or replaces headers: a header dropped from JOB_HEADERS stays until cleared
+    # with `gcloud scheduler jobs update http JOB --clear-headers`.
+    if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--update-headers="$JOB_HEADERS"); fi
+    run gcloud scheduler jobs update http "$job_id" "${job_flags[@]}"
+  else
+    if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--headers="$JOB_HEADERS"); fi
+    run gcloud scheduler jobs create http "$job_id" "${job_flags[@]}"
+  fi
+done
+
+# Jobs that call this function (its URL, with or without a query) but are no longer declared: a job
+# removed from src/jobs.ts, or renamed. Each would keep calling the function, which no longer
+# declares it; they are deleted only when asked (--prune).
+say "==> Scheduler jobs in ${REGION} that call ${FUNCTION_NAME} but are not declared"
+listed_placeholder=''
+if ((ASSUME_EXISTING)); then listed_placeholder="$(printf '%s\n' "${job_ids[@]}" "$DRY_RUN_UNDECLARED_JOB")"; fi
+# A trailing "/" is allowed: Scheduler may store the URL with one.
+if ! listed="$(query "$listed_placeholder" gcloud scheduler jobs list --location="$REGION" "${project[@]}" \
+  --filter="httpTarget.uri~\"^$(url_pattern "$function_url")/?([?]|\$)\"" --format='value(name.basename())')"; then
+  say "  could not list the Scheduler jobs (see above); the declared jobs are deployed, none was pruned"
+  listed=''
 fi
+undeclared=()
+while IFS= read -r listed_id; do
+  [[ -n "$listed_id" ]] || continue
+  declared=0
+  for job_id in "${job_ids[@]}"; do [[ "$listed_id" != "$job_id" ]] || declared=1; done
+  if ((!declared)); then undeclared+=("$listed_id"); fi
+done <<<"$listed"
+if ((${#undeclared[@]} == 0)); then
+  say "  none"
+elif ((PRUNE)); then
+  for job_id in "${undeclared[@]}"; do
+    run gcloud scheduler jobs delete "$job_id" --location="$REGION" "${project[@]}" --quiet
+  done
+else
+  say "  ${undeclared[*]}: kept; run again with --prune to delete them"
+fi
+
+# One entry per Scheduler job: the declared ones, then those not declared (kept or deleted).
+scheduler_summary() {
+  local i label='Scheduler jobs' retries
+  for i in "${!job_ids[@]}"; do
+    retries="up to ${job_retries[i]} retries"
+    if ((job_retry_durations[i] > 0)); then retries+=" within ${job_retry_durations[i]} s"; fi
+    printf '  %-14s  %s\n' "$label" "${job_ids[i]}: '${job_schedules[i]}' in ${job_zones[i]}, attempt deadline ${job_deadlines[i]} s, ${retries}"
+    label=''
+  done
+  if ((${#undeclared[@]} > 0)); then
+    printf '  %-14s  %s\n' 'Not declared' "${undeclared[*]} ($( ((PRUNE)) && echo deleted || echo 'kept: --prune deletes them'))"
+  fi
+}
 
 summary() {
   local summary_title=Deployed
@@ -555,12 +644,11 @@ ${summary_title}
   Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user)
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
-  Scheduler job   ${JOB_ID}: '${SCHEDULE}' in ${TIME_ZONE}, attempt deadline ${ATTEMPT_DEADLINE_SECONDS} s,
-                  up to ${MAX_RETRY_ATTEMPTS} retries$( ((MAX_RETRY_DURATION_SECONDS > 0)) && printf ' within %s s' "$MAX_RETRY_DURATION_SECONDS")
+$(scheduler_summary)
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)
 
 Trigger a run now:
-  gcloud scheduler jobs run $(quote_word "$JOB_ID") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
+  gcloud scheduler jobs run $(quote_word "${job_ids[0]}") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
 A forced run carries the *next* schedule time in X-CloudScheduler-ScheduleTime, so it shares its run id
 with the upcoming scheduled run, which will then be answered as a duplicate and not run again.
 

@@ -62,6 +62,9 @@ export async function startFunction(
   };
 }
 
+/** The job ids the bench delivers; its fixtures declare them. */
+export const BENCH_JOB_IDS = ['bench', 'storm', 'load'] as const;
+
 let scheduleSeq = 0;
 /** The Scheduler headers of a run no other delivery of this bench named. */
 function newRun(jobName: string) {

@@ -12,6 +12,7 @@ import { getTestServer } from '@google-cloud/functions-framework/testing';
 import { loadConfig } from '../src/config.ts';
 import { createScheduledJobHandler } from '../src/handler.ts';
 import { type JobContext, runJobLogic } from '../src/job.ts';
+import { defineJob, validateJobs } from '../src/job-declaration.ts';
 import { RunLedger } from '../src/ledger.ts';
 import { createLogger } from '../src/logger.ts';
 
@@ -38,9 +39,13 @@ async function job(ctx: JobContext): Promise<void> {
   if (ctx.jobName === 'demo-flaky' && n === 1) throw new Error('downstream API returned 503');
   await runJobLogic(ctx);
 }
+// The demo's own two jobs, both running the example job from src/job.ts (demo-flaky fails once).
+const jobs = validateJobs(
+  ['nightly-report', 'demo-flaky'].map((id) => defineJob({ id, schedule: '0 * * * *', run: job })),
+);
 functions.http(
   'demo',
-  createScheduledJobHandler({ config, ledger, job, logger: createLogger(config) }),
+  createScheduledJobHandler({ config, ledger, jobs, logger: createLogger(config) }),
 );
 const server = getTestServer('demo');
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

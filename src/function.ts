@@ -9,7 +9,8 @@ import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
-import { createScheduledJobHandler, type HandlerDeps } from './handler.ts';
+import { createScheduledJobHandler } from './handler.ts';
+import { type DeclaredJob, type JobDeclaration, validateJobs } from './job-declaration.ts';
 import { RunLedger } from './ledger.ts';
 import { createLogger } from './logger.ts';
 import { drainOnSignals, GracefulShutdown } from './shutdown.ts';
@@ -22,34 +23,51 @@ export interface RegisterOptions {
   readonly firestore?: Firestore;
 }
 
-function loadConfigOrExit(env: RegisterOptions['env']): Config {
-  try {
-    return loadConfig(env);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    // Cold start fails with every problem listed, readable in the revision's logs.
-    console.error(err.message);
+/**
+ * The configuration and the declared jobs, or the process exits with every problem of both listed
+ * in one message, readable in the revision's logs.
+ */
+function loadOrExit(
+  env: RegisterOptions['env'],
+  declarations: readonly JobDeclaration[],
+): { config: Config; jobs: readonly DeclaredJob[] } {
+  const problems: string[] = [];
+  const attempt = <T>(load: () => T): T | undefined => {
+    try {
+      return load();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+      return undefined;
+    }
+  };
+  const config = attempt(() => loadConfig(env));
+  const jobs = attempt(() => validateJobs(declarations));
+  if (config === undefined || jobs === undefined) {
+    console.error(new ConfigError(problems).message);
     process.exit(1);
   }
+  return { config, jobs };
 }
 
 /**
- * Registers an HTTP function `name` that runs `job` once per scheduled run. Reads the configuration
- * (exits the process with every problem listed if it is invalid), drains running jobs on SIGTERM,
- * and answers unreadable bodies with JSON 400s.
+ * Registers an HTTP function `name` that runs each declared job once per scheduled run, dispatched
+ * on `X-CloudScheduler-JobName`. Reads the configuration and validates the declarations (exits the
+ * process with every problem of both listed if any is invalid), drains running jobs on SIGTERM, and
+ * answers unreadable bodies with JSON 400s.
  *
  * @param name - the functions-framework target (`--target`).
- * @param job - the work, with the contract of `runJobLogic` in `job.ts`.
+ * @param declarations - the jobs (`jobs` from `jobs.ts`), each with its id, schedule and `run`.
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
  * @example
- * registerScheduledJob('handleScheduledJob', runJobLogic);
+ * registerScheduledJob('handleScheduledJob', jobs);
  */
 export function registerScheduledJob(
   name: string,
-  job: HandlerDeps['job'],
+  declarations: readonly JobDeclaration[],
   options: RegisterOptions = {},
 ): void {
-  const config = loadConfigOrExit(options.env);
+  const { config, jobs } = loadOrExit(options.env, declarations);
   const logger = createLogger(config);
   const firestore =
     options.firestore ??
@@ -73,6 +91,6 @@ export function registerScheduledJob(
       : undefined;
   functions.http(
     name,
-    createScheduledJobHandler({ config, ledger, job, logger, authenticate, shutdown }),
+    createScheduledJobHandler({ config, ledger, jobs, logger, authenticate, shutdown }),
   );
 }

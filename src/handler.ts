@@ -11,9 +11,10 @@ import {
   describeThrown,
   InvalidRequestError,
   loggableError,
+  UnknownJobError,
 } from './errors.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
-import type { JobContext } from './job.ts';
+import { type DeclaredJob, findJob, jobInfoOf } from './job-declaration.ts';
 import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
 import {
@@ -42,8 +43,8 @@ export interface HandlerDeps {
     | 'httpMethod'
   >;
   readonly ledger: Ledger;
-  /** The user's job (`runJobLogic` from `job.ts`). */
-  readonly job: (ctx: JobContext) => Promise<void> | void;
+  /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
+  readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
   /** Checks the caller before anything else (`AUTH_MODE=verify-oidc`); none with `platform`. */
   readonly authenticate?: Authenticator;
@@ -118,21 +119,24 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
 }
 
 /**
- * Creates the HTTP function that runs `deps.job` once per scheduled run.
+ * Creates the HTTP function that runs each declared job once per scheduled run: the delivery's
+ * `X-CloudScheduler-JobName` (the short id, or `projects/P/locations/L/jobs/ID`) selects the job, and
+ * the run id is computed from the short id, so both forms name the same run.
  *
  * Responses (JSON {@link ResponseBody}, statuses from {@link STATUS_BY_OUTCOME}): 200 `processed`
  * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
  * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
- * `method_not_allowed` with an `Allow` header for any method but `HTTP_METHOD`; 500 `failed` (claim
+ * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
+ * (nothing written) for any method but `HTTP_METHOD`; 500 `failed` (claim
  * released), `unreadable_record` (record left as is, job not run) or `unavailable` (job not run).
  * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
  * a header or the body.
  *
  * @example
- * functions.http('handleScheduledJob', createScheduledJobHandler({ config, ledger, job: runJobLogic, logger }));
+ * functions.http('handleScheduledJob', createScheduledJobHandler({ config, ledger, jobs: validateJobs(jobs), logger }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
-  const { config, ledger, job, authenticate, shutdown } = deps;
+  const { config, ledger, jobs, authenticate, shutdown } = deps;
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
@@ -165,20 +169,25 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       } else {
         fields = auth ? { caller: auth.email } : {};
         run = readScheduledRun(req, config);
-        runId = computeRunId(run);
+        const job = findJob(jobs, run.jobName);
+        if (job === undefined) throw new UnknownJobError(run.jobName, jobs);
+        // The short id, not the header as sent: both forms of a job's name are one run.
+        runId = computeRunId({ ...run, jobName: job.id });
         const runLogger = logger.child({
           runId,
           jobName: run.jobName,
           scheduleTime: run.scheduleTime,
         });
         const { jobName, scheduleTime } = run;
+        const info = jobInfoOf(job);
         const result = await runOnce(
           ledger,
           runId,
           (attempt) =>
-            job({
+            job.run({
               runId: attempt.runId,
               jobName,
+              job: info,
               scheduleTime: new Date(scheduleTime),
               attemptId: attempt.attemptId,
               get leaseExpires() {
@@ -188,7 +197,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
               logger: runLogger.child({ attemptId: attempt.attemptId }),
             }),
           {
-            details: { jobName, scheduleTime },
+            details: { jobName: job.id, scheduleTime },
             logger: runLogger,
             shutdown: shutdown?.signal,
             maxRunMs: config.jobTimeoutMs,
@@ -201,7 +210,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
       }
     } catch (err) {
       if (err instanceof InvalidRequestError) {
-        outcome = 'invalid_request';
+        outcome = err instanceof UnknownJobError ? 'unknown_job' : 'invalid_request';
         message = err.message;
         fields = { ...fields, reason: err.message };
       } else {

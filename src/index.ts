@@ -1,11 +1,11 @@
 /**
- * Entry point: registers `handleScheduledJob` (the user's job from `job.ts`) with
+ * Entry point: registers `handleScheduledJob` (every job declared in `jobs.ts`) with
  * functions-framework, and re-exports the building blocks.
  */
 import { registerScheduledJob } from './function.ts';
-import { runJobLogic } from './job.ts';
+import { jobs } from './jobs.ts';
 
-registerScheduledJob('handleScheduledJob', runJobLogic);
+registerScheduledJob('handleScheduledJob', jobs);
 
 export { type Authenticator, createOidcAuthenticator } from './auth.ts';
 export { type Config, loadConfig, OPTIONS } from './config.ts';
@@ -20,6 +20,15 @@ export {
 export { registerScheduledJob } from './function.ts';
 export { createScheduledJobHandler } from './handler.ts';
 export type { JobContext } from './job.ts';
+export {
+  type DeclaredJob,
+  defineJob,
+  findJob,
+  type JobDeclaration,
+  type JobInfo,
+  jobIdOf,
+  validateJobs,
+} from './job-declaration.ts';
 export { LeaseHeartbeat } from './lease-heartbeat.ts';
 export {
   type Claim,
@@ -40,5 +49,6 @@ export {
   type StoredRecord,
   type UnreadableRecord,
 } from './run-record.ts';
+export { nextSlots, previousSlot, type ScheduleSpec, slotsBetween } from './schedule.ts';
 export { normaliseScheduleTime, readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 export { drainOnSignals, GracefulShutdown } from './shutdown.ts';

@@ -1,5 +1,7 @@
 /**
- * YOUR JOB GOES HERE. This is the one file of the starter you are meant to edit.
+ * YOUR JOB GOES HERE. This is the one file of the starter you are meant to edit: the work in
+ * `runJobLogic`, and when it runs in `job` at the bottom (`deploy.sh` creates the Cloud Scheduler
+ * job from it). More jobs in the same function: list them in `jobs.ts`.
  *
  * The contract:
  * - `runJobLogic` is called at most once per scheduled run while each attempt finishes within its
@@ -12,6 +14,7 @@
  */
 import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { defineJob, type JobInfo } from './job-declaration.ts';
 
 /** What the job knows about the run it is doing. */
 export interface JobContext {
@@ -38,6 +41,12 @@ export interface JobContext {
   readonly signal: AbortSignal;
   /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace). */
   readonly logger: Logger;
+  /**
+   * The declaration of the job this run belongs to: its `id` (the Scheduler job id, short form, even
+   * when the delivery named it `projects/…/jobs/ID`), `schedule` and `timeZone`, e.g. to compute the
+   * previous or next slot with `previousSlot(ctx.job, ctx.scheduleTime)` from `schedule.ts`.
+   */
+  readonly job: JobInfo;
 }
 
 /**
@@ -51,3 +60,17 @@ export async function runJobLogic(ctx: JobContext): Promise<void> {
   await setTimeout(1000, undefined, { signal: ctx.signal });
   ctx.logger.info('job finished');
 }
+
+/**
+ * When the job runs. `id` becomes the Cloud Scheduler job id (and part of every run id);
+ * `schedule` is unix-cron, five fields, read in `timeZone` (a tz database name, default `Etc/UTC`).
+ * Optional Scheduler settings (attemptDeadlineSeconds, retryCount, maxRetryDurationSeconds,
+ * minBackoffSeconds, maxBackoffSeconds, maxDoublings) are listed in `job-declaration.ts`.
+ * `npm run jobs` shows the next fire times; `./deploy.sh` creates or updates the Scheduler job.
+ */
+export const job = defineJob({
+  id: 'scheduled-job',
+  schedule: '*/5 * * * *',
+  timeZone: 'Etc/UTC',
+  run: runJobLogic,
+});

@@ -27,6 +27,8 @@ export const STATUS_BY_OUTCOME = {
   forbidden: 403,
   /** No such route. */
   not_found: 404,
+  /** The delivery names a job that is not declared in `jobs.ts`: nothing written. */
+  unknown_job: 404,
   /** A method other than the Scheduler job's (`HTTP_METHOD`): nothing run. */
   method_not_allowed: 405,
   /** The job threw: the claim is released for a retry. */
@@ -51,6 +53,7 @@ export const LOG_LEVEL_BY_OUTCOME = {
   unauthenticated: 'warn',
   forbidden: 'warn',
   not_found: 'warn',
+  unknown_job: 'warn',
   method_not_allowed: 'warn',
   failed: 'error',
   unreadable_record: 'error',

@@ -4,6 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { JobContext } from '../src/job.ts';
+import { defineJob, validateJobs } from '../src/job-declaration.ts';
 import { computeRunId } from '../src/run-key.ts';
 import {
   countingJob,
@@ -14,6 +16,7 @@ import {
   newLedger,
   schedulerHeaders,
   serve,
+  serveJobs,
   storedRecord,
   until,
 } from './helpers.ts';
@@ -421,4 +424,85 @@ describe('handleScheduledJob', () => {
       assert.equal(logs.lines().filter((l) => /TypeError/.test(JSON.stringify(l))).length, 0);
     });
   }
+
+  describe('dispatch on X-CloudScheduler-JobName', () => {
+    function twoJobs() {
+      const ran: { job: string; ctx: JobContext }[] = [];
+      const jobs = validateJobs([
+        defineJob({
+          id: 'nightly-report',
+          schedule: '0 2 * * *',
+          timeZone: 'Europe/Berlin',
+          run: (ctx) => {
+            ran.push({ job: 'nightly-report', ctx });
+          },
+        }),
+        defineJob({
+          id: 'hourly-sync',
+          schedule: '0 * * * *',
+          run: (ctx) => {
+            ran.push({ job: 'hourly-sync', ctx });
+          },
+        }),
+      ]);
+      return { jobs, ran };
+    }
+
+    it("runs the named job's function once, with its declaration in ctx.job", async () => {
+      const { jobs, ran } = twoJobs();
+      const { request } = serveJobs(jobs);
+
+      const nightly = await request.post('/').set(schedulerHeaders('nightly-report'));
+      const hourly = await request.post('/').set(schedulerHeaders('hourly-sync'));
+      const again = await request.post('/').set(schedulerHeaders('hourly-sync'));
+
+      assert.deepEqual(
+        [nightly.body.outcome, hourly.body.outcome, again.body.outcome],
+        ['processed', 'processed', 'duplicate'],
+      );
+      assert.deepEqual(
+        ran.map((r) => r.job),
+        ['nightly-report', 'hourly-sync'],
+      );
+      assert.deepEqual(ran[0]?.ctx.job, {
+        id: 'nightly-report',
+        schedule: '0 2 * * *',
+        timeZone: 'Europe/Berlin',
+      });
+      assert.notEqual(nightly.body.runId, hourly.body.runId);
+    });
+
+    it('treats the short id and projects/P/locations/L/jobs/ID as the same job and the same run', async () => {
+      const { jobs, ran } = twoJobs();
+      const { request, collection } = serveJobs(jobs);
+      const full = 'projects/my-project/locations/us-central1/jobs/nightly-report';
+
+      const first = await request.post('/').set(schedulerHeaders(full));
+      const second = await request.post('/').set(schedulerHeaders('nightly-report'));
+
+      assert.equal(first.body.outcome, 'processed');
+      assert.equal(second.body.outcome, 'duplicate');
+      assert.equal(first.body.runId, second.body.runId);
+      assert.equal(first.body.runId, computeRunId({ ...RUN, jobName: 'nightly-report' }));
+      assert.equal(ran.length, 1);
+      assert.equal(ran[0]?.ctx.job.id, 'nightly-report');
+      assert.equal((await storedRecord(collection, first.body.runId)).job_name, 'nightly-report');
+    });
+
+    it('answers 404 unknown_job naming the id it got, writes nothing and runs nothing', async () => {
+      const { jobs, ran } = twoJobs();
+      const { request, collection, logs } = serveJobs(jobs);
+
+      const res = await request.post('/').set(schedulerHeaders('weekly-cleanup'));
+
+      assert.equal(res.status, 404);
+      assert.equal(res.body.outcome, 'unknown_job');
+      assert.match(res.body.message, /No job "weekly-cleanup" is declared/);
+      assert.match(res.body.message, /declared: nightly-report, hourly-sync/);
+      assert.equal(res.body.runId, undefined);
+      assert.equal(ran.length, 0);
+      assert.equal((await documents(collection)).size, 0);
+      assert.equal(logs.lines().find((l) => l.outcome === 'unknown_job')?.severity, 'WARNING');
+    });
+  });
 });

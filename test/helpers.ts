@@ -13,6 +13,7 @@ import supertest from 'supertest';
 import { freshCollection, sleep, waitFor } from '../scripts/local-processes.ts';
 import { type Config, loadConfig } from '../src/config.ts';
 import { createScheduledJobHandler, type HandlerDeps } from '../src/handler.ts';
+import { defineJob, type JobRun, validateJobs } from '../src/job-declaration.ts';
 import { type LedgerOptions, RunLedger } from '../src/ledger.ts';
 import { createLogger } from '../src/logger.ts';
 
@@ -84,12 +85,25 @@ export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({ NODE_ENV: 'test', ...env });
 }
 
+/** The job ids the handler tests deliver; {@link serve} declares its job under each. */
+export const TEST_JOB_IDS = ['nightly-report', 'nightly', 'other', 'j'] as const;
+
+/** `run` declared under each of `ids` (every minute, UTC), validated as at cold start. */
+export function declareJobs(run: JobRun, ids: readonly string[] = TEST_JOB_IDS) {
+  return validateJobs(ids.map((id) => defineJob({ id, schedule: '* * * * *', run })));
+}
+
 /**
  * Registers a handler under a unique name and returns a supertest agent for it, with the ledger,
- * collection and captured logs behind it.
+ * collection and captured logs behind it. `job` is declared under {@link TEST_JOB_IDS}.
  */
-export function serve(
-  job: HandlerDeps['job'],
+export function serve(job: JobRun, overrides: Parameters<typeof serveJobs>[1] = {}) {
+  return serveJobs(declareJobs(job), overrides);
+}
+
+/** {@link serve} with the declared jobs given. */
+export function serveJobs(
+  jobs: HandlerDeps['jobs'],
   overrides: {
     env?: Record<string, string>;
     ledger?: RunLedger;
@@ -108,7 +122,7 @@ export function serve(
     createScheduledJobHandler({
       config,
       ledger: made.ledger,
-      job,
+      jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,
     }),
@@ -127,7 +141,7 @@ export function schedulerHeaders(
 /** A job that counts its executions and can be made slow or failing. */
 export function countingJob(behaviour: { delayMs?: number; fail?: (n: number) => boolean } = {}) {
   const calls: string[] = [];
-  const job: HandlerDeps['job'] = async (ctx) => {
+  const job: JobRun = async (ctx) => {
     calls.push(ctx.attemptId);
     if (behaviour.delayMs) await new Promise((r) => setTimeout(r, behaviour.delayMs));
     if (behaviour.fail?.(calls.length)) throw new Error(`job failed on execution ${calls.length}`);

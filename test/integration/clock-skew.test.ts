@@ -61,7 +61,15 @@ const READ_EVERY_MS = 100;
 const CLOCK_TOLERANCE_MS = 3_000;
 
 /** The environment of every instance: a short lease, and only the wall clock faked. */
-const ENV = { LEASE_SECONDS: String(LEASE_MS / 1000), FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+/** The job ids of the cases below, declared by the fixture (`FAULT_JOB_IDS`). */
+const JOB_IDS = [`m${SKEW_S}`, `p${SKEW_S}`].flatMap((name) =>
+  ['cold', 'serving', 'correctfirst'].map((c) => `skew${name}_${c}_sleep${JOB_MS}`),
+);
+const ENV = {
+  LEASE_SECONDS: String(LEASE_MS / 1000),
+  FAKETIME_DONT_FAKE_MONOTONIC: '1',
+  FAULT_JOB_IDS: JOB_IDS.join(','),
+};
 
 /**
  * Fails, with what to do, unless `faketime` is installed and shifts Node's `Date`: CI installs it

@@ -2,10 +2,13 @@
  * deploy.sh: its dry run prints commands that the real gcloud parser accepts, it refuses bad inputs
  * before running anything, and it is shellcheck clean. Needs no account and no network: gcloud runs
  * under a throwaway configuration, where every command that parses stops at "no active account".
+ *
+ * The jobs come from fixture declaration modules (`JOBS_MODULE`), so these tests do not depend on
+ * what src/jobs.ts declares; deploy.sh reads them with the `node` on PATH (this test's Node).
  */
 
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -18,13 +21,20 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { validateJobs } from '../../src/job-declaration.ts';
+import { jobs as starterJobs } from '../../src/jobs.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const DEPLOY = path.join(ROOT, 'deploy.sh');
+const FIXTURES = path.join(ROOT, 'test/fixtures');
+/** One job, `scheduled-job` every 5 minutes in Etc/UTC, every setting at its default. */
+const ONE_JOB = path.join(FIXTURES, 'jobs-one.ts');
+/** `every-five` (defaults) and `nightly_report-1` (America/New_York, every setting given). */
+const TWO_JOBS = path.join(FIXTURES, 'jobs-two.ts');
 const REQUIRED = {
   GOOGLE_CLOUD_PROJECT: 'my-project',
   REGION: 'us-central1',
-  SCHEDULE: '*/5 * * * *',
+  JOBS_MODULE: ONE_JOB,
 };
 /** What gcloud says once a command has parsed and needs credentials. */
 const NO_ACCOUNT = /You do not currently have an active account selected/;
@@ -67,8 +77,10 @@ case "$1 $2 $3" in
   "firestore fields ttls")
     if [[ "$4" == list ]]; then [[ ! -e "$state/ttl" ]] || printf 'expire_at\\tACTIVE\\n'; else touch "$state/ttl"; fi ;;
   "functions describe "*) echo ${FUNCTION_URL} ;;
-  "scheduler jobs describe") [[ -e "$state/job" ]] ;;
-  "scheduler jobs create") touch "$state/job" ;;
+  "scheduler jobs describe") [[ -e "$state/job-$4" ]] ;;
+  "scheduler jobs create") touch "$state/job-$5" ;;
+  "scheduler jobs delete") rm "$state/job-$4" ;;
+  "scheduler jobs list") for job in "$state"/job-*; do [[ ! -e "$job" ]] || echo "\${job##*/job-}"; done ;;
 esac`);
 }
 
@@ -208,12 +220,10 @@ async function parseAll(lines: string[]): Promise<GcloudRun[]> {
   return results;
 }
 
-/** Inputs that exercise quoting and every optional path. */
+/** Inputs that exercise quoting and every optional path, with two declared jobs. */
 const AWKWARD = {
   ...REQUIRED,
-  SCHEDULE: '0 9 * JAN-MAR MON-FRI',
-  TIME_ZONE: 'America/New_York',
-  JOB_ID: 'nightly_report-1',
+  JOBS_MODULE: TWO_JOBS,
   RUN_KEY_SCOPE: `it's,"$HOME"*|@;\`x\`/prod`,
   RUN_KEY_SCOPE_HEADERS: 'X-Tenant',
   JOB_HEADERS: 'X-Tenant=acme corp',
@@ -239,6 +249,7 @@ describe('deploy.sh --dry-run', () => {
       ['functions', 'describe', 'scheduled-job'],
       ['functions', 'add-invoker-policy-binding', 'scheduled-job'],
       ['scheduler', 'jobs', 'create', 'http', 'scheduled-job'],
+      ['scheduler', 'jobs', 'list'],
     ];
     const argvs = run.lines.map(argvOf);
     for (const argv of argvs) assert.equal(argv[0], 'gcloud', argv.join(' '));
@@ -341,35 +352,116 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(env.get('RUN_KEY_SCOPE'), 'my-project/us-central1');
   });
 
-  it('creates the Scheduler job with an OIDC token for the invoker and the retry settings', () => {
+  it('creates one Scheduler job per declared job, each with its own schedule, zone and settings', () => {
     const run = deploy(AWKWARD);
 
-    const argv = command(
-      run.lines,
-      'gcloud',
-      'scheduler',
-      'jobs',
-      'create',
-      'http',
-      'nightly_report-1',
+    const creates = run.lines
+      .map(argvOf)
+      .filter((argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http');
+    assert.deepEqual(
+      creates.map((argv) => argv[5]),
+      ['every-five', 'nightly_report-1'],
     );
-    assert.equal(flag(argv, '--location'), 'us-central1');
-    assert.equal(flag(argv, '--schedule'), '0 9 * JAN-MAR MON-FRI');
-    assert.equal(flag(argv, '--time-zone'), 'America/New_York');
-    assert.equal(flag(argv, '--uri'), 'https://FUNCTION_URL.invalid?env=prod&x=1');
-    assert.equal(flag(argv, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
+    const [everyFive, nightly] = creates as [string[], string[]];
+    const settings = (argv: string[]) =>
+      [
+        '--schedule',
+        '--time-zone',
+        '--attempt-deadline',
+        '--max-retry-attempts',
+        '--max-retry-duration',
+        '--min-backoff',
+        '--max-backoff',
+        '--max-doublings',
+      ].map((name) => flag(argv, name));
+    assert.deepEqual(settings(everyFive), [
+      '*/5 * * * *',
+      'Etc/UTC',
+      '180s',
+      '3',
+      '3600s',
+      '30s',
+      '600s',
+      '5',
+    ]);
+    assert.deepEqual(settings(nightly), [
+      '0 9 * JAN-MAR MON-FRI',
+      'America/New_York',
+      '120s',
+      '5',
+      '0s',
+      '10s',
+      '300s',
+      '3',
+    ]);
+    for (const argv of creates) {
+      assert.equal(flag(argv, '--location'), 'us-central1');
+      assert.equal(flag(argv, '--uri'), 'https://FUNCTION_URL.invalid?env=prod&x=1');
+      assert.equal(flag(argv, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
+      assert.equal(
+        flag(argv, '--oidc-service-account-email'),
+        'scheduled-job-invoker@my-project.iam.gserviceaccount.com',
+      );
+      assert.equal(flag(argv, '--http-method'), 'POST');
+      assert.equal(flag(argv, '--headers'), 'X-Tenant=acme corp');
+    }
+  });
+
+  it("deploys src/jobs.ts's declarations when JOBS_MODULE is unset", () => {
+    const { JOBS_MODULE: _, ...inputs } = REQUIRED;
+
+    const run = deploy(inputs);
+
+    assert.equal(run.status, 0, run.stderr);
+    const created = run.lines
+      .map(argvOf)
+      .filter((argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http')
+      .map((argv) => [argv[5], flag(argv, '--schedule'), flag(argv, '--time-zone')]);
+    assert.deepEqual(
+      created,
+      validateJobs(starterJobs).map((job) => [job.id, job.schedule, job.timeZone]),
+    );
+  });
+
+  it('lists the Scheduler jobs that call the function, to find undeclared ones', () => {
+    const run = deploy(REQUIRED);
+
+    const list = command(run.lines, 'gcloud', 'scheduler', 'jobs', 'list');
+    assert.equal(flag(list, '--location'), 'us-central1');
     assert.equal(
-      flag(argv, '--oidc-service-account-email'),
-      'scheduled-job-invoker@my-project.iam.gserviceaccount.com',
+      flag(list, '--filter'),
+      'httpTarget.uri~"^https://FUNCTION_URL[.]invalid/?([?]|$)"',
     );
-    assert.equal(flag(argv, '--http-method'), 'POST');
-    assert.equal(flag(argv, '--attempt-deadline'), '180s');
-    assert.equal(flag(argv, '--max-retry-attempts'), '3');
-    assert.equal(flag(argv, '--max-retry-duration'), '3600s');
-    assert.equal(flag(argv, '--min-backoff'), '30s');
-    assert.equal(flag(argv, '--max-backoff'), '600s');
-    assert.equal(flag(argv, '--max-doublings'), '5');
-    assert.equal(flag(argv, '--headers'), 'X-Tenant=acme corp');
+    assert.equal(flag(list, '--format'), 'value(name.basename())');
+    assert.match(run.stderr, /not declared\n {2}none/);
+  });
+
+  it('reports a job that calls the function but is not declared, and keeps it', () => {
+    const run = deploy(REQUIRED, ['--dry-run', '--assume-existing']);
+
+    assert.ok(!run.lines.some((l) => l.startsWith('gcloud scheduler jobs delete')), run.stdout);
+    assert.match(run.stderr, /UNDECLARED-JOB: kept; run again with --prune to delete them/);
+    assert.match(run.stderr, /Not declared {4}UNDECLARED-JOB \(kept: --prune deletes them\)/);
+  });
+
+  it('with --prune deletes the jobs that are not declared, and only those', () => {
+    const run = deploy(AWKWARD, ['--dry-run', '--assume-existing', '--prune']);
+
+    const deletes = run.lines
+      .map(argvOf)
+      .filter((argv) => argv.slice(1, 4).join(' ') === 'scheduler jobs delete');
+    assert.deepEqual(deletes, [
+      [
+        'gcloud',
+        'scheduler',
+        'jobs',
+        'delete',
+        'UNDECLARED-JOB',
+        '--location=us-central1',
+        '--project=my-project',
+        '--quiet',
+      ],
+    ]);
   });
 
   it('with --assume-existing prints the update path and creates nothing', () => {
@@ -389,6 +481,7 @@ describe('deploy.sh --dry-run', () => {
     );
     assert.equal(flag(update, '--update-headers'), 'X-Tenant=acme corp');
     assert.equal(flag(update, '--schedule'), '0 9 * JAN-MAR MON-FRI');
+    command(run.lines, 'gcloud', 'scheduler', 'jobs', 'update', 'http', 'every-five');
   });
 
   it('ends with how to trigger a run and the forced-run caveat', () => {
@@ -426,9 +519,9 @@ describe('deploy.sh on a project (gcloud faked)', () => {
 
   it('updates in place when run again, creating nothing', () => {
     const cloud = cloudGcloud();
-    assert.equal(deploy(REQUIRED, [], cloud).status, 0);
+    assert.equal(deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status, 0);
 
-    const again = deploy({ ...REQUIRED, SCHEDULE: '0 * * * *' }, [], cloud);
+    const again = deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud);
 
     assert.equal(again.status, 0, again.stderr);
     assert.deepEqual(
@@ -440,10 +533,33 @@ describe('deploy.sh on a project (gcloud faked)', () => {
       0,
     );
     assert.equal(callsOf(again.gcloudCalls, 'gcloud', 'functions', 'deploy').length, 1);
-    const [job] = callsOf(again.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'update', 'http');
-    assert.ok(job, 'job not updated');
-    assert.equal(flag(job, '--schedule'), '0 * * * *');
-    assert.equal(flag(job, '--uri'), FUNCTION_URL);
+    const updates = callsOf(again.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'update', 'http');
+    assert.deepEqual(
+      updates.map((argv) => [argv[5], flag(argv, '--schedule'), flag(argv, '--uri')]),
+      [
+        ['every-five', '*/5 * * * *', FUNCTION_URL],
+        ['nightly_report-1', '0 9 * JAN-MAR MON-FRI', FUNCTION_URL],
+      ],
+    );
+  });
+
+  it('reports the jobs no longer declared and deletes them only with --prune', () => {
+    const cloud = cloudGcloud();
+    assert.equal(deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status, 0);
+
+    const kept = deploy(REQUIRED, [], cloud);
+    const pruned = deploy(REQUIRED, ['--prune'], cloud);
+    const after = deploy(REQUIRED, [], cloud);
+
+    assert.equal(kept.status, 0, kept.stderr);
+    assert.match(kept.stderr, /every-five nightly_report-1: kept; run again with --prune/);
+    assert.deepEqual(callsOf(kept.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete'), []);
+    assert.equal(pruned.status, 0, pruned.stderr);
+    assert.deepEqual(
+      callsOf(pruned.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete').map((argv) => argv[4]),
+      ['every-five', 'nightly_report-1'],
+    );
+    assert.match(after.stderr, /not declared\n\+ gcloud scheduler jobs list .*\n {2}none\n/);
   });
 
   it('stops before creating anything when the Firestore database is missing', () => {
@@ -468,6 +584,33 @@ describe('deploy.sh on a project (gcloud faked)', () => {
   });
 });
 
+/**
+ * Runs Python `code` with gcloud's own library, from the SDK that the `gcloud` on PATH belongs to,
+ * `json` and `sys` imported and `args` in `sys.argv[1:]`. Skips the test where that library is not
+ * found (a packaged gcloud without its sources).
+ */
+function gcloudPython(
+  t: { skip: (message: string) => void },
+  code: string[],
+  args: string[],
+): SpawnSyncReturns<string> | undefined {
+  const which = spawnSync('bash', ['-c', 'command -v gcloud'], { encoding: 'utf8' }).stdout.trim();
+  const sdk = path.resolve(path.dirname(realpathSync(which)), '..');
+  const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
+  const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
+  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) {
+    t.skip(`gcloud's Python library is not under ${sdk}`);
+    return undefined;
+  }
+  const prelude = [
+    'import json, sys',
+    `sys.path[:0] = [${JSON.stringify(path.join(sdk, 'lib'))}, ${JSON.stringify(path.join(sdk, 'lib/third_party'))}]`,
+  ];
+  return spawnSync(python, ['-c', [...prelude, ...code].join('\n'), ...args], {
+    encoding: 'utf8',
+  });
+}
+
 describe('the real gcloud parser', () => {
   it('refuses a wrong flag with a usage error, not the account error', {
     skip: !HAS_GCLOUD && NO_GCLOUD,
@@ -491,7 +634,7 @@ describe('the real gcloud parser', () => {
     const lines = new Set([
       ...deploy(REQUIRED).lines,
       ...deploy(AWKWARD).lines,
-      ...deploy(AWKWARD, ['--dry-run', '--assume-existing']).lines,
+      ...deploy(AWKWARD, ['--dry-run', '--assume-existing', '--prune']).lines,
       ...deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' }).lines,
     ]);
 
@@ -509,41 +652,71 @@ describe('the real gcloud parser', () => {
   it("reads --set-env-vars into exactly the function's variables", {
     skip: !HAS_GCLOUD && NO_GCLOUD,
   }, (t) => {
-    // gcloud's own ArgDict, from the SDK that the `gcloud` on PATH belongs to.
-    const which = spawnSync('bash', ['-c', 'command -v gcloud'], {
-      encoding: 'utf8',
-    }).stdout.trim();
-    const sdk = path.resolve(path.dirname(realpathSync(which)), '..');
-    const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
-    const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
-    if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) {
-      t.skip(`gcloud's Python library is not under ${sdk}`);
-      return;
-    }
     const value = flag(
       command(deploy(AWKWARD).lines, 'gcloud', 'functions', 'deploy'),
       '--set-env-vars',
     );
 
-    const parsed = spawnSync(
-      python,
+    const parsed = gcloudPython(
+      t,
       [
-        '-c',
-        [
-          'import json, sys',
-          `sys.path[:0] = [${JSON.stringify(path.join(sdk, 'lib'))}, ${JSON.stringify(path.join(sdk, 'lib/third_party'))}]`,
-          'from googlecloudsdk.calliope import arg_parsers',
-          'print(json.dumps(arg_parsers.ArgDict()(sys.argv[1])))',
-        ].join('\n'),
-        value ?? '',
+        'from googlecloudsdk.calliope import arg_parsers',
+        'print(json.dumps(arg_parsers.ArgDict()(sys.argv[1])))',
       ],
-      { encoding: 'utf8' },
+      [value ?? ''],
     );
 
+    if (parsed === undefined) return;
     assert.equal(parsed.status, 0, parsed.stderr);
     const env = JSON.parse(parsed.stdout) as Record<string, string>;
     assert.equal(env.RUN_KEY_SCOPE, AWKWARD.RUN_KEY_SCOPE);
     assert.deepEqual(env, Object.fromEntries(gcloudDict(value ?? '')));
+  });
+
+  it("lists exactly the jobs that call the function's URL, with gcloud's own filter", {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, (t) => {
+    const url = 'https://scheduled-job-abc123-uc.a.run.app';
+    const fake = cloudGcloud();
+    const run = deploy(REQUIRED, [], fake);
+    const filter = flag(
+      callsOf(run.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'list')[0] ?? [],
+      '--filter',
+    );
+    const uris = [
+      url,
+      `${url}/`,
+      `${url}?env=prod`,
+      `${url}/?env=prod`,
+      `${url}X`,
+      `${url}.example.com`,
+      'https://scheduled-job-abc123-ucXaXrunXapp',
+      'https://other-abc123-uc.a.run.app',
+    ];
+
+    const evaluated = gcloudPython(
+      t,
+      [
+        'from googlecloudsdk.core.resource import resource_filter',
+        'matches = resource_filter.Compile(sys.argv[1])',
+        "print(json.dumps([matches.Evaluate({'httpTarget': {'uri': u}}) for u in sys.argv[2:]]))",
+      ],
+      [filter ?? '', ...uris],
+    );
+
+    if (evaluated === undefined) return;
+    assert.equal(evaluated.status, 0, evaluated.stderr);
+    assert.equal(FUNCTION_URL, url);
+    assert.deepEqual(JSON.parse(evaluated.stdout), [
+      true,
+      true,
+      true,
+      true,
+      false,
+      false,
+      false,
+      false,
+    ]);
   });
 
   it('uploads the sources and lockfile, and leaves tests and local state out', {
@@ -565,22 +738,55 @@ describe('the real gcloud parser', () => {
       'tsconfig.json',
       'tsconfig.build.json',
       'src/index.ts',
+      'src/jobs.ts',
     ]) {
       assert.ok(files.includes(kept), `${kept} is not uploaded`);
     }
     const leaked = files.filter((f) =>
-      /^(test|node_modules|build|bench|scripts|\.ci|\.git|\.emulator)\//.test(f),
+      /^(test|node_modules|build|bench|scripts|ops|\.ci|\.git|\.emulator)\//.test(f),
     );
     assert.deepEqual(leaked, []);
   });
 });
 
+/** A `node` that says it is `version`, for the Node version check. */
+function fakeNode(version: string): string {
+  const bin = mkdtempSync(path.join(scratch, 'node-'));
+  writeFileSync(path.join(bin, 'node'), `#!/usr/bin/env bash\necho ${version}\n`);
+  chmodSync(path.join(bin, 'node'), 0o755);
+  return path.join(bin, 'node');
+}
+
 describe('deploy.sh refuses bad inputs before any command', () => {
+  const INVALID_JOBS = path.join(FIXTURES, 'jobs-invalid.ts');
   const cases: { name: string; inputs: Record<string, string>; says: RegExp[] }[] = [
     {
-      name: 'an App Engine (groc) schedule',
-      inputs: { ...REQUIRED, SCHEDULE: 'every 5 minutes' },
-      says: [/SCHEDULE='every 5 minutes'.*unix-cron/, /X-CloudScheduler-ScheduleTime/],
+      name: 'job declarations with an App Engine (groc) schedule, a repeated id and an unknown zone',
+      inputs: { ...REQUIRED, JOBS_MODULE: INVALID_JOBS },
+      says: [
+        /jobs-invalid\.ts: job "groc" \(jobs\[0\]\): schedule "every 5 minutes" must be a unix-cron schedule/,
+        /X-CloudScheduler-ScheduleTime/,
+        /jobs-invalid\.ts: job "groc" \(jobs\[1\]\): id "groc" is already declared by jobs\[0\]/,
+        /timeZone "Mars\/Base" is not a time zone of the tz database/,
+      ],
+    },
+    {
+      name: 'a schedule still given as SCHEDULE',
+      inputs: { ...REQUIRED, SCHEDULE: '*/5 * * * *', ATTEMPT_DEADLINE_SECONDS: '60' },
+      says: [
+        /SCHEDULE is set, but deploy.sh no longer reads it: declare the job's schedule in code/,
+        /ATTEMPT_DEADLINE_SECONDS is set, .* declare the job's attemptDeadlineSeconds in code/,
+      ],
+    },
+    {
+      name: 'a Node.js too old to read the declarations',
+      inputs: { ...REQUIRED, NODE_BIN: fakeNode('20.19.0') },
+      says: [/with Node.js 22.18 or later .*is 20.19.0: put a newer node first on PATH/],
+    },
+    {
+      name: 'no Node.js to read the declarations',
+      inputs: { ...REQUIRED, NODE_BIN: path.join(scratch, 'no-such-node') },
+      says: [/with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/],
     },
     {
       name: 'a lease shorter than the function timeout',
@@ -588,24 +794,12 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       says: [/LEASE_SECONDS \(120\) must be at least FUNCTION_TIMEOUT_SECONDS \(180\)/],
     },
     {
-      name: 'an attempt deadline above the function timeout',
-      inputs: { ...REQUIRED, FUNCTION_TIMEOUT_SECONDS: '240', ATTEMPT_DEADLINE_SECONDS: '300' },
-      says: [/FUNCTION_TIMEOUT_SECONDS \(240\) must be at least ATTEMPT_DEADLINE_SECONDS \(300\)/],
-    },
-    {
-      name: 'an attempt deadline under 15 s',
-      inputs: { ...REQUIRED, ATTEMPT_DEADLINE_SECONDS: '14' },
-      says: [/ATTEMPT_DEADLINE_SECONDS='14'.* from 15 to 1800/],
-    },
-    {
-      name: 'an attempt deadline over 1800 s',
-      inputs: {
-        ...REQUIRED,
-        ATTEMPT_DEADLINE_SECONDS: '1801',
-        FUNCTION_TIMEOUT_SECONDS: '3600',
-        LEASE_SECONDS: '3600',
-      },
-      says: [/ATTEMPT_DEADLINE_SECONDS='1801'.* from 15 to 1800/],
+      name: "a function timeout below each job's attempt deadline",
+      inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, FUNCTION_TIMEOUT_SECONDS: '100' },
+      says: [
+        /FUNCTION_TIMEOUT_SECONDS \(100\) must be at least the attemptDeadlineSeconds \(180\) of job every-five/,
+        /FUNCTION_TIMEOUT_SECONDS \(100\) must be at least the attemptDeadlineSeconds \(120\) of job nightly_report-1/,
+      ],
     },
     {
       name: 'a function timeout over 3600 s',
@@ -613,14 +807,19 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       says: [/FUNCTION_TIMEOUT_SECONDS='3601'.* from 1 to 3600/],
     },
     {
-      name: 'a retention that a late retry could outlive',
+      name: "a retention that a job's late retry could outlive",
       inputs: { ...REQUIRED, RETENTION_SECONDS: '3600' },
-      says: [/RETENTION_SECONDS \(3600\) must exceed the retry window \(3600 s/],
+      says: [
+        /RETENTION_SECONDS \(3600\) must exceed the retry window of job scheduled-job \(3600 s/,
+      ],
     },
     {
-      name: 'a time zone that is not in the tz database',
-      inputs: { ...REQUIRED, TIME_ZONE: 'Mars/Base' },
-      says: [/TIME_ZONE='Mars\/Base': not in the tz database/],
+      name: 'a retention checked against each job, with its own retry settings',
+      inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, RETENTION_SECONDS: '2200' },
+      says: [
+        /the retry window of job every-five \(3600 s/,
+        /the retry window of job nightly_report-1 \(2220 s/,
+      ],
     },
     {
       name: 'an unknown AUTH_MODE',
@@ -629,18 +828,18 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     },
     {
       name: 'a missing GOOGLE_CLOUD_PROJECT',
-      inputs: { REGION: 'us-central1', SCHEDULE: '*/5 * * * *' },
+      inputs: { REGION: 'us-central1', JOBS_MODULE: ONE_JOB },
       says: [/GOOGLE_CLOUD_PROJECT is required/],
     },
     {
-      name: 'several missing and invalid inputs, listed at once',
-      inputs: { LEASE_SECONDS: 'soon', RUNTIME_SA_NAME: 'x' },
+      name: 'several missing and invalid inputs and declarations, listed at once',
+      inputs: { LEASE_SECONDS: 'soon', RUNTIME_SA_NAME: 'x', JOBS_MODULE: INVALID_JOBS },
       says: [
         /GOOGLE_CLOUD_PROJECT is required/,
         /REGION is required/,
-        /SCHEDULE is required/,
         /LEASE_SECONDS='soon'/,
         /RUNTIME_SA_NAME='x'/,
+        /schedule "every 5 minutes"/,
       ],
     },
     {

@@ -89,4 +89,23 @@ describe('the built function as a process', {
       /Invalid configuration:\n {2}- LEASE_SECONDS="five": .*\n {2}- LOG_LEVEL="loud"/,
     );
   });
+
+  it('fails at cold start listing every configuration and declaration problem in one message', async () => {
+    const fn = startFunction(
+      await freePort(),
+      { LEASE_SECONDS: 'five' },
+      { source: 'test/fixtures/invalid-jobs-function.ts', target: 'invalidJobs' },
+    );
+    children.push(fn);
+
+    const code = await new Promise((resolve) => fn.once('exit', resolve));
+
+    assert.equal(code, 1);
+    const output = fn.output();
+    assert.match(output, /Invalid configuration:\n/);
+    assert.match(output, /- LEASE_SECONDS="five"/);
+    assert.match(output, /- job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*ScheduleTime/);
+    assert.match(output, /- job "groc" \(jobs\[1\]\): id "groc" is already declared by jobs\[0\]/);
+    assert.match(output, /- job "groc" \(jobs\[1\]\): timeZone "Mars\/Base"/);
+  });
 });

@@ -1,0 +1,99 @@
+/**
+ * What `npm run jobs` prints, as pure functions of the declared jobs: a table for people, JSON for
+ * programs, and the tab-separated lines `deploy.sh` reads.
+ */
+import type { DeclaredJob, JobInfo } from '../src/job-declaration.ts';
+import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/schedule.ts';
+
+/** A job and its next fire times. */
+export interface Upcoming extends JobInfo {
+  /** The next slots, ascending (UTC instants). */
+  readonly next: readonly Date[];
+}
+
+/**
+ * Each job with its next `count` fire times strictly after `after`.
+ *
+ * @example upcoming(validateJobs(jobs), new Date(), 3)
+ */
+export function upcoming(jobs: readonly DeclaredJob[], after: Date, count = 3): Upcoming[] {
+  return jobs.map((job) => ({
+    id: job.id,
+    schedule: job.schedule,
+    timeZone: job.timeZone,
+    next: nextSlots(job, after, count),
+  }));
+}
+
+/**
+ * `[{ "id", "schedule", "timeZone", "next": ["2026-10-16T12:00:00Z", …] }]`, the `next` times in
+ * RFC 3339 UTC as Scheduler sends them in `X-CloudScheduler-ScheduleTime`; pretty-printed.
+ */
+export function jobsJson(jobs: readonly Upcoming[]): string {
+  return JSON.stringify(
+    jobs.map(({ id, schedule, timeZone, next }) => ({
+      id,
+      schedule,
+      timeZone,
+      next: next.map(toUtcRfc3339),
+    })),
+    null,
+    2,
+  );
+}
+
+/**
+ * A table: one row per fire time, the job's id, schedule and zone on its first row, each time in UTC
+ * and in the job's zone (with its offset, which shows daylight saving time).
+ *
+ * @example
+ * // JOB            SCHEDULE     TIME ZONE      NEXT (UTC)            NEXT (LOCAL)
+ * // nightly-report  0 2 * * *    Europe/Berlin  2026-10-25T00:00:00Z  2026-10-25T02:00:00+02:00
+ */
+export function jobsTable(jobs: readonly Upcoming[]): string {
+  const rows: string[][] = [['JOB', 'SCHEDULE', 'TIME ZONE', 'NEXT (UTC)', 'NEXT (LOCAL)']];
+  for (const job of jobs) {
+    const times = job.next.length > 0 ? job.next : [undefined];
+    for (const [i, t] of times.entries()) {
+      const first = i === 0;
+      rows.push([
+        first ? job.id : '',
+        first ? job.schedule : '',
+        first ? job.timeZone : '',
+        t === undefined ? '(never again)' : toUtcRfc3339(t),
+        t === undefined ? '' : toZonedRfc3339(t, job.timeZone),
+      ]);
+    }
+  }
+  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((row) => row[c]?.length ?? 0))) ?? [];
+  return rows
+    .map((row) =>
+      row
+        .map((cell, c) => cell.padEnd(widths[c] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** The fields of each line of {@link deployLines}, in order. */
+export const DEPLOY_FIELDS = [
+  'id',
+  'schedule',
+  'timeZone',
+  'attemptDeadlineSeconds',
+  'retryCount',
+  'maxRetryDurationSeconds',
+  'minBackoffSeconds',
+  'maxBackoffSeconds',
+  'maxDoublings',
+] as const satisfies readonly (keyof DeclaredJob)[];
+
+/**
+ * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, for `deploy.sh` to read with
+ * `IFS=$'\t' read -r`. Safe without quoting: validated ids, zones and schedules hold no tab or
+ * newline (schedules have one space between fields), and the rest are whole numbers.
+ */
+export function deployLines(jobs: readonly DeclaredJob[]): string {
+  return jobs.map((job) => DEPLOY_FIELDS.map((field) => String(job[field])).join('\t')).join('\n');
+}

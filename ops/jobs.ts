@@ -1,0 +1,71 @@
+/**
+ * `npm run jobs` (`node ops/jobs.ts`): lists the declared jobs with their next fire times.
+ *
+ *   node ops/jobs.ts [--json] [--after=2026-10-25T00:00:00Z]   the next 3 times of each job
+ *   node ops/jobs.ts --deploy                                   the lines deploy.sh reads
+ *
+ * It imports the declarations directly (`src/jobs.ts`, or the module named by `JOBS_MODULE`, a path
+ * relative to the current directory that exports `jobs`): no build, no Firestore, no function. Node
+ * runs it as TypeScript by type stripping (Node ≥ 22.18). Invalid declarations: the `ConfigError`
+ * message on stderr and exit status 1; bad arguments: exit status 2.
+ */
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/errors.ts';
+import { type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
+import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
+
+const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
+
+async function loadDeclarations(module: string | undefined): Promise<readonly JobDeclaration[]> {
+  const url =
+    module === undefined || module === ''
+      ? new URL('../src/jobs.ts', import.meta.url)
+      : pathToFileURL(path.resolve(module));
+  const exported = (await import(url.href)) as { jobs?: unknown };
+  if (!Array.isArray(exported.jobs)) {
+    throw new ConfigError([`${url.pathname} must export \`jobs\`, an array of job declarations`]);
+  }
+  return exported.jobs as readonly JobDeclaration[];
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let options: { json?: boolean; deploy?: boolean; after?: string; help?: boolean };
+  try {
+    ({ values: options } = parseArgs({
+      args: argv,
+      options: {
+        json: { type: 'boolean' },
+        deploy: { type: 'boolean' },
+        after: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (options.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const after = options.after === undefined ? new Date() : new Date(options.after);
+  if (Number.isNaN(after.getTime()) || (options.json && options.deploy)) {
+    console.error(USAGE);
+    return 2;
+  }
+  try {
+    const jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
+    if (options.deploy) console.log(deployLines(jobs));
+    else if (options.json) console.log(jobsJson(upcoming(jobs, after)));
+    else console.log(jobsTable(upcoming(jobs, after)));
+    return 0;
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);

@@ -1,0 +1,251 @@
+/**
+ * Job declarations: each scheduled job is declared in code with its id, schedule, time zone, Cloud
+ * Scheduler settings and the function that does the work. `validateJobs` checks a list of them at
+ * cold start (and before a deploy), the way `loadConfig` checks the environment: every problem at
+ * once, in one `ConfigError`.
+ */
+import { ConfigError } from './errors.ts';
+import type { JobContext } from './job.ts';
+import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
+
+/** The work of one job, with the contract of `runJobLogic` in `job.ts`: return = done, throw = retry. */
+export type JobRun = (ctx: JobContext) => Promise<void> | void;
+
+/**
+ * One job as the user declares it. Only `id`, `schedule` and `run` are required; every setting left
+ * out takes its value from {@link JOB_DEFAULTS}. Durations are whole seconds, as `gcloud` takes them.
+ */
+export interface JobDeclaration {
+  /**
+   * The Cloud Scheduler job id, which `deploy.sh` creates: 1-500 letters, digits, `-` and `_`
+   * (the Job resource's rule). Scheduler sends it in `X-CloudScheduler-JobName`, and it is part of
+   * every run id, so renaming a job starts a new run history.
+   */
+  readonly id: string;
+  /**
+   * When the job runs: unix-cron, five fields (`minute hour day-of-month month day-of-week`), read in
+   * `timeZone`. App Engine "groc" schedules (`every 5 minutes`) are refused: they send no
+   * `X-CloudScheduler-ScheduleTime`. See `src/schedule.ts` for the accepted syntax.
+   */
+  readonly schedule: string;
+  /** The tz database zone the schedule is read in, e.g. `Europe/Berlin`; default `Etc/UTC`. */
+  readonly timeZone?: string;
+  /** How long Scheduler waits for one attempt, 15-1800 s (HTTP targets); default 180. */
+  readonly attemptDeadlineSeconds?: number;
+  /** How many times Scheduler retries a failed attempt, 0-5; default 3. */
+  readonly retryCount?: number;
+  /** Time limit for retries counted from the first attempt, in s (0: only `retryCount` limits); default 3600. */
+  readonly maxRetryDurationSeconds?: number;
+  /** Shortest wait before a retry, in s; default 30. */
+  readonly minBackoffSeconds?: number;
+  /** Longest wait before a retry, in s, at least `minBackoffSeconds`; default 600. */
+  readonly maxBackoffSeconds?: number;
+  /** How many times the wait between retries doubles before it grows linearly, 0-999; default 5. */
+  readonly maxDoublings?: number;
+  /** The work: called at most once per scheduled run while each attempt holds its lease. */
+  readonly run: JobRun;
+}
+
+/** What a job's code learns about its own declaration (`ctx.job`). */
+export interface JobInfo {
+  /** The declared id: the Scheduler job id, whatever form of it the delivery carried. */
+  readonly id: string;
+  /** The unix-cron schedule, fields separated by one space. */
+  readonly schedule: string;
+  /** The tz database zone the schedule is read in. */
+  readonly timeZone: string;
+}
+
+/**
+ * A validated declaration with every default filled in; frozen. The fields mean what they mean in
+ * {@link JobDeclaration}; durations are whole seconds, as `deploy.sh` passes them to `gcloud`.
+ */
+export interface DeclaredJob extends JobInfo {
+  /** How long Scheduler waits for one attempt, in s (15-1800). */
+  readonly attemptDeadlineSeconds: number;
+  /** Retries after a failed attempt (0-5). */
+  readonly retryCount: number;
+  /** Time limit for retries from the first attempt, in s (0: unlimited, `retryCount` limits). */
+  readonly maxRetryDurationSeconds: number;
+  /** Shortest wait before a retry, in s. */
+  readonly minBackoffSeconds: number;
+  /** Longest wait before a retry, in s. */
+  readonly maxBackoffSeconds: number;
+  /** How many times the wait between retries doubles. */
+  readonly maxDoublings: number;
+  /** The work. */
+  readonly run: JobRun;
+}
+
+type Settings = Omit<DeclaredJob, keyof JobInfo | 'run'>;
+
+/**
+ * Defaults of the optional settings: `deploy.sh`'s defaults before jobs were declared in code, so a
+ * redeploy leaves an existing job's settings as they were.
+ */
+export const JOB_DEFAULTS = Object.freeze({
+  timeZone: 'Etc/UTC',
+  attemptDeadlineSeconds: 180,
+  retryCount: 3,
+  maxRetryDurationSeconds: 3600,
+  minBackoffSeconds: 30,
+  maxBackoffSeconds: 600,
+  maxDoublings: 5,
+} as const);
+
+/** One year, the longest duration `deploy.sh` and `config.ts` take. */
+const MAX_SECONDS = 31_536_000;
+
+/**
+ * The range of each setting, with its source. Attempt deadline: "For HTTP targets, the default is
+ * 3 minutes. The deadline must be in the interval [15 seconds, 30 minutes]" (Job.attemptDeadline).
+ * Retry count: "Values greater than 5 and negative values are not allowed" (RetryConfig, "Retry
+ * jobs", https://cloud.google.com/scheduler/docs/configuring/retry-jobs). The durations have no
+ * documented maximum; this starter caps them at a year, and doublings at 999, as `deploy.sh` did.
+ */
+export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number, number] } = {
+  attemptDeadlineSeconds: [15, 1800],
+  retryCount: [0, 5],
+  maxRetryDurationSeconds: [0, MAX_SECONDS],
+  minBackoffSeconds: [0, MAX_SECONDS],
+  maxBackoffSeconds: [0, MAX_SECONDS],
+  maxDoublings: [0, 999],
+};
+
+/** Cloud Scheduler's job id rule (Job.name): letters, digits, hyphens, underscores, ≤ 500. */
+const JOB_ID = /^[A-Za-z0-9_-]{1,500}$/;
+/** A full job name, `projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID`. */
+const FULL_JOB_NAME = /^projects\/[^/]+\/locations\/[^/]+\/jobs\/([^/]+)$/;
+
+/**
+ * Declares a job. An identity function: it returns `declaration` unchanged and exists for the type,
+ * so an editor checks the fields and infers `ctx` in `run`. Validation happens in
+ * {@link validateJobs}, where every problem of every job is reported together.
+ *
+ * @example
+ * export const nightlyReport = defineJob({
+ *   id: 'nightly-report',
+ *   schedule: '0 2 * * *',
+ *   timeZone: 'Europe/Berlin',
+ *   run: async (ctx) => { await sendReport({ idempotencyKey: ctx.runId, signal: ctx.signal }); },
+ * });
+ */
+export function defineJob(declaration: JobDeclaration): JobDeclaration {
+  return declaration;
+}
+
+function describeJob(declaration: unknown, index: number): string {
+  const id = (declaration as { id?: unknown } | null)?.id;
+  return typeof id === 'string' && id !== '' ? `job "${id}" (jobs[${index}])` : `jobs[${index}]`;
+}
+
+/**
+ * Validates declarations and fills in defaults.
+ *
+ * @param declarations - the list from `src/jobs.ts` (or a test's).
+ * @returns the jobs in declaration order, each frozen with every setting resolved, in a frozen array.
+ * @throws {ConfigError} listing every problem of every job at once: an id that breaks Scheduler's
+ *   rule or repeats another job's, a schedule or time zone that `src/schedule.ts` refuses, a setting
+ *   outside {@link SETTING_RANGES}, a minimum backoff above the maximum, a missing `run`, or an
+ *   empty list.
+ * @example
+ * const jobs = validateJobs([defineJob({ id: 'hourly', schedule: '0 * * * *', run })]);
+ * jobs[0].timeZone; // 'Etc/UTC'
+ */
+export function validateJobs(declarations: readonly JobDeclaration[]): readonly DeclaredJob[] {
+  const problems: string[] = [];
+  if (!Array.isArray(declarations) || declarations.length === 0) {
+    throw new ConfigError(['no jobs are declared: src/jobs.ts must export at least one in `jobs`']);
+  }
+  const firstIndexOf = new Map<string, number>();
+  const jobs: DeclaredJob[] = [];
+  for (const [index, declaration] of declarations.entries()) {
+    const what = describeJob(declaration, index);
+    const problem = (text: string) => problems.push(`${what}: ${text}`);
+    if (typeof declaration !== 'object' || declaration === null) {
+      problem('is not a job declaration (use defineJob({ id, schedule, run }))');
+      continue;
+    }
+    const { id, schedule, run } = declaration;
+    if (typeof id !== 'string' || !JOB_ID.test(id)) {
+      problem(
+        `id ${JSON.stringify(id)} must be 1-500 letters, digits, "-" or "_" (a Scheduler job id)`,
+      );
+    } else if (firstIndexOf.has(id)) {
+      problem(
+        `id "${id}" is already declared by jobs[${firstIndexOf.get(id)}]; job ids must be unique`,
+      );
+    } else {
+      firstIndexOf.set(id, index);
+    }
+    const scheduleText = typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
+    if (scheduleText !== undefined) problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
+    const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;
+    const zoneText = typeof timeZone === 'string' ? timeZoneProblem(timeZone) : 'must be a string';
+    if (zoneText !== undefined) problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
+    if (typeof run !== 'function') problem('run must be the job function, (ctx) => …');
+    const settings = {} as Record<keyof Settings, number>;
+    for (const [key, [min, max]] of Object.entries(SETTING_RANGES) as [
+      keyof Settings,
+      [number, number],
+    ][]) {
+      const value = declaration[key] ?? JOB_DEFAULTS[key];
+      if (!Number.isInteger(value) || value < min || value > max) {
+        problem(`${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
+      }
+      settings[key] = value;
+    }
+    if (settings.minBackoffSeconds > settings.maxBackoffSeconds) {
+      problem(
+        `minBackoffSeconds (${settings.minBackoffSeconds}) must not exceed maxBackoffSeconds (${settings.maxBackoffSeconds})`,
+      );
+    }
+    jobs.push(
+      Object.freeze({
+        id,
+        schedule: typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule,
+        timeZone,
+        ...settings,
+        run,
+      }),
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(jobs);
+}
+
+/**
+ * The short job id in a job name: `ID` itself, or the last segment of
+ * `projects/PROJECT_ID/locations/LOCATION_ID/jobs/ID`. Both name the same Scheduler job, so run ids
+ * computed from this are the same whichever form a delivery carried.
+ *
+ * @example jobIdOf('projects/p/locations/us-central1/jobs/nightly') // 'nightly'
+ */
+export function jobIdOf(jobName: string): string {
+  return FULL_JOB_NAME.exec(jobName)?.[1] ?? jobName;
+}
+
+/**
+ * The declared job that `X-CloudScheduler-JobName` names. Scheduler sends the short job id ("the
+ * short job identifier (JOB_ID) of projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID",
+ * https://cloud.google.com/scheduler/docs/configuring/deduplicate-job-requests); the full name is
+ * accepted too. Ids compare exactly (case-sensitive).
+ *
+ * @param jobs - the result of {@link validateJobs}.
+ * @param jobName - the header's value, already checked by `readScheduledRun`.
+ * @returns the job, or `undefined` if none is declared with that id.
+ * @example findJob(jobs, req.get('X-CloudScheduler-JobName') ?? '')?.run(ctx)
+ */
+export function findJob(jobs: readonly DeclaredJob[], jobName: string): DeclaredJob | undefined {
+  const id = jobIdOf(jobName);
+  return jobs.find((job) => job.id === id);
+}
+
+/**
+ * The part of a declared job that `ctx.job` carries: a new frozen object without `run` or settings.
+ *
+ * @example jobInfoOf(job) // { id: 'nightly-report', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' }
+ */
+export function jobInfoOf(job: DeclaredJob): JobInfo {
+  return Object.freeze({ id: job.id, schedule: job.schedule, timeZone: job.timeZone });
+}

@@ -1,0 +1,373 @@
+/**
+ * Unix-cron schedules as Cloud Scheduler evaluates them: which schedules it takes, and when a job's
+ * runs fall ("slots"). Pure: no I/O, no clock; every instant is a UTC `Date`, every span is in ms.
+ *
+ * Cron matching is croner's (day of month OR day of week, ranges, steps, names); this module adds
+ * Scheduler's rules around it:
+ *
+ * - **Syntax.** Scheduler takes five fields of numbers, `*`, `-`, `/`, `,` and the names `JAN`-`DEC`
+ *   and `SUN`-`SAT` ("Cron job format and time zone",
+ *   https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules). croner's extensions
+ *   (`L`, `W`, `#`, `?`, `+`, `@daily`, seconds, years) are refused before croner sees the schedule.
+ * - **Wall-clock time.** The same page says: "Cloud Scheduler runs on wall clock time", so daylight
+ *   saving time "can cause jobs to run or not run unexpectedly", and a time that "can occur twice
+ *   (such as the case when clocks go backwards)" may see "execution anomalies"; it recommends UTC.
+ *   It documents nothing more precise. This module takes that sentence literally: **a slot is every
+ *   instant at which the job's zone shows a wall-clock time that the schedule matches.** So a time
+ *   in the hour skipped by a spring-forward transition has no slot that day, and a time in the hour
+ *   repeated by a fall-back transition has two (one per UTC offset), for fixed-time and interval
+ *   schedules alike. croner's own time-zone mode follows Vixie cron instead (a fixed-time job skipped
+ *   by the gap runs at the gap's end; one in the repeated hour runs once), so croner is only asked
+ *   about the DST-free wall clock (`Etc/UTC`), and this module maps each wall-clock time to the
+ *   instants that show it, with `Intl` and the tz database. Where Scheduler behaves otherwise in the
+ *   skipped or repeated hour, runs there differ from these slots; Google's advice stands: a zone
+ *   without DST (the default `Etc/UTC`) has none of this.
+ */
+import { Cron } from 'croner';
+
+/** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
+export const MAX_SLOTS = 10_000;
+
+const HOUR_MS = 3_600_000;
+/**
+ * UTC offsets run from −12:00 to +14:00, so the instants that show one wall-clock time lie within
+ * 26 hours of each other. Within any 26 hours a zone's offset changes at most once: true of every
+ * zone `Intl` knows from 1970 to 2100 (checked hour by hour around each change while writing this).
+ */
+const OFFSET_SPAN_MS = 26 * HOUR_MS;
+const MAX_OFFSET_MS = 14 * HOUR_MS;
+const MIN_OFFSET_MS = -12 * HOUR_MS;
+
+/** What slot arithmetic needs of a job: a declared job or `ctx.job` fits. */
+export interface ScheduleSpec {
+  /** A unix-cron schedule of five fields, as {@link scheduleProblem} accepts it. */
+  readonly schedule: string;
+  /** A tz database name, as {@link timeZoneProblem} accepts it. */
+  readonly timeZone: string;
+}
+
+/** The slots of a range and whether the range held more than were returned. */
+export interface SlotRange {
+  /** The slots, ascending, at most the limit asked for. */
+  readonly slots: readonly Date[];
+  /** True if the range holds more slots than `slots` (the earliest ones were returned). */
+  readonly truncated: boolean;
+}
+
+const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
+const WEEKDAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
+const FIELDS = ['minute', 'hour', 'day of month', 'month', 'day of week'] as const;
+const FIELD_NAMES: readonly (readonly string[])[] = [[], [], [], MONTHS, WEEKDAYS];
+const GROC =
+  'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
+  'header, so their runs could not be told apart';
+
+/** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
+function wallClockCron(schedule: string): Cron {
+  return new Cron(schedule, {
+    timezone: 'Etc/UTC',
+    mode: '5-part',
+    domAndDow: false,
+    sloppyRanges: false,
+    alternativeWeekdays: false,
+  });
+}
+
+/**
+ * Says what is wrong with a schedule, or nothing if Cloud Scheduler and this module read it alike.
+ * Whitespace between fields may be any run of spaces; {@link normaliseSchedule} writes one.
+ *
+ * Refused: anything but five fields (App Engine "groc" schedules such as `every 5 minutes` send no
+ * `X-CloudScheduler-ScheduleTime`), characters or names outside Scheduler's syntax, values out of
+ * range, a stepped `*` in one day field with the other day field restricted (cron implementations
+ * disagree whether both or either must then match, and Scheduler's docs do not say), and schedules
+ * that never fire (`0 0 31 2 *`).
+ *
+ * @returns one sentence naming the problem and what to write instead, or `undefined`.
+ * @example
+ * scheduleProblem('0 9 * * MON-FRI');  // undefined
+ * scheduleProblem('every 5 minutes');  // 'must be a unix-cron schedule of five fields …'
+ */
+export function scheduleProblem(schedule: string): string | undefined {
+  const fields = schedule.trim().split(/\s+/);
+  if (fields.length !== 5 || schedule.trim() === '') {
+    const nickname = schedule.trim().startsWith('@') ? '; write @daily as "0 0 * * *"' : '';
+    return `must be a unix-cron schedule of five fields, e.g. "*/5 * * * *"${nickname}. ${GROC}`;
+  }
+  for (const [i, field] of fields.entries()) {
+    const names = FIELD_NAMES[i] ?? [];
+    const allowed = names.length > 0 ? /^[0-9A-Za-z*/,-]+$/ : /^[0-9*/,-]+$/;
+    const unknown = (field.match(/[A-Za-z]+/g) ?? []).filter(
+      (w) => !names.includes(w.toUpperCase()),
+    );
+    if (!allowed.test(field) || unknown.length > 0) {
+      const extra = names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
+      return (
+        `${FIELDS[i]} field "${field}" may hold only numbers, "*", "-", "/" and ","${extra} ` +
+        '(Cloud Scheduler takes no L, W, #, ? or @ forms)'
+      );
+    }
+  }
+  const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
+  const steppedStar = (f: string) => f.startsWith('*') && f !== '*';
+  if (
+    (steppedStar(dayOfMonth) && dayOfWeek !== '*') ||
+    (steppedStar(dayOfWeek) && dayOfMonth !== '*')
+  ) {
+    return (
+      `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
+      'whether a stepped "*" counts as restricted (both days must match, or either), and Cloud ' +
+      'Scheduler does not document it; write the days out, e.g. "1-31/2" instead of "*/2"'
+    );
+  }
+  let cron: Cron;
+  try {
+    cron = wallClockCron(fields.join(' '));
+  } catch (err) {
+    return (err as Error).message.replace(/^CronPattern: /, '');
+  }
+  if (cron.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
+    return 'never fires (no date matches it)';
+  }
+  return undefined;
+}
+
+/**
+ * The schedule with its fields separated by one space, as the function declares and deploys it.
+ *
+ * @example normaliseSchedule(' 0  9 * * MON-FRI ') // '0 9 * * MON-FRI'
+ */
+export function normaliseSchedule(schedule: string): string {
+  return schedule.trim().split(/\s+/).join(' ');
+}
+
+/**
+ * Says what is wrong with a time zone, or nothing if it is a tz database name that `Intl` knows.
+ * Scheduler takes tz database names (`timeZone` of the Job resource; default `Etc/UTC`); UTC offsets
+ * such as `+01:00`, which `Intl` also takes, and wrongly capitalised names are refused.
+ *
+ * @example timeZoneProblem('Europe/Berlin') // undefined
+ * @example timeZoneProblem('europe/berlin') // 'must be spelled "Europe/Berlin" …'
+ */
+export function timeZoneProblem(timeZone: string): string | undefined {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone });
+  } catch {
+    return 'is not a time zone of the tz database, e.g. "Etc/UTC" or "Europe/Berlin"';
+  }
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(timeZone)) {
+    return 'must be a tz database name such as "Europe/Berlin", not a UTC offset';
+  }
+  // tz database names start every segment with a capital; Intl would take "europe/berlin" too.
+  if (!timeZone.split('/').every((segment) => /^[A-Z]/.test(segment))) {
+    const spelled = Intl.supportedValuesOf('timeZone').find(
+      (z) => z.toLowerCase() === timeZone.toLowerCase(),
+    );
+    return `must be spelled as in the tz database${spelled === undefined ? '' : `: "${spelled}"`}`;
+  }
+  return undefined;
+}
+
+const wallClocks = new Map<string, Intl.DateTimeFormat>();
+
+/** The zone's wall-clock reading at instant `t` (ms), as ms on the DST-free calendar of `Date.UTC`. */
+function wallAt(timeZone: string, t: number): number {
+  let format = wallClocks.get(timeZone);
+  if (format === undefined) {
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
+    wallClocks.set(timeZone, format);
+  }
+  const part: Record<string, number> = {};
+  for (const { type, value } of format.formatToParts(t)) part[type] = Number(value);
+  const wall = new Date(0);
+  wall.setUTCFullYear(part.year ?? 0, (part.month ?? 1) - 1, part.day ?? 1);
+  wall.setUTCHours(part.hour ?? 0, part.minute ?? 0, part.second ?? 0, ((t % 1000) + 1000) % 1000);
+  return wall.getTime();
+}
+
+/** The zone's UTC offset at instant `t`, in ms (east positive). */
+function offsetAt(timeZone: string, t: number): number {
+  return wallAt(timeZone, t) - t;
+}
+
+/**
+ * The instants (ms, ascending) at which the zone's clock shows `wall`: none in a spring-forward gap,
+ * two in a fall-back overlap, else one. The instants lie in [wall − 14 h, wall + 12 h]; the offsets
+ * at both ends are the only ones in force there (one change per 26 h at most).
+ */
+function instantsShowing(timeZone: string, wall: number): number[] {
+  const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
+  const after = offsetAt(timeZone, wall - MIN_OFFSET_MS);
+  const offsets = before === after ? [before] : [before, after];
+  return offsets
+    .map((offset) => wall - offset)
+    .filter((t) => offsetAt(timeZone, t) === wall - t)
+    .sort((a, b) => a - b);
+}
+
+/** How much the offset drops within 26 h after `t` (ms, 0 if it does not drop). */
+function dropAfter(timeZone: string, t: number): number {
+  return Math.max(0, offsetAt(timeZone, t) - offsetAt(timeZone, t + OFFSET_SPAN_MS));
+}
+
+/**
+ * Every slot strictly after instant `after` (ms), ascending, lazily. Wall-clock times come from
+ * croner in ascending order; instants come out of order only around a fall-back transition, where
+ * the first pass through the repeated hour precedes wall-clock times that come later. So each
+ * instant waits until every wall-clock time that could still precede it has been seen: up to its
+ * own wall-clock time plus the drop that follows it.
+ */
+function* slotsAfter(job: ScheduleSpec, after: number): Generator<number, void, undefined> {
+  const { timeZone } = job;
+  const cron = wallClockCron(normaliseSchedule(job.schedule));
+  // A drop within 26 h after `after` shows wall-clock times already passed once more.
+  let cursor = new Date(wallAt(timeZone, after) - dropAfter(timeZone, after) - 1);
+  const pending: { t: number; release: number }[] = [];
+  for (;;) {
+    const next = cron.nextRun(cursor);
+    const wall = next?.getTime() ?? Number.POSITIVE_INFINITY;
+    while (pending.length > 0 && (pending[0]?.release ?? 0) < wall) {
+      yield (pending.shift() as { t: number }).t;
+    }
+    if (next === null) return;
+    for (const t of instantsShowing(timeZone, wall)) {
+      if (t <= after) continue;
+      // A drop in the 26 h before t repeats wall-clock times up to `wall + drop` before t.
+      const release = wall + dropAfter(timeZone, t - OFFSET_SPAN_MS);
+      const at = pending.findIndex((p) => p.t > t);
+      pending.splice(at === -1 ? pending.length : at, 0, { t, release });
+    }
+    cursor = next;
+  }
+}
+
+function checkedTime(date: Date, what: string): number {
+  const t = date.getTime();
+  if (!Number.isFinite(t)) throw new RangeError(`${what} is not a valid Date`);
+  return t;
+}
+
+function checkedCount(count: number, what: string): number {
+  if (!Number.isInteger(count) || count < 1 || count > MAX_SLOTS) {
+    throw new RangeError(`${what} must be a whole number from 1 to ${MAX_SLOTS}, not ${count}`);
+  }
+  return count;
+}
+
+/**
+ * The job's next `count` slots strictly after `after`: the instants Cloud Scheduler puts in
+ * `X-CloudScheduler-ScheduleTime` (see the module comment for the daylight-saving rule).
+ *
+ * @param job - the schedule and its time zone, valid per {@link scheduleProblem} and
+ *   {@link timeZoneProblem} (a job from `validateJobs` always is).
+ * @param after - exclusive lower bound; pass the last slot to get the ones that follow it.
+ * @param count - how many, 1 to {@link MAX_SLOTS}. Fewer come back only for a schedule whose dates
+ *   run out (before year 9999).
+ * @returns UTC instants, ascending, whole minutes.
+ * @throws {RangeError} for an invalid date or count.
+ * @example
+ * nextSlots({ schedule: '30 2 * * *', timeZone: 'Europe/Berlin' }, new Date('2026-03-28T12:00:00Z'), 2);
+ * // [2026-03-30T00:30:00Z, 2026-03-31T00:30:00Z]: 02:30 does not exist on 29 March 2026 in Berlin
+ */
+export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
+  const wanted = checkedCount(count, 'count');
+  const slots: Date[] = [];
+  for (const t of slotsAfter(job, checkedTime(after, 'after'))) {
+    slots.push(new Date(t));
+    if (slots.length === wanted) break;
+  }
+  return slots;
+}
+
+/**
+ * The job's slots in [`from`, `to`): at or after `from`, before `to`, so consecutive ranges
+ * [a, b), [b, c) see every slot once. Bounded: at most `limit` slots come back, and `truncated`
+ * says whether the range held more (missed-run checks and backfills then continue from the last).
+ *
+ * @param limit - 1 to {@link MAX_SLOTS} (the default).
+ * @throws {RangeError} for an invalid date or limit.
+ * @example
+ * const { slots, truncated } = slotsBetween(job, lastCheck, now);
+ */
+export function slotsBetween(
+  job: ScheduleSpec,
+  from: Date,
+  to: Date,
+  limit = MAX_SLOTS,
+): SlotRange {
+  const max = checkedCount(limit, 'limit');
+  const end = checkedTime(to, 'to');
+  const slots: Date[] = [];
+  for (const t of slotsAfter(job, checkedTime(from, 'from') - 1)) {
+    if (t >= end) return { slots, truncated: false };
+    if (slots.length === max) return { slots, truncated: true };
+    slots.push(new Date(t));
+  }
+  return { slots, truncated: false };
+}
+
+/**
+ * The job's latest slot strictly before `before`, or `undefined` if it has none (after year 1).
+ * croner walks the wall clock backwards; each wall-clock time maps to its instants as in
+ * {@link nextSlots}.
+ *
+ * @throws {RangeError} for an invalid date.
+ * @example previousSlot(job, new Date()) // the run Scheduler last started, if it ran on time
+ */
+export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
+  const { timeZone } = job;
+  const b = checkedTime(before, 'before');
+  const cron = wallClockCron(normaliseSchedule(job.schedule));
+  // Instants before a drop that comes within 26 h before `b` show later wall-clock times than b.
+  let reference = new Date(wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1);
+  let best: number | undefined;
+  let floor = Number.NEGATIVE_INFINITY;
+  for (;;) {
+    const [previous] = cron.previousRuns(1, reference);
+    if (previous === undefined || previous.getTime() < floor) {
+      return best === undefined ? undefined : new Date(best);
+    }
+    const wall = previous.getTime();
+    for (const t of instantsShowing(timeZone, wall)) {
+      if (t < b && (best === undefined || t > best)) {
+        best = t;
+        // Earlier wall-clock times can still show later instants only after a drop following t.
+        floor = wall - dropAfter(timeZone, t);
+      }
+    }
+    reference = previous;
+  }
+}
+
+/**
+ * An instant as RFC 3339 in the zone's local time with its offset, to the second.
+ *
+ * @example toZonedRfc3339(new Date('2026-03-29T01:00:00Z'), 'Europe/Berlin') // '2026-03-29T03:00:00+02:00'
+ */
+export function toZonedRfc3339(instant: Date, timeZone: string): string {
+  const t = Math.floor(checkedTime(instant, 'instant') / 1000) * 1000;
+  const offsetMinutes = Math.round(offsetAt(timeZone, t) / 60_000);
+  const sign = offsetMinutes < 0 ? '-' : '+';
+  const hh = String(Math.floor(Math.abs(offsetMinutes) / 60)).padStart(2, '0');
+  const mm = String(Math.abs(offsetMinutes) % 60).padStart(2, '0');
+  return `${new Date(wallAt(timeZone, t)).toISOString().slice(0, 19)}${sign}${hh}:${mm}`;
+}
+
+/**
+ * An instant as RFC 3339 in UTC to the second, the form Scheduler sends in
+ * `X-CloudScheduler-ScheduleTime`.
+ *
+ * @example toUtcRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
+ */
+export function toUtcRfc3339(instant: Date): string {
+  return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
+}

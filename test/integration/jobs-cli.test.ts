@@ -1,0 +1,107 @@
+/**
+ * `npm run jobs` (ops/jobs.ts): what it prints, as pure functions, and the command itself run once
+ * as Node runs it, from the TypeScript sources (no build, no Firestore).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { deployLines, jobsJson, jobsTable, upcoming } from '../../ops/format-jobs.ts';
+import { validateJobs } from '../../src/job-declaration.ts';
+import { jobs as starterJobs } from '../../src/jobs.ts';
+import { nextSlots, toUtcRfc3339 } from '../../src/schedule.ts';
+import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const AFTER = new Date('2026-10-24T12:00:00Z');
+
+/** Runs `node ops/jobs.ts ...args` from the repository root with `env` added. */
+function jobsCommand(args: string[], env: Record<string, string> = {}) {
+  return spawnSync(process.execPath, ['ops/jobs.ts', ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+}
+
+describe('ops/format-jobs.ts', () => {
+  const jobs = validateJobs(twoJobs);
+
+  it('lists each job with its next fire times in UTC and in its zone', () => {
+    const table = jobsTable(upcoming(jobs, AFTER, 2));
+
+    assert.equal(
+      table,
+      [
+        'JOB               SCHEDULE               TIME ZONE         NEXT (UTC)            NEXT (LOCAL)',
+        'every-five        */5 * * * *            Etc/UTC           2026-10-24T12:05:00Z  2026-10-24T12:05:00+00:00',
+        '                                                           2026-10-24T12:10:00Z  2026-10-24T12:10:00+00:00',
+        'nightly_report-1  0 9 * JAN-MAR MON-FRI  America/New_York  2027-01-01T14:00:00Z  2027-01-01T09:00:00-05:00',
+        '                                                           2027-01-04T14:00:00Z  2027-01-04T09:00:00-05:00',
+      ].join('\n'),
+    );
+  });
+
+  it('prints JSON with id, schedule, timeZone and next times in RFC 3339 UTC', () => {
+    const json = JSON.parse(jobsJson(upcoming(jobs, AFTER))) as unknown;
+
+    assert.deepEqual(json, [
+      {
+        id: 'every-five',
+        schedule: '*/5 * * * *',
+        timeZone: 'Etc/UTC',
+        next: ['2026-10-24T12:05:00Z', '2026-10-24T12:10:00Z', '2026-10-24T12:15:00Z'],
+      },
+      {
+        id: 'nightly_report-1',
+        schedule: '0 9 * JAN-MAR MON-FRI',
+        timeZone: 'America/New_York',
+        next: ['2027-01-01T14:00:00Z', '2027-01-04T14:00:00Z', '2027-01-05T14:00:00Z'],
+      },
+    ]);
+  });
+
+  it('gives deploy.sh one tab-separated line per job, every setting resolved', () => {
+    assert.equal(
+      deployLines(jobs),
+      [
+        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5',
+        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3',
+      ].join('\n'),
+    );
+  });
+});
+
+describe('node ops/jobs.ts', () => {
+  it('--json prints the declared jobs and the same next times as nextSlots', () => {
+    const result = jobsCommand(['--json', `--after=${AFTER.toISOString()}`]);
+
+    assert.equal(result.status, 0, result.stderr);
+    const printed = JSON.parse(result.stdout) as { [key: string]: unknown }[];
+    const declared = validateJobs(starterJobs);
+    assert.deepEqual(
+      printed.map((job) => Object.keys(job)),
+      declared.map(() => ['id', 'schedule', 'timeZone', 'next']),
+    );
+    assert.deepEqual(
+      printed,
+      declared.map((job) => ({
+        id: job.id,
+        schedule: job.schedule,
+        timeZone: job.timeZone,
+        next: nextSlots(job, AFTER, 3).map(toUtcRfc3339),
+      })),
+    );
+  });
+
+  it('prints every problem of bad declarations and exits 1', () => {
+    const result = jobsCommand(['--json'], { JOBS_MODULE: 'test/fixtures/jobs-invalid.ts' });
+
+    assert.equal(result.status, 1);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, /^Invalid configuration:\n/);
+    assert.match(result.stderr, /job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*groc/);
+    assert.match(result.stderr, /jobs\[1\]\): id "groc" is already declared/);
+    assert.match(result.stderr, /timeZone "Mars\/Base" is not a time zone/);
+  });
+});
