@@ -17,9 +17,13 @@ import {
   claimDocument,
   completionUpdate,
   extensionUpdate,
+  failureUpdate,
+  type MAX_ERROR_LENGTH,
+  missedDocument,
   type RunDetails,
   type RunRecord,
   RunStatus,
+  reportedUpdate,
   runRecordConverter,
   type StoredRecord,
   takeoverUpdate,
@@ -74,8 +78,11 @@ export interface Ledger {
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
   complete(claim: Claim): Promise<FenceResult>;
-  /** Releases the claim after a failure, fenced. @throws {LedgerUnavailableError} */
-  release(claim: Claim): Promise<FenceResult>;
+  /**
+   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is
+   * the error's message. @throws {LedgerUnavailableError}
+   */
+  release(claim: Claim, failure?: string): Promise<FenceResult>;
 }
 
 /** Ledger settings, all durations in ms. */
@@ -92,6 +99,8 @@ export interface LedgerOptions {
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
+/** Documents per batched read (`getAll`); Firestore takes far more, this bounds one call's wait. */
+const BATCH_SIZE = 500;
 /** Tries of a fenced write whose failure looks transient, and the first back-off. */
 const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
@@ -214,13 +223,14 @@ export class RunLedger implements Ledger {
           return { state: 'unreadable', record: record as UnreadableRecord };
         case 'lease_live':
           return { state: 'in_progress', holder: holderOf(record as RunRecord) };
+        case 'retryable':
         case 'lease_expired': {
-          holder = holderOf(record as RunRecord);
+          const previous = record as RunRecord;
+          holder = holderOf(previous);
           // Take over, but only if nobody wrote since our read.
+          const update = takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details, previous);
           const taken = await this.#call('takeover', 'fencedWrite', () =>
-            ref.update(takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details), {
-              lastUpdateTime: read.updateTime as Timestamp,
-            }),
+            ref.update(update, { lastUpdateTime: read.updateTime as Timestamp }),
           );
           if (!(taken instanceof WriteConflict)) {
             return this.#claimed(runId, attemptId, taken.writeTime, true);
@@ -284,23 +294,88 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Deletes the claim after a retryable failure so the next delivery can run at once, if this
-   * attempt still holds it.
+   * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
+   * `failed`, with the error's message, so the next delivery claims it at once (the purpose of the
+   * guide's delete) and the run's history keeps the failure.
    *
-   * @returns `recorded` (the claim is gone), or `lease_lost` when another attempt holds the run.
+   * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
+   * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
    * @example
-   * await ledger.release(claim);
+   * await ledger.release(claim, 'billing answered 503');
    */
-  async release(claim: Claim): Promise<FenceResult> {
+  async release(claim: Claim, failure = ''): Promise<FenceResult> {
     this.#held.delete(claim.runId);
     return this.#fencedWrite(
       claim,
       'release',
-      (ref, token) => ref.delete({ lastUpdateTime: token }),
-      (record) => record === undefined,
+      (ref, token) =>
+        ref.update(failureUpdate(failure, this.#expireAt()), { lastUpdateTime: token }),
+      (record) => record?.status === RunStatus.Failed,
     );
+  }
+
+  /**
+   * Reads many run records in batched reads (`getAll`, at most {@link BATCH_SIZE} documents a call):
+   * no query, so no index. For run history and missed-run detection.
+   *
+   * @param runIds - the run ids to read.
+   * @returns each run id's record (`undefined` when absent), and Firestore's time of the reads.
+   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in `timeoutMs`.
+   * @example
+   * const { records, readTime } = await ledger.getMany(slots.map((s) => s.runId));
+   */
+  async getMany(
+    runIds: readonly string[],
+  ): Promise<{ records: Map<string, StoredRecord | undefined>; readTime: Date }> {
+    const records = new Map<string, StoredRecord | undefined>();
+    let readTime = new Date(Date.now() + this.#skewMs);
+    for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
+      const refs = runIds
+        .slice(i, i + BATCH_SIZE)
+        .map((id) => this.#ref(id).withConverter(runRecordConverter));
+      if (refs.length === 0) continue;
+      const snaps = await this.#call('batched read', 'read', () => this.#db.getAll(...refs));
+      if (snaps instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
+      for (const snap of snaps) {
+        // The refs carry the run-record converter: the snapshots' data is a StoredRecord.
+        records.set(snap.id, snap.data() as StoredRecord | undefined);
+        readTime = snap.readTime.toDate();
+      }
+      if (snaps[0] !== undefined) this.#learnSkew(snaps[0].readTime);
+    }
+    return { records, readTime };
+  }
+
+  /**
+   * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
+   *
+   * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
+   *   or another instance's report).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async reportMissed(runId: string, details: RunDetails): Promise<'reported' | 'exists'> {
+    const created = await this.#call('missed-run report', 'create', () =>
+      this.#ref(runId).create(missedDocument(this.#expireAt(), details)),
+    );
+    return created instanceof WriteConflict ? 'exists' : 'reported';
+  }
+
+  /**
+   * Marks a finally failed run reported, once across instances: fenced on the update time read.
+   *
+   * @param updateTime - the record's update time from the read that found it unreported.
+   * @returns `reported` if this call marked it, `exists` if the record changed first.
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async markReported(runId: string, updateTime: Date): Promise<'reported' | 'exists'> {
+    const marked = await this.#call('failed-run report', 'fencedWrite', () =>
+      this.#ref(runId).update(reportedUpdate(), {
+        lastUpdateTime: Timestamp.fromDate(updateTime),
+      }),
+    );
+    return marked instanceof WriteConflict ? 'exists' : 'reported';
   }
 
   /**

@@ -4,7 +4,7 @@
  * claim to any idempotency key it receives.
  */
 import type { Logger } from 'pino';
-import { AttemptAbortedError, LedgerUnavailableError } from './errors.ts';
+import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
@@ -93,7 +93,7 @@ const LEASE_LOSS_MESSAGES = {
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger. The work runs only
  * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
- * async) releases the claim so a retry can run at once.
+ * async) releases the claim so a retry can run at once, keeping the failure in the record.
  *
  * @param ledger - the run ledger.
  * @param runId - the idempotency key.
@@ -186,7 +186,13 @@ export async function runOnce(
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
     const error = controller.signal.aborted ? controller.signal.reason : thrown;
     const claim = await heartbeat.stop();
-    const release = await fenced(() => ledger.release(claim), logger, 'release', causeOfLoss);
+    const failure = describeThrown(error);
+    const release = await fenced(
+      () => ledger.release(claim, failure),
+      logger,
+      'release',
+      causeOfLoss,
+    );
     return release === 'lease_lost'
       ? { outcome: 'failed', attempt, error, release, leaseLoss: causeOfLoss() }
       : { outcome: 'failed', attempt, error, release };
