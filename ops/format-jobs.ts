@@ -4,6 +4,7 @@
  */
 import type { DeclaredJob, JobInfo } from '../src/job-declaration.ts';
 import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/schedule.ts';
+import { formatTable } from './table.ts';
 
 /** A job and its next fire times. */
 export interface Upcoming extends JobInfo {
@@ -65,15 +66,7 @@ export function jobsTable(jobs: readonly Upcoming[]): string {
       ]);
     }
   }
-  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((row) => row[c]?.length ?? 0))) ?? [];
-  return rows
-    .map((row) =>
-      row
-        .map((cell, c) => cell.padEnd(widths[c] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return formatTable(rows);
 }
 
 /** The fields of each line of {@link deployLines}, in order. */

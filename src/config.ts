@@ -68,6 +68,11 @@ export interface Config {
    * `POST` as `deploy.sh` creates it. Other methods get 405 and run nothing.
    */
   readonly httpMethod: HttpMethod;
+  /**
+   * How many earlier slots of a job each processed run checks for missed or finally failed runs
+   * (`MISSED_CHECK_SLOTS`; 0 turns the check off). One batched read per processed run.
+   */
+  readonly missedCheckSlots: number;
 }
 
 /** How requests are authenticated; see {@link Config.authMode}. */
@@ -238,6 +243,16 @@ export const OPTIONS = {
     env: 'OIDC_INVOKERS',
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
+  },
+  missedCheckSlots: {
+    env: 'MISSED_CHECK_SLOTS',
+    default: '5',
+    parse: (raw) => {
+      if (!/^\d+$/.test(raw) || Number(raw) > 100) {
+        throw new Error('must be a whole number from 0 to 100 (0 turns the check off)');
+      }
+      return Number(raw);
+    },
   },
   httpMethod: {
     env: 'HTTP_METHOD',

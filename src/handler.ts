@@ -17,6 +17,7 @@ import { routeRequestErrors } from './framework-workarounds.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from './job-declaration.ts';
 import type { Ledger } from './ledger.ts';
 import { withTrace } from './logger.ts';
+import { type EarlierSlotsCheck, reportEarlierSlots } from './missed-runs.ts';
 import {
   LOG_LEVEL_BY_OUTCOME,
   type ResponseBody,
@@ -41,8 +42,14 @@ export interface HandlerDeps {
     | 'exposeErrors'
     | 'jobTimeoutMs'
     | 'httpMethod'
+    | 'missedCheckSlots'
   >;
   readonly ledger: Ledger;
+  /**
+   * Where missed-run detection reads and reports earlier slots (the project's `RunLedger`); without
+   * it, no check runs.
+   */
+  readonly history?: EarlierSlotsCheck['ledger'];
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
@@ -119,6 +126,35 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
 }
 
 /**
+ * Missed-run detection for the job's earlier slots (`missed-runs.ts`); never throws: a failed check
+ * is a warning and never fails the run.
+ */
+async function checkEarlierSlots(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  logger: Logger,
+): Promise<void> {
+  const count = deps.config.missedCheckSlots;
+  if (count === 0 || deps.history === undefined) return;
+  try {
+    await reportEarlierSlots({
+      ledger: deps.history,
+      job,
+      scope: run.scope,
+      before: new Date(run.scheduleTime),
+      count,
+      logger,
+    });
+  } catch (err) {
+    logger.warn(
+      { err: loggableError(err) },
+      'the missed-run check of earlier slots failed; the run is not affected',
+    );
+  }
+}
+
+/**
  * Creates the HTTP function that runs each declared job once per scheduled run: the delivery's
  * `X-CloudScheduler-JobName` (the short id, or `projects/P/locations/L/jobs/ID`) selects the job, and
  * the run id is computed from the short id, so both forms name the same run.
@@ -180,11 +216,14 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
         });
         const { jobName, scheduleTime } = run;
         const info = jobInfoOf(job);
+        let check: Promise<unknown> | undefined;
         const result = await runOnce(
           ledger,
           runId,
-          (attempt) =>
-            job.run({
+          (attempt) => {
+            // Once per processed run, beside the job: it delays the answer by at most its read.
+            check = checkEarlierSlots(deps, job, run as ScheduledRun, runLogger);
+            return job.run({
               runId: attempt.runId,
               jobName,
               job: info,
@@ -195,7 +234,8 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
               },
               signal: attempt.signal,
               logger: runLogger.child({ attemptId: attempt.attemptId }),
-            }),
+            });
+          },
           {
             details: { jobName: job.id, scheduleTime },
             logger: runLogger,
@@ -203,6 +243,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
             maxRunMs: config.jobTimeoutMs,
           },
         );
+        await check;
         outcome = result.outcome;
         const described = describe(result, config.exposeErrors);
         message = described.message;

@@ -85,6 +85,19 @@ export interface Ledger {
   release(claim: Claim, failure?: string): Promise<FenceResult>;
 }
 
+/** What a batched read of run records found. */
+export interface BatchRead {
+  /** Each run id's record, `undefined` when absent. */
+  readonly records: ReadonlyMap<string, StoredRecord | undefined>;
+  /**
+   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
+   * precision a `lastUpdateTime` precondition compares): the fencing token of a report after the read.
+   */
+  readonly updateTimes: ReadonlyMap<string, Timestamp>;
+  /** Firestore's time of the (last) read. */
+  readonly readTime: Date;
+}
+
 /** Ledger settings, all durations in ms. */
 export interface LedgerOptions {
   /** Collection holding the run documents. */
@@ -326,10 +339,9 @@ export class RunLedger implements Ledger {
    * @example
    * const { records, readTime } = await ledger.getMany(slots.map((s) => s.runId));
    */
-  async getMany(
-    runIds: readonly string[],
-  ): Promise<{ records: Map<string, StoredRecord | undefined>; readTime: Date }> {
+  async getMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
+    const updateTimes = new Map<string, Timestamp>();
     let readTime = new Date(Date.now() + this.#skewMs);
     for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
       const refs = runIds
@@ -341,11 +353,12 @@ export class RunLedger implements Ledger {
       for (const snap of snaps) {
         // The refs carry the run-record converter: the snapshots' data is a StoredRecord.
         records.set(snap.id, snap.data() as StoredRecord | undefined);
+        if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
         readTime = snap.readTime.toDate();
       }
       if (snaps[0] !== undefined) this.#learnSkew(snaps[0].readTime);
     }
-    return { records, readTime };
+    return { records, updateTimes, readTime };
   }
 
   /**
@@ -369,11 +382,9 @@ export class RunLedger implements Ledger {
    * @returns `reported` if this call marked it, `exists` if the record changed first.
    * @throws {LedgerUnavailableError} if Firestore fails.
    */
-  async markReported(runId: string, updateTime: Date): Promise<'reported' | 'exists'> {
+  async markReported(runId: string, updateTime: Timestamp): Promise<'reported' | 'exists'> {
     const marked = await this.#call('failed-run report', 'fencedWrite', () =>
-      this.#ref(runId).update(reportedUpdate(), {
-        lastUpdateTime: Timestamp.fromDate(updateTime),
-      }),
+      this.#ref(runId).update(reportedUpdate(), { lastUpdateTime: updateTime }),
     );
     return marked instanceof WriteConflict ? 'exists' : 'reported';
   }

@@ -123,6 +123,39 @@ export function normaliseScheduleTime(value: string): string {
   return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
 }
 
+/** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
+export interface ScopeValues {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly params?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The run id's scope entries, in configuration order (fixed scope first, then headers, then query
+ * parameters): the one place that order is decided, for deliveries and for tools that compute the
+ * run ids of slots (`npm run runs`).
+ *
+ * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
+ * @example scopeOf(config, { headers: { 'x-tenant': 'acme' } })
+ */
+export function scopeOf(
+  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
+  values: ScopeValues = {},
+): readonly (readonly [string, string])[] {
+  const scope: (readonly [string, string])[] = [];
+  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
+  const entries = [
+    ...config.keyScopeHeaders.map((name) => ['header', name, values.headers?.[name]] as const),
+    ...config.keyScopeParams.map((name) => ['query', name, values.params?.[name]] as const),
+  ];
+  for (const [kind, name, value] of entries) {
+    if (value === undefined) {
+      throw new InvalidRequestError(`The run id's scope needs a value for ${kind} ${name}.`);
+    }
+    scope.push([`${kind}:${name}`, value]);
+  }
+  return scope;
+}
+
 /**
  * Reads the run a delivery names: job name, schedule time and the configured scope values.
  *
@@ -153,8 +186,7 @@ export function readScheduledRun(
       'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime.',
     ),
   );
-  const scope: (readonly [string, string])[] = [];
-  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
+  const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
     const value = single(
       headerValues(req, name),
@@ -166,13 +198,14 @@ export function readScheduledRun(
         `Scope header ${name} must be 1-200 printable ASCII characters without spaces.`,
       );
     }
-    scope.push([`header:${name}`, value]);
+    headers[name] = value;
   }
+  const params: Record<string, string> = {};
   if (config.keyScopeParams.length > 0) {
-    const params = new URL(req.url ?? '/', 'http://localhost').searchParams;
+    const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
     for (const name of config.keyScopeParams) {
       const value = single(
-        params.getAll(name),
+        query.getAll(name),
         `Scope query parameter ${name}`,
         "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
       );
@@ -181,8 +214,9 @@ export function readScheduledRun(
           `Scope query parameter ${name} must be 1-200 printable ASCII characters without spaces.`,
         );
       }
-      scope.push([`query:${name}`, value]);
+      params[name] = value;
     }
   }
+  const scope = scopeOf(config, { headers, params });
   return { jobName, scheduleTime, scope };
 }
