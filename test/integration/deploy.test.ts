@@ -232,7 +232,73 @@ const AWKWARD = {
   FIRESTORE_TIMEOUT_SECONDS: '20',
 };
 
+const CHANNEL = 'projects/my-project/notificationChannels/123';
+
 describe('deploy.sh --dry-run', () => {
+  it('creates a log-based metric per kind of run from a file that labels it by job, and no alert without ALERT_CHANNELS', () => {
+    const run = deploy(AWKWARD);
+
+    assert.equal(run.status, 0, run.stderr);
+    const creates = run.lines.map(argvOf).filter((a) => a[1] === 'logging' && a[3] === 'create');
+    assert.deepEqual(
+      creates.map((a) => a[4]),
+      ['processed', 'failed', 'failed-after-retries', 'missed', 'lease-lost'].map(
+        (k) => `scheduled-job-runs-${k}`,
+      ),
+    );
+    const file = flag(creates[3] ?? [], '--config-from-file') ?? '';
+    const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    assert.match(
+      String(metric.filter),
+      /service_name="scheduled-job" AND jsonPayload\.message="missed run"/,
+    );
+    assert.deepEqual(metric.labelExtractors, {
+      job: 'REGEXP_EXTRACT(jsonPayload.jobName, "([^/]+)$")',
+    });
+    assert.equal(
+      run.lines.some((l) => l.includes('monitoring policies')),
+      false,
+    );
+  });
+
+  it('with ALERT_CHANNELS creates the alert policies once, with an absence alert per job that fits 23.5 h', () => {
+    const run = deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL });
+    const again = deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL }, [
+      '--dry-run',
+      '--assume-existing',
+    ]);
+
+    assert.equal(run.status, 0, run.stderr);
+    const creates = run.lines
+      .map(argvOf)
+      .filter((a) => a.slice(1, 5).join(' ') === 'alpha monitoring policies create');
+    const policies = creates.map(
+      (a) =>
+        JSON.parse(readFileSync(flag(a, '--policy-from-file') ?? '', 'utf8')) as {
+          displayName: string;
+          notificationChannels: string[];
+          conditions: { conditionAbsent?: { duration: string; filter: string } }[];
+        },
+    );
+    assert.deepEqual(
+      policies.map((p) => p.displayName),
+      [
+        'scheduled-job: a run was missed or failed after every retry',
+        'scheduled-job: a lease was lost (a job may have run twice)',
+        'scheduled-job: no processed run of every-five for 600 s',
+      ],
+    );
+    assert.ok(policies.every((p) => p.notificationChannels[0] === CHANNEL));
+    assert.match(
+      policies[2]?.conditions[0]?.conditionAbsent?.filter ?? '',
+      /metric\.label\.job="every-five"/,
+    );
+    assert.match(run.stderr, /no absence alert for nightly_report-1: .*past the 23\.5 h/);
+    assert.ok(
+      again.lines.some((l) => l.startsWith('gcloud alpha monitoring policies list')),
+      'looks for each policy by name before creating it',
+    );
+  });
   it('prints one gcloud command per step, in order, and runs no gcloud', () => {
     const run = deploy(REQUIRED);
 
@@ -636,6 +702,7 @@ describe('the real gcloud parser', () => {
       ...deploy(AWKWARD).lines,
       ...deploy(AWKWARD, ['--dry-run', '--assume-existing', '--prune']).lines,
       ...deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' }).lines,
+      ...deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL }).lines,
     ]);
 
     const results = await parseAll([...lines]);
@@ -787,6 +854,16 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       name: 'no Node.js to read the declarations',
       inputs: { ...REQUIRED, NODE_BIN: path.join(scratch, 'no-such-node') },
       says: [/with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/],
+    },
+    {
+      name: 'a lease longer than the function accepts (a day)',
+      inputs: { ...REQUIRED, LEASE_SECONDS: '86401' },
+      says: [/LEASE_SECONDS.*86401.*86400/],
+    },
+    {
+      name: 'an alert channel that is not a channel name',
+      inputs: { ...REQUIRED, ALERT_CHANNELS: 'ops@example.com' },
+      says: [/ALERT_CHANNELS.*projects\/PROJECT\/notificationChannels\/ID/],
     },
     {
       name: 'a lease shorter than the function timeout',
