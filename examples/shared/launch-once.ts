@@ -104,7 +104,7 @@ export async function launchOnce(
  */
 export function nameOf(name: string | null | undefined, what: string): string {
   if (typeof name !== 'string' || name === '')
-    throw new Error(`the API answered a ${what} without a name`);
+    throw new Error(`the API's answer carries no name of the ${what}`);
   return name;
 }
 
