@@ -23,13 +23,9 @@
 import { ExecutionsClient, JobsClient, type protos } from '@google-cloud/run';
 import type { JobContext } from '../../src/job.ts';
 import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
-/** The container's environment variable holding the run id: `task.ts` keys `runOnce` on it. */
-export const RUN_ID_ENV = 'SCHEDULER_RUN_ID';
-/** The container's environment variable holding the schedule time, RFC 3339 UTC. */
-export const SCHEDULE_TIME_ENV = 'SCHEDULER_SCHEDULE_TIME';
-/** The container's environment variable holding the Scheduler job id. */
-export const JOB_NAME_ENV = 'SCHEDULER_JOB_NAME';
+export { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV };
 
 /** How many of the job's executions the look reads by default: one page. */
 export const DEFAULT_LOOK_BACK = 100;

@@ -11,7 +11,7 @@
 import type { Logger } from 'pino';
 import type { Ledger } from '../../src/ledger.ts';
 import { type Attempt, type OutcomeName, runOnce } from '../../src/run-once.ts';
-import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './cloud-run-job.ts';
+import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
 /** What the task's work knows: the attempt (run id, signal, lease) and the run it belongs to. */
 export interface TaskContext extends Attempt {
