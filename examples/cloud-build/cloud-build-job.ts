@@ -18,8 +18,8 @@
  *     run: createCloudBuildJob({ trigger: 'projects/PROJECT/locations/REGION/triggers/TRIGGER_ID' }),
  *   })
  *
- * The function's runtime service account needs `roles/cloudbuild.builds.editor` (`cloudbuild.builds.create`
- * runs a trigger, `cloudbuild.builds.list` lists builds); see README.md.
+ * The function's runtime service account needs `roles/cloudbuild.builds.editor`
+ * (`cloudbuild.builds.create` runs a trigger, `cloudbuild.builds.list` lists builds); see README.md.
  */
 import { CloudBuildClient, type protos } from '@google-cloud/cloudbuild';
 import type { JobContext } from '../../src/job.ts';

@@ -17,8 +17,9 @@
  *     run: createCloudRunJob({ job: 'projects/PROJECT/locations/REGION/jobs/JOB' }),
  *   })
  *
- * Roles of the function's runtime service account, on the Cloud Run job: `roles/run.jobsExecutorWithOverrides`
- * (`run.jobs.runWithOverrides`) and `roles/run.viewer` (`run.executions.list`); see README.md.
+ * Roles of the function's runtime service account, on the Cloud Run job:
+ * `roles/run.jobsExecutorWithOverrides` (`run.jobs.runWithOverrides`) and `roles/run.viewer`
+ * (`run.executions.list`); see README.md.
  */
 import { ExecutionsClient, JobsClient, type protos } from '@google-cloud/run';
 import type { JobContext } from '../../src/job.ts';

@@ -23,7 +23,10 @@ export interface TaskContext extends Attempt {
   readonly taskIndex: number;
 }
 
-/** The task's state-changing step. Throwing releases the claim (the task exits 1, Cloud Run retries it). */
+/**
+ * The task's state-changing step. Throwing releases the claim; the task exits 1 and Cloud Run
+ * retries it.
+ */
 export type TaskWork = (task: TaskContext) => Promise<void> | void;
 
 /** Options of {@link runTaskOnce}. */

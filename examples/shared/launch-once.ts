@@ -13,8 +13,7 @@
  * so the launched service must still de-duplicate on the run id (the guide's downstream
  * idempotency; `examples/cloud-run-job/task.ts` shows it for a Cloud Run job).
  */
-import type { Firestore } from '@google-cloud/firestore';
-import { FieldValue } from '@google-cloud/firestore';
+import { FieldValue, type Firestore } from '@google-cloud/firestore';
 import type { JobContext } from '../../src/job.ts';
 
 /** An execution (or build) of the run: launched by this attempt, or adopted from an earlier one. */
