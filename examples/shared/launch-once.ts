@@ -52,7 +52,7 @@ export interface LaunchSteps {
 /**
  * Launches at most one execution per run, as far as this proxy can tell: finds one this run already
  * launched (an earlier attempt that died between its launch and its completion write) and adopts
- * it, else launches. Then records the launch with `record`, if given, and logs it.
+ * it, else launches. Then logs the launch and records it with `record`, if given.
  *
  * Cost: one list call per run on top of the launch (none launched on an adoption).
  *
