@@ -68,6 +68,9 @@ Optional (default):
     missed, finally failed and lease-lost runs, and on no processed run of a job for
     ALERT_ABSENCE_PERIODS (2) of its periods; uses gcloud alpha monitoring. Log-based metrics of the
     runs (processed, failed, failed-after-retries, missed, lease-lost, by job) are always created.
+  EXAMPLE (unset): workflows, cloud-run-job or cloud-build also grants the runtime account the
+    roles of that proxy example (examples/*/README.md); cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB,
+    the Cloud Run job in REGION.
   DRY_RUN=1 is the same as --dry-run.
 EOF
 }
@@ -233,6 +236,68 @@ read_jobs() {
   done <<<"$output"
 }
 
+# ----------------------------------------------------------------------------------------------
+# Opt-in: the roles of a proxy example (examples/*/README.md), granted to the runtime account.
+#   EXAMPLE=workflows      roles/workflows.invoker on the project (create and list executions;
+#                          gcloud has no per-workflow IAM binding)
+#   EXAMPLE=cloud-run-job  roles/run.jobsExecutorWithOverrides (run.jobs.runWithOverrides) and
+#                          roles/run.viewer (run.executions.list) on the Cloud Run job
+#                          EXAMPLE_CLOUD_RUN_JOB in REGION
+#   EXAMPLE=cloud-build    roles/cloudbuild.builds.editor on the project (cloudbuild.builds.create
+#                          runs a trigger, cloudbuild.builds.list lists builds)
+# Unset (the default): nothing beyond roles/datastore.user.
+# ----------------------------------------------------------------------------------------------
+EXAMPLE="${EXAMPLE:-}"
+EXAMPLE_CLOUD_RUN_JOB="${EXAMPLE_CLOUD_RUN_JOB:-}"
+
+# Called by validate(): reports bad example inputs with the others, before anything runs.
+check_example() {
+  case "$EXAMPLE" in
+    '' | workflows | cloud-build) ;;
+    cloud-run-job)
+      # A Cloud Run job name: up to 63 of a-z, 0-9, "-", starting with a letter.
+      if [[ ! "$EXAMPLE_CLOUD_RUN_JOB" =~ ^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$ ]]; then
+        problem "EXAMPLE=cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB, the name of the Cloud Run job in ${REGION:-REGION} that the proxy runs (1-63 of a-z, 0-9, \"-\", starting with a letter), not ${EXAMPLE_CLOUD_RUN_JOB@Q}"
+      fi
+      ;;
+    *) problem "EXAMPLE=${EXAMPLE@Q}: must be workflows, cloud-run-job or cloud-build (or unset)" ;;
+  esac
+  if [[ -n "$EXAMPLE_CLOUD_RUN_JOB" && "$EXAMPLE" != cloud-run-job ]]; then
+    problem "EXAMPLE_CLOUD_RUN_JOB is set but EXAMPLE is ${EXAMPLE:-unset}: it is only read with EXAMPLE=cloud-run-job"
+  fi
+}
+
+# The example's roles, for the summary.
+example_roles() {
+  case "$EXAMPLE" in
+    workflows) printf ', roles/workflows.invoker' ;;
+    cloud-run-job) printf ', roles/run.jobsExecutorWithOverrides and roles/run.viewer on job %s' "$EXAMPLE_CLOUD_RUN_JOB" ;;
+    cloud-build) printf ', roles/cloudbuild.builds.editor' ;;
+  esac
+}
+
+# Grants the example's roles to the runtime account (after its roles/datastore.user).
+grant_example() {
+  local member="serviceAccount:${RUNTIME_SA_EMAIL}" role
+  case "$EXAMPLE" in
+    workflows | cloud-build)
+      role=roles/workflows.invoker
+      if [[ "$EXAMPLE" == cloud-build ]]; then role=roles/cloudbuild.builds.editor; fi
+      say "==> Example ${EXAMPLE}: ${role} for ${RUNTIME_SA_EMAIL}"
+      run_retrying gcloud projects add-iam-policy-binding "$GOOGLE_CLOUD_PROJECT" \
+        --member="$member" --role="$role" --condition=None --format=none --quiet
+      ;;
+    cloud-run-job)
+      say "==> Example cloud-run-job: roles on the Cloud Run job ${EXAMPLE_CLOUD_RUN_JOB} for ${RUNTIME_SA_EMAIL}"
+      for role in roles/run.jobsExecutorWithOverrides roles/run.viewer; do
+        run_retrying gcloud run jobs add-iam-policy-binding "$EXAMPLE_CLOUD_RUN_JOB" \
+          --region="$REGION" "${project[@]}" --member="$member" --role="$role" --format=none --quiet
+      done
+      ;;
+  esac
+}
+# ------------------------------------------------------------------------------ end of opt-in --
+
 validate() {
   # Byte-wise character classes, whatever the caller's locale.
   local LC_ALL=C
@@ -290,6 +355,7 @@ validate() {
   check_pattern OIDC_AUDIENCE '^[!-~]{1,500}$' 'must be 1-500 printable ASCII characters without spaces'
   check_sent "$RUN_KEY_SCOPE_HEADERS" "$JOB_HEADERS" ',' JOB_HEADERS RUN_KEY_SCOPE_HEADERS
   check_sent "$RUN_KEY_SCOPE_PARAMS" "$JOB_QUERY" '&' JOB_QUERY RUN_KEY_SCOPE_PARAMS
+  check_example
 
   # Step 2: timing. 3600 s is the 2nd gen limit for HTTP functions. Each job's own settings were
   # checked against Scheduler's ranges by validateJobs; what is left are the rules between them.
@@ -520,6 +586,7 @@ fi
 run_retrying gcloud projects add-iam-policy-binding "$GOOGLE_CLOUD_PROJECT" \
   --member="serviceAccount:${RUNTIME_SA_EMAIL}" --role=roles/datastore.user --condition=None \
   --format=none --quiet
+grant_example
 
 say "==> Invoker service account ${INVOKER_SA_EMAIL} (for Cloud Scheduler)"
 if ! exists gcloud iam service-accounts describe "$INVOKER_SA_EMAIL" "${project[@]}" --format='value(email)'; then
@@ -688,7 +755,7 @@ summary() {
 ${summary_title}
   Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private)
   URL             ${function_url}
-  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user)
+  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user$(example_roles))
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
 $(scheduler_summary)

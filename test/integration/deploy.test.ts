@@ -957,3 +957,122 @@ describe('deploy.sh source', () => {
     assert.equal(result.status, 0, result.stdout + result.stderr);
   });
 });
+
+describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
+  const RUNTIME_MEMBER = 'serviceAccount:scheduled-job-run@my-project.iam.gserviceaccount.com';
+  /** Every IAM binding of a dry run: [command, resource, role], in order. */
+  const bindingsOf = (lines: string[]) =>
+    lines
+      .map(argvOf)
+      .filter((argv) => argv.includes('add-iam-policy-binding') && argv[1] !== 'functions')
+      .map((argv) => {
+        assert.equal(flag(argv, '--member'), RUNTIME_MEMBER, argv.join(' '));
+        const at = argv.indexOf('add-iam-policy-binding');
+        return [argv.slice(1, at).join(' '), argv[at + 1], flag(argv, '--role')];
+      });
+
+  it('grants nothing beyond roles/datastore.user when EXAMPLE is unset', () => {
+    const run = deploy(REQUIRED);
+
+    assert.deepEqual(bindingsOf(run.lines), [['projects', 'my-project', 'roles/datastore.user']]);
+  });
+
+  it('EXAMPLE=workflows grants roles/workflows.invoker on the project, unconditionally', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'workflows' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['projects', 'my-project', 'roles/workflows.invoker'],
+    ]);
+    const invoker = run.lines.map(argvOf).find((a) => a.includes('--role=roles/workflows.invoker'));
+    assert.equal(flag(invoker ?? [], '--condition'), 'None');
+    assert.match(run.stderr, /Runs as .*\(roles\/datastore\.user, roles\/workflows\.invoker\)/);
+  });
+
+  it('EXAMPLE=cloud-run-job grants running with overrides and listing executions on that job only', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['run jobs', 'export', 'roles/run.jobsExecutorWithOverrides'],
+      ['run jobs', 'export', 'roles/run.viewer'],
+    ]);
+    const onJob = command(run.lines, 'gcloud', 'run', 'jobs', 'add-iam-policy-binding');
+    assert.equal(flag(onJob, '--region'), 'us-central1');
+    assert.equal(flag(onJob, '--project'), 'my-project');
+  });
+
+  it('EXAMPLE=cloud-build grants roles/cloudbuild.builds.editor on the project', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-build' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['projects', 'my-project', 'roles/cloudbuild.builds.editor'],
+    ]);
+  });
+
+  it('grants the example roles right after roles/datastore.user, before the function is deployed', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+
+    const steps = run.lines.map((l) => argvOf(l).slice(1, 3).join(' '));
+    const grant = steps.indexOf('run jobs');
+    assert.equal(steps[grant - 1], 'projects add-iam-policy-binding');
+    assert.ok(grant < steps.indexOf('functions deploy'));
+  });
+
+  const refused: { name: string; inputs: Record<string, string>; says: RegExp }[] = [
+    {
+      name: 'an unknown example',
+      inputs: { EXAMPLE: 'pubsub' },
+      says: /EXAMPLE='pubsub': must be workflows, cloud-run-job or cloud-build/,
+    },
+    {
+      name: 'EXAMPLE=cloud-run-job without the job',
+      inputs: { EXAMPLE: 'cloud-run-job' },
+      says: /EXAMPLE=cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB, the name of the Cloud Run job in us-central1/,
+    },
+    {
+      name: 'a Cloud Run job name that is not one',
+      inputs: { EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'Export_Job' },
+      says: /needs EXAMPLE_CLOUD_RUN_JOB.*not 'Export_Job'/,
+    },
+    {
+      name: 'EXAMPLE_CLOUD_RUN_JOB with another example',
+      inputs: { EXAMPLE: 'workflows', EXAMPLE_CLOUD_RUN_JOB: 'export' },
+      says: /EXAMPLE_CLOUD_RUN_JOB is set but EXAMPLE is workflows/,
+    },
+  ];
+  for (const { name, inputs, says } of refused) {
+    for (const args of [['--dry-run'], []]) {
+      it(`refuses ${name} before any command${args.length > 0 ? ' (dry run)' : ''}`, () => {
+        const run = deploy({ ...REQUIRED, ...inputs }, args);
+
+        assert.equal(run.status, 2, run.stderr);
+        assert.match(run.stderr, says);
+        assert.deepEqual(run.gcloudCalls, []);
+      });
+    }
+  }
+
+  it('prints example commands that the real gcloud parser accepts', {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, async () => {
+    const lines = [
+      ...deploy({ ...REQUIRED, EXAMPLE: 'workflows' }).lines,
+      ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' }).lines,
+      ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-build' }).lines,
+    ].filter((line) => line.includes('add-iam-policy-binding') && !line.includes(' functions '));
+
+    const results = await parseAll([...new Set(lines)]);
+
+    assert.equal(results.length, 5);
+    const refused = results.filter((r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr));
+    assert.deepEqual(
+      refused.map((r) => `exit ${r.code}: ${r.line}\n${r.stderr.trim()}`),
+      [],
+    );
+  });
+});
