@@ -73,6 +73,12 @@ export interface Config {
    * (`MISSED_CHECK_SLOTS`; 0 turns the check off). One batched read per processed run.
    */
   readonly missedCheckSlots: number;
+  /**
+   * How much earlier than its `X-CloudScheduler-ScheduleTime` a delivery may arrive, by Firestore's
+   * clock, and still be that slot's run, in ms (`FORCED_RUN_TOLERANCE_SECONDS`). Earlier, it is a
+   * forced run ("Force run" sends the next schedule time) with a run id of its own.
+   */
+  readonly forcedRunToleranceMs: number;
 }
 
 /** How requests are authenticated; see {@link Config.authMode}. */
@@ -243,6 +249,11 @@ export const OPTIONS = {
     env: 'OIDC_INVOKERS',
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
+  },
+  forcedRunToleranceMs: {
+    env: 'FORCED_RUN_TOLERANCE_SECONDS',
+    default: '60',
+    parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
   },
   missedCheckSlots: {
     env: 'MISSED_CHECK_SLOTS',

@@ -26,6 +26,7 @@ import {
   reportedUpdate,
   runRecordConverter,
   type StoredRecord,
+  skippedDocument,
   takeoverUpdate,
   type UnreadableRecord,
 } from './run-record.ts';
@@ -40,8 +41,10 @@ export interface Claim {
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
-  /** True when this claim took over an expired lease of an earlier attempt. */
+  /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
+  /** The re-run's number (1, 2, …) when this claim re-runs a finished run on purpose; else 0. */
+  readonly rerun: number;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
@@ -112,6 +115,8 @@ export interface LedgerOptions {
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
+/** A document id no run has (run ids are hex): read once to learn Firestore's time. */
+const CLOCK_DOC = '~clock';
 /** Documents per batched read (`getAll`); Firestore takes far more, this bounds one call's wait. */
 const BATCH_SIZE = 500;
 /** Tries of a fenced write whose failure looks transient, and the first back-off. */
@@ -158,8 +163,9 @@ function codeOf(err: unknown): number | undefined {
 export class RunLedger implements Ledger {
   readonly #db: Firestore;
   readonly #options: LedgerOptions;
-  /** Firestore's clock minus ours, learnt from answers; only for `expire_at`, never a lease. */
+  /** Firestore's clock minus ours, learnt from answers; never for a lease. */
   #skewMs = 0;
+  #skewLearnt = false;
   /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
@@ -223,11 +229,12 @@ export class RunLedger implements Ledger {
         ref.create(claimDocument(attemptId, leaseMs, this.#expireAt(), details)),
       );
       if (!(created instanceof WriteConflict)) {
-        return this.#claimed(runId, attemptId, created.writeTime, false);
+        return this.#claimed(runId, attemptId, created.writeTime, false, 0);
       }
       const read = await this.#read(ref);
       const { record } = read;
-      switch (claimDecision(record, read.time.toDate())) {
+      const decision = claimDecision(record, read.time.toDate(), details.rerunId);
+      switch (decision) {
         case 'absent':
           continue; // released between our create and our read: create again
         case 'completed':
@@ -236,6 +243,7 @@ export class RunLedger implements Ledger {
           return { state: 'unreadable', record: record as UnreadableRecord };
         case 'lease_live':
           return { state: 'in_progress', holder: holderOf(record as RunRecord) };
+        case 'rerun':
         case 'retryable':
         case 'lease_expired': {
           const previous = record as RunRecord;
@@ -246,7 +254,8 @@ export class RunLedger implements Ledger {
             ref.update(update, { lastUpdateTime: read.updateTime as Timestamp }),
           );
           if (!(taken instanceof WriteConflict)) {
-            return this.#claimed(runId, attemptId, taken.writeTime, true);
+            const rerun = decision === 'rerun' ? previous.reruns + 1 : 0;
+            return this.#claimed(runId, attemptId, taken.writeTime, true, rerun);
           }
         }
       }
@@ -376,6 +385,38 @@ export class RunLedger implements Ledger {
   }
 
   /**
+   * Records a slot skipped by the overlap policy `skip` while `blockedBy` still ran: creates its
+   * record as `skipped` (final: later deliveries are duplicates).
+   *
+   * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async recordSkipped(
+    runId: string,
+    details: RunDetails,
+    blockedBy: string,
+  ): Promise<'recorded' | 'exists'> {
+    const created = await this.#call('skip', 'create', () =>
+      this.#ref(runId).create(skippedDocument(this.#expireAt(), details, blockedBy)),
+    );
+    return created instanceof WriteConflict ? 'exists' : 'recorded';
+  }
+
+  /**
+   * Firestore's time now, as best this instance knows it: its clock corrected by the skew learnt
+   * from Firestore's answers. Before the first answer, one read learns it (of a document that never
+   * exists; one read, once per instance).
+   *
+   * @throws {LedgerUnavailableError} if that read fails.
+   * @example const early = Date.parse(scheduleTime) - (await ledger.serverTime()).getTime();
+   */
+  async serverTime(): Promise<Date> {
+    if (!this.#skewLearnt)
+      await this.#read(this.#db.collection(this.#options.collection).doc(CLOCK_DOC));
+    return new Date(Date.now() + this.#skewMs);
+  }
+
+  /**
    * Marks a finally failed run reported, once across instances: fenced on the update time read.
    *
    * @param updateTime - the record's update time from the read that found it unreported.
@@ -421,15 +462,22 @@ export class RunLedger implements Ledger {
 
   #learnSkew(serverTime: Timestamp): void {
     this.#skewMs = serverTime.toMillis() - Date.now();
+    this.#skewLearnt = true;
   }
 
-  #claimed(runId: string, attemptId: string, writeTime: Timestamp, takeover: boolean): ClaimResult {
+  #claimed(
+    runId: string,
+    attemptId: string,
+    writeTime: Timestamp,
+    takeover: boolean,
+    rerun: number,
+  ): ClaimResult {
     this.#learnSkew(writeTime);
     const { leaseMs } = this.#options;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
     return {
       state: 'claimed',
-      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover },
+      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover, rerun },
     };
   }
 

@@ -18,6 +18,7 @@ import { normaliseScheduleTime } from './scheduler-request.ts';
  * - `in_progress`: an attempt holds it now.
  * - `missed`: no attempt came, and its retry window has passed (or detection reported it).
  * - `pending`: no attempt yet, still inside its retry window.
+ * - `skipped`: not run, because an earlier slot of the job still ran (overlap policy `skip`).
  * - `unreadable`: its record cannot be read by this version (see the README).
  */
 export type SlotState =
@@ -26,6 +27,7 @@ export type SlotState =
   | 'in_progress'
   | 'missed'
   | 'pending'
+  | 'skipped'
   | 'unreadable';
 
 /** One slot of one job, and what became of it. Durations in ms. */
@@ -50,6 +52,8 @@ export interface SlotRow {
   readonly lastError: string | undefined;
   /** Whether missed-run detection already reported it (missed, or failed after retries). */
   readonly reported: boolean;
+  /** How many times it was re-run on purpose (`npm run trigger -- JOB --rerun --slot T`). */
+  readonly reruns: number;
 }
 
 type Scope = readonly (readonly [string, string])[];
@@ -93,6 +97,7 @@ export function slotRow(
       attemptId: undefined,
       lastError: undefined,
       reported: false,
+      reruns: 0,
     };
   }
   if (record.status === 'unreadable') {
@@ -106,6 +111,7 @@ export function slotRow(
       attemptId: undefined,
       lastError: `${record.field} ${record.problem}`,
       reported: false,
+      reruns: 0,
     };
   }
   const run: RunRecord = record;
@@ -113,7 +119,10 @@ export function slotRow(
   return {
     ...base,
     state,
-    final: state === RunStatus.Completed || (state !== RunStatus.InProgress && pastWindow),
+    final:
+      state === RunStatus.Completed ||
+      state === RunStatus.Skipped ||
+      (state !== RunStatus.InProgress && pastWindow),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
@@ -121,6 +130,7 @@ export function slotRow(
     attemptId: run.attemptId === '' ? undefined : run.attemptId,
     lastError: run.lastError,
     reported: run.reportedAt !== undefined,
+    reruns: run.reruns,
   };
 }
 

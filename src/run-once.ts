@@ -21,8 +21,10 @@ export interface Attempt {
    * or failed for about two thirds of a lease.
    */
   readonly leaseExpires: Date;
-  /** True when this attempt took over the expired lease of an earlier, unfinished attempt. */
+  /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
+  /** The re-run's number (1, 2, …) when this attempt re-runs a finished run on purpose; else 0. */
+  readonly rerun: number;
   /**
    * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
@@ -141,6 +143,7 @@ export async function runOnce(
       return heartbeat.claim.leaseExpires;
     },
     takeover: claimed.claim.takeover,
+    rerun: claimed.claim.rerun,
     signal: controller.signal,
   };
   let timedOut = false;

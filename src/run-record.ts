@@ -11,14 +11,17 @@
  *      │                  │  └──┘ extend: leased_at = now, every lease/3  (fenced on our write)
  *      │                  └── now ≥ leased_at + lease_ms: another attempt takes over
  *      │                                                                 (fenced on what it read)
- *      └──report──► missed         failed, missed ──a retry takes over at once──► in_progress
+ *      ├──report──► missed         failed, missed ──a retry takes over at once──► in_progress
+ *      └──overlap──► skipped       completed, skipped ──a re-run takes over on purpose──► in_progress
  *                                                                        (fenced on what it read)
  *
  * A failed attempt leaves `failed` (attempts so far, when it failed, the error's message) where the
  * guide's sample deletes the claim: a retry still claims at once, with the same fenced takeover as
  * after a lapsed lease. `missed` is written by missed-run detection for a slot with no attempt past
  * its retry window, so it is reported once across instances; a late delivery (a backfill) may still
- * claim it.
+ * claim it. `skipped` is a slot not run because an earlier slot of its job still ran (overlap policy
+ * `skip`): final, like `completed`. A re-run (`npm run trigger -- JOB --rerun --slot T`) takes a
+ * completed or skipped run over on purpose, counted in `reruns`, named by `rerun_id`.
  *
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
@@ -41,7 +44,13 @@ export const RunStatus = {
   Failed: 'failed',
   /** No attempt came within the retry window; reported by missed-run detection. */
   Missed: 'missed',
+  /** Not run: an earlier slot of the job still ran (overlap policy `skip`). Final. */
+  Skipped: 'skipped',
 } as const;
+
+/** What a run is: its slot's run, a forced run (Scheduler's "Force run"), or a manual run. */
+export const RunKind = { Slot: 'slot', Forced: 'forced', Manual: 'manual' } as const;
+export type RunKind = (typeof RunKind)[keyof typeof RunKind];
 export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
 /**
@@ -74,6 +83,14 @@ export const Field = {
   lastError: 'last_error',
   /** Server time at which a missed or finally failed run was reported (once across instances). */
   reportedAt: 'reported_at',
+  /** `forced` or `manual` for runs that are not their slot's; absent for a slot. */
+  kind: 'run_kind',
+  /** How many times the run was re-run on purpose. */
+  reruns: 'reruns',
+  /** The trigger id of the last re-run, so its retries are one re-run. */
+  rerunId: 'rerun_id',
+  /** The run id of the earlier slot that was still running when this one was skipped. */
+  blockedBy: 'blocked_by',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
 } as const;
@@ -99,6 +116,12 @@ export interface RunRecord {
   readonly reportedAt: Date | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
+  readonly kind: RunKind;
+  /** Re-runs on purpose so far. */
+  readonly reruns: number;
+  readonly rerunId: string | undefined;
+  /** For `skipped`: the run that was still running. */
+  readonly blockedBy: string | undefined;
 }
 
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
@@ -126,6 +149,10 @@ export interface RunDetails {
   readonly jobName?: string;
   /** The schedule time as canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
   readonly scheduleTime?: string;
+  /** `forced` or `manual`; a slot's run when absent. */
+  readonly kind?: RunKind;
+  /** A re-run's trigger id: a completed or skipped run is taken over on purpose, once per id. */
+  readonly rerunId?: string;
 }
 
 function dateOf(value: unknown): Date | undefined {
@@ -169,6 +196,10 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const jobName = data[Field.jobName];
     const attempts = data[Field.attempts];
     const lastError = data[Field.lastError];
+    const kind = Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot;
+    const reruns = data[Field.reruns];
+    const rerunId = data[Field.rerunId];
+    const blockedBy = data[Field.blockedBy];
     const claimedAt = dateOf(data[Field.claimedAt]);
     const common = {
       attempts:
@@ -185,11 +216,16 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       reportedAt: dateOf(data[Field.reportedAt]),
       jobName: typeof jobName === 'string' ? jobName : undefined,
       scheduleTime: dateOf(data[Field.scheduleTime]),
+      kind,
+      reruns: typeof reruns === 'number' && Number.isInteger(reruns) && reruns >= 0 ? reruns : 0,
+      rerunId: typeof rerunId === 'string' ? rerunId : undefined,
+      blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
     };
     if (
       status === RunStatus.Completed ||
       status === RunStatus.Failed ||
-      status === RunStatus.Missed
+      status === RunStatus.Missed ||
+      status === RunStatus.Skipped
     ) {
       return {
         status,
@@ -220,6 +256,7 @@ export type ClaimDecision =
   | 'lease_live'
   | 'lease_expired'
   | 'retryable'
+  | 'rerun'
   | 'unreadable';
 
 /** No document: the run never started, or a failed attempt released it. */
@@ -227,9 +264,14 @@ export function isAbsent(record: StoredRecord | undefined): record is undefined 
   return record === undefined;
 }
 
-/** A completed run: every later delivery is a duplicate, even past `expire_at`. */
+/** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
-  return record.status === RunStatus.Completed;
+  return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
+}
+
+/** A re-run asked for by `rerunId` that this run has not had yet: it takes the finished run over. */
+export function isNewRerun(record: StoredRecord, rerunId: string | undefined): boolean {
+  return rerunId !== undefined && record.status !== 'unreadable' && record.rerunId !== rerunId;
 }
 
 /** The last attempt failed, or no attempt came (reported missed): a retry claims it at once. */
@@ -246,11 +288,18 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   );
 }
 
-/** Decides a claim from the record read and the read's server time. */
-export function claimDecision(record: StoredRecord | undefined, now: Date): ClaimDecision {
+/**
+ * Decides a claim from the record read and the read's server time; `rerunId` for a re-run asked
+ * for by hand.
+ */
+export function claimDecision(
+  record: StoredRecord | undefined,
+  now: Date,
+  rerunId?: string,
+): ClaimDecision {
   if (isAbsent(record)) return 'absent';
   if (record.status === 'unreadable') return 'unreadable';
-  if (isCompleted(record)) return 'completed';
+  if (isCompleted(record)) return isNewRerun(record, rerunId) ? 'rerun' : 'completed';
   if (isRetryable(record)) return 'retryable';
   return isLeaseLive(record, now) ? 'lease_live' : 'lease_expired';
 }
@@ -267,6 +316,9 @@ export function timestampOf(rfc3339: string): Timestamp {
 function detailFields(details: RunDetails): DocumentData {
   const fields: DocumentData = {};
   if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
+  if (details.kind !== undefined && details.kind !== RunKind.Slot)
+    fields[Field.kind] = details.kind;
+  if (details.rerunId !== undefined) fields[Field.rerunId] = details.rerunId;
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
   }
@@ -324,9 +376,11 @@ export function takeoverUpdate(
   details: RunDetails,
   previous: RunRecord,
 ): DocumentData {
+  const rerun = isCompleted(previous) && isNewRerun(previous, details.rerunId);
   return {
     ...attemptFields(attemptId, leaseMs, expireAt, details),
     [Field.attempts]: previous.attempts + 1,
+    ...(rerun ? { [Field.reruns]: previous.reruns + 1 } : {}),
     ...(previous.firstClaimedAt === undefined
       ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
       : {}),
@@ -354,6 +408,21 @@ export function missedDocument(expireAt: Timestamp, details: RunDetails): Docume
     [Field.status]: RunStatus.Missed,
     [Field.attempts]: 0,
     [Field.reportedAt]: FieldValue.serverTimestamp(),
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
+export function skippedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  blockedBy: string,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.Skipped,
+    [Field.attempts]: 0,
+    [Field.blockedBy]: blockedBy,
     [Field.expireAt]: expireAt,
   };
 }

@@ -10,6 +10,23 @@ export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
 /** The header Cloud Scheduler sets to the run's schedule time, RFC 3339; sent only for unix-cron schedules. */
 export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
 
+/**
+ * Headers of a run started by hand with `npm run trigger` (never sent by Cloud Scheduler):
+ * `X-Run-Once-Mode` is `manual` (a run of its own, not any slot's) or `rerun` (its slot again, on
+ * purpose), and `X-Run-Once-Trigger-Id` names the request, so its retries are one run. They are
+ * authenticated like Scheduler's deliveries (private endpoint and OIDC, or AUTH_MODE=verify-oidc).
+ */
+export const MODE_HEADER = 'X-Run-Once-Mode';
+export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
+export const TRIGGER_MODES = ['manual', 'rerun'] as const;
+export type TriggerMode = (typeof TRIGGER_MODES)[number];
+
+/** A run asked for by hand: its mode and the trigger id its retries share. */
+export interface Trigger {
+  readonly mode: TriggerMode;
+  readonly id: string;
+}
+
 /** A delivery's run, as named by its headers. */
 export interface ScheduledRun {
   /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
@@ -18,6 +35,8 @@ export interface ScheduledRun {
   readonly scheduleTime: string;
   /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
   readonly scope: readonly (readonly [string, string])[];
+  /** Set when `npm run trigger` asked for the run by hand. */
+  readonly trigger?: Trigger;
 }
 
 /** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
@@ -123,6 +142,26 @@ export function normaliseScheduleTime(value: string): string {
   return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
 }
 
+/** The trigger headers of a run asked for by hand, if any; both or neither. */
+function readTrigger(req: DeliveryLike): Trigger | undefined {
+  const modes = headerValues(req, MODE_HEADER);
+  const ids = headerValues(req, TRIGGER_ID_HEADER);
+  if (modes.length === 0 && ids.length === 0) return undefined;
+  const hint = 'Run a job by hand with `npm run trigger -- JOB`, which sets both.';
+  const mode = single(modes, MODE_HEADER, hint);
+  const id = single(ids, TRIGGER_ID_HEADER, hint);
+  const known = TRIGGER_MODES.find((m) => m === mode);
+  if (known === undefined) {
+    throw new InvalidRequestError(`${MODE_HEADER} must be ${TRIGGER_MODES.join(' or ')}. ${hint}`);
+  }
+  if (!/^[A-Za-z0-9_-]{8,64}$/.test(id)) {
+    throw new InvalidRequestError(
+      `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
+    );
+  }
+  return { mode: known, id };
+}
+
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
 export interface ScopeValues {
   readonly headers?: Readonly<Record<string, string>>;
@@ -183,7 +222,8 @@ export function readScheduledRun(
     single(
       headerValues(req, SCHEDULE_TIME_HEADER),
       SCHEDULE_TIME_HEADER,
-      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime.',
+      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ' +
+        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
     ),
   );
   const headers: Record<string, string> = {};
@@ -218,5 +258,7 @@ export function readScheduledRun(
     }
   }
   const scope = scopeOf(config, { headers, params });
+  const trigger = readTrigger(req);
+  if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
   return { jobName, scheduleTime, scope };
 }

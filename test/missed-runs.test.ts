@@ -63,6 +63,8 @@ describe('missed-run detection', () => {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
       markReported: () => Promise.reject(new Error('unused')),
+      recordSkipped: () => Promise.reject(new Error('unused')),
+      serverTime: async () => new Date(),
     };
     const fn = serveJobs(jobs, { env: { MISSED_CHECK_SLOTS: '3' }, history: broken });
 

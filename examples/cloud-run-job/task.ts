@@ -110,6 +110,7 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
         runId: attempt.runId,
         attemptId: attempt.attemptId,
         takeover: attempt.takeover,
+        rerun: attempt.rerun,
         signal: attempt.signal,
         get leaseExpires() {
           return attempt.leaseExpires;

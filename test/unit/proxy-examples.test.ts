@@ -28,6 +28,8 @@ function context(signal = new AbortController().signal): JobContext {
     signal,
     logger: pino({ level: 'silent' }),
     job: { id: 'nightly', schedule: '* * * * *', timeZone: 'Etc/UTC' },
+    kind: 'slot',
+    rerun: 0,
   };
 }
 

@@ -40,6 +40,10 @@ function record(fields: Partial<RunRecord>): RunRecord {
     reportedAt: undefined,
     jobName: 'hourly',
     scheduleTime: SLOT,
+    kind: 'slot',
+    reruns: 0,
+    rerunId: undefined,
+    blockedBy: undefined,
     ...fields,
   };
 }
