@@ -104,7 +104,7 @@ export function serve(job: JobRun, overrides: Parameters<typeof serveJobs>[1] = 
   return serveJobs(declareJobs(job), overrides);
 }
 
-/** {@link serve} with the declared jobs given. */
+/** {@link serve} with the declared jobs given; `deps` adds handler dependencies (a clock). */
 export function serveJobs(
   jobs: HandlerDeps['jobs'],
   overrides: {
@@ -115,6 +115,7 @@ export function serveJobs(
     /** Missed-run detection's store; the test's ledger unless given. */
     history?: HandlerDeps['history'];
   } = {},
+  deps: Pick<HandlerDeps, 'clock'> = {},
 ) {
   const config = testConfig(overrides.env);
   const made = overrides.ledger
@@ -135,6 +136,7 @@ export function serveJobs(
       jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,
+      ...deps,
     }),
   );
   return { request: supertest(getTestServer(name)), ...made, logs, config };
