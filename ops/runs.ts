@@ -25,7 +25,7 @@ import { loadConfig } from '../src/config.ts';
 import { ConfigError, InvalidRequestError, LedgerUnavailableError } from '../src/errors.ts';
 import { type DeclaredJob, validateJobs } from '../src/job-declaration.ts';
 import { RunLedger } from '../src/ledger.ts';
-import { readHistory, type SlotRow } from '../src/run-history.ts';
+import { readHistory, type SlotRow, slotRow } from '../src/run-history.ts';
 import { previousSlot, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
 import { scopeOf } from '../src/scheduler-request.ts';
 import { loadDeclarations } from './declarations.ts';
@@ -170,9 +170,26 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     },
   );
   const rows: SlotRow[] = [];
+  const outside = await ledger.runsOutsideSlots();
   for (const job of jobs) {
     const at = args.now === undefined ? undefined : now;
-    rows.push(...(await readHistory(ledger, job, slotsOf(job, now, sinceMs), scope, at)).rows);
+    const slots = slotsOf(job, now, sinceMs);
+    const history = await readHistory(ledger, job, slots, scope, at);
+    // Manual and forced runs of the job in the window: they are not slots, so they are listed, not
+    // computed (one query on run_kind for all jobs).
+    const from = slots[0]?.getTime() ?? now.getTime();
+    const extra = outside
+      .filter(({ record }) => record.status !== 'unreadable' && record.jobName === job.id)
+      .map(({ runId, record }) => {
+        const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
+        return when === undefined
+          ? undefined
+          : slotRow(job, when, runId, record, at ?? history.readTime);
+      })
+      .filter(
+        (row): row is SlotRow => row !== undefined && row.slot.getTime() >= from && row.slot <= now,
+      );
+    rows.push(...[...history.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   console.log(args.json ? runsJson(rows) : runsTable(rows));
   if (args.backfill) return backfill(rows, args, env);

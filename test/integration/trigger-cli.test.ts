@@ -72,6 +72,20 @@ describe('running jobs by hand', () => {
     const runId = /processed ([0-9a-f]{12})/.exec(res.stdout)?.[1] ?? '';
     const manual = executions.find((e) => e.startsWith('manual'));
     assert.ok(manual?.includes(` ${runId}`), `a manual execution with run id ${runId}`);
+    const history = await command(
+      'ops/runs.ts',
+      '--json',
+      '--since',
+      '10m',
+      '--collection',
+      fn.collection,
+    );
+    const rows = JSON.parse(history.stdout) as { kind: string; state: string; runId: string }[];
+    assert.deepEqual(
+      rows.filter((r) => r.kind === 'manual').map((r) => [r.state, r.runId.slice(0, 12)]),
+      [['completed', runId]],
+      'the history lists the manual run',
+    );
   });
 
   it('trigger JOB --slot T delivers the slot as Scheduler would: processed, then a duplicate', async () => {
