@@ -47,7 +47,15 @@ describe('checkFailures', () => {
       final,
       attempts: 0,
       reported: false,
+      reruns: 0,
+      kind: 'slot',
     }) as SlotRow;
+
+  it('ignores a manual run that failed: --check judges slots', () => {
+    const manual = { ...row('failed', true), kind: 'manual' } as SlotRow;
+
+    assert.deepEqual(checkFailures([manual]), []);
+  });
 
   it('fails missed and finally failed slots, nothing still in its retry window', () => {
     const rows = [
