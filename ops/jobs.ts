@@ -9,26 +9,13 @@
  * runs it as TypeScript by type stripping (Node ≥ 22.18). Invalid declarations: the `ConfigError`
  * message on stderr and exit status 1; bad arguments: exit status 2.
  */
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../src/errors.ts';
-import { type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
+import { validateJobs } from '../src/job-declaration.ts';
 import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
+import { loadDeclarations } from './load-jobs.ts';
 
 const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
-
-async function loadDeclarations(module: string | undefined): Promise<readonly JobDeclaration[]> {
-  const url =
-    module === undefined || module === ''
-      ? new URL('../src/jobs.ts', import.meta.url)
-      : pathToFileURL(path.resolve(module));
-  const exported = (await import(url.href)) as { jobs?: unknown };
-  if (!Array.isArray(exported.jobs)) {
-    throw new ConfigError([`${url.pathname} must export \`jobs\`, an array of job declarations`]);
-  }
-  return exported.jobs as readonly JobDeclaration[];
-}
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let options: { json?: boolean; deploy?: boolean; after?: string; help?: boolean };
