@@ -3,16 +3,18 @@
  * Scheduler firing the declared jobs at it, in one terminal; Ctrl-C stops all of them.
  *
  *   node scripts/dev.ts [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]]
- *                       [--no-scheduler] [--no-watch]
+ *                       [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
  *   `build/main.cjs`) on `PORT` (8080), with Node's source maps on, so stack traces name
  *   `src/*.ts` lines. Its JSON log lines are shown readable (`scripts/pretty-logs.ts`).
  * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
  *   function; the emulator and the Scheduler keep running, and the Scheduler re-reads the
- *   declarations. A build that fails keeps the running function. `--no-watch` turns it off.
+ *   declarations. A build that fails keeps the running function. `--no-watch` turns it off;
+ *   `--no-build` skips the first build and serves `build/` as it is.
  * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
- *   delivery; `--drop-answers` and `--duplicates` are its options; `--no-scheduler` leaves it out.
+ *   delivery; `--drop-answers` and `--duplicates` are its options; `--fire JOB` also fires JOB
+ *   once at start, as a forced run (no waiting for its slot); `--no-scheduler` leaves it out.
  *   With `AUTH_MODE=verify-oidc` it signs each delivery's token with a local key, and the function
  *   gets `OIDC_CERTS_URL` pointing at that key's certificates (`OIDC_AUDIENCE` defaults to the
  *   function's URL, `OIDC_INVOKERS` to a made-up invoker).
@@ -52,7 +54,7 @@ import {
 import { prettyLogLines } from './pretty-logs.ts';
 
 const USAGE =
-  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--no-scheduler] [--no-watch]';
+  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -76,8 +78,10 @@ let options: {
   duplicates?: string;
   'keep-data'?: boolean;
   'data-dir'?: string;
+  fire?: string;
   'no-scheduler'?: boolean;
   'no-watch'?: boolean;
+  'no-build'?: boolean;
   help?: boolean;
 };
 try {
@@ -88,8 +92,10 @@ try {
       duplicates: { type: 'string' },
       'keep-data': { type: 'boolean' },
       'data-dir': { type: 'string' },
+      fire: { type: 'string' },
       'no-scheduler': { type: 'boolean' },
       'no-watch': { type: 'boolean' },
+      'no-build': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   }));
@@ -176,7 +182,8 @@ function eachLine(stream: NodeJS.ReadableStream | null, write: (line: string) =>
   });
 }
 
-if (!build()) process.exit(1);
+// `--no-build` serves build/ as it is (the tests do, after `npm test` built it once).
+if (!options['no-build'] && !build()) process.exit(1);
 
 // The emulator, with the data kept by an earlier run.
 let emulator: GroupProcess | undefined;
@@ -287,6 +294,13 @@ if (!options['no-scheduler']) {
       duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
     }`,
   );
+  if (options.fire !== undefined) {
+    try {
+      void scheduler.fire(options.fire);
+    } catch (err) {
+      say(`--fire: ${(err as Error).message}`);
+    }
+  }
 }
 
 // Watch mode.
