@@ -301,6 +301,8 @@ export class LocalScheduler {
 
   /** Sets the job's timer for its first slot after `after` (ms). */
   #arm(job: SchedulerJob, after: number): void {
+    this.#timers.get(job.id)?.();
+    this.#timers.delete(job.id);
     const slot = nextSlot(job, after);
     if (slot === undefined) return;
     const wake = () => {

@@ -102,8 +102,15 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   let issuer: OidcIssuer | undefined;
   const { oidc } = settings;
   if (oidc !== undefined) {
-    const port = options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0';
-    issuer = await startOidcIssuer(Number(port));
+    const port = Number(options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0');
+    try {
+      issuer = await startOidcIssuer(port);
+    } catch (err) {
+      console.error(
+        `scheduler: cannot serve the token certificates on port ${port}: ${(err as Error).message}`,
+      );
+      return 2;
+    }
     if (issuer.certsUrl !== oidc.certsUrl) {
       console.log(
         `OIDC tokens signed locally: start the function with OIDC_CERTS_URL=${issuer.certsUrl}`,
