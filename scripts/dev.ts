@@ -42,6 +42,7 @@ import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
 import { ConfigError } from '../src/errors.ts';
+import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
 import {
   acceptsConnections,
   freePort,
@@ -289,7 +290,10 @@ if (!options['no-scheduler']) {
   scheduler.start();
   say(
     `local Cloud Scheduler firing ${jobs
-      .map((j) => `${j.id} (${j.schedule}, ${j.timeZone})`)
+      .map((j) => {
+        const [next] = nextSlots(j, new Date(), 1);
+        return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
+      })
       .join(', ')}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
       duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
     }`,
