@@ -64,6 +64,13 @@ Optional (default):
   JOB_HEADERS (KEY=VALUE,... sent by every job), JOB_QUERY (a=b&c=d appended to every job's URL)
   AUTH_MODE (platform): verify-oidc turns Cloud Run's invoker IAM check off and has the function
     verify the OIDC token itself; OIDC_AUDIENCE (https://REGION-PROJECT.cloudfunctions.net/FUNCTION_NAME)
+  ALERT_CHANNELS (unset): notification channels (projects/P/notificationChannels/ID,...) to alert on
+    missed, finally failed and lease-lost runs, and on no processed run of a job for
+    ALERT_ABSENCE_PERIODS (2) of its periods; uses gcloud alpha monitoring. Log-based metrics of the
+    runs (processed, failed, failed-after-retries, missed, lease-lost, by job) are always created.
+  EXAMPLE (unset): workflows, cloud-run-job or cloud-build also grants the runtime account the
+    roles of that proxy example (examples/*/README.md); cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB,
+    the Cloud Run job in REGION.
   DRY_RUN=1 is the same as --dry-run.
 EOF
 }
@@ -121,12 +128,15 @@ RUN_KEY_SCOPE_PARAMS="${RUN_KEY_SCOPE_PARAMS:-}"
 JOB_HEADERS="${JOB_HEADERS:-}"
 JOB_QUERY="${JOB_QUERY:-}"
 AUTH_MODE="${AUTH_MODE:-platform}"
+ALERT_CHANNELS="${ALERT_CHANNELS:-}"
+ALERT_ABSENCE_PERIODS="${ALERT_ABSENCE_PERIODS:-2}"
 # With verify-oidc the audience must be known before the function exists (it is in the function's
 # environment): the function's cloudfunctions.net address is, unlike its run.app URL.
 OIDC_AUDIENCE="${OIDC_AUDIENCE:-https://${REGION}-${GOOGLE_CLOUD_PROJECT}.cloudfunctions.net/${FUNCTION_NAME}}"
 
-# The function's own limit (src/config.ts): one year.
-readonly MAX_SECONDS=31536000
+# The function's own limits (src/config.ts): a lease of at most a day, a Firestore timeout of at
+# most 600 s, a retention of at most a year.
+readonly MAX_LEASE_SECONDS=86400 MAX_FIRESTORE_TIMEOUT_SECONDS=600 MAX_SECONDS=31536000
 problems=()
 # Numbers that failed their own check, so that no rule between numbers reports them twice.
 declare -A invalid_number=()
@@ -226,6 +236,68 @@ read_jobs() {
   done <<<"$output"
 }
 
+# ----------------------------------------------------------------------------------------------
+# Opt-in: the roles of a proxy example (examples/*/README.md), granted to the runtime account.
+#   EXAMPLE=workflows      roles/workflows.invoker on the project (create and list executions;
+#                          gcloud has no per-workflow IAM binding)
+#   EXAMPLE=cloud-run-job  roles/run.jobsExecutorWithOverrides (run.jobs.runWithOverrides) and
+#                          roles/run.viewer (run.executions.list) on the Cloud Run job
+#                          EXAMPLE_CLOUD_RUN_JOB in REGION
+#   EXAMPLE=cloud-build    roles/cloudbuild.builds.editor on the project (cloudbuild.builds.create
+#                          runs a trigger, cloudbuild.builds.list lists builds)
+# Unset (the default): nothing beyond roles/datastore.user.
+# ----------------------------------------------------------------------------------------------
+EXAMPLE="${EXAMPLE:-}"
+EXAMPLE_CLOUD_RUN_JOB="${EXAMPLE_CLOUD_RUN_JOB:-}"
+
+# Called by validate(): reports bad example inputs with the others, before anything runs.
+check_example() {
+  case "$EXAMPLE" in
+    '' | workflows | cloud-build) ;;
+    cloud-run-job)
+      # A Cloud Run job name: up to 63 of a-z, 0-9, "-", starting with a letter.
+      if [[ ! "$EXAMPLE_CLOUD_RUN_JOB" =~ ^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$ ]]; then
+        problem "EXAMPLE=cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB, the name of the Cloud Run job in ${REGION:-REGION} that the proxy runs (1-63 of a-z, 0-9, \"-\", starting with a letter), not ${EXAMPLE_CLOUD_RUN_JOB@Q}"
+      fi
+      ;;
+    *) problem "EXAMPLE=${EXAMPLE@Q}: must be workflows, cloud-run-job or cloud-build (or unset)" ;;
+  esac
+  if [[ -n "$EXAMPLE_CLOUD_RUN_JOB" && "$EXAMPLE" != cloud-run-job ]]; then
+    problem "EXAMPLE_CLOUD_RUN_JOB is set but EXAMPLE is ${EXAMPLE:-unset}: it is only read with EXAMPLE=cloud-run-job"
+  fi
+}
+
+# The example's roles, for the summary.
+example_roles() {
+  case "$EXAMPLE" in
+    workflows) printf ', roles/workflows.invoker' ;;
+    cloud-run-job) printf ', roles/run.jobsExecutorWithOverrides and roles/run.viewer on job %s' "$EXAMPLE_CLOUD_RUN_JOB" ;;
+    cloud-build) printf ', roles/cloudbuild.builds.editor' ;;
+  esac
+}
+
+# Grants the example's roles to the runtime account (after its roles/datastore.user).
+grant_example() {
+  local member="serviceAccount:${RUNTIME_SA_EMAIL}" role
+  case "$EXAMPLE" in
+    workflows | cloud-build)
+      role=roles/workflows.invoker
+      if [[ "$EXAMPLE" == cloud-build ]]; then role=roles/cloudbuild.builds.editor; fi
+      say "==> Example ${EXAMPLE}: ${role} for ${RUNTIME_SA_EMAIL}"
+      run_retrying gcloud projects add-iam-policy-binding "$GOOGLE_CLOUD_PROJECT" \
+        --member="$member" --role="$role" --condition=None --format=none --quiet
+      ;;
+    cloud-run-job)
+      say "==> Example cloud-run-job: roles on the Cloud Run job ${EXAMPLE_CLOUD_RUN_JOB} for ${RUNTIME_SA_EMAIL}"
+      for role in roles/run.jobsExecutorWithOverrides roles/run.viewer; do
+        run_retrying gcloud run jobs add-iam-policy-binding "$EXAMPLE_CLOUD_RUN_JOB" \
+          --region="$REGION" "${project[@]}" --member="$member" --role="$role" --format=none --quiet
+      done
+      ;;
+  esac
+}
+# ------------------------------------------------------------------------------ end of opt-in --
+
 validate() {
   # Byte-wise character classes, whatever the caller's locale.
   local LC_ALL=C
@@ -283,14 +355,20 @@ validate() {
   check_pattern OIDC_AUDIENCE '^[!-~]{1,500}$' 'must be 1-500 printable ASCII characters without spaces'
   check_sent "$RUN_KEY_SCOPE_HEADERS" "$JOB_HEADERS" ',' JOB_HEADERS RUN_KEY_SCOPE_HEADERS
   check_sent "$RUN_KEY_SCOPE_PARAMS" "$JOB_QUERY" '&' JOB_QUERY RUN_KEY_SCOPE_PARAMS
+  check_example
 
   # Step 2: timing. 3600 s is the 2nd gen limit for HTTP functions. Each job's own settings were
   # checked against Scheduler's ranges by validateJobs; what is left are the rules between them.
   check_number FUNCTION_TIMEOUT_SECONDS 1 3600 seconds
-  check_number LEASE_SECONDS 1 "$MAX_SECONDS" seconds
+  check_number ALERT_ABSENCE_PERIODS 1 100 periods
+  if [[ -n "$ALERT_CHANNELS" ]]; then
+    check_pattern ALERT_CHANNELS '^projects/[^/,]+/notificationChannels/[^/,]+(,projects/[^/,]+/notificationChannels/[^/,]+)*$' \
+      'must be notification channel names, comma-separated: projects/PROJECT/notificationChannels/ID (gcloud beta monitoring channels list)'
+  fi
+  check_number LEASE_SECONDS 1 "$MAX_LEASE_SECONDS" seconds
   check_number RETENTION_SECONDS 1 "$MAX_SECONDS" seconds
   if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then
-    check_number FIRESTORE_TIMEOUT_SECONDS 1 "$MAX_SECONDS" seconds
+    check_number FIRESTORE_TIMEOUT_SECONDS 1 "$MAX_FIRESTORE_TIMEOUT_SECONDS" seconds
   fi
 
   # lease ≥ function timeout ≥ every job's attempt deadline. Cloud Run keeps running a request after
@@ -508,6 +586,7 @@ fi
 run_retrying gcloud projects add-iam-policy-binding "$GOOGLE_CLOUD_PROJECT" \
   --member="serviceAccount:${RUNTIME_SA_EMAIL}" --role=roles/datastore.user --condition=None \
   --format=none --quiet
+grant_example
 
 say "==> Invoker service account ${INVOKER_SA_EMAIL} (for Cloud Scheduler)"
 if ! exists gcloud iam service-accounts describe "$INVOKER_SA_EMAIL" "${project[@]}" --format='value(email)'; then
@@ -619,6 +698,41 @@ else
   say "  ${undeclared[*]}: kept; run again with --prune to delete them"
 fi
 
+# Log-based metrics (GA) of the function's own log lines, labelled by job; with ALERT_CHANNELS, alert
+# policies on them (opt-in: the policy commands are in gcloud's alpha track). ops/alerts.ts writes
+# one JSON file per resource (ops/alert-config.ts) into .deploy/alerts, kept for the next run.
+say "==> Log-based metrics of ${FUNCTION_NAME}'s runs, by job$([[ -n "$ALERT_CHANNELS" ]] && printf ', and alert policies')"
+alerts_dir="${ROOT}/.deploy/alerts"
+alert_args=(--function="$FUNCTION_NAME" --out="$alerts_dir" --absence-periods="$ALERT_ABSENCE_PERIODS")
+if [[ -n "$ALERT_CHANNELS" ]]; then alert_args+=(--channels="$ALERT_CHANNELS"); fi
+if ! alert_lines="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "${ROOT}/ops/alerts.ts" "${alert_args[@]}")"; then
+  say "deploy.sh: writing the metric and alert definitions (node ops/alerts.ts) failed; see above"
+  exit 1
+fi
+alert_summary=()
+while IFS=$'\t' read -r kind name detail; do
+  case "$kind" in
+    metric)
+      if exists gcloud logging metrics describe "$name" "${project[@]}" --format='value(name)'; then
+        run gcloud logging metrics update "$name" --config-from-file="$detail" "${project[@]}" --quiet
+      else
+        run gcloud logging metrics create "$name" --config-from-file="$detail" "${project[@]}" --quiet
+      fi
+      ;;
+    policy)
+      existing="$(query '' gcloud alpha monitoring policies list "${project[@]}" \
+        --filter="displayName=\"${name}\"" --format='value(name)')"
+      if [[ -n "$existing" ]]; then
+        run gcloud alpha monitoring policies update "${existing%%$'\n'*}" --policy-from-file="$detail" "${project[@]}" --quiet
+      else
+        run gcloud alpha monitoring policies create --policy-from-file="$detail" "${project[@]}" --quiet
+      fi
+      alert_summary+=("$name")
+      ;;
+    skipped) say "  no absence alert for ${name}: ${detail}" ;;
+  esac
+done <<<"$alert_lines"
+
 # One entry per Scheduler job: the declared ones, then those not declared (kept or deleted).
 scheduler_summary() {
   local i label='Scheduler jobs' retries
@@ -641,11 +755,13 @@ summary() {
 ${summary_title}
   Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private)
   URL             ${function_url}
-  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user)
+  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user$(example_roles))
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
 $(scheduler_summary)
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)
+  Metrics         ${FUNCTION_NAME}-runs-{processed,failed,failed-after-retries,missed,lease-lost} (by job)
+  Alerts          $( ((${#alert_summary[@]} > 0)) && printf '%s policies to %s' "${#alert_summary[@]}" "$ALERT_CHANNELS" || printf 'none (set ALERT_CHANNELS to add them)')
 
 Trigger a run now:
   gcloud scheduler jobs run $(quote_word "${job_ids[0]}") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT}

@@ -96,7 +96,7 @@ export class LiteralPortLedger extends Baseline implements Ledger {
         const leaseExpires = new Date(now + leaseMs);
         // The sample fences on attempt_id; fencingToken is unused.
         const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
-        return { state: 'claimed', claim: { ...claim, takeover: snap.exists } };
+        return { state: 'claimed', claim: { ...claim, takeover: snap.exists, rerun: 0 } };
       }),
     );
   }
@@ -154,7 +154,7 @@ export class FloorLedger extends Baseline implements Ledger {
     const { leaseMs } = this.options;
     const leaseExpires = new Date(now + leaseMs);
     const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
-    return { state: 'claimed', claim: { ...claim, takeover: false } };
+    return { state: 'claimed', claim: { ...claim, takeover: false, rerun: 0 } };
   }
 
   /** A plain, unfenced `update()` of the lease. */

@@ -2,6 +2,7 @@
  * The bench's results, issue 5's targets judged against them, and the printed tables.
  */
 import type { Storm } from './figures.ts';
+import type { HistoryFigures } from './history.ts';
 import { LEDGERS, type LedgerFigures, type LedgerKey, STORM_LEDGERS } from './in-process.ts';
 import type { ColdStart, ColdStartKey, Throughput } from './over-http.ts';
 
@@ -11,6 +12,7 @@ export interface Results {
   readonly storms: readonly Storm[];
   readonly throughput: readonly Throughput[];
   readonly coldStarts: readonly ColdStart[];
+  readonly history: HistoryFigures;
 }
 
 const ms = (v: number) => (Number.isFinite(v) ? `${v < 10 ? v.toFixed(1) : v.toFixed(0)} ms` : '–');
@@ -145,6 +147,18 @@ export function render(r: Results, summary: string): string {
       'vs hello': (c) => times(c.first200.median / hello),
       'vs floor': (c) => times(c.first200.median / floor),
     }),
+    table(
+      'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and a processed run with its check of 5 earlier slots',
+      [r.history],
+      {
+        days: (h) => `${h.days}`,
+        slots: (h) => `${h.slots}`,
+        'readHistory in process': (h) => ms(h.inProcessMs),
+        'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
+        'target < 5 s': (h) => yes(h.commandMs < 5000),
+        'Firestore calls per processed run with the check': (h) => `${h.callsPerRunWithCheck}`,
+      },
+    ),
     table(`Targets (${summary})`, targets(r), {
       target: (t) => t.target,
       measured: (t) => t.measured,

@@ -4,6 +4,7 @@
  */
 import type { DeclaredJob, JobInfo } from '../src/job-declaration.ts';
 import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/schedule.ts';
+import { formatTable } from './table.ts';
 
 /** A job and its next fire times. */
 export interface Upcoming extends JobInfo {
@@ -65,15 +66,7 @@ export function jobsTable(jobs: readonly Upcoming[]): string {
       ]);
     }
   }
-  const widths = rows[0]?.map((_, c) => Math.max(...rows.map((row) => row[c]?.length ?? 0))) ?? [];
-  return rows
-    .map((row) =>
-      row
-        .map((cell, c) => cell.padEnd(widths[c] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return formatTable(rows);
 }
 
 /** The fields of each line of {@link deployLines}, in order. */
@@ -106,7 +99,9 @@ export function deployLines(jobs: readonly DeclaredJob[]): string {
  * @throws {Error} for a line without every field or with a setting that is not a whole number.
  * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5')[0].retryCount // 3
  */
-export function parseDeployLines(text: string): Omit<DeclaredJob, 'run'>[] {
+export function parseDeployLines(
+  text: string,
+): Pick<DeclaredJob, (typeof DEPLOY_FIELDS)[number]>[] {
   return text
     .split('\n')
     .filter((line) => line.trim() !== '')

@@ -12,8 +12,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../src/errors.ts';
 import { validateJobs } from '../src/job-declaration.ts';
+import { loadDeclarations } from './declarations.ts';
 import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
-import { loadDeclarations } from './load-jobs.ts';
 
 const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
 

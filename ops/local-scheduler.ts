@@ -36,8 +36,19 @@ import type { DeclaredJob } from '../src/job-declaration.ts';
 import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
 import { backoffSeconds, mayRetry } from './backoff.ts';
 
-/** What the Scheduler needs of a job: its declaration without the work. */
-export type SchedulerJob = Omit<DeclaredJob, 'run'>;
+/** What the Scheduler needs of a job: its id, its schedule and its Scheduler settings. */
+export type SchedulerJob = Pick<
+  DeclaredJob,
+  | 'id'
+  | 'schedule'
+  | 'timeZone'
+  | 'attemptDeadlineSeconds'
+  | 'retryCount'
+  | 'maxRetryDurationSeconds'
+  | 'minBackoffSeconds'
+  | 'maxBackoffSeconds'
+  | 'maxDoublings'
+>;
 
 /** Wall-clock time and timers. */
 export interface Clock {

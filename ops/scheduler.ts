@@ -25,9 +25,9 @@
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../src/errors.ts';
 import { validateJobs } from '../src/job-declaration.ts';
+import { loadDeclarations } from './declarations.ts';
 import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
-import { loadDeclarations } from './load-jobs.ts';
 import { LocalScheduler } from './local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
 import { parseRate, schedulerSettings } from './scheduler-settings.ts';

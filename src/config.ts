@@ -69,6 +69,17 @@ export interface Config {
    */
   readonly httpMethod: HttpMethod;
   /**
+   * How many earlier slots of a job each processed run checks for missed or finally failed runs
+   * (`MISSED_CHECK_SLOTS`; 0 turns the check off). One batched read per processed run.
+   */
+  readonly missedCheckSlots: number;
+  /**
+   * How much earlier than its `X-CloudScheduler-ScheduleTime` a delivery may arrive, by Firestore's
+   * clock, and still be that slot's run, in ms (`FORCED_RUN_TOLERANCE_SECONDS`). Earlier, it is a
+   * forced run ("Force run" sends the next schedule time) with a run id of its own.
+   */
+  readonly forcedRunToleranceMs: number;
+  /**
    * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches the token-signing certificates
    * instead of Google's, so that the local Scheduler of `npm run dev` (`ops/oidc-issuer.ts`) can sign
    * the tokens it sends. Loopback `http://` URLs only, and refused with `NODE_ENV=production`:
@@ -247,6 +258,21 @@ export const OPTIONS = {
     env: 'OIDC_INVOKERS',
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
+  },
+  forcedRunToleranceMs: {
+    env: 'FORCED_RUN_TOLERANCE_SECONDS',
+    default: '60',
+    parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
+  },
+  missedCheckSlots: {
+    env: 'MISSED_CHECK_SLOTS',
+    default: '5',
+    parse: (raw) => {
+      if (!/^\d+$/.test(raw) || Number(raw) > 100) {
+        throw new Error('must be a whole number from 0 to 100 (0 turns the check off)');
+      }
+      return Number(raw);
+    },
   },
   httpMethod: {
     env: 'HTTP_METHOD',

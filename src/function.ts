@@ -95,6 +95,14 @@ export function registerScheduledJob(
       : undefined;
   functions.http(
     name,
-    createScheduledJobHandler({ config, ledger, jobs, logger, authenticate, shutdown }),
+    createScheduledJobHandler({
+      config,
+      ledger,
+      history: ledger,
+      jobs,
+      logger,
+      authenticate,
+      shutdown,
+    }),
   );
 }

@@ -10,21 +10,24 @@ import {
   DatabaseNotFoundError,
   describeThrown,
   InvalidRequestError,
+  LedgerUnavailableError,
   loggableError,
   UnknownJobError,
 } from './errors.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from './job-declaration.ts';
-import type { Ledger } from './ledger.ts';
+import type { Ledger, RunLedger } from './ledger.ts';
 import { withTrace } from './logger.ts';
+import { type EarlierSlotsCheck, reportEarlierSlots } from './missed-runs.ts';
 import {
   LOG_LEVEL_BY_OUTCOME,
   type ResponseBody,
   type ResponseOutcome,
   STATUS_BY_OUTCOME,
 } from './outcomes.ts';
-import { computeRunId } from './run-key.ts';
+import { runningEarlierSlot } from './overlap.ts';
 import { leaseLossMessage, type RunOutcome, runOnce } from './run-once.ts';
+import { jobRunId, planRun, type RunPlan } from './run-plan.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 import type { GracefulShutdown } from './shutdown.ts';
 
@@ -41,8 +44,21 @@ export interface HandlerDeps {
     | 'exposeErrors'
     | 'jobTimeoutMs'
     | 'httpMethod'
+    | 'missedCheckSlots'
+    | 'forcedRunToleranceMs'
   >;
   readonly ledger: Ledger;
+  /**
+   * Where missed-run detection, the overlap policy and forced-run detection read (the project's
+   * `RunLedger`); without it, none of them runs.
+   */
+  readonly history?: EarlierSlotsCheck['ledger'] &
+    Pick<RunLedger, 'recordSkipped' | 'serverTime' | 'getMany'>;
+  /**
+   * Firestore's time now, for forced-run detection: `history.serverTime()` unless given (tests
+   * drive it).
+   */
+  readonly clock?: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
@@ -68,6 +84,13 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
       return { message, fields };
     }
     case 'duplicate': {
+      if (result.record.status === 'skipped') {
+        return {
+          message:
+            'Run skipped earlier: an earlier run of the job was still running (overlap policy "skip"); the job was not run.',
+          fields: { blockedBy: result.record.blockedBy },
+        };
+      }
       const at = result.record.completedAt?.toISOString();
       return {
         message: `Run already completed${at ? ` at ${at}` : ''}; the job was not run again.`,
@@ -115,6 +138,65 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
             : `Firestore is unavailable${detail(result.error)}; the job was not run. Retry later.`,
         fields: { err: result.error },
       };
+  }
+}
+
+/**
+ * The overlap policy's answer for a slot whose earlier slot still runs: `skipped` (recorded, 200)
+ * or `waiting` (409, nothing written); `undefined` when the slot runs as usual.
+ */
+async function overlapRefusal(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  plan: RunPlan,
+): Promise<{ outcome: 'skipped' | 'waiting'; message: string; blockedBy: string } | undefined> {
+  if (plan.overlap === 'allow' || deps.history === undefined) return undefined;
+  const slot = new Date(run.scheduleTime);
+  const blockedBy = await runningEarlierSlot(deps.history, job, slot, run.scope);
+  if (blockedBy === undefined) return undefined;
+  if (plan.overlap === 'wait') {
+    return {
+      outcome: 'waiting',
+      message: `An earlier run of ${job.id} is still running (overlap policy "wait"); retry later.`,
+      blockedBy,
+    };
+  }
+  const recorded = await deps.history.recordSkipped(plan.runId, plan.details, blockedBy);
+  if (recorded === 'exists') return undefined; // a record appeared: claim as usual
+  return {
+    outcome: 'skipped',
+    message: `Not run: an earlier run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
+    blockedBy,
+  };
+}
+
+/**
+ * Missed-run detection for the job's earlier slots (`missed-runs.ts`); never throws: a failed check
+ * is a warning and never fails the run.
+ */
+async function checkEarlierSlots(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  logger: Logger,
+): Promise<void> {
+  const count = deps.config.missedCheckSlots;
+  if (count === 0 || deps.history === undefined) return;
+  try {
+    await reportEarlierSlots({
+      ledger: deps.history,
+      job,
+      scope: run.scope,
+      before: new Date(run.scheduleTime),
+      count,
+      logger,
+    });
+  } catch (err) {
+    logger.warn(
+      { err: loggableError(err) },
+      'the missed-run check of earlier slots failed; the run is not affected',
+    );
   }
 }
 
@@ -171,45 +253,68 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
         run = readScheduledRun(req, config);
         const job = findJob(jobs, run.jobName);
         if (job === undefined) throw new UnknownJobError(run.jobName, jobs);
-        // The short id, not the header as sent: both forms of a job's name are one run.
-        runId = computeRunId({ ...run, jobName: job.id });
+        const clock = deps.clock ?? (async () => (await deps.history?.serverTime()) ?? new Date());
+        const plan = await planRun(run, job, clock, config.forcedRunToleranceMs);
+        runId = plan.runId;
         const runLogger = logger.child({
           runId,
           jobName: run.jobName,
           scheduleTime: run.scheduleTime,
+          ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
         });
-        const { jobName, scheduleTime } = run;
-        const info = jobInfoOf(job);
-        const result = await runOnce(
-          ledger,
-          runId,
-          (attempt) =>
-            job.run({
-              runId: attempt.runId,
-              jobName,
-              job: info,
-              scheduleTime: new Date(scheduleTime),
-              attemptId: attempt.attemptId,
-              get leaseExpires() {
-                return attempt.leaseExpires;
-              },
-              signal: attempt.signal,
-              logger: runLogger.child({ attemptId: attempt.attemptId }),
-            }),
-          {
-            details: { jobName: job.id, scheduleTime },
-            logger: runLogger,
-            shutdown: shutdown?.signal,
-            maxRunMs: config.jobTimeoutMs,
-          },
-        );
-        outcome = result.outcome;
-        const described = describe(result, config.exposeErrors);
-        message = described.message;
-        fields = { ...fields, ...described.fields };
+        fields = { ...fields, ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }) };
+        const refusal = await overlapRefusal(deps, job, run, plan);
+        if (refusal !== undefined) {
+          ({ outcome, message } = refusal);
+          fields = { ...fields, blockedBy: refusal.blockedBy };
+        } else {
+          const { jobName, scheduleTime } = run;
+          const info = jobInfoOf(job);
+          let check: Promise<unknown> | undefined;
+          const result = await runOnce(
+            ledger,
+            runId,
+            (attempt) => {
+              // Once per processed slot, beside the job: it delays the answer by at most its read.
+              if (plan.kind === 'slot') {
+                check = checkEarlierSlots(deps, job, run as ScheduledRun, runLogger);
+              }
+              return job.run({
+                runId: jobRunId(attempt.runId, attempt.rerun),
+                jobName,
+                job: info,
+                kind: plan.kind,
+                rerun: attempt.rerun,
+                scheduleTime: new Date(scheduleTime),
+                attemptId: attempt.attemptId,
+                get leaseExpires() {
+                  return attempt.leaseExpires;
+                },
+                signal: attempt.signal,
+                logger: runLogger.child({ attemptId: attempt.attemptId }),
+              });
+            },
+            {
+              details: plan.details,
+              logger: runLogger,
+              shutdown: shutdown?.signal,
+              maxRunMs: config.jobTimeoutMs,
+            },
+          );
+          await check;
+          outcome = result.outcome;
+          const described = describe(result, config.exposeErrors);
+          message = described.message;
+          fields = { ...fields, ...described.fields };
+        }
       }
     } catch (err) {
-      if (err instanceof InvalidRequestError) {
+      if (err instanceof LedgerUnavailableError) {
+        // Before the claim: forced-run detection's read of Firestore's time, or the overlap check.
+        outcome = 'unavailable';
+        message = `Firestore is unavailable${config.exposeErrors ? ` (${err.message})` : ''}; the job was not run. Retry later.`;
+        fields = { ...fields, err };
+      } else if (err instanceof InvalidRequestError) {
         outcome = err instanceof UnknownJobError ? 'unknown_job' : 'invalid_request';
         message = err.message;
         fields = { ...fields, reason: err.message };

@@ -42,9 +42,26 @@ export interface JobDeclaration {
   readonly maxBackoffSeconds?: number;
   /** How many times the wait between retries doubles before it grows linearly, 0-999; default 5. */
   readonly maxDoublings?: number;
+  /**
+   * What a slot does when it arrives while an earlier slot of the same job is still running
+   * (Temporal's overlap policy, Kubernetes' `concurrencyPolicy`): {@link OVERLAP_POLICIES}.
+   * Default `allow`.
+   */
+  readonly overlap?: OverlapPolicy;
   /** The work: called at most once per scheduled run while each attempt holds its lease. */
   readonly run: JobRun;
 }
+
+/**
+ * Overlap policies:
+ * - `allow`: slots are independent; a slot runs even while an earlier one still runs. No extra cost.
+ * - `skip`: a slot that arrives while an earlier slot runs is not run: answered 200 `skipped` and
+ *   recorded as `skipped`, so it is neither retried nor counted as missed. One read more per slot.
+ * - `wait`: such a slot is answered 409, so Scheduler's retry comes back later (within its retry
+ *   window; past it the slot shows as missed). One read more per slot, nothing written.
+ */
+export const OVERLAP_POLICIES = ['allow', 'skip', 'wait'] as const;
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
 /** What a job's code learns about its own declaration (`ctx.job`). */
 export interface JobInfo {
@@ -73,11 +90,13 @@ export interface DeclaredJob extends JobInfo {
   readonly maxBackoffSeconds: number;
   /** How many times the wait between retries doubles. */
   readonly maxDoublings: number;
+  /** What a slot does while an earlier slot of the job still runs. */
+  readonly overlap: OverlapPolicy;
   /** The work. */
   readonly run: JobRun;
 }
 
-type Settings = Omit<DeclaredJob, keyof JobInfo | 'run'>;
+type Settings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
 
 /**
  * Defaults of the optional settings: `deploy.sh`'s defaults before jobs were declared in code, so a
@@ -91,6 +110,7 @@ export const JOB_DEFAULTS = Object.freeze({
   minBackoffSeconds: 30,
   maxBackoffSeconds: 600,
   maxDoublings: 5,
+  overlap: 'allow' as OverlapPolicy,
 } as const);
 
 /** One year, the longest duration `deploy.sh` and `config.ts` take. */
@@ -184,6 +204,10 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
     const zoneText = typeof timeZone === 'string' ? timeZoneProblem(timeZone) : 'must be a string';
     if (zoneText !== undefined) problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
     if (typeof run !== 'function') problem('run must be the job function, (ctx) => …');
+    const overlap = declaration.overlap ?? JOB_DEFAULTS.overlap;
+    if (!OVERLAP_POLICIES.includes(overlap)) {
+      problem(`overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`);
+    }
     const settings = {} as Record<keyof Settings, number>;
     for (const [key, [min, max]] of Object.entries(SETTING_RANGES) as [
       keyof Settings,
@@ -206,6 +230,7 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
         schedule: typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule,
         timeZone,
         ...settings,
+        overlap,
         run,
       }),
     );

@@ -23,6 +23,16 @@ export interface JobContext {
   readonly jobName: string;
   /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
   readonly scheduleTime: Date;
+  /**
+   * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (it arrived well before its
+   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`.
+   */
+  readonly kind: 'slot' | 'forced' | 'manual';
+  /**
+   * The re-run's number (1, 2, …) when this run is a finished slot run again on purpose
+   * (`npm run trigger -- JOB --rerun --slot T`); `runId` then ends in `-rerun-N`. Else 0.
+   */
+  readonly rerun: number;
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
   /**

@@ -17,11 +17,16 @@ import {
   claimDocument,
   completionUpdate,
   extensionUpdate,
+  failureUpdate,
+  type MAX_ERROR_LENGTH,
+  missedDocument,
   type RunDetails,
   type RunRecord,
   RunStatus,
+  reportedUpdate,
   runRecordConverter,
   type StoredRecord,
+  skippedDocument,
   takeoverUpdate,
   type UnreadableRecord,
 } from './run-record.ts';
@@ -36,8 +41,10 @@ export interface Claim {
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
-  /** True when this claim took over an expired lease of an earlier attempt. */
+  /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
+  /** The re-run's number (1, 2, …) when this claim re-runs a finished run on purpose; else 0. */
+  readonly rerun: number;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
@@ -74,8 +81,24 @@ export interface Ledger {
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
   complete(claim: Claim): Promise<FenceResult>;
-  /** Releases the claim after a failure, fenced. @throws {LedgerUnavailableError} */
-  release(claim: Claim): Promise<FenceResult>;
+  /**
+   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is
+   * the error's message. @throws {LedgerUnavailableError}
+   */
+  release(claim: Claim, failure?: string): Promise<FenceResult>;
+}
+
+/** What a batched read of run records found. */
+export interface BatchRead {
+  /** Each run id's record, `undefined` when absent. */
+  readonly records: ReadonlyMap<string, StoredRecord | undefined>;
+  /**
+   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
+   * precision a `lastUpdateTime` precondition compares): the fencing token of a report after the read.
+   */
+  readonly updateTimes: ReadonlyMap<string, Timestamp>;
+  /** Firestore's time of the (last) read. */
+  readonly readTime: Date;
 }
 
 /** Ledger settings, all durations in ms. */
@@ -92,6 +115,10 @@ export interface LedgerOptions {
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
+/** A document id no run has (run ids are hex): read once to learn Firestore's time. */
+const CLOCK_DOC = '~clock';
+/** Documents per batched read (`getAll`); Firestore takes far more, this bounds one call's wait. */
+const BATCH_SIZE = 500;
 /** Tries of a fenced write whose failure looks transient, and the first back-off. */
 const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
@@ -136,8 +163,9 @@ function codeOf(err: unknown): number | undefined {
 export class RunLedger implements Ledger {
   readonly #db: Firestore;
   readonly #options: LedgerOptions;
-  /** Firestore's clock minus ours, learnt from answers; only for `expire_at`, never a lease. */
+  /** Firestore's clock minus ours, learnt from answers; never for a lease. */
   #skewMs = 0;
+  #skewLearnt = false;
   /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
@@ -201,11 +229,12 @@ export class RunLedger implements Ledger {
         ref.create(claimDocument(attemptId, leaseMs, this.#expireAt(), details)),
       );
       if (!(created instanceof WriteConflict)) {
-        return this.#claimed(runId, attemptId, created.writeTime, false);
+        return this.#claimed(runId, attemptId, created.writeTime, false, 0);
       }
       const read = await this.#read(ref);
       const { record } = read;
-      switch (claimDecision(record, read.time.toDate())) {
+      const decision = claimDecision(record, read.time.toDate(), details.rerunId);
+      switch (decision) {
         case 'absent':
           continue; // released between our create and our read: create again
         case 'completed':
@@ -214,16 +243,19 @@ export class RunLedger implements Ledger {
           return { state: 'unreadable', record: record as UnreadableRecord };
         case 'lease_live':
           return { state: 'in_progress', holder: holderOf(record as RunRecord) };
+        case 'rerun':
+        case 'retryable':
         case 'lease_expired': {
-          holder = holderOf(record as RunRecord);
+          const previous = record as RunRecord;
+          holder = holderOf(previous);
           // Take over, but only if nobody wrote since our read.
+          const update = takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details, previous);
           const taken = await this.#call('takeover', 'fencedWrite', () =>
-            ref.update(takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details), {
-              lastUpdateTime: read.updateTime as Timestamp,
-            }),
+            ref.update(update, { lastUpdateTime: read.updateTime as Timestamp }),
           );
           if (!(taken instanceof WriteConflict)) {
-            return this.#claimed(runId, attemptId, taken.writeTime, true);
+            const rerun = decision === 'rerun' ? previous.reruns + 1 : 0;
+            return this.#claimed(runId, attemptId, taken.writeTime, true, rerun);
           }
         }
       }
@@ -284,23 +316,118 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Deletes the claim after a retryable failure so the next delivery can run at once, if this
-   * attempt still holds it.
+   * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
+   * `failed`, with the error's message, so the next delivery claims it at once (the purpose of the
+   * guide's delete) and the run's history keeps the failure.
    *
-   * @returns `recorded` (the claim is gone), or `lease_lost` when another attempt holds the run.
+   * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
+   * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
    * @example
-   * await ledger.release(claim);
+   * await ledger.release(claim, 'billing answered 503');
    */
-  async release(claim: Claim): Promise<FenceResult> {
+  async release(claim: Claim, failure = ''): Promise<FenceResult> {
     this.#held.delete(claim.runId);
     return this.#fencedWrite(
       claim,
       'release',
-      (ref, token) => ref.delete({ lastUpdateTime: token }),
-      (record) => record === undefined,
+      (ref, token) =>
+        ref.update(failureUpdate(failure, this.#expireAt()), { lastUpdateTime: token }),
+      (record) => record?.status === RunStatus.Failed,
     );
+  }
+
+  /**
+   * Reads many run records in batched reads (`getAll`, at most {@link BATCH_SIZE} documents a call):
+   * no query, so no index. For run history and missed-run detection.
+   *
+   * @param runIds - the run ids to read.
+   * @returns each run id's record (`undefined` when absent), and Firestore's time of the reads.
+   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in `timeoutMs`.
+   * @example
+   * const { records, readTime } = await ledger.getMany(slots.map((s) => s.runId));
+   */
+  async getMany(runIds: readonly string[]): Promise<BatchRead> {
+    const records = new Map<string, StoredRecord | undefined>();
+    const updateTimes = new Map<string, Timestamp>();
+    let readTime = new Date(Date.now() + this.#skewMs);
+    for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
+      const refs = runIds
+        .slice(i, i + BATCH_SIZE)
+        .map((id) => this.#ref(id).withConverter(runRecordConverter));
+      if (refs.length === 0) continue;
+      const snaps = await this.#call('batched read', 'read', () => this.#db.getAll(...refs));
+      if (snaps instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
+      for (const snap of snaps) {
+        // The refs carry the run-record converter: the snapshots' data is a StoredRecord.
+        records.set(snap.id, snap.data() as StoredRecord | undefined);
+        if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
+        readTime = snap.readTime.toDate();
+      }
+      if (snaps[0] !== undefined) this.#learnSkew(snaps[0].readTime);
+    }
+    return { records, updateTimes, readTime };
+  }
+
+  /**
+   * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
+   *
+   * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
+   *   or another instance's report).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async reportMissed(runId: string, details: RunDetails): Promise<'reported' | 'exists'> {
+    const created = await this.#call('missed-run report', 'create', () =>
+      this.#ref(runId).create(missedDocument(this.#expireAt(), details)),
+    );
+    return created instanceof WriteConflict ? 'exists' : 'reported';
+  }
+
+  /**
+   * Records a slot skipped by the overlap policy `skip` while `blockedBy` still ran: creates its
+   * record as `skipped` (final: later deliveries are duplicates).
+   *
+   * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async recordSkipped(
+    runId: string,
+    details: RunDetails,
+    blockedBy: string,
+  ): Promise<'recorded' | 'exists'> {
+    const created = await this.#call('skip', 'create', () =>
+      this.#ref(runId).create(skippedDocument(this.#expireAt(), details, blockedBy)),
+    );
+    return created instanceof WriteConflict ? 'exists' : 'recorded';
+  }
+
+  /**
+   * Firestore's time now, as best this instance knows it: its clock corrected by the skew learnt
+   * from Firestore's answers. Before the first answer, one read learns it (of a document that never
+   * exists; one read, once per instance).
+   *
+   * @throws {LedgerUnavailableError} if that read fails.
+   * @example const early = Date.parse(scheduleTime) - (await ledger.serverTime()).getTime();
+   */
+  async serverTime(): Promise<Date> {
+    if (!this.#skewLearnt)
+      await this.#read(this.#db.collection(this.#options.collection).doc(CLOCK_DOC));
+    return new Date(Date.now() + this.#skewMs);
+  }
+
+  /**
+   * Marks a finally failed run reported, once across instances: fenced on the update time read.
+   *
+   * @param updateTime - the record's update time from the read that found it unreported.
+   * @returns `reported` if this call marked it, `exists` if the record changed first.
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async markReported(runId: string, updateTime: Timestamp): Promise<'reported' | 'exists'> {
+    const marked = await this.#call('failed-run report', 'fencedWrite', () =>
+      this.#ref(runId).update(reportedUpdate(), { lastUpdateTime: updateTime }),
+    );
+    return marked instanceof WriteConflict ? 'exists' : 'reported';
   }
 
   /**
@@ -335,15 +462,22 @@ export class RunLedger implements Ledger {
 
   #learnSkew(serverTime: Timestamp): void {
     this.#skewMs = serverTime.toMillis() - Date.now();
+    this.#skewLearnt = true;
   }
 
-  #claimed(runId: string, attemptId: string, writeTime: Timestamp, takeover: boolean): ClaimResult {
+  #claimed(
+    runId: string,
+    attemptId: string,
+    writeTime: Timestamp,
+    takeover: boolean,
+    rerun: number,
+  ): ClaimResult {
     this.#learnSkew(writeTime);
     const { leaseMs } = this.#options;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
     return {
       state: 'claimed',
-      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover },
+      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover, rerun },
     };
   }
 

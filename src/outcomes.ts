@@ -15,6 +15,10 @@ export const STATUS_BY_OUTCOME = {
   duplicate: 200,
   /** Another attempt holds a live lease on the run: retry later. */
   in_progress: 409,
+  /** Not run: an earlier slot of the job still runs (overlap policy `skip`); recorded, not retried. */
+  skipped: 200,
+  /** Not run yet: an earlier slot of the job still runs (overlap policy `wait`): retry later. */
+  waiting: 409,
   /** The request names no valid run (headers, body): nothing written. */
   invalid_request: 400,
   /** The request body is larger than functions-framework's body parser takes. */
@@ -47,6 +51,8 @@ export const LOG_LEVEL_BY_OUTCOME = {
   processed: 'info',
   duplicate: 'info',
   in_progress: 'info',
+  skipped: 'info',
+  waiting: 'info',
   invalid_request: 'warn',
   body_too_large: 'warn',
   unsupported_encoding: 'warn',

@@ -4,7 +4,7 @@
  * claim to any idempotency key it receives.
  */
 import type { Logger } from 'pino';
-import { AttemptAbortedError, LedgerUnavailableError } from './errors.ts';
+import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
@@ -21,8 +21,10 @@ export interface Attempt {
    * or failed for about two thirds of a lease.
    */
   readonly leaseExpires: Date;
-  /** True when this attempt took over the expired lease of an earlier, unfinished attempt. */
+  /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
+  /** The re-run's number (1, 2, …) when this attempt re-runs a finished run on purpose; else 0. */
+  readonly rerun: number;
   /**
    * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
@@ -93,7 +95,7 @@ const LEASE_LOSS_MESSAGES = {
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger. The work runs only
  * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
- * async) releases the claim so a retry can run at once.
+ * async) releases the claim so a retry can run at once, keeping the failure in the record.
  *
  * @param ledger - the run ledger.
  * @param runId - the idempotency key.
@@ -141,6 +143,7 @@ export async function runOnce(
       return heartbeat.claim.leaseExpires;
     },
     takeover: claimed.claim.takeover,
+    rerun: claimed.claim.rerun,
     signal: controller.signal,
   };
   let timedOut = false;
@@ -186,7 +189,13 @@ export async function runOnce(
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
     const error = controller.signal.aborted ? controller.signal.reason : thrown;
     const claim = await heartbeat.stop();
-    const release = await fenced(() => ledger.release(claim), logger, 'release', causeOfLoss);
+    const failure = describeThrown(error);
+    const release = await fenced(
+      () => ledger.release(claim, failure),
+      logger,
+      'release',
+      causeOfLoss,
+    );
     return release === 'lease_lost'
       ? { outcome: 'failed', attempt, error, release, leaseLoss: causeOfLoss() }
       : { outcome: 'failed', attempt, error, release };

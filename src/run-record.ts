@@ -3,13 +3,25 @@
  * claim decision as named conditions. The ledger owns every read and write; this module owns what
  * a record *is*.
  *
- * Timeline of one run document (the Scheduler guide's state machine, plus the lease heartbeat):
+ * Timeline of one run document (the Scheduler guide's state machine, plus the lease heartbeat, and
+ * failures kept for the run's history instead of deleted):
  *
  *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
- *                         │  │  ▲ └──────release──► (absent)             (fenced on our write)
- *                         │  └──┘ extend: leased_at = now, every lease/3  (fenced on our write)
- *                         └── now ≥ leased_at + lease_ms: another attempt takes over
+ *      │                  │  │  ▲ └──────release──► failed               (fenced on our write)
+ *      │                  │  └──┘ extend: leased_at = now, every lease/3  (fenced on our write)
+ *      │                  └── now ≥ leased_at + lease_ms: another attempt takes over
+ *      │                                                                 (fenced on what it read)
+ *      ├──report──► missed         failed, missed ──a retry takes over at once──► in_progress
+ *      └──overlap──► skipped       completed, skipped ──a re-run takes over on purpose──► in_progress
  *                                                                        (fenced on what it read)
+ *
+ * A failed attempt leaves `failed` (attempts so far, when it failed, the error's message) where the
+ * guide's sample deletes the claim: a retry still claims at once, with the same fenced takeover as
+ * after a lapsed lease. `missed` is written by missed-run detection for a slot with no attempt past
+ * its retry window, so it is reported once across instances; a late delivery (a backfill) may still
+ * claim it. `skipped` is a slot not run because an earlier slot of its job still ran (overlap policy
+ * `skip`): final, like `completed`. A re-run (`npm run trigger -- JOB --rerun --slot T`) takes a
+ * completed or skipped run over on purpose, counted in `reruns`, named by `rerun_id`.
  *
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
@@ -25,7 +37,20 @@ import {
 } from '@google-cloud/firestore';
 
 /** Run statuses, as the guide's sample writes them. */
-export const RunStatus = { InProgress: 'in_progress', Completed: 'completed' } as const;
+export const RunStatus = {
+  InProgress: 'in_progress',
+  Completed: 'completed',
+  /** The last attempt failed; a retry may claim the run at once. */
+  Failed: 'failed',
+  /** No attempt came within the retry window; reported by missed-run detection. */
+  Missed: 'missed',
+  /** Not run: an earlier slot of the job still ran (overlap policy `skip`). Final. */
+  Skipped: 'skipped',
+} as const;
+
+/** What a run is: its slot's run, a forced run (Scheduler's "Force run"), or a manual run. */
+export const RunKind = { Slot: 'slot', Forced: 'forced', Manual: 'manual' } as const;
+export type RunKind = (typeof RunKind)[keyof typeof RunKind];
 export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
 /**
@@ -46,8 +71,26 @@ export const Field = {
   expireAt: 'expire_at',
   /** Server time of the first write of the current attempt. */
   claimedAt: 'claimed_at',
+  /** Server time of the first attempt's claim: `first_claimed_at − schedule_time` is how late the run started. */
+  firstClaimedAt: 'first_claimed_at',
+  /** How many attempts claimed the run so far. */
+  attempts: 'attempts',
   /** Server time of the completion. */
   completedAt: 'completed_at',
+  /** Server time of the last failure. */
+  failedAt: 'failed_at',
+  /** The last failure's `message`, at most {@link MAX_ERROR_LENGTH} characters; never request data. */
+  lastError: 'last_error',
+  /** Server time at which a missed or finally failed run was reported (once across instances). */
+  reportedAt: 'reported_at',
+  /** `forced` or `manual` for runs that are not their slot's; absent for a slot. */
+  kind: 'run_kind',
+  /** How many times the run was re-run on purpose. */
+  reruns: 'reruns',
+  /** The trigger id of the last re-run, so its retries are one re-run. */
+  rerunId: 'rerun_id',
+  /** The run id of the earlier slot that was still running when this one was skipped. */
+  blockedBy: 'blocked_by',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
 } as const;
@@ -55,14 +98,34 @@ export const Field = {
 /** A run record the ledger understands. Times are Firestore's (server) clock. */
 export interface RunRecord {
   readonly status: RunStatus;
-  /** The attempt that holds or completed the run; `''` on a completed record that lacks it. */
+  /** The attempt that holds, completed or last failed the run; `''` when none did (`missed`). */
   readonly attemptId: string;
-  /** When the holder's lease lapses, by Firestore's clock; undefined once completed. */
+  /** When the holder's lease lapses, by Firestore's clock; only while `in_progress`. */
   readonly leaseExpires: Date | undefined;
+  /** How many attempts claimed the run (records of earlier versions: 1; `missed`: 0). */
+  readonly attempts: number;
+  /** The first attempt's claim. */
+  readonly firstClaimedAt: Date | undefined;
+  /** The current (or last) attempt's claim. */
   readonly claimedAt: Date | undefined;
   readonly completedAt: Date | undefined;
+  readonly failedAt: Date | undefined;
+  /** The last failure's message. */
+  readonly lastError: string | undefined;
+  /** When it was reported as missed or finally failed. */
+  readonly reportedAt: Date | undefined;
   readonly jobName: string | undefined;
+  readonly scheduleTime: Date | undefined;
+  readonly kind: RunKind;
+  /** Re-runs on purpose so far. */
+  readonly reruns: number;
+  readonly rerunId: string | undefined;
+  /** For `skipped`: the run that was still running. */
+  readonly blockedBy: string | undefined;
 }
+
+/** The longest `last_error` kept, in characters: enough to act on, never a dump. */
+export const MAX_ERROR_LENGTH = 300;
 
 /**
  * A document in the runs collection that is not a run record this version can read: an unknown
@@ -86,6 +149,10 @@ export interface RunDetails {
   readonly jobName?: string;
   /** The schedule time as canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
   readonly scheduleTime?: string;
+  /** `forced` or `manual`; a slot's run when absent. */
+  readonly kind?: RunKind;
+  /** A re-run's trigger id: a completed or skipped run is taken over on purpose, once per id. */
+  readonly rerunId?: string;
 }
 
 function dateOf(value: unknown): Date | undefined {
@@ -127,12 +194,39 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const status = data[Field.status];
     const attemptId = data[Field.attemptId];
     const jobName = data[Field.jobName];
+    const attempts = data[Field.attempts];
+    const lastError = data[Field.lastError];
+    const kind = Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot;
+    const reruns = data[Field.reruns];
+    const rerunId = data[Field.rerunId];
+    const blockedBy = data[Field.blockedBy];
+    const claimedAt = dateOf(data[Field.claimedAt]);
     const common = {
-      claimedAt: dateOf(data[Field.claimedAt]),
+      attempts:
+        typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 0
+          ? attempts
+          : status === RunStatus.Missed
+            ? 0
+            : 1,
+      firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
+      claimedAt,
       completedAt: dateOf(data[Field.completedAt]),
+      failedAt: dateOf(data[Field.failedAt]),
+      lastError: typeof lastError === 'string' ? lastError : undefined,
+      reportedAt: dateOf(data[Field.reportedAt]),
       jobName: typeof jobName === 'string' ? jobName : undefined,
+      scheduleTime: dateOf(data[Field.scheduleTime]),
+      kind,
+      reruns: typeof reruns === 'number' && Number.isInteger(reruns) && reruns >= 0 ? reruns : 0,
+      rerunId: typeof rerunId === 'string' ? rerunId : undefined,
+      blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
     };
-    if (status === RunStatus.Completed) {
+    if (
+      status === RunStatus.Completed ||
+      status === RunStatus.Failed ||
+      status === RunStatus.Missed ||
+      status === RunStatus.Skipped
+    ) {
       return {
         status,
         attemptId: typeof attemptId === 'string' ? attemptId : '',
@@ -156,16 +250,33 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
 };
 
 /** How a claim proceeds on a record read at server time `now`; see the timeline above. */
-export type ClaimDecision = 'absent' | 'completed' | 'lease_live' | 'lease_expired' | 'unreadable';
+export type ClaimDecision =
+  | 'absent'
+  | 'completed'
+  | 'lease_live'
+  | 'lease_expired'
+  | 'retryable'
+  | 'rerun'
+  | 'unreadable';
 
 /** No document: the run never started, or a failed attempt released it. */
 export function isAbsent(record: StoredRecord | undefined): record is undefined {
   return record === undefined;
 }
 
-/** A completed run: every later delivery is a duplicate, even past `expire_at`. */
+/** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
-  return record.status === RunStatus.Completed;
+  return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
+}
+
+/** A re-run asked for by `rerunId` that this run has not had yet: it takes the finished run over. */
+export function isNewRerun(record: StoredRecord, rerunId: string | undefined): boolean {
+  return rerunId !== undefined && record.status !== 'unreadable' && record.rerunId !== rerunId;
+}
+
+/** The last attempt failed, or no attempt came (reported missed): a retry claims it at once. */
+export function isRetryable(record: StoredRecord): boolean {
+  return record.status === RunStatus.Failed || record.status === RunStatus.Missed;
 }
 
 /** An attempt holds the run and its lease has not lapsed at server time `now`. */
@@ -177,11 +288,19 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   );
 }
 
-/** Decides a claim from the record read and the read's server time. */
-export function claimDecision(record: StoredRecord | undefined, now: Date): ClaimDecision {
+/**
+ * Decides a claim from the record read and the read's server time; `rerunId` for a re-run asked
+ * for by hand.
+ */
+export function claimDecision(
+  record: StoredRecord | undefined,
+  now: Date,
+  rerunId?: string,
+): ClaimDecision {
   if (isAbsent(record)) return 'absent';
   if (record.status === 'unreadable') return 'unreadable';
-  if (isCompleted(record)) return 'completed';
+  if (isCompleted(record)) return isNewRerun(record, rerunId) ? 'rerun' : 'completed';
+  if (isRetryable(record)) return 'retryable';
   return isLeaseLive(record, now) ? 'lease_live' : 'lease_expired';
 }
 
@@ -197,6 +316,9 @@ export function timestampOf(rfc3339: string): Timestamp {
 function detailFields(details: RunDetails): DocumentData {
   const fields: DocumentData = {};
   if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
+  if (details.kind !== undefined && details.kind !== RunKind.Slot)
+    fields[Field.kind] = details.kind;
+  if (details.rerunId !== undefined) fields[Field.rerunId] = details.rerunId;
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
   }
@@ -212,8 +334,8 @@ function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
   };
 }
 
-/** The document a fresh claim creates. */
-export function claimDocument(
+/** The fields of an attempt's claim, fresh or taken over. */
+function attemptFields(
   attemptId: string,
   leaseMs: number,
   expireAt: Timestamp,
@@ -228,18 +350,86 @@ export function claimDocument(
   };
 }
 
-/** The update that takes over an expired lease: a fresh claim over the old record. */
-export function takeoverUpdate(
+/** The document a fresh claim creates: the run's first attempt. */
+export function claimDocument(
   attemptId: string,
   leaseMs: number,
   expireAt: Timestamp,
   details: RunDetails,
 ): DocumentData {
   return {
-    ...claimDocument(attemptId, leaseMs, expireAt, details),
+    ...attemptFields(attemptId, leaseMs, expireAt, details),
+    [Field.attempts]: 1,
+    [Field.firstClaimedAt]: FieldValue.serverTimestamp(),
+  };
+}
+
+/**
+ * The update that takes over a lapsed lease, a failed attempt or a reported miss: the next attempt
+ * over the record `previous` (read just before; the update is fenced on that read, so counting from
+ * it is exact).
+ */
+export function takeoverUpdate(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+  previous: RunRecord,
+): DocumentData {
+  const rerun = isCompleted(previous) && isNewRerun(previous, details.rerunId);
+  return {
+    ...attemptFields(attemptId, leaseMs, expireAt, details),
+    [Field.attempts]: previous.attempts + 1,
+    ...(rerun ? { [Field.reruns]: previous.reruns + 1 } : {}),
+    ...(previous.firstClaimedAt === undefined
+      ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
+      : {}),
     [Field.completedAt]: FieldValue.delete(),
     [Field.legacyLeaseExpires]: FieldValue.delete(),
   };
+}
+
+/** The update that records a failed attempt in a state a retry claims at once. */
+export function failureUpdate(message: string, expireAt: Timestamp): DocumentData {
+  return {
+    [Field.status]: RunStatus.Failed,
+    [Field.failedAt]: FieldValue.serverTimestamp(),
+    [Field.lastError]: message.slice(0, MAX_ERROR_LENGTH),
+    [Field.leasedAt]: FieldValue.delete(),
+    [Field.leaseMs]: FieldValue.delete(),
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document that reports a slot no attempt came for: created once across instances. */
+export function missedDocument(expireAt: Timestamp, details: RunDetails): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.Missed,
+    [Field.attempts]: 0,
+    [Field.reportedAt]: FieldValue.serverTimestamp(),
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
+export function skippedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  blockedBy: string,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.Skipped,
+    [Field.attempts]: 0,
+    [Field.blockedBy]: blockedBy,
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The update that marks a finally failed run reported (fenced, so only one instance reports). */
+export function reportedUpdate(): DocumentData {
+  return { [Field.reportedAt]: FieldValue.serverTimestamp() };
 }
 
 /** The update that extends a held lease from Firestore's now. */

@@ -371,3 +371,21 @@ export function toZonedRfc3339(instant: Date, timeZone: string): string {
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
 }
+
+/**
+ * The longest gap between consecutive slots among the next `count` after `after`, in ms: the job's
+ * period for alerting ("no run for N periods"), which for irregular schedules (weekdays only) is
+ * the longest gap, not the usual one.
+ *
+ * @returns the gap, or `undefined` when fewer than two slots remain.
+ * @example longestGapMs({ schedule: '0 9 * * MON-FRI', timeZone: 'Etc/UTC' }, now) // 3 days, over a weekend
+ */
+export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
+  const slots = nextSlots(job, after, count);
+  let longest: number | undefined;
+  for (let i = 1; i < slots.length; i++) {
+    const gap = (slots[i] as Date).getTime() - (slots[i - 1] as Date).getTime();
+    longest = Math.max(longest ?? 0, gap);
+  }
+  return longest;
+}

@@ -10,6 +10,23 @@ export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
 /** The header Cloud Scheduler sets to the run's schedule time, RFC 3339; sent only for unix-cron schedules. */
 export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
 
+/**
+ * Headers of a run started by hand with `npm run trigger` (never sent by Cloud Scheduler):
+ * `X-Run-Once-Mode` is `manual` (a run of its own, not any slot's) or `rerun` (its slot again, on
+ * purpose), and `X-Run-Once-Trigger-Id` names the request, so its retries are one run. They are
+ * authenticated like Scheduler's deliveries (private endpoint and OIDC, or AUTH_MODE=verify-oidc).
+ */
+export const MODE_HEADER = 'X-Run-Once-Mode';
+export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
+export const TRIGGER_MODES = ['manual', 'rerun'] as const;
+export type TriggerMode = (typeof TRIGGER_MODES)[number];
+
+/** A run asked for by hand: its mode and the trigger id its retries share. */
+export interface Trigger {
+  readonly mode: TriggerMode;
+  readonly id: string;
+}
+
 /** A delivery's run, as named by its headers. */
 export interface ScheduledRun {
   /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
@@ -18,6 +35,8 @@ export interface ScheduledRun {
   readonly scheduleTime: string;
   /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
   readonly scope: readonly (readonly [string, string])[];
+  /** Set when `npm run trigger` asked for the run by hand. */
+  readonly trigger?: Trigger;
 }
 
 /** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
@@ -123,6 +142,59 @@ export function normaliseScheduleTime(value: string): string {
   return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
 }
 
+/** The trigger headers of a run asked for by hand, if any; both or neither. */
+function readTrigger(req: DeliveryLike): Trigger | undefined {
+  const modes = headerValues(req, MODE_HEADER);
+  const ids = headerValues(req, TRIGGER_ID_HEADER);
+  if (modes.length === 0 && ids.length === 0) return undefined;
+  const hint = 'Run a job by hand with `npm run trigger -- JOB`, which sets both.';
+  const mode = single(modes, MODE_HEADER, hint);
+  const id = single(ids, TRIGGER_ID_HEADER, hint);
+  const known = TRIGGER_MODES.find((m) => m === mode);
+  if (known === undefined) {
+    throw new InvalidRequestError(`${MODE_HEADER} must be ${TRIGGER_MODES.join(' or ')}. ${hint}`);
+  }
+  if (!/^[A-Za-z0-9_-]{8,64}$/.test(id)) {
+    throw new InvalidRequestError(
+      `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
+    );
+  }
+  return { mode: known, id };
+}
+
+/** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
+export interface ScopeValues {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly params?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The run id's scope entries, in configuration order (fixed scope first, then headers, then query
+ * parameters): the one place that order is decided, for deliveries and for tools that compute the
+ * run ids of slots (`npm run runs`).
+ *
+ * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
+ * @example scopeOf(config, { headers: { 'x-tenant': 'acme' } })
+ */
+export function scopeOf(
+  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
+  values: ScopeValues = {},
+): readonly (readonly [string, string])[] {
+  const scope: (readonly [string, string])[] = [];
+  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
+  const entries = [
+    ...config.keyScopeHeaders.map((name) => ['header', name, values.headers?.[name]] as const),
+    ...config.keyScopeParams.map((name) => ['query', name, values.params?.[name]] as const),
+  ];
+  for (const [kind, name, value] of entries) {
+    if (value === undefined) {
+      throw new InvalidRequestError(`The run id's scope needs a value for ${kind} ${name}.`);
+    }
+    scope.push([`${kind}:${name}`, value]);
+  }
+  return scope;
+}
+
 /**
  * Reads the run a delivery names: job name, schedule time and the configured scope values.
  *
@@ -150,11 +222,11 @@ export function readScheduledRun(
     single(
       headerValues(req, SCHEDULE_TIME_HEADER),
       SCHEDULE_TIME_HEADER,
-      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime.',
+      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ' +
+        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
     ),
   );
-  const scope: (readonly [string, string])[] = [];
-  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
+  const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
     const value = single(
       headerValues(req, name),
@@ -166,13 +238,14 @@ export function readScheduledRun(
         `Scope header ${name} must be 1-200 printable ASCII characters without spaces.`,
       );
     }
-    scope.push([`header:${name}`, value]);
+    headers[name] = value;
   }
+  const params: Record<string, string> = {};
   if (config.keyScopeParams.length > 0) {
-    const params = new URL(req.url ?? '/', 'http://localhost').searchParams;
+    const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
     for (const name of config.keyScopeParams) {
       const value = single(
-        params.getAll(name),
+        query.getAll(name),
         `Scope query parameter ${name}`,
         "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
       );
@@ -181,8 +254,11 @@ export function readScheduledRun(
           `Scope query parameter ${name} must be 1-200 printable ASCII characters without spaces.`,
         );
       }
-      scope.push([`query:${name}`, value]);
+      params[name] = value;
     }
   }
+  const scope = scopeOf(config, { headers, params });
+  const trigger = readTrigger(req);
+  if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
   return { jobName, scheduleTime, scope };
 }

@@ -104,16 +104,21 @@ describe('handleScheduledJob', () => {
       });
 
       const failed = await request.post('/').set(schedulerHeaders());
-      const afterFailure = await documents(collection);
+      const afterFailure = await storedRecord(collection, failed.body.runId);
       const retried = await request.post('/').set(schedulerHeaders());
 
       assert.equal(failed.status, 500);
       assert.equal(failed.body.outcome, 'failed');
       assert.match(failed.body.message, /downstream said no.*claim is released/);
-      assert.equal(afterFailure.size, 0, 'the claim was deleted');
+      assert.equal(afterFailure.status, 'failed', 'the failure is kept, not deleted');
+      assert.equal(afterFailure.last_error, 'downstream said no');
+      assert.equal(afterFailure.attempts, 1);
       assert.equal(retried.status, 200);
       assert.equal(retried.body.outcome, 'processed');
       assert.equal(executions, 2);
+      const completed = await storedRecord(collection, failed.body.runId);
+      assert.equal(completed.status, 'completed');
+      assert.equal(completed.attempts, 2, 'the history shows both attempts');
     });
   }
 
@@ -418,7 +423,7 @@ describe('handleScheduledJob', () => {
       assert.equal(res.status, 500);
       assert.equal(res.body.outcome, 'failed');
       assert.match(res.body.message, /^The job failed \(.*\); the claim is released/);
-      assert.equal((await documents(collection)).size, 0, 'released');
+      assert.equal((await storedRecord(collection, res.body.runId)).status, 'failed', 'released');
       const line = logs.lines().find((l) => l.outcome === 'failed');
       assert.equal(line?.status, 500, 'the log reports the status sent');
       assert.equal(logs.lines().filter((l) => /TypeError/.test(JSON.stringify(l))).length, 0);

@@ -80,9 +80,12 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
   };
 }
 
-/** Test configuration: defaults plus `env`. */
+/**
+ * Test configuration: defaults plus `env`. Missed-run detection is off unless a test turns it on:
+ * the handler tests deliver slots whose earlier slots never ran.
+ */
 export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({ NODE_ENV: 'test', ...env });
+  return loadConfig({ NODE_ENV: 'test', MISSED_CHECK_SLOTS: '0', ...env });
 }
 
 /** The job ids the handler tests deliver; {@link serve} declares its job under each. */
@@ -101,7 +104,7 @@ export function serve(job: JobRun, overrides: Parameters<typeof serveJobs>[1] = 
   return serveJobs(declareJobs(job), overrides);
 }
 
-/** {@link serve} with the declared jobs given. */
+/** {@link serve} with the declared jobs given; `deps` adds handler dependencies (a clock). */
 export function serveJobs(
   jobs: HandlerDeps['jobs'],
   overrides: {
@@ -109,12 +112,19 @@ export function serveJobs(
     ledger?: RunLedger;
     collection?: string;
     authenticate?: HandlerDeps['authenticate'];
+    /** Missed-run detection's store; the test's ledger unless given. */
+    history?: HandlerDeps['history'];
   } = {},
+  deps: Pick<HandlerDeps, 'clock'> = {},
 ) {
   const config = testConfig(overrides.env);
   const made = overrides.ledger
     ? { ledger: overrides.ledger, collection: overrides.collection ?? '' }
-    : newLedger({ leaseMs: config.leaseMs, retentionMs: config.retentionMs });
+    : newLedger({
+        leaseMs: config.leaseMs,
+        retentionMs: config.retentionMs,
+        ...(overrides.collection === undefined ? {} : { collection: overrides.collection }),
+      });
   const logs = captureLogs();
   const name = `fn_${randomUUID()}`;
   functions.http(
@@ -122,9 +132,11 @@ export function serveJobs(
     createScheduledJobHandler({
       config,
       ledger: made.ledger,
+      history: overrides.history ?? made.ledger,
       jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,
+      ...deps,
     }),
   );
   return { request: supertest(getTestServer(name)), ...made, logs, config };

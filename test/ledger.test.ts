@@ -101,16 +101,60 @@ describe('RunLedger', () => {
     assert.equal(again.state, 'completed');
   });
 
-  it('a released run can be claimed again at once by a new attempt', async () => {
+  it('a released run keeps its failure and can be claimed again at once by a new attempt', async () => {
     const { ledger, collection } = newLedger();
-    const first = claimOf(await ledger.claim('run-1'));
-    assert.equal(await ledger.release(first), 'recorded');
-    assert.equal((await firestore.collection(collection).doc('run-1').get()).exists, false);
+    const first = claimOf(await ledger.claim('run-1', { scheduleTime: '2026-10-16T12:00:00Z' }));
+    assert.equal(
+      await ledger.release(first, `billing answered 503 ${'x'.repeat(400)}`),
+      'recorded',
+    );
+    const failed = await storedRecord(collection, 'run-1');
 
     const second = claimOf(await ledger.claim('run-1'));
 
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.attempt_id, first.attemptId);
+    assert.equal(failed.attempts, 1);
+    assert.ok(failed.failed_at instanceof Timestamp);
+    assert.equal((failed.last_error as string).length, 300, 'cut to 300 characters');
+    assert.match(failed.last_error as string, /^billing answered 503 x/);
     assert.notEqual(second.attemptId, first.attemptId);
-    assert.equal(second.takeover, false);
+    assert.equal(second.takeover, true);
+    const retried = await storedRecord(collection, 'run-1');
+    assert.equal(retried.status, 'in_progress');
+    assert.equal(retried.attempts, 2);
+    assert.equal(
+      (retried.first_claimed_at as Timestamp).toMillis(),
+      (failed.first_claimed_at as Timestamp).toMillis(),
+      'the first claim time is kept',
+    );
+  });
+
+  it('a retry after a failure costs three calls: create, read, fenced takeover', async () => {
+    const calls = { create: 0, get: 0, update: 0 };
+    const { ledger } = newLedger(
+      {},
+      hookedFirestore({
+        create: (real, args) => {
+          calls.create++;
+          return real.create(...(args as [FirebaseFirestore.DocumentData]));
+        },
+        get: (real) => {
+          calls.get++;
+          return real.get();
+        },
+        update: (real, args) => {
+          calls.update++;
+          return (real.update as (...a: unknown[]) => Promise<unknown>)(...args);
+        },
+      }),
+    );
+    await ledger.release(claimOf(await ledger.claim('run-1')), 'failed once');
+    Object.assign(calls, { create: 0, get: 0, update: 0 });
+
+    claimOf(await ledger.claim('run-1'));
+
+    assert.deepEqual(calls, { create: 1, get: 1, update: 1 });
   });
 
   it('an expired lease is taken over by a new attempt, by Firestore time', async () => {

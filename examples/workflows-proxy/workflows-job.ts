@@ -1,21 +1,27 @@
 /**
- * Example job: the guide's "idempotent proxy". Each scheduled run starts one Cloud Workflows
- * execution and passes the run id in the execution's argument, so the workflow (and whatever it
- * calls) can use it as its own idempotency key. The Workflows API starts a new execution on every
- * call: the ledger in front of it is what makes one run start one execution.
+ * Example job: the guide's "idempotent proxy" in front of Cloud Workflows. Each scheduled run starts
+ * one execution and passes the run id in the execution's argument (for the workflow to key its own
+ * side effects on) and in a label (for this proxy to find the execution again). The Workflows API
+ * takes no request id and starts a new execution on every call: the ledger in front of it makes
+ * one run start one execution, and the look before the launch (`../shared/launch-once.ts`) closes
+ * the window between a launch and the run's completion write.
  *
- * To use it: copy this file into src/, move `@google-cloud/workflows` from devDependencies to
- * dependencies, and in src/job.ts write
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * `@google-cloud/workflows` from devDependencies to dependencies, and declare the job in
+ * src/jobs.ts (see README.md):
  *
- *   export const runJobLogic = createWorkflowsJob({
- *     workflow: 'projects/PROJECT/locations/REGION/workflows/WORKFLOW',
- *   });
+ *   defineJob({
+ *     id: 'nightly-workflow',
+ *     schedule: '0 2 * * *',
+ *     run: createWorkflowsJob({ workflow: 'projects/PROJECT/locations/REGION/workflows/WORKFLOW' }),
+ *   })
  *
- * The runtime service account needs `roles/workflows.invoker` (and `roles/datastore.user` for the
- * ledger, which deploy.sh grants).
+ * The runtime service account needs `roles/workflows.invoker` (create and list executions) and
+ * `roles/datastore.user` for the ledger, which deploy.sh grants (`EXAMPLE=workflows` grants both).
  */
 import { ExecutionsClient } from '@google-cloud/workflows';
 import type { JobContext } from '../../src/job.ts';
+import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
 
 /** Options of {@link createWorkflowsJob}. */
 export interface WorkflowsJobOptions {
@@ -23,6 +29,8 @@ export interface WorkflowsJobOptions {
   readonly workflow: string;
   /** The Workflows executions client; tests give one pointed at a local fake. */
   readonly client?: ExecutionsClient;
+  /** Writes the execution's name into the run's record before the run completes; optional. */
+  readonly recordLaunch?: RecordLaunch;
 }
 
 /** The argument every execution receives (JSON): the run it belongs to. */
@@ -35,11 +43,48 @@ export interface WorkflowArgument {
 }
 
 /**
- * Creates a job that starts one execution of `options.workflow` per scheduled run.
+ * The execution label carrying the run id. Label keys and values are at most 63 lowercase letters,
+ * digits, `_` and `-` (Execution.labels, google/cloud/workflows/executions/v1/executions.proto).
+ * An underscore, not a hyphen, so the key reads as one name in a list filter.
+ */
+export const RUN_ID_LABEL = 'scheduler_run_id';
+
+/**
+ * The label value of a run: the first 63 of the run id's 64 hex digits (a label value holds 63).
+ * Two runs share it with the odds of a 252-bit hash collision; the look-up still checks the full
+ * run id in the execution's argument.
  *
- * @throws (from the job) when the Workflows API refuses or fails: the claim is released and
- *   Scheduler retries. If the API started the execution but its answer was lost, the retry starts a
- *   second one: the workflow must de-duplicate on `runId` (the guide's downstream idempotency).
+ * @example runIdLabelValue(ctx.runId).length // 63
+ */
+export function runIdLabelValue(runId: string): string {
+  return runId.slice(0, 63);
+}
+
+/**
+ * The list filter that finds a run's executions. The executions list takes `filter` on
+ * `executionId, state, createTime, startTime, endTime, duration, workflowRevisionId, stepName,
+ * label` in the AIP-160 syntax (projects.locations.workflows.executions.list,
+ * https://cloud.google.com/workflows/docs/reference/executions/rest/v1/projects.locations.workflows.executions/list);
+ * a map key is reached with `.` (AIP-160, "Traversal operator").
+ *
+ * @example runFilter(runId) // 'labels.scheduler_run_id="0f3a…"'
+ */
+export function runFilter(runId: string): string {
+  return `labels.${RUN_ID_LABEL}="${runIdLabelValue(runId)}"`;
+}
+
+/**
+ * Creates a job that starts one execution of `options.workflow` per scheduled run: it lists the
+ * workflow's executions labelled with the run (view FULL, which returns labels and argument; BASIC
+ * returns neither) and adopts one whose argument carries this run id, else creates one with the
+ * argument and the label.
+ *
+ * @param options - the workflow, and optionally the client and the launch recorder.
+ * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
+ * @throws (from the job) when the Workflows API refuses or fails, or the recorder throws: the
+ *   claim is released and Scheduler retries, and the retry adopts an execution that was started.
+ * @example
+ * defineJob({ id: 'nightly', schedule: '0 2 * * *', run: createWorkflowsJob({ workflow }) });
  */
 export function createWorkflowsJob(
   options: WorkflowsJobOptions,
@@ -51,10 +96,38 @@ export function createWorkflowsJob(
       jobName: ctx.jobName,
       scheduleTime: ctx.scheduleTime.toISOString(),
     };
-    const [execution] = await client.createExecution({
-      parent: options.workflow,
-      execution: { argument: JSON.stringify(argument) },
-    });
-    ctx.logger.info({ execution: execution.name }, 'workflow execution started');
+    await launchOnce(
+      ctx,
+      {
+        target: 'workflows',
+        find: async () => {
+          const [executions] = await client.listExecutions(
+            { parent: options.workflow, filter: runFilter(ctx.runId), view: 'FULL', pageSize: 10 },
+            { autoPaginate: false },
+          );
+          return executions.find((e) => argumentRunId(e.argument) === ctx.runId)?.name ?? undefined;
+        },
+        launch: async () => {
+          const [execution] = await client.createExecution({
+            parent: options.workflow,
+            execution: {
+              argument: JSON.stringify(argument),
+              labels: { [RUN_ID_LABEL]: runIdLabelValue(ctx.runId) },
+            },
+          });
+          return nameOf(execution.name, 'execution');
+        },
+      },
+      options.recordLaunch,
+    );
   };
+}
+
+function argumentRunId(argument: string | null | undefined): string | undefined {
+  try {
+    const runId = (JSON.parse(argument ?? '') as Partial<WorkflowArgument> | null)?.runId;
+    return typeof runId === 'string' ? runId : undefined;
+  } catch {
+    return undefined; // an execution started by someone else, with an argument of its own
+  }
 }

@@ -204,6 +204,30 @@ function runGcloud(line: string, argv: string[]): Promise<GcloudRun> {
 }
 
 /** Runs every printed line through the real gcloud, `PARALLEL` at a time. */
+/**
+ * One command per shape: commands that differ only in a resource name or in which generated file
+ * they read (the five metrics, the policies) parse alike, and gcloud's ~1.5 s start each is the
+ * suite's longest wait. Every flag value other than a file path still counts, so quoting is still
+ * checked in every variant.
+ */
+function distinctShapes(lines: string[]): string[] {
+  const seen = new Set<string>();
+  return lines.filter((line) => {
+    const shape = argvOf(line)
+      .map((word) =>
+        /^--(config|policy)-from-file=/.test(word)
+          ? word.split('=')[0]
+          : word.startsWith('-') || /^[a-z]+$/.test(word)
+            ? word
+            : '<name>',
+      )
+      .join(' ');
+    if (seen.has(shape)) return false;
+    seen.add(shape);
+    return true;
+  });
+}
+
 async function parseAll(lines: string[]): Promise<GcloudRun[]> {
   const results: GcloudRun[] = [];
   let next = 0;
@@ -232,7 +256,73 @@ const AWKWARD = {
   FIRESTORE_TIMEOUT_SECONDS: '20',
 };
 
+const CHANNEL = 'projects/my-project/notificationChannels/123';
+
 describe('deploy.sh --dry-run', () => {
+  it('creates a log-based metric per kind of run from a file that labels it by job, and no alert without ALERT_CHANNELS', () => {
+    const run = deploy(AWKWARD);
+
+    assert.equal(run.status, 0, run.stderr);
+    const creates = run.lines.map(argvOf).filter((a) => a[1] === 'logging' && a[3] === 'create');
+    assert.deepEqual(
+      creates.map((a) => a[4]),
+      ['processed', 'failed', 'failed-after-retries', 'missed', 'lease-lost'].map(
+        (k) => `scheduled-job-runs-${k}`,
+      ),
+    );
+    const file = flag(creates[3] ?? [], '--config-from-file') ?? '';
+    const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    assert.match(
+      String(metric.filter),
+      /service_name="scheduled-job" AND jsonPayload\.message="missed run"/,
+    );
+    assert.deepEqual(metric.labelExtractors, {
+      job: 'REGEXP_EXTRACT(jsonPayload.jobName, "([^/]+)$")',
+    });
+    assert.equal(
+      run.lines.some((l) => l.includes('monitoring policies')),
+      false,
+    );
+  });
+
+  it('with ALERT_CHANNELS creates the alert policies once, with an absence alert per job that fits 23.5 h', () => {
+    const run = deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL });
+    const again = deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL }, [
+      '--dry-run',
+      '--assume-existing',
+    ]);
+
+    assert.equal(run.status, 0, run.stderr);
+    const creates = run.lines
+      .map(argvOf)
+      .filter((a) => a.slice(1, 5).join(' ') === 'alpha monitoring policies create');
+    const policies = creates.map(
+      (a) =>
+        JSON.parse(readFileSync(flag(a, '--policy-from-file') ?? '', 'utf8')) as {
+          displayName: string;
+          notificationChannels: string[];
+          conditions: { conditionAbsent?: { duration: string; filter: string } }[];
+        },
+    );
+    assert.deepEqual(
+      policies.map((p) => p.displayName),
+      [
+        'scheduled-job: a run was missed or failed after every retry',
+        'scheduled-job: a lease was lost (a job may have run twice)',
+        'scheduled-job: no processed run of every-five for 600 s',
+      ],
+    );
+    assert.ok(policies.every((p) => p.notificationChannels[0] === CHANNEL));
+    assert.match(
+      policies[2]?.conditions[0]?.conditionAbsent?.filter ?? '',
+      /metric\.label\.job="every-five"/,
+    );
+    assert.match(run.stderr, /no absence alert for nightly_report-1: .*past the 23\.5 h/);
+    assert.ok(
+      again.lines.some((l) => l.startsWith('gcloud alpha monitoring policies list')),
+      'looks for each policy by name before creating it',
+    );
+  });
   it('prints one gcloud command per step, in order, and runs no gcloud', () => {
     const run = deploy(REQUIRED);
 
@@ -636,9 +726,10 @@ describe('the real gcloud parser', () => {
       ...deploy(AWKWARD).lines,
       ...deploy(AWKWARD, ['--dry-run', '--assume-existing', '--prune']).lines,
       ...deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' }).lines,
+      ...deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL }).lines,
     ]);
 
-    const results = await parseAll([...lines]);
+    const results = await parseAll(distinctShapes([...lines]));
 
     const refused = results.filter((r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr));
     assert.deepEqual(
@@ -789,6 +880,16 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       says: [/with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/],
     },
     {
+      name: 'a lease longer than the function accepts (a day)',
+      inputs: { ...REQUIRED, LEASE_SECONDS: '86401' },
+      says: [/LEASE_SECONDS.*86401.*86400/],
+    },
+    {
+      name: 'an alert channel that is not a channel name',
+      inputs: { ...REQUIRED, ALERT_CHANNELS: 'ops@example.com' },
+      says: [/ALERT_CHANNELS.*projects\/PROJECT\/notificationChannels\/ID/],
+    },
+    {
       name: 'a lease shorter than the function timeout',
       inputs: { ...REQUIRED, LEASE_SECONDS: '120' },
       says: [/LEASE_SECONDS \(120\) must be at least FUNCTION_TIMEOUT_SECONDS \(180\)/],
@@ -878,5 +979,124 @@ describe('deploy.sh source', () => {
     const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8' });
 
     assert.equal(result.status, 0, result.stdout + result.stderr);
+  });
+});
+
+describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
+  const RUNTIME_MEMBER = 'serviceAccount:scheduled-job-run@my-project.iam.gserviceaccount.com';
+  /** Every IAM binding of a dry run: [command, resource, role], in order. */
+  const bindingsOf = (lines: string[]) =>
+    lines
+      .map(argvOf)
+      .filter((argv) => argv.includes('add-iam-policy-binding') && argv[1] !== 'functions')
+      .map((argv) => {
+        assert.equal(flag(argv, '--member'), RUNTIME_MEMBER, argv.join(' '));
+        const at = argv.indexOf('add-iam-policy-binding');
+        return [argv.slice(1, at).join(' '), argv[at + 1], flag(argv, '--role')];
+      });
+
+  it('grants nothing beyond roles/datastore.user when EXAMPLE is unset', () => {
+    const run = deploy(REQUIRED);
+
+    assert.deepEqual(bindingsOf(run.lines), [['projects', 'my-project', 'roles/datastore.user']]);
+  });
+
+  it('EXAMPLE=workflows grants roles/workflows.invoker on the project, unconditionally', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'workflows' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['projects', 'my-project', 'roles/workflows.invoker'],
+    ]);
+    const invoker = run.lines.map(argvOf).find((a) => a.includes('--role=roles/workflows.invoker'));
+    assert.equal(flag(invoker ?? [], '--condition'), 'None');
+    assert.match(run.stderr, /Runs as .*\(roles\/datastore\.user, roles\/workflows\.invoker\)/);
+  });
+
+  it('EXAMPLE=cloud-run-job grants running with overrides and listing executions on that job only', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['run jobs', 'export', 'roles/run.jobsExecutorWithOverrides'],
+      ['run jobs', 'export', 'roles/run.viewer'],
+    ]);
+    const onJob = command(run.lines, 'gcloud', 'run', 'jobs', 'add-iam-policy-binding');
+    assert.equal(flag(onJob, '--region'), 'us-central1');
+    assert.equal(flag(onJob, '--project'), 'my-project');
+  });
+
+  it('EXAMPLE=cloud-build grants roles/cloudbuild.builds.editor on the project', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-build' });
+
+    assert.equal(run.status, 0, run.stderr);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+      ['projects', 'my-project', 'roles/cloudbuild.builds.editor'],
+    ]);
+  });
+
+  it('grants the example roles right after roles/datastore.user, before the function is deployed', () => {
+    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+
+    const steps = run.lines.map((l) => argvOf(l).slice(1, 3).join(' '));
+    const grant = steps.indexOf('run jobs');
+    assert.equal(steps[grant - 1], 'projects add-iam-policy-binding');
+    assert.ok(grant < steps.indexOf('functions deploy'));
+  });
+
+  const refused: { name: string; inputs: Record<string, string>; says: RegExp }[] = [
+    {
+      name: 'an unknown example',
+      inputs: { EXAMPLE: 'pubsub' },
+      says: /EXAMPLE='pubsub': must be workflows, cloud-run-job or cloud-build/,
+    },
+    {
+      name: 'EXAMPLE=cloud-run-job without the job',
+      inputs: { EXAMPLE: 'cloud-run-job' },
+      says: /EXAMPLE=cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB, the name of the Cloud Run job in us-central1/,
+    },
+    {
+      name: 'a Cloud Run job name that is not one',
+      inputs: { EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'Export_Job' },
+      says: /needs EXAMPLE_CLOUD_RUN_JOB.*not 'Export_Job'/,
+    },
+    {
+      name: 'EXAMPLE_CLOUD_RUN_JOB with another example',
+      inputs: { EXAMPLE: 'workflows', EXAMPLE_CLOUD_RUN_JOB: 'export' },
+      says: /EXAMPLE_CLOUD_RUN_JOB is set but EXAMPLE is workflows/,
+    },
+  ];
+  for (const { name, inputs, says } of refused) {
+    for (const args of [['--dry-run'], []]) {
+      it(`refuses ${name} before any command${args.length > 0 ? ' (dry run)' : ''}`, () => {
+        const run = deploy({ ...REQUIRED, ...inputs }, args);
+
+        assert.equal(run.status, 2, run.stderr);
+        assert.match(run.stderr, says);
+        assert.deepEqual(run.gcloudCalls, []);
+      });
+    }
+  }
+
+  it('prints example commands that the real gcloud parser accepts', {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, async () => {
+    const lines = [
+      ...deploy({ ...REQUIRED, EXAMPLE: 'workflows' }).lines,
+      ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' }).lines,
+      ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-build' }).lines,
+    ].filter((line) => line.includes('add-iam-policy-binding') && !line.includes(' functions '));
+
+    const results = await parseAll([...new Set(lines)]);
+
+    assert.equal(results.length, 5);
+    const refused = results.filter((r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr));
+    assert.deepEqual(
+      refused.map((r) => `exit ${r.code}: ${r.line}\n${r.stderr.trim()}`),
+      [],
+    );
   });
 });

@@ -1,86 +1,142 @@
 /**
- * The Workflows proxy example against a local fake of the Workflows executions REST API (the real
- * API is unreachable here): the execution argument carries the run id, and a duplicate delivery
- * starts no second execution.
+ * The Workflows proxy example (`examples/workflows-proxy/workflows-job.ts`) with the official client
+ * (REST transport) against a local fake of the Workflows executions API (the real API is
+ * unreachable here): the execution's argument and label carry the run id, a duplicate delivery
+ * starts no second execution, and an execution an earlier attempt of the run started is adopted.
  */
 
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ExecutionsClient } from '@google-cloud/workflows';
-import { OAuth2Client } from 'google-auth-library';
+import { firestoreLaunchRecorder, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
   createWorkflowsJob,
+  RUN_ID_LABEL,
+  runFilter,
+  runIdLabelValue,
   type WorkflowArgument,
 } from '../../examples/workflows-proxy/workflows-job.ts';
-import { schedulerHeaders, serve } from '../helpers.ts';
+import { computeRunId } from '../../src/run-key.ts';
+import { normaliseScheduleTime } from '../../src/scheduler-request.ts';
+import {
+  type FakeGoogleApis,
+  LOCAL_TOKEN,
+  localClientOptions,
+  startFakeGoogleApis,
+} from '../fixtures/fake-google-apis.ts';
+import {
+  firestore,
+  freshCollection,
+  newLedger,
+  schedulerHeaders,
+  serve,
+  storedRecord,
+} from '../helpers.ts';
 
-const WORKFLOW = 'projects/demo-project/locations/us-central1/workflows/nightly';
+/** A workflow of its own for each test, so executions never mix. */
+function aWorkflow(): string {
+  return `projects/demo-project/locations/us-central1/workflows/nightly-${randomUUID().slice(0, 8)}`;
+}
 
 describe('examples/workflows-proxy', () => {
-  let fake: Server;
+  let fake: FakeGoogleApis;
   let client: ExecutionsClient;
-  const started: { path: string; authorization: string; body: { argument?: string } }[] = [];
 
   before(async () => {
-    fake = createServer((req, res) => {
-      let text = '';
-      req.on('data', (c: Buffer) => {
-        text += c.toString();
-      });
-      req.on('end', () => {
-        const body = JSON.parse(text || '{}') as { argument?: string };
-        started.push({
-          path: new URL(req.url ?? '/', 'http://localhost').pathname,
-          authorization: req.headers.authorization ?? '',
-          body,
-        });
-        res.setHeader('Content-Type', 'application/json');
-        res.end(
-          JSON.stringify({
-            name: `${WORKFLOW}/executions/${started.length}`,
-            state: 'ACTIVE',
-            ...body,
-          }),
-        );
-      });
-    });
-    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
-    const { port } = fake.address() as AddressInfo;
-    const auth = new OAuth2Client();
-    auth.setCredentials({ access_token: 'local-test-token', expiry_date: Date.now() + 3_600_000 });
-    client = new ExecutionsClient({
-      fallback: true,
-      apiEndpoint: '127.0.0.1',
-      port,
-      protocol: 'http',
-      authClient: auth,
-    } as unknown as ConstructorParameters<typeof ExecutionsClient>[0]);
+    fake = await startFakeGoogleApis();
+    client = new ExecutionsClient(localClientOptions(fake.port));
   });
   after(async () => {
     await client.close();
-    fake.close();
+    await fake.close();
   });
 
-  it('starts one execution whose argument carries the run id; the duplicate starts none', async () => {
-    const { request } = serve(createWorkflowsJob({ workflow: WORKFLOW, client }));
+  /** The proxy in a function on the emulator, recording launches in its own run records. */
+  function proxy(workflow: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
+    const collection = freshCollection();
+    const { ledger } = newLedger({ collection });
+    const recordLaunch = wrap(firestoreLaunchRecorder(firestore, collection));
+    const run = createWorkflowsJob({ workflow, client, recordLaunch });
+    return { ...serve(run, { ledger, collection }), collection };
+  }
 
-    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
-    const duplicate = await request
-      .post('/')
-      .set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+  const launchesOf = (workflow: string) =>
+    fake.launches.filter((l) => l.path === `/v1/${workflow}/executions`);
 
-    assert.equal(first.status, 200, JSON.stringify(first.body));
-    assert.equal(duplicate.body.outcome, 'duplicate');
-    assert.equal(started.length, 1);
-    assert.equal(started[0]?.path, `/v1/${WORKFLOW}/executions`);
-    assert.equal(started[0]?.authorization, 'Bearer local-test-token');
-    const argument = JSON.parse(started[0]?.body.argument ?? '{}') as WorkflowArgument;
+  it('starts one execution whose argument and label carry the run id', async () => {
+    const workflow = aWorkflow();
+    const { request, collection } = proxy(workflow);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const launches = launchesOf(workflow);
+    assert.equal(launches.length, 1);
+    assert.equal(launches[0]?.authorization, `Bearer ${LOCAL_TOKEN}`);
+    const argument = JSON.parse(String(launches[0]?.body.argument)) as WorkflowArgument;
     assert.deepEqual(argument, {
-      runId: first.body.runId,
+      runId: res.body.runId,
       jobName: 'nightly',
       scheduleTime: '2026-10-16T12:00:00.000Z',
     });
+    assert.deepEqual(launches[0]?.body.labels, {
+      [RUN_ID_LABEL]: res.body.runId.slice(0, 63),
+    });
+    const record = await storedRecord(collection, res.body.runId);
+    assert.deepEqual([record.status, record.launch.name], ['completed', launches[0]?.name]);
+  });
+
+  it('starts no second execution for a duplicate delivery', async () => {
+    const workflow = aWorkflow();
+    const { request } = proxy(workflow);
+
+    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+    const duplicate = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+
+    assert.equal(duplicate.body.outcome, 'duplicate');
+    assert.equal(launchesOf(workflow).length, 1);
+  });
+
+  it('adopts the execution an attempt started before it failed, and starts no second one', async () => {
+    const workflow = aWorkflow();
+    let recordings = 0;
+    const { request, collection } = proxy(workflow, (record) => async (ctx, launch) => {
+      if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+      await record(ctx, launch);
+    });
+
+    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+
+    assert.equal(first.body.outcome, 'failed');
+    assert.equal(retry.status, 200, JSON.stringify(retry.body));
+    const launches = launchesOf(workflow);
+    assert.equal(launches.length, 1);
+    const stored = await storedRecord(collection, retry.body.runId);
+    assert.deepEqual([stored.launch.name, stored.launch.adopted], [launches[0]?.name, true]);
+    const look = fake.lists.filter((l) => l.path === `/v1/${workflow}/executions`).at(-1);
+    assert.deepEqual([look?.query.filter, look?.query.view], [runFilter(retry.body.runId), 'FULL']);
+  });
+
+  it('does not adopt an execution whose label matches but whose argument is of another run', async () => {
+    const workflow = aWorkflow();
+    const scheduleTime = normaliseScheduleTime('2026-10-16T12:15:00Z');
+    const runId = computeRunId({ jobName: 'nightly', scheduleTime, scope: [] });
+    // Another run whose id shares the first 63 hex digits (the label value) but not the 64th.
+    const sibling = `${runId.slice(0, 63)}${runId.endsWith('0') ? '1' : '0'}`;
+    fake.seed('workflows', workflow, {
+      argument: JSON.stringify({ runId: sibling }),
+      labels: { [RUN_ID_LABEL]: runIdLabelValue(sibling) },
+    });
+    const { request } = proxy(workflow);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', scheduleTime));
+
+    assert.equal(res.body.runId, runId);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(launchesOf(workflow).length, 1);
   });
 });

@@ -59,6 +59,7 @@ describe('validateJobs', () => {
       minBackoffSeconds: 5,
       maxBackoffSeconds: 5,
       maxDoublings: 0,
+      overlap: 'skip' as const,
       run,
     };
 

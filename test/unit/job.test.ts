@@ -32,6 +32,8 @@ function fakeContext(overrides: Partial<JobContext> = {}) {
     runId: 'a'.repeat(64),
     jobName: job.id,
     scheduleTime: new Date('2026-10-16T12:00:00Z'),
+    kind: 'slot',
+    rerun: 0,
     attemptId: 'attempt-1',
     leaseExpires: new Date('2026-10-16T12:05:00Z'),
     signal: attempt.signal,

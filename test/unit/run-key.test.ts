@@ -42,7 +42,7 @@ describe('computeRunId', () => {
       { ...base, scope: [['header:x', 'p1']] as [string, string][] },
     ];
 
-    const ids = new Set(variants.map(computeRunId));
+    const ids = new Set(variants.map((v) => computeRunId(v)));
 
     assert.equal(ids.size, variants.length);
   });

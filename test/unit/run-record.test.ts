@@ -50,6 +50,31 @@ describe('runRecordConverter', () => {
     );
   });
 
+  it('reads a failed record with its attempts, failure time and last error', () => {
+    const record = read({
+      status: 'failed',
+      attempt_id: 'a',
+      attempts: 2,
+      failed_at: at('2026-10-16T12:00:05Z'),
+      first_claimed_at: at('2026-10-16T12:00:01Z'),
+      last_error: 'billing answered 503',
+    });
+
+    assert.equal(record.status, 'failed');
+    assert.equal(record.status === 'failed' && record.attempts, 2);
+    assert.equal(record.status === 'failed' && record.lastError, 'billing answered 503');
+    assert.equal(
+      record.status === 'failed' && record.firstClaimedAt?.toISOString(),
+      '2026-10-16T12:00:01.000Z',
+    );
+  });
+
+  it('counts one attempt on records of the version before attempts were kept', () => {
+    const record = read({ status: 'completed', attempt_id: 'a' });
+
+    assert.equal(record.status === 'completed' && record.attempts, 1);
+  });
+
   it('reads a completed record even without attempt_id or lease', () => {
     const record = read({ status: 'completed', completed_at: at('2026-10-16T12:01:00Z') });
 
@@ -142,6 +167,8 @@ describe('claimDecision', () => {
     ['a lease ending exactly now', lease('2026-10-16T12:00:00Z'), 'lease_expired'],
     ['a lease ended before now', lease('2026-10-16T11:00:00Z'), 'lease_expired'],
     ['an unreadable record', read({ status: 42 }), 'unreadable'],
+    ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'retryable'],
+    ['a reported miss', read({ status: 'missed', attempts: 0 }), 'retryable'],
   ];
   for (const [what, record, decision] of cases) {
     it(`decides ${decision} for ${what}`, () => {

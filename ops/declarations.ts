@@ -1,7 +1,6 @@
 /**
- * Reads the job declarations the operations commands work on: `src/jobs.ts`, or the module named by
- * `JOBS_MODULE` (a path relative to the current directory that exports `jobs`). Node loads it from
- * the TypeScript sources by type stripping: no build needed.
+ * The declared jobs, for the operations commands: `src/jobs.ts`, or the module `JOBS_MODULE` names.
+ * Imported directly (Node ≥ 22.18 strips the types): no build, no Firestore, no function.
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -9,12 +8,11 @@ import { ConfigError } from '../src/errors.ts';
 import type { JobDeclaration } from '../src/job-declaration.ts';
 
 /**
- * The `jobs` export of `module` (a path from the current directory), or of `src/jobs.ts` when
- * `module` is unset or empty. Not validated: pass the result to `validateJobs`.
+ * Imports the declarations: `src/jobs.ts`, or `module` (a path relative to the current directory
+ * that exports `jobs`).
  *
- * @throws {ConfigError} if the module does not export an array `jobs`.
- * @example
- * const jobs = validateJobs(await loadDeclarations(process.env.JOBS_MODULE));
+ * @throws {ConfigError} if the module exports no `jobs` array.
+ * @example const jobs = validateJobs(await loadDeclarations(process.env.JOBS_MODULE));
  */
 export async function loadDeclarations(
   module: string | undefined,

@@ -1,0 +1,182 @@
+/**
+ * Example job: the guide's "idempotent proxy" in front of a Cloud Build trigger. Each scheduled run
+ * runs the trigger once (`projects.locations.triggers.run`), passing the run id, the schedule time
+ * and the job name as user-defined substitutions (`_RUN_ID`, `_SCHEDULE_TIME`, `_JOB_NAME`), which
+ * the build config reads as `$_RUN_ID`, e.g. as the idempotency key of what the build changes.
+ *
+ * `triggers.run` takes no request id and starts a new build on every call. The ledger in front of
+ * it makes one run start one build, and the look before the launch (`../shared/launch-once.ts`)
+ * adopts a build that an earlier attempt of the run started and then died.
+ *
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * `@google-cloud/cloudbuild` from devDependencies to dependencies, and declare the job in
+ * src/jobs.ts:
+ *
+ *   defineJob({
+ *     id: 'nightly-build',
+ *     schedule: '0 4 * * *',
+ *     run: createCloudBuildJob({ trigger: 'projects/PROJECT/locations/REGION/triggers/TRIGGER_ID' }),
+ *   })
+ *
+ * The function's runtime service account needs `roles/cloudbuild.builds.editor`
+ * (`cloudbuild.builds.create` runs a trigger, `cloudbuild.builds.list` lists builds); see README.md.
+ */
+import { CloudBuildClient, type protos } from '@google-cloud/cloudbuild';
+import type { JobContext } from '../../src/job.ts';
+import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+
+/** The substitution holding the run id. User-defined substitutions start with `_`. */
+export const RUN_ID_SUBSTITUTION = '_RUN_ID';
+/** The substitution holding the schedule time, RFC 3339 UTC. */
+export const SCHEDULE_TIME_SUBSTITUTION = '_SCHEDULE_TIME';
+/** The substitution holding the Scheduler job id. */
+export const JOB_NAME_SUBSTITUTION = '_JOB_NAME';
+
+/** How many of the trigger's builds the look reads by default: one page, newest first. */
+export const DEFAULT_LOOK_BACK = 50;
+
+const TRIGGER_NAME = /^projects\/([^/]+)\/locations\/([^/]+)\/triggers\/([^/]+)$/;
+
+/** Options of {@link createCloudBuildJob}. */
+export interface CloudBuildJobOptions {
+  /**
+   * The trigger, by its id: `projects/PROJECT/locations/REGION/triggers/TRIGGER_ID` (`global` for
+   * a global trigger). The id, not the trigger's name: builds are filtered on `trigger_id`.
+   */
+  readonly trigger: string;
+  /** The branch to build (`RepoSource.branch_name`), for triggers that need one; optional. */
+  readonly branch?: string;
+  /** How many of the trigger's builds the look reads (one page); default {@link DEFAULT_LOOK_BACK}. */
+  readonly lookBack?: number;
+  /** The Cloud Build client; tests give one pointed at a local fake. */
+  readonly client?: CloudBuildClient;
+  /** Writes the build's name into the run's record before the run completes; optional. */
+  readonly recordLaunch?: RecordLaunch;
+}
+
+/** A trigger's resource name taken apart. */
+export interface TriggerRef {
+  readonly project: string;
+  readonly location: string;
+  readonly triggerId: string;
+}
+
+/**
+ * Takes a trigger's resource name apart.
+ *
+ * @throws Error if `trigger` is not `projects/PROJECT/locations/LOCATION/triggers/TRIGGER_ID`.
+ * @example parseTrigger('projects/p/locations/us-central1/triggers/5f1e…') // { project: 'p', location: 'us-central1', triggerId: '5f1e…' }
+ */
+export function parseTrigger(trigger: string): TriggerRef {
+  const m = TRIGGER_NAME.exec(trigger);
+  if (m === null) {
+    throw new Error(
+      `trigger ${JSON.stringify(trigger)} must be projects/PROJECT/locations/REGION/triggers/TRIGGER_ID`,
+    );
+  }
+  return { project: m[1] as string, location: m[2] as string, triggerId: m[3] as string };
+}
+
+/**
+ * The substitutions of one run's build. They override the trigger's own values for this build
+ * only ("Substitutions to use in a triggered build. Should only be used with RunBuildTrigger",
+ * RepoSource.substitutions, google/devtools/cloudbuild/v1/cloudbuild.proto).
+ *
+ * @example runSubstitutions(ctx) // { _RUN_ID: '0f3a…', _SCHEDULE_TIME: '2026-10-16T12:00:00.000Z', _JOB_NAME: 'nightly-build' }
+ */
+export function runSubstitutions(
+  ctx: Pick<JobContext, 'runId' | 'scheduleTime' | 'jobName'>,
+): Record<string, string> {
+  return {
+    [RUN_ID_SUBSTITUTION]: ctx.runId,
+    [SCHEDULE_TIME_SUBSTITUTION]: ctx.scheduleTime.toISOString(),
+    [JOB_NAME_SUBSTITUTION]: ctx.jobName,
+  };
+}
+
+/**
+ * The build's resource name: `name`, or `projects/P/locations/L/builds/ID` from its id.
+ *
+ * @example buildName({ id: 'b1' }, ref) // 'projects/p/locations/us-central1/builds/b1'
+ */
+export function buildName(build: protos.google.devtools.cloudbuild.v1.IBuild, ref: TriggerRef) {
+  if (typeof build.name === 'string' && build.name !== '') return build.name;
+  return nameOf(
+    build.id ? `projects/${ref.project}/locations/${ref.location}/builds/${build.id}` : undefined,
+    'build',
+  );
+}
+
+/**
+ * Creates a job that runs `options.trigger` once per scheduled run.
+ *
+ * The look: `builds.list` with `filter: trigger_id="ID"` (the list's `filter` is only "the raw
+ * filter text to constrain the results", ListBuildsRequest; the query syntax is described in
+ * "Filtering build results using queries", https://cloud.google.com/build/docs/view-build-results,
+ * and `trigger_id="…"` is the form Google's own code uses with this client, e.g. the deploy check of
+ * GoogleChrome/developer.chrome.com), one page of `lookBack` builds, which the API sorts newest first ("Builds will be sorted by
+ * `create_time`, descending", ListBuildsResponse); a build of this run is the one whose
+ * `substitutions._RUN_ID` is this run id (Build.substitutions is returned with every build). Not a
+ * tag: `triggers.run` sets no tags, and Cloud Build documents substitutions in `steps` and
+ * `images`, not in `tags`, so a tag could not be relied on to carry the run id.
+ *
+ * The launch: `triggers.run` with the substitutions. It answers a long-running operation whose
+ * metadata holds the new Build; the operation completes only when the build does, so the job
+ * records the build's name from the metadata and does not wait.
+ *
+ * Both requests carry `projectId` and the regional name (`name`, `parent`): gRPC, the default
+ * transport, routes on the name's location; the REST transport (`fallback`) takes the first HTTP
+ * binding whose fields are all set (google-gax `transcode`), `/v1/projects/{projectId}/…`, and
+ * sends the regional name as the `name` or `parent` query parameter.
+ *
+ * @param options - the trigger, and optionally the branch, look-back, client and recorder.
+ * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
+ * @throws Error at once if `options.trigger` is not a trigger's resource name; (from the job)
+ *   when Cloud Build refuses or fails, or the recorder throws: the claim is released and
+ *   Scheduler retries, and the retry adopts a build that started.
+ * @example
+ * defineJob({ id: 'nightly-build', schedule: '0 4 * * *', run: createCloudBuildJob({ trigger }) });
+ */
+export function createCloudBuildJob(
+  options: CloudBuildJobOptions,
+): (ctx: JobContext) => Promise<void> {
+  const ref = parseTrigger(options.trigger);
+  const client = options.client ?? new CloudBuildClient();
+  return async (ctx) => {
+    await launchOnce(
+      ctx,
+      {
+        target: 'cloud-build',
+        find: async () => {
+          const [builds] = await client.listBuilds(
+            {
+              parent: `projects/${ref.project}/locations/${ref.location}`,
+              projectId: ref.project,
+              filter: `trigger_id="${ref.triggerId}"`,
+              pageSize: options.lookBack ?? DEFAULT_LOOK_BACK,
+            },
+            { autoPaginate: false },
+          );
+          const build = builds.find((b) => b.substitutions?.[RUN_ID_SUBSTITUTION] === ctx.runId);
+          return build === undefined ? undefined : buildName(build, ref);
+        },
+        launch: async () => {
+          const [operation] = await client.runBuildTrigger({
+            name: options.trigger,
+            projectId: ref.project,
+            triggerId: ref.triggerId,
+            source: {
+              substitutions: runSubstitutions(ctx),
+              ...(options.branch === undefined ? {} : { branchName: options.branch }),
+            },
+          });
+          // The operation's metadata is a BuildOperationMetadata (google-gax types it as gRPC metadata).
+          const metadata =
+            operation.metadata as protos.google.devtools.cloudbuild.v1.IBuildOperationMetadata | null;
+          return buildName(metadata?.build ?? {}, ref);
+        },
+      },
+      options.recordLaunch,
+    );
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * Example job: the guide's "idempotent proxy" in front of a Cloud Run job. Each scheduled run
+ * starts one execution of the job (Cloud Run Admin API v2 `jobs.run`), passing the run id, the
+ * schedule time and the job name to the container as environment overrides; the container's entry
+ * point (`task.ts`) applies `runOnce` to that run id before its state-changing step.
+ *
+ * `jobs.run` takes no request id and starts a new execution on every call. The ledger in front of
+ * it makes one run start one execution, and the look before the launch (`../shared/launch-once.ts`)
+ * adopts an execution that an earlier attempt of the run started and then died.
+ *
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * `@google-cloud/run` from devDependencies to dependencies, and declare the job in src/jobs.ts:
+ *
+ *   defineJob({
+ *     id: 'nightly-export',
+ *     schedule: '0 3 * * *',
+ *     run: createCloudRunJob({ job: 'projects/PROJECT/locations/REGION/jobs/JOB' }),
+ *   })
+ *
+ * Roles of the function's runtime service account, on the Cloud Run job:
+ * `roles/run.jobsExecutorWithOverrides` (`run.jobs.runWithOverrides`) and `roles/run.viewer`
+ * (`run.executions.list`); see README.md.
+ */
+import { ExecutionsClient, JobsClient, type protos } from '@google-cloud/run';
+import type { JobContext } from '../../src/job.ts';
+import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
+
+export { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV };
+
+/** How many of the job's executions the look reads by default: one page. */
+export const DEFAULT_LOOK_BACK = 100;
+
+/** Options of {@link createCloudRunJob}. */
+export interface CloudRunJobOptions {
+  /** The Cloud Run job: `projects/PROJECT/locations/REGION/jobs/JOB`. */
+  readonly job: string;
+  /**
+   * The container to give the overrides to, by name; only needed for a job with several
+   * containers (`ContainerOverride.name`).
+   */
+  readonly container?: string;
+  /** How many executions the look reads (one page); default {@link DEFAULT_LOOK_BACK}. */
+  readonly lookBack?: number;
+  /** The jobs client (`jobs.run`); tests give one pointed at a local fake. */
+  readonly jobsClient?: JobsClient;
+  /** The executions client (`jobs.executions.list`); tests give one pointed at a local fake. */
+  readonly executionsClient?: ExecutionsClient;
+  /** Writes the execution's name into the run's record before the run completes; optional. */
+  readonly recordLaunch?: RecordLaunch;
+}
+
+/**
+ * The environment overrides of one run's execution. `ContainerOverride.env` "will be merged with
+ * existing env" (RunJobRequest.Overrides, google/cloud/run/v2/job.proto), so the job's own
+ * variables stay.
+ *
+ * @example runEnvironment(ctx) // [{ name: 'SCHEDULER_RUN_ID', value: '0f3a…' }, …]
+ */
+export function runEnvironment(
+  ctx: Pick<JobContext, 'runId' | 'scheduleTime' | 'jobName'>,
+): protos.google.cloud.run.v2.IEnvVar[] {
+  return [
+    { name: RUN_ID_ENV, value: ctx.runId },
+    { name: SCHEDULE_TIME_ENV, value: ctx.scheduleTime.toISOString() },
+    { name: JOB_NAME_ENV, value: ctx.jobName },
+  ];
+}
+
+/**
+ * The run id an execution was started with: the value of {@link RUN_ID_ENV} in the containers of
+ * the execution's `template` ("the template used to create tasks for this execution",
+ * Execution.template, google/cloud/run/v2/execution.proto), which carries the overrides.
+ *
+ * @returns the run id, or `undefined` for an execution started without one (by hand, or by
+ *   another caller).
+ * @example runIdOf(execution) // '0f3a…'
+ */
+export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): string | undefined {
+  for (const container of execution.template?.containers ?? []) {
+    const found = container.env?.find((v) => v.name === RUN_ID_ENV);
+    if (typeof found?.value === 'string') return found.value;
+  }
+  return undefined;
+}
+
+/**
+ * Creates a job that starts one execution of `options.job` per scheduled run.
+ *
+ * The look: `jobs.executions.list` takes only `parent`, `pageSize`, `pageToken` and `showDeleted`,
+ * no filter (ListExecutionsRequest, google/cloud/run/v2/execution.proto), and an execution has no
+ * labels of its own to set per run (its `labels` are output only, copied from the job). So the look
+ * reads one page of the job's executions (`lookBack`) and matches {@link RUN_ID_ENV} in each
+ * execution's template. An earlier attempt's execution is found as long as the job started fewer
+ * than `lookBack` executions since; the API documents no order, so a job that starts that many
+ * executions within one lease needs a larger `lookBack`.
+ *
+ * The launch: `jobs.run` with the overrides. It answers a long-running operation whose metadata is
+ * the new Execution; the operation completes only when the execution does, so the job records the
+ * execution's name from the metadata and does not wait.
+ *
+ * @param options - the job, and optionally the container, look-back, clients and recorder.
+ * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
+ * @throws (from the job) when the Cloud Run Admin API refuses or fails, or the recorder throws:
+ *   the claim is released and Scheduler retries, and the retry adopts an execution that started.
+ * @example
+ * defineJob({ id: 'nightly-export', schedule: '0 3 * * *', run: createCloudRunJob({ job }) });
+ */
+export function createCloudRunJob(options: CloudRunJobOptions): (ctx: JobContext) => Promise<void> {
+  const jobs = options.jobsClient ?? new JobsClient();
+  const executions = options.executionsClient ?? new ExecutionsClient();
+  return async (ctx) => {
+    await launchOnce(
+      ctx,
+      {
+        target: 'cloud-run-job',
+        find: async () => {
+          const [page] = await executions.listExecutions(
+            { parent: options.job, pageSize: options.lookBack ?? DEFAULT_LOOK_BACK },
+            { autoPaginate: false },
+          );
+          return page.find((e) => runIdOf(e) === ctx.runId)?.name ?? undefined;
+        },
+        launch: async () => {
+          const [operation] = await jobs.runJob({
+            name: options.job,
+            overrides: {
+              containerOverrides: [
+                {
+                  ...(options.container === undefined ? {} : { name: options.container }),
+                  env: runEnvironment(ctx),
+                },
+              ],
+            },
+          });
+          // The operation's metadata is the new Execution (google-gax types it as gRPC metadata).
+          const execution = operation.metadata as protos.google.cloud.run.v2.IExecution | null;
+          return nameOf(execution?.name, 'execution');
+        },
+      },
+      options.recordLaunch,
+    );
+  };
+}

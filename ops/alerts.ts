@@ -1,0 +1,86 @@
+/**
+ * `node ops/alerts.ts` (run by `deploy.sh`): writes the log-based metrics and, with channels, the
+ * alert policies of `ops/alert-config.ts` into a directory, one JSON file each, and prints one
+ * tab-separated line per resource for `deploy.sh` to read:
+ *
+ *   metric  NAME          FILE
+ *   policy  DISPLAY NAME  FILE
+ *   skipped JOB           REASON
+ *
+ *   node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods 2]
+ *
+ * Reads the declarations like `npm run jobs` (`JOBS_MODULE`). Exit 1 on invalid declarations,
+ * 2 on bad arguments.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/errors.ts';
+import { validateJobs } from '../src/job-declaration.ts';
+import { longestGapMs } from '../src/schedule.ts';
+import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
+import { loadDeclarations } from './declarations.ts';
+
+const USAGE =
+  'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let args: { function?: string; out?: string; channels?: string; 'absence-periods'?: string };
+  try {
+    ({ values: args } = parseArgs({
+      args: argv,
+      options: {
+        function: { type: 'string' },
+        out: { type: 'string' },
+        channels: { type: 'string' },
+        'absence-periods': { type: 'string' },
+      },
+    }));
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const periods = Number(args['absence-periods'] ?? 2);
+  if (!args.function || !args.out || !Number.isInteger(periods) || periods < 1) {
+    console.error(USAGE);
+    return 2;
+  }
+  let jobs: ReturnType<typeof validateJobs>;
+  try {
+    jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    return 1;
+  }
+  mkdirSync(args.out, { recursive: true });
+  const write = (file: string, body: object) => {
+    const full = path.resolve(args.out as string, file);
+    writeFileSync(full, `${JSON.stringify(body, null, 2)}\n`);
+    return full;
+  };
+  const lines: string[] = [];
+  for (const kind of Object.keys(METRICS) as MetricKind[]) {
+    const metric = logMetric(args.function, kind);
+    lines.push(['metric', metric.name, write(`metric-${kind}.json`, metric)].join('\t'));
+  }
+  const channels = (args.channels ?? '').split(',').filter((c) => c !== '');
+  if (channels.length > 0) {
+    const now = new Date();
+    const alerted = jobs.map((job) => ({
+      id: job.id,
+      periodSeconds: Math.ceil((longestGapMs(job, now) ?? 0) / 1000),
+    }));
+    for (const [i, plan] of alertPolicies(args.function, alerted, channels, periods).entries()) {
+      lines.push(
+        plan.kind === 'policy'
+          ? ['policy', plan.displayName, write(`policy-${i}.json`, plan.policy)].join('\t')
+          : ['skipped', plan.job, plan.reason].join('\t'),
+      );
+    }
+  }
+  console.log(lines.join('\n'));
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);

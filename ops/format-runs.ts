@@ -1,0 +1,89 @@
+/**
+ * What `npm run runs` reads and prints, as pure functions: window durations, the table for people,
+ * the JSON for programs, and the `--check` verdict.
+ */
+import type { SlotRow } from '../src/run-history.ts';
+import { toUtcRfc3339 } from '../src/schedule.ts';
+import { formatTable } from './table.ts';
+
+const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * Parses a window length such as `90m`, `24h` or `30d` (also `s`), in ms.
+ *
+ * @throws Error saying what to write, for anything else.
+ * @example parseDuration('90m') // 5_400_000
+ */
+export function parseDuration(text: string): number {
+  const match = /^(\d{1,6})([smhd])$/.exec(text.trim());
+  if (match === null || Number(match[1]) === 0) {
+    throw new Error(
+      `"${text}" is not a duration: write a whole number and a unit, e.g. 90m, 24h, 30d`,
+    );
+  }
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+}
+
+/** A duration for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 3 min`. */
+export function humanDuration(ms: number | undefined): string {
+  if (ms === undefined) return '';
+  const abs = Math.abs(ms);
+  const sign = ms < 0 ? '-' : '';
+  if (abs < 1000) return `${sign}${Math.round(abs)} ms`;
+  if (abs < 60_000) return `${sign}${(abs / 1000).toFixed(1)} s`;
+  if (abs < 3_600_000)
+    return `${sign}${Math.floor(abs / 60_000)} min ${Math.round((abs % 60_000) / 1000)} s`;
+  return `${sign}${Math.floor(abs / 3_600_000)} h ${Math.round((abs % 3_600_000) / 60_000)} min`;
+}
+
+/** A row's state for people: `failed` becomes `failed (final)` past the retry window. */
+function stateText(row: SlotRow): string {
+  if (row.state === 'failed') return row.final ? 'failed (final)' : 'failed (retrying)';
+  return row.state;
+}
+
+/** The rows as an aligned table, oldest slot first within each job. */
+export function runsTable(rows: readonly SlotRow[]): string {
+  return formatTable([
+    ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
+    ...rows.map((row) => [
+      row.job,
+      toUtcRfc3339(row.slot),
+      stateText(row),
+      String(row.attempts),
+      humanDuration(row.startedLateMs),
+      humanDuration(row.durationMs),
+      row.attemptId?.slice(0, 8) ?? '',
+      (row.lastError ?? '').slice(0, 60),
+    ]),
+  ]);
+}
+
+/**
+ * The rows as JSON: `[{ "job", "slot" (RFC 3339), "runId", "state", "final", "attempts",
+ * "startedLateMs", "durationMs", "attemptId", "lastError", "reported" }]`, absent values as `null`.
+ */
+export function runsJson(rows: readonly SlotRow[]): string {
+  return JSON.stringify(
+    rows.map((row) => ({
+      job: row.job,
+      slot: toUtcRfc3339(row.slot),
+      runId: row.runId,
+      state: row.state,
+      final: row.final,
+      attempts: row.attempts,
+      startedLateMs: row.startedLateMs ?? null,
+      durationMs: row.durationMs ?? null,
+      attemptId: row.attemptId ?? null,
+      lastError: row.lastError ?? null,
+      reported: row.reported,
+    })),
+    null,
+    2,
+  );
+}
+
+/** The rows that fail `--check`: missed, or failed past the job's retry window. */
+export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
+  return rows.filter((row) => row.final && (row.state === 'missed' || row.state === 'failed'));
+}

@@ -1,0 +1,169 @@
+/**
+ * `npm run runs` (`node ops/runs.ts`): the history of each declared job — every slot its schedule
+ * says should exist in a window, looked up by run id (batched reads, no query, no index), with what
+ * became of it: completed, failed, in_progress, missed or pending.
+ *
+ *   node ops/runs.ts [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
+ *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
+ *                    [--collection NAME] [--database ID] [--project ID]
+ *
+ * Without `--since`: the last 10 slots of every job. The run ids use the deployed function's scope:
+ * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
+ * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
+ * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
+ * Credentials. `--check` exits 1 when a slot in the window is missed, or failed past its retry
+ * window. Bad arguments exit 2; invalid declarations or configuration exit 1.
+ */
+
+import { parseArgs } from 'node:util';
+import { Firestore } from '@google-cloud/firestore';
+import { loadConfig } from '../src/config.ts';
+import { ConfigError, InvalidRequestError, LedgerUnavailableError } from '../src/errors.ts';
+import { type DeclaredJob, validateJobs } from '../src/job-declaration.ts';
+import { RunLedger } from '../src/ledger.ts';
+import { readHistory, type SlotRow } from '../src/run-history.ts';
+import { previousSlot, slotsBetween } from '../src/schedule.ts';
+import { scopeOf } from '../src/scheduler-request.ts';
+import { loadDeclarations } from './declarations.ts';
+import { checkFailures, parseDuration, runsJson, runsTable } from './format-runs.ts';
+
+const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
+       [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
+       [--collection NAME] [--database ID] [--project ID]`;
+const DEFAULT_SLOTS = 10;
+
+class UsageError extends Error {}
+
+function pairs(values: readonly string[] | undefined, what: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const value of values ?? []) {
+    const at = value.indexOf('=');
+    if (at <= 0) throw new UsageError(`--${what} takes NAME=VALUE, got "${value}"`);
+    out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
+  }
+  return out;
+}
+
+function durationArg(text: string): number {
+  try {
+    return parseDuration(text);
+  } catch (err) {
+    throw new UsageError(`--since: ${(err as Error).message}`);
+  }
+}
+
+/** The slots of `job` to show: those in [now − since, now], or its last {@link DEFAULT_SLOTS}. */
+function slotsOf(job: DeclaredJob, now: Date, sinceMs: number | undefined): Date[] {
+  if (sinceMs !== undefined) {
+    const range = slotsBetween(job, new Date(now.getTime() - sinceMs), new Date(now.getTime() + 1));
+    if (range.truncated) {
+      console.error(`runs: ${job.id}: the window holds more slots than shown; narrow --since`);
+    }
+    return [...range.slots];
+  }
+  const slots: Date[] = [];
+  let at = new Date(now.getTime() + 1);
+  while (slots.length < DEFAULT_SLOTS) {
+    const slot = previousSlot(job, at);
+    if (slot === undefined) break;
+    slots.unshift(slot);
+    at = slot;
+  }
+  return slots;
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: args } = parseArgs({
+    args: argv,
+    options: {
+      since: { type: 'string' },
+      job: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
+      check: { type: 'boolean' },
+      now: { type: 'string' },
+      scope: { type: 'string' },
+      'scope-header': { type: 'string', multiple: true },
+      'scope-param': { type: 'string', multiple: true },
+      collection: { type: 'string' },
+      database: { type: 'string' },
+      project: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
+  const now = args.now === undefined ? new Date() : new Date(args.now);
+  if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${args.now}" is not a date-time`);
+  const config = loadConfig({
+    ...env,
+    ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
+    ...(args.collection === undefined ? {} : { RUNS_COLLECTION: args.collection }),
+    ...(args.database === undefined ? {} : { FIRESTORE_DATABASE: args.database }),
+    ...(args.project === undefined ? {} : { GOOGLE_CLOUD_PROJECT: args.project }),
+  });
+  const scope = scopeOf(config, {
+    headers: pairs(args['scope-header'], 'scope-header'),
+    params: pairs(args['scope-param'], 'scope-param'),
+  });
+  const declared = validateJobs(await loadDeclarations(env.JOBS_MODULE));
+  const unknown = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
+  if (unknown.length > 0) {
+    throw new UsageError(
+      `no declared job ${unknown.join(', ')} (declared: ${declared.map((j) => j.id).join(', ')})`,
+    );
+  }
+  const jobs = args.job === undefined ? declared : declared.filter((j) => args.job?.includes(j.id));
+  if (sinceMs !== undefined && sinceMs > config.retentionMs) {
+    console.error(
+      `runs: --since reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
+    );
+  }
+  if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
+    throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
+  }
+  const ledger = new RunLedger(
+    new Firestore({
+      ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
+      databaseId: config.firestoreDatabase,
+    }),
+    {
+      collection: config.runsCollection,
+      leaseMs: config.leaseMs,
+      retentionMs: config.retentionMs,
+      timeoutMs: config.firestoreTimeoutMs,
+    },
+  );
+  const rows: SlotRow[] = [];
+  for (const job of jobs) {
+    const at = args.now === undefined ? undefined : now;
+    rows.push(...(await readHistory(ledger, job, slotsOf(job, now, sinceMs), scope, at)).rows);
+  }
+  console.log(args.json ? runsJson(rows) : runsTable(rows));
+  if (!args.check) return 0;
+  const failures = checkFailures(rows);
+  for (const row of failures) {
+    console.error(`runs --check: ${row.job} ${row.slot.toISOString()} ${row.state}`);
+  }
+  return failures.length > 0 ? 1 : 0;
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2), process.env);
+} catch (err) {
+  if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    console.error(`runs: ${(err as Error).message}\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (
+    err instanceof ConfigError ||
+    err instanceof InvalidRequestError ||
+    err instanceof LedgerUnavailableError
+  ) {
+    console.error(`runs: ${err.message}`);
+    process.exitCode = 1;
+  } else {
+    throw err;
+  }
+}

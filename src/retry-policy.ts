@@ -1,0 +1,76 @@
+/**
+ * Cloud Scheduler's retry policy for one job, as its `RetryConfig` documents it: when retries come,
+ * and when the last one can have come (the retry window). Pure: durations in ms.
+ *
+ * Source: the `RetryConfig` reference (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)
+ * and "Retry jobs" (https://cloud.google.com/scheduler/docs/configuring/retry-jobs):
+ * - "A job's retry interval starts at min_backoff_duration, then doubles max_doublings times, then
+ *   increases linearly, and finally retries at intervals of max_backoff_duration up to retry_count
+ *   times. … min 10s, max 300s, max_doublings 3 … retry at 10s, 20s, 40s, 80s, 160s, 240s, 300s,
+ *   300s, …" (the linear step is 2^max_doublings × min_backoff).
+ * - `maxRetryDuration`: "The time limit for retrying a failed job, measured from time when an
+ *   execution was first attempted. If specified with retry_count, the job will be retried until both
+ *   limits are reached."
+ */
+import type { DeclaredJob } from './job-declaration.ts';
+
+/** The settings the policy reads; a declared job fits. */
+export type RetrySettings = Pick<
+  DeclaredJob,
+  | 'attemptDeadlineSeconds'
+  | 'retryCount'
+  | 'maxRetryDurationSeconds'
+  | 'minBackoffSeconds'
+  | 'maxBackoffSeconds'
+  | 'maxDoublings'
+>;
+
+/**
+ * The wait before retry `n` (0-based: the first retry is 0), in ms.
+ *
+ * @example backoffMs({ minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 }, 4) // 160_000
+ */
+export function backoffMs(
+  settings: Pick<RetrySettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
+  n: number,
+): number {
+  const { minBackoffSeconds: min, maxBackoffSeconds: max, maxDoublings: d } = settings;
+  const doubled = min * 2 ** Math.min(n, d);
+  const linear = n > d ? (n - d) * min * 2 ** d : 0;
+  return Math.min(max, doubled + linear) * 1000;
+}
+
+/**
+ * The waits before each retry Scheduler makes after a failed first attempt, in ms: `retryCount`
+ * of them, plus as many more as fit in `maxRetryDuration` (retries go on until both limits are
+ * reached). Bounded at 100 retries.
+ */
+export function backoffSequenceMs(settings: RetrySettings): number[] {
+  const waits: number[] = [];
+  const durationMs = settings.maxRetryDurationSeconds * 1000;
+  const attemptMs = settings.attemptDeadlineSeconds * 1000;
+  let elapsed = attemptMs; // the first attempt
+  for (let n = 0; n < 100; n++) {
+    const wait = backoffMs(settings, n);
+    const withinCount = n < settings.retryCount;
+    const withinDuration = durationMs > 0 && elapsed + wait < durationMs;
+    if (!withinCount && !withinDuration) break;
+    waits.push(wait);
+    elapsed += wait + attemptMs;
+  }
+  return waits;
+}
+
+/**
+ * How long after its schedule time a run's last attempt can still arrive and finish, in ms: every
+ * attempt given its whole attempt deadline, every back-off waited out. An upper bound: Scheduler
+ * may stop earlier (at the next scheduled time), never later. Until then an absent run is
+ * `pending`, not `missed`, and a failed one may still be retried.
+ *
+ * @example retryWindowMs(job) // default settings: 180 s × 4 attempts + 30 + 60 + 120 s = 930 s
+ */
+export function retryWindowMs(settings: RetrySettings): number {
+  const waits = backoffSequenceMs(settings);
+  const attempts = waits.length + 1;
+  return attempts * settings.attemptDeadlineSeconds * 1000 + waits.reduce((a, b) => a + b, 0);
+}

@@ -1,0 +1,63 @@
+/**
+ * Which run a delivery asks for. A Scheduler delivery names a slot (job + schedule time), but three
+ * deliveries are not that slot's run, and must not take its run id (the Scheduler guide warns that
+ * "Force run" sends the *next* schedule time, so de-duplication on the headers would make the next
+ * real run a duplicate):
+ *
+ * - a **forced run**: it arrives earlier than its schedule time by more than
+ *   `FORCED_RUN_TOLERANCE_SECONDS`, by Firestore's clock (as leases are judged); its run id is the
+ *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
+ *   retries are duplicates of it;
+ * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by its trigger id;
+ * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): the slot's own record, taken over on
+ *   purpose once per trigger id; the job gets `RUN_ID-rerun-N` as its run id, so an idempotent
+ *   downstream does the work again instead of de-duplicating it.
+ */
+import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
+import { computeRunId, type RunVariant } from './run-key.ts';
+import { type RunDetails, RunKind } from './run-record.ts';
+import type { ScheduledRun } from './scheduler-request.ts';
+
+/** What the handler claims and runs for one delivery. */
+export interface RunPlan {
+  /** The run record's id: the slot's, or the forced or manual run's own. */
+  readonly runId: string;
+  readonly kind: RunKind;
+  /** What the record stores about the run. */
+  readonly details: RunDetails;
+  /** The job's overlap policy, for a slot's run; `allow` for forced and manual runs. */
+  readonly overlap: OverlapPolicy;
+}
+
+/**
+ * Plans the run of a delivery of `job`.
+ *
+ * @param now - Firestore's time now (a read on an instance that has not talked to Firestore yet).
+ * @param toleranceMs - how early a delivery may be and still be its slot's, ms.
+ * @example const plan = await planRun(run, job, () => ledger.serverTime(), 60_000);
+ */
+export async function planRun(
+  run: ScheduledRun,
+  job: DeclaredJob,
+  now: () => Promise<Date>,
+  toleranceMs: number,
+): Promise<RunPlan> {
+  // The short id, not the header as sent: both forms of a job's name are one run.
+  const keyed = { ...run, jobName: job.id };
+  const base = { jobName: job.id, scheduleTime: run.scheduleTime };
+  const of = (kind: RunKind, variant: RunVariant, details: RunDetails = {}): RunPlan => ({
+    runId: computeRunId(keyed, variant),
+    kind,
+    details: { ...base, kind, ...details },
+    overlap: kind === RunKind.Slot ? job.overlap : 'allow',
+  });
+  if (run.trigger?.mode === 'manual') return of(RunKind.Manual, ['manual', run.trigger.id]);
+  if (run.trigger?.mode === 'rerun') return of(RunKind.Slot, [], { rerunId: run.trigger.id });
+  const early = Date.parse(run.scheduleTime) - (await now()).getTime();
+  return early > toleranceMs ? of(RunKind.Forced, ['forced']) : of(RunKind.Slot, []);
+}
+
+/** The run id the job's code sees: the record's, or `RUN_ID-rerun-N` for the Nth re-run. */
+export function jobRunId(runId: string, rerun: number): string {
+  return rerun > 0 ? `${runId}-rerun-${rerun}` : runId;
+}

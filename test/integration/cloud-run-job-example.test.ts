@@ -1,0 +1,168 @@
+/**
+ * The Cloud Run job proxy example (`examples/cloud-run-job/cloud-run-job.ts`) with the official
+ * client (REST transport) against a local fake of the Cloud Run Admin API v2: each run starts one
+ * execution whose environment carries the run id, a duplicate delivery starts none, and an
+ * execution an earlier attempt of the run started is adopted instead of starting a second one.
+ */
+
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { ExecutionsClient, JobsClient } from '@google-cloud/run';
+import {
+  createCloudRunJob,
+  JOB_NAME_ENV,
+  RUN_ID_ENV,
+  SCHEDULE_TIME_ENV,
+} from '../../examples/cloud-run-job/cloud-run-job.ts';
+import { firestoreLaunchRecorder } from '../../examples/shared/launch-once.ts';
+import {
+  type FakeGoogleApis,
+  LOCAL_TOKEN,
+  localClientOptions,
+  startFakeGoogleApis,
+} from '../fixtures/fake-google-apis.ts';
+import {
+  firestore,
+  freshCollection,
+  newLedger,
+  schedulerHeaders,
+  serve,
+  storedRecord,
+} from '../helpers.ts';
+
+/** A Cloud Run job of its own for each test, so launches and lists never mix. */
+function aJob(): string {
+  return `projects/demo-project/locations/us-central1/jobs/export-${randomUUID().slice(0, 8)}`;
+}
+
+describe('examples/cloud-run-job: the proxy', () => {
+  let fake: FakeGoogleApis;
+  let jobsClient: JobsClient;
+  let executionsClient: ExecutionsClient;
+
+  before(async () => {
+    fake = await startFakeGoogleApis();
+    jobsClient = new JobsClient(localClientOptions(fake.port));
+    executionsClient = new ExecutionsClient(localClientOptions(fake.port));
+  });
+  after(async () => {
+    await Promise.all([jobsClient.close(), executionsClient.close()]);
+    await fake.close();
+  });
+
+  /** The proxy in a function on the emulator, recording launches in its own run records. */
+  function proxy(job: string) {
+    const collection = freshCollection();
+    const { ledger } = newLedger({ collection });
+    const run = createCloudRunJob({
+      job,
+      jobsClient,
+      executionsClient,
+      recordLaunch: firestoreLaunchRecorder(firestore, collection),
+    });
+    return { ...serve(run, { ledger, collection }), collection };
+  }
+
+  it('starts one execution whose environment carries the run id, schedule time and job name', async () => {
+    const job = aJob();
+    const { request, collection } = proxy(job);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const launches = fake.launches.filter((l) => l.path === `/v2/${job}:run`);
+    assert.equal(launches.length, 1);
+    assert.equal(launches[0]?.authorization, `Bearer ${LOCAL_TOKEN}`);
+    assert.deepEqual(launches[0]?.body, {
+      overrides: {
+        containerOverrides: [
+          {
+            env: [
+              { name: RUN_ID_ENV, value: res.body.runId },
+              { name: SCHEDULE_TIME_ENV, value: '2026-10-16T12:00:00.000Z' },
+              { name: JOB_NAME_ENV, value: 'nightly' },
+            ],
+          },
+        ],
+      },
+    });
+    const record = await storedRecord(collection, res.body.runId);
+    assert.equal(record.status, 'completed');
+    assert.equal(record.launch.name, launches[0]?.name);
+    assert.equal(record.launch.adopted, false);
+  });
+
+  it('starts no execution for a duplicate delivery', async () => {
+    const job = aJob();
+    const { request } = proxy(job);
+
+    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+    const duplicate = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+
+    assert.equal(duplicate.body.outcome, 'duplicate');
+    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+  });
+
+  it('adopts the execution an attempt started before it failed, and starts no second one', async () => {
+    const job = aJob();
+    const collection = freshCollection();
+    const { ledger } = newLedger({ collection });
+    const record = firestoreLaunchRecorder(firestore, collection);
+    let recordings = 0;
+    const run = createCloudRunJob({
+      job,
+      jobsClient,
+      executionsClient,
+      // The first attempt fails after its launch, before the run's completion write.
+      recordLaunch: async (ctx, launch) => {
+        if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+        await record(ctx, launch);
+      },
+    });
+    const { request } = serve(run, { ledger, collection });
+
+    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+
+    assert.equal(first.body.outcome, 'failed');
+    assert.equal(retry.status, 200, JSON.stringify(retry.body));
+    const launches = fake.launches.filter((l) => l.path === `/v2/${job}:run`);
+    assert.equal(launches.length, 1);
+    const stored = await storedRecord(collection, retry.body.runId);
+    assert.equal(stored.status, 'completed');
+    assert.deepEqual([stored.launch.name, stored.launch.adopted], [launches[0]?.name, true]);
+  });
+
+  it("starts its own execution when the job's executions belong to other runs", async () => {
+    const job = aJob();
+    const other = 'f'.repeat(64);
+    fake.seed('cloud-run-job', job, {
+      overrides: { containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: other }] }] },
+    });
+    fake.seed('cloud-run-job', job, {}); // started by hand, without the overrides
+    const { request } = proxy(job);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:15:00Z'));
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+    const list = fake.lists.filter((l) => l.path === `/v2/${job}/executions`);
+    assert.equal(list.length, 1, 'one list call per run');
+  });
+
+  it('gives the overrides to the named container of a multi-container job', async () => {
+    const job = aJob();
+    const run = createCloudRunJob({ job, container: 'worker', jobsClient, executionsClient });
+    const { request } = serve(run);
+
+    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:20:00Z'));
+
+    const body = fake.launches.find((l) => l.path === `/v2/${job}:run`)?.body as {
+      overrides: { containerOverrides: { name?: string }[] };
+    };
+    assert.equal(body.overrides.containerOverrides[0]?.name, 'worker');
+  });
+});

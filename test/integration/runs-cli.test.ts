@@ -1,0 +1,134 @@
+/**
+ * `npm run runs` (`ops/runs.ts`) as a process against the emulator: slots delivered with gaps and
+ * failures through the real handler show up with the right states and attempt counts, and `--check`
+ * fails on a missed or finally failed slot and passes when every slot ran.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { before, describe, it } from 'node:test';
+import { ROOT } from '../../scripts/local-processes.ts';
+import { defineJob, validateJobs } from '../../src/job-declaration.ts';
+import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
+import { schedulerHeaders, serveJobs } from '../helpers.ts';
+
+const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
+
+function runs(collection: string, ...args: string[]) {
+  const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, JOBS_MODULE },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('npm run runs', () => {
+  let collection = '';
+  const executions: string[] = [];
+  before(async () => {
+    // The fixture's job, run by a counting function that fails the first attempt of 12:10 and
+    // every attempt of 12:15.
+    const failures = new Set(['2026-10-16T12:10:00.000Z', '2026-10-16T12:15:00.000Z']);
+    const jobs = validateJobs(
+      historyJobs.map((job) =>
+        defineJob({
+          ...job,
+          run: (ctx) => {
+            const slot = ctx.scheduleTime.toISOString();
+            executions.push(slot);
+            if (slot === '2026-10-16T12:15:00.000Z' || failures.delete(slot)) {
+              throw new Error(`downstream refused ${slot}`);
+            }
+          },
+        }),
+      ),
+    );
+    const fn = serveJobs(jobs);
+    collection = fn.collection;
+    const deliver = (time: string) =>
+      fn.request.post('/').set(schedulerHeaders('history-five', time));
+    // 12:05 never delivered (a gap); 12:10 fails, then its retry works; 12:15 fails for good.
+    for (const time of ['12:00', '12:10', '12:10', '12:15', '12:20', '12:25']) {
+      await deliver(`2026-10-16T${time}:00Z`);
+    }
+  });
+
+  it('shows each slot of the window with its state, attempts and error, as JSON', () => {
+    const { code, stdout } = runs(
+      collection,
+      '--json',
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 0);
+    const rows = JSON.parse(stdout) as {
+      slot: string;
+      state: string;
+      attempts: number;
+      final: boolean;
+      lastError: string | null;
+      runId: string;
+    }[];
+    assert.deepEqual(
+      rows.map((r) => [r.slot.slice(11, 16), r.state, r.attempts]),
+      [
+        ['12:00', 'completed', 1],
+        ['12:05', 'missed', 0],
+        ['12:10', 'completed', 2],
+        ['12:15', 'failed', 1],
+        ['12:20', 'completed', 1],
+        ['12:25', 'completed', 1],
+        ['12:30', 'pending', 0],
+      ],
+    );
+    assert.equal(rows[3]?.final, true, 'failed past its 15 s retry window');
+    assert.equal(rows[3]?.lastError, 'downstream refused 2026-10-16T12:15:00.000Z');
+    assert.equal(rows[6]?.final, false);
+    assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.runId)));
+    assert.equal(executions.filter((e) => e.startsWith('2026-10-16T12:10')).length, 2);
+  });
+
+  it('--check exits 1 on a missed or finally failed slot, naming it', () => {
+    const { code, stderr } = runs(
+      collection,
+      '--check',
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 1);
+    assert.match(stderr, /history-five 2026-10-16T12:05:00.000Z missed/);
+    assert.match(stderr, /history-five 2026-10-16T12:15:00.000Z failed/);
+  });
+
+  it('--check exits 0 when every slot of the window ran, and prints a table', () => {
+    const { code, stdout } = runs(
+      collection,
+      '--check',
+      '--since',
+      '10m',
+      '--now',
+      '2026-10-16T12:27:00Z',
+    );
+
+    assert.equal(code, 0);
+    assert.match(stdout, /^JOB\s+SLOT \(UTC\)\s+STATE\s+ATTEMPTS/);
+    assert.match(stdout, /history-five\s+2026-10-16T12:20:00Z\s+completed\s+1/);
+  });
+
+  it('refuses a bad window or an unknown job with exit 2 and what to write', () => {
+    const badSince = runs(collection, '--since', 'yesterday');
+    const badJob = runs(collection, '--job', 'nope');
+
+    assert.equal(badSince.code, 2);
+    assert.match(badSince.stderr, /"yesterday" is not a duration: .* e\.g\. 90m, 24h, 30d/);
+    assert.equal(badJob.code, 2);
+    assert.match(badJob.stderr, /no declared job nope \(declared: history-five\)/);
+  });
+});

@@ -1,0 +1,222 @@
+/**
+ * Runs that are not simply their slot's, through the handler on the emulator: forced runs (judged on
+ * a driven clock), manual runs, deliberate re-runs, and the overlap policies `skip` and `wait` with
+ * two instances and a slow job.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { JobContext } from '../src/job.ts';
+import { defineJob, type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
+import { computeRunId } from '../src/run-key.ts';
+import { schedulerHeaders, serveJobs, storedRecord, until } from './helpers.ts';
+
+const T = '2026-10-16T12:00:00Z';
+const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
+
+function counted(
+  declaration: Omit<JobDeclaration, 'run'>,
+  behaviour: (ctx: JobContext) => Promise<void> | void = () => {},
+) {
+  const calls: JobContext[] = [];
+  const jobs = validateJobs([
+    defineJob({
+      ...declaration,
+      run: async (ctx) => {
+        calls.push(ctx);
+        await behaviour(ctx);
+      },
+    }),
+  ]);
+  return { jobs, calls };
+}
+
+function trigger(mode: 'manual' | 'rerun', id = randomUUID()) {
+  return { 'X-Run-Once-Mode': mode, 'X-Run-Once-Trigger-Id': id };
+}
+
+describe('forced runs (a driven clock stands for Firestore’s)', () => {
+  it('runs a forced run, its retry is a duplicate, and the slot still runs at its time', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    let now = at(T, -4 * 60_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const forced = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const retry = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    now = at(T, 0);
+    const scheduled = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    now = at(T, 1000);
+    const late = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.deepEqual(
+      [forced, retry, scheduled, late].map((r) => [r.status, r.body.outcome]),
+      [
+        [200, 'processed'],
+        [200, 'duplicate'],
+        [200, 'processed'],
+        [200, 'duplicate'],
+      ],
+    );
+    const slotRunId = computeRunId({ jobName: 'nightly-report', scheduleTime: T, scope: [] });
+    assert.equal(scheduled.body.runId, slotRunId, 'the scheduled delivery is the slot');
+    assert.notEqual(forced.body.runId, slotRunId, 'the forced run has an id of its own');
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['forced', 'slot'],
+    );
+  });
+
+  it('takes a delivery as its slot up to FORCED_RUN_TOLERANCE_SECONDS early', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const env = { FORCED_RUN_TOLERANCE_SECONDS: '120' };
+    const { request } = serveJobs(jobs, { env }, { clock: async () => at(T, -119_000) });
+
+    const res = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.equal(
+      res.body.runId,
+      computeRunId({ jobName: 'nightly-report', scheduleTime: T, scope: [] }),
+    );
+    assert.equal(calls[0]?.kind, 'slot');
+  });
+});
+
+describe('runs by hand (npm run trigger sends these headers)', () => {
+  it('a manual run has a run id of its own, its retries are duplicates, and the slot is untouched', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { request, collection } = serveJobs(jobs);
+    const id = randomUUID();
+
+    const manual = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('manual', id) });
+    const retry = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('manual', id) });
+    const slot = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.deepEqual(
+      [manual.body.outcome, retry.body.outcome, slot.body.outcome],
+      ['processed', 'duplicate', 'processed'],
+    );
+    assert.equal((await storedRecord(collection, manual.body.runId)).run_kind, 'manual');
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['manual', 'slot'],
+    );
+  });
+
+  it('a re-run runs a completed slot again on purpose, once per trigger id, with a run id that tells it apart', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { request, collection } = serveJobs(jobs);
+    const id = randomUUID();
+    const first = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    const rerun = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
+    const rerunRetry = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
+    const schedulerRetry = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.deepEqual(
+      [
+        first.body.outcome,
+        rerun.body.outcome,
+        rerunRetry.body.outcome,
+        schedulerRetry.body.outcome,
+      ],
+      ['processed', 'processed', 'duplicate', 'duplicate'],
+    );
+    assert.equal(rerun.body.runId, first.body.runId, 'the slot’s own record');
+    assert.deepEqual(
+      calls.map((c) => [c.runId, c.rerun]),
+      [
+        [first.body.runId, 0],
+        [`${first.body.runId}-rerun-1`, 1],
+      ],
+    );
+    const record = await storedRecord(collection, first.body.runId);
+    assert.equal(record.status, 'completed');
+    assert.equal(record.attempts, 2, 'the history shows both attempts');
+    assert.equal(record.reruns, 1);
+    assert.equal(record.rerun_id, id);
+  });
+});
+
+describe('overlap policy, two instances, a slow job', () => {
+  function slowJob(overlap: 'skip' | 'wait') {
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const { jobs, calls } = counted(
+      { id: 'every-five', schedule: '*/5 * * * *', overlap },
+      async (ctx) => {
+        if (ctx.scheduleTime.toISOString() === '2026-10-16T12:00:00.000Z') await gate;
+      },
+    );
+    return { jobs, calls, release: () => release() };
+  }
+
+  it('skip: a slot arriving while the previous one runs is answered 200 skipped, recorded, and never runs', async () => {
+    const { jobs, calls, release } = slowJob('skip');
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+    const slot = (time: string) => schedulerHeaders('every-five', `2026-10-16T${time}:00Z`);
+    const running = a.request
+      .post('/')
+      .set(slot('12:00'))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const skipped = await b.request.post('/').set(slot('12:05'));
+    const skippedRetry = await a.request.post('/').set(slot('12:05'));
+    const chained = await b.request.post('/').set(slot('12:10'));
+    release();
+    const done = await running;
+    const after = await b.request.post('/').set(slot('12:15'));
+
+    assert.deepEqual(
+      [skipped, skippedRetry, chained].map((r) => [r.status, r.body.outcome]),
+      [
+        [200, 'skipped'],
+        [200, 'duplicate'],
+        [200, 'skipped'],
+      ],
+    );
+    assert.equal(done.body.outcome, 'processed');
+    assert.equal(after.body.outcome, 'processed');
+    assert.deepEqual(
+      calls.map((c) => c.scheduleTime.toISOString().slice(11, 16)),
+      ['12:00', '12:15'],
+    );
+    const record = await storedRecord(a.collection, skipped.body.runId);
+    assert.equal(record.status, 'skipped');
+    assert.equal(record.blocked_by, done.body.runId);
+  });
+
+  it('wait: such a slot is answered 409 with nothing written, and runs once the previous one is done', async () => {
+    const { jobs, calls, release } = slowJob('wait');
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+    const slot = (time: string) => schedulerHeaders('every-five', `2026-10-16T${time}:00Z`);
+    const running = a.request
+      .post('/')
+      .set(slot('12:00'))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const waiting = await b.request.post('/').set(slot('12:05'));
+    release();
+    await running;
+    const retried = await b.request.post('/').set(slot('12:05'));
+
+    assert.equal(waiting.status, 409);
+    assert.equal(waiting.body.outcome, 'waiting');
+    assert.match(waiting.body.message, /still running \(overlap policy "wait"\); retry later/);
+    assert.equal(retried.body.outcome, 'processed');
+    assert.equal(calls.length, 2);
+  });
+});

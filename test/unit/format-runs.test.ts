@@ -1,0 +1,67 @@
+/**
+ * `npm run runs`'s pure parts (`ops/format-runs.ts`): window durations, readable durations, and the
+ * `--check` verdict. No Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { checkFailures, humanDuration, parseDuration } from '../../ops/format-runs.ts';
+import type { SlotRow } from '../../src/run-history.ts';
+
+describe('parseDuration', () => {
+  for (const [text, ms] of [
+    ['90m', 5_400_000],
+    ['24h', 86_400_000],
+    ['30d', 2_592_000_000],
+    ['45s', 45_000],
+  ] as const) {
+    it(`reads ${text} as ${ms} ms`, () => {
+      assert.equal(parseDuration(text), ms);
+    });
+  }
+  for (const bad of ['', '24', 'h', '1.5h', '0m', '-5m', '1w', 'yesterday']) {
+    it(`refuses ${JSON.stringify(bad)} saying what to write`, () => {
+      assert.throws(() => parseDuration(bad), /e\.g\. 90m, 24h, 30d/);
+    });
+  }
+});
+
+describe('humanDuration', () => {
+  it('reads at a glance from ms to hours', () => {
+    assert.deepEqual([850, 12_340, 245_000, 7_380_000, undefined].map(humanDuration), [
+      '850 ms',
+      '12.3 s',
+      '4 min 5 s',
+      '2 h 3 min',
+      '',
+    ]);
+  });
+});
+
+describe('checkFailures', () => {
+  const row = (state: SlotRow['state'], final: boolean) =>
+    ({
+      job: 'j',
+      slot: new Date(0),
+      runId: 'r',
+      state,
+      final,
+      attempts: 0,
+      reported: false,
+    }) as SlotRow;
+
+  it('fails missed and finally failed slots, nothing still in its retry window', () => {
+    const rows = [
+      row('completed', true),
+      row('missed', true),
+      row('failed', true),
+      row('failed', false),
+      row('pending', false),
+      row('in_progress', false),
+    ];
+
+    assert.deepEqual(
+      checkFailures(rows).map((r) => r.state),
+      ['missed', 'failed'],
+    );
+  });
+});

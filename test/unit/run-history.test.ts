@@ -1,0 +1,107 @@
+/**
+ * What became of a slot (`run-history.ts`), in-process: each record shape and absence, judged
+ * against the job's retry window. No Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { defineJob, validateJobs } from '../../src/job-declaration.ts';
+import { slotRow, slotRunId } from '../../src/run-history.ts';
+import { computeRunId } from '../../src/run-key.ts';
+import type { RunRecord } from '../../src/run-record.ts';
+
+const [job] = validateJobs([
+  defineJob({
+    id: 'hourly',
+    schedule: '0 * * * *',
+    attemptDeadlineSeconds: 60,
+    retryCount: 1,
+    maxRetryDurationSeconds: 0,
+    minBackoffSeconds: 30,
+    run: () => {},
+  }),
+]);
+if (job === undefined) throw new Error('no job');
+const SLOT = new Date('2026-10-16T12:00:00Z');
+// One 60 s attempt, a 30 s back-off, one more 60 s attempt: the window ends at 12:02:30.
+const INSIDE = new Date('2026-10-16T12:02:29Z');
+const PAST = new Date('2026-10-16T12:02:30Z');
+
+function record(fields: Partial<RunRecord>): RunRecord {
+  return {
+    status: 'completed',
+    attemptId: 'attempt-1',
+    leaseExpires: undefined,
+    attempts: 1,
+    firstClaimedAt: undefined,
+    claimedAt: undefined,
+    completedAt: undefined,
+    failedAt: undefined,
+    lastError: undefined,
+    reportedAt: undefined,
+    jobName: 'hourly',
+    scheduleTime: SLOT,
+    kind: 'slot',
+    reruns: 0,
+    rerunId: undefined,
+    blockedBy: undefined,
+    ...fields,
+  };
+}
+
+describe('slotRunId', () => {
+  it('is the run id a delivery of that slot gets: short id, canonical time, same scope', () => {
+    const scope = [['config', 'prod']] as const;
+
+    assert.equal(
+      slotRunId('hourly', SLOT, scope),
+      computeRunId({ jobName: 'hourly', scheduleTime: '2026-10-16T12:00:00Z', scope }),
+    );
+  });
+});
+
+describe('slotRow', () => {
+  const cases: [string, RunRecord | undefined, Date, string, boolean][] = [
+    ['no record inside the retry window', undefined, INSIDE, 'pending', false],
+    ['no record past the retry window', undefined, PAST, 'missed', true],
+    ['a completed record', record({}), INSIDE, 'completed', true],
+    ['a failed record inside the window', record({ status: 'failed' }), INSIDE, 'failed', false],
+    ['a failed record past the window', record({ status: 'failed' }), PAST, 'failed', true],
+    [
+      'a held record long past the window',
+      record({ status: 'in_progress' }),
+      PAST,
+      'in_progress',
+      false,
+    ],
+    ['a reported miss', record({ status: 'missed', attempts: 0 }), PAST, 'missed', true],
+  ];
+  for (const [what, stored, now, state, final] of cases) {
+    it(`calls ${what} ${state}${final ? ', final' : ''}`, () => {
+      const row = slotRow(job, SLOT, 'run', stored, now);
+
+      assert.equal(row.state, state);
+      assert.equal(row.final, final);
+    });
+  }
+
+  it('measures how late the run started and how long its completing attempt took', () => {
+    const row = slotRow(
+      job,
+      SLOT,
+      'run',
+      record({
+        attempts: 2,
+        firstClaimedAt: new Date('2026-10-16T12:00:01.500Z'),
+        claimedAt: new Date('2026-10-16T12:01:40Z'),
+        completedAt: new Date('2026-10-16T12:01:43Z'),
+        lastError: 'first try refused',
+      }),
+      PAST,
+    );
+
+    assert.equal(row.startedLateMs, 1500);
+    assert.equal(row.durationMs, 3000);
+    assert.equal(row.attempts, 2);
+    assert.equal(row.lastError, 'first try refused');
+  });
+});
