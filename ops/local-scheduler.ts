@@ -16,7 +16,8 @@
  *   will retry the job according to the RetryConfig" (Job.attemptDeadline). The request is aborted;
  *   the function may well keep working, which is what makes a retry meet a run still in progress.
  * - Success is an answer in [200, 299]; anything else, no answer, or a lost answer is a failed
- *   attempt, retried after the back-off of `ops/backoff.ts` until the retry limits are reached.
+ *   attempt, retried after the back-off of `src/retry-policy.ts` (RetryConfig's documented
+ *   sequence) until both retry limits are reached.
  * - One outstanding execution per job: "Cloud Scheduler will never allow two simultaneously
  *   outstanding executions" (Job.schedule), and "the next scheduled execution time might be skipped
  *   if the retries continue through that time" ("Retry jobs"): a slot that comes while the job's
@@ -33,8 +34,8 @@
  * from an injected `random`, so tests drive all three.
  */
 import type { DeclaredJob } from '../src/job-declaration.ts';
+import { backoffMs, makesRetry } from '../src/retry-policy.ts';
 import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
-import { backoffSeconds, mayRetry } from './backoff.ts';
 
 /** What the Scheduler needs of a job: its id, its schedule and its Scheduler settings. */
 export type SchedulerJob = Pick<
@@ -349,12 +350,14 @@ export class LocalScheduler {
     for (let attempt = 1; ; attempt++) {
       const answer = await this.#attempt(job, scheduleTime, attempt, forced);
       const ok = !answer.dropped && answer.status !== undefined && answer.status < 300;
-      const elapsedS = (this.#clock.now() - firstAttemptAt) / 1000;
+      // Retries are counted from 0: after attempt n comes retry n - 1.
+      const retry = attempt - 1;
+      const elapsedMs = this.#clock.now() - firstAttemptAt;
       let next: Next;
       if (ok) next = { kind: 'succeeded' };
-      else if (this.#stopping.signal.aborted || !mayRetry(job, attempt - 1, elapsedS)) {
-        next = { kind: 'gave_up', retries: attempt - 1 };
-      } else next = { kind: 'retry', inMs: backoffSeconds(job, attempt) * 1000 };
+      else if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
+        next = { kind: 'gave_up', retries: retry };
+      } else next = { kind: 'retry', inMs: backoffMs(job, retry) };
       this.#options.onEvent?.({ ...answer.event, next });
       if (next.kind !== 'retry') {
         return {
