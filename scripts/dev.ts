@@ -368,5 +368,10 @@ async function shutDown(): Promise<void> {
   await issuer?.close();
   process.exit(0);
 }
-process.once('SIGINT', () => void shutDown());
-process.once('SIGTERM', () => void shutDown());
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    // A second Ctrl-C does not wait: exiting kills every process group started here.
+    if (stopping) process.exit(130);
+    void shutDown();
+  });
+}
