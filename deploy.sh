@@ -765,8 +765,9 @@ $(scheduler_summary)
 
 Trigger a run now:
   gcloud scheduler jobs run $(quote_word "${job_ids[0]}") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
-A forced run carries the *next* schedule time in X-CloudScheduler-ScheduleTime, so it shares its run id
-with the upcoming scheduled run, which will then be answered as a duplicate and not run again.
+A forced run carries the *next* schedule time; arriving well before it, it is a run of its own and
+the scheduled run still runs. To run a job by hand on purpose:
+  npm run trigger -- $(quote_word "${job_ids[0]}") --url=${function_url} --invoker=${INVOKER_SA_EMAIL}
 
 Logs:
   gcloud functions logs read $(quote_word "$FUNCTION_NAME") --region=${REGION} --project=${GOOGLE_CLOUD_PROJECT}

@@ -36,10 +36,18 @@ export function humanDuration(ms: number | undefined): string {
   return `${sign}${Math.floor(abs / 3_600_000)} h ${Math.round((abs % 3_600_000) / 60_000)} min`;
 }
 
-/** A row's state for people: `failed` becomes `failed (final)` past the retry window. */
+/**
+ * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
+ * forced run, or a re-run slot, says so.
+ */
 function stateText(row: SlotRow): string {
-  if (row.state === 'failed') return row.final ? 'failed (final)' : 'failed (retrying)';
-  return row.state;
+  const state =
+    row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
+  const notes = [
+    ...(row.kind === 'slot' ? [] : [row.kind]),
+    ...(row.reruns > 0 ? [`re-run ${row.reruns}×`] : []),
+  ];
+  return notes.length === 0 ? state : `${state} (${notes.join(', ')})`;
 }
 
 /** The rows as an aligned table, oldest slot first within each job. */
@@ -60,14 +68,16 @@ export function runsTable(rows: readonly SlotRow[]): string {
 }
 
 /**
- * The rows as JSON: `[{ "job", "slot" (RFC 3339), "runId", "state", "final", "attempts",
- * "startedLateMs", "durationMs", "attemptId", "lastError", "reported" }]`, absent values as `null`.
+ * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
+ * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns" }]`, absent values
+ * as `null`.
  */
 export function runsJson(rows: readonly SlotRow[]): string {
   return JSON.stringify(
     rows.map((row) => ({
       job: row.job,
       slot: toUtcRfc3339(row.slot),
+      kind: row.kind,
       runId: row.runId,
       state: row.state,
       final: row.final,
@@ -77,13 +87,16 @@ export function runsJson(rows: readonly SlotRow[]): string {
       attemptId: row.attemptId ?? null,
       lastError: row.lastError ?? null,
       reported: row.reported,
+      reruns: row.reruns,
     })),
     null,
     2,
   );
 }
 
-/** The rows that fail `--check`: missed, or failed past the job's retry window. */
+/** The slots that fail `--check`: missed, or failed past the job's retry window. */
 export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
-  return rows.filter((row) => row.final && (row.state === 'missed' || row.state === 'failed'));
+  return rows.filter(
+    (row) => row.kind === 'slot' && row.final && (row.state === 'missed' || row.state === 'failed'),
+  );
 }

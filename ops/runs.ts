@@ -6,13 +6,17 @@
  *   node ops/runs.ts [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
  *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
+ *                    [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
  * Without `--since`: the last 10 slots of every job. The run ids use the deployed function's scope:
  * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
  * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed, or failed past its retry
- * window. Bad arguments exit 2; invalid declarations or configuration exit 1.
+ * window. `--backfill` then delivers every missed slot of the window, oldest first, one at a time,
+ * as Scheduler would (to the local function, or `--url` with an ID token: `ops/deliver.ts`), and
+ * prints what each got; it exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid
+ * declarations or configuration exit 1.
  */
 
 import { parseArgs } from 'node:util';
@@ -21,15 +25,17 @@ import { loadConfig } from '../src/config.ts';
 import { ConfigError, InvalidRequestError, LedgerUnavailableError } from '../src/errors.ts';
 import { type DeclaredJob, validateJobs } from '../src/job-declaration.ts';
 import { RunLedger } from '../src/ledger.ts';
-import { readHistory, type SlotRow } from '../src/run-history.ts';
-import { previousSlot, slotsBetween } from '../src/schedule.ts';
+import { readHistory, type SlotRow, slotRow } from '../src/run-history.ts';
+import { previousSlot, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
 import { scopeOf } from '../src/scheduler-request.ts';
 import { loadDeclarations } from './declarations.ts';
+import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 import { checkFailures, parseDuration, runsJson, runsTable } from './format-runs.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
-       [--collection NAME] [--database ID] [--project ID]`;
+       [--collection NAME] [--database ID] [--project ID]
+       [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
 const DEFAULT_SLOTS = 10;
 
 class UsageError extends Error {}
@@ -42,6 +48,29 @@ function pairs(values: readonly string[] | undefined, what: string): Record<stri
     out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
   }
   return out;
+}
+
+/** Delivers each missed slot of `rows`, oldest first, one at a time; 1 if any answer was not 2xx. */
+async function backfill(
+  rows: readonly SlotRow[],
+  args: { url?: string | undefined; invoker?: string | undefined; token?: string | undefined },
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const missed = rows
+    .filter((row) => row.state === 'missed' && row.final)
+    .sort((a, b) => a.slot.getTime() - b.slot.getTime());
+  if (missed.length === 0) {
+    console.error('runs --backfill: no missed slot in the window');
+    return 0;
+  }
+  const target = resolveTarget(args, env);
+  let failures = 0;
+  for (const row of missed) {
+    const answer = await deliver(target, schedulerHeaders(row.job, row.slot));
+    console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
+    if (answer.status < 200 || answer.status >= 300) failures++;
+  }
+  return failures > 0 ? 1 : 0;
 }
 
 function durationArg(text: string): number {
@@ -87,6 +116,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       collection: { type: 'string' },
       database: { type: 'string' },
       project: { type: 'string' },
+      backfill: { type: 'boolean' },
+      url: { type: 'string' },
+      invoker: { type: 'string' },
+      token: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -137,11 +170,29 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     },
   );
   const rows: SlotRow[] = [];
+  const outside = await ledger.runsOutsideSlots();
   for (const job of jobs) {
     const at = args.now === undefined ? undefined : now;
-    rows.push(...(await readHistory(ledger, job, slotsOf(job, now, sinceMs), scope, at)).rows);
+    const slots = slotsOf(job, now, sinceMs);
+    const history = await readHistory(ledger, job, slots, scope, at);
+    // Manual and forced runs of the job in the window: they are not slots, so they are listed, not
+    // computed (one query on run_kind for all jobs).
+    const from = slots[0]?.getTime() ?? now.getTime();
+    const extra = outside
+      .filter(({ record }) => record.status !== 'unreadable' && record.jobName === job.id)
+      .map(({ runId, record }) => {
+        const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
+        return when === undefined
+          ? undefined
+          : slotRow(job, when, runId, record, at ?? history.readTime);
+      })
+      .filter(
+        (row): row is SlotRow => row !== undefined && row.slot.getTime() >= from && row.slot <= now,
+      );
+    rows.push(...[...history.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   console.log(args.json ? runsJson(rows) : runsTable(rows));
+  if (args.backfill) return backfill(rows, args, env);
   if (!args.check) return 0;
   const failures = checkFailures(rows);
   for (const row of failures) {

@@ -43,11 +43,21 @@ async function job(ctx: JobContext): Promise<void> {
 }
 // The demo's own two jobs, both running the example job from src/job.ts (demo-flaky fails once).
 const jobs = validateJobs(
-  ['nightly-report', 'demo-flaky'].map((id) => defineJob({ id, schedule: '0 * * * *', run: job })),
+  ['nightly-report', 'demo-flaky'].map((id) =>
+    defineJob({ id, schedule: '*/5 * * * *', run: job }),
+  ),
 );
+// Firestore's time for forced-run detection, driven by the demo for its forced-run steps.
+let demoNow: Date | undefined;
 functions.http(
   'demo',
-  createScheduledJobHandler({ config, ledger, jobs, logger: createLogger(config) }),
+  createScheduledJobHandler({
+    config,
+    ledger,
+    jobs,
+    logger: createLogger(config),
+    clock: async () => demoNow ?? (await ledger.serverTime()),
+  }),
 );
 const server = getTestServer('demo');
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -121,6 +131,25 @@ await step(
   deliver(cron('nightly-report', '2026-10-16T12:05:00Z')),
   'nightly-report',
 );
+// "Force run" at 12:56 sends the next schedule time, 13:00Z: a forced run, not the 13:00 slot.
+demoNow = new Date('2026-10-16T12:56:00Z');
+await step(
+  'Force run at 12:56 (it carries the next slot, 13:00Z)',
+  deliver(cron('nightly-report', '2026-10-16T13:00:00Z')),
+  'nightly-report',
+);
+await step(
+  'retry of that forced run',
+  deliver(cron('nightly-report', '2026-10-16T13:00:00Z')),
+  'nightly-report',
+);
+demoNow = new Date('2026-10-16T13:00:01Z');
+await step(
+  'the scheduled delivery at 13:00Z still runs',
+  deliver(cron('nightly-report', '2026-10-16T13:00:00Z')),
+  'nightly-report',
+);
+demoNow = undefined;
 await step('demo-flaky: the job throws', deliver(cron('demo-flaky')), 'demo-flaky');
 await step('demo-flaky: Scheduler retries', deliver(cron('demo-flaky')), 'demo-flaky');
 await step(

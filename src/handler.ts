@@ -141,6 +141,14 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
   }
 }
 
+/** What a response says first about a run that is not its slot's. */
+const KIND_NOTES = {
+  slot: '',
+  forced:
+    'Forced run (it came well before its schedule time, so it is a run of its own; the slot still runs at its time). ',
+  manual: 'Manual run. ',
+} as const;
+
 /**
  * The overlap policy's answer for a slot whose earlier slot still runs: `skipped` (recorded, 200)
  * or `waiting` (409, nothing written); `undefined` when the slot runs as usual.
@@ -304,7 +312,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
           await check;
           outcome = result.outcome;
           const described = describe(result, config.exposeErrors);
-          message = described.message;
+          message = `${KIND_NOTES[plan.kind]}${described.message}`;
           fields = { ...fields, ...described.fields };
         }
       }

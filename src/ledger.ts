@@ -17,10 +17,12 @@ import {
   claimDocument,
   completionUpdate,
   extensionUpdate,
+  Field,
   failureUpdate,
   type MAX_ERROR_LENGTH,
   missedDocument,
   type RunDetails,
+  RunKind,
   type RunRecord,
   RunStatus,
   reportedUpdate,
@@ -368,6 +370,25 @@ export class RunLedger implements Ledger {
       if (snaps[0] !== undefined) this.#learnSkew(snaps[0].readTime);
     }
     return { records, updateTimes, readTime };
+  }
+
+  /**
+   * The records of runs that are not a slot's (manual and forced runs), newest first, at most
+   * `limit`: one query on the single field `run_kind` (Firestore's automatic single-field index;
+   * no composite index), for run history. Slots are read by run id, never queried.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   * @example const runs = await ledger.runsOutsideSlots(200);
+   */
+  async runsOutsideSlots(limit = 500): Promise<{ runId: string; record: StoredRecord }[]> {
+    const query = this.#db
+      .collection(this.#options.collection)
+      .where(Field.kind, 'in', [RunKind.Manual, RunKind.Forced])
+      .limit(limit)
+      .withConverter(runRecordConverter);
+    const snap = await this.#call('query', 'read', () => query.get());
+    if (snap instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
+    return snap.docs.map((doc) => ({ runId: doc.id, record: doc.data() }));
   }
 
   /**

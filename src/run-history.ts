@@ -54,6 +54,8 @@ export interface SlotRow {
   readonly reported: boolean;
   /** How many times it was re-run on purpose (`npm run trigger -- JOB --rerun --slot T`). */
   readonly reruns: number;
+  /** `slot`, or `manual` / `forced` for a run that is not a slot's (`slot` is then its schedule time). */
+  readonly kind: 'slot' | 'manual' | 'forced';
 }
 
 type Scope = readonly (readonly [string, string])[];
@@ -85,7 +87,12 @@ export function slotRow(
   now: Date,
 ): SlotRow {
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
-  const base = { job: job.id, slot, runId };
+  const base = {
+    job: job.id,
+    slot,
+    runId,
+    kind: record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot'),
+  } as const;
   if (record === undefined) {
     return {
       ...base,

@@ -139,7 +139,7 @@ export function serveJobs(
       ...deps,
     }),
   );
-  return { request: supertest(getTestServer(name)), ...made, logs, config };
+  return { request: supertest(getTestServer(name)), name, ...made, logs, config };
 }
 
 /** The two Cloud Scheduler headers of a delivery. */

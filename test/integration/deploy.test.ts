@@ -574,12 +574,18 @@ describe('deploy.sh --dry-run', () => {
     command(run.lines, 'gcloud', 'scheduler', 'jobs', 'update', 'http', 'every-five');
   });
 
-  it('ends with how to trigger a run and the forced-run caveat', () => {
+  it('ends with how to trigger a run, what a forced run does, and npm run trigger', () => {
     const run = deploy(REQUIRED);
 
     assert.match(run.stderr, /gcloud scheduler jobs run scheduled-job --location=us-central1/);
-    assert.match(run.stderr, /forced run carries the \*next\* schedule time/);
-    assert.match(run.stderr, /duplicate/);
+    assert.match(
+      run.stderr,
+      /forced run carries the \*next\* schedule time; .* the scheduled run still runs/,
+    );
+    assert.match(
+      run.stderr,
+      /npm run trigger -- scheduled-job --url=https:\/\/FUNCTION_URL\.invalid --invoker=scheduled-job-invoker@my-project\.iam\.gserviceaccount\.com/,
+    );
   });
 });
 

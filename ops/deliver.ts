@@ -1,0 +1,119 @@
+/**
+ * Deliveries by hand, for `npm run trigger` and `npm run runs -- --backfill`: the headers Cloud
+ * Scheduler sends, to the local function or a deployed one, authenticated there as Scheduler is
+ * (an OIDC ID token of the invoker service account, audience = the function URL).
+ */
+import { execFileSync } from 'node:child_process';
+import { toUtcRfc3339 } from '../src/schedule.ts';
+import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../src/scheduler-request.ts';
+
+/** Where deliveries go, and the bearer token they carry (none for a local function). */
+export interface DeliveryTarget {
+  readonly url: string;
+  readonly token: string | undefined;
+}
+
+/** What the function answered. */
+export interface Answer {
+  readonly status: number;
+  readonly outcome: string;
+  readonly runId: string | undefined;
+  readonly message: string;
+}
+
+const DELIVERY_TIMEOUT_MS = 30 * 60_000; // Scheduler's longest attempt deadline
+
+function isLocal(url: URL): boolean {
+  return ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+}
+
+/**
+ * Resolves where to deliver and with which token: `url` (default the local function,
+ * `http://localhost:PORT/`), and for a deployed one an ID token: `token` as given, else
+ * `gcloud auth print-identity-token --impersonate-service-account=INVOKER --audiences=URL` (your
+ * account needs `roles/iam.serviceAccountTokenCreator` on the invoker; `deploy.sh` names it
+ * `FUNCTION_NAME-invoker@PROJECT.iam.gserviceaccount.com`).
+ *
+ * @throws Error saying what to pass when a deployed URL has neither a token nor an invoker.
+ */
+export function resolveTarget(
+  options: { url?: string | undefined; token?: string | undefined; invoker?: string | undefined },
+  env: NodeJS.ProcessEnv,
+): DeliveryTarget {
+  const url = new URL(options.url ?? `http://localhost:${env.PORT ?? 8080}/`);
+  const token = options.token ?? env.ID_TOKEN;
+  if (token !== undefined || isLocal(url)) return { url: url.href, token };
+  const invoker = options.invoker ?? env.INVOKER_SA_EMAIL;
+  if (invoker === undefined) {
+    throw new Error(
+      `${url.origin} needs an ID token: pass --invoker SERVICE_ACCOUNT_EMAIL (the Scheduler jobs' invoker, e.g. scheduled-job-invoker@PROJECT.iam.gserviceaccount.com) or --token TOKEN`,
+    );
+  }
+  const printed = execFileSync(
+    'gcloud',
+    [
+      'auth',
+      'print-identity-token',
+      `--impersonate-service-account=${invoker}`,
+      `--audiences=${url.origin}`,
+      '--quiet',
+    ],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  return { url: url.href, token: printed.trim() };
+}
+
+/**
+ * The headers Scheduler sends for slot `scheduleTime` of job `jobId`, plus `extra`.
+ *
+ * @example schedulerHeaders('nightly-report', new Date('2026-10-16T12:00:00Z'))
+ */
+export function schedulerHeaders(
+  jobId: string,
+  scheduleTime: Date,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    [JOB_NAME_HEADER]: jobId,
+    [SCHEDULE_TIME_HEADER]: toUtcRfc3339(scheduleTime),
+    'User-Agent': 'Google-Cloud-Scheduler',
+    ...extra,
+  };
+}
+
+/**
+ * POSTs one delivery and reads the function's JSON answer.
+ *
+ * @throws Error if the function cannot be reached.
+ */
+export async function deliver(
+  target: DeliveryTarget,
+  headers: Record<string, string>,
+): Promise<Answer> {
+  const res = await fetch(target.url, {
+    method: 'POST',
+    headers:
+      target.token === undefined
+        ? headers
+        : { ...headers, Authorization: `Bearer ${target.token}` },
+    signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+  });
+  const text = await res.text();
+  let body: { outcome?: unknown; runId?: unknown; message?: unknown } = {};
+  try {
+    body = JSON.parse(text) as typeof body;
+  } catch {
+    body = { message: text.slice(0, 200) };
+  }
+  return {
+    status: res.status,
+    outcome: typeof body.outcome === 'string' ? body.outcome : '-',
+    runId: typeof body.runId === 'string' ? body.runId : undefined,
+    message: typeof body.message === 'string' ? body.message : '',
+  };
+}
+
+/** One line for people: `<what>: <status> <outcome> <runId> <message>`. */
+export function answerLine(what: string, answer: Answer): string {
+  return `${what}: ${answer.status} ${answer.outcome}${answer.runId ? ` ${answer.runId.slice(0, 12)}…` : ''} ${answer.message}`;
+}

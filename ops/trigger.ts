@@ -1,0 +1,105 @@
+/**
+ * `npm run trigger -- JOB`: runs a declared job by hand, against the local function (`npm run dev`)
+ * by default or a deployed one (`--url`, with an ID token: see `ops/deliver.ts`).
+ *
+ *   npm run trigger -- JOB                        a manual run: a run id of its own, recorded as
+ *                                                 `manual`; no slot is touched
+ *   npm run trigger -- JOB --slot T               slot T delivered exactly as Scheduler would (a
+ *                                                 backfill: a duplicate if it already ran)
+ *   npm run trigger -- JOB --rerun --slot T       slot T run again on purpose, even if it completed:
+ *                                                 recorded in its history as a re-run; the job gets
+ *                                                 RUN_ID-rerun-N as its run id
+ *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
+ *
+ * Retries of one trigger (re-running the same command prints a new trigger id, so it is a new
+ * manual run or re-run) are not made: the function answers once. Exit 0 on a 2xx answer, 1 on any
+ * other, 2 on bad arguments.
+ */
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { validateJobs } from '../src/job-declaration.ts';
+import { previousSlot, toUtcRfc3339 } from '../src/schedule.ts';
+import { MODE_HEADER, normaliseScheduleTime, TRIGGER_ID_HEADER } from '../src/scheduler-request.ts';
+import { loadDeclarations } from './declarations.ts';
+import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
+
+const USAGE =
+  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+
+class UsageError extends Error {}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: args, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      slot: { type: 'string' },
+      rerun: { type: 'boolean' },
+      url: { type: 'string' },
+      invoker: { type: 'string' },
+      token: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const [jobId, ...extra] = positionals;
+  if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
+  const jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
+  const job = jobs.find((j) => j.id === jobId);
+  if (job === undefined) {
+    throw new UsageError(
+      `no declared job ${jobId} (declared: ${jobs.map((j) => j.id).join(', ')})`,
+    );
+  }
+  if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
+  let slot: Date | undefined;
+  if (args.slot !== undefined) {
+    try {
+      slot = new Date(normaliseScheduleTime(args.slot));
+    } catch (err) {
+      throw new UsageError(`--slot: ${(err as Error).message}`);
+    }
+    const expected = previousSlot(job, new Date(slot.getTime() + 1));
+    if (expected?.getTime() !== slot.getTime()) {
+      throw new UsageError(
+        `--slot ${args.slot} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone})${expected ? `; the slot before it is ${toUtcRfc3339(expected)}` : ''}`,
+      );
+    }
+  }
+  const target = resolveTarget(args, env);
+  const triggerId = randomUUID();
+  let headers: Record<string, string>;
+  let what: string;
+  if (slot === undefined) {
+    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
+    headers = schedulerHeaders(job.id, now, {
+      [MODE_HEADER]: 'manual',
+      [TRIGGER_ID_HEADER]: triggerId,
+    });
+    what = `${job.id} manual run (trigger ${triggerId})`;
+  } else if (args.rerun) {
+    headers = schedulerHeaders(job.id, slot, {
+      [MODE_HEADER]: 'rerun',
+      [TRIGGER_ID_HEADER]: triggerId,
+    });
+    what = `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`;
+  } else {
+    headers = schedulerHeaders(job.id, slot);
+    what = `${job.id} ${toUtcRfc3339(slot)}`;
+  }
+  const answer = await deliver(target, headers);
+  console.log(answerLine(what, answer));
+  return answer.status >= 200 && answer.status < 300 ? 0 : 1;
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2), process.env);
+} catch (err) {
+  const usage =
+    err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  console.error(`trigger: ${(err as Error).message}${usage ? `\n${USAGE}` : ''}`);
+  process.exitCode = usage ? 2 : 1;
+}
