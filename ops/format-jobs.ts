@@ -90,3 +90,49 @@ export const DEPLOY_FIELDS = [
 export function deployLines(jobs: readonly DeclaredJob[]): string {
   return jobs.map((job) => DEPLOY_FIELDS.map((field) => String(job[field])).join('\t')).join('\n');
 }
+
+/**
+ * Reads {@link deployLines} back into each job's settings, without its `run`: what a process that
+ * schedules the jobs but must not import them needs (`npm run dev` re-reads them after every edit
+ * through `node ops/jobs.ts --deploy`, since Node caches imported modules).
+ *
+ * @throws {Error} for a line without every field or with a setting that is not a whole number.
+ * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5')[0].retryCount // 3
+ */
+export function parseDeployLines(
+  text: string,
+): Pick<DeclaredJob, (typeof DEPLOY_FIELDS)[number]>[] {
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const values = line.split('\t');
+      if (values.length !== DEPLOY_FIELDS.length) {
+        throw new Error(`expected ${DEPLOY_FIELDS.length} tab-separated fields: ${line}`);
+      }
+      const [id = '', schedule = '', timeZone = '', ...numbers] = values;
+      const settings = numbers.map((value) => {
+        if (!/^\d+$/.test(value)) throw new Error(`"${value}" is not a whole number: ${line}`);
+        return Number(value);
+      });
+      const [
+        attemptDeadlineSeconds = 0,
+        retryCount = 0,
+        maxRetryDurationSeconds = 0,
+        minBackoffSeconds = 0,
+        maxBackoffSeconds = 0,
+        maxDoublings = 0,
+      ] = settings;
+      return {
+        id,
+        schedule,
+        timeZone,
+        attemptDeadlineSeconds,
+        retryCount,
+        maxRetryDurationSeconds,
+        minBackoffSeconds,
+        maxBackoffSeconds,
+        maxDoublings,
+      };
+    });
+}

@@ -1,7 +1,9 @@
 /**
- * `npm run demo`: serves the function on a local port (the shipped `src/job.ts`, the real ledger on
- * the Firestore emulator) and sends it the deliveries Cloud Scheduler sends in real life, then prints
- * what each got. Job `demo-flaky` is wrapped to fail its first execution, to show a retry.
+ * `npm run demo`: serves the function on a local port (two jobs of its own, `nightly-report` and
+ * `demo-flaky`, both running the shipped `runJobLogic` of `src/job.ts`; the real ledger on the
+ * Firestore emulator) and sends it the deliveries Cloud Scheduler sends in real life, then prints
+ * which jobs it runs and what each delivery got. Job `demo-flaky` is wrapped to fail its first
+ * execution, to show a retry.
  */
 
 import { request } from 'node:http';
@@ -156,6 +158,11 @@ await step(
   'groc-job',
 );
 
+console.log(
+  `Jobs ${jobs.map((j) => j.id).join(' and ')}, declared by scripts/demo.ts (not src/jobs.ts), ` +
+    'both run runJobLogic of src/job.ts; demo-flaky fails its first execution. ' +
+    `Function on 127.0.0.1:${port}; run records in the emulator, collection ${config.runsCollection}.\n`,
+);
 const header = ['#', 'delivery', 'status', 'outcome', 'job runs', 'message'];
 const table = [header, ...rows];
 const widths = header.map((_, i) =>

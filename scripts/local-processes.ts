@@ -214,15 +214,19 @@ const EMULATOR_INSTALL_HINT =
  * it answers: `java -cp $FIRESTORE_EMULATOR_JAR … CloudFirestore start` if that variable is set,
  * else `gcloud emulators firestore start` (the gcloud `cloud-firestore-emulator` component).
  *
+ * @param options.importData - an export's `.overall_export_metadata` file to load at start
+ *   (`--import-data`, taken by both the jar and gcloud's command), as `npm run dev --keep-data` does.
  * @throws if it cannot start (with {@link EMULATOR_INSTALL_HINT}), exits, or does not answer in
  *   `timeoutMs`; it is stopped then.
  */
 export async function startFirestoreEmulator(
   port: number,
   timeoutMs: number,
+  options: { importData?: string } = {},
 ): Promise<GroupProcess> {
   const jar = process.env.FIRESTORE_EMULATOR_JAR;
   const emulatorClass = 'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
+  const extra = options.importData === undefined ? [] : [`--import-data=${options.importData}`];
   const child = jar
     ? spawnGroup(
         'java',
@@ -234,12 +238,13 @@ export async function startFirestoreEmulator(
           'start',
           '--host=127.0.0.1',
           `--port=${port}`,
+          ...extra,
         ],
         { keep: 4000 },
       )
     : spawnGroup(
         'gcloud',
-        ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet'],
+        ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet', ...extra],
         { keep: 4000 },
       );
   try {
@@ -267,6 +272,8 @@ export interface FunctionSpec {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** A command prefix, e.g. `['faketime', '-f', '-90s']`. */
   readonly wrapper?: readonly string[];
+  /** How many characters of output to keep (all unless given; a long-running process wants few). */
+  readonly keep?: number;
 }
 
 /**
@@ -281,5 +288,6 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
   return spawnGroup(command as string, [...prefix, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...spec.env },
+    ...(spec.keep === undefined ? {} : { keep: spec.keep }),
   });
 }

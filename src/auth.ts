@@ -91,6 +91,8 @@ export interface OidcOptions {
   readonly invokers: readonly string[];
   /** The verifying client; tests give one whose certificate URL is local. */
   readonly client?: OAuth2Client;
+  /** Development only: a certificate URL instead of Google's (`OIDC_CERTS_URL`); ignored with `client`. */
+  readonly certsUrl?: string;
 }
 
 /**
@@ -103,7 +105,13 @@ export interface OidcOptions {
  *   a part of it, its claims, or the library's error text (which can contain all of these).
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
-  const client = options.client ?? new OAuth2Client();
+  const client =
+    options.client ??
+    new OAuth2Client(
+      options.certsUrl === undefined
+        ? {}
+        : { endpoints: { oauth2FederatedSignonPemCertsUrl: options.certsUrl } },
+    );
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');

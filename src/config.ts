@@ -79,6 +79,13 @@ export interface Config {
    * forced run ("Force run" sends the next schedule time) with a run id of its own.
    */
   readonly forcedRunToleranceMs: number;
+  /**
+   * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches the token-signing certificates
+   * instead of Google's, so that the local Scheduler of `npm run dev` (`ops/oidc-issuer.ts`) can sign
+   * the tokens it sends. Loopback `http://` URLs only, and refused with `NODE_ENV=production`:
+   * whoever serves these certificates can mint tokens the function accepts.
+   */
+  readonly oidcCertsUrl: string | undefined;
 }
 
 /** How requests are authenticated; see {@link Config.authMode}. */
@@ -100,6 +107,8 @@ interface Option<T> {
 }
 
 const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-scheduletime'];
+/** Hosts `OIDC_CERTS_URL` may name: this machine only. */
+const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 
 /**
  * A parser of whole seconds from `min` to `max`, returning ms. Each duration has its own `max`:
@@ -270,6 +279,21 @@ export const OPTIONS = {
     default: 'POST',
     parse: oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
   },
+  // Development only; see Config.oidcCertsUrl.
+  oidcCertsUrl: {
+    env: 'OIDC_CERTS_URL',
+    default: '',
+    parse: (raw): string | undefined => {
+      if (raw === '') return undefined;
+      const url = URL.parse(raw);
+      if (url?.protocol !== 'http:' || !LOOPBACK_HOSTS.includes(url.hostname)) {
+        throw new Error(
+          "must be an http:// URL on 127.0.0.1, [::1] or localhost: the local Scheduler's certificates, for development only",
+        );
+      }
+      return raw;
+    },
+  },
 } as const satisfies { [K in keyof Config]: Option<Config[K]> };
 
 /**
@@ -306,6 +330,9 @@ export function loadConfig(env: Env = process.env): Config {
     if (config.oidcAudience === '') problems.push('AUTH_MODE=verify-oidc needs OIDC_AUDIENCE');
     if (config.oidcInvokers.length === 0)
       problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
+  }
+  if (config.oidcCertsUrl !== undefined && config.exposeErrors === false) {
+    problems.push('OIDC_CERTS_URL is for development only and is refused with NODE_ENV=production');
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -87,7 +87,11 @@ export function registerScheduledJob(
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
   const authenticate =
     config.authMode === 'verify-oidc'
-      ? createOidcAuthenticator({ audience: config.oidcAudience, invokers: config.oidcInvokers })
+      ? createOidcAuthenticator({
+          audience: config.oidcAudience,
+          invokers: config.oidcInvokers,
+          ...(config.oidcCertsUrl === undefined ? {} : { certsUrl: config.oidcCertsUrl }),
+        })
       : undefined;
   functions.http(
     name,

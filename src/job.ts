@@ -12,7 +12,6 @@
  * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
  *   (the Scheduler guide: the most downstream service must be idempotent too).
  */
-import { setTimeout } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { defineJob, type JobInfo } from './job-declaration.ts';
 
@@ -60,14 +59,18 @@ export interface JobContext {
 }
 
 /**
- * The scheduled work. This example logs, then "works" for a second: replace the body with yours.
+ * The scheduled work. This example logs, then "works" for a second, or less if the attempt must stop
+ * (`ctx.signal`): replace the body with yours.
  *
  * @throws anything, to mark the attempt failed and have Cloud Scheduler retry it.
  */
 export async function runJobLogic(ctx: JobContext): Promise<void> {
   ctx.logger.info({ startedLateMs: Date.now() - ctx.scheduleTime.getTime() }, 'job started');
-  // e.g. await fetch(url, { method: 'POST', headers: { 'Idempotency-Key': ctx.runId }, signal: ctx.signal });
-  await setTimeout(1000, undefined, { signal: ctx.signal });
+  // Stands in for your work: a second, cut short if this attempt must stop (ctx.signal).
+  await new Promise((resolve, reject) => {
+    setTimeout(resolve, 1000);
+    ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+  });
   ctx.logger.info('job finished');
 }
 

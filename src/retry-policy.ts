@@ -41,20 +41,35 @@ export function backoffMs(
 }
 
 /**
+ * Whether Scheduler makes retry `n` (0-based) of an execution, decided when the attempt before it
+ * failed, `elapsedMs` after the execution's first attempt started: while fewer than `retryCount`
+ * retries were made, or while that retry would still start within `maxRetryDuration` (retries go
+ * on until both limits are reached; a zero duration sets no limit of its own).
+ *
+ * @example makesRetry({ retryCount: 3, maxRetryDurationSeconds: 0, ...backoff }, 3, 0) // false
+ */
+export function makesRetry(
+  settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
+  n: number,
+  elapsedMs: number,
+): boolean {
+  const durationMs = settings.maxRetryDurationSeconds * 1000;
+  const withinCount = n < settings.retryCount;
+  const withinDuration = durationMs > 0 && elapsedMs + backoffMs(settings, n) < durationMs;
+  return withinCount || withinDuration;
+}
+
+/**
  * The waits before each retry Scheduler makes after a failed first attempt, in ms: `retryCount`
  * of them, plus as many more as fit in `maxRetryDuration` (retries go on until both limits are
  * reached). Bounded at 100 retries.
  */
 export function backoffSequenceMs(settings: RetrySettings): number[] {
   const waits: number[] = [];
-  const durationMs = settings.maxRetryDurationSeconds * 1000;
   const attemptMs = settings.attemptDeadlineSeconds * 1000;
   let elapsed = attemptMs; // the first attempt
-  for (let n = 0; n < 100; n++) {
+  for (let n = 0; n < 100 && makesRetry(settings, n, elapsed); n++) {
     const wait = backoffMs(settings, n);
-    const withinCount = n < settings.retryCount;
-    const withinDuration = durationMs > 0 && elapsed + wait < durationMs;
-    if (!withinCount && !withinDuration) break;
     waits.push(wait);
     elapsed += wait + attemptMs;
   }

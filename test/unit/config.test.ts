@@ -167,3 +167,38 @@ describe('loadConfig', () => {
     );
   });
 });
+
+describe('OIDC_CERTS_URL (development only)', () => {
+  it('takes a loopback http URL: the local Scheduler serves its certificates there', () => {
+    const config = loadConfig({ OIDC_CERTS_URL: 'http://127.0.0.1:8090/certs' });
+
+    assert.equal(config.oidcCertsUrl, 'http://127.0.0.1:8090/certs');
+    assert.equal(loadConfig({}).oidcCertsUrl, undefined);
+  });
+
+  it('refuses any other host or scheme: whoever serves the certificates can mint tokens', () => {
+    for (const url of [
+      'https://www.googleapis.com/oauth2/v1/certs',
+      'http://10.0.0.5/certs',
+      'x',
+    ]) {
+      const problems = problemsOf({ OIDC_CERTS_URL: url });
+
+      assert.match(
+        problems[0] as string,
+        /^OIDC_CERTS_URL=.*must be an http:\/\/ URL on 127\.0\.0\.1/,
+      );
+    }
+  });
+
+  it('is refused with NODE_ENV=production', () => {
+    const problems = problemsOf({
+      NODE_ENV: 'production',
+      OIDC_CERTS_URL: 'http://127.0.0.1:8090/certs',
+    });
+
+    assert.deepEqual(problems, [
+      'OIDC_CERTS_URL is for development only and is refused with NODE_ENV=production',
+    ]);
+  });
+});

@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoffMs, backoffSequenceMs, retryWindowMs } from '../../src/retry-policy.ts';
+import { backoffMs, backoffSequenceMs, makesRetry, retryWindowMs } from '../../src/retry-policy.ts';
 
 const DOC_EXAMPLE = { minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 };
 
@@ -55,4 +55,89 @@ describe('backoffSequenceMs and retryWindowMs', () => {
   it('gives every attempt its whole deadline and waits out every back-off', () => {
     assert.equal(retryWindowMs(defaults), 4 * 180_000 + 30_000 + 60_000 + 120_000);
   });
+});
+
+/** Back-off settings and the waits before retry 0, 1, 2, …, in seconds. */
+const BACKOFFS: readonly {
+  readonly name: string;
+  readonly minBackoffSeconds: number;
+  readonly maxBackoffSeconds: number;
+  readonly maxDoublings: number;
+  readonly waits: readonly number[];
+}[] = [
+  {
+    name: "this starter's defaults (job-declaration.ts): 30 s doubled up to 5 times, capped at 600 s",
+    minBackoffSeconds: 30,
+    maxBackoffSeconds: 600,
+    maxDoublings: 5,
+    waits: [30, 60, 120, 240, 480, 600, 600],
+  },
+  {
+    name: "Scheduler's own defaults (5 s, 1 h, 5 doublings): then linear by 160 s",
+    minBackoffSeconds: 5,
+    maxBackoffSeconds: 3600,
+    maxDoublings: 5,
+    waits: [5, 10, 20, 40, 80, 160, 320, 480, 640],
+  },
+  {
+    name: 'a cap reached while still doubling',
+    minBackoffSeconds: 10,
+    maxBackoffSeconds: 35,
+    maxDoublings: 5,
+    waits: [10, 20, 35, 35],
+  },
+  {
+    name: 'minimum equal to maximum: a constant wait',
+    minBackoffSeconds: 60,
+    maxBackoffSeconds: 60,
+    maxDoublings: 5,
+    waits: [60, 60, 60],
+  },
+  {
+    name: 'no minimum: retries at once',
+    minBackoffSeconds: 0,
+    maxBackoffSeconds: 600,
+    maxDoublings: 5,
+    waits: [0, 0, 0],
+  },
+];
+
+describe('backoffMs, as a table', () => {
+  for (const { name, waits, ...settings } of BACKOFFS) {
+    it(name, () => {
+      const actual = waits.map((_, n) => backoffMs(settings, n) / 1000);
+
+      assert.deepEqual(actual, waits);
+    });
+  }
+});
+
+/**
+ * [retryCount, maxRetryDurationSeconds, retry n (0-based), seconds since the first attempt,
+ * retries?], with RetryConfig's example back-off (10 s, 300 s, 3 doublings: retry 0 waits 10 s,
+ * retry 1 20 s, retry 3 80 s).
+ */
+const DECISIONS: readonly (readonly [number, number, number, number, boolean])[] = [
+  // "If retryCount is 0 (and if maxRetryDuration is also 0), a job attempt won't be retried"
+  [0, 0, 0, 0, false],
+  // Without a duration limit, the count alone limits.
+  [3, 0, 2, 9999, true],
+  [3, 0, 3, 1, false],
+  // "If specified with retryCount, the job will be retried until both limits are reached"
+  [3, 3600, 3, 100, true],
+  [3, 3600, 3, 3530, false],
+  [0, 60, 0, 30, true],
+  [0, 60, 1, 45, false],
+];
+
+describe('makesRetry', () => {
+  for (const [retryCount, maxRetryDurationSeconds, n, elapsed, expected] of DECISIONS) {
+    it(`retryCount ${retryCount}, maxRetryDuration ${maxRetryDurationSeconds} s: retry ${n} at ${elapsed} s ${expected ? 'comes' : 'does not come'}`, () => {
+      const settings = { ...DOC_EXAMPLE, retryCount, maxRetryDurationSeconds };
+
+      const decision = makesRetry(settings, n, elapsed * 1000);
+
+      assert.equal(decision, expected);
+    });
+  }
 });

@@ -1,0 +1,65 @@
+/**
+ * What the local Scheduler prints: one line per delivery, for people, as pure functions of its
+ * events (`ops/local-scheduler.ts`).
+ */
+import { toUtcRfc3339 } from '../src/schedule.ts';
+import type { AttemptEvent, SchedulerEvent } from './local-scheduler.ts';
+
+/** `HH:MM:SS.mmmZ` of an instant (ms since the epoch). */
+function clockTime(ms: number): string {
+  return `${new Date(ms).toISOString().slice(11, 23)}Z`;
+}
+
+/** A duration for people: `0.04 s`, `15.00 s`, `90 s`. */
+export function seconds(ms: number): string {
+  return ms >= 60_000 ? `${Math.round(ms / 1000)} s` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+function answerOf(event: AttemptEvent): string {
+  if (event.outcome === 'deadline_exceeded') return 'deadline exceeded';
+  if (event.status === undefined) return 'no answer';
+  return `${event.status} ${event.outcome}`;
+}
+
+function whatNext(event: AttemptEvent): string {
+  const notes: string[] = [];
+  if (event.error !== undefined) notes.push(event.error);
+  if (event.delivery === 'duplicate') notes.push('duplicate delivery');
+  if (event.answerDropped) notes.push('answer dropped');
+  const { next } = event;
+  if (next.kind === 'retry') notes.push(`retry in ${seconds(next.inMs)}`);
+  if (next.kind === 'gave_up') {
+    notes.push(`gave up after ${next.retries} ${next.retries === 1 ? 'retry' : 'retries'}`);
+  }
+  return notes.join('; ');
+}
+
+/**
+ * One line for an event: when the delivery was sent (UTC), the job, its slot, the attempt, the
+ * answer, how long it took, and what follows. `idWidth` pads the job id so columns line up.
+ *
+ * @example
+ * // 12:05:00.003Z  scheduled-job  slot 2026-10-24T12:05:00Z  attempt 1  200 processed           1.02 s
+ * // 12:05:00.003Z  slow-job       slot 2026-10-24T12:05:00Z  attempt 1  deadline exceeded      15.00 s  retry in 5.00 s
+ * // 12:05:20.015Z  slow-job       slot 2026-10-24T12:05:00Z  attempt 2  409 in_progress         0.05 s  retry in 10.00 s
+ */
+export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
+  const job = event.jobId.padEnd(idWidth);
+  const slot = `slot ${toUtcRfc3339(event.scheduleTime)}`;
+  if (event.type === 'skipped') {
+    return `${' '.repeat(14)}  ${job}  ${slot}  skipped: the execution of slot ${toUtcRfc3339(
+      event.outstanding,
+    )} is still retrying (Scheduler allows one at a time)`;
+  }
+  const attempt = `attempt ${event.attempt}${event.forced ? ' (forced run)' : ''}`;
+  const columns = [
+    clockTime(event.startedAt),
+    job,
+    slot,
+    attempt,
+    answerOf(event).padEnd(20),
+    seconds(event.durationMs).padStart(8),
+  ];
+  const notes = whatNext(event);
+  return `${columns.join('  ')}${notes === '' ? '' : `  ${notes}`}`;
+}

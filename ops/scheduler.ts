@@ -1,0 +1,153 @@
+/**
+ * `npm run scheduler` (`node ops/scheduler.ts`): a local Cloud Scheduler for a function already
+ * running (`npm start`, or your own), firing every declared job on its schedule with the requests
+ * and retries of Cloud Scheduler (`ops/local-scheduler.ts`), one line per delivery. `npm run dev`
+ * runs the same Scheduler beside the emulator and the function.
+ *
+ *   node ops/scheduler.ts [--url URL] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]
+ *   node ops/scheduler.ts --fire JOB [--url URL] …     a forced run, followed to its end
+ *
+ * - `--url`: the function, `http://127.0.0.1:$PORT/` by default (`PORT` 8080 unless set).
+ * - `--drop-answers RATE`: drop that share of answers after they arrive (0 to 1), as a lost
+ *   acknowledgement: Scheduler retries, and the retry should be answered `duplicate`.
+ * - `--duplicates RATE`: deliver that share of attempts twice at once, as a proxy retry would.
+ * - `--fire JOB`: fire JOB now as `gcloud scheduler jobs run` does (its next slot as the schedule
+ *   time), follow its retries, and exit: 0 if it ended with a 2xx answer, 1 if Scheduler gave up.
+ * - With `AUTH_MODE=verify-oidc` (and `OIDC_AUDIENCE`, `OIDC_INVOKERS`, as for the function) every
+ *   delivery carries an ID token signed by a local key whose certificates are served on
+ *   127.0.0.1 (`--certs-port`, else the port of `OIDC_CERTS_URL`, else a free one); start the
+ *   function with `OIDC_CERTS_URL` set to the URL printed.
+ *
+ * The jobs come from `src/jobs.ts`, or the module named by `JOBS_MODULE`, as for `npm run jobs`;
+ * `JOB_HEADERS` and `JOB_QUERY` are read as `deploy.sh` reads them. Exit status 2 for bad
+ * arguments or settings, 1 for invalid declarations.
+ */
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/errors.ts';
+import { validateJobs } from '../src/job-declaration.ts';
+import { loadDeclarations } from './declarations.ts';
+import { formatEvent } from './format-events.ts';
+import { jobsTable, upcoming } from './format-jobs.ts';
+import { LocalScheduler } from './local-scheduler.ts';
+import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
+import { parseRate, schedulerSettings } from './scheduler-settings.ts';
+
+const USAGE =
+  'usage: node ops/scheduler.ts [--url URL] [--fire JOB] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
+
+interface Options {
+  url?: string;
+  fire?: string;
+  'drop-answers'?: string;
+  duplicates?: string;
+  'certs-port'?: string;
+  help?: boolean;
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let options: Options;
+  try {
+    ({ values: options } = parseArgs({
+      args: argv,
+      options: {
+        url: { type: 'string' },
+        fire: { type: 'string' },
+        'drop-answers': { type: 'string' },
+        duplicates: { type: 'string' },
+        'certs-port': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    console.error(`${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (options.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  let dropAnswers: number;
+  let duplicates: number;
+  let settings: ReturnType<typeof schedulerSettings>;
+  try {
+    dropAnswers = parseRate('--drop-answers', options['drop-answers']);
+    duplicates = parseRate('--duplicates', options.duplicates);
+    settings = schedulerSettings(env);
+  } catch (err) {
+    console.error(`scheduler: ${(err as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
+  if (URL.parse(url) === null) {
+    console.error(`scheduler: --url ${JSON.stringify(url)} is not a URL\n${USAGE}`);
+    return 2;
+  }
+  let jobs: ReturnType<typeof validateJobs>;
+  try {
+    jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    return 1;
+  }
+
+  let issuer: OidcIssuer | undefined;
+  const { oidc } = settings;
+  if (oidc !== undefined) {
+    const port = Number(options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0');
+    try {
+      issuer = await startOidcIssuer(port);
+    } catch (err) {
+      console.error(
+        `scheduler: cannot serve the token certificates on port ${port}: ${(err as Error).message}`,
+      );
+      return 2;
+    }
+    if (issuer.certsUrl !== oidc.certsUrl) {
+      console.log(
+        `OIDC tokens signed locally: start the function with OIDC_CERTS_URL=${issuer.certsUrl}`,
+      );
+    }
+  }
+  const idWidth = Math.max(...jobs.map((job) => job.id.length));
+  const scheduler = new LocalScheduler({
+    url,
+    jobs,
+    headers: settings.headers,
+    query: settings.query,
+    dropAnswers,
+    duplicates,
+    ...(issuer === undefined || oidc === undefined
+      ? {}
+      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
+    onEvent: (event) => console.log(formatEvent(event, idWidth)),
+  });
+
+  try {
+    if (options.fire !== undefined) {
+      const result = await scheduler.fire(options.fire);
+      return result.succeeded ? 0 : 1;
+    }
+    console.log(`Local Cloud Scheduler → ${url} (Ctrl-C stops)`);
+    console.log(jobsTable(upcoming(jobs, new Date(), 1)));
+    scheduler.start();
+    await interrupted();
+    return 0;
+  } catch (err) {
+    console.error(`scheduler: ${(err as Error).message}`);
+    return 2;
+  } finally {
+    await scheduler.stop();
+    await issuer?.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);

@@ -1,0 +1,377 @@
+/**
+ * `npm run dev`: the Firestore emulator, the function built from `src/`, and a local Cloud
+ * Scheduler firing the declared jobs at it, in one terminal; Ctrl-C stops all of them.
+ *
+ *   node scripts/dev.ts [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]]
+ *                       [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]
+ *
+ * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
+ *   `build/main.cjs`) on `PORT` (8080), with Node's source maps on, so stack traces name
+ *   `src/*.ts` lines. Its JSON log lines are shown readable (`scripts/pretty-logs.ts`).
+ * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
+ *   function; the emulator and the Scheduler keep running, and the Scheduler re-reads the
+ *   declarations. A build that fails keeps the running function. `--no-watch` turns it off;
+ *   `--no-build` skips the first build and serves `build/` as it is.
+ * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
+ *   delivery; `--drop-answers` and `--duplicates` are its options; `--fire JOB` also fires JOB
+ *   once at start, as a forced run (no waiting for its slot); `--no-scheduler` leaves it out.
+ *   With `AUTH_MODE=verify-oidc` it signs each delivery's token with a local key, and the function
+ *   gets `OIDC_CERTS_URL` pointing at that key's certificates (`OIDC_AUDIENCE` defaults to the
+ *   function's URL, `OIDC_INVOKERS` to a made-up invoker).
+ * - The emulator starts empty each time, unless `--keep-data` (in `--data-dir`, `.emulator/` unless given):
+ *   then its data is loaded at start (`--import-data`) and exported on Ctrl-C through the
+ *   emulator's export endpoint. (The emulator's `--export-on-exit` flag, which gcloud passes on,
+ *   exported nothing in the emulator of gcloud 528: "Failed during export".) With
+ *   `FIRESTORE_EMULATOR_HOST` set, that emulator is used and its data is yours to keep.
+ */
+import { spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  type FSWatcher,
+  mkdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  watch,
+} from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { formatEvent } from '../ops/format-events.ts';
+import { parseDeployLines } from '../ops/format-jobs.ts';
+import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
+import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
+import { parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
+import { ConfigError } from '../src/errors.ts';
+import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
+import {
+  acceptsConnections,
+  freePort,
+  type GroupProcess,
+  ROOT,
+  spawnFunction,
+  startFirestoreEmulator,
+  waitForPort,
+} from './local-processes.ts';
+import { prettyLogLines } from './pretty-logs.ts';
+
+const USAGE =
+  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]';
+const EMULATOR_START_MS = 90_000;
+const FUNCTION_START_MS = 60_000;
+/** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
+const FUNCTION_STOP_MS = 10_000;
+/** Edits arrive in bursts (an editor writes, renames, touches): build once they stop. */
+const WATCH_QUIET_MS = 300;
+const TSC = realpathSync(join(ROOT, 'node_modules/.bin/tsc'));
+const EXPORT_NAME = 'firestore';
+
+function say(text: string): void {
+  console.log(`dev: ${text}`);
+}
+
+function fail(text: string): never {
+  console.error(`dev: ${text}`);
+  process.exit(1);
+}
+
+let options: {
+  'drop-answers'?: string;
+  duplicates?: string;
+  'keep-data'?: boolean;
+  'data-dir'?: string;
+  fire?: string;
+  'no-scheduler'?: boolean;
+  'no-watch'?: boolean;
+  'no-build'?: boolean;
+  help?: boolean;
+};
+try {
+  ({ values: options } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      'drop-answers': { type: 'string' },
+      duplicates: { type: 'string' },
+      'keep-data': { type: 'boolean' },
+      'data-dir': { type: 'string' },
+      fire: { type: 'string' },
+      'no-scheduler': { type: 'boolean' },
+      'no-watch': { type: 'boolean' },
+      'no-build': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }));
+} catch (err) {
+  fail(`${(err as Error).message}\n${USAGE}`);
+}
+if (options.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+
+const port = Number(process.env.PORT || '8080');
+const functionUrl = `http://127.0.0.1:${port}/`;
+const project = process.env.GOOGLE_CLOUD_PROJECT || 'demo-scheduler-run-once';
+const verifyOidc = process.env.AUTH_MODE === 'verify-oidc';
+/** The function's environment, and the Scheduler's: one environment, as the README says. */
+const env: Record<string, string | undefined> = {
+  ...process.env,
+  GOOGLE_CLOUD_PROJECT: project,
+  METADATA_SERVER_DETECTION: process.env.METADATA_SERVER_DETECTION || 'none',
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim(),
+  ...(verifyOidc
+    ? {
+        OIDC_AUDIENCE: process.env.OIDC_AUDIENCE || functionUrl,
+        OIDC_INVOKERS: process.env.OIDC_INVOKERS || 'local-scheduler@dev.invalid',
+      }
+    : {}),
+};
+
+let dropAnswers = 0;
+let duplicates = 0;
+try {
+  dropAnswers = parseRate('--drop-answers', options['drop-answers']);
+  duplicates = parseRate('--duplicates', options.duplicates);
+} catch (err) {
+  fail(`${(err as Error).message}\n${USAGE}`);
+}
+if (await acceptsConnections(port)) {
+  fail(`port ${port} is taken: stop what listens there, or set PORT to another port`);
+}
+
+/** Runs `tsc -p tsconfig.build.json`; prints its errors and returns false when it fails. */
+function build(): boolean {
+  const started = performance.now();
+  const result = spawnSync(process.execPath, [TSC, '-p', 'tsconfig.build.json'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) {
+    process.stdout.write(result.stdout);
+    process.stderr.write(result.stderr);
+    say('the build failed (above); the function keeps running the last build');
+    return false;
+  }
+  say(`built src/ in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  return true;
+}
+
+/** The declared jobs' settings, as `deploy.sh` reads them (`ops/jobs.ts --deploy`), or undefined. */
+function readJobs(): SchedulerJob[] | undefined {
+  const result = spawnSync(process.execPath, ['ops/jobs.ts', '--deploy'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: process.env,
+  });
+  if (result.status !== 0) {
+    process.stderr.write(result.stderr);
+    say('the job declarations are invalid (above); the Scheduler keeps the previous ones');
+    return undefined;
+  }
+  return parseDeployLines(result.stdout);
+}
+
+/** Passes `stream`'s lines to `write`, whole lines only. */
+function eachLine(stream: NodeJS.ReadableStream | null, write: (line: string) => void): void {
+  let pending = '';
+  stream?.on('data', (chunk: Buffer) => {
+    const lines = (pending + chunk.toString()).split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) write(line);
+  });
+  stream?.on('end', () => {
+    if (pending !== '') write(pending);
+  });
+}
+
+// `--no-build` serves build/ as it is (the tests do, after `npm test` built it once).
+if (!options['no-build'] && !build()) process.exit(1);
+
+// The emulator, with the data kept by an earlier run.
+let emulator: GroupProcess | undefined;
+let emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
+const dataDir = options['keep-data']
+  ? resolve(ROOT, options['data-dir'] ?? '.emulator')
+  : undefined;
+if (emulatorHost) {
+  say(`using the Firestore emulator at ${emulatorHost} (FIRESTORE_EMULATOR_HOST)`);
+  if (dataDir !== undefined) say('--keep-data ignored: that emulator keeps its own data');
+} else {
+  const emulatorPort = await freePort();
+  emulatorHost = `127.0.0.1:${emulatorPort}`;
+  const metadata =
+    dataDir === undefined
+      ? undefined
+      : join(dataDir, EXPORT_NAME, `${EXPORT_NAME}.overall_export_metadata`);
+  const importData = metadata !== undefined && existsSync(metadata) ? metadata : undefined;
+  emulator = await startFirestoreEmulator(emulatorPort, EMULATOR_START_MS, {
+    ...(importData === undefined ? {} : { importData }),
+  }).catch((err: Error) => fail(err.message));
+  say(
+    `Firestore emulator on ${emulatorHost}${
+      dataDir === undefined
+        ? ' (empty; --keep-data keeps data across runs)'
+        : importData === undefined
+          ? `; its data is saved to ${dataDir} on Ctrl-C`
+          : `, with the data saved in ${dataDir}`
+    }`,
+  );
+}
+env.FIRESTORE_EMULATOR_HOST = emulatorHost;
+
+let issuer: OidcIssuer | undefined;
+if (verifyOidc) {
+  issuer = await startOidcIssuer();
+  env.OIDC_CERTS_URL = issuer.certsUrl;
+  say(`AUTH_MODE=verify-oidc: tokens signed locally, certificates at ${issuer.certsUrl}`);
+}
+
+// The function, restarted on every successful build.
+const pretty = prettyLogLines({ colorize: process.stdout.isTTY === true });
+let fn: GroupProcess | undefined;
+let stopping = false;
+
+async function startFunction(): Promise<void> {
+  const child = spawnFunction({ target: 'handleScheduledJob', port, env, keep: 20_000 });
+  fn = child;
+  eachLine(child.stdout, (line) => process.stdout.write(pretty(line)));
+  eachLine(child.stderr, (line) => process.stderr.write(`${line}\n`));
+  void child.exited.then(() => {
+    if (fn === child && !stopping) {
+      say(
+        `the function exited (${child.exitCode ?? child.signalCode}); save a file under src/ to restart it`,
+      );
+    }
+  });
+  await waitForPort(port, { timeoutMs: FUNCTION_START_MS, process: child }).catch(() => {
+    say('the function did not start (its output is above)');
+  });
+}
+
+async function stopFunction(): Promise<void> {
+  const child = fn;
+  fn = undefined;
+  if (child === undefined || !child.running()) return;
+  child.signalGroup('SIGTERM');
+  const killer = setTimeout(() => child.signalGroup('SIGKILL'), FUNCTION_STOP_MS);
+  await child.exited;
+  clearTimeout(killer);
+}
+
+await startFunction();
+say(
+  `function handleScheduledJob on ${functionUrl}${options['no-watch'] ? '' : ' (a change under src/ rebuilds and restarts it)'}`,
+);
+
+// The Scheduler.
+let scheduler: LocalScheduler | undefined;
+if (!options['no-scheduler']) {
+  let settings: ReturnType<typeof schedulerSettings>;
+  try {
+    settings = schedulerSettings(env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    fail(err.message);
+  }
+  const jobs = readJobs() ?? fail('cannot start the Scheduler without valid job declarations');
+  const idWidth = () => Math.max(...(scheduler?.jobs ?? jobs).map((j) => j.id.length));
+  const { oidc } = settings;
+  scheduler = new LocalScheduler({
+    url: functionUrl,
+    jobs,
+    headers: settings.headers,
+    query: settings.query,
+    dropAnswers,
+    duplicates,
+    ...(issuer === undefined || oidc === undefined
+      ? {}
+      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
+    onEvent: (event) => console.log(`scheduler  ${formatEvent(event, idWidth())}`),
+  });
+  scheduler.start();
+  say(
+    `local Cloud Scheduler firing ${jobs
+      .map((j) => {
+        const [next] = nextSlots(j, new Date(), 1);
+        return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
+      })
+      .join(', ')}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
+      duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
+    }`,
+  );
+  if (options.fire !== undefined) {
+    try {
+      void scheduler.fire(options.fire);
+    } catch (err) {
+      say(`--fire: ${(err as Error).message}`);
+    }
+  }
+}
+
+// Watch mode.
+let watcher: FSWatcher | undefined;
+if (!options['no-watch']) {
+  let quiet: NodeJS.Timeout | undefined;
+  let rebuilding = Promise.resolve();
+  const rebuild = async (changed: string) => {
+    say(`src/${changed} changed`);
+    if (!build()) return;
+    await stopFunction();
+    await startFunction();
+    const jobs = readJobs();
+    if (jobs !== undefined) scheduler?.setJobs(jobs);
+  };
+  watcher = watch(join(ROOT, 'src'), { recursive: true }, (_event, file) => {
+    clearTimeout(quiet);
+    quiet = setTimeout(() => {
+      rebuilding = rebuilding.then(() => (stopping ? undefined : rebuild(String(file))));
+    }, WATCH_QUIET_MS);
+  });
+}
+
+/** Exports the emulator's data into `dataDir` through its export endpoint, replacing the last. */
+async function saveData(): Promise<void> {
+  if (dataDir === undefined || emulator === undefined) return;
+  const staging = join(dataDir, `.staging-${process.pid}`);
+  mkdirSync(staging, { recursive: true });
+  const database = process.env.FIRESTORE_DATABASE || '(default)';
+  try {
+    const res = await fetch(`http://${emulatorHost}/emulator/v1/projects/${project}:export`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({
+        database: `projects/${project}/databases/${database}`,
+        export_directory: staging,
+        export_name: EXPORT_NAME,
+      }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+    rmSync(join(dataDir, EXPORT_NAME), { recursive: true, force: true });
+    renameSync(join(staging, EXPORT_NAME), join(dataDir, EXPORT_NAME));
+    say(`emulator data saved to ${dataDir}`);
+  } catch (err) {
+    say(`could not save the emulator's data: ${(err as Error).message}`);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+async function shutDown(): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  say('stopping');
+  watcher?.close();
+  await scheduler?.stop();
+  await stopFunction();
+  await saveData();
+  emulator?.signalGroup('SIGKILL');
+  await issuer?.close();
+  process.exit(0);
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    // A second Ctrl-C does not wait: exiting kills every process group started here.
+    if (stopping) process.exit(130);
+    void shutDown();
+  });
+}

@@ -1,0 +1,57 @@
+/**
+ * `npm run dev` (`scripts/dev.ts`) as a process: it serves the built function on the emulator the
+ * tests share, its local Scheduler fires the first declared job at once (`--fire`), the delivery
+ * shows as one `scheduler …` line and the function's log lines show readable, and Ctrl-C (SIGINT)
+ * stops it all with status 0. `--no-build` serves the build `npm test` made (a second build could
+ * rewrite build/ under another suite's function); `--no-watch` leaves src/ alone. The job is
+ * whatever src/job.ts does, so only the delivery's line is checked, not its answer.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { freePort, ROOT, spawnGroup, waitFor } from '../../scripts/local-processes.ts';
+import { jobs } from '../../src/jobs.ts';
+
+const START_MS = 60_000;
+
+describe('npm run dev', () => {
+  it('fires a declared job through its local Scheduler, shows readable logs, and stops on Ctrl-C', async () => {
+    assert.ok(existsSync(path.join(ROOT, 'build/main.cjs')), 'run `npm run build` first');
+    const port = await freePort();
+    const id = jobs[0]?.id ?? 'scheduled-job';
+    const dev = spawnGroup(
+      process.execPath,
+      ['scripts/dev.ts', '--fire', id, '--no-watch', '--no-build'],
+      { cwd: ROOT, env: { ...process.env, PORT: String(port) } },
+    );
+
+    try {
+      await waitFor(
+        'a scheduler line for the forced run',
+        () => {
+          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          return /^scheduler {2}.* attempt 1 \(forced run\) /m.test(dev.output()) || undefined;
+        },
+        START_MS,
+      );
+      dev.signalGroup('SIGINT');
+      await dev.exited;
+    } finally {
+      dev.signalGroup('SIGKILL');
+    }
+
+    const output = dev.output();
+    assert.match(
+      output,
+      new RegExp(
+        `^scheduler {2}\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z {2}${id} +slot \\S+Z {2}attempt 1 `,
+        'm',
+      ),
+    );
+    assert.match(output, /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: \w+ \{/m);
+    assert.doesNotMatch(output, /^\{"severity"/m, 'no raw JSON log lines on the terminal');
+    assert.match(output, /^dev: stopping$/m);
+    assert.equal(dev.exitCode, 0, output);
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * The local Scheduler (`ops/local-scheduler.ts`) against the real handler and ledger on the
+ * Firestore emulator, over real HTTP, on the real clock with sub-second settings (durations in a
+ * declaration are whole seconds from 15 s up; the Scheduler's core takes any). Each case serves its
+ * own function on a free port with its own collection, fires one job at once (a forced run) and
+ * follows it to its end: what Scheduler's retries meet, and how often the job ran.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, describe, it } from 'node:test';
+import * as functions from '@google-cloud/functions-framework';
+import { getTestServer } from '@google-cloud/functions-framework/testing';
+import {
+  type AttemptEvent,
+  LocalScheduler,
+  type LocalSchedulerOptions,
+  type SchedulerJob,
+} from '../ops/local-scheduler.ts';
+import { startOidcIssuer } from '../ops/oidc-issuer.ts';
+import { type Authenticator, createOidcAuthenticator } from '../src/auth.ts';
+import { createScheduledJobHandler } from '../src/handler.ts';
+import { JOB_DEFAULTS } from '../src/job-declaration.ts';
+import { captureLogs, countingJob, declareJobs, newLedger, testConfig } from './helpers.ts';
+
+const servers: Server[] = [];
+after(() => {
+  for (const server of servers) server.close();
+});
+
+/**
+ * Serves `job` (declared as `slow`) through the real handler on 127.0.0.1, and returns its URL and
+ * the job's executions.
+ */
+async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: Authenticator) {
+  const { ledger } = newLedger();
+  const name = `fn_${randomUUID()}`;
+  functions.http(
+    name,
+    createScheduledJobHandler({
+      config: testConfig(),
+      ledger,
+      jobs: declareJobs(job.job, ['slow']),
+      logger: captureLogs().logger,
+      ...(authenticate === undefined ? {} : { authenticate }),
+    }),
+  );
+  const server = getTestServer(name);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
+/**
+ * The job as the Scheduler knows it: a half-second attempt deadline, retries every 0.3 s, and up
+ * to 10 s of retries, so a slow machine ends the case by success, not by the retry limit.
+ */
+const SLOW: SchedulerJob = {
+  ...JOB_DEFAULTS,
+  id: 'slow',
+  schedule: '* * * * *',
+  attemptDeadlineSeconds: 0.5,
+  retryCount: 3,
+  maxRetryDurationSeconds: 10,
+  minBackoffSeconds: 0.3,
+  maxBackoffSeconds: 0.3,
+  maxDoublings: 0,
+};
+
+/** Fires `slow` once through a Scheduler with `options`, and returns what each delivery got. */
+async function fireOnce(
+  options: Omit<LocalSchedulerOptions, 'jobs' | 'onEvent'>,
+  settings: Partial<SchedulerJob> = {},
+) {
+  const events: AttemptEvent[] = [];
+  const scheduler = new LocalScheduler({
+    ...options,
+    jobs: [{ ...SLOW, ...settings }],
+    onEvent: (event) => {
+      if (event.type === 'attempt') events.push(event);
+    },
+  });
+  const result = await scheduler.fire('slow');
+  await scheduler.stop();
+  const answers = (delivery: AttemptEvent['delivery']) =>
+    events
+      .filter((e) => e.delivery === delivery)
+      .map((e) => `${e.status ?? '-'} ${e.outcome}${e.answerDropped ? ' (dropped)' : ''}`);
+  return { result, primary: answers('primary'), duplicates: answers('duplicate') };
+}
+
+describe('local Scheduler against the function', () => {
+  it('a job slower than its attempt deadline: the retry meets 409 while it runs, then duplicate; it runs once', async () => {
+    const job = countingJob({ delayMs: 1500 });
+    const url = await serveOnPort(job);
+
+    const { result, primary } = await fireOnce({ url });
+
+    assert.equal(result.succeeded, true);
+    assert.equal(primary[0], '- deadline_exceeded');
+    assert.equal(primary.at(-1), '200 duplicate');
+    const between = primary.slice(1, -1);
+    assert.ok(between.length > 0, `a retry while the job ran: ${primary.join(', ')}`);
+    assert.ok(
+      between.every((answer) => answer === '409 in_progress'),
+      primary.join(', '),
+    );
+    assert.equal(job.calls.length, 1);
+  });
+
+  it('answers dropped as lost acknowledgements: every retry is answered duplicate, the job runs once', async () => {
+    const job = countingJob();
+    const url = await serveOnPort(job);
+
+    const { result, primary } = await fireOnce(
+      { url, dropAnswers: 1 },
+      { retryCount: 3, maxRetryDurationSeconds: 0, minBackoffSeconds: 0, maxBackoffSeconds: 0 },
+    );
+
+    assert.equal(result.succeeded, false);
+    assert.deepEqual(primary, [
+      '200 processed (dropped)',
+      '200 duplicate (dropped)',
+      '200 duplicate (dropped)',
+      '200 duplicate (dropped)',
+    ]);
+    assert.equal(job.calls.length, 1);
+  });
+
+  it('every attempt delivered twice at once: one execution, the other answered 409 or duplicate', async () => {
+    const job = countingJob({ delayMs: 100 });
+    const url = await serveOnPort(job);
+
+    const { result, primary, duplicates } = await fireOnce({ url, duplicates: 1 });
+
+    assert.equal(result.succeeded, true);
+    const answers = [...primary, ...duplicates];
+    assert.equal(answers.filter((a) => a === '200 processed').length, 1, answers.join(', '));
+    assert.ok(
+      answers.every((a) => ['200 processed', '409 in_progress', '200 duplicate'].includes(a)),
+      answers.join(', '),
+    );
+    assert.equal(job.calls.length, 1);
+  });
+
+  it('with verify-oidc, its locally signed tokens pass the function check; without them 401', async () => {
+    const issuer = await startOidcIssuer();
+    after(() => issuer.close());
+    const audience = 'https://scheduled-job.example';
+    const email = 'invoker@demo-project.iam.gserviceaccount.com';
+    const job = countingJob();
+    const url = await serveOnPort(
+      job,
+      createOidcAuthenticator({ audience, invokers: [email], certsUrl: issuer.certsUrl }),
+    );
+
+    const signed = await fireOnce({ url, tokens: { audience, email, token: issuer.token } });
+    const unsigned = await fireOnce({ url }, { retryCount: 0, maxRetryDurationSeconds: 0 });
+
+    assert.deepEqual(signed.primary, ['200 processed']);
+    assert.deepEqual(unsigned.primary, ['401 unauthenticated']);
+    assert.equal(job.calls.length, 1);
+  });
+});

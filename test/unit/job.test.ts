@@ -1,0 +1,76 @@
+/**
+ * A template for testing your job: `runJobLogic` from `src/job.ts` called with a context made by
+ * hand, so no Firestore, no function and no Scheduler are involved, and the clock is driven
+ * (`t.mock.timers`), so a job that waits takes no time. It passes with the example job.
+ *
+ * When you replace the example, keep `fakeContext` and rewrite the cases for what your job must do:
+ * give it a stub of the service it calls and check that the service got `ctx.runId` as its
+ * idempotency key, that a failure throws (so Scheduler retries), and that it stops on `ctx.signal`.
+ * Run it alone with `node --test test/unit/job.test.ts`.
+ */
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { type JobContext, job, runJobLogic } from '../../src/job.ts';
+import { validateJobs } from '../../src/job-declaration.ts';
+
+/**
+ * A context as the function would give it, with a logger whose lines are kept, and a way to abort
+ * the attempt's signal (as a lost lease or a shutdown would).
+ */
+function fakeContext(overrides: Partial<JobContext> = {}) {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      done();
+    },
+  });
+  const attempt = new AbortController();
+  const ctx: JobContext = {
+    runId: 'a'.repeat(64),
+    jobName: job.id,
+    scheduleTime: new Date('2026-10-16T12:00:00Z'),
+    kind: 'slot',
+    rerun: 0,
+    attemptId: 'attempt-1',
+    leaseExpires: new Date('2026-10-16T12:05:00Z'),
+    signal: attempt.signal,
+    logger: pino(sink),
+    job: { id: job.id, schedule: job.schedule, timeZone: job.timeZone ?? 'Etc/UTC' },
+    ...overrides,
+  };
+  return { ctx, messages: () => lines.map((line) => line.msg), abort: attempt.abort.bind(attempt) };
+}
+
+describe('runJobLogic (src/job.ts)', () => {
+  it('does its work and returns, which completes the run', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { ctx, messages } = fakeContext();
+
+    const running = runJobLogic(ctx);
+    t.mock.timers.tick(1000);
+    await running;
+
+    assert.deepEqual(messages(), ['job started', 'job finished']);
+  });
+
+  it('stops when its attempt must stop, rejecting with the reason, which releases the run', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { ctx, abort, messages } = fakeContext();
+    const reason = new Error('lease lost to another attempt');
+
+    const running = runJobLogic(ctx);
+    abort(reason);
+
+    await assert.rejects(running, reason);
+    assert.deepEqual(messages(), ['job started']);
+  });
+
+  it('is declared so that Scheduler, deploy.sh and the function accept it', () => {
+    const [declared] = validateJobs([job]);
+
+    assert.equal(declared?.run, runJobLogic);
+  });
+});

@@ -1,0 +1,437 @@
+/**
+ * The local Scheduler's core (`ops/local-scheduler.ts`) with a driven clock, a fake transport and
+ * a scripted chance: no function, no emulator, no waiting. The clock starts just before a slot and
+ * the test moves it on; the transport records each delivery and answers as the case needs (taking
+ * fake time where a function would be slow).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { formatEvent } from '../../ops/format-events.ts';
+import {
+  type Answer,
+  type AttemptEvent,
+  type Delivery,
+  LocalScheduler,
+  type LocalSchedulerOptions,
+  type SchedulerEvent,
+  type SchedulerJob,
+  sleepOn,
+} from '../../ops/local-scheduler.ts';
+import { JOB_DEFAULTS } from '../../src/job-declaration.ts';
+import { nextSlots, toUtcRfc3339 } from '../../src/schedule.ts';
+import { FakeClock } from '../fixtures/fake-clock.ts';
+
+const S = 1000;
+const MIN = 60 * S;
+
+/** A job with the defaults of `job-declaration.ts` and the given settings. */
+function job(
+  settings: Partial<SchedulerJob> & Pick<SchedulerJob, 'id' | 'schedule'>,
+): SchedulerJob {
+  return { ...JOB_DEFAULTS, ...settings };
+}
+
+/** A JSON answer as the function gives it. */
+function answer(status: number, outcome: string): Answer {
+  return { status, body: JSON.stringify({ outcome, runId: 'r', message: '…' }) };
+}
+
+interface Sent extends Delivery {
+  readonly at: number;
+}
+
+/**
+ * A scheduler on a fake clock starting at `start`, whose deliveries `respond` answers (it may
+ * wait on the clock), and whose chance comes from `chances` in order (then 0.5).
+ */
+function harness(
+  start: string,
+  options: Omit<LocalSchedulerOptions, 'url' | 'clock' | 'send'> & {
+    respond?: (delivery: Delivery, signal: AbortSignal, clock: FakeClock) => Promise<Answer>;
+    chances?: number[];
+  },
+) {
+  const clock = new FakeClock(Date.parse(start));
+  const sent: Sent[] = [];
+  const events: SchedulerEvent[] = [];
+  const chances = [...(options.chances ?? [])];
+  const respond = options.respond ?? (async () => answer(200, 'processed'));
+  const scheduler = new LocalScheduler({
+    ...options,
+    url: 'http://127.0.0.1:8080/',
+    clock,
+    random: () => chances.shift() ?? 0.5,
+    send: (delivery, signal) => {
+      sent.push({ ...delivery, at: clock.now() });
+      return respond(delivery, signal, clock);
+    },
+    onEvent: (event) => events.push(event),
+  });
+  const attempts = () => events.filter((e): e is AttemptEvent => e.type === 'attempt');
+  return { clock, scheduler, sent, events, attempts };
+}
+
+/** Resolves with `answer` after `ms` on the clock; rejects when `signal` aborts first. */
+function slowAnswer(clock: FakeClock, ms: number, signal: AbortSignal, value: Answer) {
+  return new Promise<Answer>((resolve, reject) => {
+    const cancel = clock.setTimer(() => resolve(value), ms);
+    signal.addEventListener('abort', () => {
+      cancel();
+      reject(signal.reason);
+    });
+  });
+}
+
+describe('LocalScheduler: firing on the schedule', () => {
+  it('fires each job at every slot of its cron in its time zone, and not before', async () => {
+    const every5 = job({ id: 'every-five', schedule: '*/5 * * * *' });
+    // 02:00 in Berlin happens twice on 25 October 2026, the night clocks go back.
+    const berlin = job({ id: 'berlin', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' });
+    const { clock, scheduler, sent } = harness('2026-10-24T23:59:00Z', { jobs: [every5, berlin] });
+
+    scheduler.start();
+    await clock.advance(MIN - 1);
+    const beforeTheSlot = sent.length;
+    await clock.advance(1 + 70 * MIN);
+    await scheduler.stop();
+
+    assert.equal(beforeTheSlot, 0);
+    const timesOf = (id: string) =>
+      sent
+        .filter((d) => d.headers['X-CloudScheduler-JobName'] === id)
+        .map((d) => d.headers['X-CloudScheduler-ScheduleTime']);
+    const window = new Date('2026-10-24T23:59:00Z');
+    assert.deepEqual(timesOf('berlin'), ['2026-10-25T00:00:00Z', '2026-10-25T01:00:00Z']);
+    assert.deepEqual(timesOf('every-five'), nextSlots(every5, window, 15).map(toUtcRfc3339));
+    assert.ok(
+      sent.every((d) => d.at === Date.parse(d.headers['X-CloudScheduler-ScheduleTime'] ?? '')),
+      'each delivery is sent at its slot',
+    );
+  });
+
+  it("sends what Scheduler sends: POST, the short job id, the slot in UTC, Scheduler's user agent, the job's headers and query", async () => {
+    const { clock, scheduler, sent } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'scheduled-job', schedule: '*/5 * * * *' })],
+      headers: { 'X-Env': 'dev', 'user-agent': 'mine' },
+      query: 'tenant=acme&env=dev',
+    });
+
+    scheduler.start();
+    await clock.advance(S);
+    await scheduler.stop();
+
+    assert.deepEqual(sent, [
+      {
+        at: Date.parse('2026-10-24T12:05:00Z'),
+        url: 'http://127.0.0.1:8080/?tenant=acme&env=dev',
+        method: 'POST',
+        headers: {
+          'X-Env': 'dev',
+          'User-Agent': 'Google-Cloud-Scheduler',
+          'X-CloudScheduler-JobName': 'scheduled-job',
+          'X-CloudScheduler-ScheduleTime': '2026-10-24T12:05:00Z',
+        },
+      },
+    ]);
+  });
+
+  it('adds an OIDC token for the audience as the invoker when given a token source', async () => {
+    const issued: unknown[] = [];
+    const { clock, scheduler, sent } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'scheduled-job', schedule: '*/5 * * * *' })],
+      tokens: {
+        audience: 'https://fn.example',
+        email: 'invoker@p.iam.gserviceaccount.com',
+        token: (audience, email, nowMs) => {
+          issued.push([audience, email, nowMs]);
+          return 'signed.id.token';
+        },
+      },
+    });
+
+    scheduler.start();
+    await clock.advance(S);
+    await scheduler.stop();
+
+    assert.equal(sent[0]?.headers.Authorization, 'Bearer signed.id.token');
+    assert.deepEqual(issued, [
+      ['https://fn.example', 'invoker@p.iam.gserviceaccount.com', clock.now()],
+    ]);
+  });
+
+  it('skips a slot that comes while the previous execution still retries', async () => {
+    const { clock, scheduler, sent, events } = harness('2026-10-24T12:00:59Z', {
+      jobs: [job({ id: 'every-minute', schedule: '* * * * *', minBackoffSeconds: 90 })],
+      respond: async () => answer(500, 'failed'),
+    });
+
+    scheduler.start();
+    await clock.advance(S + MIN);
+    await scheduler.stop();
+
+    assert.deepEqual(
+      sent.map((d) => d.headers['X-CloudScheduler-ScheduleTime']),
+      ['2026-10-24T12:01:00Z'],
+    );
+    assert.deepEqual(
+      events
+        .filter((e) => e.type === 'skipped')
+        .map((e) => [toUtcRfc3339(e.scheduleTime), e.type === 'skipped' && e.outstanding]),
+      [['2026-10-24T12:02:00Z', new Date('2026-10-24T12:01:00Z')]],
+    );
+  });
+
+  it('re-arms from now with new settings after setJobs', async () => {
+    const { clock, scheduler, sent } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'a', schedule: '*/5 * * * *' })],
+    });
+
+    scheduler.start();
+    scheduler.setJobs([job({ id: 'a', schedule: '*/10 * * * *' })]);
+    await clock.advance(10 * MIN);
+    await scheduler.stop();
+
+    assert.deepEqual(
+      sent.map((d) => d.headers['X-CloudScheduler-ScheduleTime']),
+      ['2026-10-24T12:10:00Z'],
+    );
+  });
+});
+
+describe('LocalScheduler: attempts and retries', () => {
+  it('gives up an attempt at its deadline and retries with back-off while the first still runs: 409, then duplicate', async () => {
+    // A "function" whose run takes 40 s: while it runs a retry gets 409, after it 200 duplicate.
+    let runEnds = 0;
+    const { clock, scheduler, attempts } = harness('2026-10-24T12:04:59Z', {
+      jobs: [
+        job({
+          id: 'slow',
+          schedule: '*/5 * * * *',
+          attemptDeadlineSeconds: 15,
+          retryCount: 3,
+          maxRetryDurationSeconds: 0,
+          minBackoffSeconds: 5,
+          maxBackoffSeconds: 40,
+          maxDoublings: 1,
+        }),
+      ],
+      respond: (_delivery, signal, c) => {
+        if (runEnds === 0) {
+          runEnds = c.now() + 40 * S;
+          return slowAnswer(c, 40 * S, signal, answer(200, 'processed'));
+        }
+        return Promise.resolve(
+          c.now() < runEnds ? answer(409, 'in_progress') : answer(200, 'duplicate'),
+        );
+      },
+    });
+
+    scheduler.start();
+    await clock.advance(S + 2 * MIN);
+    await scheduler.stop();
+
+    const slot = Date.parse('2026-10-24T12:05:00Z');
+    assert.deepEqual(
+      attempts().map((e) => [e.attempt, e.startedAt - slot, e.status, e.outcome, e.next]),
+      [
+        [1, 0, undefined, 'deadline_exceeded', { kind: 'retry', inMs: 5 * S }],
+        [2, 20 * S, 409, 'in_progress', { kind: 'retry', inMs: 10 * S }],
+        [3, 30 * S, 409, 'in_progress', { kind: 'retry', inMs: 20 * S }],
+        [4, 50 * S, 200, 'duplicate', { kind: 'succeeded' }],
+      ],
+    );
+    assert.equal(attempts()[0]?.durationMs, 15 * S);
+  });
+
+  it('retries a failing run retryCount times at the documented back-off, then gives up', async () => {
+    const { clock, scheduler, attempts } = harness('2026-10-24T12:04:59Z', {
+      jobs: [
+        job({
+          id: 'failing',
+          schedule: '0 * * * *',
+          retryCount: 5,
+          maxRetryDurationSeconds: 0,
+          minBackoffSeconds: 10,
+          maxBackoffSeconds: 300,
+          maxDoublings: 3,
+        }),
+      ],
+      respond: async () => answer(500, 'failed'),
+    });
+
+    scheduler.start();
+    await clock.advance(S + 60 * MIN + 10 * S);
+    await scheduler.stop();
+
+    const starts = attempts().map((e) => (e.startedAt - Date.parse('2026-10-24T13:00:00Z')) / S);
+    // The waits of RetryConfig's example, 10, 20, 40, 80, 160 s, one after another.
+    assert.deepEqual(starts, [0, 10, 30, 70, 150, 310]);
+    assert.deepEqual(attempts().at(-1)?.next, { kind: 'gave_up', retries: 5 });
+  });
+
+  it('retries after a dropped answer (a lost acknowledgement) although the delivery succeeded', async () => {
+    const { clock, scheduler, attempts, sent } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
+      // Attempt 1: no duplicate (0.9), answer dropped (0.1); attempt 2: no duplicate, kept.
+      chances: [0.9, 0.1, 0.9, 0.9],
+      dropAnswers: 0.5,
+      respond: async () =>
+        sent.length === 1 ? answer(200, 'processed') : answer(200, 'duplicate'),
+    });
+
+    scheduler.start();
+    await clock.advance(S + 2 * MIN);
+    await scheduler.stop();
+
+    assert.deepEqual(
+      attempts().map((e) => [e.attempt, e.status, e.outcome, e.answerDropped, e.next.kind]),
+      [
+        [1, 200, 'processed', true, 'retry'],
+        [2, 200, 'duplicate', false, 'succeeded'],
+      ],
+    );
+  });
+
+  it('adds a duplicate delivery at the same time as the attempt', async () => {
+    const { clock, scheduler, attempts, sent } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
+      chances: [0.1, 0.9],
+      duplicates: 0.5,
+    });
+
+    scheduler.start();
+    await clock.advance(S);
+    await scheduler.stop();
+
+    assert.equal(sent.length, 2);
+    assert.deepEqual(sent[0], sent[1]);
+    assert.deepEqual(
+      attempts()
+        .map((e) => e.delivery)
+        .sort(),
+      ['duplicate', 'primary'],
+    );
+  });
+
+  it('reports a refused connection as no answer and retries', async () => {
+    const { clock, scheduler, attempts } = harness('2026-10-24T12:04:59Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *', minBackoffSeconds: 1 })],
+      respond: async () => {
+        throw new TypeError('fetch failed', {
+          cause: new Error('connect ECONNREFUSED 127.0.0.1:8080'),
+        });
+      },
+    });
+
+    scheduler.start();
+    await clock.advance(S);
+    await scheduler.stop();
+
+    const [first] = attempts();
+    assert.equal(first?.outcome, 'no_answer');
+    assert.equal(first?.error, 'connect ECONNREFUSED 127.0.0.1:8080');
+    assert.deepEqual(first?.next, { kind: 'retry', inMs: S });
+  });
+});
+
+describe('LocalScheduler.fire: a forced run', () => {
+  it("carries the job's next slot as its schedule time, even while an execution is outstanding", async () => {
+    const { clock, scheduler, sent } = harness('2026-10-24T12:01:30Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
+    });
+
+    const result = await scheduler.fire('j');
+    await clock.advance(0);
+
+    assert.deepEqual(result, {
+      jobId: 'j',
+      scheduleTime: new Date('2026-10-24T12:05:00Z'),
+      succeeded: true,
+      attempts: 1,
+      lastStatus: 200,
+    });
+    assert.equal(sent[0]?.headers['X-CloudScheduler-ScheduleTime'], '2026-10-24T12:05:00Z');
+  });
+
+  it('follows its retries and reports failure when Scheduler gives up', async () => {
+    const { clock, scheduler } = harness('2026-10-24T12:01:30Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *', retryCount: 1, maxRetryDurationSeconds: 0 })],
+      respond: async () => answer(503, 'unavailable'),
+    });
+
+    const fired = scheduler.fire('j');
+    await clock.advance(MIN);
+
+    assert.deepEqual(await fired, {
+      jobId: 'j',
+      scheduleTime: new Date('2026-10-24T12:05:00Z'),
+      succeeded: false,
+      attempts: 2,
+      lastStatus: 503,
+    });
+  });
+
+  it('names the declared jobs when asked for an unknown one', () => {
+    const { scheduler } = harness('2026-10-24T12:01:30Z', {
+      jobs: [job({ id: 'a', schedule: '*/5 * * * *' }), job({ id: 'b', schedule: '0 * * * *' })],
+    });
+
+    assert.throws(() => scheduler.fire('c'), /no job "c" is declared; declared: a, b/);
+  });
+});
+
+describe('formatEvent', () => {
+  it('prints one line per delivery: time, job, slot, attempt, answer, duration, what follows', () => {
+    const base = {
+      type: 'attempt',
+      jobId: 'slow',
+      scheduleTime: new Date('2026-10-24T12:05:00Z'),
+      forced: false,
+      delivery: 'primary',
+      answerDropped: false,
+    } as const;
+
+    const lines = [
+      formatEvent({
+        ...base,
+        attempt: 1,
+        startedAt: Date.parse('2026-10-24T12:05:00.003Z'),
+        durationMs: 15_000,
+        outcome: 'deadline_exceeded',
+        next: { kind: 'retry', inMs: 5000 },
+      }),
+      formatEvent({
+        ...base,
+        attempt: 2,
+        startedAt: Date.parse('2026-10-24T12:05:20.010Z'),
+        durationMs: 42,
+        status: 409,
+        outcome: 'in_progress',
+        answerDropped: true,
+        next: { kind: 'gave_up', retries: 1 },
+      }),
+    ];
+
+    assert.deepEqual(lines, [
+      '12:05:00.003Z  slow  slot 2026-10-24T12:05:00Z  attempt 1  deadline exceeded      15.00 s  retry in 5.00 s',
+      '12:05:20.010Z  slow  slot 2026-10-24T12:05:00Z  attempt 2  409 in_progress         0.04 s  answer dropped; gave up after 1 retry',
+    ]);
+  });
+});
+
+describe('sleepOn', () => {
+  it('ends when its signal aborts, before its time', async () => {
+    const clock = new FakeClock(0);
+    const stop = new AbortController();
+    let done = false;
+
+    const sleeping = sleepOn(clock, 60 * MIN, stop.signal).then(() => {
+      done = true;
+    });
+    stop.abort();
+    await sleeping;
+
+    assert.equal(done, true);
+    assert.equal(clock.pending, 0);
+  });
+});

@@ -1,0 +1,54 @@
+/**
+ * `npm run dev`'s readable log lines (`scripts/pretty-logs.ts`): the function's production JSON,
+ * as `src/logger.ts` writes it, in and one readable line out. In-process, no emulator.
+ */
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { describe, it } from 'node:test';
+import { prettyLogLines } from '../../scripts/pretty-logs.ts';
+import { createLogger } from '../../src/logger.ts';
+
+/** The JSON line the function's logger writes for `log(logger)`. */
+function productionLine(log: (logger: ReturnType<typeof createLogger>) => void): string {
+  let text = '';
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  log(createLogger({ logLevel: 'info', projectId: 'demo', serviceName: 'scheduled-job' }, sink));
+  return text.trim();
+}
+
+describe('prettyLogLines', () => {
+  it("turns a production line into time, level, message and the line's own fields", () => {
+    const line = productionLine((logger) =>
+      logger.info({ outcome: 'processed', runId: 'r1' }, 'scheduled run: processed'),
+    );
+    const pretty = prettyLogLines({ colorize: false });
+
+    const shown = pretty(line);
+
+    assert.match(
+      shown,
+      /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: processed \{"outcome":"processed","runId":"r1"\}\n$/,
+    );
+    assert.doesNotMatch(shown, /insertId|serviceContext|severity|hostname/);
+  });
+
+  it('shows an error with its stack on lines of their own', () => {
+    const line = productionLine((logger) => logger.error({ err: new Error('boom') }, 'failed'));
+
+    const shown = prettyLogLines({ colorize: false })(line);
+
+    assert.match(shown, /ERROR: failed/);
+    assert.match(shown, /\n\s+Error: boom\n\s+at /);
+  });
+
+  it('passes other output through unchanged', () => {
+    const shown = prettyLogLines({ colorize: false })('Serving function...');
+
+    assert.equal(shown, 'Serving function...\n');
+  });
+});
