@@ -580,7 +580,7 @@ describe('deploy.sh --dry-run', () => {
     assert.match(run.stderr, /gcloud scheduler jobs run scheduled-job --location=us-central1/);
     assert.match(
       run.stderr,
-      /forced run carries the \*next\* schedule time; [\s\S]* the scheduled run still runs/,
+      /forced run carries the \*next\* schedule time; [\s\S]*the scheduled run still runs/,
     );
     assert.match(
       run.stderr,
