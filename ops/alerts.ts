@@ -15,11 +15,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/errors.ts';
-import { validateJobs } from '../src/job-declaration.ts';
 import { longestGapMs } from '../src/schedule.ts';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
-import { loadDeclarations } from './declarations.ts';
+import { loadJobs } from './declarations.ts';
 
 const USAGE =
   'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
@@ -45,14 +43,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     console.error(USAGE);
     return 2;
   }
-  let jobs: ReturnType<typeof validateJobs>;
-  try {
-    jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    return 1;
-  }
+  const jobs = await loadJobs(env);
+  if (jobs === undefined) return 1;
   mkdirSync(args.out, { recursive: true });
   const write = (file: string, body: object) => {
     const full = path.resolve(args.out as string, file);

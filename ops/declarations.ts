@@ -5,7 +5,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError } from '../src/errors.ts';
-import type { JobDeclaration } from '../src/job-declaration.ts';
+import { type DeclaredJob, type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
 
 /**
  * Imports the declarations: `src/jobs.ts`, or `module` (a path relative to the current directory
@@ -26,4 +26,22 @@ export async function loadDeclarations(
     throw new ConfigError([`${url.pathname} must export \`jobs\`, an array of job declarations`]);
   }
   return exported.jobs as readonly JobDeclaration[];
+}
+
+/**
+ * The validated declarations of `env.JOBS_MODULE` (or `src/jobs.ts`), or `undefined` after printing
+ * every problem on stderr: the command then exits 1.
+ *
+ * @example const jobs = await loadJobs(process.env); if (jobs === undefined) return 1;
+ */
+export async function loadJobs(
+  env: NodeJS.ProcessEnv,
+): Promise<readonly DeclaredJob[] | undefined> {
+  try {
+    return validateJobs(await loadDeclarations(env.JOBS_MODULE));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.message);
+    return undefined;
+  }
 }

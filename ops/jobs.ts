@@ -10,9 +10,7 @@
  * message on stderr and exit status 1; bad arguments: exit status 2.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/errors.ts';
-import { validateJobs } from '../src/job-declaration.ts';
-import { loadDeclarations } from './declarations.ts';
+import { loadJobs } from './declarations.ts';
 import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
 
 const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
@@ -42,17 +40,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     console.error(USAGE);
     return 2;
   }
-  try {
-    const jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
-    if (options.deploy) console.log(deployLines(jobs));
-    else if (options.json) console.log(jobsJson(upcoming(jobs, after)));
-    else console.log(jobsTable(upcoming(jobs, after)));
-    return 0;
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    return 1;
-  }
+  const jobs = await loadJobs(env);
+  if (jobs === undefined) return 1;
+  if (options.deploy) console.log(deployLines(jobs));
+  else if (options.json) console.log(jobsJson(upcoming(jobs, after)));
+  else console.log(jobsTable(upcoming(jobs, after)));
+  return 0;
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

@@ -26,7 +26,7 @@ import { ConfigError, InvalidRequestError, LedgerUnavailableError } from '../src
 import { type DeclaredJob, validateJobs } from '../src/job-declaration.ts';
 import { RunLedger } from '../src/ledger.ts';
 import { readHistory, type SlotRow, slotRow } from '../src/run-history.ts';
-import { previousSlot, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
+import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
 import { scopeOf } from '../src/scheduler-request.ts';
 import { loadDeclarations } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
@@ -90,15 +90,7 @@ function slotsOf(job: DeclaredJob, now: Date, sinceMs: number | undefined): Date
     }
     return [...range.slots];
   }
-  const slots: Date[] = [];
-  let at = new Date(now.getTime() + 1);
-  while (slots.length < DEFAULT_SLOTS) {
-    const slot = previousSlot(job, at);
-    if (slot === undefined) break;
-    slots.unshift(slot);
-    at = slot;
-  }
-  return slots;
+  return previousSlots(job, new Date(now.getTime() + 1), DEFAULT_SLOTS);
 }
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {

@@ -23,9 +23,7 @@
  * arguments or settings, 1 for invalid declarations.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/errors.ts';
-import { validateJobs } from '../src/job-declaration.ts';
-import { loadDeclarations } from './declarations.ts';
+import { loadJobs } from './declarations.ts';
 import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
 import { LocalScheduler } from './local-scheduler.ts';
@@ -90,14 +88,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     console.error(`scheduler: --url ${JSON.stringify(url)} is not a URL\n${USAGE}`);
     return 2;
   }
-  let jobs: ReturnType<typeof validateJobs>;
-  try {
-    jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    return 1;
-  }
+  const jobs = await loadJobs(env);
+  if (jobs === undefined) return 1;
 
   let issuer: OidcIssuer | undefined;
   const { oidc } = settings;

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { DeclaredJob } from './job-declaration.ts';
 import type { RunLedger } from './ledger.ts';
 import { readHistory, type SlotRow } from './run-history.ts';
-import { previousSlot } from './schedule.ts';
+import { previousSlots } from './schedule.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
 export const MISSED_RUN = 'missed run';
@@ -29,19 +29,6 @@ export interface EarlierSlotsCheck {
   /** How many earlier slots to check (`MISSED_CHECK_SLOTS`). */
   readonly count: number;
   readonly logger: Logger;
-}
-
-/** The `count` slots of `job` before `before`, oldest first. */
-function earlierSlots(job: DeclaredJob, before: Date, count: number): Date[] {
-  const slots: Date[] = [];
-  let at = before;
-  while (slots.length < count) {
-    const slot = previousSlot(job, at);
-    if (slot === undefined) break;
-    slots.unshift(slot);
-    at = slot;
-  }
-  return slots;
 }
 
 function fields(row: SlotRow) {
@@ -67,7 +54,7 @@ function fields(row: SlotRow) {
  */
 export async function reportEarlierSlots(check: EarlierSlotsCheck): Promise<number> {
   const { ledger, job, scope, logger } = check;
-  const slots = earlierSlots(job, check.before, check.count);
+  const slots = previousSlots(job, check.before, check.count);
   if (slots.length === 0) return 0;
   const { rows, updateTimes } = await readHistory(ledger, job, slots, scope);
   let reported = 0;

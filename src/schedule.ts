@@ -389,3 +389,21 @@ export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number
   }
   return longest;
 }
+
+/**
+ * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has
+ * no more (a job whose months ran out). For run history and missed-run detection.
+ *
+ * @example previousSlots({ schedule: '0 * * * *', timeZone: 'Etc/UTC' }, now, 10)
+ */
+export function previousSlots(job: ScheduleSpec, before: Date, count: number): Date[] {
+  const slots: Date[] = [];
+  let at = before;
+  while (slots.length < count) {
+    const slot = previousSlot(job, at);
+    if (slot === undefined) break;
+    slots.unshift(slot);
+    at = slot;
+  }
+  return slots;
+}
