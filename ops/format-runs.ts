@@ -69,8 +69,8 @@ export function runsTable(rows: readonly SlotRow[]): string {
 
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
- * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns" }]`, absent values
- * as `null`.
+ * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns", "notes" }]`,
+ * absent values as `null`.
  */
 export function runsJson(rows: readonly SlotRow[]): string {
   return JSON.stringify(
@@ -88,6 +88,7 @@ export function runsJson(rows: readonly SlotRow[]): string {
       lastError: row.lastError ?? null,
       reported: row.reported,
       reruns: row.reruns,
+      notes: row.notes,
     })),
     null,
     2,

@@ -299,6 +299,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
                   return attempt.leaseExpires;
                 },
                 signal: attempt.signal,
+                note: attempt.note,
                 logger: runLogger.child({ attemptId: attempt.attemptId }),
               });
             },

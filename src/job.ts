@@ -14,6 +14,7 @@
  */
 import type { Logger } from 'pino';
 import { defineJob, type JobInfo } from './job-declaration.ts';
+import type { NoteValue } from './run-record.ts';
 
 /** What the job knows about the run it is doing. */
 export interface JobContext {
@@ -50,6 +51,13 @@ export interface JobContext {
   readonly signal: AbortSignal;
   /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace). */
   readonly logger: Logger;
+  /**
+   * Notes a value in this run's record (`notes.NAME`), now, before the run completes: e.g. the id
+   * of what the job started downstream, so the run's history shows it even if this attempt then
+   * dies. A string, number or boolean, or a flat object of those (≤ 20 fields, strings ≤ 1500
+   * characters). Rejects with an `AttemptAbortedError` if the lease was lost.
+   */
+  readonly note: (name: string, value: NoteValue) => Promise<void>;
   /**
    * The declaration of the job this run belongs to: its `id` (the Scheduler job id, short form, even
    * when the delivery named it `projects/…/jobs/ID`), `schedule` and `timeZone`, e.g. to compute the

@@ -84,39 +84,70 @@ export class LeaseHeartbeat {
     return this.#claim;
   }
 
+  /**
+   * Runs `write`, a fenced write that renews the claim (a note of the job's: `ledger.note`), between
+   * beats, never beside one: both move the fencing token, and each must use the latest.
+   *
+   * @returns true if it landed; false if the lease was lost (the job's signal is then aborted).
+   * @throws whatever `write` throws (a transient failure: the lease still runs).
+   */
+  async renewWith(write: (claim: Claim) => Promise<Claim | 'lease_lost'>): Promise<boolean> {
+    while (this.#beat !== undefined) await this.#beat;
+    let landed = false;
+    const run = (async () => {
+      const renewed = await write(this.#claim);
+      landed = renewed !== 'lease_lost';
+      this.#apply(renewed);
+    })();
+    this.#beat = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      await run;
+    } finally {
+      this.#beat = undefined;
+    }
+    return landed;
+  }
+
   async #extend(): Promise<void> {
     try {
-      const renewed = await this.#ledger.extend(this.#claim);
-      if (renewed !== 'lease_lost') {
-        this.#claim = renewed;
-        this.#failures = 0;
-        this.#lastExtendedAt = performance.now();
-        return;
-      }
-      // When stopping, the fenced write that follows reports the lost lease itself.
-      if (this.#timer !== undefined) {
-        clearInterval(this.#timer);
-        this.#timer = undefined;
-        const why =
-          this.#failures > 0
-            ? `after ${this.#failures} failed extension(s) let the lease lapse`
-            : this.stalled
-              ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
-              : 'although no extension had failed (the record was changed by someone else)';
-        this.#logger.warn(
-          { failedExtensions: this.#failures },
-          `lease lost: another attempt took this run over ${why}; aborting the job`,
-        );
-        this.#controller.abort(
-          new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
-        );
-      }
+      this.#apply(await this.#ledger.extend(this.#claim));
     } catch (err) {
       // Transient: the lease still runs; the next beat tries again before it lapses.
       this.#failures++;
       this.#logger.warn(
         { err, failedExtensions: this.#failures },
         'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
+      );
+    }
+  }
+
+  /** Takes a renewal's result: the new claim, or a lost lease that aborts the job. */
+  #apply(renewed: Claim | 'lease_lost'): void {
+    if (renewed !== 'lease_lost') {
+      this.#claim = renewed;
+      this.#failures = 0;
+      this.#lastExtendedAt = performance.now();
+      return;
+    }
+    // When stopping, the fenced write that follows reports the lost lease itself.
+    if (this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      const why =
+        this.#failures > 0
+          ? `after ${this.#failures} failed extension(s) let the lease lapse`
+          : this.stalled
+            ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+            : 'although no extension had failed (the record was changed by someone else)';
+      this.#logger.warn(
+        { failedExtensions: this.#failures },
+        `lease lost: another attempt took this run over ${why}; aborting the job`,
+      );
+      this.#controller.abort(
+        new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
       );
     }
   }

@@ -11,7 +11,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { type DocumentReference, type Firestore, Timestamp } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
+import { DatabaseNotFoundError, LedgerUnavailableError, RunOnceError } from './errors.ts';
 import {
   claimDecision,
   claimDocument,
@@ -21,6 +21,8 @@ import {
   failureUpdate,
   type MAX_ERROR_LENGTH,
   missedDocument,
+  type NoteValue,
+  noteProblem,
   type RunDetails,
   RunKind,
   type RunRecord,
@@ -88,6 +90,11 @@ export interface Ledger {
    * the error's message. @throws {LedgerUnavailableError}
    */
   release(claim: Claim, failure?: string): Promise<FenceResult>;
+  /**
+   * Notes a value in the run's record while the claim holds, fenced, extending the lease
+   * (`ctx.note`); a ledger without it keeps no notes. @throws {LedgerUnavailableError}
+   */
+  note?(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
 }
 
 /** What a batched read of run records found. */
@@ -277,9 +284,33 @@ export class RunLedger implements Ledger {
    * if (renewed === 'lease_lost') controller.abort();
    */
   async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
+    return this.#renew(claim, 'lease extension');
+  }
+
+  /**
+   * Notes `value` under `name` in the run's record (`notes.NAME`), e.g. the execution a proxy
+   * launched, while this attempt holds the run: one fenced write that also extends the lease, so
+   * it returns the claim with its new fencing token, like {@link extend}.
+   *
+   * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
+   * @throws {RunOnceError} for a note {@link noteProblem} refuses; {@link LedgerUnavailableError}
+   *   if every try failed transiently.
+   * @example const renewed = await ledger.note(claim, 'launch', { name: execution.name });
+   */
+  async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
+    const problem = noteProblem(name, value);
+    if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
+    return this.#renew(claim, 'note', { name, value });
+  }
+
+  async #renew(
+    claim: Claim,
+    what: string,
+    note?: { name: string; value: NoteValue },
+  ): Promise<Claim | 'lease_lost'> {
     let writeTime: Timestamp | undefined;
-    const result = await this.#fencedWrite(claim, 'lease extension', async (ref, token) => {
-      const update = extensionUpdate(this.#options.leaseMs, this.#expireAt());
+    const result = await this.#fencedWrite(claim, what, async (ref, token) => {
+      const update = extensionUpdate(this.#options.leaseMs, this.#expireAt(), note);
       writeTime = (await ref.update(update, { lastUpdateTime: token })).writeTime;
     });
     if (result === 'lease_lost' || writeTime === undefined) {

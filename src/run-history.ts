@@ -54,6 +54,8 @@ export interface SlotRow {
   readonly reported: boolean;
   /** How many times it was re-run on purpose (`npm run trigger -- JOB --rerun --slot T`). */
   readonly reruns: number;
+  /** What the job noted about the run (`ctx.note`), e.g. the execution a proxy launched. */
+  readonly notes: Readonly<Record<string, unknown>>;
   /** `slot`, or `manual` / `forced` for a run that is not a slot's (`slot` is then its schedule time). */
   readonly kind: 'slot' | 'manual' | 'forced';
 }
@@ -105,6 +107,7 @@ export function slotRow(
       lastError: undefined,
       reported: false,
       reruns: 0,
+      notes: {},
     };
   }
   if (record.status === 'unreadable') {
@@ -119,6 +122,7 @@ export function slotRow(
       lastError: `${record.field} ${record.problem}`,
       reported: false,
       reruns: 0,
+      notes: {},
     };
   }
   const run: RunRecord = record;
@@ -138,6 +142,7 @@ export function slotRow(
     lastError: run.lastError,
     reported: run.reportedAt !== undefined,
     reruns: run.reruns,
+    notes: run.notes,
   };
 }
 

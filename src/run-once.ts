@@ -4,10 +4,15 @@
  * claim to any idempotency key it receives.
  */
 import type { Logger } from 'pino';
-import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
+import {
+  AttemptAbortedError,
+  describeThrown,
+  LedgerUnavailableError,
+  RunOnceError,
+} from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
-import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
+import type { NoteValue, RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it. */
 export interface Attempt {
@@ -30,6 +35,16 @@ export interface Attempt {
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
    */
   readonly signal: AbortSignal;
+  /**
+   * Notes `value` under `name` in the run's record (`notes.NAME`) now, before the run completes:
+   * e.g. the execution a proxy launched, so a crash before the completion still leaves it on record.
+   * One fenced write (it also extends the lease).
+   *
+   * @throws {AttemptAbortedError} if the lease was lost; {@link RunOnceError} for a note the
+   *   record cannot hold (see `noteProblem`) or a ledger that keeps no notes;
+   *   {@link LedgerUnavailableError} if Firestore fails.
+   */
+  note(name: string, value: NoteValue): Promise<void>;
 }
 
 /** Why a fenced write found the lease lost, as far as this attempt can tell. */
@@ -145,6 +160,15 @@ export async function runOnce(
     takeover: claimed.claim.takeover,
     rerun: claimed.claim.rerun,
     signal: controller.signal,
+    note: async (name, value) => {
+      const note = ledger.note?.bind(ledger);
+      if (note === undefined) throw new RunOnceError('this ledger keeps no notes');
+      if (!(await heartbeat.renewWith((claim) => note(claim, name, value)))) {
+        throw (
+          controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
+        );
+      }
+    },
   };
   let timedOut = false;
   let settled = false;

@@ -91,6 +91,8 @@ export const Field = {
   rerunId: 'rerun_id',
   /** The run id of the earlier slot that was still running when this one was skipped. */
   blockedBy: 'blocked_by',
+  /** What the job noted about its run (`ctx.note`), by name: e.g. the execution a proxy launched. */
+  notes: 'notes',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
 } as const;
@@ -122,6 +124,53 @@ export interface RunRecord {
   readonly rerunId: string | undefined;
   /** For `skipped`: the run that was still running. */
   readonly blockedBy: string | undefined;
+  /** What the job noted about its run (`ctx.note`), by name. */
+  readonly notes: Readonly<Record<string, NoteValue>>;
+}
+
+/** A value a job may note in its run's record: a scalar, or a flat object of scalars. */
+export type NoteValue =
+  | string
+  | number
+  | boolean
+  | Readonly<Record<string, string | number | boolean>>;
+
+/** Limits of a note, so a record stays small and readable (a Firestore document holds 1 MiB). */
+const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
+const MAX_NOTE_STRING = 1500;
+const MAX_NOTE_FIELDS = 20;
+
+function scalarProblem(value: unknown): string | undefined {
+  if (typeof value === 'boolean') return undefined;
+  if (typeof value === 'number')
+    return Number.isFinite(value) ? undefined : 'a number must be finite';
+  if (typeof value === 'string') {
+    return value.length <= MAX_NOTE_STRING
+      ? undefined
+      : `a string holds at most ${MAX_NOTE_STRING} characters`;
+  }
+  return 'a value must be a string, a number or a boolean';
+}
+
+/**
+ * What is wrong with a note, or `undefined`: its name (a letter, then up to 63 letters, digits,
+ * `_`) and its value (a scalar, or a flat object of at most 20 scalars; strings ≤ 1500 characters).
+ */
+export function noteProblem(name: string, value: unknown): string | undefined {
+  if (!NOTE_NAME.test(name))
+    return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
+  if (typeof value !== 'object' || value === null) return scalarProblem(value);
+  const entries = Object.entries(value);
+  if (Array.isArray(value) || entries.length > MAX_NOTE_FIELDS) {
+    return `a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
+  }
+  for (const [key, field] of entries) {
+    if (!NOTE_NAME.test(key))
+      return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
+    const problem = scalarProblem(field);
+    if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;
+  }
+  return undefined;
 }
 
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
@@ -200,6 +249,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const reruns = data[Field.reruns];
     const rerunId = data[Field.rerunId];
     const blockedBy = data[Field.blockedBy];
+    const notes = data[Field.notes];
     const claimedAt = dateOf(data[Field.claimedAt]);
     const common = {
       attempts:
@@ -220,6 +270,10 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       reruns: typeof reruns === 'number' && Number.isInteger(reruns) && reruns >= 0 ? reruns : 0,
       rerunId: typeof rerunId === 'string' ? rerunId : undefined,
       blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
+      notes:
+        typeof notes === 'object' && notes !== null && !Array.isArray(notes)
+          ? (notes as Record<string, NoteValue>)
+          : {},
     };
     if (
       status === RunStatus.Completed ||
@@ -432,9 +486,18 @@ export function reportedUpdate(): DocumentData {
   return { [Field.reportedAt]: FieldValue.serverTimestamp() };
 }
 
-/** The update that extends a held lease from Firestore's now. */
-export function extensionUpdate(leaseMs: number, expireAt: Timestamp): DocumentData {
-  return leaseFields(leaseMs, expireAt);
+/**
+ * The update that extends a held lease from Firestore's now, with a note of the job's if given
+ * (checked with {@link noteProblem} first).
+ */
+export function extensionUpdate(
+  leaseMs: number,
+  expireAt: Timestamp,
+  note?: { readonly name: string; readonly value: NoteValue },
+): DocumentData {
+  const fields = leaseFields(leaseMs, expireAt);
+  if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
+  return fields;
 }
 
 /** The update that marks a run completed. */

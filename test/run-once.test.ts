@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AttemptAbortedError } from '../src/errors.ts';
 import { runOnce } from '../src/run-once.ts';
-import { captureLogs, newLedger, sleep, until } from './helpers.ts';
+import { captureLogs, firestore, newLedger, sleep, storedRecord, until } from './helpers.ts';
 
 describe('runOnce', () => {
   it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
@@ -133,5 +133,75 @@ describe('runOnce', () => {
 
     assert.equal(seen.length, 2);
     assert.ok((seen[1] ?? 0) > (seen[0] ?? 0), 'the lease end moved on');
+  });
+
+  it('notes a value in the run record before the run completes, fenced, and keeps it after', async () => {
+    const { ledger, collection } = newLedger();
+    const { logger } = captureLogs();
+    let whileRunning: FirebaseFirestore.DocumentData | undefined;
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async ({ note }) => {
+        await note('launch', { name: 'executions/x7k2p', adopted: false });
+        whileRunning = await storedRecord(collection, 'run-1');
+      },
+      { logger },
+    );
+
+    assert.equal(result.outcome, 'processed');
+    assert.equal(result.outcome === 'processed' && result.completion, 'recorded');
+    assert.equal(whileRunning?.status, 'in_progress');
+    assert.deepEqual(whileRunning?.notes, { launch: { name: 'executions/x7k2p', adopted: false } });
+    assert.deepEqual((await storedRecord(collection, 'run-1')).notes, whileRunning?.notes);
+  });
+
+  it('refuses a note the record cannot hold, saying what is wrong, and writes nothing', async () => {
+    const { ledger, collection } = newLedger();
+    const { logger } = captureLogs();
+    const refusals: string[] = [];
+
+    await runOnce(
+      ledger,
+      'run-1',
+      async ({ note }) => {
+        for (const [name, value] of [
+          ['bad name', 1],
+          ['nested', { deep: { no: true } }],
+          ['long', 'x'.repeat(1501)],
+        ] as const) {
+          await note(name, value as never).catch((err: Error) => refusals.push(err.message));
+        }
+      },
+      { logger },
+    );
+
+    assert.equal(refusals.length, 3);
+    assert.match(refusals[0] ?? '', /note name "bad name" must be a letter/);
+    assert.match(refusals[1] ?? '', /field deep of note nested: a value must be a string/);
+    assert.match(refusals[2] ?? '', /at most 1500 characters/);
+    assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
+  });
+
+  it('rejects a note once another attempt took the run over, and the job is aborted', async () => {
+    const { ledger, collection } = newLedger();
+    const { logger } = captureLogs();
+    let noted: unknown;
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async ({ note, signal }) => {
+        await firestore.collection(collection).doc('run-1').update({ attempt_id: 'thief' });
+        noted = await note('launch', 'x').catch((err: unknown) => err);
+        signal.throwIfAborted();
+      },
+      { logger },
+    );
+
+    assert.ok(noted instanceof AttemptAbortedError && noted.reason === 'lease_lost');
+    assert.equal(result.outcome, 'failed');
+    assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
   });
 });

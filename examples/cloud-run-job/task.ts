@@ -112,6 +112,7 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
         takeover: attempt.takeover,
         rerun: attempt.rerun,
         signal: attempt.signal,
+        note: attempt.note,
         get leaseExpires() {
           return attempt.leaseExpires;
         },

@@ -13,7 +13,6 @@
  * so the launched service must still de-duplicate on the run id (the guide's downstream
  * idempotency; `examples/cloud-run-job/task.ts` shows it for a Cloud Run job).
  */
-import { FieldValue, type Firestore } from '@google-cloud/firestore';
 import type { JobContext } from '../../src/job.ts';
 
 /** An execution (or build) of the run: launched by this attempt, or adopted from an earlier one. */
@@ -32,6 +31,13 @@ export interface Launch {
  * finds the execution and records it again.
  */
 export type RecordLaunch = (ctx: JobContext, launch: Launch) => Promise<void> | void;
+
+/**
+ * The default {@link RecordLaunch}: `ctx.note('launch', { target, name, adopted })`, one fenced
+ * write of the ledger that lands only while this attempt holds the run (and extends its lease).
+ */
+export const noteLaunch: RecordLaunch = (ctx, launch) =>
+  ctx.note('launch', { target: launch.target, name: launch.name, adopted: launch.adopted });
 
 /** The two calls a target needs for {@link launchOnce}. */
 export interface LaunchSteps {
@@ -52,14 +58,14 @@ export interface LaunchSteps {
 /**
  * Launches at most one execution per run, as far as this proxy can tell: finds one this run already
  * launched (an earlier attempt that died between its launch and its completion write) and adopts
- * it, else launches. Then logs the launch and records it with `record`, if given.
+ * it, else launches. Then logs the launch and records it in the run's record (`notes.launch`).
  *
  * Cost: one list call per run on top of the launch (none launched on an adoption).
  *
  * @param ctx - the job's context: the run id, the logger, and the signal checked before launching
  *   (an attempt whose lease was lost must not launch).
  * @param steps - the target's list and launch calls.
- * @param record - where the launch is written (see {@link firestoreLaunchRecorder}); optional.
+ * @param record - how the launch is recorded; {@link noteLaunch} (the run's record) unless given.
  * @returns the launch, `adopted` telling which way it went.
  * @throws whatever `find`, `launch` or `record` throw, and the signal's reason if it aborted before
  *   the launch: the claim is then released and Scheduler retries.
@@ -68,12 +74,12 @@ export interface LaunchSteps {
  *   target: 'cloud-run-job',
  *   find: () => findExecution(ctx.runId),
  *   launch: () => runJob(ctx.runId),
- * }, recordLaunch);
+ * });
  */
 export async function launchOnce(
   ctx: JobContext,
   steps: LaunchSteps,
-  record?: RecordLaunch,
+  record: RecordLaunch = noteLaunch,
 ): Promise<Launch> {
   const found = await steps.find();
   let launch: Launch;
@@ -90,7 +96,7 @@ export async function launchOnce(
       ? `${launch.target}: adopted the execution an earlier attempt of this run launched`
       : `${launch.target}: launched one execution for this run`,
   );
-  await record?.(ctx, launch);
+  await record(ctx, launch);
   return launch;
 }
 
@@ -105,55 +111,4 @@ export function nameOf(name: string | null | undefined, what: string): string {
   if (typeof name !== 'string' || name === '')
     throw new Error(`the API's answer carries no name of the ${what}`);
   return name;
-}
-
-/** A run record that no longer belongs to the attempt that tried to write its launch. */
-export class LaunchNotRecordedError extends Error {
-  override readonly name = 'LaunchNotRecordedError';
-}
-
-/** The field of the run document that {@link firestoreLaunchRecorder} writes. */
-export const LAUNCH_FIELD = 'launch';
-
-/**
- * A {@link RecordLaunch} that writes `launch: { target, name, adopted, attempt_id, recorded_at }`
- * into the run's own document (`RUNS_COLLECTION/<runId>`), in a transaction that writes only while
- * the document is `in_progress` and held by this attempt (`attempt_id`), so a zombie attempt never
- * overwrites the launch of the attempt that took its run over.
- *
- * TODO(lead): this is the one place outside `src/ledger.ts` that writes a run document. It works
- * with the ledger as it is: the write moves the document's update time, so the ledger's next fenced
- * write (a heartbeat or the completion) fails its precondition once, reads the record, finds its own
- * `attempt_id` still in progress and retries on the new update time (`RunLedger#fencedWrite`), which
- * costs one read and one write. A ledger method (e.g. a fenced `RunLedger.annotate(claim, fields)`
- * reached through `ctx`) would make that cost zero and keep Firestore inside the ledger.
- *
- * @param firestore - a client of the ledger's database.
- * @param collection - the ledger's collection (`RUNS_COLLECTION`, default `scheduler_runs`).
- * @returns the recorder; it throws {@link LaunchNotRecordedError} if the run is no longer held by
- *   the calling attempt, and Firestore's error if the transaction fails.
- * @example
- * const recordLaunch = firestoreLaunchRecorder(new Firestore(), 'scheduler_runs');
- */
-export function firestoreLaunchRecorder(firestore: Firestore, collection: string): RecordLaunch {
-  return async (ctx, launch) => {
-    const ref = firestore.collection(collection).doc(ctx.runId);
-    await firestore.runTransaction(async (tx) => {
-      const data = (await tx.get(ref)).data();
-      if (data?.status !== 'in_progress' || data.attempt_id !== ctx.attemptId) {
-        throw new LaunchNotRecordedError(
-          `run ${ctx.runId} is no longer held by attempt ${ctx.attemptId}: its launch ${launch.name} is not recorded`,
-        );
-      }
-      tx.update(ref, {
-        [LAUNCH_FIELD]: {
-          target: launch.target,
-          name: launch.name,
-          adopted: launch.adopted,
-          attempt_id: ctx.attemptId,
-          recorded_at: FieldValue.serverTimestamp(),
-        },
-      });
-    });
-  };
 }

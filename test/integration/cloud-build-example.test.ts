@@ -15,21 +15,14 @@ import {
   RUN_ID_SUBSTITUTION,
   SCHEDULE_TIME_SUBSTITUTION,
 } from '../../examples/cloud-build/cloud-build-job.ts';
-import { firestoreLaunchRecorder, type RecordLaunch } from '../../examples/shared/launch-once.ts';
+import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import {
-  firestore,
-  freshCollection,
-  newLedger,
-  schedulerHeaders,
-  serve,
-  storedRecord,
-} from '../helpers.ts';
+import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 const LOCATION = 'projects/demo-project/locations/us-central1';
 
@@ -56,7 +49,7 @@ describe('examples/cloud-build: the proxy', () => {
   function proxy(trigger: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
     const collection = freshCollection();
     const { ledger } = newLedger({ collection });
-    const recordLaunch = wrap(firestoreLaunchRecorder(firestore, collection));
+    const recordLaunch = wrap(noteLaunch);
     const run = createCloudBuildJob({ trigger, client, recordLaunch });
     return { ...serve(run, { ledger, collection }), collection };
   }
@@ -85,9 +78,9 @@ describe('examples/cloud-build: the proxy', () => {
     });
     const record = await storedRecord(collection, res.body.runId);
     assert.equal(record.status, 'completed');
-    assert.match(record.launch.name, new RegExp(`^${LOCATION}/builds/`));
-    assert.equal(record.launch.name, launches[0]?.name);
-    assert.equal(record.launch.adopted, false);
+    assert.match(record.notes.launch.name, new RegExp(`^${LOCATION}/builds/`));
+    assert.equal(record.notes.launch.name, launches[0]?.name);
+    assert.equal(record.notes.launch.adopted, false);
   });
 
   it('runs nothing for a duplicate delivery', async () => {
@@ -119,7 +112,10 @@ describe('examples/cloud-build: the proxy', () => {
     const launches = launchesOf(triggerId);
     assert.equal(launches.length, 1);
     const stored = await storedRecord(collection, retry.body.runId);
-    assert.deepEqual([stored.launch.name, stored.launch.adopted], [launches[0]?.name, true]);
+    assert.deepEqual(
+      [stored.notes.launch.name, stored.notes.launch.adopted],
+      [launches[0]?.name, true],
+    );
   });
 
   it("lists the trigger's builds with one call and starts its own build when none is of this run", async () => {

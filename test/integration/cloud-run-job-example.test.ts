@@ -15,21 +15,14 @@ import {
   RUN_ID_ENV,
   SCHEDULE_TIME_ENV,
 } from '../../examples/cloud-run-job/cloud-run-job.ts';
-import { firestoreLaunchRecorder } from '../../examples/shared/launch-once.ts';
+import { noteLaunch } from '../../examples/shared/launch-once.ts';
 import {
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import {
-  firestore,
-  freshCollection,
-  newLedger,
-  schedulerHeaders,
-  serve,
-  storedRecord,
-} from '../helpers.ts';
+import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A Cloud Run job of its own for each test, so launches and lists never mix. */
 function aJob(): string {
@@ -59,7 +52,7 @@ describe('examples/cloud-run-job: the proxy', () => {
       job,
       jobsClient,
       executionsClient,
-      recordLaunch: firestoreLaunchRecorder(firestore, collection),
+      recordLaunch: noteLaunch,
     });
     return { ...serve(run, { ledger, collection }), collection };
   }
@@ -89,8 +82,8 @@ describe('examples/cloud-run-job: the proxy', () => {
     });
     const record = await storedRecord(collection, res.body.runId);
     assert.equal(record.status, 'completed');
-    assert.equal(record.launch.name, launches[0]?.name);
-    assert.equal(record.launch.adopted, false);
+    assert.equal(record.notes.launch.name, launches[0]?.name);
+    assert.equal(record.notes.launch.adopted, false);
   });
 
   it('starts no execution for a duplicate delivery', async () => {
@@ -110,7 +103,7 @@ describe('examples/cloud-run-job: the proxy', () => {
     const job = aJob();
     const collection = freshCollection();
     const { ledger } = newLedger({ collection });
-    const record = firestoreLaunchRecorder(firestore, collection);
+    const record = noteLaunch;
     let recordings = 0;
     const run = createCloudRunJob({
       job,
@@ -133,7 +126,10 @@ describe('examples/cloud-run-job: the proxy', () => {
     assert.equal(launches.length, 1);
     const stored = await storedRecord(collection, retry.body.runId);
     assert.equal(stored.status, 'completed');
-    assert.deepEqual([stored.launch.name, stored.launch.adopted], [launches[0]?.name, true]);
+    assert.deepEqual(
+      [stored.notes.launch.name, stored.notes.launch.adopted],
+      [launches[0]?.name, true],
+    );
   });
 
   it("starts its own execution when the job's executions belong to other runs", async () => {

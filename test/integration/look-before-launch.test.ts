@@ -104,7 +104,7 @@ describe('look before you launch: a proxy killed between its launch and its comp
       const record = await storedRecord(collection, retry?.body.runId ?? '');
       assert.equal(record.status, 'completed', target);
       assert.deepEqual(
-        [record.launch.name, record.launch.adopted],
+        [record.notes.launch.name, record.notes.launch.adopted],
         [launches[0]?.name, true],
         `${target}: the run record names the adopted launch`,
       );

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ExecutionsClient } from '@google-cloud/workflows';
-import { firestoreLaunchRecorder, type RecordLaunch } from '../../examples/shared/launch-once.ts';
+import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
   createWorkflowsJob,
   RUN_ID_LABEL,
@@ -25,14 +25,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import {
-  firestore,
-  freshCollection,
-  newLedger,
-  schedulerHeaders,
-  serve,
-  storedRecord,
-} from '../helpers.ts';
+import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A workflow of its own for each test, so executions never mix. */
 function aWorkflow(): string {
@@ -56,7 +49,7 @@ describe('examples/workflows-proxy', () => {
   function proxy(workflow: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
     const collection = freshCollection();
     const { ledger } = newLedger({ collection });
-    const recordLaunch = wrap(firestoreLaunchRecorder(firestore, collection));
+    const recordLaunch = wrap(noteLaunch);
     const run = createWorkflowsJob({ workflow, client, recordLaunch });
     return { ...serve(run, { ledger, collection }), collection };
   }
@@ -84,7 +77,7 @@ describe('examples/workflows-proxy', () => {
       [RUN_ID_LABEL]: res.body.runId.slice(0, 63),
     });
     const record = await storedRecord(collection, res.body.runId);
-    assert.deepEqual([record.status, record.launch.name], ['completed', launches[0]?.name]);
+    assert.deepEqual([record.status, record.notes.launch.name], ['completed', launches[0]?.name]);
   });
 
   it('starts no second execution for a duplicate delivery', async () => {
@@ -116,7 +109,10 @@ describe('examples/workflows-proxy', () => {
     const launches = launchesOf(workflow);
     assert.equal(launches.length, 1);
     const stored = await storedRecord(collection, retry.body.runId);
-    assert.deepEqual([stored.launch.name, stored.launch.adopted], [launches[0]?.name, true]);
+    assert.deepEqual(
+      [stored.notes.launch.name, stored.notes.launch.adopted],
+      [launches[0]?.name, true],
+    );
     const look = fake.lists.filter((l) => l.path === `/v1/${workflow}/executions`).at(-1);
     assert.deepEqual([look?.query.filter, look?.query.view], [runFilter(retry.body.runId), 'FULL']);
   });

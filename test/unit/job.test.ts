@@ -28,6 +28,7 @@ function fakeContext(overrides: Partial<JobContext> = {}) {
     },
   });
   const attempt = new AbortController();
+  const notes: Record<string, unknown> = {};
   const ctx: JobContext = {
     runId: 'a'.repeat(64),
     jobName: job.id,
@@ -39,9 +40,17 @@ function fakeContext(overrides: Partial<JobContext> = {}) {
     signal: attempt.signal,
     logger: pino(sink),
     job: { id: job.id, schedule: job.schedule, timeZone: job.timeZone ?? 'Etc/UTC' },
+    note: async (name, value) => {
+      notes[name] = value;
+    },
     ...overrides,
   };
-  return { ctx, messages: () => lines.map((line) => line.msg), abort: attempt.abort.bind(attempt) };
+  return {
+    ctx,
+    notes,
+    messages: () => lines.map((line) => line.msg),
+    abort: attempt.abort.bind(attempt),
+  };
 }
 
 describe('runJobLogic (src/job.ts)', () => {

@@ -30,6 +30,7 @@ function context(signal = new AbortController().signal): JobContext {
     job: { id: 'nightly', schedule: '* * * * *', timeZone: 'Etc/UTC' },
     kind: 'slot',
     rerun: 0,
+    note: async () => {},
   };
 }
 

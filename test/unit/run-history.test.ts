@@ -44,6 +44,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     reruns: 0,
     rerunId: undefined,
     blockedBy: undefined,
+    notes: {},
     ...fields,
   };
 }
