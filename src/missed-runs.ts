@@ -3,7 +3,8 @@
  * job's earlier slots (one batched read) and reports each that was missed, or failed after every
  * retry, once across all instances, as an ERROR line that a log-based metric counts.
  *
- * "Once" is a conditional write: a missed slot's report `create()`s its record as `missed` (it
+ * Only slots after the oldest one that has a record count: before it, the job may not have existed
+ * yet. "Once" is a conditional write: a missed slot's report `create()`s its record as `missed` (it
  * fails if anything wrote the record first), a failed run's report sets `reported_at` fenced on the
  * update time just read. Only the instance whose write lands logs. No write happens when there is
  * nothing to report.
@@ -29,6 +30,15 @@ export interface EarlierSlotsCheck {
   /** How many earlier slots to check (`MISSED_CHECK_SLOTS`). */
   readonly count: number;
   readonly logger: Logger;
+}
+
+/** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */
+function hasRecord(row: SlotRow): boolean {
+  return !(
+    row.attempts === 0 &&
+    !row.reported &&
+    (row.state === 'missed' || row.state === 'pending')
+  );
 }
 
 function fields(row: SlotRow) {
@@ -57,8 +67,12 @@ export async function reportEarlierSlots(check: EarlierSlotsCheck): Promise<numb
   const slots = previousSlots(job, check.before, check.count);
   if (slots.length === 0) return 0;
   const { rows, updateTimes } = await readHistory(ledger, job, slots, scope);
+  // Only after the oldest slot with a record: the slots before a new job's first run (or before
+  // `npm run dev` started) were never expected to run. A gap longer than the window is left to
+  // `npm run runs -- --check` and the absence alert.
+  const first = rows.findIndex(hasRecord);
   let reported = 0;
-  for (const row of rows) {
+  for (const row of first === -1 ? [] : rows.slice(first + 1)) {
     if (!row.final || row.reported) continue;
     if (row.state === 'missed') {
       const details = { jobName: job.id, scheduleTime: row.slot.toISOString() };

@@ -44,8 +44,7 @@ describe('missed-run detection', () => {
       ['missed run', 'run failed after retries'].includes(String(l.message)),
     );
     assert.equal(new Set(all.map((l) => l.slot)).size, all.length, 'no slot reported twice');
-    // The slots before 12:00 were never delivered either: the 12:00 delivery reported them.
-    const reports = all.filter((l) => String(l.slot) >= '2026-10-16T12:00');
+    const reports = all;
     assert.deepEqual(
       reports.map((l) => [l.message, l.slot, l.state, l.severity]),
       [
@@ -55,6 +54,26 @@ describe('missed-run detection', () => {
     );
     assert.equal(reports[0]?.jobName, 'history-five');
     assert.match(String(reports[0]?.runId), /^[0-9a-f]{64}$/);
+  });
+
+  it('reports nothing before the oldest slot that has a record: a new job has no missed past', async () => {
+    const jobs = historyFunction(() => false);
+    const fn = serveJobs(jobs, { env: { MISSED_CHECK_SLOTS: '5' } });
+
+    const first = await fn.request
+      .post('/')
+      .set(schedulerHeaders('history-five', '2026-10-16T12:00:00Z'));
+    const third = await fn.request
+      .post('/')
+      .set(schedulerHeaders('history-five', '2026-10-16T12:10:00Z'));
+
+    assert.deepEqual([first.body.outcome, third.body.outcome], ['processed', 'processed']);
+    const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
+    assert.deepEqual(
+      reports.map((l) => l.slot),
+      ['2026-10-16T12:05:00.000Z'],
+      'only the gap after the first run',
+    );
   });
 
   it('never fails the run when the check cannot read Firestore', async () => {
