@@ -2,7 +2,7 @@
  * What `npm run runs` reads and prints, as pure functions: window durations, the table for people,
  * the JSON for programs, and the `--check` verdict.
  */
-import type { SlotRow } from '../src/run-history.ts';
+import { type SlotRow, sinceFirstRecord } from '../src/run-history.ts';
 import { toUtcRfc3339 } from '../src/schedule.ts';
 import { formatTable } from './table.ts';
 
@@ -95,9 +95,17 @@ export function runsJson(rows: readonly SlotRow[]): string {
   );
 }
 
-/** The slots that fail `--check`: missed, or failed past the job's retry window. */
+/**
+ * The slots that fail `--check`: missed, or failed past the job's retry window. A job's missed slots
+ * before its oldest slot with a record in the window do not count: the job may not have existed.
+ */
 export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
-  return rows.filter(
-    (row) => row.kind === 'slot' && row.final && (row.state === 'missed' || row.state === 'failed'),
+  const slots = rows.filter((row) => row.kind === 'slot');
+  const jobs = [...new Set(slots.map((row) => row.job))];
+  const counted = new Set(
+    jobs.flatMap((job) => sinceFirstRecord(slots.filter((row) => row.job === job))),
+  );
+  return slots.filter(
+    (row) => row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))),
   );
 }

@@ -12,7 +12,7 @@
 import type { Logger } from 'pino';
 import type { DeclaredJob } from './job-declaration.ts';
 import type { RunLedger } from './ledger.ts';
-import { readHistory, type SlotRow } from './run-history.ts';
+import { readHistory, type SlotRow, sinceFirstRecord } from './run-history.ts';
 import { previousSlots } from './schedule.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
@@ -30,15 +30,6 @@ export interface EarlierSlotsCheck {
   /** How many earlier slots to check (`MISSED_CHECK_SLOTS`). */
   readonly count: number;
   readonly logger: Logger;
-}
-
-/** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */
-function hasRecord(row: SlotRow): boolean {
-  return !(
-    row.attempts === 0 &&
-    !row.reported &&
-    (row.state === 'missed' || row.state === 'pending')
-  );
 }
 
 function fields(row: SlotRow) {
@@ -70,9 +61,8 @@ export async function reportEarlierSlots(check: EarlierSlotsCheck): Promise<numb
   // Only after the oldest slot with a record: the slots before a new job's first run (or before
   // `npm run dev` started) were never expected to run. A gap longer than the window is left to
   // `npm run runs -- --check` and the absence alert.
-  const first = rows.findIndex(hasRecord);
   let reported = 0;
-  for (const row of first === -1 ? [] : rows.slice(first + 1)) {
+  for (const row of sinceFirstRecord(rows)) {
     if (!row.final || row.reported) continue;
     if (row.state === 'missed') {
       const details = { jobName: job.id, scheduleTime: row.slot.toISOString() };

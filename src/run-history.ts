@@ -146,6 +146,24 @@ export function slotRow(
   };
 }
 
+/** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */
+export function hasRecord(row: SlotRow): boolean {
+  return !(
+    row.attempts === 0 &&
+    !row.reported &&
+    (row.state === 'missed' || row.state === 'pending')
+  );
+}
+
+/**
+ * The slots that may count as missed: those after the oldest slot of the same job that has a
+ * record. Before it, the job may not have existed yet (a new job, a fresh emulator).
+ */
+export function sinceFirstRecord(rows: readonly SlotRow[]): SlotRow[] {
+  const first = rows.findIndex(hasRecord);
+  return first === -1 ? [] : rows.slice(first + 1);
+}
+
 /** A batched history read: the rows, and what a fenced report after the read needs. */
 export interface History {
   readonly rows: readonly SlotRow[];

@@ -57,9 +57,19 @@ describe('checkFailures', () => {
     assert.deepEqual(checkFailures([manual]), []);
   });
 
+  it('ignores missed slots before the oldest slot with a record: the job may not have existed', () => {
+    const rows = [
+      row('missed', true),
+      row('missed', true),
+      { ...row('completed', true), attempts: 1 },
+    ];
+
+    assert.deepEqual(checkFailures(rows), []);
+  });
+
   it('fails missed and finally failed slots, nothing still in its retry window', () => {
     const rows = [
-      row('completed', true),
+      { ...row('completed', true), attempts: 1 },
       row('missed', true),
       row('failed', true),
       row('failed', false),
