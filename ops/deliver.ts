@@ -97,6 +97,11 @@ export async function deliver(
         ? headers
         : { ...headers, Authorization: `Bearer ${target.token}` },
     signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+  }).catch((err: Error) => {
+    const why = (err.cause as Error | undefined)?.message ?? err.message;
+    throw new Error(
+      `could not reach ${target.url} (${why}): is the function running (npm run dev), or is --url right?`,
+    );
   });
   const text = await res.text();
   let body: { outcome?: unknown; runId?: unknown; message?: unknown } = {};

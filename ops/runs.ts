@@ -86,7 +86,9 @@ function slotsOf(job: DeclaredJob, now: Date, sinceMs: number | undefined): Date
   if (sinceMs !== undefined) {
     const range = slotsBetween(job, new Date(now.getTime() - sinceMs), new Date(now.getTime() + 1));
     if (range.truncated) {
-      console.error(`runs: ${job.id}: the window holds more slots than shown; narrow --since`);
+      console.error(
+        `runs: ${job.id}: the window holds more than ${range.slots.length} slots; showing the oldest ${range.slots.length} (narrow --since to see the latest)`,
+      );
     }
     return [...range.slots];
   }
@@ -141,11 +143,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     );
   }
   const jobs = args.job === undefined ? declared : declared.filter((j) => args.job?.includes(j.id));
-  if (sinceMs !== undefined && sinceMs > config.retentionMs) {
-    console.error(
-      `runs: --since reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
-    );
-  }
+
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
@@ -162,10 +160,18 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     },
   );
   const rows: SlotRow[] = [];
+  let warned = false;
   const outside = await ledger.runsOutsideSlots();
   for (const job of jobs) {
     const at = args.now === undefined ? undefined : now;
     const slots = slotsOf(job, now, sinceMs);
+    const oldest = slots[0];
+    if (!warned && oldest !== undefined && now.getTime() - oldest.getTime() > config.retentionMs) {
+      warned = true;
+      console.error(
+        `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
+      );
+    }
     const history = await readHistory(ledger, job, slots, scope, at);
     // Manual and forced runs of the job in the window: they are not slots, so they are listed, not
     // computed (one query on run_kind for all jobs).

@@ -62,6 +62,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     } catch (err) {
       throw new UsageError(`--slot: ${(err as Error).message}`);
     }
+    if (slot.getTime() > Date.now()) {
+      throw new UsageError(
+        `--slot ${args.slot} is in the future: Scheduler delivers a slot at or after its time (a delivery before it is a forced run). To run the job now, leave out --slot`,
+      );
+    }
     const expected = previousSlot(job, new Date(slot.getTime() + 1));
     if (expected?.getTime() !== slot.getTime()) {
       throw new UsageError(

@@ -217,6 +217,9 @@ if (emulatorHost) {
   );
 }
 env.FIRESTORE_EMULATOR_HOST = emulatorHost;
+say(
+  `in another terminal, npm run runs / trigger read this emulator with: FIRESTORE_EMULATOR_HOST=${emulatorHost} GOOGLE_CLOUD_PROJECT=${project}`,
+);
 
 let issuer: OidcIssuer | undefined;
 if (verifyOidc) {

@@ -35,6 +35,13 @@ const CACHE_DIR = join(__dirname, '.compile-cache');
 // any module loads, so it also serves functions-framework itself, which ours cannot. The variable
 // is Node's, not this function's configuration, hence read here and not in config.ts.
 // NODE_DISABLE_COMPILE_CACHE=1 still wins: Node then refuses enableCompileCache.
+// `npm start` on an older Node would fail later with a stack trace (`require` of the ES modules):
+// say so in one line instead (package.json engines; the npm scripts check with scripts/check-node.cjs).
+const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+if (major < 22 || (major === 22 && minor < 18)) {
+  console.error(`This function needs Node.js >= 22.18; this is Node.js ${process.versions.node}.`);
+  process.exit(1);
+}
 if (process.env.NODE_COMPILE_CACHE === undefined && nodeModule.getCompileCacheDir() === undefined) {
   nodeModule.enableCompileCache(CACHE_DIR);
 }

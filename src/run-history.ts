@@ -130,10 +130,11 @@ export function slotRow(
   return {
     ...base,
     state,
+    // A manual or forced run has no retries to wait for: its failure is final at once.
     final:
       state === RunStatus.Completed ||
       state === RunStatus.Skipped ||
-      (state !== RunStatus.InProgress && pastWindow),
+      (state !== RunStatus.InProgress && (pastWindow || run.kind !== 'slot')),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
