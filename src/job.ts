@@ -86,7 +86,8 @@ export async function runJobLogic(ctx: JobContext): Promise<void> {
  * When the job runs. `id` becomes the Cloud Scheduler job id (and part of every run id);
  * `schedule` is unix-cron, five fields, read in `timeZone` (a tz database name, default `Etc/UTC`).
  * Optional Scheduler settings (attemptDeadlineSeconds, retryCount, maxRetryDurationSeconds,
- * minBackoffSeconds, maxBackoffSeconds, maxDoublings) are listed in `job-declaration.ts`.
+ * minBackoffSeconds, maxBackoffSeconds, maxDoublings) and the overlap policy (`overlap`) are listed
+ * in `job-declaration.ts`.
  * `npm run jobs` shows the next fire times; `./deploy.sh` creates or updates the Scheduler job.
  */
 export const job = defineJob({
