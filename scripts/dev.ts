@@ -323,7 +323,10 @@ if (!options['no-watch']) {
     const jobs = readJobs();
     if (jobs !== undefined) scheduler?.setJobs(jobs);
   };
-  watcher = watch(join(ROOT, 'src'), { recursive: true }, (_event, file) => {
+  // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
+  // editor's atomic save) is a new inode that a per-file watch, as Node's recursive mode sets up on
+  // Linux, no longer sees; the directory's watch sees every entry.
+  watcher = watch(join(ROOT, 'src'), (_event, file) => {
     clearTimeout(quiet);
     quiet = setTimeout(() => {
       rebuilding = rebuilding.then(() => (stopping ? undefined : rebuild(String(file))));
