@@ -16,9 +16,14 @@ const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
  */
 export function parseDuration(text: string): number {
   const match = /^(\d{1,6})([smhd])$/.exec(text.trim());
-  if (match === null || Number(match[1]) === 0) {
+  if (match === null) {
     throw new Error(
       `"${text}" is not a duration: write a whole number and a unit, e.g. 90m, 24h, 30d`,
+    );
+  }
+  if (Number(match[1]) === 0) {
+    throw new Error(
+      `"${text}" is an empty window: write a duration above zero, e.g. 90m, 24h, 30d`,
     );
   }
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];

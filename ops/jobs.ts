@@ -36,8 +36,14 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     return 0;
   }
   const after = options.after === undefined ? new Date() : new Date(options.after);
-  if (Number.isNaN(after.getTime()) || (options.json && options.deploy)) {
-    console.error(USAGE);
+  if (Number.isNaN(after.getTime())) {
+    console.error(
+      `jobs: --after ${JSON.stringify(options.after)} is not a date-time, e.g. 2026-10-25T00:00:00Z\n${USAGE}`,
+    );
+    return 2;
+  }
+  if (options.json && options.deploy) {
+    console.error(`jobs: --json and --deploy are two outputs; choose one\n${USAGE}`);
     return 2;
   }
   const jobs = await loadJobs(env);

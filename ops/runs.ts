@@ -194,7 +194,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (!args.check) return 0;
   const failures = checkFailures(rows);
   for (const row of failures) {
-    console.error(`runs --check: ${row.job} ${row.slot.toISOString()} ${row.state}`);
+    console.error(`runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}`);
   }
   return failures.length > 0 ? 1 : 0;
 }

@@ -92,7 +92,15 @@ export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
   if (fields.length !== 5 || schedule.trim() === '') {
     const nickname = schedule.trim().startsWith('@') ? '; write @daily as "0 0 * * *"' : '';
-    return `must be a unix-cron schedule of five fields, e.g. "*/5 * * * *"${nickname}. ${GROC}`;
+    // Only words (every, minutes, …) suggest a groc schedule; a wrong count of cron fields does not.
+    const groc = /[a-z]{3,}/i.test(
+      schedule.replace(
+        /\b(JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT)\b/gi,
+        '',
+      ),
+    );
+    const counted = schedule.trim() === '' ? '' : ` (it has ${fields.length})`;
+    return `must be a unix-cron schedule of five fields${counted}, e.g. "*/5 * * * *"${nickname}.${groc ? ` ${GROC}` : ''}`;
   }
   for (const [i, field] of fields.entries()) {
     const names = FIELD_NAMES[i] ?? [];

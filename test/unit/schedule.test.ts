@@ -327,7 +327,11 @@ describe('scheduleProblem', () => {
     ['every monday 09:00', /five fields.*groc/],
     ['@daily', /write @daily as "0 0 \* \* \*"/],
     ['', /five fields/],
-    ['0 0 * * * *', /five fields/],
+    ['0 0 * * * *', /five fields \(it has 6\)/],
+    [
+      '0 0 * *',
+      /^must be a unix-cron schedule of five fields \(it has 4\), e\.g\. "\*\/5 \* \* \* \*"\.$/,
+    ],
     ['0 0 L * *', /day of month field "L".*no L, W, #/],
     ['0 0 15W * *', /day of month field "15W"/],
     ['0 0 * * 5#2', /day of week field "5#2"/],
