@@ -41,7 +41,11 @@ export interface Claim {
   readonly attemptId: string;
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
-  /** When the lease lapses, by Firestore's clock: our last write's time plus `leaseMs`. */
+  /**
+   * When the lease lapses, by Firestore's clock: our last write's commit time plus `leaseMs`. The
+   * stored lease (`leased_at` + `lease_ms`) may end up to that write's latency earlier (the emulator
+   * stamps `leased_at` on receipt); every decision reads the stored one.
+   */
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;

@@ -198,6 +198,30 @@ export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Fir
   } as unknown as Firestore;
 }
 
+/**
+ * The emulator-backed client with each document call it forwards counted, for tests that prove
+ * what an operation costs in Firestore calls.
+ */
+export function countingFirestore(): {
+  db: Firestore;
+  calls: Record<RefMethod, number>;
+} {
+  const calls: Record<RefMethod, number> = { create: 0, get: 0, update: 0, delete: 0 };
+  const counted =
+    (method: RefMethod): RefHook =>
+    (real, args) => {
+      calls[method]++;
+      return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+    };
+  const db = hookedFirestore({
+    create: counted('create'),
+    get: counted('get'),
+    update: counted('update'),
+    delete: counted('delete'),
+  });
+  return { db, calls };
+}
+
 /** An error shaped like the Firestore client's for gRPC code `code` (14 = UNAVAILABLE). */
 export function grpcError(code: number, message = 'injected fault'): Error {
   return Object.assign(new Error(`${code} ${message}`), { code });
