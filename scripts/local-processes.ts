@@ -73,7 +73,7 @@ export function acceptsConnections(port: number): Promise<boolean> {
 export interface GroupProcess extends ChildProcess {
   /** What it wrote to stdout and stderr (the last `keep` characters). */
   output(): string;
-  /** Resolves once it exited, or could not start. */
+  /** Resolves once it exited and its output was read, or it could not start. */
   readonly exited: Promise<void>;
   /** Whether it is running (it may be paused). */
   running(): boolean;
@@ -135,8 +135,11 @@ export function spawnGroup(
     child.once('exit', () => {
       if (pgid !== undefined) groups.delete(pgid);
       if (groups.size === 0) process.off('exit', killGroups);
-      resolve();
+      // Its last output may still be in the pipes: wait for them to close, unless a process it
+      // forked holds them open (then 1 s at most).
+      setTimeout(resolve, 1_000).unref();
     });
+    child.once('close', () => resolve());
   });
   return Object.assign(child, {
     output: () => output,

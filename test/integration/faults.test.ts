@@ -68,6 +68,18 @@ function firstStart(fn: FunctionProcess, jobName: string): Promise<ExecutionEven
 }
 
 /**
+ * Waits until `fn`'s output matches `pattern` (5 s at most), and returns the output. The process's
+ * stdout reaches this test through a pipe, so a log line can arrive after the HTTP answer it reports.
+ */
+function outputMatching(fn: FunctionProcess, pattern: RegExp): Promise<string> {
+  return waitFor(
+    `output matching ${pattern}`,
+    () => (pattern.test(fn.output()) ? fn.output() : undefined),
+    5_000,
+  ).catch(() => fn.output());
+}
+
+/**
  * Waits until the run's lease, as stored (a heartbeat in flight may still extend it), has lapsed by
  * 250 ms; returns when that was seen (epoch ms).
  */
@@ -203,8 +215,9 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
     assert.equal(again.body.outcome, 'duplicate');
     assert.ok(fn.alive(), 'the process survived the unhandled rejection');
     assert.equal((await storedRunOf(fn, res.body.runId ?? ''))?.status, 'completed');
-    const lines = fn
-      .output()
+    const lines = (
+      await outputMatching(fn, /^(?=[\s\S]*unhandled error left)(?=[\s\S]*"outcome":"processed")/)
+    )
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -273,7 +286,8 @@ describe('a crash mid-job (kill -9)', () => {
     const stored = await storedRunOf(restarted, dead.runId);
     assert.equal(stored?.status, 'completed');
     assert.equal(stored?.attemptId, starts[1]?.attemptId);
-    assert.match(restarted.output(), /"takeover":true[^\n]*"scheduled run: processed"/);
+    const takeover = /"takeover":true[^\n]*"scheduled run: processed"/;
+    assert.match(await outputMatching(restarted, takeover), takeover);
   });
 });
 
@@ -335,7 +349,8 @@ describe('leases that lapse, and completions that fail', () => {
         2,
         'both did the work: the documented limit',
       );
-      assert.match(paused.output(), /lease lost: .*another attempt took the run over/);
+      const leaseLost = /lease lost: .*another attempt took the run over/;
+      assert.match(await outputMatching(paused, leaseLost), leaseLost);
       assert.ok(paused.alive());
     });
   }

@@ -60,7 +60,7 @@ describe('the built function as a process', {
     );
     children.push(fn);
     await waitForPort(port, { timeoutMs: 10_000, process: fn });
-    const exited = new Promise((resolve) => fn.once('exit', resolve));
+    const exited = new Promise((resolve) => fn.once('close', resolve));
 
     const delivery = fetch(`http://127.0.0.1:${port}/`, {
       method: 'POST',
@@ -88,7 +88,7 @@ describe('the built function as a process', {
     const fn = startFunction(await freePort(), { LEASE_SECONDS: 'five', LOG_LEVEL: 'loud' });
     children.push(fn);
 
-    const code = await new Promise((resolve) => fn.once('exit', resolve));
+    const code = await new Promise((resolve) => fn.once('close', resolve));
 
     assert.equal(code, 1);
     assert.match(
@@ -105,7 +105,7 @@ describe('the built function as a process', {
     );
     children.push(fn);
 
-    const code = await new Promise((resolve) => fn.once('exit', resolve));
+    const code = await new Promise((resolve) => fn.once('close', resolve));
 
     assert.equal(code, 1);
     const output = fn.output();
