@@ -2,7 +2,7 @@
  * What `npm run runs` reads and prints, as pure functions: window durations, the table for people,
  * the JSON for programs, and the `--check` verdict.
  */
-import { type SlotRow, sinceFirstRecord } from '../src/run-history.ts';
+import { hasRecord, type SlotRow } from '../src/run-history.ts';
 import { toUtcRfc3339 } from '../src/schedule.ts';
 import { formatTable } from './table.ts';
 
@@ -42,27 +42,48 @@ export function humanDuration(ms: number | undefined): string {
 }
 
 /**
- * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
- * forced run, or a re-run slot, says so.
+ * The rows that count: manual and forced runs, and every slot of a job from its oldest slot with a
+ * record in `rows` on (the rule `sinceFirstRecord` applies to missed-run detection). A missed slot
+ * before that may predate the job (a new job, a fresh emulator): `--check` does not count it, and
+ * the table and the JSON say so.
  */
-function stateText(row: SlotRow): string {
+function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
+  const slots = rows.filter((row) => row.kind === 'slot');
+  const jobs = [...new Set(slots.map((row) => row.job))];
+  return new Set([
+    ...rows.filter((row) => row.kind !== 'slot'),
+    ...jobs.flatMap((job) => {
+      const own = slots.filter((row) => row.job === job);
+      const first = own.findIndex(hasRecord);
+      return first === -1 ? [] : own.slice(first);
+    }),
+  ]);
+}
+
+/**
+ * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
+ * forced run, or a re-run slot, says so; so does a missed slot `--check` does not count.
+ */
+function stateText(row: SlotRow, counted: boolean): string {
   const state =
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
   const notes = [
     ...(row.kind === 'slot' ? [] : [row.kind]),
     ...(row.reruns > 0 ? [`re-run ${row.reruns}×`] : []),
+    ...(row.state === 'missed' && !counted ? ['before first record'] : []),
   ];
   return notes.length === 0 ? state : `${state} (${notes.join(', ')})`;
 }
 
 /** The rows as an aligned table, oldest slot first within each job. */
 export function runsTable(rows: readonly SlotRow[]): string {
+  const counted = countedRows(rows);
   return formatTable([
     ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
     ...rows.map((row) => [
       row.job,
       toUtcRfc3339(row.slot),
-      stateText(row),
+      stateText(row, counted.has(row)),
       String(row.attempts),
       humanDuration(row.startedLateMs),
       humanDuration(row.durationMs),
@@ -74,10 +95,12 @@ export function runsTable(rows: readonly SlotRow[]): string {
 
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
- * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns", "notes" }]`,
- * absent values as `null`.
+ * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns", "notes",
+ * "beforeFirstRecord" }]`, absent values as `null`. `beforeFirstRecord` is true for a slot older than
+ * its job's oldest slot with a record in the window (`--check` does not count it if missed).
  */
 export function runsJson(rows: readonly SlotRow[]): string {
+  const counted = countedRows(rows);
   return JSON.stringify(
     rows.map((row) => ({
       job: row.job,
@@ -94,6 +117,7 @@ export function runsJson(rows: readonly SlotRow[]): string {
       reported: row.reported,
       reruns: row.reruns,
       notes: row.notes,
+      beforeFirstRecord: !counted.has(row),
     })),
     null,
     2,
@@ -105,12 +129,11 @@ export function runsJson(rows: readonly SlotRow[]): string {
  * before its oldest slot with a record in the window do not count: the job may not have existed.
  */
 export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
-  const slots = rows.filter((row) => row.kind === 'slot');
-  const jobs = [...new Set(slots.map((row) => row.job))];
-  const counted = new Set(
-    jobs.flatMap((job) => sinceFirstRecord(slots.filter((row) => row.job === job))),
-  );
-  return slots.filter(
-    (row) => row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))),
+  const counted = countedRows(rows);
+  return rows.filter(
+    (row) =>
+      row.kind === 'slot' &&
+      row.final &&
+      (row.state === 'failed' || (row.state === 'missed' && counted.has(row))),
   );
 }

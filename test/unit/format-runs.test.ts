@@ -4,7 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { checkFailures, humanDuration, parseDuration } from '../../ops/format-runs.ts';
+import {
+  checkFailures,
+  humanDuration,
+  parseDuration,
+  runsJson,
+  runsTable,
+} from '../../ops/format-runs.ts';
 import type { SlotRow } from '../../src/run-history.ts';
 
 describe('parseDuration', () => {
@@ -81,5 +87,39 @@ describe('checkFailures', () => {
       checkFailures(rows).map((r) => r.state),
       ['missed', 'failed'],
     );
+  });
+
+  it('shows the missed slots it ignores as before the first record, in the table and the JSON', () => {
+    const rows = [
+      { ...row('missed', true), slot: new Date('2026-11-30T10:00:00Z') },
+      { ...row('completed', true), attempts: 1, slot: new Date('2026-11-30T10:05:00Z') },
+      { ...row('missed', true), slot: new Date('2026-11-30T10:10:00Z') },
+    ];
+
+    const states = runsTable(rows)
+      .split('\n')
+      .slice(1)
+      .map((line) => line.split(/ {2,}/)[2]);
+    const json = JSON.parse(runsJson(rows)) as { state: string; beforeFirstRecord: boolean }[];
+
+    assert.deepEqual(states, ['missed (before first record)', 'completed', 'missed']);
+    assert.deepEqual(
+      json.map((r) => [r.state, r.beforeFirstRecord]),
+      [
+        ['missed', true],
+        ['completed', false],
+        ['missed', false],
+      ],
+    );
+  });
+
+  it('shows every missed slot of a job with no record in the window as before the first record', () => {
+    const states = runsTable([row('missed', true), row('missed', true)])
+      .split('\n')
+      .slice(1)
+      .map((line) => line.split(/ {2,}/)[2]);
+
+    assert.deepEqual(states, ['missed (before first record)', 'missed (before first record)']);
+    assert.deepEqual(checkFailures([row('missed', true)]), []);
   });
 });
