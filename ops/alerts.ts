@@ -17,34 +17,30 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { longestGapMs } from '../src/schedule.ts';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
+import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 
 const USAGE =
   'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let args: { function?: string; out?: string; channels?: string; 'absence-periods'?: string };
-  try {
-    ({ values: args } = parseArgs({
-      args: argv,
-      options: {
-        function: { type: 'string' },
-        out: { type: 'string' },
-        channels: { type: 'string' },
-        'absence-periods': { type: 'string' },
-      },
-    }));
-  } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const { values: args } = parseArgs({
+    args: argv,
+    options: {
+      function: { type: 'string' },
+      out: { type: 'string' },
+      channels: { type: 'string' },
+      'absence-periods': { type: 'string' },
+    },
+  });
   const periods = Number(args['absence-periods'] ?? 2);
-  if (!args.function || !args.out || !Number.isInteger(periods) || periods < 1) {
-    console.error(USAGE);
-    return 2;
+  if (!args.function || !args.out) throw new UsageError('--function and --out are required');
+  if (!Number.isInteger(periods) || periods < 1) {
+    throw new UsageError(
+      `--absence-periods "${args['absence-periods']}" is not a whole number ≥ 1`,
+    );
   }
   const jobs = await loadJobs(env);
-  if (jobs === undefined) return 1;
   mkdirSync(args.out, { recursive: true });
   const write = (file: string, body: object) => {
     const full = path.resolve(args.out as string, file);
@@ -75,4 +71,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-process.exitCode = await main(process.argv.slice(2), process.env);
+await runCommand('alerts', USAGE, main);

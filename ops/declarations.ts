@@ -6,17 +6,15 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError } from '../src/errors.ts';
 import { type DeclaredJob, type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
+import { UsageError } from './command.ts';
 
 /**
  * Imports the declarations: `src/jobs.ts`, or `module` (a path relative to the current directory
  * that exports `jobs`).
  *
  * @throws {ConfigError} if the module exports no `jobs` array.
- * @example const jobs = validateJobs(await loadDeclarations(process.env.JOBS_MODULE));
  */
-export async function loadDeclarations(
-  module: string | undefined,
-): Promise<readonly JobDeclaration[]> {
+async function loadDeclarations(module: string | undefined): Promise<readonly JobDeclaration[]> {
   const url =
     module === undefined || module === ''
       ? new URL('../src/jobs.ts', import.meta.url)
@@ -29,19 +27,45 @@ export async function loadDeclarations(
 }
 
 /**
- * The validated declarations of `env.JOBS_MODULE` (or `src/jobs.ts`), or `undefined` after printing
- * every problem on stderr: the command then exits 1.
+ * The validated declarations of `env.JOBS_MODULE` (or `src/jobs.ts`).
  *
- * @example const jobs = await loadJobs(process.env); if (jobs === undefined) return 1;
+ * @throws {ConfigError} listing every problem of the declarations (`runCommand` prints it, exit 1).
+ * @example const jobs = await loadJobs(process.env);
  */
-export async function loadJobs(
-  env: NodeJS.ProcessEnv,
-): Promise<readonly DeclaredJob[] | undefined> {
-  try {
-    return validateJobs(await loadDeclarations(env.JOBS_MODULE));
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    console.error(err.message);
-    return undefined;
-  }
+export async function loadJobs(env: NodeJS.ProcessEnv): Promise<readonly DeclaredJob[]> {
+  return validateJobs(await loadDeclarations(env.JOBS_MODULE));
+}
+
+function notDeclared(jobs: readonly DeclaredJob[], ids: readonly string[]): UsageError {
+  return new UsageError(
+    `no declared job ${ids.join(', ')} (declared: ${jobs.map((j) => j.id).join(', ')})`,
+  );
+}
+
+/**
+ * The declared job with the id `id`.
+ *
+ * @throws {UsageError} naming the declared ids, if none has that id.
+ * @example const job = selectJob(await loadJobs(process.env), 'nightly-report');
+ */
+export function selectJob(jobs: readonly DeclaredJob[], id: string): DeclaredJob {
+  const job = jobs.find((j) => j.id === id);
+  if (job === undefined) throw notDeclared(jobs, [id]);
+  return job;
+}
+
+/**
+ * The declared jobs with the ids `ids`, in declaration order; all of them when `ids` is undefined.
+ *
+ * @throws {UsageError} naming the ids that are not declared, and the declared ones.
+ * @example const jobs = selectJobs(await loadJobs(process.env), args.job);
+ */
+export function selectJobs(
+  jobs: readonly DeclaredJob[],
+  ids: readonly string[] | undefined,
+): readonly DeclaredJob[] {
+  if (ids === undefined) return jobs;
+  const unknown = ids.filter((id) => !jobs.some((job) => job.id === id));
+  if (unknown.length > 0) throw notDeclared(jobs, unknown);
+  return jobs.filter((job) => ids.includes(job.id));
 }

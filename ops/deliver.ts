@@ -6,6 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { toUtcRfc3339 } from '../src/schedule.ts';
 import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../src/scheduler-request.ts';
+import { CommandError, UsageError } from './command.ts';
 
 /** Where deliveries go, and the bearer token they carry (none for a local function). */
 export interface DeliveryTarget {
@@ -34,33 +35,43 @@ function isLocal(url: URL): boolean {
  * account needs `roles/iam.serviceAccountTokenCreator` on the invoker; `deploy.sh` names it
  * `FUNCTION_NAME-invoker@PROJECT.iam.gserviceaccount.com`).
  *
- * @throws Error saying what to pass when a deployed URL has neither a token nor an invoker.
+ * @throws {UsageError} if `--url` is not a URL.
+ * @throws {CommandError} saying what to pass when a deployed URL has neither a token nor an
+ * invoker, or when gcloud could not print a token (its own message is on stderr above).
  */
 export function resolveTarget(
   options: { url?: string | undefined; token?: string | undefined; invoker?: string | undefined },
   env: NodeJS.ProcessEnv,
 ): DeliveryTarget {
-  const url = new URL(options.url ?? `http://localhost:${env.PORT ?? 8080}/`);
+  const text = options.url ?? `http://localhost:${env.PORT ?? 8080}/`;
+  const url = URL.parse(text);
+  if (url === null) throw new UsageError(`--url ${JSON.stringify(text)} is not a URL`);
   const token = options.token ?? env.ID_TOKEN;
   if (token !== undefined || isLocal(url)) return { url: url.href, token };
   const invoker = options.invoker ?? env.INVOKER_SA_EMAIL;
   if (invoker === undefined) {
-    throw new Error(
+    throw new CommandError(
       `${url.origin} needs an ID token: pass --invoker SERVICE_ACCOUNT_EMAIL (the Scheduler jobs' invoker, e.g. scheduled-job-invoker@PROJECT.iam.gserviceaccount.com) or --token TOKEN`,
     );
   }
-  const printed = execFileSync(
-    'gcloud',
-    [
-      'auth',
-      'print-identity-token',
-      `--impersonate-service-account=${invoker}`,
-      `--audiences=${url.origin}`,
-      '--quiet',
-    ],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  return { url: url.href, token: printed.trim() };
+  const args = [
+    'auth',
+    'print-identity-token',
+    `--impersonate-service-account=${invoker}`,
+    `--audiences=${url.origin}`,
+    '--quiet',
+  ];
+  try {
+    const printed = execFileSync('gcloud', args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    return { url: url.href, token: printed.trim() };
+  } catch {
+    throw new CommandError(
+      `gcloud auth print-identity-token --impersonate-service-account=${invoker} failed (its message is above)`,
+    );
+  }
 }
 
 /**
@@ -84,7 +95,7 @@ export function schedulerHeaders(
 /**
  * POSTs one delivery and reads the function's JSON answer.
  *
- * @throws Error if the function cannot be reached.
+ * @throws {CommandError} if the function cannot be reached.
  */
 export async function deliver(
   target: DeliveryTarget,
@@ -99,7 +110,7 @@ export async function deliver(
     signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
   }).catch((err: Error) => {
     const why = (err.cause as Error | undefined)?.message ?? err.message;
-    throw new Error(
+    throw new CommandError(
       `could not reach ${target.url} (${why}): is the function running (npm run dev), or is --url right?`,
     );
   });

@@ -10,48 +10,40 @@
  * message on stderr and exit status 1; bad arguments: exit status 2.
  */
 import { parseArgs } from 'node:util';
+import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
 
 const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let options: { json?: boolean; deploy?: boolean; after?: string; help?: boolean };
-  try {
-    ({ values: options } = parseArgs({
-      args: argv,
-      options: {
-        json: { type: 'boolean' },
-        deploy: { type: 'boolean' },
-        after: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const { values: options } = parseArgs({
+    args: argv,
+    options: {
+      json: { type: 'boolean' },
+      deploy: { type: 'boolean' },
+      after: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (options.help) {
     console.log(USAGE);
     return 0;
   }
   const after = options.after === undefined ? new Date() : new Date(options.after);
   if (Number.isNaN(after.getTime())) {
-    console.error(
-      `jobs: --after ${JSON.stringify(options.after)} is not a date-time, e.g. 2026-10-25T00:00:00Z\n${USAGE}`,
+    throw new UsageError(
+      `--after ${JSON.stringify(options.after)} is not a date-time, e.g. 2026-10-25T00:00:00Z`,
     );
-    return 2;
   }
   if (options.json && options.deploy) {
-    console.error(`jobs: --json and --deploy are two outputs; choose one\n${USAGE}`);
-    return 2;
+    throw new UsageError('--json and --deploy are two outputs; choose one');
   }
   const jobs = await loadJobs(env);
-  if (jobs === undefined) return 1;
   if (options.deploy) console.log(deployLines(jobs));
   else if (options.json) console.log(jobsJson(upcoming(jobs, after)));
   else console.log(jobsTable(upcoming(jobs, after)));
   return 0;
 }
 
-process.exitCode = await main(process.argv.slice(2), process.env);
+await runCommand('jobs', USAGE, main);

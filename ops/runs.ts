@@ -22,13 +22,13 @@
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
 import { loadConfig } from '../src/config.ts';
-import { ConfigError, InvalidRequestError, LedgerUnavailableError } from '../src/errors.ts';
-import { type DeclaredJob, validateJobs } from '../src/job-declaration.ts';
+import type { DeclaredJob } from '../src/job-declaration.ts';
 import { RunLedger } from '../src/ledger.ts';
 import { readHistory, type SlotRow, slotRow } from '../src/run-history.ts';
 import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
 import { scopeOf } from '../src/scheduler-request.ts';
-import { loadDeclarations } from './declarations.ts';
+import { runCommand, UsageError } from './command.ts';
+import { loadJobs, selectJobs } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 import { checkFailures, parseDuration, runsJson, runsTable } from './format-runs.ts';
 
@@ -37,8 +37,6 @@ const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json] [--check
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
 const DEFAULT_SLOTS = 10;
-
-class UsageError extends Error {}
 
 function pairs(values: readonly string[] | undefined, what: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -135,14 +133,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers: pairs(args['scope-header'], 'scope-header'),
     params: pairs(args['scope-param'], 'scope-param'),
   });
-  const declared = validateJobs(await loadDeclarations(env.JOBS_MODULE));
-  const unknown = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
-  if (unknown.length > 0) {
-    throw new UsageError(
-      `no declared job ${unknown.join(', ')} (declared: ${declared.map((j) => j.id).join(', ')})`,
-    );
-  }
-  const jobs = args.job === undefined ? declared : declared.filter((j) => args.job?.includes(j.id));
+  const jobs = selectJobs(await loadJobs(env), args.job);
 
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
@@ -199,20 +190,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return failures.length > 0 ? 1 : 0;
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2), process.env);
-} catch (err) {
-  if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-    console.error(`runs: ${(err as Error).message}\n${USAGE}`);
-    process.exitCode = 2;
-  } else if (
-    err instanceof ConfigError ||
-    err instanceof InvalidRequestError ||
-    err instanceof LedgerUnavailableError
-  ) {
-    console.error(`runs: ${err.message}`);
-    process.exitCode = 1;
-  } else {
-    throw err;
-  }
-}
+await runCommand('runs', USAGE, main);

@@ -23,6 +23,7 @@
  * arguments or settings, 1 for invalid declarations.
  */
 import { parseArgs } from 'node:util';
+import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
@@ -33,15 +34,6 @@ import { parseRate, schedulerSettings } from './scheduler-settings.ts';
 const USAGE =
   'usage: node ops/scheduler.ts [--url URL] [--fire JOB] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
 
-interface Options {
-  url?: string;
-  fire?: string;
-  'drop-answers'?: string;
-  duplicates?: string;
-  'certs-port'?: string;
-  help?: boolean;
-}
-
 /** Resolves on the first SIGINT or SIGTERM. */
 function interrupted(): Promise<void> {
   return new Promise((resolve) => {
@@ -51,23 +43,17 @@ function interrupted(): Promise<void> {
 }
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let options: Options;
-  try {
-    ({ values: options } = parseArgs({
-      args: argv,
-      options: {
-        url: { type: 'string' },
-        fire: { type: 'string' },
-        'drop-answers': { type: 'string' },
-        duplicates: { type: 'string' },
-        'certs-port': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }));
-  } catch (err) {
-    console.error(`${(err as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const { values: options } = parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' },
+      fire: { type: 'string' },
+      'drop-answers': { type: 'string' },
+      duplicates: { type: 'string' },
+      'certs-port': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (options.help) {
     console.log(USAGE);
     return 0;
@@ -80,16 +66,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     duplicates = parseRate('--duplicates', options.duplicates);
     settings = schedulerSettings(env);
   } catch (err) {
-    console.error(`scheduler: ${(err as Error).message}\n${USAGE}`);
-    return 2;
+    throw new UsageError((err as Error).message);
   }
   const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
-  if (URL.parse(url) === null) {
-    console.error(`scheduler: --url ${JSON.stringify(url)} is not a URL\n${USAGE}`);
-    return 2;
-  }
+  if (URL.parse(url) === null) throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
   const jobs = await loadJobs(env);
-  if (jobs === undefined) return 1;
 
   let issuer: OidcIssuer | undefined;
   const { oidc } = settings;
@@ -142,4 +123,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
 }
 
-process.exitCode = await main(process.argv.slice(2), process.env);
+await runCommand('scheduler', USAGE, main);

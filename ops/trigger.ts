@@ -17,16 +17,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { validateJobs } from '../src/job-declaration.ts';
 import { previousSlot, toUtcRfc3339 } from '../src/schedule.ts';
 import { MODE_HEADER, normaliseScheduleTime, TRIGGER_ID_HEADER } from '../src/scheduler-request.ts';
-import { loadDeclarations } from './declarations.ts';
+import { runCommand, UsageError } from './command.ts';
+import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 
 const USAGE =
   'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
-
-class UsageError extends Error {}
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args, positionals } = parseArgs({
@@ -47,13 +45,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
   const [jobId, ...extra] = positionals;
   if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
-  const jobs = validateJobs(await loadDeclarations(env.JOBS_MODULE));
-  const job = jobs.find((j) => j.id === jobId);
-  if (job === undefined) {
-    throw new UsageError(
-      `no declared job ${jobId} (declared: ${jobs.map((j) => j.id).join(', ')})`,
-    );
-  }
+  const job = selectJob(await loadJobs(env), jobId);
   if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
   let slot: Date | undefined;
   if (args.slot !== undefined) {
@@ -100,11 +92,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2), process.env);
-} catch (err) {
-  const usage =
-    err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-  console.error(`trigger: ${(err as Error).message}${usage ? `\n${USAGE}` : ''}`);
-  process.exitCode = usage ? 2 : 1;
-}
+await runCommand('trigger', USAGE, main);
