@@ -7,6 +7,8 @@
  */
 import { loadConfig } from '../src/config.ts';
 import { ConfigError } from '../src/errors.ts';
+import type { LocalSchedulerOptions } from './local-scheduler.ts';
+import type { OidcIssuer } from './oidc-issuer.ts';
 
 /** The OIDC token every delivery carries with `AUTH_MODE=verify-oidc`. */
 export interface OidcSettings {
@@ -86,6 +88,26 @@ export function schedulerSettings(
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { headers, query, oidc };
+}
+
+/**
+ * What every delivery of the local Scheduler carries, as {@link LocalSchedulerOptions}: the jobs'
+ * headers and query, and with `AUTH_MODE=verify-oidc` an ID token that `issuer` signs.
+ *
+ * @example new LocalScheduler({ url, jobs, ...deliveryOptions(schedulerSettings(env), issuer) })
+ */
+export function deliveryOptions(
+  settings: SchedulerSettings,
+  issuer: OidcIssuer | undefined,
+): Pick<LocalSchedulerOptions, 'headers' | 'query' | 'tokens'> {
+  const { oidc } = settings;
+  return {
+    headers: settings.headers,
+    query: settings.query,
+    ...(issuer === undefined || oidc === undefined
+      ? {}
+      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
+  };
 }
 
 /**

@@ -29,7 +29,7 @@ import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
 import { LocalScheduler } from './local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
-import { parseRate, schedulerSettings } from './scheduler-settings.ts';
+import { deliveryOptions, parseRate, schedulerSettings } from './scheduler-settings.ts';
 
 const USAGE =
   'usage: node ops/scheduler.ts [--url URL] [--fire JOB] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
@@ -94,13 +94,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const scheduler = new LocalScheduler({
     url,
     jobs,
-    headers: settings.headers,
-    query: settings.query,
+    ...deliveryOptions(settings, issuer),
     dropAnswers,
     duplicates,
-    ...(issuer === undefined || oidc === undefined
-      ? {}
-      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
     onEvent: (event) => console.log(formatEvent(event, idWidth)),
   });
 

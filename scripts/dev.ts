@@ -40,7 +40,7 @@ import { formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
-import { parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
+import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
 import { ConfigError } from '../src/errors.ts';
 import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
 import {
@@ -277,17 +277,12 @@ if (!options['no-scheduler']) {
   }
   const jobs = readJobs() ?? fail('cannot start the Scheduler without valid job declarations');
   const idWidth = () => Math.max(...(scheduler?.jobs ?? jobs).map((j) => j.id.length));
-  const { oidc } = settings;
   scheduler = new LocalScheduler({
     url: functionUrl,
     jobs,
-    headers: settings.headers,
-    query: settings.query,
+    ...deliveryOptions(settings, issuer),
     dropAnswers,
     duplicates,
-    ...(issuer === undefined || oidc === undefined
-      ? {}
-      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
     onEvent: (event) => console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
   scheduler.start();
