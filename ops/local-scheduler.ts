@@ -34,22 +34,11 @@
  * from an injected `random`, so tests drive all three.
  */
 import type { DeclaredJob } from '../src/job-declaration.ts';
-import { backoffMs, makesRetry } from '../src/retry-policy.ts';
+import { backoffMs, makesRetry, type RetrySettings } from '../src/retry-policy.ts';
 import { nextSlots, toUtcRfc3339 } from '../src/schedule.ts';
 
 /** What the Scheduler needs of a job: its id, its schedule and its Scheduler settings. */
-export type SchedulerJob = Pick<
-  DeclaredJob,
-  | 'id'
-  | 'schedule'
-  | 'timeZone'
-  | 'attemptDeadlineSeconds'
-  | 'retryCount'
-  | 'maxRetryDurationSeconds'
-  | 'minBackoffSeconds'
-  | 'maxBackoffSeconds'
-  | 'maxDoublings'
->;
+export type SchedulerJob = Pick<DeclaredJob, 'id' | 'schedule' | 'timeZone'> & RetrySettings;
 
 /** Wall-clock time and timers. */
 export interface Clock {
