@@ -22,7 +22,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 const LOCATION = 'projects/demo-project/locations/us-central1';
 
@@ -47,11 +47,7 @@ describe('examples/cloud-build: the proxy', () => {
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
   function proxy(trigger: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
-    const collection = freshCollection();
-    const { ledger } = newLedger({ collection });
-    const recordLaunch = wrap(noteLaunch);
-    const run = createCloudBuildJob({ trigger, client, recordLaunch });
-    return { ...serve(run, { ledger, collection }), collection };
+    return serve(createCloudBuildJob({ trigger, client, recordLaunch: wrap(noteLaunch) }));
   }
 
   const launchesOf = (triggerId: string) =>

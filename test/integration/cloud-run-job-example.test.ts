@@ -15,14 +15,14 @@ import {
   RUN_ID_ENV,
   SCHEDULE_TIME_ENV,
 } from '../../examples/cloud-run-job/cloud-run-job.ts';
-import { noteLaunch } from '../../examples/shared/launch-once.ts';
+import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A Cloud Run job of its own for each test, so launches and lists never mix. */
 function aJob(): string {
@@ -45,16 +45,9 @@ describe('examples/cloud-run-job: the proxy', () => {
   });
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
-  function proxy(job: string) {
-    const collection = freshCollection();
-    const { ledger } = newLedger({ collection });
-    const run = createCloudRunJob({
-      job,
-      jobsClient,
-      executionsClient,
-      recordLaunch: noteLaunch,
-    });
-    return { ...serve(run, { ledger, collection }), collection };
+  function proxy(job: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
+    const recordLaunch = wrap(noteLaunch);
+    return serve(createCloudRunJob({ job, jobsClient, executionsClient, recordLaunch }));
   }
 
   it('starts one execution whose environment carries the run id, schedule time and job name', async () => {
@@ -101,21 +94,12 @@ describe('examples/cloud-run-job: the proxy', () => {
 
   it('adopts the execution an attempt started before it failed, and starts no second one', async () => {
     const job = aJob();
-    const collection = freshCollection();
-    const { ledger } = newLedger({ collection });
-    const record = noteLaunch;
     let recordings = 0;
-    const run = createCloudRunJob({
-      job,
-      jobsClient,
-      executionsClient,
-      // The first attempt fails after its launch, before the run's completion write.
-      recordLaunch: async (ctx, launch) => {
-        if (++recordings === 1) throw new Error('the first attempt dies after its launch');
-        await record(ctx, launch);
-      },
+    // The first attempt fails after its launch, before the run's completion write.
+    const { request, collection } = proxy(job, (record) => async (ctx, launch) => {
+      if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+      await record(ctx, launch);
     });
-    const { request } = serve(run, { ledger, collection });
 
     const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
     const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));

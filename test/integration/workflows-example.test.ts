@@ -25,7 +25,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { freshCollection, newLedger, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A workflow of its own for each test, so executions never mix. */
 function aWorkflow(): string {
@@ -47,11 +47,7 @@ describe('examples/workflows-proxy', () => {
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
   function proxy(workflow: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
-    const collection = freshCollection();
-    const { ledger } = newLedger({ collection });
-    const recordLaunch = wrap(noteLaunch);
-    const run = createWorkflowsJob({ workflow, client, recordLaunch });
-    return { ...serve(run, { ledger, collection }), collection };
+    return serve(createWorkflowsJob({ workflow, client, recordLaunch: wrap(noteLaunch) }));
   }
 
   const launchesOf = (workflow: string) =>
