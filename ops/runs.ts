@@ -13,10 +13,11 @@
  * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed (one before the job's oldest
- * record in the window does not count), or failed past its retry window. `--backfill` then delivers every missed slot of the window, oldest first, one at a time,
- * as Scheduler would (to the local function, or `--url` with an ID token: `ops/deliver.ts`), and
- * prints what each got; it exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid
- * declarations or configuration exit 1.
+ * record in the window does not count), or failed past its retry window. `--backfill` then
+ * delivers every missed slot of the window, oldest first, one at a time, as Scheduler would (to
+ * the local function, or `--url` with an ID token: `ops/deliver.ts`), and prints what each got; it
+ * exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid declarations or configuration,
+ * or an unreachable Firestore or function, exit 1 (`ops/command.ts`).
  */
 
 import { parseArgs } from 'node:util';
