@@ -20,9 +20,9 @@ import {
   Timestamp,
   type Transaction,
 } from '@google-cloud/firestore';
-import { LedgerUnavailableError } from '../src/errors.ts';
-import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/ledger.ts';
-import { type RunDetails, RunStatus, runRecordConverter } from '../src/run-record.ts';
+import { LedgerUnavailableError } from '../src/core/errors.ts';
+import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/core/ledger.ts';
+import { type RunDetails, RunStatus, runRecordConverter } from '../src/core/run-record.ts';
 
 type BaselineOptions = Omit<LedgerOptions, 'timeoutMs'>;
 

@@ -10,7 +10,7 @@
  * a metric-absence condition's duration is at most 23.5 hours
  * (https://cloud.google.com/monitoring/alerts/metric-absence).
  */
-import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../src/missed-runs.ts';
+import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../src/policy/missed-runs.ts';
 
 /** The longest metric-absence duration Cloud Monitoring accepts, s (23.5 h). */
 export const MAX_ABSENCE_SECONDS = 84_600;

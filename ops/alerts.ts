@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { longestGapMs } from '../src/schedule.ts';
+import { longestGapMs } from '../src/policy/schedule.ts';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';

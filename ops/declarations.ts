@@ -4,8 +4,12 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigError } from '../src/errors.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
+import { ConfigError } from '../src/core/errors.ts';
+import {
+  type DeclaredJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
 import { UsageError } from './command.ts';
 
 /**

@@ -2,8 +2,8 @@
  * What `npm run jobs` prints, as pure functions of the declared jobs: a table for people, JSON for
  * programs, and the tab-separated lines `deploy.sh` reads.
  */
-import type { DeclaredJob, JobInfo } from '../src/job-declaration.ts';
-import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/schedule.ts';
+import type { DeclaredJob, JobInfo } from '../src/policy/job-declaration.ts';
+import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/policy/schedule.ts';
 import { formatTable } from './table.ts';
 
 /** A job and its next fire times. */

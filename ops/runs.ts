@@ -22,12 +22,12 @@
 
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
-import { loadConfig } from '../src/config.ts';
-import type { DeclaredJob } from '../src/job-declaration.ts';
-import { RunLedger } from '../src/ledger.ts';
-import { readHistory, type SlotRow, slotRow } from '../src/run-history.ts';
-import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/schedule.ts';
-import { scopeOf } from '../src/scheduler-request.ts';
+import { RunLedger } from '../src/core/ledger.ts';
+import { loadConfig } from '../src/function/config.ts';
+import { scopeOf } from '../src/function/scheduler-request.ts';
+import type { DeclaredJob } from '../src/policy/job-declaration.ts';
+import { readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
+import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';

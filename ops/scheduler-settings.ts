@@ -5,8 +5,9 @@
  * `AUTH_MODE=verify-oidc`, the token audience and invoker, from the function's own configuration
  * (`src/config.ts`), so one environment serves both.
  */
-import { loadConfig } from '../src/config.ts';
-import { ConfigError } from '../src/errors.ts';
+
+import { ConfigError } from '../src/core/errors.ts';
+import { loadConfig } from '../src/function/config.ts';
 import type { LocalSchedulerOptions } from './local-scheduler.ts';
 import type { OidcIssuer } from './oidc-issuer.ts';
 

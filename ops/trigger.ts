@@ -17,8 +17,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { previousSlot, toUtcRfc3339 } from '../src/schedule.ts';
-import { MODE_HEADER, normaliseScheduleTime, TRIGGER_ID_HEADER } from '../src/scheduler-request.ts';
+import {
+  MODE_HEADER,
+  normaliseScheduleTime,
+  TRIGGER_ID_HEADER,
+} from '../src/function/scheduler-request.ts';
+import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';

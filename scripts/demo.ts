@@ -1,6 +1,7 @@
 /**
  * `npm run demo`: serves the function on a local port (two jobs of its own, `nightly-report` and
- * `demo-flaky`, both running the shipped `runJobLogic` of `src/job.ts`; the real ledger on the
+ * `demo-flaky`, both running `scripts/demo-job.ts`, a copy of the example job, never the user's
+ * jobs; the real ledger on the
  * Firestore emulator) and sends it the deliveries Cloud Scheduler sends in real life, then prints
  * which jobs it runs and what each delivery got. Job `demo-flaky` is wrapped to fail its first
  * execution, to show a retry.
@@ -11,12 +12,13 @@ import type { AddressInfo } from 'node:net';
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
-import { loadConfig } from '../src/config.ts';
-import { createScheduledJobHandler } from '../src/handler.ts';
-import { type JobContext, runJobLogic } from '../src/job.ts';
-import { defineJob, validateJobs } from '../src/job-declaration.ts';
-import { RunLedger } from '../src/ledger.ts';
-import { createLogger } from '../src/logger.ts';
+import type { JobContext } from '../src/core/job-context.ts';
+import { RunLedger } from '../src/core/ledger.ts';
+import { loadConfig } from '../src/function/config.ts';
+import { createScheduledJobHandler } from '../src/function/handler.ts';
+import { createLogger } from '../src/function/logger.ts';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { demoJob } from './demo-job.ts';
 
 const config = loadConfig({
   ...process.env,
@@ -39,9 +41,9 @@ async function job(ctx: JobContext): Promise<void> {
   executions.set(ctx.jobName, n);
   firstJobStarted.resolve();
   if (ctx.jobName === 'demo-flaky' && n === 1) throw new Error('downstream API returned 503');
-  await runJobLogic(ctx);
+  await demoJob(ctx);
 }
-// The demo's own two jobs, both running the example job from src/job.ts (demo-flaky fails once).
+// The demo's own two jobs, both running the demo's copy of the example job (demo-flaky fails once).
 const jobs = validateJobs(
   ['nightly-report', 'demo-flaky'].map((id) =>
     defineJob({ id, schedule: '*/5 * * * *', run: job }),
@@ -160,7 +162,7 @@ await step(
 
 console.log(
   `Jobs ${jobs.map((j) => j.id).join(' and ')}, declared by scripts/demo.ts (not src/jobs.ts), ` +
-    'both run runJobLogic of src/job.ts; demo-flaky fails its first execution. ' +
+    'both run scripts/demo-job.ts, a copy of the example job (never your jobs); demo-flaky fails its first execution. ' +
     `Function on 127.0.0.1:${port}; run records in the emulator, collection ${config.runsCollection}.\n`,
 );
 const header = ['#', 'delivery', 'status', 'outcome', 'job runs', 'message'];

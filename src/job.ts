@@ -12,59 +12,8 @@
  * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
  *   (the Scheduler guide: the most downstream service must be idempotent too).
  */
-import type { Logger } from 'pino';
-import { defineJob, type JobInfo } from './job-declaration.ts';
-import type { NoteValue } from './run-record.ts';
-
-/** What the job knows about the run it is doing. */
-export interface JobContext {
-  /** The run's idempotency key (64 hex chars): send it downstream, e.g. as an `Idempotency-Key` header. */
-  readonly runId: string;
-  /** The Scheduler job id (or full name) from `X-CloudScheduler-JobName`. */
-  readonly jobName: string;
-  /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
-  readonly scheduleTime: Date;
-  /**
-   * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (it arrived well before its
-   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`.
-   */
-  readonly kind: 'slot' | 'forced' | 'manual';
-  /**
-   * The re-run's number (1, 2, …) when this run is a finished slot run again on purpose
-   * (`npm run trigger -- JOB --rerun --slot T`); `runId` then ends in `-rerun-N`. Else 0.
-   */
-  readonly rerun: number;
-  /** This attempt's id; differs between a failed attempt and its retry. */
-  readonly attemptId: string;
-  /**
-   * When this attempt's lease lapses, by Firestore's clock. Current: the lease heartbeat moves it on
-   * every third of LEASE_SECONDS while the job runs, so a long job keeps the run. It stops moving
-   * only if the job runs past JOB_TIMEOUT_SECONDS or extensions fail for about two thirds of a lease.
-   */
-  readonly leaseExpires: Date;
-  /**
-   * Aborted when this attempt should stop: its lease was lost to another attempt, the instance is
-   * shutting down (SIGTERM), or the job ran past JOB_TIMEOUT_SECONDS. `signal.reason` says which
-   * (an `AttemptAbortedError`). Pass it to `fetch` and friends, or check it between steps, and throw:
-   * the claim is then released so a retry can run at once.
-   */
-  readonly signal: AbortSignal;
-  /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace). */
-  readonly logger: Logger;
-  /**
-   * Notes a value in this run's record (`notes.NAME`), now, before the run completes: e.g. the id
-   * of what the job started downstream, so the run's history shows it even if this attempt then
-   * dies. A string, number or boolean, or a flat object of those (≤ 20 fields, strings ≤ 1500
-   * characters). Rejects with an `AttemptAbortedError` if the lease was lost.
-   */
-  readonly note: (name: string, value: NoteValue) => Promise<void>;
-  /**
-   * The declaration of the job this run belongs to: its `id` (the Scheduler job id, short form, even
-   * when the delivery named it `projects/…/jobs/ID`), `schedule` and `timeZone`, e.g. to compute the
-   * previous or next slot with `previousSlot(ctx.job, ctx.scheduleTime)` from `schedule.ts`.
-   */
-  readonly job: JobInfo;
-}
+import type { JobContext } from './core/job-context.ts';
+import { defineJob } from './policy/job-declaration.ts';
 
 /**
  * The scheduled work. This example logs, then "works" for a second, or less if the attempt must stop

@@ -9,13 +9,13 @@
  * `./deploy.sh` reports it, and `./deploy.sh --prune` deletes it.
  */
 import { job } from './job.ts';
-import type { JobDeclaration } from './job-declaration.ts';
+import type { JobDeclaration } from './policy/job-declaration.ts';
 
 export const jobs: readonly JobDeclaration[] = [
   job,
   // A second job, e.g. a report at 02:00 Berlin time on weekdays:
   //
-  // defineJob({                          // import { defineJob } from './job-declaration.ts';
+  // defineJob({                          // import { defineJob } from './policy/job-declaration.ts';
   //   id: 'nightly-report',
   //   schedule: '0 2 * * MON-FRI',
   //   timeZone: 'Europe/Berlin',

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { OAuth2Client } from 'google-auth-library';
-import { createOidcAuthenticator } from '../src/auth.ts';
+import { createOidcAuthenticator } from '../src/function/auth.ts';
 import { countingJob, documents, schedulerHeaders, serve } from './helpers.ts';
 
 const AUDIENCE = 'https://scheduled-job-abc-uc.a.run.app';

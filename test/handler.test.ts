@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { JobContext } from '../src/job.ts';
-import { defineJob, validateJobs } from '../src/job-declaration.ts';
-import { computeRunId } from '../src/run-key.ts';
+import type { JobContext } from '../src/core/job-context.ts';
+import { computeRunId } from '../src/core/run-key.ts';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import {
   countingJob,
   documents,

@@ -11,11 +11,11 @@ import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { Logger } from 'pino';
 import supertest from 'supertest';
 import { freshCollection, sleep, waitFor } from '../scripts/local-processes.ts';
-import { type Config, loadConfig } from '../src/config.ts';
-import { createScheduledJobHandler, type HandlerDeps } from '../src/handler.ts';
-import { defineJob, type JobRun, validateJobs } from '../src/job-declaration.ts';
-import { type LedgerOptions, RunLedger } from '../src/ledger.ts';
-import { createLogger } from '../src/logger.ts';
+import { type LedgerOptions, RunLedger } from '../src/core/ledger.ts';
+import { type Config, loadConfig } from '../src/function/config.ts';
+import { createScheduledJobHandler, type HandlerDeps } from '../src/function/handler.ts';
+import { createLogger } from '../src/function/logger.ts';
+import { defineJob, type JobRun, validateJobs } from '../src/policy/job-declaration.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
   throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');

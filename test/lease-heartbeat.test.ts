@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AttemptAbortedError } from '../src/errors.ts';
-import { runOnce } from '../src/run-once.ts';
+import { AttemptAbortedError } from '../src/core/errors.ts';
+import { runOnce } from '../src/core/run-once.ts';
 import {
   captureLogs,
   countingJob,

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/errors.ts';
-import type { Claim, ClaimResult } from '../src/ledger.ts';
+import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/core/errors.ts';
+import type { Claim, ClaimResult } from '../src/core/ledger.ts';
 import {
   countingFirestore,
   firestore,

@@ -19,9 +19,9 @@ import {
   type SchedulerJob,
 } from '../ops/local-scheduler.ts';
 import { startOidcIssuer } from '../ops/oidc-issuer.ts';
-import { type Authenticator, createOidcAuthenticator } from '../src/auth.ts';
-import { createScheduledJobHandler } from '../src/handler.ts';
-import { JOB_DEFAULTS } from '../src/job-declaration.ts';
+import { type Authenticator, createOidcAuthenticator } from '../src/function/auth.ts';
+import { createScheduledJobHandler } from '../src/function/handler.ts';
+import { JOB_DEFAULTS } from '../src/policy/job-declaration.ts';
 import { captureLogs, countingJob, declareJobs, newLedger, testConfig } from './helpers.ts';
 
 const servers: Server[] = [];

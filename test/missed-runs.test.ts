@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defineJob, validateJobs } from '../src/job-declaration.ts';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from './fixtures/jobs-history.ts';
 import { schedulerHeaders, serveJobs } from './helpers.ts';
 

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { JobContext } from '../src/job.ts';
-import { defineJob, type JobDeclaration, validateJobs } from '../src/job-declaration.ts';
-import { computeRunId } from '../src/run-key.ts';
+import type { JobContext } from '../src/core/job-context.ts';
+import { computeRunId } from '../src/core/run-key.ts';
+import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
 import { schedulerHeaders, serveJobs, storedRecord, until } from './helpers.ts';
 
 const T = '2026-10-16T12:00:00Z';

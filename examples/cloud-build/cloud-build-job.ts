@@ -22,7 +22,7 @@
  * (`cloudbuild.builds.create` runs a trigger, `cloudbuild.builds.list` lists builds); see README.md.
  */
 import { CloudBuildClient, type protos } from '@google-cloud/cloudbuild';
-import type { JobContext } from '../../src/job.ts';
+import type { JobContext } from '../../src/core/job-context.ts';
 import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
 
 /** The substitution holding the run id. User-defined substitutions start with `_`. */

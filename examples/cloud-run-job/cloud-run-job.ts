@@ -22,7 +22,7 @@
  * (`run.executions.list`); see README.md.
  */
 import { ExecutionsClient, JobsClient, type protos } from '@google-cloud/run';
-import type { JobContext } from '../../src/job.ts';
+import type { JobContext } from '../../src/core/job-context.ts';
 import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
 import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 

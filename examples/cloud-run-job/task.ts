@@ -9,8 +9,8 @@
  * decision, with the environment passed in, so tests drive it without a process.
  */
 import type { Logger } from 'pino';
-import type { Ledger } from '../../src/ledger.ts';
-import { type Attempt, type OutcomeName, runOnce } from '../../src/run-once.ts';
+import type { Ledger } from '../../src/core/ledger.ts';
+import { type Attempt, type OutcomeName, runOnce } from '../../src/core/run-once.ts';
 import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
 /** What the task's work knows: the attempt (run id, signal, lease) and the run it belongs to. */

@@ -13,7 +13,7 @@
  * so the launched service must still de-duplicate on the run id (the guide's downstream
  * idempotency; `examples/cloud-run-job/task.ts` shows it for a Cloud Run job).
  */
-import type { JobContext } from '../../src/job.ts';
+import type { JobContext } from '../../src/core/job-context.ts';
 
 /** An execution (or build) of the run: launched by this attempt, or adopted from an earlier one. */
 export interface Launch {

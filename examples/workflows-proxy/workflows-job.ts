@@ -20,7 +20,7 @@
  * `roles/datastore.user` for the ledger, which deploy.sh grants (`EXAMPLE=workflows` grants both).
  */
 import { ExecutionsClient } from '@google-cloud/workflows';
-import type { JobContext } from '../../src/job.ts';
+import type { JobContext } from '../../src/core/job-context.ts';
 import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
 
 /** Options of {@link createWorkflowsJob}. */

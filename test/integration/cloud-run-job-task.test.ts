@@ -11,7 +11,7 @@ import { Firestore } from '@google-cloud/firestore';
 import { RUN_ID_ENV, SCHEDULE_TIME_ENV } from '../../examples/cloud-run-job/cloud-run-job.ts';
 import { runTaskOnce, type TaskContext } from '../../examples/cloud-run-job/task.ts';
 import { ROOT, spawnGroup } from '../../scripts/local-processes.ts';
-import { RunLedger } from '../../src/ledger.ts';
+import { RunLedger } from '../../src/core/ledger.ts';
 import { captureLogs, freshCollection, until } from '../helpers.ts';
 
 const PROJECT = process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once';

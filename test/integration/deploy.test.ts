@@ -21,8 +21,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { validateJobs } from '../../src/job-declaration.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
+import { validateJobs } from '../../src/policy/job-declaration.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const DEPLOY = path.join(ROOT, 'deploy.sh');

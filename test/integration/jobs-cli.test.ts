@@ -7,9 +7,9 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { deployLines, jobsJson, jobsTable, upcoming } from '../../ops/format-jobs.ts';
-import { validateJobs } from '../../src/job-declaration.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
-import { nextSlots, toUtcRfc3339 } from '../../src/schedule.ts';
+import { validateJobs } from '../../src/policy/job-declaration.ts';
+import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { before, describe, it } from 'node:test';
 import { ROOT } from '../../scripts/local-processes.ts';
-import { defineJob, validateJobs } from '../../src/job-declaration.ts';
+import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { schedulerHeaders, serveJobs } from '../helpers.ts';
 

@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import { ROOT } from '../../scripts/local-processes.ts';
-import { defineJob, validateJobs } from '../../src/job-declaration.ts';
-import { slotRunId } from '../../src/run-history.ts';
+import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { slotRunId } from '../../src/policy/run-history.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { schedulerHeaders, serveJobs, storedRecord } from '../helpers.ts';
 

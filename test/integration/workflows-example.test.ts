@@ -17,8 +17,8 @@ import {
   runIdLabelValue,
   type WorkflowArgument,
 } from '../../examples/workflows-proxy/workflows-job.ts';
-import { computeRunId } from '../../src/run-key.ts';
-import { normaliseScheduleTime } from '../../src/scheduler-request.ts';
+import { computeRunId } from '../../src/core/run-key.ts';
+import { normaliseScheduleTime } from '../../src/function/scheduler-request.ts';
 import {
   type FakeGoogleApis,
   LOCAL_TOKEN,

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { describeThrown } from '../../src/errors.ts';
+import { describeThrown } from '../../src/core/errors.ts';
 
 describe('describeThrown', () => {
   const { proxy, revoke } = Proxy.revocable({}, {});

@@ -11,7 +11,7 @@ import {
   runsJson,
   runsTable,
 } from '../../ops/format-runs.ts';
-import type { SlotRow } from '../../src/run-history.ts';
+import type { SlotRow } from '../../src/policy/run-history.ts';
 
 describe('parseDuration', () => {
   for (const [text, ms] of [

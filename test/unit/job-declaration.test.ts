@@ -4,18 +4,17 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError } from '../../src/errors.ts';
-import { runJobLogic } from '../../src/job.ts';
+import { ConfigError } from '../../src/core/errors.ts';
+import { jobs as starterJobs } from '../../src/jobs.ts';
 import {
   defineJob,
   findJob,
   JOB_DEFAULTS,
   type JobDeclaration,
-  jobIdOf,
   jobInfoOf,
   validateJobs,
-} from '../../src/job-declaration.ts';
-import { jobs as starterJobs } from '../../src/jobs.ts';
+} from '../../src/policy/job-declaration.ts';
+import { jobIdOf } from '../../src/policy/job-id.ts';
 
 const run = () => {};
 
@@ -139,11 +138,11 @@ describe('validateJobs', () => {
     ]);
   });
 
-  it("accepts the starter's own declarations, whose run is runJobLogic", () => {
+  it('accepts the jobs src/jobs.ts lists, whatever they are', () => {
     const jobs = validateJobs(starterJobs);
 
     assert.ok(jobs.length >= 1);
-    assert.equal(jobs[0]?.run, runJobLogic);
+    assert.ok(jobs.every((job) => typeof job.run === 'function'));
   });
 });
 
@@ -175,6 +174,12 @@ describe('jobIdOf and jobInfoOf', () => {
   it('reads the short id from either form of the job name', () => {
     assert.equal(jobIdOf('nightly'), 'nightly');
     assert.equal(jobIdOf('projects/example.com:p/locations/europe-west1/jobs/nightly'), 'nightly');
+  });
+
+  it('reads no id from a name that breaks the rule', () => {
+    assert.equal(jobIdOf('night ly'), undefined);
+    assert.equal(jobIdOf('projects/p/locations/l/jobs/a/b'), undefined);
+    assert.equal(jobIdOf('x'.repeat(501)), undefined);
   });
 
   it('gives a job its id, schedule and time zone, and nothing else', () => {

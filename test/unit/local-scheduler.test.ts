@@ -17,8 +17,8 @@ import {
   type SchedulerJob,
   sleepOn,
 } from '../../ops/local-scheduler.ts';
-import { JOB_DEFAULTS } from '../../src/job-declaration.ts';
-import { nextSlots, toUtcRfc3339 } from '../../src/schedule.ts';
+import { JOB_DEFAULTS } from '../../src/policy/job-declaration.ts';
+import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { FakeClock } from '../fixtures/fake-clock.ts';
 
 const S = 1000;

@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { traceFields } from '../../src/logger.ts';
+import { traceFields } from '../../src/function/logger.ts';
 
 describe('traceFields', () => {
   it('reads W3C traceparent', () => {

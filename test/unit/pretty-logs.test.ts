@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { prettyLogLines } from '../../scripts/pretty-logs.ts';
-import { createLogger } from '../../src/logger.ts';
+import { createLogger } from '../../src/function/logger.ts';
 
 /** The JSON line the function's logger writes for `log(logger)`. */
 function productionLine(log: (logger: ReturnType<typeof createLogger>) => void): string {

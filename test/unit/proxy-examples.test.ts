@@ -15,7 +15,7 @@ import { runEnvironment, runIdOf } from '../../examples/cloud-run-job/cloud-run-
 import { EXIT_CODE_BY_OUTCOME, taskKey } from '../../examples/cloud-run-job/task.ts';
 import { type Launch, launchOnce, nameOf } from '../../examples/shared/launch-once.ts';
 import { runFilter, runIdLabelValue } from '../../examples/workflows-proxy/workflows-job.ts';
-import type { JobContext } from '../../src/job.ts';
+import type { JobContext } from '../../src/core/job-context.ts';
 
 const RUN_ID = '0123456789abcdef'.repeat(4);
 const RUN = { runId: RUN_ID, scheduleTime: new Date('2026-10-16T12:00:00Z'), jobName: 'nightly' };

@@ -3,7 +3,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoffMs, backoffSequenceMs, makesRetry, retryWindowMs } from '../../src/retry-policy.ts';
+import {
+  backoffMs,
+  backoffSequenceMs,
+  makesRetry,
+  retryWindowMs,
+} from '../../src/policy/retry-policy.ts';
 
 const DOC_EXAMPLE = { minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 };
 

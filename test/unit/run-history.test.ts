@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defineJob, validateJobs } from '../../src/job-declaration.ts';
-import { slotRow, slotRunId } from '../../src/run-history.ts';
-import { computeRunId } from '../../src/run-key.ts';
-import type { RunRecord } from '../../src/run-record.ts';
+import { computeRunId } from '../../src/core/run-key.ts';
+import type { RunRecord } from '../../src/core/run-record.ts';
+import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { slotRow, slotRunId } from '../../src/policy/run-history.ts';
 
 const [job] = validateJobs([
   defineJob({

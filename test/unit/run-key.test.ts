@@ -3,7 +3,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { computeRunId } from '../../src/run-key.ts';
+import { computeRunId } from '../../src/core/run-key.ts';
 
 describe('computeRunId', () => {
   const base = {

@@ -10,7 +10,7 @@ import {
   runRecordConverter,
   type StoredRecord,
   timestampOf,
-} from '../../src/run-record.ts';
+} from '../../src/core/run-record.ts';
 
 function read(data: Record<string, unknown>): StoredRecord {
   return runRecordConverter.fromFirestore({ data: () => data } as unknown as QueryDocumentSnapshot);

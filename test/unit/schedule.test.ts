@@ -20,7 +20,7 @@ import {
   timeZoneProblem,
   toUtcRfc3339,
   toZonedRfc3339,
-} from '../../src/schedule.ts';
+} from '../../src/policy/schedule.ts';
 
 const utc = (times: readonly Date[]) => times.map(toUtcRfc3339);
 

@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidRequestError } from '../../src/errors.ts';
-import { normaliseScheduleTime, readScheduledRun } from '../../src/scheduler-request.ts';
+import { InvalidRequestError } from '../../src/core/errors.ts';
+import { normaliseScheduleTime, readScheduledRun } from '../../src/function/scheduler-request.ts';
 
 const NO_SCOPE = { keyScope: '', keyScopeHeaders: [], keyScopeParams: [] };
 

@@ -4,10 +4,11 @@
  * blocked it (a skipped record names it in `blocked_by`), so a long run blocks every slot it
  * overlaps, not just the next. Judged on Firestore's clock (the read's time), like every lease.
  */
+
+import type { RunLedger } from '../core/ledger.ts';
+import { isLeaseLive, RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import type { RunLedger } from './ledger.ts';
 import { slotRunId } from './run-history.ts';
-import { isLeaseLive, RunStatus, type StoredRecord } from './run-record.ts';
 import { previousSlot } from './schedule.ts';
 
 /**

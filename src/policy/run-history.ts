@@ -4,12 +4,13 @@
  * missed-run detection of each processed delivery. No query and no index: every slot's run id is
  * computed, exactly as the handler computes it for a delivery of that slot.
  */
+
+import type { BatchRead, RunLedger } from '../core/ledger.ts';
+import { computeRunId } from '../core/run-key.ts';
+import { type RunRecord, RunStatus, type StoredRecord } from '../core/run-record.ts';
+import { normaliseScheduleTime } from '../function/scheduler-request.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import type { BatchRead, RunLedger } from './ledger.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { computeRunId } from './run-key.ts';
-import { type RunRecord, RunStatus, type StoredRecord } from './run-record.ts';
-import { normaliseScheduleTime } from './scheduler-request.ts';
 
 /**
  * What became of one slot:

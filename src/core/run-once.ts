@@ -3,7 +3,7 @@
  * failure. Independent of HTTP and of Cloud Scheduler, so a downstream service can apply the same
  * claim to any idempotency key it receives.
  */
-import type { Logger } from 'pino';
+
 import {
   AttemptAbortedError,
   describeThrown,
@@ -12,6 +12,7 @@ import {
 } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
+import type { Logger } from './logger.ts';
 import type { NoteValue, RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it. */

@@ -4,12 +4,12 @@
  * cold start (and before a deploy), the way `loadConfig` checks the environment: every problem at
  * once, in one `ConfigError`.
  */
-import { ConfigError } from './errors.ts';
-import type { JobContext } from './job.ts';
+import { ConfigError } from '../core/errors.ts';
+import type { JobInfo, JobRun } from '../core/job-context.ts';
+import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
 
-/** The work of one job, with the contract of `runJobLogic` in `job.ts`: return = done, throw = retry. */
-export type JobRun = (ctx: JobContext) => Promise<void> | void;
+export type { JobInfo, JobRun } from '../core/job-context.ts';
 
 /**
  * One job as the user declares it. Only `id`, `schedule` and `run` are required; every setting left
@@ -62,16 +62,6 @@ export interface JobDeclaration {
  */
 export const OVERLAP_POLICIES = ['allow', 'skip', 'wait'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
-
-/** What a job's code learns about its own declaration (`ctx.job`). */
-export interface JobInfo {
-  /** The declared id: the Scheduler job id, whatever form of it the delivery carried. */
-  readonly id: string;
-  /** The unix-cron schedule, fields separated by one space. */
-  readonly schedule: string;
-  /** The tz database zone the schedule is read in. */
-  readonly timeZone: string;
-}
 
 /**
  * A validated declaration with every default filled in; frozen. The fields mean what they mean in
@@ -132,11 +122,6 @@ export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number,
   maxDoublings: [0, 999],
 };
 
-/** Cloud Scheduler's job id rule (Job.name): letters, digits, hyphens, underscores, ≤ 500. */
-const JOB_ID = /^[A-Za-z0-9_-]{1,500}$/;
-/** A full job name, `projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID`. */
-const FULL_JOB_NAME = /^projects\/[^/]+\/locations\/[^/]+\/jobs\/([^/]+)$/;
-
 /**
  * Declares a job. An identity function: it returns `declaration` unchanged and exists for the type,
  * so an editor checks the fields and infers `ctx` in `run`. Validation happens in
@@ -187,10 +172,8 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
       continue;
     }
     const { id, schedule, run } = declaration;
-    if (typeof id !== 'string' || !JOB_ID.test(id)) {
-      problem(
-        `id ${JSON.stringify(id)} must be 1-500 letters, digits, "-" or "_" (a Scheduler job id)`,
-      );
+    if (!isJobId(id)) {
+      problem(`id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`);
     } else if (firstIndexOf.has(id)) {
       problem(
         `id "${id}" is already declared by jobs[${firstIndexOf.get(id)}]; job ids must be unique`,
@@ -240,17 +223,6 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
 }
 
 /**
- * The short job id in a job name: `ID` itself, or the last segment of
- * `projects/PROJECT_ID/locations/LOCATION_ID/jobs/ID`. Both name the same Scheduler job, so run ids
- * computed from this are the same whichever form a delivery carried.
- *
- * @example jobIdOf('projects/p/locations/us-central1/jobs/nightly') // 'nightly'
- */
-export function jobIdOf(jobName: string): string {
-  return FULL_JOB_NAME.exec(jobName)?.[1] ?? jobName;
-}
-
-/**
  * The declared job that `X-CloudScheduler-JobName` names. Scheduler sends the short job id ("the
  * short job identifier (JOB_ID) of projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID",
  * https://cloud.google.com/scheduler/docs/configuring/deduplicate-job-requests); the full name is
@@ -263,7 +235,7 @@ export function jobIdOf(jobName: string): string {
  */
 export function findJob(jobs: readonly DeclaredJob[], jobName: string): DeclaredJob | undefined {
   const id = jobIdOf(jobName);
-  return jobs.find((job) => job.id === id);
+  return id === undefined ? undefined : jobs.find((job) => job.id === id);
 }
 
 /**

@@ -5,13 +5,13 @@
  */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
+import { ConfigError } from '../core/errors.ts';
+import { RunLedger } from '../core/ledger.ts';
+import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
-import { ConfigError } from './errors.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from './job-declaration.ts';
-import { RunLedger } from './ledger.ts';
 import { createLogger } from './logger.ts';
 import { drainOnSignals, GracefulShutdown } from './shutdown.ts';
 

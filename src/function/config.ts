@@ -2,7 +2,7 @@
  * Configuration: the only module that reads the environment. Each option is one named entry pairing
  * its variable, its default and a parser that validates and converts units (seconds → ms).
  */
-import { ConfigError } from './errors.ts';
+import { ConfigError } from '../core/errors.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

@@ -7,9 +7,10 @@
  * between a server time and this instance's clock, so a skewed clock cannot speed or slow it. Each
  * extension writes a lease of `leaseMs` from Firestore's time of that write.
  */
-import type { Logger } from 'pino';
+
 import { AttemptAbortedError } from './errors.ts';
 import type { Claim, Ledger } from './ledger.ts';
+import type { Logger } from './logger.ts';
 
 /** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
 const BEATS_PER_LEASE = 3;

@@ -2,8 +2,12 @@
  * Reads a Cloud Scheduler delivery: the job name, the schedule time and the key scope. Pure: no I/O,
  * so every bad input is refused before Firestore is touched.
  */
+
+import { InvalidRequestError } from '../core/errors.ts';
+import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../core/rfc3339.ts';
+import type { Scope } from '../core/run-key.ts';
+import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import type { Config } from './config.ts';
-import { InvalidRequestError } from './errors.ts';
 
 /** The header Cloud Scheduler sets to the job's id (the Scheduler guide, "deduplicate job requests"). */
 export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
@@ -34,7 +38,7 @@ export interface ScheduledRun {
   /** The schedule time as a UTC instant in canonical RFC 3339 (`…Z`, fraction without trailing zeros). */
   readonly scheduleTime: string;
   /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
-  readonly scope: readonly (readonly [string, string])[];
+  readonly scope: Scope;
   /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
 }
@@ -47,14 +51,6 @@ export interface DeliveryLike {
   readonly url?: string | undefined;
 }
 
-// Job ids: letters, digits, '-', '_', up to 500 characters (Cloud Scheduler's job id rule).
-const JOB_ID = '[A-Za-z0-9_-]{1,500}';
-const JOB_NAME = new RegExp(
-  `^(?:${JOB_ID}|projects/[a-z0-9.:-]{1,100}/locations/[a-z0-9-]{1,64}/jobs/${JOB_ID})$`,
-);
-const RFC3339 =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
-const MAX_SCHEDULE_TIME_LENGTH = 40;
 const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
 
 /**
@@ -85,61 +81,19 @@ function describe(value: string): string {
 }
 
 /**
- * Parses an RFC 3339 date-time and returns the same instant in canonical UTC form, so
- * `2026-10-16T05:00:00-07:00` and `2026-10-16T12:00:00Z` name one run.
+ * The canonical form of a schedule time (`canonicalRfc3339`), so `2026-10-16T05:00:00-07:00` and
+ * `2026-10-16T12:00:00Z` name one run.
  *
- * @throws {InvalidRequestError} for anything that is not a real RFC 3339 instant with an offset:
- *   missing offset, impossible dates, leap seconds (Scheduler never sends one), year 0000.
+ * @throws {InvalidRequestError} for anything that is not an RFC 3339 instant with an offset.
+ * @example normaliseScheduleTime('2026-10-16T05:00:00-07:00') // '2026-10-16T12:00:00Z'
  */
 export function normaliseScheduleTime(value: string): string {
-  const what = `${SCHEDULE_TIME_HEADER} ${describe(value)}`;
-  const format = 'use RFC 3339 with an offset, e.g. 2026-10-16T12:00:00Z';
-  if (value.length > MAX_SCHEDULE_TIME_LENGTH) {
-    throw new InvalidRequestError(
-      `${SCHEDULE_TIME_HEADER} is longer than ${MAX_SCHEDULE_TIME_LENGTH} characters; ${format}.`,
-    );
-  }
-  const m = RFC3339.exec(value);
-  if (m === null) throw new InvalidRequestError(`${what} is not an RFC 3339 date-time; ${format}.`);
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as number[] as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const fraction = (m[7] ?? '').replace(/0+$/, '');
-  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  const offsetHours = Number(m[10] ?? 0);
-  const offsetMinutes = Number(m[11] ?? 0);
-  if (
-    year < 1 ||
-    month < 1 ||
-    month > 12 ||
-    day < 1 ||
-    day > daysInMonth ||
-    hour > 23 ||
-    minute > 59 ||
-    second > 59 ||
-    offsetHours > 23 ||
-    offsetMinutes > 59
-  ) {
-    throw new InvalidRequestError(
-      `${what} is not a real instant (check the date, time and offset); ${format}.`,
-    );
-  }
-  const sign = m[9] === '-' ? -1 : 1;
-  const local = Date.UTC(year, month - 1, day, hour, minute, second);
-  // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear puts them back.
-  const localDate = new Date(local);
-  localDate.setUTCFullYear(year);
-  const utc = new Date(localDate.getTime() - sign * (offsetHours * 60 + offsetMinutes) * 60_000);
-  if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
-    throw new InvalidRequestError(`${what} falls outside years 0001-9999 in UTC; ${format}.`);
-  }
-  const iso = utc.toISOString().replace(/^\+0*/, '');
-  return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
+  const canonical = canonicalRfc3339(value);
+  if (typeof canonical === 'string') return canonical;
+  const shown = value.length > MAX_RFC3339_LENGTH ? '' : ` ${describe(value)}`;
+  throw new InvalidRequestError(
+    `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. 2026-10-16T12:00:00Z.`,
+  );
 }
 
 /** The trigger headers of a run asked for by hand, if any; both or neither. */
@@ -179,7 +133,7 @@ export interface ScopeValues {
 export function scopeOf(
   config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
   values: ScopeValues = {},
-): readonly (readonly [string, string])[] {
+): Scope {
   const scope: (readonly [string, string])[] = [];
   if (config.keyScope !== '') scope.push(['config', config.keyScope]);
   const entries = [
@@ -212,9 +166,9 @@ export function readScheduledRun(
     JOB_NAME_HEADER,
     'Call this endpoint from a Cloud Scheduler job, or send the job id in this header.',
   );
-  if (!JOB_NAME.test(jobName)) {
+  if (jobIdOf(jobName) === undefined) {
     throw new InvalidRequestError(
-      `${JOB_NAME_HEADER} ${describe(jobName)} is not a job id (1-500 letters, digits, "-", "_") ` +
+      `${JOB_NAME_HEADER} ${describe(jobName)} is not a job id (${JOB_ID_RULE}) ` +
         'or projects/PROJECT/locations/LOCATION/jobs/ID.',
     );
   }

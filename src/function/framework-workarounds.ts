@@ -27,7 +27,7 @@ import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
-import { loggableError } from './errors.ts';
+import { loggableError } from '../core/errors.ts';
 import { LOG_LEVEL_BY_OUTCOME, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;

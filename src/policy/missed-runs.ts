@@ -9,9 +9,10 @@
  * update time just read. Only the instance whose write lands logs. No write happens when there is
  * nothing to report.
  */
-import type { Logger } from 'pino';
+
+import type { RunLedger } from '../core/ledger.ts';
+import type { Logger } from '../core/logger.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import type { RunLedger } from './ledger.ts';
 import { readHistory, type SlotRow, sinceFirstRecord } from './run-history.ts';
 import { previousSlots } from './schedule.ts';
 

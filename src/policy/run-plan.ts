@@ -13,10 +13,11 @@
  *   purpose once per trigger id; the job gets `RUN_ID-rerun-N` as its run id, so an idempotent
  *   downstream does the work again instead of de-duplicating it.
  */
+
+import { computeRunId, type RunVariant } from '../core/run-key.ts';
+import { type RunDetails, RunKind } from '../core/run-record.ts';
+import type { ScheduledRun } from '../function/scheduler-request.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
-import { computeRunId, type RunVariant } from './run-key.ts';
-import { type RunDetails, RunKind } from './run-record.ts';
-import type { ScheduledRun } from './scheduler-request.ts';
 
 /** What the handler claims and runs for one delivery. */
 export interface RunPlan {

@@ -4,8 +4,6 @@
  */
 import type { HttpFunction } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
-import type { Authenticator } from './auth.ts';
-import type { Config } from './config.ts';
 import {
   DatabaseNotFoundError,
   describeThrown,
@@ -13,21 +11,23 @@ import {
   LedgerUnavailableError,
   loggableError,
   UnknownJobError,
-} from './errors.ts';
+} from '../core/errors.ts';
+import type { Ledger, RunLedger } from '../core/ledger.ts';
+import { leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
+import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
+import { type EarlierSlotsCheck, reportEarlierSlots } from '../policy/missed-runs.ts';
+import { runningEarlierSlot } from '../policy/overlap.ts';
+import { jobRunId, planRun, type RunPlan } from '../policy/run-plan.ts';
+import type { Authenticator } from './auth.ts';
+import type { Config } from './config.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
-import { type DeclaredJob, findJob, jobInfoOf } from './job-declaration.ts';
-import type { Ledger, RunLedger } from './ledger.ts';
 import { withTrace } from './logger.ts';
-import { type EarlierSlotsCheck, reportEarlierSlots } from './missed-runs.ts';
 import {
   LOG_LEVEL_BY_OUTCOME,
   type ResponseBody,
   type ResponseOutcome,
   STATUS_BY_OUTCOME,
 } from './outcomes.ts';
-import { runningEarlierSlot } from './overlap.ts';
-import { leaseLossMessage, type RunOutcome, runOnce } from './run-once.ts';
-import { jobRunId, planRun, type RunPlan } from './run-plan.ts';
 import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
 import type { GracefulShutdown } from './shutdown.ts';
 

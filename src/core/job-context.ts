@@ -1,0 +1,78 @@
+/**
+ * The job contract: what a job's code is given for one attempt of one run (`ctx`), and the rule it
+ * follows. Declared here, in the core, so the user's `src/job.ts` holds only the user's code.
+ *
+ * The contract:
+ * - A job is called at most once per run while each attempt finishes within its lease
+ *   (LEASE_SECONDS, kept alive by the heartbeat): duplicate deliveries get 200 or 409 without it.
+ * - Return normally when the work is done: the run is marked completed (HTTP 200).
+ * - Throw (or reject) when it failed and should be retried: the claim is released (the record
+ *   keeps the failure) and Cloud Scheduler gets a 500, so its retry policy runs the job again.
+ * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
+ *   ("the most downstream service must be idempotent", the Scheduler guide).
+ */
+import type { Logger } from './logger.ts';
+import type { NoteValue } from './run-record.ts';
+
+/** What a job's code learns about its own declaration (`ctx.job`). */
+export interface JobInfo {
+  /** The declared id: the Scheduler job id, whatever form of it the delivery carried. */
+  readonly id: string;
+  /** The unix-cron schedule, fields separated by one space. */
+  readonly schedule: string;
+  /** The tz database zone the schedule is read in. */
+  readonly timeZone: string;
+}
+
+/** What the job knows about the run it is doing. */
+export interface JobContext {
+  /** The run's idempotency key (64 hex chars): send it downstream, e.g. as an `Idempotency-Key` header. */
+  readonly runId: string;
+  /** The Scheduler job id (or full name) from `X-CloudScheduler-JobName`. */
+  readonly jobName: string;
+  /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
+  readonly scheduleTime: Date;
+  /**
+   * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (it arrived well before its
+   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`.
+   */
+  readonly kind: 'slot' | 'forced' | 'manual';
+  /**
+   * The re-run's number (1, 2, …) when this run is a finished slot run again on purpose
+   * (`npm run trigger -- JOB --rerun --slot T`); `runId` then ends in `-rerun-N`. Else 0.
+   */
+  readonly rerun: number;
+  /** This attempt's id; differs between a failed attempt and its retry. */
+  readonly attemptId: string;
+  /**
+   * When this attempt's lease lapses, by Firestore's clock. Current: the lease heartbeat moves it on
+   * every third of LEASE_SECONDS while the job runs, so a long job keeps the run. It stops moving
+   * only if the job runs past JOB_TIMEOUT_SECONDS or extensions fail for about two thirds of a lease.
+   */
+  readonly leaseExpires: Date;
+  /**
+   * Aborted when this attempt should stop: its lease was lost to another attempt, the instance is
+   * shutting down (SIGTERM), or the job ran past JOB_TIMEOUT_SECONDS. `signal.reason` says which
+   * (an `AttemptAbortedError`). Pass it to `fetch` and friends, or check it between steps, and throw:
+   * the claim is then released so a retry can run at once.
+   */
+  readonly signal: AbortSignal;
+  /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace); pino's in the function. */
+  readonly logger: Logger;
+  /**
+   * Notes a value in this run's record (`notes.NAME`), now, before the run completes: e.g. the id
+   * of what the job started downstream, so the run's history shows it even if this attempt then
+   * dies. A string, number or boolean, or a flat object of those (≤ 20 fields, strings ≤ 1500
+   * characters). Rejects with an `AttemptAbortedError` if the lease was lost.
+   */
+  readonly note: (name: string, value: NoteValue) => Promise<void>;
+  /**
+   * The declaration of the job this run belongs to: its `id` (the Scheduler job id, short form, even
+   * when the delivery named it `projects/…/jobs/ID`), `schedule` and `timeZone`, e.g. to compute the
+   * previous or next slot with `previousSlot(ctx.job, ctx.scheduleTime)` from `policy/schedule.ts`.
+   */
+  readonly job: JobInfo;
+}
+
+/** The work of one job: return = done, throw = failed, retry me (the contract above). */
+export type JobRun = (ctx: JobContext) => Promise<void> | void;

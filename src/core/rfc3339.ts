@@ -1,0 +1,74 @@
+/**
+ * RFC 3339 date-times, the form of Cloud Scheduler's `X-CloudScheduler-ScheduleTime` ("the schedule
+ * time in RFC3339 UTC 'Zulu' format", the Scheduler guide): one parser that gives every instant one
+ * canonical spelling, because the run key hashes the spelling, and one formatter.
+ */
+
+const RFC3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+
+/** The longest date-time taken, in characters: the longest valid form is 35. */
+export const MAX_RFC3339_LENGTH = 40;
+
+/**
+ * Parses an RFC 3339 date-time with an offset and returns the same instant in canonical UTC form
+ * (`…Z`, the fraction without trailing zeros, up to 9 digits), so `2026-10-16T05:00:00-07:00` and
+ * `2026-10-16T12:00:00Z` are one string, hence one run id.
+ *
+ * @returns the canonical form, or `{ problem }` saying what is wrong: not RFC 3339, longer than
+ *   {@link MAX_RFC3339_LENGTH}, an impossible date or time, a leap second (Scheduler never sends
+ *   one), no offset, or an instant outside years 0001-9999 in UTC.
+ * @example canonicalRfc3339('2026-10-16T05:00:00.500-07:00') // '2026-10-16T12:00:00.5Z'
+ */
+export function canonicalRfc3339(value: string): string | { readonly problem: string } {
+  if (value.length > MAX_RFC3339_LENGTH) {
+    return { problem: `is longer than ${MAX_RFC3339_LENGTH} characters` };
+  }
+  const m = RFC3339.exec(value);
+  if (m === null) return { problem: 'is not an RFC 3339 date-time' };
+  const [year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0] = m
+    .slice(1, 7)
+    .map(Number);
+  const fraction = (m[7] ?? '').replace(/0+$/, '');
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const offsetHours = Number(m[10] ?? 0);
+  const offsetMinutes = Number(m[11] ?? 0);
+  if (
+    year < 1 ||
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    day > daysInMonth ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 59 ||
+    offsetHours > 23 ||
+    offsetMinutes > 59
+  ) {
+    return { problem: 'is not a real instant (check the date, time and offset)' };
+  }
+  const sign = m[9] === '-' ? -1 : 1;
+  // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear puts them back.
+  const local = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
+  local.setUTCFullYear(year);
+  const utc = new Date(local.getTime() - sign * (offsetHours * 60 + offsetMinutes) * 60_000);
+  if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
+    return { problem: 'falls outside years 0001-9999 in UTC' };
+  }
+  const iso = utc.toISOString().replace(/^\+0*/, '');
+  return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
+}
+
+/**
+ * An instant as canonical RFC 3339 in UTC (ms precision, trailing zeros dropped): what
+ * {@link canonicalRfc3339} returns for any spelling of it, so a slot computed here and the same
+ * slot delivered by Scheduler get one run id.
+ *
+ * @throws {RangeError} for an invalid `Date`.
+ * @example toCanonicalRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
+ */
+export function toCanonicalRfc3339(instant: Date): string {
+  const canonical = canonicalRfc3339(instant.toISOString());
+  if (typeof canonical !== 'string') throw new RangeError(`not a valid instant: ${instant}`);
+  return canonical;
+}
