@@ -22,9 +22,15 @@ import {
 } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../src/core/errors.ts';
 import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/core/ledger.ts';
-import { type RunDetails, RunStatus, runRecordConverter } from '../src/core/run-record.ts';
+import type { RunDocumentsOptions } from '../src/core/run-documents.ts';
+import {
+  type NoteValue,
+  type RunDetails,
+  RunStatus,
+  runRecordConverter,
+} from '../src/core/run-record.ts';
 
-type BaselineOptions = Omit<LedgerOptions, 'timeoutMs'>;
+type BaselineOptions = LedgerOptions & Omit<RunDocumentsOptions, 'timeoutMs'>;
 
 /** Firestore errors become `LedgerUnavailableError`, which `runOnce` answers `unavailable`. */
 async function unavailableOnError<T>(what: string, operation: () => Promise<T>): Promise<T> {
@@ -59,6 +65,17 @@ abstract class Baseline {
       expire_at: Timestamp.fromMillis(now + this.options.retentionMs),
       claimed_at: FieldValue.serverTimestamp(),
     };
+  }
+
+  /**
+   * `ctx.note` in the baselines' style: a plain update of `notes.NAME` (the project's ledger fences
+   * it and extends the lease in the same write). No bench job notes anything.
+   */
+  async note(claim: Claim, name: string, value: NoteValue): Promise<Claim> {
+    await unavailableOnError('note', () =>
+      this.ref(claim.runId).update({ [`notes.${name}`]: value }),
+    );
+    return claim;
   }
 
   protected completionFields() {

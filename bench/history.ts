@@ -11,7 +11,7 @@ import { RunLedger } from '../src/core/ledger.ts';
 import { completionUpdate, timestampOf } from '../src/core/run-record.ts';
 import { validateJobs } from '../src/policy/job-declaration.ts';
 import { reportEarlierSlots } from '../src/policy/missed-runs.ts';
-import { readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { RunHistory, readHistory, slotRunId } from '../src/policy/run-history.ts';
 import { slotsBetween } from '../src/policy/schedule.ts';
 import { jobs as auditJobs } from './fixtures/jobs-audit.ts';
 import { freshCollection } from './in-process.ts';
@@ -35,7 +35,7 @@ export interface HistoryFigures {
 }
 
 function ledgerOn(db: Firestore, collection: string): RunLedger {
-  return new RunLedger(db, {
+  return RunLedger.open(db, {
     collection,
     leaseMs: 300_000,
     retentionMs: 86_400_000,
@@ -76,10 +76,10 @@ export async function measureHistory(
   const collection = freshCollection('audit');
   const { slots } = slotsBetween(JOB, new Date(END.getTime() - days * DAY_MS), END);
   await seed(db, collection, slots);
-  const ledger = ledgerOn(db, collection);
-  await readHistory(ledger, JOB, slots.slice(0, 10), []); // warm-up: the channel
+  const history = new RunHistory(ledgerOn(db, collection).documents);
+  await readHistory(history, JOB, slots.slice(0, 10), []); // warm-up: the channel
   const started = performance.now();
-  const { rows } = await readHistory(ledger, JOB, slots, [], END);
+  const { rows } = await readHistory(history, JOB, slots, [], END);
   const inProcessMs = performance.now() - started;
   if (rows.length !== slots.length) throw new Error('the audit lost slots');
   const commandStarted = performance.now();
@@ -106,7 +106,8 @@ export async function measureHistory(
   if (command.status !== 0) throw new Error(`ops/runs.ts failed: ${command.stderr}`);
 
   const counted = ledgerOn(viaCounter, collection);
-  await counted.getMany(['warmup']); // opens the channel
+  const countedHistory = new RunHistory(counted.documents);
+  await countedHistory.getMany(['warmup']); // opens the channel
   // The slot right after the window: its 5 earlier slots are all completed (indices % 50 < 49).
   const next = END;
   counter.reset();
@@ -114,7 +115,7 @@ export async function measureHistory(
   if (claimed.state !== 'claimed')
     throw new Error(`the bench run was not claimed: ${claimed.state}`);
   await reportEarlierSlots({
-    ledger: counted,
+    history: countedHistory,
     job: JOB,
     scope: [],
     before: next,

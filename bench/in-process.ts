@@ -50,7 +50,7 @@ export function freshCollection(what: string): string {
 
 function ledger(key: LedgerKey, db: Firestore, collection: string): Ledger {
   const options = { collection, ...SETTINGS };
-  if (key === 'project') return new RunLedger(db, options);
+  if (key === 'project') return RunLedger.open(db, options);
   return key === 'literal' ? new LiteralPortLedger(db, options) : new FloorLedger(db, options);
 }
 

@@ -22,16 +22,17 @@
 
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
-import { RunLedger } from '../src/core/ledger.ts';
+import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
+import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
 import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 import { checkFailures, parseDuration, runsJson, runsTable } from './format-runs.ts';
+import { runsOutsideSlots } from './run-queries.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
@@ -139,21 +140,21 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
-  const ledger = new RunLedger(
+  const documents = new RunDocuments(
     new Firestore({
       ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
       databaseId: config.firestoreDatabase,
     }),
     {
       collection: config.runsCollection,
-      leaseMs: config.leaseMs,
       retentionMs: config.retentionMs,
       timeoutMs: config.firestoreTimeoutMs,
     },
   );
   const rows: SlotRow[] = [];
   let warned = false;
-  const outside = await ledger.runsOutsideSlots();
+  const history = new RunHistory(documents);
+  const outside = await runsOutsideSlots(documents);
   for (const job of jobs) {
     const at = args.now === undefined ? undefined : now;
     const slots = slotsOf(job, now, sinceMs);
@@ -164,7 +165,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
       );
     }
-    const history = await readHistory(ledger, job, slots, scope, at);
+    const read = await readHistory(history, job, slots, scope, at);
     // Manual and forced runs of the job in the window: they are not slots, so they are listed, not
     // computed (one query on run_kind for all jobs).
     const from = slots[0]?.getTime() ?? now.getTime();
@@ -174,12 +175,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
         return when === undefined
           ? undefined
-          : slotRow(job, when, runId, record, at ?? history.readTime);
+          : slotRow(job, when, runId, record, at ?? read.readTime);
       })
       .filter(
         (row): row is SlotRow => row !== undefined && row.slot.getTime() >= from && row.slot <= now,
       );
-    rows.push(...[...history.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+    rows.push(...[...read.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   console.log(args.json ? runsJson(rows) : runsTable(rows));
   if (args.backfill) return backfill(rows, args, env);

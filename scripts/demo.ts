@@ -25,7 +25,7 @@ const config = loadConfig({
   RUNS_COLLECTION: `demo_runs_${Date.now()}`,
   LOG_LEVEL: 'silent',
 });
-const ledger = new RunLedger(
+const ledger = RunLedger.open(
   new Firestore({ projectId: config.projectId ?? 'demo-scheduler-run-once' }),
   {
     collection: config.runsCollection,

@@ -1,16 +1,8 @@
 /**
- * YOUR JOB GOES HERE. This is the one file of the starter you are meant to edit: the work in
- * `runJobLogic`, and when it runs in `job` at the bottom (`deploy.sh` creates the Cloud Scheduler
- * job from it). More jobs in the same function: list them in `jobs.ts`.
- *
- * The contract:
- * - `runJobLogic` is called at most once per scheduled run while each attempt finishes within its
- *   lease (LEASE_SECONDS): duplicate deliveries get 200 or 409 without calling it.
- * - Return normally when the work is done: the run is marked completed (HTTP 200).
- * - Throw (or reject) when it failed and should be retried: the claim is released and Cloud Scheduler
- *   gets a 500, so its retry policy runs the job again.
- * - Pass `ctx.runId` to every downstream service that changes state, as its idempotency key
- *   (the Scheduler guide: the most downstream service must be idempotent too).
+ * YOUR JOB GOES HERE: the one file of the starter you are meant to edit. The work is `runJobLogic`;
+ * when it runs is `job` at the bottom (`deploy.sh` creates the Cloud Scheduler job from it). More
+ * jobs in the same function: list them in `jobs.ts`. The contract (return = done, throw = retry,
+ * pass `ctx.runId` downstream as the idempotency key) is `JobContext` in `core/job-context.ts`.
  */
 import type { JobContext } from './core/job-context.ts';
 import { defineJob } from './policy/job-declaration.ts';
@@ -36,7 +28,7 @@ export async function runJobLogic(ctx: JobContext): Promise<void> {
  * `schedule` is unix-cron, five fields, read in `timeZone` (a tz database name, default `Etc/UTC`).
  * Optional Scheduler settings (attemptDeadlineSeconds, retryCount, maxRetryDurationSeconds,
  * minBackoffSeconds, maxBackoffSeconds, maxDoublings) and the overlap policy (`overlap`) are listed
- * in `job-declaration.ts`.
+ * in `policy/job-declaration.ts`.
  * `npm run jobs` shows the next fire times; `./deploy.sh` creates or updates the Scheduler job.
  */
 export const job = defineJob({

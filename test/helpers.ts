@@ -12,10 +12,12 @@ import type { Logger } from 'pino';
 import supertest from 'supertest';
 import { freshCollection, sleep, waitFor } from '../scripts/local-processes.ts';
 import { type LedgerOptions, RunLedger } from '../src/core/ledger.ts';
+import { RunDocuments, type RunDocumentsOptions } from '../src/core/run-documents.ts';
 import { type Config, loadConfig } from '../src/function/config.ts';
 import { createScheduledJobHandler, type HandlerDeps } from '../src/function/handler.ts';
 import { createLogger } from '../src/function/logger.ts';
 import { defineJob, type JobRun, validateJobs } from '../src/policy/job-declaration.ts';
+import { RunHistory } from '../src/policy/run-history.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
   throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');
@@ -38,18 +40,17 @@ export async function documents(
 
 /** A ledger on its own fresh collection. */
 export function newLedger(
-  options: Partial<LedgerOptions> = {},
+  options: Partial<LedgerOptions & RunDocumentsOptions> = {},
   db: Firestore = firestore,
-): { ledger: RunLedger; collection: string } {
+): { ledger: RunLedger; collection: string; documents: RunDocuments; history: RunHistory } {
   const collection = options.collection ?? freshCollection();
-  const ledger = new RunLedger(db, {
+  const documents = new RunDocuments(db, {
     collection,
-    leaseMs: 60_000,
-    retentionMs: 86_400_000,
-    timeoutMs: 10_000,
-    ...options,
+    retentionMs: options.retentionMs ?? 86_400_000,
+    timeoutMs: options.timeoutMs ?? 10_000,
   });
-  return { ledger, collection };
+  const ledger = new RunLedger(documents, { leaseMs: options.leaseMs ?? 60_000 });
+  return { ledger, collection, documents, history: new RunHistory(documents) };
 }
 
 /** A logger whose JSON lines are kept for assertions. */
@@ -119,7 +120,17 @@ export function serveJobs(
 ) {
   const config = testConfig(overrides.env);
   const made = overrides.ledger
-    ? { ledger: overrides.ledger, collection: overrides.collection ?? '' }
+    ? {
+        ledger: overrides.ledger,
+        collection: overrides.collection ?? '',
+        history: new RunHistory(
+          new RunDocuments(firestore, {
+            collection: overrides.collection ?? '',
+            retentionMs: config.retentionMs,
+            timeoutMs: 10_000,
+          }),
+        ),
+      }
     : newLedger({
         leaseMs: config.leaseMs,
         retentionMs: config.retentionMs,
@@ -132,7 +143,7 @@ export function serveJobs(
     createScheduledJobHandler({
       config,
       ledger: made.ledger,
-      history: overrides.history ?? made.ledger,
+      history: overrides.history ?? made.history,
       jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,

@@ -382,34 +382,6 @@ describe('RunLedger', () => {
     });
   });
 
-  it('a record written by the version before server-time leases is still read: live held, lapsed taken over', async () => {
-    const { ledger, collection } = newLedger();
-    const legacy = (leaseExpires: number) => ({
-      status: 'in_progress',
-      attempt_id: 'old-version',
-      lease_expires: Timestamp.fromMillis(leaseExpires),
-      expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
-    });
-    await firestore
-      .collection(collection)
-      .doc('live')
-      .set(legacy(Date.now() + 60_000));
-    await firestore
-      .collection(collection)
-      .doc('lapsed')
-      .set(legacy(Date.now() - 1_000));
-
-    const live = await ledger.claim('live');
-    const lapsed = await ledger.claim('lapsed');
-
-    assert.equal(live.state, 'in_progress');
-    assert.equal(live.state === 'in_progress' && live.holder?.attemptId, 'old-version');
-    assert.equal(claimOf(lapsed).takeover, true);
-    const record = await storedRecord(collection, 'lapsed');
-    assert.equal(record.lease_expires, undefined, 'the takeover writes the new lease fields only');
-    assert.equal(record.lease_ms, 60_000);
-  });
-
   describe('a record it cannot read is never overwritten', () => {
     const future = () => Timestamp.fromMillis(Date.now() + 60_000);
     const shapes: [string, Record<string, unknown>, string][] = [
@@ -435,8 +407,8 @@ describe('RunLedger', () => {
         'lease_ms',
       ],
       [
-        'in_progress whose legacy lease_expires is a number',
-        { status: 'in_progress', attempt_id: 'a', lease_expires: 1796000000000 },
+        'in_progress with only a lease_expires timestamp (a shape this version never writes)',
+        { status: 'in_progress', attempt_id: 'a', lease_expires: future() },
         'leased_at',
       ],
       [

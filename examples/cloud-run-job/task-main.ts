@@ -52,7 +52,7 @@ const firestore = new Firestore({
   databaseId: config.firestoreDatabase,
   ignoreUndefinedProperties: true,
 });
-const ledger = new RunLedger(firestore, {
+const ledger = RunLedger.open(firestore, {
   collection: process.env.TASK_RUNS_COLLECTION ?? DEFAULT_TASK_RUNS_COLLECTION,
   leaseMs: config.leaseMs,
   retentionMs: config.retentionMs,

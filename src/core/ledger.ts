@@ -1,6 +1,7 @@
 /**
- * The run ledger: one Firestore document per run, the only module that touches Firestore. What a
- * record is (fields, statuses, the claim decision and the timeline) lives in `run-record.ts`.
+ * The run ledger's lease protocol: claim a run, extend its lease, note, complete or release it.
+ * What a record is (fields, statuses, the claim decision and the timeline) lives in
+ * `run-record.ts`; the Firestore calls in `run-documents.ts`.
  *
  * Every write is one atomic operation with a precondition, never a transaction: a claim is a
  * `create()` (fails if the document exists); a takeover, extension, completion or release is a
@@ -10,27 +11,22 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { type DocumentReference, type Firestore, Timestamp } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError, RunOnceError } from './errors.ts';
+import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
+import { RunOnceError } from './errors.ts';
+import { RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
 import {
   claimDecision,
   claimDocument,
   completionUpdate,
   extensionUpdate,
-  Field,
   failureUpdate,
   type MAX_ERROR_LENGTH,
-  missedDocument,
   type NoteValue,
   noteProblem,
   type RunDetails,
-  RunKind,
   type RunRecord,
   RunStatus,
-  reportedUpdate,
-  runRecordConverter,
   type StoredRecord,
-  skippedDocument,
   takeoverUpdate,
   type UnreadableRecord,
 } from './run-record.ts';
@@ -96,77 +92,33 @@ export interface Ledger {
   release(claim: Claim, failure?: string): Promise<FenceResult>;
   /**
    * Notes a value in the run's record while the claim holds, fenced, extending the lease
-   * (`ctx.note`); a ledger without it keeps no notes. @throws {LedgerUnavailableError}
+   * (`ctx.note`). @throws {RunOnceError} for a note the record cannot hold;
+   * {LedgerUnavailableError}
    */
-  note?(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
+  note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
 }
 
-/** What a batched read of run records found. */
-export interface BatchRead {
-  /** Each run id's record, `undefined` when absent. */
-  readonly records: ReadonlyMap<string, StoredRecord | undefined>;
-  /**
-   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
-   * precision a `lastUpdateTime` precondition compares): the fencing token of a report after the read.
-   */
-  readonly updateTimes: ReadonlyMap<string, Timestamp>;
-  /** Firestore's time of the (last) read. */
-  readonly readTime: Date;
-}
-
-/** Ledger settings, all durations in ms. */
+/** Ledger settings. */
 export interface LedgerOptions {
-  /** Collection holding the run documents. */
-  readonly collection: string;
-  /** Lease length of a claim, ms. */
+  /** Lease length of a claim, ms (LEASE_SECONDS × 1000). */
   readonly leaseMs: number;
-  /** How long a record is kept after its last write, ms; written to `expire_at`. */
-  readonly retentionMs: number;
-  /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
-  readonly timeoutMs: number;
 }
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
-/** A document id no run has (run ids are hex): read once to learn Firestore's time. */
-const CLOCK_DOC = '~clock';
-/** Documents per batched read (`getAll`); Firestore takes far more, this bounds one call's wait. */
-const BATCH_SIZE = 500;
 /** Tries of a fenced write whose failure looks transient, and the first back-off. */
 const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
-
-/** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
-const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
-
-/**
- * The codes that mean "someone else wrote first", per operation: only the conditional write that
- * can cause them. The same codes elsewhere mean something else (NOT_FOUND from `create()` or a
- * read is a missing database, not a lost race).
- */
-const CONFLICT_CODES = {
-  create: [Code.ALREADY_EXISTS],
-  read: [],
-  fencedWrite: [Code.FAILED_PRECONDITION, Code.NOT_FOUND],
-} as const satisfies Record<string, readonly number[]>;
-type Operation = keyof typeof CONFLICT_CODES;
-
-/** Another writer won: the conditional write did not apply. Never leaves this module. */
-class WriteConflict {}
-
-function codeOf(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
 
 /**
  * Claims, extends, completes and releases runs in Firestore. Safe to share across concurrent
  * requests.
  *
  * @example
- * const ledger = new RunLedger(new Firestore(), {
- *   collection: 'scheduler_runs', leaseMs: 300_000, retentionMs: 86_400_000, timeoutMs: 10_000,
+ * const documents = new RunDocuments(new Firestore(), {
+ *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
  * });
+ * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
  * if (result.state === 'claimed') {
  *   await doTheWork();
@@ -174,32 +126,43 @@ function codeOf(err: unknown): number | undefined {
  * }
  */
 export class RunLedger implements Ledger {
-  readonly #db: Firestore;
-  readonly #options: LedgerOptions;
-  /** Firestore's clock minus ours, learnt from answers; never for a lease. */
-  #skewMs = 0;
-  #skewLearnt = false;
+  readonly #documents: RunDocuments;
+  readonly #leaseMs: number;
   /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
   readonly #held = new Map<string, Holder>();
 
   /**
-   * @param db - the Firestore client (its database id selects the database).
-   * @param options - collection and durations; see {@link LedgerOptions}.
+   * @param documents - the runs collection.
+   * @param options - the lease length; see {@link LedgerOptions}.
    */
-  constructor(db: Firestore, options: LedgerOptions) {
-    this.#db = db;
-    this.#options = options;
+  constructor(documents: RunDocuments, options: LedgerOptions) {
+    this.#documents = documents;
+    this.#leaseMs = options.leaseMs;
+  }
+
+  /**
+   * A ledger on its own {@link RunDocuments} over `db`.
+   *
+   * @example const ledger = RunLedger.open(db, { collection: 'runs', leaseMs: 300_000, retentionMs: 2_592_000_000, timeoutMs: 10_000 });
+   */
+  static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
+    return new RunLedger(new RunDocuments(db, options), options);
+  }
+
+  /** The runs collection this ledger writes, to share with readers of the history. */
+  get documents(): RunDocuments {
+    return this.#documents;
   }
 
   /**
    * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a duplicate,
    * even if `expire_at` passed and TTL has not yet deleted it), held by a live lease, or unreadable.
    *
-   * One `create()` in the common case; on a conflict, a read and, if the lease expired by the
-   * read's server time, one takeover `update()` fenced on the update time just read. Lost races
-   * re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
+   * One `create()` in the common case; on a conflict, a read and, if {@link claimDecision} says
+   * take over (by the read's server time), one takeover `update()` fenced on the update time just
+   * read. Lost races re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
    *
    * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
    * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
@@ -208,8 +171,8 @@ export class RunLedger implements Ledger {
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
    * @param details - descriptive fields stored with the record.
-   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in `timeoutMs`, or the
-   *   database does not exist.
+   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
+   *   does not exist.
    * @example
    * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
    */
@@ -233,42 +196,44 @@ export class RunLedger implements Ledger {
   }
 
   async #claimInFirestore(runId: string, details: RunDetails): Promise<ClaimResult> {
-    const ref = this.#ref(runId);
-    const { leaseMs } = this.#options;
+    const documents = this.#documents;
+    const leaseMs = this.#leaseMs;
     let holder: Holder | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const attemptId = randomUUID();
-      const created = await this.#call('claim', 'create', () =>
-        ref.create(claimDocument(attemptId, leaseMs, this.#expireAt(), details)),
+      const created = await documents.create(
+        runId,
+        'claim',
+        claimDocument(attemptId, leaseMs, documents.expireAt(), details),
       );
-      if (!(created instanceof WriteConflict)) {
-        return this.#claimed(runId, attemptId, created.writeTime, false, 0);
-      }
-      const read = await this.#read(ref);
-      const { record } = read;
-      const decision = claimDecision(record, read.time.toDate(), details.rerunId);
-      switch (decision) {
+      if (created !== 'exists') return this.#claimed(runId, attemptId, created, false, 0);
+      const read = await documents.read(runId);
+      const decided = claimDecision(read.record, read.readTime, details.rerunId);
+      switch (decided.decision) {
         case 'absent':
           continue; // released between our create and our read: create again
         case 'completed':
-          return { state: 'completed', record: record as RunRecord };
+          return { state: 'completed', record: decided.record };
         case 'unreadable':
-          return { state: 'unreadable', record: record as UnreadableRecord };
+          return { state: 'unreadable', record: decided.record };
         case 'lease_live':
-          return { state: 'in_progress', holder: holderOf(record as RunRecord) };
-        case 'rerun':
-        case 'retryable':
-        case 'lease_expired': {
-          const previous = record as RunRecord;
+          return { state: 'in_progress', holder: holderOf(decided.record) };
+        case 'take_over': {
+          const previous = decided.record;
           holder = holderOf(previous);
+          if (read.updateTime === undefined) continue;
           // Take over, but only if nobody wrote since our read.
-          const update = takeoverUpdate(attemptId, leaseMs, this.#expireAt(), details, previous);
-          const taken = await this.#call('takeover', 'fencedWrite', () =>
-            ref.update(update, { lastUpdateTime: read.updateTime as Timestamp }),
+          const update = takeoverUpdate(
+            attemptId,
+            leaseMs,
+            documents.expireAt(),
+            details,
+            previous,
           );
-          if (!(taken instanceof WriteConflict)) {
-            const rerun = decision === 'rerun' ? previous.reruns + 1 : 0;
-            return this.#claimed(runId, attemptId, taken.writeTime, true, rerun);
+          const taken = await documents.update(runId, 'takeover', update, read.updateTime);
+          if (taken !== 'changed') {
+            const rerun = decided.rerun ? previous.reruns + 1 : 0;
+            return this.#claimed(runId, attemptId, taken, true, rerun);
           }
         }
       }
@@ -312,20 +277,17 @@ export class RunLedger implements Ledger {
     what: string,
     note?: { name: string; value: NoteValue },
   ): Promise<Claim | 'lease_lost'> {
-    let writeTime: Timestamp | undefined;
-    const result = await this.#fencedWrite(claim, what, async (ref, token) => {
-      const update = extensionUpdate(this.#options.leaseMs, this.#expireAt(), note);
-      writeTime = (await ref.update(update, { lastUpdateTime: token })).writeTime;
-    });
-    if (result === 'lease_lost' || writeTime === undefined) {
+    const written = await this.#fencedWrite(claim, what, () =>
+      extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
+    );
+    if (written === 'lease_lost' || written === 'recorded') {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
-    this.#learnSkew(writeTime);
     const renewed: Claim = {
       ...claim,
-      fencingToken: writeTime,
-      leaseExpires: new Date(writeTime.toMillis() + this.#options.leaseMs),
+      fencingToken: written,
+      leaseExpires: new Date(written.toMillis() + this.#leaseMs),
     };
     this.#held.set(claim.runId, renewed);
     return renewed;
@@ -344,18 +306,19 @@ export class RunLedger implements Ledger {
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    return this.#fencedWrite(
+    const written = await this.#fencedWrite(
       claim,
       'completion',
-      (ref, token) => ref.update(completionUpdate(this.#expireAt()), { lastUpdateTime: token }),
+      () => completionUpdate(this.#documents.expireAt()),
       (record) => record?.status === RunStatus.Completed,
     );
+    return written === 'lease_lost' ? written : 'recorded';
   }
 
   /**
    * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
-   * `failed`, with the error's message, so the next delivery claims it at once (the purpose of the
-   * guide's delete) and the run's history keeps the failure.
+   * `failed`, with the error's message, so the next delivery claims it at once (where the guide's
+   * sample deletes the claim) and the run's history keeps the failure.
    *
    * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
    * @returns `recorded`, or `lease_lost` when another attempt holds the run.
@@ -366,159 +329,33 @@ export class RunLedger implements Ledger {
    */
   async release(claim: Claim, failure = ''): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    return this.#fencedWrite(
+    const written = await this.#fencedWrite(
       claim,
       'release',
-      (ref, token) =>
-        ref.update(failureUpdate(failure, this.#expireAt()), { lastUpdateTime: token }),
+      () => failureUpdate(failure, this.#documents.expireAt()),
       (record) => record?.status === RunStatus.Failed,
     );
+    return written === 'lease_lost' ? written : 'recorded';
   }
 
   /**
-   * Reads many run records in batched reads (`getAll`, at most {@link BATCH_SIZE} documents a call):
-   * no query, so no index. For run history and missed-run detection.
+   * Firestore's time now, as best this instance knows it (see `RunDocuments.serverTime`).
    *
-   * @param runIds - the run ids to read.
-   * @returns each run id's record (`undefined` when absent), and Firestore's time of the reads.
-   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in `timeoutMs`.
-   * @example
-   * const { records, readTime } = await ledger.getMany(slots.map((s) => s.runId));
+   * @throws {LedgerUnavailableError} if the one read that learns it fails.
    */
-  async getMany(runIds: readonly string[]): Promise<BatchRead> {
-    const records = new Map<string, StoredRecord | undefined>();
-    const updateTimes = new Map<string, Timestamp>();
-    let readTime = new Date(Date.now() + this.#skewMs);
-    for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
-      const refs = runIds
-        .slice(i, i + BATCH_SIZE)
-        .map((id) => this.#ref(id).withConverter(runRecordConverter));
-      if (refs.length === 0) continue;
-      const snaps = await this.#call('batched read', 'read', () => this.#db.getAll(...refs));
-      if (snaps instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
-      for (const snap of snaps) {
-        // The refs carry the run-record converter: the snapshots' data is a StoredRecord.
-        records.set(snap.id, snap.data() as StoredRecord | undefined);
-        if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
-        readTime = snap.readTime.toDate();
-      }
-      if (snaps[0] !== undefined) this.#learnSkew(snaps[0].readTime);
-    }
-    return { records, updateTimes, readTime };
-  }
-
-  /**
-   * The records of runs that are not a slot's (manual and forced runs), newest first, at most
-   * `limit`: one query on the single field `run_kind` (Firestore's automatic single-field index;
-   * no composite index), for run history. Slots are read by run id, never queried.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails.
-   * @example const runs = await ledger.runsOutsideSlots(200);
-   */
-  async runsOutsideSlots(limit = 500): Promise<{ runId: string; record: StoredRecord }[]> {
-    const query = this.#db
-      .collection(this.#options.collection)
-      .where(Field.kind, 'in', [RunKind.Manual, RunKind.Forced])
-      .limit(limit)
-      .withConverter(runRecordConverter);
-    const snap = await this.#call('query', 'read', () => query.get());
-    if (snap instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
-    return snap.docs.map((doc) => ({ runId: doc.id, record: doc.data() }));
-  }
-
-  /**
-   * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
-   *
-   * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
-   *   or another instance's report).
-   * @throws {LedgerUnavailableError} if Firestore fails.
-   */
-  async reportMissed(runId: string, details: RunDetails): Promise<'reported' | 'exists'> {
-    const created = await this.#call('missed-run report', 'create', () =>
-      this.#ref(runId).create(missedDocument(this.#expireAt(), details)),
-    );
-    return created instanceof WriteConflict ? 'exists' : 'reported';
-  }
-
-  /**
-   * Records a slot skipped by the overlap policy `skip` while `blockedBy` still ran: creates its
-   * record as `skipped` (final: later deliveries are duplicates).
-   *
-   * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
-   * @throws {LedgerUnavailableError} if Firestore fails.
-   */
-  async recordSkipped(
-    runId: string,
-    details: RunDetails,
-    blockedBy: string,
-  ): Promise<'recorded' | 'exists'> {
-    const created = await this.#call('skip', 'create', () =>
-      this.#ref(runId).create(skippedDocument(this.#expireAt(), details, blockedBy)),
-    );
-    return created instanceof WriteConflict ? 'exists' : 'recorded';
-  }
-
-  /**
-   * Firestore's time now, as best this instance knows it: its clock corrected by the skew learnt
-   * from Firestore's answers. Before the first answer, one read learns it (of a document that never
-   * exists; one read, once per instance).
-   *
-   * @throws {LedgerUnavailableError} if that read fails.
-   * @example const early = Date.parse(scheduleTime) - (await ledger.serverTime()).getTime();
-   */
-  async serverTime(): Promise<Date> {
-    if (!this.#skewLearnt)
-      await this.#read(this.#db.collection(this.#options.collection).doc(CLOCK_DOC));
-    return new Date(Date.now() + this.#skewMs);
-  }
-
-  /**
-   * Marks a finally failed run reported, once across instances: fenced on the update time read.
-   *
-   * @param updateTime - the record's update time from the read that found it unreported.
-   * @returns `reported` if this call marked it, `exists` if the record changed first.
-   * @throws {LedgerUnavailableError} if Firestore fails.
-   */
-  async markReported(runId: string, updateTime: Timestamp): Promise<'reported' | 'exists'> {
-    const marked = await this.#call('failed-run report', 'fencedWrite', () =>
-      this.#ref(runId).update(reportedUpdate(), { lastUpdateTime: updateTime }),
-    );
-    return marked instanceof WriteConflict ? 'exists' : 'reported';
+  serverTime(): Promise<Date> {
+    return this.#documents.serverTime();
   }
 
   /**
    * Reads a run record, for people, tests and tools.
    *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in `timeoutMs`.
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example
    * const record = await ledger.get(runId); // undefined when absent
    */
   async get(runId: string): Promise<StoredRecord | undefined> {
-    return (await this.#read(this.#ref(runId))).record;
-  }
-
-  /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
-  #ref(runId: string): DocumentReference {
-    return this.#db.collection(this.#options.collection).doc(runId);
-  }
-
-  async #read(ref: DocumentReference) {
-    const snap = await this.#call('read', 'read', () =>
-      ref.withConverter(runRecordConverter).get(),
-    );
-    if (snap instanceof WriteConflict) throw new Error('unreachable: a read has no conflict');
-    this.#learnSkew(snap.readTime);
-    return { record: snap.data(), time: snap.readTime, updateTime: snap.updateTime };
-  }
-
-  /** `expire_at` for a write now: retention from Firestore's time as best known (skew learnt). */
-  #expireAt(): Timestamp {
-    return Timestamp.fromMillis(Date.now() + this.#skewMs + this.#options.retentionMs);
-  }
-
-  #learnSkew(serverTime: Timestamp): void {
-    this.#skewMs = serverTime.toMillis() - Date.now();
-    this.#skewLearnt = true;
+    return (await this.#documents.read(runId)).record;
   }
 
   #claimed(
@@ -528,8 +365,7 @@ export class RunLedger implements Ledger {
     takeover: boolean,
     rerun: number,
   ): ClaimResult {
-    this.#learnSkew(writeTime);
-    const { leaseMs } = this.#options;
+    const leaseMs = this.#leaseMs;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
     return {
       state: 'claimed',
@@ -538,89 +374,45 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * One fenced write with bounded retries. `write` gets the fencing token to use as its
-   * `lastUpdateTime` precondition. When the precondition fails, the current record tells why:
-   * - not ours (absent for an update, or another `attempt_id`) → `lease_lost`;
+   * One fenced write with bounded retries, fenced on the claim's token. When the precondition
+   * fails, the current record tells why:
+   * - not ours (absent, or another `attempt_id`) → `lease_lost`;
    * - `alreadyDone` → an earlier try of ours landed but its answer was lost → `recorded`;
    * - ours and still in progress → an earlier write of ours (a heartbeat or a try of this write)
    *   landed unseen and moved the update time: adopt the update time just read and try again. Safe:
    *   only this attempt writes a record with its `attempt_id`, and the retry is fenced on that read.
+   *
+   * @returns the write's time (the new fencing token), `recorded` (an earlier try landed), or
+   *   `lease_lost`.
    */
   async #fencedWrite(
     claim: Claim,
     what: string,
-    write: (ref: DocumentReference, token: Timestamp) => Promise<unknown>,
+    update: () => DocumentData,
     alreadyDone: (record: StoredRecord | undefined) => boolean = () => false,
-  ): Promise<FenceResult> {
-    const ref = this.#ref(claim.runId);
+  ): Promise<Timestamp | 'recorded' | 'lease_lost'> {
     let token = claim.fencingToken;
     for (let attempt = 1; ; attempt++) {
-      let conflict: boolean;
+      let written: Timestamp | 'changed';
       try {
-        conflict =
-          (await this.#call(what, 'fencedWrite', () => write(ref, token))) instanceof WriteConflict;
+        written = await this.#documents.update(claim.runId, what, update(), token);
       } catch (err) {
         if (attempt >= FENCED_WRITE_TRIES) throw err;
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
         continue;
       }
-      if (!conflict) return 'recorded';
-      const { record, updateTime } = await this.#read(ref);
+      if (written !== 'changed') return written;
+      const { record, updateTime } = await this.#documents.read(claim.runId);
       const ours =
-        record !== undefined && 'attemptId' in record && record.attemptId === claim.attemptId;
+        record !== undefined &&
+        record.status !== 'unreadable' &&
+        record.attemptId === claim.attemptId;
       if (alreadyDone(record) && (record === undefined || ours)) return 'recorded';
-      if (!ours || record.status !== RunStatus.InProgress) return 'lease_lost';
+      if (!ours || record.status !== RunStatus.InProgress || updateTime === undefined) {
+        return 'lease_lost';
+      }
       if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
-      token = updateTime as Timestamp;
-    }
-  }
-
-  /**
-   * Runs one Firestore operation with the configured timeout, classifying its errors for that
-   * operation: a conflict code of `operation` ({@link CONFLICT_CODES}) returns a
-   * {@link WriteConflict}; NOT_FOUND elsewhere means the database is missing; anything else,
-   * including the timeout, throws a {@link LedgerUnavailableError}.
-   */
-  async #call<T>(
-    what: string,
-    operation: Operation,
-    run: () => Promise<T>,
-  ): Promise<T | WriteConflict> {
-    const { timeoutMs } = this.#options;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new LedgerUnavailableError(
-              `Firestore did not answer the ${what} within ${timeoutMs} ms`,
-            ),
-          ),
-        timeoutMs,
-      );
-    });
-    try {
-      return await Promise.race([run(), timeout]);
-    } catch (err) {
-      if (err instanceof LedgerUnavailableError) throw err;
-      const code = codeOf(err);
-      if ((CONFLICT_CODES[operation] as readonly number[]).includes(code ?? -1)) {
-        return new WriteConflict();
-      }
-      if (code === Code.NOT_FOUND) {
-        const database = this.#db.databaseId ?? '(default)';
-        throw new DatabaseNotFoundError(
-          `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
-            'check FIRESTORE_DATABASE and the project, and that the database exists ' +
-            '(gcloud firestore databases list)',
-          { cause: err },
-        );
-      }
-      throw new LedgerUnavailableError(`Firestore ${what} failed: ${(err as Error).message}`, {
-        cause: err,
-      });
-    } finally {
-      clearTimeout(timer);
+      token = updateTime;
     }
   }
 }

@@ -65,8 +65,6 @@ export const Field = {
   leasedAt: 'leased_at',
   /** Lease length from `leased_at`, ms. */
   leaseMs: 'lease_ms',
-  /** Lease end written by versions before server-time leases; read, never written. */
-  legacyLeaseExpires: 'lease_expires',
   /** When a Firestore TTL policy may delete the document (TTL deletion lags up to days). */
   expireAt: 'expire_at',
   /** Server time of the first write of the current attempt. */
@@ -216,18 +214,13 @@ function unreadable(field: string, problem: string): UnreadableRecord {
 function leaseOf(data: DocumentData): Date | UnreadableRecord {
   const leasedAt = data[Field.leasedAt];
   const leaseMs = data[Field.leaseMs];
-  if (leasedAt !== undefined || leaseMs !== undefined) {
-    if (!(leasedAt instanceof Timestamp)) {
-      return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-    }
-    if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
-      return unreadable(Field.leaseMs, 'is missing or not a positive number of ms');
-    }
-    return new Date(leasedAt.toMillis() + leaseMs);
+  if (!(leasedAt instanceof Timestamp)) {
+    return unreadable(Field.leasedAt, 'is missing or not a timestamp');
   }
-  const legacy = data[Field.legacyLeaseExpires];
-  if (legacy instanceof Timestamp) return legacy.toDate();
-  return unreadable(Field.leasedAt, `and ${Field.legacyLeaseExpires} are missing or invalid`);
+  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
+    return unreadable(Field.leaseMs, 'is missing or not a positive number of ms');
+  }
+  return new Date(leasedAt.toMillis() + leaseMs);
 }
 
 /**
@@ -303,15 +296,20 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   },
 };
 
-/** How a claim proceeds on a record read at server time `now`; see the timeline above. */
+/**
+ * How a claim proceeds on a record read at server time `now` (see the timeline above), carrying
+ * the record it decided on:
+ * - `absent`: no document (released between a create and its read): create again;
+ * - `completed`: a duplicate; `unreadable`: never overwritten; `lease_live`: another attempt holds it;
+ * - `take_over`: the lease lapsed, the last attempt failed, the slot was reported missed, or a
+ *   new re-run asks for a finished run: take it over, fenced on the read.
+ */
 export type ClaimDecision =
-  | 'absent'
-  | 'completed'
-  | 'lease_live'
-  | 'lease_expired'
-  | 'retryable'
-  | 'rerun'
-  | 'unreadable';
+  | { readonly decision: 'absent' }
+  | { readonly decision: 'completed'; readonly record: RunRecord }
+  | { readonly decision: 'unreadable'; readonly record: UnreadableRecord }
+  | { readonly decision: 'lease_live'; readonly record: RunRecord }
+  | { readonly decision: 'take_over'; readonly record: RunRecord; readonly rerun: boolean };
 
 /** No document: the run never started, or a failed attempt released it. */
 export function isAbsent(record: StoredRecord | undefined): record is undefined {
@@ -351,11 +349,17 @@ export function claimDecision(
   now: Date,
   rerunId?: string,
 ): ClaimDecision {
-  if (isAbsent(record)) return 'absent';
-  if (record.status === 'unreadable') return 'unreadable';
-  if (isCompleted(record)) return isNewRerun(record, rerunId) ? 'rerun' : 'completed';
-  if (isRetryable(record)) return 'retryable';
-  return isLeaseLive(record, now) ? 'lease_live' : 'lease_expired';
+  if (isAbsent(record)) return { decision: 'absent' };
+  if (record.status === 'unreadable') return { decision: 'unreadable', record };
+  if (isCompleted(record)) {
+    return isNewRerun(record, rerunId)
+      ? { decision: 'take_over', record, rerun: true }
+      : { decision: 'completed', record };
+  }
+  if (isRetryable(record) || !isLeaseLive(record, now)) {
+    return { decision: 'take_over', record, rerun: false };
+  }
+  return { decision: 'lease_live', record };
 }
 
 /**
@@ -439,7 +443,6 @@ export function takeoverUpdate(
       ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
       : {}),
     [Field.completedAt]: FieldValue.delete(),
-    [Field.legacyLeaseExpires]: FieldValue.delete(),
   };
 }
 

@@ -12,11 +12,12 @@ import {
   loggableError,
   UnknownJobError,
 } from '../core/errors.ts';
-import type { Ledger, RunLedger } from '../core/ledger.ts';
+import type { Ledger } from '../core/ledger.ts';
 import { leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
-import { type EarlierSlotsCheck, reportEarlierSlots } from '../policy/missed-runs.ts';
+import { reportEarlierSlots } from '../policy/missed-runs.ts';
 import { runningEarlierSlot } from '../policy/overlap.ts';
+import type { RunHistory } from '../policy/run-history.ts';
 import { jobRunId, planRun, type RunPlan } from '../policy/run-plan.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
@@ -52,8 +53,10 @@ export interface HandlerDeps {
    * Where missed-run detection, the overlap policy and forced-run detection read (the project's
    * `RunLedger`); without it, none of them runs.
    */
-  readonly history?: EarlierSlotsCheck['ledger'] &
-    Pick<RunLedger, 'recordSkipped' | 'serverTime' | 'getMany'>;
+  readonly history?: Pick<
+    RunHistory,
+    'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped' | 'serverTime'
+  >;
   /**
    * Firestore's time now, for forced-run detection: `history.serverTime()` unless given (tests
    * drive it).
@@ -193,7 +196,7 @@ async function checkEarlierSlots(
   if (count === 0 || deps.history === undefined) return;
   try {
     await reportEarlierSlots({
-      ledger: deps.history,
+      history: deps.history,
       job,
       scope: run.scope,
       before: new Date(run.scheduleTime),

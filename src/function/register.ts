@@ -7,7 +7,9 @@ import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
 import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
+import { RunDocuments } from '../core/run-documents.ts';
 import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import { RunHistory } from '../policy/run-history.ts';
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
@@ -76,12 +78,12 @@ export function registerScheduledJob(
       databaseId: config.firestoreDatabase,
       ignoreUndefinedProperties: true,
     });
-  const ledger = new RunLedger(firestore, {
+  const documents = new RunDocuments(firestore, {
     collection: config.runsCollection,
-    leaseMs: config.leaseMs,
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
+  const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
@@ -98,7 +100,7 @@ export function registerScheduledJob(
     createScheduledJobHandler({
       config,
       ledger,
-      history: ledger,
+      history: new RunHistory(documents),
       jobs,
       logger,
       authenticate,

@@ -7,6 +7,7 @@ import { InvalidRequestError } from '../core/errors.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../core/rfc3339.ts';
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
+import { type ScheduledRun, TRIGGER_MODES, type Trigger } from '../policy/run-plan.ts';
 import type { Config } from './config.ts';
 
 /** The header Cloud Scheduler sets to the job's id (the Scheduler guide, "deduplicate job requests"). */
@@ -22,26 +23,12 @@ export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
  */
 export const MODE_HEADER = 'X-Run-Once-Mode';
 export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
-export const TRIGGER_MODES = ['manual', 'rerun'] as const;
-export type TriggerMode = (typeof TRIGGER_MODES)[number];
-
-/** A run asked for by hand: its mode and the trigger id its retries share. */
-export interface Trigger {
-  readonly mode: TriggerMode;
-  readonly id: string;
-}
-
-/** A delivery's run, as named by its headers. */
-export interface ScheduledRun {
-  /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
-  readonly jobName: string;
-  /** The schedule time as a UTC instant in canonical RFC 3339 (`…Z`, fraction without trailing zeros). */
-  readonly scheduleTime: string;
-  /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
-  readonly scope: Scope;
-  /** Set when `npm run trigger` asked for the run by hand. */
-  readonly trigger?: Trigger;
-}
+export {
+  type ScheduledRun,
+  TRIGGER_MODES,
+  type Trigger,
+  type TriggerMode,
+} from '../policy/run-plan.ts';
 
 /** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
 export interface DeliveryLike {

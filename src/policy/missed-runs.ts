@@ -10,10 +10,10 @@
  * nothing to report.
  */
 
-import type { RunLedger } from '../core/ledger.ts';
 import type { Logger } from '../core/logger.ts';
+import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { readHistory, type SlotRow, sinceFirstRecord } from './run-history.ts';
+import { type RunHistory, readHistory, type SlotRow, sinceFirstRecord } from './run-history.ts';
 import { previousSlots } from './schedule.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
@@ -22,10 +22,10 @@ export const FAILED_AFTER_RETRIES = 'run failed after retries';
 
 /** What {@link reportEarlierSlots} needs. */
 export interface EarlierSlotsCheck {
-  readonly ledger: Pick<RunLedger, 'getMany' | 'reportMissed' | 'markReported'>;
+  readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
   readonly job: DeclaredJob;
   /** The run id's scope, as the delivery's. */
-  readonly scope: readonly (readonly [string, string])[];
+  readonly scope: Scope;
   /** The slot of the delivery being processed: the slots before it are checked. */
   readonly before: Date;
   /** How many earlier slots to check (`MISSED_CHECK_SLOTS`). */
@@ -52,13 +52,13 @@ function fields(row: SlotRow) {
  * @returns how many slots this call reported.
  * @throws {LedgerUnavailableError} if the read or a report fails; the caller logs it and goes on:
  *   a failed check must never fail the run.
- * @example void reportEarlierSlots({ ledger, job, scope, before: slot, count: 5, logger }).catch(warn);
+ * @example void reportEarlierSlots({ history, job, scope, before: slot, count: 5, logger }).catch(warn);
  */
 export async function reportEarlierSlots(check: EarlierSlotsCheck): Promise<number> {
-  const { ledger, job, scope, logger } = check;
+  const { history, job, scope, logger } = check;
   const slots = previousSlots(job, check.before, check.count);
   if (slots.length === 0) return 0;
-  const { rows, updateTimes } = await readHistory(ledger, job, slots, scope);
+  const { rows, updateTimes } = await readHistory(history, job, slots, scope);
   // Only after the oldest slot with a record: the slots before a new job's first run (or before
   // `npm run dev` started) were never expected to run. A gap longer than the window is left to
   // `npm run runs -- --check` and the absence alert.
@@ -67,13 +67,13 @@ export async function reportEarlierSlots(check: EarlierSlotsCheck): Promise<numb
     if (!row.final || row.reported) continue;
     if (row.state === 'missed') {
       const details = { jobName: job.id, scheduleTime: row.slot.toISOString() };
-      if ((await ledger.reportMissed(row.runId, details)) === 'reported') {
+      if ((await history.reportMissed(row.runId, details)) === 'reported') {
         logger.error(fields(row), MISSED_RUN);
         reported++;
       }
     } else if (row.state === 'failed') {
       const updateTime = updateTimes.get(row.runId);
-      if (updateTime && (await ledger.markReported(row.runId, updateTime)) === 'reported') {
+      if (updateTime && (await history.markReported(row.runId, updateTime)) === 'reported') {
         logger.error(fields(row), FAILED_AFTER_RETRIES);
         reported++;
       }

@@ -5,10 +5,10 @@
  * overlaps, not just the next. Judged on Firestore's clock (the read's time), like every lease.
  */
 
-import type { RunLedger } from '../core/ledger.ts';
+import type { Scope } from '../core/run-key.ts';
 import { isLeaseLive, RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { slotRunId } from './run-history.ts';
+import { type RunHistory, slotRunId } from './run-history.ts';
 import { previousSlot } from './schedule.ts';
 
 /**
@@ -16,19 +16,19 @@ import { previousSlot } from './schedule.ts';
  * `undefined` when none does.
  *
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const running = await runningEarlierSlot(ledger, job, slot, scope);
+ * @example const running = await runningEarlierSlot(history, job, slot, scope);
  */
 export async function runningEarlierSlot(
-  ledger: Pick<RunLedger, 'getMany'>,
+  history: Pick<RunHistory, 'getMany'>,
   job: DeclaredJob,
   slot: Date,
-  scope: readonly (readonly [string, string])[],
+  scope: Scope,
 ): Promise<string | undefined> {
   const previous = previousSlot(job, slot);
   if (previous === undefined) return undefined;
   let runId = slotRunId(job.id, previous, scope);
   for (let hop = 0; hop < 2; hop++) {
-    const { records, readTime } = await ledger.getMany([runId]);
+    const { records, readTime } = await history.getMany([runId]);
     const record: StoredRecord | undefined = records.get(runId);
     if (record === undefined) return undefined;
     if (isLeaseLive(record, readTime)) return runId;

@@ -5,10 +5,19 @@
  * computed, exactly as the handler computes it for a delivery of that slot.
  */
 
-import type { BatchRead, RunLedger } from '../core/ledger.ts';
-import { computeRunId } from '../core/run-key.ts';
-import { type RunRecord, RunStatus, type StoredRecord } from '../core/run-record.ts';
-import { normaliseScheduleTime } from '../function/scheduler-request.ts';
+import type { Timestamp } from '@google-cloud/firestore';
+import { toCanonicalRfc3339 } from '../core/rfc3339.ts';
+import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
+import { computeRunId, type Scope } from '../core/run-key.ts';
+import {
+  missedDocument,
+  type RunDetails,
+  type RunRecord,
+  RunStatus,
+  reportedUpdate,
+  type StoredRecord,
+  skippedDocument,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 
@@ -61,8 +70,6 @@ export interface SlotRow {
   readonly kind: 'slot' | 'manual' | 'forced';
 }
 
-type Scope = readonly (readonly [string, string])[];
-
 /**
  * The run id of `job`'s slot at `slot`: the id a delivery of that slot gets (short job id,
  * canonical schedule time, the same scope).
@@ -70,8 +77,7 @@ type Scope = readonly (readonly [string, string])[];
  * @example slotRunId('nightly-report', new Date('2026-10-16T02:00:00Z'), [])
  */
 export function slotRunId(jobId: string, slot: Date, scope: Scope): string {
-  const scheduleTime = normaliseScheduleTime(slot.toISOString());
-  return computeRunId({ jobName: jobId, scheduleTime, scope });
+  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope });
 }
 
 function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
@@ -180,21 +186,107 @@ export interface History {
  *
  * @param now - judge windows at this time instead of the read's (for "as of" views and tests).
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const { rows } = await readHistory(ledger, job, slotsBetween(job, from, to).slots, scope);
+ * @example const { rows } = await readHistory(history, job, slotsBetween(job, from, to).slots, scope);
  */
 export async function readHistory(
-  ledger: Pick<RunLedger, 'getMany'>,
+  store: Pick<RunHistory, 'getMany'>,
   job: DeclaredJob,
   slots: readonly Date[],
   scope: Scope,
   now?: Date,
 ): Promise<History> {
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
-  const { records, updateTimes, readTime } = await ledger.getMany(runIds);
+  const { records, updateTimes, readTime } = await store.getMany(runIds);
   const at = now ?? readTime;
   const rows = slots.map((slot, i) => {
     const runId = runIds[i] as string;
     return slotRow(job, slot, runId, records.get(runId), at);
   });
   return { rows, updateTimes, readTime };
+}
+
+/**
+ * The run records as history: batched reads of slots by run id, and the reports written beside
+ * the lease protocol (a missed slot, a finally failed run, a slot skipped by the overlap policy),
+ * each once across instances by a conditional write.
+ *
+ * @example
+ * const history = new RunHistory(documents);
+ * const { rows } = await readHistory(history, job, slots, []);
+ */
+export class RunHistory {
+  readonly #documents: RunDocuments;
+
+  constructor(documents: RunDocuments) {
+    this.#documents = documents;
+  }
+
+  /**
+   * Reads many run records by id (batched, no query, no index).
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  getMany(runIds: readonly string[]): Promise<BatchRead> {
+    return this.#documents.readMany(runIds);
+  }
+
+  /** Firestore's time now, as best this instance knows it. @throws {LedgerUnavailableError} */
+  serverTime(): Promise<Date> {
+    return this.#documents.serverTime();
+  }
+
+  /**
+   * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
+   *
+   * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
+   *   or another instance's report).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async reportMissed(runId: string, details: RunDetails): Promise<'reported' | 'exists'> {
+    const documents = this.#documents;
+    const created = await documents.create(
+      runId,
+      'missed-run report',
+      missedDocument(documents.expireAt(), details),
+    );
+    return created === 'exists' ? 'exists' : 'reported';
+  }
+
+  /**
+   * Marks a finally failed run reported, once across instances: fenced on the update time read.
+   *
+   * @param updateTime - the record's update time from the read that found it unreported.
+   * @returns `reported` if this call marked it, `exists` if the record changed first.
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async markReported(runId: string, updateTime: Timestamp): Promise<'reported' | 'exists'> {
+    const marked = await this.#documents.update(
+      runId,
+      'failed-run report',
+      reportedUpdate(),
+      updateTime,
+    );
+    return marked === 'changed' ? 'exists' : 'reported';
+  }
+
+  /**
+   * Records a slot skipped by the overlap policy `skip` while `blockedBy` still ran: creates its
+   * record as `skipped` (final: later deliveries are duplicates).
+   *
+   * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
+   * @throws {LedgerUnavailableError} if Firestore fails.
+   */
+  async recordSkipped(
+    runId: string,
+    details: RunDetails,
+    blockedBy: string,
+  ): Promise<'recorded' | 'exists'> {
+    const documents = this.#documents;
+    const created = await documents.create(
+      runId,
+      'skip',
+      skippedDocument(documents.expireAt(), details, blockedBy),
+    );
+    return created === 'exists' ? 'exists' : 'recorded';
+  }
 }

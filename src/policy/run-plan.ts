@@ -14,10 +14,31 @@
  *   downstream does the work again instead of de-duplicating it.
  */
 
-import { computeRunId, type RunVariant } from '../core/run-key.ts';
+import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
-import type { ScheduledRun } from '../function/scheduler-request.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
+
+/** How `npm run trigger` asks for a run by hand (`X-Run-Once-Mode`). */
+export const TRIGGER_MODES = ['manual', 'rerun'] as const;
+export type TriggerMode = (typeof TRIGGER_MODES)[number];
+
+/** A run asked for by hand: its mode and the trigger id its retries share. */
+export interface Trigger {
+  readonly mode: TriggerMode;
+  readonly id: string;
+}
+
+/** A delivery's run, as named by its headers. */
+export interface ScheduledRun {
+  /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
+  readonly jobName: string;
+  /** The schedule time as a UTC instant in canonical RFC 3339 (`…Z`, fraction without trailing zeros). */
+  readonly scheduleTime: string;
+  /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
+  readonly scope: Scope;
+  /** Set when `npm run trigger` asked for the run by hand. */
+  readonly trigger?: Trigger;
+}
 
 /** What the handler claims and runs for one delivery. */
 export interface RunPlan {

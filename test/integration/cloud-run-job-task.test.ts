@@ -24,7 +24,7 @@ function aRunId(): string {
 /** One execution's container: a Firestore client and a ledger of its own, as in another process. */
 function container(collection: string) {
   const db = new Firestore({ projectId: PROJECT });
-  const ledger = new RunLedger(db, {
+  const ledger = RunLedger.open(db, {
     collection,
     leaseMs: 60_000,
     retentionMs: 86_400_000,

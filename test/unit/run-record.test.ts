@@ -37,17 +37,14 @@ describe('runRecordConverter', () => {
     assert.equal(record.status === 'in_progress' && record.jobName, 'nightly');
   });
 
-  it('reads the lease_expires of records written before server-time leases', () => {
+  it('reads an in-progress record with only a lease_expires field as unreadable, never as lapsed', () => {
     const record = read({
       status: 'in_progress',
       attempt_id: 'a',
       lease_expires: at('2026-10-16T12:05:00Z'),
     });
 
-    assert.equal(
-      record.status === 'in_progress' && record.leaseExpires?.toISOString(),
-      '2026-10-16T12:05:00.000Z',
-    );
+    assert.equal(record.status, 'unreadable');
   });
 
   it('reads a failed record with its attempts, failure time and last error', () => {
@@ -99,13 +96,13 @@ describe('runRecordConverter', () => {
       'no lease at all',
       { status: 'in_progress', attempt_id: 'a' },
       'leased_at',
-      /missing or invalid/,
+      /missing or not a timestamp/,
     ],
     [
-      'a lease_expires string',
-      { status: 'in_progress', attempt_id: 'a', lease_expires: '2026' },
+      'a lease_expires field instead of leased_at and lease_ms',
+      { status: 'in_progress', attempt_id: 'a', lease_expires: at('2026-10-16T12:05:00Z') },
       'leased_at',
-      /missing or invalid/,
+      /missing or not a timestamp/,
     ],
     [
       'leased_at without lease_ms',
@@ -159,20 +156,34 @@ describe('runRecordConverter', () => {
 
 describe('claimDecision', () => {
   const lease = (iso: string) =>
-    read({ status: 'in_progress', attempt_id: 'a', lease_expires: at(iso) });
-  const cases: [string, StoredRecord | undefined, string][] = [
+    read({
+      status: 'in_progress',
+      attempt_id: 'a',
+      leased_at: at(iso),
+      lease_ms: 1,
+    });
+  const cases: [string, StoredRecord | undefined, string, string?][] = [
     ['no record', undefined, 'absent'],
     ['a completed record', read({ status: 'completed', attempt_id: 'a' }), 'completed'],
-    ['a lease ending after now', lease('2026-10-16T12:00:00.001Z'), 'lease_live'],
-    ['a lease ending exactly now', lease('2026-10-16T12:00:00Z'), 'lease_expired'],
-    ['a lease ended before now', lease('2026-10-16T11:00:00Z'), 'lease_expired'],
+    ['a lease ending after now', lease('2026-10-16T12:00:00.000Z'), 'lease_live'],
+    ['a lease ending exactly now', lease('2026-10-16T11:59:59.999Z'), 'take_over'],
+    ['a lease ended before now', lease('2026-10-16T11:00:00Z'), 'take_over'],
     ['an unreadable record', read({ status: 42 }), 'unreadable'],
-    ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'retryable'],
-    ['a reported miss', read({ status: 'missed', attempts: 0 }), 'retryable'],
+    ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'take_over'],
+    ['a reported miss', read({ status: 'missed', attempts: 0 }), 'take_over'],
+    [
+      'a completed record and a new re-run',
+      read({ status: 'completed', attempt_id: 'a' }),
+      'take_over',
+      'trigger-1',
+    ],
   ];
-  for (const [what, record, decision] of cases) {
+  for (const [what, record, decision, rerunId] of cases) {
     it(`decides ${decision} for ${what}`, () => {
-      assert.equal(claimDecision(record, NOW), decision);
+      const decided = claimDecision(record, NOW, rerunId);
+
+      assert.equal(decided.decision, decision);
+      if (decided.decision !== 'absent') assert.equal(decided.record, record);
     });
   }
 });

@@ -1,0 +1,285 @@
+/**
+ * The run documents in Firestore: the one module that calls Firestore. Every operation has a
+ * timeout and classifies its errors where they happen (Powertools catches the conditional failure
+ * only on its conditional put): "someone else wrote first" is an answer, and only for the
+ * conditional write that can cause it; anything else throws.
+ *
+ * Writes are single atomic operations with a precondition, never transactions: a `create()` fails
+ * if the document exists; an `update()` fenced on a `lastUpdateTime` lands only if nobody wrote
+ * the document since that time. The update time of a writer's own last write is its fencing token.
+ */
+import {
+  type DocumentData,
+  type DocumentReference,
+  type Firestore,
+  type Query,
+  Timestamp,
+} from '@google-cloud/firestore';
+import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
+import { runRecordConverter, type StoredRecord } from './run-record.ts';
+
+/** One read of one run document. */
+export interface DocumentRead {
+  /** The record, `undefined` when the document is absent. */
+  readonly record: StoredRecord | undefined;
+  /** Its update time (µs precision): the fencing token of a write after this read. */
+  readonly updateTime: Timestamp | undefined;
+  /** Firestore's time of the read: "now" for every decision on the record. */
+  readonly readTime: Date;
+}
+
+/** What a batched read of run records found. */
+export interface BatchRead {
+  /** Each run id's record, `undefined` when absent. */
+  readonly records: ReadonlyMap<string, StoredRecord | undefined>;
+  /**
+   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
+   * precision a `lastUpdateTime` precondition compares): the fencing token of a write after the read.
+   */
+  readonly updateTimes: ReadonlyMap<string, Timestamp>;
+  /** Firestore's time of the (last) read. */
+  readonly readTime: Date;
+}
+
+/** Where the run documents live and how long to wait, durations in ms. */
+export interface RunDocumentsOptions {
+  /** Collection holding the run documents. */
+  readonly collection: string;
+  /** How long a record is kept after its last write, ms; written to `expire_at` for a TTL policy. */
+  readonly retentionMs: number;
+  /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
+  readonly timeoutMs: number;
+}
+
+/** A document id no run has (run ids are hex): read once to learn Firestore's time. */
+const CLOCK_DOC = '~clock';
+/** Documents per batched read (`getAll`); Firestore takes far more, this bounds one call's wait. */
+const BATCH_SIZE = 500;
+
+/** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
+const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
+
+/** Another writer won: a conditional write did not apply. Never leaves this module. */
+class WriteConflict {}
+
+function codeOf(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/**
+ * The runs collection, with Firestore's clock as this instance learns it from every answer (the
+ * skew is used for `expire_at` and for {@link serverTime}, never for a lease). Safe to share
+ * across concurrent requests.
+ *
+ * @example
+ * const documents = new RunDocuments(new Firestore(), {
+ *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
+ * });
+ * const { record, readTime } = await documents.read(runId);
+ */
+export class RunDocuments {
+  readonly #db: Firestore;
+  readonly #options: RunDocumentsOptions;
+  /** Firestore's clock minus ours, learnt from answers. */
+  #skewMs = 0;
+  #skewLearnt = false;
+
+  constructor(db: Firestore, options: RunDocumentsOptions) {
+    this.#db = db;
+    this.#options = options;
+  }
+
+  /** How long a record is kept after its last write, ms. */
+  get retentionMs(): number {
+    return this.#options.retentionMs;
+  }
+
+  /**
+   * Reads one run document.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time;
+   *   {@link DatabaseNotFoundError} if the database does not exist.
+   */
+  async read(runId: string): Promise<DocumentRead> {
+    const snap = await this.#call('read', () =>
+      this.#ref(runId).withConverter(runRecordConverter).get(),
+    );
+    this.#learnSkew(snap.readTime);
+    return { record: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
+  }
+
+  /**
+   * Reads many run documents in batched reads (`getAll`, at most {@link BATCH_SIZE} a call): no
+   * query, so no index.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in time.
+   * @example const { records, readTime } = await documents.readMany(runIds);
+   */
+  async readMany(runIds: readonly string[]): Promise<BatchRead> {
+    const records = new Map<string, StoredRecord | undefined>();
+    const updateTimes = new Map<string, Timestamp>();
+    let readTime = new Date(Date.now() + this.#skewMs);
+    for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
+      const refs = runIds
+        .slice(i, i + BATCH_SIZE)
+        .map((id) => this.#ref(id).withConverter(runRecordConverter));
+      const snaps = await this.#call('batched read', () => this.#db.getAll(...refs));
+      for (const snap of snaps) {
+        // The refs carry the converter, which Firestore.getAll's typings drop (unlike Transaction's).
+        records.set(snap.id, snap.data() as StoredRecord | undefined);
+        if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
+        readTime = snap.readTime.toDate();
+        this.#learnSkew(snap.readTime);
+      }
+    }
+    return { records, updateTimes, readTime };
+  }
+
+  /**
+   * Runs a query of the runs collection built by `build`, through the record converter.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails (e.g. `FAILED_PRECONDITION` for a query
+   *   whose composite index does not exist).
+   * @example const runs = await documents.query((c) => c.where('job_name', '==', id).limit(100));
+   */
+  async query(
+    build: (collection: Query<StoredRecord>) => Query<StoredRecord>,
+  ): Promise<{ runId: string; record: StoredRecord; updateTime: Timestamp }[]> {
+    const collection = this.#db
+      .collection(this.#options.collection)
+      .withConverter(runRecordConverter);
+    const snap = await this.#call('query', () => build(collection).get());
+    return snap.docs.map((doc) => ({
+      runId: doc.id,
+      record: doc.data(),
+      updateTime: doc.updateTime,
+    }));
+  }
+
+  /**
+   * Creates a run document if none exists.
+   *
+   * @returns the write's time (Firestore's), or `exists` if a document was there first.
+   * @throws {LedgerUnavailableError} for any other failure.
+   */
+  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
+    try {
+      const result = await this.#call(what, () => this.#ref(runId).create(data), [
+        Code.ALREADY_EXISTS,
+      ]);
+      this.#learnSkew(result.writeTime);
+      return result.writeTime;
+    } catch (err) {
+      if (err instanceof WriteConflict) return 'exists';
+      throw err;
+    }
+  }
+
+  /**
+   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
+   *
+   * @returns the write's time (the new fencing token), or `changed` if the document changed or
+   *   was deleted since `token`.
+   * @throws {LedgerUnavailableError} for any other failure.
+   */
+  async update(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp,
+  ): Promise<Timestamp | 'changed'> {
+    try {
+      // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+      const result = await this.#call(
+        what,
+        () => this.#ref(runId).update(data, { lastUpdateTime: token }),
+        [Code.FAILED_PRECONDITION, Code.NOT_FOUND],
+      );
+      this.#learnSkew(result.writeTime);
+      return result.writeTime;
+    } catch (err) {
+      if (err instanceof WriteConflict) return 'changed';
+      throw err;
+    }
+  }
+
+  /** `expire_at` for a write now: the retention from Firestore's time as best known. */
+  expireAt(): Timestamp {
+    return Timestamp.fromMillis(Date.now() + this.#skewMs + this.#options.retentionMs);
+  }
+
+  /**
+   * Firestore's time now, as best this instance knows it: its clock corrected by the skew learnt
+   * from Firestore's answers. Before the first answer, one read learns it (of a document that never
+   * exists; once per instance).
+   *
+   * @throws {LedgerUnavailableError} if that read fails.
+   * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
+   */
+  async serverTime(): Promise<Date> {
+    if (!this.#skewLearnt) await this.read(CLOCK_DOC);
+    return new Date(Date.now() + this.#skewMs);
+  }
+
+  /** Learns Firestore's clock from a time it answered with (a write's or a read's). */
+  learnSkew(serverTime: Timestamp): void {
+    this.#learnSkew(serverTime);
+  }
+
+  #learnSkew(serverTime: Timestamp): void {
+    this.#skewMs = serverTime.toMillis() - Date.now();
+    this.#skewLearnt = true;
+  }
+
+  /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
+  #ref(runId: string): DocumentReference {
+    return this.#db.collection(this.#options.collection).doc(runId);
+  }
+
+  /**
+   * Runs one Firestore operation with the configured timeout, classifying its errors for that
+   * operation: a code in `conflicts` (only a conditional write passes any) throws the private
+   * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
+   * including the timeout, is a {@link LedgerUnavailableError}.
+   */
+  async #call<T>(
+    what: string,
+    run: () => Promise<T>,
+    conflicts: readonly number[] = [],
+  ): Promise<T> {
+    const { timeoutMs } = this.#options;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new LedgerUnavailableError(
+              `Firestore did not answer the ${what} within ${timeoutMs} ms`,
+            ),
+          ),
+        timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([run(), timeout]);
+    } catch (err) {
+      if (err instanceof LedgerUnavailableError) throw err;
+      const code = codeOf(err);
+      if (code !== undefined && conflicts.includes(code)) throw new WriteConflict();
+      if (code === Code.NOT_FOUND) {
+        const database = this.#db.databaseId ?? '(default)';
+        throw new DatabaseNotFoundError(
+          `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
+            'check FIRESTORE_DATABASE and the project, and that the database exists ' +
+            '(gcloud firestore databases list)',
+          { cause: err },
+        );
+      }
+      const message = err instanceof Error ? err.message : String(err);
+      throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
