@@ -4,9 +4,9 @@
  */
 
 import { InvalidRequestError } from '../core/errors.ts';
-import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../core/rfc3339.ts';
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
+import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
 import { type ScheduledRun, TRIGGER_MODES, type Trigger } from '../policy/run-plan.ts';
 import type { Config } from './config.ts';
 

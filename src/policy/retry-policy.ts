@@ -82,7 +82,10 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
  * may stop earlier (at the next scheduled time), never later. Until then an absent run is
  * `pending`, not `missed`, and a failed one may still be retried.
  *
- * @example retryWindowMs(job) // default settings: 180 s × 4 attempts + 30 + 60 + 120 s = 930 s
+ * The formula: `(retries + 1) × attemptDeadline + Σ back-offs`, with the retries and back-offs of
+ * {@link backoffSequenceMs}.
+ *
+ * @example retryWindowMs(job) // defaults: 8 attempts × 180 s + (30 + 60 + 120 + 240 + 480 + 600 + 600) s = 3570 s
  */
 export function retryWindowMs(settings: RetrySettings): number {
   const waits = backoffSequenceMs(settings);

@@ -6,7 +6,6 @@
  */
 
 import type { Timestamp } from '@google-cloud/firestore';
-import { toCanonicalRfc3339 } from '../core/rfc3339.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
@@ -20,6 +19,7 @@ import {
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
+import { toCanonicalRfc3339 } from './rfc3339.ts';
 
 /**
  * What became of one slot:
