@@ -110,6 +110,25 @@ export class RunDocuments {
   }
 
   /**
+   * Reads one document of this collection as plain data, without the run-record converter: for
+   * collections of other documents (a job's own state), opened as a `RunDocuments` of their own.
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
+   * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
+   */
+  async readData(
+    id: string,
+  ): Promise<{
+    data: DocumentData | undefined;
+    updateTime: Timestamp | undefined;
+    readTime: Date;
+  }> {
+    const snap = await this.#call('read', () => this.#ref(id).get());
+    this.#learnSkew(snap.readTime);
+    return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
+  }
+
+  /**
    * Reads many run documents in batched reads (`getAll`, at most {@link BATCH_SIZE} a call): no
    * query, so no index.
    *
