@@ -87,6 +87,11 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   let context: BrowserContext;
   let page: Page;
   const requests: string[] = [];
+  /**
+   * Evaluates a JavaScript expression in the page. Text, not a function: the project compiles
+   * without the DOM's types, which a function run in the page would need.
+   */
+  const inPage = <T = unknown>(expression: string) => page.evaluate<T>(expression);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'runs-html-'));
@@ -125,12 +130,11 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   });
 
   it('colours each state its own colour, one cell per row', async () => {
-    const cells = await page.$$eval('.timeline .slot', (els) =>
-      els.map((el) => ({
-        state: el.getAttribute('data-state'),
+    const cells = await inPage<{ state: string; bg: string }[]>(`
+      [...document.querySelectorAll('.timeline .slot')].map((el) => ({
+        state: el.dataset.state,
         bg: getComputedStyle(el).backgroundColor,
-      })),
-    );
+      }))`);
 
     assert.equal(cells.length, ROWS.length);
     for (const [state, colour] of Object.entries(STATE_COLOURS)) {
@@ -144,9 +148,11 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   });
 
   it('marks manual and forced runs, and no slot run', async () => {
-    const marks = await page.$$eval('.timeline .slot', (els) =>
-      els.map((el) => [el.getAttribute('data-kind'), getComputedStyle(el, '::after').content]),
-    );
+    const marks = await inPage<[string, string][]>(`
+      [...document.querySelectorAll('.timeline .slot')].map((el) => [
+        el.dataset.kind,
+        getComputedStyle(el, '::after').content,
+      ])`);
 
     for (const [kind, content] of marks) {
       assert.equal(
@@ -179,12 +185,12 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   });
 
   it('renders user text as text: no injected element runs or appears', async () => {
-    const state = await page.evaluate(() => ({
-      pwned: (window as { __pwned?: unknown }).__pwned,
+    const state = await inPage(`({
+      pwned: window.__pwned,
       images: document.querySelectorAll('img').length,
       bold: document.getElementById('bold'),
       headings: [...document.querySelectorAll('h2')].map((h) => h.textContent),
-    }));
+    })`);
 
     assert.deepEqual(state, {
       pwned: undefined,
