@@ -12,7 +12,7 @@ import {
   spawnGroup,
   waitForPort,
 } from '../scripts/local-processes.ts';
-import { fire, type Storm, stormFigures, summarise } from './figures.ts';
+import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 
 export { ROOT };
@@ -96,6 +96,43 @@ export async function stormOverHttp(
   await new Promise((resolve) => setTimeout(resolve, 100)); // the last log lines through the pipe
   const storm = { where: 'HTTP', ledger, executions: fn.jobStarts() - startsBefore } as const;
   return stormFigures({ ...storm, calls: counter.calls() }, answers);
+}
+
+/** One function's processed runs over HTTP, one at a time: ms from request to answer. */
+export interface ProcessedRuns {
+  readonly fn: string;
+  readonly perRun: Summary;
+  /** Answers other than 200. */
+  readonly errors: number;
+}
+
+/**
+ * Delivers a new run to each of `fns` in turn, `warmup` untimed rounds then `runs` timed ones,
+ * one request at a time, so the functions are measured side by side under the same load of the
+ * machine (interleaved, not one after the other). Each answer must be a 200: a processed run.
+ */
+export async function measureProcessedRuns(
+  fns: readonly (readonly [string, FunctionProcess])[],
+  runs: number,
+  warmup: number,
+): Promise<ProcessedRuns[]> {
+  const samples = fns.map(() => [] as number[]);
+  const errors = fns.map(() => 0);
+  for (let i = -warmup; i < runs; i++) {
+    for (const [k, [, fn]] of fns.entries()) {
+      const started = performance.now();
+      const { status } = await deliver(fn.url);
+      const elapsed = performance.now() - started;
+      if (i < 0) continue;
+      samples[k]?.push(elapsed);
+      if (status !== 200) errors[k] = (errors[k] ?? 0) + 1;
+    }
+  }
+  return fns.map(([name], k) => ({
+    fn: name,
+    perRun: summarise(samples[k] ?? []),
+    errors: errors[k] ?? 0,
+  }));
 }
 
 /**

@@ -1,15 +1,18 @@
 /**
- * The bench's results, issue 5's targets judged against them, and the printed tables.
+ * The bench's results, the targets judged against them (each a ratio to a floor measured in the
+ * same run), and the printed tables.
  */
 import type { Storm } from './figures.ts';
 import type { HistoryFigures } from './history.ts';
 import { LEDGERS, type LedgerFigures, type LedgerKey, STORM_LEDGERS } from './in-process.ts';
-import type { ColdStart, ColdStartKey, Throughput } from './over-http.ts';
+import type { ColdStart, ColdStartKey, ProcessedRuns, Throughput } from './over-http.ts';
 
 /** Everything one run measured. */
 export interface Results {
   readonly ledgers: Record<LedgerKey, LedgerFigures>;
   readonly storms: readonly Storm[];
+  /** Processed runs over HTTP, one at a time: the project (no-op job), then the floor. */
+  readonly httpRuns: readonly ProcessedRuns[];
   readonly throughput: readonly Throughput[];
   readonly coldStarts: readonly ColdStart[];
   readonly history: HistoryFigures;
@@ -24,52 +27,99 @@ function coldStartMedian(coldStarts: readonly ColdStart[], key: ColdStartKey): n
   return coldStarts.find((c) => c.key === key)?.first200.median ?? Number.NaN;
 }
 
-/** Judges issue 5's targets (ratios, on the emulator, this machine). */
-export function targets({ ledgers, storms, coldStarts }: Results) {
-  const { project, literal } = ledgers;
-  const speedup = literal.perRun.median / project.perRun.median;
-  const dupCalls = project.callsPerDuplicate;
-  const storm = (where: Storm['where'], ledger: string) => {
-    const s = storms.find((s) => s.where === where && s.ledger === ledger && s.size === 200);
-    return s && `${ms(s.allAnsweredMs)}, ${s.errors} errors`;
-  };
+/** One target: what it asks, what was measured, and whether it was met. */
+export interface Target {
+  readonly target: string;
+  readonly measured: string;
+  readonly met: boolean;
+}
+
+/**
+ * The largest ratio to its floor each timed target allows. A floor is what the design cannot go
+ * below, measured in the same run on the same machine: the (b) floor ledger's create() + update()
+ * in process, a function making only those two calls over HTTP (issue 20), functions-framework with
+ * the Firestore client and one create() for a cold start. The margins are the project's own work,
+ * not noise allowances: per run its run id, lease and fencing fields and two log lines; at a cold
+ * start also pino with the Cloud Logging config (about a tenth of a cold start) and a second write
+ * on a fresh channel, where the floor makes one. Measured (docs/performance.md): 0.97–0.99× in
+ * process, 1.21× over HTTP, 0.87–1.23× for cold starts as deployed.
+ */
+export const MAX_RATIO = {
+  inProcessRun: 1.2,
+  /** Issue 20's target. */
+  httpRun: 1.2,
+  /** A storm's 200 answers against one run: single flight makes it one run plus the fan-out. */
+  storm: 3,
+  coldStart: 1.3,
+} as const;
+
+/**
+ * Judges the targets: each a ratio to a floor measured in the same run, on the emulator, on this
+ * machine. A target that is not measured (a smoke run without the figure) is not met.
+ *
+ * @example targets(results).filter((t) => !t.met) // the missed ones; `npm run bench` then exits 1
+ */
+export function targets({ ledgers, storms, httpRuns, coldStarts, history }: Results): Target[] {
+  const { project, floor } = ledgers;
+  const inProcess = project.perRun.median / floor.perRun.median;
   const atLedger = storms.find(
     (s) => s.where === 'in process' && s.ledger === LEDGERS.project && s.size === 200,
   );
-  const cold = coldStartMedian(coldStarts, 'projectCache') / coldStartMedian(coldStarts, 'hello');
-  const floor = coldStartMedian(coldStarts, 'floor') / coldStartMedian(coldStarts, 'hello');
+  const spread = storms.find(
+    (s) => s.where === 'in process' && s.ledger === STORM_LEDGERS.spread && s.size === 200,
+  );
+  const [httpProject, httpFloor] = [httpRuns[0], httpRuns[1]];
+  const http =
+    httpProject && httpFloor ? httpProject.perRun.median / httpFloor.perRun.median : Number.NaN;
+  const cold = coldStartMedian(coldStarts, 'projectCache') / coldStartMedian(coldStarts, 'floor');
+  const stormRatio = atLedger ? atLedger.allAnsweredMs / floor.perRun.median : Number.NaN;
+  const within = (ratio: number, max: number) => Number.isFinite(ratio) && ratio <= max;
   return [
     {
-      target: 'Firestore calls per processed run <= 2',
-      measured: `${project.callsPerRun}`,
-      met: yes(project.callsPerRun <= 2),
+      target: 'Firestore calls per processed run = the floor (2: create + update)',
+      measured: `${project.callsPerRun} (floor ${floor.callsPerRun})`,
+      met: project.callsPerRun <= floor.callsPerRun,
     },
     {
-      target: 'calls per duplicate 1 (at most 2)',
-      measured: `${dupCalls}`,
-      met: dupCalls <= 1 ? 'yes' : dupCalls <= 2 ? 'within the limit of 2' : 'no',
+      target:
+        'Firestore calls per duplicate <= 2 (the floor makes 1 but cannot tell done from running)',
+      measured: `${project.callsPerDuplicate}`,
+      met: project.callsPerDuplicate <= 2,
     },
     {
-      target: 'ledger >= 4x faster than (a) per run',
-      measured: `(a) / project = ${times(speedup)}`,
-      met: yes(speedup >= 4),
+      target: `processed run in process <= ${MAX_RATIO.inProcessRun}x the floor ledger`,
+      measured: `${times(inProcess)} (${ms(project.perRun.median)} / ${ms(floor.perRun.median)})`,
+      met: within(inProcess, MAX_RATIO.inProcessRun),
     },
     {
-      target: '200-duplicate storm at the ledger < 1 s, 0 errors',
+      target: `processed run over HTTP, no-op job, <= ${MAX_RATIO.httpRun}x the floor (create + update) side by side (issue 20)`,
+      measured:
+        httpProject && httpFloor
+          ? `${times(http)} (${ms(httpProject.perRun.median)} / ${ms(httpFloor.perRun.median)}; ${httpProject.errors + httpFloor.errors} errors)`
+          : '–',
+      met: within(http, MAX_RATIO.httpRun) && httpProject?.errors === 0,
+    },
+    {
+      target: `200-duplicate storm at the ledger: 0 errors, the floor's 2 calls, all answered <= ${MAX_RATIO.storm}x one floor run`,
       measured: atLedger
-        ? [
-            storm('in process', LEDGERS.project),
-            `over 10 instances ${storm('in process', STORM_LEDGERS.spread)}`,
-            `(a) ${storm('in process', LEDGERS.literal)}`,
-            `HTTP ${storm('HTTP', LEDGERS.project)}`,
-          ].join('; ')
-        : '–',
-      met: atLedger ? yes(atLedger.allAnsweredMs < 1000 && atLedger.errors === 0) : 'not measured',
+        ? `${times(stormRatio)} (${ms(atLedger.allAnsweredMs)}), ${atLedger.errors} errors, ${atLedger.calls} calls; over 10 instances ${spread ? `${ms(spread.allAnsweredMs)}, ${spread.calls} calls` : '–'}`
+        : 'not measured (storms of 200 run in a full run only)',
+      met:
+        atLedger !== undefined &&
+        atLedger.errors === 0 &&
+        atLedger.calls <= floor.callsPerRun &&
+        within(stormRatio, MAX_RATIO.storm),
     },
     {
-      target: 'cold start <= 1.5x hello world',
-      measured: `${times(cold)} as deployed; the floor ${times(floor)}`,
-      met: Number.isFinite(cold) ? yes(cold <= 1.5) : 'not measured',
+      target: `cold start as deployed <= ${MAX_RATIO.coldStart}x the floor (functions-framework + Firestore client + one create())`,
+      measured: `${times(cold)} (${ms(coldStartMedian(coldStarts, 'projectCache'))} / ${ms(coldStartMedian(coldStarts, 'floor'))})`,
+      met: within(cold, MAX_RATIO.coldStart),
+    },
+    {
+      target:
+        'Firestore calls per processed run with missed-run detection = the floor + 1 batched read',
+      measured: `${history.callsPerRunWithCheck}`,
+      met: history.callsPerRunWithCheck <= floor.callsPerRun + 1,
     },
   ];
 }
@@ -155,14 +205,25 @@ export function render(r: Results, summary: string): string {
         slots: (h) => `${h.slots}`,
         'readHistory in process': (h) => ms(h.inProcessMs),
         'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
-        'target < 5 s': (h) => yes(h.commandMs < 5000),
         'Firestore calls per processed run with the check': (h) => `${h.callsPerRunWithCheck}`,
       },
     ),
-    table(`Targets (${summary})`, targets(r), {
+    table(
+      'Processed runs over HTTP, one at a time, side by side (no missed-run check)',
+      r.httpRuns,
+      {
+        function: (p) => p.fn,
+        runs: (p) => `${p.perRun.n}`,
+        median: (p) => ms(p.perRun.median),
+        p95: (p) => ms(p.perRun.p95),
+        'vs floor': (p) => times(p.perRun.median / (r.httpRuns[1]?.perRun.median ?? Number.NaN)),
+        errors: (p) => `${p.errors}`,
+      },
+    ),
+    table(`Targets: ratios to floors measured in this run (${summary})`, targets(r), {
       target: (t) => t.target,
       measured: (t) => t.measured,
-      met: (t) => t.met,
+      met: (t) => yes(t.met),
     }),
   ]
     .filter((t) => t !== '')

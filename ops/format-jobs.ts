@@ -12,12 +12,34 @@ export interface Upcoming extends JobInfo {
   readonly next: readonly Date[];
 }
 
+/** How many fire times `npm run jobs -- --count N` shows at most (`MAX_COUNT`) and by default. */
+export const COUNT = { default: 3, max: 1000 } as const;
+
+/**
+ * Reads `--count`: a whole number from 1 to {@link COUNT}`.max`, so a listing stays bounded.
+ *
+ * @throws Error saying what to write, for anything else.
+ * @example parseCount('10') // 10
+ */
+export function parseCount(text: string): number {
+  if (!/^\d{1,4}$/.test(text.trim()) || Number(text) < 1 || Number(text) > COUNT.max) {
+    throw new Error(
+      `--count "${text}" is not a whole number from 1 to ${COUNT.max}, e.g. --count 10`,
+    );
+  }
+  return Number(text);
+}
+
 /**
  * Each job with its next `count` fire times strictly after `after`.
  *
  * @example upcoming(validateJobs(jobs), new Date(), 3)
  */
-export function upcoming(jobs: readonly DeclaredJob[], after: Date, count = 3): Upcoming[] {
+export function upcoming(
+  jobs: readonly DeclaredJob[],
+  after: Date,
+  count: number = COUNT.default,
+): Upcoming[] {
   return jobs.map((job) => ({
     id: job.id,
     schedule: job.schedule,
@@ -27,8 +49,13 @@ export function upcoming(jobs: readonly DeclaredJob[], after: Date, count = 3): 
 }
 
 /**
- * `[{ "id", "schedule", "timeZone", "next": ["2026-10-16T12:00:00Z", …] }]`, the `next` times in
- * RFC 3339 UTC as Scheduler sends them in `X-CloudScheduler-ScheduleTime`; pretty-printed.
+ * `[{ "id", "schedule", "timeZone", "next": ["2026-10-16T12:00:00Z", …], "nextLocal":
+ * ["2026-10-16T14:00:00+02:00", …] }]`, pretty-printed: `next` in RFC 3339 UTC as Scheduler sends
+ * it in `X-CloudScheduler-ScheduleTime`, `nextLocal` the same instants in the job's zone with
+ * their offset, which shows a daylight-saving change (`+01:00` then `+02:00`).
+ *
+ * @example JSON.parse(jobsJson(upcoming(jobs, new Date('2026-03-29T00:30:00Z'), 2)))[0].nextLocal
+ * // ['2026-03-29T01:00:00+01:00', '2026-03-29T03:00:00+02:00'] for an hourly job in Europe/Berlin
  */
 export function jobsJson(jobs: readonly Upcoming[]): string {
   return JSON.stringify(
@@ -37,6 +64,7 @@ export function jobsJson(jobs: readonly Upcoming[]): string {
       schedule,
       timeZone,
       next: next.map(toUtcRfc3339),
+      nextLocal: next.map((t) => toZonedRfc3339(t, timeZone)),
     })),
     null,
     2,

@@ -47,7 +47,7 @@ export function humanDuration(ms: number | undefined): string {
  * before that may predate the job (a new job, a fresh emulator): `--check` does not count it, and
  * the table and the JSON say so.
  */
-function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
+export function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
   const slots = rows.filter((row) => row.kind === 'slot');
   const jobs = [...new Set(slots.map((row) => row.job))];
   return new Set([
@@ -64,7 +64,7 @@ function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
  * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
  * forced run, or a re-run slot, says so; so does a missed slot `--check` does not count.
  */
-function stateText(row: SlotRow, counted: boolean): string {
+export function stateText(row: SlotRow, counted: boolean): string {
   const state =
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
   const notes = [
@@ -122,6 +122,67 @@ export function runsJson(rows: readonly SlotRow[]): string {
     null,
     2,
   );
+}
+
+/** Where a command's delivery goes: the local function unless `url` names a deployed one. */
+export interface Target {
+  /** `--url` as the user gave it; left out of the commands when undefined. */
+  readonly url?: string | undefined;
+}
+
+/** `' --url URL'`, shell-quoted, or nothing. */
+function urlFlag({ url }: Target): string {
+  if (url === undefined) return '';
+  return ` --url ${/^[\w@%+=:,./-]+$/.test(url) ? url : `'${url.replaceAll("'", "'\\''")}'`}`;
+}
+
+/**
+ * The command that does what a row needs next, as `ops/trigger.ts` takes it: a missed or failed
+ * slot is delivered again as Scheduler would (`--slot T`: it runs, since no attempt completed it);
+ * a completed or skipped slot runs again only on purpose (`--rerun --slot T`). Undefined for a row
+ * with nothing to do (in progress, pending, a manual or forced run, an unreadable record).
+ * Job ids need no quoting: the job-id rule allows letters, digits, `-` and `_` only.
+ *
+ * @example nextStep(row) // 'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z'
+ */
+export function nextStep(row: SlotRow, target: Target = {}): string | undefined {
+  if (row.kind !== 'slot') return undefined;
+  const slot = toUtcRfc3339(row.slot);
+  const base = `npm run trigger -- ${row.job}`;
+  if (row.state === 'missed' || (row.state === 'failed' && row.final)) {
+    return `${base} --slot ${slot}${urlFlag(target)}`;
+  }
+  if (row.state === 'completed' || row.state === 'skipped') {
+    return `${base} --rerun --slot ${slot}${urlFlag(target)}`;
+  }
+  return undefined;
+}
+
+/**
+ * The lines `--check` prints to stderr for its `failures` ({@link checkFailures}), each ending with
+ * the command that fixes it ({@link nextStep}); then, for a job with more than one missed slot,
+ * the `runs --backfill` command that delivers them all, oldest first, over a window (whole minutes,
+ * rounded up) reaching its oldest missed slot from `now`.
+ *
+ * @example checkLines([failedRow], new Date())
+ * // ['runs --check: charge-customers 2026-12-01T09:42:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z']
+ */
+export function checkLines(failures: readonly SlotRow[], now: Date, target: Target = {}): string[] {
+  const lines = failures.map(
+    (row) =>
+      `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}: ${nextStep(row, target)}`,
+  );
+  const jobs = [...new Set(failures.map((row) => row.job))];
+  for (const job of jobs) {
+    const missed = failures.filter((row) => row.job === job && row.state === 'missed');
+    const oldest = missed[0];
+    if (missed.length < 2 || oldest === undefined) continue;
+    const minutes = Math.ceil((now.getTime() - oldest.slot.getTime()) / 60_000) + 1;
+    lines.push(
+      `runs --check: ${job}: ${missed.length} slots missed; to deliver them all, oldest first: npm run runs -- --job ${job} --since ${minutes}m --backfill${urlFlag(target)}`,
+    );
+  }
+  return lines;
 }
 
 /**

@@ -1,7 +1,9 @@
 /**
  * `npm run jobs` (`node ops/jobs.ts`): lists the declared jobs with their next fire times.
  *
- *   node ops/jobs.ts [--json] [--after=2026-10-25T00:00:00Z]   the next 3 times of each job
+ *   node ops/jobs.ts [--json] [--after=2026-10-25T00:00:00Z] [--count N]
+ *                                              the next N (3; at most 1000) times of each job,
+ *                                              in UTC and in the job's zone with its offset
  *   node ops/jobs.ts --deploy                                   the lines deploy.sh reads
  *
  * It imports the declarations directly (`src/jobs.ts`, or the module named by `JOBS_MODULE`, a path
@@ -12,9 +14,9 @@
 import { parseArgs } from 'node:util';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
-import { deployLines, jobsJson, jobsTable, upcoming } from './format-jobs.ts';
+import { COUNT, deployLines, jobsJson, jobsTable, parseCount, upcoming } from './format-jobs.ts';
 
-const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339]';
+const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339] [--count N]';
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: options } = parseArgs({
@@ -23,6 +25,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       json: { type: 'boolean' },
       deploy: { type: 'boolean' },
       after: { type: 'string' },
+      count: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -39,10 +42,16 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (options.json && options.deploy) {
     throw new UsageError('--json and --deploy are two outputs; choose one');
   }
+  let count: number = COUNT.default;
+  try {
+    if (options.count !== undefined) count = parseCount(options.count);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const jobs = await loadJobs(env);
   if (options.deploy) console.log(deployLines(jobs));
-  else if (options.json) console.log(jobsJson(upcoming(jobs, after)));
-  else console.log(jobsTable(upcoming(jobs, after)));
+  else if (options.json) console.log(jobsJson(upcoming(jobs, after, count)));
+  else console.log(jobsTable(upcoming(jobs, after, count)));
   return 0;
 }
 

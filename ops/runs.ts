@@ -3,23 +3,26 @@
  * says should exist in a window, looked up by run id (batched reads, no query, no index), with what
  * became of it: completed, failed, in_progress, missed or pending.
  *
- *   node ops/runs.ts [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
+ *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
  *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
  *                    [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
- * Without `--since`: the last 10 slots of every job. The run ids use the deployed function's scope:
+ * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
+ * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
  * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
  * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed (one before the job's oldest
- * record in the window does not count), or failed past its retry window. `--backfill` then
+ * record in the window does not count), or failed past its retry window; each line it prints ends
+ * with the command that fixes it (`checkLines`). `--backfill` then
  * delivers every missed slot of the window, oldest first, one at a time, as Scheduler would (to
  * the local function, or `--url` with an ID token: `ops/deliver.ts`), and prints what each got; it
  * exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid declarations or configuration,
  * or an unreachable Firestore or function, exit 1 (`ops/command.ts`).
  */
 
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
@@ -31,10 +34,11 @@ import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedul
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
-import { checkFailures, parseDuration, runsJson, runsTable } from './format-runs.ts';
+import { runsHtml } from './format-html.ts';
+import { checkFailures, checkLines, parseDuration, runsJson, runsTable } from './format-runs.ts';
 import { runsOutsideSlots } from './run-queries.ts';
 
-const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json] [--check] [--now RFC3339]
+const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
@@ -73,6 +77,22 @@ async function backfill(
   return failures > 0 ? 1 : 0;
 }
 
+/** The project `npm run dev` and `scripts/with-emulator.ts` give the emulator by default. */
+const EMULATOR_PROJECT = 'demo-scheduler-run-once';
+
+/**
+ * Against the emulator there are no credentials to find, but google-gax still asks
+ * google-auth-library for a client (`GrpcClient.createStub` → `getUniverseDomain`), which probes
+ * the GCE metadata server and, off Google Cloud, prints `MetadataLookupWarning: … 403, ENOTFOUND`
+ * on every call. gcp-metadata reads `METADATA_SERVER_DETECTION` from `process.env` when it probes,
+ * so this sets it (unless the user did) before the first Firestore call; against a real project
+ * nothing changes.
+ */
+function quietAgainstEmulator(env: NodeJS.ProcessEnv): void {
+  env.METADATA_SERVER_DETECTION ??= 'none';
+  process.env.METADATA_SERVER_DETECTION ??= 'none';
+}
+
 function durationArg(text: string): number {
   try {
     return parseDuration(text);
@@ -102,6 +122,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       since: { type: 'string' },
       job: { type: 'string', multiple: true },
       json: { type: 'boolean' },
+      html: { type: 'string' },
       check: { type: 'boolean' },
       now: { type: 'string' },
       scope: { type: 'string' },
@@ -120,6 +141,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args.help) {
     console.log(USAGE);
     return 0;
+  }
+  if (args.json && args.html !== undefined) {
+    throw new UsageError('--json and --html are two outputs; choose one');
   }
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
@@ -140,9 +164,12 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
+  if (env.FIRESTORE_EMULATOR_HOST) quietAgainstEmulator(env);
   const documents = new RunDocuments(
     new Firestore({
-      ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
+      // The emulator keeps each project's data apart: without a project, read the one `npm run
+      // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
+      projectId: config.projectId ?? EMULATOR_PROJECT,
       databaseId: config.firestoreDatabase,
     }),
     {
@@ -182,13 +209,27 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       );
     rows.push(...[...read.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
-  console.log(args.json ? runsJson(rows) : runsTable(rows));
+  if (args.html !== undefined) {
+    const page = runsHtml(
+      rows,
+      {
+        generatedAt: now,
+        window: sinceMs === undefined ? `the last ${DEFAULT_SLOTS} slots` : `--since ${args.since}`,
+      },
+      { url: args.url },
+    );
+    if (args.html === '-') process.stdout.write(page);
+    else {
+      writeFileSync(args.html, page);
+      console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
+    }
+  } else {
+    console.log(args.json ? runsJson(rows) : runsTable(rows));
+  }
   if (args.backfill) return backfill(rows, args, env);
   if (!args.check) return 0;
   const failures = checkFailures(rows);
-  for (const row of failures) {
-    console.error(`runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}`);
-  }
+  for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
   return failures.length > 0 ? 1 : 0;
 }
 

@@ -18,13 +18,16 @@
  *   With `AUTH_MODE=verify-oidc` it signs each delivery's token with a local key, and the function
  *   gets `OIDC_CERTS_URL` pointing at that key's certificates (`OIDC_AUDIENCE` defaults to the
  *   function's URL, `OIDC_INVOKERS` to a made-up invoker).
+ * - A history page on another port (printed at start; `HISTORY_PORT`, else a free one): each GET
+ *   renders `npm run runs -- --html -` against this emulator afresh (`?since=24h&job=ID` pass on
+ *   as `--since` and `--job`), the page `--html FILE` writes.
  * - The emulator starts empty each time, unless `--keep-data` (in `--data-dir`, `.emulator/` unless given):
  *   then its data is loaded at start (`--import-data`) and exported on Ctrl-C through the
  *   emulator's export endpoint. (The emulator's `--export-on-exit` flag, which gcloud passes on,
  *   exported nothing in the emulator of gcloud 528: "Failed during export".) With
  *   `FIRESTORE_EMULATOR_HOST` set, that emulator is used and its data is yours to keep.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   existsSync,
   type FSWatcher,
@@ -34,6 +37,7 @@ import {
   rmSync,
   watch,
 } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatEvent } from '../ops/format-events.ts';
@@ -305,6 +309,46 @@ if (!options['no-scheduler']) {
   }
 }
 
+// The history page: `ops/runs.ts --html -` per request, in a process of its own, as readJobs() does,
+// so the page always reflects the current declarations (Node caches imported modules).
+/** Renders the history page for `url`'s query; the status is 400 for arguments runs refuses. */
+function historyPage(url: URL): Promise<{ status: number; type: string; body: string }> {
+  const args = ['ops/runs.ts', '--html', '-'];
+  const since = url.searchParams.get('since');
+  if (since) args.push('--since', since);
+  for (const job of url.searchParams.getAll('job')) args.push('--job', job);
+  return new Promise((done) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+    });
+    child.on('close', (code) => {
+      if (code === 0) done({ status: 200, type: 'text/html; charset=utf-8', body: out });
+      else done({ status: code === 2 ? 400 : 500, type: 'text/plain; charset=utf-8', body: err });
+    });
+  });
+}
+const history: Server = createServer((req, res) => {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  if (req.method !== 'GET' || url.pathname !== '/') {
+    res.writeHead(404, { 'Content-Type': 'text/plain' }).end('GET / (?since=24h&job=ID)\n');
+    return;
+  }
+  void historyPage(url).then(({ status, type, body }) => {
+    res.writeHead(status, { 'Content-Type': type, 'Cache-Control': 'no-store' }).end(body);
+  });
+});
+const historyPort = Number(process.env.HISTORY_PORT || (await freePort()));
+await new Promise<void>((listening) => history.listen(historyPort, '127.0.0.1', listening));
+say(
+  `run history page: http://127.0.0.1:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
+);
+
 // Watch mode.
 let watcher: FSWatcher | undefined;
 if (!options['no-watch']) {
@@ -362,6 +406,7 @@ async function shutDown(): Promise<void> {
   stopping = true;
   say('stopping');
   watcher?.close();
+  history.close();
   await scheduler?.stop();
   await stopFunction();
   await saveData();

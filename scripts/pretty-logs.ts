@@ -2,7 +2,8 @@
  * Readable log lines for `npm run dev`: the function still writes its production format (one JSON
  * object per line with Cloud Logging's fields, what the tests assert on); this turns each line into
  * `12:05:00.012 INFO: scheduled run: processed {"runId":…}` with pino-pretty, a development
- * dependency used only here. Lines that are not JSON pass through unchanged.
+ * dependency used only here, with run, attempt and trigger ids cut to their first 8 characters
+ * (`3f9a2c1e…`). Lines that are not JSON pass through unchanged.
  */
 import { prettyFactory } from 'pino-pretty';
 
@@ -25,6 +26,29 @@ const NOISE = [
   'logging\\.googleapis\\.com/spanId',
   'logging\\.googleapis\\.com/trace_sampled',
 ];
+
+/** Fields that hold a run id (64 hex) or an attempt or trigger id (a UUID), at any depth. */
+const ID_FIELD = /^(run|attempt|rerun|trigger)_?id$|^heldBy$/i;
+/** How much of an id a developer's line keeps: enough to tell runs apart and to grep the JSON. */
+const ID_SHOWN = 8;
+
+/**
+ * `value` with every id field ({@link ID_FIELD}) longer than {@link ID_SHOWN} characters cut to
+ * its first {@link ID_SHOWN} and `…`: a run id and an attempt id otherwise take 100 columns of
+ * every line. Only the terminal's copy is cut; the function's JSON keeps the full ids.
+ */
+function shortenIds(value: unknown, key = ''): unknown {
+  if (typeof value === 'string') {
+    return ID_FIELD.test(key) && value.length > ID_SHOWN + 1
+      ? `${value.slice(0, ID_SHOWN)}…`
+      : value;
+  }
+  if (Array.isArray(value)) return value.map((item) => shortenIds(item, key));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shortenIds(v, k)]));
+  }
+  return value;
+}
 
 /** `HH:MM:SS.mmmZ` of Cloud Logging's `timestamp` (`{ seconds, nanos }`), or the value as text. */
 function timeOf(timestamp: unknown): string {
@@ -54,6 +78,12 @@ export function prettyLogLines(options: { colorize: boolean }): (line: string) =
   });
   return (line) => {
     if (!line.startsWith('{')) return `${line}\n`;
-    return pretty(line);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      return pretty(line);
+    }
+    return pretty(shortenIds(parsed) as Record<string, unknown>);
   };
 }

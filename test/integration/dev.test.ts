@@ -2,7 +2,7 @@
  * `npm run dev` (`scripts/dev.ts`) as a process: it serves the built function on the emulator the
  * tests share, its local Scheduler fires the first declared job at once (`--fire`), the delivery
  * shows as one `scheduler …` line and the function's log lines show readable, and Ctrl-C (SIGINT)
- * stops it all with status 0. `--no-build` serves the build `npm test` made (a second build could
+ * stops it all with status 0; its history page serves the `runs --html` page of that emulator. `--no-build` serves the build `npm test` made (a second build could
  * rewrite build/ under another suite's function); `--no-watch` leaves src/ alone. The job is
  * whatever src/job.ts does, so only the delivery's line is checked, not its answer.
  */
@@ -16,7 +16,7 @@ import { jobs } from '../../src/jobs.ts';
 const START_MS = 60_000;
 
 describe('npm run dev', () => {
-  it('fires a declared job through its local Scheduler, shows readable logs, and stops on Ctrl-C', async () => {
+  it('fires a declared job through its local Scheduler, shows readable logs and a history page, and stops on Ctrl-C', async () => {
     assert.ok(existsSync(path.join(ROOT, 'build/main.cjs')), 'run `npm run build` first');
     const port = await freePort();
     const id = jobs[0]?.id ?? 'scheduled-job';
@@ -35,6 +35,16 @@ describe('npm run dev', () => {
         },
         START_MS,
       );
+      const pageUrl = /^dev: run history page: (http:\S+)/m.exec(dev.output())?.[1];
+      assert.ok(pageUrl, dev.output());
+      const page = await fetch(pageUrl, { signal: AbortSignal.timeout(30_000) });
+      const html = await page.text();
+      assert.equal(page.status, 200, html);
+      assert.match(html, new RegExp(`<h2>${id}</h2>`));
+      assert.match(html, /data-state="/);
+      const refused = await fetch(`${pageUrl}?since=yesterday`);
+      assert.equal(refused.status, 400);
+      await refused.text();
       dev.signalGroup('SIGINT');
       await dev.exited;
     } finally {

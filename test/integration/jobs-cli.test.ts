@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { deployLines, jobsJson, jobsTable, upcoming } from '../../ops/format-jobs.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
-import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
+import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../../src/policy/schedule.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -42,7 +42,7 @@ describe('ops/format-jobs.ts', () => {
     );
   });
 
-  it('prints JSON with id, schedule, timeZone and next times in RFC 3339 UTC', () => {
+  it('prints JSON with id, schedule, timeZone and next times in RFC 3339 UTC and in the zone', () => {
     const json = JSON.parse(jobsJson(upcoming(jobs, AFTER))) as unknown;
 
     assert.deepEqual(json, [
@@ -51,12 +51,22 @@ describe('ops/format-jobs.ts', () => {
         schedule: '*/5 * * * *',
         timeZone: 'Etc/UTC',
         next: ['2026-10-24T12:05:00Z', '2026-10-24T12:10:00Z', '2026-10-24T12:15:00Z'],
+        nextLocal: [
+          '2026-10-24T12:05:00+00:00',
+          '2026-10-24T12:10:00+00:00',
+          '2026-10-24T12:15:00+00:00',
+        ],
       },
       {
         id: 'nightly_report-1',
         schedule: '0 9 * JAN-MAR MON-FRI',
         timeZone: 'America/New_York',
         next: ['2027-01-01T14:00:00Z', '2027-01-04T14:00:00Z', '2027-01-05T14:00:00Z'],
+        nextLocal: [
+          '2027-01-01T09:00:00-05:00',
+          '2027-01-04T09:00:00-05:00',
+          '2027-01-05T09:00:00-05:00',
+        ],
       },
     ]);
   });
@@ -81,7 +91,7 @@ describe('node ops/jobs.ts', () => {
     const declared = validateJobs(starterJobs);
     assert.deepEqual(
       printed.map((job) => Object.keys(job)),
-      declared.map(() => ['id', 'schedule', 'timeZone', 'next']),
+      declared.map(() => ['id', 'schedule', 'timeZone', 'next', 'nextLocal']),
     );
     assert.deepEqual(
       printed,
@@ -90,8 +100,25 @@ describe('node ops/jobs.ts', () => {
         schedule: job.schedule,
         timeZone: job.timeZone,
         next: nextSlots(job, AFTER, 3).map(toUtcRfc3339),
+        nextLocal: nextSlots(job, AFTER, 3).map((t) => toZonedRfc3339(t, job.timeZone)),
       })),
     );
+  });
+
+  it('--count N lists N fire times, and refuses a count outside 1..1000 with exit 2', () => {
+    const five = jobsCommand(['--json', '--count', '5', `--after=${AFTER.toISOString()}`], {
+      JOBS_MODULE: 'test/fixtures/jobs-two.ts',
+    });
+    const zero = jobsCommand(['--count', '0']);
+
+    assert.equal(five.status, 0, five.stderr);
+    const printed = JSON.parse(five.stdout) as { next: string[] }[];
+    assert.deepEqual(
+      printed.map((job) => job.next.length),
+      [5, 5],
+    );
+    assert.equal(zero.status, 2);
+    assert.match(zero.stderr, /--count "0" is not a whole number from 1 to 1000/);
   });
 
   it('prints every problem of bad declarations and exits 1', () => {

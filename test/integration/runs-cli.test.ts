@@ -5,6 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
@@ -14,9 +17,11 @@ import { schedulerHeaders, serveJobs } from '../helpers.ts';
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
 function runs(collection: string, ...args: string[]) {
+  // Without METADATA_SERVER_DETECTION, as a user's shell has it: the command quiets the probe itself.
+  const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
     cwd: ROOT,
-    env: { ...process.env, JOBS_MODULE },
+    env: { ...env, JOBS_MODULE },
     encoding: 'utf8',
     timeout: 30_000,
   });
@@ -92,7 +97,7 @@ describe('npm run runs', () => {
     assert.equal(executions.filter((e) => e.startsWith('2026-10-16T12:10')).length, 2);
   });
 
-  it('--check exits 1 on a missed or finally failed slot, naming it', () => {
+  it('--check exits 1 on a missed or finally failed slot, naming it and the command that fixes it', () => {
     const { code, stderr } = runs(
       collection,
       '--check',
@@ -103,8 +108,36 @@ describe('npm run runs', () => {
     );
 
     assert.equal(code, 1);
-    assert.match(stderr, /history-five 2026-10-16T12:05:00Z missed/);
-    assert.match(stderr, /history-five 2026-10-16T12:15:00Z failed/);
+    assert.match(
+      stderr,
+      /history-five 2026-10-16T12:05:00Z missed: npm run trigger -- history-five --slot 2026-10-16T12:05:00Z\n/,
+    );
+    assert.match(
+      stderr,
+      /history-five 2026-10-16T12:15:00Z failed: npm run trigger -- history-five --slot 2026-10-16T12:15:00Z\n/,
+    );
+    assert.doesNotMatch(stderr, /Warning/);
+  });
+
+  it('--html FILE writes the same rows as one page, instead of the table', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'runs-html-')), 'runs.html');
+    const { code, stdout, stderr } = runs(
+      collection,
+      '--html',
+      file,
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+    const page = readFileSync(file, 'utf8');
+
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout, '');
+    assert.match(stderr, /runs: wrote .*runs\.html \(7 rows\)/);
+    assert.equal(page.match(/data-state="/g)?.length, 7);
+    assert.match(page, /data-state="failed"/);
+    assert.match(page, /<h2>history-five<\/h2>/);
   });
 
   it('--check exits 0 when every slot of the window ran, and prints a table', () => {

@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   checkFailures,
+  checkLines,
   humanDuration,
+  nextStep,
   parseDuration,
   runsJson,
   runsTable,
@@ -121,5 +123,72 @@ describe('checkFailures', () => {
 
     assert.deepEqual(states, ['missed (before first record)', 'missed (before first record)']);
     assert.deepEqual(checkFailures([row('missed', true)]), []);
+  });
+});
+
+describe('nextStep and checkLines: each failure ends with the command that fixes it', () => {
+  const at = (state: SlotRow['state'], final: boolean, minute: number, kind = 'slot') =>
+    ({
+      job: 'charge-customers',
+      slot: new Date(Date.UTC(2026, 11, 1, 9, minute)),
+      runId: 'r',
+      state,
+      final,
+      attempts: state === 'missed' ? 0 : 1,
+      reported: false,
+      reruns: 0,
+      notes: {},
+      kind,
+    }) as SlotRow;
+
+  it('delivers a missed or finally failed slot again as Scheduler would, with --slot', () => {
+    assert.deepEqual(
+      [at('missed', true, 42), at('failed', true, 42)].map((row) => nextStep(row)),
+      [
+        'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z',
+        'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z',
+      ],
+    );
+  });
+
+  it('re-runs a completed slot only on purpose, with --rerun', () => {
+    assert.equal(
+      nextStep(at('completed', true, 42)),
+      'npm run trigger -- charge-customers --rerun --slot 2026-12-01T09:42:00Z',
+    );
+  });
+
+  it('has nothing to suggest for a slot still retrying, pending or running, or a manual run', () => {
+    const rows = [
+      at('failed', false, 0),
+      at('pending', false, 0),
+      at('in_progress', false, 0),
+      at('failed', true, 0, 'manual'),
+    ];
+
+    assert.deepEqual(
+      rows.map((row) => nextStep(row)),
+      [undefined, undefined, undefined, undefined],
+    );
+  });
+
+  it('names a deployed function with --url, quoted when the shell needs it', () => {
+    assert.equal(
+      nextStep(at('missed', true, 42), { url: "https://x.run.app/?a=1&b='2'" }),
+      `npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z --url 'https://x.run.app/?a=1&b='\\''2'\\'''`,
+    );
+  });
+
+  it('ends each --check line with its command, then offers one backfill for several missed slots', () => {
+    const failures = [at('missed', true, 40), at('failed', true, 45), at('missed', true, 50)];
+
+    const lines = checkLines(failures, new Date(Date.UTC(2026, 11, 1, 10, 0, 30)));
+
+    assert.deepEqual(lines, [
+      'runs --check: charge-customers 2026-12-01T09:40:00Z missed: npm run trigger -- charge-customers --slot 2026-12-01T09:40:00Z',
+      'runs --check: charge-customers 2026-12-01T09:45:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:45:00Z',
+      'runs --check: charge-customers 2026-12-01T09:50:00Z missed: npm run trigger -- charge-customers --slot 2026-12-01T09:50:00Z',
+      'runs --check: charge-customers: 2 slots missed; to deliver them all, oldest first: npm run runs -- --job charge-customers --since 22m --backfill',
+    ]);
   });
 });

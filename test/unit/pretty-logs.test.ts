@@ -37,6 +37,25 @@ describe('prettyLogLines', () => {
     assert.doesNotMatch(shown, /insertId|serviceContext|severity|hostname/);
   });
 
+  it('shortens run, attempt and trigger ids to 8 characters, at any depth; the JSON keeps them', () => {
+    const runId = 'a'.repeat(64);
+    const attemptId = '0f8fad5b-d9cb-469f-a165-70867728950e';
+    const line = productionLine((logger) =>
+      logger.info(
+        { runId, attemptId, lease: { heldBy: attemptId }, jobName: 'a-long-job-name-kept' },
+        'scheduled run: processed',
+      ),
+    );
+
+    const shown = prettyLogLines({ colorize: false })(line);
+
+    assert.ok(line.includes(runId) && line.includes(attemptId));
+    assert.match(
+      shown,
+      /\{"runId":"aaaaaaaa…","attemptId":"0f8fad5b…","lease":\{"heldBy":"0f8fad5b…"\},"jobName":"a-long-job-name-kept"\}/,
+    );
+  });
+
   it('shows an error with its stack on lines of their own', () => {
     const line = productionLine((logger) => logger.error({ err: new Error('boom') }, 'failed'));
 
