@@ -116,9 +116,7 @@ export class RunDocuments {
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
    */
-  async readData(
-    id: string,
-  ): Promise<{
+  async readData(id: string): Promise<{
     data: DocumentData | undefined;
     updateTime: Timestamp | undefined;
     readTime: Date;
