@@ -53,6 +53,12 @@ export interface Claim {
   readonly takeover: boolean;
   /** The re-run's number (1, 2, …) when this claim re-runs a finished run on purpose; else 0. */
   readonly rerun: number;
+  /**
+   * When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`): the stored
+   * value after a takeover; for a fresh record this claim's commit time, which the stored value
+   * may precede by the write's latency (the emulator stamps it on receipt).
+   */
+  readonly firstClaimedAt: Date;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
@@ -242,7 +248,7 @@ export class RunLedger implements Ledger {
         ref.create(claimDocument(attemptId, leaseMs, this.#expireAt(), details)),
       );
       if (!(created instanceof WriteConflict)) {
-        return this.#claimed(runId, attemptId, created.writeTime, false, 0);
+        return this.#claimed(runId, attemptId, created.writeTime, false, 0, undefined);
       }
       const read = await this.#read(ref);
       const { record } = read;
@@ -268,7 +274,14 @@ export class RunLedger implements Ledger {
           );
           if (!(taken instanceof WriteConflict)) {
             const rerun = decision === 'rerun' ? previous.reruns + 1 : 0;
-            return this.#claimed(runId, attemptId, taken.writeTime, true, rerun);
+            return this.#claimed(
+              runId,
+              attemptId,
+              taken.writeTime,
+              true,
+              rerun,
+              previous.firstClaimedAt,
+            );
           }
         }
       }
@@ -527,13 +540,25 @@ export class RunLedger implements Ledger {
     writeTime: Timestamp,
     takeover: boolean,
     rerun: number,
+    storedFirstClaimedAt: Date | undefined,
   ): ClaimResult {
     this.#learnSkew(writeTime);
     const { leaseMs } = this.#options;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
+    // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
+    const firstClaimedAt = storedFirstClaimedAt ?? writeTime.toDate();
     return {
       state: 'claimed',
-      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover, rerun },
+      claim: {
+        runId,
+        attemptId,
+        fencingToken: writeTime,
+        leaseExpires,
+        leaseMs,
+        takeover,
+        rerun,
+        firstClaimedAt,
+      },
     };
   }
 

@@ -24,6 +24,7 @@ function context(signal = new AbortController().signal): JobContext {
   return {
     ...RUN,
     attemptId: 'attempt-1',
+    firstClaimedAt: new Date('2026-10-16T12:00:01Z'),
     leaseExpires: new Date(),
     signal,
     logger: pino({ level: 'silent' }),
