@@ -44,7 +44,7 @@ export interface LaunchSteps {
   /** Which API, for the log line and the record. */
   readonly target: string;
   /**
-   * One list call: the name of an execution that carries this run's id, or `undefined`.
+   * The look: the name of an execution that carries this run's id, or `undefined`.
    * @throws when the API fails: the attempt fails and Scheduler retries.
    */
   find(): Promise<string | undefined>;
@@ -60,7 +60,8 @@ export interface LaunchSteps {
  * launched (an earlier attempt that died between its launch and its completion write) and adopts
  * it, else launches. Then logs the launch and records it in the run's record (`notes.launch`).
  *
- * Cost: one list call per run on top of the launch (none launched on an adoption).
+ * Cost: the list calls of the look (one page per page size of executions since the run's first
+ * claim, usually one) on top of the launch (none launched on an adoption).
  *
  * @param ctx - the job's context: the run id, the logger, and the signal checked before launching
  *   (an attempt whose lease was lost must not launch).
@@ -111,4 +112,87 @@ export function nameOf(name: string | null | undefined, what: string): string {
   if (typeof name !== 'string' || name === '')
     throw new Error(`the API's answer carries no name of the ${what}`);
   return name;
+}
+
+/**
+ * How far before the run's first claim the look starts, ms. The first claim time is Firestore's
+ * clock and an execution's creation time the launched API's: both are Google's servers, but no
+ * document bounds the difference, so the window is generous; a wider one costs only list pages.
+ */
+export const CLOCK_SKEW_MARGIN_MS = 5 * 60_000;
+
+/**
+ * The start of the look's window: when the run's first attempt claimed it, less `marginMs`.
+ * Every launch of this run came after that claim, by Firestore's clock.
+ *
+ * @param marginMs - ms to allow for the launched API's clock running behind Firestore's.
+ * @example lookSince(ctx) // ctx.firstClaimedAt − 5 min
+ */
+export function lookSince(
+  ctx: Pick<JobContext, 'firstClaimedAt'>,
+  marginMs = CLOCK_SKEW_MARGIN_MS,
+): Date {
+  return new Date(ctx.firstClaimedAt.getTime() - marginMs);
+}
+
+/** A `google.protobuf.Timestamp` as the Node clients decode it (seconds may be a Long or string). */
+export interface ProtoTimestamp {
+  readonly seconds?: number | string | { toString(): string } | null;
+  readonly nanos?: number | null;
+}
+
+/**
+ * A protobuf timestamp as a `Date` (ms precision), or `undefined` when absent.
+ *
+ * @example timestampToDate({ seconds: '1792152000', nanos: 5e8 }) // 2026-10-16T12:00:00.500Z
+ */
+export function timestampToDate(t: ProtoTimestamp | null | undefined): Date | undefined {
+  if (t?.seconds === undefined || t.seconds === null) return undefined;
+  const seconds = Number(typeof t.seconds === 'object' ? t.seconds.toString() : t.seconds);
+  if (!Number.isFinite(seconds)) return undefined;
+  return new Date(seconds * 1000 + Math.floor((t.nanos ?? 0) / 1e6));
+}
+
+/**
+ * The call options of a client's `list…Async`: it fetches the next page (`next_page_token`) only
+ * when the previous one is read, and google-gax warns unless `autoPaginate` is false
+ * ("Autopaginate will always be set to false in Async paging methods",
+ * https://github.com/googleapis/gax-nodejs/blob/main/client-libraries.md#auto-pagination).
+ */
+export const NEXT_PAGE_ON_DEMAND = { autoPaginate: false } as const;
+
+/** What {@link findSince} needs to read a newest-first list. */
+export interface NewestFirst<T> {
+  /** When the item was created (or started), by the API's clock; `undefined` if not given. */
+  time(item: T): Date | undefined;
+  /** True for an item that carries this run's id, as the proxy wrote it. */
+  matches(item: T): boolean;
+}
+
+/**
+ * Reads a list that the API documents as newest first, page after page, and returns the first
+ * item that matches; it stops at the first item older than `since` (all later ones are older
+ * still). An item without a time does not stop the scan: the order says nothing about it.
+ *
+ * @param items - the list, e.g. a client's `list…Async(request)`, which fetches the next page
+ *   (`next_page_token`) only when the previous one is read.
+ * @param since - the window's start, {@link lookSince}.
+ * @throws whatever the list throws (an API failure): the attempt fails and Scheduler retries.
+ * @example
+ * const found = await findSince(client.listExecutionsAsync({ parent }), lookSince(ctx), {
+ *   time: (e) => timestampToDate(e.createTime),
+ *   matches: (e) => runIdOf(e) === ctx.runId,
+ * });
+ */
+export async function findSince<T>(
+  items: AsyncIterable<T>,
+  since: Date,
+  read: NewestFirst<T>,
+): Promise<T | undefined> {
+  for await (const item of items) {
+    if (read.matches(item)) return item;
+    const time = read.time(item);
+    if (time !== undefined && time.getTime() < since.getTime()) return undefined;
+  }
+  return undefined;
 }
