@@ -2,12 +2,21 @@
  * Look before you launch: the step the three proxy examples share (Workflows, Cloud Run jobs,
  * Cloud Build). None of those APIs takes a request id, so a proxy that launched an execution and
  * died before its run's completion write would, on the retry, launch a second one. Here every
- * attempt first asks the API for an execution of its run (one list call, matched on the run id the
- * launch carried: a label, an environment override or a substitution) and adopts it if there is
- * one; only if there is none does it launch.
+ * attempt first asks the API for an execution of its run and adopts it if there is one; only if
+ * there is none does it launch.
+ *
+ * The look relies only on what each API documents: it lists newest first (the documented order),
+ * follows the pages until the executions are older than the run's first claim
+ * (`ctx.firstClaimedAt`, less {@link CLOCK_SKEW_MARGIN_MS}), and matches on the client what the
+ * proxy itself wrote into the launch (the run id in the argument, an environment override or a
+ * substitution). No server-side filter decides what is found: a filter syntax or a field the
+ * reference does not promise could hide the execution, and the retry would launch a second one.
+ * The window starts at the first claim, not at the schedule time: a forced run's schedule time is
+ * in the future, a re-run's far in the past, and every launch of the run came after its first
+ * claim.
  *
  * The rule is "always look", not "look only on a takeover": `ctx` does not say whether the attempt
- * took over an earlier one, and one list call per run is cheap next to a launch. What it does not
+ * took over an earlier one, and a list call or two per run is cheap next to a launch. What it does not
  * cover: an earlier attempt that is still alive (paused past its lease, a zombie) and launches
  * *after* this attempt looked. The ledger's fencing stops that attempt's completion, not its launch,
  * so the launched service must still de-duplicate on the run id (the guide's downstream
@@ -60,8 +69,8 @@ export interface LaunchSteps {
  * launched (an earlier attempt that died between its launch and its completion write) and adopts
  * it, else launches. Then logs the launch and records it in the run's record (`notes.launch`).
  *
- * Cost: the list calls of the look (one page per page size of executions since the run's first
- * claim, usually one) on top of the launch (none launched on an adoption).
+ * Cost: the look's list calls (one per page of executions since the run's first claim, usually
+ * one) on top of the launch (none launched on an adoption).
  *
  * @param ctx - the job's context: the run id, the logger, and the signal checked before launching
  *   (an attempt whose lease was lost must not launch).
