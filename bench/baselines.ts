@@ -113,7 +113,10 @@ export class LiteralPortLedger extends Baseline implements Ledger {
         const leaseExpires = new Date(now + leaseMs);
         // The sample fences on attempt_id; fencingToken is unused.
         const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
-        return { state: 'claimed', claim: { ...claim, takeover: snap.exists, rerun: 0 } };
+        return {
+          state: 'claimed',
+          claim: { ...claim, takeover: snap.exists, rerun: 0, firstClaimedAt: new Date(now) },
+        };
       }),
     );
   }
@@ -171,7 +174,10 @@ export class FloorLedger extends Baseline implements Ledger {
     const { leaseMs } = this.options;
     const leaseExpires = new Date(now + leaseMs);
     const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
-    return { state: 'claimed', claim: { ...claim, takeover: false, rerun: 0 } };
+    return {
+      state: 'claimed',
+      claim: { ...claim, takeover: false, rerun: 0, firstClaimedAt: written.writeTime.toDate() },
+    };
   }
 
   /** A plain, unfenced `update()` of the lease. */

@@ -157,6 +157,26 @@ describe('runOnce', () => {
     assert.deepEqual((await storedRecord(collection, 'run-1')).notes, whileRunning?.notes);
   });
 
+  it("gives a retry the first attempt's claim time as stored, and the first attempt its own claim's", async () => {
+    const { ledger, collection } = newLedger();
+    const { logger } = captureLogs();
+    const seen: Date[] = [];
+    const work = async ({ firstClaimedAt }: { firstClaimedAt: Date }) => {
+      seen.push(firstClaimedAt);
+      if (seen.length === 1) throw new Error('the first attempt fails');
+    };
+
+    await runOnce(ledger, 'run-1', work, { logger });
+    await sleep(20);
+    const retry = await runOnce(ledger, 'run-1', work, { logger });
+
+    assert.equal(retry.outcome, 'processed');
+    const stored = (await storedRecord(collection, 'run-1')).first_claimed_at.toDate();
+    assert.equal(seen[1]?.getTime(), stored.getTime());
+    // The create's commit time; the emulator stamps the stored value on receipt, a little earlier.
+    assert.ok((seen[0]?.getTime() ?? 0) >= stored.getTime());
+  });
+
   it('refuses a note the record cannot hold, saying what is wrong, and writes nothing', async () => {
     const { ledger, collection } = newLedger();
     const { logger } = captureLogs();

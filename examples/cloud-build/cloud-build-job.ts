@@ -23,7 +23,15 @@
  */
 import { CloudBuildClient, type protos } from '@google-cloud/cloudbuild';
 import type { JobContext } from '../../src/core/job-context.ts';
-import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+import {
+  findSince,
+  launchOnce,
+  lookSince,
+  NEXT_PAGE_ON_DEMAND,
+  nameOf,
+  type RecordLaunch,
+  timestampToDate,
+} from '../shared/launch-once.ts';
 
 /** The substitution holding the run id. User-defined substitutions start with `_`. */
 export const RUN_ID_SUBSTITUTION = '_RUN_ID';
@@ -32,8 +40,12 @@ export const SCHEDULE_TIME_SUBSTITUTION = '_SCHEDULE_TIME';
 /** The substitution holding the Scheduler job id. */
 export const JOB_NAME_SUBSTITUTION = '_JOB_NAME';
 
-/** How many of the trigger's builds the look reads by default: one page, newest first. */
-export const DEFAULT_LOOK_BACK = 50;
+/**
+ * The page size the look asks for (ListBuildsRequest.page_size, "Number of results to return in
+ * the list"); the look follows `next_page_token` to the end of its window whatever the service
+ * answers per page.
+ */
+export const LIST_PAGE_SIZE = 50;
 
 const TRIGGER_NAME = /^projects\/([^/]+)\/locations\/([^/]+)\/triggers\/([^/]+)$/;
 
@@ -41,13 +53,11 @@ const TRIGGER_NAME = /^projects\/([^/]+)\/locations\/([^/]+)\/triggers\/([^/]+)$
 export interface CloudBuildJobOptions {
   /**
    * The trigger, by its id: `projects/PROJECT/locations/REGION/triggers/TRIGGER_ID` (`global` for
-   * a global trigger). The id, not the trigger's name: builds are filtered on `trigger_id`.
+   * a global trigger). The id, not the trigger's name: `RunBuildTriggerRequest.trigger_id`.
    */
   readonly trigger: string;
   /** The branch to build (`RepoSource.branch_name`), for triggers that need one; optional. */
   readonly branch?: string;
-  /** How many of the trigger's builds the look reads (one page); default {@link DEFAULT_LOOK_BACK}. */
-  readonly lookBack?: number;
   /** The Cloud Build client; tests give one pointed at a local fake. */
   readonly client?: CloudBuildClient;
   /** Writes the build's name into the run's record before the run completes; optional. */
@@ -110,26 +120,34 @@ export function buildName(build: protos.google.devtools.cloudbuild.v1.IBuild, re
 /**
  * Creates a job that runs `options.trigger` once per scheduled run.
  *
- * The look: `builds.list` with `filter: trigger_id="ID"` (the list's `filter` is only "the raw
- * filter text to constrain the results", ListBuildsRequest; the query syntax is described in
- * "Filtering build results using queries", https://cloud.google.com/build/docs/view-build-results,
- * and `trigger_id="…"` is the form Google's own code uses with this client, e.g. the deploy check of
- * GoogleChrome/developer.chrome.com), one page of `lookBack` builds, which the API sorts newest first ("Builds will be sorted by
- * `create_time`, descending", ListBuildsResponse); a build of this run is the one whose
- * `substitutions._RUN_ID` is this run id (Build.substitutions is returned with every build). Not a
- * tag: `triggers.run` sets no tags, and Cloud Build documents substitutions in `steps` and
- * `images`, not in `tags`, so a tag could not be relied on to carry the run id.
+ * The look: `builds.list` of the trigger's location, newest first ("Builds will be sorted by
+ * `create_time`, descending", ListBuildsResponse, google/devtools/cloudbuild/v1/cloudbuild.proto),
+ * page after page back to the run's first claim less a margin for clock skew (`lookSince`;
+ * `Build.create_time`, "Time at which the request to create the build was received"); a build of
+ * this run is the one whose `substitutions._RUN_ID` is this run id (Build.substitutions, returned
+ * with every build). No filter: ListBuildsRequest documents `filter` only as "the raw filter
+ * text", and `Build.build_trigger_id` is promised only "if it was triggered automatically", so a
+ * `trigger_id="…"` filter might leave out the very build `RunBuildTrigger` started. Not a tag
+ * either: `triggers.run` sets none, and Cloud Build documents substitutions in `steps` and
+ * `images`, not in `tags`.
  *
  * The launch: `triggers.run` with the substitutions. It answers a long-running operation whose
  * metadata holds the new Build; the operation completes only when the build does, so the job
  * records the build's name from the metadata and does not wait.
  *
- * Both requests carry `projectId` and the regional name (`name`, `parent`): gRPC, the default
- * transport, routes on the name's location; the REST transport (`fallback`) takes the first HTTP
- * binding whose fields are all set (google-gax `transcode`), `/v1/projects/{projectId}/…`, and
- * sends the regional name as the `name` or `parent` query parameter.
+ * Both requests name the trigger's location (`name`, `parent`) and leave `projectId` out. The
+ * reference: "To run a regional or global trigger, use the POST request that includes the
+ * location endpoint in the path … The POST request that does not include the location endpoint
+ * in the path can only be used when running global triggers"
+ * (https://cloud.google.com/build/docs/api/reference/rest/v1/projects.triggers/run), and builds
+ * of a region are listed under `projects/P/locations/L`. gRPC (the default transport) routes on
+ * the location in `name`/`parent` (the methods' `google.api.routing`); the REST transport
+ * (`fallback`) takes the first HTTP binding whose path fields are all set (google-gax
+ * `transcode`), which with `projectId` set would be the project-only path. `project_id` is marked
+ * Required in both requests; the project is in `name`/`parent`, but that the service accepts the
+ * requests without it is unverified without a real project (see README.md).
  *
- * @param options - the trigger, and optionally the branch, look-back, client and recorder.
+ * @param options - the trigger, and optionally the branch, client and recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
  * @throws Error at once if `options.trigger` is not a trigger's resource name; (from the job)
  *   when Cloud Build refuses or fails, or the recorder throws: the claim is released and
@@ -148,22 +166,25 @@ export function createCloudBuildJob(
       {
         target: 'cloud-build',
         find: async () => {
-          const [builds] = await client.listBuilds(
+          const build = await findSince(
+            client.listBuildsAsync(
+              {
+                parent: `projects/${ref.project}/locations/${ref.location}`,
+                pageSize: LIST_PAGE_SIZE,
+              },
+              NEXT_PAGE_ON_DEMAND,
+            ),
+            lookSince(ctx),
             {
-              parent: `projects/${ref.project}/locations/${ref.location}`,
-              projectId: ref.project,
-              filter: `trigger_id="${ref.triggerId}"`,
-              pageSize: options.lookBack ?? DEFAULT_LOOK_BACK,
+              time: (b) => timestampToDate(b.createTime),
+              matches: (b) => b.substitutions?.[RUN_ID_SUBSTITUTION] === ctx.runId,
             },
-            { autoPaginate: false },
           );
-          const build = builds.find((b) => b.substitutions?.[RUN_ID_SUBSTITUTION] === ctx.runId);
           return build === undefined ? undefined : buildName(build, ref);
         },
         launch: async () => {
           const [operation] = await client.runBuildTrigger({
             name: options.trigger,
-            projectId: ref.project,
             triggerId: ref.triggerId,
             source: {
               substitutions: runSubstitutions(ctx),

@@ -23,13 +23,25 @@
  */
 import { ExecutionsClient, JobsClient, type protos } from '@google-cloud/run';
 import type { JobContext } from '../../src/core/job-context.ts';
-import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+import {
+  findSince,
+  launchOnce,
+  lookSince,
+  NEXT_PAGE_ON_DEMAND,
+  nameOf,
+  type RecordLaunch,
+  timestampToDate,
+} from '../shared/launch-once.ts';
 import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
 export { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV };
 
-/** How many of the job's executions the look reads by default: one page. */
-export const DEFAULT_LOOK_BACK = 100;
+/**
+ * The page size the look asks for. ListExecutionsRequest.page_size is only the "Maximum number of
+ * Executions to return in this call": the service may answer fewer, and the look follows
+ * `next_page_token` ("there are more items than page_size") to the end of its window either way.
+ */
+export const LIST_PAGE_SIZE = 100;
 
 /** Options of {@link createCloudRunJob}. */
 export interface CloudRunJobOptions {
@@ -40,8 +52,6 @@ export interface CloudRunJobOptions {
    * containers (`ContainerOverride.name`).
    */
   readonly container?: string;
-  /** How many executions the look reads (one page); default {@link DEFAULT_LOOK_BACK}. */
-  readonly lookBack?: number;
   /** The jobs client (`jobs.run`); tests give one pointed at a local fake. */
   readonly jobsClient?: JobsClient;
   /** The executions client (`jobs.executions.list`); tests give one pointed at a local fake. */
@@ -89,17 +99,18 @@ export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): strin
  *
  * The look: `jobs.executions.list` takes only `parent`, `pageSize`, `pageToken` and `showDeleted`,
  * no filter (ListExecutionsRequest, google/cloud/run/v2/execution.proto), and an execution has no
- * labels of its own to set per run (its `labels` are output only, copied from the job). So the look
- * reads one page of the job's executions (`lookBack`) and matches {@link RUN_ID_ENV} in each
- * execution's template. An earlier attempt's execution is found as long as the job started fewer
- * than `lookBack` executions since; the API documents no order, so a job that starts that many
- * executions within one lease needs a larger `lookBack`.
+ * labels of its own to set per run (its `labels` are output only, copied from the job). The
+ * reference documents the order: "Lists Executions from a Job. Results are sorted by creation
+ * time, descending." (https://cloud.google.com/run/docs/reference/rest/v2/projects.locations.jobs.executions/list).
+ * So the look reads the job's executions page after page, newest first, back to the run's first
+ * claim less a margin for clock skew (`lookSince`; `Execution.create_time`), and matches
+ * {@link RUN_ID_ENV} in each execution's template.
  *
  * The launch: `jobs.run` with the overrides. It answers a long-running operation whose metadata is
  * the new Execution; the operation completes only when the execution does, so the job records the
  * execution's name from the metadata and does not wait.
  *
- * @param options - the job, and optionally the container, look-back, clients and recorder.
+ * @param options - the job, and optionally the container, clients and recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
  * @throws (from the job) when the Cloud Run Admin API refuses or fails, or the recorder throws:
  *   the claim is released and Scheduler retries, and the retry adopts an execution that started.
@@ -115,11 +126,18 @@ export function createCloudRunJob(options: CloudRunJobOptions): (ctx: JobContext
       {
         target: 'cloud-run-job',
         find: async () => {
-          const [page] = await executions.listExecutions(
-            { parent: options.job, pageSize: options.lookBack ?? DEFAULT_LOOK_BACK },
-            { autoPaginate: false },
+          const found = await findSince(
+            executions.listExecutionsAsync(
+              { parent: options.job, pageSize: LIST_PAGE_SIZE },
+              NEXT_PAGE_ON_DEMAND,
+            ),
+            lookSince(ctx),
+            {
+              time: (e) => timestampToDate(e.createTime),
+              matches: (e) => runIdOf(e) === ctx.runId,
+            },
           );
-          return page.find((e) => runIdOf(e) === ctx.runId)?.name ?? undefined;
+          return found?.name ?? undefined;
         },
         launch: async () => {
           const [operation] = await jobs.runJob({

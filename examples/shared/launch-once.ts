@@ -2,12 +2,21 @@
  * Look before you launch: the step the three proxy examples share (Workflows, Cloud Run jobs,
  * Cloud Build). None of those APIs takes a request id, so a proxy that launched an execution and
  * died before its run's completion write would, on the retry, launch a second one. Here every
- * attempt first asks the API for an execution of its run (one list call, matched on the run id the
- * launch carried: a label, an environment override or a substitution) and adopts it if there is
- * one; only if there is none does it launch.
+ * attempt first asks the API for an execution of its run and adopts it if there is one; only if
+ * there is none does it launch.
+ *
+ * The look relies only on what each API documents: it lists newest first (the documented order),
+ * follows the pages until the executions are older than the run's first claim
+ * (`ctx.firstClaimedAt`, less {@link CLOCK_SKEW_MARGIN_MS}), and matches on the client what the
+ * proxy itself wrote into the launch (the run id in the argument, an environment override or a
+ * substitution). No server-side filter decides what is found: a filter syntax or a field the
+ * reference does not promise could hide the execution, and the retry would launch a second one.
+ * The window starts at the first claim, not at the schedule time: a forced run's schedule time is
+ * in the future, a re-run's far in the past, and every launch of the run came after its first
+ * claim.
  *
  * The rule is "always look", not "look only on a takeover": `ctx` does not say whether the attempt
- * took over an earlier one, and one list call per run is cheap next to a launch. What it does not
+ * took over an earlier one, and a list call or two per run is cheap next to a launch. What it does not
  * cover: an earlier attempt that is still alive (paused past its lease, a zombie) and launches
  * *after* this attempt looked. The ledger's fencing stops that attempt's completion, not its launch,
  * so the launched service must still de-duplicate on the run id (the guide's downstream
@@ -44,7 +53,7 @@ export interface LaunchSteps {
   /** Which API, for the log line and the record. */
   readonly target: string;
   /**
-   * One list call: the name of an execution that carries this run's id, or `undefined`.
+   * The look: the name of an execution that carries this run's id, or `undefined`.
    * @throws when the API fails: the attempt fails and Scheduler retries.
    */
   find(): Promise<string | undefined>;
@@ -60,7 +69,8 @@ export interface LaunchSteps {
  * launched (an earlier attempt that died between its launch and its completion write) and adopts
  * it, else launches. Then logs the launch and records it in the run's record (`notes.launch`).
  *
- * Cost: one list call per run on top of the launch (none launched on an adoption).
+ * Cost: the look's list calls (one per page of executions since the run's first claim, usually
+ * one) on top of the launch (none launched on an adoption).
  *
  * @param ctx - the job's context: the run id, the logger, and the signal checked before launching
  *   (an attempt whose lease was lost must not launch).
@@ -111,4 +121,87 @@ export function nameOf(name: string | null | undefined, what: string): string {
   if (typeof name !== 'string' || name === '')
     throw new Error(`the API's answer carries no name of the ${what}`);
   return name;
+}
+
+/**
+ * How far before the run's first claim the look starts, ms. The first claim time is Firestore's
+ * clock and an execution's creation time the launched API's: both are Google's servers, but no
+ * document bounds the difference, so the window is generous; a wider one costs only list pages.
+ */
+export const CLOCK_SKEW_MARGIN_MS = 5 * 60_000;
+
+/**
+ * The start of the look's window: when the run's first attempt claimed it, less `marginMs`.
+ * Every launch of this run came after that claim, by Firestore's clock.
+ *
+ * @param marginMs - ms to allow for the launched API's clock running behind Firestore's.
+ * @example lookSince(ctx) // ctx.firstClaimedAt − 5 min
+ */
+export function lookSince(
+  ctx: Pick<JobContext, 'firstClaimedAt'>,
+  marginMs = CLOCK_SKEW_MARGIN_MS,
+): Date {
+  return new Date(ctx.firstClaimedAt.getTime() - marginMs);
+}
+
+/** A `google.protobuf.Timestamp` as the Node clients decode it (seconds may be a Long or string). */
+export interface ProtoTimestamp {
+  readonly seconds?: number | string | { toString(): string } | null;
+  readonly nanos?: number | null;
+}
+
+/**
+ * A protobuf timestamp as a `Date` (ms precision), or `undefined` when absent.
+ *
+ * @example timestampToDate({ seconds: '1792152000', nanos: 5e8 }) // 2026-10-16T12:00:00.500Z
+ */
+export function timestampToDate(t: ProtoTimestamp | null | undefined): Date | undefined {
+  if (t?.seconds === undefined || t.seconds === null) return undefined;
+  const seconds = Number(typeof t.seconds === 'object' ? t.seconds.toString() : t.seconds);
+  if (!Number.isFinite(seconds)) return undefined;
+  return new Date(seconds * 1000 + Math.floor((t.nanos ?? 0) / 1e6));
+}
+
+/**
+ * The call options of a client's `list…Async`: it fetches the next page (`next_page_token`) only
+ * when the previous one is read, and google-gax warns unless `autoPaginate` is false
+ * ("Autopaginate will always be set to false in Async paging methods",
+ * https://github.com/googleapis/gax-nodejs/blob/main/client-libraries.md#auto-pagination).
+ */
+export const NEXT_PAGE_ON_DEMAND = { autoPaginate: false } as const;
+
+/** What {@link findSince} needs to read a newest-first list. */
+export interface NewestFirst<T> {
+  /** When the item was created (or started), by the API's clock; `undefined` if not given. */
+  time(item: T): Date | undefined;
+  /** True for an item that carries this run's id, as the proxy wrote it. */
+  matches(item: T): boolean;
+}
+
+/**
+ * Reads a list that the API documents as newest first, page after page, and returns the first
+ * item that matches; it stops at the first item older than `since` (all later ones are older
+ * still). An item without a time does not stop the scan: the order says nothing about it.
+ *
+ * @param items - the list, e.g. a client's `list…Async(request)`, which fetches the next page
+ *   (`next_page_token`) only when the previous one is read.
+ * @param since - the window's start, {@link lookSince}.
+ * @throws whatever the list throws (an API failure): the attempt fails and Scheduler retries.
+ * @example
+ * const found = await findSince(client.listExecutionsAsync({ parent }), lookSince(ctx), {
+ *   time: (e) => timestampToDate(e.createTime),
+ *   matches: (e) => runIdOf(e) === ctx.runId,
+ * });
+ */
+export async function findSince<T>(
+  items: AsyncIterable<T>,
+  since: Date,
+  read: NewestFirst<T>,
+): Promise<T | undefined> {
+  for await (const item of items) {
+    if (read.matches(item)) return item;
+    const time = read.time(item);
+    if (time !== undefined && time.getTime() < since.getTime()) return undefined;
+  }
+  return undefined;
 }

@@ -1,7 +1,7 @@
 /**
  * Example job: the guide's "idempotent proxy" in front of Cloud Workflows. Each scheduled run starts
  * one execution and passes the run id in the execution's argument (for the workflow to key its own
- * side effects on) and in a label (for this proxy to find the execution again). The Workflows API
+ * side effects on, and for this proxy to find the execution again) and in a label (for people). The Workflows API
  * takes no request id and starts a new execution on every call: the ledger in front of it makes
  * one run start one execution, and the look before the launch (`../shared/launch-once.ts`) closes
  * the window between a launch and the run's completion write.
@@ -21,7 +21,15 @@
  */
 import { ExecutionsClient } from '@google-cloud/workflows';
 import type { JobContext } from '../../src/core/job-context.ts';
-import { launchOnce, nameOf, type RecordLaunch } from '../shared/launch-once.ts';
+import {
+  findSince,
+  launchOnce,
+  lookSince,
+  NEXT_PAGE_ON_DEMAND,
+  nameOf,
+  type RecordLaunch,
+  timestampToDate,
+} from '../shared/launch-once.ts';
 
 /** Options of {@link createWorkflowsJob}. */
 export interface WorkflowsJobOptions {
@@ -43,16 +51,16 @@ export interface WorkflowArgument {
 }
 
 /**
- * The execution label carrying the run id. Label keys and values are at most 63 lowercase letters,
- * digits, `_` and `-` (Execution.labels, google/cloud/workflows/executions/v1/executions.proto).
- * An underscore, not a hyphen, so the key reads as one name in a list filter.
+ * The execution label carrying the run id, for people reading the execution list (the console
+ * filters on labels). The look does not use it: the list's `filter` names `label` among its
+ * fields but the reference shows no syntax for it, so the look matches the argument instead.
+ * Label keys and values are at most 63 lowercase letters, digits, `_` and `-` (Execution.labels,
+ * google/cloud/workflows/executions/v1/executions.proto).
  */
 export const RUN_ID_LABEL = 'scheduler_run_id';
 
 /**
  * The label value of a run: the first 63 of the run id's 64 hex digits (a label value holds 63).
- * Two runs share it with the odds of a 252-bit hash collision; the look-up still checks the full
- * run id in the execution's argument.
  *
  * @example runIdLabelValue(ctx.runId).length // 63
  */
@@ -60,24 +68,40 @@ export function runIdLabelValue(runId: string): string {
   return runId.slice(0, 63);
 }
 
+/** The largest page of the FULL view ("1000 for BASIC and 100 for FULL", ListExecutionsRequest). */
+export const FULL_VIEW_PAGE_SIZE = 100;
+
 /**
- * The list filter that finds a run's executions. The executions list takes `filter` on
- * `executionId, state, createTime, startTime, endTime, duration, workflowRevisionId, stepName,
- * label` in the AIP-160 syntax (projects.locations.workflows.executions.list,
- * https://cloud.google.com/workflows/docs/reference/executions/rest/v1/projects.locations.workflows.executions/list);
- * a map key is reached with `.` (AIP-160, "Traversal operator").
+ * The list request of the look: the workflow's executions, newest first, with labels and
+ * argument. Every field is documented in projects.locations.workflows.executions.list
+ * (https://cloud.google.com/workflows/docs/reference/executions/rest/v1/projects.locations.workflows.executions/list):
+ * `view: FULL` returns the argument (BASIC returns neither argument nor labels, ExecutionView);
+ * `orderBy: 'startTime desc'` (startTime is an ordering field in the reference and in the
+ * client's proto, AIP-132 syntax) makes the order explicit, since the reference's default is
+ * "descending createTime" in one place and "by their start time (newest first)" in another;
+ * `pageSize` is the FULL view's maximum. No `filter`: nothing a filter could leave out is
+ * trusted to find an execution.
  *
- * @example runFilter(runId) // 'labels.scheduler_run_id="0f3a…"'
+ * @example listRequest('projects/p/locations/l/workflows/w') // { parent, view: 'FULL', orderBy: 'startTime desc', pageSize: 100 }
  */
-export function runFilter(runId: string): string {
-  return `labels.${RUN_ID_LABEL}="${runIdLabelValue(runId)}"`;
+export function listRequest(workflow: string) {
+  return {
+    parent: workflow,
+    view: 'FULL' as const,
+    orderBy: 'startTime desc',
+    pageSize: FULL_VIEW_PAGE_SIZE,
+  };
 }
 
 /**
  * Creates a job that starts one execution of `options.workflow` per scheduled run: it lists the
- * workflow's executions labelled with the run (view FULL, which returns labels and argument; BASIC
- * returns neither) and adopts one whose argument carries this run id, else creates one with the
- * argument and the label.
+ * workflow's executions newest first ({@link listRequest}) back to the run's first claim (less
+ * a margin for clock skew, `lookSince`), following every page, and adopts one whose argument
+ * carries this run id; else it creates one with the argument and the label.
+ *
+ * An execution's `startTime` ("Marks the beginning of execution") bounds the window: the client's
+ * proto (`@google-cloud/workflows` 5.x) has no `createTime`, and an execution starts no earlier
+ * than the launch that created it.
  *
  * @param options - the workflow, and optionally the client and the launch recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
@@ -101,11 +125,15 @@ export function createWorkflowsJob(
       {
         target: 'workflows',
         find: async () => {
-          const [executions] = await client.listExecutions(
-            { parent: options.workflow, filter: runFilter(ctx.runId), view: 'FULL', pageSize: 10 },
-            { autoPaginate: false },
+          const found = await findSince(
+            client.listExecutionsAsync(listRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
+            lookSince(ctx),
+            {
+              time: (e) => timestampToDate(e.startTime),
+              matches: (e) => argumentRunId(e.argument) === ctx.runId,
+            },
           );
-          return executions.find((e) => argumentRunId(e.argument) === ctx.runId)?.name ?? undefined;
+          return found?.name ?? undefined;
         },
         launch: async () => {
           const [execution] = await client.createExecution({

@@ -45,6 +45,12 @@ export interface JobContext {
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
   /**
+   * When the first attempt of this run claimed it, by Firestore's clock; the same for every retry.
+   * Anything an earlier attempt of this run started downstream was started after it (give or take
+   * the downstream clock's skew), e.g. the lower bound of a search for what an earlier attempt did.
+   */
+  readonly firstClaimedAt: Date;
+  /**
    * When this attempt's lease lapses, by Firestore's clock. Current: the lease heartbeat moves it on
    * every third of LEASE_SECONDS while the job runs, so a long job keeps the run. It stops moving
    * only if the job runs past JOB_TIMEOUT_SECONDS or extensions fail for about two thirds of a lease.

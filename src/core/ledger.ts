@@ -49,6 +49,12 @@ export interface Claim {
   readonly takeover: boolean;
   /** The re-run's number (1, 2, …) when this claim re-runs a finished run on purpose; else 0. */
   readonly rerun: number;
+  /**
+   * When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`): the stored
+   * value after a takeover; for a fresh record this claim's commit time, which the stored value
+   * may precede by the write's latency (the emulator stamps it on receipt).
+   */
+  readonly firstClaimedAt: Date;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
@@ -206,7 +212,9 @@ export class RunLedger implements Ledger {
         'claim',
         claimDocument(attemptId, leaseMs, documents.expireAt(), details),
       );
-      if (created !== 'exists') return this.#claimed(runId, attemptId, created, false, 0);
+      if (created !== 'exists') {
+        return this.#claimed(runId, attemptId, created, false, 0, undefined);
+      }
       const read = await documents.read(runId);
       const decided = claimDecision(read.record, read.readTime, details.rerunId);
       switch (decided.decision) {
@@ -233,7 +241,7 @@ export class RunLedger implements Ledger {
           const taken = await documents.update(runId, 'takeover', update, read.updateTime);
           if (taken !== 'changed') {
             const rerun = decided.rerun ? previous.reruns + 1 : 0;
-            return this.#claimed(runId, attemptId, taken, true, rerun);
+            return this.#claimed(runId, attemptId, taken, true, rerun, previous.firstClaimedAt);
           }
         }
       }
@@ -364,12 +372,24 @@ export class RunLedger implements Ledger {
     writeTime: Timestamp,
     takeover: boolean,
     rerun: number,
+    storedFirstClaimedAt: Date | undefined,
   ): ClaimResult {
     const leaseMs = this.#leaseMs;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
+    // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
+    const firstClaimedAt = storedFirstClaimedAt ?? writeTime.toDate();
     return {
       state: 'claimed',
-      claim: { runId, attemptId, fencingToken: writeTime, leaseExpires, leaseMs, takeover, rerun },
+      claim: {
+        runId,
+        attemptId,
+        fencingToken: writeTime,
+        leaseExpires,
+        leaseMs,
+        takeover,
+        rerun,
+        firstClaimedAt,
+      },
     };
   }
 

@@ -31,6 +31,8 @@ export interface Attempt {
   readonly takeover: boolean;
   /** The re-run's number (1, 2, …) when this attempt re-runs a finished run on purpose; else 0. */
   readonly rerun: number;
+  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
+  readonly firstClaimedAt: Date;
   /**
    * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
@@ -160,6 +162,7 @@ export async function runOnce(
     },
     takeover: claimed.claim.takeover,
     rerun: claimed.claim.rerun,
+    firstClaimedAt: claimed.claim.firstClaimedAt,
     signal: controller.signal,
     note: async (name, value) => {
       const note = ledger.note?.bind(ledger);

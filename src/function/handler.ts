@@ -298,6 +298,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
                 rerun: attempt.rerun,
                 scheduleTime: new Date(scheduleTime),
                 attemptId: attempt.attemptId,
+                firstClaimedAt: attempt.firstClaimedAt,
                 get leaseExpires() {
                   return attempt.leaseExpires;
                 },

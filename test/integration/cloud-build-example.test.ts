@@ -2,7 +2,9 @@
  * The Cloud Build proxy example (`examples/cloud-build/cloud-build-job.ts`) with the official client
  * (REST transport) against a local fake of the Cloud Build API: each run runs the trigger once with
  * the run id as a substitution, a duplicate delivery runs nothing, and a build an earlier attempt of
- * the run started is adopted instead of starting a second one.
+ * the run started is adopted instead of starting a second one. The fake pages two builds at a
+ * time, serves a regional trigger on its regional path only, takes no filter and leaves
+ * `buildTriggerId` out of the builds `triggers.run` started.
  */
 
 import assert from 'node:assert/strict';
@@ -17,6 +19,7 @@ import {
 } from '../../examples/cloud-build/cloud-build-job.ts';
 import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
+  FAKE_PAGE_SIZE,
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
@@ -63,8 +66,8 @@ describe('examples/cloud-build: the proxy', () => {
     const launches = launchesOf(triggerId);
     assert.equal(launches.length, 1);
     assert.equal(launches[0]?.authorization, `Bearer ${LOCAL_TOKEN}`);
-    // REST picks the first binding whose fields are set; the regional trigger rides along as `name`.
-    assert.equal(launches[0]?.path, `/v1/projects/demo-project/triggers/${triggerId}:run`);
+    // Without projectId, REST transcoding takes the regional binding, the one the reference names.
+    assert.equal(launches[0]?.path, `/v1/${trigger}:run`);
     assert.deepEqual(launches[0]?.body.source, {
       substitutions: {
         [RUN_ID_SUBSTITUTION]: res.body.runId,
@@ -92,15 +95,24 @@ describe('examples/cloud-build: the proxy', () => {
     assert.equal(launchesOf(triggerId).length, 1);
   });
 
-  it('adopts the build an attempt started before it failed, and starts no second one', async () => {
+  const listsOf = () => fake.lists.filter((l) => l.path === `/v1/${LOCATION}/builds`);
+  const otherRun = (i: number) => ({
+    triggerId: randomUUID(),
+    source: { substitutions: { [RUN_ID_SUBSTITUTION]: String(i).repeat(64) } },
+  });
+
+  it('adopts the build an attempt started before it failed, without build_trigger_id and on the second page', async () => {
     const { trigger, triggerId } = aTrigger();
     let recordings = 0;
     const { request, collection } = proxy(trigger, (record) => async (ctx, launch) => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-
     const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    // Newer builds of other runs push this run's build off the first page.
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-build', LOCATION, otherRun(i));
+    const listsBefore = listsOf().length;
+
     const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
 
     assert.equal(first.body.outcome, 'failed');
@@ -112,23 +124,47 @@ describe('examples/cloud-build: the proxy', () => {
       [stored.notes.launch.name, stored.notes.launch.adopted],
       [launches[0]?.name, true],
     );
+    const looks = listsOf().slice(listsBefore);
+    assert.ok(looks.length >= 2, 'the look read past the first page');
+    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+    const [builds] = await client.listBuilds({ parent: LOCATION });
+    const adopted = builds.find((b) => b.name === launches[0]?.name);
+    assert.equal(adopted?.buildTriggerId ?? '', '', 'the build carries no build_trigger_id');
   });
 
-  it("lists the trigger's builds with one call and starts its own build when none is of this run", async () => {
-    const { trigger, triggerId } = aTrigger();
-    fake.seed('cloud-build', LOCATION, {
-      triggerId,
-      source: { substitutions: { [RUN_ID_SUBSTITUTION]: 'f'.repeat(64) } },
-    });
+  it("reads back only to the run's first claim: older builds end the look", async () => {
+    const location = `projects/demo-${randomUUID().slice(0, 8)}/locations/europe-west1`;
+    const trigger = `${location}/triggers/${randomUUID()}`;
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed('cloud-build', location, otherRun(i), { createTime: anHourAgo });
+    }
     const { request } = proxy(trigger);
 
     const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:15:00Z'));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(launchesOf(triggerId).length, 1);
-    const lists = fake.lists.filter((l) => l.query.filter === `trigger_id="${triggerId}"`);
-    assert.equal(lists.length, 1);
-    assert.equal(lists[0]?.query.parent, LOCATION);
+    const looks = fake.lists.filter((l) => l.path === `/v1/${location}/builds`);
+    assert.equal(looks.length, 1, 'one page: it ends before the window does');
+    assert.equal(looks[0]?.query.filter, undefined, 'no filter');
+  });
+
+  it('the fake refuses a regional trigger or location on the project-only path, and any build filter', async () => {
+    const { trigger, triggerId } = aTrigger();
+
+    await assert.rejects(
+      client.runBuildTrigger({ name: trigger, projectId: 'demo-project', triggerId }),
+      /is regional: run it on its regional path/,
+    );
+    await assert.rejects(
+      client.listBuilds({ parent: LOCATION, projectId: 'demo-project' }),
+      /is regional: list it on its regional path/,
+    );
+    await assert.rejects(
+      client.listBuilds({ parent: LOCATION, filter: `trigger_id="${triggerId}"` }),
+      /shows no filter syntax/,
+    );
+    assert.equal(launchesOf(triggerId).length, 0);
   });
 
   it('refuses a trigger that is not a resource name, before any run', () => {

@@ -17,6 +17,7 @@ import {
 } from '../../examples/cloud-run-job/cloud-run-job.ts';
 import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
+  FAKE_PAGE_SIZE,
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
@@ -92,7 +93,14 @@ describe('examples/cloud-run-job: the proxy', () => {
     assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
   });
 
-  it('adopts the execution an attempt started before it failed, and starts no second one', async () => {
+  const listsOf = (job: string) => fake.lists.filter((l) => l.path === `/v2/${job}/executions`);
+  const otherRun = (i: number) => ({
+    overrides: {
+      containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: String(i).repeat(64) }] }],
+    },
+  });
+
+  it('adopts the execution an attempt started before it failed, found on the second page of the window', async () => {
     const job = aJob();
     let recordings = 0;
     // The first attempt fails after its launch, before the run's completion write.
@@ -100,8 +108,11 @@ describe('examples/cloud-run-job: the proxy', () => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-
     const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    // Newer executions of other runs push this run's execution off the first page.
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-run-job', job, otherRun(i));
+    const listsBefore = listsOf(job).length;
+
     const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
 
     assert.equal(first.body.outcome, 'failed');
@@ -114,6 +125,24 @@ describe('examples/cloud-run-job: the proxy', () => {
       [stored.notes.launch.name, stored.notes.launch.adopted],
       [launches[0]?.name, true],
     );
+    const looks = listsOf(job).slice(listsBefore);
+    assert.equal(looks.length, 2, 'the look read two pages');
+    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+  });
+
+  it("reads back only to the run's first claim: older executions end the look", async () => {
+    const job = aJob();
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed('cloud-run-job', job, otherRun(i), { createTime: anHourAgo });
+    }
+    const { request } = proxy(job);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:12:00Z'));
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+    assert.equal(listsOf(job).length, 1, 'one page: it ends before the window does');
   });
 
   it("starts its own execution when the job's executions belong to other runs", async () => {
@@ -129,8 +158,7 @@ describe('examples/cloud-run-job: the proxy', () => {
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
-    const list = fake.lists.filter((l) => l.path === `/v2/${job}/executions`);
-    assert.equal(list.length, 1, 'one list call per run');
+    assert.equal(listsOf(job).length, 1, 'one list call: two executions fit one page');
   });
 
   it('gives the overrides to the named container of a multi-container job', async () => {

@@ -2,7 +2,9 @@
  * The Workflows proxy example (`examples/workflows-proxy/workflows-job.ts`) with the official client
  * (REST transport) against a local fake of the Workflows executions API (the real API is
  * unreachable here): the execution's argument and label carry the run id, a duplicate delivery
- * starts no second execution, and an execution an earlier attempt of the run started is adopted.
+ * starts no second execution, and an execution an earlier attempt of the run started is adopted
+ * wherever it sits in the look's window. The fake pages two executions at a time and refuses the
+ * filter forms the reference does not show.
  */
 
 import assert from 'node:assert/strict';
@@ -12,14 +14,15 @@ import { ExecutionsClient } from '@google-cloud/workflows';
 import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
 import {
   createWorkflowsJob,
+  listRequest,
   RUN_ID_LABEL,
-  runFilter,
   runIdLabelValue,
   type WorkflowArgument,
 } from '../../examples/workflows-proxy/workflows-job.ts';
 import { computeRunId } from '../../src/core/run-key.ts';
 import { normaliseScheduleTime } from '../../src/function/scheduler-request.ts';
 import {
+  FAKE_PAGE_SIZE,
   type FakeGoogleApis,
   LOCAL_TOKEN,
   localClientOptions,
@@ -89,15 +92,25 @@ describe('examples/workflows-proxy', () => {
     assert.equal(launchesOf(workflow).length, 1);
   });
 
-  it('adopts the execution an attempt started before it failed, and starts no second one', async () => {
+  const listsOf = (workflow: string) =>
+    fake.lists.filter((l) => l.path === `/v1/${workflow}/executions`);
+
+  it('adopts the execution an attempt started before it failed, found on the second page of the window', async () => {
     const workflow = aWorkflow();
     let recordings = 0;
     const { request, collection } = proxy(workflow, (record) => async (ctx, launch) => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-
     const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    // Newer executions of other runs push this run's execution off the first page.
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed('workflows', workflow, {
+        argument: JSON.stringify({ runId: String(i).repeat(64) }),
+      });
+    }
+    const listsBefore = listsOf(workflow).length;
+
     const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
 
     assert.equal(first.body.outcome, 'failed');
@@ -109,8 +122,51 @@ describe('examples/workflows-proxy', () => {
       [stored.notes.launch.name, stored.notes.launch.adopted],
       [launches[0]?.name, true],
     );
-    const look = fake.lists.filter((l) => l.path === `/v1/${workflow}/executions`).at(-1);
-    assert.deepEqual([look?.query.filter, look?.query.view], [runFilter(retry.body.runId), 'FULL']);
+    const looks = listsOf(workflow).slice(listsBefore);
+    assert.equal(looks.length, 2, 'the look read two pages');
+    assert.deepEqual(
+      [looks[0]?.query.view, looks[0]?.query.orderBy, looks[0]?.query.filter],
+      ['FULL', 'startTime desc', undefined],
+    );
+    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+  });
+
+  it("reads back only to the run's first claim: older executions end the look", async () => {
+    const workflow = aWorkflow();
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed(
+        'workflows',
+        workflow,
+        { argument: JSON.stringify({ runId: String(i).repeat(64) }) },
+        { createTime: anHourAgo },
+      );
+    }
+    const { request } = proxy(workflow);
+
+    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:12:00Z'));
+
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(launchesOf(workflow).length, 1);
+    assert.equal(listsOf(workflow).length, 1, 'one page: it ends before the window does');
+  });
+
+  it('lists with documented parameters only; the fake refuses a filter form the reference does not show', async () => {
+    const workflow = aWorkflow();
+
+    const [documented] = await client.listExecutions(
+      { ...listRequest(workflow), filter: 'state="SUCCEEDED"' },
+      { autoPaginate: false },
+    );
+
+    assert.deepEqual(documented, []);
+    await assert.rejects(
+      client.listExecutions(
+        { parent: workflow, filter: `labels.${RUN_ID_LABEL}="x"` },
+        { autoPaginate: false },
+      ),
+      /the reference shows no filter of the form/,
+    );
   });
 
   it('does not adopt an execution whose label matches but whose argument is of another run', async () => {

@@ -40,6 +40,7 @@ function fakeContext(overrides: Partial<JobContext> = {}) {
     kind: 'slot',
     rerun: 0,
     attemptId: 'attempt-1',
+    firstClaimedAt: new Date('2026-10-16T12:00:01Z'),
     leaseExpires: new Date('2026-10-16T12:05:00Z'),
     signal: attempt.signal,
     logger: pino(sink),

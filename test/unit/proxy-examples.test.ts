@@ -13,8 +13,15 @@ import {
 } from '../../examples/cloud-build/cloud-build-job.ts';
 import { runEnvironment, runIdOf } from '../../examples/cloud-run-job/cloud-run-job.ts';
 import { EXIT_CODE_BY_OUTCOME, taskKey } from '../../examples/cloud-run-job/task.ts';
-import { type Launch, launchOnce, nameOf } from '../../examples/shared/launch-once.ts';
-import { runFilter, runIdLabelValue } from '../../examples/workflows-proxy/workflows-job.ts';
+import {
+  findSince,
+  type Launch,
+  launchOnce,
+  lookSince,
+  nameOf,
+  timestampToDate,
+} from '../../examples/shared/launch-once.ts';
+import { listRequest, runIdLabelValue } from '../../examples/workflows-proxy/workflows-job.ts';
 import type { JobContext } from '../../src/core/job-context.ts';
 
 const RUN_ID = '0123456789abcdef'.repeat(4);
@@ -24,6 +31,7 @@ function context(signal = new AbortController().signal): JobContext {
   return {
     ...RUN,
     attemptId: 'attempt-1',
+    firstClaimedAt: new Date('2026-10-16T12:00:01Z'),
     leaseExpires: new Date(),
     signal,
     logger: pino({ level: 'silent' }),
@@ -83,10 +91,85 @@ describe('launchOnce', () => {
   });
 });
 
+describe('the look: newest first, back to the first claim', () => {
+  /** A newest-first list in pages, counting the pages read. */
+  /** An item of a list: its time, if any, and the run id it carries. */
+  interface Item {
+    readonly time?: Date;
+    readonly runId: string;
+  }
+  function pages(...all: Item[][]) {
+    const read = { pages: 0 };
+    async function* items() {
+      for (const page of all) {
+        read.pages++;
+        yield* page;
+      }
+    }
+    return { items: items(), read };
+  }
+  const at = (iso: string, runId = 'other'): Item => ({ time: new Date(iso), runId });
+  const look = { time: (i: Item) => i.time, matches: (i: Item) => i.runId === RUN_ID };
+  const since = new Date('2026-10-16T12:00:00Z');
+
+  it('starts the window at the first claim less the clock-skew margin, not at the schedule time', () => {
+    const ctx = { firstClaimedAt: new Date('2026-10-16T12:05:00Z') };
+
+    assert.equal(lookSince(ctx).toISOString(), '2026-10-16T12:00:00.000Z');
+    assert.equal(lookSince(ctx, 0).toISOString(), '2026-10-16T12:05:00.000Z');
+  });
+
+  it('finds an execution of the run on a later page of the window', async () => {
+    const { items, read } = pages(
+      [at('2026-10-16T12:09:00Z'), at('2026-10-16T12:08:00Z')],
+      [at('2026-10-16T12:07:00Z', RUN_ID)],
+    );
+
+    const found = await findSince(items, since, look);
+
+    assert.deepEqual([found?.runId, read.pages], [RUN_ID, 2]);
+  });
+
+  it('stops at the first item older than the window and reads no further page', async () => {
+    const { items, read } = pages(
+      [at('2026-10-16T12:09:00Z'), at('2026-10-16T11:50:00Z')],
+      [at('2026-10-16T11:40:00Z', RUN_ID)],
+    );
+
+    const found = await findSince(items, since, look);
+
+    assert.deepEqual([found, read.pages], [undefined, 1]);
+  });
+
+  it('does not stop at an item without a time', async () => {
+    const { items } = pages([{ runId: 'other' }, at('2026-10-16T12:01:00Z', RUN_ID)]);
+
+    assert.equal((await findSince(items, since, look))?.runId, RUN_ID);
+  });
+
+  it('reads protobuf timestamps as the clients decode them', () => {
+    assert.equal(
+      timestampToDate({ seconds: '1792152000', nanos: 500_000_000 })?.toISOString(),
+      '2026-10-16T12:00:00.500Z',
+    );
+    assert.equal(
+      timestampToDate({ seconds: { toString: () => '1792152000' } })?.toISOString(),
+      '2026-10-16T12:00:00.000Z',
+    );
+    assert.equal(timestampToDate(undefined), undefined);
+    assert.equal(timestampToDate({}), undefined);
+  });
+});
+
 describe('how each target carries the run id', () => {
-  it('Workflows: a label of the first 63 hex digits, found with an AIP-160 label filter', () => {
+  it('Workflows: a label of the first 63 hex digits; the look lists newest first with no filter', () => {
     assert.equal(runIdLabelValue(RUN_ID), RUN_ID.slice(0, 63));
-    assert.equal(runFilter(RUN_ID), `labels.scheduler_run_id="${RUN_ID.slice(0, 63)}"`);
+    assert.deepEqual(listRequest('projects/p/locations/l/workflows/w'), {
+      parent: 'projects/p/locations/l/workflows/w',
+      view: 'FULL',
+      orderBy: 'startTime desc',
+      pageSize: 100,
+    });
   });
 
   it('Cloud Run jobs: environment overrides, read back from the execution template', () => {
