@@ -56,6 +56,7 @@ functions.http(
   createScheduledJobHandler({
     config,
     ledger,
+    history: ledger,
     jobs,
     logger: createLogger(config),
     clock: async () => demoNow ?? (await ledger.serverTime()),

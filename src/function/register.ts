@@ -99,6 +99,7 @@ export function registerScheduledJob(
       config,
       ledger,
       history: ledger,
+      clock: () => ledger.serverTime(),
       jobs,
       logger,
       authenticate,

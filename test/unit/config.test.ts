@@ -234,6 +234,9 @@ describe('EXPOSE_ERRORS (development only)', () => {
   });
 
   it('takes only true or false', () => {
-    assert.match(problemsOf({ EXPOSE_ERRORS: 'yes' })[0] as string, /^EXPOSE_ERRORS="yes": must be one of true, false/);
+    assert.match(
+      problemsOf({ EXPOSE_ERRORS: 'yes' })[0] as string,
+      /^EXPOSE_ERRORS="yes": must be one of true, false/,
+    );
   });
 });
