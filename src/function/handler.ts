@@ -498,7 +498,7 @@ const JOB_LEFT_ERROR =
  * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
  * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
  * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
- * (nothing written) for any method but `HTTP_METHOD`; 500 `failed` (claim
+ * (nothing written; the declared ids are listed only with `exposeErrors`); 500 `failed` (claim
  * released), `unreadable_record` (record left as is, job not run) or `unavailable` (job not run).
  * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
  * a header or the body.
@@ -507,7 +507,6 @@ const JOB_LEFT_ERROR =
  * functions.http('handleScheduledJob', createScheduledJobHandler({
  *   config, ledger, history: ledger, clock: () => ledger.serverTime(), jobs: validateJobs(jobs), logger,
  * }));
- * //);
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const handle: HttpFunction = async (req, res) => {
