@@ -18,6 +18,7 @@ import { loadConfig } from '../src/function/config.ts';
 import { createScheduledJobHandler } from '../src/function/handler.ts';
 import { createLogger } from '../src/function/logger.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { RunHistory } from '../src/policy/run-history.ts';
 import { demoJob } from './demo-job.ts';
 
 const config = loadConfig({
@@ -56,6 +57,7 @@ functions.http(
   createScheduledJobHandler({
     config,
     ledger,
+    history: new RunHistory(ledger.documents),
     jobs,
     logger: createLogger(config),
     clock: async () => demoNow ?? (await ledger.serverTime()),

@@ -7,7 +7,8 @@
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
  *   `build/main.cjs`) on `PORT` (8080), with Node's source maps on, so stack traces name
- *   `src/*.ts` lines. Its JSON log lines are shown readable (`scripts/pretty-logs.ts`).
+ *   `src/*.ts` lines, and with `EXPOSE_ERRORS=true`, so answers carry the error text. Its JSON log
+ *   lines are shown readable (`scripts/pretty-logs.ts`).
  * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
  *   function; the emulator and the Scheduler keep running, and the Scheduler re-reads the
  *   declarations. A build that fails keeps the running function. `--no-watch` turns it off;
@@ -121,6 +122,8 @@ const env: Record<string, string | undefined> = {
   ...process.env,
   GOOGLE_CLOUD_PROJECT: project,
   METADATA_SERVER_DETECTION: process.env.METADATA_SERVER_DETECTION || 'none',
+  // Development: answers carry the error text and the declared job ids (src/function/environment.ts).
+  EXPOSE_ERRORS: process.env.EXPOSE_ERRORS || 'true',
   NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim(),
   ...(verifyOidc
     ? {

@@ -509,5 +509,17 @@ describe('handleScheduledJob', () => {
       assert.equal((await documents(collection)).size, 0);
       assert.equal(logs.lines().find((l) => l.outcome === 'unknown_job')?.severity, 'WARNING');
     });
+
+    it('answers 404 unknown_job without the declared ids when errors are not exposed: they tell any caller which jobs run here', async () => {
+      const { jobs } = twoJobs();
+      const { request } = serveJobs(jobs, { env: { NODE_ENV: 'production' } });
+
+      const res = await request.post('/').set(schedulerHeaders('weekly-cleanup'));
+
+      assert.equal(res.status, 404);
+      assert.equal(res.body.outcome, 'unknown_job');
+      assert.match(res.body.message, /^No job "weekly-cleanup" is declared in this function\. /);
+      assert.doesNotMatch(res.body.message, /nightly-report|hourly-sync/);
+    });
   });
 });

@@ -83,10 +83,12 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
 
 /**
  * Test configuration: defaults plus `env`. Missed-run detection is off unless a test turns it on:
- * the handler tests deliver slots whose earlier slots never ran.
+ * the handler tests deliver slots whose earlier slots never ran. Development with error text
+ * exposed, as `npm run dev` runs, unless `env` names a `NODE_ENV` (a test of production).
  */
 export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({ NODE_ENV: 'test', MISSED_CHECK_SLOTS: '0', ...env });
+  const development = env.NODE_ENV === undefined ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' } : {};
+  return loadConfig({ MISSED_CHECK_SLOTS: '0', ...development, ...env });
 }
 
 /** The job ids the handler tests deliver; {@link serve} declares its job under each. */
@@ -105,7 +107,10 @@ export function serve(job: JobRun, overrides: Parameters<typeof serveJobs>[1] = 
   return serveJobs(declareJobs(job), overrides);
 }
 
-/** {@link serve} with the declared jobs given; `deps` adds handler dependencies (a clock). */
+/**
+ * {@link serve} with the declared jobs given; `deps` replaces handler dependencies (a clock; by
+ * default the ledger's Firestore time).
+ */
 export function serveJobs(
   jobs: HandlerDeps['jobs'],
   overrides: {
@@ -116,7 +121,7 @@ export function serveJobs(
     /** Missed-run detection's store; the test's ledger unless given. */
     history?: HandlerDeps['history'];
   } = {},
-  deps: Pick<HandlerDeps, 'clock'> = {},
+  deps: Partial<Pick<HandlerDeps, 'clock'>> = {},
 ) {
   const config = testConfig(overrides.env);
   const made = overrides.ledger
@@ -144,6 +149,7 @@ export function serveJobs(
       config,
       ledger: made.ledger,
       history: overrides.history ?? made.history,
+      clock: () => made.ledger.serverTime(),
       jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,

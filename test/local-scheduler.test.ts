@@ -34,13 +34,18 @@ after(() => {
  * the job's executions.
  */
 async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: Authenticator) {
-  const { ledger } = newLedger();
+  const { ledger, history } = newLedger();
+  // Firestore's time is read once per ledger; read it now, so the first delivery's half-second
+  // attempt deadline measures the function, not the Firestore client's first connection.
+  await ledger.serverTime();
   const name = `fn_${randomUUID()}`;
   functions.http(
     name,
     createScheduledJobHandler({
       config: testConfig(),
       ledger,
+      history,
+      clock: () => ledger.serverTime(),
       jobs: declareJobs(job.job, ['slow']),
       logger: captureLogs().logger,
       ...(authenticate === undefined ? {} : { authenticate }),

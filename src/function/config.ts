@@ -3,6 +3,7 @@
  * its variable, its default and a parser that validates and converts units (seconds → ms).
  */
 import { ConfigError } from '../core/errors.ts';
+import { whyNotDevelopment } from './environment.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -42,7 +43,11 @@ export interface Config {
   readonly projectId: string | undefined;
   /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
   readonly serviceName: string;
-  /** Whether error text reaches the client: only outside production (`NODE_ENV` ≠ `production`). */
+  /**
+   * Whether error text and the declared job ids reach the client (`EXPOSE_ERRORS=true`; off unless
+   * set). Development only ({@link whyNotDevelopment}): `npm run dev` sets it; a deployed function
+   * that set it would answer any caller with internal error text.
+   */
   readonly exposeErrors: boolean;
   /**
    * Longest a job may run, in ms (`JOB_TIMEOUT_SECONDS`, 1 s to 1 h, the longest HTTP function
@@ -82,8 +87,9 @@ export interface Config {
   /**
    * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches the token-signing certificates
    * instead of Google's, so that the local Scheduler of `npm run dev` (`ops/oidc-issuer.ts`) can sign
-   * the tokens it sends. Loopback `http://` URLs only, and refused with `NODE_ENV=production`:
-   * whoever serves these certificates can mint tokens the function accepts.
+   * the tokens it sends. Loopback `http://` URLs only, and refused outside development
+   * ({@link whyNotDevelopment}): whoever serves these certificates can mint tokens the function
+   * accepts.
    */
   readonly oidcCertsUrl: string | undefined;
 }
@@ -237,7 +243,12 @@ export const OPTIONS = {
     parse: (raw): string | undefined => (raw === '' ? undefined : raw),
   },
   serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
-  exposeErrors: { env: 'NODE_ENV', default: 'development', parse: (raw) => raw !== 'production' },
+  // Development only; see Config.exposeErrors.
+  exposeErrors: {
+    env: 'EXPOSE_ERRORS',
+    default: 'false',
+    parse: (raw) => oneOf(['true', 'false'] as const, (r) => r.toLowerCase())(raw) === 'true',
+  },
   jobTimeoutMs: {
     env: 'JOB_TIMEOUT_SECONDS',
     default: '3600',
@@ -331,8 +342,14 @@ export function loadConfig(env: Env = process.env): Config {
     if (config.oidcInvokers.length === 0)
       problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
   }
-  if (config.oidcCertsUrl !== undefined && config.exposeErrors === false) {
-    problems.push('OIDC_CERTS_URL is for development only and is refused with NODE_ENV=production');
+  const notDevelopment = whyNotDevelopment(env);
+  if (notDevelopment !== undefined) {
+    if (config.oidcCertsUrl !== undefined) {
+      problems.push(`OIDC_CERTS_URL is for development only, and ${notDevelopment}`);
+    }
+    if (config.exposeErrors === true) {
+      problems.push(`EXPOSE_ERRORS=true is for development only, and ${notDevelopment}`);
+    }
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);

@@ -22,6 +22,24 @@
  *    logged 200. Replaced, per request, by {@link routeRequestErrors}: the handler logs the error
  *    against its run and answers as the run ends. With no domain (a future functions-framework),
  *    it does nothing and the process-level listener of point 2 logs instead.
+ *
+ * Checked against the exact version `package.json` pins (5.0.5): a patch of private internals has no
+ * semver promise. To move to a newer version, read its `build/src/` and run the tests of each point:
+ *
+ * 1. `server.js` (`getServer`) still mounts the body parsers before the function with no error
+ *    middleware of its own, so a parse error reaches `application.handle`'s callback; if #686 is
+ *    fixed (a JSON or configurable answer), delete point 1. Tests: `faults.test.ts`, "bad input:
+ *    400 with a useful message…" and "never carry the body of a request whose JSON is malformed".
+ * 2. `invoker.js` still exports `ErrorHandler` whose `register()` adds the `SIGTERM`/`SIGINT` and
+ *    `unhandledRejection` listeners (and nothing else this patch would drop); if #704 gives a drain
+ *    hook, delete point 2. Tests: `function-process.test.ts`, "on SIGTERM mid-job aborts the job…";
+ *    `dev.test.ts` (Ctrl-C, SIGINT).
+ * 3. `function_wrappers.js` (`wrapHttpFunction`) still runs each request in `domain.create()` with
+ *    an `error` listener that answers 500; without a domain, point 3 is a no-op. Test:
+ *    `faults.test.ts`, "answers a job whose fire-and-forget promise rejects in JSON…".
+ *
+ * Then pin the new version exactly (`npm install --save-exact @google-cloud/functions-framework@X`)
+ * and run `npm test`; a missing internal fails every cold start at once with the message of `fail`.
  */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
@@ -58,7 +76,7 @@ const setAside = new Map<ShutdownSignal, Listener[]>();
 
 function fail(what: string, issue: string): never {
   throw new Error(
-    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Pin @google-cloud/functions-framework to 5.x or update src/framework-workarounds.ts.`,
+    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (its header says how).`,
   );
 }
 

@@ -1,8 +1,9 @@
 /**
- * The HTTP adapter: reads a Cloud Scheduler delivery, runs it through {@link runOnce}, and owns the
- * mapping from outcome to status code and body, in one place.
+ * The HTTP adapter: decides what a Cloud Scheduler delivery is (refused, not a run, a run planned),
+ * runs it through {@link runOnce}, and answers. Every step returns an {@link Answer}; one function
+ * writes it, with the status and log level of its outcome (`outcomes.ts`).
  */
-import type { HttpFunction } from '@google-cloud/functions-framework';
+import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import {
   DatabaseNotFoundError,
@@ -12,8 +13,9 @@ import {
   loggableError,
   UnknownJobError,
 } from '../core/errors.ts';
+import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
-import { leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
+import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { reportEarlierSlots } from '../policy/missed-runs.ts';
 import { runningEarlierSlot } from '../policy/overlap.ts';
@@ -34,6 +36,16 @@ import type { GracefulShutdown } from './shutdown.ts';
 
 export { type ResponseBody, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
 
+/**
+ * What the handler needs of run history, beside the lease protocol: the batched read of earlier
+ * slots (overlap, missed runs), the missed and finally-failed reports, and the `skipped` record of
+ * the overlap policy `skip`. {@link RunHistory} implements it.
+ */
+export type RunHistoryPort = Pick<
+  RunHistory,
+  'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'
+>;
+
 /** What {@link createScheduledJobHandler} needs. */
 export interface HandlerDeps {
   /** Scope settings, `exposeErrors` and `jobTimeoutMs`. */
@@ -48,20 +60,15 @@ export interface HandlerDeps {
     | 'missedCheckSlots'
     | 'forcedRunToleranceMs'
   >;
+  /** The lease protocol each run goes through. */
   readonly ledger: Ledger;
+  /** Where the overlap policy and missed-run detection read and report. */
+  readonly history: RunHistoryPort;
   /**
-   * Where missed-run detection, the overlap policy and forced-run detection read (the project's
-   * `RunLedger`); without it, none of them runs.
+   * Firestore's time now (`() => ledger.serverTime()`), for forced-run detection: a delivery is
+   * judged early by the clock its lease is judged by, never the instance's.
    */
-  readonly history?: Pick<
-    RunHistory,
-    'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped' | 'serverTime'
-  >;
-  /**
-   * Firestore's time now, for forced-run detection: `history.serverTime()` unless given (tests
-   * drive it).
-   */
-  readonly clock?: () => Promise<Date>;
+  readonly clock: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
@@ -69,6 +76,31 @@ export interface HandlerDeps {
   readonly authenticate?: Authenticator;
   /** Tracks requests and aborts their jobs on SIGTERM. */
   readonly shutdown?: GracefulShutdown;
+}
+
+/** What is known of a delivery so far: what its answer and its log line name. */
+interface Known {
+  /** The delivery, once its headers are read. */
+  readonly run?: ScheduledRun;
+  /** The run it asks for, once planned. */
+  readonly runId?: string;
+  /** Extra fields of the log line (the caller, the run kind, why it was refused). */
+  readonly fields: object;
+}
+
+/**
+ * What the function answers one delivery: every step returns one, and {@link writeAnswer} turns it
+ * into the response and the log line, with the status and level of its outcome.
+ */
+export interface Answer extends Known {
+  readonly outcome: ResponseOutcome;
+  readonly message: string;
+  /** Headers the outcome calls for: `WWW-Authenticate` with a 401, `Allow` with a 405. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+function isAnswer(value: object | undefined): value is Answer {
+  return value !== undefined && 'outcome' in value && 'message' in value;
 }
 
 /** The message and extra log fields of a run outcome. */
@@ -155,30 +187,34 @@ const KIND_NOTES = {
 /**
  * The overlap policy's answer for a slot whose earlier slot still runs: `skipped` (recorded, 200)
  * or `waiting` (409, nothing written); `undefined` when the slot runs as usual.
+ *
+ * @throws {LedgerUnavailableError} if the read or the `skipped` record fails.
  */
 async function overlapRefusal(
-  deps: HandlerDeps,
-  job: DeclaredJob,
-  run: ScheduledRun,
-  plan: RunPlan,
-): Promise<{ outcome: 'skipped' | 'waiting'; message: string; blockedBy: string } | undefined> {
-  if (plan.overlap === 'allow' || deps.history === undefined) return undefined;
-  const slot = new Date(run.scheduleTime);
-  const blockedBy = await runningEarlierSlot(deps.history, job, slot, run.scope);
+  history: RunHistoryPort,
+  delivery: Delivery,
+  known: Known,
+): Promise<Answer | undefined> {
+  const { job, run, plan } = delivery;
+  if (plan.overlap === 'allow') return undefined;
+  const blockedBy = await runningEarlierSlot(history, job, new Date(run.scheduleTime), run.scope);
   if (blockedBy === undefined) return undefined;
+  const fields = { ...known.fields, blockedBy };
   if (plan.overlap === 'wait') {
     return {
+      ...known,
       outcome: 'waiting',
       message: `An earlier run of ${job.id} is still running (overlap policy "wait"); retry later.`,
-      blockedBy,
+      fields,
     };
   }
-  const recorded = await deps.history.recordSkipped(plan.runId, plan.details, blockedBy);
+  const recorded = await history.recordSkipped(plan.runId, plan.details, blockedBy);
   if (recorded === 'exists') return undefined; // a record appeared: claim as usual
   return {
+    ...known,
     outcome: 'skipped',
     message: `Not run: an earlier run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
-    blockedBy,
+    fields,
   };
 }
 
@@ -193,7 +229,7 @@ async function checkEarlierSlots(
   logger: Logger,
 ): Promise<void> {
   const count = deps.config.missedCheckSlots;
-  if (count === 0 || deps.history === undefined) return;
+  if (count === 0) return;
   try {
     await reportEarlierSlots({
       history: deps.history,
@@ -211,6 +247,237 @@ async function checkEarlierSlots(
   }
 }
 
+/** A delivery the function will run: its job, its headers and its plan. */
+interface Delivery {
+  readonly job: DeclaredJob;
+  readonly run: ScheduledRun;
+  readonly plan: RunPlan;
+}
+
+/**
+ * The answer for an error a step threw: `unavailable` for Firestore before the claim (forced-run
+ * detection's read of Firestore's time, the overlap check), `unknown_job` / `invalid_request` for
+ * a delivery that names no run, `failed` for anything else. Error text only with `exposeErrors`.
+ */
+function thrownAnswer(err: unknown, exposeErrors: boolean, known: Known): Answer {
+  if (err instanceof LedgerUnavailableError) {
+    return {
+      ...known,
+      outcome: 'unavailable',
+      message: `Firestore is unavailable${exposeErrors ? ` (${err.message})` : ''}; the job was not run. Retry later.`,
+      fields: { ...known.fields, err },
+    };
+  }
+  if (err instanceof InvalidRequestError) {
+    return {
+      ...known,
+      outcome: err instanceof UnknownJobError ? 'unknown_job' : 'invalid_request',
+      message: err.message,
+      fields: { ...known.fields, reason: err.message },
+    };
+  }
+  return {
+    ...known,
+    outcome: 'failed',
+    message: `Internal error${exposeErrors ? ` (${describeThrown(err)})` : ''}; retry later.`,
+    fields: { ...known.fields, err: loggableError(err) },
+  };
+}
+
+/**
+ * The refusal of a request that may not run anything (credentials, method, shutdown), or the
+ * log fields of an admitted one (the verified caller).
+ */
+async function admit(deps: HandlerDeps, req: Request): Promise<Answer | { caller?: string }> {
+  const { config, authenticate, shutdown } = deps;
+  const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
+  if (auth?.ok === false) {
+    return {
+      outcome: auth.outcome,
+      message: auth.message,
+      fields: { reason: auth.message },
+      // RFC 9110: a 401 names the scheme the caller should use.
+      ...(auth.outcome === 'unauthenticated' ? { headers: { 'WWW-Authenticate': 'Bearer' } } : {}),
+    };
+  }
+  if (req.method !== config.httpMethod) {
+    return {
+      outcome: 'method_not_allowed',
+      message: `Cloud Scheduler delivers this job with ${config.httpMethod} (HTTP_METHOD); ${req.method} runs nothing.`,
+      fields: {},
+      headers: { Allow: config.httpMethod },
+    };
+  }
+  if (shutdown?.signal.aborted) {
+    return {
+      outcome: 'unavailable',
+      message: 'This instance is shutting down; the job was not run. Retry later.',
+      fields: {},
+    };
+  }
+  return auth === undefined ? {} : { caller: auth.email };
+}
+
+/**
+ * The job a delivery names. The declared ids are listed only with `exposeErrors`: they tell any
+ * caller which jobs the function runs.
+ *
+ * @throws {InvalidRequestError} for headers that name no run; {@link UnknownJobError} for a job
+ *   that is not declared.
+ */
+function readDelivery(deps: HandlerDeps, req: Request): { run: ScheduledRun; job: DeclaredJob } {
+  const run = readScheduledRun(req, deps.config);
+  const job = findJob(deps.jobs, run.jobName);
+  if (job === undefined) {
+    throw new UnknownJobError(run.jobName, deps.config.exposeErrors ? deps.jobs : undefined);
+  }
+  return { run, job };
+}
+
+/** The context a job's attempt runs with. */
+function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
+  const { job, run, plan } = delivery;
+  return {
+    runId: jobRunId(attempt.runId, attempt.rerun),
+    jobName: run.jobName,
+    job: jobInfoOf(job),
+    kind: plan.kind,
+    rerun: attempt.rerun,
+    scheduleTime: new Date(run.scheduleTime),
+    attemptId: attempt.attemptId,
+    firstClaimedAt: attempt.firstClaimedAt,
+    get leaseExpires() {
+      return attempt.leaseExpires;
+    },
+    signal: attempt.signal,
+    note: attempt.note,
+    logger: logger.child({ attemptId: attempt.attemptId }),
+  };
+}
+
+/**
+ * Runs the delivery's job once through {@link runOnce}, with the missed-run check of the job's
+ * earlier slots beside the job of a slot's run, and answers with what became of the run.
+ */
+async function runDelivery(
+  deps: HandlerDeps,
+  delivery: Delivery,
+  known: Known,
+  requestLogger: Logger,
+): Promise<Answer> {
+  const { config, shutdown } = deps;
+  const { run, plan } = delivery;
+  const logger = requestLogger.child({
+    runId: plan.runId,
+    jobName: run.jobName,
+    scheduleTime: run.scheduleTime,
+    ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
+  });
+  routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
+  const checks: Promise<void>[] = [];
+  const result = await runOnce(
+    deps.ledger,
+    plan.runId,
+    (attempt) => {
+      // Once per processed slot, beside the job: it delays the answer by at most its read.
+      if (plan.kind === 'slot') checks.push(checkEarlierSlots(deps, delivery.job, run, logger));
+      return delivery.job.run(jobContext(delivery, attempt, logger));
+    },
+    {
+      details: plan.details,
+      logger,
+      shutdown: shutdown?.signal,
+      maxRunMs: config.jobTimeoutMs,
+    },
+  );
+  await Promise.all(checks);
+  const described = describe(result, config.exposeErrors);
+  return {
+    ...known,
+    outcome: result.outcome,
+    message: `${KIND_NOTES[plan.kind]}${described.message}`,
+    fields: { ...known.fields, ...described.fields },
+  };
+}
+
+/**
+ * Decides what the delivery is and runs it: admit → read → plan → overlap → run. Each step either
+ * answers (a refusal, or the error it threw) or hands on what it learnt.
+ */
+async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): Promise<Answer> {
+  const { config } = deps;
+  /** Runs one step; an error it throws becomes the answer, naming what is known so far. */
+  const step = <T>(known: Known, run: () => T | Promise<T>): Promise<T | Answer> =>
+    Promise.resolve()
+      .then(run)
+      .catch((err: unknown) => thrownAnswer(err, config.exposeErrors, known));
+
+  const admitted = await step({ fields: {} }, () => admit(deps, req));
+  if (isAnswer(admitted)) return admitted;
+  const fields = admitted.caller === undefined ? {} : { caller: admitted.caller };
+  const read = await step({ fields }, () => readDelivery(deps, req));
+  if (isAnswer(read)) return read;
+  const { run, job } = read;
+  const plan = await step({ run, fields }, () =>
+    planRun(run, job, deps.clock, config.forcedRunToleranceMs),
+  );
+  if (isAnswer(plan)) return plan;
+  const known: Known = {
+    run,
+    runId: plan.runId,
+    fields: { ...fields, ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }) },
+  };
+  const delivery: Delivery = { job, run, plan };
+  const refusal = await step(known, () => overlapRefusal(deps.history, delivery, known));
+  if (refusal !== undefined) return refusal;
+  return step(known, () => runDelivery(deps, delivery, known, logger)) as Promise<Answer>;
+}
+
+/**
+ * Writes the answer, unless a response was already sent, and its one log line: the status and
+ * level of its outcome ({@link STATUS_BY_OUTCOME}, {@link LOG_LEVEL_BY_OUTCOME}), never a header
+ * or the body.
+ */
+function writeAnswer(
+  req: Request,
+  res: Response,
+  logger: Logger,
+  answer: Answer,
+  startedAt: number,
+): void {
+  const { outcome, message, runId, run } = answer;
+  const status = STATUS_BY_OUTCOME[outcome];
+  const body: ResponseBody =
+    runId === undefined ? { outcome, message } : { outcome, runId, message };
+  if (!res.headersSent)
+    res
+      .set(answer.headers ?? {})
+      .status(status)
+      .json(body);
+  const durationMs = Math.round(performance.now() - startedAt);
+  logger[LOG_LEVEL_BY_OUTCOME[outcome]](
+    {
+      outcome,
+      status,
+      runId,
+      jobName: run?.jobName,
+      scheduleTime: run?.scheduleTime,
+      durationMs,
+      ...answer.fields,
+      httpRequest: {
+        requestMethod: req.method,
+        status,
+        latency: `${(durationMs / 1000).toFixed(3)}s`,
+        userAgent: req.get('user-agent'),
+      },
+    },
+    `scheduled run: ${outcome}`,
+  );
+}
+
+const JOB_LEFT_ERROR =
+  'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it';
+
 /**
  * Creates the HTTP function that runs each declared job once per scheduled run: the delivery's
  * `X-CloudScheduler-JobName` (the short id, or `projects/P/locations/L/jobs/ID`) selects the job, and
@@ -220,146 +487,24 @@ async function checkEarlierSlots(
  * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
  * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
  * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
- * (nothing written) for any method but `HTTP_METHOD`; 500 `failed` (claim
+ * (nothing written; the declared ids are listed only with `exposeErrors`); 500 `failed` (claim
  * released), `unreadable_record` (record left as is, job not run) or `unavailable` (job not run).
  * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
  * a header or the body.
  *
  * @example
- * functions.http('handleScheduledJob', createScheduledJobHandler({ config, ledger, jobs: validateJobs(jobs), logger }));
+ * functions.http('handleScheduledJob', createScheduledJobHandler({
+ *   config, ledger, history: ledger, clock: () => ledger.serverTime(), jobs: validateJobs(jobs), logger,
+ * }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
-  const { config, ledger, jobs, authenticate, shutdown } = deps;
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
-    let run: ScheduledRun | undefined;
-    let runId: string | undefined;
-    let outcome: ResponseOutcome;
-    let message: string;
-    let fields: object = {};
-    routeRequestErrors((err) =>
-      logger.error(
-        { err: loggableError(err), runId, jobName: run?.jobName },
-        'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it',
-      ),
-    );
-    try {
-      const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
-      if (auth?.ok === false) {
-        outcome = auth.outcome;
-        message = auth.message;
-        fields = { reason: auth.message };
-        // RFC 9110: a 401 names the scheme the caller should use.
-        if (auth.outcome === 'unauthenticated') res.set('WWW-Authenticate', 'Bearer');
-      } else if (req.method !== config.httpMethod) {
-        outcome = 'method_not_allowed';
-        message = `Cloud Scheduler delivers this job with ${config.httpMethod} (HTTP_METHOD); ${req.method} runs nothing.`;
-        res.set('Allow', config.httpMethod);
-      } else if (shutdown?.signal.aborted) {
-        outcome = 'unavailable';
-        message = 'This instance is shutting down; the job was not run. Retry later.';
-      } else {
-        fields = auth ? { caller: auth.email } : {};
-        run = readScheduledRun(req, config);
-        const job = findJob(jobs, run.jobName);
-        if (job === undefined) throw new UnknownJobError(run.jobName, jobs);
-        const clock = deps.clock ?? (async () => (await deps.history?.serverTime()) ?? new Date());
-        const plan = await planRun(run, job, clock, config.forcedRunToleranceMs);
-        runId = plan.runId;
-        const runLogger = logger.child({
-          runId,
-          jobName: run.jobName,
-          scheduleTime: run.scheduleTime,
-          ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
-        });
-        fields = { ...fields, ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }) };
-        const refusal = await overlapRefusal(deps, job, run, plan);
-        if (refusal !== undefined) {
-          ({ outcome, message } = refusal);
-          fields = { ...fields, blockedBy: refusal.blockedBy };
-        } else {
-          const { jobName, scheduleTime } = run;
-          const info = jobInfoOf(job);
-          let check: Promise<unknown> | undefined;
-          const result = await runOnce(
-            ledger,
-            runId,
-            (attempt) => {
-              // Once per processed slot, beside the job: it delays the answer by at most its read.
-              if (plan.kind === 'slot') {
-                check = checkEarlierSlots(deps, job, run as ScheduledRun, runLogger);
-              }
-              return job.run({
-                runId: jobRunId(attempt.runId, attempt.rerun),
-                jobName,
-                job: info,
-                kind: plan.kind,
-                rerun: attempt.rerun,
-                scheduleTime: new Date(scheduleTime),
-                attemptId: attempt.attemptId,
-                firstClaimedAt: attempt.firstClaimedAt,
-                get leaseExpires() {
-                  return attempt.leaseExpires;
-                },
-                signal: attempt.signal,
-                note: attempt.note,
-                logger: runLogger.child({ attemptId: attempt.attemptId }),
-              });
-            },
-            {
-              details: plan.details,
-              logger: runLogger,
-              shutdown: shutdown?.signal,
-              maxRunMs: config.jobTimeoutMs,
-            },
-          );
-          await check;
-          outcome = result.outcome;
-          const described = describe(result, config.exposeErrors);
-          message = `${KIND_NOTES[plan.kind]}${described.message}`;
-          fields = { ...fields, ...described.fields };
-        }
-      }
-    } catch (err) {
-      if (err instanceof LedgerUnavailableError) {
-        // Before the claim: forced-run detection's read of Firestore's time, or the overlap check.
-        outcome = 'unavailable';
-        message = `Firestore is unavailable${config.exposeErrors ? ` (${err.message})` : ''}; the job was not run. Retry later.`;
-        fields = { ...fields, err };
-      } else if (err instanceof InvalidRequestError) {
-        outcome = err instanceof UnknownJobError ? 'unknown_job' : 'invalid_request';
-        message = err.message;
-        fields = { ...fields, reason: err.message };
-      } else {
-        outcome = 'failed';
-        message = `Internal error${config.exposeErrors ? ` (${describeThrown(err)})` : ''}; retry later.`;
-        fields = { err: loggableError(err) };
-      }
-    }
-    const status = STATUS_BY_OUTCOME[outcome];
-    const body: ResponseBody =
-      runId === undefined ? { outcome, message } : { outcome, runId, message };
-    if (!res.headersSent) res.status(status).json(body);
-    const durationMs = Math.round(performance.now() - startedAt);
-    logger[LOG_LEVEL_BY_OUTCOME[outcome]](
-      {
-        outcome,
-        status,
-        runId,
-        jobName: run?.jobName,
-        scheduleTime: run?.scheduleTime,
-        durationMs,
-        ...fields,
-        httpRequest: {
-          requestMethod: req.method,
-          status,
-          latency: `${(durationMs / 1000).toFixed(3)}s`,
-          userAgent: req.get('user-agent'),
-        },
-      },
-      `scheduled run: ${outcome}`,
-    );
+    // Before the run is known; runDelivery routes them to the run's logger once it is.
+    routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
+    writeAnswer(req, res, logger, await answerDelivery(deps, req, logger), startedAt);
   };
+  const { shutdown } = deps;
   return shutdown ? (req, res) => shutdown.track(Promise.resolve(handle(req, res))) : handle;
 }

@@ -101,6 +101,7 @@ export function registerScheduledJob(
       config,
       ledger,
       history: new RunHistory(documents),
+      clock: () => ledger.serverTime(),
       jobs,
       logger,
       authenticate,

@@ -21,8 +21,9 @@ function startFunction(
   env: Record<string, string>,
   fixture?: { source: string; target: string },
 ): GroupProcess {
-  // The deliveries here are of slots whose earlier slots never ran: no missed-run reports.
-  const withoutCheck = { MISSED_CHECK_SLOTS: '0', ...env };
+  // The deliveries here are of slots whose earlier slots never ran: no missed-run reports. Error
+  // text exposed, as `npm run dev` runs: the answers say why a job failed.
+  const withoutCheck = { MISSED_CHECK_SLOTS: '0', EXPOSE_ERRORS: 'true', ...env };
   return spawnFunction({ target: 'handleScheduledJob', ...fixture, port, env: withoutCheck });
 }
 

@@ -113,7 +113,7 @@ describe('loadConfig', () => {
     assert.equal(config.runsCollection, 'scheduler_runs');
     assert.equal(config.firestoreDatabase, '(default)');
     assert.equal(config.logLevel, 'info');
-    assert.equal(config.exposeErrors, true);
+    assert.equal(config.exposeErrors, false);
     assert.ok(Object.isFrozen(config));
   });
 
@@ -198,7 +198,45 @@ describe('OIDC_CERTS_URL (development only)', () => {
     });
 
     assert.deepEqual(problems, [
-      'OIDC_CERTS_URL is for development only and is refused with NODE_ENV=production',
+      'OIDC_CERTS_URL is for development only, and NODE_ENV is "production", not development or test',
     ]);
+  });
+
+  it('is refused on Cloud Run with NODE_ENV unset: a hand deploy sets no NODE_ENV', () => {
+    const problems = problemsOf({
+      K_SERVICE: 'scheduled-job',
+      OIDC_CERTS_URL: 'http://127.0.0.1:8090/certs',
+    });
+
+    assert.deepEqual(problems, [
+      'OIDC_CERTS_URL is for development only, and K_SERVICE is set: this runs on Cloud Run',
+    ]);
+  });
+});
+
+describe('EXPOSE_ERRORS (development only)', () => {
+  it('is off unless set, even in development', () => {
+    assert.equal(loadConfig({ NODE_ENV: 'development' }).exposeErrors, false);
+  });
+
+  it('is on where asked in development', () => {
+    assert.equal(loadConfig({ EXPOSE_ERRORS: 'true' }).exposeErrors, true);
+    assert.equal(loadConfig({ NODE_ENV: 'test', EXPOSE_ERRORS: 'TRUE' }).exposeErrors, true);
+  });
+
+  it('is refused outside development, naming what decided', () => {
+    assert.deepEqual(problemsOf({ NODE_ENV: 'production', EXPOSE_ERRORS: 'true' }), [
+      'EXPOSE_ERRORS=true is for development only, and NODE_ENV is "production", not development or test',
+    ]);
+    assert.deepEqual(problemsOf({ K_SERVICE: 'scheduled-job', EXPOSE_ERRORS: 'true' }), [
+      'EXPOSE_ERRORS=true is for development only, and K_SERVICE is set: this runs on Cloud Run',
+    ]);
+  });
+
+  it('takes only true or false', () => {
+    assert.match(
+      problemsOf({ EXPOSE_ERRORS: 'yes' })[0] as string,
+      /^EXPOSE_ERRORS="yes": must be one of true, false/,
+    );
   });
 });
