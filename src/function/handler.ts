@@ -494,7 +494,7 @@ const JOB_LEFT_ERROR =
  *
  * @example
  * functions.http('handleScheduledJob', createScheduledJobHandler({
- *   config, ledger, history: ledger, clock: () => ledger.serverTime(), jobs: validateJobs(jobs), logger,
+ *   config, ledger, history: new RunHistory(documents), clock: () => ledger.serverTime(), jobs: validateJobs(jobs), logger,
  * }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
