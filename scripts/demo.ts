@@ -14,10 +14,12 @@ import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { JobContext } from '../src/core/job-context.ts';
 import { RunLedger } from '../src/core/ledger.ts';
+import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { createScheduledJobHandler } from '../src/function/handler.ts';
 import { createLogger } from '../src/function/logger.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
 import { RunHistory } from '../src/policy/run-history.ts';
 import { demoJob } from './demo-job.ts';
 
@@ -26,15 +28,13 @@ const config = loadConfig({
   RUNS_COLLECTION: `demo_runs_${Date.now()}`,
   LOG_LEVEL: 'silent',
 });
-const ledger = RunLedger.open(
-  new Firestore({ projectId: config.projectId ?? 'demo-scheduler-run-once' }),
-  {
-    collection: config.runsCollection,
-    leaseMs: config.leaseMs,
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  },
-);
+const firestore = new Firestore({ projectId: config.projectId ?? 'demo-scheduler-run-once' });
+const ledger = RunLedger.open(firestore, {
+  collection: config.runsCollection,
+  leaseMs: config.leaseMs,
+  retentionMs: config.retentionMs,
+  timeoutMs: config.firestoreTimeoutMs,
+});
 const executions = new Map<string, number>();
 const firstJobStarted = Promise.withResolvers<void>();
 async function job(ctx: JobContext): Promise<void> {
@@ -58,6 +58,11 @@ functions.http(
     config,
     ledger,
     history: new RunHistory(ledger.documents),
+    jobDocuments: new RunDocuments(firestore, {
+      collection: jobStateCollection(config.runsCollection),
+      retentionMs: config.retentionMs,
+      timeoutMs: config.firestoreTimeoutMs,
+    }),
     jobs,
     logger: createLogger(config),
     clock: async () => demoNow ?? (await ledger.serverTime()),

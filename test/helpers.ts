@@ -17,6 +17,7 @@ import { type Config, loadConfig } from '../src/function/config.ts';
 import { createScheduledJobHandler, type HandlerDeps } from '../src/function/handler.ts';
 import { createLogger } from '../src/function/logger.ts';
 import { defineJob, type JobRun, validateJobs } from '../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
 import { RunHistory } from '../src/policy/run-history.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
@@ -42,7 +43,13 @@ export async function documents(
 export function newLedger(
   options: Partial<LedgerOptions & RunDocumentsOptions> = {},
   db: Firestore = firestore,
-): { ledger: RunLedger; collection: string; documents: RunDocuments; history: RunHistory } {
+): {
+  ledger: RunLedger;
+  collection: string;
+  documents: RunDocuments;
+  history: RunHistory;
+  jobDocuments: RunDocuments;
+} {
   const collection = options.collection ?? freshCollection();
   const documents = new RunDocuments(db, {
     collection,
@@ -50,7 +57,12 @@ export function newLedger(
     timeoutMs: options.timeoutMs ?? 10_000,
   });
   const ledger = new RunLedger(documents, { leaseMs: options.leaseMs ?? 60_000 });
-  return { ledger, collection, documents, history: new RunHistory(documents) };
+  const jobDocuments = new RunDocuments(db, {
+    collection: jobStateCollection(collection),
+    retentionMs: options.retentionMs ?? 86_400_000,
+    timeoutMs: options.timeoutMs ?? 10_000,
+  });
+  return { ledger, collection, documents, history: new RunHistory(documents), jobDocuments };
 }
 
 /** A logger whose JSON lines are kept for assertions. */
@@ -135,6 +147,11 @@ export function serveJobs(
             timeoutMs: 10_000,
           }),
         ),
+        jobDocuments: new RunDocuments(firestore, {
+          collection: jobStateCollection(overrides.collection ?? freshCollection()),
+          retentionMs: config.retentionMs,
+          timeoutMs: 10_000,
+        }),
       }
     : newLedger({
         leaseMs: config.leaseMs,
@@ -149,6 +166,7 @@ export function serveJobs(
       config,
       ledger: made.ledger,
       history: overrides.history ?? made.history,
+      jobDocuments: made.jobDocuments,
       clock: () => made.ledger.serverTime(),
       jobs,
       logger: logs.logger,

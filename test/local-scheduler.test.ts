@@ -34,7 +34,7 @@ after(() => {
  * the job's executions.
  */
 async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: Authenticator) {
-  const { ledger, history } = newLedger();
+  const { ledger, history, jobDocuments } = newLedger();
   // Firestore's time is read once per ledger; read it now, so the first delivery's half-second
   // attempt deadline measures the function, not the Firestore client's first connection.
   await ledger.serverTime();
@@ -45,6 +45,7 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
       config: testConfig(),
       ledger,
       history,
+      jobDocuments,
       clock: () => ledger.serverTime(),
       jobs: declareJobs(job.job, ['slow']),
       logger: captureLogs().logger,

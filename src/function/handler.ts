@@ -15,6 +15,7 @@ import {
 } from '../core/errors.ts';
 import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
+import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { reportEarlierSlots } from '../policy/missed-runs.ts';
@@ -64,6 +65,8 @@ export interface HandlerDeps {
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: RunHistoryPort;
+  /** The per-job documents (`policy/job-state.ts`): a job's missed-run check progress, its overlap lock. */
+  readonly jobDocuments: RunDocuments;
   /**
    * Firestore's time now (`() => ledger.serverTime()`), for forced-run detection: a delivery is
    * judged early by the clock its lease is judged by, never the instance's.

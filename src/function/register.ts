@@ -9,6 +9,7 @@ import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
 import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
@@ -84,6 +85,11 @@ export function registerScheduledJob(
     timeoutMs: config.firestoreTimeoutMs,
   });
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
+  const jobDocuments = new RunDocuments(firestore, {
+    collection: jobStateCollection(config.runsCollection),
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
@@ -101,6 +107,7 @@ export function registerScheduledJob(
       config,
       ledger,
       history: new RunHistory(documents),
+      jobDocuments,
       clock: () => ledger.serverTime(),
       jobs,
       logger,
