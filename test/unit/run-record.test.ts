@@ -132,6 +132,25 @@ describe('runRecordConverter', () => {
       'lease_ms',
       /positive number/,
     ],
+    ...[1e300, 86_400_001, 1.5, Number.MAX_SAFE_INTEGER + 2].map(
+      (leaseMs): [string, Record<string, unknown>, string, RegExp] => [
+        `lease_ms of ${leaseMs} (never written: above a day, or not whole)`,
+        {
+          status: 'in_progress',
+          attempt_id: 'a',
+          leased_at: at('2026-10-16T11:00:00Z'),
+          lease_ms: leaseMs,
+        },
+        'lease_ms',
+        /positive whole number of ms up to 86400000/,
+      ],
+    ),
+    ...[-1, 1.5, 'two', 2 ** 60].map((attempts): [string, Record<string, unknown>, string, RegExp] => [
+      `attempts of ${String(attempts)}`,
+      { status: 'completed', attempt_id: 'a', attempts },
+      'attempts',
+      /not a whole number/,
+    ]),
     [
       'lease_ms without leased_at',
       { status: 'in_progress', attempt_id: 'a', lease_ms: 300 },
@@ -172,18 +191,23 @@ describe('claimDecision', () => {
     ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'take_over'],
     ['a reported miss', read({ status: 'missed', attempts: 0 }), 'take_over'],
     [
-      'a completed record and a new re-run',
-      read({ status: 'completed', attempt_id: 'a' }),
-      'take_over',
-      'trigger-1',
+      'a lease whose leased_at is later than Firestore’s now by more than the longest lease',
+      read({
+        status: 'in_progress',
+        attempt_id: 'a',
+        leased_at: at('2026-10-18T12:00:00Z'),
+        lease_ms: 1000,
+      }),
+      'unreadable',
     ],
   ];
-  for (const [what, record, decision, rerunId] of cases) {
+  for (const [what, record, decision] of cases) {
     it(`decides ${decision} for ${what}`, () => {
-      const decided = claimDecision(record, NOW, rerunId);
+      const decided = claimDecision(record, NOW);
 
       assert.equal(decided.decision, decision);
-      if (decided.decision !== 'absent') assert.equal(decided.record, record);
+      if (decided.decision !== 'absent' && decided.decision !== 'unreadable')
+        assert.equal(decided.record, record);
     });
   }
 });
