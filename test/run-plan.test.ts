@@ -169,7 +169,11 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     ['an off-schedule time', '2026-10-16T12:01:00Z', /is not a slot of nightly-report/],
     ['year 9999', '9999-12-31T12:00:00Z', /is in the future/],
     ['a time before 2000', '1999-12-31T12:00:00Z', /before 2000/],
-    ['a slot with no record', '2026-10-15T12:00:00Z', /has no record.*--slot 2026-10-15T12:00:00Z \(without --rerun\)/],
+    [
+      'a slot with no record',
+      '2026-10-15T12:00:00Z',
+      /has no record.*--slot 2026-10-15T12:00:00Z \(without --rerun\)/,
+    ],
   ];
   for (const [what, time, message] of refused) {
     it(`refuses a re-run of ${what} with 400 and runs nothing`, async () => {
@@ -216,7 +220,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
 
     assert.equal(failed.body.outcome, 'failed');
     assert.equal(ofFailed.status, 400);
-    assert.match(ofFailed.body.message, /is failed, not finished.*npm run trigger -- nightly-report --slot/);
+    assert.match(
+      ofFailed.body.message,
+      /is failed, not finished.*npm run trigger -- nightly-report --slot/,
+    );
     assert.equal(whileRunning.status, 409);
     assert.equal(whileRunning.body.outcome, 'in_progress');
     assert.match(whileRunning.body.message, /running now; re-run it after it finishes/);

@@ -257,7 +257,9 @@ export function noteProblem(name: string, value: unknown): string | undefined {
     return problem === undefined ? undefined : `note ${name}: ${problem}`;
   }
   if (!isPlainObject(value)) {
-    const what = Array.isArray(value) ? 'an array' : `a ${value.constructor?.name ?? 'non-plain'} object`;
+    const what = Array.isArray(value)
+      ? 'an array'
+      : `a ${value.constructor?.name ?? 'non-plain'} object`;
     return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
   }
   const entries = Object.entries(value);
@@ -359,8 +361,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
     }
     const common = {
-      attempts:
-        typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
+      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
       firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
       claimedAt,
       completedAt: dateOf(data[Field.completedAt]),

@@ -20,8 +20,8 @@ import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../cor
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { reportEarlierSlots } from '../policy/missed-runs.ts';
 import { runningEarlierSlot } from '../policy/overlap.ts';
-import type { RunHistory } from '../policy/run-history.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
+import type { RunHistory } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
@@ -186,7 +186,7 @@ const KIND_NOTES = {
   forced:
     'Forced run (it came well before its schedule time, so it is a run of its own; the slot still runs at its time). ',
   manual: 'Manual run. ',
-  rerun: 'Re-run (a run of its own; the slot\'s record is unchanged). ',
+  rerun: "Re-run (a run of its own; the slot's record is unchanged). ",
 } as const;
 
 /**
@@ -199,7 +199,13 @@ async function rerunAnswer(deps: HandlerDeps, delivery: Delivery, known: Known) 
   const { job, run, plan } = delivery;
   if (plan.kind !== 'rerun' || plan.details.rerunOf === undefined) return undefined;
   const now = await deps.clock();
-  const refused = await rerunRefusal(job, run.scheduleTime, plan.details.rerunOf, now, deps.history);
+  const refused = await rerunRefusal(
+    job,
+    run.scheduleTime,
+    plan.details.rerunOf,
+    now,
+    deps.history,
+  );
   if (refused === undefined) return undefined;
   const outcome = (
     { invalid: 'invalid_request', running: 'in_progress', unreadable: 'unreadable_record' } as const
