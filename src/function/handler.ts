@@ -410,6 +410,7 @@ async function runDelivery(
   });
   routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
   const checks: Promise<void>[] = [];
+  const ended = shutdown?.running(plan.runId);
   const result = await runOnce(
     deps.ledger,
     plan.runId,
@@ -424,7 +425,7 @@ async function runDelivery(
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
     },
-  );
+  ).finally(ended);
   await Promise.all(checks);
   const described = describe(result, config.exposeErrors);
   return {
