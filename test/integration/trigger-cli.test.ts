@@ -145,7 +145,12 @@ describe('running jobs by hand', () => {
       fn.collection,
     );
     const rows = (
-      JSON.parse(history.stdout) as { slot: string; kind: string; runId: string; rerunOf?: string }[]
+      JSON.parse(history.stdout) as {
+        slot: string;
+        kind: string;
+        runId: string;
+        rerunOf?: string;
+      }[]
     ).filter((r) => r.slot === slot);
     assert.deepEqual(
       rows.map((r) => [r.kind, r.runId, r.rerunOf]),
