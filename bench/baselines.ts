@@ -115,7 +115,7 @@ export class LiteralPortLedger extends Baseline implements Ledger {
         const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
         return {
           state: 'claimed',
-          claim: { ...claim, takeover: snap.exists, rerun: 0, firstClaimedAt: new Date(now) },
+          claim: { ...claim, takeover: snap.exists, notes: {}, firstClaimedAt: new Date(now) },
         };
       }),
     );
@@ -176,7 +176,7 @@ export class FloorLedger extends Baseline implements Ledger {
     const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
     return {
       state: 'claimed',
-      claim: { ...claim, takeover: false, rerun: 0, firstClaimedAt: written.writeTime.toDate() },
+      claim: { ...claim, takeover: false, notes: {}, firstClaimedAt: written.writeTime.toDate() },
     };
   }
 

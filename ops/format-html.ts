@@ -51,7 +51,7 @@ function detailOf(row: SlotRow, counted: boolean, target: Target): [string, stri
     ['duration', humanDuration(row.durationMs)],
     ['attempt id', row.attemptId],
     ['last error', row.lastError],
-    ['re-runs', row.reruns > 0 ? String(row.reruns) : undefined],
+    ['re-run of', row.rerunOf],
     ['reported', row.reported ? 'yes (missed-run detection logged it)' : undefined],
     ['notes', Object.keys(row.notes).length > 0 ? JSON.stringify(row.notes, null, 2) : undefined],
     ['next step', nextStep(row, target)],

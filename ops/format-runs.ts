@@ -69,7 +69,6 @@ export function stateText(row: SlotRow, counted: boolean): string {
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
   const notes = [
     ...(row.kind === 'slot' ? [] : [row.kind]),
-    ...(row.reruns > 0 ? [`re-run ${row.reruns}×`] : []),
     ...(row.state === 'missed' && !counted ? ['before first record'] : []),
   ];
   return notes.length === 0 ? state : `${state} (${notes.join(', ')})`;
@@ -95,7 +94,7 @@ export function runsTable(rows: readonly SlotRow[]): string {
 
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
- * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "reruns", "notes",
+ * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "rerunOf", "notes",
  * "beforeFirstRecord" }]`, absent values as `null`. `beforeFirstRecord` is true for a slot older than
  * its job's oldest slot with a record in the window (`--check` does not count it if missed).
  */
@@ -115,7 +114,7 @@ export function runsJson(rows: readonly SlotRow[]): string {
       attemptId: row.attemptId ?? null,
       lastError: row.lastError ?? null,
       reported: row.reported,
-      reruns: row.reruns,
+      rerunOf: row.rerunOf,
       notes: row.notes,
       beforeFirstRecord: !counted.has(row),
     })),

@@ -6,7 +6,7 @@ import type { RunDocuments } from '../src/core/run-documents.ts';
 import { Field, RunKind, type StoredRecord } from '../src/core/run-record.ts';
 
 /**
- * The records of runs that are not a slot's (manual and forced runs), at most `limit`: one query on
+ * The records of runs that are not a slot's (manual and forced runs, re-runs), at most `limit`: one query on
  * the single field `run_kind` (Firestore's automatic single-field index; no composite index).
  *
  * @throws {LedgerUnavailableError} if Firestore fails.
@@ -17,6 +17,6 @@ export async function runsOutsideSlots(
   limit = 500,
 ): Promise<{ runId: string; record: StoredRecord }[]> {
   return documents.query((runs) =>
-    runs.where(Field.kind, 'in', [RunKind.Manual, RunKind.Forced]).limit(limit),
+    runs.where(Field.kind, 'in', [RunKind.Manual, RunKind.Forced, RunKind.Rerun]).limit(limit),
   );
 }

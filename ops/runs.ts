@@ -193,8 +193,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       );
     }
     const read = await readHistory(history, job, slots, scope, at);
-    // Manual and forced runs of the job in the window: they are not slots, so they are listed, not
-    // computed (one query on run_kind for all jobs).
+    // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are
+    // listed, not computed (one query on run_kind for all jobs); a re-run sorts after its slot.
     const from = slots[0]?.getTime() ?? now.getTime();
     const extra = outside
       .filter(({ record }) => record.status !== 'unreadable' && record.jobName === job.id)

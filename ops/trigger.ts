@@ -6,9 +6,11 @@
  *                                                 `manual`; no slot is touched
  *   npm run trigger -- JOB --slot T               slot T delivered exactly as Scheduler would (a
  *                                                 backfill: a duplicate if it already ran)
- *   npm run trigger -- JOB --rerun --slot T       slot T run again on purpose, even if it completed:
- *                                                 recorded in its history as a re-run; the job gets
- *                                                 RUN_ID-rerun-N as its run id
+ *   npm run trigger -- JOB --rerun --slot T       finished slot T (completed or skipped) run again
+ *                                                 on purpose: a run of its own (`rerun`), keyed by
+ *                                                 the trigger id, listed beside the slot; the job
+ *                                                 gets that run's id. The function refuses a
+ *                                                 future, off-schedule or unfinished slot too
  *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
  *
  * Retries of one trigger (re-running the same command prints a new trigger id, so it is a new

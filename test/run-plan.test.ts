@@ -31,7 +31,7 @@ function counted(
   return { jobs, calls };
 }
 
-function trigger(mode: 'manual' | 'rerun', id = randomUUID()) {
+function trigger(mode: 'manual' | 'rerun', id: string = randomUUID()) {
   return { 'X-Run-Once-Mode': mode, 'X-Run-Once-Trigger-Id': id };
 }
 
@@ -106,42 +106,129 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     );
   });
 
-  it('a re-run runs a completed slot again on purpose, once per trigger id, with a run id that tells it apart', async () => {
+  it('a re-run is a run of its own keyed by its trigger id: trigger ids A, B, A, B, A run twice, each with a new run id', async () => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
     const { request, collection } = serveJobs(jobs);
-    const id = randomUUID();
+    const [a, b] = [randomUUID() as string, randomUUID() as string];
+    const rerun = (id: string) =>
+      request.post('/').set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
     const first = await request.post('/').set(schedulerHeaders('nightly-report', T));
 
-    const rerun = await request
-      .post('/')
-      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
-    const rerunRetry = await request
-      .post('/')
-      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
+    const answers = [];
+    for (const id of [a, b, a, b, a]) answers.push(await rerun(id));
     const schedulerRetry = await request.post('/').set(schedulerHeaders('nightly-report', T));
 
     assert.deepEqual(
-      [
-        first.body.outcome,
-        rerun.body.outcome,
-        rerunRetry.body.outcome,
-        schedulerRetry.body.outcome,
-      ],
-      ['processed', 'processed', 'duplicate', 'duplicate'],
+      answers.map((r) => r.body.outcome),
+      ['processed', 'processed', 'duplicate', 'duplicate', 'duplicate'],
     );
-    assert.equal(rerun.body.runId, first.body.runId, 'the slot’s own record');
+    assert.equal(schedulerRetry.body.outcome, 'duplicate');
+    const slotRunId = first.body.runId;
+    const [runA, runB] = [answers[0]?.body.runId, answers[1]?.body.runId];
     assert.deepEqual(
-      calls.map((c) => [c.runId, c.rerun]),
+      calls.map((c) => [c.runId, c.kind, c.rerunOf]),
       [
-        [first.body.runId, 0],
-        [`${first.body.runId}-rerun-1`, 1],
+        [slotRunId, 'slot', undefined],
+        [runA, 'rerun', slotRunId],
+        [runB, 'rerun', slotRunId],
       ],
     );
-    const record = await storedRecord(collection, first.body.runId);
+    assert.equal(new Set([slotRunId, runA, runB]).size, 3, 'three idempotency keys');
+    const record = await storedRecord(collection, runA);
+    assert.equal(record.run_kind, 'rerun');
+    assert.equal(record.rerun_of, slotRunId);
+    assert.equal(record.job_name, 'nightly-report');
     assert.equal(record.status, 'completed');
-    assert.equal(record.attempts, 2, 'the history shows both attempts');
-    assert.equal(record.reruns, 1);
-    assert.equal(record.rerun_id, id);
+    const slot = await storedRecord(collection, slotRunId);
+    assert.equal(slot.attempts, 1, 'the slot’s record is untouched');
+    assert.equal(slot.rerun_id, undefined);
+  });
+
+  it('refuses a re-run of a future slot by Firestore’s clock, and the slot then runs at its time', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    let now = at(T, -10 * 60_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const early = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
+    now = at(T, 1000);
+    const scheduled = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.equal(early.status, 400);
+    assert.equal(early.body.outcome, 'invalid_request');
+    assert.match(early.body.message, /is in the future/);
+    assert.equal(scheduled.body.outcome, 'processed');
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['slot'],
+    );
+  });
+
+  const refused: [string, string, RegExp][] = [
+    ['an off-schedule time', '2026-10-16T12:01:00Z', /is not a slot of nightly-report/],
+    ['year 9999', '9999-12-31T12:00:00Z', /is in the future/],
+    ['a time before 2000', '1999-12-31T12:00:00Z', /before 2000/],
+    [
+      'a slot with no record',
+      '2026-10-15T12:00:00Z',
+      /has no record.*--slot 2026-10-15T12:00:00Z \(without --rerun\)/,
+    ],
+  ];
+  for (const [what, time, message] of refused) {
+    it(`refuses a re-run of ${what} with 400 and runs nothing`, async () => {
+      const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+      const { request } = serveJobs(jobs);
+
+      const answer = await request
+        .post('/')
+        .set({ ...schedulerHeaders('nightly-report', time), ...trigger('rerun') });
+
+      assert.equal(answer.status, 400);
+      assert.equal(answer.body.outcome, 'invalid_request');
+      assert.match(answer.body.message, message);
+      assert.equal(calls.length, 0);
+    });
+  }
+
+  it('refuses a re-run of a failed slot (deliver the slot itself), and waits (409) while the slot runs', async () => {
+    let fail = true;
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' }, async () => {
+      if (fail) throw new Error('downstream answered 503');
+      await gate;
+    });
+    const { request } = serveJobs(jobs);
+    const failed = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    const ofFailed = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
+    fail = false;
+    const retry = request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T))
+      .then((r) => r);
+    await until(() => calls.length === 2);
+    const whileRunning = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
+    release();
+
+    assert.equal(failed.body.outcome, 'failed');
+    assert.equal(ofFailed.status, 400);
+    assert.match(
+      ofFailed.body.message,
+      /is failed, not finished.*npm run trigger -- nightly-report --slot/,
+    );
+    assert.equal(whileRunning.status, 409);
+    assert.equal(whileRunning.body.outcome, 'in_progress');
+    assert.match(whileRunning.body.message, /running now; re-run it after it finishes/);
+    assert.equal((await retry).body.outcome, 'processed');
+    assert.equal(calls.length, 2, 'no re-run ran');
   });
 });
 

@@ -110,7 +110,6 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
         runId: attempt.runId,
         attemptId: attempt.attemptId,
         takeover: attempt.takeover,
-        rerun: attempt.rerun,
         firstClaimedAt: attempt.firstClaimedAt,
         signal: attempt.signal,
         note: attempt.note,

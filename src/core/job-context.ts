@@ -34,14 +34,14 @@ export interface JobContext {
   readonly scheduleTime: Date;
   /**
    * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (it arrived well before its
-   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`.
+   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`;
+   * `rerun` for a finished slot run again on purpose (`npm run trigger -- JOB --rerun --slot T`):
+   * a run of its own with its own `runId`, so an idempotent downstream does the work again, while
+   * the retries of that one re-run share it.
    */
-  readonly kind: 'slot' | 'forced' | 'manual';
-  /**
-   * The re-run's number (1, 2, …) when this run is a finished slot run again on purpose
-   * (`npm run trigger -- JOB --rerun --slot T`); `runId` then ends in `-rerun-N`. Else 0.
-   */
-  readonly rerun: number;
+  readonly kind: 'slot' | 'forced' | 'manual' | 'rerun';
+  /** For a re-run: the run id of the slot it runs again (`scheduleTime` is that slot's). */
+  readonly rerunOf?: string;
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
   /**
@@ -68,8 +68,11 @@ export interface JobContext {
   /**
    * Notes a value in this run's record (`notes.NAME`), now, before the run completes: e.g. the id
    * of what the job started downstream, so the run's history shows it even if this attempt then
-   * dies. A string, number or boolean, or a flat object of those (≤ 20 fields, strings ≤ 1500
-   * characters). Rejects with an `AttemptAbortedError` if the lease was lost.
+   * dies. Plain data: a string, number or boolean, or a plain object (`{ … }`) of those (≤ 20
+   * fields, strings ≤ 1500 characters); a name may not be an `Object.prototype` member
+   * (`constructor`…). At most 100 notes and 256 KiB of notes per run, so the record can always be
+   * completed (a Firestore document holds 1 MiB). Rejects at once with a `RunOnceError` naming the
+   * note otherwise, or with an `AttemptAbortedError` if the lease was lost.
    */
   readonly note: (name: string, value: NoteValue) => Promise<void>;
   /**

@@ -21,8 +21,11 @@ import {
   extensionUpdate,
   failureUpdate,
   type MAX_ERROR_LENGTH,
+  type MAX_NOTES,
+  type MAX_NOTES_BYTES,
   type NoteValue,
   noteProblem,
+  notesBoundProblem,
   type RunDetails,
   type RunRecord,
   RunStatus,
@@ -47,8 +50,11 @@ export interface Claim {
   readonly leaseMs: number;
   /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
-  /** The re-run's number (1, 2, …) when this claim re-runs a finished run on purpose; else 0. */
-  readonly rerun: number;
+  /**
+   * The notes stored in the record, as this attempt knows them: exact, since only the holder writes
+   * notes (fenced): a fresh record has none, a takeover the ones it read, and each note adds its own.
+   */
+  readonly notes: Readonly<Record<string, NoteValue>>;
   /**
    * When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`): the stored
    * value after a takeover; for a fresh record this claim's commit time, which the stored value
@@ -213,10 +219,10 @@ export class RunLedger implements Ledger {
         claimDocument(attemptId, leaseMs, documents.expireAt(), details),
       );
       if (created !== 'exists') {
-        return this.#claimed(runId, attemptId, created, false, 0, undefined);
+        return this.#claimed(runId, attemptId, created, undefined);
       }
       const read = await documents.read(runId);
-      const decided = claimDecision(read.record, read.readTime, details.rerunId);
+      const decided = claimDecision(read.record, read.readTime);
       switch (decided.decision) {
         case 'absent':
           continue; // released between our create and our read: create again
@@ -239,10 +245,7 @@ export class RunLedger implements Ledger {
             previous,
           );
           const taken = await documents.update(runId, 'takeover', update, read.updateTime);
-          if (taken !== 'changed') {
-            const rerun = decided.rerun ? previous.reruns + 1 : 0;
-            return this.#claimed(runId, attemptId, taken, true, rerun, previous.firstClaimedAt);
-          }
+          if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
         }
       }
     }
@@ -270,12 +273,14 @@ export class RunLedger implements Ledger {
    * it returns the claim with its new fencing token, like {@link extend}.
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
-   * @throws {RunOnceError} for a note {@link noteProblem} refuses; {@link LedgerUnavailableError}
-   *   if every try failed transiently.
+   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one that would take the
+   *   record's notes past {@link MAX_NOTES} or {@link MAX_NOTES_BYTES} (`notesBoundProblem`, on
+   *   the notes the claim knows are stored), so the completion and the release can always be
+   *   written; {@link LedgerUnavailableError} if every try failed transiently.
    * @example const renewed = await ledger.note(claim, 'launch', { name: execution.name });
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
-    const problem = noteProblem(name, value);
+    const problem = noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
     if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
     return this.#renew(claim, 'note', { name, value });
   }
@@ -294,6 +299,7 @@ export class RunLedger implements Ledger {
     }
     const renewed: Claim = {
       ...claim,
+      ...(note === undefined ? {} : { notes: { ...claim.notes, [note.name]: note.value } }),
       fencingToken: written,
       leaseExpires: new Date(written.toMillis() + this.#leaseMs),
     };
@@ -370,14 +376,12 @@ export class RunLedger implements Ledger {
     runId: string,
     attemptId: string,
     writeTime: Timestamp,
-    takeover: boolean,
-    rerun: number,
-    storedFirstClaimedAt: Date | undefined,
+    previous: RunRecord | undefined,
   ): ClaimResult {
     const leaseMs = this.#leaseMs;
     const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
     // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
-    const firstClaimedAt = storedFirstClaimedAt ?? writeTime.toDate();
+    const firstClaimedAt = previous?.firstClaimedAt ?? writeTime.toDate();
     return {
       state: 'claimed',
       claim: {
@@ -386,8 +390,8 @@ export class RunLedger implements Ledger {
         fencingToken: writeTime,
         leaseExpires,
         leaseMs,
-        takeover,
-        rerun,
+        takeover: previous !== undefined,
+        notes: previous?.notes ?? {},
         firstClaimedAt,
       },
     };

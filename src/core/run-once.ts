@@ -29,8 +29,6 @@ export interface Attempt {
   readonly leaseExpires: Date;
   /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
-  /** The re-run's number (1, 2, …) when this attempt re-runs a finished run on purpose; else 0. */
-  readonly rerun: number;
   /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
   readonly firstClaimedAt: Date;
   /**
@@ -161,7 +159,6 @@ export async function runOnce(
       return heartbeat.claim.leaseExpires;
     },
     takeover: claimed.claim.takeover,
-    rerun: claimed.claim.rerun,
     firstClaimedAt: claimed.claim.firstClaimedAt,
     signal: controller.signal,
     note: async (name, value) => {

@@ -12,16 +12,16 @@
  *      │                  └── now ≥ leased_at + lease_ms: another attempt takes over
  *      │                                                                 (fenced on what it read)
  *      ├──report──► missed         failed, missed ──a retry takes over at once──► in_progress
- *      └──overlap──► skipped       completed, skipped ──a re-run takes over on purpose──► in_progress
- *                                                                        (fenced on what it read)
+ *      └──overlap──► skipped                                             (fenced on what it read)
  *
  * A failed attempt leaves `failed` (attempts so far, when it failed, the error's message) where the
  * guide's sample deletes the claim: a retry still claims at once, with the same fenced takeover as
  * after a lapsed lease. `missed` is written by missed-run detection for a slot with no attempt past
  * its retry window, so it is reported once across instances; a late delivery (a backfill) may still
  * claim it. `skipped` is a slot not run because an earlier slot of its job still ran (overlap policy
- * `skip`): final, like `completed`. A re-run (`npm run trigger -- JOB --rerun --slot T`) takes a
- * completed or skipped run over on purpose, counted in `reruns`, named by `rerun_id`.
+ * `skip`): final, like `completed`: no delivery takes a finished run over. A re-run
+ * (`npm run trigger -- JOB --rerun --slot T`) is a run of its own (`run_kind: rerun`), keyed by its
+ * trigger id and naming the slot's run in `rerun_of`, so its retries are one run by construction.
  *
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
@@ -48,8 +48,16 @@ export const RunStatus = {
   Skipped: 'skipped',
 } as const;
 
-/** What a run is: its slot's run, a forced run (Scheduler's "Force run"), or a manual run. */
-export const RunKind = { Slot: 'slot', Forced: 'forced', Manual: 'manual' } as const;
+/**
+ * What a run is: its slot's run, a forced run (Scheduler's "Force run"), a manual run, or a
+ * re-run of a finished slot (a record of its own, keyed by its trigger id, naming the slot's run).
+ */
+export const RunKind = {
+  Slot: 'slot',
+  Forced: 'forced',
+  Manual: 'manual',
+  Rerun: 'rerun',
+} as const;
 export type RunKind = (typeof RunKind)[keyof typeof RunKind];
 export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
@@ -81,12 +89,10 @@ export const Field = {
   lastError: 'last_error',
   /** Server time at which a missed or finally failed run was reported (once across instances). */
   reportedAt: 'reported_at',
-  /** `forced` or `manual` for runs that are not their slot's; absent for a slot. */
+  /** `forced`, `manual` or `rerun` for runs that are not their slot's; absent for a slot. */
   kind: 'run_kind',
-  /** How many times the run was re-run on purpose. */
-  reruns: 'reruns',
-  /** The trigger id of the last re-run, so its retries are one re-run. */
-  rerunId: 'rerun_id',
+  /** For a re-run: the run id of the slot it runs again. */
+  rerunOf: 'rerun_of',
   /** The run id of the earlier slot that was still running when this one was skipped. */
   blockedBy: 'blocked_by',
   /** What the job noted about its run (`ctx.note`), by name: e.g. the execution a proxy launched. */
@@ -117,9 +123,8 @@ export interface RunRecord {
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
   readonly kind: RunKind;
-  /** Re-runs on purpose so far. */
-  readonly reruns: number;
-  readonly rerunId: string | undefined;
+  /** For a re-run: the run id of the slot it runs again. */
+  readonly rerunOf: string | undefined;
   /** For `skipped`: the run that was still running. */
   readonly blockedBy: string | undefined;
   /** What the job noted about its run (`ctx.note`), by name. */
@@ -138,6 +143,90 @@ const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const MAX_NOTE_STRING = 1500;
 const MAX_NOTE_FIELDS = 20;
 
+/**
+ * Most notes one record holds. With {@link MAX_NOTES_BYTES}, the bound that keeps a record far
+ * below Firestore's document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so
+ * the completion and the release, which add a few hundred bytes, can always be written.
+ */
+export const MAX_NOTES = 100;
+/**
+ * Most bytes all notes of one record take, by Firestore's storage-size rules
+ * (https://firebase.google.com/docs/firestore/storage-size): 256 KiB, a quarter of the document
+ * limit; every other field of a record takes under 4 KiB.
+ */
+export const MAX_NOTES_BYTES = 256 * 1024;
+
+/**
+ * The longest lease a record may carry, ms: the largest LEASE_SECONDS the configuration accepts
+ * (a day). A longer `lease_ms` was never written by this code, so the record is unreadable.
+ */
+export const MAX_LEASE_MS = 86_400_000;
+
+/**
+ * The storage size of a stored value in bytes, by Firestore's rules
+ * (https://firebase.google.com/docs/firestore/storage-size): a string is its UTF-8 bytes + 1, a
+ * number 8, a boolean or null 1, a timestamp 8, a map the sum of its field names (UTF-8 + 1) and
+ * values, an array the sum of its values. Exact for every value a note can hold.
+ */
+export function storedSize(value: unknown): number {
+  if (typeof value === 'string') return Buffer.byteLength(value, 'utf8') + 1;
+  if (typeof value === 'number') return 8;
+  if (typeof value === 'boolean' || value === null || value === undefined) return 1;
+  if (value instanceof Timestamp) return 8;
+  if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + storedSize(v), 0);
+  if (typeof value === 'object') {
+    let sum = 0;
+    for (const [key, v] of Object.entries(value)) {
+      sum += Buffer.byteLength(key, 'utf8') + 1 + storedSize(v);
+    }
+    return sum;
+  }
+  return 8;
+}
+
+/** The storage size of a record's notes (the `notes` map's fields), bytes. */
+export function notesSize(notes: Readonly<Record<string, unknown>>): number {
+  return storedSize(notes);
+}
+
+/**
+ * What is wrong with adding `value` under `name` to a record whose notes are `notes` (the notes
+ * the holder knows are stored: exact, since only the holder writes notes, fenced), or `undefined`:
+ * more than {@link MAX_NOTES} notes or {@link MAX_NOTES_BYTES} bytes. Replacing a note counts its
+ * new value only.
+ */
+export function notesBoundProblem(
+  notes: Readonly<Record<string, unknown>>,
+  name: string,
+  value: NoteValue,
+): string | undefined {
+  const next = { ...notes, [name]: value };
+  const count = Object.keys(next).length;
+  if (count > MAX_NOTES) {
+    return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
+  }
+  const bytes = notesSize(next);
+  if (bytes > MAX_NOTES_BYTES) {
+    return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
+  }
+  return undefined;
+}
+
+/** A name a plain object already answers (`constructor`, `__proto__`, `toString`…): never a key. */
+function isPrototypeMember(name: string): boolean {
+  return name in Object.prototype;
+}
+
+/** An object whose prototype is `Object.prototype` or `null`, with own enumerable string keys only. */
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  const own = Reflect.ownKeys(value);
+  return own.every(
+    (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
+  );
+}
+
 function scalarProblem(value: unknown): string | undefined {
   if (typeof value === 'boolean') return undefined;
   if (typeof value === 'number')
@@ -152,19 +241,36 @@ function scalarProblem(value: unknown): string | undefined {
 
 /**
  * What is wrong with a note, or `undefined`: its name (a letter, then up to 63 letters, digits,
- * `_`) and its value (a scalar, or a flat object of at most 20 scalars; strings ≤ 1500 characters).
+ * `_`, and not a member of `Object.prototype` such as `constructor`) and its value: plain data only,
+ * a scalar, or a plain object (prototype `Object.prototype` or `null`, own enumerable string keys
+ * that are not prototype members) of at most 20 scalars; strings ≤ 1500 characters. A `Map`, a
+ * `Date`, an array or a class instance is refused: Firestore would store it as something else, or
+ * refuse the write only after its retries. The message names the note.
  */
 export function noteProblem(name: string, value: unknown): string | undefined {
   if (!NOTE_NAME.test(name))
     return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
-  if (typeof value !== 'object' || value === null) return scalarProblem(value);
+  if (isPrototypeMember(name))
+    return `note name ${JSON.stringify(name)} is a member of every object's prototype; choose another name`;
+  if (typeof value !== 'object' || value === null) {
+    const problem = scalarProblem(value);
+    return problem === undefined ? undefined : `note ${name}: ${problem}`;
+  }
+  if (!isPlainObject(value)) {
+    const what = Array.isArray(value)
+      ? 'an array'
+      : `a ${value.constructor?.name ?? 'non-plain'} object`;
+    return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
+  }
   const entries = Object.entries(value);
-  if (Array.isArray(value) || entries.length > MAX_NOTE_FIELDS) {
-    return `a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
+  if (entries.length > MAX_NOTE_FIELDS) {
+    return `note ${name} has ${entries.length} fields: a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
   }
   for (const [key, field] of entries) {
     if (!NOTE_NAME.test(key))
       return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
+    if (isPrototypeMember(key))
+      return `field ${JSON.stringify(key)} of note ${name} is a member of every object's prototype; choose another name`;
     const problem = scalarProblem(field);
     if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;
   }
@@ -196,10 +302,10 @@ export interface RunDetails {
   readonly jobName?: string;
   /** The schedule time as canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
   readonly scheduleTime?: string;
-  /** `forced` or `manual`; a slot's run when absent. */
+  /** `forced`, `manual` or `rerun`; a slot's run when absent. */
   readonly kind?: RunKind;
-  /** A re-run's trigger id: a completed or skipped run is taken over on purpose, once per id. */
-  readonly rerunId?: string;
+  /** For a re-run: the run id of the slot it runs again. */
+  readonly rerunOf?: string;
 }
 
 function dateOf(value: unknown): Date | undefined {
@@ -217,8 +323,16 @@ function leaseOf(data: DocumentData): Date | UnreadableRecord {
   if (!(leasedAt instanceof Timestamp)) {
     return unreadable(Field.leasedAt, 'is missing or not a timestamp');
   }
-  if (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0) {
-    return unreadable(Field.leaseMs, 'is missing or not a positive number of ms');
+  if (
+    typeof leaseMs !== 'number' ||
+    !Number.isSafeInteger(leaseMs) ||
+    leaseMs <= 0 ||
+    leaseMs > MAX_LEASE_MS
+  ) {
+    return unreadable(
+      Field.leaseMs,
+      `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
+    );
   }
   return new Date(leasedAt.toMillis() + leaseMs);
 }
@@ -239,18 +353,15 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const attempts = data[Field.attempts];
     const lastError = data[Field.lastError];
     const kind = Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot;
-    const reruns = data[Field.reruns];
-    const rerunId = data[Field.rerunId];
+    const rerunOf = data[Field.rerunOf];
     const blockedBy = data[Field.blockedBy];
     const notes = data[Field.notes];
     const claimedAt = dateOf(data[Field.claimedAt]);
+    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
+      return unreadable(Field.attempts, 'is not a whole number of attempts');
+    }
     const common = {
-      attempts:
-        typeof attempts === 'number' && Number.isInteger(attempts) && attempts >= 0
-          ? attempts
-          : status === RunStatus.Missed
-            ? 0
-            : 1,
+      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
       firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
       claimedAt,
       completedAt: dateOf(data[Field.completedAt]),
@@ -260,8 +371,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       jobName: typeof jobName === 'string' ? jobName : undefined,
       scheduleTime: dateOf(data[Field.scheduleTime]),
       kind,
-      reruns: typeof reruns === 'number' && Number.isInteger(reruns) && reruns >= 0 ? reruns : 0,
-      rerunId: typeof rerunId === 'string' ? rerunId : undefined,
+      rerunOf: typeof rerunOf === 'string' ? rerunOf : undefined,
       blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
       notes:
         typeof notes === 'object' && notes !== null && !Array.isArray(notes)
@@ -301,15 +411,15 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
  * the record it decided on:
  * - `absent`: no document (released between a create and its read): create again;
  * - `completed`: a duplicate; `unreadable`: never overwritten; `lease_live`: another attempt holds it;
- * - `take_over`: the lease lapsed, the last attempt failed, the slot was reported missed, or a
- *   new re-run asks for a finished run: take it over, fenced on the read.
+ * - `take_over`: the lease lapsed, the last attempt failed, or the slot was reported missed: take
+ *   it over, fenced on the read.
  */
 export type ClaimDecision =
   | { readonly decision: 'absent' }
   | { readonly decision: 'completed'; readonly record: RunRecord }
   | { readonly decision: 'unreadable'; readonly record: UnreadableRecord }
   | { readonly decision: 'lease_live'; readonly record: RunRecord }
-  | { readonly decision: 'take_over'; readonly record: RunRecord; readonly rerun: boolean };
+  | { readonly decision: 'take_over'; readonly record: RunRecord };
 
 /** No document: the run never started, or a failed attempt released it. */
 export function isAbsent(record: StoredRecord | undefined): record is undefined {
@@ -319,11 +429,6 @@ export function isAbsent(record: StoredRecord | undefined): record is undefined 
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
   return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
-}
-
-/** A re-run asked for by `rerunId` that this run has not had yet: it takes the finished run over. */
-export function isNewRerun(record: StoredRecord, rerunId: string | undefined): boolean {
-  return rerunId !== undefined && record.status !== 'unreadable' && record.rerunId !== rerunId;
 }
 
 /** The last attempt failed, or no attempt came (reported missed): a retry claims it at once. */
@@ -341,23 +446,26 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
 }
 
 /**
- * Decides a claim from the record read and the read's server time; `rerunId` for a re-run asked
- * for by hand.
+ * Decides a claim from the record read and the read's server time. A finished run is never taken
+ * over: a re-run is a record of its own (`run_kind: rerun`).
  */
-export function claimDecision(
-  record: StoredRecord | undefined,
-  now: Date,
-  rerunId?: string,
-): ClaimDecision {
+export function claimDecision(record: StoredRecord | undefined, now: Date): ClaimDecision {
   if (isAbsent(record)) return { decision: 'absent' };
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
-  if (isCompleted(record)) {
-    return isNewRerun(record, rerunId)
-      ? { decision: 'take_over', record, rerun: true }
-      : { decision: 'completed', record };
+  if (isCompleted(record)) return { decision: 'completed', record };
+  if (
+    record.status === RunStatus.InProgress &&
+    record.leaseExpires !== undefined &&
+    record.leaseExpires.getTime() - now.getTime() > MAX_LEASE_MS
+  ) {
+    // Only a leased_at later than Firestore's now gives a lease end this far ahead: not ours.
+    return {
+      decision: 'unreadable',
+      record: unreadable(Field.leasedAt, "is later than Firestore's time now"),
+    };
   }
   if (isRetryable(record) || !isLeaseLive(record, now)) {
-    return { decision: 'take_over', record, rerun: false };
+    return { decision: 'take_over', record };
   }
   return { decision: 'lease_live', record };
 }
@@ -376,7 +484,7 @@ function detailFields(details: RunDetails): DocumentData {
   if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
   if (details.kind !== undefined && details.kind !== RunKind.Slot)
     fields[Field.kind] = details.kind;
-  if (details.rerunId !== undefined) fields[Field.rerunId] = details.rerunId;
+  if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
   }
@@ -434,15 +542,12 @@ export function takeoverUpdate(
   details: RunDetails,
   previous: RunRecord,
 ): DocumentData {
-  const rerun = isCompleted(previous) && isNewRerun(previous, details.rerunId);
   return {
     ...attemptFields(attemptId, leaseMs, expireAt, details),
     [Field.attempts]: previous.attempts + 1,
-    ...(rerun ? { [Field.reruns]: previous.reruns + 1 } : {}),
     ...(previous.firstClaimedAt === undefined
       ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
       : {}),
-    [Field.completedAt]: FieldValue.delete(),
   };
 }
 

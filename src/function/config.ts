@@ -3,6 +3,7 @@
  * its variable, its default and a parser that validates and converts units (seconds → ms).
  */
 import { ConfigError } from '../core/errors.ts';
+import { MAX_LEASE_MS } from '../core/run-record.ts';
 import { whyNotDevelopment } from './environment.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
@@ -159,9 +160,10 @@ export const OPTIONS = {
   leaseMs: {
     env: 'LEASE_SECONDS',
     default: '300',
+    // The core reads a longer `lease_ms` as a record it never wrote (MAX_LEASE_MS).
     parse: seconds(
       1,
-      86_400,
+      MAX_LEASE_MS / 1000,
       "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
     ),
   },

@@ -13,8 +13,10 @@
  *    (no drain), and an `unhandledRejection` listener that writes a plain-text 500 with the error
  *    text to whichever response came last, then exits. Patched: `register` itself, so the listeners
  *    it adds are captured exactly once: the signal listeners are set aside and re-installed after
- *    the drain (`shutdown.ts`), and the rejection listener is replaced by one that logs an ERROR
- *    and lets the process (and every other run on it) go on.
+ *    the drain (`shutdown.ts`), the rejection listener is replaced by one that logs an ERROR
+ *    and lets the process (and every other run on it) go on, and its `uncaughtException` listener
+ *    (an immediate exit 16 that strands every run the instance holds) is dropped for
+ *    `drainOnUncaughtException` (`shutdown.ts`): drain, release, then exit 16.
  * 3. Errors a job leaves behind (a fire-and-forget promise that rejects, a throw in a timer
  *    callback): functions-framework runs each request in a Node `domain` whose error listener
  *    writes a plain-text 500 with the error text to that request's response (its
@@ -30,10 +32,11 @@
  *    middleware of its own, so a parse error reaches `application.handle`'s callback; if #686 is
  *    fixed (a JSON or configurable answer), delete point 1. Tests: `faults.test.ts`, "bad input:
  *    400 with a useful message…" and "never carry the body of a request whose JSON is malformed".
- * 2. `invoker.js` still exports `ErrorHandler` whose `register()` adds the `SIGTERM`/`SIGINT` and
- *    `unhandledRejection` listeners (and nothing else this patch would drop); if #704 gives a drain
- *    hook, delete point 2. Tests: `function-process.test.ts`, "on SIGTERM mid-job aborts the job…";
- *    `dev.test.ts` (Ctrl-C, SIGINT).
+ * 2. `invoker.js` still exports `ErrorHandler` whose `register()` adds the `SIGTERM`/`SIGINT`,
+ *    `unhandledRejection` and `uncaughtException` listeners (and nothing else this patch would
+ *    drop); if #704 gives a drain hook, delete point 2. Tests: `function-process.test.ts`, "on
+ *    SIGTERM mid-job aborts the job…"; `dev.test.ts` (Ctrl-C, SIGINT); `faults.test.ts`, "an
+ *    exception outside any request…".
  * 3. `function_wrappers.js` (`wrapHttpFunction`) still runs each request in `domain.create()` with
  *    an `error` listener that answers 500; without a domain, point 3 is a no-op. Test:
  *    `faults.test.ts`, "answers a job whose fire-and-forget promise rejects in JSON…".
@@ -130,15 +133,15 @@ export function installFrameworkWorkarounds(logger: Logger): void {
   process.on('unhandledRejection', onUnhandledRejection);
 
   prototype.register = function (this: unknown) {
-    const listeners = (event: ShutdownSignal | 'unhandledRejection') =>
+    const listeners = (event: ShutdownSignal | 'unhandledRejection' | 'uncaughtException') =>
       process.listeners(event as NodeJS.Signals) as Listener[];
-    const watched = [...SHUTDOWN_SIGNALS, 'unhandledRejection'] as const;
+    const watched = [...SHUTDOWN_SIGNALS, 'unhandledRejection', 'uncaughtException'] as const;
     const before = new Map(watched.map((event) => [event, listeners(event)]));
     register.call(this);
     for (const event of watched) {
       const added = listeners(event).filter((l) => !before.get(event)?.includes(l));
       for (const listener of added) process.removeListener(event, listener);
-      if (event !== 'unhandledRejection') setAside.set(event, added);
+      if (event === 'SIGTERM' || event === 'SIGINT') setAside.set(event, added);
     }
   };
 }

@@ -20,8 +20,9 @@ import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../cor
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { reportEarlierSlots } from '../policy/missed-runs.ts';
 import { runningEarlierSlot } from '../policy/overlap.ts';
+import { rerunRefusal } from '../policy/rerun.ts';
 import type { RunHistory } from '../policy/run-history.ts';
-import { jobRunId, planRun, type RunPlan } from '../policy/run-plan.ts';
+import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
@@ -185,7 +186,38 @@ const KIND_NOTES = {
   forced:
     'Forced run (it came well before its schedule time, so it is a run of its own; the slot still runs at its time). ',
   manual: 'Manual run. ',
+  rerun: "Re-run (a run of its own; the slot's record is unchanged). ",
 } as const;
+
+/**
+ * The refusal of a re-run the function may not run (`rerun.ts`): 400 `invalid_request`, 409
+ * `in_progress` while the slot runs, 500 `unreadable_record`; `undefined` for any other plan.
+ *
+ * @throws {LedgerUnavailableError} if Firestore's time or the slot's record cannot be read.
+ */
+async function rerunAnswer(deps: HandlerDeps, delivery: Delivery, known: Known) {
+  const { job, run, plan } = delivery;
+  if (plan.kind !== 'rerun' || plan.details.rerunOf === undefined) return undefined;
+  const now = await deps.clock();
+  const refused = await rerunRefusal(
+    job,
+    run.scheduleTime,
+    plan.details.rerunOf,
+    now,
+    deps.history,
+  );
+  if (refused === undefined) return undefined;
+  const outcome = (
+    { invalid: 'invalid_request', running: 'in_progress', unreadable: 'unreadable_record' } as const
+  )[refused.refusal];
+  const answer: Answer = {
+    ...known,
+    outcome,
+    message: refused.message,
+    fields: { ...known.fields, rerunOf: plan.details.rerunOf, reason: refused.refusal },
+  };
+  return answer;
+}
 
 /**
  * The overlap policy's answer for a slot whose earlier slot still runs: `skipped` (recorded, 200)
@@ -341,11 +373,11 @@ function readDelivery(deps: HandlerDeps, req: Request): { run: ScheduledRun; job
 function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
   const { job, run, plan } = delivery;
   return {
-    runId: jobRunId(attempt.runId, attempt.rerun),
+    runId: attempt.runId,
     jobName: run.jobName,
     job: jobInfoOf(job),
     kind: plan.kind,
-    rerun: attempt.rerun,
+    ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
     scheduleTime: new Date(run.scheduleTime),
     attemptId: attempt.attemptId,
     firstClaimedAt: attempt.firstClaimedAt,
@@ -378,6 +410,7 @@ async function runDelivery(
   });
   routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
   const checks: Promise<void>[] = [];
+  const ended = shutdown?.running(plan.runId);
   const result = await runOnce(
     deps.ledger,
     plan.runId,
@@ -392,7 +425,7 @@ async function runDelivery(
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
     },
-  );
+  ).finally(ended);
   await Promise.all(checks);
   const described = describe(result, config.exposeErrors);
   return {
@@ -431,6 +464,8 @@ async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): 
     fields: { ...fields, ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }) },
   };
   const delivery: Delivery = { job, run, plan };
+  const rerunRefused = await step(known, () => rerunAnswer(deps, delivery, known));
+  if (rerunRefused !== undefined) return rerunRefused;
   const refusal = await step(known, () => overlapRefusal(deps.history, delivery, known));
   if (refusal !== undefined) return refusal;
   return step(known, () => runDelivery(deps, delivery, known, logger)) as Promise<Answer>;

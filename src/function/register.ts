@@ -16,7 +16,7 @@ import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
-import { drainOnSignals, GracefulShutdown } from './shutdown.ts';
+import { drainOnSignals, drainOnUncaughtException, GracefulShutdown } from './shutdown.ts';
 
 /** Options of {@link registerScheduledJob}. */
 export interface RegisterOptions {
@@ -56,7 +56,8 @@ function loadOrExit(
 /**
  * Registers an HTTP function `name` that runs each declared job once per scheduled run, dispatched
  * on `X-CloudScheduler-JobName`. Reads the configuration and validates the declarations (exits the
- * process with every problem of both listed if any is invalid), drains running jobs on SIGTERM, and
+ * process with every problem of both listed if any is invalid), drains running jobs on SIGTERM and on
+ * an exception no request caught (then exits 16), and
  * answers unreadable bodies with JSON 400s.
  *
  * @param name - the functions-framework target (`--target`).
@@ -93,6 +94,7 @@ export function registerScheduledJob(
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
+  drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
   const authenticate =
     config.authMode === 'verify-oidc'
       ? createOidcAuthenticator({

@@ -2,8 +2,16 @@
  * Graceful shutdown. Cloud Run sends SIGTERM and, 10 s later, SIGKILL. On SIGTERM the running jobs'
  * signals abort (reason `shutdown`); a job that stops and throws has its claim released (fenced), so
  * the next delivery runs at once on another instance instead of waiting out the lease.
+ *
+ * An exception thrown outside every request (a module-level timer or client callback) takes the
+ * same path: Node's documentation says the process is then in an undefined state and must not
+ * resume (https://nodejs.org/api/process.html#warning-using-uncaughtexception-correctly), so the
+ * instance drains its runs (their claims released), logs an ERROR naming them, and exits non-zero,
+ * instead of functions-framework's immediate exit, which left every run it held `in_progress` until
+ * its lease lapsed. Every run of the instance ends, not just the one whose code threw, if any.
  */
 import type { Logger } from 'pino';
+import { loggableError } from '../core/errors.ts';
 import {
   restoreFrameworkSignalListeners,
   SHUTDOWN_SIGNALS,
@@ -14,6 +22,8 @@ import {
 export class GracefulShutdown {
   readonly #controller = new AbortController();
   readonly #inflight = new Set<Promise<unknown>>();
+  /** Run ids of the runs in flight on this instance, with how many deliveries run each. */
+  readonly #runs = new Map<string, number>();
 
   /** Aborted when shutdown begins; give it to every attempt. */
   get signal(): AbortSignal {
@@ -26,6 +36,28 @@ export class GracefulShutdown {
     const forget = () => this.#inflight.delete(work);
     work.then(forget, forget);
     return work;
+  }
+
+  /**
+   * Notes that a delivery of `runId` runs on this instance, for the log lines of a shutdown.
+   *
+   * @returns the call that ends it; call it once, when the delivery's run ended.
+   */
+  running(runId: string): () => void {
+    this.#runs.set(runId, (this.#runs.get(runId) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const left = (this.#runs.get(runId) ?? 1) - 1;
+      if (left === 0) this.#runs.delete(runId);
+      else this.#runs.set(runId, left);
+    };
+  }
+
+  /** The run ids running on this instance now. */
+  get runIds(): string[] {
+    return [...this.#runs.keys()];
   }
 
   /**
@@ -59,7 +91,7 @@ export class GracefulShutdown {
 export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
   const onSignal = (signal: ShutdownSignal) => {
     for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
-    logger.info({ signal }, 'shutting down: aborting running jobs');
+    logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
       if (stillRunning > 0) {
         logger.warn(
@@ -72,4 +104,56 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
     });
   };
   for (const s of SHUTDOWN_SIGNALS) process.on(s, onSignal);
+}
+
+/** The exit code after an uncaught exception: functions-framework's own for a crash. */
+export const CRASH_EXIT_CODE = 16;
+
+/**
+ * Drains `shutdown` on an exception no request caught (`uncaughtException`), as on SIGTERM, then
+ * exits with {@link CRASH_EXIT_CODE}: the running jobs' signals abort (reason `shutdown`), a job
+ * that stops has its claim released, and an ERROR line names the runs that were in flight and
+ * those still running when `graceMs` ran out (their claims then lapse with the lease). New
+ * deliveries meanwhile answer 500 `unavailable`, so Scheduler retries them elsewhere. A second
+ * exception during the drain is logged and changes nothing.
+ *
+ * functions-framework's own `uncaughtException` listener (an immediate exit) is set aside by
+ * `framework-workarounds.ts`. Errors thrown inside a request never get here: its domain routes
+ * them to the run's log (`routeRequestErrors`); unhandled rejections are logged and the process
+ * goes on (`installFrameworkWorkarounds`).
+ *
+ * @param graceMs - the longest drain, ms (SHUTDOWN_GRACE_SECONDS).
+ * @param exit - ends the process; tests pass a fake.
+ * @example
+ * drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+ */
+export function drainOnUncaughtException(
+  shutdown: GracefulShutdown,
+  graceMs: number,
+  logger: Logger,
+  exit: (code: number) => void = (code) => process.exit(code),
+): void {
+  let crashing = false;
+  process.on('uncaughtException', (err) => {
+    if (crashing) {
+      logger.error({ err: loggableError(err) }, 'another uncaught exception while draining');
+      return;
+    }
+    crashing = true;
+    const runIds = shutdown.runIds;
+    logger.error(
+      { err: loggableError(err), runIds },
+      `uncaught exception outside any request: the instance ends; aborting its ${runIds.length} running run(s) and releasing their claims so a retry can run them at once`,
+    );
+    void shutdown.drain(graceMs).then((stillRunning) => {
+      const left = shutdown.runIds;
+      if (stillRunning > 0) {
+        logger.error(
+          { runIds: left, stillRunning },
+          'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)',
+        );
+      }
+      exit(CRASH_EXIT_CODE);
+    });
+  });
 }

@@ -62,12 +62,15 @@ export interface SlotRow {
   readonly lastError: string | undefined;
   /** Whether missed-run detection already reported it (missed, or failed after retries). */
   readonly reported: boolean;
-  /** How many times it was re-run on purpose (`npm run trigger -- JOB --rerun --slot T`). */
-  readonly reruns: number;
+  /** For a re-run (`npm run trigger -- JOB --rerun --slot T`): the run id of the slot it re-ran. */
+  readonly rerunOf: string | undefined;
   /** What the job noted about the run (`ctx.note`), e.g. the execution a proxy launched. */
   readonly notes: Readonly<Record<string, unknown>>;
-  /** `slot`, or `manual` / `forced` for a run that is not a slot's (`slot` is then its schedule time). */
-  readonly kind: 'slot' | 'manual' | 'forced';
+  /**
+   * `slot`, or `manual` / `forced` / `rerun` for a run that is not a slot's (`slot` is then its
+   * schedule time: for a re-run, the slot it re-ran).
+   */
+  readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
 }
 
 /**
@@ -113,7 +116,7 @@ export function slotRow(
       attemptId: undefined,
       lastError: undefined,
       reported: false,
-      reruns: 0,
+      rerunOf: undefined,
       notes: {},
     };
   }
@@ -128,7 +131,7 @@ export function slotRow(
       attemptId: undefined,
       lastError: `${record.field} ${record.problem}`,
       reported: false,
-      reruns: 0,
+      rerunOf: undefined,
       notes: {},
     };
   }
@@ -149,7 +152,7 @@ export function slotRow(
     attemptId: run.attemptId === '' ? undefined : run.attemptId,
     lastError: run.lastError,
     reported: run.reportedAt !== undefined,
-    reruns: run.reruns,
+    rerunOf: run.rerunOf,
     notes: run.notes,
   };
 }

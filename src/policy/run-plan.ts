@@ -9,9 +9,10 @@
  *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
  *   retries are duplicates of it;
  * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by its trigger id;
- * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): the slot's own record, taken over on
- *   purpose once per trigger id; the job gets `RUN_ID-rerun-N` as its run id, so an idempotent
- *   downstream does the work again instead of de-duplicating it.
+ * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): a run of its own, keyed by its
+ *   trigger id (variant `['rerun', id]`), naming the slot's run in `rerun_of`: its retries are one
+ *   run by construction, and its run id is new, so an idempotent downstream does the work again.
+ *   The slot's record is never touched; `rerun.ts` says which re-runs the function refuses.
  */
 
 import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
@@ -42,12 +43,12 @@ export interface ScheduledRun {
 
 /** What the handler claims and runs for one delivery. */
 export interface RunPlan {
-  /** The run record's id: the slot's, or the forced or manual run's own. */
+  /** The run record's id: the slot's, or the forced run's, manual run's or re-run's own. */
   readonly runId: string;
   readonly kind: RunKind;
   /** What the record stores about the run. */
   readonly details: RunDetails;
-  /** The job's overlap policy, for a slot's run; `allow` for forced and manual runs. */
+  /** The job's overlap policy, for a slot's run; `allow` for forced and manual runs and re-runs. */
   readonly overlap: OverlapPolicy;
 }
 
@@ -74,12 +75,9 @@ export async function planRun(
     overlap: kind === RunKind.Slot ? job.overlap : 'allow',
   });
   if (run.trigger?.mode === 'manual') return of(RunKind.Manual, ['manual', run.trigger.id]);
-  if (run.trigger?.mode === 'rerun') return of(RunKind.Slot, [], { rerunId: run.trigger.id });
+  if (run.trigger?.mode === 'rerun') {
+    return of(RunKind.Rerun, ['rerun', run.trigger.id], { rerunOf: computeRunId(keyed) });
+  }
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
   return early > toleranceMs ? of(RunKind.Forced, ['forced']) : of(RunKind.Slot, []);
-}
-
-/** The run id the job's code sees: the record's, or `RUN_ID-rerun-N` for the Nth re-run. */
-export function jobRunId(runId: string, rerun: number): string {
-  return rerun > 0 ? `${runId}-rerun-${rerun}` : runId;
 }

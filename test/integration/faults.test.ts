@@ -291,6 +291,37 @@ describe('a crash mid-job (kill -9)', () => {
   });
 });
 
+describe('an exception outside any request (a module-level timer throws)', () => {
+  let fn: FunctionProcess;
+  before(async () => {
+    fn = await startFunction();
+    await warmUp(fn);
+  });
+  after(() => fn?.kill());
+
+  it('drains like SIGTERM: the run in flight is released (failed, not in_progress), an ERROR line names it, and the process exits non-zero', async () => {
+    const res = await deliver(fn.url, scheduled('crash_crashoutside'));
+    const code = await fn.exitCode();
+
+    assert.equal(res.status, 500, JSON.stringify(res.body));
+    assert.equal(res.body.outcome, 'failed', 'a JSON answer, not the plain-text crash page');
+    assert.match(res.body.message ?? '', /claim is released/);
+    const runId = res.body.runId ?? '';
+    const stored = await storedRunOf(fn, runId);
+    assert.equal(stored?.status, 'failed', 'released, so a retry runs it at once');
+    const crash = fn
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => /^uncaught exception outside any request/.test(String(l.message)));
+    assert.equal(crash?.severity, 'ERROR');
+    assert.deepEqual(crash?.runIds, [runId]);
+    assert.match(JSON.stringify(crash), /a module-level timer threw/);
+    assert.equal(code, 16);
+  });
+});
+
 describe('leases that lapse, and completions that fail', () => {
   // While its process lives, an attempt's heartbeat extends its lease; a zombie is an attempt whose
   // process stopped (a stop-the-world pause, SIGSTOP here) for longer than the lease, then went on.

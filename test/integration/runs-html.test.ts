@@ -37,7 +37,7 @@ function row(i: number, fields: Partial<SlotRow>): SlotRow {
     attemptId: `attempt-${i}`,
     lastError: undefined,
     reported: false,
-    reruns: 0,
+    rerunOf: undefined,
     notes: {},
     kind: 'slot',
     ...fields,

@@ -111,7 +111,7 @@ describe('running jobs by hand', () => {
     assert.match(again.stdout, /: 200 duplicate .*Run already completed/);
   });
 
-  it('trigger JOB --rerun --slot T runs a completed slot again; its history shows 2 attempts and the re-run', async () => {
+  it('trigger JOB --rerun --slot T runs a completed slot again as a run of its own, listed beside the slot', async () => {
     const slot = '2026-10-16T11:05:00Z';
     await command('ops/trigger.ts', 'history-five', '--slot', slot, '--url', url);
 
@@ -129,9 +129,11 @@ describe('running jobs by hand', () => {
     assert.match(rerun.stdout, /re-run \(trigger .*\): 200 processed/);
     const runId = slotRunId('history-five', new Date(slot), []);
     const record = await storedRecord(fn.collection, runId);
-    assert.equal(record.attempts, 2);
-    assert.equal(record.reruns, 1);
-    assert.ok(executions.includes(`slot 2026-10-16T11:05:00.000Z ${runId}-rerun-1`));
+    assert.equal(record.attempts, 1, 'the slot’s record is untouched');
+    const rerunLine = executions.find((e) => e.startsWith(`rerun 2026-10-16T11:05:00.000Z `));
+    const rerunId = rerunLine?.split(' ')[2] ?? '';
+    assert.notEqual(rerunId, runId);
+    assert.equal((await storedRecord(fn.collection, rerunId)).rerun_of, runId);
     const history = await command(
       'ops/runs.ts',
       '--json',
@@ -142,10 +144,21 @@ describe('running jobs by hand', () => {
       '--collection',
       fn.collection,
     );
-    const row = (
-      JSON.parse(history.stdout) as { slot: string; attempts: number; state: string }[]
-    ).find((r) => r.slot === slot);
-    assert.deepEqual([row?.state, row?.attempts], ['completed', 2]);
+    const rows = (
+      JSON.parse(history.stdout) as {
+        slot: string;
+        kind: string;
+        runId: string;
+        rerunOf?: string;
+      }[]
+    ).filter((r) => r.slot === slot);
+    assert.deepEqual(
+      rows.map((r) => [r.kind, r.runId, r.rerunOf]),
+      [
+        ['slot', runId, undefined],
+        ['rerun', rerunId, runId],
+      ],
+    );
   });
 
   it('refuses a time that is not a slot of the job, naming the slot before it', async () => {

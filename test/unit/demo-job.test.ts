@@ -38,7 +38,6 @@ function fakeContext(overrides: Partial<JobContext> = {}) {
     jobName: job.id,
     scheduleTime: new Date('2026-10-16T12:00:00Z'),
     kind: 'slot',
-    rerun: 0,
     attemptId: 'attempt-1',
     firstClaimedAt: new Date('2026-10-16T12:00:01Z'),
     leaseExpires: new Date('2026-10-16T12:05:00Z'),

@@ -55,7 +55,7 @@ describe('checkFailures', () => {
       final,
       attempts: 0,
       reported: false,
-      reruns: 0,
+      rerunOf: undefined,
       kind: 'slot',
     }) as SlotRow;
 
@@ -136,7 +136,7 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
       final,
       attempts: state === 'missed' ? 0 : 1,
       reported: false,
-      reruns: 0,
+      rerunOf: undefined,
       notes: {},
       kind,
     }) as SlotRow;

@@ -37,7 +37,6 @@ function context(signal = new AbortController().signal): JobContext {
     logger: pino({ level: 'silent' }),
     job: { id: 'nightly', schedule: '* * * * *', timeZone: 'Etc/UTC' },
     kind: 'slot',
-    rerun: 0,
     note: async () => {},
   };
 }

@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { type QueryDocumentSnapshot, Timestamp } from '@google-cloud/firestore';
 import {
   claimDecision,
+  noteProblem,
   runRecordConverter,
   type StoredRecord,
   timestampOf,
@@ -108,7 +109,7 @@ describe('runRecordConverter', () => {
       'leased_at without lease_ms',
       { status: 'in_progress', attempt_id: 'a', leased_at: at('2026-10-16T12:00:00Z') },
       'lease_ms',
-      /positive number/,
+      /positive whole number/,
     ],
     [
       'lease_ms as a string',
@@ -119,7 +120,7 @@ describe('runRecordConverter', () => {
         lease_ms: '300',
       },
       'lease_ms',
-      /positive number/,
+      /positive whole number/,
     ],
     [
       'lease_ms of zero',
@@ -130,8 +131,29 @@ describe('runRecordConverter', () => {
         lease_ms: 0,
       },
       'lease_ms',
-      /positive number/,
+      /positive whole number/,
     ],
+    ...[1e300, 86_400_001, 1.5, Number.MAX_SAFE_INTEGER + 2].map(
+      (leaseMs): [string, Record<string, unknown>, string, RegExp] => [
+        `lease_ms of ${leaseMs} (never written: above a day, or not whole)`,
+        {
+          status: 'in_progress',
+          attempt_id: 'a',
+          leased_at: at('2026-10-16T11:00:00Z'),
+          lease_ms: leaseMs,
+        },
+        'lease_ms',
+        /positive whole number of ms up to 86400000/,
+      ],
+    ),
+    ...[-1, 1.5, 'two', 2 ** 60].map(
+      (attempts): [string, Record<string, unknown>, string, RegExp] => [
+        `attempts of ${String(attempts)}`,
+        { status: 'completed', attempt_id: 'a', attempts },
+        'attempts',
+        /not a whole number/,
+      ],
+    ),
     [
       'lease_ms without leased_at',
       { status: 'in_progress', attempt_id: 'a', lease_ms: 300 },
@@ -172,18 +194,23 @@ describe('claimDecision', () => {
     ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'take_over'],
     ['a reported miss', read({ status: 'missed', attempts: 0 }), 'take_over'],
     [
-      'a completed record and a new re-run',
-      read({ status: 'completed', attempt_id: 'a' }),
-      'take_over',
-      'trigger-1',
+      'a lease whose leased_at is later than Firestore’s now by more than the longest lease',
+      read({
+        status: 'in_progress',
+        attempt_id: 'a',
+        leased_at: at('2026-10-18T12:00:00Z'),
+        lease_ms: 1000,
+      }),
+      'unreadable',
     ],
   ];
-  for (const [what, record, decision, rerunId] of cases) {
+  for (const [what, record, decision] of cases) {
     it(`decides ${decision} for ${what}`, () => {
-      const decided = claimDecision(record, NOW, rerunId);
+      const decided = claimDecision(record, NOW);
 
       assert.equal(decided.decision, decision);
-      if (decided.decision !== 'absent') assert.equal(decided.record, record);
+      if (decided.decision !== 'absent' && decided.decision !== 'unreadable')
+        assert.equal(decided.record, record);
     });
   }
 });
@@ -194,5 +221,57 @@ describe('timestampOf', () => {
 
     assert.equal(ts.seconds, Date.parse('2026-10-16T12:00:00Z') / 1000);
     assert.equal(ts.nanoseconds, 123_456_789);
+  });
+});
+
+describe('noteProblem: plain data only, refused at once with a message naming the note', () => {
+  class Execution {
+    name = 'exec-1';
+  }
+  const refused: [string, string, unknown, RegExp][] = [
+    [
+      'a name that is a prototype member',
+      'constructor',
+      'x',
+      /"constructor" is a member of every object's prototype/,
+    ],
+    ['the name toString', 'toString', 1, /"toString" is a member/],
+    ['a Map', 'launch', new Map([['a', 1]]), /note launch is a Map object/],
+    ['a Date', 'launch', new Date(0), /note launch is a Date object.*toISOString/],
+    ['a class instance', 'launch', new Execution(), /note launch is a Execution object/],
+    ['an array', 'launch', ['a'], /note launch is an array/],
+    [
+      'a field named constructor',
+      'launch',
+      { constructor: 'x' },
+      /field "constructor" of note launch is a member/,
+    ],
+    [
+      'a field named __proto__',
+      'launch',
+      JSON.parse('{"__proto__": "x"}'),
+      /field "__proto__" of note launch/,
+    ],
+    ['a symbol key', 'launch', { [Symbol('s')]: 1 }, /note launch is a Object object|plain object/],
+    [
+      'a nested Date',
+      'launch',
+      { at: new Date(0) },
+      /field at of note launch: a value must be a string/,
+    ],
+    ['a non-finite number', 'count', Number.NaN, /note count: a number must be finite/],
+  ];
+  for (const [what, name, value, message] of refused) {
+    it(`refuses ${what}`, () => {
+      assert.match(noteProblem(name, value) ?? 'accepted', message);
+    });
+  }
+
+  it('accepts scalars, plain objects and objects without a prototype', () => {
+    const bare = Object.assign(Object.create(null), { name: 'exec-1' });
+
+    assert.equal(noteProblem('launch', { name: 'exec-1', attempt: 2, done: false }), undefined);
+    assert.equal(noteProblem('launch', bare), undefined);
+    assert.equal(noteProblem('count', 3), undefined);
   });
 });

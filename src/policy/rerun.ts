@@ -1,0 +1,109 @@
+/**
+ * What a re-run may ask for. A re-run (`npm run trigger -- JOB --rerun --slot T`, sent as
+ * `X-Run-Once-Mode: rerun` with `X-Run-Once-Trigger-Id`) is a run of its own, keyed by its trigger
+ * id (`run-plan.ts`), that runs a *finished* slot again. The function enforces what the CLI checks,
+ * whatever the client, because a re-run that ran a slot early or in place of its delivery would
+ * make that slot answer `duplicate` without having run, or run twice:
+ *
+ * - its schedule time is not in the future, by Firestore's clock (the clock leases are judged by);
+ * - it is not before 2000-01-01 (no Scheduler delivery ever was; it also bounds slot arithmetic);
+ * - it is a slot of the job's schedule as declared now (ordinary deliveries still accept an
+ *   off-schedule time, since a schedule change reaches Scheduler and the function at different
+ *   times; a re-run asks for a slot by hand, so it must name one);
+ * - the slot's own run is finished: `completed` or `skipped`. While it runs, the re-run waits
+ *   (409, retry later); when it failed, was missed, or has no record, the slot itself is due, not
+ *   a re-run: deliver it with `npm run trigger -- JOB --slot T`, which a retry-able slot takes.
+ */
+
+import { RunStatus, type StoredRecord } from '../core/run-record.ts';
+import type { DeclaredJob } from './job-declaration.ts';
+import type { RunHistory } from './run-history.ts';
+import { nextSlots } from './schedule.ts';
+
+/** The earliest schedule time a re-run may name: 2000-01-01T00:00:00Z. */
+export const EARLIEST_RERUN_TIME = Date.UTC(2000, 0, 1);
+
+/**
+ * Why a re-run is refused: `invalid` (the request must change: 400), `running` (the slot's own run
+ * holds its record now: 409, retry later) or `unreadable` (the slot's record cannot be read: 500).
+ */
+export interface RerunRefusal {
+  readonly refusal: 'invalid' | 'running' | 'unreadable';
+  readonly message: string;
+}
+
+/**
+ * Checks a re-run of slot `scheduleTime` of `job` (the rules above): pure checks first, then one
+ * read of the slot's record.
+ *
+ * @param slotRunId - the slot's own run id (what the re-run's record names in `rerun_of`).
+ * @param now - Firestore's time now.
+ * @returns `undefined` when the re-run may run, else why not.
+ * @throws {LedgerUnavailableError} if the read fails.
+ * @example
+ * const refusal = await rerunRefusal(job, '2026-10-16T12:00:00Z', slotRunId, await clock(), history);
+ */
+export async function rerunRefusal(
+  job: DeclaredJob,
+  scheduleTime: string,
+  slotRunId: string,
+  now: Date,
+  history: Pick<RunHistory, 'getMany'>,
+): Promise<RerunRefusal | undefined> {
+  const invalid = (why: string): RerunRefusal => ({
+    refusal: 'invalid',
+    message: `Re-run refused: ${why}; nothing was run.`,
+  });
+  const t = Date.parse(scheduleTime);
+  if (t > now.getTime()) {
+    return invalid(
+      `slot ${scheduleTime} of ${job.id} is in the future (Firestore's time is ${now.toISOString()}); a re-run runs a finished slot again. To run the job now, run npm run trigger -- ${job.id} (a manual run)`,
+    );
+  }
+  if (t < EARLIEST_RERUN_TIME) {
+    return invalid(`schedule time ${scheduleTime} is before 2000; name a slot of ${job.id}`);
+  }
+  const [next] = nextSlots(job, new Date(t - 1), 1);
+  if (next?.getTime() !== t) {
+    return invalid(
+      `${scheduleTime} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone}); name one, e.g. from npm run runs -- ${job.id}`,
+    );
+  }
+  const { records } = await history.getMany([slotRunId]);
+  return slotNotFinished(job, scheduleTime, records.get(slotRunId));
+}
+
+function slotNotFinished(
+  job: DeclaredJob,
+  scheduleTime: string,
+  record: StoredRecord | undefined,
+): RerunRefusal | undefined {
+  const deliverIt = `deliver the slot itself with npm run trigger -- ${job.id} --slot ${scheduleTime} (without --rerun)`;
+  if (record === undefined) {
+    return {
+      refusal: 'invalid',
+      message: `Re-run refused: slot ${scheduleTime} of ${job.id} has no record (it never ran, or its record passed RETENTION_SECONDS), so there is no finished run to re-run; if it never ran, ${deliverIt}. Nothing was run.`,
+    };
+  }
+  switch (record.status) {
+    case 'unreadable':
+      return {
+        refusal: 'unreadable',
+        message: `Re-run refused: the record of slot ${scheduleTime} of ${job.id} cannot be read (field ${record.field} ${record.problem}); repair it first. Nothing was run.`,
+      };
+    case RunStatus.Completed:
+    case RunStatus.Skipped:
+      return undefined;
+    case RunStatus.InProgress:
+      return {
+        refusal: 'running',
+        message: `Re-run not started: slot ${scheduleTime} of ${job.id} is running now; re-run it after it finishes.`,
+      };
+    case RunStatus.Failed:
+    case RunStatus.Missed:
+      return {
+        refusal: 'invalid',
+        message: `Re-run refused: slot ${scheduleTime} of ${job.id} is ${record.status}, not finished, so its own run is still due: ${deliverIt}. Nothing was run.`,
+      };
+  }
+}
