@@ -10,10 +10,17 @@
  * Firestore": "If you attempt a compound query with a range clause that doesn't map to an existing
  * index, you receive an error"). Slot reads go by document id and need none.
  *
- *   node ops/indexes.ts    # one line per index of RUNS_COLLECTION: --field-config=…<TAB>--field-config=…
+ *   node ops/indexes.ts [--collection NAME] [--missing]
+ *
+ * prints one line per index of the runs collection NAME: `--field-config=…<TAB>--field-config=…`;
+ * with `--missing`, only those absent from the JSON of `gcloud firestore indexes composite list
+ * --format=json` read on stdin; `--as-listed` prints that JSON as if every index existed (for
+ * `deploy.sh --dry-run --assume-existing`).
  */
 
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
 import { FieldPath, type Query, type Timestamp } from '@google-cloud/firestore';
 import { Field, RunKind } from '../src/core/run-record.ts';
 
@@ -134,7 +141,69 @@ export function fieldConfigs(index: IndexSpec): string[] {
   );
 }
 
+/** An index as `gcloud firestore indexes composite list --format=json` lists it (the fields used). */
+export interface ListedIndex {
+  readonly name?: string;
+  readonly queryScope?: string;
+  readonly fields?: readonly { readonly fieldPath?: string; readonly order?: string }[];
+}
+
+/** The collection group of a listed index, from its name `…/collectionGroups/GROUP/indexes/ID`. */
+function groupOf(listed: ListedIndex): string | undefined {
+  return /\/collectionGroups\/([^/]+)\/indexes\//.exec(listed.name ?? '')?.[1];
+}
+
+/** Whether `listed` is `index` on `collection`: same fields and orders, `__name__` aside. */
+export function sameIndex(listed: ListedIndex, index: IndexSpec, collection: string): boolean {
+  if (groupOf(listed) !== collection || (listed.queryScope ?? 'COLLECTION') !== 'COLLECTION') {
+    return false;
+  }
+  const fields = (listed.fields ?? []).filter((f) => f.fieldPath !== '__name__');
+  return (
+    fields.length === index.fields.length &&
+    index.fields.every(
+      ({ field, order }, i) =>
+        fields[i]?.fieldPath === field && fields[i]?.order?.toLowerCase() === order,
+    )
+  );
+}
+
+/**
+ * The indexes of {@link INDEXES} on `collection` that `listed` does not hold.
+ *
+ * @example missingIndexes(JSON.parse(gcloudListJson), 'scheduler_runs')
+ */
+export function missingIndexes(listed: readonly ListedIndex[], collection: string): IndexSpec[] {
+  return INDEXES.filter((index) => !listed.some((l) => sameIndex(l, index, collection)));
+}
+
+/** {@link INDEXES} on `collection` as gcloud would list them once created. */
+export function asListed(collection: string): ListedIndex[] {
+  return INDEXES.map((index, i) => ({
+    name: `projects/PROJECT/databases/DATABASE/collectionGroups/${collection}/indexes/INDEX${i}`,
+    queryScope: 'COLLECTION',
+    fields: index.fields.map(({ field, order }) => ({
+      fieldPath: field,
+      order: order.toUpperCase(),
+    })),
+  }));
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  // Every index is on deploy.sh's RUNS_COLLECTION.
-  for (const index of INDEXES) console.log(fieldConfigs(index).join('\t'));
+  const { values } = parseArgs({
+    options: {
+      collection: { type: 'string', default: 'scheduler_runs' },
+      missing: { type: 'boolean' },
+      'as-listed': { type: 'boolean' },
+    },
+  });
+  const collection = values.collection;
+  if (values['as-listed']) {
+    console.log(JSON.stringify(asListed(collection)));
+  } else {
+    const indexes = values.missing
+      ? missingIndexes(JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[], collection)
+      : INDEXES;
+    for (const index of indexes) console.log(fieldConfigs(index).join('\t'));
+  }
 }
