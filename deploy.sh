@@ -595,17 +595,44 @@ if ! exists gcloud iam service-accounts describe "$INVOKER_SA_EMAIL" "${project[
     --description="Cloud Scheduler calls the function ${FUNCTION_NAME} with an OIDC token of this account." --quiet
 fi
 
-say "==> Firestore TTL policy on ${RUNS_COLLECTION}.expire_at"
-# In a dry run the policy is taken as missing, or as active with --assume-existing.
-ttl_states="$(query "$( ((ASSUME_EXISTING)) && printf 'expire_at\tACTIVE')" gcloud firestore fields ttls list --collection-group="$RUNS_COLLECTION" \
-  --database="$FIRESTORE_DATABASE" "${project[@]}" --format='value(name.basename(),ttlConfig.state)')"
-if [[ "$ttl_states" =~ (^|$'\n')expire_at[[:space:]]+(ACTIVE|CREATING)($'\n'|$) ]]; then
-  say "  already ${BASH_REMATCH[2]}"
-else
-  # --async: building a TTL policy can take a while; the function does not depend on it.
-  run gcloud firestore fields ttls update expire_at --collection-group="$RUNS_COLLECTION" \
-    --database="$FIRESTORE_DATABASE" --enable-ttl --async "${project[@]}" --quiet
+# The runs collection and the per-job documents beside it (src/policy/job-state.ts) both carry
+# expire_at; each collection group needs its own TTL policy.
+for ttl_group in "$RUNS_COLLECTION" "${RUNS_COLLECTION}_jobs"; do
+  say "==> Firestore TTL policy on ${ttl_group}.expire_at"
+  # In a dry run the policy is taken as missing, or as active with --assume-existing.
+  ttl_states="$(query "$( ((ASSUME_EXISTING)) && printf 'expire_at\tACTIVE')" gcloud firestore fields ttls list --collection-group="$ttl_group" \
+    --database="$FIRESTORE_DATABASE" "${project[@]}" --format='value(name.basename(),ttlConfig.state)')"
+  if [[ "$ttl_states" =~ (^|$'\n')expire_at[[:space:]]+(ACTIVE|CREATING)($'\n'|$) ]]; then
+    say "  already ${BASH_REMATCH[2]}"
+  else
+    # --async: building a TTL policy can take a while; the function does not depend on it.
+    run gcloud firestore fields ttls update expire_at --collection-group="$ttl_group" \
+      --database="$FIRESTORE_DATABASE" --enable-ttl --async "${project[@]}" --quiet
+  fi
+done
+
+# The composite indexes of the queries the operations commands make (ops/indexes.ts: every query
+# is built from a spec there). The emulator needs none; production answers FAILED_PRECONDITION
+# without them. Listed first, so only missing ones are created; in a dry run none exists, or all
+# with --assume-existing.
+say "==> Firestore composite indexes on ${RUNS_COLLECTION} (for npm run runs)"
+listed_indexes_placeholder='[]'
+if ((ASSUME_EXISTING)); then
+  listed_indexes_placeholder="$("$NODE_BIN" --no-warnings "${ROOT}/ops/indexes.ts" --collection="$RUNS_COLLECTION" --as-listed)"
 fi
+listed_indexes="$(query "$listed_indexes_placeholder" gcloud firestore indexes composite list \
+  --database="$FIRESTORE_DATABASE" "${project[@]}" --format=json)"
+if ! index_lines="$(printf '%s' "$listed_indexes" | "$NODE_BIN" --no-warnings "${ROOT}/ops/indexes.ts" --collection="$RUNS_COLLECTION" --missing)"; then
+  say "deploy.sh: reading the index definitions (node ops/indexes.ts) failed; see above"
+  exit 1
+fi
+if [[ -z "$index_lines" ]]; then say "  all present"; fi
+while IFS=$'\t' read -r -a field_configs; do
+  ((${#field_configs[@]} > 0)) || continue
+  # --async: an index builds for minutes; until it is READY only `npm run runs` waits for it.
+  run gcloud firestore indexes composite create --collection-group="$RUNS_COLLECTION" \
+    --database="$FIRESTORE_DATABASE" --query-scope=collection "${field_configs[@]}" --async "${project[@]}" --quiet
+done <<<"$index_lines"
 
 say "==> Function ${FUNCTION_NAME} (2nd gen, private; the build runs the gcp-build script)"
 run gcloud functions deploy "$FUNCTION_NAME" --gen2 --region="$REGION" "${project[@]}" \
@@ -641,6 +668,7 @@ url_pattern() {
 }
 
 job_uri="${function_url}${JOB_QUERY:+?${JOB_QUERY}}"
+existing_jobs=() new_jobs=()
 for i in "${!job_ids[@]}"; do
   job_id="${job_ids[i]}"
   say "==> Scheduler job ${job_id} ('${job_schedules[i]}' in ${job_zones[i]})"
@@ -659,11 +687,14 @@ for i in "${!job_ids[@]}"; do
     --quiet
   )
   if exists gcloud scheduler jobs describe "$job_id" --location="$REGION" "${project[@]}" --format='value(name)'; then
+    existing_jobs+=("$job_id")
     # Update only adds or replaces headers: a header dropped from JOB_HEADERS stays until cleared
     # with `gcloud scheduler jobs update http JOB --clear-headers`.
     if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--update-headers="$JOB_HEADERS"); fi
     run gcloud scheduler jobs update http "$job_id" "${job_flags[@]}"
   else
+    new_jobs+=("$job_id")
+    say "  ${job_id} has no Scheduler job yet: $( ((DRY_RUN)) && echo 'deploy.sh (without --dry-run) creates it' || echo 'creating it')"
     if [[ -n "$JOB_HEADERS" ]]; then job_flags+=(--headers="$JOB_HEADERS"); fi
     run gcloud scheduler jobs create http "$job_id" "${job_flags[@]}"
   fi
@@ -695,7 +726,11 @@ elif ((PRUNE)); then
     run gcloud scheduler jobs delete "$job_id" --location="$REGION" "${project[@]}" --quiet
   done
 else
-  say "  ${undeclared[*]}: kept; run again with --prune to delete them"
+  for job_id in "${undeclared[@]}"; do
+    say "  ${job_id}: calls ${FUNCTION_NAME} but is not declared (removed, or renamed$( ((${#new_jobs[@]} > 0)) && printf ' to %s?' "${new_jobs[*]}")): it gets 404 unknown_job at every slot"
+    say "    its history stays readable: npm run runs -- --job $(quote_word "$job_id") --since 30d"
+    say "    delete it: ./deploy.sh --prune (or gcloud scheduler jobs delete $(quote_word "$job_id") --location=${REGION} --project=${GOOGLE_CLOUD_PROJECT})"
+  done
 fi
 
 # Log-based metrics (GA) of the function's own log lines, labelled by job; with ALERT_CHANNELS, alert
@@ -742,8 +777,11 @@ scheduler_summary() {
     printf '  %-14s  %s\n' "$label" "${job_ids[i]}: '${job_schedules[i]}' in ${job_zones[i]}, attempt deadline ${job_deadlines[i]} s, ${retries}"
     label=''
   done
+  if ((${#new_jobs[@]} > 0)); then
+    printf '  %-14s  %s\n' 'New' "${new_jobs[*]} (had no Scheduler job: $( ((DRY_RUN)) && echo 'would be created' || echo created))"
+  fi
   if ((${#undeclared[@]} > 0)); then
-    printf '  %-14s  %s\n' 'Not declared' "${undeclared[*]} ($( ((PRUNE)) && echo deleted || echo 'kept: --prune deletes them'))"
+    printf '  %-14s  %s\n' 'Not declared' "${undeclared[*]} ($( ((PRUNE)) && echo deleted || echo 'kept: --prune deletes them; npm run runs -- --job ID shows their history'))"
   fi
 }
 
@@ -759,7 +797,7 @@ ${summary_title}
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
 $(scheduler_summary)
-  Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION}, lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at)
+  Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION} (+ ${RUNS_COLLECTION}_jobs), lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at; composite indexes for npm run runs)
   Metrics         ${FUNCTION_NAME}-runs-{processed,failed,failed-after-retries,missed,lease-lost} (by job)
   Alerts          $( ((${#alert_summary[@]} > 0)) && printf '%s policies to %s' "${#alert_summary[@]}" "$ALERT_CHANNELS" || printf 'none (set ALERT_CHANNELS to add them)')
 

@@ -46,10 +46,18 @@ function whatNext(event: AttemptEvent): string {
 export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
   const job = event.jobId.padEnd(idWidth);
   const slot = `slot ${toUtcRfc3339(event.scheduleTime)}`;
+  if (event.type === 'delayed') {
+    return `${' '.repeat(14)}  ${job}  ${slot}  delayed: fires when the execution of slot ${toUtcRfc3339(
+      event.outstanding,
+    )} ends (Scheduler runs one execution of a job at a time)`;
+  }
+  if (event.type === 'dropped') {
+    return `${' '.repeat(14)}  ${job}  ${slot}  dropped: ${event.jobId} is no longer declared, so its retries stop (its history: npm run runs -- --job ${event.jobId})`;
+  }
   if (event.type === 'skipped') {
     return `${' '.repeat(14)}  ${job}  ${slot}  skipped: the execution of slot ${toUtcRfc3339(
       event.outstanding,
-    )} is still retrying (Scheduler allows one at a time)`;
+    )} is still outstanding and a slot is already delayed (Scheduler allows one at a time)`;
   }
   const attempt = `attempt ${event.attempt}${event.forced ? ' (forced run)' : ''}`;
   const columns = [

@@ -10,7 +10,15 @@
  */
 import type { SlotRow, SlotState } from '../src/policy/run-history.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import { countedRows, humanDuration, nextStep, stateText, type Target } from './format-runs.ts';
+import {
+  countedRows,
+  humanDuration,
+  nextStep,
+  noRunRows,
+  type RowMarks,
+  stateText,
+  type Target,
+} from './format-runs.ts';
 
 /** Every state a slot can show, in the legend's order, with its colour (CSS). */
 export const STATE_COLOURS = {
@@ -40,11 +48,11 @@ function scriptJson(value: unknown): string {
 }
 
 /** What the details panel shows for one slot, field by field (label → text). */
-function detailOf(row: SlotRow, counted: boolean, target: Target): [string, string][] {
+function detailOf(row: SlotRow, state: string, target: Target): [string, string][] {
   const fields: [string, string | undefined][] = [
     ['job', row.job],
     ['slot (UTC)', toUtcRfc3339(row.slot)],
-    ['state', stateText(row, counted)],
+    ['state', state],
     ['run id', row.runId],
     ['attempts', String(row.attempts)],
     ['started late', humanDuration(row.startedLateMs)],
@@ -133,22 +141,29 @@ export interface HtmlMeta {
  * @param target - where the next-step commands deliver (`--url`), as in `--check`.
  * @example writeFileSync('runs.html', runsHtml(rows, { generatedAt: new Date(), window: '--since 24h' }));
  */
-export function runsHtml(rows: readonly SlotRow[], meta: HtmlMeta, target: Target = {}): string {
+export function runsHtml(
+  rows: readonly SlotRow[],
+  meta: HtmlMeta,
+  target: Target = {},
+  marks: RowMarks = new Map(),
+): string {
   const counted = countedRows(rows);
+  const noRun = noRunRows(rows, counted);
+  const textOf = (row: SlotRow) => stateText(row, counted.has(row), noRun.has(row), marks.get(row));
   const jobs = [...new Set(rows.map((row) => row.job))];
   const details: [string, string][][] = [];
   const sections = jobs.map((job) => {
     const own = rows.filter((row) => row.job === job);
     const cells = own.map((row) => {
-      const index = details.push(detailOf(row, counted.has(row), target)) - 1;
+      const index = details.push(detailOf(row, textOf(row), target)) - 1;
       const classes = [
         'slot',
         `state-${row.state}`,
         `kind-${row.kind}`,
         ...(row.state === 'failed' && !row.final ? ['retrying'] : []),
-        ...(row.state === 'missed' && !counted.has(row) ? ['early'] : []),
+        ...((row.state === 'missed' && !counted.has(row)) || noRun.has(row) ? ['early'] : []),
       ];
-      const tip = `${toUtcRfc3339(row.slot)} ${stateText(row, counted.has(row))}${
+      const tip = `${toUtcRfc3339(row.slot)} ${textOf(row)}${
         row.lastError === undefined ? '' : ` — ${row.lastError}`
       }`;
       return `<button type="button" class="${classes.join(' ')}" data-index="${index}" data-state="${row.state}" data-kind="${row.kind}" title="${escapeHtml(tip)}" aria-label="${escapeHtml(tip)}"></button>`;

@@ -61,28 +61,62 @@ export function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
 }
 
 /**
- * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
- * forced run, or a re-run slot, says so; so does a missed slot `--check` does not count.
+ * The rows to show as `no run (before first record)`: `pending` slots (no record, inside the retry
+ * window) before their job's oldest slot with a record in the window. Such a slot will not run:
+ * Scheduler never has two executions of a job outstanding, and a later one left a record; e.g. the
+ * hour before a fresh `npm run dev`. Never shown as `pending`, which reads "will still run".
  */
-export function stateText(row: SlotRow, counted: boolean): string {
+export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows)): Set<SlotRow> {
+  const firstRecord = new Map<string, number>();
+  for (const row of rows) {
+    if (row.kind !== 'slot' || !hasRecord(row)) continue;
+    const at = firstRecord.get(row.job);
+    if (at === undefined || row.slot.getTime() < at) firstRecord.set(row.job, row.slot.getTime());
+  }
+  return new Set(
+    rows.filter(
+      (row) =>
+        row.kind === 'slot' &&
+        row.state === 'pending' &&
+        !counted.has(row) &&
+        row.slot.getTime() < (firstRecord.get(row.job) ?? Number.NEGATIVE_INFINITY),
+    ),
+  );
+}
+
+/**
+ * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
+ * forced run, or a re-run slot, says so; so does a missed slot `--check` does not count; a pending
+ * slot before the job's first record reads `no run (before first record)` (`noRun`).
+ */
+export function stateText(row: SlotRow, counted: boolean, noRun = false, mark?: string): string {
+  if (noRun) return 'no run (before first record)';
   const state =
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
   const notes = [
+    ...(mark === undefined ? [] : [mark]),
     ...(row.kind === 'slot' ? [] : [row.kind]),
     ...(row.state === 'missed' && !counted ? ['before first record'] : []),
   ];
   return notes.length === 0 ? state : `${state} (${notes.join(', ')})`;
 }
 
+/**
+ * What marks a row beyond its state, by row: `undeclared` (a record of an id no longer declared),
+ * `old schedule` (a record at a time no slot of today's schedule has).
+ */
+export type RowMarks = ReadonlyMap<SlotRow, string>;
+
 /** The rows as an aligned table, oldest slot first within each job. */
-export function runsTable(rows: readonly SlotRow[]): string {
+export function runsTable(rows: readonly SlotRow[], marks: RowMarks = new Map()): string {
   const counted = countedRows(rows);
+  const noRun = noRunRows(rows, counted);
   return formatTable([
     ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
     ...rows.map((row) => [
       row.job,
       toUtcRfc3339(row.slot),
-      stateText(row, counted.has(row)),
+      stateText(row, counted.has(row), noRun.has(row), marks.get(row)),
       String(row.attempts),
       humanDuration(row.startedLateMs),
       humanDuration(row.durationMs),
@@ -95,18 +129,22 @@ export function runsTable(rows: readonly SlotRow[]): string {
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
  * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "rerunOf", "notes",
- * "beforeFirstRecord" }]`, absent values as `null`. `beforeFirstRecord` is true for a slot older than
- * its job's oldest slot with a record in the window (`--check` does not count it if missed).
+ * "beforeFirstRecord", "mark" }]`, absent values as `null`; `mark` is `undeclared` or `old schedule`
+ * ({@link RowMarks}). `beforeFirstRecord` is true for a slot older than
+ * its job's oldest slot with a record in the window (`--check` does not count it if missed); such a
+ * slot with no record inside its retry window has `state` `no_run`, never `pending`
+ * ({@link noRunRows}).
  */
-export function runsJson(rows: readonly SlotRow[]): string {
+export function runsJson(rows: readonly SlotRow[], marks: RowMarks = new Map()): string {
   const counted = countedRows(rows);
+  const noRun = noRunRows(rows, counted);
   return JSON.stringify(
     rows.map((row) => ({
       job: row.job,
       slot: toUtcRfc3339(row.slot),
       kind: row.kind,
       runId: row.runId,
-      state: row.state,
+      state: noRun.has(row) ? 'no_run' : row.state,
       final: row.final,
       attempts: row.attempts,
       startedLateMs: row.startedLateMs ?? null,
@@ -117,6 +155,7 @@ export function runsJson(rows: readonly SlotRow[]): string {
       rerunOf: row.rerunOf,
       notes: row.notes,
       beforeFirstRecord: !counted.has(row),
+      mark: marks.get(row) ?? null,
     })),
     null,
     2,
@@ -167,9 +206,10 @@ export function nextStep(row: SlotRow, target: Target = {}): string | undefined 
  * // ['runs --check: charge-customers 2026-12-01T09:42:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z']
  */
 export function checkLines(failures: readonly SlotRow[], now: Date, target: Target = {}): string[] {
-  const lines = failures.map(
-    (row) =>
-      `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}: ${nextStep(row, target)}`,
+  const lines = failures.map((row) =>
+    row.state === 'unreadable'
+      ? `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} unreadable (${row.lastError ?? 'unknown field'}): repair or delete the document ${row.runId} (docs/operations.md, "An unreadable record")`
+      : `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}: ${nextStep(row, target)}`,
   );
   const jobs = [...new Set(failures.map((row) => row.job))];
   for (const job of jobs) {
@@ -185,7 +225,8 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
 }
 
 /**
- * The slots that fail `--check`: missed, or failed past the job's retry window. A job's missed slots
+ * The slots that fail `--check`: missed, failed past the job's retry window, or unreadable (a
+ * record this version would never write: nobody can tell whether it ran). A job's missed slots
  * before its oldest slot with a record in the window do not count: the job may not have existed.
  */
 export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
@@ -193,7 +234,7 @@ export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
   return rows.filter(
     (row) =>
       row.kind === 'slot' &&
-      row.final &&
-      (row.state === 'failed' || (row.state === 'missed' && counted.has(row))),
+      (row.state === 'unreadable' ||
+        (row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))))),
   );
 }

@@ -51,7 +51,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const jobs = await loadJobs(env);
   if (options.deploy) console.log(deployLines(jobs));
   else if (options.json) console.log(jobsJson(upcoming(jobs, after, count)));
-  else console.log(jobsTable(upcoming(jobs, after, count)));
+  else {
+    console.log(jobsTable(upcoming(jobs, after, count)));
+    // This command reads the declarations only; Cloud Scheduler's side needs gcloud and a project.
+    console.error(
+      'jobs: which of these have a Scheduler job, and which Scheduler jobs call the function without being declared (a rename): ./deploy.sh --dry-run',
+    );
+  }
   return 0;
 }
 

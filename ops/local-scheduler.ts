@@ -18,10 +18,17 @@
  * - Success is an answer in [200, 299]; anything else, no answer, or a lost answer is a failed
  *   attempt, retried after the back-off of `src/retry-policy.ts` (RetryConfig's documented
  *   sequence) until both retry limits are reached.
- * - One outstanding execution per job: "Cloud Scheduler will never allow two simultaneously
- *   outstanding executions" (Job.schedule), and "the next scheduled execution time might be skipped
- *   if the retries continue through that time" ("Retry jobs"): a slot that comes while the job's
- *   previous execution still retries is skipped, and reported.
+ * - One outstanding execution per job: "As a general rule, execution n + 1 of a job will not begin
+ *   until execution n has finished. Cloud Scheduler will never allow two simultaneously outstanding
+ *   executions" (Job.schedule, https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs
+ *   and https://cloud.google.com/python/docs/reference/cloudscheduler/latest/google.cloud.scheduler_v1.types.Job),
+ *   and "the next scheduled execution time might be skipped if the retries continue through that
+ *   time" ("Retry jobs", https://cloud.google.com/scheduler/docs/configuring/retry-jobs). So a slot
+ *   that comes while the job's previous execution is outstanding (running or retrying) is
+ *   *delayed*: it fires, with its own schedule time, as soon as that execution ends. A further slot
+ *   that comes while one is already delayed is skipped, and reported.
+ * - Jobs no longer declared ({@link LocalScheduler.setJobs} after a reload): their retries and
+ *   their delayed slot are dropped, and reported, as a deleted Scheduler job stops retrying.
  * - A forced run ({@link LocalScheduler.fire}, like `gcloud scheduler jobs run`) "will dispatch the
  *   job, even if the job is already running" (jobs.run), and its schedule-time header carries "the
  *   timestamp of the next scheduled execution" ("deduplicate job requests" guide).
@@ -157,8 +164,24 @@ export interface SkippedEvent {
   readonly outstanding: Date;
 }
 
+/** A slot held back until the job's outstanding execution ends (Job.schedule). */
+export interface DelayedEvent {
+  readonly type: 'delayed';
+  readonly jobId: string;
+  readonly scheduleTime: Date;
+  /** The schedule time of the outstanding execution. */
+  readonly outstanding: Date;
+}
+
+/** An execution whose retries stopped because its job is no longer declared. */
+export interface DroppedEvent {
+  readonly type: 'dropped';
+  readonly jobId: string;
+  readonly scheduleTime: Date;
+}
+
 /** What the Scheduler reports, as it happens. */
-export type SchedulerEvent = AttemptEvent | SkippedEvent;
+export type SchedulerEvent = AttemptEvent | SkippedEvent | DelayedEvent | DroppedEvent;
 
 /** How an execution (a slot's attempts and retries) ended. */
 export interface ExecutionResult {
@@ -228,6 +251,10 @@ export class LocalScheduler {
   readonly #timers = new Map<string, () => void>();
   /** The outstanding execution of each job, by id, with its schedule time. */
   readonly #outstanding = new Map<string, Date>();
+  /** The slot of each job held back until its outstanding execution ends, by id. */
+  readonly #delayed = new Map<string, { job: SchedulerJob; slot: Date }>();
+  /** Aborted for a job that is no longer declared: ends its executions' retries. */
+  readonly #undeclared = new Map<string, AbortController>();
   /** Every execution and duplicate delivery not yet settled. */
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #stopping = new AbortController();
@@ -253,6 +280,15 @@ export class LocalScheduler {
     for (const cancel of this.#timers.values()) cancel();
     this.#timers.clear();
     this.#jobs = jobs;
+    const declared = new Set(jobs.map((job) => job.id));
+    for (const [id, controller] of this.#undeclared) {
+      if (!declared.has(id)) controller.abort();
+    }
+    for (const [id, { slot }] of this.#delayed) {
+      if (declared.has(id)) continue;
+      this.#delayed.delete(id);
+      this.#options.onEvent?.({ type: 'dropped', jobId: id, scheduleTime: slot });
+    }
     if (!this.#stopping.signal.aborted) this.start();
   }
 
@@ -323,19 +359,44 @@ export class LocalScheduler {
     // Slots passed while the clock jumped (a suspended laptop) are not fired late.
     this.#arm(job, Math.max(this.#clock.now(), slot.getTime()));
     const outstanding = this.#outstanding.get(job.id);
-    if (outstanding !== undefined) {
+    if (outstanding === undefined) {
+      this.#startExecution(job, slot);
+    } else if (!this.#delayed.has(job.id)) {
+      this.#delayed.set(job.id, { job, slot });
+      this.#options.onEvent?.({ type: 'delayed', jobId: job.id, scheduleTime: slot, outstanding });
+    } else {
       this.#options.onEvent?.({ type: 'skipped', jobId: job.id, scheduleTime: slot, outstanding });
-      return;
     }
+  }
+
+  /** Starts the execution of a slot; when it ends, the slot delayed meanwhile, if any, starts. */
+  #startExecution(job: SchedulerJob, slot: Date): void {
     this.#outstanding.set(job.id, slot);
     void this.#track(this.#execute(job, slot, false)).finally(() => {
       if (this.#outstanding.get(job.id) === slot) this.#outstanding.delete(job.id);
+      const delayed = this.#delayed.get(job.id);
+      this.#delayed.delete(job.id);
+      if (delayed !== undefined && !this.#stopping.signal.aborted) {
+        this.#startExecution(delayed.job, delayed.slot);
+      }
     });
+  }
+
+  /** The signal that ends the retries of `jobId`'s executions once it is no longer declared. */
+  #dropSignal(jobId: string): AbortSignal {
+    let controller = this.#undeclared.get(jobId);
+    if (controller === undefined || controller.signal.aborted) {
+      controller = new AbortController();
+      this.#undeclared.set(jobId, controller);
+    }
+    return controller.signal;
   }
 
   /** One execution: the first attempt and its retries, until success or the retry limits. */
   async #execute(job: SchedulerJob, scheduleTime: Date, forced: boolean): Promise<ExecutionResult> {
     const firstAttemptAt = this.#clock.now();
+    const dropped = this.#dropSignal(job.id);
+    const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
     for (let attempt = 1; ; attempt++) {
       const answer = await this.#attempt(job, scheduleTime, attempt, forced);
       const ok = !answer.dropped && answer.status !== undefined && answer.status < 300;
@@ -357,8 +418,11 @@ export class LocalScheduler {
           ...(answer.status === undefined ? {} : { lastStatus: answer.status }),
         };
       }
-      await sleepOn(this.#clock, next.inMs, this.#stopping.signal);
-      if (this.#stopping.signal.aborted) {
+      await sleepOn(this.#clock, next.inMs, waitSignal);
+      if (dropped.aborted && !this.#stopping.signal.aborted) {
+        this.#options.onEvent?.({ type: 'dropped', jobId: job.id, scheduleTime });
+      }
+      if (waitSignal.aborted) {
         return { jobId: job.id, scheduleTime, succeeded: false, attempts: attempt };
       }
     }

@@ -1,22 +1,114 @@
 /**
- * Queries of the runs collection that only the operations commands make. The function reads slots
- * by run id and queries nothing.
+ * Queries of the runs collection that only the operations commands make, each built from its
+ * declared spec in `ops/indexes.ts` (which `deploy.sh` creates the composite index of). The function
+ * reads slots by run id and queries nothing.
  */
+import { Timestamp } from '@google-cloud/firestore';
 import type { RunDocuments } from '../src/core/run-documents.ts';
-import { Field, RunKind, type StoredRecord } from '../src/core/run-record.ts';
+import type { StoredRecord } from '../src/core/run-record.ts';
+import {
+  buildQuery,
+  type Equalities,
+  KINDS_OUTSIDE_SLOTS,
+  type PageCursor,
+  QUERIES,
+  type QuerySpec,
+} from './indexes.ts';
+
+/** Documents per page of a query: bounds one call's wait, never what is listed. */
+export const PAGE_SIZE = 300;
+/** The most records one listing returns: a bound on memory, said when reached. */
+export const MAX_LISTED = 10_000;
+
+/** A listing: the records found, newest first, and whether {@link MAX_LISTED} cut it short. */
+export interface Listing {
+  readonly records: { runId: string; record: StoredRecord }[];
+  /** True if more records matched than were returned (the oldest were left out). */
+  readonly truncated: boolean;
+}
+
+async function pages(
+  documents: RunDocuments,
+  spec: QuerySpec,
+  values: Equalities,
+  window: { from?: Date; to?: Date },
+  pageSize: number,
+  max: number,
+): Promise<Listing> {
+  const records: { runId: string; record: StoredRecord }[] = [];
+  const from = window.from === undefined ? undefined : Timestamp.fromDate(window.from);
+  const to = window.to === undefined ? undefined : Timestamp.fromDate(window.to);
+  let cursor: PageCursor | undefined;
+  for (;;) {
+    const page = await documents.query((runs) =>
+      buildQuery(runs, spec, values, {
+        ...(from === undefined ? {} : { from }),
+        ...(to === undefined ? {} : { to }),
+        ...(cursor === undefined ? {} : { cursor }),
+        limit: pageSize,
+      }),
+    );
+    for (const { runId, record } of page) {
+      if (records.length === max) return { records, truncated: true };
+      records.push({ runId, record });
+    }
+    const last = page.at(-1);
+    if (page.length < pageSize || last === undefined) return { records, truncated: false };
+    const value = last.record.status === 'unreadable' ? undefined : last.record.scheduleTime;
+    // A record without a readable schedule time cannot be ordered by it; the query never returns one.
+    if (value === undefined) return { records, truncated: false };
+    cursor = { value: Timestamp.fromDate(value), runId: last.runId };
+  }
+}
 
 /**
- * The records of runs that are not a slot's (manual and forced runs, re-runs), at most `limit`: one query on
- * the single field `run_kind` (Firestore's automatic single-field index; no composite index).
+ * The manual and forced runs of job `jobId` (re-runs of them included) whose schedule time lies in
+ * [`from`, `to`], newest first, every page followed: one query per page on `job_name`, `run_kind`
+ * and `schedule_time` (composite index `QUERIES.runsOutsideSlots`), so other jobs' runs never
+ * crowd a job's out.
+ *
+ * @throws {LedgerUnavailableError} if Firestore fails (`FAILED_PRECONDITION` if the index is missing:
+ *   `./deploy.sh` creates it).
+ * @example const { records } = await runsOutsideSlots(documents, 'nightly-report', from, now);
+ */
+export function runsOutsideSlots(
+  documents: RunDocuments,
+  jobId: string,
+  from: Date,
+  to: Date,
+  options: { pageSize?: number; max?: number } = {},
+): Promise<Listing> {
+  return pages(
+    documents,
+    QUERIES.runsOutsideSlots,
+    [jobId, KINDS_OUTSIDE_SLOTS],
+    { from, to },
+    options.pageSize ?? PAGE_SIZE,
+    options.max ?? MAX_LISTED,
+  );
+}
+
+/**
+ * Every record whose `job_name` is `jobId` and whose schedule time lies in [`from`, `to`], newest
+ * first: the history of a job id that is no longer declared (renamed or removed), from the records'
+ * own fields (composite index `QUERIES.recordsOfJob`).
  *
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const runs = await runsOutsideSlots(documents, 200);
+ * @example const { records } = await recordsOfJob(documents, 'old-name', from, now);
  */
-export async function runsOutsideSlots(
+export function recordsOfJob(
   documents: RunDocuments,
-  limit = 500,
-): Promise<{ runId: string; record: StoredRecord }[]> {
-  return documents.query((runs) =>
-    runs.where(Field.kind, 'in', [RunKind.Manual, RunKind.Forced, RunKind.Rerun]).limit(limit),
+  jobId: string,
+  from: Date | undefined,
+  to: Date,
+  options: { pageSize?: number; max?: number } = {},
+): Promise<Listing> {
+  return pages(
+    documents,
+    QUERIES.recordsOfJob,
+    [jobId],
+    { ...(from === undefined ? {} : { from }), to },
+    options.pageSize ?? PAGE_SIZE,
+    options.max ?? MAX_LISTED,
   );
 }

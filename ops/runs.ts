@@ -14,8 +14,10 @@
  * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed (one before the job's oldest
- * record in the window does not count), or failed past its retry window; each line it prints ends
- * with the command that fixes it (`checkLines`). `--backfill` then
+ * record in the window does not count), failed past its retry window, or unreadable; each line it
+ * prints ends with the command that fixes it (`checkLines`). A window of more than `MAX_SLOTS`
+ * (10,000) slots of a job shows its newest slots, never the oldest, and `--check` then exits 3
+ * ({@link EXIT_TOO_LARGE}) if it found nothing else: a window it cannot judge is never green. `--backfill` then
  * delivers every missed slot of the window, oldest first, one at a time, as Scheduler would (to
  * the local function, or `--url` with an ID token: `ops/deliver.ts`), and prints what each got; it
  * exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid declarations or configuration,
@@ -26,22 +28,27 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
+import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
+import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
-import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { MAX_SLOTS, previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
 import { checkFailures, checkLines, parseDuration, runsJson, runsTable } from './format-runs.ts';
-import { runsOutsideSlots } from './run-queries.ts';
+import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
-       [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
+       [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
+exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unreadable slots);
+             2 bad arguments; 3 --check found none, but a window held more than 10000 slots of a job
+             (only its newest were judged: narrow --since)`;
 const DEFAULT_SLOTS = 10;
 
 function pairs(values: readonly string[] | undefined, what: string): Record<string, string> {
@@ -101,18 +108,72 @@ function durationArg(text: string): number {
   }
 }
 
-/** The slots of `job` to show: those in [now − since, now], or its last {@link DEFAULT_SLOTS}. */
-function slotsOf(job: DeclaredJob, now: Date, sinceMs: number | undefined): Date[] {
-  if (sinceMs !== undefined) {
-    const range = slotsBetween(job, new Date(now.getTime() - sinceMs), new Date(now.getTime() + 1));
-    if (range.truncated) {
-      console.error(
-        `runs: ${job.id}: the window holds more than ${range.slots.length} slots; showing the oldest ${range.slots.length} (narrow --since to see the latest)`,
-      );
-    }
-    return [...range.slots];
+/**
+ * A stand-in declaration for an id that is no longer declared, to judge its records: Scheduler's
+ * default retry settings (its own are unknown now), a schedule that is never consulted.
+ */
+function undeclaredJob(id: string): DeclaredJob {
+  return validateJobs([
+    defineJob({ id, schedule: '0 0 1 1 *', run: () => undefined }),
+  ])[0] as DeclaredJob;
+}
+
+/** The rows of records found by a query, each at its own schedule time (records without one are left out). */
+function rowsOf(
+  job: DeclaredJob,
+  records: readonly { runId: string; record: StoredRecord }[],
+  now: Date,
+): SlotRow[] {
+  return records.flatMap(({ runId, record }) => {
+    const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
+    return when === undefined || when > now ? [] : [slotRow(job, when, runId, record, now)];
+  });
+}
+
+function listingCut(id: string): void {
+  console.error(
+    `runs: ${id}: more than ${MAX_LISTED} records outside its slots in the window; showing the newest (narrow --since)`,
+  );
+}
+
+/** Exit status of `--check` when a window holds more slots than it judges ({@link MAX_SLOTS}). */
+const EXIT_TOO_LARGE = 3;
+
+/**
+ * The slots of `job` to show: those in [now − since, now], or its last {@link DEFAULT_SLOTS}. A
+ * window of more than {@link MAX_SLOTS} slots keeps the *newest* ones (the slots a monitor must
+ * see), and says so with `truncated`.
+ */
+function slotsOf(
+  job: DeclaredJob,
+  now: Date,
+  sinceMs: number | undefined,
+): { slots: Date[]; truncated: boolean } {
+  const end = new Date(now.getTime() + 1);
+  if (sinceMs === undefined) {
+    return { slots: previousSlots(job, end, DEFAULT_SLOTS), truncated: false };
   }
-  return previousSlots(job, new Date(now.getTime() + 1), DEFAULT_SLOTS);
+  const from = new Date(now.getTime() - sinceMs);
+  const range = slotsBetween(job, from, end);
+  if (!range.truncated) return { slots: [...range.slots], truncated: false };
+  return { slots: newestSlots(job, range.slots, end), truncated: true };
+}
+
+/**
+ * The newest slots of `job` in [from, to), at most {@link MAX_SLOTS}, oldest first, given the
+ * oldest `first` of them (a truncated range from `from`). Walking back thousands of slots is slow
+ * (croner walks back one at a time), so this starts as far before `to` as `first` spans and moves
+ * the start later until the range fits: every slot after the start is there, none skipped.
+ */
+function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[] {
+  const oldest = first[0]?.getTime() ?? to.getTime();
+  const newest = first.at(-1)?.getTime() ?? to.getTime();
+  let span = Math.max(newest - oldest + 1, 1000);
+  for (;;) {
+    const range = slotsBetween(job, new Date(to.getTime() - span), to);
+    if (!range.truncated) return [...range.slots];
+    span = Math.floor(span * 0.9);
+  }
 }
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -159,7 +220,21 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers: pairs(args['scope-header'], 'scope-header'),
     params: pairs(args['scope-param'], 'scope-param'),
   });
-  const jobs = selectJobs(await loadJobs(env), args.job);
+  const declared = await loadJobs(env);
+  // `--job` may name an id that is no longer declared: its history is read from its records.
+  const undeclared = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
+  for (const id of undeclared) {
+    if (!isJobId(id)) throw new UsageError(`--job "${id}" is not a job id (${JOB_ID_RULE})`);
+  }
+  if (undeclared.length > 0 && (args.check || args.backfill)) {
+    throw new UsageError(
+      `--check and --backfill judge declared jobs; ${undeclared.join(', ')} is not declared (declared: ${declared.map((j) => j.id).join(', ')})`,
+    );
+  }
+  const jobs = selectJobs(
+    declared,
+    args.job?.filter((id) => !undeclared.includes(id)) ?? undefined,
+  );
 
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
@@ -179,13 +254,22 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     },
   );
   const rows: SlotRow[] = [];
+  /** Rows to mark: a record of an id no longer declared, or of a time no slot of the schedule has. */
+  const marks = new Map<SlotRow, string>();
   let warned = false;
+  /** Jobs whose window held more slots than one call judges. */
+  const tooLarge: string[] = [];
   const history = new RunHistory(documents);
-  const outside = await runsOutsideSlots(documents);
+  const at = args.now === undefined ? undefined : now;
   for (const job of jobs) {
-    const at = args.now === undefined ? undefined : now;
-    const slots = slotsOf(job, now, sinceMs);
+    const { slots, truncated } = slotsOf(job, now, sinceMs);
     const oldest = slots[0];
+    if (truncated) {
+      tooLarge.push(job.id);
+      console.error(
+        `runs: ${job.id}: the window holds more than ${MAX_SLOTS} slots; showing the newest ${slots.length}, from ${oldest === undefined ? '-' : toUtcRfc3339(oldest)} (narrow --since, or check older slots with --now)`,
+      );
+    }
     if (!warned && oldest !== undefined && now.getTime() - oldest.getTime() > config.retentionMs) {
       warned = true;
       console.error(
@@ -193,21 +277,45 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       );
     }
     const read = await readHistory(history, job, slots, scope, at);
-    // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are
-    // listed, not computed (one query on run_kind for all jobs); a re-run sorts after its slot.
-    const from = slots[0]?.getTime() ?? now.getTime();
-    const extra = outside
-      .filter(({ record }) => record.status !== 'unreadable' && record.jobName === job.id)
-      .map(({ runId, record }) => {
-        const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
-        return when === undefined
-          ? undefined
-          : slotRow(job, when, runId, record, at ?? read.readTime);
-      })
-      .filter(
-        (row): row is SlotRow => row !== undefined && row.slot.getTime() >= from && row.slot <= now,
-      );
+    const judgedAt = at ?? read.readTime;
+    // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
+    // a query of this job's runs, newest first, every page followed.
+    const from = oldest ?? now;
+    const outside = await runsOutsideSlots(documents, job.id, from, now);
+    if (outside.truncated) listingCut(job.id);
+    const extra = rowsOf(job, outside.records, judgedAt);
+    // With --job: records of the id at times no slot of today's schedule has (an old schedule).
+    if (args.job !== undefined) {
+      const slotIds = new Set(read.rows.map((row) => row.runId));
+      const own = await recordsOfJob(documents, job.id, from, now);
+      if (own.truncated) listingCut(job.id);
+      for (const row of rowsOf(
+        job,
+        own.records.filter(
+          ({ runId, record }) =>
+            record.status !== 'unreadable' && record.kind === 'slot' && !slotIds.has(runId),
+        ),
+        judgedAt,
+      )) {
+        marks.set(row, 'old schedule');
+        extra.push(row);
+      }
+    }
     rows.push(...[...read.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+  }
+  for (const id of undeclared) {
+    // An id no longer declared (renamed or removed): its records, from their own job_name.
+    const job = undeclaredJob(id);
+    const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
+    const own = await recordsOfJob(documents, id, from, now, {
+      max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
+    });
+    if (own.truncated && sinceMs !== undefined) listingCut(id);
+    const found = rowsOf(job, own.records, at ?? (await documents.serverTime()));
+    for (const row of found) marks.set(row, 'undeclared');
+    if (found.length === 0)
+      console.error(`runs: ${id}: not declared, and no record of it in the window`);
+    rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   if (args.html !== undefined) {
     const page = runsHtml(
@@ -217,6 +325,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         window: sinceMs === undefined ? `the last ${DEFAULT_SLOTS} slots` : `--since ${args.since}`,
       },
       { url: args.url },
+      marks,
     );
     if (args.html === '-') process.stdout.write(page);
     else {
@@ -224,13 +333,20 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
     }
   } else {
-    console.log(args.json ? runsJson(rows) : runsTable(rows));
+    console.log(args.json ? runsJson(rows, marks) : runsTable(rows, marks));
   }
   if (args.backfill) return backfill(rows, args, env);
   if (!args.check) return 0;
   const failures = checkFailures(rows);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
-  return failures.length > 0 ? 1 : 0;
+  if (failures.length > 0) return 1;
+  if (tooLarge.length > 0) {
+    console.error(
+      `runs --check: ${tooLarge.join(', ')}: the window is too large to judge (more than ${MAX_SLOTS} slots); only the newest were checked: narrow --since, or check older slots with --now (exit ${EXIT_TOO_LARGE})`,
+    );
+    return EXIT_TOO_LARGE;
+  }
+  return 0;
 }
 
 await runCommand('runs', USAGE, main);

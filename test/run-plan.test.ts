@@ -307,3 +307,129 @@ describe('overlap policy, two instances, a slow job', () => {
     assert.equal(calls.length, 2);
   });
 });
+
+describe('overlap by the job: the lock holds across slots without records', () => {
+  /** A job every minute whose 12:00 run lasts until released (a 150 s job, driven). */
+  function minuteJob(overlap: 'skip' | 'wait', gated = ['12:00']) {
+    const gates = new Map<string, () => void>();
+    const { jobs, calls } = counted(
+      { id: 'every-minute', schedule: '* * * * *', overlap },
+      (ctx) => {
+        const hhmm = ctx.scheduleTime.toISOString().slice(11, 16);
+        if (!gated.includes(hhmm)) return;
+        return new Promise<void>((resolve) => gates.set(hhmm, resolve));
+      },
+    );
+    return { jobs, calls, release: (hhmm: string) => gates.get(hhmm)?.() };
+  }
+  const slot = (time: string) => schedulerHeaders('every-minute', `2026-10-16T${time}:00Z`);
+  const ran = (calls: JobContext[]) => calls.map((c) => c.scheduleTime.toISOString().slice(11, 16));
+
+  it('wait: 12:01 waits with no record, and 12:02 does not start while 12:00 still runs', async () => {
+    const { jobs, calls, release } = minuteJob('wait');
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+    const running = a.request
+      .post('/')
+      .set(slot('12:00'))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const first = await b.request.post('/').set(slot('12:01'));
+    const second = await b.request.post('/').set(slot('12:02'));
+    release('12:00');
+    await running;
+    const afterwards = await b.request.post('/').set(slot('12:02'));
+
+    assert.deepEqual(
+      [first, second].map((r) => [r.status, r.body.outcome]),
+      [
+        [409, 'waiting'],
+        [409, 'waiting'],
+      ],
+    );
+    assert.equal(
+      await storedRecord(a.collection, first.body.runId).catch(() => undefined),
+      undefined,
+    );
+    assert.equal(afterwards.body.outcome, 'processed');
+    assert.deepEqual(ran(calls), ['12:00', '12:02']);
+  });
+
+  it('skip: 12:10 does not start while 12:00 runs, although 12:04 to 12:09 have no records', async () => {
+    const { jobs, calls, release } = minuteJob('skip');
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+    const running = a.request
+      .post('/')
+      .set(slot('12:00'))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const skipped = await b.request.post('/').set(slot('12:10'));
+    release('12:00');
+    const done = await running;
+
+    assert.deepEqual([skipped.status, skipped.body.outcome], [200, 'skipped']);
+    const record = await storedRecord(a.collection, skipped.body.runId);
+    assert.equal(record.blocked_by, done.body.runId);
+    assert.deepEqual(ran(calls), ['12:00']);
+  });
+
+  it('two slots delivered at once to two instances never both run', async () => {
+    const { jobs, calls, release } = minuteJob('wait', ['12:01', '12:02']);
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+
+    const answers = Promise.all([
+      a.request
+        .post('/')
+        .set(slot('12:01'))
+        .then((r) => r),
+      b.request
+        .post('/')
+        .set(slot('12:02'))
+        .then((r) => r),
+    ]);
+    await until(() => calls.length === 1);
+    // The loser answered 409 while the winner still runs; only then is the winner released.
+    const [runningSlot] = ran(calls);
+    const loser = runningSlot === '12:01' ? '12:02' : '12:01';
+    const again = await (loser === '12:01' ? a : b).request.post('/').set(slot(loser));
+    release(runningSlot as string);
+    const results = await answers;
+
+    assert.equal(again.body.outcome, 'waiting');
+    assert.deepEqual(results.map((r) => r.body.outcome).sort(), ['processed', 'waiting']);
+    assert.equal(calls.length, 1);
+  });
+
+  it('keeps the lock in the per-job collection, naming its holder, with expire_at for the TTL', async () => {
+    const { jobs, calls, release } = minuteJob('skip');
+    const a = serveJobs(jobs);
+    const running = a.request
+      .post('/')
+      .set(slot('12:00'))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const lock = await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap');
+    release('12:00');
+    const done = await running;
+
+    assert.equal(lock.holder_run_id, done.body.runId);
+    assert.ok(lock.expire_at, 'expire_at is set');
+  });
+
+  it('a job with overlap allow writes no lock', async () => {
+    const { jobs } = counted({ id: 'every-minute', schedule: '* * * * *' });
+    const a = serveJobs(jobs);
+
+    await a.request.post('/').set(slot('12:00'));
+
+    assert.equal(
+      await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap').catch(() => undefined),
+      undefined,
+    );
+  });
+});

@@ -154,11 +154,12 @@ export class RunDocuments {
   }
 
   /**
-   * Runs a query of the runs collection built by `build`, through the record converter.
+   * Runs a query of the runs collection built by `build`, through the record converter. Every query
+   * is built from a spec in `ops/indexes.ts`, which `deploy.sh` creates the composite index of.
    *
    * @throws {LedgerUnavailableError} if Firestore fails (e.g. `FAILED_PRECONDITION` for a query
    *   whose composite index does not exist).
-   * @example const runs = await documents.query((c) => c.where('job_name', '==', id).limit(100));
+   * @example const page = await documents.query((runs) => buildQuery(runs, spec, [id], { limit: 100 }));
    */
   async query(
     build: (collection: Query<StoredRecord>) => Query<StoredRecord>,

@@ -19,7 +19,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { reportEarlierSlots } from '../policy/missed-runs.ts';
-import { runningEarlierSlot } from '../policy/overlap.ts';
+import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
@@ -61,6 +61,7 @@ export interface HandlerDeps {
     | 'httpMethod'
     | 'missedCheckSlots'
     | 'forcedRunToleranceMs'
+    | 'leaseMs'
   >;
   /** The lease protocol each run goes through. */
   readonly ledger: Ledger;
@@ -126,7 +127,7 @@ function describe(result: RunOutcome, exposeErrors: boolean): { message: string;
       if (result.record.status === 'skipped') {
         return {
           message:
-            'Run skipped earlier: an earlier run of the job was still running (overlap policy "skip"); the job was not run.',
+            'Run skipped earlier: another run of the job was still running (overlap policy "skip"); the job was not run.',
           fields: { blockedBy: result.record.blockedBy },
         };
       }
@@ -220,26 +221,34 @@ async function rerunAnswer(deps: HandlerDeps, delivery: Delivery, known: Known) 
 }
 
 /**
- * The overlap policy's answer for a slot whose earlier slot still runs: `skipped` (recorded, 200)
- * or `waiting` (409, nothing written); `undefined` when the slot runs as usual.
+ * The overlap policy's answer for a slot while another run of its job holds the job's overlap lock
+ * (`policy/overlap.ts`): `skipped` (recorded, 200) or `waiting` (409, nothing written);
+ * `undefined` when the slot took the lock and runs as usual.
  *
- * @throws {LedgerUnavailableError} if the read or the `skipped` record fails.
+ * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
  */
 async function overlapRefusal(
-  history: RunHistoryPort,
+  deps: HandlerDeps,
   delivery: Delivery,
   known: Known,
 ): Promise<Answer | undefined> {
   const { job, run, plan } = delivery;
+  const { history } = deps;
   if (plan.overlap === 'allow') return undefined;
-  const blockedBy = await runningEarlierSlot(history, job, new Date(run.scheduleTime), run.scope);
+  const blockedBy = await takeOverlapLock(
+    { history, jobDocuments: deps.jobDocuments, leaseMs: deps.config.leaseMs },
+    job,
+    plan.runId,
+    new Date(run.scheduleTime),
+    run.scope,
+  );
   if (blockedBy === undefined) return undefined;
   const fields = { ...known.fields, blockedBy };
   if (plan.overlap === 'wait') {
     return {
       ...known,
       outcome: 'waiting',
-      message: `An earlier run of ${job.id} is still running (overlap policy "wait"); retry later.`,
+      message: `Another run of ${job.id} is still running (overlap policy "wait"); retry later.`,
       fields,
     };
   }
@@ -248,7 +257,7 @@ async function overlapRefusal(
   return {
     ...known,
     outcome: 'skipped',
-    message: `Not run: an earlier run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
+    message: `Not run: another run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
     fields,
   };
 }
@@ -466,7 +475,7 @@ async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): 
   const delivery: Delivery = { job, run, plan };
   const rerunRefused = await step(known, () => rerunAnswer(deps, delivery, known));
   if (rerunRefused !== undefined) return rerunRefused;
-  const refusal = await step(known, () => overlapRefusal(deps.history, delivery, known));
+  const refusal = await step(known, () => overlapRefusal(deps, delivery, known));
   if (refusal !== undefined) return refusal;
   return step(known, () => runDelivery(deps, delivery, known, logger)) as Promise<Answer>;
 }

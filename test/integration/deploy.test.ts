@@ -21,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { fieldConfigs, INDEXES } from '../../ops/indexes.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 
@@ -81,6 +82,10 @@ case "$1 $2 $3" in
   "scheduler jobs create") touch "$state/job-$5" ;;
   "scheduler jobs delete") rm "$state/job-$4" ;;
   "scheduler jobs list") for job in "$state"/job-*; do [[ ! -e "$job" ]] || echo "\${job##*/job-}"; done ;;
+  "firestore indexes composite")
+    if [[ "$4" == list ]]; then
+      if [[ -e "$state/indexes" ]]; then node ${JSON.stringify(path.join(ROOT, 'ops/indexes.ts'))} --as-listed; else echo '[]'; fi
+    else touch "$state/indexes"; fi ;;
 esac`);
 }
 
@@ -530,8 +535,44 @@ describe('deploy.sh --dry-run', () => {
     const run = deploy(REQUIRED, ['--dry-run', '--assume-existing']);
 
     assert.ok(!run.lines.some((l) => l.startsWith('gcloud scheduler jobs delete')), run.stdout);
-    assert.match(run.stderr, /UNDECLARED-JOB: kept; run again with --prune to delete them/);
-    assert.match(run.stderr, /Not declared {4}UNDECLARED-JOB \(kept: --prune deletes them\)/);
+    assert.match(
+      run.stderr,
+      /UNDECLARED-JOB: calls scheduled-job but is not declared \(removed, or renamed\)/,
+    );
+    assert.match(run.stderr, /its history stays readable: npm run runs -- --job UNDECLARED-JOB/);
+    assert.match(run.stderr, /delete it: \.\/deploy\.sh --prune/);
+    assert.match(run.stderr, /Not declared {4}UNDECLARED-JOB \(kept: --prune deletes them/);
+  });
+
+  it('creates the TTL policy of the per-job documents and every composite index the queries need', () => {
+    const run = deploy(REQUIRED);
+
+    assert.equal(run.status, 0, run.stderr);
+    const ttls = run.lines
+      .map(argvOf)
+      .filter((a) => a.slice(1, 5).join(' ') === 'firestore fields ttls update');
+    assert.deepEqual(
+      ttls.map((a) => flag(a, '--collection-group')),
+      ['scheduler_runs', 'scheduler_runs_jobs'],
+    );
+    const indexes = run.lines
+      .map(argvOf)
+      .filter((a) => a.slice(1, 5).join(' ') === 'firestore indexes composite create');
+    assert.deepEqual(
+      indexes.map((a) => a.filter((w) => w.startsWith('--field-config='))),
+      INDEXES.map(fieldConfigs),
+    );
+    assert.ok(indexes.every((a) => flag(a, '--collection-group') === 'scheduler_runs'));
+  });
+
+  it('names a declared job that has no Scheduler job yet', () => {
+    const run = deploy(REQUIRED);
+
+    assert.match(
+      run.stderr,
+      /scheduled-job has no Scheduler job yet: deploy\.sh \(without --dry-run\) creates it/,
+    );
+    assert.match(run.stderr, /New {13}scheduled-job \(had no Scheduler job: would be created\)/);
   });
 
   it('with --prune deletes the jobs that are not declared, and only those', () => {
@@ -648,7 +689,11 @@ describe('deploy.sh on a project (gcloud faked)', () => {
     const after = deploy(REQUIRED, [], cloud);
 
     assert.equal(kept.status, 0, kept.stderr);
-    assert.match(kept.stderr, /every-five nightly_report-1: kept; run again with --prune/);
+    assert.match(
+      kept.stderr,
+      /every-five: calls scheduled-job but is not declared \(removed, or renamed to scheduled-job\?\)/,
+    );
+    assert.match(kept.stderr, /nightly_report-1: calls scheduled-job but is not declared/);
     assert.deepEqual(callsOf(kept.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete'), []);
     assert.equal(pruned.status, 0, pruned.stderr);
     assert.deepEqual(

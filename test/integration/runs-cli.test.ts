@@ -12,7 +12,7 @@ import { before, describe, it } from 'node:test';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
-import { schedulerHeaders, serveJobs } from '../helpers.ts';
+import { firestore, schedulerHeaders, serveJobs } from '../helpers.ts';
 
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
@@ -155,13 +155,121 @@ describe('npm run runs', () => {
     assert.match(stdout, /history-five\s+2026-10-16T12:20:00Z\s+completed\s+1/);
   });
 
-  it('refuses a bad window or an unknown job with exit 2 and what to write', () => {
+  it('refuses a bad window, a bad job id, or --check of an undeclared id, with exit 2 and what to write', () => {
     const badSince = runs(collection, '--since', 'yesterday');
-    const badJob = runs(collection, '--job', 'nope');
+    const badJob = runs(collection, '--job', 'no pe');
+    const checkUndeclared = runs(collection, '--job', 'nope', '--check');
 
     assert.equal(badSince.code, 2);
     assert.match(badSince.stderr, /"yesterday" is not a duration: .* e\.g\. 90m, 24h, 30d/);
     assert.equal(badJob.code, 2);
-    assert.match(badJob.stderr, /no declared job nope \(declared: history-five\)/);
+    assert.match(badJob.stderr, /--job "no pe" is not a job id/);
+    assert.equal(checkUndeclared.code, 2);
+    assert.match(checkUndeclared.stderr, /nope is not declared \(declared: history-five\)/);
+  });
+
+  it('--check on a window of more than 10,000 slots judges the newest, never the oldest', () => {
+    // 40 days of a five-minute job: 11,520 slots; the records are all in the last half hour.
+    const { code, stderr } = runs(
+      collection,
+      '--check',
+      '--since',
+      '40d',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 1, stderr);
+    assert.match(
+      stderr,
+      /history-five: the window holds more than 10000 slots; showing the newest \d+, from/,
+    );
+    assert.match(stderr, /history-five 2026-10-16T12:05:00Z missed/);
+  });
+
+  it('--check exits 3 when a window too large to judge holds no problem among its newest slots', () => {
+    const { code, stderr } = runs(
+      collection,
+      '--check',
+      '--since',
+      '40d',
+      '--now',
+      '2026-10-16T12:03:00Z',
+    );
+
+    assert.equal(code, 3, stderr);
+    assert.match(stderr, /the window is too large to judge .* narrow --since/);
+  });
+
+  it('shows the records of an id that is no longer declared, each marked undeclared', async () => {
+    // The same job under its old id: records written by a function that still declared it.
+    const renamed = validateJobs([
+      defineJob({ ...historyJobs[0], id: 'history-old', run: () => {} } as never),
+    ]);
+    const old = serveJobs(renamed, { collection });
+    await old.request.post('/').set(schedulerHeaders('history-old', '2026-10-16T11:55:00Z'));
+
+    const { code, stdout, stderr } = runs(
+      collection,
+      '--job',
+      'history-old',
+      '--since',
+      '1h',
+      '--json',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 0, stderr);
+    const rows = JSON.parse(stdout) as { job: string; slot: string; state: string; mark: string }[];
+    assert.deepEqual(
+      rows.map((r) => [r.job, r.slot, r.state, r.mark]),
+      [['history-old', '2026-10-16T11:55:00Z', 'completed', 'undeclared']],
+    );
+  });
+
+  it("lists a job's manual runs, newest first, with thousands of other jobs' manual runs in the collection", async () => {
+    const own = collection.replace(/$/, '-manual');
+    const fn = serveJobs(
+      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      { collection: own },
+    );
+    for (const id of ['trigger-one-aaaa', 'trigger-two-bbbb']) {
+      const answer = await fn.request.post('/').set({
+        ...schedulerHeaders('history-five', '2026-10-16T12:20:00Z'),
+        'X-Run-Once-Mode': 'manual',
+        'X-Run-Once-Trigger-Id': id,
+      });
+      assert.equal(answer.status, 200, answer.text);
+    }
+    // 3,000 other jobs' manual runs, copies of one, with ids that sort before any real run id.
+    const runsOf = firestore.collection(own);
+    const sample = (await runsOf.where('run_kind', '==', 'manual').limit(1).get()).docs[0]?.data();
+    assert.ok(sample);
+    for (let batch = 0; batch < 6; batch++) {
+      const writes = firestore.batch();
+      for (let i = 0; i < 500; i++) {
+        const n = batch * 500 + i;
+        writes.set(runsOf.doc(`0000${String(n).padStart(6, '0')}`), {
+          ...sample,
+          job_name: `other-${n}`,
+        });
+      }
+      await writes.commit();
+    }
+
+    const { code, stdout, stderr } = runs(
+      own,
+      '--json',
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 0, stderr);
+    const rows = JSON.parse(stdout) as { job: string; kind: string }[];
+    assert.equal(rows.filter((r) => r.kind === 'manual').length, 2);
+    assert.ok(rows.every((r) => r.job === 'history-five'));
   });
 });

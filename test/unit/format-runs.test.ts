@@ -124,6 +124,56 @@ describe('checkFailures', () => {
     assert.deepEqual(states, ['missed (before first record)', 'missed (before first record)']);
     assert.deepEqual(checkFailures([row('missed', true)]), []);
   });
+  it('fails an unreadable slot: nobody can tell whether it ran, and the line says how to repair it', () => {
+    const unreadable = { ...row('unreadable', false), lastError: 'status unknown' } as SlotRow;
+
+    const failures = checkFailures([{ ...row('completed', true), attempts: 1 }, unreadable]);
+    const [line] = checkLines(failures, new Date(0));
+
+    assert.deepEqual(failures, [unreadable]);
+    assert.match(
+      line ?? '',
+      /j 1970-01-01T00:00:00Z unreadable \(status unknown\): repair or delete the document r/,
+    );
+  });
+
+  it('shows a pending slot before the first record as no run, never pending, in the table and the JSON', () => {
+    const rows = [
+      { ...row('pending', false), slot: new Date('2026-11-30T10:00:00Z') },
+      { ...row('completed', true), attempts: 1, slot: new Date('2026-11-30T10:05:00Z') },
+      { ...row('pending', false), slot: new Date('2026-11-30T10:10:00Z') },
+    ];
+
+    const states = runsTable(rows)
+      .split('\n')
+      .slice(1)
+      .map((line) => line.split(/ {2,}/)[2]);
+    const json = JSON.parse(runsJson(rows)) as { state: string }[];
+
+    assert.deepEqual(states, ['no run (before first record)', 'completed', 'pending']);
+    assert.deepEqual(
+      json.map((r) => r.state),
+      ['no_run', 'completed', 'pending'],
+    );
+  });
+
+  it('keeps pending a slot of a job with no record yet: its first delivery may be on its way', () => {
+    const states = runsTable([row('pending', false)])
+      .split('\n')
+      .slice(1)
+      .map((line) => line.split(/ {2,}/)[2]);
+
+    assert.deepEqual(states, ['pending']);
+  });
+
+  it('marks the rows it is given a mark for (an undeclared id, an old schedule)', () => {
+    const old = { ...row('completed', true), attempts: 1 };
+
+    const json = JSON.parse(runsJson([old], new Map([[old, 'undeclared']]))) as { mark: string }[];
+
+    assert.match(runsTable([old], new Map([[old, 'undeclared']])), /completed \(undeclared\)/);
+    assert.equal(json[0]?.mark, 'undeclared');
+  });
 });
 
 describe('nextStep and checkLines: each failure ends with the command that fixes it', () => {

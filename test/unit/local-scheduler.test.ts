@@ -159,25 +159,74 @@ describe('LocalScheduler: firing on the schedule', () => {
     ]);
   });
 
-  it('skips a slot that comes while the previous execution still retries', async () => {
+  it('delays a slot that comes while the previous execution still retries, and skips a further one', async () => {
+    // 12:01 fails once and is retried 150 s later, past 12:02 and 12:03.
     const { clock, scheduler, sent, events } = harness('2026-10-24T12:00:59Z', {
-      jobs: [job({ id: 'every-minute', schedule: '* * * * *', minBackoffSeconds: 90 })],
-      respond: async () => answer(500, 'failed'),
+      jobs: [
+        job({
+          id: 'every-minute',
+          schedule: '* * * * *',
+          minBackoffSeconds: 150,
+          maxBackoffSeconds: 150,
+          retryCount: 1,
+          maxRetryDurationSeconds: 0,
+        }),
+      ],
+      respond: async (delivery) =>
+        delivery.headers['X-CloudScheduler-ScheduleTime'] === '2026-10-24T12:01:00Z'
+          ? answer(500, 'failed')
+          : answer(200, 'processed'),
     });
 
     scheduler.start();
-    await clock.advance(S + MIN);
+    await clock.advance(S + 3 * MIN - 1);
     await scheduler.stop();
 
+    // 12:01 at 12:01:00, its retry at 12:03:30; 12:02 delayed until then, 12:03 skipped.
     assert.deepEqual(
-      sent.map((d) => d.headers['X-CloudScheduler-ScheduleTime']),
-      ['2026-10-24T12:01:00Z'],
+      sent.map((d) => [
+        d.headers['X-CloudScheduler-ScheduleTime'],
+        new Date(d.at).toISOString().slice(11, 19),
+      ]),
+      [
+        ['2026-10-24T12:01:00Z', '12:01:00'],
+        ['2026-10-24T12:01:00Z', '12:03:30'],
+        ['2026-10-24T12:02:00Z', '12:03:30'],
+      ],
     );
     assert.deepEqual(
       events
-        .filter((e) => e.type === 'skipped')
-        .map((e) => [toUtcRfc3339(e.scheduleTime), e.type === 'skipped' && e.outstanding]),
-      [['2026-10-24T12:02:00Z', new Date('2026-10-24T12:01:00Z')]],
+        .filter((e) => e.type === 'delayed' || e.type === 'skipped')
+        .map((e) => [e.type, toUtcRfc3339(e.scheduleTime)]),
+      [
+        ['delayed', '2026-10-24T12:02:00Z'],
+        ['skipped', '2026-10-24T12:03:00Z'],
+      ],
+    );
+    assert.match(
+      formatEvent(events.find((e) => e.type === 'delayed') as SchedulerEvent),
+      /delayed: fires when the execution of slot 2026-10-24T12:01:00Z ends/,
+    );
+  });
+
+  it('drops the retries of a job that is no longer declared after setJobs, and says so in one line', async () => {
+    const { clock, scheduler, sent, events } = harness('2026-10-24T12:00:59Z', {
+      jobs: [job({ id: 'old-name', schedule: '* * * * *', minBackoffSeconds: 30 })],
+      respond: async () => answer(404, 'unknown_job'),
+    });
+
+    scheduler.start();
+    await clock.advance(2 * S);
+    scheduler.setJobs([job({ id: 'new-name', schedule: '0 0 1 1 *' })]);
+    await clock.advance(10 * MIN);
+    await scheduler.stop();
+
+    assert.equal(sent.length, 1, 'no retry after the reload');
+    const dropped = events.filter((e) => e.type === 'dropped');
+    assert.equal(dropped.length, 1);
+    assert.equal(
+      formatEvent(dropped[0] as SchedulerEvent).trim(),
+      'old-name  slot 2026-10-24T12:01:00Z  dropped: old-name is no longer declared, so its retries stop (its history: npm run runs -- --job old-name)',
     );
   });
 
