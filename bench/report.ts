@@ -117,9 +117,11 @@ export function targets({ ledgers, storms, httpRuns, coldStarts, history }: Resu
     },
     {
       target:
-        'Firestore calls per processed run with missed-run detection = the floor + 1 batched read',
-      measured: `${history.callsPerRunWithCheck}`,
-      met: history.callsPerRunWithCheck <= floor.callsPerRun + 1,
+        'Firestore calls per processed run with missed-run detection on = the floor in the steady state; a due run (once an hour) adds at most 3',
+      measured: `${history.callsPerRun} (due: ${history.callsPerDueRun})`,
+      met:
+        history.callsPerRun <= floor.callsPerRun &&
+        history.callsPerDueRun <= floor.callsPerRun + 3,
     },
   ];
 }
@@ -198,18 +200,21 @@ export function render(r: Results, summary: string): string {
       'vs floor': (c) => times(c.first200.median / floor),
     }),
     table(
-      'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and a processed run with its check of 5 earlier slots',
+      'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and the Firestore calls of a processed run with the missed-run check on (steady state, and the one due delivery an hour)',
       [r.history],
       {
         days: (h) => `${h.days}`,
         slots: (h) => `${h.slots}`,
         'readHistory in process': (h) => ms(h.inProcessMs),
         'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
-        'Firestore calls per processed run with the check': (h) => `${h.callsPerRunWithCheck}`,
+        'calls per processed run': (h) => `${h.callsPerRun}`,
+        'calls per due run': (h) => `${h.callsPerDueRun}`,
+        'amortised': (h) =>
+          `${Math.round((100 * (h.callsPerRun * (h.runsPerDueRun - 1) + h.callsPerDueRun)) / h.runsPerDueRun) / 100}`,
       },
     ),
     table(
-      'Processed runs over HTTP, one at a time, side by side (no missed-run check)',
+      'Processed runs over HTTP, one at a time, side by side (missed-run check on, as shipped)',
       r.httpRuns,
       {
         function: (p) => p.fn,

@@ -43,12 +43,6 @@ import { type Results, render, targets } from './report.ts';
 import { startWireCounter, type WireCounter } from './wire-counter.ts';
 
 const SMOKE = process.argv.includes('--smoke');
-/**
- * The HTTP figures run without missed-run detection: the bench's runs are of made-up slots whose
- * earlier slots never ran, so each run would report them. The check's cost is measured on its own
- * (bench/history.ts).
- */
-const NO_CHECK = { MISSED_CHECK_SLOTS: '0' };
 const OUT =
   process.argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ??
   join(ROOT, 'bench/results.json');
@@ -96,7 +90,6 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
   const env = {
     FIRESTORE_EMULATOR_HOST: counter.host,
     RUNS_COLLECTION: freshCollection('http'),
-    ...NO_CHECK,
   };
   const fns = {
     [LEDGERS.project]: await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
@@ -130,7 +123,7 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
  * both against the emulator directly. Issue 20's target compares the two.
  */
 async function httpRuns(): Promise<ProcessedRuns[]> {
-  const env = { RUNS_COLLECTION: freshCollection('http-runs'), ...NO_CHECK };
+  const env = { RUNS_COLLECTION: freshCollection('http-runs') };
   const fns = [
     [
       'project (no-op job)',
@@ -159,8 +152,7 @@ async function throughput(): Promise<Throughput[]> {
       'project (no-op job)',
       await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
         RUNS_COLLECTION: freshCollection('throughput'),
-        ...NO_CHECK,
-      }),
+          }),
     ],
     ['hello world', await startFunction('hello', 'bench/fixtures/hello.js')],
   ] as const;
@@ -184,7 +176,7 @@ async function throughput(): Promise<Throughput[]> {
 async function coldStarts(): Promise<ColdStart[]> {
   const caches = mkdtempSync(join(os.tmpdir(), 'bench-compile-cache-'));
   const cache = (name: string) => join(caches, name);
-  const env = { RUNS_COLLECTION: freshCollection('coldstart'), ...NO_CHECK };
+  const env = { RUNS_COLLECTION: freshCollection('coldstart') };
   const floor = { target: 'firestoreCreate', source: 'bench/fixtures/firestore-create.js', env };
   const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env };
   try {
