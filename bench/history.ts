@@ -13,8 +13,8 @@ import { RunLedger } from '../src/core/ledger.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { completionUpdate, timestampOf } from '../src/core/run-record.ts';
 import { validateJobs } from '../src/policy/job-declaration.ts';
-import { closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
+import { closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { RunHistory, readHistory, slotRunId } from '../src/policy/run-history.ts';
 import { slotsBetween } from '../src/policy/schedule.ts';
 import { jobs as auditJobs } from './fixtures/jobs-audit.ts';
@@ -137,7 +137,8 @@ export async function measureHistory(
     const claimed = await counted.claim(slotRunId('audit-five', slot, []), {
       jobName: 'audit-five',
     });
-    if (claimed.state !== 'claimed') throw new Error(`the bench run was not claimed: ${claimed.state}`);
+    if (claimed.state !== 'claimed')
+      throw new Error(`the bench run was not claimed: ${claimed.state}`);
     if (await check.isDue(JOB, slot, [])) await check.check(JOB, [], silent);
     await counted.complete(claimed.claim);
     return counter.calls();

@@ -120,8 +120,7 @@ export function targets({ ledgers, storms, httpRuns, coldStarts, history }: Resu
         'Firestore calls per processed run with missed-run detection on = the floor in the steady state; a due run (once an hour) adds at most 3',
       measured: `${history.callsPerRun} (due: ${history.callsPerDueRun})`,
       met:
-        history.callsPerRun <= floor.callsPerRun &&
-        history.callsPerDueRun <= floor.callsPerRun + 3,
+        history.callsPerRun <= floor.callsPerRun && history.callsPerDueRun <= floor.callsPerRun + 3,
     },
   ];
 }
@@ -209,7 +208,7 @@ export function render(r: Results, summary: string): string {
         'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
         'calls per processed run': (h) => `${h.callsPerRun}`,
         'calls per due run': (h) => `${h.callsPerDueRun}`,
-        'amortised': (h) =>
+        amortised: (h) =>
           `${Math.round((100 * (h.callsPerRun * (h.runsPerDueRun - 1) + h.callsPerDueRun)) / h.runsPerDueRun) / 100}`,
       },
     ),

@@ -152,7 +152,7 @@ async function throughput(): Promise<Throughput[]> {
       'project (no-op job)',
       await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
         RUNS_COLLECTION: freshCollection('throughput'),
-          }),
+      }),
     ],
     ['hello world', await startFunction('hello', 'bench/fixtures/hello.js')],
   ] as const;

@@ -440,7 +440,9 @@ async function answerDelivery(
   const delivery: Delivery = { job, run, plan };
   const refusal = await step(known, () => overlapRefusal(deps.history, delivery, known));
   if (refusal !== undefined) return refusal;
-  return step(known, () => runDelivery(deps, missedRuns, delivery, known, logger)) as Promise<Answer>;
+  return step(known, () =>
+    runDelivery(deps, missedRuns, delivery, known, logger),
+  ) as Promise<Answer>;
 }
 
 /**

@@ -257,7 +257,8 @@ export class MissedRunCheck {
     }
     const last = slots.at(-1);
     const next =
-      stoppedAt ?? (truncated && last !== undefined ? new Date(last.getTime() + 1) : new Date(boundary));
+      stoppedAt ??
+      (truncated && last !== undefined ? new Date(last.getTime() + 1) : new Date(boundary));
     const moved: Cursor = { checkedBefore: next, runSeen };
     if (cursor !== undefined && next.getTime() === from.getTime() && runSeen === cursor.runSeen) {
       this.#known.set(id, from.getTime());
@@ -292,7 +293,13 @@ export class MissedRunCheck {
         reported++;
       }
     } catch (err) {
-      await this.#putBack(id, job.id, cursor ?? { checkedBefore: from, runSeen: false }, written, logger);
+      await this.#putBack(
+        id,
+        job.id,
+        cursor ?? { checkedBefore: from, runSeen: false },
+        written,
+        logger,
+      );
       throw err;
     }
     return { checked: slots.length, reported, checkedBefore: next };
