@@ -120,7 +120,8 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
 /**
  * Processed runs over HTTP, one at a time, side by side: the project with a no-op job and the
  * floor of one create() + one update() per request (bench/fixtures/firestore-create-update.js),
- * both against the emulator directly. Issue 20's target compares the two.
+ * both against the emulator directly, missed-run detection on as shipped. Issue 20's target
+ * compares the two.
  */
 async function httpRuns(): Promise<ProcessedRuns[]> {
   const env = { RUNS_COLLECTION: freshCollection('http-runs') };
@@ -142,6 +143,35 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
     return await measureProcessedRuns(fns, PLAN.runs, PLAN.warmup);
   } finally {
     await Promise.all(fns.map(([, fn]) => fn.stop()));
+  }
+}
+
+/**
+ * The Firestore calls of each processed run over HTTP, counted on the wire, missed-run detection
+ * on as shipped: a per-minute job's runs, one at a time, after enough untimed ones that the
+ * instance's first check (a day back) and its catch-up are done. An hour of slots holds one due
+ * delivery.
+ *
+ * @returns how many runs made each number of calls.
+ */
+async function httpCalls(counter: WireCounter): Promise<Record<string, number>> {
+  const fn = await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+    FIRESTORE_EMULATOR_HOST: counter.host,
+    RUNS_COLLECTION: freshCollection('http-calls'),
+  });
+  try {
+    for (let i = 0; i < 70; i++) await deliver(fn.url);
+    const runs: Record<string, number> = {};
+    for (let i = 0; i < 60; i++) {
+      counter.reset();
+      const { status } = await deliver(fn.url);
+      if (status !== 200) throw new Error(`a counted run answered ${status}`);
+      const calls = String(counter.calls());
+      runs[calls] = (runs[calls] ?? 0) + 1;
+    }
+    return runs;
+  } finally {
+    await fn.stop();
   }
 }
 
@@ -241,6 +271,8 @@ async function main(): Promise<void> {
     storms.push(...(await httpStorms(counter)));
     progress(`processed runs over HTTP: ${PLAN.runs} each, the project and the floor interleaved`);
     const processed = await httpRuns();
+    progress('Firestore calls of processed runs over HTTP, missed-run check on');
+    const calls = await httpCalls(counter);
     let rates: Results['throughput'] = [];
     if (!SMOKE) {
       progress(
@@ -257,6 +289,7 @@ async function main(): Promise<void> {
       ledgers,
       storms,
       httpRuns: processed,
+      httpCalls: calls,
       throughput: rates,
       coldStarts: starts,
       history,

@@ -36,7 +36,7 @@ import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
-import { isLeaseLive, type StoredRecord } from '../core/run-record.ts';
+import { isLeaseLive } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { hasRecord, type RunHistory, type SlotRow, slotRow, slotRunId } from './run-history.ts';
@@ -249,11 +249,13 @@ export class MissedRunCheck {
       return { ...NOTHING, checkedBefore: from };
     }
     const { slots, truncated } = slotsBetween(job, from, new Date(boundary), MAX_CHECK_SLOTS);
+    if (slots.length === 0) {
+      // No slot closed since the cursor: nothing to read, and no need to move it.
+      this.#known.set(id, from.getTime());
+      return { ...NOTHING, checkedBefore: from };
+    }
     const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
-    const { records, updateTimes } =
-      slots.length === 0
-        ? { records: new Map<string, StoredRecord | undefined>(), updateTimes: new Map() }
-        : await history.getMany(runIds);
+    const { records, updateTimes } = await history.getMany(runIds);
 
     let runSeen = cursor?.runSeen ?? false;
     let stoppedAt: Date | undefined;
