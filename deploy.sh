@@ -595,17 +595,21 @@ if ! exists gcloud iam service-accounts describe "$INVOKER_SA_EMAIL" "${project[
     --description="Cloud Scheduler calls the function ${FUNCTION_NAME} with an OIDC token of this account." --quiet
 fi
 
-say "==> Firestore TTL policy on ${RUNS_COLLECTION}.expire_at"
-# In a dry run the policy is taken as missing, or as active with --assume-existing.
-ttl_states="$(query "$( ((ASSUME_EXISTING)) && printf 'expire_at\tACTIVE')" gcloud firestore fields ttls list --collection-group="$RUNS_COLLECTION" \
-  --database="$FIRESTORE_DATABASE" "${project[@]}" --format='value(name.basename(),ttlConfig.state)')"
-if [[ "$ttl_states" =~ (^|$'\n')expire_at[[:space:]]+(ACTIVE|CREATING)($'\n'|$) ]]; then
-  say "  already ${BASH_REMATCH[2]}"
-else
-  # --async: building a TTL policy can take a while; the function does not depend on it.
-  run gcloud firestore fields ttls update expire_at --collection-group="$RUNS_COLLECTION" \
-    --database="$FIRESTORE_DATABASE" --enable-ttl --async "${project[@]}" --quiet
-fi
+# The runs, and the per-job documents beside them (src/policy/job-state.ts: missed-run cursors, overlap
+# locks), both carry expire_at.
+for ttl_collection in "$RUNS_COLLECTION" "${RUNS_COLLECTION}_jobs"; do
+  say "==> Firestore TTL policy on ${ttl_collection}.expire_at"
+  # In a dry run the policy is taken as missing, or as active with --assume-existing.
+  ttl_states="$(query "$( ((ASSUME_EXISTING)) && printf 'expire_at\tACTIVE')" gcloud firestore fields ttls list --collection-group="$ttl_collection" \
+    --database="$FIRESTORE_DATABASE" "${project[@]}" --format='value(name.basename(),ttlConfig.state)')"
+  if [[ "$ttl_states" =~ (^|$'\n')expire_at[[:space:]]+(ACTIVE|CREATING)($'\n'|$) ]]; then
+    say "  already ${BASH_REMATCH[2]}"
+  else
+    # --async: building a TTL policy can take a while; the function does not depend on it.
+    run gcloud firestore fields ttls update expire_at --collection-group="$ttl_collection" \
+      --database="$FIRESTORE_DATABASE" --enable-ttl --async "${project[@]}" --quiet
+  fi
+done
 
 say "==> Function ${FUNCTION_NAME} (2nd gen, private; the build runs the gcp-build script)"
 run gcloud functions deploy "$FUNCTION_NAME" --gen2 --region="$REGION" "${project[@]}" \
