@@ -301,7 +301,9 @@ export class MissedRunCheck {
       this.#known.delete(id);
       return NOTHING;
     }
-    this.#known.set(id, next.getTime());
+    // Stopped at a run still in flight: the next due delivery re-checks from it; this instance's
+    // memory does not ask for one at every delivery meanwhile.
+    this.#known.set(id, stoppedAt === undefined ? next.getTime() : boundary);
     let reported = 0;
     try {
       for (const { row, message } of findings) {
