@@ -1,16 +1,20 @@
 /**
  * Run-history figures: how long `npm run runs` takes to audit 30 days of a `*\/5` job (8 640 slots:
  * computed from the schedule, then read by run id in batches), and how many Firestore calls a
- * processed run costs with its missed-run check of earlier slots.
+ * processed run costs with the missed-run check: in the steady state (not due: the claim and the
+ * completion), and on a due delivery (the cursor read, one batched read of the hour's closed slots,
+ * the fenced cursor write).
  */
 import { spawnSync } from 'node:child_process';
 import type { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
 import { ROOT } from '../scripts/local-processes.ts';
 import { RunLedger } from '../src/core/ledger.ts';
+import { RunDocuments } from '../src/core/run-documents.ts';
 import { completionUpdate, timestampOf } from '../src/core/run-record.ts';
 import { validateJobs } from '../src/policy/job-declaration.ts';
-import { reportEarlierSlots } from '../src/policy/missed-runs.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { RunHistory, readHistory, slotRunId } from '../src/policy/run-history.ts';
 import { slotsBetween } from '../src/policy/schedule.ts';
 import { jobs as auditJobs } from './fixtures/jobs-audit.ts';
@@ -30,8 +34,12 @@ export interface HistoryFigures {
   readonly inProcessMs: number;
   /** `node ops/runs.ts --since Nd --json` as a process, Node's start included, ms. */
   readonly commandMs: number;
-  /** Firestore calls of claim + complete + the check of 5 earlier slots (all completed). */
-  readonly callsPerRunWithCheck: number;
+  /** Firestore calls of a processed run whose delivery is not due: claim + complete. */
+  readonly callsPerRun: number;
+  /** Firestore calls of a processed run whose delivery is due: claim + the hour's check + complete. */
+  readonly callsPerDueRun: number;
+  /** Processed runs per due one for this job (*\/5: 12 slots an hour). */
+  readonly runsPerDueRun: number;
 }
 
 function ledgerOn(db: Firestore, collection: string): RunLedger {
@@ -107,27 +115,45 @@ export async function measureHistory(
 
   const counted = ledgerOn(viaCounter, collection);
   const countedHistory = new RunHistory(counted.documents);
-  await countedHistory.getMany(['warmup']); // opens the channel
-  // The slot right after the window: its 5 earlier slots are all completed (indices % 50 < 49).
-  const next = END;
-  counter.reset();
-  const claimed = await counted.claim(slotRunId('audit-five', next, []), { jobName: 'audit-five' });
-  if (claimed.state !== 'claimed')
-    throw new Error(`the bench run was not claimed: ${claimed.state}`);
-  await reportEarlierSlots({
-    history: countedHistory,
-    job: JOB,
-    scope: [],
-    before: next,
-    count: 5,
-    logger: pino({ level: 'silent' }),
+  const jobDocuments = new RunDocuments(viaCounter, {
+    collection: jobStateCollection(collection),
+    retentionMs: 86_400_000,
+    timeoutMs: 30_000,
   });
-  await counted.complete(claimed.claim);
+  await countedHistory.getMany(['warmup']); // opens the channel
+  const silent = pino({ level: 'silent' });
+  // Firestore's time, driven: the slot being delivered is END + 1 h, so the hour before END has closed.
+  let now = new Date(END.getTime() + closedAfterMs(JOB) - 3_600_000);
+  const check = new MissedRunCheck({
+    history: countedHistory,
+    jobDocuments,
+    clock: async () => now,
+  });
+  await check.check(JOB, [], silent); // the cursor, as an hour ago's check left it
+  now = new Date(END.getTime() + closedAfterMs(JOB));
+  /** Claims, checks if due, completes `slot`: a processed run's Firestore calls. */
+  const processed = async (slot: Date) => {
+    counter.reset();
+    const claimed = await counted.claim(slotRunId('audit-five', slot, []), {
+      jobName: 'audit-five',
+    });
+    if (claimed.state !== 'claimed')
+      throw new Error(`the bench run was not claimed: ${claimed.state}`);
+    if (await check.isDue(JOB, slot, [])) await check.check(JOB, [], silent);
+    await counted.complete(claimed.claim);
+    return counter.calls();
+  };
+  const dueSlot = new Date(END.getTime() + 3_600_000); // 13:00: the first slot of its hour
+  const steadySlot = new Date(dueSlot.getTime() + 300_000);
+  const callsPerDueRun = await processed(dueSlot);
+  const callsPerRun = await processed(steadySlot);
   return {
     days,
     slots: slots.length,
     inProcessMs: Math.round(inProcessMs),
     commandMs: Math.round(commandMs),
-    callsPerRunWithCheck: counter.calls(),
+    callsPerRun,
+    callsPerDueRun,
+    runsPerDueRun: 12,
   };
 }

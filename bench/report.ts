@@ -13,6 +13,8 @@ export interface Results {
   readonly storms: readonly Storm[];
   /** Processed runs over HTTP, one at a time: the project (no-op job), then the floor. */
   readonly httpRuns: readonly ProcessedRuns[];
+  /** Processed runs over HTTP (missed-run check on) by how many Firestore calls each made. */
+  readonly httpCalls: Readonly<Record<string, number>>;
   readonly throughput: readonly Throughput[];
   readonly coldStarts: readonly ColdStart[];
   readonly history: HistoryFigures;
@@ -59,7 +61,14 @@ export const MAX_RATIO = {
  *
  * @example targets(results).filter((t) => !t.met) // the missed ones; `npm run bench` then exits 1
  */
-export function targets({ ledgers, storms, httpRuns, coldStarts, history }: Results): Target[] {
+export function targets({
+  ledgers,
+  storms,
+  httpRuns,
+  httpCalls,
+  coldStarts,
+  history,
+}: Results): Target[] {
   const { project, floor } = ledgers;
   const inProcess = project.perRun.median / floor.perRun.median;
   const atLedger = storms.find(
@@ -117,9 +126,21 @@ export function targets({ ledgers, storms, httpRuns, coldStarts, history }: Resu
     },
     {
       target:
-        'Firestore calls per processed run with missed-run detection = the floor + 1 batched read',
-      measured: `${history.callsPerRunWithCheck}`,
-      met: history.callsPerRunWithCheck <= floor.callsPerRun + 1,
+        "Firestore calls per processed run over HTTP, missed-run check on: the floor (2) in all but the hour's one due run",
+      measured: Object.entries(httpCalls)
+        .map(([calls, runs]) => `${runs} runs: ${calls} calls`)
+        .join(', '),
+      met:
+        Object.entries(httpCalls)
+          .filter(([calls]) => Number(calls) > floor.callsPerRun)
+          .reduce((n, [, runs]) => n + runs, 0) <= 1,
+    },
+    {
+      target:
+        'Firestore calls per processed run with missed-run detection on = the floor in the steady state; a due run (once an hour) adds at most 3',
+      measured: `${history.callsPerRun} (due: ${history.callsPerDueRun})`,
+      met:
+        history.callsPerRun <= floor.callsPerRun && history.callsPerDueRun <= floor.callsPerRun + 3,
     },
   ];
 }
@@ -198,18 +219,21 @@ export function render(r: Results, summary: string): string {
       'vs floor': (c) => times(c.first200.median / floor),
     }),
     table(
-      'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and a processed run with its check of 5 earlier slots',
+      'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and the Firestore calls of a processed run with the missed-run check on (steady state, and the one due delivery an hour)',
       [r.history],
       {
         days: (h) => `${h.days}`,
         slots: (h) => `${h.slots}`,
         'readHistory in process': (h) => ms(h.inProcessMs),
         'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
-        'Firestore calls per processed run with the check': (h) => `${h.callsPerRunWithCheck}`,
+        'calls per processed run': (h) => `${h.callsPerRun}`,
+        'calls per due run': (h) => `${h.callsPerDueRun}`,
+        amortised: (h) =>
+          `${Math.round((100 * (h.callsPerRun * (h.runsPerDueRun - 1) + h.callsPerDueRun)) / h.runsPerDueRun) / 100}`,
       },
     ),
     table(
-      'Processed runs over HTTP, one at a time, side by side (no missed-run check)',
+      'Processed runs over HTTP, one at a time, side by side (missed-run check on, as shipped)',
       r.httpRuns,
       {
         function: (p) => p.fn,
@@ -218,6 +242,14 @@ export function render(r: Results, summary: string): string {
         p95: (p) => ms(p.perRun.p95),
         'vs floor': (p) => times(p.perRun.median / (r.httpRuns[1]?.perRun.median ?? Number.NaN)),
         errors: (p) => `${p.errors}`,
+      },
+    ),
+    table(
+      'Firestore calls per processed run over HTTP, counted on the wire (missed-run check on, as shipped; 60 runs of a per-minute job, one due)',
+      Object.entries(r.httpCalls).sort(([a], [b]) => Number(a) - Number(b)),
+      {
+        'Firestore calls': ([calls]) => calls,
+        runs: ([, runs]) => `${runs}`,
       },
     ),
     table(`Targets: ratios to floors measured in this run (${summary})`, targets(r), {

@@ -43,12 +43,6 @@ import { type Results, render, targets } from './report.ts';
 import { startWireCounter, type WireCounter } from './wire-counter.ts';
 
 const SMOKE = process.argv.includes('--smoke');
-/**
- * The HTTP figures run without missed-run detection: the bench's runs are of made-up slots whose
- * earlier slots never ran, so each run would report them. The check's cost is measured on its own
- * (bench/history.ts).
- */
-const NO_CHECK = { MISSED_CHECK_SLOTS: '0' };
 const OUT =
   process.argv.find((a) => a.startsWith('--out='))?.slice('--out='.length) ??
   join(ROOT, 'bench/results.json');
@@ -96,7 +90,6 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
   const env = {
     FIRESTORE_EMULATOR_HOST: counter.host,
     RUNS_COLLECTION: freshCollection('http'),
-    ...NO_CHECK,
   };
   const fns = {
     [LEDGERS.project]: await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
@@ -127,10 +120,11 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
 /**
  * Processed runs over HTTP, one at a time, side by side: the project with a no-op job and the
  * floor of one create() + one update() per request (bench/fixtures/firestore-create-update.js),
- * both against the emulator directly. Issue 20's target compares the two.
+ * both against the emulator directly, missed-run detection on as shipped. Issue 20's target
+ * compares the two.
  */
 async function httpRuns(): Promise<ProcessedRuns[]> {
-  const env = { RUNS_COLLECTION: freshCollection('http-runs'), ...NO_CHECK };
+  const env = { RUNS_COLLECTION: freshCollection('http-runs') };
   const fns = [
     [
       'project (no-op job)',
@@ -152,6 +146,35 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
   }
 }
 
+/**
+ * The Firestore calls of each processed run over HTTP, counted on the wire, missed-run detection
+ * on as shipped: a per-minute job's runs, one at a time, after enough untimed ones that the
+ * instance's first check (a day back) and its catch-up are done. An hour of slots holds one due
+ * delivery.
+ *
+ * @returns how many runs made each number of calls.
+ */
+async function httpCalls(counter: WireCounter): Promise<Record<string, number>> {
+  const fn = await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+    FIRESTORE_EMULATOR_HOST: counter.host,
+    RUNS_COLLECTION: freshCollection('http-calls'),
+  });
+  try {
+    for (let i = 0; i < 70; i++) await deliver(fn.url);
+    const runs: Record<string, number> = {};
+    for (let i = 0; i < 60; i++) {
+      counter.reset();
+      const { status } = await deliver(fn.url);
+      if (status !== 200) throw new Error(`a counted run answered ${status}`);
+      const calls = String(counter.calls());
+      runs[calls] = (runs[calls] ?? 0) + 1;
+    }
+    return runs;
+  } finally {
+    await fn.stop();
+  }
+}
+
 /** Distinct runs per second through the project (no-op job) and hello world. */
 async function throughput(): Promise<Throughput[]> {
   const fns = [
@@ -159,7 +182,6 @@ async function throughput(): Promise<Throughput[]> {
       'project (no-op job)',
       await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
         RUNS_COLLECTION: freshCollection('throughput'),
-        ...NO_CHECK,
       }),
     ],
     ['hello world', await startFunction('hello', 'bench/fixtures/hello.js')],
@@ -184,7 +206,7 @@ async function throughput(): Promise<Throughput[]> {
 async function coldStarts(): Promise<ColdStart[]> {
   const caches = mkdtempSync(join(os.tmpdir(), 'bench-compile-cache-'));
   const cache = (name: string) => join(caches, name);
-  const env = { RUNS_COLLECTION: freshCollection('coldstart'), ...NO_CHECK };
+  const env = { RUNS_COLLECTION: freshCollection('coldstart') };
   const floor = { target: 'firestoreCreate', source: 'bench/fixtures/firestore-create.js', env };
   const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env };
   try {
@@ -249,6 +271,8 @@ async function main(): Promise<void> {
     storms.push(...(await httpStorms(counter)));
     progress(`processed runs over HTTP: ${PLAN.runs} each, the project and the floor interleaved`);
     const processed = await httpRuns();
+    progress('Firestore calls of processed runs over HTTP, missed-run check on');
+    const calls = await httpCalls(counter);
     let rates: Results['throughput'] = [];
     if (!SMOKE) {
       progress(
@@ -265,6 +289,7 @@ async function main(): Promise<void> {
       ledgers,
       storms,
       httpRuns: processed,
+      httpCalls: calls,
       throughput: rates,
       coldStarts: starts,
       history,

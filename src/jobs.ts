@@ -29,4 +29,9 @@ export const jobs: readonly JobDeclaration[] = [
   //     if (!res.ok) throw new Error(`reports answered ${res.status}`);
   //   },
   // }),
+  //
+  // The run audit (opt-in): every 30 minutes, checks every job above for missed and finally failed
+  // slots, including jobs whose Scheduler job stopped delivering (docs/operations.md):
+  //
+  // defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }), // import { defineAuditJob } from './policy/run-audit.ts';
 ];

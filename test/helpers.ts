@@ -100,7 +100,7 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
  */
 export function testConfig(env: Record<string, string> = {}): Config {
   const development = env.NODE_ENV === undefined ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' } : {};
-  return loadConfig({ MISSED_CHECK_SLOTS: '0', ...development, ...env });
+  return loadConfig({ MISSED_RUN_CHECK: 'off', ...development, ...env });
 }
 
 /** The job ids the handler tests deliver; {@link serve} declares its job under each. */

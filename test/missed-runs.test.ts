@@ -1,93 +1,316 @@
 /**
- * Missed-run detection (`missed-runs.ts`) through the handler on the emulator: each processed run
- * checks the job's earlier slots and reports a missed or finally failed one once, across instances.
+ * Missed-run detection (`missed-runs.ts`) through the handler on the emulator, live: each slot is
+ * delivered at its own time on a driven clock (the handler's `clock`, Firestore's time in
+ * production), as Cloud Scheduler delivers it. A slot is reported once its retry window and margin
+ * have closed, by the first due delivery after that (the first slot of an hour).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { JobDeclaration } from '../src/policy/job-declaration.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
-import { jobs as historyJobs } from './fixtures/jobs-history.ts';
+import { closedAfterMs } from '../src/policy/missed-runs.ts';
+import { retryWindowMs } from '../src/policy/retry-policy.ts';
+import { defineAuditJob } from '../src/policy/run-audit.ts';
 import { schedulerHeaders, serveJobs } from './helpers.ts';
 
-function historyFunction(fail: (slot: string) => boolean) {
-  return validateJobs(
-    historyJobs.map((job) =>
-      defineJob({
-        ...job,
-        run: (ctx) => {
-          if (fail(ctx.scheduleTime.toISOString())) throw new Error('downstream refused');
-        },
-      }),
-    ),
-  );
+const MINUTE = 60_000;
+const ON = { MISSED_RUN_CHECK: 'on' };
+const REPORTS = ['missed run', 'run failed after retries'];
+
+/** A driven clock, shared by the instances of one test. */
+function drivenClock(start: string) {
+  let now = new Date(start);
+  return {
+    clock: async () => now,
+    now: () => now,
+    set: (at: Date) => {
+      now = at;
+    },
+  };
 }
 
-describe('missed-run detection', () => {
-  it('reports each missed or finally failed earlier slot once across two instances', async () => {
-    const env = { MISSED_CHECK_SLOTS: '3' };
-    const jobs = historyFunction((slot) => slot === '2026-10-16T12:10:00.000Z');
-    const a = serveJobs(jobs, { env });
-    const b = serveJobs(jobs, { env, collection: a.collection });
-    const at = (time: string) => schedulerHeaders('history-five', `2026-10-16T${time}:00Z`);
-    await a.request.post('/').set(at('12:00'));
-    await a.request.post('/').set(at('12:10')); // 12:05 never came; 12:10 fails, never retried
+type Served = ReturnType<typeof serveJobs>;
 
-    // Two slots processed at once on two instances: both check 12:05 and 12:10.
-    const [first, second] = await Promise.all([
-      a.request.post('/').set(at('12:15')),
-      b.request.post('/').set(at('12:20')),
+/** Delivers `jobId`'s slot at `slot` to `fn` at `at` (5 s after the slot unless given). */
+async function deliverAt(
+  fn: Served,
+  time: ReturnType<typeof drivenClock>,
+  jobId: string,
+  slot: Date,
+  at = new Date(slot.getTime() + 5000),
+) {
+  time.set(at);
+  const res = await fn.request.post('/').set(schedulerHeaders(jobId, slot.toISOString()));
+  return res.body.outcome as string;
+}
+
+/** Every slot of a `step`-minute job in [from, to), oldest first. */
+function slots(from: string, to: string, stepMinutes: number): Date[] {
+  const out: Date[] = [];
+  for (let t = Date.parse(from); t < Date.parse(to); t += stepMinutes * MINUTE)
+    out.push(new Date(t));
+  return out;
+}
+
+function reportsOf(...fns: Served[]) {
+  return fns
+    .flatMap((fn) => fn.logs.lines())
+    .filter((l) => REPORTS.includes(String(l.message)))
+    .map((l) => ({ message: l.message, slot: l.slot, jobName: l.jobName, severity: l.severity }));
+}
+
+function declare(...declarations: JobDeclaration[]) {
+  return validateJobs(declarations);
+}
+
+describe('missed-run detection, live', () => {
+  it('reports a slot never delivered once, after its window closes, with the shipped defaults', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const closesAt = Date.parse('2026-10-16T12:05:00Z') + closedAfterMs(jobs[0] as never);
+    let reportedAt: number | undefined;
+
+    for (const slot of slots('2026-10-16T12:00:00Z', '2026-10-16T15:05:00Z', 5)) {
+      if (slot.toISOString() === '2026-10-16T12:05:00.000Z') continue; // never delivered
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+      if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = slot.getTime();
+    }
+
+    assert.deepEqual(reportsOf(fn), [
+      {
+        message: 'missed run',
+        slot: '2026-10-16T12:05:00.000Z',
+        jobName: 'five',
+        severity: 'ERROR',
+      },
     ]);
-    const later = await b.request.post('/').set(at('12:25'));
-
-    assert.deepEqual([first.body.outcome, second.body.outcome], ['processed', 'processed']);
-    assert.equal(later.body.outcome, 'processed');
-    const all = [...a.logs.lines(), ...b.logs.lines()].filter((l) =>
-      ['missed run', 'run failed after retries'].includes(String(l.message)),
-    );
-    assert.equal(new Set(all.map((l) => l.slot)).size, all.length, 'no slot reported twice');
-    const reports = all;
-    assert.deepEqual(
-      reports.map((l) => [l.message, l.slot, l.state, l.severity]),
-      [
-        ['missed run', '2026-10-16T12:05:00.000Z', 'missed', 'ERROR'],
-        ['run failed after retries', '2026-10-16T12:10:00.000Z', 'failed', 'ERROR'],
-      ],
-    );
-    assert.equal(reports[0]?.jobName, 'history-five');
-    assert.match(String(reports[0]?.runId), /^[0-9a-f]{64}$/);
+    assert.ok(reportedAt !== undefined && reportedAt >= closesAt, 'never before its window closed');
+    assert.equal(reportedAt, Date.parse('2026-10-16T14:00:00Z'), 'by the first due delivery after');
   });
 
-  it('reports nothing before the oldest slot that has a record: a new job has no missed past', async () => {
-    const jobs = historyFunction(() => false);
-    const fn = serveJobs(jobs, { env: { MISSED_CHECK_SLOTS: '5' } });
+  it('reads nothing beyond the claim and the completion but on the one due delivery of an hour', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const calls: string[] = [];
+    const { jobDocuments, history } = fn;
+    const readData = jobDocuments.readData.bind(jobDocuments);
+    const getMany = history.getMany.bind(history);
+    jobDocuments.readData = (id) => {
+      calls.push(`cursor ${time.now().toISOString().slice(11, 16)}`);
+      return readData(id);
+    };
+    history.getMany = (ids) => {
+      calls.push(`slots ${time.now().toISOString().slice(11, 16)}`);
+      return getMany(ids);
+    };
 
-    const first = await fn.request
-      .post('/')
-      .set(schedulerHeaders('history-five', '2026-10-16T12:00:00Z'));
-    const third = await fn.request
-      .post('/')
-      .set(schedulerHeaders('history-five', '2026-10-16T12:10:00Z'));
+    for (const slot of slots('2026-10-16T12:05:00Z', '2026-10-16T14:05:00Z', 5)) {
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+    }
 
-    assert.deepEqual([first.body.outcome, third.body.outcome], ['processed', 'processed']);
-    const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
+    assert.deepEqual(calls, ['cursor 13:00', 'slots 13:00', 'cursor 14:00', 'slots 14:00']);
+  });
+
+  it('reports a slot never delivered when the window is longer than the slots before a delivery', async () => {
+    // Per-minute job, window 300 s + margin 60 s: six slots and more close behind each delivery.
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const settings = {
+      attemptDeadlineSeconds: 60,
+      retryCount: 2,
+      maxRetryDurationSeconds: 0,
+      minBackoffSeconds: 60,
+      maxBackoffSeconds: 60,
+    };
+    const jobs = declare(
+      defineJob({ id: 'minutely', schedule: '* * * * *', ...settings, run: () => {} }),
+    );
+    assert.ok(closedAfterMs(jobs[0] as never) > 5 * MINUTE);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+
+    for (const slot of slots('2026-10-16T12:50:00Z', '2026-10-16T14:01:00Z', 1)) {
+      if (slot.toISOString() === '2026-10-16T13:30:00.000Z') continue;
+      assert.equal(await deliverAt(fn, time, 'minutely', slot), 'processed');
+    }
+
     assert.deepEqual(
-      reports.map((l) => l.slot),
-      ['2026-10-16T12:05:00.000Z'],
-      'only the gap after the first run',
+      reportsOf(fn).map((r) => [r.message, r.slot]),
+      [['missed run', '2026-10-16T13:30:00.000Z']],
+    );
+  });
+
+  it("reports a job's first-ever slot that failed finally, and nothing before it", async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(
+      defineJob({
+        id: 'first',
+        schedule: '*/5 * * * *',
+        run: (ctx) => {
+          if (ctx.scheduleTime.toISOString() === '2026-10-16T12:10:00.000Z') {
+            throw new Error('downstream refused');
+          }
+        },
+      }),
+    );
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+
+    assert.equal(await deliverAt(fn, time, 'first', new Date('2026-10-16T12:10:00Z')), 'failed');
+    for (const slot of slots('2026-10-16T12:15:00Z', '2026-10-16T14:05:00Z', 5)) {
+      assert.equal(await deliverAt(fn, time, 'first', slot), 'processed');
+    }
+
+    assert.deepEqual(
+      reportsOf(fn).map((r) => [r.message, r.slot]),
+      [['run failed after retries', '2026-10-16T12:10:00.000Z']],
+    );
+  });
+
+  it('never reports a slot whose delivery is in flight: a late retry, a job running past its window', async (t) => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const jobs = declare(
+      defineJob({
+        id: 'racing',
+        schedule: '*/5 * * * *',
+        run: async (ctx) => {
+          const slot = ctx.scheduleTime.toISOString();
+          if (slot === '2026-10-16T12:05:00.000Z' && !retried) {
+            retried = true;
+            throw new Error('first attempt fails');
+          }
+          if (slot === '2026-10-16T12:10:00.000Z') await held; // runs past its window
+        },
+      }),
+    );
+    let retried = false;
+    t.after(() => release()); // a failed assertion must not leave the request open
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const window = retryWindowMs(jobs[0] as never);
+
+    await deliverAt(fn, time, 'racing', new Date('2026-10-16T12:00:00Z'));
+    assert.equal(await deliverAt(fn, time, 'racing', new Date('2026-10-16T12:05:00Z')), 'failed');
+    time.set(new Date('2026-10-16T12:10:05Z'));
+    const long = fn.request
+      .post('/')
+      .set(schedulerHeaders('racing', '2026-10-16T12:10:00Z'))
+      .then((r) => r.body.outcome as string);
+    for (const slot of slots('2026-10-16T12:15:00Z', '2026-10-16T13:00:00Z', 5)) {
+      await deliverAt(fn, time, 'racing', slot);
+    }
+    // 13:00 delivered late, past 12:05's retry window but inside its margin; 12:10 still runs.
+    const late = new Date(Date.parse('2026-10-16T12:05:00Z') + window + 30_000);
+    assert.equal(
+      await deliverAt(fn, time, 'racing', new Date('2026-10-16T13:00:00Z'), late),
+      'processed',
+    );
+    // Then 12:05's last retry arrives, and succeeds.
+    assert.equal(
+      await deliverAt(
+        fn,
+        time,
+        'racing',
+        new Date('2026-10-16T12:05:00Z'),
+        new Date(late.getTime() + 10_000),
+      ),
+      'processed',
+    );
+    for (const slot of slots('2026-10-16T13:05:00Z', '2026-10-16T14:05:00Z', 5)) {
+      await deliverAt(fn, time, 'racing', slot);
+    }
+    assert.deepEqual(reportsOf(fn), [], 'nothing reported while 12:10 runs');
+    release();
+    assert.equal(await long, 'processed');
+    for (const slot of slots('2026-10-16T14:05:00Z', '2026-10-16T15:05:00Z', 5)) {
+      await deliverAt(fn, time, 'racing', slot);
+    }
+
+    assert.deepEqual(reportsOf(fn), [], 'a retry and a long run are no false alarms');
+  });
+
+  it('reports each slot once across two instances checking the same job at once', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      defineAuditJob({ id: 'run-audit', schedule: '0 * * * *' }),
+    );
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const never = ['2026-10-16T12:05:00.000Z', '2026-10-16T12:40:00.000Z'];
+
+    for (const [i, slot] of slots('2026-10-16T12:00:00Z', '2026-10-16T15:05:00Z', 5).entries()) {
+      if (never.includes(slot.toISOString())) continue;
+      if (slot.getUTCMinutes() !== 0 || slot.getUTCHours() === 12) {
+        assert.equal(await deliverAt(i % 2 === 0 ? a : b, time, 'five', slot), 'processed');
+        continue;
+      }
+      // A due delivery on one instance and the audit on the other, at the same time.
+      time.set(new Date(slot.getTime() + 5000));
+      const answers = await Promise.all([
+        a.request.post('/').set(schedulerHeaders('five', slot.toISOString())),
+        b.request.post('/').set(schedulerHeaders('run-audit', slot.toISOString())),
+      ]);
+      assert.deepEqual(
+        answers.map((r) => r.body.outcome),
+        ['processed', 'processed'],
+      );
+    }
+
+    assert.deepEqual(
+      reportsOf(a, b)
+        .map((r) => [r.message, r.slot])
+        .sort(),
+      never.map((slot) => ['missed run', slot]),
+      'each missed slot reported once',
+    );
+  });
+
+  it('a run audit reports the slots of a job whose deliveries stopped, once each', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
+    );
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+
+    // 'five' is delivered until 12:20, then never again (its Scheduler job paused).
+    for (const slot of slots('2026-10-16T12:00:00Z', '2026-10-16T12:25:00Z', 5)) {
+      assert.equal(await deliverAt(a, time, 'five', slot), 'processed');
+    }
+    for (const [i, slot] of slots('2026-10-16T12:30:00Z', '2026-10-16T15:30:00Z', 30).entries()) {
+      assert.equal(await deliverAt(i % 2 === 0 ? a : b, time, 'run-audit', slot), 'processed');
+    }
+
+    // By 15:00:05 the slots up to 13:55 have closed (62.5 min); each is reported once.
+    const expected = slots('2026-10-16T12:25:00Z', '2026-10-16T14:00:00Z', 5).map((s) => [
+      'missed run',
+      s.toISOString(),
+      'five',
+    ]);
+    assert.deepEqual(
+      reportsOf(a, b)
+        .map((r) => [r.message, r.slot, r.jobName])
+        .sort(),
+      expected,
     );
   });
 
   it('never fails the run when the check cannot read Firestore', async () => {
-    const jobs = historyFunction(() => false);
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
     const broken = {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
       markReported: () => Promise.reject(new Error('unused')),
       recordSkipped: () => Promise.reject(new Error('unused')),
-      serverTime: async () => new Date(),
     };
-    const fn = serveJobs(jobs, { env: { MISSED_CHECK_SLOTS: '3' }, history: broken });
+    const time = drivenClock('2026-10-16T14:00:05Z');
+    const fn = serveJobs(jobs, { env: ON, history: broken }, { clock: time.clock });
 
-    const res = await fn.request.post('/').set(schedulerHeaders('history-five'));
+    const res = await fn.request.post('/').set(schedulerHeaders('five', '2026-10-16T14:00:00Z'));
 
     assert.equal(res.status, 200);
     assert.equal(res.body.outcome, 'processed');

@@ -75,10 +75,11 @@ export interface Config {
    */
   readonly httpMethod: HttpMethod;
   /**
-   * How many earlier slots of a job each processed run checks for missed or finally failed runs
-   * (`MISSED_CHECK_SLOTS`; 0 turns the check off). One batched read per processed run.
+   * Whether processed runs check their job's closed slots for missed and finally failed runs
+   * (`MISSED_RUN_CHECK`, `on` or `off`; default `on`). Only a due delivery checks, about once an
+   * hour per job (`policy/missed-runs.ts`); a run audit (`defineAuditJob`) checks either way.
    */
-  readonly missedCheckSlots: number;
+  readonly missedRunCheck: boolean;
   /**
    * How much earlier than its `X-CloudScheduler-ScheduleTime` a delivery may arrive, by Firestore's
    * clock, and still be that slot's run, in ms (`FORCED_RUN_TOLERANCE_SECONDS`). Earlier, it is a
@@ -277,15 +278,10 @@ export const OPTIONS = {
     default: '60',
     parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
   },
-  missedCheckSlots: {
-    env: 'MISSED_CHECK_SLOTS',
-    default: '5',
-    parse: (raw) => {
-      if (!/^\d+$/.test(raw) || Number(raw) > 100) {
-        throw new Error('must be a whole number from 0 to 100 (0 turns the check off)');
-      }
-      return Number(raw);
-    },
+  missedRunCheck: {
+    env: 'MISSED_RUN_CHECK',
+    default: 'on',
+    parse: (raw) => oneOf(['on', 'off'] as const, (r) => r.toLowerCase())(raw) === 'on',
   },
   httpMethod: {
     env: 'HTTP_METHOD',

@@ -18,9 +18,10 @@ import type { Ledger } from '../core/ledger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
-import { reportEarlierSlots } from '../policy/missed-runs.ts';
+import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
+import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import type { Authenticator } from './auth.ts';
@@ -59,7 +60,7 @@ export interface HandlerDeps {
     | 'exposeErrors'
     | 'jobTimeoutMs'
     | 'httpMethod'
-    | 'missedCheckSlots'
+    | 'missedRunCheck'
     | 'forcedRunToleranceMs'
     | 'leaseMs'
   >;
@@ -70,8 +71,9 @@ export interface HandlerDeps {
   /** The per-job documents (`policy/job-state.ts`): a job's missed-run check progress, its overlap lock. */
   readonly jobDocuments: RunDocuments;
   /**
-   * Firestore's time now (`() => ledger.serverTime()`), for forced-run detection: a delivery is
-   * judged early by the clock its lease is judged by, never the instance's.
+   * Firestore's time now (`() => ledger.serverTime()`), for forced-run detection and missed-run
+   * windows: a delivery is judged early, and a slot closed, by the clock its lease is judged by,
+   * never the instance's.
    */
   readonly clock: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
@@ -263,30 +265,22 @@ async function overlapRefusal(
 }
 
 /**
- * Missed-run detection for the job's earlier slots (`missed-runs.ts`); never throws: a failed check
- * is a warning and never fails the run.
+ * Missed-run detection of the job's closed slots (`missed-runs.ts`), when this delivery is due;
+ * never throws: a failed check is a warning and never fails the run.
  */
-async function checkEarlierSlots(
-  deps: HandlerDeps,
+async function checkClosedSlots(
+  missedRuns: MissedRunCheck,
   job: DeclaredJob,
   run: ScheduledRun,
   logger: Logger,
 ): Promise<void> {
-  const count = deps.config.missedCheckSlots;
-  if (count === 0) return;
   try {
-    await reportEarlierSlots({
-      history: deps.history,
-      job,
-      scope: run.scope,
-      before: new Date(run.scheduleTime),
-      count,
-      logger,
-    });
+    if (!(await missedRuns.isDue(job, new Date(run.scheduleTime), run.scope))) return;
+    await missedRuns.check(job, run.scope, logger);
   } catch (err) {
     logger.warn(
       { err: loggableError(err) },
-      'the missed-run check of earlier slots failed; the run is not affected',
+      'the missed-run check of closed slots failed; the run is not affected',
     );
   }
 }
@@ -401,10 +395,12 @@ function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobCo
 
 /**
  * Runs the delivery's job once through {@link runOnce}, with the missed-run check of the job's
- * earlier slots beside the job of a slot's run, and answers with what became of the run.
+ * closed slots beside the job of a due slot's run (a run audit checks every job instead), and
+ * answers with what became of the run.
  */
 async function runDelivery(
   deps: HandlerDeps,
+  missedRuns: MissedRunCheck,
   delivery: Delivery,
   known: Known,
   requestLogger: Logger,
@@ -420,13 +416,19 @@ async function runDelivery(
   routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
   const checks: Promise<void>[] = [];
   const ended = shutdown?.running(plan.runId);
+  const audit = isAuditJob(delivery.job);
+  const jobRun = audit
+    ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
+    : delivery.job.run;
   const result = await runOnce(
     deps.ledger,
     plan.runId,
     (attempt) => {
-      // Once per processed slot, beside the job: it delays the answer by at most its read.
-      if (plan.kind === 'slot') checks.push(checkEarlierSlots(deps, delivery.job, run, logger));
-      return delivery.job.run(jobContext(delivery, attempt, logger));
+      // A due slot's check runs beside the job: it delays the answer by at most its reads.
+      if (plan.kind === 'slot' && config.missedRunCheck && !audit) {
+        checks.push(checkClosedSlots(missedRuns, delivery.job, run, logger));
+      }
+      return jobRun(jobContext(delivery, attempt, logger));
     },
     {
       details: plan.details,
@@ -449,7 +451,12 @@ async function runDelivery(
  * Decides what the delivery is and runs it: admit → read → plan → overlap → run. Each step either
  * answers (a refusal, or the error it threw) or hands on what it learnt.
  */
-async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): Promise<Answer> {
+async function answerDelivery(
+  deps: HandlerDeps,
+  missedRuns: MissedRunCheck,
+  req: Request,
+  logger: Logger,
+): Promise<Answer> {
   const { config } = deps;
   /** Runs one step; an error it throws becomes the answer, naming what is known so far. */
   const step = <T>(known: Known, run: () => T | Promise<T>): Promise<T | Answer> =>
@@ -477,7 +484,9 @@ async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): 
   if (rerunRefused !== undefined) return rerunRefused;
   const refusal = await step(known, () => overlapRefusal(deps, delivery, known));
   if (refusal !== undefined) return refusal;
-  return step(known, () => runDelivery(deps, delivery, known, logger)) as Promise<Answer>;
+  return step(known, () =>
+    runDelivery(deps, missedRuns, delivery, known, logger),
+  ) as Promise<Answer>;
 }
 
 /**
@@ -545,12 +554,14 @@ const JOB_LEFT_ERROR =
  * }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
+  // One per instance: it remembers where its checks left each job's cursor.
+  const missedRuns = new MissedRunCheck(deps);
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
     // Before the run is known; runDelivery routes them to the run's logger once it is.
     routeRequestErrors((err) => logger.error({ err: loggableError(err) }, JOB_LEFT_ERROR));
-    writeAnswer(req, res, logger, await answerDelivery(deps, req, logger), startedAt);
+    writeAnswer(req, res, logger, await answerDelivery(deps, missedRuns, req, logger), startedAt);
   };
   const { shutdown } = deps;
   return shutdown ? (req, res) => shutdown.track(Promise.resolve(handle(req, res))) : handle;

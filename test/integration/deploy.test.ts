@@ -76,7 +76,8 @@ case "$1 $2 $3" in
   "iam service-accounts create") touch "$state/sa-$4" ;;
   "firestore databases describe") ${database} ;;
   "firestore fields ttls")
-    if [[ "$4" == list ]]; then [[ ! -e "$state/ttl" ]] || printf 'expire_at\\tACTIVE\\n'; else touch "$state/ttl"; fi ;;
+    group="$(printf '%s\\n' "$@" | sed -n 's/^--collection-group=//p')"
+    if [[ "$4" == list ]]; then [[ ! -e "$state/ttl-$group" ]] || printf 'expire_at\\tACTIVE\\n'; else touch "$state/ttl-$group"; fi ;;
   "functions describe "*) echo ${FUNCTION_URL} ;;
   "scheduler jobs describe") [[ -e "$state/job-$4" ]] ;;
   "scheduler jobs create") touch "$state/job-$5" ;;
@@ -643,9 +644,12 @@ describe('deploy.sh on a project (gcloud faked)', () => {
 
     assert.equal(run.status, 0, run.stderr);
     assert.equal(callsOf(run.gcloudCalls, 'gcloud', 'iam', 'service-accounts', 'create').length, 2);
-    assert.equal(
-      callsOf(run.gcloudCalls, 'gcloud', 'firestore', 'fields', 'ttls', 'update').length,
-      1,
+    assert.deepEqual(
+      callsOf(run.gcloudCalls, 'gcloud', 'firestore', 'fields', 'ttls', 'update').map((argv) =>
+        flag(argv, '--collection-group'),
+      ),
+      ['scheduler_runs', 'scheduler_runs_jobs'],
+      'the runs and the per-job documents',
     );
     const [job] = callsOf(run.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'create', 'http');
     assert.ok(job, 'no job created');

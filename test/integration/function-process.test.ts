@@ -23,7 +23,7 @@ function startFunction(
 ): GroupProcess {
   // The deliveries here are of slots whose earlier slots never ran: no missed-run reports. Error
   // text exposed, as `npm run dev` runs: the answers say why a job failed.
-  const withoutCheck = { MISSED_CHECK_SLOTS: '0', EXPOSE_ERRORS: 'true', ...env };
+  const withoutCheck = { MISSED_RUN_CHECK: 'off', EXPOSE_ERRORS: 'true', ...env };
   return spawnFunction({ target: 'handleScheduledJob', ...fixture, port, env: withoutCheck });
 }
 

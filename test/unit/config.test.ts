@@ -117,6 +117,12 @@ describe('loadConfig', () => {
     assert.ok(Object.isFrozen(config));
   });
 
+  it('turns missed-run detection on by default, off only when asked, and refuses other values', () => {
+    assert.equal(loadConfig({}).missedRunCheck, true);
+    assert.equal(loadConfig({ MISSED_RUN_CHECK: 'OFF' }).missedRunCheck, false);
+    assert.throws(() => loadConfig({ MISSED_RUN_CHECK: '5' }), /MISSED_RUN_CHECK/);
+  });
+
   it('reads scope lists, lowercasing header names and dropping blanks', () => {
     const config = loadConfig({
       RUN_KEY_SCOPE_HEADERS: 'X-Env, X-Region,,',

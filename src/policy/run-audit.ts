@@ -1,0 +1,79 @@
+/**
+ * The run audit: a watchdog for when deliveries stop. A job whose Scheduler job is paused, deleted
+ * or failing authentication sends nothing, so none of its deliveries runs the missed-run check
+ * (`missed-runs.ts`). The audit is a job of its own, declared like any other (opt-in: add it to
+ * `src/jobs.ts`; `deploy.sh` creates its Scheduler job): each of its runs checks every declared
+ * job's closed slots and reports what is missing, once across instances, as every check does.
+ *
+ * It needs no extra service, and so it shares the function's fate: it is delivered by Cloud
+ * Scheduler to the same function as the same invoker, so a failing invoker or a deleted function
+ * silences it too. The absence alert `deploy.sh` creates (no `scheduled run` line of a job for N
+ * periods, `ops/alert-config.ts`) watches from outside and sees those; the audit names the slots.
+ */
+import type { JobContext, JobRun } from '../core/job-context.ts';
+import type { Logger } from '../core/logger.ts';
+import type { Scope } from '../core/run-key.ts';
+import type { DeclaredJob, JobDeclaration } from './job-declaration.ts';
+import type { MissedRunCheck } from './missed-runs.ts';
+
+const AUDIT = Symbol('run audit');
+
+/** An audit's settings: a job's, without `run` (the function runs it) and without `overlap`. */
+export type AuditDeclaration = Omit<JobDeclaration, 'run' | 'overlap'>;
+
+/**
+ * Declares the run audit: a job whose every run checks every declared job for missed and finally
+ * failed slots. Its `run` is supplied by the function (it needs the declared jobs and the run
+ * history, which a job never sees); called anywhere else, it throws.
+ *
+ * @example
+ * // src/jobs.ts
+ * import { defineAuditJob } from './policy/run-audit.ts';
+ * export const jobs = [job, defineAuditJob({ id: 'run-audit', schedule: '*\/30 * * * *' })];
+ */
+export function defineAuditJob(declaration: AuditDeclaration): JobDeclaration {
+  const run: JobRun = () => {
+    throw new Error(
+      'the run audit runs only inside the scheduled-job function, which hands it the declared jobs and the run history',
+    );
+  };
+  Object.defineProperty(run, AUDIT, { value: true });
+  return { ...declaration, overlap: 'allow', run };
+}
+
+/** Whether `job` was declared with {@link defineAuditJob}. */
+export function isAuditJob(job: Pick<DeclaredJob, 'run'>): boolean {
+  return AUDIT in job.run;
+}
+
+/**
+ * The run of an audit: {@link MissedRunCheck.check} for every declared job in turn (the audit
+ * itself included), with the delivery's key scope. A job whose check fails does not stop the
+ * others; the run then fails, so Scheduler retries it (a retry re-checks only what is still
+ * unchecked: the cursors lose nothing and report nothing twice).
+ *
+ * @param logger - where reports go: a logger not bound to the audit's own job name.
+ * @throws Error naming each job whose check failed.
+ * @example job.run = auditRun(missedRuns, jobs, run.scope, requestLogger);
+ */
+export function auditRun(
+  check: MissedRunCheck,
+  jobs: readonly DeclaredJob[],
+  scope: Scope,
+  logger: Logger,
+): (ctx: JobContext) => Promise<void> {
+  return async (ctx) => {
+    const failed: string[] = [];
+    let reported = 0;
+    for (const job of jobs) {
+      ctx.signal.throwIfAborted();
+      try {
+        reported += (await check.check(job, scope, logger)).reported;
+      } catch (err) {
+        failed.push(`${job.id} (${err instanceof Error ? err.message : String(err)})`);
+      }
+    }
+    ctx.logger.info({ jobs: jobs.length, reported, failed: failed.length }, 'run audit done');
+    if (failed.length > 0) throw new Error(`the missed-run check failed for ${failed.join(', ')}`);
+  };
+}
