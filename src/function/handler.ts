@@ -22,6 +22,7 @@ import { reportEarlierSlots } from '../policy/missed-runs.ts';
 import { runningEarlierSlot } from '../policy/overlap.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import { jobRunId, planRun, type RunPlan } from '../policy/run-plan.ts';
+import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
@@ -60,6 +61,7 @@ export interface HandlerDeps {
     | 'httpMethod'
     | 'missedCheckSlots'
     | 'forcedRunToleranceMs'
+    | 'retentionMs'
   >;
   /** The lease protocol each run goes through. */
   readonly ledger: Ledger;
@@ -337,6 +339,26 @@ function readDelivery(deps: HandlerDeps, req: Request): { run: ScheduledRun; job
   return { run, job };
 }
 
+/**
+ * Refuses a schedule time Scheduler cannot have sent, or whose record the TTL may have deleted
+ * (`schedule-time.ts`), judged on Firestore's clock.
+ *
+ * @throws {InvalidRequestError} saying what to fix; {@link LedgerUnavailableError} if the clock's
+ *   one read fails.
+ */
+async function checkScheduleTime(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  toleranceMs: number,
+): Promise<object> {
+  const now = await deps.clock();
+  const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
+  const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
+  if (problem !== undefined) throw new InvalidRequestError(problem);
+  return {};
+}
+
 /** The context a job's attempt runs with. */
 function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
   const { job, run, plan } = delivery;
@@ -421,9 +443,12 @@ async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): 
   const read = await step({ fields }, () => readDelivery(deps, req));
   if (isAnswer(read)) return read;
   const { run, job } = read;
-  const plan = await step({ run, fields }, () =>
-    planRun(run, job, deps.clock, config.forcedRunToleranceMs),
+  const toleranceMs = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+  const inRange = await step({ run, fields }, () =>
+    checkScheduleTime(deps, job, run, toleranceMs),
   );
+  if (isAnswer(inRange)) return inRange;
+  const plan = await step({ run, fields }, () => planRun(run, job, deps.clock, toleranceMs));
   if (isAnswer(plan)) return plan;
   const known: Known = {
     run,
