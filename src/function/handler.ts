@@ -444,9 +444,7 @@ async function answerDelivery(deps: HandlerDeps, req: Request, logger: Logger): 
   if (isAnswer(read)) return read;
   const { run, job } = read;
   const toleranceMs = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
-  const inRange = await step({ run, fields }, () =>
-    checkScheduleTime(deps, job, run, toleranceMs),
-  );
+  const inRange = await step({ run, fields }, () => checkScheduleTime(deps, job, run, toleranceMs));
   if (isAnswer(inRange)) return inRange;
   const plan = await step({ run, fields }, () => planRun(run, job, deps.clock, toleranceMs));
   if (isAnswer(plan)) return plan;

@@ -24,7 +24,13 @@
  */
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { nextSlots, SLOT_RANGE, type ScheduleSpec, shortestGapMs, toUtcRfc3339 } from './schedule.ts';
+import {
+  nextSlots,
+  type ScheduleSpec,
+  SLOT_RANGE,
+  shortestGapMs,
+  toUtcRfc3339,
+} from './schedule.ts';
 
 const tolerances = new WeakMap<ScheduleSpec, Map<number, number>>();
 
@@ -60,9 +66,7 @@ export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): n
  * @param toleranceMs - the job's {@link forcedRunToleranceMs}.
  */
 export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
-  return new Date(
-    Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs),
-  );
+  return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
 }
 
 /**
@@ -106,7 +110,7 @@ export function scheduleTimeProblem(
   if (t < oldest.getTime()) {
     return (
       `${shown} is older than RETENTION_SECONDS (${retentionMs / 1000} s, oldest accepted ${toUtcRfc3339(oldest)}): ` +
-      "its record may have been deleted by the TTL policy, so nothing shows whether it ran; the job was not run. Run it by hand as a manual run (npm run trigger -- JOB) if it must run."
+      'its record may have been deleted by the TTL policy, so nothing shows whether it ran; the job was not run. Run it by hand as a manual run (npm run trigger -- JOB) if it must run.'
     );
   }
   const newest = newestAcceptedTime(job, now, toleranceMs);
@@ -142,7 +146,7 @@ export function retentionProblems(
       problems.push(
         `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the retry window of job ${job.id} ` +
           `(${windowMs / 1000} s: its last retry can come that long after the schedule time) plus its forced-run tolerance (${toleranceMs / 1000} s); ` +
-          'raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job\'s retries',
+          "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
       );
     }
   }
