@@ -6,7 +6,8 @@
  *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
  *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
- *                    [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
+ *                    [--backfill [--dry-run | --yes] [--include-before-first-record]
+ *                                [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
  * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
  * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
@@ -15,25 +16,30 @@
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed (one before the job's oldest
  * record in the window does not count), or failed past its retry window; each line it prints ends
- * with the command that fixes it (`checkLines`). `--backfill` then
- * delivers every missed slot of the window, oldest first, one at a time, as Scheduler would (to
- * the local function, or `--url` with an ID token: `ops/deliver.ts`), and prints what each got; it
- * exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid declarations or configuration,
+ * with the command that fixes it (`checkLines`). `--backfill` then lists the missed slots it may
+ * deliver (within `RETENTION_SECONDS`, after the job's oldest record in the window, at most 100),
+ * asks (a terminal; `--yes` for scripts; `--dry-run` only lists), and delivers them oldest first,
+ * one at a time, as Scheduler would (to the local function, or `--url` with an ID token:
+ * `ops/deliver.ts`): `ops/backfill.ts`. It exits 1 if any answer was not 2xx, or if nothing was
+ * delivered for want of a confirmation. Bad arguments exit 2; invalid declarations or configuration,
  * or an unreachable Firestore or function, exit 1 (`ops/command.ts`).
  */
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
+import { ConfigError } from '../src/core/errors.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
-import { previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { previousSlots, slotsBetween } from '../src/policy/schedule.ts';
+import { retentionProblems } from '../src/policy/schedule-time.ts';
+import { planBackfill, runBackfill } from './backfill.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
-import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
+import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
 import { checkFailures, checkLines, parseDuration, runsJson, runsTable } from './format-runs.ts';
 import { runsOutsideSlots } from './run-queries.ts';
@@ -41,7 +47,8 @@ import { runsOutsideSlots } from './run-queries.ts';
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
-       [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
+       [--backfill [--dry-run | --yes] [--include-before-first-record]
+                   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]`;
 const DEFAULT_SLOTS = 10;
 
 function pairs(values: readonly string[] | undefined, what: string): Record<string, string> {
@@ -52,29 +59,6 @@ function pairs(values: readonly string[] | undefined, what: string): Record<stri
     out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
   }
   return out;
-}
-
-/** Delivers each missed slot of `rows`, oldest first, one at a time; 1 if any answer was not 2xx. */
-async function backfill(
-  rows: readonly SlotRow[],
-  args: { url?: string | undefined; invoker?: string | undefined; token?: string | undefined },
-  env: NodeJS.ProcessEnv,
-): Promise<number> {
-  const missed = rows
-    .filter((row) => row.state === 'missed' && row.final)
-    .sort((a, b) => a.slot.getTime() - b.slot.getTime());
-  if (missed.length === 0) {
-    console.error('runs --backfill: no missed slot in the window');
-    return 0;
-  }
-  const target = resolveTarget(args, env);
-  let failures = 0;
-  for (const row of missed) {
-    const answer = await deliver(target, schedulerHeaders(row.job, row.slot));
-    console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
-    if (answer.status < 200 || answer.status >= 300) failures++;
-  }
-  return failures > 0 ? 1 : 0;
 }
 
 /** The project `npm run dev` and `scripts/with-emulator.ts` give the emulator by default. */
@@ -132,6 +116,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       database: { type: 'string' },
       project: { type: 'string' },
       backfill: { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
+      yes: { type: 'boolean' },
+      'include-before-first-record': { type: 'boolean' },
       url: { type: 'string' },
       invoker: { type: 'string' },
       token: { type: 'string' },
@@ -145,6 +132,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args.json && args.html !== undefined) {
     throw new UsageError('--json and --html are two outputs; choose one');
   }
+  const backfillOnly = (['dry-run', 'yes', 'include-before-first-record'] as const).filter(
+    (flag) => args[flag] === true,
+  );
+  if (backfillOnly.length > 0 && !args.backfill) {
+    throw new UsageError(`--${backfillOnly[0]} goes with --backfill`);
+  }
+  if (args['dry-run'] && args.yes) throw new UsageError('--dry-run and --yes: choose one');
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${args.now}" is not a date-time`);
@@ -159,7 +153,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers: pairs(args['scope-header'], 'scope-header'),
     params: pairs(args['scope-param'], 'scope-param'),
   });
-  const jobs = selectJobs(await loadJobs(env), args.job);
+  const declared = await loadJobs(env);
+  const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
+  if (mismatch.length > 0) throw new ConfigError(mismatch);
+  const jobs = selectJobs(declared, args.job);
 
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
@@ -226,7 +223,19 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   } else {
     console.log(args.json ? runsJson(rows) : runsTable(rows));
   }
-  if (args.backfill) return backfill(rows, args, env);
+  if (args.backfill) {
+    const plan = planBackfill(rows, jobs, {
+      now,
+      retentionMs: config.retentionMs,
+      forcedRunToleranceMs: config.forcedRunToleranceMs,
+      includeBeforeFirstRecord: args['include-before-first-record'] === true,
+    });
+    return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
+      dryRun: args['dry-run'],
+      yes: args.yes,
+      interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,
+    });
+  }
   if (!args.check) return 0;
   const failures = checkFailures(rows);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
