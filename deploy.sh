@@ -57,7 +57,7 @@ Jobs:       declared in code (src/job.ts, src/jobs.ts); read with Node.js >= 22.
             or NODE_BIN=/path/to/node); JOBS_MODULE=path reads another module that exports `jobs`.
 Optional (default):
   FUNCTION_NAME (scheduled-job)        RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
-  LEASE_SECONDS (300)                  RETENTION_SECONDS (86400)        RUNS_COLLECTION (scheduler_runs)
+  LEASE_SECONDS (300)                  RETENTION_SECONDS (2592000)      RUNS_COLLECTION (scheduler_runs)
   FIRESTORE_DATABASE ((default))       RUN_KEY_SCOPE (PROJECT/REGION)   LOG_LEVEL (info)
   RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
   FIRESTORE_TIMEOUT_SECONDS, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS (unset: the function's defaults)
@@ -115,7 +115,7 @@ FUNCTION_TIMEOUT_SECONDS="${FUNCTION_TIMEOUT_SECONDS:-180}"
 NODE_BIN="${NODE_BIN:-node}"
 JOBS_MODULE="${JOBS_MODULE:-}"
 LEASE_SECONDS="${LEASE_SECONDS:-300}"
-RETENTION_SECONDS="${RETENTION_SECONDS:-86400}"
+RETENTION_SECONDS="${RETENTION_SECONDS:-2592000}"
 RUNS_COLLECTION="${RUNS_COLLECTION:-scheduler_runs}"
 FIRESTORE_DATABASE="${FIRESTORE_DATABASE:-(default)}"
 RUN_KEY_SCOPE="${RUN_KEY_SCOPE:-${GOOGLE_CLOUD_PROJECT}/${REGION}}"
