@@ -66,9 +66,14 @@ export async function startFunction(
 export const BENCH_JOB_IDS = ['bench', 'storm', 'load'] as const;
 
 let scheduleSeq = 0;
+/**
+ * Distinct schedule times from an hour ago, 10 ms apart: past (the function refuses one after the
+ * job's next slot) and within any retention (it refuses older ones), for 360,000 runs.
+ */
+const SCHEDULE_BASE_MS = Date.now() - 3_600_000;
 /** The Scheduler headers of a run no other delivery of this bench named. */
 function newRun(jobName: string) {
-  const scheduleTime = new Date(Date.UTC(2031, 0, 1) + 60_000 * scheduleSeq++).toISOString();
+  const scheduleTime = new Date(SCHEDULE_BASE_MS + 10 * scheduleSeq++).toISOString();
   return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
 }
 
