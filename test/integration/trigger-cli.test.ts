@@ -230,7 +230,7 @@ describe('running jobs by hand', () => {
       assert.equal(res.code, 1);
       assert.match(
         res.stderr,
-        /3 missed slot\(s\) to deliver[^]*2026-10-16T12:05:00Z[^]*no terminal to confirm on; .* pass --yes/,
+        /3 missed slot\(s\) to deliver[\s\S]*2026-10-16T12:05:00Z[\s\S]*no terminal to confirm on; .* pass --yes/,
       );
       assert.deepEqual(delivered(res.stdout), []);
     });
@@ -241,7 +241,7 @@ describe('running jobs by hand', () => {
       const res = await command('ops/runs.ts', ...window, '--backfill', '--dry-run', '--url', url);
 
       assert.equal(res.code, 0, res.stderr);
-      assert.match(res.stderr, /3 missed slot\(s\) to deliver[^]*--dry-run: nothing delivered/);
+      assert.match(res.stderr, /3 missed slot\(s\) to deliver[\s\S]*--dry-run: nothing delivered/);
       assert.deepEqual(delivered(res.stdout), []);
     });
 
@@ -285,7 +285,7 @@ describe('running jobs by hand', () => {
       assert.equal(res.code, 0, res.stderr);
       assert.match(
         res.stderr,
-        /0 missed slot\(s\) to deliver[^]*before the job's oldest record in the window/,
+        /0 missed slot\(s\) to deliver[\s\S]*before the job's oldest record in the window/,
       );
       assert.deepEqual(delivered(res.stdout), []);
     });
