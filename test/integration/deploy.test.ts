@@ -394,7 +394,7 @@ describe('deploy.sh --dry-run', () => {
       NODE_ENV: 'production',
       GOOGLE_CLOUD_PROJECT: 'my-project',
       LEASE_SECONDS: '300',
-      RETENTION_SECONDS: '86400',
+      RETENTION_SECONDS: '2592000',
       RUNS_COLLECTION: 'scheduler_runs',
       FIRESTORE_DATABASE: '(default)',
       RUN_KEY_SCOPE: AWKWARD.RUN_KEY_SCOPE,
