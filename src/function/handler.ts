@@ -524,6 +524,8 @@ const JOB_LEFT_ERROR =
  * }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
+  // Each job's forced-run tolerance, at cold start rather than on the first delivery's clock.
+  for (const job of deps.jobs) forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);

@@ -32,27 +32,25 @@ import {
   toUtcRfc3339,
 } from './schedule.ts';
 
-const tolerances = new WeakMap<ScheduleSpec, Map<number, number>>();
+/** Tolerances by schedule, zone and configured tolerance: a few per declared job, computed once. */
+const tolerances = new Map<string, number>();
 
 /**
  * How early a delivery of `job` may come and still be its slot's run, in ms: `configuredMs`
  * (`FORCED_RUN_TOLERANCE_SECONDS`), at most half the job's shortest gap between slots, so a slot's
- * tolerance never reaches back to the slot before it. Computed once per job (a few hundred
- * slots) and the same on every instance of a revision.
+ * tolerance never reaches back to the slot before it. Computed once per schedule and zone in a
+ * process (1,000 slots, tens of ms: the handler does it at cold start), and the same on every
+ * instance of a revision.
  *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
-  let byConfigured = tolerances.get(job);
-  if (byConfigured === undefined) {
-    byConfigured = new Map();
-    tolerances.set(job, byConfigured);
-  }
-  let tolerance = byConfigured.get(configuredMs);
+  const key = `${job.schedule}\u0000${job.timeZone}\u0000${configuredMs}`;
+  let tolerance = tolerances.get(key);
   if (tolerance === undefined) {
     const gap = shortestGapMs(job);
     tolerance = gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
-    byConfigured.set(configuredMs, tolerance);
+    tolerances.set(key, tolerance);
   }
   return tolerance;
 }
