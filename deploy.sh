@@ -57,7 +57,7 @@ Jobs:       declared in code (src/job.ts, src/jobs.ts); read with Node.js >= 22.
             or NODE_BIN=/path/to/node); JOBS_MODULE=path reads another module that exports `jobs`.
 Optional (default):
   FUNCTION_NAME (scheduled-job)        RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
-  LEASE_SECONDS (300)                  RETENTION_SECONDS (86400)        RUNS_COLLECTION (scheduler_runs)
+  LEASE_SECONDS (300)                  RETENTION_SECONDS (2592000)      RUNS_COLLECTION (scheduler_runs)
   FIRESTORE_DATABASE ((default))       RUN_KEY_SCOPE (PROJECT/REGION)   LOG_LEVEL (info)
   RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
   FIRESTORE_TIMEOUT_SECONDS, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS (unset: the function's defaults)
@@ -115,7 +115,7 @@ FUNCTION_TIMEOUT_SECONDS="${FUNCTION_TIMEOUT_SECONDS:-180}"
 NODE_BIN="${NODE_BIN:-node}"
 JOBS_MODULE="${JOBS_MODULE:-}"
 LEASE_SECONDS="${LEASE_SECONDS:-300}"
-RETENTION_SECONDS="${RETENTION_SECONDS:-86400}"
+RETENTION_SECONDS="${RETENTION_SECONDS:-2592000}"
 RUNS_COLLECTION="${RUNS_COLLECTION:-scheduler_runs}"
 FIRESTORE_DATABASE="${FIRESTORE_DATABASE:-(default)}"
 RUN_KEY_SCOPE="${RUN_KEY_SCOPE:-${GOOGLE_CLOUD_PROJECT}/${REGION}}"
@@ -197,13 +197,14 @@ readonly MOVED_TO_CODE=(
 
 # The declared jobs, one entry per job, in declaration order (filled by read_jobs).
 job_ids=() job_schedules=() job_zones=() job_deadlines=() job_retries=() job_retry_durations=()
-job_min_backoffs=() job_max_backoffs=() job_doublings=()
+job_min_backoffs=() job_max_backoffs=() job_doublings=() job_retry_windows=()
 
 # Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
-# (ops/format-jobs.ts, DEPLOY_FIELDS), already validated by validateJobs (src/job-declaration.ts).
+# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window in seconds), already validated by
+# validateJobs (src/policy/job-declaration.ts).
 read_jobs() {
   local version major minor output errors line
-  local id schedule zone deadline retries duration min_backoff max_backoff doublings
+  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window
   if ! version="$("$NODE_BIN" -p 'process.versions.node' 2>/dev/null)" || [[ ! "$version" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
     problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later," \
 "and ${NODE_BIN@Q} did not run: install Node.js, put it on PATH, or set NODE_BIN=/path/to/node"
@@ -228,11 +229,11 @@ read_jobs() {
     return 0
   fi
   rm -f -- "$errors"
-  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings; do
+  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window; do
     [[ -n "$id" ]] || continue
     job_ids+=("$id") job_schedules+=("$schedule") job_zones+=("$zone") job_deadlines+=("$deadline")
     job_retries+=("$retries") job_retry_durations+=("$duration") job_min_backoffs+=("$min_backoff")
-    job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings")
+    job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings") job_retry_windows+=("$retry_window")
   done <<<"$output"
 }
 
@@ -383,23 +384,22 @@ validate() {
     problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed LEASE_SECONDS ($LEASE_SECONDS):" \
 "the TTL sweep must never delete a claim whose lease is still live"
   fi
-  local by_attempts window
+  local window
   for i in "${!job_ids[@]}"; do
     if numbers_valid FUNCTION_TIMEOUT_SECONDS && ((FUNCTION_TIMEOUT_SECONDS < job_deadlines[i])); then
       problem "FUNCTION_TIMEOUT_SECONDS ($FUNCTION_TIMEOUT_SECONDS) must be at least the attemptDeadlineSeconds" \
 "(${job_deadlines[i]}) of job ${job_ids[i]}: Scheduler would keep waiting on an attempt the platform already" \
 "ended, past the lease sized for it"
     fi
-    # The last retry arrives at most max(retry duration, every retry waiting the longest backoff after
-    # a full attempt) after the first attempt; it must still find the completed record.
+    # The job's retry window is computed by the code the function checks it with (retryWindowMs,
+    # src/policy/retry-policy.ts); the function adds the job's forced-run tolerance, at most the 60 s
+    # FORCED_RUN_TOLERANCE_SECONDS it runs with (deploy.sh leaves it at its default).
     numbers_valid RETENTION_SECONDS || continue
-    by_attempts=$((job_retries[i] * (job_max_backoffs[i] + job_deadlines[i]) + job_deadlines[i]))
-    window=$((job_retry_durations[i] > by_attempts ? job_retry_durations[i] : by_attempts))
+    window=$((job_retry_windows[i] + 60))
     if ((RETENTION_SECONDS <= window)); then
-      problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window of job ${job_ids[i]} ($window s:" \
-"the larger of its maxRetryDurationSeconds (${job_retry_durations[i]}) and retryCount × (maxBackoffSeconds +" \
-"attemptDeadlineSeconds) + attemptDeadlineSeconds ($by_attempts)): a late retry must still find the" \
-"completed record, or it runs the job again"
+      problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window of job ${job_ids[i]} plus its" \
+"forced-run tolerance ($window s: ${job_retry_windows[i]} s of attempts and back-offs, retryWindowMs in" \
+"src/policy/retry-policy.ts, + 60 s): a late retry must still find the completed record, or it runs the job again"
     fi
   done
 }

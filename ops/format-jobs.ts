@@ -2,7 +2,9 @@
  * What `npm run jobs` prints, as pure functions of the declared jobs: a table for people, JSON for
  * programs, and the tab-separated lines `deploy.sh` reads.
  */
+
 import type { DeclaredJob, JobInfo } from '../src/policy/job-declaration.ts';
+import { retryWindowMs } from '../src/policy/retry-policy.ts';
 import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/policy/schedule.ts';
 import { formatTable } from './table.ts';
 
@@ -111,12 +113,21 @@ export const DEPLOY_FIELDS = [
 ] as const satisfies readonly (keyof DeclaredJob)[];
 
 /**
- * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, for `deploy.sh` to read with
+ * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, then its retry window in whole
+ * seconds (`retryWindowMs` of `src/policy/retry-policy.ts`, rounded up: the one formula, which
+ * `deploy.sh` checks `RETENTION_SECONDS` against), for `deploy.sh` to read with
  * `IFS=$'\t' read -r`. Safe without quoting: validated ids, zones and schedules hold no tab or
  * newline (schedules have one space between fields), and the rest are whole numbers.
  */
 export function deployLines(jobs: readonly DeclaredJob[]): string {
-  return jobs.map((job) => DEPLOY_FIELDS.map((field) => String(job[field])).join('\t')).join('\n');
+  return jobs
+    .map((job) =>
+      [
+        ...DEPLOY_FIELDS.map((field) => String(job[field])),
+        String(Math.ceil(retryWindowMs(job) / 1000)),
+      ].join('\t'),
+    )
+    .join('\n');
 }
 
 /**
@@ -125,7 +136,7 @@ export function deployLines(jobs: readonly DeclaredJob[]): string {
  * through `node ops/jobs.ts --deploy`, since Node caches imported modules).
  *
  * @throws {Error} for a line without every field or with a setting that is not a whole number.
- * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5')[0].retryCount // 3
+ * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570')[0].retryCount // 3
  */
 export function parseDeployLines(
   text: string,
@@ -135,10 +146,11 @@ export function parseDeployLines(
     .filter((line) => line.trim() !== '')
     .map((line) => {
       const values = line.split('\t');
-      if (values.length !== DEPLOY_FIELDS.length) {
-        throw new Error(`expected ${DEPLOY_FIELDS.length} tab-separated fields: ${line}`);
+      // The fields, then the retry window (deploy.sh's; not a setting).
+      if (values.length !== DEPLOY_FIELDS.length + 1) {
+        throw new Error(`expected ${DEPLOY_FIELDS.length + 1} tab-separated fields: ${line}`);
       }
-      const [id = '', schedule = '', timeZone = '', ...numbers] = values;
+      const [id = '', schedule = '', timeZone = '', ...numbers] = values.slice(0, -1);
       const settings = numbers.map((value) => {
         if (!/^\d+$/.test(value)) throw new Error(`"${value}" is not a whole number: ${line}`);
         return Number(value);

@@ -6,7 +6,8 @@
  *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
  *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
- *                    [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
+ *                    [--backfill [--dry-run | --yes] [--include-before-first-record]
+ *                                [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
  * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
  * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
@@ -17,16 +18,19 @@
  * record in the window does not count), failed past its retry window, or unreadable; each line it
  * prints ends with the command that fixes it (`checkLines`). A window of more than `MAX_SLOTS`
  * (10,000) slots of a job shows its newest slots, never the oldest, and `--check` then exits 3
- * ({@link EXIT_TOO_LARGE}) if it found nothing else: a window it cannot judge is never green. `--backfill` then
- * delivers every missed slot of the window, oldest first, one at a time, as Scheduler would (to
- * the local function, or `--url` with an ID token: `ops/deliver.ts`), and prints what each got; it
- * exits 1 if any answer was not 2xx. Bad arguments exit 2; invalid declarations or configuration,
+ * ({@link EXIT_TOO_LARGE}) if it found nothing else: a window it cannot judge is never green.
+ * `--backfill` lists the missed slots it may deliver (within `RETENTION_SECONDS`, after the job's
+ * oldest record in the window, at most 100), asks (a terminal; `--yes` for scripts; `--dry-run`
+ * only lists), and delivers them oldest first, one at a time, as Scheduler would (to the local
+ * function, or `--url` with an ID token: `ops/deliver.ts`): `ops/backfill.ts`. It exits 1 if any
+ * answer was not 2xx, or if nothing was delivered for want of a confirmation. Bad arguments exit 2; invalid declarations or configuration,
  * or an unreachable Firestore or function, exit 1 (`ops/command.ts`).
  */
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
+import { ConfigError } from '../src/core/errors.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
@@ -35,9 +39,11 @@ import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-dec
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
 import { MAX_SLOTS, previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { retentionProblems } from '../src/policy/schedule-time.ts';
+import { planBackfill, runBackfill } from './backfill.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
-import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
+import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
 import { checkFailures, checkLines, parseDuration, runsJson, runsTable } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
@@ -45,8 +51,10 @@ import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
-       [--backfill [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
-exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unreadable slots);
+       [--backfill [--dry-run | --yes] [--include-before-first-record]
+                   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
+exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unreadable slots;
+             --backfill: an answer not 2xx, or nothing delivered for want of a confirmation);
              2 bad arguments; 3 --check found none, but a window held more than 10000 slots of a job
              (only its newest were judged: narrow --since)`;
 const DEFAULT_SLOTS = 10;
@@ -59,29 +67,6 @@ function pairs(values: readonly string[] | undefined, what: string): Record<stri
     out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
   }
   return out;
-}
-
-/** Delivers each missed slot of `rows`, oldest first, one at a time; 1 if any answer was not 2xx. */
-async function backfill(
-  rows: readonly SlotRow[],
-  args: { url?: string | undefined; invoker?: string | undefined; token?: string | undefined },
-  env: NodeJS.ProcessEnv,
-): Promise<number> {
-  const missed = rows
-    .filter((row) => row.state === 'missed' && row.final)
-    .sort((a, b) => a.slot.getTime() - b.slot.getTime());
-  if (missed.length === 0) {
-    console.error('runs --backfill: no missed slot in the window');
-    return 0;
-  }
-  const target = resolveTarget(args, env);
-  let failures = 0;
-  for (const row of missed) {
-    const answer = await deliver(target, schedulerHeaders(row.job, row.slot));
-    console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
-    if (answer.status < 200 || answer.status >= 300) failures++;
-  }
-  return failures > 0 ? 1 : 0;
 }
 
 /** The project `npm run dev` and `scripts/with-emulator.ts` give the emulator by default. */
@@ -193,6 +178,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       database: { type: 'string' },
       project: { type: 'string' },
       backfill: { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
+      yes: { type: 'boolean' },
+      'include-before-first-record': { type: 'boolean' },
       url: { type: 'string' },
       invoker: { type: 'string' },
       token: { type: 'string' },
@@ -206,6 +194,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (args.json && args.html !== undefined) {
     throw new UsageError('--json and --html are two outputs; choose one');
   }
+  const backfillOnly = (['dry-run', 'yes', 'include-before-first-record'] as const).filter(
+    (flag) => args[flag] === true,
+  );
+  if (backfillOnly.length > 0 && !args.backfill) {
+    throw new UsageError(`--${backfillOnly[0]} goes with --backfill`);
+  }
+  if (args['dry-run'] && args.yes) throw new UsageError('--dry-run and --yes: choose one');
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${args.now}" is not a date-time`);
@@ -221,6 +216,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     params: pairs(args['scope-param'], 'scope-param'),
   });
   const declared = await loadJobs(env);
+  const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
+  if (mismatch.length > 0) throw new ConfigError(mismatch);
   // `--job` may name an id that is no longer declared: its history is read from its records.
   const undeclared = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
   for (const id of undeclared) {
@@ -335,7 +332,19 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   } else {
     console.log(args.json ? runsJson(rows, marks) : runsTable(rows, marks));
   }
-  if (args.backfill) return backfill(rows, args, env);
+  if (args.backfill) {
+    const plan = planBackfill(rows, jobs, {
+      now,
+      retentionMs: config.retentionMs,
+      forcedRunToleranceMs: config.forcedRunToleranceMs,
+      includeBeforeFirstRecord: args['include-before-first-record'] === true,
+    });
+    return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
+      dryRun: args['dry-run'],
+      yes: args.yes,
+      interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,
+    });
+  }
   if (!args.check) return 0;
   const failures = checkFailures(rows);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);

@@ -13,24 +13,53 @@
  *                                                 future, off-schedule or unfinished slot too
  *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
  *
+ * `--slot T` must be within `RETENTION_SECONDS` (read from the environment, as the function has
+ * it): an older slot's record may be gone, so it may have run; the function refuses it too.
  * Retries of one trigger (re-running the same command prints a new trigger id, so it is a new
- * manual run or re-run) are not made: the function answers once. Exit 0 on a 2xx answer, 1 on any
+ * manual run or re-run) are not made: the function answers once. No rate limit and no prompt: each
+ * call is one deliberate run by someone who may invoke the function anyway (docs/operations.md). Exit 0 on a 2xx answer, 1 on any
  * other, 2 on bad arguments.
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/core/errors.ts';
+import { loadConfig } from '../src/function/config.ts';
 import {
   MODE_HEADER,
   normaliseScheduleTime,
   TRIGGER_ID_HEADER,
 } from '../src/function/scheduler-request.ts';
+import type { DeclaredJob } from '../src/policy/job-declaration.ts';
 import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import {
+  forcedRunToleranceMs,
+  oldestAcceptedTime,
+  retentionProblems,
+} from '../src/policy/schedule-time.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 
 const USAGE =
   'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+
+/**
+ * Why slot T may not be delivered by hand: older than `RETENTION_SECONDS` (from the environment,
+ * as the deployed function has it), its record may be gone, so it may have run. The function
+ * refuses it too, so there is no override; a manual run is the way to run the job now.
+ */
+function slotTooOld(job: DeclaredJob, slot: Date, env: NodeJS.ProcessEnv): string | undefined {
+  const config = loadConfig(env);
+  const mismatch = retentionProblems([job], config.retentionMs, config.forcedRunToleranceMs);
+  if (mismatch.length > 0) throw new ConfigError(mismatch);
+  const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+  const oldest = oldestAcceptedTime(new Date(), config.retentionMs, tolerance);
+  if (slot >= oldest) return undefined;
+  return (
+    `--slot ${toUtcRfc3339(slot)} is older than RETENTION_SECONDS (${config.retentionMs / 1000} s; oldest ${toUtcRfc3339(oldest)}): ` +
+    'its record may have been deleted, so it may have run, and the function refuses it. To run the job now, leave out --slot (a manual run)'
+  );
+}
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args, positionals } = parseArgs({
@@ -65,6 +94,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `--slot ${args.slot} is in the future: Scheduler delivers a slot at or after its time (a delivery before it is a forced run). To run the job now, leave out --slot`,
       );
     }
+    const problem = slotTooOld(job, slot, env);
+    if (problem !== undefined) throw new UsageError(problem);
     const expected = previousSlot(job, new Date(slot.getTime() + 1));
     if (expected?.getTime() !== slot.getTime()) {
       throw new UsageError(

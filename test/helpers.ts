@@ -100,7 +100,13 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
  */
 export function testConfig(env: Record<string, string> = {}): Config {
   const development = env.NODE_ENV === undefined ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' } : {};
-  return loadConfig({ MISSED_RUN_CHECK: 'off', ...development, ...env });
+  // A year's retention: the fixtures' fixed schedule times (October 2026) stay deliverable.
+  return loadConfig({
+    MISSED_RUN_CHECK: 'off',
+    RETENTION_SECONDS: '31536000',
+    ...development,
+    ...env,
+  });
 }
 
 /** The job ids the handler tests deliver; {@link serve} declares its job under each. */

@@ -22,7 +22,7 @@ import {
 describe('lease heartbeat', () => {
   it('keeps a job longer than LEASE_SECONDS exclusive: duplicates on another instance get 409 throughout, one execution', async () => {
     const { job, calls } = countingJob({ delayMs: 4000 });
-    const env = { LEASE_SECONDS: '1', RETENTION_SECONDS: '60' };
+    const env = { LEASE_SECONDS: '1' };
     const instanceA = serve(job, { env });
     const { collection } = instanceA;
     const instanceB = serve(job, {

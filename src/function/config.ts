@@ -19,8 +19,10 @@ export interface Config {
    */
   readonly leaseMs: number;
   /**
-   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`, up to a year):
-   * written to `expire_at` for a Firestore TTL policy. Must exceed the job's `maxRetryDuration`.
+   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`, default 30
+   * days, up to a year): written to `expire_at` for a Firestore TTL policy. Must exceed every job's
+   * retry window plus its forced-run tolerance (checked at cold start with the jobs); deliveries
+   * of slots older than it are refused, since their records may be gone.
    */
   readonly retentionMs: number;
   /** Collection holding one document per run (`RUNS_COLLECTION`). */
@@ -83,7 +85,8 @@ export interface Config {
   /**
    * How much earlier than its `X-CloudScheduler-ScheduleTime` a delivery may arrive, by Firestore's
    * clock, and still be that slot's run, in ms (`FORCED_RUN_TOLERANCE_SECONDS`). Earlier, it is a
-   * forced run ("Force run" sends the next schedule time) with a run id of its own.
+   * forced run ("Force run" sends the next schedule time) with a run id of its own. Each job uses
+   * at most half its shortest gap between slots (`forcedRunToleranceMs` in `policy/schedule-time.ts`).
    */
   readonly forcedRunToleranceMs: number;
   /**
@@ -170,7 +173,7 @@ export const OPTIONS = {
   },
   retentionMs: {
     env: 'RETENTION_SECONDS',
-    default: '86400',
+    default: '2592000',
     // Not a timer: only written to `expire_at` for the TTL policy, so it may be long.
     parse: seconds(1, 31_536_000, 'a year'),
   },

@@ -24,6 +24,7 @@ import { rerunRefusal } from '../policy/rerun.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
+import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
@@ -63,6 +64,7 @@ export interface HandlerDeps {
     | 'missedRunCheck'
     | 'forcedRunToleranceMs'
     | 'leaseMs'
+    | 'retentionMs'
   >;
   /** The lease protocol each run goes through. */
   readonly ledger: Ledger;
@@ -372,6 +374,26 @@ function readDelivery(deps: HandlerDeps, req: Request): { run: ScheduledRun; job
   return { run, job };
 }
 
+/**
+ * Refuses a schedule time Scheduler cannot have sent, or whose record the TTL may have deleted
+ * (`schedule-time.ts`), judged on Firestore's clock.
+ *
+ * @throws {InvalidRequestError} saying what to fix; {@link LedgerUnavailableError} if the clock's
+ *   one read fails.
+ */
+async function checkScheduleTime(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  toleranceMs: number,
+): Promise<object> {
+  const now = await deps.clock();
+  const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
+  const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
+  if (problem !== undefined) throw new InvalidRequestError(problem);
+  return {};
+}
+
 /** The context a job's attempt runs with. */
 function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
   const { job, run, plan } = delivery;
@@ -470,9 +492,10 @@ async function answerDelivery(
   const read = await step({ fields }, () => readDelivery(deps, req));
   if (isAnswer(read)) return read;
   const { run, job } = read;
-  const plan = await step({ run, fields }, () =>
-    planRun(run, job, deps.clock, config.forcedRunToleranceMs),
-  );
+  const toleranceMs = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+  const inRange = await step({ run, fields }, () => checkScheduleTime(deps, job, run, toleranceMs));
+  if (isAnswer(inRange)) return inRange;
+  const plan = await step({ run, fields }, () => planRun(run, job, deps.clock, toleranceMs));
   if (isAnswer(plan)) return plan;
   const known: Known = {
     run,
@@ -556,6 +579,8 @@ const JOB_LEFT_ERROR =
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   // One per instance: it remembers where its checks left each job's cursor.
   const missedRuns = new MissedRunCheck(deps);
+  // Each job's forced-run tolerance, at cold start rather than on the first delivery's clock.
+  for (const job of deps.jobs) forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);

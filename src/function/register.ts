@@ -11,6 +11,7 @@ import { RunDocuments } from '../core/run-documents.ts';
 import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
+import { retentionProblems } from '../policy/schedule-time.ts';
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
@@ -28,7 +29,8 @@ export interface RegisterOptions {
 
 /**
  * The configuration and the declared jobs, or the process exits with every problem of both listed
- * in one message, readable in the revision's logs.
+ * in one message, readable in the revision's logs; then the rules that need both (a retention that
+ * outlasts every job's retries: `retentionProblems`).
  */
 function loadOrExit(
   env: RegisterOptions['env'],
@@ -46,7 +48,10 @@ function loadOrExit(
   };
   const config = attempt(() => loadConfig(env));
   const jobs = attempt(() => validateJobs(declarations));
-  if (config === undefined || jobs === undefined) {
+  if (config !== undefined && jobs !== undefined) {
+    problems.push(...retentionProblems(jobs, config.retentionMs, config.forcedRunToleranceMs));
+  }
+  if (config === undefined || jobs === undefined || problems.length > 0) {
     console.error(new ConfigError(problems).message);
     process.exit(1);
   }

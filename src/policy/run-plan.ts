@@ -4,8 +4,9 @@
  * "Force run" sends the *next* schedule time, so de-duplication on the headers would make the next
  * real run a duplicate):
  *
- * - a **forced run**: it arrives earlier than its schedule time by more than
- *   `FORCED_RUN_TOLERANCE_SECONDS`, by Firestore's clock (as leases are judged); its run id is the
+ * - a **forced run**: it arrives earlier than its schedule time by more than the job's tolerance
+ *   (`FORCED_RUN_TOLERANCE_SECONDS`, at most half the job's shortest gap: `forcedRunToleranceMs`
+ *   in `schedule-time.ts`), by Firestore's clock (as leases are judged); its run id is the
  *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
  *   retries are duplicates of it;
  * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by its trigger id;
@@ -56,7 +57,8 @@ export interface RunPlan {
  * Plans the run of a delivery of `job`.
  *
  * @param now - Firestore's time now (a read on an instance that has not talked to Firestore yet).
- * @param toleranceMs - how early a delivery may be and still be its slot's, ms.
+ * @param toleranceMs - how early a delivery may be and still be its slot's, ms: the job's
+ *   `forcedRunToleranceMs`.
  * @example const plan = await planRun(run, job, () => ledger.serverTime(), 60_000);
  */
 export async function planRun(

@@ -28,6 +28,47 @@ import { Cron } from 'croner';
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
 
+/**
+ * The instants slot arithmetic covers: from 2000-01-01 (before any Cloud Scheduler job) to
+ * 2200-01-01 (UTC), half-open. Outside it there are no slots: `previousSlot` and `nextSlots` answer
+ * `undefined` / nothing rather than search. The bound keeps every call cheap whatever the input:
+ * croner searches without a floor, and from year 1 a single `previousSlot` took seconds (run
+ * synchronously in a request, long enough for a lease to lapse).
+ */
+export const SLOT_RANGE = Object.freeze({
+  from: new Date(Date.UTC(2000, 0, 1)),
+  to: new Date(Date.UTC(2200, 0, 1)),
+});
+const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
+const RANGE_TO_MS = SLOT_RANGE.to.getTime();
+
+/**
+ * The most croner look-ups one search makes (one `previousSlot`, or the slots `nextSlots` /
+ * `slotsBetween` return). Each look-up moves by one wall-clock match, and within the range a
+ * valid schedule matches at least every 8 years (29 February skips 2100), so a search needs at
+ * most the matches of a 26-hour window (1,560 for a per-minute job) plus one per slot returned.
+ * Reaching the cap is a bug, reported as a `RangeError`, never a wrong answer.
+ */
+export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
+
+let searchSteps = 0;
+
+/**
+ * How many croner look-ups this process has made: a diagnostic for tests and the bench, which
+ * compare it before and after a call to show the call is bounded without timing it.
+ */
+export function scheduleSearchSteps(): number {
+  return searchSteps;
+}
+
+/** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
+function step(steps: { n: number }): void {
+  searchSteps++;
+  if (++steps.n > MAX_SEARCH_STEPS) {
+    throw new RangeError(`a schedule search passed ${MAX_SEARCH_STEPS} steps`);
+  }
+}
+
 const HOUR_MS = 3_600_000;
 /**
  * UTC offsets run from −12:00 to +14:00, so the instants that show one wall-clock time lie within
@@ -234,17 +275,26 @@ function dropAfter(timeZone: string, t: number): number {
  * instant waits until every wall-clock time that could still precede it has been seen: up to its
  * own wall-clock time plus the drop that follows it.
  */
-function* slotsAfter(job: ScheduleSpec, after: number): Generator<number, void, undefined> {
+function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
+  const after = Math.max(from, RANGE_FROM_MS - 1);
+  if (after >= RANGE_TO_MS) return;
   const cron = wallClockCron(normaliseSchedule(job.schedule));
   // A drop within 26 h after `after` shows wall-clock times already passed once more.
   let cursor = new Date(wallAt(timeZone, after) - dropAfter(timeZone, after) - 1);
   const pending: { t: number; release: number }[] = [];
+  const steps = { n: 0 };
   for (;;) {
-    const next = cron.nextRun(cursor);
+    step(steps);
+    // Past the range's end (by more than any offset) no instant can fall inside it.
+    const found = cron.nextRun(cursor);
+    const next = found !== null && found.getTime() < RANGE_TO_MS + MAX_OFFSET_MS ? found : null;
     const wall = next?.getTime() ?? Number.POSITIVE_INFINITY;
     while (pending.length > 0 && (pending[0]?.release ?? 0) < wall) {
-      yield (pending.shift() as { t: number }).t;
+      const t = (pending.shift() as { t: number }).t;
+      if (t >= RANGE_TO_MS) return;
+      steps.n = 0; // the cap bounds the look-ups per slot returned
+      yield t;
     }
     if (next === null) return;
     for (const t of instantsShowing(timeZone, wall)) {
@@ -278,8 +328,8 @@ function checkedCount(count: number, what: string): number {
  * @param job - the schedule and its time zone, valid per {@link scheduleProblem} and
  *   {@link timeZoneProblem} (a job from `validateJobs` always is).
  * @param after - exclusive lower bound; pass the last slot to get the ones that follow it.
- * @param count - how many, 1 to {@link MAX_SLOTS}. Fewer come back only for a schedule whose dates
- *   run out (before year 9999).
+ * @param count - how many, 1 to {@link MAX_SLOTS}. Fewer come back only at the end of
+ *   {@link SLOT_RANGE}.
  * @returns UTC instants, ascending, whole minutes.
  * @throws {RangeError} for an invalid date or count.
  * @example
@@ -324,7 +374,8 @@ export function slotsBetween(
 }
 
 /**
- * The job's latest slot strictly before `before`, or `undefined` if it has none (after year 1).
+ * The job's latest slot strictly before `before`, or `undefined` if it has none in
+ * {@link SLOT_RANGE} (a `before` past the range's end answers the range's last slot).
  * croner walks the wall clock backwards; each wall-clock time maps to its instants as in
  * {@link nextSlots}.
  *
@@ -333,23 +384,27 @@ export function slotsBetween(
  */
 export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
   const { timeZone } = job;
-  const b = checkedTime(before, 'before');
+  const b = Math.min(checkedTime(before, 'before'), RANGE_TO_MS);
+  if (b <= RANGE_FROM_MS) return undefined;
   const cron = wallClockCron(normaliseSchedule(job.schedule));
   // Instants before a drop that comes within 26 h before `b` show later wall-clock times than b.
   let reference = new Date(wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1);
   let best: number | undefined;
-  let floor = Number.NEGATIVE_INFINITY;
+  // Wall-clock times more than an offset before the range's start show no instant inside it.
+  let floor = RANGE_FROM_MS + MIN_OFFSET_MS;
+  const steps = { n: 0 };
   for (;;) {
+    step(steps);
     const [previous] = cron.previousRuns(1, reference);
     if (previous === undefined || previous.getTime() < floor) {
       return best === undefined ? undefined : new Date(best);
     }
     const wall = previous.getTime();
     for (const t of instantsShowing(timeZone, wall)) {
-      if (t < b && (best === undefined || t > best)) {
+      if (t < b && t >= RANGE_FROM_MS && (best === undefined || t > best)) {
         best = t;
         // Earlier wall-clock times can still show later instants only after a drop following t.
-        floor = wall - dropAfter(timeZone, t);
+        floor = Math.max(floor, wall - dropAfter(timeZone, t));
       }
     }
     reference = previous;
@@ -396,6 +451,30 @@ export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number
     longest = Math.max(longest ?? 0, gap);
   }
   return longest;
+}
+
+/** How many slots {@link shortestGapMs} compares. */
+const GAP_SAMPLE = 1000;
+
+/**
+ * The shortest gap between consecutive slots of the job, in ms: the bound a forced run's
+ * tolerance must stay under, or "Force run" is taken as the next slot's run. Compares the first
+ * 1,000 slots of {@link SLOT_RANGE}, not the ones after now, so every instance of a revision gets
+ * the same answer (a tolerance that differed between instances would give one delivery two run
+ * ids); those slots span every gap a cron schedule repeats within 16 hours (per minute) to
+ * centuries (yearly), and a fall-back transition for any job that runs at least every day.
+ *
+ * @returns the gap, or `undefined` for a schedule with fewer than two slots in the range.
+ * @example shortestGapMs({ schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' }) // 60_000
+ */
+export function shortestGapMs(job: ScheduleSpec): number | undefined {
+  const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), GAP_SAMPLE);
+  let shortest: number | undefined;
+  for (let i = 1; i < slots.length; i++) {
+    const gap = (slots[i] as Date).getTime() - (slots[i - 1] as Date).getTime();
+    shortest = Math.min(shortest ?? gap, gap);
+  }
+  return shortest;
 }
 
 /**

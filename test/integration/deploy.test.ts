@@ -400,7 +400,7 @@ describe('deploy.sh --dry-run', () => {
       NODE_ENV: 'production',
       GOOGLE_CLOUD_PROJECT: 'my-project',
       LEASE_SECONDS: '300',
-      RETENTION_SECONDS: '86400',
+      RETENTION_SECONDS: '2592000',
       RUNS_COLLECTION: 'scheduler_runs',
       FIRESTORE_DATABASE: '(default)',
       RUN_KEY_SCOPE: AWKWARD.RUN_KEY_SCOPE,
@@ -966,15 +966,15 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       name: "a retention that a job's late retry could outlive",
       inputs: { ...REQUIRED, RETENTION_SECONDS: '3600' },
       says: [
-        /RETENTION_SECONDS \(3600\) must exceed the retry window of job scheduled-job \(3600 s/,
+        /RETENTION_SECONDS \(3600\) must exceed the retry window of job scheduled-job plus its forced-run tolerance \(3630 s: 3570 s/,
       ],
     },
     {
       name: 'a retention checked against each job, with its own retry settings',
-      inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, RETENTION_SECONDS: '2200' },
+      inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, RETENTION_SECONDS: '1000' },
       says: [
-        /the retry window of job every-five \(3600 s/,
-        /the retry window of job nightly_report-1 \(2220 s/,
+        /the retry window of job every-five plus its forced-run tolerance \(3630 s/,
+        /the retry window of job nightly_report-1 plus its forced-run tolerance \(1090 s/,
       ],
     },
     {

@@ -23,7 +23,13 @@ function startFunction(
 ): GroupProcess {
   // The deliveries here are of slots whose earlier slots never ran: no missed-run reports. Error
   // text exposed, as `npm run dev` runs: the answers say why a job failed.
-  const withoutCheck = { MISSED_RUN_CHECK: 'off', EXPOSE_ERRORS: 'true', ...env };
+  // A year's retention: the fixed schedule times (October 2026) stay deliverable.
+  const withoutCheck = {
+    MISSED_RUN_CHECK: 'off',
+    EXPOSE_ERRORS: 'true',
+    RETENTION_SECONDS: '31536000',
+    ...env,
+  };
   return spawnFunction({ target: 'handleScheduledJob', ...fixture, port, env: withoutCheck });
 }
 
@@ -95,6 +101,19 @@ describe('the built function as a process', {
     assert.match(
       fn.output(),
       /Invalid configuration:\n {2}- LEASE_SECONDS="five": .*\n {2}- LOG_LEVEL="loud"/,
+    );
+  });
+
+  it('fails at cold start when RETENTION_SECONDS does not outlast a job’s retries, naming both', async () => {
+    const fn = startFunction(await freePort(), { RETENTION_SECONDS: '3600' });
+    children.push(fn);
+
+    const code = await new Promise((resolve) => fn.once('close', resolve));
+
+    assert.equal(code, 1);
+    assert.match(
+      fn.output(),
+      /Invalid configuration:\n {2}- RETENTION_SECONDS \(3600\) must exceed the retry window of job \S+ \(3570 s/,
     );
   });
 

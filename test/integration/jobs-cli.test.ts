@@ -75,8 +75,8 @@ describe('ops/format-jobs.ts', () => {
     assert.equal(
       deployLines(jobs),
       [
-        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5',
-        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3',
+        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570',
+        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3\t1030',
       ].join('\n'),
     );
   });

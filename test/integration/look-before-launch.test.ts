@@ -53,7 +53,8 @@ describe('look before you launch: a proxy killed between its launch and its comp
           RUNS_COLLECTION: collection,
           FAKE_APIS_PORT: String(fake.port),
           LEASE_SECONDS,
-          RETENTION_SECONDS: '3600',
+          // A year: the fixed schedule time (October 2026) stays deliverable.
+          RETENTION_SECONDS: '31536000',
           NODE_ENV: 'test',
           LOG_LEVEL: 'info',
         },

@@ -56,7 +56,7 @@ describe('npm run scheduler', () => {
     assert.match(
       result.stdout,
       new RegExp(
-        `^\\S+Z {2}${JOB} {2}slot \\S+T\\d\\d:\\d[05]:00Z {2}attempt 1 \\(forced run\\) {2}200 processed `,
+        `^\\S+Z {2}${JOB} {2}slot \\S+T\\d\\d:\\d\\d:00Z {2}attempt 1 \\(forced run\\) {2}200 processed `,
         'm',
       ),
     );

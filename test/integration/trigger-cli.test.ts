@@ -21,10 +21,21 @@ function command(
   script: string,
   ...args: string[]
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return commandWith({}, script, ...args);
+}
+
+/** {@link command} with extra environment variables. */
+function commandWith(
+  extraEnv: Record<string, string>,
+  script: string,
+  ...args: string[]
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, ...args], {
       cwd: ROOT,
-      env: { ...process.env, JOBS_MODULE },
+      // A year's retention (as `serveJobs` gives the function): the fixed October 2026 slots
+      // stay deliverable; tests of the retention rule pass their own.
+      env: { ...process.env, JOBS_MODULE, RETENTION_SECONDS: '31536000', ...extraEnv },
       timeout: 30_000,
     });
     let stdout = '';
@@ -191,7 +202,7 @@ describe('running jobs by hand', () => {
       fn.collection,
     ];
 
-    const backfill = await command('ops/runs.ts', ...window, '--backfill', '--url', url);
+    const backfill = await command('ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
     const check = await command('ops/runs.ts', ...window, '--check');
 
     assert.equal(backfill.code, 0, backfill.stderr);
@@ -201,5 +212,137 @@ describe('running jobs by hand', () => {
       ['12:05 200 processed', '12:10 200 processed', '12:15 200 processed'],
     );
     assert.equal(check.code, 0, check.stderr);
+    assert.match(backfill.stderr, /3 missed slot\(s\) to deliver, oldest first/);
+  });
+
+  describe('runs --backfill shows before it delivers, and never a slot that may have run', () => {
+    /** A fresh collection with records at 12:00 and 12:20 of history-five: 12:05-12:15 missed. */
+    async function missedThree(): Promise<{ collection: string; window: string[] }> {
+      const own = serveJobs(validateJobs(historyJobs));
+      for (const time of ['12:00', '12:20']) {
+        await own.request.post('/').set(schedulerHeaders('history-five', `2026-10-16T${time}:00Z`));
+      }
+      const window = [
+        '--since',
+        '25m',
+        '--now',
+        '2026-10-16T12:25:00Z',
+        '--collection',
+        own.collection,
+      ];
+      return { collection: own.collection, window };
+    }
+    const delivered = (stdout: string) =>
+      stdout.split('\n').filter((l) => l.startsWith('backfill'));
+
+    it('without a terminal and without --yes, lists the slots and delivers nothing, saying why', async () => {
+      const { window } = await missedThree();
+
+      const res = await command('ops/runs.ts', ...window, '--backfill', '--url', url);
+
+      assert.equal(res.code, 1);
+      assert.match(
+        res.stderr,
+        /3 missed slot\(s\) to deliver[\s\S]*2026-10-16T12:05:00Z[\s\S]*no terminal to confirm on; .* pass --yes/,
+      );
+      assert.deepEqual(delivered(res.stdout), []);
+    });
+
+    it('--dry-run lists the slots and delivers nothing', async () => {
+      const { window } = await missedThree();
+
+      const res = await command('ops/runs.ts', ...window, '--backfill', '--dry-run', '--url', url);
+
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(res.stderr, /3 missed slot\(s\) to deliver[\s\S]*--dry-run: nothing delivered/);
+      assert.deepEqual(delivered(res.stdout), []);
+    });
+
+    it('leaves alone the slots older than RETENTION_SECONDS, even with --yes', async () => {
+      const { window } = await missedThree();
+
+      // 900 s back from 12:25, plus the job's 60 s tolerance: 12:11 is the oldest slot allowed.
+      const res = await commandWith(
+        { RETENTION_SECONDS: '900' },
+        'ops/runs.ts',
+        ...window,
+        '--backfill',
+        '--yes',
+        '--url',
+        url,
+      );
+
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(
+        res.stderr,
+        /2 missed slot\(s\) left alone: older than RETENTION_SECONDS \(900 s\)/,
+      );
+      assert.deepEqual(
+        delivered(res.stdout).map((l) => /(\d\d:\d\d):00Z: /.exec(l)?.[1]),
+        ['12:15'],
+      );
+    });
+
+    it('delivers nothing where the job has no record in the window (a fresh emulator, or records the TTL deleted)', async () => {
+      const window = [
+        '--since',
+        '25m',
+        '--now',
+        '2026-10-16T12:25:00Z',
+        '--collection',
+        `fresh_${Date.now()}`,
+      ];
+
+      const res = await command('ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
+
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(
+        res.stderr,
+        /0 missed slot\(s\) to deliver[\s\S]*before the job's oldest record in the window/,
+      );
+      assert.deepEqual(delivered(res.stdout), []);
+    });
+
+    it('refuses a retention the job’s retries could outlive, naming both', async () => {
+      const { window } = await missedThree();
+
+      const res = await commandWith(
+        { RETENTION_SECONDS: '60', LEASE_SECONDS: '30' },
+        'ops/runs.ts',
+        ...window,
+        '--backfill',
+        '--dry-run',
+      );
+
+      assert.equal(res.code, 1);
+      assert.match(
+        res.stderr,
+        /RETENTION_SECONDS \(60\) must exceed the retry window of job history-five \(15 s/,
+      );
+    });
+  });
+
+  it('trigger --slot refuses a slot older than RETENTION_SECONDS, and the function refuses it too', async () => {
+    const slot = '2026-10-16T11:10:00Z';
+
+    const res = await commandWith(
+      { RETENTION_SECONDS: '3600' },
+      'ops/trigger.ts',
+      'history-five',
+      '--slot',
+      slot,
+      '--url',
+      url,
+    );
+    const direct = serveJobs(validateJobs(historyJobs), { env: { RETENTION_SECONDS: '3600' } });
+    const answer = await direct.request.post('/').set(schedulerHeaders('history-five', slot));
+
+    assert.equal(res.code, 2);
+    assert.match(
+      res.stderr,
+      /--slot 2026-10-16T11:10:00Z is older than RETENTION_SECONDS \(3600 s/,
+    );
+    assert.deepEqual([answer.status, answer.body.outcome], [400, 'invalid_request']);
+    assert.match(answer.body.message, /older than RETENTION_SECONDS \(3600 s/);
   });
 });

@@ -108,7 +108,7 @@ describe('loadConfig', () => {
     const config = loadConfig({});
 
     assert.equal(config.leaseMs, 300_000);
-    assert.equal(config.retentionMs, 86_400_000);
+    assert.equal(config.retentionMs, 2_592_000_000);
     assert.equal(config.firestoreTimeoutMs, 10_000);
     assert.equal(config.runsCollection, 'scheduler_runs');
     assert.equal(config.firestoreDatabase, '(default)');

@@ -1,0 +1,152 @@
+/**
+ * Which schedule times a delivery may carry, and how early a delivery may come and still be its
+ * slot's run. Pure: the caller passes Firestore's time (leases are judged by that clock too).
+ *
+ * - **Range.** Cloud Scheduler sends the time a run was scheduled for: a slot that has come (at
+ *   most a few seconds of clock difference early), or, for "Force run", the job's *next* slot
+ *   ("Force run" sends the next schedule time: the Scheduler guide, "deduplicate job requests").
+ *   So an accepted time lies from {@link oldestAcceptedTime} to the job's next slot after
+ *   `now + tolerance`. Anything else was not sent by Scheduler, and accepting it could run a
+ *   future slot early (its real delivery would then answer `duplicate`) or start unbounded slot
+ *   arithmetic. On-range times that are not slots of the declared schedule are accepted: a
+ *   schedule change reaches Scheduler and the function at different times.
+ * - **Retention.** A run record lives `RETENTION_SECONDS` after its last write (Firestore's TTL
+ *   policy on `expire_at`), so for a slot older than that, the absence of its record proves
+ *   nothing: the run may have happened and its record been deleted. Such a delivery is refused,
+ *   as `npm run runs -- --backfill` and `npm run trigger -- JOB --slot T` refuse to send it.
+ *   Scheduler's own retries never come that late: the retention must exceed every job's retry
+ *   window plus the tolerance ({@link retentionProblems}, checked at cold start).
+ * - **Forced-run tolerance.** A delivery earlier than its schedule time by more than the
+ *   tolerance is a forced run. The tolerance is `FORCED_RUN_TOLERANCE_SECONDS`, but at most half
+ *   the job's shortest gap between slots: for a per-minute job 30 s, so "Force run" in the first
+ *   half of the minute is a run of its own, and one in the second half is the next slot's run,
+ *   early (its real delivery then answers `duplicate`: the slot ran once, the force run was it).
+ */
+import type { DeclaredJob } from './job-declaration.ts';
+import { retryWindowMs } from './retry-policy.ts';
+import {
+  nextSlots,
+  type ScheduleSpec,
+  SLOT_RANGE,
+  shortestGapMs,
+  toUtcRfc3339,
+} from './schedule.ts';
+
+/** Tolerances by schedule, zone and configured tolerance: a few per declared job, computed once. */
+const tolerances = new Map<string, number>();
+
+/**
+ * How early a delivery of `job` may come and still be its slot's run, in ms: `configuredMs`
+ * (`FORCED_RUN_TOLERANCE_SECONDS`), at most half the job's shortest gap between slots, so a slot's
+ * tolerance never reaches back to the slot before it. Computed once per schedule and zone in a
+ * process (1,000 slots, tens of ms: the handler does it at cold start), and the same on every
+ * instance of a revision.
+ *
+ * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
+ */
+export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
+  const key = `${job.schedule}\u0000${job.timeZone}\u0000${configuredMs}`;
+  let tolerance = tolerances.get(key);
+  if (tolerance === undefined) {
+    const gap = shortestGapMs(job);
+    tolerance = gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
+    tolerances.set(key, tolerance);
+  }
+  return tolerance;
+}
+
+/**
+ * The oldest schedule time a delivery may carry at `now`: `RETENTION_SECONDS` back, less the
+ * tolerance (a slot's record can be first written that much before its time, and expires
+ * `retention` after that), and never before {@link SLOT_RANGE}.
+ *
+ * @param retentionMs - `RETENTION_SECONDS` in ms.
+ * @param toleranceMs - the job's {@link forcedRunToleranceMs}.
+ */
+export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
+  return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
+}
+
+/**
+ * The latest schedule time a delivery of `job` may carry at `now`: the job's first slot after
+ * `now + tolerance` (what "Force run" sends, with Scheduler's clock up to the tolerance ahead).
+ */
+export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: number): Date {
+  const after = new Date(now.getTime() + toleranceMs);
+  return nextSlots(job, after, 1)[0] ?? after;
+}
+
+/** What {@link scheduleTimeProblem} needs besides the job. */
+export interface ScheduleTimeLimits {
+  /** Firestore's time now. */
+  readonly now: Date;
+  /** `RETENTION_SECONDS`, ms. */
+  readonly retentionMs: number;
+  /** The job's {@link forcedRunToleranceMs}. */
+  readonly toleranceMs: number;
+}
+
+/**
+ * Says why a delivery of `job` may not carry `scheduleTime`, or nothing if it may: a sentence for
+ * a 400 answer saying what to fix. Costs a handful of slot look-ups whatever the input.
+ *
+ * @example scheduleTimeProblem(job, new Date('0001-01-01T00:00:00Z'), { now, retentionMs, toleranceMs })
+ * // 'X-CloudScheduler-ScheduleTime 0001-01-01T00:00:00Z is before …'
+ */
+export function scheduleTimeProblem(
+  job: ScheduleSpec,
+  scheduleTime: Date,
+  limits: ScheduleTimeLimits,
+): string | undefined {
+  const { now, retentionMs, toleranceMs } = limits;
+  const t = scheduleTime.getTime();
+  const shown = `X-CloudScheduler-ScheduleTime ${Number.isFinite(t) ? toUtcRfc3339(scheduleTime) : 'is invalid'}`;
+  if (!Number.isFinite(t) || t < SLOT_RANGE.from.getTime()) {
+    return `${shown} is before ${toUtcRfc3339(SLOT_RANGE.from)}: Cloud Scheduler sends the time a run was scheduled for; send a recent slot of the job.`;
+  }
+  const oldest = oldestAcceptedTime(now, retentionMs, toleranceMs);
+  if (t < oldest.getTime()) {
+    return (
+      `${shown} is older than RETENTION_SECONDS (${retentionMs / 1000} s, oldest accepted ${toUtcRfc3339(oldest)}): ` +
+      'its record may have been deleted by the TTL policy, so nothing shows whether it ran; the job was not run. Run it by hand as a manual run (npm run trigger -- JOB) if it must run.'
+    );
+  }
+  const newest = newestAcceptedTime(job, now, toleranceMs);
+  if (t > newest.getTime()) {
+    return (
+      `${shown} is after the job's next slot (${toUtcRfc3339(newest)}): Cloud Scheduler sends a slot at or after its time, and "Force run" sends the next one; ` +
+      'send a slot that has come, or run the job now with npm run trigger -- JOB.'
+    );
+  }
+  return undefined;
+}
+
+/**
+ * The cold-start check of the retention against the jobs: for each job whose retry window plus
+ * its forced-run tolerance reaches `RETENTION_SECONDS`, one sentence naming both. A Scheduler
+ * retry that late would find its run's record possibly deleted (so it could run again), and is
+ * refused by {@link scheduleTimeProblem}.
+ *
+ * @param retentionMs - `RETENTION_SECONDS` in ms.
+ * @param configuredToleranceMs - `FORCED_RUN_TOLERANCE_SECONDS` in ms.
+ * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
+ */
+export function retentionProblems(
+  jobs: readonly DeclaredJob[],
+  retentionMs: number,
+  configuredToleranceMs: number,
+): string[] {
+  const problems: string[] = [];
+  for (const job of jobs) {
+    const windowMs = retryWindowMs(job);
+    const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
+    if (retentionMs <= windowMs + toleranceMs) {
+      problems.push(
+        `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the retry window of job ${job.id} ` +
+          `(${windowMs / 1000} s: its last retry can come that long after the schedule time) plus its forced-run tolerance (${toleranceMs / 1000} s); ` +
+          "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
+      );
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,126 @@
+/**
+ * The schedule times the handler accepts, and the per-job forced-run tolerance, through the
+ * handler on the emulator with a driven clock standing for Firestore's (issue 19, items 3, 9, 10):
+ * every delivery is sent at its own time.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { computeRunId } from '../src/core/run-key.ts';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { schedulerHeaders, serveJobs, storedRecord } from './helpers.ts';
+
+const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
+
+function counted(id: string, schedule: string) {
+  const kinds: string[] = [];
+  const jobs = validateJobs([
+    defineJob({ id, schedule, run: async (ctx) => void kinds.push(ctx.kind) }),
+  ]);
+  return { jobs, kinds };
+}
+
+describe('a force run of a per-minute job (tolerance: half its one-minute gap)', () => {
+  for (const early of [59, 31]) {
+    it(`is a run of its own ${early} s before the slot, and the slot still runs at its time`, async () => {
+      const slot = '2026-10-16T12:01:00Z';
+      const { jobs, kinds } = counted('every-minute', '* * * * *');
+      let now = at(slot, -early * 1000);
+      const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+      const forced = await request.post('/').set(schedulerHeaders('every-minute', slot));
+      now = at(slot, 0);
+      const scheduled = await request.post('/').set(schedulerHeaders('every-minute', slot));
+
+      assert.deepEqual(
+        [forced, scheduled].map((r) => [r.status, r.body.outcome]),
+        [
+          [200, 'processed'],
+          [200, 'processed'],
+        ],
+      );
+      assert.equal(
+        scheduled.body.runId,
+        computeRunId({ jobName: 'every-minute', scheduleTime: slot, scope: [] }),
+      );
+      assert.notEqual(forced.body.runId, scheduled.body.runId);
+      assert.deepEqual(kinds, ['forced', 'slot']);
+    });
+  }
+
+  it('29 s before the slot is the slot’s own run, early: its delivery is then a duplicate', async () => {
+    const slot = '2026-10-16T12:01:00Z';
+    const { jobs, kinds } = counted('every-minute', '* * * * *');
+    let now = at(slot, -29_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const forced = await request.post('/').set(schedulerHeaders('every-minute', slot));
+    now = at(slot, 0);
+    const scheduled = await request.post('/').set(schedulerHeaders('every-minute', slot));
+
+    assert.deepEqual([forced.body.outcome, scheduled.body.outcome], ['processed', 'duplicate']);
+    assert.deepEqual(kinds, ['slot'], 'the slot ran once');
+  });
+
+  it('a job with slots five minutes apart keeps FORCED_RUN_TOLERANCE_SECONDS (59 s early is its slot)', async () => {
+    const slot = '2026-10-16T12:05:00Z';
+    const { jobs, kinds } = counted('five', '*/5 * * * *');
+    const { request } = serveJobs(jobs, {}, { clock: async () => at(slot, -59_000) });
+
+    const res = await request.post('/').set(schedulerHeaders('five', slot));
+
+    assert.equal(res.body.outcome, 'processed');
+    assert.deepEqual(kinds, ['slot']);
+  });
+});
+
+describe('schedule times Scheduler cannot send are refused with 400, nothing written', () => {
+  const now = new Date('2026-10-16T12:00:20Z');
+  const cases = [
+    {
+      name: 'year 1 (slot arithmetic there used to stall the instance)',
+      time: '0001-01-01T00:00:00Z',
+      message: /before 2000-01-01/,
+    },
+    {
+      name: 'ten minutes ahead (a future slot run early)',
+      time: '2026-10-16T12:10:00Z',
+      message: /after the job's next slot \(2026-10-16T12:01:00Z\)/,
+    },
+    { name: 'year 9999', time: '9999-12-31T23:59:00Z', message: /after the job's next slot/ },
+    {
+      name: 'older than RETENTION_SECONDS (its record may be gone)',
+      time: '2026-09-01T12:00:00Z',
+      message: /older than RETENTION_SECONDS \(2592000 s/,
+    },
+  ];
+  for (const c of cases) {
+    it(`refuses ${c.name}`, async () => {
+      const { jobs, kinds } = counted('every-minute', '* * * * *');
+      const env = { RETENTION_SECONDS: '2592000' };
+      const { request, collection } = serveJobs(jobs, { env }, { clock: async () => now });
+
+      const res = await request.post('/').set(schedulerHeaders('every-minute', c.time));
+
+      assert.equal(res.status, 400);
+      assert.equal(res.body.outcome, 'invalid_request');
+      assert.match(res.body.message, c.message);
+      assert.deepEqual(kinds, []);
+      const runId = computeRunId({
+        jobName: 'every-minute',
+        scheduleTime: new Date(c.time).toISOString().replace('.000', ''),
+        scope: [],
+      });
+      await assert.rejects(storedRecord(collection, runId), /no document/);
+    });
+  }
+
+  it('accepts "Force run" of a leap-day job, whose next slot is years away', async () => {
+    const { jobs, kinds } = counted('leap', '0 0 29 2 *');
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const res = await request.post('/').set(schedulerHeaders('leap', '2028-02-29T00:00:00Z'));
+
+    assert.equal(res.body.outcome, 'processed');
+    assert.deepEqual(kinds, ['forced']);
+  });
+});
