@@ -4,9 +4,11 @@
  *
  *   node scripts/dev.ts [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]]
  *                       [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]
+ *                       [--source FILE --target NAME]
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
- *   `build/main.cjs`) on `PORT` (8080), with Node's source maps on, so stack traces name
+ *   `build/main.cjs`; `--source FILE --target NAME` serves another module's function instead, as
+ *   functions-framework's own flags do, e.g. a test's with jobs of its own) on `PORT` (8080), with Node's source maps on, so stack traces name
  *   `src/*.ts` lines, and with `EXPOSE_ERRORS=true`, so answers carry the error text. Its JSON log
  *   lines are shown readable (`scripts/pretty-logs.ts`).
  * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
@@ -60,7 +62,7 @@ import {
 import { prettyLogLines } from './pretty-logs.ts';
 
 const USAGE =
-  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]';
+  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -88,6 +90,8 @@ let options: {
   'no-scheduler'?: boolean;
   'no-watch'?: boolean;
   'no-build'?: boolean;
+  source?: string;
+  target?: string;
   help?: boolean;
 };
 try {
@@ -102,6 +106,8 @@ try {
       'no-scheduler': { type: 'boolean' },
       'no-watch': { type: 'boolean' },
       'no-build': { type: 'boolean' },
+      source: { type: 'string' },
+      target: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   }));
@@ -111,6 +117,9 @@ try {
 if (options.help) {
   console.log(USAGE);
   process.exit(0);
+}
+if ((options.source === undefined) !== (options.target === undefined)) {
+  fail(`--source and --target go together\n${USAGE}`);
 }
 
 const port = Number(process.env.PORT || '8080');
@@ -241,7 +250,13 @@ let fn: GroupProcess | undefined;
 let stopping = false;
 
 async function startFunction(): Promise<void> {
-  const child = spawnFunction({ target: 'handleScheduledJob', port, env, keep: 20_000 });
+  const child = spawnFunction({
+    target: options.target ?? 'handleScheduledJob',
+    ...(options.source === undefined ? {} : { source: options.source }),
+    port,
+    env,
+    keep: 20_000,
+  });
   fn = child;
   eachLine(child.stdout, (line) => process.stdout.write(pretty(line)));
   eachLine(child.stderr, (line) => process.stderr.write(`${line}\n`));

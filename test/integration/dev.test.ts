@@ -1,17 +1,18 @@
 /**
- * `npm run dev` (`scripts/dev.ts`) as a process: it serves the built function on the emulator the
- * tests share, its local Scheduler fires the first declared job at once (`--fire`), the delivery
- * shows as one `scheduler …` line and the function's log lines show readable, and Ctrl-C (SIGINT)
- * stops it all with status 0; its history page serves the `runs --html` page of that emulator. `--no-build` serves the build `npm test` made (a second build could
- * rewrite build/ under another suite's function); `--no-watch` leaves src/ alone. The job is
- * whatever src/job.ts does, so only the delivery's line is checked, not its answer.
+ * `npm run dev` (`scripts/dev.ts`) as a process: it serves a function on the emulator the tests
+ * share, its local Scheduler fires a declared job at once (`--fire`), the delivery shows as one
+ * `scheduler …` line and the function's log lines show readable, and Ctrl-C (SIGINT) stops it all
+ * with status 0; its history page serves the `runs --html` page of that emulator. The jobs are a
+ * test's (`JOBS_MODULE=test/fixtures/jobs-one.ts`, served by `test/fixtures/dev-function.ts`
+ * through `--source`/`--target`), never the user's: replacing `src/job.ts` changes nothing here.
+ * `--no-watch` leaves src/ alone.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { freePort, ROOT, spawnGroup, waitFor } from '../../scripts/local-processes.ts';
-import { jobs } from '../../src/jobs.ts';
+import { jobs } from '../fixtures/jobs-one.ts';
 
 const START_MS = 60_000;
 
@@ -22,8 +23,21 @@ describe('npm run dev', () => {
     const id = jobs[0]?.id ?? 'scheduled-job';
     const dev = spawnGroup(
       process.execPath,
-      ['scripts/dev.ts', '--fire', id, '--no-watch', '--no-build'],
-      { cwd: ROOT, env: { ...process.env, PORT: String(port) } },
+      [
+        'scripts/dev.ts',
+        '--fire',
+        id,
+        '--no-watch',
+        '--no-build',
+        '--source',
+        'test/fixtures/dev-function.ts',
+        '--target',
+        'devFunction',
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
+      },
     );
 
     try {
@@ -59,7 +73,7 @@ describe('npm run dev', () => {
         'm',
       ),
     );
-    assert.match(output, /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: \w+ \{/m);
+    assert.match(output, /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: processed \{/m);
     assert.doesNotMatch(output, /^\{"severity"/m, 'no raw JSON log lines on the terminal');
     assert.match(output, /^dev: stopping$/m);
     assert.equal(dev.exitCode, 0, output);
