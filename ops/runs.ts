@@ -38,7 +38,13 @@ import { scopeOf } from '../src/function/scheduler-request.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
-import { MAX_SLOTS, previousSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import {
+  MAX_SLOTS,
+  nextSlots,
+  previousSlots,
+  slotsBetween,
+  toUtcRfc3339,
+} from '../src/policy/schedule.ts';
 import { retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { runCommand, UsageError } from './command.ts';
@@ -108,11 +114,22 @@ function rowsOf(
   job: DeclaredJob,
   records: readonly { runId: string; record: StoredRecord }[],
   now: Date,
+  horizon: Date = now,
 ): SlotRow[] {
   return records.flatMap(({ runId, record }) => {
     const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
-    return when === undefined || when > now ? [] : [slotRow(job, when, runId, record, now)];
+    return when === undefined || when > horizon ? [] : [slotRow(job, when, runId, record, now)];
   });
+}
+
+/**
+ * The latest schedule time a run of `job` outside its slots can carry now: a forced run ("Force
+ * run") carries the job's next slot, so its record is listed from the moment it exists, not once
+ * that slot has come. The next slot plus a minute, the most forced-run tolerance deploy.sh leaves.
+ */
+function forcedRunHorizon(job: DeclaredJob, now: Date): Date {
+  const next = nextSlots(job, now, 1)[0] ?? now;
+  return new Date(next.getTime() + 60_000);
 }
 
 function listingCut(id: string): void {
@@ -278,9 +295,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
     // a query of this job's runs, newest first, every page followed.
     const from = oldest ?? now;
-    const outside = await runsOutsideSlots(documents, job.id, from, now);
+    const horizon = forcedRunHorizon(job, now);
+    const outside = await runsOutsideSlots(documents, job.id, from, horizon);
     if (outside.truncated) listingCut(job.id);
-    const extra = rowsOf(job, outside.records, judgedAt);
+    const extra = rowsOf(job, outside.records, judgedAt, horizon);
     // With --job: records of the id at times no slot of today's schedule has (an old schedule).
     if (args.job !== undefined) {
       const slotIds = new Set(read.rows.map((row) => row.runId));

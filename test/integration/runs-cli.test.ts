@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
@@ -271,5 +272,43 @@ describe('npm run runs', () => {
     const rows = JSON.parse(stdout) as { job: string; kind: string }[];
     assert.equal(rows.filter((r) => r.kind === 'manual').length, 2);
     assert.ok(rows.every((r) => r.job === 'history-five'));
+  });
+
+  it('lists a forced run from the moment it exists, though it carries the next slot, still to come', async () => {
+    const own = collection.replace(/$/, '-forced');
+    const fn = serveJobs(
+      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      { collection: own },
+    );
+    await fn.request.post('/').set(schedulerHeaders('history-five', '2026-10-16T12:25:00Z'));
+    // "Force run" at 12:30:10 carries the next slot, 12:35, in its record.
+    await firestore
+      .collection(own)
+      .doc('f'.repeat(64))
+      .set({
+        status: 'completed',
+        attempt_id: 'forced-attempt',
+        attempts: 1,
+        run_kind: 'forced',
+        job_name: 'history-five',
+        schedule_time: Timestamp.fromDate(new Date('2026-10-16T12:35:00Z')),
+        expire_at: Timestamp.fromDate(new Date('2099-01-01T00:00:00Z')),
+      });
+
+    const { code, stdout, stderr } = runs(
+      own,
+      '--json',
+      '--since',
+      '10m',
+      '--now',
+      '2026-10-16T12:30:10Z',
+    );
+
+    assert.equal(code, 0, stderr);
+    const rows = JSON.parse(stdout) as { slot: string; kind: string; state: string }[];
+    assert.deepEqual(
+      rows.filter((r) => r.kind === 'forced').map((r) => [r.slot, r.state]),
+      [['2026-10-16T12:35:00Z', 'completed']],
+    );
   });
 });
