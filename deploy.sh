@@ -719,7 +719,9 @@ while IFS= read -r listed_id; do
   for job_id in "${job_ids[@]}"; do [[ "$listed_id" != "$job_id" ]] || declared=1; done
   if ((!declared)); then undeclared+=("$listed_id"); fi
 done <<<"$listed"
-if ((${#undeclared[@]} == 0)); then
+if ((${#undeclared[@]} == 0)) && ((DRY_RUN)) && ((!ASSUME_EXISTING)); then
+  say "  not checked in a dry run (it lists no Scheduler job): run ./deploy.sh for real, or add --assume-existing to see how one is reported"
+elif ((${#undeclared[@]} == 0)); then
   say "  none"
 elif ((PRUNE)); then
   for job_id in "${undeclared[@]}"; do
