@@ -173,15 +173,20 @@ export function runsHtml(
     const range =
       first === undefined || last === undefined
         ? ''
-        : `${toUtcRfc3339(first.slot)} → ${toUtcRfc3339(last.slot)}, ${own.length} ${own.length === 1 ? 'run' : 'runs'}`;
+        : `${toUtcRfc3339(first.slot)} → ${toUtcRfc3339(last.slot)}, ${own.length} ${own.length === 1 ? 'slot or run' : 'slots and runs'}`;
     return `<section class="job" data-job="${escapeHtml(job)}">
 <h2>${escapeHtml(job)}</h2>
 <div class="timeline">${cells.join('')}</div>
 <p class="range">${escapeHtml(range)}</p>
 </section>`;
   });
+  // Slots before the first record are counted apart (they are no run, not pending or missed).
   const counts = new Map<string, number>();
-  for (const row of rows) counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
+  let early = 0;
+  for (const row of rows) {
+    if ((row.state === 'missed' && !counted.has(row)) || noRun.has(row)) early++;
+    else counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
+  }
   const legend = Object.keys(STATE_COLOURS)
     .map(
       (state) =>
@@ -191,7 +196,7 @@ export function runsHtml(
       '<li><span class="slot state-completed kind-manual"></span>manual run</li>',
       '<li><span class="slot state-completed kind-forced"></span>forced run</li>',
       '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
-      '<li><span class="slot state-missed early"></span>missed before the first record (not counted)</li>',
+      `<li><span class="slot state-missed early"></span>faded: before the first record, not counted (${early})</li>`,
     )
     .join('');
   return `<!doctype html>

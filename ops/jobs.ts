@@ -55,7 +55,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     console.log(jobsTable(upcoming(jobs, after, count)));
     // This command reads the declarations only; Cloud Scheduler's side needs gcloud and a project.
     console.error(
-      'jobs: this lists the declarations; Cloud Scheduler\'s side: gcloud scheduler jobs list --location=REGION. ./deploy.sh names a Scheduler job that calls the function but is not declared (a rename), and --prune deletes it',
+      "jobs: this lists the declarations; Cloud Scheduler's side: gcloud scheduler jobs list --location=REGION. ./deploy.sh names a Scheduler job that calls the function but is not declared (a rename), and --prune deletes it",
     );
   }
   return 0;
