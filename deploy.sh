@@ -56,7 +56,7 @@ Required:   GOOGLE_CLOUD_PROJECT, REGION
 Jobs:       declared in code (src/job.ts, src/jobs.ts); read with Node.js >= 22.18 (`node` on PATH,
             or NODE_BIN=/path/to/node); JOBS_MODULE=path reads another module that exports `jobs`.
 Optional (default):
-  FUNCTION_NAME (scheduled-job)        RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
+  FUNCTION_NAME (scheduler-run-once)   RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
   LEASE_SECONDS (300)                  RETENTION_SECONDS (2592000)      RUNS_COLLECTION (scheduler_runs)
   FIRESTORE_DATABASE ((default))       RUN_KEY_SCOPE (PROJECT/REGION)   LOG_LEVEL (info)
   RUNTIME_SA_NAME (FUNCTION_NAME-run)  INVOKER_SA_NAME (FUNCTION_NAME-invoker)
@@ -109,7 +109,7 @@ fi
 # ----------------------------------------------------------------------------------------------
 GOOGLE_CLOUD_PROJECT="${GOOGLE_CLOUD_PROJECT:-}"
 REGION="${REGION:-}"
-FUNCTION_NAME="${FUNCTION_NAME:-scheduled-job}"
+FUNCTION_NAME="${FUNCTION_NAME:-scheduler-run-once}"
 RUNTIME="${RUNTIME:-nodejs24}"
 FUNCTION_TIMEOUT_SECONDS="${FUNCTION_TIMEOUT_SECONDS:-180}"
 NODE_BIN="${NODE_BIN:-node}"

@@ -51,7 +51,7 @@ export function resolveTarget(
   const invoker = options.invoker ?? env.INVOKER_SA_EMAIL;
   if (invoker === undefined) {
     throw new CommandError(
-      `${url.origin} needs an ID token: pass --invoker SERVICE_ACCOUNT_EMAIL (the Scheduler jobs' invoker, e.g. scheduled-job-invoker@PROJECT.iam.gserviceaccount.com) or --token TOKEN`,
+      `${url.origin} needs an ID token: pass --invoker SERVICE_ACCOUNT_EMAIL (the Scheduler jobs' invoker, e.g. scheduler-run-once-invoker@PROJECT.iam.gserviceaccount.com) or --token TOKEN`,
     );
   }
   const args = [

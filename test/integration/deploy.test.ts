@@ -273,14 +273,14 @@ describe('deploy.sh --dry-run', () => {
     assert.deepEqual(
       creates.map((a) => a[4]),
       ['processed', 'failed', 'failed-after-retries', 'missed', 'lease-lost'].map(
-        (k) => `scheduled-job-runs-${k}`,
+        (k) => `scheduler-run-once-runs-${k}`,
       ),
     );
     const file = flag(creates[3] ?? [], '--config-from-file') ?? '';
     const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
     assert.match(
       String(metric.filter),
-      /service_name="scheduled-job" AND jsonPayload\.message="missed run"/,
+      /service_name="scheduler-run-once" AND jsonPayload\.message="missed run"/,
     );
     assert.deepEqual(metric.labelExtractors, {
       job: 'REGEXP_EXTRACT(jsonPayload.jobName, "([^/]+)$")',
@@ -313,9 +313,9 @@ describe('deploy.sh --dry-run', () => {
     assert.deepEqual(
       policies.map((p) => p.displayName),
       [
-        'scheduled-job: a run was missed or failed after every retry',
-        'scheduled-job: a lease was lost (a job may have run twice)',
-        'scheduled-job: no processed run of every-five for 600 s',
+        'scheduler-run-once: a run was missed or failed after every retry',
+        'scheduler-run-once: a lease was lost (a job may have run twice)',
+        'scheduler-run-once: no processed run of every-five for 600 s',
       ],
     );
     assert.ok(policies.every((p) => p.notificationChannels[0] === CHANNEL));
@@ -337,13 +337,13 @@ describe('deploy.sh --dry-run', () => {
     const steps = [
       ['services', 'enable'],
       ['firestore', 'databases', 'describe'],
-      ['iam', 'service-accounts', 'create', 'scheduled-job-run'],
+      ['iam', 'service-accounts', 'create', 'scheduler-run-once-run'],
       ['projects', 'add-iam-policy-binding', 'my-project'],
-      ['iam', 'service-accounts', 'create', 'scheduled-job-invoker'],
+      ['iam', 'service-accounts', 'create', 'scheduler-run-once-invoker'],
       ['firestore', 'fields', 'ttls', 'update', 'expire_at'],
-      ['functions', 'deploy', 'scheduled-job'],
-      ['functions', 'describe', 'scheduled-job'],
-      ['functions', 'add-invoker-policy-binding', 'scheduled-job'],
+      ['functions', 'deploy', 'scheduler-run-once'],
+      ['functions', 'describe', 'scheduler-run-once'],
+      ['functions', 'add-invoker-policy-binding', 'scheduler-run-once'],
       ['scheduler', 'jobs', 'create', 'http', 'scheduled-job'],
       ['scheduler', 'jobs', 'list'],
     ];
@@ -367,7 +367,7 @@ describe('deploy.sh --dry-run', () => {
     const binding = bindings[0] as string[];
     assert.equal(
       flag(binding, '--member'),
-      'serviceAccount:scheduled-job-run@my-project.iam.gserviceaccount.com',
+      'serviceAccount:scheduler-run-once-run@my-project.iam.gserviceaccount.com',
     );
     assert.equal(flag(binding, '--role'), 'roles/datastore.user');
     assert.equal(flag(binding, '--condition'), 'None');
@@ -386,7 +386,7 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(flag(argv, '--timeout'), '180s');
     assert.equal(
       flag(argv, '--service-account'),
-      'scheduled-job-run@my-project.iam.gserviceaccount.com',
+      'scheduler-run-once-run@my-project.iam.gserviceaccount.com',
     );
   });
 
@@ -418,12 +418,12 @@ describe('deploy.sh --dry-run', () => {
     const env = gcloudDict(
       flag(command(run.lines, 'gcloud', 'functions', 'deploy'), '--set-env-vars') ?? '',
     );
-    const audience = 'https://us-central1-my-project.cloudfunctions.net/scheduled-job';
+    const audience = 'https://us-central1-my-project.cloudfunctions.net/scheduler-run-once';
     assert.equal(env.get('AUTH_MODE'), 'verify-oidc');
     assert.equal(env.get('OIDC_AUDIENCE'), audience);
     assert.equal(
       env.get('OIDC_INVOKERS'),
-      'scheduled-job-invoker@my-project.iam.gserviceaccount.com',
+      'scheduler-run-once-invoker@my-project.iam.gserviceaccount.com',
     );
     const update = command(run.lines, 'gcloud', 'run', 'services', 'update');
     assert.ok(update.includes('--no-invoker-iam-check'), update.join(' '));
@@ -496,7 +496,7 @@ describe('deploy.sh --dry-run', () => {
       assert.equal(flag(argv, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
       assert.equal(
         flag(argv, '--oidc-service-account-email'),
-        'scheduled-job-invoker@my-project.iam.gserviceaccount.com',
+        'scheduler-run-once-invoker@my-project.iam.gserviceaccount.com',
       );
       assert.equal(flag(argv, '--http-method'), 'POST');
       assert.equal(flag(argv, '--headers'), 'X-Tenant=acme corp');
@@ -529,7 +529,10 @@ describe('deploy.sh --dry-run', () => {
       'httpTarget.uri~"^https://FUNCTION_URL[.]invalid/?([?]|$)"',
     );
     assert.equal(flag(list, '--format'), 'value(name.basename())');
-    assert.match(run.stderr, /not declared\n {2}none/);
+    assert.match(
+      run.stderr,
+      /not declared\n {2}not checked in a dry run \(it lists no Scheduler job\)/,
+    );
   });
 
   it('reports a job that calls the function but is not declared, and keeps it', () => {
@@ -538,7 +541,7 @@ describe('deploy.sh --dry-run', () => {
     assert.ok(!run.lines.some((l) => l.startsWith('gcloud scheduler jobs delete')), run.stdout);
     assert.match(
       run.stderr,
-      /UNDECLARED-JOB: calls scheduled-job but is not declared \(removed, or renamed\)/,
+      /UNDECLARED-JOB: calls scheduler-run-once but is not declared \(removed, or renamed\)/,
     );
     assert.match(run.stderr, /its history stays readable: npm run runs -- --job UNDECLARED-JOB/);
     assert.match(run.stderr, /delete it: \.\/deploy\.sh --prune/);
@@ -626,7 +629,7 @@ describe('deploy.sh --dry-run', () => {
     );
     assert.match(
       run.stderr,
-      /npm run trigger -- scheduled-job --url=https:\/\/FUNCTION_URL\.invalid --invoker=scheduled-job-invoker@my-project\.iam\.gserviceaccount\.com/,
+      /npm run trigger -- scheduled-job --url=https:\/\/FUNCTION_URL\.invalid --invoker=scheduler-run-once-invoker@my-project\.iam\.gserviceaccount\.com/,
     );
   });
 });
@@ -695,9 +698,9 @@ describe('deploy.sh on a project (gcloud faked)', () => {
     assert.equal(kept.status, 0, kept.stderr);
     assert.match(
       kept.stderr,
-      /every-five: calls scheduled-job but is not declared \(removed, or renamed to scheduled-job\?\)/,
+      /every-five: calls scheduler-run-once but is not declared \(removed, or renamed to scheduled-job\?\)/,
     );
-    assert.match(kept.stderr, /nightly_report-1: calls scheduled-job but is not declared/);
+    assert.match(kept.stderr, /nightly_report-1: calls scheduler-run-once but is not declared/);
     assert.deepEqual(callsOf(kept.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete'), []);
     assert.equal(pruned.status, 0, pruned.stderr);
     assert.deepEqual(
@@ -1038,7 +1041,7 @@ describe('deploy.sh source', () => {
 });
 
 describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
-  const RUNTIME_MEMBER = 'serviceAccount:scheduled-job-run@my-project.iam.gserviceaccount.com';
+  const RUNTIME_MEMBER = 'serviceAccount:scheduler-run-once-run@my-project.iam.gserviceaccount.com';
   /** Every IAM binding of a dry run: [command, resource, role], in order. */
   const bindingsOf = (lines: string[]) =>
     lines
