@@ -39,7 +39,7 @@ export interface Target {
 /**
  * The largest ratio to its floor each timed target allows. A floor is what the design cannot go
  * below, measured in the same run on the same machine: the (b) floor ledger's create() + update()
- * in process, a function making only those two calls over HTTP (issue 20), functions-framework with
+ * in process, a function making only those two calls over HTTP, functions-framework with
  * the Firestore client and one create() for a cold start. The margins are the project's own work,
  * not noise allowances: per run its run id, lease and fencing fields and two log lines; at a cold
  * start also pino with the Cloud Logging config (about a tenth of a cold start) and a second write
@@ -101,7 +101,7 @@ export function targets({
       met: within(inProcess, MAX_RATIO.inProcessRun),
     },
     {
-      target: `processed run over HTTP, no-op job, <= ${MAX_RATIO.httpRun}x the floor (create + update) side by side (issue 20)`,
+      target: `processed run over HTTP, no-op job, <= ${MAX_RATIO.httpRun}x the floor (create + update) side by side`,
       measured:
         httpProject && httpFloor
           ? `${times(http)} (${ms(httpProject.perRun.median)} / ${ms(httpFloor.perRun.median)}; ${httpProject.errors + httpFloor.errors} errors)`

@@ -1,6 +1,6 @@
 /**
  * The schedule times the handler accepts, and the per-job forced-run tolerance, through the
- * handler on the emulator with a driven clock standing for Firestore's (issue 19, items 3, 9, 10):
+ * handler on the emulator with a driven clock standing for Firestore's:
  * every delivery is sent at its own time.
  */
 import assert from 'node:assert/strict';

@@ -26,7 +26,7 @@
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
  * instance's clock enters a lease, so a skewed instance can neither write an expired lease nor a
- * too long one (issue: clock skew ran a job twice).
+ * too long one.
  */
 import {
   type DocumentData,

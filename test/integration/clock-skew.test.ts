@@ -1,5 +1,5 @@
 /**
- * A clock off by ±90 s runs no job twice (issue 10, point 2). Two instances of
+ * A clock off by ±90 s runs no job twice. Two instances of
  * `test/fixtures/fault-function.ts` share one collection of the Firestore emulator: one runs under
  * Debian's `faketime` with its wall clock (`Date.now()`) 90 s off, the other on the real clock.
  * One delivers a slow run (three leases long), the other gets the same run again and again while

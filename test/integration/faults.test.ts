@@ -1,5 +1,5 @@
 /**
- * Exactly once under faults, load and bad input (issue 4). Every case drives
+ * Exactly once under faults, load and bad input. Every case drives
  * `test/fixtures/fault-function.ts` (src/index.ts's wiring around a test job) as a separate
  * functions-framework process over real HTTP on 127.0.0.1, counts job executions in a file that
  * outlives the process, and reads the run records back from the Firestore emulator.

@@ -1,5 +1,5 @@
 /**
- * Slot arithmetic is bounded whatever the input (issue 19, item 3): it covers SLOT_RANGE only, and
+ * Slot arithmetic is bounded whatever the input: it covers SLOT_RANGE only, and
  * each search makes a bounded number of croner look-ups (counted, not timed). The forced-run
  * tolerance stays under each job's shortest gap (item 10), and the schedule times a delivery may
  * carry are bounded by the range Scheduler can send and by the retention (items 3 and 9). Pure.
