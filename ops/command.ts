@@ -4,7 +4,8 @@
  * declarations or configuration, Firestore unavailable, a function it cannot reach), 2 a bad
  * argument, printed with the usage.
  */
-import { ConfigError, RunOnceError } from '../src/core/errors.ts';
+import { RunOnceError } from '../src/core/errors.ts';
+import { ConfigError } from '../src/policy/errors.ts';
 
 /** A bad argument or setting: the command prints it with its usage and exits 2. */
 export class UsageError extends Error {

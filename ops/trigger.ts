@@ -22,13 +22,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/core/errors.ts';
 import { loadConfig } from '../src/function/config.ts';
 import {
   MODE_HEADER,
   normaliseScheduleTime,
   TRIGGER_ID_HEADER,
 } from '../src/function/scheduler-request.ts';
+import { ConfigError } from '../src/policy/errors.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
 import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {

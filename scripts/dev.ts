@@ -48,7 +48,7 @@ import { parseDeployLines } from '../ops/format-jobs.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
-import { ConfigError } from '../src/core/errors.ts';
+import { ConfigError } from '../src/policy/errors.ts';
 import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
   acceptsConnections,

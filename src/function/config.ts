@@ -2,8 +2,9 @@
  * Configuration: the only module that reads the environment. Each option is one named entry pairing
  * its variable, its default and a parser that validates and converts units (seconds → ms).
  */
-import { ConfigError } from '../core/errors.ts';
+
 import { MAX_LEASE_MS } from '../core/run-record.ts';
+import { ConfigError } from '../policy/errors.ts';
 import { whyNotDevelopment } from './environment.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */

@@ -8,10 +8,8 @@ import type { Logger } from 'pino';
 import {
   DatabaseNotFoundError,
   describeThrown,
-  InvalidRequestError,
   LedgerUnavailableError,
   loggableError,
-  UnknownJobError,
 } from '../core/errors.ts';
 import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
@@ -27,6 +25,7 @@ import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
+import { InvalidRequestError, UnknownJobError } from './errors.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
 import { withTrace } from './logger.ts';
 import {

@@ -3,12 +3,12 @@
  * so every bad input is refused before Firestore is touched.
  */
 
-import { InvalidRequestError } from '../core/errors.ts';
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
 import { type ScheduledRun, TRIGGER_MODES, type Trigger } from '../policy/run-plan.ts';
 import type { Config } from './config.ts';
+import { InvalidRequestError } from './errors.ts';
 
 /** The header Cloud Scheduler sets to the job's id (the Scheduler guide, "deduplicate job requests"). */
 export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';

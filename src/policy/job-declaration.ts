@@ -4,8 +4,9 @@
  * cold start (and before a deploy), the way `loadConfig` checks the environment: every problem at
  * once, in one `ConfigError`.
  */
-import { ConfigError } from '../core/errors.ts';
+
 import type { JobInfo, JobRun } from '../core/job-context.ts';
+import { ConfigError } from './errors.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
 

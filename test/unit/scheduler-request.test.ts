@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidRequestError } from '../../src/core/errors.ts';
+import { InvalidRequestError } from '../../src/function/errors.ts';
 import { normaliseScheduleTime, readScheduledRun } from '../../src/function/scheduler-request.ts';
 
 const NO_SCOPE = { keyScope: '', keyScopeHeaders: [], keyScopeParams: [] };
