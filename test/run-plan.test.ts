@@ -376,6 +376,40 @@ describe('overlap by the job: the lock holds across slots without records', () =
     assert.deepEqual(ran(calls), ['12:00']);
   });
 
+  it('skip: the retry of a failed 12:00 is not run beside 12:01, which holds the lock; it runs after', async () => {
+    let failFirst = true;
+    const gates = new Map<string, () => void>();
+    const { jobs, calls } = counted(
+      { id: 'every-minute', schedule: '* * * * *', overlap: 'skip' },
+      (ctx) => {
+        const hhmm = ctx.scheduleTime.toISOString().slice(11, 16);
+        if (hhmm === '12:00' && failFirst) {
+          failFirst = false;
+          throw new Error('the first attempt of 12:00 fails');
+        }
+        if (hhmm === '12:01') return new Promise<void>((resolve) => gates.set(hhmm, resolve));
+      },
+    );
+    const a = serveJobs(jobs);
+    const b = serveJobs(jobs, { collection: a.collection });
+    const failed = await a.request.post('/').set(slot('12:00'));
+    const running = b.request
+      .post('/')
+      .set(slot('12:01'))
+      .then((r) => r);
+    await until(() => calls.length === 2);
+
+    const retry = await a.request.post('/').set(slot('12:00'));
+    gates.get('12:01')?.();
+    await running;
+    const later = await a.request.post('/').set(slot('12:00'));
+
+    assert.equal(failed.body.outcome, 'failed');
+    assert.deepEqual([retry.status, retry.body.outcome], [409, 'waiting']);
+    assert.equal(later.body.outcome, 'processed');
+    assert.deepEqual(ran(calls), ['12:00', '12:01', '12:00']);
+  });
+
   it('two slots delivered at once to two instances never both run', async () => {
     const { jobs, calls, release } = minuteJob('wait', ['12:01', '12:02']);
     const a = serveJobs(jobs);

@@ -15,6 +15,7 @@ import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
+import { isCompleted } from '../core/run-record.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
@@ -256,7 +257,21 @@ async function overlapRefusal(
     };
   }
   const recorded = await history.recordSkipped(plan.runId, plan.details, blockedBy);
-  if (recorded === 'exists') return undefined; // a record appeared: claim as usual
+  if (recorded === 'exists') {
+    // The slot has a record already (a retry of a failed attempt, a lapsed one, a reported miss).
+    // A finished one answers as a duplicate; any other would be taken over and run beside the
+    // lock's holder, so it waits instead, as the policy `wait` does.
+    const record = (await history.getMany([plan.runId])).records.get(plan.runId);
+    if (record !== undefined && record.status !== 'unreadable' && isCompleted(record)) {
+      return undefined;
+    }
+    return {
+      ...known,
+      outcome: 'waiting',
+      message: `Another run of ${job.id} is still running (overlap policy "skip") and this slot already has a record (an earlier attempt), so it is not run beside it; retry later.`,
+      fields,
+    };
+  }
   return {
     ...known,
     outcome: 'skipped',
