@@ -6,12 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import type { JobDeclaration } from '../src/policy/job-declaration.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
-import { closedAfterMs } from '../src/policy/missed-runs.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { checkDocumentId, closedAfterMs } from '../src/policy/missed-runs.ts';
 import { retryWindowMs } from '../src/policy/retry-policy.ts';
 import { defineAuditJob } from '../src/policy/run-audit.ts';
-import { schedulerHeaders, serveJobs } from './helpers.ts';
+import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 
 const MINUTE = 60_000;
 const ON = { MISSED_RUN_CHECK: 'on' };
@@ -318,5 +320,81 @@ describe('missed-run detection, live', () => {
       .lines()
       .find((l) => /missed-run check .* failed/.test(String(l.message)));
     assert.equal(warning?.severity, 'WARNING');
+  });
+
+  it('reports a missed slot of a weekly job: its first check writes a cursor though no slot closed in a day', async () => {
+    const time = drivenClock('2026-11-02T09:00:00Z');
+    const jobs = declare(defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+
+    for (const day of ['2026-11-02', '2026-11-16', '2026-11-23']) {
+      assert.equal(await deliverAt(fn, time, 'weekly', new Date(`${day}T09:00:00Z`)), 'processed');
+    }
+
+    assert.deepEqual(
+      reportsOf(fn).map((r) => [r.message, r.slot]),
+      [['missed run', '2026-11-09T09:00:00.000Z']],
+    );
+  });
+
+  it('logs a report whose write landed but whose answer was lost, once, at the next check', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const reportMissed = fn.history.reportMissed.bind(fn.history);
+    let lose = true;
+    fn.history.reportMissed = async (...args) => {
+      const result = await reportMissed(...args);
+      if (lose) {
+        lose = false;
+        throw new Error('4 DEADLINE_EXCEEDED: the answer was lost');
+      }
+      return result;
+    };
+
+    for (const slot of slots('2026-10-16T12:00:00Z', '2026-10-16T14:05:00Z', 5)) {
+      if (slot.toISOString() === '2026-10-16T12:05:00.000Z') continue; // never delivered
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+    }
+
+    assert.equal(lose, false, 'the fault was injected');
+    assert.deepEqual(
+      reportsOf(fn).map((r) => [r.message, r.slot]),
+      [['missed run', '2026-10-16T12:05:00.000Z']],
+    );
+  });
+
+  it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention is cut to it', async () => {
+    const time = drivenClock('2026-10-16T14:00:00Z');
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(
+      jobs,
+      { env: { ...ON, RETENTION_SECONDS: '86400' } },
+      { clock: time.clock },
+    );
+    const id = checkDocumentId('five', []);
+    const cursor = (at: string, runSeen: boolean) =>
+      fn.jobDocuments.create(id, 'test', {
+        checked_before: Timestamp.fromDate(new Date(at)),
+        run_seen: runSeen,
+      });
+
+    await cursor('2099-01-01T00:00:00Z', true);
+    await deliverAt(fn, time, 'five', new Date('2026-10-16T14:00:00Z'));
+    const warned = fn.logs
+      .lines()
+      .some((l) => /cursor document holds fields/.test(String(l.message)));
+    await firestore.collection(jobStateCollection(fn.collection)).doc(id).delete();
+    await cursor('2000-01-01T00:00:00Z', true);
+    await deliverAt(fn, time, 'five', new Date('2026-10-17T14:00:00Z'));
+
+    assert.ok(warned, 'a cursor past now is unreadable, and said so');
+    const reported = reportsOf(fn);
+    // Only slots within the day's retention (closed by 2026-10-17T12:57:30Z) can be reported.
+    assert.ok(reported.length > 0 && reported.length <= 24 * 12, String(reported.length));
+    assert.ok(
+      reported.every((r) => Date.parse(String(r.slot)) >= Date.parse('2026-10-16T14:00:00Z')),
+      'no slot older than the retention is reported',
+    );
   });
 });

@@ -387,7 +387,8 @@ describe('overlap by the job: the lock holds across slots without records', () =
           failFirst = false;
           throw new Error('the first attempt of 12:00 fails');
         }
-        if (hhmm === '12:01') return new Promise<void>((resolve) => gates.set(hhmm, resolve));
+        if (hhmm !== '12:01') return Promise.resolve();
+        return new Promise<void>((resolve) => gates.set(hhmm, resolve));
       },
     );
     const a = serveJobs(jobs);

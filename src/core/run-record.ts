@@ -89,6 +89,8 @@ export const Field = {
   lastError: 'last_error',
   /** Server time at which a missed or finally failed run was reported (once across instances). */
   reportedAt: 'reported_at',
+  /** Which check wrote `reported_at`: the report that finds its own id after a lost answer logs it. */
+  reportedBy: 'reported_by',
   /** `forced`, `manual` or `rerun` for runs that are not their slot's; absent for a slot. */
   kind: 'run_kind',
   /** For a re-run: the run id of the slot it runs again. */
@@ -120,6 +122,8 @@ export interface RunRecord {
   readonly lastError: string | undefined;
   /** When it was reported as missed or finally failed. */
   readonly reportedAt: Date | undefined;
+  /** The id of the check that reported it. */
+  readonly reportedBy: string | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
   readonly kind: RunKind;
@@ -368,6 +372,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       failedAt: dateOf(data[Field.failedAt]),
       lastError: typeof lastError === 'string' ? lastError : undefined,
       reportedAt: dateOf(data[Field.reportedAt]),
+      reportedBy: typeof data[Field.reportedBy] === 'string' ? data[Field.reportedBy] : undefined,
       jobName: typeof jobName === 'string' ? jobName : undefined,
       scheduleTime: dateOf(data[Field.scheduleTime]),
       kind,
@@ -564,12 +569,17 @@ export function failureUpdate(message: string, expireAt: Timestamp): DocumentDat
 }
 
 /** The document that reports a slot no attempt came for: created once across instances. */
-export function missedDocument(expireAt: Timestamp, details: RunDetails): DocumentData {
+export function missedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  reporter: string,
+): DocumentData {
   return {
     ...detailFields(details),
     [Field.status]: RunStatus.Missed,
     [Field.attempts]: 0,
     [Field.reportedAt]: FieldValue.serverTimestamp(),
+    [Field.reportedBy]: reporter,
     [Field.expireAt]: expireAt,
   };
 }
@@ -590,8 +600,8 @@ export function skippedDocument(
 }
 
 /** The update that marks a finally failed run reported (fenced, so only one instance reports). */
-export function reportedUpdate(): DocumentData {
-  return { [Field.reportedAt]: FieldValue.serverTimestamp() };
+export function reportedUpdate(reporter: string): DocumentData {
+  return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
 }
 
 /**

@@ -31,7 +31,7 @@
  *   first); a failed run's report sets `reported_at` fenced on the update time just read (it fails
  *   if a retry claimed it since). Only the instance whose write lands logs.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
@@ -112,11 +112,14 @@ interface Cursor {
 }
 
 /** The cursor in a document, `unreadable` for one this code would never write. */
-function readCursor(data: DocumentData | undefined): Cursor | 'unreadable' | undefined {
+function readCursor(data: DocumentData | undefined, now: Date): Cursor | 'unreadable' | undefined {
   if (data === undefined) return undefined;
   const at = data.checked_before;
   const seen = data.run_seen;
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
+  // A check never moves its cursor past the closed boundary, which is before now: a later one is a
+  // value this version never writes, not a range already checked.
+  if (at.toMillis() > now.getTime()) return 'unreadable';
   return { checkedBefore: at.toDate(), runSeen: seen };
 }
 
@@ -145,7 +148,10 @@ export interface MissedRunCheckDeps {
   /** The run records: the batched read of slots, and the two reports. */
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
-  readonly jobDocuments: Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;
+  readonly jobDocuments: Pick<
+    RunDocuments,
+    'readData' | 'create' | 'update' | 'expireAt' | 'retentionMs'
+  >;
   /** Firestore's time now: the one clock windows and leases are judged by. */
   readonly clock: () => Promise<Date>;
 }
@@ -235,7 +241,7 @@ export class MissedRunCheck {
     const now = await clock();
     const boundary = now.getTime() - closedAfterMs(job);
     const { data, updateTime } = await jobDocuments.readData(id);
-    const cursor = readCursor(data);
+    const cursor = readCursor(data, now);
     if (cursor === 'unreadable') {
       logger.warn(
         { jobName: job.id, document: id },
@@ -243,14 +249,31 @@ export class MissedRunCheck {
       );
       return NOTHING;
     }
-    const from = cursor?.checkedBefore ?? new Date(boundary - FIRST_LOOK_BACK_MS);
+    // Never before the retention: an older slot's record may be gone (TTL), and its absence
+    // proves nothing, so it is never reported as missed.
+    const retained = now.getTime() - jobDocuments.retentionMs;
+    const from = new Date(
+      Math.max(cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS, retained),
+    );
     if (boundary <= from.getTime()) {
       this.#known.set(id, from.getTime());
       return { ...NOTHING, checkedBefore: from };
     }
     const { slots, truncated } = slotsBetween(job, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (slots.length === 0) {
-      // No slot closed since the cursor: nothing to read, and no need to move it.
+      // No slot closed since the cursor: nothing to read. A job's first check still writes its
+      // cursor, so a job whose slots are further apart than the first look-back (weekly) has one
+      // from then on.
+      if (cursor === undefined) {
+        const start: Cursor = { checkedBefore: new Date(boundary), runSeen: false };
+        await jobDocuments.create(
+          id,
+          'missed-run check',
+          cursorDocument(job.id, start, jobDocuments.expireAt()),
+        );
+        this.#known.set(id, boundary);
+        return { ...NOTHING, checkedBefore: start.checkedBefore };
+      }
       this.#known.set(id, from.getTime());
       return { ...NOTHING, checkedBefore: from };
     }
@@ -305,19 +328,32 @@ export class MissedRunCheck {
     // memory does not ask for one at every delivery meanwhile.
     this.#known.set(id, stoppedAt === undefined ? next.getTime() : boundary);
     let reported = 0;
+    // This check's id, written with each report: a report whose answer was lost but whose write
+    // landed is recognised as ours by a read, and logged, instead of never.
+    const reporter = randomUUID();
+    const report = async (row: SlotRow): Promise<'reported' | 'exists'> => {
+      const token = updateTimes.get(row.runId);
+      try {
+        if (row.state === 'missed') {
+          const details = { jobName: job.id, scheduleTime: row.slot.toISOString() };
+          return await history.reportMissed(row.runId, details, reporter);
+        }
+        return token === undefined
+          ? 'exists'
+          : await history.markReported(row.runId, token, reporter);
+      } catch (err) {
+        const { records } = await history.getMany([row.runId]);
+        const now = records.get(row.runId);
+        if (now !== undefined && now.status !== 'unreadable' && now.reportedBy === reporter) {
+          return 'reported';
+        }
+        throw err;
+      }
+    };
     try {
       for (const { row, message } of findings) {
-        const token = updateTimes.get(row.runId);
-        const outcome =
-          row.state === 'missed'
-            ? await history.reportMissed(row.runId, {
-                jobName: job.id,
-                scheduleTime: row.slot.toISOString(),
-              })
-            : token === undefined
-              ? 'exists'
-              : await history.markReported(row.runId, token);
-        if (outcome !== 'reported') continue; // a claim, a retry or another report came first
+        // 'exists': a claim, a retry or another report came first.
+        if ((await report(row)) !== 'reported') continue;
         logger.error(fields(row), message);
         reported++;
       }

@@ -241,16 +241,22 @@ export class RunHistory {
   /**
    * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
    *
+   * @param reporter - the id of the check reporting it, stored as `reported_by`: after a lost
+   *   answer, a read that finds it tells the check the report is its own.
    * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
    *   or another instance's report).
    * @throws {LedgerUnavailableError} if Firestore fails.
    */
-  async reportMissed(runId: string, details: RunDetails): Promise<'reported' | 'exists'> {
+  async reportMissed(
+    runId: string,
+    details: RunDetails,
+    reporter: string,
+  ): Promise<'reported' | 'exists'> {
     const documents = this.#documents;
     const created = await documents.create(
       runId,
       'missed-run report',
-      missedDocument(documents.expireAt(), details),
+      missedDocument(documents.expireAt(), details, reporter),
     );
     return created === 'exists' ? 'exists' : 'reported';
   }
@@ -259,14 +265,19 @@ export class RunHistory {
    * Marks a finally failed run reported, once across instances: fenced on the update time read.
    *
    * @param updateTime - the record's update time from the read that found it unreported.
+   * @param reporter - the id of the check reporting it, stored as `reported_by`.
    * @returns `reported` if this call marked it, `exists` if the record changed first.
    * @throws {LedgerUnavailableError} if Firestore fails.
    */
-  async markReported(runId: string, updateTime: Timestamp): Promise<'reported' | 'exists'> {
+  async markReported(
+    runId: string,
+    updateTime: Timestamp,
+    reporter: string,
+  ): Promise<'reported' | 'exists'> {
     const marked = await this.#documents.update(
       runId,
       'failed-run report',
-      reportedUpdate(),
+      reportedUpdate(reporter),
       updateTime,
     );
     return marked === 'changed' ? 'exists' : 'reported';

@@ -30,6 +30,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
   return {
     status: 'completed',
     attemptId: 'attempt-1',
+    reportedBy: undefined,
     leaseExpires: undefined,
     attempts: 1,
     firstClaimedAt: undefined,
