@@ -16,6 +16,7 @@ import {
   nextStep,
   noRunRows,
   type RowMarks,
+  type SeenBefore,
   stateText,
   type Target,
 } from './format-runs.ts';
@@ -146,8 +147,9 @@ export function runsHtml(
   meta: HtmlMeta,
   target: Target = {},
   marks: RowMarks = new Map(),
+  seenBefore: SeenBefore = new Set(),
 ): string {
-  const counted = countedRows(rows);
+  const counted = countedRows(rows, seenBefore);
   const noRun = noRunRows(rows, counted);
   const textOf = (row: SlotRow) => stateText(row, counted.has(row), noRun.has(row), marks.get(row));
   const jobs = [...new Set(rows.map((row) => row.job))];

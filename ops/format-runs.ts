@@ -47,18 +47,30 @@ export function humanDuration(ms: number | undefined): string {
  * before that may predate the job (a new job, a fresh emulator): `--check` does not count it, and
  * the table and the JSON say so.
  */
-export function countedRows(rows: readonly SlotRow[]): Set<SlotRow> {
+export function countedRows(
+  rows: readonly SlotRow[],
+  seenBefore: ReadonlySet<string> = new Set(),
+): Set<SlotRow> {
   const slots = rows.filter((row) => row.kind === 'slot');
   const jobs = [...new Set(slots.map((row) => row.job))];
   return new Set([
     ...rows.filter((row) => row.kind !== 'slot'),
     ...jobs.flatMap((job) => {
       const own = slots.filter((row) => row.job === job);
+      // A job with a record before the window existed all along: every slot of it counts.
+      if (seenBefore.has(job)) return own;
       const first = own.findIndex(hasRecord);
       return first === -1 ? [] : own.slice(first);
     }),
   ]);
 }
+
+/**
+ * The ids of jobs known to have a record before the window (`ops/runs.ts` asks the ledger), so
+ * that their slots in the window count even before the window's first record: one missed slot of
+ * a weekly job is then a failure of `--check`, not a slot "before the first record".
+ */
+export type SeenBefore = ReadonlySet<string>;
 
 /**
  * The rows to show as `no run (before first record)`: `pending` slots (no record, inside the retry
@@ -108,8 +120,12 @@ export function stateText(row: SlotRow, counted: boolean, noRun = false, mark?: 
 export type RowMarks = ReadonlyMap<SlotRow, string>;
 
 /** The rows as an aligned table, oldest slot first within each job. */
-export function runsTable(rows: readonly SlotRow[], marks: RowMarks = new Map()): string {
-  const counted = countedRows(rows);
+export function runsTable(
+  rows: readonly SlotRow[],
+  marks: RowMarks = new Map(),
+  seenBefore: SeenBefore = new Set(),
+): string {
+  const counted = countedRows(rows, seenBefore);
   const noRun = noRunRows(rows, counted);
   return formatTable([
     ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
@@ -135,8 +151,12 @@ export function runsTable(rows: readonly SlotRow[], marks: RowMarks = new Map())
  * slot with no record inside its retry window has `state` `no_run`, never `pending`
  * ({@link noRunRows}).
  */
-export function runsJson(rows: readonly SlotRow[], marks: RowMarks = new Map()): string {
-  const counted = countedRows(rows);
+export function runsJson(
+  rows: readonly SlotRow[],
+  marks: RowMarks = new Map(),
+  seenBefore: SeenBefore = new Set(),
+): string {
+  const counted = countedRows(rows, seenBefore);
   const noRun = noRunRows(rows, counted);
   return JSON.stringify(
     rows.map((row) => ({
@@ -229,8 +249,11 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
  * record this version would never write: nobody can tell whether it ran). A job's missed slots
  * before its oldest slot with a record in the window do not count: the job may not have existed.
  */
-export function checkFailures(rows: readonly SlotRow[]): SlotRow[] {
-  const counted = countedRows(rows);
+export function checkFailures(
+  rows: readonly SlotRow[],
+  seenBefore: SeenBefore = new Set(),
+): SlotRow[] {
+  const counted = countedRows(rows, seenBefore);
   return rows.filter(
     (row) =>
       row.kind === 'slot' &&

@@ -51,7 +51,14 @@ import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
-import { checkFailures, checkLines, parseDuration, runsJson, runsTable } from './format-runs.ts';
+import {
+  checkFailures,
+  checkLines,
+  countedRows,
+  parseDuration,
+  runsJson,
+  runsTable,
+} from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
@@ -332,6 +339,28 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       console.error(`runs: ${id}: not declared, and no record of it in the window`);
     rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
+  // A job whose window starts with slots before its first record there may simply be new; one
+  // with any record before the window existed all along, and those slots count (one query each).
+  const seenBefore = new Set<string>();
+  const counted = countedRows(rows);
+  const uncounted = new Set(
+    rows.filter((row) => row.kind === 'slot' && !counted.has(row)).map((row) => row.job),
+  );
+  for (const job of jobs) {
+    const oldest = rows.find((row) => row.job === job.id && row.kind === 'slot')?.slot;
+    if (!uncounted.has(job.id) || oldest === undefined) continue;
+    const before = await recordsOfJob(
+      documents,
+      job.id,
+      undefined,
+      new Date(oldest.getTime() - 1),
+      {
+        pageSize: 1,
+        max: 1,
+      },
+    );
+    if (before.records.length > 0) seenBefore.add(job.id);
+  }
   if (args.html !== undefined) {
     const page = runsHtml(
       rows,
@@ -341,6 +370,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       },
       { url: args.url },
       marks,
+      seenBefore,
     );
     if (args.html === '-') process.stdout.write(page);
     else {
@@ -348,7 +378,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
     }
   } else {
-    console.log(args.json ? runsJson(rows, marks) : runsTable(rows, marks));
+    console.log(args.json ? runsJson(rows, marks, seenBefore) : runsTable(rows, marks, seenBefore));
   }
   if (args.backfill) {
     const plan = planBackfill(rows, jobs, {
@@ -364,7 +394,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     });
   }
   if (!args.check) return 0;
-  const failures = checkFailures(rows);
+  const failures = checkFailures(rows, seenBefore);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
   if (failures.length > 0) return 1;
   if (tooLarge.length > 0) {

@@ -13,16 +13,21 @@ import { Timestamp } from '@google-cloud/firestore';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
+import { jobs as weeklyJobs } from '../fixtures/jobs-weekly.ts';
 import { firestore, schedulerHeaders, serveJobs } from '../helpers.ts';
 
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
 function runs(collection: string, ...args: string[]) {
+  return runsOf(JOBS_MODULE, collection, ...args);
+}
+
+function runsOf(jobsModule: string, collection: string, ...args: string[]) {
   // Without METADATA_SERVER_DETECTION, as a user's shell has it: the command quiets the probe itself.
   const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
     cwd: ROOT,
-    env: { ...env, JOBS_MODULE },
+    env: { ...env, JOBS_MODULE: jobsModule },
     encoding: 'utf8',
     timeout: 30_000,
   });
@@ -310,5 +315,25 @@ describe('npm run runs', () => {
       rows.filter((r) => r.kind === 'forced').map((r) => [r.slot, r.state]),
       [['2026-10-16T12:35:00Z', 'completed']],
     );
+  });
+
+  it("--check counts a weekly job's one missed slot in a window with no other slot, from its record before the window", async () => {
+    const weekly = validateJobs(weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })));
+    const fn = serveJobs(weekly);
+    const ran = await fn.request.post('/').set(schedulerHeaders('weekly', '2026-11-02T09:00:00Z'));
+    assert.equal(ran.body.outcome, 'processed');
+
+    const { code, stderr } = runsOf(
+      'test/fixtures/jobs-weekly.ts',
+      fn.collection,
+      '--since',
+      '7d',
+      '--now',
+      '2026-11-10T12:00:00Z',
+      '--check',
+    );
+
+    assert.equal(code, 1, stderr);
+    assert.match(stderr, /weekly 2026-11-09T09:00:00Z missed/);
   });
 });
