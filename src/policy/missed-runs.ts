@@ -250,8 +250,10 @@ export class MissedRunCheck {
       return NOTHING;
     }
     // Never before the retention: an older slot's record may be gone (TTL), and its absence
-    // proves nothing, so it is never reported as missed.
+    // proves nothing, so it is never reported as missed. A cursor older than that (the TTL removes
+    // one unwritten for a retention) starts over from the retained range, its first record unseen.
     const retained = now.getTime() - jobDocuments.retentionMs;
+    const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
     const from = new Date(
       Math.max(cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS, retained),
     );
@@ -280,7 +282,7 @@ export class MissedRunCheck {
     const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
     const { records, updateTimes } = await history.getMany(runIds);
 
-    let runSeen = cursor?.runSeen ?? false;
+    let runSeen = !stale && (cursor?.runSeen ?? false);
     let stoppedAt: Date | undefined;
     const findings: Finding[] = [];
     for (const [i, slot] of slots.entries()) {
