@@ -65,16 +65,28 @@ export async function startFunction(
 /** The job ids the bench delivers; its fixtures declare them. */
 export const BENCH_JOB_IDS = ['bench', 'storm', 'load'] as const;
 
-let scheduleSeq = 0;
+let slotSeq = 0;
+let fineSeq = 0;
 /**
  * The first slot the bench delivers: a week ago, on the minute. Past slots are slot runs, as
  * Scheduler delivers them (a schedule time well ahead of Firestore's clock would be a forced run,
- * which skips missed-run detection), and a week holds more runs than a bench delivers.
+ * which skips missed-run detection), and a week holds more runs than the bench's single runs.
  */
 const FIRST_SLOT_MS = Math.floor(Date.now() / 60_000) * 60_000 - 7 * 86_400_000;
-/** The Scheduler headers of a run no other delivery of this bench named: its next minute slot. */
+/**
+ * Storms and the load runs need tens of thousands of distinct runs: schedule times 10 ms apart
+ * from an hour ago, past and within any retention (the function refuses times after the job's
+ * next slot or older than RETENTION_SECONDS), accepted as ordinary deliveries though no slot.
+ */
+const FINE_BASE_MS = Date.now() - 3_600_000;
+/**
+ * The Scheduler headers of a run no other delivery of this bench named: the job `bench`'s next
+ * minute slot, or for the storms and the load a time of its own.
+ */
 function newRun(jobName: string) {
-  const scheduleTime = new Date(FIRST_SLOT_MS + 60_000 * scheduleSeq++).toISOString();
+  const at =
+    jobName === 'bench' ? FIRST_SLOT_MS + 60_000 * slotSeq++ : FINE_BASE_MS + 10 * fineSeq++;
+  const scheduleTime = new Date(at).toISOString();
   return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
 }
 
