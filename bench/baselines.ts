@@ -22,13 +22,9 @@ import {
 } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../src/core/errors.ts';
 import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/core/ledger.ts';
+import type { NoteValue } from '../src/core/notes.ts';
 import type { RunDocumentsOptions } from '../src/core/run-documents.ts';
-import {
-  type NoteValue,
-  type RunDetails,
-  RunStatus,
-  runRecordConverter,
-} from '../src/core/run-record.ts';
+import { type RunDetails, RunStatus, runRecordConverter } from '../src/core/run-record.ts';
 
 type BaselineOptions = LedgerOptions & Omit<RunDocumentsOptions, 'timeoutMs'>;
 

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from '../src/core/errors.ts';
 import type { Claim, ClaimResult } from '../src/core/ledger.ts';
-import { MAX_NOTES, MAX_NOTES_BYTES } from '../src/core/run-record.ts';
+import { MAX_NOTES, MAX_NOTES_BYTES } from '../src/core/notes.ts';
 import { firestore, newLedger, storedRecord } from './helpers.ts';
 
 function claimOf(result: ClaimResult): Claim {

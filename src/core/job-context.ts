@@ -12,7 +12,7 @@
  *   ("the most downstream service must be idempotent", the Scheduler guide).
  */
 import type { Logger } from './logger.ts';
-import type { NoteValue } from './run-record.ts';
+import type { NoteValue } from './notes.ts';
 
 /** What a job's code learns about its own declaration (`ctx.job`). */
 export interface JobInfo {

@@ -13,6 +13,13 @@
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
+import {
+  type MAX_NOTES,
+  type MAX_NOTES_BYTES,
+  type NoteValue,
+  noteProblem,
+  notesBoundProblem,
+} from './notes.ts';
 import { RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
 import {
   claimDecision,
@@ -21,11 +28,6 @@ import {
   extensionUpdate,
   failureUpdate,
   type MAX_ERROR_LENGTH,
-  type MAX_NOTES,
-  type MAX_NOTES_BYTES,
-  type NoteValue,
-  noteProblem,
-  notesBoundProblem,
   type RunDetails,
   type RunRecord,
   RunStatus,

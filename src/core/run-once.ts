@@ -13,7 +13,8 @@ import {
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
-import type { NoteValue, RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
+import type { NoteValue } from './notes.ts';
+import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it. */
 export interface Attempt {

@@ -35,6 +35,7 @@ import {
   type QueryDocumentSnapshot,
   Timestamp,
 } from '@google-cloud/firestore';
+import type { NoteValue } from './notes.ts';
 
 /** Run statuses, as the guide's sample writes them. */
 export const RunStatus = {
@@ -135,151 +136,11 @@ export interface RunRecord {
   readonly notes: Readonly<Record<string, NoteValue>>;
 }
 
-/** A value a job may note in its run's record: a scalar, or a flat object of scalars. */
-export type NoteValue =
-  | string
-  | number
-  | boolean
-  | Readonly<Record<string, string | number | boolean>>;
-
-/** Limits of a note, so a record stays small and readable (a Firestore document holds 1 MiB). */
-const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
-const MAX_NOTE_STRING = 1500;
-const MAX_NOTE_FIELDS = 20;
-
-/**
- * Most notes one record holds. With {@link MAX_NOTES_BYTES}, the bound that keeps a record far
- * below Firestore's document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so
- * the completion and the release, which add a few hundred bytes, can always be written.
- */
-export const MAX_NOTES = 100;
-/**
- * Most bytes all notes of one record take, by Firestore's storage-size rules
- * (https://firebase.google.com/docs/firestore/storage-size): 256 KiB, a quarter of the document
- * limit; every other field of a record takes under 4 KiB.
- */
-export const MAX_NOTES_BYTES = 256 * 1024;
-
 /**
  * The longest lease a record may carry, ms: the largest LEASE_SECONDS the configuration accepts
  * (a day). A longer `lease_ms` was never written by this code, so the record is unreadable.
  */
 export const MAX_LEASE_MS = 86_400_000;
-
-/**
- * The storage size of a stored value in bytes, by Firestore's rules
- * (https://firebase.google.com/docs/firestore/storage-size): a string is its UTF-8 bytes + 1, a
- * number 8, a boolean or null 1, a timestamp 8, a map the sum of its field names (UTF-8 + 1) and
- * values, an array the sum of its values. Exact for every value a note can hold.
- */
-export function storedSize(value: unknown): number {
-  if (typeof value === 'string') return Buffer.byteLength(value, 'utf8') + 1;
-  if (typeof value === 'number') return 8;
-  if (typeof value === 'boolean' || value === null || value === undefined) return 1;
-  if (value instanceof Timestamp) return 8;
-  if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + storedSize(v), 0);
-  if (typeof value === 'object') {
-    let sum = 0;
-    for (const [key, v] of Object.entries(value)) {
-      sum += Buffer.byteLength(key, 'utf8') + 1 + storedSize(v);
-    }
-    return sum;
-  }
-  return 8;
-}
-
-/** The storage size of a record's notes (the `notes` map's fields), bytes. */
-export function notesSize(notes: Readonly<Record<string, unknown>>): number {
-  return storedSize(notes);
-}
-
-/**
- * What is wrong with adding `value` under `name` to a record whose notes are `notes` (the notes
- * the holder knows are stored: exact, since only the holder writes notes, fenced), or `undefined`:
- * more than {@link MAX_NOTES} notes or {@link MAX_NOTES_BYTES} bytes. Replacing a note counts its
- * new value only.
- */
-export function notesBoundProblem(
-  notes: Readonly<Record<string, unknown>>,
-  name: string,
-  value: NoteValue,
-): string | undefined {
-  const next = { ...notes, [name]: value };
-  const count = Object.keys(next).length;
-  if (count > MAX_NOTES) {
-    return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
-  }
-  const bytes = notesSize(next);
-  if (bytes > MAX_NOTES_BYTES) {
-    return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
-  }
-  return undefined;
-}
-
-/** A name a plain object already answers (`constructor`, `__proto__`, `toString`…): never a key. */
-function isPrototypeMember(name: string): boolean {
-  return name in Object.prototype;
-}
-
-/** An object whose prototype is `Object.prototype` or `null`, with own enumerable string keys only. */
-function isPlainObject(value: object): boolean {
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return false;
-  const own = Reflect.ownKeys(value);
-  return own.every(
-    (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
-  );
-}
-
-function scalarProblem(value: unknown): string | undefined {
-  if (typeof value === 'boolean') return undefined;
-  if (typeof value === 'number')
-    return Number.isFinite(value) ? undefined : 'a number must be finite';
-  if (typeof value === 'string') {
-    return value.length <= MAX_NOTE_STRING
-      ? undefined
-      : `a string holds at most ${MAX_NOTE_STRING} characters`;
-  }
-  return 'a value must be a string, a number or a boolean';
-}
-
-/**
- * What is wrong with a note, or `undefined`: its name (a letter, then up to 63 letters, digits,
- * `_`, and not a member of `Object.prototype` such as `constructor`) and its value: plain data only,
- * a scalar, or a plain object (prototype `Object.prototype` or `null`, own enumerable string keys
- * that are not prototype members) of at most 20 scalars; strings ≤ 1500 characters. A `Map`, a
- * `Date`, an array or a class instance is refused: Firestore would store it as something else, or
- * refuse the write only after its retries. The message names the note.
- */
-export function noteProblem(name: string, value: unknown): string | undefined {
-  if (!NOTE_NAME.test(name))
-    return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
-  if (isPrototypeMember(name))
-    return `note name ${JSON.stringify(name)} is a member of every object's prototype; choose another name`;
-  if (typeof value !== 'object' || value === null) {
-    const problem = scalarProblem(value);
-    return problem === undefined ? undefined : `note ${name}: ${problem}`;
-  }
-  if (!isPlainObject(value)) {
-    const what = Array.isArray(value)
-      ? 'an array'
-      : `a ${value.constructor?.name ?? 'non-plain'} object`;
-    return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
-  }
-  const entries = Object.entries(value);
-  if (entries.length > MAX_NOTE_FIELDS) {
-    return `note ${name} has ${entries.length} fields: a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
-  }
-  for (const [key, field] of entries) {
-    if (!NOTE_NAME.test(key))
-      return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
-    if (isPrototypeMember(key))
-      return `field ${JSON.stringify(key)} of note ${name} is a member of every object's prototype; choose another name`;
-    const problem = scalarProblem(field);
-    if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;
-  }
-  return undefined;
-}
 
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
 export const MAX_ERROR_LENGTH = 300;

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type QueryDocumentSnapshot, Timestamp } from '@google-cloud/firestore';
+import { noteProblem } from '../../src/core/notes.ts';
 import {
   claimDecision,
-  noteProblem,
   runRecordConverter,
   type StoredRecord,
   timestampOf,
