@@ -107,9 +107,14 @@ describe('local Scheduler against the function', () => {
     assert.equal(primary[0], '- deadline_exceeded');
     assert.equal(primary.at(-1), '200 duplicate');
     const between = primary.slice(1, -1);
-    assert.ok(between.length > 0, `a retry while the job ran: ${primary.join(', ')}`);
+    // On a loaded machine a retry can itself miss the half-second deadline; what must hold is that
+    // a retry met the running job (409), no attempt ran it again, and it ended as a duplicate.
     assert.ok(
-      between.every((answer) => answer === '409 in_progress'),
+      between.includes('409 in_progress'),
+      `a retry while the job ran: ${primary.join(', ')}`,
+    );
+    assert.ok(
+      between.every((answer) => answer === '409 in_progress' || answer === '- deadline_exceeded'),
       primary.join(', '),
     );
     assert.equal(job.calls.length, 1);
