@@ -56,6 +56,11 @@ export interface BackfillRules {
   readonly forcedRunToleranceMs: number;
   /** Deliver missed slots before the job's oldest slot with a record in the window too. */
   readonly includeBeforeFirstRecord?: boolean;
+  /**
+   * Jobs with a record before the window (`ops/runs.ts` asks): they existed all along, so their
+   * missed slots before the window's first record are delivered too, as `--check` counts them.
+   */
+  readonly seenBefore?: ReadonlySet<string>;
 }
 
 /**
@@ -82,6 +87,7 @@ export function planBackfill(
       if (row.slot.getTime() < oldest) withheld.push({ row, reason: 'retention' });
       else if (
         !rules.includeBeforeFirstRecord &&
+        !rules.seenBefore?.has(job.id) &&
         (firstRecord === undefined || row.slot < firstRecord.slot)
       ) {
         withheld.push({ row, reason: 'before_first_record' });

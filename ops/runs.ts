@@ -386,6 +386,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       retentionMs: config.retentionMs,
       forcedRunToleranceMs: config.forcedRunToleranceMs,
       includeBeforeFirstRecord: args['include-before-first-record'] === true,
+      seenBefore,
     });
     return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
       dryRun: args['dry-run'],
