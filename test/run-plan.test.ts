@@ -81,6 +81,36 @@ describe('forced runs (a driven clock stands for Firestore’s)', () => {
   });
 });
 
+describe('forced runs on a warm instance whose wall clock steps (Firestore’s clock, monotonic since)', () => {
+  it('takes Scheduler’s on-time delivery as its slot after the wall clock stepped back 5 minutes', async (t) => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '* * * * *' });
+    const { request, ledger } = serveJobs(jobs);
+    const slot = new Date(Math.floor((await ledger.serverTime()).getTime() / 60_000) * 60_000);
+    const realNow = Date.now.bind(Date);
+    t.mock.method(Date, 'now', () => realNow() - 5 * 60_000);
+
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', slot.toISOString().replace('.000Z', 'Z')));
+
+    t.mock.restoreAll();
+    assert.equal(res.body.outcome, 'processed');
+    assert.equal(
+      res.body.runId,
+      computeRunId({
+        jobName: 'nightly-report',
+        scheduleTime: slot.toISOString().replace('.000Z', 'Z'),
+        scope: [],
+      }),
+      'the slot’s own run id, not the forced variant’s',
+    );
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['slot'],
+    );
+  });
+});
+
 describe('runs by hand (npm run trigger sends these headers)', () => {
   it('a manual run has a run id of its own, its retries are duplicates, and the slot is untouched', async () => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });

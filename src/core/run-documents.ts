@@ -49,6 +49,13 @@ export interface RunDocumentsOptions {
   readonly retentionMs: number;
   /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
+  /**
+   * This process's monotonic clock, ms from any origin (default `performance.now()`): the time
+   * elapsed since Firestore's last answer, added to that answer's time, is Firestore's time now.
+   * Never the wall clock, which NTP or an operator may step back or forth on a warm instance.
+   * Tests and the simulator inject a driven clock.
+   */
+  readonly monotonicNow?: () => number;
 }
 
 /** A document id no run has (run ids are hex): read once to learn Firestore's time. */
@@ -68,9 +75,9 @@ function codeOf(err: unknown): number | undefined {
 }
 
 /**
- * The runs collection, with Firestore's clock as this instance learns it from every answer (the
- * skew is used for `expire_at` and for {@link serverTime}, never for a lease). Safe to share
- * across concurrent requests.
+ * The runs collection, with Firestore's clock as this instance learns it from every answer: the
+ * answer's time plus the monotonic time elapsed since (used for `expire_at` and for
+ * {@link serverTime}, never for a lease). Safe to share across concurrent requests.
  *
  * @example
  * const documents = new RunDocuments(new Firestore(), {
@@ -81,13 +88,17 @@ function codeOf(err: unknown): number | undefined {
 export class RunDocuments {
   readonly #db: Firestore;
   readonly #options: RunDocumentsOptions;
-  /** Firestore's clock minus ours, learnt from answers. */
-  #skewMs = 0;
-  #skewLearnt = false;
+  readonly #monotonicNow: () => number;
+  /**
+   * Firestore's time of an answer minus our monotonic time on receiving it, ms: adding the
+   * monotonic time now gives Firestore's time now. `undefined` before the first answer.
+   */
+  #serverOffsetMs: number | undefined;
 
   constructor(db: Firestore, options: RunDocumentsOptions) {
     this.#db = db;
     this.#options = options;
+    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
 
   /** How long a record is kept after its last write, ms. */
@@ -105,7 +116,7 @@ export class RunDocuments {
     const snap = await this.#call('read', () =>
       this.#ref(runId).withConverter(runRecordConverter).get(),
     );
-    this.#learnSkew(snap.readTime);
+    this.#learnTime(snap.readTime);
     return { record: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
 
@@ -122,7 +133,7 @@ export class RunDocuments {
     readTime: Date;
   }> {
     const snap = await this.#call('read', () => this.#ref(id).get());
-    this.#learnSkew(snap.readTime);
+    this.#learnTime(snap.readTime);
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
 
@@ -136,7 +147,9 @@ export class RunDocuments {
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
     const updateTimes = new Map<string, Timestamp>();
-    let readTime = new Date(Date.now() + this.#skewMs);
+    // Nothing to read still has a time: Firestore's, as this instance knows it.
+    if (runIds.length === 0) return { records, updateTimes, readTime: await this.serverTime() };
+    let readTime = new Date(0);
     for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
       const refs = runIds
         .slice(i, i + BATCH_SIZE)
@@ -147,7 +160,7 @@ export class RunDocuments {
         records.set(snap.id, snap.data() as StoredRecord | undefined);
         if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
         readTime = snap.readTime.toDate();
-        this.#learnSkew(snap.readTime);
+        this.#learnTime(snap.readTime);
       }
     }
     return { records, updateTimes, readTime };
@@ -186,7 +199,7 @@ export class RunDocuments {
       const result = await this.#call(what, () => this.#ref(runId).create(data), [
         Code.ALREADY_EXISTS,
       ]);
-      this.#learnSkew(result.writeTime);
+      this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
       if (err instanceof WriteConflict) return 'exists';
@@ -214,7 +227,7 @@ export class RunDocuments {
         () => this.#ref(runId).update(data, { lastUpdateTime: token }),
         [Code.FAILED_PRECONDITION, Code.NOT_FOUND],
       );
-      this.#learnSkew(result.writeTime);
+      this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
       if (err instanceof WriteConflict) return 'changed';
@@ -222,32 +235,43 @@ export class RunDocuments {
     }
   }
 
-  /** `expire_at` for a write now: the retention from Firestore's time as best known. */
+  /**
+   * `expire_at` for a write now: the retention from Firestore's time as best known (this
+   * instance's wall clock only before Firestore's first answer: a TTL is not a lease).
+   */
   expireAt(): Timestamp {
-    return Timestamp.fromMillis(Date.now() + this.#skewMs + this.#options.retentionMs);
+    return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
 
   /**
-   * Firestore's time now, as best this instance knows it: its clock corrected by the skew learnt
-   * from Firestore's answers. Before the first answer, one read learns it (of a document that never
-   * exists; once per instance).
+   * Firestore's time now, as best this instance knows it: the time of Firestore's latest answer
+   * plus the monotonic time elapsed since (`monotonicNow`), so a step of the wall clock on a warm
+   * instance changes nothing. Before the first answer, one read learns it (of a document that
+   * never exists; once per instance).
    *
    * @throws {LedgerUnavailableError} if that read fails.
    * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
    */
   async serverTime(): Promise<Date> {
-    if (!this.#skewLearnt) await this.read(CLOCK_DOC);
-    return new Date(Date.now() + this.#skewMs);
+    if (this.#serverOffsetMs === undefined) await this.read(CLOCK_DOC);
+    return new Date(this.#knownServerMs() ?? Date.now());
   }
 
-  /** Learns Firestore's clock from a time it answered with (a write's or a read's). */
-  learnSkew(serverTime: Timestamp): void {
-    this.#learnSkew(serverTime);
+  /** Firestore's time now from the answers so far, ms; `undefined` before the first. */
+  #knownServerMs(): number | undefined {
+    const offset = this.#serverOffsetMs;
+    return offset === undefined ? undefined : offset + this.#monotonicNow();
   }
 
-  #learnSkew(serverTime: Timestamp): void {
-    this.#skewMs = serverTime.toMillis() - Date.now();
-    this.#skewLearnt = true;
+  /**
+   * Learns Firestore's clock from a time it answered with (a write's or a read's). Each answer's
+   * time is at most Firestore's time on receipt, so the largest offset is the closest estimate.
+   */
+  #learnTime(serverTime: Timestamp): void {
+    const offset = serverTime.toMillis() - this.#monotonicNow();
+    if (this.#serverOffsetMs === undefined || offset > this.#serverOffsetMs) {
+      this.#serverOffsetMs = offset;
+    }
   }
 
   /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
