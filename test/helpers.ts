@@ -285,3 +285,51 @@ export async function until(
 ): Promise<void> {
   await waitFor('condition', async () => ((await condition()) ? true : undefined), timeoutMs, 25);
 }
+
+/** What {@link loseCommitAnswers} needs of the client's internals; checked, so a change fails loudly. */
+interface GrpcStub {
+  commit: (
+    request: unknown,
+    metadata: unknown,
+    options: unknown,
+    callback: GrpcCallback,
+  ) => unknown;
+}
+type GrpcCallback = (err: Error | null, response?: unknown) => void;
+
+/**
+ * A Firestore client of its own whose first `lose` commits land in the emulator but answer
+ * `UNAVAILABLE` (14), as a connection reset after the write would: the fault sits under the
+ * client's own retry (google-gax retries Commit on UNAVAILABLE, per the client's service config),
+ * so the client sends the commit again, exactly as in production. Patches the gRPC stub's
+ * `commit` of the client's one gapic client (the pool's, after a first read), and throws if that
+ * internal shape is not there.
+ */
+export async function loseCommitAnswers(
+  lose: number,
+): Promise<{ db: Firestore; commits: () => number }> {
+  const db = new Firestore({
+    projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+  });
+  await db.collection(freshCollection()).doc('warm-up').get();
+  const pool = (db as unknown as { _clientPool?: { activeClients?: Map<object, unknown> } })
+    ._clientPool;
+  const clients = [...(pool?.activeClients?.keys() ?? [])];
+  const stub = (await (clients[0] as { firestoreStub?: Promise<GrpcStub> } | undefined)
+    ?.firestoreStub) as GrpcStub | undefined;
+  if (clients.length !== 1 || typeof stub?.commit !== 'function') {
+    throw new Error(
+      'loseCommitAnswers: the Firestore client no longer has one pooled gapic client with a gRPC stub',
+    );
+  }
+  const real = stub.commit;
+  let commits = 0;
+  stub.commit = function (this: unknown, request, metadata, options, callback) {
+    commits++;
+    if (commits > lose) return real.call(this, request, metadata, options, callback);
+    return real.call(this, request, metadata, options, (err) =>
+      callback(err ?? grpcError(14, 'UNAVAILABLE: connection reset after the commit')),
+    );
+  };
+  return { db, commits: () => commits };
+}

@@ -13,6 +13,7 @@ import {
   firestore,
   grpcError,
   hookedFirestore,
+  loseCommitAnswers,
   newLedger,
   storedRecord,
 } from './helpers.ts';
@@ -264,6 +265,64 @@ describe('RunLedger', () => {
     assert.equal(result, 'recorded');
     assert.equal(updates, 2, 'the completion was retried');
     assert.equal((await newLedger({ collection }).ledger.claim('run-1')).state, 'completed');
+  });
+
+  it('a claim whose create landed but answered UNAVAILABLE, retried by the client into ALREADY_EXISTS, is ours', async () => {
+    const { db, commits } = await loseCommitAnswers(1);
+    const { ledger, collection } = newLedger({}, db);
+
+    const claim = claimOf(await ledger.claim('run-1'));
+
+    assert.equal(commits(), 2, 'the client sent the create again');
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.attempt_id, claim.attemptId);
+    assert.equal(record.status, 'in_progress');
+    assert.equal(claim.takeover, false);
+    assert.equal(
+      await ledger.complete(claim),
+      'recorded',
+      'the claim’s fencing token is the record’s',
+    );
+    assert.equal((await newLedger({ collection }).ledger.claim('run-1')).state, 'completed');
+  });
+
+  it('a takeover whose update landed but whose answer was lost is ours, keeping the first claim', async () => {
+    const { ledger: seed, collection } = newLedger();
+    claimOf(await seed.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    const stamped = (await storedRecord(collection, 'run-1')).first_claimed_at as Timestamp;
+    let updates = 0;
+    const db = hookedFirestore({
+      update: async (real, args) => {
+        updates++;
+        await real.update(
+          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+        );
+        // The client's retry of the landed write: its precondition no longer holds.
+        throw grpcError(9, 'FAILED_PRECONDITION: the document was updated since');
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+
+    const claim = claimOf(await ledger.claim('run-1'));
+
+    assert.equal(updates, 1, 'the takeover was sent once');
+    assert.equal(claim.takeover, true);
+    assert.equal(claim.firstClaimedAt.getTime(), stamped.toDate().getTime());
+    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+  });
+
+  it('a second delivery on the same instance while the lost-answer claim is in flight answers in_progress, with the claim’s holder', async () => {
+    const { db } = await loseCommitAnswers(1);
+    const { ledger } = newLedger({}, db);
+
+    const [a, b] = await Promise.all([ledger.claim('run-1'), ledger.claim('run-1')]);
+
+    const claim = claimOf(a);
+    assert.equal(b.state, 'in_progress');
+    assert.equal(b.state === 'in_progress' && b.holder?.attemptId, claim.attemptId);
+    await ledger.complete(claim);
+    assert.equal((await ledger.claim('run-1')).state, 'completed', 'then a duplicate, not a 409');
   });
 
   it('a completion that fails every try throws LedgerUnavailableError and leaves the claim', async () => {

@@ -177,6 +177,10 @@ export class RunLedger implements Ledger {
    * One `create()` in the common case; on a conflict, a read and, if {@link claimDecision} says
    * take over (by the read's server time), one takeover `update()` fenced on the update time just
    * read. Lost races re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
+   * Every round writes one attempt id, so a read finding it in an in-progress record means a
+   * write of ours landed though its answer said otherwise (the client retries a commit on
+   * `UNAVAILABLE`; the retry of a landed `create()` answers `ALREADY_EXISTS`): the run is claimed,
+   * fenced on that read's update time.
    *
    * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
    * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
@@ -213,8 +217,11 @@ export class RunLedger implements Ledger {
     const documents = this.#documents;
     const leaseMs = this.#leaseMs;
     let holder: Holder | undefined;
+    // One attempt id for every round: a record carrying it was written by this claim.
+    const attemptId = randomUUID();
+    /** The record our last takeover write replaced, if one was sent. */
+    let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const attemptId = randomUUID();
       const created = await documents.create(
         runId,
         'claim',
@@ -224,6 +231,12 @@ export class RunLedger implements Ledger {
         return this.#claimed(runId, attemptId, created, undefined);
       }
       const read = await documents.read(runId);
+      // The client retries a commit on UNAVAILABLE: a retried write of ours that had landed
+      // answers ALREADY_EXISTS (a create) or FAILED_PRECONDITION (a takeover), yet the record is ours.
+      if (ownClaim(read.record, attemptId) && read.updateTime !== undefined) {
+        return this.#claimed(runId, attemptId, read.updateTime, replaced);
+      }
+      replaced = undefined;
       const decided = claimDecision(read.record, read.readTime);
       switch (decided.decision) {
         case 'absent':
@@ -246,6 +259,7 @@ export class RunLedger implements Ledger {
             details,
             previous,
           );
+          replaced = previous;
           const taken = await documents.update(runId, 'takeover', update, read.updateTime);
           if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
         }
@@ -441,6 +455,13 @@ export class RunLedger implements Ledger {
       token = updateTime;
     }
   }
+}
+
+/** Whether `record` is the in-progress claim of attempt `attemptId`: only that attempt writes it. */
+function ownClaim(record: StoredRecord | undefined, attemptId: string): boolean {
+  return (
+    record !== undefined && record.status === RunStatus.InProgress && record.attemptId === attemptId
+  );
 }
 
 function holderOf(record: RunRecord): Holder | undefined {
