@@ -136,6 +136,72 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     );
   });
 
+  it('one trigger id sent with schedule times 1 s apart is one manual run: the second delivery is its duplicate', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { request } = serveJobs(jobs);
+    const id = randomUUID();
+    const manualAt = (ms: number) =>
+      request.post('/').set({
+        ...schedulerHeaders('nightly-report', at(T, ms).toISOString()),
+        ...trigger('manual', id),
+      });
+
+    const first = await manualAt(5_000);
+    const second = await manualAt(6_000);
+
+    assert.deepEqual([first.body.outcome, second.body.outcome], ['processed', 'duplicate']);
+    assert.equal(second.body.runId, first.body.runId);
+    assert.equal(calls.length, 1);
+  });
+
+  it('a trigger id reused for a re-run of a slot is the manual run’s duplicate, never a second run', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { request, collection } = serveJobs(jobs);
+    const id = randomUUID();
+    await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const manual = await request
+      .post('/')
+      .set({
+        ...schedulerHeaders('nightly-report', at(T, 90_000).toISOString()),
+        ...trigger('manual', id),
+      });
+
+    const rerun = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
+
+    assert.equal(rerun.body.outcome, 'duplicate');
+    assert.equal(rerun.body.runId, manual.body.runId);
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['slot', 'manual'],
+    );
+    const record = await storedRecord(collection, manual.body.runId);
+    assert.equal(record.run_kind, 'manual', 'the record keeps the first delivery’s details');
+  });
+
+  it('the same trigger id in two key scopes is two runs', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { request } = serveJobs(jobs, { env: { RUN_KEY_SCOPE_HEADERS: 'x-tenant' } });
+    const id = randomUUID();
+    const manualFor = (tenant: string) =>
+      request
+        .post('/')
+        .set({
+          ...schedulerHeaders('nightly-report', T),
+          ...trigger('manual', id),
+          'X-Tenant': tenant,
+        });
+
+    const answers = [await manualFor('a'), await manualFor('b'), await manualFor('a')];
+
+    assert.deepEqual(
+      answers.map((r) => r.body.outcome),
+      ['processed', 'processed', 'duplicate'],
+    );
+    assert.equal(calls.length, 2);
+  });
+
   it('a re-run is a run of its own keyed by its trigger id: trigger ids A, B, A, B, A run twice, each with a new run id', async () => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
     const { request, collection } = serveJobs(jobs);

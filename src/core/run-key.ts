@@ -1,6 +1,7 @@
 /**
  * The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time", with
- * a scope and a variant so that forced and manual runs never share their slot's key.
+ * a scope and a variant so that forced runs never share their slot's key; a run asked for by hand
+ * (a manual run, a re-run) is keyed by its trigger id instead of a time.
  */
 import { createHash } from 'node:crypto';
 
@@ -15,8 +16,8 @@ export type Scope = readonly (readonly [string, string])[];
 
 /**
  * What distinguishes a run from its slot's: a forced run (`['forced']`: Scheduler's "Force run"
- * sends the next slot's time) or a manual run (`['manual', triggerId]`). Empty for a slot, whose id
- * is unchanged by this.
+ * sends the next slot's time). Empty for a slot, whose id is unchanged by this. A run asked for by
+ * hand is named by its trigger id instead ({@link computeTriggerRunId}).
  */
 export type RunVariant = readonly string[];
 
@@ -42,5 +43,27 @@ export interface RunName {
 export function computeRunId(run: RunName, variant: RunVariant = []): string {
   const parts = [KEY_VERSION, run.scope, run.jobName, run.scheduleTime];
   const encoded = JSON.stringify(variant.length === 0 ? parts : [...parts, variant]);
+  return createHash('sha256').update(encoded, 'utf8').digest('hex');
+}
+
+/** What names a run asked for by hand: the scope, the short job id and the trigger id. */
+export interface TriggerName {
+  readonly scope: Scope;
+  /** The short job id. */
+  readonly jobName: string;
+  /** `X-Run-Once-Trigger-Id`: 8-64 letters, digits, `-` or `_`. */
+  readonly triggerId: string;
+}
+
+/**
+ * Computes the run id of a manual run or a re-run: SHA-256 (hex) over the scope, the job name and
+ * the trigger id, never a schedule time or the mode, so every delivery carrying the trigger id, from
+ * any client and whatever time it sends, is that one run. The trigger part is an array where a
+ * slot's encoding has its time string, so no trigger id collides with a slot or a forced run.
+ *
+ * @example computeTriggerRunId({ scope: [], jobName: 'nightly', triggerId: '6f1c…' })
+ */
+export function computeTriggerRunId(run: TriggerName): string {
+  const encoded = JSON.stringify([KEY_VERSION, run.scope, run.jobName, ['trigger', run.triggerId]]);
   return createHash('sha256').update(encoded, 'utf8').digest('hex');
 }

@@ -9,14 +9,19 @@
  *   in `schedule-time.ts`), by Firestore's clock (as leases are judged); its run id is the
  *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
  *   retries are duplicates of it;
- * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by its trigger id;
- * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): a run of its own, keyed by its
- *   trigger id (variant `['rerun', id]`), naming the slot's run in `rerun_of`: its retries are one
- *   run by construction, and its run id is new, so an idempotent downstream does the work again.
- *   The slot's record is never touched; `rerun.ts` says which re-runs the function refuses.
+ * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by job, scope and trigger
+ *   id (`computeTriggerRunId`), never by its schedule time;
+ * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): a run of its own, keyed the same way,
+ *   naming the slot's run in `rerun_of`: its retries are one run by construction, and its run id
+ *   is new, so an idempotent downstream does the work again. The slot's record is never touched;
+ *   `rerun.ts` says which re-runs the function refuses.
+ *
+ * The trigger id alone names the run: a second delivery carrying it, from any client, is that
+ * run's retry whatever schedule time or mode it sends (a duplicate once it completed, 409 while it
+ * runs; the record keeps the first delivery's details). It never starts a second run.
  */
 
-import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
+import { computeRunId, computeTriggerRunId, type RunVariant, type Scope } from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
@@ -70,16 +75,24 @@ export async function planRun(
   // The short id, not the header as sent: both forms of a job's name are one run.
   const keyed = { ...run, jobName: job.id };
   const base = { jobName: job.id, scheduleTime: run.scheduleTime };
-  const of = (kind: RunKind, variant: RunVariant, details: RunDetails = {}): RunPlan => ({
-    runId: computeRunId(keyed, variant),
+  const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => ({
+    runId,
     kind,
     details: { ...base, kind, ...details },
     overlap: kind === RunKind.Slot ? job.overlap : 'allow',
   });
-  if (run.trigger?.mode === 'manual') return of(RunKind.Manual, ['manual', run.trigger.id]);
-  if (run.trigger?.mode === 'rerun') {
-    return of(RunKind.Rerun, ['rerun', run.trigger.id], { rerunOf: computeRunId(keyed) });
+  const variant = (parts: RunVariant) => computeRunId(keyed, parts);
+  if (run.trigger !== undefined) {
+    const runId = computeTriggerRunId({
+      scope: run.scope,
+      jobName: job.id,
+      triggerId: run.trigger.id,
+    });
+    if (run.trigger.mode === 'manual') return of(RunKind.Manual, runId);
+    return of(RunKind.Rerun, runId, { rerunOf: variant([]) });
   }
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
-  return early > toleranceMs ? of(RunKind.Forced, ['forced']) : of(RunKind.Slot, []);
+  return early > toleranceMs
+    ? of(RunKind.Forced, variant(['forced']))
+    : of(RunKind.Slot, variant([]));
 }
