@@ -13,6 +13,9 @@
  *   without `--yes`, nothing is delivered.
  * - **Paced.** One delivery at a time, {@link BACKFILL_PAUSE_MS} apart, at most
  *   {@link MAX_BACKFILL} per call (the oldest first; run it again for the rest).
+ * - **Scoped.** Each delivery carries the key scope the listing was read in (`--scope
+ *   NAME=VALUE`), as the function's configuration reads it; an answer whose run id is not the
+ *   listed slot's means the function's scope differs from this command's, and fails the backfill.
  */
 import { createInterface } from 'node:readline/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -124,8 +127,13 @@ export function backfillSummary(plan: BackfillPlan, retentionMs: number): string
   return out;
 }
 
-/** How a backfill asks before delivering. */
+/** How a backfill asks before delivering, and the key scope its deliveries carry. */
 export interface Confirmation {
+  /** The scope's headers and query parameters (`scopeRequest`); none by default. */
+  readonly scope?: {
+    readonly headers: Readonly<Record<string, string>>;
+    readonly query: Readonly<Record<string, string>>;
+  };
   readonly dryRun?: boolean | undefined;
   readonly yes?: boolean | undefined;
   /** Whether stdin and stderr are a terminal to ask on. */
@@ -162,11 +170,11 @@ async function confirmed(
 }
 
 /**
- * Shows the plan, asks, then delivers it one slot at a time, {@link BACKFILL_PAUSE_MS} apart, and
- * prints what each got.
+ * Shows the plan, asks, then delivers it one slot at a time, {@link BACKFILL_PAUSE_MS} apart, with
+ * the scope's headers and query parameters, and prints what each got.
  *
- * @returns the exit status: 0 if every delivery got a 2xx (or there was nothing to do), 1 if one
- *   did not, or if nothing was delivered for want of a confirmation.
+ * @returns the exit status: 0 if every delivery got a 2xx naming the listed slot's run id (or there
+ *   was nothing to do), 1 if one did not, or if nothing was delivered for want of a confirmation.
  */
 export async function runBackfill(
   plan: BackfillPlan,
@@ -181,9 +189,20 @@ export async function runBackfill(
   let failures = 0;
   for (const [i, row] of plan.deliver.entries()) {
     if (i > 0) await sleep(BACKFILL_PAUSE_MS);
-    const answer: Answer = await deliver(target, schedulerHeaders(row.job, row.slot));
+    const answer: Answer = await deliver(
+      target,
+      { ...schedulerHeaders(row.job, row.slot), ...how.scope?.headers },
+      how.scope?.query,
+    );
     console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
     if (answer.status < 200 || answer.status >= 300) failures++;
+    else if (answer.runId !== undefined && answer.runId !== row.runId) {
+      // Every later delivery would be misnamed the same way: stop at the first.
+      console.error(
+        `runs --backfill: ${row.job} ${toUtcRfc3339(row.slot)}: the function ran it as ${answer.runId}, not the listed ${row.runId}: its key scope (RUN_KEY_SCOPE, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS, --scope) differs from this command's; nothing more delivered; check the slot with the function's scope`,
+      );
+      return 1;
+    }
   }
   return failures > 0 ? 1 : 0;
 }

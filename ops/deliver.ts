@@ -95,13 +95,18 @@ export function schedulerHeaders(
 /**
  * POSTs one delivery and reads the function's JSON answer.
  *
+ * @param query - query parameters set on the target URL (a key scope's `RUN_KEY_SCOPE_PARAMS`,
+ *   as Scheduler's job URL carries them), replacing any the URL has of the same name.
  * @throws {CommandError} if the function cannot be reached.
  */
 export async function deliver(
   target: DeliveryTarget,
   headers: Record<string, string>,
+  query: Readonly<Record<string, string>> = {},
 ): Promise<Answer> {
-  const res = await fetch(target.url, {
+  const url = new URL(target.url);
+  for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+  const res = await fetch(url, {
     method: 'POST',
     headers:
       target.token === undefined

@@ -4,7 +4,7 @@
  * became of it: completed, failed, in_progress, missed or pending.
  *
  *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
- *                    [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
+ *                    [--scope NAME=VALUE]… [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
  *                    [--backfill [--dry-run | --yes] [--include-before-first-record]
  *                                [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
@@ -12,7 +12,10 @@
  * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
  * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
  * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
- * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags. Against the
+ * `FIRESTORE_DATABASE` and `GOOGLE_CLOUD_PROJECT` from the environment, or the flags; each scope
+ * header's or parameter's value from `--scope NAME=VALUE` (`ops/scope-args.ts`; `--scope VALUE`
+ * alone is `RUN_KEY_SCOPE`), every one configured required. `--backfill` sends them with each
+ * delivery as the function reads them, and checks that the function's run id is the one listed. Against the
  * emulator with `FIRESTORE_EMULATOR_HOST` set; against a project with Application Default
  * Credentials. `--check` exits 1 when a slot in the window is missed (one before the job's oldest
  * record in the window does not count), failed past its retry window, or unreadable; each line it
@@ -60,9 +63,10 @@ import {
   runsTable,
 } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
+import { scopeArgs, scopeRequest } from './scope-args.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
-       [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
+       [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]
                    [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
@@ -195,7 +199,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       html: { type: 'string' },
       check: { type: 'boolean' },
       now: { type: 'string' },
-      scope: { type: 'string' },
+      scope: { type: 'string', multiple: true },
       'scope-header': { type: 'string', multiple: true },
       'scope-param': { type: 'string', multiple: true },
       collection: { type: 'string' },
@@ -228,17 +232,21 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${args.now}" is not a date-time`);
+  const fixedScope = (args.scope ?? []).filter((flag) => !flag.includes('='));
+  if (fixedScope.length > 1) throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
   const config = loadConfig({
     ...env,
-    ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
+    ...(fixedScope[0] === undefined ? {} : { RUN_KEY_SCOPE: fixedScope[0] }),
     ...(args.collection === undefined ? {} : { RUNS_COLLECTION: args.collection }),
     ...(args.database === undefined ? {} : { FIRESTORE_DATABASE: args.database }),
     ...(args.project === undefined ? {} : { GOOGLE_CLOUD_PROJECT: args.project }),
   });
-  const scope = scopeOf(config, {
+  const scopeValues = scopeArgs(config, args.scope ?? [], {
+    allowFixed: true,
     headers: pairs(args['scope-header'], 'scope-header'),
     params: pairs(args['scope-param'], 'scope-param'),
-  });
+  }).values;
+  const scope = scopeOf(config, scopeValues);
   const declared = await loadJobs(env);
   const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
   if (mismatch.length > 0) throw new ConfigError(mismatch);
@@ -389,6 +397,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       seenBefore,
     });
     return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
+      scope: scopeRequest(config, scopeValues),
       dryRun: args['dry-run'],
       yes: args.yes,
       interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,

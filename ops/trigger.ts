@@ -11,18 +11,24 @@
  *                                                 the trigger id, listed beside the slot; the job
  *                                                 gets that run's id. The function refuses a
  *                                                 future, off-schedule or unfinished slot too
+ *   [--scope NAME=VALUE]…                         the key scope: each sent as the header
+ *                                                 (RUN_KEY_SCOPE_HEADERS) or query parameter
+ *                                                 (RUN_KEY_SCOPE_PARAMS) the function reads;
+ *                                                 every one configured is required
  *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
  *
  * `--slot T` must be within `RETENTION_SECONDS` (read from the environment, as the function has
  * it): an older slot's record may be gone, so it may have run; the function refuses it too.
- * Retries of one trigger (re-running the same command prints a new trigger id, so it is a new
- * manual run or re-run) are not made: the function answers once. No rate limit and no prompt: each
+ * The trigger id alone names the run (the function keys it by job, scope and trigger id): retries
+ * of one trigger are not made, and re-running the same command prints a new trigger id, so it is a
+ * new manual run or re-run. The scope names come from the environment's `RUN_KEY_SCOPE_HEADERS` and
+ * `RUN_KEY_SCOPE_PARAMS`, as the function has them. No rate limit and no prompt: each
  * call is one deliberate run by someone who may invoke the function anyway (docs/operations.md). Exit 0 on a 2xx answer, 1 on any
  * other, 2 on bad arguments.
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../src/function/config.ts';
+import { type Config, loadConfig } from '../src/function/config.ts';
 import {
   MODE_HEADER,
   normaliseScheduleTime,
@@ -39,17 +45,17 @@ import {
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
+import { scopeArgs, scopeRequest } from './scope-args.ts';
 
 const USAGE =
-  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
 
 /**
  * Why slot T may not be delivered by hand: older than `RETENTION_SECONDS` (from the environment,
  * as the deployed function has it), its record may be gone, so it may have run. The function
  * refuses it too, so there is no override; a manual run is the way to run the job now.
  */
-function slotTooOld(job: DeclaredJob, slot: Date, env: NodeJS.ProcessEnv): string | undefined {
-  const config = loadConfig(env);
+function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | undefined {
   const mismatch = retentionProblems([job], config.retentionMs, config.forcedRunToleranceMs);
   if (mismatch.length > 0) throw new ConfigError(mismatch);
   const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
@@ -68,6 +74,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     options: {
       slot: { type: 'string' },
       rerun: { type: 'boolean' },
+      scope: { type: 'string', multiple: true },
       url: { type: 'string' },
       invoker: { type: 'string' },
       token: { type: 'string' },
@@ -81,6 +88,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [jobId, ...extra] = positionals;
   if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
   const job = selectJob(await loadJobs(env), jobId);
+  const config = loadConfig(env);
+  const scope = scopeRequest(config, scopeArgs(config, args.scope ?? []).values);
   if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
   let slot: Date | undefined;
   if (args.slot !== undefined) {
@@ -94,7 +103,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `--slot ${args.slot} is in the future: Scheduler delivers a slot at or after its time (a delivery before it is a forced run). To run the job now, leave out --slot`,
       );
     }
-    const problem = slotTooOld(job, slot, env);
+    const problem = slotTooOld(job, slot, config);
     if (problem !== undefined) throw new UsageError(problem);
     const expected = previousSlot(job, new Date(slot.getTime() + 1));
     if (expected?.getTime() !== slot.getTime()) {
@@ -107,6 +116,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const triggerId = randomUUID();
   let headers: Record<string, string>;
   let what: string;
+  const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(([n, v]) => `${n}=${v}`);
   if (slot === undefined) {
     const now = new Date(Math.floor(Date.now() / 1000) * 1000);
     headers = schedulerHeaders(job.id, now, {
@@ -124,7 +134,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers = schedulerHeaders(job.id, slot);
     what = `${job.id} ${toUtcRfc3339(slot)}`;
   }
-  const answer = await deliver(target, headers);
+  if (scoped.length > 0) what += ` [scope ${scoped.join(' ')}]`;
+  const answer = await deliver(target, { ...headers, ...scope.headers }, scope.query);
   console.log(answerLine(what, answer));
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }

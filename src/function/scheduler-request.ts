@@ -39,6 +39,16 @@ export interface DeliveryLike {
 }
 
 const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
+/** What a scope header's or parameter's value must be, for messages. */
+export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
+
+/**
+ * Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}): the tools
+ * that send scope values check with it before sending.
+ */
+export function isScopeValue(value: string): boolean {
+  return MAX_SCOPE_VALUE.test(value);
+}
 
 /**
  * Returns every value sent for header `name`, matched case-insensitively: Cloud Run delivers HTTP/2
@@ -175,9 +185,7 @@ export function readScheduledRun(
       "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).",
     );
     if (!MAX_SCOPE_VALUE.test(value)) {
-      throw new InvalidRequestError(
-        `Scope header ${name} must be 1-200 printable ASCII characters without spaces.`,
-      );
+      throw new InvalidRequestError(`Scope header ${name} must be ${SCOPE_VALUE_RULE}.`);
     }
     headers[name] = value;
   }
@@ -191,9 +199,7 @@ export function readScheduledRun(
         "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
       );
       if (!MAX_SCOPE_VALUE.test(value)) {
-        throw new InvalidRequestError(
-          `Scope query parameter ${name} must be 1-200 printable ASCII characters without spaces.`,
-        );
+        throw new InvalidRequestError(`Scope query parameter ${name} must be ${SCOPE_VALUE_RULE}.`);
       }
       params[name] = value;
     }

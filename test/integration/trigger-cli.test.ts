@@ -346,3 +346,172 @@ describe('running jobs by hand', () => {
     assert.match(answer.body.message, /older than RETENTION_SECONDS \(3600 s/);
   });
 });
+
+describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, RUN_KEY_SCOPE_PARAMS=region)', () => {
+  const SCOPE_ENV = { RUN_KEY_SCOPE_HEADERS: 'x-tenant', RUN_KEY_SCOPE_PARAMS: 'region' };
+  const ACME_EU = ['--scope', 'X-Tenant=acme', '--scope', 'region=eu'];
+  /** The scope the function computes for x-tenant: acme, ?region=eu. */
+  const acmeEu: [string, string][] = [
+    ['header:x-tenant', 'acme'],
+    ['query:region', 'eu'],
+  ];
+  const executions: string[] = [];
+  let fn: ReturnType<typeof serveJobs>;
+  let url = '';
+  let close = () => {};
+  const scoped = (script: string, ...args: string[]) => commandWith(SCOPE_ENV, script, ...args);
+  before(async () => {
+    const jobs = validateJobs(
+      historyJobs.map((job) =>
+        defineJob({ ...job, run: (ctx) => void executions.push(`${ctx.kind} ${ctx.runId}`) }),
+      ),
+    );
+    fn = serveJobs(jobs, { env: SCOPE_ENV });
+    const server = getTestServer(fn.name);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    close = () => server.close();
+  });
+  after(() => close());
+
+  it('trigger --scope sends each value as the header or query parameter the function reads: the slot’s run id is the scope’s', async () => {
+    const slot = '2026-10-16T10:00:00Z';
+
+    const res = await scoped(
+      'ops/trigger.ts',
+      'history-five',
+      '--slot',
+      slot,
+      ...ACME_EU,
+      '--url',
+      url,
+    );
+
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(
+      res.stdout,
+      /^history-five 2026-10-16T10:00:00Z \[scope x-tenant=acme region=eu\]: 200 processed/,
+    );
+    const runId = slotRunId('history-five', new Date(slot), acmeEu);
+    assert.ok(
+      res.stdout.includes(runId.slice(0, 12)),
+      `run id ${runId.slice(0, 12)} in ${res.stdout}`,
+    );
+    assert.equal((await storedRecord(fn.collection, runId)).status, 'completed');
+  });
+
+  it('trigger --scope makes a manual run in the scope', async () => {
+    const before = executions.length;
+
+    const res = await scoped('ops/trigger.ts', 'history-five', ...ACME_EU, '--url', url);
+
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(
+      res.stdout,
+      /manual run \(trigger [0-9a-f-]{36}\) \[scope x-tenant=acme region=eu\]: 200 processed/,
+    );
+    assert.deepEqual(
+      executions.slice(before).map((e) => e.split(' ')[0]),
+      ['manual'],
+    );
+  });
+
+  it('trigger without a configured scope value exits 2 naming every missing one, and delivers nothing', async () => {
+    const before = executions.length;
+
+    const res = await scoped(
+      'ops/trigger.ts',
+      'history-five',
+      '--scope',
+      'region=eu',
+      '--url',
+      url,
+    );
+
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /--scope x-tenant=VALUE is missing \(scope header\)/);
+    assert.match(res.stderr, /RUN_KEY_SCOPE_HEADERS: x-tenant; RUN_KEY_SCOPE_PARAMS: region/);
+    assert.equal(executions.length, before);
+  });
+
+  it('trigger --scope with a name the configuration does not have exits 2, listing the names it has', async () => {
+    const res = await scoped(
+      'ops/trigger.ts',
+      'history-five',
+      ...ACME_EU,
+      '--scope',
+      'tenant=acme',
+      '--url',
+      url,
+    );
+
+    assert.equal(res.code, 2);
+    assert.match(
+      res.stderr,
+      /--scope tenant: the configuration has no scope header or parameter tenant \(RUN_KEY_SCOPE_HEADERS: x-tenant; RUN_KEY_SCOPE_PARAMS: region\)/,
+    );
+  });
+
+  it('runs --backfill --scope delivers the scope’s missed slots with its headers and parameters; --check in that scope is then green', async () => {
+    const collection = fn.collection;
+    for (const time of ['12:00', '12:20']) {
+      await fn.request
+        .post('/?region=eu')
+        .set({ ...schedulerHeaders('history-five', `2026-10-16T${time}:00Z`), 'X-Tenant': 'acme' });
+    }
+    const window = ['--since', '25m', '--now', '2026-10-16T12:25:00Z', '--collection', collection];
+
+    const backfill = await scoped(
+      'ops/runs.ts',
+      ...window,
+      ...ACME_EU,
+      '--backfill',
+      '--yes',
+      '--url',
+      url.replace(/\/$/, `/?region=us`),
+    );
+    const check = await scoped('ops/runs.ts', ...window, ...ACME_EU, '--check');
+
+    assert.equal(backfill.code, 0, backfill.stderr);
+    const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
+    assert.deepEqual(
+      lines.map((l) => /(\d\d:\d\d):00Z: (\d+ \w+)/.exec(l)?.slice(1).join(' ')),
+      ['12:05 200 processed', '12:10 200 processed', '12:15 200 processed'],
+    );
+    assert.equal(check.code, 0, check.stderr);
+  });
+
+  it('runs --backfill stops with exit 1 when the function names a delivery’s run otherwise than the listing (the scopes differ)', async () => {
+    const window = [
+      '--since',
+      '25m',
+      '--now',
+      '2026-10-16T14:25:00Z',
+      '--collection',
+      fn.collection,
+    ];
+
+    const backfill = await commandWith(
+      { ...SCOPE_ENV, RUN_KEY_SCOPE: 'elsewhere' },
+      'ops/runs.ts',
+      ...window,
+      ...ACME_EU,
+      '--backfill',
+      '--include-before-first-record',
+      '--yes',
+      '--url',
+      url,
+    );
+
+    assert.equal(backfill.code, 1);
+    assert.match(
+      backfill.stderr,
+      /the function ran it as [0-9a-f]{64}, not the listed [0-9a-f]{64}: its key scope/,
+    );
+    assert.equal(
+      backfill.stdout.split('\n').filter((l) => l.startsWith('backfill')).length,
+      1,
+      'nothing delivered after the first mismatch',
+    );
+  });
+});

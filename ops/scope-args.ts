@@ -1,0 +1,125 @@
+/**
+ * `--scope NAME=VALUE` (repeatable) of `npm run trigger` and `npm run runs`: the key scope a
+ * delivery by hand names, sent as the function's configuration reads it (a header of
+ * `RUN_KEY_SCOPE_HEADERS` or a query parameter of `RUN_KEY_SCOPE_PARAMS`), and used for the run
+ * ids the command computes, so they are the function's for that scope. `--scope VALUE` without
+ * `=` is `runs`' older form of `RUN_KEY_SCOPE` (the function's own fixed scope, never sent).
+ */
+import type { Config } from '../src/function/config.ts';
+import {
+  isScopeValue,
+  SCOPE_VALUE_RULE,
+  type ScopeValues,
+} from '../src/function/scheduler-request.ts';
+import { UsageError } from './command.ts';
+
+type ScopeConfig = Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>;
+
+/** What `--scope` flags named: the fixed scope (`--scope VALUE`), and each header's and parameter's value. */
+export interface ScopeArgs {
+  /** `RUN_KEY_SCOPE` as `--scope VALUE` gave it, if it did. */
+  readonly fixed: string | undefined;
+  /** The values by configured name, ready for `scopeOf` and for {@link scopeRequest}. */
+  readonly values: Required<ScopeValues>;
+}
+
+function configured(config: ScopeConfig): string {
+  const list = (names: readonly string[]) => (names.length === 0 ? '(none)' : names.join(', '));
+  return `RUN_KEY_SCOPE_HEADERS: ${list(config.keyScopeHeaders)}; RUN_KEY_SCOPE_PARAMS: ${list(config.keyScopeParams)}`;
+}
+
+/**
+ * Reads `--scope` flags against the configuration: `NAME=VALUE` names a scope header (matched
+ * case-insensitively, as HTTP does) or a scope query parameter (case-sensitive); `VALUE` alone is the
+ * fixed scope, where `allowFixed`. `--scope-header` and `--scope-param` (`runs`' explicit forms)
+ * arrive as `headers` and `params`.
+ *
+ * @throws {UsageError} naming what to fix: a NAME the configuration has no scope header or
+ *   parameter of (listing those it has), a name given twice, a value the function would refuse, a
+ *   bare VALUE where `allowFixed` is false, or any configured header or parameter left without a
+ *   value (all of them at once).
+ * @example scopeArgs(config, ['x-tenant=acme']) // { fixed: undefined, values: { headers: { 'x-tenant': 'acme' }, params: {} } }
+ */
+export function scopeArgs(
+  config: ScopeConfig,
+  flags: readonly string[],
+  options: {
+    allowFixed?: boolean;
+    headers?: Readonly<Record<string, string>>;
+    params?: Readonly<Record<string, string>>;
+  } = {},
+): ScopeArgs {
+  const headers: Record<string, string> = { ...options.headers };
+  const params: Record<string, string> = { ...options.params };
+  let fixed: string | undefined;
+  for (const flag of flags) {
+    const at = flag.indexOf('=');
+    if (at < 0) {
+      if (!options.allowFixed) {
+        throw new UsageError(
+          `--scope takes NAME=VALUE, got "${flag}" (${configured(config)}; RUN_KEY_SCOPE is the function's own setting and is never sent)`,
+        );
+      }
+      if (fixed !== undefined) throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
+      fixed = flag;
+      continue;
+    }
+    const name = flag.slice(0, at);
+    const value = flag.slice(at + 1);
+    const header = config.keyScopeHeaders.includes(name.toLowerCase());
+    const param = config.keyScopeParams.includes(name);
+    if (header && param) {
+      throw new UsageError(
+        `--scope ${name}: both a scope header and a scope parameter; use --scope-header or --scope-param`,
+      );
+    }
+    if (!header && !param) {
+      throw new UsageError(
+        `--scope ${name}: the configuration has no scope header or parameter ${name} (${configured(config)})`,
+      );
+    }
+    const into = header ? headers : params;
+    const key = header ? name.toLowerCase() : name;
+    if (into[key] !== undefined) throw new UsageError(`--scope ${name} given twice`);
+    into[key] = value;
+  }
+  const problems: string[] = [];
+  for (const [kind, names, values] of [
+    ['header', config.keyScopeHeaders, headers],
+    ['parameter', config.keyScopeParams, params],
+  ] as const) {
+    for (const name of names) {
+      const value = values[name];
+      if (value === undefined) problems.push(`--scope ${name}=VALUE is missing (scope ${kind})`);
+      else if (!isScopeValue(value)) {
+        problems.push(`--scope ${name}: "${value}" is not ${SCOPE_VALUE_RULE}`);
+      }
+    }
+  }
+  if (problems.length > 0) {
+    throw new UsageError(
+      `${problems.join('; ')}: the function's run ids need every scope value (${configured(config)})`,
+    );
+  }
+  return { fixed, values: { headers, params } };
+}
+
+/**
+ * The headers and query parameters that carry `values` to the function, as Scheduler's job would
+ * send them (the job's HTTP headers and URL).
+ *
+ * @example scopeRequest(config, values) // { headers: { 'x-tenant': 'acme' }, query: {} }
+ */
+export function scopeRequest(
+  config: ScopeConfig,
+  values: Required<ScopeValues>,
+): { headers: Record<string, string>; query: Record<string, string> } {
+  const pick = (names: readonly string[], from: Readonly<Record<string, string>>) =>
+    Object.fromEntries(
+      names.flatMap((name) => (from[name] === undefined ? [] : [[name, from[name]]])),
+    );
+  return {
+    headers: pick(config.keyScopeHeaders, values.headers),
+    query: pick(config.keyScopeParams, values.params),
+  };
+}
