@@ -159,12 +159,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     const { request, collection } = serveJobs(jobs);
     const id = randomUUID();
     await request.post('/').set(schedulerHeaders('nightly-report', T));
-    const manual = await request
-      .post('/')
-      .set({
-        ...schedulerHeaders('nightly-report', at(T, 90_000).toISOString()),
-        ...trigger('manual', id),
-      });
+    const manual = await request.post('/').set({
+      ...schedulerHeaders('nightly-report', at(T, 90_000).toISOString()),
+      ...trigger('manual', id),
+    });
 
     const rerun = await request
       .post('/')
@@ -185,13 +183,11 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     const { request } = serveJobs(jobs, { env: { RUN_KEY_SCOPE_HEADERS: 'x-tenant' } });
     const id = randomUUID();
     const manualFor = (tenant: string) =>
-      request
-        .post('/')
-        .set({
-          ...schedulerHeaders('nightly-report', T),
-          ...trigger('manual', id),
-          'X-Tenant': tenant,
-        });
+      request.post('/').set({
+        ...schedulerHeaders('nightly-report', T),
+        ...trigger('manual', id),
+        'X-Tenant': tenant,
+      });
 
     const answers = [await manualFor('a'), await manualFor('b'), await manualFor('a')];
 
