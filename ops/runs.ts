@@ -48,7 +48,7 @@ import {
   slotsBetween,
   toUtcRfc3339,
 } from '../src/policy/schedule.ts';
-import { retentionProblems } from '../src/policy/schedule-time.ts';
+import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
@@ -305,7 +305,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
       );
     }
-    const read = await readHistory(history, job, slots, scope, at);
+    const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+    const read = await readHistory(history, job, slots, scope, at, tolerance);
+    const slotIds = new Set(read.rows.map((row) => row.runId));
     const judgedAt = at ?? read.readTime;
     // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
     // a query of this job's runs, newest first, every page followed.
@@ -313,10 +315,15 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     const horizon = forcedRunHorizon(job, now);
     const outside = await runsOutsideSlots(documents, job.id, from, horizon);
     if (outside.truncated) listingCut(job.id);
-    const extra = rowsOf(job, outside.records, judgedAt, horizon);
+    // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
+    const extra = rowsOf(
+      job,
+      outside.records.filter(({ runId }) => !slotIds.has(runId)),
+      judgedAt,
+      horizon,
+    );
     // With --job: records of the id at times no slot of today's schedule has (an old schedule).
     if (args.job !== undefined) {
-      const slotIds = new Set(read.rows.map((row) => row.runId));
       const own = await recordsOfJob(documents, job.id, from, now);
       if (own.truncated) listingCut(job.id);
       for (const row of rowsOf(

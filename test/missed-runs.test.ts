@@ -91,6 +91,30 @@ describe('missed-run detection, live', () => {
     assert.equal(reportedAt, Date.parse('2026-10-16T14:00:00Z'), 'by the first due delivery after');
   });
 
+  it('never reports a slot whose on-time delivery a clock 5 minutes behind took for a forced run: that run is the slot’s', async () => {
+    const time = drivenClock('2026-10-16T12:00:00Z');
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const outcomes: string[] = [];
+
+    for (const slot of slots('2026-10-16T12:00:00Z', '2026-10-16T15:05:00Z', 5)) {
+      // 12:05 arrives on time, but this instance's estimate of Firestore's time says 12:00.
+      const at =
+        slot.toISOString() === '2026-10-16T12:05:00.000Z'
+          ? new Date(slot.getTime() - 5 * MINUTE)
+          : undefined;
+      outcomes.push(await deliverAt(fn, time, 'five', slot, at));
+    }
+
+    assert.ok(
+      outcomes.every((o) => o === 'processed'),
+      outcomes.join(' '),
+    );
+    const forced = fn.logs.lines().filter((l) => l.runKind === 'forced');
+    assert.ok(forced.length > 0, 'the 12:05 delivery was taken for a forced run');
+    assert.deepEqual(reportsOf(fn), [], 'no slot reported missed');
+  });
+
   it('reads nothing beyond the claim and the completion but on the one due delivery of an hour', async () => {
     const time = drivenClock('2026-10-16T12:00:00Z');
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));

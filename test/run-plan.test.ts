@@ -9,6 +9,8 @@ import { describe, it } from 'node:test';
 import type { JobContext } from '../src/core/job-context.ts';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
+import { forcedRunId, readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { forcedRunToleranceMs } from '../src/policy/schedule-time.ts';
 import { schedulerHeaders, serveJobs, storedRecord, until } from './helpers.ts';
 
 const T = '2026-10-16T12:00:00Z';
@@ -107,6 +109,47 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
     assert.deepEqual(
       calls.map((c) => c.kind),
       ['slot'],
+    );
+  });
+});
+
+describe('a forced run first claimed within the tolerance before its slot, or later, is the slot’s run', () => {
+  it('counts it as the slot (completed, kind slot) and a genuine Force run long before its slot not', async () => {
+    const { jobs } = counted({ id: 'nightly-report', schedule: '*/10 * * * *' });
+    const job = jobs[0] as (typeof jobs)[number];
+    const tolerance = forcedRunToleranceMs(job, 60_000);
+    const TEN_MINUTES = 600_000;
+    const real = (await serveJobs(jobs).ledger.serverTime()).getTime();
+    // The slot just past, delivered on time; and the first slot Force run may send now, early by
+    // more than the tolerance.
+    const onTime = new Date(Math.floor(real / TEN_MINUTES) * TEN_MINUTES);
+    const future = new Date((Math.floor((real + tolerance) / TEN_MINUTES) + 1) * TEN_MINUTES);
+    // An instance whose estimate of Firestore's time is 5 minutes behind, and one that is right.
+    const behind = serveJobs(jobs, {}, { clock: async () => new Date(onTime.getTime() - 300_000) });
+    const right = serveJobs(jobs, { collection: behind.collection });
+    const headersOf = (slot: Date) =>
+      schedulerHeaders('nightly-report', slot.toISOString().replace('.000Z', 'Z'));
+
+    const misjudged = await behind.request.post('/').set(headersOf(onTime));
+    const forceRun = await right.request.post('/').set(headersOf(future));
+    const judgedAt = new Date(future.getTime() + 3_600_000);
+    const { rows } = await readHistory(
+      behind.history,
+      job,
+      [onTime, future],
+      [],
+      judgedAt,
+      tolerance,
+    );
+
+    assert.equal((await storedRecord(behind.collection, misjudged.body.runId)).run_kind, 'forced');
+    assert.equal((await storedRecord(behind.collection, forceRun.body.runId)).run_kind, 'forced');
+    assert.deepEqual(
+      rows.map((r) => [r.kind, r.state, r.runId]),
+      [
+        ['slot', 'completed', forcedRunId('nightly-report', onTime, [])],
+        ['slot', 'missed', slotRunId('nightly-report', future, [])],
+      ],
     );
   });
 });

@@ -592,7 +592,10 @@ const JOB_LEFT_ERROR =
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   // One per instance: it remembers where its checks left each job's cursor.
-  const missedRuns = new MissedRunCheck(deps);
+  const missedRuns = new MissedRunCheck({
+    ...deps,
+    forcedRunToleranceMs: deps.config.forcedRunToleranceMs,
+  });
   // Each job's forced-run tolerance, at cold start rather than on the first delivery's clock.
   for (const job of deps.jobs) forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const handle: HttpFunction = async (req, res) => {

@@ -39,7 +39,14 @@ import type { Scope } from '../core/run-key.ts';
 import { isLeaseLive } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { hasRecord, type RunHistory, type SlotRow, slotRow, slotRunId } from './run-history.ts';
+import {
+  hasRecord,
+  type RunHistory,
+  readSlotRecords,
+  type SlotRow,
+  slotRow,
+} from './run-history.ts';
+import { forcedRunToleranceMs } from './schedule-time.ts';
 import { slotsBetween } from './schedule.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
@@ -154,6 +161,11 @@ export interface MissedRunCheckDeps {
   >;
   /** Firestore's time now: the one clock windows and leases are judged by. */
   readonly clock: () => Promise<Date>;
+  /**
+   * `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's through `forcedRunToleranceMs`): a forced
+   * run first claimed within it before its slot, or later, is that slot's run. 0 by default.
+   */
+  readonly forcedRunToleranceMs?: number;
 }
 
 /** What one check did. */
@@ -279,8 +291,15 @@ export class MissedRunCheck {
       this.#known.set(id, from.getTime());
       return { ...NOTHING, checkedBefore: from };
     }
-    const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
-    const { records, updateTimes } = await history.getMany(runIds);
+    // A forced run that was a slot's own delivery (a misjudged clock) is that slot's run.
+    const tolerance = forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
+    const { runIds, records, updateTimes } = await readSlotRecords(
+      history,
+      job,
+      slots,
+      scope,
+      tolerance,
+    );
 
     let runSeen = !stale && (cursor?.runSeen ?? false);
     let stoppedAt: Date | undefined;

@@ -11,6 +11,7 @@ import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
   missedDocument,
   type RunDetails,
+  RunKind,
   type RunRecord,
   RunStatus,
   reportedUpdate,
@@ -81,6 +82,82 @@ export interface SlotRow {
  */
 export function slotRunId(jobId: string, slot: Date, scope: Scope): string {
   return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope });
+}
+
+/**
+ * The run id of the forced run a delivery of `job`'s slot at `slot` is taken for when it arrives
+ * early (`run-plan.ts`): the slot's with the variant `forced`.
+ *
+ * @example forcedRunId('nightly-report', new Date('2026-10-16T02:00:00Z'), [])
+ */
+export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
+  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, [
+    'forced',
+  ]);
+}
+
+/**
+ * Whether a forced run's record of slot `slot` was in fact the slot's own delivery: its first claim
+ * (Firestore's `first_claimed_at`) came at most `toleranceMs` before the slot, or later. A delivery
+ * that early is its slot's by the rule of `run-plan.ts`, so only a misjudged clock (an instance's
+ * estimate of Firestore's time off by more than the tolerance) recorded it as forced; the slot's
+ * run then exists under this id, and the slot must be neither reported missed nor delivered again.
+ */
+export function isSlotsOwnDelivery(
+  record: StoredRecord | undefined,
+  slot: Date,
+  toleranceMs: number,
+): boolean {
+  if (record === undefined || record.status === 'unreadable') return false;
+  if (record.kind !== 'forced' || record.firstClaimedAt === undefined) return false;
+  return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs;
+}
+
+/**
+ * Which record stands for each slot's run, read in batches. A forced run's record that was the
+ * slot's own delivery is given as the slot's run, with `kind: slot`.
+ */
+export interface SlotRecords extends BatchRead {
+  /** Each slot's run id, by index: the slot's own, or the forced run's that was its delivery. */
+  readonly runIds: readonly string[];
+}
+
+/**
+ * Reads the records of `job`'s `slots`: each slot's own (one batched read), and for a slot without
+ * one, its forced run's record if that was the slot's own delivery ({@link isSlotsOwnDelivery};
+ * a second batched read, only of the slots without a record).
+ *
+ * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`).
+ * @throws {LedgerUnavailableError} if Firestore fails.
+ * @example const { runIds, records } = await readSlotRecords(history, job, slots, [], 60_000);
+ */
+export async function readSlotRecords(
+  store: Pick<RunHistory, 'getMany'>,
+  job: DeclaredJob,
+  slots: readonly Date[],
+  scope: Scope,
+  toleranceMs: number,
+): Promise<SlotRecords> {
+  const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
+  const own = await store.getMany(runIds);
+  const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
+  if (absent.length === 0) return { ...own, runIds };
+  const forcedIds = absent.map((i) => forcedRunId(job.id, slots[i] as Date, scope));
+  const forced = await store.getMany(forcedIds);
+  const records = new Map(own.records);
+  const updateTimes = new Map(own.updateTimes);
+  const chosen = [...runIds];
+  for (const [k, i] of absent.entries()) {
+    const id = forcedIds[k] as string;
+    const record = forced.records.get(id);
+    if (!isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs)) continue;
+    chosen[i] = id;
+    // It is the slot's run: judged as one (its retry window, its overlap), whatever it was taken for.
+    records.set(id, { ...(record as RunRecord), kind: RunKind.Slot });
+    const updateTime = forced.updateTimes.get(id);
+    if (updateTime !== undefined) updateTimes.set(id, updateTime);
+  }
+  return { records, updateTimes, readTime: forced.readTime, runIds: chosen };
 }
 
 function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
@@ -185,9 +262,12 @@ export interface History {
 }
 
 /**
- * Reads the history of `job` at `slots`: one batched read of their run ids.
+ * Reads the history of `job` at `slots`: batched reads of their run ids ({@link readSlotRecords}:
+ * a slot whose delivery was misjudged a forced run shows that run as the slot's, `kind: slot`).
  *
  * @param now - judge windows at this time instead of the read's (for "as of" views and tests).
+ * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`); by default 0:
+ *   only a forced run first claimed at or after its slot counts as the slot's.
  * @throws {LedgerUnavailableError} if Firestore fails.
  * @example const { rows } = await readHistory(history, job, slotsBetween(job, from, to).slots, scope);
  */
@@ -197,9 +277,15 @@ export async function readHistory(
   slots: readonly Date[],
   scope: Scope,
   now?: Date,
+  toleranceMs = 0,
 ): Promise<History> {
-  const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
-  const { records, updateTimes, readTime } = await store.getMany(runIds);
+  const { runIds, records, updateTimes, readTime } = await readSlotRecords(
+    store,
+    job,
+    slots,
+    scope,
+    toleranceMs,
+  );
   const at = now ?? readTime;
   const rows = slots.map((slot, i) => {
     const runId = runIds[i] as string;

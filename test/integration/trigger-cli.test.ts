@@ -215,6 +215,44 @@ describe('running jobs by hand', () => {
     assert.match(backfill.stderr, /3 missed slot\(s\) to deliver, oldest first/);
   });
 
+  it('a slot whose on-time delivery a clock 5 minutes behind took for a forced run is that run: --check green, --backfill delivers nothing, listed once', async () => {
+    let now = new Date('2026-10-16T13:00:05Z');
+    const own = serveJobs(validateJobs(historyJobs), {}, { clock: async () => now });
+    for (const [slot, at] of [
+      ['13:00', '13:00:05'],
+      ['13:05', '13:00:10'], // on time, but this instance's clock says 5 minutes early
+      ['13:10', '13:10:05'],
+    ] as const) {
+      now = new Date(`2026-10-16T${at}Z`);
+      await own.request.post('/').set(schedulerHeaders('history-five', `2026-10-16T${slot}:00Z`));
+    }
+    const window = [
+      '--since',
+      '12m',
+      '--now',
+      '2026-10-16T13:12:00Z',
+      '--collection',
+      own.collection,
+    ];
+
+    const check = await command('ops/runs.ts', ...window, '--check');
+    const backfill = await command('ops/runs.ts', ...window, '--backfill', '--dry-run');
+    const listed = await command('ops/runs.ts', ...window, '--json');
+
+    assert.equal(check.code, 0, check.stderr);
+    assert.equal(backfill.code, 0, backfill.stderr);
+    assert.match(backfill.stderr, /0 missed slot\(s\) to deliver/);
+    const rows = JSON.parse(listed.stdout) as { slot: string; kind: string; state: string }[];
+    assert.deepEqual(
+      rows.map((r) => [r.slot.slice(11, 16), r.kind, r.state]),
+      [
+        ['13:00', 'slot', 'completed'],
+        ['13:05', 'slot', 'completed'],
+        ['13:10', 'slot', 'completed'],
+      ],
+    );
+  });
+
   describe('runs --backfill shows before it delivers, and never a slot that may have run', () => {
     /** A fresh collection with records at 12:00 and 12:20 of history-five: 12:05-12:15 missed. */
     async function missedThree(): Promise<{ collection: string; window: string[] }> {
