@@ -46,8 +46,8 @@ import {
   type SlotRow,
   slotRow,
 } from './run-history.ts';
-import { forcedRunToleranceMs } from './schedule-time.ts';
 import { slotsBetween } from './schedule.ts';
+import { forcedRunToleranceMs } from './schedule-time.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
 export const MISSED_RUN = 'missed run';
