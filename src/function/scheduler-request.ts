@@ -18,7 +18,8 @@ export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
 /**
  * Headers of a run started by hand with `npm run trigger` (never sent by Cloud Scheduler):
  * `X-Run-Once-Mode` is `manual` (a run of its own, not any slot's) or `rerun` (a finished slot run
- * again on purpose, as a run of its own), and `X-Run-Once-Trigger-Id` names the request, so its retries are one run. They are
+ * again on purpose, as a run of its own), and `X-Run-Once-Trigger-Id` names the run: with the job
+ * and the scope it is the run's key (`computeTriggerRunId`), so every delivery carrying it is one run. They are
  * authenticated like Scheduler's deliveries (private endpoint and OIDC, or AUTH_MODE=verify-oidc).
  */
 export const MODE_HEADER = 'X-Run-Once-Mode';
