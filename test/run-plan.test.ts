@@ -114,6 +114,25 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
 });
 
 describe('a forced run first claimed within the tolerance before its slot, or later, is the slot’s run', () => {
+  it('a re-run of such a slot runs (its run is finished), and is not refused as a slot without a record', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+    const misjudged = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    now = at(T, 3_600_000);
+
+    const rerun = await request
+      .post('/')
+      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
+
+    assert.equal(misjudged.body.outcome, 'processed');
+    assert.deepEqual([rerun.status, rerun.body.outcome], [200, 'processed'], rerun.body.message);
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['forced', 'rerun'],
+    );
+  });
+
   it('counts it as the slot (completed, kind slot) and a genuine Force run long before its slot not', async () => {
     const { jobs } = counted({ id: 'nightly-report', schedule: '*/10 * * * *' });
     const job = jobs[0] as (typeof jobs)[number];

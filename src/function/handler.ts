@@ -21,7 +21,7 @@ import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
-import type { RunHistory } from '../policy/run-history.ts';
+import { forcedRunId, type RunHistory } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
@@ -210,6 +210,10 @@ async function rerunAnswer(deps: HandlerDeps, delivery: Delivery, known: Known) 
     plan.details.rerunOf,
     now,
     deps.history,
+    {
+      runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope),
+      toleranceMs: forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs),
+    },
   );
   if (refused === undefined) return undefined;
   const outcome = (

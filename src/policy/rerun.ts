@@ -1,7 +1,7 @@
 /**
  * What a re-run may ask for. A re-run (`npm run trigger -- JOB --rerun --slot T`, sent as
- * `X-Run-Once-Mode: rerun` with `X-Run-Once-Trigger-Id`) is a run of its own, keyed by its trigger
- * id (`run-plan.ts`), that runs a *finished* slot again. The function enforces what the CLI checks,
+ * `X-Run-Once-Mode: rerun` with `X-Run-Once-Trigger-Id`) is a run of its own, keyed by job, scope and
+ * trigger id (`run-plan.ts`), that runs a *finished* slot again. The function enforces what the CLI checks,
  * whatever the client, because a re-run that ran a slot early or in place of its delivery would
  * make that slot answer `duplicate` without having run, or run twice:
  *
@@ -13,11 +13,13 @@
  * - the slot's own run is finished: `completed` or `skipped`. While it runs, the re-run waits
  *   (409, retry later); when it failed, was missed, or has no record, the slot itself is due, not
  *   a re-run: deliver it with `npm run trigger -- JOB --slot T`, which a retry-able slot takes.
+ *   A slot without a record of its own whose forced run was its own delivery (a misjudged clock,
+ *   `isSlotsOwnDelivery`) is judged by that run's record, as the history counts it.
  */
 
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import type { RunHistory } from './run-history.ts';
+import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
 import { nextSlots } from './schedule.ts';
 
 /** The earliest schedule time a re-run may name: 2000-01-01T00:00:00Z. */
@@ -38,6 +40,9 @@ export interface RerunRefusal {
  *
  * @param slotRunId - the slot's own run id (what the re-run's record names in `rerun_of`).
  * @param now - Firestore's time now.
+ * @param forced - the slot's forced run's id and the job's forced-run tolerance, ms: a slot
+ *   without a record of its own whose forced run was its own delivery (`isSlotsOwnDelivery`) is
+ *   judged by that run's record (a second read, only then).
  * @returns `undefined` when the re-run may run, else why not.
  * @throws {LedgerUnavailableError} if the read fails.
  * @example
@@ -49,6 +54,7 @@ export async function rerunRefusal(
   slotRunId: string,
   now: Date,
   history: Pick<RunHistory, 'getMany'>,
+  forced?: { readonly runId: string; readonly toleranceMs: number },
 ): Promise<RerunRefusal | undefined> {
   const invalid = (why: string): RerunRefusal => ({
     refusal: 'invalid',
@@ -70,7 +76,11 @@ export async function rerunRefusal(
     );
   }
   const { records } = await history.getMany([slotRunId]);
-  return slotNotFinished(job, scheduleTime, records.get(slotRunId));
+  const own = records.get(slotRunId);
+  if (own !== undefined || forced === undefined) return slotNotFinished(job, scheduleTime, own);
+  const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
+  const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);
+  return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined);
 }
 
 function slotNotFinished(
