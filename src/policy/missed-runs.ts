@@ -56,7 +56,8 @@ export const FAILED_AFTER_RETRIES = 'run failed after retries';
 /** How often a job's closed slots are checked at most, in ms: one due delivery per hour. */
 export const CHECK_PERIOD_MS = 3_600_000;
 /**
- * The most slots one check reads (two batched reads); a longer closed range is checked over the
+ * The most slots one check reads (two batched reads, and as many again for the forced runs of
+ * slots without a record); a longer closed range is checked over the
  * next deliveries, each going on from the cursor.
  */
 export const MAX_CHECK_SLOTS = 1000;
@@ -238,7 +239,9 @@ export class MissedRunCheck {
    * Checks the job's slots whose windows closed since its cursor, and reports each missed or
    * finally failed one that nobody reported: ERROR `missed run` / `run failed after retries` with
    * job, slot, run id and state. Costs one read of the cursor; when slots closed since, one batched
-   * read per 500 slots, the fenced cursor write, and one write per report.
+   * read per 500 slots (and one per 500 of them without a record, for their forced runs: one was
+   * the slot's run if a clock misjudged its delivery), the fenced cursor write, and one write per
+   * report.
    *
    * @param scope - the key scope of the runs to check (the delivery's).
    * @returns what it checked and reported.
