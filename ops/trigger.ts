@@ -22,20 +22,24 @@
  * The trigger id alone names the run (the function keys it by job, scope and trigger id): retries
  * of one trigger are not made, and re-running the same command prints a new trigger id, so it is a
  * new manual run or re-run. The scope names come from the environment's `RUN_KEY_SCOPE_HEADERS` and
- * `RUN_KEY_SCOPE_PARAMS`, as the function has them. No rate limit and no prompt: each
+ * `RUN_KEY_SCOPE_PARAMS`, as the function has them; an answer naming another run id than the one
+ * this command computes (with `RUN_KEY_SCOPE` too) is warned about: the scopes differ. No rate limit and no prompt: each
  * call is one deliberate run by someone who may invoke the function anyway (docs/operations.md). Exit 0 on a 2xx answer, 1 on any
  * other, 2 on bad arguments.
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { computeTriggerRunId } from '../src/core/run-key.ts';
 import { type Config, loadConfig } from '../src/function/config.ts';
 import {
   MODE_HEADER,
   normaliseScheduleTime,
+  scopeOf,
   TRIGGER_ID_HEADER,
 } from '../src/function/scheduler-request.ts';
 import { ConfigError } from '../src/policy/errors.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
+import { slotRunId } from '../src/policy/run-history.ts';
 import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
   forcedRunToleranceMs,
@@ -89,7 +93,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
   const job = selectJob(await loadJobs(env), jobId);
   const config = loadConfig(env);
-  const scope = scopeRequest(config, scopeArgs(config, args.scope ?? []).values);
+  const scopeValues = scopeArgs(config, args.scope ?? []).values;
+  const scope = scopeRequest(config, scopeValues);
+  // The run id the function should answer with, from this environment's scope settings.
+  const keyScope = scopeOf(config, scopeValues);
   if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
   let slot: Date | undefined;
   if (args.slot !== undefined) {
@@ -116,6 +123,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const triggerId = randomUUID();
   let headers: Record<string, string>;
   let what: string;
+  let runId: string;
   const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(([n, v]) => `${n}=${v}`);
   if (slot === undefined) {
     const now = new Date(Math.floor(Date.now() / 1000) * 1000);
@@ -124,19 +132,28 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       [TRIGGER_ID_HEADER]: triggerId,
     });
     what = `${job.id} manual run (trigger ${triggerId})`;
+    runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
   } else if (args.rerun) {
     headers = schedulerHeaders(job.id, slot, {
       [MODE_HEADER]: 'rerun',
       [TRIGGER_ID_HEADER]: triggerId,
     });
     what = `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`;
+    runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
   } else {
     headers = schedulerHeaders(job.id, slot);
     what = `${job.id} ${toUtcRfc3339(slot)}`;
+    runId = slotRunId(job.id, slot, keyScope);
   }
   if (scoped.length > 0) what += ` [scope ${scoped.join(' ')}]`;
   const answer = await deliver(target, { ...headers, ...scope.headers }, scope.query);
   console.log(answerLine(what, answer));
+  if (answer.runId !== undefined && answer.runId !== runId) {
+    // The run happened: a warning, not a failure a script would retry into another run.
+    console.error(
+      `trigger: the function named the run ${answer.runId}, not ${runId} as this command computes it: its key scope (RUN_KEY_SCOPE, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS) differs from this environment's, so npm run runs here will not find the run; set them as deployed`,
+    );
+  }
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 

@@ -436,6 +436,25 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       `run id ${runId.slice(0, 12)} in ${res.stdout}`,
     );
     assert.equal((await storedRecord(fn.collection, runId)).status, 'completed');
+    assert.doesNotMatch(res.stderr, /named the run/);
+  });
+
+  it('trigger warns, without failing the run it made, when the function names the run otherwise (the scopes differ)', async () => {
+    const res = await commandWith(
+      { ...SCOPE_ENV, RUN_KEY_SCOPE: 'elsewhere' },
+      'ops/trigger.ts',
+      'history-five',
+      ...ACME_EU,
+      '--url',
+      url,
+    );
+
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /200 processed/);
+    assert.match(
+      res.stderr,
+      /the function named the run [0-9a-f]{64}, not [0-9a-f]{64} as this command computes it: its key scope/,
+    );
   });
 
   it('trigger --scope makes a manual run in the scope', async () => {
@@ -447,6 +466,11 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     assert.match(
       res.stdout,
       /manual run \(trigger [0-9a-f-]{36}\) \[scope x-tenant=acme region=eu\]: 200 processed/,
+    );
+    assert.doesNotMatch(
+      res.stderr,
+      /named the run/,
+      'the manual run’s id is the one trigger computes',
     );
     assert.deepEqual(
       executions.slice(before).map((e) => e.split(' ')[0]),
