@@ -114,6 +114,23 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
 });
 
 describe('a forced run first claimed within the tolerance before its slot, or later, is the slot’s run', () => {
+  it('a late delivery of such a slot (a retry, a backfill, trigger --slot) is its duplicate, not a second run', async () => {
+    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+    const misjudged = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    now = at(T, 3 * 60_000);
+
+    const late = await request.post('/').set(schedulerHeaders('nightly-report', T));
+
+    assert.deepEqual([late.status, late.body.outcome], [200, 'duplicate'], late.body.message);
+    assert.equal(late.body.runId, misjudged.body.runId);
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['forced'],
+    );
+  });
+
   it('a re-run of such a slot runs (its run is finished), and is not refused as a slot without a record', async () => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
     let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's

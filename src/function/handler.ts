@@ -15,13 +15,13 @@ import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
-import { isCompleted } from '../core/run-record.ts';
+import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
-import { forcedRunId, type RunHistory } from '../policy/run-history.ts';
+import { forcedRunId, type RunHistory, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
@@ -285,6 +285,53 @@ async function overlapRefusal(
 }
 
 /**
+ * A late delivery of a slot (more than the job's forced-run tolerance after it: a Scheduler retry,
+ * a backfill, `trigger --slot`) whose delivery an instance earlier took for a forced run
+ * (`slotsForcedRun`) answers as that run: a duplicate once it finished, 409 while its lease is
+ * live; after a failure, or a lapsed lease, the slot runs (the retry it is). On-time deliveries
+ * skip the read.
+ *
+ * @throws {LedgerUnavailableError} if Firestore's time or the records cannot be read.
+ */
+async function forcedRunAnswer(
+  deps: HandlerDeps,
+  delivery: Delivery,
+  known: Known,
+): Promise<Answer | undefined> {
+  const { job, run, plan } = delivery;
+  if (plan.kind !== 'slot') return undefined;
+  const slot = new Date(run.scheduleTime);
+  const toleranceMs = forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
+  const now = await deps.clock();
+  if (now.getTime() <= slot.getTime() + toleranceMs) return undefined;
+  const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
+  if (standIn === undefined) return undefined;
+  const { runId, record } = standIn;
+  const fields = { ...known.fields, slotRunKind: 'forced' };
+  if (isCompleted(record) || record.status === RunStatus.Skipped) {
+    return {
+      ...known,
+      runId,
+      fields,
+      outcome: 'duplicate',
+      message:
+        'Run already completed: an earlier delivery of this slot was taken for a forced run (this run id), which is the slot’s run; the job was not run again.',
+    };
+  }
+  if (record.status === RunStatus.InProgress && isLeaseLive(record, now)) {
+    return {
+      ...known,
+      runId,
+      fields,
+      outcome: 'in_progress',
+      message:
+        'An earlier delivery of this slot, taken for a forced run (this run id), is running it; retry later.',
+    };
+  }
+  return undefined;
+}
+
+/**
  * Missed-run detection of the job's closed slots (`missed-runs.ts`), when this delivery is due;
  * never throws: a failed check is a warning and never fails the run.
  */
@@ -523,6 +570,8 @@ async function answerDelivery(
   const delivery: Delivery = { job, run, plan };
   const rerunRefused = await step(known, () => rerunAnswer(deps, delivery, known));
   if (rerunRefused !== undefined) return rerunRefused;
+  const standIn = await step(known, () => forcedRunAnswer(deps, delivery, known));
+  if (standIn !== undefined) return standIn;
   const refusal = await step(known, () => overlapRefusal(deps, delivery, known));
   if (refusal !== undefined) return refusal;
   return step(known, () =>

@@ -160,6 +160,33 @@ export async function readSlotRecords(
   return { records, updateTimes, readTime: forced.readTime, runIds: chosen };
 }
 
+/**
+ * The forced run that stands for slot `slot` of `job` (its delivery, misjudged a forced run:
+ * {@link isSlotsOwnDelivery}) when the slot has no record of its own: one batched read of both ids.
+ *
+ * @param toleranceMs - the job's forced-run tolerance, ms.
+ * @returns that run's id and record, or `undefined` (the slot has its own record, or no forced run
+ *   was its delivery).
+ * @throws {LedgerUnavailableError} if Firestore fails.
+ * @example const standIn = await slotsForcedRun(history, job, slot, scope, 60_000);
+ */
+export async function slotsForcedRun(
+  store: Pick<RunHistory, 'getMany'>,
+  job: DeclaredJob,
+  slot: Date,
+  scope: Scope,
+  toleranceMs: number,
+): Promise<{ runId: string; record: RunRecord } | undefined> {
+  const own = slotRunId(job.id, slot, scope);
+  const forced = forcedRunId(job.id, slot, scope);
+  const { records } = await store.getMany([own, forced]);
+  const record = records.get(forced);
+  if (records.get(own) !== undefined || record === undefined || record.status === 'unreadable') {
+    return undefined;
+  }
+  return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
+}
+
 function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
   return from === undefined || to === undefined ? undefined : to.getTime() - from.getTime();
 }
