@@ -114,7 +114,7 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
 });
 
 describe('a forced run first claimed within the tolerance before its slot, or later, is the slot’s run', () => {
-  it('a late delivery of such a slot (a retry, a backfill, trigger --slot) is its duplicate, not a second run', async () => {
+  it('a Scheduler retry of such a slot within its retry window is its duplicate, not a second run', async () => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
     let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's
     const { request } = serveJobs(jobs, {}, { clock: async () => now });

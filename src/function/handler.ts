@@ -20,6 +20,7 @@ import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
+import { retryWindowMs } from '../policy/retry-policy.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import { forcedRunId, type RunHistory, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan } from '../policy/run-plan.ts';
@@ -285,11 +286,12 @@ async function overlapRefusal(
 }
 
 /**
- * A late delivery of a slot (more than the job's forced-run tolerance after it: a Scheduler retry,
- * a backfill, `trigger --slot`) whose delivery an instance earlier took for a forced run
- * (`slotsForcedRun`) answers as that run: a duplicate once it finished, 409 while its lease is
- * live; after a failure, or a lapsed lease, the slot runs (the retry it is). On-time deliveries
- * skip the read.
+ * A Scheduler retry of a slot (more than the job's forced-run tolerance after it, within its retry
+ * window) whose delivery an instance earlier took for a forced run (`slotsForcedRun`) answers as
+ * that run: a duplicate once it finished, 409 while its lease is live; after a failure, or a
+ * lapsed lease, the slot runs (the retry it is). On-time deliveries skip the read, and so do those
+ * past the window (a backfill, `trigger --slot`), which the history already keeps from a slot
+ * whose forced run was its delivery (`readSlotRecords`), so a processed run costs what it did.
  *
  * @throws {LedgerUnavailableError} if Firestore's time or the records cannot be read.
  */
@@ -303,7 +305,8 @@ async function forcedRunAnswer(
   const slot = new Date(run.scheduleTime);
   const toleranceMs = forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const now = await deps.clock();
-  if (now.getTime() <= slot.getTime() + toleranceMs) return undefined;
+  const late = now.getTime() - slot.getTime();
+  if (late <= toleranceMs || late > retryWindowMs(job)) return undefined;
   const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
   if (standIn === undefined) return undefined;
   const { runId, record } = standIn;
