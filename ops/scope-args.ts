@@ -74,8 +74,11 @@ export function scopeArgs(
       );
     }
     if (!header && !param) {
+      const fixedHint = options.allowFixed
+        ? '; a RUN_KEY_SCOPE containing "=" goes in the environment, not --scope'
+        : '';
       throw new UsageError(
-        `--scope ${name}: the configuration has no scope header or parameter ${name} (${configured(config)})`,
+        `--scope ${name}: the configuration has no scope header or parameter ${name} (${configured(config)})${fixedHint}`,
       );
     }
     const into = header ? headers : params;
