@@ -11,6 +11,10 @@
  *                                                 the trigger id, listed beside the slot; the job
  *                                                 gets that run's id. The function refuses a
  *                                                 future, off-schedule or unfinished slot too
+ *   [--allow-overlap]                             a manual run or re-run beside another run of the
+ *                                                 job: without it, the job's overlap policy (`skip`,
+ *                                                 `wait`) holds, and a blocked run answers 409
+ *                                                 `waiting` (nothing recorded; exit 1)
  *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
  *
  * `--slot T` must be within `RETENTION_SECONDS` (read from the environment, as the function has
@@ -24,6 +28,8 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/function/config.ts';
 import {
+  ALLOW_OVERLAP_HEADER,
+  BACKFILL_HEADER,
   MODE_HEADER,
   normaliseScheduleTime,
   TRIGGER_ID_HEADER,
@@ -41,7 +47,7 @@ import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 
 const USAGE =
-  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--allow-overlap] [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
 
 /**
  * Why slot T may not be delivered by hand: older than `RETENTION_SECONDS` (from the environment,
@@ -68,6 +74,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     options: {
       slot: { type: 'string' },
       rerun: { type: 'boolean' },
+      'allow-overlap': { type: 'boolean' },
       url: { type: 'string' },
       invoker: { type: 'string' },
       token: { type: 'string' },
@@ -82,6 +89,15 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
   const job = selectJob(await loadJobs(env), jobId);
   if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
+  const allowOverlap = args['allow-overlap'] === true;
+  if (allowOverlap && args.slot !== undefined && !args.rerun) {
+    throw new UsageError(
+      "--allow-overlap goes with a manual run or --rerun: slot T delivered as Scheduler would follows the job's overlap policy",
+    );
+  }
+  const overlapHeader: Record<string, string> = allowOverlap
+    ? { [ALLOW_OVERLAP_HEADER]: 'true' }
+    : {};
   let slot: Date | undefined;
   if (args.slot !== undefined) {
     try {
@@ -112,20 +128,31 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers = schedulerHeaders(job.id, now, {
       [MODE_HEADER]: 'manual',
       [TRIGGER_ID_HEADER]: triggerId,
+      ...overlapHeader,
     });
     what = `${job.id} manual run (trigger ${triggerId})`;
   } else if (args.rerun) {
     headers = schedulerHeaders(job.id, slot, {
       [MODE_HEADER]: 'rerun',
       [TRIGGER_ID_HEADER]: triggerId,
+      ...overlapHeader,
     });
     what = `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`;
   } else {
-    headers = schedulerHeaders(job.id, slot);
+    // A backfill of one slot: blocked by the policy `skip`, it stays missed instead of skipped.
+    headers = schedulerHeaders(job.id, slot, { [BACKFILL_HEADER]: 'true' });
     what = `${job.id} ${toUtcRfc3339(slot)}`;
   }
   const answer = await deliver(target, headers);
   console.log(answerLine(what, answer));
+  if (answer.outcome === 'waiting') {
+    console.error(
+      `trigger: not run: another run of ${job.id} is still running (overlap policy "${job.overlap}"); nothing was recorded. ` +
+        (slot === undefined || args.rerun
+          ? 'Run the command again once it ends, or add --allow-overlap to run beside it.'
+          : 'The slot stays missed: deliver it again once that run ends.'),
+    );
+  }
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 

@@ -16,7 +16,7 @@
  *   The slot's record is never touched; `rerun.ts` says which re-runs the function refuses.
  */
 
-import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
+import { computeRunId, type RunVariant, type Scope, scopeId } from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
@@ -28,6 +28,12 @@ export type TriggerMode = (typeof TRIGGER_MODES)[number];
 export interface Trigger {
   readonly mode: TriggerMode;
   readonly id: string;
+  /**
+   * The caller asked to run beside another run of the job (`npm run trigger -- JOB
+   * --allow-overlap`, header `X-Run-Once-Allow-Overlap: true`): the job's overlap policy is not
+   * applied to this run. Only a run asked for by hand can ask it.
+   */
+  readonly allowOverlap?: boolean;
 }
 
 /** A delivery's run, as named by its headers. */
@@ -40,6 +46,12 @@ export interface ScheduledRun {
   readonly scope: Scope;
   /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
+  /**
+   * Set on a slot's delivery by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
+   * --slot T`; header `X-Run-Once-Backfill: true`): a slot the overlap policy `skip` would skip is
+   * then not recorded `skipped` (final) but answered `waiting`, so it stays missed.
+   */
+  readonly backfill?: boolean;
 }
 
 /** What the handler claims and runs for one delivery. */
@@ -49,7 +61,10 @@ export interface RunPlan {
   readonly kind: RunKind;
   /** What the record stores about the run. */
   readonly details: RunDetails;
-  /** The job's overlap policy, for a slot's run; `allow` for forced and manual runs and re-runs. */
+  /**
+   * The job's overlap policy, for every kind of run; `allow` for a manual run or re-run whose
+   * trigger asked to overlap ({@link Trigger.allowOverlap}).
+   */
   readonly overlap: OverlapPolicy;
 }
 
@@ -69,12 +84,13 @@ export async function planRun(
 ): Promise<RunPlan> {
   // The short id, not the header as sent: both forms of a job's name are one run.
   const keyed = { ...run, jobName: job.id };
-  const base = { jobName: job.id, scheduleTime: run.scheduleTime };
+  const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(run.scope) };
+  const overlap = run.trigger?.allowOverlap === true ? 'allow' : job.overlap;
   const of = (kind: RunKind, variant: RunVariant, details: RunDetails = {}): RunPlan => ({
     runId: computeRunId(keyed, variant),
     kind,
     details: { ...base, kind, ...details },
-    overlap: kind === RunKind.Slot ? job.overlap : 'allow',
+    overlap,
   });
   if (run.trigger?.mode === 'manual') return of(RunKind.Manual, ['manual', run.trigger.id]);
   if (run.trigger?.mode === 'rerun') {

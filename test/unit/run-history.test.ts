@@ -31,6 +31,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     status: 'completed',
     attemptId: 'attempt-1',
     reportedBy: undefined,
+    keyScope: undefined,
     leaseExpires: undefined,
     attempts: 1,
     firstClaimedAt: undefined,
