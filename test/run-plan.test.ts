@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { JobContext } from '../src/core/job-context.ts';
 import { Timestamp } from '@google-cloud/firestore';
+import type { JobContext } from '../src/core/job-context.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { computeRunId, scopeId } from '../src/core/run-key.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
@@ -685,7 +685,10 @@ describe('overlap where it meets other features (issue 25)', () => {
 
     assert.deepEqual([manual.status, manual.body.outcome], [409, 'waiting']);
     assert.match(manual.body.message, /^Manual run not run: .*--allow-overlap/);
-    assert.equal(await storedRecord(fn.collection, manual.body.runId).catch(() => undefined), undefined);
+    assert.equal(
+      await storedRecord(fn.collection, manual.body.runId).catch(() => undefined),
+      undefined,
+    );
     assert.deepEqual([forced.status, forced.body.outcome], [200, 'skipped']);
     const skipped = await storedRecord(fn.collection, forced.body.runId);
     assert.deepEqual([skipped.status, skipped.run_kind], ['skipped', 'forced']);
@@ -753,7 +756,10 @@ describe('overlap where it meets other features (issue 25)', () => {
     for (const res of later) {
       assert.deepEqual([res.status, res.body.outcome], [500, 'unreadable_record']);
       assert.ok(res.body.message.includes(runIdOf(0)), 'the answer names the holder record');
-      assert.equal(await storedRecord(collection, res.body.runId).catch(() => undefined), undefined);
+      assert.equal(
+        await storedRecord(collection, res.body.runId).catch(() => undefined),
+        undefined,
+      );
     }
     assert.equal(calls.length, 0);
   });
