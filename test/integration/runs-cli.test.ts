@@ -336,4 +336,39 @@ describe('npm run runs', () => {
     assert.equal(code, 1, stderr);
     assert.match(stderr, /weekly 2026-11-09T09:00:00Z missed/);
   });
+
+  it('lists and judges one key scope only: scope production shows none of scope staging’s records', async () => {
+    // Five-minute slots two hours ago: relative to the clock, never a fixed date.
+    const base = Math.floor((Date.now() - 2 * 3_600_000) / 300_000) * 300_000;
+    const slotAt = (minutes: number) =>
+      new Date(base + minutes * 60_000).toISOString().replace('.000Z', 'Z');
+    const staging = serveJobs(
+      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      { env: { RUN_KEY_SCOPE: 'staging' } },
+    );
+    for (const minutes of [0, 10]) {
+      await staging.request.post('/').set(schedulerHeaders('history-five', slotAt(minutes)));
+    }
+    await staging.request.post('/').set({
+      ...schedulerHeaders('history-five', slotAt(12)),
+      'X-Run-Once-Mode': 'manual',
+      'X-Run-Once-Trigger-Id': 'staging-manual-1',
+    });
+    const window = ['--job', 'history-five', '--since', '30m', '--now', slotAt(30), '--json'];
+    type Row = { kind: string; state: string; attempts: number; mark: string | null };
+
+    const production = runs(staging.collection, ...window, '--scope', 'production');
+    const own = runs(staging.collection, ...window, '--scope', 'staging');
+
+    assert.equal(production.code, 0, production.stderr);
+    const rows = JSON.parse(production.stdout) as Row[];
+    assert.deepEqual(
+      rows.filter((r) => r.kind !== 'slot' || r.attempts > 0 || r.mark !== null),
+      [],
+      'no record of scope staging in scope production',
+    );
+    const stagingRows = JSON.parse(own.stdout) as Row[];
+    assert.equal(stagingRows.filter((r) => r.kind === 'manual').length, 1);
+    assert.equal(stagingRows.filter((r) => r.state === 'completed').length, 3);
+  });
 });
