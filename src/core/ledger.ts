@@ -7,7 +7,8 @@
  * `create()` (fails if the document exists); a takeover, extension, completion or release is a
  * write with a `lastUpdateTime` precondition, so it lands only if nobody wrote the document since
  * we last did. The update time of our own last write is the fencing token: a zombie attempt whose
- * lease was taken over holds an old token and every one of its writes fails.
+ * lease was taken over holds an old token and every one of its writes fails. A claim given a
+ * guarded write (`claim`'s `guard`) commits both in one atomic batch.
  */
 
 import { randomUUID } from 'node:crypto';

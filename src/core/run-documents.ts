@@ -7,6 +7,8 @@
  * Writes are single atomic operations with a precondition, never transactions: a `create()` fails
  * if the document exists; an `update()` fenced on a `lastUpdateTime` lands only if nobody wrote
  * the document since that time. The update time of a writer's own last write is its fencing token.
+ * A claim may carry a {@link GuardedWrite}: then its write and the guarded one are one atomic
+ * batch, each on its own precondition, both or neither.
  */
 import {
   type DocumentData,

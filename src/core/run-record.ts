@@ -26,7 +26,9 @@
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
  * instance's clock enters a lease, so a skewed instance can neither write an expired lease nor a
- * too long one.
+ * too long one; a lease that ends more than `MAX_LEASE_MS` after "now" was never written by this
+ * code and is unreadable wherever a lease is judged (`judgedAt`). Each record names its key scope
+ * (`key_scope`), so one scope's history never lists another's.
  */
 import {
   type DocumentData,
