@@ -284,7 +284,7 @@ async function overlapStep(
   if (plan.overlap === 'wait' || byHand || run.backfill === true) {
     const then = byHand
       ? 'run it again once that run ends, or with --allow-overlap to run it beside it'
-      : run.backfill === true && plan.overlap === 'skip'
+      : run.backfill === true
         ? 'the slot stays missed: backfill it again once that run ends'
         : 'retry later';
     return {
@@ -628,7 +628,9 @@ const JOB_LEFT_ERROR =
  * the run id is computed from the short id, so both forms name the same run.
  *
  * Responses (JSON {@link ResponseBody}, statuses from {@link STATUS_BY_OUTCOME}): 200 `processed`
- * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
+ * or `duplicate`, or `skipped` (overlap policy `skip`: a slot or forced run, recorded); 409
+ * `in_progress`, or `waiting` (overlap: policy `wait`, or a blocked manual run, re-run or
+ * backfilled slot; nothing recorded); 400 `invalid_request` (nothing written); 401
  * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
  * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
  * (nothing written; the declared ids are listed only with `exposeErrors`); 500 `failed` (claim
