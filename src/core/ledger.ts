@@ -99,7 +99,9 @@ export type FenceResult = 'recorded' | 'lease_lost';
 export interface Ledger {
   /**
    * Claims `runId` for a fresh attempt, or says why not; with `guard`, the claim's write and the
-   * guarded write commit together or not at all (`guard_changed`). @throws {LedgerUnavailableError}
+   * guarded write commit together or not at all (`guard_changed`). An implementation that cannot
+   * commit a guard must throw when given one, never claim without it (the overlap policy relies
+   * on it). @throws {LedgerUnavailableError}
    */
   claim(runId: string, details?: RunDetails, guard?: GuardedWrite): Promise<ClaimResult>;
   /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
