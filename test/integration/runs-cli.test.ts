@@ -23,11 +23,21 @@ function runs(collection: string, ...args: string[]) {
 }
 
 function runsOf(jobsModule: string, collection: string, ...args: string[]) {
+  return runsWith({}, jobsModule, collection, ...args);
+}
+
+/** {@link runsOf} with extra environment variables (the deployed function's, e.g. RUN_KEY_SCOPE). */
+function runsWith(
+  extraEnv: Record<string, string>,
+  jobsModule: string,
+  collection: string,
+  ...args: string[]
+) {
   // Without METADATA_SERVER_DETECTION, as a user's shell has it: the command quiets the probe itself.
   const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
     cwd: ROOT,
-    env: { ...env, JOBS_MODULE: jobsModule },
+    env: { ...env, JOBS_MODULE: jobsModule, ...extraEnv },
     encoding: 'utf8',
     timeout: 30_000,
   });
@@ -357,8 +367,14 @@ describe('npm run runs', () => {
     const window = ['--job', 'history-five', '--since', '30m', '--now', slotAt(30), '--json'];
     type Row = { kind: string; state: string; attempts: number; mark: string | null };
 
-    const production = runs(staging.collection, ...window, '--scope', 'production');
-    const own = runs(staging.collection, ...window, '--scope', 'staging');
+    // The scope as the deployed function has it: RUN_KEY_SCOPE from the environment.
+    const production = runsWith(
+      { RUN_KEY_SCOPE: 'production' },
+      JOBS_MODULE,
+      staging.collection,
+      ...window,
+    );
+    const own = runsWith({ RUN_KEY_SCOPE: 'staging' }, JOBS_MODULE, staging.collection, ...window);
 
     assert.equal(production.code, 0, production.stderr);
     const rows = JSON.parse(production.stdout) as Row[];
