@@ -700,6 +700,30 @@ describe('overlap where it meets other features (issue 25)', () => {
     );
   });
 
+  it('skip holds against a re-run of a finished slot, unless it asks to overlap', async () => {
+    const { jobs, calls, ran, release } = gatedJob('skip', [0]);
+    const fn = serveJobs(jobs);
+    const finished = await fn.request.post('/').set(deliver(-5));
+    const running = fn.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => calls.length === 2);
+
+    const rerun = await fn.request.post('/').set(deliver(-5, trigger('rerun')));
+    const allowed = await fn.request
+      .post('/')
+      .set(deliver(-5, { ...trigger('rerun'), 'X-Run-Once-Allow-Overlap': 'true' }));
+    release(0);
+    await running;
+
+    assert.equal(finished.body.outcome, 'processed');
+    assert.deepEqual([rerun.status, rerun.body.outcome], [409, 'waiting']);
+    assert.match(rerun.body.message, /^Re-run not run: /);
+    assert.equal(allowed.body.outcome, 'processed');
+    assert.deepEqual(ran(), [-5, 0, -5]);
+  });
+
   it('wait holds against a manual run: 409, nothing recorded', async () => {
     const { jobs, calls, ran, release } = gatedJob('wait', [3]);
     const fn = serveJobs(jobs);
