@@ -23,7 +23,7 @@ import {
 import { LedgerUnavailableError } from '../src/core/errors.ts';
 import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/core/ledger.ts';
 import type { NoteValue } from '../src/core/notes.ts';
-import type { RunDocumentsOptions } from '../src/core/run-documents.ts';
+import type { GuardedWrite, RunDocumentsOptions } from '../src/core/run-documents.ts';
 import { type RunDetails, RunStatus, runRecordConverter } from '../src/core/run-record.ts';
 
 type BaselineOptions = LedgerOptions & Omit<RunDocumentsOptions, 'timeoutMs'>;
@@ -83,13 +83,19 @@ abstract class Baseline {
   }
 }
 
+/** The baselines claim without a guarded write (no overlap policy is benched): refuse one. */
+function refuseGuard(guard: GuardedWrite | undefined): void {
+  if (guard !== undefined) throw new Error('the bench baselines cannot commit a guarded write');
+}
+
 /**
  * (a) The guide's sample: `@firestore.transactional` becomes `runTransaction` (both retry a contended
  * transaction, 5 attempts by default); the lease is judged by the instance clock, as there.
  */
 export class LiteralPortLedger extends Baseline implements Ledger {
   /** Claim transaction: read; completed → duplicate; live lease → busy; else write the claim. */
-  claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
+  claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
+    refuseGuard(guard);
     const ref = this.ref(runId);
     return unavailableOnError('claim transaction', () =>
       this.db.runTransaction(async (tx): Promise<ClaimResult> => {
@@ -156,7 +162,8 @@ export class LiteralPortLedger extends Baseline implements Ledger {
 
 /** (b) The floor: `create()` to claim (any existing record answers "in progress"), `update()` to complete. */
 export class FloorLedger extends Baseline implements Ledger {
-  async claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
+  async claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
+    refuseGuard(guard);
     const now = Date.now();
     const attemptId = randomUUID();
     const ALREADY_EXISTS = 6;

@@ -5,6 +5,7 @@
  */
 import { Timestamp } from '@google-cloud/firestore';
 import type { RunDocuments } from '../src/core/run-documents.ts';
+import { type Scope, scopeId } from '../src/core/run-key.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import {
   buildQuery,
@@ -27,6 +28,16 @@ export interface Listing {
   readonly truncated: boolean;
 }
 
+/**
+ * Whether a record belongs to the key scope `scope` (a `scopeId`): its `key_scope` says so, or it
+ * has none (a record of a version before the field, or one we cannot read: kept, as before).
+ */
+export function inScope(record: StoredRecord, scope: string): boolean {
+  return (
+    record.status === 'unreadable' || record.keyScope === undefined || record.keyScope === scope
+  );
+}
+
 async function pages(
   documents: RunDocuments,
   spec: QuerySpec,
@@ -34,6 +45,7 @@ async function pages(
   window: { from?: Date; to?: Date },
   pageSize: number,
   max: number,
+  scope: string,
 ): Promise<Listing> {
   const records: { runId: string; record: StoredRecord }[] = [];
   const from = window.from === undefined ? undefined : Timestamp.fromDate(window.from);
@@ -49,6 +61,9 @@ async function pages(
       }),
     );
     for (const { runId, record } of page) {
+      // Another scope's records share the job's name: filtered here, so the query and its index
+      // stay as they are and records of earlier versions (no key_scope) are still listed.
+      if (!inScope(record, scope)) continue;
       if (records.length === max) return { records, truncated: true };
       records.push({ runId, record });
     }
@@ -63,9 +78,10 @@ async function pages(
 
 /**
  * The manual and forced runs of job `jobId` (re-runs of them included) whose schedule time lies in
- * [`from`, `to`], newest first, every page followed: one query per page on `job_name`, `run_kind`
- * and `schedule_time` (composite index `QUERIES.runsOutsideSlots`), so other jobs' runs never
- * crowd a job's out.
+ * [`from`, `to`] in key scope `scope` ({@link inScope}), newest first, every page followed: one
+ * query per page on `job_name`, `run_kind` and `schedule_time` (composite index
+ * `QUERIES.runsOutsideSlots`), so other jobs' runs never crowd a job's out; another scope's are
+ * skipped page by page, never counted.
  *
  * @throws {LedgerUnavailableError} if Firestore fails (`FAILED_PRECONDITION` if the index is missing:
  *   `./deploy.sh` creates it).
@@ -74,6 +90,7 @@ async function pages(
 export function runsOutsideSlots(
   documents: RunDocuments,
   jobId: string,
+  scope: Scope,
   from: Date,
   to: Date,
   options: { pageSize?: number; max?: number } = {},
@@ -85,12 +102,13 @@ export function runsOutsideSlots(
     { from, to },
     options.pageSize ?? PAGE_SIZE,
     options.max ?? MAX_LISTED,
+    scopeId(scope),
   );
 }
 
 /**
- * Every record whose `job_name` is `jobId` and whose schedule time lies in [`from`, `to`], newest
- * first: the history of a job id that is no longer declared (renamed or removed), from the records'
+ * Every record whose `job_name` is `jobId`, in key scope `scope` ({@link inScope}), and whose
+ * schedule time lies in [`from`, `to`], newest first: the history of a job id that is no longer declared (renamed or removed), from the records'
  * own fields (composite index `QUERIES.recordsOfJob`).
  *
  * @throws {LedgerUnavailableError} if Firestore fails.
@@ -99,6 +117,7 @@ export function runsOutsideSlots(
 export function recordsOfJob(
   documents: RunDocuments,
   jobId: string,
+  scope: Scope,
   from: Date | undefined,
   to: Date,
   options: { pageSize?: number; max?: number } = {},
@@ -110,5 +129,6 @@ export function recordsOfJob(
     { ...(from === undefined ? {} : { from }), to },
     options.pageSize ?? PAGE_SIZE,
     options.max ?? MAX_LISTED,
+    scopeId(scope),
   );
 }

@@ -313,7 +313,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // a query of this job's runs, newest first, every page followed.
     const from = oldest ?? now;
     const horizon = forcedRunHorizon(job, now);
-    const outside = await runsOutsideSlots(documents, job.id, from, horizon);
+    const outside = await runsOutsideSlots(documents, job.id, scope, from, horizon);
     if (outside.truncated) listingCut(job.id);
     // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
     const extra = rowsOf(
@@ -324,7 +324,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     );
     // With --job: records of the id at times no slot of today's schedule has (an old schedule).
     if (args.job !== undefined) {
-      const own = await recordsOfJob(documents, job.id, from, now);
+      const own = await recordsOfJob(documents, job.id, scope, from, now);
       if (own.truncated) listingCut(job.id);
       for (const row of rowsOf(
         job,
@@ -344,7 +344,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // An id no longer declared (renamed or removed): its records, from their own job_name.
     const job = undeclaredJob(id);
     const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
-    const own = await recordsOfJob(documents, id, from, now, {
+    const own = await recordsOfJob(documents, id, scope, from, now, {
       max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
     });
     if (own.truncated && sinceMs !== undefined) listingCut(id);
@@ -364,15 +364,14 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   for (const job of jobs) {
     const oldest = rows.find((row) => row.job === job.id && row.kind === 'slot')?.slot;
     if (!uncounted.has(job.id) || oldest === undefined) continue;
+    // Pages of more than one: another scope's records are skipped, never taken for this one's.
     const before = await recordsOfJob(
       documents,
       job.id,
+      scope,
       undefined,
       new Date(oldest.getTime() - 1),
-      {
-        pageSize: 1,
-        max: 1,
-      },
+      { pageSize: 20, max: 1 },
     );
     if (before.records.length > 0) seenBefore.add(job.id);
   }

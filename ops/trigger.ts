@@ -15,6 +15,10 @@
  *                                                 (RUN_KEY_SCOPE_HEADERS) or query parameter
  *                                                 (RUN_KEY_SCOPE_PARAMS) the function reads;
  *                                                 every one configured is required
+ *   [--allow-overlap]                             a manual run or re-run beside another run of the
+ *                                                 job: without it, the job's overlap policy (`skip`,
+ *                                                 `wait`) holds, and a blocked run answers 409
+ *                                                 `waiting` (nothing recorded; exit 1)
  *   [--url URL] [--invoker SA_EMAIL] [--token TOKEN]
  *
  * `--slot T` must be within `RETENTION_SECONDS` (read from the environment, as the function has
@@ -32,6 +36,8 @@ import { parseArgs } from 'node:util';
 import { computeTriggerRunId } from '../src/core/run-key.ts';
 import { type Config, loadConfig } from '../src/function/config.ts';
 import {
+  ALLOW_OVERLAP_HEADER,
+  BACKFILL_HEADER,
   MODE_HEADER,
   normaliseScheduleTime,
   scopeOf,
@@ -52,7 +58,7 @@ import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.
 import { scopeArgs, scopeRequest } from './scope-args.ts';
 
 const USAGE =
-  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--allow-overlap] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
 
 /**
  * Why slot T may not be delivered by hand: older than `RETENTION_SECONDS` (from the environment,
@@ -79,6 +85,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       slot: { type: 'string' },
       rerun: { type: 'boolean' },
       scope: { type: 'string', multiple: true },
+      'allow-overlap': { type: 'boolean' },
       url: { type: 'string' },
       invoker: { type: 'string' },
       token: { type: 'string' },
@@ -98,6 +105,15 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   // The run id the function should answer with, from this environment's scope settings.
   const keyScope = scopeOf(config, scopeValues);
   if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
+  const allowOverlap = args['allow-overlap'] === true;
+  if (allowOverlap && args.slot !== undefined && !args.rerun) {
+    throw new UsageError(
+      "--allow-overlap goes with a manual run or --rerun: slot T delivered as Scheduler would follows the job's overlap policy",
+    );
+  }
+  const overlapHeader: Record<string, string> = allowOverlap
+    ? { [ALLOW_OVERLAP_HEADER]: 'true' }
+    : {};
   let slot: Date | undefined;
   if (args.slot !== undefined) {
     try {
@@ -130,6 +146,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers = schedulerHeaders(job.id, now, {
       [MODE_HEADER]: 'manual',
       [TRIGGER_ID_HEADER]: triggerId,
+      ...overlapHeader,
     });
     what = `${job.id} manual run (trigger ${triggerId})`;
     runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
@@ -137,11 +154,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     headers = schedulerHeaders(job.id, slot, {
       [MODE_HEADER]: 'rerun',
       [TRIGGER_ID_HEADER]: triggerId,
+      ...overlapHeader,
     });
     what = `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`;
     runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
   } else {
-    headers = schedulerHeaders(job.id, slot);
+    // A backfill of one slot: blocked by the policy `skip`, it stays missed instead of skipped.
+    headers = schedulerHeaders(job.id, slot, { [BACKFILL_HEADER]: 'true' });
     what = `${job.id} ${toUtcRfc3339(slot)}`;
     runId = slotRunId(job.id, slot, keyScope);
   }
@@ -152,6 +171,14 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // The run happened: a warning, not a failure a script would retry into another run.
     console.error(
       `trigger: the function named the run ${answer.runId}, not ${runId} as this command computes it: its key scope (RUN_KEY_SCOPE, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS) differs from this environment's, so npm run runs here will not find the run; set them as deployed`,
+    );
+  }
+  if (answer.outcome === 'waiting') {
+    console.error(
+      `trigger: not run: another run of ${job.id} is still running (overlap policy "${job.overlap}"); nothing was recorded. ` +
+        (slot === undefined || args.rerun
+          ? 'Run the command again once it ends, or add --allow-overlap to run beside it.'
+          : 'The slot stays missed: deliver it again once that run ends.'),
     );
   }
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;

@@ -8,6 +8,7 @@ import type { JobContext } from '../src/core/job-context.ts';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import {
+  countingFirestore,
   countingJob,
   documents,
   firestore,
@@ -521,5 +522,31 @@ describe('handleScheduledJob', () => {
       assert.match(res.body.message, /^No job "weekly-cleanup" is declared in this function\. /);
       assert.doesNotMatch(res.body.message, /nightly-report|hourly-sync/);
     });
+  });
+});
+
+describe('what a processed run costs in Firestore', () => {
+  it('a run of an allow job is two writes and no read once the instance knows Firestore’s time: no lock, no batch', async () => {
+    const { job, calls } = countingJob();
+    const { db, calls: firestoreCalls } = countingFirestore();
+    const { ledger, collection } = newLedger({ retentionMs: 31_536_000_000 }, db);
+    const { request } = serve(job, { ledger, collection });
+    const minute = Math.floor((Date.now() - 3_600_000) / 60_000) * 60_000;
+    const slot = (m: number) => new Date(minute + m * 60_000).toISOString().replace('.000Z', 'Z');
+    await request.post('/').set(schedulerHeaders('nightly-report', slot(0)));
+    const before = { ...firestoreCalls };
+
+    const res = await request.post('/').set(schedulerHeaders('nightly-report', slot(1)));
+
+    assert.equal(res.body.outcome, 'processed');
+    assert.deepEqual(
+      {
+        create: firestoreCalls.create - before.create,
+        update: firestoreCalls.update - before.update,
+        get: firestoreCalls.get - before.get,
+      },
+      { create: 1, update: 1, get: 0 },
+    );
+    assert.equal(calls.length, 2);
   });
 });

@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/core/errors.ts';
 import type { Claim, ClaimResult } from '../src/core/ledger.ts';
+import type { GuardedWrite, RunDocuments } from '../src/core/run-documents.ts';
 import {
   countingFirestore,
   firestore,
@@ -495,5 +496,68 @@ describe('RunLedger', () => {
         assert.deepEqual(after.data(), data);
       });
     }
+  });
+});
+
+describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)', () => {
+  /** A guard on document `lock` of the ledger's per-job collection, as read now. */
+  async function guardOn(jobDocuments: RunDocuments, holder: string): Promise<GuardedWrite> {
+    const { updateTime } = await jobDocuments.readData('lock');
+    return {
+      documents: jobDocuments,
+      id: 'lock',
+      what: 'test lock',
+      data: { holder },
+      token: updateTime,
+    };
+  }
+
+  it('two claims guarded on one read of the lock, from two instances: one lands with its lock write, the other writes nothing', async () => {
+    const a = newLedger();
+    const b = newLedger({ collection: a.collection });
+    await a.jobDocuments.create('lock', 'test lock', { holder: 'nobody' });
+    const guardA = await guardOn(a.jobDocuments, 'run-a');
+    const guardB = await guardOn(b.jobDocuments, 'run-b');
+
+    const results = await Promise.all([
+      a.ledger.claim('run-a', {}, guardA),
+      b.ledger.claim('run-b', {}, guardB),
+    ]);
+
+    const states = results.map((r) => r.state).sort();
+    assert.deepEqual(states, ['claimed', 'guard_changed']);
+    const winner = results[0]?.state === 'claimed' ? 'run-a' : 'run-b';
+    const loser = winner === 'run-a' ? 'run-b' : 'run-a';
+    assert.equal((await storedRecord(`${a.collection}_jobs`, 'lock')).holder, winner);
+    assert.equal((await storedRecord(a.collection, winner)).status, 'in_progress');
+    assert.equal(await storedRecord(a.collection, loser).catch(() => undefined), undefined);
+  });
+
+  it('a takeover guarded on a lock that changed since its read writes neither the record nor the lock', async () => {
+    const { ledger, collection, jobDocuments } = newLedger();
+    const crashed = newLedger({ collection });
+    claimOf(await crashed.ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    await jobDocuments.create('lock', 'test lock', { holder: 'run-1' });
+    const stale = await guardOn(jobDocuments, 'run-1');
+    await firestore.collection(`${collection}_jobs`).doc('lock').update({ holder: 'run-2' });
+    const before = await storedRecord(collection, 'run-1');
+
+    const result = await ledger.claim('run-1', {}, stale);
+
+    assert.equal(result.state, 'guard_changed');
+    assert.deepEqual(await storedRecord(collection, 'run-1'), before);
+    assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-2');
+  });
+
+  it('a guard on an absent document lands only while it is absent', async () => {
+    const { ledger, jobDocuments, collection } = newLedger();
+    const absent = await guardOn(jobDocuments, 'run-1');
+    await jobDocuments.create('lock', 'test lock', { holder: 'someone' });
+
+    const result = await ledger.claim('run-1', {}, absent);
+
+    assert.equal(result.state, 'guard_changed');
+    assert.equal(await storedRecord(collection, 'run-1').catch(() => undefined), undefined);
   });
 });

@@ -6,12 +6,22 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import type { JobContext } from '../src/core/job-context.ts';
-import { computeRunId } from '../src/core/run-key.ts';
+import { RunDocuments } from '../src/core/run-documents.ts';
+import { computeRunId, scopeId } from '../src/core/run-key.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
-import { forcedRunId, readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { forcedRunId, RunHistory, readHistory, slotRunId } from '../src/policy/run-history.ts';
 import { forcedRunToleranceMs } from '../src/policy/schedule-time.ts';
-import { schedulerHeaders, serveJobs, storedRecord, until } from './helpers.ts';
+import {
+  documents,
+  firestore,
+  freshCollection,
+  schedulerHeaders,
+  serveJobs,
+  storedRecord,
+  until,
+} from './helpers.ts';
 
 const T = '2026-10-16T12:00:00Z';
 const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
@@ -637,5 +647,314 @@ describe('overlap by the job: the lock holds across slots without records', () =
       await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap').catch(() => undefined),
       undefined,
     );
+  });
+});
+
+describe('overlap where it meets other features (issue 25)', () => {
+  /** A minute slot two hours ago, and the slots after it, as RFC 3339: relative to the clock. */
+  const base = Math.floor((Date.now() - 2 * 3_600_000) / 60_000) * 60_000;
+  const slotAt = (minutes: number) =>
+    new Date(base + minutes * 60_000).toISOString().replace('.000Z', 'Z');
+  const minute = (iso: string) => (Date.parse(iso) - base) / 60_000;
+  const deliver = (minutes: number, extra: Record<string, string> = {}) => ({
+    ...schedulerHeaders('every-minute', slotAt(minutes)),
+    ...extra,
+  });
+
+  /** A `skip`/`wait` job every minute whose gated minutes run until released. */
+  function gatedJob(overlap: 'skip' | 'wait', gated: readonly number[]) {
+    const gates = new Map<number, () => void>();
+    const { jobs, calls } = counted(
+      { id: 'every-minute', schedule: '* * * * *', overlap },
+      (ctx) => {
+        const m = minute(ctx.scheduleTime.toISOString());
+        if (!gated.includes(m)) return;
+        return new Promise<void>((resolve) => gates.set(m, resolve));
+      },
+    );
+    const ran = () => calls.map((c) => minute(c.scheduleTime.toISOString()));
+    return { jobs, calls, ran, release: (m: number) => gates.get(m)?.() };
+  }
+
+  /**
+   * The run history of `collection`, whose batched read that `pauses` (by the run ids asked) holds
+   * its answer, as read, until released: the read is stale by the time the handler acts on it.
+   */
+  function pausedHistory(collection: string, pauses: (ids: readonly string[]) => boolean) {
+    const real = new RunHistory(
+      new RunDocuments(firestore, { collection, retentionMs: 31_536_000_000, timeoutMs: 10_000 }),
+    );
+    let reached = false;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const history = {
+      getMany: async (ids: readonly string[]) => {
+        const read = await real.getMany(ids);
+        if (!reached && pauses(ids)) {
+          reached = true;
+          await held;
+        }
+        return read;
+      },
+      reportMissed: real.reportMissed.bind(real),
+      markReported: real.markReported.bind(real),
+      recordSkipped: real.recordSkipped.bind(real),
+    };
+    return { history, reached: () => reached, release: () => release() };
+  }
+
+  /** What a SIGKILLed instance leaves: its run's record in progress with a lapsed lease, and the lock naming it. */
+  async function crashedHolder(collection: string, runId: string, scheduleTime: string) {
+    const lapsed = Timestamp.fromMillis(Date.now() - 120_000);
+    await firestore
+      .collection(collection)
+      .doc(runId)
+      .create({
+        status: 'in_progress',
+        attempt_id: 'killed-attempt',
+        leased_at: lapsed,
+        lease_ms: 60_000,
+        claimed_at: lapsed,
+        first_claimed_at: lapsed,
+        attempts: 1,
+        job_name: 'every-minute',
+        schedule_time: Timestamp.fromDate(new Date(scheduleTime)),
+        expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
+      });
+    await firestore
+      .collection(`${collection}_jobs`)
+      .doc('every-minute~overlap')
+      .create({
+        holder_run_id: runId,
+        job_name: 'every-minute',
+        expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
+      });
+  }
+  const runIdOf = (minutes: number) =>
+    computeRunId({ jobName: 'every-minute', scheduleTime: slotAt(minutes), scope: [] });
+
+  it('the lock is per key scope: scope B runs its slots while scope A runs the same job (skip)', async () => {
+    const { jobs, calls, release } = gatedJob('skip', [0]);
+    const staging = serveJobs(jobs, { env: { RUN_KEY_SCOPE: 'staging' } });
+    const production = serveJobs(jobs, {
+      collection: staging.collection,
+      env: { RUN_KEY_SCOPE: 'production' },
+    });
+    const running = staging.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const next = await production.request.post('/').set(deliver(1));
+    const after = await production.request.post('/').set(deliver(2));
+    const stagingNext = await staging.request.post('/').set(deliver(1));
+    release(0);
+    await running;
+
+    assert.deepEqual(
+      [next, after, stagingNext].map((r) => [r.status, r.body.outcome]),
+      [
+        [200, 'processed'],
+        [200, 'processed'],
+        [200, 'skipped'],
+      ],
+    );
+    const locks = await documents(`${staging.collection}_jobs`);
+    assert.deepEqual(
+      [...locks.keys()].filter((id) => id.startsWith('every-minute~overlap')).sort(),
+      [
+        `every-minute~overlap~${scopeId([['config', 'production']])}`,
+        `every-minute~overlap~${scopeId([['config', 'staging']])}`,
+      ].sort(),
+    );
+    assert.equal(
+      (await storedRecord(staging.collection, next.body.runId)).key_scope,
+      scopeId([['config', 'production']]),
+    );
+  });
+
+  it('after a crash, the holder’s retry and the next slot never both run: the next slot read the lock first', async () => {
+    const { jobs, ran, release } = gatedJob('skip', [0]);
+    const collection = freshCollection();
+    await crashedHolder(collection, runIdOf(0), slotAt(0));
+    const paused = pausedHistory(collection, (ids) => ids.includes(runIdOf(0)));
+    const retrying = serveJobs(jobs, { collection });
+    const next = serveJobs(jobs, { collection, history: paused.history });
+
+    // The next slot reads the lock and the holder's lapsed record, then stalls before its write.
+    const nextSlot = next.request
+      .post('/')
+      .set(deliver(1))
+      .then((r) => r);
+    await until(() => paused.reached());
+    const retry = retrying.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => ran().length === 1);
+    paused.release();
+    const blocked = await nextSlot;
+    release(0);
+    const done = await retry;
+
+    assert.equal(done.body.outcome, 'processed');
+    assert.deepEqual([blocked.status, blocked.body.outcome], [200, 'skipped']);
+    assert.deepEqual(ran(), [0]);
+  });
+
+  it('after a crash, the holder’s retry and the next slot never both run: the retry read the lock first', async () => {
+    const { jobs, ran, release } = gatedJob('wait', [1]);
+    const collection = freshCollection();
+    await crashedHolder(collection, runIdOf(0), slotAt(0));
+    // The retry's batched read (its previous slot's record) stalls after the lock was read.
+    const paused = pausedHistory(collection, (ids) => ids.includes(runIdOf(-1)));
+    const retrying = serveJobs(jobs, { collection, history: paused.history });
+    const next = serveJobs(jobs, { collection });
+
+    const retry = retrying.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => paused.reached());
+    const nextSlot = next.request
+      .post('/')
+      .set(deliver(1))
+      .then((r) => r);
+    await until(() => ran().length === 1);
+    paused.release();
+    const blocked = await retry;
+    release(1);
+    const done = await nextSlot;
+
+    assert.equal(done.body.outcome, 'processed');
+    assert.deepEqual([blocked.status, blocked.body.outcome], [409, 'waiting']);
+    assert.deepEqual(ran(), [1]);
+  });
+
+  it('skip holds against manual and forced runs; a manual run with allow-overlap runs beside', async () => {
+    const { jobs, calls, ran, release } = gatedJob('skip', [0]);
+    // Firestore's time as the driven clock has it: 50 s before slot 10, so slot 10 is a forced run.
+    const clock = async () => new Date(Date.parse(slotAt(10)) - 50_000);
+    const fn = serveJobs(jobs, {}, { clock });
+    const running = fn.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const manual = await fn.request.post('/').set(deliver(9, trigger('manual')));
+    const forced = await fn.request.post('/').set(deliver(10));
+    const rerunAllowed = await fn.request
+      .post('/')
+      .set(deliver(9, { ...trigger('manual'), 'X-Run-Once-Allow-Overlap': 'true' }));
+    release(0);
+    await running;
+
+    assert.deepEqual([manual.status, manual.body.outcome], [409, 'waiting']);
+    assert.match(manual.body.message, /^Manual run not run: .*--allow-overlap/);
+    assert.equal(
+      await storedRecord(fn.collection, manual.body.runId).catch(() => undefined),
+      undefined,
+    );
+    assert.deepEqual([forced.status, forced.body.outcome], [200, 'skipped']);
+    const skipped = await storedRecord(fn.collection, forced.body.runId);
+    assert.deepEqual([skipped.status, skipped.run_kind], ['skipped', 'forced']);
+    assert.equal(rerunAllowed.body.outcome, 'processed');
+    assert.deepEqual(ran(), [0, 9]);
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['slot', 'manual'],
+    );
+  });
+
+  it('skip holds against a re-run of a finished slot, unless it asks to overlap', async () => {
+    const { jobs, calls, ran, release } = gatedJob('skip', [0]);
+    const fn = serveJobs(jobs);
+    const finished = await fn.request.post('/').set(deliver(-5));
+    const running = fn.request
+      .post('/')
+      .set(deliver(0))
+      .then((r) => r);
+    await until(() => calls.length === 2);
+
+    const rerun = await fn.request.post('/').set(deliver(-5, trigger('rerun')));
+    const allowed = await fn.request
+      .post('/')
+      .set(deliver(-5, { ...trigger('rerun'), 'X-Run-Once-Allow-Overlap': 'true' }));
+    release(0);
+    await running;
+
+    assert.equal(finished.body.outcome, 'processed');
+    assert.deepEqual([rerun.status, rerun.body.outcome], [409, 'waiting']);
+    assert.match(rerun.body.message, /^Re-run not run: /);
+    assert.equal(allowed.body.outcome, 'processed');
+    assert.deepEqual(ran(), [-5, 0, -5]);
+  });
+
+  it('wait holds against a manual run: 409, nothing recorded', async () => {
+    const { jobs, calls, ran, release } = gatedJob('wait', [3]);
+    const fn = serveJobs(jobs);
+    const running = fn.request
+      .post('/')
+      .set(deliver(3))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const manual = await fn.request.post('/').set(deliver(5, trigger('manual')));
+    release(3);
+    await running;
+    const later = await fn.request.post('/').set(deliver(5, trigger('manual')));
+
+    assert.deepEqual([manual.status, manual.body.outcome], [409, 'waiting']);
+    assert.equal(later.body.outcome, 'processed');
+    assert.deepEqual(ran(), [3, 5]);
+  });
+
+  it('a backfilled slot blocked under skip is answered 409 with no record, so it stays missed', async () => {
+    const { jobs, calls, ran, release } = gatedJob('skip', [7]);
+    const fn = serveJobs(jobs);
+    const running = fn.request
+      .post('/')
+      .set(deliver(7))
+      .then((r) => r);
+    await until(() => calls.length === 1);
+
+    const backfill = { 'X-Run-Once-Backfill': 'true' };
+    const blocked = await fn.request.post('/').set(deliver(4, backfill));
+    release(7);
+    await running;
+    const again = await fn.request.post('/').set(deliver(4, backfill));
+
+    assert.deepEqual([blocked.status, blocked.body.outcome], [409, 'waiting']);
+    assert.match(blocked.body.message, /the slot stays missed/);
+    assert.equal(again.body.outcome, 'processed');
+    assert.deepEqual(ran(), [7, 4]);
+  });
+
+  it('a holder record with a lease from the future never makes later slots vanish: each answers 500 naming it', async () => {
+    const { jobs, calls } = gatedJob('skip', []);
+    const collection = freshCollection();
+    await crashedHolder(collection, runIdOf(0), slotAt(0));
+    const threeDaysAhead = Timestamp.fromMillis(Date.now() + 3 * 86_400_000);
+    await firestore.collection(collection).doc(runIdOf(0)).update({ leased_at: threeDaysAhead });
+    const fn = serveJobs(jobs, { collection });
+
+    const own = await fn.request.post('/').set(deliver(0));
+    const later = [];
+    for (const m of [1, 2, 3]) later.push(await fn.request.post('/').set(deliver(m)));
+
+    assert.deepEqual([own.status, own.body.outcome], [500, 'unreadable_record']);
+    for (const res of later) {
+      assert.deepEqual([res.status, res.body.outcome], [500, 'unreadable_record']);
+      assert.ok(res.body.message.includes(runIdOf(0)), 'the answer names the holder record');
+      assert.equal(
+        await storedRecord(collection, res.body.runId).catch(() => undefined),
+        undefined,
+      );
+    }
+    assert.equal(calls.length, 0);
   });
 });

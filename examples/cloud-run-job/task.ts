@@ -60,6 +60,7 @@ export const EXIT_CODE_BY_OUTCOME = {
   failed: 1,
   unavailable: 1,
   unreadable_record: 1,
+  guard_changed: 1, // only for a claim with a guarded write; this task passes none
 } as const satisfies Record<OutcomeName, 0 | 1>;
 
 /** A run id as the proxy computes it: SHA-256, 64 lowercase hex (`src/run-key.ts`). */

@@ -7,7 +7,8 @@
  * `create()` (fails if the document exists); a takeover, extension, completion or release is a
  * write with a `lastUpdateTime` precondition, so it lands only if nobody wrote the document since
  * we last did. The update time of our own last write is the fencing token: a zombie attempt whose
- * lease was taken over holds an old token and every one of its writes fails.
+ * lease was taken over holds an old token and every one of its writes fails. A claim given a
+ * guarded write (`claim`'s `guard`) commits both in one atomic batch.
  */
 
 import { randomUUID } from 'node:crypto';
@@ -20,7 +21,7 @@ import {
   noteProblem,
   notesBoundProblem,
 } from './notes.ts';
-import { RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
+import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
 import {
   claimDecision,
   claimDocument,
@@ -74,10 +75,13 @@ export interface Holder {
 
 /**
  * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable`
- * is a document this version cannot read, which is never overwritten.
+ * is a document this version cannot read, which is never overwritten; `guard_changed`: the
+ * claim's guarded write found its document changed since the caller read it, so nothing was
+ * written (the caller judges afresh and claims again).
  */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
+  | { readonly state: 'guard_changed' }
   | { readonly state: 'completed'; readonly record: RunRecord }
   | { readonly state: 'in_progress'; readonly holder: Holder | undefined }
   | { readonly state: 'unreadable'; readonly record: UnreadableRecord };
@@ -93,8 +97,13 @@ export type FenceResult = 'recorded' | 'lease_lost';
  * project's {@link RunLedger} implements it; the bench's baselines implement it too.
  */
 export interface Ledger {
-  /** Claims `runId` for a fresh attempt, or says why not. @throws {LedgerUnavailableError} */
-  claim(runId: string, details?: RunDetails): Promise<ClaimResult>;
+  /**
+   * Claims `runId` for a fresh attempt, or says why not; with `guard`, the claim's write and the
+   * guarded write commit together or not at all (`guard_changed`). An implementation that cannot
+   * commit a guard must throw when given one, never claim without it (the overlap policy relies
+   * on it). @throws {LedgerUnavailableError}
+   */
+  claim(runId: string, details?: RunDetails, guard?: GuardedWrite): Promise<ClaimResult>;
   /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
@@ -182,6 +191,14 @@ export class RunLedger implements Ledger {
    * `UNAVAILABLE`; the retry of a landed `create()` answers `ALREADY_EXISTS`): the run is claimed,
    * fenced on that read's update time.
    *
+   * With `guard`, the claim's write (the `create()` or the takeover) and the guarded write are one
+   * atomic batch: **a claim lands only if its guarded document is still at the update time the
+   * caller read**, and both land or neither does. So of two claims guarded on the same version of
+   * one document (two runs judged free by one read of an overlap lock), at most one lands; the
+   * other gets `guard_changed` with nothing written. The core gives the guard no meaning: the
+   * overlap policy (`policy/overlap.ts`) relies on this invariant, and nothing else here does.
+   * Without a guard, a claim costs exactly the writes above (a processed run: two in all).
+   *
    * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
    * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
    * `in_progress` without a Firestore call, whatever the lease says: an instance never takes over
@@ -189,12 +206,13 @@ export class RunLedger implements Ledger {
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
    * @param details - descriptive fields stored with the record.
+   * @param guard - a write to commit atomically with the claim, on its own precondition.
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
    * @example
    * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
    */
-  async claim(runId: string, details: RunDetails = {}): Promise<ClaimResult> {
+  async claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
     const held = this.#held.get(runId);
     if (held !== undefined) return { state: 'in_progress', holder: held };
     const pending = this.#claiming.get(runId);
@@ -202,7 +220,7 @@ export class RunLedger implements Ledger {
       const result = await pending;
       return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
     }
-    const claiming = this.#claimInFirestore(runId, details);
+    const claiming = this.#claimInFirestore(runId, details, guard);
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
@@ -213,7 +231,11 @@ export class RunLedger implements Ledger {
     }
   }
 
-  async #claimInFirestore(runId: string, details: RunDetails): Promise<ClaimResult> {
+  async #claimInFirestore(
+    runId: string,
+    details: RunDetails,
+    guard: GuardedWrite | undefined,
+  ): Promise<ClaimResult> {
     const documents = this.#documents;
     const leaseMs = this.#leaseMs;
     let holder: Holder | undefined;
@@ -222,11 +244,12 @@ export class RunLedger implements Ledger {
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const created = await documents.create(
-        runId,
-        'claim',
-        claimDocument(attemptId, leaseMs, documents.expireAt(), details),
-      );
+      const document = claimDocument(attemptId, leaseMs, documents.expireAt(), details);
+      const created =
+        guard === undefined
+          ? await documents.create(runId, 'claim', document)
+          : await documents.create(runId, 'claim', document, guard);
+      if (created === 'guard_changed') return { state: 'guard_changed' };
       if (created !== 'exists') {
         return this.#claimed(runId, attemptId, created, undefined);
       }
@@ -260,7 +283,11 @@ export class RunLedger implements Ledger {
             previous,
           );
           replaced = previous;
-          const taken = await documents.update(runId, 'takeover', update, read.updateTime);
+          const taken =
+            guard === undefined
+              ? await documents.update(runId, 'takeover', update, read.updateTime)
+              : await documents.update(runId, 'takeover', update, read.updateTime, guard);
+          if (taken === 'guard_changed') return { state: 'guard_changed' };
           if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
         }
       }

@@ -7,6 +7,8 @@
  * Writes are single atomic operations with a precondition, never transactions: a `create()` fails
  * if the document exists; an `update()` fenced on a `lastUpdateTime` lands only if nobody wrote
  * the document since that time. The update time of a writer's own last write is its fencing token.
+ * A claim may carry a {@link GuardedWrite}: then its write and the guarded one are one atomic
+ * batch, each on its own precondition, both or neither.
  */
 import {
   type DocumentData,
@@ -14,6 +16,8 @@ import {
   type Firestore,
   type Query,
   Timestamp,
+  type WriteBatch,
+  type WriteResult,
 } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
 import { runRecordConverter, type StoredRecord } from './run-record.ts';
@@ -39,6 +43,23 @@ export interface BatchRead {
   readonly updateTimes: ReadonlyMap<string, Timestamp>;
   /** Firestore's time of the (last) read. */
   readonly readTime: Date;
+}
+
+/**
+ * A write to commit in the same atomic batch as a run record's claim, guarded by its own
+ * precondition: "also write document `id` of `documents`, which must still be at `token` (absent
+ * when `token` is undefined)". The core gives it no meaning; a policy uses it for a document that
+ * must change together with the claim or not at all (the overlap lock, `policy/overlap.ts`).
+ */
+export interface GuardedWrite {
+  /** The collection of the guarded document: a `RunDocuments` on the same Firestore client. */
+  readonly documents: RunDocuments;
+  readonly id: string;
+  /** What the write is, for error messages (`overlap lock`). */
+  readonly what: string;
+  readonly data: DocumentData;
+  /** The document's update time as read: the write lands only if it is unchanged; `undefined`: it must be absent. */
+  readonly token: Timestamp | undefined;
 }
 
 /** Where the run documents live and how long to wait, durations in ms. */
@@ -189,29 +210,47 @@ export class RunDocuments {
   }
 
   /**
-   * Creates a run document if none exists.
+   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write,
+   * so both land or neither does.
    *
-   * @returns the write's time (Firestore's), or `exists` if a document was there first.
+   * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
+   *   `guard`) `guard_changed` if the guarded document was not at its token: nothing was written.
    * @throws {LedgerUnavailableError} for any other failure.
    */
-  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
+  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
+  async create(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    guard: GuardedWrite,
+  ): Promise<Timestamp | 'exists' | 'guard_changed'>;
+  async create(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    guard?: GuardedWrite,
+  ): Promise<Timestamp | 'exists' | 'guard_changed'> {
     try {
-      const result = await this.#call(what, () => this.#ref(runId).create(data), [
-        Code.ALREADY_EXISTS,
-      ]);
+      const result =
+        guard === undefined
+          ? await this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS])
+          : await this.#commitGuarded(what, guard, (batch) => batch.create(this.#ref(runId), data));
       this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
-      if (err instanceof WriteConflict) return 'exists';
-      throw err;
+      if (!(err instanceof WriteConflict)) throw err;
+      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
+      return 'exists';
     }
   }
 
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
+   * Updates a run document if nobody wrote it since `token` (its update time as last seen); with
+   * `guard`, in one atomic batch with the guarded write, so both land or neither does.
    *
-   * @returns the write's time (the new fencing token), or `changed` if the document changed or
-   *   was deleted since `token`.
+   * @returns the write's time (the new fencing token), `changed` if the document changed or was
+   *   deleted since `token`, or (with `guard`) `guard_changed` if the guarded document was not at
+   *   its token: nothing was written.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -219,20 +258,75 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp,
-  ): Promise<Timestamp | 'changed'> {
+  ): Promise<Timestamp | 'changed'>;
+  async update(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp,
+    guard: GuardedWrite,
+  ): Promise<Timestamp | 'changed' | 'guard_changed'>;
+  async update(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp,
+    guard?: GuardedWrite,
+  ): Promise<Timestamp | 'changed' | 'guard_changed'> {
     try {
       // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-      const result = await this.#call(
-        what,
-        () => this.#ref(runId).update(data, { lastUpdateTime: token }),
-        [Code.FAILED_PRECONDITION, Code.NOT_FOUND],
-      );
+      const result =
+        guard === undefined
+          ? await this.#call(what, () => this.#ref(runId).update(data, { lastUpdateTime: token }), [
+              Code.FAILED_PRECONDITION,
+              Code.NOT_FOUND,
+            ])
+          : await this.#commitGuarded(what, guard, (batch) =>
+              batch.update(this.#ref(runId), data, { lastUpdateTime: token }),
+            );
       this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
-      if (err instanceof WriteConflict) return 'changed';
-      throw err;
+      if (!(err instanceof WriteConflict)) throw err;
+      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
+      return 'changed';
     }
+  }
+
+  /**
+   * Commits the run document's write (added by `add`) and the guarded write in one batch: every
+   * precondition failure (the run document's or the guard's) is a {@link WriteConflict}.
+   *
+   * @returns the run document's write result (the first of the batch: one commit time for both).
+   */
+  async #commitGuarded(
+    what: string,
+    guard: GuardedWrite,
+    add: (batch: WriteBatch) => void,
+  ): Promise<WriteResult> {
+    const other = guard.documents;
+    if (other.#db !== this.#db) {
+      throw new Error('a guarded write must use the same Firestore client as the run documents');
+    }
+    const results = await this.#call(`${what} with the ${guard.what}`, () => {
+      const batch = this.#db.batch();
+      add(batch);
+      const ref = other.#ref(guard.id);
+      if (guard.token === undefined) batch.create(ref, guard.data);
+      else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
+      return batch.commit();
+    }, [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
+    return results[0] as WriteResult;
+  }
+
+  /**
+   * After a guarded batch failed its preconditions: whether the guarded document is no longer at
+   * its token (then it was the guard that failed, or may have been: the caller judges afresh).
+   */
+  async #guardChanged(guard: GuardedWrite): Promise<boolean> {
+    const { updateTime } = await guard.documents.readData(guard.id);
+    if (guard.token === undefined) return updateTime !== undefined;
+    return updateTime === undefined || !updateTime.isEqual(guard.token);
   }
 
   /**

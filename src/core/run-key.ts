@@ -67,3 +67,16 @@ export function computeTriggerRunId(run: TriggerName): string {
   const encoded = JSON.stringify([KEY_VERSION, run.scope, run.jobName, ['trigger', run.triggerId]]);
   return createHash('sha256').update(encoded, 'utf8').digest('hex');
 }
+
+/**
+ * A short id of a key scope, for the ids of per-job documents and the `key_scope` field of a run
+ * record: `''` for the empty scope, else the first 16 hex digits of the SHA-256 of its JSON (the
+ * same encoding as the run id's, so two scopes never share one by accident of separators).
+ *
+ * @example scopeId([]) // ''
+ * @example scopeId([['config', 'prod']]) // 16 hex digits
+ */
+export function scopeId(scope: Scope): string {
+  if (scope.length === 0) return '';
+  return createHash('sha256').update(JSON.stringify(scope), 'utf8').digest('hex').slice(0, 16);
+}

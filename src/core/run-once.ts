@@ -14,6 +14,7 @@ import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
 import type { NoteValue } from './notes.ts';
+import type { GuardedWrite } from './run-documents.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it. */
@@ -74,7 +75,9 @@ export type RunOutcome =
       readonly release: FenceResult | 'unrecorded';
       readonly leaseLoss?: LeaseLossCause;
     }
-  | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError };
+  | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError }
+  /** The claim's guarded write (`RunOnceOptions.guard`) found its document changed: nothing ran or was written. */
+  | { readonly outcome: 'guard_changed' };
 
 /** The name of every run outcome. */
 export type OutcomeName = RunOutcome['outcome'];
@@ -83,6 +86,11 @@ export type OutcomeName = RunOutcome['outcome'];
 export interface RunOnceOptions {
   /** Descriptive fields stored with the run record. */
   readonly details?: RunDetails;
+  /**
+   * A write committed atomically with the claim, on its own precondition (`Ledger.claim`): the work
+   * runs only if both landed; `guard_changed` if the guarded document changed first.
+   */
+  readonly guard?: GuardedWrite;
   /** Where lost leases, unrecorded writes and jobs that ignore their abort are reported. */
   readonly logger: Logger;
   /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
@@ -135,7 +143,7 @@ export async function runOnce(
   const { logger } = options;
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, options.details);
+    claimed = await ledger.claim(runId, options.details, options.guard);
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
@@ -147,6 +155,8 @@ export async function runOnce(
       return { outcome: 'in_progress', holder: claimed.holder };
     case 'unreadable':
       return { outcome: 'unreadable_record', record: claimed.record };
+    case 'guard_changed':
+      return { outcome: 'guard_changed' };
     case 'claimed':
       break;
   }

@@ -26,7 +26,9 @@
  * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
  * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
  * instance's clock enters a lease, so a skewed instance can neither write an expired lease nor a
- * too long one.
+ * too long one; a lease that ends more than `MAX_LEASE_MS` after "now" was never written by this
+ * code and is unreadable wherever a lease is judged (`judgedAt`). Each record names its key scope
+ * (`key_scope`), so one scope's history never lists another's.
  */
 import {
   type DocumentData,
@@ -100,6 +102,11 @@ export const Field = {
   blockedBy: 'blocked_by',
   /** What the job noted about its run (`ctx.note`), by name: e.g. the execution a proxy launched. */
   notes: 'notes',
+  /**
+   * The key scope the run belongs to (`scopeId` of `run-key.ts`: `''` for none), so the history of
+   * one scope never lists or judges another's records; absent on records of earlier versions.
+   */
+  keyScope: 'key_scope',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
 } as const;
@@ -134,6 +141,8 @@ export interface RunRecord {
   readonly blockedBy: string | undefined;
   /** What the job noted about its run (`ctx.note`), by name. */
   readonly notes: Readonly<Record<string, NoteValue>>;
+  /** The key scope's id (`scopeId`); `undefined` on a record of an earlier version (any scope). */
+  readonly keyScope: string | undefined;
 }
 
 /**
@@ -171,6 +180,8 @@ export interface RunDetails {
   readonly kind?: RunKind;
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf?: string;
+  /** The key scope's id (`scopeId` of `run-key.ts`, `''` for none), stored as `key_scope`. */
+  readonly keyScope?: string;
 }
 
 function dateOf(value: unknown): Date | undefined {
@@ -221,6 +232,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const rerunOf = data[Field.rerunOf];
     const blockedBy = data[Field.blockedBy];
     const notes = data[Field.notes];
+    const keyScope = data[Field.keyScope];
     const claimedAt = dateOf(data[Field.claimedAt]);
     if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
@@ -243,6 +255,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
         typeof notes === 'object' && notes !== null && !Array.isArray(notes)
           ? (notes as Record<string, NoteValue>)
           : {},
+      keyScope: typeof keyScope === 'string' ? keyScope : undefined,
     };
     if (
       status === RunStatus.Completed ||
@@ -302,12 +315,35 @@ export function isRetryable(record: StoredRecord): boolean {
   return record.status === RunStatus.Failed || record.status === RunStatus.Missed;
 }
 
-/** An attempt holds the run and its lease has not lapsed at server time `now`. */
-export function isLeaseLive(record: StoredRecord, now: Date): boolean {
-  return (
+/**
+ * The record as judged at server time `now`: an `in_progress` record whose lease ends more than
+ * {@link MAX_LEASE_MS} after `now` is unreadable. Only a `leased_at` later than Firestore's now
+ * gives a lease end that far ahead, and this code never writes one (`leased_at` is a server
+ * timestamp). The one rule for a lease from the future: the claim, the overlap policy, the run
+ * history and missed-run detection all read records through it (or through
+ * {@link isLeaseLive}, which uses it), so such a record never counts as a live lease anywhere.
+ */
+export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
+  if (
     record.status === RunStatus.InProgress &&
     record.leaseExpires !== undefined &&
-    record.leaseExpires.getTime() > now.getTime()
+    record.leaseExpires.getTime() - now.getTime() > MAX_LEASE_MS
+  ) {
+    return unreadable(Field.leasedAt, "is later than Firestore's time now");
+  }
+  return record;
+}
+
+/**
+ * An attempt holds the run and its lease has not lapsed at server time `now`. False for a record
+ * {@link judgedAt} finds unreadable: a caller that must not treat it as free checks that first.
+ */
+export function isLeaseLive(record: StoredRecord, now: Date): boolean {
+  const judged = judgedAt(record, now);
+  return (
+    judged.status === RunStatus.InProgress &&
+    judged.leaseExpires !== undefined &&
+    judged.leaseExpires.getTime() > now.getTime()
   );
 }
 
@@ -315,21 +351,11 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
  * Decides a claim from the record read and the read's server time. A finished run is never taken
  * over: a re-run is a record of its own (`run_kind: rerun`).
  */
-export function claimDecision(record: StoredRecord | undefined, now: Date): ClaimDecision {
-  if (isAbsent(record)) return { decision: 'absent' };
+export function claimDecision(stored: StoredRecord | undefined, now: Date): ClaimDecision {
+  if (isAbsent(stored)) return { decision: 'absent' };
+  const record = judgedAt(stored, now);
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
-  if (
-    record.status === RunStatus.InProgress &&
-    record.leaseExpires !== undefined &&
-    record.leaseExpires.getTime() - now.getTime() > MAX_LEASE_MS
-  ) {
-    // Only a leased_at later than Firestore's now gives a lease end this far ahead: not ours.
-    return {
-      decision: 'unreadable',
-      record: unreadable(Field.leasedAt, "is later than Firestore's time now"),
-    };
-  }
   if (isRetryable(record) || !isLeaseLive(record, now)) {
     return { decision: 'take_over', record };
   }
@@ -351,6 +377,7 @@ function detailFields(details: RunDetails): DocumentData {
   if (details.kind !== undefined && details.kind !== RunKind.Slot)
     fields[Field.kind] = details.kind;
   if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
+  if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
   }

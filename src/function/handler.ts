@@ -13,12 +13,12 @@ import {
 } from '../core/errors.ts';
 import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
-import type { RunDocuments } from '../core/run-documents.ts';
+import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
-import { takeOverlapLock } from '../policy/overlap.ts';
+import { checkOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { retryWindowMs } from '../policy/retry-policy.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
@@ -114,7 +114,10 @@ function isAnswer(value: object | undefined): value is Answer {
 }
 
 /** The message and extra log fields of a run outcome. */
-function describe(result: RunOutcome, exposeErrors: boolean): { message: string; fields: object } {
+function describe(
+  result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
+  exposeErrors: boolean,
+): { message: string; fields: object } {
   const detail = (error: unknown) => (exposeErrors ? ` (${describeThrown(error)})` : '');
   switch (result.outcome) {
     case 'processed': {
@@ -229,58 +232,93 @@ async function rerunAnswer(deps: HandlerDeps, delivery: Delivery, known: Known) 
   return answer;
 }
 
+/** How a run the overlap policy blocks is named in its answer. */
+const BLOCKED_NOTES = {
+  slot: 'Not run',
+  forced: 'Forced run not run',
+  manual: 'Manual run not run',
+  rerun: 'Re-run not run',
+} as const;
+
 /**
- * The overlap policy's answer for a slot while another run of its job holds the job's overlap lock
- * (`policy/overlap.ts`): `skipped` (recorded, 200) or `waiting` (409, nothing written);
- * `undefined` when the slot took the lock and runs as usual.
+ * The overlap step (`policy/overlap.ts`) for a job with `skip` or `wait`: the lock write to commit
+ * with the claim when no other run holds the job's lock (`{ guard }`), or the answer while one
+ * does, by the job's policy and the run's kind:
+ * - `wait`: 409 `waiting`, nothing written (Scheduler retries).
+ * - `skip`, a slot's or forced run: recorded `skipped` (final, 200), naming the holder.
+ * - `skip`, a backfilled slot: 409 `waiting`, nothing written: the slot stays missed, and the
+ *   backfill says it was not run.
+ * - `skip`, a manual run or re-run: 409 `waiting`, nothing written: the person who asked sees it
+ *   was not run (`npm run trigger` exits 1) and may ask again, or with `--allow-overlap`.
+ * - the holder's record cannot be read: 500 `unreadable_record` naming it; nothing written.
+ * `{}` for `allow` (no lock: no read, no write).
  *
  * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
  */
-async function overlapRefusal(
+async function overlapStep(
   deps: HandlerDeps,
   delivery: Delivery,
   known: Known,
-): Promise<Answer | undefined> {
+): Promise<Answer | { guard?: GuardedWrite }> {
   const { job, run, plan } = delivery;
   const { history } = deps;
-  if (plan.overlap === 'allow') return undefined;
-  const blockedBy = await takeOverlapLock(
+  if (plan.overlap === 'allow') return {};
+  const checked = await checkOverlap(
     { history, jobDocuments: deps.jobDocuments, leaseMs: deps.config.leaseMs },
     job,
     plan.runId,
     new Date(run.scheduleTime),
     run.scope,
   );
-  if (blockedBy === undefined) return undefined;
+  if (checked.state === 'free') return { guard: checked.guard };
+  const blockedBy = checked.by;
   const fields = { ...known.fields, blockedBy };
-  if (plan.overlap === 'wait') {
+  if (checked.state === 'unreadable') {
+    const { field, problem } = checked.record;
+    return {
+      ...known,
+      outcome: 'unreadable_record',
+      message:
+        `${BLOCKED_NOTES[plan.kind]}: the run holding ${job.id}'s overlap lock, ${blockedBy}, has a record this version cannot read ` +
+        `(field ${field} ${problem}), so whether it still runs is unknown (overlap policy "${plan.overlap}"); nothing was recorded. ` +
+        `Repair that record: if no attempt of run ${blockedBy} is running, delete it, or set its status to "completed" if it is done; then retry.`,
+      fields: { ...fields, field, problem },
+    };
+  }
+  const byHand = plan.kind === 'manual' || plan.kind === 'rerun';
+  if (plan.overlap === 'wait' || byHand || run.backfill === true) {
+    const then = byHand
+      ? 'run it again once that run ends, or with --allow-overlap to run it beside it'
+      : run.backfill === true
+        ? 'the slot stays missed: backfill it again once that run ends'
+        : 'retry later';
     return {
       ...known,
       outcome: 'waiting',
-      message: `Another run of ${job.id} is still running (overlap policy "wait"); retry later.`,
+      message: `${BLOCKED_NOTES[plan.kind]}: another run of ${job.id} is still running (overlap policy "${plan.overlap}"); ${then} (nothing was recorded).`,
       fields,
     };
   }
   const recorded = await history.recordSkipped(plan.runId, plan.details, blockedBy);
   if (recorded === 'exists') {
-    // The slot has a record already (a retry of a failed attempt, a lapsed one, a reported miss).
+    // The run has a record already (a retry of a failed attempt, a lapsed one, a reported miss).
     // A finished one answers as a duplicate; any other would be taken over and run beside the
     // lock's holder, so it waits instead, as the policy `wait` does.
     const record = (await history.getMany([plan.runId])).records.get(plan.runId);
     if (record !== undefined && record.status !== 'unreadable' && isCompleted(record)) {
-      return undefined;
+      return {};
     }
     return {
       ...known,
       outcome: 'waiting',
-      message: `Another run of ${job.id} is still running (overlap policy "skip") and this slot already has a record (an earlier attempt), so it is not run beside it; retry later.`,
+      message: `Another run of ${job.id} is still running (overlap policy "skip") and this run already has a record (an earlier attempt), so it is not run beside it; retry later.`,
       fields,
     };
   }
   return {
     ...known,
     outcome: 'skipped',
-    message: `Not run: another run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
+    message: `${BLOCKED_NOTES[plan.kind]}: another run of ${job.id} is still running (overlap policy "skip"); recorded as skipped.`,
     fields,
   };
 }
@@ -494,7 +532,8 @@ async function runDelivery(
   delivery: Delivery,
   known: Known,
   requestLogger: Logger,
-): Promise<Answer> {
+  guard: GuardedWrite | undefined,
+): Promise<Answer | 'guard_changed'> {
   const { config, shutdown } = deps;
   const { run, plan } = delivery;
   const logger = requestLogger.child({
@@ -522,12 +561,14 @@ async function runDelivery(
     },
     {
       details: plan.details,
+      ...(guard === undefined ? {} : { guard }),
       logger,
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
     },
   ).finally(ended);
   await Promise.all(checks);
+  if (result.outcome === 'guard_changed') return 'guard_changed';
   const described = describe(result, config.exposeErrors);
   return {
     ...known,
@@ -575,11 +616,21 @@ async function answerDelivery(
   if (rerunRefused !== undefined) return rerunRefused;
   const standIn = await step(known, () => forcedRunAnswer(deps, delivery, known));
   if (standIn !== undefined) return standIn;
-  const refusal = await step(known, () => overlapRefusal(deps, delivery, known));
-  if (refusal !== undefined) return refusal;
-  return step(known, () =>
-    runDelivery(deps, missedRuns, delivery, known, logger),
-  ) as Promise<Answer>;
+  // Overlap, then the claim with the lock write: a lost round (another run's claim with the lock
+  // landed between our read and our claim) judges the lock afresh.
+  for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
+    const overlap = await step(known, () => overlapStep(deps, delivery, known));
+    if (isAnswer(overlap)) return overlap;
+    const answer = await step(known, () =>
+      runDelivery(deps, missedRuns, delivery, known, logger, overlap.guard),
+    );
+    if (answer !== 'guard_changed') return answer;
+  }
+  return {
+    ...known,
+    outcome: 'waiting',
+    message: `Other runs of ${job.id} took its overlap lock ${MAX_OVERLAP_ROUNDS} times while this one tried (overlap policy "${plan.overlap}"); nothing was recorded; retry later.`,
+  };
 }
 
 /**
@@ -633,7 +684,9 @@ const JOB_LEFT_ERROR =
  * the run id is computed from the short id, so both forms name the same run.
  *
  * Responses (JSON {@link ResponseBody}, statuses from {@link STATUS_BY_OUTCOME}): 200 `processed`
- * or `duplicate`; 409 `in_progress`; 400 `invalid_request` (nothing written); 401
+ * or `duplicate`, or `skipped` (overlap policy `skip`: a slot or forced run, recorded); 409
+ * `in_progress`, or `waiting` (overlap: policy `wait`, or a blocked manual run, re-run or
+ * backfilled slot; nothing recorded); 400 `invalid_request` (nothing written); 401
  * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
  * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
  * (nothing written; the declared ids are listed only with `exposeErrors`); 500 `failed` (claim

@@ -24,6 +24,18 @@ export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
  */
 export const MODE_HEADER = 'X-Run-Once-Mode';
 export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
+/**
+ * `true` on a manual run or re-run that may run beside another run of its job (`npm run trigger
+ * -- JOB --allow-overlap`): the job's overlap policy (`skip`, `wait`) is not applied to it.
+ * Refused on any other delivery: Scheduler's own runs always follow the declared policy.
+ */
+export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
+/**
+ * `true` on a slot delivered by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
+ * --slot T`): under the overlap policy `skip`, a blocked backfill answers 409 `waiting` instead of
+ * recording the slot `skipped`, so the slot stays missed. Refused on a manual run or re-run.
+ */
+export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
 export {
   type ScheduledRun,
   TRIGGER_MODES,
@@ -94,11 +106,39 @@ export function normaliseScheduleTime(value: string): string {
   );
 }
 
-/** The trigger headers of a run asked for by hand, if any; both or neither. */
-function readTrigger(req: DeliveryLike): Trigger | undefined {
+/** A `true` flag header: absent → false; `true` (any case) → true; anything else is refused. */
+function flagHeader(req: DeliveryLike, name: string): boolean {
+  const values = headerValues(req, name);
+  if (values.length === 0) return false;
+  const value = single(values, name, 'Send it as "true", or leave it out.');
+  if (value.toLowerCase() !== 'true') {
+    throw new InvalidRequestError(`${name} must be "true" when sent; leave it out otherwise.`);
+  }
+  return true;
+}
+
+/**
+ * The trigger headers of a run asked for by hand, if any (both or neither), and the delivery's
+ * flags: `X-Run-Once-Allow-Overlap` only with a trigger, `X-Run-Once-Backfill` only without.
+ */
+function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean } {
+  const allowOverlap = flagHeader(req, ALLOW_OVERLAP_HEADER);
+  const backfill = flagHeader(req, BACKFILL_HEADER);
   const modes = headerValues(req, MODE_HEADER);
   const ids = headerValues(req, TRIGGER_ID_HEADER);
-  if (modes.length === 0 && ids.length === 0) return undefined;
+  if (modes.length === 0 && ids.length === 0) {
+    if (allowOverlap) {
+      throw new InvalidRequestError(
+        `${ALLOW_OVERLAP_HEADER} applies to manual runs and re-runs only (npm run trigger -- JOB --allow-overlap); a slot's run follows the job's overlap policy.`,
+      );
+    }
+    return { backfill };
+  }
+  if (backfill) {
+    throw new InvalidRequestError(
+      `${BACKFILL_HEADER} marks a slot's delivery by a backfill; a manual run or re-run is not one.`,
+    );
+  }
   const hint = 'Run a job by hand with `npm run trigger -- JOB`, which sets both.';
   const mode = single(modes, MODE_HEADER, hint);
   const id = single(ids, TRIGGER_ID_HEADER, hint);
@@ -111,7 +151,10 @@ function readTrigger(req: DeliveryLike): Trigger | undefined {
       `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
     );
   }
-  return { mode: known, id };
+  return {
+    trigger: allowOverlap ? { mode: known, id, allowOverlap } : { mode: known, id },
+    backfill,
+  };
 }
 
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
@@ -206,7 +249,7 @@ export function readScheduledRun(
     }
   }
   const scope = scopeOf(config, { headers, params });
-  const trigger = readTrigger(req);
+  const { trigger, backfill } = readTrigger(req);
   if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
-  return { jobName, scheduleTime, scope };
+  return backfill ? { jobName, scheduleTime, scope, backfill } : { jobName, scheduleTime, scope };
 }

@@ -35,7 +35,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
-import type { Scope } from '../core/run-key.ts';
+import { type Scope, scopeId } from '../core/run-key.ts';
 import { isLeaseLive } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
@@ -359,7 +359,11 @@ export class MissedRunCheck {
       const token = updateTimes.get(row.runId);
       try {
         if (row.state === 'missed') {
-          const details = { jobName: job.id, scheduleTime: row.slot.toISOString() };
+          const details = {
+            jobName: job.id,
+            scheduleTime: row.slot.toISOString(),
+            keyScope: scopeId(scope),
+          };
           return await history.reportMissed(row.runId, details, reporter);
         }
         return token === undefined

@@ -9,6 +9,7 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
+  judgedAt,
   missedDocument,
   type RunDetails,
   RunKind,
@@ -199,9 +200,11 @@ export function slotRow(
   job: DeclaredJob,
   slot: Date,
   runId: string,
-  record: StoredRecord | undefined,
+  stored: StoredRecord | undefined,
   now: Date,
 ): SlotRow {
+  // A lease from the future is unreadable here too (`judgedAt`): one rule everywhere.
+  const record = stored === undefined ? undefined : judgedAt(stored, now);
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
   const base = {
     job: job.id,

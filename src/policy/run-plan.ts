@@ -21,7 +21,13 @@
  * runs; the record keeps the first delivery's details). It never starts a second run.
  */
 
-import { computeRunId, computeTriggerRunId, type RunVariant, type Scope } from '../core/run-key.ts';
+import {
+  computeRunId,
+  computeTriggerRunId,
+  type RunVariant,
+  type Scope,
+  scopeId,
+} from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
@@ -33,6 +39,12 @@ export type TriggerMode = (typeof TRIGGER_MODES)[number];
 export interface Trigger {
   readonly mode: TriggerMode;
   readonly id: string;
+  /**
+   * The caller asked to run beside another run of the job (`npm run trigger -- JOB
+   * --allow-overlap`, header `X-Run-Once-Allow-Overlap: true`): the job's overlap policy is not
+   * applied to this run. Only a run asked for by hand can ask it.
+   */
+  readonly allowOverlap?: boolean;
 }
 
 /** A delivery's run, as named by its headers. */
@@ -45,6 +57,12 @@ export interface ScheduledRun {
   readonly scope: Scope;
   /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
+  /**
+   * Set on a slot's delivery by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
+   * --slot T`; header `X-Run-Once-Backfill: true`): a slot the overlap policy `skip` would skip is
+   * then not recorded `skipped` (final) but answered `waiting`, so it stays missed.
+   */
+  readonly backfill?: boolean;
 }
 
 /** What the handler claims and runs for one delivery. */
@@ -54,7 +72,10 @@ export interface RunPlan {
   readonly kind: RunKind;
   /** What the record stores about the run. */
   readonly details: RunDetails;
-  /** The job's overlap policy, for a slot's run; `allow` for forced and manual runs and re-runs. */
+  /**
+   * The job's overlap policy, for every kind of run; `allow` for a manual run or re-run whose
+   * trigger asked to overlap ({@link Trigger.allowOverlap}).
+   */
   readonly overlap: OverlapPolicy;
 }
 
@@ -74,12 +95,13 @@ export async function planRun(
 ): Promise<RunPlan> {
   // The short id, not the header as sent: both forms of a job's name are one run.
   const keyed = { ...run, jobName: job.id };
-  const base = { jobName: job.id, scheduleTime: run.scheduleTime };
+  const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(run.scope) };
+  const overlap = run.trigger?.allowOverlap === true ? 'allow' : job.overlap;
   const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => ({
     runId,
     kind,
     details: { ...base, kind, ...details },
-    overlap: kind === RunKind.Slot ? job.overlap : 'allow',
+    overlap,
   });
   const variant = (parts: RunVariant) => computeRunId(keyed, parts);
   if (run.trigger !== undefined) {

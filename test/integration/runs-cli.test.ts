@@ -23,11 +23,21 @@ function runs(collection: string, ...args: string[]) {
 }
 
 function runsOf(jobsModule: string, collection: string, ...args: string[]) {
+  return runsWith({}, jobsModule, collection, ...args);
+}
+
+/** {@link runsOf} with extra environment variables (the deployed function's, e.g. RUN_KEY_SCOPE). */
+function runsWith(
+  extraEnv: Record<string, string>,
+  jobsModule: string,
+  collection: string,
+  ...args: string[]
+) {
   // Without METADATA_SERVER_DETECTION, as a user's shell has it: the command quiets the probe itself.
   const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
     cwd: ROOT,
-    env: { ...env, JOBS_MODULE: jobsModule },
+    env: { ...env, JOBS_MODULE: jobsModule, ...extraEnv },
     encoding: 'utf8',
     timeout: 30_000,
   });
@@ -335,5 +345,46 @@ describe('npm run runs', () => {
 
     assert.equal(code, 1, stderr);
     assert.match(stderr, /weekly 2026-11-09T09:00:00Z missed/);
+  });
+
+  it('lists and judges one key scope only: scope production shows none of scope staging’s records', async () => {
+    // Five-minute slots two hours ago: relative to the clock, never a fixed date.
+    const base = Math.floor((Date.now() - 2 * 3_600_000) / 300_000) * 300_000;
+    const slotAt = (minutes: number) =>
+      new Date(base + minutes * 60_000).toISOString().replace('.000Z', 'Z');
+    const staging = serveJobs(
+      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      { env: { RUN_KEY_SCOPE: 'staging' } },
+    );
+    for (const minutes of [0, 10]) {
+      await staging.request.post('/').set(schedulerHeaders('history-five', slotAt(minutes)));
+    }
+    await staging.request.post('/').set({
+      ...schedulerHeaders('history-five', slotAt(12)),
+      'X-Run-Once-Mode': 'manual',
+      'X-Run-Once-Trigger-Id': 'staging-manual-1',
+    });
+    const window = ['--job', 'history-five', '--since', '30m', '--now', slotAt(30), '--json'];
+    type Row = { kind: string; state: string; attempts: number; mark: string | null };
+
+    // The scope as the deployed function has it: RUN_KEY_SCOPE from the environment.
+    const production = runsWith(
+      { RUN_KEY_SCOPE: 'production' },
+      JOBS_MODULE,
+      staging.collection,
+      ...window,
+    );
+    const own = runsWith({ RUN_KEY_SCOPE: 'staging' }, JOBS_MODULE, staging.collection, ...window);
+
+    assert.equal(production.code, 0, production.stderr);
+    const rows = JSON.parse(production.stdout) as Row[];
+    assert.deepEqual(
+      rows.filter((r) => r.kind !== 'slot' || r.attempts > 0 || r.mark !== null),
+      [],
+      'no record of scope staging in scope production',
+    );
+    const stagingRows = JSON.parse(own.stdout) as Row[];
+    assert.equal(stagingRows.filter((r) => r.kind === 'manual').length, 1);
+    assert.equal(stagingRows.filter((r) => r.state === 'completed').length, 3);
   });
 });

@@ -12,7 +12,8 @@ import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
-import { schedulerHeaders, serveJobs, storedRecord } from '../helpers.ts';
+import { jobs as overlapJobs } from '../fixtures/jobs-overlap.ts';
+import { schedulerHeaders, serveJobs, storedRecord, until } from '../helpers.ts';
 
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
@@ -575,5 +576,115 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       1,
       'nothing delivered after the first mismatch',
     );
+  });
+});
+
+describe('by hand into a job with overlap "skip", while one of its runs still runs', () => {
+  const env = { JOBS_MODULE: 'test/fixtures/jobs-overlap.ts' };
+  /** A five-minute slot two hours ago: slots relative to the clock, never a fixed date. */
+  const base = Math.floor((Date.now() - 2 * 3_600_000) / 300_000) * 300_000;
+  const slotAt = (minutes: number) =>
+    new Date(base + minutes * 60_000).toISOString().replace('.000Z', 'Z');
+  const executions: string[] = [];
+  let fn: ReturnType<typeof serveJobs>;
+  let url = '';
+  let finish = () => {};
+  let running: Promise<unknown> = Promise.resolve();
+  let close = () => {};
+  before(async () => {
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const jobs = validateJobs(
+      overlapJobs.map((job) =>
+        defineJob({
+          ...job,
+          run: async (ctx) => {
+            executions.push(`${ctx.kind} ${ctx.scheduleTime.toISOString()}`);
+            if (ctx.scheduleTime.getTime() === Date.parse(slotAt(20))) await gate;
+          },
+        }),
+      ),
+    );
+    fn = serveJobs(jobs);
+    const server = getTestServer(fn.name);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    close = () => server.close();
+    // 12:00 ran; 12:20 runs until the end of these tests; 12:05-12:15 were missed.
+    await fn.request.post('/').set(schedulerHeaders('overlap-five', slotAt(0)));
+    running = fn.request
+      .post('/')
+      .set(schedulerHeaders('overlap-five', slotAt(20)))
+      .then((r) => r);
+    await until(() => executions.length === 2);
+  });
+  after(async () => {
+    finish();
+    await running;
+    close();
+  });
+  const window = () => ['--since', '25m', '--now', slotAt(25), '--collection', fn.collection];
+
+  it('runs --backfill says the blocked slots were not run, exits 1, and --check still reports them missed', async () => {
+    const backfill = await commandWith(
+      env,
+      'ops/runs.ts',
+      ...window(),
+      '--backfill',
+      '--yes',
+      '--url',
+      url,
+    );
+    const check = await commandWith(env, 'ops/runs.ts', ...window(), '--check');
+
+    assert.equal(backfill.code, 1, backfill.stderr);
+    const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
+    assert.deepEqual(
+      lines.map((l) => /: (\d+ \w+)/.exec(l)?.[1]),
+      ['409 waiting', '409 waiting', '409 waiting'],
+    );
+    assert.match(backfill.stderr, /3 of 3 slot\(s\) not run .*they stay missed/);
+    assert.equal(check.code, 1, check.stderr);
+    assert.equal((check.stderr.match(/missed/g) ?? []).length >= 3, true, check.stderr);
+    assert.equal(executions.length, 2, 'nothing ran beside the running slot');
+  });
+
+  it('trigger JOB is not run beside it: it says so and exits 1; with --allow-overlap it runs', async () => {
+    const blocked = await commandWith(env, 'ops/trigger.ts', 'overlap-five', '--url', url);
+    const allowed = await commandWith(
+      env,
+      'ops/trigger.ts',
+      'overlap-five',
+      '--allow-overlap',
+      '--url',
+      url,
+    );
+
+    assert.equal(blocked.code, 1, blocked.stderr);
+    assert.match(blocked.stdout, /409 waiting/);
+    assert.match(
+      blocked.stderr,
+      /not run: another run of overlap-five is still running.*--allow-overlap/,
+    );
+    assert.equal(allowed.code, 0, allowed.stderr);
+    assert.match(allowed.stdout, /200 processed/);
+    assert.equal(executions.filter((e) => e.startsWith('manual')).length, 1);
+  });
+
+  it('trigger --slot T --allow-overlap is refused: a slot follows the job’s overlap policy', async () => {
+    const res = await commandWith(
+      env,
+      'ops/trigger.ts',
+      'overlap-five',
+      '--slot',
+      slotAt(5),
+      '--allow-overlap',
+      '--url',
+      url,
+    );
+
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /--allow-overlap goes with a manual run or --rerun/);
   });
 });

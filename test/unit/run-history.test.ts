@@ -31,6 +31,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     status: 'completed',
     attemptId: 'attempt-1',
     reportedBy: undefined,
+    keyScope: undefined,
     leaseExpires: undefined,
     attempts: 1,
     firstClaimedAt: undefined,
@@ -75,6 +76,13 @@ describe('slotRow', () => {
       false,
     ],
     ['a reported miss', record({ status: 'missed', attempts: 0 }), PAST, 'missed', true],
+    [
+      'a held record whose lease ends three days from now (a leased_at from the future)',
+      record({ status: 'in_progress', leaseExpires: new Date(PAST.getTime() + 3 * 86_400_000) }),
+      PAST,
+      'unreadable',
+      false,
+    ],
   ];
   for (const [what, stored, now, state, final] of cases) {
     it(`calls ${what} ${state}${final ? ', final' : ''}`, () => {

@@ -224,3 +224,59 @@ describe('readScheduledRun refuses bad header values', () => {
     });
   }
 });
+
+describe('readScheduledRun: the overlap and backfill flags', () => {
+  const slot: [string, string][] = [
+    ['X-CloudScheduler-JobName', 'nightly'],
+    ['X-CloudScheduler-ScheduleTime', '2026-10-16T12:00:00Z'],
+  ];
+  const manual: [string, string][] = [
+    ['X-Run-Once-Mode', 'manual'],
+    ['X-Run-Once-Trigger-Id', 'trigger-0001'],
+  ];
+
+  it('a manual run may ask to overlap; a backfilled slot is marked as one', () => {
+    const asked = readScheduledRun(
+      delivery([...slot, ...manual, ['x-run-once-allow-overlap', 'true']]),
+      NO_SCOPE,
+    );
+    const backfill = readScheduledRun(
+      delivery([...slot, ['X-Run-Once-Backfill', 'TRUE']]),
+      NO_SCOPE,
+    );
+
+    assert.equal(asked.trigger?.allowOverlap, true);
+    assert.equal(backfill.backfill, true);
+    assert.equal(readScheduledRun(delivery(slot), NO_SCOPE).backfill, undefined);
+  });
+
+  const refused: [string, [string, string][], RegExp][] = [
+    [
+      'allow-overlap on a slot',
+      [...slot, ['X-Run-Once-Allow-Overlap', 'true']],
+      /manual runs and re-runs only/,
+    ],
+    [
+      'allow-overlap other than true',
+      [...slot, ...manual, ['X-Run-Once-Allow-Overlap', 'yes']],
+      /must be "true"/,
+    ],
+    [
+      'backfill on a manual run',
+      [...slot, ...manual, ['X-Run-Once-Backfill', 'true']],
+      /a manual run or re-run is not one/,
+    ],
+  ];
+  for (const [what, headers, message] of refused) {
+    it(`refuses ${what} with a message saying what to fix`, () => {
+      assert.throws(
+        () => readScheduledRun(delivery(headers), NO_SCOPE),
+        (err: unknown) => {
+          assert.ok(err instanceof InvalidRequestError);
+          assert.match(err.message, message);
+          return true;
+        },
+      );
+    });
+  }
+});
