@@ -417,9 +417,17 @@ export function takeoverUpdate(
   };
 }
 
-/** The update that records a failed attempt in a state a retry claims at once. */
-export function failureUpdate(message: string, expireAt: Timestamp): DocumentData {
+/**
+ * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
+ * final failure (no retry can follow) reported by the same write.
+ */
+export function failureUpdate(
+  message: string,
+  expireAt: Timestamp,
+  reporter?: string,
+): DocumentData {
   return {
+    ...(reporter === undefined ? {} : reportedUpdate(reporter)),
     [Field.status]: RunStatus.Failed,
     [Field.failedAt]: FieldValue.serverTimestamp(),
     [Field.lastError]: message.slice(0, MAX_ERROR_LENGTH),

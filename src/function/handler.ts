@@ -17,7 +17,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { isCompleted } from '../core/run-record.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
-import { MissedRunCheck } from '../policy/missed-runs.ts';
+import { finalFailureReporter, MissedRunCheck, reportFinalFailure } from '../policy/missed-runs.ts';
 import { takeOverlapLock } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
@@ -471,9 +471,16 @@ async function runDelivery(
       logger,
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
+      // A slot's failure that no Scheduler retry can follow is reported by its own release write.
+      ...(plan.kind === 'slot' && config.missedRunCheck
+        ? { finalFailure: finalFailureReporter(delivery.job, deps.clock) }
+        : {}),
     },
   ).finally(ended);
   await Promise.all(checks);
+  if (result.outcome === 'failed' && result.reported) {
+    reportFinalFailure(logger, delivery.job, run.scheduleTime, result);
+  }
   const described = describe(result, config.exposeErrors);
   return {
     ...known,
