@@ -473,7 +473,13 @@ async function runDelivery(
       maxRunMs: config.jobTimeoutMs,
       // A slot's failure that no Scheduler retry can follow is reported by its own release write.
       ...(plan.kind === 'slot' && config.missedRunCheck
-        ? { finalFailure: finalFailureReporter(delivery.job, deps.clock) }
+        ? {
+            finalFailure: finalFailureReporter(
+              delivery.job,
+              new Date(run.scheduleTime),
+              deps.clock,
+            ),
+          }
         : {}),
     },
   ).finally(ended);

@@ -32,6 +32,7 @@ import type { DeclaredJob } from './job-declaration.ts';
 import { noRetryFollows, retryWindowMs } from './retry-policy.ts';
 
 export { judgingDelayMs } from './retry-policy.ts';
+
 import { hasRecord, type RunHistory, type SlotRow, slotRow, slotRunId } from './run-history.ts';
 import { longestGapMs, previousSlot, type ScheduleSpec, slotsBetween } from './schedule.ts';
 
@@ -54,7 +55,7 @@ export const FIRST_LOOK_BACK_MS = 86_400_000;
 /** A cursor unwritten this long is written again though nothing closed, ms: its last check shows. */
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
 /**
- * A cursor unwritten for this long (or twice the job's longest gap, if longer), ms, means nothing
+ * A cursor unwritten for this long (or four of the job's longest gaps, if longer), ms, means nothing
  * checked the job meanwhile (it was not declared): the check starts afresh, in one line.
  */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
@@ -339,7 +340,7 @@ function fields(row: SlotRow) {
 }
 
 /**
- * The `finalFailure` of `runOnce` for a slot's run of `job`: a fresh reporter id when the job's
+ * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: a fresh reporter id when the job's
  * retry policy proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows},
  * judged on Firestore's time), so the release reports it in the same write.
  *
@@ -347,10 +348,13 @@ function fields(row: SlotRow) {
  */
 export function finalFailureReporter(
   job: DeclaredJob,
+  slot: Date,
   clock: () => Promise<Date>,
 ): (attempt: Attempt) => Promise<string | undefined> {
   return async (attempt) => {
-    const elapsedMs = (await clock()).getTime() - attempt.firstClaimedAt.getTime();
+    // Scheduler's first attempt came at or after the slot, and at or before the first claim.
+    const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
+    const elapsedMs = (await clock()).getTime() - firstAttempt;
     return noRetryFollows(job, attempt.attempts, elapsedMs) ? randomUUID() : undefined;
   };
 }
@@ -559,10 +563,10 @@ export class MissedRunCheck {
     return { checked: slots.length, reported, checkedBefore: judged.next };
   }
 
-  /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or two of the job's gaps). */
+  /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
   #isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
     const gap = longestGapMs(job, cursor.checkedBefore, 3) ?? 0;
-    return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 2 * gap);
+    return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
   }
 
   /** A cursor nobody wrote for days starts at the boundary, its range said in one line. */

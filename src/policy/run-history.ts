@@ -166,7 +166,9 @@ export function slotRow(
 function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
   if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
   const started = Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
-  return run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job);
+  return (
+    run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job)
+  );
 }
 
 /** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */
