@@ -4,6 +4,7 @@
  * job's Scheduler defaults, and the seven ways an attack found detection lying or going silent.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { checkFailures } from '../ops/format-runs.ts';
@@ -237,6 +238,41 @@ describe('the attack on detection, finding by finding', () => {
       ['missed run', oddMissed.toISOString(), 'changing'],
       ['missed run', evenMissed.toISOString(), 'changing'],
     ]);
+    // `runs --check` from a checkout still declaring the old rule judges by the rules in force too.
+    const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+    const cli = spawnSync(
+      process.execPath,
+      [
+        'ops/runs.ts',
+        '--collection',
+        old.collection,
+        '--check',
+        '--since',
+        '3h',
+        '--job',
+        'changing',
+        '--now',
+        time.now().toISOString(),
+      ],
+      {
+        env: {
+          ...env,
+          JOBS_MODULE: 'test/fixtures/jobs-changing.ts',
+          RETENTION_SECONDS: '31536000',
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    const flagged = [...cli.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
+      (m) => m[1],
+    );
+    assert.ok(flagged.length > 0, cli.stderr);
+    assert.deepEqual(
+      flagged.filter((t) => Date.parse(t as string) >= at('12:25').getTime()),
+      [evenMissed.toISOString().replace('.000', '')],
+      'no odd slot of the old rule after the change',
+    );
   });
 
   it('2. loses no report when the instance dies right after moving the cursor', async () => {

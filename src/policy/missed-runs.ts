@@ -206,7 +206,7 @@ function cursorDocument(job: DeclaredJob, cursor: Cursor, expireAt: Timestamp): 
 /**
  * The rules after a check at `now` judged with the declared `job`: the newest one kept, or the
  * declared one appended (first seen now; the one before it last seen at `lastSeen`, the cursor's
- * last write), and those no slot at or after `from` can be judged by dropped.
+ * last write), and those no slot at or after `from` (the retained range) can be judged by dropped.
  */
 export function nextRules(
   rules: readonly JudgedRule[],
@@ -240,6 +240,30 @@ function possibleRules(rules: readonly JudgedRule[], t: number): JudgedRule[] {
 
 function isSlotOf(rule: ScheduleSpec, t: number): boolean {
   return slotsBetween(rule, new Date(t), new Date(t + 1), 1).slots.length === 1;
+}
+
+/**
+ * Whether detection judges a slot at `slot` under `rules`: every rule possibly in force then
+ * schedules it (`npm run runs -- --check` asks this of each missed row).
+ */
+export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
+  return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
+}
+
+/**
+ * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
+ * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
+ * change seen now, if it differs). Only the declared rule for a job without a readable cursor.
+ */
+export function rulesInForce(
+  data: DocumentData | undefined,
+  updateTime: Timestamp | undefined,
+  job: DeclaredJob,
+  now: Date,
+): readonly JudgedRule[] {
+  const cursor = readCursor(data, updateTime, job, now);
+  if (cursor === undefined || cursor === 'unreadable') return [ruleOf(job)];
+  return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
 }
 
 /**
@@ -511,7 +535,8 @@ export class MissedRunCheck {
     const from = new Date(
       Math.max(cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS, retained),
     );
-    const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, from.getTime());
+    // Rules are kept for the retention, so `runs --check` judges older windows by them too.
+    const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
     const { slots, truncated } =
       boundary <= from.getTime()
         ? { slots: [], truncated: false }
