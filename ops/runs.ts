@@ -388,7 +388,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     timeoutMs: config.firestoreTimeoutMs,
   });
   const outOfForce = new Set<SlotRow>();
-  for (const job of jobs) {
+  for (const job of args.check || args.backfill ? jobs : []) {
     const { data, updateTime } = await jobDocuments.readData(checkDocumentId(job.id, scope));
     const rules = rulesInForce(data, updateTime, job, now);
     for (const row of rows) {
