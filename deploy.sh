@@ -400,6 +400,10 @@ validate() {
       problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window of job ${job_ids[i]} plus its" \
 "forced-run tolerance ($window s: ${job_retry_windows[i]} s of attempts and back-offs, retryWindowMs in" \
 "src/policy/retry-policy.ts, + 60 s): a late retry must still find the completed record, or it runs the job again"
+    elif ((RETENTION_SECONDS <= 2 * job_retry_windows[i] + job_deadlines[i] + 60)); then
+      problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the judging delay of job ${job_ids[i]} plus its" \
+"forced-run tolerance ($((2 * job_retry_windows[i] + job_deadlines[i] + 60)) s: judgingDelayMs in src/policy/retry-policy.ts," \
+"+ 60 s): missed-run detection judges a slot that late, and its record must still be there"
     fi
   done
 }

@@ -117,7 +117,13 @@ export class LiteralPortLedger extends Baseline implements Ledger {
         const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
         return {
           state: 'claimed',
-          claim: { ...claim, takeover: snap.exists, notes: {}, firstClaimedAt: new Date(now) },
+          claim: {
+            ...claim,
+            takeover: snap.exists,
+            notes: {},
+            firstClaimedAt: new Date(now),
+            attempts: 1,
+          },
         };
       }),
     );
@@ -179,7 +185,13 @@ export class FloorLedger extends Baseline implements Ledger {
     const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
     return {
       state: 'claimed',
-      claim: { ...claim, takeover: false, notes: {}, firstClaimedAt: written.writeTime.toDate() },
+      claim: {
+        ...claim,
+        takeover: false,
+        notes: {},
+        firstClaimedAt: written.writeTime.toDate(),
+        attempts: 1,
+      },
     };
   }
 

@@ -40,6 +40,8 @@ import { scopeOf } from '../src/function/scheduler-request.ts';
 import { ConfigError } from '../src/policy/errors.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { checkDocumentId, isJudgedSlot, rulesInForce } from '../src/policy/missed-runs.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
 import {
   MAX_SLOTS,
@@ -269,19 +271,17 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
   if (env.FIRESTORE_EMULATOR_HOST) quietAgainstEmulator(env);
-  const documents = new RunDocuments(
-    new Firestore({
-      // The emulator keeps each project's data apart: without a project, read the one `npm run
-      // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
-      projectId: config.projectId ?? EMULATOR_PROJECT,
-      databaseId: config.firestoreDatabase,
-    }),
-    {
-      collection: config.runsCollection,
-      retentionMs: config.retentionMs,
-      timeoutMs: config.firestoreTimeoutMs,
-    },
-  );
+  const db = new Firestore({
+    // The emulator keeps each project's data apart: without a project, read the one `npm run
+    // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
+    projectId: config.projectId ?? EMULATOR_PROJECT,
+    databaseId: config.firestoreDatabase,
+  });
+  const documents = new RunDocuments(db, {
+    collection: config.runsCollection,
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
   const rows: SlotRow[] = [];
   /** Rows to mark: a record of an id no longer declared, or of a time no slot of the schedule has. */
   const marks = new Map<SlotRow, string>();
@@ -394,8 +394,26 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   } else {
     console.log(args.json ? runsJson(rows, marks, seenBefore) : runsTable(rows, marks, seenBefore));
   }
+  // --check and --backfill judge a slot as the function does: by the schedule in force when it
+  // was due (the rules its check cursor recorded), so the slots of another rule are no misses.
+  const jobDocuments = new RunDocuments(db, {
+    collection: jobStateCollection(config.runsCollection),
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
+  const outOfForce = new Set<SlotRow>();
+  for (const job of args.check || args.backfill ? jobs : []) {
+    const { data, updateTime } = await jobDocuments.readData(checkDocumentId(job.id, scope));
+    const rules = rulesInForce(data, updateTime, job, now);
+    for (const row of rows) {
+      if (row.job === job.id && row.state === 'missed' && !isJudgedSlot(rules, row.slot)) {
+        outOfForce.add(row);
+      }
+    }
+  }
+  const judged = rows.filter((row) => !outOfForce.has(row));
   if (args.backfill) {
-    const plan = planBackfill(rows, jobs, {
+    const plan = planBackfill(judged, jobs, {
       now,
       retentionMs: config.retentionMs,
       forcedRunToleranceMs: config.forcedRunToleranceMs,
@@ -410,7 +428,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     });
   }
   if (!args.check) return 0;
-  const failures = checkFailures(rows, seenBefore);
+  const failures = checkFailures(judged, seenBefore);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
   if (failures.length > 0) return 1;
   if (tooLarge.length > 0) {

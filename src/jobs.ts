@@ -10,9 +10,14 @@
  */
 import { job } from './job.ts';
 import type { JobDeclaration } from './policy/job-declaration.ts';
+import { defineAuditJob } from './policy/run-audit.ts';
 
 export const jobs: readonly JobDeclaration[] = [
   job,
+  // The run audit: every 5 minutes it checks every job here for missed and finally failed slots,
+  // including jobs whose Scheduler job stopped delivering, so a missed slot is reported within
+  // 10 minutes of its window closing (docs/operations.md; remove it to check only hourly).
+  defineAuditJob({ id: 'run-audit', schedule: '*/5 * * * *' }),
   // A second job, e.g. a report at 02:00 Berlin time on weekdays:
   //
   // defineJob({                          // import { defineJob } from './policy/job-declaration.ts';
@@ -29,9 +34,4 @@ export const jobs: readonly JobDeclaration[] = [
   //     if (!res.ok) throw new Error(`reports answered ${res.status}`);
   //   },
   // }),
-  //
-  // The run audit (opt-in): every 30 minutes, checks every job above for missed and finally failed
-  // slots, including jobs whose Scheduler job stopped delivering (docs/operations.md):
-  //
-  // defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }), // import { defineAuditJob } from './policy/run-audit.ts';
 ];

@@ -112,6 +112,7 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
         attemptId: attempt.attemptId,
         takeover: attempt.takeover,
         firstClaimedAt: attempt.firstClaimedAt,
+        attempts: attempt.attempts,
         signal: attempt.signal,
         note: attempt.note,
         get leaseExpires() {

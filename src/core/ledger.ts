@@ -64,6 +64,8 @@ export interface Claim {
    * may precede by the write's latency (the emulator stamps it on receipt).
    */
   readonly firstClaimedAt: Date;
+  /** How many attempts claimed the run, this one included (`attempts`): 1 for a fresh record. */
+  readonly attempts: number;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
@@ -110,9 +112,10 @@ export interface Ledger {
   complete(claim: Claim): Promise<FenceResult>;
   /**
    * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is
-   * the error's message. @throws {LedgerUnavailableError}
+   * the error's message; `reporter`, when given, marks the failure reported in the same write (no
+   * retry can follow). @throws {LedgerUnavailableError}
    */
-  release(claim: Claim, failure?: string): Promise<FenceResult>;
+  release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
   /**
    * Notes a value in the run's record while the claim holds, fenced, extending the lease
    * (`ctx.note`). @throws {RunOnceError} for a note the record cannot hold;
@@ -378,18 +381,20 @@ export class RunLedger implements Ledger {
    * sample deletes the claim) and the run's history keeps the failure.
    *
    * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
+   * @param reporter - when no Scheduler retry can follow, the id stored as `reported_by` with
+   *   `reported_at`: the final failure is reported by this one write, so no check reports it again.
    * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
    * @example
    * await ledger.release(claim, 'billing answered 503');
    */
-  async release(claim: Claim, failure = ''): Promise<FenceResult> {
+  async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
     const written = await this.#fencedWrite(
       claim,
       'release',
-      () => failureUpdate(failure, this.#documents.expireAt()),
+      () => failureUpdate(failure, this.#documents.expireAt(), reporter),
       (record) => record?.status === RunStatus.Failed,
     );
     return written === 'lease_lost' ? written : 'recorded';
@@ -436,6 +441,7 @@ export class RunLedger implements Ledger {
         takeover: previous !== undefined,
         notes: previous?.notes ?? {},
         firstClaimedAt,
+        attempts: (previous?.attempts ?? 0) + 1,
       },
     };
   }

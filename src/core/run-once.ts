@@ -33,6 +33,8 @@ export interface Attempt {
   readonly takeover: boolean;
   /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
   readonly firstClaimedAt: Date;
+  /** How many attempts claimed the run, this one included. */
+  readonly attempts: number;
   /**
    * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
@@ -73,6 +75,8 @@ export type RunOutcome =
       readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
+      /** True when the release also marked the failure reported (`finalFailure` said so). */
+      readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
   | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError }
@@ -102,6 +106,12 @@ export interface RunOnceOptions {
   readonly maxRunMs?: number;
   /** How long after its signal aborted a still-running job is reported with a warning, ms (5000). */
   readonly abortWarningMs?: number;
+  /**
+   * Asked after the work failed: an id to store as `reported_by` when this failure is final (no
+   * retry can follow, by the caller's retry policy), so the release write reports it; `undefined`
+   * otherwise. A throw counts as `undefined`: the failure is then reported later by whoever checks.
+   */
+  readonly finalFailure?: (attempt: Attempt) => Promise<string | undefined>;
 }
 
 const DEFAULT_ABORT_WARNING_MS = 5000;
@@ -171,6 +181,7 @@ export async function runOnce(
     },
     takeover: claimed.claim.takeover,
     firstClaimedAt: claimed.claim.firstClaimedAt,
+    attempts: claimed.claim.attempts,
     signal: controller.signal,
     note: async (name, value) => {
       const note = ledger.note?.bind(ledger);
@@ -226,15 +237,17 @@ export async function runOnce(
     const error = controller.signal.aborted ? controller.signal.reason : thrown;
     const claim = await heartbeat.stop();
     const failure = describeThrown(error);
+    const reporter = await options.finalFailure?.(attempt).catch(() => undefined);
     const release = await fenced(
-      () => ledger.release(claim, failure),
+      () => ledger.release(claim, failure, reporter),
       logger,
       'release',
       causeOfLoss,
     );
+    const reported = reporter !== undefined && release === 'recorded';
     return release === 'lease_lost'
-      ? { outcome: 'failed', attempt, error, release, leaseLoss: causeOfLoss() }
-      : { outcome: 'failed', attempt, error, release };
+      ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: causeOfLoss() }
+      : { outcome: 'failed', attempt, error, release, reported };
   } finally {
     settled = true;
     clearTimeout(timer);

@@ -16,7 +16,8 @@
  *
  * A failed attempt leaves `failed` (attempts so far, when it failed, the error's message) where the
  * guide's sample deletes the claim: a retry still claims at once, with the same fenced takeover as
- * after a lapsed lease. `missed` is written by missed-run detection for a slot with no attempt past
+ * after a lapsed lease. When the caller's retry policy proves no retry can follow, the same write
+ * sets `reported_at` (the final failure reported by its own attempt). `missed` is written by missed-run detection for a slot with no attempt past
  * its retry window, so it is reported once across instances; a late delivery (a backfill) may still
  * claim it. `skipped` is a slot not run because an earlier slot of its job still ran (overlap policy
  * `skip`): final, like `completed`: no delivery takes a finished run over. A re-run
@@ -444,9 +445,17 @@ export function takeoverUpdate(
   };
 }
 
-/** The update that records a failed attempt in a state a retry claims at once. */
-export function failureUpdate(message: string, expireAt: Timestamp): DocumentData {
+/**
+ * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
+ * final failure (no retry can follow) reported by the same write.
+ */
+export function failureUpdate(
+  message: string,
+  expireAt: Timestamp,
+  reporter?: string,
+): DocumentData {
   return {
+    ...(reporter === undefined ? {} : reportedUpdate(reporter)),
     [Field.status]: RunStatus.Failed,
     [Field.failedAt]: FieldValue.serverTimestamp(),
     [Field.lastError]: message.slice(0, MAX_ERROR_LENGTH),

@@ -80,7 +80,8 @@ export interface Config {
   /**
    * Whether processed runs check their job's closed slots for missed and finally failed runs
    * (`MISSED_RUN_CHECK`, `on` or `off`; default `on`). Only a due delivery checks, about once an
-   * hour per job (`policy/missed-runs.ts`); a run audit (`defineAuditJob`) checks either way.
+   * hour per job (`policy/missed-runs.ts`), and a slot's failure that no retry can follow is
+   * reported by its own release write; a run audit (`defineAuditJob`) checks either way.
    */
   readonly missedRunCheck: boolean;
   /**

@@ -17,7 +17,7 @@ import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
-import { MissedRunCheck } from '../policy/missed-runs.ts';
+import { finalFailureReporter, MissedRunCheck, reportFinalFailure } from '../policy/missed-runs.ts';
 import { checkOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { retryWindowMs } from '../policy/retry-policy.ts';
@@ -565,10 +565,23 @@ async function runDelivery(
       logger,
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
+      // A slot's failure that no Scheduler retry can follow is reported by its own release write.
+      ...(plan.kind === 'slot' && config.missedRunCheck
+        ? {
+            finalFailure: finalFailureReporter(
+              delivery.job,
+              new Date(run.scheduleTime),
+              deps.clock,
+            ),
+          }
+        : {}),
     },
   ).finally(ended);
   await Promise.all(checks);
   if (result.outcome === 'guard_changed') return 'guard_changed';
+  if (result.outcome === 'failed' && result.reported) {
+    reportFinalFailure(logger, delivery.job, run.scheduleTime, result);
+  }
   const described = describe(result, config.exposeErrors);
   return {
     ...known,

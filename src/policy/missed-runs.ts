@@ -1,44 +1,38 @@
 /**
- * Missed-run detection without a new service: a job's slots are checked once their retry window has
- * closed, and each that was missed, or failed after every retry, is reported once across all
- * instances, as an ERROR line that a log-based metric counts (`deploy.sh` creates it).
+ * Missed-run detection without a new service: a job's slots are judged once no attempt can come
+ * any more, and each that was missed, or failed after every retry, is reported once across all
+ * instances, as an ERROR line that a log-based metric counts (`deploy.sh` creates it). The
+ * argument for each rule is in docs/how-it-works.md ("Missed runs").
  *
- * Timeline of one slot `s` of a job (durations from `retry-policy.ts`):
+ * Timeline of one slot `s` (W: the retry window of `retry-policy.ts`; D: one attempt deadline):
  *
- *     s ───── retry window ─────┤── margin ──┤ closed: checked by the next due check
- *     deliveries, retries,          one attempt deadline: a first attempt Scheduler started late
- *     leases                        is still answered before anything is reported
+ *     s ── waits behind the previous execution ──┤ start ── W ──┤ end ── D ──┤ closed
+ *          (at most W; none when it had ended)                               judged by the next check
  *
- * - **Closed.** A slot is judged only at `s + retryWindow + attemptDeadline` or later (Firestore's
- *   time, as leases are judged): no attempt can arrive after that, so a report never races a
- *   delivery. A slot whose attempt still holds a live lease then (a job running past its window)
- *   stops the check there; the next check starts from it.
- * - **A cursor per job.** The per-job document `{jobId}~check` (`job-state.ts`) says before which
- *   instant every slot was checked (`checked_before`), and whether a slot with a record was seen
- *   yet (`run_seen`): slots before the job's first record are not missed (the job did not exist),
- *   the first record itself counts (a first-ever run that failed finally is reported). A check
- *   covers the slots from the cursor to the closed boundary (at most {@link MAX_CHECK_SLOTS}; the
- *   next check goes on from there), and moves the cursor with a write fenced on the document's
- *   update time: of two instances that read the same cursor, only one moves it, and only that one
- *   reports. The document carries `expire_at`, so the TTL removes the cursor of a deleted job.
- * - **Due deliveries only.** A processed delivery checks only when its slot is the first of a new
- *   {@link CHECK_PERIOD_MS} period (deterministic, so every instance, warm or cold, agrees), or when
- *   this instance's last check left the cursor two periods or more behind (a due delivery was
- *   missed, or a check was truncated). Every other processed run costs the claim and the
- *   completion and nothing else. A due delivery that never comes delays the check to the next one;
- *   the cursor loses nothing.
- * - **Once.** A missed slot's report `create()`s its record as `missed` (it fails if a claim wrote
- *   first); a failed run's report sets `reported_at` fenced on the update time just read (it fails
- *   if a retry claimed it since). Only the instance whose write lands logs.
+ * - **Closed** ({@link slotVerdict}, the one place a slot's verdict is decided): a slot's execution
+ *   starts at its first claim, or, without one, when the previous slot's execution could have
+ *   ended (Scheduler never has two outstanding executions of a job), never later than `s + W`.
+ * - **Final at once**: a failed attempt that no Scheduler retry can follow reports itself, in its
+ *   release write ({@link finalFailureReporter}); the check skips what is reported.
+ * - **A cursor per job** (`{jobId}~check`, `job-state.ts`): every slot before `checked_before` was
+ *   judged, against the rules (schedule, zone) it records. Reports are written first, each once
+ *   by its own conditional write; the cursor moves after them, fenced, so a crash loses nothing.
+ * - **Due checks**: the run audit (`run-audit.ts`, declared in `src/jobs.ts`), and a processed
+ *   delivery of the first slot of a {@link CHECK_PERIOD_MS} period.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
+import { describeThrown } from '../core/errors.ts';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import { isLeaseLive } from '../core/run-record.ts';
+import type { Attempt } from '../core/run-once.ts';
+import { isLeaseLive, MAX_ERROR_LENGTH, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { retryWindowMs } from './retry-policy.ts';
+import { noRetryFollows, retryWindowMs } from './retry-policy.ts';
+
+export { judgingDelayMs } from './retry-policy.ts';
+
 import {
   hasRecord,
   type RunHistory,
@@ -46,18 +40,17 @@ import {
   type SlotRow,
   slotRow,
 } from './run-history.ts';
-import { slotsBetween } from './schedule.ts';
+import { longestGapMs, previousSlot, type ScheduleSpec, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
 export const MISSED_RUN = 'missed run';
 export const FAILED_AFTER_RETRIES = 'run failed after retries';
 
-/** How often a job's closed slots are checked at most, in ms: one due delivery per hour. */
+/** How often a job's closed slots are checked by its own deliveries at most, in ms: hourly. */
 export const CHECK_PERIOD_MS = 3_600_000;
 /**
- * The most slots one check reads (two batched reads, and as many again for the forced runs of
- * slots without a record); a longer closed range is checked over the
+ * The most slots one check reads (two batched reads); a longer closed range is checked over the
  * next deliveries, each going on from the cursor.
  */
 export const MAX_CHECK_SLOTS = 1000;
@@ -66,10 +59,22 @@ export const MAX_CHECK_SLOTS = 1000;
  * record, in ms: a day.
  */
 export const FIRST_LOOK_BACK_MS = 86_400_000;
+/** A cursor unwritten this long is written again though nothing closed, ms: its last check shows. */
+export const CURSOR_HEARTBEAT_MS = 3_600_000;
+/**
+ * A cursor unwritten for this long (or four of the job's longest gaps, if longer), ms, means nothing
+ * checked the job meanwhile (it was not declared): the check starts afresh, in one line.
+ */
+export const STALE_CURSOR_MS = 2 * 86_400_000;
+/** The schedule rules a cursor remembers at most (each schedule change adds one until passed). */
+export const MAX_RULES = 8;
+/** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
+const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /**
- * How long after its schedule time a slot is judged, in ms: its retry window plus one attempt
- * deadline, so that an attempt Scheduler started late still lands first.
+ * How long after its schedule time a slot is judged at the earliest, in ms: its retry window plus
+ * one attempt deadline (a first attempt Scheduler started late still lands first). A slot whose
+ * execution waited behind the previous one closes later ({@link slotVerdict}).
  *
  * @example closedAfterMs(job) // defaults: 3570 s + 180 s = 3 750 000
  */
@@ -111,33 +116,247 @@ export function checkDocumentId(jobId: string, scope: Scope): string {
   return `${jobId}~check~${hash}`;
 }
 
+/**
+ * A schedule rule a job was judged against: its cron and zone, the first check that saw it
+ * (`since`, ms, absent for the oldest) and the last one (`until`, ms, absent for the newest: it is
+ * the rule in force now). Between one rule's `until` and the next one's `since` either was in force.
+ */
+export interface JudgedRule extends ScheduleSpec {
+  readonly since?: number;
+  readonly until?: number;
+}
+
 /** A job's check cursor as stored. */
 interface Cursor {
-  /** Every slot before it was checked. */
+  /** Every slot before it was judged. */
   readonly checkedBefore: Date;
   /** Whether a slot with a record was seen: slots before the first record are never missed. */
   readonly runSeen: boolean;
+  /** The rules slots were judged against, oldest first; the last one is the newest. */
+  readonly rules: readonly JudgedRule[];
+  /** Firestore's time of the check that wrote it, ms. */
+  readonly seenAt: number;
 }
 
-/** The cursor in a document, `unreadable` for one this code would never write. */
-function readCursor(data: DocumentData | undefined, now: Date): Cursor | 'unreadable' | undefined {
+function ruleOf(job: ScheduleSpec): JudgedRule {
+  return { schedule: job.schedule, timeZone: job.timeZone };
+}
+
+function sameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
+  return a.schedule === b.schedule && a.timeZone === b.timeZone;
+}
+
+function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadable' {
+  if (value === undefined) return [ruleOf(job)]; // a cursor of an earlier version
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RULES) return 'unreadable';
+  const rules: JudgedRule[] = [];
+  for (const [i, entry] of value.entries()) {
+    const { schedule, time_zone: timeZone, since, until } = (entry ?? {}) as DocumentData;
+    if (typeof schedule !== 'string' || typeof timeZone !== 'string') return 'unreadable';
+    const first = i === 0;
+    const last = i === value.length - 1;
+    if (first !== (since === undefined) || last !== (until === undefined)) return 'unreadable';
+    if (since !== undefined && !(since instanceof Timestamp)) return 'unreadable';
+    if (until !== undefined && !(until instanceof Timestamp)) return 'unreadable';
+    rules.push({
+      schedule,
+      timeZone,
+      ...(since === undefined ? {} : { since: since.toMillis() }),
+      ...(until === undefined ? {} : { until: until.toMillis() }),
+    });
+  }
+  return rules;
+}
+
+/**
+ * The cursor in a document, `unreadable` for one this code would never write: one ahead of the
+ * closed boundary its writer judged by (`now − closed_after_ms`), malformed rules.
+ */
+function readCursor(
+  data: DocumentData | undefined,
+  updateTime: Timestamp | undefined,
+  job: DeclaredJob,
+  now: Date,
+): Cursor | 'unreadable' | undefined {
   if (data === undefined) return undefined;
+  const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
+  if (!(seenAt instanceof Timestamp)) return 'unreadable';
   const at = data.checked_before;
   const seen = data.run_seen;
+  const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
-  // A check never moves its cursor past the closed boundary, which is before now: a later one is a
-  // value this version never writes, not a range already checked.
-  if (at.toMillis() > now.getTime()) return 'unreadable';
-  return { checkedBefore: at.toDate(), runSeen: seen };
+  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
+  // A check never moves its cursor past its closed boundary: a later one was not written here.
+  if (at.toMillis() > now.getTime() - closedAfter + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
+  const rules = readRules(data.rules, job);
+  if (rules === 'unreadable') return 'unreadable';
+  return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
 }
 
-function cursorDocument(jobId: string, cursor: Cursor, expireAt: Timestamp): DocumentData {
+function cursorDocument(job: DeclaredJob, cursor: Cursor, expireAt: Timestamp): DocumentData {
   return {
-    job_name: jobId,
+    job_name: job.id,
     checked_before: Timestamp.fromDate(cursor.checkedBefore),
     run_seen: cursor.runSeen,
+    closed_after_ms: closedAfterMs(job),
+    seen_at: Timestamp.fromMillis(cursor.seenAt),
+    rules: cursor.rules.map((r) => ({
+      schedule: r.schedule,
+      time_zone: r.timeZone,
+      ...(r.since === undefined ? {} : { since: Timestamp.fromMillis(r.since) }),
+      ...(r.until === undefined ? {} : { until: Timestamp.fromMillis(r.until) }),
+    })),
     expire_at: expireAt,
   };
+}
+
+/**
+ * The rules after a check at `now` judged with the declared `job`: the newest one kept, or the
+ * declared one appended (first seen now; the one before it last seen at `lastSeen`, the cursor's
+ * last write), and those no slot at or after `from` (the retained range) can be judged by dropped.
+ */
+export function nextRules(
+  rules: readonly JudgedRule[],
+  job: ScheduleSpec,
+  now: number,
+  lastSeen: number,
+  from: number,
+): JudgedRule[] {
+  const newest = rules.at(-1);
+  let out: JudgedRule[] = [...rules];
+  if (newest === undefined || !sameRule(newest, job)) {
+    out = out.map((rule, i) => (i === out.length - 1 ? { ...rule, until: lastSeen } : rule));
+    out.push({ ...ruleOf(job), since: now });
+  }
+  // A rule that was replaced before `from` judges nothing any more.
+  while (out.length > 1 && (out[1]?.since ?? 0) <= from) out = out.slice(1);
+  const [oldest, ...rest] = out.slice(-MAX_RULES);
+  if (oldest === undefined) return [ruleOf(job)];
+  const { since: _since, ...first } = oldest;
+  return [first, ...rest];
+}
+
+/** The rules that may have been in force at `t`: each from the last sighting of the one before it. */
+function possibleRules(rules: readonly JudgedRule[], t: number): JudgedRule[] {
+  return rules.filter(
+    (_rule, i) =>
+      (i === 0 || t >= (rules[i - 1]?.until ?? 0)) &&
+      (i === rules.length - 1 || t < (rules[i + 1]?.since ?? Number.POSITIVE_INFINITY)),
+  );
+}
+
+function isSlotOf(rule: ScheduleSpec, t: number): boolean {
+  return slotsBetween(rule, new Date(t), new Date(t + 1), 1).slots.length === 1;
+}
+
+/**
+ * Whether detection judges a slot at `slot` under `rules`: every rule possibly in force then
+ * schedules it (`npm run runs -- --check` asks this of each missed row).
+ */
+export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
+  return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
+}
+
+/**
+ * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
+ * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
+ * change seen now, if it differs). Only the declared rule for a job without a readable cursor.
+ */
+export function rulesInForce(
+  data: DocumentData | undefined,
+  updateTime: Timestamp | undefined,
+  job: DeclaredJob,
+  now: Date,
+): readonly JudgedRule[] {
+  const cursor = readCursor(data, updateTime, job, now);
+  if (cursor === undefined || cursor === 'unreadable') return [ruleOf(job)];
+  return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
+}
+
+/**
+ * The slots of [from, to) to judge under `rules`: a time that every rule possibly in force then
+ * schedules (after a change, old slots by the old rule, new ones by the new, and in between only
+ * those both schedule), at most `max`, oldest first.
+ *
+ * @example judgedSlots([{ schedule: '* * * * *', timeZone: 'Etc/UTC', until }, { schedule: '*\/2 * * * *', timeZone: 'Etc/UTC', since }], from, to, 1000)
+ */
+export function judgedSlots(
+  rules: readonly JudgedRule[],
+  from: Date,
+  to: Date,
+  max: number,
+): { slots: readonly Date[]; truncated: boolean } {
+  if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, from, to, max);
+  const candidates = new Set<number>();
+  let truncated = false;
+  for (const [i, rule] of rules.entries()) {
+    const lo = Math.max(from.getTime(), i === 0 ? 0 : (rules[i - 1]?.until ?? 0));
+    const hi = Math.min(to.getTime(), rules[i + 1]?.since ?? Number.POSITIVE_INFINITY);
+    if (lo >= hi) continue;
+    const got = slotsBetween(rule, new Date(lo), new Date(hi), max);
+    truncated ||= got.truncated;
+    for (const slot of got.slots) candidates.add(slot.getTime());
+  }
+  const slots = [...candidates]
+    .sort((a, b) => a - b)
+    .filter((t) => possibleRules(rules, t).every((rule) => isSlotOf(rule, t)));
+  return {
+    slots: slots.slice(0, max).map((t) => new Date(t)),
+    truncated: truncated || slots.length > max,
+  };
+}
+
+/**
+ * The verdict on one slot at `now`, the one place it is decided:
+ * - `final`: nothing to report (completed, skipped, reported already, before the job's first record);
+ * - `open`: an attempt may still come or still runs: judge it at a later check;
+ * - `missed` / `failed`: report it.
+ * With `end`, the latest time its execution can have ended, ms: the next slot waits for it.
+ */
+export type SlotVerdict = {
+  readonly verdict: 'final' | 'open' | 'missed' | 'failed';
+  readonly end: number;
+};
+
+/**
+ * Decides a slot's {@link SlotVerdict} from its record and the latest end of the previous slot's
+ * execution (`previousEnd`, ms). Its execution started at its first claim or, with none, when the
+ * previous one could have ended, never after `slot + W` (the execution outstanding at its time
+ * started before it, and lasts at most W): it closes one attempt deadline after that start + W.
+ */
+export function slotVerdict(
+  job: DeclaredJob,
+  slot: Date,
+  record: StoredRecord | undefined,
+  row: SlotRow,
+  previousEnd: number,
+  now: Date,
+): SlotVerdict {
+  const s = slot.getTime();
+  const windowMs = retryWindowMs(job);
+  const clamp = (t: number) => Math.min(s + windowMs, Math.max(s, t));
+  const run = record === undefined || record.status === 'unreadable' ? undefined : record;
+  const start = clamp(run?.firstClaimedAt?.getTime() ?? previousEnd);
+  const latestEnd = start + windowMs;
+  if (run?.status === 'completed') {
+    return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };
+  }
+  if (run?.status === 'skipped') return { verdict: 'final', end: latestEnd };
+  if (row.reported) {
+    const at = run?.failedAt?.getTime() ?? latestEnd;
+    return {
+      verdict: 'final',
+      end: run?.status === 'failed' ? Math.min(at, latestEnd) : latestEnd,
+    };
+  }
+  const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
+  if (now.getTime() < closesAt) return { verdict: 'open', end: latestEnd };
+  if (record !== undefined && isLeaseLive(record, now)) return { verdict: 'open', end: latestEnd };
+  if (row.state === 'missed') return { verdict: 'missed', end: latestEnd };
+  if (row.state === 'failed' || row.state === 'in_progress') {
+    return { verdict: 'failed', end: latestEnd };
+  }
+  return { verdict: 'final', end: latestEnd };
 }
 
 function fields(row: SlotRow) {
@@ -149,6 +368,50 @@ function fields(row: SlotRow) {
     attempts: row.attempts,
     lastError: row.lastError,
   };
+}
+
+/**
+ * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: a fresh reporter id when the job's
+ * retry policy proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows},
+ * judged on Firestore's time), so the release reports it in the same write.
+ *
+ * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
+ */
+export function finalFailureReporter(
+  job: DeclaredJob,
+  slot: Date,
+  clock: () => Promise<Date>,
+): (attempt: Attempt) => Promise<string | undefined> {
+  return async (attempt) => {
+    // Scheduler's first attempt came at or after the slot, and at or before the first claim.
+    const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
+    const elapsedMs = (await clock()).getTime() - firstAttempt;
+    return noRetryFollows(job, attempt.attempts, elapsedMs) ? randomUUID() : undefined;
+  };
+}
+
+/**
+ * Logs the report of a slot's run that failed finally and reported itself (its release wrote
+ * `reported_at`): the same ERROR line a check writes, once, by the failing attempt.
+ */
+export function reportFinalFailure(
+  logger: Logger,
+  job: DeclaredJob,
+  scheduleTime: string,
+  failed: { readonly attempt: Attempt; readonly error: unknown },
+): void {
+  logger.error(
+    {
+      jobName: job.id,
+      slot: new Date(scheduleTime).toISOString(),
+      runId: failed.attempt.runId,
+      state: 'failed',
+      attempts: failed.attempt.attempts,
+      lastError: describeThrown(failed.error).slice(0, MAX_ERROR_LENGTH),
+      reportedBy: 'attempt',
+    },
+    FAILED_AFTER_RETRIES,
+  );
 }
 
 /** What {@link MissedRunCheck} needs. */
@@ -185,6 +448,14 @@ const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined
 interface Finding {
   readonly row: SlotRow;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES;
+}
+
+/** What the check learnt of a range: its findings and where the cursor goes. */
+interface Judged {
+  readonly findings: readonly Finding[];
+  readonly next: Date;
+  readonly runSeen: boolean;
+  readonly stopped: boolean;
 }
 
 /**
@@ -236,33 +507,37 @@ export class MissedRunCheck {
   }
 
   /**
-   * Checks the job's slots whose windows closed since its cursor, and reports each missed or
-   * finally failed one that nobody reported: ERROR `missed run` / `run failed after retries` with
-   * job, slot, run id and state. Costs one read of the cursor; when slots closed since, one batched
-   * read per 500 slots (and one per 500 of them without a record, for their forced runs: one was
-   * the slot's run if a clock misjudged its delivery), the fenced cursor write, and one write per
-   * report.
+   * Judges the job's slots since its cursor ({@link slotVerdict}), reports each missed or finally
+   * failed one that nobody reported (ERROR `missed run` / `run failed after retries` with job, slot,
+   * run id and state), then moves the cursor. Costs one read of the cursor; when slots closed
+   * since, one batched read per 500 slots (the slot before the range included), one write per
+   * report, and the fenced cursor write.
    *
    * @param scope - the key scope of the runs to check (the delivery's).
    * @returns what it checked and reported.
-   * @throws {LedgerUnavailableError} if a read or a write fails (the cursor is put back first, if
-   *   it can be, so the next check covers the range); the caller logs it: a failed check must never
-   *   fail a run.
+   * @throws {LedgerUnavailableError} if a read or a write fails (the cursor has not moved, so the
+   *   next check covers the range; reports are once by their own writes); the caller logs it: a
+   *   failed check must never fail a run.
    * @example const { reported } = await missedRuns.check(job, [], logger);
    */
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
-    const { history, jobDocuments, clock } = this.#deps;
+    const { jobDocuments, clock } = this.#deps;
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
     const boundary = now.getTime() - closedAfterMs(job);
     const { data, updateTime } = await jobDocuments.readData(id);
-    const cursor = readCursor(data, now);
+    let cursor = readCursor(data, updateTime, job, now);
     if (cursor === 'unreadable') {
-      logger.warn(
+      logger.error(
         { jobName: job.id, document: id },
-        'missed-run check: the cursor document holds fields this version never writes; the check is off for this job until it is deleted (the next check then starts over, a day back)',
+        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)',
       );
       return NOTHING;
+    }
+    const lastWrite = cursor?.seenAt ?? now.getTime();
+    const afresh = cursor !== undefined && this.#isStale(job, cursor, lastWrite, now);
+    if (cursor !== undefined && afresh) {
+      cursor = this.#startAfresh(job, cursor, boundary, now, logger);
     }
     // Never before the retention: an older slot's record may be gone (TTL), and its absence
     // proves nothing, so it is never reported as missed. A cursor older than that (the TTL removes
@@ -272,93 +547,158 @@ export class MissedRunCheck {
     const from = new Date(
       Math.max(cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS, retained),
     );
-    if (boundary <= from.getTime()) {
-      this.#known.set(id, from.getTime());
-      return { ...NOTHING, checkedBefore: from };
-    }
-    const { slots, truncated } = slotsBetween(job, from, new Date(boundary), MAX_CHECK_SLOTS);
+    // Rules are kept for the retention, so `runs --check` judges older windows by them too.
+    const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
+    const { slots, truncated } =
+      boundary <= from.getTime()
+        ? { slots: [], truncated: false }
+        : judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
+    const runSeenBefore = !stale && (cursor?.runSeen ?? false);
+    const unchangedRules = cursor !== undefined && cursor.rules.length === rules.length;
+    const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
     if (slots.length === 0) {
-      // No slot closed since the cursor: nothing to read. A job's first check still writes its
-      // cursor, so a job whose slots are further apart than the first look-back (weekly) has one
-      // from then on.
-      if (cursor === undefined) {
-        const start: Cursor = { checkedBefore: new Date(boundary), runSeen: false };
-        await jobDocuments.create(
-          id,
-          'missed-run check',
-          cursorDocument(job.id, start, jobDocuments.expireAt()),
-        );
-        this.#known.set(id, boundary);
-        return { ...NOTHING, checkedBefore: start.checkedBefore };
+      // Nothing closed: write only a job's first cursor (a weekly job has one from then on), a
+      // changed rule, a fresh start, or a heartbeat that shows the job is still checked.
+      const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
+      const moved: Cursor = {
+        checkedBefore: at,
+        runSeen: runSeenBefore,
+        rules,
+        seenAt: now.getTime(),
+      };
+      if (cursor === undefined || !unchangedRules || heartbeat || afresh) {
+        const written = await this.#writeCursor(id, job, moved, updateTime);
+        if (written === 'lost') return NOTHING;
       }
-      this.#known.set(id, from.getTime());
-      return { ...NOTHING, checkedBefore: from };
+      this.#known.set(id, at.getTime());
+      return { ...NOTHING, checkedBefore: at };
     }
-    // A forced run that was a slot's own delivery (a misjudged clock) is that slot's run.
-    const tolerance = forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
-    const { runIds, records, updateTimes } = await readSlotRecords(
-      history,
-      job,
-      slots,
-      scope,
-      tolerance,
-    );
-
-    let runSeen = !stale && (cursor?.runSeen ?? false);
-    let stoppedAt: Date | undefined;
-    const findings: Finding[] = [];
-    for (const [i, slot] of slots.entries()) {
-      const runId = runIds[i] as string;
-      const record = records.get(runId);
-      const row = slotRow(job, slot, runId, record, now);
-      if (!runSeen) {
-        if (!hasRecord(row)) continue; // before the job's first record: it did not exist yet
-        runSeen = true;
-      }
-      if (row.state === 'in_progress') {
-        // Its attempt still runs past the window: judge it at the next check.
-        if (record !== undefined && isLeaseLive(record, now)) {
-          stoppedAt = slot;
-          break;
-        }
-        // Its lease lapsed and no retry can come: the run ended without completing.
-        if (!row.reported) findings.push({ row, message: FAILED_AFTER_RETRIES });
-        continue;
-      }
-      if (row.reported) continue;
-      if (row.state === 'missed') findings.push({ row, message: MISSED_RUN });
-      else if (row.state === 'failed') findings.push({ row, message: FAILED_AFTER_RETRIES });
-    }
-    const last = slots.at(-1);
-    const next =
-      stoppedAt ??
-      (truncated && last !== undefined ? new Date(last.getTime() + 1) : new Date(boundary));
-    const moved: Cursor = { checkedBefore: next, runSeen };
-    if (cursor !== undefined && next.getTime() === from.getTime() && runSeen === cursor.runSeen) {
-      this.#known.set(id, from.getTime());
-      return { checked: slots.length, reported: 0, checkedBefore: from };
-    }
-    const document = cursorDocument(job.id, moved, jobDocuments.expireAt());
-    const written =
-      updateTime === undefined
-        ? await jobDocuments.create(id, 'missed-run check', document)
-        : await jobDocuments.update(id, 'missed-run check', document, updateTime);
-    if (written === 'exists' || written === 'changed') {
-      // Another instance moved the cursor first: the range is its to report.
+    const judged = await this.#judge(job, scope, slots, truncated, boundary, runSeenBefore, now);
+    const reported = await this.#report(job, scope, judged, logger);
+    const moved: Cursor = {
+      checkedBefore: judged.next,
+      runSeen: judged.runSeen,
+      rules,
+      seenAt: now.getTime(),
+    };
+    const unchanged =
+      cursor !== undefined &&
+      !afresh &&
+      unchangedRules &&
+      !heartbeat &&
+      judged.next.getTime() === from.getTime() &&
+      judged.runSeen === cursor.runSeen;
+    if (!unchanged && (await this.#writeCursor(id, job, moved, updateTime)) === 'lost') {
+      // Another instance moved the cursor first: the range was its to judge too; our reports
+      // were each once by their own writes.
       this.#known.delete(id);
-      return NOTHING;
+      return { checked: slots.length, reported, checkedBefore: undefined };
     }
     // Stopped at a run still in flight: the next due delivery re-checks from it; this instance's
     // memory does not ask for one at every delivery meanwhile.
-    this.#known.set(id, stoppedAt === undefined ? next.getTime() : boundary);
-    let reported = 0;
+    this.#known.set(id, judged.stopped ? boundary : judged.next.getTime());
+    return { checked: slots.length, reported, checkedBefore: judged.next };
+  }
+
+  /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
+  #isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
+    const gap = longestGapMs(job, cursor.checkedBefore, 3) ?? 0;
+    return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
+  }
+
+  /** A cursor nobody wrote for days starts at the boundary, its range said in one line. */
+  #startAfresh(
+    job: DeclaredJob,
+    cursor: Cursor,
+    boundary: number,
+    now: Date,
+    logger: Logger,
+  ): Cursor {
+    const from = cursor.checkedBefore.toISOString();
+    const to = new Date(Math.max(boundary, cursor.checkedBefore.getTime())).toISOString();
+    logger.warn(
+      { jobName: job.id, from, to },
+      `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${sinceArg(Date.parse(from), boundary)}`,
+    );
+    const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
+    return { checkedBefore, runSeen: false, rules: [ruleOf(job)], seenAt: now.getTime() };
+  }
+
+  /** The verdicts of `slots` (with the slot before them, for the wait behind it). */
+  async #judge(
+    job: DeclaredJob,
+    scope: Scope,
+    slots: readonly Date[],
+    truncated: boolean,
+    boundary: number,
+    runSeenBefore: boolean,
+    now: Date,
+  ): Promise<Judged & { readonly tokens: ReadonlyMap<string, Timestamp> }> {
+    const first = slots[0] as Date;
+    const before = previousSlot(job, first);
+    const all = before === undefined ? slots : [before, ...slots];
+    // A forced run that was a slot's own delivery (a misjudged clock) is that slot's run.
+    const tolerance = forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
+    const { runIds, records, updateTimes } = await readSlotRecords(
+      this.#deps.history,
+      job,
+      all,
+      scope,
+      tolerance,
+    );
+    let previousEnd = Number.NEGATIVE_INFINITY;
+    if (before !== undefined) {
+      const runId = runIds[0] as string;
+      const record = records.get(runId);
+      const row = slotRow(job, before, runId, record, now);
+      previousEnd = slotVerdict(
+        job,
+        before,
+        record,
+        row,
+        before.getTime() + retryWindowMs(job),
+        now,
+      ).end;
+    }
+    let runSeen = runSeenBefore;
+    const findings: Finding[] = [];
+    const offset = all.length - slots.length;
+    for (const [i, slot] of slots.entries()) {
+      const runId = runIds[i + offset] as string;
+      const record = records.get(runId);
+      const row = slotRow(job, slot, runId, record, now);
+      const { verdict, end } = slotVerdict(job, slot, record, row, previousEnd, now);
+      previousEnd = end;
+      if (!runSeen && !hasRecord(row)) continue; // before the job's first record: it did not exist yet
+      runSeen = true;
+      if (verdict === 'open') {
+        return { findings, next: slot, runSeen, stopped: true, tokens: updateTimes };
+      }
+      if (verdict === 'missed') findings.push({ row, message: MISSED_RUN });
+      if (verdict === 'failed')
+        findings.push({ row: { ...row, state: 'failed' }, message: FAILED_AFTER_RETRIES });
+    }
+    const last = slots.at(-1) as Date;
+    const next = truncated ? new Date(last.getTime() + 1) : new Date(boundary);
+    return { findings, next, runSeen, stopped: false, tokens: updateTimes };
+  }
+
+  /** Reports each finding once (its own conditional write), logging those this call wrote. */
+  async #report(
+    job: DeclaredJob,
+    scope: Scope,
+    judged: Pick<Judged, 'findings'> & { readonly tokens: ReadonlyMap<string, Timestamp> },
+    logger: Logger,
+  ): Promise<number> {
+    const { history } = this.#deps;
+    const { findings, tokens } = judged;
     // This check's id, written with each report: a report whose answer was lost but whose write
     // landed is recognised as ours by a read, and logged, instead of never.
     const reporter = randomUUID();
     const report = async (row: SlotRow): Promise<'reported' | 'exists'> => {
-      const token = updateTimes.get(row.runId);
+      const token = tokens.get(row.runId);
       try {
-        if (row.state === 'missed') {
+        if (token === undefined) {
           const details = {
             jobName: job.id,
             scheduleTime: row.slot.toISOString(),
@@ -366,9 +706,7 @@ export class MissedRunCheck {
           };
           return await history.reportMissed(row.runId, details, reporter);
         }
-        return token === undefined
-          ? 'exists'
-          : await history.markReported(row.runId, token, reporter);
+        return await history.markReported(row.runId, token, reporter);
       } catch (err) {
         const { records } = await history.getMany([row.runId]);
         const now = records.get(row.runId);
@@ -378,48 +716,34 @@ export class MissedRunCheck {
         throw err;
       }
     };
-    try {
-      for (const { row, message } of findings) {
-        // 'exists': a claim, a retry or another report came first.
-        if ((await report(row)) !== 'reported') continue;
-        logger.error(fields(row), message);
-        reported++;
-      }
-    } catch (err) {
-      await this.#putBack(
-        id,
-        job.id,
-        cursor ?? { checkedBefore: from, runSeen: false },
-        written,
-        logger,
-      );
-      throw err;
+    let reported = 0;
+    for (const { row, message } of findings) {
+      // 'exists': a claim, a retry or another report came first.
+      if ((await report(row)) !== 'reported') continue;
+      logger.error(fields(row), message);
+      reported++;
     }
-    return { checked: slots.length, reported, checkedBefore: next };
+    return reported;
   }
 
-  /**
-   * Puts the cursor back where it was after a report failed, fenced on this check's own write, so
-   * the next check covers the range again (reports are once by their own writes). If that fails
-   * too, the range stays unchecked: the warning names it for `npm run runs -- --check`.
-   */
-  async #putBack(
+  /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
+  async #writeCursor(
     id: string,
-    jobId: string,
-    before: Cursor,
-    token: Timestamp,
-    logger: Logger,
-  ): Promise<void> {
+    job: DeclaredJob,
+    cursor: Cursor,
+    updateTime: Timestamp | undefined,
+  ): Promise<'written' | 'lost'> {
     const { jobDocuments } = this.#deps;
-    this.#known.delete(id);
-    try {
-      const back = cursorDocument(jobId, before, jobDocuments.expireAt());
-      await jobDocuments.update(id, 'missed-run check (put back)', back, token);
-    } catch {
-      logger.warn(
-        { jobName: jobId, from: before.checkedBefore.toISOString() },
-        'missed-run check: a report failed and the cursor could not be put back; check the slots after "from" with npm run runs -- --check',
-      );
-    }
+    const document = cursorDocument(job, cursor, jobDocuments.expireAt());
+    const written =
+      updateTime === undefined
+        ? await jobDocuments.create(id, 'missed-run check', document)
+        : await jobDocuments.update(id, 'missed-run check', document, updateTime);
+    return written === 'exists' || written === 'changed' ? 'lost' : 'written';
   }
+}
+
+/** A `--since` argument that reaches back from `now` to `from`, in whole hours. */
+function sinceArg(from: number, now: number): string {
+  return `${Math.max(1, Math.ceil((now - from) / 3_600_000) + 1)}h`;
 }

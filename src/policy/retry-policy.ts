@@ -92,3 +92,39 @@ export function retryWindowMs(settings: RetrySettings): number {
   const attempts = waits.length + 1;
   return attempts * settings.attemptDeadlineSeconds * 1000 + waits.reduce((a, b) => a + b, 0);
 }
+
+/**
+ * Whether the declared retry policy proves that no Scheduler retry can follow a run's failed
+ * attempt, so the attempt itself may report the failure as final. Scheduler's `RetryConfig`: "If
+ * retry_count is zero, a job attempt will not be retried if it fails", and with `max_retry_duration`
+ * ("measured from time when an execution was first attempted"; zero: unlimited) "the job will be
+ * retried until both limits are reached". Sound from what the record knows: Scheduler made at
+ * least `attempts − 1` retries (attempts that met a live lease or failed before a claim count for
+ * Scheduler, not in `attempts`), and its first attempt came at or before the first claim, so
+ * `elapsedMs` (now − first claim) is at most the time Scheduler counts; both only push
+ * {@link makesRetry} further to "no".
+ *
+ * @param attempts - the claims of the run so far, the failing one included (`attempts` ≥ 1).
+ * @param elapsedMs - Firestore's now minus the run's first claim, ms.
+ * @example noRetryFollows({ ...defaults, retryCount: 0, maxRetryDurationSeconds: 0 }, 1, 0) // true
+ */
+export function noRetryFollows(
+  settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
+  attempts: number,
+  elapsedMs: number,
+): boolean {
+  return !makesRetry(settings, attempts - 1, elapsedMs);
+}
+
+/**
+ * How long after its schedule time missed-run detection may judge a slot at the latest, in ms: it
+ * waited a whole retry window behind the previous execution (Scheduler never runs two of a job at
+ * once), ran its own, and one attempt deadline more (`2 × W + D`, as `slotVerdict` in
+ * `missed-runs.ts` closes it). The retention must exceed it (`retentionProblems`), or the slot's
+ * record could be gone before it is judged, and its absence proves nothing.
+ *
+ * @example judgingDelayMs(job) // defaults: 2 × 3570 s + 180 s = 7 320 000
+ */
+export function judgingDelayMs(settings: RetrySettings): number {
+  return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;
+}

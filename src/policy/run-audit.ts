@@ -1,9 +1,10 @@
 /**
  * The run audit: a watchdog for when deliveries stop. A job whose Scheduler job is paused, deleted
  * or failing authentication sends nothing, so none of its deliveries runs the missed-run check
- * (`missed-runs.ts`). The audit is a job of its own, declared like any other (opt-in: add it to
- * `src/jobs.ts`; `deploy.sh` creates its Scheduler job): each of its runs checks every declared
- * job's closed slots and reports what is missing, once across instances, as every check does.
+ * (`missed-runs.ts`). The audit is a job of its own, declared like any other (`src/jobs.ts` ships
+ * it every 5 minutes, so a missed slot is reported within minutes of closing; `deploy.sh` creates
+ * its Scheduler job): each of its runs checks every declared job's closed slots and reports what
+ * is missing, once across instances, as every check does.
  *
  * It needs no extra service, and so it shares the function's fate: it is delivered by Cloud
  * Scheduler to the same function as the same invoker, so a failing invoker or a deleted function
@@ -29,7 +30,7 @@ export type AuditDeclaration = Omit<JobDeclaration, 'run' | 'overlap'>;
  * @example
  * // src/jobs.ts
  * import { defineAuditJob } from './policy/run-audit.ts';
- * export const jobs = [job, defineAuditJob({ id: 'run-audit', schedule: '*\/30 * * * *' })];
+ * export const jobs = [job, defineAuditJob({ id: 'run-audit', schedule: '*\/5 * * * *' })];
  */
 export function defineAuditJob(declaration: AuditDeclaration): JobDeclaration {
   const run: JobRun = () => {

@@ -26,7 +26,8 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 /**
  * What became of one slot:
  * - `completed`: a run completed.
- * - `failed`: its last attempt failed; final once past the job's retry window.
+ * - `failed`: its last attempt failed; final once past the job's retry window. An attempt whose
+ *   lease lapsed past the window (it crashed, no retry can come) is `failed` too.
  * - `in_progress`: an attempt holds it now.
  * - `missed`: no attempt came, and its retry window has passed (or detection reported it).
  * - `pending`: no attempt yet, still inside its retry window.
@@ -243,7 +244,7 @@ export function slotRow(
     };
   }
   const run: RunRecord = record;
-  const state: SlotState = run.status;
+  const state: SlotState = lapsedPastWindow(job, slot, run, now) ? RunStatus.Failed : run.status;
   return {
     ...base,
     state,
@@ -262,6 +263,19 @@ export function slotRow(
     rerunOf: run.rerunOf,
     notes: run.notes,
   };
+}
+
+/**
+ * Whether an attempt's lease lapsed and no retry can come any more (past the retry window from the
+ * run's first claim, which is at or after Scheduler's first attempt): the attempt crashed or was
+ * killed, and the run ended without completing: a final failure, not `in_progress`.
+ */
+function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
+  if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
+  const started = Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
+  return (
+    run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job)
+  );
 }
 
 /** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */

@@ -23,7 +23,7 @@
  *   early (its real delivery then answers `duplicate`: the slot ran once, the force run was it).
  */
 import type { DeclaredJob } from './job-declaration.ts';
-import { retryWindowMs } from './retry-policy.ts';
+import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
 import {
   nextSlots,
   type ScheduleSpec,
@@ -125,7 +125,9 @@ export function scheduleTimeProblem(
  * The cold-start check of the retention against the jobs: for each job whose retry window plus
  * its forced-run tolerance reaches `RETENTION_SECONDS`, one sentence naming both. A Scheduler
  * retry that late would find its run's record possibly deleted (so it could run again), and is
- * refused by {@link scheduleTimeProblem}.
+ * refused by {@link scheduleTimeProblem}. Else, one whose judging delay (`judgingDelayMs`, the
+ * formula missed-run detection closes slots by) plus the tolerance reaches it: a slot judged
+ * that late could have lost its record, so detection would never report it.
  *
  * @param retentionMs - `RETENTION_SECONDS` in ms.
  * @param configuredToleranceMs - `FORCED_RUN_TOLERANCE_SECONDS` in ms.
@@ -145,6 +147,12 @@ export function retentionProblems(
         `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the retry window of job ${job.id} ` +
           `(${windowMs / 1000} s: its last retry can come that long after the schedule time) plus its forced-run tolerance (${toleranceMs / 1000} s); ` +
           "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
+      );
+    } else if (retentionMs <= judgingDelayMs(job) + toleranceMs) {
+      problems.push(
+        `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
+          `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
+          "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
       );
     }
   }

@@ -973,6 +973,13 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       ],
     },
     {
+      name: 'a retention below the delay missed-run detection judges a slot at',
+      inputs: { ...REQUIRED, RETENTION_SECONDS: '7000' },
+      says: [
+        /RETENTION_SECONDS \(7000\) must exceed the judging delay of job scheduled-job plus its forced-run tolerance \(7380 s/,
+      ],
+    },
+    {
       name: 'a retention checked against each job, with its own retry settings',
       inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, RETENTION_SECONDS: '1000' },
       says: [

@@ -7,7 +7,12 @@ import {
   checkDocumentId,
   closedAfterMs,
   isDueSlot,
+  isJudgedSlot,
+  judgedSlots,
+  judgingDelayMs,
+  nextRules,
 } from '../../src/policy/missed-runs.ts';
+import { noRetryFollows } from '../../src/policy/retry-policy.ts';
 import { defineAuditJob, isAuditJob } from '../../src/policy/run-audit.ts';
 
 const [five, daily] = validateJobs([
@@ -57,5 +62,78 @@ describe('run audit declaration', () => {
   it('refuses to run outside the function', () => {
     const audit = defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' });
     assert.throws(() => audit.run({} as never), /only inside the scheduled-job function/);
+  });
+});
+
+describe('the judging rules', () => {
+  const UTC = 'Etc/UTC';
+  const t = (hhmm: string) => Date.parse(`2026-10-16T${hhmm}:00Z`);
+
+  it('judges slots up to twice the retry window plus one attempt deadline after their time', () => {
+    assert.equal(judgingDelayMs(five as never), 2 * 3_570_000 + 180_000);
+  });
+
+  it('proves a final failure only when both Scheduler limits are spent, by the bounds a record gives', () => {
+    const settings = {
+      retryCount: 3,
+      maxRetryDurationSeconds: 3600,
+      minBackoffSeconds: 30,
+      maxBackoffSeconds: 600,
+      maxDoublings: 5,
+    };
+    assert.equal(
+      noRetryFollows(settings, 4, 3_000_000),
+      false,
+      'the next back-off (240 s) still starts within the hour',
+    );
+    assert.equal(noRetryFollows(settings, 3, 3_599_000), false, 'a retry still counts');
+    assert.equal(noRetryFollows(settings, 4, 3_000_001 + 600_000), true);
+    assert.equal(
+      noRetryFollows({ ...settings, retryCount: 0, maxRetryDurationSeconds: 0 }, 1, 0),
+      true,
+    );
+  });
+
+  it('after a schedule change, judges old slots by the old rule, new by the new, and between only both', () => {
+    const rules = nextRules(
+      [{ schedule: '* * * * *', timeZone: UTC }],
+      { schedule: '*/2 * * * *', timeZone: UTC },
+      t('12:30'),
+      t('12:20'),
+      t('12:00'),
+    );
+    const { slots } = judgedSlots(rules, new Date(t('12:17')), new Date(t('12:35')), 100);
+    assert.deepEqual(
+      slots.map((d) => d.toISOString().slice(11, 16)),
+      [
+        '12:17',
+        '12:18',
+        '12:19',
+        '12:20',
+        '12:22',
+        '12:24',
+        '12:26',
+        '12:28',
+        '12:30',
+        '12:32',
+        '12:34',
+      ],
+    );
+    assert.equal(isJudgedSlot(rules, new Date(t('12:19'))), true);
+    assert.equal(isJudgedSlot(rules, new Date(t('12:21'))), false);
+  });
+
+  it('forgets a rule once it was replaced before the retained range', () => {
+    const rules = nextRules(
+      [
+        { schedule: '* * * * *', timeZone: UTC, until: t('12:20') },
+        { schedule: '*/2 * * * *', timeZone: UTC, since: t('12:30') },
+      ],
+      { schedule: '*/2 * * * *', timeZone: UTC },
+      t('14:00'),
+      t('13:55'),
+      t('13:00'),
+    );
+    assert.deepEqual(rules, [{ schedule: '*/2 * * * *', timeZone: UTC }]);
   });
 });

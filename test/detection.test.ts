@@ -1,0 +1,477 @@
+/**
+ * Missed-run detection as shipped, live on the emulator with each delivery at its own time on a
+ * driven clock (`fixtures/driven-deliveries.ts`): the run audit `src/jobs.ts` declares, every
+ * job's Scheduler defaults, and the seven ways an attack found detection lying or going silent.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import { checkFailures } from '../ops/format-runs.ts';
+import { jobs as starterJobs } from '../src/jobs.ts';
+import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
+import { checkDocumentId, closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
+import { backoffMs, makesRetry, retryWindowMs } from '../src/policy/retry-policy.ts';
+import { defineAuditJob, isAuditJob } from '../src/policy/run-audit.ts';
+import { readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { retentionProblems } from '../src/policy/schedule-time.ts';
+import {
+  at,
+  type DrivenClock,
+  deliverAt,
+  drivenClock,
+  MINUTE,
+  reportsOf,
+  type Served,
+  slots,
+} from './fixtures/driven-deliveries.ts';
+import { captureLogs, schedulerHeaders, serveJobs } from './helpers.ts';
+
+const ON = { MISSED_RUN_CHECK: 'on' };
+
+/** The run audit as `src/jobs.ts` declares it (as shipped, if it was removed there). */
+const DECLARED_AUDIT = starterJobs.find((job) => isAuditJob(job));
+const AUDIT = DECLARED_AUDIT ?? defineAuditJob({ id: 'run-audit', schedule: '*/5 * * * *' });
+
+function declare(...declarations: JobDeclaration[]) {
+  return validateJobs(declarations);
+}
+
+/** A delivery of the timeline: a job's slot, at its time or later. */
+interface Delivery {
+  readonly fn: Served;
+  readonly jobId: string;
+  readonly slot: Date;
+  readonly when?: Date;
+}
+
+/** Delivers each in time order (the job's slot before the audit at the same time). */
+async function play(time: DrivenClock, deliveries: Delivery[], after?: () => void) {
+  const sorted = deliveries
+    .map((d, i) => ({ ...d, when: d.when ?? new Date(d.slot.getTime() + 5000), i }))
+    .sort((a, b) => a.when.getTime() - b.when.getTime() || a.i - b.i);
+  for (const d of sorted) {
+    await deliverAt(d.fn, time, d.jobId, d.slot, d.when);
+    after?.();
+  }
+}
+
+/** The audit's slots (every 5 minutes, as shipped) in [from, to) on `fn`. */
+function audits(fn: Served | ((i: number) => Served), from: Date, to: Date): Delivery[] {
+  return slots(from, to, 5).map((slot, i) => ({
+    fn: typeof fn === 'function' ? fn(i) : fn,
+    jobId: AUDIT.id,
+    slot,
+  }));
+}
+
+function every(fn: Served, jobId: string, from: Date, to: Date, step: number, skip: Date[] = []) {
+  const left = new Set(skip.map((d) => d.getTime()));
+  return slots(from, to, step)
+    .filter((slot) => !left.has(slot.getTime()))
+    .map((slot): Delivery => ({ fn, jobId, slot }));
+}
+
+describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
+  it('declares the run audit every 5 minutes', {
+    skip:
+      DECLARED_AUDIT === undefined && 'src/jobs.ts declares no run audit (yours, not as shipped)',
+  }, () => {
+    assert.equal(DECLARED_AUDIT?.schedule, '*/5 * * * *');
+  });
+
+  it('reports a slot never delivered once, within 10 minutes of its retry window closing', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const never = at('12:05');
+    let reportedAt: number | undefined;
+
+    await play(
+      time,
+      [
+        ...every(fn, 'five', at('12:00'), at('14:30'), 5, [never]),
+        ...audits(fn, at('12:00'), at('14:30')),
+      ],
+      () => {
+        if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = time.now().getTime();
+      },
+    );
+
+    assert.deepEqual(reportsOf(fn), [['missed run', never.toISOString(), 'five']]);
+    const windowCloses = never.getTime() + retryWindowMs(jobs[0] as never);
+    assert.ok(reportedAt !== undefined && reportedAt >= windowCloses, 'never inside its window');
+    assert.ok(reportedAt - windowCloses <= 10 * MINUTE, `${(reportedAt - windowCloses) / 1000} s`);
+  });
+
+  it('reports a final failure by its own attempt, once: the release write carries the report', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(
+      defineJob({
+        id: 'failing',
+        schedule: '0 * * * *',
+        run: () => {
+          throw new Error('downstream refused');
+        },
+      }),
+      AUDIT,
+    );
+    const job = jobs[0] as never;
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const slot = at('12:00');
+    // Scheduler's attempts: the first at the slot, each retry its back-off after a failure, until
+    // RetryConfig makes none (the job fails at once, so an attempt takes no time).
+    const attempts: number[] = [0];
+    while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
+      attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
+    }
+    const reportsAfter: number[] = [];
+    for (const [i, offset] of attempts.entries()) {
+      const fn = i % 2 === 0 ? a : b;
+      const when = new Date(slot.getTime() + offset);
+      assert.equal(await deliverAt(fn, time, 'failing', slot, when), 'failed');
+      reportsAfter.push(reportsOf(a, b).length);
+    }
+    // Later checks, on both instances, find it reported (before the 13:00 slot, never delivered,
+    // closes).
+    await play(
+      time,
+      audits((i) => (i % 2 === 0 ? a : b), at('13:00'), at('14:00')),
+    );
+
+    assert.deepEqual(
+      reportsAfter,
+      attempts.map((_, i) => (i === attempts.length - 1 ? 1 : 0)),
+      'reported by the last attempt, not before',
+    );
+    assert.deepEqual(reportsOf(a, b), [
+      ['run failed after retries', slot.toISOString(), 'failing'],
+    ]);
+    const record = await a.ledger.get(slotRunId('failing', slot, []));
+    assert.ok(record?.status === 'failed' && record.reportedAt !== undefined);
+  });
+
+  it("reports a daily job's failure the same day: the audit, when no retry reached the function", async () => {
+    const time = drivenClock(at('12:00'));
+    const hour = new Date(at('12:00')).getUTCHours();
+    const jobs = declare(
+      defineJob({
+        id: 'daily',
+        schedule: `0 ${hour} * * *`,
+        run: () => {
+          throw new Error('the export failed');
+        },
+      }),
+      AUDIT,
+    );
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    let reportedAt: number | undefined;
+
+    await play(
+      time,
+      [{ fn, jobId: 'daily', slot: at('12:00') }, ...audits(fn, at('12:00'), at('14:00'))],
+      () => {
+        if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = time.now().getTime();
+      },
+    );
+
+    assert.deepEqual(reportsOf(fn), [
+      ['run failed after retries', at('12:00').toISOString(), 'daily'],
+    ]);
+    const windowCloses = at('12:00').getTime() + retryWindowMs(jobs[0] as never);
+    assert.ok(reportedAt !== undefined && reportedAt - windowCloses <= 10 * MINUTE);
+  });
+
+  it('reports each slot once across two instances checking at the same time', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const never = [at('12:05'), at('12:40')];
+    const missing = new Set(never.map((d) => d.getTime()));
+
+    for (const [i, slot] of slots(at('12:00'), at('14:30'), 5).entries()) {
+      time.set(new Date(slot.getTime() + 5000));
+      // The job's delivery on one instance and the audit on the other, at once.
+      const [jobFn, auditFn] = i % 2 === 0 ? [a, b] : [b, a];
+      const answers = await Promise.all([
+        missing.has(slot.getTime())
+          ? Promise.resolve({ body: { outcome: 'processed' } })
+          : jobFn.request.post('/').set(schedulerHeaders('five', slot.toISOString())),
+        auditFn.request.post('/').set(schedulerHeaders(AUDIT.id, slot.toISOString())),
+      ]);
+      assert.deepEqual(
+        answers.map((r) => r.body.outcome),
+        ['processed', 'processed'],
+      );
+    }
+
+    assert.deepEqual(
+      reportsOf(a, b).sort(),
+      never.map((slot) => ['missed run', slot.toISOString(), 'five']),
+    );
+  });
+});
+
+describe('the attack on detection, finding by finding', () => {
+  it('1. judges each slot by the schedule in force when it was due, across a schedule change', async () => {
+    const time = drivenClock(at('12:00'));
+    const before = declare(
+      defineJob({ id: 'changing', schedule: '* * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const after = declare(
+      defineJob({ id: 'changing', schedule: '*/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const old = serveJobs(before, { env: ON }, { clock: time.clock });
+    const now = serveJobs(after, { env: ON, collection: old.collection }, { clock: time.clock });
+    const oddMissed = at('12:13');
+    const evenMissed = at('13:00');
+
+    // Every minute until 12:30 on the old revision, every other minute from then on the new one.
+    await play(time, [
+      ...every(old, 'changing', at('12:00'), at('12:30'), 1, [oddMissed]),
+      ...audits(old, at('12:00'), at('12:30')),
+      ...every(now, 'changing', at('12:30'), at('14:20'), 2, [evenMissed]),
+      ...audits(now, at('12:30'), at('14:20')),
+    ]);
+
+    assert.deepEqual(reportsOf(old, now).sort(), [
+      ['missed run', oddMissed.toISOString(), 'changing'],
+      ['missed run', evenMissed.toISOString(), 'changing'],
+    ]);
+    // `runs --check` from a checkout still declaring the old rule judges by the rules in force too.
+    const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+    const cli = spawnSync(
+      process.execPath,
+      [
+        'ops/runs.ts',
+        '--collection',
+        old.collection,
+        '--check',
+        '--since',
+        '3h',
+        '--job',
+        'changing',
+        '--now',
+        time.now().toISOString(),
+      ],
+      {
+        env: {
+          ...env,
+          JOBS_MODULE: 'test/fixtures/jobs-changing.ts',
+          RETENTION_SECONDS: '31536000',
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    const flagged = [...cli.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
+      (m) => m[1],
+    );
+    assert.ok(flagged.length > 0, cli.stderr);
+    assert.deepEqual(
+      flagged.filter((t) => Date.parse(t as string) >= at('12:25').getTime()),
+      [evenMissed.toISOString().replace('.000', '')],
+      'no odd slot of the old rule after the change',
+    );
+  });
+
+  it('2. loses no report when the instance dies right after moving the cursor', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const never = [at('12:05'), at('12:15')];
+    // SIGKILL, as far as Firestore can tell: the write that moves the cursor past the missed slots
+    // lands, and nothing of this instance reaches Firestore after it.
+    let dead = false;
+    const kill = <T extends object>(target: T, names: (keyof T)[]) => {
+      for (const name of names) {
+        const real = (target[name] as (...args: unknown[]) => Promise<unknown>).bind(target);
+        (target as Record<keyof T, unknown>)[name] = async (...args: unknown[]) => {
+          if (dead) throw new Error('the instance is gone');
+          const result = await real(...args);
+          const data = args[2] as { checked_before?: Timestamp } | undefined;
+          const cursorPast = data?.checked_before?.toMillis() ?? 0;
+          if (String(name) !== 'getMany' && cursorPast > (never[1] as Date).getTime()) {
+            dead = true;
+            throw new Error('SIGKILL');
+          }
+          return result;
+        };
+      }
+    };
+    kill(a.jobDocuments, ['create', 'update', 'readData']);
+    kill(a.history, ['getMany', 'reportMissed', 'markReported']);
+
+    const timeline = [
+      ...every(a, 'five', at('12:00'), at('14:00'), 5, never),
+      ...audits(a, at('12:00'), at('14:00')),
+    ];
+    for (const d of timeline.sort((x, y) => x.slot.getTime() - y.slot.getTime())) {
+      // Once a is gone, b gets every delivery.
+      await deliverAt(dead ? b : d.fn, time, d.jobId, d.slot);
+    }
+
+    assert.ok(dead, 'the instance died after moving the cursor');
+    assert.deepEqual(
+      reportsOf(a, b).sort(),
+      never.map((slot) => ['missed run', slot.toISOString(), 'five']),
+    );
+  });
+
+  it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
+    // A slot whose first attempt came a minute late (its execution waited behind the previous
+    // one, as Scheduler makes it): its retries come that much later than its schedule time says.
+    const jobs = declare(
+      defineJob({
+        id: 'delayed',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 2,
+        maxRetryDurationSeconds: 0,
+        minBackoffSeconds: 40,
+        maxBackoffSeconds: 40,
+        run: () => {
+          calls++;
+          if (calls < 3) throw new Error('not yet');
+        },
+      }),
+    );
+    let calls = 0;
+    const job = jobs[0] as never;
+    // On the real clock: the records' times are Firestore's, and this slot's first claim comes
+    // 60 to 120 s after it.
+    const slot = new Date(Math.floor(Date.now() / MINUTE) * MINUTE - MINUTE);
+    const time = drivenClock(new Date());
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const logs = captureLogs();
+    const check = new MissedRunCheck({
+      history: fn.history,
+      jobDocuments: fn.jobDocuments,
+      clock: time.clock,
+    });
+
+    // Every slot before the one before it checked (a cursor as an earlier check left it).
+    await fn.jobDocuments.create(checkDocumentId('delayed', []), 'test', {
+      checked_before: Timestamp.fromMillis(slot.getTime() - MINUTE),
+      run_seen: false,
+    });
+    assert.equal(await deliverAt(fn, time, 'delayed', slot, new Date()), 'failed');
+    assert.equal(await deliverAt(fn, time, 'delayed', slot, new Date()), 'failed');
+    // Judged by its schedule time, it closed now; its last retry is still to come.
+    time.set(new Date(slot.getTime() + closedAfterMs(job) + 5000));
+    await check.check(job, [], logs.logger);
+    assert.equal(
+      await deliverAt(fn, time, 'delayed', slot, new Date(slot.getTime() + 181_000)),
+      'processed',
+    );
+    // Before the next slot, never delivered, closes.
+    time.set(new Date(slot.getTime() + 190_000));
+    await check.check(job, [], logs.logger);
+
+    const reports = logs
+      .lines()
+      .filter((l) => /missed run|failed after retries/.test(String(l.message)));
+    assert.deepEqual(reports, [], 'a completed run is never reported failed');
+    const record = await fn.ledger.get(slotRunId('delayed', slot, []));
+    assert.ok(record?.status === 'completed' && record.reportedAt === undefined);
+  });
+
+  it('4. starts afresh, in one line, for a job declared again after days', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    await play(time, [
+      ...every(a, 'five', at('12:00'), at('13:30'), 5),
+      ...audits(a, at('12:00'), at('13:30')),
+    ]);
+    // Three days without the job (another revision declared none), then it is declared again.
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    await play(time, [
+      ...every(b, 'five', at('13:30', 3), at('14:00', 3), 5),
+      ...audits(b, at('13:30', 3), at('14:00', 3)),
+    ]);
+
+    assert.deepEqual(reportsOf(a, b), [], 'no flood of the days it was not declared');
+    const said = b.logs
+      .lines()
+      .filter((l) => l.jobName === 'five' && /starts afresh/.test(String(l.message)));
+    assert.equal(said.length, 1);
+    assert.match(String(said[0]?.message), /npm run runs -- --job five --since \d+h/);
+    assert.equal(said[0]?.severity, 'WARNING');
+  });
+
+  it('5. reports a crashed last attempt whose lease lapsed past the window, once, and --check sees it', async () => {
+    const time = drivenClock(at('12:00'));
+    const hour = new Date(at('12:00')).getUTCHours();
+    const jobs = declare(
+      defineJob({ id: 'crashed', schedule: `0 ${hour} * * *`, run: () => {} }),
+      AUDIT,
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const slot = at('12:00');
+    const runId = slotRunId('crashed', slot, []);
+    // The attempt claims and the instance dies: no completion, no release, the lease lapses.
+    const claimed = await fn.ledger.claim(runId, {
+      jobName: 'crashed',
+      scheduleTime: slot.toISOString(),
+    });
+    assert.equal(claimed.state, 'claimed');
+
+    await play(time, audits(fn, at('12:00'), at('14:30')));
+
+    assert.deepEqual(reportsOf(fn), [['run failed after retries', slot.toISOString(), 'crashed']]);
+    const { rows } = await readHistory(fn.history, job, [slot], [], time.now());
+    assert.equal(rows[0]?.state, 'failed');
+    assert.deepEqual(
+      checkFailures(rows).map((r) => r.runId),
+      [runId],
+    );
+  });
+
+  it('6. refuses, loudly, a hand-edited cursor ahead of the closed boundary', async () => {
+    const time = drivenClock(at('14:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const boundary = at('14:00').getTime() + 5000 - closedAfterMs(jobs[0] as never);
+    await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+      checked_before: Timestamp.fromMillis(boundary + 20 * MINUTE), // between the boundary and now
+      run_seen: true,
+    });
+
+    await deliverAt(fn, time, AUDIT.id, at('14:00'));
+
+    const refused = fn.logs.lines().filter((l) => /cursor document holds/.test(String(l.message)));
+    assert.equal(refused.length, 1);
+    assert.equal(refused[0]?.severity, 'ERROR');
+  });
+
+  it('7. refuses at start-up a retention below the delay slots are judged at', () => {
+    const [job] = declare(
+      defineJob({
+        id: 'short',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 1,
+        maxRetryDurationSeconds: 0,
+        minBackoffSeconds: 30,
+        maxBackoffSeconds: 30,
+        run: () => {},
+      }),
+    );
+    assert.equal(retryWindowMs(job as never), 60_000);
+
+    const problems = retentionProblems(job ? [job] : [], 100_000, 30_000);
+
+    assert.equal(problems.length, 1);
+    assert.match(
+      problems[0] ?? '',
+      /RETENTION_SECONDS \(100\) must exceed the judging delay of job short \(135 s/,
+    );
+  });
+});
