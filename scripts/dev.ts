@@ -3,7 +3,7 @@
  * Scheduler firing the declared jobs at it, in one terminal; Ctrl-C stops all of them.
  *
  *   node scripts/dev.ts [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]]
- *                       [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]
+ *                       [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build]
  *                       [--source FILE --target NAME]
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
@@ -17,7 +17,8 @@
  *   `--no-build` skips the first build and serves `build/` as it is.
  * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
  *   delivery; `--drop-answers` and `--duplicates` are its options; `--fire JOB` also fires JOB
- *   once at start, as a forced run (no waiting for its slot); `--no-scheduler` leaves it out.
+ *   once at start, as a forced run (no waiting for its slot), without `X-CloudScheduler-ScheduleTime`
+ *   with `--without-schedule-time` (the console's Force run may omit it); `--no-scheduler` leaves it out.
  *   With `AUTH_MODE=verify-oidc` it signs each delivery's token with a local key, and the function
  *   gets `OIDC_CERTS_URL` pointing at that key's certificates (`OIDC_AUDIENCE` defaults to the
  *   function's URL, `OIDC_INVOKERS` to a made-up invoker).
@@ -62,7 +63,7 @@ import {
 import { prettyLogLines } from './pretty-logs.ts';
 
 const USAGE =
-  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME]';
+  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -87,6 +88,7 @@ let options: {
   'keep-data'?: boolean;
   'data-dir'?: string;
   fire?: string;
+  'without-schedule-time'?: boolean;
   'no-scheduler'?: boolean;
   'no-watch'?: boolean;
   'no-build'?: boolean;
@@ -103,6 +105,7 @@ try {
       'keep-data': { type: 'boolean' },
       'data-dir': { type: 'string' },
       fire: { type: 'string' },
+      'without-schedule-time': { type: 'boolean' },
       'no-scheduler': { type: 'boolean' },
       'no-watch': { type: 'boolean' },
       'no-build': { type: 'boolean' },
@@ -117,6 +120,9 @@ try {
 if (options.help) {
   console.log(USAGE);
   process.exit(0);
+}
+if (options['without-schedule-time'] && options.fire === undefined) {
+  fail(`--without-schedule-time goes with --fire JOB\n${USAGE}`);
 }
 if ((options.source === undefined) !== (options.target === undefined)) {
   fail(`--source and --target go together\n${USAGE}`);
@@ -320,7 +326,9 @@ if (!options['no-scheduler']) {
   );
   if (options.fire !== undefined) {
     try {
-      void scheduler.fire(options.fire);
+      void scheduler.fire(options.fire, {
+        withoutScheduleTime: options['without-schedule-time'] === true,
+      });
     } catch (err) {
       say(`--fire: ${(err as Error).message}`);
     }
