@@ -8,7 +8,7 @@
  * it makes one run start one build, and the look before the launch (`../shared/launch-once.ts`)
  * adopts a build that an earlier attempt of the run started and then died.
  *
- * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports as README.md's "Use it" lists them), move
  * `@google-cloud/cloudbuild` from devDependencies to dependencies, and declare the job in
  * src/jobs.ts:
  *
@@ -18,8 +18,10 @@
  *     run: createCloudBuildJob({ trigger: 'projects/PROJECT/locations/REGION/triggers/TRIGGER_ID' }),
  *   })
  *
- * The function's runtime service account needs `roles/cloudbuild.builds.editor`
- * (`cloudbuild.builds.create` runs a trigger, `cloudbuild.builds.list` lists builds); see README.md.
+ * For a global trigger, add `buildLocation` (`'global'` for the default pool, else its private
+ * pool's region). The function's runtime service account needs `roles/cloudbuild.builds.editor`
+ * (`cloudbuild.builds.create` runs a trigger, `cloudbuild.builds.list` lists builds,
+ * `cloudbuild.builds.get` reads the trigger); see README.md.
  */
 import { CloudBuildClient, type protos } from '@google-cloud/cloudbuild';
 import type { JobContext } from '../../src/core/job-context.ts';
@@ -198,16 +200,22 @@ export function buildName(
 /**
  * Creates a job that runs `options.trigger` once per scheduled run.
  *
- * The look: `builds.list` of the trigger's location, newest first ("Builds will be sorted by
- * `create_time`, descending", ListBuildsResponse, google/devtools/cloudbuild/v1/cloudbuild.proto),
- * page after page back to the run's first claim less a margin for clock skew (`lookSince`;
- * `Build.create_time`, "Time at which the request to create the build was received"); a build of
+ * The look: `builds.list` of the builds' location ({@link buildLocationOf}), newest first
+ * ("Builds will be sorted by `create_time`, descending", ListBuildsResponse,
+ * google/devtools/cloudbuild/v1/cloudbuild.proto), page after page up to the look's bounds
+ * (`findSince`: a count, and a day before the run's first claim by `Build.create_time`, "Time at
+ * which the request to create the build was received"); a build of
  * this run is the one whose `substitutions._RUN_ID` is this run id (Build.substitutions, returned
  * with every build). No filter: ListBuildsRequest documents `filter` only as "the raw filter
  * text", and `Build.build_trigger_id` is promised only "if it was triggered automatically", so a
  * `trigger_id="…"` filter might leave out the very build `RunBuildTrigger` started. Not a tag
  * either: `triggers.run` sets none, and Cloud Build documents substitutions in `steps` and
  * `images`, not in `tags`.
+ *
+ * Before its first look an instance reads the trigger (`triggers.get`) and refuses one that
+ * declares the run's substitutions itself ({@link triggerProblem}); after a launch, a build whose
+ * `_RUN_ID` is not this run's means the trigger drops what it is passed: the run completes (the
+ * build started), and every later run of the instance refuses before launching.
  *
  * The launch: `triggers.run` with the substitutions. It answers a long-running operation whose
  * metadata holds the new Build; the operation completes only when the build does, so the job
@@ -227,9 +235,11 @@ export function buildName(
  *
  * @param options - the trigger, and optionally the branch, client and recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
- * @throws Error at once if `options.trigger` is not a trigger's resource name; (from the job)
- *   when Cloud Build refuses or fails, or the recorder throws: the claim is released and
- *   Scheduler retries, and the retry adopts a build that started.
+ * @throws Error at once if `options.trigger` is not a trigger's resource name, or
+ *   `buildLocation` is missing for a global trigger or wrong ({@link buildLocationOf}); (from the
+ *   job) when Cloud Build refuses or fails, the trigger is refused, the look is incomplete
+ *   (`LookIncompleteError`), or the recorder throws: the claim is released and Scheduler
+ *   retries, and the retry adopts a build that started.
  * @example
  * defineJob({ id: 'nightly-build', schedule: '0 4 * * *', run: createCloudBuildJob({ trigger }) });
  */

@@ -8,7 +8,7 @@
  * it makes one run start one execution, and the look before the launch (`../shared/launch-once.ts`)
  * adopts an execution that an earlier attempt of the run started and then died.
  *
- * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports as README.md's "Use it" lists them), move
  * `@google-cloud/run` from devDependencies to dependencies, and declare the job in src/jobs.ts:
  *
  *   defineJob({
@@ -132,8 +132,10 @@ export function mayBeUnseenRun(execution: protos.google.cloud.run.v2.IExecution)
  *
  * @param options - the job, and optionally the container, clients and recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
- * @throws (from the job) when the Cloud Run Admin API refuses or fails, or the recorder throws:
- *   the claim is released and Scheduler retries, and the retry adopts an execution that started.
+ * @throws (from the job) when the Cloud Run Admin API refuses or fails, the look is incomplete
+ *   (`LookIncompleteError`: its count reached, or an execution not showing its run id yet), or
+ *   the recorder throws: the claim is released and Scheduler retries, and the retry adopts an
+ *   execution that started.
  * @example
  * defineJob({ id: 'nightly-export', schedule: '0 3 * * *', run: createCloudRunJob({ job }) });
  */

@@ -6,7 +6,7 @@
  * one run start one execution, and the look before the launch (`../shared/launch-once.ts`) closes
  * the window between a launch and the run's completion write.
  *
- * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports as README.md's "Use it" lists them), move
  * `@google-cloud/workflows` from devDependencies to dependencies, and declare the job in
  * src/jobs.ts (see README.md):
  *
@@ -127,8 +127,9 @@ export function queuedRequest(workflow: string) {
  *
  * @param options - the workflow, and optionally the client and the launch recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
- * @throws (from the job) when the Workflows API refuses or fails, or the recorder throws: the
- *   claim is released and Scheduler retries, and the retry adopts an execution that was started.
+ * @throws (from the job) when the Workflows API refuses or fails, the look reaches its count
+ *   (`LookIncompleteError`), or the recorder throws: the claim is released and Scheduler
+ *   retries, and the retry adopts an execution that was started.
  * @example
  * defineJob({ id: 'nightly', schedule: '0 2 * * *', run: createWorkflowsJob({ workflow }) });
  */
