@@ -16,7 +16,7 @@ import type { BatchRead } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { nextSlots, previousSlots, toUtcRfc3339 } from './schedule.ts';
+import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 
 /**
  * How many of the job's latest slots a Force run without schedule time looks at for a forced run
@@ -51,14 +51,19 @@ export async function untimedForceRun(
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
 ): Promise<UntimedForceRun | undefined> {
   const windowMs = retryWindowMs(job);
-  const recent = previousSlots(job, new Date(now.getTime() + 1), FORCE_RUN_LOOK_BACK_SLOTS)
-    .filter((slot) => now.getTime() - slot.getTime() < windowMs)
-    .map((slot) => toUtcRfc3339(slot));
+  const recent: string[] = [];
+  // Newest first, back to the retry window's start: a handful of look-ups for most jobs.
+  for (let slot = previousSlot(job, new Date(now.getTime() + 1)); slot !== undefined; ) {
+    if (now.getTime() - slot.getTime() >= windowMs) break;
+    recent.push(toUtcRfc3339(slot));
+    if (recent.length === FORCE_RUN_LOOK_BACK_SLOTS) break;
+    slot = previousSlot(job, slot);
+  }
   const idOf = (scheduleTime: string) =>
     computeRunId({ jobName: job.id, scheduleTime, scope }, ['forced']);
   if (recent.length > 0) {
     const { records } = await readMany(recent.map(idOf));
-    for (const scheduleTime of recent.reverse()) {
+    for (const scheduleTime of recent) {
       const record = records.get(idOf(scheduleTime));
       if (record === undefined) continue;
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
