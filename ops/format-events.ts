@@ -59,7 +59,8 @@ export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
       event.outstanding,
     )} is still outstanding and a slot is already delayed (Scheduler allows one at a time)`;
   }
-  const attempt = `attempt ${event.attempt}${event.forced ? ' (forced run)' : ''}`;
+  const forced = event.scheduleTimeSent ? ' (forced run)' : ' (forced run, no ScheduleTime sent)';
+  const attempt = `attempt ${event.attempt}${event.forced ? forced : ''}`;
   const columns = [
     clockTime(event.startedAt),
     job,

@@ -6,17 +6,40 @@
  *                                              in UTC and in the job's zone with its offset
  *   node ops/jobs.ts --deploy                                   the lines deploy.sh reads
  *
+ * With `--deploy` it also refuses (exit status 1, a `ConfigError`) declarations that import a
+ * package `package.json` lists only in devDependencies (`ops/dependencies.ts`): a deploy would not
+ * install it, so `deploy.sh` and its dry run refuse too.
+ *
  * It imports the declarations directly (`src/jobs.ts`, or the module named by `JOBS_MODULE`, a path
  * relative to the current directory that exports `jobs`): no build, no Firestore, no function. Node
  * runs it as TypeScript by type stripping (Node ≥ 22.18). Invalid declarations: the `ConfigError`
  * message on stderr and exit status 1; bad arguments: exit status 2.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/policy/errors.ts';
 import { runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
+import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependencies.ts';
 import { COUNT, deployLines, jobsJson, jobsTable, parseCount, upcoming } from './format-jobs.ts';
 
 const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339] [--count N]';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Refuses declarations that load a package only in devDependencies (`ops/dependencies.ts`).
+ *
+ * @throws {ConfigError} with one problem per package.
+ */
+function checkDependencies(env: NodeJS.ProcessEnv): void {
+  const entry = env.JOBS_MODULE ? path.resolve(env.JOBS_MODULE) : path.join(ROOT, 'src/jobs.ts');
+  const lists = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as PackageLists;
+  const problems = devOnlyProblems(devOnlyImports(entry, ROOT, lists));
+  if (problems.length > 0) throw new ConfigError(problems);
+}
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: options } = parseArgs({
@@ -49,6 +72,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     throw new UsageError((err as Error).message);
   }
   const jobs = await loadJobs(env);
+  if (options.deploy) checkDependencies(env);
   if (options.deploy) console.log(deployLines(jobs));
   else if (options.json) console.log(jobsJson(upcoming(jobs, after, count)));
   else {

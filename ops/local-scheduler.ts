@@ -31,7 +31,8 @@
  *   their delayed slot are dropped, and reported, as a deleted Scheduler job stops retrying.
  * - A forced run ({@link LocalScheduler.fire}, like `gcloud scheduler jobs run`) "will dispatch the
  *   job, even if the job is already running" (jobs.run), and its schedule-time header carries "the
- *   timestamp of the next scheduled execution" ("deduplicate job requests" guide).
+ *   timestamp of the next scheduled execution or may be omitted" ("deduplicate job requests"
+ *   guide): `withoutScheduleTime` sends the second form, with no such header at all.
  *
  * For seeing de-duplication at work it can also lose answers (the delivery is made and answered,
  * and the answer is dropped, as after a lost acknowledgement) and add duplicate deliveries (a second
@@ -135,6 +136,11 @@ export interface AttemptEvent {
   readonly attempt: number;
   /** Whether the execution is a forced run ({@link LocalScheduler.fire}). */
   readonly forced: boolean;
+  /**
+   * False for a forced run fired without `X-CloudScheduler-ScheduleTime`; `scheduleTime` is then
+   * the next slot when it was fired, never sent.
+   */
+  readonly scheduleTimeSent: boolean;
   /** `duplicate`: the extra delivery added by the duplicates rate. */
   readonly delivery: 'primary' | 'duplicate';
   /** When the request was sent, ms since the epoch. */
@@ -227,6 +233,11 @@ export interface LocalSchedulerOptions {
   readonly onEvent?: (event: SchedulerEvent) => void;
 }
 
+/** How a forced run is sent: with its schedule time (as `gcloud scheduler jobs run`) or without. */
+interface Forced {
+  readonly withoutScheduleTime: boolean;
+}
+
 /** The first slot strictly after `after`, or `undefined` if the schedule never fires again. */
 function nextSlot(job: SchedulerJob, after: number): Date | undefined {
   return nextSlots(job, new Date(after), 1)[0];
@@ -299,14 +310,15 @@ export class LocalScheduler {
 
   /**
    * A forced run of job `jobId`, as `gcloud scheduler jobs run`: fires at once, even if an
-   * execution of the job is outstanding, with the job's next slot as its schedule time, and follows
-   * it through its retries.
+   * execution of the job is outstanding, with the job's next slot as its schedule time (or, with
+   * `withoutScheduleTime`, no `X-CloudScheduler-ScheduleTime` header at all, the guide's other
+   * form), and follows it through its retries.
    *
    * @throws {Error} if no job has that id, or its schedule never fires again (no next slot).
    * @example
-   * const { succeeded } = await scheduler.fire('scheduled-job');
+   * const { succeeded } = await scheduler.fire('scheduled-job', { withoutScheduleTime: true });
    */
-  fire(jobId: string): Promise<ExecutionResult> {
+  fire(jobId: string, options: { withoutScheduleTime?: boolean } = {}): Promise<ExecutionResult> {
     const job = this.#jobs.find((j) => j.id === jobId);
     if (job === undefined) {
       throw new Error(
@@ -315,7 +327,8 @@ export class LocalScheduler {
     }
     const slot = nextSlot(job, this.#clock.now());
     if (slot === undefined) throw new Error(`job "${jobId}" never fires again: no next slot`);
-    return this.#track(this.#execute(job, slot, true));
+    const forced = { withoutScheduleTime: options.withoutScheduleTime === true };
+    return this.#track(this.#execute(job, slot, forced));
   }
 
   /**
@@ -372,7 +385,7 @@ export class LocalScheduler {
   /** Starts the execution of a slot; when it ends, the slot delayed meanwhile, if any, starts. */
   #startExecution(job: SchedulerJob, slot: Date): void {
     this.#outstanding.set(job.id, slot);
-    void this.#track(this.#execute(job, slot, false)).finally(() => {
+    void this.#track(this.#execute(job, slot, undefined)).finally(() => {
       if (this.#outstanding.get(job.id) === slot) this.#outstanding.delete(job.id);
       const delayed = this.#delayed.get(job.id);
       this.#delayed.delete(job.id);
@@ -392,8 +405,15 @@ export class LocalScheduler {
     return controller.signal;
   }
 
-  /** One execution: the first attempt and its retries, until success or the retry limits. */
-  async #execute(job: SchedulerJob, scheduleTime: Date, forced: boolean): Promise<ExecutionResult> {
+  /**
+   * One execution: the first attempt and its retries, until success or the retry limits.
+   * `forced` is set for a forced run, saying whether it sends its schedule time.
+   */
+  async #execute(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+  ): Promise<ExecutionResult> {
     const firstAttemptAt = this.#clock.now();
     const dropped = this.#dropSignal(job.id);
     const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
@@ -433,10 +453,18 @@ export class LocalScheduler {
     job: SchedulerJob,
     scheduleTime: Date,
     attempt: number,
-    forced: boolean,
+    forced: Forced | undefined,
   ): Promise<{ event: Omit<AttemptEvent, 'next'>; status?: number; dropped: boolean }> {
-    const delivery = this.#delivery(job, scheduleTime);
-    const base = { type: 'attempt', jobId: job.id, scheduleTime, attempt, forced } as const;
+    const sent = forced?.withoutScheduleTime !== true;
+    const delivery = this.#delivery(job, sent ? scheduleTime : undefined);
+    const base = {
+      type: 'attempt',
+      jobId: job.id,
+      scheduleTime,
+      attempt,
+      forced: forced !== undefined,
+      scheduleTimeSent: sent,
+    } as const;
     if (this.#random() < (this.#options.duplicates ?? 0)) {
       void this.#track(
         this.#deliver(job, delivery).then((answer) =>
@@ -460,19 +488,23 @@ export class LocalScheduler {
     };
   }
 
-  /** The request Scheduler sends for a run of `job` at `scheduleTime`. */
-  #delivery(job: SchedulerJob, scheduleTime: Date): Delivery {
+  /** The request Scheduler sends for a run of `job` at `scheduleTime` (none: a Force run without it). */
+  #delivery(job: SchedulerJob, scheduleTime: Date | undefined): Delivery {
     const { url, query, headers = {}, tokens } = this.#options;
     const own: Record<string, string> = {
       'User-Agent': 'Google-Cloud-Scheduler',
       'X-CloudScheduler-JobName': job.id,
-      'X-CloudScheduler-ScheduleTime': toUtcRfc3339(scheduleTime),
+      ...(scheduleTime === undefined
+        ? {}
+        : { 'X-CloudScheduler-ScheduleTime': toUtcRfc3339(scheduleTime) }),
     };
     if (tokens !== undefined) {
       own.Authorization = `Bearer ${tokens.token(tokens.audience, tokens.email, this.#clock.now())}`;
     }
     // Header names are case-insensitive: a job header spelled differently must not double ours.
-    const overridden = new Set(Object.keys(own).map((name) => name.toLowerCase()));
+    // Scheduler's own names are its alone, the schedule time's even when it sends none.
+    const names = [...Object.keys(own), 'X-CloudScheduler-ScheduleTime'];
+    const overridden = new Set(names.map((name) => name.toLowerCase()));
     const kept = Object.entries(headers).filter(([name]) => !overridden.has(name.toLowerCase()));
     return {
       url: query ? `${url}${url.includes('?') ? '&' : '?'}${query}` : url,

@@ -5,7 +5,7 @@
  * runs the same Scheduler beside the emulator and the function.
  *
  *   node ops/scheduler.ts [--url URL] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]
- *   node ops/scheduler.ts --fire JOB [--url URL] …     a forced run, followed to its end
+ *   node ops/scheduler.ts --fire JOB [--without-schedule-time] [--url URL] …   a forced run, followed to its end
  *
  * - `--url`: the function, `http://127.0.0.1:$PORT/` by default (`PORT` 8080 unless set).
  * - `--drop-answers RATE`: drop that share of answers after they arrive (0 to 1), as a lost
@@ -13,6 +13,9 @@
  * - `--duplicates RATE`: deliver that share of attempts twice at once, as a proxy retry would.
  * - `--fire JOB`: fire JOB now as `gcloud scheduler jobs run` does (its next slot as the schedule
  *   time), follow its retries, and exit: 0 if it ended with a 2xx answer, 1 if Scheduler gave up.
+ *   `--without-schedule-time` sends it without `X-CloudScheduler-ScheduleTime`, the other form of
+ *   a manual run the Scheduler guide names ("uses the timestamp of the next scheduled execution or
+ *   may be omitted").
  * - With `AUTH_MODE=verify-oidc` (and `OIDC_AUDIENCE`, `OIDC_INVOKERS`, as for the function) every
  *   delivery carries an ID token signed by a local key whose certificates are served on
  *   127.0.0.1 (`--certs-port`, else the port of `OIDC_CERTS_URL`, else a free one); start the
@@ -32,7 +35,7 @@ import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from './scheduler-settings.ts';
 
 const USAGE =
-  'usage: node ops/scheduler.ts [--url URL] [--fire JOB] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
+  'usage: node ops/scheduler.ts [--url URL] [--fire JOB [--without-schedule-time]] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
 
 /** Resolves on the first SIGINT or SIGTERM. */
 function interrupted(): Promise<void> {
@@ -48,6 +51,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     options: {
       url: { type: 'string' },
       fire: { type: 'string' },
+      'without-schedule-time': { type: 'boolean' },
       'drop-answers': { type: 'string' },
       duplicates: { type: 'string' },
       'certs-port': { type: 'string' },
@@ -67,6 +71,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     settings = schedulerSettings(env);
   } catch (err) {
     throw new UsageError((err as Error).message);
+  }
+  if (options['without-schedule-time'] && options.fire === undefined) {
+    throw new UsageError('--without-schedule-time goes with --fire JOB');
   }
   const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
   if (URL.parse(url) === null) throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
@@ -102,7 +109,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
 
   try {
     if (options.fire !== undefined) {
-      const result = await scheduler.fire(options.fire);
+      const withoutScheduleTime = options['without-schedule-time'] === true;
+      const result = await scheduler.fire(options.fire, { withoutScheduleTime });
       return result.succeeded ? 0 : 1;
     }
     console.log(`Local Cloud Scheduler → ${url} (Ctrl-C stops)`);

@@ -3,8 +3,8 @@
  * Scheduler firing the declared jobs at it, in one terminal; Ctrl-C stops all of them.
  *
  *   node scripts/dev.ts [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]]
- *                       [--fire JOB] [--no-scheduler] [--no-watch] [--no-build]
- *                       [--source FILE --target NAME]
+ *                       [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build]
+ *                       [--source FILE --target NAME] [--host ADDRESS]
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
  *   `build/main.cjs`; `--source FILE --target NAME` serves another module's function instead, as
@@ -17,10 +17,16 @@
  *   `--no-build` skips the first build and serves `build/` as it is.
  * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
  *   delivery; `--drop-answers` and `--duplicates` are its options; `--fire JOB` also fires JOB
- *   once at start, as a forced run (no waiting for its slot); `--no-scheduler` leaves it out.
+ *   once at start, as a forced run (no waiting for its slot), without `X-CloudScheduler-ScheduleTime`
+ *   with `--without-schedule-time` (the console's Force run may omit it); `--no-scheduler` leaves it out.
  *   With `AUTH_MODE=verify-oidc` it signs each delivery's token with a local key, and the function
  *   gets `OIDC_CERTS_URL` pointing at that key's certificates (`OIDC_AUDIENCE` defaults to the
  *   function's URL, `OIDC_INVOKERS` to a made-up invoker).
+ * - Everything listens on 127.0.0.1 only: the function (functions-framework alone would listen on
+ *   every interface, `scripts/listen-host.ts`), the history page, the OIDC issuer, the emulator.
+ *   `--host ADDRESS` (e.g. `0.0.0.0`) serves the function and the history page there instead, with
+ *   a warning line: anyone who can reach it can run the jobs, unauthenticated unless
+ *   `AUTH_MODE=verify-oidc`. The emulator and the OIDC issuer stay on 127.0.0.1.
  * - A history page on another port (printed at start; `HISTORY_PORT`, else a free one): each GET
  *   renders `npm run runs -- --html -` against this emulator afresh (`?since=24h&job=ID` pass on
  *   as `--since` and `--job`), the page `--html FILE` writes.
@@ -54,6 +60,7 @@ import {
   acceptsConnections,
   freePort,
   type GroupProcess,
+  LOCAL_HOST,
   ROOT,
   spawnFunction,
   startFirestoreEmulator,
@@ -62,7 +69,7 @@ import {
 import { prettyLogLines } from './pretty-logs.ts';
 
 const USAGE =
-  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME]';
+  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -87,11 +94,13 @@ let options: {
   'keep-data'?: boolean;
   'data-dir'?: string;
   fire?: string;
+  'without-schedule-time'?: boolean;
   'no-scheduler'?: boolean;
   'no-watch'?: boolean;
   'no-build'?: boolean;
   source?: string;
   target?: string;
+  host?: string;
   help?: boolean;
 };
 try {
@@ -103,11 +112,13 @@ try {
       'keep-data': { type: 'boolean' },
       'data-dir': { type: 'string' },
       fire: { type: 'string' },
+      'without-schedule-time': { type: 'boolean' },
       'no-scheduler': { type: 'boolean' },
       'no-watch': { type: 'boolean' },
       'no-build': { type: 'boolean' },
       source: { type: 'string' },
       target: { type: 'string' },
+      host: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   }));
@@ -118,12 +129,21 @@ if (options.help) {
   console.log(USAGE);
   process.exit(0);
 }
+if (options['without-schedule-time'] && options.fire === undefined) {
+  fail(`--without-schedule-time goes with --fire JOB\n${USAGE}`);
+}
 if ((options.source === undefined) !== (options.target === undefined)) {
   fail(`--source and --target go together\n${USAGE}`);
 }
 
 const port = Number(process.env.PORT || '8080');
-const functionUrl = `http://127.0.0.1:${port}/`;
+const host = options.host ?? LOCAL_HOST;
+if (host === '' || /\s/.test(host))
+  fail(`--host ${JSON.stringify(host)} is not an address\n${USAGE}`);
+/** Where the Scheduler and the page reach what listens on `host`: this machine for a wildcard. */
+const reachHost = ['0.0.0.0', '::', '[::]'].includes(host) ? LOCAL_HOST : host;
+const urlHost = reachHost.includes(':') ? `[${reachHost}]` : reachHost;
+const functionUrl = `http://${urlHost}:${port}/`;
 const project = process.env.GOOGLE_CLOUD_PROJECT || 'demo-scheduler-run-once';
 const verifyOidc = process.env.AUTH_MODE === 'verify-oidc';
 /** The function's environment, and the Scheduler's: one environment, as the README says. */
@@ -150,7 +170,7 @@ try {
 } catch (err) {
   fail(`${(err as Error).message}\n${USAGE}`);
 }
-if (await acceptsConnections(port)) {
+if (await acceptsConnections(port, reachHost)) {
   fail(`port ${port} is taken: stop what listens there, or set PORT to another port`);
 }
 
@@ -254,6 +274,7 @@ async function startFunction(): Promise<void> {
     target: options.target ?? 'handleScheduledJob',
     ...(options.source === undefined ? {} : { source: options.source }),
     port,
+    host,
     env,
     keep: 20_000,
   });
@@ -267,9 +288,11 @@ async function startFunction(): Promise<void> {
       );
     }
   });
-  await waitForPort(port, { timeoutMs: FUNCTION_START_MS, process: child }).catch(() => {
-    say('the function did not start (its output is above)');
-  });
+  await waitForPort(port, { timeoutMs: FUNCTION_START_MS, process: child, host: reachHost }).catch(
+    () => {
+      say('the function did not start (its output is above)');
+    },
+  );
 }
 
 async function stopFunction(): Promise<void> {
@@ -283,6 +306,11 @@ async function stopFunction(): Promise<void> {
 }
 
 await startFunction();
+if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
+  say(
+    `WARNING: --host ${host}: the function and the history page listen beyond this machine; anyone who can reach ${host}:${port} can run your jobs${verifyOidc ? '' : ' unauthenticated (set AUTH_MODE=verify-oidc to require a token)'}`,
+  );
+}
 say(
   `function handleScheduledJob on ${functionUrl}${options['no-watch'] ? '' : ' (a change under src/ rebuilds and restarts it)'}`,
 );
@@ -320,7 +348,9 @@ if (!options['no-scheduler']) {
   );
   if (options.fire !== undefined) {
     try {
-      void scheduler.fire(options.fire);
+      void scheduler.fire(options.fire, {
+        withoutScheduleTime: options['without-schedule-time'] === true,
+      });
     } catch (err) {
       say(`--fire: ${(err as Error).message}`);
     }
@@ -362,9 +392,9 @@ const history: Server = createServer((req, res) => {
   });
 });
 const historyPort = Number(process.env.HISTORY_PORT || (await freePort()));
-await new Promise<void>((listening) => history.listen(historyPort, '127.0.0.1', listening));
+await new Promise<void>((listening) => history.listen(historyPort, host, listening));
 say(
-  `run history page: http://127.0.0.1:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
+  `run history page: http://${urlHost}:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
 );
 
 // Watch mode.

@@ -1,19 +1,24 @@
 /**
  * Local processes for the scripts, the tests and the bench: free ports, child processes in process
  * groups of their own, the Firestore emulator, and waiting until something answers. Importing it
- * starts nothing. Everything listens on and talks to 127.0.0.1 only.
+ * starts nothing. Everything listens on and talks to 127.0.0.1 only, the function included
+ * ({@link spawnFunction}), unless told otherwise.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** functions-framework's CLI script (the `.bin` link resolved). */
 const FRAMEWORK = realpathSync(join(ROOT, 'node_modules/.bin/functions-framework'));
+/** The preload that gives functions-framework's `listen(port)` a host (`scripts/listen-host.ts`). */
+const LISTEN_HOST = pathToFileURL(join(ROOT, 'scripts/listen-host.ts')).href;
+/** Where a local function listens unless told otherwise: this machine only. */
+export const LOCAL_HOST = '127.0.0.1';
 
 /** A Firestore collection name no other test or bench run uses: `<prefix>_<random>`. */
 export function freshCollection(prefix = 'runs'): string {
@@ -57,10 +62,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
-export function acceptsConnections(port: number): Promise<boolean> {
+/** Whether something accepts TCP connections on `host`:`port` (127.0.0.1 unless given). */
+export function acceptsConnections(port: number, host = LOCAL_HOST): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect(port, host);
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);
@@ -184,7 +189,7 @@ export async function waitForHttp(
 }
 
 /**
- * Resolves once something accepts connections on 127.0.0.1:`port`.
+ * Resolves once something accepts connections on `options.host` (127.0.0.1 unless given):`port`.
  *
  * @param options.process - the process that should listen: its exit ends the wait with its output.
  * @param options.intervalMs - how often to try (50 ms unless given).
@@ -192,14 +197,14 @@ export async function waitForHttp(
  */
 export async function waitForPort(
   port: number,
-  options: { timeoutMs: number; process?: GroupProcess; intervalMs?: number },
+  options: { timeoutMs: number; process?: GroupProcess; intervalMs?: number; host?: string },
 ): Promise<void> {
-  const { timeoutMs, process: child, intervalMs = 50 } = options;
+  const { timeoutMs, process: child, intervalMs = 50, host = LOCAL_HOST } = options;
   await waitFor(
     `port ${port} to accept connections`,
     async () => {
       stillRunning(child);
-      return (await acceptsConnections(port)) || undefined;
+      return (await acceptsConnections(port, host)) || undefined;
     },
     timeoutMs,
     intervalMs,
@@ -271,6 +276,11 @@ export interface FunctionSpec {
   /** `--source`, relative to the repository root; without it `package.json` `main`, as deployed. */
   readonly source?: string;
   readonly port: number;
+  /**
+   * The address it listens on, {@link LOCAL_HOST} unless given (`0.0.0.0`: every interface, as
+   * functions-framework alone does and Cloud Run needs).
+   */
+  readonly host?: string;
   /** Variables on top of this process's environment. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** A command prefix, e.g. `['faketime', '-f', '-90s']`. */
@@ -282,15 +292,22 @@ export interface FunctionSpec {
 /**
  * Spawns `functions-framework --target=… [--source=…] --port=…` in the repository root, in a process
  * group of its own, with the Node running this process (type stripping loads `.ts` sources; the
- * `.bin` script's shebang could pick another Node from PATH). Does not wait: see {@link waitForPort}.
+ * `.bin` script's shebang could pick another Node from PATH), listening on `spec.host`
+ * (127.0.0.1 unless given: `scripts/listen-host.ts`). Does not wait: see {@link waitForPort}.
  */
 export function spawnFunction(spec: FunctionSpec): GroupProcess {
-  const args = [FRAMEWORK, `--target=${spec.target}`, `--port=${spec.port}`];
+  const args = [
+    '--import',
+    LISTEN_HOST,
+    FRAMEWORK,
+    `--target=${spec.target}`,
+    `--port=${spec.port}`,
+  ];
   if (spec.source !== undefined) args.push(`--source=${spec.source}`);
   const [command, ...prefix] = [...(spec.wrapper ?? []), process.execPath];
   return spawnGroup(command as string, [...prefix, ...args], {
     cwd: ROOT,
-    env: { ...process.env, ...spec.env },
+    env: { ...process.env, ...spec.env, RUN_ONCE_LISTEN_HOST: spec.host ?? LOCAL_HOST },
     ...(spec.keep === undefined ? {} : { keep: spec.keep }),
   });
 }

@@ -167,9 +167,9 @@ describe('handleScheduledJob', () => {
   const invalid: [string, Record<string, string>, RegExp][] = [
     ['no headers at all', {}, /X-CloudScheduler-JobName is missing/],
     [
-      'no ScheduleTime (an "every 5 minutes" job)',
-      { 'X-CloudScheduler-JobName': 'nightly' },
-      /ScheduleTime is missing.*unix-cron/,
+      'no ScheduleTime from a job not declared here (an "every 5 minutes" job)',
+      { 'X-CloudScheduler-JobName': 'groc-job' },
+      /ScheduleTime is missing, and no job "groc-job" is declared.*unix-cron/,
     ],
     ['an empty JobName', schedulerHeaders(''), /JobName is empty/],
     ['a JobName with a slash', schedulerHeaders('a/b'), /not a job id/],

@@ -8,7 +8,7 @@
  * it makes one run start one execution, and the look before the launch (`../shared/launch-once.ts`)
  * adopts an execution that an earlier attempt of the run started and then died.
  *
- * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports as README.md's "Use it" lists them), move
  * `@google-cloud/run` from devDependencies to dependencies, and declare the job in src/jobs.ts:
  *
  *   defineJob({
@@ -95,6 +95,20 @@ export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): strin
 }
 
 /**
+ * Whether `execution` may be a launch whose overrides its template does not show yet: no run id,
+ * and neither started nor completed (`start_time`, `completion_time` unset).
+ *
+ * @example mayBeUnseenRun({ template: { containers: [{ env: [] }] } }) // true
+ */
+export function mayBeUnseenRun(execution: protos.google.cloud.run.v2.IExecution): boolean {
+  return (
+    runIdOf(execution) === undefined &&
+    timestampToDate(execution.startTime) === undefined &&
+    timestampToDate(execution.completionTime) === undefined
+  );
+}
+
+/**
  * Creates a job that starts one execution of `options.job` per scheduled run.
  *
  * The look: `jobs.executions.list` takes only `parent`, `pageSize`, `pageToken` and `showDeleted`,
@@ -102,9 +116,15 @@ export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): strin
  * labels of its own to set per run (its `labels` are output only, copied from the job). The
  * reference documents the order: "Lists Executions from a Job. Results are sorted by creation
  * time, descending." (https://cloud.google.com/run/docs/reference/rest/v2/projects.locations.jobs.executions/list).
- * So the look reads the job's executions page after page, newest first, back to the run's first
- * claim less a margin for clock skew (`lookSince`; `Execution.create_time`), and matches
- * {@link RUN_ID_ENV} in each execution's template.
+ * So the look reads the job's executions page after page, newest first, up to the look's bounds
+ * (`findSince`: a count, and a day before the run's first claim by `Execution.create_time`, which
+ * "is not guaranteed to be set in happens-before order across separate operations": an order off
+ * by minutes changes nothing), and matches {@link RUN_ID_ENV} in each execution's template.
+ * Nothing promises that an execution's `template` shows the overrides when it first appears in the
+ * list; it is "the template used to create tasks for this execution", so once the execution has
+ * started (`start_time`, "when the execution started to run") or completed, its tasks were made
+ * from it. An execution without the run id that has neither ({@link mayBeUnseenRun}) may be this
+ * run's, its overrides not shown yet: the look then refuses the launch, and the retry looks again.
  *
  * The launch: `jobs.run` with the overrides. It answers a long-running operation whose metadata is
  * the new Execution; the operation completes only when the execution does, so the job records the
@@ -112,8 +132,10 @@ export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): strin
  *
  * @param options - the job, and optionally the container, clients and recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
- * @throws (from the job) when the Cloud Run Admin API refuses or fails, or the recorder throws:
- *   the claim is released and Scheduler retries, and the retry adopts an execution that started.
+ * @throws (from the job) when the Cloud Run Admin API refuses or fails, the look is incomplete
+ *   (`LookIncompleteError`: its count reached, or an execution not showing its run id yet), or
+ *   the recorder throws: the claim is released and Scheduler retries, and the retry adopts an
+ *   execution that started.
  * @example
  * defineJob({ id: 'nightly-export', schedule: '0 3 * * *', run: createCloudRunJob({ job }) });
  */
@@ -135,6 +157,7 @@ export function createCloudRunJob(options: CloudRunJobOptions): (ctx: JobContext
             {
               time: (e) => timestampToDate(e.createTime),
               matches: (e) => runIdOf(e) === ctx.runId,
+              pending: mayBeUnseenRun,
             },
           );
           return found?.name ?? undefined;

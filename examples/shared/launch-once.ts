@@ -6,11 +6,15 @@
  * there is none does it launch.
  *
  * The look relies only on what each API documents: it lists newest first (the documented order),
- * follows the pages until the executions are older than the run's first claim
- * (`ctx.firstClaimedAt`, less {@link CLOCK_SKEW_MARGIN_MS}), and matches on the client what the
- * proxy itself wrote into the launch (the run id in the argument, an environment override or a
- * substitution). No server-side filter decides what is found: a filter syntax or a field the
- * reference does not promise could hide the execution, and the retry would launch a second one.
+ * follows the pages, and matches on the client what the proxy itself wrote into the launch (the
+ * run id in the argument, an environment override or a substitution). It is bounded by count
+ * ({@link LOOK_LIMIT} executions; reaching it without an answer refuses the launch) and ends early
+ * only at an execution a day older than the run's first claim ({@link LOOK_MARGIN_MS}): the first
+ * claim is Firestore's clock and a creation time the launched API's, and no document bounds the
+ * difference, so the comparison is never trusted to within minutes (an API clock six minutes
+ * behind, with one newer execution of another run, made a five-minute margin launch twice). No
+ * server-side filter alone decides what is found: a filter syntax or a field the reference does
+ * not promise could hide the execution, and the retry would launch a second one.
  * The window starts at the first claim, not at the schedule time: a forced run's schedule time is
  * in the future, a re-run's far in the past, and every launch of the run came after its first
  * claim.
@@ -124,22 +128,46 @@ export function nameOf(name: string | null | undefined, what: string): string {
 }
 
 /**
- * How far before the run's first claim the look starts, ms. The first claim time is Firestore's
- * clock and an execution's creation time the launched API's: both are Google's servers, but no
- * document bounds the difference, so the window is generous; a wider one costs only list pages.
+ * How far before the run's first claim the look reads, ms: a day. The first claim time is
+ * Firestore's clock and an execution's creation time the launched API's; no document bounds the
+ * difference, so the margin is far beyond any skew seen, and what bounds the look's cost is
+ * {@link LOOK_LIMIT}, a count.
  */
-export const CLOCK_SKEW_MARGIN_MS = 5 * 60_000;
+export const LOOK_MARGIN_MS = 24 * 3_600_000;
+
+/**
+ * The most executions the look reads (about ten pages). A list holding more than this many
+ * executions within {@link LOOK_MARGIN_MS} of the run's first claim cannot be read to its end, so
+ * the look refuses the launch ({@link LookIncompleteError}) rather than guess.
+ */
+export const LOOK_LIMIT = 1000;
+
+/**
+ * The look could not tell whether this run launched an execution, so the attempt does not
+ * launch: it fails, the claim is released and Scheduler retries. `reason` says which: `limit`
+ * (more executions in the window than {@link LOOK_LIMIT}), `pending` (an execution that does not
+ * show its run id yet).
+ */
+export class LookIncompleteError extends Error {
+  override name = 'LookIncompleteError';
+  readonly reason: 'limit' | 'pending';
+
+  constructor(reason: 'limit' | 'pending', message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
 
 /**
  * The start of the look's window: when the run's first attempt claimed it, less `marginMs`.
  * Every launch of this run came after that claim, by Firestore's clock.
  *
  * @param marginMs - ms to allow for the launched API's clock running behind Firestore's.
- * @example lookSince(ctx) // ctx.firstClaimedAt − 5 min
+ * @example lookSince(ctx) // ctx.firstClaimedAt − 24 h
  */
 export function lookSince(
   ctx: Pick<JobContext, 'firstClaimedAt'>,
-  marginMs = CLOCK_SKEW_MARGIN_MS,
+  marginMs = LOOK_MARGIN_MS,
 ): Date {
   return new Date(ctx.firstClaimedAt.getTime() - marginMs);
 }
@@ -176,17 +204,26 @@ export interface NewestFirst<T> {
   time(item: T): Date | undefined;
   /** True for an item that carries this run's id, as the proxy wrote it. */
   matches(item: T): boolean;
+  /**
+   * True for an item that may be this run's but does not show a run id yet (a Cloud Run
+   * execution before its overrides show); when nothing matches, such an item refuses the launch.
+   */
+  pending?(item: T): boolean;
 }
 
 /**
  * Reads a list that the API documents as newest first, page after page, and returns the first
  * item that matches; it stops at the first item older than `since` (all later ones are older
- * still). An item without a time does not stop the scan: the order says nothing about it.
+ * still), or at the list's end. An item without a time does not stop the scan: the order says
+ * nothing about it.
  *
  * @param items - the list, e.g. a client's `list…Async(request)`, which fetches the next page
  *   (`next_page_token`) only when the previous one is read.
  * @param since - the window's start, {@link lookSince}.
- * @throws whatever the list throws (an API failure): the attempt fails and Scheduler retries.
+ * @param limit - the most items read, {@link LOOK_LIMIT} unless given.
+ * @throws {LookIncompleteError} when `limit` items were read without a match or the window's
+ *   end, or nothing matched and an item was {@link NewestFirst.pending}; whatever the list throws
+ *   (an API failure). Either way the attempt fails, launches nothing, and Scheduler retries.
  * @example
  * const found = await findSince(client.listExecutionsAsync({ parent }), lookSince(ctx), {
  *   time: (e) => timestampToDate(e.createTime),
@@ -197,11 +234,28 @@ export async function findSince<T>(
   items: AsyncIterable<T>,
   since: Date,
   read: NewestFirst<T>,
+  limit = LOOK_LIMIT,
 ): Promise<T | undefined> {
+  let count = 0;
+  let pending: T | undefined;
+  const verdict = () => {
+    if (pending === undefined) return undefined;
+    throw new LookIncompleteError(
+      'pending',
+      "the look found an execution that does not show a run id yet (it may be this run's, launched by an earlier attempt); not launching, the retry looks again",
+    );
+  };
   for await (const item of items) {
     if (read.matches(item)) return item;
+    if (pending === undefined && read.pending?.(item) === true) pending = item;
     const time = read.time(item);
-    if (time !== undefined && time.getTime() < since.getTime()) return undefined;
+    if (time !== undefined && time.getTime() < since.getTime()) return verdict();
+    if (++count >= limit) {
+      throw new LookIncompleteError(
+        'limit',
+        `the look read ${limit} executions, all within a day of this run's first claim, without finding this run's: it cannot tell whether an earlier attempt launched one, so it does not launch (give the job a target of its own)`,
+      );
+    }
   }
-  return undefined;
+  return verdict();
 }

@@ -6,7 +6,7 @@
  * one run start one execution, and the look before the launch (`../shared/launch-once.ts`) closes
  * the window between a launch and the run's completion write.
  *
- * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports), move
+ * To use it: copy this file and `../shared/launch-once.ts` into src/ (fix the imports as README.md's "Use it" lists them), move
  * `@google-cloud/workflows` from devDependencies to dependencies, and declare the job in
  * src/jobs.ts (see README.md):
  *
@@ -19,13 +19,14 @@
  * The runtime service account needs `roles/workflows.invoker` (create and list executions) and
  * `roles/datastore.user` for the ledger, which deploy.sh grants (`EXAMPLE=workflows` grants both).
  */
-import { ExecutionsClient } from '@google-cloud/workflows';
+import { ExecutionsClient, type protos } from '@google-cloud/workflows';
 import type { JobContext } from '../../src/core/job-context.ts';
 import {
   findSince,
   launchOnce,
   lookSince,
   NEXT_PAGE_ON_DEMAND,
+  type NewestFirst,
   nameOf,
   type RecordLaunch,
   timestampToDate,
@@ -94,19 +95,41 @@ export function listRequest(workflow: string) {
 }
 
 /**
- * Creates a job that starts one execution of `options.workflow` per scheduled run: it lists the
- * workflow's executions newest first ({@link listRequest}) back to the run's first claim (less
- * a margin for clock skew, `lookSince`), following every page, and adopts one whose argument
- * carries this run id; else it creates one with the argument and the label.
+ * The list request of the backlog: the workflow's executions in state `QUEUED`, with labels and
+ * argument. "Request has been placed in the backlog for processing at a later time"
+ * (Execution.State.QUEUED, executions.proto): with the concurrency quota reached and buffering
+ * on (the default), a new execution waits there. Nothing documents whether a queued execution has
+ * a `startTime` ("Marks the beginning of execution") or where it sorts under `startTime desc`, so
+ * the look reads the backlog apart, with the one filter form the reference shows
+ * (`state="SUCCEEDED"`, projects.locations.workflows.executions.list).
  *
- * An execution's `startTime` ("Marks the beginning of execution") bounds the window: the client's
- * proto (`@google-cloud/workflows` 5.x) has no `createTime`, and an execution starts no earlier
- * than the launch that created it.
+ * @example queuedRequest('projects/p/locations/l/workflows/w') // { parent, view: 'FULL', filter: 'state="QUEUED"', pageSize: 100 }
+ */
+export function queuedRequest(workflow: string) {
+  return {
+    parent: workflow,
+    view: 'FULL' as const,
+    filter: 'state="QUEUED"',
+    pageSize: FULL_VIEW_PAGE_SIZE,
+  };
+}
+
+/**
+ * Creates a job that starts one execution of `options.workflow` per scheduled run: it lists the
+ * workflow's executions newest first ({@link listRequest}), following the pages up to the look's
+ * bounds (`findSince`: a count, and a day before the run's first claim), then the backlog of
+ * queued executions ({@link queuedRequest}), and adopts one whose argument carries this run id;
+ * else it creates one with the argument and the label.
+ *
+ * An execution's `startTime` ("Marks the beginning of execution") is the time the look reads: the
+ * client's proto (`@google-cloud/workflows` 5.x) has no `createTime`, and an execution starts no
+ * earlier than the launch that created it. A queued one may have none; the backlog look needs none.
  *
  * @param options - the workflow, and optionally the client and the launch recorder.
  * @returns the job's `run`, for `defineJob({ id, schedule, run })`.
- * @throws (from the job) when the Workflows API refuses or fails, or the recorder throws: the
- *   claim is released and Scheduler retries, and the retry adopts an execution that was started.
+ * @throws (from the job) when the Workflows API refuses or fails, the look reaches its count
+ *   (`LookIncompleteError`), or the recorder throws: the claim is released and Scheduler
+ *   retries, and the retry adopts an execution that was started.
  * @example
  * defineJob({ id: 'nightly', schedule: '0 2 * * *', run: createWorkflowsJob({ workflow }) });
  */
@@ -125,14 +148,21 @@ export function createWorkflowsJob(
       {
         target: 'workflows',
         find: async () => {
-          const found = await findSince(
-            client.listExecutionsAsync(listRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
-            lookSince(ctx),
-            {
-              time: (e) => timestampToDate(e.startTime),
-              matches: (e) => argumentRunId(e.argument) === ctx.runId,
-            },
-          );
+          const look: NewestFirst<protos.google.cloud.workflows.executions.v1.IExecution> = {
+            time: (e) => timestampToDate(e.startTime),
+            matches: (e) => argumentRunId(e.argument) === ctx.runId,
+          };
+          const found =
+            (await findSince(
+              client.listExecutionsAsync(listRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
+              lookSince(ctx),
+              look,
+            )) ??
+            (await findSince(
+              client.listExecutionsAsync(queuedRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
+              lookSince(ctx),
+              look,
+            ));
           return found?.name ?? undefined;
         },
         launch: async () => {

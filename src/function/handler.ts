@@ -16,6 +16,7 @@ import type { Ledger } from '../core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, leaseLossMessage, type RunOutcome, runOnce } from '../core/run-once.ts';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
+import { untimedForceRun } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { finalFailureReporter, MissedRunCheck, reportFinalFailure } from '../policy/missed-runs.ts';
 import { checkOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
@@ -36,7 +37,12 @@ import {
   type ResponseOutcome,
   STATUS_BY_OUTCOME,
 } from './outcomes.ts';
-import { readScheduledRun, type ScheduledRun } from './scheduler-request.ts';
+import {
+  type DeliveryHeaders,
+  missingScheduleTimeAdvice,
+  readDeliveryHeaders,
+  type ScheduledRun,
+} from './scheduler-request.ts';
 import type { GracefulShutdown } from './shutdown.ts';
 
 export { type ResponseBody, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
@@ -197,6 +203,11 @@ const KIND_NOTES = {
   manual: 'Manual run. ',
   rerun: "Re-run (a run of its own; the slot's record is unchanged). ",
 } as const;
+
+/** What a response says first about a Force run that came without its schedule time. */
+function untimedNote(scheduleTime: string): string {
+  return `Forced run without X-CloudScheduler-ScheduleTime (the console's "Force run" may omit it): a run of its own, keyed on the slot ${scheduleTime}, whose own run is apart from it. `;
+}
 
 /**
  * The refusal of a re-run the function may not run (`rerun.ts`): 400 `invalid_request`, 409
@@ -465,19 +476,52 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | { caller
 }
 
 /**
- * The job a delivery names. The declared ids are listed only with `exposeErrors`: they tell any
- * caller which jobs the function runs.
+ * The job a delivery names, and its headers. The declared ids are listed only with
+ * `exposeErrors`: they tell any caller which jobs the function runs.
  *
- * @throws {InvalidRequestError} for headers that name no run; {@link UnknownJobError} for a job
+ * @throws {InvalidRequestError} for headers that name no run (a job not declared here that sent
+ *   no schedule time included: a groc schedule's, most likely); {@link UnknownJobError} for a job
  *   that is not declared.
  */
-function readDelivery(deps: HandlerDeps, req: Request): { run: ScheduledRun; job: DeclaredJob } {
-  const run = readScheduledRun(req, deps.config);
-  const job = findJob(deps.jobs, run.jobName);
-  if (job === undefined) {
-    throw new UnknownJobError(run.jobName, deps.config.exposeErrors ? deps.jobs : undefined);
+function readDelivery(
+  deps: HandlerDeps,
+  req: Request,
+): { headers: DeliveryHeaders; job: DeclaredJob } {
+  const headers = readDeliveryHeaders(req, deps.config);
+  const job = findJob(deps.jobs, headers.jobName);
+  if (job === undefined && headers.scheduleTime === undefined) {
+    throw new InvalidRequestError(missingScheduleTimeAdvice(headers.jobName));
   }
-  return { run, job };
+  if (job === undefined) {
+    throw new UnknownJobError(headers.jobName, deps.config.exposeErrors ? deps.jobs : undefined);
+  }
+  return { headers, job };
+}
+
+/**
+ * The run a delivery names: as sent, or for a "Force run" without `X-CloudScheduler-ScheduleTime`
+ * the forced run `policy/force-run.ts` chooses by Firestore's time (the job's next slot, or the
+ * slot whose forced run it retries), marked `withoutScheduleTime`.
+ *
+ * @throws {InvalidRequestError} if the schedule never fires again; {@link LedgerUnavailableError}
+ *   if Firestore's time or the records cannot be read.
+ */
+async function timedRun(
+  deps: HandlerDeps,
+  headers: DeliveryHeaders,
+  job: DeclaredJob,
+): Promise<ScheduledRun> {
+  const { scheduleTime, ...rest } = headers;
+  if (scheduleTime !== undefined) return { ...rest, scheduleTime };
+  const forced = await untimedForceRun(job, headers.scope, await deps.clock(), (ids) =>
+    deps.history.getMany(ids),
+  );
+  if (forced === undefined) {
+    throw new InvalidRequestError(
+      `X-CloudScheduler-ScheduleTime is missing, and job ${job.id} has no next slot to key a Force run on: its schedule never fires again.`,
+    );
+  }
+  return { ...rest, scheduleTime: forced.scheduleTime, withoutScheduleTime: true };
 }
 
 /**
@@ -586,7 +630,7 @@ async function runDelivery(
   return {
     ...known,
     outcome: result.outcome,
-    message: `${KIND_NOTES[plan.kind]}${described.message}`,
+    message: `${run.withoutScheduleTime ? untimedNote(run.scheduleTime) : KIND_NOTES[plan.kind]}${described.message}`,
     fields: { ...known.fields, ...described.fields },
   };
 }
@@ -613,7 +657,9 @@ async function answerDelivery(
   const fields = admitted.caller === undefined ? {} : { caller: admitted.caller };
   const read = await step({ fields }, () => readDelivery(deps, req));
   if (isAnswer(read)) return read;
-  const { run, job } = read;
+  const { job } = read;
+  const run = await step({ fields }, () => timedRun(deps, read.headers, job));
+  if (isAnswer(run)) return run;
   const toleranceMs = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
   const inRange = await step({ run, fields }, () => checkScheduleTime(deps, job, run, toleranceMs));
   if (isAnswer(inRange)) return inRange;
@@ -622,7 +668,11 @@ async function answerDelivery(
   const known: Known = {
     run,
     runId: plan.runId,
-    fields: { ...fields, ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }) },
+    fields: {
+      ...fields,
+      ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
+      ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
+    },
   };
   const delivery: Delivery = { job, run, plan };
   const rerunRefused = await step(known, () => rerunAnswer(deps, delivery, known));

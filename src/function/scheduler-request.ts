@@ -190,18 +190,44 @@ export function scopeOf(
   return scope;
 }
 
+/** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
+export interface DeliveryHeaders
+  extends Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> {
+  /** Canonical RFC 3339 UTC; `undefined` when `X-CloudScheduler-ScheduleTime` was not sent. */
+  readonly scheduleTime: string | undefined;
+}
+
+/** What a delivery without ScheduleTime from a job this function does not run should do instead. */
+export function missingScheduleTimeAdvice(jobName: string): string {
+  return (
+    `${SCHEDULE_TIME_HEADER} is missing, and no job ${describe(jobName)} is declared in this function. ` +
+    'Cloud Scheduler sends it for unix-cron schedules only: App Engine-style schedules ("every 5 minutes") send none. ' +
+    'Declare the job in src/jobs.ts with a unix-cron schedule such as "*/5 * * * *" (deploy.sh creates its Scheduler job from that), ' +
+    'or point this Scheduler job at the function that runs it.'
+  );
+}
+
 /**
- * Reads the run a delivery names: job name, schedule time and the configured scope values.
+ * What a manual run or a backfill without ScheduleTime should do instead (`npm run trigger` and
+ * `--backfill` always send one).
+ */
+const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand carries one. Run a job by hand with \`npm run trigger -- JOB\`, which sets it.`;
+
+/**
+ * Reads a delivery's headers: job name, schedule time (if sent) and the configured scope values.
+ * A missing schedule time is the console's "Force run" of a declared job (the handler decides,
+ * knowing the jobs: `policy/force-run.ts`); every other bad header is refused here.
  *
  * @param req - the request; only its raw headers and URL are read.
  * @param config - which scope headers and query parameters to read.
  * @throws {InvalidRequestError} for a missing, empty, malformed, oversized or repeated header or
- *   scope parameter, with a message saying what to fix. Nothing has been written when it throws.
+ *   scope parameter (the schedule time only when repeated, empty or malformed, or missing on a run
+ *   asked for by hand), with a message saying what to fix. Nothing has been written when it throws.
  */
-export function readScheduledRun(
+export function readDeliveryHeaders(
   req: DeliveryLike,
   config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-): ScheduledRun {
+): DeliveryHeaders {
   const jobName = single(
     headerValues(req, JOB_NAME_HEADER),
     JOB_NAME_HEADER,
@@ -213,14 +239,31 @@ export function readScheduledRun(
         'or projects/PROJECT/locations/LOCATION/jobs/ID.',
     );
   }
-  const scheduleTime = normaliseScheduleTime(
-    single(
-      headerValues(req, SCHEDULE_TIME_HEADER),
-      SCHEDULE_TIME_HEADER,
-      'Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ' +
-        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
-    ),
-  );
+  const times = headerValues(req, SCHEDULE_TIME_HEADER);
+  const scheduleTime =
+    times.length === 0
+      ? undefined
+      : normaliseScheduleTime(
+          single(
+            times,
+            SCHEDULE_TIME_HEADER,
+            'Cloud Scheduler sends it as RFC 3339 UTC, e.g. 2026-10-16T12:00:00Z; send it so, or not at all.',
+          ),
+        );
+  const scope = scopeOf(config, readScopeValues(req, config));
+  const { trigger, backfill } = readTrigger(req);
+  if ((trigger !== undefined || backfill) && scheduleTime === undefined) {
+    throw new InvalidRequestError(TRIGGER_WITHOUT_TIME);
+  }
+  if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
+  return backfill ? { jobName, scheduleTime, scope, backfill } : { jobName, scheduleTime, scope };
+}
+
+/** The configured scope headers' and query parameters' values. @throws {InvalidRequestError} */
+function readScopeValues(
+  req: DeliveryLike,
+  config: Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>,
+): ScopeValues {
   const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
     const value = single(
@@ -248,8 +291,26 @@ export function readScheduledRun(
       params[name] = value;
     }
   }
-  const scope = scopeOf(config, { headers, params });
-  const { trigger, backfill } = readTrigger(req);
-  if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
-  return backfill ? { jobName, scheduleTime, scope, backfill } : { jobName, scheduleTime, scope };
+  return { headers, params };
+}
+
+/**
+ * Reads the run a delivery names: job name, schedule time and the configured scope values, for a
+ * delivery that must carry its schedule time (tools and tests; the handler reads
+ * {@link readDeliveryHeaders}, as a Force run may omit it).
+ *
+ * @throws {InvalidRequestError} as {@link readDeliveryHeaders}, and for a missing schedule time.
+ */
+export function readScheduledRun(
+  req: DeliveryLike,
+  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
+): ScheduledRun {
+  const { scheduleTime, ...rest } = readDeliveryHeaders(req, config);
+  if (scheduleTime === undefined) {
+    throw new InvalidRequestError(
+      `${SCHEDULE_TIME_HEADER} is missing. Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ` +
+        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
+    );
+  }
+  return { ...rest, scheduleTime };
 }

@@ -9,6 +9,8 @@
  *   in `schedule-time.ts`), by Firestore's clock (as leases are judged); its run id is the
  *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
  *   retries are duplicates of it;
+ * - a **forced run without schedule time** (the console's "Force run" may omit the header): the
+ *   forced run of the slot `force-run.ts` chooses, whatever its distance;
  * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by job, scope and trigger
  *   id (`computeTriggerRunId`), never by its schedule time;
  * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): a run of its own, keyed the same way,
@@ -63,6 +65,11 @@ export interface ScheduledRun {
    * then not recorded `skipped` (final) but answered `waiting`, so it stays missed.
    */
   readonly backfill?: boolean;
+  /**
+   * Set when the delivery came without `X-CloudScheduler-ScheduleTime` (the console's "Force run"
+   * may omit it) and `scheduleTime` is the one `force-run.ts` chose: a forced run, however near.
+   */
+  readonly withoutScheduleTime?: true;
 }
 
 /** What the handler claims and runs for one delivery. */
@@ -113,6 +120,8 @@ export async function planRun(
     if (run.trigger.mode === 'manual') return of(RunKind.Manual, runId);
     return of(RunKind.Rerun, runId, { rerunOf: variant([]) });
   }
+  // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
+  if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']));
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
   return early > toleranceMs
     ? of(RunKind.Forced, variant(['forced']))

@@ -135,9 +135,9 @@ describe('examples/cloud-build: the proxy', () => {
   it("reads back only to the run's first claim: older builds end the look", async () => {
     const location = `projects/demo-${randomUUID().slice(0, 8)}/locations/europe-west1`;
     const trigger = `${location}/triggers/${randomUUID()}`;
-    const anHourAgo = new Date(Date.now() - 3_600_000);
+    const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
-      fake.seed('cloud-build', location, otherRun(i), { createTime: anHourAgo });
+      fake.seed('cloud-build', location, otherRun(i), { createTime: twoDaysAgo });
     }
     const { request } = proxy(trigger);
 

@@ -132,9 +132,9 @@ describe('examples/cloud-run-job: the proxy', () => {
 
   it("reads back only to the run's first claim: older executions end the look", async () => {
     const job = aJob();
-    const anHourAgo = new Date(Date.now() - 3_600_000);
+    const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
-      fake.seed('cloud-run-job', job, otherRun(i), { createTime: anHourAgo });
+      fake.seed('cloud-run-job', job, otherRun(i), { createTime: twoDaysAgo });
     }
     const { request } = proxy(job);
 

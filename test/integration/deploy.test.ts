@@ -988,6 +988,13 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       ],
     },
     {
+      name: 'a declared job that imports a package only in devDependencies',
+      inputs: { ...REQUIRED, JOBS_MODULE: path.join(FIXTURES, 'jobs-dev-dependency.ts') },
+      says: [
+        /examples\/workflows-proxy\/workflows-job\.ts imports @google-cloud\/workflows, which package\.json lists only in devDependencies.*npm install @google-cloud\/workflows/,
+      ],
+    },
+    {
       name: 'an unknown AUTH_MODE',
       inputs: { ...REQUIRED, AUTH_MODE: 'none' },
       says: [/AUTH_MODE='none': must be platform .* or verify-oidc/],

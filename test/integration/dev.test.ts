@@ -5,16 +5,113 @@
  * with status 0; its history page serves the `runs --html` page of that emulator. The jobs are a
  * test's (`JOBS_MODULE=test/fixtures/jobs-one.ts`, served by `test/fixtures/dev-function.ts`
  * through `--source`/`--target`), never the user's: replacing `src/job.ts` changes nothing here.
- * `--no-watch` leaves src/ alone.
+ * `--no-watch` leaves src/ alone. What its processes listen on is read from /proc (Linux): every
+ * socket on 127.0.0.1 unless `--host` asks otherwise.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { freePort, ROOT, spawnGroup, waitFor } from '../../scripts/local-processes.ts';
 import { jobs } from '../fixtures/jobs-one.ts';
 
 const START_MS = 60_000;
+
+/** `/proc/net/tcp*`'s hex address (`0100007F:1F90`, or 32 hex digits for IPv6) as `address:port`. */
+function decodeAddress(hex: string): string {
+  const [ip = '', port = ''] = hex.split(':');
+  const words = (ip.match(/.{8}/g) ?? []).map((w) => (w.match(/../g) ?? []).reverse().join(''));
+  const bytes =
+    words
+      .join('')
+      .match(/../g)
+      ?.map((b) => Number.parseInt(b, 16)) ?? [];
+  const address =
+    bytes.length === 4
+      ? bytes.join('.')
+      : bytes.slice(0, 12).join(',') === '0,0,0,0,0,0,0,0,0,0,255,255'
+        ? `::ffff:${bytes.slice(12).join('.')}`
+        : (words.join('').match(/.{4}/g) ?? [])
+            .map((g) => Number.parseInt(g, 16).toString(16))
+            .join(':');
+  return `${address}:${Number.parseInt(port, 16)}`;
+}
+
+/** The listening TCP sockets of the machine, by socket inode. */
+function listeningSockets(): Map<string, string> {
+  const sockets = new Map<string, string>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[3] === '0A' && fields[1] && fields[9])
+        sockets.set(fields[9], decodeAddress(fields[1]));
+    }
+  }
+  return sockets;
+}
+
+/** `pid` and every process below it, from /proc's children lists. */
+function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    const tasks = `/proc/${tree[i]}/task`;
+    if (!existsSync(tasks)) continue;
+    for (const task of readdirSync(tasks)) {
+      const children = readFileSync(`${tasks}/${task}/children`, 'utf8').trim();
+      if (children !== '') tree.push(...children.split(' ').map(Number));
+    }
+  }
+  return tree;
+}
+
+/** What the processes `pids` listen on, `address:port` each. */
+function listenersOf(pids: readonly number[]): string[] {
+  const sockets = listeningSockets();
+  const found: string[] = [];
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue; // gone, or not ours
+    }
+    for (const fd of fds) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
+      const address = inode === undefined ? undefined : sockets.get(inode);
+      if (address !== undefined) found.push(address);
+    }
+  }
+  return found;
+}
+
+/** The pid listening on 127.0.0.1:`port`, found by its socket's inode. */
+function pidListeningOn(port: number): number | undefined {
+  const inodes = new Set(
+    [...listeningSockets()].filter(([, a]) => a.endsWith(`:${port}`)).map(([inode]) => inode),
+  );
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      for (const fd of readdirSync(`/proc/${entry}/fd`)) {
+        const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${entry}/fd/${fd}`))?.[1];
+        if (inode !== undefined && inodes.has(inode)) return Number(entry);
+      }
+    } catch {
+      // not ours to read
+    }
+  }
+  return undefined;
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::ffff:127\.\d+\.\d+\.\d+|0:0:0:0:0:0:0:1):\d+$/;
+const HAS_PROC = existsSync('/proc/net/tcp');
 
 describe('npm run dev', () => {
   it('fires a declared job through its local Scheduler, shows readable logs and a history page, and stops on Ctrl-C', async () => {
@@ -59,6 +156,13 @@ describe('npm run dev', () => {
       const refused = await fetch(`${pageUrl}?since=yesterday`);
       assert.equal(refused.status, 400);
       await refused.text();
+      if (HAS_PROC && dev.pid !== undefined) {
+        const listening = listenersOf(processTree(dev.pid));
+        assert.ok(listening.includes(`127.0.0.1:${port}`), listening.join(', '));
+        assert.ok(listening.includes(new URL(pageUrl).host), listening.join(', '));
+        const beyond = listening.filter((address) => !LOOPBACK.test(address));
+        assert.deepEqual(beyond, [], 'nothing npm run dev started listens beyond 127.0.0.1');
+      }
       dev.signalGroup('SIGINT');
       await dev.exited;
     } finally {
@@ -77,5 +181,62 @@ describe('npm run dev', () => {
     assert.doesNotMatch(output, /^\{"severity"/m, 'no raw JSON log lines on the terminal');
     assert.match(output, /^dev: stopping$/m);
     assert.equal(dev.exitCode, 0, output);
+  });
+
+  it('binds the function and the history page elsewhere only with --host, and warns', async (t) => {
+    if (!HAS_PROC) return t.skip('reads /proc/net/tcp (Linux)');
+    const port = await freePort();
+    const dev = spawnGroup(
+      process.execPath,
+      [
+        'scripts/dev.ts',
+        '--host',
+        '0.0.0.0',
+        '--no-scheduler',
+        '--no-watch',
+        '--no-build',
+        '--source',
+        'test/fixtures/dev-function.ts',
+        '--target',
+        'devFunction',
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
+      },
+    );
+    try {
+      const pageUrl = await waitFor(
+        'the history page line',
+        () => {
+          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          return /^dev: run history page: (http:\S+)/m.exec(dev.output())?.[1];
+        },
+        START_MS,
+      );
+      const listening = listenersOf(processTree(dev.pid ?? 0));
+      assert.ok(listening.includes(`0.0.0.0:${port}`), listening.join(', '));
+      assert.ok(listening.includes(`0.0.0.0:${new URL(pageUrl).port}`), listening.join(', '));
+      assert.match(
+        dev.output(),
+        /^dev: WARNING: --host 0\.0\.0\.0: .*can run your jobs unauthenticated/m,
+      );
+    } finally {
+      dev.signalGroup('SIGKILL');
+      await dev.exited;
+    }
+  });
+
+  it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {
+    const emulatorPort = Number(URL.parse(`http://${process.env.FIRESTORE_EMULATOR_HOST}`)?.port);
+    const pid = HAS_PROC && emulatorPort > 0 ? pidListeningOn(emulatorPort) : undefined;
+    if (pid === undefined) return t.skip('no emulator process of ours to read in /proc');
+    const listening = listenersOf([pid]);
+    assert.ok(listening.length > 0);
+    assert.deepEqual(
+      listening.filter((address) => !LOOPBACK.test(address)),
+      [],
+      listening.join(', '),
+    );
   });
 });

@@ -64,6 +64,30 @@ describe('npm run scheduler', () => {
     assert.equal(unsigned.status, 401, 'the function checks tokens');
   });
 
+  it('--fire --without-schedule-time sends no ScheduleTime, and the function takes it as a forced run', () => {
+    const result = schedulerCommand(
+      ['--fire', JOB, '--without-schedule-time', '--url', fn.url],
+      env,
+    );
+
+    assert.equal(result.status, 0, result.stdout + result.stderr);
+    // A duplicate when the first --fire of this file keyed the same next slot's forced run.
+    assert.match(
+      result.stdout,
+      new RegExp(
+        `^\\S+Z {2}${JOB} {2}slot \\S+Z {2}attempt 1 \\(forced run, no ScheduleTime sent\\) {2}200 (processed|duplicate) `,
+        'm',
+      ),
+    );
+  });
+
+  it('exits 2 for --without-schedule-time without --fire', () => {
+    const result = schedulerCommand(['--without-schedule-time'], {});
+
+    assert.equal(result.status, 2);
+    assert.match(result.stderr, /--without-schedule-time goes with --fire JOB/);
+  });
+
   it('exits 2 naming the declared jobs for a job that is not declared', () => {
     const result = schedulerCommand(['--fire', 'nightly', '--url', fn.url], env);
 

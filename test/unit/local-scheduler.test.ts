@@ -402,6 +402,29 @@ describe('LocalScheduler.fire: a forced run', () => {
     assert.equal(sent[0]?.headers['X-CloudScheduler-ScheduleTime'], '2026-10-24T12:05:00Z');
   });
 
+  it('sends no X-CloudScheduler-ScheduleTime with withoutScheduleTime, on every attempt, and says so', async () => {
+    const { clock, scheduler, sent, events } = harness('2026-10-24T12:01:30Z', {
+      jobs: [job({ id: 'j', schedule: '*/5 * * * *', retryCount: 1, maxRetryDurationSeconds: 0 })],
+      headers: { 'x-cloudscheduler-scheduletime': '2026-10-24T12:00:00Z' },
+      respond: async () => answer(503, 'unavailable'),
+    });
+
+    const fired = scheduler.fire('j', { withoutScheduleTime: true });
+    await clock.advance(MIN);
+    await fired;
+
+    assert.equal(sent.length, 2);
+    for (const delivery of sent) {
+      const names = Object.keys(delivery.headers).map((name) => name.toLowerCase());
+      assert.ok(!names.includes('x-cloudscheduler-scheduletime'), names.join(', '));
+      assert.equal(delivery.headers['X-CloudScheduler-JobName'], 'j');
+    }
+    assert.match(
+      formatEvent(events[0] as SchedulerEvent),
+      /attempt 1 \(forced run, no ScheduleTime sent\)/,
+    );
+  });
+
   it('follows its retries and reports failure when Scheduler gives up', async () => {
     const { clock, scheduler } = harness('2026-10-24T12:01:30Z', {
       jobs: [job({ id: 'j', schedule: '*/5 * * * *', retryCount: 1, maxRetryDurationSeconds: 0 })],
@@ -436,6 +459,7 @@ describe('formatEvent', () => {
       jobId: 'slow',
       scheduleTime: new Date('2026-10-24T12:05:00Z'),
       forced: false,
+      scheduleTimeSent: true,
       delivery: 'primary',
       answerDropped: false,
     } as const;

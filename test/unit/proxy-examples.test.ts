@@ -16,6 +16,7 @@ import { EXIT_CODE_BY_OUTCOME, taskKey } from '../../examples/cloud-run-job/task
 import {
   findSince,
   type Launch,
+  LookIncompleteError,
   launchOnce,
   lookSince,
   nameOf,
@@ -111,11 +112,34 @@ describe('the look: newest first, back to the first claim', () => {
   const look = { time: (i: Item) => i.time, matches: (i: Item) => i.runId === RUN_ID };
   const since = new Date('2026-10-16T12:00:00Z');
 
-  it('starts the window at the first claim less the clock-skew margin, not at the schedule time', () => {
+  it('starts the window a day before the first claim, not at the schedule time', () => {
     const ctx = { firstClaimedAt: new Date('2026-10-16T12:05:00Z') };
 
-    assert.equal(lookSince(ctx).toISOString(), '2026-10-16T12:00:00.000Z');
+    assert.equal(lookSince(ctx).toISOString(), '2026-10-15T12:05:00.000Z');
     assert.equal(lookSince(ctx, 0).toISOString(), '2026-10-16T12:05:00.000Z');
+  });
+
+  it('refuses the launch when it reads its limit without reaching the window’s start', async () => {
+    const { items, read } = pages(
+      [at('2026-10-16T12:09:00Z'), at('2026-10-16T12:08:00Z')],
+      [at('2026-10-16T12:07:00Z'), at('2026-10-16T12:06:00Z', RUN_ID)],
+    );
+
+    await assert.rejects(
+      findSince(items, since, look, 3),
+      (err: unknown) => err instanceof LookIncompleteError && err.reason === 'limit',
+    );
+    assert.equal(read.pages, 2);
+  });
+
+  it('refuses the launch when nothing matched and an item may be this run’s, not showing it yet', async () => {
+    const { items } = pages([at('2026-10-16T12:09:00Z', 'pending'), at('2026-10-16T11:00:00Z')]);
+    const undecided = { ...look, pending: (i: Item) => i.runId === 'pending' };
+
+    await assert.rejects(
+      findSince(items, since, undecided),
+      (err: unknown) => err instanceof LookIncompleteError && err.reason === 'pending',
+    );
   });
 
   it('finds an execution of the run on a later page of the window', async () => {

@@ -1,0 +1,77 @@
+/**
+ * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is. The Scheduler guide
+ * ("deduplicate job requests") says a manual run's `X-CloudScheduler-ScheduleTime` "uses the
+ * timestamp of the next scheduled execution or may be omitted": without it, the delivery is the
+ * same forced run as with it, keyed on the job's next slot by Firestore's clock, so a second click
+ * in the same period is a duplicate and the slot still runs at its time.
+ *
+ * Its retries carry no time either, so a retry that comes after that slot would see the slot
+ * after it as "next". Job.schedule says retries stop "until the next scheduled start time"; the
+ * "Retry jobs" page says they may continue through it. So the forced runs of the slots that have
+ * come within the job's retry window are looked at first: one whose first claim is within that
+ * window is the run this delivery retries.
+ */
+
+import type { BatchRead } from '../core/run-documents.ts';
+import { computeRunId, type Scope } from '../core/run-key.ts';
+import type { DeclaredJob } from './job-declaration.ts';
+import { retryWindowMs } from './retry-policy.ts';
+import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
+
+/**
+ * How many of the job's latest slots a Force run without schedule time looks at for a forced run
+ * it may retry: one batched read of at most this many documents, only for such deliveries.
+ */
+export const FORCE_RUN_LOOK_BACK_SLOTS = 100;
+
+/** The forced run a Force run without schedule time is: its schedule time and why. */
+export interface UntimedForceRun {
+  /** The schedule time it is keyed on, canonical RFC 3339 UTC. */
+  readonly scheduleTime: string;
+  /** `next`: the job's next slot; `retry`: a slot that has come, whose forced run it retries. */
+  readonly as: 'next' | 'retry';
+}
+
+/**
+ * The schedule time of a "Force run" of `job` that came without `X-CloudScheduler-ScheduleTime`:
+ * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` whose forced
+ * run has a record first claimed less than the job's retry window (`retryWindowMs`) ago, else the
+ * job's next slot after `now`.
+ *
+ * @param now - Firestore's time now.
+ * @param readMany - the batched read of run records (`RunHistory.getMany`).
+ * @returns `undefined` when the schedule never fires again.
+ * @throws whatever `readMany` throws (`LedgerUnavailableError`).
+ * @example const forced = await untimedForceRun(job, [], now, (ids) => history.getMany(ids));
+ */
+export async function untimedForceRun(
+  job: DeclaredJob,
+  scope: Scope,
+  now: Date,
+  readMany: (runIds: readonly string[]) => Promise<BatchRead>,
+): Promise<UntimedForceRun | undefined> {
+  const windowMs = retryWindowMs(job);
+  const recent: string[] = [];
+  // Newest first, back to the retry window's start: a handful of look-ups for most jobs.
+  for (let slot = previousSlot(job, new Date(now.getTime() + 1)); slot !== undefined; ) {
+    if (now.getTime() - slot.getTime() >= windowMs) break;
+    recent.push(toUtcRfc3339(slot));
+    if (recent.length === FORCE_RUN_LOOK_BACK_SLOTS) break;
+    slot = previousSlot(job, slot);
+  }
+  const idOf = (scheduleTime: string) =>
+    computeRunId({ jobName: job.id, scheduleTime, scope }, ['forced']);
+  if (recent.length > 0) {
+    const { records } = await readMany(recent.map(idOf));
+    for (const scheduleTime of recent) {
+      const record = records.get(idOf(scheduleTime));
+      if (record === undefined) continue;
+      const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
+      if (claimed === undefined || now.getTime() - claimed.getTime() < windowMs) {
+        return { scheduleTime, as: 'retry' };
+      }
+    }
+  }
+  const [next] = nextSlots(job, now, 1);
+  return next === undefined ? undefined : { scheduleTime: toUtcRfc3339(next), as: 'next' };
+}

@@ -1,0 +1,169 @@
+/**
+ * The console's "Force run" without `X-CloudScheduler-ScheduleTime` ("uses the timestamp of the
+ * next scheduled execution or may be omitted", the Scheduler guide), through the handler on the
+ * emulator, each delivery at its own time on a driven clock standing for Firestore's. The slot is
+ * a daily one a few minutes from the real time: a record's first claim is Firestore's real time.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { JobContext } from '../src/core/job-context.ts';
+import { computeRunId } from '../src/core/run-key.ts';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { schedulerHeaders, serveJobs } from './helpers.ts';
+
+const MINUTE = 60_000;
+
+/** A daily job whose slot is about four minutes after the real time, and that slot. */
+function dailyJobSoon(settings: { retryCount?: number; maxRetryDurationSeconds?: number } = {}) {
+  const slot = new Date(Math.ceil(Date.now() / MINUTE) * MINUTE + 4 * MINUTE);
+  const calls: JobContext[] = [];
+  const jobs = validateJobs([
+    defineJob({
+      id: 'nightly-report',
+      schedule: `${slot.getUTCMinutes()} ${slot.getUTCHours()} * * *`,
+      ...settings,
+      run: async (ctx) => {
+        calls.push(ctx);
+      },
+    }),
+  ]);
+  return { jobs, calls, slot };
+}
+
+const at = (slot: Date, ms: number) => new Date(slot.getTime() + ms);
+const FORCE_RUN = { 'X-CloudScheduler-JobName': 'nightly-report' };
+
+describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
+  it('is one forced run keyed on the next slot: a second click is a duplicate, and the slot runs at its time', async () => {
+    const { jobs, calls, slot } = dailyJobSoon();
+    let now = at(slot, -4 * MINUTE);
+    const { request, logs } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const first = await request.post('/').set(FORCE_RUN);
+    now = at(slot, -2 * MINUTE);
+    const second = await request.post('/').set(FORCE_RUN);
+    now = slot;
+    const scheduled = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', toUtcRfc3339(slot)));
+
+    assert.deepEqual(
+      [first, second, scheduled].map((r) => [r.status, r.body.outcome]),
+      [
+        [200, 'processed'],
+        [200, 'duplicate'],
+        [200, 'processed'],
+      ],
+    );
+    const name = { jobName: 'nightly-report', scheduleTime: toUtcRfc3339(slot), scope: [] };
+    assert.equal(
+      first.body.runId,
+      computeRunId(name, ['forced']),
+      'the forced run of the next slot',
+    );
+    assert.equal(second.body.runId, first.body.runId);
+    assert.equal(scheduled.body.runId, computeRunId(name), 'the slot keeps its own run');
+    assert.deepEqual(
+      calls.map((c) => [c.kind, c.scheduleTime.toISOString()]),
+      [
+        ['forced', slot.toISOString()],
+        ['slot', slot.toISOString()],
+      ],
+    );
+    assert.match(first.body.message, /^Forced run without X-CloudScheduler-ScheduleTime/);
+    const line = logs
+      .lines()
+      .find((l) => l.runId === first.body.runId && l.outcome === 'processed');
+    assert.equal(line?.runKind, 'forced');
+    assert.equal(line?.scheduleTimeSent, false);
+  });
+
+  it('is a run of its own even a few seconds before the slot, where a timed one would be the slot', async () => {
+    const { jobs, calls, slot } = dailyJobSoon();
+    let now = at(slot, -5_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const forced = await request.post('/').set(FORCE_RUN);
+    now = slot;
+    const scheduled = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', toUtcRfc3339(slot)));
+
+    assert.deepEqual(
+      [forced, scheduled].map((r) => r.body.outcome),
+      ['processed', 'processed'],
+    );
+    assert.deepEqual(
+      calls.map((c) => c.kind),
+      ['forced', 'slot'],
+    );
+  });
+
+  it('takes a retry that comes after the slot, within the retry window, for the same forced run', async () => {
+    const { jobs, calls, slot } = dailyJobSoon();
+    let now = at(slot, -4 * MINUTE);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const first = await request.post('/').set(FORCE_RUN);
+    now = at(slot, 2 * MINUTE);
+    const retry = await request.post('/').set(FORCE_RUN);
+
+    assert.deepEqual(
+      [first, retry].map((r) => [r.body.outcome, r.body.runId]),
+      [
+        ['processed', first.body.runId],
+        ['duplicate', first.body.runId],
+      ],
+    );
+    assert.equal(calls.length, 1);
+  });
+
+  it('is a new forced run, of the next slot, once the last one’s retry window has passed', async () => {
+    // No retries (both limits 0, as Scheduler retries until both are reached): a window of one attempt deadline, 180 s.
+    const { jobs, slot } = dailyJobSoon({ retryCount: 0, maxRetryDurationSeconds: 0 });
+    let now = at(slot, -4 * MINUTE);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const first = await request.post('/').set(FORCE_RUN);
+    now = at(slot, 10 * MINUTE);
+    const later = await request.post('/').set(FORCE_RUN);
+
+    assert.deepEqual(
+      [first, later].map((r) => r.body.outcome),
+      ['processed', 'processed'],
+    );
+    const next = toUtcRfc3339(at(slot, 24 * 60 * MINUTE));
+    assert.equal(
+      later.body.runId,
+      computeRunId({ jobName: 'nightly-report', scheduleTime: next, scope: [] }, ['forced']),
+    );
+  });
+
+  it('from a job not declared here answers 400 with advice for a groc schedule, and writes nothing', async () => {
+    const { jobs, calls } = dailyJobSoon();
+    const { request } = serveJobs(jobs);
+
+    const res = await request.post('/').set({ 'X-CloudScheduler-JobName': 'groc-job' });
+
+    assert.equal(res.status, 400);
+    assert.equal(res.body.outcome, 'invalid_request');
+    assert.match(res.body.message, /no job "groc-job" is declared/);
+    assert.match(res.body.message, /App Engine-style schedules \("every 5 minutes"\) send none/);
+    assert.equal(calls.length, 0);
+  });
+
+  it('with the trigger headers of a run by hand answers 400: npm run trigger sends a time', async () => {
+    const { jobs, calls } = dailyJobSoon();
+    const { request } = serveJobs(jobs);
+
+    const res = await request
+      .post('/')
+      .set({ ...FORCE_RUN, 'X-Run-Once-Mode': 'manual', 'X-Run-Once-Trigger-Id': randomUUID() });
+
+    assert.equal(res.status, 400);
+    assert.match(res.body.message, /npm run trigger -- JOB/);
+    assert.equal(calls.length, 0);
+  });
+});
