@@ -38,6 +38,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
 import { isLeaseLive } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
+import { PAUSED_SLOT, pausedRow, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { hasRecord, type RunHistory, type SlotRow, slotRow, slotRunId } from './run-history.ts';
 import { slotsBetween } from './schedule.ts';
@@ -113,7 +114,10 @@ interface Cursor {
 
 /** The cursor in a document, `unreadable` for one this code would never write. */
 function readCursor(data: DocumentData | undefined, now: Date): Cursor | 'unreadable' | undefined {
-  if (data === undefined) return undefined;
+  // A document with only pauses on it (`pauses.ts`) has no cursor yet.
+  if (data === undefined || (data.checked_before === undefined && data.run_seen === undefined)) {
+    return undefined;
+  }
   const at = data.checked_before;
   const seen = data.run_seen;
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
@@ -171,7 +175,7 @@ const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined
 /** A slot to report, and the message its report logs. */
 interface Finding {
   readonly row: SlotRow;
-  readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES;
+  readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
 }
 
 /**
@@ -240,7 +244,26 @@ export class MissedRunCheck {
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
     const boundary = now.getTime() - closedAfterMs(job);
-    const { data, updateTime } = await jobDocuments.readData(id);
+    const read = await jobDocuments.readData(id);
+    const { data } = read;
+    // Pauses (`pauses.ts`) live on this document: a slot inside one is not missed, and a pause
+    // past its bound is reported here, once; the cursor write is then fenced on that report's.
+    const stored = readPauses(data);
+    const pauses = stored === 'unreadable' ? [] : stored;
+    if (stored === 'unreadable') {
+      logger.warn(
+        { jobName: job.id, document: id },
+        'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired',
+      );
+    }
+    const updateTime =
+      read.updateTime === undefined
+        ? undefined
+        : await reportOverduePause(jobDocuments, id, job.id, pauses, read.updateTime, now, logger);
+    if (updateTime === 'changed') {
+      this.#known.delete(id);
+      return NOTHING;
+    }
     const cursor = readCursor(data, now);
     if (cursor === 'unreadable') {
       logger.warn(
@@ -268,11 +291,10 @@ export class MissedRunCheck {
       // from then on.
       if (cursor === undefined) {
         const start: Cursor = { checkedBefore: new Date(boundary), runSeen: false };
-        await jobDocuments.create(
-          id,
-          'missed-run check',
-          cursorDocument(job.id, start, jobDocuments.expireAt()),
-        );
+        const document = cursorDocument(job.id, start, jobDocuments.expireAt());
+        await (updateTime === undefined
+          ? jobDocuments.create(id, 'missed-run check', document)
+          : jobDocuments.update(id, 'missed-run check', document, updateTime));
         this.#known.set(id, boundary);
         return { ...NOTHING, checkedBefore: start.checkedBefore };
       }
@@ -288,7 +310,11 @@ export class MissedRunCheck {
     for (const [i, slot] of slots.entries()) {
       const runId = runIds[i] as string;
       const record = records.get(runId);
-      const row = slotRow(job, slot, runId, record, now);
+      const row = pausedRow(slotRow(job, slot, runId, record, now), pauses);
+      if (row.state === 'paused') {
+        findings.push({ row, message: PAUSED_SLOT });
+        continue;
+      }
       if (!runSeen) {
         if (!hasRecord(row)) continue; // before the job's first record: it did not exist yet
         runSeen = true;
@@ -355,6 +381,10 @@ export class MissedRunCheck {
     try {
       for (const { row, message } of findings) {
         // 'exists': a claim, a retry or another report came first.
+        if (message === PAUSED_SLOT) {
+          logger.info({ ...fields(row), note: row.pauseNote }, message);
+          continue;
+        }
         if ((await report(row)) !== 'reported') continue;
         logger.error(fields(row), message);
         reported++;
