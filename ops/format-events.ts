@@ -51,6 +51,9 @@ export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
       event.outstanding,
     )} ends (Scheduler runs one execution of a job at a time)`;
   }
+  if (event.type === 'paused') {
+    return `${' '.repeat(14)}  ${job}  ${slot}  paused${event.note === '' ? '' : ` (${event.note})`}: not fired (npm run resume -- ${event.jobId})`;
+  }
   if (event.type === 'dropped') {
     return `${' '.repeat(14)}  ${job}  ${slot}  dropped: ${event.jobId} is no longer declared, so its retries stop (its history: npm run runs -- --job ${event.jobId})`;
   }

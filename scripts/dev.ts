@@ -45,6 +45,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
+import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
@@ -303,18 +304,14 @@ if (!options['no-scheduler']) {
     url: functionUrl,
     jobs,
     ...deliveryOptions(settings, issuer),
+    pauseOf: emulatorPauses(env, deliveryOptions(settings, issuer)),
     dropAnswers,
     duplicates,
     onEvent: (event) => console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
   scheduler.start();
   say(
-    `local Cloud Scheduler firing ${jobs
-      .map((j) => {
-        const [next] = nextSlots(j, new Date(), 1);
-        return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
-      })
-      .join(', ')}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
+    `local Cloud Scheduler firing ${firing(jobs)}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
       duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
     }`,
   );
@@ -325,6 +322,16 @@ if (!options['no-scheduler']) {
       say(`--fire: ${(err as Error).message}`);
     }
   }
+}
+
+/** Each job the Scheduler fires, its schedule, zone and next slot, for one line. */
+function firing(jobs: readonly SchedulerJob[]): string {
+  return jobs
+    .map((j) => {
+      const [next] = nextSlots(j, new Date(), 1);
+      return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
+    })
+    .join(', ');
 }
 
 // The history page: `ops/runs.ts --html -` per request, in a process of its own, as readJobs() does,
@@ -378,7 +385,10 @@ if (!options['no-watch']) {
     await stopFunction();
     await startFunction();
     const jobs = readJobs();
-    if (jobs !== undefined) scheduler?.setJobs(jobs);
+    if (jobs !== undefined && scheduler !== undefined) {
+      scheduler.setJobs(jobs);
+      say(`reloaded: the local Cloud Scheduler now fires ${firing(jobs)}`);
+    }
   };
   // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
   // editor's atomic save) is a new inode that a per-file watch, as Node's recursive mode sets up on
