@@ -26,6 +26,9 @@ export function dashboardName(functionName: string): string {
   return `${functionName}: runs by job`;
 }
 
+/** Each series' legend: Monitoring fills `${metric.labels.job}` itself. */
+const LEGEND = ['$', '{metric.labels.job}'].join('');
+
 /** The alignment of every chart, s: an hour per bar, the period of missed-run detection. */
 const ALIGNMENT_SECONDS = 3600;
 
@@ -58,7 +61,8 @@ export function dashboard(functionName: string) {
             dataSets: [
               {
                 plotType: 'STACKED_BAR',
-                legendTemplate: '${metric.labels.job}',
+                // Monitoring's own placeholder, filled per series: the job label.
+                legendTemplate: LEGEND,
                 minAlignmentPeriod: `${ALIGNMENT_SECONDS}s`,
                 timeSeriesQuery: {
                   timeSeriesFilter: {

@@ -22,7 +22,6 @@
  * if the gcloud command was only printed: it says so), 1 when refused (already paused, not paused)
  * or Firestore fails, 2 on bad arguments.
  */
-import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { Firestore } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
@@ -31,11 +30,19 @@ import { scopeOf } from '../src/function/scheduler-request.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-runs.ts';
-import { PauseRefused, pauseBound, recordPause, recordResume } from '../src/policy/pauses.ts';
+import {
+  PauseRefused,
+  pauseBound,
+  pauseNoteProblem,
+  pauseUntilProblem,
+  recordPause,
+  recordResume,
+} from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
+import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 
 const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
        npm run resume -- JOB [--record-only]
@@ -62,29 +69,6 @@ function untilArg(text: string, now: Date): Date {
     );
   }
   return at;
-}
-
-/** A word as a POSIX shell reads it back. */
-function shellWord(word: string): string {
-  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
-}
-
-/**
- * Runs `gcloud scheduler jobs pause|resume`, or says why not and prints the command to run.
- *
- * @returns the line that tells the user what happened.
- */
-function scheduler(verb: 'pause' | 'resume', argv: readonly string[]): string {
-  const line = ['gcloud', ...argv].map(shellWord).join(' ');
-  const done = spawnSync('gcloud', argv, { encoding: 'utf8', timeout: 60_000 });
-  if (done.error === undefined && done.status === 0) {
-    return `${verb}: ran ${line}`;
-  }
-  const why =
-    done.error !== undefined
-      ? `gcloud could not run (${done.error.message})`
-      : `gcloud answered: ${(done.stderr ?? '').trim().split('\n').at(-1) ?? `exit ${done.status}`}`;
-  return `${verb}: the Cloud Scheduler job was NOT ${verb === 'pause' ? 'paused' : 'resumed'}: ${why}. Run it where you have an account with roles/cloudscheduler.admin:\n  ${line}`;
 }
 
 async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -155,8 +139,16 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     },
   );
   const docId = checkDocumentId(job.id, scope);
-  const until =
-    args.until === undefined ? undefined : untilArg(args.until, await jobDocuments.serverTime());
+  // The bounds the function holds stored pauses to, checked first so that a typo is exit 2.
+  const noteProblem = pauseNoteProblem(args.note ?? '');
+  if (noteProblem !== undefined) throw new UsageError(`--note: ${noteProblem}`);
+  let until: Date | undefined;
+  if (args.until !== undefined) {
+    const now = await jobDocuments.serverTime();
+    until = untilArg(args.until, now);
+    const problem = pauseUntilProblem(until, now);
+    if (problem !== undefined) throw new UsageError(`--until ${problem}`);
+  }
   try {
     if (verb === 'pause') {
       const pause = await recordPause(jobDocuments, docId, job.id, {
@@ -180,21 +172,18 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     console.log(`${verb}: recorded in the emulator: npm run dev's local Scheduler honours it`);
     return 0;
   }
-  const gcloudArgs = [
-    'scheduler',
-    'jobs',
-    verb,
-    job.id,
-    `--location=${location ?? 'REGION'}`,
-    `--project=${config.projectId}`,
-  ];
+  const gcloudArgs = schedulerPauseArgs(verb, {
+    jobId: job.id,
+    location: location ?? 'REGION',
+    project: config.projectId ?? '',
+  });
   if (args['record-only']) {
     console.log(
-      `${verb}: recorded only (--record-only); the Cloud Scheduler job is unchanged:\n  ${['gcloud', ...gcloudArgs].map(shellWord).join(' ')}`,
+      `${verb}: recorded only (--record-only); the Cloud Scheduler job is unchanged:\n  ${shellLine(['gcloud', ...gcloudArgs])}`,
     );
     return 0;
   }
-  console.log(scheduler(verb, gcloudArgs));
+  console.log(runSchedulerCommand(verb, gcloudArgs));
   return 0;
 }
 

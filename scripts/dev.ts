@@ -43,14 +43,13 @@ import {
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatEvent } from '../ops/format-events.ts';
+import { firingList, formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
 import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
 import { ConfigError } from '../src/policy/errors.ts';
-import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
   acceptsConnections,
   freePort,
@@ -311,7 +310,7 @@ if (!options['no-scheduler']) {
   });
   scheduler.start();
   say(
-    `local Cloud Scheduler firing ${firing(jobs)}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
+    `local Cloud Scheduler firing ${firingList(jobs, new Date())}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
       duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
     }`,
   );
@@ -322,16 +321,6 @@ if (!options['no-scheduler']) {
       say(`--fire: ${(err as Error).message}`);
     }
   }
-}
-
-/** Each job the Scheduler fires, its schedule, zone and next slot, for one line. */
-function firing(jobs: readonly SchedulerJob[]): string {
-  return jobs
-    .map((j) => {
-      const [next] = nextSlots(j, new Date(), 1);
-      return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
-    })
-    .join(', ');
 }
 
 // The history page: `ops/runs.ts --html -` per request, in a process of its own, as readJobs() does,
@@ -387,7 +376,7 @@ if (!options['no-watch']) {
     const jobs = readJobs();
     if (jobs !== undefined && scheduler !== undefined) {
       scheduler.setJobs(jobs);
-      say(`reloaded: the local Cloud Scheduler now fires ${firing(jobs)}`);
+      say(`reloaded: the local Cloud Scheduler now fires ${firingList(jobs, new Date())}`);
     }
   };
   // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an

@@ -25,7 +25,12 @@ type Served = ReturnType<typeof serveJobs>;
 
 function drivenClock() {
   let now = at(0);
-  return { clock: async () => now, set: (t: Date) => void (now = t) };
+  return {
+    clock: async () => now,
+    set: (t: Date) => {
+      now = t;
+    },
+  };
 }
 
 async function deliverAt(
