@@ -90,8 +90,8 @@ ${Object.entries(STATE_COLOURS)
 .kind-manual::after,.kind-forced::after,.forced-slot::after{content:'';position:absolute;left:3px;top:-7px;width:8px;height:8px;border-radius:50%;background:#000}
 .kind-forced::after,.forced-slot::after{border-radius:0;transform:rotate(45deg) scale(.8)}
 .forced-slot::after{background:#fff;box-shadow:0 0 0 1px #000}
-.cell{display:flex;flex-direction:column;align-items:flex-start;gap:2px}
-.tick{font-size:10px;color:#616161;white-space:nowrap;height:12px;border-left:1px solid #9e9e9e;padding-left:2px}
+.cell{display:flex;flex-direction:column;align-items:flex-start;gap:2px;width:14px}
+.tick{font-size:10px;color:#616161;white-space:nowrap;height:12px;border-left:1px solid #9e9e9e;padding-left:2px;overflow:visible}
 .tick.none{border-left-color:transparent}
 .range{color:#616161;font-size:12px;margin:2px 0 0}
 #detail{position:sticky;bottom:0;margin-top:24px;padding:8px 12px;border:1px solid #bdbdbd;border-radius:4px;background:#fafafa;min-height:3em}
@@ -137,13 +137,17 @@ function ranAt(row: SlotRow): number {
   return row.slot.getTime() + late;
 }
 
+/** The fewest cells between two labels of the time axis: a label is about five cells wide. */
+const MIN_TICK_CELLS = 5;
+
 /** The steps a time axis may take, ms: a minute to a week. */
 const TICK_STEPS = [60_000, 300_000, 900_000, 3_600_000, 6 * 3_600_000, 86_400_000, 7 * 86_400_000];
 
 /**
  * The time axis of one timeline: the cells that open a new step (the first step of
- * {@link TICK_STEPS} that gives at most eight ticks over the range), each with its label
- * (`HH:MM`, or `MM-DD HH:MM` when the day changes).
+ * {@link TICK_STEPS} that gives at most eight ticks over the range, at least
+ * {@link MIN_TICK_CELLS} cells apart), each with its label (`HH:MM`, or `MM-DD HH:MM` when the day
+ * changes).
  */
 function tickIndexes(times: readonly number[]): Map<number, string> {
   const ticks = new Map<number, string>();
@@ -153,10 +157,13 @@ function tickIndexes(times: readonly number[]): Map<number, string> {
   const step = TICK_STEPS.find((ms) => (last - first) / ms <= 8) ?? (TICK_STEPS.at(-1) as number);
   let lastBucket: number | undefined;
   let lastDay: string | undefined;
+  let lastTick = Number.NEGATIVE_INFINITY;
   for (const [i, t] of times.entries()) {
     const bucket = Math.floor(t / step);
-    if (bucket === lastBucket) continue;
+    // A label spans about five cells: a closer one would overlap it.
+    if (bucket === lastBucket || i - lastTick < MIN_TICK_CELLS) continue;
     lastBucket = bucket;
+    lastTick = i;
     const iso = new Date(t).toISOString();
     const day = iso.slice(5, 10);
     ticks.set(i, day === lastDay ? iso.slice(11, 16) : `${day} ${iso.slice(11, 16)}`);
