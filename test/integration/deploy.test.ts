@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fieldConfigs, INDEXES } from '../../ops/indexes.ts';
+import { schedulerPauseArgs, shellLine } from '../../ops/scheduler-pause.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 
@@ -828,6 +829,31 @@ describe('the real gcloud parser', () => {
     );
     assert.ok(results.length >= 15, `only ${results.length} commands`);
     t.diagnostic(`${results.length} commands parsed`);
+  });
+
+  it('accepts the pause and resume commands npm run pause and resume run', {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, async () => {
+    const ref = { jobId: 'nightly_report-1', location: 'us-central1', project: 'my-project' };
+    const lines = (['pause', 'resume'] as const).map((verb) =>
+      shellLine(['gcloud', ...schedulerPauseArgs(verb, ref)]),
+    );
+
+    const results = await parseAll([...lines, `${lines[0]} --paused-until=tomorrow`]);
+
+    assert.deepEqual(
+      results.slice(0, 2).map((r) => [r.code, NO_ACCOUNT.test(r.stderr)]),
+      [
+        [1, true],
+        [1, true],
+      ],
+      results.map((r) => r.stderr).join('\n'),
+    );
+    assert.equal(
+      results[2]?.code,
+      2,
+      'a flag gcloud does not know is refused: the check has teeth',
+    );
   });
 
   it("reads the dashboard file into gcloud's own Dashboard message with no field it does not know", {
