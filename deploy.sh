@@ -739,7 +739,8 @@ else
   done
 fi
 
-# Log-based metrics (GA) of the function's own log lines, labelled by job; with ALERT_CHANNELS, alert
+# Log-based metrics (GA) of the function's own log lines, labelled by job, and a dashboard of them
+# (created only if none has its name); with ALERT_CHANNELS, alert
 # policies on them (opt-in: the policy commands are in gcloud's alpha track). ops/alerts.ts writes
 # one JSON file per resource (ops/alert-config.ts) into .deploy/alerts, kept for the next run.
 say "==> Log-based metrics of ${FUNCTION_NAME}'s runs, by job$([[ -n "$ALERT_CHANNELS" ]] && printf ', and alert policies')"
@@ -751,6 +752,7 @@ if ! alert_lines="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "${ROOT
   exit 1
 fi
 alert_summary=()
+dashboard_summary=''
 while IFS=$'\t' read -r kind name detail; do
   case "$kind" in
     metric)
@@ -759,6 +761,18 @@ while IFS=$'\t' read -r kind name detail; do
       else
         run gcloud logging metrics create "$name" --config-from-file="$detail" "${project[@]}" --quiet
       fi
+      ;;
+    dashboard)
+      # Created once: a dashboard someone edited in the console is theirs to keep.
+      existing="$(query "$( ((ASSUME_EXISTING)) && printf 'projects/%s/dashboards/assumed' "$GOOGLE_CLOUD_PROJECT")" \
+        gcloud monitoring dashboards list "${project[@]}" \
+        --filter="displayName=\"${name}\"" --format='value(name)')"
+      if [[ -n "$existing" ]]; then
+        say "  dashboard \"${name}\" exists: kept as it is (delete it to have deploy.sh create it again)"
+      else
+        run gcloud monitoring dashboards create --config-from-file="$detail" "${project[@]}" --quiet
+      fi
+      dashboard_summary="$name"
       ;;
     policy)
       existing="$(query '' gcloud alpha monitoring policies list "${project[@]}" \
@@ -804,7 +818,8 @@ ${summary_title}
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
 $(scheduler_summary)
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION} (+ ${RUNS_COLLECTION}_jobs), lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at; composite indexes for npm run runs)
-  Metrics         ${FUNCTION_NAME}-runs-{processed,failed,failed-after-retries,missed,lease-lost} (by job)
+  Metrics         ${FUNCTION_NAME}-runs-{processed,duplicates,failed,failed-after-retries,missed,skipped,paused,lease-lost} (by job)
+  Dashboard       ${dashboard_summary:-none} (Cloud Monitoring, console.cloud.google.com/monitoring/dashboards)
   Alerts          $( ((${#alert_summary[@]} > 0)) && printf '%s policies to %s' "${#alert_summary[@]}" "$ALERT_CHANNELS" || printf 'none (set ALERT_CHANNELS to add them)')
 
 Trigger a run now:

@@ -11,6 +11,7 @@
  * (https://cloud.google.com/monitoring/alerts/metric-absence).
  */
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../src/policy/missed-runs.ts';
+import { PAUSED_SLOT } from '../src/policy/pauses.ts';
 
 /** The longest metric-absence duration Cloud Monitoring accepts, s (23.5 h). */
 export const MAX_ABSENCE_SECONDS = 84_600;
@@ -20,6 +21,10 @@ export const METRICS = {
   processed: {
     description: 'runs processed (the job ran and completed)',
     match: 'jsonPayload.message="scheduled run: processed"',
+  },
+  duplicates: {
+    description: 'duplicate deliveries absorbed (the run had completed: the job was not run again)',
+    match: 'jsonPayload.message="scheduled run: duplicate"',
   },
   failed: {
     description: 'failed attempts (the job threw; Scheduler retries)',
@@ -32,6 +37,14 @@ export const METRICS = {
   missed: {
     description: 'runs no attempt came for within the retry window',
     match: `jsonPayload.message="${MISSED_RUN}"`,
+  },
+  skipped: {
+    description: 'slots not run because an earlier run of the job still ran (overlap policy skip)',
+    match: 'jsonPayload.message="scheduled run: skipped"',
+  },
+  paused: {
+    description: 'slots inside a pause (npm run pause), judged by missed-run detection',
+    match: `jsonPayload.message="${PAUSED_SLOT}"`,
   },
   'lease-lost': {
     description: 'attempts whose lease another attempt took over (the job may have run twice)',
@@ -68,7 +81,7 @@ export function logMetric(functionName: string, kind: MetricKind) {
   };
 }
 
-function metricFilter(functionName: string, kind: MetricKind, job?: string): string {
+export function metricFilter(functionName: string, kind: MetricKind, job?: string): string {
   return [
     `metric.type="logging.googleapis.com/user/${metricName(functionName, kind)}"`,
     'resource.type="cloud_run_revision"',

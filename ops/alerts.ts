@@ -1,10 +1,11 @@
 /**
- * `node ops/alerts.ts` (run by `deploy.sh`): writes the log-based metrics and, with channels, the
- * alert policies of `ops/alert-config.ts` into a directory, one JSON file each, and prints one
- * tab-separated line per resource for `deploy.sh` to read:
+ * `node ops/alerts.ts` (run by `deploy.sh`): writes the log-based metrics, the dashboard
+ * (`ops/dashboard-config.ts`) and, with channels, the alert policies of `ops/alert-config.ts` into
+ * a directory, one JSON file each, and prints one tab-separated line per resource for `deploy.sh`:
  *
- *   metric  NAME          FILE
- *   policy  DISPLAY NAME  FILE
+ *   metric     NAME          FILE
+ *   dashboard  DISPLAY NAME  FILE
+ *   policy     DISPLAY NAME  FILE
  *   skipped JOB           REASON
  *
  *   node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods 2]
@@ -18,6 +19,7 @@ import { parseArgs } from 'node:util';
 import { longestGapMs } from '../src/policy/schedule.ts';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
 import { runCommand, UsageError } from './command.ts';
+import { dashboard } from './dashboard-config.ts';
 import { loadJobs } from './declarations.ts';
 
 const USAGE =
@@ -52,6 +54,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     const metric = logMetric(args.function, kind);
     lines.push(['metric', metric.name, write(`metric-${kind}.json`, metric)].join('\t'));
   }
+  const board = dashboard(args.function);
+  lines.push(['dashboard', board.displayName, write('dashboard.json', board)].join('\t'));
   const channels = (args.channels ?? '').split(',').filter((c) => c !== '');
   if (channels.length > 0) {
     const now = new Date();

@@ -18,6 +18,25 @@ export class CommandError extends Error {
 }
 
 /**
+ * `NAME=VALUE` flags (`--scope-header`, `--scope-param`) as a record, names lower-cased.
+ *
+ * @throws {UsageError} for a value without a name.
+ * @example namedPairs(['X-Tenant=acme'], 'scope-header') // { 'x-tenant': 'acme' }
+ */
+export function namedPairs(
+  values: readonly string[] | undefined,
+  what: string,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const value of values ?? []) {
+    const at = value.indexOf('=');
+    if (at <= 0) throw new UsageError(`--${what} takes NAME=VALUE, got "${value}"`);
+    out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
+  }
+  return out;
+}
+
+/**
  * Runs a command's `main` on `process.argv` and sets `process.exitCode`: `main`'s number, else
  * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError} or an
  * error of `src/errors.ts`. A `ConfigError` is printed as it is (it starts "Invalid

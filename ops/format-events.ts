@@ -2,8 +2,8 @@
  * What the local Scheduler prints: one line per delivery, for people, as pure functions of its
  * events (`ops/local-scheduler.ts`).
  */
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import type { AttemptEvent, SchedulerEvent } from './local-scheduler.ts';
+import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import type { AttemptEvent, SchedulerEvent, SchedulerJob } from './local-scheduler.ts';
 
 /** `HH:MM:SS.mmmZ` of an instant (ms since the epoch). */
 function clockTime(ms: number): string {
@@ -51,6 +51,9 @@ export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
       event.outstanding,
     )} ends (Scheduler runs one execution of a job at a time)`;
   }
+  if (event.type === 'paused') {
+    return `${' '.repeat(14)}  ${job}  ${slot}  paused${event.note === '' ? '' : ` (${event.note})`}: not fired (npm run resume -- ${event.jobId})`;
+  }
   if (event.type === 'dropped') {
     return `${' '.repeat(14)}  ${job}  ${slot}  dropped: ${event.jobId} is no longer declared, so its retries stop (its history: npm run runs -- --job ${event.jobId})`;
   }
@@ -71,4 +74,19 @@ export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
   ];
   const notes = whatNext(event);
   return `${columns.join('  ')}${notes === '' ? '' : `  ${notes}`}`;
+}
+
+/**
+ * The jobs a local Scheduler fires, each with its schedule, zone and next slot after `now`: what
+ * `npm run dev` prints at start and after every reload.
+ *
+ * @example firingList(jobs, new Date()) // 'scheduled-job (*\/5 * * * *, Etc/UTC; next 2026-12-01T20:55:00Z)'
+ */
+export function firingList(jobs: readonly SchedulerJob[], now: Date): string {
+  return jobs
+    .map((j) => {
+      const [next] = nextSlots(j, now, 1);
+      return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
+    })
+    .join(', ');
 }

@@ -11,14 +11,15 @@
 import type { SlotRow, SlotState } from '../src/policy/run-history.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
-  countedRows,
+  BEFORE_FIRST_RECORD,
+  forcedAsSlot,
   humanDuration,
   nextStep,
-  noRunRows,
   type RowMarks,
   type SeenBefore,
   stateText,
   type Target,
+  viewOf,
 } from './format-runs.ts';
 
 /** Every state a slot can show, in the legend's order, with its colour (CSS). */
@@ -27,6 +28,7 @@ export const STATE_COLOURS = {
   failed: '#c62828',
   missed: '#ef6c00',
   skipped: '#9e9e9e',
+  paused: '#80cbc4',
   in_progress: '#1565c0',
   pending: '#e0e0e0',
   unreadable: '#6a1b9a',
@@ -83,9 +85,14 @@ ${Object.entries(STATE_COLOURS)
   .join('\n')}
 .state-pending{box-shadow:inset 0 0 0 1px #9e9e9e}
 .state-failed.retrying{background:repeating-linear-gradient(45deg,#c62828 0 3px,#ef9a9a 3px 6px)}
-.state-missed.early{opacity:.35}
-.kind-manual::after,.kind-forced::after{content:'';position:absolute;left:3px;top:-7px;width:8px;height:8px;border-radius:50%;background:#000}
-.kind-forced::after{border-radius:0;transform:rotate(45deg) scale(.8)}
+.slot.early{background:#fff;box-shadow:inset 0 0 0 1px #bdbdbd;background-image:repeating-linear-gradient(-45deg,transparent 0 4px,#eeeeee 4px 5px)}
+.state-pending.waiting{background:repeating-linear-gradient(0deg,#e0e0e0 0 3px,#90a4ae 3px 5px)}
+.kind-manual::after,.kind-forced::after,.forced-slot::after{content:'';position:absolute;left:3px;top:-7px;width:8px;height:8px;border-radius:50%;background:#000}
+.kind-forced::after,.forced-slot::after{border-radius:0;transform:rotate(45deg) scale(.8)}
+.forced-slot::after{background:#fff;box-shadow:0 0 0 1px #000}
+.cell{display:flex;flex-direction:column;align-items:flex-start;gap:2px;width:14px}
+.tick{font-size:10px;color:#616161;white-space:nowrap;height:12px;border-left:1px solid #9e9e9e;padding-left:2px;overflow:visible}
+.tick.none{border-left-color:transparent}
 .range{color:#616161;font-size:12px;margin:2px 0 0}
 #detail{position:sticky;bottom:0;margin-top:24px;padding:8px 12px;border:1px solid #bdbdbd;border-radius:4px;background:#fafafa;min-height:3em}
 #detail dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
@@ -124,6 +131,47 @@ const SCRIPT = `
 })();
 `;
 
+/** When a row's run happened, ms: a forced run's first attempt; a slot's schedule time. */
+function ranAt(row: SlotRow): number {
+  const late = row.kind === 'forced' ? (row.startedLateMs ?? 0) : 0;
+  return row.slot.getTime() + late;
+}
+
+/** The fewest cells between two labels of the time axis: a label is about five cells wide. */
+const MIN_TICK_CELLS = 5;
+
+/** The steps a time axis may take, ms: a minute to a week. */
+const TICK_STEPS = [60_000, 300_000, 900_000, 3_600_000, 6 * 3_600_000, 86_400_000, 7 * 86_400_000];
+
+/**
+ * The time axis of one timeline: the cells that open a new step (the first step of
+ * {@link TICK_STEPS} that gives at most eight ticks over the range, at least
+ * {@link MIN_TICK_CELLS} cells apart), each with its label (`HH:MM`, or `MM-DD HH:MM` when the day
+ * changes).
+ */
+function tickIndexes(times: readonly number[]): Map<number, string> {
+  const ticks = new Map<number, string>();
+  const first = times[0];
+  const last = times.at(-1);
+  if (first === undefined || last === undefined) return ticks;
+  const step = TICK_STEPS.find((ms) => (last - first) / ms <= 8) ?? (TICK_STEPS.at(-1) as number);
+  let lastBucket: number | undefined;
+  let lastDay: string | undefined;
+  let lastTick = Number.NEGATIVE_INFINITY;
+  for (const [i, t] of times.entries()) {
+    const bucket = Math.floor(t / step);
+    // A label spans about five cells: a closer one would overlap it.
+    if (bucket === lastBucket || i - lastTick < MIN_TICK_CELLS) continue;
+    lastBucket = bucket;
+    lastTick = i;
+    const iso = new Date(t).toISOString();
+    const day = iso.slice(5, 10);
+    ticks.set(i, day === lastDay ? iso.slice(11, 16) : `${day} ${iso.slice(11, 16)}`);
+    lastDay = day;
+  }
+  return ticks;
+}
+
 /** What the page says about itself: when it was made and over which window. */
 export interface HtmlMeta {
   /** When the rows were read. */
@@ -136,8 +184,11 @@ export interface HtmlMeta {
  * The rows as one self-contained HTML page: per job (in the rows' order) a timeline of its slots,
  * oldest first, each a coloured cell with a tooltip (no script needed) and details on hover or
  * click: run id, attempts, durations, last error, notes and the next step ({@link nextStep}).
- * Manual and forced runs carry a mark (a dot, a diamond); a failed slot still retrying is hatched;
- * a missed slot before the job's first record (which `--check` does not count) is faded.
+ * Manual and forced runs carry a mark (a dot, a diamond; a hollow diamond for a forced run taken as
+ * its slot) and are placed by when they ran; a failed slot still retrying is hatched; a pending
+ * slot waiting behind an outstanding execution is striped; a slot before the job's first record
+ * (no run, which `--check` does not count) is an outlined, hatched cell of its own. Ticks under
+ * the cells mark the time axis.
  *
  * @param target - where the next-step commands deliver (`--url`), as in `--check`.
  * @example writeFileSync('runs.html', runsHtml(rows, { generatedAt: new Date(), window: '--since 24h' }));
@@ -149,45 +200,54 @@ export function runsHtml(
   marks: RowMarks = new Map(),
   seenBefore: SeenBefore = new Set(),
 ): string {
-  const counted = countedRows(rows, seenBefore);
-  const noRun = noRunRows(rows, counted);
-  const textOf = (row: SlotRow) => stateText(row, counted.has(row), noRun.has(row), marks.get(row));
+  const view = viewOf(rows, marks, seenBefore);
+  const textOf = (row: SlotRow) => stateText(row, view);
   const jobs = [...new Set(rows.map((row) => row.job))];
   const details: [string, string][][] = [];
   const sections = jobs.map((job) => {
-    const own = rows.filter((row) => row.job === job);
-    const cells = own.map((row) => {
+    // Each run where it happened in time: a forced run carries its next slot's time, but ran when
+    // its first attempt came.
+    const own = rows
+      .filter((row) => row.job === job)
+      .sort((a, b) => ranAt(a) - ranAt(b) || a.slot.getTime() - b.slot.getTime());
+    const ticks = tickIndexes(own.map(ranAt));
+    const cells = own.map((row, i) => {
       const index = details.push(detailOf(row, textOf(row), target)) - 1;
       const classes = [
         'slot',
         `state-${row.state}`,
         `kind-${row.kind}`,
         ...(row.state === 'failed' && !row.final ? ['retrying'] : []),
-        ...((row.state === 'missed' && !counted.has(row)) || noRun.has(row) ? ['early'] : []),
+        ...(view.early.has(row) ? ['early'] : []),
+        ...(view.waiting.has(row) ? ['waiting'] : []),
+        ...(forcedAsSlot(row) ? ['forced-slot'] : []),
       ];
       const tip = `${toUtcRfc3339(row.slot)} ${textOf(row)}${
         row.lastError === undefined ? '' : ` — ${row.lastError}`
       }`;
-      return `<button type="button" class="${classes.join(' ')}" data-index="${index}" data-state="${row.state}" data-kind="${row.kind}" title="${escapeHtml(tip)}" aria-label="${escapeHtml(tip)}"></button>`;
+      const tick = ticks.get(i);
+      return `<span class="cell"><button type="button" class="${classes.join(' ')}" data-index="${index}" data-state="${view.early.has(row) ? 'no_run' : row.state}" data-kind="${row.kind}" title="${escapeHtml(tip)}" aria-label="${escapeHtml(tip)}"></button><span class="tick${tick === undefined ? ' none' : ''}">${tick === undefined ? '' : escapeHtml(tick)}</span></span>`;
     });
     const first = own[0];
     const last = own.at(-1);
     const range =
       first === undefined || last === undefined
         ? ''
-        : `${toUtcRfc3339(first.slot)} → ${toUtcRfc3339(last.slot)}, ${own.length} ${own.length === 1 ? 'slot or run' : 'slots and runs'}`;
+        : `${toUtcRfc3339(new Date(ranAt(first)))} → ${toUtcRfc3339(new Date(ranAt(last)))}, ${own.length} ${own.length === 1 ? 'slot or run' : 'slots and runs'} (UTC; ticks mark the time axis)`;
     return `<section class="job" data-job="${escapeHtml(job)}">
 <h2>${escapeHtml(job)}</h2>
 <div class="timeline">${cells.join('')}</div>
 <p class="range">${escapeHtml(range)}</p>
 </section>`;
   });
-  // Slots before the first record are counted apart (they are no run, not pending or missed).
+  // Slots before the first record are counted apart: they are no run, not pending or missed.
   const counts = new Map<string, number>();
   let early = 0;
+  let waiting = 0;
   for (const row of rows) {
-    if ((row.state === 'missed' && !counted.has(row)) || noRun.has(row)) early++;
+    if (view.early.has(row)) early++;
     else counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
+    if (view.waiting.has(row)) waiting++;
   }
   const legend = Object.keys(STATE_COLOURS)
     .map(
@@ -196,9 +256,11 @@ export function runsHtml(
     )
     .concat(
       '<li><span class="slot state-completed kind-manual"></span>manual run</li>',
-      '<li><span class="slot state-completed kind-forced"></span>forced run</li>',
+      '<li><span class="slot state-completed kind-forced"></span>forced run (placed when it ran)</li>',
+      '<li><span class="slot state-completed forced-slot"></span>forced run taken as its slot</li>',
       '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
-      `<li><span class="slot state-missed early"></span>faded: before the first record, not counted (${early})</li>`,
+      `<li><span class="slot state-pending waiting"></span>pending, waiting behind an outstanding execution (${waiting})</li>`,
+      `<li><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,
     )
     .join('');
   return `<!doctype html>

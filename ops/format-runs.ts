@@ -97,18 +97,82 @@ export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows))
 }
 
 /**
- * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
- * forced run, or a re-run slot, says so; so does a missed slot `--check` does not count; a pending
- * slot before the job's first record reads `no run (before first record)` (`noRun`).
+ * A forced run ("Force run") taken as its slot: a slot's run whose first attempt came more than a
+ * second before the slot's time. Scheduler delivers a scheduled run at or after its time, so only
+ * a forced run (within the job's tolerance, `run-plan.ts`) is that early.
  */
-export function stateText(row: SlotRow, counted: boolean, noRun = false, mark?: string): string {
-  if (noRun) return 'no run (before first record)';
+export function forcedAsSlot(row: SlotRow): boolean {
+  return row.kind === 'slot' && row.startedLateMs !== undefined && row.startedLateMs < -1000;
+}
+
+/**
+ * The slots waiting behind an outstanding execution, with that execution's slot: `pending` slots
+ * after a slot of the same job still in progress or retrying (or itself waiting). Scheduler never
+ * has two executions of a job outstanding: such a slot fires when the earlier one ends, or is
+ * skipped by Scheduler if a further slot is already waiting (`--drop-answers` stretches retries).
+ */
+export function waitingRows(rows: readonly SlotRow[]): Map<SlotRow, Date> {
+  const waiting = new Map<SlotRow, Date>();
+  const outstanding = new Map<string, Date>();
+  for (const row of [...rows].sort((a, b) => a.slot.getTime() - b.slot.getTime())) {
+    if (row.kind !== 'slot') continue;
+    const behind = outstanding.get(row.job);
+    if (row.state === 'pending' && behind !== undefined) waiting.set(row, behind);
+    else if (row.state === 'in_progress' || (row.state === 'failed' && !row.final)) {
+      outstanding.set(row.job, row.slot);
+    } else outstanding.delete(row.job);
+  }
+  return waiting;
+}
+
+/** The label of a slot before its job's first record, missed or pending: one situation, one label. */
+export const BEFORE_FIRST_RECORD = 'no run (before first record)';
+
+/**
+ * How the rows read, computed once for a table, a JSON or a page: which count, which are before
+ * their job's first record (missed or pending alike: {@link BEFORE_FIRST_RECORD}), which wait
+ * behind an outstanding execution, and each row's marks.
+ */
+export interface RowsView {
+  readonly counted: ReadonlySet<SlotRow>;
+  /** Slots before their job's first record (missed or pending): no run, not counted. */
+  readonly early: ReadonlySet<SlotRow>;
+  readonly waiting: ReadonlyMap<SlotRow, Date>;
+  readonly marks: RowMarks;
+}
+
+/** The {@link RowsView} of `rows`. */
+export function viewOf(
+  rows: readonly SlotRow[],
+  marks: RowMarks = new Map(),
+  seenBefore: SeenBefore = new Set(),
+): RowsView {
+  const counted = countedRows(rows, seenBefore);
+  const noRun = noRunRows(rows, counted);
+  const early = new Set(
+    rows.filter((row) => noRun.has(row) || (row.state === 'missed' && !counted.has(row))),
+  );
+  return { counted, early, waiting: waitingRows(rows), marks };
+}
+
+/**
+ * A row's state for people: `failed` becomes `failed (final)` past the retry window; a manual or
+ * forced run, or a re-run slot, says so; a slot before its job's first record reads
+ * {@link BEFORE_FIRST_RECORD}; a paused slot carries its note; a pending slot behind an outstanding
+ * execution says which; a forced run taken as its slot says so.
+ */
+export function stateText(row: SlotRow, view: RowsView): string {
+  if (view.early.has(row)) return BEFORE_FIRST_RECORD;
   const state =
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
+  const mark = view.marks.get(row);
+  const behind = view.waiting.get(row);
   const notes = [
     ...(mark === undefined ? [] : [mark]),
     ...(row.kind === 'slot' ? [] : [row.kind]),
-    ...(row.state === 'missed' && !counted ? ['before first record'] : []),
+    ...(forcedAsSlot(row) ? ['forced run, taken as its slot'] : []),
+    ...(behind === undefined ? [] : [`waiting behind ${toUtcRfc3339(behind)}`]),
+    ...(row.state === 'paused' && row.pauseNote ? [row.pauseNote] : []),
   ];
   return notes.length === 0 ? state : `${state} (${notes.join(', ')})`;
 }
@@ -119,64 +183,101 @@ export function stateText(row: SlotRow, counted: boolean, noRun = false, mark?: 
  */
 export type RowMarks = ReadonlyMap<SlotRow, string>;
 
-/** The rows as an aligned table, oldest slot first within each job. */
+/**
+ * The rows as an aligned table, oldest slot first within each job. A run of two or more slots of a
+ * job before its first record is one line: the range and how many.
+ */
 export function runsTable(
   rows: readonly SlotRow[],
   marks: RowMarks = new Map(),
   seenBefore: SeenBefore = new Set(),
 ): string {
-  const counted = countedRows(rows, seenBefore);
-  const noRun = noRunRows(rows, counted);
-  return formatTable([
-    ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
-    ...rows.map((row) => [
+  const view = viewOf(rows, marks, seenBefore);
+  const lines: string[][] = [];
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i] as SlotRow;
+    let last = i;
+    while (
+      view.early.has(row) &&
+      rows[last + 1]?.job === row.job &&
+      view.early.has(rows[last + 1] as SlotRow)
+    ) {
+      last++;
+    }
+    if (last > i) {
+      const to = rows[last] as SlotRow;
+      lines.push([
+        row.job,
+        `${toUtcRfc3339(row.slot)} → ${toUtcRfc3339(to.slot)}`,
+        `${BEFORE_FIRST_RECORD}: ${last - i + 1} slots`,
+        '',
+        '',
+        '',
+        '',
+        '',
+      ]);
+      i = last;
+      continue;
+    }
+    lines.push([
       row.job,
       toUtcRfc3339(row.slot),
-      stateText(row, counted.has(row), noRun.has(row), marks.get(row)),
+      stateText(row, view),
       String(row.attempts),
       humanDuration(row.startedLateMs),
       humanDuration(row.durationMs),
       row.attemptId?.slice(0, 8) ?? '',
       (row.lastError ?? '').slice(0, 60),
-    ]),
+    ]);
+  }
+  return formatTable([
+    ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
+    ...lines,
   ]);
 }
 
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
  * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "rerunOf", "notes",
- * "beforeFirstRecord", "mark" }]`, absent values as `null`; `mark` is `undeclared` or `old schedule`
- * ({@link RowMarks}). `beforeFirstRecord` is true for a slot older than
- * its job's oldest slot with a record in the window (`--check` does not count it if missed); such a
- * slot with no record inside its retry window has `state` `no_run`, never `pending`
- * ({@link noRunRows}).
+ * "beforeFirstRecord", "mark", "pauseNote", "waitingBehind", "forcedAsSlot" }]`, absent values as
+ * `null`; `mark` is `undeclared` or `old schedule` ({@link RowMarks}). `beforeFirstRecord` is true
+ * for a slot older than its job's oldest slot with a record in the window (`--check` does not
+ * count it); such a slot with no record has `state` `no_run`, never `pending` or `missed`
+ * ({@link BEFORE_FIRST_RECORD}). `pauseNote` is a `paused` slot's note; `waitingBehind` the slot
+ * of the outstanding execution a `pending` slot waits behind ({@link waitingRows});
+ * `forcedAsSlot` is true for a forced run taken as its slot ({@link forcedAsSlot}).
  */
 export function runsJson(
   rows: readonly SlotRow[],
   marks: RowMarks = new Map(),
   seenBefore: SeenBefore = new Set(),
 ): string {
-  const counted = countedRows(rows, seenBefore);
-  const noRun = noRunRows(rows, counted);
+  const view = viewOf(rows, marks, seenBefore);
   return JSON.stringify(
-    rows.map((row) => ({
-      job: row.job,
-      slot: toUtcRfc3339(row.slot),
-      kind: row.kind,
-      runId: row.runId,
-      state: noRun.has(row) ? 'no_run' : row.state,
-      final: row.final,
-      attempts: row.attempts,
-      startedLateMs: row.startedLateMs ?? null,
-      durationMs: row.durationMs ?? null,
-      attemptId: row.attemptId ?? null,
-      lastError: row.lastError ?? null,
-      reported: row.reported,
-      rerunOf: row.rerunOf,
-      notes: row.notes,
-      beforeFirstRecord: !counted.has(row),
-      mark: marks.get(row) ?? null,
-    })),
+    rows.map((row) => {
+      const behind = view.waiting.get(row);
+      return {
+        job: row.job,
+        slot: toUtcRfc3339(row.slot),
+        kind: row.kind,
+        runId: row.runId,
+        state: view.early.has(row) ? 'no_run' : row.state,
+        final: row.final,
+        attempts: row.attempts,
+        startedLateMs: row.startedLateMs ?? null,
+        durationMs: row.durationMs ?? null,
+        attemptId: row.attemptId ?? null,
+        lastError: row.lastError ?? null,
+        reported: row.reported,
+        rerunOf: row.rerunOf,
+        notes: row.notes,
+        beforeFirstRecord: !view.counted.has(row),
+        mark: marks.get(row) ?? null,
+        pauseNote: row.pauseNote ?? null,
+        waitingBehind: behind === undefined ? null : toUtcRfc3339(behind),
+        forcedAsSlot: forcedAsSlot(row),
+      };
+    }),
     null,
     2,
   );
@@ -195,25 +296,26 @@ function urlFlag({ url }: Target): string {
 }
 
 /**
- * The command that does what a row needs next, as `ops/trigger.ts` takes it: a missed or failed
- * slot is delivered again as Scheduler would (`--slot T`: it runs, since no attempt completed it);
- * a completed or skipped slot runs again only on purpose (`--rerun --slot T`). Undefined for a row
- * with nothing to do (in progress, pending, a manual or forced run, an unreadable record).
- * Job ids need no quoting: the job-id rule allows letters, digits, `-` and `_` only.
+ * The command that does what a failure needs next, as `ops/trigger.ts` takes it: a missed or
+ * finally failed slot is delivered again as Scheduler would (`--slot T`: it runs, since no attempt
+ * completed it); a failed manual or forced run is run again by hand (a new manual run); a failed
+ * re-run is re-run (`--rerun --slot T`). Undefined for a row with nothing to do (completed,
+ * skipped, paused, in progress, pending, an unreadable record): a completed slot runs again only
+ * on purpose, which is no next step. Job ids need no quoting: the job-id rule allows letters,
+ * digits, `-` and `_` only.
  *
  * @example nextStep(row) // 'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z'
  */
 export function nextStep(row: SlotRow, target: Target = {}): string | undefined {
-  if (row.kind !== 'slot') return undefined;
   const slot = toUtcRfc3339(row.slot);
   const base = `npm run trigger -- ${row.job}`;
-  if (row.state === 'missed' || (row.state === 'failed' && row.final)) {
+  const failedFinally = row.state === 'failed' && row.final;
+  if (row.kind === 'slot' && (row.state === 'missed' || failedFinally)) {
     return `${base} --slot ${slot}${urlFlag(target)}`;
   }
-  if (row.state === 'completed' || row.state === 'skipped') {
-    return `${base} --rerun --slot ${slot}${urlFlag(target)}`;
-  }
-  return undefined;
+  if (!failedFinally) return undefined;
+  if (row.kind === 'rerun') return `${base} --rerun --slot ${slot}${urlFlag(target)}`;
+  return `${base}${urlFlag(target)}`;
 }
 
 /**
@@ -229,7 +331,7 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
   const lines = failures.map((row) =>
     row.state === 'unreadable'
       ? `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} unreadable (${row.lastError ?? 'unknown field'}): repair or delete the document ${row.runId} (docs/operations.md, "An unreadable record")`
-      : `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} ${row.state}: ${nextStep(row, target)}`,
+      : `runs --check: ${row.job} ${toUtcRfc3339(row.slot)}${row.kind === 'slot' ? '' : ` ${row.kind} run`} ${row.state}${row.lastError === undefined || row.kind === 'slot' ? '' : ` (${row.lastError.slice(0, 80)})`}: ${nextStep(row, target)}`,
   );
   const jobs = [...new Set(failures.map((row) => row.job))];
   for (const job of jobs) {
@@ -245,19 +347,31 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
 }
 
 /**
- * The slots that fail `--check`: missed, failed past the job's retry window, or unreadable (a
- * record this version would never write: nobody can tell whether it ran). A job's missed slots
- * before its oldest slot with a record in the window do not count: the job may not have existed.
+ * The rows that fail `--check`: slots missed, failed past the job's retry window, or unreadable (a
+ * record this version would never write: nobody can tell whether it ran); and manual and forced
+ * runs and re-runs that failed (they have no retries) unless a later one of the same job (of the
+ * same slot, for a re-run) completed. A job's missed slots before its oldest slot with a record in
+ * the window do not count: the job may not have existed. A `paused` slot never fails it.
  */
 export function checkFailures(
   rows: readonly SlotRow[],
   seenBefore: SeenBefore = new Set(),
 ): SlotRow[] {
   const counted = countedRows(rows, seenBefore);
-  return rows.filter(
-    (row) =>
-      row.kind === 'slot' &&
-      (row.state === 'unreadable' ||
-        (row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))))),
+  const ranAt = (row: SlotRow) => row.slot.getTime() + (row.startedLateMs ?? 0);
+  const superseded = (row: SlotRow) =>
+    rows.some(
+      (later) =>
+        later.kind === row.kind &&
+        later.job === row.job &&
+        later.state === 'completed' &&
+        ranAt(later) > ranAt(row) &&
+        (row.kind !== 'rerun' || later.slot.getTime() === row.slot.getTime()),
+    );
+  return rows.filter((row) =>
+    row.kind === 'slot'
+      ? row.state === 'unreadable' ||
+        (row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))))
+      : row.state === 'failed' && row.final && !superseded(row),
   );
 }

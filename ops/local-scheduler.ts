@@ -186,8 +186,22 @@ export interface DroppedEvent {
   readonly scheduleTime: Date;
 }
 
+/** A slot not fired because the job is paused (`npm run pause`). */
+export interface PausedEvent {
+  readonly type: 'paused';
+  readonly jobId: string;
+  readonly scheduleTime: Date;
+  /** The pause's note, `''` if none. */
+  readonly note: string;
+}
+
 /** What the Scheduler reports, as it happens. */
-export type SchedulerEvent = AttemptEvent | SkippedEvent | DelayedEvent | DroppedEvent;
+export type SchedulerEvent =
+  | AttemptEvent
+  | SkippedEvent
+  | DelayedEvent
+  | DroppedEvent
+  | PausedEvent;
 
 /** How an execution (a slot's attempts and retries) ended. */
 export interface ExecutionResult {
@@ -231,6 +245,12 @@ export interface LocalSchedulerOptions {
   readonly random?: () => number;
   /** Called with every event as it happens. */
   readonly onEvent?: (event: SchedulerEvent) => void;
+  /**
+   * The note of the pause `slot` of job `jobId` falls in (`''` without one), or undefined when it
+   * is not paused: a paused slot is not fired, as a paused Cloud Scheduler job fires nothing. Asked
+   * at each slot; a slot whose answer fails is fired.
+   */
+  readonly pauseOf?: (jobId: string, slot: Date) => Promise<string | undefined>;
 }
 
 /** How a forced run is sent: with its schedule time (as `gcloud scheduler jobs run`) or without. */
@@ -371,6 +391,26 @@ export class LocalScheduler {
   #onSlot(job: SchedulerJob, slot: Date): void {
     // Slots passed while the clock jumped (a suspended laptop) are not fired late.
     this.#arm(job, Math.max(this.#clock.now(), slot.getTime()));
+    const { pauseOf } = this.#options;
+    if (pauseOf === undefined) {
+      this.#schedule(job, slot);
+      return;
+    }
+    const decided = pauseOf(job.id, slot).then(
+      (note) => {
+        if (this.#stopping.signal.aborted) return;
+        if (note === undefined) this.#schedule(job, slot);
+        else this.#options.onEvent?.({ type: 'paused', jobId: job.id, scheduleTime: slot, note });
+      },
+      () => {
+        if (!this.#stopping.signal.aborted) this.#schedule(job, slot);
+      },
+    );
+    void this.#track(decided);
+  }
+
+  /** A slot that fires: now, or delayed or skipped behind the job's outstanding execution. */
+  #schedule(job: SchedulerJob, slot: Date): void {
     const outstanding = this.#outstanding.get(job.id);
     if (outstanding === undefined) {
       this.#startExecution(job, slot);

@@ -42,6 +42,7 @@ import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-dec
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId, isJudgedSlot, rulesInForce } from '../src/policy/missed-runs.ts';
+import { type Pause, pauseBound, pausedRow, readPauses } from '../src/policy/pauses.ts';
 import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
 import {
   MAX_SLOTS,
@@ -52,7 +53,7 @@ import {
 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
-import { runCommand, UsageError } from './command.ts';
+import { namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
@@ -77,16 +78,6 @@ exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unrea
              2 bad arguments; 3 --check found none, but a window held more than 10000 slots of a job
              (only its newest were judged: narrow --since)`;
 const DEFAULT_SLOTS = 10;
-
-function pairs(values: readonly string[] | undefined, what: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const value of values ?? []) {
-    const at = value.indexOf('=');
-    if (at <= 0) throw new UsageError(`--${what} takes NAME=VALUE, got "${value}"`);
-    out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
-  }
-  return out;
-}
 
 /** The project `npm run dev` and `scripts/with-emulator.ts` give the emulator by default. */
 const EMULATOR_PROJECT = 'demo-scheduler-run-once';
@@ -149,6 +140,13 @@ function listingCut(id: string): void {
   console.error(
     `runs: ${id}: more than ${MAX_LISTED} records outside its slots in the window; showing the newest (narrow --since)`,
   );
+}
+
+/** The job's active pause once past its bound, reported or not: a problem until resumed. */
+function overdueAt(pauses: readonly Pause[], now: Date): Pause | undefined {
+  const last = pauses.at(-1);
+  if (last === undefined || last.resumedAt !== undefined) return undefined;
+  return now >= pauseBound(last) ? last : undefined;
 }
 
 /** Exit status of `--check` when a window holds more slots than it judges ({@link MAX_SLOTS}). */
@@ -245,8 +243,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   });
   const scopeValues = scopeArgs(config, args.scope ?? [], {
     allowFixed: true,
-    headers: pairs(args['scope-header'], 'scope-header'),
-    params: pairs(args['scope-param'], 'scope-param'),
+    headers: namedPairs(args['scope-header'], 'scope-header'),
+    params: namedPairs(args['scope-param'], 'scope-param'),
   }).values;
   const scope = scopeOf(config, scopeValues);
   const declared = await loadJobs(env);
@@ -282,6 +280,13 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
+  const jobDocuments = new RunDocuments(db, {
+    collection: jobStateCollection(config.runsCollection),
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
+  /** Each declared job's active pause past its bound: a problem for `--check`. */
+  const overdue: { job: string; pause: Pause }[] = [];
   const rows: SlotRow[] = [];
   /** Rows to mark: a record of an id no longer declared, or of a time no slot of the schedule has. */
   const marks = new Map<SlotRow, string>();
@@ -309,6 +314,16 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     const read = await readHistory(history, job, slots, scope, at, tolerance);
     const slotIds = new Set(read.rows.map((row) => row.runId));
     const judgedAt = at ?? read.readTime;
+    // The job's pauses (`npm run pause`): a slot inside one with no record is `paused`, not missed.
+    const stored = readPauses((await jobDocuments.readData(checkDocumentId(job.id, scope))).data);
+    if (stored === 'unreadable') {
+      console.error(
+        `runs: ${job.id}: the pauses on its document ${checkDocumentId(job.id, scope)} hold fields this version never writes; no slot shows as paused (docs/operations.md, "Pause and resume")`,
+      );
+    }
+    const pauses = stored === 'unreadable' ? [] : stored;
+    const late = overdueAt(pauses, judgedAt);
+    if (late !== undefined) overdue.push({ job: job.id, pause: late });
     // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
     // a query of this job's runs, newest first, every page followed.
     const from = oldest ?? now;
@@ -322,8 +337,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       judgedAt,
       horizon,
     );
-    // With --job: records of the id at times no slot of today's schedule has (an old schedule).
-    if (args.job !== undefined) {
+    // Records of the id at times no slot of today's schedule has (an old schedule): `runs` and
+    // `runs --job` show the same slots.
+    {
       const own = await recordsOfJob(documents, job.id, scope, from, now);
       if (own.truncated) listingCut(job.id);
       for (const row of rowsOf(
@@ -338,7 +354,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         extra.push(row);
       }
     }
-    rows.push(...[...read.rows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+    rows.push(
+      ...[...read.rows.map((row) => pausedRow(row, pauses)), ...extra].sort(
+        (a, b) => a.slot.getTime() - b.slot.getTime(),
+      ),
+    );
   }
   for (const id of undeclared) {
     // An id no longer declared (renamed or removed): its records, from their own job_name.
@@ -391,16 +411,14 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
       writeFileSync(args.html, page);
       console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
     }
-  } else {
-    console.log(args.json ? runsJson(rows, marks, seenBefore) : runsTable(rows, marks, seenBefore));
+  } else if (args.json) {
+    console.log(runsJson(rows, marks, seenBefore));
+  } else if (!args.check) {
+    // `--check` prints only the problems; the table is `runs` without it.
+    console.log(runsTable(rows, marks, seenBefore));
   }
   // --check and --backfill judge a slot as the function does: by the schedule in force when it
   // was due (the rules its check cursor recorded), so the slots of another rule are no misses.
-  const jobDocuments = new RunDocuments(db, {
-    collection: jobStateCollection(config.runsCollection),
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  });
   const outOfForce = new Set<SlotRow>();
   for (const job of args.check || args.backfill ? jobs : []) {
     const { data, updateTime } = await jobDocuments.readData(checkDocumentId(job.id, scope));
@@ -430,13 +448,22 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (!args.check) return 0;
   const failures = checkFailures(judged, seenBefore);
   for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
-  if (failures.length > 0) return 1;
+  for (const { job, pause } of overdue) {
+    console.error(
+      `runs --check: ${job} paused since ${toUtcRfc3339(pause.pausedAt)}${pause.note === '' ? '' : ` (${pause.note})`}, past its bound ${toUtcRfc3339(pauseBound(pause))}: npm run resume -- ${job}`,
+    );
+  }
+  if (failures.length > 0 || overdue.length > 0) return 1;
   if (tooLarge.length > 0) {
     console.error(
       `runs --check: ${tooLarge.join(', ')}: the window is too large to judge (more than ${MAX_SLOTS} slots); only the newest were checked: narrow --since, or check older slots with --now (exit ${EXIT_TOO_LARGE})`,
     );
     return EXIT_TOO_LARGE;
   }
+  const paused = rows.filter((row) => row.state === 'paused').length;
+  console.error(
+    `runs --check: no problem in ${rows.length} slots and runs of ${jobs.length} ${jobs.length === 1 ? 'job' : 'jobs'}${paused > 0 ? ` (${paused} paused)` : ''}`,
+  );
   return 0;
 }
 

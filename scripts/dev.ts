@@ -49,13 +49,13 @@ import {
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatEvent } from '../ops/format-events.ts';
+import { firingList, formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
+import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
 import { ConfigError } from '../src/policy/errors.ts';
-import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
   acceptsConnections,
   freePort,
@@ -331,18 +331,14 @@ if (!options['no-scheduler']) {
     url: functionUrl,
     jobs,
     ...deliveryOptions(settings, issuer),
+    pauseOf: emulatorPauses(env, deliveryOptions(settings, issuer)),
     dropAnswers,
     duplicates,
     onEvent: (event) => console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
   scheduler.start();
   say(
-    `local Cloud Scheduler firing ${jobs
-      .map((j) => {
-        const [next] = nextSlots(j, new Date(), 1);
-        return `${j.id} (${j.schedule}, ${j.timeZone}; next ${next ? toUtcRfc3339(next) : 'never'})`;
-      })
-      .join(', ')}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
+    `local Cloud Scheduler firing ${firingList(jobs, new Date())}${dropAnswers > 0 ? `, dropping ${dropAnswers * 100}% of answers` : ''}${
       duplicates > 0 ? `, duplicating ${duplicates * 100}% of deliveries` : ''
     }`,
   );
@@ -408,7 +404,10 @@ if (!options['no-watch']) {
     await stopFunction();
     await startFunction();
     const jobs = readJobs();
-    if (jobs !== undefined) scheduler?.setJobs(jobs);
+    if (jobs !== undefined && scheduler !== undefined) {
+      scheduler.setJobs(jobs);
+      say(`reloaded: the local Cloud Scheduler now fires ${firingList(jobs, new Date())}`);
+    }
   };
   // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
   // editor's atomic save) is a new inode that a per-file watch, as Node's recursive mode sets up on

@@ -29,6 +29,7 @@ import { type Scope, scopeId } from '../core/run-key.ts';
 import type { Attempt } from '../core/run-once.ts';
 import { isLeaseLive, MAX_ERROR_LENGTH, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
+import { PAUSED_SLOT, type Pause, pausedRow, readPauses, reportOverduePause } from './pauses.ts';
 import { noRetryFollows, retryWindowMs } from './retry-policy.ts';
 
 export { judgingDelayMs } from './retry-policy.ts';
@@ -178,7 +179,10 @@ function readCursor(
   job: DeclaredJob,
   now: Date,
 ): Cursor | 'unreadable' | undefined {
-  if (data === undefined) return undefined;
+  // A document with only pauses on it (`pauses.ts`) has no cursor yet.
+  if (data === undefined || (data.checked_before === undefined && data.run_seen === undefined)) {
+    return undefined;
+  }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   if (!(seenAt instanceof Timestamp)) return 'unreadable';
   const at = data.checked_before;
@@ -447,7 +451,7 @@ const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined
 /** A slot to report, and the message its report logs. */
 interface Finding {
   readonly row: SlotRow;
-  readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES;
+  readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
 }
 
 /** What the check learnt of a range: its findings and where the cursor goes. */
@@ -525,8 +529,27 @@ export class MissedRunCheck {
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
     const boundary = now.getTime() - closedAfterMs(job);
-    const { data, updateTime } = await jobDocuments.readData(id);
-    let cursor = readCursor(data, updateTime, job, now);
+    const read = await jobDocuments.readData(id);
+    const { data } = read;
+    // Pauses (`pauses.ts`) live on this document: a slot inside one is not missed, and a pause
+    // past its bound is reported here, once; the cursor write is then fenced on that report's.
+    const stored = readPauses(data);
+    const pauses = stored === 'unreadable' ? [] : stored;
+    if (stored === 'unreadable') {
+      logger.warn(
+        { jobName: job.id, document: id },
+        'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired',
+      );
+    }
+    const updateTime =
+      read.updateTime === undefined
+        ? undefined
+        : await reportOverduePause(jobDocuments, id, job.id, pauses, read.updateTime, now, logger);
+    if (updateTime === 'changed') {
+      this.#known.delete(id);
+      return NOTHING;
+    }
+    let cursor = readCursor(data, read.updateTime, job, now);
     if (cursor === 'unreadable') {
       logger.error(
         { jobName: job.id, document: id },
@@ -573,7 +596,16 @@ export class MissedRunCheck {
       this.#known.set(id, at.getTime());
       return { ...NOTHING, checkedBefore: at };
     }
-    const judged = await this.#judge(job, scope, slots, truncated, boundary, runSeenBefore, now);
+    const judged = await this.#judge(
+      job,
+      scope,
+      slots,
+      truncated,
+      boundary,
+      runSeenBefore,
+      now,
+      pauses,
+    );
     const reported = await this.#report(job, scope, judged, logger);
     const moved: Cursor = {
       checkedBefore: judged.next,
@@ -633,6 +665,7 @@ export class MissedRunCheck {
     boundary: number,
     runSeenBefore: boolean,
     now: Date,
+    pauses: readonly Pause[],
   ): Promise<Judged & { readonly tokens: ReadonlyMap<string, Timestamp> }> {
     const first = slots[0] as Date;
     const before = previousSlot(job, first);
@@ -669,6 +702,12 @@ export class MissedRunCheck {
       const row = slotRow(job, slot, runId, record, now);
       const { verdict, end } = slotVerdict(job, slot, record, row, previousEnd, now);
       previousEnd = end;
+      // A slot with no record inside a pause (`pauses.ts`) is not missed: logged as paused, once.
+      const paused = pausedRow(row, pauses);
+      if (paused.state === 'paused') {
+        findings.push({ row: paused, message: PAUSED_SLOT });
+        continue;
+      }
       if (!runSeen && !hasRecord(row)) continue; // before the job's first record: it did not exist yet
       runSeen = true;
       if (verdict === 'open') {
@@ -718,6 +757,10 @@ export class MissedRunCheck {
     };
     let reported = 0;
     for (const { row, message } of findings) {
+      if (message === PAUSED_SLOT) {
+        logger.info({ ...fields(row), note: row.pauseNote }, message);
+        continue;
+      }
       // 'exists': a claim, a retry or another report came first.
       if ((await report(row)) !== 'reported') continue;
       logger.error(fields(row), message);

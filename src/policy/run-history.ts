@@ -32,6 +32,7 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
  * - `missed`: no attempt came, and its retry window has passed (or detection reported it).
  * - `pending`: no attempt yet, still inside its retry window.
  * - `skipped`: not run, because an earlier slot of the job still ran (overlap policy `skip`).
+ * - `paused`: no record, and the slot fell inside a pause of the job (`pauses.ts`): not missed.
  * - `unreadable`: its record cannot be read by this version (see the README).
  */
 export type SlotState =
@@ -41,6 +42,7 @@ export type SlotState =
   | 'missed'
   | 'pending'
   | 'skipped'
+  | 'paused'
   | 'unreadable';
 
 /** One slot of one job, and what became of it. Durations in ms. */
@@ -74,6 +76,8 @@ export interface SlotRow {
    * schedule time: for a re-run, the slot it re-ran).
    */
   readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
+  /** For a `paused` slot: the pause's note (`''` if none). */
+  readonly pauseNote?: string | undefined;
 }
 
 /**
@@ -283,7 +287,7 @@ export function hasRecord(row: SlotRow): boolean {
   return !(
     row.attempts === 0 &&
     !row.reported &&
-    (row.state === 'missed' || row.state === 'pending')
+    (row.state === 'missed' || row.state === 'pending' || row.state === 'paused')
   );
 }
 

@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fieldConfigs, INDEXES } from '../../ops/indexes.ts';
+import { schedulerPauseArgs, shellLine } from '../../ops/scheduler-pause.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 
@@ -82,6 +83,8 @@ case "$1 $2 $3" in
   "scheduler jobs describe") [[ -e "$state/job-$4" ]] ;;
   "scheduler jobs create") touch "$state/job-$5" ;;
   "scheduler jobs delete") rm "$state/job-$4" ;;
+  "monitoring dashboards list") [[ ! -e "$state/dashboard" ]] || echo projects/my-project/dashboards/1 ;;
+  "monitoring dashboards create") touch "$state/dashboard" ;;
   "scheduler jobs list") for job in "$state"/job-*; do [[ ! -e "$job" ]] || echo "\${job##*/job-}"; done ;;
   "firestore indexes composite")
     if [[ "$4" == list ]]; then
@@ -272,11 +275,18 @@ describe('deploy.sh --dry-run', () => {
     const creates = run.lines.map(argvOf).filter((a) => a[1] === 'logging' && a[3] === 'create');
     assert.deepEqual(
       creates.map((a) => a[4]),
-      ['processed', 'failed', 'failed-after-retries', 'missed', 'lease-lost'].map(
-        (k) => `scheduler-run-once-runs-${k}`,
-      ),
+      [
+        'processed',
+        'duplicates',
+        'failed',
+        'failed-after-retries',
+        'missed',
+        'skipped',
+        'paused',
+        'lease-lost',
+      ].map((k) => `scheduler-run-once-runs-${k}`),
     );
-    const file = flag(creates[3] ?? [], '--config-from-file') ?? '';
+    const file = flag(creates[4] ?? [], '--config-from-file') ?? '';
     const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
     assert.match(
       String(metric.filter),
@@ -289,6 +299,29 @@ describe('deploy.sh --dry-run', () => {
       run.lines.some((l) => l.includes('monitoring policies')),
       false,
     );
+  });
+
+  it('creates the dashboard of those metrics only if none has its name', () => {
+    const run = deploy(AWKWARD);
+    const again = deploy(AWKWARD, ['--dry-run', '--assume-existing']);
+
+    assert.equal(run.status, 0, run.stderr);
+    const list = command(run.lines, 'gcloud', 'monitoring', 'dashboards', 'list');
+    assert.equal(flag(list, '--filter'), 'displayName="scheduler-run-once: runs by job"');
+    const create = command(run.lines, 'gcloud', 'monitoring', 'dashboards', 'create');
+    const board = JSON.parse(readFileSync(flag(create, '--config-from-file') ?? '', 'utf8')) as {
+      displayName: string;
+      gridLayout: { widgets: { xyChart?: { dataSets: { timeSeriesQuery: unknown }[] } }[] };
+    };
+    assert.equal(board.displayName, 'scheduler-run-once: runs by job');
+    assert.equal(board.gridLayout.widgets.filter((w) => w.xyChart !== undefined).length, 7);
+    assert.equal(again.status, 0, again.stderr);
+    assert.ok(again.lines.some((l) => l.startsWith('gcloud monitoring dashboards list')));
+    assert.equal(
+      again.lines.some((l) => l.startsWith('gcloud monitoring dashboards create')),
+      false,
+    );
+    assert.match(again.stderr, /dashboard "scheduler-run-once: runs by job" exists: kept/);
   });
 
   it('with ALERT_CHANNELS creates the alert policies once, with an absence alert per job that fits 23.5 h', () => {
@@ -796,6 +829,71 @@ describe('the real gcloud parser', () => {
     );
     assert.ok(results.length >= 15, `only ${results.length} commands`);
     t.diagnostic(`${results.length} commands parsed`);
+  });
+
+  it('accepts the pause and resume commands npm run pause and resume run', {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, async () => {
+    const ref = { jobId: 'nightly_report-1', location: 'us-central1', project: 'my-project' };
+    const lines = (['pause', 'resume'] as const).map((verb) =>
+      shellLine(['gcloud', ...schedulerPauseArgs(verb, ref)]),
+    );
+
+    const results = await parseAll([...lines, `${lines[0]} --paused-until=tomorrow`]);
+
+    assert.deepEqual(
+      results.slice(0, 2).map((r) => [r.code, NO_ACCOUNT.test(r.stderr)]),
+      [
+        [1, true],
+        [1, true],
+      ],
+      results.map((r) => r.stderr).join('\n'),
+    );
+    assert.equal(
+      results[2]?.code,
+      2,
+      'a flag gcloud does not know is refused: the check has teeth',
+    );
+  });
+
+  it("reads the dashboard file into gcloud's own Dashboard message with no field it does not know", {
+    skip: !HAS_GCLOUD && NO_GCLOUD,
+  }, (t) => {
+    const file = flag(
+      command(deploy(REQUIRED).lines, 'gcloud', 'monitoring', 'dashboards', 'create'),
+      '--config-from-file',
+    ) as string;
+    const broken = path.join(scratch, 'dashboard-broken.json');
+    writeFileSync(broken, readFileSync(file, 'utf8').replace('STACKED_BAR', 'STACKED_BARS'));
+    // gcloud's parser (apitools) keeps an unknown field or enum value aside instead of refusing
+    // it, and the API would then refuse the dashboard: this walks the message for any.
+    const check = [
+      'from apitools.base.py import encoding',
+      'from googlecloudsdk.api_lib.util import apis',
+      'from googlecloudsdk.core import yaml',
+      "messages = apis.GetMessagesModule('monitoring', 'v1')",
+      'def unknown(msg, at):',
+      "  out = [at + '.' + name for name in msg.all_unrecognized_fields()]",
+      '  for field in msg.all_fields():',
+      '    value = getattr(msg, field.name)',
+      '    for v in (value if field.repeated else [value]):',
+      "      if hasattr(v, 'all_unrecognized_fields'): out.extend(unknown(v, at + '.' + field.name))",
+      '  return out',
+      'for file in sys.argv[1:]:',
+      '  board = encoding.PyValueToMessage(messages.Dashboard, yaml.load(open(file).read()))',
+      "  print(json.dumps(sorted(set(unknown(board, 'dashboard')))))",
+    ];
+
+    const parsed = gcloudPython(t, check, [file, broken]);
+
+    if (parsed === undefined) return;
+    assert.equal(parsed.status, 0, parsed.stderr);
+    const [good, bad] = parsed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as string[]);
+    assert.deepEqual(good, []);
+    assert.deepEqual(bad, ['dashboard.gridLayout.widgets.xyChart.dataSets.plotType']);
   });
 
   it("reads --set-env-vars into exactly the function's variables", {

@@ -156,8 +156,8 @@ describe('npm run runs', () => {
     assert.match(page, /<h2>history-five<\/h2>/);
   });
 
-  it('--check exits 0 when every slot of the window ran, and prints a table', () => {
-    const { code, stdout } = runs(
+  it('--check exits 0 when every slot of the window ran, printing no table, only that it found nothing', () => {
+    const { code, stdout, stderr } = runs(
       collection,
       '--check',
       '--since',
@@ -167,8 +167,29 @@ describe('npm run runs', () => {
     );
 
     assert.equal(code, 0);
-    assert.match(stdout, /^JOB\s+SLOT \(UTC\)\s+STATE\s+ATTEMPTS/);
-    assert.match(stdout, /history-five\s+2026-10-16T12:20:00Z\s+completed\s+1/);
+    assert.equal(stdout, '');
+    assert.match(stderr, /^runs --check: no problem in 2 slots and runs of 1 job$/m);
+  });
+
+  it('--check prints only the problem lines, never the table', () => {
+    const { code, stdout, stderr } = runs(
+      collection,
+      '--check',
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 1);
+    assert.equal(stdout, '');
+    assert.deepEqual(
+      stderr
+        .trim()
+        .split('\n')
+        .map((line) => line.split(': ')[1]),
+      ['history-five 2026-10-16T12:05:00Z missed', 'history-five 2026-10-16T12:15:00Z failed'],
+    );
   });
 
   it('refuses a bad window, a bad job id, or --check of an undeclared id, with exit 2 and what to write', () => {
@@ -386,5 +407,78 @@ describe('npm run runs', () => {
     const stagingRows = JSON.parse(own.stdout) as Row[];
     assert.equal(stagingRows.filter((r) => r.kind === 'manual').length, 1);
     assert.equal(stagingRows.filter((r) => r.state === 'completed').length, 3);
+  });
+
+  it('--check exits 1 on a manual run that failed: it has no retries, so the failure is final', async () => {
+    const own = collection.replace(/$/, '-manual-failed');
+    const fn = serveJobs(
+      validateJobs(
+        historyJobs.map((job) =>
+          defineJob({
+            ...job,
+            run: () => {
+              throw new Error('downstream refused the manual run');
+            },
+          }),
+        ),
+      ),
+      { collection: own },
+    );
+    const answer = await fn.request.post('/').set({
+      ...schedulerHeaders('history-five', '2026-10-16T12:20:00Z'),
+      'X-Run-Once-Mode': 'manual',
+      'X-Run-Once-Trigger-Id': 'trigger-failed-cccc',
+    });
+    assert.equal(answer.status, 500, answer.text);
+
+    const { code, stdout, stderr } = runs(
+      own,
+      '--check',
+      '--since',
+      '30m',
+      '--now',
+      '2026-10-16T12:30:00Z',
+    );
+
+    assert.equal(code, 1, stderr);
+    assert.equal(stdout, '');
+    assert.match(
+      stderr,
+      /history-five \S+Z manual run failed \(downstream refused the manual run\): npm run trigger -- history-five\n/,
+    );
+  });
+
+  it('shows the same slots with and without --job after a schedule change, old-schedule records marked', async () => {
+    const own = collection.replace(/$/, '-schedule-change');
+    // The job ran every minute before a deploy changed it to every five (the fixture's schedule).
+    const before = serveJobs(
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, schedule: '* * * * *', run: () => {} })),
+      ),
+      { collection: own },
+    );
+    for (const minute of ['12:01', '12:02', '12:03']) {
+      await before.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `2026-10-16T${minute}:00Z`));
+    }
+    const args = ['--since', '10m', '--now', '2026-10-16T12:06:00Z', '--json'];
+
+    const all = runs(own, ...args);
+    const one = runs(own, '--job', 'history-five', ...args);
+
+    assert.equal(all.code, 0, all.stderr);
+    assert.equal(one.code, 0, one.stderr);
+    const shape = (stdout: string) =>
+      (JSON.parse(stdout) as { slot: string; state: string; mark: string | null }[]).map((r) =>
+        [r.slot.slice(11, 16), r.state, r.mark ?? '-'].join(' '),
+      );
+    assert.deepEqual(shape(all.stdout), shape(one.stdout));
+    assert.deepEqual(shape(all.stdout).slice(-4), [
+      '12:01 completed old schedule',
+      '12:02 completed old schedule',
+      '12:03 completed old schedule',
+      '12:05 missed -',
+    ]);
   });
 });

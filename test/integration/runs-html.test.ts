@@ -63,8 +63,24 @@ const ROWS: SlotRow[] = [
   row(7, { state: 'unreadable', final: false, attempts: 0, lastError: 'status unknown' }),
   row(8, { kind: 'forced', state: 'in_progress', final: false, durationMs: undefined }),
   row(9, { state: 'pending', final: false, attempts: 0, durationMs: undefined }),
+  row(10, { state: 'paused', attempts: 0, durationMs: undefined, pauseNote: 'db maintenance' }),
+  // "Force run" at 09:03 carries the 09:55 slot: drawn where it ran, between 09:00 and 09:05.
+  row(11, { kind: 'forced', runId: 'forced-early', startedLateMs: -52 * 60_000 }),
+  // A forced run within the tolerance, taken as the 12th slot's run.
+  row(12, { startedLateMs: -14_500, runId: 'forced-as-slot' }),
   row(0, { job: HOSTILE_JOB }),
-];
+  ...[0, 1, 2, 3].map((i) =>
+    row(i, {
+      job: 'behind',
+      state: i < 2 ? 'pending' : i === 2 ? 'failed' : 'pending',
+      final: false,
+      attempts: i === 2 ? 4 : 0,
+      durationMs: undefined,
+      runId: `behind-${i}`,
+    }),
+  ),
+  row(4, { job: 'behind', runId: 'behind-first-record', state: 'completed' }),
+].sort((a, b) => a.job.localeCompare(b.job) || a.slot.getTime() - b.slot.getTime());
 
 /** `#rrggbb` as the browser reports a computed colour. */
 function rgb(hex: string): string {
@@ -150,17 +166,73 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   it('marks manual and forced runs, and no slot run', async () => {
     const marks = await inPage<[string, string][]>(`
       [...document.querySelectorAll('.timeline .slot')].map((el) => [
-        el.dataset.kind,
+        el.classList.contains('forced-slot') ? 'forced as slot' : el.dataset.kind,
         getComputedStyle(el, '::after').content,
       ])`);
 
     for (const [kind, content] of marks) {
       assert.equal(
         content !== 'none',
-        kind === 'manual' || kind === 'forced',
+        kind === 'manual' || kind === 'forced' || kind === 'forced as slot',
         `${kind} ${content}`,
       );
     }
+    assert.ok(marks.some(([kind]) => kind === 'forced as slot'));
+  });
+
+  it('places a forced run where it ran, not at the slot it carries', async () => {
+    const order = await inPage<string[]>(`
+      [...document.querySelectorAll('section[data-job="charge-customers"] .slot')].map(
+        (el) => el.title.slice(0, 20) + ' ' + el.dataset.kind)`);
+
+    assert.deepEqual(order.slice(0, 3), [
+      '2026-12-01T09:00:00Z slot',
+      '2026-12-01T09:55:00Z forced',
+      '2026-12-01T09:05:00Z slot',
+    ]);
+  });
+
+  it('draws the slots before the first record apart from pending ones, and counts them in the legend', async () => {
+    const seen = await inPage<{ early: string[]; pending: string[]; legend: string }>(`({
+      early: [...document.querySelectorAll('.timeline .slot.early')].map((el) => getComputedStyle(el).backgroundImage + getComputedStyle(el).backgroundColor),
+      pending: [...document.querySelectorAll('.timeline .slot.state-pending:not(.early):not(.waiting)')].map((el) => getComputedStyle(el).backgroundImage + getComputedStyle(el).backgroundColor),
+      legend: document.querySelector('.legend').textContent,
+    })`);
+
+    assert.equal(seen.early.length, 3, 'charge-customers 09:00, behind 09:00 and 09:05');
+    assert.ok(seen.pending.length > 0);
+    assert.ok(
+      seen.early.every((look) => !seen.pending.includes(look)),
+      JSON.stringify(seen),
+    );
+    assert.match(seen.legend, /no run \(before first record\), not counted \(3\)/);
+    assert.match(seen.legend, /paused \(1\)/);
+  });
+
+  it('shows a slot waiting behind an outstanding execution as such', async () => {
+    const tips = await inPage<string[]>(`
+      [...document.querySelectorAll('section[data-job="behind"] .slot.waiting')].map((el) => el.title)`);
+
+    assert.deepEqual(tips, ['2026-12-01T09:15:00Z pending (waiting behind 2026-12-01T09:10:00Z)']);
+  });
+
+  it('has a time axis: ticks under the cells, each labelled with its time', async () => {
+    const ticks = await inPage<string[]>(`
+      [...document.querySelectorAll('section[data-job="charge-customers"] .tick:not(.none)')].map((el) => el.textContent)`);
+
+    assert.ok(ticks.length >= 2, JSON.stringify(ticks));
+    assert.match(ticks[0] ?? '', /^12-01 09:00$/);
+    assert.ok(
+      ticks.slice(1).every((t) => /^\d\d:\d\d$/.test(t)),
+      JSON.stringify(ticks),
+    );
+  });
+
+  it('offers no next step for a completed slot', async () => {
+    await page.hover('.timeline .slot.state-completed.kind-slot:not(.forced-slot)');
+    const detail = await page.textContent('#detail');
+
+    assert.doesNotMatch(detail ?? '', /next step|--rerun/);
   });
 
   it('shows the run id, the error as text, the notes and the fixing command on hover', async () => {
@@ -196,7 +268,7 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
       pwned: undefined,
       images: 0,
       bold: null,
-      headings: ['charge-customers', HOSTILE_JOB],
+      headings: [HOSTILE_JOB, 'behind', 'charge-customers'],
     });
   });
 

@@ -59,10 +59,27 @@ describe('checkFailures', () => {
       kind: 'slot',
     }) as SlotRow;
 
-  it('ignores a manual run that failed: --check judges slots', () => {
-    const manual = { ...row('failed', true), kind: 'manual' } as SlotRow;
+  it('fails a manual run that failed (it has no retries), until a later manual run completed', () => {
+    const manual = { ...row('failed', true), kind: 'manual', attempts: 1 } as SlotRow;
+    const later = {
+      ...row('completed', true),
+      kind: 'manual',
+      attempts: 1,
+      slot: new Date(60_000),
+    } as SlotRow;
 
-    assert.deepEqual(checkFailures([manual]), []);
+    assert.deepEqual(checkFailures([manual]), [manual]);
+    assert.match(
+      checkLines([manual], new Date(0))[0] ?? '',
+      /manual run failed: npm run trigger -- j$/,
+    );
+    assert.deepEqual(checkFailures([manual, later]), []);
+  });
+
+  it('never fails a paused slot', () => {
+    const rows = [{ ...row('completed', true), attempts: 1 }, row('paused', true)];
+
+    assert.deepEqual(checkFailures(rows), []);
   });
 
   it('ignores missed slots before the oldest slot with a record: the job may not have existed', () => {
@@ -104,25 +121,69 @@ describe('checkFailures', () => {
       .map((line) => line.split(/ {2,}/)[2]);
     const json = JSON.parse(runsJson(rows)) as { state: string; beforeFirstRecord: boolean }[];
 
-    assert.deepEqual(states, ['missed (before first record)', 'completed', 'missed']);
+    assert.deepEqual(states, ['no run (before first record)', 'completed', 'missed']);
     assert.deepEqual(
       json.map((r) => [r.state, r.beforeFirstRecord]),
       [
-        ['missed', true],
+        ['no_run', true],
         ['completed', false],
         ['missed', false],
       ],
     );
   });
 
-  it('shows every missed slot of a job with no record in the window as before the first record', () => {
-    const states = runsTable([row('missed', true), row('missed', true)])
+  it('folds the slots before the first record, missed or pending, into one line of the table', () => {
+    const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
+    const rows = [
+      ...Array.from({ length: 46 }, (_, m) => ({ ...row('pending', false), slot: minute(m) })),
+      { ...row('missed', true), slot: minute(46) },
+      { ...row('completed', true), attempts: 1, slot: minute(47) },
+    ];
+
+    const lines = runsTable(rows).split('\n').slice(1);
+
+    assert.equal(lines.length, 2);
+    assert.deepEqual(lines[0]?.split(/ {2,}/).slice(1, 3), [
+      '2026-11-30T10:00:00Z → 2026-11-30T10:46:00Z',
+      'no run (before first record): 47 slots',
+    ]);
+    assert.deepEqual(checkFailures([row('missed', true)]), []);
+  });
+
+  it('shows a paused slot with its note, a forced run taken as its slot, and a slot waiting behind an outstanding one', () => {
+    const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
+    const rows = [
+      { ...row('completed', true), attempts: 1, slot: minute(0), startedLateMs: -14_500 },
+      { ...row('paused', true), slot: minute(1), pauseNote: 'db maintenance' },
+      { ...row('failed', false), attempts: 3, slot: minute(2) },
+      { ...row('pending', false), slot: minute(3) },
+    ];
+
+    const states = runsTable(rows)
       .split('\n')
       .slice(1)
       .map((line) => line.split(/ {2,}/)[2]);
+    const json = JSON.parse(runsJson(rows)) as {
+      pauseNote: string | null;
+      waitingBehind: string | null;
+      forcedAsSlot: boolean;
+    }[];
 
-    assert.deepEqual(states, ['missed (before first record)', 'missed (before first record)']);
-    assert.deepEqual(checkFailures([row('missed', true)]), []);
+    assert.deepEqual(states, [
+      'completed (forced run, taken as its slot)',
+      'paused (db maintenance)',
+      'failed (retrying)',
+      'pending (waiting behind 2026-11-30T10:02:00Z)',
+    ]);
+    assert.deepEqual(
+      json.map((r) => [r.forcedAsSlot, r.pauseNote, r.waitingBehind]),
+      [
+        [true, null, null],
+        [false, 'db maintenance', null],
+        [false, null, null],
+        [false, null, '2026-11-30T10:02:00Z'],
+      ],
+    );
   });
   it('fails an unreadable slot: nobody can tell whether it ran, and the line says how to repair it', () => {
     const unreadable = { ...row('unreadable', false), lastError: 'status unknown' } as SlotRow;
@@ -201,24 +262,31 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
     );
   });
 
-  it('re-runs a completed slot only on purpose, with --rerun', () => {
-    assert.equal(
-      nextStep(at('completed', true, 42)),
-      'npm run trigger -- charge-customers --rerun --slot 2026-12-01T09:42:00Z',
+  it('runs a failed manual run again by hand, and a failed re-run with --rerun', () => {
+    assert.deepEqual(
+      [at('failed', true, 42, 'manual'), at('failed', true, 42, 'rerun')].map((row) =>
+        nextStep(row),
+      ),
+      [
+        'npm run trigger -- charge-customers',
+        'npm run trigger -- charge-customers --rerun --slot 2026-12-01T09:42:00Z',
+      ],
     );
   });
 
-  it('has nothing to suggest for a slot still retrying, pending or running, or a manual run', () => {
+  it('has nothing to suggest for a slot completed, skipped, paused, still retrying, pending or running', () => {
     const rows = [
+      at('completed', true, 0),
+      at('skipped', true, 0),
+      at('paused', true, 0),
       at('failed', false, 0),
       at('pending', false, 0),
       at('in_progress', false, 0),
-      at('failed', true, 0, 'manual'),
     ];
 
     assert.deepEqual(
       rows.map((row) => nextStep(row)),
-      [undefined, undefined, undefined, undefined],
+      rows.map(() => undefined),
     );
   });
 

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatEvent } from '../../ops/format-events.ts';
+import { firingList, formatEvent } from '../../ops/format-events.ts';
 import {
   type Answer,
   type AttemptEvent,
@@ -449,6 +449,66 @@ describe('LocalScheduler.fire: a forced run', () => {
     });
 
     assert.throws(() => scheduler.fire('c'), /no job "c" is declared; declared: a, b/);
+  });
+});
+
+describe('LocalScheduler: pauses', () => {
+  it('fires no slot inside a pause, says so with its note, and fires again after the resume', async () => {
+    const start = Date.parse('2026-10-24T12:00:30Z');
+    const resumeAt = start + 2 * MIN;
+    const asked: string[] = [];
+    const { clock, scheduler, sent, events } = harness('2026-10-24T12:00:30Z', {
+      jobs: [job({ id: 'every-minute', schedule: '* * * * *' })],
+      pauseOf: async (jobId, slot) => {
+        asked.push(`${jobId} ${toUtcRfc3339(slot)}`);
+        return slot.getTime() < resumeAt ? 'db maintenance' : undefined;
+      },
+    });
+
+    scheduler.start();
+    await clock.advance(3 * MIN);
+    await scheduler.stop();
+
+    assert.deepEqual(
+      sent.map((d) => d.headers['X-CloudScheduler-ScheduleTime']),
+      ['2026-10-24T12:03:00Z'],
+    );
+    const paused = events.filter((e) => e.type === 'paused');
+    assert.deepEqual(
+      paused.map((e) => formatEvent(e).trim()),
+      [
+        'every-minute  slot 2026-10-24T12:01:00Z  paused (db maintenance): not fired (npm run resume -- every-minute)',
+        'every-minute  slot 2026-10-24T12:02:00Z  paused (db maintenance): not fired (npm run resume -- every-minute)',
+      ],
+    );
+    assert.equal(asked.length, 3, 'asked once per slot');
+  });
+
+  it('fires a slot whose pause could not be read, as Scheduler knows nothing of the record', async () => {
+    const { clock, scheduler, sent } = harness('2026-10-24T12:00:30Z', {
+      jobs: [job({ id: 'every-minute', schedule: '* * * * *' })],
+      pauseOf: () => Promise.reject(new Error('emulator down')),
+    });
+
+    scheduler.start();
+    await clock.advance(MIN);
+    await scheduler.stop();
+
+    assert.equal(sent.length, 1);
+  });
+});
+
+describe('firingList', () => {
+  it('names each job with its schedule, zone and next slot: the line npm run dev prints after a reload', () => {
+    const jobs = [
+      job({ id: 'a', schedule: '*/5 * * * *' }),
+      job({ id: 'b', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' }),
+    ];
+
+    assert.equal(
+      firingList(jobs, new Date('2026-10-24T12:01:00Z')),
+      'a (*/5 * * * *, Etc/UTC; next 2026-10-24T12:05:00Z), b (0 2 * * *, Europe/Berlin; next 2026-10-25T00:00:00Z)',
+    );
   });
 });
 

@@ -1,0 +1,190 @@
+/**
+ * `npm run pause -- JOB [--until T] [--note TEXT]` and `npm run resume -- JOB`
+ * (`node ops/pause.ts pause|resume …`): pauses a declared job for maintenance, and resumes it.
+ *
+ * A pause is recorded on the job's check document (per job and key scope, `src/policy/pauses.ts`)
+ * and the Cloud Scheduler job is paused with `gcloud scheduler jobs pause JOB --location=REGION
+ * --project=P` (resumed with `… resume`). Where gcloud is missing or refuses (no account, no
+ * permission), the command it would have run is printed, to run by someone who may. Against the
+ * emulator (`FIRESTORE_EMULATOR_HOST`) only the record is written: `npm run dev`'s local Scheduler
+ * reads it and fires nothing inside the pause. `--record-only` skips gcloud anywhere.
+ *
+ * Slots inside a pause with no record show as `paused` in `npm run runs` and are never reported
+ * missed; a pause past `--until` (or a week without it) is reported once, and fails `runs --check`.
+ *
+ *   node ops/pause.ts pause JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
+ *   node ops/pause.ts resume JOB [--record-only]
+ *     [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
+ *     [--collection NAME] [--database ID] [--project ID]
+ *
+ * `--until` is a time (RFC 3339) or a duration from now (`90m`, `2h`, `3d`): at least a minute and
+ * at most 30 days ahead. `--note` is at most 500 characters, on one line. Exit 0 when recorded (even
+ * if the gcloud command was only printed: it says so), 1 when refused (already paused, not paused)
+ * or Firestore fails, 2 on bad arguments.
+ */
+import { parseArgs } from 'node:util';
+import { Firestore } from '@google-cloud/firestore';
+import { RunDocuments } from '../src/core/run-documents.ts';
+import { loadConfig } from '../src/function/config.ts';
+import { scopeOf } from '../src/function/scheduler-request.ts';
+import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { checkDocumentId } from '../src/policy/missed-runs.ts';
+import {
+  PauseRefused,
+  pauseBound,
+  pauseNoteProblem,
+  pauseUntilProblem,
+  recordPause,
+  recordResume,
+} from '../src/policy/pauses.ts';
+import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
+import { loadJobs, selectJob } from './declarations.ts';
+import { parseDuration } from './format-runs.ts';
+import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
+
+const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
+       npm run resume -- JOB [--record-only]
+       [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
+       [--collection NAME] [--database ID] [--project ID]
+exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore failed; 2 bad arguments`;
+
+/** The project `npm run dev` gives the emulator. */
+const EMULATOR_PROJECT = 'demo-scheduler-run-once';
+
+/** `--until` as an instant: RFC 3339, or a duration from `now`. */
+function untilArg(text: string, now: Date): Date {
+  if (/^\d+[smhd]$/.test(text)) {
+    try {
+      return new Date(now.getTime() + parseDuration(text));
+    } catch (err) {
+      throw new UsageError(`--until: ${(err as Error).message}`);
+    }
+  }
+  const at = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(at.getTime())) {
+    throw new UsageError(
+      `--until "${text}" is neither an RFC 3339 time (2026-12-01T18:00:00Z) nor a duration (2h)`,
+    );
+  }
+  return at;
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const { values: args, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      until: { type: 'string' },
+      note: { type: 'string' },
+      'record-only': { type: 'boolean' },
+      location: { type: 'string' },
+      scope: { type: 'string' },
+      'scope-header': { type: 'string', multiple: true },
+      'scope-param': { type: 'string', multiple: true },
+      collection: { type: 'string' },
+      database: { type: 'string' },
+      project: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const [verb, id, ...rest] = positionals;
+  if (verb !== 'pause' && verb !== 'resume') {
+    throw new UsageError('the first word is pause or resume (npm run pause / npm run resume)');
+  }
+  if (id === undefined) throw new UsageError('name the job: JOB');
+  if (rest.length > 0) throw new UsageError(`one job at a time; also got ${rest.join(' ')}`);
+  if (!isJobId(id)) throw new UsageError(`"${id}" is not a job id (${JOB_ID_RULE})`);
+  if (verb === 'resume' && (args.until !== undefined || args.note !== undefined)) {
+    throw new UsageError('--until and --note go with pause');
+  }
+  const config = loadConfig({
+    ...env,
+    ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
+    ...(args.collection === undefined ? {} : { RUNS_COLLECTION: args.collection }),
+    ...(args.database === undefined ? {} : { FIRESTORE_DATABASE: args.database }),
+    ...(args.project === undefined ? {} : { GOOGLE_CLOUD_PROJECT: args.project }),
+  });
+  const job = selectJob(await loadJobs(env), id);
+  const scope = scopeOf(config, {
+    headers: namedPairs(args['scope-header'], 'scope-header'),
+    params: namedPairs(args['scope-param'], 'scope-param'),
+  });
+  const local = Boolean(env.FIRESTORE_EMULATOR_HOST);
+  const location = args.location ?? env.REGION;
+  if (!local && config.projectId === undefined) {
+    throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
+  }
+  if (!local && !args['record-only'] && location === undefined) {
+    throw new UsageError('set REGION or --location: where the Cloud Scheduler job lives');
+  }
+  if (local) {
+    env.METADATA_SERVER_DETECTION ??= 'none';
+    process.env.METADATA_SERVER_DETECTION ??= 'none';
+  }
+  const jobDocuments = new RunDocuments(
+    new Firestore({
+      projectId: config.projectId ?? EMULATOR_PROJECT,
+      databaseId: config.firestoreDatabase,
+    }),
+    {
+      collection: jobStateCollection(config.runsCollection),
+      retentionMs: config.retentionMs,
+      timeoutMs: config.firestoreTimeoutMs,
+    },
+  );
+  const docId = checkDocumentId(job.id, scope);
+  // The bounds the function holds stored pauses to, checked first so that a typo is exit 2.
+  const noteProblem = pauseNoteProblem(args.note ?? '');
+  if (noteProblem !== undefined) throw new UsageError(`--note: ${noteProblem}`);
+  let until: Date | undefined;
+  if (args.until !== undefined) {
+    const now = await jobDocuments.serverTime();
+    until = untilArg(args.until, now);
+    const problem = pauseUntilProblem(until, now);
+    if (problem !== undefined) throw new UsageError(`--until ${problem}`);
+  }
+  try {
+    if (verb === 'pause') {
+      const pause = await recordPause(jobDocuments, docId, job.id, {
+        until,
+        note: args.note ?? '',
+      });
+      console.log(
+        `pause: ${job.id} paused since ${toUtcRfc3339(pause.pausedAt)}${pause.note === '' ? '' : ` (${pause.note})`}; reported if still paused at ${toUtcRfc3339(pauseBound(pause))}${pause.until === undefined ? ' (a week: give --until to say when it ends)' : ''}`,
+      );
+    } else {
+      const pause = await recordResume(jobDocuments, docId, job.id);
+      console.log(
+        `resume: ${job.id} resumed at ${toUtcRfc3339(pause.resumedAt ?? pause.pausedAt)} (paused since ${toUtcRfc3339(pause.pausedAt)})`,
+      );
+    }
+  } catch (err) {
+    if (err instanceof PauseRefused) throw new CommandError(err.message);
+    throw err;
+  }
+  if (local) {
+    console.log(`${verb}: recorded in the emulator: npm run dev's local Scheduler honours it`);
+    return 0;
+  }
+  const gcloudArgs = schedulerPauseArgs(verb, {
+    jobId: job.id,
+    location: location ?? 'REGION',
+    project: config.projectId ?? '',
+  });
+  if (args['record-only']) {
+    console.log(
+      `${verb}: recorded only (--record-only); the Cloud Scheduler job is unchanged:\n  ${shellLine(['gcloud', ...gcloudArgs])}`,
+    );
+    return 0;
+  }
+  console.log(runSchedulerCommand(verb, gcloudArgs));
+  return 0;
+}
+
+await runCommand('pause', USAGE, main);

@@ -1,0 +1,301 @@
+/**
+ * Pauses: a job paused on purpose (`npm run pause -- JOB`, maintenance) is not a job that missed
+ * its slots. A pause is recorded on the job's check document (`{jobId}~check`, per job and key
+ * scope, `job-state.ts`) beside the missed-run cursor, so the check that reads the cursor learns
+ * the pauses in the same read: no read is added to any request.
+ *
+ * A slot inside a pause, `paused_at <= slot < resumed_at` (no end while the pause lasts), that has
+ * no record shows as `paused` and is never reported missed; one that ran anyway (a forced run, a
+ * Scheduler job that was not paused) shows what happened to it. A pause that outlives its bound
+ * (`until`, or {@link DEFAULT_PAUSE_BOUND_MS} without one) is reported once across instances,
+ * by a write fenced on the document's update time: the instance whose write lands logs.
+ */
+import { type DocumentData, Timestamp } from '@google-cloud/firestore';
+import type { Logger } from '../core/logger.ts';
+import type { RunDocuments } from '../core/run-documents.ts';
+import type { SlotRow } from './run-history.ts';
+
+/** The log message of a slot judged inside a pause (a log-based metric counts it). */
+export const PAUSED_SLOT = 'paused slot';
+/** The log message of a pause past its bound, logged once across instances. */
+export const PAUSE_OVERDUE = 'pause outlived its bound';
+
+/** How long a pause without `until` lasts before it is reported, ms: a week. */
+export const DEFAULT_PAUSE_BOUND_MS = 7 * 86_400_000;
+/** The furthest `until` may lie after the pause starts, ms: 30 days. */
+export const MAX_PAUSE_MS = 30 * 86_400_000;
+/** The shortest pause `until` may ask for, ms: a minute (an `until` in the past is a typo). */
+export const MIN_PAUSE_MS = 60_000;
+/** The longest note, in characters. */
+export const MAX_PAUSE_NOTE_LENGTH = 500;
+/** Pauses kept on a document: the newest; older ones are dropped when a pause is added. */
+export const MAX_PAUSES = 20;
+
+/** One pause of a job. Times are Firestore's. */
+export interface Pause {
+  readonly pausedAt: Date;
+  /** When the pause is meant to end (`--until`), if given. */
+  readonly until: Date | undefined;
+  /** Why (`--note`), `''` if none. */
+  readonly note: string;
+  /** When it ended (`npm run resume`); undefined while it lasts. */
+  readonly resumedAt: Date | undefined;
+  /** When a check reported it past its bound. */
+  readonly overdueReportedAt: Date | undefined;
+}
+
+/**
+ * Why a note cannot be stored, or undefined: at most {@link MAX_PAUSE_NOTE_LENGTH} characters, no
+ * control characters (it is printed in tables and log lines).
+ */
+export function pauseNoteProblem(note: string): string | undefined {
+  if (note.length > MAX_PAUSE_NOTE_LENGTH) {
+    return `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`;
+  }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\u0000-\u001f\u007f]/.test(note)) return 'the note holds a control character (a newline?)';
+  return undefined;
+}
+
+/**
+ * Why `until` cannot end a pause starting at `from`, or undefined: at least {@link MIN_PAUSE_MS}
+ * and at most {@link MAX_PAUSE_MS} after it.
+ */
+export function pauseUntilProblem(until: Date, from: Date): string | undefined {
+  const ms = until.getTime() - from.getTime();
+  if (ms < MIN_PAUSE_MS) {
+    return `${until.toISOString()} is ${ms <= 0 ? 'not after' : 'less than a minute after'} now (${from.toISOString()}): give a time in the future`;
+  }
+  if (ms > MAX_PAUSE_MS) {
+    return `${until.toISOString()} is more than 30 days after now (${from.toISOString()}): pause for at most 30 days, then pause again`;
+  }
+  return undefined;
+}
+
+/** When a pause is reported as outliving its bound, ms. */
+export function pauseBound(pause: Pick<Pause, 'pausedAt' | 'until'>): Date {
+  return pause.until ?? new Date(pause.pausedAt.getTime() + DEFAULT_PAUSE_BOUND_MS);
+}
+
+function optionalTime(value: unknown): Date | undefined | 'bad' {
+  if (value === undefined || value === null) return undefined;
+  return value instanceof Timestamp ? value.toDate() : 'bad';
+}
+
+/** One stored pause, or `undefined` for one this code would never write. */
+function readPause(value: unknown): Pause | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const stored = value as Record<string, unknown>;
+  const pausedAt = optionalTime(stored.paused_at);
+  const until = optionalTime(stored.until);
+  const resumedAt = optionalTime(stored.resumed_at);
+  const overdue = optionalTime(stored.overdue_reported_at);
+  const note = stored.note;
+  if (pausedAt === undefined || pausedAt === 'bad' || until === 'bad' || resumedAt === 'bad') {
+    return undefined;
+  }
+  if (overdue === 'bad' || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
+    return undefined;
+  }
+  // The same bounds the CLI enforces: an `until` it would refuse is not a pause it wrote.
+  if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
+  if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
+  return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
+}
+
+/**
+ * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` when the
+ * field holds anything this code would never write (then no slot counts as paused: a slot is
+ * reported missed rather than hidden).
+ */
+export function readPauses(data: DocumentData | undefined): Pause[] | 'unreadable' {
+  const stored = data?.pauses;
+  if (stored === undefined) return [];
+  if (!Array.isArray(stored) || stored.length > MAX_PAUSES) return 'unreadable';
+  const pauses = stored.map(readPause);
+  if (pauses.some((p) => p === undefined)) return 'unreadable';
+  const sorted = pauses as Pause[];
+  for (let i = 1; i < sorted.length; i++) {
+    const before = sorted[i - 1] as Pause;
+    // Pauses never overlap: each but the last has ended before the next began.
+    if (before.resumedAt === undefined || before.resumedAt > (sorted[i] as Pause).pausedAt) {
+      return 'unreadable';
+    }
+  }
+  return sorted;
+}
+
+/** The pauses as stored. */
+export function pausesField(pauses: readonly Pause[]): DocumentData[] {
+  return pauses.map((p) => ({
+    paused_at: Timestamp.fromDate(p.pausedAt),
+    until: p.until === undefined ? null : Timestamp.fromDate(p.until),
+    note: p.note,
+    resumed_at: p.resumedAt === undefined ? null : Timestamp.fromDate(p.resumedAt),
+    overdue_reported_at:
+      p.overdueReportedAt === undefined ? null : Timestamp.fromDate(p.overdueReportedAt),
+  }));
+}
+
+/** The pause `slot` falls in, if any. */
+export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined {
+  const t = slot.getTime();
+  return pauses.find(
+    (p) => p.pausedAt.getTime() <= t && (p.resumedAt === undefined || t < p.resumedAt.getTime()),
+  );
+}
+
+/** The pause that lasts now (not resumed), if any. */
+export function activePause(pauses: readonly Pause[]): Pause | undefined {
+  const last = pauses.at(-1);
+  return last !== undefined && last.resumedAt === undefined ? last : undefined;
+}
+
+/** A slot row and the pause it fell in: a row with no record inside a pause reads `paused`. */
+export function pausedRow(row: SlotRow, pauses: readonly Pause[]): SlotRow {
+  if (row.kind !== 'slot' || row.attempts > 0 || row.reported) return row;
+  if (row.state !== 'missed' && row.state !== 'pending') return row;
+  const pause = pauseAt(pauses, row.slot);
+  if (pause === undefined) return row;
+  return { ...row, state: 'paused', final: true, lastError: undefined, pauseNote: pause.note };
+}
+
+/** The active pause past its bound at `now`, not reported yet. */
+export function overduePause(pauses: readonly Pause[], now: Date): Pause | undefined {
+  const pause = activePause(pauses);
+  if (pause === undefined || pause.overdueReportedAt !== undefined) return undefined;
+  return now >= pauseBound(pause) ? pause : undefined;
+}
+
+/** What {@link reportOverduePause} needs of the per-job documents. */
+export type PauseDocuments = Pick<RunDocuments, 'update'>;
+
+/**
+ * Reports the job's active pause once it is past its bound: sets `overdue_reported_at`, fenced on
+ * the update time of the read that found it unreported; only the call whose write lands logs
+ * ERROR {@link PAUSE_OVERDUE}.
+ *
+ * @returns the document's new update time (the fencing token of a write after it), the read's
+ *   own when there was nothing to report, or `changed` when another writer came first.
+ * @throws {LedgerUnavailableError} if the write fails.
+ */
+export async function reportOverduePause(
+  documents: PauseDocuments,
+  id: string,
+  jobId: string,
+  pauses: readonly Pause[],
+  updateTime: Timestamp,
+  now: Date,
+  logger: Logger,
+): Promise<Timestamp | 'changed'> {
+  const pause = overduePause(pauses, now);
+  if (pause === undefined) return updateTime;
+  const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
+  const written = await documents.update(
+    id,
+    'overdue pause report',
+    { pauses: pausesField(marked) },
+    updateTime,
+  );
+  if (written === 'changed') return 'changed';
+  logger.error(
+    {
+      jobName: jobId,
+      pausedAt: pause.pausedAt.toISOString(),
+      bound: pauseBound(pause).toISOString(),
+      note: pause.note,
+    },
+    PAUSE_OVERDUE,
+  );
+  return written;
+}
+
+/** What {@link recordPause} and {@link recordResume} need of the per-job documents. */
+export type PauseStore = Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;
+
+/** A refusal of a pause or a resume, with what to do. */
+export class PauseRefused extends Error {
+  override name = 'PauseRefused';
+}
+
+/**
+ * Records a pause of a job starting now (Firestore's time of the read), on its check document
+ * `id`: fenced on the document's update time, so a concurrent cursor write is never lost (the
+ * loser of a race reads again).
+ *
+ * @param until - when it is meant to end: within {@link pauseUntilProblem}'s bounds of now.
+ * @returns the pause as stored.
+ * @throws {PauseRefused} if the job is paused already, or `until` or the note is out of bounds;
+ *   {@link LedgerUnavailableError} if Firestore fails.
+ */
+export async function recordPause(
+  store: PauseStore,
+  id: string,
+  jobId: string,
+  request: { readonly until?: Date | undefined; readonly note: string },
+): Promise<Pause> {
+  const noteProblem = pauseNoteProblem(request.note);
+  if (noteProblem !== undefined) throw new PauseRefused(`--note: ${noteProblem}`);
+  return changeFenced(store, id, jobId, (pauses, now) => {
+    const active = activePause(pauses);
+    if (active !== undefined) {
+      throw new PauseRefused(
+        `${jobId} is paused already, since ${active.pausedAt.toISOString()}${active.note === '' ? '' : ` (${active.note})`}: npm run resume -- ${jobId} first`,
+      );
+    }
+    if (request.until !== undefined) {
+      const problem = pauseUntilProblem(request.until, now);
+      if (problem !== undefined) throw new PauseRefused(`--until ${problem}`);
+    }
+    const pause: Pause = {
+      pausedAt: now,
+      until: request.until,
+      note: request.note,
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    };
+    return { pauses: [...pauses, pause].slice(-MAX_PAUSES), result: pause };
+  });
+}
+
+/**
+ * Records the end of the job's active pause, now (Firestore's time of the read), fenced like
+ * {@link recordPause}.
+ *
+ * @returns the pause as it ended.
+ * @throws {PauseRefused} if the job is not paused; {@link LedgerUnavailableError} if Firestore fails.
+ */
+export async function recordResume(store: PauseStore, id: string, jobId: string): Promise<Pause> {
+  return changeFenced(store, id, jobId, (pauses, now) => {
+    const active = activePause(pauses);
+    if (active === undefined) throw new PauseRefused(`${jobId} is not paused`);
+    const ended: Pause = { ...active, resumedAt: now };
+    return { pauses: [...pauses.slice(0, -1), ended], result: ended };
+  });
+}
+
+/** Reads the pauses, changes them, and writes them fenced; a lost race reads again (5 tries). */
+async function changeFenced(
+  store: PauseStore,
+  id: string,
+  jobId: string,
+  change: (pauses: readonly Pause[], now: Date) => { pauses: Pause[]; result: Pause },
+): Promise<Pause> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const { data, updateTime, readTime } = await store.readData(id);
+    const pauses = readPauses(data);
+    if (pauses === 'unreadable') {
+      throw new PauseRefused(
+        `the pauses on ${jobId}'s document ${id} hold fields this version never writes: repair or delete its "pauses" field first`,
+      );
+    }
+    const { pauses: next, result } = change(pauses, readTime);
+    const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
+    const written =
+      updateTime === undefined
+        ? await store.create(id, 'pause', fields)
+        : await store.update(id, 'pause', fields, updateTime);
+    if (written !== 'exists' && written !== 'changed') return result;
+  }
+  throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
+}

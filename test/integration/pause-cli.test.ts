@@ -1,0 +1,126 @@
+/**
+ * `npm run pause` / `npm run resume` (`ops/pause.ts`) as processes against the emulator, with
+ * `npm run runs` reading what they recorded: the slots of a pause show as `paused` with its note
+ * (table, JSON, page), `--check` passes on them and fails once the pause outlives its `--until`;
+ * the bounds of `--until` and `--note` are refused with what to give. Against the emulator the
+ * Scheduler half is `npm run dev`'s (its local Scheduler reads the record); the gcloud command a
+ * deployed pause runs is checked by the real parser in deploy.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { ROOT } from '../../scripts/local-processes.ts';
+import { freshCollection } from '../helpers.ts';
+
+const JOBS_MODULE = 'test/fixtures/jobs-one.ts';
+const JOB = 'scheduled-job';
+
+function run(script: string, collection: string, ...args: string[]) {
+  const result = spawnSync(process.execPath, [script, ...args, '--collection', collection], {
+    cwd: ROOT,
+    env: { ...process.env, JOBS_MODULE },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+const pause = (collection: string, ...args: string[]) =>
+  run('ops/pause.ts', collection, 'pause', ...args);
+const resume = (collection: string, ...args: string[]) =>
+  run('ops/pause.ts', collection, 'resume', ...args);
+const runs = (collection: string, ...args: string[]) => run('ops/runs.ts', collection, ...args);
+/** `--now` this many minutes from now: the slots after the pause began are in the past then. */
+const inMinutes = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
+
+describe('npm run pause and resume', () => {
+  it('shows the slots of a pause as paused with its note, and --check passes on them', () => {
+    const collection = freshCollection();
+
+    const paused = pause(collection, JOB, '--until', '2h', '--note', 'db maintenance');
+    const table = runs(collection, '--since', '1h', '--now', inMinutes(30));
+    const json = runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
+    const page = runs(collection, '--since', '1h', '--now', inMinutes(30), '--html', '-');
+    const check = runs(collection, '--since', '1h', '--now', inMinutes(30), '--check');
+
+    assert.equal(paused.code, 0, paused.stderr);
+    assert.match(paused.stdout, /scheduled-job paused since \S+Z \(db maintenance\)/);
+    assert.match(table.stdout, /paused \(db maintenance\)/);
+    const rows = JSON.parse(json.stdout) as { state: string; pauseNote: string | null }[];
+    const pausedRows = rows.filter((r) => r.state === 'paused');
+    assert.ok(pausedRows.length >= 5, json.stdout);
+    assert.ok(pausedRows.every((r) => r.pauseNote === 'db maintenance'));
+    assert.match(page.stdout, /data-state="paused"/);
+    assert.equal(check.code, 0, check.stderr);
+    assert.equal(check.stdout, '', '--check prints only the problems');
+    assert.match(check.stderr, /no problem in \d+ slots and runs of 1 job \(\d+ paused\)/);
+  });
+
+  it('fails --check once the pause outlives its --until, naming the command that ends it', () => {
+    const collection = freshCollection();
+    assert.equal(pause(collection, JOB, '--until', '30m').code, 0);
+
+    const check = runs(collection, '--since', '1h', '--now', inMinutes(45), '--check');
+
+    assert.equal(check.code, 1, check.stderr);
+    assert.match(
+      check.stderr,
+      /runs --check: scheduled-job paused since \S+Z, past its bound \S+Z: npm run resume -- scheduled-job/,
+    );
+  });
+
+  it('refuses a second pause and a resume of a job not paused; a resume ends the pause', () => {
+    const collection = freshCollection();
+    assert.equal(pause(collection, JOB).code, 0);
+
+    const again = pause(collection, JOB, '--note', 'second');
+    const resumed = resume(collection, JOB);
+    const twice = resume(collection, JOB);
+    const later = runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
+
+    assert.equal(again.code, 1);
+    assert.match(
+      again.stderr,
+      /scheduled-job is paused already, since .*: npm run resume -- scheduled-job first/,
+    );
+    assert.equal(resumed.code, 0, resumed.stderr);
+    assert.match(resumed.stdout, /scheduled-job resumed at \S+Z/);
+    assert.equal(twice.code, 1);
+    assert.match(twice.stderr, /scheduled-job is not paused/);
+    const rows = JSON.parse(later.stdout) as { state: string }[];
+    assert.equal(
+      rows.filter((r) => r.state === 'paused').length,
+      0,
+      'slots after the resume are not paused',
+    );
+  });
+
+  it('refuses an --until in the past, past 30 days or no time, a note too long or on two lines, and an undeclared job, with exit 2 and what to give, recording nothing', () => {
+    const collection = freshCollection();
+    const cases = [
+      {
+        name: 'an --until in the past',
+        args: ['--until', '2020-01-01T00:00:00Z'],
+        says: /not after now/,
+      },
+      { name: 'an --until past 30 days', args: ['--until', '31d'], says: /more than 30 days/ },
+      {
+        name: 'an --until that is no time',
+        args: ['--until', 'tomorrow'],
+        says: /neither an RFC 3339 time/,
+      },
+      { name: 'a note too long', args: ['--note', 'x'.repeat(501)], says: /at most 500/ },
+      { name: 'a note on two lines', args: ['--note', 'a\nb'], says: /control character/ },
+      { name: 'an undeclared job', args: [], says: /no declared job nope/, job: 'nope' },
+    ];
+
+    const refused = cases.map(({ args, job = JOB }) => pause(collection, job, ...args));
+    const after = resume(collection, JOB);
+
+    assert.deepEqual(
+      refused.map((r, i) => [r.code, (cases[i] as { says: RegExp }).says.test(r.stderr)]),
+      cases.map(() => [2, true]),
+      refused.map((r) => r.stderr).join('\n'),
+    );
+    assert.match(after.stderr, /is not paused/);
+  });
+});

@@ -1,0 +1,124 @@
+/**
+ * Pauses through the handler on the emulator, live (`src/policy/pauses.ts`, read by
+ * `missed-runs.ts` from the check document it reads anyway): each slot delivered at its own time
+ * on a driven clock. A slot inside a pause is never reported missed; a pause past its bound is
+ * reported once across instances.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { checkDocumentId } from '../src/policy/missed-runs.ts';
+import { type Pause, pausesField } from '../src/policy/pauses.ts';
+import { defineAuditJob } from '../src/policy/run-audit.ts';
+import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const ON = { MISSED_RUN_CHECK: 'on' };
+const REPORTS = ['missed run', 'run failed after retries', 'pause outlived its bound'];
+/** The test's hours count from here: a whole hour two days ago (the clock is driven). */
+const START = Math.floor(Date.now() / HOUR) * HOUR - 48 * HOUR;
+const at = (minutes: number) => new Date(START + minutes * MINUTE);
+
+type Served = ReturnType<typeof serveJobs>;
+
+function drivenClock() {
+  let now = at(0);
+  return {
+    clock: async () => now,
+    set: (t: Date) => {
+      now = t;
+    },
+  };
+}
+
+async function deliverAt(
+  fn: Served,
+  time: ReturnType<typeof drivenClock>,
+  job: string,
+  slot: Date,
+) {
+  time.set(new Date(slot.getTime() + 5000));
+  const res = await fn.request.post('/').set(schedulerHeaders(job, slot.toISOString()));
+  return res.body.outcome as string;
+}
+
+function linesOf(messages: readonly string[], ...fns: Served[]) {
+  return fns
+    .flatMap((fn) => fn.logs.lines())
+    .filter((l) => messages.includes(String(l.message)))
+    .map((l) => [l.message, l.slot ?? l.pausedAt, l.severity]);
+}
+
+async function writePause(fn: Served, job: string, pause: Pause) {
+  await firestore
+    .collection(jobStateCollection(fn.collection))
+    .doc(checkDocumentId(job, []))
+    .set({ job_name: job, pauses: pausesField([pause]) });
+}
+
+describe('a paused job, live', () => {
+  it("reports none of a pause's slots missed, logs each once as paused, and still reports a slot missed after the resume", async () => {
+    const time = drivenClock();
+    const jobs = validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const pause = {
+      pausedAt: at(60),
+      until: at(120),
+      note: 'db maintenance',
+      resumedAt: at(120),
+      overdueReportedAt: undefined,
+    };
+    const first = at(0);
+    assert.equal(await deliverAt(fn, time, 'ten', first), 'processed');
+    await writePause(fn, 'ten', pause);
+
+    for (let m = 10; m <= 4 * 60; m += 10) {
+      if (m >= 60 && m < 120) continue; // paused: Scheduler sends nothing
+      if (m === 130) continue; // after the resume: a real miss
+      assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
+    }
+
+    assert.deepEqual(linesOf(REPORTS, fn), [['missed run', at(130).toISOString(), 'ERROR']]);
+    const paused = linesOf(['paused slot'], fn);
+    assert.deepEqual(
+      paused.map(([, slot]) => slot),
+      Array.from({ length: 6 }, (_, i) => at(60 + 10 * i).toISOString()),
+    );
+    assert.ok(paused.every(([, , severity]) => severity === 'INFO'));
+  });
+
+  it('reports a pause past its --until once across two instances, by the run audit', async () => {
+    const time = drivenClock();
+    const jobs = validateJobs([
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
+    ]);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    assert.equal(await deliverAt(a, time, 'five', at(0)), 'processed');
+    await writePause(a, 'five', {
+      pausedAt: at(3),
+      until: at(90),
+      note: '',
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    });
+
+    for (let m = 30; m <= 240; m += 30) {
+      // Both instances get the audit's delivery at once (a duplicate delivery).
+      time.set(new Date(at(m).getTime() + 5000));
+      const answers = await Promise.all(
+        [a, b].map((fn) =>
+          fn.request.post('/').set(schedulerHeaders('run-audit', at(m).toISOString())),
+        ),
+      );
+      assert.ok(answers.some((r) => r.body.outcome === 'processed'));
+    }
+
+    assert.deepEqual(linesOf(REPORTS, a, b), [
+      ['pause outlived its bound', at(3).toISOString(), 'ERROR'],
+    ]);
+  });
+});

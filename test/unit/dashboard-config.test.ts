@@ -1,0 +1,59 @@
+/**
+ * The dashboard `deploy.sh` creates (`ops/dashboard-config.ts`): one chart per kind of run, each
+ * counting its log-based metric per job, and a name `deploy.sh` finds it by. No gcloud (the real
+ * parser reads the file in test/integration/deploy.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { logMetric, METRICS } from '../../ops/alert-config.ts';
+import { DASHBOARD_METRICS, dashboard, dashboardName } from '../../ops/dashboard-config.ts';
+import { PAUSED_SLOT } from '../../src/policy/pauses.ts';
+
+describe('dashboard', () => {
+  it('charts processed, duplicates, failed, failed after retries, missed, skipped and paused, in that order', () => {
+    const board = dashboard('reports');
+
+    const titles = board.gridLayout.widgets.flatMap((w) =>
+      'xyChart' in w ? [w.title.split(':')[0]] : [],
+    );
+    assert.deepEqual(titles, [
+      'processed',
+      'duplicates',
+      'failed',
+      'failed-after-retries',
+      'missed',
+      'skipped',
+      'paused',
+    ]);
+  });
+
+  it("reads each chart's metric by its log-based metric's name, summed per hour and split by job", () => {
+    const board = dashboard('reports');
+
+    const charts = board.gridLayout.widgets.flatMap((w) => ('xyChart' in w ? [w.xyChart] : []));
+    for (const [i, kind] of DASHBOARD_METRICS.entries()) {
+      const query = charts[i]?.dataSets[0]?.timeSeriesQuery.timeSeriesFilter;
+      assert.match(
+        query?.filter ?? '',
+        new RegExp(
+          `metric\\.type="logging\\.googleapis\\.com/user/${logMetric('reports', kind).name}"`,
+        ),
+      );
+      assert.deepEqual(query?.aggregation.groupByFields, ['metric.label.job']);
+      assert.equal(query?.aggregation.alignmentPeriod, '3600s');
+    }
+  });
+
+  it('is found again by its display name', () => {
+    assert.equal(dashboard('reports').displayName, dashboardName('reports'));
+    assert.equal(dashboardName('reports'), 'reports: runs by job');
+  });
+});
+
+describe('the metrics behind it', () => {
+  it("count the function's duplicate, skipped and paused-slot lines", () => {
+    assert.match(METRICS.duplicates.match, /"scheduled run: duplicate"/);
+    assert.match(METRICS.skipped.match, /"scheduled run: skipped"/);
+    assert.equal(METRICS.paused.match, `jsonPayload.message="${PAUSED_SLOT}"`);
+  });
+});
