@@ -17,8 +17,11 @@ const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const ON = { MISSED_RUN_CHECK: 'on' };
 const REPORTS = ['missed run', 'run failed after retries', 'pause outlived its bound'];
-/** The test's hours count from here: a whole hour two days ago (the clock is driven). */
-const START = Math.floor(Date.now() / HOUR) * HOUR - 48 * HOUR;
+/**
+ * The test's hours count from here: a whole hour ahead of the real clock (the clock is driven), so
+ * the times Firestore stamps on claims (its real clock) never lie after a slot's window.
+ */
+const START = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
 const at = (minutes: number) => new Date(START + minutes * MINUTE);
 
 type Served = ReturnType<typeof serveJobs>;
