@@ -21,19 +21,26 @@ const { values } = parseArgs({
     gap: { type: 'string', multiple: true, default: [] },
     'broken-fencing': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
+    small: { type: 'boolean', default: false },
   },
 });
 let gaps: Gaps = values.strict || process.env.SIM_STRICT === '1' ? NO_GAPS : KNOWN_GAPS;
 for (const name of values.gap as string[]) {
-  if (!(name in KNOWN_GAPS)) throw new Error(`--gap ${name}: not one of ${Object.keys(KNOWN_GAPS).join(', ')}`);
+  if (!(name in KNOWN_GAPS))
+    throw new Error(`--gap ${name}: not one of ${Object.keys(KNOWN_GAPS).join(', ')}`);
   gaps = { ...gaps, [name as GapName]: false };
 }
 const started = performance.now();
 const details = await fc.check(
-  fc.asyncProperty(historyArbitrary(gaps), async (history) => {
-    const found = violations(await simulate(history, { gaps, brokenFencing: values['broken-fencing'] }));
-    if (found.length > 0) throw new Error(found.slice(0, 8).join('\n'));
-  }),
+  fc.asyncProperty(
+    historyArbitrary(gaps, { size: values.small ? 'small' : 'large' }),
+    async (history) => {
+      const found = violations(
+        await simulate(history, { gaps, brokenFencing: values['broken-fencing'] }),
+      );
+      if (found.length > 0) throw new Error(found.slice(0, 8).join('\n'));
+    },
+  ),
   {
     numRuns: Number(values.histories),
     ...(values.seed === undefined ? {} : { seed: Number(values.seed) }),
@@ -46,9 +53,13 @@ if (details.failed) {
   console.error(fc.defaultReportMessage(details));
   const error = details.errorInstance;
   console.error(`\nviolations:\n${error instanceof Error ? error.message : String(error)}`);
-  console.error(`\nreplay: npm run simulate -- --seed ${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`);
+  console.error(
+    `\nreplay: npm run simulate -- --seed ${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
+  );
   console.error(`(${details.numRuns} histories in ${seconds} s)`);
   process.exitCode = 1;
 } else {
-  console.log(`simulate: ${details.numRuns} histories, every invariant held (${seconds} s, seed ${details.seed})`);
+  console.log(
+    `simulate: ${details.numRuns} histories, every invariant held (${seconds} s, seed ${details.seed})`,
+  );
 }

@@ -97,9 +97,7 @@ export function violations(outcome: SimOutcome): string[] {
   for (const [triggerId, list] of byTrigger) {
     const runs = new Set(list.map((e) => e.runId));
     if (runs.size > 1) {
-      found.push(
-        `trigger id ${triggerId} ran ${runs.size} runs: ${list.map(describe).join('; ')}`,
-      );
+      found.push(`trigger id ${triggerId} ran ${runs.size} runs: ${list.map(describe).join('; ')}`);
     }
   }
 
@@ -138,9 +136,16 @@ export function violations(outcome: SimOutcome): string[] {
     const runId = String(line.fields.runId);
     reports.set(runId, [...(reports.get(runId) ?? []), { at: line.at, message: line.message }]);
   }
+  const skippedBy = (runId: string) =>
+    outcome.answers
+      .filter((a) => a.runId === runId && a.outcome === 'skipped')
+      .map((a) => a.source);
   const runScope = new Map(executions.map((e) => [e.runId, e]));
   for (const [d, dep] of outcome.deployments.entries()) {
-    const declared = new Map<string, { job: (typeof dep.revisions)[number]['jobs'][number]; until: number }>();
+    const declared = new Map<
+      string,
+      { job: (typeof dep.revisions)[number]['jobs'][number]; until: number }
+    >();
     for (const [r, revision] of dep.revisions.entries()) {
       const next = dep.revisions[r + 1]?.at ?? Number.POSITIVE_INFINITY;
       for (const job of revision.jobs) declared.set(job.id, { job, until: next });
@@ -154,9 +159,17 @@ export function violations(outcome: SimOutcome): string[] {
     for (const [jobId, { job, until }] of declared) {
       const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
       const closeMs = closedAfterMs(job);
-      const lastSlot = Math.min(outcome.finalMs - closeMs, stillDeclared ? Infinity : until - closeMs);
+      const lastSlot = Math.min(
+        outcome.finalMs - closeMs,
+        stillDeclared ? Infinity : until - closeMs,
+      );
       if (lastSlot < outcome.startMs) continue;
-      const { slots } = slotsBetween(job, new Date(outcome.startMs - 1), new Date(lastSlot), 10_000);
+      const { slots } = slotsBetween(
+        job,
+        new Date(outcome.startMs - 1),
+        new Date(lastSlot),
+        10_000,
+      );
       let seenRecord = false;
       for (const slot of slots) {
         const runId = slotRunId(job.id, slot, dep.keyScope);
@@ -181,21 +194,29 @@ export function violations(outcome: SimOutcome): string[] {
           continue;
         }
         if (status === 'completed') {
-          if (ran.length === 0) found.push(`slot ${what} is recorded completed but never ran to its end`);
+          if (ran.length === 0)
+            found.push(`slot ${what} is recorded completed but never ran to its end`);
           continue;
         }
         if (status === 'skipped') {
           const blockedBy = String(record?.blocked_by ?? '');
           const blocker = runScope.get(blockedBy);
-          const created = outcome.createTimes.get(runId) ?? 0;
-          if (job.overlap !== 'skip' && !dep.revisions.some((r) => r.jobs.some((j) => j.id === jobId && j.overlap === 'skip'))) {
+          if (
+            job.overlap !== 'skip' &&
+            !dep.revisions.some((r) => r.jobs.some((j) => j.id === jobId && j.overlap === 'skip'))
+          ) {
             found.push(`slot ${what} recorded skipped, but its policy is ${job.overlap}`);
-          } else if (blocker !== undefined && (blocker.deployment !== d || blocker.jobId !== jobId)) {
+          } else if (
+            blocker !== undefined &&
+            (blocker.deployment !== d || blocker.jobId !== jobId)
+          ) {
             found.push(
               `slot ${what} skipped, blocked by a run of another job or scope: ${describe(blocker)}`,
             );
-          } else if (created > slot.getTime() + closeMs) {
-            found.push(`slot ${what} recorded skipped after its retry window closed (a backfill skipped silently)`);
+          } else if (skippedBy(runId).includes('backfill')) {
+            found.push(
+              `slot ${what} skipped by a backfill delivery: the missed slot is recorded done, never run`,
+            );
           }
           continue;
         }
@@ -212,7 +233,9 @@ export function violations(outcome: SimOutcome): string[] {
 
   // 6. Nothing throws where it should not.
   for (const err of outcome.errors) {
-    found.push(`thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`);
+    found.push(
+      `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
+    );
   }
   return found;
 }

@@ -41,11 +41,20 @@ type Op =
   | { op: 'set'; id: Id; fields: Fields }
   | { op: 'update'; id: Id; fields: Fields; pre: Precondition }
   | { op: 'delete'; id: Id }
-  | { op: 'batch'; writes: ({ op: 'create'; id: Id; fields: Fields } | { op: 'update'; id: Id; fields: Fields; pre: Precondition })[] };
+  | {
+      op: 'batch';
+      writes: (
+        | { op: 'create'; id: Id; fields: Fields }
+        | { op: 'update'; id: Id; fields: Fields; pre: Precondition }
+      )[];
+    };
 
 const id = fc.constantFrom(...IDS);
 const plainValue: fc.Arbitrary<Value> = fc.oneof(
-  fc.record({ t: fc.constant('str' as const), v: fc.constantFrom('in_progress', 'completed', 'x') }),
+  fc.record({
+    t: fc.constant('str' as const),
+    v: fc.constantFrom('in_progress', 'completed', 'x'),
+  }),
   fc.record({ t: fc.constant('num' as const), v: fc.integer({ min: 0, max: 3 }) }),
   fc.record({
     t: fc.constant('ts' as const),
@@ -59,37 +68,49 @@ const topFields = fc.uniqueArray(
   fc.tuple(fc.constantFrom('status', 'attempts', 'leased_at', 'notes'), plainValue),
   { minLength: 1, maxLength: 3, selector: ([k]) => k },
 );
-const updateFields = fc.uniqueArray(
-  fc.tuple(
-    fc.constantFrom('status', 'attempts', 'leased_at', 'notes', 'notes.x', 'notes.y'),
-    fc.oneof({ weight: 4, arbitrary: plainValue }, { weight: 1, arbitrary: fc.constant({ t: 'del' as const }) }),
-  ),
-  { minLength: 1, maxLength: 3, selector: ([k]) => k },
-).filter((fs) => {
-  // Firestore refuses a path and its own parent in one update: so does the generator.
-  const keys = fs.map(([k]) => k);
-  return !(keys.includes('notes') && keys.some((k) => k.startsWith('notes.')));
-});
+const updateFields = fc
+  .uniqueArray(
+    fc.tuple(
+      fc.constantFrom('status', 'attempts', 'leased_at', 'notes', 'notes.x', 'notes.y'),
+      fc.oneof(
+        { weight: 4, arbitrary: plainValue },
+        { weight: 1, arbitrary: fc.constant({ t: 'del' as const }) },
+      ),
+    ),
+    { minLength: 1, maxLength: 3, selector: ([k]) => k },
+  )
+  .filter((fs) => {
+    // Firestore refuses a path and its own parent in one update: so does the generator.
+    const keys = fs.map(([k]) => k);
+    return !(keys.includes('notes') && keys.some((k) => k.startsWith('notes.')));
+  });
 const pre = fc.constantFrom<Precondition>('none', 'last', 'last', 'stale');
 const createOp = fc.record({ op: fc.constant('create' as const), id, fields: topFields });
 const updateOp = fc.record({ op: fc.constant('update' as const), id, fields: updateFields, pre });
 const ops: fc.Arbitrary<Op[]> = fc.array(
   fc.oneof(
     fc.record({ op: fc.constant('get' as const), id }),
-    fc.record({ op: fc.constant('getAll' as const), ids: fc.uniqueArray(id, { minLength: 1, maxLength: 3 }) }),
+    fc.record({
+      op: fc.constant('getAll' as const),
+      ids: fc.uniqueArray(id, { minLength: 1, maxLength: 3 }),
+    }),
     { weight: 3, arbitrary: createOp },
     fc.record({ op: fc.constant('set' as const), id, fields: topFields }),
     { weight: 4, arbitrary: updateOp },
     fc.record({ op: fc.constant('delete' as const), id }),
     fc.record({
       op: fc.constant('batch' as const),
-      writes: fc.uniqueArray(fc.oneof(createOp, updateOp), { minLength: 1, maxLength: 3, selector: (w) => w.id }),
+      writes: fc.uniqueArray(fc.oneof(createOp, updateOp), {
+        minLength: 1,
+        maxLength: 3,
+        selector: (w) => w.id,
+      }),
     }),
   ),
   { minLength: 1, maxLength: 14 },
 );
 
-function valueOf(v: Value): unknown {
+function fieldValue(v: Value): unknown {
   switch (v.t) {
     case 'str':
     case 'num':
@@ -106,7 +127,7 @@ function valueOf(v: Value): unknown {
 }
 
 function dataOf(fields: Fields): DocumentData {
-  return Object.fromEntries(fields.map(([k, v]) => [k, valueOf(v)]));
+  return Object.fromEntries(fields.map(([k, v]) => [k, fieldValue(v)]));
 }
 
 /** What one operation gave, with every server time replaced by its rank among all seen. */
@@ -114,7 +135,9 @@ type Outcome = unknown;
 
 interface Db {
   collection(path: string): { doc(id: string): FirebaseFirestore.DocumentReference };
-  getAll(...refs: FirebaseFirestore.DocumentReference[]): Promise<FirebaseFirestore.DocumentSnapshot[]>;
+  getAll(
+    ...refs: FirebaseFirestore.DocumentReference[]
+  ): Promise<FirebaseFirestore.DocumentSnapshot[]>;
   batch(): FirebaseFirestore.WriteBatch;
 }
 
@@ -223,7 +246,8 @@ function ranked(outcomes: Outcome[], times: Timestamp[]): unknown {
   const rank = new Map(distinct.map((t, i) => [t.valueOf(), i]));
   const walk = (v: unknown, inData = false): unknown => {
     if (v instanceof Timestamp) {
-      if (v.seconds < 1_750_000_000) return `client ${v.seconds}.${String(v.nanoseconds).padStart(9, '0')}`;
+      if (v.seconds < 1_750_000_000)
+        return `client ${v.seconds}.${String(v.nanoseconds).padStart(9, '0')}`;
       if (!inData) return `server #${rank.get(v.valueOf())}`;
       return `stamp of server #${distinct.findIndex((t) => t.valueOf() >= v.valueOf())}`;
     }

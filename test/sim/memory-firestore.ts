@@ -131,12 +131,20 @@ function sameData(a: unknown, b: unknown): boolean {
     return a instanceof Timestamp && b instanceof Timestamp && a.isEqual(b);
   }
   if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => sameData(x, b[i]));
+    return (
+      Array.isArray(a) &&
+      Array.isArray(b) &&
+      a.length === b.length &&
+      a.every((x, i) => sameData(x, b[i]))
+    );
   }
   if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object') {
     const ka = Object.keys(a);
     const kb = Object.keys(b);
-    return ka.length === kb.length && ka.every((k) => k in b && sameData((a as DocumentData)[k], (b as DocumentData)[k]));
+    return (
+      ka.length === kb.length &&
+      ka.every((k) => k in b && sameData((a as DocumentData)[k], (b as DocumentData)[k]))
+    );
   }
   return a === b;
 }
@@ -271,7 +279,8 @@ export class MemoryDocRef {
     precondition?: { lastUpdateTime?: Timestamp },
   ): Promise<{ writeTime: Timestamp }> {
     const write: Write = { kind: 'update', ref: this, data };
-    if (precondition?.lastUpdateTime !== undefined) write.lastUpdateTime = precondition.lastUpdateTime;
+    if (precondition?.lastUpdateTime !== undefined)
+      write.lastUpdateTime = precondition.lastUpdateTime;
     const [result] = await this.firestore.commit([write], 'update');
     return result as { writeTime: Timestamp };
   }
@@ -316,9 +325,7 @@ export class MemoryQuery {
     this.after = after;
   }
 
-  #with(
-    changes: Partial<Pick<MemoryQuery, 'filters' | 'orders' | 'max' | 'after' | 'converter'>>,
-  ) {
+  #with(changes: Partial<Pick<MemoryQuery, 'filters' | 'orders' | 'max' | 'after' | 'converter'>>) {
     const next = { ...this, ...changes };
     return new MemoryQuery(
       this.firestore,
@@ -412,7 +419,8 @@ export class MemoryWriteBatch {
     precondition?: { lastUpdateTime?: Timestamp },
   ): this {
     const write: Write = { kind: 'update', ref, data };
-    if (precondition?.lastUpdateTime !== undefined) write.lastUpdateTime = precondition.lastUpdateTime;
+    if (precondition?.lastUpdateTime !== undefined)
+      write.lastUpdateTime = precondition.lastUpdateTime;
     this.#writes.push(write);
     return this;
   }
@@ -487,7 +495,8 @@ export class MemoryFirestore {
   runQuery(query: MemoryQuery, readTime: Timestamp): MemorySnapshot[] {
     const prefix = `${query.collectionPath}/`;
     const compare = (a: unknown, b: unknown): number => {
-      const key = (v: unknown) => (v instanceof Timestamp ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000 : v);
+      const key = (v: unknown) =>
+        v instanceof Timestamp ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000 : v;
       const [x, y] = [key(a), key(b)] as [never, never];
       return x < y ? -1 : x > y ? 1 : 0;
     };
@@ -503,13 +512,14 @@ export class MemoryFirestore {
         return { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[op] ?? false;
       });
     }
-    for (const { field } of query.orders) rows = rows.filter(({ doc }) => getPath(doc.data, field) !== undefined);
+    for (const { field } of query.orders)
+      rows = rows.filter(({ doc }) => getPath(doc.data, field) !== undefined);
     const orders = [...query.orders, { field: '__name__', dir: query.orders.at(-1)?.dir ?? 'asc' }];
-    const valueOf = (row: { path: string; doc: StoredDoc }, field: string) =>
+    const sortValue = (row: { path: string; doc: StoredDoc }, field: string) =>
       field === '__name__' ? row.path : getPath(row.doc.data, field);
     rows.sort((a, b) => {
       for (const { field, dir } of orders) {
-        const c = compare(valueOf(a, field), valueOf(b, field));
+        const c = compare(sortValue(a, field), sortValue(b, field));
         if (c !== 0) return dir === 'asc' ? c : -c;
       }
       return 0;
@@ -518,7 +528,7 @@ export class MemoryFirestore {
       const after = query.after;
       rows = rows.filter((row) => {
         for (const [i, { field, dir }] of query.orders.entries()) {
-          const c = compare(valueOf(row, field), after[i]);
+          const c = compare(sortValue(row, field), after[i]);
           if (c !== 0) return dir === 'asc' ? c > 0 : c < 0;
         }
         return false;
@@ -566,7 +576,8 @@ export class MemoryFirestore {
   commit(writes: readonly Write[], kind: OpInfo['kind']): Promise<{ writeTime: Timestamp }[]> {
     return this.op({ kind, paths: writes.map((w) => w.ref.path) }, () => {
       const staged = new Map<string, StoredDoc | undefined>();
-      const current = (path: string) => (staged.has(path) ? staged.get(path) : this.#docs.get(path));
+      const current = (path: string) =>
+        staged.has(path) ? staged.get(path) : this.#docs.get(path);
       const at = this.#peekCommitTime();
       const unchanged = new Set<string>();
       for (const write of writes) {
@@ -574,8 +585,13 @@ export class MemoryFirestore {
         const doc = current(path);
         switch (write.kind) {
           case 'create': {
-            if (doc !== undefined) throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
-            staged.set(path, { data: storeValue(write.data, at, false) as DocumentData, createTime: at, updateTime: at });
+            if (doc !== undefined)
+              throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
+            staged.set(path, {
+              data: storeValue(write.data, at, false) as DocumentData,
+              createTime: at,
+              updateTime: at,
+            });
             break;
           }
           case 'set': {
@@ -596,7 +612,9 @@ export class MemoryFirestore {
             if (doc === undefined) {
               throw grpcError(
                 fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
-                fenced ? `the stored version does not match the required base version` : `No document to update: ${path}`,
+                fenced
+                  ? `the stored version does not match the required base version`
+                  : `No document to update: ${path}`,
               );
             }
             if (fenced && !doc.updateTime.isEqual(write.lastUpdateTime as Timestamp)) {
@@ -616,8 +634,14 @@ export class MemoryFirestore {
             if (write.exists === true && doc === undefined) {
               throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
             }
-            if (write.lastUpdateTime !== undefined && !doc?.updateTime.isEqual(write.lastUpdateTime)) {
-              throw grpcError(GrpcCode.FAILED_PRECONDITION, 'the stored version does not match the required base version');
+            if (
+              write.lastUpdateTime !== undefined &&
+              !doc?.updateTime.isEqual(write.lastUpdateTime)
+            ) {
+              throw grpcError(
+                GrpcCode.FAILED_PRECONDITION,
+                'the stored version does not match the required base version',
+              );
             }
             staged.set(path, undefined);
             break;
@@ -630,9 +654,10 @@ export class MemoryFirestore {
         else this.#docs.set(path, doc);
       }
       return writes.map((w) => ({
-        writeTime: unchanged.has(w.ref.path) && !staged.has(w.ref.path)
-          ? (this.#docs.get(w.ref.path) as StoredDoc).updateTime
-          : at,
+        writeTime:
+          unchanged.has(w.ref.path) && !staged.has(w.ref.path)
+            ? (this.#docs.get(w.ref.path) as StoredDoc).updateTime
+            : at,
       }));
     });
   }

@@ -61,8 +61,18 @@ export interface JobSpec {
 
 /** Something the environment or an operator does at `at` ms after the history starts. */
 export type SimEvent =
-  | { readonly at: number; readonly type: 'crash'; readonly deployment: number; readonly instance: number }
-  | { readonly at: number; readonly type: 'sigterm'; readonly deployment: number; readonly instance: number }
+  | {
+      readonly at: number;
+      readonly type: 'crash';
+      readonly deployment: number;
+      readonly instance: number;
+    }
+  | {
+      readonly at: number;
+      readonly type: 'sigterm';
+      readonly deployment: number;
+      readonly instance: number;
+    }
   | {
       readonly at: number;
       readonly type: 'pause';
@@ -77,7 +87,12 @@ export type SimEvent =
       readonly instance: number;
       readonly ms: number;
     }
-  | { readonly at: number; readonly type: 'force'; readonly deployment: number; readonly job: number }
+  | {
+      readonly at: number;
+      readonly type: 'force';
+      readonly deployment: number;
+      readonly job: number;
+    }
   | {
       readonly at: number;
       readonly type: 'manual';
@@ -86,7 +101,12 @@ export type SimEvent =
       /** Send the previous manual run's trigger id again (a client's retry), with a newer time. */
       readonly resend: boolean;
     }
-  | { readonly at: number; readonly type: 'rerun'; readonly deployment: number; readonly job: number }
+  | {
+      readonly at: number;
+      readonly type: 'rerun';
+      readonly deployment: number;
+      readonly job: number;
+    }
   | { readonly at: number; readonly type: 'backfill'; readonly deployment: number }
   | {
       readonly at: number;
@@ -147,21 +167,26 @@ function jobSpec(index: number): fc.Arbitrary<JobSpec> {
  */
 export function historyArbitrary(
   gaps: Gaps,
-  options: { readonly emulator?: boolean } = {},
+  options: {
+    readonly emulator?: boolean;
+    /** `small` (the test suite's: shorter spans, fewer jobs) or `large` (the CLI's default). */
+    readonly size?: 'small' | 'large';
+  } = {},
 ): fc.Arbitrary<History> {
   const emulator = options.emulator === true;
+  const small = options.size === 'small';
   return fc
     .record({
       seed: fc.integer(),
       leaseSeconds: fc.integer({ min: 20, max: 120 }),
-      jobCount: fc.integer({ min: 1, max: 3 }),
+      jobCount: fc.integer({ min: 1, max: small ? 2 : 3 }),
       scopes: emulator
         ? fc.constant([''])
         : fc.constantFrom<readonly string[]>([''], [''], ['staging', 'production']),
-      instances: fc.integer({ min: 1, max: 3 }),
+      instances: fc.integer({ min: 1, max: small ? 2 : 3 }),
       spanMs: emulator
         ? fc.integer({ min: 2 * MINUTE, max: 4 * MINUTE })
-        : fc.integer({ min: 4 * MINUTE, max: 14 * MINUTE }),
+        : fc.integer({ min: (small ? 2 : 3) * MINUTE, max: (small ? 5 : 14) * MINUTE }),
       duplicates: fc.constantFrom(0, 0, 0.1, 0.3),
       dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
       latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
@@ -236,7 +261,11 @@ function eventArbitrary(
       at,
       type: fc.constant('redeploy' as const),
       deployment,
-      change: fc.constantFrom('drop_last_job' as const, 'overlap_skip' as const, 'overlap_allow' as const),
+      change: fc.constantFrom(
+        'drop_last_job' as const,
+        'overlap_skip' as const,
+        'overlap_allow' as const,
+      ),
       rolling: fc.boolean(),
     }),
   ];

@@ -12,21 +12,26 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Firestore } from '@google-cloud/firestore';
-import { type Delivery as SchedulerDelivery, LocalScheduler } from '../../ops/local-scheduler.ts';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
+import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
-import type { Scope } from '../../src/core/run-key.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
+import type { Scope } from '../../src/core/run-key.ts';
 import { type Config, loadConfig } from '../../src/function/config.ts';
 import { createScheduledJobHandler } from '../../src/function/handler.ts';
 import { createLogger } from '../../src/function/logger.ts';
 import { MODE_HEADER, scopeOf, TRIGGER_ID_HEADER } from '../../src/function/scheduler-request.ts';
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
-import { type DeclaredJob, defineJob, type JobRun, validateJobs } from '../../src/policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  defineJob,
+  type JobRun,
+  validateJobs,
+} from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
-import { readHistory, RunHistory } from '../../src/policy/run-history.ts';
+import { RunHistory, readHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
@@ -111,9 +116,9 @@ export interface SimOptions {
 }
 
 const COLLECTION = 'runs';
-/** Two hours: beyond every generated retry window, and a first look-back of the missed-run check
- * (bounded by the retention) of a hundred-odd slots, not a day's. */
-const RETENTION_SECONDS = 7200;
+/** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
+ * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
+const RETENTION_SECONDS = 3600;
 
 /** A seeded PRNG (mulberry32): the simulator's only randomness. */
 export function random(seed: number): () => number {
@@ -247,23 +252,24 @@ export async function simulate(
       ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
     });
 
-  const loggerFor = (name: string, config: Config) =>
-    createLogger(
-      { logLevel: config.logLevel, projectId: 'demo-sim', serviceName: 'sim' },
-      {
-        write(line: string) {
-          const parsed = JSON.parse(line) as Record<string, unknown>;
-          const { severity, message, msg, ...fields } = parsed;
-          logs.push({
-            at: time.now,
-            instance: name,
-            level: String(severity ?? parsed.level ?? ''),
-            message: String(message ?? msg ?? ''),
-            fields,
-          });
-        },
+  // One pino logger (its set-up is costly); each instance logs through a child naming it.
+  const baseLogger = createLogger(
+    { logLevel: 'info', projectId: 'demo-sim', serviceName: 'sim' },
+    {
+      write(line: string) {
+        const parsed = JSON.parse(line) as Record<string, unknown>;
+        const { severity, message, msg, simInstance, ...fields } = parsed;
+        logs.push({
+          at: time.now,
+          instance: String(simInstance),
+          level: String(severity ?? parsed.level ?? ''),
+          message: String(message ?? msg ?? ''),
+          fields,
+        });
       },
-    );
+    },
+  );
+  const loggerFor = (name: string, _config: Config) => baseLogger.child({ simInstance: name });
 
   const storesOf = (config: Config) => {
     const documents = new RunDocuments(store, {
@@ -393,7 +399,8 @@ export async function simulate(
       exec.end = time.now;
     }
     instance.running.clear();
-    for (const reject of instance.pending) reject(new Error('connection reset: the instance crashed'));
+    for (const reject of instance.pending)
+      reject(new Error('connection reset: the instance crashed'));
     instance.pending.clear();
     const at = dep.instances.indexOf(instance);
     if (at !== -1) dep.instances[at] = startInstance(dep, dep.revisions.length - 1);
@@ -436,13 +443,23 @@ export async function simulate(
         });
         resolve({ status, body: JSON.stringify(body) });
       });
-      const context: RequestContext = { source, triggerId, deployment: dep.index, revision: target.revision };
+      const context: RequestContext = {
+        source,
+        triggerId,
+        deployment: dep.index,
+        revision: target.revision,
+      };
       time.within(target.machine, () =>
         requests.run(context, () => {
           // Network latency to the function, on the instance's timers (a paused one answers late).
-          setTimeout(() => {
-            Promise.resolve(target.handler(request(headers), res)).catch((err: unknown) => errors.push(err));
-          }, between(1, 30));
+          setTimeout(
+            () => {
+              Promise.resolve(target.handler(request(headers), res)).catch((err: unknown) =>
+                errors.push(err),
+              );
+            },
+            between(1, 30),
+          );
         }),
       );
     });
@@ -463,7 +480,11 @@ export async function simulate(
     return dep;
   });
   for (const dep of deployments) {
-    dep.revisions.push({ at: EPOCH_MS, specs: history.jobs, jobs: declare(dep.index, history.jobs) });
+    dep.revisions.push({
+      at: EPOCH_MS,
+      specs: history.jobs,
+      jobs: declare(dep.index, history.jobs),
+    });
     dep.instances = Array.from({ length: history.instances }, () => startInstance(dep, 0));
     dep.scheduler = new LocalScheduler({
       url: 'http://sim.invalid/',
@@ -482,7 +503,9 @@ export async function simulate(
         const slot = Date.parse(delivery.headers['X-CloudScheduler-ScheduleTime'] ?? '');
         // Scheduler sends a slot before its time only for a Force run.
         const source: Source = slot > time.now ? 'force' : 'scheduler';
-        return time.within(undefined, () => deliverTo(dep, delivery.headers, source, undefined, signal));
+        return time.within(undefined, () =>
+          deliverTo(dep, delivery.headers, source, undefined, signal),
+        );
       },
     });
   }
@@ -506,7 +529,9 @@ export async function simulate(
     });
     for (const [i, row] of plan.deliver.entries()) {
       if (i > 0) await time.sleep(500);
-      await deliverTo(dep, schedulerHeaders(row.job, row.slot), 'backfill', undefined).catch(() => {});
+      await deliverTo(dep, schedulerHeaders(row.job, row.slot), 'backfill', undefined).catch(
+        () => {},
+      );
     }
   };
 
@@ -523,9 +548,12 @@ export async function simulate(
         if (instance) crash(dep, instance);
         return;
       case 'sigterm': {
-        if (!instance || !instance.serving) return;
+        if (!instance?.serving) return;
         instance.serving = false;
-        dep.instances[dep.instances.indexOf(instance)] = startInstance(dep, dep.revisions.length - 1);
+        dep.instances[dep.instances.indexOf(instance)] = startInstance(
+          dep,
+          dep.revisions.length - 1,
+        );
         retired.set(instance.machine, instance);
         // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace.
         time.within(instance.machine, () => {
@@ -559,7 +587,9 @@ export async function simulate(
           [MODE_HEADER]: 'manual',
           [TRIGGER_ID_HEADER]: triggerId,
         });
-        void time.within(operator, () => deliverTo(dep, headers, 'manual', triggerId).catch(() => {}));
+        void time.within(operator, () =>
+          deliverTo(dep, headers, 'manual', triggerId).catch(() => {}),
+        );
         return;
       }
       case 'rerun': {
@@ -571,7 +601,9 @@ export async function simulate(
           [MODE_HEADER]: 'rerun',
           [TRIGGER_ID_HEADER]: triggerId,
         });
-        void time.within(operator, () => deliverTo(dep, headers, 'rerun', triggerId).catch(() => {}));
+        void time.within(operator, () =>
+          deliverTo(dep, headers, 'rerun', triggerId).catch(() => {}),
+        );
         return;
       }
       case 'backfill':
@@ -598,7 +630,10 @@ export async function simulate(
             if (!instance.serving) continue;
             instance.serving = false;
             retired.set(instance.machine, instance);
-            time.within(instance.machine, () => void instance.shutdown.drain(dep.config.shutdownGraceMs));
+            time.within(
+              instance.machine,
+              () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+            );
             time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
           }
           dep.instances = dep.instances.filter((i) => !old.includes(i));
@@ -644,7 +679,8 @@ export async function simulate(
           });
           const logger = loggerFor(`d${dep.index}-audit`, dep.config);
           const seen = new Map<string, DeclaredJob>();
-          for (const revision of dep.revisions) for (const job of revision.jobs) seen.set(job.id, job);
+          for (const revision of dep.revisions)
+            for (const job of revision.jobs) seen.set(job.id, job);
           return [...seen.values()].map(async (job) => {
             // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
             // deliveries would, until the cursor reaches the closed boundary.
@@ -660,7 +696,7 @@ export async function simulate(
     let auditError: unknown;
     audits.then(
       (results) => {
-        if (process.env.SIM_DEBUG) console.log('audit', results);
+        if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
       },
       (err: unknown) => {
         auditError = err;

@@ -60,8 +60,9 @@ const real = {
   performanceNow: performance.now.bind(performance),
 };
 
-/** The true time's start: any fixed instant works; this one is near today's. */
-export const EPOCH_MS = Date.UTC(2026, 0, 5, 0, 0, 0);
+/** The true time's start: four minutes before an hour, so a history crosses the hour and its first
+ * slot runs the missed-run check of the slots closed before it. */
+export const EPOCH_MS = Date.UTC(2026, 0, 5, 0, 56, 0);
 
 /**
  * The virtual clock and its timer queue. One is installed at a time.
@@ -119,15 +120,18 @@ export class VirtualTime {
   }
 
   install(): void {
-    const self = this;
     globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
-      self.schedule(() => fn(...args), ms ?? 0)) as unknown as typeof setTimeout;
+      this.schedule(() => fn(...args), ms ?? 0)) as unknown as typeof setTimeout;
     globalThis.setInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
-      self.schedule(() => fn(...args), ms ?? 0, Math.max(1, ms ?? 1))) as unknown as typeof setInterval;
-    globalThis.clearTimeout = ((h: unknown) => self.cancel(h)) as typeof clearTimeout;
-    globalThis.clearInterval = ((h: unknown) => self.cancel(h)) as typeof clearInterval;
-    Date.now = () => Math.floor(self.now + (self.current?.offsetMs ?? 0));
-    performance.now = () => self.now - EPOCH_MS + 1_000_000;
+      this.schedule(
+        () => fn(...args),
+        ms ?? 0,
+        Math.max(1, ms ?? 1),
+      )) as unknown as typeof setInterval;
+    globalThis.clearTimeout = ((h: unknown) => this.cancel(h)) as typeof clearTimeout;
+    globalThis.clearInterval = ((h: unknown) => this.cancel(h)) as typeof clearInterval;
+    Date.now = () => Math.floor(this.now + (this.current?.offsetMs ?? 0));
+    performance.now = () => this.now - EPOCH_MS + 1_000_000;
   }
 
   uninstall(): void {
