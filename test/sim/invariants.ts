@@ -141,7 +141,7 @@ export function violations(outcome: SimOutcome): string[] {
       .filter((a) => a.runId === runId && a.outcome === 'skipped')
       .map((a) => a.source);
   const runScope = new Map(executions.map((e) => [e.runId, e]));
-  for (const [d, dep] of outcome.deployments.entries()) {
+  for (const [d, dep] of outcome.emulator ? [] : outcome.deployments.entries()) {
     const declared = new Map<
       string,
       { job: (typeof dep.revisions)[number]['jobs'][number]; until: number }

@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Firestore } from '@google-cloud/firestore';
 import fc from 'fast-check';
 import { violations } from './invariants.ts';
 import { type History, historyArbitrary, KNOWN_GAPS } from './model.ts';
@@ -51,5 +52,21 @@ describe('the simulated product', () => {
     const replayed = violations(await simulate(history, { brokenFencing: true }));
     assert.equal(replayed.join('\n'), message);
     assert.equal(typeof details.seed, 'number');
+  });
+
+  it('keeps the invariants over a sample of histories on the real Firestore emulator', {
+    skip: process.env.FIRESTORE_EMULATOR_HOST === undefined && 'no emulator (npm test starts one)',
+  }, async () => {
+    const db = new Firestore({
+      projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+    });
+    await fc.assert(
+      fc.asyncProperty(historyArbitrary(KNOWN_GAPS, { emulator: true }), async (history) => {
+        const found = violations(await simulate(history, {}, db));
+        assert.deepEqual(found, [], found.join('\n'));
+      }),
+      { numRuns: Number(process.env.SIM_EMULATOR_HISTORIES ?? 3) },
+    );
+    await db.terminate();
   });
 });

@@ -35,6 +35,7 @@ import { RunHistory, readHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
+import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
 /** Where a delivery came from: what the simulated world meant it to be. */
@@ -86,6 +87,8 @@ export interface Answered {
 export interface SimOutcome {
   readonly history: History;
   readonly gaps: Gaps;
+  /** Played on the real emulator: no missed-run detection, so invariant 2 is not judged. */
+  readonly emulator: boolean;
   readonly startMs: number;
   /** When Cloud Scheduler stopped, and when the final missed-run check ran. */
   readonly stopMs: number;
@@ -207,7 +210,12 @@ export async function simulate(
   const gaps = options.gaps ?? KNOWN_GAPS;
   const rng = random(history.seed);
   const between = (lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1));
-  const time = new VirtualTime();
+  // On the emulator, whose clock is real, the history happens half an hour ago: every slot is
+  // in the past (within the retention) for the server, however fast virtual time runs.
+  const time = new VirtualTime(
+    db === undefined ? EPOCH_MS : Math.floor((Date.now() - 1_800_000) / 60_000) * 60_000,
+  );
+  const startMs = time.now;
   const executions: Execution[] = [];
   const logs: LogLine[] = [];
   const answers: Answered[] = [];
@@ -237,7 +245,8 @@ export async function simulate(
           },
         })
       : undefined;
-  const store: Firestore = db ?? asFirestore(memory as MemoryFirestore);
+  const store: Firestore =
+    db === undefined ? asFirestore(memory as MemoryFirestore) : realStore(db, time);
 
   const configOf = (scope: string): Config =>
     loadConfig({
@@ -481,7 +490,7 @@ export async function simulate(
   });
   for (const dep of deployments) {
     dep.revisions.push({
-      at: EPOCH_MS,
+      at: startMs,
       specs: history.jobs,
       jobs: declare(dep.index, history.jobs),
     });
@@ -519,7 +528,7 @@ export async function simulate(
     const now = new Date(time.now);
     const rows = [];
     for (const job of jobs) {
-      const { slots } = slotsBetween(job, new Date(EPOCH_MS - 1), now, 1000);
+      const { slots } = slotsBetween(job, new Date(startMs - 1), now, 1000);
       rows.push(...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows);
     }
     const plan = planBackfill(rows, jobs, {
@@ -595,7 +604,7 @@ export async function simulate(
       case 'rerun': {
         const job = jobOf(event.job);
         const slot = previousSlot(job, new Date(time.now));
-        if (slot === undefined || slot.getTime() < EPOCH_MS) return;
+        if (slot === undefined || slot.getTime() < startMs) return;
         const triggerId = randomId(rng);
         const headers = schedulerHeaders(job.id, slot, {
           [MODE_HEADER]: 'rerun',
@@ -646,7 +655,6 @@ export async function simulate(
     }
   };
 
-  const startMs = EPOCH_MS;
   const stopMs = startMs + history.spanMs;
   time.install();
   try {
@@ -670,7 +678,7 @@ export async function simulate(
     const finalMs = drainedMs;
     const audits = time.within(operator, () =>
       Promise.all(
-        deployments.flatMap((dep) => {
+        (db === undefined ? deployments : []).flatMap((dep) => {
           const stores = storesOf(dep.config);
           const check = new MissedRunCheck({
             history: stores.history,
@@ -727,6 +735,7 @@ export async function simulate(
     return {
       history,
       gaps,
+      emulator: db !== undefined,
       startMs,
       stopMs,
       finalMs,

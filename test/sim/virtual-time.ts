@@ -50,7 +50,7 @@ class FakeTimeout {
   }
 }
 
-const real = {
+const realTimers = {
   setTimeout: globalThis.setTimeout,
   clearTimeout: globalThis.clearTimeout,
   setInterval: globalThis.setInterval,
@@ -74,7 +74,29 @@ export const EPOCH_MS = Date.UTC(2026, 0, 5, 0, 56, 0);
  */
 export class VirtualTime {
   /** True time now, ms since the epoch. */
-  now = EPOCH_MS;
+  now: number;
+  /** Real I/O in flight (the emulator's calls): virtual time stands still until it answers. */
+  #inFlight = 0;
+  /** Marks code that runs on real time: a real client's own timers and clock. */
+  readonly #real = new AsyncLocalStorage<boolean>();
+
+  constructor(startMs = EPOCH_MS) {
+    this.now = startMs;
+  }
+
+  /**
+   * Runs real I/O (`call`, e.g. a real Firestore client's request) on real timers and the real
+   * clock; virtual time does not move until it settles.
+   */
+  real<T>(call: () => Promise<T>): Promise<T> {
+    this.#inFlight++;
+    const done = () => {
+      this.#inFlight--;
+    };
+    const promise = this.#real.run(true, call);
+    promise.then(done, done);
+    return promise;
+  }
   /** Errors thrown by timer callbacks (an uncaught exception in a real process). */
   readonly errors: unknown[] = [];
   readonly #timers = new Map<number, Timer>();
@@ -135,17 +157,27 @@ export class VirtualTime {
   }
 
   uninstall(): void {
-    globalThis.setTimeout = real.setTimeout;
-    globalThis.clearTimeout = real.clearTimeout;
-    globalThis.setInterval = real.setInterval;
-    globalThis.clearInterval = real.clearInterval;
-    Date.now = real.dateNow;
-    performance.now = real.performanceNow;
+    globalThis.setTimeout = realTimers.setTimeout;
+    globalThis.clearTimeout = realTimers.clearTimeout;
+    globalThis.setInterval = realTimers.setInterval;
+    globalThis.clearInterval = realTimers.clearInterval;
+    Date.now = realTimers.dateNow;
+    performance.now = realTimers.performanceNow;
   }
 
   /** Lets every pending promise reaction run (a real turn of the event loop; no time passes). */
-  settle(): Promise<void> {
-    return new Promise((resolve) => real.setImmediate(resolve));
+  async settle(): Promise<void> {
+    const turn = () => new Promise((resolve) => realTimers.setImmediate(resolve));
+    for (;;) {
+      await turn();
+      if (this.#inFlight > 0) {
+        await new Promise((resolve) => realTimers.setTimeout(resolve, 1));
+        continue;
+      }
+      // Quiet for a whole turn: what an answer's continuations started has started.
+      await turn();
+      if (this.#inFlight === 0) return;
+    }
   }
 
   /**
