@@ -10,7 +10,8 @@ import { describe, it } from 'node:test';
 import { Firestore } from '@google-cloud/firestore';
 import fc from 'fast-check';
 import { violations } from './invariants.ts';
-import { type History, historyArbitrary, KNOWN_GAPS } from './model.ts';
+import { type History, historyArbitrary, KNOWN_GAPS, NO_GAPS } from './model.ts';
+import { REGRESSIONS } from './regressions.ts';
 import { simulate } from './simulator.ts';
 
 const HISTORIES = Number(process.env.SIM_HISTORIES ?? 1000);
@@ -69,4 +70,17 @@ describe('the simulated product', () => {
     );
     await db.terminate();
   });
+
+  for (const { gap, finding, history, violation } of REGRESSIONS) {
+    it(`replays the history of ${finding}: it shows the gap while ${gap} is open, and keeps every invariant once it is closed`, async () => {
+      const found = violations(await simulate(history, { gaps: NO_GAPS }));
+
+      if (KNOWN_GAPS[gap]) {
+        assert.ok(
+          found.some((v) => violation.test(v)),
+          `the history no longer shows ${gap}: if its fix landed, set KNOWN_GAPS.${gap} to false (test/sim/model.ts). Violations: ${found.join('; ') || 'none'}`,
+        );
+      } else assert.deepEqual(found, [], found.join('\n'));
+    });
+  }
 });
