@@ -565,10 +565,10 @@ export async function simulate(
         );
         retired.set(instance.machine, instance);
         // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace.
-        time.within(instance.machine, () => {
-          void instance.shutdown.drain(dep.config.shutdownGraceMs);
-          setTimeout(() => {}, 0);
-        });
+        time.within(
+          instance.machine,
+          () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+        );
         time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
         return;
       }
