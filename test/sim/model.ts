@@ -110,6 +110,13 @@ export type SimEvent =
   | { readonly at: number; readonly type: 'backfill'; readonly deployment: number }
   | {
       readonly at: number;
+      /** Cloud Scheduler cannot reach the function for `ms` (its attempts fail): slots go missed. */
+      readonly type: 'outage';
+      readonly deployment: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
       readonly type: 'redeploy';
       readonly deployment: number;
       /** The new revision's change: a job dropped, or a job's overlap policy changed. */
@@ -255,6 +262,12 @@ function eventArbitrary(
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
     fc.record({ at, type: fc.constant('backfill' as const), deployment }),
+    fc.record({
+      at,
+      type: fc.constant('outage' as const),
+      deployment,
+      ms: fc.integer({ min: 30_000, max: 240_000 }),
+    }),
     fc.record({ at, type: fc.constant('crash' as const), deployment, instance }),
     fc.record({ at, type: fc.constant('sigterm' as const), deployment, instance }),
     fc.record({

@@ -163,6 +163,8 @@ interface Deployment {
   instances: Instance[];
   scheduler: LocalScheduler;
   lastTriggerId: string | undefined;
+  /** Until when Cloud Scheduler cannot reach the function, ms. */
+  outageUntil: number;
 }
 
 /** The minimal request the handler reads: method, headers (raw and by name), url. */
@@ -485,6 +487,7 @@ export async function simulate(
       instances: [] as Instance[],
       scheduler: undefined as unknown as LocalScheduler,
       lastTriggerId: undefined as string | undefined,
+      outageUntil: 0,
     };
     return dep;
   });
@@ -512,6 +515,9 @@ export async function simulate(
         const slot = Date.parse(delivery.headers['X-CloudScheduler-ScheduleTime'] ?? '');
         // Scheduler sends a slot before its time only for a Force run.
         const source: Source = slot > time.now ? 'force' : 'scheduler';
+        if (time.now < dep.outageUntil) {
+          return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
+        }
         return time.within(undefined, () =>
           deliverTo(dep, delivery.headers, source, undefined, signal),
         );
@@ -615,6 +621,9 @@ export async function simulate(
         );
         return;
       }
+      case 'outage':
+        dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
+        return;
       case 'backfill':
         void time.within(operator, () => backfill(dep).catch((err: unknown) => errors.push(err)));
         return;
