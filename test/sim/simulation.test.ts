@@ -17,7 +17,10 @@ import { simulate } from './simulator.ts';
 const HISTORIES = Number(process.env.SIM_HISTORIES ?? 1000);
 
 describe('the simulated product', () => {
-  it(`keeps every invariant over ${HISTORIES} generated histories`, async () => {
+  // About 35 s of CPU on this 2-core machine; the timeout leaves room for a loaded one.
+  it(`keeps every invariant over ${HISTORIES} generated histories`, {
+    timeout: 300_000,
+  }, async () => {
     await fc.assert(
       fc.asyncProperty(historyArbitrary(KNOWN_GAPS, { size: 'small' }), async (history) => {
         const found = violations(await simulate(history));
