@@ -111,4 +111,27 @@ export const REGRESSIONS: readonly Regression[] = [
     },
     violation: /trigger id .* ran 2 runs/,
   },
+  {
+    gap: 'clockSteps',
+    finding:
+      'issue 25 finding 2: a warm instance whose wall clock steps back 30 s judges an on-time slot a forced run',
+    history: {
+      seed: 960_507_525,
+      leaseSeconds: 22,
+      scopes: ['staging', 'production'],
+      instances: 2,
+      spanMs: 312_357,
+      ...quiet,
+      duplicates: 0.3,
+      latency: [5, 50],
+      clockOffsetMs: -311_767,
+      jobs: [job('job-0', 'allow'), { ...job('job-1', 'allow'), schedule: '*/5 * * * *' }],
+      events: [
+        { at: 1, type: 'backfill', deployment: 0 },
+        { at: 17_615, type: 'pause', deployment: 0, instance: 0, ms: 44_129 },
+        { at: 61_830, type: 'step', deployment: 1, instance: 1, ms: -29_961 },
+      ],
+    },
+    violation: /on-time delivery ran as a forced run/,
+  },
 ];
