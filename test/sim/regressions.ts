@@ -134,4 +134,32 @@ export const REGRESSIONS: readonly Regression[] = [
     },
     violation: /on-time delivery ran as a forced run/,
   },
+  {
+    gap: 'overlapAfterCrash',
+    finding:
+      "issue 25 finding 3: a SIGTERM'd holder's retry and the next slot of a `skip` job arrive together and both run",
+    history: {
+      seed: 57_295_286,
+      leaseSeconds: 34,
+      scopes: [''],
+      instances: 1,
+      spanMs: 385_889,
+      ...quiet,
+      duplicates: 0.1,
+      dropAnswers: 0.3,
+      clockOffsetMs: 304_859,
+      jobs: [
+        job('job-0', 'allow'),
+        { ...job('job-1', 'skip'), maxRetryDurationSeconds: 60, minBackoffSeconds: 18 },
+        job('job-2', 'allow'),
+      ],
+      events: [
+        { at: 11_377, type: 'redeploy', deployment: 0, change: 'overlap_skip', rolling: true },
+        { at: 126_990, type: 'sigterm', deployment: 0, instance: 0 },
+        { at: 131_335, type: 'pause', deployment: 0, instance: 0, ms: 48_661 },
+      ],
+    },
+    violation:
+      /overlap policy broken for job-1: job-1@\S+:58:00.000Z slot .* overlaps job-1@\S+:59:00.000Z slot/,
+  },
 ];
