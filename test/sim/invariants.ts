@@ -40,12 +40,18 @@ function excused(e: Execution, outcome: SimOutcome): boolean {
   );
 }
 
+/**
+ * The lease loss of `e` is logged, or `e` could not learn of it: its completion or release found
+ * Firestore unavailable (the log says so, and that a later delivery may run the job again).
+ */
 function leaseLossLogged(e: Execution, outcome: SimOutcome): boolean {
   return outcome.logs.some(
     (l) =>
-      (l.fields.attemptId === e.attemptId || l.fields.runId === e.runId) &&
-      /lease lost/.test(l.message) &&
-      l.at >= e.start,
+      ((l.fields.attemptId === e.attemptId || l.fields.runId === e.runId) &&
+        /lease lost/.test(l.message) &&
+        l.at >= e.start) ||
+      (l.fields.attemptId === e.attemptId &&
+        (l.fields.completion === 'unrecorded' || l.fields.release === 'unrecorded')),
   );
 }
 
