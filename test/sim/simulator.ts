@@ -1,0 +1,774 @@
+/**
+ * The deterministic simulator: one {@link History} played in one process on driven virtual time.
+ * Each deployment (one per key scope) has its handler instances (`createScheduledJobHandler`, each
+ * with its own RunDocuments, RunLedger and RunHistory over the shared store, its own wall clock),
+ * and its own Cloud Scheduler (ops/local-scheduler.ts's model of the documented rules: attempt
+ * deadline, retries with back-off until retryCount and maxRetryDuration are reached, one
+ * outstanding execution per job, Force run with the next slot's time, duplicate deliveries, lost
+ * answers). Every Firestore operation takes a seeded random latency, so interleavings vary with
+ * the seed and replay exactly. The jobs are simulated work that records each execution; the
+ * invariants (`invariants.ts`) judge the history against those records.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomUUID } from 'node:crypto';
+import type { Firestore } from '@google-cloud/firestore';
+import { planBackfill } from '../../ops/backfill.ts';
+import { schedulerHeaders } from '../../ops/deliver.ts';
+import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
+import { RunLedger } from '../../src/core/ledger.ts';
+import { RunDocuments } from '../../src/core/run-documents.ts';
+import type { Scope } from '../../src/core/run-key.ts';
+import { type Config, loadConfig } from '../../src/function/config.ts';
+import { createScheduledJobHandler } from '../../src/function/handler.ts';
+import { createLogger } from '../../src/function/logger.ts';
+import { MODE_HEADER, scopeOf, TRIGGER_ID_HEADER } from '../../src/function/scheduler-request.ts';
+import { GracefulShutdown } from '../../src/function/shutdown.ts';
+import {
+  type DeclaredJob,
+  defineJob,
+  type JobRun,
+  validateJobs,
+} from '../../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
+import { RunHistory, readHistory } from '../../src/policy/run-history.ts';
+import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
+import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
+import { realStore } from './real-store.ts';
+import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
+
+/** Where a delivery came from: what the simulated world meant it to be. */
+export type Source = 'scheduler' | 'force' | 'manual' | 'rerun' | 'backfill';
+
+/** One execution of a job's work, as the work itself recorded it. */
+export interface Execution {
+  readonly deployment: number;
+  readonly revision: number;
+  readonly scope: string;
+  readonly jobId: string;
+  /** The delivery's schedule time, ms. */
+  readonly scheduleTime: number;
+  readonly kind: string;
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly instance: string;
+  readonly source: Source;
+  readonly triggerId: string | undefined;
+  readonly start: number;
+  end: number | undefined;
+  result: 'running' | 'returned' | 'threw' | 'crashed';
+  /** How long its instance was paused while it ran, ms. */
+  pausedMs: number;
+}
+
+/** One JSON log line, with the virtual time and instance it came from. */
+export interface LogLine {
+  readonly at: number;
+  readonly instance: string;
+  readonly level: string;
+  readonly message: string;
+  readonly fields: Readonly<Record<string, unknown>>;
+}
+
+/** One answer the function gave a delivery. */
+export interface Answered {
+  readonly at: number;
+  readonly deployment: number;
+  readonly source: Source;
+  readonly jobId: string;
+  readonly scheduleTime: string;
+  readonly status: number;
+  readonly outcome: string;
+  readonly runId: string | undefined;
+}
+
+/** What a played history left: the ground truth the invariants judge. */
+export interface SimOutcome {
+  readonly history: History;
+  readonly gaps: Gaps;
+  /** Played on the real emulator: no missed-run detection, so invariant 2 is not judged. */
+  readonly emulator: boolean;
+  readonly startMs: number;
+  /** When Cloud Scheduler stopped, and when the final missed-run check ran. */
+  readonly stopMs: number;
+  readonly finalMs: number;
+  readonly executions: readonly Execution[];
+  readonly logs: readonly LogLine[];
+  readonly answers: readonly Answered[];
+  /** Each deployment's scope (as run ids have it), jobs per revision and when each revision came. */
+  readonly deployments: readonly {
+    readonly scope: string;
+    readonly keyScope: Scope;
+    readonly revisions: readonly { readonly at: number; readonly jobs: readonly DeclaredJob[] }[];
+  }[];
+  /** Every stored run record at the end, by run id (memory store only). */
+  readonly records: ReadonlyMap<string, Readonly<Record<string, unknown>>>;
+  /** Each record's create time, ms. */
+  readonly createTimes: ReadonlyMap<string, number>;
+  /** Errors thrown where the product should never throw (a timer callback, a handler). */
+  readonly errors: readonly unknown[];
+  readonly leaseMs: number;
+}
+
+/** How to play a history beyond its data. */
+export interface SimOptions {
+  readonly gaps?: Gaps;
+  /** Drop the `lastUpdateTime` precondition of every update: a product without fencing. */
+  readonly brokenFencing?: boolean;
+}
+
+const COLLECTION = 'runs';
+/** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
+ * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
+const RETENTION_SECONDS = 3600;
+
+/** A seeded PRNG (mulberry32): the simulator's only randomness. */
+export function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+interface RequestContext {
+  readonly source: Source;
+  readonly triggerId: string | undefined;
+  readonly deployment: number;
+  readonly revision: number;
+}
+
+interface Instance {
+  readonly name: string;
+  readonly machine: MachineClock;
+  readonly revision: number;
+  readonly handler: (req: unknown, res: unknown) => unknown;
+  readonly shutdown: GracefulShutdown;
+  /** Accepts new requests (not draining, not crashed). */
+  serving: boolean;
+  readonly pending: Set<(err: Error) => void>;
+  readonly running: Set<Execution>;
+}
+
+interface Deployment {
+  readonly index: number;
+  readonly scope: string;
+  readonly keyScope: Scope;
+  readonly config: Config;
+  readonly revisions: { at: number; specs: readonly JobSpec[]; jobs: readonly DeclaredJob[] }[];
+  instances: Instance[];
+  scheduler: LocalScheduler;
+  lastTriggerId: string | undefined;
+  /** Until when Cloud Scheduler cannot reach the function, ms. */
+  outageUntil: number;
+}
+
+/** The minimal request the handler reads: method, headers (raw and by name), url. */
+function request(headers: Readonly<Record<string, string>>) {
+  const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+  return {
+    method: 'POST',
+    url: '/',
+    headers: lower,
+    rawHeaders: Object.entries(headers).flat(),
+    get: (name: string) => lower[name.toLowerCase()],
+    header: (name: string) => lower[name.toLowerCase()],
+  };
+}
+
+/** The minimal response: status, JSON body, and a callback when it is sent. */
+function response(onSent: (status: number, body: unknown) => void) {
+  let status = 200;
+  const res = {
+    headersSent: false,
+    set: () => res,
+    status: (s: number) => {
+      status = s;
+      return res;
+    },
+    json: (body: unknown) => {
+      res.headersSent = true;
+      onSent(status, body);
+      return res;
+    },
+  };
+  return res;
+}
+
+/**
+ * Plays `history` and returns what happened. The store is the in-memory Firestore unless `db`
+ * is given (the real emulator: then no Firestore latency or fault is injected, and server time
+ * is the emulator's).
+ */
+export async function simulate(
+  history: History,
+  options: SimOptions = {},
+  db?: Firestore,
+): Promise<SimOutcome> {
+  const gaps = options.gaps ?? KNOWN_GAPS;
+  const rng = random(history.seed);
+  const between = (lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1));
+  // On the emulator, whose clock is real, the history happens half an hour ago: every slot is
+  // in the past (within the retention) for the server, however fast virtual time runs.
+  const time = new VirtualTime(
+    db === undefined ? EPOCH_MS : Math.floor((Date.now() - 1_800_000) / 60_000) * 60_000,
+  );
+  const startMs = time.now;
+  const executions: Execution[] = [];
+  const logs: LogLine[] = [];
+  const answers: Answered[] = [];
+  const errors: unknown[] = [];
+  const requests = new AsyncLocalStorage<RequestContext>();
+  const leaseMs = history.leaseSeconds * 1000;
+  const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
+  const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
+
+  const memory =
+    db === undefined
+      ? new MemoryFirestore({
+          now: () => time.now,
+          sleep: (ms) => time.sleep(ms),
+          dropPreconditions: options.brokenFencing === true,
+          plan: (op): OpPlan => {
+            const [lo, hi] = history.latency;
+            const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
+            // The operator's reads (backfill's) and the final audit see no faults.
+            if (time.current === operator || rng() >= history.faultRate) return plan;
+            const fault = rng();
+            if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
+            if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
+            if (fault < 0.85) return { ...plan, afterMs: 15_000 }; // past FIRESTORE_TIMEOUT_SECONDS
+            if (op.kind === 'create' && !gaps.retriedCreate) return { ...plan, retry: true };
+            return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
+          },
+        })
+      : undefined;
+  const store: Firestore =
+    db === undefined ? asFirestore(memory as MemoryFirestore) : realStore(db, time);
+
+  const configOf = (scope: string): Config =>
+    loadConfig({
+      NODE_ENV: 'test',
+      EXPOSE_ERRORS: 'true',
+      LOG_LEVEL: 'info',
+      LEASE_SECONDS: String(history.leaseSeconds),
+      RETENTION_SECONDS: String(RETENTION_SECONDS),
+      FIRESTORE_TIMEOUT_SECONDS: '10',
+      RUNS_COLLECTION: collection,
+      MISSED_RUN_CHECK: db === undefined ? 'on' : 'off',
+      ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
+    });
+
+  // One pino logger (its set-up is costly); each instance logs through a child naming it.
+  const baseLogger = createLogger(
+    { logLevel: 'info', projectId: 'demo-sim', serviceName: 'sim' },
+    {
+      write(line: string) {
+        const parsed = JSON.parse(line) as Record<string, unknown>;
+        const { severity, message, msg, simInstance, ...fields } = parsed;
+        logs.push({
+          at: time.now,
+          instance: String(simInstance),
+          level: String(severity ?? parsed.level ?? ''),
+          message: String(message ?? msg ?? ''),
+          fields,
+        });
+      },
+    },
+  );
+  const loggerFor = (name: string, _config: Config) => baseLogger.child({ simInstance: name });
+
+  const storesOf = (config: Config) => {
+    const documents = new RunDocuments(store, {
+      collection,
+      retentionMs: config.retentionMs,
+      timeoutMs: config.firestoreTimeoutMs,
+    });
+    const jobDocuments = new RunDocuments(store, {
+      collection: jobStateCollection(collection),
+      retentionMs: config.retentionMs,
+      timeoutMs: config.firestoreTimeoutMs,
+    });
+    return { documents, jobDocuments, history: new RunHistory(documents) };
+  };
+
+  const runOf =
+    (deployment: number, spec: JobSpec): JobRun =>
+    async (ctx) => {
+      const machine = time.current;
+      const context = requests.getStore();
+      const dep = deployments[deployment] as Deployment;
+      const instance = dep.instances.find((i) => i.machine === machine) ?? retired.get(machine);
+      const exec: Execution = {
+        deployment,
+        revision: context?.revision ?? -1,
+        scope: dep.scope,
+        jobId: spec.id,
+        scheduleTime: ctx.scheduleTime.getTime(),
+        kind: ctx.kind,
+        runId: ctx.runId,
+        attemptId: ctx.attemptId,
+        instance: machine?.name ?? '?',
+        source: context?.source ?? 'scheduler',
+        triggerId: context?.triggerId,
+        start: time.now,
+        end: undefined,
+        result: 'running',
+        pausedMs: 0,
+      };
+      executions.push(exec);
+      instance?.running.add(exec);
+      const ms = between(spec.minMs, spec.maxMs);
+      const fails = rng() < spec.failRate;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          if (ctx.signal.aborted) return reject(ctx.signal.reason);
+          const timer = setTimeout(resolve, ms);
+          ctx.signal.addEventListener(
+            'abort',
+            () => {
+              clearTimeout(timer);
+              reject(ctx.signal.reason);
+            },
+            { once: true },
+          );
+        });
+      } catch (err) {
+        exec.end = time.now;
+        exec.result = 'threw';
+        throw err;
+      } finally {
+        instance?.running.delete(exec);
+      }
+      exec.end = time.now;
+      if (fails) {
+        exec.result = 'threw';
+        throw new Error('simulated job failure');
+      }
+      exec.result = 'returned';
+    };
+
+  const declare = (deployment: number, specs: readonly JobSpec[]) =>
+    validateJobs(
+      specs.map((spec) => {
+        const { minMs: _a, maxMs: _b, failRate: _c, ...declared } = spec;
+        return defineJob({ ...declared, run: runOf(deployment, spec) });
+      }),
+    );
+
+  let instanceCount = 0;
+  /** Instances no longer routed to but maybe still running (a rolling deploy's old revision). */
+  const retired = new Map<MachineClock | undefined, Instance>();
+
+  const startInstance = (dep: Deployment, revision: number): Instance => {
+    const name = `d${dep.index}-i${instanceCount++}-r${revision}`;
+    const machine: MachineClock = {
+      name,
+      offsetMs: history.clockOffsetMs * (instanceCount % 2 === 0 ? 1 : -1),
+      pausedUntil: 0,
+      dead: false,
+    };
+    const { config } = dep;
+    const { documents, jobDocuments, history: runHistory } = storesOf(config);
+    const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
+    const shutdown = new GracefulShutdown();
+    const jobs = (dep.revisions[revision] as Deployment['revisions'][number]).jobs;
+    const handler = time.within(machine, () =>
+      createScheduledJobHandler({
+        config,
+        ledger,
+        history: runHistory,
+        jobDocuments,
+        clock: () => ledger.serverTime(),
+        jobs,
+        logger: loggerFor(name, config),
+        shutdown,
+      }),
+    );
+    return {
+      name,
+      machine,
+      revision,
+      handler: handler as Instance['handler'],
+      shutdown,
+      serving: true,
+      pending: new Set(),
+      running: new Set(),
+    };
+  };
+
+  const crash = (dep: Deployment, instance: Instance) => {
+    if (instance.machine.dead) return;
+    instance.machine.dead = true;
+    instance.serving = false;
+    for (const exec of instance.running) {
+      exec.result = 'crashed';
+      exec.end = time.now;
+    }
+    instance.running.clear();
+    for (const reject of instance.pending)
+      reject(new Error('connection reset: the instance crashed'));
+    instance.pending.clear();
+    const at = dep.instances.indexOf(instance);
+    if (at !== -1) dep.instances[at] = startInstance(dep, dep.revisions.length - 1);
+  };
+
+  /** Delivers `headers` to a serving instance of `dep` (a cold start if none serves). */
+  const deliverTo = (
+    dep: Deployment,
+    headers: Readonly<Record<string, string>>,
+    source: Source,
+    triggerId: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; body: string }> => {
+    const serving = dep.instances.filter((i) => i.serving);
+    let instance = serving[Math.floor(rng() * serving.length)];
+    if (instance === undefined) {
+      instance = startInstance(dep, dep.revisions.length - 1);
+      dep.instances.push(instance);
+    }
+    const target = instance;
+    return new Promise((resolve, reject) => {
+      const fail = (err: Error) => reject(err);
+      target.pending.add(fail);
+      signal?.addEventListener('abort', () => {
+        target.pending.delete(fail);
+        reject(new Error('attempt deadline exceeded'));
+      });
+      const res = response((status, body) => {
+        target.pending.delete(fail);
+        const b = body as { outcome?: string; runId?: string };
+        answers.push({
+          at: time.now,
+          deployment: dep.index,
+          source,
+          jobId: headers['X-CloudScheduler-JobName'] ?? '',
+          scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
+          status,
+          outcome: b.outcome ?? '',
+          runId: b.runId,
+        });
+        resolve({ status, body: JSON.stringify(body) });
+      });
+      const context: RequestContext = {
+        source,
+        triggerId,
+        deployment: dep.index,
+        revision: target.revision,
+      };
+      time.within(target.machine, () =>
+        requests.run(context, () => {
+          // Network latency to the function, on the instance's timers (a paused one answers late).
+          setTimeout(
+            () => {
+              Promise.resolve(target.handler(request(headers), res)).catch((err: unknown) =>
+                errors.push(err),
+              );
+            },
+            between(1, 30),
+          );
+        }),
+      );
+    });
+  };
+
+  const deployments: Deployment[] = history.scopes.map((scope, index) => {
+    const config = configOf(scope);
+    const dep = {
+      index,
+      scope,
+      keyScope: scopeOf(config),
+      config,
+      revisions: [] as Deployment['revisions'],
+      instances: [] as Instance[],
+      scheduler: undefined as unknown as LocalScheduler,
+      lastTriggerId: undefined as string | undefined,
+      outageUntil: 0,
+    };
+    return dep;
+  });
+  for (const dep of deployments) {
+    dep.revisions.push({
+      at: startMs,
+      specs: history.jobs,
+      jobs: declare(dep.index, history.jobs),
+    });
+    dep.instances = Array.from({ length: history.instances }, () => startInstance(dep, 0));
+    dep.scheduler = new LocalScheduler({
+      url: 'http://sim.invalid/',
+      jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
+      clock: {
+        now: () => time.now,
+        setTimer: (callback, ms) => {
+          const timer = time.within(undefined, () => time.schedule(callback, ms));
+          return () => time.cancel(timer);
+        },
+      },
+      random: rng,
+      duplicates: history.duplicates,
+      dropAnswers: history.dropAnswers,
+      send: (delivery: SchedulerDelivery, signal) => {
+        const slot = Date.parse(delivery.headers['X-CloudScheduler-ScheduleTime'] ?? '');
+        // Scheduler sends a slot before its time only for a Force run.
+        const source: Source = slot > time.now ? 'force' : 'scheduler';
+        if (time.now < dep.outageUntil) {
+          return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
+        }
+        return time.within(undefined, () =>
+          deliverTo(dep, delivery.headers, source, undefined, signal),
+        );
+      },
+    });
+  }
+
+  const currentJobs = (dep: Deployment) =>
+    (dep.revisions.at(-1) as Deployment['revisions'][number]).jobs;
+
+  const backfill = async (dep: Deployment) => {
+    const { history: runHistory } = storesOf(dep.config);
+    const jobs = currentJobs(dep);
+    const now = new Date(time.now);
+    const rows = [];
+    for (const job of jobs) {
+      const { slots } = slotsBetween(job, new Date(startMs - 1), now, 1000);
+      rows.push(...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows);
+    }
+    const plan = planBackfill(rows, jobs, {
+      now,
+      retentionMs: dep.config.retentionMs,
+      forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+    });
+    for (const [i, row] of plan.deliver.entries()) {
+      if (i > 0) await time.sleep(500);
+      await deliverTo(dep, schedulerHeaders(row.job, row.slot), 'backfill', undefined).catch(
+        () => {},
+      );
+    }
+  };
+
+  const apply = (event: SimEvent) => {
+    const dep = deployments[event.deployment];
+    if (dep === undefined) return;
+    const instance = 'instance' in event ? dep.instances[event.instance] : undefined;
+    const jobOf = (index: number) => {
+      const jobs = currentJobs(dep);
+      return jobs[index % jobs.length] as DeclaredJob;
+    };
+    switch (event.type) {
+      case 'crash':
+        if (instance) crash(dep, instance);
+        return;
+      case 'sigterm': {
+        if (!instance?.serving) return;
+        instance.serving = false;
+        dep.instances[dep.instances.indexOf(instance)] = startInstance(
+          dep,
+          dep.revisions.length - 1,
+        );
+        retired.set(instance.machine, instance);
+        // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace.
+        time.within(
+          instance.machine,
+          () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+        );
+        time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
+        return;
+      }
+      case 'pause':
+        if (!instance) return;
+        instance.machine.pausedUntil = Math.max(instance.machine.pausedUntil, time.now + event.ms);
+        for (const exec of instance.running) exec.pausedMs += event.ms;
+        return;
+      case 'step':
+        if (instance) instance.machine.offsetMs += event.ms;
+        return;
+      case 'force':
+        try {
+          void dep.scheduler.fire(jobOf(event.job).id);
+        } catch {
+          // The job is not declared (any more): Scheduler has nothing to force.
+        }
+        return;
+      case 'manual': {
+        const job = jobOf(event.job);
+        const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(rng);
+        dep.lastTriggerId = triggerId;
+        // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
+        const headers = schedulerHeaders(job.id, new Date(Math.floor(time.now / 1000) * 1000), {
+          [MODE_HEADER]: 'manual',
+          [TRIGGER_ID_HEADER]: triggerId,
+        });
+        void time.within(operator, () =>
+          deliverTo(dep, headers, 'manual', triggerId).catch(() => {}),
+        );
+        return;
+      }
+      case 'rerun': {
+        const job = jobOf(event.job);
+        const slot = previousSlot(job, new Date(time.now));
+        if (slot === undefined || slot.getTime() < startMs) return;
+        const triggerId = randomId(rng);
+        const headers = schedulerHeaders(job.id, slot, {
+          [MODE_HEADER]: 'rerun',
+          [TRIGGER_ID_HEADER]: triggerId,
+        });
+        void time.within(operator, () =>
+          deliverTo(dep, headers, 'rerun', triggerId).catch(() => {}),
+        );
+        return;
+      }
+      case 'outage':
+        dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
+        return;
+      case 'backfill':
+        void time.within(operator, () => backfill(dep).catch((err: unknown) => errors.push(err)));
+        return;
+      case 'redeploy': {
+        const last = dep.revisions.at(-1) as Deployment['revisions'][number];
+        let specs = last.specs;
+        if (event.change === 'drop_last_job') {
+          if (specs.length < 2) return;
+          specs = specs.slice(0, -1);
+        } else {
+          const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
+          specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
+        }
+        dep.revisions.push({ at: time.now, specs, jobs: declare(dep.index, specs) });
+        const revision = dep.revisions.length - 1;
+        const old = dep.instances;
+        dep.instances = old.map(() => startInstance(dep, revision));
+        // Rolling: the old revision keeps a share of the traffic for a while, then drains.
+        if (event.rolling) dep.instances.push(...old);
+        const retire = () => {
+          for (const instance of old) {
+            if (!instance.serving) continue;
+            instance.serving = false;
+            retired.set(instance.machine, instance);
+            time.within(
+              instance.machine,
+              () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+            );
+            time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
+          }
+          dep.instances = dep.instances.filter((i) => !old.includes(i));
+        };
+        if (event.rolling) time.within(undefined, () => time.schedule(retire, 60_000));
+        else retire();
+        dep.scheduler.setJobs(currentJobs(dep));
+        return;
+      }
+    }
+  };
+
+  const stopMs = startMs + history.spanMs;
+  time.install();
+  try {
+    time.within(undefined, () => {
+      for (const dep of deployments) dep.scheduler.start();
+    });
+    for (const event of history.events) {
+      await time.run(startMs + event.at);
+      time.within(undefined, () => apply(event));
+    }
+    await time.run(stopMs);
+    time.within(undefined, () => {
+      for (const dep of deployments) void dep.scheduler.stop();
+    });
+    // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads.
+    const longest = Math.max(...history.jobs.map((j) => j.maxMs));
+    const drainedMs = stopMs + longest + 2 * leaseMs + 120_000;
+    await time.run(drainedMs);
+    // The final missed-run check of every job each deployment ever declared, as an instance
+    // of the last revision would run it.
+    const finalMs = drainedMs;
+    const audits = time.within(operator, () =>
+      Promise.all(
+        (db === undefined ? deployments : []).flatMap((dep) => {
+          const stores = storesOf(dep.config);
+          const check = new MissedRunCheck({
+            history: stores.history,
+            jobDocuments: stores.jobDocuments,
+            clock: () => stores.documents.serverTime(),
+          });
+          const logger = loggerFor(`d${dep.index}-audit`, dep.config);
+          const seen = new Map<string, DeclaredJob>();
+          for (const revision of dep.revisions)
+            for (const job of revision.jobs) seen.set(job.id, job);
+          return [...seen.values()].map(async (job) => {
+            // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
+            // deliveries would, until the cursor reaches the closed boundary.
+            for (let round = 0; round < 10; round++) {
+              const result = await check.check(job, dep.keyScope, logger);
+              if (result.checked < MAX_CHECK_SLOTS) return result;
+            }
+            return undefined;
+          });
+        }),
+      ),
+    );
+    let auditError: unknown;
+    audits.then(
+      (results) => {
+        if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
+      },
+      (err: unknown) => {
+        auditError = err;
+      },
+    );
+    await time.run(finalMs + 120_000);
+    if (auditError !== undefined) errors.push(auditError);
+    errors.push(...time.errors);
+    const records = new Map<string, Record<string, unknown>>();
+    const createTimes = new Map<string, number>();
+    if (memory !== undefined) {
+      for (const [path, doc] of memory.dump()) {
+        if (!path.startsWith(`${collection}/`)) continue;
+        const id = path.slice(collection.length + 1);
+        records.set(id, doc.data);
+        createTimes.set(id, doc.createTime.toMillis());
+      }
+    } else {
+      const snap = await (async () => {
+        time.uninstall();
+        return store.collection(collection).get();
+      })();
+      for (const doc of snap.docs) {
+        records.set(doc.id, doc.data());
+        createTimes.set(doc.id, doc.createTime.toMillis());
+      }
+    }
+    return {
+      history,
+      gaps,
+      emulator: db !== undefined,
+      startMs,
+      stopMs,
+      finalMs,
+      executions,
+      logs,
+      answers,
+      deployments: deployments.map((d) => ({
+        scope: d.scope,
+        keyScope: d.keyScope,
+        revisions: d.revisions.map((r) => ({ at: r.at, jobs: r.jobs })),
+      })),
+      records,
+      createTimes,
+      errors,
+      leaseMs,
+    };
+  } finally {
+    time.uninstall();
+  }
+}
+
+/** A trigger id as ops/trigger.ts makes one (a UUID's shape), from the seeded PRNG. */
+function randomId(rng: () => number): string {
+  const hex = () => Math.floor(rng() * 16).toString(16);
+  const part = (n: number) => Array.from({ length: n }, hex).join('');
+  return `${part(8)}-${part(4)}-${part(4)}-${part(4)}-${part(12)}`;
+}
