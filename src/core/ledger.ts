@@ -105,7 +105,12 @@ export interface Ledger {
    * commit a guard must throw when given one, never claim without it (the overlap policy relies
    * on it). @throws {LedgerUnavailableError}
    */
-  claim(runId: string, details?: RunDetails, guard?: GuardedWrite): Promise<ClaimResult>;
+  claim(
+    runId: string,
+    details?: RunDetails,
+    guard?: GuardedWrite,
+    options?: ClaimOptions,
+  ): Promise<ClaimResult>;
   /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
@@ -122,6 +127,15 @@ export interface Ledger {
    * {LedgerUnavailableError}
    */
   note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
+}
+
+/** How a claim treats what it finds. */
+export interface ClaimOptions {
+  /**
+   * Take over a run reported missed or failed after retries (a backfill's delivery); without it
+   * such a run answers `completed`, as a finished one does.
+   */
+  readonly reopenReported?: boolean;
 }
 
 /** Ledger settings. */
@@ -215,7 +229,12 @@ export class RunLedger implements Ledger {
    * @example
    * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
    */
-  async claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
+  async claim(
+    runId: string,
+    details: RunDetails = {},
+    guard?: GuardedWrite,
+    options: ClaimOptions = {},
+  ): Promise<ClaimResult> {
     const held = this.#held.get(runId);
     if (held !== undefined) return { state: 'in_progress', holder: held };
     const pending = this.#claiming.get(runId);
@@ -223,7 +242,7 @@ export class RunLedger implements Ledger {
       const result = await pending;
       return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
     }
-    const claiming = this.#claimInFirestore(runId, details, guard);
+    const claiming = this.#claimInFirestore(runId, details, guard, options);
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
@@ -238,6 +257,7 @@ export class RunLedger implements Ledger {
     runId: string,
     details: RunDetails,
     guard: GuardedWrite | undefined,
+    options: ClaimOptions,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
     const leaseMs = this.#leaseMs;
@@ -263,7 +283,7 @@ export class RunLedger implements Ledger {
         return this.#claimed(runId, attemptId, read.updateTime, replaced);
       }
       replaced = undefined;
-      const decided = claimDecision(read.record, read.readTime);
+      const decided = claimDecision(read.record, read.readTime, options.reopenReported === true);
       switch (decided.decision) {
         case 'absent':
           continue; // released between our create and our read: create again

@@ -95,6 +95,11 @@ export interface RunOnceOptions {
    * runs only if both landed; `guard_changed` if the guarded document changed first.
    */
   readonly guard?: GuardedWrite;
+  /**
+   * Run it even if it was reported missed or failed after retries (a backfill's delivery); else
+   * such a run is a `duplicate`, so a late delivery cannot make the report untrue.
+   */
+  readonly reopenReported?: boolean;
   /** Where lost leases, unrecorded writes and jobs that ignore their abort are reported. */
   readonly logger: Logger;
   /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
@@ -153,7 +158,9 @@ export async function runOnce(
   const { logger } = options;
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, options.details, options.guard);
+    claimed = await ledger.claim(runId, options.details, options.guard, {
+      reopenReported: options.reopenReported === true,
+    });
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;

@@ -348,15 +348,27 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   );
 }
 
+/** A run reported missed or failed after retries (`reported_at`): closed but to a backfill. */
+export function isReported(record: RunRecord): boolean {
+  return isRetryable(record) && record.reportedAt !== undefined;
+}
+
 /**
  * Decides a claim from the record read and the read's server time. A finished run is never taken
- * over: a re-run is a record of its own (`run_kind: rerun`).
+ * over: a re-run is a record of its own (`run_kind: rerun`). A reported run (missed, or failed
+ * after retries) is finished too, unless `reopenReported` (a backfill's delivery): a delivery an
+ * instance held past the run's window must not turn the report into a lie.
  */
-export function claimDecision(stored: StoredRecord | undefined, now: Date): ClaimDecision {
+export function claimDecision(
+  stored: StoredRecord | undefined,
+  now: Date,
+  reopenReported = false,
+): ClaimDecision {
   if (isAbsent(stored)) return { decision: 'absent' };
   const record = judgedAt(stored, now);
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
+  if (isReported(record) && !reopenReported) return { decision: 'completed', record };
   if (isRetryable(record) || !isLeaseLive(record, now)) {
     return { decision: 'take_over', record };
   }

@@ -145,6 +145,13 @@ function describe(
           fields: { blockedBy: result.record.blockedBy },
         };
       }
+      const { status, reportedAt } = result.record;
+      if (status === 'missed' || status === 'failed') {
+        return {
+          message: `Run reported ${status === 'missed' ? 'missed' : 'failed after retries'} at ${reportedAt?.toISOString()}, so this late delivery does not run it; to run it, backfill it (npm run runs -- --backfill) or re-run it (npm run trigger -- JOB --rerun --slot T).`,
+          fields: { reportedBy: result.record.reportedBy },
+        };
+      }
       const at = result.record.completedAt?.toISOString();
       return {
         message: `Run already completed${at ? ` at ${at}` : ''}; the job was not run again.`,
@@ -593,6 +600,9 @@ async function runDelivery(
   const jobRun = audit
     ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
     : delivery.job.run;
+  // When this delivery reached the instance, by Firestore's clock: a final failure judges by it.
+  const deliveredAt =
+    plan.kind === 'slot' && config.missedRunCheck ? await deps.clock() : new Date(0);
   const result = await runOnce(
     deps.ledger,
     plan.runId,
@@ -606,6 +616,8 @@ async function runDelivery(
     {
       details: plan.details,
       ...(guard === undefined ? {} : { guard }),
+      // Only a backfill (`X-Run-Once-Backfill`) runs a slot after it was reported.
+      reopenReported: run.backfill === true,
       logger,
       shutdown: shutdown?.signal,
       maxRunMs: config.jobTimeoutMs,
@@ -615,6 +627,7 @@ async function runDelivery(
             finalFailure: finalFailureReporter(
               delivery.job,
               new Date(run.scheduleTime),
+              deliveredAt,
               deps.clock,
             ),
           }

@@ -15,7 +15,7 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
-import { closedAfterMs, FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import { FAILED_AFTER_RETRIES, judgingDelayMs, MISSED_RUN } from '../../src/policy/missed-runs.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import type { Execution, SimOutcome } from './simulator.ts';
@@ -94,11 +94,12 @@ export function violations(outcome: SimOutcome): string[] {
     }
   }
 
-  // 4. One execution per trigger id.
+  // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
   const byTrigger = new Map<string, Execution[]>();
   for (const e of executions) {
     if (e.triggerId === undefined) continue;
-    byTrigger.set(e.triggerId, [...(byTrigger.get(e.triggerId) ?? []), e]);
+    const key = `${e.triggerId} (${e.jobId}${e.scope ? `, scope ${e.scope}` : ''})`;
+    byTrigger.set(key, [...(byTrigger.get(key) ?? []), e]);
   }
   for (const [triggerId, list] of byTrigger) {
     const runs = new Set(list.map((e) => e.runId));
@@ -164,7 +165,8 @@ export function violations(outcome: SimOutcome): string[] {
     }
     for (const [jobId, { job, until }] of declared) {
       const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
-      const closeMs = closedAfterMs(job);
+      // The latest a slot is judged: behind an outstanding execution, a window later (`slotVerdict`).
+      const closeMs = judgingDelayMs(job);
       const lastSlot = Math.min(
         outcome.finalMs - closeMs,
         stillDeclared ? Infinity : until - closeMs,

@@ -18,19 +18,19 @@ import type { OverlapPolicy } from '../../src/policy/job-declaration.ts';
  */
 export const KNOWN_GAPS = {
   /** Finding 1: the overlap lock ignores the key scope; with it, two scopes share only `allow` jobs. */
-  overlapAcrossScopes: true,
+  overlapAcrossScopes: false,
   /** Finding 2: a wall-clock step after Firestore's last answer turns a slot into a forced run; no steps while on. */
-  clockSteps: true,
+  clockSteps: false,
   /** Finding 3: overlap breaks after a crash; no crashes of `skip`/`wait` jobs' instances while on. */
-  overlapAfterCrash: true,
+  overlapAfterCrash: false,
   /** Finding 4: one trigger id, two runs (schedule times 1 s apart); no resent trigger ids while on. */
-  triggerIdAlone: true,
+  triggerIdAlone: false,
   /** Finding 5: `skip`/`wait` do not hold against manual and forced runs; overlap is checked between slots only while on. */
-  overlapAllKinds: true,
+  overlapAllKinds: false,
   /** Finding 6: a skipped backfill is silent; no backfill into `skip` jobs while on. */
-  skippedBackfill: true,
+  skippedBackfill: false,
   /** Finding 9: a retried create of our own claim answers 409; no client-side retried creates while on. */
-  retriedCreate: true,
+  retriedCreate: false,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;

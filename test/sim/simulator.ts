@@ -693,6 +693,7 @@ export async function simulate(
             history: stores.history,
             jobDocuments: stores.jobDocuments,
             clock: () => stores.documents.serverTime(),
+            forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
           });
           const logger = loggerFor(`d${dep.index}-audit`, dep.config);
           const seen = new Map<string, DeclaredJob>();
