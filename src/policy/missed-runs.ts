@@ -618,9 +618,11 @@ export class MissedRunCheck {
       now,
       pauses,
     );
-    const reported = await this.#report(job, scope, judged, logger);
+    const { reported, raced } = await this.#report(job, scope, judged, logger);
+    const next = raced !== undefined && raced < judged.next ? raced : judged.next;
+    const stopped = judged.stopped || next !== judged.next;
     const moved: Cursor = {
-      checkedBefore: judged.next,
+      checkedBefore: next,
       runSeen: judged.runSeen,
       rules,
       seenAt: now.getTime(),
@@ -630,7 +632,7 @@ export class MissedRunCheck {
       !afresh &&
       unchangedRules &&
       !heartbeat &&
-      judged.next.getTime() === from.getTime() &&
+      next.getTime() === from.getTime() &&
       judged.runSeen === cursor.runSeen;
     if (!unchanged && (await this.#writeCursor(id, job, moved, updateTime)) === 'lost') {
       // Another instance moved the cursor first: the range was its to judge too; our reports
@@ -640,8 +642,8 @@ export class MissedRunCheck {
     }
     // Stopped at a run still in flight: the next due delivery re-checks from it; this instance's
     // memory does not ask for one at every delivery meanwhile.
-    this.#known.set(id, judged.stopped ? boundary : judged.next.getTime());
-    return { checked: slots.length, reported, checkedBefore: judged.next };
+    this.#known.set(id, stopped ? boundary : next.getTime());
+    return { checked: slots.length, reported, checkedBefore: next };
   }
 
   /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
@@ -740,7 +742,7 @@ export class MissedRunCheck {
     scope: Scope,
     judged: Pick<Judged, 'findings'> & { readonly tokens: ReadonlyMap<string, Timestamp> },
     logger: Logger,
-  ): Promise<number> {
+  ): Promise<{ readonly reported: number; readonly raced: Date | undefined }> {
     const { history } = this.#deps;
     const { findings, tokens } = judged;
     // This check's id, written with each report: a report whose answer was lost but whose write
@@ -768,17 +770,22 @@ export class MissedRunCheck {
       }
     };
     let reported = 0;
+    let raced: Date | undefined;
     for (const { row, message } of findings) {
       if (message === PAUSED_SLOT) {
         logger.info({ ...fields(row), note: row.pauseNote }, message);
         continue;
       }
-      // 'exists': a claim, a retry or another report came first.
-      if ((await report(row)) !== 'reported') continue;
+      if ((await report(row)) !== 'reported') {
+        // A claim, a retry or another report came first: the cursor stops at the earliest such
+        // slot, so the next check judges it again (a claim whose attempt then dies is reported).
+        if (raced === undefined || row.slot < raced) raced = row.slot;
+        continue;
+      }
       logger.error(fields(row), message);
       reported++;
     }
-    return reported;
+    return { reported, raced };
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
