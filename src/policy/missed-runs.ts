@@ -464,6 +464,8 @@ const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined
 interface Finding {
   readonly row: SlotRow;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
+  /** Still `in_progress`, its lease lapsed: the report also ends the attempt (`failed`). */
+  readonly lapsed?: boolean;
 }
 
 /** What the check learnt of a range: its findings and where the cursor goes. */
@@ -729,7 +731,11 @@ export class MissedRunCheck {
       }
       if (verdict === 'missed') findings.push({ row, message: MISSED_RUN });
       if (verdict === 'failed')
-        findings.push({ row: { ...row, state: 'failed' }, message: FAILED_AFTER_RETRIES });
+        findings.push({
+          row: { ...row, state: 'failed' },
+          message: FAILED_AFTER_RETRIES,
+          lapsed: record?.status === 'in_progress',
+        });
     }
     const last = slots.at(-1) as Date;
     const next = truncated ? new Date(last.getTime() + 1) : new Date(boundary);
@@ -748,7 +754,7 @@ export class MissedRunCheck {
     // This check's id, written with each report: a report whose answer was lost but whose write
     // landed is recognised as ours by a read, and logged, instead of never.
     const reporter = randomUUID();
-    const report = async (row: SlotRow): Promise<'reported' | 'exists'> => {
+    const report = async (row: SlotRow, lapsed: boolean): Promise<'reported' | 'exists'> => {
       const token = tokens.get(row.runId);
       try {
         if (token === undefined) {
@@ -759,7 +765,7 @@ export class MissedRunCheck {
           };
           return await history.reportMissed(row.runId, details, reporter);
         }
-        return await history.markReported(row.runId, token, reporter);
+        return await history.markReported(row.runId, token, reporter, lapsed);
       } catch (err) {
         const { records } = await history.getMany([row.runId]);
         const now = records.get(row.runId);
@@ -771,12 +777,12 @@ export class MissedRunCheck {
     };
     let reported = 0;
     let raced: Date | undefined;
-    for (const { row, message } of findings) {
+    for (const { row, message, lapsed } of findings) {
       if (message === PAUSED_SLOT) {
         logger.info({ ...fields(row), note: row.pauseNote }, message);
         continue;
       }
-      if ((await report(row)) !== 'reported') {
+      if ((await report(row, lapsed === true)) !== 'reported') {
         // A claim, a retry or another report came first: the cursor stops at the earliest such
         // slot, so the next check judges it again (a claim whose attempt then dies is reported).
         if (raced === undefined || row.slot < raced) raced = row.slot;

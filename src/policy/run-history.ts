@@ -9,6 +9,7 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
+  failureUpdate,
   judgedAt,
   missedDocument,
   type RunDetails,
@@ -23,6 +24,9 @@ import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { toCanonicalRfc3339 } from './rfc3339.ts';
 
+/** The `last_error` of an attempt ended by a failed-run report: its lease lapsed unanswered. */
+const LAPSED_ERROR =
+  'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
 /**
  * What became of one slot:
  * - `completed`: a run completed.
@@ -400,6 +404,7 @@ export class RunHistory {
    *
    * @param updateTime - the record's update time from the read that found it unreported.
    * @param reporter - the id of the check reporting it, stored as `reported_by`.
+   * @param lapsed - the record is `in_progress` with a lapsed lease: the report marks it `failed`.
    * @returns `reported` if this call marked it, `exists` if the record changed first.
    * @throws {LedgerUnavailableError} if Firestore fails.
    */
@@ -407,13 +412,14 @@ export class RunHistory {
     runId: string,
     updateTime: Timestamp,
     reporter: string,
+    lapsed = false,
   ): Promise<'reported' | 'exists'> {
-    const marked = await this.#documents.update(
-      runId,
-      'failed-run report',
-      reportedUpdate(reporter),
-      updateTime,
-    );
+    // A lapsed attempt is ended by the report: its zombie's fenced writes then find the run
+    // failed, not in progress, and cannot adopt the report's update time as their own.
+    const update = lapsed
+      ? failureUpdate(LAPSED_ERROR, this.#documents.expireAt(), reporter)
+      : reportedUpdate(reporter);
+    const marked = await this.#documents.update(runId, 'failed-run report', update, updateTime);
     return marked === 'changed' ? 'exists' : 'reported';
   }
 

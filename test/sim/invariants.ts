@@ -198,7 +198,14 @@ export function violations(outcome: SimOutcome): string[] {
         if (reported.length > 1) found.push(`slot ${what} reported ${reported.length} times`);
         const firstReport = reported[0];
         if (firstReport !== undefined) {
-          const late = ran.filter((e) => e.source !== 'backfill' && (e.end ?? 0) > firstReport.at);
+          // A zombie (its lease taken by a pause or outage) may end after the report; its
+          // completion must not land (checked below: the record stays reported, not completed).
+          const late = ran.filter(
+            (e) =>
+              e.source !== 'backfill' &&
+              (e.end ?? 0) > firstReport.at &&
+              !leaseLostToEnvironment(e, outcome),
+          );
           if (late.length > 0) {
             found.push(
               `slot ${what} reported "${firstReport.message}" at ${iso(firstReport.at)}, then completed: ${late.map(describe).join('; ')}`,
