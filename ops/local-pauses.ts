@@ -35,6 +35,9 @@ export function emulatorPauses(
     new Firestore({
       projectId: config.projectId ?? 'demo-scheduler-run-once',
       databaseId: config.firestoreDatabase,
+      // The emulator `env` names, not this process's environment: `npm run dev` starts one and
+      // sets it only for its children (without it the client would look for Google credentials).
+      ...(env.FIRESTORE_EMULATOR_HOST ? { host: env.FIRESTORE_EMULATOR_HOST, ssl: false } : {}),
     }),
     {
       collection: jobStateCollection(config.runsCollection),

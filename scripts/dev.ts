@@ -146,6 +146,8 @@ const urlHost = reachHost.includes(':') ? `[${reachHost}]` : reachHost;
 const functionUrl = `http://${urlHost}:${port}/`;
 const project = process.env.GOOGLE_CLOUD_PROJECT || 'demo-scheduler-run-once';
 const verifyOidc = process.env.AUTH_MODE === 'verify-oidc';
+// This process reads the emulator too (the local Scheduler's pauses): no Google metadata server.
+process.env.METADATA_SERVER_DETECTION ||= 'none';
 /** The function's environment, and the Scheduler's: one environment, as the README says. */
 const env: Record<string, string | undefined> = {
   ...process.env,

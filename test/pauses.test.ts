@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { emulatorPauses } from '../ops/local-pauses.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-runs.ts';
@@ -123,5 +124,36 @@ describe('a paused job, live', () => {
     assert.deepEqual(linesOf(REPORTS, a, b), [
       ['pause outlived its bound', at(3).toISOString(), 'ERROR'],
     ]);
+  });
+
+  it("npm run dev's pause reader reads the emulator it is given, not this process's environment", async () => {
+    const fn = serveJobs(
+      validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]),
+    );
+    await writePause(fn, 'ten', {
+      pausedAt: at(0),
+      until: at(60),
+      note: 'read from the emulator',
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    });
+    // `npm run dev` sets the emulator only for its children: its own environment has none.
+    const host = process.env.FIRESTORE_EMULATOR_HOST;
+    delete process.env.FIRESTORE_EMULATOR_HOST;
+    let pauseOf: ReturnType<typeof emulatorPauses>;
+    try {
+      pauseOf = emulatorPauses(
+        {
+          FIRESTORE_EMULATOR_HOST: host,
+          GOOGLE_CLOUD_PROJECT: process.env.GOOGLE_CLOUD_PROJECT,
+          RUNS_COLLECTION: fn.collection,
+        },
+        {},
+      );
+    } finally {
+      process.env.FIRESTORE_EMULATOR_HOST = host;
+    }
+
+    assert.equal(await pauseOf('ten', at(10)), 'read from the emulator');
   });
 });
