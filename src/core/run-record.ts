@@ -99,6 +99,8 @@ export const Field = {
   kind: 'run_kind',
   /** For a re-run: the run id of the slot it runs again. */
   rerunOf: 'rerun_of',
+  /** `false` on a forced run whose delivery carried no schedule time (the console's Force run). */
+  scheduleTimeSent: 'schedule_time_sent',
   /** The run id of the earlier slot that was still running when this one was skipped. */
   blockedBy: 'blocked_by',
   /** What the job noted about its run (`ctx.note`), by name: e.g. the execution a proxy launched. */
@@ -138,6 +140,8 @@ export interface RunRecord {
   readonly kind: RunKind;
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf: string | undefined;
+  /** False for a forced run delivered without a schedule time: it was never its slot's delivery. */
+  readonly untimed: boolean;
   /** For `skipped`: the run that was still running. */
   readonly blockedBy: string | undefined;
   /** What the job noted about its run (`ctx.note`), by name. */
@@ -181,6 +185,8 @@ export interface RunDetails {
   readonly kind?: RunKind;
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf?: string;
+  /** A forced run delivered without `X-CloudScheduler-ScheduleTime` (stored `schedule_time_sent: false`). */
+  readonly untimed?: boolean;
   /** The key scope's id (`scopeId` of `run-key.ts`, `''` for none), stored as `key_scope`. */
   readonly keyScope?: string;
 }
@@ -251,6 +257,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       scheduleTime: dateOf(data[Field.scheduleTime]),
       kind,
       rerunOf: typeof rerunOf === 'string' ? rerunOf : undefined,
+      untimed: data[Field.scheduleTimeSent] === false,
       blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
       notes:
         typeof notes === 'object' && notes !== null && !Array.isArray(notes)
@@ -390,6 +397,7 @@ function detailFields(details: RunDetails): DocumentData {
   if (details.kind !== undefined && details.kind !== RunKind.Slot)
     fields[Field.kind] = details.kind;
   if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
+  if (details.untimed === true) fields[Field.scheduleTimeSent] = false;
   if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);

@@ -119,7 +119,10 @@ export function isSlotsOwnDelivery(
   toleranceMs: number,
 ): boolean {
   if (record === undefined || record.status === 'unreadable') return false;
-  if (record.kind !== 'forced' || record.firstClaimedAt === undefined) return false;
+  // A forced run sent without a schedule time never was its slot's delivery, however near.
+  if (record.kind !== 'forced' || record.untimed || record.firstClaimedAt === undefined) {
+    return false;
+  }
   return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs;
 }
 

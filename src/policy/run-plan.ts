@@ -121,7 +121,7 @@ export async function planRun(
     return of(RunKind.Rerun, runId, { rerunOf: variant([]) });
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
-  if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']));
+  if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']), { untimed: true });
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
   return early > toleranceMs
     ? of(RunKind.Forced, variant(['forced']))

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { computeRunId } from '../../src/core/run-key.ts';
 import type { RunRecord } from '../../src/core/run-record.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
-import { slotRow, slotRunId } from '../../src/policy/run-history.ts';
+import { isSlotsOwnDelivery, slotRow, slotRunId } from '../../src/policy/run-history.ts';
 
 const [job] = validateJobs([
   defineJob({
@@ -44,6 +44,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     scheduleTime: SLOT,
     kind: 'slot',
     rerunOf: undefined,
+    untimed: false,
     blockedBy: undefined,
     notes: {},
     ...fields,
@@ -112,5 +113,22 @@ describe('slotRow', () => {
     assert.equal(row.durationMs, 3000);
     assert.equal(row.attempts, 2);
     assert.equal(row.lastError, 'first try refused');
+  });
+});
+
+describe('isSlotsOwnDelivery: which forced run was in fact its slot’s delivery', () => {
+  const forced = (fields: Partial<RunRecord>) =>
+    record({ kind: 'forced', firstClaimedAt: new Date(SLOT.getTime() - 10_000), ...fields });
+
+  it('a timed forced run first claimed within the tolerance before its slot is the slot’s delivery', () => {
+    assert.equal(isSlotsOwnDelivery(forced({}), SLOT, 30_000), true);
+  });
+
+  it('a forced run sent without a schedule time never is, however near its slot', () => {
+    assert.equal(isSlotsOwnDelivery(forced({ untimed: true }), SLOT, 30_000), false);
+  });
+
+  it('one first claimed before the tolerance is not', () => {
+    assert.equal(isSlotsOwnDelivery(forced({}), SLOT, 5_000), false);
   });
 });
