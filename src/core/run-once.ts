@@ -75,7 +75,10 @@ export type RunOutcome =
       readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
-      /** True when the release also marked the failure reported (`finalFailure` said so). */
+      /**
+       * True when the release also marked the failure reported (`finalFailure` said so), or may
+       * have (`unrecorded`): the caller logs the report.
+       */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
@@ -251,7 +254,9 @@ export async function runOnce(
       'release',
       causeOfLoss,
     );
-    const reported = reporter !== undefined && release === 'recorded';
+    // An unrecorded release may have landed with its report, which no later check then makes:
+    // the failure is logged now (at worst twice, never not at all).
+    const reported = reporter !== undefined && release !== 'lease_lost';
     return release === 'lease_lost'
       ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: causeOfLoss() }
       : { outcome: 'failed', attempt, error, release, reported };
