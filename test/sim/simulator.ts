@@ -21,7 +21,12 @@ import type { Scope } from '../../src/core/run-key.ts';
 import { type Config, loadConfig } from '../../src/function/config.ts';
 import { createScheduledJobHandler } from '../../src/function/handler.ts';
 import { createLogger } from '../../src/function/logger.ts';
-import { MODE_HEADER, scopeOf, TRIGGER_ID_HEADER } from '../../src/function/scheduler-request.ts';
+import {
+  BACKFILL_HEADER,
+  MODE_HEADER,
+  scopeOf,
+  TRIGGER_ID_HEADER,
+} from '../../src/function/scheduler-request.ts';
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
 import {
   type DeclaredJob,
@@ -242,7 +247,10 @@ export async function simulate(
             if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
             if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
             if (fault < 0.85) return { ...plan, afterMs: 15_000 }; // past FIRESTORE_TIMEOUT_SECONDS
-            if (op.kind === 'create' && !gaps.retriedCreate) return { ...plan, retry: true };
+            // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
+            // fenced update, a guarded batch) answers a conflict.
+            const writes = op.kind === 'create' || op.kind === 'update' || op.kind === 'commit';
+            if (writes && !gaps.retriedCreate) return { ...plan, retry: true };
             return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
           },
         })
@@ -544,9 +552,9 @@ export async function simulate(
     });
     for (const [i, row] of plan.deliver.entries()) {
       if (i > 0) await time.sleep(500);
-      await deliverTo(dep, schedulerHeaders(row.job, row.slot), 'backfill', undefined).catch(
-        () => {},
-      );
+      // As `npm run runs -- --backfill` sends it: marked, so a blocked slot stays missed.
+      const headers = schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' });
+      await deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
     }
   };
 
