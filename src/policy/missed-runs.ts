@@ -251,8 +251,10 @@ export function nextRules(
   from: number,
 ): JudgedRule[] {
   const newest = rules.at(-1);
+  // A job's first rule was in force before any check saw it.
+  if (newest === undefined) return [ruleOf(job)];
   let out: JudgedRule[] = [...rules];
-  if (newest === undefined || !sameRule(newest, job)) {
+  if (!sameRule(newest, job)) {
     out = out.map((rule, i) => (i === out.length - 1 ? { ...rule, until: lastSeen } : rule));
     out.push({ ...ruleOf(job), since: now });
   }
