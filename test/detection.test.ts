@@ -279,6 +279,34 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('1b. reports no slot never scheduled when a rolling deploy flips two schedules past MAX_RULES', async () => {
+    const time = drivenClock(at('12:00'));
+    const every2 = declare(defineJob({ id: 'j', schedule: '*/2 * * * *', run: () => {} }), AUDIT);
+    const every1 = declare(defineJob({ id: 'j', schedule: '* * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(every2, { env: ON }, { clock: time.clock });
+    const b = serveJobs(every1, { env: ON, collection: a.collection }, { clock: time.clock });
+    // Three hours on `*/2`, then 45 minutes of a rolling deploy: each 5 minutes the other
+    // revision serves (and its audit checks), then `* * * * *` alone. Every slot is delivered.
+    const flip = (i: number) => (i % 2 === 0 ? b : a);
+    const deploy = slots(at('15:00'), at('15:45'), 5).flatMap((from, i) =>
+      flip(i) === b
+        ? every(b, 'j', from, new Date(from.getTime() + 5 * MINUTE), 1)
+        : every(a, 'j', from, new Date(from.getTime() + 5 * MINUTE), 1).filter(
+            (d) => d.slot.getUTCMinutes() % 2 === 0,
+          ),
+    );
+    await play(time, [
+      ...every(a, 'j', at('12:00'), at('15:00'), 2),
+      ...audits(a, at('12:00'), at('15:00')),
+      ...deploy,
+      ...audits(flip, at('15:00'), at('15:45')),
+      ...every(b, 'j', at('15:45'), at('17:00'), 1),
+      ...audits(b, at('15:45'), at('17:00')),
+    ]);
+
+    assert.deepEqual(reportsOf(a, b), []);
+  });
+
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);

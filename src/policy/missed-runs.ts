@@ -630,7 +630,9 @@ export class MissedRunCheck {
         ? { slots: [], truncated: false }
         : judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     const runSeenBefore = !stale && (cursor?.runSeen ?? false);
-    const unchangedRules = cursor !== undefined && cursor.rules.length === rules.length;
+    // Compared whole: at MAX_RULES a change drops the oldest rule and keeps the count.
+    const unchangedRules =
+      cursor !== undefined && JSON.stringify(cursor.rules) === JSON.stringify(rules);
     const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
     if (slots.length === 0) {
       // Nothing closed: write only a job's first cursor (a weekly job has one from then on), a
