@@ -46,7 +46,8 @@ export function emulatorPauses(
     },
   );
   return async (jobId, slot) => {
-    const pauses = readPauses((await documents.readData(checkDocumentId(jobId, scope))).data);
+    const read = await documents.readData(checkDocumentId(jobId, scope));
+    const pauses = readPauses(read.data, read.readTime);
     // Pauses this version never wrote pause nothing: the slot fires (and the function says why).
     if (pauses === 'unreadable') return undefined;
     return pauseAt(pauses, slot)?.note;

@@ -315,7 +315,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     const slotIds = new Set(read.rows.map((row) => row.runId));
     const judgedAt = at ?? read.readTime;
     // The job's pauses (`npm run pause`): a slot inside one with no record is `paused`, not missed.
-    const stored = readPauses((await jobDocuments.readData(checkDocumentId(job.id, scope))).data);
+    // Read against Firestore's time of the read, not `--now`: a pause time after it is not ours.
+    const pauseRead = await jobDocuments.readData(checkDocumentId(job.id, scope));
+    const stored = readPauses(pauseRead.data, pauseRead.readTime);
     if (stored === 'unreadable') {
       console.error(
         `runs: ${job.id}: the pauses on its document ${checkDocumentId(job.id, scope)} hold fields this version never writes; no slot shows as paused (docs/operations.md, "Pause and resume")`,

@@ -279,6 +279,34 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('1b. reports no slot never scheduled when a rolling deploy flips two schedules past MAX_RULES', async () => {
+    const time = drivenClock(at('12:00'));
+    const every2 = declare(defineJob({ id: 'j', schedule: '*/2 * * * *', run: () => {} }), AUDIT);
+    const every1 = declare(defineJob({ id: 'j', schedule: '* * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(every2, { env: ON }, { clock: time.clock });
+    const b = serveJobs(every1, { env: ON, collection: a.collection }, { clock: time.clock });
+    // Three hours on `*/2`, then 45 minutes of a rolling deploy: each 5 minutes the other
+    // revision serves (and its audit checks), then `* * * * *` alone. Every slot is delivered.
+    const flip = (i: number) => (i % 2 === 0 ? b : a);
+    const deploy = slots(at('15:00'), at('15:45'), 5).flatMap((from, i) =>
+      flip(i) === b
+        ? every(b, 'j', from, new Date(from.getTime() + 5 * MINUTE), 1)
+        : every(a, 'j', from, new Date(from.getTime() + 5 * MINUTE), 1).filter(
+            (d) => d.slot.getUTCMinutes() % 2 === 0,
+          ),
+    );
+    await play(time, [
+      ...every(a, 'j', at('12:00'), at('15:00'), 2),
+      ...audits(a, at('12:00'), at('15:00')),
+      ...deploy,
+      ...audits(flip, at('15:00'), at('15:45')),
+      ...every(b, 'j', at('15:45'), at('17:00'), 1),
+      ...audits(b, at('15:45'), at('17:00')),
+    ]);
+
+    assert.deepEqual(reportsOf(a, b), []);
+  });
+
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
@@ -449,6 +477,39 @@ describe('the attack on detection, finding by finding', () => {
     const refused = fn.logs.lines().filter((l) => /cursor document holds/.test(String(l.message)));
     assert.equal(refused.length, 1);
     assert.equal(refused[0]?.severity, 'ERROR');
+  });
+
+  it('6b. refuses a hand-edited cursor whose closed_after_ms the job would never write, or whose rules no declaration takes', async () => {
+    const time = drivenClock(at('14:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const job = jobs[0] as never;
+    const boundary = at('14:00').getTime() + 5000 - closedAfterMs(job);
+    const rule = { schedule: '*/5 * * * *', time_zone: 'Etc/UTC' };
+    const stored = [
+      // A tiny closed_after_ms lets a cursor ahead of the job's own boundary pass for closed.
+      { checked_before: boundary + 20 * MINUTE, closed_after_ms: 1000, rules: [rule] },
+      { checked_before: boundary - 20 * MINUTE, closed_after_ms: 1000, rules: [rule] },
+      { checked_before: boundary - 20 * MINUTE, closed_after_ms: 10 * 86_400_000, rules: [rule] },
+      { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, schedule: 'every 5 minutes' }] },
+      { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, time_zone: '+01:00' }] },
+    ];
+    for (const [i, cursor] of stored.entries()) {
+      const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+      await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+        ...cursor,
+        checked_before: Timestamp.fromMillis(cursor.checked_before),
+        run_seen: true,
+        seen_at: Timestamp.fromMillis(boundary - 20 * MINUTE),
+      });
+
+      await deliverAt(fn, time, AUDIT.id, at('14:00'));
+
+      const refused = fn.logs
+        .lines()
+        .filter((l) => /cursor document holds/.test(String(l.message)));
+      assert.equal(refused.length, 1, `cursor ${i}`);
+      assert.equal(refused[0]?.severity, 'ERROR');
+    }
   });
 
   it('7. refuses at start-up a retention below the delay slots are judged at', () => {

@@ -93,6 +93,32 @@ describe('a paused job, live', () => {
     assert.ok(paused.every(([, , severity]) => severity === 'INFO'));
   });
 
+  it('counts no slot paused, with a warning, for a hand-edited pause resumed years ahead', async () => {
+    const time = drivenClock();
+    const jobs = validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    assert.equal(await deliverAt(fn, time, 'ten', at(0)), 'processed');
+    await writePause(fn, 'ten', {
+      pausedAt: at(5),
+      until: undefined,
+      note: '',
+      resumedAt: at(3650 * 1440), // no resume this code writes lies in the future
+      overdueReportedAt: undefined,
+    });
+
+    for (let m = 10; m <= 4 * 60; m += 10) {
+      if (m === 130) continue; // a real miss: Scheduler was not paused
+      assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
+    }
+
+    assert.deepEqual(linesOf(REPORTS, fn), [['missed run', at(130).toISOString(), 'ERROR']]);
+    assert.deepEqual(linesOf(['paused slot'], fn), []);
+    const warned = fn.logs
+      .lines()
+      .filter((l) => /pauses on the cursor document/.test(String(l.message)));
+    assert.ok(warned.length > 0 && warned.every((l) => l.severity === 'WARNING'));
+  });
+
   it('reports a pause past its --until once across two instances, by the run audit', async () => {
     const time = drivenClock();
     const jobs = validateJobs([

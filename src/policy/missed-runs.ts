@@ -30,7 +30,7 @@ import type { Attempt } from '../core/run-once.ts';
 import { isLeaseLive, MAX_ERROR_LENGTH, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { PAUSED_SLOT, type Pause, pausedRow, readPauses, reportOverduePause } from './pauses.ts';
-import { noRetryFollows, retryWindowMs } from './retry-policy.ts';
+import { judgingDelayMs, noRetryFollows, retryWindowMs } from './retry-policy.ts';
 
 export { judgingDelayMs } from './retry-policy.ts';
 
@@ -41,7 +41,14 @@ import {
   type SlotRow,
   slotRow,
 } from './run-history.ts';
-import { longestGapMs, previousSlot, type ScheduleSpec, slotsBetween } from './schedule.ts';
+import {
+  longestGapMs,
+  previousSlot,
+  type ScheduleSpec,
+  scheduleProblem,
+  slotsBetween,
+  timeZoneProblem,
+} from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
@@ -119,8 +126,10 @@ export function checkDocumentId(jobId: string, scope: Scope): string {
 
 /**
  * A schedule rule a job was judged against: its cron and zone, the first check that saw it
- * (`since`, ms, absent for the oldest) and the last one (`until`, ms, absent for the newest: it is
- * the rule in force now). Between one rule's `until` and the next one's `since` either was in force.
+ * (`since`, ms; absent only on an oldest rule in force over the whole retained range) and the last
+ * one (`until`, ms, absent for the newest: it is the rule in force now). Between one rule's `until`
+ * and the next one's `since` either was in force; before the oldest rule's `since` a rule no longer
+ * kept may have been, so no slot there is judged.
  */
 export interface JudgedRule extends ScheduleSpec {
   readonly since?: number;
@@ -154,9 +163,13 @@ function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadabl
   for (const [i, entry] of value.entries()) {
     const { schedule, time_zone: timeZone, since, until } = (entry ?? {}) as DocumentData;
     if (typeof schedule !== 'string' || typeof timeZone !== 'string') return 'unreadable';
+    // A rule this code wrote was a declared job's: a schedule and zone declarations accept.
+    if (scheduleProblem(schedule) !== undefined || timeZoneProblem(timeZone) !== undefined) {
+      return 'unreadable';
+    }
     const first = i === 0;
     const last = i === value.length - 1;
-    if (first !== (since === undefined) || last !== (until === undefined)) return 'unreadable';
+    if ((!first && since === undefined) || last !== (until === undefined)) return 'unreadable';
     if (since !== undefined && !(since instanceof Timestamp)) return 'unreadable';
     if (until !== undefined && !(until instanceof Timestamp)) return 'unreadable';
     rules.push({
@@ -170,8 +183,10 @@ function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadabl
 }
 
 /**
- * The cursor in a document, `unreadable` for one this code would never write: one ahead of the
- * closed boundary its writer judged by (`now − closed_after_ms`), malformed rules.
+ * The cursor in a document, `unreadable` for one this code would never write: a `closed_after_ms`
+ * outside [the job's own {@link closedAfterMs}, its `judgingDelayMs`], a cursor ahead of the job's
+ * own closed boundary (`now − closedAfterMs(job)`), malformed rules (a schedule or zone a
+ * declaration refuses).
  */
 function readCursor(
   data: DocumentData | undefined,
@@ -189,9 +204,16 @@ function readCursor(
   const seen = data.run_seen;
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
-  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
+  const own = closedAfterMs(job);
+  if (
+    !Number.isSafeInteger(closedAfter) ||
+    closedAfter < own ||
+    closedAfter > judgingDelayMs(job)
+  ) {
+    return 'unreadable';
+  }
   // A check never moves its cursor past its closed boundary: a later one was not written here.
-  if (at.toMillis() > now.getTime() - closedAfter + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
+  if (at.toMillis() > now.getTime() - own + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
   const rules = readRules(data.rules, job);
   if (rules === 'unreadable') return 'unreadable';
   return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
@@ -218,6 +240,8 @@ function cursorDocument(job: DeclaredJob, cursor: Cursor, expireAt: Timestamp): 
  * The rules after a check at `now` judged with the declared `job`: the newest one kept, or the
  * declared one appended (first seen now; the one before it last seen at `lastSeen`, the cursor's
  * last write), and those no slot at or after `from` (the retained range) can be judged by dropped.
+ * Of at most {@link MAX_RULES}, the oldest keeps its `since` unless it was in force from `from` on:
+ * a rule dropped for room was in force before it, so no time before it is judged by the rules.
  */
 export function nextRules(
   rules: readonly JudgedRule[],
@@ -227,8 +251,10 @@ export function nextRules(
   from: number,
 ): JudgedRule[] {
   const newest = rules.at(-1);
+  // A job's first rule was in force before any check saw it.
+  if (newest === undefined) return [ruleOf(job)];
   let out: JudgedRule[] = [...rules];
-  if (newest === undefined || !sameRule(newest, job)) {
+  if (!sameRule(newest, job)) {
     out = out.map((rule, i) => (i === out.length - 1 ? { ...rule, until: lastSeen } : rule));
     out.push({ ...ruleOf(job), since: now });
   }
@@ -236,8 +262,14 @@ export function nextRules(
   while (out.length > 1 && (out[1]?.since ?? 0) <= from) out = out.slice(1);
   const [oldest, ...rest] = out.slice(-MAX_RULES);
   if (oldest === undefined) return [ruleOf(job)];
+  if (oldest.since !== undefined && oldest.since > from) return [oldest, ...rest];
   const { since: _since, ...first } = oldest;
   return [first, ...rest];
+}
+
+/** Whether `t` lies before the oldest rule's first sighting: a rule no longer kept may have ruled it. */
+function beforeRules(rules: readonly JudgedRule[], t: number): boolean {
+  return t < (rules[0]?.since ?? Number.NEGATIVE_INFINITY);
 }
 
 /** The rules that may have been in force at `t`: each from the last sighting of the one before it. */
@@ -254,10 +286,12 @@ function isSlotOf(rule: ScheduleSpec, t: number): boolean {
 }
 
 /**
- * Whether detection judges a slot at `slot` under `rules`: every rule possibly in force then
- * schedules it (`npm run runs -- --check` asks this of each missed row).
+ * Whether detection judges a slot at `slot` under `rules`: it is not before the oldest rule's
+ * `since`, and every rule possibly in force then schedules it (`npm run runs -- --check` asks this
+ * of each missed row).
  */
 export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
+  if (beforeRules(rules, slot.getTime())) return false;
   return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
 }
 
@@ -280,7 +314,7 @@ export function rulesInForce(
 /**
  * The slots of [from, to) to judge under `rules`: a time that every rule possibly in force then
  * schedules (after a change, old slots by the old rule, new ones by the new, and in between only
- * those both schedule), at most `max`, oldest first.
+ * those both schedule; none before the oldest rule's `since`), at most `max`, oldest first.
  *
  * @example judgedSlots([{ schedule: '* * * * *', timeZone: 'Etc/UTC', until }, { schedule: '*\/2 * * * *', timeZone: 'Etc/UTC', since }], from, to, 1000)
  */
@@ -290,6 +324,11 @@ export function judgedSlots(
   to: Date,
   max: number,
 ): { slots: readonly Date[]; truncated: boolean } {
+  const start = rules[0]?.since;
+  if (start !== undefined && start > from.getTime()) {
+    if (start >= to.getTime()) return { slots: [], truncated: false };
+    return judgedSlots(rules, new Date(start), to, max);
+  }
   if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, from, to, max);
   const candidates = new Set<number>();
   let truncated = false;
@@ -547,7 +586,7 @@ export class MissedRunCheck {
     const { data } = read;
     // Pauses (`pauses.ts`) live on this document: a slot inside one is not missed, and a pause
     // past its bound is reported here, once; the cursor write is then fenced on that report's.
-    const stored = readPauses(data);
+    const stored = readPauses(data, now);
     const pauses = stored === 'unreadable' ? [] : stored;
     if (stored === 'unreadable') {
       logger.warn(
@@ -591,7 +630,9 @@ export class MissedRunCheck {
         ? { slots: [], truncated: false }
         : judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     const runSeenBefore = !stale && (cursor?.runSeen ?? false);
-    const unchangedRules = cursor !== undefined && cursor.rules.length === rules.length;
+    // Compared whole: at MAX_RULES a change drops the oldest rule and keeps the count.
+    const unchangedRules =
+      cursor !== undefined && JSON.stringify(cursor.rules) === JSON.stringify(rules);
     const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
     if (slots.length === 0) {
       // Nothing closed: write only a job's first cursor (a weekly job has one from then on), a

@@ -30,6 +30,12 @@ export const MIN_PAUSE_MS = 60_000;
 export const MAX_PAUSE_NOTE_LENGTH = 500;
 /** Pauses kept on a document: the newest; older ones are dropped when a pause is added. */
 export const MAX_PAUSES = 20;
+/**
+ * How far a stored pause time may lie after the reader's `now`, ms: times are Firestore's, and a
+ * reader's estimate of Firestore's time may be off by a few seconds. A later one was not written
+ * by this code.
+ */
+export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
 /** One pause of a job. Times are Firestore's. */
 export interface Pause {
@@ -82,8 +88,12 @@ function optionalTime(value: unknown): Date | undefined | 'bad' {
   return value instanceof Timestamp ? value.toDate() : 'bad';
 }
 
-/** One stored pause, or `undefined` for one this code would never write. */
-function readPause(value: unknown): Pause | undefined {
+/**
+ * One stored pause, or `undefined` for one this code would never write (a `paused_at`,
+ * `resumed_at` or `overdue_reported_at` after `now` + {@link PAUSE_CLOCK_SLACK_MS}, a resume before
+ * the pause, an `until` the CLI refuses).
+ */
+function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const stored = value as Record<string, unknown>;
   const pausedAt = optionalTime(stored.paused_at);
@@ -100,6 +110,11 @@ function readPause(value: unknown): Pause | undefined {
   // The same bounds the CLI enforces: an `until` it would refuse is not a pause it wrote.
   if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
+  // Each time was Firestore's when written: one in the future was not written by this code.
+  const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
+  if ([pausedAt, resumedAt, overdue].some((t) => t !== undefined && t.getTime() > latest)) {
+    return undefined;
+  }
   return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
 }
 
@@ -107,12 +122,15 @@ function readPause(value: unknown): Pause | undefined {
  * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` when the
  * field holds anything this code would never write (then no slot counts as paused: a slot is
  * reported missed rather than hidden).
+ *
+ * @param now - Firestore's time (or the reader's estimate of it): a pause time after it, beyond
+ *   {@link PAUSE_CLOCK_SLACK_MS}, makes the field unreadable.
  */
-export function readPauses(data: DocumentData | undefined): Pause[] | 'unreadable' {
+export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
   if (stored === undefined) return [];
   if (!Array.isArray(stored) || stored.length > MAX_PAUSES) return 'unreadable';
-  const pauses = stored.map(readPause);
+  const pauses = stored.map((p) => readPause(p, now));
   if (pauses.some((p) => p === undefined)) return 'unreadable';
   const sorted = pauses as Pause[];
   for (let i = 1; i < sorted.length; i++) {
@@ -283,7 +301,7 @@ async function changeFenced(
 ): Promise<Pause> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const { data, updateTime, readTime } = await store.readData(id);
-    const pauses = readPauses(data);
+    const pauses = readPauses(data, readTime);
     if (pauses === 'unreadable') {
       throw new PauseRefused(
         `the pauses on ${jobId}'s document ${id} hold fields this version never writes: repair or delete its "pauses" field first`,

@@ -10,6 +10,7 @@ import {
   isJudgedSlot,
   judgedSlots,
   judgingDelayMs,
+  MAX_RULES,
   nextRules,
 } from '../../src/policy/missed-runs.ts';
 import { noRetryFollows } from '../../src/policy/retry-policy.ts';
@@ -135,5 +136,31 @@ describe('the judging rules', () => {
       t('13:00'),
     );
     assert.deepEqual(rules, [{ schedule: '*/2 * * * *', timeZone: UTC }]);
+  });
+
+  it('judges nothing before the oldest rule kept when a rolling deploy flips two rules past MAX_RULES', () => {
+    const every2 = { schedule: '*/2 * * * *', timeZone: UTC };
+    const every1 = { schedule: '* * * * *', timeZone: UTC };
+    const deploy = t('12:00');
+    const retained = deploy - 86_400_000;
+    // The cursor was written under `*/2` for hours; then checks alternate revisions every 5 min.
+    let rules = nextRules([], every2, deploy - 3 * 3_600_000, deploy - 3 * 3_600_000, retained);
+    let last = deploy - 3 * 3_600_000;
+    for (let k = 0; k < 10; k++) {
+      const now = deploy + k * 5 * 60_000;
+      rules = nextRules(rules, k % 2 === 0 ? every1 : every2, now, last, retained);
+      last = now;
+    }
+    assert.equal(rules.length, MAX_RULES);
+    // `*/2` was the only rule before the deploy: an odd minute then was never a slot.
+    assert.equal(isJudgedSlot(rules, new Date(t('11:01'))), false);
+    const { slots } = judgedSlots(rules, new Date(t('10:00')), new Date(t('10:10')), 100);
+    assert.deepEqual(slots, []);
+    // From the oldest rule kept on, slots are judged as before (only those both rules schedule).
+    const kept = rules[0]?.since ?? 0;
+    assert.ok(kept > deploy);
+    const after = judgedSlots(rules, new Date(kept), new Date(kept + 10 * 60_000), 100).slots;
+    assert.ok(after.length > 0);
+    assert.ok(after.every((d) => d.getUTCMinutes() % 2 === 0));
   });
 });

@@ -101,8 +101,8 @@ describe('readPauses', () => {
   it('reads back what it stores', () => {
     const pauses = [pause(0, 10), pause(20, undefined, 120)];
 
-    assert.deepEqual(readPauses({ pauses: pausesField(pauses) }), pauses);
-    assert.deepEqual(readPauses(undefined), []);
+    assert.deepEqual(readPauses({ pauses: pausesField(pauses) }, at(30)), pauses);
+    assert.deepEqual(readPauses(undefined, at(30)), []);
   });
 
   it('reads pauses this code would never write as unreadable: bad types, an --until out of bounds, overlapping pauses', () => {
@@ -115,8 +115,25 @@ describe('readPauses', () => {
       [pausesField([pause(0)])[0], pausesField([pause(5)])[0]],
       'paused',
     ]) {
-      assert.equal(readPauses({ pauses: stored }), 'unreadable', JSON.stringify(stored));
+      assert.equal(readPauses({ pauses: stored }, at(10)), 'unreadable', JSON.stringify(stored));
     }
+  });
+
+  it('reads a pause with a time in the future of Firestore (beyond a minute) or a resume before it as unreadable', () => {
+    const now = at(60);
+    const tenYears = 3650 * 1440;
+
+    for (const stored of [
+      pausesField([pause(0, tenYears)]), // resumed in ten years: would pause every slot till then
+      pausesField([pause(62)]), // paused after now
+      pausesField([pause(0, 62)]),
+      pausesField([{ ...pause(0), overdueReportedAt: at(tenYears) }]),
+      pausesField([pause(10, 5)]),
+    ]) {
+      assert.equal(readPauses({ pauses: stored }, now), 'unreadable', JSON.stringify(stored));
+    }
+    // Within the clock margin: a reader whose estimate of Firestore's time is a little behind.
+    assert.notEqual(readPauses({ pauses: pausesField([pause(0, 60.5)]) }, now), 'unreadable');
   });
 });
 
