@@ -479,7 +479,7 @@ describe('the attack on detection, finding by finding', () => {
     assert.equal(refused[0]?.severity, 'ERROR');
   });
 
-  it('6b. refuses a hand-edited cursor whose closed_after_ms the job would never write, or whose rules no declaration takes', async () => {
+  it('6b. refuses a hand-edited cursor ahead of the job’s own boundary whatever its closed_after_ms, or whose rules no declaration takes; another revision’s closed_after_ms behind it is read', async () => {
     const time = drivenClock(at('14:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
     const job = jobs[0] as never;
@@ -488,8 +488,7 @@ describe('the attack on detection, finding by finding', () => {
     const stored = [
       // A tiny closed_after_ms lets a cursor ahead of the job's own boundary pass for closed.
       { checked_before: boundary + 20 * MINUTE, closed_after_ms: 1000, rules: [rule] },
-      { checked_before: boundary - 20 * MINUTE, closed_after_ms: 1000, rules: [rule] },
-      { checked_before: boundary - 20 * MINUTE, closed_after_ms: 10 * 86_400_000, rules: [rule] },
+      { checked_before: boundary - 20 * MINUTE, closed_after_ms: -5, rules: [rule] },
       { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, schedule: 'every 5 minutes' }] },
       { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, time_zone: '+01:00' }] },
     ];
@@ -510,6 +509,18 @@ describe('the attack on detection, finding by finding', () => {
       assert.equal(refused.length, 1, `cursor ${i}`);
       assert.equal(refused[0]?.severity, 'ERROR');
     }
+    // An earlier revision with other retry settings wrote another closed_after_ms: still a cursor.
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+      checked_before: Timestamp.fromMillis(boundary - 20 * MINUTE),
+      closed_after_ms: 10 * 86_400_000,
+      rules: [rule],
+      run_seen: true,
+      seen_at: Timestamp.fromMillis(boundary - 20 * MINUTE),
+    });
+    await deliverAt(fn, time, AUDIT.id, at('14:00'));
+    const lines = fn.logs.lines().filter((l) => /cursor document holds/.test(String(l.message)));
+    assert.deepEqual(lines, []);
   });
 
   it('7. refuses at start-up a retention below the delay slots are judged at', () => {

@@ -30,7 +30,7 @@ import type { Attempt } from '../core/run-once.ts';
 import { isLeaseLive, MAX_ERROR_LENGTH, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { PAUSED_SLOT, type Pause, pausedRow, readPauses, reportOverduePause } from './pauses.ts';
-import { judgingDelayMs, noRetryFollows, retryWindowMs } from './retry-policy.ts';
+import { noRetryFollows, retryWindowMs } from './retry-policy.ts';
 
 export { judgingDelayMs } from './retry-policy.ts';
 
@@ -184,9 +184,9 @@ function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadabl
 
 /**
  * The cursor in a document, `unreadable` for one this code would never write: a `closed_after_ms`
- * outside [the job's own {@link closedAfterMs}, its `judgingDelayMs`], a cursor ahead of the job's
- * own closed boundary (`now − closedAfterMs(job)`), malformed rules (a schedule or zone a
- * declaration refuses).
+ * that is no positive whole number of ms, a cursor ahead of the job's own closed boundary
+ * (`now − closedAfterMs(job)`: a hand-edited `closed_after_ms` cannot move it), malformed rules (a
+ * schedule or zone a declaration refuses). A changed retry policy keeps an earlier cursor readable.
  */
 function readCursor(
   data: DocumentData | undefined,
@@ -205,13 +205,9 @@ function readCursor(
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
   const own = closedAfterMs(job);
-  if (
-    !Number.isSafeInteger(closedAfter) ||
-    closedAfter < own ||
-    closedAfter > judgingDelayMs(job)
-  ) {
-    return 'unreadable';
-  }
+  // The stored value is its writer's (an earlier revision's retry settings may differ), so it is
+  // only checked for shape; the cursor is judged against this job's own boundary below.
+  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
   // A check never moves its cursor past its closed boundary: a later one was not written here.
   if (at.toMillis() > now.getTime() - own + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
   const rules = readRules(data.rules, job);
