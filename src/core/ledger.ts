@@ -272,11 +272,7 @@ export class RunLedger implements Ledger {
         guard === undefined
           ? await documents.create(runId, 'claim', document)
           : await documents.create(runId, 'claim', document, guard);
-      if (created === 'guard_changed') {
-        // Our own batch may have landed with its answer lost: the guard then moved by our write.
-        const own = await this.#ownClaimAfterLostAnswer(runId, attemptId, replaced);
-        return own ?? { state: 'guard_changed' };
-      }
+      if (created === 'guard_changed') return { state: 'guard_changed' };
       if (created !== 'exists') {
         return this.#claimed(runId, attemptId, created, undefined);
       }
@@ -314,10 +310,7 @@ export class RunLedger implements Ledger {
             guard === undefined
               ? await documents.update(runId, 'takeover', update, read.updateTime)
               : await documents.update(runId, 'takeover', update, read.updateTime, guard);
-          if (taken === 'guard_changed') {
-            const own = await this.#ownClaimAfterLostAnswer(runId, attemptId, previous);
-            return own ?? { state: 'guard_changed' };
-          }
+          if (taken === 'guard_changed') return { state: 'guard_changed' };
           if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
         }
       }
@@ -445,20 +438,6 @@ export class RunLedger implements Ledger {
    */
   async get(runId: string): Promise<StoredRecord | undefined> {
     return (await this.#documents.read(runId)).record;
-  }
-
-  /**
-   * The claim, if a read finds the record in progress under `attemptId`: a guarded write of ours
-   * landed though its answer said the guard had moved (our own batch moved it).
-   */
-  async #ownClaimAfterLostAnswer(
-    runId: string,
-    attemptId: string,
-    previous: RunRecord | undefined,
-  ): Promise<ClaimResult | undefined> {
-    const read = await this.#documents.read(runId);
-    if (!ownClaim(read.record, attemptId) || read.updateTime === undefined) return undefined;
-    return this.#claimed(runId, attemptId, read.updateTime, previous);
   }
 
   #claimed(
