@@ -11,7 +11,13 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import { LOG_LEVEL_BY_OUTCOME, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
+import {
+  BODY_MESSAGES,
+  logLevelOf,
+  MESSAGES,
+  type ResponseOutcome,
+  STATUS_BY_OUTCOME,
+} from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
@@ -25,23 +31,12 @@ interface MinimalResponse {
 export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
 
-/** Messages by body-parser error type: none quotes the body. */
-const BODY_MESSAGES: Record<string, string> = {
-  'entity.parse.failed':
-    'The request body is not valid for its Content-Type. Cloud Scheduler needs no body: send none, or send valid JSON.',
-  'entity.too.large': 'The request body is too large.',
-  'encoding.unsupported': 'The Content-Encoding of the request body is not supported.',
-  'charset.unsupported': 'The charset of the request body is not supported.',
-  'request.aborted': 'The request was aborted before its body arrived.',
-  'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
-};
-
 let installed = false;
 const setAside = new Map<ShutdownSignal, Listener[]>();
 
 function fail(what: string, issue: string): never {
   throw new Error(
-    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (its header says how).`,
+    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (docs/maintenance.md says how).`,
   );
 }
 
@@ -159,12 +154,10 @@ function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger
   const outcome = outcomeOf(err, code, type);
   const message =
     outcome === 'not_found'
-      ? 'Not found.'
+      ? MESSAGES.notFound
       : ((type && BODY_MESSAGES[type]) ??
-        (outcome === 'failed'
-          ? 'Internal error; retry later.'
-          : 'The request body could not be read: check its Content-Type and Content-Encoding.'));
-  logger[LOG_LEVEL_BY_OUTCOME[outcome]](
+        (outcome === 'failed' ? MESSAGES.internal('') : MESSAGES.unreadableBody));
+  logger[logLevelOf(outcome)](
     { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
     `request refused before the function ran: ${message}`,
   );

@@ -37,7 +37,7 @@ import { routeRequestErrors } from './framework-workarounds.ts';
 import { withTrace } from './logger.ts';
 import {
   blockedSaid,
-  LOG_LEVEL_BY_OUTCOME,
+  logLevelOf,
   MESSAGES,
   type ResponseBody,
   ranSaid,
@@ -282,7 +282,7 @@ async function answerDelivery(
 
 /**
  * Writes the answer, unless a response was already sent, and its one log line: the status and
- * level of its outcome ({@link STATUS_BY_OUTCOME}, {@link LOG_LEVEL_BY_OUTCOME}), never a header
+ * level of its outcome ({@link STATUS_BY_OUTCOME}, {@link logLevelOf}), never a header
  * or the body.
  */
 function writeAnswer(
@@ -302,7 +302,7 @@ function writeAnswer(
       .status(status)
       .json(body);
   const durationMs = Math.round(performance.now() - startedAt);
-  logger[LOG_LEVEL_BY_OUTCOME[outcome]](
+  logger[logLevelOf(outcome)](
     {
       outcome,
       status,

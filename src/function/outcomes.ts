@@ -16,62 +16,36 @@ import type { ScheduledRun } from '../policy/run-plan.ts';
  * (the Scheduler guide). Every non-2xx makes Cloud Scheduler retry under the job's retry config.
  */
 export const STATUS_BY_OUTCOME = {
-  /** The job ran and its completion is recorded (or could not be, see the message). */
-  processed: 200,
-  /** The run already completed: the job was not run again. */
-  duplicate: 200,
-  /** Another attempt holds a live lease on the run: retry later. */
-  in_progress: 409,
-  /** Not run: an earlier slot of the job still runs (overlap policy `skip`); recorded, not retried. */
-  skipped: 200,
-  /** Not run yet: an earlier slot of the job still runs (overlap policy `wait`): retry later. */
-  waiting: 409,
-  /** The request names no valid run (headers, body): nothing written. */
-  invalid_request: 400,
-  /** The request body is larger than functions-framework's body parser takes. */
-  body_too_large: 413,
-  /** The request body's Content-Encoding or charset is not supported. */
-  unsupported_encoding: 415,
-  /** No valid credential (`AUTH_MODE=verify-oidc`). */
-  unauthenticated: 401,
-  /** A valid credential of a caller that may not invoke. */
-  forbidden: 403,
-  /** No such route. */
-  not_found: 404,
-  /** The delivery names a job that is not declared in `jobs.ts`: nothing written. */
-  unknown_job: 404,
-  /** A method other than the Scheduler job's (`HTTP_METHOD`): nothing run. */
-  method_not_allowed: 405,
-  /** The job threw: the claim is released for a retry. */
-  failed: 500,
-  /** The run's record cannot be read by this version: not overwritten, job not run. */
-  unreadable_record: 500,
-  /** Firestore failed or the instance is shutting down: job not run. */
-  unavailable: 500,
+  processed: 200, // the job ran and its completion is recorded (or could not be: the message says)
+  duplicate: 200, // the run already completed: the job was not run again
+  in_progress: 409, // another attempt holds a live lease on the run: retry later
+  skipped: 200, // not run: another run of the job still runs (overlap `skip`); recorded, final
+  waiting: 409, // not run yet: another run of the job still runs (overlap `wait`); nothing written
+  invalid_request: 400, // the request names no valid run (headers, body): nothing written
+  body_too_large: 413, // larger than functions-framework's body parser takes
+  unsupported_encoding: 415, // the body's Content-Encoding or charset
+  unauthenticated: 401, // no valid credential (`AUTH_MODE=verify-oidc`)
+  forbidden: 403, // a valid credential of a caller that may not invoke
+  not_found: 404, // no such route
+  unknown_job: 404, // a job not declared in `jobs.ts`: nothing written
+  method_not_allowed: 405, // not the Scheduler job's method (`HTTP_METHOD`): nothing run
+  failed: 500, // the job threw: the claim is released for a retry
+  unreadable_record: 500, // a record this version cannot read: left as is, job not run
+  unavailable: 500, // Firestore failed or the instance is shutting down: job not run
 } as const;
 
 /** Every response's outcome. */
 export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 
-/** Log level per outcome: refusals warn, failures are errors. */
-export const LOG_LEVEL_BY_OUTCOME = {
-  processed: 'info',
-  duplicate: 'info',
-  in_progress: 'info',
-  skipped: 'info',
-  waiting: 'info',
-  invalid_request: 'warn',
-  body_too_large: 'warn',
-  unsupported_encoding: 'warn',
-  unauthenticated: 'warn',
-  forbidden: 'warn',
-  not_found: 'warn',
-  unknown_job: 'warn',
-  method_not_allowed: 'warn',
-  failed: 'error',
-  unreadable_record: 'error',
-  unavailable: 'error',
-} as const satisfies Record<ResponseOutcome, 'info' | 'warn' | 'error'>;
+/**
+ * The log level of an outcome: `error` for a 500, `warn` for a refusal (4xx but 409), `info` for
+ * the rest (a run, or 409: the run is another attempt's or waits, and Scheduler retries).
+ */
+export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' {
+  const status: number = STATUS_BY_OUTCOME[outcome];
+  if (status >= 500) return 'error';
+  return status >= 400 && status !== 409 ? 'warn' : 'info';
+}
 
 /** The JSON body of every response. */
 export interface ResponseBody {
@@ -111,9 +85,23 @@ export const MESSAGES = {
     'An earlier delivery of this slot, taken for a forced run (this run id), is running it; retry later.',
   lockContended: (jobId: string, policy: OverlapPolicy, rounds: number) =>
     `Other runs of ${jobId} took its overlap lock ${rounds} times while this one tried (overlap policy "${policy}"); nothing was recorded; retry later.`,
+  notFound: 'Not found.',
+  unreadableBody:
+    'The request body could not be read: check its Content-Type and Content-Encoding.',
   jobLeftError:
     'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it',
 } as const;
+
+/** The messages of requests refused before the function ran, by body-parser error type: none quotes the body. */
+export const BODY_MESSAGES: Readonly<Record<string, string>> = {
+  'entity.parse.failed':
+    'The request body is not valid for its Content-Type. Cloud Scheduler needs no body: send none, or send valid JSON.',
+  'entity.too.large': 'The request body is too large.',
+  'encoding.unsupported': 'The Content-Encoding of the request body is not supported.',
+  'charset.unsupported': 'The charset of the request body is not supported.',
+  'request.aborted': 'The request was aborted before its body arrived.',
+  'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
+};
 
 /**
  * The message of a delivery for a job that is not declared: the id received, and the declared ids

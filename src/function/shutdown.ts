@@ -106,11 +106,9 @@ export const CRASH_EXIT_CODE = 16;
 
 /**
  * Drains `shutdown` on an exception no request caught (`uncaughtException`), as on SIGTERM, then
- * exits with {@link CRASH_EXIT_CODE}: the running jobs' signals abort (reason `shutdown`), a job
- * that stops has its claim released, and an ERROR line names the runs that were in flight and
- * those still running when `graceMs` ran out (their claims then lapse with the lease). New
- * deliveries meanwhile answer 500 `unavailable`, so Scheduler retries them elsewhere. A second
- * exception during the drain is logged and changes nothing.
+ * exits with {@link CRASH_EXIT_CODE}; ERROR lines name the runs in flight and those still running
+ * after `graceMs`. New deliveries meanwhile answer 500 `unavailable`; a second exception during
+ * the drain is logged and changes nothing.
  *
  * @param graceMs - the longest drain, ms (SHUTDOWN_GRACE_SECONDS).
  * @param exit - ends the process; tests pass a fake.

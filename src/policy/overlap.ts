@@ -46,22 +46,16 @@ export const LockField = {
   expireAt: 'expire_at',
 } as const;
 
-/**
- * Rounds of check → guarded claim before a contended lock is reported as held: each lost round
- * means another run's claim with the lock landed first.
- */
+/** Rounds of decision → guarded claim before a contended lock is answered as held. */
 export const MAX_OVERLAP_ROUNDS = 4;
 
 /** What the overlap check needs. */
 export interface OverlapStores {
-  /** The runs: the holder's record (and the previous slot's) in one batched read. */
-  readonly history: Pick<RunHistory, 'getMany'>;
+  /** The runs: the holder's record and the previous slot's in one batched read; `skipped` records. */
+  readonly history: Pick<RunHistory, 'getMany' | 'recordSkipped'>;
   /** The per-job documents, where the lock lives (on the runs' Firestore client: one batch). */
   readonly jobDocuments: RunDocuments;
-  /**
-   * How long a lock whose holder has no record yet counts as held, ms: the lease length, so a
-   * holder that crashed between taking the lock and claiming its run frees it after one lease.
-   */
+  /** How long a lock whose holder has no record yet counts as held, ms: the lease length. */
   readonly leaseMs: number;
 }
 
@@ -177,7 +171,7 @@ export type OverlapDecision =
  * @example const decision = await decideOverlap(stores, job, run, plan);
  */
 export async function decideOverlap(
-  stores: OverlapStores & { readonly history: Pick<RunHistory, 'getMany' | 'recordSkipped'> },
+  stores: OverlapStores,
   job: DeclaredJob,
   run: Pick<ScheduledRun, 'scheduleTime' | 'scope' | 'backfill'>,
   plan: RunPlan,
