@@ -327,20 +327,15 @@ function writeAnswer(
  * `X-CloudScheduler-JobName` (the short id, or `projects/P/locations/L/jobs/ID`) selects the job, and
  * the run id is computed from the short id, so both forms name the same run.
  *
- * Responses (JSON {@link ResponseBody}, statuses from {@link STATUS_BY_OUTCOME}): 200 `processed`
- * or `duplicate`, or `skipped` (overlap policy `skip`: a slot or forced run, recorded); 409
- * `in_progress`, or `waiting` (overlap: policy `wait`, or a blocked manual run, re-run or
- * backfilled slot; nothing recorded); 400 `invalid_request` (nothing written); 401
- * `unauthenticated` / 403 `forbidden` with `deps.authenticate` (checked before anything else); 405
- * `method_not_allowed` with an `Allow` header; 404 `unknown_job` for a job that is not declared
- * (nothing written; the declared ids are listed only with `exposeErrors`); 500 `failed` (claim
- * released), `unreadable_record` (record left as is, job not run) or `unavailable` (job not run).
- * Logs one line per request with outcome, runId, jobName, scheduleTime, attemptId and duration; never
- * a header or the body.
+ * Answers JSON ({@link ResponseBody}) with the status of its outcome ({@link STATUS_BY_OUTCOME},
+ * which says what each means); the caller (`deps.authenticate`) is checked before anything else,
+ * and nothing is written for a refusal. Logs one line per request with outcome, runId, jobName,
+ * scheduleTime, attemptId and duration; never a header or the body.
  *
  * @example
  * functions.http('handleScheduledJob', createScheduledJobHandler({
- *   config, ledger, history: new RunHistory(documents), clock: () => ledger.serverTime(), jobs: validateJobs(jobs), logger,
+ *   config, ledger, history: new RunHistory(documents), jobDocuments, clock: () => ledger.serverTime(),
+ *   jobs: validateJobs(jobs), logger,
  * }));
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
