@@ -10,6 +10,7 @@ import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import {
   countingFirestore,
   countingJob,
+  declareJobs,
   documents,
   firestore,
   grpcError,
@@ -522,6 +523,39 @@ describe('handleScheduledJob', () => {
       assert.match(res.body.message, /^No job "weekly-cleanup" is declared in this function\. /);
       assert.doesNotMatch(res.body.message, /nightly-report|hourly-sync/);
     });
+  });
+});
+
+describe("Firestore's time per delivery", () => {
+  it('is read once per delivery, whatever the delivery is: a slot on time, late, a forced run, a Force run without its time, a manual run', async () => {
+    const { job } = countingJob();
+    const now = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 1_000);
+    let reads = 0;
+    const clock = async () => {
+      reads++;
+      return now;
+    };
+    const { request } = serveJobs(declareJobs(job), {}, { clock });
+    const minute = (n: number) => new Date(now.getTime() - 1_000 + n * 60_000).toISOString();
+    const deliveries: Record<string, string>[] = [
+      schedulerHeaders('nightly-report', minute(0)),
+      schedulerHeaders('nightly', minute(-2)),
+      schedulerHeaders('other', minute(1)),
+      { 'X-CloudScheduler-JobName': 'j' },
+      {
+        ...schedulerHeaders('nightly-report', minute(0)),
+        'X-Run-Once-Mode': 'manual',
+        'X-Run-Once-Trigger-Id': 'manual-0001',
+      },
+    ];
+
+    for (const headers of deliveries) {
+      reads = 0;
+      const res = await request.post('/').set(headers);
+
+      assert.equal(res.body.outcome, 'processed', JSON.stringify(res.body));
+      assert.equal(reads, 1, `${JSON.stringify(headers)}: ${reads} reads`);
+    }
   });
 });
 

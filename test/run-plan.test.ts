@@ -834,6 +834,31 @@ describe('overlap where it meets other features (issue 25)', () => {
     assert.deepEqual(ran(), [1]);
   });
 
+  it('under skip, a run that already has a record is never recorded skipped: unfinished it waits, finished it is a duplicate', async () => {
+    const { jobs, ran, release } = gatedJob('skip', [1]);
+    const collection = freshCollection();
+    await crashedHolder(collection, runIdOf(0), slotAt(0));
+    const fn = serveJobs(jobs, { collection });
+    const finished = await fn.request.post('/').set(deliver(2));
+    const running = fn.request
+      .post('/')
+      .set(deliver(1))
+      .then((r) => r);
+    await until(() => ran().length === 2);
+
+    const retry = await fn.request.post('/').set(deliver(0));
+    const again = await fn.request.post('/').set(deliver(2));
+    release(1);
+    await running;
+
+    assert.equal(finished.body.outcome, 'processed');
+    assert.deepEqual([retry.status, retry.body.outcome], [409, 'waiting']);
+    assert.match(retry.body.message, /already has a record \(an earlier attempt\)/);
+    assert.equal((await storedRecord(collection, runIdOf(0))).status, 'in_progress');
+    assert.deepEqual([again.status, again.body.outcome], [200, 'duplicate']);
+    assert.deepEqual(ran(), [2, 1]);
+  });
+
   it('skip holds against manual and forced runs; a manual run with allow-overlap runs beside', async () => {
     const { jobs, calls, ran, release } = gatedJob('skip', [0]);
     // Firestore's time as the driven clock has it: 50 s before slot 10, so slot 10 is a forced run.

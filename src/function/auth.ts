@@ -1,8 +1,7 @@
 /**
  * In-app verification of Cloud Scheduler's OIDC token (`AUTH_MODE=verify-oidc`), for deployments
- * where Cloud Run's own IAM invoker check is off (`--no-invoker-iam-check`, or a load balancer in
- * front). With the platform check on, Cloud Run strips the token's signature, so there is nothing
- * left to verify here: keep the default `AUTH_MODE=platform` then.
+ * where Cloud Run's IAM invoker check is off (`--no-invoker-iam-check`, a load balancer); with the
+ * check on, Cloud Run strips the token's signature and `AUTH_MODE=platform` is the mode.
  */
 import { OAuth2Client } from 'google-auth-library';
 
@@ -22,10 +21,9 @@ export type AuthResult =
 export type Authenticator = (authorization: string | undefined) => Promise<AuthResult>;
 
 /**
- * Why a bearer credential was not accepted. Each problem has one fixed message; the verifying
- * library's own error text is never passed on: it embeds the token ("Wrong number of segments in
- * token: <token>", "Invalid token signature: <jwt>") or its decoded claims, and no part of a
- * credential may reach a response body or a log line.
+ * Why a bearer credential was not accepted, in fixed words: the library's own error text embeds
+ * the token or its claims ("Invalid token signature: <jwt>"), and no part of a credential may
+ * reach a response body or a log line.
  */
 const MESSAGE_BY_PROBLEM = {
   missing: 'Send an OIDC ID token as "Authorization: Bearer <token>".',
@@ -41,9 +39,8 @@ const MESSAGE_BY_PROBLEM = {
 type TokenProblem = keyof typeof MESSAGE_BY_PROBLEM;
 
 /**
- * google-auth-library throws plain `Error`s without codes, so the start of the message is the only
- * way to tell its failures apart. It is matched here and dropped; anything unlisted (a new library
- * version's wording) falls through to `unverified`, still with a fixed message.
+ * google-auth-library's failures told apart by the start of their message (its `Error`s carry no
+ * codes); unlisted wording (a new version's) is `unverified`, still with a fixed message.
  */
 const PROBLEM_BY_LIBRARY_MESSAGE: readonly (readonly [RegExp, TokenProblem])[] = [
   [/^Failed to retrieve verification certificates/, 'certificates_unavailable'],
@@ -62,9 +59,8 @@ function problemOf(libraryError: unknown): TokenProblem {
 }
 
 /**
- * Whether `token` has a JWT's shape: three base64url parts whose first two decode to JSON objects.
- * Checked before the library sees it, so an OAuth access token (`ya29.…`) or garbage is called
- * malformed by this module, not by matching the library's wording.
+ * Whether `token` has a JWT's shape (three base64url parts, the first two JSON objects), checked
+ * before the library sees it: an OAuth access token (`ya29.…`) is malformed by this rule.
  */
 function isJwtShaped(token: string): boolean {
   const parts = token.split('.');

@@ -9,104 +9,12 @@ import { whyNotDevelopment } from './environment.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-/** The resolved, frozen configuration of one function instance. */
-export interface Config {
-  /**
-   * How long a claim is held before another attempt may take the run over, in ms (`LEASE_SECONDS`,
-   * 1 s to 1 day). Must outlast the function timeout and the Scheduler attempt deadline, or a slow
-   * run can be taken over while it still works (the guide's 5-minute default).
-   */
-  readonly leaseMs: number;
-  /**
-   * How long a run record is kept after its last write, in ms (`RETENTION_SECONDS`, default 30
-   * days, up to a year): written to `expire_at` for a Firestore TTL policy. Must exceed every job's
-   * retry window plus its forced-run tolerance (checked at cold start with the jobs); deliveries
-   * of slots older than it are refused, since their records may be gone.
-   */
-  readonly retentionMs: number;
-  /** Collection holding one document per run (`RUNS_COLLECTION`). */
-  readonly runsCollection: string;
-  /** Firestore database id (`FIRESTORE_DATABASE`), `(default)` unless set. */
-  readonly firestoreDatabase: string;
-  /**
-   * Longest wait for one Firestore operation before answering 5xx, in ms
-   * (`FIRESTORE_TIMEOUT_SECONDS`, 1 s to 10 min).
-   */
-  readonly firestoreTimeoutMs: number;
-  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`), e.g. `my-project/us-central1/prod`. */
-  readonly keyScope: string;
-  /** Request headers whose values join the run id's scope, lowercase (`RUN_KEY_SCOPE_HEADERS`). */
-  readonly keyScopeHeaders: readonly string[];
-  /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
-  readonly keyScopeParams: readonly string[];
-  /** pino level (`LOG_LEVEL`). */
-  readonly logLevel: LogLevel;
-  /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
-  readonly projectId: string | undefined;
-  /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
-  readonly serviceName: string;
-  /**
-   * Whether error text and the declared job ids reach the client (`EXPOSE_ERRORS=true`; off unless
-   * set). Development only ({@link whyNotDevelopment}): `npm run dev` sets it; a deployed function
-   * that set it would answer any caller with internal error text.
-   */
-  readonly exposeErrors: boolean;
-  /**
-   * Longest a job may run, in ms (`JOB_TIMEOUT_SECONDS`, 1 s to 1 h, the longest HTTP function
-   * timeout): then its signal aborts and the lease heartbeat stops. Set it to the function timeout.
-   */
-  readonly jobTimeoutMs: number;
-  /**
-   * How long SIGTERM waits for running jobs to stop and release their claims, in ms
-   * (`SHUTDOWN_GRACE_SECONDS`, 0 to 10 s: Cloud Run sends SIGKILL 10 s after SIGTERM).
-   */
-  readonly shutdownGraceMs: number;
-  /**
-   * `platform` (Cloud Run's IAM invoker check authenticates) or `verify-oidc` (this function
-   * verifies the Scheduler's OIDC token itself, for `--no-invoker-iam-check` or a load balancer).
-   */
-  readonly authMode: AuthMode;
-  /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
-  readonly oidcAudience: string;
-  /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
-  readonly oidcInvokers: readonly string[];
-  /**
-   * The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's `--http-method`,
-   * `POST` as `deploy.sh` creates it. Other methods get 405 and run nothing.
-   */
-  readonly httpMethod: HttpMethod;
-  /**
-   * Whether processed runs check their job's closed slots for missed and finally failed runs
-   * (`MISSED_RUN_CHECK`, `on` or `off`; default `on`). Only a due delivery checks, about once an
-   * hour per job (`policy/missed-runs.ts`), and a slot's failure that no retry can follow is
-   * reported by its own release write; a run audit (`defineAuditJob`) checks either way.
-   */
-  readonly missedRunCheck: boolean;
-  /**
-   * How much earlier than its `X-CloudScheduler-ScheduleTime` a delivery may arrive, by Firestore's
-   * clock, and still be that slot's run, in ms (`FORCED_RUN_TOLERANCE_SECONDS`). Earlier, it is a
-   * forced run ("Force run" sends the next schedule time) with a run id of its own. Each job uses
-   * at most half its shortest gap between slots (`forcedRunToleranceMs` in `policy/schedule-time.ts`).
-   */
-  readonly forcedRunToleranceMs: number;
-  /**
-   * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches the token-signing certificates
-   * instead of Google's, so that the local Scheduler of `npm run dev` (`ops/oidc-issuer.ts`) can sign
-   * the tokens it sends. Loopback `http://` URLs only, and refused outside development
-   * ({@link whyNotDevelopment}): whoever serves these certificates can mint tokens the function
-   * accepts.
-   */
-  readonly oidcCertsUrl: string | undefined;
-}
-
-/** How requests are authenticated; see {@link Config.authMode}. */
+/** How requests are authenticated; see `OPTIONS.authMode`. */
 export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
-export type AuthMode = (typeof AUTH_MODES)[number];
-
 /** Methods a Cloud Scheduler HTTP target can use (`gcloud scheduler jobs create http --http-method`). */
 export const HTTP_METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type AuthMode = (typeof AUTH_MODES)[number];
 export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -125,9 +33,7 @@ const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 
 /**
  * A parser of whole seconds from `min` to `max`, returning ms. Each duration has its own `max`:
- * most feed a timer (job timeout, Firestore timeout, heartbeat, shutdown drain), and Node sets a
- * `setTimeout`/`setInterval` delay above 2^31 − 1 ms (about 24.8 days) to 1 ms, so a year-long
- * value would fire at once.
+ * Node fires a timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
  *
  * @param why - the source of `max`, quoted in the error so the user sees why a value is refused.
  */
@@ -140,6 +46,7 @@ function seconds(min: number, max: number, why: string): (raw: string) => number
   };
 }
 
+/** A parser of a comma-separated list of `pattern`s, each transformed, without repeats. */
 function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   return (raw: string): readonly string[] => {
     const items = raw
@@ -161,46 +68,67 @@ function oneOf<T extends string>(values: readonly T[], normalise = (raw: string)
   };
 }
 
+/** A parser of `on` or `off` (any case), returning whether it is `on`. */
+function flag(on: string, off: string): (raw: string) => boolean {
+  return (raw) => oneOf([on, off], (r) => r.toLowerCase())(raw) === on;
+}
+
+/** A parser of a string that `valid` accepts, else an error saying `must`. */
+function text(valid: (raw: string) => boolean, must: string): (raw: string) => string {
+  return (raw) => {
+    if (!valid(raw)) throw new Error(must);
+    return raw;
+  };
+}
+
 /** Every option, in the order the README's table lists them. */
 export const OPTIONS = {
+  /**
+   * How long a claim is held before another attempt may take the run over, ms (`LEASE_SECONDS`).
+   * Must outlast the function timeout and the Scheduler attempt deadline (the guide's 5 minutes).
+   */
   leaseMs: {
     env: 'LEASE_SECONDS',
     default: '300',
-    // The core reads a longer `lease_ms` as a record it never wrote (MAX_LEASE_MS).
+    // The core reads a longer `lease_ms` as a record it never wrote.
     parse: seconds(
       1,
       MAX_LEASE_MS / 1000,
       "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
     ),
   },
+  /**
+   * How long a run record is kept after its last write, ms (`RETENTION_SECONDS`, 30 days): its
+   * `expire_at` for the TTL policy. Must exceed every job's retry window plus its forced-run
+   * tolerance (checked with the jobs); older slots are refused, their records may be gone.
+   */
   retentionMs: {
     env: 'RETENTION_SECONDS',
     default: '2592000',
     // Not a timer: only written to `expire_at` for the TTL policy, so it may be long.
     parse: seconds(1, 31_536_000, 'a year'),
   },
+  /** Collection holding one document per run (`RUNS_COLLECTION`). */
   runsCollection: {
     env: 'RUNS_COLLECTION',
     default: 'scheduler_runs',
     // Firestore's collection id rules: no '/', not '.' or '..', not __reserved__, ≤ 1500 bytes.
-    parse: (raw) => {
-      if (!/^[A-Za-z0-9_-]{1,100}$/.test(raw) || /^__.*__$/.test(raw)) {
-        throw new Error('must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)');
-      }
-      return raw;
-    },
+    parse: text(
+      (raw) => /^[A-Za-z0-9_-]{1,100}$/.test(raw) && !/^__.*__$/.test(raw),
+      'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)',
+    ),
   },
+  /** Firestore database id (`FIRESTORE_DATABASE`), `(default)` unless set. */
   firestoreDatabase: {
     env: 'FIRESTORE_DATABASE',
     default: '(default)',
     // Firestore database ids: 4-63 chars, lowercase letters, digits, '-', starting with a letter.
-    parse: (raw) => {
-      if (raw !== '(default)' && !/^[a-z][a-z0-9-]{2,61}[a-z0-9]$/.test(raw)) {
-        throw new Error('must be "(default)" or a database id (4-63 of a-z, 0-9, "-")');
-      }
-      return raw;
-    },
+    parse: text(
+      (raw) => raw === '(default)' || /^[a-z][a-z0-9-]{2,61}[a-z0-9]$/.test(raw),
+      'must be "(default)" or a database id (4-63 of a-z, 0-9, "-")',
+    ),
   },
+  /** Longest wait for one Firestore operation before answering 5xx, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
   firestoreTimeoutMs: {
     env: 'FIRESTORE_TIMEOUT_SECONDS',
     default: '10',
@@ -210,16 +138,16 @@ export const OPTIONS = {
       "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt",
     ),
   },
+  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`), e.g. `my-project/us-central1/prod`. */
   keyScope: {
     env: 'RUN_KEY_SCOPE',
     default: '',
-    parse: (raw) => {
-      if (!/^[\x21-\x7e]{0,200}$/.test(raw)) {
-        throw new Error('must be at most 200 printable ASCII characters without spaces');
-      }
-      return raw;
-    },
+    parse: text(
+      (raw) => /^[\x21-\x7e]{0,200}$/.test(raw),
+      'must be at most 200 printable ASCII characters without spaces',
+    ),
   },
+  /** Request headers whose values join the run id's scope, lowercase (`RUN_KEY_SCOPE_HEADERS`). */
   keyScopeHeaders: {
     env: 'RUN_KEY_SCOPE_HEADERS',
     default: '',
@@ -232,6 +160,7 @@ export const OPTIONS = {
       return names;
     },
   },
+  /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
   keyScopeParams: {
     env: 'RUN_KEY_SCOPE_PARAMS',
     default: '',
@@ -240,28 +169,36 @@ export const OPTIONS = {
       'query parameter names (letters, digits, "_", ".", "-")',
     ),
   },
+  /** pino level (`LOG_LEVEL`). */
   logLevel: {
     env: 'LOG_LEVEL',
     default: 'info',
     parse: oneOf(LOG_LEVELS, (raw) => raw.toLowerCase()),
   },
+  /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: {
     env: 'GOOGLE_CLOUD_PROJECT',
     default: '',
     parse: (raw): string | undefined => (raw === '' ? undefined : raw),
   },
+  /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
   serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
-  // Development only; see Config.exposeErrors.
+  /**
+   * Whether error text and the declared job ids reach the client (`EXPOSE_ERRORS=true`): for
+   * development only (`whyNotDevelopment`; `npm run dev` sets it), else any caller would read them.
+   */
   exposeErrors: {
     env: 'EXPOSE_ERRORS',
     default: 'false',
-    parse: (raw) => oneOf(['true', 'false'] as const, (r) => r.toLowerCase())(raw) === 'true',
+    parse: flag('true', 'false'),
   },
+  /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts; the function timeout. */
   jobTimeoutMs: {
     env: 'JOB_TIMEOUT_SECONDS',
     default: '3600',
     parse: seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
   },
+  /** How long SIGTERM waits for running jobs to release their claims, ms (`SHUTDOWN_GRACE_SECONDS`). */
   shutdownGraceMs: {
     env: 'SHUTDOWN_GRACE_SECONDS',
     default: '8',
@@ -271,29 +208,49 @@ export const OPTIONS = {
       'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short',
     ),
   },
+  /**
+   * `platform` (Cloud Run's IAM invoker check authenticates) or `verify-oidc` (this function
+   * verifies the Scheduler's OIDC token, for `--no-invoker-iam-check` or a load balancer).
+   */
   authMode: { env: 'AUTH_MODE', default: 'platform', parse: oneOf(AUTH_MODES) },
+  /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
   oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
+  /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
   oidcInvokers: {
     env: 'OIDC_INVOKERS',
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
   },
+  /**
+   * How much earlier than its schedule time a delivery may arrive, by Firestore's clock, and still
+   * be that slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`); earlier, it is a forced run. Each job
+   * uses at most half its shortest gap between slots (`forcedRunToleranceMs`, `schedule-time.ts`).
+   */
   forcedRunToleranceMs: {
     env: 'FORCED_RUN_TOLERANCE_SECONDS',
     default: '60',
     parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
   },
+  /**
+   * Whether a due slot's run checks its job's closed slots for missed and finally failed runs
+   * (`MISSED_RUN_CHECK`, `on` or `off`; `policy/missed-runs.ts`); a run audit checks either way.
+   */
   missedRunCheck: {
     env: 'MISSED_RUN_CHECK',
     default: 'on',
-    parse: (raw) => oneOf(['on', 'off'] as const, (r) => r.toLowerCase())(raw) === 'on',
+    parse: flag('on', 'off'),
   },
+  /** The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's; others get 405. */
   httpMethod: {
     env: 'HTTP_METHOD',
     default: 'POST',
     parse: oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
   },
-  // Development only; see Config.oidcCertsUrl.
+  /**
+   * Development only (`OIDC_CERTS_URL`, loopback `http://`): where `verify-oidc` fetches signing
+   * certificates instead of Google's, for `npm run dev`'s local Scheduler (`ops/oidc-issuer.ts`).
+   * Refused outside development: whoever serves them can mint tokens the function accepts.
+   */
   oidcCertsUrl: {
     env: 'OIDC_CERTS_URL',
     default: '',
@@ -308,7 +265,12 @@ export const OPTIONS = {
       return raw;
     },
   },
-} as const satisfies { [K in keyof Config]: Option<Config[K]> };
+} as const satisfies Record<string, Option<unknown>>;
+
+/** The resolved, frozen configuration of one function instance: each option's parsed value. */
+export type Config = {
+  readonly [K in keyof typeof OPTIONS]: ReturnType<(typeof OPTIONS)[K]['parse']>;
+};
 
 /**
  * Reads and validates the configuration from `env`.
@@ -329,13 +291,8 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
   const config = values as unknown as Config;
-  if (
-    config.retentionMs !== undefined &&
-    config.leaseMs !== undefined &&
-    config.retentionMs <= config.leaseMs
-  ) {
-    // A TTL sweep must never delete a claim whose lease is still live: that would let a retry run
-    // the job while the first attempt is still working.
+  // A TTL sweep must never delete a claim whose lease is still live (a retry would run beside it).
+  if (config.retentionMs <= config.leaseMs) {
     problems.push(
       `RETENTION_SECONDS (${config.retentionMs / 1000}) must exceed LEASE_SECONDS (${config.leaseMs / 1000})`,
     );

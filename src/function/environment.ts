@@ -48,12 +48,3 @@ export function whyNotDevelopment(env: Env): string | undefined {
   }
   return undefined;
 }
-
-/**
- * Whether `env` is development; see {@link whyNotDevelopment}.
- *
- * @example if (isDevelopment(env)) console.log('development: error text may be exposed');
- */
-export function isDevelopment(env: Env): boolean {
-  return whyNotDevelopment(env) === undefined;
-}

@@ -1,55 +1,23 @@
 /**
- * Every patch of functions-framework's internals, in one module. functions-framework exposes no hook
- * for these, so each patch checks that what it patches exists and fails the cold start loudly if
- * not (a functions-framework upgrade changed it), and names the upstream issue whose fix deletes it.
- *
- * 1. Unreadable bodies (functions-framework-nodejs #686, PR #685): functions-framework parses every
- *    body before the function runs and leaves one it cannot parse to Express's default handler,
- *    which answers an HTML page and logs the raw body with `console.error`. Patched: `handle` of the
- *    Express application prototype, so those requests get the function's JSON answer, with the
- *    status of {@link STATUS_BY_OUTCOME}, and a log line without the body.
- * 2. Signals and crash answers (functions-framework-nodejs #704): once its server listens,
- *    functions-framework's `ErrorHandler.register` adds SIGTERM/SIGINT listeners that exit at once
- *    (no drain), and an `unhandledRejection` listener that writes a plain-text 500 with the error
- *    text to whichever response came last, then exits. Patched: `register` itself, so the listeners
- *    it adds are captured exactly once: the signal listeners are set aside and re-installed after
- *    the drain (`shutdown.ts`), the rejection listener is replaced by one that logs an ERROR
- *    and lets the process (and every other run on it) go on, and its `uncaughtException` listener
- *    (an immediate exit 16 that strands every run the instance holds) is dropped for
- *    `drainOnUncaughtException` (`shutdown.ts`): drain, release, then exit 16.
- * 3. Errors a job leaves behind (a fire-and-forget promise that rejects, a throw in a timer
- *    callback): functions-framework runs each request in a Node `domain` whose error listener
- *    writes a plain-text 500 with the error text to that request's response (its
- *    `wrapHttpFunction`), so the client got 500 while the run went on, was recorded completed and
- *    logged 200. Replaced, per request, by {@link routeRequestErrors}: the handler logs the error
- *    against its run and answers as the run ends. With no domain (a future functions-framework),
- *    it does nothing and the process-level listener of point 2 logs instead.
- *
- * Checked against the exact version `package.json` pins (5.0.5): a patch of private internals has no
- * semver promise. To move to a newer version, read its `build/src/` and run the tests of each point:
- *
- * 1. `server.js` (`getServer`) still mounts the body parsers before the function with no error
- *    middleware of its own, so a parse error reaches `application.handle`'s callback; if #686 is
- *    fixed (a JSON or configurable answer), delete point 1. Tests: `faults.test.ts`, "bad input:
- *    400 with a useful message…" and "never carry the body of a request whose JSON is malformed".
- * 2. `invoker.js` still exports `ErrorHandler` whose `register()` adds the `SIGTERM`/`SIGINT`,
- *    `unhandledRejection` and `uncaughtException` listeners (and nothing else this patch would
- *    drop); if #704 gives a drain hook, delete point 2. Tests: `function-process.test.ts`, "on
- *    SIGTERM mid-job aborts the job…"; `dev.test.ts` (Ctrl-C, SIGINT); `faults.test.ts`, "an
- *    exception outside any request…".
- * 3. `function_wrappers.js` (`wrapHttpFunction`) still runs each request in `domain.create()` with
- *    an `error` listener that answers 500; without a domain, point 3 is a no-op. Test:
- *    `faults.test.ts`, "answers a job whose fire-and-forget promise rejects in JSON…".
- *
- * Then pin the new version exactly (`npm install --save-exact @google-cloud/functions-framework@X`)
- * and run `npm test`; a missing internal fails every cold start at once with the message of `fail`.
+ * Every patch of functions-framework's internals, in one module: it has no hook for these. Each
+ * patch checks that what it patches exists, fails the cold start loudly if not, and names the
+ * upstream issue whose fix deletes it: (1) JSON answers for unreadable bodies (#686), (2) the
+ * signal and crash listeners set aside for a drain (#704), (3) errors a job leaves behind routed
+ * to its run's log. What each does, and how to upgrade functions-framework (pinned at 5.0.5):
+ * docs/maintenance.md.
  */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import { LOG_LEVEL_BY_OUTCOME, type ResponseOutcome, STATUS_BY_OUTCOME } from './outcomes.ts';
+import {
+  BODY_MESSAGES,
+  logLevelOf,
+  MESSAGES,
+  type ResponseOutcome,
+  STATUS_BY_OUTCOME,
+} from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
@@ -63,23 +31,12 @@ interface MinimalResponse {
 export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
 
-/** Messages by body-parser error type: none quotes the body. */
-const BODY_MESSAGES: Record<string, string> = {
-  'entity.parse.failed':
-    'The request body is not valid for its Content-Type. Cloud Scheduler needs no body: send none, or send valid JSON.',
-  'entity.too.large': 'The request body is too large.',
-  'encoding.unsupported': 'The Content-Encoding of the request body is not supported.',
-  'charset.unsupported': 'The charset of the request body is not supported.',
-  'request.aborted': 'The request was aborted before its body arrived.',
-  'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
-};
-
 let installed = false;
 const setAside = new Map<ShutdownSignal, Listener[]>();
 
 function fail(what: string, issue: string): never {
   throw new Error(
-    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (its header says how).`,
+    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (docs/maintenance.md says how).`,
   );
 }
 
@@ -197,12 +154,10 @@ function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger
   const outcome = outcomeOf(err, code, type);
   const message =
     outcome === 'not_found'
-      ? 'Not found.'
+      ? MESSAGES.notFound
       : ((type && BODY_MESSAGES[type]) ??
-        (outcome === 'failed'
-          ? 'Internal error; retry later.'
-          : 'The request body could not be read: check its Content-Type and Content-Encoding.'));
-  logger[LOG_LEVEL_BY_OUTCOME[outcome]](
+        (outcome === 'failed' ? MESSAGES.internal('') : MESSAGES.unreadableBody));
+  logger[logLevelOf(outcome)](
     { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
     `request refused before the function ran: ${message}`,
   );

@@ -10,16 +10,12 @@ import type { Config } from './config.ts';
  * Paths pino masks wherever they appear in a log call. Nothing here logs headers, but a user's job
  * might log a request or an options object: its token must not reach the logs.
  */
-const REDACT = [
-  'authorization',
-  'Authorization',
-  'headers.authorization',
-  'headers.Authorization',
-  '*.authorization',
-  '*.Authorization',
-  '*.headers.authorization',
-  '*.headers.Authorization',
-];
+const REDACT = ['authorization', 'Authorization'].flatMap((h) => [
+  h,
+  `headers.${h}`,
+  `*.${h}`,
+  `*.headers.${h}`,
+]);
 
 /**
  * Creates the process's logger.

@@ -12,6 +12,7 @@ import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/j
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
+// Static: google-auth-library comes with Firestore's client anyway (0 more modules, ~0.4 ms).
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
@@ -60,10 +61,9 @@ function loadOrExit(
 
 /**
  * Registers an HTTP function `name` that runs each declared job once per scheduled run, dispatched
- * on `X-CloudScheduler-JobName`. Reads the configuration and validates the declarations (exits the
- * process with every problem of both listed if any is invalid), drains running jobs on SIGTERM and on
- * an exception no request caught (then exits 16), and
- * answers unreadable bodies with JSON 400s.
+ * on `X-CloudScheduler-JobName`. Exits the process listing every problem of the configuration and
+ * the declarations, if any; drains running jobs on SIGTERM and on an exception no request caught
+ * (then exits 16); answers unreadable bodies with JSON 400s.
  *
  * @param name - the functions-framework target (`--target`).
  * @param declarations - the jobs (`jobs` from `jobs.ts`), each with its id, schedule and `run`.

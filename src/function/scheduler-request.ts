@@ -16,32 +16,16 @@ export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
 export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
 
 /**
- * Headers of a run started by hand with `npm run trigger` (never sent by Cloud Scheduler):
- * `X-Run-Once-Mode` is `manual` (a run of its own, not any slot's) or `rerun` (a finished slot run
- * again on purpose, as a run of its own), and `X-Run-Once-Trigger-Id` names the run: with the job
- * and the scope it is the run's key (`computeTriggerRunId`), so every delivery carrying it is one run. They are
- * authenticated like Scheduler's deliveries (private endpoint and OIDC, or AUTH_MODE=verify-oidc).
+ * Headers of a run asked for by hand (`npm run trigger`, never Cloud Scheduler), authenticated as
+ * Scheduler's deliveries are: the mode, `manual` or `rerun` (`TRIGGER_MODES`), and the trigger id,
+ * with the job and the scope the run's key (`computeTriggerRunId`).
  */
 export const MODE_HEADER = 'X-Run-Once-Mode';
 export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
-/**
- * `true` on a manual run or re-run that may run beside another run of its job (`npm run trigger
- * -- JOB --allow-overlap`): the job's overlap policy (`skip`, `wait`) is not applied to it.
- * Refused on any other delivery: Scheduler's own runs always follow the declared policy.
- */
+/** `true` on a run by hand that may run beside another run of its job (`--allow-overlap`). */
 export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
-/**
- * `true` on a slot delivered by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
- * --slot T`): under the overlap policy `skip`, a blocked backfill answers 409 `waiting` instead of
- * recording the slot `skipped`, so the slot stays missed. Refused on a manual run or re-run.
- */
+/** `true` on a slot delivered by a backfill: a blocked one is answered `waiting`, never `skipped`. */
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
-export {
-  type ScheduledRun,
-  TRIGGER_MODES,
-  type Trigger,
-  type TriggerMode,
-} from '../policy/run-plan.ts';
 
 /** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
 export interface DeliveryLike {
@@ -55,10 +39,7 @@ const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
 /** What a scope header's or parameter's value must be, for messages. */
 export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
 
-/**
- * Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}): the tools
- * that send scope values check with it before sending.
- */
+/** Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}). */
 export function isScopeValue(value: string): boolean {
   return MAX_SCOPE_VALUE.test(value);
 }
@@ -271,7 +252,7 @@ function readScopeValues(
       `Scope header ${name}`,
       "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).",
     );
-    if (!MAX_SCOPE_VALUE.test(value)) {
+    if (!isScopeValue(value)) {
       throw new InvalidRequestError(`Scope header ${name} must be ${SCOPE_VALUE_RULE}.`);
     }
     headers[name] = value;
@@ -285,32 +266,11 @@ function readScopeValues(
         `Scope query parameter ${name}`,
         "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
       );
-      if (!MAX_SCOPE_VALUE.test(value)) {
+      if (!isScopeValue(value)) {
         throw new InvalidRequestError(`Scope query parameter ${name} must be ${SCOPE_VALUE_RULE}.`);
       }
       params[name] = value;
     }
   }
   return { headers, params };
-}
-
-/**
- * Reads the run a delivery names: job name, schedule time and the configured scope values, for a
- * delivery that must carry its schedule time (tools and tests; the handler reads
- * {@link readDeliveryHeaders}, as a Force run may omit it).
- *
- * @throws {InvalidRequestError} as {@link readDeliveryHeaders}, and for a missing schedule time.
- */
-export function readScheduledRun(
-  req: DeliveryLike,
-  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-): ScheduledRun {
-  const { scheduleTime, ...rest } = readDeliveryHeaders(req, config);
-  if (scheduleTime === undefined) {
-    throw new InvalidRequestError(
-      `${SCHEDULE_TIME_HEADER} is missing. Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ` +
-        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
-    );
-  }
-  return { ...rest, scheduleTime };
 }

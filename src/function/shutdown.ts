@@ -1,14 +1,9 @@
 /**
  * Graceful shutdown. Cloud Run sends SIGTERM and, 10 s later, SIGKILL. On SIGTERM the running jobs'
  * signals abort (reason `shutdown`); a job that stops and throws has its claim released (fenced), so
- * the next delivery runs at once on another instance instead of waiting out the lease.
- *
- * An exception thrown outside every request (a module-level timer or client callback) takes the
- * same path: Node's documentation says the process is then in an undefined state and must not
- * resume (https://nodejs.org/api/process.html#warning-using-uncaughtexception-correctly), so the
- * instance drains its runs (their claims released), logs an ERROR naming them, and exits non-zero,
- * instead of functions-framework's immediate exit, which left every run it held `in_progress` until
- * its lease lapsed. Every run of the instance ends, not just the one whose code threw, if any.
+ * the next delivery runs at once on another instance instead of waiting out the lease. An exception
+ * outside every request drains the same way, then exits (docs/maintenance.md, "An exception outside
+ * every request").
  */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
@@ -111,16 +106,9 @@ export const CRASH_EXIT_CODE = 16;
 
 /**
  * Drains `shutdown` on an exception no request caught (`uncaughtException`), as on SIGTERM, then
- * exits with {@link CRASH_EXIT_CODE}: the running jobs' signals abort (reason `shutdown`), a job
- * that stops has its claim released, and an ERROR line names the runs that were in flight and
- * those still running when `graceMs` ran out (their claims then lapse with the lease). New
- * deliveries meanwhile answer 500 `unavailable`, so Scheduler retries them elsewhere. A second
- * exception during the drain is logged and changes nothing.
- *
- * functions-framework's own `uncaughtException` listener (an immediate exit) is set aside by
- * `framework-workarounds.ts`. Errors thrown inside a request never get here: its domain routes
- * them to the run's log (`routeRequestErrors`); unhandled rejections are logged and the process
- * goes on (`installFrameworkWorkarounds`).
+ * exits with {@link CRASH_EXIT_CODE}; ERROR lines name the runs in flight and those still running
+ * after `graceMs`. New deliveries meanwhile answer 500 `unavailable`; a second exception during
+ * the drain is logged and changes nothing.
  *
  * @param graceMs - the longest drain, ms (SHUTDOWN_GRACE_SECONDS).
  * @param exit - ends the process; tests pass a fake.

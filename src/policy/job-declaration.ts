@@ -230,7 +230,7 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
  * accepted too. Ids compare exactly (case-sensitive).
  *
  * @param jobs - the result of {@link validateJobs}.
- * @param jobName - the header's value, already checked by `readScheduledRun`.
+ * @param jobName - the header's value, already checked by `readDeliveryHeaders`.
  * @returns the job, or `undefined` if none is declared with that id.
  * @example findJob(jobs, req.get('X-CloudScheduler-JobName') ?? '')?.run(ctx)
  */

@@ -1,20 +1,9 @@
 /**
- * The overlap policy's question: is another run of this job still running? Answered by a per-job
- * lock document, never by which slots have records, so `wait` and `skip` hold across gaps (a slot
- * that waited, one Scheduler delayed, one missed). Only jobs with `wait` or `skip` pay for it, and
- * it holds for every kind of run (slot, forced, manual, re-run) unless a manual run or re-run asks
- * to overlap (`npm run trigger -- JOB --allow-overlap`).
- *
- * The lock is the document `{jobId}~overlap` in the per-job collection (`job-state.ts`), with
- * `~{scopeId}` appended in a key scope (`lockId`): a job's lock is per job *and* key scope, as its
- * runs are. It names the run holding it (`holder_run_id`), and carries `expire_at` for the TTL.
- * Its liveness is the holder's *run record* lease, judged on Firestore's clock (the read's time),
- * so the lease heartbeat that keeps the run alive keeps the lock too, with no second write per beat.
- *
- * Timeline of one job's lock. Every lock write is committed **in one atomic batch with the run's
- * claim** (the record's `create()` or fenced takeover), fenced on the lock's update time as read
- * (`GuardedWrite` of the core): the lock changes only together with a claim, and of two runs that
- * judged it free from one read, one batch lands and the other changes nothing.
+ * The overlap policy's question, is another run of this job still running?, answered by a per-job
+ * lock document, never by which slots have records (docs/how-it-works.md, "Overlap"). The lock
+ * (`overlapLockId`) names its holder's run and is held while the holder's *run record* holds a
+ * live lease, judged on Firestore's clock; every lock write is committed in one atomic batch with
+ * the run's claim, fenced on the lock's update time as read (`GuardedWrite` of the core):
  *
  *   (absent) ──claim A + create(holder = A)──► held by A ──A's record completed, failed, lapsed──► free
  *                                                   │                                              │
@@ -22,35 +11,21 @@
  *                                                   │                                              ▼
  *                                                   └──────── claim B + update(holder = B), fenced on its read
  *
- * A retry of the holder (A's record lapsed after a crash) also claims with a lock write fenced on
- * its read, so it and a next slot B that found A lapsed cannot both land: the one that lands holds
- * the lock, the other re-reads and finds it held.
- *
- * Named conditions, checked in order at a delivery (`ownLock`, `holderUnreadable`, `holderLive`,
- * `holderComing`):
- * - the lock is absent, or names this very run (a retry of the holder): free, claim with the lock.
- * - the holder's record cannot be read (`judgedAt`: an unknown status, a lease from the future):
- *   `unreadable`; the delivery answers 500 naming the holder's record, nothing runs or is recorded
- *   (a record we cannot read may be a run in progress; a later slot never vanishes silently: it
- *   fails loudly and stays missed until the record is repaired).
- * - the holder's record is `in_progress` with a live lease: held, the run waits or is skipped.
- * - the holder's record is absent and the lock was written less than a lease ago: held (an older
- *   revision takes the lock *before* it claims its run, so for that moment its record does not
- *   exist yet).
- * - otherwise (completed, failed, skipped, lapsed, or never claimed within a lease): free.
- *
- * During a rolling deploy an older revision, which judges overlap by the previous slot's record,
- * serves beside this one and takes no lock: so this check also reads the previous slot's record in
- * the same batched read, and a live lease there blocks as before.
+ * Named conditions, checked in order (`checkOverlap`): the lock absent or naming this very run
+ * (`ownLock`): free; the holder's record unreadable (`holderUnreadable`); its lease live
+ * (`holderLive`); no record yet but the lock written less than a lease ago (`holderComing`: an
+ * older revision locks before it claims): held; otherwise free. The previous slot's record is read
+ * in the same batch, so a run of a revision that takes no lock still blocks (a rolling deploy).
  */
 
-import type { DocumentData, Timestamp } from '@google-cloud/firestore';
+import type { DocumentData } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import { isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
+import { isCompleted, isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type RunHistory, slotRunId } from './run-history.ts';
+import type { RunPlan, ScheduledRun } from './run-plan.ts';
 import { previousSlot } from './schedule.ts';
 
 /**
@@ -71,22 +46,16 @@ export const LockField = {
   expireAt: 'expire_at',
 } as const;
 
-/**
- * Rounds of check → guarded claim before a contended lock is reported as held: each lost round
- * means another run's claim with the lock landed first.
- */
+/** Rounds of decision → guarded claim before a contended lock is answered as held. */
 export const MAX_OVERLAP_ROUNDS = 4;
 
 /** What the overlap check needs. */
 export interface OverlapStores {
-  /** The runs: the holder's record (and the previous slot's) in one batched read. */
-  readonly history: Pick<RunHistory, 'getMany'>;
+  /** The runs: the holder's record and the previous slot's in one batched read; `skipped` records. */
+  readonly history: Pick<RunHistory, 'getMany' | 'recordSkipped'>;
   /** The per-job documents, where the lock lives (on the runs' Firestore client: one batch). */
   readonly jobDocuments: RunDocuments;
-  /**
-   * How long a lock whose holder has no record yet counts as held, ms: the lease length, so a
-   * holder that crashed between taking the lock and claiming its run frees it after one lease.
-   */
+  /** How long a lock whose holder has no record yet counts as held, ms: the lease length. */
   readonly leaseMs: number;
 }
 
@@ -124,9 +93,10 @@ export async function checkOverlap(
   const lock = await jobDocuments.readData(lockId);
   const holder = holderOf(lock.data, lockId);
   const ownLock = holder === undefined || holder === runId;
-  const ids = [
-    ...new Set([holder, previousRunId].filter((id) => id !== undefined && id !== runId)),
-  ] as string[];
+  const others = [holder, previousRunId].flatMap((id) =>
+    id === undefined || id === runId ? [] : [id],
+  );
+  const ids = [...new Set(others)];
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   // An older revision's run of the previous slot holds no lock: its lease still blocks.
@@ -155,7 +125,7 @@ export async function checkOverlap(
     id: lockId,
     what: 'overlap lock',
     data,
-    token: lock.updateTime as Timestamp | undefined,
+    token: lock.updateTime,
   };
   return { state: 'free', guard };
 }
@@ -169,4 +139,60 @@ function holderOf(data: Record<string, unknown> | undefined, lockId: string): st
     `the overlap lock ${lockId} is unreadable (field ${LockField.holder} is ${JSON.stringify(holder)}); ` +
       'delete the document: the next delivery takes the lock afresh',
   );
+}
+
+/**
+ * What the overlap policy decides for one run (`decideOverlap`):
+ * - `run`: claim it, with `guard` (the lock write) for a `skip` or `wait` job; none for `allow`.
+ * - `wait`: not run, nothing written (409): by the policy `wait`; for a manual run or re-run
+ *   (`by_hand`) or a backfilled slot under either policy, so nothing a person asked for and no
+ *   missed slot vanishes as `skipped`; or under `skip` for a run that already has an unfinished
+ *   record (`has_record`: a retried or lapsed attempt, a reported miss), which a claim would take
+ *   over and run beside the holder.
+ * - `skipped`: recorded `skipped` (final, 200), naming the holder `by`.
+ * - `unreadable`: the holder's record cannot be read: neither run nor skip (500), nothing written.
+ */
+export type OverlapDecision =
+  | { readonly action: 'run'; readonly guard?: GuardedWrite }
+  | {
+      readonly action: 'wait';
+      readonly by: string;
+      readonly why: 'policy' | 'by_hand' | 'backfill' | 'has_record';
+    }
+  | { readonly action: 'skipped'; readonly by: string }
+  | { readonly action: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
+
+/**
+ * Decides whether the planned run `plan` of `job` (delivered as `run`) may claim now, by its
+ * policy: reads the lock (`checkOverlap`) unless the policy is `allow`, and under `skip` writes the
+ * `skipped` record of a run the lock's holder blocks.
+ *
+ * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
+ * @example const decision = await decideOverlap(stores, job, run, plan);
+ */
+export async function decideOverlap(
+  stores: OverlapStores,
+  job: DeclaredJob,
+  run: Pick<ScheduledRun, 'scheduleTime' | 'scope' | 'backfill'>,
+  plan: RunPlan,
+): Promise<OverlapDecision> {
+  if (plan.overlap === 'allow') return { action: 'run' };
+  const slot = new Date(run.scheduleTime);
+  const checked = await checkOverlap(stores, job, plan.runId, slot, run.scope);
+  if (checked.state !== 'held') {
+    return checked.state === 'free'
+      ? { action: 'run', guard: checked.guard }
+      : { action: 'unreadable', by: checked.by, record: checked.record };
+  }
+  const { by } = checked;
+  const byHand = plan.kind === 'manual' || plan.kind === 'rerun';
+  if (byHand) return { action: 'wait', by, why: 'by_hand' };
+  if (run.backfill === true) return { action: 'wait', by, why: 'backfill' };
+  if (plan.overlap === 'wait') return { action: 'wait', by, why: 'policy' };
+  const recorded = await stores.history.recordSkipped(plan.runId, plan.details, by);
+  if (recorded === 'recorded') return { action: 'skipped', by };
+  // A finished record answers as a duplicate: the claim finds it and writes nothing.
+  const record = (await stores.history.getMany([plan.runId])).records.get(plan.runId);
+  const finished = record !== undefined && record.status !== 'unreadable' && isCompleted(record);
+  return finished ? { action: 'run' } : { action: 'wait', by, why: 'has_record' };
 }

@@ -4,11 +4,11 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import {
-  CLOUD_RUN_VARIABLES,
-  isDevelopment,
-  whyNotDevelopment,
-} from '../../src/function/environment.ts';
+import { CLOUD_RUN_VARIABLES, whyNotDevelopment } from '../../src/function/environment.ts';
+
+/** Whether `env` is development (moved here from `environment.ts`, which only tests used). */
+const isDevelopment = (env: Readonly<Record<string, string | undefined>>) =>
+  whyNotDevelopment(env) === undefined;
 
 describe('isDevelopment', () => {
   it('is true with NODE_ENV unset, development or test, off Cloud Run', () => {

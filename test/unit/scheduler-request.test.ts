@@ -5,9 +5,34 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidRequestError } from '../../src/function/errors.ts';
-import { normaliseScheduleTime, readScheduledRun } from '../../src/function/scheduler-request.ts';
+import {
+  type DeliveryLike,
+  normaliseScheduleTime,
+  readDeliveryHeaders,
+  SCHEDULE_TIME_HEADER,
+} from '../../src/function/scheduler-request.ts';
+import type { ScheduledRun } from '../../src/policy/run-plan.ts';
 
 const NO_SCOPE = { keyScope: '', keyScopeHeaders: [], keyScopeParams: [] };
+
+/**
+ * The run a delivery names when it must carry its schedule time (moved here from
+ * `scheduler-request.ts`, which only tests used): {@link readDeliveryHeaders}, and a missing
+ * schedule time refused.
+ */
+function readScheduledRun(
+  req: DeliveryLike,
+  config: Parameters<typeof readDeliveryHeaders>[1],
+): ScheduledRun {
+  const { scheduleTime, ...rest } = readDeliveryHeaders(req, config);
+  if (scheduleTime === undefined) {
+    throw new InvalidRequestError(
+      `${SCHEDULE_TIME_HEADER} is missing. Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ` +
+        'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
+    );
+  }
+  return { ...rest, scheduleTime };
+}
 
 function delivery(headers: [string, string][], url = '/') {
   return { rawHeaders: headers.flat(), url };

@@ -1,0 +1,234 @@
+/**
+ * The deciding steps of the HTTP adapter: whether a delivery may run anything (admit), the job
+ * and the run it names (read, timed run, plan), and the answers that need no claim (a refused
+ * re-run, a slot whose forced run stands in). Each returns an {@link Answer} or hands on what it
+ * learnt; `handler.ts` chains them, runs what is left, and writes the answer.
+ */
+import type { Request } from '@google-cloud/functions-framework';
+import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
+import { untimedForceRun } from '../policy/force-run.ts';
+import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
+import { rerunRefusal } from '../policy/rerun.ts';
+import { retryWindowMs } from '../policy/retry-policy.ts';
+import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
+import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
+import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
+import { InvalidRequestError } from './errors.ts';
+import type { HandlerDeps } from './handler.ts';
+import {
+  MESSAGES,
+  OUTCOME_BY_RERUN_REFUSAL,
+  type ResponseOutcome,
+  type Said,
+  unknownJobMessage,
+} from './outcomes.ts';
+import {
+  type DeliveryHeaders,
+  missingScheduleTimeAdvice,
+  readDeliveryHeaders,
+} from './scheduler-request.ts';
+
+/** What is known of a delivery so far: what its answer and its log line name. */
+export interface Known {
+  /** The delivery, once its schedule time is known. */
+  readonly run?: ScheduledRun;
+  /** The run it asks for, once planned. */
+  readonly runId?: string;
+  /** Extra fields of the log line (the caller, the run kind, why it was refused). */
+  readonly fields: object;
+}
+
+/** What the function answers one delivery: {@link writeAnswer} turns it into the response. */
+export interface Answer extends Known, Omit<Said, 'fields'> {
+  /** Headers the outcome calls for: `WWW-Authenticate` with a 401, `Allow` with a 405. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A delivery whose job is known, its headers read. */
+export interface Read {
+  readonly job: DeclaredJob;
+  readonly headers: DeliveryHeaders;
+  readonly known: Known;
+}
+
+/** A delivery the function will decide on: its job, its run, its plan, and Firestore's now. */
+export interface Delivery {
+  readonly job: DeclaredJob;
+  readonly run: ScheduledRun;
+  readonly plan: RunPlan;
+  /** Firestore's time when the delivery was judged: every decision of this delivery uses it. */
+  readonly now: Date;
+  /** The job's forced-run tolerance, ms (`forcedRunToleranceMs`). */
+  readonly toleranceMs: number;
+  readonly known: Known;
+}
+
+export function isAnswer<T extends object>(value: Answer | T): value is Answer {
+  return 'outcome' in value && 'message' in value;
+}
+
+/** The answer `said`, naming what is known; its fields join the known ones. */
+export function answer(known: Known, said: Said): Answer {
+  return { ...known, ...said, fields: { ...known.fields, ...said.fields } };
+}
+
+/** A refusal of a delivery that names no run: its message is also the log line's `reason`. */
+export function refusal(known: Known, outcome: ResponseOutcome, message: string): Answer {
+  return answer(known, { outcome, message, fields: { reason: message } });
+}
+
+/** The refusal of a request that may not run anything (credentials, method, shutdown). */
+export async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
+  const { config, authenticate, shutdown } = deps;
+  const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
+  if (auth?.ok === false) {
+    const refused = refusal({ fields: {} }, auth.outcome, auth.message);
+    // RFC 9110: a 401 names the scheme the caller should use.
+    const scheme = { 'WWW-Authenticate': 'Bearer' };
+    return auth.outcome === 'unauthenticated' ? { ...refused, headers: scheme } : refused;
+  }
+  if (req.method !== config.httpMethod) {
+    const message = MESSAGES.methodNotAllowed(config.httpMethod, req.method);
+    const said: Said = { outcome: 'method_not_allowed', message };
+    return { ...answer({ fields: {} }, said), headers: { Allow: config.httpMethod } };
+  }
+  if (shutdown?.signal.aborted) {
+    return answer({ fields: {} }, { outcome: 'unavailable', message: MESSAGES.shuttingDown });
+  }
+  return { fields: auth === undefined ? {} : { caller: auth.email } };
+}
+
+/**
+ * The job a delivery names, and its headers (`readDeliveryHeaders`); 400 for headers that name no
+ * run (a job not declared here that sent no schedule time: a groc schedule's, most likely), 404
+ * for a job that is not declared (the declared ids listed only with `exposeErrors`).
+ */
+export function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
+  let headers: DeliveryHeaders;
+  try {
+    headers = readDeliveryHeaders(req, deps.config);
+  } catch (err) {
+    if (err instanceof InvalidRequestError) return refusal(known, 'invalid_request', err.message);
+    throw err;
+  }
+  const job = findJob(deps.jobs, headers.jobName);
+  if (job === undefined && headers.scheduleTime === undefined) {
+    return refusal(known, 'invalid_request', missingScheduleTimeAdvice(headers.jobName));
+  }
+  if (job === undefined) {
+    const declared = deps.config.exposeErrors ? deps.jobs : undefined;
+    return refusal(known, 'unknown_job', unknownJobMessage(headers.jobName, declared));
+  }
+  const { scheduleTime, ...rest } = headers;
+  return {
+    job,
+    headers,
+    known: scheduleTime === undefined ? known : { ...known, run: { ...rest, scheduleTime } },
+  };
+}
+
+/**
+ * The run a delivery names: as sent, or for a "Force run" without `X-CloudScheduler-ScheduleTime`
+ * the forced run `policy/force-run.ts` chooses at `now` (the job's next slot, or the slot whose
+ * forced run it retries), marked `withoutScheduleTime`; 400 if the schedule never fires again.
+ *
+ * @throws {LedgerUnavailableError} if the records cannot be read.
+ */
+export async function timedRun(
+  deps: HandlerDeps,
+  read: Read,
+  now: Date,
+): Promise<Answer | ScheduledRun> {
+  if (read.known.run !== undefined) return read.known.run;
+  const { job, headers } = read;
+  const readMany = (ids: readonly string[]) => deps.history.getMany(ids);
+  const forced = await untimedForceRun(job, headers.scope, now, readMany);
+  if (forced === undefined) {
+    return refusal(read.known, 'invalid_request', MESSAGES.noNextSlot(job.id));
+  }
+  const { scheduleTime: _unsent, ...rest } = headers;
+  return { ...rest, scheduleTime: forced.scheduleTime, withoutScheduleTime: true };
+}
+
+/**
+ * The plan of the run of `job` a delivery names, at `now`; 400 for a schedule time Scheduler cannot
+ * have sent, or whose record the TTL may have deleted (`schedule-time.ts`).
+ */
+export async function planDelivery(
+  deps: HandlerDeps,
+  job: DeclaredJob,
+  run: ScheduledRun,
+  now: Date,
+  known: Known,
+): Promise<Answer | Delivery> {
+  const toleranceMs = forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
+  const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
+  const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
+  if (problem !== undefined) return refusal(known, 'invalid_request', problem);
+  const plan = await planRun(run, job, async () => now, toleranceMs);
+  const fields = {
+    ...known.fields,
+    ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
+    ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
+  };
+  return { job, run, plan, now, toleranceMs, known: { run, runId: plan.runId, fields } };
+}
+
+/**
+ * The refusal of a re-run the function may not run (`rerun.ts`): 400 `invalid_request`, 409
+ * `in_progress` while the slot runs, 500 `unreadable_record`.
+ *
+ * @throws {LedgerUnavailableError} if the slot's record cannot be read.
+ */
+export async function refuseRerun(
+  deps: HandlerDeps,
+  delivery: Delivery,
+): Promise<Answer | Delivery> {
+  const { job, run, plan, now, known } = delivery;
+  const { rerunOf } = plan.details;
+  if (plan.kind !== 'rerun' || rerunOf === undefined) return delivery;
+  const forced = {
+    runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope),
+    toleranceMs: delivery.toleranceMs,
+  };
+  const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
+  if (refused === undefined) return delivery;
+  const outcome = OUTCOME_BY_RERUN_REFUSAL[refused.refusal];
+  const fields = { rerunOf, reason: refused.refusal };
+  return answer(known, { outcome, message: refused.message, fields });
+}
+
+/**
+ * A Scheduler retry of a slot (more than the job's forced-run tolerance after it, within its retry
+ * window) whose delivery an instance earlier took for a forced run (`slotsForcedRun`) answers as
+ * that run: a duplicate once it finished, 409 while its lease is live; after a failure, or a
+ * lapsed lease, the slot runs. On-time deliveries skip the read, and so do those past the window
+ * (a backfill, `trigger --slot`), so a processed run costs what it did.
+ *
+ * @throws {LedgerUnavailableError} if the records cannot be read.
+ */
+export async function answerAsForcedRun(
+  deps: HandlerDeps,
+  delivery: Delivery,
+): Promise<Answer | Delivery> {
+  const { job, run, plan, now, toleranceMs, known } = delivery;
+  if (plan.kind !== 'slot') return delivery;
+  const slot = new Date(run.scheduleTime);
+  const late = now.getTime() - slot.getTime();
+  if (late <= toleranceMs || late > retryWindowMs(job)) return delivery;
+  const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
+  if (standIn === undefined) return delivery;
+  const { runId, record } = standIn;
+  const fields = { slotRunKind: 'forced' };
+  if (isCompleted(record) || record.status === RunStatus.Skipped) {
+    return answer(
+      { ...known, runId },
+      { outcome: 'duplicate', message: MESSAGES.forcedRunDone, fields },
+    );
+  }
+  if (record.status === RunStatus.InProgress && isLeaseLive(record, now)) {
+    const message = MESSAGES.forcedRunRunning;
+    return answer({ ...known, runId }, { outcome: 'in_progress', message, fields });
+  }
+  return delivery;
+}
