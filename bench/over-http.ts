@@ -3,6 +3,8 @@
  * cold starts. Each function is `functions-framework` as Cloud Run starts it, run by this process's
  * Node, on 127.0.0.1.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import {
@@ -23,6 +25,8 @@ export interface FunctionProcess {
   /** `performance.now()` at spawn, and ms from then until its port accepted a connection. */
   readonly spawnedAt: number;
   readonly listenMs: number;
+  /** CPU time its process used so far, ms (NaN where the system does not say). */
+  cpuMs(): number;
   /** The job's executions so far: the `job started` lines it logged. */
   jobStarts(): number;
   output(): string;
@@ -33,11 +37,15 @@ export interface FunctionProcess {
 /**
  * Starts `functions-framework --target=TARGET [--source=SOURCE]` in the repository root (without a
  * source: `build/index.js`, as deployed) and resolves once it accepts connections.
+ *
+ * @param timeoutMs - how long it may take to listen (30 s unless given).
+ * @throws if it exits first or does not listen within `timeoutMs` (it is then stopped).
  */
 export async function startFunction(
   target: string,
   source?: string,
   env: Readonly<Record<string, string>> = {},
+  timeoutMs = 30_000,
 ): Promise<FunctionProcess> {
   const port = await freePort();
   const spawnedAt = performance.now();
@@ -46,7 +54,7 @@ export async function startFunction(
     child.signalGroup('SIGKILL');
     await child.exited;
   };
-  await waitForPort(port, { timeoutMs: 30_000, process: child, intervalMs: 2 }).catch(
+  await waitForPort(port, { timeoutMs, process: child, intervalMs: 2 }).catch(
     async (err: unknown) => {
       await stop();
       throw err;
@@ -56,10 +64,29 @@ export async function startFunction(
     url: `http://127.0.0.1:${port}/`,
     spawnedAt,
     listenMs: performance.now() - spawnedAt,
+    cpuMs: () => cpuMsOf(child.pid),
     jobStarts: () => child.output().split('"message":"job started"').length - 1,
     output: child.output,
     stop,
   };
+}
+
+let clockTicks: number | undefined;
+/**
+ * The CPU time (user + system, ms) process `pid` used so far, from `/proc/PID/stat` (fields 14
+ * and 15, in clock ticks: `getconf CLK_TCK`, 100 on Linux); NaN where there is no `/proc`. Unlike
+ * wall time it barely grows when other work shares the machine.
+ */
+function cpuMsOf(pid: number | undefined): number {
+  try {
+    clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** The job ids the bench delivers; its fixtures declare them. */
@@ -90,9 +117,13 @@ function newRun(jobName: string) {
   return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
 }
 
-/** Delivers a run (a new one unless given); resolves with the status and the body's outcome. */
-export async function deliver(url: string, headers = newRun('bench')) {
-  const res = await fetch(url, { method: 'POST', headers, signal: AbortSignal.timeout(30_000) });
+/**
+ * Delivers a run (a new one unless given); resolves with the status and the body's outcome.
+ *
+ * @throws if no answer comes within `timeoutMs` (30 s unless given).
+ */
+export async function deliver(url: string, headers = newRun('bench'), timeoutMs = 30_000) {
+  const res = await fetch(url, { method: 'POST', headers, signal: AbortSignal.timeout(timeoutMs) });
   const body = await res.text();
   return { status: res.status, outcome: /"outcome":"(\w+)"/.exec(body)?.[1] ?? body.slice(0, 20) };
 }
@@ -188,15 +219,26 @@ export const COLD_STARTS = {
   project: 'project, no compile cache',
   projectCache: 'project, compile cache from gcp-build (as deployed)',
   projectPlatformCache: 'project, NODE_COMPILE_CACHE (platform)',
+  projectManyJobs: 'project, many declared jobs, compile cache (as deployed)',
 } as const;
 export type ColdStartKey = keyof typeof COLD_STARTS;
 
 /** One way to start a function: what functions-framework loads, and its environment. */
 export interface ColdStartVariant {
   readonly key: ColdStartKey;
+  /** What the tables call it; `COLD_STARTS[key]` unless given. */
+  readonly label?: string;
   readonly target: string;
   readonly source: string;
   readonly env?: Readonly<Record<string, string>>;
+  /** At most this many starts (every round of `measureColdStarts` unless given). */
+  readonly starts?: number;
+  /**
+   * A bound, ms from spawn, on one start's first 200: a start that misses it is recorded as a
+   * miss (`timedOut`) and the variant is not started again, so a slow variant costs one bound.
+   * Without it, a start may take 30 s to listen and 30 s more to answer, then the bench fails.
+   */
+  readonly timeoutMs?: number;
 }
 
 /**
@@ -230,36 +272,75 @@ export async function fillCompileCache(
 }
 
 /**
- * Starts each variant `reps` times, interleaved with the order rotating, and times (ms) from spawn
- * until it listens and until its first delivery, a new run, is answered 200. Functions are stopped
- * with SIGKILL, so no start writes to a compile cache: each one meets the cache as it was filled.
+ * Starts each variant `reps` times (or its own `starts`), interleaved with the order rotating, and
+ * times (ms) from spawn until it listens and until its first delivery, a new run, is answered 200,
+ * with the CPU time its process used until then. Functions are stopped with SIGKILL, so no start
+ * writes to a compile cache: each one meets the cache as it was filled.
  *
- * @throws if a first delivery is not answered 200.
+ * @throws if a first delivery is not answered 200, or a start without a `timeoutMs` fails.
  */
 export async function measureColdStarts(variants: readonly ColdStartVariant[], reps: number) {
-  const samples = variants.map(() => ({ listening: [] as number[], first200: [] as number[] }));
+  const samples = variants.map(() => ({
+    listening: [] as number[],
+    first200: [] as number[],
+    cpu: [] as number[],
+    timedOut: false,
+  }));
   for (let rep = 0; rep < reps; rep++) {
     for (let k = 0; k < variants.length; k++) {
       const index = (rep + k) % variants.length;
-      const { key, target, source, env } = variants[index] as ColdStartVariant;
-      const fn = await startFunction(target, source, env);
-      try {
-        const { status } = await deliver(fn.url);
-        const first200 = performance.now() - fn.spawnedAt;
-        if (status !== 200)
-          throw new Error(`${COLD_STARTS[key]}: first delivery got ${status}\n${fn.output()}`);
-        samples[index]?.listening.push(fn.listenMs);
-        samples[index]?.first200.push(first200);
-      } finally {
-        await fn.stop();
+      const variant = variants[index] as ColdStartVariant;
+      const sample = samples[index];
+      if (sample === undefined || sample.timedOut || rep >= (variant.starts ?? reps)) continue;
+      const started = await coldStart(variant);
+      if (started === 'timed out') sample.timedOut = true;
+      else {
+        sample.listening.push(started.listening);
+        sample.first200.push(started.first200);
+        sample.cpu.push(started.cpu);
       }
     }
   }
-  return variants.map(({ key }, i) => ({
+  return variants.map(({ key, label, timeoutMs }, i) => ({
     key,
-    label: COLD_STARTS[key],
+    label: label ?? COLD_STARTS[key],
     listening: summarise(samples[i]?.listening ?? []),
     first200: summarise(samples[i]?.first200 ?? []),
+    /** CPU time of the function's process from spawn to its first 200, ms. */
+    cpu: summarise(samples[i]?.cpu ?? []),
+    /** The bound a start missed, ms; absent when every start made it. */
+    ...(samples[i]?.timedOut ? { timedOutMs: timeoutMs } : {}),
   }));
 }
 export type ColdStart = Awaited<ReturnType<typeof measureColdStarts>>[number];
+
+/** One start of `variant` to its first 200, or `'timed out'` if it missed its `timeoutMs`. */
+async function coldStart({ key, target, source, env, timeoutMs }: ColdStartVariant) {
+  const bound = timeoutMs ?? 30_000;
+  let fn: FunctionProcess;
+  try {
+    fn = await startFunction(target, source, env, bound);
+  } catch (err) {
+    if (timeoutMs === undefined || !String(err).includes('timed out after')) throw err;
+    return 'timed out';
+  }
+  try {
+    const elapsed = performance.now() - fn.spawnedAt;
+    const left = timeoutMs === undefined ? 30_000 : Math.max(1, Math.ceil(bound - elapsed));
+    const answer = await deliver(fn.url, undefined, left).catch((err: unknown) => {
+      if (timeoutMs === undefined || !(err instanceof Error && err.name === 'TimeoutError')) {
+        throw err;
+      }
+      return 'timed out' as const;
+    });
+    if (answer === 'timed out') return answer;
+    const first200 = performance.now() - fn.spawnedAt;
+    const cpu = fn.cpuMs();
+    if (answer.status !== 200) {
+      throw new Error(`${COLD_STARTS[key]}: first delivery got ${answer.status}\n${fn.output()}`);
+    }
+    return { listening: fn.listenMs, first200, cpu };
+  } finally {
+    await fn.stop();
+  }
+}

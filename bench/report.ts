@@ -41,18 +41,22 @@ export interface Target {
  * below, measured in the same run on the same machine: the (b) floor ledger's create() + update()
  * in process, a function making only those two calls over HTTP, functions-framework with
  * the Firestore client and one create() for a cold start. The margins are the project's own work,
- * not noise allowances: per run its run id, lease and fencing fields and two log lines; at a cold
- * start also pino with the Cloud Logging config (about a tenth of a cold start) and a second write
- * on a fresh channel, where the floor makes one. Measured (docs/performance.md): 0.97–0.99× in
- * process, 1.21× over HTTP, 0.87–1.23× for cold starts as deployed.
+ * not noise allowances: per run its run id, lease and fencing fields and two log lines. A cold
+ * start as deployed has none: its compile cache must pay for pino with the Cloud Logging config
+ * and its first run's clock read and second write. Many declared jobs may cost what checking
+ * each declaration costs, never per-schedule slot arithmetic (issue 28). Measured figures:
+ * docs/performance.md.
  */
 export const MAX_RATIO = {
   inProcessRun: 1.2,
-  /** Issue 20's target. */
+  /** Issues 20 and 28. */
   httpRun: 1.2,
   /** A storm's 200 answers against one run: single flight makes it one run plus the fan-out. */
   storm: 3,
-  coldStart: 1.3,
+  /** Issue 28: as deployed, against the floor. */
+  coldStart: 1,
+  /** Issue 28: 2,000 declared jobs of distinct schedules and zones against one, both as deployed. */
+  manyJobsColdStart: 1.5,
 } as const;
 
 /**
@@ -81,6 +85,9 @@ export function targets({
   const http =
     httpProject && httpFloor ? httpProject.perRun.median / httpFloor.perRun.median : Number.NaN;
   const cold = coldStartMedian(coldStarts, 'projectCache') / coldStartMedian(coldStarts, 'floor');
+  const many = coldStarts.find((c) => c.key === 'projectManyJobs');
+  const manyRatio =
+    coldStartMedian(coldStarts, 'projectManyJobs') / coldStartMedian(coldStarts, 'projectCache');
   const stormRatio = atLedger ? atLedger.allAnsweredMs / floor.perRun.median : Number.NaN;
   const within = (ratio: number, max: number) => Number.isFinite(ratio) && ratio <= max;
   return [
@@ -120,9 +127,16 @@ export function targets({
         within(stormRatio, MAX_RATIO.storm),
     },
     {
-      target: `cold start as deployed <= ${MAX_RATIO.coldStart}x the floor (functions-framework + Firestore client + one create())`,
+      target: `cold start as deployed <= ${MAX_RATIO.coldStart.toFixed(1)}x the floor (functions-framework + Firestore client + one create())`,
       measured: `${times(cold)} (${ms(coldStartMedian(coldStarts, 'projectCache'))} / ${ms(coldStartMedian(coldStarts, 'floor'))})`,
       met: within(cold, MAX_RATIO.coldStart),
+    },
+    {
+      target: `cold start with ${many?.label.match(/\d+ declared jobs/)?.[0] ?? 'many declared jobs'} (distinct schedules and zones) <= ${MAX_RATIO.manyJobsColdStart}x with one, both as deployed`,
+      measured: many
+        ? `${times(manyRatio)} (${ms(many.first200.median)} / ${ms(coldStartMedian(coldStarts, 'projectCache'))}; ${many.first200.n} starts${many.timedOutMs === undefined ? '' : `, then one with no 200 within ${many.timedOutMs / 1000} s`})`
+        : 'not measured',
+      met: many?.timedOutMs === undefined && within(manyRatio, MAX_RATIO.manyJobsColdStart),
     },
     {
       target:
@@ -166,6 +180,7 @@ export function render(r: Results, summary: string): string {
   const base = r.ledgers.project;
   const hello = coldStartMedian(r.coldStarts, 'hello');
   const floor = coldStartMedian(r.coldStarts, 'floor');
+  const floorCpu = r.coldStarts.find((c) => c.key === 'floor')?.cpu.median ?? Number.NaN;
   const helloRate = (t: Throughput) =>
     r.throughput.find((h) => h.fn === 'hello world' && h.concurrency === t.concurrency)
       ?.runsPerSecond ?? Number.NaN;
@@ -217,6 +232,10 @@ export function render(r: Results, summary: string): string {
       'first 200': (c) => ms(c.first200.median),
       'vs hello': (c) => times(c.first200.median / hello),
       'vs floor': (c) => times(c.first200.median / floor),
+      'CPU to first 200': (c) => ms(c.cpu.median),
+      'CPU vs floor': (c) => times(c.cpu.median / floorCpu),
+      missed: (c) =>
+        c.timedOutMs === undefined ? '' : `a start: no 200 in ${c.timedOutMs / 1000} s`,
     }),
     table(
       'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and the Firestore calls of a processed run with the missed-run check on (steady state, and the one due delivery an hour)',

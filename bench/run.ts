@@ -57,11 +57,24 @@ const FULL = {
   /** Per throughput level. */
   seconds: 2,
   concurrencies: [1, 10, 50],
-  /** Per cold-start variant (6 variants, interleaved). */
+  /** Per cold-start variant (7 variants, interleaved). */
   coldStarts: 10,
+  /**
+   * The many-jobs cold start: how many jobs it declares, at most how many starts, and the bound
+   * on each (a start past it is recorded as a miss and ends the variant, so it costs one bound).
+   */
+  manyJobs: { jobs: 2000, starts: 5, timeoutMs: 20_000 },
 };
 const PLAN = SMOKE
-  ? { ...FULL, runs: 5, warmup: 2, counted: 3, stormSizes: [5], coldStarts: 1 }
+  ? {
+      ...FULL,
+      runs: 5,
+      warmup: 2,
+      counted: 3,
+      stormSizes: [5],
+      coldStarts: 1,
+      manyJobs: { ...FULL.manyJobs, jobs: 20 },
+    }
   : FULL;
 
 const CLOCK_ZERO = performance.now();
@@ -200,19 +213,28 @@ async function throughput(): Promise<Throughput[]> {
 
 /**
  * Cold starts of hello world, the floor (functions-framework + Firestore client + one create()) and
- * the project, without a compile cache, with the one its entry turns on (filled as `gcp-build` fills
- * it) and with the buildpack's (NODE_COMPILE_CACHE, filled as its generator fills it).
+ * the project with one job, without a compile cache, with the one its entry turns on (filled as
+ * `gcp-build` fills it) and with the buildpack's (NODE_COMPILE_CACHE, filled as its generator fills
+ * it); and the project as deployed with `PLAN.manyJobs.jobs` declared jobs of distinct schedules and
+ * zones (`bench/fixtures/bench-jobs.js`), from the same cache: the same files, only more jobs.
  */
 async function coldStarts(): Promise<ColdStart[]> {
   const caches = mkdtempSync(join(os.tmpdir(), 'bench-compile-cache-'));
   const cache = (name: string) => join(caches, name);
   const env = { RUNS_COLLECTION: freshCollection('coldstart') };
   const floor = { target: 'firestoreCreate', source: 'bench/fixtures/firestore-create.js', env };
-  const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env };
+  const oneJob = { ...env, BENCH_JOBS: '1' };
+  const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env: oneJob };
+  const { jobs, starts, timeoutMs } = PLAN.manyJobs;
   try {
     await fillCompileCache(cache('floor-platform'), floor.source, env);
-    await fillCompileCache(cache('project'), project.source, env);
-    await fillCompileCache(cache('project-platform'), project.source, env);
+    await fillCompileCache(cache('project'), project.source, oneJob);
+    await fillCompileCache(cache('project-platform'), project.source, oneJob);
+    const asDeployed = {
+      ...project,
+      source: 'bench/fixtures/noop-entry.cjs',
+      env: { ...oneJob, BENCH_COMPILE_CACHE: cache('project') },
+    };
     return await measureColdStarts(
       [
         { key: 'hello', target: 'hello', source: 'bench/fixtures/hello.js' },
@@ -223,16 +245,19 @@ async function coldStarts(): Promise<ColdStart[]> {
           env: { ...env, NODE_COMPILE_CACHE: cache('floor-platform') },
         },
         { key: 'project', ...project },
-        {
-          key: 'projectCache',
-          ...project,
-          source: 'bench/fixtures/noop-entry.cjs',
-          env: { ...env, BENCH_COMPILE_CACHE: cache('project') },
-        },
+        { key: 'projectCache', ...asDeployed },
         {
           key: 'projectPlatformCache',
           ...project,
-          env: { ...env, NODE_COMPILE_CACHE: cache('project-platform') },
+          env: { ...oneJob, NODE_COMPILE_CACHE: cache('project-platform') },
+        },
+        {
+          key: 'projectManyJobs',
+          label: `project, ${jobs} declared jobs (${jobs - 2} distinct schedules and zones), as deployed`,
+          ...asDeployed,
+          env: { ...asDeployed.env, BENCH_JOBS: String(jobs) },
+          starts,
+          timeoutMs,
         },
       ],
       PLAN.coldStarts,
@@ -280,7 +305,9 @@ async function main(): Promise<void> {
       );
       rates = await throughput();
     }
-    progress(`cold starts: ${PLAN.coldStarts} per function, interleaved`);
+    progress(
+      `cold starts: ${PLAN.coldStarts} per function (${PLAN.manyJobs.jobs} jobs: at most ${PLAN.manyJobs.starts}, ${PLAN.manyJobs.timeoutMs / 1000} s each), interleaved`,
+    );
     const starts = await coldStarts();
     const days = SMOKE ? 1 : 30;
     progress(`run history: an audit of ${days} days of a */5 job, and a run with its check`);
@@ -296,7 +323,8 @@ async function main(): Promise<void> {
     };
     const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
     const mode = SMOKE ? 'smoke' : 'full';
-    console.log(render(results, `${mode} run, ${wallSeconds} s`));
+    const load = `load average ${host.loadAverage[0]} at the start, ${os.loadavg()[0]?.toFixed(1)} at the end`;
+    console.log(render(results, `${mode} run, ${wallSeconds} s, ${load}`));
     const json = { mode, wallSeconds, machine: host, plan: PLAN, ...results };
     const judged = targets(results);
     writeFileSync(OUT, `${JSON.stringify({ ...json, targets: judged }, null, 2)}\n`);
