@@ -341,7 +341,7 @@ describe('RunLedger', () => {
     await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
 
     assert.equal(updates, 3);
-    assert.equal((await seed.get('run-1'))?.status, 'in_progress');
+    assert.equal((await seed.documents.read('run-1')).record?.status, 'in_progress');
   });
 
   it('a Firestore that does not answer fails the claim within the timeout', async () => {

@@ -279,7 +279,7 @@ export class RunLedger implements Ledger {
       const read = await documents.read(runId);
       // The client retries a commit on UNAVAILABLE: a retried write of ours that had landed
       // answers ALREADY_EXISTS (a create) or FAILED_PRECONDITION (a takeover), yet the record is ours.
-      if (ownClaim(read.record, attemptId) && read.updateTime !== undefined) {
+      if (isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined) {
         return this.#claimed(runId, attemptId, read.updateTime, replaced);
       }
       replaced = undefined;
@@ -359,7 +359,7 @@ export class RunLedger implements Ledger {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
-    if (written === 'lease_lost' || written === 'recorded') {
+    if ('stoppedBy' in written) {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
@@ -386,13 +386,10 @@ export class RunLedger implements Ledger {
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(
-      claim,
-      'completion',
-      () => completionUpdate(this.#documents.expireAt()),
-      (record) => record?.status === RunStatus.Completed,
+    const written = await this.#fencedWrite(claim, 'completion', () =>
+      completionUpdate(this.#documents.expireAt()),
     );
-    return written === 'lease_lost' ? written : 'recorded';
+    return fenceResult(written, claim, RunStatus.Completed);
   }
 
   /**
@@ -411,13 +408,10 @@ export class RunLedger implements Ledger {
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(
-      claim,
-      'release',
-      () => failureUpdate(failure, this.#documents.expireAt(), reporter),
-      (record) => record?.status === RunStatus.Failed,
+    const written = await this.#fencedWrite(claim, 'release', () =>
+      failureUpdate(failure, this.#documents.expireAt(), reporter),
     );
-    return written === 'lease_lost' ? written : 'recorded';
+    return fenceResult(written, claim, RunStatus.Failed);
   }
 
   /**
@@ -427,17 +421,6 @@ export class RunLedger implements Ledger {
    */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
-  }
-
-  /**
-   * Reads a run record, for people, tests and tools.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   * @example
-   * const record = await ledger.get(runId); // undefined when absent
-   */
-  async get(runId: string): Promise<StoredRecord | undefined> {
-    return (await this.#documents.read(runId)).record;
   }
 
   #claimed(
@@ -468,53 +451,53 @@ export class RunLedger implements Ledger {
 
   /**
    * One fenced write with bounded retries, fenced on the claim's token. When the precondition
-   * fails, the current record tells why:
-   * - not ours (absent, or another `attempt_id`) → `lease_lost`;
-   * - `alreadyDone` → an earlier try of ours landed but its answer was lost → `recorded`;
-   * - ours and still in progress → an earlier write of ours (a heartbeat or a try of this write)
-   *   landed unseen and moved the update time: adopt the update time just read and try again. Safe:
-   *   only this attempt writes a record with its `attempt_id`, and the retry is fenced on that read.
+   * fails, the current record tells why: ours and still in progress means an earlier write of ours
+   * (a heartbeat, or a try of this write) landed unseen and moved the update time, so the write is
+   * tried again on the update time just read. Safe because only this attempt writes an
+   * `in_progress` record with its `attempt_id`. Any other record stops the write.
    *
-   * @returns the write's time (the new fencing token), `recorded` (an earlier try landed), or
-   *   `lease_lost`.
+   * @returns the write's time (the new fencing token), or the record that stopped it.
    */
-  async #fencedWrite(
-    claim: Claim,
-    what: string,
-    update: () => DocumentData,
-    alreadyDone: (record: StoredRecord | undefined) => boolean = () => false,
-  ): Promise<Timestamp | 'recorded' | 'lease_lost'> {
+  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
-    for (let attempt = 1; ; attempt++) {
+    for (let tries = 1; ; tries++) {
       let written: Timestamp | 'changed';
       try {
         written = await this.#documents.update(claim.runId, what, update(), token);
       } catch (err) {
-        if (attempt >= FENCED_WRITE_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
+        if (tries >= FENCED_WRITE_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
         continue;
       }
       if (written !== 'changed') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
-      const ours =
-        record !== undefined &&
-        record.status !== 'unreadable' &&
-        record.attemptId === claim.attemptId;
-      if (alreadyDone(record) && (record === undefined || ours)) return 'recorded';
-      if (!ours || record.status !== RunStatus.InProgress || updateTime === undefined) {
-        return 'lease_lost';
-      }
-      if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
+      const retry =
+        isOwn(record, claim.attemptId, RunStatus.InProgress) && updateTime !== undefined;
+      if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
       token = updateTime;
     }
   }
 }
 
-/** Whether `record` is the in-progress claim of attempt `attemptId`: only that attempt writes it. */
-function ownClaim(record: StoredRecord | undefined, attemptId: string): boolean {
-  return (
-    record !== undefined && record.status === RunStatus.InProgress && record.attemptId === attemptId
-  );
+/** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
+type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
+
+/**
+ * A completion's or release's result: `recorded` if it landed, or if the record that stopped it
+ * is ours and already `done` (an earlier try landed but its answer was lost).
+ */
+function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
+  if (!('stoppedBy' in written)) return 'recorded';
+  return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';
+}
+
+/** Whether `record` is attempt `attemptId`'s, with status `status`. */
+function isOwn(
+  record: StoredRecord | undefined,
+  attemptId: string,
+  status: RunStatus,
+): record is RunRecord {
+  return record !== undefined && record.status === status && record.attemptId === attemptId;
 }
 
 function holderOf(record: RunRecord): Holder | undefined {

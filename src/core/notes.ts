@@ -51,11 +51,6 @@ export function storedSize(value: unknown): number {
   return 8;
 }
 
-/** The storage size of a record's notes (the `notes` map's fields), bytes. */
-export function notesSize(notes: Readonly<Record<string, unknown>>): number {
-  return storedSize(notes);
-}
-
 /**
  * What is wrong with adding `value` under `name` to a record whose notes are `notes` (the notes
  * the holder knows are stored: exact, since only the holder writes notes, fenced), or `undefined`:
@@ -72,7 +67,7 @@ export function notesBoundProblem(
   if (count > MAX_NOTES) {
     return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
   }
-  const bytes = notesSize(next);
+  const bytes = storedSize(next);
   if (bytes > MAX_NOTES_BYTES) {
     return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
   }

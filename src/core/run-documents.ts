@@ -14,7 +14,6 @@ import {
   type DocumentData,
   type DocumentReference,
   type Firestore,
-  type Query,
   Timestamp,
   type WriteBatch,
   type WriteResult,
@@ -188,28 +187,6 @@ export class RunDocuments {
   }
 
   /**
-   * Runs a query of the runs collection built by `build`, through the record converter. Every query
-   * is built from a spec in `ops/indexes.ts`, which `deploy.sh` creates the composite index of.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails (e.g. `FAILED_PRECONDITION` for a query
-   *   whose composite index does not exist).
-   * @example const page = await documents.query((runs) => buildQuery(runs, spec, [id], { limit: 100 }));
-   */
-  async query(
-    build: (collection: Query<StoredRecord>) => Query<StoredRecord>,
-  ): Promise<{ runId: string; record: StoredRecord; updateTime: Timestamp }[]> {
-    const collection = this.#db
-      .collection(this.#options.collection)
-      .withConverter(runRecordConverter);
-    const snap = await this.#call('query', () => build(collection).get());
-    return snap.docs.map((doc) => ({
-      runId: doc.id,
-      record: doc.data(),
-      updateTime: doc.updateTime,
-    }));
-  }
-
-  /**
    * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write,
    * so both land or neither does.
    *
@@ -368,54 +345,62 @@ export class RunDocuments {
     }
   }
 
+  /** {@link callFirestore} with this collection's client and timeout. */
+  #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
+    return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
+  }
+
   /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
+}
 
-  /**
-   * Runs one Firestore operation with the configured timeout, classifying its errors for that
-   * operation: a code in `conflicts` (only a conditional write passes any) throws the private
-   * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
-   * including the timeout, is a {@link LedgerUnavailableError}.
-   */
-  async #call<T>(
-    what: string,
-    run: () => Promise<T>,
-    conflicts: readonly number[] = [],
-  ): Promise<T> {
-    const { timeoutMs } = this.#options;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new LedgerUnavailableError(
-              `Firestore did not answer the ${what} within ${timeoutMs} ms`,
-            ),
-          ),
-        timeoutMs,
+/**
+ * Runs one Firestore operation of `db`, waiting at most `timeoutMs`, and classifies its errors for
+ * that operation: a code in `conflicts` (only a conditional write passes any) throws the private
+ * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
+ * including the timeout, is a {@link LedgerUnavailableError}. Exported for the operations
+ * commands' queries (`ops/run-queries.ts`), which the function never makes.
+ *
+ * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
+ * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
+ */
+export async function callFirestore<T>(
+  db: Firestore,
+  timeoutMs: number,
+  what: string,
+  run: () => Promise<T>,
+  conflicts: readonly number[] = [],
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new LedgerUnavailableError(`Firestore did not answer the ${what} within ${timeoutMs} ms`),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([run(), timeout]);
+  } catch (err) {
+    if (err instanceof LedgerUnavailableError) throw err;
+    const code = codeOf(err);
+    if (code !== undefined && conflicts.includes(code)) throw new WriteConflict();
+    if (code === Code.NOT_FOUND) {
+      const database = db.databaseId ?? '(default)';
+      throw new DatabaseNotFoundError(
+        `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
+          'check FIRESTORE_DATABASE and the project, and that the database exists ' +
+          '(gcloud firestore databases list)',
+        { cause: err },
       );
-    });
-    try {
-      return await Promise.race([run(), timeout]);
-    } catch (err) {
-      if (err instanceof LedgerUnavailableError) throw err;
-      const code = codeOf(err);
-      if (code !== undefined && conflicts.includes(code)) throw new WriteConflict();
-      if (code === Code.NOT_FOUND) {
-        const database = this.#db.databaseId ?? '(default)';
-        throw new DatabaseNotFoundError(
-          `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
-            'check FIRESTORE_DATABASE and the project, and that the database exists ' +
-            '(gcloud firestore databases list)',
-          { cause: err },
-        );
-      }
-      const message = err instanceof Error ? err.message : String(err);
-      throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
     }
+    const message = err instanceof Error ? err.message : String(err);
+    throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
   }
 }

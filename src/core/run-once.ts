@@ -194,9 +194,7 @@ export async function runOnce(
     attempts: claimed.claim.attempts,
     signal: controller.signal,
     note: async (name, value) => {
-      const note = ledger.note?.bind(ledger);
-      if (note === undefined) throw new RunOnceError('this ledger keeps no notes');
-      if (!(await heartbeat.renewWith((claim) => note(claim, name, value)))) {
+      if (!(await heartbeat.renewWith((claim) => ledger.note(claim, name, value)))) {
         throw (
           controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
         );

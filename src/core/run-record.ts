@@ -308,11 +308,6 @@ export type ClaimDecision =
   | { readonly decision: 'lease_live'; readonly record: RunRecord }
   | { readonly decision: 'take_over'; readonly record: RunRecord };
 
-/** No document: the run never started, or a failed attempt released it. */
-export function isAbsent(record: StoredRecord | undefined): record is undefined {
-  return record === undefined;
-}
-
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
   return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
@@ -371,7 +366,7 @@ export function claimDecision(
   now: Date,
   reopenReported = false,
 ): ClaimDecision {
-  if (isAbsent(stored)) return { decision: 'absent' };
+  if (stored === undefined) return { decision: 'absent' };
   const record = judgedAt(stored, now);
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
