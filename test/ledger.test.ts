@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/core/errors.ts';
-import type { Claim, ClaimResult } from '../src/core/ledger.ts';
+import { type Claim, type ClaimResult, reportFailure } from '../src/core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../src/core/run-documents.ts';
 import {
   countingFirestore,
@@ -185,6 +185,43 @@ describe('RunLedger', () => {
     assert.equal(after.data()?.status, 'in_progress');
     assert.equal(after.data()?.attempt_id, current.attemptId);
     assert.equal(await other.complete(current), 'recorded');
+  });
+
+  it('a failed-run report ends a lapsed attempt: its heartbeat and completion then find the lease lost', async () => {
+    const { ledger, collection, documents } = newLedger();
+    const lapsed = claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    const { updateTime } = await documents.read('run-1');
+
+    const reported = await reportFailure(
+      documents,
+      'run-1',
+      updateTime as Timestamp,
+      'check-1',
+      'its lease lapsed',
+    );
+
+    assert.equal(reported, 'reported');
+    assert.equal(await ledger.extend(lapsed), 'lease_lost');
+    assert.equal(await ledger.complete(lapsed), 'lease_lost');
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.status, 'failed');
+    assert.equal(record.attempt_id, lapsed.attemptId);
+    assert.equal(record.last_error, 'its lease lapsed');
+    assert.equal(record.reported_by, 'check-1');
+  });
+
+  it('a failed-run report fenced on an older read marks nothing', async () => {
+    const { ledger, collection, documents } = newLedger();
+    const claim = claimOf(await ledger.claim('run-1'));
+    const { updateTime } = await documents.read('run-1');
+    await ledger.release(claim, 'boom');
+    const before = await storedRecord(collection, 'run-1');
+
+    const reported = await reportFailure(documents, 'run-1', updateTime as Timestamp, 'check-1');
+
+    assert.equal(reported, 'exists');
+    assert.deepEqual(await storedRecord(collection, 'run-1'), before);
   });
 
   it('concurrent takeovers of one expired lease from 8 instances: exactly one wins', async () => {

@@ -32,6 +32,7 @@ import {
   type RunDetails,
   type RunRecord,
   RunStatus,
+  reportedUpdate,
   type StoredRecord,
   takeoverUpdate,
   type UnreadableRecord,
@@ -454,7 +455,8 @@ export class RunLedger implements Ledger {
    * fails, the current record tells why: ours and still in progress means an earlier write of ours
    * (a heartbeat, or a try of this write) landed unseen and moved the update time, so the write is
    * tried again on the update time just read. Safe because only this attempt writes an
-   * `in_progress` record with its `attempt_id`. Any other record stops the write.
+   * `in_progress` record with its `attempt_id`: the one other write onto a record in progress,
+   * {@link reportFailure} of a lapsed attempt, sets it `failed`. Any other record stops the write.
    *
    * @returns the write's time (the new fencing token), or the record that stopped it.
    */
@@ -477,6 +479,38 @@ export class RunLedger implements Ledger {
       token = updateTime;
     }
   }
+}
+
+/**
+ * Marks a run's final failure reported, once across instances (the missed-run check's report of a
+ * run failed after retries), fenced on `token`: the update time of the read that judged it.
+ * A `failed` record gets `reported_at`/`reported_by`; with `lapsedError`, an `in_progress` record
+ * whose lease lapsed past the run's retry window is also ended as `failed`, `lapsedError` its
+ * `last_error`. This is the one write onto a record by someone other than the attempt it names,
+ * and it leaves no record `in_progress`, so the core's invariant holds: an `in_progress` record
+ * carrying an attempt's `attempt_id` was written by that attempt (a claim's and a fenced write's
+ * recognition of their own lost answers rely on it). The lapsed attempt, if it still runs, then
+ * finds its run failed: its heartbeat and completion get `lease_lost`; its release finds its own
+ * attempt failed and counts as recorded.
+ *
+ * @param lapsedError - only for a record read `in_progress` whose lease lapsed at the read's time.
+ * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
+ * @throws {LedgerUnavailableError} if Firestore fails.
+ * @example await reportFailure(documents, runId, updateTime, randomUUID());
+ */
+export async function reportFailure(
+  documents: RunDocuments,
+  runId: string,
+  token: Timestamp,
+  reporter: string,
+  lapsedError?: string,
+): Promise<'reported' | 'exists'> {
+  const update =
+    lapsedError === undefined
+      ? reportedUpdate(reporter)
+      : failureUpdate(lapsedError, documents.expireAt(), reporter);
+  const marked = await documents.update(runId, 'failed-run report', update, token);
+  return marked === 'changed' ? 'exists' : 'reported';
 }
 
 /** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
