@@ -1,26 +1,14 @@
 /**
  * The run ledger's lease protocol: claim a run, extend its lease, note, complete or release it.
- * What a record is (fields, statuses, the claim decision and the timeline) lives in
- * `run-record.ts`; the Firestore calls in `run-documents.ts`.
- *
- * Every write is one atomic operation with a precondition, never a transaction: a claim is a
- * `create()` (fails if the document exists); a takeover, extension, completion or release is a
- * write with a `lastUpdateTime` precondition, so it lands only if nobody wrote the document since
- * we last did. The update time of our own last write is the fencing token: a zombie attempt whose
- * lease was taken over holds an old token and every one of its writes fails. A claim given a
- * guarded write (`claim`'s `guard`) commits both in one atomic batch.
+ * What a record is lives in `run-record.ts`, the Firestore calls in `run-documents.ts`. Every write
+ * is one atomic operation with a precondition, fenced on the update time of our own last write
+ * (why, and how lost answers are recognised: docs/how-it-works.md, "The run ledger in detail").
  */
 
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
-import {
-  type MAX_NOTES,
-  type MAX_NOTES_BYTES,
-  type NoteValue,
-  noteProblem,
-  notesBoundProblem,
-} from './notes.ts';
+import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
 import {
   claimDecision,
@@ -28,7 +16,6 @@ import {
   completionUpdate,
   extensionUpdate,
   failureUpdate,
-  type MAX_ERROR_LENGTH,
   type RunDetails,
   type RunRecord,
   RunStatus,
@@ -45,27 +32,19 @@ export interface Claim {
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
   /**
-   * When the lease lapses, by Firestore's clock: our last write's commit time plus `leaseMs`. The
-   * stored lease (`leased_at` + `lease_ms`) may end up to that write's latency earlier (the emulator
-   * stamps `leased_at` on receipt); every decision reads the stored one.
+   * When the lease lapses, by Firestore's clock: our last write's commit time plus `leaseMs` (the
+   * stored lease may end up to that write's latency earlier; every decision reads the stored one).
    */
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
   /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
-  /**
-   * The notes stored in the record, as this attempt knows them: exact, since only the holder writes
-   * notes (fenced): a fresh record has none, a takeover the ones it read, and each note adds its own.
-   */
+  /** The notes stored in the record: exact, since only the holder writes notes (fenced). */
   readonly notes: Readonly<Record<string, NoteValue>>;
-  /**
-   * When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`): the stored
-   * value after a takeover; for a fresh record this claim's commit time, which the stored value
-   * may precede by the write's latency (the emulator stamps it on receipt).
-   */
+  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
   readonly firstClaimedAt: Date;
-  /** How many attempts claimed the run, this one included (`attempts`): 1 for a fresh record. */
+  /** How many attempts claimed the run, this one included (`attempts`). */
   readonly attempts: number;
 }
 
@@ -77,10 +56,9 @@ export interface Holder {
 }
 
 /**
- * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable`
- * is a document this version cannot read, which is never overwritten; `guard_changed`: the
- * claim's guarded write found its document changed since the caller read it, so nothing was
- * written (the caller judges afresh and claims again).
+ * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable` is
+ * never overwritten; `guard_changed`: the guarded write's document changed since the caller read
+ * it, so nothing was written (the caller judges afresh).
  */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
@@ -96,15 +74,14 @@ export type ClaimResult =
 export type FenceResult = 'recorded' | 'lease_lost';
 
 /**
- * What `runOnce` needs of a ledger: claim a run, keep the lease, then complete or release it. The
- * project's {@link RunLedger} implements it; the bench's baselines implement it too.
+ * What `runOnce` needs of a ledger. {@link RunLedger} implements it; so do the bench's baselines.
+ * Every method may throw {@link LedgerUnavailableError}.
  */
 export interface Ledger {
   /**
    * Claims `runId` for a fresh attempt, or says why not; with `guard`, the claim's write and the
    * guarded write commit together or not at all (`guard_changed`). An implementation that cannot
-   * commit a guard must throw when given one, never claim without it (the overlap policy relies
-   * on it). @throws {LedgerUnavailableError}
+   * commit a guard must throw when given one, never claim without it (the overlap policy relies on it).
    */
   claim(
     runId: string,
@@ -112,30 +89,22 @@ export interface Ledger {
     guard?: GuardedWrite,
     options?: ClaimOptions,
   ): Promise<ClaimResult>;
-  /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
+  /** Extends a held lease, fenced; returns the renewed claim. */
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
-  /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
+  /** Marks the run completed, fenced. */
   complete(claim: Claim): Promise<FenceResult>;
   /**
-   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is
-   * the error's message; `reporter`, when given, marks the failure reported in the same write (no
-   * retry can follow). @throws {LedgerUnavailableError}
+   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is the
+   * error's message; `reporter` marks the failure reported in the same write (no retry can follow).
    */
   release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
-  /**
-   * Notes a value in the run's record while the claim holds, fenced, extending the lease
-   * (`ctx.note`). @throws {RunOnceError} for a note the record cannot hold;
-   * {LedgerUnavailableError}
-   */
+  /** Notes a value in the run's record, fenced, extending the lease. @throws {RunOnceError} for a bad note. */
   note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
 }
 
 /** How a claim treats what it finds. */
 export interface ClaimOptions {
-  /**
-   * Take over a run reported missed or failed after retries (a backfill's delivery); without it
-   * such a run answers `completed`, as a finished one does.
-   */
+  /** Take over a run reported missed or failed after retries (a backfill's delivery); else `completed`. */
   readonly reopenReported?: boolean;
 }
 
@@ -153,12 +122,10 @@ const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
  * Claims, extends, completes and releases runs in Firestore. Safe to share across concurrent
- * requests.
+ * requests; single flight per instance (docs/how-it-works.md, "Claims: rounds, single flight and
+ * guarded writes").
  *
  * @example
- * const documents = new RunDocuments(new Firestore(), {
- *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
- * });
  * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
  * if (result.state === 'claimed') {
@@ -169,15 +136,11 @@ const FENCED_WRITE_BACKOFF_MS = 200;
 export class RunLedger implements Ledger {
   readonly #documents: RunDocuments;
   readonly #leaseMs: number;
-  /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
+  /** Claims sent to Firestore and not yet answered, by run id. */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
   readonly #held = new Map<string, Holder>();
 
-  /**
-   * @param documents - the runs collection.
-   * @param options - the lease length; see {@link LedgerOptions}.
-   */
   constructor(documents: RunDocuments, options: LedgerOptions) {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
@@ -198,37 +161,18 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a duplicate,
-   * even if `expire_at` passed and TTL has not yet deleted it), held by a live lease, or unreadable.
-   *
-   * One `create()` in the common case; on a conflict, a read and, if {@link claimDecision} says
-   * take over (by the read's server time), one takeover `update()` fenced on the update time just
-   * read. Lost races re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
-   * Every round writes one attempt id, so a read finding it in an in-progress record means a
-   * write of ours landed though its answer said otherwise (the client retries a commit on
-   * `UNAVAILABLE`; the retry of a landed `create()` answers `ALREADY_EXISTS`): the run is claimed,
-   * fenced on that read's update time.
-   *
-   * With `guard`, the claim's write (the `create()` or the takeover) and the guarded write are one
-   * atomic batch: **a claim lands only if its guarded document is still at the update time the
-   * caller read**, and both land or neither does. So of two claims guarded on the same version of
-   * one document (two runs judged free by one read of an overlap lock), at most one lands; the
-   * other gets `guard_changed` with nothing written. The core gives the guard no meaning: the
-   * overlap policy (`policy/overlap.ts`) relies on this invariant, and nothing else here does.
-   * Without a guard, a claim costs exactly the writes above (a processed run: two in all).
-   *
-   * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
-   * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
-   * `in_progress` without a Firestore call, whatever the lease says: an instance never takes over
-   * a run it still holds itself. Deliveries on other instances go to Firestore as before.
+   * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a
+   * duplicate, even past `expire_at`), held by a live lease, or unreadable. One `create()`; on a
+   * conflict, a read and, if {@link claimDecision} says take over, one takeover fenced on that
+   * read; lost races re-read up to {@link MAX_CLAIM_ROUNDS} rounds. A record carrying this claim's
+   * attempt id is ours (a write whose answer was lost). While this instance holds or is claiming
+   * the run, claims answer `in_progress` without a Firestore call.
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
-   * @param details - descriptive fields stored with the record.
-   * @param guard - a write to commit atomically with the claim, on its own precondition.
+   * @param guard - a write committed in one atomic batch with the claim's, on its own precondition.
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
-   * @example
-   * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
+   * @example const result = await ledger.claim(runId, { jobName: 'nightly-report' });
    */
   async claim(
     runId: string,
@@ -243,7 +187,7 @@ export class RunLedger implements Ledger {
       const result = await pending;
       return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
     }
-    const claiming = this.#claimInFirestore(runId, details, guard, options);
+    const claiming = this.#claimInFirestore(runId, details, guard, options.reopenReported === true);
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
@@ -258,92 +202,67 @@ export class RunLedger implements Ledger {
     runId: string,
     details: RunDetails,
     guard: GuardedWrite | undefined,
-    options: ClaimOptions,
+    reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    const leaseMs = this.#leaseMs;
     let holder: Holder | undefined;
     // One attempt id for every round: a record carrying it was written by this claim.
     const attemptId = randomUUID();
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const document = claimDocument(attemptId, leaseMs, documents.expireAt(), details);
-      const created =
-        guard === undefined
-          ? await documents.create(runId, 'claim', document)
-          : await documents.create(runId, 'claim', document, guard);
+      const document = claimDocument(attemptId, this.#leaseMs, documents.expireAt(), details);
+      const created = await documents.create(runId, 'claim', document, guard);
       if (created === 'guard_changed') return { state: 'guard_changed' };
-      if (created !== 'exists') {
-        return this.#claimed(runId, attemptId, created, undefined);
-      }
+      if (created !== 'exists') return this.#claimed(runId, attemptId, created, undefined);
       const read = await documents.read(runId);
-      // The client retries a commit on UNAVAILABLE: a retried write of ours that had landed
-      // answers ALREADY_EXISTS (a create) or FAILED_PRECONDITION (a takeover), yet the record is ours.
+      // A retried write of ours that had landed answers ALREADY_EXISTS or FAILED_PRECONDITION.
       if (isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined) {
         return this.#claimed(runId, attemptId, read.updateTime, replaced);
       }
       replaced = undefined;
-      const decided = claimDecision(read.record, read.readTime, options.reopenReported === true);
-      switch (decided.decision) {
-        case 'absent':
-          continue; // released between our create and our read: create again
-        case 'completed':
-          return { state: 'completed', record: decided.record };
-        case 'unreadable':
-          return { state: 'unreadable', record: decided.record };
-        case 'lease_live':
-          return { state: 'in_progress', holder: holderOf(decided.record) };
-        case 'take_over': {
-          const previous = decided.record;
-          holder = holderOf(previous);
-          if (read.updateTime === undefined) continue;
-          // Take over, but only if nobody wrote since our read.
-          const update = takeoverUpdate(
-            attemptId,
-            leaseMs,
-            documents.expireAt(),
-            details,
-            previous,
-          );
-          replaced = previous;
-          const taken =
-            guard === undefined
-              ? await documents.update(runId, 'takeover', update, read.updateTime)
-              : await documents.update(runId, 'takeover', update, read.updateTime, guard);
-          if (taken === 'guard_changed') return { state: 'guard_changed' };
-          if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
-        }
-      }
+      const decided = claimDecision(read.record, read.readTime, reopenReported);
+      if (decided.decision === 'absent') continue; // released between our create and our read
+      if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
+      if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
+      holder = holderOf(decided.record);
+      if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
+      if (read.updateTime === undefined) continue;
+      replaced = decided.record;
+      const update = takeoverUpdate(
+        attemptId,
+        this.#leaseMs,
+        documents.expireAt(),
+        details,
+        replaced,
+      );
+      const taken = await documents.update(runId, 'takeover', update, read.updateTime, guard);
+      if (taken === 'guard_changed') return { state: 'guard_changed' };
+      if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, replaced);
     }
     return { state: 'in_progress', holder };
   }
 
   /**
-   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced like every write:
-   * the new lease runs `leaseMs` from the write's own server time. The write changes the document's
-   * update time, so it returns the claim with its new fencing token: use it from then on.
+   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced: the new lease
+   * runs `leaseMs` from the write's server time. Use the returned claim (its new fencing token).
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
-   * @example
-   * const renewed = await ledger.extend(claim);
-   * if (renewed === 'lease_lost') controller.abort();
+   * @example if ((await ledger.extend(claim)) === 'lease_lost') controller.abort();
    */
   async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
 
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`), e.g. the execution a proxy
-   * launched, while this attempt holds the run: one fenced write that also extends the lease, so
-   * it returns the claim with its new fencing token, like {@link extend}.
+   * Notes `value` under `name` in the run's record (`notes.NAME`) while this attempt holds the run:
+   * one fenced write that also extends the lease, like {@link extend}.
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
-   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one that would take the
-   *   record's notes past {@link MAX_NOTES} or {@link MAX_NOTES_BYTES} (`notesBoundProblem`, on
-   *   the notes the claim knows are stored), so the completion and the release can always be
-   *   written; {@link LedgerUnavailableError} if every try failed transiently.
+   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one past the record's bounds
+   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   *   {@link LedgerUnavailableError} if every try failed transiently.
    * @example const renewed = await ledger.note(claim, 'launch', { name: execution.name });
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
@@ -375,15 +294,13 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Marks the claimed run completed, if this attempt still holds it. Retries a transient failure;
-   * if an earlier try landed, recognises our own `attempt_id` instead of reporting a lost lease.
+   * Marks the claimed run completed, if this attempt still holds it.
    *
    * @returns `recorded`, or `lease_lost` when another attempt took the run over (the job may then
    *   have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.
-   * @example
-   * if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
+   * @example if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -395,17 +312,16 @@ export class RunLedger implements Ledger {
 
   /**
    * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
-   * `failed`, with the error's message, so the next delivery claims it at once (where the guide's
-   * sample deletes the claim) and the run's history keeps the failure.
+   * `failed` with the error's message (where the guide's sample deletes the claim), so the next
+   * delivery claims it at once and the history keeps the failure.
    *
-   * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
-   * @param reporter - when no Scheduler retry can follow, the id stored as `reported_by` with
-   *   `reported_at`: the final failure is reported by this one write, so no check reports it again.
+   * @param failure - the error's message only (cut to `MAX_ERROR_LENGTH`); never request data.
+   * @param reporter - when no Scheduler retry can follow, stored as `reported_by` with
+   *   `reported_at`: the final failure is reported by this one write.
    * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
-   * @example
-   * await ledger.release(claim, 'billing answered 503');
+   * @example await ledger.release(claim, 'billing answered 503');
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -415,11 +331,7 @@ export class RunLedger implements Ledger {
     return fenceResult(written, claim, RunStatus.Failed);
   }
 
-  /**
-   * Firestore's time now, as best this instance knows it (see `RunDocuments.serverTime`).
-   *
-   * @throws {LedgerUnavailableError} if the one read that learns it fails.
-   */
+  /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
   }
@@ -431,30 +343,25 @@ export class RunLedger implements Ledger {
     previous: RunRecord | undefined,
   ): ClaimResult {
     const leaseMs = this.#leaseMs;
-    const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
-    // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
-    const firstClaimedAt = previous?.firstClaimedAt ?? writeTime.toDate();
-    return {
-      state: 'claimed',
-      claim: {
-        runId,
-        attemptId,
-        fencingToken: writeTime,
-        leaseExpires,
-        leaseMs,
-        takeover: previous !== undefined,
-        notes: previous?.notes ?? {},
-        firstClaimedAt,
-        attempts: (previous?.attempts ?? 0) + 1,
-      },
+    const claim: Claim = {
+      runId,
+      attemptId,
+      fencingToken: writeTime,
+      leaseExpires: new Date(writeTime.toMillis() + leaseMs),
+      leaseMs,
+      takeover: previous !== undefined,
+      notes: previous?.notes ?? {},
+      // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
+      firstClaimedAt: previous?.firstClaimedAt ?? writeTime.toDate(),
+      attempts: (previous?.attempts ?? 0) + 1,
     };
+    return { state: 'claimed', claim };
   }
 
   /**
-   * One fenced write with bounded retries, fenced on the claim's token. When the precondition
-   * fails, the current record tells why: ours and still in progress means an earlier write of ours
-   * (a heartbeat, or a try of this write) landed unseen and moved the update time, so the write is
-   * tried again on the update time just read. Safe because only this attempt writes an
+   * One fenced write with bounded retries, fenced on the claim's token. A precondition failure
+   * that finds our own attempt still in progress is an earlier write of ours landed unseen: the
+   * write is tried again on the update time just read. Safe because only this attempt writes an
    * `in_progress` record with its `attempt_id`: the one other write onto a record in progress,
    * {@link reportFailure} of a lapsed attempt, sets it `failed`. Any other record stops the write.
    *
@@ -483,13 +390,12 @@ export class RunLedger implements Ledger {
 
 /**
  * Marks a run's final failure reported, once across instances (the missed-run check's report of a
- * run failed after retries), fenced on `token`: the update time of the read that judged it.
- * A `failed` record gets `reported_at`/`reported_by`; with `lapsedError`, an `in_progress` record
- * whose lease lapsed past the run's retry window is also ended as `failed`, `lapsedError` its
- * `last_error`. This is the one write onto a record by someone other than the attempt it names,
- * and it leaves no record `in_progress`, so the core's invariant holds: an `in_progress` record
- * carrying an attempt's `attempt_id` was written by that attempt (a claim's and a fenced write's
- * recognition of their own lost answers rely on it). The lapsed attempt, if it still runs, then
+ * run failed after retries), fenced on `token`, the update time of the read that judged it. A
+ * `failed` record gets `reported_at`/`reported_by`; with `lapsedError`, an `in_progress` record
+ * whose lease lapsed is also ended as `failed`, `lapsedError` its `last_error`. The one write onto
+ * a record by anyone but the attempt it names; it leaves no record `in_progress`, so an
+ * `in_progress` record carrying an attempt's id was still written by that attempt (what claims and
+ * fenced writes rely on to recognise their own lost answers). A lapsed attempt that still runs then
  * finds its run failed: its heartbeat and completion get `lease_lost`; its release finds its own
  * attempt failed and counts as recorded.
  *
@@ -516,10 +422,7 @@ export async function reportFailure(
 /** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
 type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
 
-/**
- * A completion's or release's result: `recorded` if it landed, or if the record that stopped it
- * is ours and already `done` (an earlier try landed but its answer was lost).
- */
+/** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
 function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
   if (!('stoppedBy' in written)) return 'recorded';
   return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';

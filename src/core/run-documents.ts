@@ -1,14 +1,9 @@
 /**
  * The run documents in Firestore: the one module that calls Firestore. Every operation has a
- * timeout and classifies its errors where they happen (Powertools catches the conditional failure
- * only on its conditional put): "someone else wrote first" is an answer, and only for the
- * conditional write that can cause it; anything else throws.
- *
- * Writes are single atomic operations with a precondition, never transactions: a `create()` fails
- * if the document exists; an `update()` fenced on a `lastUpdateTime` lands only if nobody wrote
- * the document since that time. The update time of a writer's own last write is its fencing token.
- * A claim may carry a {@link GuardedWrite}: then its write and the guarded one are one atomic
- * batch, each on its own precondition, both or neither.
+ * timeout and classifies its errors where they happen: "someone else wrote first" is an answer only
+ * for the conditional write that can cause it; anything else throws. Writes are single atomic
+ * operations with a precondition, never transactions (docs/how-it-works.md, "Writes: one
+ * precondition each, never a transaction").
  */
 import {
   type DocumentData,
@@ -35,20 +30,16 @@ export interface DocumentRead {
 export interface BatchRead {
   /** Each run id's record, `undefined` when absent. */
   readonly records: ReadonlyMap<string, StoredRecord | undefined>;
-  /**
-   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
-   * precision a `lastUpdateTime` precondition compares): the fencing token of a write after the read.
-   */
+  /** Each present record's update time (a Timestamp: µs, as a precondition compares it). */
   readonly updateTimes: ReadonlyMap<string, Timestamp>;
   /** Firestore's time of the (last) read. */
   readonly readTime: Date;
 }
 
 /**
- * A write to commit in the same atomic batch as a run record's claim, guarded by its own
- * precondition: "also write document `id` of `documents`, which must still be at `token` (absent
- * when `token` is undefined)". The core gives it no meaning; a policy uses it for a document that
- * must change together with the claim or not at all (the overlap lock, `policy/overlap.ts`).
+ * A write committed in the same atomic batch as a run record's claim, on its own precondition:
+ * "also write document `id` of `documents`, which must still be at `token` (absent when `token` is
+ * undefined)". The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
  */
 export interface GuardedWrite {
   /** The collection of the guarded document: a `RunDocuments` on the same Firestore client. */
@@ -57,7 +48,7 @@ export interface GuardedWrite {
   /** What the write is, for error messages (`overlap lock`). */
   readonly what: string;
   readonly data: DocumentData;
-  /** The document's update time as read: the write lands only if it is unchanged; `undefined`: it must be absent. */
+  /** The document's update time as read; `undefined`: it must be absent. */
   readonly token: Timestamp | undefined;
 }
 
@@ -70,10 +61,8 @@ export interface RunDocumentsOptions {
   /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
   /**
-   * This process's monotonic clock, ms from any origin (default `performance.now()`): the time
-   * elapsed since Firestore's last answer, added to that answer's time, is Firestore's time now.
-   * Never the wall clock, which NTP or an operator may step back or forth on a warm instance.
-   * Tests and the simulator inject a driven clock.
+   * This process's monotonic clock, ms from any origin (default `performance.now()`), never the
+   * wall clock: tests and the simulator inject a driven clock.
    */
   readonly monotonicNow?: () => number;
 }
@@ -89,15 +78,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 /** Another writer won: a conditional write did not apply. Never leaves this module. */
 class WriteConflict {}
 
-function codeOf(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
-
 /**
- * The runs collection, with Firestore's clock as this instance learns it from every answer: the
- * answer's time plus the monotonic time elapsed since (used for `expire_at` and for
- * {@link serverTime}, never for a lease). Safe to share across concurrent requests.
+ * The runs collection, with Firestore's clock as this instance learns it from every answer
+ * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
  *
  * @example
  * const documents = new RunDocuments(new Firestore(), {
@@ -109,10 +92,7 @@ export class RunDocuments {
   readonly #db: Firestore;
   readonly #options: RunDocumentsOptions;
   readonly #monotonicNow: () => number;
-  /**
-   * Firestore's time of an answer minus our monotonic time on receiving it, ms: adding the
-   * monotonic time now gives Firestore's time now. `undefined` before the first answer.
-   */
+  /** Firestore's time of an answer minus our monotonic time on receiving it, ms. */
   #serverOffsetMs: number | undefined;
 
   constructor(db: Firestore, options: RunDocumentsOptions) {
@@ -133,11 +113,8 @@ export class RunDocuments {
    *   {@link DatabaseNotFoundError} if the database does not exist.
    */
   async read(runId: string): Promise<DocumentRead> {
-    const snap = await this.#call('read', () =>
-      this.#ref(runId).withConverter(runRecordConverter).get(),
-    );
-    this.#learnTime(snap.readTime);
-    return { record: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
+    const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
+    return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
   }
 
   /**
@@ -147,12 +124,16 @@ export class RunDocuments {
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
    */
-  async readData(id: string): Promise<{
+  readData(id: string): Promise<{
     data: DocumentData | undefined;
     updateTime: Timestamp | undefined;
     readTime: Date;
   }> {
-    const snap = await this.#call('read', () => this.#ref(id).get());
+    return this.#get(this.#ref(id));
+  }
+
+  async #get<T>(ref: DocumentReference<T>) {
+    const snap = await this.#call('read', () => ref.get());
     this.#learnTime(snap.readTime);
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
@@ -187,8 +168,8 @@ export class RunDocuments {
   }
 
   /**
-   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write,
-   * so both land or neither does.
+   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded
+   * write, so both land or neither does.
    *
    * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
    *   `guard`) `guard_changed` if the guarded document was not at its token: nothing was written.
@@ -199,7 +180,7 @@ export class RunDocuments {
     runId: string,
     what: string,
     data: DocumentData,
-    guard: GuardedWrite,
+    guard: GuardedWrite | undefined,
   ): Promise<Timestamp | 'exists' | 'guard_changed'>;
   async create(
     runId: string,
@@ -207,18 +188,13 @@ export class RunDocuments {
     data: DocumentData,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'exists' | 'guard_changed'> {
-    try {
-      const result =
-        guard === undefined
-          ? await this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS])
-          : await this.#commitGuarded(what, guard, (batch) => batch.create(this.#ref(runId), data));
-      this.#learnTime(result.writeTime);
-      return result.writeTime;
-    } catch (err) {
-      if (!(err instanceof WriteConflict)) throw err;
-      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
-      return 'exists';
-    }
+    const written = await this.#write(
+      what,
+      guard,
+      () => this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS]),
+      (batch) => batch.create(this.#ref(runId), data),
+    );
+    return written === 'conflict' ? 'exists' : written;
   }
 
   /**
@@ -241,7 +217,7 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp,
-    guard: GuardedWrite,
+    guard: GuardedWrite | undefined,
   ): Promise<Timestamp | 'changed' | 'guard_changed'>;
   async update(
     runId: string,
@@ -250,32 +226,42 @@ export class RunDocuments {
     token: Timestamp,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'changed' | 'guard_changed'> {
+    const precondition = { lastUpdateTime: token };
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const conflicts = [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const written = await this.#write(
+      what,
+      guard,
+      () => this.#call(what, () => this.#ref(runId).update(data, precondition), conflicts),
+      (batch) => batch.update(this.#ref(runId), data, precondition),
+    );
+    return written === 'conflict' ? 'changed' : written;
+  }
+
+  /**
+   * One conditional write: `alone` without a guard, else `add`'s write and the guarded one in one
+   * batch. A precondition failure is `conflict`, or `guard_changed` if the guarded document is no
+   * longer at its token (then it was the guard that failed, or may have been).
+   */
+  async #write(
+    what: string,
+    guard: GuardedWrite | undefined,
+    alone: () => Promise<WriteResult>,
+    add: (batch: WriteBatch) => void,
+  ): Promise<Timestamp | 'conflict' | 'guard_changed'> {
     try {
-      // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
       const result =
-        guard === undefined
-          ? await this.#call(what, () => this.#ref(runId).update(data, { lastUpdateTime: token }), [
-              Code.FAILED_PRECONDITION,
-              Code.NOT_FOUND,
-            ])
-          : await this.#commitGuarded(what, guard, (batch) =>
-              batch.update(this.#ref(runId), data, { lastUpdateTime: token }),
-            );
+        guard === undefined ? await alone() : await this.#commitGuarded(what, guard, add);
       this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
       if (!(err instanceof WriteConflict)) throw err;
       if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
-      return 'changed';
+      return 'conflict';
     }
   }
 
-  /**
-   * Commits the run document's write (added by `add`) and the guarded write in one batch: every
-   * precondition failure (the run document's or the guard's) is a {@link WriteConflict}.
-   *
-   * @returns the run document's write result (the first of the batch: one commit time for both).
-   */
+  /** Commits `add`'s write and the guarded write in one batch; returns the former's result. */
   async #commitGuarded(
     what: string,
     guard: GuardedWrite,
@@ -285,21 +271,23 @@ export class RunDocuments {
     if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     }
-    const results = await this.#call(`${what} with the ${guard.what}`, () => {
-      const batch = this.#db.batch();
-      add(batch);
-      const ref = other.#ref(guard.id);
-      if (guard.token === undefined) batch.create(ref, guard.data);
-      else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
-      return batch.commit();
-    }, [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
+    const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const results = await this.#call(
+      `${what} with the ${guard.what}`,
+      () => {
+        const batch = this.#db.batch();
+        add(batch);
+        const ref = other.#ref(guard.id);
+        if (guard.token === undefined) batch.create(ref, guard.data);
+        else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
+        return batch.commit();
+      },
+      conflicts,
+    );
     return results[0] as WriteResult;
   }
 
-  /**
-   * After a guarded batch failed its preconditions: whether the guarded document is no longer at
-   * its token (then it was the guard that failed, or may have been: the caller judges afresh).
-   */
+  /** After a guarded batch failed its preconditions: whether the guarded document left its token. */
   async #guardChanged(guard: GuardedWrite): Promise<boolean> {
     const { updateTime } = await guard.documents.readData(guard.id);
     if (guard.token === undefined) return updateTime !== undefined;
@@ -315,10 +303,8 @@ export class RunDocuments {
   }
 
   /**
-   * Firestore's time now, as best this instance knows it: the time of Firestore's latest answer
-   * plus the monotonic time elapsed since (`monotonicNow`), so a step of the wall clock on a warm
-   * instance changes nothing. Before the first answer, one read learns it (of a document that
-   * never exists; once per instance).
+   * Firestore's time now, as best this instance knows it: its latest answer's time plus the
+   * monotonic time since. Before the first answer, one read (of a document that never exists) learns it.
    *
    * @throws {LedgerUnavailableError} if that read fails.
    * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
@@ -334,10 +320,7 @@ export class RunDocuments {
     return offset === undefined ? undefined : offset + this.#monotonicNow();
   }
 
-  /**
-   * Learns Firestore's clock from a time it answered with (a write's or a read's). Each answer's
-   * time is at most Firestore's time on receipt, so the largest offset is the closest estimate.
-   */
+  /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
     const offset = serverTime.toMillis() - this.#monotonicNow();
     if (this.#serverOffsetMs === undefined || offset > this.#serverOffsetMs) {
@@ -375,24 +358,18 @@ export async function callFirestore<T>(
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new LedgerUnavailableError(`Firestore did not answer the ${what} within ${timeoutMs} ms`),
-        ),
-      timeoutMs,
-    );
+    const message = `Firestore did not answer the ${what} within ${timeoutMs} ms`;
+    timer = setTimeout(() => reject(new LedgerUnavailableError(message)), timeoutMs);
   });
   try {
     return await Promise.race([run(), timeout]);
   } catch (err) {
     if (err instanceof LedgerUnavailableError) throw err;
-    const code = codeOf(err);
-    if (code !== undefined && conflicts.includes(code)) throw new WriteConflict();
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === 'number' && conflicts.includes(code)) throw new WriteConflict();
     if (code === Code.NOT_FOUND) {
-      const database = db.databaseId ?? '(default)';
       throw new DatabaseNotFoundError(
-        `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
+        `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): ` +
           'check FIRESTORE_DATABASE and the project, and that the database exists ' +
           '(gcloud firestore databases list)',
         { cause: err },
