@@ -9,19 +9,21 @@ import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
 import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
-import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
 import {
-  claimDecision,
   claimDocument,
   completionUpdate,
   extensionUpdate,
   failureUpdate,
+  reportedUpdate,
+  takeoverUpdate,
+} from './record-writes.ts';
+import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
+import {
+  claimDecision,
   type RunDetails,
   type RunRecord,
   RunStatus,
-  reportedUpdate,
   type StoredRecord,
-  takeoverUpdate,
   type UnreadableRecord,
 } from './run-record.ts';
 

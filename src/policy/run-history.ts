@@ -7,17 +7,16 @@
 
 import type { Timestamp } from '@google-cloud/firestore';
 import { reportFailure } from '../core/ledger.ts';
+import { missedDocument, skippedDocument } from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
   judgedAt,
-  missedDocument,
   type RunDetails,
   RunKind,
   type RunRecord,
   RunStatus,
   type StoredRecord,
-  skippedDocument,
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
