@@ -587,6 +587,22 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-2');
   });
 
+  it('a guarded claim whose batch landed but answered UNAVAILABLE is ours: the lock it moved is its own', async () => {
+    const { db, commits } = await loseCommitAnswers(1);
+    const { ledger, jobDocuments, collection } = newLedger({}, db);
+    // No lock yet: the batch creates it, so the client's retry finds it (and the record) there.
+    const guard = await guardOn(jobDocuments, 'run-1');
+
+    const result = await ledger.claim('run-1', {}, guard);
+
+    assert.ok(commits() >= 2, 'the client sent the batch again');
+    assert.equal(result.state, 'claimed');
+    const claim = claimOf(result);
+    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+    assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-1');
+    assert.equal(await ledger.complete(claim), 'recorded');
+  });
+
   it('a guard on an absent document lands only while it is absent', async () => {
     const { ledger, jobDocuments, collection } = newLedger();
     const absent = await guardOn(jobDocuments, 'run-1');

@@ -17,7 +17,13 @@ import {
   reportedUpdate,
   takeoverUpdate,
 } from './record-writes.ts';
-import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
+import {
+  type DocumentRead,
+  type GuardChanged,
+  type GuardedWrite,
+  RunDocuments,
+  type RunDocumentsOptions,
+} from './run-documents.ts';
 import {
   claimDecision,
   type RunDetails,
@@ -33,10 +39,7 @@ export interface Claim {
   readonly attemptId: string;
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
-  /**
-   * When the lease lapses, by Firestore's clock: our last write's commit time plus `leaseMs` (the
-   * stored lease may end up to that write's latency earlier; every decision reads the stored one).
-   */
+  /** When the lease lapses, by Firestore's clock: our last write's time + `leaseMs` (decisions read the stored one). */
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
@@ -59,8 +62,7 @@ export interface Holder {
 
 /**
  * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable` is
- * never overwritten; `guard_changed`: the guarded write's document changed since the caller read
- * it, so nothing was written (the caller judges afresh).
+ * never overwritten; `guard_changed`: the guarded document changed, nothing was written.
  */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
@@ -69,10 +71,7 @@ export type ClaimResult =
   | { readonly state: 'in_progress'; readonly holder: Holder | undefined }
   | { readonly state: 'unreadable'; readonly record: UnreadableRecord };
 
-/**
- * What a fenced write did: `recorded` if it took effect (or an earlier try of ours already had),
- * `lease_lost` if another attempt holds or finished the run, so ours changed nothing.
- */
+/** A fenced write `recorded` (or an earlier try of ours had), or `lease_lost`: it changed nothing. */
 export type FenceResult = 'recorded' | 'lease_lost';
 
 /**
@@ -81,9 +80,8 @@ export type FenceResult = 'recorded' | 'lease_lost';
  */
 export interface Ledger {
   /**
-   * Claims `runId` for a fresh attempt, or says why not; with `guard`, the claim's write and the
-   * guarded write commit together or not at all (`guard_changed`). An implementation that cannot
-   * commit a guard must throw when given one, never claim without it (the overlap policy relies on it).
+   * Claims `runId` for a fresh attempt, or says why not; with `guard`, both writes land or neither
+   * (`guard_changed`). Throws if it cannot commit a guard, never claims without it.
    */
   claim(
     runId: string,
@@ -95,10 +93,7 @@ export interface Ledger {
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /** Marks the run completed, fenced. */
   complete(claim: Claim): Promise<FenceResult>;
-  /**
-   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is the
-   * error's message; `reporter` marks the failure reported in the same write (no retry can follow).
-   */
+  /** Releases the claim after a failed attempt, fenced, `reporter` marking it reported. */
   release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
   /** Notes a value in the run's record, fenced, extending the lease. @throws {RunOnceError} for a bad note. */
   note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
@@ -123,17 +118,14 @@ const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
- * Claims, extends, completes and releases runs in Firestore. Safe to share across concurrent
- * requests; single flight per instance (docs/how-it-works.md, "Claims: rounds, single flight and
- * guarded writes").
+ * Claims, extends, completes and releases runs in Firestore. Safe to share across requests; single
+ * flight per instance: while it holds or is claiming a run, claims of it answer `in_progress`
+ * without a Firestore call (docs/how-it-works.md, "Claims: rounds, single flight and guarded writes").
  *
  * @example
  * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
- * if (result.state === 'claimed') {
- *   await doTheWork();
- *   await ledger.complete(result.claim);
- * }
+ * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
 export class RunLedger implements Ledger {
   readonly #documents: RunDocuments;
@@ -148,11 +140,7 @@ export class RunLedger implements Ledger {
     this.#leaseMs = options.leaseMs;
   }
 
-  /**
-   * A ledger on its own {@link RunDocuments} over `db`.
-   *
-   * @example const ledger = RunLedger.open(db, { collection: 'runs', leaseMs: 300_000, retentionMs: 2_592_000_000, timeoutMs: 10_000 });
-   */
+  /** A ledger on its own {@link RunDocuments} over `db`, e.g. `RunLedger.open(db, { collection, leaseMs, retentionMs, timeoutMs })`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
@@ -163,12 +151,10 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a
-   * duplicate, even past `expire_at`), held by a live lease, or unreadable. One `create()`; on a
-   * conflict, a read and, if {@link claimDecision} says take over, one takeover fenced on that
-   * read; lost races re-read up to {@link MAX_CLAIM_ROUNDS} rounds. A record carrying this claim's
-   * attempt id is ours (a write whose answer was lost). While this instance holds or is claiming
-   * the run, claims answer `in_progress` without a Firestore call.
+   * Claims run `runId` for a fresh attempt, or reports why it cannot: completed (a duplicate, even
+   * past `expire_at`), held by a live lease, or unreadable. One `create()`; on a conflict, a read
+   * and, if {@link claimDecision} says so, a takeover fenced on it; lost races re-read, up to
+   * {@link MAX_CLAIM_ROUNDS} rounds. A record with this claim's attempt id is ours (a lost answer).
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
    * @param guard - a write committed in one atomic batch with the claim's, on its own precondition.
@@ -215,7 +201,9 @@ export class RunLedger implements Ledger {
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const document = claimDocument(attemptId, this.#leaseMs, documents.expireAt(), details);
       const created = await documents.create(runId, 'claim', document, guard);
-      if (created === 'guard_changed') return { state: 'guard_changed' };
+      if (isGuardChanged(created)) {
+        return this.#ownOrGuardChanged(runId, attemptId, created.guardChanged, replaced);
+      }
       if (created !== 'exists') return this.#claimed(runId, attemptId, created, undefined);
       const read = await documents.read(runId);
       // A retried write of ours that had landed answers ALREADY_EXISTS or FAILED_PRECONDITION.
@@ -239,7 +227,9 @@ export class RunLedger implements Ledger {
         replaced,
       );
       const taken = await documents.update(runId, 'takeover', update, read.updateTime, guard);
-      if (taken === 'guard_changed') return { state: 'guard_changed' };
+      if (isGuardChanged(taken)) {
+        return this.#ownOrGuardChanged(runId, attemptId, taken.guardChanged, replaced);
+      }
       if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, replaced);
     }
     return { state: 'in_progress', holder };
@@ -338,6 +328,19 @@ export class RunLedger implements Ledger {
     return this.#documents.serverTime();
   }
 
+  /** A guard moved by another claim, or by our own batch whose answer was lost: then the run is ours. */
+  #ownOrGuardChanged(
+    runId: string,
+    attemptId: string,
+    run: DocumentRead,
+    previous: RunRecord | undefined,
+  ): ClaimResult {
+    if (isOwn(run.record, attemptId, RunStatus.InProgress) && run.updateTime !== undefined) {
+      return this.#claimed(runId, attemptId, run.updateTime, previous);
+    }
+    return { state: 'guard_changed' };
+  }
+
   #claimed(
     runId: string,
     attemptId: string,
@@ -361,13 +364,10 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * One fenced write with bounded retries, fenced on the claim's token. A precondition failure
-   * that finds our own attempt still in progress is an earlier write of ours landed unseen: the
-   * write is tried again on the update time just read. Safe because only this attempt writes an
-   * `in_progress` record with its `attempt_id`: the one other write onto a record in progress,
-   * {@link reportFailure} of a lapsed attempt, sets it `failed`. Any other record stops the write.
-   *
-   * @returns the write's time (the new fencing token), or the record that stopped it.
+   * One fenced write with bounded retries. A precondition failure finding our attempt still in
+   * progress is an earlier write of ours landed unseen: try again on the update time just read.
+   * Safe: only this attempt writes an `in_progress` record with its `attempt_id` (see
+   * {@link reportFailure}). Returns the write's time (the new token), or the record that stopped it.
    */
   async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
@@ -391,15 +391,13 @@ export class RunLedger implements Ledger {
 }
 
 /**
- * Marks a run's final failure reported, once across instances (the missed-run check's report of a
- * run failed after retries), fenced on `token`, the update time of the read that judged it. A
- * `failed` record gets `reported_at`/`reported_by`; with `lapsedError`, an `in_progress` record
- * whose lease lapsed is also ended as `failed`, `lapsedError` its `last_error`. The one write onto
- * a record by anyone but the attempt it names; it leaves no record `in_progress`, so an
- * `in_progress` record carrying an attempt's id was still written by that attempt (what claims and
- * fenced writes rely on to recognise their own lost answers). A lapsed attempt that still runs then
- * finds its run failed: its heartbeat and completion get `lease_lost`; its release finds its own
- * attempt failed and counts as recorded.
+ * Marks a run's final failure reported, once across instances (the missed-run check), fenced on
+ * `token`, the update time of the read that judged it: a `failed` record gets `reported_at` and
+ * `reported_by`; with `lapsedError`, an `in_progress` record whose lease lapsed is ended `failed`
+ * too. The one write onto a record by anyone but the attempt it names, and it leaves no record
+ * `in_progress`: so an `in_progress` record with an attempt's id was written by that attempt, which
+ * claims and fenced writes rely on. A lapsed attempt still running then gets `lease_lost` from its
+ * heartbeat and completion; its release finds its own attempt failed and counts as recorded.
  *
  * @param lapsedError - only for a record read `in_progress` whose lease lapsed at the read's time.
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
@@ -419,6 +417,10 @@ export async function reportFailure(
       : failureUpdate(lapsedError, documents.expireAt(), reporter);
   const marked = await documents.update(runId, 'failed-run report', update, token);
   return marked === 'changed' ? 'exists' : 'reported';
+}
+
+function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
+  return typeof written === 'object' && 'guardChanged' in written;
 }
 
 /** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */

@@ -52,6 +52,15 @@ export interface GuardedWrite {
   readonly token: Timestamp | undefined;
 }
 
+/**
+ * A guarded write that found the guarded document no longer at its token, with the run document as
+ * read in the same batched read: the guard moved under us, or our own batch landed while its answer
+ * was lost (the client retried it), which the run document then shows.
+ */
+export interface GuardChanged {
+  readonly guardChanged: DocumentRead;
+}
+
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
   /** Collection holding the run documents. */
@@ -172,7 +181,7 @@ export class RunDocuments {
    * write, so both land or neither does.
    *
    * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
-   *   `guard`) `guard_changed` if the guarded document was not at its token: nothing was written.
+   *   `guard`) {@link GuardChanged} if the guarded document was not at its token.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
@@ -181,14 +190,15 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'exists' | 'guard_changed'>;
+  ): Promise<Timestamp | 'exists' | GuardChanged>;
   async create(
     runId: string,
     what: string,
     data: DocumentData,
     guard?: GuardedWrite,
-  ): Promise<Timestamp | 'exists' | 'guard_changed'> {
+  ): Promise<Timestamp | 'exists' | GuardChanged> {
     const written = await this.#write(
+      runId,
       what,
       guard,
       () => this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS]),
@@ -202,8 +212,8 @@ export class RunDocuments {
    * `guard`, in one atomic batch with the guarded write, so both land or neither does.
    *
    * @returns the write's time (the new fencing token), `changed` if the document changed or was
-   *   deleted since `token`, or (with `guard`) `guard_changed` if the guarded document was not at
-   *   its token: nothing was written.
+   *   deleted since `token`, or (with `guard`) {@link GuardChanged} if the guarded document was not
+   *   at its token.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -218,18 +228,19 @@ export class RunDocuments {
     data: DocumentData,
     token: Timestamp,
     guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'changed' | 'guard_changed'>;
+  ): Promise<Timestamp | 'changed' | GuardChanged>;
   async update(
     runId: string,
     what: string,
     data: DocumentData,
     token: Timestamp,
     guard?: GuardedWrite,
-  ): Promise<Timestamp | 'changed' | 'guard_changed'> {
+  ): Promise<Timestamp | 'changed' | GuardChanged> {
     const precondition = { lastUpdateTime: token };
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
     const conflicts = [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
     const written = await this.#write(
+      runId,
       what,
       guard,
       () => this.#call(what, () => this.#ref(runId).update(data, precondition), conflicts),
@@ -239,16 +250,17 @@ export class RunDocuments {
   }
 
   /**
-   * One conditional write: `alone` without a guard, else `add`'s write and the guarded one in one
-   * batch. A precondition failure is `conflict`, or `guard_changed` if the guarded document is no
-   * longer at its token (then it was the guard that failed, or may have been).
+   * One conditional write of run `runId`: `alone` without a guard, else `add`'s write and the
+   * guarded one in one batch. A precondition failure is `conflict`, or {@link GuardChanged} if the
+   * guarded document is no longer at its token (then it was the guard that failed, or may have been).
    */
   async #write(
+    runId: string,
     what: string,
     guard: GuardedWrite | undefined,
     alone: () => Promise<WriteResult>,
     add: (batch: WriteBatch) => void,
-  ): Promise<Timestamp | 'conflict' | 'guard_changed'> {
+  ): Promise<Timestamp | 'conflict' | GuardChanged> {
     try {
       const result =
         guard === undefined ? await alone() : await this.#commitGuarded(what, guard, add);
@@ -256,8 +268,7 @@ export class RunDocuments {
       return result.writeTime;
     } catch (err) {
       if (!(err instanceof WriteConflict)) throw err;
-      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
-      return 'conflict';
+      return guard === undefined ? 'conflict' : await this.#afterGuardedConflict(runId, guard);
     }
   }
 
@@ -287,11 +298,33 @@ export class RunDocuments {
     return results[0] as WriteResult;
   }
 
-  /** After a guarded batch failed its preconditions: whether the guarded document left its token. */
-  async #guardChanged(guard: GuardedWrite): Promise<boolean> {
-    const { updateTime } = await guard.documents.readData(guard.id);
-    if (guard.token === undefined) return updateTime !== undefined;
-    return updateTime === undefined || !updateTime.isEqual(guard.token);
+  /**
+   * After a guarded batch failed its preconditions: one batched read of the guarded document and
+   * the run document. `conflict` if the guarded document is still at its token (the run document's
+   * precondition failed), else {@link GuardChanged} with the run document's read.
+   */
+  async #afterGuardedConflict(
+    runId: string,
+    guard: GuardedWrite,
+  ): Promise<'conflict' | GuardChanged> {
+    const runRef = this.#ref(runId).withConverter(runRecordConverter);
+    const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
+      this.#db.getAll(guard.documents.#ref(guard.id), runRef),
+    );
+    if (guarded === undefined || run === undefined) {
+      throw new LedgerUnavailableError(
+        `Firestore answered the read after the ${guard.what} without its documents`,
+      );
+    }
+    this.#learnTime(run.readTime);
+    const at = guarded.updateTime;
+    const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
+    if (!moved) return 'conflict';
+    // The ref carries the converter, which Firestore.getAll's typings drop.
+    const record = run.data() as StoredRecord | undefined;
+    return {
+      guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
+    };
   }
 
   /**
