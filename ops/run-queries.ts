@@ -3,10 +3,10 @@
  * declared spec in `ops/indexes.ts` (which `deploy.sh` creates the composite index of). The function
  * reads slots by run id and queries nothing.
  */
-import { Timestamp } from '@google-cloud/firestore';
-import type { RunDocuments } from '../src/core/run-documents.ts';
+import { type Firestore, type Query, Timestamp } from '@google-cloud/firestore';
+import { callFirestore } from '../src/core/run-documents.ts';
 import { type Scope, scopeId } from '../src/core/run-key.ts';
-import type { StoredRecord } from '../src/core/run-record.ts';
+import { runRecordConverter, type StoredRecord } from '../src/core/run-record.ts';
 import {
   buildQuery,
   type Equalities,
@@ -15,6 +15,33 @@ import {
   QUERIES,
   type QuerySpec,
 } from './indexes.ts';
+
+/** The runs collection the queries read, and the longest wait for one page, ms. */
+export interface RunsCollection {
+  readonly db: Firestore;
+  readonly collection: string;
+  readonly timeoutMs: number;
+}
+
+/**
+ * Runs a query of the runs collection built by `build`, through the record converter, with the
+ * ledger's timeout and error classification.
+ *
+ * @throws {LedgerUnavailableError} if Firestore fails (e.g. `FAILED_PRECONDITION` for a query
+ *   whose composite index does not exist).
+ */
+async function query(
+  runs: RunsCollection,
+  build: (collection: Query<StoredRecord>) => Query<StoredRecord>,
+): Promise<{ runId: string; record: StoredRecord; updateTime: Timestamp }[]> {
+  const collection = runs.db.collection(runs.collection).withConverter(runRecordConverter);
+  const snap = await callFirestore(runs.db, runs.timeoutMs, 'query', () => build(collection).get());
+  return snap.docs.map((doc) => ({
+    runId: doc.id,
+    record: doc.data(),
+    updateTime: doc.updateTime,
+  }));
+}
 
 /** Documents per page of a query: bounds one call's wait, never what is listed. */
 export const PAGE_SIZE = 300;
@@ -39,7 +66,7 @@ export function inScope(record: StoredRecord, scope: string): boolean {
 }
 
 async function pages(
-  documents: RunDocuments,
+  runs: RunsCollection,
   spec: QuerySpec,
   values: Equalities,
   window: { from?: Date; to?: Date },
@@ -52,8 +79,8 @@ async function pages(
   const to = window.to === undefined ? undefined : Timestamp.fromDate(window.to);
   let cursor: PageCursor | undefined;
   for (;;) {
-    const page = await documents.query((runs) =>
-      buildQuery(runs, spec, values, {
+    const page = await query(runs, (collection) =>
+      buildQuery(collection, spec, values, {
         ...(from === undefined ? {} : { from }),
         ...(to === undefined ? {} : { to }),
         ...(cursor === undefined ? {} : { cursor }),
@@ -85,10 +112,10 @@ async function pages(
  *
  * @throws {LedgerUnavailableError} if Firestore fails (`FAILED_PRECONDITION` if the index is missing:
  *   `./deploy.sh` creates it).
- * @example const { records } = await runsOutsideSlots(documents, 'nightly-report', from, now);
+ * @example const { records } = await runsOutsideSlots(runs, 'nightly-report', from, now);
  */
 export function runsOutsideSlots(
-  documents: RunDocuments,
+  runs: RunsCollection,
   jobId: string,
   scope: Scope,
   from: Date,
@@ -96,7 +123,7 @@ export function runsOutsideSlots(
   options: { pageSize?: number; max?: number } = {},
 ): Promise<Listing> {
   return pages(
-    documents,
+    runs,
     QUERIES.runsOutsideSlots,
     [jobId, KINDS_OUTSIDE_SLOTS],
     { from, to },
@@ -112,10 +139,10 @@ export function runsOutsideSlots(
  * own fields (composite index `QUERIES.recordsOfJob`).
  *
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const { records } = await recordsOfJob(documents, 'old-name', from, now);
+ * @example const { records } = await recordsOfJob(runs, 'old-name', from, now);
  */
 export function recordsOfJob(
-  documents: RunDocuments,
+  runs: RunsCollection,
   jobId: string,
   scope: Scope,
   from: Date | undefined,
@@ -123,7 +150,7 @@ export function recordsOfJob(
   options: { pageSize?: number; max?: number } = {},
 ): Promise<Listing> {
   return pages(
-    documents,
+    runs,
     QUERIES.recordsOfJob,
     [jobId],
     { ...(from === undefined ? {} : { from }), to },

@@ -280,6 +280,11 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
+  const runs = {
+    db,
+    collection: config.runsCollection,
+    timeoutMs: config.firestoreTimeoutMs,
+  };
   const jobDocuments = new RunDocuments(db, {
     collection: jobStateCollection(config.runsCollection),
     retentionMs: config.retentionMs,
@@ -330,7 +335,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // a query of this job's runs, newest first, every page followed.
     const from = oldest ?? now;
     const horizon = forcedRunHorizon(job, now);
-    const outside = await runsOutsideSlots(documents, job.id, scope, from, horizon);
+    const outside = await runsOutsideSlots(runs, job.id, scope, from, horizon);
     if (outside.truncated) listingCut(job.id);
     // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
     const extra = rowsOf(
@@ -342,7 +347,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // Records of the id at times no slot of today's schedule has (an old schedule): `runs` and
     // `runs --job` show the same slots.
     {
-      const own = await recordsOfJob(documents, job.id, scope, from, now);
+      const own = await recordsOfJob(runs, job.id, scope, from, now);
       if (own.truncated) listingCut(job.id);
       for (const row of rowsOf(
         job,
@@ -366,7 +371,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     // An id no longer declared (renamed or removed): its records, from their own job_name.
     const job = undeclaredJob(id);
     const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
-    const own = await recordsOfJob(documents, id, scope, from, now, {
+    const own = await recordsOfJob(runs, id, scope, from, now, {
       max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
     });
     if (own.truncated && sinceMs !== undefined) listingCut(id);
@@ -388,7 +393,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (!uncounted.has(job.id) || oldest === undefined) continue;
     // Pages of more than one: another scope's records are skipped, never taken for this one's.
     const before = await recordsOfJob(
-      documents,
+      runs,
       job.id,
       scope,
       undefined,

@@ -148,7 +148,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     assert.deepEqual(reportsOf(a, b), [
       ['run failed after retries', slot.toISOString(), 'failing'],
     ]);
-    const record = await a.ledger.get(slotRunId('failing', slot, []));
+    const { record } = await a.ledger.documents.read(slotRunId('failing', slot, []));
     assert.ok(record?.status === 'failed' && record.reportedAt !== undefined);
   });
 
@@ -405,7 +405,7 @@ describe('the attack on detection, finding by finding', () => {
       .lines()
       .filter((l) => /missed run|failed after retries/.test(String(l.message)));
     assert.deepEqual(reports, [], 'a completed run is never reported failed');
-    const record = await fn.ledger.get(slotRunId('delayed', slot, []));
+    const { record } = await fn.ledger.documents.read(slotRunId('delayed', slot, []));
     assert.ok(record?.status === 'completed' && record.reportedAt === undefined);
   });
 

@@ -272,7 +272,7 @@ describe('handleScheduledJob', () => {
     assert.equal(res.body.outcome, 'processed');
     assert.match(res.body.message, /did not record its completion/);
     assert.equal(calls.length, 1);
-    assert.equal((await seed.get(res.body.runId))?.status, 'in_progress');
+    assert.equal((await seed.documents.read(res.body.runId)).record?.status, 'in_progress');
     const errors = logs.lines().filter((l) => l.severity === 'ERROR');
     assert.ok(errors.some((l) => String(l.message).includes('completion could not be recorded')));
   });

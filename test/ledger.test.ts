@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/core/errors.ts';
-import type { Claim, ClaimResult } from '../src/core/ledger.ts';
+import { type Claim, type ClaimResult, reportFailure } from '../src/core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../src/core/run-documents.ts';
 import {
   countingFirestore,
@@ -187,6 +187,43 @@ describe('RunLedger', () => {
     assert.equal(await other.complete(current), 'recorded');
   });
 
+  it('a failed-run report ends a lapsed attempt: its heartbeat and completion then find the lease lost', async () => {
+    const { ledger, collection, documents } = newLedger();
+    const lapsed = claimOf(await ledger.claim('run-1'));
+    await expireLease(collection, 'run-1');
+    const { updateTime } = await documents.read('run-1');
+
+    const reported = await reportFailure(
+      documents,
+      'run-1',
+      updateTime as Timestamp,
+      'check-1',
+      'its lease lapsed',
+    );
+
+    assert.equal(reported, 'reported');
+    assert.equal(await ledger.extend(lapsed), 'lease_lost');
+    assert.equal(await ledger.complete(lapsed), 'lease_lost');
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.status, 'failed');
+    assert.equal(record.attempt_id, lapsed.attemptId);
+    assert.equal(record.last_error, 'its lease lapsed');
+    assert.equal(record.reported_by, 'check-1');
+  });
+
+  it('a failed-run report fenced on an older read marks nothing', async () => {
+    const { ledger, collection, documents } = newLedger();
+    const claim = claimOf(await ledger.claim('run-1'));
+    const { updateTime } = await documents.read('run-1');
+    await ledger.release(claim, 'boom');
+    const before = await storedRecord(collection, 'run-1');
+
+    const reported = await reportFailure(documents, 'run-1', updateTime as Timestamp, 'check-1');
+
+    assert.equal(reported, 'exists');
+    assert.deepEqual(await storedRecord(collection, 'run-1'), before);
+  });
+
   it('concurrent takeovers of one expired lease from 8 instances: exactly one wins', async () => {
     const { ledger, collection } = newLedger();
     claimOf(await ledger.claim('run-1'));
@@ -341,7 +378,7 @@ describe('RunLedger', () => {
     await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
 
     assert.equal(updates, 3);
-    assert.equal((await seed.get('run-1'))?.status, 'in_progress');
+    assert.equal((await seed.documents.read('run-1')).record?.status, 'in_progress');
   });
 
   it('a Firestore that does not answer fails the claim within the timeout', async () => {
@@ -548,6 +585,22 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     assert.equal(result.state, 'guard_changed');
     assert.deepEqual(await storedRecord(collection, 'run-1'), before);
     assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-2');
+  });
+
+  it('a guarded claim whose batch landed but answered UNAVAILABLE is ours: the lock it moved is its own', async () => {
+    const { db, commits } = await loseCommitAnswers(1);
+    const { ledger, jobDocuments, collection } = newLedger({}, db);
+    // No lock yet: the batch creates it, so the client's retry finds it (and the record) there.
+    const guard = await guardOn(jobDocuments, 'run-1');
+
+    const result = await ledger.claim('run-1', {}, guard);
+
+    assert.ok(commits() >= 2, 'the client sent the batch again');
+    assert.equal(result.state, 'claimed');
+    const claim = claimOf(result);
+    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+    assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-1');
+    assert.equal(await ledger.complete(claim), 'recorded');
   });
 
   it('a guard on an absent document lands only while it is absent', async () => {

@@ -46,7 +46,11 @@ describe('runOnce', () => {
     assert.equal(result.outcome, 'failed');
     const error = result.outcome === 'failed' ? result.error : undefined;
     assert.ok(error instanceof AttemptAbortedError && error.reason === 'job_timeout');
-    assert.equal((await ledger.get('run-1'))?.status, 'failed', 'the claim was released');
+    assert.equal(
+      (await ledger.documents.read('run-1')).record?.status,
+      'failed',
+      'the claim was released',
+    );
   });
 
   it('warns when the job is still running after its signal was aborted', async () => {

@@ -1,7 +1,6 @@
 /**
- * The project's one error family: the base class, and the errors of the run lifecycle. Each
- * subclass names one thing that went wrong and says, in its message, what to do about it; the
- * layers above add their own (`policy/errors.ts`: configuration; `function/errors.ts`: requests).
+ * The project's one error family: the base class and the errors of the run lifecycle, each naming
+ * one thing that went wrong; the layers above add their own (`policy/errors.ts`, `function/errors.ts`).
  */
 
 /** Base class of every error this starter throws on purpose. */
@@ -18,9 +17,9 @@ export class LedgerUnavailableError extends RunOnceError {
 }
 
 /**
- * The Firestore database does not exist (an operation answered NOT_FOUND where only a missing
- * database can cause it). Its message names `FIRESTORE_DATABASE` and holds nothing secret, so it
- * reaches the client even in production.
+ * The Firestore database does not exist (NOT_FOUND where only a missing database can cause it).
+ * Its message names `FIRESTORE_DATABASE` and holds nothing secret, so it reaches the client even in
+ * production.
  */
 export class DatabaseNotFoundError extends LedgerUnavailableError {
   override name = 'DatabaseNotFoundError';
@@ -30,9 +29,9 @@ export class DatabaseNotFoundError extends LedgerUnavailableError {
 export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 
 /**
- * The reason given to an attempt's `AbortSignal`: the lease was lost to another attempt (a heartbeat's
- * fenced write failed), the instance is shutting down (SIGTERM), or the job ran past
- * `JOB_TIMEOUT_SECONDS`. A job that sees it should stop and throw; its claim is then released.
+ * The reason given to an attempt's `AbortSignal`: the lease was lost to another attempt, the
+ * instance is shutting down (SIGTERM), or the job ran past `JOB_TIMEOUT_SECONDS`. A job that sees it
+ * should stop and throw; its claim is then released.
  */
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
@@ -53,8 +52,7 @@ export function describeThrown(value: unknown): string {
     if (isError(value)) return String(value.message);
     if (typeof value === 'string') return value;
     const message = (value as { message?: unknown } | null)?.message;
-    if (typeof message === 'string') return message;
-    return String(value);
+    return typeof message === 'string' ? message : String(value);
   } catch {
     try {
       return Object.prototype.toString.call(value);

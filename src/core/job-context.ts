@@ -1,8 +1,6 @@
 /**
  * The job contract: what a job's code is given for one attempt of one run (`ctx`), and the rule it
- * follows. Declared here, in the core, so the user's `src/job.ts` holds only the user's code.
- *
- * The contract:
+ * follows. Declared in the core so the user's `src/job.ts` holds only the user's code.
  * - A job is called at most once per run while each attempt finishes within its lease
  *   (LEASE_SECONDS, kept alive by the heartbeat): duplicate deliveries get 200 or 409 without it.
  * - Return normally when the work is done: the run is marked completed (HTTP 200).
@@ -33,11 +31,9 @@ export interface JobContext {
   /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
   readonly scheduleTime: Date;
   /**
-   * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (it arrived well before its
-   * schedule time: a run of its own, so the slot still runs); `manual` for `npm run trigger`;
-   * `rerun` for a finished slot run again on purpose (`npm run trigger -- JOB --rerun --slot T`):
-   * a run of its own with its own `runId`, so an idempotent downstream does the work again, while
-   * the retries of that one re-run share it.
+   * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (a run of its own, so the slot
+   * still runs); `manual` for `npm run trigger`; `rerun` for a finished slot run again on purpose
+   * (`npm run trigger -- JOB --rerun --slot T`), with its own `runId` shared by its retries.
    */
   readonly kind: 'slot' | 'forced' | 'manual' | 'rerun';
   /** For a re-run: the run id of the slot it runs again (`scheduleTime` is that slot's). */
@@ -45,40 +41,35 @@ export interface JobContext {
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
   /**
-   * When the first attempt of this run claimed it, by Firestore's clock; the same for every retry.
-   * Anything an earlier attempt of this run started downstream was started after it (give or take
-   * the downstream clock's skew), e.g. the lower bound of a search for what an earlier attempt did.
+   * When the first attempt of this run claimed it, by Firestore's clock; the same for every retry:
+   * e.g. the lower bound of a search for what an earlier attempt started downstream.
    */
   readonly firstClaimedAt: Date;
   /**
-   * When this attempt's lease lapses, by Firestore's clock. Current: the lease heartbeat moves it on
-   * every third of LEASE_SECONDS while the job runs, so a long job keeps the run. It stops moving
-   * only if the job runs past JOB_TIMEOUT_SECONDS or extensions fail for about two thirds of a lease.
+   * When this attempt's lease lapses, by Firestore's clock. The heartbeat moves it on every third of
+   * LEASE_SECONDS while the job runs; it stops only past JOB_TIMEOUT_SECONDS or if extensions fail
+   * for about two thirds of a lease.
    */
   readonly leaseExpires: Date;
   /**
-   * Aborted when this attempt should stop: its lease was lost to another attempt, the instance is
-   * shutting down (SIGTERM), or the job ran past JOB_TIMEOUT_SECONDS. `signal.reason` says which
-   * (an `AttemptAbortedError`). Pass it to `fetch` and friends, or check it between steps, and throw:
-   * the claim is then released so a retry can run at once.
+   * Aborted when this attempt should stop: its lease was lost, the instance is shutting down
+   * (SIGTERM), or the job ran past JOB_TIMEOUT_SECONDS; `signal.reason` (an `AttemptAbortedError`)
+   * says which. Pass it to `fetch` and friends, or check it between steps, and throw.
    */
   readonly signal: AbortSignal;
   /** A logger bound to this run (runId, jobName, scheduleTime, attemptId, trace); pino's in the function. */
   readonly logger: Logger;
   /**
-   * Notes a value in this run's record (`notes.NAME`), now, before the run completes: e.g. the id
-   * of what the job started downstream, so the run's history shows it even if this attempt then
-   * dies. Plain data: a string, number or boolean, or a plain object (`{ … }`) of those (≤ 20
-   * fields, strings ≤ 1500 characters); a name may not be an `Object.prototype` member
-   * (`constructor`…). At most 100 notes and 256 KiB of notes per run, so the record can always be
-   * completed (a Firestore document holds 1 MiB). Rejects at once with a `RunOnceError` naming the
-   * note otherwise, or with an `AttemptAbortedError` if the lease was lost.
+   * Notes a value in this run's record (`notes.NAME`) now, e.g. the id of what the job started
+   * downstream, so the history shows it even if this attempt dies. A string, number or boolean, or
+   * a plain object of those (≤ 20 fields, strings ≤ 1500 characters), under a name that is not an
+   * `Object.prototype` member; at most 100 notes and 256 KiB per run. Rejects with a `RunOnceError`
+   * naming the note otherwise, or an `AttemptAbortedError` if the lease was lost.
    */
   readonly note: (name: string, value: NoteValue) => Promise<void>;
   /**
-   * The declaration of the job this run belongs to: its `id` (the Scheduler job id, short form, even
-   * when the delivery named it `projects/…/jobs/ID`), `schedule` and `timeZone`, e.g. to compute the
-   * previous or next slot with `previousSlot(ctx.job, ctx.scheduleTime)` from `policy/schedule.ts`.
+   * The declaration of the job this run belongs to (`id` in short form, `schedule`, `timeZone`),
+   * e.g. for `previousSlot(ctx.job, ctx.scheduleTime)` from `policy/schedule.ts`.
    */
   readonly job: JobInfo;
 }

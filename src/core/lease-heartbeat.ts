@@ -1,11 +1,7 @@
 /**
  * The lease heartbeat: while a job runs, extend its claim before the lease lapses, so a short
- * `LEASE_SECONDS` (fast recovery after a crash) coexists with long jobs. Retries keep getting 409
- * while the heartbeat holds the lease.
- *
- * One clock: the beat interval is a duration (a third of the lease length), never a difference
- * between a server time and this instance's clock, so a skewed clock cannot speed or slow it. Each
- * extension writes a lease of `leaseMs` from Firestore's time of that write.
+ * `LEASE_SECONDS` coexists with long jobs (docs/how-it-works.md, "Long jobs: the lease heartbeat").
+ * The beat interval is a duration, never a difference of clocks, so a skewed clock cannot change it.
  */
 
 import { AttemptAbortedError } from './errors.ts';
@@ -17,8 +13,8 @@ const BEATS_PER_LEASE = 3;
 const MIN_INTERVAL_MS = 100;
 
 /**
- * Keeps one claim's lease alive and aborts `controller` when it cannot: a fenced extension that
- * finds another attempt holding the run aborts with reason `lease_lost`.
+ * Keeps one claim's lease alive and aborts `controller` (reason `lease_lost`) when a fenced
+ * extension finds another attempt holding the run.
  *
  * @example
  * const heartbeat = new LeaseHeartbeat(ledger, claim, controller, logger);
@@ -36,11 +32,7 @@ export class LeaseHeartbeat {
   /** `performance.now()` of the claim or the last extension that landed (monotonic, ms). */
   #lastExtendedAt = performance.now();
 
-  /**
-   * Starts beating every third of the claim's lease length (`claim.leaseMs`).
-   *
-   * @param controller - aborted with an {@link AttemptAbortedError} when the lease is lost.
-   */
+  /** Starts beating every third of `claim.leaseMs`; `controller` is aborted if the lease is lost. */
   constructor(ledger: Ledger, claim: Claim, controller: AbortController, logger: Logger) {
     this.#ledger = ledger;
     this.#claim = claim;
@@ -65,19 +57,12 @@ export class LeaseHeartbeat {
     return this.#failures;
   }
 
-  /**
-   * True when no extension has landed for a whole lease although none failed: the beats came late
-   * because the instance was paused or starved of CPU (a stopped process, a long GC pause).
-   */
+  /** No extension landed for a whole lease although none failed: the instance was paused or starved. */
   get stalled(): boolean {
     return this.#failures === 0 && performance.now() - this.#lastExtendedAt > this.#claim.leaseMs;
   }
 
-  /**
-   * Stops beating and waits for a beat in flight, so the next fenced write uses the latest token.
-   *
-   * @returns the claim with the latest fencing token.
-   */
+  /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
   async stop(): Promise<Claim> {
     clearInterval(this.#timer);
     this.#timer = undefined;
@@ -86,8 +71,8 @@ export class LeaseHeartbeat {
   }
 
   /**
-   * Runs `write`, a fenced write that renews the claim (a note of the job's: `ledger.note`), between
-   * beats, never beside one: both move the fencing token, and each must use the latest.
+   * Runs `write`, a fenced write that renews the claim (`ledger.note`), between beats, never beside
+   * one: both move the fencing token, and each must use the latest.
    *
    * @returns true if it landed; false if the lease was lost (the job's signal is then aborted).
    * @throws whatever `write` throws (a transient failure: the lease still runs).

@@ -1,39 +1,35 @@
 /**
  * The run ledger's lease protocol: claim a run, extend its lease, note, complete or release it.
- * What a record is (fields, statuses, the claim decision and the timeline) lives in
- * `run-record.ts`; the Firestore calls in `run-documents.ts`.
- *
- * Every write is one atomic operation with a precondition, never a transaction: a claim is a
- * `create()` (fails if the document exists); a takeover, extension, completion or release is a
- * write with a `lastUpdateTime` precondition, so it lands only if nobody wrote the document since
- * we last did. The update time of our own last write is the fencing token: a zombie attempt whose
- * lease was taken over holds an old token and every one of its writes fails. A claim given a
- * guarded write (`claim`'s `guard`) commits both in one atomic batch.
+ * What a record is lives in `run-record.ts`, the Firestore calls in `run-documents.ts`. Every write
+ * is one atomic operation with a precondition, fenced on the update time of our own last write
+ * (why, and how lost answers are recognised: docs/how-it-works.md, "The run ledger in detail").
  */
 
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
+import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import {
-  type MAX_NOTES,
-  type MAX_NOTES_BYTES,
-  type NoteValue,
-  noteProblem,
-  notesBoundProblem,
-} from './notes.ts';
-import { type GuardedWrite, RunDocuments, type RunDocumentsOptions } from './run-documents.ts';
-import {
-  claimDecision,
   claimDocument,
   completionUpdate,
   extensionUpdate,
   failureUpdate,
-  type MAX_ERROR_LENGTH,
+  reportedUpdate,
+  takeoverUpdate,
+} from './record-writes.ts';
+import {
+  type DocumentRead,
+  type GuardChanged,
+  type GuardedWrite,
+  RunDocuments,
+  type RunDocumentsOptions,
+} from './run-documents.ts';
+import {
+  claimDecision,
   type RunDetails,
   type RunRecord,
   RunStatus,
   type StoredRecord,
-  takeoverUpdate,
   type UnreadableRecord,
 } from './run-record.ts';
 
@@ -43,28 +39,17 @@ export interface Claim {
   readonly attemptId: string;
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
-  /**
-   * When the lease lapses, by Firestore's clock: our last write's commit time plus `leaseMs`. The
-   * stored lease (`leased_at` + `lease_ms`) may end up to that write's latency earlier (the emulator
-   * stamps `leased_at` on receipt); every decision reads the stored one.
-   */
+  /** When the lease lapses, by Firestore's clock: our last write's time + `leaseMs` (decisions read the stored one). */
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
   /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
-  /**
-   * The notes stored in the record, as this attempt knows them: exact, since only the holder writes
-   * notes (fenced): a fresh record has none, a takeover the ones it read, and each note adds its own.
-   */
+  /** The notes stored in the record: exact, since only the holder writes notes (fenced). */
   readonly notes: Readonly<Record<string, NoteValue>>;
-  /**
-   * When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`): the stored
-   * value after a takeover; for a fresh record this claim's commit time, which the stored value
-   * may precede by the write's latency (the emulator stamps it on receipt).
-   */
+  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
   readonly firstClaimedAt: Date;
-  /** How many attempts claimed the run, this one included (`attempts`): 1 for a fresh record. */
+  /** How many attempts claimed the run, this one included (`attempts`). */
   readonly attempts: number;
 }
 
@@ -76,10 +61,8 @@ export interface Holder {
 }
 
 /**
- * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable`
- * is a document this version cannot read, which is never overwritten; `guard_changed`: the
- * claim's guarded write found its document changed since the caller read it, so nothing was
- * written (the caller judges afresh and claims again).
+ * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable` is
+ * never overwritten; `guard_changed`: the guarded document changed, nothing was written.
  */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
@@ -88,22 +71,17 @@ export type ClaimResult =
   | { readonly state: 'in_progress'; readonly holder: Holder | undefined }
   | { readonly state: 'unreadable'; readonly record: UnreadableRecord };
 
-/**
- * What a fenced write did: `recorded` if it took effect (or an earlier try of ours already had),
- * `lease_lost` if another attempt holds or finished the run, so ours changed nothing.
- */
+/** A fenced write `recorded` (or an earlier try of ours had), or `lease_lost`: it changed nothing. */
 export type FenceResult = 'recorded' | 'lease_lost';
 
 /**
- * What `runOnce` needs of a ledger: claim a run, keep the lease, then complete or release it. The
- * project's {@link RunLedger} implements it; the bench's baselines implement it too.
+ * What `runOnce` needs of a ledger. {@link RunLedger} implements it; so do the bench's baselines.
+ * Every method may throw {@link LedgerUnavailableError}.
  */
 export interface Ledger {
   /**
-   * Claims `runId` for a fresh attempt, or says why not; with `guard`, the claim's write and the
-   * guarded write commit together or not at all (`guard_changed`). An implementation that cannot
-   * commit a guard must throw when given one, never claim without it (the overlap policy relies
-   * on it). @throws {LedgerUnavailableError}
+   * Claims `runId` for a fresh attempt, or says why not; with `guard`, both writes land or neither
+   * (`guard_changed`). Throws if it cannot commit a guard, never claims without it.
    */
   claim(
     runId: string,
@@ -111,30 +89,19 @@ export interface Ledger {
     guard?: GuardedWrite,
     options?: ClaimOptions,
   ): Promise<ClaimResult>;
-  /** Extends a held lease; returns the renewed claim. @throws {LedgerUnavailableError} */
+  /** Extends a held lease, fenced; returns the renewed claim. */
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
-  /** Marks the run completed, fenced. @throws {LedgerUnavailableError} */
+  /** Marks the run completed, fenced. */
   complete(claim: Claim): Promise<FenceResult>;
-  /**
-   * Releases the claim after a failed attempt so a retry can claim at once, fenced; `failure` is
-   * the error's message; `reporter`, when given, marks the failure reported in the same write (no
-   * retry can follow). @throws {LedgerUnavailableError}
-   */
+  /** Releases the claim after a failed attempt, fenced, `reporter` marking it reported. */
   release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
-  /**
-   * Notes a value in the run's record while the claim holds, fenced, extending the lease
-   * (`ctx.note`). @throws {RunOnceError} for a note the record cannot hold;
-   * {LedgerUnavailableError}
-   */
+  /** Notes a value in the run's record, fenced, extending the lease. @throws {RunOnceError} for a bad note. */
   note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
 }
 
 /** How a claim treats what it finds. */
 export interface ClaimOptions {
-  /**
-   * Take over a run reported missed or failed after retries (a backfill's delivery); without it
-   * such a run answers `completed`, as a finished one does.
-   */
+  /** Take over a run reported missed or failed after retries (a backfill's delivery); else `completed`. */
   readonly reopenReported?: boolean;
 }
 
@@ -151,42 +118,29 @@ const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
- * Claims, extends, completes and releases runs in Firestore. Safe to share across concurrent
- * requests.
+ * Claims, extends, completes and releases runs in Firestore. Safe to share across requests; single
+ * flight per instance: while it holds or is claiming a run, claims of it answer `in_progress`
+ * without a Firestore call (docs/how-it-works.md, "Claims: rounds, single flight and guarded writes").
  *
  * @example
- * const documents = new RunDocuments(new Firestore(), {
- *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
- * });
  * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
- * if (result.state === 'claimed') {
- *   await doTheWork();
- *   await ledger.complete(result.claim);
- * }
+ * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
 export class RunLedger implements Ledger {
   readonly #documents: RunDocuments;
   readonly #leaseMs: number;
-  /** Claims sent to Firestore and not yet answered, by run id (single flight per instance). */
+  /** Claims sent to Firestore and not yet answered, by run id. */
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
   readonly #held = new Map<string, Holder>();
 
-  /**
-   * @param documents - the runs collection.
-   * @param options - the lease length; see {@link LedgerOptions}.
-   */
   constructor(documents: RunDocuments, options: LedgerOptions) {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
   }
 
-  /**
-   * A ledger on its own {@link RunDocuments} over `db`.
-   *
-   * @example const ledger = RunLedger.open(db, { collection: 'runs', leaseMs: 300_000, retentionMs: 2_592_000_000, timeoutMs: 10_000 });
-   */
+  /** A ledger on its own {@link RunDocuments} over `db`, e.g. `RunLedger.open(db, { collection, leaseMs, retentionMs, timeoutMs })`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
@@ -197,37 +151,16 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Claims run `runId` for a fresh attempt, or reports why it cannot: already completed (a duplicate,
-   * even if `expire_at` passed and TTL has not yet deleted it), held by a live lease, or unreadable.
-   *
-   * One `create()` in the common case; on a conflict, a read and, if {@link claimDecision} says
-   * take over (by the read's server time), one takeover `update()` fenced on the update time just
-   * read. Lost races re-read, up to {@link MAX_CLAIM_ROUNDS} rounds, then report `in_progress`.
-   * Every round writes one attempt id, so a read finding it in an in-progress record means a
-   * write of ours landed though its answer said otherwise (the client retries a commit on
-   * `UNAVAILABLE`; the retry of a landed `create()` answers `ALREADY_EXISTS`): the run is claimed,
-   * fenced on that read's update time.
-   *
-   * With `guard`, the claim's write (the `create()` or the takeover) and the guarded write are one
-   * atomic batch: **a claim lands only if its guarded document is still at the update time the
-   * caller read**, and both land or neither does. So of two claims guarded on the same version of
-   * one document (two runs judged free by one read of an overlap lock), at most one lands; the
-   * other gets `guard_changed` with nothing written. The core gives the guard no meaning: the
-   * overlap policy (`policy/overlap.ts`) relies on this invariant, and nothing else here does.
-   * Without a guard, a claim costs exactly the writes above (a processed run: two in all).
-   *
-   * Single flight per instance: while a claim of `runId` is in flight, later claims of it wait for
-   * that one (and answer `in_progress` if it won); while this instance holds the run, claims answer
-   * `in_progress` without a Firestore call, whatever the lease says: an instance never takes over
-   * a run it still holds itself. Deliveries on other instances go to Firestore as before.
+   * Claims run `runId` for a fresh attempt, or reports why it cannot: completed (a duplicate, even
+   * past `expire_at`), held by a live lease, or unreadable. One `create()`; on a conflict, a read
+   * and, if {@link claimDecision} says so, a takeover fenced on it; lost races re-read, up to
+   * {@link MAX_CLAIM_ROUNDS} rounds. A record with this claim's attempt id is ours (a lost answer).
    *
    * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
-   * @param details - descriptive fields stored with the record.
-   * @param guard - a write to commit atomically with the claim, on its own precondition.
+   * @param guard - a write committed in one atomic batch with the claim's, on its own precondition.
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
-   * @example
-   * const result = await ledger.claim(runId, { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z' });
+   * @example const result = await ledger.claim(runId, { jobName: 'nightly-report' });
    */
   async claim(
     runId: string,
@@ -242,7 +175,7 @@ export class RunLedger implements Ledger {
       const result = await pending;
       return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
     }
-    const claiming = this.#claimInFirestore(runId, details, guard, options);
+    const claiming = this.#claimInFirestore(runId, details, guard, options.reopenReported === true);
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
@@ -257,92 +190,71 @@ export class RunLedger implements Ledger {
     runId: string,
     details: RunDetails,
     guard: GuardedWrite | undefined,
-    options: ClaimOptions,
+    reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    const leaseMs = this.#leaseMs;
     let holder: Holder | undefined;
     // One attempt id for every round: a record carrying it was written by this claim.
     const attemptId = randomUUID();
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const document = claimDocument(attemptId, leaseMs, documents.expireAt(), details);
-      const created =
-        guard === undefined
-          ? await documents.create(runId, 'claim', document)
-          : await documents.create(runId, 'claim', document, guard);
-      if (created === 'guard_changed') return { state: 'guard_changed' };
-      if (created !== 'exists') {
-        return this.#claimed(runId, attemptId, created, undefined);
+      const document = claimDocument(attemptId, this.#leaseMs, documents.expireAt(), details);
+      const created = await documents.create(runId, 'claim', document, guard);
+      if (isGuardChanged(created)) {
+        return this.#ownOrGuardChanged(runId, attemptId, created.guardChanged, replaced);
       }
+      if (created !== 'exists') return this.#claimed(runId, attemptId, created, undefined);
       const read = await documents.read(runId);
-      // The client retries a commit on UNAVAILABLE: a retried write of ours that had landed
-      // answers ALREADY_EXISTS (a create) or FAILED_PRECONDITION (a takeover), yet the record is ours.
-      if (ownClaim(read.record, attemptId) && read.updateTime !== undefined) {
+      // A retried write of ours that had landed answers ALREADY_EXISTS or FAILED_PRECONDITION.
+      if (isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined) {
         return this.#claimed(runId, attemptId, read.updateTime, replaced);
       }
       replaced = undefined;
-      const decided = claimDecision(read.record, read.readTime, options.reopenReported === true);
-      switch (decided.decision) {
-        case 'absent':
-          continue; // released between our create and our read: create again
-        case 'completed':
-          return { state: 'completed', record: decided.record };
-        case 'unreadable':
-          return { state: 'unreadable', record: decided.record };
-        case 'lease_live':
-          return { state: 'in_progress', holder: holderOf(decided.record) };
-        case 'take_over': {
-          const previous = decided.record;
-          holder = holderOf(previous);
-          if (read.updateTime === undefined) continue;
-          // Take over, but only if nobody wrote since our read.
-          const update = takeoverUpdate(
-            attemptId,
-            leaseMs,
-            documents.expireAt(),
-            details,
-            previous,
-          );
-          replaced = previous;
-          const taken =
-            guard === undefined
-              ? await documents.update(runId, 'takeover', update, read.updateTime)
-              : await documents.update(runId, 'takeover', update, read.updateTime, guard);
-          if (taken === 'guard_changed') return { state: 'guard_changed' };
-          if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, previous);
-        }
+      const decided = claimDecision(read.record, read.readTime, reopenReported);
+      if (decided.decision === 'absent') continue; // released between our create and our read
+      if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
+      if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
+      holder = holderOf(decided.record);
+      if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
+      if (read.updateTime === undefined) continue;
+      replaced = decided.record;
+      const update = takeoverUpdate(
+        attemptId,
+        this.#leaseMs,
+        documents.expireAt(),
+        details,
+        replaced,
+      );
+      const taken = await documents.update(runId, 'takeover', update, read.updateTime, guard);
+      if (isGuardChanged(taken)) {
+        return this.#ownOrGuardChanged(runId, attemptId, taken.guardChanged, replaced);
       }
+      if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, replaced);
     }
     return { state: 'in_progress', holder };
   }
 
   /**
-   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced like every write:
-   * the new lease runs `leaseMs` from the write's own server time. The write changes the document's
-   * update time, so it returns the claim with its new fencing token: use it from then on.
+   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced: the new lease
+   * runs `leaseMs` from the write's server time. Use the returned claim (its new fencing token).
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
-   * @example
-   * const renewed = await ledger.extend(claim);
-   * if (renewed === 'lease_lost') controller.abort();
+   * @example if ((await ledger.extend(claim)) === 'lease_lost') controller.abort();
    */
   async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
 
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`), e.g. the execution a proxy
-   * launched, while this attempt holds the run: one fenced write that also extends the lease, so
-   * it returns the claim with its new fencing token, like {@link extend}.
+   * Notes `value` under `name` in the run's record (`notes.NAME`) while this attempt holds the run:
+   * one fenced write that also extends the lease, like {@link extend}.
    *
    * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
-   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one that would take the
-   *   record's notes past {@link MAX_NOTES} or {@link MAX_NOTES_BYTES} (`notesBoundProblem`, on
-   *   the notes the claim knows are stored), so the completion and the release can always be
-   *   written; {@link LedgerUnavailableError} if every try failed transiently.
+   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one past the record's bounds
+   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   *   {@link LedgerUnavailableError} if every try failed transiently.
    * @example const renewed = await ledger.note(claim, 'launch', { name: execution.name });
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
@@ -359,7 +271,7 @@ export class RunLedger implements Ledger {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
-    if (written === 'lease_lost' || written === 'recorded') {
+    if ('stoppedBy' in written) {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
@@ -374,70 +286,59 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Marks the claimed run completed, if this attempt still holds it. Retries a transient failure;
-   * if an earlier try landed, recognises our own `attempt_id` instead of reporting a lost lease.
+   * Marks the claimed run completed, if this attempt still holds it.
    *
    * @returns `recorded`, or `lease_lost` when another attempt took the run over (the job may then
    *   have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.
-   * @example
-   * if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
+   * @example if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(
-      claim,
-      'completion',
-      () => completionUpdate(this.#documents.expireAt()),
-      (record) => record?.status === RunStatus.Completed,
+    const written = await this.#fencedWrite(claim, 'completion', () =>
+      completionUpdate(this.#documents.expireAt()),
     );
-    return written === 'lease_lost' ? written : 'recorded';
+    return fenceResult(written, claim, RunStatus.Completed);
   }
 
   /**
    * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
-   * `failed`, with the error's message, so the next delivery claims it at once (where the guide's
-   * sample deletes the claim) and the run's history keeps the failure.
+   * `failed` with the error's message (where the guide's sample deletes the claim), so the next
+   * delivery claims it at once and the history keeps the failure.
    *
-   * @param failure - the error's message only (cut to {@link MAX_ERROR_LENGTH}); never request data.
-   * @param reporter - when no Scheduler retry can follow, the id stored as `reported_by` with
-   *   `reported_at`: the final failure is reported by this one write, so no check reports it again.
+   * @param failure - the error's message only (cut to `MAX_ERROR_LENGTH`); never request data.
+   * @param reporter - when no Scheduler retry can follow, stored as `reported_by` with
+   *   `reported_at`: the final failure is reported by this one write.
    * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
-   * @example
-   * await ledger.release(claim, 'billing answered 503');
+   * @example await ledger.release(claim, 'billing answered 503');
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(
-      claim,
-      'release',
-      () => failureUpdate(failure, this.#documents.expireAt(), reporter),
-      (record) => record?.status === RunStatus.Failed,
+    const written = await this.#fencedWrite(claim, 'release', () =>
+      failureUpdate(failure, this.#documents.expireAt(), reporter),
     );
-    return written === 'lease_lost' ? written : 'recorded';
+    return fenceResult(written, claim, RunStatus.Failed);
   }
 
-  /**
-   * Firestore's time now, as best this instance knows it (see `RunDocuments.serverTime`).
-   *
-   * @throws {LedgerUnavailableError} if the one read that learns it fails.
-   */
+  /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
   }
 
-  /**
-   * Reads a run record, for people, tests and tools.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   * @example
-   * const record = await ledger.get(runId); // undefined when absent
-   */
-  async get(runId: string): Promise<StoredRecord | undefined> {
-    return (await this.#documents.read(runId)).record;
+  /** A guard moved by another claim, or by our own batch whose answer was lost: then the run is ours. */
+  #ownOrGuardChanged(
+    runId: string,
+    attemptId: string,
+    run: DocumentRead,
+    previous: RunRecord | undefined,
+  ): ClaimResult {
+    if (isOwn(run.record, attemptId, RunStatus.InProgress) && run.updateTime !== undefined) {
+      return this.#claimed(runId, attemptId, run.updateTime, previous);
+    }
+    return { state: 'guard_changed' };
   }
 
   #claimed(
@@ -447,74 +348,97 @@ export class RunLedger implements Ledger {
     previous: RunRecord | undefined,
   ): ClaimResult {
     const leaseMs = this.#leaseMs;
-    const leaseExpires = new Date(writeTime.toMillis() + leaseMs);
-    // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
-    const firstClaimedAt = previous?.firstClaimedAt ?? writeTime.toDate();
-    return {
-      state: 'claimed',
-      claim: {
-        runId,
-        attemptId,
-        fencingToken: writeTime,
-        leaseExpires,
-        leaseMs,
-        takeover: previous !== undefined,
-        notes: previous?.notes ?? {},
-        firstClaimedAt,
-        attempts: (previous?.attempts ?? 0) + 1,
-      },
+    const claim: Claim = {
+      runId,
+      attemptId,
+      fencingToken: writeTime,
+      leaseExpires: new Date(writeTime.toMillis() + leaseMs),
+      leaseMs,
+      takeover: previous !== undefined,
+      notes: previous?.notes ?? {},
+      // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
+      firstClaimedAt: previous?.firstClaimedAt ?? writeTime.toDate(),
+      attempts: (previous?.attempts ?? 0) + 1,
     };
+    return { state: 'claimed', claim };
   }
 
   /**
-   * One fenced write with bounded retries, fenced on the claim's token. When the precondition
-   * fails, the current record tells why:
-   * - not ours (absent, or another `attempt_id`) → `lease_lost`;
-   * - `alreadyDone` → an earlier try of ours landed but its answer was lost → `recorded`;
-   * - ours and still in progress → an earlier write of ours (a heartbeat or a try of this write)
-   *   landed unseen and moved the update time: adopt the update time just read and try again. Safe:
-   *   only this attempt writes a record with its `attempt_id`, and the retry is fenced on that read.
-   *
-   * @returns the write's time (the new fencing token), `recorded` (an earlier try landed), or
-   *   `lease_lost`.
+   * One fenced write with bounded retries. A precondition failure finding our attempt still in
+   * progress is an earlier write of ours landed unseen: try again on the update time just read.
+   * Safe: only this attempt writes an `in_progress` record with its `attempt_id` (see
+   * {@link reportFailure}). Returns the write's time (the new token), or the record that stopped it.
    */
-  async #fencedWrite(
-    claim: Claim,
-    what: string,
-    update: () => DocumentData,
-    alreadyDone: (record: StoredRecord | undefined) => boolean = () => false,
-  ): Promise<Timestamp | 'recorded' | 'lease_lost'> {
+  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
-    for (let attempt = 1; ; attempt++) {
+    for (let tries = 1; ; tries++) {
       let written: Timestamp | 'changed';
       try {
         written = await this.#documents.update(claim.runId, what, update(), token);
       } catch (err) {
-        if (attempt >= FENCED_WRITE_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (attempt - 1)));
+        if (tries >= FENCED_WRITE_TRIES) throw err;
+        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
         continue;
       }
       if (written !== 'changed') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
-      const ours =
-        record !== undefined &&
-        record.status !== 'unreadable' &&
-        record.attemptId === claim.attemptId;
-      if (alreadyDone(record) && (record === undefined || ours)) return 'recorded';
-      if (!ours || record.status !== RunStatus.InProgress || updateTime === undefined) {
-        return 'lease_lost';
-      }
-      if (attempt >= FENCED_WRITE_TRIES) return 'lease_lost';
+      const retry =
+        isOwn(record, claim.attemptId, RunStatus.InProgress) && updateTime !== undefined;
+      if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
       token = updateTime;
     }
   }
 }
 
-/** Whether `record` is the in-progress claim of attempt `attemptId`: only that attempt writes it. */
-function ownClaim(record: StoredRecord | undefined, attemptId: string): boolean {
-  return (
-    record !== undefined && record.status === RunStatus.InProgress && record.attemptId === attemptId
-  );
+/**
+ * Marks a run's final failure reported, once across instances (the missed-run check), fenced on
+ * `token`, the update time of the read that judged it: a `failed` record gets `reported_at` and
+ * `reported_by`; with `lapsedError`, an `in_progress` record whose lease lapsed is ended `failed`
+ * too. The one write onto a record by anyone but the attempt it names, and it leaves no record
+ * `in_progress`: so an `in_progress` record with an attempt's id was written by that attempt, which
+ * claims and fenced writes rely on. A lapsed attempt still running then gets `lease_lost` from its
+ * heartbeat and completion; its release finds its own attempt failed and counts as recorded.
+ *
+ * @param lapsedError - only for a record read `in_progress` whose lease lapsed at the read's time.
+ * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
+ * @throws {LedgerUnavailableError} if Firestore fails.
+ * @example await reportFailure(documents, runId, updateTime, randomUUID());
+ */
+export async function reportFailure(
+  documents: RunDocuments,
+  runId: string,
+  token: Timestamp,
+  reporter: string,
+  lapsedError?: string,
+): Promise<'reported' | 'exists'> {
+  const update =
+    lapsedError === undefined
+      ? reportedUpdate(reporter)
+      : failureUpdate(lapsedError, documents.expireAt(), reporter);
+  const marked = await documents.update(runId, 'failed-run report', update, token);
+  return marked === 'changed' ? 'exists' : 'reported';
+}
+
+function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
+  return typeof written === 'object' && 'guardChanged' in written;
+}
+
+/** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
+type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
+
+/** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
+function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
+  if (!('stoppedBy' in written)) return 'recorded';
+  return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';
+}
+
+/** Whether `record` is attempt `attemptId`'s, with status `status`. */
+function isOwn(
+  record: StoredRecord | undefined,
+  attemptId: string,
+  status: RunStatus,
+): record is RunRecord {
+  return record !== undefined && record.status === status && record.attemptId === attemptId;
 }
 
 function holderOf(record: RunRecord): Holder | undefined {

@@ -10,12 +10,10 @@ export interface LogMethod {
 }
 
 /**
- * A structured logger: levels the core uses, and `child` for a logger whose every line carries
+ * A structured logger: the levels the core uses, and `child` for a logger whose every line carries
  * `bindings` (a run's id, an attempt's id), which jobs use through `ctx.logger`.
  *
- * @example
- * const runLogger = logger.child({ runId });
- * runLogger.warn({ fence: 'completion' }, 'lease lost');
+ * @example logger.child({ runId }).warn({ fence: 'completion' }, 'lease lost');
  */
 export interface Logger {
   readonly debug: LogMethod;

@@ -11,22 +11,18 @@ export type NoteValue =
   | boolean
   | Readonly<Record<string, string | number | boolean>>;
 
-/** Limits of a note, so a record stays small and readable (a Firestore document holds 1 MiB). */
+/** Limits of one note, so a record stays small and readable. */
 const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const MAX_NOTE_STRING = 1500;
 const MAX_NOTE_FIELDS = 20;
 
 /**
- * Most notes one record holds. With {@link MAX_NOTES_BYTES}, the bound that keeps a record far
- * below Firestore's document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so
- * the completion and the release, which add a few hundred bytes, can always be written.
+ * Most notes one record holds; with {@link MAX_NOTES_BYTES} it keeps a record far below
+ * Firestore's document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so the
+ * completion and the release can always be written.
  */
 export const MAX_NOTES = 100;
-/**
- * Most bytes all notes of one record take, by Firestore's storage-size rules
- * (https://firebase.google.com/docs/firestore/storage-size): 256 KiB, a quarter of the document
- * limit; every other field of a record takes under 4 KiB.
- */
+/** Most bytes all notes of one record take ({@link storedSize}): a quarter of the document limit. */
 export const MAX_NOTES_BYTES = 256 * 1024;
 
 /**
@@ -51,16 +47,10 @@ export function storedSize(value: unknown): number {
   return 8;
 }
 
-/** The storage size of a record's notes (the `notes` map's fields), bytes. */
-export function notesSize(notes: Readonly<Record<string, unknown>>): number {
-  return storedSize(notes);
-}
-
 /**
- * What is wrong with adding `value` under `name` to a record whose notes are `notes` (the notes
- * the holder knows are stored: exact, since only the holder writes notes, fenced), or `undefined`:
- * more than {@link MAX_NOTES} notes or {@link MAX_NOTES_BYTES} bytes. Replacing a note counts its
- * new value only.
+ * What is wrong with adding `value` under `name` to a record whose notes are `notes` (exact: only
+ * the holder writes notes, fenced), or `undefined`: more than {@link MAX_NOTES} notes or
+ * {@link MAX_NOTES_BYTES} bytes. Replacing a note counts its new value only.
  */
 export function notesBoundProblem(
   notes: Readonly<Record<string, unknown>>,
@@ -72,7 +62,7 @@ export function notesBoundProblem(
   if (count > MAX_NOTES) {
     return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
   }
-  const bytes = notesSize(next);
+  const bytes = storedSize(next);
   if (bytes > MAX_NOTES_BYTES) {
     return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
   }
@@ -107,12 +97,11 @@ function scalarProblem(value: unknown): string | undefined {
 }
 
 /**
- * What is wrong with a note, or `undefined`: its name (a letter, then up to 63 letters, digits,
- * `_`, and not a member of `Object.prototype` such as `constructor`) and its value: plain data only,
- * a scalar, or a plain object (prototype `Object.prototype` or `null`, own enumerable string keys
- * that are not prototype members) of at most 20 scalars; strings ≤ 1500 characters. A `Map`, a
- * `Date`, an array or a class instance is refused: Firestore would store it as something else, or
- * refuse the write only after its retries. The message names the note.
+ * What is wrong with a note, or `undefined`, in a message naming the note. A name is a letter, then
+ * up to 63 letters, digits or `_`, and no `Object.prototype` member (`constructor`…); a value is a
+ * scalar or a plain object of at most 20 scalars, strings ≤ 1500 characters. A `Map`, a `Date`, an
+ * array or a class instance is refused: Firestore would store it as something else, or refuse the
+ * write only after its retries.
  */
 export function noteProblem(name: string, value: unknown): string | undefined {
   if (!NOTE_NAME.test(name))

@@ -1,20 +1,14 @@
 /**
  * The run documents in Firestore: the one module that calls Firestore. Every operation has a
- * timeout and classifies its errors where they happen (Powertools catches the conditional failure
- * only on its conditional put): "someone else wrote first" is an answer, and only for the
- * conditional write that can cause it; anything else throws.
- *
- * Writes are single atomic operations with a precondition, never transactions: a `create()` fails
- * if the document exists; an `update()` fenced on a `lastUpdateTime` lands only if nobody wrote
- * the document since that time. The update time of a writer's own last write is its fencing token.
- * A claim may carry a {@link GuardedWrite}: then its write and the guarded one are one atomic
- * batch, each on its own precondition, both or neither.
+ * timeout and classifies its errors where they happen: "someone else wrote first" is an answer only
+ * for the conditional write that can cause it; anything else throws. Writes are single atomic
+ * operations with a precondition, never transactions (docs/how-it-works.md, "Writes: one
+ * precondition each, never a transaction").
  */
 import {
   type DocumentData,
   type DocumentReference,
   type Firestore,
-  type Query,
   Timestamp,
   type WriteBatch,
   type WriteResult,
@@ -36,20 +30,16 @@ export interface DocumentRead {
 export interface BatchRead {
   /** Each run id's record, `undefined` when absent. */
   readonly records: ReadonlyMap<string, StoredRecord | undefined>;
-  /**
-   * Each present record's update time, as Firestore's own Timestamp (µs: a `Date` would lose the
-   * precision a `lastUpdateTime` precondition compares): the fencing token of a write after the read.
-   */
+  /** Each present record's update time (a Timestamp: µs, as a precondition compares it). */
   readonly updateTimes: ReadonlyMap<string, Timestamp>;
   /** Firestore's time of the (last) read. */
   readonly readTime: Date;
 }
 
 /**
- * A write to commit in the same atomic batch as a run record's claim, guarded by its own
- * precondition: "also write document `id` of `documents`, which must still be at `token` (absent
- * when `token` is undefined)". The core gives it no meaning; a policy uses it for a document that
- * must change together with the claim or not at all (the overlap lock, `policy/overlap.ts`).
+ * A write committed in the same atomic batch as a run record's claim, on its own precondition:
+ * "also write document `id` of `documents`, which must still be at `token` (absent when `token` is
+ * undefined)". The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
  */
 export interface GuardedWrite {
   /** The collection of the guarded document: a `RunDocuments` on the same Firestore client. */
@@ -58,8 +48,17 @@ export interface GuardedWrite {
   /** What the write is, for error messages (`overlap lock`). */
   readonly what: string;
   readonly data: DocumentData;
-  /** The document's update time as read: the write lands only if it is unchanged; `undefined`: it must be absent. */
+  /** The document's update time as read; `undefined`: it must be absent. */
   readonly token: Timestamp | undefined;
+}
+
+/**
+ * A guarded write that found the guarded document no longer at its token, with the run document as
+ * read in the same batched read: the guard moved under us, or our own batch landed while its answer
+ * was lost (the client retried it), which the run document then shows.
+ */
+export interface GuardChanged {
+  readonly guardChanged: DocumentRead;
 }
 
 /** Where the run documents live and how long to wait, durations in ms. */
@@ -71,10 +70,8 @@ export interface RunDocumentsOptions {
   /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
   /**
-   * This process's monotonic clock, ms from any origin (default `performance.now()`): the time
-   * elapsed since Firestore's last answer, added to that answer's time, is Firestore's time now.
-   * Never the wall clock, which NTP or an operator may step back or forth on a warm instance.
-   * Tests and the simulator inject a driven clock.
+   * This process's monotonic clock, ms from any origin (default `performance.now()`), never the
+   * wall clock: tests and the simulator inject a driven clock.
    */
   readonly monotonicNow?: () => number;
 }
@@ -90,15 +87,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 /** Another writer won: a conditional write did not apply. Never leaves this module. */
 class WriteConflict {}
 
-function codeOf(err: unknown): number | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
-}
-
 /**
- * The runs collection, with Firestore's clock as this instance learns it from every answer: the
- * answer's time plus the monotonic time elapsed since (used for `expire_at` and for
- * {@link serverTime}, never for a lease). Safe to share across concurrent requests.
+ * The runs collection, with Firestore's clock as this instance learns it from every answer
+ * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
  *
  * @example
  * const documents = new RunDocuments(new Firestore(), {
@@ -110,10 +101,7 @@ export class RunDocuments {
   readonly #db: Firestore;
   readonly #options: RunDocumentsOptions;
   readonly #monotonicNow: () => number;
-  /**
-   * Firestore's time of an answer minus our monotonic time on receiving it, ms: adding the
-   * monotonic time now gives Firestore's time now. `undefined` before the first answer.
-   */
+  /** Firestore's time of an answer minus our monotonic time on receiving it, ms. */
   #serverOffsetMs: number | undefined;
 
   constructor(db: Firestore, options: RunDocumentsOptions) {
@@ -134,11 +122,8 @@ export class RunDocuments {
    *   {@link DatabaseNotFoundError} if the database does not exist.
    */
   async read(runId: string): Promise<DocumentRead> {
-    const snap = await this.#call('read', () =>
-      this.#ref(runId).withConverter(runRecordConverter).get(),
-    );
-    this.#learnTime(snap.readTime);
-    return { record: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
+    const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
+    return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
   }
 
   /**
@@ -148,12 +133,16 @@ export class RunDocuments {
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
    */
-  async readData(id: string): Promise<{
+  readData(id: string): Promise<{
     data: DocumentData | undefined;
     updateTime: Timestamp | undefined;
     readTime: Date;
   }> {
-    const snap = await this.#call('read', () => this.#ref(id).get());
+    return this.#get(this.#ref(id));
+  }
+
+  async #get<T>(ref: DocumentReference<T>) {
+    const snap = await this.#call('read', () => ref.get());
     this.#learnTime(snap.readTime);
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
@@ -188,33 +177,11 @@ export class RunDocuments {
   }
 
   /**
-   * Runs a query of the runs collection built by `build`, through the record converter. Every query
-   * is built from a spec in `ops/indexes.ts`, which `deploy.sh` creates the composite index of.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails (e.g. `FAILED_PRECONDITION` for a query
-   *   whose composite index does not exist).
-   * @example const page = await documents.query((runs) => buildQuery(runs, spec, [id], { limit: 100 }));
-   */
-  async query(
-    build: (collection: Query<StoredRecord>) => Query<StoredRecord>,
-  ): Promise<{ runId: string; record: StoredRecord; updateTime: Timestamp }[]> {
-    const collection = this.#db
-      .collection(this.#options.collection)
-      .withConverter(runRecordConverter);
-    const snap = await this.#call('query', () => build(collection).get());
-    return snap.docs.map((doc) => ({
-      runId: doc.id,
-      record: doc.data(),
-      updateTime: doc.updateTime,
-    }));
-  }
-
-  /**
-   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write,
-   * so both land or neither does.
+   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded
+   * write, so both land or neither does.
    *
    * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
-   *   `guard`) `guard_changed` if the guarded document was not at its token: nothing was written.
+   *   `guard`) {@link GuardChanged} if the guarded document was not at its token.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
@@ -222,26 +189,22 @@ export class RunDocuments {
     runId: string,
     what: string,
     data: DocumentData,
-    guard: GuardedWrite,
-  ): Promise<Timestamp | 'exists' | 'guard_changed'>;
+    guard: GuardedWrite | undefined,
+  ): Promise<Timestamp | 'exists' | GuardChanged>;
   async create(
     runId: string,
     what: string,
     data: DocumentData,
     guard?: GuardedWrite,
-  ): Promise<Timestamp | 'exists' | 'guard_changed'> {
-    try {
-      const result =
-        guard === undefined
-          ? await this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS])
-          : await this.#commitGuarded(what, guard, (batch) => batch.create(this.#ref(runId), data));
-      this.#learnTime(result.writeTime);
-      return result.writeTime;
-    } catch (err) {
-      if (!(err instanceof WriteConflict)) throw err;
-      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
-      return 'exists';
-    }
+  ): Promise<Timestamp | 'exists' | GuardChanged> {
+    const written = await this.#write(
+      runId,
+      what,
+      guard,
+      () => this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS]),
+      (batch) => batch.create(this.#ref(runId), data),
+    );
+    return written === 'conflict' ? 'exists' : written;
   }
 
   /**
@@ -249,8 +212,8 @@ export class RunDocuments {
    * `guard`, in one atomic batch with the guarded write, so both land or neither does.
    *
    * @returns the write's time (the new fencing token), `changed` if the document changed or was
-   *   deleted since `token`, or (with `guard`) `guard_changed` if the guarded document was not at
-   *   its token: nothing was written.
+   *   deleted since `token`, or (with `guard`) {@link GuardChanged} if the guarded document was not
+   *   at its token.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -264,41 +227,52 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp,
-    guard: GuardedWrite,
-  ): Promise<Timestamp | 'changed' | 'guard_changed'>;
+    guard: GuardedWrite | undefined,
+  ): Promise<Timestamp | 'changed' | GuardChanged>;
   async update(
     runId: string,
     what: string,
     data: DocumentData,
     token: Timestamp,
     guard?: GuardedWrite,
-  ): Promise<Timestamp | 'changed' | 'guard_changed'> {
+  ): Promise<Timestamp | 'changed' | GuardChanged> {
+    const precondition = { lastUpdateTime: token };
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const conflicts = [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const written = await this.#write(
+      runId,
+      what,
+      guard,
+      () => this.#call(what, () => this.#ref(runId).update(data, precondition), conflicts),
+      (batch) => batch.update(this.#ref(runId), data, precondition),
+    );
+    return written === 'conflict' ? 'changed' : written;
+  }
+
+  /**
+   * One conditional write of run `runId`: `alone` without a guard, else `add`'s write and the
+   * guarded one in one batch. A precondition failure is `conflict`, or {@link GuardChanged} if the
+   * guarded document is no longer at its token (then it was the guard that failed, or may have been).
+   */
+  async #write(
+    runId: string,
+    what: string,
+    guard: GuardedWrite | undefined,
+    alone: () => Promise<WriteResult>,
+    add: (batch: WriteBatch) => void,
+  ): Promise<Timestamp | 'conflict' | GuardChanged> {
     try {
-      // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
       const result =
-        guard === undefined
-          ? await this.#call(what, () => this.#ref(runId).update(data, { lastUpdateTime: token }), [
-              Code.FAILED_PRECONDITION,
-              Code.NOT_FOUND,
-            ])
-          : await this.#commitGuarded(what, guard, (batch) =>
-              batch.update(this.#ref(runId), data, { lastUpdateTime: token }),
-            );
+        guard === undefined ? await alone() : await this.#commitGuarded(what, guard, add);
       this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
       if (!(err instanceof WriteConflict)) throw err;
-      if (guard !== undefined && (await this.#guardChanged(guard))) return 'guard_changed';
-      return 'changed';
+      return guard === undefined ? 'conflict' : await this.#afterGuardedConflict(runId, guard);
     }
   }
 
-  /**
-   * Commits the run document's write (added by `add`) and the guarded write in one batch: every
-   * precondition failure (the run document's or the guard's) is a {@link WriteConflict}.
-   *
-   * @returns the run document's write result (the first of the batch: one commit time for both).
-   */
+  /** Commits `add`'s write and the guarded write in one batch; returns the former's result. */
   async #commitGuarded(
     what: string,
     guard: GuardedWrite,
@@ -308,25 +282,49 @@ export class RunDocuments {
     if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     }
-    const results = await this.#call(`${what} with the ${guard.what}`, () => {
-      const batch = this.#db.batch();
-      add(batch);
-      const ref = other.#ref(guard.id);
-      if (guard.token === undefined) batch.create(ref, guard.data);
-      else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
-      return batch.commit();
-    }, [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
+    const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const results = await this.#call(
+      `${what} with the ${guard.what}`,
+      () => {
+        const batch = this.#db.batch();
+        add(batch);
+        const ref = other.#ref(guard.id);
+        if (guard.token === undefined) batch.create(ref, guard.data);
+        else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
+        return batch.commit();
+      },
+      conflicts,
+    );
     return results[0] as WriteResult;
   }
 
   /**
-   * After a guarded batch failed its preconditions: whether the guarded document is no longer at
-   * its token (then it was the guard that failed, or may have been: the caller judges afresh).
+   * After a guarded batch failed its preconditions: one batched read of the guarded document and
+   * the run document. `conflict` if the guarded document is still at its token (the run document's
+   * precondition failed), else {@link GuardChanged} with the run document's read.
    */
-  async #guardChanged(guard: GuardedWrite): Promise<boolean> {
-    const { updateTime } = await guard.documents.readData(guard.id);
-    if (guard.token === undefined) return updateTime !== undefined;
-    return updateTime === undefined || !updateTime.isEqual(guard.token);
+  async #afterGuardedConflict(
+    runId: string,
+    guard: GuardedWrite,
+  ): Promise<'conflict' | GuardChanged> {
+    const runRef = this.#ref(runId).withConverter(runRecordConverter);
+    const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
+      this.#db.getAll(guard.documents.#ref(guard.id), runRef),
+    );
+    if (guarded === undefined || run === undefined) {
+      throw new LedgerUnavailableError(
+        `Firestore answered the read after the ${guard.what} without its documents`,
+      );
+    }
+    this.#learnTime(run.readTime);
+    const at = guarded.updateTime;
+    const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
+    if (!moved) return 'conflict';
+    // The ref carries the converter, which Firestore.getAll's typings drop.
+    const record = run.data() as StoredRecord | undefined;
+    return {
+      guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
+    };
   }
 
   /**
@@ -338,10 +336,8 @@ export class RunDocuments {
   }
 
   /**
-   * Firestore's time now, as best this instance knows it: the time of Firestore's latest answer
-   * plus the monotonic time elapsed since (`monotonicNow`), so a step of the wall clock on a warm
-   * instance changes nothing. Before the first answer, one read learns it (of a document that
-   * never exists; once per instance).
+   * Firestore's time now, as best this instance knows it: its latest answer's time plus the
+   * monotonic time since. Before the first answer, one read (of a document that never exists) learns it.
    *
    * @throws {LedgerUnavailableError} if that read fails.
    * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
@@ -357,10 +353,7 @@ export class RunDocuments {
     return offset === undefined ? undefined : offset + this.#monotonicNow();
   }
 
-  /**
-   * Learns Firestore's clock from a time it answered with (a write's or a read's). Each answer's
-   * time is at most Firestore's time on receipt, so the largest offset is the closest estimate.
-   */
+  /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
     const offset = serverTime.toMillis() - this.#monotonicNow();
     if (this.#serverOffsetMs === undefined || offset > this.#serverOffsetMs) {
@@ -368,54 +361,56 @@ export class RunDocuments {
     }
   }
 
+  /** {@link callFirestore} with this collection's client and timeout. */
+  #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
+    return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
+  }
+
   /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
+}
 
-  /**
-   * Runs one Firestore operation with the configured timeout, classifying its errors for that
-   * operation: a code in `conflicts` (only a conditional write passes any) throws the private
-   * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
-   * including the timeout, is a {@link LedgerUnavailableError}.
-   */
-  async #call<T>(
-    what: string,
-    run: () => Promise<T>,
-    conflicts: readonly number[] = [],
-  ): Promise<T> {
-    const { timeoutMs } = this.#options;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new LedgerUnavailableError(
-              `Firestore did not answer the ${what} within ${timeoutMs} ms`,
-            ),
-          ),
-        timeoutMs,
+/**
+ * Runs one Firestore operation of `db`, waiting at most `timeoutMs`, and classifies its errors for
+ * that operation: a code in `conflicts` (only a conditional write passes any) throws the private
+ * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
+ * including the timeout, is a {@link LedgerUnavailableError}. Exported for the operations
+ * commands' queries (`ops/run-queries.ts`), which the function never makes.
+ *
+ * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
+ * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
+ */
+export async function callFirestore<T>(
+  db: Firestore,
+  timeoutMs: number,
+  what: string,
+  run: () => Promise<T>,
+  conflicts: readonly number[] = [],
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    const message = `Firestore did not answer the ${what} within ${timeoutMs} ms`;
+    timer = setTimeout(() => reject(new LedgerUnavailableError(message)), timeoutMs);
+  });
+  try {
+    return await Promise.race([run(), timeout]);
+  } catch (err) {
+    if (err instanceof LedgerUnavailableError) throw err;
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === 'number' && conflicts.includes(code)) throw new WriteConflict();
+    if (code === Code.NOT_FOUND) {
+      throw new DatabaseNotFoundError(
+        `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): ` +
+          'check FIRESTORE_DATABASE and the project, and that the database exists ' +
+          '(gcloud firestore databases list)',
+        { cause: err },
       );
-    });
-    try {
-      return await Promise.race([run(), timeout]);
-    } catch (err) {
-      if (err instanceof LedgerUnavailableError) throw err;
-      const code = codeOf(err);
-      if (code !== undefined && conflicts.includes(code)) throw new WriteConflict();
-      if (code === Code.NOT_FOUND) {
-        const database = this.#db.databaseId ?? '(default)';
-        throw new DatabaseNotFoundError(
-          `Firestore database "${database}" was not found (the ${what} answered NOT_FOUND): ` +
-            'check FIRESTORE_DATABASE and the project, and that the database exists ' +
-            '(gcloud firestore databases list)',
-          { cause: err },
-        );
-      }
-      const message = err instanceof Error ? err.message : String(err);
-      throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
     }
+    const message = err instanceof Error ? err.message : String(err);
+    throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -4,14 +4,9 @@
  * claim to any idempotency key it receives.
  */
 
-import {
-  AttemptAbortedError,
-  describeThrown,
-  LedgerUnavailableError,
-  RunOnceError,
-} from './errors.ts';
+import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import { LeaseHeartbeat } from './lease-heartbeat.ts';
-import type { ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
+import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
 import type { NoteValue } from './notes.ts';
 import type { GuardedWrite } from './run-documents.ts';
@@ -23,11 +18,7 @@ export interface Attempt {
   readonly runId: string;
   /** This attempt's id (a UUID), stored as the record's `attempt_id`. */
   readonly attemptId: string;
-  /**
-   * When this attempt's lease lapses, by Firestore's clock: current, moved on by every heartbeat.
-   * Work past it may be repeated by another attempt only if the heartbeat stopped (job timeout)
-   * or failed for about two thirds of a lease.
-   */
+  /** When this attempt's lease lapses, by Firestore's clock: current, moved on by every heartbeat. */
   readonly leaseExpires: Date;
   /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
@@ -41,13 +32,11 @@ export interface Attempt {
    */
   readonly signal: AbortSignal;
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`) now, before the run completes:
-   * e.g. the execution a proxy launched, so a crash before the completion still leaves it on record.
-   * One fenced write (it also extends the lease).
+   * Notes `value` under `name` in the run's record (`notes.NAME`) now, in one fenced write that also
+   * extends the lease, so a crash before the completion still leaves it on record.
    *
-   * @throws {AttemptAbortedError} if the lease was lost; {@link RunOnceError} for a note the
-   *   record cannot hold (see `noteProblem`) or a ledger that keeps no notes;
-   *   {@link LedgerUnavailableError} if Firestore fails.
+   * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
+   *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
    */
   note(name: string, value: NoteValue): Promise<void>;
 }
@@ -93,15 +82,9 @@ export type OutcomeName = RunOutcome['outcome'];
 export interface RunOnceOptions {
   /** Descriptive fields stored with the run record. */
   readonly details?: RunDetails;
-  /**
-   * A write committed atomically with the claim, on its own precondition (`Ledger.claim`): the work
-   * runs only if both landed; `guard_changed` if the guarded document changed first.
-   */
+  /** A write committed atomically with the claim (`Ledger.claim`): the work runs only if both landed. */
   readonly guard?: GuardedWrite;
-  /**
-   * Run it even if it was reported missed or failed after retries (a backfill's delivery); else
-   * such a run is a `duplicate`, so a late delivery cannot make the report untrue.
-   */
+  /** Run it even if it was reported missed or failed after retries (a backfill); else a `duplicate`. */
   readonly reopenReported?: boolean;
   /** Where lost leases, unrecorded writes and jobs that ignore their abort are reported. */
   readonly logger: Logger;
@@ -116,8 +99,7 @@ export interface RunOnceOptions {
   readonly abortWarningMs?: number;
   /**
    * Asked after the work failed: an id to store as `reported_by` when this failure is final (no
-   * retry can follow, by the caller's retry policy), so the release write reports it; `undefined`
-   * otherwise. A throw counts as `undefined`: the failure is then reported later by whoever checks.
+   * retry can follow), so the release reports it; `undefined` (or a throw) otherwise.
    */
   readonly finalFailure?: (attempt: Attempt) => Promise<string | undefined>;
 }
@@ -140,8 +122,6 @@ const LEASE_LOSS_MESSAGES = {
  * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
  * async) releases the claim so a retry can run at once, keeping the failure in the record.
  *
- * @param ledger - the run ledger.
- * @param runId - the idempotency key.
  * @param work - the work; throwing means "failed, retry me".
  * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
  *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
@@ -158,7 +138,6 @@ export async function runOnce(
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
-  const { logger } = options;
   let claimed: ClaimResult;
   try {
     claimed = await ledger.claim(runId, options.details, options.guard, {
@@ -168,6 +147,20 @@ export async function runOnce(
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
   }
+  if (claimed.state !== 'claimed') return notClaimed(claimed);
+  const scope = new AttemptScope(ledger, runId, claimed.claim, options);
+  try {
+    await work(scope.attempt);
+  } catch (thrown) {
+    return await scope.failed(thrown);
+  } finally {
+    scope.settle();
+  }
+  return scope.completed();
+}
+
+/** The outcome of a claim that did not claim. */
+function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
   switch (claimed.state) {
     case 'completed':
       return { outcome: 'duplicate', record: claimed.record };
@@ -177,126 +170,148 @@ export async function runOnce(
       return { outcome: 'unreadable_record', record: claimed.record };
     case 'guard_changed':
       return { outcome: 'guard_changed' };
-    case 'claimed':
-      break;
+  }
+}
+
+/**
+ * One claimed attempt: its abort signal (lease lost, shutdown, `maxRunMs`), its heartbeat, and
+ * the fenced write that ends it.
+ */
+class AttemptScope {
+  readonly attempt: Attempt;
+  readonly #ledger: Ledger;
+  readonly #options: RunOnceOptions;
+  readonly #controller = new AbortController();
+  readonly #heartbeat: LeaseHeartbeat;
+  readonly #timer: NodeJS.Timeout | undefined;
+  #timedOut = false;
+  #settled = false;
+  readonly #onShutdown = () =>
+    this.#controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
+
+  constructor(ledger: Ledger, runId: string, claim: Claim, options: RunOnceOptions) {
+    this.#ledger = ledger;
+    this.#options = options;
+    const controller = this.#controller;
+    const heartbeat = new LeaseHeartbeat(ledger, claim, controller, options.logger);
+    this.#heartbeat = heartbeat;
+    this.attempt = {
+      runId,
+      attemptId: claim.attemptId,
+      get leaseExpires() {
+        return heartbeat.claim.leaseExpires;
+      },
+      takeover: claim.takeover,
+      firstClaimedAt: claim.firstClaimedAt,
+      attempts: claim.attempts,
+      signal: controller.signal,
+      note: async (name, value) => {
+        if (!(await heartbeat.renewWith((held) => ledger.note(held, name, value)))) {
+          throw (
+            controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
+          );
+        }
+      },
+    };
+    controller.signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
+    if (options.shutdown?.aborted) this.#onShutdown();
+    options.shutdown?.addEventListener('abort', this.#onShutdown, { once: true });
+    const { maxRunMs } = options;
+    this.#timer =
+      maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
 
-  const controller = new AbortController();
-  const heartbeat = new LeaseHeartbeat(ledger, claimed.claim, controller, logger);
-  const attempt: Attempt = {
-    runId,
-    attemptId: claimed.claim.attemptId,
-    get leaseExpires() {
-      return heartbeat.claim.leaseExpires;
-    },
-    takeover: claimed.claim.takeover,
-    firstClaimedAt: claimed.claim.firstClaimedAt,
-    attempts: claimed.claim.attempts,
-    signal: controller.signal,
-    note: async (name, value) => {
-      const note = ledger.note?.bind(ledger);
-      if (note === undefined) throw new RunOnceError('this ledger keeps no notes');
-      if (!(await heartbeat.renewWith((claim) => note(claim, name, value)))) {
-        throw (
-          controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
-        );
-      }
-    },
-  };
-  let timedOut = false;
-  let settled = false;
-  const warnIfStillRunning = () => {
-    const reason = (controller.signal.reason as AttemptAbortedError | undefined)?.reason;
-    const timer = setTimeout(() => {
-      if (settled) return;
-      logger.warn(
-        { abortReason: reason },
-        `the job is still running ${options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS} ms after its signal was aborted (${reason}); it should stop and throw`,
-      );
-    }, options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS);
-    timer.unref();
-  };
-  controller.signal.addEventListener('abort', warnIfStillRunning, { once: true });
-  const onShutdown = () =>
-    controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
-  if (options.shutdown?.aborted) onShutdown();
-  options.shutdown?.addEventListener('abort', onShutdown, { once: true });
-  const timer =
-    options.maxRunMs === undefined
-      ? undefined
-      : setTimeout(() => {
-          timedOut = true;
-          void heartbeat.stop();
-          controller.abort(
-            new AttemptAbortedError(
-              'job_timeout',
-              `the job ran longer than ${options.maxRunMs} ms`,
-            ),
-          );
-        }, options.maxRunMs);
-  const causeOfLoss = (): LeaseLossCause => {
-    if (timedOut) return 'job_timeout';
-    if (heartbeat.failuresInARow > 0) return 'extensions_failed';
-    return heartbeat.stalled ? 'stalled' : 'unknown';
-  };
-  try {
-    await work(attempt);
-  } catch (thrown) {
-    settled = true;
+  /** The work returned or threw: no more warnings, timeout or shutdown abort. */
+  settle(): void {
+    this.#settled = true;
+    clearTimeout(this.#timer);
+    this.#options.shutdown?.removeEventListener('abort', this.#onShutdown);
+  }
+
+  /** The work threw: release the claim with the failure (reported, if `finalFailure` says so). */
+  async failed(thrown: unknown): Promise<RunOutcome> {
+    this.#settled = true;
+    const { signal } = this.#controller;
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
-    const error = controller.signal.aborted ? controller.signal.reason : thrown;
-    const claim = await heartbeat.stop();
+    const error = signal.aborted ? signal.reason : thrown;
+    const claim = await this.#heartbeat.stop();
     const failure = describeThrown(error);
-    const reporter = await options.finalFailure?.(attempt).catch(() => undefined);
-    const release = await fenced(
-      () => ledger.release(claim, failure, reporter),
-      logger,
-      'release',
-      causeOfLoss,
+    const reporter = await this.#options.finalFailure?.(this.attempt).catch(() => undefined);
+    const release = await this.#fenced('release', () =>
+      this.#ledger.release(claim, failure, reporter),
     );
     // An unrecorded release may have landed with its report, which no later check then makes:
     // the failure is logged now (at worst twice, never not at all).
     const reported = reporter !== undefined && release !== 'lease_lost';
+    const { attempt } = this;
     return release === 'lease_lost'
-      ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: causeOfLoss() }
+      ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: this.#causeOfLoss() }
       : { outcome: 'failed', attempt, error, release, reported };
-  } finally {
-    settled = true;
-    clearTimeout(timer);
-    options.shutdown?.removeEventListener('abort', onShutdown);
   }
-  const claim = await heartbeat.stop();
-  const completion = await fenced(() => ledger.complete(claim), logger, 'completion', causeOfLoss);
-  return completion === 'lease_lost'
-    ? { outcome: 'processed', attempt, completion, leaseLoss: causeOfLoss() }
-    : { outcome: 'processed', attempt, completion };
+
+  /** The work returned: mark the run completed. */
+  async completed(): Promise<RunOutcome> {
+    const claim = await this.#heartbeat.stop();
+    const completion = await this.#fenced('completion', () => this.#ledger.complete(claim));
+    const { attempt } = this;
+    return completion === 'lease_lost'
+      ? { outcome: 'processed', attempt, completion, leaseLoss: this.#causeOfLoss() }
+      : { outcome: 'processed', attempt, completion };
+  }
+
+  #timeOut(maxRunMs: number): void {
+    this.#timedOut = true;
+    void this.#heartbeat.stop();
+    const message = `the job ran longer than ${maxRunMs} ms`;
+    this.#controller.abort(new AttemptAbortedError('job_timeout', message));
+  }
+
+  #warnIfStillRunning(): void {
+    const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
+    const warningMs = this.#options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS;
+    const timer = setTimeout(() => {
+      if (this.#settled) return;
+      this.#options.logger.warn(
+        { abortReason: reason },
+        `the job is still running ${warningMs} ms after its signal was aborted (${reason}); it should stop and throw`,
+      );
+    }, warningMs);
+    timer.unref();
+  }
+
+  #causeOfLoss(): LeaseLossCause {
+    if (this.#timedOut) return 'job_timeout';
+    if (this.#heartbeat.failuresInARow > 0) return 'extensions_failed';
+    return this.#heartbeat.stalled ? 'stalled' : 'unknown';
+  }
+
+  /** A completion or release, its lost lease warned about and its Firestore failure logged. */
+  async #fenced(
+    what: 'completion' | 'release',
+    write: () => Promise<FenceResult>,
+  ): Promise<FenceResult | 'unrecorded'> {
+    const { logger } = this.#options;
+    try {
+      const result = await write();
+      if (result === 'lease_lost') {
+        const cause = this.#causeOfLoss();
+        logger.warn({ fence: what, leaseLoss: cause }, leaseLossMessage(cause));
+      }
+      return result;
+    } catch (err) {
+      if (!(err instanceof LedgerUnavailableError)) throw err;
+      logger.error(
+        { err, fence: what },
+        what === 'completion'
+          ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
+          : 'the claim could not be released; retries get 409 until its lease lapses',
+      );
+      return 'unrecorded';
+    }
+  }
 }
 
 /** The warning for a lost lease, saying which cause this attempt can see. */
 export function leaseLossMessage(cause: LeaseLossCause): string {
   return LEASE_LOSS_MESSAGES[cause];
-}
-
-async function fenced(
-  write: () => Promise<FenceResult>,
-  logger: Logger,
-  what: 'completion' | 'release',
-  cause: () => LeaseLossCause,
-): Promise<FenceResult | 'unrecorded'> {
-  try {
-    const result = await write();
-    if (result === 'lease_lost') {
-      logger.warn({ fence: what, leaseLoss: cause() }, leaseLossMessage(cause()));
-    }
-    return result;
-  } catch (err) {
-    if (!(err instanceof LedgerUnavailableError)) throw err;
-    logger.error(
-      { err, fence: what },
-      what === 'completion'
-        ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
-        : 'the claim could not be released; retries get 409 until its lease lapses',
-    );
-    return 'unrecorded';
-  }
 }

@@ -1,10 +1,8 @@
 /**
- * The run record: the schema of one run document (field names, statuses), its converter, and the
- * claim decision as named conditions. The ledger owns every read and write; this module owns what
- * a record *is*.
- *
- * Timeline of one run document (the Scheduler guide's state machine, plus the lease heartbeat, and
- * failures kept for the run's history instead of deleted):
+ * The run record: the schema of one run document (field names, statuses), its converter and the
+ * claim decision as named conditions; the builders of its writes are in `record-writes.ts`. The
+ * ledger owns every read and write; this module owns what a record *is*. Every lease time is Firestore's (the why:
+ * docs/how-it-works.md, "The run record and its lease").
  *
  *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
  *      │                  │  │  ▲ └──────release──► failed               (fenced on our write)
@@ -13,34 +11,16 @@
  *      │                                                                 (fenced on what it read)
  *      ├──report──► missed         failed, missed ──a retry takes over at once──► in_progress
  *      └──overlap──► skipped                                             (fenced on what it read)
- *
- * A failed attempt leaves `failed` (attempts so far, when it failed, the error's message) where the
- * guide's sample deletes the claim: a retry still claims at once, with the same fenced takeover as
- * after a lapsed lease. When the caller's retry policy proves no retry can follow, the same write
- * sets `reported_at` (the final failure reported by its own attempt). `missed` is written by missed-run detection for a slot with no attempt past
- * its retry window, so it is reported once across instances; a late delivery (a backfill) may still
- * claim it. `skipped` is a slot not run because an earlier slot of its job still ran (overlap policy
- * `skip`): final, like `completed`: no delivery takes a finished run over. A re-run
- * (`npm run trigger -- JOB --rerun --slot T`) is a run of its own (`run_kind: rerun`), keyed by its
- * trigger id and naming the slot's run in `rerun_of`, so its retries are one run by construction.
- *
- * Every time on the lease is Firestore's: `leased_at` is a server timestamp written by the claim,
- * the takeover and each extension, and "now" is the `readTime` of the read that decides. No
- * instance's clock enters a lease, so a skewed instance can neither write an expired lease nor a
- * too long one; a lease that ends more than `MAX_LEASE_MS` after "now" was never written by this
- * code and is unreadable wherever a lease is judged (`judgedAt`). Each record names its key scope
- * (`key_scope`), so one scope's history never lists another's.
  */
 import {
   type DocumentData,
-  FieldValue,
   type FirestoreDataConverter,
   type QueryDocumentSnapshot,
   Timestamp,
 } from '@google-cloud/firestore';
 import type { NoteValue } from './notes.ts';
 
-/** Run statuses, as the guide's sample writes them. */
+/** Run statuses, as the guide's sample writes them (`failed`, `missed`, `skipped` are ours). */
 export const RunStatus = {
   InProgress: 'in_progress',
   Completed: 'completed',
@@ -51,6 +31,7 @@ export const RunStatus = {
   /** Not run: an earlier slot of the job still ran (overlap policy `skip`). Final. */
   Skipped: 'skipped',
 } as const;
+export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
 /**
  * What a run is: its slot's run, a forced run (Scheduler's "Force run"), a manual run, or a
@@ -63,15 +44,13 @@ export const RunKind = {
   Rerun: 'rerun',
 } as const;
 export type RunKind = (typeof RunKind)[keyof typeof RunKind];
-export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
 /**
- * Field names of a run document. They follow the guide's sample where it has one (`status`,
- * `expire_at` for a TTL policy), so its TTL policy and queries carry over.
+ * Field names of a run document, following the guide's sample where it has one (`status`,
+ * `expire_at` for a TTL policy). Each field's meaning is the {@link RunRecord} member of its name.
  */
 export const Field = {
   status: 'status',
-  /** The attempt holding (or that completed) the run; for people, logs and fenced-write checks. */
   attemptId: 'attempt_id',
   /** Server time of the claim, takeover or last lease extension. */
   leasedAt: 'leased_at',
@@ -79,36 +58,21 @@ export const Field = {
   leaseMs: 'lease_ms',
   /** When a Firestore TTL policy may delete the document (TTL deletion lags up to days). */
   expireAt: 'expire_at',
-  /** Server time of the first write of the current attempt. */
   claimedAt: 'claimed_at',
-  /** Server time of the first attempt's claim: `first_claimed_at − schedule_time` is how late the run started. */
   firstClaimedAt: 'first_claimed_at',
-  /** How many attempts claimed the run so far. */
   attempts: 'attempts',
-  /** Server time of the completion. */
   completedAt: 'completed_at',
-  /** Server time of the last failure. */
   failedAt: 'failed_at',
-  /** The last failure's `message`, at most {@link MAX_ERROR_LENGTH} characters; never request data. */
   lastError: 'last_error',
-  /** Server time at which a missed or finally failed run was reported (once across instances). */
   reportedAt: 'reported_at',
-  /** Which check wrote `reported_at`: the report that finds its own id after a lost answer logs it. */
   reportedBy: 'reported_by',
-  /** `forced`, `manual` or `rerun` for runs that are not their slot's; absent for a slot. */
+  /** `forced`, `manual` or `rerun`; absent for a slot. */
   kind: 'run_kind',
-  /** For a re-run: the run id of the slot it runs again. */
   rerunOf: 'rerun_of',
   /** `false` on a forced run whose delivery carried no schedule time (the console's Force run). */
   scheduleTimeSent: 'schedule_time_sent',
-  /** The run id of the earlier slot that was still running when this one was skipped. */
   blockedBy: 'blocked_by',
-  /** What the job noted about its run (`ctx.note`), by name: e.g. the execution a proxy launched. */
   notes: 'notes',
-  /**
-   * The key scope the run belongs to (`scopeId` of `run-key.ts`: `''` for none), so the history of
-   * one scope never lists or judges another's records; absent on records of earlier versions.
-   */
   keyScope: 'key_scope',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
@@ -123,17 +87,17 @@ export interface RunRecord {
   readonly leaseExpires: Date | undefined;
   /** How many attempts claimed the run (records of earlier versions: 1; `missed`: 0). */
   readonly attempts: number;
-  /** The first attempt's claim. */
+  /** The first attempt's claim: `first_claimed_at − schedule_time` is how late the run started. */
   readonly firstClaimedAt: Date | undefined;
   /** The current (or last) attempt's claim. */
   readonly claimedAt: Date | undefined;
   readonly completedAt: Date | undefined;
   readonly failedAt: Date | undefined;
-  /** The last failure's message. */
+  /** The last failure's message, at most {@link MAX_ERROR_LENGTH} characters; never request data. */
   readonly lastError: string | undefined;
-  /** When it was reported as missed or finally failed. */
+  /** When it was reported as missed or finally failed (once across instances). */
   readonly reportedAt: Date | undefined;
-  /** The id of the check that reported it. */
+  /** The id of the check that reported it: a report finding its own id after a lost answer logs it. */
   readonly reportedBy: string | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
@@ -142,11 +106,11 @@ export interface RunRecord {
   readonly rerunOf: string | undefined;
   /** False for a forced run delivered without a schedule time: it was never its slot's delivery. */
   readonly untimed: boolean;
-  /** For `skipped`: the run that was still running. */
+  /** For `skipped`: the run id of the earlier slot that was still running. */
   readonly blockedBy: string | undefined;
   /** What the job noted about its run (`ctx.note`), by name. */
   readonly notes: Readonly<Record<string, NoteValue>>;
-  /** The key scope's id (`scopeId`); `undefined` on a record of an earlier version (any scope). */
+  /** The key scope's id (`scopeId` of `run-key.ts`); `undefined` on a record of an earlier version. */
   readonly keyScope: string | undefined;
 }
 
@@ -160,9 +124,8 @@ export const MAX_LEASE_MS = 86_400_000;
 export const MAX_ERROR_LENGTH = 300;
 
 /**
- * A document in the runs collection that is not a run record this version can read: an unknown
- * `status`, or an `in_progress` record without a valid lease. Never overwritten: a run we cannot
- * read may be running, and "never twice" comes first.
+ * A document this version cannot read (an unknown `status`, an `in_progress` record without a
+ * valid lease): never overwritten, since a run we cannot read may be running.
  */
 export interface UnreadableRecord {
   readonly status: 'unreadable';
@@ -185,15 +148,14 @@ export interface RunDetails {
   readonly kind?: RunKind;
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf?: string;
-  /** A forced run delivered without `X-CloudScheduler-ScheduleTime` (stored `schedule_time_sent: false`). */
+  /** A forced run delivered without `X-CloudScheduler-ScheduleTime` (`schedule_time_sent: false`). */
   readonly untimed?: boolean;
   /** The key scope's id (`scopeId` of `run-key.ts`, `''` for none), stored as `key_scope`. */
   readonly keyScope?: string;
 }
 
-function dateOf(value: unknown): Date | undefined {
-  return value instanceof Timestamp ? value.toDate() : undefined;
-}
+const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
+const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
 
 function unreadable(field: string, problem: string): UnreadableRecord {
   return { status: 'unreadable', field, problem };
@@ -206,12 +168,7 @@ function leaseOf(data: DocumentData): Date | UnreadableRecord {
   if (!(leasedAt instanceof Timestamp)) {
     return unreadable(Field.leasedAt, 'is missing or not a timestamp');
   }
-  if (
-    typeof leaseMs !== 'number' ||
-    !Number.isSafeInteger(leaseMs) ||
-    leaseMs <= 0 ||
-    leaseMs > MAX_LEASE_MS
-  ) {
+  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS) {
     return unreadable(
       Field.leaseMs,
       `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
@@ -220,63 +177,60 @@ function leaseOf(data: DocumentData): Date | UnreadableRecord {
   return new Date(leasedAt.toMillis() + leaseMs);
 }
 
+/** The fields every status shares, read leniently: a missing or mistyped field is `undefined`. */
+function commonFields(data: DocumentData, attempts: unknown) {
+  const claimedAt = dateOf(data[Field.claimedAt]);
+  const notes = data[Field.notes];
+  return {
+    attempts:
+      typeof attempts === 'number' ? attempts : data[Field.status] === RunStatus.Missed ? 0 : 1,
+    firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
+    claimedAt,
+    completedAt: dateOf(data[Field.completedAt]),
+    failedAt: dateOf(data[Field.failedAt]),
+    lastError: stringOf(data[Field.lastError]),
+    reportedAt: dateOf(data[Field.reportedAt]),
+    reportedBy: stringOf(data[Field.reportedBy]),
+    jobName: stringOf(data[Field.jobName]),
+    scheduleTime: dateOf(data[Field.scheduleTime]),
+    kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
+    rerunOf: stringOf(data[Field.rerunOf]),
+    untimed: data[Field.scheduleTimeSent] === false,
+    blockedBy: stringOf(data[Field.blockedBy]),
+    notes:
+      typeof notes === 'object' && notes !== null && !Array.isArray(notes)
+        ? (notes as Record<string, NoteValue>)
+        : {},
+    keyScope: stringOf(data[Field.keyScope]),
+  };
+}
+
+const FINISHED: readonly unknown[] = [
+  RunStatus.Completed,
+  RunStatus.Failed,
+  RunStatus.Missed,
+  RunStatus.Skipped,
+];
+
 /**
- * Reads a run document into a {@link StoredRecord}; writes go through the builders below, which
- * use server timestamps that a typed model cannot express.
+ * Reads a run document into a {@link StoredRecord}; writes go through the builders of
+ * `record-writes.ts`, which use server timestamps that a typed model cannot express.
  */
 export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   toFirestore(): DocumentData {
-    throw new Error('run records are written with the builders of run-record.ts');
+    throw new Error('run records are written with the builders of record-writes.ts');
   },
   fromFirestore(snap: QueryDocumentSnapshot): StoredRecord {
     const data = snap.data();
     const status = data[Field.status];
     const attemptId = data[Field.attemptId];
-    const jobName = data[Field.jobName];
     const attempts = data[Field.attempts];
-    const lastError = data[Field.lastError];
-    const kind = Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot;
-    const rerunOf = data[Field.rerunOf];
-    const blockedBy = data[Field.blockedBy];
-    const notes = data[Field.notes];
-    const keyScope = data[Field.keyScope];
-    const claimedAt = dateOf(data[Field.claimedAt]);
     if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
     }
-    const common = {
-      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
-      firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
-      claimedAt,
-      completedAt: dateOf(data[Field.completedAt]),
-      failedAt: dateOf(data[Field.failedAt]),
-      lastError: typeof lastError === 'string' ? lastError : undefined,
-      reportedAt: dateOf(data[Field.reportedAt]),
-      reportedBy: typeof data[Field.reportedBy] === 'string' ? data[Field.reportedBy] : undefined,
-      jobName: typeof jobName === 'string' ? jobName : undefined,
-      scheduleTime: dateOf(data[Field.scheduleTime]),
-      kind,
-      rerunOf: typeof rerunOf === 'string' ? rerunOf : undefined,
-      untimed: data[Field.scheduleTimeSent] === false,
-      blockedBy: typeof blockedBy === 'string' ? blockedBy : undefined,
-      notes:
-        typeof notes === 'object' && notes !== null && !Array.isArray(notes)
-          ? (notes as Record<string, NoteValue>)
-          : {},
-      keyScope: typeof keyScope === 'string' ? keyScope : undefined,
-    };
-    if (
-      status === RunStatus.Completed ||
-      status === RunStatus.Failed ||
-      status === RunStatus.Missed ||
-      status === RunStatus.Skipped
-    ) {
-      return {
-        status,
-        attemptId: typeof attemptId === 'string' ? attemptId : '',
-        leaseExpires: undefined,
-        ...common,
-      };
+    const common = commonFields(data, attempts);
+    if (FINISHED.includes(status)) {
+      return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
     }
     if (status !== RunStatus.InProgress) {
       return unreadable(
@@ -294,8 +248,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
 };
 
 /**
- * How a claim proceeds on a record read at server time `now` (see the timeline above), carrying
- * the record it decided on:
+ * How a claim proceeds on a record read at server time `now`, carrying the record it decided on:
  * - `absent`: no document (released between a create and its read): create again;
  * - `completed`: a duplicate; `unreadable`: never overwritten; `lease_live`: another attempt holds it;
  * - `take_over`: the lease lapsed, the last attempt failed, or the slot was reported missed: take
@@ -308,28 +261,27 @@ export type ClaimDecision =
   | { readonly decision: 'lease_live'; readonly record: RunRecord }
   | { readonly decision: 'take_over'; readonly record: RunRecord };
 
-/** No document: the run never started, or a failed attempt released it. */
-export function isAbsent(record: StoredRecord | undefined): record is undefined {
-  return record === undefined;
-}
-
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
   return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
 }
 
 /** The last attempt failed, or no attempt came (reported missed): a retry claims it at once. */
-export function isRetryable(record: StoredRecord): boolean {
+function isRetryable(record: StoredRecord): boolean {
   return record.status === RunStatus.Failed || record.status === RunStatus.Missed;
+}
+
+/** A run reported missed or failed after retries (`reported_at`): closed but to a backfill. */
+function isReported(record: RunRecord): boolean {
+  return isRetryable(record) && record.reportedAt !== undefined;
 }
 
 /**
  * The record as judged at server time `now`: an `in_progress` record whose lease ends more than
- * {@link MAX_LEASE_MS} after `now` is unreadable. Only a `leased_at` later than Firestore's now
- * gives a lease end that far ahead, and this code never writes one (`leased_at` is a server
- * timestamp). The one rule for a lease from the future: the claim, the overlap policy, the run
- * history and missed-run detection all read records through it (or through
- * {@link isLeaseLive}, which uses it), so such a record never counts as a live lease anywhere.
+ * {@link MAX_LEASE_MS} after `now` is unreadable, since only a `leased_at` from Firestore's future
+ * gives one and this code never writes it. The one rule for a lease from the future: the claim,
+ * the overlap policy, the run history and missed-run detection read records through it (or
+ * {@link isLeaseLive}).
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
   if (
@@ -355,23 +307,18 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   );
 }
 
-/** A run reported missed or failed after retries (`reported_at`): closed but to a backfill. */
-export function isReported(record: RunRecord): boolean {
-  return isRetryable(record) && record.reportedAt !== undefined;
-}
-
 /**
  * Decides a claim from the record read and the read's server time. A finished run is never taken
- * over: a re-run is a record of its own (`run_kind: rerun`). A reported run (missed, or failed
- * after retries) is finished too, unless `reopenReported` (a backfill's delivery): a delivery an
- * instance held past the run's window must not turn the report into a lie.
+ * over (a re-run is a record of its own); a reported run (missed, or failed after retries) is
+ * finished too, unless `reopenReported` (a backfill's delivery), so a delivery held past the run's
+ * window cannot turn the report into a lie.
  */
 export function claimDecision(
   stored: StoredRecord | undefined,
   now: Date,
   reopenReported = false,
 ): ClaimDecision {
-  if (isAbsent(stored)) return { decision: 'absent' };
+  if (stored === undefined) return { decision: 'absent' };
   const record = judgedAt(stored, now);
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
@@ -382,164 +329,8 @@ export function claimDecision(
   return { decision: 'lease_live', record };
 }
 
-/**
- * The Firestore Timestamp of a canonical RFC 3339 instant, keeping up to nanoseconds (a `Date`
- * keeps only ms).
- */
+/** The Firestore Timestamp of a canonical RFC 3339 instant, to the nanosecond (a `Date` keeps ms). */
 export function timestampOf(rfc3339: string): Timestamp {
   const [whole = '', fraction = ''] = rfc3339.replace(/Z$/, '').split('.');
   return new Timestamp(Date.parse(`${whole}Z`) / 1000, Number(fraction.padEnd(9, '0')));
-}
-
-function detailFields(details: RunDetails): DocumentData {
-  const fields: DocumentData = {};
-  if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
-  if (details.kind !== undefined && details.kind !== RunKind.Slot)
-    fields[Field.kind] = details.kind;
-  if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
-  if (details.untimed === true) fields[Field.scheduleTimeSent] = false;
-  if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
-  if (details.scheduleTime !== undefined) {
-    fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
-  }
-  return fields;
-}
-
-/** The lease fields of a claim, takeover or extension: a server-time lease of `leaseMs`. */
-function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
-  return {
-    [Field.leasedAt]: FieldValue.serverTimestamp(),
-    [Field.leaseMs]: leaseMs,
-    [Field.expireAt]: expireAt,
-  };
-}
-
-/** The fields of an attempt's claim, fresh or taken over. */
-function attemptFields(
-  attemptId: string,
-  leaseMs: number,
-  expireAt: Timestamp,
-  details: RunDetails,
-): DocumentData {
-  return {
-    ...detailFields(details),
-    [Field.status]: RunStatus.InProgress,
-    [Field.attemptId]: attemptId,
-    ...leaseFields(leaseMs, expireAt),
-    [Field.claimedAt]: FieldValue.serverTimestamp(),
-  };
-}
-
-/** The document a fresh claim creates: the run's first attempt. */
-export function claimDocument(
-  attemptId: string,
-  leaseMs: number,
-  expireAt: Timestamp,
-  details: RunDetails,
-): DocumentData {
-  return {
-    ...attemptFields(attemptId, leaseMs, expireAt, details),
-    [Field.attempts]: 1,
-    [Field.firstClaimedAt]: FieldValue.serverTimestamp(),
-  };
-}
-
-/**
- * The update that takes over a lapsed lease, a failed attempt or a reported miss: the next attempt
- * over the record `previous` (read just before; the update is fenced on that read, so counting from
- * it is exact).
- */
-export function takeoverUpdate(
-  attemptId: string,
-  leaseMs: number,
-  expireAt: Timestamp,
-  details: RunDetails,
-  previous: RunRecord,
-): DocumentData {
-  return {
-    ...attemptFields(attemptId, leaseMs, expireAt, details),
-    [Field.attempts]: previous.attempts + 1,
-    ...(previous.firstClaimedAt === undefined
-      ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
-      : {}),
-  };
-}
-
-/**
- * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
- * final failure (no retry can follow) reported by the same write.
- */
-export function failureUpdate(
-  message: string,
-  expireAt: Timestamp,
-  reporter?: string,
-): DocumentData {
-  return {
-    ...(reporter === undefined ? {} : reportedUpdate(reporter)),
-    [Field.status]: RunStatus.Failed,
-    [Field.failedAt]: FieldValue.serverTimestamp(),
-    [Field.lastError]: message.slice(0, MAX_ERROR_LENGTH),
-    [Field.leasedAt]: FieldValue.delete(),
-    [Field.leaseMs]: FieldValue.delete(),
-    [Field.expireAt]: expireAt,
-  };
-}
-
-/** The document that reports a slot no attempt came for: created once across instances. */
-export function missedDocument(
-  expireAt: Timestamp,
-  details: RunDetails,
-  reporter: string,
-): DocumentData {
-  return {
-    ...detailFields(details),
-    [Field.status]: RunStatus.Missed,
-    [Field.attempts]: 0,
-    [Field.reportedAt]: FieldValue.serverTimestamp(),
-    [Field.reportedBy]: reporter,
-    [Field.expireAt]: expireAt,
-  };
-}
-
-/** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
-export function skippedDocument(
-  expireAt: Timestamp,
-  details: RunDetails,
-  blockedBy: string,
-): DocumentData {
-  return {
-    ...detailFields(details),
-    [Field.status]: RunStatus.Skipped,
-    [Field.attempts]: 0,
-    [Field.blockedBy]: blockedBy,
-    [Field.expireAt]: expireAt,
-  };
-}
-
-/** The update that marks a finally failed run reported (fenced, so only one instance reports). */
-export function reportedUpdate(reporter: string): DocumentData {
-  return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
-}
-
-/**
- * The update that extends a held lease from Firestore's now, with a note of the job's if given
- * (checked with {@link noteProblem} first).
- */
-export function extensionUpdate(
-  leaseMs: number,
-  expireAt: Timestamp,
-  note?: { readonly name: string; readonly value: NoteValue },
-): DocumentData {
-  const fields = leaseFields(leaseMs, expireAt);
-  if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
-  return fields;
-}
-
-/** The update that marks a run completed. */
-export function completionUpdate(expireAt: Timestamp): DocumentData {
-  return {
-    [Field.status]: RunStatus.Completed,
-    [Field.completedAt]: FieldValue.serverTimestamp(),
-    [Field.expireAt]: expireAt,
-  };
 }

@@ -6,19 +6,17 @@
  */
 
 import type { Timestamp } from '@google-cloud/firestore';
+import { reportFailure } from '../core/ledger.ts';
+import { missedDocument, skippedDocument } from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import {
-  failureUpdate,
   judgedAt,
-  missedDocument,
   type RunDetails,
   RunKind,
   type RunRecord,
   RunStatus,
-  reportedUpdate,
   type StoredRecord,
-  skippedDocument,
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
@@ -417,13 +415,13 @@ export class RunHistory {
     reporter: string,
     lapsed = false,
   ): Promise<'reported' | 'exists'> {
-    // A lapsed attempt is ended by the report: its zombie's fenced writes then find the run
-    // failed, not in progress, and cannot adopt the report's update time as their own.
-    const update = lapsed
-      ? failureUpdate(LAPSED_ERROR, this.#documents.expireAt(), reporter)
-      : reportedUpdate(reporter);
-    const marked = await this.#documents.update(runId, 'failed-run report', update, updateTime);
-    return marked === 'changed' ? 'exists' : 'reported';
+    return reportFailure(
+      this.#documents,
+      runId,
+      updateTime,
+      reporter,
+      lapsed ? LAPSED_ERROR : undefined,
+    );
   }
 
   /**

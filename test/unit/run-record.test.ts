@@ -172,7 +172,10 @@ describe('runRecordConverter', () => {
   }
 
   it('refuses to write through the converter: writes use the builders and server timestamps', () => {
-    assert.throws(() => runRecordConverter.toFirestore({} as never), /builders of run-record.ts/);
+    assert.throws(
+      () => runRecordConverter.toFirestore({} as never),
+      /builders of record-writes.ts/,
+    );
   });
 });
 

@@ -1,0 +1,164 @@
+/**
+ * The builders of every write to a run document (see the timeline in `run-record.ts`): plain
+ * `DocumentData` with server timestamps, which a typed model cannot express. The ledger sends them.
+ */
+import { type DocumentData, FieldValue, type Timestamp } from '@google-cloud/firestore';
+import type { NoteValue } from './notes.ts';
+import {
+  Field,
+  MAX_ERROR_LENGTH,
+  type RunDetails,
+  RunKind,
+  type RunRecord,
+  RunStatus,
+  timestampOf,
+} from './run-record.ts';
+
+function detailFields(details: RunDetails): DocumentData {
+  const fields: DocumentData = {};
+  if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
+  if (details.kind !== undefined && details.kind !== RunKind.Slot)
+    fields[Field.kind] = details.kind;
+  if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
+  if (details.untimed === true) fields[Field.scheduleTimeSent] = false;
+  if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
+  if (details.scheduleTime !== undefined) {
+    fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
+  }
+  return fields;
+}
+
+/** The lease fields of a claim, takeover or extension: a server-time lease of `leaseMs`. */
+function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
+  return {
+    [Field.leasedAt]: FieldValue.serverTimestamp(),
+    [Field.leaseMs]: leaseMs,
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The fields of an attempt's claim, fresh or taken over. */
+function attemptFields(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.InProgress,
+    [Field.attemptId]: attemptId,
+    ...leaseFields(leaseMs, expireAt),
+    [Field.claimedAt]: FieldValue.serverTimestamp(),
+  };
+}
+
+/** The document a fresh claim creates: the run's first attempt. */
+export function claimDocument(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+): DocumentData {
+  return {
+    ...attemptFields(attemptId, leaseMs, expireAt, details),
+    [Field.attempts]: 1,
+    [Field.firstClaimedAt]: FieldValue.serverTimestamp(),
+  };
+}
+
+/**
+ * The update that takes over a lapsed lease, a failed attempt or a reported miss: the next attempt
+ * over `previous`, the record read just before (the update is fenced on that read, so counting
+ * from it is exact).
+ */
+export function takeoverUpdate(
+  attemptId: string,
+  leaseMs: number,
+  expireAt: Timestamp,
+  details: RunDetails,
+  previous: RunRecord,
+): DocumentData {
+  return {
+    ...attemptFields(attemptId, leaseMs, expireAt, details),
+    [Field.attempts]: previous.attempts + 1,
+    ...(previous.firstClaimedAt === undefined
+      ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
+      : {}),
+  };
+}
+
+/**
+ * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
+ * final failure (no retry can follow) reported by the same write.
+ */
+export function failureUpdate(
+  message: string,
+  expireAt: Timestamp,
+  reporter?: string,
+): DocumentData {
+  return {
+    ...(reporter === undefined ? {} : reportedUpdate(reporter)),
+    [Field.status]: RunStatus.Failed,
+    [Field.failedAt]: FieldValue.serverTimestamp(),
+    [Field.lastError]: message.slice(0, MAX_ERROR_LENGTH),
+    [Field.leasedAt]: FieldValue.delete(),
+    [Field.leaseMs]: FieldValue.delete(),
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document that reports a slot no attempt came for: created once across instances. */
+export function missedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  reporter: string,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.Missed,
+    [Field.attempts]: 0,
+    ...reportedUpdate(reporter),
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
+export function skippedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  blockedBy: string,
+): DocumentData {
+  return {
+    ...detailFields(details),
+    [Field.status]: RunStatus.Skipped,
+    [Field.attempts]: 0,
+    [Field.blockedBy]: blockedBy,
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The update that marks a finally failed run reported (fenced, so only one instance reports). */
+export function reportedUpdate(reporter: string): DocumentData {
+  return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
+}
+
+/** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
+export function extensionUpdate(
+  leaseMs: number,
+  expireAt: Timestamp,
+  note?: { readonly name: string; readonly value: NoteValue },
+): DocumentData {
+  const fields = leaseFields(leaseMs, expireAt);
+  if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
+  return fields;
+}
+
+/** The update that marks a run completed. */
+export function completionUpdate(expireAt: Timestamp): DocumentData {
+  return {
+    [Field.status]: RunStatus.Completed,
+    [Field.completedAt]: FieldValue.serverTimestamp(),
+    [Field.expireAt]: expireAt,
+  };
+}
