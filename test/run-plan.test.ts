@@ -597,23 +597,25 @@ describe('overlap by the job: the lock holds across slots without records', () =
     const a = serveJobs(jobs);
     const b = serveJobs(jobs, { collection: a.collection });
 
-    const answers = Promise.all([
-      a.request
+    const answers = {
+      '12:01': a.request
         .post('/')
         .set(slot('12:01'))
         .then((r) => r),
-      b.request
+      '12:02': b.request
         .post('/')
         .set(slot('12:02'))
         .then((r) => r),
-    ]);
+    };
     await until(() => calls.length === 1);
-    // The loser answered 409 while the winner still runs; only then is the winner released.
-    const [runningSlot] = ran(calls);
+    // The loser answers 409 while the winner still runs; only then is the winner released (a
+    // release before the loser's answer would let its next round take the lock and run).
+    const [runningSlot] = ran(calls) as ['12:01' | '12:02'];
     const loser = runningSlot === '12:01' ? '12:02' : '12:01';
+    const lost = await answers[loser];
     const again = await (loser === '12:01' ? a : b).request.post('/').set(slot(loser));
-    release(runningSlot as string);
-    const results = await answers;
+    release(runningSlot);
+    const results = [lost, await answers[runningSlot]];
 
     assert.equal(again.body.outcome, 'waiting');
     assert.deepEqual(results.map((r) => r.body.outcome).sort(), ['processed', 'waiting']);
