@@ -69,6 +69,10 @@ function unauthenticated(problem: TokenProblem): AuthResult {
   return { ok: false, outcome: 'unauthenticated', message: MESSAGE_BY_PROBLEM[problem] };
 }
 
+function forbidden(message: string): AuthResult {
+  return { ok: false, outcome: 'forbidden', message };
+}
+
 /** Settings of {@link createOidcAuthenticator}. */
 export interface OidcOptions {
   /** The audience the token must carry: the Scheduler job's `--oidc-token-audience`. */
@@ -111,15 +115,11 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
     }
     const audiences = ([] as unknown[]).concat(payload?.aud);
     if (!audiences.includes(options.audience)) {
-      return {
-        ok: false,
-        outcome: 'forbidden',
-        message: 'The ID token was issued for another audience.',
-      };
+      return forbidden('The ID token was issued for another audience.');
     }
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
     if (!invokers.has(email) || payload?.email_verified !== true) {
-      return { ok: false, outcome: 'forbidden', message: 'The caller is not an allowed invoker.' };
+      return forbidden('The caller is not an allowed invoker.');
     }
     return { ok: true, email };
   };

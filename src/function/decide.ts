@@ -201,16 +201,12 @@ export async function answerAsForcedRun(
   const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
   if (standIn === undefined) return delivery;
   const { runId, record } = standIn;
-  const fields = { slotRunKind: 'forced' };
-  if (isCompleted(record) || record.status === RunStatus.Skipped) {
-    return answer(
-      { ...known, runId },
-      { outcome: 'duplicate', message: MESSAGES.forcedRunDone, fields },
-    );
-  }
-  if (record.status === RunStatus.InProgress && isLeaseLive(record, now)) {
-    const message = MESSAGES.forcedRunRunning;
-    return answer({ ...known, runId }, { outcome: 'in_progress', message, fields });
-  }
-  return delivery;
+  const said: Omit<Said, 'fields'> | undefined =
+    isCompleted(record) || record.status === RunStatus.Skipped
+      ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
+      : record.status === RunStatus.InProgress && isLeaseLive(record, now)
+        ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
+        : undefined;
+  if (said === undefined) return delivery;
+  return answer({ ...known, runId }, { ...said, fields: { slotRunKind: 'forced' } });
 }

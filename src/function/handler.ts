@@ -72,19 +72,11 @@ export interface HandlerDeps {
 /** A thrown error's answer: `unavailable` for Firestore, else `failed`; text if `exposeErrors`. */
 function thrownAnswer(err: unknown, exposeErrors: boolean, known: Known): Answer {
   if (err instanceof LedgerUnavailableError) {
-    const detail = exposeErrors ? ` (${err.message})` : '';
-    return answer(known, {
-      outcome: 'unavailable',
-      message: MESSAGES.unavailable(detail),
-      fields: { err },
-    });
+    const message = MESSAGES.unavailable(exposeErrors ? ` (${err.message})` : '');
+    return answer(known, { outcome: 'unavailable', message, fields: { err } });
   }
-  const detail = exposeErrors ? ` (${describeThrown(err)})` : '';
-  return answer(known, {
-    outcome: 'failed',
-    message: MESSAGES.internal(detail),
-    fields: { err: loggableError(err) },
-  });
+  const message = MESSAGES.internal(exposeErrors ? ` (${describeThrown(err)})` : '');
+  return answer(known, { outcome: 'failed', message, fields: { err: loggableError(err) } });
 }
 
 /** Missed-run detection of the job's closed slots, when due; a failure is only a warning. */

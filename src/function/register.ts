@@ -79,17 +79,12 @@ export function registerScheduledJob(
       databaseId: config.firestoreDatabase,
       ignoreUndefinedProperties: true,
     });
-  const documents = new RunDocuments(firestore, {
-    collection: config.runsCollection,
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  });
+  const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
+  const documentsOf = (collection: string) =>
+    new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
+  const documents = documentsOf(config.runsCollection);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
-  const jobDocuments = new RunDocuments(firestore, {
-    collection: jobStateCollection(config.runsCollection),
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  });
+  const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);

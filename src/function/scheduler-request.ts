@@ -224,30 +224,22 @@ function readScopeValues(
 ): ScopeValues {
   const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
-    const value = single(
-      headerValues(req, name),
-      `Scope header ${name}`,
-      "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).",
-    );
-    if (!isScopeValue(value)) {
-      throw new InvalidRequestError(`Scope header ${name} must be ${SCOPE_VALUE_RULE}.`);
-    }
-    headers[name] = value;
+    const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
+    headers[name] = scopeValue(headerValues(req, name), `Scope header ${name}`, hint);
   }
   const params: Record<string, string> = {};
   if (config.keyScopeParams.length > 0) {
     const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
     for (const name of config.keyScopeParams) {
-      const value = single(
-        query.getAll(name),
-        `Scope query parameter ${name}`,
-        "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
-      );
-      if (!isScopeValue(value)) {
-        throw new InvalidRequestError(`Scope query parameter ${name} must be ${SCOPE_VALUE_RULE}.`);
-      }
-      params[name] = value;
+      const hint = "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).";
+      params[name] = scopeValue(query.getAll(name), `Scope query parameter ${name}`, hint);
     }
   }
   return { headers, params };
+}
+
+function scopeValue(values: string[], what: string, hint: string): string {
+  const value = single(values, what, hint);
+  if (!isScopeValue(value)) throw new InvalidRequestError(`${what} must be ${SCOPE_VALUE_RULE}.`);
+  return value;
 }
