@@ -56,16 +56,15 @@ export interface HandlerDeps {
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: RunHistoryPort;
-  /** The per-job documents (`policy/job-state.ts`): missed-run cursors, overlap locks. */
+  /** The per-job documents (`policy/job-state.ts`). */
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`() => ledger.serverTime()`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
-  /** Checks the caller before anything else (`AUTH_MODE=verify-oidc`); none with `platform`. */
+  /** Checks the caller first (`AUTH_MODE=verify-oidc`). */
   readonly authenticate?: Authenticator;
-  /** Tracks requests and aborts their jobs on SIGTERM. */
   readonly shutdown?: GracefulShutdown;
 }
 

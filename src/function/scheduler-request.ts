@@ -1,7 +1,4 @@
-/**
- * Reads a Cloud Scheduler delivery: the job name, the schedule time and the key scope. Pure: no I/O,
- * so every bad input is refused before Firestore is touched.
- */
+/** Reads a Cloud Scheduler delivery's headers. Pure: bad input is refused before Firestore. */
 
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';

@@ -1,9 +1,7 @@
 /**
- * Graceful shutdown. Cloud Run sends SIGTERM and, 10 s later, SIGKILL. On SIGTERM the running jobs'
- * signals abort (reason `shutdown`); a job that stops and throws has its claim released (fenced), so
- * the next delivery runs at once on another instance instead of waiting out the lease. An exception
- * outside every request drains the same way, then exits (docs/maintenance.md, "An exception outside
- * every request").
+ * Graceful shutdown: on SIGTERM (SIGKILL follows 10 s later) the running jobs' signals abort; a job
+ * that stops and throws has its claim released (fenced), so the next delivery runs at once instead
+ * of waiting out the lease. An uncaught exception drains the same way (docs/maintenance.md).
  */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
