@@ -1,8 +1,4 @@
-/**
- * Entry point: registers `handleScheduledJob`, the function that runs every job declared in
- * `jobs.ts`, with functions-framework. Nothing else: the building blocks are imported from their
- * own modules (`core/`, `policy/`, `function/`).
- */
+/** Entry point: registers `handleScheduledJob`, which runs every job declared in `jobs.ts`. */
 import { registerScheduledJob } from './function/register.ts';
 import { jobs } from './jobs.ts';
 

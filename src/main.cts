@@ -1,9 +1,7 @@
 /**
- * The deployed entry (package.json `main`, built to `build/main.cjs`): turns on Node's module
- * compile cache, then loads `index.ts`, which registers the function; run as a script (`node
- * build/main.cjs`, the last step of `gcp-build`), it fills that cache and exits. The cache only
- * serves modules loaded after it is enabled, so this entry stays tiny. Why it is correct and
- * CommonJS: docs/maintenance.md, "The deployed entry's compile cache".
+ * The deployed entry (`build/main.cjs`): turns on Node's compile cache, then loads `index.ts`; run
+ * as a script (`gcp-build`'s last step) it fills the cache and exits. Tiny, since the cache serves
+ * only modules loaded after it: docs/maintenance.md, "The deployed entry's compile cache".
  */
 const nodeModule: typeof import('node:module') = require('node:module');
 const { join }: typeof import('node:path') = require('node:path');

@@ -5,11 +5,7 @@
  */
 import { OAuth2Client } from 'google-auth-library';
 
-/**
- * Why a caller is refused: `unauthenticated` (no credential, or one that does not prove who sent it)
- * or `forbidden` (a valid token, but for another audience or caller). The HTTP adapter turns these
- * into status codes; this module never does.
- */
+/** Why a caller is refused: `unauthenticated` (no proof of who sent it) or `forbidden`. */
 export type AuthFailure = 'unauthenticated' | 'forbidden';
 
 /** Who called, or why the caller is refused. */
@@ -38,10 +34,7 @@ const MESSAGE_BY_PROBLEM = {
 } as const;
 type TokenProblem = keyof typeof MESSAGE_BY_PROBLEM;
 
-/**
- * google-auth-library's failures told apart by the start of their message (its `Error`s carry no
- * codes); unlisted wording (a new version's) is `unverified`, still with a fixed message.
- */
+/** google-auth-library's failures by the start of their message (no codes); else `unverified`. */
 const PROBLEM_BY_LIBRARY_MESSAGE: readonly (readonly [RegExp, TokenProblem])[] = [
   [/^Failed to retrieve verification certificates/, 'certificates_unavailable'],
   [
@@ -58,10 +51,7 @@ function problemOf(libraryError: unknown): TokenProblem {
   return PROBLEM_BY_LIBRARY_MESSAGE.find(([pattern]) => pattern.test(text))?.[1] ?? 'unverified';
 }
 
-/**
- * Whether `token` has a JWT's shape (three base64url parts, the first two JSON objects), checked
- * before the library sees it: an OAuth access token (`ya29.…`) is malformed by this rule.
- */
+/** Whether `token` is three base64url parts, the first two JSON objects (an OAuth token is not). */
 function isJwtShaped(token: string): boolean {
   const parts = token.split('.');
   if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part))) return false;
@@ -79,6 +69,10 @@ function unauthenticated(problem: TokenProblem): AuthResult {
   return { ok: false, outcome: 'unauthenticated', message: MESSAGE_BY_PROBLEM[problem] };
 }
 
+function forbidden(message: string): AuthResult {
+  return { ok: false, outcome: 'forbidden', message };
+}
+
 /** Settings of {@link createOidcAuthenticator}. */
 export interface OidcOptions {
   /** The audience the token must carry: the Scheduler job's `--oidc-token-audience`. */
@@ -92,13 +86,11 @@ export interface OidcOptions {
 }
 
 /**
- * Creates an authenticator for Google-signed ID tokens sent as `Authorization: Bearer <token>`.
- * Checks the signature against Google's certificates, expiry and issuer (google-auth-library), then
- * the audience and that `email` is an allowed invoker with `email_verified`.
+ * Creates an authenticator for Google-signed ID tokens (`Authorization: Bearer <token>`): signature,
+ * expiry and issuer (google-auth-library), then the audience and a verified, allowed `email`.
  *
- * @returns `unauthenticated` for a missing, malformed, forged or expired token; `forbidden` for a
- *   valid token with the wrong audience or caller. Every message is fixed text: never the token,
- *   a part of it, its claims, or the library's error text (which can contain all of these).
+ * @returns `unauthenticated` or `forbidden` with fixed text, never the token, its claims or the
+ *   library's error text (which can contain both).
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const client =
@@ -123,15 +115,11 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
     }
     const audiences = ([] as unknown[]).concat(payload?.aud);
     if (!audiences.includes(options.audience)) {
-      return {
-        ok: false,
-        outcome: 'forbidden',
-        message: 'The ID token was issued for another audience.',
-      };
+      return forbidden('The ID token was issued for another audience.');
     }
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
     if (!invokers.has(email) || payload?.email_verified !== true) {
-      return { ok: false, outcome: 'forbidden', message: 'The caller is not an allowed invoker.' };
+      return forbidden('The caller is not an allowed invoker.');
     }
     return { ok: true, email };
   };

@@ -32,10 +32,8 @@ const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-schedul
 const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 
 /**
- * A parser of whole seconds from `min` to `max`, returning ms. Each duration has its own `max`:
- * Node fires a timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
- *
- * @param why - the source of `max`, quoted in the error so the user sees why a value is refused.
+ * A parser of whole seconds from `min` to `max` (`why`: its source, quoted), returning ms. Each has
+ * its own `max`: Node fires a timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
  */
 function seconds(min: number, max: number, why: string): (raw: string) => number {
   return (raw) => {
@@ -81,12 +79,9 @@ function text(valid: (raw: string) => boolean, must: string): (raw: string) => s
   };
 }
 
-/** Every option, in the order the README's table lists them. */
+/** Every option, in the README's order; the reference of each is docs/configuration.md. */
 export const OPTIONS = {
-  /**
-   * How long a claim is held before another attempt may take the run over, ms (`LEASE_SECONDS`).
-   * Must outlast the function timeout and the Scheduler attempt deadline (the guide's 5 minutes).
-   */
+  /** Claim length, ms (`LEASE_SECONDS`): outlasts the function timeout and the attempt deadline. */
   leaseMs: {
     env: 'LEASE_SECONDS',
     default: '300',
@@ -97,11 +92,7 @@ export const OPTIONS = {
       "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
     ),
   },
-  /**
-   * How long a run record is kept after its last write, ms (`RETENTION_SECONDS`, 30 days): its
-   * `expire_at` for the TTL policy. Must exceed every job's retry window plus its forced-run
-   * tolerance (checked with the jobs); older slots are refused, their records may be gone.
-   */
+  /** A record's `expire_at` after its last write, ms (`RETENTION_SECONDS`); older slots refused. */
   retentionMs: {
     env: 'RETENTION_SECONDS',
     default: '2592000',
@@ -118,7 +109,7 @@ export const OPTIONS = {
       'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)',
     ),
   },
-  /** Firestore database id (`FIRESTORE_DATABASE`), `(default)` unless set. */
+  /** Firestore database id (`FIRESTORE_DATABASE`). */
   firestoreDatabase: {
     env: 'FIRESTORE_DATABASE',
     default: '(default)',
@@ -128,7 +119,7 @@ export const OPTIONS = {
       'must be "(default)" or a database id (4-63 of a-z, 0-9, "-")',
     ),
   },
-  /** Longest wait for one Firestore operation before answering 5xx, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
+  /** Longest wait for one Firestore operation, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
   firestoreTimeoutMs: {
     env: 'FIRESTORE_TIMEOUT_SECONDS',
     default: '10',
@@ -138,7 +129,7 @@ export const OPTIONS = {
       "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt",
     ),
   },
-  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`), e.g. `my-project/us-central1/prod`. */
+  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`). */
   keyScope: {
     env: 'RUN_KEY_SCOPE',
     default: '',
@@ -170,11 +161,7 @@ export const OPTIONS = {
     ),
   },
   /** pino level (`LOG_LEVEL`). */
-  logLevel: {
-    env: 'LOG_LEVEL',
-    default: 'info',
-    parse: oneOf(LOG_LEVELS, (raw) => raw.toLowerCase()),
-  },
+  logLevel: { env: 'LOG_LEVEL', default: 'info', parse: oneOf(LOG_LEVELS, (r) => r.toLowerCase()) },
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: {
     env: 'GOOGLE_CLOUD_PROJECT',
@@ -183,16 +170,9 @@ export const OPTIONS = {
   },
   /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
   serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
-  /**
-   * Whether error text and the declared job ids reach the client (`EXPOSE_ERRORS=true`): for
-   * development only (`whyNotDevelopment`; `npm run dev` sets it), else any caller would read them.
-   */
-  exposeErrors: {
-    env: 'EXPOSE_ERRORS',
-    default: 'false',
-    parse: flag('true', 'false'),
-  },
-  /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts; the function timeout. */
+  /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
+  exposeErrors: { env: 'EXPOSE_ERRORS', default: 'false', parse: flag('true', 'false') },
+  /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts. */
   jobTimeoutMs: {
     env: 'JOB_TIMEOUT_SECONDS',
     default: '3600',
@@ -208,10 +188,7 @@ export const OPTIONS = {
       'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short',
     ),
   },
-  /**
-   * `platform` (Cloud Run's IAM invoker check authenticates) or `verify-oidc` (this function
-   * verifies the Scheduler's OIDC token, for `--no-invoker-iam-check` or a load balancer).
-   */
+  /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
   authMode: { env: 'AUTH_MODE', default: 'platform', parse: oneOf(AUTH_MODES) },
   /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
   oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
@@ -221,25 +198,14 @@ export const OPTIONS = {
     default: '',
     parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
   },
-  /**
-   * How much earlier than its schedule time a delivery may arrive, by Firestore's clock, and still
-   * be that slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`); earlier, it is a forced run. Each job
-   * uses at most half its shortest gap between slots (`forcedRunToleranceMs`, `schedule-time.ts`).
-   */
+  /** How early a delivery may be yet its slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`). */
   forcedRunToleranceMs: {
     env: 'FORCED_RUN_TOLERANCE_SECONDS',
     default: '60',
     parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
   },
-  /**
-   * Whether a due slot's run checks its job's closed slots for missed and finally failed runs
-   * (`MISSED_RUN_CHECK`, `on` or `off`; `policy/missed-runs.ts`); a run audit checks either way.
-   */
-  missedRunCheck: {
-    env: 'MISSED_RUN_CHECK',
-    default: 'on',
-    parse: flag('on', 'off'),
-  },
+  /** Whether a due slot's run checks for missed and finally failed runs (`MISSED_RUN_CHECK`). */
+  missedRunCheck: { env: 'MISSED_RUN_CHECK', default: 'on', parse: flag('on', 'off') },
   /** The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's; others get 405. */
   httpMethod: {
     env: 'HTTP_METHOD',
@@ -247,9 +213,8 @@ export const OPTIONS = {
     parse: oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
   },
   /**
-   * Development only (`OIDC_CERTS_URL`, loopback `http://`): where `verify-oidc` fetches signing
-   * certificates instead of Google's, for `npm run dev`'s local Scheduler (`ops/oidc-issuer.ts`).
-   * Refused outside development: whoever serves them can mint tokens the function accepts.
+   * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches signing certificates. Refused
+   * outside development: whoever serves them can mint tokens the function accepts.
    */
   oidcCertsUrl: {
     env: 'OIDC_CERTS_URL',
@@ -273,11 +238,11 @@ export type Config = {
 };
 
 /**
- * Reads and validates the configuration from `env`.
+ * Reads and validates the configuration from `env` (tests pass a plain object).
  *
- * @param env - the environment; tests pass a plain object instead of mutating `process.env`.
  * @returns a frozen {@link Config}; durations are converted from seconds to ms.
  * @throws {ConfigError} listing every invalid variable and every broken cross-variable rule at once.
+ * @example const config = loadConfig({ LEASE_SECONDS: '600' });
  */
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];

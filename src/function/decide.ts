@@ -1,8 +1,6 @@
 /**
- * The deciding steps of the HTTP adapter: whether a delivery may run anything (admit), the job
- * and the run it names (read, timed run, plan), and the answers that need no claim (a refused
- * re-run, a slot whose forced run stands in). Each returns an {@link Answer} or hands on what it
- * learnt; `handler.ts` chains them, runs what is left, and writes the answer.
+ * The deciding steps of the HTTP adapter (admit, read, timed run, plan, re-run, forced run): each
+ * returns an {@link Answer} or hands on what it learnt; `handler.ts` chains them.
  */
 import type { Request } from '@google-cloud/functions-framework';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
@@ -28,13 +26,10 @@ import {
   readDeliveryHeaders,
 } from './scheduler-request.ts';
 
-/** What is known of a delivery so far: what its answer and its log line name. */
+/** What is known of a delivery so far: its run once timed, its run id once planned, log fields. */
 export interface Known {
-  /** The delivery, once its schedule time is known. */
   readonly run?: ScheduledRun;
-  /** The run it asks for, once planned. */
   readonly runId?: string;
-  /** Extra fields of the log line (the caller, the run kind, why it was refused). */
   readonly fields: object;
 }
 
@@ -51,14 +46,12 @@ export interface Read {
   readonly known: Known;
 }
 
-/** A delivery the function will decide on: its job, its run, its plan, and Firestore's now. */
+/** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
 export interface Delivery {
   readonly job: DeclaredJob;
   readonly run: ScheduledRun;
   readonly plan: RunPlan;
-  /** Firestore's time when the delivery was judged: every decision of this delivery uses it. */
   readonly now: Date;
-  /** The job's forced-run tolerance, ms (`forcedRunToleranceMs`). */
   readonly toleranceMs: number;
   readonly known: Known;
 }
@@ -98,11 +91,7 @@ export async function admit(deps: HandlerDeps, req: Request): Promise<Answer | K
   return { fields: auth === undefined ? {} : { caller: auth.email } };
 }
 
-/**
- * The job a delivery names, and its headers (`readDeliveryHeaders`); 400 for headers that name no
- * run (a job not declared here that sent no schedule time: a groc schedule's, most likely), 404
- * for a job that is not declared (the declared ids listed only with `exposeErrors`).
- */
+/** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
 export function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
   let headers: DeliveryHeaders;
   try {
@@ -128,9 +117,8 @@ export function readDelivery(deps: HandlerDeps, req: Request, known: Known): Ans
 }
 
 /**
- * The run a delivery names: as sent, or for a "Force run" without `X-CloudScheduler-ScheduleTime`
- * the forced run `policy/force-run.ts` chooses at `now` (the job's next slot, or the slot whose
- * forced run it retries), marked `withoutScheduleTime`; 400 if the schedule never fires again.
+ * The run a delivery names: as sent, or for a "Force run" without a schedule time the one
+ * `policy/force-run.ts` chooses at `now`; 400 if the schedule never fires again.
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */
@@ -150,10 +138,7 @@ export async function timedRun(
   return { ...rest, scheduleTime: forced.scheduleTime, withoutScheduleTime: true };
 }
 
-/**
- * The plan of the run of `job` a delivery names, at `now`; 400 for a schedule time Scheduler cannot
- * have sent, or whose record the TTL may have deleted (`schedule-time.ts`).
- */
+/** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
 export async function planDelivery(
   deps: HandlerDeps,
   job: DeclaredJob,
@@ -175,8 +160,7 @@ export async function planDelivery(
 }
 
 /**
- * The refusal of a re-run the function may not run (`rerun.ts`): 400 `invalid_request`, 409
- * `in_progress` while the slot runs, 500 `unreadable_record`.
+ * The refusal of a re-run `rerun.ts` refuses ({@link OUTCOME_BY_RERUN_REFUSAL}).
  *
  * @throws {LedgerUnavailableError} if the slot's record cannot be read.
  */
@@ -199,11 +183,9 @@ export async function refuseRerun(
 }
 
 /**
- * A Scheduler retry of a slot (more than the job's forced-run tolerance after it, within its retry
- * window) whose delivery an instance earlier took for a forced run (`slotsForcedRun`) answers as
- * that run: a duplicate once it finished, 409 while its lease is live; after a failure, or a
- * lapsed lease, the slot runs. On-time deliveries skip the read, and so do those past the window
- * (a backfill, `trigger --slot`), so a processed run costs what it did.
+ * A late retry of a slot (past the tolerance, within the retry window) whose delivery was taken
+ * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live;
+ * else the slot runs. Other deliveries skip the read, so a processed run costs what it did.
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */
@@ -219,16 +201,12 @@ export async function answerAsForcedRun(
   const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
   if (standIn === undefined) return delivery;
   const { runId, record } = standIn;
-  const fields = { slotRunKind: 'forced' };
-  if (isCompleted(record) || record.status === RunStatus.Skipped) {
-    return answer(
-      { ...known, runId },
-      { outcome: 'duplicate', message: MESSAGES.forcedRunDone, fields },
-    );
-  }
-  if (record.status === RunStatus.InProgress && isLeaseLive(record, now)) {
-    const message = MESSAGES.forcedRunRunning;
-    return answer({ ...known, runId }, { outcome: 'in_progress', message, fields });
-  }
-  return delivery;
+  const said: Omit<Said, 'fields'> | undefined =
+    isCompleted(record) || record.status === RunStatus.Skipped
+      ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
+      : record.status === RunStatus.InProgress && isLeaseLive(record, now)
+        ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
+        : undefined;
+  if (said === undefined) return delivery;
+  return answer({ ...known, runId }, { ...said, fields: { slotRunKind: 'forced' } });
 }

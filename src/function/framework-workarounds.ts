@@ -41,12 +41,9 @@ function fail(what: string, issue: string): never {
 }
 
 /**
- * Installs both workarounds. Call once at module load, before functions-framework starts its
- * server; later calls do nothing.
+ * Installs the workarounds, before functions-framework starts its server; later calls do nothing.
  *
  * @throws Error if functions-framework no longer has what a workaround patches.
- * @example
- * installFrameworkWorkarounds(logger); // in registerScheduledJob
  */
 export function installFrameworkWorkarounds(logger: Logger): void {
   if (installed) return;
@@ -104,12 +101,8 @@ export function installFrameworkWorkarounds(logger: Logger): void {
 }
 
 /**
- * Routes the errors the current request leaves behind to `onError` instead of functions-framework's
- * per-request domain listener (point 3 above). Call synchronously at the start of the handler,
- * while the request's domain is the active one.
- *
- * @example
- * routeRequestErrors((err) => logger.error({ err }, 'unhandled error left by the job'));
+ * Routes the errors the current request leaves behind to `onError` (point 3 above). Call it
+ * synchronously in the handler, while the request's domain is the active one.
  */
 export function routeRequestErrors(onError: (err: unknown) => void): void {
   const domain = (process as { domain?: EventEmitter | null }).domain;
@@ -118,12 +111,7 @@ export function routeRequestErrors(onError: (err: unknown) => void): void {
   domain.on('error', onError);
 }
 
-/**
- * Re-installs the signal listeners functions-framework registered (set aside by the patch), so a
- * signal raised again after the drain ends the process as functions-framework would.
- *
- * @returns how many listeners were re-installed.
- */
+/** Re-installs functions-framework's signal listeners set aside by the patch; returns how many. */
 export function restoreFrameworkSignalListeners(): number {
   let count = 0;
   for (const [signal, listeners] of setAside) {

@@ -1,8 +1,6 @@
 /**
- * The HTTP adapter: decides what a Cloud Scheduler delivery is (refused, not a run, a run planned),
- * runs it through {@link runOnce}, and answers. Each step returns an {@link Answer} or hands on
- * what it learnt; one function writes the answer, with the status, level and words of its outcome
- * (`outcomes.ts`).
+ * The HTTP adapter: decides what a delivery is (`decide.ts`), runs it through {@link runOnce}, and
+ * writes the answer of its outcome (`outcomes.ts`).
  */
 import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
@@ -46,11 +44,7 @@ import {
 } from './outcomes.ts';
 import type { GracefulShutdown } from './shutdown.ts';
 
-/**
- * What the handler needs of run history, beside the lease protocol: the batched read of earlier
- * slots, the missed and finally-failed reports, and the `skipped` record of the overlap policy
- * `skip`. {@link RunHistory} implements it.
- */
+/** What the handler needs of run history beside the lease protocol; {@link RunHistory} has it. */
 export type RunHistoryPort = Pick<
   RunHistory,
   'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'
@@ -59,52 +53,32 @@ export type RunHistoryPort = Pick<
 /** What {@link createScheduledJobHandler} needs. */
 export interface HandlerDeps {
   readonly config: Config;
-  /** The lease protocol each run goes through. */
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: RunHistoryPort;
-  /** The per-job documents (`policy/job-state.ts`): missed-run cursors, overlap locks. */
+  /** The per-job documents (`policy/job-state.ts`). */
   readonly jobDocuments: RunDocuments;
-  /**
-   * Firestore's time now (`() => ledger.serverTime()`), read once per delivery: a delivery is
-   * judged early, and a slot closed, by the clock its lease is judged by, never the instance's.
-   */
+  /** Firestore's time (`() => ledger.serverTime()`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];
   readonly logger: Logger;
-  /** Checks the caller before anything else (`AUTH_MODE=verify-oidc`); none with `platform`. */
+  /** Checks the caller first (`AUTH_MODE=verify-oidc`). */
   readonly authenticate?: Authenticator;
-  /** Tracks requests and aborts their jobs on SIGTERM. */
   readonly shutdown?: GracefulShutdown;
 }
 
-/**
- * The answer for an error a step threw: `unavailable` for Firestore before the claim (the clock,
- * forced-run detection, the overlap check), `failed` for anything else. Error text only with
- * `exposeErrors`.
- */
+/** A thrown error's answer: `unavailable` for Firestore, else `failed`; text if `exposeErrors`. */
 function thrownAnswer(err: unknown, exposeErrors: boolean, known: Known): Answer {
   if (err instanceof LedgerUnavailableError) {
-    const detail = exposeErrors ? ` (${err.message})` : '';
-    return answer(known, {
-      outcome: 'unavailable',
-      message: MESSAGES.unavailable(detail),
-      fields: { err },
-    });
+    const message = MESSAGES.unavailable(exposeErrors ? ` (${err.message})` : '');
+    return answer(known, { outcome: 'unavailable', message, fields: { err } });
   }
-  const detail = exposeErrors ? ` (${describeThrown(err)})` : '';
-  return answer(known, {
-    outcome: 'failed',
-    message: MESSAGES.internal(detail),
-    fields: { err: loggableError(err) },
-  });
+  const message = MESSAGES.internal(exposeErrors ? ` (${describeThrown(err)})` : '');
+  return answer(known, { outcome: 'failed', message, fields: { err: loggableError(err) } });
 }
 
-/**
- * Missed-run detection of the job's closed slots (`missed-runs.ts`), when this delivery is due;
- * never throws: a failed check is a warning and never fails the run.
- */
+/** Missed-run detection of the job's closed slots, when due; a failure is only a warning. */
 async function checkClosedSlots(
   missedRuns: MissedRunCheck,
   job: DeclaredJob,
@@ -122,7 +96,6 @@ async function checkClosedSlots(
   }
 }
 
-/** The context a job's attempt runs with. */
 function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
   const { job, run, plan } = delivery;
   return {
@@ -143,12 +116,10 @@ function jobContext(delivery: Delivery, attempt: Attempt, logger: Logger): JobCo
   };
 }
 
-/** Whether this delivery is a due slot's, whose run checks for missed and finally failed runs. */
 function checksMissedRuns(deps: HandlerDeps, delivery: Delivery): boolean {
   return delivery.plan.kind === 'slot' && deps.config.missedRunCheck;
 }
 
-/** How {@link runOnce} runs the delivery's job: its record, its lock write, its limits. */
 function runOptions(
   deps: HandlerDeps,
   delivery: Delivery,
@@ -172,11 +143,7 @@ function runOptions(
   };
 }
 
-/**
- * Runs the delivery's job once through {@link runOnce}, with the missed-run check of the job's
- * closed slots beside the job of a due slot's run (a run audit checks every job instead), and
- * answers with what became of the run; `guard_changed` if another run's claim took the lock first.
- */
+/** Runs the job once (a due slot's beside its missed-run check); `guard_changed`: the lock moved. */
 async function runDelivery(
   deps: HandlerDeps,
   missedRuns: MissedRunCheck,
@@ -219,10 +186,7 @@ async function runDelivery(
 /** Runs one step; an error it throws becomes the answer, naming what is known so far. */
 type Stepper = <T>(known: Known, run: () => T | Promise<T>) => Promise<T | Answer>;
 
-/**
- * The overlap decision, then the claim with the lock write: a lost round (another run's claim
- * with the lock landed between our read and our claim) decides afresh.
- */
+/** The overlap decision, then the claim with the lock write; a lost round decides afresh. */
 async function claimAndRun(
   deps: HandlerDeps,
   missedRuns: MissedRunCheck,
@@ -247,11 +211,7 @@ async function claimAndRun(
   return { ...known, outcome: 'waiting', message };
 }
 
-/**
- * Decides what the delivery is and runs it: admit → read → Firestore's now → run → plan → re-run
- * → forced run → overlap and claim. Each step answers (a refusal, or the error it threw) or hands
- * on what it learnt.
- */
+/** admit → read → Firestore's now → run → plan → re-run → forced run → overlap and claim. */
 async function answerDelivery(
   deps: HandlerDeps,
   missedRuns: MissedRunCheck,
@@ -280,11 +240,7 @@ async function answerDelivery(
   return claimAndRun(deps, missedRuns, delivery, logger, step);
 }
 
-/**
- * Writes the answer, unless a response was already sent, and its one log line: the status and
- * level of its outcome ({@link STATUS_BY_OUTCOME}, {@link logLevelOf}), never a header
- * or the body.
- */
+/** Writes the answer (unless already sent) and its one log line, never a header or the body. */
 function writeAnswer(
   req: Request,
   res: Response,
@@ -323,14 +279,10 @@ function writeAnswer(
 }
 
 /**
- * Creates the HTTP function that runs each declared job once per scheduled run: the delivery's
- * `X-CloudScheduler-JobName` (the short id, or `projects/P/locations/L/jobs/ID`) selects the job, and
- * the run id is computed from the short id, so both forms name the same run.
- *
- * Answers JSON ({@link ResponseBody}) with the status of its outcome ({@link STATUS_BY_OUTCOME},
- * which says what each means); the caller (`deps.authenticate`) is checked before anything else,
- * and nothing is written for a refusal. Logs one line per request with outcome, runId, jobName,
- * scheduleTime, attemptId and duration; never a header or the body.
+ * Creates the HTTP function that runs each declared job once per scheduled run, selected by
+ * `X-CloudScheduler-JobName` (short id or `projects/P/locations/L/jobs/ID`: one run id). Answers
+ * JSON ({@link ResponseBody}) with the status of its outcome ({@link STATUS_BY_OUTCOME}); the
+ * caller is checked first, and nothing is written for a refusal.
  *
  * @example
  * functions.http('handleScheduledJob', createScheduledJobHandler({

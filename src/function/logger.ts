@@ -17,12 +17,7 @@ const REDACT = ['authorization', 'Authorization'].flatMap((h) => [
   `*.headers.${h}`,
 ]);
 
-/**
- * Creates the process's logger.
- *
- * @param config - level, project id (for trace links) and service name (for Error Reporting).
- * @param destination - where JSON lines go; stdout unless given (tests capture them).
- */
+/** Creates the process's logger, writing JSON lines to `destination` (stdout unless given). */
 export function createLogger(
   config: Pick<Config, 'logLevel' | 'projectId' | 'serviceName'>,
   destination?: DestinationStream,
@@ -48,12 +43,7 @@ export function createLogger(
 const TRACE = Symbol('trace');
 type TracedLogger = Logger & { [TRACE]?: TraceFields };
 
-/**
- * Returns a child of `logger` whose every line carries the request's trace context, so Cloud
- * Logging groups the request's lines under its trace. Children of the child inherit it.
- *
- * @param headers - Node's lowercased request headers; see {@link traceFields}.
- */
+/** A child of `logger` whose lines, and its children's, carry the request's trace context. */
 export function withTrace(
   logger: Logger,
   headers: Readonly<Record<string, string | string[] | undefined>>,
@@ -74,11 +64,8 @@ const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
 
 /**
- * Reads the trace context of a request: W3C `traceparent` first, else Google's
- * `X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1` (decimal span id, converted to 16 hex digits).
- *
- * @param headers - Node's lowercased request headers.
- * @returns the fields to bind to the request's logger; empty when neither header is valid.
+ * The trace context of a request's (lowercased) headers: W3C `traceparent` first, else
+ * `X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1` (decimal span id → 16 hex digits); `{}` if neither.
  */
 export function traceFields(
   headers: Readonly<Record<string, string | string[] | undefined>>,

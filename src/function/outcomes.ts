@@ -1,7 +1,6 @@
 /**
- * Every answer's outcome, its HTTP status, its log level and its words: the one table from outcome
- * to status, and the messages beside it. Modules return outcomes; only the HTTP adapter (and the
- * framework workarounds, for requests refused before the function runs) turn them into responses.
+ * The one table from outcome to HTTP status, the log level, and the messages beside it. Only the
+ * HTTP adapter (and the framework workarounds) turn outcomes into responses.
  */
 import { DatabaseNotFoundError, describeThrown, loggableError } from '../core/errors.ts';
 import { leaseLossMessage, type RunOutcome } from '../core/run-once.ts';
@@ -37,20 +36,16 @@ export const STATUS_BY_OUTCOME = {
 /** Every response's outcome. */
 export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 
-/**
- * The log level of an outcome: `error` for a 500, `warn` for a refusal (4xx but 409), `info` for
- * the rest (a run, or 409: the run is another attempt's or waits, and Scheduler retries).
- */
+/** An outcome's log level: `error` for a 5xx, `warn` for a refusal (4xx but 409), else `info`. */
 export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' {
   const status: number = STATUS_BY_OUTCOME[outcome];
   if (status >= 500) return 'error';
   return status >= 400 && status !== 409 ? 'warn' : 'info';
 }
 
-/** The JSON body of every response. */
+/** The JSON body of every response; no `runId` when the request named no valid run. */
 export interface ResponseBody {
   readonly outcome: ResponseOutcome;
-  /** Absent when the request named no valid run. */
   readonly runId?: string;
   readonly message: string;
 }
@@ -103,10 +98,7 @@ export const BODY_MESSAGES: Readonly<Record<string, string>> = {
   'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
 };
 
-/**
- * The message of a delivery for a job that is not declared: the id received, and the declared ids
- * when given (only where error text is exposed: they tell any caller which jobs the function runs).
- */
+/** An undeclared job's message; `declared` only where error text is exposed (any caller reads it). */
 export function unknownJobMessage(jobName: string, declared?: readonly { id: string }[]): string {
   const ids = declared?.map((j) => j.id) ?? [];
   const shown = ids.length > 10 ? [...ids.slice(0, 10), '…'] : ids;
@@ -219,10 +211,7 @@ const WAIT_ADVICE = {
   policy: 'retry later',
 } as const;
 
-/**
- * The answer of a run the overlap policy keeps from running (`decideOverlap`): 409 `waiting`, 200
- * `skipped`, or 500 `unreadable_record` naming the lock's holder.
- */
+/** The answer of a run the overlap policy keeps from running (`decideOverlap`), naming the holder. */
 export function blockedSaid(
   decision: Exclude<OverlapDecision, { action: 'run' }>,
   jobId: string,

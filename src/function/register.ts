@@ -20,19 +20,13 @@ import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnSignals, drainOnUncaughtException, GracefulShutdown } from './shutdown.ts';
 
-/** Options of {@link registerScheduledJob}. */
+/** Options of {@link registerScheduledJob}: the environment, a Firestore client of the caller's. */
 export interface RegisterOptions {
-  /** The environment to configure from; `process.env` unless given. */
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** A Firestore client to use instead of one built from the configuration. */
   readonly firestore?: Firestore;
 }
 
-/**
- * The configuration and the declared jobs, or the process exits with every problem of both listed
- * in one message, readable in the revision's logs; then the rules that need both (a retention that
- * outlasts every job's retries: `retentionProblems`).
- */
+/** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
 function loadOrExit(
   env: RegisterOptions['env'],
   declarations: readonly JobDeclaration[],
@@ -85,17 +79,12 @@ export function registerScheduledJob(
       databaseId: config.firestoreDatabase,
       ignoreUndefinedProperties: true,
     });
-  const documents = new RunDocuments(firestore, {
-    collection: config.runsCollection,
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  });
+  const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
+  const documentsOf = (collection: string) =>
+    new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
+  const documents = documentsOf(config.runsCollection);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
-  const jobDocuments = new RunDocuments(firestore, {
-    collection: jobStateCollection(config.runsCollection),
-    retentionMs: config.retentionMs,
-    timeoutMs: config.firestoreTimeoutMs,
-  });
+  const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);

@@ -1,7 +1,4 @@
-/**
- * Reads a Cloud Scheduler delivery: the job name, the schedule time and the key scope. Pure: no I/O,
- * so every bad input is refused before Firestore is touched.
- */
+/** Reads a Cloud Scheduler delivery's headers. Pure: bad input is refused before Firestore. */
 
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
@@ -15,11 +12,7 @@ export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
 /** The header Cloud Scheduler sets to the run's schedule time, RFC 3339; sent only for unix-cron schedules. */
 export const SCHEDULE_TIME_HEADER = 'X-CloudScheduler-ScheduleTime';
 
-/**
- * Headers of a run asked for by hand (`npm run trigger`, never Cloud Scheduler), authenticated as
- * Scheduler's deliveries are: the mode, `manual` or `rerun` (`TRIGGER_MODES`), and the trigger id,
- * with the job and the scope the run's key (`computeTriggerRunId`).
- */
+/** Headers of a run by hand (`npm run trigger`): its mode (`TRIGGER_MODES`) and trigger id. */
 export const MODE_HEADER = 'X-Run-Once-Mode';
 export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
 /** `true` on a run by hand that may run beside another run of its job (`--allow-overlap`). */
@@ -27,11 +20,9 @@ export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
 /** `true` on a slot delivered by a backfill: a blocked one is answered `waiting`, never `skipped`. */
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
 
-/** The parts of an HTTP request this module reads; Node's `IncomingMessage` fits. */
+/** The parts of an HTTP request this module reads (Node's `IncomingMessage` fits). */
 export interface DeliveryLike {
-  /** Header names and values as received, alternating (Node's `rawHeaders`). */
   readonly rawHeaders: readonly string[];
-  /** The request target, path and query (Node's `url`). */
   readonly url?: string | undefined;
 }
 
@@ -44,10 +35,7 @@ export function isScopeValue(value: string): boolean {
   return MAX_SCOPE_VALUE.test(value);
 }
 
-/**
- * Returns every value sent for header `name`, matched case-insensitively: Cloud Run delivers HTTP/2
- * requests with lowercase names, HTTP/1.1 ones as Scheduler wrote them.
- */
+/** Every value sent for header `name`, in any case (HTTP/2 lowercases names, HTTP/1.1 does not). */
 function headerValues(req: DeliveryLike, name: string): string[] {
   const wanted = name.toLowerCase();
   const values: string[] = [];
@@ -72,11 +60,9 @@ function describe(value: string): string {
 }
 
 /**
- * The canonical form of a schedule time (`canonicalRfc3339`), so `2026-10-16T05:00:00-07:00` and
- * `2026-10-16T12:00:00Z` name one run.
+ * The canonical form of a schedule time (`canonicalRfc3339`): `…T05:00:00-07:00` → `…T12:00:00Z`.
  *
  * @throws {InvalidRequestError} for anything that is not an RFC 3339 instant with an offset.
- * @example normaliseScheduleTime('2026-10-16T05:00:00-07:00') // '2026-10-16T12:00:00Z'
  */
 export function normaliseScheduleTime(value: string): string {
   const canonical = canonicalRfc3339(value);
@@ -98,10 +84,7 @@ function flagHeader(req: DeliveryLike, name: string): boolean {
   return true;
 }
 
-/**
- * The trigger headers of a run asked for by hand, if any (both or neither), and the delivery's
- * flags: `X-Run-Once-Allow-Overlap` only with a trigger, `X-Run-Once-Backfill` only without.
- */
+/** The trigger headers (both or neither); Allow-Overlap only with them, Backfill only without. */
 function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean } {
   const allowOverlap = flagHeader(req, ALLOW_OVERLAP_HEADER);
   const backfill = flagHeader(req, BACKFILL_HEADER);
@@ -145,12 +128,10 @@ export interface ScopeValues {
 }
 
 /**
- * The run id's scope entries, in configuration order (fixed scope first, then headers, then query
- * parameters): the one place that order is decided, for deliveries and for tools that compute the
- * run ids of slots (`npm run runs`).
+ * The run id's scope entries: fixed scope, then headers, then query parameters (the one place that
+ * order is decided, for deliveries and `npm run runs`).
  *
  * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
- * @example scopeOf(config, { headers: { 'x-tenant': 'acme' } })
  */
 export function scopeOf(
   config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
@@ -188,22 +169,15 @@ export function missingScheduleTimeAdvice(jobName: string): string {
   );
 }
 
-/**
- * What a manual run or a backfill without ScheduleTime should do instead (`npm run trigger` and
- * `--backfill` always send one).
- */
 const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand carries one. Run a job by hand with \`npm run trigger -- JOB\`, which sets it.`;
 
 /**
- * Reads a delivery's headers: job name, schedule time (if sent) and the configured scope values.
- * A missing schedule time is the console's "Force run" of a declared job (the handler decides,
- * knowing the jobs: `policy/force-run.ts`); every other bad header is refused here.
+ * Reads a delivery's headers: job name, schedule time (if sent; a missing one is the console's
+ * "Force run", which the handler decides) and the configured scope values.
  *
- * @param req - the request; only its raw headers and URL are read.
- * @param config - which scope headers and query parameters to read.
  * @throws {InvalidRequestError} for a missing, empty, malformed, oversized or repeated header or
- *   scope parameter (the schedule time only when repeated, empty or malformed, or missing on a run
- *   asked for by hand), with a message saying what to fix. Nothing has been written when it throws.
+ *   scope parameter (the schedule time only when repeated, empty, malformed, or missing on a run by
+ *   hand), saying what to fix.
  */
 export function readDeliveryHeaders(
   req: DeliveryLike,
@@ -247,30 +221,22 @@ function readScopeValues(
 ): ScopeValues {
   const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
-    const value = single(
-      headerValues(req, name),
-      `Scope header ${name}`,
-      "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).",
-    );
-    if (!isScopeValue(value)) {
-      throw new InvalidRequestError(`Scope header ${name} must be ${SCOPE_VALUE_RULE}.`);
-    }
-    headers[name] = value;
+    const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
+    headers[name] = scopeValue(headerValues(req, name), `Scope header ${name}`, hint);
   }
   const params: Record<string, string> = {};
   if (config.keyScopeParams.length > 0) {
     const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
     for (const name of config.keyScopeParams) {
-      const value = single(
-        query.getAll(name),
-        `Scope query parameter ${name}`,
-        "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).",
-      );
-      if (!isScopeValue(value)) {
-        throw new InvalidRequestError(`Scope query parameter ${name} must be ${SCOPE_VALUE_RULE}.`);
-      }
-      params[name] = value;
+      const hint = "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).";
+      params[name] = scopeValue(query.getAll(name), `Scope query parameter ${name}`, hint);
     }
   }
   return { headers, params };
+}
+
+function scopeValue(values: string[], what: string, hint: string): string {
+  const value = single(values, what, hint);
+  if (!isScopeValue(value)) throw new InvalidRequestError(`${what} must be ${SCOPE_VALUE_RULE}.`);
+  return value;
 }

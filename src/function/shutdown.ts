@@ -1,9 +1,7 @@
 /**
- * Graceful shutdown. Cloud Run sends SIGTERM and, 10 s later, SIGKILL. On SIGTERM the running jobs'
- * signals abort (reason `shutdown`); a job that stops and throws has its claim released (fenced), so
- * the next delivery runs at once on another instance instead of waiting out the lease. An exception
- * outside every request drains the same way, then exits (docs/maintenance.md, "An exception outside
- * every request").
+ * Graceful shutdown: on SIGTERM (SIGKILL follows 10 s later) the running jobs' signals abort; a job
+ * that stops and throws has its claim released (fenced), so the next delivery runs at once instead
+ * of waiting out the lease. An uncaught exception drains the same way (docs/maintenance.md).
  */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
@@ -33,11 +31,7 @@ export class GracefulShutdown {
     return work;
   }
 
-  /**
-   * Notes that a delivery of `runId` runs on this instance, for the log lines of a shutdown.
-   *
-   * @returns the call that ends it; call it once, when the delivery's run ended.
-   */
+  /** Notes that a delivery of `runId` runs here (for shutdown's log lines); returns its end call. */
   running(runId: string): () => void {
     this.#runs.set(runId, (this.#runs.get(runId) ?? 0) + 1);
     let ended = false;
@@ -55,12 +49,7 @@ export class GracefulShutdown {
     return [...this.#runs.keys()];
   }
 
-  /**
-   * Aborts every job's signal, then waits until the tracked requests settle or `graceMs` passes.
-   *
-   * @param graceMs - the longest wait, ms; keep it under Cloud Run's 10 s.
-   * @returns how many requests were still running when the wait ended.
-   */
+  /** Aborts every job's signal, waits up to `graceMs` ms; returns how many requests still run. */
   async drain(graceMs: number): Promise<number> {
     this.#controller.abort();
     let timer: NodeJS.Timeout | undefined;
@@ -74,14 +63,8 @@ export class GracefulShutdown {
 }
 
 /**
- * Drains `shutdown` on SIGTERM or SIGINT, then lets the process end as it would have: the
- * functions-framework listeners that `framework-workarounds.ts` set aside are re-installed and the
- * signal is raised again for them; with none (a test server), the signal's default action ends the
- * process.
- *
- * @param graceMs - the longest drain, ms.
- * @example
- * drainOnSignals(shutdown, config.shutdownGraceMs, logger);
+ * Drains `shutdown` (at most `graceMs` ms) on SIGTERM or SIGINT, then raises the signal again for
+ * functions-framework's listeners, re-installed (with none, its default action ends the process).
  */
 export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
   const onSignal = (signal: ShutdownSignal) => {
@@ -105,15 +88,8 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
 export const CRASH_EXIT_CODE = 16;
 
 /**
- * Drains `shutdown` on an exception no request caught (`uncaughtException`), as on SIGTERM, then
- * exits with {@link CRASH_EXIT_CODE}; ERROR lines name the runs in flight and those still running
- * after `graceMs`. New deliveries meanwhile answer 500 `unavailable`; a second exception during
- * the drain is logged and changes nothing.
- *
- * @param graceMs - the longest drain, ms (SHUTDOWN_GRACE_SECONDS).
- * @param exit - ends the process; tests pass a fake.
- * @example
- * drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+ * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then calls
+ * `exit` with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
  */
 export function drainOnUncaughtException(
   shutdown: GracefulShutdown,

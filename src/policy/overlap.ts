@@ -28,12 +28,7 @@ import { type RunHistory, slotRunId } from './run-history.ts';
 import type { RunPlan, ScheduledRun } from './run-plan.ts';
 import { previousSlot } from './schedule.ts';
 
-/**
- * The lock document's id for `jobId` in key scope `scope`, in the per-job collection:
- * `{jobId}~overlap`, with `~{scopeId}` appended in a scope (each scope has runs of its own).
- *
- * @example overlapLockId('nightly', []) // 'nightly~overlap'
- */
+/** The lock document's id: `{jobId}~overlap`, with `~{scopeId}` appended in a key scope. */
 export function overlapLockId(jobId: string, scope: Scope): string {
   const id = scopeId(scope);
   return id === '' ? `${jobId}~overlap` : `${jobId}~overlap~${id}`;
@@ -60,11 +55,8 @@ export interface OverlapStores {
 }
 
 /**
- * What the overlap check found:
- * - `free`: no other run holds the lock; claim the run with `guard` (the lock write, fenced on the
- *   read), which lands only with the claim.
- * - `held`: run `by` holds it (or, after lost rounds, may): the run waits or is skipped.
- * - `unreadable`: the holder's record `by` cannot be read: neither run nor skip.
+ * What the overlap check found: `free` (claim with `guard`, the lock write fenced on the read,
+ * which lands only with the claim), `held` by run `by`, or `unreadable` (neither run nor skip).
  */
 export type OverlapCheck =
   | { readonly state: 'free'; readonly guard: GuardedWrite }
@@ -72,12 +64,10 @@ export type OverlapCheck =
   | { readonly state: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
 
 /**
- * Judges whether run `runId` (of `job`, at schedule time `slot`, in key scope `scope`) may take
- * the job's overlap lock. Writes nothing: the lock write goes into the claim (`free.guard`).
+ * Judges whether run `runId` of `job` (slot `slot`, key scope `scope`) may take the job's overlap
+ * lock. Writes nothing: the lock write goes into the claim (`free.guard`).
  *
- * @throws {LedgerUnavailableError} if Firestore fails, or the lock document is one this version
- *   would never write (delete it to repair).
- * @example const checked = await checkOverlap(stores, job, runId, slot, scope);
+ * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
 export async function checkOverlap(
   stores: OverlapStores,
@@ -142,15 +132,10 @@ function holderOf(data: Record<string, unknown> | undefined, lockId: string): st
 }
 
 /**
- * What the overlap policy decides for one run (`decideOverlap`):
- * - `run`: claim it, with `guard` (the lock write) for a `skip` or `wait` job; none for `allow`.
- * - `wait`: not run, nothing written (409): by the policy `wait`; for a manual run or re-run
- *   (`by_hand`) or a backfilled slot under either policy, so nothing a person asked for and no
- *   missed slot vanishes as `skipped`; or under `skip` for a run that already has an unfinished
- *   record (`has_record`: a retried or lapsed attempt, a reported miss), which a claim would take
- *   over and run beside the holder.
- * - `skipped`: recorded `skipped` (final, 200), naming the holder `by`.
- * - `unreadable`: the holder's record cannot be read: neither run nor skip (500), nothing written.
+ * What the overlap policy decides for one run: `run` (with the lock write `guard`, none for
+ * `allow`); `wait`, nothing written (409), `why` in docs/how-it-works.md, "Overlap" (`has_record`:
+ * under `skip`, an unfinished record a claim would take over and run beside the holder);
+ * `skipped`, recorded (200); `unreadable`: the holder's record, neither run nor skip (500).
  */
 export type OverlapDecision =
   | { readonly action: 'run'; readonly guard?: GuardedWrite }
@@ -163,12 +148,10 @@ export type OverlapDecision =
   | { readonly action: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
 
 /**
- * Decides whether the planned run `plan` of `job` (delivered as `run`) may claim now, by its
- * policy: reads the lock (`checkOverlap`) unless the policy is `allow`, and under `skip` writes the
- * `skipped` record of a run the lock's holder blocks.
+ * Decides whether the planned run `plan` of `job` may claim now, by its policy: reads the lock
+ * unless `allow`; under `skip` writes the `skipped` record of a run the holder blocks.
  *
  * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
- * @example const decision = await decideOverlap(stores, job, run, plan);
  */
 export async function decideOverlap(
   stores: OverlapStores,
