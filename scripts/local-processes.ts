@@ -50,6 +50,27 @@ export async function waitFor<T>(
   }
 }
 
+/**
+ * Resolves as `promise` does, or rejects naming `what` it waited for once `timeoutMs` passed: a
+ * wait on a process (its exit, an answer) that fails with a message instead of hanging.
+ *
+ * @example await within(child.exited, 10_000, 'the function to exit on SIGTERM');
+ */
+export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`timed out after ${timeoutMs} ms: ${what}`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -18,6 +18,7 @@ import {
   ROOT,
   spawnGroup,
   waitFor,
+  within,
 } from '../../scripts/local-processes.ts';
 import { jobs } from '../fixtures/jobs-one.ts';
 
@@ -127,19 +128,6 @@ function alive(pids: readonly number[]): number[] {
       return false; // gone
     }
   });
-}
-
-/** `promise`, or an error naming `what` it waited for once `ms` passed. */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
