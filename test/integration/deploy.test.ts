@@ -43,6 +43,12 @@ const REQUIRED = {
 const NO_ACCOUNT = /You do not currently have an active account selected/;
 /** gcloud starts slowly (~2 s of CPU): this many at once where each command is a process. */
 const PARALLEL = 2;
+/**
+ * The stdio of every bash this file starts (deploy.sh, gcloud's wrapper, the read-backs): no stdin.
+ * Node's stdin pipe is a socket, and bash whose stdin is a socket reads ~/.bashrc as if run by
+ * sshd: on a machine whose ~/.bashrc runs `pyenv init`, that cost seconds per command.
+ */
+const NO_STDIN: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
 /** The longest a child process of this file may take before the test fails saying what it waited for. */
 const CHILD_TIMEOUT_MS = 90_000;
 
@@ -143,6 +149,7 @@ function runDeploy(inputs: Record<string, string>, args: string[], fake: FakeGcl
   const result = spawnSync(DEPLOY, args, {
     cwd: scratch,
     encoding: 'utf8',
+    stdio: NO_STDIN,
     env: {
       PATH: `${fake.bin}${path.delimiter}${process.env.PATH ?? ''}`,
       HOME: process.env.HOME ?? scratch,
@@ -183,7 +190,11 @@ function readBack(lines: string[]): void {
   const fresh = [...new Set(lines)].filter((line) => !readBackWords.has(line));
   if (fresh.length === 0) return;
   const script = fresh.map((line) => `set -- ${line}\nprintf '%s\\0' "$#" "$@"`).join('\n');
-  const result = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: CHILD_TIMEOUT_MS });
+  const result = spawnSync('bash', ['-c', script], {
+    encoding: 'utf8',
+    stdio: NO_STDIN,
+    timeout: CHILD_TIMEOUT_MS,
+  });
   if (result.status !== 0) return; // argvOf reads each line alone and names the one that fails
   const words = result.stdout.split('\0');
   let at = 0;
@@ -200,6 +211,7 @@ function argvOf(line: string): string[] {
   if (known !== undefined) return known;
   const result = spawnSync('bash', ['-c', `printf '%s\\0' ${line}`], {
     encoding: 'utf8',
+    stdio: NO_STDIN,
     timeout: CHILD_TIMEOUT_MS,
   });
   assert.equal(result.status, 0, `bash could not read back: ${line}\n${result.stderr}`);
@@ -233,7 +245,10 @@ function gcloudDict(value: string): Map<string, string> {
 
 /** Where `tool` is on PATH, found without running it (gcloud takes seconds to start). */
 function onPath(tool: string): string | undefined {
-  const found = spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
+  const found = spawnSync('bash', ['-c', `command -v ${tool}`], {
+    encoding: 'utf8',
+    stdio: NO_STDIN,
+  });
   return found.status === 0 ? found.stdout.trim() : undefined;
 }
 const GCLOUD = onPath('gcloud');
@@ -286,13 +301,17 @@ function runChild(
   options: { env: NodeJS.ProcessEnv; input?: string },
 ): Promise<ChildRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env: options.env });
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: options.env,
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
       stdout += chunk;
     });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       stderr += chunk;
     });
     const timer = setTimeout(() => {
@@ -307,7 +326,7 @@ function runChild(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
-    child.stdin.end(options.input ?? '');
+    child.stdin?.end(options.input);
   });
 }
 
@@ -1155,6 +1174,7 @@ describe('the real gcloud parser', () => {
     const config = mkdtempSync(path.join(scratch, 'gcloud-'));
 
     const result = spawnSync('gcloud', ['meta', 'list-files-for-upload', '.'], {
+      stdio: NO_STDIN,
       cwd: ROOT,
       encoding: 'utf8',
       env: gcloudEnv(config),
@@ -1330,7 +1350,7 @@ describe('deploy.sh source', () => {
   it('is shellcheck clean', {
     skip: !HAS_SHELLCHECK && 'shellcheck is not installed (apt-get install shellcheck)',
   }, () => {
-    const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8' });
+    const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8', stdio: NO_STDIN });
 
     assert.equal(result.status, 0, result.stdout + result.stderr);
   });
