@@ -469,25 +469,38 @@ readonly SET_ENV_VARS="^${env_delimiter}^${env_list}"
 # ----------------------------------------------------------------------------------------------
 # Running, or printing, gcloud
 # ----------------------------------------------------------------------------------------------
-# One word, quoted for bash only where needed; --flag=value keeps the flag outside the quotes.
-quote_word() {
+# Sets QUOTED to one word, quoted for bash only where needed; --flag=value keeps the flag outside
+# the quotes. It sets a variable rather than printing: a dry run quotes hundreds of words, and a
+# $(...) per word forks a subshell each time.
+quote_word_into_quoted() {
   local word="$1"
+  QUOTED=''
+  while [[ ! "$word" =~ ^[A-Za-z0-9_./:=@%+,-]+$ && "$word" =~ ^(--[a-z0-9-]+=)(.*)$ ]]; do
+    QUOTED+="${BASH_REMATCH[1]}"
+    word="${BASH_REMATCH[2]}"
+  done
   if [[ "$word" =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
-    printf '%s' "$word"
-  elif [[ "$word" =~ ^(--[a-z0-9-]+=)(.*)$ ]]; then
-    printf '%s' "${BASH_REMATCH[1]}"
-    quote_word "${BASH_REMATCH[2]}"
+    QUOTED+="$word"
   elif [[ -z "$word" ]]; then
-    printf "''"
+    QUOTED+="''"
   else
-    printf '%s' "${word@Q}"
+    QUOTED+="${word@Q}"
   fi
+}
+
+# Prints one word, quoted as quote_word_into_quoted quotes it.
+quote_word() {
+  quote_word_into_quoted "$1"
+  printf '%s' "$QUOTED"
 }
 
 # Prints a command on one line, shell-quoted, so that bash reads back the same words.
 print_command() {
   local word line=''
-  for word in "$@"; do line+="${line:+ }$(quote_word "$word")"; done
+  for word in "$@"; do
+    quote_word_into_quoted "$word"
+    line+="${line:+ }${QUOTED}"
+  done
   printf '%s\n' "$line"
 }
 

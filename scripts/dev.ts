@@ -136,6 +136,20 @@ if ((options.source === undefined) !== (options.target === undefined)) {
   fail(`--source and --target go together\n${USAGE}`);
 }
 
+// Ctrl-C or SIGTERM while starting exits at once, and exiting kills every process group started
+// here (scripts/local-processes.ts): the emulator and the function lead groups of their own, so a
+// terminal's Ctrl-C never reaches them. Once started, shutDown stops each part in turn.
+let started = false;
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (!started) say('stopping (interrupted while starting)');
+    // A second Ctrl-C does not wait either.
+    if (!started || stopping) process.exit(130);
+    void shutDown();
+  });
+}
+
 const port = Number(process.env.PORT || '8080');
 const host = options.host ?? LOCAL_HOST;
 if (host === '' || /\s/.test(host))
@@ -269,7 +283,6 @@ if (verifyOidc) {
 // The function, restarted on every successful build.
 const pretty = prettyLogLines({ colorize: process.stdout.isTTY === true });
 let fn: GroupProcess | undefined;
-let stopping = false;
 
 async function startFunction(): Promise<void> {
   const child = spawnFunction({
@@ -463,10 +476,4 @@ async function shutDown(): Promise<void> {
   await issuer?.close();
   process.exit(0);
 }
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    // A second Ctrl-C does not wait: exiting kills every process group started here.
-    if (stopping) process.exit(130);
-    void shutDown();
-  });
-}
+started = true;

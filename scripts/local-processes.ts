@@ -50,6 +50,27 @@ export async function waitFor<T>(
   }
 }
 
+/**
+ * Resolves as `promise` does, or rejects naming `what` it waited for once `timeoutMs` passed: a
+ * wait on a process (its exit, an answer) that fails with a message instead of hanging.
+ *
+ * @example await within(child.exited, 10_000, 'the function to exit on SIGTERM');
+ */
+export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`timed out after ${timeoutMs} ms: ${what}`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A TCP port free on 127.0.0.1 right now. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -101,10 +122,36 @@ function killGroups(): void {
   for (const pgid of groups) signalGroup(pgid, 'SIGKILL');
 }
 
+/** Signals that end a process without its `exit` event: Ctrl-C, `kill`, a closed terminal. */
+const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * On a signal this process does not handle otherwise (a test file on Ctrl-C of `npm test`), kills
+ * the groups and then dies of the signal as it would have; a process with a handler of its own
+ * (npm run dev stops its parts in turn, with-emulator passes the signal on) keeps its own way.
+ */
+function killGroupsOnSignal(signal: NodeJS.Signals): void {
+  if (process.listenerCount(signal) > 1) return;
+  killGroups();
+  watchExit(false);
+  process.kill(process.pid, signal);
+}
+
+/** Kills the groups when this process exits or dies of a signal (`on`), or no longer (`!on`). */
+function watchExit(on: boolean): void {
+  if (on) process.once('exit', killGroups);
+  else process.off('exit', killGroups);
+  for (const signal of ENDING_SIGNALS) {
+    // First, so it counts every other listener, a `once` one included, before that one runs.
+    if (on) process.prependListener(signal, killGroupsOnSignal);
+    else process.off(signal, killGroupsOnSignal);
+  }
+}
+
 /**
  * Starts `command` leading a process group of its own, so a signal reaches every process it forks
  * (gcloud starts the emulator's java, functions-framework may fork). A group still running when this
- * process exits is killed with it.
+ * process exits, or dies of SIGINT, SIGTERM or SIGHUP it has no handler for, is killed with it.
  *
  * @param options.keep - how many characters of output to keep (all unless given).
  */
@@ -121,7 +168,7 @@ export function spawnGroup(
   });
   const pgid = child.pid;
   if (pgid !== undefined) {
-    if (groups.size === 0) process.once('exit', killGroups);
+    if (groups.size === 0) watchExit(true);
     groups.add(pgid);
   }
   const keep = options.keep ?? Number.POSITIVE_INFINITY;
@@ -139,7 +186,7 @@ export function spawnGroup(
     });
     child.once('exit', () => {
       if (pgid !== undefined) groups.delete(pgid);
-      if (groups.size === 0) process.off('exit', killGroups);
+      if (groups.size === 0) watchExit(false);
       // Its last output may still be in the pipes: wait for them to close, unless a process it
       // forked holds them open (then 1 s at most).
       setTimeout(resolve, 1_000).unref();

@@ -9,6 +9,7 @@
 
 import assert from 'node:assert/strict';
 import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   chmodSync,
   existsSync,
@@ -40,8 +41,16 @@ const REQUIRED = {
 };
 /** What gcloud says once a command has parsed and needs credentials. */
 const NO_ACCOUNT = /You do not currently have an active account selected/;
-/** gcloud starts slowly (~1-2 s): this many at once keeps the parser checks short. */
-const PARALLEL = 4;
+/** gcloud starts slowly (~2 s of CPU): this many at once where each command is a process. */
+const PARALLEL = 2;
+/**
+ * The stdio of every bash this file starts (deploy.sh, gcloud's wrapper, the read-backs): no stdin.
+ * Node's stdin pipe is a socket, and bash whose stdin is a socket reads ~/.bashrc as if run by
+ * sshd: on a machine whose ~/.bashrc runs `pyenv init`, that cost seconds per command.
+ */
+const NO_STDIN: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
+/** The longest a child process of this file may take before the test fails saying what it waited for. */
+const CHILD_TIMEOUT_MS = 90_000;
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'deploy-test-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -103,38 +112,112 @@ interface DeployResult {
   gcloudCalls: string[][];
 }
 
-/** Runs deploy.sh with only `inputs` (and PATH, HOME) in its environment, gcloud faked. */
+/** Runs deploy.sh with only `inputs` (and PATH, HOME, NODE_COMPILE_CACHE) in its environment, gcloud faked. */
 function deploy(
   inputs: Record<string, string>,
   args: string[] = ['--dry-run'],
-  fake: FakeGcloud = fakeGcloud(),
+  fake?: FakeGcloud,
 ): DeployResult {
+  if (fake !== undefined) return runDeploy(inputs, args, fake);
+  // With the default fake (every call fails, nothing kept) a run is a function of its inputs and
+  // arguments: reused while the files its commands name (.deploy/alerts) still hold what it wrote.
+  const key = JSON.stringify([inputs, args]);
+  const earlier = dryRuns.get(key);
+  if (earlier !== undefined && earlier.files === filesDigest(earlier.result.lines)) {
+    return earlier.result;
+  }
+  const result = runDeploy(inputs, args, fakeGcloud());
+  dryRuns.set(key, { result, files: filesDigest(result.lines) });
+  return result;
+}
+
+/** Runs of {@link deploy} with the default fake, by inputs and arguments. */
+const dryRuns = new Map<string, { result: DeployResult; files: string }>();
+
+/** A digest of the files that `lines` pass to gcloud (`--config-from-file=`, `--policy-from-file=`). */
+function filesDigest(lines: string[]): string {
+  const hash = createHash('sha256');
+  for (const word of lines.flatMap(argvOf)) {
+    const file = /^--(config|policy)-from-file=(.*)$/.exec(word)?.[2];
+    if (file !== undefined) hash.update(`${file}\0${existsSync(file) ? readFileSync(file) : ''}\0`);
+  }
+  return hash.digest('hex');
+}
+
+function runDeploy(inputs: Record<string, string>, args: string[], fake: FakeGcloud): DeployResult {
   rmSync(fake.calls, { force: true });
   const result = spawnSync(DEPLOY, args, {
     cwd: scratch,
     encoding: 'utf8',
+    stdio: NO_STDIN,
     env: {
       PATH: `${fake.bin}${path.delimiter}${process.env.PATH ?? ''}`,
       HOME: process.env.HOME ?? scratch,
+      // Speed only: the Node compile cache npm test sets, for deploy.sh's node commands.
+      ...(process.env.NODE_COMPILE_CACHE
+        ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE }
+        : {}),
       ...inputs,
     },
+    timeout: CHILD_TIMEOUT_MS,
   });
+  assert.equal(
+    result.error,
+    undefined,
+    `deploy.sh ${args.join(' ')} did not finish: ${result.error}`,
+  );
   const calls = existsSync(fake.calls) ? readFileSync(fake.calls, 'utf8').split('\n') : [];
+  const lines = result.stdout.split('\n').filter((l) => l !== '');
+  const callLines = calls.filter((l) => l !== '');
+  readBack([...lines, ...callLines]);
   return {
     status: result.status,
     stdout: result.stdout,
     stderr: result.stderr,
-    lines: result.stdout.split('\n').filter((l) => l !== ''),
-    gcloudCalls: calls.filter((l) => l !== '').map((l) => argvOf(l)),
+    lines,
+    gcloudCalls: callLines.map((l) => argvOf(l)),
   };
+}
+
+/** The words bash read back from each printed line, by line. */
+const readBackWords = new Map<string, string[]>();
+
+/**
+ * Has bash read back every line of `lines` in one process (a process per line costs more than
+ * the rest of a dry run's checks): each line's words, counted, into {@link readBackWords}.
+ */
+function readBack(lines: string[]): void {
+  const fresh = [...new Set(lines)].filter((line) => !readBackWords.has(line));
+  if (fresh.length === 0) return;
+  const script = fresh.map((line) => `set -- ${line}\nprintf '%s\\0' "$#" "$@"`).join('\n');
+  const result = spawnSync('bash', ['-c', script], {
+    encoding: 'utf8',
+    stdio: NO_STDIN,
+    timeout: CHILD_TIMEOUT_MS,
+  });
+  if (result.status !== 0) return; // argvOf reads each line alone and names the one that fails
+  const words = result.stdout.split('\0');
+  let at = 0;
+  for (const line of fresh) {
+    const count = Number(words[at]);
+    readBackWords.set(line, words.slice(at + 1, at + 1 + count));
+    at += 1 + count;
+  }
 }
 
 /** The words bash reads from a printed line, as the command would receive them. */
 function argvOf(line: string): string[] {
-  const result = spawnSync('bash', ['-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' });
+  const known = readBackWords.get(line);
+  if (known !== undefined) return known;
+  const result = spawnSync('bash', ['-c', `printf '%s\\0' ${line}`], {
+    encoding: 'utf8',
+    stdio: NO_STDIN,
+    timeout: CHILD_TIMEOUT_MS,
+  });
   assert.equal(result.status, 0, `bash could not read back: ${line}\n${result.stderr}`);
   const argv = result.stdout.split('\0');
   argv.pop();
+  readBackWords.set(line, argv);
   return argv;
 }
 
@@ -160,11 +243,17 @@ function gcloudDict(value: string): Map<string, string> {
   );
 }
 
-function installed(tool: string, versionArg: string): boolean {
-  return spawnSync(tool, [versionArg], { stdio: 'ignore' }).error === undefined;
+/** Where `tool` is on PATH, found without running it (gcloud takes seconds to start). */
+function onPath(tool: string): string | undefined {
+  const found = spawnSync('bash', ['-c', `command -v ${tool}`], {
+    encoding: 'utf8',
+    stdio: NO_STDIN,
+  });
+  return found.status === 0 ? found.stdout.trim() : undefined;
 }
-const HAS_GCLOUD = installed('gcloud', '--version');
-const HAS_SHELLCHECK = installed('shellcheck', '--version');
+const GCLOUD = onPath('gcloud');
+const HAS_GCLOUD = GCLOUD !== undefined;
+const HAS_SHELLCHECK = onPath('shellcheck') !== undefined;
 const NO_GCLOUD = 'gcloud is not installed: the real parser cannot be checked';
 
 /** An environment for gcloud with no account, no project and nothing that reaches the network. */
@@ -192,32 +281,68 @@ interface GcloudRun {
   stderr: string;
 }
 
-/** Runs gcloud with `argv` under its own throwaway configuration. */
-function runGcloud(line: string, argv: string[]): Promise<GcloudRun> {
-  const config = mkdtempSync(path.join(scratch, 'gcloud-'));
+/** What a child process of {@link runChild} wrote and how it ended. */
+interface ChildRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `command` with `input` on its stdin and resolves once it exited and its output was read.
+ *
+ * @throws after `CHILD_TIMEOUT_MS` (the child killed), naming `what` it waited for, or if it
+ *   could not start.
+ */
+function runChild(
+  what: string,
+  command: string,
+  args: string[],
+  options: { env: NodeJS.ProcessEnv; input?: string },
+): Promise<ChildRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn('gcloud', argv, {
+    const child = spawn(command, args, {
       cwd: ROOT,
-      env: gcloudEnv(config),
-      stdio: ['ignore', 'ignore', 'pipe'],
-      timeout: 60_000,
+      env: options.env,
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    let stdout = '';
     let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       stderr += chunk;
     });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ line, code, stderr }));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`timed out after ${CHILD_TIMEOUT_MS} ms: ${what}\n${stderr}`));
+    }, CHILD_TIMEOUT_MS);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new Error(`could not run ${command} (${what}): ${err.message}`));
+    });
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin?.end(options.input);
   });
 }
 
-/** Runs every printed line through the real gcloud, `PARALLEL` at a time. */
+/** Runs gcloud with `argv` under its own throwaway configuration, as a process of its own. */
+async function runGcloud(line: string, argv: string[]): Promise<GcloudRun> {
+  const config = mkdtempSync(path.join(scratch, 'gcloud-'));
+  const run = await runChild(`gcloud to parse: ${line}`, 'gcloud', argv, {
+    env: gcloudEnv(config),
+  });
+  return { line, code: run.code, stderr: run.stderr };
+}
+
 /**
  * One command per shape: commands that differ only in a resource name or in which generated file
- * they read (the five metrics, the policies) parse alike, and gcloud's ~1.5 s start each is the
- * suite's longest wait. Every flag value other than a file path still counts, so quoting is still
- * checked in every variant.
+ * they read (the five metrics, the policies) parse alike. Every flag value other than a file path
+ * still counts, so quoting is still checked in every variant.
  */
 function distinctShapes(lines: string[]): string[] {
   const seen = new Set<string>();
@@ -237,20 +362,79 @@ function distinctShapes(lines: string[]): string[] {
   });
 }
 
-async function parseAll(lines: string[]): Promise<GcloudRun[]> {
+/** The words after `gcloud` of each line. */
+function gcloudArgvs(lines: string[]): string[][] {
+  return lines.map((line) => {
+    const [program, ...argv] = argvOf(line);
+    assert.equal(program, 'gcloud', `not a gcloud command: ${line}`);
+    return argv;
+  });
+}
+
+/** Runs every line through the gcloud binary, a process each, `PARALLEL` at a time. */
+async function parseEach(lines: string[]): Promise<GcloudRun[]> {
+  const argvs = gcloudArgvs(lines);
   const results: GcloudRun[] = [];
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < lines.length) {
       const index = next++;
-      const line = lines[index] as string;
-      const [program, ...argv] = argvOf(line);
-      assert.equal(program, 'gcloud', `not a gcloud command: ${line}`);
-      results[index] = await runGcloud(line, argv);
+      results[index] = await runGcloud(lines[index] as string, argvs[index] as string[]);
     }
   };
   await Promise.all(Array.from({ length: PARALLEL }, worker));
   return results;
+}
+
+/**
+ * gcloud's own entry point (`lib/gcloud.py` sets the path, `gcloud_main.CreateCLI` builds the CLI
+ * the binary runs), loaded once and run on each command of a JSON list read from stdin in turn,
+ * each with its stdout dropped and its stderr and exit status kept; prints them as one JSON list.
+ */
+const PARSE_EACH_COMMAND = [
+  'import gcloud',
+  'gcloud._fix_google_module()',
+  'cli = gcloud._import_gcloud_main().CreateCLI([])',
+  'import os, tempfile',
+  'results = []',
+  'saved_out, saved_err = os.dup(1), os.dup(2)',
+  'for argv in json.load(sys.stdin):',
+  '  with tempfile.TemporaryFile() as err:',
+  '    sys.stdout.flush(); sys.stderr.flush()',
+  '    os.dup2(os.open(os.devnull, os.O_WRONLY), 1); os.dup2(err.fileno(), 2)',
+  '    try:',
+  '      cli.Execute(argv)',
+  '      code = 0',
+  '    except SystemExit as exit:',
+  '      code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)',
+  '    finally:',
+  '      sys.stdout.flush(); sys.stderr.flush()',
+  '      os.dup2(saved_out, 1); os.dup2(saved_err, 2)',
+  '    err.seek(0)',
+  "    results.append({'code': code, 'stderr': err.read().decode('utf-8', 'replace')})",
+  'print(json.dumps(results))',
+];
+
+/**
+ * Runs every printed line through the real gcloud parser. Where gcloud's Python library is found,
+ * one process loads gcloud's CLI once and runs each command in turn (a gcloud process costs ~2 s
+ * of CPU to start, a command in the loaded CLI a few ms; the first test checks both answer alike);
+ * else one gcloud process per command.
+ */
+async function parseAll(lines: string[]): Promise<GcloudRun[]> {
+  const sdk = gcloudSdk();
+  if (sdk === undefined) return parseEach(lines);
+  const argvs = gcloudArgvs(lines);
+  const run = await runChild(
+    `gcloud's CLI to parse ${lines.length} commands`,
+    sdk.python,
+    ['-c', [...sdk.prelude, ...PARSE_EACH_COMMAND].join('\n')],
+    { env: gcloudEnv(mkdtempSync(path.join(scratch, 'gcloud-'))), input: JSON.stringify(argvs) },
+  );
+  assert.equal(run.code, 0, `gcloud's CLI did not run the commands:\n${run.stderr}`);
+  const answers = JSON.parse(run.stdout) as { code: number; stderr: string }[];
+  assert.equal(answers.length, lines.length, run.stdout);
+  return answers.map((answer, i) => ({ line: lines[i] as string, ...answer }));
 }
 
 /** Inputs that exercise quoting and every optional path, with two declared jobs. */
@@ -766,29 +950,40 @@ describe('deploy.sh on a project (gcloud faked)', () => {
 });
 
 /**
- * Runs Python `code` with gcloud's own library, from the SDK that the `gcloud` on PATH belongs to,
- * `json` and `sys` imported and `args` in `sys.argv[1:]`. Skips the test where that library is not
- * found (a packaged gcloud without its sources).
+ * The Python and the library of the SDK that the `gcloud` on PATH belongs to, and the lines that
+ * put that library on `sys.path` (with `json` and `sys` imported); undefined where that library is
+ * not found (a packaged gcloud without its sources).
+ */
+function gcloudSdk(): { sdk: string; python: string; prelude: string[] } | undefined {
+  if (GCLOUD === undefined) return undefined;
+  const sdk = path.resolve(path.dirname(realpathSync(GCLOUD)), '..');
+  const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
+  const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
+  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) return undefined;
+  const prelude = [
+    'import json, sys',
+    `sys.path[:0] = [${JSON.stringify(path.join(sdk, 'lib'))}, ${JSON.stringify(path.join(sdk, 'lib/third_party'))}]`,
+  ];
+  return { sdk, python, prelude };
+}
+
+/**
+ * Runs Python `code` with gcloud's own library ({@link gcloudSdk}), `args` in `sys.argv[1:]`.
+ * Skips the test where that library is not found.
  */
 function gcloudPython(
   t: { skip: (message: string) => void },
   code: string[],
   args: string[],
 ): SpawnSyncReturns<string> | undefined {
-  const which = spawnSync('bash', ['-c', 'command -v gcloud'], { encoding: 'utf8' }).stdout.trim();
-  const sdk = path.resolve(path.dirname(realpathSync(which)), '..');
-  const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
-  const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
-  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) {
-    t.skip(`gcloud's Python library is not under ${sdk}`);
+  const found = gcloudSdk();
+  if (found === undefined) {
+    t.skip(`gcloud's Python library is not under the SDK of ${GCLOUD}`);
     return undefined;
   }
-  const prelude = [
-    'import json, sys',
-    `sys.path[:0] = [${JSON.stringify(path.join(sdk, 'lib'))}, ${JSON.stringify(path.join(sdk, 'lib/third_party'))}]`,
-  ];
-  return spawnSync(python, ['-c', [...prelude, ...code].join('\n'), ...args], {
+  return spawnSync(found.python, ['-c', [...found.prelude, ...code].join('\n'), ...args], {
     encoding: 'utf8',
+    timeout: CHILD_TIMEOUT_MS,
   });
 }
 
@@ -800,8 +995,15 @@ describe('the real gcloud parser', () => {
       l.includes(' scheduler jobs create http '),
     ) as string;
 
-    const [good, wrong] = await parseAll([line, `${line} --update-headers=X-Tenant=acme`]);
+    const lines = [line, `${line} --update-headers=X-Tenant=acme`];
+    const [good, wrong] = await parseAll(lines);
+    const binary = await parseEach(lines);
 
+    assert.deepEqual(
+      binary.map((r) => [r.code, r.stderr]),
+      [good, wrong].map((r) => [r?.code, r?.stderr]),
+      'the loaded CLI answers as the gcloud binary does',
+    );
     assert.equal(good?.code, 1, good?.stderr);
     assert.match(good?.stderr ?? '', NO_ACCOUNT);
     assert.equal(wrong?.code, 2, wrong?.stderr);
@@ -972,9 +1174,11 @@ describe('the real gcloud parser', () => {
     const config = mkdtempSync(path.join(scratch, 'gcloud-'));
 
     const result = spawnSync('gcloud', ['meta', 'list-files-for-upload', '.'], {
+      stdio: NO_STDIN,
       cwd: ROOT,
       encoding: 'utf8',
       env: gcloudEnv(config),
+      timeout: CHILD_TIMEOUT_MS,
     });
 
     assert.equal(result.status, 0, result.stderr);
@@ -1146,7 +1350,7 @@ describe('deploy.sh source', () => {
   it('is shellcheck clean', {
     skip: !HAS_SHELLCHECK && 'shellcheck is not installed (apt-get install shellcheck)',
   }, () => {
-    const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8' });
+    const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8', stdio: NO_STDIN });
 
     assert.equal(result.status, 0, result.stdout + result.stderr);
   });

@@ -12,10 +12,19 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { freePort, ROOT, spawnGroup, waitFor } from '../../scripts/local-processes.ts';
+import {
+  freePort,
+  type GroupProcess,
+  ROOT,
+  spawnGroup,
+  waitFor,
+  within,
+} from '../../scripts/local-processes.ts';
 import { jobs } from '../fixtures/jobs-one.ts';
 
 const START_MS = 60_000;
+/** How long npm run dev may take to stop once signalled. */
+const STOP_MS = 30_000;
 
 /** `/proc/net/tcp*`'s hex address (`0100007F:1F90`, or 32 hex digits for IPv6) as `address:port`. */
 function decodeAddress(hex: string): string {
@@ -110,6 +119,66 @@ function pidListeningOn(port: number): number | undefined {
   return undefined;
 }
 
+/** Those of `pids` still running (a zombie has exited: it only waits to be reaped). */
+function alive(pids: readonly number[]): number[] {
+  return pids.filter((pid) => {
+    try {
+      return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    } catch {
+      return false; // gone
+    }
+  });
+}
+
+/**
+ * Signals npm run dev's group as a terminal does (`signal`), waits for it to exit and for every
+ * process of `tree` (its processes, read while it ran) to be gone; kills what is left either way,
+ * so a failing test leaks nothing.
+ */
+async function stopDev(dev: GroupProcess, tree: readonly number[], signal: NodeJS.Signals) {
+  try {
+    dev.signalGroup(signal);
+    await within(dev.exited, STOP_MS, `npm run dev to exit on ${signal}`);
+    await waitFor(
+      'every process npm run dev started to exit',
+      () => alive(tree).length === 0 || undefined,
+      STOP_MS,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; still running: ${alive(tree).join(', ')}`);
+    });
+  } finally {
+    dev.signalGroup('SIGKILL');
+    for (const pid of alive(tree)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+}
+
+/** `npm run dev` serving the test's function on `port` (jobs-one), with `args`. */
+function startDev(port: number, args: string[]): GroupProcess {
+  return spawnGroup(
+    process.execPath,
+    [
+      'scripts/dev.ts',
+      ...args,
+      '--no-watch',
+      '--no-build',
+      '--source',
+      'test/fixtures/dev-function.ts',
+      '--target',
+      'devFunction',
+    ],
+    {
+      cwd: ROOT,
+      env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
+    },
+  );
+}
+
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::ffff:127\.\d+\.\d+\.\d+|0:0:0:0:0:0:0:1):\d+$/;
 const HAS_PROC = existsSync('/proc/net/tcp');
 
@@ -118,24 +187,8 @@ describe('npm run dev', () => {
     assert.ok(existsSync(path.join(ROOT, 'build/main.cjs')), 'run `npm run build` first');
     const port = await freePort();
     const id = jobs[0]?.id ?? 'scheduled-job';
-    const dev = spawnGroup(
-      process.execPath,
-      [
-        'scripts/dev.ts',
-        '--fire',
-        id,
-        '--no-watch',
-        '--no-build',
-        '--source',
-        'test/fixtures/dev-function.ts',
-        '--target',
-        'devFunction',
-      ],
-      {
-        cwd: ROOT,
-        env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
-      },
-    );
+    const dev = startDev(port, ['--fire', id]);
+    let tree: number[] = [];
 
     try {
       await waitFor(
@@ -156,17 +209,16 @@ describe('npm run dev', () => {
       const refused = await fetch(`${pageUrl}?since=yesterday`);
       assert.equal(refused.status, 400);
       await refused.text();
+      tree = HAS_PROC && dev.pid !== undefined ? processTree(dev.pid) : [];
       if (HAS_PROC && dev.pid !== undefined) {
-        const listening = listenersOf(processTree(dev.pid));
+        const listening = listenersOf(tree);
         assert.ok(listening.includes(`127.0.0.1:${port}`), listening.join(', '));
         assert.ok(listening.includes(new URL(pageUrl).host), listening.join(', '));
         const beyond = listening.filter((address) => !LOOPBACK.test(address));
         assert.deepEqual(beyond, [], 'nothing npm run dev started listens beyond 127.0.0.1');
       }
-      dev.signalGroup('SIGINT');
-      await dev.exited;
     } finally {
-      dev.signalGroup('SIGKILL');
+      await stopDev(dev, tree, 'SIGINT');
     }
 
     const output = dev.output();
@@ -186,25 +238,8 @@ describe('npm run dev', () => {
   it('binds the function and the history page elsewhere only with --host, and warns', async (t) => {
     if (!HAS_PROC) return t.skip('reads /proc/net/tcp (Linux)');
     const port = await freePort();
-    const dev = spawnGroup(
-      process.execPath,
-      [
-        'scripts/dev.ts',
-        '--host',
-        '0.0.0.0',
-        '--no-scheduler',
-        '--no-watch',
-        '--no-build',
-        '--source',
-        'test/fixtures/dev-function.ts',
-        '--target',
-        'devFunction',
-      ],
-      {
-        cwd: ROOT,
-        env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
-      },
-    );
+    const dev = startDev(port, ['--host', '0.0.0.0', '--no-scheduler']);
+    let tree: number[] = [];
     try {
       const pageUrl = await waitFor(
         'the history page line',
@@ -214,7 +249,8 @@ describe('npm run dev', () => {
         },
         START_MS,
       );
-      const listening = listenersOf(processTree(dev.pid ?? 0));
+      tree = processTree(dev.pid ?? 0);
+      const listening = listenersOf(tree);
       assert.ok(listening.includes(`0.0.0.0:${port}`), listening.join(', '));
       assert.ok(listening.includes(`0.0.0.0:${new URL(pageUrl).port}`), listening.join(', '));
       assert.match(
@@ -222,9 +258,40 @@ describe('npm run dev', () => {
         /^dev: WARNING: --host 0\.0\.0\.0: .*can run your jobs unauthenticated/m,
       );
     } finally {
-      dev.signalGroup('SIGKILL');
-      await dev.exited;
+      await stopDev(dev, tree, 'SIGTERM');
     }
+  });
+
+  it('stops every process it started on Ctrl-C while it is still starting', async (t) => {
+    if (!HAS_PROC) return t.skip('reads /proc (Linux)');
+    const dev = startDev(await freePort(), ['--no-scheduler']);
+    let tree: number[] = [];
+    try {
+      // The function has been spawned, and npm run dev still waits for it to listen.
+      tree = await waitFor(
+        'npm run dev to start the function',
+        () => {
+          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          const pids = processTree(dev.pid ?? 0);
+          const spawned = pids.some((pid) => {
+            try {
+              return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--target=devFunction');
+            } catch {
+              return false;
+            }
+          });
+          return spawned ? pids : undefined;
+        },
+        START_MS,
+        10,
+      );
+      assert.doesNotMatch(dev.output(), /^dev: function handleScheduledJob on/m, 'still starting');
+    } finally {
+      await stopDev(dev, tree, 'SIGINT');
+    }
+
+    assert.ok(tree.length > 1, `no process of its own: ${tree.join(', ')}`);
+    assert.match(dev.output(), /^dev: stopping \(interrupted while starting\)$/m);
   });
 
   it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {

@@ -12,6 +12,7 @@ import {
   ROOT,
   spawnFunction,
   waitForPort,
+  within,
 } from '../../scripts/local-processes.ts';
 import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
 
@@ -77,7 +78,7 @@ describe('the built function as a process', {
     fn.kill('SIGTERM');
     const res = await delivery;
     const body = (await res.json()) as { outcome: string; message: string };
-    await exited;
+    await within(exited, 30_000, 'the function to exit after SIGTERM');
 
     assert.equal(res.status, 500, fn.output());
     assert.equal(body.outcome, 'failed');

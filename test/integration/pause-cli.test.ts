@@ -20,7 +20,7 @@ function run(script: string, collection: string, ...args: string[]) {
     cwd: ROOT,
     env: { ...process.env, JOBS_MODULE },
     encoding: 'utf8',
-    timeout: 30_000,
+    timeout: 90_000, // a loaded machine: a slow command, not a hang
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
