@@ -11,6 +11,7 @@ import { retryWindowMs } from '../policy/retry-policy.ts';
 import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
+import type { Config } from './config.ts';
 import { InvalidRequestError } from './errors.ts';
 import type { HandlerDeps } from './handler.ts';
 import {
@@ -138,6 +139,22 @@ export async function timedRun(
   return { ...rest, scheduleTime: forced.scheduleTime, withoutScheduleTime: true };
 }
 
+/**
+ * The job's forced-run tolerance as this delivery needs it, ms. Every job's lies between
+ * min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s) (cron slots are at least a minute apart) and
+ * `FORCED_RUN_TOLERANCE_SECONDS`, and each use of it here is a threshold: a slot's on-time delivery
+ * (at most that lower bound after its time, well inside the retention) is decided alike by every
+ * value between, so it skips the exact value's slot arithmetic (docs/performance.md, Cold start).
+ */
+function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
+  const { forcedRunToleranceMs: configured, retentionMs } = config;
+  const low = Math.min(configured, 30_000);
+  const late = now.getTime() - Date.parse(run.scheduleTime);
+  const onTime = run.trigger === undefined && !run.withoutScheduleTime && late >= 0;
+  if (onTime && late <= low && late + configured <= retentionMs) return low;
+  return forcedRunToleranceMs(job, configured);
+}
+
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
 export async function planDelivery(
   deps: HandlerDeps,
@@ -146,7 +163,7 @@ export async function planDelivery(
   now: Date,
   known: Known,
 ): Promise<Answer | Delivery> {
-  const toleranceMs = forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
+  const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
   if (problem !== undefined) return refusal(known, 'invalid_request', problem);

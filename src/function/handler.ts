@@ -15,7 +15,6 @@ import { decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import type { ScheduledRun } from '../policy/run-plan.ts';
-import { forcedRunToleranceMs } from '../policy/schedule-time.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import {
@@ -296,8 +295,6 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     ...deps,
     forcedRunToleranceMs: deps.config.forcedRunToleranceMs,
   });
-  // Each job's forced-run tolerance, at cold start rather than on the first delivery's clock.
-  for (const job of deps.jobs) forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
