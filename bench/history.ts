@@ -8,6 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import type { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
+import { readHistory } from '../ops/slot-history.ts';
 import { ROOT } from '../scripts/local-processes.ts';
 import { RunLedger } from '../src/core/ledger.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
@@ -15,7 +16,7 @@ import { completionUpdate, timestampOf } from '../src/core/run-record.ts';
 import { validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
-import { RunHistory, readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { RunHistory, slotRunId } from '../src/policy/run-history.ts';
 import { slotsBetween } from '../src/policy/schedule.ts';
 import { jobs as auditJobs } from './fixtures/jobs-audit.ts';
 import { freshCollection } from './in-process.ts';

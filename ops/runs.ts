@@ -43,14 +43,8 @@ import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId, isJudgedSlot, rulesInForce } from '../src/policy/missed-runs.ts';
 import { type Pause, pauseBound, pausedRow, readPauses } from '../src/policy/pauses.ts';
-import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
-import {
-  MAX_SLOTS,
-  nextSlots,
-  previousSlots,
-  slotsBetween,
-  toUtcRfc3339,
-} from '../src/policy/schedule.ts';
+import { RunHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
+import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { namedPairs, runCommand, UsageError } from './command.ts';
@@ -67,6 +61,8 @@ import {
 } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 import { scopeArgs, scopeRequest } from './scope-args.ts';
+import { readHistory } from './slot-history.ts';
+import { previousSlots } from './slots.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...

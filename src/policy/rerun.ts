@@ -6,7 +6,6 @@
  * make that slot answer `duplicate` without having run, or run twice:
  *
  * - its schedule time is not in the future, by Firestore's clock (the clock leases are judged by);
- * - it is not before 2000-01-01 (no Scheduler delivery ever was; it also bounds slot arithmetic);
  * - it is a slot of the job's schedule as declared now (ordinary deliveries still accept an
  *   off-schedule time, since a schedule change reaches Scheduler and the function at different
  *   times; a re-run asks for a slot by hand, so it must name one);
@@ -21,9 +20,6 @@ import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
 import { nextSlots } from './schedule.ts';
-
-/** The earliest schedule time a re-run may name: 2000-01-01T00:00:00Z. */
-export const EARLIEST_RERUN_TIME = Date.UTC(2000, 0, 1);
 
 /**
  * Why a re-run is refused: `invalid` (the request must change: 400), `running` (the slot's own run
@@ -65,9 +61,6 @@ export async function rerunRefusal(
     return invalid(
       `slot ${scheduleTime} of ${job.id} is in the future (Firestore's time is ${now.toISOString()}); a re-run runs a finished slot again. To run the job now, run npm run trigger -- ${job.id} (a manual run)`,
     );
-  }
-  if (t < EARLIEST_RERUN_TIME) {
-    return invalid(`schedule time ${scheduleTime} is before 2000; name a slot of ${job.id}`);
   }
   const [next] = nextSlots(job, new Date(t - 1), 1);
   if (next?.getTime() !== t) {

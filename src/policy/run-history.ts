@@ -299,64 +299,13 @@ export function hasRecord(row: SlotRow): boolean {
 }
 
 /**
- * The slots that may count as missed: those after the oldest slot of the same job that has a
- * record. Before it, the job may not have existed yet (a new job, a fresh emulator).
- */
-export function sinceFirstRecord(rows: readonly SlotRow[]): SlotRow[] {
-  const first = rows.findIndex(hasRecord);
-  return first === -1 ? [] : rows.slice(first + 1);
-}
-
-/** A batched history read: the rows, and what a fenced report after the read needs. */
-export interface History {
-  readonly rows: readonly SlotRow[];
-  /** Update times of the records read, by run id: fencing tokens for a report. */
-  readonly updateTimes: BatchRead['updateTimes'];
-  /** Firestore's time of the read: what the rows were judged at. */
-  readonly readTime: Date;
-}
-
-/**
- * Reads the history of `job` at `slots`: batched reads of their run ids ({@link readSlotRecords}:
- * a slot whose delivery was misjudged a forced run shows that run as the slot's, `kind: slot`).
- *
- * @param now - judge windows at this time instead of the read's (for "as of" views and tests).
- * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`); by default 0:
- *   only a forced run first claimed at or after its slot counts as the slot's.
- * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const { rows } = await readHistory(history, job, slotsBetween(job, from, to).slots, scope);
- */
-export async function readHistory(
-  store: Pick<RunHistory, 'getMany'>,
-  job: DeclaredJob,
-  slots: readonly Date[],
-  scope: Scope,
-  now?: Date,
-  toleranceMs = 0,
-): Promise<History> {
-  const { runIds, records, updateTimes, readTime } = await readSlotRecords(
-    store,
-    job,
-    slots,
-    scope,
-    toleranceMs,
-  );
-  const at = now ?? readTime;
-  const rows = slots.map((slot, i) => {
-    const runId = runIds[i] as string;
-    return slotRow(job, slot, runId, records.get(runId), at);
-  });
-  return { rows, updateTimes, readTime };
-}
-
-/**
  * The run records as history: batched reads of slots by run id, and the reports written beside
  * the lease protocol (a missed slot, a finally failed run, a slot skipped by the overlap policy),
  * each once across instances by a conditional write.
  *
  * @example
  * const history = new RunHistory(documents);
- * const { rows } = await readHistory(history, job, slots, []);
+ * const { records } = await history.getMany([slotRunId(job.id, slot, [])]);
  */
 export class RunHistory {
   readonly #documents: RunDocuments;
@@ -372,11 +321,6 @@ export class RunHistory {
    */
   getMany(runIds: readonly string[]): Promise<BatchRead> {
     return this.#documents.readMany(runIds);
-  }
-
-  /** Firestore's time now, as best this instance knows it. @throws {LedgerUnavailableError} */
-  serverTime(): Promise<Date> {
-    return this.#documents.serverTime();
   }
 
   /**

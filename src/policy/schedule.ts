@@ -220,7 +220,7 @@ export function timeZoneProblem(timeZone: string): string | undefined {
 const wallClocks = new Map<string, Intl.DateTimeFormat>();
 
 /** The zone's wall-clock reading at instant `t` (ms), as ms on the DST-free calendar of `Date.UTC`. */
-function wallAt(timeZone: string, t: number): number {
+export function wallAt(timeZone: string, t: number): number {
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
     format = new Intl.DateTimeFormat('en-US', {
@@ -412,20 +412,6 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
 }
 
 /**
- * An instant as RFC 3339 in the zone's local time with its offset, to the second.
- *
- * @example toZonedRfc3339(new Date('2026-03-29T01:00:00Z'), 'Europe/Berlin') // '2026-03-29T03:00:00+02:00'
- */
-export function toZonedRfc3339(instant: Date, timeZone: string): string {
-  const t = Math.floor(checkedTime(instant, 'instant') / 1000) * 1000;
-  const offsetMinutes = Math.round(offsetAt(timeZone, t) / 60_000);
-  const sign = offsetMinutes < 0 ? '-' : '+';
-  const hh = String(Math.floor(Math.abs(offsetMinutes) / 60)).padStart(2, '0');
-  const mm = String(Math.abs(offsetMinutes) % 60).padStart(2, '0');
-  return `${new Date(wallAt(timeZone, t)).toISOString().slice(0, 19)}${sign}${hh}:${mm}`;
-}
-
-/**
  * An instant as RFC 3339 in UTC to the second, the form Scheduler sends in
  * `X-CloudScheduler-ScheduleTime`.
  *
@@ -475,22 +461,4 @@ export function shortestGapMs(job: ScheduleSpec): number | undefined {
     shortest = Math.min(shortest ?? gap, gap);
   }
   return shortest;
-}
-
-/**
- * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has
- * no more (a job whose months ran out). For run history and missed-run detection.
- *
- * @example previousSlots({ schedule: '0 * * * *', timeZone: 'Etc/UTC' }, now, 10)
- */
-export function previousSlots(job: ScheduleSpec, before: Date, count: number): Date[] {
-  const slots: Date[] = [];
-  let at = before;
-  while (slots.length < count) {
-    const slot = previousSlot(job, at);
-    if (slot === undefined) break;
-    slots.unshift(slot);
-    at = slot;
-  }
-  return slots;
 }

@@ -6,11 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { previousSlots } from '../../ops/slots.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import {
   nextSlots,
   previousSlot,
-  previousSlots,
   SLOT_RANGE,
   scheduleSearchSteps,
   shortestGapMs,
