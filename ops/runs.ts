@@ -306,7 +306,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
       );
     }
-    const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+    const tolerance = () => forcedRunToleranceMs(job, config.forcedRunToleranceMs);
     const read = await readHistory(history, job, slots, scope, at, tolerance);
     const slotIds = new Set(read.rows.map((row) => row.runId));
     const judgedAt = at ?? read.readTime;

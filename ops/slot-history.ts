@@ -26,8 +26,9 @@ export interface History {
  * slot whose delivery was misjudged a forced run shows that run as the slot's, `kind: slot`).
  *
  * @param now - judge windows at this time instead of the read's (for "as of" views and tests).
- * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`); by default 0:
- *   only a forced run first claimed at or after its slot counts as the slot's.
+ * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`), or a function
+ *   giving it (called only when a forced run's record is found); by default 0: only a forced run
+ *   first claimed at or after its slot counts as the slot's.
  * @throws {LedgerUnavailableError} if Firestore fails.
  * @example const { rows } = await readHistory(history, job, slotsBetween(job, from, to).slots, scope);
  */
@@ -37,7 +38,7 @@ export async function readHistory(
   slots: readonly Date[],
   scope: Scope,
   now?: Date,
-  toleranceMs = 0,
+  toleranceMs: number | (() => number) = 0,
 ): Promise<History> {
   const { runIds, records, updateTimes, readTime } = await readSlotRecords(
     store,

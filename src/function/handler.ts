@@ -781,8 +781,6 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     ...deps,
     forcedRunToleranceMs: deps.config.forcedRunToleranceMs,
   });
-  // Each job's forced-run tolerance, at cold start rather than on the first delivery's clock.
-  for (const job of deps.jobs) forcedRunToleranceMs(job, deps.config.forcedRunToleranceMs);
   const handle: HttpFunction = async (req, res) => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);

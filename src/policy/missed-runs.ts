@@ -724,7 +724,7 @@ export class MissedRunCheck {
     const before = previousSlot(job, first);
     const all = before === undefined ? slots : [before, ...slots];
     // A forced run that was a slot's own delivery (a misjudged clock) is that slot's run.
-    const tolerance = forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
+    const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const { runIds, records, updateTimes } = await readSlotRecords(
       this.#deps.history,
       job,

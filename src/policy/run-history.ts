@@ -140,7 +140,8 @@ export interface SlotRecords extends BatchRead {
  * one, its forced run's record if that was the slot's own delivery ({@link isSlotsOwnDelivery};
  * a second batched read, only of the slots without a record).
  *
- * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`).
+ * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`), or a function
+ *   giving it, called only when a forced run's record is found (it costs slot arithmetic).
  * @throws {LedgerUnavailableError} if Firestore fails.
  * @example const { runIds, records } = await readSlotRecords(history, job, slots, [], 60_000);
  */
@@ -149,8 +150,9 @@ export async function readSlotRecords(
   job: DeclaredJob,
   slots: readonly Date[],
   scope: Scope,
-  toleranceMs: number,
+  toleranceMs: number | (() => number),
 ): Promise<SlotRecords> {
+  const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
   const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
@@ -163,7 +165,8 @@ export async function readSlotRecords(
   for (const [k, i] of absent.entries()) {
     const id = forcedIds[k] as string;
     const record = forced.records.get(id);
-    if (!isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs)) continue;
+    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, tolerance()))
+      continue;
     chosen[i] = id;
     // It is the slot's run: judged as one (its retry window, its overlap), whatever it was taken for.
     records.set(id, { ...(record as RunRecord), kind: RunKind.Slot });

@@ -38,9 +38,8 @@ const tolerances = new Map<string, number>();
 /**
  * How early a delivery of `job` may come and still be its slot's run, in ms: `configuredMs`
  * (`FORCED_RUN_TOLERANCE_SECONDS`), at most half the job's shortest gap between slots, so a slot's
- * tolerance never reaches back to the slot before it. Computed once per schedule and zone in a
- * process (1,000 slots, tens of ms: the handler does it at cold start), and the same on every
- * instance of a revision.
+ * tolerance never reaches back to the slot before it. Computed when first asked, once per schedule
+ * and zone in a process (1,000 slots, tens of ms), and the same on every instance of a revision.
  *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
@@ -140,6 +139,8 @@ export function retentionProblems(
 ): string[] {
   const problems: string[] = [];
   for (const job of jobs) {
+    // The tolerance is at most the configured one: a retention past that needs no slot arithmetic.
+    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) continue;
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
     if (retentionMs <= windowMs + toleranceMs) {
