@@ -29,7 +29,7 @@ import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId } from '../src/policy/missed-runs.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { pauseBound, pauseNoteProblem, pauseUntilProblem } from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
