@@ -1,14 +1,8 @@
 /**
- * Pauses: a job paused on purpose (`npm run pause -- JOB`, maintenance) is not a job that missed
- * its slots. A pause is recorded on the job's check document (`{jobId}~check`, per job and key
- * scope, `job-state.ts`) beside the missed-run cursor, so the check that reads the cursor learns
- * the pauses in the same read: no read is added to any request.
- *
- * A slot inside a pause, `paused_at <= slot < resumed_at` (no end while the pause lasts), that has
- * no record shows as `paused` and is never reported missed; one that ran anyway (a forced run, a
- * Scheduler job that was not paused) shows what happened to it. A pause that outlives its bound
- * (`until`, or {@link DEFAULT_PAUSE_BOUND_MS} without one) is reported once across instances,
- * by a write fenced on the document's update time: the instance whose write lands logs.
+ * Pauses: a job paused on purpose (`npm run pause -- JOB`) is not a job that missed its slots. A
+ * pause lives on the job's check document beside the missed-run cursor, so the check learns it in
+ * the same read; a slot without a record inside one is `paused`, never missed, and a pause past
+ * its bound is reported once (docs/how-it-works.md, "Pauses").
  */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';

@@ -1,19 +1,7 @@
 /**
- * What a re-run may ask for. A re-run (`npm run trigger -- JOB --rerun --slot T`, sent as
- * `X-Run-Once-Mode: rerun` with `X-Run-Once-Trigger-Id`) is a run of its own, keyed by job, scope and
- * trigger id (`run-plan.ts`), that runs a *finished* slot again. The function enforces what the CLI checks,
- * whatever the client, because a re-run that ran a slot early or in place of its delivery would
- * make that slot answer `duplicate` without having run, or run twice:
- *
- * - its schedule time is not in the future, by Firestore's clock (the clock leases are judged by);
- * - it is a slot of the job's schedule as declared now (ordinary deliveries still accept an
- *   off-schedule time, since a schedule change reaches Scheduler and the function at different
- *   times; a re-run asks for a slot by hand, so it must name one);
- * - the slot's own run is finished: `completed` or `skipped`. While it runs, the re-run waits
- *   (409, retry later); when it failed, was missed, or has no record, the slot itself is due, not
- *   a re-run: deliver it with `npm run trigger -- JOB --slot T`, which a retry-able slot takes.
- *   A slot without a record of its own whose forced run was its own delivery (a misjudged clock,
- *   `isSlotsOwnDelivery`) is judged by that run's record, as the history counts it.
+ * What a re-run may ask for (`npm run trigger -- JOB --rerun --slot T`): a finished slot of the
+ * job's schedule, not in the future. The function enforces what the CLI checks, whatever the
+ * client (docs/how-it-works.md, "Re-runs the function refuses").
  */
 
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';

@@ -1,16 +1,9 @@
 /**
  * Cloud Scheduler's retry policy for one job, as its `RetryConfig` documents it: when retries come,
- * and when the last one can have come (the retry window). Pure: durations in ms.
- *
- * Source: the `RetryConfig` reference (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)
- * and "Retry jobs" (https://cloud.google.com/scheduler/docs/configuring/retry-jobs):
- * - "A job's retry interval starts at min_backoff_duration, then doubles max_doublings times, then
- *   increases linearly, and finally retries at intervals of max_backoff_duration up to retry_count
- *   times. … min 10s, max 300s, max_doublings 3 … retry at 10s, 20s, 40s, 80s, 160s, 240s, 300s,
- *   300s, …" (the linear step is 2^max_doublings × min_backoff).
- * - `maxRetryDuration`: "The time limit for retrying a failed job, measured from time when an
- *   execution was first attempted. If specified with retry_count, the job will be retried until both
- *   limits are reached."
+ * and when the last one can have come (the retry window). Pure: durations in ms. Source: the
+ * `RetryConfig` reference (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)
+ * and "Retry jobs" (https://cloud.google.com/scheduler/docs/configuring/retry-jobs), quoted in
+ * docs/how-it-works.md, "Cloud Scheduler's retry policy".
  */
 import type { DeclaredJob } from './job-declaration.ts';
 
@@ -95,14 +88,9 @@ export function retryWindowMs(settings: RetrySettings): number {
 
 /**
  * Whether the declared retry policy proves that no Scheduler retry can follow a run's failed
- * attempt, so the attempt itself may report the failure as final. Scheduler's `RetryConfig`: "If
- * retry_count is zero, a job attempt will not be retried if it fails", and with `max_retry_duration`
- * ("measured from time when an execution was first attempted"; zero: unlimited) "the job will be
- * retried until both limits are reached". Sound from what the record knows: Scheduler made at
- * least `attempts − 1` retries (attempts that met a live lease or failed before a claim count for
- * Scheduler, not in `attempts`), and its first attempt came at or before the first claim, so
- * `elapsedMs` (now − first claim) is at most the time Scheduler counts; both only push
- * {@link makesRetry} further to "no".
+ * attempt, so the attempt itself may report the failure as final ({@link makesRetry} for the
+ * retry after `attempts − 1`; why that is sound from the record: docs/how-it-works.md, "Cloud
+ * Scheduler's retry policy").
  *
  * @param attempts - the claims of the run so far, the failing one included (`attempts` ≥ 1).
  * @param elapsedMs - Firestore's now minus the run's first claim, ms.

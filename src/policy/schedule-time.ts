@@ -1,26 +1,8 @@
 /**
- * Which schedule times a delivery may carry, and how early a delivery may come and still be its
- * slot's run. Pure: the caller passes Firestore's time (leases are judged by that clock too).
- *
- * - **Range.** Cloud Scheduler sends the time a run was scheduled for: a slot that has come (at
- *   most a few seconds of clock difference early), or, for "Force run", the job's *next* slot
- *   ("Force run" sends the next schedule time: the Scheduler guide, "deduplicate job requests").
- *   So an accepted time lies from {@link oldestAcceptedTime} to the job's next slot after
- *   `now + tolerance`. Anything else was not sent by Scheduler, and accepting it could run a
- *   future slot early (its real delivery would then answer `duplicate`) or start unbounded slot
- *   arithmetic. On-range times that are not slots of the declared schedule are accepted: a
- *   schedule change reaches Scheduler and the function at different times.
- * - **Retention.** A run record lives `RETENTION_SECONDS` after its last write (Firestore's TTL
- *   policy on `expire_at`), so for a slot older than that, the absence of its record proves
- *   nothing: the run may have happened and its record been deleted. Such a delivery is refused,
- *   as `npm run runs -- --backfill` and `npm run trigger -- JOB --slot T` refuse to send it.
- *   Scheduler's own retries never come that late: the retention must exceed every job's retry
- *   window plus the tolerance ({@link retentionProblems}, checked at cold start).
- * - **Forced-run tolerance.** A delivery earlier than its schedule time by more than the
- *   tolerance is a forced run. The tolerance is `FORCED_RUN_TOLERANCE_SECONDS`, but at most half
- *   the job's shortest gap between slots: for a per-minute job 30 s, so "Force run" in the first
- *   half of the minute is a run of its own, and one in the second half is the next slot's run,
- *   early (its real delivery then answers `duplicate`: the slot ran once, the force run was it).
+ * Which schedule times a delivery may carry (from the retention's reach to the job's next slot),
+ * and how early a delivery may come and still be its slot's run (the forced-run tolerance). Pure:
+ * the caller passes Firestore's time. The rules: docs/how-it-works.md, "Which schedule times a
+ * delivery may carry".
  */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';

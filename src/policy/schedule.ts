@@ -1,27 +1,9 @@
 /**
  * Unix-cron schedules as Cloud Scheduler evaluates them: which schedules it takes, and when a job's
  * runs fall ("slots"). Pure: no I/O, no clock; every instant is a UTC `Date`, every span is in ms.
- *
- * Cron matching is croner's (day of month OR day of week, ranges, steps, names); this module adds
- * Scheduler's rules around it:
- *
- * - **Syntax.** Scheduler takes five fields of numbers, `*`, `-`, `/`, `,` and the names `JAN`-`DEC`
- *   and `SUN`-`SAT` ("Cron job format and time zone",
- *   https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules). croner's extensions
- *   (`L`, `W`, `#`, `?`, `+`, `@daily`, seconds, years) are refused before croner sees the schedule.
- * - **Wall-clock time.** The same page says: "Cloud Scheduler runs on wall clock time", so daylight
- *   saving time "can cause jobs to run or not run unexpectedly", and a time that "can occur twice
- *   (such as the case when clocks go backwards)" may see "execution anomalies"; it recommends UTC.
- *   It documents nothing more precise. This module takes that sentence literally: **a slot is every
- *   instant at which the job's zone shows a wall-clock time that the schedule matches.** So a time
- *   in the hour skipped by a spring-forward transition has no slot that day, and a time in the hour
- *   repeated by a fall-back transition has two (one per UTC offset), for fixed-time and interval
- *   schedules alike. croner's own time-zone mode follows Vixie cron instead (a fixed-time job skipped
- *   by the gap runs at the gap's end; one in the repeated hour runs once), so croner is only asked
- *   about the DST-free wall clock (`Etc/UTC`), and this module maps each wall-clock time to the
- *   instants that show it, with `Intl` and the tz database. Where Scheduler behaves otherwise in the
- *   skipped or repeated hour, runs there differ from these slots; Google's advice stands: a zone
- *   without DST (the default `Etc/UTC`) has none of this.
+ * Cron matching is croner's, asked only about the DST-free wall clock; a slot is every instant at
+ * which the job's zone shows a matching wall-clock time (why: docs/how-it-works.md, "Schedules and
+ * the wall clock").
  */
 import { Cron } from 'croner';
 
@@ -30,10 +12,8 @@ export const MAX_SLOTS = 10_000;
 
 /**
  * The instants slot arithmetic covers: from 2000-01-01 (before any Cloud Scheduler job) to
- * 2200-01-01 (UTC), half-open. Outside it there are no slots: `previousSlot` and `nextSlots` answer
- * `undefined` / nothing rather than search. The bound keeps every call cheap whatever the input:
- * croner searches without a floor, and from year 1 a single `previousSlot` took seconds (run
- * synchronously in a request, long enough for a lease to lapse).
+ * 2200-01-01 (UTC), half-open. Outside it there are no slots, so every call stays cheap whatever
+ * the input (docs/limits.md, "Slot arithmetic's bounds").
  */
 export const SLOT_RANGE = Object.freeze({
   from: new Date(Date.UTC(2000, 0, 1)),
@@ -43,27 +23,14 @@ const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
 const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /**
- * The most croner look-ups one search makes (one `previousSlot`, or the slots `nextSlots` /
- * `slotsBetween` return). Each look-up moves by one wall-clock match, and within the range a
- * valid schedule matches at least every 8 years (29 February skips 2100), so a search needs at
- * most the matches of a 26-hour window (1,560 for a per-minute job) plus one per slot returned.
- * Reaching the cap is a bug, reported as a `RangeError`, never a wrong answer.
+ * The most croner look-ups one search makes per slot it returns (one `previousSlot`, or each slot
+ * of `nextSlots` / `slotsBetween`); reaching it is a bug, reported as a `RangeError`, never a
+ * wrong answer (why it is never reached: docs/limits.md, "Slot arithmetic's bounds").
  */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
 
-let searchSteps = 0;
-
-/**
- * How many croner look-ups this process has made: a diagnostic for tests and the bench, which
- * compare it before and after a call to show the call is bounded without timing it.
- */
-export function scheduleSearchSteps(): number {
-  return searchSteps;
-}
-
 /** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
 function step(steps: { n: number }): void {
-  searchSteps++;
   if (++steps.n > MAX_SEARCH_STEPS) {
     throw new RangeError(`a schedule search passed ${MAX_SEARCH_STEPS} steps`);
   }
@@ -72,8 +39,7 @@ function step(steps: { n: number }): void {
 const HOUR_MS = 3_600_000;
 /**
  * UTC offsets run from −12:00 to +14:00, so the instants that show one wall-clock time lie within
- * 26 hours of each other. Within any 26 hours a zone's offset changes at most once: true of every
- * zone `Intl` knows from 1970 to 2100 (checked hour by hour around each change while writing this).
+ * 26 hours of each other; within 26 hours a zone's offset changes at most once (docs/limits.md).
  */
 const OFFSET_SPAN_MS = 26 * HOUR_MS;
 const MAX_OFFSET_MS = 14 * HOUR_MS;
@@ -117,12 +83,9 @@ function wallClockCron(schedule: string): Cron {
 /**
  * Says what is wrong with a schedule, or nothing if Cloud Scheduler and this module read it alike.
  * Whitespace between fields may be any run of spaces; {@link normaliseSchedule} writes one.
- *
- * Refused: anything but five fields (App Engine "groc" schedules such as `every 5 minutes` send no
- * `X-CloudScheduler-ScheduleTime`), characters or names outside Scheduler's syntax, values out of
- * range, a stepped `*` in one day field with the other day field restricted (cron implementations
- * disagree whether both or either must then match, and Scheduler's docs do not say), and schedules
- * that never fire (`0 0 31 2 *`).
+ * Refused: anything but five fields (App Engine "groc" schedules), characters or names outside
+ * Scheduler's syntax, values out of range, a stepped `*` in one day field with the other
+ * restricted (implementations disagree), and schedules that never fire (`0 0 31 2 *`).
  *
  * @returns one sentence naming the problem and what to write instead, or `undefined`.
  * @example
@@ -448,11 +411,8 @@ const GAP_SAMPLE = 1000;
 
 /**
  * The shortest gap between consecutive slots of the job, in ms: the bound a forced run's
- * tolerance must stay under, or "Force run" is taken as the next slot's run. Compares the first
- * 1,000 slots of {@link SLOT_RANGE}, not the ones after now, so every instance of a revision gets
- * the same answer (a tolerance that differed between instances would give one delivery two run
- * ids); those slots span every gap a cron schedule repeats within 16 hours (per minute) to
- * centuries (yearly), and a fall-back transition for any job that runs at least every day.
+ * tolerance must stay under. Compares the first 1,000 slots of {@link SLOT_RANGE}, not the ones
+ * after now, so every instance of a revision gets the same answer (docs/limits.md).
  *
  * @returns the gap, or `undefined` for a schedule with fewer than two slots in the range.
  * @example shortestGapMs({ schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' }) // 60_000
