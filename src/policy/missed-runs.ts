@@ -5,7 +5,7 @@
  * it). A check runs at a processed delivery of a job's first slot in a {@link CHECK_PERIOD_MS}
  * period, and at each run of the run audit (`run-audit.ts`); it goes on from the job's cursor
  * (`missed-run-cursor.ts`). A failed attempt that no Scheduler retry can follow reports itself in
- * its release write ({@link finalFailureReporter}). The argument for each rule is in
+ * its release write (`final-failure.ts`). The argument for each rule is in
  * docs/how-it-works.md ("Missed runs").
  */
 import { randomUUID } from 'node:crypto';
@@ -49,6 +49,7 @@ export const CHECK_PERIOD_MS = 3_600_000;
  * next deliveries, each going on from the cursor.
  */
 export const MAX_CHECK_SLOTS = 1000;
+
 /**
  * Whether `slot` is the job's first slot in its {@link CHECK_PERIOD_MS} period (periods count from
  * the Unix epoch): a delivery of it runs the check. Pure, so every instance agrees.
@@ -73,6 +74,7 @@ function firstSlotOfPeriod(
   return slotsBetween(job, new Date(periodStart), end, 1).slots[0]?.getTime();
 }
 
+/** The fields of a report's log line. */
 function fields(row: SlotRow) {
   return {
     jobName: row.job,

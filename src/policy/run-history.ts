@@ -203,6 +203,18 @@ export async function slotsForcedRun(
   return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
 }
 
+/** The fields of a row without a readable run. */
+const NO_RUN = {
+  attempts: 0,
+  startedLateMs: undefined,
+  durationMs: undefined,
+  attemptId: undefined,
+  lastError: undefined,
+  reported: false,
+  rerunOf: undefined,
+  notes: Object.freeze({}),
+} as const;
+
 function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
   return from === undefined || to === undefined ? undefined : to.getTime() - from.getTime();
 }
@@ -221,41 +233,14 @@ export function slotRow(
   // A lease from the future is unreadable here too (`judgedAt`): one rule everywhere.
   const record = stored === undefined ? undefined : judgedAt(stored, now);
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
-  const base = {
-    job: job.id,
-    slot,
-    runId,
-    kind: record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot'),
-  } as const;
+  const kind = record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
+  const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
   if (record === undefined) {
-    return {
-      ...base,
-      state: pastWindow ? 'missed' : 'pending',
-      final: pastWindow,
-      attempts: 0,
-      startedLateMs: undefined,
-      durationMs: undefined,
-      attemptId: undefined,
-      lastError: undefined,
-      reported: false,
-      rerunOf: undefined,
-      notes: {},
-    };
+    return { ...base, state: pastWindow ? 'missed' : 'pending', final: pastWindow };
   }
   if (record.status === 'unreadable') {
-    return {
-      ...base,
-      state: 'unreadable',
-      final: false,
-      attempts: 0,
-      startedLateMs: undefined,
-      durationMs: undefined,
-      attemptId: undefined,
-      lastError: `${record.field} ${record.problem}`,
-      reported: false,
-      rerunOf: undefined,
-      notes: {},
-    };
+    const lastError = `${record.field} ${record.problem}`;
+    return { ...base, state: 'unreadable', final: false, lastError };
   }
   const run: RunRecord = record;
   const state: SlotState = lapsedPastWindow(job, slot, run, now) ? RunStatus.Failed : run.status;
