@@ -7,7 +7,6 @@ import type { DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
 import { readCursor } from '../src/policy/missed-run-cursor.ts';
 import {
-  beforeRules,
   isSlotOf,
   type JudgedRule,
   nextRules,
@@ -21,7 +20,8 @@ import {
  * of each missed row).
  */
 export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
-  if (beforeRules(rules, slot.getTime())) return false;
+  // Before the oldest rule's first sighting, a rule no longer kept may have ruled it.
+  if (slot.getTime() < (rules[0]?.since ?? Number.NEGATIVE_INFINITY)) return false;
   return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
 }
 

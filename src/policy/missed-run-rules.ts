@@ -92,11 +92,6 @@ export function nextRules(
   return [first, ...rest];
 }
 
-/** Whether `t` lies before the oldest rule's first sighting: a rule no longer kept may have ruled it. */
-export function beforeRules(rules: readonly JudgedRule[], t: number): boolean {
-  return t < (rules[0]?.since ?? Number.NEGATIVE_INFINITY);
-}
-
 /** The rules that may have been in force at `t`: each from the last sighting of the one before it. */
 export function possibleRules(rules: readonly JudgedRule[], t: number): JudgedRule[] {
   return rules.filter(
