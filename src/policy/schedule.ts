@@ -23,9 +23,8 @@ const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
 const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /**
- * The most croner look-ups one search makes per slot it returns (one `previousSlot`, or each slot
- * of `nextSlots` / `slotsBetween`); reaching it is a bug, reported as a `RangeError`, never a
- * wrong answer (why it is never reached: docs/limits.md, "Slot arithmetic's bounds").
+ * The most croner look-ups per slot a search returns; reaching it is a bug, thrown as a
+ * `RangeError`, never a wrong answer (docs/limits.md, "Slot arithmetic's bounds").
  */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
 
@@ -81,16 +80,12 @@ function wallClockCron(schedule: string): Cron {
 }
 
 /**
- * Says what is wrong with a schedule, or nothing if Cloud Scheduler and this module read it alike.
- * Whitespace between fields may be any run of spaces; {@link normaliseSchedule} writes one.
- * Refused: anything but five fields (App Engine "groc" schedules), characters or names outside
- * Scheduler's syntax, values out of range, a stepped `*` in one day field with the other
- * restricted (implementations disagree), and schedules that never fire (`0 0 31 2 *`).
+ * What is wrong with a schedule, in one sentence naming what to write instead, or `undefined` if
+ * Cloud Scheduler and this module read it alike. Refused: anything but five fields (App Engine
+ * "groc"), characters or names outside Scheduler's syntax, values out of range, a stepped `*` in
+ * one day field with the other restricted (implementations disagree), schedules that never fire.
  *
- * @returns one sentence naming the problem and what to write instead, or `undefined`.
- * @example
- * scheduleProblem('0 9 * * MON-FRI');  // undefined
- * scheduleProblem('every 5 minutes');  // 'must be a unix-cron schedule of five fields …'
+ * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
@@ -144,11 +139,7 @@ export function scheduleProblem(schedule: string): string | undefined {
   return undefined;
 }
 
-/**
- * The schedule with its fields separated by one space, as the function declares and deploys it.
- *
- * @example normaliseSchedule(' 0  9 * * MON-FRI ') // '0 9 * * MON-FRI'
- */
+/** The schedule with its fields separated by one space, as the function declares and deploys it. */
 export function normaliseSchedule(schedule: string): string {
   return schedule.trim().split(/\s+/).join(' ');
 }
@@ -156,12 +147,10 @@ export function normaliseSchedule(schedule: string): string {
 let canonicalZones: Set<string> | undefined;
 
 /**
- * Says what is wrong with a time zone, or nothing if it is a tz database name that `Intl` knows.
- * Scheduler takes tz database names (`timeZone` of the Job resource; default `Etc/UTC`); UTC offsets
- * such as `+01:00`, which `Intl` also takes, and wrongly capitalised names are refused.
+ * What is wrong with a time zone, or `undefined` for a tz database name that `Intl` knows
+ * (Scheduler's `timeZone`); UTC offsets such as `+01:00` and wrongly capitalised names are refused.
  *
- * @example timeZoneProblem('Europe/Berlin') // undefined
- * @example timeZoneProblem('europe/berlin') // 'must be spelled "Europe/Berlin" …'
+ * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
  */
 export function timeZoneProblem(timeZone: string): string | undefined {
   // A canonical name is known without building a formatter (a millisecond each, per declared job).
@@ -216,9 +205,8 @@ function offsetAt(timeZone: string, t: number): number {
 }
 
 /**
- * The instants (ms, ascending) at which the zone's clock shows `wall`: none in a spring-forward gap,
- * two in a fall-back overlap, else one. The instants lie in [wall − 14 h, wall + 12 h]; the offsets
- * at both ends are the only ones in force there (one change per 26 h at most).
+ * The instants (ms, ascending) at which the zone shows `wall`: none in a spring-forward gap, two in
+ * a fall-back overlap; the offsets 14 h before and 12 h after are the only ones in force.
  */
 function instantsShowing(timeZone: string, wall: number): number[] {
   const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
@@ -236,11 +224,9 @@ function dropAfter(timeZone: string, t: number): number {
 }
 
 /**
- * Every slot strictly after instant `after` (ms), ascending, lazily. Wall-clock times come from
- * croner in ascending order; instants come out of order only around a fall-back transition, where
- * the first pass through the repeated hour precedes wall-clock times that come later. So each
- * instant waits until every wall-clock time that could still precede it has been seen: up to its
- * own wall-clock time plus the drop that follows it.
+ * Every slot strictly after `from` (ms), ascending, lazily. Around a fall-back the repeated hour's
+ * first pass precedes later wall-clock times, so each instant waits until every wall-clock time
+ * that could precede it was seen: its own plus the drop that follows it.
  */
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
@@ -289,15 +275,10 @@ function checkedCount(count: number, what: string): number {
 }
 
 /**
- * The job's next `count` slots strictly after `after`: the instants Cloud Scheduler puts in
- * `X-CloudScheduler-ScheduleTime` (see the module comment for the daylight-saving rule).
+ * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`: the instants
+ * Scheduler sends in `X-CloudScheduler-ScheduleTime`, ascending, whole minutes; fewer only at the
+ * end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
  *
- * @param job - the schedule and its time zone, valid per {@link scheduleProblem} and
- *   {@link timeZoneProblem} (a job from `validateJobs` always is).
- * @param after - exclusive lower bound; pass the last slot to get the ones that follow it.
- * @param count - how many, 1 to {@link MAX_SLOTS}. Fewer come back only at the end of
- *   {@link SLOT_RANGE}.
- * @returns UTC instants, ascending, whole minutes.
  * @throws {RangeError} for an invalid date or count.
  * @example
  * nextSlots({ schedule: '30 2 * * *', timeZone: 'Europe/Berlin' }, new Date('2026-03-28T12:00:00Z'), 2);
@@ -314,14 +295,10 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
 }
 
 /**
- * The job's slots in [`from`, `to`): at or after `from`, before `to`, so consecutive ranges
- * [a, b), [b, c) see every slot once. Bounded: at most `limit` slots come back, and `truncated`
- * says whether the range held more (missed-run checks and backfills then continue from the last).
+ * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `limit` (1 to
+ * {@link MAX_SLOTS}); `truncated` says the range held more.
  *
- * @param limit - 1 to {@link MAX_SLOTS} (the default).
  * @throws {RangeError} for an invalid date or limit.
- * @example
- * const { slots, truncated } = slotsBetween(job, lastCheck, now);
  */
 export function slotsBetween(
   job: ScheduleSpec,
@@ -343,11 +320,9 @@ export function slotsBetween(
 /**
  * The job's latest slot strictly before `before`, or `undefined` if it has none in
  * {@link SLOT_RANGE} (a `before` past the range's end answers the range's last slot).
- * croner walks the wall clock backwards; each wall-clock time maps to its instants as in
- * {@link nextSlots}.
  *
  * @throws {RangeError} for an invalid date.
- * @example previousSlot(job, new Date()) // the run Scheduler last started, if it ran on time
+ * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time
  */
 export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
   const { timeZone } = job;
@@ -378,23 +353,14 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
   }
 }
 
-/**
- * An instant as RFC 3339 in UTC to the second, the form Scheduler sends in
- * `X-CloudScheduler-ScheduleTime`.
- *
- * @example toUtcRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
- */
+/** An instant as RFC 3339 in UTC to the second, as in `X-CloudScheduler-ScheduleTime`. */
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
 }
 
 /**
- * The longest gap between consecutive slots among the next `count` after `after`, in ms: the job's
- * period for alerting ("no run for N periods"), which for irregular schedules (weekdays only) is
- * the longest gap, not the usual one.
- *
- * @returns the gap, or `undefined` when fewer than two slots remain.
- * @example longestGapMs({ schedule: '0 9 * * MON-FRI', timeZone: 'Etc/UTC' }, now) // 3 days, over a weekend
+ * The longest gap between consecutive slots among the next `count` after `after`, ms (`undefined`
+ * with fewer than two): the period for alerting, which for weekdays-only schedules is the weekend.
  */
 export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
   const slots = nextSlots(job, after, count);
@@ -406,16 +372,11 @@ export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number
   return longest;
 }
 
-/** How many slots {@link shortestGapMs} compares. */
 const GAP_SAMPLE = 1000;
 
 /**
- * The shortest gap between consecutive slots of the job, in ms: the bound a forced run's
- * tolerance must stay under. Compares the first 1,000 slots of {@link SLOT_RANGE}, not the ones
- * after now, so every instance of a revision gets the same answer (docs/limits.md).
- *
- * @returns the gap, or `undefined` for a schedule with fewer than two slots in the range.
- * @example shortestGapMs({ schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' }) // 60_000
+ * The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (`undefined` with fewer
+ * than two): the bound of a forced run's tolerance, the same on every instance (docs/limits.md).
  */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
   const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), GAP_SAMPLE);
