@@ -1,12 +1,9 @@
 /**
- * Missed-run detection without a new service: a job's slots are judged once no attempt can come
- * any more (`slot-verdict.ts`), and each that was missed, or failed after every retry, is reported
- * once across all instances, as an ERROR line that a log-based metric counts (`deploy.sh` creates
- * it). A check runs at a processed delivery of a job's first slot in a {@link CHECK_PERIOD_MS}
- * period, and at each run of the run audit (`run-audit.ts`); it goes on from the job's cursor
- * (`missed-run-cursor.ts`). A failed attempt that no Scheduler retry can follow reports itself in
- * its release write (`final-failure.ts`). The argument for each rule is in
- * docs/how-it-works.md ("Missed runs").
+ * Missed-run detection without a new service: each slot judged missed, or failed after every retry
+ * (`slot-verdict.ts`), is reported once across instances as an ERROR line that a log-based metric
+ * counts. A check runs at a processed delivery of a job's first slot in a {@link CHECK_PERIOD_MS}
+ * period and at each run audit, from the job's cursor (`missed-run-cursor.ts`); a failed attempt
+ * no retry can follow reports itself (`final-failure.ts`). Why: docs/how-it-works.md "Missed runs".
  */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
@@ -44,17 +41,12 @@ export const FAILED_AFTER_RETRIES = 'run failed after retries';
 
 /** How often a job's closed slots are checked by its own deliveries at most, in ms: hourly. */
 export const CHECK_PERIOD_MS = 3_600_000;
-/**
- * The most slots one check reads (two batched reads); a longer closed range is checked over the
- * next deliveries, each going on from the cursor.
- */
+/** The most slots one check reads (two batched reads); the next checks go on from the cursor. */
 export const MAX_CHECK_SLOTS = 1000;
 
 /**
- * Whether `slot` is the job's first slot in its {@link CHECK_PERIOD_MS} period (periods count from
- * the Unix epoch): a delivery of it runs the check. Pure, so every instance agrees.
- *
- * @example isDueSlot({ schedule: '*\/5 * * * *', timeZone: 'Etc/UTC' }, new Date('2026-10-16T12:00:00Z')) // true
+ * Whether `slot` is the job's first slot in its {@link CHECK_PERIOD_MS} period (from the Unix
+ * epoch): a delivery of it runs the check. Pure, so every instance agrees.
  */
 export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot: Date): boolean {
   return firstSlotOfPeriod(job, periodOf(slot.getTime())) === slot.getTime();
@@ -97,10 +89,7 @@ export interface MissedRunCheckDeps {
   >;
   /** Firestore's time now: the one clock windows and leases are judged by. */
   readonly clock: () => Promise<Date>;
-  /**
-   * `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's through `forcedRunToleranceMs`): a forced
-   * run first claimed within it before its slot, or later, is that slot's run. 0 by default.
-   */
+  /** `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's: `forcedRunToleranceMs`); 0 by default. */
   readonly forcedRunToleranceMs?: number;
 }
 
@@ -135,8 +124,8 @@ interface Judged {
 }
 
 /**
- * The findings of `slots` in order, from their rows and the end of the execution before them
- * (`previousEnd`, ms); stops at the first slot still open, which the cursor stops at.
+ * The findings of `slots` in order (`previousEnd`: the end of the execution before them, ms); stops
+ * at the first slot still open, where the cursor stops.
  */
 function judge(
   job: DeclaredJob,
@@ -169,10 +158,9 @@ function judge(
 }
 
 /**
- * Missed-run detection for the jobs of one function instance: {@link isDue} says whether a
- * processed delivery checks, {@link check} checks a job's slots whose windows closed since the last
- * check. Safe to share across concurrent requests; it remembers only where its own last check left
- * each cursor.
+ * Missed-run detection for one instance's jobs: {@link isDue} says whether a processed delivery
+ * checks, {@link check} judges the slots closed since the last check. Safe across concurrent
+ * requests; it remembers only where its own last check left each cursor.
  *
  * @example
  * const missedRuns = new MissedRunCheck({ history, jobDocuments, clock: () => ledger.serverTime() });
@@ -188,10 +176,9 @@ export class MissedRunCheck {
   }
 
   /**
-   * Whether a processed delivery of `slot` should check: its slot is due ({@link isDueSlot}), or
-   * this instance's last check left the cursor two periods or more behind the closed boundary. No
-   * I/O: the clock is read only when a cursor is known, and `ledger.serverTime()` reads nothing
-   * once the instance learnt Firestore's time.
+   * Whether a processed delivery of `slot` should check: it is due ({@link isDueSlot}), or this
+   * instance's last check left the cursor two periods or more behind the closed boundary. Reads the
+   * clock only when a cursor is known.
    *
    * @throws {LedgerUnavailableError} if the clock must be learnt and Firestore fails.
    */
@@ -204,18 +191,14 @@ export class MissedRunCheck {
   }
 
   /**
-   * Judges the job's slots since its cursor (`slotVerdict`), reports each missed or finally
-   * failed one that nobody reported (ERROR `missed run` / `run failed after retries` with job, slot,
-   * run id and state), then moves the cursor. Costs one read of the cursor; when slots closed
-   * since, one batched read per 500 slots (the slot before the range included), one write per
-   * report, and the fenced cursor write.
+   * Judges the job's slots since its cursor, reports each missed or finally failed one nobody
+   * reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor. One
+   * read of the cursor; when slots closed, one batched read per 500 slots, a write per report, the
+   * fenced cursor write.
    *
    * @param scope - the key scope of the runs to check (the delivery's).
-   * @returns what it checked and reported.
-   * @throws {LedgerUnavailableError} if a read or a write fails (the cursor has not moved, so the
-   *   next check covers the range; reports are once by their own writes); the caller logs it: a
-   *   failed check must never fail a run.
-   * @example const { reported } = await missedRuns.check(job, [], logger);
+   * @throws {LedgerUnavailableError} if a read or a write fails: the cursor has not moved, so the
+   *   next check covers the range; the caller logs it (a failed check must never fail a run).
    */
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
@@ -231,9 +214,8 @@ export class MissedRunCheck {
   }
 
   /**
-   * Reads the cursor document: its pauses (reporting one past its bound, once: the cursor write is
-   * then fenced on that report's), its cursor, and the window they give; `undefined` when the check
-   * must stop (another writer came first, or the cursor is unreadable).
+   * Reads the cursor document: its pauses (reporting one past its bound: the cursor write is then
+   * fenced on that report's), its cursor, the window they give; `undefined` if the check must stop.
    */
   async #window(job: DeclaredJob, scope: Scope, logger: Logger): Promise<Window | undefined> {
     const { jobDocuments, clock } = this.#deps;
@@ -261,10 +243,7 @@ export class MissedRunCheck {
     return { ...range, id, updateTime, pauses };
   }
 
-  /**
-   * Nothing closed: writes only a job's first cursor (a weekly job has one from then on), a
-   * changed rule, a fresh start, or a heartbeat that shows the job is still checked.
-   */
+  /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
   async #moveIdle(job: DeclaredJob, window: Window): Promise<CheckResult> {
     const { cursor, boundary, from } = window;
     const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
