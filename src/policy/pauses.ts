@@ -24,11 +24,7 @@ export const MIN_PAUSE_MS = 60_000;
 export const MAX_PAUSE_NOTE_LENGTH = 500;
 /** Pauses kept on a document: the newest; older ones are dropped when a pause is added. */
 export const MAX_PAUSES = 20;
-/**
- * How far a stored pause time may lie after the reader's `now`, ms: times are Firestore's, and a
- * reader's estimate of Firestore's time may be off by a few seconds. A later one was not written
- * by this code.
- */
+/** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
 /** One pause of a job. Times are Firestore's. */
@@ -82,11 +78,7 @@ function optionalTime(value: unknown): Date | undefined | 'bad' {
   return value instanceof Timestamp ? value.toDate() : 'bad';
 }
 
-/**
- * One stored pause, or `undefined` for one this code would never write (a `paused_at`,
- * `resumed_at` or `overdue_reported_at` after `now` + {@link PAUSE_CLOCK_SLACK_MS}, a resume before
- * the pause, an `until` the CLI refuses).
- */
+/** One stored pause, or `undefined` for one this code never writes (e.g. past the CLI's bounds). */
 function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const stored = value as Record<string, unknown>;
@@ -113,12 +105,9 @@ function readPause(value: unknown, now: Date): Pause | undefined {
 }
 
 /**
- * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` when the
- * field holds anything this code would never write (then no slot counts as paused: a slot is
- * reported missed rather than hidden).
- *
- * @param now - Firestore's time (or the reader's estimate of it): a pause time after it, beyond
- *   {@link PAUSE_CLOCK_SLACK_MS}, makes the field unreadable.
+ * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` for anything
+ * this code would never write (a pause time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping
+ * pauses): then no slot counts as paused, so a slot is reported missed rather than hidden.
  */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
@@ -179,16 +168,14 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
   return now >= pauseBound(pause) ? pause : undefined;
 }
 
-/** What {@link reportOverduePause} needs of the per-job documents. */
 export type PauseDocuments = Pick<RunDocuments, 'update'>;
 
 /**
- * Reports the job's active pause once it is past its bound: sets `overdue_reported_at`, fenced on
- * the update time of the read that found it unreported; only the call whose write lands logs
- * ERROR {@link PAUSE_OVERDUE}.
+ * Reports the job's active pause past its bound once: sets `overdue_reported_at` fenced on the
+ * read's update time; only the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
  *
- * @returns the document's new update time (the fencing token of a write after it), the read's
- *   own when there was nothing to report, or `changed` when another writer came first.
+ * @returns the document's new update time (the read's own if nothing was due), or `changed` if
+ *   another writer came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(

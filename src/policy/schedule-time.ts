@@ -1,8 +1,7 @@
 /**
  * Which schedule times a delivery may carry (from the retention's reach to the job's next slot),
  * and how early a delivery may come and still be its slot's run (the forced-run tolerance). Pure:
- * the caller passes Firestore's time. The rules: docs/how-it-works.md, "Which schedule times a
- * delivery may carry".
+ * the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
  */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
@@ -18,10 +17,9 @@ import {
 const tolerances = new Map<string, number>();
 
 /**
- * How early a delivery of `job` may come and still be its slot's run, in ms: `configuredMs`
- * (`FORCED_RUN_TOLERANCE_SECONDS`), at most half the job's shortest gap between slots, so a slot's
- * tolerance never reaches back to the slot before it. Computed when first asked, once per schedule
- * and zone in a process (1,000 slots, tens of ms), and the same on every instance of a revision.
+ * How early a delivery may come and still be its slot's run, ms: `configuredMs`, at most half the
+ * job's shortest gap (never reaching back to the slot before). Computed once per schedule and zone
+ * in a process, the same on every instance of a revision.
  *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
@@ -37,12 +35,8 @@ export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): n
 }
 
 /**
- * The oldest schedule time a delivery may carry at `now`: `RETENTION_SECONDS` back, less the
- * tolerance (a slot's record can be first written that much before its time, and expires
- * `retention` after that), and never before {@link SLOT_RANGE}.
- *
- * @param retentionMs - `RETENTION_SECONDS` in ms.
- * @param toleranceMs - the job's {@link forcedRunToleranceMs}.
+ * The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance (a
+ * slot's record can be first written that much early), never before {@link SLOT_RANGE}.
  */
 export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
   return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
@@ -103,15 +97,11 @@ export function scheduleTimeProblem(
 }
 
 /**
- * The cold-start check of the retention against the jobs: for each job whose retry window plus
- * its forced-run tolerance reaches `RETENTION_SECONDS`, one sentence naming both. A Scheduler
- * retry that late would find its run's record possibly deleted (so it could run again), and is
- * refused by {@link scheduleTimeProblem}. Else, one whose judging delay (`judgingDelayMs`, the
- * formula missed-run detection closes slots by) plus the tolerance reaches it: a slot judged
- * that late could have lost its record, so detection would never report it.
+ * The cold-start check of the retention (ms) against the jobs: one sentence per job whose retry
+ * window, or else whose judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it:
+ * a retry that late could find its record deleted and run again (and is refused by
+ * {@link scheduleTimeProblem}); a slot judged that late could never be reported.
  *
- * @param retentionMs - `RETENTION_SECONDS` in ms.
- * @param configuredToleranceMs - `FORCED_RUN_TOLERANCE_SECONDS` in ms.
  * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
  */
 export function retentionProblems(
