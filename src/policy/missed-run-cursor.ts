@@ -13,25 +13,19 @@ import { type Pause, readPauses } from './pauses.ts';
 import { longestGapMs } from './schedule.ts';
 import { closedAfterMs } from './slot-verdict.ts';
 
-/**
- * How far back the first check of a job (no cursor yet, or one the TTL removed) looks for its first
- * record, in ms: a day.
- */
+/** How far back a job's first check (no cursor, or one the TTL removed) looks, ms: a day. */
 export const FIRST_LOOK_BACK_MS = 86_400_000;
 /** A cursor unwritten this long is written again though nothing closed, ms: its last check shows. */
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
 /**
- * A cursor unwritten for this long (or four of the job's longest gaps, if longer), ms, means nothing
- * checked the job meanwhile (it was not declared): the check starts afresh, in one line.
+ * A cursor unwritten this long (or four of the job's longest gaps), ms: nothing checked the job
+ * meanwhile (it was not declared), so the check starts afresh, in one line.
  */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
 /** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
 const CURSOR_CLOCK_SLACK_MS = 10_000;
 
-/**
- * The id of a job's check cursor in the per-job documents: `{jobId}~check`, with a hash of the
- * delivery's key scope when it has one (each scope has runs of its own).
- */
+/** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
 export function checkDocumentId(jobId: string, scope: Scope): string {
   if (scope.length === 0) return `${jobId}~check`;
   const hash = createHash('sha256').update(JSON.stringify(scope)).digest('hex').slice(0, 16);
@@ -53,8 +47,8 @@ export interface Cursor {
 /**
  * The cursor in a document, `unreadable` for one this code would never write: a `closed_after_ms`
  * that is no positive whole number of ms, a cursor ahead of the job's own closed boundary
- * (`now − closedAfterMs(job)`: a hand-edited `closed_after_ms` cannot move it), malformed rules (a
- * schedule or zone a declaration refuses). A changed retry policy keeps an earlier cursor readable.
+ * (`now − closedAfterMs(job)`: a hand-edited `closed_after_ms` cannot move it), malformed rules.
+ * A changed retry policy keeps an earlier cursor readable.
  */
 export function readCursor(
   data: DocumentData | undefined,
@@ -192,10 +186,7 @@ export function windowOf(
   };
 }
 
-/**
- * The pauses on the cursor document (`pauses.ts`): a slot inside one is not missed. Unreadable
- * ones count as none, said in one line.
- */
+/** The pauses on the cursor document (`pauses.ts`); unreadable ones count as none, said once. */
 export function pausesOf(
   job: DeclaredJob,
   id: string,
