@@ -110,8 +110,6 @@ export function isSlotOf(rule: ScheduleSpec, t: number): boolean {
  * The slots of [from, to) to judge under `rules`: a time that every rule possibly in force then
  * schedules (after a change, old slots by the old rule, new ones by the new, and in between only
  * those both schedule; none before the oldest rule's `since`), at most `max`, oldest first.
- *
- * @example judgedSlots([{ schedule: '* * * * *', timeZone: 'Etc/UTC', until }, { schedule: '*\/2 * * * *', timeZone: 'Etc/UTC', since }], from, to, 1000)
  */
 export function judgedSlots(
   rules: readonly JudgedRule[],

@@ -20,17 +20,12 @@ export interface RerunRefusal {
 
 /**
  * Checks a re-run of slot `scheduleTime` of `job` (the rules above): pure checks first, then one
- * read of the slot's record.
+ * read of the slot's record (`slotRunId`, what the re-run names in `rerun_of`) at `now`
+ * (Firestore's). A slot without a record whose `forced` run was its own delivery
+ * (`isSlotsOwnDelivery`, tolerance in ms) is judged by that run's record (a second read).
  *
- * @param slotRunId - the slot's own run id (what the re-run's record names in `rerun_of`).
- * @param now - Firestore's time now.
- * @param forced - the slot's forced run's id and the job's forced-run tolerance, ms: a slot
- *   without a record of its own whose forced run was its own delivery (`isSlotsOwnDelivery`) is
- *   judged by that run's record (a second read, only then).
  * @returns `undefined` when the re-run may run, else why not.
  * @throws {LedgerUnavailableError} if the read fails.
- * @example
- * const refusal = await rerunRefusal(job, '2026-10-16T12:00:00Z', slotRunId, await clock(), history);
  */
 export async function rerunRefusal(
   job: DeclaredJob,
