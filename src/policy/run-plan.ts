@@ -22,11 +22,7 @@ export type TriggerMode = (typeof TRIGGER_MODES)[number];
 export interface Trigger {
   readonly mode: TriggerMode;
   readonly id: string;
-  /**
-   * The caller asked to run beside another run of the job (`npm run trigger -- JOB
-   * --allow-overlap`, header `X-Run-Once-Allow-Overlap: true`): the job's overlap policy is not
-   * applied to this run. Only a run asked for by hand can ask it.
-   */
+  /** Run beside another run of the job (`--allow-overlap`): the overlap policy is not applied. */
   readonly allowOverlap?: boolean;
 }
 
@@ -41,9 +37,8 @@ export interface ScheduledRun {
   /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
   /**
-   * Set on a slot's delivery by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
-   * --slot T`; header `X-Run-Once-Backfill: true`): a slot the overlap policy `skip` would skip is
-   * then not recorded `skipped` (final) but answered `waiting`, so it stays missed.
+   * A backfill's delivery of a slot (`X-Run-Once-Backfill: true`): a slot the overlap policy `skip`
+   * would skip is answered `waiting`, not recorded `skipped`, so it stays missed.
    */
   readonly backfill?: boolean;
   /**
@@ -60,20 +55,13 @@ export interface RunPlan {
   readonly kind: RunKind;
   /** What the record stores about the run. */
   readonly details: RunDetails;
-  /**
-   * The job's overlap policy, for every kind of run; `allow` for a manual run or re-run whose
-   * trigger asked to overlap ({@link Trigger.allowOverlap}).
-   */
+  /** The job's overlap policy; `allow` for a run whose trigger asked to overlap. */
   readonly overlap: OverlapPolicy;
 }
 
 /**
- * Plans the run of a delivery of `job`.
- *
- * @param now - Firestore's time now (a read on an instance that has not talked to Firestore yet).
- * @param toleranceMs - how early a delivery may be and still be its slot's, ms: the job's
- *   `forcedRunToleranceMs`.
- * @example const plan = await planRun(run, job, () => ledger.serverTime(), 60_000);
+ * Plans the run of a delivery of `job`: `now` gives Firestore's time (read only for a timed
+ * delivery), `toleranceMs` is the job's `forcedRunToleranceMs`.
  */
 export async function planRun(
   run: ScheduledRun,
