@@ -26,15 +26,9 @@ export interface UntimedForceRun {
 
 /**
  * The schedule time of a "Force run" of `job` that came without `X-CloudScheduler-ScheduleTime`:
- * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` whose forced
- * run has a record first claimed less than the job's retry window (`retryWindowMs`) ago, else the
- * job's next slot after `now`.
- *
- * @param now - Firestore's time now.
- * @param readMany - the batched read of run records (`RunHistory.getMany`).
- * @returns `undefined` when the schedule never fires again.
- * @throws whatever `readMany` throws (`LedgerUnavailableError`).
- * @example const forced = await untimedForceRun(job, [], now, (ids) => history.getMany(ids));
+ * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` (Firestore's)
+ * whose forced run was first claimed less than the job's retry window ago, else the next slot;
+ * `undefined` when the schedule never fires again. Throws what `readMany` throws.
  */
 export async function untimedForceRun(
   job: DeclaredJob,
