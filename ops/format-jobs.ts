@@ -5,7 +5,8 @@
 
 import type { DeclaredJob, JobInfo } from '../src/policy/job-declaration.ts';
 import { retryWindowMs } from '../src/policy/retry-policy.ts';
-import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../src/policy/schedule.ts';
+import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { toZonedRfc3339 } from './slots.ts';
 import { formatTable } from './table.ts';
 
 /** A job and its next fire times. */

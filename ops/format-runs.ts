@@ -43,7 +43,7 @@ export function humanDuration(ms: number | undefined): string {
 
 /**
  * The rows that count: manual and forced runs, and every slot of a job from its oldest slot with a
- * record in `rows` on (the rule `sinceFirstRecord` applies to missed-run detection). A missed slot
+ * record in `rows` on (missed-run detection skips slots before a job's first record too). A missed slot
  * before that may predate the job (a new job, a fresh emulator): `--check` does not count it, and
  * the table and the JSON say so.
  */

@@ -29,19 +29,13 @@ import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId } from '../src/policy/missed-runs.ts';
-import {
-  PauseRefused,
-  pauseBound,
-  pauseNoteProblem,
-  pauseUntilProblem,
-  recordPause,
-  recordResume,
-} from '../src/policy/pauses.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
+import { pauseBound, pauseNoteProblem, pauseUntilProblem } from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
+import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 
 const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]

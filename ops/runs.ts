@@ -41,18 +41,13 @@ import { ConfigError } from '../src/policy/errors.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId, isJudgedSlot, rulesInForce } from '../src/policy/missed-runs.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { type Pause, pauseBound, pausedRow, readPauses } from '../src/policy/pauses.ts';
-import { RunHistory, readHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
-import {
-  MAX_SLOTS,
-  nextSlots,
-  previousSlots,
-  slotsBetween,
-  toUtcRfc3339,
-} from '../src/policy/schedule.ts';
+import { RunHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
+import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
+import { isJudgedSlot, rulesInForce } from './check-rules.ts';
 import { namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
@@ -67,6 +62,8 @@ import {
 } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 import { scopeArgs, scopeRequest } from './scope-args.ts';
+import { readHistory } from './slot-history.ts';
+import { previousSlots } from './slots.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
@@ -315,7 +312,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
         `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
       );
     }
-    const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+    const tolerance = () => forcedRunToleranceMs(job, config.forcedRunToleranceMs);
     const read = await readHistory(history, job, slots, scope, at, tolerance);
     const slotIds = new Set(read.rows.map((row) => row.runId));
     const judgedAt = at ?? read.readTime;

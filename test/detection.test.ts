@@ -8,13 +8,16 @@ import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { checkFailures } from '../ops/format-runs.ts';
+import { readHistory } from '../ops/slot-history.ts';
 import { jobs as starterJobs } from '../src/jobs.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
-import { checkDocumentId, closedAfterMs, MissedRunCheck } from '../src/policy/missed-runs.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
+import { MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { backoffMs, makesRetry, retryWindowMs } from '../src/policy/retry-policy.ts';
 import { defineAuditJob, isAuditJob } from '../src/policy/run-audit.ts';
-import { readHistory, slotRunId } from '../src/policy/run-history.ts';
+import { slotRunId } from '../src/policy/run-history.ts';
 import { retentionProblems } from '../src/policy/schedule-time.ts';
+import { closedAfterMs } from '../src/policy/slot-verdict.ts';
 import {
   at,
   type DrivenClock,

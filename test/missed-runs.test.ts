@@ -10,9 +10,10 @@ import { Timestamp } from '@google-cloud/firestore';
 import type { JobDeclaration } from '../src/policy/job-declaration.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId, closedAfterMs } from '../src/policy/missed-runs.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { retryWindowMs } from '../src/policy/retry-policy.ts';
 import { defineAuditJob } from '../src/policy/run-audit.ts';
+import { closedAfterMs } from '../src/policy/slot-verdict.ts';
 import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 
 const MINUTE = 60_000;

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { emulatorPauses } from '../ops/local-pauses.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId } from '../src/policy/missed-runs.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { type Pause, pausesField } from '../src/policy/pauses.ts';
 import { defineAuditJob } from '../src/policy/run-audit.ts';
 import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';

@@ -1,15 +1,7 @@
 /**
- * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is. The Scheduler guide
- * ("deduplicate job requests") says a manual run's `X-CloudScheduler-ScheduleTime` "uses the
- * timestamp of the next scheduled execution or may be omitted": without it, the delivery is the
- * same forced run as with it, keyed on the job's next slot by Firestore's clock, so a second click
- * in the same period is a duplicate and the slot still runs at its time.
- *
- * Its retries carry no time either, so a retry that comes after that slot would see the slot
- * after it as "next". Job.schedule says retries stop "until the next scheduled start time"; the
- * "Retry jobs" page says they may continue through it. So the forced runs of the slots that have
- * come within the job's retry window are looked at first: one whose first claim is within that
- * window is the run this delivery retries.
+ * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is: the forced run of a
+ * recent slot it retries, else the job's next slot by Firestore's clock (docs/how-it-works.md,
+ * "A Force run without schedule time").
  */
 
 import type { BatchRead } from '../core/run-documents.ts';
@@ -34,15 +26,9 @@ export interface UntimedForceRun {
 
 /**
  * The schedule time of a "Force run" of `job` that came without `X-CloudScheduler-ScheduleTime`:
- * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` whose forced
- * run has a record first claimed less than the job's retry window (`retryWindowMs`) ago, else the
- * job's next slot after `now`.
- *
- * @param now - Firestore's time now.
- * @param readMany - the batched read of run records (`RunHistory.getMany`).
- * @returns `undefined` when the schedule never fires again.
- * @throws whatever `readMany` throws (`LedgerUnavailableError`).
- * @example const forced = await untimedForceRun(job, [], now, (ids) => history.getMany(ids));
+ * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` (Firestore's)
+ * whose forced run was first claimed less than the job's retry window ago, else the next slot;
+ * `undefined` when the schedule never fires again. Throws what `readMany` throws.
  */
 export async function untimedForceRun(
   job: DeclaredJob,

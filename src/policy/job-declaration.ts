@@ -1,8 +1,6 @@
 /**
- * Job declarations: each scheduled job is declared in code with its id, schedule, time zone, Cloud
- * Scheduler settings and the function that does the work. `validateJobs` checks a list of them at
- * cold start (and before a deploy), the way `loadConfig` checks the environment: every problem at
- * once, in one `ConfigError`.
+ * Job declarations in code (id, schedule, zone, Scheduler settings, the work); `validateJobs` checks
+ * them at cold start and before a deploy: every problem at once, in one `ConfigError`.
  */
 
 import type { JobInfo, JobRun } from '../core/job-context.ts';
@@ -13,8 +11,8 @@ import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.
 export type { JobInfo, JobRun } from '../core/job-context.ts';
 
 /**
- * One job as the user declares it. Only `id`, `schedule` and `run` are required; every setting left
- * out takes its value from {@link JOB_DEFAULTS}. Durations are whole seconds, as `gcloud` takes them.
+ * One job as the user declares it: `id`, `schedule` and `run` required, the rest from
+ * {@link JOB_DEFAULTS}. Durations are whole seconds, as `gcloud` takes them (docs/jobs.md).
  */
 export interface JobDeclaration {
   /**
@@ -24,9 +22,8 @@ export interface JobDeclaration {
    */
   readonly id: string;
   /**
-   * When the job runs: unix-cron, five fields (`minute hour day-of-month month day-of-week`), read in
-   * `timeZone`. App Engine "groc" schedules (`every 5 minutes`) are refused: they send no
-   * `X-CloudScheduler-ScheduleTime`. See `src/schedule.ts` for the accepted syntax.
+   * When the job runs: unix-cron, five fields (`minute hour day-of-month month day-of-week`), read
+   * in `timeZone`; the accepted syntax: `scheduleProblem` (`src/policy/schedule.ts`).
    */
   readonly schedule: string;
   /** The tz database zone the schedule is read in, e.g. `Europe/Berlin`; default `Etc/UTC`. */
@@ -43,47 +40,25 @@ export interface JobDeclaration {
   readonly maxBackoffSeconds?: number;
   /** How many times the wait between retries doubles before it grows linearly, 0-999; default 5. */
   readonly maxDoublings?: number;
-  /**
-   * What a slot does when it arrives while an earlier slot of the same job is still running
-   * (Temporal's overlap policy, Kubernetes' `concurrencyPolicy`): {@link OVERLAP_POLICIES}.
-   * Default `allow`.
-   */
+  /** What a slot does while an earlier run of the job still runs; default `allow`. */
   readonly overlap?: OverlapPolicy;
   /** The work: called at most once per scheduled run while each attempt holds its lease. */
   readonly run: JobRun;
 }
 
-/**
- * Overlap policies:
- * - `allow`: slots are independent; a slot runs even while an earlier one still runs. No extra cost.
- * - `skip`: a slot that arrives while an earlier slot runs is not run: answered 200 `skipped` and
- *   recorded as `skipped`, so it is neither retried nor counted as missed. One read more per slot.
- * - `wait`: such a slot is answered 409, so Scheduler's retry comes back later (within its retry
- *   window; past it the slot shows as missed). One read more per slot, nothing written.
- */
+/** Overlap policies, each with its answer and cost: docs/operations.md, "Overlap policy". */
 export const OVERLAP_POLICIES = ['allow', 'skip', 'wait'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
-/**
- * A validated declaration with every default filled in; frozen. The fields mean what they mean in
- * {@link JobDeclaration}; durations are whole seconds, as `deploy.sh` passes them to `gcloud`.
- */
+/** A validated declaration, every default filled in, frozen; fields as in {@link JobDeclaration}. */
 export interface DeclaredJob extends JobInfo {
-  /** How long Scheduler waits for one attempt, in s (15-1800). */
   readonly attemptDeadlineSeconds: number;
-  /** Retries after a failed attempt (0-5). */
   readonly retryCount: number;
-  /** Time limit for retries from the first attempt, in s (0: unlimited, `retryCount` limits). */
   readonly maxRetryDurationSeconds: number;
-  /** Shortest wait before a retry, in s. */
   readonly minBackoffSeconds: number;
-  /** Longest wait before a retry, in s. */
   readonly maxBackoffSeconds: number;
-  /** How many times the wait between retries doubles. */
   readonly maxDoublings: number;
-  /** What a slot does while an earlier slot of the job still runs. */
   readonly overlap: OverlapPolicy;
-  /** The work. */
   readonly run: JobRun;
 }
 
@@ -124,9 +99,8 @@ export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number,
 };
 
 /**
- * Declares a job. An identity function: it returns `declaration` unchanged and exists for the type,
- * so an editor checks the fields and infers `ctx` in `run`. Validation happens in
- * {@link validateJobs}, where every problem of every job is reported together.
+ * Declares a job: returns `declaration` unchanged, for the type (an editor checks the fields and
+ * infers `ctx`); {@link validateJobs} validates.
  *
  * @example
  * export const nightlyReport = defineJob({
@@ -146,17 +120,12 @@ function describeJob(declaration: unknown, index: number): string {
 }
 
 /**
- * Validates declarations and fills in defaults.
+ * Validates declarations and fills in defaults: the jobs in declaration order, each frozen, in a
+ * frozen array.
  *
- * @param declarations - the list from `src/jobs.ts` (or a test's).
- * @returns the jobs in declaration order, each frozen with every setting resolved, in a frozen array.
- * @throws {ConfigError} listing every problem of every job at once: an id that breaks Scheduler's
- *   rule or repeats another job's, a schedule or time zone that `src/schedule.ts` refuses, a setting
- *   outside {@link SETTING_RANGES}, a minimum backoff above the maximum, a missing `run`, or an
- *   empty list.
- * @example
- * const jobs = validateJobs([defineJob({ id: 'hourly', schedule: '0 * * * *', run })]);
- * jobs[0].timeZone; // 'Etc/UTC'
+ * @throws {ConfigError} listing every problem of every job at once: a bad or repeated id, a schedule
+ *   or zone `schedule.ts` refuses, a setting outside {@link SETTING_RANGES}, a minimum backoff above
+ *   the maximum, a missing `run`, an empty list.
  */
 export function validateJobs(declarations: readonly JobDeclaration[]): readonly DeclaredJob[] {
   const problems: string[] = [];
@@ -224,26 +193,16 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
 }
 
 /**
- * The declared job that `X-CloudScheduler-JobName` names. Scheduler sends the short job id ("the
- * short job identifier (JOB_ID) of projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID",
- * https://cloud.google.com/scheduler/docs/configuring/deduplicate-job-requests); the full name is
- * accepted too. Ids compare exactly (case-sensitive).
- *
- * @param jobs - the result of {@link validateJobs}.
- * @param jobName - the header's value, already checked by `readDeliveryHeaders`.
- * @returns the job, or `undefined` if none is declared with that id.
- * @example findJob(jobs, req.get('X-CloudScheduler-JobName') ?? '')?.run(ctx)
+ * The declared job that `X-CloudScheduler-JobName` names (the short job id, as Scheduler sends it,
+ * https://cloud.google.com/scheduler/docs/configuring/deduplicate-job-requests, or the full name:
+ * `jobIdOf`), compared exactly; `undefined` if none is declared.
  */
 export function findJob(jobs: readonly DeclaredJob[], jobName: string): DeclaredJob | undefined {
   const id = jobIdOf(jobName);
   return id === undefined ? undefined : jobs.find((job) => job.id === id);
 }
 
-/**
- * The part of a declared job that `ctx.job` carries: a new frozen object without `run` or settings.
- *
- * @example jobInfoOf(job) // { id: 'nightly-report', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' }
- */
+/** The part of a declared job that `ctx.job` carries: a new frozen object without `run` or settings. */
 export function jobInfoOf(job: DeclaredJob): JobInfo {
   return Object.freeze({ id: job.id, schedule: job.schedule, timeZone: job.timeZone });
 }

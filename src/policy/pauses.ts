@@ -1,14 +1,8 @@
 /**
- * Pauses: a job paused on purpose (`npm run pause -- JOB`, maintenance) is not a job that missed
- * its slots. A pause is recorded on the job's check document (`{jobId}~check`, per job and key
- * scope, `job-state.ts`) beside the missed-run cursor, so the check that reads the cursor learns
- * the pauses in the same read: no read is added to any request.
- *
- * A slot inside a pause, `paused_at <= slot < resumed_at` (no end while the pause lasts), that has
- * no record shows as `paused` and is never reported missed; one that ran anyway (a forced run, a
- * Scheduler job that was not paused) shows what happened to it. A pause that outlives its bound
- * (`until`, or {@link DEFAULT_PAUSE_BOUND_MS} without one) is reported once across instances,
- * by a write fenced on the document's update time: the instance whose write lands logs.
+ * Pauses: a job paused on purpose (`npm run pause -- JOB`) is not a job that missed its slots. A
+ * pause lives on the job's check document beside the missed-run cursor, so the check learns it in
+ * the same read; a slot without a record inside one is `paused`, never missed, and a pause past
+ * its bound is reported once (docs/how-it-works.md, "Pauses").
  */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
@@ -30,11 +24,7 @@ export const MIN_PAUSE_MS = 60_000;
 export const MAX_PAUSE_NOTE_LENGTH = 500;
 /** Pauses kept on a document: the newest; older ones are dropped when a pause is added. */
 export const MAX_PAUSES = 20;
-/**
- * How far a stored pause time may lie after the reader's `now`, ms: times are Firestore's, and a
- * reader's estimate of Firestore's time may be off by a few seconds. A later one was not written
- * by this code.
- */
+/** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
 /** One pause of a job. Times are Firestore's. */
@@ -88,11 +78,7 @@ function optionalTime(value: unknown): Date | undefined | 'bad' {
   return value instanceof Timestamp ? value.toDate() : 'bad';
 }
 
-/**
- * One stored pause, or `undefined` for one this code would never write (a `paused_at`,
- * `resumed_at` or `overdue_reported_at` after `now` + {@link PAUSE_CLOCK_SLACK_MS}, a resume before
- * the pause, an `until` the CLI refuses).
- */
+/** One stored pause, or `undefined` for one this code never writes (e.g. past the CLI's bounds). */
 function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const stored = value as Record<string, unknown>;
@@ -119,12 +105,9 @@ function readPause(value: unknown, now: Date): Pause | undefined {
 }
 
 /**
- * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` when the
- * field holds anything this code would never write (then no slot counts as paused: a slot is
- * reported missed rather than hidden).
- *
- * @param now - Firestore's time (or the reader's estimate of it): a pause time after it, beyond
- *   {@link PAUSE_CLOCK_SLACK_MS}, makes the field unreadable.
+ * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` for anything
+ * this code would never write (a pause time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping
+ * pauses): then no slot counts as paused, so a slot is reported missed rather than hidden.
  */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
@@ -185,16 +168,14 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
   return now >= pauseBound(pause) ? pause : undefined;
 }
 
-/** What {@link reportOverduePause} needs of the per-job documents. */
 export type PauseDocuments = Pick<RunDocuments, 'update'>;
 
 /**
- * Reports the job's active pause once it is past its bound: sets `overdue_reported_at`, fenced on
- * the update time of the read that found it unreported; only the call whose write lands logs
- * ERROR {@link PAUSE_OVERDUE}.
+ * Reports the job's active pause past its bound once: sets `overdue_reported_at` fenced on the
+ * read's update time; only the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
  *
- * @returns the document's new update time (the fencing token of a write after it), the read's
- *   own when there was nothing to report, or `changed` when another writer came first.
+ * @returns the document's new update time (the read's own if nothing was due), or `changed` if
+ *   another writer came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(
@@ -226,94 +207,4 @@ export async function reportOverduePause(
     PAUSE_OVERDUE,
   );
   return written;
-}
-
-/** What {@link recordPause} and {@link recordResume} need of the per-job documents. */
-export type PauseStore = Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;
-
-/** A refusal of a pause or a resume, with what to do. */
-export class PauseRefused extends Error {
-  override name = 'PauseRefused';
-}
-
-/**
- * Records a pause of a job starting now (Firestore's time of the read), on its check document
- * `id`: fenced on the document's update time, so a concurrent cursor write is never lost (the
- * loser of a race reads again).
- *
- * @param until - when it is meant to end: within {@link pauseUntilProblem}'s bounds of now.
- * @returns the pause as stored.
- * @throws {PauseRefused} if the job is paused already, or `until` or the note is out of bounds;
- *   {@link LedgerUnavailableError} if Firestore fails.
- */
-export async function recordPause(
-  store: PauseStore,
-  id: string,
-  jobId: string,
-  request: { readonly until?: Date | undefined; readonly note: string },
-): Promise<Pause> {
-  const noteProblem = pauseNoteProblem(request.note);
-  if (noteProblem !== undefined) throw new PauseRefused(`--note: ${noteProblem}`);
-  return changeFenced(store, id, jobId, (pauses, now) => {
-    const active = activePause(pauses);
-    if (active !== undefined) {
-      throw new PauseRefused(
-        `${jobId} is paused already, since ${active.pausedAt.toISOString()}${active.note === '' ? '' : ` (${active.note})`}: npm run resume -- ${jobId} first`,
-      );
-    }
-    if (request.until !== undefined) {
-      const problem = pauseUntilProblem(request.until, now);
-      if (problem !== undefined) throw new PauseRefused(`--until ${problem}`);
-    }
-    const pause: Pause = {
-      pausedAt: now,
-      until: request.until,
-      note: request.note,
-      resumedAt: undefined,
-      overdueReportedAt: undefined,
-    };
-    return { pauses: [...pauses, pause].slice(-MAX_PAUSES), result: pause };
-  });
-}
-
-/**
- * Records the end of the job's active pause, now (Firestore's time of the read), fenced like
- * {@link recordPause}.
- *
- * @returns the pause as it ended.
- * @throws {PauseRefused} if the job is not paused; {@link LedgerUnavailableError} if Firestore fails.
- */
-export async function recordResume(store: PauseStore, id: string, jobId: string): Promise<Pause> {
-  return changeFenced(store, id, jobId, (pauses, now) => {
-    const active = activePause(pauses);
-    if (active === undefined) throw new PauseRefused(`${jobId} is not paused`);
-    const ended: Pause = { ...active, resumedAt: now };
-    return { pauses: [...pauses.slice(0, -1), ended], result: ended };
-  });
-}
-
-/** Reads the pauses, changes them, and writes them fenced; a lost race reads again (5 tries). */
-async function changeFenced(
-  store: PauseStore,
-  id: string,
-  jobId: string,
-  change: (pauses: readonly Pause[], now: Date) => { pauses: Pause[]; result: Pause },
-): Promise<Pause> {
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const { data, updateTime, readTime } = await store.readData(id);
-    const pauses = readPauses(data, readTime);
-    if (pauses === 'unreadable') {
-      throw new PauseRefused(
-        `the pauses on ${jobId}'s document ${id} hold fields this version never writes: repair or delete its "pauses" field first`,
-      );
-    }
-    const { pauses: next, result } = change(pauses, readTime);
-    const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
-    const written =
-      updateTime === undefined
-        ? await store.create(id, 'pause', fields)
-        : await store.update(id, 'pause', fields, updateTime);
-    if (written !== 'exists' && written !== 'changed') return result;
-  }
-  throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
 }

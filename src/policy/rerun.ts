@@ -1,29 +1,13 @@
 /**
- * What a re-run may ask for. A re-run (`npm run trigger -- JOB --rerun --slot T`, sent as
- * `X-Run-Once-Mode: rerun` with `X-Run-Once-Trigger-Id`) is a run of its own, keyed by job, scope and
- * trigger id (`run-plan.ts`), that runs a *finished* slot again. The function enforces what the CLI checks,
- * whatever the client, because a re-run that ran a slot early or in place of its delivery would
- * make that slot answer `duplicate` without having run, or run twice:
- *
- * - its schedule time is not in the future, by Firestore's clock (the clock leases are judged by);
- * - it is not before 2000-01-01 (no Scheduler delivery ever was; it also bounds slot arithmetic);
- * - it is a slot of the job's schedule as declared now (ordinary deliveries still accept an
- *   off-schedule time, since a schedule change reaches Scheduler and the function at different
- *   times; a re-run asks for a slot by hand, so it must name one);
- * - the slot's own run is finished: `completed` or `skipped`. While it runs, the re-run waits
- *   (409, retry later); when it failed, was missed, or has no record, the slot itself is due, not
- *   a re-run: deliver it with `npm run trigger -- JOB --slot T`, which a retry-able slot takes.
- *   A slot without a record of its own whose forced run was its own delivery (a misjudged clock,
- *   `isSlotsOwnDelivery`) is judged by that run's record, as the history counts it.
+ * What a re-run may ask for (`npm run trigger -- JOB --rerun --slot T`): a finished slot of the
+ * job's schedule, not in the future. The function enforces what the CLI checks, whatever the
+ * client (docs/how-it-works.md, "Re-runs the function refuses").
  */
 
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
 import { nextSlots } from './schedule.ts';
-
-/** The earliest schedule time a re-run may name: 2000-01-01T00:00:00Z. */
-export const EARLIEST_RERUN_TIME = Date.UTC(2000, 0, 1);
 
 /**
  * Why a re-run is refused: `invalid` (the request must change: 400), `running` (the slot's own run
@@ -36,17 +20,12 @@ export interface RerunRefusal {
 
 /**
  * Checks a re-run of slot `scheduleTime` of `job` (the rules above): pure checks first, then one
- * read of the slot's record.
+ * read of the slot's record (`slotRunId`, what the re-run names in `rerun_of`) at `now`
+ * (Firestore's). A slot without a record whose `forced` run was its own delivery
+ * (`isSlotsOwnDelivery`, tolerance in ms) is judged by that run's record (a second read).
  *
- * @param slotRunId - the slot's own run id (what the re-run's record names in `rerun_of`).
- * @param now - Firestore's time now.
- * @param forced - the slot's forced run's id and the job's forced-run tolerance, ms: a slot
- *   without a record of its own whose forced run was its own delivery (`isSlotsOwnDelivery`) is
- *   judged by that run's record (a second read, only then).
  * @returns `undefined` when the re-run may run, else why not.
  * @throws {LedgerUnavailableError} if the read fails.
- * @example
- * const refusal = await rerunRefusal(job, '2026-10-16T12:00:00Z', slotRunId, await clock(), history);
  */
 export async function rerunRefusal(
   job: DeclaredJob,
@@ -65,9 +44,6 @@ export async function rerunRefusal(
     return invalid(
       `slot ${scheduleTime} of ${job.id} is in the future (Firestore's time is ${now.toISOString()}); a re-run runs a finished slot again. To run the job now, run npm run trigger -- ${job.id} (a manual run)`,
     );
-  }
-  if (t < EARLIEST_RERUN_TIME) {
-    return invalid(`schedule time ${scheduleTime} is before 2000; name a slot of ${job.id}`);
   }
   const [next] = nextSlots(job, new Date(t - 1), 1);
   if (next?.getTime() !== t) {

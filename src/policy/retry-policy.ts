@@ -1,16 +1,7 @@
 /**
  * Cloud Scheduler's retry policy for one job, as its `RetryConfig` documents it: when retries come,
- * and when the last one can have come (the retry window). Pure: durations in ms.
- *
- * Source: the `RetryConfig` reference (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs#retryconfig)
- * and "Retry jobs" (https://cloud.google.com/scheduler/docs/configuring/retry-jobs):
- * - "A job's retry interval starts at min_backoff_duration, then doubles max_doublings times, then
- *   increases linearly, and finally retries at intervals of max_backoff_duration up to retry_count
- *   times. … min 10s, max 300s, max_doublings 3 … retry at 10s, 20s, 40s, 80s, 160s, 240s, 300s,
- *   300s, …" (the linear step is 2^max_doublings × min_backoff).
- * - `maxRetryDuration`: "The time limit for retrying a failed job, measured from time when an
- *   execution was first attempted. If specified with retry_count, the job will be retried until both
- *   limits are reached."
+ * and when the last one can have come (the retry window). Pure: durations in ms. Sources quoted in
+ * docs/how-it-works.md, "Cloud Scheduler's retry policy".
  */
 import type { DeclaredJob } from './job-declaration.ts';
 
@@ -60,9 +51,8 @@ export function makesRetry(
 }
 
 /**
- * The waits before each retry Scheduler makes after a failed first attempt, in ms: `retryCount`
- * of them, plus as many more as fit in `maxRetryDuration` (retries go on until both limits are
- * reached). Bounded at 100 retries.
+ * The waits before each retry Scheduler makes after a failed first attempt, ms: `retryCount` of
+ * them, plus as many more as fit in `maxRetryDuration`. Bounded at 100 retries.
  */
 export function backoffSequenceMs(settings: RetrySettings): number[] {
   const waits: number[] = [];
@@ -77,13 +67,9 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
 }
 
 /**
- * How long after its schedule time a run's last attempt can still arrive and finish, in ms: every
- * attempt given its whole attempt deadline, every back-off waited out. An upper bound: Scheduler
- * may stop earlier (at the next scheduled time), never later. Until then an absent run is
- * `pending`, not `missed`, and a failed one may still be retried.
- *
- * The formula: `(retries + 1) × attemptDeadline + Σ back-offs`, with the retries and back-offs of
- * {@link backoffSequenceMs}.
+ * How long after its schedule time a run's last attempt can still arrive and finish, ms: an upper
+ * bound, `(retries + 1) × attemptDeadline + Σ back-offs` ({@link backoffSequenceMs}). Until then an
+ * absent run is `pending`, not `missed`, and a failed one may still be retried.
  *
  * @example retryWindowMs(job) // defaults: 8 attempts × 180 s + (30 + 60 + 120 + 240 + 480 + 600 + 600) s = 3570 s
  */
@@ -94,19 +80,12 @@ export function retryWindowMs(settings: RetrySettings): number {
 }
 
 /**
- * Whether the declared retry policy proves that no Scheduler retry can follow a run's failed
- * attempt, so the attempt itself may report the failure as final. Scheduler's `RetryConfig`: "If
- * retry_count is zero, a job attempt will not be retried if it fails", and with `max_retry_duration`
- * ("measured from time when an execution was first attempted"; zero: unlimited) "the job will be
- * retried until both limits are reached". Sound from what the record knows: Scheduler made at
- * least `attempts − 1` retries (attempts that met a live lease or failed before a claim count for
- * Scheduler, not in `attempts`), and its first attempt came at or before the first claim, so
- * `elapsedMs` (now − first claim) is at most the time Scheduler counts; both only push
- * {@link makesRetry} further to "no".
+ * Whether no Scheduler retry can follow a run's failed attempt ({@link makesRetry} for the retry
+ * after `attempts − 1`), so the attempt may report the failure as final (why that is sound:
+ * docs/how-it-works.md, "Cloud Scheduler's retry policy").
  *
- * @param attempts - the claims of the run so far, the failing one included (`attempts` ≥ 1).
+ * @param attempts - the claims of the run so far, the failing one included (≥ 1).
  * @param elapsedMs - Firestore's now minus the run's first claim, ms.
- * @example noRetryFollows({ ...defaults, retryCount: 0, maxRetryDurationSeconds: 0 }, 1, 0) // true
  */
 export function noRetryFollows(
   settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
@@ -117,11 +96,9 @@ export function noRetryFollows(
 }
 
 /**
- * How long after its schedule time missed-run detection may judge a slot at the latest, in ms: it
- * waited a whole retry window behind the previous execution (Scheduler never runs two of a job at
- * once), ran its own, and one attempt deadline more (`2 × W + D`, as `slotVerdict` in
- * `missed-runs.ts` closes it). The retention must exceed it (`retentionProblems`), or the slot's
- * record could be gone before it is judged, and its absence proves nothing.
+ * The latest a missed-run check judges a slot after its schedule time, ms: `2 × W + D` (a whole
+ * retry window behind the previous execution, its own, one attempt deadline; `slotVerdict`). The
+ * retention must exceed it (`retentionProblems`), or the absence of a record proves nothing.
  *
  * @example judgingDelayMs(job) // defaults: 2 × 3570 s + 180 s = 7 320 000
  */

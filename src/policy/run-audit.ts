@@ -1,15 +1,7 @@
 /**
- * The run audit: a watchdog for when deliveries stop. A job whose Scheduler job is paused, deleted
- * or failing authentication sends nothing, so none of its deliveries runs the missed-run check
- * (`missed-runs.ts`). The audit is a job of its own, declared like any other (`src/jobs.ts` ships
- * it every 5 minutes, so a missed slot is reported within minutes of closing; `deploy.sh` creates
- * its Scheduler job): each of its runs checks every declared job's closed slots and reports what
- * is missing, once across instances, as every check does.
- *
- * It needs no extra service, and so it shares the function's fate: it is delivered by Cloud
- * Scheduler to the same function as the same invoker, so a failing invoker or a deleted function
- * silences it too. The absence alert `deploy.sh` creates (no `scheduled run` line of a job for N
- * periods, `ops/alert-config.ts`) watches from outside and sees those; the audit names the slots.
+ * The run audit: a job of its own (`src/jobs.ts`) whose every run checks every declared job's
+ * closed slots, so missed slots are reported even when a job's deliveries stop
+ * (docs/how-it-works.md, "The run audit").
  */
 import type { JobContext, JobRun } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';

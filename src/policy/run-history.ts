@@ -1,15 +1,13 @@
 /**
- * Run history: which runs *should* exist (a job's slots, from its declared schedule), and what
- * happened to each (its record, read by run id in batches). Shared by `npm run runs` and by the
- * missed-run detection of each processed delivery. No query and no index: every slot's run id is
- * computed, exactly as the handler computes it for a delivery of that slot.
+ * Run history: the runs a job's slots should have and their records, read by run id in batches (no
+ * query, no index: each slot's run id is computed as the handler computes it for its delivery).
  */
 
 import type { Timestamp } from '@google-cloud/firestore';
 import { reportFailure } from '../core/ledger.ts';
 import { missedDocument, skippedDocument } from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
-import { computeRunId, type Scope } from '../core/run-key.ts';
+import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
 import {
   judgedAt,
   type RunDetails,
@@ -26,16 +24,8 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
 /**
- * What became of one slot:
- * - `completed`: a run completed.
- * - `failed`: its last attempt failed; final once past the job's retry window. An attempt whose
- *   lease lapsed past the window (it crashed, no retry can come) is `failed` too.
- * - `in_progress`: an attempt holds it now.
- * - `missed`: no attempt came, and its retry window has passed (or detection reported it).
- * - `pending`: no attempt yet, still inside its retry window.
- * - `skipped`: not run, because an earlier slot of the job still ran (overlap policy `skip`).
- * - `paused`: no record, and the slot fell inside a pause of the job (`pauses.ts`): not missed.
- * - `unreadable`: its record cannot be read by this version (see the README).
+ * What became of one slot (each state: docs/operations.md, `npm run runs`'s table). An attempt whose
+ * lease lapsed past the retry window (it crashed, no retry can come) is `failed`.
  */
 export type SlotState =
   | 'completed'
@@ -49,7 +39,6 @@ export type SlotState =
 
 /** One slot of one job, and what became of it. Durations in ms. */
 export interface SlotRow {
-  /** The job id. */
   readonly job: string;
   /** The schedule time. */
   readonly slot: Date;
@@ -73,43 +62,31 @@ export interface SlotRow {
   readonly rerunOf: string | undefined;
   /** What the job noted about the run (`ctx.note`), e.g. the execution a proxy launched. */
   readonly notes: Readonly<Record<string, unknown>>;
-  /**
-   * `slot`, or `manual` / `forced` / `rerun` for a run that is not a slot's (`slot` is then its
-   * schedule time: for a re-run, the slot it re-ran).
-   */
+  /** For a run that is not a slot's, `slot` is its schedule time (a re-run's: the slot it re-ran). */
   readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
   /** For a `paused` slot: the pause's note (`''` if none). */
   readonly pauseNote?: string | undefined;
 }
 
-/**
- * The run id of `job`'s slot at `slot`: the id a delivery of that slot gets (short job id,
- * canonical schedule time, the same scope).
- *
- * @example slotRunId('nightly-report', new Date('2026-10-16T02:00:00Z'), [])
- */
-export function slotRunId(jobId: string, slot: Date, scope: Scope): string {
-  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope });
+/** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
+export function slotRunId(
+  jobId: string,
+  slot: Date,
+  scope: Scope,
+  variant: RunVariant = [],
+): string {
+  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, variant);
 }
 
-/**
- * The run id of the forced run a delivery of `job`'s slot at `slot` is taken for when it arrives
- * early (`run-plan.ts`): the slot's with the variant `forced`.
- *
- * @example forcedRunId('nightly-report', new Date('2026-10-16T02:00:00Z'), [])
- */
+/** The run id of the forced run an early delivery of the slot is taken for (`run-plan.ts`). */
 export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
-  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, [
-    'forced',
-  ]);
+  return slotRunId(jobId, slot, scope, ['forced']);
 }
 
 /**
- * Whether a forced run's record of slot `slot` was in fact the slot's own delivery: its first claim
- * (Firestore's `first_claimed_at`) came at most `toleranceMs` before the slot, or later. A delivery
- * that early is its slot's by the rule of `run-plan.ts`, so only a misjudged clock (an instance's
- * estimate of Firestore's time off by more than the tolerance) recorded it as forced; the slot's
- * run then exists under this id, and the slot must be neither reported missed nor delivered again.
+ * Whether a forced run's record was in fact the slot's own delivery: first claimed at most
+ * `toleranceMs` before the slot, or later (`run-plan.ts`'s rule; only a misjudged clock recorded it
+ * as forced). The slot's run then exists under this id: never report it missed, never deliver it.
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
@@ -124,31 +101,28 @@ export function isSlotsOwnDelivery(
   return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs;
 }
 
-/**
- * Which record stands for each slot's run, read in batches. A forced run's record that was the
- * slot's own delivery is given as the slot's run, with `kind: slot`.
- */
+/** Each slot's record, a forced run's that was its own delivery given as the slot's (`kind: slot`). */
 export interface SlotRecords extends BatchRead {
   /** Each slot's run id, by index: the slot's own, or the forced run's that was its delivery. */
   readonly runIds: readonly string[];
 }
 
 /**
- * Reads the records of `job`'s `slots`: each slot's own (one batched read), and for a slot without
- * one, its forced run's record if that was the slot's own delivery ({@link isSlotsOwnDelivery};
- * a second batched read, only of the slots without a record).
+ * Reads the records of `job`'s `slots` (one batched read), and for the slots without one their
+ * forced runs' (a second), taken if {@link isSlotsOwnDelivery}.
  *
- * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`).
- * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const { runIds, records } = await readSlotRecords(history, job, slots, [], 60_000);
+ * @param toleranceMs - the job's forced-run tolerance, ms, or a function giving it, called only
+ *   when a forced run's record is found (it costs slot arithmetic).
+ * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
 export async function readSlotRecords(
   store: Pick<RunHistory, 'getMany'>,
   job: DeclaredJob,
   slots: readonly Date[],
   scope: Scope,
-  toleranceMs: number,
+  toleranceMs: number | (() => number),
 ): Promise<SlotRecords> {
+  const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
   const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
@@ -161,7 +135,8 @@ export async function readSlotRecords(
   for (const [k, i] of absent.entries()) {
     const id = forcedIds[k] as string;
     const record = forced.records.get(id);
-    if (!isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs)) continue;
+    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, tolerance()))
+      continue;
     chosen[i] = id;
     // It is the slot's run: judged as one (its retry window, its overlap), whatever it was taken for.
     records.set(id, { ...(record as RunRecord), kind: RunKind.Slot });
@@ -172,14 +147,8 @@ export async function readSlotRecords(
 }
 
 /**
- * The forced run that stands for slot `slot` of `job` (its delivery, misjudged a forced run:
- * {@link isSlotsOwnDelivery}) when the slot has no record of its own: one batched read of both ids.
- *
- * @param toleranceMs - the job's forced-run tolerance, ms.
- * @returns that run's id and record, or `undefined` (the slot has its own record, or no forced run
- *   was its delivery).
- * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const standIn = await slotsForcedRun(history, job, slot, scope, 60_000);
+ * The forced run that was the slot's own delivery ({@link isSlotsOwnDelivery}, `toleranceMs` in
+ * ms), if the slot has no record of its own: one batched read of both ids.
  */
 export async function slotsForcedRun(
   store: Pick<RunHistory, 'getMany'>,
@@ -198,14 +167,23 @@ export async function slotsForcedRun(
   return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
 }
 
+/** The fields of a row without a readable run. */
+const NO_RUN = {
+  attempts: 0,
+  startedLateMs: undefined,
+  durationMs: undefined,
+  attemptId: undefined,
+  lastError: undefined,
+  reported: false,
+  rerunOf: undefined,
+  notes: Object.freeze({}),
+} as const;
+
 function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
   return from === undefined || to === undefined ? undefined : to.getTime() - from.getTime();
 }
 
-/**
- * The row of one slot from its record (or its absence), judged at `now` (Firestore's time of the
- * read, for one clock).
- */
+/** The row of one slot from its record (or its absence), judged at `now` (Firestore's time). */
 export function slotRow(
   job: DeclaredJob,
   slot: Date,
@@ -216,41 +194,14 @@ export function slotRow(
   // A lease from the future is unreadable here too (`judgedAt`): one rule everywhere.
   const record = stored === undefined ? undefined : judgedAt(stored, now);
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
-  const base = {
-    job: job.id,
-    slot,
-    runId,
-    kind: record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot'),
-  } as const;
+  const kind = record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
+  const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
   if (record === undefined) {
-    return {
-      ...base,
-      state: pastWindow ? 'missed' : 'pending',
-      final: pastWindow,
-      attempts: 0,
-      startedLateMs: undefined,
-      durationMs: undefined,
-      attemptId: undefined,
-      lastError: undefined,
-      reported: false,
-      rerunOf: undefined,
-      notes: {},
-    };
+    return { ...base, state: pastWindow ? 'missed' : 'pending', final: pastWindow };
   }
   if (record.status === 'unreadable') {
-    return {
-      ...base,
-      state: 'unreadable',
-      final: false,
-      attempts: 0,
-      startedLateMs: undefined,
-      durationMs: undefined,
-      attemptId: undefined,
-      lastError: `${record.field} ${record.problem}`,
-      reported: false,
-      rerunOf: undefined,
-      notes: {},
-    };
+    const lastError = `${record.field} ${record.problem}`;
+    return { ...base, state: 'unreadable', final: false, lastError };
   }
   const run: RunRecord = record;
   const state: SlotState = lapsedPastWindow(job, slot, run, now) ? RunStatus.Failed : run.status;
@@ -275,9 +226,8 @@ export function slotRow(
 }
 
 /**
- * Whether an attempt's lease lapsed and no retry can come any more (past the retry window from the
- * run's first claim, which is at or after Scheduler's first attempt): the attempt crashed or was
- * killed, and the run ended without completing: a final failure, not `in_progress`.
+ * Whether the lease lapsed past the retry window from the first claim (at or after Scheduler's
+ * first attempt): no retry can come, the attempt died, a final failure.
  */
 function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
   if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
@@ -297,64 +247,9 @@ export function hasRecord(row: SlotRow): boolean {
 }
 
 /**
- * The slots that may count as missed: those after the oldest slot of the same job that has a
- * record. Before it, the job may not have existed yet (a new job, a fresh emulator).
- */
-export function sinceFirstRecord(rows: readonly SlotRow[]): SlotRow[] {
-  const first = rows.findIndex(hasRecord);
-  return first === -1 ? [] : rows.slice(first + 1);
-}
-
-/** A batched history read: the rows, and what a fenced report after the read needs. */
-export interface History {
-  readonly rows: readonly SlotRow[];
-  /** Update times of the records read, by run id: fencing tokens for a report. */
-  readonly updateTimes: BatchRead['updateTimes'];
-  /** Firestore's time of the read: what the rows were judged at. */
-  readonly readTime: Date;
-}
-
-/**
- * Reads the history of `job` at `slots`: batched reads of their run ids ({@link readSlotRecords}:
- * a slot whose delivery was misjudged a forced run shows that run as the slot's, `kind: slot`).
- *
- * @param now - judge windows at this time instead of the read's (for "as of" views and tests).
- * @param toleranceMs - the job's forced-run tolerance, ms (`forcedRunToleranceMs`); by default 0:
- *   only a forced run first claimed at or after its slot counts as the slot's.
- * @throws {LedgerUnavailableError} if Firestore fails.
- * @example const { rows } = await readHistory(history, job, slotsBetween(job, from, to).slots, scope);
- */
-export async function readHistory(
-  store: Pick<RunHistory, 'getMany'>,
-  job: DeclaredJob,
-  slots: readonly Date[],
-  scope: Scope,
-  now?: Date,
-  toleranceMs = 0,
-): Promise<History> {
-  const { runIds, records, updateTimes, readTime } = await readSlotRecords(
-    store,
-    job,
-    slots,
-    scope,
-    toleranceMs,
-  );
-  const at = now ?? readTime;
-  const rows = slots.map((slot, i) => {
-    const runId = runIds[i] as string;
-    return slotRow(job, slot, runId, records.get(runId), at);
-  });
-  return { rows, updateTimes, readTime };
-}
-
-/**
- * The run records as history: batched reads of slots by run id, and the reports written beside
- * the lease protocol (a missed slot, a finally failed run, a slot skipped by the overlap policy),
- * each once across instances by a conditional write.
- *
- * @example
- * const history = new RunHistory(documents);
- * const { rows } = await readHistory(history, job, slots, []);
+ * The run records as history: batched reads by run id, and the reports written beside the lease
+ * protocol (missed, failed after retries, skipped), each once across instances by a conditional
+ * write. Every method throws `LedgerUnavailableError` if Firestore fails.
  */
 export class RunHistory {
   readonly #documents: RunDocuments;
@@ -363,18 +258,9 @@ export class RunHistory {
     this.#documents = documents;
   }
 
-  /**
-   * Reads many run records by id (batched, no query, no index).
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails.
-   */
+  /** Reads many run records by id (batched). */
   getMany(runIds: readonly string[]): Promise<BatchRead> {
     return this.#documents.readMany(runIds);
-  }
-
-  /** Firestore's time now, as best this instance knows it. @throws {LedgerUnavailableError} */
-  serverTime(): Promise<Date> {
-    return this.#documents.serverTime();
   }
 
   /**
@@ -382,9 +268,7 @@ export class RunHistory {
    *
    * @param reporter - the id of the check reporting it, stored as `reported_by`: after a lost
    *   answer, a read that finds it tells the check the report is its own.
-   * @returns `reported` if this call created it, `exists` if a record appeared first (an attempt,
-   *   or another instance's report).
-   * @throws {LedgerUnavailableError} if Firestore fails.
+   * @returns `reported` if this call created it, `exists` if a record appeared first.
    */
   async reportMissed(
     runId: string,
@@ -407,7 +291,6 @@ export class RunHistory {
    * @param reporter - the id of the check reporting it, stored as `reported_by`.
    * @param lapsed - the record is `in_progress` with a lapsed lease: the report marks it `failed`.
    * @returns `reported` if this call marked it, `exists` if the record changed first.
-   * @throws {LedgerUnavailableError} if Firestore fails.
    */
   async markReported(
     runId: string,
@@ -429,7 +312,6 @@ export class RunHistory {
    * record as `skipped` (final: later deliveries are duplicates).
    *
    * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
-   * @throws {LedgerUnavailableError} if Firestore fails.
    */
   async recordSkipped(
     runId: string,

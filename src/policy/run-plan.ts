@@ -1,26 +1,7 @@
 /**
- * Which run a delivery asks for. A Scheduler delivery names a slot (job + schedule time), but three
- * deliveries are not that slot's run, and must not take its run id (the Scheduler guide warns that
- * "Force run" sends the *next* schedule time, so de-duplication on the headers would make the next
- * real run a duplicate):
- *
- * - a **forced run**: it arrives earlier than its schedule time by more than the job's tolerance
- *   (`FORCED_RUN_TOLERANCE_SECONDS`, at most half the job's shortest gap: `forcedRunToleranceMs`
- *   in `schedule-time.ts`), by Firestore's clock (as leases are judged); its run id is the
- *   slot's with the variant `forced`, so the slot still runs at its time, and the forced run's
- *   retries are duplicates of it;
- * - a **forced run without schedule time** (the console's "Force run" may omit the header): the
- *   forced run of the slot `force-run.ts` chooses, whatever its distance;
- * - a **manual run** (`npm run trigger -- JOB`): a run of its own, keyed by job, scope and trigger
- *   id (`computeTriggerRunId`), never by its schedule time;
- * - a **re-run** (`npm run trigger -- JOB --rerun --slot T`): a run of its own, keyed the same way,
- *   naming the slot's run in `rerun_of`: its retries are one run by construction, and its run id
- *   is new, so an idempotent downstream does the work again. The slot's record is never touched;
- *   `rerun.ts` says which re-runs the function refuses.
- *
- * The trigger id alone names the run: a second delivery carrying it, from any client, is that
- * run's retry whatever schedule time or mode it sends (a duplicate once it completed, 409 while it
- * runs; the record keeps the first delivery's details). It never starts a second run.
+ * Which run a delivery asks for: its slot's, or a forced run, a forced run without schedule time,
+ * a manual run or a re-run, each keyed apart so that none takes a slot's run id (the cases:
+ * docs/how-it-works.md, "Which run a delivery asks for").
  */
 
 import {
@@ -41,11 +22,7 @@ export type TriggerMode = (typeof TRIGGER_MODES)[number];
 export interface Trigger {
   readonly mode: TriggerMode;
   readonly id: string;
-  /**
-   * The caller asked to run beside another run of the job (`npm run trigger -- JOB
-   * --allow-overlap`, header `X-Run-Once-Allow-Overlap: true`): the job's overlap policy is not
-   * applied to this run. Only a run asked for by hand can ask it.
-   */
+  /** Run beside another run of the job (`--allow-overlap`): the overlap policy is not applied. */
   readonly allowOverlap?: boolean;
 }
 
@@ -60,9 +37,8 @@ export interface ScheduledRun {
   /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
   /**
-   * Set on a slot's delivery by a backfill (`npm run runs -- --backfill`, `npm run trigger -- JOB
-   * --slot T`; header `X-Run-Once-Backfill: true`): a slot the overlap policy `skip` would skip is
-   * then not recorded `skipped` (final) but answered `waiting`, so it stays missed.
+   * A backfill's delivery of a slot (`X-Run-Once-Backfill: true`): a slot the overlap policy `skip`
+   * would skip is answered `waiting`, not recorded `skipped`, so it stays missed.
    */
   readonly backfill?: boolean;
   /**
@@ -79,20 +55,13 @@ export interface RunPlan {
   readonly kind: RunKind;
   /** What the record stores about the run. */
   readonly details: RunDetails;
-  /**
-   * The job's overlap policy, for every kind of run; `allow` for a manual run or re-run whose
-   * trigger asked to overlap ({@link Trigger.allowOverlap}).
-   */
+  /** The job's overlap policy; `allow` for a run whose trigger asked to overlap. */
   readonly overlap: OverlapPolicy;
 }
 
 /**
- * Plans the run of a delivery of `job`.
- *
- * @param now - Firestore's time now (a read on an instance that has not talked to Firestore yet).
- * @param toleranceMs - how early a delivery may be and still be its slot's, ms: the job's
- *   `forcedRunToleranceMs`.
- * @example const plan = await planRun(run, job, () => ledger.serverTime(), 60_000);
+ * Plans the run of a delivery of `job`: `now` gives Firestore's time (read only for a timed
+ * delivery), `toleranceMs` is the job's `forcedRunToleranceMs`.
  */
 export async function planRun(
   run: ScheduledRun,

@@ -1,26 +1,7 @@
 /**
- * Which schedule times a delivery may carry, and how early a delivery may come and still be its
- * slot's run. Pure: the caller passes Firestore's time (leases are judged by that clock too).
- *
- * - **Range.** Cloud Scheduler sends the time a run was scheduled for: a slot that has come (at
- *   most a few seconds of clock difference early), or, for "Force run", the job's *next* slot
- *   ("Force run" sends the next schedule time: the Scheduler guide, "deduplicate job requests").
- *   So an accepted time lies from {@link oldestAcceptedTime} to the job's next slot after
- *   `now + tolerance`. Anything else was not sent by Scheduler, and accepting it could run a
- *   future slot early (its real delivery would then answer `duplicate`) or start unbounded slot
- *   arithmetic. On-range times that are not slots of the declared schedule are accepted: a
- *   schedule change reaches Scheduler and the function at different times.
- * - **Retention.** A run record lives `RETENTION_SECONDS` after its last write (Firestore's TTL
- *   policy on `expire_at`), so for a slot older than that, the absence of its record proves
- *   nothing: the run may have happened and its record been deleted. Such a delivery is refused,
- *   as `npm run runs -- --backfill` and `npm run trigger -- JOB --slot T` refuse to send it.
- *   Scheduler's own retries never come that late: the retention must exceed every job's retry
- *   window plus the tolerance ({@link retentionProblems}, checked at cold start).
- * - **Forced-run tolerance.** A delivery earlier than its schedule time by more than the
- *   tolerance is a forced run. The tolerance is `FORCED_RUN_TOLERANCE_SECONDS`, but at most half
- *   the job's shortest gap between slots: for a per-minute job 30 s, so "Force run" in the first
- *   half of the minute is a run of its own, and one in the second half is the next slot's run,
- *   early (its real delivery then answers `duplicate`: the slot ran once, the force run was it).
+ * Which schedule times a delivery may carry (from the retention's reach to the job's next slot),
+ * and how early a delivery may come and still be its slot's run (the forced-run tolerance). Pure:
+ * the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
  */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
@@ -36,11 +17,9 @@ import {
 const tolerances = new Map<string, number>();
 
 /**
- * How early a delivery of `job` may come and still be its slot's run, in ms: `configuredMs`
- * (`FORCED_RUN_TOLERANCE_SECONDS`), at most half the job's shortest gap between slots, so a slot's
- * tolerance never reaches back to the slot before it. Computed once per schedule and zone in a
- * process (1,000 slots, tens of ms: the handler does it at cold start), and the same on every
- * instance of a revision.
+ * How early a delivery may come and still be its slot's run, ms: `configuredMs`, at most half the
+ * job's shortest gap (never reaching back to the slot before). Computed once per schedule and zone
+ * in a process, the same on every instance of a revision.
  *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
@@ -56,12 +35,8 @@ export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): n
 }
 
 /**
- * The oldest schedule time a delivery may carry at `now`: `RETENTION_SECONDS` back, less the
- * tolerance (a slot's record can be first written that much before its time, and expires
- * `retention` after that), and never before {@link SLOT_RANGE}.
- *
- * @param retentionMs - `RETENTION_SECONDS` in ms.
- * @param toleranceMs - the job's {@link forcedRunToleranceMs}.
+ * The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance (a
+ * slot's record can be first written that much early), never before {@link SLOT_RANGE}.
  */
 export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
   return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
@@ -122,15 +97,11 @@ export function scheduleTimeProblem(
 }
 
 /**
- * The cold-start check of the retention against the jobs: for each job whose retry window plus
- * its forced-run tolerance reaches `RETENTION_SECONDS`, one sentence naming both. A Scheduler
- * retry that late would find its run's record possibly deleted (so it could run again), and is
- * refused by {@link scheduleTimeProblem}. Else, one whose judging delay (`judgingDelayMs`, the
- * formula missed-run detection closes slots by) plus the tolerance reaches it: a slot judged
- * that late could have lost its record, so detection would never report it.
+ * The cold-start check of the retention (ms) against the jobs: one sentence per job whose retry
+ * window, or else whose judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it:
+ * a retry that late could find its record deleted and run again (and is refused by
+ * {@link scheduleTimeProblem}); a slot judged that late could never be reported.
  *
- * @param retentionMs - `RETENTION_SECONDS` in ms.
- * @param configuredToleranceMs - `FORCED_RUN_TOLERANCE_SECONDS` in ms.
  * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
  */
 export function retentionProblems(
@@ -140,6 +111,8 @@ export function retentionProblems(
 ): string[] {
   const problems: string[] = [];
   for (const job of jobs) {
+    // The tolerance is at most the configured one: a retention past that needs no slot arithmetic.
+    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) continue;
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
     if (retentionMs <= windowMs + toleranceMs) {

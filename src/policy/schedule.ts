@@ -1,27 +1,9 @@
 /**
  * Unix-cron schedules as Cloud Scheduler evaluates them: which schedules it takes, and when a job's
  * runs fall ("slots"). Pure: no I/O, no clock; every instant is a UTC `Date`, every span is in ms.
- *
- * Cron matching is croner's (day of month OR day of week, ranges, steps, names); this module adds
- * Scheduler's rules around it:
- *
- * - **Syntax.** Scheduler takes five fields of numbers, `*`, `-`, `/`, `,` and the names `JAN`-`DEC`
- *   and `SUN`-`SAT` ("Cron job format and time zone",
- *   https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules). croner's extensions
- *   (`L`, `W`, `#`, `?`, `+`, `@daily`, seconds, years) are refused before croner sees the schedule.
- * - **Wall-clock time.** The same page says: "Cloud Scheduler runs on wall clock time", so daylight
- *   saving time "can cause jobs to run or not run unexpectedly", and a time that "can occur twice
- *   (such as the case when clocks go backwards)" may see "execution anomalies"; it recommends UTC.
- *   It documents nothing more precise. This module takes that sentence literally: **a slot is every
- *   instant at which the job's zone shows a wall-clock time that the schedule matches.** So a time
- *   in the hour skipped by a spring-forward transition has no slot that day, and a time in the hour
- *   repeated by a fall-back transition has two (one per UTC offset), for fixed-time and interval
- *   schedules alike. croner's own time-zone mode follows Vixie cron instead (a fixed-time job skipped
- *   by the gap runs at the gap's end; one in the repeated hour runs once), so croner is only asked
- *   about the DST-free wall clock (`Etc/UTC`), and this module maps each wall-clock time to the
- *   instants that show it, with `Intl` and the tz database. Where Scheduler behaves otherwise in the
- *   skipped or repeated hour, runs there differ from these slots; Google's advice stands: a zone
- *   without DST (the default `Etc/UTC`) has none of this.
+ * Cron matching is croner's, asked only about the DST-free wall clock; a slot is every instant at
+ * which the job's zone shows a matching wall-clock time (why: docs/how-it-works.md, "Schedules and
+ * the wall clock").
  */
 import { Cron } from 'croner';
 
@@ -30,10 +12,8 @@ export const MAX_SLOTS = 10_000;
 
 /**
  * The instants slot arithmetic covers: from 2000-01-01 (before any Cloud Scheduler job) to
- * 2200-01-01 (UTC), half-open. Outside it there are no slots: `previousSlot` and `nextSlots` answer
- * `undefined` / nothing rather than search. The bound keeps every call cheap whatever the input:
- * croner searches without a floor, and from year 1 a single `previousSlot` took seconds (run
- * synchronously in a request, long enough for a lease to lapse).
+ * 2200-01-01 (UTC), half-open. Outside it there are no slots, so every call stays cheap whatever
+ * the input (docs/limits.md, "Slot arithmetic's bounds").
  */
 export const SLOT_RANGE = Object.freeze({
   from: new Date(Date.UTC(2000, 0, 1)),
@@ -43,27 +23,13 @@ const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
 const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /**
- * The most croner look-ups one search makes (one `previousSlot`, or the slots `nextSlots` /
- * `slotsBetween` return). Each look-up moves by one wall-clock match, and within the range a
- * valid schedule matches at least every 8 years (29 February skips 2100), so a search needs at
- * most the matches of a 26-hour window (1,560 for a per-minute job) plus one per slot returned.
- * Reaching the cap is a bug, reported as a `RangeError`, never a wrong answer.
+ * The most croner look-ups per slot a search returns; reaching it is a bug, thrown as a
+ * `RangeError`, never a wrong answer (docs/limits.md, "Slot arithmetic's bounds").
  */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
 
-let searchSteps = 0;
-
-/**
- * How many croner look-ups this process has made: a diagnostic for tests and the bench, which
- * compare it before and after a call to show the call is bounded without timing it.
- */
-export function scheduleSearchSteps(): number {
-  return searchSteps;
-}
-
 /** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
 function step(steps: { n: number }): void {
-  searchSteps++;
   if (++steps.n > MAX_SEARCH_STEPS) {
     throw new RangeError(`a schedule search passed ${MAX_SEARCH_STEPS} steps`);
   }
@@ -72,8 +38,7 @@ function step(steps: { n: number }): void {
 const HOUR_MS = 3_600_000;
 /**
  * UTC offsets run from −12:00 to +14:00, so the instants that show one wall-clock time lie within
- * 26 hours of each other. Within any 26 hours a zone's offset changes at most once: true of every
- * zone `Intl` knows from 1970 to 2100 (checked hour by hour around each change while writing this).
+ * 26 hours of each other; within 26 hours a zone's offset changes at most once (docs/limits.md).
  */
 const OFFSET_SPAN_MS = 26 * HOUR_MS;
 const MAX_OFFSET_MS = 14 * HOUR_MS;
@@ -115,19 +80,12 @@ function wallClockCron(schedule: string): Cron {
 }
 
 /**
- * Says what is wrong with a schedule, or nothing if Cloud Scheduler and this module read it alike.
- * Whitespace between fields may be any run of spaces; {@link normaliseSchedule} writes one.
+ * What is wrong with a schedule, in one sentence naming what to write instead, or `undefined` if
+ * Cloud Scheduler and this module read it alike. Refused: anything but five fields (App Engine
+ * "groc"), characters or names outside Scheduler's syntax, values out of range, a stepped `*` in
+ * one day field with the other restricted (implementations disagree), schedules that never fire.
  *
- * Refused: anything but five fields (App Engine "groc" schedules such as `every 5 minutes` send no
- * `X-CloudScheduler-ScheduleTime`), characters or names outside Scheduler's syntax, values out of
- * range, a stepped `*` in one day field with the other day field restricted (cron implementations
- * disagree whether both or either must then match, and Scheduler's docs do not say), and schedules
- * that never fire (`0 0 31 2 *`).
- *
- * @returns one sentence naming the problem and what to write instead, or `undefined`.
- * @example
- * scheduleProblem('0 9 * * MON-FRI');  // undefined
- * scheduleProblem('every 5 minutes');  // 'must be a unix-cron schedule of five fields …'
+ * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
@@ -181,26 +139,24 @@ export function scheduleProblem(schedule: string): string | undefined {
   return undefined;
 }
 
-/**
- * The schedule with its fields separated by one space, as the function declares and deploys it.
- *
- * @example normaliseSchedule(' 0  9 * * MON-FRI ') // '0 9 * * MON-FRI'
- */
+/** The schedule with its fields separated by one space, as the function declares and deploys it. */
 export function normaliseSchedule(schedule: string): string {
   return schedule.trim().split(/\s+/).join(' ');
 }
 
+let canonicalZones: Set<string> | undefined;
+
 /**
- * Says what is wrong with a time zone, or nothing if it is a tz database name that `Intl` knows.
- * Scheduler takes tz database names (`timeZone` of the Job resource; default `Etc/UTC`); UTC offsets
- * such as `+01:00`, which `Intl` also takes, and wrongly capitalised names are refused.
+ * What is wrong with a time zone, or `undefined` for a tz database name that `Intl` knows
+ * (Scheduler's `timeZone`); UTC offsets such as `+01:00` and wrongly capitalised names are refused.
  *
- * @example timeZoneProblem('Europe/Berlin') // undefined
- * @example timeZoneProblem('europe/berlin') // 'must be spelled "Europe/Berlin" …'
+ * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
  */
 export function timeZoneProblem(timeZone: string): string | undefined {
+  // A canonical name is known without building a formatter (a millisecond each, per declared job).
+  canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
   try {
-    new Intl.DateTimeFormat('en-US', { timeZone });
+    if (!canonicalZones.has(timeZone)) new Intl.DateTimeFormat('en-US', { timeZone });
   } catch {
     return 'is not a time zone of the tz database, e.g. "Etc/UTC" or "Europe/Berlin"';
   }
@@ -220,7 +176,7 @@ export function timeZoneProblem(timeZone: string): string | undefined {
 const wallClocks = new Map<string, Intl.DateTimeFormat>();
 
 /** The zone's wall-clock reading at instant `t` (ms), as ms on the DST-free calendar of `Date.UTC`. */
-function wallAt(timeZone: string, t: number): number {
+export function wallAt(timeZone: string, t: number): number {
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
     format = new Intl.DateTimeFormat('en-US', {
@@ -249,9 +205,8 @@ function offsetAt(timeZone: string, t: number): number {
 }
 
 /**
- * The instants (ms, ascending) at which the zone's clock shows `wall`: none in a spring-forward gap,
- * two in a fall-back overlap, else one. The instants lie in [wall − 14 h, wall + 12 h]; the offsets
- * at both ends are the only ones in force there (one change per 26 h at most).
+ * The instants (ms, ascending) at which the zone shows `wall`: none in a spring-forward gap, two in
+ * a fall-back overlap; the offsets 14 h before and 12 h after are the only ones in force.
  */
 function instantsShowing(timeZone: string, wall: number): number[] {
   const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
@@ -269,11 +224,9 @@ function dropAfter(timeZone: string, t: number): number {
 }
 
 /**
- * Every slot strictly after instant `after` (ms), ascending, lazily. Wall-clock times come from
- * croner in ascending order; instants come out of order only around a fall-back transition, where
- * the first pass through the repeated hour precedes wall-clock times that come later. So each
- * instant waits until every wall-clock time that could still precede it has been seen: up to its
- * own wall-clock time plus the drop that follows it.
+ * Every slot strictly after `from` (ms), ascending, lazily. Around a fall-back the repeated hour's
+ * first pass precedes later wall-clock times, so each instant waits until every wall-clock time
+ * that could precede it was seen: its own plus the drop that follows it.
  */
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
@@ -322,15 +275,10 @@ function checkedCount(count: number, what: string): number {
 }
 
 /**
- * The job's next `count` slots strictly after `after`: the instants Cloud Scheduler puts in
- * `X-CloudScheduler-ScheduleTime` (see the module comment for the daylight-saving rule).
+ * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`: the instants
+ * Scheduler sends in `X-CloudScheduler-ScheduleTime`, ascending, whole minutes; fewer only at the
+ * end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
  *
- * @param job - the schedule and its time zone, valid per {@link scheduleProblem} and
- *   {@link timeZoneProblem} (a job from `validateJobs` always is).
- * @param after - exclusive lower bound; pass the last slot to get the ones that follow it.
- * @param count - how many, 1 to {@link MAX_SLOTS}. Fewer come back only at the end of
- *   {@link SLOT_RANGE}.
- * @returns UTC instants, ascending, whole minutes.
  * @throws {RangeError} for an invalid date or count.
  * @example
  * nextSlots({ schedule: '30 2 * * *', timeZone: 'Europe/Berlin' }, new Date('2026-03-28T12:00:00Z'), 2);
@@ -347,14 +295,10 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
 }
 
 /**
- * The job's slots in [`from`, `to`): at or after `from`, before `to`, so consecutive ranges
- * [a, b), [b, c) see every slot once. Bounded: at most `limit` slots come back, and `truncated`
- * says whether the range held more (missed-run checks and backfills then continue from the last).
+ * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `limit` (1 to
+ * {@link MAX_SLOTS}); `truncated` says the range held more.
  *
- * @param limit - 1 to {@link MAX_SLOTS} (the default).
  * @throws {RangeError} for an invalid date or limit.
- * @example
- * const { slots, truncated } = slotsBetween(job, lastCheck, now);
  */
 export function slotsBetween(
   job: ScheduleSpec,
@@ -376,11 +320,9 @@ export function slotsBetween(
 /**
  * The job's latest slot strictly before `before`, or `undefined` if it has none in
  * {@link SLOT_RANGE} (a `before` past the range's end answers the range's last slot).
- * croner walks the wall clock backwards; each wall-clock time maps to its instants as in
- * {@link nextSlots}.
  *
  * @throws {RangeError} for an invalid date.
- * @example previousSlot(job, new Date()) // the run Scheduler last started, if it ran on time
+ * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time
  */
 export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
   const { timeZone } = job;
@@ -411,37 +353,14 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
   }
 }
 
-/**
- * An instant as RFC 3339 in the zone's local time with its offset, to the second.
- *
- * @example toZonedRfc3339(new Date('2026-03-29T01:00:00Z'), 'Europe/Berlin') // '2026-03-29T03:00:00+02:00'
- */
-export function toZonedRfc3339(instant: Date, timeZone: string): string {
-  const t = Math.floor(checkedTime(instant, 'instant') / 1000) * 1000;
-  const offsetMinutes = Math.round(offsetAt(timeZone, t) / 60_000);
-  const sign = offsetMinutes < 0 ? '-' : '+';
-  const hh = String(Math.floor(Math.abs(offsetMinutes) / 60)).padStart(2, '0');
-  const mm = String(Math.abs(offsetMinutes) % 60).padStart(2, '0');
-  return `${new Date(wallAt(timeZone, t)).toISOString().slice(0, 19)}${sign}${hh}:${mm}`;
-}
-
-/**
- * An instant as RFC 3339 in UTC to the second, the form Scheduler sends in
- * `X-CloudScheduler-ScheduleTime`.
- *
- * @example toUtcRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
- */
+/** An instant as RFC 3339 in UTC to the second, as in `X-CloudScheduler-ScheduleTime`. */
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
 }
 
 /**
- * The longest gap between consecutive slots among the next `count` after `after`, in ms: the job's
- * period for alerting ("no run for N periods"), which for irregular schedules (weekdays only) is
- * the longest gap, not the usual one.
- *
- * @returns the gap, or `undefined` when fewer than two slots remain.
- * @example longestGapMs({ schedule: '0 9 * * MON-FRI', timeZone: 'Etc/UTC' }, now) // 3 days, over a weekend
+ * The longest gap between consecutive slots among the next `count` after `after`, ms (`undefined`
+ * with fewer than two): the period for alerting, which for weekdays-only schedules is the weekend.
  */
 export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
   const slots = nextSlots(job, after, count);
@@ -453,19 +372,11 @@ export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number
   return longest;
 }
 
-/** How many slots {@link shortestGapMs} compares. */
 const GAP_SAMPLE = 1000;
 
 /**
- * The shortest gap between consecutive slots of the job, in ms: the bound a forced run's
- * tolerance must stay under, or "Force run" is taken as the next slot's run. Compares the first
- * 1,000 slots of {@link SLOT_RANGE}, not the ones after now, so every instance of a revision gets
- * the same answer (a tolerance that differed between instances would give one delivery two run
- * ids); those slots span every gap a cron schedule repeats within 16 hours (per minute) to
- * centuries (yearly), and a fall-back transition for any job that runs at least every day.
- *
- * @returns the gap, or `undefined` for a schedule with fewer than two slots in the range.
- * @example shortestGapMs({ schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' }) // 60_000
+ * The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (`undefined` with fewer
+ * than two): the bound of a forced run's tolerance, the same on every instance (docs/limits.md).
  */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
   const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), GAP_SAMPLE);
@@ -475,22 +386,4 @@ export function shortestGapMs(job: ScheduleSpec): number | undefined {
     shortest = Math.min(shortest ?? gap, gap);
   }
   return shortest;
-}
-
-/**
- * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has
- * no more (a job whose months ran out). For run history and missed-run detection.
- *
- * @example previousSlots({ schedule: '0 * * * *', timeZone: 'Etc/UTC' }, now, 10)
- */
-export function previousSlots(job: ScheduleSpec, before: Date, count: number): Date[] {
-  const slots: Date[] = [];
-  let at = before;
-  while (slots.length < count) {
-    const slot = previousSlot(job, at);
-    if (slot === undefined) break;
-    slots.unshift(slot);
-    at = slot;
-  }
-  return slots;
 }

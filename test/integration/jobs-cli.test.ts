@@ -7,9 +7,10 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { deployLines, jobsJson, jobsTable, upcoming } from '../../ops/format-jobs.ts';
+import { toZonedRfc3339 } from '../../ops/slots.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
-import { nextSlots, toUtcRfc3339, toZonedRfc3339 } from '../../src/policy/schedule.ts';
+import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');

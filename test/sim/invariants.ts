@@ -15,7 +15,8 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
-import { FAILED_AFTER_RETRIES, judgingDelayMs, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import { judgingDelayMs } from '../../src/policy/retry-policy.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import type { Execution, SimOutcome } from './simulator.ts';

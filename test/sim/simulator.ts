@@ -15,6 +15,7 @@ import type { Firestore } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
 import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
+import { readHistory } from '../../ops/slot-history.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
 import type { Scope } from '../../src/core/run-key.ts';
@@ -36,7 +37,7 @@ import {
 } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
-import { RunHistory, readHistory } from '../../src/policy/run-history.ts';
+import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';

@@ -1,20 +1,14 @@
 /** The pure parts of missed-run detection and the run audit: when a slot is judged, which deliveries check. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { isJudgedSlot } from '../../ops/check-rules.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
-import {
-  CHECK_PERIOD_MS,
-  checkDocumentId,
-  closedAfterMs,
-  isDueSlot,
-  isJudgedSlot,
-  judgedSlots,
-  judgingDelayMs,
-  MAX_RULES,
-  nextRules,
-} from '../../src/policy/missed-runs.ts';
-import { noRetryFollows } from '../../src/policy/retry-policy.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
+import { judgedSlots, MAX_RULES, nextRules } from '../../src/policy/missed-run-rules.ts';
+import { CHECK_PERIOD_MS, isDueSlot } from '../../src/policy/missed-runs.ts';
+import { judgingDelayMs, noRetryFollows } from '../../src/policy/retry-policy.ts';
 import { defineAuditJob, isAuditJob } from '../../src/policy/run-audit.ts';
+import { closedAfterMs } from '../../src/policy/slot-verdict.ts';
 
 const [five, daily] = validateJobs([
   defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),

@@ -6,13 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { Cron } from 'croner';
+import { previousSlots } from '../../ops/slots.ts';
+import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import {
   nextSlots,
   previousSlot,
-  previousSlots,
   SLOT_RANGE,
-  scheduleSearchSteps,
   shortestGapMs,
   slotsBetween,
   toUtcRfc3339,
@@ -27,11 +27,30 @@ import {
 const perMinute = { schedule: '* * * * *', timeZone: 'Etc/UTC' };
 const leapDay = { schedule: '0 0 29 2 *', timeZone: 'Etc/UTC' };
 
+/** How many croner look-ups (`nextRun`, `previousRuns`) `fn` makes, counted on croner itself. */
+function cronerLookups(fn: () => unknown): number {
+  const { nextRun, previousRuns } = Cron.prototype;
+  let n = 0;
+  Cron.prototype.nextRun = function (this: Cron, ...args) {
+    n++;
+    return nextRun.apply(this, args);
+  };
+  Cron.prototype.previousRuns = function (this: Cron, ...args) {
+    n++;
+    return previousRuns.apply(this, args);
+  };
+  try {
+    fn();
+  } finally {
+    Cron.prototype.nextRun = nextRun;
+    Cron.prototype.previousRuns = previousRuns;
+  }
+  return n;
+}
+
 /** How many croner look-ups `fn` makes. */
 function stepsOf(fn: () => unknown): number {
-  const before = scheduleSearchSteps();
-  fn();
-  return scheduleSearchSteps() - before;
+  return cronerLookups(fn);
 }
 
 describe('slot arithmetic is bounded', () => {
@@ -188,5 +207,32 @@ describe('the retention against the jobs’ retry windows', () => {
       problem ?? '',
       /RETENTION_SECONDS \(3600\) must exceed the retry window of job nightly \(3570 s.*tolerance \(60 s\)/,
     );
+  });
+});
+
+describe('the cold start with 2,000 declared jobs', () => {
+  const zones = Intl.supportedValuesOf('timeZone').filter((z) => z.includes('/'));
+  const declarations = Array.from({ length: 2000 }, (_, i) =>
+    defineJob({
+      id: `job-${i}`,
+      schedule: `${i % 60} ${Math.floor(i / 60) % 24} ${1 + Math.floor(i / 1440)} * *`,
+      timeZone: zones[i % zones.length] as string,
+      run: async () => {},
+    }),
+  );
+
+  it('validates the jobs and checks the retention with one croner look-up per job', () => {
+    let jobs: readonly DeclaredJob[] = [];
+    let problems: string[] = [];
+
+    const lookups = cronerLookups(() => {
+      jobs = validateJobs(declarations);
+      problems = retentionProblems(jobs, 2_592_000_000, 60_000);
+    });
+
+    assert.equal(new Set(jobs.map((j) => `${j.schedule} ${j.timeZone}`)).size, 2000);
+    assert.deepEqual(problems, []);
+    // The forced-run tolerance (1,000 slots per schedule and zone) waits until a job needs it.
+    assert.ok(lookups <= jobs.length, `${lookups} croner look-ups for ${jobs.length} jobs`);
   });
 });

@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { toZonedRfc3339 } from '../../ops/slots.ts';
 import {
   MAX_SLOTS,
   nextSlots,
@@ -19,7 +20,6 @@ import {
   slotsBetween,
   timeZoneProblem,
   toUtcRfc3339,
-  toZonedRfc3339,
 } from '../../src/policy/schedule.ts';
 
 const utc = (times: readonly Date[]) => times.map(toUtcRfc3339);

@@ -1,0 +1,42 @@
+/**
+ * The schedule rules `npm run runs -- --check` judges a job's slots by: the ones its missed-run
+ * check cursor recorded, so a slot detection never judges (before a schedule change it cannot
+ * place) is not reported missed by the command either. The function never loads this module.
+ */
+import type { DocumentData, Timestamp } from '@google-cloud/firestore';
+import type { DeclaredJob } from '../src/policy/job-declaration.ts';
+import { readCursor } from '../src/policy/missed-run-cursor.ts';
+import {
+  isSlotOf,
+  type JudgedRule,
+  nextRules,
+  possibleRules,
+  ruleOf,
+} from '../src/policy/missed-run-rules.ts';
+
+/**
+ * Whether detection judges a slot at `slot` under `rules`: it is not before the oldest rule's
+ * `since`, and every rule possibly in force then schedules it (`npm run runs -- --check` asks this
+ * of each missed row).
+ */
+export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
+  // Before the oldest rule's first sighting, a rule no longer kept may have ruled it.
+  if (slot.getTime() < (rules[0]?.since ?? Number.NEGATIVE_INFINITY)) return false;
+  return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
+}
+
+/**
+ * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
+ * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
+ * change seen now, if it differs). Only the declared rule for a job without a readable cursor.
+ */
+export function rulesInForce(
+  data: DocumentData | undefined,
+  updateTime: Timestamp | undefined,
+  job: DeclaredJob,
+  now: Date,
+): readonly JudgedRule[] {
+  const cursor = readCursor(data, updateTime, job, now);
+  if (cursor === undefined || cursor === 'unreadable') return [ruleOf(job)];
+  return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
+}

@@ -1,0 +1,105 @@
+/**
+ * Pausing and resuming a job (`npm run pause` / `npm run resume`): the pause written on the job's
+ * check document beside the missed-run cursor, fenced on its update time. The function only reads
+ * pauses (`src/policy/pauses.ts`); it never loads this module.
+ */
+import type { RunDocuments } from '../src/core/run-documents.ts';
+import {
+  activePause,
+  MAX_PAUSES,
+  type Pause,
+  pauseNoteProblem,
+  pausesField,
+  pauseUntilProblem,
+  readPauses,
+} from '../src/policy/pauses.ts';
+
+/** What {@link recordPause} and {@link recordResume} need of the per-job documents. */
+export type PauseStore = Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;
+
+/** A refusal of a pause or a resume, with what to do. */
+export class PauseRefused extends Error {
+  override name = 'PauseRefused';
+}
+
+/**
+ * Records a pause of a job starting now (Firestore's time of the read), on its check document
+ * `id`: fenced on the document's update time, so a concurrent cursor write is never lost (the
+ * loser of a race reads again).
+ *
+ * @param until - when it is meant to end: within `pauseUntilProblem`'s bounds of now.
+ * @returns the pause as stored.
+ * @throws {PauseRefused} if the job is paused already, or `until` or the note is out of bounds;
+ *   `LedgerUnavailableError` if Firestore fails.
+ */
+export async function recordPause(
+  store: PauseStore,
+  id: string,
+  jobId: string,
+  request: { readonly until?: Date | undefined; readonly note: string },
+): Promise<Pause> {
+  const noteProblem = pauseNoteProblem(request.note);
+  if (noteProblem !== undefined) throw new PauseRefused(`--note: ${noteProblem}`);
+  return changeFenced(store, id, jobId, (pauses, now) => {
+    const active = activePause(pauses);
+    if (active !== undefined) {
+      throw new PauseRefused(
+        `${jobId} is paused already, since ${active.pausedAt.toISOString()}${active.note === '' ? '' : ` (${active.note})`}: npm run resume -- ${jobId} first`,
+      );
+    }
+    if (request.until !== undefined) {
+      const problem = pauseUntilProblem(request.until, now);
+      if (problem !== undefined) throw new PauseRefused(`--until ${problem}`);
+    }
+    const pause: Pause = {
+      pausedAt: now,
+      until: request.until,
+      note: request.note,
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    };
+    return { pauses: [...pauses, pause].slice(-MAX_PAUSES), result: pause };
+  });
+}
+
+/**
+ * Records the end of the job's active pause, now (Firestore's time of the read), fenced like
+ * {@link recordPause}.
+ *
+ * @returns the pause as it ended.
+ * @throws {PauseRefused} if the job is not paused; `LedgerUnavailableError` if Firestore fails.
+ */
+export async function recordResume(store: PauseStore, id: string, jobId: string): Promise<Pause> {
+  return changeFenced(store, id, jobId, (pauses, now) => {
+    const active = activePause(pauses);
+    if (active === undefined) throw new PauseRefused(`${jobId} is not paused`);
+    const ended: Pause = { ...active, resumedAt: now };
+    return { pauses: [...pauses.slice(0, -1), ended], result: ended };
+  });
+}
+
+/** Reads the pauses, changes them, and writes them fenced; a lost race reads again (5 tries). */
+async function changeFenced(
+  store: PauseStore,
+  id: string,
+  jobId: string,
+  change: (pauses: readonly Pause[], now: Date) => { pauses: Pause[]; result: Pause },
+): Promise<Pause> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const { data, updateTime, readTime } = await store.readData(id);
+    const pauses = readPauses(data, readTime);
+    if (pauses === 'unreadable') {
+      throw new PauseRefused(
+        `the pauses on ${jobId}'s document ${id} hold fields this version never writes: repair or delete its "pauses" field first`,
+      );
+    }
+    const { pauses: next, result } = change(pauses, readTime);
+    const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
+    const written =
+      updateTime === undefined
+        ? await store.create(id, 'pause', fields)
+        : await store.update(id, 'pause', fields, updateTime);
+    if (written !== 'exists' && written !== 'changed') return result;
+  }
+  throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
+}

@@ -1,0 +1,204 @@
+/**
+ * A job's missed-run check cursor (`{jobId}~check` in the per-job documents, `job-state.ts`):
+ * every slot before `checked_before` was judged, against the rules it records. The check moves it
+ * after its reports, fenced on the document's update time, so a crash loses nothing.
+ */
+import { createHash } from 'node:crypto';
+import { type DocumentData, Timestamp } from '@google-cloud/firestore';
+import type { Logger } from '../core/logger.ts';
+import type { Scope } from '../core/run-key.ts';
+import type { DeclaredJob } from './job-declaration.ts';
+import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
+import { type Pause, readPauses } from './pauses.ts';
+import { longestGapMs } from './schedule.ts';
+import { closedAfterMs } from './slot-verdict.ts';
+
+/** How far back a job's first check (no cursor, or one the TTL removed) looks, ms: a day. */
+export const FIRST_LOOK_BACK_MS = 86_400_000;
+/** A cursor unwritten this long is written again though nothing closed, ms: its last check shows. */
+export const CURSOR_HEARTBEAT_MS = 3_600_000;
+/**
+ * A cursor unwritten this long (or four of the job's longest gaps), ms: nothing checked the job
+ * meanwhile (it was not declared), so the check starts afresh, in one line.
+ */
+export const STALE_CURSOR_MS = 2 * 86_400_000;
+/** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
+const CURSOR_CLOCK_SLACK_MS = 10_000;
+
+/** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
+export function checkDocumentId(jobId: string, scope: Scope): string {
+  if (scope.length === 0) return `${jobId}~check`;
+  const hash = createHash('sha256').update(JSON.stringify(scope)).digest('hex').slice(0, 16);
+  return `${jobId}~check~${hash}`;
+}
+
+/** A job's check cursor as stored. */
+export interface Cursor {
+  /** Every slot before it was judged. */
+  readonly checkedBefore: Date;
+  /** Whether a slot with a record was seen: slots before the first record are never missed. */
+  readonly runSeen: boolean;
+  /** The rules slots were judged against, oldest first; the last one is the newest. */
+  readonly rules: readonly JudgedRule[];
+  /** Firestore's time of the check that wrote it, ms. */
+  readonly seenAt: number;
+}
+
+/**
+ * The cursor in a document, `unreadable` for one this code would never write: a `closed_after_ms`
+ * that is no positive whole number of ms, a cursor ahead of the job's own closed boundary
+ * (`now − closedAfterMs(job)`: a hand-edited `closed_after_ms` cannot move it), malformed rules.
+ * A changed retry policy keeps an earlier cursor readable.
+ */
+export function readCursor(
+  data: DocumentData | undefined,
+  updateTime: Timestamp | undefined,
+  job: DeclaredJob,
+  now: Date,
+): Cursor | 'unreadable' | undefined {
+  // A document with only pauses on it (`pauses.ts`) has no cursor yet.
+  if (data === undefined || (data.checked_before === undefined && data.run_seen === undefined)) {
+    return undefined;
+  }
+  const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
+  if (!(seenAt instanceof Timestamp)) return 'unreadable';
+  const at = data.checked_before;
+  const seen = data.run_seen;
+  const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
+  if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
+  const own = closedAfterMs(job);
+  // The stored value is its writer's (an earlier revision's retry settings may differ), so it is
+  // only checked for shape; the cursor is judged against this job's own boundary below.
+  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
+  // A check never moves its cursor past its closed boundary: a later one was not written here.
+  if (at.toMillis() > now.getTime() - own + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
+  const rules = readRules(data.rules, job);
+  if (rules === 'unreadable') return 'unreadable';
+  return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
+}
+
+/** The cursor as stored, with the job's closed boundary and the per-job documents' TTL. */
+export function cursorDocument(
+  job: DeclaredJob,
+  cursor: Cursor,
+  expireAt: Timestamp,
+): DocumentData {
+  return {
+    job_name: job.id,
+    checked_before: Timestamp.fromDate(cursor.checkedBefore),
+    run_seen: cursor.runSeen,
+    closed_after_ms: closedAfterMs(job),
+    seen_at: Timestamp.fromMillis(cursor.seenAt),
+    rules: cursor.rules.map((r) => ({
+      schedule: r.schedule,
+      time_zone: r.timeZone,
+      ...(r.since === undefined ? {} : { since: Timestamp.fromMillis(r.since) }),
+      ...(r.until === undefined ? {} : { until: Timestamp.fromMillis(r.until) }),
+    })),
+    expire_at: expireAt,
+  };
+}
+
+/** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
+export function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
+  const gap = longestGapMs(job, cursor.checkedBefore, 3) ?? 0;
+  return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
+}
+
+/** A cursor nobody wrote for days starts at the boundary, its range said in one line. */
+export function startAfresh(
+  job: DeclaredJob,
+  cursor: Cursor,
+  boundary: number,
+  now: Date,
+  logger: Logger,
+): Cursor {
+  const from = cursor.checkedBefore.toISOString();
+  const to = new Date(Math.max(boundary, cursor.checkedBefore.getTime())).toISOString();
+  logger.warn(
+    { jobName: job.id, from, to },
+    `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${sinceArg(Date.parse(from), boundary)}`,
+  );
+  const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
+  return { checkedBefore, runSeen: false, rules: [ruleOf(job)], seenAt: now.getTime() };
+}
+
+/** A `--since` argument that reaches back from `now` to `from`, in whole hours. */
+function sinceArg(from: number, now: number): string {
+  return `${Math.max(1, Math.ceil((now - from) / 3_600_000) + 1)}h`;
+}
+
+/** What a check reads before it judges: the cursor document, the range to judge, its rules. */
+export interface Window {
+  /** The cursor document's id. */
+  readonly id: string;
+  /** Firestore's time of the check. */
+  readonly now: Date;
+  /** Slots before it have closed, ms. */
+  readonly boundary: number;
+  /** Where judging starts: the cursor, never before the retention. */
+  readonly from: Date;
+  readonly rules: readonly JudgedRule[];
+  /** The cursor as read, or as started afresh. */
+  readonly cursor: Cursor | undefined;
+  readonly afresh: boolean;
+  /** Whether a slot with a record was seen before `from`. */
+  readonly runSeen: boolean;
+  /** The rules are the cursor's (compared whole: at MAX_RULES a change keeps the count). */
+  readonly unchangedRules: boolean;
+  /** The cursor is due a write though nothing closed ({@link CURSOR_HEARTBEAT_MS}). */
+  readonly heartbeat: boolean;
+  /** The fencing token of the cursor write, `undefined` to create it. */
+  readonly updateTime: Timestamp | undefined;
+  /** The job's pauses, stored on the same document. */
+  readonly pauses: readonly Pause[];
+}
+
+/** The window of a check at `now` from the cursor read (or none): pure but for the fresh-start line. */
+export function windowOf(
+  job: DeclaredJob,
+  stored: Cursor | undefined,
+  now: Date,
+  retentionMs: number,
+  logger: Logger,
+): Omit<Window, 'id' | 'updateTime' | 'pauses'> {
+  const boundary = now.getTime() - closedAfterMs(job);
+  const lastWrite = stored?.seenAt ?? now.getTime();
+  const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
+  const cursor = afresh ? startAfresh(job, stored, boundary, now, logger) : stored;
+  // Never before the retention: an older slot's record may be gone (TTL), so its absence proves
+  // nothing; a cursor older than that starts over from the retained range, its first record unseen.
+  const retained = now.getTime() - retentionMs;
+  const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
+  const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
+  // Rules are kept for the retention, so `runs --check` judges older windows by them too.
+  const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
+  return {
+    now,
+    boundary,
+    from: new Date(Math.max(start, retained)),
+    rules,
+    cursor,
+    afresh,
+    runSeen: !stale && (cursor?.runSeen ?? false),
+    unchangedRules: cursor !== undefined && JSON.stringify(cursor.rules) === JSON.stringify(rules),
+    heartbeat: now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS,
+  };
+}
+
+/** The pauses on the cursor document (`pauses.ts`); unreadable ones count as none, said once. */
+export function pausesOf(
+  job: DeclaredJob,
+  id: string,
+  data: DocumentData | undefined,
+  now: Date,
+  logger: Logger,
+): readonly Pause[] {
+  const stored = readPauses(data, now);
+  if (stored !== 'unreadable') return stored;
+  logger.warn(
+    { jobName: job.id, document: id },
+    'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired',
+  );
+  return [];
+}

@@ -1,0 +1,79 @@
+/**
+ * When a slot's window closes and what the missed-run check decides about it. Timeline of one slot
+ * `s` (W: the retry window of `retry-policy.ts`; D: one attempt deadline):
+ *
+ *     s ── waits behind the previous execution ──┤ start ── W ──┤ end ── D ──┤ closed
+ *          (at most W; none when it had ended)                               judged by the next check
+ *
+ * A slot's execution starts at its first claim, or, without one, when the previous slot's
+ * execution could have ended (Scheduler never has two outstanding executions of a job), never
+ * later than `s + W` (docs/how-it-works.md, "Missed runs").
+ */
+import { isLeaseLive, type StoredRecord } from '../core/run-record.ts';
+import type { DeclaredJob } from './job-declaration.ts';
+import { retryWindowMs } from './retry-policy.ts';
+import type { SlotRow } from './run-history.ts';
+
+/**
+ * How long after its schedule time a slot is judged at the earliest, in ms: its retry window plus
+ * one attempt deadline (a first attempt Scheduler started late still lands first). A slot whose
+ * execution waited behind the previous one closes later ({@link slotVerdict}).
+ *
+ * @example closedAfterMs(job) // defaults: 3570 s + 180 s = 3 750 000
+ */
+export function closedAfterMs(job: DeclaredJob): number {
+  return retryWindowMs(job) + job.attemptDeadlineSeconds * 1000;
+}
+
+/**
+ * The verdict on one slot at `now`, the one place it is decided:
+ * - `final`: nothing to report (completed, skipped, reported already, before the job's first record);
+ * - `open`: an attempt may still come or still runs: judge it at a later check;
+ * - `missed` / `failed`: report it.
+ * With `end`, the latest time its execution can have ended, ms: the next slot waits for it.
+ */
+export type SlotVerdict = {
+  readonly verdict: 'final' | 'open' | 'missed' | 'failed';
+  readonly end: number;
+};
+
+/**
+ * Decides a slot's {@link SlotVerdict} from its record and the latest end of the previous slot's
+ * execution (`previousEnd`, ms). Its execution started at its first claim or, with none, when the
+ * previous one could have ended, never after `slot + W` (the execution outstanding at its time
+ * started before it, and lasts at most W): it closes one attempt deadline after that start + W.
+ */
+export function slotVerdict(
+  job: DeclaredJob,
+  slot: Date,
+  record: StoredRecord | undefined,
+  row: SlotRow,
+  previousEnd: number,
+  now: Date,
+): SlotVerdict {
+  const s = slot.getTime();
+  const windowMs = retryWindowMs(job);
+  const clamp = (t: number) => Math.min(s + windowMs, Math.max(s, t));
+  const run = record === undefined || record.status === 'unreadable' ? undefined : record;
+  const start = clamp(run?.firstClaimedAt?.getTime() ?? previousEnd);
+  const latestEnd = start + windowMs;
+  if (run?.status === 'completed') {
+    return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };
+  }
+  if (run?.status === 'skipped') return { verdict: 'final', end: latestEnd };
+  if (row.reported) {
+    const at = run?.failedAt?.getTime() ?? latestEnd;
+    return {
+      verdict: 'final',
+      end: run?.status === 'failed' ? Math.min(at, latestEnd) : latestEnd,
+    };
+  }
+  const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
+  if (now.getTime() < closesAt) return { verdict: 'open', end: latestEnd };
+  if (record !== undefined && isLeaseLive(record, now)) return { verdict: 'open', end: latestEnd };
+  if (row.state === 'missed') return { verdict: 'missed', end: latestEnd };
+  if (row.state === 'failed' || row.state === 'in_progress') {
+    return { verdict: 'failed', end: latestEnd };
+  }
+  return { verdict: 'final', end: latestEnd };
+}
