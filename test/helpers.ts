@@ -21,7 +21,9 @@ import { jobStateCollection } from '../src/policy/job-state.ts';
 import { RunHistory } from '../src/policy/run-history.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
-  throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');
+  throw new Error(
+    'Run the tests through `npm test`, or one file with `npm run test:file -- FILE`: both start the Firestore emulator.',
+  );
 }
 
 /** The emulator-backed client every test shares. */
