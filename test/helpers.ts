@@ -27,7 +27,7 @@ if (!process.env.FIRESTORE_EMULATOR_HOST) {
   );
 }
 
-export { atOffset, PAST_NOON, PAST_NOON_MS, rfc3339 } from './fixtures/times.ts';
+export { atOffset, PAST_DAY, PAST_NOON, PAST_NOON_MS, rfc3339 } from './fixtures/times.ts';
 
 /** The emulator-backed client every test shares. */
 export const firestore = new Firestore({
