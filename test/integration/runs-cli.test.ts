@@ -14,7 +14,24 @@ import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as weeklyJobs } from '../fixtures/jobs-weekly.ts';
-import { firestore, schedulerHeaders, serveJobs } from '../helpers.ts';
+import {
+  firestore,
+  PAST_DAY,
+  PAST_NOON_MS,
+  rfc3339,
+  schedulerHeaders,
+  serveJobs,
+} from '../helpers.ts';
+
+const DAY_MS = 86_400_000;
+/** Midnight UTC of a Monday at least nine days back: a weekly job's day, the Monday after it past. */
+const MONDAY_MS = (() => {
+  const day = Math.floor(PAST_NOON_MS / DAY_MS) * DAY_MS - 9 * DAY_MS;
+  return day - ((new Date(day).getUTCDay() + 6) % 7) * DAY_MS;
+})();
+/** `hh:mm` UTC on day `days` after {@link MONDAY_MS}, as Scheduler sends it. */
+const onMonday = (days: number, hhmm: string) =>
+  rfc3339(MONDAY_MS + days * DAY_MS + Date.parse(`1970-01-01T${hhmm}:00Z`));
 
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
@@ -50,7 +67,7 @@ describe('npm run runs', () => {
   before(async () => {
     // The fixture's job, run by a counting function that fails the first attempt of 12:10 and
     // every attempt of 12:15.
-    const failures = new Set(['2026-10-16T12:10:00.000Z', '2026-10-16T12:15:00.000Z']);
+    const failures = new Set([`${PAST_DAY}T12:10:00.000Z`, `${PAST_DAY}T12:15:00.000Z`]);
     const jobs = validateJobs(
       historyJobs.map((job) =>
         defineJob({
@@ -58,7 +75,7 @@ describe('npm run runs', () => {
           run: (ctx) => {
             const slot = ctx.scheduleTime.toISOString();
             executions.push(slot);
-            if (slot === '2026-10-16T12:15:00.000Z' || failures.delete(slot)) {
+            if (slot === `${PAST_DAY}T12:15:00.000Z` || failures.delete(slot)) {
               throw new Error(`downstream refused ${slot}`);
             }
           },
@@ -71,7 +88,7 @@ describe('npm run runs', () => {
       fn.request.post('/').set(schedulerHeaders('history-five', time));
     // 12:05 never delivered (a gap); 12:10 fails, then its retry works; 12:15 fails for good.
     for (const time of ['12:00', '12:10', '12:10', '12:15', '12:20', '12:25']) {
-      await deliver(`2026-10-16T${time}:00Z`);
+      await deliver(`${PAST_DAY}T${time}:00Z`);
     }
   });
 
@@ -82,7 +99,7 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 0);
@@ -107,10 +124,10 @@ describe('npm run runs', () => {
       ],
     );
     assert.equal(rows[3]?.final, true, 'failed past its 15 s retry window');
-    assert.equal(rows[3]?.lastError, 'downstream refused 2026-10-16T12:15:00.000Z');
+    assert.equal(rows[3]?.lastError, `downstream refused ${PAST_DAY}T12:15:00.000Z`);
     assert.equal(rows[6]?.final, false);
     assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.runId)));
-    assert.equal(executions.filter((e) => e.startsWith('2026-10-16T12:10')).length, 2);
+    assert.equal(executions.filter((e) => e.startsWith(`${PAST_DAY}T12:10`)).length, 2);
   });
 
   it('--check exits 1 on a missed or finally failed slot, naming it and the command that fixes it', () => {
@@ -120,17 +137,21 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 1);
     assert.match(
       stderr,
-      /history-five 2026-10-16T12:05:00Z missed: npm run trigger -- history-five --slot 2026-10-16T12:05:00Z\n/,
+      new RegExp(
+        `history-five ${PAST_DAY}T12:05:00Z missed: npm run trigger -- history-five --slot ${PAST_DAY}T12:05:00Z\n`,
+      ),
     );
     assert.match(
       stderr,
-      /history-five 2026-10-16T12:15:00Z failed: npm run trigger -- history-five --slot 2026-10-16T12:15:00Z\n/,
+      new RegExp(
+        `history-five ${PAST_DAY}T12:15:00Z failed: npm run trigger -- history-five --slot ${PAST_DAY}T12:15:00Z\n`,
+      ),
     );
     assert.doesNotMatch(stderr, /Warning/);
   });
@@ -144,7 +165,7 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
     const page = readFileSync(file, 'utf8');
 
@@ -163,7 +184,7 @@ describe('npm run runs', () => {
       '--since',
       '10m',
       '--now',
-      '2026-10-16T12:27:00Z',
+      `${PAST_DAY}T12:27:00Z`,
     );
 
     assert.equal(code, 0);
@@ -178,7 +199,7 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 1);
@@ -188,7 +209,7 @@ describe('npm run runs', () => {
         .trim()
         .split('\n')
         .map((line) => line.split(': ')[1]),
-      ['history-five 2026-10-16T12:05:00Z missed', 'history-five 2026-10-16T12:15:00Z failed'],
+      [`history-five ${PAST_DAY}T12:05:00Z missed`, `history-five ${PAST_DAY}T12:15:00Z failed`],
     );
   });
 
@@ -213,7 +234,7 @@ describe('npm run runs', () => {
       '--since',
       '40d',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 1, stderr);
@@ -221,7 +242,7 @@ describe('npm run runs', () => {
       stderr,
       /history-five: the window holds more than 10000 slots; showing the newest \d+, from/,
     );
-    assert.match(stderr, /history-five 2026-10-16T12:05:00Z missed/);
+    assert.match(stderr, new RegExp(`history-five ${PAST_DAY}T12:05:00Z missed`));
   });
 
   it('--check exits 3 when a window too large to judge holds no problem among its newest slots', () => {
@@ -231,7 +252,7 @@ describe('npm run runs', () => {
       '--since',
       '40d',
       '--now',
-      '2026-10-16T12:03:00Z',
+      `${PAST_DAY}T12:03:00Z`,
     );
 
     assert.equal(code, 3, stderr);
@@ -244,7 +265,7 @@ describe('npm run runs', () => {
       defineJob({ ...historyJobs[0], id: 'history-old', run: () => {} } as never),
     ]);
     const old = serveJobs(renamed, { collection });
-    await old.request.post('/').set(schedulerHeaders('history-old', '2026-10-16T11:55:00Z'));
+    await old.request.post('/').set(schedulerHeaders('history-old', `${PAST_DAY}T11:55:00Z`));
 
     const { code, stdout, stderr } = runs(
       collection,
@@ -254,14 +275,14 @@ describe('npm run runs', () => {
       '1h',
       '--json',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 0, stderr);
     const rows = JSON.parse(stdout) as { job: string; slot: string; state: string; mark: string }[];
     assert.deepEqual(
       rows.map((r) => [r.job, r.slot, r.state, r.mark]),
-      [['history-old', '2026-10-16T11:55:00Z', 'completed', 'undeclared']],
+      [['history-old', `${PAST_DAY}T11:55:00Z`, 'completed', 'undeclared']],
     );
   });
 
@@ -273,7 +294,7 @@ describe('npm run runs', () => {
     );
     for (const id of ['trigger-one-aaaa', 'trigger-two-bbbb']) {
       const answer = await fn.request.post('/').set({
-        ...schedulerHeaders('history-five', '2026-10-16T12:20:00Z'),
+        ...schedulerHeaders('history-five', `${PAST_DAY}T12:20:00Z`),
         'X-Run-Once-Mode': 'manual',
         'X-Run-Once-Trigger-Id': id,
       });
@@ -301,7 +322,7 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 0, stderr);
@@ -316,7 +337,7 @@ describe('npm run runs', () => {
       validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
       { collection: own },
     );
-    await fn.request.post('/').set(schedulerHeaders('history-five', '2026-10-16T12:25:00Z'));
+    await fn.request.post('/').set(schedulerHeaders('history-five', `${PAST_DAY}T12:25:00Z`));
     // "Force run" at 12:30:10 carries the next slot, 12:35, in its record.
     await firestore
       .collection(own)
@@ -327,7 +348,7 @@ describe('npm run runs', () => {
         attempts: 1,
         run_kind: 'forced',
         job_name: 'history-five',
-        schedule_time: Timestamp.fromDate(new Date('2026-10-16T12:35:00Z')),
+        schedule_time: Timestamp.fromDate(new Date(`${PAST_DAY}T12:35:00Z`)),
         expire_at: Timestamp.fromDate(new Date('2099-01-01T00:00:00Z')),
       });
 
@@ -337,21 +358,21 @@ describe('npm run runs', () => {
       '--since',
       '10m',
       '--now',
-      '2026-10-16T12:30:10Z',
+      `${PAST_DAY}T12:30:10Z`,
     );
 
     assert.equal(code, 0, stderr);
     const rows = JSON.parse(stdout) as { slot: string; kind: string; state: string }[];
     assert.deepEqual(
       rows.filter((r) => r.kind === 'forced').map((r) => [r.slot, r.state]),
-      [['2026-10-16T12:35:00Z', 'completed']],
+      [[`${PAST_DAY}T12:35:00Z`, 'completed']],
     );
   });
 
   it("--check counts a weekly job's one missed slot in a window with no other slot, from its record before the window", async () => {
     const weekly = validateJobs(weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })));
     const fn = serveJobs(weekly);
-    const ran = await fn.request.post('/').set(schedulerHeaders('weekly', '2026-11-02T09:00:00Z'));
+    const ran = await fn.request.post('/').set(schedulerHeaders('weekly', onMonday(0, '09:00')));
     assert.equal(ran.body.outcome, 'processed');
 
     const { code, stderr } = runsOf(
@@ -360,12 +381,12 @@ describe('npm run runs', () => {
       '--since',
       '7d',
       '--now',
-      '2026-11-10T12:00:00Z',
+      onMonday(8, '12:00'),
       '--check',
     );
 
     assert.equal(code, 1, stderr);
-    assert.match(stderr, /weekly 2026-11-09T09:00:00Z missed/);
+    assert.match(stderr, new RegExp(`weekly ${onMonday(7, '09:00')} missed`));
   });
 
   it('lists and judges one key scope only: scope production shows none of scope staging’s records', async () => {
@@ -425,7 +446,7 @@ describe('npm run runs', () => {
       { collection: own },
     );
     const answer = await fn.request.post('/').set({
-      ...schedulerHeaders('history-five', '2026-10-16T12:20:00Z'),
+      ...schedulerHeaders('history-five', `${PAST_DAY}T12:20:00Z`),
       'X-Run-Once-Mode': 'manual',
       'X-Run-Once-Trigger-Id': 'trigger-failed-cccc',
     });
@@ -437,7 +458,7 @@ describe('npm run runs', () => {
       '--since',
       '30m',
       '--now',
-      '2026-10-16T12:30:00Z',
+      `${PAST_DAY}T12:30:00Z`,
     );
 
     assert.equal(code, 1, stderr);
@@ -460,9 +481,9 @@ describe('npm run runs', () => {
     for (const minute of ['12:01', '12:02', '12:03']) {
       await before.request
         .post('/')
-        .set(schedulerHeaders('history-five', `2026-10-16T${minute}:00Z`));
+        .set(schedulerHeaders('history-five', `${PAST_DAY}T${minute}:00Z`));
     }
-    const args = ['--since', '10m', '--now', '2026-10-16T12:06:00Z', '--json'];
+    const args = ['--since', '10m', '--now', `${PAST_DAY}T12:06:00Z`, '--json'];
 
     const all = runs(own, ...args);
     const one = runs(own, '--job', 'history-five', ...args);
