@@ -524,12 +524,10 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   it('runs --backfill --scope delivers the scope’s missed slots with its headers and parameters; --check in that scope is then green', async () => {
     const collection = fn.collection;
     for (const time of ['12:00', '12:20']) {
-      await fn.request
-        .post('/?region=eu')
-        .set({
-          ...schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`),
-          'X-Tenant': 'acme',
-        });
+      await fn.request.post('/?region=eu').set({
+        ...schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`),
+        'X-Tenant': 'acme',
+      });
     }
     const window = ['--since', '25m', '--now', `${PAST_DAY}T12:25:00Z`, '--collection', collection];
 
