@@ -1,7 +1,9 @@
 /**
  * Stops an npm script at once, in one line, when Node is older than package.json `engines.node`
  * (the first Node that runs the `.ts` scripts and tests without a flag, 22.18). Every script the
- * README names starts with it; `npm install` is stopped by `engine-strict=true` in `.npmrc`.
+ * README names starts with it; `npm install` is stopped by `engine-strict=true` in `.npmrc`, with
+ * npm's own six-line EBADENGINE error: npm checks `engines` before any script could run, and
+ * without engine-strict it only warns and installs.
  *
  * CommonJS and plain JavaScript on purpose: an old Node must be able to run this file to say so.
  * Exit status 1 and one line on stderr when too old; nothing and 0 otherwise.

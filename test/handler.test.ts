@@ -8,6 +8,7 @@ import type { JobContext } from '../src/core/job-context.ts';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import {
+  atOffset,
   countingFirestore,
   countingJob,
   declareJobs,
@@ -16,6 +17,9 @@ import {
   grpcError,
   hookedFirestore,
   newLedger,
+  PAST_NOON,
+  PAST_NOON_MS,
+  rfc3339,
   schedulerHeaders,
   serve,
   serveJobs,
@@ -23,7 +27,7 @@ import {
   until,
 } from './helpers.ts';
 
-const RUN = { jobName: 'nightly-report', scheduleTime: '2026-10-16T12:00:00Z', scope: [] };
+const RUN = { jobName: 'nightly-report', scheduleTime: PAST_NOON, scope: [] };
 
 describe('handleScheduledJob', () => {
   it('runs the job on the first delivery and answers 200 processed with the run id', async () => {
@@ -39,7 +43,7 @@ describe('handleScheduledJob', () => {
     const record = await storedRecord(collection, res.body.runId);
     assert.equal(record.status, 'completed');
     assert.equal(record.job_name, 'nightly-report');
-    assert.equal(record.schedule_time.toDate().toISOString(), '2026-10-16T12:00:00.000Z');
+    assert.equal(record.schedule_time.toDate().toISOString(), new Date(PAST_NOON_MS).toISOString());
   });
 
   it('answers a delivery of a completed run 200 duplicate without running the job', async () => {
@@ -58,11 +62,11 @@ describe('handleScheduledJob', () => {
   it('treats lowercase (HTTP/2) header names and another offset for the same instant as the same run', async () => {
     const { job, calls } = countingJob();
     const { request } = serve(job);
-    await request.post('/').set(schedulerHeaders('nightly-report', '2026-10-16T12:00:00Z'));
+    await request.post('/').set(schedulerHeaders('nightly-report', PAST_NOON));
 
     const res = await request.post('/').set({
       'x-cloudscheduler-jobname': 'nightly-report',
-      'x-cloudscheduler-scheduletime': '2026-10-16T05:00:00.000-07:00',
+      'x-cloudscheduler-scheduletime': atOffset(PAST_NOON_MS, -7 * 60),
     });
 
     assert.equal(res.body.outcome, 'duplicate');
@@ -178,17 +182,17 @@ describe('handleScheduledJob', () => {
     ['a JobName of 501 characters', schedulerHeaders('j'.repeat(501)), /not a job id/],
     [
       'a ScheduleTime without offset',
-      schedulerHeaders('j', '2026-10-16T12:00:00'),
+      schedulerHeaders('j', PAST_NOON.replace('Z', '')),
       /not an RFC 3339/,
     ],
     ['an impossible date', schedulerHeaders('j', '2026-02-30T12:00:00Z'), /not a real instant/],
     ['a leap second', schedulerHeaders('j', '2016-12-31T23:59:60Z'), /not a real instant/],
     ['year 0000', schedulerHeaders('j', '0000-01-01T00:00:00Z'), /not a real instant/],
-    ['trailing junk', schedulerHeaders('j', '2026-10-16T12:00:00Zjunk'), /not an RFC 3339/],
+    ['trailing junk', schedulerHeaders('j', `${PAST_NOON}junk`), /not an RFC 3339/],
     ['an epoch number', schedulerHeaders('j', '1792152000'), /not an RFC 3339/],
     [
       'an oversized ScheduleTime',
-      schedulerHeaders('j', `2026-10-16T12:00:00.${'0'.repeat(40)}Z`),
+      schedulerHeaders('j', PAST_NOON.replace('Z', `.${'0'.repeat(40)}Z`)),
       /longer than 40/,
     ],
   ];
@@ -216,8 +220,8 @@ describe('handleScheduledJob', () => {
       .post('/')
       .set('X-CloudScheduler-JobName', 'nightly')
       .set('X-CloudScheduler-ScheduleTime', [
-        '2026-10-16T12:00:00Z',
-        '2026-10-16T13:00:00Z',
+        PAST_NOON,
+        rfc3339(PAST_NOON_MS + 3_600_000),
       ] as unknown as string);
 
     assert.equal(res.status, 400);
@@ -313,7 +317,7 @@ describe('handleScheduledJob', () => {
     assert.equal(line?.outcome, 'processed');
     assert.equal(line?.runId, res.body.runId);
     assert.equal(line?.jobName, 'nightly-report');
-    assert.equal(line?.scheduleTime, '2026-10-16T12:00:00Z');
+    assert.equal(line?.scheduleTime, PAST_NOON);
     assert.equal(typeof line?.attemptId, 'string');
     assert.equal(typeof line?.durationMs, 'number');
     assert.equal(

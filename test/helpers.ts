@@ -19,10 +19,15 @@ import { createLogger } from '../src/function/logger.ts';
 import { defineJob, type JobRun, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { RunHistory } from '../src/policy/run-history.ts';
+import { PAST_NOON } from './fixtures/times.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
-  throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');
+  throw new Error(
+    'Run the tests through `npm test`, or one file with `npm run test:file -- FILE`: both start the Firestore emulator.',
+  );
 }
+
+export { atOffset, PAST_DAY, PAST_NOON, PAST_NOON_MS, rfc3339 } from './fixtures/times.ts';
 
 /** The emulator-backed client every test shares. */
 export const firestore = new Firestore({
@@ -100,7 +105,7 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
  */
 export function testConfig(env: Record<string, string> = {}): Config {
   const development = env.NODE_ENV === undefined ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' } : {};
-  // A year's retention: the fixtures' fixed schedule times (October 2026) stay deliverable.
+  // A year's retention, far beyond the fixtures' schedule times (a day back, PAST_NOON).
   return loadConfig({
     MISSED_RUN_CHECK: 'off',
     RETENTION_SECONDS: '31536000',
@@ -186,7 +191,7 @@ export function serveJobs(
 /** The two Cloud Scheduler headers of a delivery. */
 export function schedulerHeaders(
   jobName = 'nightly-report',
-  scheduleTime = '2026-10-16T12:00:00Z',
+  scheduleTime: string = PAST_NOON,
 ): Record<string, string> {
   return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
 }

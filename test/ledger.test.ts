@@ -16,6 +16,7 @@ import {
   hookedFirestore,
   loseCommitAnswers,
   newLedger,
+  PAST_NOON,
   storedRecord,
 } from './helpers.ts';
 
@@ -39,7 +40,7 @@ describe('RunLedger', () => {
     const claim = claimOf(
       await ledger.claim('run-1', {
         jobName: 'nightly',
-        scheduleTime: '2026-10-16T12:00:00.123456789Z',
+        scheduleTime: PAST_NOON.replace('Z', '.123456789Z'),
       }),
     );
 
@@ -113,7 +114,7 @@ describe('RunLedger', () => {
 
   it('a released run keeps its failure and can be claimed again at once by a new attempt', async () => {
     const { ledger, collection } = newLedger();
-    const first = claimOf(await ledger.claim('run-1', { scheduleTime: '2026-10-16T12:00:00Z' }));
+    const first = claimOf(await ledger.claim('run-1', { scheduleTime: PAST_NOON }));
     assert.equal(
       await ledger.release(first, `billing answered 503 ${'x'.repeat(400)}`),
       'recorded',
@@ -488,7 +489,7 @@ describe('RunLedger', () => {
         {
           status: 'in_progress',
           attempt_id: 'a',
-          leased_at: '2026-10-16T12:00:00Z',
+          leased_at: PAST_NOON,
           lease_ms: 1000,
         },
         'leased_at',

@@ -105,17 +105,15 @@ describe('missed-run detection, live', () => {
   });
 
   it('never reports a slot whose on-time delivery a clock 5 minutes behind took for a forced run: that run is the slot’s', async () => {
-    const time = drivenClock('2026-10-16T12:00:00Z');
+    const time = drivenClock(T('12:00:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const outcomes: string[] = [];
 
-    for (const slot of slots('2026-10-16T12:00:00Z', '2026-10-16T15:05:00Z', 5)) {
+    for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
       // 12:05 arrives on time, but this instance's estimate of Firestore's time says 12:00.
       const at =
-        slot.toISOString() === '2026-10-16T12:05:00.000Z'
-          ? new Date(slot.getTime() - 5 * MINUTE)
-          : undefined;
+        slot.toISOString() === T('12:05:00') ? new Date(slot.getTime() - 5 * MINUTE) : undefined;
       outcomes.push(await deliverAt(fn, time, 'five', slot, at));
     }
 

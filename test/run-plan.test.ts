@@ -18,13 +18,19 @@ import {
   documents,
   firestore,
   freshCollection,
+  PAST_NOON,
+  PAST_NOON_MS,
+  rfc3339,
   schedulerHeaders,
   serveJobs,
   storedRecord,
   until,
 } from './helpers.ts';
 
-const T = '2026-10-16T12:00:00Z';
+// Noon yesterday: a past slot, as the fixed October 2026 noon was; the driven clocks start from it.
+const T = PAST_NOON;
+/** `HH:MM` on T's day, as Scheduler sends it. */
+const onDay = (hhmm: string) => `${T.slice(0, 10)}T${hhmm}:00Z`;
 const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
 
 function counted(
@@ -348,7 +354,7 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
   });
 
   const refused: [string, string, RegExp][] = [
-    ['an off-schedule time', '2026-10-16T12:01:00Z', /is not a slot of nightly-report/],
+    ['an off-schedule time', onDay('12:01'), /is not a slot of nightly-report/],
     ['year 9999', '9999-12-31T12:00:00Z', /is in the future|after the job's next slot/],
     [
       'a time before 2000',
@@ -357,8 +363,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     ],
     [
       'a slot with no record',
-      '2026-10-15T12:00:00Z',
-      /has no record.*--slot 2026-10-15T12:00:00Z \(without --rerun\)/,
+      rfc3339(PAST_NOON_MS - 86_400_000),
+      new RegExp(
+        `has no record.*--slot ${rfc3339(PAST_NOON_MS - 86_400_000)} \\(without --rerun\\)`,
+      ),
     ],
   ];
   for (const [what, time, message] of refused) {
@@ -427,7 +435,7 @@ describe('overlap policy, two instances, a slow job', () => {
     const { jobs, calls } = counted(
       { id: 'every-five', schedule: '*/5 * * * *', overlap },
       async (ctx) => {
-        if (ctx.scheduleTime.toISOString() === '2026-10-16T12:00:00.000Z') await gate;
+        if (ctx.scheduleTime.getTime() === PAST_NOON_MS) await gate;
       },
     );
     return { jobs, calls, release: () => release() };
@@ -437,7 +445,7 @@ describe('overlap policy, two instances, a slow job', () => {
     const { jobs, calls, release } = slowJob('skip');
     const a = serveJobs(jobs);
     const b = serveJobs(jobs, { collection: a.collection });
-    const slot = (time: string) => schedulerHeaders('every-five', `2026-10-16T${time}:00Z`);
+    const slot = (time: string) => schedulerHeaders('every-five', onDay(time));
     const running = a.request
       .post('/')
       .set(slot('12:00'))
@@ -474,7 +482,7 @@ describe('overlap policy, two instances, a slow job', () => {
     const { jobs, calls, release } = slowJob('wait');
     const a = serveJobs(jobs);
     const b = serveJobs(jobs, { collection: a.collection });
-    const slot = (time: string) => schedulerHeaders('every-five', `2026-10-16T${time}:00Z`);
+    const slot = (time: string) => schedulerHeaders('every-five', onDay(time));
     const running = a.request
       .post('/')
       .set(slot('12:00'))
@@ -508,7 +516,7 @@ describe('overlap by the job: the lock holds across slots without records', () =
     );
     return { jobs, calls, release: (hhmm: string) => gates.get(hhmm)?.() };
   }
-  const slot = (time: string) => schedulerHeaders('every-minute', `2026-10-16T${time}:00Z`);
+  const slot = (time: string) => schedulerHeaders('every-minute', onDay(time));
   const ran = (calls: JobContext[]) => calls.map((c) => c.scheduleTime.toISOString().slice(11, 16));
 
   it('wait: 12:01 waits with no record, and 12:02 does not start while 12:00 still runs', async () => {

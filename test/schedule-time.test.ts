@@ -7,9 +7,19 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
-import { schedulerHeaders, serveJobs, storedRecord } from './helpers.ts';
+import { PAST_NOON_MS, rfc3339, schedulerHeaders, serveJobs, storedRecord } from './helpers.ts';
 
 const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
+/** `ms` after noon yesterday (the driven clocks start there), as Scheduler sends it. */
+const afterNoon = (ms: number) => rfc3339(PAST_NOON_MS + ms);
+
+/** The first 29 February after `ms`, midnight UTC. */
+function nextLeapDay(ms: number): string {
+  for (let year = new Date(ms).getUTCFullYear(); ; year++) {
+    const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+    if (leap && Date.UTC(year, 1, 29) > ms) return rfc3339(Date.UTC(year, 1, 29));
+  }
+}
 
 function counted(id: string, schedule: string) {
   const kinds: string[] = [];
@@ -22,7 +32,7 @@ function counted(id: string, schedule: string) {
 describe('a force run of a per-minute job (tolerance: half its one-minute gap)', () => {
   for (const early of [59, 31]) {
     it(`is a run of its own ${early} s before the slot, and the slot still runs at its time`, async () => {
-      const slot = '2026-10-16T12:01:00Z';
+      const slot = afterNoon(60_000);
       const { jobs, kinds } = counted('every-minute', '* * * * *');
       let now = at(slot, -early * 1000);
       const { request } = serveJobs(jobs, {}, { clock: async () => now });
@@ -48,7 +58,7 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
   }
 
   it('29 s before the slot is the slot’s own run, early: its delivery is then a duplicate', async () => {
-    const slot = '2026-10-16T12:01:00Z';
+    const slot = afterNoon(60_000);
     const { jobs, kinds } = counted('every-minute', '* * * * *');
     let now = at(slot, -29_000);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
@@ -62,7 +72,7 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
   });
 
   it('a job with slots five minutes apart keeps FORCED_RUN_TOLERANCE_SECONDS (59 s early is its slot)', async () => {
-    const slot = '2026-10-16T12:05:00Z';
+    const slot = afterNoon(5 * 60_000);
     const { jobs, kinds } = counted('five', '*/5 * * * *');
     const { request } = serveJobs(jobs, {}, { clock: async () => at(slot, -59_000) });
 
@@ -74,7 +84,7 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
 });
 
 describe('schedule times Scheduler cannot send are refused with 400, nothing written', () => {
-  const now = new Date('2026-10-16T12:00:20Z');
+  const now = new Date(PAST_NOON_MS + 20_000);
   const cases = [
     {
       name: 'year 1 (slot arithmetic there used to stall the instance)',
@@ -83,13 +93,13 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
     },
     {
       name: 'ten minutes ahead (a future slot run early)',
-      time: '2026-10-16T12:10:00Z',
-      message: /after the job's next slot \(2026-10-16T12:01:00Z\)/,
+      time: afterNoon(10 * 60_000),
+      message: new RegExp(`after the job's next slot \\(${afterNoon(60_000)}\\)`),
     },
     { name: 'year 9999', time: '9999-12-31T23:59:00Z', message: /after the job's next slot/ },
     {
       name: 'older than RETENTION_SECONDS (its record may be gone)',
-      time: '2026-09-01T12:00:00Z',
+      time: afterNoon(-45 * 86_400_000),
       message: /older than RETENTION_SECONDS \(2592000 s/,
     },
   ];
@@ -118,7 +128,7 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
     const { jobs, kinds } = counted('leap', '0 0 29 2 *');
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
-    const res = await request.post('/').set(schedulerHeaders('leap', '2028-02-29T00:00:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('leap', nextLeapDay(now.getTime())));
 
     assert.equal(res.body.outcome, 'processed');
     assert.deepEqual(kinds, ['forced']);

@@ -37,10 +37,13 @@ import {
   waitFor,
   warmUp,
 } from '../fixtures/harness.ts';
+import { faketimeOffset, outerClockOffsetS } from '../fixtures/times.ts';
 
 after(removeScratch);
 
 const SKEW_S = 90;
+/** The suite's own clock offset under an outer `faketime` (0 without): the skews are added to it. */
+const OUTER_S = outerClockOffsetS();
 const LEASE_MS = 3_000;
 /** The job runs three leases: a lease computed from a skewed clock lapses while it works. */
 const JOB_MS = 3 * LEASE_MS;
@@ -78,7 +81,7 @@ const ENV = {
 function requireFaketime(): void {
   const probe = spawnSync(
     'faketime',
-    ['-f', `+${SKEW_S}s`, process.execPath, '-e', 'console.log(Date.now())'],
+    ['-f', faketimeOffset(OUTER_S + SKEW_S), process.execPath, '-e', 'console.log(Date.now())'],
     { encoding: 'utf8', env: { ...process.env, ...ENV } },
   );
   if (probe.error !== undefined || probe.status !== 0) {
@@ -252,7 +255,11 @@ describe('a clock off by ±90 s on one of two instances', { concurrency: true },
     const name = skewS > 0 ? `p${SKEW_S}` : `m${SKEW_S}`;
     describe(`the skewed instance’s clock ${skew}`, { concurrency: true }, () => {
       const collection = freshCollection();
-      const skewed = { collection, env: ENV, wrapper: ['faketime', '-f', skew] };
+      const skewed = {
+        collection,
+        env: ENV,
+        wrapper: ['faketime', '-f', faketimeOffset(OUTER_S + skewS)],
+      };
       let cold: FunctionProcess;
       let serving: FunctionProcess;
       let correct: FunctionProcess;

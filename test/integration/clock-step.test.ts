@@ -24,6 +24,7 @@ import {
   waitFor,
   warmUp,
 } from '../fixtures/harness.ts';
+import { outerClockOffsetS } from '../fixtures/times.ts';
 
 after(removeScratch);
 
@@ -44,11 +45,16 @@ describe('a wall clock stepped on a warm instance', () => {
       );
     }
     const offsetFile = join(scratch, `${randomUUID()}.faketime`);
-    writeFileSync(offsetFile, '+0\n');
+    // Offsets from the machine's clock: the suite's own under an outer `faketime` (0 without), then
+    // the step on top. `env -u FAKETIME`: an outer faketime's variable would win over the file.
+    const outerS = outerClockOffsetS();
+    writeFileSync(offsetFile, `${outerS >= 0 ? '+' : ''}${outerS}\n`);
     const fn = await startFunction({
       env: { FAULT_JOB_IDS: JOB, FAKETIME_DONT_FAKE_MONOTONIC: '1' },
       wrapper: [
         'env',
+        '-u',
+        'FAKETIME',
         `LD_PRELOAD=${LIBFAKETIME}`,
         `FAKETIME_TIMESTAMP_FILE=${offsetFile}`,
         'FAKETIME_CACHE_DURATION=1',
@@ -57,7 +63,7 @@ describe('a wall clock stepped on a warm instance', () => {
     t.after(() => fn.kill());
     await warmUp(fn);
 
-    writeFileSync(offsetFile, `${STEP_S}\n`);
+    writeFileSync(offsetFile, `${outerS + STEP_S >= 0 ? '+' : ''}${outerS + STEP_S}\n`);
     await waitFor(
       'the instance’s wall clock to step back',
       async () => {

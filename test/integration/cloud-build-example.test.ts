@@ -25,7 +25,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { PAST_DAY, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 const LOCATION = 'projects/demo-project/locations/us-central1';
 
@@ -60,7 +60,7 @@ describe('examples/cloud-build: the proxy', () => {
     const { trigger, triggerId } = aTrigger();
     const { request, collection } = proxy(trigger);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = launchesOf(triggerId);
@@ -71,7 +71,7 @@ describe('examples/cloud-build: the proxy', () => {
     assert.deepEqual(launches[0]?.body.source, {
       substitutions: {
         [RUN_ID_SUBSTITUTION]: res.body.runId,
-        [SCHEDULE_TIME_SUBSTITUTION]: '2026-10-16T12:00:00.000Z',
+        [SCHEDULE_TIME_SUBSTITUTION]: `${PAST_DAY}T12:00:00.000Z`,
         [JOB_NAME_SUBSTITUTION]: 'nightly',
       },
     });
@@ -86,10 +86,10 @@ describe('examples/cloud-build: the proxy', () => {
     const { trigger, triggerId } = aTrigger();
     const { request } = proxy(trigger);
 
-    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
-      .set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
 
     assert.equal(duplicate.body.outcome, 'duplicate');
     assert.equal(launchesOf(triggerId).length, 1);
@@ -108,12 +108,12 @@ describe('examples/cloud-build: the proxy', () => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer builds of other runs push this run's build off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-build', LOCATION, otherRun(i));
     const listsBefore = listsOf().length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -141,7 +141,7 @@ describe('examples/cloud-build: the proxy', () => {
     }
     const { request } = proxy(trigger);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:15:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const looks = fake.lists.filter((l) => l.path === `/v1/${location}/builds`);

@@ -23,7 +23,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { PAST_DAY, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A Cloud Run job of its own for each test, so launches and lists never mix. */
 function aJob(): string {
@@ -55,7 +55,7 @@ describe('examples/cloud-run-job: the proxy', () => {
     const job = aJob();
     const { request, collection } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = fake.launches.filter((l) => l.path === `/v2/${job}:run`);
@@ -67,7 +67,7 @@ describe('examples/cloud-run-job: the proxy', () => {
           {
             env: [
               { name: RUN_ID_ENV, value: res.body.runId },
-              { name: SCHEDULE_TIME_ENV, value: '2026-10-16T12:00:00.000Z' },
+              { name: SCHEDULE_TIME_ENV, value: `${PAST_DAY}T12:00:00.000Z` },
               { name: JOB_NAME_ENV, value: 'nightly' },
             ],
           },
@@ -84,10 +84,10 @@ describe('examples/cloud-run-job: the proxy', () => {
     const job = aJob();
     const { request } = proxy(job);
 
-    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
-      .set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
 
     assert.equal(duplicate.body.outcome, 'duplicate');
     assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
@@ -108,12 +108,12 @@ describe('examples/cloud-run-job: the proxy', () => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer executions of other runs push this run's execution off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-run-job', job, otherRun(i));
     const listsBefore = listsOf(job).length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -138,7 +138,7 @@ describe('examples/cloud-run-job: the proxy', () => {
     }
     const { request } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:12:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
@@ -154,7 +154,7 @@ describe('examples/cloud-run-job: the proxy', () => {
     fake.seed('cloud-run-job', job, {}); // started by hand, without the overrides
     const { request } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:15:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
@@ -166,7 +166,7 @@ describe('examples/cloud-run-job: the proxy', () => {
     const run = createCloudRunJob({ job, container: 'worker', jobsClient, executionsClient });
     const { request } = serve(run);
 
-    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:20:00Z'));
+    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:20:00Z`));
 
     const body = fake.launches.find((l) => l.path === `/v2/${job}:run`)?.body as {
       overrides: { containerOverrides: { name?: string }[] };

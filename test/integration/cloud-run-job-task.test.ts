@@ -12,7 +12,7 @@ import { RUN_ID_ENV, SCHEDULE_TIME_ENV } from '../../examples/cloud-run-job/clou
 import { runTaskOnce, type TaskContext } from '../../examples/cloud-run-job/task.ts';
 import { ROOT, spawnGroup } from '../../scripts/local-processes.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
-import { captureLogs, freshCollection, until } from '../helpers.ts';
+import { captureLogs, freshCollection, PAST_NOON_MS, until } from '../helpers.ts';
 
 const PROJECT = process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once';
 
@@ -37,7 +37,10 @@ describe('examples/cloud-run-job: the task', () => {
   it('does the work in one of two concurrent executions of a run; the other exits 1 to retry', async () => {
     const collection = freshCollection('tasks');
     const [a, b] = [container(collection), container(collection)];
-    const env = { [RUN_ID_ENV]: aRunId(), [SCHEDULE_TIME_ENV]: '2026-10-16T12:00:00.000Z' };
+    const env = {
+      [RUN_ID_ENV]: aRunId(),
+      [SCHEDULE_TIME_ENV]: new Date(PAST_NOON_MS).toISOString(),
+    };
     const done: TaskContext[] = [];
     let finish = () => {};
     const held = new Promise<void>((resolve) => {
@@ -63,7 +66,7 @@ describe('examples/cloud-run-job: the task', () => {
       ],
     );
     assert.equal(done.length, 1);
-    assert.equal(done[0]?.scheduleTime?.toISOString(), '2026-10-16T12:00:00.000Z');
+    assert.equal(done[0]?.scheduleTime?.toISOString(), new Date(PAST_NOON_MS).toISOString());
     await Promise.all([a.close(), b.close()]);
   });
 

@@ -28,6 +28,7 @@ import {
   waitFor,
   warmUp,
 } from '../fixtures/harness.ts';
+import { PAST_NOON } from '../fixtures/times.ts';
 
 after(removeScratch);
 
@@ -550,7 +551,7 @@ function utf8(text: string): Uint8Array {
 }
 
 const JOB = 'bad_input';
-const TIME = '2026-10-16T12:00:00Z';
+const TIME = PAST_NOON;
 const JOB_LINE = `X-CloudScheduler-JobName: ${JOB}\r\n`;
 const TIME_LINE = `X-CloudScheduler-ScheduleTime: ${TIME}\r\n`;
 
@@ -641,7 +642,7 @@ const BAD_INPUTS: readonly BadInput[] = [
   {
     name: 'a NUL in ScheduleTime',
     send: {
-      raw: rawPost(`${JOB_LINE}X-CloudScheduler-ScheduleTime: 2026-10-16T12:00:00Z\x00\r\n`),
+      raw: rawPost(`${JOB_LINE}X-CloudScheduler-ScheduleTime: ${TIME}\x00\r\n`),
     },
     expect: { status: 400, by: 'Node' },
   },

@@ -24,7 +24,7 @@ function startFunction(
 ): GroupProcess {
   // The deliveries here are of slots whose earlier slots never ran: no missed-run reports. Error
   // text exposed, as `npm run dev` runs: the answers say why a job failed.
-  // A year's retention: the fixed schedule times (October 2026) stay deliverable.
+  // A year's retention, far beyond the schedule times delivered (a day back, PAST_NOON).
   const withoutCheck = {
     MISSED_RUN_CHECK: 'off',
     EXPOSE_ERRORS: 'true',

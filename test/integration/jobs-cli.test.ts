@@ -14,6 +14,8 @@ import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
+// A fixed date on purpose: every listing is computed from `--after` (hand-worked times, a
+// New Year's weekend); nothing compares it with the real clock or Firestore's.
 const AFTER = new Date('2026-10-24T12:00:00Z');
 
 /** Runs `node ops/jobs.ts ...args` from the repository root with `env` added. */

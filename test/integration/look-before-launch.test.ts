@@ -21,10 +21,10 @@ import {
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
 import { deliver, removeScratch, scheduled } from '../fixtures/harness.ts';
-import { freshCollection, storedRecord } from '../helpers.ts';
+import { freshCollection, PAST_NOON, storedRecord } from '../helpers.ts';
 
 const TARGETS: readonly FakeTarget[] = ['workflows', 'cloud-run-job', 'cloud-build'];
-const SCHEDULE_TIME = '2026-10-16T12:00:00Z';
+const SCHEDULE_TIME = PAST_NOON;
 /** Short, so the dead attempts' claims lapse within the test; the heartbeat beats every 2/3 s. */
 const LEASE_SECONDS = '2';
 

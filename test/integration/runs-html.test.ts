@@ -23,6 +23,8 @@ const HOSTILE_ERROR = '<img src=x onerror="window.__pwned=1">boom & "quotes"';
 const HOSTILE_NOTE = '</script><script>window.__pwned=2</script>';
 const HOSTILE_JOB = '<b id="bold">old-job</b>';
 
+// A fixed date on purpose: the page is rendered from these rows at `generatedAt`; nothing in it
+// reads the real clock or Firestore's.
 const T0 = Date.parse('2026-12-01T09:00:00Z');
 function row(i: number, fields: Partial<SlotRow>): SlotRow {
   return {

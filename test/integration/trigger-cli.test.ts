@@ -13,7 +13,7 @@ import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as overlapJobs } from '../fixtures/jobs-overlap.ts';
-import { schedulerHeaders, serveJobs, storedRecord, until } from '../helpers.ts';
+import { PAST_DAY, schedulerHeaders, serveJobs, storedRecord, until } from '../helpers.ts';
 
 const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
 
@@ -34,8 +34,8 @@ function commandWith(
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, ...args], {
       cwd: ROOT,
-      // A year's retention (as `serveJobs` gives the function): the fixed October 2026 slots
-      // stay deliverable; tests of the retention rule pass their own.
+      // A year's retention (as `serveJobs` gives the function), far beyond the slots here (on
+      // PAST_DAY, yesterday); tests of the retention rule pass their own.
       env: { ...process.env, JOBS_MODULE, RETENTION_SECONDS: '31536000', ...extraEnv },
       timeout: 30_000,
     });
@@ -105,7 +105,7 @@ describe('running jobs by hand', () => {
       'ops/trigger.ts',
       'history-five',
       '--slot',
-      '2026-10-16T11:00:00Z',
+      `${PAST_DAY}T11:00:00Z`,
       '--url',
       url,
     );
@@ -113,18 +113,18 @@ describe('running jobs by hand', () => {
       'ops/trigger.ts',
       'history-five',
       '--slot',
-      '2026-10-16T11:00:00Z',
+      `${PAST_DAY}T11:00:00Z`,
       '--url',
       url,
     );
 
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /^history-five 2026-10-16T11:00:00Z: 200 processed/);
+    assert.match(first.stdout, new RegExp(`^history-five ${PAST_DAY}T11:00:00Z: 200 processed`));
     assert.match(again.stdout, /: 200 duplicate .*Run already completed/);
   });
 
   it('trigger JOB --rerun --slot T runs a completed slot again as a run of its own, listed beside the slot', async () => {
-    const slot = '2026-10-16T11:05:00Z';
+    const slot = `${PAST_DAY}T11:05:00Z`;
     await command('ops/trigger.ts', 'history-five', '--slot', slot, '--url', url);
 
     const rerun = await command(
@@ -142,7 +142,7 @@ describe('running jobs by hand', () => {
     const runId = slotRunId('history-five', new Date(slot), []);
     const record = await storedRecord(fn.collection, runId);
     assert.equal(record.attempts, 1, 'the slot’s record is untouched');
-    const rerunLine = executions.find((e) => e.startsWith(`rerun 2026-10-16T11:05:00.000Z `));
+    const rerunLine = executions.find((e) => e.startsWith(`rerun ${PAST_DAY}T11:05:00.000Z `));
     const rerunId = rerunLine?.split(' ')[2] ?? '';
     assert.notEqual(rerunId, runId);
     assert.equal((await storedRecord(fn.collection, rerunId)).rerun_of, runId);
@@ -152,7 +152,7 @@ describe('running jobs by hand', () => {
       '--since',
       '10m',
       '--now',
-      '2026-10-16T11:06:00Z',
+      `${PAST_DAY}T11:06:00Z`,
       '--collection',
       fn.collection,
     );
@@ -178,7 +178,7 @@ describe('running jobs by hand', () => {
       'ops/trigger.ts',
       'history-five',
       '--slot',
-      '2026-10-16T11:03:00Z',
+      `${PAST_DAY}T11:03:00Z`,
       '--url',
       url,
     );
@@ -186,19 +186,19 @@ describe('running jobs by hand', () => {
     assert.equal(res.code, 2);
     assert.match(
       res.stderr,
-      /is not a slot of history-five .*the slot before it is 2026-10-16T11:00:00Z/,
+      new RegExp(`is not a slot of history-five .*the slot before it is ${PAST_DAY}T11:00:00Z`),
     );
   });
 
   it('runs --backfill delivers the 3 missed slots oldest first, and then every slot has run', async () => {
     for (const time of ['12:00', '12:20']) {
-      await fn.request.post('/').set(schedulerHeaders('history-five', `2026-10-16T${time}:00Z`));
+      await fn.request.post('/').set(schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`));
     }
     const window = [
       '--since',
       '25m',
       '--now',
-      '2026-10-16T12:25:00Z',
+      `${PAST_DAY}T12:25:00Z`,
       '--collection',
       fn.collection,
     ];
@@ -217,21 +217,21 @@ describe('running jobs by hand', () => {
   });
 
   it('a slot whose on-time delivery a clock 5 minutes behind took for a forced run is that run: --check green, --backfill delivers nothing, listed once', async () => {
-    let now = new Date('2026-10-16T13:00:05Z');
+    let now = new Date(`${PAST_DAY}T13:00:05Z`);
     const own = serveJobs(validateJobs(historyJobs), {}, { clock: async () => now });
     for (const [slot, at] of [
       ['13:00', '13:00:05'],
       ['13:05', '13:00:10'], // on time, but this instance's clock says 5 minutes early
       ['13:10', '13:10:05'],
     ] as const) {
-      now = new Date(`2026-10-16T${at}Z`);
-      await own.request.post('/').set(schedulerHeaders('history-five', `2026-10-16T${slot}:00Z`));
+      now = new Date(`${PAST_DAY}T${at}Z`);
+      await own.request.post('/').set(schedulerHeaders('history-five', `${PAST_DAY}T${slot}:00Z`));
     }
     const window = [
       '--since',
       '12m',
       '--now',
-      '2026-10-16T13:12:00Z',
+      `${PAST_DAY}T13:12:00Z`,
       '--collection',
       own.collection,
     ];
@@ -259,13 +259,15 @@ describe('running jobs by hand', () => {
     async function missedThree(): Promise<{ collection: string; window: string[] }> {
       const own = serveJobs(validateJobs(historyJobs));
       for (const time of ['12:00', '12:20']) {
-        await own.request.post('/').set(schedulerHeaders('history-five', `2026-10-16T${time}:00Z`));
+        await own.request
+          .post('/')
+          .set(schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`));
       }
       const window = [
         '--since',
         '25m',
         '--now',
-        '2026-10-16T12:25:00Z',
+        `${PAST_DAY}T12:25:00Z`,
         '--collection',
         own.collection,
       ];
@@ -282,7 +284,9 @@ describe('running jobs by hand', () => {
       assert.equal(res.code, 1);
       assert.match(
         res.stderr,
-        /3 missed slot\(s\) to deliver[\s\S]*2026-10-16T12:05:00Z[\s\S]*no terminal to confirm on; .* pass --yes/,
+        new RegExp(
+          `3 missed slot\\(s\\) to deliver[\\s\\S]*${PAST_DAY}T12:05:00Z[\\s\\S]*no terminal to confirm on; .* pass --yes`,
+        ),
       );
       assert.deepEqual(delivered(res.stdout), []);
     });
@@ -327,7 +331,7 @@ describe('running jobs by hand', () => {
         '--since',
         '25m',
         '--now',
-        '2026-10-16T12:25:00Z',
+        `${PAST_DAY}T12:25:00Z`,
         '--collection',
         `fresh_${Date.now()}`,
       ];
@@ -362,7 +366,7 @@ describe('running jobs by hand', () => {
   });
 
   it('trigger --slot refuses a slot older than RETENTION_SECONDS, and the function refuses it too', async () => {
-    const slot = '2026-10-16T11:10:00Z';
+    const slot = `${PAST_DAY}T11:10:00Z`;
 
     const res = await commandWith(
       { RETENTION_SECONDS: '3600' },
@@ -379,7 +383,7 @@ describe('running jobs by hand', () => {
     assert.equal(res.code, 2);
     assert.match(
       res.stderr,
-      /--slot 2026-10-16T11:10:00Z is older than RETENTION_SECONDS \(3600 s/,
+      new RegExp(`--slot ${PAST_DAY}T11:10:00Z is older than RETENTION_SECONDS \\(3600 s`),
     );
     assert.deepEqual([answer.status, answer.body.outcome], [400, 'invalid_request']);
     assert.match(answer.body.message, /older than RETENTION_SECONDS \(3600 s/);
@@ -414,7 +418,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   after(() => close());
 
   it('trigger --scope sends each value as the header or query parameter the function reads: the slot’s run id is the scope’s', async () => {
-    const slot = '2026-10-16T10:00:00Z';
+    const slot = `${PAST_DAY}T10:00:00Z`;
 
     const res = await scoped(
       'ops/trigger.ts',
@@ -429,7 +433,9 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     assert.equal(res.code, 0, res.stderr);
     assert.match(
       res.stdout,
-      /^history-five 2026-10-16T10:00:00Z \[scope x-tenant=acme region=eu\]: 200 processed/,
+      new RegExp(
+        `^history-five ${PAST_DAY}T10:00:00Z \\[scope x-tenant=acme region=eu\\]: 200 processed`,
+      ),
     );
     const runId = slotRunId('history-five', new Date(slot), acmeEu);
     assert.ok(
@@ -518,11 +524,12 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   it('runs --backfill --scope delivers the scope’s missed slots with its headers and parameters; --check in that scope is then green', async () => {
     const collection = fn.collection;
     for (const time of ['12:00', '12:20']) {
-      await fn.request
-        .post('/?region=eu')
-        .set({ ...schedulerHeaders('history-five', `2026-10-16T${time}:00Z`), 'X-Tenant': 'acme' });
+      await fn.request.post('/?region=eu').set({
+        ...schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`),
+        'X-Tenant': 'acme',
+      });
     }
-    const window = ['--since', '25m', '--now', '2026-10-16T12:25:00Z', '--collection', collection];
+    const window = ['--since', '25m', '--now', `${PAST_DAY}T12:25:00Z`, '--collection', collection];
 
     const backfill = await scoped(
       'ops/runs.ts',
@@ -549,7 +556,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       '--since',
       '25m',
       '--now',
-      '2026-10-16T14:25:00Z',
+      `${PAST_DAY}T14:25:00Z`,
       '--collection',
       fn.collection,
     ];

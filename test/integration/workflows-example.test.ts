@@ -28,7 +28,7 @@ import {
   localClientOptions,
   startFakeGoogleApis,
 } from '../fixtures/fake-google-apis.ts';
-import { schedulerHeaders, serve, storedRecord } from '../helpers.ts';
+import { PAST_DAY, schedulerHeaders, serve, storedRecord } from '../helpers.ts';
 
 /** A workflow of its own for each test, so executions never mix. */
 function aWorkflow(): string {
@@ -60,7 +60,7 @@ describe('examples/workflows-proxy', () => {
     const workflow = aWorkflow();
     const { request, collection } = proxy(workflow);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:00:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = launchesOf(workflow);
@@ -70,7 +70,7 @@ describe('examples/workflows-proxy', () => {
     assert.deepEqual(argument, {
       runId: res.body.runId,
       jobName: 'nightly',
-      scheduleTime: '2026-10-16T12:00:00.000Z',
+      scheduleTime: `${PAST_DAY}T12:00:00.000Z`,
     });
     assert.deepEqual(launches[0]?.body.labels, {
       [RUN_ID_LABEL]: res.body.runId.slice(0, 63),
@@ -83,10 +83,10 @@ describe('examples/workflows-proxy', () => {
     const workflow = aWorkflow();
     const { request } = proxy(workflow);
 
-    await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
-      .set(schedulerHeaders('nightly', '2026-10-16T12:05:00Z'));
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
 
     assert.equal(duplicate.body.outcome, 'duplicate');
     assert.equal(launchesOf(workflow).length, 1);
@@ -102,7 +102,7 @@ describe('examples/workflows-proxy', () => {
       if (++recordings === 1) throw new Error('the first attempt dies after its launch');
       await record(ctx, launch);
     });
-    const first = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer executions of other runs push this run's execution off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
       fake.seed('workflows', workflow, {
@@ -111,7 +111,7 @@ describe('examples/workflows-proxy', () => {
     }
     const listsBefore = listsOf(workflow).length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:10:00Z'));
+    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -144,7 +144,7 @@ describe('examples/workflows-proxy', () => {
     }
     const { request } = proxy(workflow);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', '2026-10-16T12:12:00Z'));
+    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(launchesOf(workflow).length, 1);
@@ -176,7 +176,7 @@ describe('examples/workflows-proxy', () => {
 
   it('does not adopt an execution whose label matches but whose argument is of another run', async () => {
     const workflow = aWorkflow();
-    const scheduleTime = normaliseScheduleTime('2026-10-16T12:15:00Z');
+    const scheduleTime = normaliseScheduleTime(`${PAST_DAY}T12:15:00Z`);
     const runId = computeRunId({ jobName: 'nightly', scheduleTime, scope: [] });
     // Another run whose id shares the first 63 hex digits (the label value) but not the 64th.
     const sibling = `${runId.slice(0, 63)}${runId.endsWith('0') ? '1' : '0'}`;

@@ -13,7 +13,9 @@ import fc from 'fast-check';
 import { asFirestore, MemoryFirestore } from './memory-firestore.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
-  throw new Error('Run the tests through `npm test`: it starts the Firestore emulator.');
+  throw new Error(
+    'Run the tests through `npm test`, or one file with `npm run test:file -- FILE`: both start the Firestore emulator.',
+  );
 }
 
 const emulator = new Firestore({
