@@ -1,7 +1,8 @@
 /**
  * The request path's size budget (issue 28): what the deployed function loads from `src/` stays
  * small enough to read in an afternoon. Measured on the built graph (`build/main.cjs` and every
- * module it loads), mapped back to the sources. No function in `src/` over 60 lines is Biome's
+ * module it loads), mapped back to the sources: a ceiling where it stands, enforced, and the issue's
+ * budget, reported until met. No function in `src/` over 60 lines is Biome's
  * `noExcessiveLinesPerFunction` (biome.json), so `npm run lint` enforces it.
  */
 import assert from 'node:assert/strict';
@@ -11,8 +12,10 @@ import { describe, it } from 'node:test';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 
-/** Lines of the whole graph, of `src/core/` and of any one file. */
+/** Lines of the whole graph, of `src/core/` and of any one file: issue 28's budget. */
 const BUDGET = { graph: 5_000, core: 1_600, file: 450 } as const;
+/** Where the request path stands (issue 28's first pass): it may shrink, never grow. */
+const CEILING = { graph: 7_100, core: 2_210 } as const;
 
 /** The relative modules a built file `require`s or imports. */
 function loads(file: string): string[] {
@@ -51,23 +54,42 @@ describe('the request path', () => {
   const built = existsSync(join(ROOT, 'build/main.cjs'));
   const files = built ? requestPath() : [];
   const skip = built ? false : 'build/ is missing: run `npm run build` (npm test builds first)';
-  // Reported, not enforced, until issue 28's pass lands; then this line goes.
-  const todo = 'issue 28: the request-path pass is under way';
+  const todo = 'issue 28: the request path is still over its budget';
+
+  const lines = (inCore: boolean) =>
+    files
+      .filter((f) => !inCore || f.startsWith('src/core/'))
+      .reduce((sum, f) => sum + lineCount(f), 0);
+
+  it(`never grows past ${CEILING.graph} lines of src/, ${CEILING.core} of them the core`, {
+    skip,
+  }, () => {
+    assert.ok(files.includes('src/core/ledger.ts'), 'the graph holds the core');
+    assert.ok(
+      lines(false) <= CEILING.graph,
+      `the request path is ${lines(false)} lines (ceiling ${CEILING.graph})`,
+    );
+    assert.ok(
+      lines(true) <= CEILING.core,
+      `src/core/ is ${lines(true)} lines (ceiling ${CEILING.core})`,
+    );
+  });
 
   it(`loads at most ${BUDGET.graph} lines of src/, ${BUDGET.core} of them the core`, {
     skip,
     todo,
   }, () => {
-    const total = files.reduce((sum, f) => sum + lineCount(f), 0);
-    const core = files
-      .filter((f) => f.startsWith('src/core/'))
-      .reduce((sum, f) => sum + lineCount(f), 0);
-    assert.ok(files.includes('src/core/ledger.ts'), 'the graph holds the core');
-    assert.ok(total <= BUDGET.graph, `the request path is ${total} lines (budget ${BUDGET.graph})`);
-    assert.ok(core <= BUDGET.core, `src/core/ is ${core} lines (budget ${BUDGET.core})`);
+    assert.ok(
+      lines(false) <= BUDGET.graph,
+      `the request path is ${lines(false)} lines (budget ${BUDGET.graph})`,
+    );
+    assert.ok(
+      lines(true) <= BUDGET.core,
+      `src/core/ is ${lines(true)} lines (budget ${BUDGET.core})`,
+    );
   });
 
-  it(`has no file over ${BUDGET.file} lines`, { skip, todo }, () => {
+  it(`has no file over ${BUDGET.file} lines`, { skip }, () => {
     const over = files
       .map((f) => `${f}: ${lineCount(f)}`)
       .filter((_, i) => lineCount(files[i] as string) > BUDGET.file);
