@@ -19,6 +19,31 @@ function fail(message: string): never {
   process.exit(2);
 }
 
+/**
+ * A fresh emulator's first gRPC calls take seconds (its JVM compiles the path), more than a test's
+ * Firestore timeout on a loaded machine: a few writes, reads and a query through the client first,
+ * bounded, so the first test's calls meet a warm emulator. A failure here is left to the tests.
+ */
+async function warmUp(emulatorHost: string): Promise<void> {
+  const { Firestore } = await import('@google-cloud/firestore');
+  const db = new Firestore({ projectId: 'demo-warm-up', host: emulatorHost, ssl: false });
+  const rounds = async () => {
+    for (let i = 0; i < 5; i++) {
+      const doc = db.collection('warm-up').doc(String(i));
+      await doc.create({ i });
+      await doc.update({ i: i + 1 });
+      await db.getAll(doc);
+      await db.collection('warm-up').where('i', '>', 0).limit(1).get();
+      await doc.delete();
+    }
+  };
+  const bound = new Promise((resolve) => setTimeout(resolve, 60_000).unref());
+  await Promise.race([rounds(), bound]).catch((err: Error) =>
+    console.error(`with-emulator: warm-up failed (${err.message}); the tests will say more`),
+  );
+  await db.terminate().catch(() => undefined);
+}
+
 function stop(emulator: GroupProcess | undefined): void {
   if (emulator?.running()) emulator.signalGroup('SIGKILL');
 }
@@ -36,6 +61,7 @@ if (!host) {
     fail(err.message),
   );
   console.error(`with-emulator: Firestore emulator ready on ${host}`);
+  await warmUp(host);
 }
 
 const child = spawn(command, args, {

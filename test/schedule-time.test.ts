@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Cron } from 'croner';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { PAST_NOON_MS, rfc3339, schedulerHeaders, serveJobs, storedRecord } from './helpers.ts';
@@ -132,5 +133,47 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
 
     assert.equal(res.body.outcome, 'processed');
     assert.deepEqual(kinds, ['forced']);
+  });
+});
+
+describe('the forced-run tolerance on the request path (cold start, issue 28)', () => {
+  /** How many slots croner looks up (`nextRun`) while `fn` runs, counted on croner itself. */
+  async function slotLookups(fn: () => Promise<unknown>): Promise<number> {
+    const { nextRun } = Cron.prototype;
+    let lookups = 0;
+    Cron.prototype.nextRun = function (this: Cron, ...args) {
+      lookups++;
+      return nextRun.apply(this, args);
+    };
+    try {
+      await fn();
+    } finally {
+      Cron.prototype.nextRun = nextRun;
+    }
+    return lookups;
+  }
+
+  // Schedules no other test of this process uses: a job's exact tolerance is computed once per
+  // process (1,000 slots from 2000 on, `shortestGapMs`), then remembered.
+  it("is never computed for a slot's on-time delivery, only for one that may be a forced run", async () => {
+    const onTime = counted('on-time', '17 */2 * * *');
+    const early = counted('early', '23 */2 * * *');
+    const slot = (minute: number) => afterNoon(minute * 60_000);
+    let now = at(slot(17), 2_000);
+    const clock = { clock: async () => now };
+    const a = serveJobs(onTime.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
+    const b = serveJobs(early.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
+
+    const seenOnTime = await slotLookups(() =>
+      a.request.post('/').set(schedulerHeaders('on-time', slot(17))),
+    );
+    now = at(slot(23), -45_000);
+    const seenEarly = await slotLookups(() =>
+      b.request.post('/').set(schedulerHeaders('early', slot(23))),
+    );
+
+    assert.deepEqual([onTime.kinds, early.kinds], [['slot'], ['slot']]);
+    assert.ok(seenOnTime < 100, `${seenOnTime} slot look-ups for an on-time delivery`);
+    assert.ok(seenEarly >= 999, `${seenEarly} slot look-ups for a delivery 45 s early`);
   });
 });
