@@ -24,7 +24,7 @@ const HOUR = 3_600_000;
  */
 const NOON = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
 
-/** The instant `hh:mm:ss` on day `day` (0 or 1) of the driven clock, as RFC 3339. */
+/** The instant `hh:mm:ss` on day `day` (-1, 0 or 1) of the driven clock, as RFC 3339. */
 function T(hhmmss: string, day = 0): string {
   const [h, m, sec] = hhmmss.split(':').map(Number) as [number, number, number];
   return new Date(NOON + day * 24 * HOUR + ((h - 12) * 60 + m) * MINUTE + sec * 1000).toISOString();
@@ -105,15 +105,19 @@ describe('missed-run detection, live', () => {
   });
 
   it('never reports a slot whose on-time delivery a clock 5 minutes behind took for a forced run: that run is the slot’s', async () => {
-    const time = drivenClock(T('12:00:00'));
+    // A day behind the real clock: Firestore stamps the misjudged claim at its own time, after the
+    // slot, as it stamps a delivery that came on time (the instance's estimate was what lagged).
+    const time = drivenClock(T('12:00:00', -1));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const outcomes: string[] = [];
 
-    for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
+    for (const slot of slots(T('12:00:00', -1), T('15:05:00', -1), 5)) {
       // 12:05 arrives on time, but this instance's estimate of Firestore's time says 12:00.
       const at =
-        slot.toISOString() === T('12:05:00') ? new Date(slot.getTime() - 5 * MINUTE) : undefined;
+        slot.toISOString() === T('12:05:00', -1)
+          ? new Date(slot.getTime() - 5 * MINUTE)
+          : undefined;
       outcomes.push(await deliverAt(fn, time, 'five', slot, at));
     }
 
