@@ -21,8 +21,8 @@ import {
 import { startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { type Authenticator, createOidcAuthenticator } from '../src/function/auth.ts';
 import { createScheduledJobHandler } from '../src/function/handler.ts';
-import { JOB_DEFAULTS } from '../src/policy/job-declaration.ts';
-import { captureLogs, countingJob, declareJobs, newLedger, testConfig } from './helpers.ts';
+import { defineJob, JOB_DEFAULTS, validateJobs } from '../src/policy/job-declaration.ts';
+import { captureLogs, countingJob, newLedger, testConfig } from './helpers.ts';
 
 const servers: Server[] = [];
 after(() => {
@@ -47,7 +47,7 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
       history,
       jobDocuments,
       clock: () => ledger.serverTime(),
-      jobs: declareJobs(job.job, ['slow']),
+      jobs: validateJobs([defineJob({ id: 'slow', schedule: SCHEDULE, run: job.job })]),
       logger: captureLogs().logger,
       ...(authenticate === undefined ? {} : { authenticate }),
     }),
@@ -59,13 +59,21 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
 }
 
 /**
+ * Daily, at the hour half a day from now: a forced run's schedule time (the next slot) is then at
+ * least 11 hours ahead, so every attempt of it is the forced run. With a per-minute schedule, a
+ * forced run fired 30–60 s before a minute would have its retries cross into the slot's tolerance
+ * and run as that slot, early (docs/limits.md, Forced runs): a second execution, by design.
+ */
+const SCHEDULE = `0 ${(new Date().getUTCHours() + 12) % 24} * * *`;
+
+/**
  * The job as the Scheduler knows it: a half-second attempt deadline, retries every 0.3 s, and up
  * to 10 s of retries, so a slow machine ends the case by success, not by the retry limit.
  */
 const SLOW: SchedulerJob = {
   ...JOB_DEFAULTS,
   id: 'slow',
-  schedule: '* * * * *',
+  schedule: SCHEDULE,
   attemptDeadlineSeconds: 0.5,
   retryCount: 3,
   maxRetryDurationSeconds: 10,
