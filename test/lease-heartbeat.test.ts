@@ -83,4 +83,33 @@ describe('lease heartbeat', () => {
     assert.equal(result.outcome === 'failed' && result.release, 'lease_lost');
     assert.equal((await storedRecord(collection, 'run-1')).attempt_id, 'thief');
   });
+  it('warns that the lease lapsed as soon as a starved instance runs again, before its completion is written', async () => {
+    const { ledger } = newLedger({ leaseMs: 300 });
+    const logs = captureLogs();
+    const lapsed = () =>
+      logs.lines().filter((l) => String(l.message).startsWith('lease lapsed:')).length;
+    let warnedBeforeCompletion: number | undefined;
+    const watched = new Proxy(ledger, {
+      get(target, key) {
+        const value = Reflect.get(target, key);
+        if (key === 'complete') warnedBeforeCompletion = lapsed();
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+
+    const result = await runOnce(
+      watched,
+      'run-1',
+      () => {
+        // The CPU starved for more than a lease: no beat could run.
+        const end = performance.now() + 450;
+        while (performance.now() < end) {}
+      },
+      { logger: logs.logger },
+    );
+
+    assert.equal(result.outcome, 'processed');
+    assert.equal(warnedBeforeCompletion, 1);
+    assert.equal(lapsed(), 1, 'one warning');
+  });
 });

@@ -3,6 +3,7 @@
  * reasons, the current lease, and the warnings when a job ignores its abort or loses its lease.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { AttemptAbortedError } from '../src/core/errors.ts';
 import { runOnce } from '../src/core/run-once.ts';
@@ -227,5 +228,41 @@ describe('runOnce', () => {
     assert.ok(noted instanceof AttemptAbortedError && noted.reason === 'lease_lost');
     assert.equal(result.outcome, 'failed');
     assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
+  });
+  it('asks finalFailure, with the failure as stored, before the release is written: a release that never answers was still reported', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+    const asked: string[] = [];
+    let releases = 0;
+    const hanging = new Proxy(ledger, {
+      get(target, key) {
+        if (key === 'release') {
+          return () => {
+            releases++;
+            return new Promise(() => {});
+          };
+        }
+        const value = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+
+    void runOnce(
+      hanging,
+      `run-${randomUUID()}`,
+      () => {
+        throw new Error('the export failed');
+      },
+      {
+        logger,
+        finalFailure: async (_attempt, failure) => {
+          asked.push(`${failure} (releases so far: ${releases})`);
+          return 'reporter-1';
+        },
+      },
+    );
+    await until(() => releases === 1);
+
+    assert.deepEqual(asked, ['the export failed (releases so far: 0)']);
   });
 });

@@ -29,6 +29,7 @@ export class LeaseHeartbeat {
   #timer: NodeJS.Timeout | undefined;
   #beat: Promise<void> | undefined;
   #failures = 0;
+  #lapseWarned = false;
   /** `performance.now()` of the claim or the last extension that landed (monotonic, ms). */
   #lastExtendedAt = performance.now();
 
@@ -64,6 +65,7 @@ export class LeaseHeartbeat {
 
   /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
   async stop(): Promise<Claim> {
+    this.#warnIfLapsed();
     clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#beat;
@@ -98,6 +100,7 @@ export class LeaseHeartbeat {
   }
 
   async #extend(): Promise<void> {
+    this.#warnIfLapsed();
     try {
       this.#apply(await this.#ledger.extend(this.#claim));
     } catch (err) {
@@ -108,6 +111,20 @@ export class LeaseHeartbeat {
         'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
       );
     }
+  }
+
+  /**
+   * Warns, once, as soon as this instance sees that its lease lapsed unrenewed (it was paused or
+   * starved of CPU, {@link stalled}), before any round trip: a process killed right after resuming
+   * has still said that another attempt may have run the job beside this one.
+   */
+  #warnIfLapsed(): void {
+    if (this.#lapseWarned || !this.stalled) return;
+    this.#lapseWarned = true;
+    this.#logger.warn(
+      { stalledMs: Math.round(performance.now() - this.#lastExtendedAt) },
+      'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
+    );
   }
 
   /** Takes a renewal's result: the new claim, or a lost lease that aborts the job. */

@@ -65,8 +65,9 @@ export type RunOutcome =
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
       /**
-       * True when the release also marked the failure reported (`finalFailure` said so), or may
-       * have (`unrecorded`): the caller logs the report.
+       * True when `finalFailure` gave a reporter id, so the release carried the report (its
+       * reporter logged it before the write). With `release: 'lease_lost'` the report did not
+       * land: another attempt or a check holds the run, and the caller says so.
        */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
@@ -98,10 +99,12 @@ export interface RunOnceOptions {
   /** How long after its signal aborted a still-running job is reported with a warning, ms (5000). */
   readonly abortWarningMs?: number;
   /**
-   * Asked after the work failed: an id to store as `reported_by` when this failure is final (no
-   * retry can follow), so the release reports it; `undefined` (or a throw) otherwise.
+   * Asked after the work failed, with the failure as it is stored: an id to store as
+   * `reported_by` when this failure is final (no retry can follow), so the release reports it;
+   * `undefined` (or a throw) otherwise. It logs the report itself, before the release is written:
+   * a process killed while the write is unanswered has still logged what the record may hold.
    */
-  readonly finalFailure?: (attempt: Attempt) => Promise<string | undefined>;
+  readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
 
 const DEFAULT_ABORT_WARNING_MS = 5000;
@@ -236,13 +239,13 @@ class AttemptScope {
     const error = signal.aborted ? signal.reason : thrown;
     const claim = await this.#heartbeat.stop();
     const failure = describeThrown(error);
-    const reporter = await this.#options.finalFailure?.(this.attempt).catch(() => undefined);
+    const reporter = await this.#options
+      .finalFailure?.(this.attempt, failure)
+      .catch(() => undefined);
     const release = await this.#fenced('release', () =>
       this.#ledger.release(claim, failure, reporter),
     );
-    // An unrecorded release may have landed with its report, which no later check then makes:
-    // the failure is logged now (at worst twice, never not at all).
-    const reported = reporter !== undefined && release !== 'lease_lost';
+    const reported = reporter !== undefined;
     const { attempt } = this;
     return release === 'lease_lost'
       ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: this.#causeOfLoss() }

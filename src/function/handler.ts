@@ -9,7 +9,7 @@ import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, type RunOnceOptions, runOnce } from '../core/run-once.ts';
-import { finalFailureReporter, reportFinalFailure } from '../policy/final-failure.ts';
+import { finalFailureReporter, reportWithdrawn } from '../policy/final-failure.ts';
 import { type DeclaredJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
@@ -130,7 +130,7 @@ function runOptions(
   // A slot's failure that no Scheduler retry can follow is reported by its own release write,
   // judged from when this delivery reached the instance (`now`).
   const slot = new Date(run.scheduleTime);
-  const finalFailure = finalFailureReporter(job, slot, now, deps.clock);
+  const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger);
   return {
     details: plan.details,
     ...(guard === undefined ? {} : { guard }),
@@ -176,8 +176,8 @@ async function runDelivery(
   const result = await runOnce(deps.ledger, plan.runId, work, options).finally(ended);
   await Promise.all(checks);
   if (result.outcome === 'guard_changed') return 'guard_changed';
-  if (result.outcome === 'failed' && result.reported) {
-    reportFinalFailure(logger, job, run.scheduleTime, result);
+  if (result.outcome === 'failed' && result.reported && result.release === 'lease_lost') {
+    reportWithdrawn(logger, result.attempt);
   }
   const ran = ranSaid(result, deps.config.exposeErrors);
   return answer(delivery.known, { ...ran, message: `${runNote(run, plan.kind)}${ran.message}` });

@@ -1,10 +1,10 @@
 /**
  * A run's final failure, reported by the failing attempt itself: when the job's retry policy
- * proves no Scheduler retry can follow, the release writes `reported_at` and logs the same ERROR
- * line a missed-run check would, so no check has to judge the slot later.
+ * proves no Scheduler retry can follow, it logs the same ERROR line a missed-run check would, then
+ * its release writes `reported_at`, so no check has to judge the slot later. Logged first: an
+ * instance killed before the write's answer (SIGKILL after a shutdown's grace) has still said it.
  */
 import { randomUUID } from 'node:crypto';
-import { describeThrown } from '../core/errors.ts';
 import type { Logger } from '../core/logger.ts';
 import type { Attempt } from '../core/run-once.ts';
 import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
@@ -16,9 +16,11 @@ import { noRetryFollows } from './retry-policy.ts';
 const REQUEST_SLACK_MS = 10_000;
 
 /**
- * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: a fresh reporter id when the job's
- * retry policy proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows},
- * judged on Firestore's time), so the release reports it in the same write.
+ * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: when the job's retry policy
+ * proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows}, judged on
+ * Firestore's time), it logs the report ({@link FAILED_AFTER_RETRIES}, ERROR) and returns a fresh
+ * reporter id, so the release writes the report. A release that then finds its lease lost did not
+ * write it: {@link reportWithdrawn} says so.
  *
  * @param deliveredAt - Firestore's time when the failing attempt's delivery reached this instance:
  *   Scheduler gives an attempt up at its deadline, and may decide on a retry then.
@@ -30,8 +32,12 @@ export function finalFailureReporter(
   slot: Date,
   deliveredAt: Date,
   clock: () => Promise<Date>,
-): (attempt: Attempt) => Promise<string | undefined> {
-  return async (attempt) => {
+  logger: Logger,
+): (attempt: Attempt, failure: string) => Promise<string | undefined> {
+  return async (attempt, failure) => {
+    // Delivered before its slot (a Force run taken for the slot): Scheduler's own delivery of the
+    // slot is still to come, or came meanwhile; the missed-run check judges the slot's end.
+    if (deliveredAt.getTime() < slot.getTime()) return undefined;
     // Scheduler's first attempt came at or after the slot, and at or before the first claim.
     const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
     // Scheduler decides on a retry when it sees the failure or when the attempt deadline passes,
@@ -40,30 +46,28 @@ export function finalFailureReporter(
     const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
     const decidedAt = Math.min((await clock()).getTime(), deadline);
     const elapsedMs = decidedAt - firstAttempt;
-    return noRetryFollows(job, attempt.attempts, elapsedMs) ? randomUUID() : undefined;
+    if (!noRetryFollows(job, attempt.attempts, elapsedMs)) return undefined;
+    logger.error(
+      {
+        jobName: job.id,
+        slot: slot.toISOString(),
+        runId: attempt.runId,
+        state: 'failed',
+        attempts: attempt.attempts,
+        lastError: failure.slice(0, MAX_ERROR_LENGTH),
+        reportedBy: 'attempt',
+      },
+      FAILED_AFTER_RETRIES,
+    );
+    return randomUUID();
   };
 }
 
-/**
- * Logs the report of a slot's run that failed finally and reported itself (its release wrote
- * `reported_at`): the same ERROR line a check writes, once, by the failing attempt.
- */
-export function reportFinalFailure(
-  logger: Logger,
-  job: DeclaredJob,
-  scheduleTime: string,
-  failed: { readonly attempt: Attempt; readonly error: unknown },
-): void {
-  logger.error(
-    {
-      jobName: job.id,
-      slot: new Date(scheduleTime).toISOString(),
-      runId: failed.attempt.runId,
-      state: 'failed',
-      attempts: failed.attempt.attempts,
-      lastError: describeThrown(failed.error).slice(0, MAX_ERROR_LENGTH),
-      reportedBy: 'attempt',
-    },
-    FAILED_AFTER_RETRIES,
-  );
+/** The WARN line after a final failure's report was logged but its release found the lease lost. */
+export const REPORT_WITHDRAWN =
+  'the failure report logged above did not land: this attempt had lost its lease, so another attempt or a missed-run check holds the run and decides it';
+
+/** Logs {@link REPORT_WITHDRAWN} for the run of `attempt`. */
+export function reportWithdrawn(logger: Logger, attempt: Attempt): void {
+  logger.warn({ runId: attempt.runId, reportedBy: 'attempt' }, REPORT_WITHDRAWN);
 }

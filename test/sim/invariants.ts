@@ -15,6 +15,7 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
+import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
 import { judgingDelayMs } from '../../src/policy/retry-policy.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
@@ -57,7 +58,7 @@ function leaseLossLogged(e: Execution, outcome: SimOutcome): boolean {
   return outcome.logs.some(
     (l) =>
       ((l.fields.attemptId === e.attemptId || l.fields.runId === e.runId) &&
-        /lease lost/.test(l.message) &&
+        /^lease (lost|lapsed)/.test(l.message) &&
         l.at >= e.start) ||
       (l.fields.attemptId === e.attemptId &&
         (l.fields.completion === 'unrecorded' || l.fields.release === 'unrecorded')),
@@ -146,11 +147,27 @@ export function violations(outcome: SimOutcome): string[] {
   }
 
   // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
-  const reports = new Map<string, { at: number; message: string }[]>();
+  const reports = new Map<
+    string,
+    { at: number; message: string; instance: string; byAttempt: boolean }[]
+  >();
   for (const line of outcome.logs) {
-    if (line.message !== MISSED_RUN && line.message !== FAILED_AFTER_RETRIES) continue;
     const runId = String(line.fields.runId);
-    reports.set(runId, [...(reports.get(runId) ?? []), { at: line.at, message: line.message }]);
+    if (line.message === REPORT_WITHDRAWN) {
+      // The attempt's report, logged before its release found the lease lost: it did not land.
+      const list = reports.get(runId) ?? [];
+      const own = list.findLastIndex((r) => r.instance === line.instance && r.byAttempt);
+      if (own >= 0) list.splice(own, 1);
+      continue;
+    }
+    if (line.message !== MISSED_RUN && line.message !== FAILED_AFTER_RETRIES) continue;
+    const report = {
+      at: line.at,
+      message: line.message,
+      instance: line.instance,
+      byAttempt: line.fields.reportedBy === 'attempt',
+    };
+    reports.set(runId, [...(reports.get(runId) ?? []), report]);
   }
   const skippedBy = (runId: string) =>
     outcome.answers

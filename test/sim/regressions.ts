@@ -257,4 +257,73 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       events: [{ at: 129199, type: 'pause', deployment: 0, instance: 1, ms: 111054 }],
     } as History,
   },
+  {
+    finding:
+      "a SIGTERM during an instance's pause ended its job at once, while paused: the signal is handled when the instance resumes",
+    history: {
+      seed: -1730000951,
+      leaseSeconds: 85,
+      scopes: [''],
+      instances: 3,
+      spanMs: 610560,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [20, 400],
+      faultRate: 0.01,
+      clockOffsetMs: 312581,
+      jobs: [
+        job('job-0', 'allow'),
+        { ...job('job-1', 'allow'), maxMs: 24857 },
+        { ...job('job-2', 'allow'), maxRetryDurationSeconds: 300, maxMs: 66392 },
+      ],
+      events: [
+        { at: 106529, type: 'rerun', deployment: 0, job: 2 },
+        { at: 441748, type: 'pause', deployment: 0, instance: 2, ms: 73643 },
+        { at: 506149, type: 'sigterm', deployment: 0, instance: 2 },
+      ],
+    } as History,
+  },
+  {
+    finding:
+      "a SIGTERM'd attempt's final failure: its release landed with the report, its answer came after SIGKILL, and the report was never logged",
+    history: {
+      seed: -1730000951,
+      leaseSeconds: 85,
+      scopes: [''],
+      instances: 3,
+      spanMs: 610560,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [20, 400],
+      faultRate: 0.01,
+      clockOffsetMs: 312581,
+      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      events: [
+        { at: 60456, type: 'rerun', deployment: 0, job: 0 },
+        { at: 486413, type: 'sigterm', deployment: 0, instance: 2 },
+      ],
+    } as History,
+  },
+  {
+    finding:
+      "a Force run taken for its slot, SIGTERM'd before the slot's time: its attempt reported the slot failed after retries, and Scheduler's own delivery of the slot then ran it",
+    history: {
+      seed: -1091561680,
+      leaseSeconds: 24,
+      scopes: [''],
+      instances: 1,
+      spanMs: 180003,
+      duplicates: 0,
+      dropAnswers: 0.3,
+      latency: [20, 400],
+      faultRate: 0.05,
+      clockOffsetMs: 106468,
+      jobs: [job('job-0', 'allow')],
+      events: [
+        { at: 29704, type: 'force', deployment: 0, job: 0 },
+        { at: 30686, type: 'pause', deployment: 0, instance: 0, ms: 10000 },
+        { at: 30686, type: 'redeploy', deployment: 0, change: 'overlap_allow', rolling: false },
+      ],
+    } as History,
+  },
 ];

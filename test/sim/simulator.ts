@@ -579,10 +579,10 @@ export async function simulate(
           dep.revisions.length - 1,
         );
         retired.set(instance.machine, instance);
-        // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace.
-        time.within(
-          instance.machine,
-          () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+        // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The
+        // signal is handled on the instance's own timers: a paused process handles it on resuming.
+        time.within(instance.machine, () =>
+          time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
         );
         time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
         return;
