@@ -113,16 +113,11 @@ export class LeaseHeartbeat {
     }
   }
 
-  /**
-   * Warns, once, as soon as this instance sees that its lease lapsed unrenewed (it was paused or
-   * starved of CPU, {@link stalled}), before any round trip: a process killed right after resuming
-   * has still said that another attempt may have run the job beside this one.
-   */
+  /** Warns once, before any round trip, that the lease lapsed unrenewed ({@link stalled}). */
   #warnIfLapsed(): void {
     if (this.#lapseWarned || !this.stalled) return;
     this.#lapseWarned = true;
     this.#logger.warn(
-      { stalledMs: Math.round(performance.now() - this.#lastExtendedAt) },
       'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
     );
   }

@@ -9,7 +9,7 @@ import type { JobContext } from '../core/job-context.ts';
 import type { Ledger } from '../core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, type RunOnceOptions, runOnce } from '../core/run-once.ts';
-import { finalFailureReporter, reportWithdrawn } from '../policy/final-failure.ts';
+import { finalFailureReporter, REPORT_WITHDRAWN } from '../policy/final-failure.ts';
 import { type DeclaredJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
@@ -177,7 +177,7 @@ async function runDelivery(
   await Promise.all(checks);
   if (result.outcome === 'guard_changed') return 'guard_changed';
   if (result.outcome === 'failed' && result.reported && result.release === 'lease_lost') {
-    reportWithdrawn(logger, result.attempt);
+    logger.warn(REPORT_WITHDRAWN);
   }
   const ran = ranSaid(result, deps.config.exposeErrors);
   return answer(delivery.known, { ...ran, message: `${runNote(run, plan.kind)}${ran.message}` });

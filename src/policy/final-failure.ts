@@ -19,8 +19,7 @@ const REQUEST_SLACK_MS = 10_000;
  * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: when the job's retry policy
  * proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows}, judged on
  * Firestore's time), it logs the report ({@link FAILED_AFTER_RETRIES}, ERROR) and returns a fresh
- * reporter id, so the release writes the report. A release that then finds its lease lost did not
- * write it: {@link reportWithdrawn} says so.
+ * reporter id, so the release writes the report (unless it finds the lease lost: {@link REPORT_WITHDRAWN}).
  *
  * @param deliveredAt - Firestore's time when the failing attempt's delivery reached this instance:
  *   Scheduler gives an attempt up at its deadline, and may decide on a retry then.
@@ -35,8 +34,7 @@ export function finalFailureReporter(
   logger: Logger,
 ): (attempt: Attempt, failure: string) => Promise<string | undefined> {
   return async (attempt, failure) => {
-    // Delivered before its slot (a Force run taken for the slot): Scheduler's own delivery of the
-    // slot is still to come, or came meanwhile; the missed-run check judges the slot's end.
+    // Before its slot (a Force run taken for it), Scheduler's own delivery of the slot is to come.
     if (deliveredAt.getTime() < slot.getTime()) return undefined;
     // Scheduler's first attempt came at or after the slot, and at or before the first claim.
     const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
@@ -47,27 +45,14 @@ export function finalFailureReporter(
     const decidedAt = Math.min((await clock()).getTime(), deadline);
     const elapsedMs = decidedAt - firstAttempt;
     if (!noRetryFollows(job, attempt.attempts, elapsedMs)) return undefined;
-    logger.error(
-      {
-        jobName: job.id,
-        slot: slot.toISOString(),
-        runId: attempt.runId,
-        state: 'failed',
-        attempts: attempt.attempts,
-        lastError: failure.slice(0, MAX_ERROR_LENGTH),
-        reportedBy: 'attempt',
-      },
-      FAILED_AFTER_RETRIES,
-    );
+    const { runId, attempts } = attempt;
+    const lastError = failure.slice(0, MAX_ERROR_LENGTH);
+    const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };
+    logger.error({ ...fields, lastError, reportedBy: 'attempt' }, FAILED_AFTER_RETRIES);
     return randomUUID();
   };
 }
 
-/** The WARN line after a final failure's report was logged but its release found the lease lost. */
+/** Logged (WARN) when a final failure's release, its report logged, found the lease lost. */
 export const REPORT_WITHDRAWN =
   'the failure report logged above did not land: this attempt had lost its lease, so another attempt or a missed-run check holds the run and decides it';
-
-/** Logs {@link REPORT_WITHDRAWN} for the run of `attempt`. */
-export function reportWithdrawn(logger: Logger, attempt: Attempt): void {
-  logger.warn({ runId: attempt.runId, reportedBy: 'attempt' }, REPORT_WITHDRAWN);
-}
