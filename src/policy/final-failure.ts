@@ -48,8 +48,9 @@ export function finalFailureReporter(
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };
-    logger.error({ ...fields, lastError, reportedBy: 'attempt' }, FAILED_AFTER_RETRIES);
-    return randomUUID();
+    const reporter = randomUUID();
+    logger.error({ ...fields, lastError, reportedBy: 'attempt', reporter }, FAILED_AFTER_RETRIES);
+    return reporter;
   };
 }
 

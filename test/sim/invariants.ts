@@ -149,7 +149,7 @@ export function violations(outcome: SimOutcome): string[] {
   // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
   const reports = new Map<
     string,
-    { at: number; message: string; instance: string; byAttempt: boolean }[]
+    { at: number; message: string; instance: string; byAttempt: boolean; reporter: unknown }[]
   >();
   for (const line of outcome.logs) {
     const runId = String(line.fields.runId);
@@ -166,6 +166,7 @@ export function violations(outcome: SimOutcome): string[] {
       message: line.message,
       instance: line.instance,
       byAttempt: line.fields.reportedBy === 'attempt',
+      reporter: line.fields.reporter,
     };
     reports.set(runId, [...(reports.get(runId) ?? []), report]);
   }
@@ -209,7 +210,13 @@ export function violations(outcome: SimOutcome): string[] {
         const runId = slotRunId(job.id, slot, dep.keyScope);
         const record = outcome.records.get(runId);
         const status = record?.status;
-        const reported = reports.get(runId) ?? [];
+        // An attempt logs its report before its release writes it: one killed before the write
+        // leaves a check to report the slot again (at worst twice, never not at all).
+        const logged = reports.get(runId) ?? [];
+        const reported =
+          logged.length > 1
+            ? logged.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
+            : logged;
         const ran = (byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
         const what = `${jobId}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
         if (record !== undefined) seenRecord = true;

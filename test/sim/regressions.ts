@@ -326,4 +326,22 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       ],
     } as History,
   },
+  {
+    finding:
+      "a redeploy during an instance's pause: its SIGTERM ended the job while paused, and its final-failure report was logged beside the check's",
+    history: {
+      seed: 2147483618,
+      leaseSeconds: 57,
+      scopes: ['staging', 'production'],
+      instances: 1,
+      spanMs: 455800,
+      ...quiet,
+      clockOffsetMs: 507359,
+      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      events: [
+        { at: 180008, type: 'pause', deployment: 0, instance: 0, ms: 10000 },
+        { at: 180008, type: 'redeploy', deployment: 0, change: 'drop_last_job', rolling: false },
+      ],
+    } as History,
+  },
 ];

@@ -559,6 +559,15 @@ export async function simulate(
     }
   };
 
+  // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
+  // handled on the instance's own timers: a paused process handles it when it resumes.
+  const terminate = (dep: Deployment, instance: Instance) => {
+    time.within(instance.machine, () =>
+      time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
+    );
+    time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
+  };
+
   const apply = (event: SimEvent) => {
     const dep = deployments[event.deployment];
     if (dep === undefined) return;
@@ -579,12 +588,7 @@ export async function simulate(
           dep.revisions.length - 1,
         );
         retired.set(instance.machine, instance);
-        // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The
-        // signal is handled on the instance's own timers: a paused process handles it on resuming.
-        time.within(instance.machine, () =>
-          time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
-        );
-        time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
+        terminate(dep, instance);
         return;
       }
       case 'pause':
@@ -657,11 +661,7 @@ export async function simulate(
             if (!instance.serving) continue;
             instance.serving = false;
             retired.set(instance.machine, instance);
-            time.within(
-              instance.machine,
-              () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
-            );
-            time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
+            terminate(dep, instance);
           }
           dep.instances = dep.instances.filter((i) => !old.includes(i));
         };
