@@ -1,7 +1,6 @@
 /**
- * A job's missed-run check cursor (`{jobId}~check` in the per-job documents, `job-state.ts`):
- * every slot before `checked_before` was judged, against the rules it records. The check moves it
- * after its reports, fenced on the document's update time, so a crash loses nothing.
+ * A job's missed-run check cursor (`{jobId}~check`, `job-state.ts`): every slot before
+ * `checked_before` was judged, by the rules it records; moved after the reports, fenced.
  */
 import { createHash } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
@@ -10,17 +9,14 @@ import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
 import { type Pause, readPauses } from './pauses.ts';
-import { longestGapMs } from './schedule.ts';
+import { nextSlots } from './schedule.ts';
 import { closedAfterMs } from './slot-verdict.ts';
 
 /** How far back a job's first check (no cursor, or one the TTL removed) looks, ms: a day. */
 export const FIRST_LOOK_BACK_MS = 86_400_000;
-/** A cursor unwritten this long is written again though nothing closed, ms: its last check shows. */
+/** A cursor unwritten this long is written again though nothing closed, ms. */
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
-/**
- * A cursor unwritten this long (or four of the job's longest gaps), ms: nothing checked the job
- * meanwhile (it was not declared), so the check starts afresh, in one line.
- */
+/** A cursor unwritten this long (or four of the job's gaps), ms, starts afresh: nothing checked it. */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
 /** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
 const CURSOR_CLOCK_SLACK_MS = 10_000;
@@ -32,23 +28,20 @@ export function checkDocumentId(jobId: string, scope: Scope): string {
   return `${jobId}~check~${hash}`;
 }
 
-/** A job's check cursor as stored. */
+/**
+ * A job's check cursor: every slot before `checkedBefore` was judged, by `rules` (oldest first);
+ * `runSeen`: a slot with a record was seen (none before it is missed); `seenAt`: its write, ms.
+ */
 export interface Cursor {
-  /** Every slot before it was judged. */
   readonly checkedBefore: Date;
-  /** Whether a slot with a record was seen: slots before the first record are never missed. */
   readonly runSeen: boolean;
-  /** The rules slots were judged against, oldest first; the last one is the newest. */
   readonly rules: readonly JudgedRule[];
-  /** Firestore's time of the check that wrote it, ms. */
   readonly seenAt: number;
 }
 
 /**
- * The cursor in a document, `unreadable` for one this code would never write: a `closed_after_ms`
- * that is no positive whole number of ms, a cursor ahead of the job's own closed boundary
- * (`now − closedAfterMs(job)`: a hand-edited `closed_after_ms` cannot move it), malformed rules.
- * A changed retry policy keeps an earlier cursor readable.
+ * The cursor in a document, `unreadable` for one this code never writes: a `closed_after_ms` that
+ * is no positive whole number, a cursor ahead of the job's own closed boundary, malformed rules.
  */
 export function readCursor(
   data: DocumentData | undefined,
@@ -66,12 +59,10 @@ export function readCursor(
   const seen = data.run_seen;
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
-  const own = closedAfterMs(job);
-  // The stored value is its writer's (an earlier revision's retry settings may differ), so it is
-  // only checked for shape; the cursor is judged against this job's own boundary below.
+  // The stored value is its writer's (older retry settings): checked for shape only.
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
-  // A check never moves its cursor past its closed boundary: a later one was not written here.
-  if (at.toMillis() > now.getTime() - own + CURSOR_CLOCK_SLACK_MS) return 'unreadable';
+  if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS)
+    return 'unreadable';
   const rules = readRules(data.rules, job);
   if (rules === 'unreadable') return 'unreadable';
   return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
@@ -100,13 +91,14 @@ export function cursorDocument(
 }
 
 /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
-export function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
-  const gap = longestGapMs(job, cursor.checkedBefore, 3) ?? 0;
+function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
+  const slots = nextSlots(job, cursor.checkedBefore, 3).map((slot) => slot.getTime());
+  const gap = Math.max(0, ...slots.slice(1).map((t, i) => t - (slots[i] as number)));
   return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
 }
 
 /** A cursor nobody wrote for days starts at the boundary, its range said in one line. */
-export function startAfresh(
+function startAfresh(
   job: DeclaredJob,
   cursor: Cursor,
   boundary: number,
@@ -128,29 +120,25 @@ function sinceArg(from: number, now: number): string {
   return `${Math.max(1, Math.ceil((now - from) / 3_600_000) + 1)}h`;
 }
 
-/** What a check reads before it judges: the cursor document, the range to judge, its rules. */
+/**
+ * What a check reads before it judges, at Firestore's `now`: slots before `boundary` (ms) have
+ * closed; judging starts at `from` (the cursor, never before the retention); `cursor` as read or
+ * started afresh; `heartbeat`: due a write ({@link CURSOR_HEARTBEAT_MS}); `updateTime`: the cursor
+ * write's fencing token (`undefined`: create); `pauses`: stored on the same document `id`.
+ */
 export interface Window {
-  /** The cursor document's id. */
   readonly id: string;
-  /** Firestore's time of the check. */
   readonly now: Date;
-  /** Slots before it have closed, ms. */
   readonly boundary: number;
-  /** Where judging starts: the cursor, never before the retention. */
   readonly from: Date;
   readonly rules: readonly JudgedRule[];
-  /** The cursor as read, or as started afresh. */
   readonly cursor: Cursor | undefined;
   readonly afresh: boolean;
-  /** Whether a slot with a record was seen before `from`. */
   readonly runSeen: boolean;
-  /** The rules are the cursor's (compared whole: at MAX_RULES a change keeps the count). */
+  /** Compared whole: at MAX_RULES a change keeps the count. */
   readonly unchangedRules: boolean;
-  /** The cursor is due a write though nothing closed ({@link CURSOR_HEARTBEAT_MS}). */
   readonly heartbeat: boolean;
-  /** The fencing token of the cursor write, `undefined` to create it. */
   readonly updateTime: Timestamp | undefined;
-  /** The job's pauses, stored on the same document. */
   readonly pauses: readonly Pause[];
 }
 
@@ -166,8 +154,7 @@ export function windowOf(
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
   const cursor = afresh ? startAfresh(job, stored, boundary, now, logger) : stored;
-  // Never before the retention: an older slot's record may be gone (TTL), so its absence proves
-  // nothing; a cursor older than that starts over from the retained range, its first record unseen.
+  // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
   const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
   const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;

@@ -1,7 +1,6 @@
 /**
- * The schedule rules a job's slots are judged against. A job's check cursor keeps the rules it
- * judged with, so a schedule change judges old slots by the old rule and new ones by the new
- * (docs/how-it-works.md, "Missed runs").
+ * The schedule rules a job's check cursor judged with: after a schedule change, old slots by the
+ * old rule, new ones by the new (docs/how-it-works.md, "Missed runs", "The schedule in force").
  */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import { type ScheduleSpec, scheduleProblem, slotsBetween, timeZoneProblem } from './schedule.ts';
@@ -10,11 +9,9 @@ import { type ScheduleSpec, scheduleProblem, slotsBetween, timeZoneProblem } fro
 export const MAX_RULES = 8;
 
 /**
- * A schedule rule a job was judged against: its cron and zone, the first check that saw it
- * (`since`, ms; absent only on an oldest rule in force over the whole retained range) and the last
- * one (`until`, ms, absent for the newest: it is the rule in force now). Between one rule's `until`
- * and the next one's `since` either was in force; before the oldest rule's `since` a rule no longer
- * kept may have been, so no slot there is judged.
+ * A rule a job was judged against, with the first check that saw it (`since`, ms; absent on an
+ * oldest rule in force over the whole retained range) and the last (`until`, ms; absent on the
+ * newest). Between one's `until` and the next one's `since` either was in force.
  */
 export interface JudgedRule extends ScheduleSpec {
   readonly since?: number;
@@ -26,15 +23,7 @@ export function ruleOf(job: ScheduleSpec): JudgedRule {
   return { schedule: job.schedule, timeZone: job.timeZone };
 }
 
-function sameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
-  return a.schedule === b.schedule && a.timeZone === b.timeZone;
-}
-
-/**
- * The rules stored on a cursor (`rules`), `unreadable` for any this code would never write (a
- * schedule or zone a declaration refuses, a missing `since` or `until`); none stored (a cursor of
- * an earlier version) is `job`'s rule.
- */
+/** The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule. */
 export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadable' {
   if (value === undefined) return [ruleOf(job)]; // a cursor of an earlier version
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RULES) return 'unreadable';
@@ -62,11 +51,9 @@ export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'un
 }
 
 /**
- * The rules after a check at `now` judged with the declared `job`: the newest one kept, or the
- * declared one appended (first seen now; the one before it last seen at `lastSeen`, the cursor's
- * last write), and those no slot at or after `from` (the retained range) can be judged by dropped.
- * Of at most {@link MAX_RULES}, the oldest keeps its `since` unless it was in force from `from` on:
- * a rule dropped for room was in force before it, so no time before it is judged by the rules.
+ * The rules after a check at `now` (ms) with the declared `job`: a changed rule appended (the one
+ * before it last seen at `lastSeen`), those judging nothing at or after `from` dropped, at most
+ * {@link MAX_RULES}; the oldest keeps its `since` unless it was in force from `from` on.
  */
 export function nextRules(
   rules: readonly JudgedRule[],
@@ -79,7 +66,7 @@ export function nextRules(
   // A job's first rule was in force before any check saw it.
   if (newest === undefined) return [ruleOf(job)];
   let out: JudgedRule[] = [...rules];
-  if (!sameRule(newest, job)) {
+  if (newest.schedule !== job.schedule || newest.timeZone !== job.timeZone) {
     out = out.map((rule, i) => (i === out.length - 1 ? { ...rule, until: lastSeen } : rule));
     out.push({ ...ruleOf(job), since: now });
   }
@@ -107,9 +94,8 @@ export function isSlotOf(rule: ScheduleSpec, t: number): boolean {
 }
 
 /**
- * The slots of [from, to) to judge under `rules`: a time that every rule possibly in force then
- * schedules (after a change, old slots by the old rule, new ones by the new, and in between only
- * those both schedule; none before the oldest rule's `since`), at most `max`, oldest first.
+ * The slots of [from, to) to judge under `rules`, at most `max`, oldest first: the times every
+ * rule possibly in force then schedules; none before the oldest rule's `since`.
  */
 export function judgedSlots(
   rules: readonly JudgedRule[],

@@ -1,9 +1,7 @@
 /**
- * Missed-run detection without a new service: each slot judged missed, or failed after every retry
- * (`slot-verdict.ts`), is reported once across instances as an ERROR line that a log-based metric
- * counts. A check runs at a processed delivery of a job's first slot in a {@link CHECK_PERIOD_MS}
- * period and at each run audit, from the job's cursor (`missed-run-cursor.ts`); a failed attempt
- * no retry can follow reports itself (`final-failure.ts`). Why: docs/how-it-works.md "Missed runs".
+ * Missed-run detection: each slot judged missed or failed after retries (`slot-verdict.ts`) is
+ * reported once across instances as an ERROR line a log-based metric counts, from the job's cursor
+ * (`missed-run-cursor.ts`). Why: docs/how-it-works.md, "Missed runs".
  */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
@@ -44,26 +42,12 @@ export const CHECK_PERIOD_MS = 3_600_000;
 /** The most slots one check reads (two batched reads); the next checks go on from the cursor. */
 export const MAX_CHECK_SLOTS = 1000;
 
-/**
- * Whether `slot` is the job's first slot in its {@link CHECK_PERIOD_MS} period (from the Unix
- * epoch): a delivery of it runs the check. Pure, so every instance agrees.
- */
+/** Whether `slot` is the job's first in its {@link CHECK_PERIOD_MS} period (from the epoch): pure. */
 export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot: Date): boolean {
-  return firstSlotOfPeriod(job, periodOf(slot.getTime())) === slot.getTime();
-}
-
-/** The start of the {@link CHECK_PERIOD_MS} period that holds `t`, ms. */
-function periodOf(t: number): number {
-  return t - (((t % CHECK_PERIOD_MS) + CHECK_PERIOD_MS) % CHECK_PERIOD_MS);
-}
-
-/** The job's first slot at or after `periodStart` and inside that period, ms, if it has one. */
-function firstSlotOfPeriod(
-  job: Pick<DeclaredJob, 'schedule' | 'timeZone'>,
-  periodStart: number,
-): number | undefined {
-  const end = new Date(periodStart + CHECK_PERIOD_MS);
-  return slotsBetween(job, new Date(periodStart), end, 1).slots[0]?.getTime();
+  const t = slot.getTime();
+  const start = t - (((t % CHECK_PERIOD_MS) + CHECK_PERIOD_MS) % CHECK_PERIOD_MS);
+  const end = new Date(start + CHECK_PERIOD_MS);
+  return slotsBetween(job, new Date(start), end, 1).slots[0]?.getTime() === t;
 }
 
 /** The fields of a report's log line. */
@@ -80,53 +64,44 @@ function fields(row: SlotRow) {
 
 /** What {@link MissedRunCheck} needs. */
 export interface MissedRunCheckDeps {
-  /** The run records: the batched read of slots, and the two reports. */
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
   readonly jobDocuments: Pick<
     RunDocuments,
     'readData' | 'create' | 'update' | 'expireAt' | 'retentionMs'
   >;
-  /** Firestore's time now: the one clock windows and leases are judged by. */
+  /** Firestore's time now. */
   readonly clock: () => Promise<Date>;
   /** `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's: `forcedRunToleranceMs`); 0 by default. */
   readonly forcedRunToleranceMs?: number;
 }
 
-/** What one check did. */
+/** What one check did: slots read, slots it reported, where the cursor stands if it knows. */
 export interface CheckResult {
-  /** Slots read (0 when nothing new had closed, or another instance moved the cursor first). */
   readonly checked: number;
-  /** Slots this call reported. */
   readonly reported: number;
-  /** Where the cursor stands after the check, if this call knows. */
   readonly checkedBefore: Date | undefined;
 }
 
 const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined };
 
-/** A slot to report, and the message its report logs. */
+/** A slot to report and its message; `lapsed`: still `in_progress`, the report ends it `failed`. */
 interface Finding {
   readonly row: SlotRow;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
-  /** Still `in_progress`, its lease lapsed: the report also ends the attempt (`failed`). */
   readonly lapsed?: boolean;
 }
 
-/** What the check learnt of a range: its findings, where the cursor goes, the records' tokens. */
+/** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
 interface Judged {
   readonly findings: readonly Finding[];
   readonly next: Date;
   readonly runSeen: boolean;
   readonly stopped: boolean;
-  /** The update times of the records read, by run id: the fencing tokens of their reports. */
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
 
-/**
- * The findings of `slots` in order (`previousEnd`: the end of the execution before them, ms); stops
- * at the first slot still open, where the cursor stops.
- */
+/** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
   job: DeclaredJob,
   slots: readonly { readonly row: SlotRow; readonly record: StoredRecord | undefined }[],
@@ -139,7 +114,6 @@ function judge(
   for (const { row, record } of slots) {
     const verdict = slotVerdict(job, row.slot, record, row, end, window.now);
     end = verdict.end;
-    // A slot with no record inside a pause (`pauses.ts`) is not missed: logged as paused, once.
     const paused = pausedRow(row, window.pauses);
     if (paused.state === 'paused') {
       findings.push({ row: paused, message: PAUSED_SLOT });
@@ -158,9 +132,8 @@ function judge(
 }
 
 /**
- * Missed-run detection for one instance's jobs: {@link isDue} says whether a processed delivery
- * checks, {@link check} judges the slots closed since the last check. Safe across concurrent
- * requests; it remembers only where its own last check left each cursor.
+ * Missed-run detection for one instance's jobs: {@link isDue}, then {@link check}. Safe across
+ * concurrent requests; it remembers only where its own last check left each cursor.
  *
  * @example
  * const missedRuns = new MissedRunCheck({ history, jobDocuments, clock: () => ledger.serverTime() });
@@ -176,9 +149,8 @@ export class MissedRunCheck {
   }
 
   /**
-   * Whether a processed delivery of `slot` should check: it is due ({@link isDueSlot}), or this
-   * instance's last check left the cursor two periods or more behind the closed boundary. Reads the
-   * clock only when a cursor is known.
+   * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this
+   * instance's last check left the cursor two periods or more behind the closed boundary.
    *
    * @throws {LedgerUnavailableError} if the clock must be learnt and Firestore fails.
    */
@@ -191,12 +163,9 @@ export class MissedRunCheck {
   }
 
   /**
-   * Judges the job's slots since its cursor, reports each missed or finally failed one nobody
-   * reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor. One
-   * read of the cursor; when slots closed, one batched read per 500 slots, a write per report, the
-   * fenced cursor write.
+   * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one
+   * nobody reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor.
    *
-   * @param scope - the key scope of the runs to check (the delivery's).
    * @throws {LedgerUnavailableError} if a read or a write fails: the cursor has not moved, so the
    *   next check covers the range; the caller logs it (a failed check must never fail a run).
    */
@@ -213,10 +182,7 @@ export class MissedRunCheck {
     return this.#moveCursor(job, window, judged, raced, { checked: slots.length, reported });
   }
 
-  /**
-   * Reads the cursor document: its pauses (reporting one past its bound: the cursor write is then
-   * fenced on that report's), its cursor, the window they give; `undefined` if the check must stop.
-   */
+  /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
   async #window(job: DeclaredJob, scope: Scope, logger: Logger): Promise<Window | undefined> {
     const { jobDocuments, clock } = this.#deps;
     const id = checkDocumentId(job.id, scope);
@@ -256,7 +222,7 @@ export class MissedRunCheck {
     return { ...NOTHING, checkedBefore: at };
   }
 
-  /** Reads the records of `slots` (and of the slot before them, for the wait behind it) and judges them. */
+  /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
   async #scan(
     job: DeclaredJob,
     scope: Scope,
@@ -266,7 +232,6 @@ export class MissedRunCheck {
   ): Promise<Judged> {
     const before = previousSlot(job, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
-    // A forced run that was a slot's own delivery (a misjudged clock) is that slot's run.
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
     const rows = all.map((slot, i) => {
@@ -286,15 +251,14 @@ export class MissedRunCheck {
     return { ...judged, next, tokens: read.updateTimes };
   }
 
-  /** Reports each finding once (its own conditional write), logging those this call wrote. */
+  /** Reports each finding once (a conditional write each), logging those this call wrote. */
   async #report(
     job: DeclaredJob,
     scope: Scope,
     judged: Pick<Judged, 'findings' | 'tokens'>,
     logger: Logger,
   ): Promise<{ readonly reported: number; readonly raced: Date | undefined }> {
-    // This check's id, written with each report: a report whose answer was lost but whose write
-    // landed is recognised as ours by a read, and logged, instead of never.
+    // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
     let raced: Date | undefined;
@@ -305,8 +269,7 @@ export class MissedRunCheck {
       }
       const token = judged.tokens.get(row.runId);
       if ((await this.#reportOne(job, scope, row, token, reporter, lapsed)) !== 'reported') {
-        // A claim, a retry or another report came first: the cursor stops at the earliest such
-        // slot, so the next check judges it again (a claim whose attempt then dies is reported).
+        // A claim or another report came first: the cursor stops there, to judge it again.
         if (raced === undefined || row.slot < raced) raced = row.slot;
         continue;
       }
@@ -316,10 +279,7 @@ export class MissedRunCheck {
     return { reported, raced };
   }
 
-  /**
-   * Reports one slot: creates its `missed` record, or marks its run reported (fenced on `token`).
-   * After a failed write, a read that finds this check's `reporter` on the record says it landed.
-   */
+  /** Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). */
   async #reportOne(
     job: DeclaredJob,
     scope: Scope,
@@ -332,22 +292,14 @@ export class MissedRunCheck {
     try {
       if (token !== undefined)
         return await history.markReported(row.runId, token, reporter, lapsed);
-      const details = {
-        jobName: job.id,
-        scheduleTime: row.slot.toISOString(),
-        keyScope: scopeId(scope),
-      };
+      const keyScope = scopeId(scope);
+      const details = { jobName: job.id, scheduleTime: row.slot.toISOString(), keyScope };
       return await history.reportMissed(row.runId, details, reporter);
     } catch (err) {
-      const { records } = await history.getMany([row.runId]);
-      const stored = records.get(row.runId);
-      if (
-        stored !== undefined &&
-        stored.status !== 'unreadable' &&
-        stored.reportedBy === reporter
-      ) {
+      // After a failed write, this check's `reporter` on the record says it landed.
+      const stored = (await history.getMany([row.runId])).records.get(row.runId);
+      if (stored !== undefined && stored.status !== 'unreadable' && stored.reportedBy === reporter)
         return 'reported';
-      }
       throw err;
     }
   }
@@ -372,13 +324,10 @@ export class MissedRunCheck {
       judged.runSeen === cursor.runSeen;
     const moved = { checkedBefore: next, runSeen: judged.runSeen, rules: window.rules };
     if (!unchanged && (await this.#writeCursor(job, window, moved)) === 'lost') {
-      // Another instance moved the cursor first: the range was its to judge too; our reports
-      // were each once by their own writes.
-      this.#known.delete(window.id);
+      this.#known.delete(window.id); // another instance moved it: our reports were each once
       return { ...counts, checkedBefore: undefined };
     }
-    // Stopped at a run still in flight: the next due delivery re-checks from it; this instance's
-    // memory does not ask for one at every delivery meanwhile.
+    // Stopped at a run in flight: the next due delivery re-checks, not every delivery meanwhile.
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
     return { ...counts, checkedBefore: next };
   }

@@ -1,13 +1,9 @@
 /**
- * When a slot's window closes and what the missed-run check decides about it. Timeline of one slot
- * `s` (W: the retry window of `retry-policy.ts`; D: one attempt deadline):
+ * When a slot's window closes and what the missed-run check decides about it (why:
+ * docs/how-it-works.md, "Missed runs"). W: the retry window; D: one attempt deadline:
  *
  *     s ── waits behind the previous execution ──┤ start ── W ──┤ end ── D ──┤ closed
  *          (at most W; none when it had ended)                               judged by the next check
- *
- * A slot's execution starts at its first claim, or, without one, when the previous slot's
- * execution could have ended (Scheduler never has two outstanding executions of a job), never
- * later than `s + W` (docs/how-it-works.md, "Missed runs").
  */
 import { isLeaseLive, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
@@ -15,9 +11,8 @@ import { retryWindowMs } from './retry-policy.ts';
 import type { SlotRow } from './run-history.ts';
 
 /**
- * How long after its schedule time a slot is judged at the earliest, in ms: its retry window plus
- * one attempt deadline (a first attempt Scheduler started late still lands first). A slot whose
- * execution waited behind the previous one closes later ({@link slotVerdict}).
+ * How long after its schedule time a slot is judged at the earliest, ms: W + D (one that waited
+ * behind the previous execution closes later: {@link slotVerdict}).
  *
  * @example closedAfterMs(job) // defaults: 3570 s + 180 s = 3 750 000
  */
@@ -26,11 +21,8 @@ export function closedAfterMs(job: DeclaredJob): number {
 }
 
 /**
- * The verdict on one slot at `now`, the one place it is decided:
- * - `final`: nothing to report (completed, skipped, reported already, before the job's first record);
- * - `open`: an attempt may still come or still runs: judge it at a later check;
- * - `missed` / `failed`: report it.
- * With `end`, the latest time its execution can have ended, ms: the next slot waits for it.
+ * The verdict on one slot: `final` (nothing to report), `open` (an attempt may still come or runs:
+ * judge it later), `missed` / `failed` (report it); `end`: the latest its execution ended, ms.
  */
 export type SlotVerdict = {
   readonly verdict: 'final' | 'open' | 'missed' | 'failed';
@@ -38,10 +30,8 @@ export type SlotVerdict = {
 };
 
 /**
- * Decides a slot's {@link SlotVerdict} from its record and the latest end of the previous slot's
- * execution (`previousEnd`, ms). Its execution started at its first claim or, with none, when the
- * previous one could have ended, never after `slot + W` (the execution outstanding at its time
- * started before it, and lasts at most W): it closes one attempt deadline after that start + W.
+ * Decides a slot's {@link SlotVerdict} at `now` from its record and the latest end of the previous
+ * slot's execution (`previousEnd`, ms): the one place it is decided.
  */
 export function slotVerdict(
   job: DeclaredJob,
