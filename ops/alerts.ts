@@ -16,11 +16,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { longestGapMs } from '../src/policy/schedule.ts';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
 import { runCommand, UsageError } from './command.ts';
 import { dashboard } from './dashboard-config.ts';
 import { loadJobs } from './declarations.ts';
+import { longestGapMs } from './slots.ts';
 
 const USAGE =
   'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';

@@ -1,8 +1,9 @@
 /**
- * Slot arithmetic only the operations commands use: a job's last slots before an instant, and an
- * instant shown in a job's zone. Built on `src/policy/schedule.ts`; the function never loads it.
+ * Slot arithmetic only the operations commands use: a job's last slots before an instant, its
+ * longest gap, and an instant shown in a job's zone. Built on `src/policy/schedule.ts`; the function
+ * never loads it.
  */
-import { previousSlot, type ScheduleSpec, wallAt } from '../src/policy/schedule.ts';
+import { nextSlots, previousSlot, type ScheduleSpec, wallAt } from '../src/policy/schedule.ts';
 
 /**
  * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has
@@ -20,6 +21,20 @@ export function previousSlots(job: ScheduleSpec, before: Date, count: number): D
     at = slot;
   }
   return slots;
+}
+
+/**
+ * The longest gap between consecutive slots among the next `count` after `after`, ms (`undefined`
+ * with fewer than two): the period for alerting, which for weekdays-only schedules is the weekend.
+ */
+export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
+  const slots = nextSlots(job, after, count);
+  let longest: number | undefined;
+  for (let i = 1; i < slots.length; i++) {
+    const gap = (slots[i] as Date).getTime() - (slots[i - 1] as Date).getTime();
+    longest = Math.max(longest ?? 0, gap);
+  }
+  return longest;
 }
 
 /**

@@ -16,7 +16,7 @@ import { closedAfterMs } from './slot-verdict.ts';
 export const FIRST_LOOK_BACK_MS = 86_400_000;
 /** A cursor unwritten this long is written again though nothing closed, ms. */
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
-/** A cursor unwritten this long (or four of the job's gaps), ms, starts afresh: nothing checked it. */
+/** A cursor unwritten this long (or four of the job's gaps), ms, starts afresh. */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
 /** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
 const CURSOR_CLOCK_SLACK_MS = 10_000;

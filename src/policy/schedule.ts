@@ -1,20 +1,15 @@
 /**
- * Unix-cron schedules as Cloud Scheduler evaluates them: which schedules it takes, and when a job's
- * runs fall ("slots"). Pure: no I/O, no clock; every instant is a UTC `Date`, every span is in ms.
- * Cron matching is croner's, asked only about the DST-free wall clock; a slot is every instant at
- * which the job's zone shows a matching wall-clock time (why: docs/how-it-works.md, "Schedules and
- * the wall clock").
+ * Unix-cron schedules as Cloud Scheduler evaluates them: which it takes, and when a job's slots
+ * fall (every instant at which the zone shows a matching wall-clock time; croner matches the
+ * DST-free wall clock). Pure; instants are UTC `Date`s, spans ms (docs/how-it-works.md, "Schedules
+ * and the wall clock").
  */
 import { Cron } from 'croner';
 
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
 
-/**
- * The instants slot arithmetic covers: from 2000-01-01 (before any Cloud Scheduler job) to
- * 2200-01-01 (UTC), half-open. Outside it there are no slots, so every call stays cheap whatever
- * the input (docs/limits.md, "Slot arithmetic's bounds").
- */
+/** The instants slot arithmetic covers, half-open; none outside (docs/limits.md, "Slot arithmetic"). */
 export const SLOT_RANGE = Object.freeze({
   from: new Date(Date.UTC(2000, 0, 1)),
   to: new Date(Date.UTC(2200, 0, 1)),
@@ -22,10 +17,7 @@ export const SLOT_RANGE = Object.freeze({
 const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
 const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
-/**
- * The most croner look-ups per slot a search returns; reaching it is a bug, thrown as a
- * `RangeError`, never a wrong answer (docs/limits.md, "Slot arithmetic's bounds").
- */
+/** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
 
 /** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
@@ -36,27 +28,20 @@ function step(steps: { n: number }): void {
 }
 
 const HOUR_MS = 3_600_000;
-/**
- * UTC offsets run from −12:00 to +14:00, so the instants that show one wall-clock time lie within
- * 26 hours of each other; within 26 hours a zone's offset changes at most once (docs/limits.md).
- */
+/** Offsets run from −12:00 to +14:00: one wall-clock time's instants lie within 26 h. */
 const OFFSET_SPAN_MS = 26 * HOUR_MS;
 const MAX_OFFSET_MS = 14 * HOUR_MS;
 const MIN_OFFSET_MS = -12 * HOUR_MS;
 
-/** What slot arithmetic needs of a job: a declared job or `ctx.job` fits. */
+/** What slot arithmetic needs of a job (a declared job or `ctx.job` fits), both fields valid. */
 export interface ScheduleSpec {
-  /** A unix-cron schedule of five fields, as {@link scheduleProblem} accepts it. */
   readonly schedule: string;
-  /** A tz database name, as {@link timeZoneProblem} accepts it. */
   readonly timeZone: string;
 }
 
-/** The slots of a range and whether the range held more than were returned. */
+/** The slots of a range, ascending; `truncated`: it held more (the earliest were returned). */
 export interface SlotRange {
-  /** The slots, ascending, at most the limit asked for. */
   readonly slots: readonly Date[];
-  /** True if the range holds more slots than `slots` (the earliest ones were returned). */
   readonly truncated: boolean;
 }
 
@@ -81,9 +66,9 @@ function wallClockCron(schedule: string): Cron {
 
 /**
  * What is wrong with a schedule, in one sentence naming what to write instead, or `undefined` if
- * Cloud Scheduler and this module read it alike. Refused: anything but five fields (App Engine
- * "groc"), characters or names outside Scheduler's syntax, values out of range, a stepped `*` in
- * one day field with the other restricted (implementations disagree), schedules that never fire.
+ * Cloud Scheduler and this module read it alike. Refused: not five fields (e.g. App Engine groc),
+ * names or characters outside Scheduler's syntax, values out of range, a stepped `*` beside a
+ * restricted day field, schedules that never fire.
  *
  * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
@@ -147,8 +132,8 @@ export function normaliseSchedule(schedule: string): string {
 let canonicalZones: Set<string> | undefined;
 
 /**
- * What is wrong with a time zone, or `undefined` for a tz database name that `Intl` knows
- * (Scheduler's `timeZone`); UTC offsets such as `+01:00` and wrongly capitalised names are refused.
+ * What is wrong with a time zone, or `undefined` for a tz database name `Intl` knows; UTC offsets
+ * and wrongly capitalised names are refused.
  *
  * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
  */
@@ -204,10 +189,7 @@ function offsetAt(timeZone: string, t: number): number {
   return wallAt(timeZone, t) - t;
 }
 
-/**
- * The instants (ms, ascending) at which the zone shows `wall`: none in a spring-forward gap, two in
- * a fall-back overlap; the offsets 14 h before and 12 h after are the only ones in force.
- */
+/** The instants (ms, ascending) at which the zone shows `wall`: none in a gap, two in an overlap. */
 function instantsShowing(timeZone: string, wall: number): number[] {
   const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
   const after = offsetAt(timeZone, wall - MIN_OFFSET_MS);
@@ -224,9 +206,8 @@ function dropAfter(timeZone: string, t: number): number {
 }
 
 /**
- * Every slot strictly after `from` (ms), ascending, lazily. Around a fall-back the repeated hour's
- * first pass precedes later wall-clock times, so each instant waits until every wall-clock time
- * that could precede it was seen: its own plus the drop that follows it.
+ * Every slot strictly after `from` (ms), ascending, lazily. Each instant waits until every
+ * wall-clock time that could precede it was seen: its own plus the drop that follows it.
  */
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
@@ -275,9 +256,8 @@ function checkedCount(count: number, what: string): number {
 }
 
 /**
- * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`: the instants
- * Scheduler sends in `X-CloudScheduler-ScheduleTime`, ascending, whole minutes; fewer only at the
- * end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
+ * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`, ascending; fewer
+ * only at the end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
  *
  * @throws {RangeError} for an invalid date or count.
  * @example
@@ -319,7 +299,7 @@ export function slotsBetween(
 
 /**
  * The job's latest slot strictly before `before`, or `undefined` if it has none in
- * {@link SLOT_RANGE} (a `before` past the range's end answers the range's last slot).
+ * {@link SLOT_RANGE}.
  *
  * @throws {RangeError} for an invalid date.
  * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time
@@ -358,26 +338,9 @@ export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
 }
 
-/**
- * The longest gap between consecutive slots among the next `count` after `after`, ms (`undefined`
- * with fewer than two): the period for alerting, which for weekdays-only schedules is the weekend.
- */
-export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
-  const slots = nextSlots(job, after, count);
-  let longest: number | undefined;
-  for (let i = 1; i < slots.length; i++) {
-    const gap = (slots[i] as Date).getTime() - (slots[i - 1] as Date).getTime();
-    longest = Math.max(longest ?? 0, gap);
-  }
-  return longest;
-}
-
 const GAP_SAMPLE = 1000;
 
-/**
- * The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (`undefined` with fewer
- * than two): the bound of a forced run's tolerance, the same on every instance (docs/limits.md).
- */
+/** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
   const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), GAP_SAMPLE);
   let shortest: number | undefined;
