@@ -1,12 +1,7 @@
-/**
- * The policies' errors, in the project's one family (`RunOnceError`, `core/errors.ts`).
- */
+/** The policies' errors, in the project's one family (`RunOnceError`, `core/errors.ts`). */
 import { RunOnceError } from '../core/errors.ts';
 
-/**
- * Bad configuration found at cold start. `problems` lists every invalid or inconsistent variable,
- * so one deploy shows them all; the message joins them one per line.
- */
+/** Bad configuration found at cold start: `problems` lists every one, the message one per line. */
 export class ConfigError extends RunOnceError {
   override name = 'ConfigError';
   readonly problems: readonly string[];

@@ -1,8 +1,4 @@
-/**
- * Job declarations in code (id, schedule, zone, Scheduler settings, the work); `validateJobs` checks
- * them at cold start and before a deploy: every problem at once, in one `ConfigError`.
- */
-
+/** Job declarations in code (id, schedule, zone, Scheduler settings, the work), and their check. */
 import type { JobInfo, JobRun } from '../core/job-context.ts';
 import { ConfigError } from './errors.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
@@ -16,15 +12,11 @@ export type { JobInfo, JobRun } from '../core/job-context.ts';
  */
 export interface JobDeclaration {
   /**
-   * The Cloud Scheduler job id, which `deploy.sh` creates: 1-500 letters, digits, `-` and `_`
-   * (the Job resource's rule). Scheduler sends it in `X-CloudScheduler-JobName`, and it is part of
-   * every run id, so renaming a job starts a new run history.
+   * The Cloud Scheduler job id (`deploy.sh` creates the job): 1-500 letters, digits, `-` and `_`.
+   * Part of every run id: renaming a job starts a new run history.
    */
   readonly id: string;
-  /**
-   * When the job runs: unix-cron, five fields (`minute hour day-of-month month day-of-week`), read
-   * in `timeZone`; the accepted syntax: `scheduleProblem` (`src/policy/schedule.ts`).
-   */
+  /** When it runs: unix-cron, five fields, read in `timeZone` (the syntax: `scheduleProblem`). */
   readonly schedule: string;
   /** The tz database zone the schedule is read in, e.g. `Europe/Berlin`; default `Etc/UTC`. */
   readonly timeZone?: string;
@@ -64,10 +56,7 @@ export interface DeclaredJob extends JobInfo {
 
 type Settings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
 
-/**
- * Defaults of the optional settings: `deploy.sh`'s defaults before jobs were declared in code, so a
- * redeploy leaves an existing job's settings as they were.
- */
+/** Defaults of the optional settings: `deploy.sh`'s before jobs were declared in code. */
 export const JOB_DEFAULTS = Object.freeze({
   timeZone: 'Etc/UTC',
   attemptDeadlineSeconds: 180,
@@ -83,11 +72,8 @@ export const JOB_DEFAULTS = Object.freeze({
 const MAX_SECONDS = 31_536_000;
 
 /**
- * The range of each setting, with its source. Attempt deadline: "For HTTP targets, the default is
- * 3 minutes. The deadline must be in the interval [15 seconds, 30 minutes]" (Job.attemptDeadline).
- * Retry count: "Values greater than 5 and negative values are not allowed" (RetryConfig, "Retry
- * jobs", https://cloud.google.com/scheduler/docs/configuring/retry-jobs). The durations have no
- * documented maximum; this starter caps them at a year, and doublings at 999, as `deploy.sh` did.
+ * The range of each setting: Scheduler's (`Job.attemptDeadline` for HTTP targets, `RetryConfig`'s
+ * retry count; sources in docs/jobs.md); durations capped at a year, doublings at 999.
  */
 export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number, number] } = {
   attemptDeadlineSeconds: [15, 1800],
@@ -99,8 +85,7 @@ export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number,
 };
 
 /**
- * Declares a job: returns `declaration` unchanged, for the type (an editor checks the fields and
- * infers `ctx`); {@link validateJobs} validates.
+ * Declares a job: returns `declaration` unchanged, for the type; {@link validateJobs} validates.
  *
  * @example
  * export const nightlyReport = defineJob({
@@ -120,8 +105,7 @@ function describeJob(declaration: unknown, index: number): string {
 }
 
 /**
- * Validates declarations and fills in defaults: the jobs in declaration order, each frozen, in a
- * frozen array.
+ * Validates declarations and fills in defaults: the jobs in order, each frozen, in a frozen array.
  *
  * @throws {ConfigError} listing every problem of every job at once: a bad or repeated id, a schedule
  *   or zone `schedule.ts` refuses, a setting outside {@link SETTING_RANGES}, a minimum backoff above
@@ -192,17 +176,13 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
   return Object.freeze(jobs);
 }
 
-/**
- * The declared job that `X-CloudScheduler-JobName` names (the short job id, as Scheduler sends it,
- * https://cloud.google.com/scheduler/docs/configuring/deduplicate-job-requests, or the full name:
- * `jobIdOf`), compared exactly; `undefined` if none is declared.
- */
+/** The declared job `X-CloudScheduler-JobName` names (either form: `jobIdOf`), if any. */
 export function findJob(jobs: readonly DeclaredJob[], jobName: string): DeclaredJob | undefined {
   const id = jobIdOf(jobName);
   return id === undefined ? undefined : jobs.find((job) => job.id === id);
 }
 
-/** The part of a declared job that `ctx.job` carries: a new frozen object without `run` or settings. */
+/** What `ctx.job` carries of a declared job: a new frozen object without `run` or settings. */
 export function jobInfoOf(job: DeclaredJob): JobInfo {
   return Object.freeze({ id: job.id, schedule: job.schedule, timeZone: job.timeZone });
 }

@@ -1,13 +1,8 @@
 /**
- * Cloud Scheduler's job id rule, in one place: declarations are checked against it, and a
- * delivery's `X-CloudScheduler-JobName` is read with it.
- *
- * Source: the Job resource's `name`, "projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID …
- * JOB_ID can contain only letters ([A-Za-z]), numbers ([0-9]), hyphens (-), or underscores (_).
- * The maximum length is 500 characters." Scheduler sends the short JOB_ID in the header (the
- * Scheduler guide, "deduplicate job requests"); the full name is accepted too.
+ * Cloud Scheduler's job id rule, for declarations and `X-CloudScheduler-JobName`. Source: the Job
+ * resource's `name`, "JOB_ID can contain only letters ([A-Za-z]), numbers ([0-9]), hyphens (-), or
+ * underscores (_). The maximum length is 500 characters."
  */
-
 const ID = '[A-Za-z0-9_-]{1,500}';
 const JOB_ID = new RegExp(`^${ID}$`);
 /** `projects/PROJECT_ID/locations/LOCATION_ID/jobs/JOB_ID`, with Google's project and region forms. */
@@ -24,9 +19,8 @@ export function isJobId(id: unknown): id is string {
 }
 
 /**
- * The short job id a job name names: `ID` itself, or the last segment of
- * `projects/PROJECT_ID/locations/LOCATION_ID/jobs/ID`; `undefined` for anything else. Both forms
- * name one Scheduler job, so run ids computed from this are the same whichever form was sent.
+ * The short job id a job name names (`ID`, or the full `projects/…/jobs/ID`), so both forms give
+ * one run id; `undefined` for anything else.
  *
  * @example jobIdOf('projects/p/locations/us-central1/jobs/nightly') // 'nightly'
  */

@@ -1,17 +1,14 @@
 /**
- * Pauses: a job paused on purpose (`npm run pause -- JOB`) is not a job that missed its slots. A
- * pause lives on the job's check document beside the missed-run cursor, so the check learns it in
- * the same read; a slot without a record inside one is `paused`, never missed, and a pause past
- * its bound is reported once (docs/how-it-works.md, "Pauses").
+ * Pauses (`npm run pause -- JOB`), on the job's check document beside the missed-run cursor: a
+ * slot without a record inside one is `paused`, never missed (docs/how-it-works.md, "Pauses").
  */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import type { SlotRow } from './run-history.ts';
 
-/** The log message of a slot judged inside a pause (a log-based metric counts it). */
+/** The log messages of a slot judged inside a pause, and of a pause past its bound (once). */
 export const PAUSED_SLOT = 'paused slot';
-/** The log message of a pause past its bound, logged once across instances. */
 export const PAUSE_OVERDUE = 'pause outlived its bound';
 
 /** How long a pause without `until` lasts before it is reported, ms: a week. */
@@ -27,23 +24,19 @@ export const MAX_PAUSES = 20;
 /** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
-/** One pause of a job. Times are Firestore's. */
+/**
+ * One pause of a job, times Firestore's: `until` (`--until`) if given, `note` (`--note`, `''` if
+ * none), `resumedAt` (`npm run resume`) once ended, `overdueReportedAt` once reported past its bound.
+ */
 export interface Pause {
   readonly pausedAt: Date;
-  /** When the pause is meant to end (`--until`), if given. */
   readonly until: Date | undefined;
-  /** Why (`--note`), `''` if none. */
   readonly note: string;
-  /** When it ended (`npm run resume`); undefined while it lasts. */
   readonly resumedAt: Date | undefined;
-  /** When a check reported it past its bound. */
   readonly overdueReportedAt: Date | undefined;
 }
 
-/**
- * Why a note cannot be stored, or undefined: at most {@link MAX_PAUSE_NOTE_LENGTH} characters, no
- * control characters (it is printed in tables and log lines).
- */
+/** Why a note cannot be stored, or undefined: too long, or a control character (it is printed). */
 export function pauseNoteProblem(note: string): string | undefined {
   if (note.length > MAX_PAUSE_NOTE_LENGTH) {
     return `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`;
@@ -53,10 +46,7 @@ export function pauseNoteProblem(note: string): string | undefined {
   return undefined;
 }
 
-/**
- * Why `until` cannot end a pause starting at `from`, or undefined: at least {@link MIN_PAUSE_MS}
- * and at most {@link MAX_PAUSE_MS} after it.
- */
+/** Why `until` cannot end a pause from `from`, or undefined: {@link MIN_PAUSE_MS} to 30 days after. */
 export function pauseUntilProblem(until: Date, from: Date): string | undefined {
   const ms = until.getTime() - from.getTime();
   if (ms < MIN_PAUSE_MS) {
@@ -68,7 +58,7 @@ export function pauseUntilProblem(until: Date, from: Date): string | undefined {
   return undefined;
 }
 
-/** When a pause is reported as outliving its bound, ms. */
+/** When a pause is reported as outliving its bound. */
 export function pauseBound(pause: Pick<Pause, 'pausedAt' | 'until'>): Date {
   return pause.until ?? new Date(pause.pausedAt.getTime() + DEFAULT_PAUSE_BOUND_MS);
 }
@@ -93,10 +83,10 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (overdue === 'bad' || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
     return undefined;
   }
-  // The same bounds the CLI enforces: an `until` it would refuse is not a pause it wrote.
+  // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
   if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
-  // Each time was Firestore's when written: one in the future was not written by this code.
+  // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
   if ([pausedAt, resumedAt, overdue].some((t) => t !== undefined && t.getTime() > latest)) {
     return undefined;
@@ -105,9 +95,8 @@ function readPause(value: unknown, now: Date): Pause | undefined {
 }
 
 /**
- * The pauses on a job's check document, oldest first: `[]` without any, `unreadable` for anything
- * this code would never write (a pause time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping
- * pauses): then no slot counts as paused, so a slot is reported missed rather than hidden.
+ * The pauses on a job's check document, oldest first, `unreadable` for anything this code never
+ * writes (a time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping pauses).
  */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
@@ -118,7 +107,6 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
   const sorted = pauses as Pause[];
   for (let i = 1; i < sorted.length; i++) {
     const before = sorted[i - 1] as Pause;
-    // Pauses never overlap: each but the last has ended before the next began.
     if (before.resumedAt === undefined || before.resumedAt > (sorted[i] as Pause).pausedAt) {
       return 'unreadable';
     }
@@ -152,7 +140,7 @@ export function activePause(pauses: readonly Pause[]): Pause | undefined {
   return last !== undefined && last.resumedAt === undefined ? last : undefined;
 }
 
-/** A slot row and the pause it fell in: a row with no record inside a pause reads `paused`. */
+/** The row, `paused` if it has no record and falls in a pause. */
 export function pausedRow(row: SlotRow, pauses: readonly Pause[]): SlotRow {
   if (row.kind !== 'slot' || row.attempts > 0 || row.reported) return row;
   if (row.state !== 'missed' && row.state !== 'pending') return row;
@@ -171,11 +159,10 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 export type PauseDocuments = Pick<RunDocuments, 'update'>;
 
 /**
- * Reports the job's active pause past its bound once: sets `overdue_reported_at` fenced on the
- * read's update time; only the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
+ * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
+ * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
  *
- * @returns the document's new update time (the read's own if nothing was due), or `changed` if
- *   another writer came first.
+ * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(

@@ -1,8 +1,7 @@
 /**
- * Run history: the runs a job's slots should have and their records, read by run id in batches (no
- * query, no index: each slot's run id is computed as the handler computes it for its delivery).
+ * Run history: a job's slots and their records, read by run id in batches (no query, no index),
+ * and the reports written beside the lease protocol.
  */
-
 import type { Timestamp } from '@google-cloud/firestore';
 import { reportFailure } from '../core/ledger.ts';
 import { missedDocument, skippedDocument } from '../core/record-writes.ts';
@@ -23,10 +22,7 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 /** The `last_error` of an attempt ended by a failed-run report: its lease lapsed unanswered. */
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
-/**
- * What became of one slot (each state: docs/operations.md, `npm run runs`'s table). An attempt whose
- * lease lapsed past the retry window (it crashed, no retry can come) is `failed`.
- */
+/** What became of one slot (docs/operations.md); a lease lapsed past the retry window: `failed`. */
 export type SlotState =
   | 'completed'
   | 'failed'
@@ -37,34 +33,28 @@ export type SlotState =
   | 'paused'
   | 'unreadable';
 
-/** One slot of one job, and what became of it. Durations in ms. */
+/**
+ * One slot of one job (`slot`: its schedule time; a re-run's, the slot it re-ran) and what became
+ * of it. `final`: the state cannot change by itself; `startedLateMs`: first claim − slot;
+ * `durationMs`: completion − the completing claim; `attemptId`: the attempt that holds, completed
+ * or last failed it; `reported`: by missed-run detection; `rerunOf`: the run id a re-run re-ran;
+ * `notes`: `ctx.note`'s; `pauseNote`: a `paused` slot's pause note (`''` if none).
+ */
 export interface SlotRow {
   readonly job: string;
-  /** The schedule time. */
   readonly slot: Date;
   readonly runId: string;
   readonly state: SlotState;
-  /** True once the state cannot change by itself: completed, or past the retry window. */
   readonly final: boolean;
-  /** How many attempts claimed it. */
   readonly attempts: number;
-  /** First claim − schedule time, ms. */
   readonly startedLateMs: number | undefined;
-  /** Completion − the completing attempt's claim, ms. */
   readonly durationMs: number | undefined;
-  /** The attempt that holds, completed or last failed it. */
   readonly attemptId: string | undefined;
-  /** The last failure's message. */
   readonly lastError: string | undefined;
-  /** Whether missed-run detection already reported it (missed, or failed after retries). */
   readonly reported: boolean;
-  /** For a re-run (`npm run trigger -- JOB --rerun --slot T`): the run id of the slot it re-ran. */
   readonly rerunOf: string | undefined;
-  /** What the job noted about the run (`ctx.note`), e.g. the execution a proxy launched. */
   readonly notes: Readonly<Record<string, unknown>>;
-  /** For a run that is not a slot's, `slot` is its schedule time (a re-run's: the slot it re-ran). */
   readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
-  /** For a `paused` slot: the pause's note (`''` if none). */
   readonly pauseNote?: string | undefined;
 }
 
@@ -84,9 +74,8 @@ export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
 }
 
 /**
- * Whether a forced run's record was in fact the slot's own delivery: first claimed at most
- * `toleranceMs` before the slot, or later (`run-plan.ts`'s rule; only a misjudged clock recorded it
- * as forced). The slot's run then exists under this id: never report it missed, never deliver it.
+ * Whether a forced run's record was the slot's own delivery (a misjudged clock): timed, first
+ * claimed at most `toleranceMs` before the slot or later. The slot's run then exists under its id.
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
@@ -94,25 +83,23 @@ export function isSlotsOwnDelivery(
   toleranceMs: number,
 ): boolean {
   if (record === undefined || record.status === 'unreadable') return false;
-  // A forced run sent without a schedule time never was its slot's delivery, however near.
   if (record.kind !== 'forced' || record.untimed || record.firstClaimedAt === undefined) {
     return false;
   }
   return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs;
 }
 
-/** Each slot's record, a forced run's that was its own delivery given as the slot's (`kind: slot`). */
+/** Each slot's record and run id by index: its own or its forced run's ({@link isSlotsOwnDelivery}). */
 export interface SlotRecords extends BatchRead {
-  /** Each slot's run id, by index: the slot's own, or the forced run's that was its delivery. */
   readonly runIds: readonly string[];
 }
 
 /**
  * Reads the records of `job`'s `slots` (one batched read), and for the slots without one their
- * forced runs' (a second), taken if {@link isSlotsOwnDelivery}.
+ * forced runs' (a second), taken if {@link isSlotsOwnDelivery} (given as the slot's: `kind: slot`).
  *
- * @param toleranceMs - the job's forced-run tolerance, ms, or a function giving it, called only
- *   when a forced run's record is found (it costs slot arithmetic).
+ * @param toleranceMs - the forced-run tolerance, ms, or a function giving it (called only when a
+ *   forced run's record is found: it costs slot arithmetic).
  * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
 export async function readSlotRecords(
@@ -138,7 +125,6 @@ export async function readSlotRecords(
     if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, tolerance()))
       continue;
     chosen[i] = id;
-    // It is the slot's run: judged as one (its retry window, its overlap), whatever it was taken for.
     records.set(id, { ...(record as RunRecord), kind: RunKind.Slot });
     const updateTime = forced.updateTimes.get(id);
     if (updateTime !== undefined) updateTimes.set(id, updateTime);
@@ -191,7 +177,6 @@ export function slotRow(
   stored: StoredRecord | undefined,
   now: Date,
 ): SlotRow {
-  // A lease from the future is unreadable here too (`judgedAt`): one rule everywhere.
   const record = stored === undefined ? undefined : judgedAt(stored, now);
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
   const kind = record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
@@ -225,10 +210,7 @@ export function slotRow(
   };
 }
 
-/**
- * Whether the lease lapsed past the retry window from the first claim (at or after Scheduler's
- * first attempt): no retry can come, the attempt died, a final failure.
- */
+/** Whether the lease lapsed past the retry window from the first claim: the attempt died, finally. */
 function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
   if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
   const started = Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
@@ -247,9 +229,8 @@ export function hasRecord(row: SlotRow): boolean {
 }
 
 /**
- * The run records as history: batched reads by run id, and the reports written beside the lease
- * protocol (missed, failed after retries, skipped), each once across instances by a conditional
- * write. Every method throws `LedgerUnavailableError` if Firestore fails.
+ * The run records as history: batched reads by run id, and the reports (missed, failed after
+ * retries, skipped), each once by a conditional write. Every method throws `LedgerUnavailableError`.
  */
 export class RunHistory {
   readonly #documents: RunDocuments;
@@ -264,10 +245,9 @@ export class RunHistory {
   }
 
   /**
-   * Reports a slot that no attempt came for, once across instances: creates its record as `missed`.
+   * Reports a slot no attempt came for: creates its record as `missed`.
    *
-   * @param reporter - the id of the check reporting it, stored as `reported_by`: after a lost
-   *   answer, a read that finds it tells the check the report is its own.
+   * @param reporter - the check's id, stored as `reported_by` (a lost answer is then recognised).
    * @returns `reported` if this call created it, `exists` if a record appeared first.
    */
   async reportMissed(
@@ -285,11 +265,10 @@ export class RunHistory {
   }
 
   /**
-   * Marks a finally failed run reported, once across instances: fenced on the update time read.
+   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported).
    *
-   * @param updateTime - the record's update time from the read that found it unreported.
-   * @param reporter - the id of the check reporting it, stored as `reported_by`.
-   * @param lapsed - the record is `in_progress` with a lapsed lease: the report marks it `failed`.
+   * @param reporter - the check's id, stored as `reported_by`.
+   * @param lapsed - `in_progress` with a lapsed lease: the report marks it `failed`.
    * @returns `reported` if this call marked it, `exists` if the record changed first.
    */
   async markReported(
@@ -308,8 +287,7 @@ export class RunHistory {
   }
 
   /**
-   * Records a slot skipped by the overlap policy `skip` while `blockedBy` still ran: creates its
-   * record as `skipped` (final: later deliveries are duplicates).
+   * Records a slot skipped by the overlap policy `skip` while `blockedBy` ran: `skipped` is final.
    *
    * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
    */
