@@ -1,8 +1,6 @@
 /**
- * A run's final failure, reported by the failing attempt itself: when the job's retry policy
- * proves no Scheduler retry can follow, it logs the same ERROR line a missed-run check would, then
- * its release writes `reported_at`, so no check has to judge the slot later. Logged first: an
- * instance killed before the write's answer (SIGKILL after a shutdown's grace) has still said it.
+ * A run's final failure, reported by the failing attempt itself: logged, then written by its
+ * release (docs/how-it-works.md, "Missed runs": "A final failure is known by the attempt").
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/logger.ts';
@@ -16,13 +14,11 @@ import { noRetryFollows } from './retry-policy.ts';
 const REQUEST_SLACK_MS = 10_000;
 
 /**
- * The `finalFailure` of `runOnce` for the run of `job`'s `slot`: when the job's retry policy
- * proves no Scheduler retry can follow the failed attempt ({@link noRetryFollows}, judged on
- * Firestore's time), it logs the report ({@link FAILED_AFTER_RETRIES}, ERROR) and returns a fresh
- * reporter id, so the release writes the report (unless it finds the lease lost: {@link REPORT_WITHDRAWN}).
+ * The `finalFailure` of `runOnce` for `job`'s `slot`: when no Scheduler retry can follow
+ * ({@link noRetryFollows}), logs ERROR {@link FAILED_AFTER_RETRIES} and returns a fresh reporter
+ * id for the release to write.
  *
- * @param deliveredAt - Firestore's time when the failing attempt's delivery reached this instance:
- *   Scheduler gives an attempt up at its deadline, and may decide on a retry then.
+ * @param deliveredAt - Firestore's time when the attempt's delivery reached this instance.
  *
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
@@ -38,9 +34,7 @@ export function finalFailureReporter(
     if (deliveredAt.getTime() < slot.getTime()) return undefined;
     // Scheduler's first attempt came at or after the slot, and at or before the first claim.
     const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
-    // Scheduler decides on a retry when it sees the failure or when the attempt deadline passes,
-    // whichever comes first: a job running past its deadline was given up on earlier than now.
-    // The attempt began at most REQUEST_SLACK_MS before its delivery reached this instance.
+    // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
     const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
     const decidedAt = Math.min((await clock()).getTime(), deadline);
     const elapsedMs = decidedAt - firstAttempt;

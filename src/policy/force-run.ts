@@ -1,26 +1,19 @@
 /**
- * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is: the forced run of a
- * recent slot it retries, else the job's next slot by Firestore's clock (docs/how-it-works.md,
+ * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is (docs/how-it-works.md,
  * "A Force run without schedule time").
  */
-
 import type { BatchRead } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 
-/**
- * How many of the job's latest slots a Force run without schedule time looks at for a forced run
- * it may retry: one batched read of at most this many documents, only for such deliveries.
- */
+/** How many of the job's latest slots a Force run without schedule time looks at (one batched read). */
 export const FORCE_RUN_LOOK_BACK_SLOTS = 100;
 
-/** The forced run a Force run without schedule time is: its schedule time and why. */
+/** Its schedule time (RFC 3339 UTC) `as` the job's `next` slot or a slot whose forced run it retries. */
 export interface UntimedForceRun {
-  /** The schedule time it is keyed on, canonical RFC 3339 UTC. */
   readonly scheduleTime: string;
-  /** `next`: the job's next slot; `retry`: a slot that has come, whose forced run it retries. */
   readonly as: 'next' | 'retry';
 }
 
@@ -38,7 +31,7 @@ export async function untimedForceRun(
 ): Promise<UntimedForceRun | undefined> {
   const windowMs = retryWindowMs(job);
   const recent: string[] = [];
-  // Newest first, back to the retry window's start: a handful of look-ups for most jobs.
+  // Newest first, back to the retry window's start.
   for (let slot = previousSlot(job, new Date(now.getTime() + 1)); slot !== undefined; ) {
     if (now.getTime() - slot.getTime() >= windowMs) break;
     recent.push(toUtcRfc3339(slot));

@@ -1,9 +1,7 @@
 /**
- * The overlap policy's question, is another run of this job still running?, answered by a per-job
- * lock document, never by which slots have records (docs/how-it-works.md, "Overlap"). The lock
- * (`overlapLockId`) names its holder's run and is held while the holder's *run record* holds a
- * live lease, judged on Firestore's clock; every lock write is committed in one atomic batch with
- * the run's claim, fenced on the lock's update time as read (`GuardedWrite` of the core):
+ * Is another run of this job still running? A per-job lock document (docs/how-it-works.md,
+ * "Overlap") naming its holder's run, held while the holder's *run record* holds a live lease;
+ * each lock write goes in one batch with the run's claim, fenced on the lock as read:
  *
  *   (absent) ──claim A + create(holder = A)──► held by A ──A's record completed, failed, lapsed──► free
  *                                                   │                                              │
@@ -11,13 +9,11 @@
  *                                                   │                                              ▼
  *                                                   └──────── claim B + update(holder = B), fenced on its read
  *
- * Named conditions, checked in order (`checkOverlap`): the lock absent or naming this very run
- * (`ownLock`): free; the holder's record unreadable (`holderUnreadable`); its lease live
- * (`holderLive`); no record yet but the lock written less than a lease ago (`holderComing`: an
- * older revision locks before it claims): held; otherwise free. The previous slot's record is read
- * in the same batch, so a run of a revision that takes no lock still blocks (a rolling deploy).
+ * Named conditions, in order (`checkOverlap`): `ownLock` (absent, or naming this run): free; the
+ * holder's record unreadable; `holderLive`; `holderComing` (no record yet, the lock written less
+ * than a lease ago): held; otherwise free. A live run of the previous slot (an older revision's,
+ * unlocked) holds too.
  */
-
 import type { DocumentData } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
@@ -44,28 +40,22 @@ export const LockField = {
 /** Rounds of decision → guarded claim before a contended lock is answered as held. */
 export const MAX_OVERLAP_ROUNDS = 4;
 
-/** What the overlap check needs. */
+/** What the overlap check needs: the runs, the per-job documents (the lock), the lease in ms. */
 export interface OverlapStores {
-  /** The runs: the holder's record and the previous slot's in one batched read; `skipped` records. */
   readonly history: Pick<RunHistory, 'getMany' | 'recordSkipped'>;
-  /** The per-job documents, where the lock lives (on the runs' Firestore client: one batch). */
   readonly jobDocuments: RunDocuments;
-  /** How long a lock whose holder has no record yet counts as held, ms: the lease length. */
   readonly leaseMs: number;
 }
 
-/**
- * What the overlap check found: `free` (claim with `guard`, the lock write fenced on the read,
- * which lands only with the claim), `held` by run `by`, or `unreadable` (neither run nor skip).
- */
+/** What the overlap check found: `free` (claim with `guard`: the lock write), `held`, `unreadable`. */
 export type OverlapCheck =
   | { readonly state: 'free'; readonly guard: GuardedWrite }
   | { readonly state: 'held'; readonly by: string }
   | { readonly state: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
 
 /**
- * Judges whether run `runId` of `job` (slot `slot`, key scope `scope`) may take the job's overlap
- * lock. Writes nothing: the lock write goes into the claim (`free.guard`).
+ * Judges whether run `runId` of `job` (slot `slot`, in `scope`) may take the overlap lock; writes
+ * nothing (the lock write goes into the claim).
  *
  * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
@@ -89,7 +79,6 @@ export async function checkOverlap(
   const ids = [...new Set(others)];
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
-  // An older revision's run of the previous slot holds no lock: its lease still blocks.
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
   if (previousRunId !== undefined && previousRunId !== runId && previousRecord !== undefined) {
     if (isLeaseLive(previousRecord, readTime)) return { state: 'held', by: previousRunId };
@@ -133,9 +122,8 @@ function holderOf(data: Record<string, unknown> | undefined, lockId: string): st
 
 /**
  * What the overlap policy decides for one run: `run` (with the lock write `guard`, none for
- * `allow`); `wait`, nothing written (409), `why` in docs/how-it-works.md, "Overlap" (`has_record`:
- * under `skip`, an unfinished record a claim would take over and run beside the holder);
- * `skipped`, recorded (200); `unreadable`: the holder's record, neither run nor skip (500).
+ * `allow`); `wait`, nothing written (`has_record`: under `skip`, an unfinished record a claim
+ * would run beside the holder); `skipped`, recorded; `unreadable`: the holder's record.
  */
 export type OverlapDecision =
   | { readonly action: 'run'; readonly guard?: GuardedWrite }
@@ -148,8 +136,8 @@ export type OverlapDecision =
   | { readonly action: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
 
 /**
- * Decides whether the planned run `plan` of `job` may claim now, by its policy: reads the lock
- * unless `allow`; under `skip` writes the `skipped` record of a run the holder blocks.
+ * Decides whether the planned run `plan` of `job` may claim now: reads the lock unless `allow`;
+ * under `skip` writes the `skipped` record of a run the holder blocks.
  *
  * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
  */
@@ -174,7 +162,7 @@ export async function decideOverlap(
   if (plan.overlap === 'wait') return { action: 'wait', by, why: 'policy' };
   const recorded = await stores.history.recordSkipped(plan.runId, plan.details, by);
   if (recorded === 'recorded') return { action: 'skipped', by };
-  // A finished record answers as a duplicate: the claim finds it and writes nothing.
+  // A finished record: the claim finds it and answers a duplicate.
   const record = (await stores.history.getMany([plan.runId])).records.get(plan.runId);
   const finished = record !== undefined && record.status !== 'unreadable' && isCompleted(record);
   return finished ? { action: 'run' } : { action: 'wait', by, why: 'has_record' };

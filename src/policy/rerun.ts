@@ -1,28 +1,21 @@
 /**
- * What a re-run may ask for (`npm run trigger -- JOB --rerun --slot T`): a finished slot of the
- * job's schedule, not in the future. The function enforces what the CLI checks, whatever the
- * client (docs/how-it-works.md, "Re-runs the function refuses").
+ * What a re-run may ask for: a finished slot of the job's schedule, not in the future
+ * (docs/how-it-works.md, "Re-runs the function refuses").
  */
-
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
 import { nextSlots } from './schedule.ts';
 
-/**
- * Why a re-run is refused: `invalid` (the request must change: 400), `running` (the slot's own run
- * holds its record now: 409, retry later) or `unreadable` (the slot's record cannot be read: 500).
- */
+/** Why a re-run is refused: `invalid` (the request must change), `running` (retry later), `unreadable`. */
 export interface RerunRefusal {
   readonly refusal: 'invalid' | 'running' | 'unreadable';
   readonly message: string;
 }
 
 /**
- * Checks a re-run of slot `scheduleTime` of `job` (the rules above): pure checks first, then one
- * read of the slot's record (`slotRunId`, what the re-run names in `rerun_of`) at `now`
- * (Firestore's). A slot without a record whose `forced` run was its own delivery
- * (`isSlotsOwnDelivery`, tolerance in ms) is judged by that run's record (a second read).
+ * Checks a re-run of slot `scheduleTime` of `job` at Firestore's `now`: pure checks, then a read of
+ * the slot's record (`slotRunId`); without one, its `forced` run's if that was its own delivery.
  *
  * @returns `undefined` when the re-run may run, else why not.
  * @throws {LedgerUnavailableError} if the read fails.

@@ -1,7 +1,6 @@
 /**
- * Cloud Scheduler's retry policy for one job, as its `RetryConfig` documents it: when retries come,
- * and when the last one can have come (the retry window). Pure: durations in ms. Sources quoted in
- * docs/how-it-works.md, "Cloud Scheduler's retry policy".
+ * Cloud Scheduler's retry policy for one job (`RetryConfig`): when retries come, and when the last
+ * can have come. Pure, ms (sources: docs/how-it-works.md, "Cloud Scheduler's retry policy").
  */
 import type { DeclaredJob } from './job-declaration.ts';
 
@@ -32,10 +31,8 @@ export function backoffMs(
 }
 
 /**
- * Whether Scheduler makes retry `n` (0-based) of an execution, decided when the attempt before it
- * failed, `elapsedMs` after the execution's first attempt started: while fewer than `retryCount`
- * retries were made, or while that retry would still start within `maxRetryDuration` (retries go
- * on until both limits are reached; a zero duration sets no limit of its own).
+ * Whether Scheduler makes retry `n` (0-based), decided `elapsedMs` after the first attempt: until
+ * both `retryCount` and `maxRetryDuration` (0: no limit of its own) are reached.
  *
  * @example makesRetry({ retryCount: 3, maxRetryDurationSeconds: 0, ...backoff }, 3, 0) // false
  */
@@ -50,10 +47,7 @@ export function makesRetry(
   return withinCount || withinDuration;
 }
 
-/**
- * The waits before each retry Scheduler makes after a failed first attempt, ms: `retryCount` of
- * them, plus as many more as fit in `maxRetryDuration`. Bounded at 100 retries.
- */
+/** The waits before each retry after a failed first attempt, ms ({@link makesRetry}); at most 100. */
 export function backoffSequenceMs(settings: RetrySettings): number[] {
   const waits: number[] = [];
   const attemptMs = settings.attemptDeadlineSeconds * 1000;
@@ -67,9 +61,8 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
 }
 
 /**
- * How long after its schedule time a run's last attempt can still arrive and finish, ms: an upper
- * bound, `(retries + 1) × attemptDeadline + Σ back-offs` ({@link backoffSequenceMs}). Until then an
- * absent run is `pending`, not `missed`, and a failed one may still be retried.
+ * The retry window: how long after its schedule time a run's last attempt can still arrive and
+ * finish, ms, at most `(retries + 1) × attemptDeadline + Σ back-offs`.
  *
  * @example retryWindowMs(job) // defaults: 8 attempts × 180 s + (30 + 60 + 120 + 240 + 480 + 600 + 600) s = 3570 s
  */
@@ -80,9 +73,8 @@ export function retryWindowMs(settings: RetrySettings): number {
 }
 
 /**
- * Whether no Scheduler retry can follow a run's failed attempt ({@link makesRetry} for the retry
- * after `attempts − 1`), so the attempt may report the failure as final (why that is sound:
- * docs/how-it-works.md, "Cloud Scheduler's retry policy").
+ * Whether no Scheduler retry can follow a run's failed attempt, so it may report itself final (why
+ * that is sound: docs/how-it-works.md, "Cloud Scheduler's retry policy").
  *
  * @param attempts - the claims of the run so far, the failing one included (≥ 1).
  * @param elapsedMs - Firestore's now minus the run's first claim, ms.
@@ -96,9 +88,8 @@ export function noRetryFollows(
 }
 
 /**
- * The latest a missed-run check judges a slot after its schedule time, ms: `2 × W + D` (a whole
- * retry window behind the previous execution, its own, one attempt deadline; `slotVerdict`). The
- * retention must exceed it (`retentionProblems`), or the absence of a record proves nothing.
+ * The latest a missed-run check judges a slot after its schedule time, ms: `2 × W + D`
+ * (`slotVerdict`); the retention must exceed it (`retentionProblems`).
  *
  * @example judgingDelayMs(job) // defaults: 2 × 3570 s + 180 s = 7 320 000
  */

@@ -1,9 +1,7 @@
 /**
- * RFC 3339 date-times, the form of Cloud Scheduler's `X-CloudScheduler-ScheduleTime` ("the schedule
- * time in RFC3339 UTC 'Zulu' format", the Scheduler guide): one parser that gives every instant one
- * canonical spelling, because the run key hashes the spelling, and one formatter.
+ * RFC 3339 date-times, as `X-CloudScheduler-ScheduleTime` carries them ("RFC3339 UTC 'Zulu'
+ * format", the Scheduler guide): one canonical spelling per instant, since the run key hashes it.
  */
-
 const RFC3339 =
   /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
@@ -60,9 +58,8 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
 }
 
 /**
- * An instant as canonical RFC 3339 in UTC (ms precision, trailing zeros dropped): what
- * {@link canonicalRfc3339} returns for any spelling of it, so a slot computed here and the same
- * slot delivered by Scheduler get one run id.
+ * An instant as canonical RFC 3339 in UTC: what {@link canonicalRfc3339} returns for any spelling
+ * of it, so a slot computed here and delivered by Scheduler get one run id.
  *
  * @throws {RangeError} for an invalid `Date`.
  * @example toCanonicalRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'

@@ -1,7 +1,6 @@
 /**
- * The run audit: a job of its own (`src/jobs.ts`) whose every run checks every declared job's
- * closed slots, so missed slots are reported even when a job's deliveries stop
- * (docs/how-it-works.md, "The run audit").
+ * The run audit: a job whose every run checks every declared job's closed slots, so missed slots
+ * are reported when a job's deliveries stop (docs/how-it-works.md, "The run audit").
  */
 import type { JobContext, JobRun } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';
@@ -15,9 +14,8 @@ const AUDIT = Symbol('run audit');
 export type AuditDeclaration = Omit<JobDeclaration, 'run' | 'overlap'>;
 
 /**
- * Declares the run audit: a job whose every run checks every declared job for missed and finally
- * failed slots. Its `run` is supplied by the function (it needs the declared jobs and the run
- * history, which a job never sees); called anywhere else, it throws.
+ * Declares the run audit. Its `run` is supplied by the function (it needs the declared jobs and
+ * the run history); called anywhere else, it throws.
  *
  * @example
  * // src/jobs.ts
@@ -40,10 +38,9 @@ export function isAuditJob(job: Pick<DeclaredJob, 'run'>): boolean {
 }
 
 /**
- * The run of an audit: {@link MissedRunCheck.check} for every declared job in turn (the audit
- * itself included), with the delivery's key scope. A job whose check fails does not stop the
- * others; the run then fails, so Scheduler retries it (a retry re-checks only what is still
- * unchecked: the cursors lose nothing and report nothing twice).
+ * The run of an audit: {@link MissedRunCheck.check} for every declared job in turn, in the
+ * delivery's key scope. A failed check does not stop the others; the run then fails, so Scheduler
+ * retries it (the cursors lose nothing and report nothing twice).
  *
  * @param logger - where reports go: a logger not bound to the audit's own job name.
  * @throws Error naming each job whose check failed.

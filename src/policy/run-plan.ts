@@ -1,9 +1,7 @@
 /**
- * Which run a delivery asks for: its slot's, or a forced run, a forced run without schedule time,
- * a manual run or a re-run, each keyed apart so that none takes a slot's run id (the cases:
- * docs/how-it-works.md, "Which run a delivery asks for").
+ * Which run a delivery asks for: its slot's, a forced run (timed or not), a manual run or a
+ * re-run, each keyed apart (docs/how-it-works.md, "Which run a delivery asks for").
  */
-
 import {
   computeRunId,
   computeTriggerRunId,
@@ -18,44 +16,32 @@ import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 export const TRIGGER_MODES = ['manual', 'rerun'] as const;
 export type TriggerMode = (typeof TRIGGER_MODES)[number];
 
-/** A run asked for by hand: its mode and the trigger id its retries share. */
+/** A run asked for by hand: its mode, the trigger id its retries share, `--allow-overlap`. */
 export interface Trigger {
   readonly mode: TriggerMode;
   readonly id: string;
-  /** Run beside another run of the job (`--allow-overlap`): the overlap policy is not applied. */
   readonly allowOverlap?: boolean;
 }
 
-/** A delivery's run, as named by its headers. */
+/**
+ * A delivery's run, as its headers name it: `jobName` as sent (either form), `scheduleTime` in
+ * canonical RFC 3339, `scope` entries in configuration order, `trigger` for `npm run trigger`,
+ * `backfill` for `X-Run-Once-Backfill: true`, `withoutScheduleTime` when `force-run.ts` chose it.
+ */
 export interface ScheduledRun {
-  /** The job id, or the full `projects/P/locations/L/jobs/ID` name, exactly as sent. */
   readonly jobName: string;
-  /** The schedule time as a UTC instant in canonical RFC 3339 (`…Z`, fraction without trailing zeros). */
   readonly scheduleTime: string;
-  /** The scope entries, `[source, value]` pairs in configuration order (fixed scope first). */
   readonly scope: Scope;
-  /** Set when `npm run trigger` asked for the run by hand. */
   readonly trigger?: Trigger;
-  /**
-   * A backfill's delivery of a slot (`X-Run-Once-Backfill: true`): a slot the overlap policy `skip`
-   * would skip is answered `waiting`, not recorded `skipped`, so it stays missed.
-   */
   readonly backfill?: boolean;
-  /**
-   * Set when the delivery came without `X-CloudScheduler-ScheduleTime` (the console's "Force run"
-   * may omit it) and `scheduleTime` is the one `force-run.ts` chose: a forced run, however near.
-   */
   readonly withoutScheduleTime?: true;
 }
 
-/** What the handler claims and runs for one delivery. */
+/** What the handler claims and runs for one delivery; `overlap`: `allow` if the trigger asked. */
 export interface RunPlan {
-  /** The run record's id: the slot's, or the forced run's, manual run's or re-run's own. */
   readonly runId: string;
   readonly kind: RunKind;
-  /** What the record stores about the run. */
   readonly details: RunDetails;
-  /** The job's overlap policy; `allow` for a run whose trigger asked to overlap. */
   readonly overlap: OverlapPolicy;
 }
 

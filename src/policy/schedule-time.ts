@@ -1,7 +1,6 @@
 /**
- * Which schedule times a delivery may carry (from the retention's reach to the job's next slot),
- * and how early a delivery may come and still be its slot's run (the forced-run tolerance). Pure:
- * the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
+ * Which schedule times a delivery may carry, and how early it may come and still be its slot's
+ * run. Pure: the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
  */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
@@ -13,13 +12,12 @@ import {
   toUtcRfc3339,
 } from './schedule.ts';
 
-/** Tolerances by schedule, zone and configured tolerance: a few per declared job, computed once. */
+/** Tolerances by schedule, zone and configured tolerance, computed once. */
 const tolerances = new Map<string, number>();
 
 /**
  * How early a delivery may come and still be its slot's run, ms: `configuredMs`, at most half the
- * job's shortest gap (never reaching back to the slot before). Computed once per schedule and zone
- * in a process, the same on every instance of a revision.
+ * job's shortest gap; the same on every instance.
  *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
@@ -34,36 +32,27 @@ export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): n
   return tolerance;
 }
 
-/**
- * The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance (a
- * slot's record can be first written that much early), never before {@link SLOT_RANGE}.
- */
+/** The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance. */
 export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
   return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
 }
 
-/**
- * The latest schedule time a delivery of `job` may carry at `now`: the job's first slot after
- * `now + tolerance` (what "Force run" sends, with Scheduler's clock up to the tolerance ahead).
- */
+/** The latest schedule time a delivery of `job` may carry at `now`: its first slot after `now + tolerance`. */
 export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: number): Date {
   const after = new Date(now.getTime() + toleranceMs);
   return nextSlots(job, after, 1)[0] ?? after;
 }
 
-/** What {@link scheduleTimeProblem} needs besides the job. */
+/** Firestore's `now`, `RETENTION_SECONDS` and the job's {@link forcedRunToleranceMs}, in ms. */
 export interface ScheduleTimeLimits {
-  /** Firestore's time now. */
   readonly now: Date;
-  /** `RETENTION_SECONDS`, ms. */
   readonly retentionMs: number;
-  /** The job's {@link forcedRunToleranceMs}. */
   readonly toleranceMs: number;
 }
 
 /**
- * Says why a delivery of `job` may not carry `scheduleTime`, or nothing if it may: a sentence for
- * a 400 answer saying what to fix. Costs a handful of slot look-ups whatever the input.
+ * Why a delivery of `job` may not carry `scheduleTime` (a sentence saying what to fix), or
+ * nothing if it may. A handful of slot look-ups whatever the input.
  *
  * @example scheduleTimeProblem(job, new Date('0001-01-01T00:00:00Z'), { now, retentionMs, toleranceMs })
  * // 'X-CloudScheduler-ScheduleTime 0001-01-01T00:00:00Z is before …'
@@ -97,10 +86,8 @@ export function scheduleTimeProblem(
 }
 
 /**
- * The cold-start check of the retention (ms) against the jobs: one sentence per job whose retry
- * window, or else whose judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it:
- * a retry that late could find its record deleted and run again (and is refused by
- * {@link scheduleTimeProblem}); a slot judged that late could never be reported.
+ * The cold-start check of the retention (ms): a sentence per job whose retry window, or else
+ * judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it.
  *
  * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
  */
@@ -111,7 +98,7 @@ export function retentionProblems(
 ): string[] {
   const problems: string[] = [];
   for (const job of jobs) {
-    // The tolerance is at most the configured one: a retention past that needs no slot arithmetic.
+    // The tolerance is at most the configured one: no slot arithmetic needed.
     if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) continue;
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
