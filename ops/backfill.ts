@@ -21,7 +21,6 @@ import { createInterface } from 'node:readline/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BACKFILL_HEADER } from '../src/function/scheduler-request.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { hasRecord, type SlotRow } from '../src/policy/run-history.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, oldestAcceptedTime } from '../src/policy/schedule-time.ts';
 import {
@@ -31,6 +30,7 @@ import {
   deliver,
   schedulerHeaders,
 } from './deliver.ts';
+import { hasRecord, type SlotRow } from './slot-history.ts';
 
 /** The most slots one `--backfill` delivers: more would hit a downstream in one burst. */
 export const MAX_BACKFILL = 100;

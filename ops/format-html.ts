@@ -8,7 +8,6 @@
  * into the page HTML-escaped, and the details shown on hover or click are built from an inline JSON
  * block with `textContent`, never `innerHTML`.
  */
-import type { SlotRow, SlotState } from '../src/policy/run-history.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import {
   BEFORE_FIRST_RECORD,
@@ -21,6 +20,7 @@ import {
   type Target,
   viewOf,
 } from './format-runs.ts';
+import type { SlotRow, SlotState } from './slot-history.ts';
 
 /** Every state a slot can show, in the legend's order, with its colour (CSS). */
 export const STATE_COLOURS = {

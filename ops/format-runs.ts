@@ -2,8 +2,8 @@
  * What `npm run runs` reads and prints, as pure functions: window durations, the table for people,
  * the JSON for programs, and the `--check` verdict.
  */
-import { hasRecord, type SlotRow } from '../src/policy/run-history.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { hasRecord, type SlotRow } from './slot-history.ts';
 import { formatTable } from './table.ts';
 
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;

@@ -42,8 +42,8 @@ import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-dec
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
-import { type Pause, pauseBound, pausedRow, readPauses } from '../src/policy/pauses.ts';
-import { RunHistory, type SlotRow, slotRow } from '../src/policy/run-history.ts';
+import { type Pause, pauseBound, readPauses } from '../src/policy/pauses.ts';
+import { RunHistory } from '../src/policy/run-history.ts';
 import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
@@ -62,7 +62,7 @@ import {
 } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
 import { scopeArgs, scopeRequest } from './scope-args.ts';
-import { readHistory } from './slot-history.ts';
+import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 
 const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]

@@ -8,7 +8,7 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import type { StoredRecord } from '../core/run-record.ts';
+import { judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import {
   type Cursor,
@@ -20,15 +20,9 @@ import {
   windowOf,
 } from './missed-run-cursor.ts';
 import { judgedSlots } from './missed-run-rules.ts';
-import { PAUSED_SLOT, pausedRow, reportOverduePause } from './pauses.ts';
+import { PAUSED_SLOT, pauseAt, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import {
-  hasRecord,
-  type RunHistory,
-  readSlotRecords,
-  type SlotRow,
-  slotRow,
-} from './run-history.ts';
+import { type RunHistory, readSlotRecords } from './run-history.ts';
 import { previousSlot, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
@@ -48,18 +42,6 @@ export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot:
   const start = t - (((t % CHECK_PERIOD_MS) + CHECK_PERIOD_MS) % CHECK_PERIOD_MS);
   const end = new Date(start + CHECK_PERIOD_MS);
   return slotsBetween(job, new Date(start), end, 1).slots[0]?.getTime() === t;
-}
-
-/** The fields of a report's log line. */
-function fields(row: SlotRow) {
-  return {
-    jobName: row.job,
-    slot: row.slot.toISOString(),
-    runId: row.runId,
-    state: row.state,
-    attempts: row.attempts,
-    lastError: row.lastError,
-  };
 }
 
 /** What {@link MissedRunCheck} needs. */
@@ -85,11 +67,18 @@ export interface CheckResult {
 
 const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined };
 
-/** A slot to report and its message; `lapsed`: still `in_progress`, the report ends it `failed`. */
-interface Finding {
-  readonly row: SlotRow;
+/** A slot's run id and record, as read. */
+interface SlotRead {
+  readonly slot: Date;
+  readonly runId: string;
+  readonly record: StoredRecord | undefined;
+}
+
+/** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
+interface Finding extends Omit<SlotRead, 'record'> {
+  readonly fields: object;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
-  readonly lapsed?: boolean;
+  readonly lapsed: boolean;
 }
 
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
@@ -104,29 +93,38 @@ interface Judged {
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
   job: DeclaredJob,
-  slots: readonly { readonly row: SlotRow; readonly record: StoredRecord | undefined }[],
+  slots: readonly SlotRead[],
   previousEnd: number,
   window: Pick<Window, 'now' | 'pauses' | 'runSeen'>,
 ): Omit<Judged, 'next' | 'tokens'> & { readonly openAt?: Date } {
   let end = previousEnd;
   let runSeen = window.runSeen;
   const findings: Finding[] = [];
-  for (const { row, record } of slots) {
-    const verdict = slotVerdict(job, row.slot, record, row, end, window.now);
+  for (const { slot, runId, record } of slots) {
+    const verdict = slotVerdict(job, slot, record, end, window.now);
     end = verdict.end;
-    const paused = pausedRow(row, window.pauses);
-    if (paused.state === 'paused') {
-      findings.push({ row: paused, message: PAUSED_SLOT });
+    const judged = record === undefined ? undefined : judgedAt(record, window.now);
+    const run = judged?.status === 'unreadable' ? undefined : judged;
+    const report = (message: Finding['message'], state: string, more: object = {}) => {
+      const line = { jobName: job.id, slot: slot.toISOString(), runId, state };
+      const fields = { ...line, attempts: run?.attempts ?? 0, lastError: run?.lastError, ...more };
+      findings.push({ slot, runId, fields, message, lapsed: record?.status === 'in_progress' });
+    };
+    // No record, or a bare `missed` one: neither a run nor a report.
+    const absent =
+      judged === undefined ||
+      (run?.status === 'missed' && run.attempts === 0 && run.reportedAt === undefined);
+    const pause =
+      absent && (run?.kind ?? 'slot') === 'slot' ? pauseAt(window.pauses, slot) : undefined;
+    if (pause !== undefined) {
+      report(PAUSED_SLOT, 'paused', { lastError: undefined, note: pause.note });
       continue;
     }
-    if (!runSeen && !hasRecord(row)) continue; // before the job's first record: it did not exist yet
+    if (!runSeen && absent) continue; // before the job's first record: it did not exist yet
     runSeen = true;
-    if (verdict.verdict === 'open') return { findings, runSeen, stopped: true, openAt: row.slot };
-    if (verdict.verdict === 'missed') findings.push({ row, message: MISSED_RUN });
-    if (verdict.verdict === 'failed') {
-      const lapsed = record?.status === 'in_progress';
-      findings.push({ row: { ...row, state: 'failed' }, message: FAILED_AFTER_RETRIES, lapsed });
-    }
+    if (verdict.verdict === 'open') return { findings, runSeen, stopped: true, openAt: slot };
+    if (verdict.verdict === 'missed') report(MISSED_RUN, 'missed');
+    if (verdict.verdict === 'failed') report(FAILED_AFTER_RETRIES, 'failed');
   }
   return { findings, runSeen, stopped: false };
 }
@@ -234,16 +232,15 @@ export class MissedRunCheck {
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
-    const rows = all.map((slot, i) => {
+    const rows = all.map((slot, i): SlotRead => {
       const runId = read.runIds[i] as string;
-      const record = read.records.get(runId);
-      return { row: slotRow(job, slot, runId, record, window.now), record };
+      return { slot, runId, record: read.records.get(runId) };
     });
     let previousEnd = Number.NEGATIVE_INFINITY;
     if (before !== undefined) {
-      const { row, record } = rows.shift() as (typeof rows)[number];
+      const { record } = rows.shift() as SlotRead;
       const windowEnd = before.getTime() + retryWindowMs(job);
-      previousEnd = slotVerdict(job, before, record, row, windowEnd, window.now).end;
+      previousEnd = slotVerdict(job, before, record, windowEnd, window.now).end;
     }
     const { openAt, ...judged } = judge(job, rows, previousEnd, window);
     const last = slots.at(-1) as Date;
@@ -262,18 +259,19 @@ export class MissedRunCheck {
     const reporter = randomUUID();
     let reported = 0;
     let raced: Date | undefined;
-    for (const { row, message, lapsed } of judged.findings) {
+    for (const finding of judged.findings) {
+      const { slot, runId, fields, message } = finding;
       if (message === PAUSED_SLOT) {
-        logger.info({ ...fields(row), note: row.pauseNote }, message);
+        logger.info(fields, message);
         continue;
       }
-      const token = judged.tokens.get(row.runId);
-      if ((await this.#reportOne(job, scope, row, token, reporter, lapsed)) !== 'reported') {
+      const token = judged.tokens.get(runId);
+      if ((await this.#reportOne(job, scope, finding, token, reporter)) !== 'reported') {
         // A claim or another report came first: the cursor stops there, to judge it again.
-        if (raced === undefined || row.slot < raced) raced = row.slot;
+        if (raced === undefined || slot < raced) raced = slot;
         continue;
       }
-      logger.error(fields(row), message);
+      logger.error(fields, message);
       reported++;
     }
     return { reported, raced };
@@ -283,21 +281,19 @@ export class MissedRunCheck {
   async #reportOne(
     job: DeclaredJob,
     scope: Scope,
-    row: SlotRow,
+    { slot, runId, lapsed }: Finding,
     token: Timestamp | undefined,
     reporter: string,
-    lapsed = false,
   ): Promise<'reported' | 'exists'> {
     const { history } = this.#deps;
     try {
-      if (token !== undefined)
-        return await history.markReported(row.runId, token, reporter, lapsed);
+      if (token !== undefined) return await history.markReported(runId, token, reporter, lapsed);
       const keyScope = scopeId(scope);
-      const details = { jobName: job.id, scheduleTime: row.slot.toISOString(), keyScope };
-      return await history.reportMissed(row.runId, details, reporter);
+      const details = { jobName: job.id, scheduleTime: slot.toISOString(), keyScope };
+      return await history.reportMissed(runId, details, reporter);
     } catch (err) {
       // After a failed write, this check's `reporter` on the record says it landed.
-      const stored = (await history.getMany([row.runId])).records.get(row.runId);
+      const stored = (await history.getMany([runId])).records.get(runId);
       if (stored !== undefined && stored.status !== 'unreadable' && stored.reportedBy === reporter)
         return 'reported';
       throw err;

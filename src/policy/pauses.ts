@@ -5,7 +5,6 @@
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
-import type { SlotRow } from './run-history.ts';
 
 /** The log messages of a slot judged inside a pause, and of a pause past its bound (once). */
 export const PAUSED_SLOT = 'paused slot';
@@ -138,15 +137,6 @@ export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined
 export function activePause(pauses: readonly Pause[]): Pause | undefined {
   const last = pauses.at(-1);
   return last !== undefined && last.resumedAt === undefined ? last : undefined;
-}
-
-/** The row, `paused` if it has no record and falls in a pause. */
-export function pausedRow(row: SlotRow, pauses: readonly Pause[]): SlotRow {
-  if (row.kind !== 'slot' || row.attempts > 0 || row.reported) return row;
-  if (row.state !== 'missed' && row.state !== 'pending') return row;
-  const pause = pauseAt(pauses, row.slot);
-  if (pause === undefined) return row;
-  return { ...row, state: 'paused', final: true, lastError: undefined, pauseNote: pause.note };
 }
 
 /** The active pause past its bound at `now`, not reported yet. */

@@ -7,57 +7,13 @@ import { reportFailure } from '../core/ledger.ts';
 import { missedDocument, skippedDocument } from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
-import {
-  judgedAt,
-  type RunDetails,
-  RunKind,
-  type RunRecord,
-  RunStatus,
-  type StoredRecord,
-} from '../core/run-record.ts';
+import { type RunDetails, RunKind, type RunRecord, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { retryWindowMs } from './retry-policy.ts';
 import { toCanonicalRfc3339 } from './rfc3339.ts';
 
 /** The `last_error` of an attempt ended by a failed-run report: its lease lapsed unanswered. */
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
-/** What became of one slot (docs/operations.md); a lease lapsed past the retry window: `failed`. */
-export type SlotState =
-  | 'completed'
-  | 'failed'
-  | 'in_progress'
-  | 'missed'
-  | 'pending'
-  | 'skipped'
-  | 'paused'
-  | 'unreadable';
-
-/**
- * One slot of one job (`slot`: its schedule time; a re-run's, the slot it re-ran) and what became
- * of it. `final`: the state cannot change by itself; `startedLateMs`: first claim − slot;
- * `durationMs`: completion − the completing claim; `attemptId`: the attempt that holds, completed
- * or last failed it; `reported`: by missed-run detection; `rerunOf`: the run id a re-run re-ran;
- * `notes`: `ctx.note`'s; `pauseNote`: a `paused` slot's pause note (`''` if none).
- */
-export interface SlotRow {
-  readonly job: string;
-  readonly slot: Date;
-  readonly runId: string;
-  readonly state: SlotState;
-  readonly final: boolean;
-  readonly attempts: number;
-  readonly startedLateMs: number | undefined;
-  readonly durationMs: number | undefined;
-  readonly attemptId: string | undefined;
-  readonly lastError: string | undefined;
-  readonly reported: boolean;
-  readonly rerunOf: string | undefined;
-  readonly notes: Readonly<Record<string, unknown>>;
-  readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
-  readonly pauseNote?: string | undefined;
-}
-
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
 export function slotRunId(
   jobId: string,
@@ -151,81 +107,6 @@ export async function slotsForcedRun(
     return undefined;
   }
   return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
-}
-
-/** The fields of a row without a readable run. */
-const NO_RUN = {
-  attempts: 0,
-  startedLateMs: undefined,
-  durationMs: undefined,
-  attemptId: undefined,
-  lastError: undefined,
-  reported: false,
-  rerunOf: undefined,
-  notes: Object.freeze({}),
-} as const;
-
-function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
-  return from === undefined || to === undefined ? undefined : to.getTime() - from.getTime();
-}
-
-/** The row of one slot from its record (or its absence), judged at `now` (Firestore's time). */
-export function slotRow(
-  job: DeclaredJob,
-  slot: Date,
-  runId: string,
-  stored: StoredRecord | undefined,
-  now: Date,
-): SlotRow {
-  const record = stored === undefined ? undefined : judgedAt(stored, now);
-  const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
-  const kind = record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
-  const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
-  if (record === undefined) {
-    return { ...base, state: pastWindow ? 'missed' : 'pending', final: pastWindow };
-  }
-  if (record.status === 'unreadable') {
-    const lastError = `${record.field} ${record.problem}`;
-    return { ...base, state: 'unreadable', final: false, lastError };
-  }
-  const run: RunRecord = record;
-  const state: SlotState = lapsedPastWindow(job, slot, run, now) ? RunStatus.Failed : run.status;
-  return {
-    ...base,
-    state,
-    // A manual or forced run has no retries to wait for: its failure is final at once.
-    final:
-      state === RunStatus.Completed ||
-      state === RunStatus.Skipped ||
-      (state !== RunStatus.InProgress && (pastWindow || run.kind !== 'slot')),
-    attempts: run.attempts,
-    startedLateMs: msBetween(slot, run.firstClaimedAt),
-    durationMs:
-      state === RunStatus.Completed ? msBetween(run.claimedAt, run.completedAt) : undefined,
-    attemptId: run.attemptId === '' ? undefined : run.attemptId,
-    lastError: run.lastError,
-    reported: run.reportedAt !== undefined,
-    rerunOf: run.rerunOf,
-    notes: run.notes,
-  };
-}
-
-/** Whether the lease lapsed past the retry window from the first claim: the attempt died, finally. */
-function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
-  if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
-  const started = Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
-  return (
-    run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job)
-  );
-}
-
-/** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */
-export function hasRecord(row: SlotRow): boolean {
-  return !(
-    row.attempts === 0 &&
-    !row.reported &&
-    (row.state === 'missed' || row.state === 'pending' || row.state === 'paused')
-  );
 }
 
 /**

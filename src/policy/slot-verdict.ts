@@ -5,10 +5,9 @@
  *     s ── waits behind the previous execution ──┤ start ── W ──┤ end ── D ──┤ closed
  *          (at most W; none when it had ended)                               judged by the next check
  */
-import { isLeaseLive, type StoredRecord } from '../core/run-record.ts';
+import { isLeaseLive, judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import type { SlotRow } from './run-history.ts';
 
 /**
  * How long after its schedule time a slot is judged at the earliest, ms: W + D (one that waited
@@ -37,7 +36,6 @@ export function slotVerdict(
   job: DeclaredJob,
   slot: Date,
   record: StoredRecord | undefined,
-  row: SlotRow,
   previousEnd: number,
   now: Date,
 ): SlotVerdict {
@@ -51,7 +49,9 @@ export function slotVerdict(
     return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };
   }
   if (run?.status === 'skipped') return { verdict: 'final', end: latestEnd };
-  if (row.reported) {
+  // A lease from the future is unreadable (`judgedAt`): neither reported nor to report.
+  const judged = record === undefined ? undefined : judgedAt(record, now);
+  if (judged !== undefined && judged.status !== 'unreadable' && judged.reportedAt !== undefined) {
     const at = run?.failedAt?.getTime() ?? latestEnd;
     return {
       verdict: 'final',
@@ -61,9 +61,8 @@ export function slotVerdict(
   const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
   if (now.getTime() < closesAt) return { verdict: 'open', end: latestEnd };
   if (record !== undefined && isLeaseLive(record, now)) return { verdict: 'open', end: latestEnd };
-  if (row.state === 'missed') return { verdict: 'missed', end: latestEnd };
-  if (row.state === 'failed' || row.state === 'in_progress') {
-    return { verdict: 'failed', end: latestEnd };
-  }
+  const status = judged?.status ?? 'missed'; // closed, so past the retry window
+  if (status === 'missed') return { verdict: 'missed', end: latestEnd };
+  if (status === 'failed' || status === 'in_progress') return { verdict: 'failed', end: latestEnd };
   return { verdict: 'final', end: latestEnd };
 }

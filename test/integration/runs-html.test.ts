@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { runsHtml, STATE_COLOURS } from '../../ops/format-html.ts';
-import type { SlotRow } from '../../src/policy/run-history.ts';
+import type { SlotRow } from '../../ops/slot-history.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const ARTIFACTS = join(tmpdir(), 'scheduler-run-once-artifacts');

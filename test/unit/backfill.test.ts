@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { planBackfill } from '../../ops/backfill.ts';
+import { slotRow } from '../../ops/slot-history.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
-import { slotRow, slotRunId } from '../../src/policy/run-history.ts';
+import { slotRunId } from '../../src/policy/run-history.ts';
 
 const [weekly] = validateJobs([
   defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }),

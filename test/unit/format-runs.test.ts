@@ -13,7 +13,7 @@ import {
   runsJson,
   runsTable,
 } from '../../ops/format-runs.ts';
-import type { SlotRow } from '../../src/policy/run-history.ts';
+import type { SlotRow } from '../../ops/slot-history.ts';
 
 describe('parseDuration', () => {
   for (const [text, ms] of [

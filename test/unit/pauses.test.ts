@@ -6,19 +6,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import { pausedRow, type SlotRow } from '../../ops/slot-history.ts';
 import {
   DEFAULT_PAUSE_BOUND_MS,
   MAX_PAUSE_NOTE_LENGTH,
   overduePause,
   type Pause,
   pauseAt,
-  pausedRow,
   pauseNoteProblem,
   pausesField,
   pauseUntilProblem,
   readPauses,
 } from '../../src/policy/pauses.ts';
-import type { SlotRow } from '../../src/policy/run-history.ts';
 
 const NOW = Date.now();
 const at = (minutes: number) => new Date(NOW + minutes * 60_000);

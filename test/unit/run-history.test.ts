@@ -4,10 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { slotRow } from '../../ops/slot-history.ts';
 import { computeRunId } from '../../src/core/run-key.ts';
 import type { RunRecord } from '../../src/core/run-record.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
-import { isSlotsOwnDelivery, slotRow, slotRunId } from '../../src/policy/run-history.ts';
+import { isSlotsOwnDelivery, slotRunId } from '../../src/policy/run-history.ts';
 
 const [job] = validateJobs([
   defineJob({
