@@ -130,8 +130,7 @@ function judge(
 }
 
 /**
- * Missed-run detection for one instance's jobs: {@link isDue}, then {@link check}. Safe across
- * concurrent requests; it remembers only where its own last check left each cursor.
+ * Missed-run detection for one instance's jobs, safe across concurrent requests.
  *
  * @example
  * const missedRuns = new MissedRunCheck({ history, jobDocuments, clock: () => ledger.serverTime() });

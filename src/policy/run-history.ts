@@ -51,11 +51,9 @@ export interface SlotRecords extends BatchRead {
 }
 
 /**
- * Reads the records of `job`'s `slots` (one batched read), and for the slots without one their
- * forced runs' (a second), taken if {@link isSlotsOwnDelivery} (given as the slot's: `kind: slot`).
+ * Reads the records of `job`'s `slots`, then the forced runs' of those without one, taken if
+ * {@link isSlotsOwnDelivery} (as `kind: slot`). `toleranceMs`: ms, or a function called only then.
  *
- * @param toleranceMs - the forced-run tolerance, ms, or a function giving it (called only when a
- *   forced run's record is found: it costs slot arithmetic).
  * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
 export async function readSlotRecords(
@@ -126,10 +124,8 @@ export class RunHistory {
   }
 
   /**
-   * Reports a slot no attempt came for: creates its record as `missed`.
-   *
-   * @param reporter - the check's id, stored as `reported_by` (a lost answer is then recognised).
-   * @returns `reported` if this call created it, `exists` if a record appeared first.
+   * Creates the `missed` record of a slot no attempt came for: `reported`, or `exists` if a record
+   * appeared first. `reporter`: the check's id, stored as `reported_by`.
    */
   async reportMissed(
     runId: string,
@@ -146,11 +142,9 @@ export class RunHistory {
   }
 
   /**
-   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported).
-   *
-   * @param reporter - the check's id, stored as `reported_by`.
-   * @param lapsed - `in_progress` with a lapsed lease: the report marks it `failed`.
-   * @returns `reported` if this call marked it, `exists` if the record changed first.
+   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it
+   * unreported): `reported`, or `exists` if it changed first. `lapsed`: `in_progress` with a lapsed
+   * lease, which the report marks `failed`.
    */
   async markReported(
     runId: string,
@@ -158,20 +152,11 @@ export class RunHistory {
     reporter: string,
     lapsed = false,
   ): Promise<'reported' | 'exists'> {
-    return reportFailure(
-      this.#documents,
-      runId,
-      updateTime,
-      reporter,
-      lapsed ? LAPSED_ERROR : undefined,
-    );
+    const error = lapsed ? LAPSED_ERROR : undefined;
+    return reportFailure(this.#documents, runId, updateTime, reporter, error);
   }
 
-  /**
-   * Records a slot skipped by the overlap policy `skip` while `blockedBy` ran: `skipped` is final.
-   *
-   * @returns `recorded`, or `exists` if a record appeared first (the caller claims as usual).
-   */
+  /** Records a slot skipped (final) while `blockedBy` ran; `exists` if a record appeared first. */
   async recordSkipped(
     runId: string,
     details: RunDetails,
