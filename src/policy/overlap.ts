@@ -47,15 +47,9 @@ export interface OverlapStores {
   readonly leaseMs: number;
 }
 
-/** What the overlap check found: `free` (claim with `guard`: the lock write), `held`, `unreadable`. */
-export type OverlapCheck =
-  | { readonly state: 'free'; readonly guard: GuardedWrite }
-  | { readonly state: 'held'; readonly by: string }
-  | { readonly state: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
-
 /**
- * Judges whether run `runId` of `job` (slot `slot`, in `scope`) may take the overlap lock; writes
- * nothing (the lock write goes into the claim).
+ * Judges whether run `runId` of `job` (slot `slot`, in `scope`) may take the overlap lock: `run`
+ * with the lock write (`guard`, which goes into the claim), `held` by run `by`, or `unreadable`.
  *
  * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
@@ -65,7 +59,7 @@ export async function checkOverlap(
   runId: string,
   slot: Date,
   scope: Scope,
-): Promise<OverlapCheck> {
+): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments, leaseMs } = stores;
   const lockId = overlapLockId(job.id, scope);
   const previous = previousSlot(job, slot);
@@ -81,18 +75,18 @@ export async function checkOverlap(
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
   if (previousRunId !== undefined && previousRunId !== runId && previousRecord !== undefined) {
-    if (isLeaseLive(previousRecord, readTime)) return { state: 'held', by: previousRunId };
+    if (isLeaseLive(previousRecord, readTime)) return { action: 'held', by: previousRunId };
   }
   if (!ownLock) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
-    if (record?.status === 'unreadable') return { state: 'unreadable', by: holder, record };
+    if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
     const holderLive = record !== undefined && isLeaseLive(record, readTime);
     const holderComing =
       record === undefined &&
       lock.updateTime !== undefined &&
       lock.readTime.getTime() < lock.updateTime.toMillis() + leaseMs;
-    if (holderLive || holderComing) return { state: 'held', by: holder };
+    if (holderLive || holderComing) return { action: 'held', by: holder };
   }
   const data: DocumentData = {
     [LockField.holder]: runId,
@@ -106,7 +100,7 @@ export async function checkOverlap(
     data,
     token: lock.updateTime,
   };
-  return { state: 'free', guard };
+  return { action: 'run', guard };
 }
 
 /** The run id a lock names, `undefined` when there is no lock. */
@@ -135,6 +129,8 @@ export type OverlapDecision =
   | { readonly action: 'skipped'; readonly by: string }
   | { readonly action: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
 
+type Held = { readonly action: 'held'; readonly by: string };
+
 /**
  * Decides whether the planned run `plan` of `job` may claim now: reads the lock unless `allow`;
  * under `skip` writes the `skipped` record of a run the holder blocks.
@@ -150,11 +146,7 @@ export async function decideOverlap(
   if (plan.overlap === 'allow') return { action: 'run' };
   const slot = new Date(run.scheduleTime);
   const checked = await checkOverlap(stores, job, plan.runId, slot, run.scope);
-  if (checked.state !== 'held') {
-    return checked.state === 'free'
-      ? { action: 'run', guard: checked.guard }
-      : { action: 'unreadable', by: checked.by, record: checked.record };
-  }
+  if (checked.action !== 'held') return checked;
   const { by } = checked;
   const byHand = plan.kind === 'manual' || plan.kind === 'rerun';
   if (byHand) return { action: 'wait', by, why: 'by_hand' };

@@ -338,15 +338,9 @@ export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
 }
 
-const GAP_SAMPLE = 1000;
-
 /** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
-  const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), GAP_SAMPLE);
-  let shortest: number | undefined;
-  for (let i = 1; i < slots.length; i++) {
-    const gap = (slots[i] as Date).getTime() - (slots[i - 1] as Date).getTime();
-    shortest = Math.min(shortest ?? gap, gap);
-  }
-  return shortest;
+  const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), 1000).map((slot) => slot.getTime());
+  const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
+  return gaps.length === 0 ? undefined : Math.min(...gaps);
 }
