@@ -3,7 +3,7 @@
  * never talked into a development behaviour by a `NODE_ENV` typo or a missing variable.
  */
 
-type Env = Readonly<Record<string, string | undefined>>;
+export type Env = Readonly<Record<string, string | undefined>>;
 
 /** The `NODE_ENV` values of development; unset counts as development too (`npm run dev`, tests). */
 export const DEVELOPMENT_NODE_ENVS = ['development', 'test'] as const;
