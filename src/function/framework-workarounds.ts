@@ -101,14 +101,14 @@ export function installFrameworkWorkarounds(logger: Logger): void {
 }
 
 /**
- * Routes the errors the current request leaves behind to `onError` (point 3 above). Call it
+ * Routes the errors the current request leaves behind to `logger` (point 3 above). Call it
  * synchronously in the handler, while the request's domain is the active one.
  */
-export function routeRequestErrors(onError: (err: unknown) => void): void {
+export function routeRequestErrors(logger: Logger): void {
   const domain = (process as { domain?: EventEmitter | null }).domain;
   if (domain === undefined || domain === null) return;
   domain.removeAllListeners('error');
-  domain.on('error', onError);
+  domain.on('error', (err) => logger.error({ err: loggableError(err) }, MESSAGES.jobLeftError));
 }
 
 /** Re-installs functions-framework's signal listeners set aside by the patch; returns how many. */
