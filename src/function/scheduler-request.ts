@@ -1,5 +1,4 @@
 /** Reads a Cloud Scheduler delivery's headers. Pure: bad input is refused before Firestore. */
-
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
@@ -26,13 +25,12 @@ export interface DeliveryLike {
   readonly url?: string | undefined;
 }
 
-const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
 /** What a scope header's or parameter's value must be, for messages. */
 export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
 
 /** Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}). */
 export function isScopeValue(value: string): boolean {
-  return MAX_SCOPE_VALUE.test(value);
+  return /^[\x21-\x7e]{1,200}$/.test(value);
 }
 
 /** Every value sent for header `name`, in any case (HTTP/2 lowercases names, HTTP/1.1 does not). */
@@ -45,19 +43,21 @@ function headerValues(req: DeliveryLike, name: string): string[] {
   return values;
 }
 
+/** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
 function single(values: string[], what: string, hint: string): string {
-  if (values.length === 0) throw new InvalidRequestError(`${what} is missing. ${hint}`);
-  if (values.length > 1) {
-    throw new InvalidRequestError(`${what} was sent ${values.length} times; send it exactly once.`);
-  }
+  const fail = (problem: string) => new InvalidRequestError(`${what} ${problem}`);
+  if (values.length === 0) throw fail(`is missing. ${hint}`);
+  if (values.length > 1) throw fail(`was sent ${values.length} times; send it exactly once.`);
   const value = values[0] ?? '';
-  if (value.trim() === '') throw new InvalidRequestError(`${what} is empty. ${hint}`);
+  if (value.trim() === '') throw fail(`is empty. ${hint}`);
   return value;
 }
 
 function describe(value: string): string {
   return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
 }
+
+const EXAMPLE_TIME = '2026-10-16T12:00:00Z';
 
 /**
  * The canonical form of a schedule time (`canonicalRfc3339`): `…T05:00:00-07:00` → `…T12:00:00Z`.
@@ -69,7 +69,7 @@ export function normaliseScheduleTime(value: string): string {
   if (typeof canonical === 'string') return canonical;
   const shown = value.length > MAX_RFC3339_LENGTH ? '' : ` ${describe(value)}`;
   throw new InvalidRequestError(
-    `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. 2026-10-16T12:00:00Z.`,
+    `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. ${EXAMPLE_TIME}.`,
   );
 }
 
@@ -195,16 +195,11 @@ export function readDeliveryHeaders(
     );
   }
   const times = headerValues(req, SCHEDULE_TIME_HEADER);
+  const hint = `Cloud Scheduler sends it as RFC 3339 UTC, e.g. ${EXAMPLE_TIME}; send it so, or not at all.`;
   const scheduleTime =
     times.length === 0
       ? undefined
-      : normaliseScheduleTime(
-          single(
-            times,
-            SCHEDULE_TIME_HEADER,
-            'Cloud Scheduler sends it as RFC 3339 UTC, e.g. 2026-10-16T12:00:00Z; send it so, or not at all.',
-          ),
-        );
+      : normaliseScheduleTime(single(times, SCHEDULE_TIME_HEADER, hint));
   const scope = scopeOf(config, readScopeValues(req, config));
   const { trigger, backfill } = readTrigger(req);
   if ((trigger !== undefined || backfill) && scheduleTime === undefined) {
