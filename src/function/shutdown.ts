@@ -15,8 +15,8 @@ import {
 export class GracefulShutdown {
   readonly #controller = new AbortController();
   readonly #inflight = new Set<Promise<unknown>>();
-  /** Run ids of the runs in flight on this instance, with how many deliveries run each. */
-  readonly #runs = new Map<string, number>();
+  /** The run id of each delivery running on this instance (a run's twice if two deliveries run it). */
+  readonly #runs: string[] = [];
 
   /** Aborted when shutdown begins; give it to every attempt. */
   get signal(): AbortSignal {
@@ -33,20 +33,17 @@ export class GracefulShutdown {
 
   /** Notes that a delivery of `runId` runs here (for shutdown's log lines); returns its end call. */
   running(runId: string): () => void {
-    this.#runs.set(runId, (this.#runs.get(runId) ?? 0) + 1);
+    this.#runs.push(runId);
     let ended = false;
     return () => {
-      if (ended) return;
+      if (!ended) this.#runs.splice(this.#runs.indexOf(runId), 1);
       ended = true;
-      const left = (this.#runs.get(runId) ?? 1) - 1;
-      if (left === 0) this.#runs.delete(runId);
-      else this.#runs.set(runId, left);
     };
   }
 
   /** The run ids running on this instance now. */
   get runIds(): string[] {
-    return [...this.#runs.keys()];
+    return [...new Set(this.#runs)];
   }
 
   /** Aborts every job's signal, waits up to `graceMs` ms; returns how many requests still run. */
