@@ -121,6 +121,9 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
   };
 }
 
+/** The options that make a run id's scope. */
+type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
+
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
 export interface ScopeValues {
   readonly headers?: Readonly<Record<string, string>>;
@@ -133,10 +136,7 @@ export interface ScopeValues {
  *
  * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
  */
-export function scopeOf(
-  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-  values: ScopeValues = {},
-): Scope {
+export function scopeOf(config: ScopeConfig, values: ScopeValues = {}): Scope {
   const scope: (readonly [string, string])[] = [];
   if (config.keyScope !== '') scope.push(['config', config.keyScope]);
   const entries = [
@@ -179,10 +179,7 @@ const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand 
  *   scope parameter (the schedule time only when repeated, empty, malformed, or missing on a run by
  *   hand), saying what to fix.
  */
-export function readDeliveryHeaders(
-  req: DeliveryLike,
-  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-): DeliveryHeaders {
+export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): DeliveryHeaders {
   const jobName = single(
     headerValues(req, JOB_NAME_HEADER),
     JOB_NAME_HEADER,
@@ -210,10 +207,7 @@ export function readDeliveryHeaders(
 }
 
 /** The configured scope headers' and query parameters' values. @throws {InvalidRequestError} */
-function readScopeValues(
-  req: DeliveryLike,
-  config: Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>,
-): ScopeValues {
+function readScopeValues(req: DeliveryLike, config: ScopeConfig): ScopeValues {
   const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
     const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";

@@ -85,14 +85,13 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
 export const CRASH_EXIT_CODE = 16;
 
 /**
- * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then calls
- * `exit` with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
+ * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then exits
+ * with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
  */
 export function drainOnUncaughtException(
   shutdown: GracefulShutdown,
   graceMs: number,
   logger: Logger,
-  exit: (code: number) => void = (code) => process.exit(code),
 ): void {
   let crashing = false;
   process.on('uncaughtException', (err) => {
@@ -114,7 +113,7 @@ export function drainOnUncaughtException(
           'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)',
         );
       }
-      exit(CRASH_EXIT_CODE);
+      process.exit(CRASH_EXIT_CODE);
     });
   });
 }
