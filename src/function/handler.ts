@@ -44,8 +44,9 @@ export interface HandlerDeps {
 type Instance = HandlerDeps & { readonly missedRuns: MissedRunCheck };
 
 /** Missed-run detection of the job's closed slots, when due; a failure is only a warning. */
-async function checkClosedSlots(missedRuns: MissedRunCheck, delivery: Delivery, logger: Logger) {
+async function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger): Promise<void> {
   const { job, run } = delivery;
+  const { missedRuns } = deps;
   try {
     if (!(await missedRuns.isDue(job, new Date(run.scheduleTime), run.scope))) return;
     await missedRuns.check(job, run.scope, logger);
@@ -79,7 +80,7 @@ async function runDelivery(
   const checks: Promise<void>[] = [];
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
-    if (checksMissedRuns && !audit) checks.push(checkClosedSlots(missedRuns, delivery, logger));
+    if (checksMissedRuns && !audit) checks.push(checkClosedSlots(deps, delivery, logger));
     return jobRun({
       runId: attempt.runId,
       jobName: run.jobName,
