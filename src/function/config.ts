@@ -75,13 +75,10 @@ function seconds(min: number, max: number, why: string): (raw: string) => number
   };
 }
 
-/** A parser of a comma-separated list of `pattern`s, each transformed, without repeats. */
+/** A parser of a comma-separated list (raw is trimmed) of `pattern`s, transformed, no repeats. */
 function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   return (raw: string): readonly string[] => {
-    const items = raw
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '');
+    const items = raw.split(/\s*,\s*/).filter((s) => s !== '');
     const bad = items.filter((s) => !pattern.test(s));
     if (bad.length > 0) throw new Error(`${bad.map((b) => `"${b}"`).join(', ')} not ${what}`);
     return Object.freeze([...new Set(items.map(transform))]);
