@@ -99,7 +99,7 @@ export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<A
   if (isAnswer(planned)) return planned;
   const rerun = await step(deps, planned.known, () => refuseRerun(deps, planned));
   if (isAnswer(rerun)) return rerun;
-  return step(deps, planned.known, () => answerAsForcedRun(deps, rerun));
+  return step(deps, planned.known, () => asForcedRun(deps, rerun));
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
@@ -221,10 +221,7 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */
-async function answerAsForcedRun(
-  deps: HandlerDeps,
-  delivery: Delivery,
-): Promise<Answer | Delivery> {
+async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   if (plan.kind !== 'slot') return delivery;
   const slot = new Date(run.scheduleTime);

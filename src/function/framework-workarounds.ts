@@ -9,13 +9,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import {
-  BODY_MESSAGES,
-  logLevelOf,
-  MESSAGES,
-  type ResponseOutcome,
-  STATUS_BY_OUTCOME,
-} from './outcomes.ts';
+import { BODY_MESSAGES, logLevelOf, MESSAGES, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
@@ -108,7 +102,7 @@ export function restoreFrameworkSignalListeners(): void {
 }
 
 /** The outcome of an error raised before the function ran (body-parser error types). */
-function outcomeOf(err: unknown, code: number, type: string | undefined): ResponseOutcome {
+function outcomeOf(err: unknown, code: number, type?: string): keyof typeof STATUS_BY_OUTCOME {
   if (err === undefined) return 'not_found';
   if (type === 'entity.too.large') return 'body_too_large';
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {

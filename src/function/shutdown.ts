@@ -5,11 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import {
-  restoreFrameworkSignalListeners,
-  SHUTDOWN_SIGNALS,
-  type ShutdownSignal,
-} from './framework-workarounds.ts';
+import { restoreFrameworkSignalListeners, SHUTDOWN_SIGNALS } from './framework-workarounds.ts';
 
 /** Tracks the requests in flight and aborts their jobs when the instance shuts down. */
 export class GracefulShutdown {
@@ -64,7 +60,7 @@ export class GracefulShutdown {
  * functions-framework's listeners, re-installed (with none, its default action ends the process).
  */
 export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
-  const onSignal = (signal: ShutdownSignal) => {
+  const onSignal = (signal: NodeJS.Signals) => {
     for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
     logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
