@@ -167,7 +167,7 @@ const env: Record<string, string | undefined> = {
   ...process.env,
   GOOGLE_CLOUD_PROJECT: project,
   METADATA_SERVER_DETECTION: process.env.METADATA_SERVER_DETECTION || 'none',
-  // Development: answers carry the error text and the declared job ids (src/function/environment.ts).
+  // Development: answers carry the error text and the declared job ids (config.ts, whyNotDevelopment).
   EXPOSE_ERRORS: process.env.EXPOSE_ERRORS || 'true',
   NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --enable-source-maps`.trim(),
   ...(verifyOidc

@@ -106,13 +106,9 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
     if (match === null) return unauthenticated('missing');
     const token = match[1] as string;
     if (!isJwtShaped(token)) return unauthenticated('malformed');
-    let payload: Record<string, unknown> | undefined;
-    try {
-      const ticket = await client.verifyIdToken({ idToken: token });
-      payload = ticket.getPayload() as Record<string, unknown> | undefined;
-    } catch (err) {
-      return unauthenticated(problemOf(err));
-    }
+    const ticket = await client.verifyIdToken({ idToken: token }).catch(problemOf);
+    if (typeof ticket === 'string') return unauthenticated(ticket);
+    const payload = ticket.getPayload();
     const audiences = ([] as unknown[]).concat(payload?.aud);
     if (!audiences.includes(options.audience)) {
       return forbidden('The ID token was issued for another audience.');

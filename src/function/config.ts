@@ -1,11 +1,9 @@
 /**
- * Configuration: the only module that reads the environment. Each option is one named entry pairing
- * its variable, its default and a parser that validates and converts units (seconds → ms).
+ * Configuration: the only module that reads the environment. Each option pairs its variable, its
+ * default and a parser that validates and converts units (seconds → ms); docs/configuration.md.
  */
-
 import { MAX_LEASE_MS } from '../core/run-record.ts';
 import { ConfigError } from '../policy/errors.ts';
-import { whyNotDevelopment } from './environment.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -13,23 +11,56 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
 /** Methods a Cloud Scheduler HTTP target can use (`gcloud scheduler jobs create http --http-method`). */
 export const HTTP_METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-export type AuthMode = (typeof AUTH_MODES)[number];
-export type HttpMethod = (typeof HTTP_METHODS)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** One option: its variable, its default (as the string a user would write) and its parser. */
+/** The `NODE_ENV` values of development; unset counts as development too (`npm run dev`, tests). */
+export const DEVELOPMENT_NODE_ENVS = ['development', 'test'] as const;
+
+/**
+ * Variables Cloud Run sets in every service instance or job task, and no development process does
+ * (https://cloud.google.com/run/docs/container-contract). Not `FUNCTION_TARGET`: functions-framework
+ * also reads it locally.
+ */
+export const CLOUD_RUN_VARIABLES = [
+  'K_SERVICE',
+  'K_REVISION',
+  'K_CONFIGURATION',
+  'CLOUD_RUN_JOB',
+  'CLOUD_RUN_EXECUTION',
+] as const;
+
+/**
+ * Why `env` is not development (a phrase naming the variable that decided), or `undefined` when it
+ * is: a development `NODE_ENV` (or none) off Cloud Run. The one place that decides it, so a deployed
+ * function is never talked into a development behaviour by a `NODE_ENV` typo or a missing variable.
+ */
+export function whyNotDevelopment(env: Env): string | undefined {
+  const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');
+  if (onCloudRun !== undefined) return `${onCloudRun} is set: this runs on Cloud Run`;
+  const nodeEnv = (env.NODE_ENV ?? '').trim();
+  if (nodeEnv !== '' && !(DEVELOPMENT_NODE_ENVS as readonly string[]).includes(nodeEnv)) {
+    return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
+  }
+  return undefined;
+}
+
+/** One option; `parse` returns the value or throws an Error saying what is wrong and what to write. */
 interface Option<T> {
   readonly env: string;
+  /** As the string a user would write. */
   readonly default: string;
-  /** Returns the value, or throws an Error whose message says what is wrong and what to write. */
   readonly parse: (raw: string) => T;
+}
+
+function option<T>(env: string, defaultValue: string, parse: (raw: string) => T): Option<T> {
+  return { env, default: defaultValue, parse };
 }
 
 const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-scheduletime'];
 /** Hosts `OIDC_CERTS_URL` may name: this machine only. */
 const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
+const lower = (raw: string) => raw.toLowerCase();
 
 /**
  * A parser of whole seconds from `min` to `max` (`why`: its source, quoted), returning ms. Each has
@@ -44,13 +75,10 @@ function seconds(min: number, max: number, why: string): (raw: string) => number
   };
 }
 
-/** A parser of a comma-separated list of `pattern`s, each transformed, without repeats. */
+/** A parser of a comma-separated list (raw is trimmed) of `pattern`s, transformed, no repeats. */
 function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   return (raw: string): readonly string[] => {
-    const items = raw
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '');
+    const items = raw.split(/\s*,\s*/).filter((s) => s !== '');
     const bad = items.filter((s) => !pattern.test(s));
     if (bad.length > 0) throw new Error(`${bad.map((b) => `"${b}"`).join(', ')} not ${what}`);
     return Object.freeze([...new Set(items.map(transform))]);
@@ -68,13 +96,13 @@ function oneOf<T extends string>(values: readonly T[], normalise = (raw: string)
 
 /** A parser of `on` or `off` (any case), returning whether it is `on`. */
 function flag(on: string, off: string): (raw: string) => boolean {
-  return (raw) => oneOf([on, off], (r) => r.toLowerCase())(raw) === on;
+  return (raw) => oneOf([on, off], lower)(raw) === on;
 }
 
 /** A parser of a string that `valid` accepts, else an error saying `must`. */
-function text(valid: (raw: string) => boolean, must: string): (raw: string) => string {
+function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: string) => string {
   return (raw) => {
-    if (!valid(raw)) throw new Error(must);
+    if (!(typeof valid === 'function' ? valid(raw) : valid.test(raw))) throw new Error(must);
     return raw;
   };
 }
@@ -82,155 +110,120 @@ function text(valid: (raw: string) => boolean, must: string): (raw: string) => s
 /** Every option, in the README's order; the reference of each is docs/configuration.md. */
 export const OPTIONS = {
   /** Claim length, ms (`LEASE_SECONDS`): outlasts the function timeout and the attempt deadline. */
-  leaseMs: {
-    env: 'LEASE_SECONDS',
-    default: '300',
+  leaseMs: option(
+    'LEASE_SECONDS',
+    '300',
     // The core reads a longer `lease_ms` as a record it never wrote.
-    parse: seconds(
+    seconds(
       1,
       MAX_LEASE_MS / 1000,
       "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
     ),
-  },
-  /** A record's `expire_at` after its last write, ms (`RETENTION_SECONDS`); older slots refused. */
-  retentionMs: {
-    env: 'RETENTION_SECONDS',
-    default: '2592000',
-    // Not a timer: only written to `expire_at` for the TTL policy, so it may be long.
-    parse: seconds(1, 31_536_000, 'a year'),
-  },
-  /** Collection holding one document per run (`RUNS_COLLECTION`). */
-  runsCollection: {
-    env: 'RUNS_COLLECTION',
-    default: 'scheduler_runs',
-    // Firestore's collection id rules: no '/', not '.' or '..', not __reserved__, ≤ 1500 bytes.
-    parse: text(
+  ),
+  /** Record TTL after its last write, ms (`RETENTION_SECONDS`, not a timer); older slots refused. */
+  retentionMs: option('RETENTION_SECONDS', '2592000', seconds(1, 31_536_000, 'a year')),
+  /** Collection holding one document per run (`RUNS_COLLECTION`); Firestore's collection id rules. */
+  runsCollection: option(
+    'RUNS_COLLECTION',
+    'scheduler_runs',
+    text(
       (raw) => /^[A-Za-z0-9_-]{1,100}$/.test(raw) && !/^__.*__$/.test(raw),
       'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)',
     ),
-  },
-  /** Firestore database id (`FIRESTORE_DATABASE`). */
-  firestoreDatabase: {
-    env: 'FIRESTORE_DATABASE',
-    default: '(default)',
-    // Firestore database ids: 4-63 chars, lowercase letters, digits, '-', starting with a letter.
-    parse: text(
+  ),
+  /** Firestore database id (`FIRESTORE_DATABASE`): 4-63 of a-z, 0-9, '-', from a letter. */
+  firestoreDatabase: option(
+    'FIRESTORE_DATABASE',
+    '(default)',
+    text(
       (raw) => raw === '(default)' || /^[a-z][a-z0-9-]{2,61}[a-z0-9]$/.test(raw),
       'must be "(default)" or a database id (4-63 of a-z, 0-9, "-")',
     ),
-  },
+  ),
   /** Longest wait for one Firestore operation, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
-  firestoreTimeoutMs: {
-    env: 'FIRESTORE_TIMEOUT_SECONDS',
-    default: '10',
-    parse: seconds(
+  firestoreTimeoutMs: option(
+    'FIRESTORE_TIMEOUT_SECONDS',
+    '10',
+    seconds(
       1,
       600,
       "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt",
     ),
-  },
+  ),
   /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`). */
-  keyScope: {
-    env: 'RUN_KEY_SCOPE',
-    default: '',
-    parse: text(
-      (raw) => /^[\x21-\x7e]{0,200}$/.test(raw),
-      'must be at most 200 printable ASCII characters without spaces',
-    ),
-  },
+  keyScope: option(
+    'RUN_KEY_SCOPE',
+    '',
+    text(/^[\x21-\x7e]{0,200}$/, 'must be at most 200 printable ASCII characters without spaces'),
+  ),
   /** Request headers whose values join the run id's scope, lowercase (`RUN_KEY_SCOPE_HEADERS`). */
-  keyScopeHeaders: {
-    env: 'RUN_KEY_SCOPE_HEADERS',
-    default: '',
-    parse: (raw) => {
-      const names = list(/^[A-Za-z0-9-]{1,100}$/, 'header names (letters, digits, "-")', (s) =>
-        s.toLowerCase(),
-      )(raw);
-      const reserved = names.filter((n) => SCHEDULER_HEADERS.includes(n) || n === 'authorization');
-      if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
-      return names;
-    },
-  },
+  keyScopeHeaders: option('RUN_KEY_SCOPE_HEADERS', '', (raw) => {
+    const names = list(/^[A-Za-z0-9-]{1,100}$/, 'header names (letters, digits, "-")', lower)(raw);
+    const reserved = names.filter((n) => SCHEDULER_HEADERS.includes(n) || n === 'authorization');
+    if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
+    return names;
+  }),
   /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
-  keyScopeParams: {
-    env: 'RUN_KEY_SCOPE_PARAMS',
-    default: '',
-    parse: list(
-      /^[A-Za-z0-9_.-]{1,100}$/,
-      'query parameter names (letters, digits, "_", ".", "-")',
-    ),
-  },
+  keyScopeParams: option(
+    'RUN_KEY_SCOPE_PARAMS',
+    '',
+    list(/^[A-Za-z0-9_.-]{1,100}$/, 'query parameter names (letters, digits, "_", ".", "-")'),
+  ),
   /** pino level (`LOG_LEVEL`). */
-  logLevel: { env: 'LOG_LEVEL', default: 'info', parse: oneOf(LOG_LEVELS, (r) => r.toLowerCase()) },
+  logLevel: option('LOG_LEVEL', 'info', oneOf(LOG_LEVELS, lower)),
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
-  projectId: {
-    env: 'GOOGLE_CLOUD_PROJECT',
-    default: '',
-    parse: (raw): string | undefined => (raw === '' ? undefined : raw),
-  },
+  projectId: option('GOOGLE_CLOUD_PROJECT', '', (raw) => (raw === '' ? undefined : raw)),
   /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
-  serviceName: { env: 'K_SERVICE', default: 'scheduled-job', parse: (raw) => raw },
+  serviceName: option('K_SERVICE', 'scheduled-job', (raw) => raw),
   /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
-  exposeErrors: { env: 'EXPOSE_ERRORS', default: 'false', parse: flag('true', 'false') },
+  exposeErrors: option('EXPOSE_ERRORS', 'false', flag('true', 'false')),
   /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts. */
-  jobTimeoutMs: {
-    env: 'JOB_TIMEOUT_SECONDS',
-    default: '3600',
-    parse: seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
-  },
+  jobTimeoutMs: option(
+    'JOB_TIMEOUT_SECONDS',
+    '3600',
+    seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
+  ),
   /** How long SIGTERM waits for running jobs to release their claims, ms (`SHUTDOWN_GRACE_SECONDS`). */
-  shutdownGraceMs: {
-    env: 'SHUTDOWN_GRACE_SECONDS',
-    default: '8',
-    parse: seconds(
-      0,
-      10,
-      'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short',
-    ),
-  },
+  shutdownGraceMs: option(
+    'SHUTDOWN_GRACE_SECONDS',
+    '8',
+    seconds(0, 10, 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short'),
+  ),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
-  authMode: { env: 'AUTH_MODE', default: 'platform', parse: oneOf(AUTH_MODES) },
+  authMode: option('AUTH_MODE', 'platform', oneOf(AUTH_MODES)),
   /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
-  oidcAudience: { env: 'OIDC_AUDIENCE', default: '', parse: (raw) => raw },
+  oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),
   /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
-  oidcInvokers: {
-    env: 'OIDC_INVOKERS',
-    default: '',
-    parse: list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', (s) => s.toLowerCase()),
-  },
+  oidcInvokers: option('OIDC_INVOKERS', '', list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', lower)),
   /** How early a delivery may be yet its slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`). */
-  forcedRunToleranceMs: {
-    env: 'FORCED_RUN_TOLERANCE_SECONDS',
-    default: '60',
-    parse: seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
-  },
+  forcedRunToleranceMs: option(
+    'FORCED_RUN_TOLERANCE_SECONDS',
+    '60',
+    seconds(1, 3600, 'an hour: a delivery earlier than that is never its slot'),
+  ),
   /** Whether a due slot's run checks for missed and finally failed runs (`MISSED_RUN_CHECK`). */
-  missedRunCheck: { env: 'MISSED_RUN_CHECK', default: 'on', parse: flag('on', 'off') },
+  missedRunCheck: option('MISSED_RUN_CHECK', 'on', flag('on', 'off')),
   /** The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's; others get 405. */
-  httpMethod: {
-    env: 'HTTP_METHOD',
-    default: 'POST',
-    parse: oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
-  },
+  httpMethod: option(
+    'HTTP_METHOD',
+    'POST',
+    oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
+  ),
   /**
    * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches signing certificates. Refused
    * outside development: whoever serves them can mint tokens the function accepts.
    */
-  oidcCertsUrl: {
-    env: 'OIDC_CERTS_URL',
-    default: '',
-    parse: (raw): string | undefined => {
-      if (raw === '') return undefined;
-      const url = URL.parse(raw);
-      if (url?.protocol !== 'http:' || !LOOPBACK_HOSTS.includes(url.hostname)) {
-        throw new Error(
-          "must be an http:// URL on 127.0.0.1, [::1] or localhost: the local Scheduler's certificates, for development only",
-        );
-      }
-      return raw;
-    },
-  },
-} as const satisfies Record<string, Option<unknown>>;
+  oidcCertsUrl: option('OIDC_CERTS_URL', '', (raw) => {
+    if (raw === '') return undefined;
+    const url = URL.parse(raw);
+    if (url?.protocol !== 'http:' || !LOOPBACK_HOSTS.includes(url.hostname)) {
+      throw new Error(
+        "must be an http:// URL on 127.0.0.1, [::1] or localhost: the local Scheduler's certificates, for development only",
+      );
+    }
+    return raw;
+  }),
+};
 
 /** The resolved, frozen configuration of one function instance: each option's parsed value. */
 export type Config = {
@@ -272,7 +265,7 @@ export function loadConfig(env: Env = process.env): Config {
     if (config.oidcCertsUrl !== undefined) {
       problems.push(`OIDC_CERTS_URL is for development only, and ${notDevelopment}`);
     }
-    if (config.exposeErrors === true) {
+    if (config.exposeErrors) {
       problems.push(`EXPOSE_ERRORS=true is for development only, and ${notDevelopment}`);
     }
   }

@@ -1,8 +1,9 @@
 /**
- * The deciding steps of the HTTP adapter (admit, read, timed run, plan, re-run, forced run): each
- * returns an {@link Answer} or hands on what it learnt; `handler.ts` chains them.
+ * The deciding steps of a delivery (admit, read, time, plan, re-run, forced run): each returns an
+ * {@link Answer} or hands on what it learnt; {@link decideDelivery} chains them.
  */
 import type { Request } from '@google-cloud/functions-framework';
+import { describeThrown, LedgerUnavailableError, loggableError } from '../core/errors.ts';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
 import { untimedForceRun } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
@@ -14,18 +15,8 @@ import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-ti
 import type { Config } from './config.ts';
 import { InvalidRequestError } from './errors.ts';
 import type { HandlerDeps } from './handler.ts';
-import {
-  MESSAGES,
-  OUTCOME_BY_RERUN_REFUSAL,
-  type ResponseOutcome,
-  type Said,
-  unknownJobMessage,
-} from './outcomes.ts';
-import {
-  type DeliveryHeaders,
-  missingScheduleTimeAdvice,
-  readDeliveryHeaders,
-} from './scheduler-request.ts';
+import { MESSAGES, OUTCOME_BY_RERUN_REFUSAL, type Said, unknownJobMessage } from './outcomes.ts';
+import * as request from './scheduler-request.ts';
 
 /** What is known of a delivery so far: its run once timed, its run id once planned, log fields. */
 export interface Known {
@@ -34,16 +25,16 @@ export interface Known {
   readonly fields: object;
 }
 
-/** What the function answers one delivery: {@link writeAnswer} turns it into the response. */
+/** What the function answers one delivery; `handler.ts` writes it. */
 export interface Answer extends Known, Omit<Said, 'fields'> {
   /** Headers the outcome calls for: `WWW-Authenticate` with a 401, `Allow` with a 405. */
   readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** A delivery whose job is known, its headers read. */
-export interface Read {
+interface Read {
   readonly job: DeclaredJob;
-  readonly headers: DeliveryHeaders;
+  readonly headers: request.DeliveryHeaders;
   readonly known: Known;
 }
 
@@ -67,12 +58,52 @@ export function answer(known: Known, said: Said): Answer {
 }
 
 /** A refusal of a delivery that names no run: its message is also the log line's `reason`. */
-export function refusal(known: Known, outcome: ResponseOutcome, message: string): Answer {
+function refusal(known: Known, outcome: Said['outcome'], message: string): Answer {
   return answer(known, { outcome, message, fields: { reason: message } });
 }
 
+/**
+ * Runs one step; an error it throws becomes the answer, naming what is known so far: `unavailable`
+ * for Firestore, else `failed`, with the error's text only if `EXPOSE_ERRORS`.
+ */
+export async function step<T>(
+  deps: HandlerDeps,
+  known: Known,
+  run: () => T | Promise<T>,
+): Promise<T | Answer> {
+  try {
+    return await run();
+  } catch (err) {
+    const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
+    if (err instanceof LedgerUnavailableError) {
+      const message = MESSAGES.unavailable(detail(err.message));
+      return answer(known, { outcome: 'unavailable', message, fields: { err } });
+    }
+    const message = MESSAGES.internal(detail(describeThrown(err)));
+    return answer(known, { outcome: 'failed', message, fields: { err: loggableError(err) } });
+  }
+}
+
+/** admit → read → Firestore's now → timed run → plan → re-run → forced run. */
+export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
+  const admitted = await step(deps, { fields: {} }, () => admit(deps, req));
+  if (isAnswer(admitted)) return admitted;
+  const read = await step(deps, admitted, () => readDelivery(deps, req, admitted));
+  if (isAnswer(read)) return read;
+  const now = await step(deps, read.known, () => deps.clock());
+  if (isAnswer(now)) return now;
+  const run = await step(deps, read.known, () => timedRun(deps, read, now));
+  if (isAnswer(run)) return run;
+  const known = { ...read.known, run };
+  const planned = await step(deps, known, () => planDelivery(deps, read.job, run, now, known));
+  if (isAnswer(planned)) return planned;
+  const rerun = await step(deps, planned.known, () => refuseRerun(deps, planned));
+  if (isAnswer(rerun)) return rerun;
+  return step(deps, planned.known, () => asForcedRun(deps, rerun));
+}
+
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
-export async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
+async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
   const { config, authenticate, shutdown } = deps;
   const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
   if (auth?.ok === false) {
@@ -93,28 +124,25 @@ export async function admit(deps: HandlerDeps, req: Request): Promise<Answer | K
 }
 
 /** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
-export function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
-  let headers: DeliveryHeaders;
+function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
+  let headers: request.DeliveryHeaders;
   try {
-    headers = readDeliveryHeaders(req, deps.config);
+    headers = request.readDeliveryHeaders(req, deps.config);
   } catch (err) {
     if (err instanceof InvalidRequestError) return refusal(known, 'invalid_request', err.message);
     throw err;
   }
   const job = findJob(deps.jobs, headers.jobName);
   if (job === undefined && headers.scheduleTime === undefined) {
-    return refusal(known, 'invalid_request', missingScheduleTimeAdvice(headers.jobName));
+    return refusal(known, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
   }
   if (job === undefined) {
     const declared = deps.config.exposeErrors ? deps.jobs : undefined;
     return refusal(known, 'unknown_job', unknownJobMessage(headers.jobName, declared));
   }
   const { scheduleTime, ...rest } = headers;
-  return {
-    job,
-    headers,
-    known: scheduleTime === undefined ? known : { ...known, run: { ...rest, scheduleTime } },
-  };
+  const run = scheduleTime === undefined ? {} : { run: { ...rest, scheduleTime } };
+  return { job, headers, known: { ...known, ...run } };
 }
 
 /**
@@ -123,15 +151,10 @@ export function readDelivery(deps: HandlerDeps, req: Request, known: Known): Ans
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */
-export async function timedRun(
-  deps: HandlerDeps,
-  read: Read,
-  now: Date,
-): Promise<Answer | ScheduledRun> {
+async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | ScheduledRun> {
   if (read.known.run !== undefined) return read.known.run;
   const { job, headers } = read;
-  const readMany = (ids: readonly string[]) => deps.history.getMany(ids);
-  const forced = await untimedForceRun(job, headers.scope, now, readMany);
+  const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
   if (forced === undefined) {
     return refusal(read.known, 'invalid_request', MESSAGES.noNextSlot(job.id));
   }
@@ -140,11 +163,9 @@ export async function timedRun(
 }
 
 /**
- * The job's forced-run tolerance as this delivery needs it, ms. Every job's lies between
- * min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s) (cron slots are at least a minute apart) and
- * `FORCED_RUN_TOLERANCE_SECONDS`, and each use of it here is a threshold: a slot's on-time delivery
- * (at most that lower bound after its time, well inside the retention) is decided alike by every
- * value between, so it skips the exact value's slot arithmetic (docs/performance.md, Cold start).
+ * The job's forced-run tolerance as this delivery needs it, ms: a slot's on-time delivery (at most
+ * min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s) late, well inside the retention) is decided alike by
+ * every job's tolerance, so it skips the exact value's slot arithmetic (docs/performance.md).
  */
 function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
@@ -156,7 +177,7 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-export async function planDelivery(
+async function planDelivery(
   deps: HandlerDeps,
   job: DeclaredJob,
   run: ScheduledRun,
@@ -181,17 +202,11 @@ export async function planDelivery(
  *
  * @throws {LedgerUnavailableError} if the slot's record cannot be read.
  */
-export async function refuseRerun(
-  deps: HandlerDeps,
-  delivery: Delivery,
-): Promise<Answer | Delivery> {
-  const { job, run, plan, now, known } = delivery;
+async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
+  const { job, run, plan, now, toleranceMs, known } = delivery;
   const { rerunOf } = plan.details;
   if (plan.kind !== 'rerun' || rerunOf === undefined) return delivery;
-  const forced = {
-    runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope),
-    toleranceMs: delivery.toleranceMs,
-  };
+  const forced = { runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope), toleranceMs };
   const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
   if (refused === undefined) return delivery;
   const outcome = OUTCOME_BY_RERUN_REFUSAL[refused.refusal];
@@ -206,10 +221,7 @@ export async function refuseRerun(
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */
-export async function answerAsForcedRun(
-  deps: HandlerDeps,
-  delivery: Delivery,
-): Promise<Answer | Delivery> {
+async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   if (plan.kind !== 'slot') return delivery;
   const slot = new Date(run.scheduleTime);

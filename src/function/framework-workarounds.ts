@@ -1,23 +1,15 @@
 /**
- * Every patch of functions-framework's internals, in one module: it has no hook for these. Each
- * patch checks that what it patches exists, fails the cold start loudly if not, and names the
- * upstream issue whose fix deletes it: (1) JSON answers for unreadable bodies (#686), (2) the
- * signal and crash listeners set aside for a drain (#704), (3) errors a job leaves behind routed
- * to its run's log. What each does, and how to upgrade functions-framework (pinned at 5.0.5):
- * docs/maintenance.md.
+ * Every patch of functions-framework's internals (it has no hook for these), each checked at cold
+ * start: (1) JSON answers for unreadable bodies (#686), (2) the signal and crash listeners set
+ * aside for a drain (#704), (3) errors a job leaves behind routed to its run's log. What each does
+ * and how to upgrade functions-framework (pinned at 5.0.5): docs/maintenance.md.
  */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import {
-  BODY_MESSAGES,
-  logLevelOf,
-  MESSAGES,
-  type ResponseOutcome,
-  STATUS_BY_OUTCOME,
-} from './outcomes.ts';
+import { BODY_MESSAGES, logLevelOf, MESSAGES, STATUS_BY_OUTCOME } from './outcomes.ts';
 
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
@@ -47,10 +39,8 @@ function fail(what: string, issue: string): never {
  */
 export function installFrameworkWorkarounds(logger: Logger): void {
   if (installed) return;
-  const fromHere = createRequire(import.meta.url);
-  const entry = fromHere.resolve('@google-cloud/functions-framework');
+  const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
   const fromFramework = createRequire(entry);
-
   const application = (fromFramework('express') as { application?: { handle?: Handle } })
     .application;
   const handle = application?.handle;
@@ -67,25 +57,17 @@ export function installFrameworkWorkarounds(logger: Logger): void {
     fail('invoker.ErrorHandler.prototype.register', '#704');
   }
   installed = true;
-
   application.handle = function (this: unknown, req, res, callback) {
-    return handle.call(
-      this,
-      req,
-      res,
-      callback ?? ((err) => answerBeforeFunction(err, res as MinimalResponse, logger)),
-    );
+    const answer = (err?: unknown) => answerBeforeFunction(err, res as MinimalResponse, logger);
+    return handle.call(this, req, res, callback ?? answer);
   };
-
-  const onUnhandledRejection = (reason: unknown) => {
+  process.on('unhandledRejection', (reason: unknown) => {
     logger.error(
       { err: loggableError(reason) },
       'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); ' +
         'it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
     );
-  };
-  process.on('unhandledRejection', onUnhandledRejection);
-
+  });
   prototype.register = function (this: unknown) {
     const listeners = (event: ShutdownSignal | 'unhandledRejection' | 'uncaughtException') =>
       process.listeners(event as NodeJS.Signals) as Listener[];
@@ -101,29 +83,26 @@ export function installFrameworkWorkarounds(logger: Logger): void {
 }
 
 /**
- * Routes the errors the current request leaves behind to `onError` (point 3 above). Call it
- * synchronously in the handler, while the request's domain is the active one.
+ * Routes the errors the current request leaves behind to `logger` (docs/maintenance.md, point 3).
+ * Call it synchronously in the handler, while the request's domain is the active one.
  */
-export function routeRequestErrors(onError: (err: unknown) => void): void {
+export function routeRequestErrors(logger: Logger): void {
   const domain = (process as { domain?: EventEmitter | null }).domain;
   if (domain === undefined || domain === null) return;
   domain.removeAllListeners('error');
-  domain.on('error', onError);
+  domain.on('error', (err) => logger.error({ err: loggableError(err) }, MESSAGES.jobLeftError));
 }
 
-/** Re-installs functions-framework's signal listeners set aside by the patch; returns how many. */
-export function restoreFrameworkSignalListeners(): number {
-  let count = 0;
+/** Re-installs functions-framework's signal listeners set aside by the patch. */
+export function restoreFrameworkSignalListeners(): void {
   for (const [signal, listeners] of setAside) {
     for (const listener of listeners) process.on(signal, listener);
-    count += listeners.length;
   }
   setAside.clear();
-  return count;
 }
 
 /** The outcome of an error raised before the function ran (body-parser error types). */
-function outcomeOf(err: unknown, code: number, type: string | undefined): ResponseOutcome {
+function outcomeOf(err: unknown, code: number, type?: string): keyof typeof STATUS_BY_OUTCOME {
   if (err === undefined) return 'not_found';
   if (type === 'entity.too.large') return 'body_too_large';
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
@@ -132,12 +111,10 @@ function outcomeOf(err: unknown, code: number, type: string | undefined): Respon
   return code >= 400 && code < 500 ? 'invalid_request' : 'failed';
 }
 
+/** Answers an error raised before the function ran (a body-parser error; none: no route). */
 function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger): void {
-  const { status, statusCode, type } = (err ?? {}) as {
-    status?: number;
-    statusCode?: number;
-    type?: string;
-  };
+  type ParserError = { status?: number; statusCode?: number; type?: string };
+  const { status, statusCode, type } = (err ?? {}) as ParserError;
   const code = err === undefined ? 404 : (status ?? statusCode ?? 500);
   const outcome = outcomeOf(err, code, type);
   const message =

@@ -76,13 +76,10 @@ export function traceFields(
   const cloud = headers['x-cloud-trace-context'];
   const gcp = typeof cloud === 'string' ? CLOUD_TRACE.exec(cloud.trim()) : null;
   if (gcp === null) return {};
-  const fields: { trace_id: string; span_id?: string; trace_flags?: string } = {
+  const span = gcp[2] === undefined ? 0n : BigInt(gcp[2]);
+  return {
     trace_id: (gcp[1] as string).toLowerCase(),
+    ...(span > 0n && span < 2n ** 64n ? { span_id: span.toString(16).padStart(16, '0') } : {}),
+    ...(gcp[3] === undefined ? {} : { trace_flags: gcp[3] === '1' ? '01' : '00' }),
   };
-  if (gcp[2] !== undefined) {
-    const span = BigInt(gcp[2]);
-    if (span > 0n && span < 2n ** 64n) fields.span_id = span.toString(16).padStart(16, '0');
-  }
-  if (gcp[3] !== undefined) fields.trace_flags = gcp[3] === '1' ? '01' : '00';
-  return fields;
 }

@@ -1,7 +1,4 @@
-/**
- * The one table from outcome to HTTP status, the log level, and the messages beside it. Only the
- * HTTP adapter (and the framework workarounds) turn outcomes into responses.
- */
+/** The one table from outcome to HTTP status, the log level, and the messages beside it. */
 import { DatabaseNotFoundError, describeThrown, loggableError } from '../core/errors.ts';
 import { leaseLossMessage, type RunOutcome } from '../core/run-once.ts';
 import type { RunKind } from '../core/run-record.ts';

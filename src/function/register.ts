@@ -20,17 +20,11 @@ import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnSignals, drainOnUncaughtException, GracefulShutdown } from './shutdown.ts';
 
-/** Options of {@link registerScheduledJob}: the environment, a Firestore client of the caller's. */
-export interface RegisterOptions {
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly firestore?: Firestore;
-}
-
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
-function loadOrExit(
-  env: RegisterOptions['env'],
-  declarations: readonly JobDeclaration[],
-): { config: Config; jobs: readonly DeclaredJob[] } {
+function loadOrExit(declarations: readonly JobDeclaration[]): {
+  config: Config;
+  jobs: readonly DeclaredJob[];
+} {
   const problems: string[] = [];
   const attempt = <T>(load: () => T): T | undefined => {
     try {
@@ -41,7 +35,7 @@ function loadOrExit(
       return undefined;
     }
   };
-  const config = attempt(() => loadConfig(env));
+  const config = attempt(() => loadConfig());
   const jobs = attempt(() => validateJobs(declarations));
   if (config !== undefined && jobs !== undefined) {
     problems.push(...retentionProblems(jobs, config.retentionMs, config.forcedRunToleranceMs));
@@ -61,6 +55,7 @@ function loadOrExit(
  *
  * @param name - the functions-framework target (`--target`).
  * @param declarations - the jobs (`jobs` from `jobs.ts`), each with its id, schedule and `run`.
+ * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
  * @example
  * registerScheduledJob('handleScheduledJob', jobs);
@@ -68,9 +63,9 @@ function loadOrExit(
 export function registerScheduledJob(
   name: string,
   declarations: readonly JobDeclaration[],
-  options: RegisterOptions = {},
+  options: { readonly firestore?: Firestore } = {},
 ): void {
-  const { config, jobs } = loadOrExit(options.env, declarations);
+  const { config, jobs } = loadOrExit(declarations);
   const logger = createLogger(config);
   const firestore =
     options.firestore ??

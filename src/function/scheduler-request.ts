@@ -1,5 +1,4 @@
 /** Reads a Cloud Scheduler delivery's headers. Pure: bad input is refused before Firestore. */
-
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
@@ -26,13 +25,12 @@ export interface DeliveryLike {
   readonly url?: string | undefined;
 }
 
-const MAX_SCOPE_VALUE = /^[\x21-\x7e]{1,200}$/;
 /** What a scope header's or parameter's value must be, for messages. */
 export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
 
 /** Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}). */
 export function isScopeValue(value: string): boolean {
-  return MAX_SCOPE_VALUE.test(value);
+  return /^[\x21-\x7e]{1,200}$/.test(value);
 }
 
 /** Every value sent for header `name`, in any case (HTTP/2 lowercases names, HTTP/1.1 does not). */
@@ -45,19 +43,21 @@ function headerValues(req: DeliveryLike, name: string): string[] {
   return values;
 }
 
+/** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
 function single(values: string[], what: string, hint: string): string {
-  if (values.length === 0) throw new InvalidRequestError(`${what} is missing. ${hint}`);
-  if (values.length > 1) {
-    throw new InvalidRequestError(`${what} was sent ${values.length} times; send it exactly once.`);
-  }
+  const fail = (problem: string) => new InvalidRequestError(`${what} ${problem}`);
+  if (values.length === 0) throw fail(`is missing. ${hint}`);
+  if (values.length > 1) throw fail(`was sent ${values.length} times; send it exactly once.`);
   const value = values[0] ?? '';
-  if (value.trim() === '') throw new InvalidRequestError(`${what} is empty. ${hint}`);
+  if (value.trim() === '') throw fail(`is empty. ${hint}`);
   return value;
 }
 
 function describe(value: string): string {
   return JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}…` : value);
 }
+
+const EXAMPLE_TIME = '2026-10-16T12:00:00Z';
 
 /**
  * The canonical form of a schedule time (`canonicalRfc3339`): `…T05:00:00-07:00` → `…T12:00:00Z`.
@@ -69,7 +69,7 @@ export function normaliseScheduleTime(value: string): string {
   if (typeof canonical === 'string') return canonical;
   const shown = value.length > MAX_RFC3339_LENGTH ? '' : ` ${describe(value)}`;
   throw new InvalidRequestError(
-    `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. 2026-10-16T12:00:00Z.`,
+    `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. ${EXAMPLE_TIME}.`,
   );
 }
 
@@ -121,6 +121,9 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
   };
 }
 
+/** The options that make a run id's scope. */
+type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
+
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
 export interface ScopeValues {
   readonly headers?: Readonly<Record<string, string>>;
@@ -133,10 +136,7 @@ export interface ScopeValues {
  *
  * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
  */
-export function scopeOf(
-  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-  values: ScopeValues = {},
-): Scope {
+export function scopeOf(config: ScopeConfig, values: ScopeValues = {}): Scope {
   const scope: (readonly [string, string])[] = [];
   if (config.keyScope !== '') scope.push(['config', config.keyScope]);
   const entries = [
@@ -179,10 +179,7 @@ const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand 
  *   scope parameter (the schedule time only when repeated, empty, malformed, or missing on a run by
  *   hand), saying what to fix.
  */
-export function readDeliveryHeaders(
-  req: DeliveryLike,
-  config: Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>,
-): DeliveryHeaders {
+export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): DeliveryHeaders {
   const jobName = single(
     headerValues(req, JOB_NAME_HEADER),
     JOB_NAME_HEADER,
@@ -195,16 +192,11 @@ export function readDeliveryHeaders(
     );
   }
   const times = headerValues(req, SCHEDULE_TIME_HEADER);
+  const hint = `Cloud Scheduler sends it as RFC 3339 UTC, e.g. ${EXAMPLE_TIME}; send it so, or not at all.`;
   const scheduleTime =
     times.length === 0
       ? undefined
-      : normaliseScheduleTime(
-          single(
-            times,
-            SCHEDULE_TIME_HEADER,
-            'Cloud Scheduler sends it as RFC 3339 UTC, e.g. 2026-10-16T12:00:00Z; send it so, or not at all.',
-          ),
-        );
+      : normaliseScheduleTime(single(times, SCHEDULE_TIME_HEADER, hint));
   const scope = scopeOf(config, readScopeValues(req, config));
   const { trigger, backfill } = readTrigger(req);
   if ((trigger !== undefined || backfill) && scheduleTime === undefined) {
@@ -215,10 +207,7 @@ export function readDeliveryHeaders(
 }
 
 /** The configured scope headers' and query parameters' values. @throws {InvalidRequestError} */
-function readScopeValues(
-  req: DeliveryLike,
-  config: Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>,
-): ScopeValues {
+function readScopeValues(req: DeliveryLike, config: ScopeConfig): ScopeValues {
   const headers: Record<string, string> = {};
   for (const name of config.keyScopeHeaders) {
     const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";

@@ -5,18 +5,14 @@
  */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import {
-  restoreFrameworkSignalListeners,
-  SHUTDOWN_SIGNALS,
-  type ShutdownSignal,
-} from './framework-workarounds.ts';
+import { restoreFrameworkSignalListeners, SHUTDOWN_SIGNALS } from './framework-workarounds.ts';
 
 /** Tracks the requests in flight and aborts their jobs when the instance shuts down. */
 export class GracefulShutdown {
   readonly #controller = new AbortController();
   readonly #inflight = new Set<Promise<unknown>>();
-  /** Run ids of the runs in flight on this instance, with how many deliveries run each. */
-  readonly #runs = new Map<string, number>();
+  /** The run id of each delivery running on this instance (a run's twice if two deliveries run it). */
+  readonly #runs: string[] = [];
 
   /** Aborted when shutdown begins; give it to every attempt. */
   get signal(): AbortSignal {
@@ -33,20 +29,17 @@ export class GracefulShutdown {
 
   /** Notes that a delivery of `runId` runs here (for shutdown's log lines); returns its end call. */
   running(runId: string): () => void {
-    this.#runs.set(runId, (this.#runs.get(runId) ?? 0) + 1);
+    this.#runs.push(runId);
     let ended = false;
     return () => {
-      if (ended) return;
+      if (!ended) this.#runs.splice(this.#runs.indexOf(runId), 1);
       ended = true;
-      const left = (this.#runs.get(runId) ?? 1) - 1;
-      if (left === 0) this.#runs.delete(runId);
-      else this.#runs.set(runId, left);
     };
   }
 
   /** The run ids running on this instance now. */
   get runIds(): string[] {
-    return [...this.#runs.keys()];
+    return [...new Set(this.#runs)];
   }
 
   /** Aborts every job's signal, waits up to `graceMs` ms; returns how many requests still run. */
@@ -67,7 +60,7 @@ export class GracefulShutdown {
  * functions-framework's listeners, re-installed (with none, its default action ends the process).
  */
 export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
-  const onSignal = (signal: ShutdownSignal) => {
+  const onSignal = (signal: NodeJS.Signals) => {
     for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
     logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
@@ -88,14 +81,13 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
 export const CRASH_EXIT_CODE = 16;
 
 /**
- * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then calls
- * `exit` with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
+ * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then exits
+ * with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
  */
 export function drainOnUncaughtException(
   shutdown: GracefulShutdown,
   graceMs: number,
   logger: Logger,
-  exit: (code: number) => void = (code) => process.exit(code),
 ): void {
   let crashing = false;
   process.on('uncaughtException', (err) => {
@@ -117,7 +109,7 @@ export function drainOnUncaughtException(
           'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)',
         );
       }
-      exit(CRASH_EXIT_CODE);
+      process.exit(CRASH_EXIT_CODE);
     });
   });
 }

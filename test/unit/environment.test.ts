@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLOUD_RUN_VARIABLES, whyNotDevelopment } from '../../src/function/environment.ts';
+import { CLOUD_RUN_VARIABLES, whyNotDevelopment } from '../../src/function/config.ts';
 
 /** Whether `env` is development (moved here from `environment.ts`, which only tests used). */
 const isDevelopment = (env: Readonly<Record<string, string | undefined>>) =>
