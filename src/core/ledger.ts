@@ -77,17 +77,16 @@ export interface ClaimOptions {
   readonly reopenReported?: boolean;
 }
 
-/**
- * What `runOnce` needs of a ledger: {@link RunLedger} implements it, and so do the bench's
- * baselines. Every method throws {@link LedgerUnavailableError} if Firestore fails, does not answer
- * in time or the database does not exist; a fenced write throws only after its retries.
- */
+/** What `runOnce` needs of a ledger: {@link RunLedger} implements it, and so do the bench's baselines. */
 export interface Ledger {
   /**
    * Claims `runId` (the idempotency key and document id: ≤ 1500 bytes, no '/') for a fresh attempt,
    * or says why not: `completed` (a duplicate, even past `expire_at`), `in_progress` (a live lease),
    * `unreadable`. With `guard`, the claim's write and the guarded one land in one atomic batch or
    * neither does (`guard_changed`).
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
+   *   does not exist.
    */
   claim(
     runId: string,
@@ -98,6 +97,8 @@ export interface Ledger {
   /**
    * Extends the lease to `leaseMs` from the write's server time (the heartbeat): the renewed claim,
    * with its new fencing token, or `lease_lost` when another attempt took the run over.
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
    */
   extend(claim: Claim): Promise<Claim | 'lease_lost'>;
   /**
@@ -105,19 +106,26 @@ export interface Ledger {
    * the lease, like {@link extend}.
    *
    * @throws {RunOnceError} for a note `noteProblem` refuses, or one past the record's bounds
-   *   (`notesBoundProblem`), so the completion and the release can always be written.
+   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   *   {@link LedgerUnavailableError} if every try failed transiently.
    */
   note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
   /**
    * Marks the run completed: `lease_lost` when another attempt took it over (the job may then have
-   * run twice). If it throws, the job's work is done: the caller still answers 2xx.
+   * run twice).
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
+   *   the caller should still answer 2xx.
    */
   complete(claim: Claim): Promise<FenceResult>;
   /**
    * Releases the claim after a failed attempt: the record becomes `failed` with `failure`, the
    * error's message only (cut to `MAX_ERROR_LENGTH`), so the next delivery claims it at once; with
    * `reporter` (no retry can follow), `reported_by` and `reported_at` report the final failure in
-   * the same write. If it throws, the claim stays until its lease lapses (retries get 409).
+   * the same write.
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
+   *   its lease lapses, and retries get 409 until then.
    */
   release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
 }

@@ -1,9 +1,7 @@
 /**
  * The run documents in Firestore: the one module that calls Firestore. Every operation has a
- * timeout and classifies its errors where they happen: "someone else wrote first" is an answer only
- * for the conditional write that can cause it; anything else throws. Writes are single atomic
- * operations with a precondition, never transactions (docs/how-it-works.md, "Writes: one
- * precondition each, never a transaction").
+ * timeout and classifies its errors where they happen; every write is one atomic operation with a
+ * precondition (docs/how-it-works.md, "Writes: one precondition each, never a transaction").
  */
 import {
   type DocumentData,
@@ -26,36 +24,31 @@ export interface DocumentRead {
   readonly readTime: Date;
 }
 
-/** What a batched read of run records found. */
+/** What a batched read of run records found, by run id: as {@link DocumentRead}, of the last read. */
 export interface BatchRead {
-  /** Each run id's record, `undefined` when absent. */
   readonly records: ReadonlyMap<string, StoredRecord | undefined>;
-  /** Each present record's update time (a Timestamp: µs, as a precondition compares it). */
+  /** Present records only. */
   readonly updateTimes: ReadonlyMap<string, Timestamp>;
-  /** Firestore's time of the (last) read. */
   readonly readTime: Date;
 }
 
 /**
- * A write committed in the same atomic batch as a run record's claim, on its own precondition:
- * "also write document `id` of `documents`, which must still be at `token` (absent when `token` is
- * undefined)". The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
+ * A write committed in one atomic batch with a claim's, on its own precondition: document `id` of
+ * `documents` (on the same Firestore client) must still be at `token` (absent when `undefined`).
+ * The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
  */
 export interface GuardedWrite {
-  /** The collection of the guarded document: a `RunDocuments` on the same Firestore client. */
   readonly documents: RunDocuments;
   readonly id: string;
   /** What the write is, for error messages (`overlap lock`). */
   readonly what: string;
   readonly data: DocumentData;
-  /** The document's update time as read; `undefined`: it must be absent. */
   readonly token: Timestamp | undefined;
 }
 
 /**
- * A guarded write that found the guarded document no longer at its token, with the run document as
- * read in the same batched read: the guard moved under us, or our own batch landed while its answer
- * was lost (the client retried it), which the run document then shows.
+ * The guarded document was no longer at its token, with the run document read in the same batched
+ * read: the guard moved under us, or our own batch landed while its answer was lost.
  */
 export interface GuardChanged {
   readonly guardChanged: DocumentRead;
@@ -69,10 +62,7 @@ export interface RunDocumentsOptions {
   readonly retentionMs: number;
   /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
-  /**
-   * This process's monotonic clock, ms from any origin (default `performance.now()`), never the
-   * wall clock: tests and the simulator inject a driven clock.
-   */
+  /** This process's monotonic clock, ms (default `performance.now()`, never the wall clock). */
   readonly monotonicNow?: () => number;
 }
 
@@ -84,7 +74,7 @@ const BATCH_SIZE = 500;
 /** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
 const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
 
-/** Another writer won: a conditional write did not apply. Never leaves this module. */
+/** A conditional write did not apply (another writer won). Never leaves this module. */
 class WriteConflict {}
 
 /**
@@ -127,8 +117,7 @@ export class RunDocuments {
   }
 
   /**
-   * Reads one document of this collection as plain data, without the run-record converter: for
-   * collections of other documents (a job's own state), opened as a `RunDocuments` of their own.
+   * Reads one document as plain data, for a collection of other documents (a job's own state).
    *
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
@@ -148,10 +137,9 @@ export class RunDocuments {
   }
 
   /**
-   * Reads many run documents in batched reads (`getAll`, at most {@link BATCH_SIZE} a call): no
-   * query, so no index.
+   * Reads many run documents in batched reads (`getAll`): no query, so no index.
    *
-   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in time.
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    * @example const { records, readTime } = await documents.readMany(runIds);
    */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
@@ -177,11 +165,9 @@ export class RunDocuments {
   }
 
   /**
-   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded
-   * write, so both land or neither does.
+   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write.
    *
-   * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
-   *   `guard`) {@link GuardChanged} if the guarded document was not at its token.
+   * @returns the write's time, `exists` if a document was there first, or {@link GuardChanged}.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
@@ -197,23 +183,16 @@ export class RunDocuments {
     data: DocumentData,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'exists' | GuardChanged> {
-    const written = await this.#write(
-      runId,
-      what,
-      guard,
-      () => this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS]),
-      (batch) => batch.create(this.#ref(runId), data),
-    );
+    const written = await this.#write(runId, what, data, undefined, guard);
     return written === 'conflict' ? 'exists' : written;
   }
 
   /**
    * Updates a run document if nobody wrote it since `token` (its update time as last seen); with
-   * `guard`, in one atomic batch with the guarded write, so both land or neither does.
+   * `guard`, in one atomic batch with the guarded write.
    *
    * @returns the write's time (the new fencing token), `changed` if the document changed or was
-   *   deleted since `token`, or (with `guard`) {@link GuardChanged} if the guarded document was not
-   *   at its token.
+   *   deleted since `token`, or {@link GuardChanged}.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -236,34 +215,29 @@ export class RunDocuments {
     token: Timestamp,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'changed' | GuardChanged> {
-    const precondition = { lastUpdateTime: token };
-    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-    const conflicts = [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const written = await this.#write(
-      runId,
-      what,
-      guard,
-      () => this.#call(what, () => this.#ref(runId).update(data, precondition), conflicts),
-      (batch) => batch.update(this.#ref(runId), data, precondition),
-    );
+    const written = await this.#write(runId, what, data, token, guard);
     return written === 'conflict' ? 'changed' : written;
   }
 
-  /**
-   * One conditional write of run `runId`: `alone` without a guard, else `add`'s write and the
-   * guarded one in one batch. A precondition failure is `conflict`, or {@link GuardChanged} if the
-   * guarded document is no longer at its token (then it was the guard that failed, or may have been).
-   */
+  /** A create (`token` undefined) or an update fenced on `token`, alone or in one batch with `guard`. */
   async #write(
     runId: string,
     what: string,
+    data: DocumentData,
+    token: Timestamp | undefined,
     guard: GuardedWrite | undefined,
-    alone: () => Promise<WriteResult>,
-    add: (batch: WriteBatch) => void,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
+    const ref = this.#ref(runId);
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const conflicts =
+      token === undefined ? [Code.ALREADY_EXISTS] : [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const alone = () =>
+      token === undefined ? ref.create(data) : ref.update(data, { lastUpdateTime: token });
     try {
       const result =
-        guard === undefined ? await alone() : await this.#commitGuarded(what, guard, add);
+        guard === undefined
+          ? await this.#call(what, alone, conflicts)
+          : await this.#commitGuarded(what, guard, ref, data, token);
       this.#learnTime(result.writeTime);
       return result.writeTime;
     } catch (err) {
@@ -272,37 +246,28 @@ export class RunDocuments {
     }
   }
 
-  /** Commits `add`'s write and the guarded write in one batch; returns the former's result. */
   async #commitGuarded(
     what: string,
     guard: GuardedWrite,
-    add: (batch: WriteBatch) => void,
+    ...write: [DocumentReference, DocumentData, Timestamp | undefined]
   ): Promise<WriteResult> {
     const other = guard.documents;
     if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     }
+    const batch = this.#db.batch();
+    addWrite(batch, ...write);
+    addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
     const results = await this.#call(
       `${what} with the ${guard.what}`,
-      () => {
-        const batch = this.#db.batch();
-        add(batch);
-        const ref = other.#ref(guard.id);
-        if (guard.token === undefined) batch.create(ref, guard.data);
-        else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
-        return batch.commit();
-      },
+      () => batch.commit(),
       conflicts,
     );
     return results[0] as WriteResult;
   }
 
-  /**
-   * After a guarded batch failed its preconditions: one batched read of the guarded document and
-   * the run document. `conflict` if the guarded document is still at its token (the run document's
-   * precondition failed), else {@link GuardChanged} with the run document's read.
-   */
+  /** After a guarded batch failed: `conflict` if the guard is still at its token, else the run's read. */
   async #afterGuardedConflict(
     runId: string,
     guard: GuardedWrite,
@@ -327,17 +292,13 @@ export class RunDocuments {
     };
   }
 
-  /**
-   * `expire_at` for a write now: the retention from Firestore's time as best known (this
-   * instance's wall clock only before Firestore's first answer: a TTL is not a lease).
-   */
+  /** `expire_at` for a write now: the retention from Firestore's time (before its first answer, the wall clock's: a TTL is not a lease). */
   expireAt(): Timestamp {
     return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
 
   /**
-   * Firestore's time now, as best this instance knows it: its latest answer's time plus the
-   * monotonic time since. Before the first answer, one read (of a document that never exists) learns it.
+   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
    *
    * @throws {LedgerUnavailableError} if that read fails.
    * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
@@ -361,23 +322,30 @@ export class RunDocuments {
     }
   }
 
-  /** {@link callFirestore} with this collection's client and timeout. */
   #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
     return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
   }
 
-  /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
+  /** Untyped for writes (server timestamps); reads of runs add the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
 }
 
+function addWrite(
+  batch: WriteBatch,
+  ref: DocumentReference,
+  data: DocumentData,
+  token: Timestamp | undefined,
+): void {
+  if (token === undefined) batch.create(ref, data);
+  else batch.update(ref, data, { lastUpdateTime: token });
+}
+
 /**
- * Runs one Firestore operation of `db`, waiting at most `timeoutMs`, and classifies its errors for
- * that operation: a code in `conflicts` (only a conditional write passes any) throws the private
- * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
- * including the timeout, is a {@link LedgerUnavailableError}. Exported for the operations
- * commands' queries (`ops/run-queries.ts`), which the function never makes.
+ * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
+ * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
+ * otherwise means the database is missing. Exported for the operations commands' queries.
  *
  * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
  * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
