@@ -13,8 +13,8 @@ const BEATS_PER_LEASE = 3;
 const MIN_INTERVAL_MS = 100;
 
 /**
- * Keeps one claim's lease alive and aborts `controller` (reason `lease_lost`) when a fenced
- * extension finds another attempt holding the run.
+ * Keeps one claim's lease alive, beating every third of `claim.leaseMs`, and aborts `controller`
+ * (reason `lease_lost`) when a fenced extension finds another attempt holding the run.
  *
  * @example
  * const heartbeat = new LeaseHeartbeat(ledger, claim, controller, logger);
@@ -33,7 +33,6 @@ export class LeaseHeartbeat {
   /** `performance.now()` of the claim or the last extension that landed (monotonic, ms). */
   #lastExtendedAt = performance.now();
 
-  /** Starts beating every third of `claim.leaseMs`; `controller` is aborted if the lease is lost. */
   constructor(ledger: Ledger, claim: Claim, controller: AbortController, logger: Logger) {
     this.#ledger = ledger;
     this.#claim = claim;
@@ -81,22 +80,16 @@ export class LeaseHeartbeat {
    */
   async renewWith(write: (claim: Claim) => Promise<Claim | 'lease_lost'>): Promise<boolean> {
     while (this.#beat !== undefined) await this.#beat;
-    let landed = false;
-    const run = (async () => {
-      const renewed = await write(this.#claim);
-      landed = renewed !== 'lease_lost';
-      this.#apply(renewed);
-    })();
+    const run = write(this.#claim).then((renewed) => this.#apply(renewed));
     this.#beat = run.then(
       () => undefined,
       () => undefined,
     );
     try {
-      await run;
+      return await run;
     } finally {
       this.#beat = undefined;
     }
-    return landed;
   }
 
   async #extend(): Promise<void> {
@@ -122,31 +115,31 @@ export class LeaseHeartbeat {
     );
   }
 
-  /** Takes a renewal's result: the new claim, or a lost lease that aborts the job. */
-  #apply(renewed: Claim | 'lease_lost'): void {
+  /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
+  #apply(renewed: Claim | 'lease_lost'): boolean {
     if (renewed !== 'lease_lost') {
       this.#claim = renewed;
       this.#failures = 0;
       this.#lastExtendedAt = performance.now();
-      return;
+      return true;
     }
     // When stopping, the fenced write that follows reports the lost lease itself.
-    if (this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-      const why =
-        this.#failures > 0
-          ? `after ${this.#failures} failed extension(s) let the lease lapse`
-          : this.stalled
-            ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
-            : 'although no extension had failed (the record was changed by someone else)';
-      this.#logger.warn(
-        { failedExtensions: this.#failures },
-        `lease lost: another attempt took this run over ${why}; aborting the job`,
-      );
-      this.#controller.abort(
-        new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
-      );
-    }
+    if (this.#timer === undefined) return false;
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    const why =
+      this.#failures > 0
+        ? `after ${this.#failures} failed extension(s) let the lease lapse`
+        : this.stalled
+          ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+          : 'although no extension had failed (the record was changed by someone else)';
+    this.#logger.warn(
+      { failedExtensions: this.#failures },
+      `lease lost: another attempt took this run over ${why}; aborting the job`,
+    );
+    this.#controller.abort(
+      new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
+    );
+    return false;
   }
 }

@@ -12,28 +12,16 @@ import type { NoteValue } from './notes.ts';
 import type { GuardedWrite } from './run-documents.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
-/** The attempt that won the claim, as the work sees it. */
-export interface Attempt {
-  /** The idempotency key: pass it to downstream services as their idempotency token. */
-  readonly runId: string;
-  /** This attempt's id (a UUID), stored as the record's `attempt_id`. */
-  readonly attemptId: string;
-  /** When this attempt's lease lapses, by Firestore's clock: current, moved on by every heartbeat. */
-  readonly leaseExpires: Date;
-  /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
-  readonly takeover: boolean;
-  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
-  readonly firstClaimedAt: Date;
-  /** How many attempts claimed the run, this one included. */
-  readonly attempts: number;
+/** The attempt that won the claim, as the work sees it: its claim's fields, the lease current. */
+export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes'> {
   /**
    * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
    * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
    */
   readonly signal: AbortSignal;
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`) now, in one fenced write that also
-   * extends the lease, so a crash before the completion still leaves it on record.
+   * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash before the
+   * completion still leaves it on record.
    *
    * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
    *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
@@ -45,9 +33,8 @@ export interface Attempt {
 export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
 
 /**
- * What happened to one delivery. `unrecorded` means Firestore failed the fenced write after every
- * retry: for a completion the work is done but not recorded; for a release the claim stays until
- * its lease lapses.
+ * What happened to one delivery. `unrecorded`: Firestore failed the fenced write after every retry
+ * (a completion's work is done but not recorded; a released claim stays until its lease lapses).
  */
 export type RunOutcome =
   | {
@@ -65,15 +52,14 @@ export type RunOutcome =
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
       /**
-       * True when `finalFailure` gave a reporter id, so the release carried the report (its
-       * reporter logged it before the write). With `release: 'lease_lost'` the report did not
-       * land: another attempt or a check holds the run, and the caller says so.
+       * `finalFailure` gave a reporter id, so the release carried the report; with `release:
+       * 'lease_lost'` it did not land (another attempt or a check holds the run).
        */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
   | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError }
-  /** The claim's guarded write (`RunOnceOptions.guard`) found its document changed: nothing ran or was written. */
+  /** The claim's guarded write found its document changed: nothing ran or was written. */
   | { readonly outcome: 'guard_changed' };
 
 /** The name of every run outcome. */
@@ -91,18 +77,14 @@ export interface RunOnceOptions {
   readonly logger: Logger;
   /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
   readonly shutdown?: AbortSignal;
-  /**
-   * Longest the work may run, ms: then its signal is aborted (`job_timeout`) and the heartbeat
-   * stops, so a hung job gives the run up within one lease.
-   */
+  /** Longest the work may run, ms: then its signal aborts (`job_timeout`) and the heartbeat stops. */
   readonly maxRunMs?: number;
   /** How long after its signal aborted a still-running job is reported with a warning, ms (5000). */
   readonly abortWarningMs?: number;
   /**
-   * Asked after the work failed, with the failure as it is stored: an id to store as
-   * `reported_by` when this failure is final (no retry can follow), so the release reports it;
-   * `undefined` (or a throw) otherwise. It logs the report itself, before the release is written:
-   * a process killed while the write is unanswered has still logged what the record may hold.
+   * Asked after the work failed, with the failure as stored: an id to store as `reported_by` when
+   * no retry can follow, so the release reports it; `undefined` (or a throw) otherwise. It logs the
+   * report itself before the release is written, so a process killed meanwhile has logged it.
    */
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
@@ -121,11 +103,10 @@ const LEASE_LOSS_MESSAGES = {
 } as const satisfies Record<LeaseLossCause, string>;
 
 /**
- * Runs `work` at most once per `runId` across every instance sharing the ledger. The work runs only
- * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
- * async) releases the claim so a retry can run at once, keeping the failure in the record.
+ * Runs `work` at most once per `runId` across every instance sharing the ledger: only after the
+ * claim is written, with a heartbeat extending the lease; its throw (sync or async) releases the
+ * claim, keeping the failure in the record, so a retry can run at once.
  *
- * @param work - the work; throwing means "failed, retry me".
  * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
  *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
  * @example
@@ -162,7 +143,6 @@ export async function runOnce(
   return scope.completed();
 }
 
-/** The outcome of a claim that did not claim. */
 function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
   switch (claimed.state) {
     case 'completed':
@@ -176,10 +156,7 @@ function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOut
   }
 }
 
-/**
- * One claimed attempt: its abort signal (lease lost, shutdown, `maxRunMs`), its heartbeat, and
- * the fenced write that ends it.
- */
+/** One claimed attempt: its abort signal (lease lost, shutdown, `maxRunMs`), heartbeat and end. */
 class AttemptScope {
   readonly attempt: Attempt;
   readonly #ledger: Ledger;
@@ -242,24 +219,18 @@ class AttemptScope {
     const reporter = await this.#options
       .finalFailure?.(this.attempt, failure)
       .catch(() => undefined);
-    const release = await this.#fenced('release', () =>
+    const [release, loss] = await this.#fenced('release', () =>
       this.#ledger.release(claim, failure, reporter),
     );
     const reported = reporter !== undefined;
-    const { attempt } = this;
-    return release === 'lease_lost'
-      ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: this.#causeOfLoss() }
-      : { outcome: 'failed', attempt, error, release, reported };
+    return { outcome: 'failed', attempt: this.attempt, error, release, reported, ...loss };
   }
 
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
     const claim = await this.#heartbeat.stop();
-    const completion = await this.#fenced('completion', () => this.#ledger.complete(claim));
-    const { attempt } = this;
-    return completion === 'lease_lost'
-      ? { outcome: 'processed', attempt, completion, leaseLoss: this.#causeOfLoss() }
-      : { outcome: 'processed', attempt, completion };
+    const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
+    return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
 
   #timeOut(maxRunMs: number): void {
@@ -288,19 +259,18 @@ class AttemptScope {
     return this.#heartbeat.stalled ? 'stalled' : 'unknown';
   }
 
-  /** A completion or release, its lost lease warned about and its Firestore failure logged. */
+  /** A completion or release, with its lost lease's cause (warned about) or its Firestore failure logged. */
   async #fenced(
     what: 'completion' | 'release',
     write: () => Promise<FenceResult>,
-  ): Promise<FenceResult | 'unrecorded'> {
+  ): Promise<[FenceResult | 'unrecorded', { leaseLoss?: LeaseLossCause }]> {
     const { logger } = this.#options;
     try {
       const result = await write();
-      if (result === 'lease_lost') {
-        const cause = this.#causeOfLoss();
-        logger.warn({ fence: what, leaseLoss: cause }, leaseLossMessage(cause));
-      }
-      return result;
+      if (result !== 'lease_lost') return [result, {}];
+      const leaseLoss = this.#causeOfLoss();
+      logger.warn({ fence: what, leaseLoss }, leaseLossMessage(leaseLoss));
+      return [result, { leaseLoss }];
     } catch (err) {
       if (!(err instanceof LedgerUnavailableError)) throw err;
       logger.error(
@@ -309,7 +279,7 @@ class AttemptScope {
           ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
           : 'the claim could not be released; retries get 409 until its lease lapses',
       );
-      return 'unrecorded';
+      return ['unrecorded', {}];
     }
   }
 }
