@@ -1,8 +1,6 @@
 /**
- * The run ledger's lease protocol: claim a run, extend its lease, note, complete or release it.
- * What a record is lives in `run-record.ts`, the Firestore calls in `run-documents.ts`. Every write
- * is one atomic operation with a precondition, fenced on the update time of our own last write
- * (why, and how lost answers are recognised: docs/how-it-works.md, "The run ledger in detail").
+ * The lease protocol: claim a run, extend its lease, note, complete or release it. Every write is
+ * fenced on the update time of our own last write (docs/how-it-works.md, "The run ledger in detail").
  */
 
 import { randomUUID } from 'node:crypto';
@@ -57,10 +55,7 @@ export interface Claim {
 /** The attempt holding a run, as far as a claim could tell. */
 export type Holder = Pick<Claim, 'attemptId' | 'leaseExpires'>;
 
-/**
- * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable` is
- * never overwritten; `guard_changed`: the guarded document changed, nothing was written.
- */
+/** What a claim found; `holder` is unknown when lost races left no record to read. */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
   | { readonly state: 'guard_changed' }
@@ -77,62 +72,11 @@ export interface ClaimOptions {
   readonly reopenReported?: boolean;
 }
 
-/** What `runOnce` needs of a ledger: {@link RunLedger} implements it, and so do the bench's baselines. */
-export interface Ledger {
-  /**
-   * Claims `runId` (the idempotency key and document id: ≤ 1500 bytes, no '/') for a fresh attempt,
-   * or says why not: `completed` (a duplicate, even past `expire_at`), `in_progress` (a live lease),
-   * `unreadable`. With `guard`, the claim's write and the guarded one land in one atomic batch or
-   * neither does (`guard_changed`).
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
-   *   does not exist.
-   */
-  claim(
-    runId: string,
-    details?: RunDetails,
-    guard?: GuardedWrite,
-    options?: ClaimOptions,
-  ): Promise<ClaimResult>;
-  /**
-   * Extends the lease to `leaseMs` from the write's server time (the heartbeat): the renewed claim,
-   * with its new fencing token, or `lease_lost` when another attempt took the run over.
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
-   */
-  extend(claim: Claim): Promise<Claim | 'lease_lost'>;
-  /**
-   * Notes `value` under `name` in the record (`notes.NAME`) in one fenced write that also extends
-   * the lease, like {@link extend}.
-   *
-   * @throws {RunOnceError} for a note `noteProblem` refuses, or one past the record's bounds
-   *   (`notesBoundProblem`), so the completion and the release can always be written;
-   *   {@link LedgerUnavailableError} if every try failed transiently.
-   */
-  note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
-  /**
-   * Marks the run completed: `lease_lost` when another attempt took it over (the job may then have
-   * run twice).
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
-   *   the caller should still answer 2xx.
-   */
-  complete(claim: Claim): Promise<FenceResult>;
-  /**
-   * Releases the claim after a failed attempt: the record becomes `failed` with `failure`, the
-   * error's message only (cut to `MAX_ERROR_LENGTH`), so the next delivery claims it at once; with
-   * `reporter` (no retry can follow), `reported_by` and `reported_at` report the final failure in
-   * the same write.
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
-   *   its lease lapses, and retries get 409 until then.
-   */
-  release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
-}
+/** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
+export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
-/** Ledger settings. */
+/** Ledger settings: the lease length of a claim, ms (LEASE_SECONDS × 1000). */
 export interface LedgerOptions {
-  /** Lease length of a claim, ms (LEASE_SECONDS × 1000). */
   readonly leaseMs: number;
 }
 
@@ -143,7 +87,7 @@ const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
- * The {@link Ledger} on Firestore. Safe to share across requests; single flight per instance:
+ * The ledger on Firestore. Safe to share across requests; single flight per instance:
  * while it holds or is claiming a run, claims of it answer `in_progress` without a Firestore call
  * (docs/how-it-works.md, "Claims: rounds, single flight and guarded writes").
  *
@@ -152,7 +96,7 @@ const FENCED_WRITE_BACKOFF_MS = 200;
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
  * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
-export class RunLedger implements Ledger {
+export class RunLedger {
   readonly #documents: RunDocuments;
   readonly #leaseMs: number;
   /** Claims sent to Firestore and not yet answered, by run id. */
@@ -175,6 +119,15 @@ export class RunLedger implements Ledger {
     return this.#documents;
   }
 
+  /**
+   * Claims `runId` (the idempotency key and document id: ≤ 1500 bytes, no '/') for a fresh attempt,
+   * or says why not: `completed` (a duplicate, even past `expire_at`), `in_progress` (a live lease),
+   * `unreadable`. With `guard`, the claim's write and the guarded one land in one atomic batch or
+   * neither does (`guard_changed`).
+   *
+   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
+   *   does not exist.
+   */
   async claim(
     runId: string,
     details: RunDetails = {},
@@ -244,10 +197,24 @@ export class RunLedger implements Ledger {
     return { state: 'in_progress', holder };
   }
 
+  /**
+   * Extends the lease to `leaseMs` from the write's server time (the heartbeat): the renewed claim,
+   * with its new fencing token, or `lease_lost` when another attempt took the run over.
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
+   */
   extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
 
+  /**
+   * Notes `value` under `name` in the record (`notes.NAME`) in one fenced write that also extends
+   * the lease, like {@link extend}.
+   *
+   * @throws {RunOnceError} for a note `noteProblem` refuses, or one past the record's bounds
+   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   *   {@link LedgerUnavailableError} if every try failed transiently.
+   */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
     const problem = noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
     if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
@@ -276,6 +243,13 @@ export class RunLedger implements Ledger {
     return renewed;
   }
 
+  /**
+   * Marks the run completed: `lease_lost` when another attempt took it over (the job may then have
+   * run twice).
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
+   *   the caller should still answer 2xx.
+   */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
     const written = await this.#fencedWrite(claim, 'completion', () =>
@@ -284,6 +258,15 @@ export class RunLedger implements Ledger {
     return fenceResult(written, claim, RunStatus.Completed);
   }
 
+  /**
+   * Releases the claim after a failed attempt: the record becomes `failed` with `failure`, the
+   * error's message only (cut to `MAX_ERROR_LENGTH`), so the next delivery claims it at once; with
+   * `reporter` (no retry can follow), `reported_by` and `reported_at` report the final failure in
+   * the same write.
+   *
+   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
+   *   its lease lapses, and retries get 409 until then.
+   */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
     const written = await this.#fencedWrite(claim, 'release', () =>
@@ -320,11 +303,10 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * One fenced write with bounded retries: its time (the new token), or the record that stopped
-   * it. A precondition failure that finds our attempt still in progress is an earlier write of ours
-   * landed unseen: try again on the update time just read. Safe because an `in_progress` record with
-   * this attempt's id was written by this attempt: the one write by anyone else,
-   * {@link reportFailure}, leaves the record `failed`.
+   * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
+   * A precondition failure finding our attempt still `in_progress` is a write of ours landed unseen:
+   * try again on that update time. Safe because only this attempt writes an `in_progress` record with
+   * its id: the one write by anyone else, {@link reportFailure}, leaves the record `failed`.
    */
   async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
@@ -349,11 +331,10 @@ export class RunLedger implements Ledger {
 
 /**
  * Marks a run's final failure reported, once across instances (the missed-run check), fenced on
- * `token`, the update time of the read that judged it: `reported_at` and `reported_by` on a
- * `failed` record; with `lapsedError`, for an `in_progress` record whose lease lapsed at that
- * read's time, the record is ended `failed` too. The one write onto a record by anyone but the
- * attempt it names, and it leaves no record `in_progress`: the lapsed attempt's heartbeat and
- * completion then find the lease lost, and its release finds its own attempt failed.
+ * `token` from the read that judged it; with `lapsedError`, an `in_progress` record whose lease had
+ * lapsed is ended `failed` too. The one write onto a record by anyone but the attempt it names, it
+ * leaves no record `in_progress` (the lapsed attempt then finds its lease lost, or its release its
+ * own attempt failed).
  *
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.

@@ -14,13 +14,13 @@ import {
 import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
 import { runRecordConverter, type StoredRecord } from './run-record.ts';
 
-/** One read of one run document. */
+/**
+ * One read of one run document: the record (`undefined`: absent), its update time (µs: the fencing
+ * token of a write after this read) and Firestore's time of the read ("now" for its decisions).
+ */
 export interface DocumentRead {
-  /** The record, `undefined` when the document is absent. */
   readonly record: StoredRecord | undefined;
-  /** Its update time (µs precision): the fencing token of a write after this read. */
   readonly updateTime: Timestamp | undefined;
-  /** Firestore's time of the read: "now" for every decision on the record. */
   readonly readTime: Date;
 }
 
@@ -56,7 +56,6 @@ export interface GuardChanged {
 
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
-  /** Collection holding the run documents. */
   readonly collection: string;
   /** How long a record is kept after its last write, ms; written to `expire_at` for a TTL policy. */
   readonly retentionMs: number;
@@ -81,11 +80,7 @@ class WriteConflict {}
  * The runs collection, with Firestore's clock as this instance learns it from every answer
  * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
  *
- * @example
- * const documents = new RunDocuments(new Firestore(), {
- *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
- * });
- * const { record, readTime } = await documents.read(runId);
+ * @example const { record, readTime } = await new RunDocuments(db, options).read(runId);
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -120,7 +115,6 @@ export class RunDocuments {
    * Reads one document as plain data, for a collection of other documents (a job's own state).
    *
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
    */
   readData(id: string): Promise<{
     data: DocumentData | undefined;
@@ -140,7 +134,6 @@ export class RunDocuments {
    * Reads many run documents in batched reads (`getAll`): no query, so no index.
    *
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   * @example const { records, readTime } = await documents.readMany(runIds);
    */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
@@ -301,7 +294,6 @@ export class RunDocuments {
    * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
    *
    * @throws {LedgerUnavailableError} if that read fails.
-   * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
    */
   async serverTime(): Promise<Date> {
     if (this.#serverOffsetMs === undefined) await this.read(CLOCK_DOC);
