@@ -174,9 +174,9 @@ export class RunLedger {
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const created = await documents.create(runId, 'claim', fields(), guard);
+      const created = await documents.write(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (created !== 'exists') return this.#claimed(runId, attemptId, created, undefined);
+      if (created !== 'conflict') return this.#claimed(runId, attemptId, created, undefined);
       const read = await documents.read(runId);
       const own = ours(read, replaced);
       if (own !== undefined) return own;
@@ -190,9 +190,9 @@ export class RunLedger {
       if (read.updateTime === undefined) continue;
       replaced = decided.record;
       const update = fields(replaced);
-      const taken = await documents.update(runId, 'takeover', update, read.updateTime, guard);
+      const taken = await documents.write(runId, 'takeover', update, read.updateTime, guard);
       if (isGuardChanged(taken)) return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, replaced);
+      if (taken !== 'conflict') return this.#claimed(runId, attemptId, taken, replaced);
     }
     return { state: 'in_progress', holder };
   }

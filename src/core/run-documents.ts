@@ -158,34 +158,21 @@ export class RunDocuments {
   }
 
   /**
-   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded write.
+   * Creates a run document if none exists.
    *
-   * @returns the write's time, `exists` if a document was there first, or {@link GuardChanged}.
+   * @returns the write's time, or `exists` if a document was there first.
    * @throws {LedgerUnavailableError} for any other failure.
    */
-  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
-  async create(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'exists' | GuardChanged>;
-  async create(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    guard?: GuardedWrite,
-  ): Promise<Timestamp | 'exists' | GuardChanged> {
-    const written = await this.#write(runId, what, data, undefined, guard);
+  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
+    const written = await this.#alone(runId, what, data, undefined);
     return written === 'conflict' ? 'exists' : written;
   }
 
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen); with
-   * `guard`, in one atomic batch with the guarded write.
+   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
    *
-   * @returns the write's time (the new fencing token), `changed` if the document changed or was
-   *   deleted since `token`, or {@link GuardChanged}.
+   * @returns the write's time (the new fencing token), or `changed` if the document changed or was
+   *   deleted since `token`.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -193,71 +180,70 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp,
-  ): Promise<Timestamp | 'changed'>;
-  async update(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp,
-    guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'changed' | GuardChanged>;
-  async update(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp,
-    guard?: GuardedWrite,
-  ): Promise<Timestamp | 'changed' | GuardChanged> {
-    const written = await this.#write(runId, what, data, token, guard);
+  ): Promise<Timestamp | 'changed'> {
+    const written = await this.#alone(runId, what, data, token);
     return written === 'conflict' ? 'changed' : written;
   }
 
-  /** A create (`token` undefined) or an update fenced on `token`, alone or in one batch with `guard`. */
-  async #write(
+  /**
+   * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
+   * one atomic batch with the guarded write, so both land or neither does.
+   *
+   * @returns the write's time, `conflict` if its precondition failed, or {@link GuardChanged}.
+   * @throws {LedgerUnavailableError} for any other failure.
+   */
+  async write(
     runId: string,
     what: string,
     data: DocumentData,
     token: Timestamp | undefined,
     guard: GuardedWrite | undefined,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
-    const ref = this.#ref(runId);
-    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-    const conflicts =
-      token === undefined ? [Code.ALREADY_EXISTS] : [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const alone = () =>
-      token === undefined ? ref.create(data) : ref.update(data, { lastUpdateTime: token });
-    try {
-      const result =
-        guard === undefined
-          ? await this.#call(what, alone, conflicts)
-          : await this.#commitGuarded(what, guard, ref, data, token);
-      this.#learnTime(result.writeTime);
-      return result.writeTime;
-    } catch (err) {
-      if (!(err instanceof WriteConflict)) throw err;
-      return guard === undefined ? 'conflict' : await this.#afterGuardedConflict(runId, guard);
-    }
-  }
-
-  async #commitGuarded(
-    what: string,
-    guard: GuardedWrite,
-    ...write: [DocumentReference, DocumentData, Timestamp | undefined]
-  ): Promise<WriteResult> {
+    if (guard === undefined) return this.#alone(runId, what, data, token);
     const other = guard.documents;
     if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     }
     const batch = this.#db.batch();
-    addWrite(batch, ...write);
+    addWrite(batch, this.#ref(runId), data, token);
     addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const results = await this.#call(
-      `${what} with the ${guard.what}`,
-      () => batch.commit(),
-      conflicts,
-    );
-    return results[0] as WriteResult;
+    try {
+      const [result] = await this.#call(
+        `${what} with the ${guard.what}`,
+        () => batch.commit(),
+        conflicts,
+      );
+      return this.#written(result as WriteResult);
+    } catch (err) {
+      if (!(err instanceof WriteConflict)) throw err;
+      return await this.#afterGuardedConflict(runId, guard);
+    }
+  }
+
+  async #alone(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp | undefined,
+  ): Promise<Timestamp | 'conflict'> {
+    const ref = this.#ref(runId);
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const conflicts =
+      token === undefined ? [Code.ALREADY_EXISTS] : [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const write = () =>
+      token === undefined ? ref.create(data) : ref.update(data, { lastUpdateTime: token });
+    try {
+      return this.#written(await this.#call(what, write, conflicts));
+    } catch (err) {
+      if (err instanceof WriteConflict) return 'conflict';
+      throw err;
+    }
+  }
+
+  #written(result: WriteResult): Timestamp {
+    this.#learnTime(result.writeTime);
+    return result.writeTime;
   }
 
   /** After a guarded batch failed: `conflict` if the guard is still at its token, else the run's read. */

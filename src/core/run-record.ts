@@ -1,7 +1,6 @@
 /**
- * The run record: the schema of one run document, its converter and the claim decision as named
- * conditions (the builders of its writes are in `record-writes.ts`). Every lease time is
- * Firestore's (docs/how-it-works.md, "The run record and its lease").
+ * The run record: its schema, its converter and the claim decision as named conditions; its writes
+ * are in `record-writes.ts` (why: docs/how-it-works.md, "The run record and its lease").
  *
  *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
  *      │                  │  │  ▲ └──────release──► failed               (fenced on our write)
@@ -82,17 +81,15 @@ export interface RunRecord {
   readonly leaseExpires: Date | undefined;
   /** How many attempts claimed the run (records of earlier versions: 1; `missed`: 0). */
   readonly attempts: number;
-  /** The first attempt's claim: `first_claimed_at − schedule_time` is how late the run started. */
+  /** The first attempt's claim (`claimedAt`: the current or last one's). */
   readonly firstClaimedAt: Date | undefined;
-  /** The current (or last) attempt's claim. */
   readonly claimedAt: Date | undefined;
   readonly completedAt: Date | undefined;
   readonly failedAt: Date | undefined;
   /** The last failure's message, at most {@link MAX_ERROR_LENGTH} characters; never request data. */
   readonly lastError: string | undefined;
-  /** When it was reported missed or finally failed (once across instances). */
+  /** When it was reported missed or finally failed (once across instances), and by which check. */
   readonly reportedAt: Date | undefined;
-  /** The id of the check that reported it, so a report that finds its own id after a lost answer logs it. */
   readonly reportedBy: string | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
@@ -103,7 +100,7 @@ export interface RunRecord {
   readonly untimed: boolean;
   /** For `skipped`: the run id of the earlier slot that was still running. */
   readonly blockedBy: string | undefined;
-  /** What the job noted about its run (`ctx.note`), by name. */
+  /** What the job noted (`ctx.note`), by name. */
   readonly notes: Readonly<Record<string, NoteValue>>;
   /** The key scope's id (`scopeId` of `run-key.ts`); `undefined` on a record of an earlier version. */
   readonly keyScope: string | undefined;
@@ -124,9 +121,8 @@ export const MAX_ERROR_LENGTH = 300;
  */
 export interface UnreadableRecord {
   readonly status: 'unreadable';
-  /** The field at fault. */
+  /** The field at fault, and what is wrong with it (for the log line). */
   readonly field: string;
-  /** What is wrong with it, for the log line. */
   readonly problem: string;
 }
 
@@ -231,11 +227,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   },
 };
 
-/**
- * How a claim proceeds on a record read at server time `now`, with the record it decided on:
- * `absent` (create again), `completed` (a duplicate), `unreadable` (never overwritten),
- * `lease_live` (another attempt holds it), or `take_over` (fenced on the read).
- */
+/** How a claim proceeds on a record read at server time `now`, with the record it decided on. */
 export type ClaimDecision =
   | { readonly decision: 'absent' }
   | { readonly decision: 'completed'; readonly record: RunRecord }
@@ -265,8 +257,8 @@ export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
 }
 
 /**
- * An attempt holds the run and its lease has not lapsed at server time `now`. False for a record
- * {@link judgedAt} finds unreadable: a caller that must not treat it as free checks that first.
+ * An attempt holds the run with a lease live at server time `now`. False for a record
+ * {@link judgedAt} finds unreadable, which is not free either: a caller checks that first.
  */
 export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   const judged = judgedAt(record, now);
@@ -279,9 +271,8 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
 
 /**
  * Decides a claim from the record read and the read's server time. A finished run is never taken
- * over (a re-run is a record of its own); a reported run (missed, or failed after retries) counts
- * as finished unless `reopenReported` (a backfill's delivery), so a late delivery cannot turn the
- * report into a lie. A failed or missed run is taken over at once.
+ * over; a reported run (missed, or failed after retries) counts as finished unless `reopenReported`
+ * (a backfill), so a late delivery cannot turn the report into a lie.
  */
 export function claimDecision(
   stored: StoredRecord | undefined,
