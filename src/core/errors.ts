@@ -1,4 +1,4 @@
-/** The project's one error family: its base class and the run lifecycle's errors (the layers above add theirs). */
+/** The project's one error family: its base class and the run lifecycle's errors. */
 
 /** Base class of every error this starter throws on purpose. */
 export class RunOnceError extends Error {
@@ -21,7 +21,7 @@ export class DatabaseNotFoundError extends LedgerUnavailableError {
 /** Why an attempt's `signal` was aborted. */
 export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 
-/** The reason of an attempt's aborted `signal` (`AbortReason`): the job should stop and throw. */
+/** The reason of an attempt's aborted `signal`: the job should stop and throw. */
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
   readonly reason: AbortReason;

@@ -15,11 +15,6 @@ const MIN_INTERVAL_MS = 100;
 /**
  * Keeps one claim's lease alive, beating every third of `claim.leaseMs`, and aborts `controller`
  * (reason `lease_lost`) when a fenced extension finds another attempt holding the run.
- *
- * @example
- * const heartbeat = new LeaseHeartbeat(ledger, claim, controller, logger);
- * await work(controller.signal);
- * const latest = await heartbeat.stop(); // complete or release with the latest fencing token
  */
 export class LeaseHeartbeat {
   readonly #ledger: Ledger;

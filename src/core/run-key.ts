@@ -40,18 +40,14 @@ export function computeRunId(run: RunName, variant: RunVariant = []): string {
   return sha256(variant.length === 0 ? parts : [...parts, variant]);
 }
 
-/** What names a run asked for by hand: the scope, the short job id and the trigger id. */
-export interface TriggerName {
-  readonly scope: Scope;
-  readonly jobName: string;
-  /** `X-Run-Once-Trigger-Id`: 8-64 letters, digits, `-` or `_`. */
+/** What names a run asked for by hand: `X-Run-Once-Trigger-Id` (8-64 letters, digits, `-`, `_`). */
+export interface TriggerName extends Omit<RunName, 'scheduleTime'> {
   readonly triggerId: string;
 }
 
 /**
- * The run id of a manual run or a re-run: from the scope, job name and trigger id, never a time or
- * the mode, so every delivery with the trigger id is one run. The trigger part is an array where a
- * slot's encoding has its time string, so it collides with no slot's id.
+ * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
+ * trigger id is one run; its trigger part is an array where a slot's has a string, so no slot's id.
  *
  * @example computeTriggerRunId({ scope: [], jobName: 'nightly', triggerId: '6f1c…' })
  */
@@ -62,9 +58,6 @@ export function computeTriggerRunId(run: TriggerName): string {
 /**
  * A short id of a key scope, for the ids of per-job documents and a record's `key_scope`: `''` for
  * the empty scope, else the first 16 hex digits of the SHA-256 of its JSON.
- *
- * @example scopeId([]) // ''
- * @example scopeId([['config', 'prod']]) // 16 hex digits
  */
 export function scopeId(scope: Scope): string {
   return scope.length === 0 ? '' : sha256(scope).slice(0, 16);
