@@ -66,9 +66,8 @@ export type ClaimResult =
 /** A fenced write `recorded` (or an earlier try of ours had), or `lease_lost`: it changed nothing. */
 export type FenceResult = 'recorded' | 'lease_lost';
 
-/** How a claim treats what it finds. */
+/** `reopenReported`: take over a run reported missed or failed after retries (a backfill's delivery). */
 export interface ClaimOptions {
-  /** Take over a run reported missed or failed after retries (a backfill's delivery); else `completed`. */
   readonly reopenReported?: boolean;
 }
 
@@ -87,9 +86,8 @@ const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
- * The ledger on Firestore. Safe to share across requests; single flight per instance:
- * while it holds or is claiming a run, claims of it answer `in_progress` without a Firestore call
- * (docs/how-it-works.md, "Claims: rounds, single flight and guarded writes").
+ * The ledger on Firestore, safe to share across requests. Single flight per instance: while it holds
+ * or is claiming a run, claims of it answer `in_progress` without a Firestore call.
  *
  * @example
  * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
@@ -120,10 +118,9 @@ export class RunLedger {
   }
 
   /**
-   * Claims `runId` (the idempotency key and document id: ≤ 1500 bytes, no '/') for a fresh attempt,
-   * or says why not: `completed` (a duplicate, even past `expire_at`), `in_progress` (a live lease),
-   * `unreadable`. With `guard`, the claim's write and the guarded one land in one atomic batch or
-   * neither does (`guard_changed`).
+   * Claims `runId` (the document id: ≤ 1500 bytes, no '/') for a fresh attempt, or says why not
+   * (`completed` is a duplicate, even past `expire_at`). With `guard`, the claim's write and the
+   * guarded one land in one atomic batch or neither does (`guard_changed`).
    *
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
@@ -164,8 +161,7 @@ export class RunLedger {
     const attemptId = randomUUID();
     const fields = (previous?: RunRecord) =>
       claimFields(attemptId, this.#leaseMs, documents.expireAt(), details, previous);
-    // A retried write of ours that had landed answers ALREADY_EXISTS or FAILED_PRECONDITION, or
-    // moved the guard: a read finding our attempt in progress means the run is ours.
+    // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
     const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
       isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined
         ? this.#claimed(runId, attemptId, read.updateTime, previous)
@@ -198,8 +194,8 @@ export class RunLedger {
   }
 
   /**
-   * Extends the lease to `leaseMs` from the write's server time (the heartbeat): the renewed claim,
-   * with its new fencing token, or `lease_lost` when another attempt took the run over.
+   * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
+   * token), or `lease_lost` when another attempt took the run over.
    *
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
    */
@@ -208,11 +204,9 @@ export class RunLedger {
   }
 
   /**
-   * Notes `value` under `name` in the record (`notes.NAME`) in one fenced write that also extends
-   * the lease, like {@link extend}.
+   * Notes `value` under `name` (`notes.NAME`) in one fenced write that also extends the lease.
    *
-   * @throws {RunOnceError} for a note `noteProblem` refuses, or one past the record's bounds
-   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
    *   {@link LedgerUnavailableError} if every try failed transiently.
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
@@ -244,8 +238,7 @@ export class RunLedger {
   }
 
   /**
-   * Marks the run completed: `lease_lost` when another attempt took it over (the job may then have
-   * run twice).
+   * Marks the run completed: `lease_lost` when another attempt took it over (the job may have run twice).
    *
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.
@@ -259,10 +252,9 @@ export class RunLedger {
   }
 
   /**
-   * Releases the claim after a failed attempt: the record becomes `failed` with `failure`, the
-   * error's message only (cut to `MAX_ERROR_LENGTH`), so the next delivery claims it at once; with
-   * `reporter` (no retry can follow), `reported_by` and `reported_at` report the final failure in
-   * the same write.
+   * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
+   * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
+   * follow), the same write reports the final failure (`reported_by`, `reported_at`).
    *
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
@@ -330,15 +322,13 @@ export class RunLedger {
 }
 
 /**
- * Marks a run's final failure reported, once across instances (the missed-run check), fenced on
- * `token` from the read that judged it; with `lapsedError`, an `in_progress` record whose lease had
- * lapsed is ended `failed` too. The one write onto a record by anyone but the attempt it names, it
- * leaves no record `in_progress` (the lapsed attempt then finds its lease lost, or its release its
- * own attempt failed).
+ * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
+ * judged it; with `lapsedError`, an `in_progress` record whose lease had lapsed is ended `failed`
+ * too. The one write onto a record by anyone but the attempt it names: it leaves no record
+ * `in_progress`, so the lapsed attempt's fenced writes find their lease lost.
  *
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example await reportFailure(documents, runId, updateTime, randomUUID());
  */
 export async function reportFailure(
   documents: RunDocuments,

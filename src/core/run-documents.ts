@@ -1,7 +1,6 @@
 /**
- * The run documents in Firestore: the one module that calls Firestore. Every operation has a
- * timeout and classifies its errors where they happen; every write is one atomic operation with a
- * precondition (docs/how-it-works.md, "Writes: one precondition each, never a transaction").
+ * The run documents: the one module that calls Firestore. Every operation has a timeout and
+ * classifies its errors where they happen (docs/how-it-works.md, "Writes: one precondition each").
  */
 import {
   type DocumentData,
@@ -33,9 +32,8 @@ export interface BatchRead {
 }
 
 /**
- * A write committed in one atomic batch with a claim's, on its own precondition: document `id` of
- * `documents` (on the same Firestore client) must still be at `token` (absent when `undefined`).
- * The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
+ * A write in one atomic batch with a claim's, on its own precondition: document `id` of `documents`
+ * (same Firestore client) is still at `token` (absent if `undefined`). The overlap lock rides on it.
  */
 export interface GuardedWrite {
   readonly documents: RunDocuments;
@@ -46,10 +44,7 @@ export interface GuardedWrite {
   readonly token: Timestamp | undefined;
 }
 
-/**
- * The guarded document was no longer at its token, with the run document read in the same batched
- * read: the guard moved under us, or our own batch landed while its answer was lost.
- */
+/** The guard was not at its token; the run document as read with it (our lost batch may show). */
 export interface GuardChanged {
   readonly guardChanged: DocumentRead;
 }
@@ -57,11 +52,11 @@ export interface GuardChanged {
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
   readonly collection: string;
-  /** How long a record is kept after its last write, ms; written to `expire_at` for a TTL policy. */
+  /** How long a record is kept after its last write (`expire_at`, for a TTL policy). */
   readonly retentionMs: number;
-  /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
+  /** Longest wait for one Firestore operation; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
-  /** This process's monotonic clock, ms (default `performance.now()`, never the wall clock). */
+  /** This process's monotonic clock (default `performance.now()`, never the wall clock). */
   readonly monotonicNow?: () => number;
 }
 

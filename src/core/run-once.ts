@@ -1,7 +1,6 @@
 /**
  * The run lifecycle: claim → run (the heartbeat extends the lease) → complete, or release on
- * failure. Independent of HTTP and of Cloud Scheduler, so a downstream service can apply the same
- * claim to any idempotency key it receives.
+ * failure. Independent of HTTP and of Cloud Scheduler: any idempotency key will do.
  */
 
 import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
@@ -14,14 +13,10 @@ import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it: its claim's fields, the lease current. */
 export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes'> {
-  /**
-   * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
-   * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
-   */
+  /** Aborted (reason: an {@link AttemptAbortedError}) when the attempt must stop: stop and throw. */
   readonly signal: AbortSignal;
   /**
-   * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash before the
-   * completion still leaves it on record.
+   * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash keeps it.
    *
    * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
    *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
@@ -67,7 +62,6 @@ export type OutcomeName = RunOutcome['outcome'];
 
 /** Options of {@link runOnce}. */
 export interface RunOnceOptions {
-  /** Descriptive fields stored with the run record. */
   readonly details?: RunDetails;
   /** A write committed atomically with the claim (`Ledger.claim`): the work runs only if both landed. */
   readonly guard?: GuardedWrite;
@@ -103,12 +97,10 @@ const LEASE_LOSS_MESSAGES = {
 } as const satisfies Record<LeaseLossCause, string>;
 
 /**
- * Runs `work` at most once per `runId` across every instance sharing the ledger: only after the
- * claim is written, with a heartbeat extending the lease; its throw (sync or async) releases the
- * claim, keeping the failure in the record, so a retry can run at once.
+ * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
+ * written; its throw releases the claim, keeping the failure, so a retry can run at once.
  *
- * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
- *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
+ * @returns the outcome: Firestore failures are `unavailable` (before the work ran) or `unrecorded`.
  * @example
  * // In a downstream service: apply the run id it received as its idempotency key.
  * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
@@ -156,7 +148,7 @@ function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOut
   }
 }
 
-/** One claimed attempt: its abort signal (lease lost, shutdown, `maxRunMs`), heartbeat and end. */
+/** One claimed attempt: its abort signal, its heartbeat and the fenced write that ends it. */
 class AttemptScope {
   readonly attempt: Attempt;
   readonly #ledger: Ledger;
@@ -259,7 +251,7 @@ class AttemptScope {
     return this.#heartbeat.stalled ? 'stalled' : 'unknown';
   }
 
-  /** A completion or release, with its lost lease's cause (warned about) or its Firestore failure logged. */
+  /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */
   async #fenced(
     what: 'completion' | 'release',
     write: () => Promise<FenceResult>,
