@@ -32,7 +32,7 @@ export class AttemptAbortedError extends RunOnceError {
   }
 }
 
-/** A one-line description of any thrown value (a revoked proxy, a throwing `message` getter…); never throws. */
+/** A one-line description of any thrown value (a revoked proxy, a throwing getter…); never throws. */
 export function describeThrown(value: unknown): string {
   try {
     if (isError(value)) return String(value.message);

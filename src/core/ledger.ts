@@ -238,7 +238,7 @@ export class RunLedger {
   }
 
   /**
-   * Marks the run completed: `lease_lost` when another attempt took it over (the job may have run twice).
+   * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
    *
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.

@@ -1,7 +1,4 @@
-/**
- * The builders of every write to a run document (the timeline is in `run-record.ts`): plain
- * `DocumentData` with server timestamps, which a typed model cannot express. The ledger sends them.
- */
+/** The builders of every write to a run document: `DocumentData` with server timestamps. */
 import { type DocumentData, FieldValue, type Timestamp } from '@google-cloud/firestore';
 import type { NoteValue } from './notes.ts';
 import {
@@ -39,8 +36,7 @@ function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
 
 /**
  * The fields of an attempt's claim: the document a fresh claim creates, or the update that takes
- * over `previous`, the record read just before (a lapsed lease, a failed attempt, a reported miss),
- * counting from that read since the update is fenced on it.
+ * over `previous`, the record read just before (the update is fenced on that read).
  */
 export function claimFields(
   attemptId: string,
@@ -62,10 +58,7 @@ export function claimFields(
   };
 }
 
-/**
- * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
- * final failure (no retry can follow) reported by the same write.
- */
+/** The update that records a failed attempt (a retry claims it at once); `reporter` reports it final. */
 export function failureUpdate(
   message: string,
   expireAt: Timestamp,
@@ -82,7 +75,7 @@ export function failureUpdate(
   };
 }
 
-/** A finished run no attempt ran: created once across instances. */
+/** A finished run no attempt ran. */
 function unattempted(
   status: RunStatus,
   expireAt: Timestamp,

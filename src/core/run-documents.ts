@@ -241,7 +241,7 @@ export class RunDocuments {
     return result.writeTime;
   }
 
-  /** After a guarded batch failed: `conflict` if the guard is still at its token, else the run's read. */
+  /** After a guarded batch failed: `conflict` if the guard is still at its token, else the run read. */
   async #afterGuardedConflict(
     runId: string,
     guard: GuardedWrite,
@@ -266,7 +266,7 @@ export class RunDocuments {
     };
   }
 
-  /** `expire_at` for a write now: the retention from Firestore's time (before its first answer, the wall clock's: a TTL is not a lease). */
+  /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
     return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
