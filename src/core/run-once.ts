@@ -4,7 +4,6 @@
  */
 
 import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
-import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
 import type { NoteValue } from './notes.ts';
@@ -148,14 +147,31 @@ function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOut
   }
 }
 
-/** One claimed attempt: its abort signal, its heartbeat and the fenced write that ends it. */
+/** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
+const BEATS_PER_LEASE = 3;
+const MIN_BEAT_MS = 100;
+
+/**
+ * One claimed attempt: its abort signal, the heartbeat that extends its lease while the work runs
+ * (docs/how-it-works.md, "Long jobs: the lease heartbeat"), and the fenced write that ends it. The
+ * beat interval is a duration, never a difference of clocks, so a skewed clock cannot change it.
+ */
 class AttemptScope {
   readonly attempt: Attempt;
   readonly #ledger: Ledger;
   readonly #options: RunOnceOptions;
   readonly #controller = new AbortController();
-  readonly #heartbeat: LeaseHeartbeat;
-  readonly #timer: NodeJS.Timeout | undefined;
+  /** The claim with the latest fencing token and lease end. */
+  #claim: Claim;
+  #beatTimer: NodeJS.Timeout | undefined;
+  /** The renewal in flight (an extension or a note): both move the fencing token, one at a time. */
+  #beat: Promise<void> | undefined;
+  /** Extensions that failed transiently since the last one that landed. */
+  #failures = 0;
+  #lapseWarned = false;
+  /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
+  #renewedAt = performance.now();
+  readonly #runTimer: NodeJS.Timeout | undefined;
   #timedOut = false;
   #settled = false;
   readonly #onShutdown = () =>
@@ -164,39 +180,44 @@ class AttemptScope {
   constructor(ledger: Ledger, runId: string, claim: Claim, options: RunOnceOptions) {
     this.#ledger = ledger;
     this.#options = options;
-    const controller = this.#controller;
-    const heartbeat = new LeaseHeartbeat(ledger, claim, controller, options.logger);
-    this.#heartbeat = heartbeat;
+    this.#claim = claim;
+    const beatMs = Math.max(MIN_BEAT_MS, claim.leaseMs / BEATS_PER_LEASE);
+    this.#beatTimer = setInterval(() => {
+      this.#beat ??= this.#extend().finally(() => {
+        this.#beat = undefined;
+      });
+    }, beatMs);
+    this.#beatTimer.unref();
+    const { signal } = this.#controller;
+    const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
       runId,
       attemptId: claim.attemptId,
       get leaseExpires() {
-        return heartbeat.claim.leaseExpires;
+        return leaseExpires();
       },
       takeover: claim.takeover,
       firstClaimedAt: claim.firstClaimedAt,
       attempts: claim.attempts,
-      signal: controller.signal,
+      signal,
       note: async (name, value) => {
-        if (!(await heartbeat.renewWith((held) => ledger.note(held, name, value)))) {
-          throw (
-            controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
-          );
+        if (!(await this.#renewWith((held) => ledger.note(held, name, value)))) {
+          throw signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost');
         }
       },
     };
-    controller.signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
+    signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
     if (options.shutdown?.aborted) this.#onShutdown();
     options.shutdown?.addEventListener('abort', this.#onShutdown, { once: true });
     const { maxRunMs } = options;
-    this.#timer =
+    this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
 
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
     this.#settled = true;
-    clearTimeout(this.#timer);
+    clearTimeout(this.#runTimer);
     this.#options.shutdown?.removeEventListener('abort', this.#onShutdown);
   }
 
@@ -206,7 +227,7 @@ class AttemptScope {
     const { signal } = this.#controller;
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
     const error = signal.aborted ? signal.reason : thrown;
-    const claim = await this.#heartbeat.stop();
+    const claim = await this.#stopBeating();
     const failure = describeThrown(error);
     const reporter = await this.#options
       .finalFailure?.(this.attempt, failure)
@@ -220,14 +241,14 @@ class AttemptScope {
 
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
-    const claim = await this.#heartbeat.stop();
+    const claim = await this.#stopBeating();
     const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
     return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
 
   #timeOut(maxRunMs: number): void {
     this.#timedOut = true;
-    void this.#heartbeat.stop();
+    void this.#stopBeating();
     const message = `the job ran longer than ${maxRunMs} ms`;
     this.#controller.abort(new AttemptAbortedError('job_timeout', message));
   }
@@ -245,10 +266,95 @@ class AttemptScope {
     timer.unref();
   }
 
+  /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
+  #stalled(): boolean {
+    return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
+  }
+
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) return 'job_timeout';
-    if (this.#heartbeat.failuresInARow > 0) return 'extensions_failed';
-    return this.#heartbeat.stalled ? 'stalled' : 'unknown';
+    if (this.#failures > 0) return 'extensions_failed';
+    return this.#stalled() ? 'stalled' : 'unknown';
+  }
+
+  /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
+  async #stopBeating(): Promise<Claim> {
+    this.#warnIfLapsed();
+    clearInterval(this.#beatTimer);
+    this.#beatTimer = undefined;
+    await this.#beat;
+    return this.#claim;
+  }
+
+  /**
+   * Runs `write`, a fenced renewal of the claim (a note), between beats, never beside one.
+   *
+   * @returns true if it landed; false if the lease was lost (the signal is then aborted).
+   * @throws whatever `write` throws (a transient failure: the lease still runs).
+   */
+  async #renewWith(write: (claim: Claim) => Promise<Claim | 'lease_lost'>): Promise<boolean> {
+    while (this.#beat !== undefined) await this.#beat;
+    const run = write(this.#claim).then((renewed) => this.#apply(renewed));
+    this.#beat = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await run;
+    } finally {
+      this.#beat = undefined;
+    }
+  }
+
+  async #extend(): Promise<void> {
+    this.#warnIfLapsed();
+    try {
+      this.#apply(await this.#ledger.extend(this.#claim));
+    } catch (err) {
+      // Transient: the lease still runs; the next beat tries again before it lapses.
+      this.#failures++;
+      this.#options.logger.warn(
+        { err, failedExtensions: this.#failures },
+        'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
+      );
+    }
+  }
+
+  /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
+  #warnIfLapsed(): void {
+    if (this.#lapseWarned || !this.#stalled()) return;
+    this.#lapseWarned = true;
+    this.#options.logger.warn(
+      'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
+    );
+  }
+
+  /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
+  #apply(renewed: Claim | 'lease_lost'): boolean {
+    if (renewed !== 'lease_lost') {
+      this.#claim = renewed;
+      this.#failures = 0;
+      this.#renewedAt = performance.now();
+      return true;
+    }
+    // When stopping, the fenced write that follows reports the lost lease itself.
+    if (this.#beatTimer === undefined) return false;
+    clearInterval(this.#beatTimer);
+    this.#beatTimer = undefined;
+    const why =
+      this.#failures > 0
+        ? `after ${this.#failures} failed extension(s) let the lease lapse`
+        : this.#stalled()
+          ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+          : 'although no extension had failed (the record was changed by someone else)';
+    this.#options.logger.warn(
+      { failedExtensions: this.#failures },
+      `lease lost: another attempt took this run over ${why}; aborting the job`,
+    );
+    this.#controller.abort(
+      new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
+    );
+    return false;
   }
 
   /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */
