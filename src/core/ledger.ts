@@ -2,7 +2,6 @@
  * The lease protocol: claim a run, extend its lease, note, complete or release it. Every write is
  * fenced on the update time of our own last write (docs/how-it-works.md, "The run ledger in detail").
  */
-
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';

@@ -2,7 +2,6 @@
  * The run lifecycle: claim → run (the heartbeat extends the lease) → complete, or release on
  * failure. Independent of HTTP and of Cloud Scheduler: any idempotency key will do.
  */
-
 import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';

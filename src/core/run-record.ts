@@ -129,18 +129,12 @@ export interface UnreadableRecord {
 /** What a read of a run document yields. */
 export type StoredRecord = RunRecord | UnreadableRecord;
 
-/** Descriptive fields stored with a claim (the {@link RunRecord} members of their names). */
-export interface RunDetails {
-  readonly jobName?: string;
-  /** Canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
+/** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
+export type RunDetails = Partial<
+  Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>
+> & {
   readonly scheduleTime?: string;
-  /** A slot's run when absent. */
-  readonly kind?: RunKind;
-  readonly rerunOf?: string;
-  readonly untimed?: boolean;
-  /** `''` for no scope. */
-  readonly keyScope?: string;
-}
+};
 
 const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
 const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
