@@ -65,11 +65,6 @@ export type ClaimResult =
 /** A fenced write `recorded` (or an earlier try of ours had), or `lease_lost`: it changed nothing. */
 export type FenceResult = 'recorded' | 'lease_lost';
 
-/** `reopenReported`: take over a run reported missed or failed after retries (a backfill's delivery). */
-export interface ClaimOptions {
-  readonly reopenReported?: boolean;
-}
-
 /** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
 export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
@@ -119,7 +114,8 @@ export class RunLedger {
   /**
    * Claims `runId` (the document id: ≤ 1500 bytes, no '/') for a fresh attempt, or says why not
    * (`completed` is a duplicate, even past `expire_at`). With `guard`, the claim's write and the
-   * guarded one land in one atomic batch or neither does (`guard_changed`).
+   * guarded one land in one atomic batch or neither does (`guard_changed`). `reopenReported` takes
+   * over a run reported missed or failed after retries (a backfill's delivery).
    *
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
@@ -128,7 +124,7 @@ export class RunLedger {
     runId: string,
     details: RunDetails = {},
     guard?: GuardedWrite,
-    options: ClaimOptions = {},
+    options: { readonly reopenReported?: boolean } = {},
   ): Promise<ClaimResult> {
     const held = this.#held.get(runId);
     if (held !== undefined) return { state: 'in_progress', holder: held };

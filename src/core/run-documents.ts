@@ -212,8 +212,26 @@ export class RunDocuments {
       return this.#written(result as WriteResult);
     } catch (err) {
       if (!(err instanceof WriteConflict)) throw err;
-      return await this.#afterGuardedConflict(runId, guard);
     }
+    // A precondition failed: `conflict` if the guard is still at its token, else the run as read.
+    const runRef = this.#ref(runId).withConverter(runRecordConverter);
+    const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
+      this.#db.getAll(other.#ref(guard.id), runRef),
+    );
+    if (guarded === undefined || run === undefined) {
+      throw new LedgerUnavailableError(
+        `Firestore answered the read after the ${guard.what} without its documents`,
+      );
+    }
+    this.#learnTime(run.readTime);
+    const at = guarded.updateTime;
+    const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
+    if (!moved) return 'conflict';
+    // The ref carries the converter, which Firestore.getAll's typings drop.
+    const record = run.data() as StoredRecord | undefined;
+    return {
+      guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
+    };
   }
 
   async #alone(
@@ -239,31 +257,6 @@ export class RunDocuments {
   #written(result: WriteResult): Timestamp {
     this.#learnTime(result.writeTime);
     return result.writeTime;
-  }
-
-  /** After a guarded batch failed: `conflict` if the guard is still at its token, else the run read. */
-  async #afterGuardedConflict(
-    runId: string,
-    guard: GuardedWrite,
-  ): Promise<'conflict' | GuardChanged> {
-    const runRef = this.#ref(runId).withConverter(runRecordConverter);
-    const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
-      this.#db.getAll(guard.documents.#ref(guard.id), runRef),
-    );
-    if (guarded === undefined || run === undefined) {
-      throw new LedgerUnavailableError(
-        `Firestore answered the read after the ${guard.what} without its documents`,
-      );
-    }
-    this.#learnTime(run.readTime);
-    const at = guarded.updateTime;
-    const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
-    if (!moved) return 'conflict';
-    // The ref carries the converter, which Firestore.getAll's typings drop.
-    const record = run.data() as StoredRecord | undefined;
-    return {
-      guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
-    };
   }
 
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
