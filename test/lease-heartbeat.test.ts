@@ -1,6 +1,6 @@
 /**
- * The lease heartbeat (`lease-heartbeat.ts`) on the real emulator: it keeps long jobs exclusive and
- * aborts the job's signal when the lease is lost.
+ * The lease heartbeat (`AttemptScope` in `run-once.ts`) on the real emulator: it keeps long jobs
+ * exclusive and aborts the job's signal when the lease is lost.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,25 +1,18 @@
-/**
- * The project's one error family: the base class and the errors of the run lifecycle, each naming
- * one thing that went wrong; the layers above add their own (`policy/errors.ts`, `function/errors.ts`).
- */
+/** The project's one error family: its base class and the run lifecycle's errors. */
 
 /** Base class of every error this starter throws on purpose. */
 export class RunOnceError extends Error {
   override name = 'RunOnceError';
 }
 
-/**
- * Firestore could not be reached, refused the operation for a reason other than a lost race, or did
- * not answer within the configured timeout. Retryable: the caller answers 5xx.
- */
+/** Firestore failed for a reason other than a lost race, or did not answer in time. Retryable (5xx). */
 export class LedgerUnavailableError extends RunOnceError {
   override name = 'LedgerUnavailableError';
 }
 
 /**
- * The Firestore database does not exist (NOT_FOUND where only a missing database can cause it).
- * Its message names `FIRESTORE_DATABASE` and holds nothing secret, so it reaches the client even in
- * production.
+ * The Firestore database does not exist (NOT_FOUND where only that can cause it). Its message names
+ * `FIRESTORE_DATABASE` and holds nothing secret, so it reaches the client even in production.
  */
 export class DatabaseNotFoundError extends LedgerUnavailableError {
   override name = 'DatabaseNotFoundError';
@@ -28,11 +21,7 @@ export class DatabaseNotFoundError extends LedgerUnavailableError {
 /** Why an attempt's `signal` was aborted. */
 export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 
-/**
- * The reason given to an attempt's `AbortSignal`: the lease was lost to another attempt, the
- * instance is shutting down (SIGTERM), or the job ran past `JOB_TIMEOUT_SECONDS`. A job that sees it
- * should stop and throw; its claim is then released.
- */
+/** The reason of an attempt's aborted `signal`: the job should stop and throw. */
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
   readonly reason: AbortReason;
@@ -43,10 +32,7 @@ export class AttemptAbortedError extends RunOnceError {
   }
 }
 
-/**
- * A one-line description of any thrown value, which itself never throws: a job may throw an
- * object without a prototype, a revoked proxy or a value whose `message` getter throws.
- */
+/** A one-line description of any thrown value (a revoked proxy, a throwing getter…); never throws. */
 export function describeThrown(value: unknown): string {
   try {
     if (isError(value)) return String(value.message);

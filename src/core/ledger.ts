@@ -1,21 +1,17 @@
 /**
- * The run ledger's lease protocol: claim a run, extend its lease, note, complete or release it.
- * What a record is lives in `run-record.ts`, the Firestore calls in `run-documents.ts`. Every write
- * is one atomic operation with a precondition, fenced on the update time of our own last write
- * (why, and how lost answers are recognised: docs/how-it-works.md, "The run ledger in detail").
+ * The lease protocol: claim a run, extend its lease, note, complete or release it. Every write is
+ * fenced on the update time of our own last write (docs/how-it-works.md, "The run ledger in detail").
  */
-
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
 import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import {
-  claimDocument,
+  claimFields,
   completionUpdate,
   extensionUpdate,
   failureUpdate,
   reportedUpdate,
-  takeoverUpdate,
 } from './record-writes.ts';
 import {
   type DocumentRead,
@@ -33,13 +29,15 @@ import {
   type UnreadableRecord,
 } from './run-record.ts';
 
-/** A claim held by this attempt: what the lease heartbeat, completion and release need. */
+/** A claim held by this attempt. Times are Firestore's. */
 export interface Claim {
+  /** The idempotency key: the document id, and the token to pass to downstream services. */
   readonly runId: string;
+  /** This attempt's id (a UUID), stored as the record's `attempt_id`. */
   readonly attemptId: string;
   /** Update time of our last write to the run document: the fencing token of every later write. */
   readonly fencingToken: Timestamp;
-  /** When the lease lapses, by Firestore's clock: our last write's time + `leaseMs` (decisions read the stored one). */
+  /** When the lease lapses: our last write's time + `leaseMs`. */
   readonly leaseExpires: Date;
   /** The lease length, ms: the heartbeat beats at a third of it. */
   readonly leaseMs: number;
@@ -47,23 +45,16 @@ export interface Claim {
   readonly takeover: boolean;
   /** The notes stored in the record: exact, since only the holder writes notes (fenced). */
   readonly notes: Readonly<Record<string, NoteValue>>;
-  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
+  /** When the run's first attempt claimed it (`first_claimed_at`). */
   readonly firstClaimedAt: Date;
   /** How many attempts claimed the run, this one included (`attempts`). */
   readonly attempts: number;
 }
 
 /** The attempt holding a run, as far as a claim could tell. */
-export interface Holder {
-  readonly attemptId: string;
-  /** When its lease lapses, by Firestore's clock. */
-  readonly leaseExpires: Date;
-}
+export type Holder = Pick<Claim, 'attemptId' | 'leaseExpires'>;
 
-/**
- * What a claim found. `holder` is unknown when lost races left no record to read; `unreadable` is
- * never overwritten; `guard_changed`: the guarded document changed, nothing was written.
- */
+/** What a claim found; `holder` is unknown when lost races left no record to read. */
 export type ClaimResult =
   | { readonly state: 'claimed'; readonly claim: Claim }
   | { readonly state: 'guard_changed' }
@@ -74,40 +65,11 @@ export type ClaimResult =
 /** A fenced write `recorded` (or an earlier try of ours had), or `lease_lost`: it changed nothing. */
 export type FenceResult = 'recorded' | 'lease_lost';
 
-/**
- * What `runOnce` needs of a ledger. {@link RunLedger} implements it; so do the bench's baselines.
- * Every method may throw {@link LedgerUnavailableError}.
- */
-export interface Ledger {
-  /**
-   * Claims `runId` for a fresh attempt, or says why not; with `guard`, both writes land or neither
-   * (`guard_changed`). Throws if it cannot commit a guard, never claims without it.
-   */
-  claim(
-    runId: string,
-    details?: RunDetails,
-    guard?: GuardedWrite,
-    options?: ClaimOptions,
-  ): Promise<ClaimResult>;
-  /** Extends a held lease, fenced; returns the renewed claim. */
-  extend(claim: Claim): Promise<Claim | 'lease_lost'>;
-  /** Marks the run completed, fenced. */
-  complete(claim: Claim): Promise<FenceResult>;
-  /** Releases the claim after a failed attempt, fenced, `reporter` marking it reported. */
-  release(claim: Claim, failure?: string, reporter?: string): Promise<FenceResult>;
-  /** Notes a value in the run's record, fenced, extending the lease. @throws {RunOnceError} for a bad note. */
-  note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'>;
-}
+/** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
+export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
-/** How a claim treats what it finds. */
-export interface ClaimOptions {
-  /** Take over a run reported missed or failed after retries (a backfill's delivery); else `completed`. */
-  readonly reopenReported?: boolean;
-}
-
-/** Ledger settings. */
+/** Ledger settings: the lease length of a claim, ms (LEASE_SECONDS × 1000). */
 export interface LedgerOptions {
-  /** Lease length of a claim, ms (LEASE_SECONDS × 1000). */
   readonly leaseMs: number;
 }
 
@@ -118,16 +80,15 @@ const FENCED_WRITE_TRIES = 3;
 const FENCED_WRITE_BACKOFF_MS = 200;
 
 /**
- * Claims, extends, completes and releases runs in Firestore. Safe to share across requests; single
- * flight per instance: while it holds or is claiming a run, claims of it answer `in_progress`
- * without a Firestore call (docs/how-it-works.md, "Claims: rounds, single flight and guarded writes").
+ * The ledger on Firestore, safe to share across requests. Single flight per instance: while it holds
+ * or is claiming a run, claims of it answer `in_progress` without a Firestore call.
  *
  * @example
  * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
  * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
  * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
-export class RunLedger implements Ledger {
+export class RunLedger {
   readonly #documents: RunDocuments;
   readonly #leaseMs: number;
   /** Claims sent to Firestore and not yet answered, by run id. */
@@ -140,7 +101,7 @@ export class RunLedger implements Ledger {
     this.#leaseMs = options.leaseMs;
   }
 
-  /** A ledger on its own {@link RunDocuments} over `db`, e.g. `RunLedger.open(db, { collection, leaseMs, retentionMs, timeoutMs })`. */
+  /** A ledger on its own {@link RunDocuments} over `db`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
@@ -151,22 +112,19 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Claims run `runId` for a fresh attempt, or reports why it cannot: completed (a duplicate, even
-   * past `expire_at`), held by a live lease, or unreadable. One `create()`; on a conflict, a read
-   * and, if {@link claimDecision} says so, a takeover fenced on it; lost races re-read, up to
-   * {@link MAX_CLAIM_ROUNDS} rounds. A record with this claim's attempt id is ours (a lost answer).
+   * Claims `runId` (the document id: ≤ 1500 bytes, no '/') for a fresh attempt, or says why not
+   * (`completed` is a duplicate, even past `expire_at`). With `guard`, the claim's write and the
+   * guarded one land in one atomic batch or neither does (`guard_changed`). `reopenReported` takes
+   * over a run reported missed or failed after retries (a backfill's delivery).
    *
-   * @param runId - the idempotency key; the document id (≤ 1500 bytes, no '/').
-   * @param guard - a write committed in one atomic batch with the claim's, on its own precondition.
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
-   * @example const result = await ledger.claim(runId, { jobName: 'nightly-report' });
    */
   async claim(
     runId: string,
     details: RunDetails = {},
     guard?: GuardedWrite,
-    options: ClaimOptions = {},
+    options: { readonly reopenReported?: boolean } = {},
   ): Promise<ClaimResult> {
     const held = this.#held.get(runId);
     if (held !== undefined) return { state: 'in_progress', holder: held };
@@ -186,6 +144,7 @@ export class RunLedger implements Ledger {
     }
   }
 
+  /** One `create()`; on a conflict, a read and a takeover fenced on it; lost races re-read. */
   async #claimInFirestore(
     runId: string,
     details: RunDetails,
@@ -193,23 +152,25 @@ export class RunLedger implements Ledger {
     reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    let holder: Holder | undefined;
     // One attempt id for every round: a record carrying it was written by this claim.
     const attemptId = randomUUID();
+    const fields = (previous?: RunRecord) =>
+      claimFields(attemptId, this.#leaseMs, documents.expireAt(), details, previous);
+    // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
+    const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
+      isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined
+        ? this.#claimed(runId, attemptId, read.updateTime, previous)
+        : undefined;
+    let holder: Holder | undefined;
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const document = claimDocument(attemptId, this.#leaseMs, documents.expireAt(), details);
-      const created = await documents.create(runId, 'claim', document, guard);
-      if (isGuardChanged(created)) {
-        return this.#ownOrGuardChanged(runId, attemptId, created.guardChanged, replaced);
-      }
-      if (created !== 'exists') return this.#claimed(runId, attemptId, created, undefined);
+      const created = await documents.write(runId, 'claim', fields(), undefined, guard);
+      if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
+      if (created !== 'conflict') return this.#claimed(runId, attemptId, created, undefined);
       const read = await documents.read(runId);
-      // A retried write of ours that had landed answers ALREADY_EXISTS or FAILED_PRECONDITION.
-      if (isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined) {
-        return this.#claimed(runId, attemptId, read.updateTime, replaced);
-      }
+      const own = ours(read, replaced);
+      if (own !== undefined) return own;
       replaced = undefined;
       const decided = claimDecision(read.record, read.readTime, reopenReported);
       if (decided.decision === 'absent') continue; // released between our create and our read
@@ -219,43 +180,29 @@ export class RunLedger implements Ledger {
       if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
       if (read.updateTime === undefined) continue;
       replaced = decided.record;
-      const update = takeoverUpdate(
-        attemptId,
-        this.#leaseMs,
-        documents.expireAt(),
-        details,
-        replaced,
-      );
-      const taken = await documents.update(runId, 'takeover', update, read.updateTime, guard);
-      if (isGuardChanged(taken)) {
-        return this.#ownOrGuardChanged(runId, attemptId, taken.guardChanged, replaced);
-      }
-      if (taken !== 'changed') return this.#claimed(runId, attemptId, taken, replaced);
+      const update = fields(replaced);
+      const taken = await documents.write(runId, 'takeover', update, read.updateTime, guard);
+      if (isGuardChanged(taken)) return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
+      if (taken !== 'conflict') return this.#claimed(runId, attemptId, taken, replaced);
     }
     return { state: 'in_progress', holder };
   }
 
   /**
-   * Extends the lease of a claim this attempt still holds (the heartbeat), fenced: the new lease
-   * runs `leaseMs` from the write's server time. Use the returned claim (its new fencing token).
+   * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
+   * token), or `lease_lost` when another attempt took the run over.
    *
-   * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
-   * @example if ((await ledger.extend(claim)) === 'lease_lost') controller.abort();
    */
-  async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
+  extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
 
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`) while this attempt holds the run:
-   * one fenced write that also extends the lease, like {@link extend}.
+   * Notes `value` under `name` (`notes.NAME`) in one fenced write that also extends the lease.
    *
-   * @returns the renewed claim, or `lease_lost` when another attempt took the run over.
-   * @throws {RunOnceError} for a note {@link noteProblem} refuses, or one past the record's bounds
-   *   (`notesBoundProblem`), so the completion and the release can always be written;
+   * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
    *   {@link LedgerUnavailableError} if every try failed transiently.
-   * @example const renewed = await ledger.note(claim, 'launch', { name: execution.name });
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
     const problem = noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
@@ -286,13 +233,10 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Marks the claimed run completed, if this attempt still holds it.
+   * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
    *
-   * @returns `recorded`, or `lease_lost` when another attempt took the run over (the job may then
-   *   have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
    *   the caller should still answer 2xx.
-   * @example if ((await ledger.complete(claim)) === 'lease_lost') logger.warn('lease lost');
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -303,17 +247,12 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * Releases the claim after a failed attempt, if this attempt still holds it: the record becomes
-   * `failed` with the error's message (where the guide's sample deletes the claim), so the next
-   * delivery claims it at once and the history keeps the failure.
+   * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
+   * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
+   * follow), the same write reports the final failure (`reported_by`, `reported_at`).
    *
-   * @param failure - the error's message only (cut to `MAX_ERROR_LENGTH`); never request data.
-   * @param reporter - when no Scheduler retry can follow, stored as `reported_by` with
-   *   `reported_at`: the final failure is reported by this one write.
-   * @returns `recorded`, or `lease_lost` when another attempt holds the run.
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
-   * @example await ledger.release(claim, 'billing answered 503');
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -326,19 +265,6 @@ export class RunLedger implements Ledger {
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
-  }
-
-  /** A guard moved by another claim, or by our own batch whose answer was lost: then the run is ours. */
-  #ownOrGuardChanged(
-    runId: string,
-    attemptId: string,
-    run: DocumentRead,
-    previous: RunRecord | undefined,
-  ): ClaimResult {
-    if (isOwn(run.record, attemptId, RunStatus.InProgress) && run.updateTime !== undefined) {
-      return this.#claimed(runId, attemptId, run.updateTime, previous);
-    }
-    return { state: 'guard_changed' };
   }
 
   #claimed(
@@ -356,7 +282,7 @@ export class RunLedger implements Ledger {
       leaseMs,
       takeover: previous !== undefined,
       notes: previous?.notes ?? {},
-      // A takeover keeps a stored first claim (takeoverUpdate); otherwise this write stamped it.
+      // A takeover keeps a stored first claim (claimFields); otherwise this write stamped it.
       firstClaimedAt: previous?.firstClaimedAt ?? writeTime.toDate(),
       attempts: (previous?.attempts ?? 0) + 1,
     };
@@ -364,10 +290,10 @@ export class RunLedger implements Ledger {
   }
 
   /**
-   * One fenced write with bounded retries. A precondition failure finding our attempt still in
-   * progress is an earlier write of ours landed unseen: try again on the update time just read.
-   * Safe: only this attempt writes an `in_progress` record with its `attempt_id` (see
-   * {@link reportFailure}). Returns the write's time (the new token), or the record that stopped it.
+   * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
+   * A precondition failure finding our attempt still `in_progress` is a write of ours landed unseen:
+   * try again on that update time. Safe because only this attempt writes an `in_progress` record with
+   * its id: the one write by anyone else, {@link reportFailure}, leaves the record `failed`.
    */
   async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
@@ -391,18 +317,13 @@ export class RunLedger implements Ledger {
 }
 
 /**
- * Marks a run's final failure reported, once across instances (the missed-run check), fenced on
- * `token`, the update time of the read that judged it: a `failed` record gets `reported_at` and
- * `reported_by`; with `lapsedError`, an `in_progress` record whose lease lapsed is ended `failed`
- * too. The one write onto a record by anyone but the attempt it names, and it leaves no record
- * `in_progress`: so an `in_progress` record with an attempt's id was written by that attempt, which
- * claims and fenced writes rely on. A lapsed attempt still running then gets `lease_lost` from its
- * heartbeat and completion; its release finds its own attempt failed and counts as recorded.
+ * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
+ * judged it; with `lapsedError`, an `in_progress` record whose lease had lapsed is ended `failed`
+ * too. The one write onto a record by anyone but the attempt it names: it leaves no record
+ * `in_progress`, so the lapsed attempt's fenced writes find their lease lost.
  *
- * @param lapsedError - only for a record read `in_progress` whose lease lapsed at the read's time.
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.
- * @example await reportFailure(documents, runId, updateTime, randomUUID());
  */
 export async function reportFailure(
   documents: RunDocuments,
@@ -419,6 +340,8 @@ export async function reportFailure(
   return marked === 'changed' ? 'exists' : 'reported';
 }
 
+const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;
+
 function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
   return typeof written === 'object' && 'guardChanged' in written;
 }
@@ -432,7 +355,6 @@ function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResu
   return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';
 }
 
-/** Whether `record` is attempt `attemptId`'s, with status `status`. */
 function isOwn(
   record: StoredRecord | undefined,
   attemptId: string,

@@ -11,25 +11,21 @@ export type NoteValue =
   | boolean
   | Readonly<Record<string, string | number | boolean>>;
 
-/** Limits of one note, so a record stays small and readable. */
+/** Limits of one note (`noteProblem` states them), so a record stays small and readable. */
 const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const MAX_NOTE_STRING = 1500;
 const MAX_NOTE_FIELDS = 20;
 
 /**
- * Most notes one record holds; with {@link MAX_NOTES_BYTES} it keeps a record far below
- * Firestore's document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so the
- * completion and the release can always be written.
+ * Most notes, and most bytes of notes ({@link storedSize}), one record holds: far below Firestore's
+ * document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas).
  */
 export const MAX_NOTES = 100;
-/** Most bytes all notes of one record take ({@link storedSize}): a quarter of the document limit. */
 export const MAX_NOTES_BYTES = 256 * 1024;
 
 /**
  * The storage size of a stored value in bytes, by Firestore's rules
- * (https://firebase.google.com/docs/firestore/storage-size): a string is its UTF-8 bytes + 1, a
- * number 8, a boolean or null 1, a timestamp 8, a map the sum of its field names (UTF-8 + 1) and
- * values, an array the sum of its values. Exact for every value a note can hold.
+ * (https://firebase.google.com/docs/firestore/storage-size): exact for every value a note can hold.
  */
 export function storedSize(value: unknown): number {
   if (typeof value === 'string') return Buffer.byteLength(value, 'utf8') + 1;
@@ -48,9 +44,8 @@ export function storedSize(value: unknown): number {
 }
 
 /**
- * What is wrong with adding `value` under `name` to a record whose notes are `notes` (exact: only
- * the holder writes notes, fenced), or `undefined`: more than {@link MAX_NOTES} notes or
- * {@link MAX_NOTES_BYTES} bytes. Replacing a note counts its new value only.
+ * What is wrong with adding `value` under `name` to a record's `notes`, or `undefined`: more than
+ * {@link MAX_NOTES} notes or {@link MAX_NOTES_BYTES} bytes (a replaced note counts its new value).
  */
 export function notesBoundProblem(
   notes: Readonly<Record<string, unknown>>,
@@ -69,7 +64,7 @@ export function notesBoundProblem(
   return undefined;
 }
 
-/** A name a plain object already answers (`constructor`, `__proto__`, `toString`…): never a key. */
+/** A name a plain object already answers (`constructor`, `__proto__`…): never a key. */
 function isPrototypeMember(name: string): boolean {
   return name in Object.prototype;
 }
@@ -98,10 +93,9 @@ function scalarProblem(value: unknown): string | undefined {
 
 /**
  * What is wrong with a note, or `undefined`, in a message naming the note. A name is a letter, then
- * up to 63 letters, digits or `_`, and no `Object.prototype` member (`constructor`…); a value is a
- * scalar or a plain object of at most 20 scalars, strings ≤ 1500 characters. A `Map`, a `Date`, an
- * array or a class instance is refused: Firestore would store it as something else, or refuse the
- * write only after its retries.
+ * up to 63 letters, digits or `_`, and no `Object.prototype` member; a value is a scalar or a plain
+ * object of at most 20 scalars, strings ≤ 1500 characters. A `Map`, a `Date`, an array or a class
+ * instance is refused: Firestore would store it as something else, or refuse it after its retries.
  */
 export function noteProblem(name: string, value: unknown): string | undefined {
   if (!NOTE_NAME.test(name))

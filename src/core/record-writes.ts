@@ -1,7 +1,4 @@
-/**
- * The builders of every write to a run document (see the timeline in `run-record.ts`): plain
- * `DocumentData` with server timestamps, which a typed model cannot express. The ledger sends them.
- */
+/** The builders of every write to a run document: `DocumentData` with server timestamps. */
 import { type DocumentData, FieldValue, type Timestamp } from '@google-cloud/firestore';
 import type { NoteValue } from './notes.ts';
 import {
@@ -37,12 +34,16 @@ function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
   };
 }
 
-/** The fields of an attempt's claim, fresh or taken over. */
-function attemptFields(
+/**
+ * The fields of an attempt's claim: the document a fresh claim creates, or the update that takes
+ * over `previous`, the record read just before (the update is fenced on that read).
+ */
+export function claimFields(
   attemptId: string,
   leaseMs: number,
   expireAt: Timestamp,
   details: RunDetails,
+  previous: RunRecord | undefined,
 ): DocumentData {
   return {
     ...detailFields(details),
@@ -50,48 +51,14 @@ function attemptFields(
     [Field.attemptId]: attemptId,
     ...leaseFields(leaseMs, expireAt),
     [Field.claimedAt]: FieldValue.serverTimestamp(),
-  };
-}
-
-/** The document a fresh claim creates: the run's first attempt. */
-export function claimDocument(
-  attemptId: string,
-  leaseMs: number,
-  expireAt: Timestamp,
-  details: RunDetails,
-): DocumentData {
-  return {
-    ...attemptFields(attemptId, leaseMs, expireAt, details),
-    [Field.attempts]: 1,
-    [Field.firstClaimedAt]: FieldValue.serverTimestamp(),
-  };
-}
-
-/**
- * The update that takes over a lapsed lease, a failed attempt or a reported miss: the next attempt
- * over `previous`, the record read just before (the update is fenced on that read, so counting
- * from it is exact).
- */
-export function takeoverUpdate(
-  attemptId: string,
-  leaseMs: number,
-  expireAt: Timestamp,
-  details: RunDetails,
-  previous: RunRecord,
-): DocumentData {
-  return {
-    ...attemptFields(attemptId, leaseMs, expireAt, details),
-    [Field.attempts]: previous.attempts + 1,
-    ...(previous.firstClaimedAt === undefined
+    [Field.attempts]: (previous?.attempts ?? 0) + 1,
+    ...(previous?.firstClaimedAt === undefined
       ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
       : {}),
   };
 }
 
-/**
- * The update that records a failed attempt in a state a retry claims at once; with `reporter`, a
- * final failure (no retry can follow) reported by the same write.
- */
+/** The update that records a failed attempt (a retry claims it at once); `reporter` reports it final. */
 export function failureUpdate(
   message: string,
   expireAt: Timestamp,
@@ -108,19 +75,29 @@ export function failureUpdate(
   };
 }
 
-/** The document that reports a slot no attempt came for: created once across instances. */
+/** A finished run no attempt ran. */
+function unattempted(
+  status: RunStatus,
+  expireAt: Timestamp,
+  details: RunDetails,
+  fields: DocumentData,
+) {
+  return {
+    ...detailFields(details),
+    [Field.status]: status,
+    [Field.attempts]: 0,
+    ...fields,
+    [Field.expireAt]: expireAt,
+  };
+}
+
+/** The document that reports a slot no attempt came for, by check `reporter`. */
 export function missedDocument(
   expireAt: Timestamp,
   details: RunDetails,
   reporter: string,
 ): DocumentData {
-  return {
-    ...detailFields(details),
-    [Field.status]: RunStatus.Missed,
-    [Field.attempts]: 0,
-    ...reportedUpdate(reporter),
-    [Field.expireAt]: expireAt,
-  };
+  return unattempted(RunStatus.Missed, expireAt, details, reportedUpdate(reporter));
 }
 
 /** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
@@ -129,16 +106,10 @@ export function skippedDocument(
   details: RunDetails,
   blockedBy: string,
 ): DocumentData {
-  return {
-    ...detailFields(details),
-    [Field.status]: RunStatus.Skipped,
-    [Field.attempts]: 0,
-    [Field.blockedBy]: blockedBy,
-    [Field.expireAt]: expireAt,
-  };
+  return unattempted(RunStatus.Skipped, expireAt, details, { [Field.blockedBy]: blockedBy });
 }
 
-/** The update that marks a finally failed run reported (fenced, so only one instance reports). */
+/** The update that marks a run reported by check `reporter` (fenced, so only one instance reports). */
 export function reportedUpdate(reporter: string): DocumentData {
   return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
 }

@@ -1,9 +1,6 @@
 /**
- * The run documents in Firestore: the one module that calls Firestore. Every operation has a
- * timeout and classifies its errors where they happen: "someone else wrote first" is an answer only
- * for the conditional write that can cause it; anything else throws. Writes are single atomic
- * operations with a precondition, never transactions (docs/how-it-works.md, "Writes: one
- * precondition each, never a transaction").
+ * The run documents: the one module that calls Firestore. Every operation has a timeout and
+ * classifies its errors where they happen (docs/how-it-works.md, "Writes: one precondition each").
  */
 import {
   type DocumentData,
@@ -16,63 +13,50 @@ import {
 import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
 import { runRecordConverter, type StoredRecord } from './run-record.ts';
 
-/** One read of one run document. */
+/**
+ * One read of one run document: the record (`undefined`: absent), its update time (µs: the fencing
+ * token of a write after this read) and Firestore's time of the read ("now" for its decisions).
+ */
 export interface DocumentRead {
-  /** The record, `undefined` when the document is absent. */
   readonly record: StoredRecord | undefined;
-  /** Its update time (µs precision): the fencing token of a write after this read. */
   readonly updateTime: Timestamp | undefined;
-  /** Firestore's time of the read: "now" for every decision on the record. */
   readonly readTime: Date;
 }
 
-/** What a batched read of run records found. */
+/** What a batched read of run records found, by run id: as {@link DocumentRead}, of the last read. */
 export interface BatchRead {
-  /** Each run id's record, `undefined` when absent. */
   readonly records: ReadonlyMap<string, StoredRecord | undefined>;
-  /** Each present record's update time (a Timestamp: µs, as a precondition compares it). */
+  /** Present records only. */
   readonly updateTimes: ReadonlyMap<string, Timestamp>;
-  /** Firestore's time of the (last) read. */
   readonly readTime: Date;
 }
 
 /**
- * A write committed in the same atomic batch as a run record's claim, on its own precondition:
- * "also write document `id` of `documents`, which must still be at `token` (absent when `token` is
- * undefined)". The core gives it no meaning; the overlap lock (`policy/overlap.ts`) rides on it.
+ * A write in one atomic batch with a claim's, on its own precondition: document `id` of `documents`
+ * (same Firestore client) is still at `token` (absent if `undefined`). The overlap lock rides on it.
  */
 export interface GuardedWrite {
-  /** The collection of the guarded document: a `RunDocuments` on the same Firestore client. */
   readonly documents: RunDocuments;
   readonly id: string;
   /** What the write is, for error messages (`overlap lock`). */
   readonly what: string;
   readonly data: DocumentData;
-  /** The document's update time as read; `undefined`: it must be absent. */
   readonly token: Timestamp | undefined;
 }
 
-/**
- * A guarded write that found the guarded document no longer at its token, with the run document as
- * read in the same batched read: the guard moved under us, or our own batch landed while its answer
- * was lost (the client retried it), which the run document then shows.
- */
+/** The guard was not at its token; the run document as read with it (our lost batch may show). */
 export interface GuardChanged {
   readonly guardChanged: DocumentRead;
 }
 
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
-  /** Collection holding the run documents. */
   readonly collection: string;
-  /** How long a record is kept after its last write, ms; written to `expire_at` for a TTL policy. */
+  /** How long a record is kept after its last write (`expire_at`, for a TTL policy). */
   readonly retentionMs: number;
-  /** Longest wait for one Firestore operation, ms; then {@link LedgerUnavailableError}. */
+  /** Longest wait for one Firestore operation; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
-  /**
-   * This process's monotonic clock, ms from any origin (default `performance.now()`), never the
-   * wall clock: tests and the simulator inject a driven clock.
-   */
+  /** This process's monotonic clock (default `performance.now()`, never the wall clock). */
   readonly monotonicNow?: () => number;
 }
 
@@ -84,18 +68,14 @@ const BATCH_SIZE = 500;
 /** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
 const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
 
-/** Another writer won: a conditional write did not apply. Never leaves this module. */
+/** A conditional write did not apply (another writer won). Never leaves this module. */
 class WriteConflict {}
 
 /**
  * The runs collection, with Firestore's clock as this instance learns it from every answer
  * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
  *
- * @example
- * const documents = new RunDocuments(new Firestore(), {
- *   collection: 'scheduler_runs', retentionMs: 2_592_000_000, timeoutMs: 10_000,
- * });
- * const { record, readTime } = await documents.read(runId);
+ * @example const { record, readTime } = await new RunDocuments(db, options).read(runId);
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -127,11 +107,9 @@ export class RunDocuments {
   }
 
   /**
-   * Reads one document of this collection as plain data, without the run-record converter: for
-   * collections of other documents (a job's own state), opened as a `RunDocuments` of their own.
+   * Reads one document as plain data, for a collection of other documents (a job's own state).
    *
    * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   * @example const { data, updateTime } = await jobDocuments.readData('nightly-report');
    */
   readData(id: string): Promise<{
     data: DocumentData | undefined;
@@ -148,11 +126,9 @@ export class RunDocuments {
   }
 
   /**
-   * Reads many run documents in batched reads (`getAll`, at most {@link BATCH_SIZE} a call): no
-   * query, so no index.
+   * Reads many run documents in batched reads (`getAll`): no query, so no index.
    *
-   * @throws {LedgerUnavailableError} if Firestore fails or a batch does not answer in time.
-   * @example const { records, readTime } = await documents.readMany(runIds);
+   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
    */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
@@ -177,43 +153,21 @@ export class RunDocuments {
   }
 
   /**
-   * Creates a run document if none exists; with `guard`, in one atomic batch with the guarded
-   * write, so both land or neither does.
+   * Creates a run document if none exists.
    *
-   * @returns the write's time (Firestore's), `exists` if a document was there first, or (with
-   *   `guard`) {@link GuardChanged} if the guarded document was not at its token.
+   * @returns the write's time, or `exists` if a document was there first.
    * @throws {LedgerUnavailableError} for any other failure.
    */
-  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'>;
-  async create(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'exists' | GuardChanged>;
-  async create(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    guard?: GuardedWrite,
-  ): Promise<Timestamp | 'exists' | GuardChanged> {
-    const written = await this.#write(
-      runId,
-      what,
-      guard,
-      () => this.#call(what, () => this.#ref(runId).create(data), [Code.ALREADY_EXISTS]),
-      (batch) => batch.create(this.#ref(runId), data),
-    );
+  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
+    const written = await this.#alone(runId, what, data, undefined);
     return written === 'conflict' ? 'exists' : written;
   }
 
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen); with
-   * `guard`, in one atomic batch with the guarded write, so both land or neither does.
+   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
    *
-   * @returns the write's time (the new fencing token), `changed` if the document changed or was
-   *   deleted since `token`, or (with `guard`) {@link GuardChanged} if the guarded document was not
-   *   at its token.
+   * @returns the write's time (the new fencing token), or `changed` if the document changed or was
+   *   deleted since `token`.
    * @throws {LedgerUnavailableError} for any other failure.
    */
   async update(
@@ -221,95 +175,48 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp,
-  ): Promise<Timestamp | 'changed'>;
-  async update(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp,
-    guard: GuardedWrite | undefined,
-  ): Promise<Timestamp | 'changed' | GuardChanged>;
-  async update(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp,
-    guard?: GuardedWrite,
-  ): Promise<Timestamp | 'changed' | GuardChanged> {
-    const precondition = { lastUpdateTime: token };
-    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-    const conflicts = [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const written = await this.#write(
-      runId,
-      what,
-      guard,
-      () => this.#call(what, () => this.#ref(runId).update(data, precondition), conflicts),
-      (batch) => batch.update(this.#ref(runId), data, precondition),
-    );
+  ): Promise<Timestamp | 'changed'> {
+    const written = await this.#alone(runId, what, data, token);
     return written === 'conflict' ? 'changed' : written;
   }
 
   /**
-   * One conditional write of run `runId`: `alone` without a guard, else `add`'s write and the
-   * guarded one in one batch. A precondition failure is `conflict`, or {@link GuardChanged} if the
-   * guarded document is no longer at its token (then it was the guard that failed, or may have been).
+   * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
+   * one atomic batch with the guarded write, so both land or neither does.
+   *
+   * @returns the write's time, `conflict` if its precondition failed, or {@link GuardChanged}.
+   * @throws {LedgerUnavailableError} for any other failure.
    */
-  async #write(
+  async write(
     runId: string,
     what: string,
+    data: DocumentData,
+    token: Timestamp | undefined,
     guard: GuardedWrite | undefined,
-    alone: () => Promise<WriteResult>,
-    add: (batch: WriteBatch) => void,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
-    try {
-      const result =
-        guard === undefined ? await alone() : await this.#commitGuarded(what, guard, add);
-      this.#learnTime(result.writeTime);
-      return result.writeTime;
-    } catch (err) {
-      if (!(err instanceof WriteConflict)) throw err;
-      return guard === undefined ? 'conflict' : await this.#afterGuardedConflict(runId, guard);
-    }
-  }
-
-  /** Commits `add`'s write and the guarded write in one batch; returns the former's result. */
-  async #commitGuarded(
-    what: string,
-    guard: GuardedWrite,
-    add: (batch: WriteBatch) => void,
-  ): Promise<WriteResult> {
+    if (guard === undefined) return this.#alone(runId, what, data, token);
     const other = guard.documents;
     if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     }
+    const batch = this.#db.batch();
+    addWrite(batch, this.#ref(runId), data, token);
+    addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const results = await this.#call(
-      `${what} with the ${guard.what}`,
-      () => {
-        const batch = this.#db.batch();
-        add(batch);
-        const ref = other.#ref(guard.id);
-        if (guard.token === undefined) batch.create(ref, guard.data);
-        else batch.update(ref, guard.data, { lastUpdateTime: guard.token });
-        return batch.commit();
-      },
-      conflicts,
-    );
-    return results[0] as WriteResult;
-  }
-
-  /**
-   * After a guarded batch failed its preconditions: one batched read of the guarded document and
-   * the run document. `conflict` if the guarded document is still at its token (the run document's
-   * precondition failed), else {@link GuardChanged} with the run document's read.
-   */
-  async #afterGuardedConflict(
-    runId: string,
-    guard: GuardedWrite,
-  ): Promise<'conflict' | GuardChanged> {
+    try {
+      const [result] = await this.#call(
+        `${what} with the ${guard.what}`,
+        () => batch.commit(),
+        conflicts,
+      );
+      return this.#written(result as WriteResult);
+    } catch (err) {
+      if (!(err instanceof WriteConflict)) throw err;
+    }
+    // A precondition failed: `conflict` if the guard is still at its token, else the run as read.
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
-      this.#db.getAll(guard.documents.#ref(guard.id), runRef),
+      this.#db.getAll(other.#ref(guard.id), runRef),
     );
     if (guarded === undefined || run === undefined) {
       throw new LedgerUnavailableError(
@@ -327,20 +234,40 @@ export class RunDocuments {
     };
   }
 
-  /**
-   * `expire_at` for a write now: the retention from Firestore's time as best known (this
-   * instance's wall clock only before Firestore's first answer: a TTL is not a lease).
-   */
+  async #alone(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp | undefined,
+  ): Promise<Timestamp | 'conflict'> {
+    const ref = this.#ref(runId);
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const conflicts =
+      token === undefined ? [Code.ALREADY_EXISTS] : [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
+    const write = () =>
+      token === undefined ? ref.create(data) : ref.update(data, { lastUpdateTime: token });
+    try {
+      return this.#written(await this.#call(what, write, conflicts));
+    } catch (err) {
+      if (err instanceof WriteConflict) return 'conflict';
+      throw err;
+    }
+  }
+
+  #written(result: WriteResult): Timestamp {
+    this.#learnTime(result.writeTime);
+    return result.writeTime;
+  }
+
+  /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
     return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
 
   /**
-   * Firestore's time now, as best this instance knows it: its latest answer's time plus the
-   * monotonic time since. Before the first answer, one read (of a document that never exists) learns it.
+   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
    *
    * @throws {LedgerUnavailableError} if that read fails.
-   * @example const early = Date.parse(scheduleTime) - (await documents.serverTime()).getTime();
    */
   async serverTime(): Promise<Date> {
     if (this.#serverOffsetMs === undefined) await this.read(CLOCK_DOC);
@@ -361,23 +288,30 @@ export class RunDocuments {
     }
   }
 
-  /** {@link callFirestore} with this collection's client and timeout. */
   #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
     return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
   }
 
-  /** The run's document, untyped for writes (server timestamps); reads go through the converter. */
+  /** Untyped for writes (server timestamps); reads of runs add the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
 }
 
+function addWrite(
+  batch: WriteBatch,
+  ref: DocumentReference,
+  data: DocumentData,
+  token: Timestamp | undefined,
+): void {
+  if (token === undefined) batch.create(ref, data);
+  else batch.update(ref, data, { lastUpdateTime: token });
+}
+
 /**
- * Runs one Firestore operation of `db`, waiting at most `timeoutMs`, and classifies its errors for
- * that operation: a code in `conflicts` (only a conditional write passes any) throws the private
- * {@link WriteConflict}; NOT_FOUND otherwise means the database is missing; anything else,
- * including the timeout, is a {@link LedgerUnavailableError}. Exported for the operations
- * commands' queries (`ops/run-queries.ts`), which the function never makes.
+ * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
+ * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
+ * otherwise means the database is missing. Exported for the operations commands' queries.
  *
  * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
  * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());

@@ -1,7 +1,7 @@
 /**
  * The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time", with a
- * scope, and a variant so that forced runs never share their slot's key; a run asked for by hand (a
- * manual run, a re-run) is keyed by its trigger id instead of a time.
+ * scope and a variant (a forced run never shares its slot's key); a run asked for by hand is keyed
+ * by its trigger id instead of a time.
  */
 import { createHash } from 'node:crypto';
 
@@ -10,7 +10,7 @@ const KEY_VERSION = 'scheduler-run/v1';
 
 /**
  * The run id's scope: `[source, value]` pairs in configuration order (`config` for RUN_KEY_SCOPE,
- * `header:NAME`, `query:NAME`), so the same job and slot in two tenants are two runs. Empty by default.
+ * `header:NAME`, `query:NAME`), so one job's slot in two tenants is two runs. Empty by default.
  */
 export type Scope = readonly (readonly [string, string])[];
 
@@ -29,11 +29,10 @@ const sha256 = (parts: unknown) =>
   createHash('sha256').update(JSON.stringify(parts), 'utf8').digest('hex');
 
 /**
- * Computes the run id: SHA-256 (hex, 64 chars) of the JSON array of the scope, the job name, the
- * canonical schedule time and the variant (if any). JSON of strings is injective, so no two distinct
- * runs share an id. Compute it once per delivery and pass it on (the lesson of Powertools #5715).
+ * The run id (the document id and downstream idempotency token): SHA-256 (hex) of the JSON array
+ * of the scope, job name, canonical schedule time and variant (if any); JSON of strings is
+ * injective, so distinct runs never share an id. Compute it once per delivery and pass it on.
  *
- * @returns the run id: the Firestore document id and the idempotency token for downstream calls.
  * @example computeRunId({ scope: [], jobName: 'nightly', scheduleTime: '2026-10-16T12:00:00Z' })
  */
 export function computeRunId(run: RunName, variant: RunVariant = []): string {
@@ -41,18 +40,14 @@ export function computeRunId(run: RunName, variant: RunVariant = []): string {
   return sha256(variant.length === 0 ? parts : [...parts, variant]);
 }
 
-/** What names a run asked for by hand: the scope, the short job id and the trigger id. */
-export interface TriggerName {
-  readonly scope: Scope;
-  readonly jobName: string;
-  /** `X-Run-Once-Trigger-Id`: 8-64 letters, digits, `-` or `_`. */
+/** What names a run asked for by hand: `X-Run-Once-Trigger-Id` (8-64 letters, digits, `-`, `_`). */
+export interface TriggerName extends Omit<RunName, 'scheduleTime'> {
   readonly triggerId: string;
 }
 
 /**
- * Computes the run id of a manual run or a re-run from the scope, the job name and the trigger id,
- * never a time or the mode, so every delivery carrying the trigger id is that one run. The trigger
- * part is an array where a slot's encoding has its time string, so it collides with no slot's id.
+ * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
+ * trigger id is one run; its trigger part is an array where a slot's has a string, so no slot's id.
  *
  * @example computeTriggerRunId({ scope: [], jobName: 'nightly', triggerId: '6f1c…' })
  */
@@ -63,9 +58,6 @@ export function computeTriggerRunId(run: TriggerName): string {
 /**
  * A short id of a key scope, for the ids of per-job documents and a record's `key_scope`: `''` for
  * the empty scope, else the first 16 hex digits of the SHA-256 of its JSON.
- *
- * @example scopeId([]) // ''
- * @example scopeId([['config', 'prod']]) // 16 hex digits
  */
 export function scopeId(scope: Scope): string {
   return scope.length === 0 ? '' : sha256(scope).slice(0, 16);

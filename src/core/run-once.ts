@@ -1,39 +1,20 @@
 /**
  * The run lifecycle: claim → run (the heartbeat extends the lease) → complete, or release on
- * failure. Independent of HTTP and of Cloud Scheduler, so a downstream service can apply the same
- * claim to any idempotency key it receives.
+ * failure. Independent of HTTP and of Cloud Scheduler: any idempotency key will do.
  */
-
 import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
-import { LeaseHeartbeat } from './lease-heartbeat.ts';
 import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
 import type { NoteValue } from './notes.ts';
 import type { GuardedWrite } from './run-documents.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
-/** The attempt that won the claim, as the work sees it. */
-export interface Attempt {
-  /** The idempotency key: pass it to downstream services as their idempotency token. */
-  readonly runId: string;
-  /** This attempt's id (a UUID), stored as the record's `attempt_id`. */
-  readonly attemptId: string;
-  /** When this attempt's lease lapses, by Firestore's clock: current, moved on by every heartbeat. */
-  readonly leaseExpires: Date;
-  /** True when this attempt took over an earlier attempt's record (a lapsed lease, a failure). */
-  readonly takeover: boolean;
-  /** When the run's first attempt claimed it, by Firestore's clock (`first_claimed_at`). */
-  readonly firstClaimedAt: Date;
-  /** How many attempts claimed the run, this one included. */
-  readonly attempts: number;
-  /**
-   * Aborted, with an {@link AttemptAbortedError} as its reason, when the lease is lost to another
-   * attempt, the instance shuts down, or the work runs past `maxRunMs`: stop and throw.
-   */
+/** The attempt that won the claim, as the work sees it: its claim's fields, the lease current. */
+export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes'> {
+  /** Aborted (reason: an {@link AttemptAbortedError}) when the attempt must stop: stop and throw. */
   readonly signal: AbortSignal;
   /**
-   * Notes `value` under `name` in the run's record (`notes.NAME`) now, in one fenced write that also
-   * extends the lease, so a crash before the completion still leaves it on record.
+   * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash keeps it.
    *
    * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
    *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
@@ -45,9 +26,8 @@ export interface Attempt {
 export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
 
 /**
- * What happened to one delivery. `unrecorded` means Firestore failed the fenced write after every
- * retry: for a completion the work is done but not recorded; for a release the claim stays until
- * its lease lapses.
+ * What happened to one delivery. `unrecorded`: Firestore failed the fenced write after every retry
+ * (a completion's work is done but not recorded; a released claim stays until its lease lapses).
  */
 export type RunOutcome =
   | {
@@ -65,15 +45,14 @@ export type RunOutcome =
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
       /**
-       * True when `finalFailure` gave a reporter id, so the release carried the report (its
-       * reporter logged it before the write). With `release: 'lease_lost'` the report did not
-       * land: another attempt or a check holds the run, and the caller says so.
+       * `finalFailure` gave a reporter id, so the release carried the report; with `release:
+       * 'lease_lost'` it did not land (another attempt or a check holds the run).
        */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
   | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError }
-  /** The claim's guarded write (`RunOnceOptions.guard`) found its document changed: nothing ran or was written. */
+  /** The claim's guarded write found its document changed: nothing ran or was written. */
   | { readonly outcome: 'guard_changed' };
 
 /** The name of every run outcome. */
@@ -81,7 +60,6 @@ export type OutcomeName = RunOutcome['outcome'];
 
 /** Options of {@link runOnce}. */
 export interface RunOnceOptions {
-  /** Descriptive fields stored with the run record. */
   readonly details?: RunDetails;
   /** A write committed atomically with the claim (`Ledger.claim`): the work runs only if both landed. */
   readonly guard?: GuardedWrite;
@@ -91,18 +69,14 @@ export interface RunOnceOptions {
   readonly logger: Logger;
   /** Aborted when the instance shuts down: the work's signal is aborted with reason `shutdown`. */
   readonly shutdown?: AbortSignal;
-  /**
-   * Longest the work may run, ms: then its signal is aborted (`job_timeout`) and the heartbeat
-   * stops, so a hung job gives the run up within one lease.
-   */
+  /** Longest the work may run, ms: then its signal aborts (`job_timeout`) and the heartbeat stops. */
   readonly maxRunMs?: number;
   /** How long after its signal aborted a still-running job is reported with a warning, ms (5000). */
   readonly abortWarningMs?: number;
   /**
-   * Asked after the work failed, with the failure as it is stored: an id to store as
-   * `reported_by` when this failure is final (no retry can follow), so the release reports it;
-   * `undefined` (or a throw) otherwise. It logs the report itself, before the release is written:
-   * a process killed while the write is unanswered has still logged what the record may hold.
+   * Asked after the work failed, with the failure as stored: an id to store as `reported_by` when
+   * no retry can follow, so the release reports it; `undefined` (or a throw) otherwise. It logs the
+   * report itself before the release is written, so a process killed meanwhile has logged it.
    */
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
@@ -121,13 +95,10 @@ const LEASE_LOSS_MESSAGES = {
 } as const satisfies Record<LeaseLossCause, string>;
 
 /**
- * Runs `work` at most once per `runId` across every instance sharing the ledger. The work runs only
- * after the claim is written; a heartbeat extends the lease while it runs; its throw (sync or
- * async) releases the claim so a retry can run at once, keeping the failure in the record.
+ * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
+ * written; its throw releases the claim, keeping the failure, so a retry can run at once.
  *
- * @param work - the work; throwing means "failed, retry me".
- * @returns the outcome. Firestore failures are outcomes, not throws: `unavailable` (before the
- *   work ran) or `unrecorded` (after it); the work's own throw is the `failed` outcome.
+ * @returns the outcome: Firestore failures are `unavailable` (before the work ran) or `unrecorded`.
  * @example
  * // In a downstream service: apply the run id it received as its idempotency key.
  * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
@@ -162,7 +133,6 @@ export async function runOnce(
   return scope.completed();
 }
 
-/** The outcome of a claim that did not claim. */
 function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
   switch (claimed.state) {
     case 'completed':
@@ -176,17 +146,31 @@ function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOut
   }
 }
 
+/** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
+const BEATS_PER_LEASE = 3;
+const MIN_BEAT_MS = 100;
+
 /**
- * One claimed attempt: its abort signal (lease lost, shutdown, `maxRunMs`), its heartbeat, and
- * the fenced write that ends it.
+ * One claimed attempt: its abort signal, the heartbeat that extends its lease while the work runs
+ * (docs/how-it-works.md, "Long jobs: the lease heartbeat"), and the fenced write that ends it. The
+ * beat interval is a duration, never a difference of clocks, so a skewed clock cannot change it.
  */
 class AttemptScope {
   readonly attempt: Attempt;
   readonly #ledger: Ledger;
   readonly #options: RunOnceOptions;
   readonly #controller = new AbortController();
-  readonly #heartbeat: LeaseHeartbeat;
-  readonly #timer: NodeJS.Timeout | undefined;
+  /** The claim with the latest fencing token and lease end. */
+  #claim: Claim;
+  #beatTimer: NodeJS.Timeout | undefined;
+  /** The renewal in flight (an extension or a note): both move the fencing token, one at a time. */
+  #beat: Promise<void> | undefined;
+  /** Extensions that failed transiently since the last one that landed. */
+  #failures = 0;
+  #lapseWarned = false;
+  /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
+  #renewedAt = performance.now();
+  readonly #runTimer: NodeJS.Timeout | undefined;
   #timedOut = false;
   #settled = false;
   readonly #onShutdown = () =>
@@ -195,39 +179,44 @@ class AttemptScope {
   constructor(ledger: Ledger, runId: string, claim: Claim, options: RunOnceOptions) {
     this.#ledger = ledger;
     this.#options = options;
-    const controller = this.#controller;
-    const heartbeat = new LeaseHeartbeat(ledger, claim, controller, options.logger);
-    this.#heartbeat = heartbeat;
+    this.#claim = claim;
+    const beatMs = Math.max(MIN_BEAT_MS, claim.leaseMs / BEATS_PER_LEASE);
+    this.#beatTimer = setInterval(() => {
+      this.#beat ??= this.#extend().finally(() => {
+        this.#beat = undefined;
+      });
+    }, beatMs);
+    this.#beatTimer.unref();
+    const { signal } = this.#controller;
+    const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
       runId,
       attemptId: claim.attemptId,
       get leaseExpires() {
-        return heartbeat.claim.leaseExpires;
+        return leaseExpires();
       },
       takeover: claim.takeover,
       firstClaimedAt: claim.firstClaimedAt,
       attempts: claim.attempts,
-      signal: controller.signal,
+      signal,
       note: async (name, value) => {
-        if (!(await heartbeat.renewWith((held) => ledger.note(held, name, value)))) {
-          throw (
-            controller.signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost')
-          );
+        if (!(await this.#renewWith((held) => ledger.note(held, name, value)))) {
+          throw signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost');
         }
       },
     };
-    controller.signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
+    signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
     if (options.shutdown?.aborted) this.#onShutdown();
     options.shutdown?.addEventListener('abort', this.#onShutdown, { once: true });
     const { maxRunMs } = options;
-    this.#timer =
+    this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
 
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
     this.#settled = true;
-    clearTimeout(this.#timer);
+    clearTimeout(this.#runTimer);
     this.#options.shutdown?.removeEventListener('abort', this.#onShutdown);
   }
 
@@ -237,34 +226,28 @@ class AttemptScope {
     const { signal } = this.#controller;
     // A job that stops on its signal usually throws a bare AbortError: report why it was aborted.
     const error = signal.aborted ? signal.reason : thrown;
-    const claim = await this.#heartbeat.stop();
+    const claim = await this.#stopBeating();
     const failure = describeThrown(error);
     const reporter = await this.#options
       .finalFailure?.(this.attempt, failure)
       .catch(() => undefined);
-    const release = await this.#fenced('release', () =>
+    const [release, loss] = await this.#fenced('release', () =>
       this.#ledger.release(claim, failure, reporter),
     );
     const reported = reporter !== undefined;
-    const { attempt } = this;
-    return release === 'lease_lost'
-      ? { outcome: 'failed', attempt, error, release, reported, leaseLoss: this.#causeOfLoss() }
-      : { outcome: 'failed', attempt, error, release, reported };
+    return { outcome: 'failed', attempt: this.attempt, error, release, reported, ...loss };
   }
 
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
-    const claim = await this.#heartbeat.stop();
-    const completion = await this.#fenced('completion', () => this.#ledger.complete(claim));
-    const { attempt } = this;
-    return completion === 'lease_lost'
-      ? { outcome: 'processed', attempt, completion, leaseLoss: this.#causeOfLoss() }
-      : { outcome: 'processed', attempt, completion };
+    const claim = await this.#stopBeating();
+    const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
+    return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
 
   #timeOut(maxRunMs: number): void {
     this.#timedOut = true;
-    void this.#heartbeat.stop();
+    void this.#stopBeating();
     const message = `the job ran longer than ${maxRunMs} ms`;
     this.#controller.abort(new AttemptAbortedError('job_timeout', message));
   }
@@ -282,25 +265,109 @@ class AttemptScope {
     timer.unref();
   }
 
-  #causeOfLoss(): LeaseLossCause {
-    if (this.#timedOut) return 'job_timeout';
-    if (this.#heartbeat.failuresInARow > 0) return 'extensions_failed';
-    return this.#heartbeat.stalled ? 'stalled' : 'unknown';
+  /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
+  #stalled(): boolean {
+    return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
   }
 
-  /** A completion or release, its lost lease warned about and its Firestore failure logged. */
+  #causeOfLoss(): LeaseLossCause {
+    if (this.#timedOut) return 'job_timeout';
+    if (this.#failures > 0) return 'extensions_failed';
+    return this.#stalled() ? 'stalled' : 'unknown';
+  }
+
+  /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
+  async #stopBeating(): Promise<Claim> {
+    this.#warnIfLapsed();
+    clearInterval(this.#beatTimer);
+    this.#beatTimer = undefined;
+    await this.#beat;
+    return this.#claim;
+  }
+
+  /**
+   * Runs `write`, a fenced renewal of the claim (a note), between beats, never beside one.
+   *
+   * @returns true if it landed; false if the lease was lost (the signal is then aborted).
+   * @throws whatever `write` throws (a transient failure: the lease still runs).
+   */
+  async #renewWith(write: (claim: Claim) => Promise<Claim | 'lease_lost'>): Promise<boolean> {
+    while (this.#beat !== undefined) await this.#beat;
+    const run = write(this.#claim).then((renewed) => this.#apply(renewed));
+    this.#beat = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await run;
+    } finally {
+      this.#beat = undefined;
+    }
+  }
+
+  async #extend(): Promise<void> {
+    this.#warnIfLapsed();
+    try {
+      this.#apply(await this.#ledger.extend(this.#claim));
+    } catch (err) {
+      // Transient: the lease still runs; the next beat tries again before it lapses.
+      this.#failures++;
+      this.#options.logger.warn(
+        { err, failedExtensions: this.#failures },
+        'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
+      );
+    }
+  }
+
+  /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
+  #warnIfLapsed(): void {
+    if (this.#lapseWarned || !this.#stalled()) return;
+    this.#lapseWarned = true;
+    this.#options.logger.warn(
+      'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
+    );
+  }
+
+  /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
+  #apply(renewed: Claim | 'lease_lost'): boolean {
+    if (renewed !== 'lease_lost') {
+      this.#claim = renewed;
+      this.#failures = 0;
+      this.#renewedAt = performance.now();
+      return true;
+    }
+    // When stopping, the fenced write that follows reports the lost lease itself.
+    if (this.#beatTimer === undefined) return false;
+    clearInterval(this.#beatTimer);
+    this.#beatTimer = undefined;
+    const why =
+      this.#failures > 0
+        ? `after ${this.#failures} failed extension(s) let the lease lapse`
+        : this.#stalled()
+          ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+          : 'although no extension had failed (the record was changed by someone else)';
+    this.#options.logger.warn(
+      { failedExtensions: this.#failures },
+      `lease lost: another attempt took this run over ${why}; aborting the job`,
+    );
+    this.#controller.abort(
+      new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
+    );
+    return false;
+  }
+
+  /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */
   async #fenced(
     what: 'completion' | 'release',
     write: () => Promise<FenceResult>,
-  ): Promise<FenceResult | 'unrecorded'> {
+  ): Promise<[FenceResult | 'unrecorded', { leaseLoss?: LeaseLossCause }]> {
     const { logger } = this.#options;
     try {
       const result = await write();
-      if (result === 'lease_lost') {
-        const cause = this.#causeOfLoss();
-        logger.warn({ fence: what, leaseLoss: cause }, leaseLossMessage(cause));
-      }
-      return result;
+      if (result !== 'lease_lost') return [result, {}];
+      const leaseLoss = this.#causeOfLoss();
+      logger.warn({ fence: what, leaseLoss }, leaseLossMessage(leaseLoss));
+      return [result, { leaseLoss }];
     } catch (err) {
       if (!(err instanceof LedgerUnavailableError)) throw err;
       logger.error(
@@ -309,7 +376,7 @@ class AttemptScope {
           ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
           : 'the claim could not be released; retries get 409 until its lease lapses',
       );
-      return 'unrecorded';
+      return ['unrecorded', {}];
     }
   }
 }

@@ -1,8 +1,6 @@
 /**
- * The run record: the schema of one run document (field names, statuses), its converter and the
- * claim decision as named conditions; the builders of its writes are in `record-writes.ts`. The
- * ledger owns every read and write; this module owns what a record *is*. Every lease time is Firestore's (the why:
- * docs/how-it-works.md, "The run record and its lease").
+ * The run record: its schema, its converter and the claim decision as named conditions; its writes
+ * are in `record-writes.ts` (why: docs/how-it-works.md, "The run record and its lease").
  *
  *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
  *      │                  │  │  ▲ └──────release──► failed               (fenced on our write)
@@ -20,23 +18,20 @@ import {
 } from '@google-cloud/firestore';
 import type { NoteValue } from './notes.ts';
 
-/** Run statuses, as the guide's sample writes them (`failed`, `missed`, `skipped` are ours). */
+/**
+ * Run statuses: the guide's sample's, plus `failed` (a retry claims it at once), `missed` (no
+ * attempt came; reported by missed-run detection) and `skipped` (overlap policy `skip`; final).
+ */
 export const RunStatus = {
   InProgress: 'in_progress',
   Completed: 'completed',
-  /** The last attempt failed; a retry may claim the run at once. */
   Failed: 'failed',
-  /** No attempt came within the retry window; reported by missed-run detection. */
   Missed: 'missed',
-  /** Not run: an earlier slot of the job still ran (overlap policy `skip`). Final. */
   Skipped: 'skipped',
 } as const;
 export type RunStatus = (typeof RunStatus)[keyof typeof RunStatus];
 
-/**
- * What a run is: its slot's run, a forced run (Scheduler's "Force run"), a manual run, or a
- * re-run of a finished slot (a record of its own, keyed by its trigger id, naming the slot's run).
- */
+/** What a run is: its slot's run, Scheduler's "Force run", a manual run, or a re-run of a slot. */
 export const RunKind = {
   Slot: 'slot',
   Forced: 'forced',
@@ -46,8 +41,8 @@ export const RunKind = {
 export type RunKind = (typeof RunKind)[keyof typeof RunKind];
 
 /**
- * Field names of a run document, following the guide's sample where it has one (`status`,
- * `expire_at` for a TTL policy). Each field's meaning is the {@link RunRecord} member of its name.
+ * Field names of a run document, after the guide's sample where it has one (`status`, `expire_at`
+ * for a TTL policy). A field's meaning is the {@link RunRecord} member of its name.
  */
 export const Field = {
   status: 'status',
@@ -66,10 +61,9 @@ export const Field = {
   lastError: 'last_error',
   reportedAt: 'reported_at',
   reportedBy: 'reported_by',
-  /** `forced`, `manual` or `rerun`; absent for a slot. */
   kind: 'run_kind',
   rerunOf: 'rerun_of',
-  /** `false` on a forced run whose delivery carried no schedule time (the console's Force run). */
+  /** `false` on a forced run delivered without a schedule time (`RunRecord.untimed`). */
   scheduleTimeSent: 'schedule_time_sent',
   blockedBy: 'blocked_by',
   notes: 'notes',
@@ -83,40 +77,38 @@ export interface RunRecord {
   readonly status: RunStatus;
   /** The attempt that holds, completed or last failed the run; `''` when none did (`missed`). */
   readonly attemptId: string;
-  /** When the holder's lease lapses, by Firestore's clock; only while `in_progress`. */
+  /** When the holder's lease lapses; only while `in_progress`. */
   readonly leaseExpires: Date | undefined;
   /** How many attempts claimed the run (records of earlier versions: 1; `missed`: 0). */
   readonly attempts: number;
-  /** The first attempt's claim: `first_claimed_at − schedule_time` is how late the run started. */
+  /** The first attempt's claim (`claimedAt`: the current or last one's). */
   readonly firstClaimedAt: Date | undefined;
-  /** The current (or last) attempt's claim. */
   readonly claimedAt: Date | undefined;
   readonly completedAt: Date | undefined;
   readonly failedAt: Date | undefined;
   /** The last failure's message, at most {@link MAX_ERROR_LENGTH} characters; never request data. */
   readonly lastError: string | undefined;
-  /** When it was reported as missed or finally failed (once across instances). */
+  /** When it was reported missed or finally failed (once across instances), and by which check. */
   readonly reportedAt: Date | undefined;
-  /** The id of the check that reported it: a report finding its own id after a lost answer logs it. */
   readonly reportedBy: string | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
   readonly kind: RunKind;
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf: string | undefined;
-  /** False for a forced run delivered without a schedule time: it was never its slot's delivery. */
+  /** A forced run delivered without a schedule time: never its slot's delivery. */
   readonly untimed: boolean;
   /** For `skipped`: the run id of the earlier slot that was still running. */
   readonly blockedBy: string | undefined;
-  /** What the job noted about its run (`ctx.note`), by name. */
+  /** What the job noted (`ctx.note`), by name. */
   readonly notes: Readonly<Record<string, NoteValue>>;
   /** The key scope's id (`scopeId` of `run-key.ts`); `undefined` on a record of an earlier version. */
   readonly keyScope: string | undefined;
 }
 
 /**
- * The longest lease a record may carry, ms: the largest LEASE_SECONDS the configuration accepts
- * (a day). A longer `lease_ms` was never written by this code, so the record is unreadable.
+ * The longest lease a record may carry, ms: the largest LEASE_SECONDS the configuration accepts (a
+ * day). This code never writes a longer `lease_ms`, so such a record is unreadable.
  */
 export const MAX_LEASE_MS = 86_400_000;
 
@@ -124,35 +116,25 @@ export const MAX_LEASE_MS = 86_400_000;
 export const MAX_ERROR_LENGTH = 300;
 
 /**
- * A document this version cannot read (an unknown `status`, an `in_progress` record without a
- * valid lease): never overwritten, since a run we cannot read may be running.
+ * A document this code never writes (an unknown `status`, an `in_progress` record without a valid
+ * lease): never overwritten and never judged expired, since a run we cannot read may be running.
  */
 export interface UnreadableRecord {
   readonly status: 'unreadable';
-  /** The field at fault. */
+  /** The field at fault, and what is wrong with it (for the log line). */
   readonly field: string;
-  /** What is wrong with it, for the log line. */
   readonly problem: string;
 }
 
 /** What a read of a run document yields. */
 export type StoredRecord = RunRecord | UnreadableRecord;
 
-/** Descriptive fields stored with a claim, for people, logs and run history. */
-export interface RunDetails {
-  /** The Scheduler job id. */
-  readonly jobName?: string;
-  /** The schedule time as canonical RFC 3339 (`…Z`, up to 9 fraction digits). */
+/** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
+export type RunDetails = Partial<
+  Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>
+> & {
   readonly scheduleTime?: string;
-  /** `forced`, `manual` or `rerun`; a slot's run when absent. */
-  readonly kind?: RunKind;
-  /** For a re-run: the run id of the slot it runs again. */
-  readonly rerunOf?: string;
-  /** A forced run delivered without `X-CloudScheduler-ScheduleTime` (`schedule_time_sent: false`). */
-  readonly untimed?: boolean;
-  /** The key scope's id (`scopeId` of `run-key.ts`, `''` for none), stored as `key_scope`. */
-  readonly keyScope?: string;
-}
+};
 
 const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
 const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
@@ -205,17 +187,9 @@ function commonFields(data: DocumentData, attempts: unknown) {
   };
 }
 
-const FINISHED: readonly unknown[] = [
-  RunStatus.Completed,
-  RunStatus.Failed,
-  RunStatus.Missed,
-  RunStatus.Skipped,
-];
+const FINISHED: readonly unknown[] = Object.values(RunStatus).filter((s) => s !== 'in_progress');
 
-/**
- * Reads a run document into a {@link StoredRecord}; writes go through the builders of
- * `record-writes.ts`, which use server timestamps that a typed model cannot express.
- */
+/** Reads a run document into a {@link StoredRecord}; writes use the builders of `record-writes.ts`. */
 export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   toFirestore(): DocumentData {
     throw new Error('run records are written with the builders of record-writes.ts');
@@ -247,13 +221,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   },
 };
 
-/**
- * How a claim proceeds on a record read at server time `now`, carrying the record it decided on:
- * - `absent`: no document (released between a create and its read): create again;
- * - `completed`: a duplicate; `unreadable`: never overwritten; `lease_live`: another attempt holds it;
- * - `take_over`: the lease lapsed, the last attempt failed, or the slot was reported missed: take
- *   it over, fenced on the read.
- */
+/** How a claim proceeds on a record read at server time `now`, with the record it decided on. */
 export type ClaimDecision =
   | { readonly decision: 'absent' }
   | { readonly decision: 'completed'; readonly record: RunRecord }
@@ -266,22 +234,10 @@ export function isCompleted(record: StoredRecord): boolean {
   return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
 }
 
-/** The last attempt failed, or no attempt came (reported missed): a retry claims it at once. */
-function isRetryable(record: StoredRecord): boolean {
-  return record.status === RunStatus.Failed || record.status === RunStatus.Missed;
-}
-
-/** A run reported missed or failed after retries (`reported_at`): closed but to a backfill. */
-function isReported(record: RunRecord): boolean {
-  return isRetryable(record) && record.reportedAt !== undefined;
-}
-
 /**
  * The record as judged at server time `now`: an `in_progress` record whose lease ends more than
- * {@link MAX_LEASE_MS} after `now` is unreadable, since only a `leased_at` from Firestore's future
- * gives one and this code never writes it. The one rule for a lease from the future: the claim,
- * the overlap policy, the run history and missed-run detection read records through it (or
- * {@link isLeaseLive}).
+ * {@link MAX_LEASE_MS} after `now` is unreadable, since only a `leased_at` from Firestore's future,
+ * which this code never writes, gives one. Every reader that judges a lease goes through it.
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
   if (
@@ -295,8 +251,8 @@ export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
 }
 
 /**
- * An attempt holds the run and its lease has not lapsed at server time `now`. False for a record
- * {@link judgedAt} finds unreadable: a caller that must not treat it as free checks that first.
+ * An attempt holds the run with a lease live at server time `now`. False for a record
+ * {@link judgedAt} finds unreadable, which is not free either: a caller checks that first.
  */
 export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   const judged = judgedAt(record, now);
@@ -309,9 +265,8 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
 
 /**
  * Decides a claim from the record read and the read's server time. A finished run is never taken
- * over (a re-run is a record of its own); a reported run (missed, or failed after retries) is
- * finished too, unless `reopenReported` (a backfill's delivery), so a delivery held past the run's
- * window cannot turn the report into a lie.
+ * over; a reported run (missed, or failed after retries) counts as finished unless `reopenReported`
+ * (a backfill), so a late delivery cannot turn the report into a lie.
  */
 export function claimDecision(
   stored: StoredRecord | undefined,
@@ -322,10 +277,11 @@ export function claimDecision(
   const record = judgedAt(stored, now);
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
-  if (isReported(record) && !reopenReported) return { decision: 'completed', record };
-  if (isRetryable(record) || !isLeaseLive(record, now)) {
-    return { decision: 'take_over', record };
+  const retryable = record.status === RunStatus.Failed || record.status === RunStatus.Missed;
+  if (retryable && record.reportedAt !== undefined && !reopenReported) {
+    return { decision: 'completed', record };
   }
+  if (retryable || !isLeaseLive(record, now)) return { decision: 'take_over', record };
   return { decision: 'lease_live', record };
 }
 
