@@ -265,38 +265,57 @@ export class MissedRunCheck {
         continue;
       }
       const token = judged.tokens.get(runId);
-      if ((await this.#reportOne(job, scope, finding, token, reporter)) !== 'reported') {
-        // A claim or another report came first: the cursor stops there, to judge it again.
-        if (raced === undefined || slot < raced) raced = slot;
-        continue;
-      }
-      logger.error(fields, message);
+      const result = await this.#reportOne(job, scope, finding, token, reporter);
+      // A claim or another report came first, or the write may not have landed: the cursor stops
+      // there, so the next check judges the slot again (reported then, or reported once more).
+      if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
+      if (result === 'exists') continue;
+      // Unconfirmed, it is logged all the same: at worst twice, never not at all.
+      logger.error(
+        result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter },
+        message,
+      );
       reported++;
     }
     return { reported, raced };
   }
 
-  /** Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). */
+  /**
+   * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). A write
+   * refused or failed may be this check's own, landed (an answer lost, the client's retry of it
+   * refused): this check's `reporter` on the record, read back, says so. `unconfirmed`: the write
+   * failed and so did every read.
+   */
   async #reportOne(
     job: DeclaredJob,
     scope: Scope,
     { slot, runId, lapsed }: Finding,
     token: Timestamp | undefined,
     reporter: string,
-  ): Promise<'reported' | 'exists'> {
+  ): Promise<'reported' | 'exists' | 'unconfirmed'> {
     const { history } = this.#deps;
+    let failure: { readonly error: unknown } | undefined;
     try {
-      if (token !== undefined) return await history.markReported(runId, token, reporter, lapsed);
       const keyScope = scopeId(scope);
       const details = { jobName: job.id, scheduleTime: slot.toISOString(), keyScope };
-      return await history.reportMissed(runId, details, reporter);
-    } catch (err) {
-      // After a failed write, this check's `reporter` on the record says it landed.
-      const stored = (await history.getMany([runId])).records.get(runId);
+      const written =
+        token === undefined
+          ? await history.reportMissed(runId, details, reporter)
+          : await history.markReported(runId, token, reporter, lapsed);
+      if (written === 'reported') return written;
+    } catch (error) {
+      failure = { error };
+    }
+    for (let reads = 0; reads < 2; reads++) {
+      const read = await history.getMany([runId]).catch(() => undefined);
+      if (read === undefined) continue;
+      const stored = read.records.get(runId);
       if (stored !== undefined && stored.status !== 'unreadable' && stored.reportedBy === reporter)
         return 'reported';
-      throw err;
+      if (failure !== undefined) throw failure.error;
+      return 'exists';
     }
+    return failure === undefined ? 'exists' : 'unconfirmed';
   }
 
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */

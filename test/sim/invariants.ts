@@ -165,7 +165,7 @@ export function violations(outcome: SimOutcome): string[] {
       at: line.at,
       message: line.message,
       instance: line.instance,
-      byAttempt: line.fields.reportedBy === 'attempt',
+      byAttempt: line.fields.reportedBy === 'attempt' || line.fields.unconfirmed === true,
       reporter: line.fields.reporter,
     };
     reports.set(runId, [...(reports.get(runId) ?? []), report]);
@@ -210,8 +210,9 @@ export function violations(outcome: SimOutcome): string[] {
         const runId = slotRunId(job.id, slot, dep.keyScope);
         const record = outcome.records.get(runId);
         const status = record?.status;
-        // An attempt logs its report before its release writes it: one killed before the write
-        // leaves a check to report the slot again (at worst twice, never not at all).
+        // An attempt logs its report before its release writes it, and a check logs one whose
+        // write it could not confirm: if the write never landed, a later check reports the slot
+        // again (at worst twice, never not at all).
         const logged = reports.get(runId) ?? [];
         const reported =
           logged.length > 1

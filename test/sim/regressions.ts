@@ -344,4 +344,43 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       ],
     } as History,
   },
+  {
+    finding:
+      "a missed-run check's report landed, the client's retry of it was refused as a conflict, and the check took it for another's: the slot reported in its record, never logged",
+    history: {
+      seed: -25,
+      leaseSeconds: 39,
+      scopes: [''],
+      instances: 2,
+      spanMs: 723378,
+      duplicates: 0,
+      dropAnswers: 0.1,
+      latency: [5, 50],
+      faultRate: 0.05,
+      clockOffsetMs: -99950,
+      jobs: [
+        {
+          ...job('job-0', 'wait'),
+          schedule: '*/2 * * * *',
+          retryCount: 1,
+          minBackoffSeconds: 18,
+          maxMs: 74150,
+          failRate: 0.3,
+        },
+        { ...job('job-1', 'wait'), schedule: '*/2 * * * *', retryCount: 1, maxMs: 63540 },
+        {
+          ...job('job-2', 'skip'),
+          schedule: '*/2 * * * *',
+          attemptDeadlineSeconds: 30,
+          maxRetryDurationSeconds: 300,
+          minBackoffSeconds: 7,
+          maxMs: 102341,
+        },
+      ],
+      events: [
+        { at: 1, type: 'backfill', deployment: 0 },
+        { at: 179694, type: 'pause', deployment: 0, instance: 0, ms: 40578 },
+      ],
+    } as History,
+  },
 ];
