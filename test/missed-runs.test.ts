@@ -478,6 +478,41 @@ describe('missed-run detection, live', () => {
     );
   });
 
+  it('logs, unconfirmed, a report whose landed write the client retried and was refused while no read could tell whose it was; the next check does not log it again', async () => {
+    const time = drivenClock(T('12:00:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const reportMissed = fn.history.reportMissed.bind(fn.history);
+    const getMany = fn.history.getMany.bind(fn.history);
+    let outage = false;
+    fn.history.reportMissed = async (...args) => {
+      const result = await reportMissed(...args);
+      if (outage) return result;
+      outage = true;
+      return 'exists'; // google-gax sent the landed create again: Firestore answers it exists
+    };
+    let failedReads = 0;
+    fn.history.getMany = async (ids) => {
+      if (outage && failedReads < 2) {
+        failedReads++;
+        throw new Error('14 UNAVAILABLE: Firestore is unreachable');
+      }
+      return getMany(ids);
+    };
+
+    for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
+      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+    }
+
+    assert.equal(failedReads, 2, 'both reads back failed');
+    const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
+    assert.deepEqual(
+      reports.map((r) => [r.slot, r.unconfirmed]),
+      [[T('12:05:00'), true]],
+    );
+  });
+
   it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention starts over in it', async () => {
     const time = drivenClock(T('14:00:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));

@@ -284,7 +284,7 @@ export class MissedRunCheck {
    * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). A write
    * refused or failed may be this check's own, landed (an answer lost, the client's retry of it
    * refused): this check's `reporter` on the record, read back, says so. `unconfirmed`: the write
-   * failed and so did every read.
+   * was refused or failed and every read failed.
    */
   async #reportOne(
     job: DeclaredJob,
@@ -315,7 +315,7 @@ export class MissedRunCheck {
       if (failure !== undefined) throw failure.error;
       return 'exists';
     }
-    return failure === undefined ? 'exists' : 'unconfirmed';
+    return 'unconfirmed'; // a refused write may be this check's own, landed: never silent
   }
 
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */
