@@ -513,6 +513,40 @@ describe('missed-run detection, live', () => {
     );
   });
 
+  it('reports a backfilled slot once: its backfill failing finally adds no report of its own, and the slot keeps its report', async () => {
+    const time = drivenClock(T('12:00:00'));
+    let backfilling = false;
+    const jobs = declare(
+      defineJob({
+        id: 'five',
+        schedule: '*/5 * * * *',
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => {
+          if (backfilling) throw new Error('the backfill failed too');
+        },
+      }),
+    );
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    for (const slot of slots(T('12:00:00'), T('13:05:00'), 5)) {
+      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+    }
+    const reports = () => reportsOf(fn).map((r) => [r.message, r.slot]);
+    assert.deepEqual(reports(), [['missed run', T('12:05:00')]], 'reported missed first');
+
+    backfilling = true;
+    time.set(new Date(T('13:06:00')));
+    const res = await fn.request
+      .post('/')
+      .set({ ...schedulerHeaders('five', T('12:05:00')), 'X-Run-Once-Backfill': 'true' });
+
+    assert.equal(res.body.outcome, 'failed');
+    assert.deepEqual(reports(), [['missed run', T('12:05:00')]]);
+    const { record } = await fn.ledger.documents.read(res.body.runId);
+    assert.ok(record?.status === 'failed' && record.reportedAt !== undefined, 'still reported');
+  });
+
   it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention starts over in it', async () => {
     const time = drivenClock(T('14:00:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));

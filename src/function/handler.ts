@@ -99,7 +99,8 @@ async function runDelivery(
     });
   };
   // A slot's failure that no Scheduler retry can follow is reported by its own release write,
-  // judged from when this delivery reached the instance (`now`).
+  // judged from when this delivery reached the instance (`now`); never a backfill's, whose
+  // command shows it (a reported slot it reopens keeps its report).
   const slot = new Date(run.scheduleTime);
   const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger);
   const ended = deps.shutdown?.running(plan.runId);
@@ -111,7 +112,7 @@ async function runDelivery(
     logger,
     shutdown: deps.shutdown?.signal,
     maxRunMs: deps.config.jobTimeoutMs,
-    ...(checksMissedRuns ? { finalFailure } : {}),
+    ...(checksMissedRuns && run.backfill !== true ? { finalFailure } : {}),
   }).finally(ended);
   await Promise.all(checks);
   if (result.outcome === 'guard_changed') return 'guard_changed';
