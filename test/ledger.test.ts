@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError } from '../src/core/errors.ts';
+import { DatabaseNotFoundError, LedgerUnavailableError, RunOnceError } from '../src/core/errors.ts';
 import { type Claim, type ClaimResult, reportFailure } from '../src/core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../src/core/run-documents.ts';
 import {
@@ -61,6 +61,26 @@ describe('RunLedger', () => {
     assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
     assert.ok(record.claimed_at instanceof Timestamp);
     assert.equal(claim.takeover, false);
+  });
+
+  it('refuses, before any Firestore call, a run id Firestore cannot take as a document id, naming the rule', async () => {
+    const { db, calls } = countingFirestore();
+    const { ledger } = newLedger({}, db);
+
+    for (const [runId, rule] of [
+      ['a/b', /'\/'/],
+      ['', /empty/],
+      ['..', /empty, \. or \.\./],
+      ['__reserved__', /reserved/],
+      ['x'.repeat(1501), /1500 bytes/],
+    ] as const) {
+      await assert.rejects(ledger.claim(runId), (err: unknown) => {
+        assert.ok(err instanceof RunOnceError && !(err instanceof LedgerUnavailableError));
+        assert.match(err.message, rule);
+        return true;
+      });
+    }
+    assert.deepEqual(calls, { create: 0, get: 0, update: 0, delete: 0 });
   });
 
   it('a claim from another instance while the lease is live reports in_progress with the holder', async () => {

@@ -117,6 +117,8 @@ export class RunLedger {
    * guarded one land in one atomic batch or neither does (`guard_changed`). `reopenReported` takes
    * over a run reported missed or failed after retries (a backfill's delivery).
    *
+   * @throws {RunOnceError} for a run id Firestore cannot take as a document id (its rules:
+   *   non-empty, ≤ 1500 bytes, no '/', not '.' or '..', not `__…__`), before any call.
    * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
    *   does not exist.
    */
@@ -126,6 +128,9 @@ export class RunLedger {
     guard?: GuardedWrite,
     options: { readonly reopenReported?: boolean } = {},
   ): Promise<ClaimResult> {
+    const problem = runIdProblem(runId);
+    if (problem !== undefined)
+      throw new RunOnceError(`run id ${JSON.stringify(runId.slice(0, 80))}: ${problem}`);
     const held = this.#held.get(runId);
     if (held !== undefined) return { state: 'in_progress', holder: held };
     const pending = this.#claiming.get(runId);
@@ -367,4 +372,11 @@ function holderOf(record: RunRecord): Holder | undefined {
   return record.leaseExpires === undefined
     ? undefined
     : { attemptId: record.attemptId, leaseExpires: record.leaseExpires };
+}
+
+/** Why Firestore cannot take `id` as a document id (its documented rules), or `undefined`. */
+function runIdProblem(id: string): string | undefined {
+  if (id === '' || id === '.' || id === '..' || id.includes('/') || /^__.*__$/.test(id))
+    return "Firestore's document ids are not empty, . or .., have no '/' and are not __…__ (reserved)";
+  return Buffer.byteLength(id) > 1500 ? 'a document id is at most 1500 bytes' : undefined;
 }

@@ -99,6 +99,7 @@ const LEASE_LOSS_MESSAGES = {
  * written; its throw releases the claim, keeping the failure, so a retry can run at once.
  *
  * @returns the outcome: Firestore failures are `unavailable` (before the work ran) or `unrecorded`.
+ * @throws {RunOnceError} for a run id Firestore cannot take as a document id (`RunLedger.claim`).
  * @example
  * // In a downstream service: apply the run id it received as its idempotency key.
  * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
