@@ -31,7 +31,9 @@ export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
 
 /**
  * Whether a forced run's record was the slot's own delivery (a misjudged clock): timed, first
- * claimed at most `toleranceMs` before the slot or later. The slot's run then exists under its id.
+ * claimed at most half `toleranceMs` before the slot or later. The slot's run then exists under its
+ * id. Half: a genuine forced run judged early by more than the tolerance may be claimed a moment
+ * later, inside it, while a misjudged on-time delivery is claimed at its slot.
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
@@ -42,7 +44,7 @@ export function isSlotsOwnDelivery(
   if (record.kind !== 'forced' || record.untimed || record.firstClaimedAt === undefined) {
     return false;
   }
-  return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs;
+  return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
 }
 
 /** Each slot's record and run id by index: its own or its forced run's ({@link isSlotsOwnDelivery}). */

@@ -383,4 +383,29 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       ],
     } as History,
   },
+  {
+    finding:
+      "a Force run judged forced 30.0 s before its slot but first claimed at exactly the tolerance's edge was taken for the slot's run; the slot's own delivery, lost in an outage, was never reported",
+    history: {
+      seed: -14,
+      leaseSeconds: 46,
+      scopes: [''],
+      instances: 2,
+      spanMs: 180012,
+      duplicates: 0,
+      dropAnswers: 0.1,
+      latency: [20, 400],
+      faultRate: 0,
+      clockOffsetMs: 82575,
+      jobs: [
+        job('job-0', 'allow'),
+        job('job-1', 'wait'),
+        { ...job('job-2', 'allow'), minMs: 3754, maxMs: 117621 },
+      ],
+      events: [
+        { at: 88663, type: 'force', deployment: 0, job: 1 },
+        { at: 88803, type: 'outage', deployment: 0, ms: 31198 },
+      ],
+    } as History,
+  },
 ];

@@ -132,4 +132,18 @@ describe('isSlotsOwnDelivery: which forced run was in fact its slot’s delivery
   it('one first claimed before the tolerance is not', () => {
     assert.equal(isSlotsOwnDelivery(forced({}), SLOT, 5_000), false);
   });
+
+  it('nor one first claimed in the first half of the tolerance: a genuine forced run, judged early when planned, claimed a moment later', () => {
+    const edge = (msBefore: number) =>
+      isSlotsOwnDelivery(
+        forced({ firstClaimedAt: new Date(SLOT.getTime() - msBefore) }),
+        SLOT,
+        30_000,
+      );
+
+    assert.deepEqual(
+      [edge(30_000), edge(15_001), edge(15_000), edge(0)],
+      [false, false, true, true],
+    );
+  });
 });
