@@ -38,13 +38,19 @@ describe('lease heartbeat', () => {
     await until(async () => (await documents(collection)).size === 1);
     const claimedAt = Date.now();
     const duplicates = [];
+    let lastSentAfterMs = 0;
     while (Date.now() - claimedAt < 3000) {
       await sleep(250);
+      lastSentAfterMs = Date.now() - claimedAt;
       duplicates.push(await instanceB.request.post('/').set(schedulerHeaders()));
     }
     const done = await first;
 
-    assert.ok(duplicates.length >= 8, `${duplicates.length} duplicates`);
+    // Throughout the job: past two whole leases, however slow the machine makes each request.
+    assert.ok(
+      duplicates.length >= 3 && lastSentAfterMs >= 2000,
+      `${duplicates.length} duplicates, the last ${lastSentAfterMs} ms after the claim`,
+    );
     assert.deepEqual(
       duplicates.map((r) => r.status),
       Array(duplicates.length).fill(409),
