@@ -391,27 +391,46 @@ describe('missed-run detection, live', () => {
     );
   });
 
-  it('logs a report whose write landed but whose answer was lost, once, at the next check', async () => {
+  /**
+   * An every-5-minutes job whose 12:05 slot is never delivered, each other slot delivered on time until `to`.
+   * The first missed-run report lands but answers `first` (`lost`: it throws, as a lost answer;
+   * `refused`: `exists`, as the client's retry of the landed create), and the `failReads` read-backs
+   * after it fail.
+   */
+  async function playWithReportFaults(first: 'lost' | 'refused', failReads: number, to: string) {
     const time = drivenClock(T('12:00:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const reportMissed = fn.history.reportMissed.bind(fn.history);
-    let lose = true;
+    const getMany = fn.history.getMany.bind(fn.history);
+    let injected = false;
+    let failedReads = 0;
     fn.history.reportMissed = async (...args) => {
       const result = await reportMissed(...args);
-      if (lose) {
-        lose = false;
-        throw new Error('4 DEADLINE_EXCEEDED: the answer was lost');
-      }
-      return result;
+      if (injected) return result;
+      injected = true;
+      if (first === 'lost') throw new Error('14 UNAVAILABLE: the answer was lost');
+      return 'exists';
     };
-
-    for (const slot of slots(T('12:00:00'), T('14:05:00'), 5)) {
+    fn.history.getMany = async (ids) => {
+      if (injected && failedReads < failReads) {
+        failedReads++;
+        throw new Error('14 UNAVAILABLE: Firestore is unreachable');
+      }
+      return getMany(ids);
+    };
+    for (const slot of slots(T('12:00:00'), to, 5)) {
       if (slot.toISOString() === T('12:05:00')) continue; // never delivered
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
     }
+    assert.ok(injected, 'the fault was injected');
+    assert.equal(failedReads, failReads, 'the read-backs failed as injected');
+    return fn;
+  }
 
-    assert.equal(lose, false, 'the fault was injected');
+  it('logs a report whose write landed but whose answer was lost, once, at the next check', async () => {
+    const fn = await playWithReportFaults('lost', 0, T('14:05:00'));
+
     assert.deepEqual(
       reportsOf(fn).map((r) => [r.message, r.slot]),
       [['missed run', T('12:05:00')]],
@@ -419,99 +438,31 @@ describe('missed-run detection, live', () => {
   });
 
   it('logs a report whose write landed but whose retry the client sent was refused, once', async () => {
-    const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
-    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const reportMissed = fn.history.reportMissed.bind(fn.history);
-    let refused = 0;
-    fn.history.reportMissed = async (...args) => {
-      const result = await reportMissed(...args);
-      // google-gax sent the landed create again: Firestore answers it exists.
-      if (refused++ === 0) return 'exists';
-      return result;
-    };
+    const fn = await playWithReportFaults('refused', 0, T('14:05:00'));
 
-    for (const slot of slots(T('12:00:00'), T('14:05:00'), 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
-      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
-    }
-
-    assert.ok(refused > 0, 'the fault was injected');
     assert.deepEqual(
       reportsOf(fn).map((r) => [r.message, r.slot]),
       [['missed run', T('12:05:00')]],
     );
   });
 
-  it('logs, unconfirmed, a report whose write failed while no read could tell whether it landed; the next check does not log it again', async () => {
-    const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
-    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const reportMissed = fn.history.reportMissed.bind(fn.history);
-    const getMany = fn.history.getMany.bind(fn.history);
-    let outage = false;
-    fn.history.reportMissed = async (...args) => {
-      const result = await reportMissed(...args);
-      if (outage) return result;
-      outage = true;
-      throw new Error('14 UNAVAILABLE: the answer was lost');
-    };
-    let failedReads = 0;
-    fn.history.getMany = async (ids) => {
-      if (outage && failedReads < 2) {
-        failedReads++;
-        throw new Error('14 UNAVAILABLE: Firestore is unreachable');
-      }
-      return getMany(ids);
-    };
+  for (const [first, how] of [
+    ['lost', 'whose write failed while no read could tell whether it landed'],
+    [
+      'refused',
+      'whose landed write the client retried and was refused while no read could tell whose it was',
+    ],
+  ] as const) {
+    it(`logs, unconfirmed, a report ${how}; the next check does not log it again`, async () => {
+      const fn = await playWithReportFaults(first, 2, T('15:05:00'));
 
-    for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
-      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
-    }
-
-    assert.equal(failedReads, 2, 'both reads back failed');
-    const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
-    assert.deepEqual(
-      reports.map((r) => [r.slot, r.unconfirmed]),
-      [[T('12:05:00'), true]],
-    );
-  });
-
-  it('logs, unconfirmed, a report whose landed write the client retried and was refused while no read could tell whose it was; the next check does not log it again', async () => {
-    const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
-    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const reportMissed = fn.history.reportMissed.bind(fn.history);
-    const getMany = fn.history.getMany.bind(fn.history);
-    let outage = false;
-    fn.history.reportMissed = async (...args) => {
-      const result = await reportMissed(...args);
-      if (outage) return result;
-      outage = true;
-      return 'exists'; // google-gax sent the landed create again: Firestore answers it exists
-    };
-    let failedReads = 0;
-    fn.history.getMany = async (ids) => {
-      if (outage && failedReads < 2) {
-        failedReads++;
-        throw new Error('14 UNAVAILABLE: Firestore is unreachable');
-      }
-      return getMany(ids);
-    };
-
-    for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
-      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
-    }
-
-    assert.equal(failedReads, 2, 'both reads back failed');
-    const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
-    assert.deepEqual(
-      reports.map((r) => [r.slot, r.unconfirmed]),
-      [[T('12:05:00'), true]],
-    );
-  });
+      const reports = fn.logs.lines().filter((l) => l.message === 'missed run');
+      assert.deepEqual(
+        reports.map((r) => [r.slot, r.unconfirmed]),
+        [[T('12:05:00'), true]],
+      );
+    });
+  }
 
   it('reports a backfilled slot once: its backfill failing finally adds no report of its own, and the slot keeps its report', async () => {
     const time = drivenClock(T('12:00:00'));
