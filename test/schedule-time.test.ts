@@ -155,14 +155,16 @@ describe('the forced-run tolerance on the request path (cold start, issue 28)', 
 
   // Schedules no other test of this process uses: a job's exact tolerance is computed once per
   // process (1,000 slots from 2000 on, `shortestGapMs`), then remembered.
-  it("is never computed for a slot's on-time delivery, only for one that may be a forced run", async () => {
+  it("is never computed for a slot's on-time delivery or a backfill's, only for one that may be a forced run", async () => {
     const onTime = counted('on-time', '17 */2 * * *');
     const early = counted('early', '23 */2 * * *');
+    const backfill = counted('backfill', '29 */2 * * *');
     const slot = (minute: number) => afterNoon(minute * 60_000);
     let now = at(slot(17), 2_000);
     const clock = { clock: async () => now };
     const a = serveJobs(onTime.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
     const b = serveJobs(early.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
+    const c = serveJobs(backfill.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
 
     const seenOnTime = await slotLookups(() =>
       a.request.post('/').set(schedulerHeaders('on-time', slot(17))),
@@ -172,8 +174,15 @@ describe('the forced-run tolerance on the request path (cold start, issue 28)', 
       b.request.post('/').set(schedulerHeaders('early', slot(23))),
     );
 
-    assert.deepEqual([onTime.kinds, early.kinds], [['slot'], ['slot']]);
+    // A day late, far past the retry window: the verdict is the same at both ends of the band.
+    now = at(slot(29), 86_400_000);
+    const seenLate = await slotLookups(() =>
+      c.request.post('/').set(schedulerHeaders('backfill', slot(29))).set('X-Run-Once-Backfill', 'true'),
+    );
+
+    assert.deepEqual([onTime.kinds, early.kinds, backfill.kinds], [['slot'], ['slot'], ['slot']]);
     assert.ok(seenOnTime < 100, `${seenOnTime} slot look-ups for an on-time delivery`);
+    assert.ok(seenLate < 100, `${seenLate} slot look-ups for a delivery a day late`);
     assert.ok(seenEarly >= 999, `${seenEarly} slot look-ups for a delivery 45 s early`);
   });
 });

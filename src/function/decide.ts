@@ -163,16 +163,19 @@ async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answe
 }
 
 /**
- * The job's forced-run tolerance as this delivery needs it, ms: a slot's on-time delivery (at most
- * min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s) late, well inside the retention) is decided alike by
- * every job's tolerance, so it skips the exact value's slot arithmetic (docs/performance.md).
+ * The job's forced-run tolerance as this delivery needs it, ms. Every job's lies in the band
+ * [min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s), `FORCED_RUN_TOLERANCE_SECONDS`] (cron slots are at
+ * least 60 s apart), so a slot's delivery whose verdict is the same at both ends skips the exact
+ * value's slot arithmetic: one at most 30 s from its slot either way, or one later than the
+ * job's retry window (a backfill), both well inside the retention (docs/performance.md).
  */
 function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
   const low = Math.min(configured, 30_000);
   const late = now.getTime() - Date.parse(run.scheduleTime);
-  const onTime = run.trigger === undefined && !run.withoutScheduleTime && late >= 0;
-  if (onTime && late <= low && late + configured <= retentionMs) return low;
+  const slotDelivery = run.trigger === undefined && !run.withoutScheduleTime;
+  const banded = Math.abs(late) <= low || late > retryWindowMs(job);
+  if (slotDelivery && banded && late + configured <= retentionMs) return low;
   return forcedRunToleranceMs(job, configured);
 }
 
