@@ -177,7 +177,10 @@ describe('the forced-run tolerance on the request path (cold start, issue 28)', 
     // A day late, far past the retry window: the verdict is the same at both ends of the band.
     now = at(slot(29), 86_400_000);
     const seenLate = await slotLookups(() =>
-      c.request.post('/').set(schedulerHeaders('backfill', slot(29))).set('X-Run-Once-Backfill', 'true'),
+      c.request
+        .post('/')
+        .set(schedulerHeaders('backfill', slot(29)))
+        .set('X-Run-Once-Backfill', 'true'),
     );
 
     assert.deepEqual([onTime.kinds, early.kinds, backfill.kinds], [['slot'], ['slot'], ['slot']]);
