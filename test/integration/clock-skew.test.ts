@@ -214,21 +214,24 @@ function assertRanOnceUnderALiveLease(seen: Observed): string {
     [seen.start.attemptId],
     `the job ran once, on the instance that claimed first (${figures})`,
   );
-  assert.ok(seen.retries.length >= 10, `retries kept coming while the job ran (${figures})`);
+  // At least five, however slow each delivery is on a busy machine (ten or more on a quiet one).
+  assert.ok(seen.retries.length >= 5, `retries kept coming while the job ran (${figures})`);
   assert.ok(
     retryStreaks[0]?.answer === '409 in_progress' &&
       retryStreaks.slice(1).every((s) => s.answer === '200 duplicate'),
     `every retry answered 409 in_progress until the run completed, then 200 duplicate (${figures})`,
   );
   assert.deepEqual(seen.late.map(answerOf), ['200 duplicate', '200 duplicate']);
-  // Read throughout the job, however slow the machine makes each read (a count alone is a
-  // speed): over two thirds of it, at least once a lease, so a lease that lapsed is seen lapsed.
+  // Read while the job ran, however slow the machine makes each read (a count alone is a speed):
+  // at least once a lease over more than a lease and a beat, so a lease written lapsed, one more
+  // than a lease long, or one the heartbeat let lapse is seen (a busy machine shortens the window:
+  // the job's start is seen late).
   const readTimes = held.map((r) => r.readTimeMs);
   const readSpan = Math.max(...readTimes) - Math.min(...readTimes);
   const readGap = Math.max(...readTimes.slice(1).map((t, i) => t - (readTimes[i] ?? t)));
   assert.ok(
-    held.length >= 5 && readSpan >= (JOB_MS * 2) / 3 && readGap <= LEASE_MS,
-    `the record was read throughout the job, once a lease at least (${held.length} reads over ${readSpan} ms, at most ${readGap} ms apart; ${figures})`,
+    held.length >= 5 && readSpan >= LEASE_MS + BEAT_MS && readGap <= LEASE_MS,
+    `the record was read while the job ran, once a lease at least (${held.length} reads over ${readSpan} ms, at most ${readGap} ms apart; ${figures})`,
   );
   assert.ok(
     held.every((r) => r.run?.attemptId === seen.start.attemptId),
