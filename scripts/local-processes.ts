@@ -265,6 +265,14 @@ const EMULATOR_INSTALL_HINT =
   'the emulator jar, or FIRESTORE_EMULATOR_HOST to a running emulator.';
 
 /**
+ * The emulator's JVM flags unless `JAVA_TOOL_OPTIONS` is set: the client compiler only and the
+ * serial collector. An emulator lives minutes and keeps a small heap, so the optimising compiler's
+ * and the parallel collector's threads cost more CPU than they win back: on 2 cores the JVM took
+ * 9 s of CPU for four emulator test files instead of 22 s (docs/tests.md).
+ */
+const EMULATOR_JVM = '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC';
+
+/**
  * Starts a Firestore emulator on 127.0.0.1:`port` in a process group of its own and resolves once
  * it answers: `java -cp $FIRESTORE_EMULATOR_JAR … CloudFirestore start` if that variable is set,
  * else `gcloud emulators firestore start` (the gcloud `cloud-firestore-emulator` component).
@@ -282,6 +290,7 @@ export async function startFirestoreEmulator(
   const jar = process.env.FIRESTORE_EMULATOR_JAR;
   const emulatorClass = 'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
   const extra = options.importData === undefined ? [] : [`--import-data=${options.importData}`];
+  const env = { ...process.env, JAVA_TOOL_OPTIONS: process.env.JAVA_TOOL_OPTIONS ?? EMULATOR_JVM };
   const child = jar
     ? spawnGroup(
         'java',
@@ -295,12 +304,12 @@ export async function startFirestoreEmulator(
           `--port=${port}`,
           ...extra,
         ],
-        { keep: 4000 },
+        { keep: 4000, env },
       )
     : spawnGroup(
         'gcloud',
         ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet', ...extra],
-        { keep: 4000 },
+        { keep: 4000, env },
       );
   try {
     await waitForHttp(`http://127.0.0.1:${port}/`, { timeoutMs, process: child });
