@@ -296,7 +296,7 @@ export class RunLedger {
   /**
    * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
    * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry
-   * on it (docs/how-it-works.md, "Writes: one precondition each": the invariant that makes it safe).
+   * on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
    */
   async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
@@ -321,8 +321,8 @@ export class RunLedger {
 
 /**
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
- * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too. The one write
- * by anyone but the record's attempt: it leaves no record `in_progress` (see {@link #fencedWrite}).
+ * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too: the one write
+ * by anyone but the record's attempt, it never leaves a record `in_progress`.
  *
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.

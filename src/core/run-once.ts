@@ -44,7 +44,7 @@ export type RunOutcome =
       readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
-      /** `finalFailure` gave a reporter id, so the release carried the report (lost if `lease_lost`). */
+      /** `finalFailure` gave a reporter id: the release carried the report (lost if `lease_lost`). */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
@@ -109,11 +109,10 @@ export async function runOnce(
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
+  const { details, guard, reopenReported } = options;
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, options.details, options.guard, {
-      reopenReported: options.reopenReported === true,
-    });
+    claimed = await ledger.claim(runId, details, guard, { reopenReported });
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
