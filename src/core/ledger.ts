@@ -112,10 +112,10 @@ export class RunLedger {
   }
 
   /**
-   * Claims `runId` (the document id: ≤ 1500 bytes, no '/') for a fresh attempt, or says why not
-   * (`completed` is a duplicate, even past `expire_at`). With `guard`, the claim's write and the
-   * guarded one land in one atomic batch or neither does (`guard_changed`). `reopenReported` takes
-   * over a run reported missed or failed after retries (a backfill's delivery).
+   * Claims `runId` for a fresh attempt, or says why not (`completed` is a duplicate, even past
+   * `expire_at`). With `guard`, the claim's write and the guarded one land in one atomic batch or
+   * neither does (`guard_changed`). `reopenReported` takes over a run reported missed or failed
+   * after retries (a backfill's delivery).
    *
    * @throws {RunOnceError} for a run id Firestore cannot take as a document id (its rules:
    *   non-empty, ≤ 1500 bytes, no '/', not '.' or '..', not `__…__`), before any call.
@@ -278,13 +278,12 @@ export class RunLedger {
     writeTime: Timestamp,
     previous: RunRecord | undefined,
   ): ClaimResult {
-    const leaseMs = this.#leaseMs;
     const claim: Claim = {
       runId,
       attemptId,
       fencingToken: writeTime,
-      leaseExpires: new Date(writeTime.toMillis() + leaseMs),
-      leaseMs,
+      leaseExpires: new Date(writeTime.toMillis() + this.#leaseMs),
+      leaseMs: this.#leaseMs,
       takeover: previous !== undefined,
       notes: previous?.notes ?? {},
       // A takeover keeps a stored first claim (claimFields); otherwise this write stamped it.
@@ -296,9 +295,8 @@ export class RunLedger {
 
   /**
    * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
-   * A precondition failure finding our attempt still `in_progress` is a write of ours landed unseen:
-   * try again on that update time. Safe because only this attempt writes an `in_progress` record with
-   * its id: the one write by anyone else, {@link reportFailure}, leaves the record `failed`.
+   * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry
+   * on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
    */
   async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
     let token = claim.fencingToken;
@@ -323,9 +321,8 @@ export class RunLedger {
 
 /**
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
- * judged it; with `lapsedError`, an `in_progress` record whose lease had lapsed is ended `failed`
- * too. The one write onto a record by anyone but the attempt it names: it leaves no record
- * `in_progress`, so the lapsed attempt's fenced writes find their lease lost.
+ * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too: the one write
+ * by anyone but the record's attempt, it never leaves a record `in_progress`.
  *
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.

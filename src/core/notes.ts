@@ -4,12 +4,10 @@
  */
 import { Timestamp } from '@google-cloud/firestore';
 
+type Scalar = string | number | boolean;
+
 /** A value a job may note in its run's record: a scalar, or a flat object of scalars. */
-export type NoteValue =
-  | string
-  | number
-  | boolean
-  | Readonly<Record<string, string | number | boolean>>;
+export type NoteValue = Scalar | Readonly<Record<string, Scalar>>;
 
 /** Limits of one note (`noteProblem` states them), so a record stays small and readable. */
 const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
@@ -29,18 +27,13 @@ export const MAX_NOTES_BYTES = 256 * 1024;
  */
 export function storedSize(value: unknown): number {
   if (typeof value === 'string') return Buffer.byteLength(value, 'utf8') + 1;
-  if (typeof value === 'number') return 8;
   if (typeof value === 'boolean' || value === null || value === undefined) return 1;
-  if (value instanceof Timestamp) return 8;
   if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + storedSize(v), 0);
-  if (typeof value === 'object') {
-    let sum = 0;
-    for (const [key, v] of Object.entries(value)) {
-      sum += Buffer.byteLength(key, 'utf8') + 1 + storedSize(v);
-    }
-    return sum;
-  }
-  return 8;
+  if (typeof value !== 'object' || value instanceof Timestamp) return 8; // a number, a timestamp
+  return Object.entries(value).reduce(
+    (sum, [key, v]) => sum + Buffer.byteLength(key, 'utf8') + 1 + storedSize(v),
+    0,
+  );
 }
 
 /**

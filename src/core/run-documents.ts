@@ -5,6 +5,7 @@
 import {
   type DocumentData,
   type DocumentReference,
+  type DocumentSnapshot,
   type Firestore,
   Timestamp,
   type WriteBatch,
@@ -133,9 +134,7 @@ export class RunDocuments {
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
     const updateTimes = new Map<string, Timestamp>();
-    // Nothing to read still has a time: Firestore's, as this instance knows it.
-    if (runIds.length === 0) return { records, updateTimes, readTime: await this.serverTime() };
-    let readTime = new Date(0);
+    let readTime: Date | undefined;
     for (let i = 0; i < runIds.length; i += BATCH_SIZE) {
       const refs = runIds
         .slice(i, i + BATCH_SIZE)
@@ -149,7 +148,8 @@ export class RunDocuments {
         this.#learnTime(snap.readTime);
       }
     }
-    return { records, updateTimes, readTime };
+    // Nothing to read still has a time: Firestore's, as this instance knows it.
+    return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
   }
 
   /**
@@ -203,32 +203,20 @@ export class RunDocuments {
     addWrite(batch, this.#ref(runId), data, token);
     addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    try {
-      const [result] = await this.#call(
-        `${what} with the ${guard.what}`,
-        () => batch.commit(),
-        conflicts,
-      );
-      return this.#written(result as WriteResult);
-    } catch (err) {
-      if (!(err instanceof WriteConflict)) throw err;
-    }
+    const commit = async () => (await batch.commit())[0] as WriteResult;
+    const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
+    if (written !== 'conflict') return written;
     // A precondition failed: `conflict` if the guard is still at its token, else the run as read.
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
-    const [guarded, run] = await this.#call(`read after the ${guard.what}`, () =>
+    // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
+    const [guarded, run] = (await this.#call(`read after the ${guard.what}`, () =>
       this.#db.getAll(other.#ref(guard.id), runRef),
-    );
-    if (guarded === undefined || run === undefined) {
-      throw new LedgerUnavailableError(
-        `Firestore answered the read after the ${guard.what} without its documents`,
-      );
-    }
+    )) as [DocumentSnapshot, DocumentSnapshot<StoredRecord>];
     this.#learnTime(run.readTime);
     const at = guarded.updateTime;
     const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
     if (!moved) return 'conflict';
-    // The ref carries the converter, which Firestore.getAll's typings drop.
-    const record = run.data() as StoredRecord | undefined;
+    const record = run.data();
     return {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
     };
@@ -241,22 +229,28 @@ export class RunDocuments {
     token: Timestamp | undefined,
   ): Promise<Timestamp | 'conflict'> {
     const ref = this.#ref(runId);
+    if (token === undefined) {
+      return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
+    }
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-    const conflicts =
-      token === undefined ? [Code.ALREADY_EXISTS] : [Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const write = () =>
-      token === undefined ? ref.create(data) : ref.update(data, { lastUpdateTime: token });
+    const update = () => ref.update(data, { lastUpdateTime: token });
+    return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
+  }
+
+  /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
+  async #conditional(
+    what: string,
+    write: () => Promise<WriteResult>,
+    conflicts: readonly number[],
+  ): Promise<Timestamp | 'conflict'> {
     try {
-      return this.#written(await this.#call(what, write, conflicts));
+      const { writeTime } = await this.#call(what, write, conflicts);
+      this.#learnTime(writeTime);
+      return writeTime;
     } catch (err) {
       if (err instanceof WriteConflict) return 'conflict';
       throw err;
     }
-  }
-
-  #written(result: WriteResult): Timestamp {
-    this.#learnTime(result.writeTime);
-    return result.writeTime;
   }
 
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */

@@ -44,10 +44,7 @@ export type RunOutcome =
       readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
-      /**
-       * `finalFailure` gave a reporter id, so the release carried the report; with `release:
-       * 'lease_lost'` it did not land (another attempt or a check holds the run).
-       */
+      /** `finalFailure` gave a reporter id: the release carried the report (lost if `lease_lost`). */
       readonly reported: boolean;
       readonly leaseLoss?: LeaseLossCause;
     }
@@ -75,8 +72,7 @@ export interface RunOnceOptions {
   readonly abortWarningMs?: number;
   /**
    * Asked after the work failed, with the failure as stored: an id to store as `reported_by` when
-   * no retry can follow, so the release reports it; `undefined` (or a throw) otherwise. It logs the
-   * report itself before the release is written, so a process killed meanwhile has logged it.
+   * no retry can follow, else `undefined` (or a throw). It logs the report before the release.
    */
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
@@ -113,11 +109,10 @@ export async function runOnce(
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
+  const { details, guard, reopenReported } = options;
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, options.details, options.guard, {
-      reopenReported: options.reopenReported === true,
-    });
+    claimed = await ledger.claim(runId, details, guard, { reopenReported });
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
@@ -135,16 +130,11 @@ export async function runOnce(
 }
 
 function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
-  switch (claimed.state) {
-    case 'completed':
-      return { outcome: 'duplicate', record: claimed.record };
-    case 'in_progress':
-      return { outcome: 'in_progress', holder: claimed.holder };
-    case 'unreadable':
-      return { outcome: 'unreadable_record', record: claimed.record };
-    case 'guard_changed':
-      return { outcome: 'guard_changed' };
-  }
+  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
+  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
+  if (claimed.state === 'unreadable')
+    return { outcome: 'unreadable_record', record: claimed.record };
+  return { outcome: 'guard_changed' };
 }
 
 /** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
@@ -165,7 +155,7 @@ class AttemptScope {
   #claim: Claim;
   #beatTimer: NodeJS.Timeout | undefined;
   /** The renewal in flight (an extension or a note): both move the fencing token, one at a time. */
-  #beat: Promise<void> | undefined;
+  #beat: Promise<unknown> | undefined;
   /** Extensions that failed transiently since the last one that landed. */
   #failures = 0;
   #lapseWarned = false;
@@ -186,8 +176,7 @@ class AttemptScope {
       this.#beat ??= this.#extend().finally(() => {
         this.#beat = undefined;
       });
-    }, beatMs);
-    this.#beatTimer.unref();
+    }, beatMs).unref();
     const { signal } = this.#controller;
     const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
@@ -200,11 +189,7 @@ class AttemptScope {
       firstClaimedAt: claim.firstClaimedAt,
       attempts: claim.attempts,
       signal,
-      note: async (name, value) => {
-        if (!(await this.#renewWith((held) => ledger.note(held, name, value)))) {
-          throw signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost');
-        }
-      },
+      note: (name, value) => this.#note(name, value),
     };
     signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
     if (options.shutdown?.aborted) this.#onShutdown();
@@ -256,14 +241,13 @@ class AttemptScope {
   #warnIfStillRunning(): void {
     const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
     const warningMs = this.#options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS;
-    const timer = setTimeout(() => {
+    setTimeout(() => {
       if (this.#settled) return;
       this.#options.logger.warn(
         { abortReason: reason },
         `the job is still running ${warningMs} ms after its signal was aborted (${reason}); it should stop and throw`,
       );
-    }, warningMs);
-    timer.unref();
+    }, warningMs).unref();
   }
 
   /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
@@ -286,21 +270,16 @@ class AttemptScope {
     return this.#claim;
   }
 
-  /**
-   * Runs `write`, a fenced renewal of the claim (a note), between beats, never beside one.
-   *
-   * @returns true if it landed; false if the lease was lost (the signal is then aborted).
-   * @throws whatever `write` throws (a transient failure: the lease still runs).
-   */
-  async #renewWith(write: (claim: Claim) => Promise<Claim | 'lease_lost'>): Promise<boolean> {
+  /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */
+  async #note(name: string, value: NoteValue): Promise<void> {
     while (this.#beat !== undefined) await this.#beat;
-    const run = write(this.#claim).then((renewed) => this.#apply(renewed));
-    this.#beat = run.then(
-      () => undefined,
-      () => undefined,
-    );
+    const run = this.#ledger.note(this.#claim, name, value).then((noted) => this.#apply(noted));
+    this.#beat = run.catch(() => undefined);
     try {
-      return await run;
+      if (!(await run)) {
+        const { signal } = this.#controller;
+        throw signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost');
+      }
     } finally {
       this.#beat = undefined;
     }

@@ -235,16 +235,13 @@ export function isCompleted(record: StoredRecord): boolean {
 }
 
 /**
- * The record as judged at server time `now`: an `in_progress` record whose lease ends more than
- * {@link MAX_LEASE_MS} after `now` is unreadable, since only a `leased_at` from Firestore's future,
- * which this code never writes, gives one. Every reader that judges a lease goes through it.
+ * The record as judged at server time `now`: an `in_progress` lease ending more than
+ * {@link MAX_LEASE_MS} after `now` has a `leased_at` from Firestore's future, which this code never
+ * writes, so the record is unreadable. Every reader that judges a lease goes through it.
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
-  if (
-    record.status === RunStatus.InProgress &&
-    record.leaseExpires !== undefined &&
-    record.leaseExpires.getTime() - now.getTime() > MAX_LEASE_MS
-  ) {
+  const expires = record.status === RunStatus.InProgress ? record.leaseExpires : undefined;
+  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS) {
     return unreadable(Field.leasedAt, "is later than Firestore's time now");
   }
   return record;
@@ -256,11 +253,8 @@ export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
  */
 export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   const judged = judgedAt(record, now);
-  return (
-    judged.status === RunStatus.InProgress &&
-    judged.leaseExpires !== undefined &&
-    judged.leaseExpires.getTime() > now.getTime()
-  );
+  const expires = judged.status === RunStatus.InProgress ? judged.leaseExpires : undefined;
+  return expires !== undefined && expires.getTime() > now.getTime();
 }
 
 /**
