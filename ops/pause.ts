@@ -32,13 +32,14 @@ import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { pauseBound, pauseNoteProblem, pauseUntilProblem } from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
+import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
 import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 
-const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
        npm run resume -- JOB [--record-only]
        [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
@@ -65,7 +66,11 @@ function untilArg(text: string, now: Date): Date {
   return at;
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run pause` and `npm run resume`, for {@link runCommand} and in-process tests: `argv` after
+ * the script (`pause|resume JOB …`), the environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -181,4 +186,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('pause', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('pause', USAGE, main);

@@ -48,7 +48,7 @@ import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { isJudgedSlot, rulesInForce } from './check-rules.ts';
-import { namedPairs, runCommand, UsageError } from './command.ts';
+import { isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
@@ -65,7 +65,8 @@ import { scopeArgs, scopeRequest } from './scope-args.ts';
 import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 
-const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]
@@ -186,7 +187,11 @@ function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[]
   }
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run runs`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -471,4 +476,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('runs', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('runs', USAGE, main);
