@@ -23,7 +23,7 @@
  * or Firestore fails, 2 on bad arguments.
  */
 import { parseArgs } from 'node:util';
-import { Firestore } from '@google-cloud/firestore';
+import { Firestore, type Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
@@ -71,6 +71,24 @@ function untilArg(text: string, now: Date): Date {
  * the script (`pause|resume JOB …`), the environment `env`; resolves to the exit status.
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let db: Firestore | undefined;
+  try {
+    return await pauseOrResume(argv, env, (settings) => {
+      db = new Firestore(settings);
+      return db;
+    });
+  } finally {
+    // Closed here, not left to the process's exit: tests run the command in their own process.
+    await db?.terminate();
+  }
+}
+
+/** {@link main}, with its Firestore client made by `open`. */
+async function pauseOrResume(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  open: (settings: Settings) => Firestore,
+): Promise<number> {
   const { values: args, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -127,7 +145,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.env.METADATA_SERVER_DETECTION ??= 'none';
   }
   const jobDocuments = new RunDocuments(
-    new Firestore({
+    open({
       projectId: config.projectId ?? EMULATOR_PROJECT,
       databaseId: config.firestoreDatabase,
     }),

@@ -32,7 +32,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Firestore } from '@google-cloud/firestore';
+import { Firestore, type Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
@@ -192,6 +192,24 @@ function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[]
  * environment `env`; resolves to the exit status.
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let db: Firestore | undefined;
+  try {
+    return await listRuns(argv, env, (settings) => {
+      db = new Firestore(settings);
+      return db;
+    });
+  } finally {
+    // Closed here, not left to the process's exit: tests run the command in their own process.
+    await db?.terminate();
+  }
+}
+
+/** {@link main}, with its Firestore client made by `open`. */
+async function listRuns(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  open: (settings: Settings) => Firestore,
+): Promise<number> {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -271,7 +289,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
   if (env.FIRESTORE_EMULATOR_HOST) quietAgainstEmulator(env);
-  const db = new Firestore({
+  const db = open({
     // The emulator keeps each project's data apart: without a project, read the one `npm run
     // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
     projectId: config.projectId ?? EMULATOR_PROJECT,
