@@ -17,15 +17,20 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
-import { runCommand, UsageError } from './command.ts';
+import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { dashboard } from './dashboard-config.ts';
 import { loadJobs } from './declarations.ts';
 import { longestGapMs } from './slots.ts';
 
-const USAGE =
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE =
   'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `node ops/alerts.ts`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -75,4 +80,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('alerts', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('alerts', USAGE, main);

@@ -1,9 +1,11 @@
 /**
- * What every operations command (`jobs`, `runs`, `trigger`, `scheduler`, `alerts`) does the same
- * way: its exit status and how it reports an error. 0 success, 1 a failure it names (invalid
- * declarations or configuration, Firestore unavailable, a function it cannot reach), 2 a bad
- * argument, printed with the usage.
+ * What every operations command (`jobs`, `runs`, `trigger`, `pause`, `scheduler`, `alerts`) does
+ * the same way: its exit status and how it reports an error. 0 success, 1 a failure it names
+ * (invalid declarations or configuration, Firestore unavailable, a function it cannot reach), 2 a
+ * bad argument, printed with the usage.
  */
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { RunOnceError } from '../src/core/errors.ts';
 import { ConfigError } from '../src/policy/errors.ts';
 
@@ -36,36 +38,72 @@ export function namedPairs(
   return out;
 }
 
+/** A command's `main`: its arguments (after the script) and environment, to its exit status. */
+export type CommandMain = (argv: string[], env: NodeJS.ProcessEnv) => Promise<number>;
+
 /**
- * Runs a command's `main` on `process.argv` and sets `process.exitCode`: `main`'s number, else
+ * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else
  * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError} or an
  * error of `src/errors.ts`. A `ConfigError` is printed as it is (it starts "Invalid
  * configuration:"), the others after `name: `. Anything else is a bug: rethrown, with its stack.
+ * It sets no `process.exitCode`: tests call it in-process (`test/fixtures/in-process-command.ts`).
  *
- * @example await runCommand('jobs', USAGE, main);
+ * @example const status = await commandStatus('jobs', USAGE, main, ['--json'], env);
  */
-export async function runCommand(
+export async function commandStatus(
   name: string,
   usage: string,
-  main: (argv: string[], env: NodeJS.ProcessEnv) => Promise<number>,
-): Promise<void> {
+  main: CommandMain,
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   try {
-    process.exitCode = await main(process.argv.slice(2), process.env);
+    return await main(argv, env);
   } catch (err) {
     if (
       err instanceof UsageError ||
       (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     ) {
       console.error(`${name}: ${(err as Error).message}\n${usage}`);
-      process.exitCode = 2;
-    } else if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exitCode = 1;
-    } else if (err instanceof CommandError || err instanceof RunOnceError) {
-      console.error(`${name}: ${err.message}`);
-      process.exitCode = 1;
-    } else {
-      throw err;
+      return 2;
     }
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      return 1;
+    }
+    if (err instanceof CommandError || err instanceof RunOnceError) {
+      console.error(`${name}: ${err.message}`);
+      return 1;
+    }
+    throw err;
   }
+}
+
+/**
+ * Runs a command's `main` on `process.argv` and `process.env` and sets `process.exitCode` to its
+ * {@link commandStatus}; a bug is rethrown, so the process exits 1 with its stack.
+ *
+ * @example if (isEntryPoint(import.meta.url)) await runCommand('jobs', USAGE, main);
+ */
+export async function runCommand(name: string, usage: string, main: CommandMain): Promise<void> {
+  process.exitCode = await commandStatus(name, usage, main, process.argv.slice(2), process.env);
+}
+
+/**
+ * Whether the module at `moduleUrl` (its `import.meta.url`) is the script Node was started with
+ * (`node ops/jobs.ts`), rather than imported (by a test). Node loads its entry point by its real
+ * path, so `process.argv[1]` is compared after resolving symbolic links.
+ *
+ * @example if (isEntryPoint(import.meta.url)) await runCommand('jobs', USAGE, main);
+ */
+export function isEntryPoint(moduleUrl: string): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return false;
+  let real: string;
+  try {
+    real = realpathSync(script);
+  } catch {
+    real = script;
+  }
+  return moduleUrl === pathToFileURL(real).href;
 }

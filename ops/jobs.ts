@@ -20,12 +20,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../src/policy/errors.ts';
-import { runCommand, UsageError } from './command.ts';
+import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependencies.ts';
 import { COUNT, deployLines, jobsJson, jobsTable, parseCount, upcoming } from './format-jobs.ts';
 
-const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339] [--count N]';
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339] [--count N]';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -41,7 +42,11 @@ function checkDependencies(env: NodeJS.ProcessEnv): void {
   if (problems.length > 0) throw new ConfigError(problems);
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run jobs`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: options } = parseArgs({
     args: argv,
     options: {
@@ -85,4 +90,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('jobs', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('jobs', USAGE, main);

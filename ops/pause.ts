@@ -23,7 +23,7 @@
  * or Firestore fails, 2 on bad arguments.
  */
 import { parseArgs } from 'node:util';
-import { Firestore } from '@google-cloud/firestore';
+import { Firestore, type Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
@@ -32,13 +32,14 @@ import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { pauseBound, pauseNoteProblem, pauseUntilProblem } from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import { CommandError, namedPairs, runCommand, UsageError } from './command.ts';
+import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
 import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 
-const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
        npm run resume -- JOB [--record-only]
        [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
@@ -65,7 +66,29 @@ function untilArg(text: string, now: Date): Date {
   return at;
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run pause` and `npm run resume`, for {@link runCommand} and in-process tests: `argv` after
+ * the script (`pause|resume JOB …`), the environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let db: Firestore | undefined;
+  try {
+    return await pauseOrResume(argv, env, (settings) => {
+      db = new Firestore(settings);
+      return db;
+    });
+  } finally {
+    // Closed here, not left to the process's exit: tests run the command in their own process.
+    await db?.terminate();
+  }
+}
+
+/** {@link main}, with its Firestore client made by `open`. */
+async function pauseOrResume(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  open: (settings: Settings) => Firestore,
+): Promise<number> {
   const { values: args, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -122,7 +145,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.env.METADATA_SERVER_DETECTION ??= 'none';
   }
   const jobDocuments = new RunDocuments(
-    new Firestore({
+    open({
       projectId: config.projectId ?? EMULATOR_PROJECT,
       databaseId: config.firestoreDatabase,
     }),
@@ -181,4 +204,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('pause', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('pause', USAGE, main);

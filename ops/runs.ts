@@ -32,7 +32,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Firestore } from '@google-cloud/firestore';
+import { Firestore, type Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
@@ -48,7 +48,7 @@ import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { isJudgedSlot, rulesInForce } from './check-rules.ts';
-import { namedPairs, runCommand, UsageError } from './command.ts';
+import { isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
@@ -65,7 +65,8 @@ import { scopeArgs, scopeRequest } from './scope-args.ts';
 import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 
-const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]
@@ -186,7 +187,29 @@ function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[]
   }
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run runs`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let db: Firestore | undefined;
+  try {
+    return await listRuns(argv, env, (settings) => {
+      db = new Firestore(settings);
+      return db;
+    });
+  } finally {
+    // Closed here, not left to the process's exit: tests run the command in their own process.
+    await db?.terminate();
+  }
+}
+
+/** {@link main}, with its Firestore client made by `open`. */
+async function listRuns(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  open: (settings: Settings) => Firestore,
+): Promise<number> {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -266,7 +289,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
   if (env.FIRESTORE_EMULATOR_HOST) quietAgainstEmulator(env);
-  const db = new Firestore({
+  const db = open({
     // The emulator keeps each project's data apart: without a project, read the one `npm run
     // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
     projectId: config.projectId ?? EMULATOR_PROJECT,
@@ -471,4 +494,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return 0;
 }
 
-await runCommand('runs', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('runs', USAGE, main);

@@ -26,7 +26,7 @@
  * arguments or settings, 1 for invalid declarations.
  */
 import { parseArgs } from 'node:util';
-import { runCommand, UsageError } from './command.ts';
+import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
@@ -34,7 +34,8 @@ import { LocalScheduler } from './local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from './scheduler-settings.ts';
 
-const USAGE =
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE =
   'usage: node ops/scheduler.ts [--url URL] [--fire JOB [--without-schedule-time]] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -45,7 +46,11 @@ function interrupted(): Promise<void> {
   });
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run scheduler`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: options } = parseArgs({
     args: argv,
     options: {
@@ -127,4 +132,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   }
 }
 
-await runCommand('scheduler', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('scheduler', USAGE, main);

@@ -52,12 +52,13 @@ import {
   oldestAcceptedTime,
   retentionProblems,
 } from '../src/policy/schedule-time.ts';
-import { runCommand, UsageError } from './command.ts';
+import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
 import { scopeArgs, scopeRequest } from './scope-args.ts';
 
-const USAGE =
+/** What the command prints with a bad argument (exit 2) and for `--help`. */
+export const USAGE =
   'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--allow-overlap] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
 
 /**
@@ -77,7 +78,11 @@ function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | unde
   );
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+/**
+ * `npm run trigger`, for {@link runCommand} and in-process tests: `argv` after the script, the
+ * environment `env`; resolves to the exit status.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const { values: args, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -184,4 +189,4 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 
-await runCommand('trigger', USAGE, main);
+if (isEntryPoint(import.meta.url)) await runCommand('trigger', USAGE, main);

@@ -1,26 +1,53 @@
 /**
- * `npm run pause` / `npm run resume` (`ops/pause.ts`) as processes against the emulator, with
- * `npm run runs` reading what they recorded: the slots of a pause show as `paused` with its note
- * (table, JSON, page), `--check` passes on them and fails once the pause outlives its `--until`;
- * the bounds of `--until` and `--note` are refused with what to give. Against the emulator the
- * Scheduler half is `npm run dev`'s (its local Scheduler reads the record); the gcloud command a
- * deployed pause runs is checked by the real parser in deploy.test.ts.
+ * `npm run pause` / `npm run resume` (`ops/pause.ts`) against the emulator, with `npm run runs`
+ * reading what they recorded: the slots of a pause show as `paused` with its note (table, JSON,
+ * page), `--check` passes on them and fails once the pause outlives its `--until`; the bounds of
+ * `--until` and `--note` are refused with what to give. The commands run in this process
+ * (`test/fixtures/in-process-command.ts`), but in the case named "as processes", as `npm run pause`
+ * users run them. Against the emulator the Scheduler half is `npm run dev`'s (its local Scheduler
+ * reads the record); the gcloud command a deployed pause runs is checked by the real parser in
+ * deploy.test.ts.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import * as pauseCommand from '../../ops/pause.ts';
+import * as runsCommand from '../../ops/runs.ts';
 import { ROOT } from '../../scripts/local-processes.ts';
+import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
 import { freshCollection } from '../helpers.ts';
 
-const JOBS_MODULE = 'test/fixtures/jobs-one.ts';
+/** Absolute: the commands in this process resolve it from its current directory. */
+const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-one.ts');
 const JOB = 'scheduled-job';
+/** How long one command may take: a loaded machine makes a slow command, not a hang. */
+const TIMEOUT_MS = 90_000;
 
+/** The commands by their script, as the process case names them. */
+const COMMANDS: Record<string, Command> = {
+  'ops/pause.ts': { name: 'pause', usage: pauseCommand.USAGE, main: pauseCommand.main },
+  'ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+};
+
+/** Runs an ops command in this process. */
 function run(script: string, collection: string, ...args: string[]) {
+  const ops = COMMANDS[script];
+  if (ops === undefined) throw new Error(`no command ${script}`);
+  return runInProcess(
+    ops,
+    [...args, '--collection', collection],
+    { ...process.env, JOBS_MODULE },
+    TIMEOUT_MS,
+  );
+}
+/** {@link run} as a process, as `npm run` runs it. */
+function runProcess(script: string, collection: string, ...args: string[]) {
   const result = spawnSync(process.execPath, [script, ...args, '--collection', collection], {
     cwd: ROOT,
     env: { ...process.env, JOBS_MODULE },
     encoding: 'utf8',
-    timeout: 90_000, // a loaded machine: a slow command, not a hang
+    timeout: TIMEOUT_MS,
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
@@ -33,14 +60,14 @@ const runs = (collection: string, ...args: string[]) => run('ops/runs.ts', colle
 const inMinutes = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
 
 describe('npm run pause and resume', () => {
-  it('shows the slots of a pause as paused with its note, and --check passes on them', () => {
+  it('shows the slots of a pause as paused with its note, and --check passes on them', async () => {
     const collection = freshCollection();
 
-    const paused = pause(collection, JOB, '--until', '2h', '--note', 'db maintenance');
-    const table = runs(collection, '--since', '1h', '--now', inMinutes(30));
-    const json = runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
-    const page = runs(collection, '--since', '1h', '--now', inMinutes(30), '--html', '-');
-    const check = runs(collection, '--since', '1h', '--now', inMinutes(30), '--check');
+    const paused = await pause(collection, JOB, '--until', '2h', '--note', 'db maintenance');
+    const table = await runs(collection, '--since', '1h', '--now', inMinutes(30));
+    const json = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
+    const page = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--html', '-');
+    const check = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--check');
 
     assert.equal(paused.code, 0, paused.stderr);
     assert.match(paused.stdout, /scheduled-job paused since \S+Z \(db maintenance\)/);
@@ -55,11 +82,19 @@ describe('npm run pause and resume', () => {
     assert.match(check.stderr, /no problem in \d+ slots and runs of 1 job \(\d+ paused\)/);
   });
 
-  it('fails --check once the pause outlives its --until, naming the command that ends it', () => {
+  it('as processes, fails --check once the pause outlives its --until, naming the command that ends it', () => {
     const collection = freshCollection();
-    assert.equal(pause(collection, JOB, '--until', '30m').code, 0);
+    assert.equal(runProcess('ops/pause.ts', collection, 'pause', JOB, '--until', '30m').code, 0);
 
-    const check = runs(collection, '--since', '1h', '--now', inMinutes(45), '--check');
+    const check = runProcess(
+      'ops/runs.ts',
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(45),
+      '--check',
+    );
 
     assert.equal(check.code, 1, check.stderr);
     assert.match(
@@ -68,14 +103,14 @@ describe('npm run pause and resume', () => {
     );
   });
 
-  it('refuses a second pause and a resume of a job not paused; a resume ends the pause', () => {
+  it('refuses a second pause and a resume of a job not paused; a resume ends the pause', async () => {
     const collection = freshCollection();
-    assert.equal(pause(collection, JOB).code, 0);
+    assert.equal((await pause(collection, JOB)).code, 0);
 
-    const again = pause(collection, JOB, '--note', 'second');
-    const resumed = resume(collection, JOB);
-    const twice = resume(collection, JOB);
-    const later = runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
+    const again = await pause(collection, JOB, '--note', 'second');
+    const resumed = await resume(collection, JOB);
+    const twice = await resume(collection, JOB);
+    const later = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
 
     assert.equal(again.code, 1);
     assert.match(
@@ -94,7 +129,7 @@ describe('npm run pause and resume', () => {
     );
   });
 
-  it('refuses an --until in the past, past 30 days or no time, a note too long or on two lines, and an undeclared job, with exit 2 and what to give, recording nothing', () => {
+  it('refuses an --until in the past, past 30 days or no time, a note too long or on two lines, and an undeclared job, with exit 2 and what to give, recording nothing', async () => {
     const collection = freshCollection();
     const cases = [
       {
@@ -113,8 +148,9 @@ describe('npm run pause and resume', () => {
       { name: 'an undeclared job', args: [], says: /no declared job nope/, job: 'nope' },
     ];
 
-    const refused = cases.map(({ args, job = JOB }) => pause(collection, job, ...args));
-    const after = resume(collection, JOB);
+    const refused: CommandResult[] = [];
+    for (const { args, job = JOB } of cases) refused.push(await pause(collection, job, ...args));
+    const after = await resume(collection, JOB);
 
     assert.deepEqual(
       refused.map((r, i) => [r.code, (cases[i] as { says: RegExp }).says.test(r.stderr)]),

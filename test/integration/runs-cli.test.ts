@@ -1,7 +1,10 @@
 /**
- * `npm run runs` (`ops/runs.ts`) as a process against the emulator: slots delivered with gaps and
- * failures through the real handler show up with the right states and attempt counts, and `--check`
- * fails on a missed or finally failed slot and passes when every slot ran.
+ * `npm run runs` (`ops/runs.ts`) against the emulator: slots delivered with gaps and failures
+ * through the real handler show up with the right states and attempt counts, and `--check` fails
+ * on a missed or finally failed slot and passes when every slot ran. The command runs in this
+ * process (`test/fixtures/in-process-command.ts`), but for the cases named "as a process": its exit
+ * statuses as `npm run runs` users get them, and the metadata server probe it quiets in its own
+ * process (`process.env`, which this process has quieted already).
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -10,16 +13,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import * as runsCommand from '../../ops/runs.ts';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { type Command, runInProcess } from '../fixtures/in-process-command.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as weeklyJobs } from '../fixtures/jobs-weekly.ts';
 import { firestore, schedulerHeaders, serveJobs } from '../helpers.ts';
 
-const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
+/** Absolute: the command in this process resolves it from its current directory. */
+const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-history.ts');
 const DAY_MS = 86_400_000;
 /** How long one `npm run runs` may take (a 40-day window takes seconds; a loaded machine, more). */
 const RUNS_TIMEOUT_MS = 90_000;
+const RUNS: Command = { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main };
 
 /** The UTC day of `ms` as `YYYY-MM-DD`. */
 function isoDay(ms: number): string {
@@ -47,18 +54,36 @@ function runsOf(jobsModule: string, collection: string, ...args: string[]) {
   return runsWith({}, jobsModule, collection, ...args);
 }
 
-/** {@link runsOf} with extra environment variables (the deployed function's, e.g. RUN_KEY_SCOPE). */
+/**
+ * The command's environment: this process's, with `extraEnv` (the deployed function's, e.g.
+ * RUN_KEY_SCOPE), and without METADATA_SERVER_DETECTION, as a user's shell has it: the command
+ * quiets the probe itself.
+ */
+function runsEnv(extraEnv: Record<string, string>, jobsModule: string): NodeJS.ProcessEnv {
+  const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+  return { ...env, JOBS_MODULE: jobsModule, ...extraEnv };
+}
+
+/** {@link runsOf} with extra environment variables, in this process. */
 function runsWith(
   extraEnv: Record<string, string>,
   jobsModule: string,
   collection: string,
   ...args: string[]
 ) {
-  // Without METADATA_SERVER_DETECTION, as a user's shell has it: the command quiets the probe itself.
-  const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+  return runInProcess(
+    RUNS,
+    ['--collection', collection, ...args],
+    runsEnv(extraEnv, jobsModule),
+    RUNS_TIMEOUT_MS,
+  );
+}
+
+/** {@link runs} as a process, as `npm run runs` runs it. */
+function runsProcess(collection: string, ...args: string[]) {
   const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
     cwd: ROOT,
-    env: { ...env, JOBS_MODULE: jobsModule, ...extraEnv },
+    env: runsEnv({}, JOBS_MODULE),
     encoding: 'utf8',
     timeout: RUNS_TIMEOUT_MS,
   });
@@ -101,8 +126,8 @@ describe('npm run runs', () => {
     }
   });
 
-  it('shows each slot of the window with its state, attempts and error, as JSON', () => {
-    const { code, stdout } = runs(
+  it('shows each slot of the window with its state, attempts and error, as JSON', async () => {
+    const { code, stdout } = await runs(
       collection,
       '--json',
       '--since',
@@ -139,8 +164,8 @@ describe('npm run runs', () => {
     assert.equal(executions.filter((e) => e.startsWith(`${DAY}T12:10`)).length, 2);
   });
 
-  it('--check exits 1 on a missed or finally failed slot, naming it and the command that fixes it', () => {
-    const { code, stderr } = runs(
+  it('as a process, --check exits 1 on a missed or finally failed slot, naming it and the command that fixes it, and no probe warning', () => {
+    const { code, stderr } = runsProcess(
       collection,
       '--check',
       '--since',
@@ -165,9 +190,9 @@ describe('npm run runs', () => {
     assert.doesNotMatch(stderr, /Warning/);
   });
 
-  it('--html FILE writes the same rows as one page, instead of the table', () => {
+  it('--html FILE writes the same rows as one page, instead of the table', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'runs-html-')), 'runs.html');
-    const { code, stdout, stderr } = runs(
+    const { code, stdout, stderr } = await runs(
       collection,
       '--html',
       file,
@@ -186,8 +211,8 @@ describe('npm run runs', () => {
     assert.match(page, /<h2>history-five<\/h2>/);
   });
 
-  it('--check exits 0 when every slot of the window ran, printing no table, only that it found nothing', () => {
-    const { code, stdout, stderr } = runs(
+  it('--check exits 0 when every slot of the window ran, printing no table, only that it found nothing', async () => {
+    const { code, stdout, stderr } = await runs(
       collection,
       '--check',
       '--since',
@@ -201,8 +226,8 @@ describe('npm run runs', () => {
     assert.match(stderr, /^runs --check: no problem in 2 slots and runs of 1 job$/m);
   });
 
-  it('--check prints only the problem lines, never the table', () => {
-    const { code, stdout, stderr } = runs(
+  it('--check prints only the problem lines, never the table', async () => {
+    const { code, stdout, stderr } = await runs(
       collection,
       '--check',
       '--since',
@@ -222,10 +247,10 @@ describe('npm run runs', () => {
     );
   });
 
-  it('refuses a bad window, a bad job id, or --check of an undeclared id, with exit 2 and what to write', () => {
-    const badSince = runs(collection, '--since', 'yesterday');
-    const badJob = runs(collection, '--job', 'no pe');
-    const checkUndeclared = runs(collection, '--job', 'nope', '--check');
+  it('as a process, refuses a bad window, a bad job id, or --check of an undeclared id, with exit 2 and what to write', () => {
+    const badSince = runsProcess(collection, '--since', 'yesterday');
+    const badJob = runsProcess(collection, '--job', 'no pe');
+    const checkUndeclared = runsProcess(collection, '--job', 'nope', '--check');
 
     assert.equal(badSince.code, 2);
     assert.match(badSince.stderr, /"yesterday" is not a duration: .* e\.g\. 90m, 24h, 30d/);
@@ -235,9 +260,9 @@ describe('npm run runs', () => {
     assert.match(checkUndeclared.stderr, /nope is not declared \(declared: history-five\)/);
   });
 
-  it('--check on a window of more than 10,000 slots judges the newest, never the oldest', () => {
+  it('--check on a window of more than 10,000 slots judges the newest, never the oldest', async () => {
     // 40 days of a five-minute job: 11,520 slots; the records are all in the last half hour.
-    const { code, stderr } = runs(
+    const { code, stderr } = await runs(
       collection,
       '--check',
       '--since',
@@ -254,8 +279,8 @@ describe('npm run runs', () => {
     assert.match(stderr, new RegExp(`history-five ${DAY}T12:05:00Z missed`));
   });
 
-  it('--check exits 3 when a window too large to judge holds no problem among its newest slots', () => {
-    const { code, stderr } = runs(
+  it('--check exits 3 when a window too large to judge holds no problem among its newest slots', async () => {
+    const { code, stderr } = await runs(
       collection,
       '--check',
       '--since',
@@ -276,7 +301,7 @@ describe('npm run runs', () => {
     const old = serveJobs(renamed, { collection });
     await old.request.post('/').set(schedulerHeaders('history-old', `${DAY}T11:55:00Z`));
 
-    const { code, stdout, stderr } = runs(
+    const { code, stdout, stderr } = await runs(
       collection,
       '--job',
       'history-old',
@@ -325,7 +350,7 @@ describe('npm run runs', () => {
       await writes.commit();
     }
 
-    const { code, stdout, stderr } = runs(
+    const { code, stdout, stderr } = await runs(
       own,
       '--json',
       '--since',
@@ -361,7 +386,7 @@ describe('npm run runs', () => {
         expire_at: Timestamp.fromDate(new Date('2099-01-01T00:00:00Z')),
       });
 
-    const { code, stdout, stderr } = runs(
+    const { code, stdout, stderr } = await runs(
       own,
       '--json',
       '--since',
@@ -384,7 +409,7 @@ describe('npm run runs', () => {
     const ran = await fn.request.post('/').set(schedulerHeaders('weekly', `${MONDAY}T09:00:00Z`));
     assert.equal(ran.body.outcome, 'processed');
 
-    const { code, stderr } = runsOf(
+    const { code, stderr } = await runsOf(
       'test/fixtures/jobs-weekly.ts',
       fn.collection,
       '--since',
@@ -419,13 +444,18 @@ describe('npm run runs', () => {
     type Row = { kind: string; state: string; attempts: number; mark: string | null };
 
     // The scope as the deployed function has it: RUN_KEY_SCOPE from the environment.
-    const production = runsWith(
+    const production = await runsWith(
       { RUN_KEY_SCOPE: 'production' },
       JOBS_MODULE,
       staging.collection,
       ...window,
     );
-    const own = runsWith({ RUN_KEY_SCOPE: 'staging' }, JOBS_MODULE, staging.collection, ...window);
+    const own = await runsWith(
+      { RUN_KEY_SCOPE: 'staging' },
+      JOBS_MODULE,
+      staging.collection,
+      ...window,
+    );
 
     assert.equal(production.code, 0, production.stderr);
     const rows = JSON.parse(production.stdout) as Row[];
@@ -461,7 +491,7 @@ describe('npm run runs', () => {
     });
     assert.equal(answer.status, 500, answer.text);
 
-    const { code, stdout, stderr } = runs(
+    const { code, stdout, stderr } = await runs(
       own,
       '--check',
       '--since',
@@ -492,8 +522,8 @@ describe('npm run runs', () => {
     }
     const args = ['--since', '10m', '--now', `${DAY}T12:06:00Z`, '--json'];
 
-    const all = runs(own, ...args);
-    const one = runs(own, '--job', 'history-five', ...args);
+    const all = await runs(own, ...args);
+    const one = await runs(own, '--job', 'history-five', ...args);
 
     assert.equal(all.code, 0, all.stderr);
     assert.equal(one.code, 0, one.stderr);

@@ -1,27 +1,45 @@
 /**
- * `npm run trigger` and `npm run runs -- --backfill` as processes, against a function listening on
- * 127.0.0.1 (the handler on the emulator): a manual run, a slot delivered as Scheduler would, a
- * deliberate re-run that the history shows with 2 attempts, and a backfill of 3 missed slots.
+ * `npm run trigger` and `npm run runs -- --backfill` against a function listening on 127.0.0.1
+ * (the handler on the emulator): a manual run, a slot delivered as Scheduler would, a deliberate
+ * re-run that the history shows with 2 attempts, and a backfill of 3 missed slots. The commands
+ * run in this process (`test/fixtures/in-process-command.ts`), but for the cases named "as a
+ * process": what `npm run trigger` users run, its exit status and a backfill without a terminal.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
+import * as runsCommand from '../../ops/runs.ts';
+import * as triggerCommand from '../../ops/trigger.ts';
 import { ROOT } from '../../scripts/local-processes.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
+import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as overlapJobs } from '../fixtures/jobs-overlap.ts';
 import { PAST_DAY, schedulerHeaders, serveJobs, storedRecord, until } from '../helpers.ts';
 
-const JOBS_MODULE = 'test/fixtures/jobs-history.ts';
+/** Absolute: the commands in this process resolve it from its current directory. */
+const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-history.ts');
 
-/** Runs an ops command; asynchronously, since the function it calls runs in this process. */
-function command(
-  script: string,
-  ...args: string[]
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** The commands by their script, as the process cases name them. */
+const COMMANDS: Record<string, Command> = {
+  'ops/trigger.ts': { name: 'trigger', usage: triggerCommand.USAGE, main: triggerCommand.main },
+  'ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+};
+
+/**
+ * The environment of every command here: a year's retention (as `serveJobs` gives the function),
+ * far beyond the slots here (on PAST_DAY, yesterday); tests of the retention rule pass their own.
+ */
+function commandEnv(extraEnv: Record<string, string>): NodeJS.ProcessEnv {
+  return { ...process.env, JOBS_MODULE, RETENTION_SECONDS: '31536000', ...extraEnv };
+}
+
+/** Runs an ops command in this process, where the function it calls runs too. */
+function command(script: string, ...args: string[]): Promise<CommandResult> {
   return commandWith({}, script, ...args);
 }
 
@@ -30,13 +48,24 @@ function commandWith(
   extraEnv: Record<string, string>,
   script: string,
   ...args: string[]
+): Promise<CommandResult> {
+  const ops = COMMANDS[script];
+  if (ops === undefined) throw new Error(`no command ${script}`);
+  return runInProcess(ops, args, commandEnv(extraEnv));
+}
+
+/**
+ * Runs an ops command as a process, as `npm run` does; asynchronously, since the function it calls
+ * runs in this process.
+ */
+function spawned(
+  script: string,
+  ...args: string[]
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, ...args], {
       cwd: ROOT,
-      // A year's retention (as `serveJobs` gives the function), far beyond the slots here (on
-      // PAST_DAY, yesterday); tests of the retention rule pass their own.
-      env: { ...process.env, JOBS_MODULE, RETENTION_SECONDS: '31536000', ...extraEnv },
+      env: commandEnv({}),
       timeout: 30_000,
     });
     let stdout = '';
@@ -76,8 +105,8 @@ describe('running jobs by hand', () => {
   });
   after(() => close());
 
-  it('trigger JOB makes a manual run of its own, recorded as manual', async () => {
-    const res = await command('ops/trigger.ts', 'history-five', '--url', url);
+  it('as a process, trigger JOB makes a manual run of its own, recorded as manual', async () => {
+    const res = await spawned('ops/trigger.ts', 'history-five', '--url', url);
 
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /^history-five manual run \(trigger [0-9a-f-]{36}\): 200 processed /);
@@ -276,10 +305,10 @@ describe('running jobs by hand', () => {
     const delivered = (stdout: string) =>
       stdout.split('\n').filter((l) => l.startsWith('backfill'));
 
-    it('without a terminal and without --yes, lists the slots and delivers nothing, saying why', async () => {
+    it('as a process without a terminal and without --yes, lists the slots and delivers nothing, saying why', async () => {
       const { window } = await missedThree();
 
-      const res = await command('ops/runs.ts', ...window, '--backfill', '--url', url);
+      const res = await spawned('ops/runs.ts', ...window, '--backfill', '--url', url);
 
       assert.equal(res.code, 1);
       assert.match(
@@ -587,7 +616,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
 });
 
 describe('by hand into a job with overlap "skip", while one of its runs still runs', () => {
-  const env = { JOBS_MODULE: 'test/fixtures/jobs-overlap.ts' };
+  const env = { JOBS_MODULE: join(ROOT, 'test/fixtures/jobs-overlap.ts') };
   /** A five-minute slot two hours ago: slots relative to the clock, never a fixed date. */
   const base = Math.floor((Date.now() - 2 * 3_600_000) / 300_000) * 300_000;
   const slotAt = (minutes: number) =>
