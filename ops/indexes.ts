@@ -19,10 +19,10 @@
  */
 
 import { readFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { FieldPath, type Query, type Timestamp } from '@google-cloud/firestore';
 import { Field, RunKind } from '../src/core/run-record.ts';
+import { isEntryPoint } from './command.ts';
 
 /** A field's order in an index and in the query's `orderBy`. */
 export type Direction = 'asc' | 'desc';
@@ -189,7 +189,7 @@ export function asListed(collection: string): ListedIndex[] {
   }));
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+if (isEntryPoint(import.meta.url)) {
   const { values } = parseArgs({
     options: {
       collection: { type: 'string', default: 'scheduler_runs' },

@@ -3,7 +3,9 @@
  * production Firestore refuses a query without its index, which the emulator never shows.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import type { Query } from '@google-cloud/firestore';
@@ -91,5 +93,24 @@ describe('composite indexes', () => {
     ];
 
     assert.deepEqual(missingIndexes(listed, 'runs'), [second]);
+  });
+});
+
+describe('node ops/indexes.ts, as deploy.sh runs it', () => {
+  it('prints every index from a checkout reached through a symbolic link', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'indexes-link-'));
+    try {
+      const link = path.join(dir, 'checkout');
+      symlinkSync(ROOT, link);
+
+      const run = spawnSync(process.execPath, [path.join(link, 'ops/indexes.ts')], {
+        encoding: 'utf8',
+      });
+
+      assert.equal(run.status, 0, run.stderr);
+      assert.equal(run.stdout.trim().split('\n').length, INDEXES.length, run.stdout);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
