@@ -1,7 +1,6 @@
 /**
- * Missed-run detection: each slot judged missed or failed after retries (`slot-verdict.ts`) is
- * reported once across instances as an ERROR line a log-based metric counts, from the job's cursor
- * (`missed-run-cursor.ts`). Why: docs/how-it-works.md, "Missed runs".
+ * Missed-run detection: each slot judged missed or failed after retries is reported once across
+ * instances, an ERROR line a log-based metric counts (docs/how-it-works.md, "Missed runs").
  */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
@@ -58,14 +57,13 @@ export interface MissedRunCheckDeps {
   readonly forcedRunToleranceMs?: number;
 }
 
-/** What one check did: slots read, slots it reported, where the cursor stands if it knows. */
+/** What one check did: how many slots it read, and how many it reported. */
 export interface CheckResult {
   readonly checked: number;
   readonly reported: number;
-  readonly checkedBefore: Date | undefined;
 }
 
-const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined };
+const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
 /** A slot's run id and record, as read. */
 interface SlotRead {
@@ -196,10 +194,9 @@ export class MissedRunCheck {
     }
     const cursor = readCursor(read.data, read.updateTime, job, now);
     if (cursor === 'unreadable') {
-      logger.error(
-        { jobName: job.id, document: id },
-        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)',
-      );
+      const message =
+        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
+      logger.error({ jobName: job.id, document: id }, message);
       return undefined;
     }
     const range = windowOf(job, cursor, now, jobDocuments.retentionMs, logger);
@@ -212,11 +209,10 @@ export class MissedRunCheck {
     const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
     if (cursor === undefined || !window.unchangedRules || window.heartbeat || window.afresh) {
       const moved = { checkedBefore: at, runSeen: window.runSeen, rules: window.rules };
-      const written = await this.#writeCursor(job, window, moved);
-      if (written === 'lost') return NOTHING;
+      if ((await this.#writeCursor(job, window, moved)) === 'lost') return NOTHING;
     }
     this.#known.set(window.id, at.getTime());
-    return { ...NOTHING, checkedBefore: at };
+    return NOTHING;
   }
 
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
@@ -271,10 +267,8 @@ export class MissedRunCheck {
       if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
       if (result === 'exists') continue;
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
-      logger.error(
-        result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter },
-        message,
-      );
+      const line = result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter };
+      logger.error(line, message);
       reported++;
     }
     return { reported, raced };
@@ -324,7 +318,7 @@ export class MissedRunCheck {
     window: Window,
     judged: Judged,
     raced: Date | undefined,
-    counts: Pick<CheckResult, 'checked' | 'reported'>,
+    counts: CheckResult,
   ): Promise<CheckResult> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
     const stopped = judged.stopped || next !== judged.next;
@@ -339,11 +333,11 @@ export class MissedRunCheck {
     const moved = { checkedBefore: next, runSeen: judged.runSeen, rules: window.rules };
     if (!unchanged && (await this.#writeCursor(job, window, moved)) === 'lost') {
       this.#known.delete(window.id); // another instance moved it: our reports were each once
-      return { ...counts, checkedBefore: undefined };
+      return counts;
     }
     // Stopped at a run in flight: the next due delivery re-checks, not every delivery meanwhile.
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
-    return { ...counts, checkedBefore: next };
+    return counts;
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
