@@ -1,7 +1,4 @@
-/**
- * Configuration: the only module that reads the environment. Each option pairs its variable, its
- * default and a parser that validates and converts units (seconds → ms); docs/configuration.md.
- */
+/** Configuration, the only reader of the environment; each option: docs/configuration.md. */
 import { MAX_LEASE_MS } from '../core/run-record.ts';
 import { ConfigError } from '../policy/errors.ts';
 

@@ -1,7 +1,4 @@
-/**
- * The HTTP adapter: decides what a delivery is (`decide.ts`), runs it through {@link runOnce}, and
- * writes the answer of its outcome (`outcomes.ts`).
- */
+/** The HTTP adapter: decide (`decide.ts`), run once ({@link runOnce}), answer (`outcomes.ts`). */
 import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';

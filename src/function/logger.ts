@@ -1,7 +1,4 @@
-/**
- * Structured logging for Cloud Logging: pino with Google's GCP config (severity, timestamps, Error
- * Reporting), plus trace correlation read from the request, which that config does not do.
- */
+/** Logging for Cloud Logging: pino, Google's GCP config, and the request's trace correlation. */
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config.ts';

@@ -1,8 +1,4 @@
-/**
- * The wiring of one scheduled-job function: configuration, logger, Firestore client, ledger,
- * graceful shutdown, optional OIDC verification, and registration with functions-framework.
- * `index.ts` calls it with the user's job; tests and benchmarks call it with their own.
- */
+/** The wiring of one scheduled-job function; `index.ts` calls it with the user's jobs. */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
 import { RunLedger } from '../core/ledger.ts';

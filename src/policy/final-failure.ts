@@ -1,7 +1,4 @@
-/**
- * A run's final failure, reported by the failing attempt itself: logged, then written by its
- * release (docs/how-it-works.md, "Missed runs": "A final failure is known by the attempt").
- */
+/** A run's final failure, reported by its failing attempt (docs/how-it-works.md, "Missed runs"). */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/logger.ts';
 import type { Attempt } from '../core/run-once.ts';

@@ -1,7 +1,4 @@
-/**
- * Which run a delivery asks for: its slot's, a forced run (timed or not), a manual run or a
- * re-run, each keyed apart (docs/how-it-works.md, "Which run a delivery asks for").
- */
+/** Which run a delivery asks for (docs/how-it-works.md, "Which run a delivery asks for"). */
 import {
   computeRunId,
   computeTriggerRunId,

@@ -1,7 +1,4 @@
-/**
- * Which schedule times a delivery may carry, and how early it may come and still be its slot's
- * run. Pure: the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
- */
+/** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
 import {
