@@ -84,13 +84,9 @@ export interface OidcOptions {
  * @returns a refusal in fixed words, never quoting the token, its claims or the library's error.
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
-  const client =
-    options.client ??
-    new OAuth2Client(
-      options.certsUrl === undefined
-        ? {}
-        : { endpoints: { oauth2FederatedSignonPemCertsUrl: options.certsUrl } },
-    );
+  const { certsUrl } = options;
+  const endpoints = certsUrl === undefined ? {} : { oauth2FederatedSignonPemCertsUrl: certsUrl };
+  const client = options.client ?? new OAuth2Client({ endpoints });
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');
