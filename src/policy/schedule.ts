@@ -94,11 +94,9 @@ export function scheduleProblem(schedule: string): string | undefined {
     }
   }
   const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
-  const steppedStar = (f: string) => f.startsWith('*') && f !== '*';
-  if (
-    (steppedStar(dayOfMonth) && dayOfWeek !== '*') ||
-    (steppedStar(dayOfWeek) && dayOfMonth !== '*')
-  ) {
+  const steppedBeside = (day: string, other: string) =>
+    day.startsWith('*') && day !== '*' && other !== '*';
+  if (steppedBeside(dayOfMonth, dayOfWeek) || steppedBeside(dayOfWeek, dayOfMonth)) {
     return (
       `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
       'whether a stepped "*" counts as restricted (both days must match, or either), and Cloud ' +
