@@ -66,11 +66,7 @@ export function readCursor(
 }
 
 /** The cursor as stored, with the job's closed boundary and the per-job documents' TTL. */
-export function cursorDocument(
-  job: DeclaredJob,
-  cursor: Cursor,
-  expireAt: Timestamp,
-): DocumentData {
+export function cursorDocument(job: DeclaredJob, cursor: Cursor, expires: Timestamp): DocumentData {
   return {
     job_name: job.id,
     checked_before: Timestamp.fromDate(cursor.checkedBefore),
@@ -83,7 +79,7 @@ export function cursorDocument(
       ...(r.since === undefined ? {} : { since: Timestamp.fromMillis(r.since) }),
       ...(r.until === undefined ? {} : { until: Timestamp.fromMillis(r.until) }),
     })),
-    expire_at: expireAt,
+    expire_at: expires,
   };
 }
 

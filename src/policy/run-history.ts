@@ -12,12 +12,7 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
-export function slotRunId(
-  jobId: string,
-  slot: Date,
-  scope: Scope,
-  variant: RunVariant = [],
-): string {
+export function slotRunId(jobId: string, slot: Date, scope: Scope, variant?: RunVariant): string {
   return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, variant);
 }
 
