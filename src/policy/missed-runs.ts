@@ -174,7 +174,8 @@ export class MissedRunCheck {
     if (slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, slots, truncated);
     const { reported, raced } = await this.#report(job, scope, judged, logger);
-    return this.#moveCursor(job, window, judged, raced, { checked: slots.length, reported });
+    await this.#moveCursor(job, window, judged, raced);
+    return { checked: slots.length, reported };
   }
 
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
@@ -262,8 +263,7 @@ export class MissedRunCheck {
       }
       const token = judged.tokens.get(runId);
       const result = await this.#reportOne(job, scope, finding, token, reporter);
-      // A claim or another report came first, or the write may not have landed: the cursor stops
-      // there, so the next check judges the slot again (reported then, or reported once more).
+      // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
       if (result === 'exists') continue;
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
@@ -275,10 +275,8 @@ export class MissedRunCheck {
   }
 
   /**
-   * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). A write
-   * refused or failed may be this check's own, landed (an answer lost, the client's retry of it
-   * refused): this check's `reporter` on the record, read back, says so. `unconfirmed`: the write
-   * was refused or failed and every read failed.
+   * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused
+   * or failed write is ours if `reporter` reads back, `unconfirmed` if no read could tell.
    */
   async #reportOne(
     job: DeclaredJob,
@@ -318,8 +316,7 @@ export class MissedRunCheck {
     window: Window,
     judged: Judged,
     raced: Date | undefined,
-    counts: CheckResult,
-  ): Promise<CheckResult> {
+  ): Promise<void> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
     const stopped = judged.stopped || next !== judged.next;
     const { cursor } = window;
@@ -333,11 +330,10 @@ export class MissedRunCheck {
     const moved = { checkedBefore: next, runSeen: judged.runSeen, rules: window.rules };
     if (!unchanged && (await this.#writeCursor(job, window, moved)) === 'lost') {
       this.#known.delete(window.id); // another instance moved it: our reports were each once
-      return counts;
+      return;
     }
     // Stopped at a run in flight: the next due delivery re-checks, not every delivery meanwhile.
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
-    return counts;
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
