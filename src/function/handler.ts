@@ -169,9 +169,8 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
 
 /**
  * Creates the HTTP function that runs each declared job once per scheduled run, selected by
- * `X-CloudScheduler-JobName` (short id or `projects/P/locations/L/jobs/ID`: one run id). Answers
- * JSON ({@link outcomes.ResponseBody}) with the status of its outcome (`STATUS_BY_OUTCOME`); the
- * caller is checked first, and nothing is written for a refusal.
+ * `X-CloudScheduler-JobName`. Answers JSON ({@link outcomes.ResponseBody}) with its outcome's
+ * status (`STATUS_BY_OUTCOME`); the caller is checked first, and a refusal writes nothing.
  *
  * @example
  * functions.http('handleScheduledJob', createScheduledJobHandler({

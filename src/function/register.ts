@@ -44,17 +44,15 @@ function loadOrExit(declarations: readonly JobDeclaration[]): {
 }
 
 /**
- * Registers an HTTP function `name` that runs each declared job once per scheduled run, dispatched
- * on `X-CloudScheduler-JobName`. Exits the process listing every problem of the configuration and
- * the declarations, if any; drains running jobs on SIGTERM and on an exception no request caught
- * (then exits 16); answers unreadable bodies with JSON 400s.
+ * Registers an HTTP function `name` that runs each declared job once per scheduled run. Exits
+ * listing every problem of the configuration and the declarations; drains running jobs on SIGTERM
+ * and on an uncaught exception (then exits 16); answers unreadable bodies with JSON.
  *
  * @param name - the functions-framework target (`--target`).
- * @param declarations - the jobs (`jobs` from `jobs.ts`), each with its id, schedule and `run`.
+ * @param declarations - the jobs (`jobs` from `jobs.ts`).
  * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
- * @example
- * registerScheduledJob('handleScheduledJob', jobs);
+ * @example registerScheduledJob('handleScheduledJob', jobs);
  */
 export function registerScheduledJob(
   name: string,

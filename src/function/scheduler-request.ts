@@ -119,7 +119,6 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
   return { trigger: allowOverlap ? { ...trigger, allowOverlap } : trigger, backfill };
 }
 
-/** The options that make a run id's scope. */
 type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
 
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */

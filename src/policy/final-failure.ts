@@ -16,7 +16,6 @@ const REQUEST_SLACK_MS = 10_000;
  * id for the release to write.
  *
  * @param deliveredAt - Firestore's time when the attempt's delivery reached this instance.
- *
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
 export function finalFailureReporter(

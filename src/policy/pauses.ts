@@ -104,13 +104,11 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
   const pauses = stored.map((p) => readPause(p, now));
   if (pauses.some((p) => p === undefined)) return 'unreadable';
   const sorted = pauses as Pause[];
-  for (let i = 1; i < sorted.length; i++) {
-    const before = sorted[i - 1] as Pause;
-    if (before.resumedAt === undefined || before.resumedAt > (sorted[i] as Pause).pausedAt) {
-      return 'unreadable';
-    }
-  }
-  return sorted;
+  const apart = sorted.slice(1).every((p, i) => {
+    const resumed = sorted[i]?.resumedAt;
+    return resumed !== undefined && resumed <= p.pausedAt;
+  });
+  return apart ? sorted : 'unreadable';
 }
 
 /** The pauses as stored. */

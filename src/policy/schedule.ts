@@ -287,8 +287,7 @@ export function slotsBetween(
 }
 
 /**
- * The job's latest slot strictly before `before`, or `undefined` if it has none in
- * {@link SLOT_RANGE}.
+ * The job's latest slot strictly before `before`, or `undefined` if none lies in {@link SLOT_RANGE}.
  *
  * @throws {RangeError} for an invalid date.
  * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time
