@@ -78,26 +78,12 @@ export function registerScheduledJob(
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
   drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+  const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
   const authenticate =
     config.authMode === 'verify-oidc'
-      ? createOidcAuthenticator({
-          audience: config.oidcAudience,
-          invokers: config.oidcInvokers,
-          ...(config.oidcCertsUrl === undefined ? {} : { certsUrl: config.oidcCertsUrl }),
-        })
+      ? createOidcAuthenticator({ audience, invokers, certsUrl })
       : undefined;
-  functions.http(
-    name,
-    createScheduledJobHandler({
-      config,
-      ledger,
-      history: new RunHistory(documents),
-      jobDocuments,
-      clock: () => ledger.serverTime(),
-      jobs,
-      logger,
-      authenticate,
-      shutdown,
-    }),
-  );
+  const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
+  const clock = () => ledger.serverTime();
+  functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));
 }
