@@ -150,16 +150,8 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
         `minBackoffSeconds (${settings.minBackoffSeconds}) must not exceed maxBackoffSeconds (${settings.maxBackoffSeconds})`,
       );
     }
-    jobs.push(
-      Object.freeze({
-        id,
-        schedule: typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule,
-        timeZone,
-        ...settings,
-        overlap,
-        run,
-      }),
-    );
+    const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
+    jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(jobs);
