@@ -29,7 +29,7 @@ export const CLOUD_RUN_VARIABLES = [
 
 /**
  * Why `env` is not development (a phrase naming the variable that decided), or `undefined` when it
- * is: a development `NODE_ENV` (or none) off Cloud Run. The one place that decides it.
+ * is: a development `NODE_ENV` (or none) off Cloud Run; a `NODE_ENV` typo is never development.
  */
 export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');

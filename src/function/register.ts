@@ -8,7 +8,6 @@ import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/j
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
-// Static: google-auth-library comes with Firestore's client anyway (0 more modules, ~0.4 ms).
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';

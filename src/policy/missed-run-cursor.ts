@@ -102,10 +102,8 @@ function startAfresh(
   const from = cursor.checkedBefore.toISOString();
   const to = checkedBefore.toISOString();
   const hours = Math.max(1, Math.ceil((boundary - cursor.checkedBefore.getTime()) / 3_600_000) + 1);
-  logger.warn(
-    { jobName: job.id, from, to },
-    `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h`,
-  );
+  const message = `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h`;
+  logger.warn({ jobName: job.id, from, to }, message);
   return { checkedBefore, runSeen: false, rules: [ruleOf(job)], seenAt: now.getTime() };
 }
 
