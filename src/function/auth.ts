@@ -1,8 +1,4 @@
-/**
- * In-app verification of Cloud Scheduler's OIDC token (`AUTH_MODE=verify-oidc`), for deployments
- * where Cloud Run's IAM invoker check is off (`--no-invoker-iam-check`, a load balancer); with the
- * check on, Cloud Run strips the token's signature and `AUTH_MODE=platform` is the mode.
- */
+/** Checks Scheduler's OIDC token in-app (docs/how-it-works.md, "In-app OIDC verification"). */
 import { OAuth2Client } from 'google-auth-library';
 
 /** Why a caller is refused: `unauthenticated` (no proof of who sent it) or `forbidden`. */
@@ -16,11 +12,7 @@ export type AuthResult =
 /** Checks one request's credentials; never throws. */
 export type Authenticator = (authorization: string | undefined) => Promise<AuthResult>;
 
-/**
- * Why a bearer credential was not accepted, in fixed words: the library's own error text embeds
- * the token or its claims ("Invalid token signature: <jwt>"), and no part of a credential may
- * reach a response body or a log line.
- */
+/** Why a credential was refused, in fixed words: the library's text can quote the token. */
 const MESSAGE_BY_PROBLEM = {
   missing: 'Send an OIDC ID token as "Authorization: Bearer <token>".',
   malformed:
@@ -86,20 +78,15 @@ export interface OidcOptions {
 }
 
 /**
- * Creates an authenticator for Google-signed ID tokens (`Authorization: Bearer <token>`): signature,
- * expiry and issuer (google-auth-library), then the audience and a verified, allowed `email`.
+ * Checks Google-signed ID tokens (`Authorization: Bearer <token>`): signature, expiry and issuer
+ * (google-auth-library), then the audience and a verified, allowed `email`.
  *
- * @returns `unauthenticated` or `forbidden` with fixed text, never the token, its claims or the
- *   library's error text (which can contain both).
+ * @returns a refusal in fixed words, never quoting the token, its claims or the library's error.
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
-  const client =
-    options.client ??
-    new OAuth2Client(
-      options.certsUrl === undefined
-        ? {}
-        : { endpoints: { oauth2FederatedSignonPemCertsUrl: options.certsUrl } },
-    );
+  const { certsUrl } = options;
+  const endpoints = certsUrl === undefined ? {} : { oauth2FederatedSignonPemCertsUrl: certsUrl };
+  const client = options.client ?? new OAuth2Client({ endpoints });
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');

@@ -1,13 +1,10 @@
-/**
- * Configuration: the only module that reads the environment. Each option pairs its variable, its
- * default and a parser that validates and converts units (seconds → ms); docs/configuration.md.
- */
+/** Configuration, the only reader of the environment; each option: docs/configuration.md. */
 import { MAX_LEASE_MS } from '../core/run-record.ts';
 import { ConfigError } from '../policy/errors.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-/** How requests are authenticated; see `OPTIONS.authMode`. */
+/** How requests are authenticated (`AUTH_MODE`). */
 export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
 /** Methods a Cloud Scheduler HTTP target can use (`gcloud scheduler jobs create http --http-method`). */
 export const HTTP_METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
@@ -32,8 +29,7 @@ export const CLOUD_RUN_VARIABLES = [
 
 /**
  * Why `env` is not development (a phrase naming the variable that decided), or `undefined` when it
- * is: a development `NODE_ENV` (or none) off Cloud Run. The one place that decides it, so a deployed
- * function is never talked into a development behaviour by a `NODE_ENV` typo or a missing variable.
+ * is: a development `NODE_ENV` (or none) off Cloud Run; a `NODE_ENV` typo is never development.
  */
 export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');

@@ -1,7 +1,4 @@
-/**
- * The deciding steps of a delivery (admit, read, time, plan, re-run, forced run): each returns an
- * {@link Answer} or hands on what it learnt; {@link decideDelivery} chains them.
- */
+/** The deciding steps of a delivery: each returns an {@link Answer} or hands on what it learnt. */
 import type { Request } from '@google-cloud/functions-framework';
 import { describeThrown, LedgerUnavailableError, loggableError } from '../core/errors.ts';
 import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
@@ -159,15 +156,13 @@ async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answe
     return refusal(read.known, 'invalid_request', MESSAGES.noNextSlot(job.id));
   }
   const { scheduleTime: _unsent, ...rest } = headers;
-  return { ...rest, scheduleTime: forced.scheduleTime, withoutScheduleTime: true };
+  return { ...rest, scheduleTime: forced, withoutScheduleTime: true };
 }
 
 /**
- * The job's forced-run tolerance as this delivery needs it, ms. Every job's lies in the band
- * [min(`FORCED_RUN_TOLERANCE_SECONDS`, 30 s), `FORCED_RUN_TOLERANCE_SECONDS`] (cron slots are at
- * least 60 s apart), so a slot's delivery whose verdict is the same at both ends skips the exact
- * value's slot arithmetic: one at most 30 s from its slot either way, or one later than the
- * job's retry window (a backfill), both well inside the retention (docs/performance.md).
+ * The job's forced-run tolerance as this delivery needs it, ms: a slot's delivery whose verdict is
+ * the same at both ends of the band [min(configured, 30 s), configured] skips the slot arithmetic
+ * of the exact value (docs/performance.md).
  */
 function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
@@ -219,8 +214,7 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
 
 /**
  * A late retry of a slot (past the tolerance, within the retry window) whose delivery was taken
- * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live;
- * else the slot runs. Other deliveries skip the read, so a processed run costs what it did.
+ * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live.
  *
  * @throws {LedgerUnavailableError} if the records cannot be read.
  */

@@ -1,8 +1,7 @@
 /**
- * Every patch of functions-framework's internals (it has no hook for these), each checked at cold
- * start: (1) JSON answers for unreadable bodies (#686), (2) the signal and crash listeners set
- * aside for a drain (#704), (3) errors a job leaves behind routed to its run's log. What each does
- * and how to upgrade functions-framework (pinned at 5.0.5): docs/maintenance.md.
+ * Every patch of functions-framework's internals, each checked at cold start: (1) JSON answers for
+ * unreadable bodies (#686), (2) signal and crash listeners set aside for a drain (#704), (3) errors
+ * a job leaves behind routed to its run's log (docs/maintenance.md: each, and how to upgrade).
  */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';

@@ -1,7 +1,4 @@
-/**
- * The HTTP adapter: decides what a delivery is (`decide.ts`), runs it through {@link runOnce}, and
- * writes the answer of its outcome (`outcomes.ts`).
- */
+/** The HTTP adapter: decide (`decide.ts`), run once ({@link runOnce}), answer (`outcomes.ts`). */
 import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
@@ -46,10 +43,9 @@ type Instance = HandlerDeps & { readonly missedRuns: MissedRunCheck };
 /** Missed-run detection of the job's closed slots, when due; a failure is only a warning. */
 async function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger): Promise<void> {
   const { job, run } = delivery;
-  const { missedRuns } = deps;
   try {
-    if (!(await missedRuns.isDue(job, new Date(run.scheduleTime), run.scope))) return;
-    await missedRuns.check(job, run.scope, logger);
+    if (!(await deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope))) return;
+    await deps.missedRuns.check(job, run.scope, logger);
   } catch (err) {
     const message = 'the missed-run check of closed slots failed; the run is not affected';
     logger.warn({ err: loggableError(err) }, message);
@@ -98,9 +94,8 @@ async function runDelivery(
       logger: logger.child({ attemptId: attempt.attemptId }),
     });
   };
-  // A slot's failure that no Scheduler retry can follow is reported by its own release write,
-  // judged from when this delivery reached the instance (`now`); never a backfill's, whose
-  // command shows it (a reported slot it reopens keeps its report).
+  // A slot's final failure is reported by its own release write, judged from when this delivery
+  // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
   const slot = new Date(run.scheduleTime);
   const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger);
   const ended = deps.shutdown?.running(plan.runId);
@@ -143,18 +138,12 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
 }
 
 /** Writes the answer (unless already sent) and its one log line, never a header or the body. */
-function writeAnswer(
-  req: Request,
-  res: Response,
-  logger: Logger,
-  answer: Answer,
-  ms: number,
-): void {
-  const { outcome, message, runId, run } = answer;
+function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer, ms: number): void {
+  const { outcome, message, runId, run } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
   const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
   if (!res.headersSent) {
-    res.set(answer.headers ?? {});
+    res.set(reply.headers ?? {});
     res.status(status).json(body);
   }
   const durationMs = Math.round(ms);
@@ -166,7 +155,7 @@ function writeAnswer(
       jobName: run?.jobName,
       scheduleTime: run?.scheduleTime,
       durationMs,
-      ...answer.fields,
+      ...reply.fields,
       httpRequest: {
         requestMethod: req.method,
         status,
@@ -180,9 +169,8 @@ function writeAnswer(
 
 /**
  * Creates the HTTP function that runs each declared job once per scheduled run, selected by
- * `X-CloudScheduler-JobName` (short id or `projects/P/locations/L/jobs/ID`: one run id). Answers
- * JSON ({@link outcomes.ResponseBody}) with the status of its outcome (`STATUS_BY_OUTCOME`); the
- * caller is checked first, and nothing is written for a refusal.
+ * `X-CloudScheduler-JobName`. Answers JSON ({@link outcomes.ResponseBody}) with its outcome's
+ * status (`STATUS_BY_OUTCOME`); the caller is checked first, and a refusal writes nothing.
  *
  * @example
  * functions.http('handleScheduledJob', createScheduledJobHandler({

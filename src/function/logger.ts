@@ -1,15 +1,9 @@
-/**
- * Structured logging for Cloud Logging: pino with Google's GCP config (severity, timestamps, Error
- * Reporting), plus trace correlation read from the request, which that config does not do.
- */
+/** Logging for Cloud Logging: pino, Google's GCP config, and the request's trace correlation. */
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config.ts';
 
-/**
- * Paths pino masks wherever they appear in a log call. Nothing here logs headers, but a user's job
- * might log a request or an options object: its token must not reach the logs.
- */
+/** Masked in every log call: a user's job might log a request or its options, token and all. */
 const REDACT = ['authorization', 'Authorization'].flatMap((h) => [
   h,
   `headers.${h}`,

@@ -1,8 +1,4 @@
-/**
- * The wiring of one scheduled-job function: configuration, logger, Firestore client, ledger,
- * graceful shutdown, optional OIDC verification, and registration with functions-framework.
- * `index.ts` calls it with the user's job; tests and benchmarks call it with their own.
- */
+/** The wiring of one scheduled-job function; `index.ts` calls it with the user's jobs. */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
 import { RunLedger } from '../core/ledger.ts';
@@ -12,7 +8,6 @@ import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/j
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
-// Static: google-auth-library comes with Firestore's client anyway (0 more modules, ~0.4 ms).
 import { createOidcAuthenticator } from './auth.ts';
 import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
@@ -48,17 +43,15 @@ function loadOrExit(declarations: readonly JobDeclaration[]): {
 }
 
 /**
- * Registers an HTTP function `name` that runs each declared job once per scheduled run, dispatched
- * on `X-CloudScheduler-JobName`. Exits the process listing every problem of the configuration and
- * the declarations, if any; drains running jobs on SIGTERM and on an exception no request caught
- * (then exits 16); answers unreadable bodies with JSON 400s.
+ * Registers an HTTP function `name` that runs each declared job once per scheduled run. Exits
+ * listing every problem of the configuration and the declarations; drains running jobs on SIGTERM
+ * and on an uncaught exception (then exits 16); answers unreadable bodies with JSON.
  *
  * @param name - the functions-framework target (`--target`).
- * @param declarations - the jobs (`jobs` from `jobs.ts`), each with its id, schedule and `run`.
+ * @param declarations - the jobs (`jobs` from `jobs.ts`).
  * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
- * @example
- * registerScheduledJob('handleScheduledJob', jobs);
+ * @example registerScheduledJob('handleScheduledJob', jobs);
  */
 export function registerScheduledJob(
   name: string,
@@ -84,26 +77,12 @@ export function registerScheduledJob(
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
   drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+  const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
   const authenticate =
     config.authMode === 'verify-oidc'
-      ? createOidcAuthenticator({
-          audience: config.oidcAudience,
-          invokers: config.oidcInvokers,
-          ...(config.oidcCertsUrl === undefined ? {} : { certsUrl: config.oidcCertsUrl }),
-        })
+      ? createOidcAuthenticator({ audience, invokers, certsUrl })
       : undefined;
-  functions.http(
-    name,
-    createScheduledJobHandler({
-      config,
-      ledger,
-      history: new RunHistory(documents),
-      jobDocuments,
-      clock: () => ledger.serverTime(),
-      jobs,
-      logger,
-      authenticate,
-      shutdown,
-    }),
-  );
+  const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
+  const clock = () => ledger.serverTime();
+  functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));
 }

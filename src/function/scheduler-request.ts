@@ -115,13 +115,10 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
       `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
     );
   }
-  return {
-    trigger: allowOverlap ? { mode: known, id, allowOverlap } : { mode: known, id },
-    backfill,
-  };
+  const trigger = { mode: known, id };
+  return { trigger: allowOverlap ? { ...trigger, allowOverlap } : trigger, backfill };
 }
 
-/** The options that make a run id's scope. */
 type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
 
 /** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
@@ -175,16 +172,13 @@ const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand 
  * Reads a delivery's headers: job name, schedule time (if sent; a missing one is the console's
  * "Force run", which the handler decides) and the configured scope values.
  *
- * @throws {InvalidRequestError} for a missing, empty, malformed, oversized or repeated header or
- *   scope parameter (the schedule time only when repeated, empty, malformed, or missing on a run by
- *   hand), saying what to fix.
+ * @throws {InvalidRequestError} saying what to fix in a missing, empty, malformed, oversized or
+ *   repeated header or scope parameter (a schedule time may be missing, not on a run by hand).
  */
 export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): DeliveryHeaders {
-  const jobName = single(
-    headerValues(req, JOB_NAME_HEADER),
-    JOB_NAME_HEADER,
-    'Call this endpoint from a Cloud Scheduler job, or send the job id in this header.',
-  );
+  const nameHint =
+    'Call this endpoint from a Cloud Scheduler job, or send the job id in this header.';
+  const jobName = single(headerValues(req, JOB_NAME_HEADER), JOB_NAME_HEADER, nameHint);
   if (jobIdOf(jobName) === undefined) {
     throw new InvalidRequestError(
       `${JOB_NAME_HEADER} ${describe(jobName)} is not a job id (${JOB_ID_RULE}) ` +
@@ -193,10 +187,8 @@ export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): Del
   }
   const times = headerValues(req, SCHEDULE_TIME_HEADER);
   const hint = `Cloud Scheduler sends it as RFC 3339 UTC, e.g. ${EXAMPLE_TIME}; send it so, or not at all.`;
-  const scheduleTime =
-    times.length === 0
-      ? undefined
-      : normaliseScheduleTime(single(times, SCHEDULE_TIME_HEADER, hint));
+  const sent = times.length === 0 ? undefined : single(times, SCHEDULE_TIME_HEADER, hint);
+  const scheduleTime = sent === undefined ? undefined : normaliseScheduleTime(sent);
   const scope = scopeOf(config, readScopeValues(req, config));
   const { trigger, backfill } = readTrigger(req);
   if ((trigger !== undefined || backfill) && scheduleTime === undefined) {

@@ -1,8 +1,4 @@
-/**
- * Graceful shutdown: on SIGTERM (SIGKILL follows 10 s later) the running jobs' signals abort; a job
- * that stops and throws has its claim released (fenced), so the next delivery runs at once instead
- * of waiting out the lease. An uncaught exception drains the same way (docs/maintenance.md).
- */
+/** Graceful shutdown (docs/how-it-works.md, "Graceful shutdown"; docs/maintenance.md). */
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
 import { restoreFrameworkSignalListeners, SHUTDOWN_SIGNALS } from './framework-workarounds.ts';
@@ -64,12 +60,8 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
     for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
     logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
-      if (stillRunning > 0) {
-        logger.warn(
-          { stillRunning },
-          'jobs still running at shutdown; their claims lapse with the lease',
-        );
-      }
+      const message = 'jobs still running at shutdown; their claims lapse with the lease';
+      if (stillRunning > 0) logger.warn({ stillRunning }, message);
       restoreFrameworkSignalListeners();
       process.kill(process.pid, signal);
     });
@@ -97,18 +89,12 @@ export function drainOnUncaughtException(
     }
     crashing = true;
     const runIds = shutdown.runIds;
-    logger.error(
-      { err: loggableError(err), runIds },
-      `uncaught exception outside any request: the instance ends; aborting its ${runIds.length} running run(s) and releasing their claims so a retry can run them at once`,
-    );
+    const message = `uncaught exception outside any request: the instance ends; aborting its ${runIds.length} running run(s) and releasing their claims so a retry can run them at once`;
+    logger.error({ err: loggableError(err), runIds }, message);
     void shutdown.drain(graceMs).then((stillRunning) => {
-      const left = shutdown.runIds;
-      if (stillRunning > 0) {
-        logger.error(
-          { runIds: left, stillRunning },
-          'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)',
-        );
-      }
+      const lapsing =
+        'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)';
+      if (stillRunning > 0) logger.error({ runIds: shutdown.runIds, stillRunning }, lapsing);
       process.exit(CRASH_EXIT_CODE);
     });
   });

@@ -1,7 +1,4 @@
-/**
- * A run's final failure, reported by the failing attempt itself: logged, then written by its
- * release (docs/how-it-works.md, "Missed runs": "A final failure is known by the attempt").
- */
+/** A run's final failure, reported by its failing attempt (docs/how-it-works.md, "Missed runs"). */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/logger.ts';
 import type { Attempt } from '../core/run-once.ts';
@@ -19,7 +16,6 @@ const REQUEST_SLACK_MS = 10_000;
  * id for the release to write.
  *
  * @param deliveredAt - Firestore's time when the attempt's delivery reached this instance.
- *
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
 export function finalFailureReporter(

@@ -8,27 +8,21 @@ import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 
-/** How many of the job's latest slots a Force run without schedule time looks at (one batched read). */
+/** How many of the job's latest slots a Force run without schedule time reads (one batch). */
 export const FORCE_RUN_LOOK_BACK_SLOTS = 100;
 
-/** Its schedule time (RFC 3339 UTC) `as` the job's `next` slot or a slot whose forced run it retries. */
-export interface UntimedForceRun {
-  readonly scheduleTime: string;
-  readonly as: 'next' | 'retry';
-}
-
 /**
- * The schedule time of a "Force run" of `job` that came without `X-CloudScheduler-ScheduleTime`:
- * the latest of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` (Firestore's)
- * whose forced run was first claimed less than the job's retry window ago, else the next slot;
- * `undefined` when the schedule never fires again. Throws what `readMany` throws.
+ * The schedule time (RFC 3339 UTC) of a "Force run" of `job` without a schedule time: the latest
+ * of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` (Firestore's) whose forced
+ * run was first claimed less than the job's retry window ago (this is its retry), else the next
+ * slot; `undefined` when the schedule never fires again. Throws what `readMany` throws.
  */
 export async function untimedForceRun(
   job: DeclaredJob,
   scope: Scope,
   now: Date,
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
-): Promise<UntimedForceRun | undefined> {
+): Promise<string | undefined> {
   const windowMs = retryWindowMs(job);
   const recent: string[] = [];
   // Newest first, back to the retry window's start.
@@ -47,10 +41,10 @@ export async function untimedForceRun(
       if (record === undefined) continue;
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
       if (claimed === undefined || now.getTime() - claimed.getTime() < windowMs) {
-        return { scheduleTime, as: 'retry' };
+        return scheduleTime;
       }
     }
   }
   const [next] = nextSlots(job, now, 1);
-  return next === undefined ? undefined : { scheduleTime: toUtcRfc3339(next), as: 'next' };
+  return next === undefined ? undefined : toUtcRfc3339(next);
 }

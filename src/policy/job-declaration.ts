@@ -24,7 +24,7 @@ export interface JobDeclaration {
   readonly attemptDeadlineSeconds?: number;
   /** How many times Scheduler retries a failed attempt, 0-5; default 3. */
   readonly retryCount?: number;
-  /** Time limit for retries counted from the first attempt, in s (0: only `retryCount` limits); default 3600. */
+  /** Retry time limit from the first attempt, in s (0: only `retryCount` limits); default 3600. */
   readonly maxRetryDurationSeconds?: number;
   /** Shortest wait before a retry, in s; default 30. */
   readonly minBackoffSeconds?: number;
@@ -43,18 +43,10 @@ export const OVERLAP_POLICIES = ['allow', 'skip', 'wait'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
 /** A validated declaration, every default filled in, frozen; fields as in {@link JobDeclaration}. */
-export interface DeclaredJob extends JobInfo {
-  readonly attemptDeadlineSeconds: number;
-  readonly retryCount: number;
-  readonly maxRetryDurationSeconds: number;
-  readonly minBackoffSeconds: number;
-  readonly maxBackoffSeconds: number;
-  readonly maxDoublings: number;
-  readonly overlap: OverlapPolicy;
-  readonly run: JobRun;
-}
+export interface DeclaredJob extends JobInfo, Required<Omit<JobDeclaration, keyof JobInfo>> {}
 
-type Settings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
+/** A job's Scheduler settings: its attempt deadline and retry config, all numbers. */
+export type JobSettings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
 
 /** Defaults of the optional settings: `deploy.sh`'s before jobs were declared in code. */
 export const JOB_DEFAULTS = Object.freeze({
@@ -75,7 +67,7 @@ const MAX_SECONDS = 31_536_000;
  * The range of each setting: Scheduler's (`Job.attemptDeadline` for HTTP targets, `RetryConfig`'s
  * retry count; sources in docs/jobs.md); durations capped at a year, doublings at 999.
  */
-export const SETTING_RANGES: { readonly [K in keyof Settings]: readonly [number, number] } = {
+export const SETTING_RANGES: { readonly [K in keyof JobSettings]: readonly [number, number] } = {
   attemptDeadlineSeconds: [15, 1800],
   retryCount: [0, 5],
   maxRetryDurationSeconds: [0, MAX_SECONDS],
@@ -107,9 +99,8 @@ function describeJob(declaration: unknown, index: number): string {
 /**
  * Validates declarations and fills in defaults: the jobs in order, each frozen, in a frozen array.
  *
- * @throws {ConfigError} listing every problem of every job at once: a bad or repeated id, a schedule
- *   or zone `schedule.ts` refuses, a setting outside {@link SETTING_RANGES}, a minimum backoff above
- *   the maximum, a missing `run`, an empty list.
+ * @throws {ConfigError} listing every problem of every job at once (ids, schedules, zones, `run`,
+ *   settings outside {@link SETTING_RANGES} or backoffs out of order), or of an empty list.
  */
 export function validateJobs(declarations: readonly JobDeclaration[]): readonly DeclaredJob[] {
   const problems: string[] = [];
@@ -145,11 +136,9 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
     if (!OVERLAP_POLICIES.includes(overlap)) {
       problem(`overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`);
     }
-    const settings = {} as Record<keyof Settings, number>;
-    for (const [key, [min, max]] of Object.entries(SETTING_RANGES) as [
-      keyof Settings,
-      [number, number],
-    ][]) {
+    const settings = {} as Record<keyof JobSettings, number>;
+    for (const key of Object.keys(SETTING_RANGES) as (keyof JobSettings)[]) {
+      const [min, max] = SETTING_RANGES[key];
       const value = declaration[key] ?? JOB_DEFAULTS[key];
       if (!Number.isInteger(value) || value < min || value > max) {
         problem(`${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
@@ -161,16 +150,8 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
         `minBackoffSeconds (${settings.minBackoffSeconds}) must not exceed maxBackoffSeconds (${settings.maxBackoffSeconds})`,
       );
     }
-    jobs.push(
-      Object.freeze({
-        id,
-        schedule: typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule,
-        timeZone,
-        ...settings,
-        overlap,
-        run,
-      }),
-    );
+    const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
+    jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(jobs);

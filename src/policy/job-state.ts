@@ -1,8 +1,6 @@
 /**
- * The collection of per-job documents (the check cursor and pauses, the overlap lock) beside a
- * runs collection: `RUNS_COLLECTION` + `_jobs`.
- *
- * @example jobStateCollection('scheduler_runs') // 'scheduler_runs_jobs'
+ * The collection of per-job documents (check cursors and pauses, overlap locks) beside a runs
+ * collection: `RUNS_COLLECTION` + `_jobs`, e.g. `scheduler_runs_jobs`.
  */
 export function jobStateCollection(runsCollection: string): string {
   return `${runsCollection}_jobs`;

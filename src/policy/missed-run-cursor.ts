@@ -1,7 +1,4 @@
-/**
- * A job's missed-run check cursor (`{jobId}~check`, `job-state.ts`): every slot before
- * `checked_before` was judged, by the rules it records; moved after the reports, fenced.
- */
+/** A job's missed-run check cursor (`{jobId}~check`), moved after the reports, fenced. */
 import { createHash } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
@@ -18,7 +15,7 @@ export const FIRST_LOOK_BACK_MS = 86_400_000;
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
 /** A cursor unwritten this long (or four of the job's gaps), ms, starts afresh. */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
-/** Clock difference between instances a cursor may show, ms (two skew estimates of Firestore's time). */
+/** Clock difference between instances a cursor may show, ms: two estimates of Firestore's time. */
 const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
@@ -69,11 +66,7 @@ export function readCursor(
 }
 
 /** The cursor as stored, with the job's closed boundary and the per-job documents' TTL. */
-export function cursorDocument(
-  job: DeclaredJob,
-  cursor: Cursor,
-  expireAt: Timestamp,
-): DocumentData {
+export function cursorDocument(job: DeclaredJob, cursor: Cursor, expires: Timestamp): DocumentData {
   return {
     job_name: job.id,
     checked_before: Timestamp.fromDate(cursor.checkedBefore),
@@ -86,7 +79,7 @@ export function cursorDocument(
       ...(r.since === undefined ? {} : { since: Timestamp.fromMillis(r.since) }),
       ...(r.until === undefined ? {} : { until: Timestamp.fromMillis(r.until) }),
     })),
-    expire_at: expireAt,
+    expire_at: expires,
   };
 }
 
@@ -105,19 +98,13 @@ function startAfresh(
   now: Date,
   logger: Logger,
 ): Cursor {
-  const from = cursor.checkedBefore.toISOString();
-  const to = new Date(Math.max(boundary, cursor.checkedBefore.getTime())).toISOString();
-  logger.warn(
-    { jobName: job.id, from, to },
-    `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${sinceArg(Date.parse(from), boundary)}`,
-  );
   const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
+  const from = cursor.checkedBefore.toISOString();
+  const to = checkedBefore.toISOString();
+  const hours = Math.max(1, Math.ceil((boundary - cursor.checkedBefore.getTime()) / 3_600_000) + 1);
+  const message = `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h`;
+  logger.warn({ jobName: job.id, from, to }, message);
   return { checkedBefore, runSeen: false, rules: [ruleOf(job)], seenAt: now.getTime() };
-}
-
-/** A `--since` argument that reaches back from `now` to `from`, in whole hours. */
-function sinceArg(from: number, now: number): string {
-  return `${Math.max(1, Math.ceil((now - from) / 3_600_000) + 1)}h`;
 }
 
 /**
@@ -183,9 +170,8 @@ export function pausesOf(
 ): readonly Pause[] {
   const stored = readPauses(data, now);
   if (stored !== 'unreadable') return stored;
-  logger.warn(
-    { jobName: job.id, document: id },
-    'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired',
-  );
+  const message =
+    'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
+  logger.warn({ jobName: job.id, document: id }, message);
   return [];
 }

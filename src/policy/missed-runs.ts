@@ -1,7 +1,6 @@
 /**
- * Missed-run detection: each slot judged missed or failed after retries (`slot-verdict.ts`) is
- * reported once across instances as an ERROR line a log-based metric counts, from the job's cursor
- * (`missed-run-cursor.ts`). Why: docs/how-it-works.md, "Missed runs".
+ * Missed-run detection: each slot judged missed or failed after retries is reported once across
+ * instances, an ERROR line a log-based metric counts (docs/how-it-works.md, "Missed runs").
  */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
@@ -58,14 +57,13 @@ export interface MissedRunCheckDeps {
   readonly forcedRunToleranceMs?: number;
 }
 
-/** What one check did: slots read, slots it reported, where the cursor stands if it knows. */
+/** What one check did: how many slots it read, and how many it reported. */
 export interface CheckResult {
   readonly checked: number;
   readonly reported: number;
-  readonly checkedBefore: Date | undefined;
 }
 
-const NOTHING: CheckResult = { checked: 0, reported: 0, checkedBefore: undefined };
+const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
 /** A slot's run id and record, as read. */
 interface SlotRead {
@@ -176,7 +174,8 @@ export class MissedRunCheck {
     if (slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, slots, truncated);
     const { reported, raced } = await this.#report(job, scope, judged, logger);
-    return this.#moveCursor(job, window, judged, raced, { checked: slots.length, reported });
+    await this.#moveCursor(job, window, judged, raced);
+    return { checked: slots.length, reported };
   }
 
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
@@ -196,10 +195,9 @@ export class MissedRunCheck {
     }
     const cursor = readCursor(read.data, read.updateTime, job, now);
     if (cursor === 'unreadable') {
-      logger.error(
-        { jobName: job.id, document: id },
-        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)',
-      );
+      const message =
+        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
+      logger.error({ jobName: job.id, document: id }, message);
       return undefined;
     }
     const range = windowOf(job, cursor, now, jobDocuments.retentionMs, logger);
@@ -212,11 +210,10 @@ export class MissedRunCheck {
     const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
     if (cursor === undefined || !window.unchangedRules || window.heartbeat || window.afresh) {
       const moved = { checkedBefore: at, runSeen: window.runSeen, rules: window.rules };
-      const written = await this.#writeCursor(job, window, moved);
-      if (written === 'lost') return NOTHING;
+      if ((await this.#writeCursor(job, window, moved)) === 'lost') return NOTHING;
     }
     this.#known.set(window.id, at.getTime());
-    return { ...NOTHING, checkedBefore: at };
+    return NOTHING;
   }
 
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
@@ -266,25 +263,20 @@ export class MissedRunCheck {
       }
       const token = judged.tokens.get(runId);
       const result = await this.#reportOne(job, scope, finding, token, reporter);
-      // A claim or another report came first, or the write may not have landed: the cursor stops
-      // there, so the next check judges the slot again (reported then, or reported once more).
+      // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
       if (result === 'exists') continue;
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
-      logger.error(
-        result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter },
-        message,
-      );
+      const line = result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter };
+      logger.error(line, message);
       reported++;
     }
     return { reported, raced };
   }
 
   /**
-   * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`). A write
-   * refused or failed may be this check's own, landed (an answer lost, the client's retry of it
-   * refused): this check's `reporter` on the record, read back, says so. `unconfirmed`: the write
-   * was refused or failed and every read failed.
+   * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused
+   * or failed write is ours if `reporter` reads back, `unconfirmed` if no read could tell.
    */
   async #reportOne(
     job: DeclaredJob,
@@ -324,8 +316,7 @@ export class MissedRunCheck {
     window: Window,
     judged: Judged,
     raced: Date | undefined,
-    counts: Pick<CheckResult, 'checked' | 'reported'>,
-  ): Promise<CheckResult> {
+  ): Promise<void> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
     const stopped = judged.stopped || next !== judged.next;
     const { cursor } = window;
@@ -339,11 +330,10 @@ export class MissedRunCheck {
     const moved = { checkedBefore: next, runSeen: judged.runSeen, rules: window.rules };
     if (!unchanged && (await this.#writeCursor(job, window, moved)) === 'lost') {
       this.#known.delete(window.id); // another instance moved it: our reports were each once
-      return { ...counts, checkedBefore: undefined };
+      return;
     }
     // Stopped at a run in flight: the next due delivery re-checks, not every delivery meanwhile.
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
-    return { ...counts, checkedBefore: next };
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */

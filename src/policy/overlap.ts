@@ -74,9 +74,8 @@ export async function checkOverlap(
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
-  if (previousRunId !== undefined && previousRunId !== runId && previousRecord !== undefined) {
-    if (isLeaseLive(previousRecord, readTime)) return { action: 'held', by: previousRunId };
-  }
+  const previousLive = previousRecord !== undefined && isLeaseLive(previousRecord, readTime);
+  if (previousRunId !== undefined && previousLive) return { action: 'held', by: previousRunId };
   if (!ownLock) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);

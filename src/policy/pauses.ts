@@ -104,13 +104,11 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
   const pauses = stored.map((p) => readPause(p, now));
   if (pauses.some((p) => p === undefined)) return 'unreadable';
   const sorted = pauses as Pause[];
-  for (let i = 1; i < sorted.length; i++) {
-    const before = sorted[i - 1] as Pause;
-    if (before.resumedAt === undefined || before.resumedAt > (sorted[i] as Pause).pausedAt) {
-      return 'unreadable';
-    }
-  }
-  return sorted;
+  const apart = sorted.slice(1).every((p, i) => {
+    const resumed = sorted[i]?.resumedAt;
+    return resumed !== undefined && resumed <= p.pausedAt;
+  });
+  return apart ? sorted : 'unreadable';
 }
 
 /** The pauses as stored. */
@@ -146,8 +144,6 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
   return now >= pauseBound(pause) ? pause : undefined;
 }
 
-export type PauseDocuments = Pick<RunDocuments, 'update'>;
-
 /**
  * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
  * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
@@ -156,7 +152,7 @@ export type PauseDocuments = Pick<RunDocuments, 'update'>;
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(
-  documents: PauseDocuments,
+  documents: Pick<RunDocuments, 'update'>,
   id: string,
   jobId: string,
   pauses: readonly Pause[],
@@ -167,21 +163,11 @@ export async function reportOverduePause(
   const pause = overduePause(pauses, now);
   if (pause === undefined) return updateTime;
   const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
-  const written = await documents.update(
-    id,
-    'overdue pause report',
-    { pauses: pausesField(marked) },
-    updateTime,
-  );
+  const data = { pauses: pausesField(marked) };
+  const written = await documents.update(id, 'overdue pause report', data, updateTime);
   if (written === 'changed') return 'changed';
-  logger.error(
-    {
-      jobName: jobId,
-      pausedAt: pause.pausedAt.toISOString(),
-      bound: pauseBound(pause).toISOString(),
-      note: pause.note,
-    },
-    PAUSE_OVERDUE,
-  );
+  const pausedAt = pause.pausedAt.toISOString();
+  const bound = pauseBound(pause).toISOString();
+  logger.error({ jobName: jobId, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
   return written;
 }

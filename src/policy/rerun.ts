@@ -1,7 +1,4 @@
-/**
- * What a re-run may ask for: a finished slot of the job's schedule, not in the future
- * (docs/how-it-works.md, "Re-runs the function refuses").
- */
+/** Which re-runs the function refuses (docs/how-it-works.md, "Re-runs the function refuses"). */
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
@@ -26,7 +23,7 @@ export async function rerunRefusal(
   slotRunId: string,
   now: Date,
   history: Pick<RunHistory, 'getMany'>,
-  forced?: { readonly runId: string; readonly toleranceMs: number },
+  forced: { readonly runId: string; readonly toleranceMs: number },
 ): Promise<RerunRefusal | undefined> {
   const invalid = (why: string): RerunRefusal => ({
     refusal: 'invalid',
@@ -46,7 +43,7 @@ export async function rerunRefusal(
   }
   const { records } = await history.getMany([slotRunId]);
   const own = records.get(slotRunId);
-  if (own !== undefined || forced === undefined) return slotNotFinished(job, scheduleTime, own);
+  if (own !== undefined) return slotNotFinished(job, scheduleTime, own);
   const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
   const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);
   return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined);

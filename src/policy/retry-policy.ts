@@ -1,19 +1,8 @@
-/**
- * Cloud Scheduler's retry policy for one job (`RetryConfig`): when retries come, and when the last
- * can have come. Pure, ms (sources: docs/how-it-works.md, "Cloud Scheduler's retry policy").
- */
-import type { DeclaredJob } from './job-declaration.ts';
+/** Scheduler's `RetryConfig`, pure, ms (docs/how-it-works.md, "Cloud Scheduler's retry policy"). */
+import type { JobSettings } from './job-declaration.ts';
 
 /** The settings the policy reads; a declared job fits. */
-export type RetrySettings = Pick<
-  DeclaredJob,
-  | 'attemptDeadlineSeconds'
-  | 'retryCount'
-  | 'maxRetryDurationSeconds'
-  | 'minBackoffSeconds'
-  | 'maxBackoffSeconds'
-  | 'maxDoublings'
->;
+export type RetrySettings = JobSettings;
 
 /**
  * The wait before retry `n` (0-based: the first retry is 0), in ms.

@@ -1,7 +1,4 @@
-/**
- * The run audit: a job whose every run checks every declared job's closed slots, so missed slots
- * are reported when a job's deliveries stop (docs/how-it-works.md, "The run audit").
- */
+/** The run audit: a job that checks every job's slots (docs/how-it-works.md, "The run audit"). */
 import type { JobContext, JobRun } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';
 import type { Scope } from '../core/run-key.ts';

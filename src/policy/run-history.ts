@@ -1,7 +1,4 @@
-/**
- * Run history: a job's slots and their records, read by run id in batches (no query, no index),
- * and the reports written beside the lease protocol.
- */
+/** Run history: records read by run id in batches (no query, no index), and the reports. */
 import type { Timestamp } from '@google-cloud/firestore';
 import { reportFailure } from '../core/ledger.ts';
 import { missedDocument, skippedDocument } from '../core/record-writes.ts';
@@ -15,12 +12,7 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
-export function slotRunId(
-  jobId: string,
-  slot: Date,
-  scope: Scope,
-  variant: RunVariant = [],
-): string {
+export function slotRunId(jobId: string, slot: Date, scope: Scope, variant?: RunVariant): string {
   return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, variant);
 }
 
@@ -31,20 +23,17 @@ export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
 
 /**
  * Whether a forced run's record was the slot's own delivery (a misjudged clock): timed, first
- * claimed at most half `toleranceMs` before the slot or later. The slot's run then exists under its
- * id. Half: a genuine forced run judged early by more than the tolerance may be claimed a moment
- * later, inside it, while a misjudged on-time delivery is claimed at its slot.
+ * claimed at most half `toleranceMs` before the slot or later (why half: docs/limits.md, "Schedule
+ * times, forced runs and backfill").
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
   slot: Date,
   toleranceMs: number,
 ): boolean {
-  if (record === undefined || record.status === 'unreadable') return false;
-  if (record.kind !== 'forced' || record.untimed || record.firstClaimedAt === undefined) {
-    return false;
-  }
-  return record.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
+  const run = record?.status === 'unreadable' ? undefined : record;
+  if (run?.kind !== 'forced' || run.untimed || run.firstClaimedAt === undefined) return false;
+  return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
 }
 
 /** Each slot's record and run id by index: its own or its forced run's ({@link isSlotsOwnDelivery}). */
@@ -134,12 +123,8 @@ export class RunHistory {
     details: RunDetails,
     reporter: string,
   ): Promise<'reported' | 'exists'> {
-    const documents = this.#documents;
-    const created = await documents.create(
-      runId,
-      'missed-run report',
-      missedDocument(documents.expireAt(), details, reporter),
-    );
+    const document = missedDocument(this.#documents.expireAt(), details, reporter);
+    const created = await this.#documents.create(runId, 'missed-run report', document);
     return created === 'exists' ? 'exists' : 'reported';
   }
 
@@ -164,12 +149,8 @@ export class RunHistory {
     details: RunDetails,
     blockedBy: string,
   ): Promise<'recorded' | 'exists'> {
-    const documents = this.#documents;
-    const created = await documents.create(
-      runId,
-      'skip',
-      skippedDocument(documents.expireAt(), details, blockedBy),
-    );
+    const document = skippedDocument(this.#documents.expireAt(), details, blockedBy);
+    const created = await this.#documents.create(runId, 'skip', document);
     return created === 'exists' ? 'exists' : 'recorded';
   }
 }

@@ -1,7 +1,4 @@
-/**
- * Which run a delivery asks for: its slot's, a forced run (timed or not), a manual run or a
- * re-run, each keyed apart (docs/how-it-works.md, "Which run a delivery asks for").
- */
+/** Which run a delivery asks for (docs/how-it-works.md, "Which run a delivery asks for"). */
 import {
   computeRunId,
   computeTriggerRunId,
@@ -55,10 +52,11 @@ export async function planRun(
   now: () => Promise<Date>,
   toleranceMs: number,
 ): Promise<RunPlan> {
+  const { trigger, scope } = run;
   // The short id, not the header as sent: both forms of a job's name are one run.
   const keyed = { ...run, jobName: job.id };
-  const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(run.scope) };
-  const overlap = run.trigger?.allowOverlap === true ? 'allow' : job.overlap;
+  const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(scope) };
+  const overlap = trigger?.allowOverlap === true ? 'allow' : job.overlap;
   const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => ({
     runId,
     kind,
@@ -66,13 +64,9 @@ export async function planRun(
     overlap,
   });
   const variant = (parts: RunVariant) => computeRunId(keyed, parts);
-  if (run.trigger !== undefined) {
-    const runId = computeTriggerRunId({
-      scope: run.scope,
-      jobName: job.id,
-      triggerId: run.trigger.id,
-    });
-    if (run.trigger.mode === 'manual') return of(RunKind.Manual, runId);
+  if (trigger !== undefined) {
+    const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
+    if (trigger.mode === 'manual') return of(RunKind.Manual, runId);
     return of(RunKind.Rerun, runId, { rerunOf: variant([]) });
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.

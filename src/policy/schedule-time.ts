@@ -1,7 +1,4 @@
-/**
- * Which schedule times a delivery may carry, and how early it may come and still be its slot's
- * run. Pure: the caller passes Firestore's time (docs/how-it-works.md, "Which schedule times …").
- */
+/** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
 import {
@@ -43,26 +40,19 @@ export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: nu
   return nextSlots(job, after, 1)[0] ?? after;
 }
 
-/** Firestore's `now`, `RETENTION_SECONDS` and the job's {@link forcedRunToleranceMs}, in ms. */
-export interface ScheduleTimeLimits {
-  readonly now: Date;
-  readonly retentionMs: number;
-  readonly toleranceMs: number;
-}
-
 /**
  * Why a delivery of `job` may not carry `scheduleTime` (a sentence saying what to fix), or
  * nothing if it may. A handful of slot look-ups whatever the input.
  *
+ * @param limits - Firestore's `now`, `RETENTION_SECONDS` and the job's forced-run tolerance, ms.
  * @example scheduleTimeProblem(job, new Date('0001-01-01T00:00:00Z'), { now, retentionMs, toleranceMs })
  * // 'X-CloudScheduler-ScheduleTime 0001-01-01T00:00:00Z is before …'
  */
 export function scheduleTimeProblem(
   job: ScheduleSpec,
   scheduleTime: Date,
-  limits: ScheduleTimeLimits,
+  { now, retentionMs, toleranceMs }: { now: Date; retentionMs: number; toleranceMs: number },
 ): string | undefined {
-  const { now, retentionMs, toleranceMs } = limits;
   const t = scheduleTime.getTime();
   const shown = `X-CloudScheduler-ScheduleTime ${Number.isFinite(t) ? toUtcRfc3339(scheduleTime) : 'is invalid'}`;
   if (!Number.isFinite(t) || t < SLOT_RANGE.from.getTime()) {

@@ -1,15 +1,14 @@
 /**
- * Unix-cron schedules as Cloud Scheduler evaluates them: which it takes, and when a job's slots
- * fall (every instant at which the zone shows a matching wall-clock time; croner matches the
- * DST-free wall clock). Pure; instants are UTC `Date`s, spans ms (docs/how-it-works.md, "Schedules
- * and the wall clock").
+ * Unix-cron schedules as Cloud Scheduler reads them, and their slots: every instant at which the
+ * job's zone shows a matching wall-clock time. Pure; UTC `Date`s, ms (docs/how-it-works.md,
+ * "Schedules and the wall clock"; the bounds: docs/limits.md, "Slot arithmetic's bounds").
  */
 import { Cron } from 'croner';
 
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
 
-/** The instants slot arithmetic covers, half-open; none outside (docs/limits.md, "Slot arithmetic"). */
+/** The instants slot arithmetic covers, half-open; no slot lies outside. */
 export const SLOT_RANGE = Object.freeze({
   from: new Date(Date.UTC(2000, 0, 1)),
   to: new Date(Date.UTC(2200, 0, 1)),
@@ -49,6 +48,7 @@ const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', '
 const WEEKDAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
 const FIELDS = ['minute', 'hour', 'day of month', 'month', 'day of week'] as const;
 const FIELD_NAMES: readonly (readonly string[])[] = [[], [], [], MONTHS, WEEKDAYS];
+const NAMES = new RegExp(`\\b(${[...MONTHS, ...WEEKDAYS].join('|')})\\b`, 'gi');
 const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
   'header, so their runs could not be told apart';
@@ -65,24 +65,17 @@ function wallClockCron(schedule: string): Cron {
 }
 
 /**
- * What is wrong with a schedule, in one sentence naming what to write instead, or `undefined` if
- * Cloud Scheduler and this module read it alike. Refused: not five fields (e.g. App Engine groc),
- * names or characters outside Scheduler's syntax, values out of range, a stepped `*` beside a
- * restricted day field, schedules that never fire.
+ * What is wrong with a schedule, one sentence naming what to write instead, or `undefined` if Cloud
+ * Scheduler and this module read it alike: five fields in Scheduler's syntax that fire at all.
  *
  * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
-  if (fields.length !== 5 || schedule.trim() === '') {
+  if (fields.length !== 5) {
     const nickname = schedule.trim().startsWith('@') ? '; write @daily as "0 0 * * *"' : '';
     // Only words (every, minutes, …) suggest a groc schedule; a wrong count of cron fields does not.
-    const groc = /[a-z]{3,}/i.test(
-      schedule.replace(
-        /\b(JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC|SUN|MON|TUE|WED|THU|FRI|SAT)\b/gi,
-        '',
-      ),
-    );
+    const groc = /[a-z]{3,}/i.test(schedule.replace(NAMES, ''));
     const counted = schedule.trim() === '' ? '' : ` (it has ${fields.length})`;
     return `must be a unix-cron schedule of five fields${counted}, e.g. "*/5 * * * *"${nickname}.${groc ? ` ${GROC}` : ''}`;
   }
@@ -101,11 +94,9 @@ export function scheduleProblem(schedule: string): string | undefined {
     }
   }
   const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
-  const steppedStar = (f: string) => f.startsWith('*') && f !== '*';
-  if (
-    (steppedStar(dayOfMonth) && dayOfWeek !== '*') ||
-    (steppedStar(dayOfWeek) && dayOfMonth !== '*')
-  ) {
+  const steppedBeside = (day: string, other: string) =>
+    day.startsWith('*') && day !== '*' && other !== '*';
+  if (steppedBeside(dayOfMonth, dayOfWeek) || steppedBeside(dayOfWeek, dayOfMonth)) {
     return (
       `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
       'whether a stepped "*" counts as restricted (both days must match, or either), and Cloud ' +
@@ -150,9 +141,7 @@ export function timeZoneProblem(timeZone: string): string | undefined {
   }
   // tz database names start every segment with a capital; Intl would take "europe/berlin" too.
   if (!timeZone.split('/').every((segment) => /^[A-Z]/.test(segment))) {
-    const spelled = Intl.supportedValuesOf('timeZone').find(
-      (z) => z.toLowerCase() === timeZone.toLowerCase(),
-    );
+    const spelled = [...canonicalZones].find((z) => z.toLowerCase() === timeZone.toLowerCase());
     return `must be spelled as in the tz database${spelled === undefined ? '' : `: "${spelled}"`}`;
   }
   return undefined;
@@ -298,8 +287,7 @@ export function slotsBetween(
 }
 
 /**
- * The job's latest slot strictly before `before`, or `undefined` if it has none in
- * {@link SLOT_RANGE}.
+ * The job's latest slot strictly before `before`, or `undefined` if none lies in {@link SLOT_RANGE}.
  *
  * @throws {RangeError} for an invalid date.
  * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time

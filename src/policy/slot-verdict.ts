@@ -10,8 +10,7 @@ import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 
 /**
- * How long after its schedule time a slot is judged at the earliest, ms: W + D (one that waited
- * behind the previous execution closes later: {@link slotVerdict}).
+ * How long after its schedule time a slot is judged at the earliest, ms: W + D.
  *
  * @example closedAfterMs(job) // defaults: 3570 s + 180 s = 3 750 000
  */
@@ -28,10 +27,7 @@ export type SlotVerdict = {
   readonly end: number;
 };
 
-/**
- * Decides a slot's {@link SlotVerdict} at `now` from its record and the latest end of the previous
- * slot's execution (`previousEnd`, ms): the one place it is decided.
- */
+/** A slot's {@link SlotVerdict} at `now`, after an execution that ended by `previousEnd` (ms). */
 export function slotVerdict(
   job: DeclaredJob,
   slot: Date,
@@ -52,11 +48,8 @@ export function slotVerdict(
   // A lease from the future is unreadable (`judgedAt`): neither reported nor to report.
   const judged = record === undefined ? undefined : judgedAt(record, now);
   if (judged !== undefined && judged.status !== 'unreadable' && judged.reportedAt !== undefined) {
-    const at = run?.failedAt?.getTime() ?? latestEnd;
-    return {
-      verdict: 'final',
-      end: run?.status === 'failed' ? Math.min(at, latestEnd) : latestEnd,
-    };
+    const at = run?.status === 'failed' ? (run.failedAt?.getTime() ?? latestEnd) : latestEnd;
+    return { verdict: 'final', end: Math.min(at, latestEnd) };
   }
   const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
   if (now.getTime() < closesAt) return { verdict: 'open', end: latestEnd };
