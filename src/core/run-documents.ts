@@ -84,6 +84,8 @@ export class RunDocuments {
   readonly #monotonicNow: () => number;
   /** Firestore's time of an answer minus our monotonic time on receiving it, ms. */
   #serverOffsetMs: number | undefined;
+  /** The read learning Firestore's clock, while one is in flight: callers share it. */
+  #learning: Promise<unknown> | undefined;
 
   constructor(db: Firestore, options: RunDocumentsOptions) {
     this.#db = db;
@@ -259,12 +261,18 @@ export class RunDocuments {
   }
 
   /**
-   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
+   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it
+   * (concurrent callers share that read).
    *
    * @throws {LedgerUnavailableError} if that read fails.
    */
   async serverTime(): Promise<Date> {
-    if (this.#serverOffsetMs === undefined) await this.read(CLOCK_DOC);
+    if (this.#serverOffsetMs === undefined) {
+      this.#learning ??= this.read(CLOCK_DOC).finally(() => {
+        this.#learning = undefined;
+      });
+      await this.#learning;
+    }
     return new Date(this.#knownServerMs() ?? Date.now());
   }
 

@@ -33,10 +33,12 @@ function fail(what: string, issue: string): never {
 
 /**
  * Installs the workarounds, before functions-framework starts its server; later calls do nothing.
+ * `onListening` runs once the server listens (functions-framework registers its error handler
+ * then), never when the module is only loaded, as `gcp-build` loads it.
  *
  * @throws Error if functions-framework no longer has what a workaround patches.
  */
-export function installFrameworkWorkarounds(logger: Logger): void {
+export function installFrameworkWorkarounds(logger: Logger, onListening = () => {}): void {
   if (installed) return;
   const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
   const fromFramework = createRequire(entry);
@@ -78,6 +80,7 @@ export function installFrameworkWorkarounds(logger: Logger): void {
       for (const listener of added) process.removeListener(event, listener);
       if (event === 'SIGTERM' || event === 'SIGINT') setAside.set(event, added);
     }
+    onListening();
   };
 }
 

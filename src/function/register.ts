@@ -73,7 +73,8 @@ export function registerScheduledJob(
   const documents = documentsOf(config.runsCollection);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
-  installFrameworkWorkarounds(logger);
+  // Learn Firestore's clock while the new instance waits for its first request, not during it.
+  installFrameworkWorkarounds(logger, () => void ledger.serverTime().catch(() => {}));
   const shutdown = new GracefulShutdown();
   drainOnSignals(shutdown, config.shutdownGraceMs, logger);
   drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
