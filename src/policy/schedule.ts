@@ -53,10 +53,16 @@ const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
   'header, so their runs could not be told apart';
 
+/**
+ * Zones whose wall clock is UTC's: read without the tz database, so a job in the default zone never
+ * loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
+ */
+const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
+
 /** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
 function wallClockCron(schedule: string): Cron {
   return new Cron(schedule, {
-    timezone: 'Etc/UTC',
+    utcOffset: 0,
     mode: '5-part',
     domAndDow: false,
     sloppyRanges: false,
@@ -129,6 +135,7 @@ let canonicalZones: Set<string> | undefined;
  * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
  */
 export function timeZoneProblem(timeZone: string): string | undefined {
+  if (UTC_ZONES.has(timeZone)) return undefined;
   // A canonical name is known without building a formatter (a millisecond each, per declared job).
   canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
   try {
@@ -151,6 +158,7 @@ const wallClocks = new Map<string, Intl.DateTimeFormat>();
 
 /** The zone's wall-clock reading at instant `t` (ms), as ms on the DST-free calendar of `Date.UTC`. */
 export function wallAt(timeZone: string, t: number): number {
+  if (UTC_ZONES.has(timeZone)) return t;
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
     format = new Intl.DateTimeFormat('en-US', {

@@ -9,13 +9,17 @@
  * src/schedule.ts: a slot is every instant whose wall-clock time the schedule matches.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { Cron } from 'croner';
+import fc from 'fast-check';
 import { toZonedRfc3339 } from '../../ops/slots.ts';
 import {
   MAX_SLOTS,
   nextSlots,
   normaliseSchedule,
   previousSlot,
+  SLOT_RANGE,
   scheduleProblem,
   slotsBetween,
   timeZoneProblem,
@@ -23,6 +27,8 @@ import {
 } from '../../src/policy/schedule.ts';
 
 const utc = (times: readonly Date[]) => times.map(toUtcRfc3339);
+const SCHEDULE = new URL('../../src/policy/schedule.ts', import.meta.url).href;
+const DECLARATION = new URL('../../src/policy/job-declaration.ts', import.meta.url).href;
 
 interface FireCase {
   name: string;
@@ -404,5 +410,50 @@ describe('RFC 3339 forms', () => {
 
   it('shows UTC to the second with Z, as X-CloudScheduler-ScheduleTime', () => {
     assert.equal(toUtcRfc3339(new Date('2026-10-16T12:00:00.000Z')), '2026-10-16T12:00:00Z');
+  });
+});
+
+describe('UTC without the tz database', () => {
+  const schedules = ['* * * * *', '*/7 3-5 * * *', '0 0 29 2 *', '30 2 * * 1-5', '15 */6 1,15 * *'];
+  const instant = fc
+    .integer({ min: SLOT_RANGE.from.getTime(), max: SLOT_RANGE.to.getTime() - 1 })
+    .map((t) => new Date(t));
+
+  it("finds the slots croner finds in the tz database's Etc/UTC, and those of Etc/GMT", () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...schedules), instant, (schedule, after) => {
+        const byTzDatabase = new Cron(schedule, { timezone: 'Etc/UTC', mode: '5-part' })
+          .nextRuns(3, after)
+          .filter((slot) => slot < SLOT_RANGE.to);
+        for (const timeZone of ['Etc/UTC', 'UTC', 'Etc/GMT']) {
+          assert.deepEqual(utc(nextSlots({ schedule, timeZone }, after, 3)), utc(byTzDatabase));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('validates and schedules a job in the default zone without building an Intl formatter', () => {
+    // A fresh process: this one's formatters are cached by the tests above.
+    const script = `
+      let formatters = 0;
+      const { DateTimeFormat, supportedValuesOf } = Intl;
+      Intl.DateTimeFormat = function (...args) { formatters++; return new DateTimeFormat(...args); };
+      Intl.supportedValuesOf = (key) => { formatters++; return supportedValuesOf(key); };
+      const { defineJob, validateJobs } = await import(${JSON.stringify(DECLARATION)});
+      const { nextSlots, previousSlot, slotsBetween } = await import(${JSON.stringify(SCHEDULE)});
+      const [job] = validateJobs([defineJob({ id: 'utc', schedule: '*/5 * * * *', run: () => {} })]);
+      const now = new Date(Date.UTC(2026, 0, 1));
+      const slots = [
+        ...nextSlots(job, now, 2),
+        ...slotsBetween(job, now, new Date(now.getTime() + 3_600_000)).slots,
+        previousSlot(job, now),
+      ];
+      console.log(JSON.stringify({ zone: job.timeZone, slots: slots.length, formatters }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+    });
+
+    assert.deepEqual(JSON.parse(out), { zone: 'Etc/UTC', slots: 15, formatters: 0 });
   });
 });
