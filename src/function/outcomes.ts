@@ -40,18 +40,10 @@ export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' 
 }
 
 /** The JSON body of every response; no `runId` when the request named no valid run. */
-export interface ResponseBody {
-  readonly outcome: ResponseOutcome;
-  readonly runId?: string;
-  readonly message: string;
-}
+export type ResponseBody = Readonly<{ outcome: ResponseOutcome; runId?: string; message: string }>;
 
 /** What an answer says: its outcome, its message and the extra fields of its log line. */
-export interface Said {
-  readonly outcome: ResponseOutcome;
-  readonly message: string;
-  readonly fields?: object;
-}
+export type Said = Readonly<{ outcome: ResponseOutcome; message: string; fields?: object }>;
 
 /** The outcome of a re-run `rerun.ts` refuses. */
 export const OUTCOME_BY_RERUN_REFUSAL = {

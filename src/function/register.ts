@@ -13,7 +13,7 @@ import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
-import { drainOnSignals, drainOnUncaughtException, GracefulShutdown } from './shutdown.ts';
+import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
 function loadOrExit(declarations: readonly JobDeclaration[]): {
@@ -51,7 +51,6 @@ function loadOrExit(declarations: readonly JobDeclaration[]): {
  * @param declarations - the jobs (`jobs` from `jobs.ts`).
  * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
- * @example registerScheduledJob('handleScheduledJob', jobs);
  */
 export function registerScheduledJob(
   name: string,
@@ -75,8 +74,7 @@ export function registerScheduledJob(
   const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
   installFrameworkWorkarounds(logger);
   const shutdown = new GracefulShutdown();
-  drainOnSignals(shutdown, config.shutdownGraceMs, logger);
-  drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+  drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
   const authenticate =
     config.authMode === 'verify-oidc'

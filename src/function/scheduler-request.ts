@@ -20,10 +20,7 @@ export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
 
 /** The parts of an HTTP request this module reads (Node's `IncomingMessage` fits). */
-export interface DeliveryLike {
-  readonly rawHeaders: readonly string[];
-  readonly url?: string | undefined;
-}
+export type DeliveryLike = Readonly<{ rawHeaders: readonly string[]; url?: string | undefined }>;
 
 /** What a scope header's or parameter's value must be, for messages. */
 export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
