@@ -123,7 +123,7 @@ export const OPTIONS = {
   ),
   /** Longest wait for one Firestore operation, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
   firestoreTimeoutMs: option('FIRESTORE_TIMEOUT_SECONDS', '10', seconds(1, 600, FIRESTORE_WHY)),
-  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`). */
+  /** Fixed scope mixed into every run id. */
   keyScope: option(
     'RUN_KEY_SCOPE',
     '',
@@ -142,7 +142,6 @@ export const OPTIONS = {
     '',
     list(/^[A-Za-z0-9_.-]{1,100}$/, 'query parameter names (letters, digits, "_", ".", "-")'),
   ),
-  /** pino level (`LOG_LEVEL`). */
   logLevel: option('LOG_LEVEL', 'info', oneOf(LOG_LEVELS, lower)),
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: option('GOOGLE_CLOUD_PROJECT', '', (raw) => (raw === '' ? undefined : raw)),

@@ -10,7 +10,6 @@ import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Config } from './config.ts';
-import { InvalidRequestError } from './errors.ts';
 import type { HandlerDeps } from './handler.ts';
 import { MESSAGES, OUTCOME_BY_RERUN_REFUSAL, type Said, unknownJobMessage } from './outcomes.ts';
 import * as request from './scheduler-request.ts';
@@ -118,7 +117,8 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
   try {
     headers = request.readDeliveryHeaders(req, deps.config);
   } catch (err) {
-    if (err instanceof InvalidRequestError) return refusal(known, 'invalid_request', err.message);
+    if (err instanceof request.InvalidRequestError)
+      return refusal(known, 'invalid_request', err.message);
     throw err;
   }
   const job = findJob(deps.jobs, headers.jobName);

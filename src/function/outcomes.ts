@@ -71,6 +71,8 @@ export const MESSAGES = {
   notFound: 'Not found.',
   unreadableBody:
     'The request body could not be read: check its Content-Type and Content-Encoding.',
+  unhandledRejection:
+    'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
   jobLeftError:
     'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it',
 } as const;
