@@ -165,7 +165,6 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
  * with its outcome's status; the caller is checked first, and a refusal writes nothing.
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
-  // One per instance: it remembers where its checks left each job's cursor.
   const { forcedRunToleranceMs } = deps.config;
   const instance = { ...deps, missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }) };
   const handle: HttpFunction = async (req, res) => {

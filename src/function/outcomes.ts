@@ -30,6 +30,7 @@ export const STATUS_BY_OUTCOME = {
   unavailable: 500, // Firestore failed or the instance is shutting down: job not run
 } as const;
 
+/** Every outcome a response names. */
 export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 
 /** An outcome's log level: `error` for a 5xx, `warn` for a refusal (4xx but 409), else `info`. */

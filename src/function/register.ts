@@ -59,13 +59,10 @@ export function registerScheduledJob(
 ): void {
   const { config, jobs } = loadOrExit(declarations);
   const logger = createLogger(config);
+  const { projectId, firestoreDatabase: databaseId } = config;
+  const project = projectId === undefined ? {} : { projectId };
   const firestore =
-    options.firestore ??
-    new Firestore({
-      ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
-      databaseId: config.firestoreDatabase,
-      ignoreUndefinedProperties: true,
-    });
+    options.firestore ?? new Firestore({ ...project, databaseId, ignoreUndefinedProperties: true });
   const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
   const documentsOf = (collection: string) =>
     new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
