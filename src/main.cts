@@ -1,15 +1,13 @@
 /**
- * The deployed entry (`build/main.cjs`): turns on Node's compile cache, then loads `index.ts`; run
- * as a script (`gcp-build`'s last step) it fills the cache and exits. Tiny, since the cache serves
- * only modules loaded after it: docs/maintenance.md, "The deployed entry's compile cache".
+ * The deployed entry (`build/main.cjs`): turns on Node's compile cache, then loads `index.ts`; as a
+ * script (`gcp-build`) it fills the cache (docs/maintenance.md, "The deployed entry's compile cache").
  */
 const nodeModule: typeof import('node:module') = require('node:module');
 const { join }: typeof import('node:path') = require('node:path');
 
 /** Where `gcp-build` writes the cache: inside `build/`, so it is part of the built app. */
 const CACHE_DIR = join(__dirname, '.compile-cache');
-
-// An older Node would fail later with a stack trace: say so in one line (package.json engines).
+// An older Node would fail later with a stack trace (package.json engines).
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
   console.error(`This function needs Node.js >= 22.18; this is Node.js ${process.versions.node}.`);

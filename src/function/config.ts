@@ -4,28 +4,20 @@ import { ConfigError } from '../policy/errors.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-/** How requests are authenticated (`AUTH_MODE`). */
-export const AUTH_MODES = ['platform', 'verify-oidc'] as const;
 /** Methods a Cloud Scheduler HTTP target can use (`gcloud scheduler jobs create http --http-method`). */
 export const HTTP_METHODS = ['POST', 'GET', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'] as const;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** The `NODE_ENV` values of development; unset counts as development too (`npm run dev`, tests). */
-export const DEVELOPMENT_NODE_ENVS = ['development', 'test'] as const;
+const DEVELOPMENT_NODE_ENVS = ['development', 'test'];
 
 /**
  * Variables Cloud Run sets in every service instance or job task, and no development process does
- * (https://cloud.google.com/run/docs/container-contract). Not `FUNCTION_TARGET`: functions-framework
- * also reads it locally.
+ * (https://cloud.google.com/run/docs/container-contract); not `FUNCTION_TARGET`, also set locally.
  */
-export const CLOUD_RUN_VARIABLES = [
-  'K_SERVICE',
-  'K_REVISION',
-  'K_CONFIGURATION',
-  'CLOUD_RUN_JOB',
-  'CLOUD_RUN_EXECUTION',
-] as const;
+export const CLOUD_RUN_VARIABLES =
+  'K_SERVICE K_REVISION K_CONFIGURATION CLOUD_RUN_JOB CLOUD_RUN_EXECUTION'.split(' ');
 
 /**
  * Why `env` is not development (a phrase naming the variable that decided), or `undefined` when it
@@ -35,33 +27,28 @@ export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');
   if (onCloudRun !== undefined) return `${onCloudRun} is set: this runs on Cloud Run`;
   const nodeEnv = (env.NODE_ENV ?? '').trim();
-  if (nodeEnv !== '' && !(DEVELOPMENT_NODE_ENVS as readonly string[]).includes(nodeEnv)) {
+  if (nodeEnv !== '' && !DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) {
     return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
   }
   return undefined;
 }
 
-/** One option; `parse` returns the value or throws an Error saying what is wrong and what to write. */
-interface Option<T> {
-  readonly env: string;
-  /** As the string a user would write. */
-  readonly default: string;
-  readonly parse: (raw: string) => T;
-}
+/** An option: its variable, its default as written, a parser throwing an Error saying what to fix. */
+type Option<T> = Readonly<{ env: string; default: string; parse: (raw: string) => T }>;
 
 function option<T>(env: string, defaultValue: string, parse: (raw: string) => T): Option<T> {
   return { env, default: defaultValue, parse };
 }
 
-const SCHEDULER_HEADERS = ['x-cloudscheduler-jobname', 'x-cloudscheduler-scheduletime'];
+/** Headers that cannot join the scope. */
+const RESERVED_HEADERS =
+  'authorization x-cloudscheduler-jobname x-cloudscheduler-scheduletime'.split(' ');
 /** Hosts `OIDC_CERTS_URL` may name: this machine only. */
 const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 const lower = (raw: string) => raw.toLowerCase();
+const upper = (raw: string) => raw.toUpperCase();
 
-/**
- * A parser of whole seconds from `min` to `max` (`why`: its source, quoted), returning ms. Each has
- * its own `max`: Node fires a timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
- */
+/** A parser of whole seconds from `min` to `max` (`why`: its source, quoted), returning ms. */
 function seconds(min: number, max: number, why: string): (raw: string) => number {
   return (raw) => {
     if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
@@ -103,19 +90,17 @@ function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: s
   };
 }
 
+// A day at most: the core reads a longer `lease_ms` as a record it never wrote, and Node fires a
+// timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
+const LEASE_MAX_WHY =
+  "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit";
+const FIRESTORE_WHY =
+  "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt";
+
 /** Every option, in the README's order; the reference of each is docs/configuration.md. */
 export const OPTIONS = {
   /** Claim length, ms (`LEASE_SECONDS`): outlasts the function timeout and the attempt deadline. */
-  leaseMs: option(
-    'LEASE_SECONDS',
-    '300',
-    // The core reads a longer `lease_ms` as a record it never wrote.
-    seconds(
-      1,
-      MAX_LEASE_MS / 1000,
-      "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit",
-    ),
-  ),
+  leaseMs: option('LEASE_SECONDS', '300', seconds(1, MAX_LEASE_MS / 1000, LEASE_MAX_WHY)),
   /** Record TTL after its last write, ms (`RETENTION_SECONDS`, not a timer); older slots refused. */
   retentionMs: option('RETENTION_SECONDS', '2592000', seconds(1, 31_536_000, 'a year')),
   /** Collection holding one document per run (`RUNS_COLLECTION`); Firestore's collection id rules. */
@@ -137,16 +122,8 @@ export const OPTIONS = {
     ),
   ),
   /** Longest wait for one Firestore operation, ms (`FIRESTORE_TIMEOUT_SECONDS`). */
-  firestoreTimeoutMs: option(
-    'FIRESTORE_TIMEOUT_SECONDS',
-    '10',
-    seconds(
-      1,
-      600,
-      "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt",
-    ),
-  ),
-  /** Fixed scope mixed into every run id (`RUN_KEY_SCOPE`). */
+  firestoreTimeoutMs: option('FIRESTORE_TIMEOUT_SECONDS', '10', seconds(1, 600, FIRESTORE_WHY)),
+  /** Fixed scope mixed into every run id. */
   keyScope: option(
     'RUN_KEY_SCOPE',
     '',
@@ -155,7 +132,7 @@ export const OPTIONS = {
   /** Request headers whose values join the run id's scope, lowercase (`RUN_KEY_SCOPE_HEADERS`). */
   keyScopeHeaders: option('RUN_KEY_SCOPE_HEADERS', '', (raw) => {
     const names = list(/^[A-Za-z0-9-]{1,100}$/, 'header names (letters, digits, "-")', lower)(raw);
-    const reserved = names.filter((n) => SCHEDULER_HEADERS.includes(n) || n === 'authorization');
+    const reserved = names.filter((n) => RESERVED_HEADERS.includes(n));
     if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
     return names;
   }),
@@ -165,7 +142,6 @@ export const OPTIONS = {
     '',
     list(/^[A-Za-z0-9_.-]{1,100}$/, 'query parameter names (letters, digits, "_", ".", "-")'),
   ),
-  /** pino level (`LOG_LEVEL`). */
   logLevel: option('LOG_LEVEL', 'info', oneOf(LOG_LEVELS, lower)),
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: option('GOOGLE_CLOUD_PROJECT', '', (raw) => (raw === '' ? undefined : raw)),
@@ -186,7 +162,7 @@ export const OPTIONS = {
     seconds(0, 10, 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short'),
   ),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
-  authMode: option('AUTH_MODE', 'platform', oneOf(AUTH_MODES)),
+  authMode: option('AUTH_MODE', 'platform', oneOf(['platform', 'verify-oidc'] as const)),
   /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
   oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),
   /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
@@ -200,15 +176,8 @@ export const OPTIONS = {
   /** Whether a due slot's run checks for missed and finally failed runs (`MISSED_RUN_CHECK`). */
   missedRunCheck: option('MISSED_RUN_CHECK', 'on', flag('on', 'off')),
   /** The one HTTP method that runs a job (`HTTP_METHOD`): the Scheduler job's; others get 405. */
-  httpMethod: option(
-    'HTTP_METHOD',
-    'POST',
-    oneOf(HTTP_METHODS, (raw) => raw.toUpperCase()),
-  ),
-  /**
-   * Development only (`OIDC_CERTS_URL`): where `verify-oidc` fetches signing certificates. Refused
-   * outside development: whoever serves them can mint tokens the function accepts.
-   */
+  httpMethod: option('HTTP_METHOD', 'POST', oneOf(HTTP_METHODS, upper)),
+  /** Development only (`OIDC_CERTS_URL`): `verify-oidc`'s certificates; their server mints tokens. */
   oidcCertsUrl: option('OIDC_CERTS_URL', '', (raw) => {
     if (raw === '') return undefined;
     const url = URL.parse(raw);
@@ -231,7 +200,6 @@ export type Config = {
  *
  * @returns a frozen {@link Config}; durations are converted from seconds to ms.
  * @throws {ConfigError} listing every invalid variable and every broken cross-variable rule at once.
- * @example const config = loadConfig({ LEASE_SECONDS: '600' });
  */
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
@@ -257,14 +225,10 @@ export function loadConfig(env: Env = process.env): Config {
       problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
   }
   const notDevelopment = whyNotDevelopment(env);
-  if (notDevelopment !== undefined) {
-    if (config.oidcCertsUrl !== undefined) {
-      problems.push(`OIDC_CERTS_URL is for development only, and ${notDevelopment}`);
-    }
-    if (config.exposeErrors) {
-      problems.push(`EXPOSE_ERRORS=true is for development only, and ${notDevelopment}`);
-    }
-  }
+  const devOnly = (what: string) =>
+    problems.push(`${what} is for development only, and ${notDevelopment}`);
+  if (notDevelopment !== undefined && config.oidcCertsUrl !== undefined) devOnly('OIDC_CERTS_URL');
+  if (notDevelopment !== undefined && config.exposeErrors) devOnly('EXPOSE_ERRORS=true');
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(config);
 }

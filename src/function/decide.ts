@@ -10,17 +10,12 @@ import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Config } from './config.ts';
-import { InvalidRequestError } from './errors.ts';
 import type { HandlerDeps } from './handler.ts';
 import { MESSAGES, OUTCOME_BY_RERUN_REFUSAL, type Said, unknownJobMessage } from './outcomes.ts';
 import * as request from './scheduler-request.ts';
 
 /** What is known of a delivery so far: its run once timed, its run id once planned, log fields. */
-export interface Known {
-  readonly run?: ScheduledRun;
-  readonly runId?: string;
-  readonly fields: object;
-}
+export type Known = Readonly<{ run?: ScheduledRun; runId?: string; fields: object }>;
 
 /** What the function answers one delivery; `handler.ts` writes it. */
 export interface Answer extends Known, Omit<Said, 'fields'> {
@@ -29,11 +24,7 @@ export interface Answer extends Known, Omit<Said, 'fields'> {
 }
 
 /** A delivery whose job is known, its headers read. */
-interface Read {
-  readonly job: DeclaredJob;
-  readonly headers: request.DeliveryHeaders;
-  readonly known: Known;
-}
+type Read = Readonly<{ job: DeclaredJob; headers: request.DeliveryHeaders; known: Known }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
 export interface Delivery {
@@ -45,6 +36,7 @@ export interface Delivery {
   readonly known: Known;
 }
 
+/** Whether a step's result is its answer rather than what it hands on. */
 export function isAnswer<T extends object>(value: Answer | T): value is Answer {
   return 'outcome' in value && 'message' in value;
 }
@@ -105,9 +97,8 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
   const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
   if (auth?.ok === false) {
     const refused = refusal({ fields: {} }, auth.outcome, auth.message);
-    // RFC 9110: a 401 names the scheme the caller should use.
-    const scheme = { 'WWW-Authenticate': 'Bearer' };
-    return auth.outcome === 'unauthenticated' ? { ...refused, headers: scheme } : refused;
+    if (auth.outcome !== 'unauthenticated') return refused;
+    return { ...refused, headers: { 'WWW-Authenticate': 'Bearer' } }; // RFC 9110: name the scheme
   }
   if (req.method !== config.httpMethod) {
     const message = MESSAGES.methodNotAllowed(config.httpMethod, req.method);
@@ -126,7 +117,8 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
   try {
     headers = request.readDeliveryHeaders(req, deps.config);
   } catch (err) {
-    if (err instanceof InvalidRequestError) return refusal(known, 'invalid_request', err.message);
+    if (err instanceof request.InvalidRequestError)
+      return refusal(known, 'invalid_request', err.message);
     throw err;
   }
   const job = findJob(deps.jobs, headers.jobName);
@@ -144,9 +136,7 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
 
 /**
  * The run a delivery names: as sent, or for a "Force run" without a schedule time the one
- * `policy/force-run.ts` chooses at `now`; 400 if the schedule never fires again.
- *
- * @throws {LedgerUnavailableError} if the records cannot be read.
+ * `policy/force-run.ts` chooses at `now` (400 if none). @throws {LedgerUnavailableError}
  */
 async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | ScheduledRun> {
   if (read.known.run !== undefined) return read.known.run;
@@ -195,11 +185,7 @@ async function planDelivery(
   return { job, run, plan, now, toleranceMs, known: { run, runId: plan.runId, fields } };
 }
 
-/**
- * The refusal of a re-run `rerun.ts` refuses ({@link OUTCOME_BY_RERUN_REFUSAL}).
- *
- * @throws {LedgerUnavailableError} if the slot's record cannot be read.
- */
+/** The refusal of a re-run `rerun.ts` refuses. @throws {LedgerUnavailableError} */
 async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   const { rerunOf } = plan.details;
@@ -215,8 +201,6 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
 /**
  * A late retry of a slot (past the tolerance, within the retry window) whose delivery was taken
  * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live.
- *
- * @throws {LedgerUnavailableError} if the records cannot be read.
  */
 async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;

@@ -1,7 +1,7 @@
 /**
  * Every patch of functions-framework's internals, each checked at cold start: (1) JSON answers for
- * unreadable bodies (#686), (2) signal and crash listeners set aside for a drain (#704), (3) errors
- * a job leaves behind routed to its run's log (docs/maintenance.md: each, and how to upgrade).
+ * unreadable bodies, (2) signal and crash listeners set aside for a drain, (3) errors a job leaves
+ * behind routed to its run's log (docs/maintenance.md, "functions-framework workarounds").
  */
 import type { EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
@@ -13,10 +13,7 @@ import { BODY_MESSAGES, logLevelOf, MESSAGES, STATUS_BY_OUTCOME } from './outcom
 type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
 type Listener = (...args: unknown[]) => void;
 
-interface MinimalResponse {
-  headersSent: boolean;
-  status(code: number): { json(body: unknown): unknown };
-}
+type Res = { headersSent: boolean; status(code: number): { json(body: unknown): unknown } };
 
 /** The signals functions-framework exits on and this starter drains on first. */
 export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
@@ -25,9 +22,15 @@ export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
 let installed = false;
 const setAside = new Map<ShutdownSignal, Listener[]>();
 
-function fail(what: string, issue: string): never {
+/** What each patch needs, by the upstream issue whose fix deletes it. */
+const PATCHED = {
+  '#686': "Express's application.handle",
+  '#704': 'invoker.ErrorHandler.prototype.register',
+};
+
+function fail(issue: keyof typeof PATCHED): never {
   throw new Error(
-    `functions-framework changed: ${what} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (docs/maintenance.md says how).`,
+    `functions-framework changed: ${PATCHED[issue]} is missing, so the workaround for functions-framework-nodejs ${issue} cannot be installed. Install the version package.json pins (npm ci), or update src/function/framework-workarounds.ts (docs/maintenance.md says how).`,
   );
 }
 
@@ -42,32 +45,24 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
   if (installed) return;
   const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
   const fromFramework = createRequire(entry);
-  const application = (fromFramework('express') as { application?: { handle?: Handle } })
-    .application;
-  const handle = application?.handle;
-  if (application === undefined || typeof handle !== 'function') {
-    fail("Express's application.handle", '#686');
-  }
+  const express = fromFramework('express') as { application?: { handle?: Handle } };
+  const application = express.application ?? fail('#686');
+  const { handle } = application;
+  if (typeof handle !== 'function') fail('#686');
   // Not exported: load functions-framework's own module instance (same CommonJS cache entry).
   const invoker = fromFramework(join(dirname(entry), 'invoker.js')) as {
     ErrorHandler?: { prototype?: { register?: (this: unknown) => void } };
   };
-  const prototype = invoker.ErrorHandler?.prototype;
-  const register = prototype?.register;
-  if (prototype === undefined || typeof register !== 'function') {
-    fail('invoker.ErrorHandler.prototype.register', '#704');
-  }
+  const prototype = invoker.ErrorHandler?.prototype ?? fail('#704');
+  const { register } = prototype;
+  if (typeof register !== 'function') fail('#704');
   installed = true;
   application.handle = function (this: unknown, req, res, callback) {
-    const answer = (err?: unknown) => answerBeforeFunction(err, res as MinimalResponse, logger);
+    const answer = (err?: unknown) => answerBeforeFunction(err, res as Res, logger);
     return handle.call(this, req, res, callback ?? answer);
   };
   process.on('unhandledRejection', (reason: unknown) => {
-    logger.error(
-      { err: loggableError(reason) },
-      'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); ' +
-        'it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
-    );
+    logger.error({ err: loggableError(reason) }, MESSAGES.unhandledRejection);
   });
   prototype.register = function (this: unknown) {
     const listeners = (event: ShutdownSignal | 'unhandledRejection' | 'uncaughtException') =>
@@ -114,7 +109,7 @@ function outcomeOf(err: unknown, code: number, type?: string): keyof typeof STAT
 }
 
 /** Answers an error raised before the function ran (a body-parser error; none: no route). */
-function answerBeforeFunction(err: unknown, res: MinimalResponse, logger: Logger): void {
+function answerBeforeFunction(err: unknown, res: Res, logger: Logger): void {
   type ParserError = { status?: number; statusCode?: number; type?: string };
   const { status, statusCode, type } = (err ?? {}) as ParserError;
   const code = err === undefined ? 404 : (status ?? statusCode ?? 500);

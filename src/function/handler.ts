@@ -147,39 +147,24 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
     res.status(status).json(body);
   }
   const durationMs = Math.round(ms);
-  logger[outcomes.logLevelOf(outcome)](
-    {
-      outcome,
-      status,
-      runId,
-      jobName: run?.jobName,
-      scheduleTime: run?.scheduleTime,
-      durationMs,
-      ...reply.fields,
-      httpRequest: {
-        requestMethod: req.method,
-        status,
-        latency: `${(durationMs / 1000).toFixed(3)}s`,
-        userAgent: req.get('user-agent'),
-      },
-    },
-    `scheduled run: ${outcome}`,
-  );
+  const latency = `${(durationMs / 1000).toFixed(3)}s`;
+  const httpRequest = {
+    requestMethod: req.method,
+    status,
+    latency,
+    userAgent: req.get('user-agent'),
+  };
+  const fields = { outcome, status, runId, jobName: run?.jobName, scheduleTime: run?.scheduleTime };
+  const line = { ...fields, durationMs, ...reply.fields, httpRequest };
+  logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);
 }
 
 /**
  * Creates the HTTP function that runs each declared job once per scheduled run, selected by
- * `X-CloudScheduler-JobName`. Answers JSON ({@link outcomes.ResponseBody}) with its outcome's
- * status (`STATUS_BY_OUTCOME`); the caller is checked first, and a refusal writes nothing.
- *
- * @example
- * functions.http('handleScheduledJob', createScheduledJobHandler({
- *   config, ledger, history: new RunHistory(documents), jobDocuments, clock: () => ledger.serverTime(),
- *   jobs: validateJobs(jobs), logger,
- * }));
+ * `X-CloudScheduler-JobName` (wired in `register.ts`). Answers JSON ({@link outcomes.ResponseBody})
+ * with its outcome's status; the caller is checked first, and a refusal writes nothing.
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
-  // One per instance: it remembers where its checks left each job's cursor.
   const { forcedRunToleranceMs } = deps.config;
   const instance = { ...deps, missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }) };
   const handle: HttpFunction = async (req, res) => {

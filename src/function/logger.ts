@@ -4,12 +4,9 @@ import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config.ts';
 
 /** Masked in every log call: a user's job might log a request or its options, token and all. */
-const REDACT = ['authorization', 'Authorization'].flatMap((h) => [
-  h,
-  `headers.${h}`,
-  `*.${h}`,
-  `*.headers.${h}`,
-]);
+const REDACT = ['', 'headers.', '*.', '*.headers.'].flatMap((at) =>
+  ['authorization', 'Authorization'].map((h) => `${at}${h}`),
+);
 
 /** Creates the process's logger, writing JSON lines to `destination` (stdout unless given). */
 export function createLogger(
@@ -36,23 +33,17 @@ export function createLogger(
 
 const TRACE = Symbol('trace');
 type TracedLogger = Logger & { [TRACE]?: TraceFields };
+type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
 /** A child of `logger` whose lines, and its children's, carry the request's trace context. */
-export function withTrace(
-  logger: Logger,
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-): Logger {
+export function withTrace(logger: Logger, headers: Headers): Logger {
   const child: TracedLogger = logger.child({});
   child[TRACE] = traceFields(headers);
   return child;
 }
 
 /** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */
-export interface TraceFields {
-  readonly trace_id?: string;
-  readonly span_id?: string;
-  readonly trace_flags?: string;
-}
+export type TraceFields = Readonly<{ trace_id?: string; span_id?: string; trace_flags?: string }>;
 
 const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
@@ -61,9 +52,7 @@ const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
  * The trace context of a request's (lowercased) headers: W3C `traceparent` first, else
  * `X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=1` (decimal span id → 16 hex digits); `{}` if neither.
  */
-export function traceFields(
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-): TraceFields {
+export function traceFields(headers: Headers): TraceFields {
   const traceparent = headers.traceparent;
   const w3c = typeof traceparent === 'string' ? TRACEPARENT.exec(traceparent.trim()) : null;
   if (w3c !== null) return { trace_id: w3c[1], span_id: w3c[2], trace_flags: w3c[3] };

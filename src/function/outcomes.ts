@@ -30,6 +30,7 @@ export const STATUS_BY_OUTCOME = {
   unavailable: 500, // Firestore failed or the instance is shutting down: job not run
 } as const;
 
+/** Every outcome a response names. */
 export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 
 /** An outcome's log level: `error` for a 5xx, `warn` for a refusal (4xx but 409), else `info`. */
@@ -40,18 +41,10 @@ export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' 
 }
 
 /** The JSON body of every response; no `runId` when the request named no valid run. */
-export interface ResponseBody {
-  readonly outcome: ResponseOutcome;
-  readonly runId?: string;
-  readonly message: string;
-}
+export type ResponseBody = Readonly<{ outcome: ResponseOutcome; runId?: string; message: string }>;
 
 /** What an answer says: its outcome, its message and the extra fields of its log line. */
-export interface Said {
-  readonly outcome: ResponseOutcome;
-  readonly message: string;
-  readonly fields?: object;
-}
+export type Said = Readonly<{ outcome: ResponseOutcome; message: string; fields?: object }>;
 
 /** The outcome of a re-run `rerun.ts` refuses. */
 export const OUTCOME_BY_RERUN_REFUSAL = {
@@ -79,6 +72,8 @@ export const MESSAGES = {
   notFound: 'Not found.',
   unreadableBody:
     'The request body could not be read: check its Content-Type and Content-Encoding.',
+  unhandledRejection:
+    'unhandled rejection: a promise rejected with no handler (a fire-and-forget call in a job?); it does not change any run: each run ends as its job returned or threw. Await the promise, or catch it.',
   jobLeftError:
     'unhandled error left by the job (a fire-and-forget promise or a timer callback): it does not change the run, which ends as the job returned or threw; await or catch it',
 } as const;

@@ -13,7 +13,7 @@ import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
-import { drainOnSignals, drainOnUncaughtException, GracefulShutdown } from './shutdown.ts';
+import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
 function loadOrExit(declarations: readonly JobDeclaration[]): {
@@ -51,7 +51,6 @@ function loadOrExit(declarations: readonly JobDeclaration[]): {
  * @param declarations - the jobs (`jobs` from `jobs.ts`).
  * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
- * @example registerScheduledJob('handleScheduledJob', jobs);
  */
 export function registerScheduledJob(
   name: string,
@@ -60,13 +59,10 @@ export function registerScheduledJob(
 ): void {
   const { config, jobs } = loadOrExit(declarations);
   const logger = createLogger(config);
+  const { projectId, firestoreDatabase: databaseId } = config;
+  const project = projectId === undefined ? {} : { projectId };
   const firestore =
-    options.firestore ??
-    new Firestore({
-      ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
-      databaseId: config.firestoreDatabase,
-      ignoreUndefinedProperties: true,
-    });
+    options.firestore ?? new Firestore({ ...project, databaseId, ignoreUndefinedProperties: true });
   const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
   const documentsOf = (collection: string) =>
     new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
@@ -76,8 +72,7 @@ export function registerScheduledJob(
   // Learn Firestore's clock while the new instance waits for its first request, not during it.
   installFrameworkWorkarounds(logger, () => void ledger.serverTime().catch(() => {}));
   const shutdown = new GracefulShutdown();
-  drainOnSignals(shutdown, config.shutdownGraceMs, logger);
-  drainOnUncaughtException(shutdown, config.shutdownGraceMs, logger);
+  drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
   const authenticate =
     config.authMode === 'verify-oidc'

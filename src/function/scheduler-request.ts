@@ -1,10 +1,15 @@
 /** Reads a Cloud Scheduler delivery's headers. Pure: bad input is refused before Firestore. */
+import { RunOnceError } from '../core/errors.ts';
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
 import { type ScheduledRun, TRIGGER_MODES, type Trigger } from '../policy/run-plan.ts';
 import type { Config } from './config.ts';
-import { InvalidRequestError } from './errors.ts';
+
+/** A delivery whose headers name no scheduled run: 400, nothing written (`core/errors.ts` family). */
+export class InvalidRequestError extends RunOnceError {
+  override name = 'InvalidRequestError';
+}
 
 /** The header Cloud Scheduler sets to the job's id (the Scheduler guide, "deduplicate job requests"). */
 export const JOB_NAME_HEADER = 'X-CloudScheduler-JobName';
@@ -20,10 +25,7 @@ export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
 
 /** The parts of an HTTP request this module reads (Node's `IncomingMessage` fits). */
-export interface DeliveryLike {
-  readonly rawHeaders: readonly string[];
-  readonly url?: string | undefined;
-}
+export type DeliveryLike = Readonly<{ rawHeaders: readonly string[]; url?: string | undefined }>;
 
 /** What a scope header's or parameter's value must be, for messages. */
 export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';

@@ -1,4 +1,5 @@
 /** Graceful shutdown (docs/how-it-works.md, "Graceful shutdown"; docs/maintenance.md). */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
 import { restoreFrameworkSignalListeners, SHUTDOWN_SIGNALS } from './framework-workarounds.ts';
@@ -41,21 +42,24 @@ export class GracefulShutdown {
   /** Aborts every job's signal, waits up to `graceMs` ms; returns how many requests still run. */
   async drain(graceMs: number): Promise<number> {
     this.#controller.abort();
-    let timer: NodeJS.Timeout | undefined;
-    const grace = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, graceMs);
-    });
+    const graceOver = new AbortController();
+    const grace = sleep(graceMs, undefined, { signal: graceOver.signal }).catch(() => {});
     await Promise.race([Promise.allSettled([...this.#inflight]), grace]);
-    clearTimeout(timer);
+    graceOver.abort();
     return this.#inflight.size;
   }
 }
 
+/** The exit code after an uncaught exception: functions-framework's own for a crash. */
+export const CRASH_EXIT_CODE = 16;
+
 /**
  * Drains `shutdown` (at most `graceMs` ms) on SIGTERM or SIGINT, then raises the signal again for
- * functions-framework's listeners, re-installed (with none, its default action ends the process).
+ * functions-framework's listeners, re-installed (with none, its default action ends the process);
+ * on an uncaught exception drains too, then exits with {@link CRASH_EXIT_CODE} (meanwhile new
+ * deliveries answer 500 `unavailable`).
  */
-export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
+export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
   const onSignal = (signal: NodeJS.Signals) => {
     for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
     logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
@@ -67,20 +71,6 @@ export function drainOnSignals(shutdown: GracefulShutdown, graceMs: number, logg
     });
   };
   for (const s of SHUTDOWN_SIGNALS) process.on(s, onSignal);
-}
-
-/** The exit code after an uncaught exception: functions-framework's own for a crash. */
-export const CRASH_EXIT_CODE = 16;
-
-/**
- * Drains `shutdown` (at most `graceMs` ms) on an uncaught exception, as on SIGTERM, then exits
- * with {@link CRASH_EXIT_CODE}; new deliveries meanwhile answer 500 `unavailable`.
- */
-export function drainOnUncaughtException(
-  shutdown: GracefulShutdown,
-  graceMs: number,
-  logger: Logger,
-): void {
   let crashing = false;
   process.on('uncaughtException', (err) => {
     if (crashing) {

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidRequestError } from '../../src/function/errors.ts';
 import {
   type DeliveryLike,
+  InvalidRequestError,
   normaliseScheduleTime,
   readDeliveryHeaders,
   SCHEDULE_TIME_HEADER,
