@@ -82,11 +82,6 @@ const FENCED_WRITE_BACKOFF_MS = 200;
 /**
  * The ledger on Firestore, safe to share across requests. Single flight per instance: while it holds
  * or is claiming a run, claims of it answer `in_progress` without a Firestore call.
- *
- * @example
- * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
- * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
- * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
 export class RunLedger {
   readonly #documents: RunDocuments;
@@ -112,15 +107,12 @@ export class RunLedger {
   }
 
   /**
-   * Claims `runId` for a fresh attempt, or says why not (`completed` is a duplicate, even past
+   * Claims `runId` for a fresh attempt, or says why not (`completed`: a duplicate, even past
    * `expire_at`). With `guard`, the claim's write and the guarded one land in one atomic batch or
    * neither does (`guard_changed`). `reopenReported` takes over a run reported missed or failed
    * after retries (a backfill's delivery).
-   *
-   * @throws {RunOnceError} for a run id Firestore cannot take as a document id (its rules:
-   *   non-empty, ≤ 1500 bytes, no '/', not '.' or '..', not `__…__`), before any call.
-   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
-   *   does not exist.
+   * @throws {RunOnceError} for a run id Firestore cannot take as a document id, before any call.
+   * @throws {LedgerUnavailableError} if Firestore fails, is late, or the database does not exist.
    */
   async claim(
     runId: string,
@@ -196,7 +188,6 @@ export class RunLedger {
   /**
    * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
    * token), or `lease_lost` when another attempt took the run over.
-   *
    * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
    */
   extend(claim: Claim): Promise<Claim | 'lease_lost'> {
@@ -205,7 +196,6 @@ export class RunLedger {
 
   /**
    * Notes `value` under `name` (`notes.NAME`) in one fenced write that also extends the lease.
-   *
    * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
    *   {@link LedgerUnavailableError} if every try failed transiently.
    */
@@ -239,9 +229,7 @@ export class RunLedger {
 
   /**
    * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
-   *   the caller should still answer 2xx.
+   * @throws {LedgerUnavailableError} if every try failed transiently (the work is done: answer 2xx).
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -255,7 +243,6 @@ export class RunLedger {
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
    * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
    * follow), the same write reports the final failure (`reported_by`, `reported_at`).
-   *
    * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
    *   its lease lapses, and retries get 409 until then.
    */
@@ -323,7 +310,6 @@ export class RunLedger {
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
  * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too: the one write
  * by anyone but the record's attempt, it never leaves a record `in_progress`.
- *
  * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
  * @throws {LedgerUnavailableError} if Firestore fails.
  */

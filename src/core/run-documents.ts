@@ -74,9 +74,9 @@ class WriteConflict {}
 
 /**
  * The runs collection, with Firestore's clock as this instance learns it from every answer
- * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
- *
- * @example const { record, readTime } = await new RunDocuments(db, options).read(runId);
+ * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests. Its
+ * calls throw {@link LedgerUnavailableError} when Firestore fails or does not answer in time, and
+ * {@link DatabaseNotFoundError} (a subclass) when the database does not exist.
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -96,27 +96,14 @@ export class RunDocuments {
     return this.#options.retentionMs;
   }
 
-  /**
-   * Reads one run document.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time;
-   *   {@link DatabaseNotFoundError} if the database does not exist.
-   */
+  /** Reads one run document. @throws {LedgerUnavailableError} */
   async read(runId: string): Promise<DocumentRead> {
     const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
     return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
   }
 
-  /**
-   * Reads one document as plain data, for a collection of other documents (a job's own state).
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   */
-  readData(id: string): Promise<{
-    data: DocumentData | undefined;
-    updateTime: Timestamp | undefined;
-    readTime: Date;
-  }> {
+  /** Reads one document as plain data (a job's own state). @throws {LedgerUnavailableError} */
+  readData(id: string): Promise<Omit<DocumentRead, 'record'> & { data: DocumentData | undefined }> {
     return this.#get(this.#ref(id));
   }
 
@@ -126,11 +113,7 @@ export class RunDocuments {
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
 
-  /**
-   * Reads many run documents in batched reads (`getAll`): no query, so no index.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   */
+  /** Reads many run documents by `getAll` (no query, no index). @throws {LedgerUnavailableError} */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
     const updateTimes = new Map<string, Timestamp>();
@@ -152,23 +135,16 @@ export class RunDocuments {
     return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
   }
 
-  /**
-   * Creates a run document if none exists.
-   *
-   * @returns the write's time, or `exists` if a document was there first.
-   * @throws {LedgerUnavailableError} for any other failure.
-   */
+  /** Creates a run document: its write time, or `exists`. @throws {LedgerUnavailableError} */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
     const written = await this.#alone(runId, what, data, undefined);
     return written === 'conflict' ? 'exists' : written;
   }
 
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
-   *
-   * @returns the write's time (the new fencing token), or `changed` if the document changed or was
-   *   deleted since `token`.
-   * @throws {LedgerUnavailableError} for any other failure.
+   * Updates a run document if nobody wrote it since `token` (its update time as last seen): the
+   * write's time (the new fencing token), or `changed` if it changed or was deleted since.
+   * @throws {LedgerUnavailableError}
    */
   async update(
     runId: string,
@@ -182,10 +158,8 @@ export class RunDocuments {
 
   /**
    * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
-   * one atomic batch with the guarded write, so both land or neither does.
-   *
-   * @returns the write's time, `conflict` if its precondition failed, or {@link GuardChanged}.
-   * @throws {LedgerUnavailableError} for any other failure.
+   * one atomic batch with the guarded write, so both land or neither does. Returns the write's time,
+   * `conflict` if its precondition failed, or {@link GuardChanged}. @throws {LedgerUnavailableError}
    */
   async write(
     runId: string,
@@ -196,9 +170,8 @@ export class RunDocuments {
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
     if (guard === undefined) return this.#alone(runId, what, data, token);
     const other = guard.documents;
-    if (other.#db !== this.#db) {
+    if (other.#db !== this.#db)
       throw new Error('a guarded write must use the same Firestore client as the run documents');
-    }
     const batch = this.#db.batch();
     addWrite(batch, this.#ref(runId), data, token);
     addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
@@ -260,7 +233,6 @@ export class RunDocuments {
 
   /**
    * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
-   *
    * @throws {LedgerUnavailableError} if that read fails.
    */
   async serverTime(): Promise<Date> {
@@ -277,9 +249,7 @@ export class RunDocuments {
   /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
     const offset = serverTime.toMillis() - this.#monotonicNow();
-    if (this.#serverOffsetMs === undefined || offset > this.#serverOffsetMs) {
-      this.#serverOffsetMs = offset;
-    }
+    this.#serverOffsetMs = Math.max(offset, this.#serverOffsetMs ?? offset);
   }
 
   #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
@@ -306,7 +276,6 @@ function addWrite(
  * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
  * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
  * otherwise means the database is missing. Exported for the operations commands' queries.
- *
  * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
  * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
  */

@@ -15,7 +15,6 @@ export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes
   readonly signal: AbortSignal;
   /**
    * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash keeps it.
-   *
    * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
    *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
    */
@@ -92,16 +91,10 @@ const LEASE_LOSS_MESSAGES = {
 
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
- * written; its throw releases the claim, keeping the failure, so a retry can run at once.
- *
+ * written; its throw releases the claim, keeping the failure, so a retry can run at once. In a
+ * downstream service: docs/how-it-works.md, "Downstream idempotency: `runOnce` for any key".
  * @returns the outcome: Firestore failures are `unavailable` (before the work ran) or `unrecorded`.
  * @throws {RunOnceError} for a run id Firestore cannot take as a document id (`RunLedger.claim`).
- * @example
- * // In a downstream service: apply the run id it received as its idempotency key.
- * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
- *   await chargeTheCustomer({ signal });
- * }, { logger });
- * if (result.outcome === 'duplicate') return res.status(200).end();
  */
 export async function runOnce(
   ledger: Ledger,
