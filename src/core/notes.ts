@@ -47,19 +47,12 @@ export function notesBoundProblem(
 ): string | undefined {
   const next = { ...notes, [name]: value };
   const count = Object.keys(next).length;
-  if (count > MAX_NOTES) {
+  if (count > MAX_NOTES)
     return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
-  }
   const bytes = storedSize(next);
-  if (bytes > MAX_NOTES_BYTES) {
+  if (bytes > MAX_NOTES_BYTES)
     return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
-  }
   return undefined;
-}
-
-/** A name a plain object already answers (`constructor`, `__proto__`…): never a key. */
-function isPrototypeMember(name: string): boolean {
-  return name in Object.prototype;
 }
 
 /** An object whose prototype is `Object.prototype` or `null`, with own enumerable string keys only. */
@@ -93,7 +86,7 @@ function scalarProblem(value: unknown): string | undefined {
 export function noteProblem(name: string, value: unknown): string | undefined {
   if (!NOTE_NAME.test(name))
     return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
-  if (isPrototypeMember(name))
+  if (name in Object.prototype)
     return `note name ${JSON.stringify(name)} is a member of every object's prototype; choose another name`;
   if (typeof value !== 'object' || value === null) {
     const problem = scalarProblem(value);
@@ -106,13 +99,12 @@ export function noteProblem(name: string, value: unknown): string | undefined {
     return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
   }
   const entries = Object.entries(value);
-  if (entries.length > MAX_NOTE_FIELDS) {
+  if (entries.length > MAX_NOTE_FIELDS)
     return `note ${name} has ${entries.length} fields: a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
-  }
   for (const [key, field] of entries) {
     if (!NOTE_NAME.test(key))
       return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
-    if (isPrototypeMember(key))
+    if (key in Object.prototype)
       return `field ${JSON.stringify(key)} of note ${name} is a member of every object's prototype; choose another name`;
     const problem = scalarProblem(field);
     if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;

@@ -8,7 +8,6 @@ import {
   type DocumentSnapshot,
   type Firestore,
   Timestamp,
-  type WriteBatch,
   type WriteResult,
 } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
@@ -173,8 +172,12 @@ export class RunDocuments {
     if (other.#db !== this.#db)
       throw new Error('a guarded write must use the same Firestore client as the run documents');
     const batch = this.#db.batch();
-    addWrite(batch, this.#ref(runId), data, token);
-    addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
+    const add = (ref: DocumentReference, fields: DocumentData, at: Timestamp | undefined) =>
+      at === undefined
+        ? batch.create(ref, fields)
+        : batch.update(ref, fields, { lastUpdateTime: at });
+    add(this.#ref(runId), data, token);
+    add(other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
     const commit = async () => (await batch.commit())[0] as WriteResult;
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
@@ -262,16 +265,6 @@ export class RunDocuments {
   }
 }
 
-function addWrite(
-  batch: WriteBatch,
-  ref: DocumentReference,
-  data: DocumentData,
-  token: Timestamp | undefined,
-): void {
-  if (token === undefined) batch.create(ref, data);
-  else batch.update(ref, data, { lastUpdateTime: token });
-}
-
 /**
  * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
  * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
@@ -298,12 +291,8 @@ export async function callFirestore<T>(
     const code = (err as { code?: unknown } | null)?.code;
     if (typeof code === 'number' && conflicts.includes(code)) throw new WriteConflict();
     if (code === Code.NOT_FOUND) {
-      throw new DatabaseNotFoundError(
-        `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): ` +
-          'check FIRESTORE_DATABASE and the project, and that the database exists ' +
-          '(gcloud firestore databases list)',
-        { cause: err },
-      );
+      const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
+      throw new DatabaseNotFoundError(message, { cause: err });
     }
     const message = err instanceof Error ? err.message : String(err);
     throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });

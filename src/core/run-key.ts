@@ -32,8 +32,6 @@ const sha256 = (parts: unknown) =>
  * The run id (the document id and downstream idempotency token): SHA-256 (hex) of the JSON array
  * of the scope, job name, canonical schedule time and variant (if any); JSON of strings is
  * injective, so distinct runs never share an id. Compute it once per delivery and pass it on.
- *
- * @example computeRunId({ scope: [], jobName: 'nightly', scheduleTime: '2026-10-16T12:00:00Z' })
  */
 export function computeRunId(run: RunName, variant: RunVariant = []): string {
   const parts = [KEY_VERSION, run.scope, run.jobName, run.scheduleTime];
@@ -48,8 +46,6 @@ export interface TriggerName extends Omit<RunName, 'scheduleTime'> {
 /**
  * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
  * trigger id is one run; its trigger part is an array where a slot's has a string, so no slot's id.
- *
- * @example computeTriggerRunId({ scope: [], jobName: 'nightly', triggerId: '6f1c…' })
  */
 export function computeTriggerRunId(run: TriggerName): string {
   return sha256([KEY_VERSION, run.scope, run.jobName, ['trigger', run.triggerId]]);

@@ -76,8 +76,6 @@ export interface RunOnceOptions {
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
 
-const DEFAULT_ABORT_WARNING_MS = 5000;
-
 const LEASE_LOSS_MESSAGES = {
   job_timeout:
     'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
@@ -233,7 +231,7 @@ class AttemptScope {
 
   #warnIfStillRunning(): void {
     const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
-    const warningMs = this.#options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS;
+    const warningMs = this.#options.abortWarningMs ?? 5000;
     setTimeout(() => {
       if (this.#settled) return;
       this.#options.logger.warn(
