@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
-import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
+import { type Note, type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import {
   claimFields,
   completionUpdate,
@@ -69,9 +69,7 @@ export type FenceResult = 'recorded' | 'lease_lost';
 export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
 /** Ledger settings: the lease length of a claim, ms (LEASE_SECONDS × 1000). */
-export interface LedgerOptions {
-  readonly leaseMs: number;
-}
+export type LedgerOptions = { readonly leaseMs: number };
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
@@ -109,10 +107,9 @@ export class RunLedger {
   /**
    * Claims `runId` for a fresh attempt, or says why not (`completed`: a duplicate, even past
    * `expire_at`). With `guard`, the claim's write and the guarded one land in one atomic batch or
-   * neither does (`guard_changed`). `reopenReported` takes over a run reported missed or failed
-   * after retries (a backfill's delivery).
-   * @throws {RunOnceError} for a run id Firestore cannot take as a document id, before any call.
-   * @throws {LedgerUnavailableError} if Firestore fails, is late, or the database does not exist.
+   * neither does (`guard_changed`); `reopenReported` takes over a run reported missed or finally
+   * failed (a backfill). @throws {RunOnceError} for a run id Firestore cannot take as a document id,
+   * before any call; {@link LedgerUnavailableError} if Firestore fails, is late, or has no database.
    */
   async claim(
     runId: string,
@@ -155,7 +152,7 @@ export class RunLedger {
       claimFields(attemptId, this.#leaseMs, documents.expireAt(), details, previous);
     // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
     const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
-      isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined
+      isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
         ? this.#claimed(runId, attemptId, read.updateTime, previous)
         : undefined;
     let holder: Holder | undefined;
@@ -205,11 +202,7 @@ export class RunLedger {
     return this.#renew(claim, 'note', { name, value });
   }
 
-  async #renew(
-    claim: Claim,
-    what: string,
-    note?: { name: string; value: NoteValue },
-  ): Promise<Claim | 'lease_lost'> {
+  async #renew(claim: Claim, what: string, note?: Note): Promise<Claim | 'lease_lost'> {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
@@ -242,9 +235,8 @@ export class RunLedger {
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
    * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
-   * follow), the same write reports the final failure (`reported_by`, `reported_at`).
-   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
-   *   its lease lapses, and retries get 409 until then.
+   * follow), the same write reports the final failure. @throws {LedgerUnavailableError} if every try
+   * failed transiently: the claim then stays until its lease lapses (retries get 409).
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -299,7 +291,7 @@ export class RunLedger {
       if (written !== 'changed') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const retry =
-        isOwn(record, claim.attemptId, RunStatus.InProgress) && updateTime !== undefined;
+        isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
       if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
       token = updateTime;
     }
@@ -308,9 +300,8 @@ export class RunLedger {
 
 /**
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
- * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too: the one write
- * by anyone but the record's attempt, it never leaves a record `in_progress`.
- * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
+ * judged it: `reported`, or `exists` if the record changed since. With `lapsedError`, a lapsed
+ * `in_progress` record is ended `failed` too (the one write by anyone but the record's attempt).
  * @throws {LedgerUnavailableError} if Firestore fails.
  */
 export async function reportFailure(
@@ -340,14 +331,10 @@ type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
 /** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
 function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
   if (!('stoppedBy' in written)) return 'recorded';
-  return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';
+  return isOwn(claim.attemptId, done, written.stoppedBy) ? 'recorded' : 'lease_lost';
 }
 
-function isOwn(
-  record: StoredRecord | undefined,
-  attemptId: string,
-  status: RunStatus,
-): record is RunRecord {
+function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
   return record !== undefined && record.status === status && record.attemptId === attemptId;
 }
 

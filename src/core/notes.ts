@@ -9,6 +9,9 @@ type Scalar = string | number | boolean;
 /** A value a job may note in its run's record: a scalar, or a flat object of scalars. */
 export type NoteValue = Scalar | Readonly<Record<string, Scalar>>;
 
+/** A note as written: its name (`notes.NAME`) and value. */
+export type Note = { readonly name: string; readonly value: NoteValue };
+
 /** Limits of one note (`noteProblem` states them), so a record stays small and readable. */
 const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const MAX_NOTE_STRING = 1500;

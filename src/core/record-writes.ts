@@ -1,6 +1,6 @@
 /** The builders of every write to a run document: `DocumentData` with server timestamps. */
 import { type DocumentData as Data, FieldValue, type Timestamp } from '@google-cloud/firestore';
-import type { NoteValue } from './notes.ts';
+import type { Note } from './notes.ts';
 import {
   Field,
   MAX_ERROR_LENGTH,
@@ -96,11 +96,7 @@ export function reportedUpdate(reporter: string): Data {
 }
 
 /** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
-export function extensionUpdate(
-  leaseMs: number,
-  expireAt: Timestamp,
-  note?: { readonly name: string; readonly value: NoteValue },
-): Data {
+export function extensionUpdate(leaseMs: number, expireAt: Timestamp, note?: Note): Data {
   const fields = leaseFields(leaseMs, expireAt);
   if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
   return fields;

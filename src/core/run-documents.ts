@@ -45,9 +45,7 @@ export interface GuardedWrite {
 }
 
 /** The guard was not at its token; the run document as read with it (our lost batch may show). */
-export interface GuardChanged {
-  readonly guardChanged: DocumentRead;
-}
+export type GuardChanged = { readonly guardChanged: DocumentRead };
 
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
@@ -267,10 +265,9 @@ export class RunDocuments {
 
 /**
  * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
- * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
- * otherwise means the database is missing. Exported for the operations commands' queries.
+ * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}. Exported
+ * for the operations commands' queries (`callFirestore(db, 10_000, 'query', () => query.get())`).
  * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
- * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
  */
 export async function callFirestore<T>(
   db: Firestore,

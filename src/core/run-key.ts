@@ -39,9 +39,7 @@ export function computeRunId(run: RunName, variant: RunVariant = []): string {
 }
 
 /** What names a run asked for by hand: `X-Run-Once-Trigger-Id` (8-64 letters, digits, `-`, `_`). */
-export interface TriggerName extends Omit<RunName, 'scheduleTime'> {
-  readonly triggerId: string;
-}
+export type TriggerName = Omit<RunName, 'scheduleTime'> & { readonly triggerId: string };
 
 /**
  * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
