@@ -62,22 +62,17 @@ export function notesBoundProblem(
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return false;
-  const own = Reflect.ownKeys(value);
-  return own.every(
+  return Reflect.ownKeys(value).every(
     (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
   );
 }
 
 function scalarProblem(value: unknown): string | undefined {
-  if (typeof value === 'boolean') return undefined;
-  if (typeof value === 'number')
-    return Number.isFinite(value) ? undefined : 'a number must be finite';
-  if (typeof value === 'string') {
-    return value.length <= MAX_NOTE_STRING
-      ? undefined
-      : `a string holds at most ${MAX_NOTE_STRING} characters`;
-  }
-  return 'a value must be a string, a number or a boolean';
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'a number must be finite';
+  if (typeof value === 'string' && value.length > MAX_NOTE_STRING)
+    return `a string holds at most ${MAX_NOTE_STRING} characters`;
+  const scalar = ['boolean', 'number', 'string'].includes(typeof value);
+  return scalar ? undefined : 'a value must be a string, a number or a boolean';
 }
 
 /**

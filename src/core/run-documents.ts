@@ -203,9 +203,8 @@ export class RunDocuments {
     token: Timestamp | undefined,
   ): Promise<Timestamp | 'conflict'> {
     const ref = this.#ref(runId);
-    if (token === undefined) {
+    if (token === undefined)
       return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
-    }
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
     const update = () => ref.update(data, { lastUpdateTime: token });
     return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);

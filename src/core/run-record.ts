@@ -132,12 +132,11 @@ function leaseOf(data: DocumentData): Date | UnreadableRecord {
   const leaseMs = data[Field.leaseMs];
   if (!(leasedAt instanceof Timestamp))
     return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS) {
+  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
     return unreadable(
       Field.leaseMs,
       `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
     );
-  }
   return new Date(leasedAt.toMillis() + leaseMs);
 }
 
