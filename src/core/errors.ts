@@ -22,7 +22,6 @@ export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
   readonly reason: AbortReason;
-
   constructor(reason: AbortReason, message: string) {
     super(message);
     this.reason = reason;

@@ -93,17 +93,14 @@ export class RunLedger {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
   }
-
   /** A ledger on its own {@link RunDocuments} over `db`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
-
   /** The runs collection this ledger writes, to share with readers of the history. */
   get documents(): RunDocuments {
     return this.#documents;
   }
-
   /**
    * Claims `runId` for a fresh attempt, or says why not (`completed`: a duplicate, even past
    * `expire_at`). With `guard`, the claim's write and the guarded one land in one atomic batch or
@@ -137,7 +134,6 @@ export class RunLedger {
       this.#claiming.delete(runId);
     }
   }
-
   /** One `create()`; on a conflict, a read and a takeover fenced on it; lost races re-read. */
   async #claimInFirestore(
     runId: string,
@@ -181,16 +177,13 @@ export class RunLedger {
     }
     return { state: 'in_progress', holder };
   }
-
   /**
    * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
-   * token), or `lease_lost` when another attempt took the run over.
-   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
+   * token), or `lease_lost`. @throws {LedgerUnavailableError} if every try failed transiently.
    */
   extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
-
   /**
    * Notes `value` under `name` (`notes.NAME`) in one fenced write that also extends the lease.
    * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
@@ -201,7 +194,7 @@ export class RunLedger {
     if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
     return this.#renew(claim, 'note', { name, value });
   }
-
+  /** A fenced extension (with `note`, if given): the renewed claim, or `lease_lost` (no longer held). */
   async #renew(claim: Claim, what: string, note?: Note): Promise<Claim | 'lease_lost'> {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
@@ -219,7 +212,6 @@ export class RunLedger {
     this.#held.set(claim.runId, renewed);
     return renewed;
   }
-
   /**
    * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently (the work is done: answer 2xx).
@@ -231,7 +223,6 @@ export class RunLedger {
     );
     return fenceResult(written, claim, RunStatus.Completed);
   }
-
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
    * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
@@ -245,12 +236,11 @@ export class RunLedger {
     );
     return fenceResult(written, claim, RunStatus.Failed);
   }
-
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
   }
-
+  /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
   #claimed(
     runId: string,
     attemptId: string,
@@ -271,7 +261,6 @@ export class RunLedger {
     };
     return { state: 'claimed', claim };
   }
-
   /**
    * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
    * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry

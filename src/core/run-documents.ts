@@ -70,10 +70,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 class WriteConflict {}
 
 /**
- * The runs collection, with Firestore's clock as this instance learns it from every answer
- * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests. Its
- * calls throw {@link LedgerUnavailableError} when Firestore fails or does not answer in time, and
- * {@link DatabaseNotFoundError} (a subclass) when the database does not exist.
+ * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
+ * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist); it
+ * learns Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -87,29 +86,25 @@ export class RunDocuments {
     this.#options = options;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
-
   /** How long a record is kept after its last write, ms. */
   get retentionMs(): number {
     return this.#options.retentionMs;
   }
-
   /** Reads one run document. @throws {LedgerUnavailableError} */
   async read(runId: string): Promise<DocumentRead> {
     const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
     return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
   }
-
   /** Reads one document as plain data (a job's own state). @throws {LedgerUnavailableError} */
   readData(id: string): Promise<Omit<DocumentRead, 'record'> & { data: DocumentData | undefined }> {
     return this.#get(this.#ref(id));
   }
-
+  /** One document read, Firestore's time learnt from its answer. */
   async #get<T>(ref: DocumentReference<T>) {
     const snap = await this.#call('read', () => ref.get());
     this.#learnTime(snap.readTime);
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
-
   /** Reads many run documents by `getAll` (no query, no index). @throws {LedgerUnavailableError} */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
@@ -131,17 +126,14 @@ export class RunDocuments {
     // Nothing to read still has a time: Firestore's, as this instance knows it.
     return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
   }
-
   /** Creates a run document: its write time, or `exists`. @throws {LedgerUnavailableError} */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
     const written = await this.#alone(runId, what, data, undefined);
     return written === 'conflict' ? 'exists' : written;
   }
-
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen): the
-   * write's time (the new fencing token), or `changed` if it changed or was deleted since.
-   * @throws {LedgerUnavailableError}
+   * Updates a run document if nobody wrote it since `token`: the write's time (the new fencing
+   * token), or `changed` if it changed or was deleted since. @throws {LedgerUnavailableError}
    */
   async update(
     runId: string,
@@ -152,7 +144,6 @@ export class RunDocuments {
     const written = await this.#alone(runId, what, data, token);
     return written === 'conflict' ? 'changed' : written;
   }
-
   /**
    * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
    * one atomic batch with the guarded write, so both land or neither does. Returns the write's time,
@@ -195,7 +186,7 @@ export class RunDocuments {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
     };
   }
-
+  /** A create (`token` undefined) or an update fenced on `token`, outside any batch. */
   async #alone(
     runId: string,
     what: string,
@@ -209,7 +200,6 @@ export class RunDocuments {
     const update = () => ref.update(data, { lastUpdateTime: token });
     return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
   }
-
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
   async #conditional(
     what: string,
@@ -225,37 +215,32 @@ export class RunDocuments {
       throw err;
     }
   }
-
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
     return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
-
   /**
-   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it.
-   * @throws {LedgerUnavailableError} if that read fails.
+   * Firestore's time now, as best this instance knows it; before its first answer, one read learns
+   * it. @throws {LedgerUnavailableError} if that read fails.
    */
   async serverTime(): Promise<Date> {
     if (this.#serverOffsetMs === undefined) await this.read(CLOCK_DOC);
     return new Date(this.#knownServerMs() ?? Date.now());
   }
-
   /** Firestore's time now from the answers so far, ms; `undefined` before the first. */
   #knownServerMs(): number | undefined {
     const offset = this.#serverOffsetMs;
     return offset === undefined ? undefined : offset + this.#monotonicNow();
   }
-
   /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
     const offset = serverTime.toMillis() - this.#monotonicNow();
     this.#serverOffsetMs = Math.max(offset, this.#serverOffsetMs ?? offset);
   }
-
+  /** {@link callFirestore} with this collection's client and timeout. */
   #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
     return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
   }
-
   /** Untyped for writes (server timestamps); reads of runs add the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);

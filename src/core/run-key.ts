@@ -1,7 +1,6 @@
 /**
  * The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time", with a
- * scope and a variant (a forced run never shares its slot's key); a run asked for by hand is keyed
- * by its trigger id instead of a time.
+ * scope and a variant (a forced run never shares its slot's key); a manual run's, by its trigger id.
  */
 import { createHash } from 'node:crypto';
 

@@ -189,14 +189,12 @@ class AttemptScope {
     this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
-
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
     this.#settled = true;
     clearTimeout(this.#runTimer);
     this.#options.shutdown?.removeEventListener('abort', this.#onShutdown);
   }
-
   /** The work threw: release the claim with the failure (reported, if `finalFailure` says so). */
   async failed(thrown: unknown): Promise<RunOutcome> {
     this.#settled = true;
@@ -214,21 +212,20 @@ class AttemptScope {
     const reported = reporter !== undefined;
     return { outcome: 'failed', attempt: this.attempt, error, release, reported, ...loss };
   }
-
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
     const claim = await this.#stopBeating();
     const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
     return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
-
+  /** The work ran `maxRunMs`: stop beating and abort its signal (`job_timeout`). */
   #timeOut(maxRunMs: number): void {
     this.#timedOut = true;
     void this.#stopBeating();
     const message = `the job ran longer than ${maxRunMs} ms`;
     this.#controller.abort(new AttemptAbortedError('job_timeout', message));
   }
-
+  /** Warns if the work still runs `abortWarningMs` after its signal aborted. */
   #warnIfStillRunning(): void {
     const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
     const warningMs = this.#options.abortWarningMs ?? 5000;
@@ -240,18 +237,16 @@ class AttemptScope {
       );
     }, warningMs).unref();
   }
-
   /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
   #stalled(): boolean {
     return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
   }
-
+  /** Why a fenced write found the lease lost, as far as this attempt can tell. */
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) return 'job_timeout';
     if (this.#failures > 0) return 'extensions_failed';
     return this.#stalled() ? 'stalled' : 'unknown';
   }
-
   /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
   async #stopBeating(): Promise<Claim> {
     this.#warnIfLapsed();
@@ -260,7 +255,6 @@ class AttemptScope {
     await this.#beat;
     return this.#claim;
   }
-
   /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */
   async #note(name: string, value: NoteValue): Promise<void> {
     while (this.#beat !== undefined) await this.#beat;
@@ -275,13 +269,12 @@ class AttemptScope {
       this.#beat = undefined;
     }
   }
-
+  /** One beat: extends the lease; on a transient failure, the next beat tries again before it lapses. */
   async #extend(): Promise<void> {
     this.#warnIfLapsed();
     try {
       this.#apply(await this.#ledger.extend(this.#claim));
     } catch (err) {
-      // Transient: the lease still runs; the next beat tries again before it lapses.
       this.#failures++;
       this.#options.logger.warn(
         { err, failedExtensions: this.#failures },
@@ -289,7 +282,6 @@ class AttemptScope {
       );
     }
   }
-
   /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
   #warnIfLapsed(): void {
     if (this.#lapseWarned || !this.#stalled()) return;
@@ -298,7 +290,6 @@ class AttemptScope {
       'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
     );
   }
-
   /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
   #apply(renewed: Claim | 'lease_lost'): boolean {
     if (renewed !== 'lease_lost') {
@@ -326,7 +317,6 @@ class AttemptScope {
     );
     return false;
   }
-
   /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */
   async #fenced(
     what: 'completion' | 'release',

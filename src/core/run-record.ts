@@ -52,7 +52,6 @@ export const Field = {
   reportedBy: 'reported_by',
   kind: 'run_kind',
   rerunOf: 'rerun_of',
-  /** `false` on a forced run delivered without a schedule time (`RunRecord.untimed`). */
   scheduleTimeSent: 'schedule_time_sent',
   blockedBy: 'blocked_by',
   notes: 'notes',
@@ -101,7 +100,7 @@ export const MAX_LEASE_MS = 86_400_000;
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
 export const MAX_ERROR_LENGTH = 300;
 
-/** A document this code never writes (unknown `status`, no valid lease): never overwritten or judged. */
+/** A document this code never writes (unknown `status`, bad lease): left as is, never judged expired. */
 export interface UnreadableRecord {
   readonly status: 'unreadable';
   /** The field at fault, and what is wrong with it (for the log line). */
