@@ -10,10 +10,7 @@ export class LedgerUnavailableError extends RunOnceError {
   override name = 'LedgerUnavailableError';
 }
 
-/**
- * The Firestore database does not exist (NOT_FOUND where only that can cause it). Its message names
- * `FIRESTORE_DATABASE` and holds nothing secret, so it reaches the client even in production.
- */
+/** The database does not exist. Its message (`FIRESTORE_DATABASE`, nothing secret) reaches clients. */
 export class DatabaseNotFoundError extends LedgerUnavailableError {
   override name = 'DatabaseNotFoundError';
 }
@@ -25,7 +22,6 @@ export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
   readonly reason: AbortReason;
-
   constructor(reason: AbortReason, message: string) {
     super(message);
     this.reason = reason;

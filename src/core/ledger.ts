@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
-import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
+import { type Note, type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import {
   claimFields,
   completionUpdate,
@@ -69,9 +69,7 @@ export type FenceResult = 'recorded' | 'lease_lost';
 export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
 /** Ledger settings: the lease length of a claim, ms (LEASE_SECONDS × 1000). */
-export interface LedgerOptions {
-  readonly leaseMs: number;
-}
+export type LedgerOptions = { readonly leaseMs: number };
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
@@ -82,11 +80,6 @@ const FENCED_WRITE_BACKOFF_MS = 200;
 /**
  * The ledger on Firestore, safe to share across requests. Single flight per instance: while it holds
  * or is claiming a run, claims of it answer `in_progress` without a Firestore call.
- *
- * @example
- * const ledger = new RunLedger(documents, { leaseMs: 300_000 });
- * const result = await ledger.claim(runId, { jobName: 'nightly-report' });
- * if (result.state === 'claimed') await doTheWork().then(() => ledger.complete(result.claim));
  */
 export class RunLedger {
   readonly #documents: RunDocuments;
@@ -100,27 +93,20 @@ export class RunLedger {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
   }
-
   /** A ledger on its own {@link RunDocuments} over `db`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
-
   /** The runs collection this ledger writes, to share with readers of the history. */
   get documents(): RunDocuments {
     return this.#documents;
   }
-
   /**
-   * Claims `runId` for a fresh attempt, or says why not (`completed` is a duplicate, even past
+   * Claims `runId` for a fresh attempt, or says why not (`completed`: a duplicate, even past
    * `expire_at`). With `guard`, the claim's write and the guarded one land in one atomic batch or
-   * neither does (`guard_changed`). `reopenReported` takes over a run reported missed or failed
-   * after retries (a backfill's delivery).
-   *
-   * @throws {RunOnceError} for a run id Firestore cannot take as a document id (its rules:
-   *   non-empty, ≤ 1500 bytes, no '/', not '.' or '..', not `__…__`), before any call.
-   * @throws {LedgerUnavailableError} if Firestore fails, does not answer in time, or the database
-   *   does not exist.
+   * neither does (`guard_changed`); `reopenReported` takes over a run reported missed or finally
+   * failed (a backfill). @throws {RunOnceError} for a run id Firestore cannot take as a document id,
+   * before any call; {@link LedgerUnavailableError} if Firestore fails, is late, or has no database.
    */
   async claim(
     runId: string,
@@ -148,7 +134,6 @@ export class RunLedger {
       this.#claiming.delete(runId);
     }
   }
-
   /** One `create()`; on a conflict, a read and a takeover fenced on it; lost races re-read. */
   async #claimInFirestore(
     runId: string,
@@ -163,7 +148,7 @@ export class RunLedger {
       claimFields(attemptId, this.#leaseMs, documents.expireAt(), details, previous);
     // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
     const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
-      isOwn(read.record, attemptId, RunStatus.InProgress) && read.updateTime !== undefined
+      isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
         ? this.#claimed(runId, attemptId, read.updateTime, previous)
         : undefined;
     let holder: Holder | undefined;
@@ -192,20 +177,15 @@ export class RunLedger {
     }
     return { state: 'in_progress', holder };
   }
-
   /**
    * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
-   * token), or `lease_lost` when another attempt took the run over.
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the lease is unchanged.
+   * token), or `lease_lost`. @throws {LedgerUnavailableError} if every try failed transiently.
    */
   extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     return this.#renew(claim, 'lease extension');
   }
-
   /**
    * Notes `value` under `name` (`notes.NAME`) in one fenced write that also extends the lease.
-   *
    * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
    *   {@link LedgerUnavailableError} if every try failed transiently.
    */
@@ -214,12 +194,8 @@ export class RunLedger {
     if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
     return this.#renew(claim, 'note', { name, value });
   }
-
-  async #renew(
-    claim: Claim,
-    what: string,
-    note?: { name: string; value: NoteValue },
-  ): Promise<Claim | 'lease_lost'> {
+  /** A fenced extension (with `note`, if given): the renewed claim, or `lease_lost` (no longer held). */
+  async #renew(claim: Claim, what: string, note?: Note): Promise<Claim | 'lease_lost'> {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
@@ -236,12 +212,9 @@ export class RunLedger {
     this.#held.set(claim.runId, renewed);
     return renewed;
   }
-
   /**
    * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the job's work is done, so
-   *   the caller should still answer 2xx.
+   * @throws {LedgerUnavailableError} if every try failed transiently (the work is done: answer 2xx).
    */
   async complete(claim: Claim): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -250,14 +223,11 @@ export class RunLedger {
     );
     return fenceResult(written, claim, RunStatus.Completed);
   }
-
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
    * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
-   * follow), the same write reports the final failure (`reported_by`, `reported_at`).
-   *
-   * @throws {LedgerUnavailableError} if every try failed transiently; the claim then stays until
-   *   its lease lapses, and retries get 409 until then.
+   * follow), the same write reports the final failure. @throws {LedgerUnavailableError} if every try
+   * failed transiently: the claim then stays until its lease lapses (retries get 409).
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     this.#held.delete(claim.runId);
@@ -266,12 +236,11 @@ export class RunLedger {
     );
     return fenceResult(written, claim, RunStatus.Failed);
   }
-
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
   }
-
+  /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
   #claimed(
     runId: string,
     attemptId: string,
@@ -292,7 +261,6 @@ export class RunLedger {
     };
     return { state: 'claimed', claim };
   }
-
   /**
    * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
    * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry
@@ -312,7 +280,7 @@ export class RunLedger {
       if (written !== 'changed') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const retry =
-        isOwn(record, claim.attemptId, RunStatus.InProgress) && updateTime !== undefined;
+        isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
       if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
       token = updateTime;
     }
@@ -321,10 +289,8 @@ export class RunLedger {
 
 /**
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
- * judged it; with `lapsedError`, a lapsed `in_progress` record is ended `failed` too: the one write
- * by anyone but the record's attempt, it never leaves a record `in_progress`.
- *
- * @returns `reported` if this call marked it, `exists` if the record changed since `token`.
+ * judged it: `reported`, or `exists` if the record changed since. With `lapsedError`, a lapsed
+ * `in_progress` record is ended `failed` too (the one write by anyone but the record's attempt).
  * @throws {LedgerUnavailableError} if Firestore fails.
  */
 export async function reportFailure(
@@ -354,14 +320,10 @@ type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
 /** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
 function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
   if (!('stoppedBy' in written)) return 'recorded';
-  return isOwn(written.stoppedBy, claim.attemptId, done) ? 'recorded' : 'lease_lost';
+  return isOwn(claim.attemptId, done, written.stoppedBy) ? 'recorded' : 'lease_lost';
 }
 
-function isOwn(
-  record: StoredRecord | undefined,
-  attemptId: string,
-  status: RunStatus,
-): record is RunRecord {
+function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
   return record !== undefined && record.status === status && record.attemptId === attemptId;
 }
 

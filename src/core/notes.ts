@@ -9,6 +9,9 @@ type Scalar = string | number | boolean;
 /** A value a job may note in its run's record: a scalar, or a flat object of scalars. */
 export type NoteValue = Scalar | Readonly<Record<string, Scalar>>;
 
+/** A note as written: its name (`notes.NAME`) and value. */
+export type Note = { readonly name: string; readonly value: NoteValue };
+
 /** Limits of one note (`noteProblem` states them), so a record stays small and readable. */
 const NOTE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,63}$/;
 const MAX_NOTE_STRING = 1500;
@@ -47,41 +50,29 @@ export function notesBoundProblem(
 ): string | undefined {
   const next = { ...notes, [name]: value };
   const count = Object.keys(next).length;
-  if (count > MAX_NOTES) {
+  if (count > MAX_NOTES)
     return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
-  }
   const bytes = storedSize(next);
-  if (bytes > MAX_NOTES_BYTES) {
+  if (bytes > MAX_NOTES_BYTES)
     return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
-  }
   return undefined;
-}
-
-/** A name a plain object already answers (`constructor`, `__proto__`…): never a key. */
-function isPrototypeMember(name: string): boolean {
-  return name in Object.prototype;
 }
 
 /** An object whose prototype is `Object.prototype` or `null`, with own enumerable string keys only. */
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return false;
-  const own = Reflect.ownKeys(value);
-  return own.every(
+  return Reflect.ownKeys(value).every(
     (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
   );
 }
 
 function scalarProblem(value: unknown): string | undefined {
-  if (typeof value === 'boolean') return undefined;
-  if (typeof value === 'number')
-    return Number.isFinite(value) ? undefined : 'a number must be finite';
-  if (typeof value === 'string') {
-    return value.length <= MAX_NOTE_STRING
-      ? undefined
-      : `a string holds at most ${MAX_NOTE_STRING} characters`;
-  }
-  return 'a value must be a string, a number or a boolean';
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'a number must be finite';
+  if (typeof value === 'string' && value.length > MAX_NOTE_STRING)
+    return `a string holds at most ${MAX_NOTE_STRING} characters`;
+  const scalar = ['boolean', 'number', 'string'].includes(typeof value);
+  return scalar ? undefined : 'a value must be a string, a number or a boolean';
 }
 
 /**
@@ -93,7 +84,7 @@ function scalarProblem(value: unknown): string | undefined {
 export function noteProblem(name: string, value: unknown): string | undefined {
   if (!NOTE_NAME.test(name))
     return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
-  if (isPrototypeMember(name))
+  if (name in Object.prototype)
     return `note name ${JSON.stringify(name)} is a member of every object's prototype; choose another name`;
   if (typeof value !== 'object' || value === null) {
     const problem = scalarProblem(value);
@@ -106,13 +97,12 @@ export function noteProblem(name: string, value: unknown): string | undefined {
     return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
   }
   const entries = Object.entries(value);
-  if (entries.length > MAX_NOTE_FIELDS) {
+  if (entries.length > MAX_NOTE_FIELDS)
     return `note ${name} has ${entries.length} fields: a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
-  }
   for (const [key, field] of entries) {
     if (!NOTE_NAME.test(key))
       return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
-    if (isPrototypeMember(key))
+    if (key in Object.prototype)
       return `field ${JSON.stringify(key)} of note ${name} is a member of every object's prototype; choose another name`;
     const problem = scalarProblem(field);
     if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;

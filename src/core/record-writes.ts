@@ -1,6 +1,6 @@
 /** The builders of every write to a run document: `DocumentData` with server timestamps. */
-import { type DocumentData, FieldValue, type Timestamp } from '@google-cloud/firestore';
-import type { NoteValue } from './notes.ts';
+import { type DocumentData as Data, FieldValue, type Timestamp } from '@google-cloud/firestore';
+import type { Note } from './notes.ts';
 import {
   Field,
   MAX_ERROR_LENGTH,
@@ -11,22 +11,20 @@ import {
   timestampOf,
 } from './run-record.ts';
 
-function detailFields(details: RunDetails): DocumentData {
-  const fields: DocumentData = {};
+function detailFields(details: RunDetails): Data {
+  const fields: Data = {};
   if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
-  if (details.kind !== undefined && details.kind !== RunKind.Slot)
-    fields[Field.kind] = details.kind;
+  if ((details.kind ?? RunKind.Slot) !== RunKind.Slot) fields[Field.kind] = details.kind;
   if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
   if (details.untimed === true) fields[Field.scheduleTimeSent] = false;
   if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
-  if (details.scheduleTime !== undefined) {
+  if (details.scheduleTime !== undefined)
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
-  }
   return fields;
 }
 
 /** The lease fields of a claim, takeover or extension: a server-time lease of `leaseMs`. */
-function leaseFields(leaseMs: number, expireAt: Timestamp): DocumentData {
+function leaseFields(leaseMs: number, expireAt: Timestamp): Data {
   return {
     [Field.leasedAt]: FieldValue.serverTimestamp(),
     [Field.leaseMs]: leaseMs,
@@ -44,7 +42,7 @@ export function claimFields(
   expireAt: Timestamp,
   details: RunDetails,
   previous: RunRecord | undefined,
-): DocumentData {
+): Data {
   return {
     ...detailFields(details),
     [Field.status]: RunStatus.InProgress,
@@ -59,11 +57,7 @@ export function claimFields(
 }
 
 /** The update that records a failed attempt (a retry claims it at once); `reporter` reports it final. */
-export function failureUpdate(
-  message: string,
-  expireAt: Timestamp,
-  reporter?: string,
-): DocumentData {
+export function failureUpdate(message: string, expireAt: Timestamp, reporter?: string): Data {
   return {
     ...(reporter === undefined ? {} : reportedUpdate(reporter)),
     [Field.status]: RunStatus.Failed,
@@ -76,12 +70,7 @@ export function failureUpdate(
 }
 
 /** A finished run no attempt ran. */
-function unattempted(
-  status: RunStatus,
-  expireAt: Timestamp,
-  details: RunDetails,
-  fields: DocumentData,
-) {
+function unattempted(status: RunStatus, expireAt: Timestamp, details: RunDetails, fields: Data) {
   return {
     ...detailFields(details),
     [Field.status]: status,
@@ -92,41 +81,29 @@ function unattempted(
 }
 
 /** The document that reports a slot no attempt came for, by check `reporter`. */
-export function missedDocument(
-  expireAt: Timestamp,
-  details: RunDetails,
-  reporter: string,
-): DocumentData {
+export function missedDocument(expireAt: Timestamp, details: RunDetails, reporter: string): Data {
   return unattempted(RunStatus.Missed, expireAt, details, reportedUpdate(reporter));
 }
 
 /** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
-export function skippedDocument(
-  expireAt: Timestamp,
-  details: RunDetails,
-  blockedBy: string,
-): DocumentData {
+export function skippedDocument(expireAt: Timestamp, details: RunDetails, blockedBy: string): Data {
   return unattempted(RunStatus.Skipped, expireAt, details, { [Field.blockedBy]: blockedBy });
 }
 
 /** The update that marks a run reported by check `reporter` (fenced, so only one instance reports). */
-export function reportedUpdate(reporter: string): DocumentData {
+export function reportedUpdate(reporter: string): Data {
   return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
 }
 
 /** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
-export function extensionUpdate(
-  leaseMs: number,
-  expireAt: Timestamp,
-  note?: { readonly name: string; readonly value: NoteValue },
-): DocumentData {
+export function extensionUpdate(leaseMs: number, expireAt: Timestamp, note?: Note): Data {
   const fields = leaseFields(leaseMs, expireAt);
   if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
   return fields;
 }
 
 /** The update that marks a run completed. */
-export function completionUpdate(expireAt: Timestamp): DocumentData {
+export function completionUpdate(expireAt: Timestamp): Data {
   return {
     [Field.status]: RunStatus.Completed,
     [Field.completedAt]: FieldValue.serverTimestamp(),

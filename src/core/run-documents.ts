@@ -8,7 +8,6 @@ import {
   type DocumentSnapshot,
   type Firestore,
   Timestamp,
-  type WriteBatch,
   type WriteResult,
 } from '@google-cloud/firestore';
 import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
@@ -46,9 +45,7 @@ export interface GuardedWrite {
 }
 
 /** The guard was not at its token; the run document as read with it (our lost batch may show). */
-export interface GuardChanged {
-  readonly guardChanged: DocumentRead;
-}
+export type GuardChanged = { readonly guardChanged: DocumentRead };
 
 /** Where the run documents live and how long to wait, durations in ms. */
 export interface RunDocumentsOptions {
@@ -73,10 +70,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 class WriteConflict {}
 
 /**
- * The runs collection, with Firestore's clock as this instance learns it from every answer
- * (docs/how-it-works.md, "Firestore's clock on an instance"). Safe to share across requests.
- *
- * @example const { record, readTime } = await new RunDocuments(db, options).read(runId);
+ * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
+ * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist); it
+ * learns Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -92,47 +88,26 @@ export class RunDocuments {
     this.#options = options;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
-
   /** How long a record is kept after its last write, ms. */
   get retentionMs(): number {
     return this.#options.retentionMs;
   }
-
-  /**
-   * Reads one run document.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time;
-   *   {@link DatabaseNotFoundError} if the database does not exist.
-   */
+  /** Reads one run document. @throws {LedgerUnavailableError} */
   async read(runId: string): Promise<DocumentRead> {
     const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
     return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
   }
-
-  /**
-   * Reads one document as plain data, for a collection of other documents (a job's own state).
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   */
-  readData(id: string): Promise<{
-    data: DocumentData | undefined;
-    updateTime: Timestamp | undefined;
-    readTime: Date;
-  }> {
+  /** Reads one document as plain data (a job's own state). @throws {LedgerUnavailableError} */
+  readData(id: string): Promise<Omit<DocumentRead, 'record'> & { data: DocumentData | undefined }> {
     return this.#get(this.#ref(id));
   }
-
+  /** One document read, Firestore's time learnt from its answer. */
   async #get<T>(ref: DocumentReference<T>) {
     const snap = await this.#call('read', () => ref.get());
     this.#learnTime(snap.readTime);
     return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
   }
-
-  /**
-   * Reads many run documents in batched reads (`getAll`): no query, so no index.
-   *
-   * @throws {LedgerUnavailableError} if Firestore fails or does not answer in time.
-   */
+  /** Reads many run documents by `getAll` (no query, no index). @throws {LedgerUnavailableError} */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
     const records = new Map<string, StoredRecord | undefined>();
     const updateTimes = new Map<string, Timestamp>();
@@ -153,24 +128,14 @@ export class RunDocuments {
     // Nothing to read still has a time: Firestore's, as this instance knows it.
     return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
   }
-
-  /**
-   * Creates a run document if none exists.
-   *
-   * @returns the write's time, or `exists` if a document was there first.
-   * @throws {LedgerUnavailableError} for any other failure.
-   */
+  /** Creates a run document: its write time, or `exists`. @throws {LedgerUnavailableError} */
   async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
     const written = await this.#alone(runId, what, data, undefined);
     return written === 'conflict' ? 'exists' : written;
   }
-
   /**
-   * Updates a run document if nobody wrote it since `token` (its update time as last seen).
-   *
-   * @returns the write's time (the new fencing token), or `changed` if the document changed or was
-   *   deleted since `token`.
-   * @throws {LedgerUnavailableError} for any other failure.
+   * Updates a run document if nobody wrote it since `token`: the write's time (the new fencing
+   * token), or `changed` if it changed or was deleted since. @throws {LedgerUnavailableError}
    */
   async update(
     runId: string,
@@ -181,13 +146,10 @@ export class RunDocuments {
     const written = await this.#alone(runId, what, data, token);
     return written === 'conflict' ? 'changed' : written;
   }
-
   /**
    * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
-   * one atomic batch with the guarded write, so both land or neither does.
-   *
-   * @returns the write's time, `conflict` if its precondition failed, or {@link GuardChanged}.
-   * @throws {LedgerUnavailableError} for any other failure.
+   * one atomic batch with the guarded write, so both land or neither does. Returns the write's time,
+   * `conflict` if its precondition failed, or {@link GuardChanged}. @throws {LedgerUnavailableError}
    */
   async write(
     runId: string,
@@ -198,12 +160,15 @@ export class RunDocuments {
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
     if (guard === undefined) return this.#alone(runId, what, data, token);
     const other = guard.documents;
-    if (other.#db !== this.#db) {
+    if (other.#db !== this.#db)
       throw new Error('a guarded write must use the same Firestore client as the run documents');
-    }
     const batch = this.#db.batch();
-    addWrite(batch, this.#ref(runId), data, token);
-    addWrite(batch, other.#ref(guard.id), guard.data, guard.token);
+    const add = (ref: DocumentReference, fields: DocumentData, at: Timestamp | undefined) =>
+      at === undefined
+        ? batch.create(ref, fields)
+        : batch.update(ref, fields, { lastUpdateTime: at });
+    add(this.#ref(runId), data, token);
+    add(other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
     const commit = async () => (await batch.commit())[0] as WriteResult;
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
@@ -223,7 +188,7 @@ export class RunDocuments {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
     };
   }
-
+  /** A create (`token` undefined) or an update fenced on `token`, outside any batch. */
   async #alone(
     runId: string,
     what: string,
@@ -231,14 +196,12 @@ export class RunDocuments {
     token: Timestamp | undefined,
   ): Promise<Timestamp | 'conflict'> {
     const ref = this.#ref(runId);
-    if (token === undefined) {
+    if (token === undefined)
       return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
-    }
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
     const update = () => ref.update(data, { lastUpdateTime: token });
     return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
   }
-
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
   async #conditional(
     what: string,
@@ -254,17 +217,13 @@ export class RunDocuments {
       throw err;
     }
   }
-
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
     return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
   }
-
   /**
-   * Firestore's time now, as best this instance knows it; before its first answer, one read learns it
-   * (concurrent callers share that read).
-   *
-   * @throws {LedgerUnavailableError} if that read fails.
+   * Firestore's time now, as best this instance knows it; before its first answer, one read learns
+   * it (concurrent callers share that read). @throws {LedgerUnavailableError} if that read fails.
    */
   async serverTime(): Promise<Date> {
     if (this.#serverOffsetMs === undefined) {
@@ -275,48 +234,31 @@ export class RunDocuments {
     }
     return new Date(this.#knownServerMs() ?? Date.now());
   }
-
   /** Firestore's time now from the answers so far, ms; `undefined` before the first. */
   #knownServerMs(): number | undefined {
     const offset = this.#serverOffsetMs;
     return offset === undefined ? undefined : offset + this.#monotonicNow();
   }
-
   /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
     const offset = serverTime.toMillis() - this.#monotonicNow();
-    if (this.#serverOffsetMs === undefined || offset > this.#serverOffsetMs) {
-      this.#serverOffsetMs = offset;
-    }
+    this.#serverOffsetMs = Math.max(offset, this.#serverOffsetMs ?? offset);
   }
-
+  /** {@link callFirestore} with this collection's client and timeout. */
   #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
     return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
   }
-
   /** Untyped for writes (server timestamps); reads of runs add the converter. */
   #ref(runId: string): DocumentReference {
     return this.#db.collection(this.#options.collection).doc(runId);
   }
 }
 
-function addWrite(
-  batch: WriteBatch,
-  ref: DocumentReference,
-  data: DocumentData,
-  token: Timestamp | undefined,
-): void {
-  if (token === undefined) batch.create(ref, data);
-  else batch.update(ref, data, { lastUpdateTime: token });
-}
-
 /**
  * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
- * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}; NOT_FOUND
- * otherwise means the database is missing. Exported for the operations commands' queries.
- *
+ * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}. Exported
+ * for the operations commands' queries (`callFirestore(db, 10_000, 'query', () => query.get())`).
  * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
- * @example const snap = await callFirestore(db, 10_000, 'query', () => query.get());
  */
 export async function callFirestore<T>(
   db: Firestore,
@@ -337,12 +279,8 @@ export async function callFirestore<T>(
     const code = (err as { code?: unknown } | null)?.code;
     if (typeof code === 'number' && conflicts.includes(code)) throw new WriteConflict();
     if (code === Code.NOT_FOUND) {
-      throw new DatabaseNotFoundError(
-        `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): ` +
-          'check FIRESTORE_DATABASE and the project, and that the database exists ' +
-          '(gcloud firestore databases list)',
-        { cause: err },
-      );
+      const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
+      throw new DatabaseNotFoundError(message, { cause: err });
     }
     const message = err instanceof Error ? err.message : String(err);
     throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });

@@ -1,7 +1,6 @@
 /**
  * The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time", with a
- * scope and a variant (a forced run never shares its slot's key); a run asked for by hand is keyed
- * by its trigger id instead of a time.
+ * scope and a variant (a forced run never shares its slot's key); a manual run's, by its trigger id.
  */
 import { createHash } from 'node:crypto';
 
@@ -32,8 +31,6 @@ const sha256 = (parts: unknown) =>
  * The run id (the document id and downstream idempotency token): SHA-256 (hex) of the JSON array
  * of the scope, job name, canonical schedule time and variant (if any); JSON of strings is
  * injective, so distinct runs never share an id. Compute it once per delivery and pass it on.
- *
- * @example computeRunId({ scope: [], jobName: 'nightly', scheduleTime: '2026-10-16T12:00:00Z' })
  */
 export function computeRunId(run: RunName, variant: RunVariant = []): string {
   const parts = [KEY_VERSION, run.scope, run.jobName, run.scheduleTime];
@@ -41,15 +38,11 @@ export function computeRunId(run: RunName, variant: RunVariant = []): string {
 }
 
 /** What names a run asked for by hand: `X-Run-Once-Trigger-Id` (8-64 letters, digits, `-`, `_`). */
-export interface TriggerName extends Omit<RunName, 'scheduleTime'> {
-  readonly triggerId: string;
-}
+export type TriggerName = Omit<RunName, 'scheduleTime'> & { readonly triggerId: string };
 
 /**
  * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
  * trigger id is one run; its trigger part is an array where a slot's has a string, so no slot's id.
- *
- * @example computeTriggerRunId({ scope: [], jobName: 'nightly', triggerId: '6f1c…' })
  */
 export function computeTriggerRunId(run: TriggerName): string {
   return sha256([KEY_VERSION, run.scope, run.jobName, ['trigger', run.triggerId]]);

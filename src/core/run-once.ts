@@ -15,7 +15,6 @@ export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes
   readonly signal: AbortSignal;
   /**
    * Notes `value` under `name` in the run's record now (`Ledger.note`), so a crash keeps it.
-   *
    * @throws {AttemptAbortedError} if the lease was lost; `RunOnceError` for a note the record cannot
    *   hold (`noteProblem`); {@link LedgerUnavailableError} if Firestore fails.
    */
@@ -77,8 +76,6 @@ export interface RunOnceOptions {
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
 
-const DEFAULT_ABORT_WARNING_MS = 5000;
-
 const LEASE_LOSS_MESSAGES = {
   job_timeout:
     'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
@@ -92,16 +89,10 @@ const LEASE_LOSS_MESSAGES = {
 
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
- * written; its throw releases the claim, keeping the failure, so a retry can run at once.
- *
+ * written; its throw releases the claim, keeping the failure, so a retry can run at once. In a
+ * downstream service: docs/how-it-works.md, "Downstream idempotency: `runOnce` for any key".
  * @returns the outcome: Firestore failures are `unavailable` (before the work ran) or `unrecorded`.
  * @throws {RunOnceError} for a run id Firestore cannot take as a document id (`RunLedger.claim`).
- * @example
- * // In a downstream service: apply the run id it received as its idempotency key.
- * const result = await runOnce(ledger, req.get('Idempotency-Key'), async ({ signal }) => {
- *   await chargeTheCustomer({ signal });
- * }, { logger });
- * if (result.outcome === 'duplicate') return res.status(200).end();
  */
 export async function runOnce(
   ledger: Ledger,
@@ -198,14 +189,12 @@ class AttemptScope {
     this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
-
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
     this.#settled = true;
     clearTimeout(this.#runTimer);
     this.#options.shutdown?.removeEventListener('abort', this.#onShutdown);
   }
-
   /** The work threw: release the claim with the failure (reported, if `finalFailure` says so). */
   async failed(thrown: unknown): Promise<RunOutcome> {
     this.#settled = true;
@@ -223,24 +212,23 @@ class AttemptScope {
     const reported = reporter !== undefined;
     return { outcome: 'failed', attempt: this.attempt, error, release, reported, ...loss };
   }
-
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
     const claim = await this.#stopBeating();
     const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
     return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
-
+  /** The work ran `maxRunMs`: stop beating and abort its signal (`job_timeout`). */
   #timeOut(maxRunMs: number): void {
     this.#timedOut = true;
     void this.#stopBeating();
     const message = `the job ran longer than ${maxRunMs} ms`;
     this.#controller.abort(new AttemptAbortedError('job_timeout', message));
   }
-
+  /** Warns if the work still runs `abortWarningMs` after its signal aborted. */
   #warnIfStillRunning(): void {
     const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
-    const warningMs = this.#options.abortWarningMs ?? DEFAULT_ABORT_WARNING_MS;
+    const warningMs = this.#options.abortWarningMs ?? 5000;
     setTimeout(() => {
       if (this.#settled) return;
       this.#options.logger.warn(
@@ -249,18 +237,16 @@ class AttemptScope {
       );
     }, warningMs).unref();
   }
-
   /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
   #stalled(): boolean {
     return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
   }
-
+  /** Why a fenced write found the lease lost, as far as this attempt can tell. */
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) return 'job_timeout';
     if (this.#failures > 0) return 'extensions_failed';
     return this.#stalled() ? 'stalled' : 'unknown';
   }
-
   /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
   async #stopBeating(): Promise<Claim> {
     this.#warnIfLapsed();
@@ -269,7 +255,6 @@ class AttemptScope {
     await this.#beat;
     return this.#claim;
   }
-
   /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */
   async #note(name: string, value: NoteValue): Promise<void> {
     while (this.#beat !== undefined) await this.#beat;
@@ -284,13 +269,12 @@ class AttemptScope {
       this.#beat = undefined;
     }
   }
-
+  /** One beat: extends the lease; on a transient failure, the next beat tries again before it lapses. */
   async #extend(): Promise<void> {
     this.#warnIfLapsed();
     try {
       this.#apply(await this.#ledger.extend(this.#claim));
     } catch (err) {
-      // Transient: the lease still runs; the next beat tries again before it lapses.
       this.#failures++;
       this.#options.logger.warn(
         { err, failedExtensions: this.#failures },
@@ -298,7 +282,6 @@ class AttemptScope {
       );
     }
   }
-
   /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
   #warnIfLapsed(): void {
     if (this.#lapseWarned || !this.#stalled()) return;
@@ -307,7 +290,6 @@ class AttemptScope {
       'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
     );
   }
-
   /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
   #apply(renewed: Claim | 'lease_lost'): boolean {
     if (renewed !== 'lease_lost') {
@@ -335,7 +317,6 @@ class AttemptScope {
     );
     return false;
   }
-
   /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */
   async #fenced(
     what: 'completion' | 'release',

@@ -1,14 +1,6 @@
 /**
  * The run record: its schema, its converter and the claim decision as named conditions; its writes
- * are in `record-writes.ts` (why: docs/how-it-works.md, "The run record and its lease").
- *
- *   (absent) ──create──► in_progress ──complete──► completed              (fenced on our write)
- *      │                  │  │  ▲ └──────release──► failed               (fenced on our write)
- *      │                  │  └──┘ extend: leased_at = now, every lease/3  (fenced on our write)
- *      │                  └── now ≥ leased_at + lease_ms: another attempt takes over
- *      │                                                                 (fenced on what it read)
- *      ├──report──► missed         failed, missed ──a retry takes over at once──► in_progress
- *      └──overlap──► skipped                                             (fenced on what it read)
+ * are in `record-writes.ts` (its states: docs/how-it-works.md, "The run record and its lease").
  */
 import {
   type DocumentData,
@@ -40,10 +32,7 @@ export const RunKind = {
 } as const;
 export type RunKind = (typeof RunKind)[keyof typeof RunKind];
 
-/**
- * Field names of a run document, after the guide's sample where it has one (`status`, `expire_at`
- * for a TTL policy). A field's meaning is the {@link RunRecord} member of its name.
- */
+/** A run document's field names (the guide's sample's where it has one); see {@link RunRecord}. */
 export const Field = {
   status: 'status',
   attemptId: 'attempt_id',
@@ -63,7 +52,6 @@ export const Field = {
   reportedBy: 'reported_by',
   kind: 'run_kind',
   rerunOf: 'rerun_of',
-  /** `false` on a forced run delivered without a schedule time (`RunRecord.untimed`). */
   scheduleTimeSent: 'schedule_time_sent',
   blockedBy: 'blocked_by',
   notes: 'notes',
@@ -106,19 +94,13 @@ export interface RunRecord {
   readonly keyScope: string | undefined;
 }
 
-/**
- * The longest lease a record may carry, ms: the largest LEASE_SECONDS the configuration accepts (a
- * day). This code never writes a longer `lease_ms`, so such a record is unreadable.
- */
+/** The longest lease a record may carry, ms (a day, the largest LEASE_SECONDS); longer: unreadable. */
 export const MAX_LEASE_MS = 86_400_000;
 
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
 export const MAX_ERROR_LENGTH = 300;
 
-/**
- * A document this code never writes (an unknown `status`, an `in_progress` record without a valid
- * lease): never overwritten and never judged expired, since a run we cannot read may be running.
- */
+/** A document this code never writes (unknown `status`, bad lease): left as is, never judged expired. */
 export interface UnreadableRecord {
   readonly status: 'unreadable';
   /** The field at fault, and what is wrong with it (for the log line). */
@@ -147,15 +129,13 @@ function unreadable(field: string, problem: string): UnreadableRecord {
 function leaseOf(data: DocumentData): Date | UnreadableRecord {
   const leasedAt = data[Field.leasedAt];
   const leaseMs = data[Field.leaseMs];
-  if (!(leasedAt instanceof Timestamp)) {
+  if (!(leasedAt instanceof Timestamp))
     return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-  }
-  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS) {
+  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
     return unreadable(
       Field.leaseMs,
       `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
     );
-  }
   return new Date(leasedAt.toMillis() + leaseMs);
 }
 
@@ -199,22 +179,18 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const status = data[Field.status];
     const attemptId = data[Field.attemptId];
     const attempts = data[Field.attempts];
-    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
+    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0))
       return unreadable(Field.attempts, 'is not a whole number of attempts');
-    }
     const common = commonFields(data, attempts);
-    if (FINISHED.includes(status)) {
+    if (FINISHED.includes(status))
       return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
-    }
-    if (status !== RunStatus.InProgress) {
+    if (status !== RunStatus.InProgress)
       return unreadable(
         Field.status,
         `is ${JSON.stringify(status) ?? 'missing'}, not a known status`,
       );
-    }
-    if (typeof attemptId !== 'string' || attemptId === '') {
+    if (typeof attemptId !== 'string' || attemptId === '')
       return unreadable(Field.attemptId, 'is missing or not a string');
-    }
     const lease = leaseOf(data);
     if (!(lease instanceof Date)) return lease;
     return { status, attemptId, leaseExpires: lease, ...common };
@@ -235,15 +211,13 @@ export function isCompleted(record: StoredRecord): boolean {
 }
 
 /**
- * The record as judged at server time `now`: an `in_progress` lease ending more than
- * {@link MAX_LEASE_MS} after `now` has a `leased_at` from Firestore's future, which this code never
- * writes, so the record is unreadable. Every reader that judges a lease goes through it.
+ * The record as judged at server time `now`: unreadable if an `in_progress` lease ends more than
+ * {@link MAX_LEASE_MS} after `now`. Every reader that judges a lease goes through it.
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
   const expires = record.status === RunStatus.InProgress ? record.leaseExpires : undefined;
-  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS) {
+  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS)
     return unreadable(Field.leasedAt, "is later than Firestore's time now");
-  }
   return record;
 }
 
@@ -259,8 +233,7 @@ export function isLeaseLive(record: StoredRecord, now: Date): boolean {
 
 /**
  * Decides a claim from the record read and the read's server time. A finished run is never taken
- * over; a reported run (missed, or failed after retries) counts as finished unless `reopenReported`
- * (a backfill), so a late delivery cannot turn the report into a lie.
+ * over, nor a reported one (missed, or failed after retries) unless `reopenReported` (a backfill).
  */
 export function claimDecision(
   stored: StoredRecord | undefined,
@@ -272,9 +245,8 @@ export function claimDecision(
   if (record.status === 'unreadable') return { decision: 'unreadable', record };
   if (isCompleted(record)) return { decision: 'completed', record };
   const retryable = record.status === RunStatus.Failed || record.status === RunStatus.Missed;
-  if (retryable && record.reportedAt !== undefined && !reopenReported) {
+  if (retryable && record.reportedAt !== undefined && !reopenReported)
     return { decision: 'completed', record };
-  }
   if (retryable || !isLeaseLive(record, now)) return { decision: 'take_over', record };
   return { decision: 'lease_live', record };
 }
