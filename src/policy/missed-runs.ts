@@ -58,19 +58,12 @@ export interface MissedRunCheckDeps {
 }
 
 /** What one check did: how many slots it read, and how many it reported. */
-export interface CheckResult {
-  readonly checked: number;
-  readonly reported: number;
-}
+export type CheckResult = { readonly checked: number; readonly reported: number };
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
 /** A slot's run id and record, as read. */
-interface SlotRead {
-  readonly slot: Date;
-  readonly runId: string;
-  readonly record: StoredRecord | undefined;
-}
+type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
 /** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
 interface Finding extends Omit<SlotRead, 'record'> {
@@ -128,11 +121,8 @@ function judge(
 }
 
 /**
- * Missed-run detection for one instance's jobs, safe across concurrent requests.
- *
- * @example
- * const missedRuns = new MissedRunCheck({ history, jobDocuments, clock: () => ledger.serverTime() });
- * if (await missedRuns.isDue(job, slot, scope)) await missedRuns.check(job, scope, logger);
+ * Missed-run detection for one instance's jobs, safe across concurrent requests:
+ * `if (await missedRuns.isDue(job, slot, scope)) await missedRuns.check(job, scope, logger)`.
  */
 export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
@@ -146,7 +136,6 @@ export class MissedRunCheck {
   /**
    * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this
    * instance's last check left the cursor two periods or more behind the closed boundary.
-   *
    * @throws {LedgerUnavailableError} if the clock must be learnt and Firestore fails.
    */
   async isDue(job: DeclaredJob, slot: Date, scope: Scope): Promise<boolean> {
@@ -160,9 +149,8 @@ export class MissedRunCheck {
   /**
    * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one
    * nobody reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor.
-   *
-   * @throws {LedgerUnavailableError} if a read or a write fails: the cursor has not moved, so the
-   *   next check covers the range; the caller logs it (a failed check must never fail a run).
+   * @throws {LedgerUnavailableError} if a read or write fails (the cursor has not moved); the
+   *   caller logs it: a failed check must never fail a run.
    */
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
@@ -302,8 +290,7 @@ export class MissedRunCheck {
       const read = await history.getMany([runId]).catch(() => undefined);
       if (read === undefined) continue;
       const stored = read.records.get(runId);
-      if (stored !== undefined && stored.status !== 'unreadable' && stored.reportedBy === reporter)
-        return 'reported';
+      if (stored?.status !== 'unreadable' && stored?.reportedBy === reporter) return 'reported';
       if (failure !== undefined) throw failure.error;
       return 'exists';
     }
