@@ -22,7 +22,7 @@ import { judgedSlots } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
-import { previousSlot, slotsBetween } from './schedule.ts';
+import { previousSlot, type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
@@ -62,6 +62,9 @@ export type CheckResult = { readonly checked: number; readonly reported: number 
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
+/** A cursor as a check moves it (its write time added on writing). */
+type Moved = Omit<Cursor, 'seenAt'>;
+
 /** A slot's run id and record, as read. */
 type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
@@ -80,6 +83,9 @@ interface Judged {
   readonly stopped: boolean;
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
+
+/** The reports a check logged; `raced`: the earliest slot whose report did not land as its own. */
+type Reports = { readonly reported: number; readonly raced?: Date };
 
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
@@ -155,15 +161,15 @@ export class MissedRunCheck {
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
     if (window === undefined) return NOTHING;
-    const { slots, truncated } =
+    const range =
       window.boundary <= window.from.getTime()
         ? { slots: [], truncated: false }
         : judgedSlots(window.rules, window.from, new Date(window.boundary), MAX_CHECK_SLOTS);
-    if (slots.length === 0) return this.#moveIdle(job, window);
-    const judged = await this.#scan(job, scope, window, slots, truncated);
+    if (range.slots.length === 0) return this.#moveIdle(job, window);
+    const judged = await this.#scan(job, scope, window, range);
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
-    return { checked: slots.length, reported };
+    return { checked: range.slots.length, reported };
   }
 
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
@@ -205,13 +211,8 @@ export class MissedRunCheck {
   }
 
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
-  async #scan(
-    job: DeclaredJob,
-    scope: Scope,
-    window: Window,
-    slots: readonly Date[],
-    truncated: boolean,
-  ): Promise<Judged> {
+  async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
+    const { slots, truncated } = range;
     const before = previousSlot(job, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
@@ -233,12 +234,7 @@ export class MissedRunCheck {
   }
 
   /** Reports each finding once (a conditional write each), logging those this call wrote. */
-  async #report(
-    job: DeclaredJob,
-    scope: Scope,
-    judged: Pick<Judged, 'findings' | 'tokens'>,
-    logger: Logger,
-  ): Promise<{ readonly reported: number; readonly raced: Date | undefined }> {
+  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger): Promise<Reports> {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
@@ -298,12 +294,7 @@ export class MissedRunCheck {
   }
 
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */
-  async #moveCursor(
-    job: DeclaredJob,
-    window: Window,
-    judged: Judged,
-    raced: Date | undefined,
-  ): Promise<void> {
+  async #moveCursor(job: DeclaredJob, window: Window, judged: Judged, raced?: Date): Promise<void> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
     const stopped = judged.stopped || next !== judged.next;
     const { cursor } = window;
@@ -324,11 +315,7 @@ export class MissedRunCheck {
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
-  async #writeCursor(
-    job: DeclaredJob,
-    window: Window,
-    moved: Omit<Cursor, 'seenAt'>,
-  ): Promise<'written' | 'lost'> {
+  async #writeCursor(job: DeclaredJob, window: Window, moved: Moved): Promise<'written' | 'lost'> {
     const { jobDocuments } = this.#deps;
     const cursor = { ...moved, seenAt: window.now.getTime() };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());
