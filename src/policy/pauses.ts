@@ -70,12 +70,9 @@ function optionalTime(value: unknown): Date | undefined | 'bad' {
 /** One stored pause, or `undefined` for one this code never writes (e.g. past the CLI's bounds). */
 function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const stored = value as Record<string, unknown>;
-  const pausedAt = optionalTime(stored.paused_at);
-  const until = optionalTime(stored.until);
-  const resumedAt = optionalTime(stored.resumed_at);
-  const overdue = optionalTime(stored.overdue_reported_at);
-  const note = stored.note;
+  const { note, ...p } = value as Record<string, unknown>;
+  const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
+  const [pausedAt, until, resumedAt, overdue] = times;
   if (pausedAt === undefined || pausedAt === 'bad' || until === 'bad' || resumedAt === 'bad') {
     return undefined;
   }
@@ -87,9 +84,7 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
-  if ([pausedAt, resumedAt, overdue].some((t) => t !== undefined && t.getTime() > latest)) {
-    return undefined;
-  }
+  if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) return undefined;
   return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
 }
 
@@ -113,13 +108,13 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
 
 /** The pauses as stored. */
 export function pausesField(pauses: readonly Pause[]): DocumentData[] {
+  const at = (t: Date | undefined) => (t === undefined ? null : Timestamp.fromDate(t));
   return pauses.map((p) => ({
     paused_at: Timestamp.fromDate(p.pausedAt),
-    until: p.until === undefined ? null : Timestamp.fromDate(p.until),
+    until: at(p.until),
     note: p.note,
-    resumed_at: p.resumedAt === undefined ? null : Timestamp.fromDate(p.resumedAt),
-    overdue_reported_at:
-      p.overdueReportedAt === undefined ? null : Timestamp.fromDate(p.overdueReportedAt),
+    resumed_at: at(p.resumedAt),
+    overdue_reported_at: at(p.overdueReportedAt),
   }));
 }
 
@@ -147,7 +142,6 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 /**
  * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
  * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
- *
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */

@@ -15,7 +15,6 @@ const tolerances = new Map<string, number>();
 /**
  * How early a delivery may come and still be its slot's run, ms: `configuredMs`, at most half the
  * job's shortest gap; the same on every instance.
- *
  * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
  */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
@@ -41,12 +40,8 @@ export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: nu
 }
 
 /**
- * Why a delivery of `job` may not carry `scheduleTime` (a sentence saying what to fix), or
- * nothing if it may. A handful of slot look-ups whatever the input.
- *
- * @param limits - Firestore's `now`, `RETENTION_SECONDS` and the job's forced-run tolerance, ms.
- * @example scheduleTimeProblem(job, new Date('0001-01-01T00:00:00Z'), { now, retentionMs, toleranceMs })
- * // 'X-CloudScheduler-ScheduleTime 0001-01-01T00:00:00Z is before …'
+ * Why a delivery of `job` may not carry `scheduleTime` (a sentence saying what to fix), or nothing
+ * if it may, at Firestore's `now`; a handful of slot look-ups whatever the input.
  */
 export function scheduleTimeProblem(
   job: ScheduleSpec,
@@ -78,8 +73,6 @@ export function scheduleTimeProblem(
 /**
  * The cold-start check of the retention (ms): a sentence per job whose retry window, or else
  * judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it.
- *
- * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
  */
 export function retentionProblems(
   jobs: readonly DeclaredJob[],
