@@ -23,10 +23,7 @@ export const MAX_PAUSES = 20;
 /** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
-/**
- * One pause of a job, times Firestore's: `until` (`--until`) if given, `note` (`--note`, `''` if
- * none), `resumedAt` (`npm run resume`) once ended, `overdueReportedAt` once reported past its bound.
- */
+/** One pause of a job, times Firestore's, as `npm run pause` (`--until`, `--note`) and `resume` set it. */
 export interface Pause {
   readonly pausedAt: Date;
   readonly until: Date | undefined;
@@ -88,10 +85,7 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
 }
 
-/**
- * The pauses on a job's check document, oldest first, `unreadable` for anything this code never
- * writes (a time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping pauses).
- */
+/** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
   if (stored === undefined) return [];

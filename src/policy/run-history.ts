@@ -25,8 +25,8 @@ export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
 
 /**
  * Whether a forced run's record was the slot's own delivery (a misjudged clock): timed, first
- * claimed at most half `toleranceMs` before the slot or later (why half: docs/limits.md, "Schedule
- * times, forced runs and backfill").
+ * claimed at most half `toleranceMs` before the slot (why half: docs/limits.md, "Schedule times,
+ * forced runs and backfill").
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,

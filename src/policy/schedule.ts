@@ -17,7 +17,6 @@ const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
-
 /** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
 function step(steps: { n: number }): void {
   if (++steps.n > MAX_SEARCH_STEPS) {
@@ -59,7 +58,6 @@ function wallClockCron(schedule: string): Cron {
 /**
  * What is wrong with a schedule, one sentence naming what to write instead, or `undefined` if Cloud
  * Scheduler and this module read it alike: five fields in Scheduler's syntax that fire at all.
- * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
@@ -110,11 +108,7 @@ export function normaliseSchedule(schedule: string): string {
 
 let canonicalZones: Set<string> | undefined;
 
-/**
- * What is wrong with a time zone, or `undefined` for a tz database name `Intl` knows; UTC offsets
- * and wrongly capitalised names are refused.
- * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
- */
+/** What is wrong with a time zone (an offset, a wrong capital), or `undefined` for a tz name. */
 export function timeZoneProblem(timeZone: string): string | undefined {
   // A canonical name is known without building a formatter (a millisecond each, per declared job).
   canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
@@ -174,10 +168,7 @@ function dropAfter(timeZone: string, t: number): number {
   return Math.max(0, offsetAt(timeZone, t) - offsetAt(timeZone, t + OFFSET_SPAN_MS));
 }
 
-/**
- * Every slot strictly after `from` (ms), ascending, lazily. Each instant waits until every
- * wall-clock time that could precede it was seen: its own plus the drop that follows it.
- */
+/** Every slot after `from` (ms), ascending, lazily, each once every earlier wall time was seen. */
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
   const after = Math.max(from, RANGE_FROM_MS - 1);
@@ -228,9 +219,6 @@ function checkedCount(count: number, what: string): number {
  * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`, ascending; fewer
  * only at the end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
  * @throws {RangeError} for an invalid date or count.
- * @example
- * nextSlots({ schedule: '30 2 * * *', timeZone: 'Europe/Berlin' }, new Date('2026-03-28T12:00:00Z'), 2);
- * // [2026-03-30T00:30:00Z, 2026-03-31T00:30:00Z]: 02:30 does not exist on 29 March 2026 in Berlin
  */
 export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
   const wanted = checkedCount(count, 'count');
