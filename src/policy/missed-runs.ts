@@ -126,10 +126,7 @@ function judge(
   return { findings, runSeen, stopped: false };
 }
 
-/**
- * Missed-run detection for one instance's jobs, safe across concurrent requests:
- * `if (await missedRuns.isDue(job, slot, scope)) await missedRuns.check(job, scope, logger)`.
- */
+/** Missed-run detection for one instance's jobs, safe across concurrent requests. */
 export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
   /** Each cursor as this instance's last check left it, ms, by document id. */
@@ -140,9 +137,8 @@ export class MissedRunCheck {
   }
 
   /**
-   * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this
-   * instance's last check left the cursor two periods or more behind the closed boundary.
-   * @throws {LedgerUnavailableError} if the clock must be learnt and Firestore fails.
+   * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this instance's
+   * last check left the cursor two periods behind the closed boundary. Throws what `clock` throws.
    */
   async isDue(job: DeclaredJob, slot: Date, scope: Scope): Promise<boolean> {
     if (isDueSlot(job, slot)) return true;

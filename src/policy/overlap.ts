@@ -114,9 +114,8 @@ export type OverlapDecision =
 type Held = { readonly action: 'held'; readonly by: string };
 
 /**
- * Decides whether the planned run `plan` of `job` may claim now: reads the lock unless `allow`;
- * under `skip` writes the `skipped` record of a run the holder blocks.
- * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
+ * Whether `job`'s planned run may claim now: reads the lock unless `allow`; under `skip` writes
+ * the `skipped` record of a run the holder blocks. Throws `LedgerUnavailableError`.
  */
 export async function decideOverlap(
   stores: OverlapStores,

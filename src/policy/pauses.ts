@@ -23,7 +23,7 @@ export const MAX_PAUSES = 20;
 /** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
-/** One pause of a job, times Firestore's, as `npm run pause` (`--until`, `--note`) and `resume` set it. */
+/** One pause of a job, times Firestore's, as `npm run pause` (`--until`, `--note`) and `resume` set. */
 export interface Pause {
   readonly pausedAt: Date;
   readonly until: Date | undefined;
