@@ -105,8 +105,7 @@ function startAfresh(
 
 /**
  * What a check knows before it judges, at Firestore's `now`: slots before `boundary` (ms) have
- * closed; judging starts at `from` (never before the retention); `heartbeat`: a write is due
- * ({@link CURSOR_HEARTBEAT_MS}); `updateTime`: the cursor write's fencing token (none: create).
+ * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create).
  */
 export interface Window {
   readonly id: string;

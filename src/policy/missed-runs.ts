@@ -1,7 +1,4 @@
-/**
- * Missed-run detection: each slot judged missed or failed after retries is reported once across
- * instances, an ERROR line a log-based metric counts (docs/how-it-works.md, "Missed runs").
- */
+/** Missed-run detection, each report an ERROR once across instances (docs/how-it-works.md). */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';

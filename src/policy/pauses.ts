@@ -1,7 +1,4 @@
-/**
- * Pauses (`npm run pause -- JOB`), on the job's check document beside the missed-run cursor: a
- * slot without a record inside one is `paused`, never missed (docs/how-it-works.md, "Pauses").
- */
+/** Pauses (`npm run pause`): a slot in one is never missed (docs/how-it-works.md, "Pauses"). */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';

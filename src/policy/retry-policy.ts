@@ -4,10 +4,7 @@ import type { JobSettings } from './job-declaration.ts';
 /** The settings the policy reads; a declared job fits. */
 export type RetrySettings = JobSettings;
 
-/**
- * The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped.
- * @example backoffMs({ minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 }, 4) // 160_000
- */
+/** The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped. */
 export function backoffMs(
   settings: Pick<RetrySettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
   n: number,
@@ -46,10 +43,7 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
   return waits;
 }
 
-/**
- * The retry window: how long after its schedule time a run's last attempt can still arrive and
- * finish, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (defaults: 3570 s).
- */
+/** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
 export function retryWindowMs(settings: RetrySettings): number {
   const waits = backoffSequenceMs(settings);
   const attempts = waits.length + 1;

@@ -94,10 +94,7 @@ export async function slotsForcedRun(
   return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
 }
 
-/**
- * The run records as history: batched reads by run id, and the reports (missed, failed after
- * retries, skipped), each once by a conditional write. Every method throws `LedgerUnavailableError`.
- */
+/** Run records as history: batched reads by id, each report once by a conditional write. */
 export class RunHistory {
   readonly #documents: RunDocuments;
 
