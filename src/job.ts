@@ -1,16 +1,13 @@
 /**
- * YOUR JOB GOES HERE: the one file of the starter you are meant to edit. The work is `runJobLogic`;
- * when it runs is `job` at the bottom (`deploy.sh` creates the Cloud Scheduler job from it). More
- * jobs in the same function: list them in `jobs.ts`. The contract (return = done, throw = retry,
- * pass `ctx.runId` downstream as the idempotency key) is `JobContext` in `core/job-context.ts`.
+ * YOUR JOB GOES HERE. The work is `runJobLogic`; when it runs is `job` at the bottom. More jobs:
+ * list them in `jobs.ts`. The contract (return = done, throw = retry, pass `ctx.runId` downstream
+ * as the idempotency key) is `JobContext` in `core/job-context.ts`.
  */
 import type { JobContext } from './core/job-context.ts';
 import { defineJob } from './policy/job-declaration.ts';
 
 /**
- * The scheduled work. This example logs, then "works" for a second, or less if the attempt must stop
- * (`ctx.signal`): replace the body with yours.
- *
+ * The scheduled work: replace the body with yours.
  * @throws anything, to mark the attempt failed and have Cloud Scheduler retry it.
  */
 export async function runJobLogic(ctx: JobContext): Promise<void> {
@@ -24,11 +21,8 @@ export async function runJobLogic(ctx: JobContext): Promise<void> {
 }
 
 /**
- * When the job runs. `id` becomes the Cloud Scheduler job id (and part of every run id);
- * `schedule` is unix-cron, five fields, read in `timeZone` (a tz database name, default `Etc/UTC`).
- * Optional Scheduler settings (attemptDeadlineSeconds, retryCount, maxRetryDurationSeconds,
- * minBackoffSeconds, maxBackoffSeconds, maxDoublings) and the overlap policy (`overlap`) are listed
- * in `policy/job-declaration.ts`.
+ * When the job runs: `id` is the Cloud Scheduler job id (and part of every run id); `schedule` is
+ * unix-cron, read in `timeZone` (default `Etc/UTC`). Retry settings and `overlap`: docs/jobs.md.
  * `npm run jobs` shows the next fire times; `./deploy.sh` creates or updates the Scheduler job.
  */
 export const job = defineJob({

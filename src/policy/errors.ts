@@ -5,7 +5,6 @@ import { RunOnceError } from '../core/errors.ts';
 export class ConfigError extends RunOnceError {
   override name = 'ConfigError';
   readonly problems: readonly string[];
-
   constructor(problems: readonly string[]) {
     super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
     this.problems = problems;

@@ -11,11 +11,9 @@ import { noRetryFollows } from './retry-policy.ts';
 const REQUEST_SLACK_MS = 10_000;
 
 /**
- * The `finalFailure` of `runOnce` for `job`'s `slot`: when no Scheduler retry can follow
- * ({@link noRetryFollows}), logs ERROR {@link FAILED_AFTER_RETRIES} and returns a fresh reporter
- * id for the release to write.
- *
- * @param deliveredAt - Firestore's time when the attempt's delivery reached this instance.
+ * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery):
+ * when no retry can follow ({@link noRetryFollows}), logs ERROR {@link FAILED_AFTER_RETRIES} and
+ * returns a fresh reporter id for the release to write.
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
 export function finalFailureReporter(
@@ -33,8 +31,7 @@ export function finalFailureReporter(
     // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
     const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
     const decidedAt = Math.min((await clock()).getTime(), deadline);
-    const elapsedMs = decidedAt - firstAttempt;
-    if (!noRetryFollows(job, attempt.attempts, elapsedMs)) return undefined;
+    if (!noRetryFollows(job, attempt.attempts, decidedAt - firstAttempt)) return undefined;
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };

@@ -1,7 +1,4 @@
-/**
- * Which forced run a "Force run" without `X-CloudScheduler-ScheduleTime` is (docs/how-it-works.md,
- * "A Force run without schedule time").
- */
+/** Which forced run a Force run without schedule time is (docs/how-it-works.md, by that name). */
 import type { BatchRead } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
@@ -12,10 +9,9 @@ import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 export const FORCE_RUN_LOOK_BACK_SLOTS = 100;
 
 /**
- * The schedule time (RFC 3339 UTC) of a "Force run" of `job` without a schedule time: the latest
- * of the job's last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots up to `now` (Firestore's) whose forced
- * run was first claimed less than the job's retry window ago (this is its retry), else the next
- * slot; `undefined` when the schedule never fires again. Throws what `readMany` throws.
+ * The schedule time (RFC 3339 UTC) of `job`'s Force run without one, at Firestore's `now`: the
+ * latest of its last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots whose forced run was first claimed
+ * within the retry window (its retry), else the next slot, if any. Throws what `readMany` throws.
  */
 export async function untimedForceRun(
   job: DeclaredJob,
@@ -32,17 +28,15 @@ export async function untimedForceRun(
     if (recent.length === FORCE_RUN_LOOK_BACK_SLOTS) break;
     slot = previousSlot(job, slot);
   }
-  const idOf = (scheduleTime: string) =>
-    computeRunId({ jobName: job.id, scheduleTime, scope }, ['forced']);
+  const idOf = (t: string) => computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
   if (recent.length > 0) {
     const { records } = await readMany(recent.map(idOf));
     for (const scheduleTime of recent) {
       const record = records.get(idOf(scheduleTime));
       if (record === undefined) continue;
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
-      if (claimed === undefined || now.getTime() - claimed.getTime() < windowMs) {
+      if (claimed === undefined || now.getTime() - claimed.getTime() < windowMs)
         return scheduleTime;
-      }
     }
   }
   const [next] = nextSlots(job, now, 1);

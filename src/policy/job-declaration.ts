@@ -6,15 +6,9 @@ import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.
 
 export type { JobInfo, JobRun } from '../core/job-context.ts';
 
-/**
- * One job as the user declares it: `id`, `schedule` and `run` required, the rest from
- * {@link JOB_DEFAULTS}. Durations are whole seconds, as `gcloud` takes them (docs/jobs.md).
- */
+/** One job as declared: `id`, `schedule`, `run`, the rest {@link JOB_DEFAULTS}; durations in s. */
 export interface JobDeclaration {
-  /**
-   * The Cloud Scheduler job id (`deploy.sh` creates the job): 1-500 letters, digits, `-` and `_`.
-   * Part of every run id: renaming a job starts a new run history.
-   */
+  /** The Cloud Scheduler job id: 1-500 letters, digits, `-`, `_`; part of every run id. */
   readonly id: string;
   /** When it runs: unix-cron, five fields, read in `timeZone` (the syntax: `scheduleProblem`). */
   readonly schedule: string;
@@ -24,11 +18,11 @@ export interface JobDeclaration {
   readonly attemptDeadlineSeconds?: number;
   /** How many times Scheduler retries a failed attempt, 0-5; default 3. */
   readonly retryCount?: number;
-  /** Retry time limit from the first attempt, in s (0: only `retryCount` limits); default 3600. */
+  /** Retry time limit from the first attempt, s (0: only `retryCount` limits); default 3600. */
   readonly maxRetryDurationSeconds?: number;
-  /** Shortest wait before a retry, in s; default 30. */
+  /** Shortest wait before a retry, s; default 30. */
   readonly minBackoffSeconds?: number;
-  /** Longest wait before a retry, in s, at least `minBackoffSeconds`; default 600. */
+  /** Longest wait before a retry, s, at least `minBackoffSeconds`; default 600. */
   readonly maxBackoffSeconds?: number;
   /** How many times the wait between retries doubles before it grows linearly, 0-999; default 5. */
   readonly maxDoublings?: number;
@@ -60,13 +54,9 @@ export const JOB_DEFAULTS = Object.freeze({
   overlap: 'allow' as OverlapPolicy,
 } as const);
 
-/** One year, the longest duration `deploy.sh` and `config.ts` take. */
+/** One year, in s: the longest duration `deploy.sh` and `config.ts` take. */
 const MAX_SECONDS = 31_536_000;
-
-/**
- * The range of each setting: Scheduler's (`Job.attemptDeadline` for HTTP targets, `RetryConfig`'s
- * retry count; sources in docs/jobs.md); durations capped at a year, doublings at 999.
- */
+/** Each setting's range: Scheduler's (sources: docs/jobs.md), durations capped at a year. */
 export const SETTING_RANGES: { readonly [K in keyof JobSettings]: readonly [number, number] } = {
   attemptDeadlineSeconds: [15, 1800],
   retryCount: [0, 5],
@@ -78,14 +68,7 @@ export const SETTING_RANGES: { readonly [K in keyof JobSettings]: readonly [numb
 
 /**
  * Declares a job: returns `declaration` unchanged, for the type; {@link validateJobs} validates.
- *
- * @example
- * export const nightlyReport = defineJob({
- *   id: 'nightly-report',
- *   schedule: '0 2 * * *',
- *   timeZone: 'Europe/Berlin',
- *   run: async (ctx) => { await sendReport({ idempotencyKey: ctx.runId, signal: ctx.signal }); },
- * });
+ * @example export const nightly = defineJob({ id: 'nightly', schedule: '0 2 * * *', run: report });
  */
 export function defineJob(declaration: JobDeclaration): JobDeclaration {
   return declaration;
@@ -98,9 +81,7 @@ function describeJob(declaration: unknown, index: number): string {
 
 /**
  * Validates declarations and fills in defaults: the jobs in order, each frozen, in a frozen array.
- *
- * @throws {ConfigError} listing every problem of every job at once (ids, schedules, zones, `run`,
- *   settings outside {@link SETTING_RANGES} or backoffs out of order), or of an empty list.
+ * @throws {ConfigError} listing every problem of every job at once, or of an empty list.
  */
 export function validateJobs(declarations: readonly JobDeclaration[]): readonly DeclaredJob[] {
   const problems: string[] = [];

@@ -1,7 +1,7 @@
 /**
- * Cloud Scheduler's job id rule, for declarations and `X-CloudScheduler-JobName`. Source: the Job
- * resource's `name`, "JOB_ID can contain only letters ([A-Za-z]), numbers ([0-9]), hyphens (-), or
- * underscores (_). The maximum length is 500 characters."
+ * Cloud Scheduler's job id rule (the Job resource's `name`): "JOB_ID can contain only letters
+ * ([A-Za-z]), numbers ([0-9]), hyphens (-), or underscores (_). The maximum length is 500
+ * characters."
  */
 const ID = '[A-Za-z0-9_-]{1,500}';
 const JOB_ID = new RegExp(`^${ID}$`);
@@ -18,12 +18,7 @@ export function isJobId(id: unknown): id is string {
   return typeof id === 'string' && JOB_ID.test(id);
 }
 
-/**
- * The short job id a job name names (`ID`, or the full `projects/…/jobs/ID`), so both forms give
- * one run id; `undefined` for anything else.
- *
- * @example jobIdOf('projects/p/locations/us-central1/jobs/nightly') // 'nightly'
- */
+/** The short job id a job name names (`ID` or `projects/…/jobs/ID`), else `undefined`. */
 export function jobIdOf(jobName: string): string | undefined {
   if (JOB_ID.test(jobName)) return jobName;
   return FULL_JOB_NAME.exec(jobName)?.[1];

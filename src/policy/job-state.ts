@@ -1,7 +1,4 @@
-/**
- * The collection of per-job documents (check cursors and pauses, overlap locks) beside a runs
- * collection: `RUNS_COLLECTION` + `_jobs`, e.g. `scheduler_runs_jobs`.
- */
+/** The collection of per-job documents (cursors, pauses, overlap locks): `RUNS_COLLECTION_jobs`. */
 export function jobStateCollection(runsCollection: string): string {
   return `${runsCollection}_jobs`;
 }

@@ -36,10 +36,7 @@ export interface Cursor {
   readonly seenAt: number;
 }
 
-/**
- * The cursor in a document, `unreadable` for one this code never writes: a `closed_after_ms` that
- * is no positive whole number, a cursor ahead of the job's own closed boundary, malformed rules.
- */
+/** The cursor a document holds; `unreadable`: one this code never writes (docs/how-it-works.md). */
 export function readCursor(
   data: DocumentData | undefined,
   updateTime: Timestamp | undefined,
@@ -52,8 +49,7 @@ export function readCursor(
   }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   if (!(seenAt instanceof Timestamp)) return 'unreadable';
-  const at = data.checked_before;
-  const seen = data.run_seen;
+  const { checked_before: at, run_seen: seen } = data;
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
   // The stored value is its writer's (older retry settings): checked for shape only.
@@ -90,7 +86,7 @@ function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date)
   return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
 }
 
-/** A cursor nobody wrote for days starts at the boundary, its range said in one line. */
+/** A cursor nobody wrote for days starts at the boundary, the range not judged said in a WARN. */
 function startAfresh(
   job: DeclaredJob,
   cursor: Cursor,
@@ -108,10 +104,8 @@ function startAfresh(
 }
 
 /**
- * What a check reads before it judges, at Firestore's `now`: slots before `boundary` (ms) have
- * closed; judging starts at `from` (the cursor, never before the retention); `cursor` as read or
- * started afresh; `heartbeat`: due a write ({@link CURSOR_HEARTBEAT_MS}); `updateTime`: the cursor
- * write's fencing token (`undefined`: create); `pauses`: stored on the same document `id`.
+ * What a check knows before it judges, at Firestore's `now`: slots before `boundary` (ms) have
+ * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create).
  */
 export interface Window {
   readonly id: string;
@@ -129,7 +123,7 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window of a check at `now` from the cursor read (or none): pure but for the fresh-start line. */
+/** The window of a check at `now` from the cursor read (if any): pure but for the fresh-start line. */
 export function windowOf(
   job: DeclaredJob,
   stored: Cursor | undefined,

@@ -1,7 +1,4 @@
-/**
- * The schedule rules a job's check cursor judged with: after a schedule change, old slots by the
- * old rule, new ones by the new (docs/how-it-works.md, "Missed runs", "The schedule in force").
- */
+/** The schedule rules a check cursor judged with (docs/how-it-works.md, "The schedule in force"). */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import { type ScheduleSpec, scheduleProblem, slotsBetween, timeZoneProblem } from './schedule.ts';
 
@@ -9,9 +6,8 @@ import { type ScheduleSpec, scheduleProblem, slotsBetween, timeZoneProblem } fro
 export const MAX_RULES = 8;
 
 /**
- * A rule a job was judged against, with the first check that saw it (`since`, ms; absent on an
- * oldest rule in force over the whole retained range) and the last (`until`, ms; absent on the
- * newest). Between one's `until` and the next one's `since` either was in force.
+ * A rule a job was judged against, first seen by a check at `since` (ms; none on an oldest rule in
+ * force over the whole retained range), last at `until` (ms; none on the newest).
  */
 export interface JudgedRule extends ScheduleSpec {
   readonly since?: number;
@@ -35,9 +31,8 @@ export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'un
     if (scheduleProblem(schedule) !== undefined || timeZoneProblem(timeZone) !== undefined) {
       return 'unreadable';
     }
-    const first = i === 0;
     const last = i === value.length - 1;
-    if ((!first && since === undefined) || last !== (until === undefined)) return 'unreadable';
+    if ((i > 0 && since === undefined) || last !== (until === undefined)) return 'unreadable';
     if (since !== undefined && !(since instanceof Timestamp)) return 'unreadable';
     if (until !== undefined && !(until instanceof Timestamp)) return 'unreadable';
     rules.push({

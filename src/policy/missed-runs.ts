@@ -1,7 +1,4 @@
-/**
- * Missed-run detection: each slot judged missed or failed after retries is reported once across
- * instances, an ERROR line a log-based metric counts (docs/how-it-works.md, "Missed runs").
- */
+/** Missed-run detection, each report an ERROR once across instances (docs/how-it-works.md). */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
@@ -22,7 +19,7 @@ import { judgedSlots } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
-import { previousSlot, slotsBetween } from './schedule.ts';
+import { previousSlot, type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
@@ -58,19 +55,15 @@ export interface MissedRunCheckDeps {
 }
 
 /** What one check did: how many slots it read, and how many it reported. */
-export interface CheckResult {
-  readonly checked: number;
-  readonly reported: number;
-}
+export type CheckResult = { readonly checked: number; readonly reported: number };
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
+/** A cursor as a check moves it (its write time added on writing). */
+type Moved = Omit<Cursor, 'seenAt'>;
+
 /** A slot's run id and record, as read. */
-interface SlotRead {
-  readonly slot: Date;
-  readonly runId: string;
-  readonly record: StoredRecord | undefined;
-}
+type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
 /** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
 interface Finding extends Omit<SlotRead, 'record'> {
@@ -87,6 +80,9 @@ interface Judged {
   readonly stopped: boolean;
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
+
+/** The reports a check logged; `raced`: the earliest slot whose report did not land as its own. */
+type Reports = { readonly reported: number; readonly raced?: Date };
 
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
@@ -127,13 +123,7 @@ function judge(
   return { findings, runSeen, stopped: false };
 }
 
-/**
- * Missed-run detection for one instance's jobs, safe across concurrent requests.
- *
- * @example
- * const missedRuns = new MissedRunCheck({ history, jobDocuments, clock: () => ledger.serverTime() });
- * if (await missedRuns.isDue(job, slot, scope)) await missedRuns.check(job, scope, logger);
- */
+/** Missed-run detection for one instance's jobs, safe across concurrent requests. */
 export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
   /** Each cursor as this instance's last check left it, ms, by document id. */
@@ -144,10 +134,8 @@ export class MissedRunCheck {
   }
 
   /**
-   * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this
-   * instance's last check left the cursor two periods or more behind the closed boundary.
-   *
-   * @throws {LedgerUnavailableError} if the clock must be learnt and Firestore fails.
+   * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this instance's
+   * last check left the cursor two periods behind the closed boundary. Throws what `clock` throws.
    */
   async isDue(job: DeclaredJob, slot: Date, scope: Scope): Promise<boolean> {
     if (isDueSlot(job, slot)) return true;
@@ -160,22 +148,21 @@ export class MissedRunCheck {
   /**
    * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one
    * nobody reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor.
-   *
-   * @throws {LedgerUnavailableError} if a read or a write fails: the cursor has not moved, so the
-   *   next check covers the range; the caller logs it (a failed check must never fail a run).
+   * @throws {LedgerUnavailableError} if a read or write fails (the cursor has not moved); the
+   *   caller logs it: a failed check must never fail a run.
    */
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
     if (window === undefined) return NOTHING;
-    const { slots, truncated } =
+    const range =
       window.boundary <= window.from.getTime()
         ? { slots: [], truncated: false }
         : judgedSlots(window.rules, window.from, new Date(window.boundary), MAX_CHECK_SLOTS);
-    if (slots.length === 0) return this.#moveIdle(job, window);
-    const judged = await this.#scan(job, scope, window, slots, truncated);
+    if (range.slots.length === 0) return this.#moveIdle(job, window);
+    const judged = await this.#scan(job, scope, window, range);
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
-    return { checked: slots.length, reported };
+    return { checked: range.slots.length, reported };
   }
 
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
@@ -217,13 +204,8 @@ export class MissedRunCheck {
   }
 
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
-  async #scan(
-    job: DeclaredJob,
-    scope: Scope,
-    window: Window,
-    slots: readonly Date[],
-    truncated: boolean,
-  ): Promise<Judged> {
+  async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
+    const { slots, truncated } = range;
     const before = previousSlot(job, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
@@ -245,12 +227,7 @@ export class MissedRunCheck {
   }
 
   /** Reports each finding once (a conditional write each), logging those this call wrote. */
-  async #report(
-    job: DeclaredJob,
-    scope: Scope,
-    judged: Pick<Judged, 'findings' | 'tokens'>,
-    logger: Logger,
-  ): Promise<{ readonly reported: number; readonly raced: Date | undefined }> {
+  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger): Promise<Reports> {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
@@ -302,8 +279,7 @@ export class MissedRunCheck {
       const read = await history.getMany([runId]).catch(() => undefined);
       if (read === undefined) continue;
       const stored = read.records.get(runId);
-      if (stored !== undefined && stored.status !== 'unreadable' && stored.reportedBy === reporter)
-        return 'reported';
+      if (stored?.status !== 'unreadable' && stored?.reportedBy === reporter) return 'reported';
       if (failure !== undefined) throw failure.error;
       return 'exists';
     }
@@ -311,12 +287,7 @@ export class MissedRunCheck {
   }
 
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */
-  async #moveCursor(
-    job: DeclaredJob,
-    window: Window,
-    judged: Judged,
-    raced: Date | undefined,
-  ): Promise<void> {
+  async #moveCursor(job: DeclaredJob, window: Window, judged: Judged, raced?: Date): Promise<void> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
     const stopped = judged.stopped || next !== judged.next;
     const { cursor } = window;
@@ -337,11 +308,7 @@ export class MissedRunCheck {
   }
 
   /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
-  async #writeCursor(
-    job: DeclaredJob,
-    window: Window,
-    moved: Omit<Cursor, 'seenAt'>,
-  ): Promise<'written' | 'lost'> {
+  async #writeCursor(job: DeclaredJob, window: Window, moved: Moved): Promise<'written' | 'lost'> {
     const { jobDocuments } = this.#deps;
     const cursor = { ...moved, seenAt: window.now.getTime() };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());

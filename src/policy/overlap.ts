@@ -8,13 +8,7 @@
  *                                                   │ B reads it: A's lease live → B waits / skips │
  *                                                   │                                              ▼
  *                                                   └──────── claim B + update(holder = B), fenced on its read
- *
- * Named conditions, in order (`checkOverlap`): `ownLock` (absent, or naming this run): free; the
- * holder's record unreadable; `holderLive`; `holderComing` (no record yet, the lock written less
- * than a lease ago): held; otherwise free. A live run of the previous slot (an older revision's,
- * unlocked) holds too.
  */
-import type { DocumentData } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
@@ -30,12 +24,8 @@ export function overlapLockId(jobId: string, scope: Scope): string {
   return id === '' ? `${jobId}~overlap` : `${jobId}~overlap~${id}`;
 }
 
-/** Field names of a lock document. */
-export const LockField = {
-  holder: 'holder_run_id',
-  jobName: 'job_name',
-  expireAt: 'expire_at',
-} as const;
+/** The lock document's field naming its holder's run id. */
+const HOLDER = 'holder_run_id';
 
 /** Rounds of decision → guarded claim before a contended lock is answered as held. */
 export const MAX_OVERLAP_ROUNDS = 4;
@@ -48,9 +38,9 @@ export interface OverlapStores {
 }
 
 /**
- * Judges whether run `runId` of `job` (slot `slot`, in `scope`) may take the overlap lock: `run`
- * with the lock write (`guard`, which goes into the claim), `held` by run `by`, or `unreadable`.
- *
+ * Whether run `runId` of `job`'s `slot` in `scope` may take the lock: `run` with the lock write
+ * (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one with
+ * no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
  * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
 export async function checkOverlap(
@@ -87,28 +77,21 @@ export async function checkOverlap(
       lock.readTime.getTime() < lock.updateTime.toMillis() + leaseMs;
     if (holderLive || holderComing) return { action: 'held', by: holder };
   }
-  const data: DocumentData = {
-    [LockField.holder]: runId,
-    [LockField.jobName]: job.id,
-    [LockField.expireAt]: jobDocuments.expireAt(),
+  const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
+  const token = lock.updateTime;
+  return {
+    action: 'run',
+    guard: { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token },
   };
-  const guard: GuardedWrite = {
-    documents: jobDocuments,
-    id: lockId,
-    what: 'overlap lock',
-    data,
-    token: lock.updateTime,
-  };
-  return { action: 'run', guard };
 }
 
 /** The run id a lock names, `undefined` when there is no lock. */
 function holderOf(data: Record<string, unknown> | undefined, lockId: string): string | undefined {
   if (data === undefined) return undefined;
-  const holder = data[LockField.holder];
+  const holder = data[HOLDER];
   if (typeof holder === 'string' && /^[0-9a-f]{64}$/.test(holder)) return holder;
   throw new LedgerUnavailableError(
-    `the overlap lock ${lockId} is unreadable (field ${LockField.holder} is ${JSON.stringify(holder)}); ` +
+    `the overlap lock ${lockId} is unreadable (field ${HOLDER} is ${JSON.stringify(holder)}); ` +
       'delete the document: the next delivery takes the lock afresh',
   );
 }
@@ -131,10 +114,8 @@ export type OverlapDecision =
 type Held = { readonly action: 'held'; readonly by: string };
 
 /**
- * Decides whether the planned run `plan` of `job` may claim now: reads the lock unless `allow`;
- * under `skip` writes the `skipped` record of a run the holder blocks.
- *
- * @throws {LedgerUnavailableError} if the lock, the reads or the `skipped` record fail.
+ * Whether `job`'s planned run may claim now: reads the lock unless `allow`; under `skip` writes
+ * the `skipped` record of a run the holder blocks. Throws `LedgerUnavailableError`.
  */
 export async function decideOverlap(
   stores: OverlapStores,
@@ -147,8 +128,8 @@ export async function decideOverlap(
   const checked = await checkOverlap(stores, job, plan.runId, slot, run.scope);
   if (checked.action !== 'held') return checked;
   const { by } = checked;
-  const byHand = plan.kind === 'manual' || plan.kind === 'rerun';
-  if (byHand) return { action: 'wait', by, why: 'by_hand' };
+  if (plan.kind === 'manual' || plan.kind === 'rerun')
+    return { action: 'wait', by, why: 'by_hand' };
   if (run.backfill === true) return { action: 'wait', by, why: 'backfill' };
   if (plan.overlap === 'wait') return { action: 'wait', by, why: 'policy' };
   const recorded = await stores.history.recordSkipped(plan.runId, plan.details, by);

@@ -1,7 +1,4 @@
-/**
- * Pauses (`npm run pause -- JOB`), on the job's check document beside the missed-run cursor: a
- * slot without a record inside one is `paused`, never missed (docs/how-it-works.md, "Pauses").
- */
+/** Pauses (`npm run pause`): a slot in one is never missed (docs/how-it-works.md, "Pauses"). */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
@@ -23,10 +20,7 @@ export const MAX_PAUSES = 20;
 /** How far a stored pause time may lie after the reader's `now` (Firestore's, estimated), ms. */
 export const PAUSE_CLOCK_SLACK_MS = 60_000;
 
-/**
- * One pause of a job, times Firestore's: `until` (`--until`) if given, `note` (`--note`, `''` if
- * none), `resumedAt` (`npm run resume`) once ended, `overdueReportedAt` once reported past its bound.
- */
+/** One pause of a job, times Firestore's, as `npm run pause` (`--until`, `--note`) and `resume` set. */
 export interface Pause {
   readonly pausedAt: Date;
   readonly until: Date | undefined;
@@ -70,12 +64,9 @@ function optionalTime(value: unknown): Date | undefined | 'bad' {
 /** One stored pause, or `undefined` for one this code never writes (e.g. past the CLI's bounds). */
 function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const stored = value as Record<string, unknown>;
-  const pausedAt = optionalTime(stored.paused_at);
-  const until = optionalTime(stored.until);
-  const resumedAt = optionalTime(stored.resumed_at);
-  const overdue = optionalTime(stored.overdue_reported_at);
-  const note = stored.note;
+  const { note, ...p } = value as Record<string, unknown>;
+  const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
+  const [pausedAt, until, resumedAt, overdue] = times;
   if (pausedAt === undefined || pausedAt === 'bad' || until === 'bad' || resumedAt === 'bad') {
     return undefined;
   }
@@ -87,16 +78,11 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
-  if ([pausedAt, resumedAt, overdue].some((t) => t !== undefined && t.getTime() > latest)) {
-    return undefined;
-  }
+  if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) return undefined;
   return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
 }
 
-/**
- * The pauses on a job's check document, oldest first, `unreadable` for anything this code never
- * writes (a time after `now` + {@link PAUSE_CLOCK_SLACK_MS}, overlapping pauses).
- */
+/** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
   if (stored === undefined) return [];
@@ -113,13 +99,13 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
 
 /** The pauses as stored. */
 export function pausesField(pauses: readonly Pause[]): DocumentData[] {
+  const at = (t: Date | undefined) => (t === undefined ? null : Timestamp.fromDate(t));
   return pauses.map((p) => ({
     paused_at: Timestamp.fromDate(p.pausedAt),
-    until: p.until === undefined ? null : Timestamp.fromDate(p.until),
+    until: at(p.until),
     note: p.note,
-    resumed_at: p.resumedAt === undefined ? null : Timestamp.fromDate(p.resumedAt),
-    overdue_reported_at:
-      p.overdueReportedAt === undefined ? null : Timestamp.fromDate(p.overdueReportedAt),
+    resumed_at: at(p.resumedAt),
+    overdue_reported_at: at(p.overdueReportedAt),
   }));
 }
 
@@ -147,7 +133,6 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 /**
  * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
  * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
- *
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */

@@ -11,10 +11,8 @@ export interface RerunRefusal {
 }
 
 /**
- * Checks a re-run of slot `scheduleTime` of `job` at Firestore's `now`: pure checks, then a read of
- * the slot's record (`slotRunId`); without one, its `forced` run's if that was its own delivery.
- *
- * @returns `undefined` when the re-run may run, else why not.
+ * Why a re-run of `job`'s slot `scheduleTime` at Firestore's `now` is refused, `undefined` if it may
+ * run: pure checks, then the slot's record (without one, its own delivery's as a forced run).
  * @throws {LedgerUnavailableError} if the read fails.
  */
 export async function rerunRefusal(

@@ -4,11 +4,7 @@ import type { JobSettings } from './job-declaration.ts';
 /** The settings the policy reads; a declared job fits. */
 export type RetrySettings = JobSettings;
 
-/**
- * The wait before retry `n` (0-based: the first retry is 0), in ms.
- *
- * @example backoffMs({ minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 }, 4) // 160_000
- */
+/** The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped. */
 export function backoffMs(
   settings: Pick<RetrySettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
   n: number,
@@ -22,8 +18,6 @@ export function backoffMs(
 /**
  * Whether Scheduler makes retry `n` (0-based), decided `elapsedMs` after the first attempt: until
  * both `retryCount` and `maxRetryDuration` (0: no limit of its own) are reached.
- *
- * @example makesRetry({ retryCount: 3, maxRetryDurationSeconds: 0, ...backoff }, 3, 0) // false
  */
 export function makesRetry(
   settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
@@ -49,12 +43,7 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
   return waits;
 }
 
-/**
- * The retry window: how long after its schedule time a run's last attempt can still arrive and
- * finish, ms, at most `(retries + 1) × attemptDeadline + Σ back-offs`.
- *
- * @example retryWindowMs(job) // defaults: 8 attempts × 180 s + (30 + 60 + 120 + 240 + 480 + 600 + 600) s = 3570 s
- */
+/** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
 export function retryWindowMs(settings: RetrySettings): number {
   const waits = backoffSequenceMs(settings);
   const attempts = waits.length + 1;
@@ -62,11 +51,8 @@ export function retryWindowMs(settings: RetrySettings): number {
 }
 
 /**
- * Whether no Scheduler retry can follow a run's failed attempt, so it may report itself final (why
- * that is sound: docs/how-it-works.md, "Cloud Scheduler's retry policy").
- *
- * @param attempts - the claims of the run so far, the failing one included (≥ 1).
- * @param elapsedMs - Firestore's now minus the run's first claim, ms.
+ * Whether no retry can follow a failed attempt, given the run's `attempts` so far (the failing one
+ * included) and `elapsedMs` since its first claim (why that is sound: docs/how-it-works.md).
  */
 export function noRetryFollows(
   settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
@@ -76,12 +62,7 @@ export function noRetryFollows(
   return !makesRetry(settings, attempts - 1, elapsedMs);
 }
 
-/**
- * The latest a missed-run check judges a slot after its schedule time, ms: `2 × W + D`
- * (`slotVerdict`); the retention must exceed it (`retentionProblems`).
- *
- * @example judgingDelayMs(job) // defaults: 2 × 3570 s + 180 s = 7 320 000
- */
+/** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */
 export function judgingDelayMs(settings: RetrySettings): number {
   return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;
 }

@@ -9,13 +9,9 @@ const RFC3339 =
 export const MAX_RFC3339_LENGTH = 40;
 
 /**
- * Parses an RFC 3339 date-time with an offset and returns the same instant in canonical UTC form
- * (`…Z`, the fraction without trailing zeros, up to 9 digits), so `2026-10-16T05:00:00-07:00` and
- * `2026-10-16T12:00:00Z` are one string, hence one run id.
- *
- * @returns the canonical form, or `{ problem }` saying what is wrong: not RFC 3339, longer than
- *   {@link MAX_RFC3339_LENGTH}, an impossible date or time, a leap second (Scheduler never sends
- *   one), no offset, or an instant outside years 0001-9999 in UTC.
+ * An RFC 3339 date-time with an offset as the same instant in canonical UTC (`…Z`, the fraction
+ * without trailing zeros), or `{ problem }`: not RFC 3339, too long, not a real instant (a leap
+ * second included), no offset, or outside years 0001-9999 in UTC.
  * @example canonicalRfc3339('2026-10-16T05:00:00.500-07:00') // '2026-10-16T12:00:00.5Z'
  */
 export function canonicalRfc3339(value: string): string | { readonly problem: string } {
@@ -50,11 +46,8 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
 }
 
 /**
- * An instant as canonical RFC 3339 in UTC: what {@link canonicalRfc3339} returns for any spelling
- * of it, so a slot computed here and delivered by Scheduler get one run id.
- *
+ * An instant as {@link canonicalRfc3339} spells it: a computed slot and its delivery share a run id.
  * @throws {RangeError} for an invalid `Date`.
- * @example toCanonicalRfc3339(new Date(Date.UTC(2026, 9, 16, 12))) // '2026-10-16T12:00:00Z'
  */
 export function toCanonicalRfc3339(instant: Date): string {
   const canonical = canonicalRfc3339(instant.toISOString());

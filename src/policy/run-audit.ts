@@ -11,13 +11,8 @@ const AUDIT = Symbol('run audit');
 export type AuditDeclaration = Omit<JobDeclaration, 'run' | 'overlap'>;
 
 /**
- * Declares the run audit. Its `run` is supplied by the function (it needs the declared jobs and
- * the run history); called anywhere else, it throws.
- *
- * @example
- * // src/jobs.ts
- * import { defineAuditJob } from './policy/run-audit.ts';
- * export const jobs = [job, defineAuditJob({ id: 'run-audit', schedule: '*\/5 * * * *' })];
+ * Declares the run audit (as `src/jobs.ts` does). Its `run` is supplied by the function, which has
+ * the declared jobs and the run history; called anywhere else, it throws.
  */
 export function defineAuditJob(declaration: AuditDeclaration): JobDeclaration {
   const run: JobRun = () => {
@@ -35,13 +30,9 @@ export function isAuditJob(job: Pick<DeclaredJob, 'run'>): boolean {
 }
 
 /**
- * The run of an audit: {@link MissedRunCheck.check} for every declared job in turn, in the
- * delivery's key scope. A failed check does not stop the others; the run then fails, so Scheduler
- * retries it (the cursors lose nothing and report nothing twice).
- *
- * @param logger - where reports go: a logger not bound to the audit's own job name.
- * @throws Error naming each job whose check failed.
- * @example job.run = auditRun(missedRuns, jobs, run.scope, requestLogger);
+ * An audit's run: {@link MissedRunCheck.check} for every job in turn in `scope`, reporting to
+ * `logger` (not bound to the audit's job name). A failed check does not stop the others.
+ * @throws Error naming each job whose check failed, so Scheduler retries the run.
  */
 export function auditRun(
   check: MissedRunCheck,

@@ -11,6 +11,8 @@ import { toCanonicalRfc3339 } from './rfc3339.ts';
 /** The `last_error` of an attempt ended by a failed-run report: its lease lapsed unanswered. */
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
+type Report = 'reported' | 'exists';
+
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
 export function slotRunId(jobId: string, slot: Date, scope: Scope, variant?: RunVariant): string {
   return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, variant);
@@ -23,8 +25,8 @@ export function forcedRunId(jobId: string, slot: Date, scope: Scope): string {
 
 /**
  * Whether a forced run's record was the slot's own delivery (a misjudged clock): timed, first
- * claimed at most half `toleranceMs` before the slot or later (why half: docs/limits.md, "Schedule
- * times, forced runs and backfill").
+ * claimed at most half `toleranceMs` before the slot (why half: docs/limits.md, "Schedule times,
+ * forced runs and backfill").
  */
 export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
@@ -36,15 +38,12 @@ export function isSlotsOwnDelivery(
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
 }
 
-/** Each slot's record and run id by index: its own or its forced run's ({@link isSlotsOwnDelivery}). */
-export interface SlotRecords extends BatchRead {
-  readonly runIds: readonly string[];
-}
+/** The slots' records, and each slot's run id by index: its own or its forced run's, if taken. */
+export type SlotRecords = BatchRead & { readonly runIds: readonly string[] };
 
 /**
  * Reads the records of `job`'s `slots`, then the forced runs' of those without one, taken if
  * {@link isSlotsOwnDelivery} (as `kind: slot`). `toleranceMs`: ms, or a function called only then.
- *
  * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
 export async function readSlotRecords(
@@ -77,10 +76,7 @@ export async function readSlotRecords(
   return { records, updateTimes, readTime: forced.readTime, runIds: chosen };
 }
 
-/**
- * The forced run that was the slot's own delivery ({@link isSlotsOwnDelivery}, `toleranceMs` in
- * ms), if the slot has no record of its own: one batched read of both ids.
- */
+/** The forced run that was the slot's own delivery, if it has no record of its own (one read). */
 export async function slotsForcedRun(
   store: Pick<RunHistory, 'getMany'>,
   job: DeclaredJob,
@@ -98,10 +94,7 @@ export async function slotsForcedRun(
   return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
 }
 
-/**
- * The run records as history: batched reads by run id, and the reports (missed, failed after
- * retries, skipped), each once by a conditional write. Every method throws `LedgerUnavailableError`.
- */
+/** Run records as history: batched reads by id, each report once by a conditional write. */
 export class RunHistory {
   readonly #documents: RunDocuments;
 
@@ -114,31 +107,23 @@ export class RunHistory {
     return this.#documents.readMany(runIds);
   }
 
-  /**
-   * Creates the `missed` record of a slot no attempt came for: `reported`, or `exists` if a record
-   * appeared first. `reporter`: the check's id, stored as `reported_by`.
-   */
-  async reportMissed(
-    runId: string,
-    details: RunDetails,
-    reporter: string,
-  ): Promise<'reported' | 'exists'> {
+  /** Creates a slot's `missed` record (`reported_by`: `reporter`); `exists` if one came first. */
+  async reportMissed(runId: string, details: RunDetails, reporter: string): Promise<Report> {
     const document = missedDocument(this.#documents.expireAt(), details, reporter);
     const created = await this.#documents.create(runId, 'missed-run report', document);
     return created === 'exists' ? 'exists' : 'reported';
   }
 
   /**
-   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it
-   * unreported): `reported`, or `exists` if it changed first. `lapsed`: `in_progress` with a lapsed
-   * lease, which the report marks `failed`.
+   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported);
+   * `exists`: it changed first. `lapsed`: an `in_progress` run's lease lapsed; the report fails it.
    */
   async markReported(
     runId: string,
     updateTime: Timestamp,
     reporter: string,
     lapsed = false,
-  ): Promise<'reported' | 'exists'> {
+  ): Promise<Report> {
     const error = lapsed ? LAPSED_ERROR : undefined;
     return reportFailure(this.#documents, runId, updateTime, reporter, error);
   }

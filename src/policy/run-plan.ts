@@ -42,10 +42,7 @@ export interface RunPlan {
   readonly overlap: OverlapPolicy;
 }
 
-/**
- * Plans the run of a delivery of `job`: `now` gives Firestore's time (read only for a timed
- * delivery), `toleranceMs` is the job's `forcedRunToleranceMs`.
- */
+/** Plans a delivery's run: `now` (read for a timed delivery only), `toleranceMs` the job's, ms. */
 export async function planRun(
   run: ScheduledRun,
   job: DeclaredJob,

@@ -12,12 +12,7 @@ import {
 /** Tolerances by schedule, zone and configured tolerance, computed once. */
 const tolerances = new Map<string, number>();
 
-/**
- * How early a delivery may come and still be its slot's run, ms: `configuredMs`, at most half the
- * job's shortest gap; the same on every instance.
- *
- * @example forcedRunToleranceMs({ schedule: '* * * * *', timeZone: 'Etc/UTC' }, 60_000) // 30_000
- */
+/** How early a delivery may be and still its slot's run, ms: `configuredMs`, ≤ half the least gap. */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
   const key = `${job.schedule}\u0000${job.timeZone}\u0000${configuredMs}`;
   let tolerance = tolerances.get(key);
@@ -34,20 +29,13 @@ export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: 
   return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
 }
 
-/** The latest schedule time a delivery of `job` may carry at `now`: its first slot after `now + tolerance`. */
+/** The latest schedule time a delivery of `job` may carry at `now`: its next slot past the tolerance. */
 export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: number): Date {
   const after = new Date(now.getTime() + toleranceMs);
   return nextSlots(job, after, 1)[0] ?? after;
 }
 
-/**
- * Why a delivery of `job` may not carry `scheduleTime` (a sentence saying what to fix), or
- * nothing if it may. A handful of slot look-ups whatever the input.
- *
- * @param limits - Firestore's `now`, `RETENTION_SECONDS` and the job's forced-run tolerance, ms.
- * @example scheduleTimeProblem(job, new Date('0001-01-01T00:00:00Z'), { now, retentionMs, toleranceMs })
- * // 'X-CloudScheduler-ScheduleTime 0001-01-01T00:00:00Z is before …'
- */
+/** Why a delivery of `job` may not carry `scheduleTime` at Firestore's `now` (what to fix), if so. */
 export function scheduleTimeProblem(
   job: ScheduleSpec,
   scheduleTime: Date,
@@ -75,12 +63,7 @@ export function scheduleTimeProblem(
   return undefined;
 }
 
-/**
- * The cold-start check of the retention (ms): a sentence per job whose retry window, or else
- * judging delay (`judgingDelayMs`), plus its forced-run tolerance reaches it.
- *
- * @example retentionProblems(jobs, 3_600_000, 60_000) // ['RETENTION_SECONDS (3600) must exceed …']
- */
+/** The cold-start check of the retention (ms): a sentence per job it does not outlast (+ tolerance). */
 export function retentionProblems(
   jobs: readonly DeclaredJob[],
   retentionMs: number,

@@ -7,7 +7,6 @@ import { Cron } from 'croner';
 
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
-
 /** The instants slot arithmetic covers, half-open; no slot lies outside. */
 export const SLOT_RANGE = Object.freeze({
   from: new Date(Date.UTC(2000, 0, 1)),
@@ -18,7 +17,6 @@ const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
-
 /** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
 function step(steps: { n: number }): void {
   if (++steps.n > MAX_SEARCH_STEPS) {
@@ -26,23 +24,16 @@ function step(steps: { n: number }): void {
   }
 }
 
-const HOUR_MS = 3_600_000;
 /** Offsets run from −12:00 to +14:00: one wall-clock time's instants lie within 26 h. */
-const OFFSET_SPAN_MS = 26 * HOUR_MS;
-const MAX_OFFSET_MS = 14 * HOUR_MS;
-const MIN_OFFSET_MS = -12 * HOUR_MS;
+const MAX_OFFSET_MS = 14 * 3_600_000;
+const MIN_OFFSET_MS = -12 * 3_600_000;
+const OFFSET_SPAN_MS = MAX_OFFSET_MS - MIN_OFFSET_MS;
 
 /** What slot arithmetic needs of a job (a declared job or `ctx.job` fits), both fields valid. */
-export interface ScheduleSpec {
-  readonly schedule: string;
-  readonly timeZone: string;
-}
+export type ScheduleSpec = { readonly schedule: string; readonly timeZone: string };
 
 /** The slots of a range, ascending; `truncated`: it held more (the earliest were returned). */
-export interface SlotRange {
-  readonly slots: readonly Date[];
-  readonly truncated: boolean;
-}
+export type SlotRange = { readonly slots: readonly Date[]; readonly truncated: boolean };
 
 const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
 const WEEKDAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
@@ -73,8 +64,6 @@ function wallClockCron(schedule: string): Cron {
 /**
  * What is wrong with a schedule, one sentence naming what to write instead, or `undefined` if Cloud
  * Scheduler and this module read it alike: five fields in Scheduler's syntax that fire at all.
- *
- * @example scheduleProblem('every 5 minutes') // 'must be a unix-cron schedule of five fields …'
  */
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
@@ -88,10 +77,8 @@ export function scheduleProblem(schedule: string): string | undefined {
   for (const [i, field] of fields.entries()) {
     const names = FIELD_NAMES[i] ?? [];
     const allowed = names.length > 0 ? /^[0-9A-Za-z*/,-]+$/ : /^[0-9*/,-]+$/;
-    const unknown = (field.match(/[A-Za-z]+/g) ?? []).filter(
-      (w) => !names.includes(w.toUpperCase()),
-    );
-    if (!allowed.test(field) || unknown.length > 0) {
+    const unknown = field.match(/[A-Za-z]+/g)?.some((w) => !names.includes(w.toUpperCase()));
+    if (!allowed.test(field) || unknown) {
       const extra = names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
       return (
         `${FIELDS[i]} field "${field}" may hold only numbers, "*", "-", "/" and ","${extra} ` +
@@ -115,10 +102,9 @@ export function scheduleProblem(schedule: string): string | undefined {
   } catch (err) {
     return (err as Error).message.replace(/^CronPattern: /, '');
   }
-  if (cron.nextRun(new Date(Date.UTC(2000, 0, 1))) === null) {
-    return 'never fires (no date matches it)';
-  }
-  return undefined;
+  return cron.nextRun(new Date(RANGE_FROM_MS)) === null
+    ? 'never fires (no date matches it)'
+    : undefined;
 }
 
 /** The schedule with its fields separated by one space, as the function declares and deploys it. */
@@ -128,12 +114,7 @@ export function normaliseSchedule(schedule: string): string {
 
 let canonicalZones: Set<string> | undefined;
 
-/**
- * What is wrong with a time zone, or `undefined` for a tz database name `Intl` knows; UTC offsets
- * and wrongly capitalised names are refused.
- *
- * @example timeZoneProblem('europe/berlin') // 'must be spelled as in the tz database: …'
- */
+/** What is wrong with a time zone (an offset, a wrong capital), or `undefined` for a tz name. */
 export function timeZoneProblem(timeZone: string): string | undefined {
   if (UTC_ZONES.has(timeZone)) return undefined;
   // A canonical name is known without building a formatter (a millisecond each, per declared job).
@@ -161,16 +142,9 @@ export function wallAt(timeZone: string, t: number): number {
   if (UTC_ZONES.has(timeZone)) return t;
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
-    format = new Intl.DateTimeFormat('en-US', {
-      timeZone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-    });
+    const n = 'numeric';
+    const fields = { year: n, month: n, day: n, hour: n, minute: n, second: n } as const;
+    format = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', ...fields });
     wallClocks.set(timeZone, format);
   }
   const part: Record<string, number> = {};
@@ -202,10 +176,7 @@ function dropAfter(timeZone: string, t: number): number {
   return Math.max(0, offsetAt(timeZone, t) - offsetAt(timeZone, t + OFFSET_SPAN_MS));
 }
 
-/**
- * Every slot strictly after `from` (ms), ascending, lazily. Each instant waits until every
- * wall-clock time that could precede it was seen: its own plus the drop that follows it.
- */
+/** Every slot after `from` (ms), ascending, lazily, each once every earlier wall time was seen. */
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
   const after = Math.max(from, RANGE_FROM_MS - 1);
@@ -255,11 +226,7 @@ function checkedCount(count: number, what: string): number {
 /**
  * The job's next `count` (1 to {@link MAX_SLOTS}) slots strictly after `after`, ascending; fewer
  * only at the end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
- *
  * @throws {RangeError} for an invalid date or count.
- * @example
- * nextSlots({ schedule: '30 2 * * *', timeZone: 'Europe/Berlin' }, new Date('2026-03-28T12:00:00Z'), 2);
- * // [2026-03-30T00:30:00Z, 2026-03-31T00:30:00Z]: 02:30 does not exist on 29 March 2026 in Berlin
  */
 export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
   const wanted = checkedCount(count, 'count');
@@ -274,7 +241,6 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
 /**
  * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `limit` (1 to
  * {@link MAX_SLOTS}); `truncated` says the range held more.
- *
  * @throws {RangeError} for an invalid date or limit.
  */
 export function slotsBetween(
@@ -296,9 +262,7 @@ export function slotsBetween(
 
 /**
  * The job's latest slot strictly before `before`, or `undefined` if none lies in {@link SLOT_RANGE}.
- *
  * @throws {RangeError} for an invalid date.
- * @example previousSlot(ctx.job, new Date()) // the run Scheduler last started, if it ran on time
  */
 export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
   const { timeZone } = job;

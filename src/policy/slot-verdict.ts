@@ -1,19 +1,12 @@
 /**
- * When a slot's window closes and what the missed-run check decides about it (why:
- * docs/how-it-works.md, "Missed runs"). W: the retry window; D: one attempt deadline:
- *
- *     s ── waits behind the previous execution ──┤ start ── W ──┤ end ── D ──┤ closed
- *          (at most W; none when it had ended)                               judged by the next check
+ * When a slot's window closes and what the missed-run check decides about it (the timeline:
+ * docs/operations.md, "When a slot is judged, and by whom"; why: docs/how-it-works.md).
  */
 import { isLeaseLive, judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 
-/**
- * How long after its schedule time a slot is judged at the earliest, ms: W + D.
- *
- * @example closedAfterMs(job) // defaults: 3570 s + 180 s = 3 750 000
- */
+/** The earliest a slot is judged after its time, ms: retry window + attempt deadline (default 3750 s). */
 export function closedAfterMs(job: DeclaredJob): number {
   return retryWindowMs(job) + job.attemptDeadlineSeconds * 1000;
 }
