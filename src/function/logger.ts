@@ -1,4 +1,5 @@
 /** Logging for Cloud Logging: pino, Google's GCP config, and the request's trace correlation. */
+import './logging-client.ts'; // first: it defers what the GCP config requires
 import { createGcpLoggingPinoConfig } from '@google-cloud/pino-logging-gcp-config';
 import { type DestinationStream, type Logger, pino } from 'pino';
 import type { Config } from './config.ts';

@@ -1,9 +1,49 @@
 /**
- * Trace correlation (`logger.ts`): reading W3C and Cloud Trace headers. No Firestore.
+ * Trace correlation (`logger.ts`): reading W3C and Cloud Trace headers; and which part of the
+ * logging client a logger loads (`logging-client.ts`). No Firestore.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { traceFields } from '../../src/function/logger.ts';
+
+const LOGGER = new URL('../../src/function/logger.ts', import.meta.url).href;
+
+/** In a fresh process: two lines logged, their severities, and whether the logging client loaded. */
+function logInFreshProcess(projectId: string | undefined) {
+  const script = `
+    import { createRequire } from 'node:module';
+    const { createLogger } = await import(${JSON.stringify(LOGGER)});
+    const lines = [];
+    const config = { logLevel: 'info', projectId: ${JSON.stringify(projectId)}, serviceName: 'svc' };
+    const logger = createLogger(config, { write: (line) => lines.push(JSON.parse(line)) });
+    logger.info('hello');
+    logger.error({ err: new Error('boom') }, 'failed');
+    const cache = createRequire(import.meta.url).cache;
+    const clientLoaded = Object.keys(cache).some((k) => k.endsWith('@google-cloud/logging/build/src/log.js'));
+    console.log(JSON.stringify({ severities: lines.map((l) => l.severity), clientLoaded }));`;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
+  });
+  return JSON.parse(out) as { severities: string[]; clientLoaded: boolean };
+}
+
+describe('the logging client behind the GCP config', () => {
+  it('is not loaded by a logger whose project id is configured, which still logs for Cloud Logging', () => {
+    assert.deepEqual(logInFreshProcess('demo-project'), {
+      severities: ['INFO', 'ERROR'],
+      clientLoaded: false,
+    });
+  });
+
+  it('is loaded on first use, where the GCP config detects the project id', () => {
+    assert.deepEqual(logInFreshProcess(undefined), {
+      severities: ['INFO', 'ERROR'],
+      clientLoaded: true,
+    });
+  });
+});
 
 describe('traceFields', () => {
   it('reads W3C traceparent', () => {
