@@ -50,15 +50,25 @@ const GROC =
  */
 const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
 
+/** Each schedule's croner, parsed once: one without a function keeps no state between look-ups. */
+const crons = new Map<string, Cron>();
+const MAX_CRONS = 4096;
+
 /** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
 function wallClockCron(schedule: string): Cron {
-  return new Cron(schedule, {
-    utcOffset: 0,
-    mode: '5-part',
-    domAndDow: false,
-    sloppyRanges: false,
-    alternativeWeekdays: false,
-  });
+  let cron = crons.get(schedule);
+  if (cron === undefined) {
+    cron = new Cron(schedule, {
+      utcOffset: 0,
+      mode: '5-part',
+      domAndDow: false,
+      sloppyRanges: false,
+      alternativeWeekdays: false,
+    });
+    if (crons.size >= MAX_CRONS) crons.clear();
+    crons.set(schedule, cron);
+  }
+  return cron;
 }
 
 /**
