@@ -23,7 +23,7 @@
  * or Firestore fails, 2 on bad arguments.
  */
 import { parseArgs } from 'node:util';
-import { Firestore, type Settings } from '@google-cloud/firestore';
+import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
 import { scopeOf } from '../src/function/scheduler-request.ts';
@@ -36,6 +36,7 @@ import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from '
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
 import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
+import { withFirestore } from './run-queries.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
@@ -70,17 +71,8 @@ function untilArg(text: string, now: Date): Date {
  * `npm run pause` and `npm run resume`, for {@link runCommand} and in-process tests: `argv` after
  * the script (`pause|resume JOB …`), the environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let db: Firestore | undefined;
-  try {
-    return await pauseOrResume(argv, env, (settings) => {
-      db = new Firestore(settings);
-      return db;
-    });
-  } finally {
-    // Closed here, not left to the process's exit: tests run the command in their own process.
-    await db?.terminate();
-  }
+export function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return withFirestore((open) => pauseOrResume(argv, env, open));
 }
 
 /** {@link main}, with its Firestore client made by `open`. */

@@ -3,7 +3,7 @@
  * declared spec in `ops/indexes.ts` (which `deploy.sh` creates the composite index of). The function
  * reads slots by run id and queries nothing.
  */
-import { type Firestore, type Query, Timestamp } from '@google-cloud/firestore';
+import { Firestore, type Query, type Settings, Timestamp } from '@google-cloud/firestore';
 import { callFirestore } from '../src/core/run-documents.ts';
 import { type Scope, scopeId } from '../src/core/run-key.ts';
 import { runRecordConverter, type StoredRecord } from '../src/core/run-record.ts';
@@ -15,6 +15,24 @@ import {
   QUERIES,
   type QuerySpec,
 } from './indexes.ts';
+
+/**
+ * Runs `command` with an `open` that makes the command's Firestore client, and closes that client
+ * once the command ends, however it ends: tests run the commands in their own process.
+ */
+export async function withFirestore<T>(
+  command: (open: (settings: Settings) => Firestore) => Promise<T>,
+): Promise<T> {
+  let db: Firestore | undefined;
+  try {
+    return await command((settings) => {
+      db = new Firestore(settings);
+      return db;
+    });
+  } finally {
+    await db?.terminate();
+  }
+}
 
 /** The runs collection the queries read, and the longest wait for one page, ms. */
 export interface RunsCollection {

@@ -32,7 +32,7 @@
 
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Firestore, type Settings } from '@google-cloud/firestore';
+import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
@@ -60,7 +60,7 @@ import {
   runsJson,
   runsTable,
 } from './format-runs.ts';
-import { MAX_LISTED, recordsOfJob, runsOutsideSlots } from './run-queries.ts';
+import { MAX_LISTED, recordsOfJob, runsOutsideSlots, withFirestore } from './run-queries.ts';
 import { scopeArgs, scopeRequest } from './scope-args.ts';
 import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
@@ -191,17 +191,8 @@ function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[]
  * `npm run runs`, for {@link runCommand} and in-process tests: `argv` after the script, the
  * environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let db: Firestore | undefined;
-  try {
-    return await listRuns(argv, env, (settings) => {
-      db = new Firestore(settings);
-      return db;
-    });
-  } finally {
-    // Closed here, not left to the process's exit: tests run the command in their own process.
-    await db?.terminate();
-  }
+export function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return withFirestore((open) => listRuns(argv, env, open));
 }
 
 /** {@link main}, with its Firestore client made by `open`. */
