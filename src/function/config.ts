@@ -34,10 +34,8 @@ export function whyNotDevelopment(env: Env): string | undefined {
 }
 
 /** An option: its variable, its default as written, a parser throwing an Error saying what to fix. */
-type Option<T> = Readonly<{ env: string; default: string; parse: (raw: string) => T }>;
-
-function option<T>(env: string, defaultValue: string, parse: (raw: string) => T): Option<T> {
-  return { env, default: defaultValue, parse };
+function option<T>(env: string, defaultValue: string, parse: (raw: string) => T) {
+  return { env, default: defaultValue, parse } as const;
 }
 
 /** Headers that cannot join the scope. */
@@ -90,8 +88,6 @@ function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: s
   };
 }
 
-// A day at most: the core reads a longer `lease_ms` as a record it never wrote, and Node fires a
-// timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
 const LEASE_MAX_WHY =
   "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit";
 const FIRESTORE_WHY =
@@ -204,7 +200,7 @@ export type Config = {
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
-  for (const [key, option] of Object.entries(OPTIONS) as [keyof Config, Option<unknown>][]) {
+  for (const [key, option] of Object.entries(OPTIONS)) {
     const raw = (env[option.env] ?? '').trim() || option.default;
     try {
       values[key] = option.parse(raw);

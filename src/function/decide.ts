@@ -23,8 +23,9 @@ export interface Answer extends Known, Omit<Said, 'fields'> {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A delivery whose job is known, its headers read. */
+/** A delivery whose job is known, its headers read; `Timed` once its run is, at Firestore's `now`. */
 type Read = Readonly<{ job: DeclaredJob; headers: request.DeliveryHeaders; known: Known }>;
+type Timed = Read & Readonly<{ run: ScheduledRun; now: Date }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
 export interface Delivery {
@@ -52,8 +53,9 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; an error it throws becomes the answer, naming what is known so far: `unavailable`
- * for Firestore, else `failed`, with the error's text only if `EXPOSE_ERRORS`.
+ * Runs one step; an error it throws becomes the answer, naming what is known so far: 400 for an
+ * {@link request.InvalidRequestError}, `unavailable` for Firestore, else `failed`, with the
+ * error's text only if `EXPOSE_ERRORS`.
  */
 export async function step<T>(
   deps: HandlerDeps,
@@ -63,6 +65,9 @@ export async function step<T>(
   try {
     return await run();
   } catch (err) {
+    if (err instanceof request.InvalidRequestError) {
+      return refusal(known, 'invalid_request', err.message);
+    }
     const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
     if (err instanceof LedgerUnavailableError) {
       const message = MESSAGES.unavailable(detail(err.message));
@@ -81,10 +86,9 @@ export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<A
   if (isAnswer(read)) return read;
   const now = await step(deps, read.known, () => deps.clock());
   if (isAnswer(now)) return now;
-  const run = await step(deps, read.known, () => timedRun(deps, read, now));
-  if (isAnswer(run)) return run;
-  const known = { ...read.known, run };
-  const planned = await step(deps, known, () => planDelivery(deps, read.job, run, now, known));
+  const timed = await step(deps, read.known, () => timedRun(deps, read, now));
+  if (isAnswer(timed)) return timed;
+  const planned = await step(deps, timed.known, () => planDelivery(deps, timed));
   if (isAnswer(planned)) return planned;
   const rerun = await step(deps, planned.known, () => refuseRerun(deps, planned));
   if (isAnswer(rerun)) return rerun;
@@ -102,25 +106,18 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
   }
   if (req.method !== config.httpMethod) {
     const message = MESSAGES.methodNotAllowed(config.httpMethod, req.method);
-    const said: Said = { outcome: 'method_not_allowed', message };
-    return { ...answer({ fields: {} }, said), headers: { Allow: config.httpMethod } };
+    const headers = { Allow: config.httpMethod };
+    return { outcome: 'method_not_allowed', message, fields: {}, headers };
   }
   if (shutdown?.signal.aborted) {
-    return answer({ fields: {} }, { outcome: 'unavailable', message: MESSAGES.shuttingDown });
+    return { outcome: 'unavailable', message: MESSAGES.shuttingDown, fields: {} };
   }
   return { fields: auth === undefined ? {} : { caller: auth.email } };
 }
 
 /** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
 function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
-  let headers: request.DeliveryHeaders;
-  try {
-    headers = request.readDeliveryHeaders(req, deps.config);
-  } catch (err) {
-    if (err instanceof request.InvalidRequestError)
-      return refusal(known, 'invalid_request', err.message);
-    throw err;
-  }
+  const headers = request.readDeliveryHeaders(req, deps.config);
   const job = findJob(deps.jobs, headers.jobName);
   if (job === undefined && headers.scheduleTime === undefined) {
     return refusal(known, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
@@ -138,21 +135,19 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
  * The run a delivery names: as sent, or for a "Force run" without a schedule time the one
  * `policy/force-run.ts` chooses at `now` (400 if none). @throws {LedgerUnavailableError}
  */
-async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | ScheduledRun> {
-  if (read.known.run !== undefined) return read.known.run;
-  const { job, headers } = read;
+async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | Timed> {
+  const { job, headers, known } = read;
+  if (known.run !== undefined) return { ...read, run: known.run, now };
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
-  if (forced === undefined) {
-    return refusal(read.known, 'invalid_request', MESSAGES.noNextSlot(job.id));
-  }
+  if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
   const { scheduleTime: _unsent, ...rest } = headers;
-  return { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  const run: ScheduledRun = { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  return { ...read, run, now, known: { ...known, run } };
 }
 
 /**
- * The job's forced-run tolerance as this delivery needs it, ms: a slot's delivery whose verdict is
- * the same at both ends of the band [min(configured, 30 s), configured] skips the slot arithmetic
- * of the exact value (docs/performance.md).
+ * The job's forced-run tolerance for this delivery, ms: the band's low end [min(configured, 30 s),
+ * configured] where the verdict is the same at both ends (docs/performance.md).
  */
 function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
@@ -165,13 +160,8 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-async function planDelivery(
-  deps: HandlerDeps,
-  job: DeclaredJob,
-  run: ScheduledRun,
-  now: Date,
-  known: Known,
-): Promise<Answer | Delivery> {
+async function planDelivery(deps: HandlerDeps, timed: Timed): Promise<Answer | Delivery> {
+  const { job, run, now, known } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);

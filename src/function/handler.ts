@@ -148,12 +148,8 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
   }
   const durationMs = Math.round(ms);
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
-  const httpRequest = {
-    requestMethod: req.method,
-    status,
-    latency,
-    userAgent: req.get('user-agent'),
-  };
+  const userAgent = req.get('user-agent');
+  const httpRequest = { requestMethod: req.method, status, latency, userAgent };
   const fields = { outcome, status, runId, jobName: run?.jobName, scheduleTime: run?.scheduleTime };
   const line = { ...fields, durationMs, ...reply.fields, httpRequest };
   logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);
