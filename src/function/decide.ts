@@ -28,14 +28,7 @@ type Read = Readonly<{ job: DeclaredJob; headers: request.DeliveryHeaders; known
 type Timed = Read & Readonly<{ run: ScheduledRun; now: Date }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
-export interface Delivery {
-  readonly job: DeclaredJob;
-  readonly run: ScheduledRun;
-  readonly plan: RunPlan;
-  readonly now: Date;
-  readonly toleranceMs: number;
-  readonly known: Known;
-}
+export type Delivery = Timed & Readonly<{ plan: RunPlan; toleranceMs: number }>;
 
 /** Whether a step's result is its answer rather than what it hands on. */
 export function isAnswer<T extends object>(value: Answer | T): value is Answer {
@@ -78,21 +71,18 @@ export async function step<T>(
   }
 }
 
-/** admit → read → Firestore's now → timed run → plan → re-run → forced run. */
+/** admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in. */
 export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
   const admitted = await step(deps, { fields: {} }, () => admit(deps, req));
   if (isAnswer(admitted)) return admitted;
   const read = await step(deps, admitted, () => readDelivery(deps, req, admitted));
   if (isAnswer(read)) return read;
-  const now = await step(deps, read.known, () => deps.clock());
-  if (isAnswer(now)) return now;
-  const timed = await step(deps, read.known, () => timedRun(deps, read, now));
+  const timed = await step(deps, read.known, () => timedRun(deps, read));
   if (isAnswer(timed)) return timed;
   const planned = await step(deps, timed.known, () => planDelivery(deps, timed));
   if (isAnswer(planned)) return planned;
-  const rerun = await step(deps, planned.known, () => refuseRerun(deps, planned));
-  if (isAnswer(rerun)) return rerun;
-  return step(deps, planned.known, () => asForcedRun(deps, rerun));
+  const refuse = planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun;
+  return step(deps, planned.known, () => refuse(deps, planned));
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
@@ -132,11 +122,12 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
 }
 
 /**
- * The run a delivery names: as sent, or for a "Force run" without a schedule time the one
- * `policy/force-run.ts` chooses at `now` (400 if none). @throws {LedgerUnavailableError}
+ * The run a delivery names, at Firestore's now: as sent, or for a "Force run" without a schedule
+ * time the one `policy/force-run.ts` chooses (400 if none). @throws {LedgerUnavailableError}
  */
-async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | Timed> {
+async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> {
   const { job, headers, known } = read;
+  const now = await deps.clock();
   if (known.run !== undefined) return { ...read, run: known.run, now };
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
   if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
@@ -172,14 +163,14 @@ async function planDelivery(deps: HandlerDeps, timed: Timed): Promise<Answer | D
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
     ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
   };
-  return { job, run, plan, now, toleranceMs, known: { run, runId: plan.runId, fields } };
+  return { ...timed, plan, toleranceMs, known: { run, runId: plan.runId, fields } };
 }
 
 /** The refusal of a re-run `rerun.ts` refuses. @throws {LedgerUnavailableError} */
 async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   const { rerunOf } = plan.details;
-  if (plan.kind !== 'rerun' || rerunOf === undefined) return delivery;
+  if (rerunOf === undefined) return delivery;
   const forced = { runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope), toleranceMs };
   const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
   if (refused === undefined) return delivery;

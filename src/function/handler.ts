@@ -142,10 +142,11 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
   const { outcome, message, runId, run } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
   const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
-  if (!res.headersSent) {
-    res.set(reply.headers ?? {});
-    res.status(status).json(body);
-  }
+  if (!res.headersSent)
+    res
+      .set(reply.headers ?? {})
+      .status(status)
+      .json(body);
   const durationMs = Math.round(ms);
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
   const userAgent = req.get('user-agent');

@@ -4,22 +4,19 @@ import * as functions from '@google-cloud/functions-framework';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
 import { ConfigError } from '../policy/errors.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import { type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
 import { createOidcAuthenticator } from './auth.ts';
-import { type Config, loadConfig } from './config.ts';
+import { loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
-function loadOrExit(declarations: readonly JobDeclaration[]): {
-  config: Config;
-  jobs: readonly DeclaredJob[];
-} {
+function loadOrExit(declarations: readonly JobDeclaration[]) {
   const problems: string[] = [];
   const attempt = <T>(load: () => T): T | undefined => {
     try {
