@@ -139,14 +139,10 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
 
 /** Writes the answer (unless already sent) and its one log line, never a header or the body. */
 function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer, ms: number): void {
-  const { outcome, message, runId, run } = reply;
+  const { outcome, message, runId, run, headers = {} } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
   const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
-  if (!res.headersSent)
-    res
-      .set(reply.headers ?? {})
-      .status(status)
-      .json(body);
+  if (!res.headersSent) res.set(headers).status(status).json(body);
   const durationMs = Math.round(ms);
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
   const userAgent = req.get('user-agent');
