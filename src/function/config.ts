@@ -99,7 +99,6 @@ export const OPTIONS = {
   leaseMs: option('LEASE_SECONDS', '300', seconds(1, MAX_LEASE_MS / 1000, LEASE_MAX_WHY)),
   /** Record TTL after its last write, ms (`RETENTION_SECONDS`, not a timer); older slots refused. */
   retentionMs: option('RETENTION_SECONDS', '2592000', seconds(1, 31_536_000, 'a year')),
-  /** Collection holding one document per run (`RUNS_COLLECTION`); Firestore's collection id rules. */
   runsCollection: option(
     'RUNS_COLLECTION',
     'scheduler_runs',
@@ -108,7 +107,6 @@ export const OPTIONS = {
       'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)',
     ),
   ),
-  /** Firestore database id (`FIRESTORE_DATABASE`): 4-63 of a-z, 0-9, '-', from a letter. */
   firestoreDatabase: option(
     'FIRESTORE_DATABASE',
     '(default)',
@@ -132,7 +130,6 @@ export const OPTIONS = {
     if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
     return names;
   }),
-  /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
   keyScopeParams: option(
     'RUN_KEY_SCOPE_PARAMS',
     '',
@@ -141,7 +138,6 @@ export const OPTIONS = {
   logLevel: option('LOG_LEVEL', 'info', oneOf(LOG_LEVELS, lower)),
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: option('GOOGLE_CLOUD_PROJECT', '', (raw) => (raw === '' ? undefined : raw)),
-  /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
   serviceName: option('K_SERVICE', 'scheduled-job', (raw) => raw),
   /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
   exposeErrors: option('EXPOSE_ERRORS', 'false', flag('true', 'false')),
@@ -159,9 +155,7 @@ export const OPTIONS = {
   ),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
   authMode: option('AUTH_MODE', 'platform', oneOf(['platform', 'verify-oidc'] as const)),
-  /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
   oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),
-  /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
   oidcInvokers: option('OIDC_INVOKERS', '', list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', lower)),
   /** How early a delivery may be yet its slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`). */
   forcedRunToleranceMs: option(
@@ -192,9 +186,7 @@ export type Config = {
 };
 
 /**
- * Reads and validates the configuration from `env` (tests pass a plain object).
- *
- * @returns a frozen {@link Config}; durations are converted from seconds to ms.
+ * Reads and validates `env` (tests pass a plain object): a frozen {@link Config}, durations in ms.
  * @throws {ConfigError} listing every invalid variable and every broken cross-variable rule at once.
  */
 export function loadConfig(env: Env = process.env): Config {

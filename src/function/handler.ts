@@ -25,7 +25,6 @@ export interface HandlerDeps {
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'>;
-  /** The per-job documents (`policy/job-state.ts`). */
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`() => ledger.serverTime()`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;

@@ -43,7 +43,6 @@ function loadOrExit(declarations: readonly JobDeclaration[]) {
  * Registers an HTTP function `name` that runs each declared job once per scheduled run. Exits
  * listing every problem of the configuration and the declarations; drains running jobs on SIGTERM
  * and on an uncaught exception (then exits 16); answers unreadable bodies with JSON.
- *
  * @param name - the functions-framework target (`--target`).
  * @param declarations - the jobs (`jobs` from `jobs.ts`).
  * @param options - `firestore`: a client of the caller's (tests give one with faults).
@@ -71,10 +70,8 @@ export function registerScheduledJob(
   const shutdown = new GracefulShutdown();
   drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
-  const authenticate =
-    config.authMode === 'verify-oidc'
-      ? createOidcAuthenticator({ audience, invokers, certsUrl })
-      : undefined;
+  const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
+  const authenticate = oidc && createOidcAuthenticator(oidc);
   const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
   const clock = () => ledger.serverTime();
   functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));
