@@ -38,11 +38,8 @@ function option<T>(env: string, defaultValue: string, parse: (raw: string) => T)
   return { env, default: defaultValue, parse } as const;
 }
 
-/** Headers that cannot join the scope. */
 const RESERVED_HEADERS =
   'authorization x-cloudscheduler-jobname x-cloudscheduler-scheduletime'.split(' ');
-/** Hosts `OIDC_CERTS_URL` may name: this machine only. */
-const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 const lower = (raw: string) => raw.toLowerCase();
 const upper = (raw: string) => raw.toUpperCase();
 
@@ -171,7 +168,7 @@ export const OPTIONS = {
   oidcCertsUrl: option('OIDC_CERTS_URL', '', (raw) => {
     if (raw === '') return undefined;
     const url = URL.parse(raw);
-    if (url?.protocol !== 'http:' || !LOOPBACK_HOSTS.includes(url.hostname)) {
+    if (url?.protocol !== 'http:' || !['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)) {
       throw new Error(
         "must be an http:// URL on 127.0.0.1, [::1] or localhost: the local Scheduler's certificates, for development only",
       );

@@ -46,9 +46,8 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; an error it throws becomes the answer, naming what is known so far: 400 for an
- * {@link request.InvalidRequestError}, `unavailable` for Firestore, else `failed`, with the
- * error's text only if `EXPOSE_ERRORS`.
+ * Runs one step; a thrown error becomes the answer naming what is known so far: 400 for an
+ * `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if `EXPOSE_ERRORS`).
  */
 export async function step<T>(
   deps: HandlerDeps,

@@ -40,12 +40,10 @@ function loadOrExit(declarations: readonly JobDeclaration[]) {
 }
 
 /**
- * Registers an HTTP function `name` that runs each declared job once per scheduled run. Exits
+ * Registers an HTTP function `name` (the `--target`) that runs each job of `declarations` (`jobs.ts`)
+ * once per scheduled run, on `options.firestore` if given (tests give one with faults). Exits
  * listing every problem of the configuration and the declarations; drains running jobs on SIGTERM
  * and on an uncaught exception (then exits 16); answers unreadable bodies with JSON.
- * @param name - the functions-framework target (`--target`).
- * @param declarations - the jobs (`jobs` from `jobs.ts`).
- * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
  */
 export function registerScheduledJob(

@@ -21,14 +21,10 @@ export class GracefulShutdown {
     work.then(forget, forget);
     return work;
   }
-  /** Notes that a delivery of `runId` runs here (for shutdown's log lines); returns its end call. */
+  /** Notes a delivery of `runId` running here (for shutdown's log lines); returns its end, called once. */
   running(runId: string): () => void {
     this.#runs.push(runId);
-    let ended = false;
-    return () => {
-      if (!ended) this.#runs.splice(this.#runs.indexOf(runId), 1);
-      ended = true;
-    };
+    return () => void this.#runs.splice(this.#runs.indexOf(runId), 1);
   }
   /** The run ids running on this instance now. */
   get runIds(): string[] {
