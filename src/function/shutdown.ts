@@ -21,7 +21,7 @@ export class GracefulShutdown {
     work.then(forget, forget);
     return work;
   }
-  /** Notes a delivery of `runId` running here (for shutdown's log lines); returns its end, called once. */
+  /** Notes a delivery of `runId` running here (for shutdown's logs); returns its end, called once. */
   running(runId: string): () => void {
     this.#runs.push(runId);
     return () => void this.#runs.splice(this.#runs.indexOf(runId), 1);
