@@ -1,13 +1,10 @@
 /** Checks Scheduler's OIDC token in-app (docs/how-it-works.md, "In-app OIDC verification"). */
 import { OAuth2Client } from 'google-auth-library';
 
-/** Why a caller is refused: `unauthenticated` (no proof of who sent it) or `forbidden`. */
-export type AuthFailure = 'unauthenticated' | 'forbidden';
-
-/** Who called, or why the caller is refused. */
+/** Who called, or why not: `unauthenticated` (no proof of who sent it) or `forbidden`. */
 export type AuthResult =
-  | { readonly ok: true; readonly email: string }
-  | { readonly ok: false; readonly outcome: AuthFailure; readonly message: string };
+  | Readonly<{ ok: true; email: string }>
+  | Readonly<{ ok: false; outcome: 'unauthenticated' | 'forbidden'; message: string }>;
 
 /** Checks one request's credentials; never throws. */
 export type Authenticator = (authorization: string | undefined) => Promise<AuthResult>;
@@ -80,7 +77,6 @@ export interface OidcOptions {
 /**
  * Checks Google-signed ID tokens (`Authorization: Bearer <token>`): signature, expiry and issuer
  * (google-auth-library), then the audience and a verified, allowed `email`.
- *
  * @returns a refusal in fixed words, never quoting the token, its claims or the library's error.
  */
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {

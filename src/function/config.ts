@@ -34,17 +34,12 @@ export function whyNotDevelopment(env: Env): string | undefined {
 }
 
 /** An option: its variable, its default as written, a parser throwing an Error saying what to fix. */
-type Option<T> = Readonly<{ env: string; default: string; parse: (raw: string) => T }>;
-
-function option<T>(env: string, defaultValue: string, parse: (raw: string) => T): Option<T> {
-  return { env, default: defaultValue, parse };
+function option<T>(env: string, defaultValue: string, parse: (raw: string) => T) {
+  return { env, default: defaultValue, parse } as const;
 }
 
-/** Headers that cannot join the scope. */
 const RESERVED_HEADERS =
   'authorization x-cloudscheduler-jobname x-cloudscheduler-scheduletime'.split(' ');
-/** Hosts `OIDC_CERTS_URL` may name: this machine only. */
-const LOOPBACK_HOSTS = ['127.0.0.1', '[::1]', 'localhost'];
 const lower = (raw: string) => raw.toLowerCase();
 const upper = (raw: string) => raw.toUpperCase();
 
@@ -90,8 +85,6 @@ function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: s
   };
 }
 
-// A day at most: the core reads a longer `lease_ms` as a record it never wrote, and Node fires a
-// timer set above 2^31 − 1 ms (about 24.8 days) after 1 ms.
 const LEASE_MAX_WHY =
   "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit";
 const FIRESTORE_WHY =
@@ -103,7 +96,6 @@ export const OPTIONS = {
   leaseMs: option('LEASE_SECONDS', '300', seconds(1, MAX_LEASE_MS / 1000, LEASE_MAX_WHY)),
   /** Record TTL after its last write, ms (`RETENTION_SECONDS`, not a timer); older slots refused. */
   retentionMs: option('RETENTION_SECONDS', '2592000', seconds(1, 31_536_000, 'a year')),
-  /** Collection holding one document per run (`RUNS_COLLECTION`); Firestore's collection id rules. */
   runsCollection: option(
     'RUNS_COLLECTION',
     'scheduler_runs',
@@ -112,7 +104,6 @@ export const OPTIONS = {
       'must be 1-100 letters, digits, "_" or "-" (a Firestore collection id)',
     ),
   ),
-  /** Firestore database id (`FIRESTORE_DATABASE`): 4-63 of a-z, 0-9, '-', from a letter. */
   firestoreDatabase: option(
     'FIRESTORE_DATABASE',
     '(default)',
@@ -136,7 +127,6 @@ export const OPTIONS = {
     if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
     return names;
   }),
-  /** Query parameters whose values join the run id's scope (`RUN_KEY_SCOPE_PARAMS`). */
   keyScopeParams: option(
     'RUN_KEY_SCOPE_PARAMS',
     '',
@@ -145,7 +135,6 @@ export const OPTIONS = {
   logLevel: option('LOG_LEVEL', 'info', oneOf(LOG_LEVELS, lower)),
   /** Project id for the Firestore client and trace links (`GOOGLE_CLOUD_PROJECT`); detected if unset. */
   projectId: option('GOOGLE_CLOUD_PROJECT', '', (raw) => (raw === '' ? undefined : raw)),
-  /** Service name for Error Reporting (`K_SERVICE`, set by Cloud Run). */
   serviceName: option('K_SERVICE', 'scheduled-job', (raw) => raw),
   /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
   exposeErrors: option('EXPOSE_ERRORS', 'false', flag('true', 'false')),
@@ -163,9 +152,7 @@ export const OPTIONS = {
   ),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
   authMode: option('AUTH_MODE', 'platform', oneOf(['platform', 'verify-oidc'] as const)),
-  /** The audience the OIDC token must carry (`OIDC_AUDIENCE`), with `verify-oidc`. */
   oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),
-  /** Service-account emails allowed to invoke (`OIDC_INVOKERS`), with `verify-oidc`. */
   oidcInvokers: option('OIDC_INVOKERS', '', list(/^[^\s@,]+@[^\s@,]+$/, 'email addresses', lower)),
   /** How early a delivery may be yet its slot's run, ms (`FORCED_RUN_TOLERANCE_SECONDS`). */
   forcedRunToleranceMs: option(
@@ -181,7 +168,7 @@ export const OPTIONS = {
   oidcCertsUrl: option('OIDC_CERTS_URL', '', (raw) => {
     if (raw === '') return undefined;
     const url = URL.parse(raw);
-    if (url?.protocol !== 'http:' || !LOOPBACK_HOSTS.includes(url.hostname)) {
+    if (url?.protocol !== 'http:' || !['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)) {
       throw new Error(
         "must be an http:// URL on 127.0.0.1, [::1] or localhost: the local Scheduler's certificates, for development only",
       );
@@ -196,15 +183,13 @@ export type Config = {
 };
 
 /**
- * Reads and validates the configuration from `env` (tests pass a plain object).
- *
- * @returns a frozen {@link Config}; durations are converted from seconds to ms.
+ * Reads and validates `env` (tests pass a plain object): a frozen {@link Config}, durations in ms.
  * @throws {ConfigError} listing every invalid variable and every broken cross-variable rule at once.
  */
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
   const values: Record<string, unknown> = {};
-  for (const [key, option] of Object.entries(OPTIONS) as [keyof Config, Option<unknown>][]) {
+  for (const [key, option] of Object.entries(OPTIONS)) {
     const raw = (env[option.env] ?? '').trim() || option.default;
     try {
       values[key] = option.parse(raw);

@@ -23,18 +23,12 @@ export interface Answer extends Known, Omit<Said, 'fields'> {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A delivery whose job is known, its headers read. */
+/** A delivery whose job is known, its headers read; `Timed` once its run is, at Firestore's `now`. */
 type Read = Readonly<{ job: DeclaredJob; headers: request.DeliveryHeaders; known: Known }>;
+type Timed = Read & Readonly<{ run: ScheduledRun; now: Date }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
-export interface Delivery {
-  readonly job: DeclaredJob;
-  readonly run: ScheduledRun;
-  readonly plan: RunPlan;
-  readonly now: Date;
-  readonly toleranceMs: number;
-  readonly known: Known;
-}
+export type Delivery = Timed & Readonly<{ plan: RunPlan; toleranceMs: number }>;
 
 /** Whether a step's result is its answer rather than what it hands on. */
 export function isAnswer<T extends object>(value: Answer | T): value is Answer {
@@ -52,8 +46,8 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; an error it throws becomes the answer, naming what is known so far: `unavailable`
- * for Firestore, else `failed`, with the error's text only if `EXPOSE_ERRORS`.
+ * Runs one step; a thrown error becomes the answer naming what is known so far: 400 for an
+ * `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if `EXPOSE_ERRORS`).
  */
 export async function step<T>(
   deps: HandlerDeps,
@@ -63,6 +57,9 @@ export async function step<T>(
   try {
     return await run();
   } catch (err) {
+    if (err instanceof request.InvalidRequestError) {
+      return refusal(known, 'invalid_request', err.message);
+    }
     const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
     if (err instanceof LedgerUnavailableError) {
       const message = MESSAGES.unavailable(detail(err.message));
@@ -73,22 +70,18 @@ export async function step<T>(
   }
 }
 
-/** admit → read → Firestore's now → timed run → plan → re-run → forced run. */
+/** admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in. */
 export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
   const admitted = await step(deps, { fields: {} }, () => admit(deps, req));
   if (isAnswer(admitted)) return admitted;
   const read = await step(deps, admitted, () => readDelivery(deps, req, admitted));
   if (isAnswer(read)) return read;
-  const now = await step(deps, read.known, () => deps.clock());
-  if (isAnswer(now)) return now;
-  const run = await step(deps, read.known, () => timedRun(deps, read, now));
-  if (isAnswer(run)) return run;
-  const known = { ...read.known, run };
-  const planned = await step(deps, known, () => planDelivery(deps, read.job, run, now, known));
+  const timed = await step(deps, read.known, () => timedRun(deps, read));
+  if (isAnswer(timed)) return timed;
+  const planned = await step(deps, timed.known, () => planDelivery(deps, timed));
   if (isAnswer(planned)) return planned;
-  const rerun = await step(deps, planned.known, () => refuseRerun(deps, planned));
-  if (isAnswer(rerun)) return rerun;
-  return step(deps, planned.known, () => asForcedRun(deps, rerun));
+  const refuse = planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun;
+  return step(deps, planned.known, () => refuse(deps, planned));
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
@@ -102,25 +95,18 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
   }
   if (req.method !== config.httpMethod) {
     const message = MESSAGES.methodNotAllowed(config.httpMethod, req.method);
-    const said: Said = { outcome: 'method_not_allowed', message };
-    return { ...answer({ fields: {} }, said), headers: { Allow: config.httpMethod } };
+    const headers = { Allow: config.httpMethod };
+    return { outcome: 'method_not_allowed', message, fields: {}, headers };
   }
   if (shutdown?.signal.aborted) {
-    return answer({ fields: {} }, { outcome: 'unavailable', message: MESSAGES.shuttingDown });
+    return { outcome: 'unavailable', message: MESSAGES.shuttingDown, fields: {} };
   }
   return { fields: auth === undefined ? {} : { caller: auth.email } };
 }
 
 /** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
 function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
-  let headers: request.DeliveryHeaders;
-  try {
-    headers = request.readDeliveryHeaders(req, deps.config);
-  } catch (err) {
-    if (err instanceof request.InvalidRequestError)
-      return refusal(known, 'invalid_request', err.message);
-    throw err;
-  }
+  const headers = request.readDeliveryHeaders(req, deps.config);
   const job = findJob(deps.jobs, headers.jobName);
   if (job === undefined && headers.scheduleTime === undefined) {
     return refusal(known, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
@@ -135,24 +121,23 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
 }
 
 /**
- * The run a delivery names: as sent, or for a "Force run" without a schedule time the one
- * `policy/force-run.ts` chooses at `now` (400 if none). @throws {LedgerUnavailableError}
+ * The run a delivery names, at Firestore's now: as sent, or for a "Force run" without a schedule
+ * time the one `policy/force-run.ts` chooses (400 if none). @throws {LedgerUnavailableError}
  */
-async function timedRun(deps: HandlerDeps, read: Read, now: Date): Promise<Answer | ScheduledRun> {
-  if (read.known.run !== undefined) return read.known.run;
-  const { job, headers } = read;
+async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> {
+  const { job, headers, known } = read;
+  const now = await deps.clock();
+  if (known.run !== undefined) return { ...read, run: known.run, now };
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
-  if (forced === undefined) {
-    return refusal(read.known, 'invalid_request', MESSAGES.noNextSlot(job.id));
-  }
+  if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
   const { scheduleTime: _unsent, ...rest } = headers;
-  return { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  const run: ScheduledRun = { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  return { ...read, run, now, known: { ...known, run } };
 }
 
 /**
- * The job's forced-run tolerance as this delivery needs it, ms: a slot's delivery whose verdict is
- * the same at both ends of the band [min(configured, 30 s), configured] skips the slot arithmetic
- * of the exact value (docs/performance.md).
+ * The job's forced-run tolerance for this delivery, ms: the band's low end [min(configured, 30 s),
+ * configured] where the verdict is the same at both ends (docs/performance.md).
  */
 function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
@@ -165,13 +150,8 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-async function planDelivery(
-  deps: HandlerDeps,
-  job: DeclaredJob,
-  run: ScheduledRun,
-  now: Date,
-  known: Known,
-): Promise<Answer | Delivery> {
+async function planDelivery(deps: HandlerDeps, timed: Timed): Promise<Answer | Delivery> {
+  const { job, run, now, known } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
@@ -182,14 +162,14 @@ async function planDelivery(
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
     ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
   };
-  return { job, run, plan, now, toleranceMs, known: { run, runId: plan.runId, fields } };
+  return { ...timed, plan, toleranceMs, known: { run, runId: plan.runId, fields } };
 }
 
 /** The refusal of a re-run `rerun.ts` refuses. @throws {LedgerUnavailableError} */
 async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   const { rerunOf } = plan.details;
-  if (plan.kind !== 'rerun' || rerunOf === undefined) return delivery;
+  if (rerunOf === undefined) return delivery;
   const forced = { runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope), toleranceMs };
   const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
   if (refused === undefined) return delivery;

@@ -38,7 +38,6 @@ function fail(issue: keyof typeof PATCHED): never {
  * Installs the workarounds, before functions-framework starts its server; later calls do nothing.
  * `onListening` runs once the server listens (functions-framework registers its error handler
  * then), never when the module is only loaded, as `gcp-build` loads it.
- *
  * @throws Error if functions-framework no longer has what a workaround patches.
  */
 export function installFrameworkWorkarounds(logger: Logger, onListening = () => {}): void {

@@ -25,7 +25,6 @@ export interface HandlerDeps {
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'>;
-  /** The per-job documents (`policy/job-state.ts`). */
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`() => ledger.serverTime()`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;
@@ -128,7 +127,7 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
     const decided = await step(deps, known, () => decideOverlap(stores, job, run, plan));
     if (isAnswer(decided)) return decided;
     if (decided.action !== 'run') {
-      return answer(known, outcomes.blockedSaid(decided, job.id, plan.kind, plan.overlap));
+      return answer(known, outcomes.blockedSaid(decided, job.id, plan));
     }
     const ran = await step(deps, known, () => runDelivery(deps, delivery, logger, decided.guard));
     if (ran !== 'guard_changed') return ran;
@@ -139,21 +138,14 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
 
 /** Writes the answer (unless already sent) and its one log line, never a header or the body. */
 function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer, ms: number): void {
-  const { outcome, message, runId, run } = reply;
+  const { outcome, message, runId, run, headers = {} } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
   const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
-  if (!res.headersSent) {
-    res.set(reply.headers ?? {});
-    res.status(status).json(body);
-  }
+  if (!res.headersSent) res.set(headers).status(status).json(body);
   const durationMs = Math.round(ms);
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
-  const httpRequest = {
-    requestMethod: req.method,
-    status,
-    latency,
-    userAgent: req.get('user-agent'),
-  };
+  const userAgent = req.get('user-agent');
+  const httpRequest = { requestMethod: req.method, status, latency, userAgent };
   const fields = { outcome, status, runId, jobName: run?.jobName, scheduleTime: run?.scheduleTime };
   const line = { ...fields, durationMs, ...reply.fields, httpRequest };
   logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);

@@ -5,7 +5,7 @@ import type { RunKind } from '../core/run-record.ts';
 import type { OverlapPolicy } from '../policy/job-declaration.ts';
 import type { OverlapDecision } from '../policy/overlap.ts';
 import type { RerunRefusal } from '../policy/rerun.ts';
-import type { ScheduledRun } from '../policy/run-plan.ts';
+import type { RunPlan, ScheduledRun } from '../policy/run-plan.ts';
 
 /**
  * Status code per outcome. 409 for a live claim, never 503: App Engine targets treat 503 specially
@@ -202,14 +202,12 @@ const WAIT_ADVICE = {
   policy: 'retry later',
 } as const;
 
+type Blocked = Exclude<OverlapDecision, { action: 'run' }>;
+
 /** The answer of a run the overlap policy keeps from running (`decideOverlap`), naming the holder. */
-export function blockedSaid(
-  decision: Exclude<OverlapDecision, { action: 'run' }>,
-  jobId: string,
-  kind: RunKind,
-  policy: OverlapPolicy,
-): Said {
+export function blockedSaid(decision: Blocked, jobId: string, plan: RunPlan): Said {
   const { by } = decision;
+  const { kind, overlap: policy } = plan;
   const fields = { blockedBy: by };
   const notRun = BLOCKED_NOTES[kind];
   switch (decision.action) {

@@ -4,22 +4,19 @@ import * as functions from '@google-cloud/functions-framework';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
 import { ConfigError } from '../policy/errors.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import { type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
 import { createOidcAuthenticator } from './auth.ts';
-import { type Config, loadConfig } from './config.ts';
+import { loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
-function loadOrExit(declarations: readonly JobDeclaration[]): {
-  config: Config;
-  jobs: readonly DeclaredJob[];
-} {
+function loadOrExit(declarations: readonly JobDeclaration[]) {
   const problems: string[] = [];
   const attempt = <T>(load: () => T): T | undefined => {
     try {
@@ -43,13 +40,10 @@ function loadOrExit(declarations: readonly JobDeclaration[]): {
 }
 
 /**
- * Registers an HTTP function `name` that runs each declared job once per scheduled run. Exits
+ * Registers an HTTP function `name` (the `--target`) that runs each job of `declarations` (`jobs.ts`)
+ * once per scheduled run, on `options.firestore` if given (tests give one with faults). Exits
  * listing every problem of the configuration and the declarations; drains running jobs on SIGTERM
  * and on an uncaught exception (then exits 16); answers unreadable bodies with JSON.
- *
- * @param name - the functions-framework target (`--target`).
- * @param declarations - the jobs (`jobs` from `jobs.ts`).
- * @param options - `firestore`: a client of the caller's (tests give one with faults).
  * @throws Error if functions-framework no longer has what `framework-workarounds.ts` patches.
  */
 export function registerScheduledJob(
@@ -74,10 +68,8 @@ export function registerScheduledJob(
   const shutdown = new GracefulShutdown();
   drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
-  const authenticate =
-    config.authMode === 'verify-oidc'
-      ? createOidcAuthenticator({ audience, invokers, certsUrl })
-      : undefined;
+  const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
+  const authenticate = oidc && createOidcAuthenticator(oidc);
   const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
   const clock = () => ledger.serverTime();
   functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));

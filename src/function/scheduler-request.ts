@@ -63,7 +63,6 @@ const EXAMPLE_TIME = '2026-10-16T12:00:00Z';
 
 /**
  * The canonical form of a schedule time (`canonicalRfc3339`): `…T05:00:00-07:00` → `…T12:00:00Z`.
- *
  * @throws {InvalidRequestError} for anything that is not an RFC 3339 instant with an offset.
  */
 export function normaliseScheduleTime(value: string): string {
@@ -132,7 +131,6 @@ export interface ScopeValues {
 /**
  * The run id's scope entries: fixed scope, then headers, then query parameters (the one place that
  * order is decided, for deliveries and `npm run runs`).
- *
  * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
  */
 export function scopeOf(config: ScopeConfig, values: ScopeValues = {}): Scope {
@@ -173,7 +171,6 @@ const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand 
 /**
  * Reads a delivery's headers: job name, schedule time (if sent; a missing one is the console's
  * "Force run", which the handler decides) and the configured scope values.
- *
  * @throws {InvalidRequestError} saying what to fix in a missing, empty, malformed, oversized or
  *   repeated header or scope parameter (a schedule time may be missing, not on a run by hand).
  */

@@ -10,12 +10,10 @@ export class GracefulShutdown {
   readonly #inflight = new Set<Promise<unknown>>();
   /** The run id of each delivery running on this instance (a run's twice if two deliveries run it). */
   readonly #runs: string[] = [];
-
   /** Aborted when shutdown begins; give it to every attempt. */
   get signal(): AbortSignal {
     return this.#controller.signal;
   }
-
   /** Tracks `work` until it settles; returns it unchanged. */
   track<T>(work: Promise<T>): Promise<T> {
     this.#inflight.add(work);
@@ -23,22 +21,15 @@ export class GracefulShutdown {
     work.then(forget, forget);
     return work;
   }
-
-  /** Notes that a delivery of `runId` runs here (for shutdown's log lines); returns its end call. */
+  /** Notes a delivery of `runId` running here (for shutdown's logs); returns its end, called once. */
   running(runId: string): () => void {
     this.#runs.push(runId);
-    let ended = false;
-    return () => {
-      if (!ended) this.#runs.splice(this.#runs.indexOf(runId), 1);
-      ended = true;
-    };
+    return () => void this.#runs.splice(this.#runs.indexOf(runId), 1);
   }
-
   /** The run ids running on this instance now. */
   get runIds(): string[] {
     return [...new Set(this.#runs)];
   }
-
   /** Aborts every job's signal, waits up to `graceMs` ms; returns how many requests still run. */
   async drain(graceMs: number): Promise<number> {
     this.#controller.abort();
