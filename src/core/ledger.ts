@@ -22,6 +22,7 @@ import {
 } from './run-documents.ts';
 import {
   claimDecision,
+  Field,
   type RunDetails,
   type RunRecord,
   RunStatus,
@@ -199,7 +200,7 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
-    if ('stoppedBy' in written) {
+    if (typeof written === 'string') {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
@@ -221,7 +222,7 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, 'completion', () =>
       completionUpdate(this.#documents.expireAt()),
     );
-    return fenceResult(written, claim, RunStatus.Completed);
+    return written === 'lease_lost' ? written : 'recorded';
   }
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
@@ -234,7 +235,7 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, 'release', () =>
       failureUpdate(failure, this.#documents.expireAt(), reporter),
     );
-    return fenceResult(written, claim, RunStatus.Failed);
+    return written === 'lease_lost' ? written : 'recorded';
   }
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
@@ -262,16 +263,18 @@ export class RunLedger {
     return { state: 'claimed', claim };
   }
   /**
-   * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
-   * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry
-   * on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
+   * One fenced write with bounded retries: its time (the new token); stopped by a changed record,
+   * `recorded` if it is our attempt in the status this write sets (an earlier try landed), else
+   * `lease_lost`. Our attempt still `in_progress` at a newer update time is a write of ours landed
+   * unseen: retry on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
    */
-  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
+  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData) {
     let token = claim.fencingToken;
     for (let tries = 1; ; tries++) {
+      const data = update();
       let written: Timestamp | 'changed';
       try {
-        written = await this.#documents.update(claim.runId, what, update(), token);
+        written = await this.#documents.update(claim.runId, what, data, token);
       } catch (err) {
         if (tries >= FENCED_WRITE_TRIES) throw err;
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
@@ -281,8 +284,8 @@ export class RunLedger {
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const retry =
         isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
-      if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
-      token = updateTime;
+      if (retry && tries < FENCED_WRITE_TRIES) token = updateTime;
+      else return isOwn(claim.attemptId, data[Field.status], record) ? 'recorded' : 'lease_lost';
     }
   }
 }
@@ -312,15 +315,6 @@ const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;
 
 function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
   return typeof written === 'object' && 'guardChanged' in written;
-}
-
-/** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
-type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
-
-/** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
-function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
-  if (!('stoppedBy' in written)) return 'recorded';
-  return isOwn(claim.attemptId, done, written.stoppedBy) ? 'recorded' : 'lease_lost';
 }
 
 function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
