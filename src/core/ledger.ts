@@ -158,7 +158,7 @@ export class RunLedger {
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const created = await documents.write(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (created !== 'conflict') return this.#claimed(runId, attemptId, created, undefined);
+      if (created !== 'conflict') return this.#claimed(runId, attemptId, created);
       const read = await documents.read(runId);
       const own = ours(read, replaced);
       if (own !== undefined) return own;
@@ -167,7 +167,8 @@ export class RunLedger {
       if (decided.decision === 'absent') continue; // released between our create and our read
       if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
       if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
-      holder = holderOf(decided.record);
+      const { attemptId: holding, leaseExpires } = decided.record;
+      holder = leaseExpires === undefined ? undefined : { attemptId: holding, leaseExpires };
       if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
       if (read.updateTime === undefined) continue;
       replaced = decided.record;
@@ -242,12 +243,7 @@ export class RunLedger {
     return this.#documents.serverTime();
   }
   /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
-  #claimed(
-    runId: string,
-    attemptId: string,
-    writeTime: Timestamp,
-    previous: RunRecord | undefined,
-  ): ClaimResult {
+  #claimed(runId: string, attemptId: string, writeTime: Timestamp, previous?: RunRecord) {
     const claim: Claim = {
       runId,
       attemptId,
@@ -260,7 +256,7 @@ export class RunLedger {
       firstClaimedAt: previous?.firstClaimedAt ?? writeTime.toDate(),
       attempts: (previous?.attempts ?? 0) + 1,
     };
-    return { state: 'claimed', claim };
+    return { state: 'claimed', claim } as const;
   }
   /**
    * One fenced write with bounded retries: its time (the new token); stopped by a changed record,
@@ -319,12 +315,6 @@ function isGuardChanged(written: Timestamp | string | GuardChanged): written is 
 
 function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
   return record !== undefined && record.status === status && record.attemptId === attemptId;
-}
-
-function holderOf(record: RunRecord): Holder | undefined {
-  return record.leaseExpires === undefined
-    ? undefined
-    : { attemptId: record.attemptId, leaseExpires: record.leaseExpires };
 }
 
 /** Why Firestore cannot take `id` as a document id (its documented rules), or `undefined`. */

@@ -108,7 +108,11 @@ export async function runOnce(
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
   }
-  if (claimed.state !== 'claimed') return notClaimed(claimed);
+  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
+  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
+  if (claimed.state === 'unreadable')
+    return { outcome: 'unreadable_record', record: claimed.record };
+  if (claimed.state === 'guard_changed') return { outcome: 'guard_changed' };
   const scope = new AttemptScope(ledger, runId, claimed.claim, options);
   try {
     await work(scope.attempt);
@@ -118,14 +122,6 @@ export async function runOnce(
     scope.settle();
   }
   return scope.completed();
-}
-
-function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
-  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
-  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
-  if (claimed.state === 'unreadable')
-    return { outcome: 'unreadable_record', record: claimed.record };
-  return { outcome: 'guard_changed' };
 }
 
 /** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */

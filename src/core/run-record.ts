@@ -125,20 +125,6 @@ function unreadable(field: string, problem: string): UnreadableRecord {
   return { status: 'unreadable', field, problem };
 }
 
-/** The lease end of an in-progress document, or why it has none. */
-function leaseOf(data: DocumentData): Date | UnreadableRecord {
-  const leasedAt = data[Field.leasedAt];
-  const leaseMs = data[Field.leaseMs];
-  if (!(leasedAt instanceof Timestamp))
-    return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
-    return unreadable(
-      Field.leaseMs,
-      `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
-    );
-  return new Date(leasedAt.toMillis() + leaseMs);
-}
-
 /** The fields every status shares, read leniently: a missing or mistyped field is `undefined`. */
 function commonFields(data: DocumentData, attempts: unknown) {
   const claimedAt = dateOf(data[Field.claimedAt]);
@@ -184,16 +170,21 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const common = commonFields(data, attempts);
     if (FINISHED.includes(status))
       return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
-    if (status !== RunStatus.InProgress)
-      return unreadable(
-        Field.status,
-        `is ${JSON.stringify(status) ?? 'missing'}, not a known status`,
-      );
+    if (status !== RunStatus.InProgress) {
+      const shown = JSON.stringify(status) ?? 'missing';
+      return unreadable(Field.status, `is ${shown}, not a known status`);
+    }
     if (typeof attemptId !== 'string' || attemptId === '')
       return unreadable(Field.attemptId, 'is missing or not a string');
-    const lease = leaseOf(data);
-    if (!(lease instanceof Date)) return lease;
-    return { status, attemptId, leaseExpires: lease, ...common };
+    const { [Field.leasedAt]: leasedAt, [Field.leaseMs]: leaseMs } = data;
+    if (!(leasedAt instanceof Timestamp))
+      return unreadable(Field.leasedAt, 'is missing or not a timestamp');
+    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
+      return unreadable(
+        Field.leaseMs,
+        `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
+      );
+    return { status, attemptId, leaseExpires: new Date(leasedAt.toMillis() + leaseMs), ...common };
   },
 };
 
