@@ -166,7 +166,6 @@ export class RunDocuments {
     const commit = async () => (await batch.commit())[0] as WriteResult;
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
     if (written !== 'conflict') return written;
-    // A precondition failed: `conflict` if the guard is still at its token, else the run as read.
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
     const [guarded, run] = (await this.#call(`read after the ${guard.what}`, () =>
@@ -229,7 +228,6 @@ export class RunDocuments {
     const offset = serverTime.toMillis() - performance.now();
     this.#serverOffsetMs = Math.max(offset, this.#serverOffsetMs ?? offset);
   }
-  /** {@link callFirestore} with this collection's client and timeout. */
   #call<T>(what: string, run: () => Promise<T>): Promise<T> {
     return callFirestore(this.#db, this.#options.timeoutMs, what, run);
   }

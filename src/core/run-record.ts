@@ -125,34 +125,6 @@ function unreadable(field: string, problem: string): UnreadableRecord {
   return { status: 'unreadable', field, problem };
 }
 
-/** The fields every status shares, read leniently: a missing or mistyped field is `undefined`. */
-function commonFields(data: DocumentData, attempts: unknown) {
-  const claimedAt = dateOf(data[Field.claimedAt]);
-  const notes = data[Field.notes];
-  return {
-    attempts:
-      typeof attempts === 'number' ? attempts : data[Field.status] === RunStatus.Missed ? 0 : 1,
-    firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
-    claimedAt,
-    completedAt: dateOf(data[Field.completedAt]),
-    failedAt: dateOf(data[Field.failedAt]),
-    lastError: stringOf(data[Field.lastError]),
-    reportedAt: dateOf(data[Field.reportedAt]),
-    reportedBy: stringOf(data[Field.reportedBy]),
-    jobName: stringOf(data[Field.jobName]),
-    scheduleTime: dateOf(data[Field.scheduleTime]),
-    kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
-    rerunOf: stringOf(data[Field.rerunOf]),
-    untimed: data[Field.scheduleTimeSent] === false,
-    blockedBy: stringOf(data[Field.blockedBy]),
-    notes:
-      typeof notes === 'object' && notes !== null && !Array.isArray(notes)
-        ? (notes as Record<string, NoteValue>)
-        : {},
-    keyScope: stringOf(data[Field.keyScope]),
-  };
-}
-
 const FINISHED: readonly unknown[] = Object.values(RunStatus).filter((s) => s !== 'in_progress');
 
 /** Reads a run document into a {@link StoredRecord}; writes use the builders of `record-writes.ts`. */
@@ -167,7 +139,30 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const attempts = data[Field.attempts];
     if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0))
       return unreadable(Field.attempts, 'is not a whole number of attempts');
-    const common = commonFields(data, attempts);
+    // The fields every status shares, read leniently: a missing or mistyped field is `undefined`.
+    const claimedAt = dateOf(data[Field.claimedAt]);
+    const notes = data[Field.notes];
+    const common = {
+      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
+      firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
+      claimedAt,
+      completedAt: dateOf(data[Field.completedAt]),
+      failedAt: dateOf(data[Field.failedAt]),
+      lastError: stringOf(data[Field.lastError]),
+      reportedAt: dateOf(data[Field.reportedAt]),
+      reportedBy: stringOf(data[Field.reportedBy]),
+      jobName: stringOf(data[Field.jobName]),
+      scheduleTime: dateOf(data[Field.scheduleTime]),
+      kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
+      rerunOf: stringOf(data[Field.rerunOf]),
+      untimed: data[Field.scheduleTimeSent] === false,
+      blockedBy: stringOf(data[Field.blockedBy]),
+      notes:
+        typeof notes === 'object' && notes !== null && !Array.isArray(notes)
+          ? (notes as Record<string, NoteValue>)
+          : {},
+      keyScope: stringOf(data[Field.keyScope]),
+    };
     if (FINISHED.includes(status))
       return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
     if (status !== RunStatus.InProgress) {
