@@ -22,6 +22,7 @@ import {
 } from './run-documents.ts';
 import {
   claimDecision,
+  Field,
   type RunDetails,
   type RunRecord,
   RunStatus,
@@ -157,7 +158,7 @@ export class RunLedger {
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const created = await documents.write(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (created !== 'conflict') return this.#claimed(runId, attemptId, created, undefined);
+      if (created !== 'conflict') return this.#claimed(runId, attemptId, created);
       const read = await documents.read(runId);
       const own = ours(read, replaced);
       if (own !== undefined) return own;
@@ -166,7 +167,8 @@ export class RunLedger {
       if (decided.decision === 'absent') continue; // released between our create and our read
       if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
       if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
-      holder = holderOf(decided.record);
+      const { attemptId: holding, leaseExpires } = decided.record;
+      holder = leaseExpires === undefined ? undefined : { attemptId: holding, leaseExpires };
       if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
       if (read.updateTime === undefined) continue;
       replaced = decided.record;
@@ -199,7 +201,7 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
-    if ('stoppedBy' in written) {
+    if (typeof written === 'string') {
       this.#held.delete(claim.runId);
       return 'lease_lost';
     }
@@ -221,7 +223,7 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, 'completion', () =>
       completionUpdate(this.#documents.expireAt()),
     );
-    return fenceResult(written, claim, RunStatus.Completed);
+    return written === 'lease_lost' ? written : 'recorded';
   }
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
@@ -234,19 +236,14 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, 'release', () =>
       failureUpdate(failure, this.#documents.expireAt(), reporter),
     );
-    return fenceResult(written, claim, RunStatus.Failed);
+    return written === 'lease_lost' ? written : 'recorded';
   }
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
   serverTime(): Promise<Date> {
     return this.#documents.serverTime();
   }
   /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
-  #claimed(
-    runId: string,
-    attemptId: string,
-    writeTime: Timestamp,
-    previous: RunRecord | undefined,
-  ): ClaimResult {
+  #claimed(runId: string, attemptId: string, writeTime: Timestamp, previous?: RunRecord) {
     const claim: Claim = {
       runId,
       attemptId,
@@ -259,19 +256,21 @@ export class RunLedger {
       firstClaimedAt: previous?.firstClaimedAt ?? writeTime.toDate(),
       attempts: (previous?.attempts ?? 0) + 1,
     };
-    return { state: 'claimed', claim };
+    return { state: 'claimed', claim } as const;
   }
   /**
-   * One fenced write with bounded retries: its time (the new token), or the record that stopped it.
-   * Our attempt still `in_progress` at a newer update time is a write of ours landed unseen: retry
-   * on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
+   * One fenced write with bounded retries: its time (the new token); stopped by a changed record,
+   * `recorded` if it is our attempt in the status this write sets (an earlier try landed), else
+   * `lease_lost`. Our attempt still `in_progress` at a newer update time is a write of ours landed
+   * unseen: retry on it (why that is safe: docs/how-it-works.md, "Writes: one precondition each").
    */
-  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData): Promise<Written> {
+  async #fencedWrite(claim: Claim, what: string, update: () => DocumentData) {
     let token = claim.fencingToken;
     for (let tries = 1; ; tries++) {
+      const data = update();
       let written: Timestamp | 'changed';
       try {
-        written = await this.#documents.update(claim.runId, what, update(), token);
+        written = await this.#documents.update(claim.runId, what, data, token);
       } catch (err) {
         if (tries >= FENCED_WRITE_TRIES) throw err;
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
@@ -281,8 +280,8 @@ export class RunLedger {
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const retry =
         isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
-      if (!retry || tries >= FENCED_WRITE_TRIES) return { stoppedBy: record };
-      token = updateTime;
+      if (retry && tries < FENCED_WRITE_TRIES) token = updateTime;
+      else return isOwn(claim.attemptId, data[Field.status], record) ? 'recorded' : 'lease_lost';
     }
   }
 }
@@ -314,23 +313,8 @@ function isGuardChanged(written: Timestamp | string | GuardChanged): written is 
   return typeof written === 'object' && 'guardChanged' in written;
 }
 
-/** A fenced write's time, or the record (`undefined`: absent) whose change stopped it. */
-type Written = Timestamp | { readonly stoppedBy: StoredRecord | undefined };
-
-/** `recorded` if the write landed, or if the record that stopped it is ours and already `done`. */
-function fenceResult(written: Written, claim: Claim, done: RunStatus): FenceResult {
-  if (!('stoppedBy' in written)) return 'recorded';
-  return isOwn(claim.attemptId, done, written.stoppedBy) ? 'recorded' : 'lease_lost';
-}
-
 function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
   return record !== undefined && record.status === status && record.attemptId === attemptId;
-}
-
-function holderOf(record: RunRecord): Holder | undefined {
-  return record.leaseExpires === undefined
-    ? undefined
-    : { attemptId: record.attemptId, leaseExpires: record.leaseExpires };
 }
 
 /** Why Firestore cannot take `id` as a document id (its documented rules), or `undefined`. */

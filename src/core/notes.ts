@@ -33,10 +33,7 @@ export function storedSize(value: unknown): number {
   if (typeof value === 'boolean' || value === null || value === undefined) return 1;
   if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + storedSize(v), 0);
   if (typeof value !== 'object' || value instanceof Timestamp) return 8; // a number, a timestamp
-  return Object.entries(value).reduce(
-    (sum, [key, v]) => sum + Buffer.byteLength(key, 'utf8') + 1 + storedSize(v),
-    0,
-  );
+  return Object.entries(value).reduce((sum, [key, v]) => sum + storedSize(key) + storedSize(v), 0);
 }
 
 /**

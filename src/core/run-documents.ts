@@ -54,8 +54,6 @@ export interface RunDocumentsOptions {
   readonly retentionMs: number;
   /** Longest wait for one Firestore operation; then {@link LedgerUnavailableError}. */
   readonly timeoutMs: number;
-  /** This process's monotonic clock (default `performance.now()`, never the wall clock). */
-  readonly monotonicNow?: () => number;
 }
 
 /** A document id no run has (run ids are hex): read once to learn Firestore's time. */
@@ -66,9 +64,6 @@ const BATCH_SIZE = 500;
 /** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
 const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
 
-/** A conditional write did not apply (another writer won). Never leaves this module. */
-class WriteConflict {}
-
 /**
  * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
  * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist); it
@@ -77,8 +72,7 @@ class WriteConflict {}
 export class RunDocuments {
   readonly #db: Firestore;
   readonly #options: RunDocumentsOptions;
-  readonly #monotonicNow: () => number;
-  /** Firestore's time of an answer minus our monotonic time on receiving it, ms. */
+  /** Firestore's time of an answer minus `performance.now()` on receiving it, ms (monotonic). */
   #serverOffsetMs: number | undefined;
   /** The read learning Firestore's clock, while one is in flight: callers share it. */
   #learning: Promise<unknown> | undefined;
@@ -86,7 +80,6 @@ export class RunDocuments {
   constructor(db: Firestore, options: RunDocumentsOptions) {
     this.#db = db;
     this.#options = options;
-    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
   /** How long a record is kept after its last write, ms. */
   get retentionMs(): number {
@@ -173,7 +166,6 @@ export class RunDocuments {
     const commit = async () => (await batch.commit())[0] as WriteResult;
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
     if (written !== 'conflict') return written;
-    // A precondition failed: `conflict` if the guard is still at its token, else the run as read.
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
     const [guarded, run] = (await this.#call(`read after the ${guard.what}`, () =>
@@ -189,12 +181,7 @@ export class RunDocuments {
     };
   }
   /** A create (`token` undefined) or an update fenced on `token`, outside any batch. */
-  async #alone(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp | undefined,
-  ): Promise<Timestamp | 'conflict'> {
+  #alone(runId: string, what: string, data: DocumentData, token: Timestamp | undefined) {
     const ref = this.#ref(runId);
     if (token === undefined)
       return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
@@ -203,19 +190,16 @@ export class RunDocuments {
     return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
   }
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
-  async #conditional(
-    what: string,
-    write: () => Promise<WriteResult>,
-    conflicts: readonly number[],
-  ): Promise<Timestamp | 'conflict'> {
-    try {
-      const { writeTime } = await this.#call(what, write, conflicts);
-      this.#learnTime(writeTime);
-      return writeTime;
-    } catch (err) {
-      if (err instanceof WriteConflict) return 'conflict';
+  async #conditional(what: string, write: () => Promise<WriteResult>, conflicts: number[]) {
+    const conflict = (err: unknown) => {
+      const code = (err as { code?: unknown } | null)?.code;
+      if (conflicts.includes(code as number)) return 'conflict' as const;
       throw err;
-    }
+    };
+    const written = await this.#call(what, () => write().catch(conflict));
+    if (written === 'conflict') return written;
+    this.#learnTime(written.writeTime);
+    return written.writeTime;
   }
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
@@ -237,16 +221,15 @@ export class RunDocuments {
   /** Firestore's time now from the answers so far, ms; `undefined` before the first. */
   #knownServerMs(): number | undefined {
     const offset = this.#serverOffsetMs;
-    return offset === undefined ? undefined : offset + this.#monotonicNow();
+    return offset === undefined ? undefined : offset + performance.now();
   }
   /** Learns Firestore's clock from an answer's time: the largest offset is the closest estimate. */
   #learnTime(serverTime: Timestamp): void {
-    const offset = serverTime.toMillis() - this.#monotonicNow();
+    const offset = serverTime.toMillis() - performance.now();
     this.#serverOffsetMs = Math.max(offset, this.#serverOffsetMs ?? offset);
   }
-  /** {@link callFirestore} with this collection's client and timeout. */
-  #call<T>(what: string, run: () => Promise<T>, conflicts: readonly number[] = []): Promise<T> {
-    return callFirestore(this.#db, this.#options.timeoutMs, what, run, conflicts);
+  #call<T>(what: string, run: () => Promise<T>): Promise<T> {
+    return callFirestore(this.#db, this.#options.timeoutMs, what, run);
   }
   /** Untyped for writes (server timestamps); reads of runs add the converter. */
   #ref(runId: string): DocumentReference {
@@ -255,17 +238,16 @@ export class RunDocuments {
 }
 
 /**
- * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors: a code in
- * `conflicts` (only a conditional write passes any) is the private {@link WriteConflict}. Exported
- * for the operations commands' queries (`callFirestore(db, 10_000, 'query', () => query.get())`).
- * @throws {DatabaseNotFoundError} for NOT_FOUND outside `conflicts`; {@link LedgerUnavailableError}.
+ * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors (a conditional
+ * write answers its own conflicts first). Exported for the operations commands' queries
+ * (`callFirestore(db, 10_000, 'query', () => query.get())`).
+ * @throws {DatabaseNotFoundError} for NOT_FOUND; {@link LedgerUnavailableError} for any other failure.
  */
 export async function callFirestore<T>(
   db: Firestore,
   timeoutMs: number,
   what: string,
   run: () => Promise<T>,
-  conflicts: readonly number[] = [],
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
@@ -276,9 +258,7 @@ export async function callFirestore<T>(
     return await Promise.race([run(), timeout]);
   } catch (err) {
     if (err instanceof LedgerUnavailableError) throw err;
-    const code = (err as { code?: unknown } | null)?.code;
-    if (typeof code === 'number' && conflicts.includes(code)) throw new WriteConflict();
-    if (code === Code.NOT_FOUND) {
+    if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
       const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
       throw new DatabaseNotFoundError(message, { cause: err });
     }

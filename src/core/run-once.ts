@@ -87,6 +87,9 @@ const LEASE_LOSS_MESSAGES = {
     'lease lost: another attempt took this run over (its record changed under this attempt), so the job may have run twice',
 } as const satisfies Record<LeaseLossCause, string>;
 
+/** The warning for a lost lease, saying which cause this attempt can see. */
+export const leaseLossMessage = (cause: LeaseLossCause): string => LEASE_LOSS_MESSAGES[cause];
+
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
  * written; its throw releases the claim, keeping the failure, so a retry can run at once. In a
@@ -100,15 +103,18 @@ export async function runOnce(
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
-  const { details, guard, reopenReported } = options;
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, details, guard, { reopenReported });
+    claimed = await ledger.claim(runId, options.details, options.guard, options);
   } catch (error) {
     if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
     throw error;
   }
-  if (claimed.state !== 'claimed') return notClaimed(claimed);
+  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
+  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
+  if (claimed.state === 'unreadable')
+    return { outcome: 'unreadable_record', record: claimed.record };
+  if (claimed.state === 'guard_changed') return { outcome: 'guard_changed' };
   const scope = new AttemptScope(ledger, runId, claimed.claim, options);
   try {
     await work(scope.attempt);
@@ -118,14 +124,6 @@ export async function runOnce(
     scope.settle();
   }
   return scope.completed();
-}
-
-function notClaimed(claimed: Exclude<ClaimResult, { state: 'claimed' }>): RunOutcome {
-  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
-  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
-  if (claimed.state === 'unreadable')
-    return { outcome: 'unreadable_record', record: claimed.record };
-  return { outcome: 'guard_changed' };
 }
 
 /** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */
@@ -241,7 +239,6 @@ class AttemptScope {
   #stalled(): boolean {
     return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
   }
-  /** Why a fenced write found the lease lost, as far as this attempt can tell. */
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) return 'job_timeout';
     if (this.#failures > 0) return 'extensions_failed';
@@ -340,9 +337,4 @@ class AttemptScope {
       return ['unrecorded', {}];
     }
   }
-}
-
-/** The warning for a lost lease, saying which cause this attempt can see. */
-export function leaseLossMessage(cause: LeaseLossCause): string {
-  return LEASE_LOSS_MESSAGES[cause];
 }

@@ -125,48 +125,6 @@ function unreadable(field: string, problem: string): UnreadableRecord {
   return { status: 'unreadable', field, problem };
 }
 
-/** The lease end of an in-progress document, or why it has none. */
-function leaseOf(data: DocumentData): Date | UnreadableRecord {
-  const leasedAt = data[Field.leasedAt];
-  const leaseMs = data[Field.leaseMs];
-  if (!(leasedAt instanceof Timestamp))
-    return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
-    return unreadable(
-      Field.leaseMs,
-      `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
-    );
-  return new Date(leasedAt.toMillis() + leaseMs);
-}
-
-/** The fields every status shares, read leniently: a missing or mistyped field is `undefined`. */
-function commonFields(data: DocumentData, attempts: unknown) {
-  const claimedAt = dateOf(data[Field.claimedAt]);
-  const notes = data[Field.notes];
-  return {
-    attempts:
-      typeof attempts === 'number' ? attempts : data[Field.status] === RunStatus.Missed ? 0 : 1,
-    firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
-    claimedAt,
-    completedAt: dateOf(data[Field.completedAt]),
-    failedAt: dateOf(data[Field.failedAt]),
-    lastError: stringOf(data[Field.lastError]),
-    reportedAt: dateOf(data[Field.reportedAt]),
-    reportedBy: stringOf(data[Field.reportedBy]),
-    jobName: stringOf(data[Field.jobName]),
-    scheduleTime: dateOf(data[Field.scheduleTime]),
-    kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
-    rerunOf: stringOf(data[Field.rerunOf]),
-    untimed: data[Field.scheduleTimeSent] === false,
-    blockedBy: stringOf(data[Field.blockedBy]),
-    notes:
-      typeof notes === 'object' && notes !== null && !Array.isArray(notes)
-        ? (notes as Record<string, NoteValue>)
-        : {},
-    keyScope: stringOf(data[Field.keyScope]),
-  };
-}
-
 const FINISHED: readonly unknown[] = Object.values(RunStatus).filter((s) => s !== 'in_progress');
 
 /** Reads a run document into a {@link StoredRecord}; writes use the builders of `record-writes.ts`. */
@@ -181,19 +139,47 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const attempts = data[Field.attempts];
     if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0))
       return unreadable(Field.attempts, 'is not a whole number of attempts');
-    const common = commonFields(data, attempts);
+    // The fields every status shares, read leniently: a missing or mistyped field is `undefined`.
+    const claimedAt = dateOf(data[Field.claimedAt]);
+    const notes = data[Field.notes];
+    const common = {
+      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
+      firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
+      claimedAt,
+      completedAt: dateOf(data[Field.completedAt]),
+      failedAt: dateOf(data[Field.failedAt]),
+      lastError: stringOf(data[Field.lastError]),
+      reportedAt: dateOf(data[Field.reportedAt]),
+      reportedBy: stringOf(data[Field.reportedBy]),
+      jobName: stringOf(data[Field.jobName]),
+      scheduleTime: dateOf(data[Field.scheduleTime]),
+      kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
+      rerunOf: stringOf(data[Field.rerunOf]),
+      untimed: data[Field.scheduleTimeSent] === false,
+      blockedBy: stringOf(data[Field.blockedBy]),
+      notes:
+        typeof notes === 'object' && notes !== null && !Array.isArray(notes)
+          ? (notes as Record<string, NoteValue>)
+          : {},
+      keyScope: stringOf(data[Field.keyScope]),
+    };
     if (FINISHED.includes(status))
       return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
-    if (status !== RunStatus.InProgress)
-      return unreadable(
-        Field.status,
-        `is ${JSON.stringify(status) ?? 'missing'}, not a known status`,
-      );
+    if (status !== RunStatus.InProgress) {
+      const shown = JSON.stringify(status) ?? 'missing';
+      return unreadable(Field.status, `is ${shown}, not a known status`);
+    }
     if (typeof attemptId !== 'string' || attemptId === '')
       return unreadable(Field.attemptId, 'is missing or not a string');
-    const lease = leaseOf(data);
-    if (!(lease instanceof Date)) return lease;
-    return { status, attemptId, leaseExpires: lease, ...common };
+    const { [Field.leasedAt]: leasedAt, [Field.leaseMs]: leaseMs } = data;
+    if (!(leasedAt instanceof Timestamp))
+      return unreadable(Field.leasedAt, 'is missing or not a timestamp');
+    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
+      return unreadable(
+        Field.leaseMs,
+        `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
+      );
+    return { status, attemptId, leaseExpires: new Date(leasedAt.toMillis() + leaseMs), ...common };
   },
 };
 
