@@ -396,6 +396,23 @@ describe('handleScheduledJob', () => {
     assert.equal(calls.length, 0);
   });
 
+  it('names FIRESTORE_DATABASE too when the database is missing at the clock read, before any claim', async () => {
+    const db = hookedFirestore({ get: async () => Promise.reject(grpcError(5, 'NOT_FOUND')) });
+    const { ledger, collection } = newLedger({}, db);
+    const { job, calls } = countingJob();
+    const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.status, 500);
+    assert.equal(res.body.outcome, 'unavailable');
+    assert.match(
+      res.body.message,
+      /database "\(default\)" was not found.*check FIRESTORE_DATABASE/,
+    );
+    assert.equal(calls.length, 0);
+  });
+
   const oddThrows: [string, () => unknown][] = [
     ['an object without a prototype', () => Object.create(null)],
     ['a string', () => 'plain string'],

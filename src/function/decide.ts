@@ -11,7 +11,13 @@ import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts'
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Config } from './config.ts';
 import type { HandlerDeps } from './handler.ts';
-import { MESSAGES, OUTCOME_BY_RERUN_REFUSAL, type Said, unknownJobMessage } from './outcomes.ts';
+import {
+  MESSAGES,
+  OUTCOME_BY_RERUN_REFUSAL,
+  type Said,
+  unavailableMessage,
+  unknownJobMessage,
+} from './outcomes.ts';
 import * as request from './scheduler-request.ts';
 
 /** What is known of a delivery so far: its run once timed, its run id once planned, log fields. */
@@ -62,7 +68,7 @@ export async function step<T>(
     }
     const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
     if (err instanceof LedgerUnavailableError) {
-      const message = MESSAGES.unavailable(detail(err.message));
+      const message = unavailableMessage(err, detail(err.message));
       return answer(known, { outcome: 'unavailable', message, fields: { err } });
     }
     const message = MESSAGES.internal(detail(describeThrown(err)));

@@ -89,6 +89,12 @@ export const BODY_MESSAGES: Readonly<Record<string, string>> = {
   'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
 };
 
+/** A Firestore failure's message: a missing database's own (it names FIRESTORE_DATABASE), else generic. */
+export function unavailableMessage(error: unknown, detail: string): string {
+  if (error instanceof DatabaseNotFoundError) return `${error.message}; the job was not run.`;
+  return MESSAGES.unavailable(detail);
+}
+
 /** An undeclared job's message; `declared` only where error text is exposed (any caller reads it). */
 export function unknownJobMessage(jobName: string, declared?: readonly { id: string }[]): string {
   const ids = declared?.map((j) => j.id) ?? [];
@@ -158,14 +164,12 @@ export function ranSaid(
         'document (the next delivery runs the job), or set status to "completed" if the run is done.';
       return { outcome, message, fields: { field, problem } };
     }
-    case 'unavailable': {
-      const { error } = result;
-      const message =
-        error instanceof DatabaseNotFoundError
-          ? `${error.message}; the job was not run.`
-          : MESSAGES.unavailable(detail(error));
-      return { outcome, message, fields: { err: error } };
-    }
+    case 'unavailable':
+      return {
+        outcome,
+        message: unavailableMessage(result.error, detail(result.error)),
+        fields: { err: result.error },
+      };
   }
 }
 
