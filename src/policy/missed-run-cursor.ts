@@ -5,7 +5,7 @@ import type { Logger } from '../core/logger.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
-import { type Pause, readPauses } from './pauses.ts';
+import type { Pause } from './pauses.ts';
 import { nextSlots } from './schedule.ts';
 import { closedAfterMs } from './slot-verdict.ts';
 
@@ -105,7 +105,9 @@ function startAfresh(
 
 /**
  * What a check knows before it judges, at Firestore's `now`: slots before `boundary` (ms) have
- * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create).
+ * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create);
+ * `current`: the cursor as read needs no write of its own (not afresh, its rules unchanged compared
+ * whole, since at MAX_RULES a change keeps the count, no heartbeat due).
  */
 export interface Window {
   readonly id: string;
@@ -114,11 +116,8 @@ export interface Window {
   readonly from: Date;
   readonly rules: readonly JudgedRule[];
   readonly cursor: Cursor | undefined;
-  readonly afresh: boolean;
   readonly runSeen: boolean;
-  /** Compared whole: at MAX_RULES a change keeps the count. */
-  readonly unchangedRules: boolean;
-  readonly heartbeat: boolean;
+  readonly current: boolean;
   readonly updateTime: Timestamp | undefined;
   readonly pauses: readonly Pause[];
 }
@@ -141,31 +140,15 @@ export function windowOf(
   const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
   // Rules are kept for the retention, so `runs --check` judges older windows by them too.
   const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
+  const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
+  const sameRules = JSON.stringify(cursor?.rules) === JSON.stringify(rules);
   return {
     now,
     boundary,
     from: new Date(Math.max(start, retained)),
     rules,
     cursor,
-    afresh,
     runSeen: !stale && (cursor?.runSeen ?? false),
-    unchangedRules: cursor !== undefined && JSON.stringify(cursor.rules) === JSON.stringify(rules),
-    heartbeat: now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS,
+    current: cursor !== undefined && !afresh && sameRules && !heartbeat,
   };
-}
-
-/** The pauses on the cursor document (`pauses.ts`); unreadable ones count as none, said once. */
-export function pausesOf(
-  job: DeclaredJob,
-  id: string,
-  data: DocumentData | undefined,
-  now: Date,
-  logger: Logger,
-): readonly Pause[] {
-  const stored = readPauses(data, now);
-  if (stored !== 'unreadable') return stored;
-  const message =
-    'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
-  logger.warn({ jobName: job.id, document: id }, message);
-  return [];
 }
