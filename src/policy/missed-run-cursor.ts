@@ -48,11 +48,12 @@ export function readCursor(
     return undefined;
   }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
-  if (!(seenAt instanceof Timestamp)) return 'unreadable';
   const { checked_before: at, run_seen: seen } = data;
+  if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
+    return 'unreadable';
+  }
+  // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
-  if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
-  // The stored value is its writer's (older retry settings): checked for shape only.
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
   if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS)
     return 'unreadable';
@@ -87,13 +88,8 @@ function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date)
 }
 
 /** A cursor nobody wrote for days starts at the boundary, the range not judged said in a WARN. */
-function startAfresh(
-  job: DeclaredJob,
-  cursor: Cursor,
-  boundary: number,
-  now: Date,
-  logger: Logger,
-): Cursor {
+function startAfresh(job: DeclaredJob, cursor: Cursor, now: Date, logger: Logger): Cursor {
+  const boundary = now.getTime() - closedAfterMs(job);
   const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
   const from = cursor.checkedBefore.toISOString();
   const to = checkedBefore.toISOString();
@@ -133,7 +129,7 @@ export function windowOf(
   const boundary = now.getTime() - closedAfterMs(job);
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
-  const cursor = afresh ? startAfresh(job, stored, boundary, now, logger) : stored;
+  const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
   const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;

@@ -42,10 +42,7 @@ export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot:
 export interface MissedRunCheckDeps {
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
-  readonly jobDocuments: Pick<
-    RunDocuments,
-    'readData' | 'create' | 'update' | 'expireAt' | 'retentionMs'
-  >;
+  readonly jobDocuments: RunDocuments;
   /** Firestore's time now. */
   readonly clock: () => Promise<Date>;
   /** `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's: `forcedRunToleranceMs`); 0 by default. */
@@ -57,7 +54,6 @@ export type CheckResult = { readonly checked: number; readonly reported: number 
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
-/** A slot's run id and record, as read. */
 type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
 /** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
@@ -147,10 +143,8 @@ export class MissedRunCheck {
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
     if (window === undefined) return NOTHING;
-    const range =
-      window.boundary <= window.from.getTime()
-        ? { slots: [], truncated: false }
-        : judgedSlots(window.rules, window.from, new Date(window.boundary), MAX_CHECK_SLOTS);
+    const { rules, from, boundary } = window;
+    const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (range.slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, range);
     const { reported, raced } = await this.#report(job, scope, judged, logger);

@@ -8,9 +8,8 @@ import type { MissedRunCheck } from './missed-runs.ts';
 const AUDIT = Symbol('run audit');
 
 /**
- * Declares the run audit (as `src/jobs.ts` does): a job's settings without `run` and `overlap`. Its
- * `run` is supplied by the function, which has the declared jobs and the run history; called
- * anywhere else, it throws.
+ * Declares the run audit (as `src/jobs.ts` does), a job without `run` and `overlap`: the function
+ * supplies `run`, with the declared jobs and the run history; called anywhere else, it throws.
  */
 export function defineAuditJob(
   declaration: Omit<JobDeclaration, 'run' | 'overlap'>,

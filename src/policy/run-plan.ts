@@ -1,11 +1,5 @@
 /** Which run a delivery asks for (docs/how-it-works.md, "Which run a delivery asks for"). */
-import {
-  computeRunId,
-  computeTriggerRunId,
-  type RunVariant,
-  type Scope,
-  scopeId,
-} from '../core/run-key.ts';
+import { computeRunId, computeTriggerRunId, type Scope, scopeId } from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
@@ -56,7 +50,7 @@ export async function planRun(
   const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => {
     return { runId, kind, details: { ...base, kind, ...details }, overlap };
   };
-  const variant = (parts: RunVariant) => computeRunId(keyed, parts);
+  const variant = (parts: readonly string[]) => computeRunId(keyed, parts);
   if (trigger !== undefined) {
     const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
     if (trigger.mode === 'manual') return of(RunKind.Manual, runId);
