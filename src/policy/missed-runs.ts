@@ -286,19 +286,9 @@ export class MissedRunCheck {
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
   }
   /** Writes the cursor with the window's rules, fenced; false if another instance wrote first. */
-  async #writeCursor(
-    job: DeclaredJob,
-    window: Window,
-    at: Date,
-    runSeen: boolean,
-  ): Promise<boolean> {
+  async #writeCursor(job: DeclaredJob, window: Window, checkedBefore: Date, runSeen: boolean) {
     const { jobDocuments } = this.#deps;
-    const cursor = {
-      checkedBefore: at,
-      runSeen,
-      rules: window.rules,
-      seenAt: window.now.getTime(),
-    };
+    const cursor = { checkedBefore, runSeen, rules: window.rules, seenAt: window.now.getTime() };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());
     const written =
       window.updateTime === undefined
