@@ -1,15 +1,11 @@
 /**
- * YOUR JOB GOES HERE. The work is `runJobLogic`; when it runs is `job` at the bottom. More jobs:
- * list them in `jobs.ts`. The contract (return = done, throw = retry, pass `ctx.runId` downstream
- * as the idempotency key) is `JobContext` in `core/job-context.ts`.
+ * YOUR JOB GOES HERE: the work is `runJobLogic`, when it runs is `job`; more jobs go in `jobs.ts`.
+ * The contract (return = done, throw = retry, `ctx.runId` the idempotency key): `JobContext`.
  */
 import type { JobContext } from './core/job-context.ts';
 import { defineJob } from './policy/job-declaration.ts';
 
-/**
- * The scheduled work: replace the body with yours.
- * @throws anything, to mark the attempt failed and have Cloud Scheduler retry it.
- */
+/** The scheduled work: replace the body with yours. @throws anything, for Scheduler to retry. */
 export async function runJobLogic(ctx: JobContext): Promise<void> {
   ctx.logger.info({ startedLateMs: Date.now() - ctx.scheduleTime.getTime() }, 'job started');
   // Stands in for your work: a second, cut short if this attempt must stop (ctx.signal).
@@ -21,9 +17,8 @@ export async function runJobLogic(ctx: JobContext): Promise<void> {
 }
 
 /**
- * When the job runs: `id` is the Cloud Scheduler job id (and part of every run id); `schedule` is
- * unix-cron, read in `timeZone` (default `Etc/UTC`). Retry settings and `overlap`: docs/jobs.md.
- * `npm run jobs` shows the next fire times; `./deploy.sh` creates or updates the Scheduler job.
+ * When it runs: `id` is the Cloud Scheduler job id (in every run id), `schedule` unix-cron read in
+ * `timeZone`; retries, `overlap`: docs/jobs.md. `npm run jobs` shows it, `./deploy.sh` deploys it.
  */
 export const job = defineJob({
   id: 'scheduled-job',

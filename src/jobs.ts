@@ -1,7 +1,6 @@
 /**
- * The jobs this function runs, each a Cloud Scheduler job of its own calling this one function.
- * To add one, list a `defineJob({ id, schedule, run })` here (docs/jobs.md, "Several jobs in one
- * function"); ids must be unique. Removing one leaves its Scheduler job until `./deploy.sh --prune`.
+ * The jobs this function runs, each its own Scheduler job: add a `defineJob(…)` with a unique id
+ * (docs/jobs.md, "Several jobs in one function"); a removed one stays until `./deploy.sh --prune`.
  */
 import { job } from './job.ts';
 import type { JobDeclaration } from './policy/job-declaration.ts';

@@ -74,11 +74,6 @@ export function defineJob(declaration: JobDeclaration): JobDeclaration {
   return declaration;
 }
 
-function describeJob(declaration: unknown, index: number): string {
-  const id = (declaration as { id?: unknown } | null)?.id;
-  return typeof id === 'string' && id !== '' ? `job "${id}" (jobs[${index}])` : `jobs[${index}]`;
-}
-
 /**
  * Validates declarations and fills in defaults: the jobs in order, each frozen, in a frozen array.
  * @throws {ConfigError} listing every problem of every job at once, or of an empty list.
@@ -91,19 +86,22 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
   const firstIndexOf = new Map<string, number>();
   const jobs: DeclaredJob[] = [];
   for (const [index, declaration] of declarations.entries()) {
-    const what = describeJob(declaration, index);
+    const named = (declaration as { id?: unknown } | null)?.id;
+    const what =
+      typeof named === 'string' && named !== ''
+        ? `job "${named}" (jobs[${index}])`
+        : `jobs[${index}]`;
     const problem = (text: string) => problems.push(`${what}: ${text}`);
     if (typeof declaration !== 'object' || declaration === null) {
       problem('is not a job declaration (use defineJob({ id, schedule, run }))');
       continue;
     }
     const { id, schedule, run } = declaration;
+    const first = firstIndexOf.get(id);
     if (!isJobId(id)) {
       problem(`id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`);
-    } else if (firstIndexOf.has(id)) {
-      problem(
-        `id "${id}" is already declared by jobs[${firstIndexOf.get(id)}]; job ids must be unique`,
-      );
+    } else if (first !== undefined) {
+      problem(`id "${id}" is already declared by jobs[${first}]; job ids must be unique`);
     } else {
       firstIndexOf.set(id, index);
     }

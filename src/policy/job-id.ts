@@ -1,7 +1,6 @@
 /**
- * Cloud Scheduler's job id rule (the Job resource's `name`): "JOB_ID can contain only letters
- * ([A-Za-z]), numbers ([0-9]), hyphens (-), or underscores (_). The maximum length is 500
- * characters."
+ * Cloud Scheduler's job id rule (the Job's `name`): "JOB_ID can contain only letters ([A-Za-z]),
+ * numbers ([0-9]), hyphens (-), or underscores (_). The maximum length is 500 characters."
  */
 const ID = '[A-Za-z0-9_-]{1,500}';
 const JOB_ID = new RegExp(`^${ID}$`);

@@ -5,7 +5,7 @@ import type { Logger } from '../core/logger.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
-import { type Pause, readPauses } from './pauses.ts';
+import type { Pause } from './pauses.ts';
 import { nextSlots } from './schedule.ts';
 import { closedAfterMs } from './slot-verdict.ts';
 
@@ -48,11 +48,12 @@ export function readCursor(
     return undefined;
   }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
-  if (!(seenAt instanceof Timestamp)) return 'unreadable';
   const { checked_before: at, run_seen: seen } = data;
+  if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
+    return 'unreadable';
+  }
+  // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
-  if (!(at instanceof Timestamp) || typeof seen !== 'boolean') return 'unreadable';
-  // The stored value is its writer's (older retry settings): checked for shape only.
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
   if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS)
     return 'unreadable';
@@ -87,13 +88,8 @@ function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date)
 }
 
 /** A cursor nobody wrote for days starts at the boundary, the range not judged said in a WARN. */
-function startAfresh(
-  job: DeclaredJob,
-  cursor: Cursor,
-  boundary: number,
-  now: Date,
-  logger: Logger,
-): Cursor {
+function startAfresh(job: DeclaredJob, cursor: Cursor, now: Date, logger: Logger): Cursor {
+  const boundary = now.getTime() - closedAfterMs(job);
   const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
   const from = cursor.checkedBefore.toISOString();
   const to = checkedBefore.toISOString();
@@ -105,7 +101,9 @@ function startAfresh(
 
 /**
  * What a check knows before it judges, at Firestore's `now`: slots before `boundary` (ms) have
- * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create).
+ * closed; judging starts at `from`; `updateTime`: the cursor write's fencing token (none: create);
+ * `current`: the cursor as read needs no write of its own (not afresh, its rules unchanged compared
+ * whole, since at MAX_RULES a change keeps the count, no heartbeat due).
  */
 export interface Window {
   readonly id: string;
@@ -114,11 +112,8 @@ export interface Window {
   readonly from: Date;
   readonly rules: readonly JudgedRule[];
   readonly cursor: Cursor | undefined;
-  readonly afresh: boolean;
   readonly runSeen: boolean;
-  /** Compared whole: at MAX_RULES a change keeps the count. */
-  readonly unchangedRules: boolean;
-  readonly heartbeat: boolean;
+  readonly current: boolean;
   readonly updateTime: Timestamp | undefined;
   readonly pauses: readonly Pause[];
 }
@@ -134,38 +129,22 @@ export function windowOf(
   const boundary = now.getTime() - closedAfterMs(job);
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
-  const cursor = afresh ? startAfresh(job, stored, boundary, now, logger) : stored;
+  const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
   const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
   const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
   // Rules are kept for the retention, so `runs --check` judges older windows by them too.
   const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
+  const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
+  const sameRules = JSON.stringify(cursor?.rules) === JSON.stringify(rules);
   return {
     now,
     boundary,
     from: new Date(Math.max(start, retained)),
     rules,
     cursor,
-    afresh,
     runSeen: !stale && (cursor?.runSeen ?? false),
-    unchangedRules: cursor !== undefined && JSON.stringify(cursor.rules) === JSON.stringify(rules),
-    heartbeat: now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS,
+    current: cursor !== undefined && !afresh && sameRules && !heartbeat,
   };
-}
-
-/** The pauses on the cursor document (`pauses.ts`); unreadable ones count as none, said once. */
-export function pausesOf(
-  job: DeclaredJob,
-  id: string,
-  data: DocumentData | undefined,
-  now: Date,
-  logger: Logger,
-): readonly Pause[] {
-  const stored = readPauses(data, now);
-  if (stored !== 'unreadable') return stored;
-  const message =
-    'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
-  logger.warn({ jobName: job.id, document: id }, message);
-  return [];
 }

@@ -33,8 +33,8 @@ export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'un
     }
     const last = i === value.length - 1;
     if ((i > 0 && since === undefined) || last !== (until === undefined)) return 'unreadable';
-    if (since !== undefined && !(since instanceof Timestamp)) return 'unreadable';
-    if (until !== undefined && !(until instanceof Timestamp)) return 'unreadable';
+    if (![since, until].every((t) => t === undefined || t instanceof Timestamp))
+      return 'unreadable';
     rules.push({
       schedule,
       timeZone,
@@ -90,7 +90,7 @@ export function isSlotOf(rule: ScheduleSpec, t: number): boolean {
 
 /**
  * The slots of [from, to) to judge under `rules`, at most `max`, oldest first: the times every
- * rule possibly in force then schedules; none before the oldest rule's `since`.
+ * rule possibly in force then schedules; none before the oldest rule's `since`, none if from ≥ to.
  */
 export function judgedSlots(
   rules: readonly JudgedRule[],
@@ -98,11 +98,9 @@ export function judgedSlots(
   to: Date,
   max: number,
 ): { slots: readonly Date[]; truncated: boolean } {
-  const start = rules[0]?.since;
-  if (start !== undefined && start > from.getTime()) {
-    if (start >= to.getTime()) return { slots: [], truncated: false };
-    return judgedSlots(rules, new Date(start), to, max);
-  }
+  const start = Math.max(from.getTime(), rules[0]?.since ?? Number.NEGATIVE_INFINITY);
+  if (start >= to.getTime()) return { slots: [], truncated: false };
+  if (start > from.getTime()) return judgedSlots(rules, new Date(start), to, max);
   if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, from, to, max);
   const candidates = new Set<number>();
   let truncated = false;

@@ -7,16 +7,14 @@ import { type Scope, scopeId } from '../core/run-key.ts';
 import { judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import {
-  type Cursor,
   checkDocumentId,
   cursorDocument,
-  pausesOf,
   readCursor,
   type Window,
   windowOf,
 } from './missed-run-cursor.ts';
 import { judgedSlots } from './missed-run-rules.ts';
-import { PAUSED_SLOT, pauseAt, reportOverduePause } from './pauses.ts';
+import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
 import { previousSlot, type SlotRange, slotsBetween } from './schedule.ts';
@@ -44,10 +42,7 @@ export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot:
 export interface MissedRunCheckDeps {
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
-  readonly jobDocuments: Pick<
-    RunDocuments,
-    'readData' | 'create' | 'update' | 'expireAt' | 'retentionMs'
-  >;
+  readonly jobDocuments: RunDocuments;
   /** Firestore's time now. */
   readonly clock: () => Promise<Date>;
   /** `FORCED_RUN_TOLERANCE_SECONDS` in ms (each job's: `forcedRunToleranceMs`); 0 by default. */
@@ -59,10 +54,6 @@ export type CheckResult = { readonly checked: number; readonly reported: number 
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
-/** A cursor as a check moves it (its write time added on writing). */
-type Moved = Omit<Cursor, 'seenAt'>;
-
-/** A slot's run id and record, as read. */
 type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
 /** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
@@ -132,7 +123,6 @@ export class MissedRunCheck {
   constructor(deps: MissedRunCheckDeps) {
     this.#deps = deps;
   }
-
   /**
    * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this instance's
    * last check left the cursor two periods behind the closed boundary. Throws what `clock` throws.
@@ -144,7 +134,6 @@ export class MissedRunCheck {
     const boundary = (await this.#deps.clock()).getTime() - closedAfterMs(job);
     return boundary - known >= 2 * CHECK_PERIOD_MS;
   }
-
   /**
    * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one
    * nobody reported (ERROR {@link MISSED_RUN} / {@link FAILED_AFTER_RETRIES}), then moves the cursor.
@@ -154,24 +143,27 @@ export class MissedRunCheck {
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
     if (window === undefined) return NOTHING;
-    const range =
-      window.boundary <= window.from.getTime()
-        ? { slots: [], truncated: false }
-        : judgedSlots(window.rules, window.from, new Date(window.boundary), MAX_CHECK_SLOTS);
+    const { rules, from, boundary } = window;
+    const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (range.slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, range);
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
     return { checked: range.slots.length, reported };
   }
-
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
   async #window(job: DeclaredJob, scope: Scope, logger: Logger): Promise<Window | undefined> {
     const { jobDocuments, clock } = this.#deps;
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
     const read = await jobDocuments.readData(id);
-    const pauses = pausesOf(job, id, read.data, now, logger);
+    const stored = readPauses(read.data, now);
+    if (stored === 'unreadable') {
+      const message =
+        'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
+      logger.warn({ jobName: job.id, document: id }, message);
+    }
+    const pauses = stored === 'unreadable' ? [] : stored;
     const updateTime =
       read.updateTime === undefined
         ? undefined
@@ -190,19 +182,14 @@ export class MissedRunCheck {
     const range = windowOf(job, cursor, now, jobDocuments.retentionMs, logger);
     return { ...range, id, updateTime, pauses };
   }
-
   /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
   async #moveIdle(job: DeclaredJob, window: Window): Promise<CheckResult> {
     const { cursor, boundary, from } = window;
     const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
-    if (cursor === undefined || !window.unchangedRules || window.heartbeat || window.afresh) {
-      const moved = { checkedBefore: at, runSeen: window.runSeen, rules: window.rules };
-      if ((await this.#writeCursor(job, window, moved)) === 'lost') return NOTHING;
-    }
-    this.#known.set(window.id, at.getTime());
+    const lost = !window.current && !(await this.#writeCursor(job, window, at, window.runSeen));
+    if (!lost) this.#known.set(window.id, at.getTime());
     return NOTHING;
   }
-
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
   async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
     const { slots, truncated } = range;
@@ -225,7 +212,6 @@ export class MissedRunCheck {
     const next = openAt ?? (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
     return { ...judged, next, tokens: read.updateTimes };
   }
-
   /** Reports each finding once (a conditional write each), logging those this call wrote. */
   async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger): Promise<Reports> {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
@@ -250,7 +236,6 @@ export class MissedRunCheck {
     }
     return { reported, raced };
   }
-
   /**
    * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused
    * or failed write is ours if `reporter` reads back, `unconfirmed` if no read could tell.
@@ -285,37 +270,30 @@ export class MissedRunCheck {
     }
     return 'unconfirmed'; // a refused write may be this check's own, landed: never silent
   }
-
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */
   async #moveCursor(job: DeclaredJob, window: Window, judged: Judged, raced?: Date): Promise<void> {
     const next = raced !== undefined && raced < judged.next ? raced : judged.next;
-    const stopped = judged.stopped || next !== judged.next;
-    const { cursor } = window;
     const unchanged =
-      cursor !== undefined &&
-      !window.afresh &&
-      window.unchangedRules &&
-      !window.heartbeat &&
+      window.current &&
       next.getTime() === window.from.getTime() &&
-      judged.runSeen === cursor.runSeen;
-    const moved = { checkedBefore: next, runSeen: judged.runSeen, rules: window.rules };
-    if (!unchanged && (await this.#writeCursor(job, window, moved)) === 'lost') {
+      judged.runSeen === window.cursor?.runSeen;
+    if (!unchanged && !(await this.#writeCursor(job, window, next, judged.runSeen))) {
       this.#known.delete(window.id); // another instance moved it: our reports were each once
       return;
     }
     // Stopped at a run in flight: the next due delivery re-checks, not every delivery meanwhile.
+    const stopped = judged.stopped || next !== judged.next;
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
   }
-
-  /** Writes the cursor, fenced on the update time read; `lost` if another instance wrote first. */
-  async #writeCursor(job: DeclaredJob, window: Window, moved: Moved): Promise<'written' | 'lost'> {
+  /** Writes the cursor with the window's rules, fenced; false if another instance wrote first. */
+  async #writeCursor(job: DeclaredJob, window: Window, checkedBefore: Date, runSeen: boolean) {
     const { jobDocuments } = this.#deps;
-    const cursor = { ...moved, seenAt: window.now.getTime() };
+    const cursor = { checkedBefore, runSeen, rules: window.rules, seenAt: window.now.getTime() };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());
     const written =
       window.updateTime === undefined
         ? await jobDocuments.create(window.id, 'missed-run check', document)
         : await jobDocuments.update(window.id, 'missed-run check', document, window.updateTime);
-    return written === 'exists' || written === 'changed' ? 'lost' : 'written';
+    return written !== 'exists' && written !== 'changed';
   }
 }

@@ -18,12 +18,6 @@ import { type RunHistory, slotRunId } from './run-history.ts';
 import type { RunPlan, ScheduledRun } from './run-plan.ts';
 import { previousSlot } from './schedule.ts';
 
-/** The lock document's id: `{jobId}~overlap`, with `~{scopeId}` appended in a key scope. */
-export function overlapLockId(jobId: string, scope: Scope): string {
-  const id = scopeId(scope);
-  return id === '' ? `${jobId}~overlap` : `${jobId}~overlap~${id}`;
-}
-
 /** The lock document's field naming its holder's run id. */
 const HOLDER = 'holder_run_id';
 
@@ -51,16 +45,16 @@ export async function checkOverlap(
   scope: Scope,
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments, leaseMs } = stores;
-  const lockId = overlapLockId(job.id, scope);
+  const keyScope = scopeId(scope);
+  const lockId = keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
   const previous = previousSlot(job, slot);
   const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, scope);
   const lock = await jobDocuments.readData(lockId);
   const holder = holderOf(lock.data, lockId);
   const ownLock = holder === undefined || holder === runId;
-  const others = [holder, previousRunId].flatMap((id) =>
+  const ids = [...new Set([holder, previousRunId])].flatMap((id) =>
     id === undefined || id === runId ? [] : [id],
   );
-  const ids = [...new Set(others)];
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);

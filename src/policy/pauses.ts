@@ -66,13 +66,11 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
-  const [pausedAt, until, resumedAt, overdue] = times;
-  if (pausedAt === undefined || pausedAt === 'bad' || until === 'bad' || resumedAt === 'bad') {
+  if (times.includes('bad') || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
     return undefined;
   }
-  if (overdue === 'bad' || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
-    return undefined;
-  }
+  const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
+  if (pausedAt === undefined) return undefined;
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
   if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;

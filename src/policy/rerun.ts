@@ -39,8 +39,7 @@ export async function rerunRefusal(
       `${scheduleTime} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone}); name one, e.g. from npm run runs -- ${job.id}`,
     );
   }
-  const { records } = await history.getMany([slotRunId]);
-  const own = records.get(slotRunId);
+  const own = (await history.getMany([slotRunId])).records.get(slotRunId);
   if (own !== undefined) return slotNotFinished(job, scheduleTime, own);
   const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
   const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);

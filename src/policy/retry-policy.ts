@@ -1,12 +1,9 @@
 /** Scheduler's `RetryConfig`, pure, ms (docs/how-it-works.md, "Cloud Scheduler's retry policy"). */
 import type { JobSettings } from './job-declaration.ts';
 
-/** The settings the policy reads; a declared job fits. */
-export type RetrySettings = JobSettings;
-
 /** The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped. */
 export function backoffMs(
-  settings: Pick<RetrySettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
+  settings: Pick<JobSettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
   n: number,
 ): number {
   const { minBackoffSeconds: min, maxBackoffSeconds: max, maxDoublings: d } = settings;
@@ -20,18 +17,17 @@ export function backoffMs(
  * both `retryCount` and `maxRetryDuration` (0: no limit of its own) are reached.
  */
 export function makesRetry(
-  settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
+  settings: Omit<JobSettings, 'attemptDeadlineSeconds'>,
   n: number,
   elapsedMs: number,
 ): boolean {
   const durationMs = settings.maxRetryDurationSeconds * 1000;
-  const withinCount = n < settings.retryCount;
-  const withinDuration = durationMs > 0 && elapsedMs + backoffMs(settings, n) < durationMs;
-  return withinCount || withinDuration;
+  if (n < settings.retryCount) return true;
+  return durationMs > 0 && elapsedMs + backoffMs(settings, n) < durationMs;
 }
 
 /** The waits before each retry after a failed first attempt, ms ({@link makesRetry}); at most 100. */
-export function backoffSequenceMs(settings: RetrySettings): number[] {
+export function backoffSequenceMs(settings: JobSettings): number[] {
   const waits: number[] = [];
   const attemptMs = settings.attemptDeadlineSeconds * 1000;
   let elapsed = attemptMs; // the first attempt
@@ -44,7 +40,7 @@ export function backoffSequenceMs(settings: RetrySettings): number[] {
 }
 
 /** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
-export function retryWindowMs(settings: RetrySettings): number {
+export function retryWindowMs(settings: JobSettings): number {
   const waits = backoffSequenceMs(settings);
   const attempts = waits.length + 1;
   return attempts * settings.attemptDeadlineSeconds * 1000 + waits.reduce((a, b) => a + b, 0);
@@ -55,7 +51,7 @@ export function retryWindowMs(settings: RetrySettings): number {
  * included) and `elapsedMs` since its first claim (why that is sound: docs/how-it-works.md).
  */
 export function noRetryFollows(
-  settings: Omit<RetrySettings, 'attemptDeadlineSeconds'>,
+  settings: Omit<JobSettings, 'attemptDeadlineSeconds'>,
   attempts: number,
   elapsedMs: number,
 ): boolean {
@@ -63,6 +59,6 @@ export function noRetryFollows(
 }
 
 /** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */
-export function judgingDelayMs(settings: RetrySettings): number {
+export function judgingDelayMs(settings: JobSettings): number {
   return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;
 }

@@ -7,14 +7,13 @@ import type { MissedRunCheck } from './missed-runs.ts';
 
 const AUDIT = Symbol('run audit');
 
-/** An audit's settings: a job's, without `run` (the function runs it) and without `overlap`. */
-export type AuditDeclaration = Omit<JobDeclaration, 'run' | 'overlap'>;
-
 /**
- * Declares the run audit (as `src/jobs.ts` does). Its `run` is supplied by the function, which has
- * the declared jobs and the run history; called anywhere else, it throws.
+ * Declares the run audit (as `src/jobs.ts` does), a job without `run` and `overlap`: the function
+ * supplies `run`, with the declared jobs and the run history; called anywhere else, it throws.
  */
-export function defineAuditJob(declaration: AuditDeclaration): JobDeclaration {
+export function defineAuditJob(
+  declaration: Omit<JobDeclaration, 'run' | 'overlap'>,
+): JobDeclaration {
   const run: JobRun = () => {
     throw new Error(
       'the run audit runs only inside the scheduled-job function, which hands it the declared jobs and the run history',

@@ -38,12 +38,10 @@ export function isSlotsOwnDelivery(
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
 }
 
-/** The slots' records, and each slot's run id by index: its own or its forced run's, if taken. */
-export type SlotRecords = BatchRead & { readonly runIds: readonly string[] };
-
 /**
  * Reads the records of `job`'s `slots`, then the forced runs' of those without one, taken if
  * {@link isSlotsOwnDelivery} (as `kind: slot`). `toleranceMs`: ms, or a function called only then.
+ * `runIds`: each slot's run id by index, its own or its forced run's if taken.
  * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
 export async function readSlotRecords(
@@ -52,7 +50,7 @@ export async function readSlotRecords(
   slots: readonly Date[],
   scope: Scope,
   toleranceMs: number | (() => number),
-): Promise<SlotRecords> {
+): Promise<BatchRead & { readonly runIds: readonly string[] }> {
   const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
@@ -101,19 +99,16 @@ export class RunHistory {
   constructor(documents: RunDocuments) {
     this.#documents = documents;
   }
-
   /** Reads many run records by id (batched). */
   getMany(runIds: readonly string[]): Promise<BatchRead> {
     return this.#documents.readMany(runIds);
   }
-
   /** Creates a slot's `missed` record (`reported_by`: `reporter`); `exists` if one came first. */
   async reportMissed(runId: string, details: RunDetails, reporter: string): Promise<Report> {
     const document = missedDocument(this.#documents.expireAt(), details, reporter);
     const created = await this.#documents.create(runId, 'missed-run report', document);
     return created === 'exists' ? 'exists' : 'reported';
   }
-
   /**
    * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported);
    * `exists`: it changed first. `lapsed`: an `in_progress` run's lease lapsed; the report fails it.
@@ -127,7 +122,6 @@ export class RunHistory {
     const error = lapsed ? LAPSED_ERROR : undefined;
     return reportFailure(this.#documents, runId, updateTime, reporter, error);
   }
-
   /** Records a slot skipped (final) while `blockedBy` ran; `exists` if a record appeared first. */
   async recordSkipped(
     runId: string,

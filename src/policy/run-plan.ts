@@ -1,21 +1,14 @@
 /** Which run a delivery asks for (docs/how-it-works.md, "Which run a delivery asks for"). */
-import {
-  computeRunId,
-  computeTriggerRunId,
-  type RunVariant,
-  type Scope,
-  scopeId,
-} from '../core/run-key.ts';
+import { computeRunId, computeTriggerRunId, type Scope, scopeId } from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
 /** How `npm run trigger` asks for a run by hand (`X-Run-Once-Mode`). */
 export const TRIGGER_MODES = ['manual', 'rerun'] as const;
-export type TriggerMode = (typeof TRIGGER_MODES)[number];
 
 /** A run asked for by hand: its mode, the trigger id its retries share, `--allow-overlap`. */
 export interface Trigger {
-  readonly mode: TriggerMode;
+  readonly mode: (typeof TRIGGER_MODES)[number];
   readonly id: string;
   readonly allowOverlap?: boolean;
 }
@@ -54,13 +47,10 @@ export async function planRun(
   const keyed = { ...run, jobName: job.id };
   const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(scope) };
   const overlap = trigger?.allowOverlap === true ? 'allow' : job.overlap;
-  const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => ({
-    runId,
-    kind,
-    details: { ...base, kind, ...details },
-    overlap,
-  });
-  const variant = (parts: RunVariant) => computeRunId(keyed, parts);
+  const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => {
+    return { runId, kind, details: { ...base, kind, ...details }, overlap };
+  };
+  const variant = (parts: readonly string[]) => computeRunId(keyed, parts);
   if (trigger !== undefined) {
     const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
     if (trigger.mode === 'manual') return of(RunKind.Manual, runId);

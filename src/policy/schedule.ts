@@ -1,7 +1,7 @@
 /**
- * Unix-cron schedules as Cloud Scheduler reads them, and their slots: every instant at which the
- * job's zone shows a matching wall-clock time. Pure; UTC `Date`s, ms (docs/how-it-works.md,
- * "Schedules and the wall clock"; the bounds: docs/limits.md, "Slot arithmetic's bounds").
+ * Unix-cron schedules as Cloud Scheduler reads them, and their slots: each instant the job's zone
+ * shows a matching wall-clock time. Pure; UTC `Date`s, ms (docs/how-it-works.md, "Schedules and the
+ * wall clock"; bounds: docs/limits.md, "Slot arithmetic's bounds").
  */
 import { Cron } from 'croner';
 
@@ -17,11 +17,9 @@ const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
-/** Counts one look-up of a search, refusing the one past {@link MAX_SEARCH_STEPS}. */
 function step(steps: { n: number }): void {
-  if (++steps.n > MAX_SEARCH_STEPS) {
+  if (++steps.n > MAX_SEARCH_STEPS)
     throw new RangeError(`a schedule search passed ${MAX_SEARCH_STEPS} steps`);
-  }
 }
 
 /** Offsets run from −12:00 to +14:00: one wall-clock time's instants lie within 26 h. */
@@ -44,10 +42,8 @@ const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
   'header, so their runs could not be told apart';
 
-/**
- * Zones whose wall clock is UTC's: read without the tz database, so a job in the default zone never
- * loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
- */
+// Zones whose wall clock is UTC's: read without the tz database, so a job in the default zone never
+// loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
 const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
 
 /** Each schedule's croner, parsed once: one without a function keeps no state between look-ups. */
