@@ -24,9 +24,19 @@ if (fromConfig.cache[path] === undefined) {
   const standIn = new Module(path);
   standIn.filename = path;
   standIn.loaded = true;
+  // Own keys too, for ESM's named imports and spreads; configurable, as the target has none.
+  const own = (key: string | symbol) => {
+    const descriptor = Reflect.getOwnPropertyDescriptor(load(), key);
+    return descriptor && { ...descriptor, configurable: true };
+  };
   standIn.exports = new Proxy(
     {},
-    { get: (_, key) => Reflect.get(load(), key), has: (_, key) => Reflect.has(load(), key) },
+    {
+      get: (_, key) => Reflect.get(load(), key),
+      has: (_, key) => Reflect.has(load(), key),
+      ownKeys: () => Reflect.ownKeys(load()),
+      getOwnPropertyDescriptor: (_, key) => own(key),
+    },
   );
   fromConfig.cache[path] = standIn;
 }
