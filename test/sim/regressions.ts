@@ -174,7 +174,7 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
     // 3bd51f1; the same seed fails at 9f19ecd too (job-0's slots there), so it predates the clock
     // prime. Not yet explained: the audit reports one job's closed slots and not the other's.
     finding:
-      'an instance paused 195 s across the span\'s end: two closed slots of a job got no record and no report',
+      "an instance paused 195 s across the span's end: two closed slots of a job got no record and no report",
     history: {
       seed: 2147483638,
       leaseSeconds: 24,
