@@ -170,6 +170,27 @@ export const REGRESSIONS: readonly Regression[] = [
  */
 export const FIXED: readonly { readonly finding: string; readonly history: History }[] = [
   {
+    // Found by `npm run simulate -- --small --histories 4000 --seed 7771` (history 700) on main at
+    // 3bd51f1; the same seed fails at 9f19ecd too (job-0's slots there), so it predates the clock
+    // prime. Not yet explained: the audit reports one job's closed slots and not the other's.
+    finding:
+      "an instance paused 195 s across the span's end: two closed slots of a job got no record and no report",
+    history: {
+      seed: 2147483638,
+      leaseSeconds: 24,
+      scopes: [''],
+      instances: 2,
+      spanMs: 120003,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [20, 400],
+      faultRate: 0.01,
+      clockOffsetMs: -549803,
+      jobs: [job('job-0', 'allow'), job('job-1', 'allow')],
+      events: [{ at: 93638, type: 'pause', deployment: 0, instance: 1, ms: 195101 }],
+    } as History,
+  },
+  {
     finding:
       "a job running past its attempt deadline, SIGTERM'd: its own final-failure report, then Scheduler's retry (decided at the deadline) reported it again",
     history: {

@@ -43,6 +43,31 @@ describe('the logging client behind the GCP config', () => {
       clientLoaded: true,
     });
   });
+
+  it("is whole to a job that imports it, by ESM or CommonJS, after the logger's stand-in", () => {
+    // A job's own use of @google-cloud/logging (its writes to Cloud Logging) in the same process.
+    const script = `
+      import { createRequire } from 'node:module';
+      await import(${JSON.stringify(LOGGER)});
+      const esm = await import('@google-cloud/logging');
+      const cjs = createRequire(${JSON.stringify(LOGGER)})('@google-cloud/logging');
+      console.log(JSON.stringify({
+        esmNamed: typeof esm.Logging,
+        esmDefault: typeof esm.default.Logging,
+        cjsKeys: Object.keys(cjs).includes('Logging'),
+        cjsSpread: typeof { ...cjs }.Logging,
+      }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
+    });
+    assert.deepEqual(JSON.parse(out), {
+      esmNamed: 'function',
+      esmDefault: 'function',
+      cjsKeys: true,
+      cjsSpread: 'function',
+    });
+  });
 });
 
 describe('traceFields', () => {
