@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { RunDocuments } from '../src/core/run-documents.ts';
-import { firestore, freshCollection } from './helpers.ts';
+import { countingFirestore, firestore, freshCollection } from './helpers.ts';
 
 const FIVE_MINUTES_MS = 300_000;
 /** How far an estimate may trail a read's time: one emulator round trip on a loaded machine. */
@@ -91,5 +91,22 @@ describe('RunDocuments server time', () => {
 
     t.mock.restoreAll();
     assertNear(readTime.getTime(), await firestoreNow(), 'the empty read’s time');
+  });
+
+  it('connect opens the channel but learns no clock from its answer, which an idle instance may handle late', async () => {
+    const { db, calls } = countingFirestore();
+    const documents = new RunDocuments(db, {
+      collection: freshCollection(),
+      retentionMs: 86_400_000,
+      timeoutMs: 10_000,
+    });
+
+    await documents.connect();
+    const readsAfterConnect = calls.get;
+    const estimate = (await documents.serverTime()).getTime();
+
+    assert.equal(readsAfterConnect, 1);
+    assert.equal(calls.get, 2, 'serverTime read the clock itself, in the request that asked');
+    assertNear(estimate, await firestoreNow(), 'serverTime after connect');
   });
 });

@@ -218,6 +218,14 @@ export class RunDocuments {
     }
     return new Date(this.#knownServerMs() ?? Date.now());
   }
+  /**
+   * Opens the client's channel (credentials, connection) with a read it learns nothing from: an
+   * instance with no request may handle that answer late, its CPU throttled, and skew the clock.
+   * @throws {LedgerUnavailableError} if the read fails.
+   */
+  async connect(): Promise<void> {
+    await this.#call('connect', () => this.#ref(CLOCK_DOC).get());
+  }
   /** Firestore's time now from the answers so far, ms; `undefined` before the first. */
   #knownServerMs(): number | undefined {
     const offset = this.#serverOffsetMs;

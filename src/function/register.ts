@@ -63,8 +63,8 @@ export function registerScheduledJob(
   const documents = documentsOf(config.runsCollection);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
-  // Learn Firestore's clock while the new instance waits for its first request, not during it.
-  installFrameworkWorkarounds(logger, () => void ledger.serverTime().catch(() => {}));
+  // Connect while the new instance waits for its first request; its clock is learnt in a request.
+  installFrameworkWorkarounds(logger, () => void documents.connect().catch(() => {}));
   const shutdown = new GracefulShutdown();
   drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
