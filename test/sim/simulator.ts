@@ -687,9 +687,14 @@ export async function simulate(
     time.within(undefined, () => {
       for (const dep of deployments) void dep.scheduler.stop();
     });
-    // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads.
+    // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads,
+    // counted from the last resumed pause too (a paused instance carries on where it stopped).
     const longest = Math.max(...history.jobs.map((j) => j.maxMs));
-    const drainedMs = stopMs + longest + 2 * leaseMs + 120_000;
+    const resumedMs = Math.max(
+      stopMs,
+      ...history.events.map((e) => (e.type === 'pause' ? startMs + e.at + e.ms : 0)),
+    );
+    const drainedMs = resumedMs + longest + 2 * leaseMs + 120_000;
     await time.run(drainedMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
