@@ -349,8 +349,8 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
 /**
  * The rows that fail `--check`: slots missed, failed past the job's retry window, or unreadable (a
  * record this version would never write: nobody can tell whether it ran); and manual and forced
- * runs and re-runs that failed (they have no retries) unless a later one of the same job (of the
- * same slot, for a re-run) completed. A job's missed slots before its oldest slot with a record in
+ * runs and re-runs that failed for good (a forced run once Scheduler's retries of it are over)
+ * unless a later one of the same job (of the same slot, for a re-run) completed. A job's missed slots before its oldest slot with a record in
  * the window do not count: the job may not have existed. A `paused` slot never fails it.
  */
 export function checkFailures(

@@ -153,21 +153,24 @@ const EXIT_TOO_LARGE = 3;
 /**
  * The slots of `job` to show: those in [now − since, now], or its last {@link DEFAULT_SLOTS}. A
  * window of more than {@link MAX_SLOTS} slots keeps the *newest* ones (the slots a monitor must
- * see), and says so with `truncated`.
+ * see), and says so with `truncated`. `from`: where the window starts, for the runs that are not
+ * slots (now − since; the oldest slot shown if truncated or without `--since`; else now).
  */
 function slotsOf(
   job: DeclaredJob,
   now: Date,
   sinceMs: number | undefined,
-): { slots: Date[]; truncated: boolean } {
+): { slots: Date[]; truncated: boolean; from: Date } {
   const end = new Date(now.getTime() + 1);
   if (sinceMs === undefined) {
-    return { slots: previousSlots(job, end, DEFAULT_SLOTS), truncated: false };
+    const slots = previousSlots(job, end, DEFAULT_SLOTS);
+    return { slots, truncated: false, from: slots[0] ?? now };
   }
   const from = new Date(now.getTime() - sinceMs);
   const range = slotsBetween(job, from, end);
-  if (!range.truncated) return { slots: [...range.slots], truncated: false };
-  return { slots: newestSlots(job, range.slots, end), truncated: true };
+  if (!range.truncated) return { slots: [...range.slots], truncated: false, from };
+  const slots = newestSlots(job, range.slots, end);
+  return { slots, truncated: true, from: slots[0] ?? from };
 }
 
 /**
@@ -312,7 +315,7 @@ async function listRuns(
   const history = new RunHistory(documents);
   const at = args.now === undefined ? undefined : now;
   for (const job of jobs) {
-    const { slots, truncated } = slotsOf(job, now, sinceMs);
+    const { slots, truncated, from } = slotsOf(job, now, sinceMs);
     const oldest = slots[0];
     if (truncated) {
       tooLarge.push(job.id);
@@ -344,7 +347,6 @@ async function listRuns(
     if (late !== undefined) overdue.push({ job: job.id, pause: late });
     // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
     // a query of this job's runs, newest first, every page followed.
-    const from = oldest ?? now;
     const horizon = forcedRunHorizon(job, now);
     const outside = await runsOutsideSlots(runs, job.id, scope, from, horizon);
     if (outside.truncated) listingCut(job.id);

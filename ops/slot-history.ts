@@ -88,11 +88,10 @@ export function slotRow(
   return {
     ...base,
     state,
-    // A manual or forced run has no retries to wait for: its failure is final at once.
     final:
       state === RunStatus.Completed ||
       state === RunStatus.Skipped ||
-      (state !== RunStatus.InProgress && (pastWindow || run.kind !== 'slot')),
+      (state !== RunStatus.InProgress && retriesOver(job, run, pastWindow, now)),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
@@ -103,6 +102,18 @@ export function slotRow(
     rerunOf: run.rerunOf,
     notes: run.notes,
   };
+}
+
+/**
+ * Whether no retry of the run can come any more. A slot's is retried within its window, and so is
+ * a forced run, Scheduler's "Force run", from its first claim (the local Scheduler retries it
+ * too); a manual run or re-run (`npm run trigger`) is not retried, so its failure is final at once.
+ */
+function retriesOver(job: DeclaredJob, run: RunRecord, pastWindow: boolean, now: Date): boolean {
+  if (run.kind === 'slot') return pastWindow;
+  if (run.kind !== 'forced') return true;
+  const first = run.firstClaimedAt ?? run.claimedAt;
+  return first === undefined || now.getTime() >= first.getTime() + retryWindowMs(job);
 }
 
 /** Whether the lease lapsed past the retry window from the first claim: the attempt died, finally. */

@@ -423,6 +423,35 @@ describe('npm run runs', () => {
     assert.match(stderr, new RegExp(`weekly ${dayAfter(MONDAY, 7)}T09:00:00Z missed`));
   });
 
+  it("lists a manual run in a window that holds none of the job's slots (a weekly job, --since 2h)", async () => {
+    const weekly = validateJobs(weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })));
+    const fn = serveJobs(weekly);
+    const wednesday = dayAfter(MONDAY, 2);
+    const ran = await fn.request.post('/').set({
+      ...schedulerHeaders('weekly', `${wednesday}T12:20:00Z`),
+      'X-Run-Once-Mode': 'manual',
+      'X-Run-Once-Trigger-Id': 'weekly-manual-dddd',
+    });
+    assert.equal(ran.body.outcome, 'processed', ran.text);
+
+    const { code, stdout, stderr } = await runsOf(
+      'test/fixtures/jobs-weekly.ts',
+      fn.collection,
+      '--json',
+      '--since',
+      '2h',
+      '--now',
+      `${wednesday}T12:30:00Z`,
+    );
+
+    assert.equal(code, 0, stderr);
+    const rows = JSON.parse(stdout) as { job: string; kind: string }[];
+    assert.deepEqual(
+      rows.map((r) => [r.job, r.kind]),
+      [['weekly', 'manual']],
+    );
+  });
+
   it('lists and judges one key scope only: scope production shows none of scope staging’s records', async () => {
     // Five-minute slots two hours ago: relative to the clock, never a fixed date.
     const base = Math.floor((Date.now() - 2 * 3_600_000) / 300_000) * 300_000;

@@ -95,6 +95,18 @@ describe('slotRow', () => {
     });
   }
 
+  it("calls a failed forced run final only once Scheduler's retries of it are over, a manual run's at once", () => {
+    const claimed = new Date('2026-10-16T11:00:00Z'); // a Force run of the 12:00 slot, an hour early
+    const forced = record({ status: 'failed', kind: 'forced', firstClaimedAt: claimed });
+    const manual = record({ status: 'failed', kind: 'manual', firstClaimedAt: claimed });
+    const at = (ms: number) => new Date(claimed.getTime() + ms);
+
+    // The window, from the first claim: 60 s, a 30 s back-off, 60 s.
+    assert.equal(slotRow(job, SLOT, 'run', forced, at(149_000)).final, false);
+    assert.equal(slotRow(job, SLOT, 'run', forced, at(150_000)).final, true);
+    assert.equal(slotRow(job, SLOT, 'run', manual, at(1_000)).final, true);
+  });
+
   it('measures how late the run started and how long its completing attempt took', () => {
     const row = slotRow(
       job,
