@@ -30,7 +30,7 @@ function describe(e: Execution): string {
 
 /** Why an execution may be followed by another of the same run: the environment ended it. */
 function excused(e: Execution, outcome: SimOutcome): boolean {
-  if (e.result === 'threw' || e.result === 'crashed') return true;
+  if (e.result === 'threw' || e.result === 'crashed' || e.crashedBeforeAnswer) return true;
   return leaseLostToEnvironment(e, outcome);
 }
 

@@ -170,6 +170,47 @@ export const REGRESSIONS: readonly Regression[] = [
  */
 export const FIXED: readonly { readonly finding: string; readonly history: History }[] = [
   {
+    // Found by `npm run simulate -- --histories 1000 --seed 8101` (history 114). The simulator's
+    // fault: the job returned at the very instant its instance crashed, so its completion write was
+    // never sent and Scheduler's retry ran it again, the at-least-once case downstream idempotency
+    // keys exist for; the invariant excused a crash during the job but not one right after it.
+    finding:
+      'an instance crashed as its job returned, before the completion write: the retry ran it again',
+    history: {
+      seed: -1077375842,
+      leaseSeconds: 23,
+      scopes: [''],
+      instances: 2,
+      spanMs: 839995,
+      duplicates: 0.3,
+      dropAnswers: 0,
+      latency: [20, 400],
+      faultRate: 0.05,
+      clockOffsetMs: -599993,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'wait',
+          attemptDeadlineSeconds: 59,
+          retryCount: 0,
+          maxRetryDurationSeconds: 300,
+          minBackoffSeconds: 20,
+          maxBackoffSeconds: 20,
+          maxDoublings: 0,
+          minMs: 15533,
+          maxMs: 96901,
+          failRate: 0,
+        },
+      ],
+      events: [
+        { at: 45175, type: 'force', deployment: 0, job: 0 },
+        { at: 342690, type: 'sigterm', deployment: 0, instance: 1 },
+        { at: 534743, type: 'crash', deployment: 0, instance: 0 },
+      ],
+    } as History,
+  },
+  {
     // Found by `npm run simulate -- --small --histories 4000 --seed 7771` (history 700). The
     // simulator's fault: the paused instance resumed 19 s before the final audit and ran the job's
     // 00:58 slot through it; the audit's check stopped at that open run, as a check must, and was

@@ -64,6 +64,8 @@ export interface Execution {
   readonly start: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
+  /** It returned, but its instance crashed before the delivery's answer: its completion may not have landed. */
+  crashedBeforeAnswer?: boolean;
   /** How long its instance was paused while it ran, ms. */
   pausedMs: number;
 }
@@ -419,6 +421,14 @@ export async function simulate(
       exec.end = time.now;
     }
     instance.running.clear();
+    // A job that returned, whose completion write may still be in flight: the crash can lose it.
+    for (const exec of executions) {
+      if (exec.instance !== instance.machine.name || exec.result !== 'returned') continue;
+      const answered = logs.some(
+        (l) => l.fields.attemptId === exec.attemptId && typeof l.fields.completion === 'string',
+      );
+      if (!answered) exec.crashedBeforeAnswer = true;
+    }
     for (const reject of instance.pending)
       reject(new Error('connection reset: the instance crashed'));
     instance.pending.clear();
