@@ -46,21 +46,29 @@ const GROC =
 // loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
 const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
 
-/** Each schedule's croner, parsed once: one without a function keeps no state between look-ups. */
-const crons = new Map<string, Cron>();
-const MAX_CRONS = 4096;
-
 /** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
 function wallClockCron(schedule: string): Cron {
+  return new Cron(schedule, {
+    utcOffset: 0,
+    mode: '5-part',
+    domAndDow: false,
+    sloppyRanges: false,
+    alternativeWeekdays: false,
+  });
+}
+
+/**
+ * The schedules the slot functions used last, parsed once (a croner without a function keeps no
+ * state between look-ups). Few: each croner holds a 10,000-entry year table, about 80 KB.
+ */
+const crons = new Map<string, Cron>();
+const MAX_CRONS = 32;
+
+/** {@link wallClockCron} of a schedule the slot functions use, from {@link crons}. */
+function cachedCron(schedule: string): Cron {
   let cron = crons.get(schedule);
   if (cron === undefined) {
-    cron = new Cron(schedule, {
-      utcOffset: 0,
-      mode: '5-part',
-      domAndDow: false,
-      sloppyRanges: false,
-      alternativeWeekdays: false,
-    });
+    cron = wallClockCron(schedule);
     if (crons.size >= MAX_CRONS) crons.clear();
     crons.set(schedule, cron);
   }
@@ -187,7 +195,7 @@ function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, u
   const { timeZone } = job;
   const after = Math.max(from, RANGE_FROM_MS - 1);
   if (after >= RANGE_TO_MS) return;
-  const cron = wallClockCron(normaliseSchedule(job.schedule));
+  const cron = cachedCron(normaliseSchedule(job.schedule));
   // A drop within 26 h after `after` shows wall-clock times already passed once more.
   let cursor = new Date(wallAt(timeZone, after) - dropAfter(timeZone, after) - 1);
   const pending: { t: number; release: number }[] = [];
@@ -274,7 +282,7 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
   const { timeZone } = job;
   const b = Math.min(checkedTime(before, 'before'), RANGE_TO_MS);
   if (b <= RANGE_FROM_MS) return undefined;
-  const cron = wallClockCron(normaliseSchedule(job.schedule));
+  const cron = cachedCron(normaliseSchedule(job.schedule));
   // Instants before a drop that comes within 26 h before `b` show later wall-clock times than b.
   let reference = new Date(wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1);
   let best: number | undefined;
