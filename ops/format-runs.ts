@@ -350,7 +350,8 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
  * The rows that fail `--check`: slots missed, failed past the job's retry window, or unreadable (a
  * record this version would never write: nobody can tell whether it ran); and manual and forced
  * runs and re-runs that failed for good (a forced run once Scheduler's retries of it are over)
- * unless a later one of the same job (of the same slot, for a re-run) completed. A job's missed slots before its oldest slot with a record in
+ * unless a later one of the same job and kind (of the same slot, for a re-run; a forced run's, a
+ * forced or manual run: its line advises a manual run) completed. A job's missed slots before its oldest slot with a record in
  * the window do not count: the job may not have existed. A `paused` slot never fails it.
  */
 export function checkFailures(
@@ -362,7 +363,8 @@ export function checkFailures(
   const superseded = (row: SlotRow) =>
     rows.some(
       (later) =>
-        later.kind === row.kind &&
+        // A failed forced run's line advises a manual run ({@link nextStep}): one that completed.
+        (later.kind === row.kind || (row.kind === 'forced' && later.kind === 'manual')) &&
         later.job === row.job &&
         later.state === 'completed' &&
         ranAt(later) > ranAt(row) &&

@@ -76,6 +76,19 @@ describe('checkFailures', () => {
     assert.deepEqual(checkFailures([manual, later]), []);
   });
 
+  it('passes a failed forced run once the manual run its line advises completed (no second run advised)', () => {
+    const forced = { ...row('failed', true), kind: 'forced', attempts: 1 } as SlotRow;
+    const manual = {
+      ...row('completed', true),
+      kind: 'manual',
+      attempts: 1,
+      slot: new Date(60_000),
+    } as SlotRow;
+
+    assert.match(checkLines([forced], new Date(0))[0] ?? '', /forced run failed: npm run trigger -- j$/);
+    assert.deepEqual(checkFailures([forced, manual]), []);
+  });
+
   it('never fails a paused slot', () => {
     const rows = [{ ...row('completed', true), attempts: 1 }, row('paused', true)];
 
