@@ -91,7 +91,7 @@ export function slotRow(
     final:
       state === RunStatus.Completed ||
       state === RunStatus.Skipped ||
-      (state !== RunStatus.InProgress && retriesOver(job, run, pastWindow, now)),
+      (state !== RunStatus.InProgress && retriesOver(job, slot, run, pastWindow, now)),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
@@ -109,17 +109,37 @@ export function slotRow(
  * a forced run, Scheduler's "Force run", from its first claim (the local Scheduler retries it
  * too); a manual run or re-run (`npm run trigger`) is not retried, so its failure is final at once.
  */
-function retriesOver(job: DeclaredJob, run: RunRecord, pastWindow: boolean, now: Date): boolean {
+function retriesOver(
+  job: DeclaredJob,
+  slot: Date,
+  run: RunRecord,
+  pastWindow: boolean,
+  now: Date,
+): boolean {
   if (run.kind === 'slot') return pastWindow;
   if (run.kind !== 'forced') return true;
-  const first = run.firstClaimedAt ?? run.claimedAt;
-  return first === undefined || now.getTime() >= first.getTime() + retryWindowMs(job);
+  return now.getTime() >= forcedFirstClaim(run, slot).getTime() + retryWindowMs(job);
 }
 
-/** Whether the lease lapsed past the retry window from the first claim: the attempt died, finally. */
+/**
+ * When a forced run's retry window opened: its first claim; without one recorded, its failure
+ * (no earlier than the first claim), else its slot (a forced run is claimed before the slot it
+ * carries), so a window of unknown start is never taken to have closed early.
+ */
+function forcedFirstClaim(run: RunRecord, slot: Date): Date {
+  return run.firstClaimedAt ?? run.claimedAt ?? run.failedAt ?? slot;
+}
+
+/**
+ * Whether the lease lapsed past the retry window from the first claim (a forced run's, from its
+ * first claim only: it carries a later slot's time): the attempt died, finally.
+ */
 function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
   if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
-  const started = Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
+  const started =
+    run.kind === 'forced'
+      ? forcedFirstClaim(run, slot).getTime()
+      : Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
   return (
     run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job)
   );

@@ -107,6 +107,36 @@ describe('slotRow', () => {
     assert.equal(slotRow(job, SLOT, 'run', manual, at(1_000)).final, true);
   });
 
+  it('calls a forced run whose lease lapsed failed, final, once its retry window from its first claim closed (not from its slot)', () => {
+    const claimed = new Date('2026-10-16T11:00:00Z'); // a Force run of the 12:00 slot, an hour early
+    const held = record({
+      status: 'in_progress',
+      kind: 'forced',
+      firstClaimedAt: claimed,
+      claimedAt: claimed,
+      leaseExpires: new Date(claimed.getTime() + 60_000), // its instance died holding it
+    });
+    // 11:10: Scheduler's retries of it ended at 11:02:30; nothing will finish or retry it now.
+    const row = slotRow(job, SLOT, 'run', held, new Date('2026-10-16T11:10:00Z'));
+
+    assert.equal(row.state, 'failed');
+    assert.equal(row.final, true);
+    // Inside its window a retry may still come and take it over.
+    const inside = slotRow(job, SLOT, 'run', held, new Date(claimed.getTime() + 149_000));
+    assert.equal(inside.state, 'in_progress');
+    assert.equal(inside.final, false);
+  });
+
+  it('never calls a failed forced run without a claim time final while a retry of it may still come', () => {
+    // A record without claimed_at (an earlier version's, a hand-written one): it failed at 11:00:30,
+    // so its first claim was no later, and Scheduler may retry it until 11:03:00 at the latest.
+    const failedAt = new Date('2026-10-16T11:00:30Z');
+    const forced = record({ status: 'failed', kind: 'forced', failedAt });
+
+    assert.equal(slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:00:40Z')).final, false);
+    assert.equal(slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:03:00Z')).final, true);
+  });
+
   it('measures how late the run started and how long its completing attempt took', () => {
     const row = slotRow(
       job,
