@@ -85,7 +85,10 @@ describe('checkFailures', () => {
       slot: new Date(60_000),
     } as SlotRow;
 
-    assert.match(checkLines([forced], new Date(0))[0] ?? '', /forced run failed: npm run trigger -- j$/);
+    assert.match(
+      checkLines([forced], new Date(0))[0] ?? '',
+      /forced run failed: npm run trigger -- j$/,
+    );
     assert.deepEqual(checkFailures([forced, manual]), []);
   });
 
