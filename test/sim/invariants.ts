@@ -28,9 +28,14 @@ function describe(e: Execution): string {
   return `${e.jobId}@${iso(e.scheduleTime)} ${e.kind} (${e.source}) on ${e.instance} [${iso(e.start)} – ${e.end === undefined ? 'open' : iso(e.end)}, ${e.result}]`;
 }
 
-/** Why an execution may be followed by another of the same run: the environment ended it. */
+/**
+ * Why an execution may be followed by another of the same run: the environment ended it. A job
+ * that returned as its instance crashed is excused only if its completion never landed: a landed
+ * one leaves the run completed, and a retry that ran it again is a double run.
+ */
 function excused(e: Execution, outcome: SimOutcome): boolean {
-  if (e.result === 'threw' || e.result === 'crashed' || e.crashedBeforeAnswer) return true;
+  if (e.result === 'threw' || e.result === 'crashed') return true;
+  if (e.crashedBeforeAnswer && e.completionLanded !== true) return true;
   return leaseLostToEnvironment(e, outcome);
 }
 

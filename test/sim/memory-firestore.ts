@@ -67,6 +67,8 @@ export interface MemoryFirestoreOptions {
   /** Drops `lastUpdateTime` preconditions of updates: a broken product's fencing, for tests. */
   readonly dropPreconditions?: boolean;
   readonly databaseId?: string;
+  /** Called with each document a commit wrote, as stored (not for deletes). */
+  readonly committed?: (path: string, data: DocumentData) => void;
 }
 
 interface StoredDoc {
@@ -651,7 +653,10 @@ export class MemoryFirestore {
       this.#commitTime();
       for (const [path, doc] of staged) {
         if (doc === undefined) this.#docs.delete(path);
-        else this.#docs.set(path, doc);
+        else {
+          this.#docs.set(path, doc);
+          this.#options.committed?.(path, doc.data);
+        }
       }
       return writes.map((w) => ({
         writeTime:

@@ -66,6 +66,8 @@ export interface Execution {
   result: 'running' | 'returned' | 'threw' | 'crashed';
   /** It returned, but its instance crashed before the delivery's answer: its completion may not have landed. */
   crashedBeforeAnswer?: boolean;
+  /** Its completion was written to the store (memory store only), answered or not. */
+  completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
   pausedMs: number;
 }
@@ -233,6 +235,7 @@ export async function simulate(
   const requests = new AsyncLocalStorage<RequestContext>();
   const leaseMs = history.leaseSeconds * 1000;
   const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
+  const completedAttempts = new Set<string>();
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
 
   const memory =
@@ -241,6 +244,11 @@ export async function simulate(
           now: () => time.now,
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: options.brokenFencing === true,
+          // Which attempts' completions landed, answered or not (a crash may lose the answer).
+          committed: (_path, data) => {
+            if (data.status === 'completed' && typeof data.attempt_id === 'string')
+              completedAttempts.add(data.attempt_id);
+          },
           plan: (op): OpPlan => {
             const [lo, hi] = history.latency;
             const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
@@ -765,6 +773,9 @@ export async function simulate(
         records.set(doc.id, doc.data());
         createTimes.set(doc.id, doc.createTime.toMillis());
       }
+    }
+    for (const exec of executions) {
+      if (completedAttempts.has(exec.attemptId)) exec.completionLanded = true;
     }
     return {
       history,
