@@ -379,39 +379,30 @@ describe('handleScheduledJob', () => {
     assert.match(String(error?.message), /scheduled run: unreadable_record/);
   });
 
-  it('answers 500 unavailable naming FIRESTORE_DATABASE, even in production, when the database does not exist', async () => {
-    const db = hookedFirestore({ create: async () => Promise.reject(grpcError(5, 'NOT_FOUND')) });
-    const { ledger, collection } = newLedger({}, db);
-    const { job, calls } = countingJob();
-    const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
+  const missingDatabase: [string, 'create' | 'get'][] = [
+    ['at the claim', 'create'],
+    ['at the clock read, before any claim', 'get'],
+  ];
+  for (const [where, method] of missingDatabase) {
+    it(`answers 500 unavailable naming FIRESTORE_DATABASE, even in production, when the database does not exist (${where})`, async () => {
+      const db = hookedFirestore({
+        [method]: async () => Promise.reject(grpcError(5, 'NOT_FOUND')),
+      });
+      const { ledger, collection } = newLedger({}, db);
+      const { job, calls } = countingJob();
+      const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
 
-    const res = await request.post('/').set(schedulerHeaders());
+      const res = await request.post('/').set(schedulerHeaders());
 
-    assert.equal(res.status, 500);
-    assert.equal(res.body.outcome, 'unavailable');
-    assert.match(
-      res.body.message,
-      /database "\(default\)" was not found.*check FIRESTORE_DATABASE/,
-    );
-    assert.equal(calls.length, 0);
-  });
-
-  it('names FIRESTORE_DATABASE too when the database is missing at the clock read, before any claim', async () => {
-    const db = hookedFirestore({ get: async () => Promise.reject(grpcError(5, 'NOT_FOUND')) });
-    const { ledger, collection } = newLedger({}, db);
-    const { job, calls } = countingJob();
-    const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
-
-    const res = await request.post('/').set(schedulerHeaders());
-
-    assert.equal(res.status, 500);
-    assert.equal(res.body.outcome, 'unavailable');
-    assert.match(
-      res.body.message,
-      /database "\(default\)" was not found.*check FIRESTORE_DATABASE/,
-    );
-    assert.equal(calls.length, 0);
-  });
+      assert.equal(res.status, 500);
+      assert.equal(res.body.outcome, 'unavailable');
+      assert.match(
+        res.body.message,
+        /database "\(default\)" was not found.*check FIRESTORE_DATABASE/,
+      );
+      assert.equal(calls.length, 0);
+    });
+  }
 
   const oddThrows: [string, () => unknown][] = [
     ['an object without a prototype', () => Object.create(null)],
