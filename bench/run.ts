@@ -51,6 +51,9 @@ const FULL = {
   /** Timed runs (and a duplicate of each) per ledger, after `warmup` untimed ones. */
   runs: 40,
   warmup: 10,
+  /** Timed processed runs over HTTP per function, after `warmup` untimed ones: a median of a few
+   * milliseconds each needs more samples than the ledgers' to hold still from run to run. */
+  httpRuns: 200,
   /** Runs and duplicates per ledger whose Firestore calls are counted. */
   counted: 20,
   stormSizes: [20, 50, 200],
@@ -69,6 +72,7 @@ const PLAN = SMOKE
   ? {
       ...FULL,
       runs: 5,
+      httpRuns: 5,
       warmup: 2,
       counted: 3,
       stormSizes: [5],
@@ -137,7 +141,8 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
  * compares the two.
  */
 async function httpRuns(): Promise<ProcessedRuns[]> {
-  const env = { RUNS_COLLECTION: freshCollection('http-runs') };
+  // BENCH_JOB_SILENT: the no-op job writes no line of its own; the floor has no job at all.
+  const env = { RUNS_COLLECTION: freshCollection('http-runs'), BENCH_JOB_SILENT: '1' };
   const fns = [
     [
       'project (no-op job)',
@@ -153,7 +158,7 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
     ],
   ] as const;
   try {
-    return await measureProcessedRuns(fns, PLAN.runs, PLAN.warmup);
+    return await measureProcessedRuns(fns, PLAN.httpRuns, PLAN.warmup);
   } finally {
     await Promise.all(fns.map(([, fn]) => fn.stop()));
   }
@@ -294,7 +299,7 @@ async function main(): Promise<void> {
       }
     }
     storms.push(...(await httpStorms(counter)));
-    progress(`processed runs over HTTP: ${PLAN.runs} each, the project and the floor interleaved`);
+    progress(`processed runs over HTTP: ${PLAN.httpRuns} each, the project and the floor interleaved`);
     const processed = await httpRuns();
     progress('Firestore calls of processed runs over HTTP, missed-run check on');
     const calls = await httpCalls(counter);
