@@ -299,7 +299,9 @@ async function main(): Promise<void> {
       }
     }
     storms.push(...(await httpStorms(counter)));
-    progress(`processed runs over HTTP: ${PLAN.httpRuns} each, the project and the floor interleaved`);
+    progress(
+      `processed runs over HTTP: ${PLAN.httpRuns} each, the project and the floor interleaved`,
+    );
     const processed = await httpRuns();
     progress('Firestore calls of processed runs over HTTP, missed-run check on');
     const calls = await httpCalls(counter);
