@@ -68,9 +68,7 @@ export interface OidcOptions {
   readonly audience: string;
   /** Service-account emails allowed to call, lowercase. */
   readonly invokers: readonly string[];
-  /** The verifying client; tests give one whose certificate URL is local. */
-  readonly client?: OAuth2Client;
-  /** Development only: a certificate URL instead of Google's (`OIDC_CERTS_URL`); ignored with `client`. */
+  /** Development and tests only: a certificate URL instead of Google's (`OIDC_CERTS_URL`). */
   readonly certsUrl?: string;
 }
 
@@ -82,7 +80,7 @@ export interface OidcOptions {
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const { certsUrl } = options;
   const endpoints = certsUrl === undefined ? {} : { oauth2FederatedSignonPemCertsUrl: certsUrl };
-  const client = options.client ?? new OAuth2Client({ endpoints });
+  const client = new OAuth2Client({ endpoints });
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');
