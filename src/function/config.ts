@@ -63,7 +63,6 @@ function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   };
 }
 
-/** A parser accepting one of `values`, compared after `normalise`. */
 function oneOf<T extends string>(values: readonly T[], normalise = (raw: string) => raw) {
   return (raw: string): T => {
     const value = values.find((v) => v === normalise(raw));
@@ -72,12 +71,10 @@ function oneOf<T extends string>(values: readonly T[], normalise = (raw: string)
   };
 }
 
-/** A parser of `on` or `off` (any case), returning whether it is `on`. */
 function flag(on: string, off: string): (raw: string) => boolean {
   return (raw) => oneOf([on, off], lower)(raw) === on;
 }
 
-/** A parser of a string that `valid` accepts, else an error saying `must`. */
 function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: string) => string {
   return (raw) => {
     if (!(typeof valid === 'function' ? valid(raw) : valid.test(raw))) throw new Error(must);
