@@ -38,11 +38,8 @@ export function isScopeValue(value: string): boolean {
 /** Every value sent for header `name`, in any case (HTTP/2 lowercases names, HTTP/1.1 does not). */
 function headerValues(req: DeliveryLike, name: string): string[] {
   const wanted = name.toLowerCase();
-  const values: string[] = [];
-  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-    if (req.rawHeaders[i]?.toLowerCase() === wanted) values.push(req.rawHeaders[i + 1] ?? '');
-  }
-  return values;
+  const raw = req.rawHeaders;
+  return raw.filter((_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === wanted);
 }
 
 /** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
@@ -116,8 +113,7 @@ function readTrigger(req: DeliveryLike): Pick<ScheduledRun, 'trigger' | 'backfil
       `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
     );
   }
-  const trigger = { mode: known, id };
-  return { trigger: allowOverlap ? { ...trigger, allowOverlap } : trigger };
+  return { trigger: { mode: known, id, ...(allowOverlap ? { allowOverlap } : {}) } };
 }
 
 type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
@@ -141,11 +137,10 @@ export function scopeFrom(config: ScopeConfig, valueFor: ScopeValueOf): Scope {
 }
 
 /** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
-export interface DeliveryHeaders
-  extends Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> {
+export type DeliveryHeaders = Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> & {
   /** Canonical RFC 3339 UTC; `undefined` when `X-CloudScheduler-ScheduleTime` was not sent. */
   readonly scheduleTime: string | undefined;
-}
+};
 
 /** What a delivery without ScheduleTime from a job this function does not run should do instead. */
 export function missingScheduleTimeAdvice(jobName: string): string {
