@@ -179,9 +179,8 @@ function duplicateSaid(record: Extract<RunOutcome, { outcome: 'duplicate' }>['re
       'Run skipped earlier: another run of the job was still running (overlap policy "skip"); the job was not run.';
     return { outcome, message, fields: { blockedBy: record.blockedBy } };
   }
-  const { status, reportedAt } = record;
-  if (status === 'missed' || status === 'failed') {
-    const message = `Run reported ${status === 'missed' ? 'missed' : 'failed after retries'} at ${reportedAt?.toISOString()}, so this late delivery does not run it; to run it, backfill it (npm run runs -- --backfill) or re-run it (npm run trigger -- JOB --rerun --slot T).`;
+  if (record.status === 'missed' || record.status === 'failed') {
+    const message = `Run reported ${record.status === 'missed' ? 'missed' : 'failed after retries'} at ${record.reportedAt?.toISOString()}, so this late delivery does not run it; to run it, backfill it (npm run runs -- --backfill) or re-run it (npm run trigger -- JOB --rerun --slot T).`;
     return { outcome, message, fields: { reportedBy: record.reportedBy } };
   }
   const at = record.completedAt?.toISOString();
