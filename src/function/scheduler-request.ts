@@ -126,14 +126,10 @@ export type ScopeValueOf = (kind: 'header' | 'query', name: string) => string;
  * order is decided, for deliveries and `npm run runs`), each configured one's value by `valueFor`.
  */
 export function scopeFrom(config: ScopeConfig, valueFor: ScopeValueOf): Scope {
-  const entries = (kind: 'header' | 'query', names: readonly string[]) =>
-    names.map((name) => [`${kind}:${name}`, valueFor(kind, name)] as const);
   const fixed = config.keyScope === '' ? [] : [['config', config.keyScope] as const];
-  return [
-    ...fixed,
-    ...entries('header', config.keyScopeHeaders),
-    ...entries('query', config.keyScopeParams),
-  ];
+  const header = (name: string) => [`header:${name}`, valueFor('header', name)] as const;
+  const query = (name: string) => [`query:${name}`, valueFor('query', name)] as const;
+  return [...fixed, ...config.keyScopeHeaders.map(header), ...config.keyScopeParams.map(query)];
 }
 
 /** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
@@ -155,8 +151,8 @@ export function missingScheduleTimeAdvice(jobName: string): string {
 const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand carries one. Run a job by hand with \`npm run trigger -- JOB\`, which sets it.`;
 
 /**
- * Reads a delivery's headers: job name, schedule time (if sent; a missing one is the console's
- * "Force run", which the handler decides) and the configured scope values.
+ * Reads a delivery's job name, schedule time (unsent: the console's "Force run", which the handler
+ * decides), scope values and marks (a run by hand's trigger, a backfill's).
  * @throws {InvalidRequestError} saying what to fix in a missing, empty, malformed, oversized or
  *   repeated header or scope parameter (a schedule time may be missing, not on a run by hand).
  */
