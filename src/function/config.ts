@@ -86,6 +86,8 @@ const LEASE_MAX_WHY =
   "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit";
 const FIRESTORE_WHY =
   "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt";
+const JOB_TIMEOUT_WHY = 'the longest timeout of a Cloud Run functions HTTP function';
+const GRACE_WHY = 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short';
 
 /** Every option, in the README's order; the reference of each is docs/configuration.md. */
 export const OPTIONS = {
@@ -136,17 +138,9 @@ export const OPTIONS = {
   /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
   exposeErrors: option('EXPOSE_ERRORS', 'false', flag('true', 'false')),
   /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts. */
-  jobTimeoutMs: option(
-    'JOB_TIMEOUT_SECONDS',
-    '3600',
-    seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
-  ),
+  jobTimeoutMs: option('JOB_TIMEOUT_SECONDS', '3600', seconds(1, 3600, JOB_TIMEOUT_WHY)),
   /** How long SIGTERM waits for running jobs to release their claims, ms (`SHUTDOWN_GRACE_SECONDS`). */
-  shutdownGraceMs: option(
-    'SHUTDOWN_GRACE_SECONDS',
-    '8',
-    seconds(0, 10, 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short'),
-  ),
+  shutdownGraceMs: option('SHUTDOWN_GRACE_SECONDS', '8', seconds(0, 10, GRACE_WHY)),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
   authMode: option('AUTH_MODE', 'platform', oneOf(['platform', 'verify-oidc'] as const)),
   oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),
