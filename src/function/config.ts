@@ -27,10 +27,8 @@ export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');
   if (onCloudRun !== undefined) return `${onCloudRun} is set: this runs on Cloud Run`;
   const nodeEnv = (env.NODE_ENV ?? '').trim();
-  if (nodeEnv !== '' && !DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) {
-    return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
-  }
-  return undefined;
+  if (nodeEnv === '' || DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) return undefined;
+  return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
 }
 
 /** An option: its variable, its default as written, a parser throwing an Error saying what to fix. */
