@@ -28,10 +28,7 @@ type TokenProblem = keyof typeof MESSAGE_BY_PROBLEM;
 /** google-auth-library's failures by the start of their message (no codes); else `unverified`. */
 const PROBLEM_BY_LIBRARY_MESSAGE: readonly (readonly [RegExp, TokenProblem])[] = [
   [/^Failed to retrieve verification certificates/, 'certificates_unavailable'],
-  [
-    /^(Wrong number of segments|Can't parse token|No issue time|No expiration time|(iat|exp) field)/,
-    'malformed',
-  ],
+  [/^(No (issue|expiration) time|(iat|exp) field)/, 'malformed'], // segments, JSON: isJwtShaped
   [/^(Invalid token signature|No pem found)/, 'bad_signature'],
   [/^(Token used too (early|late)|Expiration time too far)/, 'expired'],
   [/^Invalid issuer/, 'wrong_issuer'],
