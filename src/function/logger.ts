@@ -29,7 +29,7 @@ export function createLogger(
       mixin: (_object, _level, logger) => ({ ...(logger as TracedLogger)[TRACE] }),
     },
   );
-  return destination === undefined ? pino(options) : pino(options, destination);
+  return pino(options, destination);
 }
 
 const TRACE = Symbol('trace');
