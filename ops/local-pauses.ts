@@ -7,11 +7,11 @@
 import { Firestore } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
-import { scopeOf } from '../src/function/scheduler-request.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { pauseAt, readPauses } from '../src/policy/pauses.ts';
 import type { LocalSchedulerOptions } from './local-scheduler.ts';
+import { scopeOf } from './scope-args.ts';
 
 /**
  * The `pauseOf` of a {@link LocalSchedulerOptions} that reads the emulator named by `env`

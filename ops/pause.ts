@@ -26,7 +26,6 @@ import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { loadConfig } from '../src/function/config.ts';
-import { scopeOf } from '../src/function/scheduler-request.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
@@ -38,6 +37,7 @@ import { parseDuration } from './format-runs.ts';
 import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
 import { withFirestore } from './run-queries.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
+import { scopeOf } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]

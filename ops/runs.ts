@@ -36,7 +36,6 @@ import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
-import { scopeOf } from '../src/function/scheduler-request.ts';
 import { ConfigError } from '../src/policy/errors.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
@@ -61,7 +60,7 @@ import {
   runsTable,
 } from './format-runs.ts';
 import { MAX_LISTED, recordsOfJob, runsOutsideSlots, withFirestore } from './run-queries.ts';
-import { scopeArgs, scopeRequest } from './scope-args.ts';
+import { scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
 import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 

@@ -5,15 +5,40 @@
  * ids the command computes, so they are the function's for that scope. `--scope VALUE` without
  * `=` is `runs`' older form of `RUN_KEY_SCOPE` (the function's own fixed scope, never sent).
  */
+import type { Scope } from '../src/core/run-key.ts';
 import type { Config } from '../src/function/config.ts';
 import {
+  InvalidRequestError,
   isScopeValue,
   SCOPE_VALUE_RULE,
-  type ScopeValues,
+  scopeFrom,
 } from '../src/function/scheduler-request.ts';
 import { UsageError } from './command.ts';
 
 type ScopeConfig = Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>;
+
+/** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
+export interface ScopeValues {
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly params?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The run id's scope of `values` (`scopeFrom`'s order), for the run ids a command computes.
+ * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
+ */
+export function scopeOf(
+  config: ScopeConfig & Pick<Config, 'keyScope'>,
+  values: ScopeValues = {},
+): Scope {
+  return scopeFrom(config, (kind, name) => {
+    const value = (kind === 'header' ? values.headers : values.params)?.[name];
+    if (value === undefined) {
+      throw new InvalidRequestError(`The run id's scope needs a value for ${kind} ${name}.`);
+    }
+    return value;
+  });
+}
 
 /** What `--scope` flags named: the fixed scope (`--scope VALUE`), and each header's and parameter's value. */
 export interface ScopeArgs {

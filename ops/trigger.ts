@@ -40,7 +40,6 @@ import {
   BACKFILL_HEADER,
   MODE_HEADER,
   normaliseScheduleTime,
-  scopeOf,
   TRIGGER_ID_HEADER,
 } from '../src/function/scheduler-request.ts';
 import { ConfigError } from '../src/policy/errors.ts';
@@ -55,7 +54,7 @@ import {
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
-import { scopeArgs, scopeRequest } from './scope-args.ts';
+import { scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE =

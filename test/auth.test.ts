@@ -9,7 +9,6 @@ import { generateKeyPairSync, type KeyObject, randomBytes, randomUUID, sign } fr
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { OAuth2Client } from 'google-auth-library';
 import { createOidcAuthenticator } from '../src/function/auth.ts';
 import { countingJob, documents, schedulerHeaders, serve } from './helpers.ts';
 
@@ -47,8 +46,8 @@ function idToken(
 
 describe('AUTH_MODE=verify-oidc', () => {
   let certs: Server;
-  let client: OAuth2Client;
-  let clientWithoutCerts: OAuth2Client;
+  let certsUrl: string;
+  let missingCertsUrl: string;
 
   before(async () => {
     const pem = googleKey.publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -64,24 +63,20 @@ describe('AUTH_MODE=verify-oidc', () => {
     });
     await new Promise<void>((resolve) => certs.listen(0, '127.0.0.1', resolve));
     const { port } = certs.address() as AddressInfo;
-    client = new OAuth2Client({
-      endpoints: { oauth2FederatedSignonPemCertsUrl: `http://127.0.0.1:${port}/certs` },
-    });
-    // A 404 is not retried by the library, so this client fails at once.
-    clientWithoutCerts = new OAuth2Client({
-      endpoints: { oauth2FederatedSignonPemCertsUrl: `http://127.0.0.1:${port}/missing` },
-    });
+    certsUrl = `http://127.0.0.1:${port}/certs`;
+    // A 404 is not retried by the library, so a client of this URL fails at once.
+    missingCertsUrl = `http://127.0.0.1:${port}/missing`;
   });
   after(() => {
     certs.close();
   });
 
-  function verifyingServer(verifier = client) {
+  function verifyingServer(verifier = certsUrl) {
     const counting = countingJob();
     const authenticate = createOidcAuthenticator({
       audience: AUDIENCE,
       invokers: [INVOKER],
-      client: verifier,
+      certsUrl: verifier,
     });
     return { ...counting, ...serve(counting.job, { authenticate }) };
   }
@@ -102,7 +97,7 @@ describe('AUTH_MODE=verify-oidc', () => {
     const authenticate = createOidcAuthenticator({
       audience: AUDIENCE,
       invokers: [INVOKER],
-      client,
+      certsUrl,
     });
 
     const missing = await authenticate(undefined);
@@ -231,7 +226,7 @@ describe('AUTH_MODE=verify-oidc', () => {
   }
 
   it("answers 401 with a retry hint, echoing nothing, when Google's certificates cannot be fetched", async () => {
-    const { request, logs, calls } = verifyingServer(clientWithoutCerts);
+    const { request, logs, calls } = verifyingServer(missingCertsUrl);
     const token = idToken({ jti: randomUUID() });
 
     const res = await request

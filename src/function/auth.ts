@@ -20,16 +20,15 @@ const MESSAGE_BY_PROBLEM = {
   certificates_unavailable:
     "The ID token could not be verified: Google's signing certificates could not be fetched. Retry later.",
   unverified: 'The ID token is not valid.',
+  wrong_audience: 'The ID token was issued for another audience.',
+  not_invoker: 'The caller is not an allowed invoker.',
 } as const;
 type TokenProblem = keyof typeof MESSAGE_BY_PROBLEM;
 
 /** google-auth-library's failures by the start of their message (no codes); else `unverified`. */
 const PROBLEM_BY_LIBRARY_MESSAGE: readonly (readonly [RegExp, TokenProblem])[] = [
   [/^Failed to retrieve verification certificates/, 'certificates_unavailable'],
-  [
-    /^(Wrong number of segments|Can't parse token|No issue time|No expiration time|(iat|exp) field)/,
-    'malformed',
-  ],
+  [/^(No (issue|expiration) time|(iat|exp) field)/, 'malformed'], // segments, JSON: isJwtShaped
   [/^(Invalid token signature|No pem found)/, 'bad_signature'],
   [/^(Token used too (early|late)|Expiration time too far)/, 'expired'],
   [/^Invalid issuer/, 'wrong_issuer'],
@@ -54,12 +53,11 @@ function isJwtShaped(token: string): boolean {
   });
 }
 
-function unauthenticated(problem: TokenProblem): AuthResult {
-  return { ok: false, outcome: 'unauthenticated', message: MESSAGE_BY_PROBLEM[problem] };
-}
-
-function forbidden(message: string): AuthResult {
-  return { ok: false, outcome: 'forbidden', message };
+/** A refusal: `forbidden` for a valid token of another audience or caller, else `unauthenticated`. */
+function refusal(problem: TokenProblem): AuthResult {
+  const forbidden = problem === 'wrong_audience' || problem === 'not_invoker';
+  const outcome = forbidden ? 'forbidden' : 'unauthenticated';
+  return { ok: false, outcome, message: MESSAGE_BY_PROBLEM[problem] };
 }
 
 /** Settings of {@link createOidcAuthenticator}. */
@@ -68,9 +66,7 @@ export interface OidcOptions {
   readonly audience: string;
   /** Service-account emails allowed to call, lowercase. */
   readonly invokers: readonly string[];
-  /** The verifying client; tests give one whose certificate URL is local. */
-  readonly client?: OAuth2Client;
-  /** Development only: a certificate URL instead of Google's (`OIDC_CERTS_URL`); ignored with `client`. */
+  /** Development and tests only: a certificate URL instead of Google's (`OIDC_CERTS_URL`). */
   readonly certsUrl?: string;
 }
 
@@ -82,24 +78,20 @@ export interface OidcOptions {
 export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const { certsUrl } = options;
   const endpoints = certsUrl === undefined ? {} : { oauth2FederatedSignonPemCertsUrl: certsUrl };
-  const client = options.client ?? new OAuth2Client({ endpoints });
+  const client = new OAuth2Client({ endpoints });
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');
-    if (match === null) return unauthenticated('missing');
+    if (match === null) return refusal('missing');
     const token = match[1] as string;
-    if (!isJwtShaped(token)) return unauthenticated('malformed');
+    if (!isJwtShaped(token)) return refusal('malformed');
     const ticket = await client.verifyIdToken({ idToken: token }).catch(problemOf);
-    if (typeof ticket === 'string') return unauthenticated(ticket);
+    if (typeof ticket === 'string') return refusal(ticket);
     const payload = ticket.getPayload();
     const audiences = ([] as unknown[]).concat(payload?.aud);
-    if (!audiences.includes(options.audience)) {
-      return forbidden('The ID token was issued for another audience.');
-    }
+    if (!audiences.includes(options.audience)) return refusal('wrong_audience');
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
-    if (!invokers.has(email) || payload?.email_verified !== true) {
-      return forbidden('The caller is not an allowed invoker.');
-    }
+    if (!invokers.has(email) || payload?.email_verified !== true) return refusal('not_invoker');
     return { ok: true, email };
   };
 }

@@ -27,10 +27,8 @@ export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');
   if (onCloudRun !== undefined) return `${onCloudRun} is set: this runs on Cloud Run`;
   const nodeEnv = (env.NODE_ENV ?? '').trim();
-  if (nodeEnv !== '' && !DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) {
-    return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
-  }
-  return undefined;
+  if (nodeEnv === '' || DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) return undefined;
+  return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
 }
 
 /** An option: its variable, its default as written, a parser throwing an Error saying what to fix. */
@@ -63,7 +61,6 @@ function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   };
 }
 
-/** A parser accepting one of `values`, compared after `normalise`. */
 function oneOf<T extends string>(values: readonly T[], normalise = (raw: string) => raw) {
   return (raw: string): T => {
     const value = values.find((v) => v === normalise(raw));
@@ -72,12 +69,10 @@ function oneOf<T extends string>(values: readonly T[], normalise = (raw: string)
   };
 }
 
-/** A parser of `on` or `off` (any case), returning whether it is `on`. */
 function flag(on: string, off: string): (raw: string) => boolean {
   return (raw) => oneOf([on, off], lower)(raw) === on;
 }
 
-/** A parser of a string that `valid` accepts, else an error saying `must`. */
 function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: string) => string {
   return (raw) => {
     if (!(typeof valid === 'function' ? valid(raw) : valid.test(raw))) throw new Error(must);
@@ -89,6 +84,8 @@ const LEASE_MAX_WHY =
   "a day: far above the longest function timeout (3600 s) a lease must outlast, and its heartbeat, every third of it, stays within Node's timer limit";
 const FIRESTORE_WHY =
   "a third of Cloud Scheduler's longest attempt deadline (1800 s): a claim, the job and its completion share one attempt";
+const JOB_TIMEOUT_WHY = 'the longest timeout of a Cloud Run functions HTTP function';
+const GRACE_WHY = 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short';
 
 /** Every option, in the README's order; the reference of each is docs/configuration.md. */
 export const OPTIONS = {
@@ -139,17 +136,9 @@ export const OPTIONS = {
   /** Development only (`EXPOSE_ERRORS`): error text and job ids in bodies, for any caller. */
   exposeErrors: option('EXPOSE_ERRORS', 'false', flag('true', 'false')),
   /** Longest a job may run, ms (`JOB_TIMEOUT_SECONDS`): then its signal aborts. */
-  jobTimeoutMs: option(
-    'JOB_TIMEOUT_SECONDS',
-    '3600',
-    seconds(1, 3600, 'the longest timeout of a Cloud Run functions HTTP function'),
-  ),
+  jobTimeoutMs: option('JOB_TIMEOUT_SECONDS', '3600', seconds(1, 3600, JOB_TIMEOUT_WHY)),
   /** How long SIGTERM waits for running jobs to release their claims, ms (`SHUTDOWN_GRACE_SECONDS`). */
-  shutdownGraceMs: option(
-    'SHUTDOWN_GRACE_SECONDS',
-    '8',
-    seconds(0, 10, 'Cloud Run sends SIGKILL 10 s after SIGTERM, so a longer drain is cut short'),
-  ),
+  shutdownGraceMs: option('SHUTDOWN_GRACE_SECONDS', '8', seconds(0, 10, GRACE_WHY)),
   /** `platform` (Cloud Run's IAM invoker check) or `verify-oidc` (this function checks it). */
   authMode: option('AUTH_MODE', 'platform', oneOf(['platform', 'verify-oidc'] as const)),
   oidcAudience: option('OIDC_AUDIENCE', '', (raw) => raw),

@@ -29,7 +29,7 @@ export function createLogger(
       mixin: (_object, _level, logger) => ({ ...(logger as TracedLogger)[TRACE] }),
     },
   );
-  return destination === undefined ? pino(options) : pino(options, destination);
+  return pino(options, destination);
 }
 
 const TRACE = Symbol('trace');
@@ -38,9 +38,7 @@ type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
 /** A child of `logger` whose lines, and its children's, carry the request's trace context. */
 export function withTrace(logger: Logger, headers: Headers): Logger {
-  const child: TracedLogger = logger.child({});
-  child[TRACE] = traceFields(headers);
-  return child;
+  return Object.assign(logger.child({}), { [TRACE]: traceFields(headers) });
 }
 
 /** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */

@@ -58,8 +58,6 @@ export const MESSAGES = {
   shuttingDown: 'This instance is shutting down; the job was not run. Retry later.',
   methodNotAllowed: (allowed: string, sent: string) =>
     `Cloud Scheduler delivers this job with ${allowed} (HTTP_METHOD); ${sent} runs nothing.`,
-  unavailable: (detail: string) =>
-    `Firestore is unavailable${detail}; the job was not run. Retry later.`,
   internal: (detail: string) => `Internal error${detail}; retry later.`,
   noNextSlot: (jobId: string) =>
     `X-CloudScheduler-ScheduleTime is missing, and job ${jobId} has no next slot to key a Force run on: its schedule never fires again.`,
@@ -92,7 +90,7 @@ export const BODY_MESSAGES: Readonly<Record<string, string>> = {
 /** A Firestore failure's message: a missing database's own (it names FIRESTORE_DATABASE), else generic. */
 export function unavailableMessage(error: unknown, detail: string): string {
   if (error instanceof DatabaseNotFoundError) return `${error.message}; the job was not run.`;
-  return MESSAGES.unavailable(detail);
+  return `Firestore is unavailable${detail}; the job was not run. Retry later.`;
 }
 
 /** An undeclared job's message; `declared` only where error text is exposed (any caller reads it). */
@@ -105,18 +103,20 @@ export function unknownJobMessage(jobName: string, declared?: readonly { id: str
   );
 }
 
-/** What a response says first about a run that is not its slot's. */
+/** Per run kind: what a response says first about a run of it, and how a blocked one is named. */
 const KIND_NOTES = {
-  slot: '',
-  forced:
+  slot: ['', 'Not run'],
+  forced: [
     'Forced run (it came well before its schedule time, so it is a run of its own; the slot still runs at its time). ',
-  manual: 'Manual run. ',
-  rerun: "Re-run (a run of its own; the slot's record is unchanged). ",
-} as const satisfies Record<RunKind, string>;
+    'Forced run not run',
+  ],
+  manual: ['Manual run. ', 'Manual run not run'],
+  rerun: ["Re-run (a run of its own; the slot's record is unchanged). ", 'Re-run not run'],
+} as const satisfies Record<RunKind, readonly [string, string]>;
 
 /** What a response says first about a run of `kind`: nothing for a slot's. */
 export function runNote(run: ScheduledRun, kind: RunKind): string {
-  if (!run.withoutScheduleTime) return KIND_NOTES[kind];
+  if (!run.withoutScheduleTime) return KIND_NOTES[kind][0];
   return `Forced run without X-CloudScheduler-ScheduleTime (the console's "Force run" may omit it): a run of its own, keyed on the slot ${run.scheduleTime}, whose own run is apart from it. `;
 }
 
@@ -164,12 +164,10 @@ export function ranSaid(
         'document (the next delivery runs the job), or set status to "completed" if the run is done.';
       return { outcome, message, fields: { field, problem } };
     }
-    case 'unavailable':
-      return {
-        outcome,
-        message: unavailableMessage(result.error, detail(result.error)),
-        fields: { err: result.error },
-      };
+    case 'unavailable': {
+      const message = unavailableMessage(result.error, detail(result.error));
+      return { outcome, message, fields: { err: result.error } };
+    }
   }
 }
 
@@ -181,23 +179,14 @@ function duplicateSaid(record: Extract<RunOutcome, { outcome: 'duplicate' }>['re
       'Run skipped earlier: another run of the job was still running (overlap policy "skip"); the job was not run.';
     return { outcome, message, fields: { blockedBy: record.blockedBy } };
   }
-  const { status, reportedAt } = record;
-  if (status === 'missed' || status === 'failed') {
-    const message = `Run reported ${status === 'missed' ? 'missed' : 'failed after retries'} at ${reportedAt?.toISOString()}, so this late delivery does not run it; to run it, backfill it (npm run runs -- --backfill) or re-run it (npm run trigger -- JOB --rerun --slot T).`;
+  if (record.status === 'missed' || record.status === 'failed') {
+    const message = `Run reported ${record.status === 'missed' ? 'missed' : 'failed after retries'} at ${record.reportedAt?.toISOString()}, so this late delivery does not run it; to run it, backfill it (npm run runs -- --backfill) or re-run it (npm run trigger -- JOB --rerun --slot T).`;
     return { outcome, message, fields: { reportedBy: record.reportedBy } };
   }
   const at = record.completedAt?.toISOString();
   const message = `Run already completed${at ? ` at ${at}` : ''}; the job was not run again.`;
   return { outcome, message, fields: { completedBy: record.attemptId } };
 }
-
-/** How a run the overlap policy blocks is named in its answer. */
-const BLOCKED_NOTES = {
-  slot: 'Not run',
-  forced: 'Forced run not run',
-  manual: 'Manual run not run',
-  rerun: 'Re-run not run',
-} as const satisfies Record<RunKind, string>;
 
 /** What a run that may not claim yet is told to do, by why it waits. */
 const WAIT_ADVICE = {
@@ -213,7 +202,7 @@ export function blockedSaid(decision: Blocked, jobId: string, plan: RunPlan): Sa
   const { by } = decision;
   const { kind, overlap: policy } = plan;
   const fields = { blockedBy: by };
-  const notRun = BLOCKED_NOTES[kind];
+  const [, notRun] = KIND_NOTES[kind];
   switch (decision.action) {
     case 'unreadable': {
       const { field, problem } = decision.record;

@@ -3,7 +3,7 @@ import { RunOnceError } from '../core/errors.ts';
 import type { Scope } from '../core/run-key.ts';
 import { JOB_ID_RULE, jobIdOf } from '../policy/job-id.ts';
 import { canonicalRfc3339, MAX_RFC3339_LENGTH } from '../policy/rfc3339.ts';
-import { type ScheduledRun, TRIGGER_MODES, type Trigger } from '../policy/run-plan.ts';
+import { type ScheduledRun, TRIGGER_MODES } from '../policy/run-plan.ts';
 import type { Config } from './config.ts';
 
 /** A delivery whose headers name no scheduled run: 400, nothing written (`core/errors.ts` family). */
@@ -38,11 +38,8 @@ export function isScopeValue(value: string): boolean {
 /** Every value sent for header `name`, in any case (HTTP/2 lowercases names, HTTP/1.1 does not). */
 function headerValues(req: DeliveryLike, name: string): string[] {
   const wanted = name.toLowerCase();
-  const values: string[] = [];
-  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-    if (req.rawHeaders[i]?.toLowerCase() === wanted) values.push(req.rawHeaders[i + 1] ?? '');
-  }
-  return values;
+  const raw = req.rawHeaders;
+  return raw.filter((_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === wanted);
 }
 
 /** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
@@ -86,7 +83,7 @@ function flagHeader(req: DeliveryLike, name: string): boolean {
 }
 
 /** The trigger headers (both or neither); Allow-Overlap only with them, Backfill only without. */
-function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean } {
+function readTrigger(req: DeliveryLike): Pick<ScheduledRun, 'trigger' | 'backfill'> {
   const allowOverlap = flagHeader(req, ALLOW_OVERLAP_HEADER);
   const backfill = flagHeader(req, BACKFILL_HEADER);
   const modes = headerValues(req, MODE_HEADER);
@@ -97,7 +94,7 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
         `${ALLOW_OVERLAP_HEADER} applies to manual runs and re-runs only (npm run trigger -- JOB --allow-overlap); a slot's run follows the job's overlap policy.`,
       );
     }
-    return { backfill };
+    return backfill ? { backfill } : {};
   }
   if (backfill) {
     throw new InvalidRequestError(
@@ -116,45 +113,30 @@ function readTrigger(req: DeliveryLike): { trigger?: Trigger; backfill: boolean 
       `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
     );
   }
-  const trigger = { mode: known, id };
-  return { trigger: allowOverlap ? { ...trigger, allowOverlap } : trigger, backfill };
+  return { trigger: { mode: known, id, ...(allowOverlap ? { allowOverlap } : {}) } };
 }
 
 type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
 
-/** Scope values by name: the scope headers' (lowercase names) and query parameters' values. */
-export interface ScopeValues {
-  readonly headers?: Readonly<Record<string, string>>;
-  readonly params?: Readonly<Record<string, string>>;
-}
+/** The value of scope header or query parameter `name` (a lowercase header name); may throw. */
+export type ScopeValueOf = (kind: 'header' | 'query', name: string) => string;
 
 /**
  * The run id's scope entries: fixed scope, then headers, then query parameters (the one place that
- * order is decided, for deliveries and `npm run runs`).
- * @throws {InvalidRequestError} if a configured header or parameter has no value in `values`.
+ * order is decided, for deliveries and `npm run runs`), each configured one's value by `valueFor`.
  */
-export function scopeOf(config: ScopeConfig, values: ScopeValues = {}): Scope {
-  const scope: (readonly [string, string])[] = [];
-  if (config.keyScope !== '') scope.push(['config', config.keyScope]);
-  const entries = [
-    ...config.keyScopeHeaders.map((name) => ['header', name, values.headers?.[name]] as const),
-    ...config.keyScopeParams.map((name) => ['query', name, values.params?.[name]] as const),
-  ];
-  for (const [kind, name, value] of entries) {
-    if (value === undefined) {
-      throw new InvalidRequestError(`The run id's scope needs a value for ${kind} ${name}.`);
-    }
-    scope.push([`${kind}:${name}`, value]);
-  }
-  return scope;
+export function scopeFrom(config: ScopeConfig, valueFor: ScopeValueOf): Scope {
+  const fixed = config.keyScope === '' ? [] : [['config', config.keyScope] as const];
+  const header = (name: string) => [`header:${name}`, valueFor('header', name)] as const;
+  const query = (name: string) => [`query:${name}`, valueFor('query', name)] as const;
+  return [...fixed, ...config.keyScopeHeaders.map(header), ...config.keyScopeParams.map(query)];
 }
 
 /** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
-export interface DeliveryHeaders
-  extends Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> {
+export type DeliveryHeaders = Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> & {
   /** Canonical RFC 3339 UTC; `undefined` when `X-CloudScheduler-ScheduleTime` was not sent. */
   readonly scheduleTime: string | undefined;
-}
+};
 
 /** What a delivery without ScheduleTime from a job this function does not run should do instead. */
 export function missingScheduleTimeAdvice(jobName: string): string {
@@ -169,8 +151,8 @@ export function missingScheduleTimeAdvice(jobName: string): string {
 const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand carries one. Run a job by hand with \`npm run trigger -- JOB\`, which sets it.`;
 
 /**
- * Reads a delivery's headers: job name, schedule time (if sent; a missing one is the console's
- * "Force run", which the handler decides) and the configured scope values.
+ * Reads a delivery's job name, schedule time (unsent: the console's "Force run", which the handler
+ * decides), scope values and marks (a run by hand's trigger, a backfill's).
  * @throws {InvalidRequestError} saying what to fix in a missing, empty, malformed, oversized or
  *   repeated header or scope parameter (a schedule time may be missing, not on a run by hand).
  */
@@ -188,31 +170,26 @@ export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): Del
   const hint = `Cloud Scheduler sends it as RFC 3339 UTC, e.g. ${EXAMPLE_TIME}; send it so, or not at all.`;
   const sent = times.length === 0 ? undefined : single(times, SCHEDULE_TIME_HEADER, hint);
   const scheduleTime = sent === undefined ? undefined : normaliseScheduleTime(sent);
-  const scope = scopeOf(config, readScopeValues(req, config));
-  const { trigger, backfill } = readTrigger(req);
-  if ((trigger !== undefined || backfill) && scheduleTime === undefined) {
+  const scope = scopeFrom(config, sentScopeValue(req));
+  const marks = readTrigger(req);
+  if ((marks.trigger !== undefined || marks.backfill) && scheduleTime === undefined) {
     throw new InvalidRequestError(TRIGGER_WITHOUT_TIME);
   }
-  if (trigger !== undefined) return { jobName, scheduleTime, scope, trigger };
-  return backfill ? { jobName, scheduleTime, scope, backfill } : { jobName, scheduleTime, scope };
+  return { jobName, scheduleTime, scope, ...marks };
 }
 
-/** The configured scope headers' and query parameters' values. @throws {InvalidRequestError} */
-function readScopeValues(req: DeliveryLike, config: ScopeConfig): ScopeValues {
-  const headers: Record<string, string> = {};
-  for (const name of config.keyScopeHeaders) {
-    const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
-    headers[name] = scopeValue(headerValues(req, name), `Scope header ${name}`, hint);
-  }
-  const params: Record<string, string> = {};
-  if (config.keyScopeParams.length > 0) {
-    const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
-    for (const name of config.keyScopeParams) {
+/** Each scope header's or query parameter's one value as sent. @throws {InvalidRequestError} */
+function sentScopeValue(req: DeliveryLike): ScopeValueOf {
+  let query: URLSearchParams | undefined;
+  return (kind, name) => {
+    if (kind === 'query') {
+      query ??= new URL(req.url ?? '/', 'http://localhost').searchParams;
       const hint = "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).";
-      params[name] = scopeValue(query.getAll(name), `Scope query parameter ${name}`, hint);
+      return scopeValue(query.getAll(name), `Scope query parameter ${name}`, hint);
     }
-  }
-  return { headers, params };
+    const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
+    return scopeValue(headerValues(req, name), `Scope header ${name}`, hint);
+  };
 }
 
 function scopeValue(values: string[], what: string, hint: string): string {

@@ -15,6 +15,7 @@ import type { Firestore } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
 import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
+import { scopeOf } from '../../ops/scope-args.ts';
 import { readHistory } from '../../ops/slot-history.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
@@ -25,7 +26,6 @@ import { createLogger } from '../../src/function/logger.ts';
 import {
   BACKFILL_HEADER,
   MODE_HEADER,
-  scopeOf,
   TRIGGER_ID_HEADER,
 } from '../../src/function/scheduler-request.ts';
 import { GracefulShutdown } from '../../src/function/shutdown.ts';

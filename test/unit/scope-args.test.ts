@@ -5,9 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { UsageError } from '../../ops/command.ts';
-import { scopeArgs, scopeRequest } from '../../ops/scope-args.ts';
+import { scopeArgs, scopeOf, scopeRequest } from '../../ops/scope-args.ts';
 import { loadConfig } from '../../src/function/config.ts';
-import { scopeOf } from '../../src/function/scheduler-request.ts';
 
 const config = loadConfig({
   RUN_KEY_SCOPE: 'p1/prod',
