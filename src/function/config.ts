@@ -195,7 +195,8 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (config.authMode === 'verify-oidc') {
     if (config.oidcAudience === '') problems.push('AUTH_MODE=verify-oidc needs OIDC_AUDIENCE');
-    if (config.oidcInvokers.length === 0)
+    // Undefined when unreadable: that problem is listed already.
+    if (config.oidcInvokers?.length === 0)
       problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
   }
   const notDevelopment = whyNotDevelopment(env);

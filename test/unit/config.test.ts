@@ -166,6 +166,17 @@ describe('loadConfig', () => {
     );
   });
 
+  it('lists an unreadable OIDC_INVOKERS under AUTH_MODE=verify-oidc as a problem, not a crash', () => {
+    const env = {
+      AUTH_MODE: 'verify-oidc',
+      OIDC_AUDIENCE: 'https://f.example',
+      OIDC_INVOKERS: 'bad',
+    };
+    const problems = problemsOf(env);
+    assert.equal(problems.length, 1);
+    assert.match(problems[0] ?? '', /^OIDC_INVOKERS="bad": /);
+  });
+
   it('refuses a retention that does not outlast the lease', () => {
     assert.throws(
       () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600' }),
