@@ -191,9 +191,8 @@ export class RunDocuments {
   }
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
   async #conditional(what: string, write: () => Promise<WriteResult>, conflicts: number[]) {
-    const conflict = (err: unknown) => {
-      const code = (err as { code?: unknown } | null)?.code;
-      if (conflicts.includes(code as number)) return 'conflict' as const;
+    const conflict = (err: { code?: number } | null) => {
+      if (conflicts.includes(err?.code as number)) return 'conflict' as const;
       throw err;
     };
     const written = await this.#call(what, () => write().catch(conflict));
@@ -219,9 +218,8 @@ export class RunDocuments {
     return new Date(this.#knownServerMs() ?? Date.now());
   }
   /**
-   * Opens the client's channel (credentials, connection) with a read it learns nothing from: an
-   * instance with no request may handle that answer late, its CPU throttled, and skew the clock.
-   * @throws {LedgerUnavailableError} if the read fails.
+   * Opens the client's channel (credentials, connection) with a read it learns no clock from (why:
+   * docs/how-it-works.md, "Firestore's clock on an instance"). @throws {LedgerUnavailableError}
    */
   async connect(): Promise<void> {
     await this.#call('connect', () => this.#ref(CLOCK_DOC).get());
@@ -246,9 +244,8 @@ export class RunDocuments {
 }
 
 /**
- * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors (a conditional
- * write answers its own conflicts first). Exported for the operations commands' queries
- * (`callFirestore(db, 10_000, 'query', () => query.get())`).
+ * Runs one Firestore operation (also the operations commands' queries), waiting at most `timeoutMs`
+ * ms, and classifies its errors (a conditional write answers its own conflicts first).
  * @throws {DatabaseNotFoundError} for NOT_FOUND; {@link LedgerUnavailableError} for any other failure.
  */
 export async function callFirestore<T>(

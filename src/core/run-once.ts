@@ -51,9 +51,6 @@ export type RunOutcome =
   /** The claim's guarded write found its document changed: nothing ran or was written. */
   | { readonly outcome: 'guard_changed' };
 
-/** The name of every run outcome. */
-export type OutcomeName = RunOutcome['outcome'];
-
 /** Options of {@link runOnce}. */
 export interface RunOnceOptions {
   readonly details?: RunDetails;
@@ -305,13 +302,12 @@ class AttemptScope {
         : this.#stalled()
           ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
           : 'although no extension had failed (the record was changed by someone else)';
+    const lost = `another attempt took this run over ${why}`;
     this.#options.logger.warn(
       { failedExtensions: this.#failures },
-      `lease lost: another attempt took this run over ${why}; aborting the job`,
+      `lease lost: ${lost}; aborting the job`,
     );
-    this.#controller.abort(
-      new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
-    );
+    this.#controller.abort(new AttemptAbortedError('lease_lost', lost));
     return false;
   }
   /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */

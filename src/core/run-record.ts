@@ -186,10 +186,8 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
 /** How a claim proceeds on a record read at server time `now`, with the record it decided on. */
 export type ClaimDecision =
   | { readonly decision: 'absent' }
-  | { readonly decision: 'completed'; readonly record: RunRecord }
   | { readonly decision: 'unreadable'; readonly record: UnreadableRecord }
-  | { readonly decision: 'lease_live'; readonly record: RunRecord }
-  | { readonly decision: 'take_over'; readonly record: RunRecord };
+  | { readonly decision: 'completed' | 'lease_live' | 'take_over'; readonly record: RunRecord };
 
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
