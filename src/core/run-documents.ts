@@ -1,7 +1,4 @@
-/**
- * The run documents: the one module that calls Firestore. Every operation has a timeout and
- * classifies its errors where they happen (docs/how-it-works.md, "Writes: one precondition each").
- */
+/** The run documents: the one module that calls Firestore. */
 import {
   type DocumentData,
   type DocumentReference,
@@ -66,8 +63,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 
 /**
  * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
- * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist); it
- * learns Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
+ * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist),
+ * classified where they happen (docs/how-it-works.md, "Writes: one precondition each"); it learns
+ * Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
  */
 export class RunDocuments {
   readonly #db: Firestore;

@@ -112,11 +112,10 @@ export interface UnreadableRecord {
 export type StoredRecord = RunRecord | UnreadableRecord;
 
 /** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
-export type RunDetails = Partial<
-  Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>
-> & {
+export interface RunDetails
+  extends Partial<Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>> {
   readonly scheduleTime?: string;
-};
+}
 
 const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
 const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
