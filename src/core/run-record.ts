@@ -1,7 +1,4 @@
-/**
- * The run record: its schema, its converter and the claim decision as named conditions; its writes
- * are in `record-writes.ts` (its states: docs/how-it-works.md, "The run record and its lease").
- */
+/** The run record: its schema, converter and claim decision (its writes: `record-writes.ts`). */
 import {
   type DocumentData,
   type FirestoreDataConverter,
@@ -12,7 +9,8 @@ import type { NoteValue } from './notes.ts';
 
 /**
  * Run statuses: the guide's sample's, plus `failed` (a retry claims it at once), `missed` (no
- * attempt came; reported by missed-run detection) and `skipped` (overlap policy `skip`; final).
+ * attempt came; reported by missed-run detection) and `skipped` (overlap policy `skip`; final);
+ * their transitions: docs/how-it-works.md, "The run record and its lease".
  */
 export const RunStatus = {
   InProgress: 'in_progress',
