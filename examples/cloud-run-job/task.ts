@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import type { Ledger } from '../../src/core/ledger.ts';
-import { type Attempt, type OutcomeName, runOnce } from '../../src/core/run-once.ts';
+import { type Attempt, type RunOutcome, runOnce } from '../../src/core/run-once.ts';
 import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
 /** What the task's work knows: the attempt (run id, signal, lease) and the run it belongs to. */
@@ -38,6 +38,9 @@ export interface TaskOptions {
   readonly work: TaskWork;
   readonly logger: Logger;
 }
+
+/** The name of every run outcome. */
+type OutcomeName = RunOutcome['outcome'];
 
 /** What one task did, and the exit code the container should end with. */
 export interface TaskResult {

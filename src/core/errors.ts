@@ -15,14 +15,12 @@ export class DatabaseNotFoundError extends LedgerUnavailableError {
   override name = 'DatabaseNotFoundError';
 }
 
-/** Why an attempt's `signal` was aborted. */
-export type AbortReason = 'lease_lost' | 'shutdown' | 'job_timeout';
-
 /** The reason of an attempt's aborted `signal`: the job should stop and throw. */
 export class AttemptAbortedError extends RunOnceError {
   override name = 'AttemptAbortedError';
-  readonly reason: AbortReason;
-  constructor(reason: AbortReason, message: string) {
+  /** Why the signal was aborted. */
+  readonly reason: 'lease_lost' | 'shutdown' | 'job_timeout';
+  constructor(reason: AttemptAbortedError['reason'], message: string) {
     super(message);
     this.reason = reason;
   }

@@ -1,7 +1,4 @@
-/**
- * The lease protocol: claim a run, extend its lease, note, complete or release it. Every write is
- * fenced on the update time of our own last write (docs/how-it-works.md, "The run ledger in detail").
- */
+/** The lease protocol, every write fenced (docs/how-it-works.md, "The run ledger in detail"). */
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { RunOnceError } from './errors.ts';
@@ -218,12 +215,8 @@ export class RunLedger {
    * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently (the work is done: answer 2xx).
    */
-  async complete(claim: Claim): Promise<FenceResult> {
-    this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(claim, 'completion', () =>
-      completionUpdate(this.#documents.expireAt()),
-    );
-    return written === 'lease_lost' ? written : 'recorded';
+  complete(claim: Claim): Promise<FenceResult> {
+    return this.#end(claim, 'completion', () => completionUpdate(this.#documents.expireAt()));
   }
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
@@ -231,11 +224,14 @@ export class RunLedger {
    * follow), the same write reports the final failure. @throws {LedgerUnavailableError} if every try
    * failed transiently: the claim then stays until its lease lapses (retries get 409).
    */
-  async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
+  release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
+    const update = () => failureUpdate(failure, this.#documents.expireAt(), reporter);
+    return this.#end(claim, 'release', update);
+  }
+  /** The fenced write that ends our hold of the run (a completion or a release). */
+  async #end(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
     this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(claim, 'release', () =>
-      failureUpdate(failure, this.#documents.expireAt(), reporter),
-    );
+    const written = await this.#fencedWrite(claim, what, update);
     return written === 'lease_lost' ? written : 'recorded';
   }
   /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */

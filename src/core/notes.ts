@@ -1,7 +1,4 @@
-/**
- * What a job may note in its run's record (`ctx.note`): plain data only, each note bounded, and
- * all of a record's notes bounded, so the record can always take its completion or release.
- */
+/** What a job may note in its run's record (`ctx.note`): plain data only, each note bounded. */
 import { Timestamp } from '@google-cloud/firestore';
 
 type Scalar = string | number | boolean;
@@ -19,7 +16,8 @@ const MAX_NOTE_FIELDS = 20;
 
 /**
  * Most notes, and most bytes of notes ({@link storedSize}), one record holds: far below Firestore's
- * document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas).
+ * document limit (1 MiB, https://firebase.google.com/docs/firestore/quotas), so the record can
+ * always take its completion or release.
  */
 export const MAX_NOTES = 100;
 export const MAX_NOTES_BYTES = 256 * 1024;

@@ -1,7 +1,4 @@
-/**
- * The run documents: the one module that calls Firestore. Every operation has a timeout and
- * classifies its errors where they happen (docs/how-it-works.md, "Writes: one precondition each").
- */
+/** The run documents: the one module that calls Firestore. */
 import {
   type DocumentData,
   type DocumentReference,
@@ -66,8 +63,9 @@ const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as cons
 
 /**
  * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
- * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist); it
- * learns Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
+ * if Firestore fails or is late ({@link DatabaseNotFoundError} if the database does not exist),
+ * classified where they happen (docs/how-it-works.md, "Writes: one precondition each"); it learns
+ * Firestore's clock from every answer (docs/how-it-works.md, "Firestore's clock on an instance").
  */
 export class RunDocuments {
   readonly #db: Firestore;
@@ -191,9 +189,8 @@ export class RunDocuments {
   }
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
   async #conditional(what: string, write: () => Promise<WriteResult>, conflicts: number[]) {
-    const conflict = (err: unknown) => {
-      const code = (err as { code?: unknown } | null)?.code;
-      if (conflicts.includes(code as number)) return 'conflict' as const;
+    const conflict = (err: { code?: number } | null) => {
+      if (conflicts.includes(err?.code as number)) return 'conflict' as const;
       throw err;
     };
     const written = await this.#call(what, () => write().catch(conflict));
@@ -219,9 +216,8 @@ export class RunDocuments {
     return new Date(this.#knownServerMs() ?? Date.now());
   }
   /**
-   * Opens the client's channel (credentials, connection) with a read it learns nothing from: an
-   * instance with no request may handle that answer late, its CPU throttled, and skew the clock.
-   * @throws {LedgerUnavailableError} if the read fails.
+   * Opens the client's channel (credentials, connection) with a read it learns no clock from (why:
+   * docs/how-it-works.md, "Firestore's clock on an instance"). @throws {LedgerUnavailableError}
    */
   async connect(): Promise<void> {
     await this.#call('connect', () => this.#ref(CLOCK_DOC).get());
@@ -246,9 +242,8 @@ export class RunDocuments {
 }
 
 /**
- * Runs one Firestore operation, waiting at most `timeoutMs`, and classifies its errors (a conditional
- * write answers its own conflicts first). Exported for the operations commands' queries
- * (`callFirestore(db, 10_000, 'query', () => query.get())`).
+ * Runs one Firestore operation (also the operations commands' queries), waiting at most `timeoutMs`
+ * ms, and classifies its errors (a conditional write answers its own conflicts first).
  * @throws {DatabaseNotFoundError} for NOT_FOUND; {@link LedgerUnavailableError} for any other failure.
  */
 export async function callFirestore<T>(

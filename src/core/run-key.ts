@@ -1,7 +1,4 @@
-/**
- * The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time", with a
- * scope and a variant (a forced run never shares its slot's key); a manual run's, by its trigger id.
- */
+/** The idempotency key of a run: the Scheduler guide's "hash the job name and schedule time". */
 import { createHash } from 'node:crypto';
 
 /** Bumped if the encoding ever changes, so old and new keys can never collide. */

@@ -1,7 +1,4 @@
-/**
- * The run lifecycle: claim → run (the heartbeat extends the lease) → complete, or release on
- * failure. Independent of HTTP and of Cloud Scheduler: any idempotency key will do.
- */
+/** The run lifecycle for any idempotency key: claim, run (a heartbeat), complete or release. */
 import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
 import type { Logger } from './logger.ts';
@@ -24,35 +21,28 @@ export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes
 /** Why a fenced write found the lease lost, as far as this attempt can tell. */
 export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
 
+/** What an outcome of an attempt that ran carries: the attempt, why it lost its lease if it did. */
+type Ran = { readonly attempt: Attempt; readonly leaseLoss?: LeaseLossCause };
+
 /**
  * What happened to one delivery. `unrecorded`: Firestore failed the fenced write after every retry
  * (a completion's work is done but not recorded; a released claim stays until its lease lapses).
  */
 export type RunOutcome =
-  | {
-      readonly outcome: 'processed';
-      readonly attempt: Attempt;
-      readonly completion: FenceResult | 'unrecorded';
-      readonly leaseLoss?: LeaseLossCause;
-    }
+  | (Ran & { readonly outcome: 'processed'; readonly completion: FenceResult | 'unrecorded' })
   | { readonly outcome: 'duplicate'; readonly record: RunRecord }
   | { readonly outcome: 'in_progress'; readonly holder: Holder | undefined }
   | { readonly outcome: 'unreadable_record'; readonly record: UnreadableRecord }
-  | {
+  | (Ran & {
       readonly outcome: 'failed';
-      readonly attempt: Attempt;
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
       /** `finalFailure` gave a reporter id: the release carried the report (lost if `lease_lost`). */
       readonly reported: boolean;
-      readonly leaseLoss?: LeaseLossCause;
-    }
+    })
   | { readonly outcome: 'unavailable'; readonly error: LedgerUnavailableError }
   /** The claim's guarded write found its document changed: nothing ran or was written. */
   | { readonly outcome: 'guard_changed' };
-
-/** The name of every run outcome. */
-export type OutcomeName = RunOutcome['outcome'];
 
 /** Options of {@link runOnce}. */
 export interface RunOnceOptions {
@@ -132,8 +122,7 @@ const MIN_BEAT_MS = 100;
 
 /**
  * One claimed attempt: its abort signal, the heartbeat that extends its lease while the work runs
- * (docs/how-it-works.md, "Long jobs: the lease heartbeat"), and the fenced write that ends it. The
- * beat interval is a duration, never a difference of clocks, so a skewed clock cannot change it.
+ * (docs/how-it-works.md, "Long jobs: the lease heartbeat"), and the fenced write that ends it.
  */
 class AttemptScope {
   readonly attempt: Attempt;
@@ -305,13 +294,12 @@ class AttemptScope {
         : this.#stalled()
           ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
           : 'although no extension had failed (the record was changed by someone else)';
+    const lost = `another attempt took this run over ${why}`;
     this.#options.logger.warn(
       { failedExtensions: this.#failures },
-      `lease lost: another attempt took this run over ${why}; aborting the job`,
+      `lease lost: ${lost}; aborting the job`,
     );
-    this.#controller.abort(
-      new AttemptAbortedError('lease_lost', `another attempt took this run over ${why}`),
-    );
+    this.#controller.abort(new AttemptAbortedError('lease_lost', lost));
     return false;
   }
   /** A completion or release; a lost lease's cause is warned about, a Firestore failure logged. */

@@ -1,7 +1,4 @@
-/**
- * The run record: its schema, its converter and the claim decision as named conditions; its writes
- * are in `record-writes.ts` (its states: docs/how-it-works.md, "The run record and its lease").
- */
+/** The run record: its schema, converter and claim decision (its writes: `record-writes.ts`). */
 import {
   type DocumentData,
   type FirestoreDataConverter,
@@ -12,7 +9,8 @@ import type { NoteValue } from './notes.ts';
 
 /**
  * Run statuses: the guide's sample's, plus `failed` (a retry claims it at once), `missed` (no
- * attempt came; reported by missed-run detection) and `skipped` (overlap policy `skip`; final).
+ * attempt came; reported by missed-run detection) and `skipped` (overlap policy `skip`; final);
+ * their transitions: docs/how-it-works.md, "The run record and its lease".
  */
 export const RunStatus = {
   InProgress: 'in_progress',
@@ -112,11 +110,10 @@ export interface UnreadableRecord {
 export type StoredRecord = RunRecord | UnreadableRecord;
 
 /** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
-export type RunDetails = Partial<
-  Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>
-> & {
+export interface RunDetails
+  extends Partial<Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>> {
   readonly scheduleTime?: string;
-};
+}
 
 const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
 const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
@@ -186,10 +183,8 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
 /** How a claim proceeds on a record read at server time `now`, with the record it decided on. */
 export type ClaimDecision =
   | { readonly decision: 'absent' }
-  | { readonly decision: 'completed'; readonly record: RunRecord }
   | { readonly decision: 'unreadable'; readonly record: UnreadableRecord }
-  | { readonly decision: 'lease_live'; readonly record: RunRecord }
-  | { readonly decision: 'take_over'; readonly record: RunRecord };
+  | { readonly decision: 'completed' | 'lease_live' | 'take_over'; readonly record: RunRecord };
 
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
