@@ -136,8 +136,7 @@ async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> 
   if (known.run !== undefined) return { ...read, run: known.run, now };
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
   if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
-  const { scheduleTime: _unsent, ...rest } = headers;
-  const run: ScheduledRun = { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  const run: ScheduledRun = { ...headers, scheduleTime: forced, withoutScheduleTime: true };
   return { ...read, run, now, known: { ...known, run } };
 }
 
