@@ -116,9 +116,8 @@ function answerBeforeFunction(err: unknown, res: Res, logger: Logger): void {
       ? MESSAGES.notFound
       : ((type && BODY_MESSAGES[type]) ??
         (outcome === 'failed' ? MESSAGES.internal('') : MESSAGES.unreadableBody));
-  logger[logLevelOf(outcome)](
-    { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
-    `request refused before the function ran: ${message}`,
-  );
-  if (!res.headersSent) res.status(STATUS_BY_OUTCOME[outcome]).json({ outcome, message });
+  const answered = STATUS_BY_OUTCOME[outcome];
+  const fields = { outcome, status: answered, errorType: type, errorStatus: code };
+  logger[logLevelOf(outcome)](fields, `request refused before the function ran: ${message}`);
+  if (!res.headersSent) res.status(answered).json({ outcome, message });
 }
