@@ -3,10 +3,7 @@
  * script (`gcp-build`) it fills the cache (docs/maintenance.md, "The deployed entry's compile cache").
  */
 const nodeModule: typeof import('node:module') = require('node:module');
-const { join }: typeof import('node:path') = require('node:path');
 
-/** Where `gcp-build` writes the cache: inside `build/`, so it is part of the built app. */
-const CACHE_DIR = join(__dirname, '.compile-cache');
 // An older Node would fail later with a stack trace (package.json engines).
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
@@ -15,7 +12,8 @@ if (major < 22 || (major === 22 && minor < 18)) {
 }
 // The platform's cache (NODE_COMPILE_CACHE) comes first; NODE_DISABLE_COMPILE_CACHE=1 still wins.
 if (process.env.NODE_COMPILE_CACHE === undefined && nodeModule.getCompileCacheDir() === undefined) {
-  nodeModule.enableCompileCache(CACHE_DIR);
+  // Inside `build/`, where `gcp-build` writes it, so the cache is part of the built app.
+  nodeModule.enableCompileCache(`${__dirname}/.compile-cache`);
 }
 
 require('./index.js');

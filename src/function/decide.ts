@@ -1,7 +1,7 @@
 /** The deciding steps of a delivery: each returns an {@link Answer} or hands on what it learnt. */
 import type { Request } from '@google-cloud/functions-framework';
 import { describeThrown, LedgerUnavailableError, loggableError } from '../core/errors.ts';
-import { isCompleted, isLeaseLive, RunStatus } from '../core/run-record.ts';
+import { isCompleted, isLeaseLive } from '../core/run-record.ts';
 import { untimedForceRun } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
@@ -136,8 +136,7 @@ async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> 
   if (known.run !== undefined) return { ...read, run: known.run, now };
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
   if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
-  const { scheduleTime: _unsent, ...rest } = headers;
-  const run: ScheduledRun = { ...rest, scheduleTime: forced, withoutScheduleTime: true };
+  const run: ScheduledRun = { ...headers, scheduleTime: forced, withoutScheduleTime: true };
   return { ...read, run, now, known: { ...known, run } };
 }
 
@@ -197,12 +196,11 @@ async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
   const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
   if (standIn === undefined) return delivery;
   const { runId, record } = standIn;
-  const said: Omit<Said, 'fields'> | undefined =
-    isCompleted(record) || record.status === RunStatus.Skipped
-      ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
-      : record.status === RunStatus.InProgress && isLeaseLive(record, now)
-        ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
-        : undefined;
+  const said: Omit<Said, 'fields'> | undefined = isCompleted(record)
+    ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
+    : isLeaseLive(record, now)
+      ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
+      : undefined;
   if (said === undefined) return delivery;
   return answer({ ...known, runId }, { ...said, fields: { slotRunKind: 'forced' } });
 }

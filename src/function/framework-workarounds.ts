@@ -17,10 +17,10 @@ type Res = { headersSent: boolean; status(code: number): { json(body: unknown): 
 
 /** The signals functions-framework exits on and this starter drains on first. */
 export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
-export type ShutdownSignal = (typeof SHUTDOWN_SIGNALS)[number];
+const WATCHED = [...SHUTDOWN_SIGNALS, 'unhandledRejection', 'uncaughtException'] as const;
 
 let installed = false;
-const setAside = new Map<ShutdownSignal, Listener[]>();
+const setAside = new Map<NodeJS.Signals, Listener[]>();
 
 /** What each patch needs, by the upstream issue whose fix deletes it. */
 const PATCHED = {
@@ -44,10 +44,9 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
   if (installed) return;
   const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
   const fromFramework = createRequire(entry);
-  const express = fromFramework('express') as { application?: { handle?: Handle } };
-  const application = express.application ?? fail('#686');
+  const { application } = fromFramework('express') as { application?: { handle?: Handle } };
+  if (typeof application?.handle !== 'function') fail('#686');
   const { handle } = application;
-  if (typeof handle !== 'function') fail('#686');
   // Not exported: load functions-framework's own module instance (same CommonJS cache entry).
   const invoker = fromFramework(join(dirname(entry), 'invoker.js')) as {
     ErrorHandler?: { prototype?: { register?: (this: unknown) => void } };
@@ -64,12 +63,11 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
     logger.error({ err: loggableError(reason) }, MESSAGES.unhandledRejection);
   });
   prototype.register = function (this: unknown) {
-    const listeners = (event: ShutdownSignal | 'unhandledRejection' | 'uncaughtException') =>
+    const listeners = (event: (typeof WATCHED)[number]) =>
       process.listeners(event as NodeJS.Signals) as Listener[];
-    const watched = [...SHUTDOWN_SIGNALS, 'unhandledRejection', 'uncaughtException'] as const;
-    const before = new Map(watched.map((event) => [event, listeners(event)]));
+    const before = new Map(WATCHED.map((event) => [event, listeners(event)]));
     register.call(this);
-    for (const event of watched) {
+    for (const event of WATCHED) {
       const added = listeners(event).filter((l) => !before.get(event)?.includes(l));
       for (const listener of added) process.removeListener(event, listener);
       if (event === 'SIGTERM' || event === 'SIGINT') setAside.set(event, added);
@@ -118,9 +116,8 @@ function answerBeforeFunction(err: unknown, res: Res, logger: Logger): void {
       ? MESSAGES.notFound
       : ((type && BODY_MESSAGES[type]) ??
         (outcome === 'failed' ? MESSAGES.internal('') : MESSAGES.unreadableBody));
-  logger[logLevelOf(outcome)](
-    { outcome, status: STATUS_BY_OUTCOME[outcome], errorType: type, errorStatus: code },
-    `request refused before the function ran: ${message}`,
-  );
-  if (!res.headersSent) res.status(STATUS_BY_OUTCOME[outcome]).json({ outcome, message });
+  const answered = STATUS_BY_OUTCOME[outcome];
+  const fields = { outcome, status: answered, errorType: type, errorStatus: code };
+  logger[logLevelOf(outcome)](fields, `request refused before the function ran: ${message}`);
+  if (!res.headersSent) res.status(answered).json({ outcome, message });
 }

@@ -41,14 +41,11 @@ export class GracefulShutdown {
   }
 }
 
-/** The exit code after an uncaught exception: functions-framework's own for a crash. */
-export const CRASH_EXIT_CODE = 16;
-
 /**
  * Drains `shutdown` (at most `graceMs` ms) on SIGTERM or SIGINT, then raises the signal again for
  * functions-framework's listeners, re-installed (with none, its default action ends the process);
- * on an uncaught exception drains too, then exits with {@link CRASH_EXIT_CODE} (meanwhile new
- * deliveries answer 500 `unavailable`).
+ * on an uncaught exception drains too, then exits 16, functions-framework's own code for a crash
+ * (meanwhile new deliveries answer 500 `unavailable`).
  */
 export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
   const onSignal = (signal: NodeJS.Signals) => {
@@ -76,7 +73,7 @@ export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, log
       const lapsing =
         'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)';
       if (stillRunning > 0) logger.error({ runIds: shutdown.runIds, stillRunning }, lapsing);
-      process.exit(CRASH_EXIT_CODE);
+      process.exit(16);
     });
   });
 }
