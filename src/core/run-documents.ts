@@ -253,12 +253,13 @@ export async function callFirestore<T>(
   run: () => Promise<T>,
 ): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    const message = `Firestore did not answer the ${what} within ${timeoutMs} ms`;
-    timer = setTimeout(() => reject(new LedgerUnavailableError(message)), timeoutMs);
-  });
   try {
-    return await Promise.race([run(), timeout]);
+    // One promise the answer or the timer settles (fewer than a race: each costs in a request).
+    return await new Promise<T>((resolve, reject) => {
+      const late = () => `Firestore did not answer the ${what} within ${timeoutMs} ms`;
+      timer = setTimeout(() => reject(new LedgerUnavailableError(late())), timeoutMs);
+      run().then(resolve, reject);
+    });
   } catch (err) {
     if (err instanceof LedgerUnavailableError) throw err;
     if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {

@@ -52,17 +52,19 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; a thrown error becomes the answer naming what is known so far: 400 for an
- * `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if `EXPOSE_ERRORS`).
+ * Runs one step; a thrown error becomes the answer naming what is known (`knownNow`, or what it
+ * returns then): 400 for an `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its
+ * text if `EXPOSE_ERRORS`).
  */
 export async function step<T>(
   deps: HandlerDeps,
-  known: Known,
+  knownNow: Known | (() => Known),
   run: () => T | Promise<T>,
 ): Promise<T | Answer> {
   try {
     return await run();
   } catch (err) {
+    const known = typeof knownNow === 'function' ? knownNow() : knownNow;
     if (err instanceof request.InvalidRequestError) {
       return refusal(known, 'invalid_request', err.message);
     }
@@ -76,18 +78,31 @@ export async function step<T>(
   }
 }
 
-/** admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in. */
+/**
+ * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in;
+ * one {@link step}, whose answer to a thrown error names what the steps so far learnt.
+ */
 export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
-  const admitted = await step(deps, { fields: {} }, () => admit(deps, req));
-  if (isAnswer(admitted)) return admitted;
-  const read = await step(deps, admitted, () => readDelivery(deps, req, admitted));
-  if (isAnswer(read)) return read;
-  const timed = await step(deps, read.known, () => timedRun(deps, read));
-  if (isAnswer(timed)) return timed;
-  const planned = await step(deps, timed.known, () => planDelivery(deps, timed));
-  if (isAnswer(planned)) return planned;
-  const refuse = planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun;
-  return step(deps, planned.known, () => refuse(deps, planned));
+  let known: Known = { fields: {} };
+  return step(
+    deps,
+    () => known,
+    async () => {
+      const admitted = await admit(deps, req);
+      if (isAnswer(admitted)) return admitted;
+      known = admitted;
+      const read = readDelivery(deps, req, known);
+      if (isAnswer(read)) return read;
+      known = read.known;
+      const timed = await timedRun(deps, read);
+      if (isAnswer(timed)) return timed;
+      known = timed.known;
+      const planned = await planDelivery(deps, timed);
+      if (isAnswer(planned)) return planned;
+      known = planned.known;
+      return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
+    },
+  );
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */

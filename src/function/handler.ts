@@ -74,6 +74,7 @@ async function runDelivery(
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
   const checks: Promise<void>[] = [];
   const work = (attempt: Attempt) => {
+    let jobLogger: Logger | undefined;
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
     if (checksMissedRuns && !audit) checks.push(checkClosedSlots(deps, delivery, logger));
     return jobRun({
@@ -90,7 +91,11 @@ async function runDelivery(
       },
       signal: attempt.signal,
       note: attempt.note,
-      logger: logger.child({ attemptId: attempt.attemptId }),
+      // Made when the job first logs: a child logger costs more than the rest of the context.
+      get logger() {
+        jobLogger ??= logger.child({ attemptId: attempt.attemptId });
+        return jobLogger;
+      },
     });
   };
   // A slot's final failure is reported by its own release write, judged from when this delivery
@@ -159,7 +164,7 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { forcedRunToleranceMs } = deps.config;
   const instance = { ...deps, missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }) };
-  const handle: HttpFunction = async (req, res) => {
+  const handle = async (req: Request, res: Response): Promise<void> => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
     // Before the run is known; runDelivery routes them to the run's logger once it is.
@@ -169,5 +174,5 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     writeAnswer(req, res, logger, answered, performance.now() - startedAt);
   };
   const { shutdown } = deps;
-  return shutdown ? (req, res) => shutdown.track(Promise.resolve(handle(req, res))) : handle;
+  return shutdown ? (req, res) => shutdown.track(handle(req, res)) : handle;
 }
