@@ -1,13 +1,16 @@
 /** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
-import {
-  nextSlots,
-  type ScheduleSpec,
-  SLOT_RANGE,
-  shortestGapMs,
-  toUtcRfc3339,
-} from './schedule.ts';
+import { nextSlots, type ScheduleSpec, SLOT_RANGE, toUtcRfc3339 } from './schedule.ts';
+
+/** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
+export function shortestGapMs(job: ScheduleSpec): number | undefined {
+  const slots = nextSlots(job, new Date(SLOT_RANGE.from.getTime() - 1), 1000).map((s) =>
+    s.getTime(),
+  );
+  const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
+  return gaps.length === 0 ? undefined : Math.min(...gaps);
+}
 
 /** Tolerances by schedule, zone and configured tolerance, computed once. */
 const tolerances = new Map<string, number>();

@@ -7,13 +7,13 @@ import { Cron } from 'croner';
 
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
+const RANGE_FROM_MS = Date.UTC(2000, 0, 1);
+const RANGE_TO_MS = Date.UTC(2200, 0, 1);
 /** The instants slot arithmetic covers, half-open; no slot lies outside. */
 export const SLOT_RANGE = Object.freeze({
-  from: new Date(Date.UTC(2000, 0, 1)),
-  to: new Date(Date.UTC(2200, 0, 1)),
+  from: new Date(RANGE_FROM_MS),
+  to: new Date(RANGE_TO_MS),
 });
-const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
-const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
@@ -64,7 +64,6 @@ function wallClockCron(schedule: string): Cron {
 const crons = new Map<string, Cron>();
 const MAX_CRONS = 32;
 
-/** {@link wallClockCron} of a schedule the slot functions use, from {@link crons}. */
 function cachedCron(schedule: string): Cron {
   let cron = crons.get(schedule);
   if (cron === undefined) {
@@ -116,9 +115,8 @@ export function scheduleProblem(schedule: string): string | undefined {
   } catch (err) {
     return (err as Error).message.replace(/^CronPattern: /, '');
   }
-  return cron.nextRun(new Date(RANGE_FROM_MS)) === null
-    ? 'never fires (no date matches it)'
-    : undefined;
+  if (cron.nextRun(new Date(RANGE_FROM_MS)) === null) return 'never fires (no date matches it)';
+  return undefined;
 }
 
 /** The schedule with its fields separated by one space, as the function declares and deploys it. */
@@ -253,17 +251,12 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
 }
 
 /**
- * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `limit` (1 to
+ * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `max` (1 to
  * {@link MAX_SLOTS}); `truncated` says the range held more.
- * @throws {RangeError} for an invalid date or limit.
+ * @throws {RangeError} for an invalid date or `max` (its message calls it the limit).
  */
-export function slotsBetween(
-  job: ScheduleSpec,
-  from: Date,
-  to: Date,
-  limit = MAX_SLOTS,
-): SlotRange {
-  const max = checkedCount(limit, 'limit');
+export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_SLOTS): SlotRange {
+  checkedCount(max, 'limit');
   const end = checkedTime(to, 'to');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(from, 'from') - 1)) {
@@ -310,11 +303,4 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
 /** An instant as RFC 3339 in UTC to the second, as in `X-CloudScheduler-ScheduleTime`. */
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
-}
-
-/** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
-export function shortestGapMs(job: ScheduleSpec): number | undefined {
-  const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), 1000).map((slot) => slot.getTime());
-  const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
-  return gaps.length === 0 ? undefined : Math.min(...gaps);
 }
