@@ -41,9 +41,8 @@ export function backoffSequenceMs(settings: JobSettings): number[] {
 
 /** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
 export function retryWindowMs(settings: JobSettings): number {
-  const waits = backoffSequenceMs(settings);
-  const attempts = waits.length + 1;
-  return attempts * settings.attemptDeadlineSeconds * 1000 + waits.reduce((a, b) => a + b, 0);
+  const attemptMs = settings.attemptDeadlineSeconds * 1000;
+  return backoffSequenceMs(settings).reduce((ms, wait) => ms + wait + attemptMs, attemptMs);
 }
 
 /**

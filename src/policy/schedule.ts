@@ -89,9 +89,8 @@ export function scheduleProblem(schedule: string): string | undefined {
   }
   for (const [i, field] of fields.entries()) {
     const names = FIELD_NAMES[i] ?? [];
-    const allowed = names.length > 0 ? /^[0-9A-Za-z*/,-]+$/ : /^[0-9*/,-]+$/;
     const unknown = field.match(/[A-Za-z]+/g)?.some((w) => !names.includes(w.toUpperCase()));
-    if (!allowed.test(field) || unknown) {
+    if (!/^[0-9A-Za-z*/,-]+$/.test(field) || unknown) {
       const extra = names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
       return (
         `${FIELDS[i]} field "${field}" may hold only numbers, "*", "-", "/" and ","${extra} ` +
@@ -176,8 +175,7 @@ function offsetAt(timeZone: string, t: number): number {
 function instantsShowing(timeZone: string, wall: number): number[] {
   const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
   const after = offsetAt(timeZone, wall - MIN_OFFSET_MS);
-  const offsets = before === after ? [before] : [before, after];
-  return offsets
+  return [...new Set([before, after])]
     .map((offset) => wall - offset)
     .filter((t) => offsetAt(timeZone, t) === wall - t)
     .sort((a, b) => a - b);
