@@ -41,8 +41,7 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
   if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
     return { problem: 'falls outside years 0001-9999 in UTC' };
   }
-  const iso = utc.toISOString().replace(/^\+0*/, '');
-  return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
+  return `${utc.toISOString().slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
 }
 
 /**

@@ -58,7 +58,6 @@ export async function planRun(
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
   if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']), { untimed: true });
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
-  return early > toleranceMs
-    ? of(RunKind.Forced, variant(['forced']))
-    : of(RunKind.Slot, variant([]));
+  if (early > toleranceMs) return of(RunKind.Forced, variant(['forced']));
+  return of(RunKind.Slot, variant([]));
 }

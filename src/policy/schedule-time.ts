@@ -5,9 +5,7 @@ import { nextSlots, type ScheduleSpec, SLOT_RANGE, toUtcRfc3339 } from './schedu
 
 /** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
-  const slots = nextSlots(job, new Date(SLOT_RANGE.from.getTime() - 1), 1000).map((s) =>
-    s.getTime(),
-  );
+  const slots = nextSlots(job, new Date(SLOT_RANGE.from.getTime() - 1), 1000).map(Number);
   const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
   return gaps.length === 0 ? undefined : Math.min(...gaps);
 }
