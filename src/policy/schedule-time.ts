@@ -10,19 +10,15 @@ export function shortestGapMs(job: ScheduleSpec): number | undefined {
   return gaps.length === 0 ? undefined : Math.min(...gaps);
 }
 
-/** Tolerances by schedule, zone and configured tolerance, computed once. */
-const tolerances = new Map<string, number>();
+/** {@link shortestGapMs} by schedule and zone, computed once. */
+const gaps = new Map<string, number | undefined>();
 
 /** How early a delivery may be and still its slot's run, ms: `configuredMs`, ≤ half the least gap. */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
-  const key = `${job.schedule}\u0000${job.timeZone}\u0000${configuredMs}`;
-  let tolerance = tolerances.get(key);
-  if (tolerance === undefined) {
-    const gap = shortestGapMs(job);
-    tolerance = gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
-    tolerances.set(key, tolerance);
-  }
-  return tolerance;
+  const key = `${job.schedule}\u0000${job.timeZone}`;
+  if (!gaps.has(key)) gaps.set(key, shortestGapMs(job));
+  const gap = gaps.get(key);
+  return gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
 }
 
 /** The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance. */

@@ -57,10 +57,7 @@ function wallClockCron(schedule: string): Cron {
   });
 }
 
-/**
- * The schedules the slot functions used last, parsed once (a croner without a function keeps no
- * state between look-ups). Few: each croner holds a 10,000-entry year table, about 80 KB.
- */
+/** Croners of the slot functions' last schedules (stateless between look-ups; ~80 KB each: few). */
 const crons = new Map<string, Cron>();
 const MAX_CRONS = 32;
 
@@ -99,8 +96,7 @@ export function scheduleProblem(schedule: string): string | undefined {
     }
   }
   const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
-  const steppedBeside = (day: string, other: string) =>
-    day.startsWith('*') && day !== '*' && other !== '*';
+  const steppedBeside = (day: string, other: string) => /^\*./.test(day) && other !== '*';
   if (steppedBeside(dayOfMonth, dayOfWeek) || steppedBeside(dayOfWeek, dayOfMonth)) {
     return (
       `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
