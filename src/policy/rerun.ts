@@ -52,13 +52,12 @@ function slotNotFinished(
   record: StoredRecord | undefined,
 ): RerunRefusal | undefined {
   const deliverIt = `deliver the slot itself with npm run trigger -- ${job.id} --slot ${scheduleTime} (without --rerun)`;
-  if (record === undefined) {
-    return {
-      refusal: 'invalid',
-      message: `Re-run refused: slot ${scheduleTime} of ${job.id} has no record (it never ran, or its record passed RETENTION_SECONDS), so there is no finished run to re-run; if it never ran, ${deliverIt}. Nothing was run.`,
-    };
-  }
-  switch (record.status) {
+  switch (record?.status) {
+    case undefined:
+      return {
+        refusal: 'invalid',
+        message: `Re-run refused: slot ${scheduleTime} of ${job.id} has no record (it never ran, or its record passed RETENTION_SECONDS), so there is no finished run to re-run; if it never ran, ${deliverIt}. Nothing was run.`,
+      };
     case 'unreadable':
       return {
         refusal: 'unreadable',

@@ -42,8 +42,7 @@ const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
   'header, so their runs could not be told apart';
 
-// Zones whose wall clock is UTC's: read without the tz database, so a job in the default zone never
-// loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
+/** UTC's zones, read without ICU's zone data (25-55 ms at a cold start: docs/performance.md). */
 const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
 
 /** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
