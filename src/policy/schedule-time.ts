@@ -66,25 +66,23 @@ export function retentionProblems(
   retentionMs: number,
   configuredToleranceMs: number,
 ): string[] {
-  const problems: string[] = [];
-  for (const job of jobs) {
+  return jobs.flatMap((job) => {
     // The tolerance is at most the configured one: no slot arithmetic needed.
-    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) continue;
+    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) return [];
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
     if (retentionMs <= windowMs + toleranceMs) {
-      problems.push(
+      return [
         `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the retry window of job ${job.id} ` +
           `(${windowMs / 1000} s: its last retry can come that long after the schedule time) plus its forced-run tolerance (${toleranceMs / 1000} s); ` +
           "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
-      );
-    } else if (retentionMs <= judgingDelayMs(job) + toleranceMs) {
-      problems.push(
-        `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
-          `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
-          "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
-      );
+      ];
     }
-  }
-  return problems;
+    if (retentionMs > judgingDelayMs(job) + toleranceMs) return [];
+    return [
+      `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
+        `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
+        "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
+    ];
+  });
 }
