@@ -221,11 +221,10 @@ function checkedTime(date: Date, what: string): number {
   return t;
 }
 
-function checkedCount(count: number, what: string): number {
+function checkCount(count: number, what: string): void {
   if (!Number.isInteger(count) || count < 1 || count > MAX_SLOTS) {
     throw new RangeError(`${what} must be a whole number from 1 to ${MAX_SLOTS}, not ${count}`);
   }
-  return count;
 }
 
 /**
@@ -234,11 +233,11 @@ function checkedCount(count: number, what: string): number {
  * @throws {RangeError} for an invalid date or count.
  */
 export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
-  const wanted = checkedCount(count, 'count');
+  checkCount(count, 'count');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(after, 'after'))) {
     slots.push(new Date(t));
-    if (slots.length === wanted) break;
+    if (slots.length === count) break;
   }
   return slots;
 }
@@ -249,7 +248,7 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
  * @throws {RangeError} for an invalid date or `max` (its message calls it the limit).
  */
 export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_SLOTS): SlotRange {
-  checkedCount(max, 'limit');
+  checkCount(max, 'limit');
   const end = checkedTime(to, 'to');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(from, 'from') - 1)) {
