@@ -19,14 +19,13 @@ export async function untimedForceRun(
   now: Date,
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
 ): Promise<string | undefined> {
-  const windowMs = retryWindowMs(job);
+  const windowStart = now.getTime() - retryWindowMs(job);
   const recent: string[] = [];
   // Newest first, back to the retry window's start.
-  for (let slot = previousSlot(job, new Date(now.getTime() + 1)); slot !== undefined; ) {
-    if (now.getTime() - slot.getTime() >= windowMs) break;
+  let slot = previousSlot(job, new Date(now.getTime() + 1));
+  while (slot !== undefined && slot.getTime() > windowStart) {
     recent.push(toUtcRfc3339(slot));
-    if (recent.length === FORCE_RUN_LOOK_BACK_SLOTS) break;
-    slot = previousSlot(job, slot);
+    slot = recent.length < FORCE_RUN_LOOK_BACK_SLOTS ? previousSlot(job, slot) : undefined;
   }
   const idOf = (t: string) => computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
   if (recent.length > 0) {
@@ -35,8 +34,7 @@ export async function untimedForceRun(
       const record = records.get(idOf(scheduleTime));
       if (record === undefined) continue;
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
-      if (claimed === undefined || now.getTime() - claimed.getTime() < windowMs)
-        return scheduleTime;
+      if (claimed === undefined || claimed.getTime() > windowStart) return scheduleTime;
     }
   }
   const [next] = nextSlots(job, now, 1);

@@ -60,15 +60,13 @@ export function nextRules(
   const newest = rules.at(-1);
   // A job's first rule was in force before any check saw it.
   if (newest === undefined) return [ruleOf(job)];
-  let out: JudgedRule[] = [...rules];
+  let out = rules;
   if (newest.schedule !== job.schedule || newest.timeZone !== job.timeZone) {
-    out = out.map((rule, i) => (i === out.length - 1 ? { ...rule, until: lastSeen } : rule));
-    out.push({ ...ruleOf(job), since: now });
+    out = [...rules.slice(0, -1), { ...newest, until: lastSeen }, { ...ruleOf(job), since: now }];
   }
   // A rule that was replaced before `from` judges nothing any more.
   while (out.length > 1 && (out[1]?.since ?? 0) <= from) out = out.slice(1);
-  const [oldest, ...rest] = out.slice(-MAX_RULES);
-  if (oldest === undefined) return [ruleOf(job)];
+  const [oldest, ...rest] = out.slice(-MAX_RULES) as [JudgedRule, ...JudgedRule[]];
   if (oldest.since !== undefined && oldest.since > from) return [oldest, ...rest];
   const { since: _since, ...first } = oldest;
   return [first, ...rest];
@@ -100,12 +98,11 @@ export function judgedSlots(
 ): { slots: readonly Date[]; truncated: boolean } {
   const start = Math.max(from.getTime(), rules[0]?.since ?? Number.NEGATIVE_INFINITY);
   if (start >= to.getTime()) return { slots: [], truncated: false };
-  if (start > from.getTime()) return judgedSlots(rules, new Date(start), to, max);
-  if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, from, to, max);
+  if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, new Date(start), to, max);
   const candidates = new Set<number>();
   let truncated = false;
   for (const [i, rule] of rules.entries()) {
-    const lo = Math.max(from.getTime(), i === 0 ? 0 : (rules[i - 1]?.until ?? 0));
+    const lo = Math.max(start, rules[i - 1]?.until ?? 0);
     const hi = Math.min(to.getTime(), rules[i + 1]?.since ?? Number.POSITIVE_INFINITY);
     if (lo >= hi) continue;
     const got = slotsBetween(rule, new Date(lo), new Date(hi), max);

@@ -1,8 +1,8 @@
 /** Which re-runs the function refuses (docs/how-it-works.md, "Re-runs the function refuses"). */
 import { RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
+import { isSlotOf } from './missed-run-rules.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
-import { nextSlots } from './schedule.ts';
 
 /** Why a re-run is refused: `invalid` (the request must change), `running` (retry later), `unreadable`. */
 export interface RerunRefusal {
@@ -33,8 +33,7 @@ export async function rerunRefusal(
       `slot ${scheduleTime} of ${job.id} is in the future (Firestore's time is ${now.toISOString()}); a re-run runs a finished slot again. To run the job now, run npm run trigger -- ${job.id} (a manual run)`,
     );
   }
-  const [next] = nextSlots(job, new Date(t - 1), 1);
-  if (next?.getTime() !== t) {
+  if (!isSlotOf(job, t)) {
     return invalid(
       `${scheduleTime} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone}); name one, e.g. from npm run runs -- ${job.id}`,
     );
@@ -52,13 +51,12 @@ function slotNotFinished(
   record: StoredRecord | undefined,
 ): RerunRefusal | undefined {
   const deliverIt = `deliver the slot itself with npm run trigger -- ${job.id} --slot ${scheduleTime} (without --rerun)`;
-  if (record === undefined) {
-    return {
-      refusal: 'invalid',
-      message: `Re-run refused: slot ${scheduleTime} of ${job.id} has no record (it never ran, or its record passed RETENTION_SECONDS), so there is no finished run to re-run; if it never ran, ${deliverIt}. Nothing was run.`,
-    };
-  }
-  switch (record.status) {
+  switch (record?.status) {
+    case undefined:
+      return {
+        refusal: 'invalid',
+        message: `Re-run refused: slot ${scheduleTime} of ${job.id} has no record (it never ran, or its record passed RETENTION_SECONDS), so there is no finished run to re-run; if it never ran, ${deliverIt}. Nothing was run.`,
+      };
     case 'unreadable':
       return {
         refusal: 'unreadable',

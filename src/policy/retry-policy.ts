@@ -1,6 +1,9 @@
 /** Scheduler's `RetryConfig`, pure, ms (docs/how-it-works.md, "Cloud Scheduler's retry policy"). */
 import type { JobSettings } from './job-declaration.ts';
 
+/** A job's `RetryConfig`: its settings but the attempt deadline, in Scheduler's units (s). */
+export type RetryConfig = Omit<JobSettings, 'attemptDeadlineSeconds'>;
+
 /** The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped. */
 export function backoffMs(
   settings: Pick<JobSettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
@@ -16,14 +19,10 @@ export function backoffMs(
  * Whether Scheduler makes retry `n` (0-based), decided `elapsedMs` after the first attempt: until
  * both `retryCount` and `maxRetryDuration` (0: no limit of its own) are reached.
  */
-export function makesRetry(
-  settings: Omit<JobSettings, 'attemptDeadlineSeconds'>,
-  n: number,
-  elapsedMs: number,
-): boolean {
-  const durationMs = settings.maxRetryDurationSeconds * 1000;
-  if (n < settings.retryCount) return true;
-  return durationMs > 0 && elapsedMs + backoffMs(settings, n) < durationMs;
+export function makesRetry(config: RetryConfig, n: number, elapsedMs: number): boolean {
+  const durationMs = config.maxRetryDurationSeconds * 1000;
+  if (n < config.retryCount) return true;
+  return durationMs > 0 && elapsedMs + backoffMs(config, n) < durationMs;
 }
 
 /** The waits before each retry after a failed first attempt, ms ({@link makesRetry}); at most 100. */
@@ -41,21 +40,16 @@ export function backoffSequenceMs(settings: JobSettings): number[] {
 
 /** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
 export function retryWindowMs(settings: JobSettings): number {
-  const waits = backoffSequenceMs(settings);
-  const attempts = waits.length + 1;
-  return attempts * settings.attemptDeadlineSeconds * 1000 + waits.reduce((a, b) => a + b, 0);
+  const attemptMs = settings.attemptDeadlineSeconds * 1000;
+  return backoffSequenceMs(settings).reduce((ms, wait) => ms + wait + attemptMs, attemptMs);
 }
 
 /**
  * Whether no retry can follow a failed attempt, given the run's `attempts` so far (the failing one
  * included) and `elapsedMs` since its first claim (why that is sound: docs/how-it-works.md).
  */
-export function noRetryFollows(
-  settings: Omit<JobSettings, 'attemptDeadlineSeconds'>,
-  attempts: number,
-  elapsedMs: number,
-): boolean {
-  return !makesRetry(settings, attempts - 1, elapsedMs);
+export function noRetryFollows(config: RetryConfig, attempts: number, elapsedMs: number): boolean {
+  return !makesRetry(config, attempts - 1, elapsedMs);
 }
 
 /** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */

@@ -29,8 +29,7 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
   const offsetMinutes = Number(m[11] ?? 0);
   const realDate = year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth;
   const realTime = hour <= 23 && minute <= 59 && second <= 59;
-  const realOffset = offsetHours <= 23 && offsetMinutes <= 59;
-  if (!realDate || !realTime || !realOffset) {
+  if (!realDate || !realTime || offsetHours > 23 || offsetMinutes > 59) {
     return { problem: 'is not a real instant (check the date, time and offset)' };
   }
   const sign = m[9] === '-' ? -1 : 1;
@@ -41,8 +40,7 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
   if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
     return { problem: 'falls outside years 0001-9999 in UTC' };
   }
-  const iso = utc.toISOString().replace(/^\+0*/, '');
-  return `${iso.slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
+  return `${utc.toISOString().slice(0, 19)}${fraction === '' ? '' : `.${fraction}`}Z`;
 }
 
 /**

@@ -43,14 +43,13 @@ export async function planRun(
   toleranceMs: number,
 ): Promise<RunPlan> {
   const { trigger, scope } = run;
-  // The short id, not the header as sent: both forms of a job's name are one run.
-  const keyed = { ...run, jobName: job.id };
   const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(scope) };
   const overlap = trigger?.allowOverlap === true ? 'allow' : job.overlap;
   const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => {
     return { runId, kind, details: { ...base, kind, ...details }, overlap };
   };
-  const variant = (parts: readonly string[]) => computeRunId(keyed, parts);
+  // The short id, not the header as sent: both forms of a job's name are one run.
+  const variant = (parts: readonly string[]) => computeRunId({ ...run, jobName: job.id }, parts);
   if (trigger !== undefined) {
     const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
     if (trigger.mode === 'manual') return of(RunKind.Manual, runId);
@@ -59,7 +58,6 @@ export async function planRun(
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
   if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']), { untimed: true });
   const early = Date.parse(run.scheduleTime) - (await now()).getTime();
-  return early > toleranceMs
-    ? of(RunKind.Forced, variant(['forced']))
-    : of(RunKind.Slot, variant([]));
+  if (early > toleranceMs) return of(RunKind.Forced, variant(['forced']));
+  return of(RunKind.Slot, variant([]));
 }

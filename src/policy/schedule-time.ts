@@ -1,27 +1,24 @@
 /** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
-import {
-  nextSlots,
-  type ScheduleSpec,
-  SLOT_RANGE,
-  shortestGapMs,
-  toUtcRfc3339,
-} from './schedule.ts';
+import { nextSlots, type ScheduleSpec, SLOT_RANGE, toUtcRfc3339 } from './schedule.ts';
 
-/** Tolerances by schedule, zone and configured tolerance, computed once. */
-const tolerances = new Map<string, number>();
+/** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
+export function shortestGapMs(job: ScheduleSpec): number | undefined {
+  const slots = nextSlots(job, new Date(SLOT_RANGE.from.getTime() - 1), 1000).map(Number);
+  const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
+  return gaps.length === 0 ? undefined : Math.min(...gaps);
+}
+
+/** {@link shortestGapMs} by schedule and zone, computed once. */
+const gaps = new Map<string, number | undefined>();
 
 /** How early a delivery may be and still its slot's run, ms: `configuredMs`, ≤ half the least gap. */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
-  const key = `${job.schedule}\u0000${job.timeZone}\u0000${configuredMs}`;
-  let tolerance = tolerances.get(key);
-  if (tolerance === undefined) {
-    const gap = shortestGapMs(job);
-    tolerance = gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
-    tolerances.set(key, tolerance);
-  }
-  return tolerance;
+  const key = `${job.schedule}\u0000${job.timeZone}`;
+  if (!gaps.has(key)) gaps.set(key, shortestGapMs(job));
+  const gap = gaps.get(key);
+  return gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
 }
 
 /** The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance. */
@@ -69,25 +66,23 @@ export function retentionProblems(
   retentionMs: number,
   configuredToleranceMs: number,
 ): string[] {
-  const problems: string[] = [];
-  for (const job of jobs) {
+  return jobs.flatMap((job) => {
     // The tolerance is at most the configured one: no slot arithmetic needed.
-    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) continue;
+    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) return [];
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
     if (retentionMs <= windowMs + toleranceMs) {
-      problems.push(
+      return [
         `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the retry window of job ${job.id} ` +
           `(${windowMs / 1000} s: its last retry can come that long after the schedule time) plus its forced-run tolerance (${toleranceMs / 1000} s); ` +
           "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
-      );
-    } else if (retentionMs <= judgingDelayMs(job) + toleranceMs) {
-      problems.push(
-        `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
-          `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
-          "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
-      );
+      ];
     }
-  }
-  return problems;
+    if (retentionMs > judgingDelayMs(job) + toleranceMs) return [];
+    return [
+      `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
+        `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
+        "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
+    ];
+  });
 }

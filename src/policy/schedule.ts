@@ -7,13 +7,13 @@ import { Cron } from 'croner';
 
 /** The most slots one call returns (`slotsBetween`, `nextSlots`): a week of a per-minute job. */
 export const MAX_SLOTS = 10_000;
+const RANGE_FROM_MS = Date.UTC(2000, 0, 1);
+const RANGE_TO_MS = Date.UTC(2200, 0, 1);
 /** The instants slot arithmetic covers, half-open; no slot lies outside. */
 export const SLOT_RANGE = Object.freeze({
-  from: new Date(Date.UTC(2000, 0, 1)),
-  to: new Date(Date.UTC(2200, 0, 1)),
+  from: new Date(RANGE_FROM_MS),
+  to: new Date(RANGE_TO_MS),
 });
-const RANGE_FROM_MS = SLOT_RANGE.from.getTime();
-const RANGE_TO_MS = SLOT_RANGE.to.getTime();
 
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
@@ -42,8 +42,7 @@ const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
   'header, so their runs could not be told apart';
 
-// Zones whose wall clock is UTC's: read without the tz database, so a job in the default zone never
-// loads ICU's zone data (25-55 ms at a cold start: docs/performance.md).
+/** UTC's zones, read without ICU's zone data (25-55 ms at a cold start: docs/performance.md). */
 const UTC_ZONES: ReadonlySet<string> = new Set(['Etc/UTC', 'UTC']);
 
 /** croner, evaluating the DST-free wall clock; options pinned so a new default cannot change them. */
@@ -57,14 +56,10 @@ function wallClockCron(schedule: string): Cron {
   });
 }
 
-/**
- * The schedules the slot functions used last, parsed once (a croner without a function keeps no
- * state between look-ups). Few: each croner holds a 10,000-entry year table, about 80 KB.
- */
+/** Croners of the slot functions' last schedules (stateless between look-ups; ~80 KB each: few). */
 const crons = new Map<string, Cron>();
 const MAX_CRONS = 32;
 
-/** {@link wallClockCron} of a schedule the slot functions use, from {@link crons}. */
 function cachedCron(schedule: string): Cron {
   let cron = crons.get(schedule);
   if (cron === undefined) {
@@ -90,9 +85,8 @@ export function scheduleProblem(schedule: string): string | undefined {
   }
   for (const [i, field] of fields.entries()) {
     const names = FIELD_NAMES[i] ?? [];
-    const allowed = names.length > 0 ? /^[0-9A-Za-z*/,-]+$/ : /^[0-9*/,-]+$/;
     const unknown = field.match(/[A-Za-z]+/g)?.some((w) => !names.includes(w.toUpperCase()));
-    if (!allowed.test(field) || unknown) {
+    if (!/^[0-9A-Za-z*/,-]+$/.test(field) || unknown) {
       const extra = names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
       return (
         `${FIELDS[i]} field "${field}" may hold only numbers, "*", "-", "/" and ","${extra} ` +
@@ -101,8 +95,7 @@ export function scheduleProblem(schedule: string): string | undefined {
     }
   }
   const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
-  const steppedBeside = (day: string, other: string) =>
-    day.startsWith('*') && day !== '*' && other !== '*';
+  const steppedBeside = (day: string, other: string) => /^\*./.test(day) && other !== '*';
   if (steppedBeside(dayOfMonth, dayOfWeek) || steppedBeside(dayOfWeek, dayOfMonth)) {
     return (
       `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
@@ -116,9 +109,8 @@ export function scheduleProblem(schedule: string): string | undefined {
   } catch (err) {
     return (err as Error).message.replace(/^CronPattern: /, '');
   }
-  return cron.nextRun(new Date(RANGE_FROM_MS)) === null
-    ? 'never fires (no date matches it)'
-    : undefined;
+  if (cron.nextRun(new Date(RANGE_FROM_MS)) === null) return 'never fires (no date matches it)';
+  return undefined;
 }
 
 /** The schedule with its fields separated by one space, as the function declares and deploys it. */
@@ -178,8 +170,7 @@ function offsetAt(timeZone: string, t: number): number {
 function instantsShowing(timeZone: string, wall: number): number[] {
   const before = offsetAt(timeZone, wall - MAX_OFFSET_MS);
   const after = offsetAt(timeZone, wall - MIN_OFFSET_MS);
-  const offsets = before === after ? [before] : [before, after];
-  return offsets
+  return [...new Set([before, after])]
     .map((offset) => wall - offset)
     .filter((t) => offsetAt(timeZone, t) === wall - t)
     .sort((a, b) => a - b);
@@ -230,11 +221,10 @@ function checkedTime(date: Date, what: string): number {
   return t;
 }
 
-function checkedCount(count: number, what: string): number {
+function checkCount(count: number, what: string): void {
   if (!Number.isInteger(count) || count < 1 || count > MAX_SLOTS) {
     throw new RangeError(`${what} must be a whole number from 1 to ${MAX_SLOTS}, not ${count}`);
   }
-  return count;
 }
 
 /**
@@ -243,27 +233,22 @@ function checkedCount(count: number, what: string): number {
  * @throws {RangeError} for an invalid date or count.
  */
 export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
-  const wanted = checkedCount(count, 'count');
+  checkCount(count, 'count');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(after, 'after'))) {
     slots.push(new Date(t));
-    if (slots.length === wanted) break;
+    if (slots.length === count) break;
   }
   return slots;
 }
 
 /**
- * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `limit` (1 to
+ * The job's slots in [`from`, `to`) (consecutive ranges see each slot once), at most `max` (1 to
  * {@link MAX_SLOTS}); `truncated` says the range held more.
- * @throws {RangeError} for an invalid date or limit.
+ * @throws {RangeError} for an invalid date or `max` (its message calls it the limit).
  */
-export function slotsBetween(
-  job: ScheduleSpec,
-  from: Date,
-  to: Date,
-  limit = MAX_SLOTS,
-): SlotRange {
-  const max = checkedCount(limit, 'limit');
+export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_SLOTS): SlotRange {
+  checkCount(max, 'limit');
   const end = checkedTime(to, 'to');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(from, 'from') - 1)) {
@@ -310,11 +295,4 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
 /** An instant as RFC 3339 in UTC to the second, as in `X-CloudScheduler-ScheduleTime`. */
 export function toUtcRfc3339(instant: Date): string {
   return `${new Date(checkedTime(instant, 'instant')).toISOString().slice(0, 19)}Z`;
-}
-
-/** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
-export function shortestGapMs(job: ScheduleSpec): number | undefined {
-  const slots = nextSlots(job, new Date(RANGE_FROM_MS - 1), 1000).map((slot) => slot.getTime());
-  const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
-  return gaps.length === 0 ? undefined : Math.min(...gaps);
 }

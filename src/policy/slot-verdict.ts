@@ -12,27 +12,21 @@ export function closedAfterMs(job: DeclaredJob): number {
 }
 
 /**
- * The verdict on one slot: `final` (nothing to report), `open` (an attempt may still come or runs:
- * judge it later), `missed` / `failed` (report it); `end`: the latest its execution ended, ms.
+ * A slot's verdict at `now`, after an execution that ended by `previousEnd` (ms): `final` (nothing
+ * to report), `open` (an attempt may still come or runs: judge it later), `missed` / `failed`
+ * (report it); `end`: the latest its execution ended, ms.
  */
-export type SlotVerdict = {
-  readonly verdict: 'final' | 'open' | 'missed' | 'failed';
-  readonly end: number;
-};
-
-/** A slot's {@link SlotVerdict} at `now`, after an execution that ended by `previousEnd` (ms). */
 export function slotVerdict(
   job: DeclaredJob,
   slot: Date,
   record: StoredRecord | undefined,
   previousEnd: number,
   now: Date,
-): SlotVerdict {
+): { readonly verdict: 'final' | 'open' | 'missed' | 'failed'; readonly end: number } {
   const s = slot.getTime();
   const windowMs = retryWindowMs(job);
-  const clamp = (t: number) => Math.min(s + windowMs, Math.max(s, t));
-  const run = record === undefined || record.status === 'unreadable' ? undefined : record;
-  const start = clamp(run?.firstClaimedAt?.getTime() ?? previousEnd);
+  const run = record?.status === 'unreadable' ? undefined : record;
+  const start = Math.min(s + windowMs, Math.max(s, run?.firstClaimedAt?.getTime() ?? previousEnd));
   const latestEnd = start + windowMs;
   if (run?.status === 'completed') {
     return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };

@@ -13,7 +13,6 @@ import {
   nextSlots,
   previousSlot,
   SLOT_RANGE,
-  shortestGapMs,
   slotsBetween,
   toUtcRfc3339,
 } from '../../src/policy/schedule.ts';
@@ -22,6 +21,7 @@ import {
   newestAcceptedTime,
   retentionProblems,
   scheduleTimeProblem,
+  shortestGapMs,
 } from '../../src/policy/schedule-time.ts';
 
 const perMinute = { schedule: '* * * * *', timeZone: 'Etc/UTC' };
