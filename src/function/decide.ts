@@ -97,7 +97,7 @@ export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<A
       const timed = await timedRun(deps, read);
       if (isAnswer(timed)) return timed;
       known = timed.known;
-      const planned = await planDelivery(deps, timed);
+      const planned = planDelivery(deps, timed);
       if (isAnswer(planned)) return planned;
       known = planned.known;
       return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
@@ -170,13 +170,13 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-async function planDelivery(deps: HandlerDeps, timed: Timed): Promise<Answer | Delivery> {
+function planDelivery(deps: HandlerDeps, timed: Timed): Answer | Delivery {
   const { job, run, now, known } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
   if (problem !== undefined) return refusal(known, 'invalid_request', problem);
-  const plan = await planRun(run, job, async () => now, toleranceMs);
+  const plan = planRun(run, job, now, toleranceMs);
   const fields = {
     ...known.fields,
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),

@@ -35,13 +35,13 @@ export interface RunPlan {
   readonly overlap: OverlapPolicy;
 }
 
-/** Plans a delivery's run: `now` (read for a timed delivery only), `toleranceMs` the job's, ms. */
-export async function planRun(
+/** Plans a delivery's run at Firestore's `now`; `toleranceMs` is the job's, ms. */
+export function planRun(
   run: ScheduledRun,
   job: DeclaredJob,
-  now: () => Promise<Date>,
+  now: Date,
   toleranceMs: number,
-): Promise<RunPlan> {
+): RunPlan {
   const { trigger, scope } = run;
   const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(scope) };
   const overlap = trigger?.allowOverlap === true ? 'allow' : job.overlap;
@@ -57,7 +57,7 @@ export async function planRun(
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
   if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']), { untimed: true });
-  const early = Date.parse(run.scheduleTime) - (await now()).getTime();
+  const early = Date.parse(run.scheduleTime) - now.getTime();
   if (early > toleranceMs) return of(RunKind.Forced, variant(['forced']));
   return of(RunKind.Slot, variant([]));
 }

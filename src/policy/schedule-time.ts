@@ -50,6 +50,8 @@ export function scheduleTimeProblem(
       'its record may have been deleted by the TTL policy, so nothing shows whether it ran; the job was not run. Run it by hand as a manual run (npm run trigger -- JOB) if it must run.'
     );
   }
+  // The next slot past `now` + tolerance lies later still: only a time past that bound needs it.
+  if (t <= now.getTime() + toleranceMs) return undefined;
   const newest = newestAcceptedTime(job, now, toleranceMs);
   if (t > newest.getTime()) {
     return (
