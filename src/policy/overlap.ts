@@ -1,14 +1,4 @@
-/**
- * Is another run of this job still running? A per-job lock document (docs/how-it-works.md,
- * "Overlap") naming its holder's run, held while the holder's *run record* holds a live lease;
- * each lock write goes in one batch with the run's claim, fenced on the lock as read:
- *
- *   (absent) ──claim A + create(holder = A)──► held by A ──A's record completed, failed, lapsed──► free
- *                                                   │                                              │
- *                                                   │ B reads it: A's lease live → B waits / skips │
- *                                                   │                                              ▼
- *                                                   └──────── claim B + update(holder = B), fenced on its read
- */
+/** Is another run of this job still running? The per-job overlap lock (docs/how-it-works.md). */
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
@@ -73,10 +63,8 @@ export async function checkOverlap(
   }
   const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
   const token = lock.updateTime;
-  return {
-    action: 'run',
-    guard: { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token },
-  };
+  const guard = { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token };
+  return { action: 'run', guard };
 }
 
 /** The run id a lock names, `undefined` when there is no lock. */
