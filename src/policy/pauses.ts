@@ -109,9 +109,8 @@ export function pausesField(pauses: readonly Pause[]): DocumentData[] {
 
 /** The pause `slot` falls in, if any. */
 export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined {
-  const t = slot.getTime();
   return pauses.find(
-    (p) => p.pausedAt.getTime() <= t && (p.resumedAt === undefined || t < p.resumedAt.getTime()),
+    (p) => p.pausedAt <= slot && (p.resumedAt === undefined || slot < p.resumedAt),
   );
 }
 
