@@ -132,7 +132,6 @@ export function windowOf(
   const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
-  const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
   const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
   // Rules are kept for the retention, so `runs --check` judges older windows by them too.
   const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
@@ -144,7 +143,7 @@ export function windowOf(
     from: new Date(Math.max(start, retained)),
     rules,
     cursor,
-    runSeen: !stale && (cursor?.runSeen ?? false),
+    runSeen: cursor?.runSeen === true && cursor.checkedBefore.getTime() >= retained,
     current: cursor !== undefined && !afresh && sameRules && !heartbeat,
   };
 }
