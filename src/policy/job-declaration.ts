@@ -4,8 +4,6 @@ import { ConfigError } from './errors.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
 
-export type { JobInfo, JobRun } from '../core/job-context.ts';
-
 /** One job as declared: `id`, `schedule`, `run`, the rest {@link JOB_DEFAULTS}; durations in s. */
 export interface JobDeclaration {
   /** The Cloud Scheduler job id: 1-500 letters, digits, `-`, `_`; part of every run id. */
