@@ -29,26 +29,16 @@ export interface Pause {
   readonly overdueReportedAt: Date | undefined;
 }
 
-/** Why a note cannot be stored, or undefined: too long, or a control character (it is printed). */
-export function pauseNoteProblem(note: string): string | undefined {
-  if (note.length > MAX_PAUSE_NOTE_LENGTH) {
-    return `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`;
-  }
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (/[\u0000-\u001f\u007f]/.test(note)) return 'the note holds a control character (a newline?)';
-  return undefined;
+/** Whether `note` may be stored: {@link MAX_PAUSE_NOTE_LENGTH} characters at most, none control. */
+export function isPauseNote(note: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refused, since the note is printed
+  return note.length <= MAX_PAUSE_NOTE_LENGTH && !/[\u0000-\u001f\u007f]/.test(note);
 }
 
-/** Why `until` cannot end a pause from `from`, or undefined: {@link MIN_PAUSE_MS} to 30 days after. */
-export function pauseUntilProblem(until: Date, from: Date): string | undefined {
+/** Whether `until` may end a pause from `from`: {@link MIN_PAUSE_MS} to 30 days after. */
+export function isPauseEnd(until: Date, from: Date): boolean {
   const ms = until.getTime() - from.getTime();
-  if (ms < MIN_PAUSE_MS) {
-    return `${until.toISOString()} is ${ms <= 0 ? 'not after' : 'less than a minute after'} now (${from.toISOString()}): give a time in the future`;
-  }
-  if (ms > MAX_PAUSE_MS) {
-    return `${until.toISOString()} is more than 30 days after now (${from.toISOString()}): pause for at most 30 days, then pause again`;
-  }
-  return undefined;
+  return ms >= MIN_PAUSE_MS && ms <= MAX_PAUSE_MS;
 }
 
 /** When a pause is reported as outliving its bound. */
@@ -66,13 +56,13 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
-  if (times.includes('bad') || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
+  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) {
     return undefined;
   }
   const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
   if (pausedAt === undefined) return undefined;
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
-  if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
+  if (until !== undefined && !isPauseEnd(until, pausedAt)) return undefined;
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
