@@ -164,10 +164,7 @@ export class MissedRunCheck {
       logger.warn({ jobName: job.id, document: id }, message);
     }
     const pauses = stored === 'unreadable' ? [] : stored;
-    const updateTime =
-      read.updateTime === undefined
-        ? undefined
-        : await reportOverduePause(jobDocuments, id, job.id, pauses, read.updateTime, now, logger);
+    const updateTime = await reportOverduePause(jobDocuments, id, job, pauses, read, now, logger);
     if (updateTime === 'changed') {
       this.#known.delete(id);
       return undefined;

@@ -118,28 +118,29 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 }
 
 /**
- * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
- * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
+ * Reports `job`'s active pause past its bound once: `overdue_reported_at`, fenced on the `read` of
+ * document `id` that found `pauses`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(
   documents: Pick<RunDocuments, 'update'>,
   id: string,
-  jobId: string,
+  job: { readonly id: string },
   pauses: readonly Pause[],
-  updateTime: Timestamp,
+  read: { readonly updateTime: Timestamp | undefined },
   now: Date,
   logger: Logger,
-): Promise<Timestamp | 'changed'> {
+): Promise<Timestamp | undefined | 'changed'> {
   const pause = overduePause(pauses, now);
-  if (pause === undefined) return updateTime;
+  const { updateTime } = read;
+  if (pause === undefined || updateTime === undefined) return updateTime;
   const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
   const data = { pauses: pausesField(marked) };
   const written = await documents.update(id, 'overdue pause report', data, updateTime);
   if (written === 'changed') return 'changed';
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
-  logger.error({ jobName: jobId, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
+  logger.error({ jobName: job.id, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
   return written;
 }
