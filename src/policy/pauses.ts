@@ -133,11 +133,10 @@ export async function reportOverduePause(
   logger: Logger,
 ): Promise<Timestamp | undefined | 'changed'> {
   const pause = overduePause(pauses, now);
-  const { updateTime } = read;
-  if (pause === undefined || updateTime === undefined) return updateTime;
+  if (pause === undefined || read.updateTime === undefined) return read.updateTime;
   const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
   const data = { pauses: pausesField(marked) };
-  const written = await documents.update(id, 'overdue pause report', data, updateTime);
+  const written = await documents.update(id, 'overdue pause report', data, read.updateTime);
   if (written === 'changed') return 'changed';
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
