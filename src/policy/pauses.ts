@@ -107,7 +107,7 @@ export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined
 /** The pause that lasts now (not resumed), if any. */
 export function activePause(pauses: readonly Pause[]): Pause | undefined {
   const last = pauses.at(-1);
-  return last !== undefined && last.resumedAt === undefined ? last : undefined;
+  return last?.resumedAt === undefined ? last : undefined;
 }
 
 /** The active pause past its bound at `now`, not reported yet. */
