@@ -1,8 +1,7 @@
 /** A job's missed-run check cursor (`{jobId}~check`), moved after the reports, fenced. */
-import { createHash } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
-import type { Scope } from '../core/run-key.ts';
+import { type Scope, scopeId } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
 import type { Pause } from './pauses.ts';
@@ -20,9 +19,8 @@ const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
 export function checkDocumentId(jobId: string, scope: Scope): string {
-  if (scope.length === 0) return `${jobId}~check`;
-  const hash = createHash('sha256').update(JSON.stringify(scope)).digest('hex').slice(0, 16);
-  return `${jobId}~check~${hash}`;
+  const keyScope = scopeId(scope);
+  return keyScope === '' ? `${jobId}~check` : `${jobId}~check~${keyScope}`;
 }
 
 /**
