@@ -56,9 +56,7 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
-  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) {
-    return undefined;
-  }
+  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) return undefined;
   const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
   if (pausedAt === undefined) return undefined;
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
