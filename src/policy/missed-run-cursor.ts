@@ -42,9 +42,7 @@ export function readCursor(
   now: Date,
 ): Cursor | 'unreadable' | undefined {
   // A document with only pauses on it (`pauses.ts`) has no cursor yet.
-  if (data === undefined || (data.checked_before === undefined && data.run_seen === undefined)) {
-    return undefined;
-  }
+  if (data?.checked_before === undefined && data?.run_seen === undefined) return undefined;
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   const { checked_before: at, run_seen: seen } = data;
   if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
