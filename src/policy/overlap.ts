@@ -40,17 +40,15 @@ export async function checkOverlap(
   const previous = previousSlot(job, slot);
   const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, scope);
   const lock = await jobDocuments.readData(lockId);
-  const holder = holderOf(lock.data, lockId);
-  const ownLock = holder === undefined || holder === runId;
-  const ids = [...new Set([holder, previousRunId])].flatMap((id) =>
-    id === undefined || id === runId ? [] : [id],
-  );
+  const named = holderOf(lock.data, lockId);
+  const holder = named === runId ? undefined : named; // its own lock: this run took it before
+  const ids = [...new Set([holder, previousRunId])].filter((id) => id !== undefined);
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
   const previousLive = previousRecord !== undefined && isLeaseLive(previousRecord, readTime);
   if (previousRunId !== undefined && previousLive) return { action: 'held', by: previousRunId };
-  if (!ownLock) {
+  if (holder !== undefined) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
     if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
