@@ -114,14 +114,16 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window of a check at `now` from the cursor read (if any): pure but for the fresh-start line. */
+/** The window at `now` from the check document `read` (`unreadable`: {@link readCursor}); no I/O. */
 export function windowOf(
   job: DeclaredJob,
-  stored: Cursor | undefined,
+  read: { readonly data: DocumentData | undefined; readonly updateTime: Timestamp | undefined },
   now: Date,
   retentionMs: number,
   logger: Logger,
-): Omit<Window, 'id' | 'updateTime' | 'pauses'> {
+): Omit<Window, 'id' | 'updateTime' | 'pauses'> | 'unreadable' {
+  const stored = readCursor(read.data, read.updateTime, job, now);
+  if (stored === 'unreadable') return stored;
   const boundary = now.getTime() - closedAfterMs(job);
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);

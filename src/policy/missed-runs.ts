@@ -6,13 +6,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import { judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import {
-  checkDocumentId,
-  cursorDocument,
-  readCursor,
-  type Window,
-  windowOf,
-} from './missed-run-cursor.ts';
+import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
 import { judgedSlots } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
@@ -169,14 +163,13 @@ export class MissedRunCheck {
       this.#known.delete(id);
       return undefined;
     }
-    const cursor = readCursor(read.data, read.updateTime, job, now);
-    if (cursor === 'unreadable') {
+    const range = windowOf(job, read, now, jobDocuments.retentionMs, logger);
+    if (range === 'unreadable') {
       const message =
         'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
       logger.error({ jobName: job.id, document: id }, message);
       return undefined;
     }
-    const range = windowOf(job, cursor, now, jobDocuments.retentionMs, logger);
     return { ...range, id, updateTime, pauses };
   }
   /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
