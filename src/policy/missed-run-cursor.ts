@@ -114,7 +114,7 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window at `now` from the check document `read` (`unreadable`: {@link readCursor}); no I/O. */
+/** The window at `now` from the check document `read` (`unreadable`: see {@link readCursor}). */
 export function windowOf(
   job: DeclaredJob,
   read: { readonly data: DocumentData | undefined; readonly updateTime: Timestamp | undefined },

@@ -1,7 +1,7 @@
 /** Is another run of this job still running? The per-job overlap lock (docs/how-it-works.md). */
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
-import { type Scope, scopeId } from '../core/run-key.ts';
+import { scopeId } from '../core/run-key.ts';
 import { isCompleted, isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type RunHistory, slotRunId } from './run-history.ts';
@@ -22,23 +22,22 @@ export interface OverlapStores {
 }
 
 /**
- * Whether run `runId` of `job`'s `slot` in `scope` may take the lock: `run` with the lock write
- * (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one with
- * no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
+ * Whether run `runId` of `job` (`run`: its slot and scope) may take the lock: `run` with the lock
+ * write (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one
+ * with no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
  * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
 export async function checkOverlap(
   stores: OverlapStores,
   job: DeclaredJob,
   runId: string,
-  slot: Date,
-  scope: Scope,
+  run: Pick<ScheduledRun, 'scheduleTime' | 'scope'>,
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments, leaseMs } = stores;
-  const keyScope = scopeId(scope);
+  const keyScope = scopeId(run.scope);
   const lockId = keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
-  const previous = previousSlot(job, slot);
-  const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, scope);
+  const previous = previousSlot(job, new Date(run.scheduleTime));
+  const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
   const named = holderOf(lock.data, lockId);
   const holder = named === runId ? undefined : named; // its own lock: this run took it before
@@ -104,8 +103,7 @@ export async function decideOverlap(
   plan: RunPlan,
 ): Promise<OverlapDecision> {
   if (plan.overlap === 'allow') return { action: 'run' };
-  const slot = new Date(run.scheduleTime);
-  const checked = await checkOverlap(stores, job, plan.runId, slot, run.scope);
+  const checked = await checkOverlap(stores, job, plan.runId, run);
   if (checked.action !== 'held') return checked;
   const { by } = checked;
   if (plan.kind === 'manual' || plan.kind === 'rerun')
