@@ -214,8 +214,7 @@ export class MissedRunCheck {
         logger.info(fields, message);
         continue;
       }
-      const token = judged.tokens.get(runId);
-      const result = await this.#reportOne(job, scope, finding, token, reporter);
+      const result = await this.#reportOne(job, scope, finding, judged.tokens.get(runId), reporter);
       // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
       if (result === 'exists') continue;
