@@ -66,9 +66,6 @@ interface Judged {
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
 
-/** The reports a check logged; `raced`: the earliest slot whose report did not land as its own. */
-type Reports = { readonly reported: number; readonly raced?: Date };
-
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
   job: DeclaredJob,
@@ -202,8 +199,8 @@ export class MissedRunCheck {
     const next = openAt ?? (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
     return { ...judged, next, tokens: read.updateTimes };
   }
-  /** Reports each finding once (a conditional write each), logging those this call wrote. */
-  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger): Promise<Reports> {
+  /** Reports each finding once, logging those it wrote; `raced`: the first not landed as ours. */
+  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger) {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
