@@ -74,13 +74,12 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
   if (stored === undefined) return [];
   if (!Array.isArray(stored) || stored.length > MAX_PAUSES) return 'unreadable';
   const pauses = stored.map((p) => readPause(p, now));
-  if (pauses.some((p) => p === undefined)) return 'unreadable';
-  const sorted = pauses as Pause[];
-  const apart = sorted.slice(1).every((p, i) => {
-    const resumed = sorted[i]?.resumedAt;
+  if (!pauses.every((p) => p !== undefined)) return 'unreadable';
+  const apart = pauses.slice(1).every((p, i) => {
+    const resumed = pauses[i]?.resumedAt;
     return resumed !== undefined && resumed <= p.pausedAt;
   });
-  return apart ? sorted : 'unreadable';
+  return apart ? pauses : 'unreadable';
 }
 
 /** The pauses as stored. */
