@@ -274,10 +274,12 @@ export class MissedRunCheck {
   /** Writes the cursor with the window's rules, fenced; false if another instance wrote first. */
   async #writeCursor(job: DeclaredJob, window: Window, checkedBefore: Date, runSeen: boolean) {
     const { jobDocuments } = this.#deps;
-    const { id, updateTime } = window;
     const cursor = { checkedBefore, runSeen, rules: window.rules, seenAt: window.now.getTime() };
-    const data = cursorDocument(job, cursor, jobDocuments.expireAt());
-    const written = await jobDocuments.write(id, 'missed-run check', data, updateTime, undefined);
-    return written !== 'conflict';
+    const document = cursorDocument(job, cursor, jobDocuments.expireAt());
+    const written =
+      window.updateTime === undefined
+        ? await jobDocuments.create(window.id, 'missed-run check', document)
+        : await jobDocuments.update(window.id, 'missed-run check', document, window.updateTime);
+    return written !== 'exists' && written !== 'changed';
   }
 }
