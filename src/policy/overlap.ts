@@ -52,10 +52,8 @@ export async function checkOverlap(
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
     if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
     const holderLive = record !== undefined && isLeaseLive(record, readTime);
-    const holderComing =
-      record === undefined &&
-      lock.updateTime !== undefined &&
-      lock.readTime.getTime() < lock.updateTime.toMillis() + leaseMs;
+    const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
+    const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + leaseMs;
     if (holderLive || holderComing) return { action: 'held', by: holder };
   }
   const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
