@@ -184,10 +184,9 @@ export class MissedRunCheck {
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
-    const rows = all.map((slot, i): SlotRead => {
-      const runId = read.runIds[i] as string;
-      return { slot, runId, record: read.records.get(runId) };
-    });
+    const rows = read.runIds.map(
+      (runId, i): SlotRead => ({ slot: all[i] as Date, runId, record: read.records.get(runId) }),
+    );
     let previousEnd = Number.NEGATIVE_INFINITY;
     if (before !== undefined) {
       const { record } = rows.shift() as SlotRead;
