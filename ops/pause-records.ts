@@ -6,13 +6,33 @@
 import type { RunDocuments } from '../src/core/run-documents.ts';
 import {
   activePause,
+  isPauseEnd,
+  isPauseNote,
+  MAX_PAUSE_MS,
+  MAX_PAUSE_NOTE_LENGTH,
   MAX_PAUSES,
   type Pause,
-  pauseNoteProblem,
   pausesField,
-  pauseUntilProblem,
   readPauses,
 } from '../src/policy/pauses.ts';
+
+/** Why a note cannot be stored ({@link isPauseNote}), or undefined: too long, or a control one. */
+export function pauseNoteProblem(note: string): string | undefined {
+  if (isPauseNote(note)) return undefined;
+  return note.length > MAX_PAUSE_NOTE_LENGTH
+    ? `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`
+    : 'the note holds a control character (a newline?)';
+}
+
+/** Why `until` cannot end a pause from `from` ({@link isPauseEnd}), or undefined: what to give. */
+export function pauseUntilProblem(until: Date, from: Date): string | undefined {
+  if (isPauseEnd(until, from)) return undefined;
+  const ms = until.getTime() - from.getTime();
+  if (ms > MAX_PAUSE_MS) {
+    return `${until.toISOString()} is more than 30 days after now (${from.toISOString()}): pause for at most 30 days, then pause again`;
+  }
+  return `${until.toISOString()} is ${ms <= 0 ? 'not after' : 'less than a minute after'} now (${from.toISOString()}): give a time in the future`;
+}
 
 /** What {@link recordPause} and {@link recordResume} need of the per-job documents. */
 export type PauseStore = Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;

@@ -29,12 +29,18 @@ import { loadConfig } from '../src/function/config.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
-import { pauseBound, pauseNoteProblem, pauseUntilProblem } from '../src/policy/pauses.ts';
+import { pauseBound } from '../src/policy/pauses.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
-import { PauseRefused, recordPause, recordResume } from './pause-records.ts';
+import {
+  PauseRefused,
+  pauseNoteProblem,
+  pauseUntilProblem,
+  recordPause,
+  recordResume,
+} from './pause-records.ts';
 import { withFirestore } from './run-queries.ts';
 import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
 import { scopeOf } from './scope-args.ts';

@@ -191,13 +191,9 @@ export async function readHistory(
   now?: Date,
   toleranceMs: number | (() => number) = 0,
 ): Promise<History> {
-  const { runIds, records, updateTimes, readTime } = await readSlotRecords(
-    store,
-    job,
-    slots,
-    scope,
-    toleranceMs,
-  );
+  const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
+  const read = await readSlotRecords(store, job, slots, scope, tolerance);
+  const { runIds, records, updateTimes, readTime } = read;
   const at = now ?? readTime;
   const rows = slots.map((slot, i) => {
     const runId = runIds[i] as string;

@@ -4,8 +4,6 @@ import { ConfigError } from './errors.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
 
-export type { JobInfo, JobRun } from '../core/job-context.ts';
-
 /** One job as declared: `id`, `schedule`, `run`, the rest {@link JOB_DEFAULTS}; durations in s. */
 export interface JobDeclaration {
   /** The Cloud Scheduler job id: 1-500 letters, digits, `-`, `_`; part of every run id. */
@@ -87,10 +85,8 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
   const jobs: DeclaredJob[] = [];
   for (const [index, declaration] of declarations.entries()) {
     const named = (declaration as { id?: unknown } | null)?.id;
-    const what =
-      typeof named === 'string' && named !== ''
-        ? `job "${named}" (jobs[${index}])`
-        : `jobs[${index}]`;
+    const at = `jobs[${index}]`;
+    const what = typeof named === 'string' && named !== '' ? `job "${named}" (${at})` : at;
     const problem = (text: string) => problems.push(`${what}: ${text}`);
     if (typeof declaration !== 'object' || declaration === null) {
       problem('is not a job declaration (use defineJob({ id, schedule, run }))');
@@ -124,11 +120,8 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
       }
       settings[key] = value;
     }
-    if (settings.minBackoffSeconds > settings.maxBackoffSeconds) {
-      problem(
-        `minBackoffSeconds (${settings.minBackoffSeconds}) must not exceed maxBackoffSeconds (${settings.maxBackoffSeconds})`,
-      );
-    }
+    const { minBackoffSeconds: from, maxBackoffSeconds: to } = settings;
+    if (from > to) problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
     const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
     jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
   }

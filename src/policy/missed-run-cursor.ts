@@ -1,8 +1,7 @@
 /** A job's missed-run check cursor (`{jobId}~check`), moved after the reports, fenced. */
-import { createHash } from 'node:crypto';
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
-import type { Scope } from '../core/run-key.ts';
+import { type Scope, scopeId } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
 import type { Pause } from './pauses.ts';
@@ -20,9 +19,8 @@ const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
 export function checkDocumentId(jobId: string, scope: Scope): string {
-  if (scope.length === 0) return `${jobId}~check`;
-  const hash = createHash('sha256').update(JSON.stringify(scope)).digest('hex').slice(0, 16);
-  return `${jobId}~check~${hash}`;
+  const keyScope = scopeId(scope);
+  return keyScope === '' ? `${jobId}~check` : `${jobId}~check~${keyScope}`;
 }
 
 /**
@@ -44,9 +42,7 @@ export function readCursor(
   now: Date,
 ): Cursor | 'unreadable' | undefined {
   // A document with only pauses on it (`pauses.ts`) has no cursor yet.
-  if (data === undefined || (data.checked_before === undefined && data.run_seen === undefined)) {
-    return undefined;
-  }
+  if (data?.checked_before === undefined && data?.run_seen === undefined) return undefined;
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   const { checked_before: at, run_seen: seen } = data;
   if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
@@ -118,21 +114,22 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window of a check at `now` from the cursor read (if any): pure but for the fresh-start line. */
+/** The window at `now` from the check document `read` (`unreadable`: see {@link readCursor}). */
 export function windowOf(
   job: DeclaredJob,
-  stored: Cursor | undefined,
+  read: { readonly data: DocumentData | undefined; readonly updateTime: Timestamp | undefined },
   now: Date,
   retentionMs: number,
   logger: Logger,
-): Omit<Window, 'id' | 'updateTime' | 'pauses'> {
+): Omit<Window, 'id' | 'updateTime' | 'pauses'> | 'unreadable' {
+  const stored = readCursor(read.data, read.updateTime, job, now);
+  if (stored === 'unreadable') return stored;
   const boundary = now.getTime() - closedAfterMs(job);
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
   const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
-  const stale = cursor !== undefined && cursor.checkedBefore.getTime() < retained;
   const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
   // Rules are kept for the retention, so `runs --check` judges older windows by them too.
   const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
@@ -144,7 +141,7 @@ export function windowOf(
     from: new Date(Math.max(start, retained)),
     rules,
     cursor,
-    runSeen: !stale && (cursor?.runSeen ?? false),
+    runSeen: cursor?.runSeen === true && cursor.checkedBefore.getTime() >= retained,
     current: cursor !== undefined && !afresh && sameRules && !heartbeat,
   };
 }

@@ -6,13 +6,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import { judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import {
-  checkDocumentId,
-  cursorDocument,
-  readCursor,
-  type Window,
-  windowOf,
-} from './missed-run-cursor.ts';
+import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
 import { judgedSlots } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
@@ -71,9 +65,6 @@ interface Judged {
   readonly stopped: boolean;
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
-
-/** The reports a check logged; `raced`: the earliest slot whose report did not land as its own. */
-type Reports = { readonly reported: number; readonly raced?: Date };
 
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
@@ -164,22 +155,18 @@ export class MissedRunCheck {
       logger.warn({ jobName: job.id, document: id }, message);
     }
     const pauses = stored === 'unreadable' ? [] : stored;
-    const updateTime =
-      read.updateTime === undefined
-        ? undefined
-        : await reportOverduePause(jobDocuments, id, job.id, pauses, read.updateTime, now, logger);
+    const updateTime = await reportOverduePause(jobDocuments, id, job, pauses, read, now, logger);
     if (updateTime === 'changed') {
       this.#known.delete(id);
       return undefined;
     }
-    const cursor = readCursor(read.data, read.updateTime, job, now);
-    if (cursor === 'unreadable') {
+    const range = windowOf(job, read, now, jobDocuments.retentionMs, logger);
+    if (range === 'unreadable') {
       const message =
         'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
       logger.error({ jobName: job.id, document: id }, message);
       return undefined;
     }
-    const range = windowOf(job, cursor, now, jobDocuments.retentionMs, logger);
     return { ...range, id, updateTime, pauses };
   }
   /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
@@ -197,10 +184,9 @@ export class MissedRunCheck {
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
-    const rows = all.map((slot, i): SlotRead => {
-      const runId = read.runIds[i] as string;
-      return { slot, runId, record: read.records.get(runId) };
-    });
+    const rows = read.runIds.map(
+      (runId, i): SlotRead => ({ slot: all[i] as Date, runId, record: read.records.get(runId) }),
+    );
     let previousEnd = Number.NEGATIVE_INFINITY;
     if (before !== undefined) {
       const { record } = rows.shift() as SlotRead;
@@ -212,8 +198,8 @@ export class MissedRunCheck {
     const next = openAt ?? (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
     return { ...judged, next, tokens: read.updateTimes };
   }
-  /** Reports each finding once (a conditional write each), logging those this call wrote. */
-  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger): Promise<Reports> {
+  /** Reports each finding once, logging those it wrote; `raced`: the first not landed as ours. */
+  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger) {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
@@ -224,8 +210,7 @@ export class MissedRunCheck {
         logger.info(fields, message);
         continue;
       }
-      const token = judged.tokens.get(runId);
-      const result = await this.#reportOne(job, scope, finding, token, reporter);
+      const result = await this.#reportOne(job, scope, finding, judged.tokens.get(runId), reporter);
       // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
       if (result === 'exists') continue;

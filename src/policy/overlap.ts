@@ -1,17 +1,7 @@
-/**
- * Is another run of this job still running? A per-job lock document (docs/how-it-works.md,
- * "Overlap") naming its holder's run, held while the holder's *run record* holds a live lease;
- * each lock write goes in one batch with the run's claim, fenced on the lock as read:
- *
- *   (absent) ──claim A + create(holder = A)──► held by A ──A's record completed, failed, lapsed──► free
- *                                                   │                                              │
- *                                                   │ B reads it: A's lease live → B waits / skips │
- *                                                   │                                              ▼
- *                                                   └──────── claim B + update(holder = B), fenced on its read
- */
+/** Is another run of this job still running? The per-job overlap lock (docs/how-it-works.md). */
 import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
-import { type Scope, scopeId } from '../core/run-key.ts';
+import { scopeId } from '../core/run-key.ts';
 import { isCompleted, isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type RunHistory, slotRunId } from './run-history.ts';
@@ -32,51 +22,44 @@ export interface OverlapStores {
 }
 
 /**
- * Whether run `runId` of `job`'s `slot` in `scope` may take the lock: `run` with the lock write
- * (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one with
- * no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
+ * Whether run `runId` of `job` (`run`: its slot and scope) may take the lock: `run` with the lock
+ * write (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one
+ * with no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
  * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
  */
 export async function checkOverlap(
   stores: OverlapStores,
   job: DeclaredJob,
   runId: string,
-  slot: Date,
-  scope: Scope,
+  run: Pick<ScheduledRun, 'scheduleTime' | 'scope'>,
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments, leaseMs } = stores;
-  const keyScope = scopeId(scope);
+  const keyScope = scopeId(run.scope);
   const lockId = keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
-  const previous = previousSlot(job, slot);
-  const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, scope);
+  const previous = previousSlot(job, new Date(run.scheduleTime));
+  const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
-  const holder = holderOf(lock.data, lockId);
-  const ownLock = holder === undefined || holder === runId;
-  const ids = [...new Set([holder, previousRunId])].flatMap((id) =>
-    id === undefined || id === runId ? [] : [id],
-  );
+  const named = holderOf(lock.data, lockId);
+  const holder = named === runId ? undefined : named; // its own lock: this run took it before
+  const ids = [...new Set([holder, previousRunId])].filter((id) => id !== undefined);
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
   const previousLive = previousRecord !== undefined && isLeaseLive(previousRecord, readTime);
   if (previousRunId !== undefined && previousLive) return { action: 'held', by: previousRunId };
-  if (!ownLock) {
+  if (holder !== undefined) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
     if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
     const holderLive = record !== undefined && isLeaseLive(record, readTime);
-    const holderComing =
-      record === undefined &&
-      lock.updateTime !== undefined &&
-      lock.readTime.getTime() < lock.updateTime.toMillis() + leaseMs;
+    const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
+    const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + leaseMs;
     if (holderLive || holderComing) return { action: 'held', by: holder };
   }
   const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
   const token = lock.updateTime;
-  return {
-    action: 'run',
-    guard: { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token },
-  };
+  const guard = { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token };
+  return { action: 'run', guard };
 }
 
 /** The run id a lock names, `undefined` when there is no lock. */
@@ -118,8 +101,7 @@ export async function decideOverlap(
   plan: RunPlan,
 ): Promise<OverlapDecision> {
   if (plan.overlap === 'allow') return { action: 'run' };
-  const slot = new Date(run.scheduleTime);
-  const checked = await checkOverlap(stores, job, plan.runId, slot, run.scope);
+  const checked = await checkOverlap(stores, job, plan.runId, run);
   if (checked.action !== 'held') return checked;
   const { by } = checked;
   if (plan.kind === 'manual' || plan.kind === 'rerun')

@@ -29,26 +29,16 @@ export interface Pause {
   readonly overdueReportedAt: Date | undefined;
 }
 
-/** Why a note cannot be stored, or undefined: too long, or a control character (it is printed). */
-export function pauseNoteProblem(note: string): string | undefined {
-  if (note.length > MAX_PAUSE_NOTE_LENGTH) {
-    return `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`;
-  }
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (/[\u0000-\u001f\u007f]/.test(note)) return 'the note holds a control character (a newline?)';
-  return undefined;
+/** Whether `note` may be stored: {@link MAX_PAUSE_NOTE_LENGTH} characters at most, none control. */
+export function isPauseNote(note: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refused, since the note is printed
+  return note.length <= MAX_PAUSE_NOTE_LENGTH && !/[\u0000-\u001f\u007f]/.test(note);
 }
 
-/** Why `until` cannot end a pause from `from`, or undefined: {@link MIN_PAUSE_MS} to 30 days after. */
-export function pauseUntilProblem(until: Date, from: Date): string | undefined {
+/** Whether `until` may end a pause from `from`: {@link MIN_PAUSE_MS} to 30 days after. */
+export function isPauseEnd(until: Date, from: Date): boolean {
   const ms = until.getTime() - from.getTime();
-  if (ms < MIN_PAUSE_MS) {
-    return `${until.toISOString()} is ${ms <= 0 ? 'not after' : 'less than a minute after'} now (${from.toISOString()}): give a time in the future`;
-  }
-  if (ms > MAX_PAUSE_MS) {
-    return `${until.toISOString()} is more than 30 days after now (${from.toISOString()}): pause for at most 30 days, then pause again`;
-  }
-  return undefined;
+  return ms >= MIN_PAUSE_MS && ms <= MAX_PAUSE_MS;
 }
 
 /** When a pause is reported as outliving its bound. */
@@ -66,13 +56,11 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
-  if (times.includes('bad') || typeof note !== 'string' || pauseNoteProblem(note) !== undefined) {
-    return undefined;
-  }
+  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) return undefined;
   const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
   if (pausedAt === undefined) return undefined;
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
-  if (until !== undefined && pauseUntilProblem(until, pausedAt) !== undefined) return undefined;
+  if (until !== undefined && !isPauseEnd(until, pausedAt)) return undefined;
   if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
@@ -86,13 +74,12 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
   if (stored === undefined) return [];
   if (!Array.isArray(stored) || stored.length > MAX_PAUSES) return 'unreadable';
   const pauses = stored.map((p) => readPause(p, now));
-  if (pauses.some((p) => p === undefined)) return 'unreadable';
-  const sorted = pauses as Pause[];
-  const apart = sorted.slice(1).every((p, i) => {
-    const resumed = sorted[i]?.resumedAt;
+  if (!pauses.every((p) => p !== undefined)) return 'unreadable';
+  const apart = pauses.slice(1).every((p, i) => {
+    const resumed = pauses[i]?.resumedAt;
     return resumed !== undefined && resumed <= p.pausedAt;
   });
-  return apart ? sorted : 'unreadable';
+  return apart ? pauses : 'unreadable';
 }
 
 /** The pauses as stored. */
@@ -109,16 +96,15 @@ export function pausesField(pauses: readonly Pause[]): DocumentData[] {
 
 /** The pause `slot` falls in, if any. */
 export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined {
-  const t = slot.getTime();
   return pauses.find(
-    (p) => p.pausedAt.getTime() <= t && (p.resumedAt === undefined || t < p.resumedAt.getTime()),
+    (p) => p.pausedAt <= slot && (p.resumedAt === undefined || slot < p.resumedAt),
   );
 }
 
 /** The pause that lasts now (not resumed), if any. */
 export function activePause(pauses: readonly Pause[]): Pause | undefined {
   const last = pauses.at(-1);
-  return last !== undefined && last.resumedAt === undefined ? last : undefined;
+  return last?.resumedAt === undefined ? last : undefined;
 }
 
 /** The active pause past its bound at `now`, not reported yet. */
@@ -129,28 +115,28 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 }
 
 /**
- * Reports the job's active pause past its bound once: `overdue_reported_at`, fenced on the read's
- * `updateTime`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
+ * Reports `job`'s active pause past its bound once: `overdue_reported_at`, fenced on the `read` of
+ * document `id` that found `pauses`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(
   documents: Pick<RunDocuments, 'update'>,
   id: string,
-  jobId: string,
+  job: { readonly id: string },
   pauses: readonly Pause[],
-  updateTime: Timestamp,
+  read: { readonly updateTime: Timestamp | undefined },
   now: Date,
   logger: Logger,
-): Promise<Timestamp | 'changed'> {
+): Promise<Timestamp | undefined | 'changed'> {
   const pause = overduePause(pauses, now);
-  if (pause === undefined) return updateTime;
+  if (pause === undefined || read.updateTime === undefined) return read.updateTime;
   const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
   const data = { pauses: pausesField(marked) };
-  const written = await documents.update(id, 'overdue pause report', data, updateTime);
+  const written = await documents.update(id, 'overdue pause report', data, read.updateTime);
   if (written === 'changed') return 'changed';
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
-  logger.error({ jobName: jobId, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
+  logger.error({ jobName: job.id, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
   return written;
 }

@@ -5,7 +5,12 @@ import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob, JobDeclaration } from './job-declaration.ts';
 import type { MissedRunCheck } from './missed-runs.ts';
 
-const AUDIT = Symbol('run audit');
+/** The `run` every audit is declared with: it marks the job; the function runs {@link auditRun}. */
+const AUDIT_RUN: JobRun = () => {
+  throw new Error(
+    'the run audit runs only inside the scheduled-job function, which hands it the declared jobs and the run history',
+  );
+};
 
 /**
  * Declares the run audit (as `src/jobs.ts` does), a job without `run` and `overlap`: the function
@@ -14,18 +19,12 @@ const AUDIT = Symbol('run audit');
 export function defineAuditJob(
   declaration: Omit<JobDeclaration, 'run' | 'overlap'>,
 ): JobDeclaration {
-  const run: JobRun = () => {
-    throw new Error(
-      'the run audit runs only inside the scheduled-job function, which hands it the declared jobs and the run history',
-    );
-  };
-  Object.defineProperty(run, AUDIT, { value: true });
-  return { ...declaration, overlap: 'allow', run };
+  return { ...declaration, overlap: 'allow', run: AUDIT_RUN };
 }
 
 /** Whether `job` was declared with {@link defineAuditJob}. */
 export function isAuditJob(job: Pick<DeclaredJob, 'run'>): boolean {
-  return AUDIT in job.run;
+  return job.run === AUDIT_RUN;
 }
 
 /**

@@ -32,7 +32,7 @@ export function isSlotsOwnDelivery(
   record: StoredRecord | undefined,
   slot: Date,
   toleranceMs: number,
-): boolean {
+): record is RunRecord {
   const run = record?.status === 'unreadable' ? undefined : record;
   if (run?.kind !== 'forced' || run.untimed || run.firstClaimedAt === undefined) return false;
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
@@ -40,7 +40,7 @@ export function isSlotsOwnDelivery(
 
 /**
  * Reads the records of `job`'s `slots`, then the forced runs' of those without one, taken if
- * {@link isSlotsOwnDelivery} (as `kind: slot`). `toleranceMs`: ms, or a function called only then.
+ * {@link isSlotsOwnDelivery} (as `kind: slot`). `toleranceMs`: gives it in ms, called only then.
  * `runIds`: each slot's run id by index, its own or its forced run's if taken.
  * @throws {LedgerUnavailableError} if Firestore fails (as every read and write of this module).
  */
@@ -49,9 +49,8 @@ export async function readSlotRecords(
   job: DeclaredJob,
   slots: readonly Date[],
   scope: Scope,
-  toleranceMs: number | (() => number),
+  toleranceMs: () => number,
 ): Promise<BatchRead & { readonly runIds: readonly string[] }> {
-  const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
   const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
@@ -64,10 +63,10 @@ export async function readSlotRecords(
   for (const [k, i] of absent.entries()) {
     const id = forcedIds[k] as string;
     const record = forced.records.get(id);
-    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, tolerance()))
+    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs()))
       continue;
     chosen[i] = id;
-    records.set(id, { ...(record as RunRecord), kind: RunKind.Slot });
+    records.set(id, { ...record, kind: RunKind.Slot });
     const updateTime = forced.updateTimes.get(id);
     if (updateTime !== undefined) updateTimes.set(id, updateTime);
   }
@@ -86,10 +85,8 @@ export async function slotsForcedRun(
   const forced = forcedRunId(job.id, slot, scope);
   const { records } = await store.getMany([own, forced]);
   const record = records.get(forced);
-  if (records.get(own) !== undefined || record === undefined || record.status === 'unreadable') {
-    return undefined;
-  }
-  return isSlotsOwnDelivery(record, slot, toleranceMs) ? { runId: forced, record } : undefined;
+  const taken = records.get(own) === undefined && isSlotsOwnDelivery(record, slot, toleranceMs);
+  return taken ? { runId: forced, record } : undefined;
 }
 
 /** Run records as history: batched reads by id, each report once by a conditional write. */

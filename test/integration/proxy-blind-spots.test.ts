@@ -20,7 +20,7 @@ import { createCloudRunJob, RUN_ID_ENV } from '../../examples/cloud-run-job/clou
 import type { RecordLaunch } from '../../examples/shared/launch-once.ts';
 import { noteLaunch } from '../../examples/shared/launch-once.ts';
 import { createWorkflowsJob } from '../../examples/workflows-proxy/workflows-job.ts';
-import type { JobRun } from '../../src/policy/job-declaration.ts';
+import type { JobRun } from '../../src/core/job-context.ts';
 import { toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import {
   type FakeGoogleApis,

@@ -17,6 +17,7 @@ import { schedulerHeaders } from '../../ops/deliver.ts';
 import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
 import { scopeOf } from '../../ops/scope-args.ts';
 import { readHistory } from '../../ops/slot-history.ts';
+import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
 import type { Scope } from '../../src/core/run-key.ts';
@@ -29,12 +30,7 @@ import {
   TRIGGER_ID_HEADER,
 } from '../../src/function/scheduler-request.ts';
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
-import {
-  type DeclaredJob,
-  defineJob,
-  type JobRun,
-  validateJobs,
-} from '../../src/policy/job-declaration.ts';
+import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import { pauseNoteProblem, pauseUntilProblem } from '../../ops/pause-records.ts';
 import { pausedRow, type SlotRow } from '../../ops/slot-history.ts';
 import {
   DEFAULT_PAUSE_BOUND_MS,
@@ -13,9 +14,7 @@ import {
   overduePause,
   type Pause,
   pauseAt,
-  pauseNoteProblem,
   pausesField,
-  pauseUntilProblem,
   readPauses,
 } from '../../src/policy/pauses.ts';
 
