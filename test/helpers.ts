@@ -179,7 +179,7 @@ export function serveJobs(
       ledger: made.ledger,
       history: overrides.history ?? made.history,
       jobDocuments: made.jobDocuments,
-      clock: () => made.ledger.serverTime(),
+      clock: () => made.ledger.documents.serverTime(),
       jobs,
       logger: logs.logger,
       authenticate: overrides.authenticate,

@@ -37,7 +37,7 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
   const { ledger, history, jobDocuments } = newLedger();
   // Firestore's time is read once per ledger; read it now, so the first delivery's half-second
   // attempt deadline measures the function, not the Firestore client's first connection.
-  await ledger.serverTime();
+  await ledger.documents.serverTime();
   const name = `fn_${randomUUID()}`;
   functions.http(
     name,
@@ -46,7 +46,7 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
       ledger,
       history,
       jobDocuments,
-      clock: () => ledger.serverTime(),
+      clock: () => ledger.documents.serverTime(),
       jobs: validateJobs([defineJob({ id: 'slow', schedule: SCHEDULE, run: job.job })]),
       logger: captureLogs().logger,
       ...(authenticate === undefined ? {} : { authenticate }),

@@ -104,7 +104,9 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
   it('takes Scheduler’s on-time delivery as its slot after the wall clock stepped back 5 minutes', async (t) => {
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '* * * * *' });
     const { request, ledger } = serveJobs(jobs);
-    const slot = new Date(Math.floor((await ledger.serverTime()).getTime() / 60_000) * 60_000);
+    const slot = new Date(
+      Math.floor((await ledger.documents.serverTime()).getTime() / 60_000) * 60_000,
+    );
     const realNow = Date.now.bind(Date);
     t.mock.method(Date, 'now', () => realNow() - 5 * 60_000);
 
@@ -172,7 +174,7 @@ describe('a forced run first claimed within the tolerance before its slot, or la
     const job = jobs[0] as (typeof jobs)[number];
     const tolerance = forcedRunToleranceMs(job, 60_000);
     const TEN_MINUTES = 600_000;
-    const real = (await serveJobs(jobs).ledger.serverTime()).getTime();
+    const real = (await serveJobs(jobs).ledger.documents.serverTime()).getTime();
     // The slot just past, delivered on time; and the first slot Force run may send now, early by
     // more than the tolerance.
     const onTime = new Date(Math.floor(real / TEN_MINUTES) * TEN_MINUTES);

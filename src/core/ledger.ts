@@ -234,10 +234,6 @@ export class RunLedger {
     const written = await this.#fencedWrite(claim, what, update);
     return written === 'lease_lost' ? written : 'recorded';
   }
-  /** Firestore's time now (`RunDocuments.serverTime`). @throws {LedgerUnavailableError} */
-  serverTime(): Promise<Date> {
-    return this.#documents.serverTime();
-  }
   /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
   #claimed(runId: string, attemptId: string, writeTime: Timestamp, previous?: RunRecord) {
     const claim: Claim = {

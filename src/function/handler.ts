@@ -26,7 +26,7 @@ export interface HandlerDeps {
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'>;
   readonly jobDocuments: RunDocuments;
-  /** Firestore's time (`() => ledger.serverTime()`), once per delivery: the clock leases use. */
+  /** Firestore's time (`RunDocuments.serverTime`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;
   /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
   readonly jobs: readonly DeclaredJob[];

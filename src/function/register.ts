@@ -71,6 +71,6 @@ export function registerScheduledJob(
   const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
   const authenticate = oidc && createOidcAuthenticator(oidc);
   const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
-  const clock = () => ledger.serverTime();
+  const clock = () => documents.serverTime();
   functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));
 }

@@ -398,7 +398,7 @@ export async function simulate(
         ledger,
         history: runHistory,
         jobDocuments,
-        clock: () => ledger.serverTime(),
+        clock: () => documents.serverTime(),
         jobs,
         logger: loggerFor(name, config),
         shutdown,
