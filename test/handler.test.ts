@@ -46,6 +46,20 @@ describe('handleScheduledJob', () => {
     assert.equal(record.schedule_time.toDate().toISOString(), new Date(PAST_NOON_MS).toISOString());
   });
 
+  it('lets a job replace its ctx.logger with a child (a plain-JS job can assign it)', async () => {
+    let replaced: unknown;
+    const { request } = serve((ctx) => {
+      const writable = ctx as { logger: JobContext['logger'] };
+      writable.logger = writable.logger.child({ step: 'one' });
+      replaced = writable.logger;
+    });
+
+    const res = await request.post('/').set(schedulerHeaders());
+
+    assert.equal(res.body.outcome, 'processed', JSON.stringify(res.body));
+    assert.ok(replaced !== undefined);
+  });
+
   it('answers a delivery of a completed run 200 duplicate without running the job', async () => {
     const { job, calls } = countingJob();
     const { request } = serve(job);

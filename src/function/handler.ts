@@ -74,7 +74,6 @@ async function runDelivery(
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
   const checks: Promise<void>[] = [];
   const work = (attempt: Attempt) => {
-    let jobLogger: Logger | undefined;
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
     if (checksMissedRuns && !audit) checks.push(checkClosedSlots(deps, delivery, logger));
     return jobRun({
@@ -91,11 +90,7 @@ async function runDelivery(
       },
       signal: attempt.signal,
       note: attempt.note,
-      // Made when the job first logs: a child logger costs more than the rest of the context.
-      get logger() {
-        jobLogger ??= logger.child({ attemptId: attempt.attemptId });
-        return jobLogger;
-      },
+      logger: logger.child({ attemptId: attempt.attemptId }),
     });
   };
   // A slot's final failure is reported by its own release write, judged from when this delivery
