@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigError } from '../src/policy/errors.ts';
+import { ConfigError } from '../src/core/errors.ts';
 import {
   type DeclaredJob,
   type JobDeclaration,

@@ -19,7 +19,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/policy/errors.ts';
+import { ConfigError } from '../src/core/errors.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependencies.ts';

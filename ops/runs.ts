@@ -33,10 +33,10 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
+import { ConfigError } from '../src/core/errors.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import type { StoredRecord } from '../src/core/run-record.ts';
 import { loadConfig } from '../src/function/config.ts';
-import { ConfigError } from '../src/policy/errors.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';

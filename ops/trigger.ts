@@ -33,6 +33,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { ConfigError } from '../src/core/errors.ts';
 import { computeTriggerRunId } from '../src/core/run-key.ts';
 import { type Config, loadConfig } from '../src/function/config.ts';
 import {
@@ -42,7 +43,6 @@ import {
   normaliseScheduleTime,
   TRIGGER_ID_HEADER,
 } from '../src/function/scheduler-request.ts';
-import { ConfigError } from '../src/policy/errors.ts';
 import type { DeclaredJob } from '../src/policy/job-declaration.ts';
 import { slotRunId } from '../src/policy/run-history.ts';
 import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';

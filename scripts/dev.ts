@@ -55,7 +55,7 @@ import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
-import { ConfigError } from '../src/policy/errors.ts';
+import { ConfigError } from '../src/core/errors.ts';
 import {
   acceptsConnections,
   freePort,

@@ -13,10 +13,10 @@
  * `GOOGLE_CLOUD_PROJECT`, `LOG_LEVEL`. The job's service account needs `roles/datastore.user`.
  */
 import { Firestore } from '@google-cloud/firestore';
+import { ConfigError } from '../../src/core/errors.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { loadConfig } from '../../src/function/config.ts';
 import { createLogger } from '../../src/function/logger.ts';
-import { ConfigError } from '../../src/policy/errors.ts';
 import { runTaskOnce, type TaskWork } from './task.ts';
 
 /** The task ledger's collection unless `TASK_RUNS_COLLECTION` says otherwise. */

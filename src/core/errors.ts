@@ -1,4 +1,4 @@
-/** The project's one error family: its base class and the run lifecycle's errors. */
+/** The project's one error family: its base class, the run lifecycle's errors and bad configuration. */
 
 /** Base class of every error this starter throws on purpose. */
 export class RunOnceError extends Error {
@@ -23,6 +23,16 @@ export class AttemptAbortedError extends RunOnceError {
   constructor(reason: AttemptAbortedError['reason'], message: string) {
     super(message);
     this.reason = reason;
+  }
+}
+
+/** Bad configuration found at cold start: `problems` lists every one, the message one per line. */
+export class ConfigError extends RunOnceError {
+  override name = 'ConfigError';
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.problems = problems;
   }
 }
 

@@ -66,7 +66,8 @@ export interface RunOnceOptions {
   readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
 }
 
-const LEASE_LOSS_MESSAGES = {
+/** The warning for a lost lease, by the cause this attempt can see. */
+export const LEASE_LOSS_MESSAGES = {
   job_timeout:
     'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
   extensions_failed:
@@ -76,9 +77,6 @@ const LEASE_LOSS_MESSAGES = {
   unknown:
     'lease lost: another attempt took this run over (its record changed under this attempt), so the job may have run twice',
 } as const satisfies Record<LeaseLossCause, string>;
-
-/** The warning for a lost lease, saying which cause this attempt can see. */
-export const leaseLossMessage = (cause: LeaseLossCause): string => LEASE_LOSS_MESSAGES[cause];
 
 /**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
@@ -312,7 +310,7 @@ class AttemptScope {
       const result = await write();
       if (result !== 'lease_lost') return [result, {}];
       const leaseLoss = this.#causeOfLoss();
-      logger.warn({ fence: what, leaseLoss }, leaseLossMessage(leaseLoss));
+      logger.warn({ fence: what, leaseLoss }, LEASE_LOSS_MESSAGES[leaseLoss]);
       return [result, { leaseLoss }];
     } catch (err) {
       if (!(err instanceof LedgerUnavailableError)) throw err;

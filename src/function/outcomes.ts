@@ -1,6 +1,6 @@
 /** The one table from outcome to HTTP status, the log level, and the messages beside it. */
 import { DatabaseNotFoundError, describeThrown, loggableError } from '../core/errors.ts';
-import { leaseLossMessage, type RunOutcome } from '../core/run-once.ts';
+import { LEASE_LOSS_MESSAGES, type RunOutcome } from '../core/run-once.ts';
 import type { RunKind } from '../core/run-record.ts';
 import type { OverlapPolicy } from '../policy/job-declaration.ts';
 import type { OverlapDecision } from '../policy/overlap.ts';
@@ -133,7 +133,7 @@ export function ranSaid(
       const fields = { attemptId: attempt.attemptId, takeover: attempt.takeover, completion };
       const message = {
         recorded: 'Run processed: the job ran and its completion is recorded.',
-        lease_lost: `The job ran, but ${leaseLossMessage(leaseLoss ?? 'unknown')}.`,
+        lease_lost: `The job ran, but ${LEASE_LOSS_MESSAGES[leaseLoss ?? 'unknown']}.`,
         unrecorded:
           'The job ran, but Firestore did not record its completion; a later delivery may run it again.',
       }[completion];
@@ -149,7 +149,7 @@ export function ranSaid(
     case 'failed': {
       const then = {
         recorded: 'the claim is released so a retry can run it.',
-        lease_lost: `${leaseLossMessage(result.leaseLoss ?? 'unknown')}.`,
+        lease_lost: `${LEASE_LOSS_MESSAGES[result.leaseLoss ?? 'unknown']}.`,
         unrecorded: 'its claim could not be released, so retries get 409 until the lease lapses.',
       }[result.release];
       const { attempt, release, error } = result;

@@ -1,9 +1,9 @@
 /** The wiring of one scheduled-job function; `index.ts` calls it with the user's jobs. */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
+import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
-import { ConfigError } from '../policy/errors.ts';
 import { type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';

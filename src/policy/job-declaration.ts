@@ -1,6 +1,6 @@
 /** Job declarations in code (id, schedule, zone, Scheduler settings, the work), and their check. */
+import { ConfigError } from '../core/errors.ts';
 import type { JobInfo, JobRun } from '../core/job-context.ts';
-import { ConfigError } from './errors.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
 

@@ -5,8 +5,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ConfigError } from '../../src/core/errors.ts';
 import { type Config, loadConfig } from '../../src/function/config.ts';
-import { ConfigError } from '../../src/policy/errors.ts';
 
 /** Node sets a `setTimeout`/`setInterval` delay above this many ms to 1 ms. */
 const NODE_TIMER_LIMIT_MS = 2 ** 31 - 1;

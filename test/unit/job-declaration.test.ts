@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ConfigError } from '../../src/core/errors.ts';
 import { jobs as starterJobs } from '../../src/jobs.ts';
-import { ConfigError } from '../../src/policy/errors.ts';
 import {
   defineJob,
   findJob,
