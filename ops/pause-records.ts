@@ -35,7 +35,7 @@ export function pauseUntilProblem(until: Date, from: Date): string | undefined {
 }
 
 /** What {@link recordPause} and {@link recordResume} need of the per-job documents. */
-export type PauseStore = Pick<RunDocuments, 'readData' | 'create' | 'update' | 'expireAt'>;
+export type PauseStore = Pick<RunDocuments, 'readData' | 'write' | 'expireAt'>;
 
 /** A refusal of a pause or a resume, with what to do. */
 export class PauseRefused extends Error {
@@ -115,11 +115,7 @@ async function changeFenced(
     }
     const { pauses: next, result } = change(pauses, readTime);
     const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
-    const written =
-      updateTime === undefined
-        ? await store.create(id, 'pause', fields)
-        : await store.update(id, 'pause', fields, updateTime);
-    if (written !== 'exists' && written !== 'changed') return result;
+    if ((await store.write(id, 'pause', fields, updateTime)) !== 'conflict') return result;
   }
   throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
 }

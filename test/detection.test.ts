@@ -335,7 +335,7 @@ describe('the attack on detection, finding by finding', () => {
         };
       }
     };
-    kill(a.jobDocuments, ['create', 'update', 'readData']);
+    kill(a.jobDocuments, ['create', 'update', 'write', 'readData']);
     kill(a.history, ['getMany', 'reportMissed', 'markReported']);
 
     const timeline = [

@@ -138,8 +138,8 @@ export class RunDocuments {
     return written === 'conflict' ? 'changed' : written;
   }
   /**
-   * A claim's write: a create (`token` undefined) or an update fenced on `token`; with `guard`, in
-   * one atomic batch with the guarded write, so both land or neither does. Returns the write's time,
+   * A create (`token` undefined) or an update fenced on `token`; with `guard` (a claim's), in one
+   * atomic batch with the guarded write, so both land or neither does. Returns the write's time,
    * `conflict` if its precondition failed, or {@link GuardChanged}. @throws {LedgerUnavailableError}
    */
   async write(
@@ -147,7 +147,7 @@ export class RunDocuments {
     what: string,
     data: DocumentData,
     token: Timestamp | undefined,
-    guard: GuardedWrite | undefined,
+    guard?: GuardedWrite,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
     if (guard === undefined) return this.#alone(runId, what, data, token);
     const other = guard.documents;

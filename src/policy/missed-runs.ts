@@ -275,10 +275,7 @@ export class MissedRunCheck {
     const { jobDocuments } = this.#deps;
     const cursor = { checkedBefore, runSeen, rules: window.rules, seenAt: window.now.getTime() };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());
-    const written =
-      window.updateTime === undefined
-        ? await jobDocuments.create(window.id, 'missed-run check', document)
-        : await jobDocuments.update(window.id, 'missed-run check', document, window.updateTime);
-    return written !== 'exists' && written !== 'changed';
+    const { id, updateTime } = window;
+    return (await jobDocuments.write(id, 'missed-run check', document, updateTime)) !== 'conflict';
   }
 }
