@@ -84,25 +84,22 @@ export async function step<T>(
  */
 export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
   let known: Known = { fields: {} };
-  return step(
-    deps,
-    () => known,
-    async () => {
-      const admitted = await admit(deps, req);
-      if (isAnswer(admitted)) return admitted;
-      known = admitted;
-      const read = readDelivery(deps, req, known);
-      if (isAnswer(read)) return read;
-      known = read.known;
-      const timed = await timedRun(deps, read);
-      if (isAnswer(timed)) return timed;
-      known = timed.known;
-      const planned = planDelivery(deps, timed);
-      if (isAnswer(planned)) return planned;
-      known = planned.known;
-      return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
-    },
-  );
+  const decide = async (): Promise<Answer | Delivery> => {
+    const admitted = await admit(deps, req);
+    if (isAnswer(admitted)) return admitted;
+    known = admitted;
+    const read = readDelivery(deps, req, known);
+    if (isAnswer(read)) return read;
+    known = read.known;
+    const timed = await timedRun(deps, read);
+    if (isAnswer(timed)) return timed;
+    known = timed.known;
+    const planned = planDelivery(deps, timed);
+    if (isAnswer(planned)) return planned;
+    known = planned.known;
+    return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
+  };
+  return step(deps, () => known, decide);
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */

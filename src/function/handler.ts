@@ -126,9 +126,7 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
     const decided = await step(deps, known, () => decideOverlap(stores, job, run, plan));
     if (isAnswer(decided)) return decided;
-    if (decided.action !== 'run') {
-      return answer(known, outcomes.blockedSaid(decided, job.id, plan));
-    }
+    if (decided.action !== 'run') return answer(known, outcomes.blockedSaid(decided, job.id, plan));
     const ran = await step(deps, known, () => runDelivery(deps, delivery, logger, decided.guard));
     if (ran !== 'guard_changed') return ran;
   }
