@@ -52,19 +52,19 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; a thrown error becomes the answer naming what is known (`knownNow`, or what it
- * returns then): 400 for an `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its
- * text if `EXPOSE_ERRORS`).
+ * Runs one step; a thrown error becomes the answer naming what `knownNow()` says is known then:
+ * 400 for an `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if
+ * `EXPOSE_ERRORS`).
  */
 export async function step<T>(
   deps: HandlerDeps,
-  knownNow: Known | (() => Known),
+  knownNow: () => Known,
   run: () => T | Promise<T>,
 ): Promise<T | Answer> {
   try {
     return await run();
   } catch (err) {
-    const known = typeof knownNow === 'function' ? knownNow() : knownNow;
+    const known = knownNow();
     if (err instanceof request.InvalidRequestError) {
       return refusal(known, 'invalid_request', err.message);
     }

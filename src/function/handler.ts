@@ -121,13 +121,16 @@ async function runDelivery(
 /** The overlap decision, then the claim with the lock write; a lost round decides afresh. */
 async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): Promise<Answer> {
   const { job, run, plan, known } = delivery;
+  const knownNow = () => known;
   const { history, jobDocuments } = deps;
   const stores = { history, jobDocuments, leaseMs: deps.config.leaseMs };
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
-    const decided = await step(deps, known, () => decideOverlap(stores, job, run, plan));
+    const decided = await step(deps, knownNow, () => decideOverlap(stores, job, run, plan));
     if (isAnswer(decided)) return decided;
     if (decided.action !== 'run') return answer(known, outcomes.blockedSaid(decided, job.id, plan));
-    const ran = await step(deps, known, () => runDelivery(deps, delivery, logger, decided.guard));
+    const ran = await step(deps, knownNow, () =>
+      runDelivery(deps, delivery, logger, decided.guard),
+    );
     if (ran !== 'guard_changed') return ran;
   }
   const message = outcomes.MESSAGES.lockContended(job.id, plan.overlap, MAX_OVERLAP_ROUNDS);
