@@ -335,7 +335,7 @@ describe('the attack on detection, finding by finding', () => {
         };
       }
     };
-    kill(a.jobDocuments, ['create', 'update', 'write', 'readData']);
+    kill(a.jobDocuments, ['write', 'writeWith', 'readData']);
     kill(a.history, ['getMany', 'reportMissed', 'markReported']);
 
     const timeline = [
@@ -387,7 +387,7 @@ describe('the attack on detection, finding by finding', () => {
     });
 
     // Every slot before the one before it checked (a cursor as an earlier check left it).
-    await fn.jobDocuments.create(checkDocumentId('delayed', []), 'test', {
+    await fn.jobDocuments.write(checkDocumentId('delayed', []), 'test', {
       checked_before: Timestamp.fromMillis(slot.getTime() - MINUTE),
       run_seen: false,
     });
@@ -470,7 +470,7 @@ describe('the attack on detection, finding by finding', () => {
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const boundary = at('14:00').getTime() + 5000 - closedAfterMs(jobs[0] as never);
-    await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+    await fn.jobDocuments.write(checkDocumentId('five', []), 'test', {
       checked_before: Timestamp.fromMillis(boundary + 20 * MINUTE), // between the boundary and now
       run_seen: true,
     });
@@ -497,7 +497,7 @@ describe('the attack on detection, finding by finding', () => {
     ];
     for (const [i, cursor] of stored.entries()) {
       const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-      await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+      await fn.jobDocuments.write(checkDocumentId('five', []), 'test', {
         ...cursor,
         checked_before: Timestamp.fromMillis(cursor.checked_before),
         run_seen: true,
@@ -514,7 +514,7 @@ describe('the attack on detection, finding by finding', () => {
     }
     // An earlier revision with other retry settings wrote another closed_after_ms: still a cursor.
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    await fn.jobDocuments.create(checkDocumentId('five', []), 'test', {
+    await fn.jobDocuments.write(checkDocumentId('five', []), 'test', {
       checked_before: Timestamp.fromMillis(boundary - 20 * MINUTE),
       closed_after_ms: 10 * 86_400_000,
       rules: [rule],

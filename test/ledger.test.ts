@@ -573,7 +573,7 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
   it('two claims guarded on one read of the lock, from two instances: one lands with its lock write, the other writes nothing', async () => {
     const a = newLedger();
     const b = newLedger({ collection: a.collection });
-    await a.jobDocuments.create('lock', 'test lock', { holder: 'nobody' });
+    await a.jobDocuments.write('lock', 'test lock', { holder: 'nobody' });
     const guardA = await guardOn(a.jobDocuments, 'run-a');
     const guardB = await guardOn(b.jobDocuments, 'run-b');
 
@@ -596,7 +596,7 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     const crashed = newLedger({ collection });
     claimOf(await crashed.ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
-    await jobDocuments.create('lock', 'test lock', { holder: 'run-1' });
+    await jobDocuments.write('lock', 'test lock', { holder: 'run-1' });
     const stale = await guardOn(jobDocuments, 'run-1');
     await firestore.collection(`${collection}_jobs`).doc('lock').update({ holder: 'run-2' });
     const before = await storedRecord(collection, 'run-1');
@@ -627,7 +627,7 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
   it('a guard on an absent document lands only while it is absent', async () => {
     const { ledger, jobDocuments, collection } = newLedger();
     const absent = await guardOn(jobDocuments, 'run-1');
-    await jobDocuments.create('lock', 'test lock', { holder: 'someone' });
+    await jobDocuments.write('lock', 'test lock', { holder: 'someone' });
 
     const result = await ledger.claim('run-1', {}, absent);
 

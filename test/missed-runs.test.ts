@@ -508,7 +508,7 @@ describe('missed-run detection, live', () => {
     );
     const id = checkDocumentId('five', []);
     const cursor = (at: string, runSeen: boolean) =>
-      fn.jobDocuments.create(id, 'test', {
+      fn.jobDocuments.write(id, 'test', {
         checked_before: Timestamp.fromDate(new Date(at)),
         run_seen: runSeen,
       });

@@ -153,7 +153,7 @@ export class RunLedger {
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const created = await documents.write(runId, 'claim', fields(), undefined, guard);
+      const created = await documents.writeWith(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
       if (created !== 'conflict') return this.#claimed(runId, attemptId, created);
       const read = await documents.read(runId);
@@ -170,7 +170,7 @@ export class RunLedger {
       if (read.updateTime === undefined) continue;
       replaced = decided.record;
       const update = fields(replaced);
-      const taken = await documents.write(runId, 'takeover', update, read.updateTime, guard);
+      const taken = await documents.writeWith(runId, 'takeover', update, read.updateTime, guard);
       if (isGuardChanged(taken)) return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
       if (taken !== 'conflict') return this.#claimed(runId, attemptId, taken, replaced);
     }
@@ -260,15 +260,15 @@ export class RunLedger {
     let token = claim.fencingToken;
     for (let tries = 1; ; tries++) {
       const data = update();
-      let written: Timestamp | 'changed';
+      let written: Timestamp | 'conflict';
       try {
-        written = await this.#documents.update(claim.runId, what, data, token);
+        written = await this.#documents.write(claim.runId, what, data, token);
       } catch (err) {
         if (tries >= FENCED_WRITE_TRIES) throw err;
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
         continue;
       }
-      if (written !== 'changed') return written;
+      if (written !== 'conflict') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const retry =
         isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
@@ -295,8 +295,8 @@ export async function reportFailure(
     lapsedError === undefined
       ? reportedUpdate(reporter)
       : failureUpdate(lapsedError, documents.expireAt(), reporter);
-  const marked = await documents.update(runId, 'failed-run report', update, token);
-  return marked === 'changed' ? 'exists' : 'reported';
+  const marked = await documents.write(runId, 'failed-run report', update, token);
+  return marked === 'conflict' ? 'exists' : 'reported';
 }
 
 const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;

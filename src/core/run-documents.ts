@@ -119,37 +119,32 @@ export class RunDocuments {
     // Nothing to read still has a time: Firestore's, as this instance knows it.
     return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
   }
-  /** Creates a run document: its write time, or `exists`. @throws {LedgerUnavailableError} */
-  async create(runId: string, what: string, data: DocumentData): Promise<Timestamp | 'exists'> {
-    const written = await this.#alone(runId, what, data, undefined);
-    return written === 'conflict' ? 'exists' : written;
+  /**
+   * Creates a run document (`token` undefined) or updates it if nobody wrote it since `token`: the
+   * write's time (the new fencing token), or `conflict` if it exists, or changed or was deleted
+   * since. @throws {LedgerUnavailableError}
+   */
+  write(runId: string, what: string, data: DocumentData, token?: Timestamp) {
+    const ref = this.#ref(runId);
+    if (token === undefined)
+      return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
+    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
+    const update = () => ref.update(data, { lastUpdateTime: token });
+    return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
   }
   /**
-   * Updates a run document if nobody wrote it since `token`: the write's time (the new fencing
-   * token), or `changed` if it changed or was deleted since. @throws {LedgerUnavailableError}
+   * {@link write}; with `guard` (a claim's), in one atomic batch with the guarded write, so both
+   * land or neither does, {@link GuardChanged} if the guard's precondition failed.
+   * @throws {LedgerUnavailableError}
    */
-  async update(
-    runId: string,
-    what: string,
-    data: DocumentData,
-    token: Timestamp,
-  ): Promise<Timestamp | 'changed'> {
-    const written = await this.#alone(runId, what, data, token);
-    return written === 'conflict' ? 'changed' : written;
-  }
-  /**
-   * A create (`token` undefined) or an update fenced on `token`; with `guard` (a claim's), in one
-   * atomic batch with the guarded write, so both land or neither does. Returns the write's time,
-   * `conflict` if its precondition failed, or {@link GuardChanged}. @throws {LedgerUnavailableError}
-   */
-  async write(
+  async writeWith(
     runId: string,
     what: string,
     data: DocumentData,
     token: Timestamp | undefined,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
-    if (guard === undefined) return this.#alone(runId, what, data, token);
+    if (guard === undefined) return this.write(runId, what, data, token);
     const other = guard.documents;
     if (other.#db !== this.#db)
       throw new Error('a guarded write must use the same Firestore client as the run documents');
@@ -161,7 +156,7 @@ export class RunDocuments {
     add(this.#ref(runId), data, token);
     add(other.#ref(guard.id), guard.data, guard.token);
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const commit = async () => (await batch.commit())[0] as WriteResult;
+    const commit = () => batch.commit().then(([written]) => written as WriteResult);
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
     if (written !== 'conflict') return written;
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
@@ -178,25 +173,21 @@ export class RunDocuments {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
     };
   }
-  /** A create (`token` undefined) or an update fenced on `token`, outside any batch. */
-  #alone(runId: string, what: string, data: DocumentData, token: Timestamp | undefined) {
-    const ref = this.#ref(runId);
-    if (token === undefined)
-      return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
-    // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
-    const update = () => ref.update(data, { lastUpdateTime: token });
-    return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
-  }
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
-  async #conditional(what: string, write: () => Promise<WriteResult>, conflicts: number[]) {
+  #conditional(
+    what: string,
+    write: () => Promise<WriteResult>,
+    conflicts: number[],
+  ): Promise<Timestamp | 'conflict'> {
     const conflict = (err: { code?: number } | null) => {
       if (conflicts.includes(err?.code as number)) return 'conflict' as const;
       throw err;
     };
-    const written = await this.#call(what, () => write().catch(conflict));
-    if (written === 'conflict') return written;
-    this.#learnTime(written.writeTime);
-    return written.writeTime;
+    return this.#call(what, () => write().catch(conflict)).then((written) => {
+      if (written === 'conflict') return written;
+      this.#learnTime(written.writeTime);
+      return written.writeTime;
+    });
   }
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
@@ -246,29 +237,38 @@ export class RunDocuments {
  * ms, and classifies its errors (a conditional write answers its own conflicts first).
  * @throws {DatabaseNotFoundError} for NOT_FOUND; {@link LedgerUnavailableError} for any other failure.
  */
-export async function callFirestore<T>(
+export function callFirestore<T>(
   db: Firestore,
   timeoutMs: number,
   what: string,
   run: () => Promise<T>,
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    // One promise the answer or the timer settles (fewer than a race: each costs in a request).
-    return await new Promise<T>((resolve, reject) => {
-      const late = () => `Firestore did not answer the ${what} within ${timeoutMs} ms`;
-      timer = setTimeout(() => reject(new LedgerUnavailableError(late())), timeoutMs);
-      run().then(resolve, reject);
-    });
-  } catch (err) {
-    if (err instanceof LedgerUnavailableError) throw err;
-    if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
-      const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
-      throw new DatabaseNotFoundError(message, { cause: err });
+  // One promise the answer or the timer settles: each promise costs in a request.
+  return new Promise<T>((resolve, reject) => {
+    const late = () => `Firestore did not answer the ${what} within ${timeoutMs} ms`;
+    const timer = setTimeout(() => reject(new LedgerUnavailableError(late())), timeoutMs);
+    const fail = (err: unknown) => {
+      clearTimeout(timer);
+      reject(classified(db, what, err));
+    };
+    try {
+      run().then((value) => {
+        clearTimeout(timer);
+        resolve(value);
+      }, fail);
+    } catch (err) {
+      fail(err);
     }
-    const message = err instanceof Error ? err.message : String(err);
-    throw new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
-  } finally {
-    clearTimeout(timer);
+  });
+}
+
+/** A failed operation's error: {@link DatabaseNotFoundError} for NOT_FOUND, else unavailable. */
+function classified(db: Firestore, what: string, err: unknown): LedgerUnavailableError {
+  if (err instanceof LedgerUnavailableError) return err;
+  if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
+    const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
+    return new DatabaseNotFoundError(message, { cause: err });
   }
+  const message = err instanceof Error ? err.message : String(err);
+  return new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
 }

@@ -236,7 +236,7 @@ class AttemptScope {
     this.#warnIfLapsed();
     clearInterval(this.#beatTimer);
     this.#beatTimer = undefined;
-    await this.#beat;
+    if (this.#beat !== undefined) await this.#beat;
     return this.#claim;
   }
   /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */

@@ -52,18 +52,16 @@ function refusal(known: Known, outcome: Said['outcome'], message: string): Answe
 }
 
 /**
- * Runs one step; a thrown error becomes the answer naming what `knownNow()` says is known then:
+ * Runs one step; its rejection becomes the answer naming what `knownNow()` says is known then:
  * 400 for an `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if
  * `EXPOSE_ERRORS`).
  */
-export async function step<T>(
+export function step<T>(
   deps: HandlerDeps,
   knownNow: () => Known,
-  run: () => T | Promise<T>,
+  run: () => Promise<T>,
 ): Promise<T | Answer> {
-  try {
-    return await run();
-  } catch (err) {
+  return run().catch((err: unknown) => {
     const known = knownNow();
     if (err instanceof request.InvalidRequestError) {
       return refusal(known, 'invalid_request', err.message);
@@ -75,14 +73,14 @@ export async function step<T>(
     }
     const message = MESSAGES.internal(detail(describeThrown(err)));
     return answer(known, { outcome: 'failed', message, fields: { err: loggableError(err) } });
-  }
+  });
 }
 
 /**
  * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in;
  * one {@link step}, whose answer to a thrown error names what the steps so far learnt.
  */
-export async function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
+export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
   let known: Known = { fields: {} };
   const decide = async (): Promise<Answer | Delivery> => {
     const admitted = await admit(deps, req);

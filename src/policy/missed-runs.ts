@@ -116,14 +116,12 @@ export class MissedRunCheck {
   }
   /**
    * Whether a processed delivery of `slot` checks: it is due ({@link isDueSlot}), or this instance's
-   * last check left the cursor two periods behind the closed boundary. Throws what `clock` throws.
+   * last check left the cursor two periods behind the closed boundary at `now` (Firestore's).
    */
-  async isDue(job: DeclaredJob, slot: Date, scope: Scope): Promise<boolean> {
+  isDue(job: DeclaredJob, slot: Date, scope: Scope, now: Date): boolean {
     if (isDueSlot(job, slot)) return true;
     const known = this.#known.get(checkDocumentId(job.id, scope));
-    if (known === undefined) return false;
-    const boundary = (await this.#deps.clock()).getTime() - closedAfterMs(job);
-    return boundary - known >= 2 * CHECK_PERIOD_MS;
+    return known !== undefined && now.getTime() - closedAfterMs(job) - known >= 2 * CHECK_PERIOD_MS;
   }
   /**
    * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one

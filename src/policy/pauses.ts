@@ -121,7 +121,7 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
  * @throws {LedgerUnavailableError} if the write fails.
  */
 export async function reportOverduePause(
-  documents: Pick<RunDocuments, 'update'>,
+  documents: Pick<RunDocuments, 'write'>,
   id: string,
   job: { readonly id: string },
   pauses: readonly Pause[],
@@ -133,8 +133,8 @@ export async function reportOverduePause(
   if (pause === undefined || read.updateTime === undefined) return read.updateTime;
   const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
   const data = { pauses: pausesField(marked) };
-  const written = await documents.update(id, 'overdue pause report', data, read.updateTime);
-  if (written === 'changed') return 'changed';
+  const written = await documents.write(id, 'overdue pause report', data, read.updateTime);
+  if (written === 'conflict') return 'changed';
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
   logger.error({ jobName: job.id, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);

@@ -103,8 +103,8 @@ export class RunHistory {
   /** Creates a slot's `missed` record (`reported_by`: `reporter`); `exists` if one came first. */
   async reportMissed(runId: string, details: RunDetails, reporter: string): Promise<Report> {
     const document = missedDocument(this.#documents.expireAt(), details, reporter);
-    const created = await this.#documents.create(runId, 'missed-run report', document);
-    return created === 'exists' ? 'exists' : 'reported';
+    const created = await this.#documents.write(runId, 'missed-run report', document);
+    return created === 'conflict' ? 'exists' : 'reported';
   }
   /**
    * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported);
@@ -126,7 +126,7 @@ export class RunHistory {
     blockedBy: string,
   ): Promise<'recorded' | 'exists'> {
     const document = skippedDocument(this.#documents.expireAt(), details, blockedBy);
-    const created = await this.#documents.create(runId, 'skip', document);
-    return created === 'exists' ? 'exists' : 'recorded';
+    const created = await this.#documents.write(runId, 'skip', document);
+    return created === 'conflict' ? 'exists' : 'recorded';
   }
 }
