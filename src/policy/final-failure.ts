@@ -5,14 +5,14 @@ import type { Attempt } from '../core/run-once.ts';
 import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from './missed-runs.ts';
-import { noRetryFollows } from './retry-policy.ts';
+import { makesRetry } from './retry-policy.ts';
 
 /** How long before it reached the function an attempt's request may have begun, ms. */
 const REQUEST_SLACK_MS = 10_000;
 
 /**
  * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery):
- * when no retry can follow ({@link noRetryFollows}), logs ERROR {@link FAILED_AFTER_RETRIES} and
+ * when no retry can follow ({@link makesRetry}), logs ERROR {@link FAILED_AFTER_RETRIES} and
  * returns a fresh reporter id for the release to write.
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
@@ -31,7 +31,8 @@ export function finalFailureReporter(
     // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
     const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
     const decidedAt = Math.min((await clock()).getTime(), deadline);
-    if (!noRetryFollows(job, attempt.attempts, decidedAt - firstAttempt)) return undefined;
+    // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
+    if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) return undefined;
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };

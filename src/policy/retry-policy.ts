@@ -44,14 +44,6 @@ export function retryWindowMs(settings: JobSettings): number {
   return backoffSequenceMs(settings).reduce((ms, wait) => ms + wait + attemptMs, attemptMs);
 }
 
-/**
- * Whether no retry can follow a failed attempt, given the run's `attempts` so far (the failing one
- * included) and `elapsedMs` since its first claim (why that is sound: docs/how-it-works.md).
- */
-export function noRetryFollows(config: RetryConfig, attempts: number, elapsedMs: number): boolean {
-  return !makesRetry(config, attempts - 1, elapsedMs);
-}
-
 /** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */
 export function judgingDelayMs(settings: JobSettings): number {
   return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;

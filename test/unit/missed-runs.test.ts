@@ -6,7 +6,15 @@ import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { judgedSlots, MAX_RULES, nextRules } from '../../src/policy/missed-run-rules.ts';
 import { CHECK_PERIOD_MS, isDueSlot } from '../../src/policy/missed-runs.ts';
-import { judgingDelayMs, noRetryFollows } from '../../src/policy/retry-policy.ts';
+import { judgingDelayMs, makesRetry } from '../../src/policy/retry-policy.ts';
+
+/** No retry follows a run's `attempts`-th failed attempt, `elapsedMs` after its first. */
+const noRetryFollows = (
+  config: Parameters<typeof makesRetry>[0],
+  attempts: number,
+  elapsedMs: number,
+) => !makesRetry(config, attempts - 1, elapsedMs);
+
 import { defineAuditJob, isAuditJob } from '../../src/policy/run-audit.ts';
 import { closedAfterMs } from '../../src/policy/slot-verdict.ts';
 
