@@ -39,13 +39,18 @@ export interface HandlerDeps {
 /** The deps and what one function instance keeps: the missed-run check's job cursors. */
 type Instance = HandlerDeps & { readonly missedRuns: MissedRunCheck };
 
-/** Missed-run detection of the job's closed slots (when due); a failure is only a warning. */
-async function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger): Promise<void> {
-  try {
-    await deps.missedRuns.check(delivery.job, delivery.run.scope, logger);
-  } catch (err) {
+/** Missed-run detection of the job's closed slots, if due; a failure is only a warning. */
+function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger) {
+  const { job, run, now } = delivery;
+  const warn = (err: unknown) => {
     const message = 'the missed-run check of closed slots failed; the run is not affected';
     logger.warn({ err: loggableError(err) }, message);
+  };
+  try {
+    if (!deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)) return undefined;
+    return deps.missedRuns.check(job, run.scope, logger).then(() => {}, warn);
+  } catch (err) {
+    return void warn(err);
   }
 }
 
@@ -70,12 +75,10 @@ async function runDelivery(
     ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
     : job.run;
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
-  const slot = new Date(run.scheduleTime);
-  const checks: Promise<void>[] = [];
+  let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
-    if (checksMissedRuns && !audit && missedRuns.isDue(job, slot, run.scope, now))
-      checks.push(checkClosedSlots(deps, delivery, logger));
+    if (checksMissedRuns && !audit) check = checkClosedSlots(deps, delivery, logger);
     return jobRun({
       runId: attempt.runId,
       jobName: run.jobName,
@@ -95,6 +98,7 @@ async function runDelivery(
   };
   // A slot's final failure is reported by its own release write, judged from when this delivery
   // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
+  const slot = new Date(run.scheduleTime);
   const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger);
   const ended = deps.shutdown?.running(plan.runId);
   const result = await runOnce(deps.ledger, plan.runId, work, {
@@ -107,7 +111,7 @@ async function runDelivery(
     maxRunMs: deps.config.jobTimeoutMs,
     ...(checksMissedRuns && run.backfill !== true ? { finalFailure } : {}),
   }).finally(ended);
-  if (checks.length > 0) await Promise.all(checks);
+  if (check !== undefined) await check;
   if (result.outcome === 'guard_changed') return 'guard_changed';
   if (result.outcome === 'failed' && result.reported && result.release === 'lease_lost') {
     logger.warn(REPORT_WITHDRAWN);
