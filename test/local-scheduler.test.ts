@@ -67,20 +67,24 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
 const SCHEDULE = `0 ${(new Date().getUTCHours() + 12) % 24} * * *`;
 
 /**
- * The job as the Scheduler knows it: a half-second attempt deadline, retries every 0.3 s, and up
- * to 10 s of retries, so a slow machine ends the case by success, not by the retry limit.
+ * The job as the Scheduler knows it: retries every 0.3 s, up to 10 s of them, so a slow machine
+ * ends the case by success, not by the retry limit; a 10 s attempt deadline, so only the case that
+ * sets a shorter one ({@link SHORT_DEADLINE}) meets it, even on a loaded machine.
  */
 const SLOW: SchedulerJob = {
   ...JOB_DEFAULTS,
   id: 'slow',
   schedule: SCHEDULE,
-  attemptDeadlineSeconds: 0.5,
+  attemptDeadlineSeconds: 10,
   retryCount: 3,
   maxRetryDurationSeconds: 10,
   minBackoffSeconds: 0.3,
   maxBackoffSeconds: 0.3,
   maxDoublings: 0,
 };
+
+/** Half a second: shorter than the slow job (1.5 s), so its first attempt misses it. */
+const SHORT_DEADLINE = { attemptDeadlineSeconds: 0.5 };
 
 /** Fires `slow` once through a Scheduler with `options`, and returns what each delivery got. */
 async function fireOnce(
@@ -109,7 +113,7 @@ describe('local Scheduler against the function', () => {
     const job = countingJob({ delayMs: 1500 });
     const url = await serveOnPort(job);
 
-    const { result, primary } = await fireOnce({ url });
+    const { result, primary } = await fireOnce({ url }, SHORT_DEADLINE);
 
     assert.equal(result.succeeded, true);
     assert.equal(primary[0], '- deadline_exceeded');
