@@ -7,7 +7,7 @@ import {
   Timestamp,
   type WriteResult,
 } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError } from './errors.ts';
+import { DatabaseNotFoundError, describeThrown, LedgerUnavailableError } from './errors.ts';
 import { runRecordConverter, type StoredRecord } from './run-record.ts';
 
 /**
@@ -166,8 +166,7 @@ export class RunDocuments {
     )) as [DocumentSnapshot, DocumentSnapshot<StoredRecord>];
     this.#learnTime(run.readTime);
     const at = guarded.updateTime;
-    const moved = guard.token === undefined ? at !== undefined : !at?.isEqual(guard.token);
-    if (!moved) return 'conflict';
+    if (guard.token === undefined ? at === undefined : at?.isEqual(guard.token)) return 'conflict';
     const record = run.data();
     return {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
@@ -262,13 +261,15 @@ export function callFirestore<T>(
   });
 }
 
-/** A failed operation's error: {@link DatabaseNotFoundError} for NOT_FOUND, else unavailable. */
+/** NOT_FOUND's {@link DatabaseNotFoundError}, else {@link LedgerUnavailableError}; never throws. */
 function classified(db: Firestore, what: string, err: unknown): LedgerUnavailableError {
-  if (err instanceof LedgerUnavailableError) return err;
-  if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
-    const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
-    return new DatabaseNotFoundError(message, { cause: err });
-  }
-  const message = err instanceof Error ? err.message : String(err);
-  return new LedgerUnavailableError(`Firestore ${what} failed: ${message}`, { cause: err });
+  try {
+    if (err instanceof LedgerUnavailableError) return err;
+    if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
+      const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
+      return new DatabaseNotFoundError(message, { cause: err });
+    }
+  } catch {} // a value that throws when inspected (a revoked proxy) is neither
+  const message = `Firestore ${what} failed: ${describeThrown(err)}`;
+  return new LedgerUnavailableError(message, { cause: err });
 }
