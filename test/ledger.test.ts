@@ -50,13 +50,14 @@ describe('RunLedger', () => {
     assert.equal(record.job_name, 'nightly');
     // Firestore keeps microseconds.
     assert.equal((record.schedule_time as Timestamp).nanoseconds, 123_456_000);
-    assert.equal(record.lease_ms, 300_000);
+    // A claim's short lease: three Firestore timeouts (10 s), until the first extension widens it.
+    assert.equal(record.lease_ms, 30_000);
     assert.ok(record.leased_at instanceof Timestamp);
     // leased_at is Firestore's time of the write: at or before its commit time (the fencing token),
     // within the write's own latency (the emulator stamps it on receipt).
     const lag = claim.fencingToken.toMillis() - (record.leased_at as Timestamp).toMillis();
     assert.ok(lag >= 0 && lag < 2_000, `leased_at is ${lag} ms before the commit`);
-    assert.equal(claim.leaseExpires.getTime(), claim.fencingToken.toMillis() + 300_000);
+    assert.equal(claim.leaseExpires.getTime(), claim.fencingToken.toMillis() + 30_000);
     const expireAt = (record.expire_at as Timestamp).toMillis();
     assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
     assert.ok(record.claimed_at instanceof Timestamp);
@@ -185,8 +186,88 @@ describe('RunLedger', () => {
     assert.equal(record.attempt_id, second.attemptId);
     assert.ok(
       (record.leased_at as Timestamp).toMillis() + (record.lease_ms as number) >
-        Date.now() + 50_000,
+        Date.now() + 20_000,
+      'the takeover holds a claim’s lease of three Firestore timeouts (30 s)',
     );
+  });
+
+  it('the first extension widens a claim’s short lease to the full lease', async () => {
+    const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 2_000 });
+    const claim = claimOf(await ledger.claim('run-1'));
+    assert.equal(claim.leaseMs, 6_000, 'three Firestore timeouts');
+
+    const extended = await ledger.extend(claim);
+
+    assert.notEqual(extended, 'lease_lost');
+    assert.equal((extended as Claim).leaseMs, 300_000);
+    const record = await storedRecord(collection, 'run-1');
+    assert.equal(record.lease_ms, 300_000);
+    const leasedAt = (record.leased_at as Timestamp).toMillis();
+    assert.equal((extended as Claim).leaseExpires.getTime() - 300_000 >= leasedAt - 2_000, true);
+  });
+
+  describe('a claim or release whose write landed but was never answered', () => {
+    /**
+     * The emulator client, except that `method`'s first calls meet `faults` in turn: `unanswered`
+     * lands, then never answers; `unavailable` fails without reaching Firestore (gRPC 14).
+     */
+    function faultyWrites(method: 'create' | 'update', faults: ('unanswered' | 'unavailable')[]) {
+      return hookedFirestore({
+        [method]: async (real: FirebaseFirestore.DocumentReference, args: unknown[]) => {
+          const fault = faults.shift();
+          if (fault === 'unavailable') {
+            throw grpcError(14, 'UNAVAILABLE: injected');
+          }
+          const write = real[method] as (...a: unknown[]) => Promise<unknown>;
+          const landed = await write.apply(real, args);
+          return fault === 'unanswered' ? new Promise(() => {}) : landed;
+        },
+      });
+    }
+
+    it('this instance’s next claim takes the run over at once; another instance’s waits for the short lease', async () => {
+      const db = faultyWrites('create', ['unanswered']);
+      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 500 }, db);
+      const other = newLedger({ collection, leaseMs: 300_000, timeoutMs: 500 }).ledger;
+
+      await assert.rejects(ledger.claim('run-1'), LedgerUnavailableError);
+      const stranded = await storedRecord(collection, 'run-1');
+      const elsewhere = await other.claim('run-1');
+      const again = claimOf(await ledger.claim('run-1'));
+
+      assert.equal(stranded.status, 'in_progress', 'the unanswered claim landed');
+      assert.equal(stranded.lease_ms, 1_500, 'under a lease of three timeouts, not 300 s');
+      assert.equal(elsewhere.state, 'in_progress', 'another instance cannot tell it was abandoned');
+      assert.equal(again.takeover, true);
+      assert.notEqual(again.attemptId, stranded.attempt_id);
+      assert.equal((await storedRecord(collection, 'run-1')).attempt_id, again.attemptId);
+      assert.equal(await ledger.complete(again), 'recorded');
+    });
+
+    it('another instance takes the run over once the claim’s short lease lapsed', async () => {
+      const db = faultyWrites('create', ['unanswered']);
+      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
+      const other = newLedger({ collection, leaseMs: 300_000, timeoutMs: 300 }).ledger;
+
+      await assert.rejects(ledger.claim('run-1'), LedgerUnavailableError);
+      const lapsesAt = Date.now() + 900;
+      await new Promise((resolve) => setTimeout(resolve, lapsesAt - Date.now() + 200));
+      const taken = claimOf(await other.claim('run-1'));
+
+      assert.equal(taken.takeover, true);
+    });
+
+    it('after a release never answered, this instance’s next claim takes the run over at once', async () => {
+      const db = faultyWrites('update', ['unanswered', 'unavailable', 'unavailable']);
+      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
+      const claim = claimOf(await ledger.claim('run-1'));
+
+      await assert.rejects(ledger.release(claim, 'the job failed'), LedgerUnavailableError);
+      const again = await ledger.claim('run-1');
+
+      assert.equal(again.state, 'claimed');
+      assert.equal((await storedRecord(collection, 'run-1')).status, 'in_progress');
+    });
   });
 
   it('a zombie attempt can neither complete nor release a run another attempt took over', async () => {

@@ -37,7 +37,10 @@ export interface Claim {
   readonly fencingToken: Timestamp;
   /** When the lease lapses: our last write's time + `leaseMs`. */
   readonly leaseExpires: Date;
-  /** The lease length, ms: the heartbeat beats at a third of it. */
+  /**
+   * The lease our last write set, ms: a claim's short one (`claimLeaseMs`) until the first
+   * extension widens it to `leaseMs`. The heartbeat beats at a third of it.
+   */
   readonly leaseMs: number;
   /** True when this claim took over an earlier attempt's record (a lapsed lease, a failure). */
   readonly takeover: boolean;
@@ -66,8 +69,24 @@ export type FenceResult = 'recorded' | 'lease_lost';
 /** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
 export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
 
-/** Ledger settings: the lease length of a claim, ms (LEASE_SECONDS × 1000). */
-export type LedgerOptions = { readonly leaseMs: number };
+/** Ledger settings, ms. */
+export interface LedgerOptions {
+  /** The lease an extension writes (LEASE_SECONDS × 1000): it outlasts the attempt's work. */
+  readonly leaseMs: number;
+  /**
+   * The lease a claim writes, at most `leaseMs`; default {@link CLAIM_LEASE_TIMEOUTS} Firestore
+   * timeouts. Short, so a claim whose answer never came strands its run for seconds, not a lease.
+   */
+  readonly claimLeaseMs?: number;
+}
+
+/**
+ * A claim's lease, in Firestore timeouts: its holder learns that the claim landed within one timeout
+ * and widens it at the first beat (a third of it), leaving a timeout for that write to land.
+ */
+export const CLAIM_LEASE_TIMEOUTS = 3;
+/** How many runs' unanswered attempts an instance remembers (the oldest is forgotten first). */
+const MAX_UNANSWERED_RUNS = 1000;
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
@@ -86,10 +105,19 @@ export class RunLedger {
   readonly #claiming = new Map<string, Promise<ClaimResult>>();
   /** Runs this instance holds (claimed, not completed or released). */
   readonly #held = new Map<string, Holder>();
+  /** The lease a claim writes, ms ({@link LedgerOptions.claimLeaseMs}). */
+  readonly #claimLeaseMs: number;
+  /**
+   * Attempts of this instance whose claim or release went unanswered, by run id: a record still
+   * held by one of them holds nothing, since no work of this instance runs under it.
+   */
+  readonly #unanswered = new Map<string, Set<string>>();
 
   constructor(documents: RunDocuments, options: LedgerOptions) {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
+    const claimLeaseMs = options.claimLeaseMs ?? CLAIM_LEASE_TIMEOUTS * documents.timeoutMs;
+    this.#claimLeaseMs = Math.min(options.leaseMs, claimLeaseMs);
   }
   /** A ledger on its own {@link RunDocuments} over `db`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
@@ -122,12 +150,24 @@ export class RunLedger {
       const result = await pending;
       return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
     }
-    const claiming = this.#claimInFirestore(runId, details, guard, options.reopenReported === true);
+    // One attempt id for every round: a record carrying it was written by this claim.
+    const attemptId = randomUUID();
+    const reopen = options.reopenReported === true;
+    const claiming = this.#claimInFirestore(runId, attemptId, details, guard, reopen);
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
-      if (result.state === 'claimed') this.#held.set(runId, result.claim);
+      if (result.state === 'claimed') {
+        this.#held.set(runId, result.claim);
+      }
+      if (result.state === 'claimed' || result.state === 'completed') {
+        this.#unanswered.delete(runId);
+      }
       return result;
+    } catch (error) {
+      // Its write may have landed unanswered: a later claim here takes that record over at once.
+      this.#rememberUnanswered(runId, attemptId);
+      throw error;
     } finally {
       this.#claiming.delete(runId);
     }
@@ -135,15 +175,14 @@ export class RunLedger {
   /** One `create()`; on a conflict, a read and a takeover fenced on it; lost races re-read. */
   async #claimInFirestore(
     runId: string,
+    attemptId: string,
     details: RunDetails,
     guard: GuardedWrite | undefined,
     reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    // One attempt id for every round: a record carrying it was written by this claim.
-    const attemptId = randomUUID();
     const fields = (previous?: RunRecord) =>
-      claimFields(attemptId, this.#leaseMs, documents.expireAt(), details, previous);
+      claimFields(attemptId, this.#claimLeaseMs, documents.expireAt(), details, previous);
     // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
     const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
       isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
@@ -160,7 +199,9 @@ export class RunLedger {
       const own = ours(read, replaced);
       if (own !== undefined) return own;
       replaced = undefined;
-      const decided = claimDecision(read.record, read.readTime, reopenReported);
+      const decided = this.#isUnanswered(runId, read.record)
+        ? ({ decision: 'take_over', record: read.record } as const)
+        : claimDecision(read.record, read.readTime, reopenReported);
       if (decided.decision === 'absent') continue; // released between our create and our read
       if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
       if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
@@ -207,6 +248,7 @@ export class RunLedger {
       ...(note === undefined ? {} : { notes: { ...claim.notes, [note.name]: note.value } }),
       fencingToken: written,
       leaseExpires: new Date(written.toMillis() + this.#leaseMs),
+      leaseMs: this.#leaseMs,
     };
     this.#held.set(claim.runId, renewed);
     return renewed;
@@ -224,9 +266,15 @@ export class RunLedger {
    * follow), the same write reports the final failure. @throws {LedgerUnavailableError} if every try
    * failed transiently: the claim then stays until its lease lapses (retries get 409).
    */
-  release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
+  async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     const update = () => failureUpdate(failure, this.#documents.expireAt(), reporter);
-    return this.#end(claim, 'release', update);
+    try {
+      return await this.#end(claim, 'release', update);
+    } catch (error) {
+      // The work has stopped: a retry here need not wait for the lease of a release never answered.
+      this.#rememberUnanswered(claim.runId, claim.attemptId);
+      throw error;
+    }
   }
   /** The fenced write that ends our hold of the run (a completion or a release). */
   async #end(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
@@ -240,8 +288,8 @@ export class RunLedger {
       runId,
       attemptId,
       fencingToken: writeTime,
-      leaseExpires: new Date(writeTime.toMillis() + this.#leaseMs),
-      leaseMs: this.#leaseMs,
+      leaseExpires: new Date(writeTime.toMillis() + this.#claimLeaseMs),
+      leaseMs: this.#claimLeaseMs,
       takeover: previous !== undefined,
       notes: previous?.notes ?? {},
       // A takeover keeps a stored first claim (claimFields); otherwise this write stamped it.
@@ -249,6 +297,27 @@ export class RunLedger {
       attempts: (previous?.attempts ?? 0) + 1,
     };
     return { state: 'claimed', claim } as const;
+  }
+  /** Remembers that `attemptId`'s write to `runId` went unanswered (bounded: oldest runs first out). */
+  #rememberUnanswered(runId: string, attemptId: string): void {
+    const attempts = this.#unanswered.get(runId) ?? new Set<string>();
+    attempts.add(attemptId);
+    this.#unanswered.delete(runId);
+    this.#unanswered.set(runId, attempts);
+    if (this.#unanswered.size > MAX_UNANSWERED_RUNS) {
+      const oldest = this.#unanswered.keys().next().value;
+      if (oldest !== undefined) {
+        this.#unanswered.delete(oldest);
+      }
+    }
+  }
+  /** The record is in progress under an attempt of this instance whose claim or release went unanswered. */
+  #isUnanswered(runId: string, record: StoredRecord | undefined): record is RunRecord {
+    const attempts = this.#unanswered.get(runId);
+    if (attempts === undefined || record === undefined) {
+      return false;
+    }
+    return record.status === RunStatus.InProgress && attempts.has(record.attemptId);
   }
   /**
    * One fenced write with bounded retries: its time (the new token); stopped by a changed record,

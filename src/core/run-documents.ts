@@ -79,6 +79,10 @@ export class RunDocuments {
     this.#db = db;
     this.#options = options;
   }
+  /** Longest wait for one Firestore operation, ms. */
+  get timeoutMs(): number {
+    return this.#options.timeoutMs;
+  }
   /** How long a record is kept after its last write, ms. */
   get retentionMs(): number {
     return this.#options.retentionMs;

@@ -147,12 +147,7 @@ class AttemptScope {
     this.#ledger = ledger;
     this.#options = options;
     this.#claim = claim;
-    const beatMs = Math.max(MIN_BEAT_MS, claim.leaseMs / BEATS_PER_LEASE);
-    this.#beatTimer = setInterval(() => {
-      this.#beat ??= this.#extend().finally(() => {
-        this.#beat = undefined;
-      });
-    }, beatMs).unref();
+    this.#startBeating();
     const { signal } = this.#controller;
     const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
@@ -173,6 +168,15 @@ class AttemptScope {
     const { maxRunMs } = options;
     this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
+  }
+  /** Beats every third of the current lease: the claim's short one, then the widened one. */
+  #startBeating(): void {
+    const beatMs = Math.max(MIN_BEAT_MS, this.#claim.leaseMs / BEATS_PER_LEASE);
+    this.#beatTimer = setInterval(() => {
+      this.#beat ??= this.#extend().finally(() => {
+        this.#beat = undefined;
+      });
+    }, beatMs).unref();
   }
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
@@ -277,9 +281,14 @@ class AttemptScope {
   /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
   #apply(renewed: Claim | 'lease_lost'): boolean {
     if (renewed !== 'lease_lost') {
+      const widened = renewed.leaseMs !== this.#claim.leaseMs;
       this.#claim = renewed;
       this.#failures = 0;
       this.#renewedAt = performance.now();
+      if (widened && this.#beatTimer !== undefined) {
+        clearInterval(this.#beatTimer);
+        this.#startBeating();
+      }
       return true;
     }
     // When stopping, the fenced write that follows reports the lost lease itself.
