@@ -1,8 +1,9 @@
 /**
  * The job contract: what a job's code is given for one attempt of one run (`ctx`), and the rule it
  * follows. Declared in the core so the user's `src/job.ts` holds only the user's code.
- * - A job is called at most once per run while each attempt finishes within its lease
- *   (LEASE_SECONDS, kept alive by the heartbeat): duplicate deliveries get 200 or 409 without it.
+ * - A job is called at most once per run while each attempt finishes within its lease (a claim's
+ *   short lease, widened to LEASE_SECONDS by the heartbeat's first beat and kept alive by it):
+ *   duplicate deliveries get 200 or 409 without it.
  * - Return normally when the work is done: the run is marked completed (HTTP 200).
  * - Throw (or reject) when it failed and should be retried: the claim is released (the record
  *   keeps the failure) and Cloud Scheduler gets a 500, so its retry policy runs the job again.
@@ -46,9 +47,10 @@ export interface JobContext {
    */
   readonly firstClaimedAt: Date;
   /**
-   * When this attempt's lease lapses, by Firestore's clock. The heartbeat moves it on every third of
-   * LEASE_SECONDS while the job runs; it stops only past JOB_TIMEOUT_SECONDS or if extensions fail
-   * for about two thirds of a lease.
+   * When this attempt's lease lapses, by Firestore's clock. A claim holds a short lease (three
+   * FIRESTORE_TIMEOUT_SECONDS); the heartbeat's first beat, a third of it later, widens it to
+   * LEASE_SECONDS, and later beats move it on every third of that while the job runs; it stops only
+   * past JOB_TIMEOUT_SECONDS or if extensions fail for about two thirds of a lease.
    */
   readonly leaseExpires: Date;
   /**
