@@ -351,7 +351,7 @@ class AttemptScope {
         { err, fence: what },
         what === 'completion'
           ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
-          : 'the claim could not be released; retries get 409 until its lease lapses',
+          : 'the claim could not be released; a retry on this instance takes it over at once, on another it gets 409 until the lease lapses',
       );
       return ['unrecorded', {}];
     }
