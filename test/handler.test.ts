@@ -295,6 +295,31 @@ describe('handleScheduledJob', () => {
     assert.ok(errors.some((l) => String(l.message).includes('completion could not be recorded')));
   });
 
+  it('says what a retry meets after a release Firestore never recorded: this instance runs it at once', async () => {
+    let releaseFails = true;
+    const db = hookedFirestore({
+      update: (real, args) => {
+        if (releaseFails) {
+          return Promise.reject(grpcError(14, 'UNAVAILABLE: injected'));
+        }
+        return (real.update as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+      },
+    });
+    const { ledger, collection } = newLedger({ timeoutMs: 300 }, db);
+    const { job, calls } = countingJob({ fail: (n) => n === 1 });
+    const { request } = serve(job, { ledger, collection });
+    const headers = schedulerHeaders();
+
+    const first = await request.post('/').set(headers);
+    releaseFails = false;
+    const retry = await request.post('/').set(headers);
+
+    assert.equal(first.body.outcome, 'failed');
+    assert.equal(retry.body.outcome, 'processed', 'a retry on this instance ran at once');
+    assert.equal(calls.length, 2);
+    assert.match(first.body.message, /a retry reaching this instance runs it at once/);
+  });
+
   it('answers 500 unavailable without running the job when Firestore does not answer', async () => {
     const db = hookedFirestore({ create: () => new Promise(() => {}) });
     const { ledger, collection } = newLedger({ timeoutMs: 300 }, db);

@@ -257,6 +257,18 @@ describe('RunLedger', () => {
       assert.equal(taken.takeover, true);
     });
 
+    it('after a completion never answered, this instance’s next claim does not take the run over: the job ran', async () => {
+      const db = faultyWrites('update', ['unavailable', 'unavailable', 'unavailable']);
+      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
+      const claim = claimOf(await ledger.claim('run-1'));
+
+      await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
+      const again = await ledger.claim('run-1');
+
+      assert.equal(again.state, 'in_progress', 'a run whose job ran is not run again at once');
+      assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+    });
+
     it('after a release never answered, this instance’s next claim takes the run over at once', async () => {
       const db = faultyWrites('update', ['unanswered', 'unavailable', 'unavailable']);
       const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);

@@ -7,7 +7,16 @@ import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { AttemptAbortedError } from '../src/core/errors.ts';
 import { runOnce } from '../src/core/run-once.ts';
-import { captureLogs, firestore, newLedger, sleep, storedRecord, until } from './helpers.ts';
+import {
+  captureLogs,
+  firestore,
+  grpcError,
+  hookedFirestore,
+  newLedger,
+  sleep,
+  storedRecord,
+  until,
+} from './helpers.ts';
 
 describe('runOnce', () => {
   it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
@@ -264,5 +273,83 @@ describe('runOnce', () => {
     await until(() => releases === 1);
 
     assert.deepEqual(asked, ['the export failed (releases so far: 0)']);
+  });
+  it('widens a claim learnt late (its own landed write found by a read) before the claim’s short lease lapses', async () => {
+    // Firestore answers slowly, each call under the timeout: the takeover lands, but its answer comes
+    // late as the client's retry's "precondition failed"; the next round's create and read are slow
+    // too, and the read finds the takeover is ours. The claim's lease began at the takeover's commit,
+    // three slow answers before the job starts.
+    const timeoutMs = 3_000;
+    const slowMs = 2_400;
+    const slowly = async <T>(answer: () => Promise<T>) => {
+      await sleep(slowMs);
+      return answer();
+    };
+    const calls = { create: 0, get: 0, update: 0 };
+    const db = hookedFirestore({
+      create: (real, args) => {
+        calls.create++;
+        const create = () => real.create(...(args as [FirebaseFirestore.DocumentData]));
+        return calls.create === 1 ? create() : slowly(create);
+      },
+      get: (real) => {
+        calls.get++;
+        return calls.get === 1 ? real.get() : slowly(() => real.get());
+      },
+      update: async (real, args) => {
+        calls.update++;
+        const update = real.update as (...a: unknown[]) => Promise<unknown>;
+        const landed = await update.apply(real, args);
+        if (calls.update > 1) {
+          return landed;
+        }
+        return slowly(() =>
+          Promise.reject(grpcError(9, 'FAILED_PRECONDITION: the retry of a landed write')),
+        );
+      },
+    });
+    const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs }, db);
+    const other = newLedger({ collection, leaseMs: 300_000, timeoutMs }).ledger;
+    const failed = await other.claim('run-1');
+    assert.equal(failed.state, 'claimed');
+    assert.equal(await other.release(failed.claim, 'the first attempt failed'), 'recorded');
+    const { logger } = captureLogs();
+    let running = false;
+    let stop = () => {};
+    const stopped = new Promise<void>((resolve) => {
+      stop = resolve;
+    });
+
+    const outcome = runOnce(
+      ledger,
+      'run-1',
+      async ({ signal }) => {
+        running = true;
+        await Promise.race([
+          stopped,
+          new Promise((resolve) => signal.addEventListener('abort', resolve)),
+        ]);
+        running = false;
+      },
+      { logger },
+    );
+    await until(() => running, 20_000);
+    const taken: string[] = [];
+    // Past the claim's lease counted from its commit (three timeouts) and its old first beat.
+    const watchUntil = Date.now() + timeoutMs * 2;
+    while (Date.now() < watchUntil && running) {
+      const claimed = await other.claim('run-1');
+      if (claimed.state === 'claimed') {
+        taken.push(claimed.claim.attemptId);
+      }
+      await sleep(100);
+    }
+    const stillRunning = running;
+    stop();
+    await outcome;
+
+    assert.deepEqual(taken, [], 'another instance took the run over while its job ran');
+    assert.equal(stillRunning, true, 'the job was aborted: its lease was lost');
+    assert.equal((await storedRecord(collection, 'run-1')).status, 'completed');
   });
 });

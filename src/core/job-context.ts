@@ -47,10 +47,11 @@ export interface JobContext {
    */
   readonly firstClaimedAt: Date;
   /**
-   * When this attempt's lease lapses, by Firestore's clock. A claim holds a short lease (three
-   * FIRESTORE_TIMEOUT_SECONDS); the heartbeat's first beat, a third of it later, widens it to
-   * LEASE_SECONDS, and later beats move it on every third of that while the job runs; it stops only
-   * past JOB_TIMEOUT_SECONDS or if extensions fail for about two thirds of a lease.
+   * When this attempt's lease lapses, by Firestore's clock. It starts as the claim's short lease
+   * (3 × FIRESTORE_TIMEOUT_SECONDS, at most LEASE_SECONDS), which the first heartbeat widens; the
+   * heartbeat then moves it on every third of LEASE_SECONDS while the job runs; it stops only past
+   * JOB_TIMEOUT_SECONDS or if extensions fail for about two thirds of a lease (the first two
+   * timeouts, before the widening). Budget work by it only after the first beat.
    */
   readonly leaseExpires: Date;
   /**

@@ -264,7 +264,8 @@ export class RunLedger {
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
    * to `MAX_ERROR_LENGTH`), which the next delivery claims at once; with `reporter` (no retry can
    * follow), the same write reports the final failure. @throws {LedgerUnavailableError} if every try
-   * failed transiently: the claim then stays until its lease lapses (retries get 409).
+   * failed transiently: the claim then stays until its lease lapses (retries get 409), except
+   * to a later claim by this ledger, which takes it over at once.
    */
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     const update = () => failureUpdate(failure, this.#documents.expireAt(), reporter);

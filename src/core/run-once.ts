@@ -91,6 +91,8 @@ export async function runOnce(
   work: (attempt: Attempt) => Promise<void> | void,
   options: RunOnceOptions,
 ): Promise<RunOutcome> {
+  // The claim's lease began after this: its first beat counts from here, not from the answer.
+  const claimStartedAt = performance.now();
   let claimed: ClaimResult;
   try {
     claimed = await ledger.claim(runId, options.details, options.guard, options);
@@ -103,7 +105,7 @@ export async function runOnce(
   if (claimed.state === 'unreadable')
     return { outcome: 'unreadable_record', record: claimed.record };
   if (claimed.state === 'guard_changed') return { outcome: 'guard_changed' };
-  const scope = new AttemptScope(ledger, runId, claimed.claim, options);
+  const scope = new AttemptScope(ledger, runId, claimed.claim, options, claimStartedAt);
   try {
     await work(scope.attempt);
   } catch (thrown) {
@@ -143,11 +145,21 @@ class AttemptScope {
   readonly #onShutdown = () =>
     this.#controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
 
-  constructor(ledger: Ledger, runId: string, claim: Claim, options: RunOnceOptions) {
+  /** `claimStartedAt`: `performance.now()` before the claim was sent; its lease began after it. */
+  constructor(
+    ledger: Ledger,
+    runId: string,
+    claim: Claim,
+    options: RunOnceOptions,
+    claimStartedAt: number,
+  ) {
     this.#ledger = ledger;
     this.#options = options;
     this.#claim = claim;
-    this.#startBeating();
+    // A claim can be answered long after its write landed (found by a read in a later round): the
+    // first beat is due a third of its lease after it was sent, at once if that has passed.
+    const claimTookMs = performance.now() - claimStartedAt;
+    this.#startBeating(Math.max(0, claim.leaseMs / BEATS_PER_LEASE - claimTookMs));
     const { signal } = this.#controller;
     const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
@@ -169,14 +181,26 @@ class AttemptScope {
     this.#runTimer =
       maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
-  /** Beats every third of the current lease: the claim's short one, then the widened one. */
-  #startBeating(): void {
+  /**
+   * Beats every third of the current lease (the claim's short one, then the widened one), the first
+   * beat after `firstBeatMs` if that is sooner.
+   */
+  #startBeating(firstBeatMs?: number): void {
     const beatMs = Math.max(MIN_BEAT_MS, this.#claim.leaseMs / BEATS_PER_LEASE);
-    this.#beatTimer = setInterval(() => {
+    const beat = () => {
       this.#beat ??= this.#extend().finally(() => {
         this.#beat = undefined;
       });
-    }, beatMs).unref();
+    };
+    if (firstBeatMs === undefined || firstBeatMs >= beatMs) {
+      this.#beatTimer = setInterval(beat, beatMs).unref();
+      return;
+    }
+    // clearInterval clears this timeout too (Node's timers share one clear), so stopping works alike.
+    this.#beatTimer = setTimeout(() => {
+      this.#beatTimer = setInterval(beat, beatMs).unref();
+      beat();
+    }, firstBeatMs).unref();
   }
   /** The work returned or threw: no more warnings, timeout or shutdown abort. */
   settle(): void {
@@ -327,7 +351,7 @@ class AttemptScope {
         { err, fence: what },
         what === 'completion'
           ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
-          : 'the claim could not be released; retries get 409 until its lease lapses',
+          : 'the claim could not be released; a retry on this instance takes it over at once, on another it gets 409 until the lease lapses',
       );
       return ['unrecorded', {}];
     }

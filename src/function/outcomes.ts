@@ -150,7 +150,8 @@ export function ranSaid(
       const then = {
         recorded: 'the claim is released so a retry can run it.',
         lease_lost: `${LEASE_LOSS_MESSAGES[result.leaseLoss ?? 'unknown']}.`,
-        unrecorded: 'its claim could not be released, so retries get 409 until the lease lapses.',
+        unrecorded:
+          'its claim could not be released: a retry reaching this instance runs it at once, one on another instance gets 409 until the lease lapses.',
       }[result.release];
       const { attempt, release, error } = result;
       const fields = { attemptId: attempt.attemptId, release, err: loggableError(error) };
