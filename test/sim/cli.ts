@@ -4,7 +4,8 @@
  * after each; a failure shrinks to a minimal history and prints the seed and path that replay it
  * (`--seed S --path P`). `--strict` turns off every known gap (`KNOWN_GAPS` in model.ts);
  * `--gap NAME` turns off one. `--broken-fencing` plays a product whose updates drop their
- * `lastUpdateTime` precondition.
+ * `lastUpdateTime` precondition. `--first-failure` stops at the first failing history without
+ * shrinking it (mutation testing needs only the exit code).
  */
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
@@ -22,6 +23,7 @@ const { values } = parseArgs({
     'broken-fencing': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     small: { type: 'boolean', default: false },
+    'first-failure': { type: 'boolean', default: false },
   },
 });
 let gaps: Gaps = values.strict || process.env.SIM_STRICT === '1' ? NO_GAPS : KNOWN_GAPS;
@@ -46,6 +48,7 @@ const details = await fc.check(
     ...(values.seed === undefined ? {} : { seed: Number(values.seed) }),
     ...(values.path === undefined ? {} : { path: values.path }),
     verbose: values.verbose ? 1 : 0,
+    endOnFailure: values['first-failure'],
   },
 );
 const seconds = ((performance.now() - started) / 1000).toFixed(1);
