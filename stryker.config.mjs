@@ -13,8 +13,12 @@
  *   workers; `MUTATE_FILES` (comma-separated globs) narrows what is mutated, e.g. `src/core/**`.
  */
 
-/** Histories per mutant: ~2.5 s a mutant here (1 core, loaded), so the ~1,900 mutants fit ~2 h. */
-const HISTORIES = Number(process.env.MUTATE_HISTORIES ?? 60);
+/**
+ * Histories per mutant. One simulator process here takes ~1.1 s to start and ~20 ms a history
+ * (60: 2.3 s, 200: 4.6 s), so the ~2,400 mutants take some 3 h at `concurrency: 1` on a quiet
+ * machine, less as more of them die early: an evening. The baseline in docs/tests.md used 60.
+ */
+const HISTORIES = Number(process.env.MUTATE_HISTORIES ?? 200);
 
 /** The core, and the policies that decide whether, when and how often a slot runs or is reported. */
 export const PROMISE_FILES = [
