@@ -1,0 +1,164 @@
+/**
+ * The survivors of a mutation run (docs/tests.md, "Mutation testing"), read from Stryker's JSON
+ * report (the mutation-testing-report-schema: per file, mutants with a status and a location whose
+ * lines and columns count from 1).
+ *
+ * - `node scripts/mutation-survivors.ts ranges [REPORT]`: one Stryker `--mutate` range per
+ *   surviving mutant (`file:line:column-line:column`, Stryker's columns counting from 0), what
+ *   `stryker.survivors.config.mjs` mutates.
+ * - `node scripts/mutation-survivors.ts score [FIRST] [SECOND]`: the first run's score, and the
+ *   score once the second run (the suite over the first's survivors) has had its go; then every
+ *   mutant that survived both. Exit 2 when a report is missing or unreadable.
+ *
+ * REPORT and FIRST default to `reports/mutation/simulator.json`, SECOND to
+ * `reports/mutation/suite.json`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+export const SIMULATOR_REPORT = 'reports/mutation/simulator.json';
+export const SUITE_REPORT = 'reports/mutation/suite.json';
+
+interface Position {
+  line: number;
+  column: number;
+}
+
+/** One mutant as the report states it. */
+export interface ReportedMutant {
+  id: string;
+  mutatorName: string;
+  replacement?: string;
+  status: string;
+  location: { start: Position; end: Position };
+}
+
+/** A mutant with the file it lives in. */
+export interface Mutant extends ReportedMutant {
+  file: string;
+}
+
+/** Statuses that count as detected in Stryker's mutation score. */
+const DETECTED = new Set(['Killed', 'Timeout']);
+/** Statuses that count against it; the rest (errors, ignored) are left out of the score. */
+const UNDETECTED = new Set(['Survived', 'NoCoverage']);
+
+/**
+ * The mutants of a Stryker JSON report, file by file.
+ * @throws Error naming the file when it is missing or not a mutation report
+ */
+export function readMutants(reportPath: string): Mutant[] {
+  let report: { files?: Record<string, { mutants?: ReportedMutant[] }> };
+  try {
+    report = JSON.parse(readFileSync(reportPath, 'utf8'));
+  } catch (err) {
+    throw new Error(
+      `${reportPath}: cannot read a Stryker JSON report (${(err as Error).message}); run \`npm run mutate\` first`,
+    );
+  }
+  if (report.files === undefined) {
+    throw new Error(`${reportPath}: not a Stryker JSON report (no "files")`);
+  }
+  return Object.entries(report.files).flatMap(([file, entry]) =>
+    (entry.mutants ?? []).map((mutant) => ({ ...mutant, file })),
+  );
+}
+
+export function isSurvivor(mutant: Mutant): boolean {
+  return UNDETECTED.has(mutant.status);
+}
+
+/**
+ * A mutant's `--mutate` range. Stryker reads a range's line from 1 and its column from 0 (Babel's
+ * positions); the report counts both from 1. A range takes every mutant whose node lies inside it,
+ * so a survivor that replaces a block brings the block's other mutants along: {@link sameMutant}
+ * picks the survivors out of the second report.
+ */
+export function mutateRange(mutant: Mutant): string {
+  const { start, end } = mutant.location;
+  return `${mutant.file}:${start.line}:${start.column - 1}-${end.line}:${end.column - 1}`;
+}
+
+/** The same mutant in two reports of the same sources (ids are not stable across runs). */
+export function sameMutant(a: Mutant, b: Mutant): boolean {
+  return (
+    a.file === b.file &&
+    a.mutatorName === b.mutatorName &&
+    a.replacement === b.replacement &&
+    a.location.start.line === b.location.start.line &&
+    a.location.start.column === b.location.start.column &&
+    a.location.end.line === b.location.end.line &&
+    a.location.end.column === b.location.end.column
+  );
+}
+
+/** `--mutate` ranges of every survivor in `reportPath`, without repeats. */
+export function survivorRanges(reportPath = SIMULATOR_REPORT): string[] {
+  return [...new Set(readMutants(reportPath).filter(isSurvivor).map(mutateRange))];
+}
+
+/** Stryker's mutation score, in percent: detected over detected plus undetected. */
+export function mutationScore(detected: number, undetected: number): number {
+  const scored = detected + undetected;
+  return scored === 0 ? 100 : (100 * detected) / scored;
+}
+
+function describe(mutant: Mutant): string {
+  const { line, column } = mutant.location.start;
+  const replacement = (mutant.replacement ?? '').replace(/\s+/g, ' ').slice(0, 80);
+  return `${mutant.file}:${line}:${column} ${mutant.mutatorName} → ${replacement}`;
+}
+
+/** The lines of `score`: both scores and the mutants that survived both runs. */
+export function scoreLines(first: Mutant[], second: Mutant[] | undefined): string[] {
+  const detected = first.filter((m) => DETECTED.has(m.status)).length;
+  const survivors = first.filter(isSurvivor);
+  const lines = [
+    `simulator alone: ${mutationScore(detected, survivors.length).toFixed(1)} % (${detected} detected, ${survivors.length} survived, ${first.length - detected - survivors.length} not scored)`,
+  ];
+  if (second === undefined) {
+    return lines;
+  }
+  const stillAlive = survivors.filter((survivor) => {
+    const again = second.find((m) => sameMutant(m, survivor));
+    return again === undefined || !DETECTED.has(again.status);
+  });
+  const killedBySuite = survivors.length - stillAlive.length;
+  lines.push(
+    `with the suite on its survivors: ${mutationScore(detected + killedBySuite, stillAlive.length).toFixed(1)} % (the suite killed ${killedBySuite} of ${survivors.length}; a survivor missing from the second report counts as alive)`,
+    '',
+    `survived both (${stillAlive.length}):`,
+    ...stillAlive.map(describe),
+  );
+  return lines;
+}
+
+function main(argv: string[]): number {
+  const [command, first = SIMULATOR_REPORT, second] = argv;
+  try {
+    if (command === 'ranges') {
+      console.log(survivorRanges(first).join('\n'));
+      return 0;
+    }
+    if (command === 'score') {
+      // Without a second report named, the suite's run is optional: the first score alone.
+      const secondPath = second ?? SUITE_REPORT;
+      const suiteRan = second !== undefined || existsSync(secondPath);
+      const secondMutants = suiteRan ? readMutants(secondPath) : undefined;
+      console.log(scoreLines(readMutants(first), secondMutants).join('\n'));
+      return 0;
+    }
+  } catch (err) {
+    console.error(`mutation-survivors: ${(err as Error).message}`);
+    return 2;
+  }
+  console.error(
+    'usage: node scripts/mutation-survivors.ts ranges [REPORT] | score [FIRST] [SECOND]',
+  );
+  return 2;
+}
+
+// Run as a command, not when `stryker.survivors.config.mjs` imports it.
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === import.meta.filename) {
+  process.exitCode = main(process.argv.slice(2));
+}
