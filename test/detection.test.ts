@@ -75,6 +75,40 @@ function every(fn: Served, jobId: string, from: Date, to: Date, step: number, sk
     .map((slot): Delivery => ({ fn, jobId, slot }));
 }
 
+/** `runs --check` and `runs --backfill --dry-run` on `collection` at `now`, from `jobsModule`. */
+function judgeByCommands(collection: string, now: Date, jobsModule: string) {
+  const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+  const runs = (...args: string[]) =>
+    spawnSync(
+      process.execPath,
+      [
+        'ops/runs.ts',
+        '--collection',
+        collection,
+        '--since',
+        '3h',
+        '--job',
+        'changing',
+        '--now',
+        now.toISOString(),
+        ...args,
+      ],
+      {
+        env: {
+          ...env,
+          JOBS_MODULE: jobsModule,
+          RETENTION_SECONDS: '31536000',
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+  return {
+    check: runs('--check'),
+    backfill: runs('--backfill', '--dry-run', '--url', 'http://127.0.0.1:9'),
+  };
+}
+
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
   it('declares the run audit every 5 minutes', {
     skip:
@@ -308,6 +342,56 @@ describe('the attack on detection, finding by finding', () => {
     ]);
 
     assert.deepEqual(reportsOf(a, b), []);
+  });
+
+  it('1c. reports a slot of the old rule that closes after a schedule change, once, and runs --check and --backfill from the new checkout see it', async () => {
+    const time = drivenClock(at('12:00'));
+    const even = declare(
+      defineJob({ id: 'changing', schedule: '*/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const odd = declare(
+      defineJob({ id: 'changing', schedule: '1-59/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const old = serveJobs(even, { env: ON }, { clock: time.clock });
+    const now = serveJobs(odd, { env: ON, collection: old.collection }, { clock: time.clock });
+    // Before the old rule's last sighting (the 14:00 audit), closing after the deploy at 14:01:
+    // the first check by the new rule starts at this slot.
+    const missed = at('12:58');
+    const closes = missed.getTime() + closedAfterMs(even[0] as never);
+    assert.ok(closes > at('14:00:05').getTime() && closes < at('14:01').getTime() + MINUTE);
+
+    await play(time, [
+      ...every(old, 'changing', at('12:00'), at('14:01'), 2, [missed]),
+      ...audits(old, at('12:00'), at('14:01')),
+    ]);
+    // Closed, not yet reported (the next check is the 14:01 delivery's): the commands judge it themselves,
+    // from the checkout of the deploy, which declares only the new rule; the cursor's rules
+    // place the slot.
+    time.set(at('14:00:45'));
+    const { check, backfill } = judgeByCommands(
+      old.collection,
+      time.now(),
+      'test/fixtures/jobs-odd-minutes.ts',
+    );
+    await play(time, [
+      ...every(now, 'changing', at('14:01'), at('14:40'), 2),
+      ...audits(now, at('14:05'), at('14:40')),
+    ]);
+
+    assert.deepEqual(reportsOf(old, now), [['missed run', missed.toISOString(), 'changing']]);
+    const flagged = [...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
+      (m) => m[1],
+    );
+    assert.equal(check.status, 1, check.stderr);
+    assert.deepEqual(flagged, [missed.toISOString().replace('.000', '')], check.stderr);
+    assert.match(
+      backfill.stderr,
+      new RegExp(
+        `1 missed slot\\(s\\) to deliver[^]*changing ${missed.toISOString().replace('.000', '')}`,
+      ),
+    );
   });
 
   it('2. loses no report when the instance dies right after moving the cursor', async () => {

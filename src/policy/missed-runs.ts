@@ -7,11 +7,11 @@ import { type Scope, scopeId } from '../core/run-key.ts';
 import { judgedAt, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
-import { judgedSlots } from './missed-run-rules.ts';
+import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
-import { previousSlot, type SlotRange, slotsBetween } from './schedule.ts';
+import { type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
@@ -178,7 +178,8 @@ export class MissedRunCheck {
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
   async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
     const { slots, truncated } = range;
-    const before = previousSlot(job, slots[0] as Date);
+    // The slot before, by the rules in force then: after a schedule change, not the new rule's.
+    const before = previousJudgedSlot(window.rules, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
