@@ -4,7 +4,7 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import { judgedAt, type StoredRecord } from '../core/run-record.ts';
+import { judgedAt, type StoredRecord, type UnreadableRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
 import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
@@ -18,6 +18,9 @@ import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
 export const MISSED_RUN = 'missed run';
 export const FAILED_AFTER_RETRIES = 'run failed after retries';
+/** Logged (ERROR) for a closed slot whose record this version cannot read: never passed silently. */
+export const UNREADABLE_SLOT =
+  'missed-run check: a closed slot\'s record cannot be read, so this check cannot tell whether it ran; repair it: if no attempt of this run is running, delete the document (the next check reports the slot missed, and npm run runs -- --backfill delivers it), or set status to "completed" if the run is done';
 
 /** How often a job's closed slots are checked by its own deliveries at most, in ms: hourly. */
 export const CHECK_PERIOD_MS = 3_600_000;
@@ -50,6 +53,13 @@ const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
 type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
+/** A closed slot whose record cannot be read: an ERROR by the check that judges it. */
+interface UnreadableSlot {
+  readonly slot: Date;
+  readonly runId: string;
+  readonly record: UnreadableRecord;
+}
+
 /** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
 interface Finding extends Omit<SlotRead, 'record'> {
   readonly fields: object;
@@ -60,6 +70,7 @@ interface Finding extends Omit<SlotRead, 'record'> {
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
 interface Judged {
   readonly findings: readonly Finding[];
+  readonly unreadable: readonly UnreadableSlot[];
   readonly next: Date;
   readonly runSeen: boolean;
   readonly stopped: boolean;
@@ -76,6 +87,7 @@ function judge(
   let end = previousEnd;
   let runSeen = window.runSeen;
   const findings: Finding[] = [];
+  const unreadable: UnreadableSlot[] = [];
   for (const { slot, runId, record } of slots) {
     const verdict = slotVerdict(job, slot, record, end, window.now);
     end = verdict.end;
@@ -98,11 +110,15 @@ function judge(
     }
     if (!runSeen && absent) continue; // before the job's first record: it did not exist yet
     runSeen = true;
-    if (verdict.verdict === 'open') return { findings, runSeen, stopped: true, openAt: slot };
+    if (verdict.verdict === 'open') {
+      return { findings, unreadable, runSeen, stopped: true, openAt: slot };
+    }
+    // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
+    if (judged?.status === 'unreadable') unreadable.push({ slot, runId, record: judged });
     if (verdict.verdict === 'missed') report(MISSED_RUN, 'missed');
     if (verdict.verdict === 'failed') report(FAILED_AFTER_RETRIES, 'failed');
   }
-  return { findings, runSeen, stopped: false };
+  return { findings, unreadable, runSeen, stopped: false };
 }
 
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */
@@ -136,6 +152,10 @@ export class MissedRunCheck {
     const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (range.slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, range);
+    for (const { slot, runId, record } of judged.unreadable) {
+      const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'unreadable' };
+      logger.error({ ...fields, field: record.field, problem: record.problem }, UNREADABLE_SLOT);
+    }
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
     return { checked: range.slots.length, reported };
