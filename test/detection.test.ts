@@ -438,6 +438,50 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('2b. logs a report whose writer died between its write and its log line: the next check logs it, once', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const never = at('12:05');
+    // SIGKILL: the `missed` record lands, and nothing of this instance happens after it (no log
+    // line reaches Cloud Logging, no other write reaches Firestore).
+    let linesBeforeDeath: number | undefined;
+    const reportMissed = a.history.reportMissed.bind(a.history);
+    a.history.reportMissed = async (...args) => {
+      await reportMissed(...args);
+      linesBeforeDeath = a.logs.lines().length;
+      throw new Error('SIGKILL');
+    };
+    for (const target of [a.history, a.jobDocuments] as unknown as Record<string, unknown>[]) {
+      for (const name of ['getMany', 'markReported', 'acknowledgeReport', 'write', 'readData']) {
+        const real = target[name] as ((...args: unknown[]) => Promise<unknown>) | undefined;
+        if (real === undefined) continue;
+        target[name] = async (...args: unknown[]) => {
+          if (linesBeforeDeath !== undefined) throw new Error('the instance is gone');
+          return real.apply(target, args);
+        };
+      }
+    }
+
+    const timeline = [
+      ...every(a, 'five', at('12:00'), at('14:00'), 5, [never]),
+      ...audits(a, at('12:00'), at('14:00')),
+    ];
+    for (const d of timeline.sort((x, y) => x.slot.getTime() - y.slot.getTime())) {
+      // Once a is gone, b gets every delivery (the audit's retry among them).
+      await deliverAt(linesBeforeDeath === undefined ? d.fn : b, time, d.jobId, d.slot);
+    }
+
+    assert.ok(linesBeforeDeath !== undefined, 'the instance died after writing the report');
+    const seen = a.logs.lines().slice(0, linesBeforeDeath).concat(b.logs.lines());
+    const reports = seen.filter((l) => l.message === 'missed run');
+    assert.deepEqual(
+      reports.map((l) => [l.severity, l.slot, l.jobName]),
+      [['ERROR', never.toISOString(), 'five']],
+    );
+  });
+
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
     // A slot whose first attempt came a minute late (its execution waited behind the previous
     // one, as Scheduler makes it): its retries come that much later than its schedule time says.

@@ -357,6 +357,7 @@ describe('missed-run detection, live', () => {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
       markReported: () => Promise.reject(new Error('unused')),
+      acknowledgeReport: () => Promise.reject(new Error('unused')),
       recordSkipped: () => Promise.reject(new Error('unused')),
     };
     const time = drivenClock(T('14:00:05'));

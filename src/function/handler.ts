@@ -24,7 +24,10 @@ export interface HandlerDeps {
   readonly config: Config;
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
-  readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'>;
+  readonly history: Pick<
+    RunHistory,
+    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport' | 'recordSkipped'
+  >;
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`RunDocuments.serverTime`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;

@@ -10,7 +10,13 @@ import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed
 import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { type RunHistory, readSlotRecords } from './run-history.ts';
+import {
+  REPORT_LOG_GRACE_MS,
+  type RunHistory,
+  readSlotRecords,
+  unloggedReportBy,
+  unloggedReporter,
+} from './run-history.ts';
 import { type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
@@ -37,7 +43,10 @@ export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot:
 
 /** What {@link MissedRunCheck} needs. */
 export interface MissedRunCheckDeps {
-  readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
+  readonly history: Pick<
+    RunHistory,
+    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport'
+  >;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
   readonly jobDocuments: RunDocuments;
   /** Firestore's time now. */
@@ -60,11 +69,15 @@ interface UnreadableSlot {
   readonly record: UnreadableRecord;
 }
 
-/** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
+/**
+ * A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`;
+ * `unloggedBy`: already reported by that check, which never acknowledged logging it.
+ */
 interface Finding extends Omit<SlotRead, 'record'> {
   readonly fields: object;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
   readonly lapsed: boolean;
+  readonly unloggedBy?: string;
 }
 
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
@@ -113,6 +126,27 @@ function judge(
     if (verdict.verdict === 'open') {
       return { findings, unreadable, runSeen, stopped: true, openAt: slot };
     }
+    const unloggedBy = unloggedReportBy(run?.reportedBy);
+    if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
+      // Written by a check not yet known to have logged it: wait for it, or log it for it.
+      const age = window.now.getTime() - run.reportedAt.getTime();
+      if (age < REPORT_LOG_GRACE_MS) {
+        return { findings, unreadable, runSeen, stopped: true, openAt: slot };
+      }
+      const missed = run.status === 'missed';
+      const line = { jobName: job.id, slot: slot.toISOString(), runId };
+      const fields = {
+        ...line,
+        state: missed ? 'missed' : 'failed',
+        attempts: run.attempts,
+        lastError: run.lastError,
+        reporter: unloggedBy,
+        relogged: true,
+      };
+      const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
+      findings.push({ slot, runId, fields, message, lapsed: false, unloggedBy });
+      continue;
+    }
     // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
     if (judged?.status === 'unreadable') unreadable.push({ slot, runId, record: judged });
     if (verdict.verdict === 'missed') report(MISSED_RUN, 'missed');
@@ -126,6 +160,8 @@ export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
   /** Each cursor as this instance's last check left it, ms, by document id. */
   readonly #known = new Map<string, number>();
+  /** Reporters whose reports this instance logged unconfirmed: found written, they need no log. */
+  readonly #loggedUnconfirmed = new Set<string>();
 
   constructor(deps: MissedRunCheckDeps) {
     this.#deps = deps;
@@ -229,16 +265,51 @@ export class MissedRunCheck {
         logger.info(fields, message);
         continue;
       }
-      const result = await this.#reportOne(job, scope, finding, judged.tokens.get(runId), reporter);
+      const token = judged.tokens.get(runId);
+      if (finding.unloggedBy !== undefined) {
+        const loggedHere = this.#loggedUnconfirmed.delete(finding.unloggedBy);
+        if (!loggedHere) {
+          logger.error(fields, message);
+          reported++;
+        }
+        await this.#acknowledge(runId, finding.unloggedBy, token, logger);
+        continue;
+      }
+      const result = await this.#reportOne(job, scope, finding, token, reporter);
       // A claim or report came first, or the write may not have landed: the cursor stops there.
-      if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
+      if (result === 'exists' || result === 'unconfirmed') {
+        if (raced === undefined || slot < raced) raced = slot;
+      }
       if (result === 'exists') continue;
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
-      const line = result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter };
+      // `reporter` names the report: a later check that logs it again names the same one.
+      const line =
+        result === 'unconfirmed'
+          ? { ...fields, unconfirmed: true, reporter }
+          : { ...fields, reporter };
       logger.error(line, message);
       reported++;
+      if (result === 'unconfirmed') this.#loggedUnconfirmed.add(reporter);
+      if (result !== 'unconfirmed')
+        await this.#acknowledge(runId, reporter, result.writtenAt, logger);
     }
     return { reported, raced };
+  }
+  /** Acknowledges a report as logged; a failure is a warning (a later check logs it again). */
+  async #acknowledge(
+    runId: string,
+    reporter: string,
+    token: Timestamp | undefined,
+    logger: Logger,
+  ) {
+    if (token === undefined) return;
+    try {
+      await this.#deps.history.acknowledgeReport(runId, reporter, token);
+    } catch (error) {
+      const message =
+        'missed-run check: the report logged above could not be marked logged; a check after it may log it again';
+      logger.warn({ runId, err: String(error) }, message);
+    }
   }
   /**
    * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused
@@ -250,7 +321,7 @@ export class MissedRunCheck {
     { slot, runId, lapsed }: Finding,
     token: Timestamp | undefined,
     reporter: string,
-  ): Promise<'reported' | 'exists' | 'unconfirmed'> {
+  ): Promise<{ readonly writtenAt: Timestamp } | 'exists' | 'unconfirmed'> {
     const { history } = this.#deps;
     let failure: { readonly error: unknown } | undefined;
     try {
@@ -260,7 +331,7 @@ export class MissedRunCheck {
         token === undefined
           ? await history.reportMissed(runId, details, reporter)
           : await history.markReported(runId, token, reporter, lapsed);
-      if (written === 'reported') return written;
+      if (written !== 'exists') return written;
     } catch (error) {
       failure = { error };
     }
@@ -268,7 +339,10 @@ export class MissedRunCheck {
       const read = await history.getMany([runId]).catch(() => undefined);
       if (read === undefined) continue;
       const stored = read.records.get(runId);
-      if (stored?.status !== 'unreadable' && stored?.reportedBy === reporter) return 'reported';
+      const ours =
+        stored?.status !== 'unreadable' && stored?.reportedBy === unloggedReporter(reporter);
+      const writtenAt = read.updateTimes.get(runId);
+      if (ours && writtenAt !== undefined) return { writtenAt };
       if (failure !== undefined) throw failure.error;
       return 'exists';
     }
