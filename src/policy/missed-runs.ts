@@ -133,7 +133,8 @@ function judge(
       if (age < REPORT_LOG_GRACE_MS) {
         return { findings, unreadable, runSeen, stopped: true, openAt: slot };
       }
-      const missed = run.status === 'missed';
+      // Reported `failed` (a final failure) or `missed`; a backfill may have re-opened it since.
+      const missed = run.status !== 'failed';
       const line = { jobName: job.id, slot: slot.toISOString(), runId };
       const fields = {
         ...line,

@@ -142,34 +142,41 @@ export async function reportOverduePause(
 ): Promise<Timestamp | undefined | 'changed'> {
   if (read.updateTime === undefined) return read.updateTime;
   const fresh = overduePause(pauses, now);
-  const unlogged = unloggedOverdue(pauses, now);
-  const pause = fresh ?? unlogged;
+  const pause = fresh ?? unloggedOverdue(pauses, now);
   if (pause === undefined) return read.updateTime;
-  let token = read.updateTime;
-  if (fresh !== undefined) {
-    const reported = { ...fresh, overdueReportedAt: now, overdueUnlogged: true as const };
-    const marked = pauses.map((p) => (p === fresh ? reported : p));
-    const written = await documents.write(
-      id,
-      'overdue pause report',
-      { pauses: pausesField(marked) },
-      token,
-    );
-    if (written === 'conflict') return 'changed';
-    token = written;
-    pauses = marked;
-  }
+  const report =
+    fresh === undefined
+      ? { token: read.updateTime, pauses }
+      : await writeOverdueReport(documents, id, pauses, fresh, read.updateTime, now);
+  if (report === 'changed') return report;
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
   const again = fresh === undefined ? { relogged: true } : {};
   logger.error({ jobName: job.id, pausedAt, bound, note: pause.note, ...again }, PAUSE_OVERDUE);
-  const { overdueUnlogged: _, ...logged } = pauses.at(-1) as Pause;
-  const acknowledged = [...pauses.slice(0, -1), logged];
+  // Logged: the mark goes, fenced; if that fails, a later check logs it again (at worst twice).
+  const { overdueUnlogged: _, ...logged } = report.pauses.at(-1) as Pause;
+  const acknowledged = { pauses: pausesField([...report.pauses.slice(0, -1), logged]) };
   const what = 'overdue pause report acknowledgement';
   const written = await documents
-    .write(id, what, { pauses: pausesField(acknowledged) }, token)
+    .write(id, what, acknowledged, report.token)
     .catch(() => 'conflict' as const);
   return written === 'conflict' ? 'changed' : written;
+}
+
+/** Writes `pause`'s overdue report, marked not yet logged, fenced on `token`. */
+async function writeOverdueReport(
+  documents: Pick<RunDocuments, 'write'>,
+  id: string,
+  pauses: readonly Pause[],
+  pause: Pause,
+  token: Timestamp,
+  now: Date,
+): Promise<{ readonly token: Timestamp; readonly pauses: readonly Pause[] } | 'changed'> {
+  const reported = { ...pause, overdueReportedAt: now, overdueUnlogged: true as const };
+  const marked = pauses.map((p) => (p === pause ? reported : p));
+  const data = { pauses: pausesField(marked) };
+  const written = await documents.write(id, 'overdue pause report', data, token);
+  return written === 'conflict' ? 'changed' : { token: written, pauses: marked };
 }
 
 /** The active pause whose overdue report was written {@link REPORT_LOG_GRACE_MS} ago, unlogged. */
