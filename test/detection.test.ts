@@ -482,6 +482,56 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('2c. passes no report still marked unlogged: a young one stops the cursor, an old one is logged once and acknowledged', async () => {
+    const jobs = declare(
+      defineJob({
+        id: 'quick',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => {},
+      }),
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON });
+    let ahead = 0;
+    const clock = async () => new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
+    const check = new MissedRunCheck({ history: fn.history, jobDocuments: fn.jobDocuments, clock });
+    const logs = captureLogs();
+    // The one slot closed after the cursor; another check wrote its report and has not logged it.
+    const now = await clock();
+    const slot = new Date(Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE);
+    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
+      run_seen: true,
+    });
+    const runId = slotRunId('quick', slot, []);
+    const details = { jobName: 'quick', scheduleTime: slot.toISOString(), keyScope: '' };
+    assert.notEqual(await fn.history.reportMissed(runId, details, 'other-check'), 'exists');
+    const cursor = async () =>
+      (
+        (await fn.jobDocuments.readData(checkDocumentId('quick', []))).data
+          ?.checked_before as Timestamp
+      ).toMillis();
+    const lines = () =>
+      logs.lines().filter((l) => l.message === 'missed run' && l.slot === slot.toISOString());
+
+    await check.check(job, [], logs.logger);
+    const young = { lines: lines().length, cursor: await cursor() };
+    ahead = 3 * MINUTE; // past the grace: its writer never logged it
+    await check.check(job, [], logs.logger);
+    await check.check(job, [], logs.logger);
+
+    assert.deepEqual(young, { lines: 0, cursor: slot.getTime() }, 'waits for its writer');
+    assert.deepEqual(
+      lines().map((l) => [l.slot, l.relogged, l.reporter]),
+      [[slot.toISOString(), true, 'other-check']],
+    );
+    const { record } = await fn.ledger.documents.read(runId);
+    assert.equal(record?.status === 'missed' && record.reportedBy, 'other-check', 'acknowledged');
+  });
+
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
     // A slot whose first attempt came a minute late (its execution waited behind the previous
     // one, as Scheduler makes it): its retries come that much later than its schedule time says.
