@@ -9,6 +9,7 @@ import { readCursor } from '../src/policy/missed-run-cursor.ts';
 import {
   isSlotOf,
   type JudgedRule,
+  judgedSlots,
   nextRules,
   possibleRules,
   ruleOf,
@@ -39,4 +40,22 @@ export function rulesInForce(
   const cursor = readCursor(data, updateTime, job, now);
   if (cursor === undefined || cursor === 'unreadable') return [ruleOf(job)];
   return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
+}
+
+/**
+ * The slots in [from, to] that `rules` judge and `job`'s declared rule does not schedule: the
+ * slots of a rule in force before a schedule change, which a listing by the declared rule alone
+ * never shows (so `--check` and `--backfill` would pass a miss detection reports). At most `max`.
+ */
+export function olderRulesSlots(
+  rules: readonly JudgedRule[],
+  job: DeclaredJob,
+  from: Date,
+  to: Date,
+  max: number,
+): Date[] {
+  if (rules.length < 2) return [];
+  const end = new Date(to.getTime() + 1);
+  const judged = judgedSlots(rules, from, end, max).slots;
+  return judged.filter((slot) => !isSlotOf(job, slot.getTime()));
 }

@@ -46,7 +46,7 @@ import { RunHistory } from '../src/policy/run-history.ts';
 import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { forcedRunToleranceMs, retentionProblems } from '../src/policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
-import { isJudgedSlot, rulesInForce } from './check-rules.ts';
+import { isJudgedSlot, olderRulesSlots, rulesInForce } from './check-rules.ts';
 import { isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
@@ -314,7 +314,13 @@ async function listRuns(
   const history = new RunHistory(documents);
   const at = args.now === undefined ? undefined : now;
   for (const job of jobs) {
-    const { slots, truncated, from } = slotsOf(job, now, sinceMs);
+    const declared = slotsOf(job, now, sinceMs);
+    const { truncated, from } = declared;
+    // The job's check document: its pauses, and the rules its slots were judged by.
+    const checkRead = await jobDocuments.readData(checkDocumentId(job.id, scope));
+    const rules = rulesInForce(checkRead.data, checkRead.updateTime, job, now);
+    const older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
+    const slots = [...declared.slots, ...older].sort((a, b) => a.getTime() - b.getTime());
     const oldest = slots[0];
     if (truncated) {
       tooLarge.push(job.id);
@@ -334,8 +340,7 @@ async function listRuns(
     const judgedAt = at ?? read.readTime;
     // The job's pauses (`npm run pause`): a slot inside one with no record is `paused`, not missed.
     // Read against Firestore's time of the read, not `--now`: a pause time after it is not ours.
-    const pauseRead = await jobDocuments.readData(checkDocumentId(job.id, scope));
-    const stored = readPauses(pauseRead.data, pauseRead.readTime);
+    const stored = readPauses(checkRead.data, checkRead.readTime);
     if (stored === 'unreadable') {
       console.error(
         `runs: ${job.id}: the pauses on its document ${checkDocumentId(job.id, scope)} hold fields this version never writes; no slot shows as paused (docs/operations.md, "Pause and resume")`,
@@ -373,11 +378,12 @@ async function listRuns(
         extra.push(row);
       }
     }
-    rows.push(
-      ...[...read.rows.map((row) => pausedRow(row, pauses)), ...extra].sort(
-        (a, b) => a.slot.getTime() - b.slot.getTime(),
-      ),
-    );
+    const olderTimes = new Set(older.map((slot) => slot.getTime()));
+    const slotRows = read.rows.map((row) => pausedRow(row, pauses));
+    for (const row of slotRows) {
+      if (olderTimes.has(row.slot.getTime())) marks.set(row, 'old schedule');
+    }
+    rows.push(...[...slotRows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   for (const id of undeclared) {
     // An id no longer declared (renamed or removed): its records, from their own job_name.

@@ -75,6 +75,40 @@ function every(fn: Served, jobId: string, from: Date, to: Date, step: number, sk
     .map((slot): Delivery => ({ fn, jobId, slot }));
 }
 
+/** `runs --check` and `runs --backfill --dry-run` on `collection` at `now`, from `jobsModule`. */
+function judgeByCommands(collection: string, now: Date, jobsModule: string) {
+  const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
+  const runs = (...args: string[]) =>
+    spawnSync(
+      process.execPath,
+      [
+        'ops/runs.ts',
+        '--collection',
+        collection,
+        '--since',
+        '3h',
+        '--job',
+        'changing',
+        '--now',
+        now.toISOString(),
+        ...args,
+      ],
+      {
+        env: {
+          ...env,
+          JOBS_MODULE: jobsModule,
+          RETENTION_SECONDS: '31536000',
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+  return {
+    check: runs('--check'),
+    backfill: runs('--backfill', '--dry-run', '--url', 'http://127.0.0.1:9'),
+  };
+}
+
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
   it('declares the run audit every 5 minutes', {
     skip:
@@ -310,6 +344,56 @@ describe('the attack on detection, finding by finding', () => {
     assert.deepEqual(reportsOf(a, b), []);
   });
 
+  it('1c. reports a slot of the old rule that closes after a schedule change, once, and runs --check and --backfill from the new checkout see it', async () => {
+    const time = drivenClock(at('12:00'));
+    const even = declare(
+      defineJob({ id: 'changing', schedule: '*/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const odd = declare(
+      defineJob({ id: 'changing', schedule: '1-59/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const old = serveJobs(even, { env: ON }, { clock: time.clock });
+    const now = serveJobs(odd, { env: ON, collection: old.collection }, { clock: time.clock });
+    // Before the old rule's last sighting (the 14:00 audit), closing after the deploy at 14:01:
+    // the first check by the new rule starts at this slot.
+    const missed = at('12:58');
+    const closes = missed.getTime() + closedAfterMs(even[0] as never);
+    assert.ok(closes > at('14:00:05').getTime() && closes < at('14:01').getTime() + MINUTE);
+
+    await play(time, [
+      ...every(old, 'changing', at('12:00'), at('14:01'), 2, [missed]),
+      ...audits(old, at('12:00'), at('14:01')),
+    ]);
+    // Closed, not yet reported (the next check is the 14:01 delivery's): the commands judge it themselves,
+    // from the checkout of the deploy, which declares only the new rule; the cursor's rules
+    // place the slot.
+    time.set(at('14:00:45'));
+    const { check, backfill } = judgeByCommands(
+      old.collection,
+      time.now(),
+      'test/fixtures/jobs-odd-minutes.ts',
+    );
+    await play(time, [
+      ...every(now, 'changing', at('14:01'), at('14:40'), 2),
+      ...audits(now, at('14:05'), at('14:40')),
+    ]);
+
+    assert.deepEqual(reportsOf(old, now), [['missed run', missed.toISOString(), 'changing']]);
+    const flagged = [...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
+      (m) => m[1],
+    );
+    assert.equal(check.status, 1, check.stderr);
+    assert.deepEqual(flagged, [missed.toISOString().replace('.000', '')], check.stderr);
+    assert.match(
+      backfill.stderr,
+      new RegExp(
+        `1 missed slot\\(s\\) to deliver[^]*changing ${missed.toISOString().replace('.000', '')}`,
+      ),
+    );
+  });
+
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
     const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
@@ -352,6 +436,100 @@ describe('the attack on detection, finding by finding', () => {
       reportsOf(a, b).sort(),
       never.map((slot) => ['missed run', slot.toISOString(), 'five']),
     );
+  });
+
+  it('2b. logs a report whose writer died between its write and its log line: the next check logs it, once', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const never = at('12:05');
+    // SIGKILL: the `missed` record lands, and nothing of this instance happens after it (no log
+    // line reaches Cloud Logging, no other write reaches Firestore).
+    let linesBeforeDeath: number | undefined;
+    const reportMissed = a.history.reportMissed.bind(a.history);
+    a.history.reportMissed = async (...args) => {
+      await reportMissed(...args);
+      linesBeforeDeath = a.logs.lines().length;
+      throw new Error('SIGKILL');
+    };
+    for (const target of [a.history, a.jobDocuments] as unknown as Record<string, unknown>[]) {
+      for (const name of ['getMany', 'markReported', 'acknowledgeReport', 'write', 'readData']) {
+        const real = target[name] as ((...args: unknown[]) => Promise<unknown>) | undefined;
+        if (real === undefined) continue;
+        target[name] = async (...args: unknown[]) => {
+          if (linesBeforeDeath !== undefined) throw new Error('the instance is gone');
+          return real.apply(target, args);
+        };
+      }
+    }
+
+    const timeline = [
+      ...every(a, 'five', at('12:00'), at('14:00'), 5, [never]),
+      ...audits(a, at('12:00'), at('14:00')),
+    ];
+    for (const d of timeline.sort((x, y) => x.slot.getTime() - y.slot.getTime())) {
+      // Once a is gone, b gets every delivery (the audit's retry among them).
+      await deliverAt(linesBeforeDeath === undefined ? d.fn : b, time, d.jobId, d.slot);
+    }
+
+    assert.ok(linesBeforeDeath !== undefined, 'the instance died after writing the report');
+    const seen = a.logs.lines().slice(0, linesBeforeDeath).concat(b.logs.lines());
+    const reports = seen.filter((l) => l.message === 'missed run');
+    assert.deepEqual(
+      reports.map((l) => [l.severity, l.slot, l.jobName]),
+      [['ERROR', never.toISOString(), 'five']],
+    );
+  });
+
+  it('2c. passes no report still marked unlogged: a young one stops the cursor, an old one is logged once and acknowledged', async () => {
+    const jobs = declare(
+      defineJob({
+        id: 'quick',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => {},
+      }),
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON });
+    let ahead = 0;
+    const clock = async () => new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
+    const check = new MissedRunCheck({ history: fn.history, jobDocuments: fn.jobDocuments, clock });
+    const logs = captureLogs();
+    // The one slot closed after the cursor; another check wrote its report and has not logged it.
+    const now = await clock();
+    const slot = new Date(Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE);
+    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
+      run_seen: true,
+    });
+    const runId = slotRunId('quick', slot, []);
+    const details = { jobName: 'quick', scheduleTime: slot.toISOString(), keyScope: '' };
+    assert.notEqual(await fn.history.reportMissed(runId, details, 'other-check'), 'exists');
+    const cursor = async () =>
+      (
+        (await fn.jobDocuments.readData(checkDocumentId('quick', []))).data
+          ?.checked_before as Timestamp
+      ).toMillis();
+    const lines = () =>
+      logs.lines().filter((l) => l.message === 'missed run' && l.slot === slot.toISOString());
+
+    await check.check(job, [], logs.logger);
+    const young = { lines: lines().length, cursor: await cursor() };
+    ahead = 3 * MINUTE; // past the grace: its writer never logged it
+    await check.check(job, [], logs.logger);
+    await check.check(job, [], logs.logger);
+
+    assert.deepEqual(young, { lines: 0, cursor: slot.getTime() }, 'waits for its writer');
+    assert.deepEqual(
+      lines().map((l) => [l.slot, l.relogged, l.reporter]),
+      [[slot.toISOString(), true, 'other-check']],
+    );
+    const { record } = await fn.ledger.documents.read(runId);
+    assert.equal(record?.status === 'missed' && record.reportedBy, 'other-check', 'acknowledged');
   });
 
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {

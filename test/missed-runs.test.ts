@@ -13,6 +13,7 @@ import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { retryWindowMs } from '../src/policy/retry-policy.ts';
 import { defineAuditJob } from '../src/policy/run-audit.ts';
+import { slotRunId } from '../src/policy/run-history.ts';
 import { closedAfterMs } from '../src/policy/slot-verdict.ts';
 import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 
@@ -361,6 +362,7 @@ describe('missed-run detection, live', () => {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
       markReported: () => Promise.reject(new Error('unused')),
+      acknowledgeReport: () => Promise.reject(new Error('unused')),
       recordSkipped: () => Promise.reject(new Error('unused')),
     };
     const time = drivenClock(T('14:00:05'));
@@ -501,6 +503,33 @@ describe('missed-run detection, live', () => {
     assert.deepEqual(reports(), [['missed run', T('12:05:00')]]);
     const { record } = await fn.ledger.documents.read(res.body.runId);
     assert.ok(record?.status === 'failed' && record.reportedAt !== undefined, 'still reported');
+  });
+
+  it('reports a closed slot whose record has a status this version does not know: an ERROR naming the run id, the field and the repair', async () => {
+    const time = drivenClock(T('12:00:00'));
+    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const foreign = new Date(T('12:05:00'));
+    const runId = slotRunId('five', foreign, []);
+
+    for (const slot of slots(T('12:00:00'), T('14:05:00'), 5)) {
+      if (slot.getTime() === foreign.getTime()) {
+        // Another version's record (or one written by hand), where this slot's run would be.
+        await firestore
+          .collection(fn.collection)
+          .doc(runId)
+          .set({ status: 'done', job_name: 'five', schedule_time: foreign.toISOString() });
+        continue;
+      }
+      assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
+    }
+
+    const said = fn.logs.lines().filter((l) => /record cannot be read/.test(String(l.message)));
+    assert.deepEqual(
+      said.map((l) => [l.severity, l.runId, l.slot, l.field]),
+      [['ERROR', runId, T('12:05:00'), 'status']],
+    );
+    assert.match(String(said[0]?.message), /delete the document/);
   });
 
   it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention starts over in it', async () => {

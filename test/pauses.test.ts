@@ -152,6 +152,52 @@ describe('a paused job, live', () => {
     ]);
   });
 
+  it('logs a pause past its bound whose report was written by an instance killed before its log line: the next check logs it, once', async () => {
+    const time = drivenClock();
+    const jobs = validateJobs([
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
+    ]);
+    const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    assert.equal(await deliverAt(a, time, 'five', at(0)), 'processed');
+    await writePause(a, 'five', {
+      pausedAt: at(3),
+      until: at(90),
+      note: '',
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    });
+    // SIGKILL: the report's write lands, and nothing of the instance happens after it.
+    let linesBeforeDeath: number | undefined;
+    const write = a.jobDocuments.write.bind(a.jobDocuments);
+    a.jobDocuments.write = async (...args) => {
+      if (linesBeforeDeath !== undefined) throw new Error('the instance is gone');
+      const written = await write(...args);
+      if (args[1] === 'overdue pause report') {
+        linesBeforeDeath = a.logs.lines().length;
+        throw new Error('SIGKILL');
+      }
+      return written;
+    };
+
+    for (let m = 30; m <= 240; m += 30) {
+      const fn = linesBeforeDeath === undefined ? a : b;
+      assert.ok(await deliverAt(fn, time, 'run-audit', at(m)));
+    }
+
+    assert.ok(linesBeforeDeath !== undefined, 'the instance died after writing the report');
+    const seen = a.logs
+      .lines()
+      .slice(0, linesBeforeDeath)
+      .concat(b.logs.lines())
+      .filter((l) => l.message === 'pause outlived its bound');
+    assert.deepEqual(
+      seen.map((l) => [l.pausedAt, l.severity]),
+      [[at(3).toISOString(), 'ERROR']],
+    );
+  });
+
   it("npm run dev's pause reader reads the emulator it is given, not this process's environment", async () => {
     const fn = serveJobs(
       validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]),

@@ -717,6 +717,7 @@ describe('overlap where it meets other features (issue 25)', () => {
       },
       reportMissed: real.reportMissed.bind(real),
       markReported: real.markReported.bind(real),
+      acknowledgeReport: real.acknowledgeReport.bind(real),
       recordSkipped: real.recordSkipped.bind(real),
     };
     return { history, reached: () => reached, release: () => release() };
@@ -974,6 +975,47 @@ describe('overlap where it meets other features (issue 25)', () => {
     assert.match(blocked.body.message, /the slot stays missed/);
     assert.equal(again.body.outcome, 'processed');
     assert.deepEqual(ran(), [7, 4]);
+  });
+
+  /** A lock naming `holder`, as another revision or a repair leaves it; its update time. */
+  async function lockNaming(collection: string, holder: unknown): Promise<number> {
+    const written = await firestore
+      .collection(`${collection}_jobs`)
+      .doc('every-minute~overlap')
+      .set({ holder_run_id: holder, job_name: 'every-minute' });
+    return written.writeTime.toMillis();
+  }
+
+  it('a lock whose holder has no record holds only through the claim window: a vanished holder skips nothing after it', async () => {
+    const { jobs, ran } = gatedJob('skip', []);
+    const collection = freshCollection();
+    // FIRESTORE_TIMEOUT_SECONDS=1: the claim window is a few seconds; the lease is 300 s.
+    const fn = serveJobs(jobs, { collection, env: { FIRESTORE_TIMEOUT_SECONDS: '1' } });
+    // The holder's record is gone (deleted by the repair of an unreadable record, or the TTL).
+    const lockedAt = await lockNaming(collection, runIdOf(0));
+
+    // Within the window: an older revision's claim may still follow its lock (a rolling deploy).
+    const early = await fn.request.post('/').set(deliver(1));
+    await until(async () => (await fn.ledger.documents.serverTime()).getTime() > lockedAt + 5_000);
+    const later = await fn.request.post('/').set(deliver(2));
+
+    assert.deepEqual([early.status, early.body.outcome], [200, 'skipped']);
+    assert.deepEqual([later.status, later.body.outcome], [200, 'processed']);
+    assert.deepEqual(ran(), [2]);
+  });
+
+  it('a lock whose holder id is malformed is answered 500 unreadable_record with the repair, not as Firestore unavailable', async () => {
+    const { jobs, calls } = gatedJob('skip', []);
+    const collection = freshCollection();
+    await lockNaming(collection, 'not-a-run-id');
+    const fn = serveJobs(jobs, { collection });
+
+    const res = await fn.request.post('/').set(deliver(1));
+
+    assert.deepEqual([res.status, res.body.outcome], [500, 'unreadable_record']);
+    assert.match(res.body.message, /holder_run_id is "not-a-run-id"/);
+    assert.match(res.body.message, /delete the lock document every-minute~overlap/);
+    assert.equal(calls.length, 0);
   });
 
   it('a holder record with a lease from the future never makes later slots vanish: each answers 500 naming it', async () => {

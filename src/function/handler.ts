@@ -8,7 +8,7 @@ import { type Attempt, runOnce } from '../core/run-once.ts';
 import { finalFailureReporter, REPORT_WITHDRAWN } from '../policy/final-failure.ts';
 import { type DeclaredJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
-import { decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
+import { CLAIM_WINDOW_OPERATIONS, decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import type { Authenticator } from './auth.ts';
@@ -24,7 +24,10 @@ export interface HandlerDeps {
   readonly config: Config;
   readonly ledger: Ledger;
   /** Where the overlap policy and missed-run detection read and report. */
-  readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported' | 'recordSkipped'>;
+  readonly history: Pick<
+    RunHistory,
+    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport' | 'recordSkipped'
+  >;
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`RunDocuments.serverTime`), once per delivery: the clock leases use. */
   readonly clock: () => Promise<Date>;
@@ -126,7 +129,9 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
   const { job, run, plan, known } = delivery;
   const knownNow = () => known;
   const { history, jobDocuments } = deps;
-  const stores = { history, jobDocuments, leaseMs: deps.config.leaseMs };
+  // An older revision's claim follows its lock write within a few Firestore operations.
+  const claimWindowMs = CLAIM_WINDOW_OPERATIONS * deps.config.firestoreTimeoutMs;
+  const stores = { history, jobDocuments, leaseMs: deps.config.leaseMs, claimWindowMs };
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
     const decided = await step(deps, knownNow, () => decideOverlap(stores, job, run, plan));
     if (isAnswer(decided)) return decided;

@@ -207,6 +207,12 @@ export function blockedSaid(decision: Blocked, jobId: string, plan: RunPlan): Sa
   switch (decision.action) {
     case 'unreadable': {
       const { field, problem } = decision.record;
+      if (decision.lock === true) {
+        const message =
+          `${notRun}: ${jobId}'s overlap lock ${by} cannot be read (field ${field} ${problem}), so which run holds it is unknown (overlap policy "${policy}"); nothing was recorded. ` +
+          `Repair it: delete the lock document ${by} (in the runs collection's _jobs collection); the next delivery takes the lock afresh.`;
+        return { outcome: 'unreadable_record', message, fields: { ...fields, field, problem } };
+      }
       const message =
         `${notRun}: the run holding ${jobId}'s overlap lock, ${by}, has a record this version cannot read ` +
         `(field ${field} ${problem}), so whether it still runs is unknown (overlap policy "${policy}"); nothing was recorded. ` +

@@ -1,6 +1,12 @@
 /** The schedule rules a check cursor judged with (docs/how-it-works.md, "The schedule in force"). */
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
-import { type ScheduleSpec, scheduleProblem, slotsBetween, timeZoneProblem } from './schedule.ts';
+import {
+  previousSlot,
+  type ScheduleSpec,
+  scheduleProblem,
+  slotsBetween,
+  timeZoneProblem,
+} from './schedule.ts';
 
 /** The schedule rules a cursor remembers at most (each schedule change adds one until passed). */
 export const MAX_RULES = 8;
@@ -84,6 +90,28 @@ export function possibleRules(rules: readonly JudgedRule[], t: number): JudgedRu
 /** Whether `rule` schedules a slot at `t`, ms. */
 export function isSlotOf(rule: ScheduleSpec, t: number): boolean {
   return slotsBetween(rule, new Date(t), new Date(t + 1), 1).slots.length === 1;
+}
+
+/** How many candidate slots {@link previousJudgedSlot} looks back through before it gives up. */
+const PREVIOUS_SLOT_TRIES = 16;
+
+/**
+ * The latest slot before `before` that `rules` judge (every rule possibly in force then schedules
+ * it), or `undefined` if none is found within a few candidates: the slot whose execution a slot
+ * at `before` may have waited behind. The job's declared rule alone would name a slot of the new
+ * rule before a slot of the old one, a slot that never existed and so "ran" a retry window late.
+ */
+export function previousJudgedSlot(rules: readonly JudgedRule[], before: Date): Date | undefined {
+  let at = before;
+  for (let tries = 0; tries < PREVIOUS_SLOT_TRIES; tries++) {
+    const candidates = rules.flatMap((rule) => previousSlot(rule, at)?.getTime() ?? []);
+    if (candidates.length === 0) return undefined;
+    const latest = Math.max(...candidates);
+    const judged = possibleRules(rules, latest).every((rule) => isSlotOf(rule, latest));
+    if (judged) return new Date(latest);
+    at = new Date(latest);
+  }
+  return undefined;
 }
 
 /**

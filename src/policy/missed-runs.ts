@@ -4,20 +4,29 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import { judgedAt, type StoredRecord } from '../core/run-record.ts';
+import { judgedAt, type StoredRecord, type UnreadableRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
-import { judgedSlots } from './missed-run-rules.ts';
+import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
 import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
-import { type RunHistory, readSlotRecords } from './run-history.ts';
-import { previousSlot, type SlotRange, slotsBetween } from './schedule.ts';
+import {
+  REPORT_LOG_GRACE_MS,
+  type RunHistory,
+  readSlotRecords,
+  unloggedReportBy,
+  unloggedReporter,
+} from './run-history.ts';
+import { type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
 /** The log messages, for log-based metrics (`deploy.sh` creates them). */
 export const MISSED_RUN = 'missed run';
 export const FAILED_AFTER_RETRIES = 'run failed after retries';
+/** Logged (ERROR) for a closed slot whose record this version cannot read: never passed silently. */
+export const UNREADABLE_SLOT =
+  'missed-run check: a closed slot\'s record cannot be read, so this check cannot tell whether it ran; repair it: if no attempt of this run is running, delete the document (the next check reports the slot missed, and npm run runs -- --backfill delivers it), or set status to "completed" if the run is done';
 
 /** How often a job's closed slots are checked by its own deliveries at most, in ms: hourly. */
 export const CHECK_PERIOD_MS = 3_600_000;
@@ -34,7 +43,10 @@ export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot:
 
 /** What {@link MissedRunCheck} needs. */
 export interface MissedRunCheckDeps {
-  readonly history: Pick<RunHistory, 'getMany' | 'reportMissed' | 'markReported'>;
+  readonly history: Pick<
+    RunHistory,
+    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport'
+  >;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
   readonly jobDocuments: RunDocuments;
   /** Firestore's time now. */
@@ -50,16 +62,28 @@ const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
 type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
 
-/** A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`. */
+/** A closed slot whose record cannot be read: an ERROR by the check that judges it. */
+interface UnreadableSlot {
+  readonly slot: Date;
+  readonly runId: string;
+  readonly record: UnreadableRecord;
+}
+
+/**
+ * A slot to report, its log line; `lapsed`: still `in_progress`, the report ends it `failed`;
+ * `unloggedBy`: already reported by that check, which never acknowledged logging it.
+ */
 interface Finding extends Omit<SlotRead, 'record'> {
   readonly fields: object;
   readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
   readonly lapsed: boolean;
+  readonly unloggedBy?: string;
 }
 
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
 interface Judged {
   readonly findings: readonly Finding[];
+  readonly unreadable: readonly UnreadableSlot[];
   readonly next: Date;
   readonly runSeen: boolean;
   readonly stopped: boolean;
@@ -76,6 +100,7 @@ function judge(
   let end = previousEnd;
   let runSeen = window.runSeen;
   const findings: Finding[] = [];
+  const unreadable: UnreadableSlot[] = [];
   for (const { slot, runId, record } of slots) {
     const verdict = slotVerdict(job, slot, record, end, window.now);
     end = verdict.end;
@@ -98,11 +123,37 @@ function judge(
     }
     if (!runSeen && absent) continue; // before the job's first record: it did not exist yet
     runSeen = true;
-    if (verdict.verdict === 'open') return { findings, runSeen, stopped: true, openAt: slot };
+    if (verdict.verdict === 'open') {
+      return { findings, unreadable, runSeen, stopped: true, openAt: slot };
+    }
+    const unloggedBy = unloggedReportBy(run?.reportedBy);
+    if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
+      // Written by a check not yet known to have logged it: wait for it, or log it for it.
+      const age = window.now.getTime() - run.reportedAt.getTime();
+      if (age < REPORT_LOG_GRACE_MS) {
+        return { findings, unreadable, runSeen, stopped: true, openAt: slot };
+      }
+      // Reported `failed` (a final failure) or `missed`; a backfill may have re-opened it since.
+      const missed = run.status !== 'failed';
+      const line = { jobName: job.id, slot: slot.toISOString(), runId };
+      const fields = {
+        ...line,
+        state: missed ? 'missed' : 'failed',
+        attempts: run.attempts,
+        lastError: run.lastError,
+        reporter: unloggedBy,
+        relogged: true,
+      };
+      const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
+      findings.push({ slot, runId, fields, message, lapsed: false, unloggedBy });
+      continue;
+    }
+    // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
+    if (judged?.status === 'unreadable') unreadable.push({ slot, runId, record: judged });
     if (verdict.verdict === 'missed') report(MISSED_RUN, 'missed');
     if (verdict.verdict === 'failed') report(FAILED_AFTER_RETRIES, 'failed');
   }
-  return { findings, runSeen, stopped: false };
+  return { findings, unreadable, runSeen, stopped: false };
 }
 
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */
@@ -110,6 +161,8 @@ export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
   /** Each cursor as this instance's last check left it, ms, by document id. */
   readonly #known = new Map<string, number>();
+  /** Reporters whose reports this instance logged unconfirmed: found written, they need no log. */
+  readonly #loggedUnconfirmed = new Set<string>();
 
   constructor(deps: MissedRunCheckDeps) {
     this.#deps = deps;
@@ -136,6 +189,10 @@ export class MissedRunCheck {
     const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (range.slots.length === 0) return this.#moveIdle(job, window);
     const judged = await this.#scan(job, scope, window, range);
+    for (const { slot, runId, record } of judged.unreadable) {
+      const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'unreadable' };
+      logger.error({ ...fields, field: record.field, problem: record.problem }, UNREADABLE_SLOT);
+    }
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
     return { checked: range.slots.length, reported };
@@ -178,7 +235,8 @@ export class MissedRunCheck {
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
   async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
     const { slots, truncated } = range;
-    const before = previousSlot(job, slots[0] as Date);
+    // The slot before, by the rules in force then: after a schedule change, not the new rule's.
+    const before = previousJudgedSlot(window.rules, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
     const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
     const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
@@ -208,16 +266,51 @@ export class MissedRunCheck {
         logger.info(fields, message);
         continue;
       }
-      const result = await this.#reportOne(job, scope, finding, judged.tokens.get(runId), reporter);
+      const token = judged.tokens.get(runId);
+      if (finding.unloggedBy !== undefined) {
+        const loggedHere = this.#loggedUnconfirmed.delete(finding.unloggedBy);
+        if (!loggedHere) {
+          logger.error(fields, message);
+          reported++;
+        }
+        await this.#acknowledge(runId, finding.unloggedBy, token, logger);
+        continue;
+      }
+      const result = await this.#reportOne(job, scope, finding, token, reporter);
       // A claim or report came first, or the write may not have landed: the cursor stops there.
-      if (result !== 'reported' && (raced === undefined || slot < raced)) raced = slot;
+      if (result === 'exists' || result === 'unconfirmed') {
+        if (raced === undefined || slot < raced) raced = slot;
+      }
       if (result === 'exists') continue;
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
-      const line = result === 'reported' ? fields : { ...fields, unconfirmed: true, reporter };
+      // `reporter` names the report: a later check that logs it again names the same one.
+      const line =
+        result === 'unconfirmed'
+          ? { ...fields, unconfirmed: true, reporter }
+          : { ...fields, reporter };
       logger.error(line, message);
       reported++;
+      if (result === 'unconfirmed') this.#loggedUnconfirmed.add(reporter);
+      if (result !== 'unconfirmed')
+        await this.#acknowledge(runId, reporter, result.writtenAt, logger);
     }
     return { reported, raced };
+  }
+  /** Acknowledges a report as logged; a failure is a warning (a later check logs it again). */
+  async #acknowledge(
+    runId: string,
+    reporter: string,
+    token: Timestamp | undefined,
+    logger: Logger,
+  ) {
+    if (token === undefined) return;
+    try {
+      await this.#deps.history.acknowledgeReport(runId, reporter, token);
+    } catch (error) {
+      const message =
+        'missed-run check: the report logged above could not be marked logged; a check after it may log it again';
+      logger.warn({ runId, err: String(error) }, message);
+    }
   }
   /**
    * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused
@@ -229,7 +322,7 @@ export class MissedRunCheck {
     { slot, runId, lapsed }: Finding,
     token: Timestamp | undefined,
     reporter: string,
-  ): Promise<'reported' | 'exists' | 'unconfirmed'> {
+  ): Promise<{ readonly writtenAt: Timestamp } | 'exists' | 'unconfirmed'> {
     const { history } = this.#deps;
     let failure: { readonly error: unknown } | undefined;
     try {
@@ -239,7 +332,7 @@ export class MissedRunCheck {
         token === undefined
           ? await history.reportMissed(runId, details, reporter)
           : await history.markReported(runId, token, reporter, lapsed);
-      if (written === 'reported') return written;
+      if (written !== 'exists') return written;
     } catch (error) {
       failure = { error };
     }
@@ -247,7 +340,10 @@ export class MissedRunCheck {
       const read = await history.getMany([runId]).catch(() => undefined);
       if (read === undefined) continue;
       const stored = read.records.get(runId);
-      if (stored?.status !== 'unreadable' && stored?.reportedBy === reporter) return 'reported';
+      const ours =
+        stored?.status !== 'unreadable' && stored?.reportedBy === unloggedReporter(reporter);
+      const writtenAt = read.updateTimes.get(runId);
+      if (ours && writtenAt !== undefined) return { writtenAt };
       if (failure !== undefined) throw failure.error;
       return 'exists';
     }

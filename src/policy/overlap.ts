@@ -1,5 +1,4 @@
 /** Is another run of this job still running? The per-job overlap lock (docs/how-it-works.md). */
-import { LedgerUnavailableError } from '../core/errors.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { scopeId } from '../core/run-key.ts';
 import { isCompleted, isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
@@ -11,21 +10,34 @@ import { previousSlot } from './schedule.ts';
 /** The lock document's field naming its holder's run id. */
 const HOLDER = 'holder_run_id';
 
+/**
+ * Firestore operations (each at most `FIRESTORE_TIMEOUT_SECONDS`) within which a holder named by a
+ * lock without its record may still claim: the lock write, the claim, one retry.
+ */
+export const CLAIM_WINDOW_OPERATIONS = 3;
+
 /** Rounds of decision → guarded claim before a contended lock is answered as held. */
 export const MAX_OVERLAP_ROUNDS = 4;
 
-/** What the overlap check needs: the runs, the per-job documents (the lock), the lease in ms. */
+/**
+ * What the overlap check needs: the runs, the per-job documents (the lock), the lease in ms, and
+ * `claimWindowMs`: how long after a lock's write its holder's claim may still come, ms (an older
+ * revision writes its lock, then claims, each one Firestore operation: a few
+ * `FIRESTORE_TIMEOUT_SECONDS`).
+ */
 export interface OverlapStores {
   readonly history: Pick<RunHistory, 'getMany' | 'recordSkipped'>;
   readonly jobDocuments: RunDocuments;
   readonly leaseMs: number;
+  readonly claimWindowMs: number;
 }
 
 /**
  * Whether run `runId` of `job` (`run`: its slot and scope) may take the lock: `run` with the lock
  * write (`guard`, for the claim's batch); `held` by a live previous slot's run, a live holder or one
- * with no record yet whose lock is younger than a lease; or the holder's record `unreadable`.
- * @throws {LedgerUnavailableError} if Firestore fails, or the lock is one this version never writes.
+ * with no record yet whose lock is younger than the claim window (nor than a lease); or
+ * `unreadable`: the holder's record, or the lock itself (a holder id this version never writes).
+ * @throws {LedgerUnavailableError} if Firestore fails.
  */
 export async function checkOverlap(
   stores: OverlapStores,
@@ -39,7 +51,9 @@ export async function checkOverlap(
   const previous = previousSlot(job, new Date(run.scheduleTime));
   const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
-  const named = holderOf(lock.data, lockId);
+  const named = holderOf(lock.data);
+  if (typeof named === 'object')
+    return { action: 'unreadable', by: lockId, record: named, lock: true };
   const holder = named === runId ? undefined : named; // its own lock: this run took it before
   const ids = [...new Set([holder, previousRunId])].filter((id) => id !== undefined);
   const { records, readTime } =
@@ -53,7 +67,10 @@ export async function checkOverlap(
     if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
     const holderLive = record !== undefined && isLeaseLive(record, readTime);
     const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
-    const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + leaseMs;
+    // No record: an older revision's claim still to come after its lock, or a record deleted (a
+    // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
+    const claimWindowMs = Math.min(stores.claimWindowMs, leaseMs);
+    const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + claimWindowMs;
     if (holderLive || holderComing) return { action: 'held', by: holder };
   }
   const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
@@ -62,21 +79,21 @@ export async function checkOverlap(
   return { action: 'run', guard };
 }
 
-/** The run id a lock names, `undefined` when there is no lock. */
-function holderOf(data: Record<string, unknown> | undefined, lockId: string): string | undefined {
+/** The run id a lock names, `undefined` when there is no lock, or what is wrong with its field. */
+function holderOf(
+  data: Record<string, unknown> | undefined,
+): string | UnreadableRecord | undefined {
   if (data === undefined) return undefined;
   const holder = data[HOLDER];
   if (typeof holder === 'string' && /^[0-9a-f]{64}$/.test(holder)) return holder;
-  throw new LedgerUnavailableError(
-    `the overlap lock ${lockId} is unreadable (field ${HOLDER} is ${JSON.stringify(holder)}); ` +
-      'delete the document: the next delivery takes the lock afresh',
-  );
+  const shown = JSON.stringify(holder) ?? 'missing';
+  return { status: 'unreadable', field: HOLDER, problem: `is ${shown}, not a run id` };
 }
 
 /**
  * What the overlap policy decides for one run: `run` (with the lock write `guard`, none for
  * `allow`); `wait`, nothing written (`has_record`: under `skip`, an unfinished record a claim
- * would run beside the holder); `skipped`, recorded; `unreadable`: the holder's record.
+ * would run beside the holder); `skipped`, recorded; `unreadable`: the holder's record or the lock.
  */
 export type OverlapDecision =
   | { readonly action: 'run'; readonly guard?: GuardedWrite }
@@ -86,7 +103,13 @@ export type OverlapDecision =
       readonly why: 'policy' | 'by_hand' | 'backfill' | 'has_record';
     }
   | { readonly action: 'skipped'; readonly by: string }
-  | { readonly action: 'unreadable'; readonly by: string; readonly record: UnreadableRecord };
+  | {
+      readonly action: 'unreadable';
+      readonly by: string;
+      readonly record: UnreadableRecord;
+      /** The lock document `by` is what cannot be read, not a holder's record. */
+      readonly lock?: true;
+    };
 
 type Held = { readonly action: 'held'; readonly by: string };
 

@@ -2,6 +2,7 @@
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
+import { REPORT_LOG_GRACE_MS } from './run-history.ts';
 
 /** The log messages of a slot judged inside a pause, and of a pause past its bound (once). */
 export const PAUSED_SLOT = 'paused slot';
@@ -27,6 +28,8 @@ export interface Pause {
   readonly note: string;
   readonly resumedAt: Date | undefined;
   readonly overdueReportedAt: Date | undefined;
+  /** Its overdue report is written but not yet acknowledged as logged (docs/how-it-works.md). */
+  readonly overdueUnlogged?: true;
 }
 
 /** Whether `note` may be stored: {@link MAX_PAUSE_NOTE_LENGTH} characters at most, none control. */
@@ -57,6 +60,8 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
   if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) return undefined;
+  const unlogged = p.overdue_unlogged;
+  if (unlogged !== undefined && unlogged !== null && unlogged !== true) return undefined;
   const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
   if (pausedAt === undefined) return undefined;
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
@@ -65,7 +70,9 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
   if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) return undefined;
-  return { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
+  if (unlogged === true && overdue === undefined) return undefined;
+  const pause = { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
+  return unlogged === true ? { ...pause, overdueUnlogged: true } : pause;
 }
 
 /** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
@@ -91,6 +98,7 @@ export function pausesField(pauses: readonly Pause[]): DocumentData[] {
     note: p.note,
     resumed_at: at(p.resumedAt),
     overdue_reported_at: at(p.overdueReportedAt),
+    ...(p.overdueUnlogged === true ? { overdue_unlogged: true } : {}),
   }));
 }
 
@@ -115,10 +123,13 @@ export function overduePause(pauses: readonly Pause[], now: Date): Pause | undef
 }
 
 /**
- * Reports `job`'s active pause past its bound once: `overdue_reported_at`, fenced on the `read` of
- * document `id` that found `pauses`; the call whose write lands logs ERROR {@link PAUSE_OVERDUE}.
+ * Reports `job`'s active pause past its bound: `overdue_reported_at`, marked not yet logged,
+ * fenced on the `read` of document `id` that found `pauses`; the call whose write lands logs ERROR
+ * {@link PAUSE_OVERDUE}, then drops the mark (fenced). A check that finds a report still marked
+ * {@link REPORT_LOG_GRACE_MS} after it was written logs it and drops the mark: at worst twice,
+ * never not at all.
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
- * @throws {LedgerUnavailableError} if the write fails.
+ * @throws {LedgerUnavailableError} if the report's write fails.
  */
 export async function reportOverduePause(
   documents: Pick<RunDocuments, 'write'>,
@@ -129,14 +140,49 @@ export async function reportOverduePause(
   now: Date,
   logger: Logger,
 ): Promise<Timestamp | undefined | 'changed'> {
-  const pause = overduePause(pauses, now);
-  if (pause === undefined || read.updateTime === undefined) return read.updateTime;
-  const marked = pauses.map((p) => (p === pause ? { ...p, overdueReportedAt: now } : p));
-  const data = { pauses: pausesField(marked) };
-  const written = await documents.write(id, 'overdue pause report', data, read.updateTime);
-  if (written === 'conflict') return 'changed';
+  if (read.updateTime === undefined) return read.updateTime;
+  const fresh = overduePause(pauses, now);
+  const pause = fresh ?? unloggedOverdue(pauses, now);
+  if (pause === undefined) return read.updateTime;
+  const report =
+    fresh === undefined
+      ? { token: read.updateTime, pauses }
+      : await writeOverdueReport(documents, id, pauses, fresh, read.updateTime, now);
+  if (report === 'changed') return report;
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
-  logger.error({ jobName: job.id, pausedAt, bound, note: pause.note }, PAUSE_OVERDUE);
-  return written;
+  const again = fresh === undefined ? { relogged: true } : {};
+  logger.error({ jobName: job.id, pausedAt, bound, note: pause.note, ...again }, PAUSE_OVERDUE);
+  // Logged: the mark goes, fenced; if that fails, a later check logs it again (at worst twice).
+  const { overdueUnlogged: _, ...logged } = report.pauses.at(-1) as Pause;
+  const acknowledged = { pauses: pausesField([...report.pauses.slice(0, -1), logged]) };
+  const what = 'overdue pause report acknowledgement';
+  const written = await documents
+    .write(id, what, acknowledged, report.token)
+    .catch(() => 'conflict' as const);
+  return written === 'conflict' ? 'changed' : written;
+}
+
+/** Writes `pause`'s overdue report, marked not yet logged, fenced on `token`. */
+async function writeOverdueReport(
+  documents: Pick<RunDocuments, 'write'>,
+  id: string,
+  pauses: readonly Pause[],
+  pause: Pause,
+  token: Timestamp,
+  now: Date,
+): Promise<{ readonly token: Timestamp; readonly pauses: readonly Pause[] } | 'changed'> {
+  const reported = { ...pause, overdueReportedAt: now, overdueUnlogged: true as const };
+  const marked = pauses.map((p) => (p === pause ? reported : p));
+  const data = { pauses: pausesField(marked) };
+  const written = await documents.write(id, 'overdue pause report', data, token);
+  return written === 'conflict' ? 'changed' : { token: written, pauses: marked };
+}
+
+/** The active pause whose overdue report was written {@link REPORT_LOG_GRACE_MS} ago, unlogged. */
+function unloggedOverdue(pauses: readonly Pause[], now: Date): Pause | undefined {
+  const pause = activePause(pauses);
+  const reportedAt = pause?.overdueReportedAt?.getTime();
+  if (pause?.overdueUnlogged !== true || reportedAt === undefined) return undefined;
+  return now.getTime() - reportedAt >= REPORT_LOG_GRACE_MS ? pause : undefined;
 }

@@ -1,17 +1,52 @@
 /** Run history: records read by run id in batches (no query, no index), and the reports. */
 import type { Timestamp } from '@google-cloud/firestore';
-import { reportFailure } from '../core/ledger.ts';
-import { missedDocument, skippedDocument } from '../core/record-writes.ts';
+import {
+  failureUpdate,
+  missedDocument,
+  reportedUpdate,
+  skippedDocument,
+} from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
-import { type RunDetails, RunKind, type RunRecord, type StoredRecord } from '../core/run-record.ts';
+import {
+  Field,
+  type RunDetails,
+  RunKind,
+  type RunRecord,
+  type StoredRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { toCanonicalRfc3339 } from './rfc3339.ts';
 
 /** The `last_error` of an attempt ended by a failed-run report: its lease lapsed unanswered. */
 const LAPSED_ERROR =
   'its lease lapsed past the retry window without an answer (the instance crashed or stalled): reported failed after retries';
-type Report = 'reported' | 'exists';
+/** A report's write: its time (the token its acknowledgement is fenced on), or `exists`. */
+type Report = { readonly writtenAt: Timestamp } | 'exists';
+
+/**
+ * Appended to `reported_by` by a check's report write, removed by its acknowledgement once the
+ * report's log line is out: a report found still marked was written by a check that may have died
+ * before logging it (docs/how-it-works.md, "Missed runs").
+ */
+const UNLOGGED = '~unlogged';
+
+/**
+ * How long after a check's report write its log line and acknowledgement may still be coming, ms:
+ * a report found unacknowledged this long after its write was not logged by its writer (it died
+ * between the two), so the finder logs it; a younger one is left to a later check.
+ */
+export const REPORT_LOG_GRACE_MS = 120_000;
+
+/** The `reported_by` a check's report write stores: `reporter`, marked not yet logged. */
+export function unloggedReporter(reporter: string): string {
+  return `${reporter}${UNLOGGED}`;
+}
+
+/** The reporter of a report written but not yet acknowledged as logged, else `undefined`. */
+export function unloggedReportBy(reportedBy: string | undefined): string | undefined {
+  return reportedBy?.endsWith(UNLOGGED) ? reportedBy.slice(0, -UNLOGGED.length) : undefined;
+}
 
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
 export function slotRunId(jobId: string, slot: Date, scope: Scope, variant?: RunVariant): string {
@@ -100,15 +135,20 @@ export class RunHistory {
   getMany(runIds: readonly string[]): Promise<BatchRead> {
     return this.#documents.readMany(runIds);
   }
-  /** Creates a slot's `missed` record (`reported_by`: `reporter`); `exists` if one came first. */
+  /**
+   * Creates a slot's `missed` record, reported by `reporter` and marked not yet logged
+   * ({@link unloggedReporter}); `exists` if one came first.
+   */
   async reportMissed(runId: string, details: RunDetails, reporter: string): Promise<Report> {
-    const document = missedDocument(this.#documents.expireAt(), details, reporter);
+    const marked = unloggedReporter(reporter);
+    const document = missedDocument(this.#documents.expireAt(), details, marked);
     const created = await this.#documents.write(runId, 'missed-run report', document);
-    return created === 'conflict' ? 'exists' : 'reported';
+    return created === 'conflict' ? 'exists' : { writtenAt: created };
   }
   /**
-   * Marks a finally failed run reported, fenced on `updateTime` (the read that found it unreported);
-   * `exists`: it changed first. `lapsed`: an `in_progress` run's lease lapsed; the report fails it.
+   * Marks a finally failed run reported (not yet logged, as {@link reportMissed}), fenced on
+   * `updateTime` (the read that found it unreported); `exists`: it changed first. `lapsed`: an
+   * `in_progress` run's lease lapsed; the report fails it.
    */
   async markReported(
     runId: string,
@@ -116,8 +156,23 @@ export class RunHistory {
     reporter: string,
     lapsed = false,
   ): Promise<Report> {
-    const error = lapsed ? LAPSED_ERROR : undefined;
-    return reportFailure(this.#documents, runId, updateTime, reporter, error);
+    const marked = unloggedReporter(reporter);
+    const update = lapsed
+      ? failureUpdate(LAPSED_ERROR, this.#documents.expireAt(), marked)
+      : reportedUpdate(marked);
+    const written = await this.#documents.write(runId, 'failed-run report', update, updateTime);
+    return written === 'conflict' ? 'exists' : { writtenAt: written };
+  }
+  /**
+   * Acknowledges that `reporter`'s report of `runId` was logged, fenced on `token` (its write, or
+   * the read that found it); false if the record changed first (then it was acknowledged, or
+   * re-opened by a backfill: either way nothing is left to log).
+   * @throws {LedgerUnavailableError} if the write fails (a later check logs the report again).
+   */
+  async acknowledgeReport(runId: string, reporter: string, token: Timestamp): Promise<boolean> {
+    const update = { [Field.reportedBy]: reporter };
+    const written = await this.#documents.write(runId, 'report acknowledgement', update, token);
+    return written !== 'conflict';
   }
   /** Records a slot skipped (final) while `blockedBy` ran; `exists` if a record appeared first. */
   async recordSkipped(

@@ -219,10 +219,16 @@ export function violations(outcome: SimOutcome): string[] {
         // write it could not confirm: if the write never landed, a later check reports the slot
         // again (at worst twice, never not at all).
         const logged = reports.get(runId) ?? [];
+        // A check's report logged again by a later check (its writer died before acknowledging
+        // it) names the same reporter: one report, logged at worst twice.
+        const distinct = logged.filter(
+          (r, i) =>
+            r.reporter === undefined || logged.findIndex((o) => o.reporter === r.reporter) === i,
+        );
         const reported =
-          logged.length > 1
-            ? logged.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
-            : logged;
+          distinct.length > 1
+            ? distinct.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
+            : distinct;
         const ran = (byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
         const what = `${jobId}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
         if (record !== undefined) seenRecord = true;
