@@ -509,11 +509,10 @@ describe('the attack on detection, finding by finding', () => {
     const runId = slotRunId('quick', slot, []);
     const details = { jobName: 'quick', scheduleTime: slot.toISOString(), keyScope: '' };
     assert.notEqual(await fn.history.reportMissed(runId, details, 'other-check'), 'exists');
-    const cursor = async () =>
-      (
-        (await fn.jobDocuments.readData(checkDocumentId('quick', []))).data
-          ?.checked_before as Timestamp
-      ).toMillis();
+    const cursor = async () => {
+      const { data } = await fn.jobDocuments.readData(checkDocumentId('quick', []));
+      return (data?.checked_before as Timestamp | undefined)?.toMillis();
+    };
     const lines = () =>
       logs.lines().filter((l) => l.message === 'missed run' && l.slot === slot.toISOString());
 
