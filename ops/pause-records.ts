@@ -42,21 +42,34 @@ export class PauseRefused extends Error {
   override name = 'PauseRefused';
 }
 
+/** An `--until` outside {@link pauseUntilProblem}'s bounds of the pause's start: a bad argument. */
+export class PauseUntilRefused extends Error {
+  override name = 'PauseUntilRefused';
+}
+
+/**
+ * When a pause is meant to end, given its start (Firestore's time of the read that records it): a
+ * fixed time, or a duration after the start. Resolved against that one read so that `--until 1m`
+ * is a minute after the recorded start, not after an earlier read of the clock.
+ */
+export type PauseUntil = (pausedAt: Date) => Date;
+
 /**
  * Records a pause of a job starting now (Firestore's time of the read), on its check document
  * `id`: fenced on the document's update time, so a concurrent cursor write is never lost (the
  * loser of a race reads again).
  *
- * @param until - when it is meant to end: within `pauseUntilProblem`'s bounds of now.
+ * @param until - when it is meant to end, from the pause's start: checked once, against that start,
+ *   within `pauseUntilProblem`'s bounds.
  * @returns the pause as stored.
- * @throws {PauseRefused} if the job is paused already, or `until` or the note is out of bounds;
- *   `LedgerUnavailableError` if Firestore fails.
+ * @throws {PauseUntilRefused} if `until` is out of bounds; {@link PauseRefused} if the job is paused
+ *   already or the note is out of bounds; `LedgerUnavailableError` if Firestore fails.
  */
 export async function recordPause(
   store: PauseStore,
   id: string,
   jobId: string,
-  request: { readonly until?: Date | undefined; readonly note: string },
+  request: { readonly until?: PauseUntil | undefined; readonly note: string },
 ): Promise<Pause> {
   const noteProblem = pauseNoteProblem(request.note);
   if (noteProblem !== undefined) throw new PauseRefused(`--note: ${noteProblem}`);
@@ -67,13 +80,14 @@ export async function recordPause(
         `${jobId} is paused already, since ${active.pausedAt.toISOString()}${active.note === '' ? '' : ` (${active.note})`}: npm run resume -- ${jobId} first`,
       );
     }
-    if (request.until !== undefined) {
-      const problem = pauseUntilProblem(request.until, now);
-      if (problem !== undefined) throw new PauseRefused(`--until ${problem}`);
+    const until = request.until?.(now);
+    if (until !== undefined) {
+      const problem = pauseUntilProblem(until, now);
+      if (problem !== undefined) throw new PauseUntilRefused(`--until ${problem}`);
     }
     const pause: Pause = {
       pausedAt: now,
-      until: request.until,
+      until,
       note: request.note,
       resumedAt: undefined,
       overdueReportedAt: undefined,

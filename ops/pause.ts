@@ -17,7 +17,7 @@
  *     [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *     [--collection NAME] [--database ID] [--project ID]
  *
- * `--until` is a time (RFC 3339) or a duration from now (`90m`, `2h`, `3d`): at least a minute and
+ * `--until` is a time (RFC 3339) or a duration from the pause's start (`90m`, `2h`, `3d`): at least a minute and
  * at most 30 days ahead. `--note` is at most 500 characters, on one line. Exit 0 when recorded (even
  * if the gcloud command was only printed: it says so), 1 when refused (already paused, not paused)
  * or Firestore fails, 2 on bad arguments.
@@ -36,8 +36,9 @@ import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
 import {
   PauseRefused,
+  type PauseUntil,
+  PauseUntilRefused,
   pauseNoteProblem,
-  pauseUntilProblem,
   recordPause,
   recordResume,
 } from './pause-records.ts';
@@ -55,14 +56,22 @@ exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore fai
 /** The project `npm run dev` gives the emulator. */
 const EMULATOR_PROJECT = 'demo-scheduler-run-once';
 
-/** `--until` as an instant: RFC 3339, or a duration from `now`. */
-function untilArg(text: string, now: Date): Date {
+/**
+ * `--until` as the end of a pause from its start: RFC 3339, or a duration after the start. Parsed
+ * before Firestore is opened, so that a malformed one is exit 2 at once; its bounds are checked by
+ * `recordPause` against the start it records.
+ *
+ * @throws {UsageError} for text that is neither.
+ */
+function untilArg(text: string): PauseUntil {
   if (/^\d+[smhd]$/.test(text)) {
+    let durationMs: number;
     try {
-      return new Date(now.getTime() + parseDuration(text));
+      durationMs = parseDuration(text);
     } catch (err) {
       throw new UsageError(`--until: ${(err as Error).message}`);
     }
+    return (pausedAt) => new Date(pausedAt.getTime() + durationMs);
   }
   const at = new Date(text);
   if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(at.getTime())) {
@@ -70,7 +79,7 @@ function untilArg(text: string, now: Date): Date {
       `--until "${text}" is neither an RFC 3339 time (2026-12-01T18:00:00Z) nor a duration (2h)`,
     );
   }
-  return at;
+  return () => at;
 }
 
 /**
@@ -154,16 +163,11 @@ async function pauseOrResume(
     },
   );
   const docId = checkDocumentId(job.id, scope);
-  // The bounds the function holds stored pauses to, checked first so that a typo is exit 2.
+  // The bounds the function holds stored pauses to, checked first so that a typo is exit 2; the
+  // bounds of --until are checked once, against the start the pause records (its read's time).
   const noteProblem = pauseNoteProblem(args.note ?? '');
   if (noteProblem !== undefined) throw new UsageError(`--note: ${noteProblem}`);
-  let until: Date | undefined;
-  if (args.until !== undefined) {
-    const now = await jobDocuments.serverTime();
-    until = untilArg(args.until, now);
-    const problem = pauseUntilProblem(until, now);
-    if (problem !== undefined) throw new UsageError(`--until ${problem}`);
-  }
+  const until = args.until === undefined ? undefined : untilArg(args.until);
   try {
     if (verb === 'pause') {
       const pause = await recordPause(jobDocuments, docId, job.id, {
@@ -180,6 +184,7 @@ async function pauseOrResume(
       );
     }
   } catch (err) {
+    if (err instanceof PauseUntilRefused) throw new UsageError(err.message);
     if (err instanceof PauseRefused) throw new CommandError(err.message);
     throw err;
   }

@@ -16,9 +16,37 @@ import {
   type QuerySpec,
 } from './indexes.ts';
 
+/** The client's rejection of a call on a terminated client (its `pool.js`). */
+const CLIENT_TERMINATED_MESSAGE = 'The client has already been terminated';
+
+let terminatedClientRetriesIgnored = false;
+
+/**
+ * Keeps the retry of a call the command gave up on (`callFirestore`'s timeout) from crashing the
+ * command once its client is terminated. The client goes on retrying a call nobody awaits; its next
+ * try after `terminate()` rejects with {@link CLIENT_TERMINATED_MESSAGE} in a promise the client
+ * itself never handles, and Node would print that with a stack after the command's own clear
+ * error, and exit 1 whatever the command's status. Only that rejection is ignored: any other
+ * unhandled rejection is thrown, as Node would, so a bug still shows its stack.
+ */
+function ignoreRetriesOfTerminatedClients(): void {
+  if (terminatedClientRetriesIgnored) {
+    return;
+  }
+  terminatedClientRetriesIgnored = true;
+  process.on('unhandledRejection', (reason: unknown) => {
+    const isTerminatedClientRetry =
+      reason instanceof Error && reason.message === CLIENT_TERMINATED_MESSAGE;
+    if (!isTerminatedClientRetry) {
+      throw reason;
+    }
+  });
+}
+
 /**
  * Runs `command` with an `open` that makes the command's Firestore client, and closes that client
- * once the command ends, however it ends: tests run the commands in their own process.
+ * once the command ends, however it ends: tests run the commands in their own process. A call the
+ * client still retries then fails quietly ({@link ignoreRetriesOfTerminatedClients}).
  */
 export async function withFirestore<T>(
   command: (open: (settings: Settings) => Firestore) => Promise<T>,
@@ -30,7 +58,10 @@ export async function withFirestore<T>(
       return db;
     });
   } finally {
-    await db?.terminate();
+    if (db !== undefined) {
+      ignoreRetriesOfTerminatedClients();
+      await db.terminate();
+    }
   }
 }
 

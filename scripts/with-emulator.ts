@@ -7,7 +7,9 @@
  *
  * The command gets `FIRESTORE_EMULATOR_HOST`, and `GOOGLE_CLOUD_PROJECT` and
  * `METADATA_SERVER_DETECTION=none` unless already set, so no client library probes the network.
- * The emulator is stopped when the command exits or on Ctrl-C; the command's exit code is kept.
+ * The emulator is stopped when the command exits or on Ctrl-C, SIGTERM or SIGHUP (passed on to the
+ * command, which is killed if it has not ended 10 s later); the command's exit code is kept. Only a
+ * SIGKILL of this process leaves the emulator running.
  */
 import { spawn } from 'node:child_process';
 import { freePort, type GroupProcess, startFirestoreEmulator } from './local-processes.ts';
@@ -72,9 +74,19 @@ const child = spawn(command, args, {
     METADATA_SERVER_DETECTION: process.env.METADATA_SERVER_DETECTION || 'none',
   },
 });
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => child.kill(signal));
+/** How long the command has to end after a signal passed on to it, before it is killed, ms. */
+const SIGNAL_GRACE_MS = 10_000;
+
+// Ctrl-C, a CI runner's SIGTERM or a closed terminal: passed on to the command; a command that
+// does not end (a hung test) is killed, so that the emulator is stopped either way.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    child.kill(signal);
+    setTimeout(() => child.kill('SIGKILL'), SIGNAL_GRACE_MS).unref();
+  });
 }
+// However this process ends short of a SIGKILL (a throw included), the emulator goes with it.
+process.once('exit', () => stop(emulator));
 child.once('error', (err) => {
   stop(emulator);
   fail(`could not run ${command}: ${err.message}`);

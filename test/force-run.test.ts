@@ -120,6 +120,40 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     assert.equal(calls.length, 1);
   });
 
+  it('takes a retry of a per-minute job that comes more than 100 slots later, within the retry window, for the same forced run', async () => {
+    // Back-offs of 10 min to an hour: a window of about three and a half hours, 200-odd slots.
+    const calls: JobContext[] = [];
+    const jobs = validateJobs([
+      defineJob({
+        id: 'every-minute',
+        schedule: '* * * * *',
+        retryCount: 5,
+        maxRetryDurationSeconds: 0,
+        minBackoffSeconds: 600,
+        maxBackoffSeconds: 3600,
+        run: async (ctx) => {
+          calls.push(ctx);
+        },
+      }),
+    ]);
+    let now = new Date();
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+    const forceRun = { 'X-CloudScheduler-JobName': 'every-minute' };
+
+    const first = await request.post('/').set(forceRun);
+    now = new Date(now.getTime() + 150 * MINUTE);
+    const retry = await request.post('/').set(forceRun);
+
+    assert.deepEqual(
+      [first, retry].map((r) => [r.body.outcome, r.body.runId]),
+      [
+        ['processed', first.body.runId],
+        ['duplicate', first.body.runId],
+      ],
+    );
+    assert.equal(calls.length, 1);
+  });
+
   it('is a new forced run, of the next slot, once the last one’s retry window has passed', async () => {
     // No retries (both limits 0, as Scheduler retries until both are reached): a window of one attempt deadline, 180 s.
     const { jobs, slot } = dailyJobSoon({ retryCount: 0, maxRetryDurationSeconds: 0 });

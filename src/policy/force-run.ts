@@ -5,13 +5,17 @@ import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 
-/** How many of the job's latest slots a Force run without schedule time reads (one batch). */
-export const FORCE_RUN_LOOK_BACK_SLOTS = 100;
+/** How many of the job's slots one batched read of a Force run without schedule time holds. */
+export const FORCE_RUN_BATCH_SLOTS = 100;
 
 /**
  * The schedule time (RFC 3339 UTC) of `job`'s Force run without one, at Firestore's `now`: the
- * latest of its last {@link FORCE_RUN_LOOK_BACK_SLOTS} slots whose forced run was first claimed
- * within the retry window (its retry), else the next slot, if any. Throws what `readMany` throws.
+ * latest of its slots within the retry window whose forced run was first claimed within that
+ * window (its retry), else the next slot, if any. The slots are read newest first, in batched
+ * reads of {@link FORCE_RUN_BATCH_SLOTS}, stopping at the batch that holds the retried run: a
+ * retry costs one read per slot back to its forced run; a first click, one per slot of the window
+ * (a per-minute job with the default window: 60, one batch). Deliveries with a schedule time never
+ * come here. Throws what `readMany` throws.
  */
 export async function untimedForceRun(
   job: DeclaredJob,
@@ -20,17 +24,19 @@ export async function untimedForceRun(
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
 ): Promise<string | undefined> {
   const windowStart = now.getTime() - retryWindowMs(job);
-  const recent: string[] = [];
-  // Newest first, back to the retry window's start.
-  let slot = previousSlot(job, new Date(now.getTime() + 1));
-  while (slot !== undefined && slot.getTime() > windowStart) {
-    recent.push(toUtcRfc3339(slot));
-    slot = recent.length < FORCE_RUN_LOOK_BACK_SLOTS ? previousSlot(job, slot) : undefined;
-  }
   const idOf = (t: string) => computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
-  if (recent.length > 0) {
-    const { records } = await readMany(recent.map(idOf));
-    for (const scheduleTime of recent) {
+  const inWindow = (at: Date | undefined): at is Date =>
+    at !== undefined && at.getTime() > windowStart;
+  // Newest first, back to the retry window's start: a retry is most often of a recent slot.
+  let slot = previousSlot(job, new Date(now.getTime() + 1));
+  while (inWindow(slot)) {
+    const batch: string[] = [];
+    while (inWindow(slot) && batch.length < FORCE_RUN_BATCH_SLOTS) {
+      batch.push(toUtcRfc3339(slot));
+      slot = previousSlot(job, slot);
+    }
+    const { records } = await readMany(batch.map(idOf));
+    for (const scheduleTime of batch) {
       const record = records.get(idOf(scheduleTime));
       if (record === undefined) continue;
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;

@@ -129,6 +129,27 @@ describe('npm run pause and resume', () => {
     );
   });
 
+  it('accepts --until 1m and 60s, the minimum, as a minute after the start it records', async () => {
+    const collection = freshCollection();
+    const results: CommandResult[] = [];
+
+    for (const until of ['1m', '60s']) {
+      results.push(await pause(collection, JOB, '--until', until));
+      await resume(collection, JOB);
+    }
+
+    assert.deepEqual(
+      results.map((r) => r.code),
+      [0, 0],
+      results.map((r) => r.stderr).join('\n'),
+    );
+    for (const paused of results) {
+      const [, since, bound] =
+        /paused since (\S+Z).*reported if still paused at (\S+Z)/.exec(paused.stdout) ?? [];
+      assert.equal(Date.parse(bound ?? '') - Date.parse(since ?? ''), 60_000, paused.stdout);
+    }
+  });
+
   it('refuses an --until in the past, past 30 days or no time, a note too long or on two lines, and an undeclared job, with exit 2 and what to give, recording nothing', async () => {
     const collection = freshCollection();
     const cases = [
@@ -137,6 +158,7 @@ describe('npm run pause and resume', () => {
         args: ['--until', '2020-01-01T00:00:00Z'],
         says: /not after now/,
       },
+      { name: 'an --until under a minute', args: ['--until', '59s'], says: /less than a minute/ },
       { name: 'an --until past 30 days', args: ['--until', '31d'], says: /more than 30 days/ },
       {
         name: 'an --until that is no time',

@@ -7,8 +7,9 @@
  * process (`process.env`, which this process has quieted already).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
@@ -567,5 +568,74 @@ describe('npm run runs', () => {
       '12:03 completed old schedule',
       '12:05 missed -',
     ]);
+  });
+});
+
+/** A local port nothing listens on: one the system gave a server that is closed again. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** An ops command as a process, to its exit status and output; killed after `RUNS_TIMEOUT_MS`. */
+function opsProcess(
+  env: NodeJS.ProcessEnv,
+  args: string[],
+): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), RUNS_TIMEOUT_MS);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stderr });
+    });
+  });
+}
+
+describe('the operations commands with Firestore unreachable', () => {
+  it('print their clear error alone, no crash dump of the terminated client, and exit 1', async () => {
+    const port = await closedPort();
+    const env = {
+      ...process.env,
+      FIRESTORE_EMULATOR_HOST: `127.0.0.1:${port}`,
+      FIRESTORE_TIMEOUT_SECONDS: '1',
+      JOBS_MODULE,
+      GOOGLE_CLOUD_PROJECT: 'demo-unreachable',
+    };
+    const commands = [
+      ['ops/runs.ts', '--since', '1h'],
+      ['ops/runs.ts', '--since', '1h', '--check'],
+      ['ops/runs.ts', '--since', '1h', '--backfill', '--dry-run'],
+      ['ops/pause.ts', 'pause', 'history-five'],
+      ['ops/pause.ts', 'resume', 'history-five'],
+    ];
+
+    const results = await Promise.all(commands.map((args) => opsProcess(env, args)));
+
+    for (const [i, { code, stderr }] of results.entries()) {
+      const command = (commands[i] ?? []).join(' ');
+      assert.match(
+        stderr,
+        /Firestore did not answer the .* within 1000 ms/,
+        `${command}: ${stderr}`,
+      );
+      assert.doesNotMatch(
+        stderr,
+        /already been terminated|\n\s+at |Node\.js v/,
+        `${command}: ${stderr}`,
+      );
+      assert.equal(code, 1, `${command}: ${stderr}`);
+    }
   });
 });
