@@ -110,6 +110,17 @@ export type SimEvent =
   | { readonly at: number; readonly type: 'backfill'; readonly deployment: number }
   | {
       readonly at: number;
+      /**
+       * A hanging connection: for `ms`, every Firestore operation of this instance is sent and
+       * never answered (it never reaches the server); only the client's deadline ends the wait.
+       */
+      readonly type: 'hang';
+      readonly deployment: number;
+      readonly instance: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
       /** Cloud Scheduler cannot reach the function for `ms` (its attempts fail): slots go missed. */
       readonly type: 'outage';
       readonly deployment: number;
@@ -143,6 +154,15 @@ export interface History {
   /** Firestore's one-way latency range (ms), and each operation's chance of a fault. */
   readonly latency: readonly [number, number];
   readonly faultRate: number;
+  /**
+   * Each write's chance (create, update, delete, batch commit: claims, extensions, completions,
+   * releases, locks) of landing and then being answered after the client's deadline
+   * (`FIRESTORE_TIMEOUT_SECONDS`) or never: the client rejects with `LedgerUnavailableError`
+   * while the write has landed. Absent in older recorded histories: 0.
+   */
+  readonly lateAnswers?: number;
+  /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
+  readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
   readonly clockOffsetMs: number;
   readonly events: readonly SimEvent[];
@@ -198,6 +218,10 @@ export function historyArbitrary(
       dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
       latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
       faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
+      lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
+      // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
+      // slot (a minute), so a claim answered late can strand its slot's neighbours.
+      firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
       clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
     })
     .chain((base) =>
@@ -284,6 +308,13 @@ function eventArbitrary(
   ];
   if (!emulator) {
     options.push(
+      fc.record({
+        at,
+        type: fc.constant('hang' as const),
+        deployment,
+        instance,
+        ms: fc.integer({ min: 1_000, max: 120_000 }),
+      }),
       fc.record({
         at,
         type: fc.constant('pause' as const),

@@ -3,6 +3,7 @@
  * known gap ({@link KNOWN_GAPS}) it shows and the violation it gives while the gap is open. Once
  * the gap's fix lands, its history keeps every invariant: flip the gap's switch to `false`.
  */
+import type { Awaiting } from './invariants.ts';
 import type { GapName, History, JobSpec } from './model.ts';
 
 const job = (id: string, overlap: JobSpec['overlap']): JobSpec => ({
@@ -470,5 +471,51 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
         { at: 88803, type: 'outage', deployment: 0, ms: 31198 },
       ],
     } as History,
+  },
+];
+
+/** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */
+export interface AwaitingFix {
+  readonly fix: keyof Awaiting;
+  readonly finding: string;
+  readonly history: History;
+  /** The violation the strict invariants give while the bug is there. */
+  readonly violation: RegExp;
+}
+
+/**
+ * Histories of known bugs awaiting their fixes: each shows its violation under the strict
+ * invariants while its {@link AWAITING_FIX} switch is on; once the fix is merged, turn the switch
+ * off and the history must keep every invariant.
+ */
+export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
+  {
+    fix: 'strandedClaim',
+    finding:
+      "issue 40 item 1: an `allow` job's claim lands but is answered after FIRESTORE_TIMEOUT_SECONDS; its retry gets 409 in_progress behind a holder nobody is (found by `npm run simulate -- --histories 300 --seed 1`, first history, shrunk)",
+    history: {
+      seed: 0,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 1,
+      spanMs: 408_353,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: 0,
+      jobs: [
+        {
+          ...job('job-0', 'allow'),
+          retryCount: 1,
+          minBackoffSeconds: 7,
+          maxMs: 21_415,
+        },
+      ],
+      events: [],
+    },
+    violation: /answered 409 in_progress .* a dead holder blocked it/,
   },
 ];

@@ -35,7 +35,13 @@ import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
-import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
+import {
+  asFirestore,
+  GrpcCode,
+  MemoryFirestore,
+  type OpInfo,
+  type OpPlan,
+} from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
@@ -89,6 +95,20 @@ export interface Answered {
   readonly runId: string | undefined;
 }
 
+/** One request made to the function: when it was sent and when it ended (answered or not). */
+export interface Delivered {
+  readonly deployment: number;
+  readonly source: Source;
+  readonly jobId: string;
+  /** The `X-CloudScheduler-ScheduleTime` header, `''` when none was sent. */
+  readonly scheduleTime: string;
+  readonly sentAt: number;
+  /** When its answer was sent or the request failed (crash, deadline); open if neither. */
+  endedAt: number | undefined;
+  status: number | undefined;
+  outcome: string | undefined;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -102,6 +122,10 @@ export interface SimOutcome {
   readonly executions: readonly Execution[];
   readonly logs: readonly LogLine[];
   readonly answers: readonly Answered[];
+  /** Every request made to the function, answered or not. */
+  readonly deliveries: readonly Delivered[];
+  /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
+  readonly firestoreTimeoutMs: number;
   /** Each deployment's scope (as run ids have it), jobs per revision and when each revision came. */
   readonly deployments: readonly {
     readonly scope: string;
@@ -227,12 +251,55 @@ export async function simulate(
   const executions: Execution[] = [];
   const logs: LogLine[] = [];
   const answers: Answered[] = [];
+  const deliveries: Delivered[] = [];
   const errors: unknown[] = [];
   const requests = new AsyncLocalStorage<RequestContext>();
   const leaseMs = history.leaseSeconds * 1000;
   const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
   const completedAttempts = new Set<string>();
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
+
+  const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
+  /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
+  const hangingUntil = new Map<MachineClock, number>();
+  const isWrite = (op: OpInfo) =>
+    op.kind === 'create' || op.kind === 'update' || op.kind === 'commit' || op.kind === 'delete';
+
+  /**
+   * One Firestore operation's latency and fault, from the seeded PRNG. The operator's reads
+   * (backfill's) and the final audit see no faults.
+   */
+  const planOperation = (op: OpInfo): OpPlan => {
+    const [lo, hi] = history.latency;
+    const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
+    const machine = time.current;
+    if (machine === operator) return plan;
+    // A hanging connection: sent, never reaches the server, never answered.
+    if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
+      return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
+    }
+    // Only histories with late answers draw for them: recorded histories replay as they did.
+    const late = history.lateAnswers ?? 0;
+    if (late > 0 && isWrite(op) && rng() < late) return lateAnswer(plan);
+    if (rng() >= history.faultRate) return plan;
+    const fault = rng();
+    if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
+    if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
+    if (fault < 0.85) return { ...plan, afterMs: firestoreTimeoutMs + 5_000 };
+    // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
+    // fenced update, a guarded batch) answers a conflict.
+    if (isWrite(op) && !gaps.retriedCreate) return { ...plan, retry: true };
+    return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
+  };
+
+  /**
+   * A write that lands and whose answer comes after the client's deadline, or never: the client
+   * rejects (LedgerUnavailableError) while the write has landed.
+   */
+  const lateAnswer = (plan: OpPlan): OpPlan => {
+    if (rng() < 0.5) return { ...plan, hang: true };
+    return { ...plan, afterMs: firestoreTimeoutMs + between(1, 2 * firestoreTimeoutMs) };
+  };
 
   const memory =
     db === undefined
@@ -245,21 +312,7 @@ export async function simulate(
             if (data.status === 'completed' && typeof data.attempt_id === 'string')
               completedAttempts.add(data.attempt_id);
           },
-          plan: (op): OpPlan => {
-            const [lo, hi] = history.latency;
-            const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
-            // The operator's reads (backfill's) and the final audit see no faults.
-            if (time.current === operator || rng() >= history.faultRate) return plan;
-            const fault = rng();
-            if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
-            if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
-            if (fault < 0.85) return { ...plan, afterMs: 15_000 }; // past FIRESTORE_TIMEOUT_SECONDS
-            // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
-            // fenced update, a guarded batch) answers a conflict.
-            const writes = op.kind === 'create' || op.kind === 'update' || op.kind === 'commit';
-            if (writes && !gaps.retriedCreate) return { ...plan, retry: true };
-            return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
-          },
+          plan: (op): OpPlan => planOperation(op),
         })
       : undefined;
   const store: Firestore =
@@ -272,7 +325,7 @@ export async function simulate(
       LOG_LEVEL: 'info',
       LEASE_SECONDS: String(history.leaseSeconds),
       RETENTION_SECONDS: String(RETENTION_SECONDS),
-      FIRESTORE_TIMEOUT_SECONDS: '10',
+      FIRESTORE_TIMEOUT_SECONDS: String(firestoreTimeoutMs / 1000),
       RUNS_COLLECTION: collection,
       MISSED_RUN_CHECK: db === undefined ? 'on' : 'off',
       ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
@@ -455,9 +508,27 @@ export async function simulate(
       dep.instances.push(instance);
     }
     const target = instance;
+    const delivered: Delivered = {
+      deployment: dep.index,
+      source,
+      jobId: headers['X-CloudScheduler-JobName'] ?? '',
+      scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
+      sentAt: time.now,
+      endedAt: undefined,
+      status: undefined,
+      outcome: undefined,
+    };
+    deliveries.push(delivered);
+    const ended = () => {
+      delivered.endedAt ??= time.now;
+    };
     return new Promise((resolve, reject) => {
-      const fail = (err: Error) => reject(err);
+      const fail = (err: Error) => {
+        ended();
+        reject(err);
+      };
       target.pending.add(fail);
+      // Scheduler gives up at its deadline; the request goes on at the instance (not ended).
       signal?.addEventListener('abort', () => {
         target.pending.delete(fail);
         reject(new Error('attempt deadline exceeded'));
@@ -465,6 +536,11 @@ export async function simulate(
       const res = response((status, body) => {
         target.pending.delete(fail);
         const b = body as { outcome?: string; runId?: string };
+        if (delivered.endedAt === undefined) {
+          delivered.status = status;
+          delivered.outcome = b.outcome ?? '';
+        }
+        ended();
         answers.push({
           at: time.now,
           deployment: dep.index,
@@ -612,6 +688,13 @@ export async function simulate(
         return;
       case 'step':
         if (instance) instance.machine.offsetMs += event.ms;
+        return;
+      case 'hang':
+        if (!instance) return;
+        hangingUntil.set(
+          instance.machine,
+          Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
+        );
         return;
       case 'force':
         try {
@@ -783,6 +866,8 @@ export async function simulate(
       executions,
       logs,
       answers,
+      deliveries,
+      firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
         scope: d.scope,
         keyScope: d.keyScope,

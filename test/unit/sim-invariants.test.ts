@@ -35,6 +35,8 @@ const outcome = (executions: Execution[]): SimOutcome =>
     executions,
     logs: [],
     answers: [],
+    deliveries: [],
+    firestoreTimeoutMs: 10_000,
     deployments: [],
     records: new Map(),
     createTimes: new Map(),
