@@ -12,6 +12,7 @@
  * 4. One execution per trigger id.
  * 5. Cloud Scheduler's on-time delivery of a slot runs as that slot, never as a forced run.
  * 6. Nothing throws where the product should never throw.
+ * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
  * 7. A request is skipped, waits or is told the run is in progress only while another run of its
  *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming.
  *
@@ -19,9 +20,9 @@
  */
 import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
-import { judgingDelayMs } from '../../src/policy/retry-policy.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
+import { schedulerExecutionMs } from './cloud-scheduler.ts';
 import type { Delivered, Execution, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -202,8 +203,7 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     }
     for (const [jobId, { job, until }] of declared) {
       const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
-      // The latest a slot is judged: behind an outstanding execution, a window later (`slotVerdict`).
-      const closeMs = judgingDelayMs(job);
+      const closeMs = reportDueMs(job);
       const lastSlot = Math.min(
         outcome.finalMs - closeMs,
         stillDeclared ? Infinity : until - closeMs,
@@ -289,6 +289,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       }
     }
   }
+
+  // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
+  found.push(...noRetryAfterFinalReport(outcome));
 
   // 7. Nothing is skipped, waits or is refused behind a dead holder.
   found.push(...blockedOnlyByLiveRuns(outcome, awaiting));
@@ -412,6 +415,47 @@ export function blockedOnlyByLiveRuns(outcome: SimOutcome, awaiting: Awaiting): 
     found.push(
       `${d.jobId}@${d.scheduleTime || '(no schedule time)'} (${d.source}, deployment ${d.deployment}) answered ${d.status} ${d.outcome} at ${iso(d.endedAt)}, but no run of the job was executing, held a lease or was claiming since ${iso(d.sentAt)}: a dead holder blocked it`,
     );
+  }
+  return found;
+}
+
+/**
+ * How long after its time a slot must have its verdict (a run, a skip, or a report), ms, from the
+ * Scheduler model's own retry arithmetic: the slot may wait behind the job's previous execution
+ * (at most one execution), then its own execution runs its attempts and retries, and the check
+ * that judges it comes within an attempt deadline after.
+ */
+function reportDueMs(job: Parameters<typeof schedulerExecutionMs>[0]): number {
+  return 2 * schedulerExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
+}
+
+/**
+ * Once a slot is reported failed after retries, Cloud Scheduler sends no further attempt of it:
+ * a report made while Scheduler still retries is early (its retry then meets a final record and
+ * proves nothing). Judged against the attempts the Scheduler model actually sent.
+ */
+export function noRetryAfterFinalReport(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const withdrawn = new Set(
+    outcome.logs.filter((l) => l.message === REPORT_WITHDRAWN).map((l) => String(l.fields.runId)),
+  );
+  const reportedAt = new Map<string, number>();
+  for (const line of outcome.logs) {
+    if (line.message !== FAILED_AFTER_RETRIES) continue;
+    const runId = String(line.fields.runId);
+    if (withdrawn.has(runId) || reportedAt.has(runId)) continue;
+    reportedAt.set(runId, line.at);
+  }
+  for (const [d, dep] of outcome.deployments.entries()) {
+    for (const attempt of outcome.schedulerAttempts[d] ?? []) {
+      if (!attempt.scheduleTimeSent) continue;
+      const runId = slotRunId(attempt.jobId, new Date(attempt.slotMs), dep.keyScope);
+      const at = reportedAt.get(runId);
+      if (at === undefined || attempt.sentAt <= at) continue;
+      found.push(
+        `${attempt.jobId}@${iso(attempt.slotMs)}${dep.scope ? ` (scope ${dep.scope})` : ''} reported "${FAILED_AFTER_RETRIES}" at ${iso(at)}, but Cloud Scheduler still sent attempt ${attempt.attempt} at ${iso(attempt.sentAt)}`,
+      );
+    }
   }
   return found;
 }

@@ -2,10 +2,10 @@
  * The deterministic simulator: one {@link History} played in one process on driven virtual time.
  * Each deployment (one per key scope) has its handler instances (`createScheduledJobHandler`, each
  * with its own RunDocuments, RunLedger and RunHistory over the shared store, its own wall clock),
- * and its own Cloud Scheduler (ops/local-scheduler.ts's model of the documented rules: attempt
- * deadline, retries with back-off until retryCount and maxRetryDuration are reached, one
- * outstanding execution per job, Force run with the next slot's time, duplicate deliveries, lost
- * answers). Every Firestore operation takes a seeded random latency, so interleavings vary with
+ * and its own Cloud Scheduler (cloud-scheduler.ts: a model written from Scheduler's documentation,
+ * independent of the product's retry rules: attempt deadline, retries with back-off until
+ * retryCount and maxRetryDuration are reached, one outstanding execution per job, Force run with
+ * the next slot's time, duplicate deliveries, lost answers). Every Firestore operation takes a seeded random latency, so interleavings vary with
  * the seed and replay exactly. The jobs are simulated work that records each execution; the
  * invariants (`invariants.ts`) judge the history against those records.
  */
@@ -14,7 +14,6 @@ import { randomUUID } from 'node:crypto';
 import type { Firestore } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
-import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
 import { scopeOf } from '../../ops/scope-args.ts';
 import { readHistory } from '../../ops/slot-history.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
@@ -35,6 +34,7 @@ import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
 import {
   asFirestore,
   GrpcCode,
@@ -122,6 +122,8 @@ export interface SimOutcome {
   readonly executions: readonly Execution[];
   readonly logs: readonly LogLine[];
   readonly answers: readonly Answered[];
+  /** Every attempt each deployment's Cloud Scheduler made, by deployment. */
+  readonly schedulerAttempts: readonly (readonly SchedulerAttempt[])[];
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -191,7 +193,7 @@ interface Deployment {
   readonly config: Config;
   readonly revisions: { at: number; specs: readonly JobSpec[]; jobs: readonly DeclaredJob[] }[];
   instances: Instance[];
-  scheduler: LocalScheduler;
+  scheduler: CloudScheduler;
   lastTriggerId: string | undefined;
   /** Until when Cloud Scheduler cannot reach the function, ms. */
   outageUntil: number;
@@ -584,7 +586,7 @@ export async function simulate(
       config,
       revisions: [] as Deployment['revisions'],
       instances: [] as Instance[],
-      scheduler: undefined as unknown as LocalScheduler,
+      scheduler: undefined as unknown as CloudScheduler,
       lastTriggerId: undefined as string | undefined,
       outageUntil: 0,
     };
@@ -597,8 +599,7 @@ export async function simulate(
       jobs: declare(dep.index, history.jobs),
     });
     dep.instances = Array.from({ length: history.instances }, () => startInstance(dep, 0));
-    dep.scheduler = new LocalScheduler({
-      url: 'http://sim.invalid/',
+    dep.scheduler = new CloudScheduler({
       jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
       clock: {
         now: () => time.now,
@@ -610,16 +611,14 @@ export async function simulate(
       random: rng,
       duplicates: history.duplicates,
       dropAnswers: history.dropAnswers,
-      send: (delivery: SchedulerDelivery, signal) => {
-        const slot = Date.parse(delivery.headers['X-CloudScheduler-ScheduleTime'] ?? '');
+      send: (headers, signal) => {
+        const slot = Date.parse(headers['X-CloudScheduler-ScheduleTime'] ?? '');
         // Scheduler sends a slot before its time only for a Force run.
         const source: Source = slot > time.now ? 'force' : 'scheduler';
         if (time.now < dep.outageUntil) {
           return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
         }
-        return time.within(undefined, () =>
-          deliverTo(dep, delivery.headers, source, undefined, signal),
-        );
+        return time.within(undefined, () => deliverTo(dep, headers, source, undefined, signal));
       },
     });
   }
@@ -698,7 +697,7 @@ export async function simulate(
         return;
       case 'force':
         try {
-          void dep.scheduler.fire(jobOf(event.job).id);
+          dep.scheduler.fire(jobOf(event.job).id);
         } catch {
           // The job is not declared (any more): Scheduler has nothing to force.
         }
@@ -782,7 +781,7 @@ export async function simulate(
     }
     await time.run(stopMs);
     time.within(undefined, () => {
-      for (const dep of deployments) void dep.scheduler.stop();
+      for (const dep of deployments) dep.scheduler.stop();
     });
     // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads,
     // counted from the last resumed pause too (a paused instance carries on where it stopped).
@@ -867,6 +866,7 @@ export async function simulate(
       logs,
       answers,
       deliveries,
+      schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
         scope: d.scope,

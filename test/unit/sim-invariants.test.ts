@@ -36,6 +36,7 @@ const outcome = (executions: Execution[]): SimOutcome =>
     logs: [],
     answers: [],
     deliveries: [],
+    schedulerAttempts: [],
     firestoreTimeoutMs: 10_000,
     deployments: [],
     records: new Map(),
