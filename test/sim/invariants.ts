@@ -13,6 +13,8 @@
  * 5. Cloud Scheduler's on-time delivery of a slot runs as that slot, never as a forced run.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
+ * 9. No completion, extension or release lands on a record naming another attempt (every write
+ *    that lands is instrumented in the memory store, with the attempt it replaced).
  * 7. A request is skipped, waits or is told the run is in progress only while another run of its
  *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming.
  *
@@ -288,6 +290,13 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
         );
       }
     }
+  }
+
+  // 9. No completion, extension or release lands on a record naming another attempt.
+  for (const w of outcome.foreignWrites) {
+    found.push(
+      `attempt ${w.writer.slice(0, 8)} wrote run ${w.runId.slice(0, 12)} (${w.status}) at ${iso(w.at)} while the record named attempt ${w.holder.slice(0, 8)}`,
+    );
   }
 
   // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.

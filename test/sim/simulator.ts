@@ -109,6 +109,16 @@ export interface Delivered {
   outcome: string | undefined;
 }
 
+/** A write by one attempt that landed on its run's record while the record named another. */
+export interface ForeignWrite {
+  readonly at: number;
+  readonly runId: string;
+  readonly writer: string;
+  readonly holder: string;
+  /** The record's status before and after, e.g. `in_progress → completed`. */
+  readonly status: string;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -124,6 +134,8 @@ export interface SimOutcome {
   readonly answers: readonly Answered[];
   /** Every attempt each deployment's Cloud Scheduler made, by deployment. */
   readonly schedulerAttempts: readonly (readonly SchedulerAttempt[])[];
+  /** Completions, extensions and releases that landed on a record naming another attempt. */
+  readonly foreignWrites: readonly ForeignWrite[];
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -168,6 +180,8 @@ export function random(seed: number): () => number {
 }
 
 interface RequestContext {
+  /** The attempt this request's job runs as, once the job started (its claim is then known). */
+  readonly attempt: { id?: string; runId?: string };
   readonly source: Source;
   readonly triggerId: string | undefined;
   readonly deployment: number;
@@ -262,6 +276,29 @@ export async function simulate(
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
 
   const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
+  const foreignWrites: ForeignWrite[] = [];
+  /**
+   * A completion, extension or release by an attempt that landed on its run's record while the
+   * record named another attempt (a claim, which names its own attempt, is never one).
+   */
+  const foreignWrite = (
+    path: string,
+    before: Readonly<Record<string, unknown>> | undefined,
+    after: Readonly<Record<string, unknown>> | undefined,
+  ): ForeignWrite | undefined => {
+    const writer = requests.getStore()?.attempt;
+    if (writer?.id === undefined || path !== `${collection}/${writer.runId}`) return undefined;
+    if (before === undefined || after === undefined) return undefined;
+    if (after.attempt_id !== before.attempt_id) return undefined; // a claim or takeover
+    if (before.attempt_id === writer.id) return undefined;
+    return {
+      at: time.now,
+      runId: String(writer.runId),
+      writer: writer.id,
+      holder: String(before.attempt_id),
+      status: `${String(before.status)} → ${String(after.status)}`,
+    };
+  };
   /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
   const hangingUntil = new Map<MachineClock, number>();
   const isWrite = (op: OpInfo) =>
@@ -309,6 +346,10 @@ export async function simulate(
           now: () => time.now,
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: options.brokenFencing === true,
+          landed: (path, before, after) => {
+            const foreign = foreignWrite(path, before, after);
+            if (foreign !== undefined) foreignWrites.push(foreign);
+          },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
             if (data.status === 'completed' && typeof data.attempt_id === 'string')
@@ -391,6 +432,10 @@ export async function simulate(
         pausedMs: 0,
       };
       executions.push(exec);
+      if (context !== undefined) {
+        context.attempt.id = ctx.attemptId;
+        context.attempt.runId = ctx.runId;
+      }
       instance?.running.add(exec);
       const ms = between(spec.minMs, spec.maxMs);
       const fails = rng() < spec.failRate;
@@ -556,6 +601,7 @@ export async function simulate(
         resolve({ status, body: JSON.stringify(body) });
       });
       const context: RequestContext = {
+        attempt: {},
         source,
         triggerId,
         deployment: dep.index,
@@ -866,6 +912,7 @@ export async function simulate(
       logs,
       answers,
       deliveries,
+      foreignWrites,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({

@@ -36,6 +36,7 @@ const outcome = (executions: Execution[]): SimOutcome =>
     logs: [],
     answers: [],
     deliveries: [],
+    foreignWrites: [],
     schedulerAttempts: [],
     firestoreTimeoutMs: 10_000,
     deployments: [],
