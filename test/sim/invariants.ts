@@ -293,9 +293,15 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   }
 
   // 9. No completion, extension or release lands on a record naming another attempt.
+  // Attempts are named by their executions: attempt ids are random, and a replay must read alike.
+  const byAttempt = new Map(executions.map((e) => [e.attemptId, e]));
+  const attemptOf = (id: string) => {
+    const e = byAttempt.get(id);
+    return e === undefined ? 'an attempt that never ran the job' : describe(e);
+  };
   for (const w of outcome.foreignWrites) {
     found.push(
-      `attempt ${w.writer.slice(0, 8)} wrote run ${w.runId.slice(0, 12)} (${w.status}) at ${iso(w.at)} while the record named attempt ${w.holder.slice(0, 8)}`,
+      `run ${w.runId.slice(0, 12)} written (${w.status}) at ${iso(w.at)} by ${attemptOf(w.writer)} while its record named ${attemptOf(w.holder)}`,
     );
   }
 
