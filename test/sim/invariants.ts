@@ -13,6 +13,7 @@
  * 5. Cloud Scheduler's on-time delivery of a slot runs as that slot, never as a forced run.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
+ * 10. A 2xx answer leaves its run completed, skipped or reported: Scheduler stops retrying on it.
  * 9. No completion, extension or release lands on a record naming another attempt (every write
  *    that lands is instrumented in the memory store, with the attempt it replaced).
  * 7. A request is skipped, waits or is told the run is in progress only while another run of its
@@ -292,6 +293,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     }
   }
 
+  // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
+  if (!outcome.emulator) found.push(...successLeavesFinalRun(outcome));
+
   // 9. No completion, extension or release lands on a record naming another attempt.
   // Attempts are named by their executions: attempt ids are random, and a replay must read alike.
   const byAttempt = new Map(executions.map((e) => [e.attemptId, e]));
@@ -471,6 +475,33 @@ export function noRetryAfterFinalReport(outcome: SimOutcome): string[] {
         `${attempt.jobId}@${iso(attempt.slotMs)}${dep.scope ? ` (scope ${dep.scope})` : ''} reported "${FAILED_AFTER_RETRIES}" at ${iso(at)}, but Cloud Scheduler still sent attempt ${attempt.attempt} at ${iso(attempt.sentAt)}`,
       );
     }
+  }
+  return found;
+}
+
+/**
+ * A 2xx answer ends Scheduler's retries, so it must leave its run final: completed, skipped, or
+ * reported (a duplicate of a reported run). The one exception the product documents: a job that
+ * returned whose completion could not be recorded answers `processed` and logs so.
+ */
+export function successLeavesFinalRun(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const unrecorded = new Set(
+    outcome.logs
+      .filter((l) => l.fields.completion === 'unrecorded')
+      .map((l) => String(l.fields.runId)),
+  );
+  for (const answer of outcome.answers) {
+    if (answer.status < 200 || answer.status > 299 || answer.runId === undefined) continue;
+    if (unrecorded.has(answer.runId)) continue;
+    const record = outcome.records.get(answer.runId);
+    const status = record?.status;
+    if (status === 'completed' || status === 'skipped' || record?.reported_at !== undefined) {
+      continue;
+    }
+    found.push(
+      `${answer.jobId}@${answer.scheduleTime || '(no schedule time)'} (${answer.source}) answered ${answer.status} ${answer.outcome} at ${iso(answer.at)}, but its run ${answer.runId.slice(0, 12)} ended ${String(status ?? 'absent')}, unreported: Scheduler stopped retrying a run that is not done`,
+    );
   }
   return found;
 }
