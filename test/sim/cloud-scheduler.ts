@@ -141,6 +141,8 @@ export class CloudScheduler {
   readonly #timers = new Map<string, () => void>();
   readonly #outstanding = new Set<string>();
   readonly #waiting = new Map<string, number>();
+  /** Paused jobs (`gcloud scheduler jobs pause`): their slots are not fired while paused. */
+  readonly #paused = new Set<string>();
   #stopped = false;
 
   constructor(options: CloudSchedulerOptions) {
@@ -172,6 +174,15 @@ export class CloudScheduler {
     void this.#execute(job, slot, { withoutScheduleTime: options.withoutScheduleTime === true });
   }
 
+  /** Pauses a job: "a paused job will not be executed" (Job.state PAUSED) until resumed. */
+  pause(jobId: string): void {
+    this.#paused.add(jobId);
+  }
+
+  resume(jobId: string): void {
+    this.#paused.delete(jobId);
+  }
+
   stop(): void {
     this.#stopped = true;
     for (const cancel of this.#timers.values()) cancel();
@@ -194,6 +205,7 @@ export class CloudScheduler {
 
   /** A slot: runs now, or waits behind the outstanding execution, or is skipped behind a waiting one. */
   #onSlot(job: SchedulerSettings, slot: number): void {
+    if (this.#paused.has(job.id)) return;
     if (!this.#outstanding.has(job.id)) {
       this.#startExecution(job, slot);
     } else if (!this.#waiting.has(job.id)) {

@@ -111,6 +111,17 @@ export type SimEvent =
   | {
       readonly at: number;
       /**
+       * `npm run pause -- JOB` (the pause recorded, then the Scheduler job paused), and `ms` later
+       * `npm run resume -- JOB` (the resume recorded, then the Scheduler job resumed).
+       */
+      readonly type: 'operator_pause';
+      readonly deployment: number;
+      readonly job: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
+      /**
        * A hanging connection: for `ms`, every Firestore operation of this instance is sent and
        * never answered (it never reaches the server); only the client's deadline ends the wait.
        */
@@ -286,6 +297,13 @@ function eventArbitrary(
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
     fc.record({ at, type: fc.constant('backfill' as const), deployment }),
+    fc.record({
+      at,
+      type: fc.constant('operator_pause' as const),
+      deployment,
+      job,
+      ms: fc.integer({ min: 60_000, max: 300_000 }),
+    }),
     fc.record({
       at,
       type: fc.constant('outage' as const),

@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { Firestore } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
+import { recordPause, recordResume } from '../../ops/pause-records.ts';
 import { scopeOf } from '../../ops/scope-args.ts';
 import { readHistory } from '../../ops/slot-history.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
@@ -31,6 +32,7 @@ import {
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
@@ -109,6 +111,14 @@ export interface Delivered {
   outcome: string | undefined;
 }
 
+/** An operator's pause of a job, from its recorded pause to its resume's start, ms. */
+export interface OperatorPause {
+  readonly deployment: number;
+  readonly jobId: string;
+  readonly from: number;
+  to: number;
+}
+
 /** A write by one attempt that landed on its run's record while the record named another. */
 export interface ForeignWrite {
   readonly at: number;
@@ -134,6 +144,8 @@ export interface SimOutcome {
   readonly answers: readonly Answered[];
   /** Every attempt each deployment's Cloud Scheduler made, by deployment. */
   readonly schedulerAttempts: readonly (readonly SchedulerAttempt[])[];
+  /** The operator's pauses: a slot inside one is paused, never missed. */
+  readonly operatorPauses: readonly OperatorPause[];
   /** Completions, extensions and releases that landed on a record naming another attempt. */
   readonly foreignWrites: readonly ForeignWrite[];
   /** Every request made to the function, answered or not. */
@@ -277,6 +289,7 @@ export async function simulate(
 
   const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
   const foreignWrites: ForeignWrite[] = [];
+  const operatorPauses: OperatorPause[] = [];
   /**
    * A completion, extension or release by an attempt that landed on its run's record while the
    * record named another attempt (a claim, which names its own attempt, is never one).
@@ -694,6 +707,28 @@ export async function simulate(
     }
   };
 
+  /**
+   * `npm run pause -- JOB`, then `ms` later `npm run resume -- JOB`, as ops/pause.ts does each:
+   * the record first, then the Scheduler job. The pause counts from its record to its resume's
+   * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
+   */
+  const operatorPause = async (dep: Deployment, jobId: string, ms: number) => {
+    const { jobDocuments } = storesOf(dep.config);
+    const docId = checkDocumentId(jobId, dep.keyScope);
+    try {
+      await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
+    } catch {
+      return; // already paused (refused): this pause changes nothing
+    }
+    const pause: OperatorPause = { deployment: dep.index, jobId, from: time.now, to: Infinity };
+    operatorPauses.push(pause);
+    dep.scheduler.pause(jobId);
+    await time.sleep(ms);
+    pause.to = time.now;
+    await recordResume(jobDocuments, docId, jobId);
+    dep.scheduler.resume(jobId);
+  };
+
   // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
   // handled on the instance's own timers: a paused process handles it when it resumes.
   const terminate = (dep: Deployment, instance: Instance) => {
@@ -773,6 +808,13 @@ export async function simulate(
         });
         void time.within(operator, () =>
           deliverTo(dep, headers, 'rerun', triggerId).catch(() => {}),
+        );
+        return;
+      }
+      case 'operator_pause': {
+        const jobId = jobOf(event.job).id;
+        void time.within(operator, () =>
+          operatorPause(dep, jobId, event.ms).catch((err: unknown) => errors.push(err)),
         );
         return;
       }
@@ -912,6 +954,7 @@ export async function simulate(
       logs,
       answers,
       deliveries,
+      operatorPauses,
       foreignWrites,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,

@@ -36,6 +36,7 @@ const outcome = (executions: Execution[]): SimOutcome =>
     logs: [],
     answers: [],
     deliveries: [],
+    operatorPauses: [],
     foreignWrites: [],
     schedulerAttempts: [],
     firestoreTimeoutMs: 10_000,
