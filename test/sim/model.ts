@@ -92,6 +92,8 @@ export type SimEvent =
       readonly type: 'force';
       readonly deployment: number;
       readonly job: number;
+      /** Sent without `X-CloudScheduler-ScheduleTime` (the guide's other form of a Force run). */
+      readonly withoutScheduleTime?: boolean;
     }
   | {
       readonly at: number;
@@ -107,7 +109,13 @@ export type SimEvent =
       readonly deployment: number;
       readonly job: number;
     }
-  | { readonly at: number; readonly type: 'backfill'; readonly deployment: number }
+  | {
+      readonly at: number;
+      readonly type: 'backfill';
+      readonly deployment: number;
+      /** Send the previous backfill's deliveries again, as is (an operator re-running the command's output). */
+      readonly resend?: boolean;
+    }
   | {
       readonly at: number;
       /**
@@ -287,7 +295,13 @@ function eventArbitrary(
   const instance = fc.integer({ min: 0, max: base.instances - 1 });
   const job = fc.integer({ min: 0, max: base.jobCount - 1 });
   const options: fc.Arbitrary<SimEvent>[] = [
-    fc.record({ at, type: fc.constant('force' as const), deployment, job }),
+    fc.record({
+      at,
+      type: fc.constant('force' as const),
+      deployment,
+      job,
+      withoutScheduleTime: fc.boolean(),
+    }),
     fc.record({
       at,
       type: fc.constant('manual' as const),
@@ -296,7 +310,7 @@ function eventArbitrary(
       resend: gaps.triggerIdAlone ? fc.constant(false) : fc.boolean(),
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
-    fc.record({ at, type: fc.constant('backfill' as const), deployment }),
+    fc.record({ at, type: fc.constant('backfill' as const), deployment, resend: fc.boolean() }),
     fc.record({
       at,
       type: fc.constant('operator_pause' as const),

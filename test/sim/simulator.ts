@@ -221,6 +221,8 @@ interface Deployment {
   instances: Instance[];
   scheduler: CloudScheduler;
   lastTriggerId: string | undefined;
+  /** The last backfill's requests, for an operator who sends them again. */
+  lastBackfill: readonly Readonly<Record<string, string>>[];
   /** Until when Cloud Scheduler cannot reach the function, ms. */
   outageUntil: number;
 }
@@ -647,6 +649,7 @@ export async function simulate(
       instances: [] as Instance[],
       scheduler: undefined as unknown as CloudScheduler,
       lastTriggerId: undefined as string | undefined,
+      lastBackfill: [] as readonly Readonly<Record<string, string>>[],
       outageUntil: 0,
     };
     return dep;
@@ -671,9 +674,10 @@ export async function simulate(
       duplicates: history.duplicates,
       dropAnswers: history.dropAnswers,
       send: (headers, signal) => {
-        const slot = Date.parse(headers['X-CloudScheduler-ScheduleTime'] ?? '');
-        // Scheduler sends a slot before its time only for a Force run.
-        const source: Source = slot > time.now ? 'force' : 'scheduler';
+        const header = headers['X-CloudScheduler-ScheduleTime'];
+        // Scheduler sends a slot before its time, or no time, only for a Force run.
+        const source: Source =
+          header === undefined || Date.parse(header) > time.now ? 'force' : 'scheduler';
         if (time.now < dep.outageUntil) {
           return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
         }
@@ -699,10 +703,21 @@ export async function simulate(
       retentionMs: dep.config.retentionMs,
       forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
     });
-    for (const [i, row] of plan.deliver.entries()) {
+    // As `npm run runs -- --backfill` sends them: marked, so a blocked slot stays missed.
+    const sent = plan.deliver.map((row) =>
+      schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
+    );
+    dep.lastBackfill = sent;
+    await deliverBackfill(dep, sent);
+  };
+
+  /** Delivers a backfill's requests 0.5 s apart. */
+  const deliverBackfill = async (
+    dep: Deployment,
+    sent: readonly Readonly<Record<string, string>>[],
+  ) => {
+    for (const [i, headers] of sent.entries()) {
       if (i > 0) await time.sleep(500);
-      // As `npm run runs -- --backfill` sends it: marked, so a blocked slot stays missed.
-      const headers = schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' });
       await deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
     }
   };
@@ -778,7 +793,9 @@ export async function simulate(
         return;
       case 'force':
         try {
-          dep.scheduler.fire(jobOf(event.job).id);
+          dep.scheduler.fire(jobOf(event.job).id, {
+            withoutScheduleTime: event.withoutScheduleTime === true,
+          });
         } catch {
           // The job is not declared (any more): Scheduler has nothing to force.
         }
@@ -821,9 +838,12 @@ export async function simulate(
       case 'outage':
         dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
         return;
-      case 'backfill':
-        void time.within(operator, () => backfill(dep).catch((err: unknown) => errors.push(err)));
+      case 'backfill': {
+        const resent = event.resend === true && dep.lastBackfill.length > 0;
+        const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
+        void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
         return;
+      }
       case 'redeploy': {
         const last = dep.revisions.at(-1) as Deployment['revisions'][number];
         let specs = last.specs;
