@@ -498,14 +498,17 @@ export function noRetryAfterFinalReport(outcome: SimOutcome): string[] {
 
 /**
  * A 2xx answer ends Scheduler's retries, so it must leave its run final: completed, skipped, or
- * reported (a duplicate of a reported run). The one exception the product documents: a job that
- * returned whose completion could not be recorded answers `processed` and logs so.
+ * reported (a duplicate of a reported run). The exceptions the product documents: a job that
+ * returned whose completion could not be recorded, or whose lease was lost meanwhile, answers
+ * `processed` and logs so.
  */
 export function successLeavesFinalRun(outcome: SimOutcome): string[] {
   const found: string[] = [];
+  // The job ran, and its attempt logged why its record may not say so: the completion could not
+  // be recorded, or its lease was lost to another attempt (the run is then that attempt's).
   const unrecorded = new Set(
     outcome.logs
-      .filter((l) => l.fields.completion === 'unrecorded')
+      .filter((l) => l.fields.completion === 'unrecorded' || typeof l.fields.leaseLoss === 'string')
       .map((l) => String(l.fields.runId)),
   );
   for (const answer of outcome.answers) {
