@@ -40,10 +40,22 @@ function describe(e: Execution): string {
  * that returned as its instance crashed is excused only if its completion never landed: a landed
  * one leaves the run completed, and a retry that ran it again is a double run.
  */
-function excused(e: Execution, outcome: SimOutcome): boolean {
+function excused(e: Execution, outcome: SimOutcome, awaiting: Awaiting): boolean {
   if (e.result === 'threw' || e.result === 'crashed') return true;
   if (e.crashedBeforeAnswer && e.completionLanded !== true) return true;
+  if (awaiting.lateExtension && lateExtensionLoss(e, outcome)) return true;
   return leaseLostToEnvironment(e, outcome);
+}
+
+/** The run's lease loss to failed extensions, logged by its instance without an attempt id. */
+function lateExtensionLoss(e: Execution, outcome: SimOutcome): boolean {
+  return outcome.logs.some(
+    (l) =>
+      l.fields.runId === e.runId &&
+      l.instance === e.instance &&
+      l.at >= e.start &&
+      l.fields.leaseLoss === 'extensions_failed',
+  );
 }
 
 /**
@@ -92,7 +104,7 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     list.sort((a, b) => a.start - b.start);
     for (const [i, later] of list.entries()) {
       for (const earlier of list.slice(0, i)) {
-        if (!excused(earlier, outcome)) {
+        if (!excused(earlier, outcome, awaiting)) {
           found.push(
             `run ${runId.slice(0, 12)} executed twice: ${describe(earlier)} then ${describe(later)}`,
           );
@@ -334,6 +346,7 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
 export interface Awaiting {
   readonly strandedClaim: boolean;
   readonly rerunBehindLapsedLease: boolean;
+  readonly lateExtension: boolean;
 }
 
 /**
@@ -359,10 +372,25 @@ export const AWAITING_FIX: Awaiting = {
    * history 210 (regressions.ts, AWAITING_FIX_HISTORIES).
    */
   rerunBehindLapsedLease: true,
+  /**
+   * Found here (issue 40's late answers, on an extension; the lead's claim fix may not cover it):
+   * a lease extension that lands but is answered after FIRESTORE_TIMEOUT_SECONDS leaves the
+   * attempt's known update time stale; its completion, fenced on it, does not land before the
+   * lease lapses, a retry takes over and runs the job again, and the first attempt logs "lease
+   * lost: lease extensions failed ... for about two thirds of a lease" after one failed
+   * extension, without its attempt id. While on, invariant 1 excuses an execution whose run has
+   * such a log line from its instance. History: `npm run simulate -- --seed=-524424750`, the 71st
+   * (regressions.ts, AWAITING_FIX_HISTORIES).
+   */
+  lateExtension: true,
 };
 
 /** Every relaxation off: the strict invariants, as after every fix. */
-export const NOTHING_AWAITED: Awaiting = { strandedClaim: false, rerunBehindLapsedLease: false };
+export const NOTHING_AWAITED: Awaiting = {
+  strandedClaim: false,
+  rerunBehindLapsedLease: false,
+  lateExtension: false,
+};
 
 /** Answers that say another run (or attempt) holds the job or the run: nothing was run. */
 const BLOCKED_OUTCOMES = new Set(['skipped', 'waiting', 'in_progress']);
