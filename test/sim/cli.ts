@@ -57,7 +57,7 @@ if (details.failed) {
   const error = details.errorInstance;
   console.error(`\nviolations:\n${error instanceof Error ? error.message : String(error)}`);
   console.error(
-    `\nreplay: npm run simulate -- --seed ${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
+    `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
   );
   console.error(`(${details.numRuns} histories in ${seconds} s)`);
   process.exitCode = 1;

@@ -67,6 +67,15 @@ export interface MemoryFirestoreOptions {
   /** Drops `lastUpdateTime` preconditions of updates: a broken product's fencing, for tests. */
   readonly dropPreconditions?: boolean;
   readonly databaseId?: string;
+  /**
+   * Called for each document a commit changes, before it lands: the stored data it replaces and
+   * its new data (`undefined`: absent before, or deleted).
+   */
+  readonly landed?: (
+    path: string,
+    before: DocumentData | undefined,
+    after: DocumentData | undefined,
+  ) => void;
   /** Called with each document a commit wrote, as stored (not for deletes). */
   readonly committed?: (path: string, data: DocumentData) => void;
 }
@@ -652,6 +661,7 @@ export class MemoryFirestore {
       }
       this.#commitTime();
       for (const [path, doc] of staged) {
+        this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
         if (doc === undefined) this.#docs.delete(path);
         else {
           this.#docs.set(path, doc);

@@ -92,6 +92,8 @@ export type SimEvent =
       readonly type: 'force';
       readonly deployment: number;
       readonly job: number;
+      /** Sent without `X-CloudScheduler-ScheduleTime` (the guide's other form of a Force run). */
+      readonly withoutScheduleTime?: boolean;
     }
   | {
       readonly at: number;
@@ -107,7 +109,35 @@ export type SimEvent =
       readonly deployment: number;
       readonly job: number;
     }
-  | { readonly at: number; readonly type: 'backfill'; readonly deployment: number }
+  | {
+      readonly at: number;
+      readonly type: 'backfill';
+      readonly deployment: number;
+      /** Send the previous backfill's deliveries again, as is (an operator re-running the command's output). */
+      readonly resend?: boolean;
+    }
+  | {
+      readonly at: number;
+      /**
+       * `npm run pause -- JOB` (the pause recorded, then the Scheduler job paused), and `ms` later
+       * `npm run resume -- JOB` (the resume recorded, then the Scheduler job resumed).
+       */
+      readonly type: 'operator_pause';
+      readonly deployment: number;
+      readonly job: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
+      /**
+       * A hanging connection: for `ms`, every Firestore operation of this instance is sent and
+       * never answered (it never reaches the server); only the client's deadline ends the wait.
+       */
+      readonly type: 'hang';
+      readonly deployment: number;
+      readonly instance: number;
+      readonly ms: number;
+    }
   | {
       readonly at: number;
       /** Cloud Scheduler cannot reach the function for `ms` (its attempts fail): slots go missed. */
@@ -143,6 +173,15 @@ export interface History {
   /** Firestore's one-way latency range (ms), and each operation's chance of a fault. */
   readonly latency: readonly [number, number];
   readonly faultRate: number;
+  /**
+   * Each write's chance (create, update, delete, batch commit: claims, extensions, completions,
+   * releases, locks) of landing and then being answered after the client's deadline
+   * (`FIRESTORE_TIMEOUT_SECONDS`) or never: the client rejects with `LedgerUnavailableError`
+   * while the write has landed. Absent in older recorded histories: 0.
+   */
+  readonly lateAnswers?: number;
+  /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
+  readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
   readonly clockOffsetMs: number;
   readonly events: readonly SimEvent[];
@@ -198,6 +237,10 @@ export function historyArbitrary(
       dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
       latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
       faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
+      lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
+      // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
+      // slot (a minute), so a claim answered late can strand its slot's neighbours.
+      firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
       clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
     })
     .chain((base) =>
@@ -252,7 +295,13 @@ function eventArbitrary(
   const instance = fc.integer({ min: 0, max: base.instances - 1 });
   const job = fc.integer({ min: 0, max: base.jobCount - 1 });
   const options: fc.Arbitrary<SimEvent>[] = [
-    fc.record({ at, type: fc.constant('force' as const), deployment, job }),
+    fc.record({
+      at,
+      type: fc.constant('force' as const),
+      deployment,
+      job,
+      withoutScheduleTime: fc.boolean(),
+    }),
     fc.record({
       at,
       type: fc.constant('manual' as const),
@@ -261,7 +310,14 @@ function eventArbitrary(
       resend: gaps.triggerIdAlone ? fc.constant(false) : fc.boolean(),
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
-    fc.record({ at, type: fc.constant('backfill' as const), deployment }),
+    fc.record({ at, type: fc.constant('backfill' as const), deployment, resend: fc.boolean() }),
+    fc.record({
+      at,
+      type: fc.constant('operator_pause' as const),
+      deployment,
+      job,
+      ms: fc.integer({ min: 60_000, max: 300_000 }),
+    }),
     fc.record({
       at,
       type: fc.constant('outage' as const),
@@ -284,6 +340,13 @@ function eventArbitrary(
   ];
   if (!emulator) {
     options.push(
+      fc.record({
+        at,
+        type: fc.constant('hang' as const),
+        deployment,
+        instance,
+        ms: fc.integer({ min: 1_000, max: 120_000 }),
+      }),
       fc.record({
         at,
         type: fc.constant('pause' as const),

@@ -3,6 +3,7 @@
  * known gap ({@link KNOWN_GAPS}) it shows and the violation it gives while the gap is open. Once
  * the gap's fix lands, its history keeps every invariant: flip the gap's switch to `false`.
  */
+import type { Awaiting } from './invariants.ts';
 import type { GapName, History, JobSpec } from './model.ts';
 
 const job = (id: string, overlap: JobSpec['overlap']): JobSpec => ({
@@ -470,5 +471,228 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
         { at: 88803, type: 'outage', deployment: 0, ms: 31198 },
       ],
     } as History,
+  },
+];
+
+/** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */
+export interface AwaitingFix {
+  readonly fix: keyof Awaiting;
+  readonly finding: string;
+  readonly history: History;
+  /** The violation the strict invariants give while the bug is there. */
+  readonly violation: RegExp;
+}
+
+/**
+ * Histories of known bugs awaiting their fixes: each shows its violation under the strict
+ * invariants while its {@link AWAITING_FIX} switch is on; once the fix is merged, turn the switch
+ * off and the history must keep every invariant.
+ */
+export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
+  {
+    fix: 'strandedClaim',
+    finding:
+      "issue 40 item 1: an `allow` job's claim lands but is answered after FIRESTORE_TIMEOUT_SECONDS; its retry gets 409 in_progress behind a holder nobody is (found by `npm run simulate -- --histories 300 --seed 1`, first history, shrunk)",
+    history: {
+      seed: 0,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 1,
+      spanMs: 408_353,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: 0,
+      jobs: [
+        {
+          ...job('job-0', 'allow'),
+          retryCount: 1,
+          minBackoffSeconds: 7,
+          maxMs: 21_415,
+        },
+      ],
+      events: [],
+    },
+    violation: /answered 409 in_progress .* a dead holder blocked it/,
+  },
+  {
+    fix: 'rerunBehindLapsedLease',
+    finding:
+      'a re-run of a slot whose record stays `in_progress` under a lease that lapsed minutes ago (its holder crashed) is refused 409 "is running now" (found by `npm run simulate -- --seed 1`, history 210, not shrunk)',
+    history: {
+      seed: -8,
+      leaseSeconds: 74,
+      scopes: ['staging', 'production'],
+      instances: 1,
+      spanMs: 839991,
+      duplicates: 0,
+      dropAnswers: 0,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: -371655,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '*/5 * * * *',
+          overlap: 'wait',
+          attemptDeadlineSeconds: 90,
+          retryCount: 2,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 1,
+          maxBackoffSeconds: 60,
+          maxDoublings: 2,
+          minMs: 8779,
+          maxMs: 115565,
+          failRate: 0.1,
+        },
+        {
+          id: 'job-1',
+          schedule: '*/5 * * * *',
+          overlap: 'skip',
+          attemptDeadlineSeconds: 38,
+          retryCount: 1,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 5,
+          maxBackoffSeconds: 60,
+          maxDoublings: 1,
+          minMs: 110,
+          maxMs: 48825,
+          failRate: 0,
+        },
+        {
+          id: 'job-2',
+          schedule: '*/2 * * * *',
+          overlap: 'skip',
+          attemptDeadlineSeconds: 36,
+          retryCount: 0,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 1,
+          maxBackoffSeconds: 20,
+          maxDoublings: 2,
+          minMs: 11050,
+          maxMs: 134183,
+          failRate: 0.1,
+        },
+      ],
+      events: [
+        { at: 86568, type: 'redeploy', deployment: 1, change: 'overlap_allow', rolling: true },
+        { at: 187615, type: 'manual', deployment: 1, job: 0, resend: false },
+        { at: 253799, type: 'sigterm', deployment: 1, instance: 0 },
+        { at: 480540, type: 'step', deployment: 1, instance: 0, ms: -345933 },
+        { at: 545471, type: 'crash', deployment: 1, instance: 0 },
+        { at: 835426, type: 'rerun', deployment: 1, job: 0 },
+      ],
+    } as History,
+    violation: /\(rerun, deployment 1\) answered 409 in_progress .* a dead holder blocked it/,
+  },
+  {
+    fix: 'lateExtension',
+    finding:
+      'a lease extension that lands but is answered after FIRESTORE_TIMEOUT_SECONDS: the completion does not land before the lease lapses, a retry takes over and the job runs twice (found by `npm run simulate -- --histories 1000` with seed -524424750, history 71)',
+    history: {
+      seed: -1325671194,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 2,
+      spanMs: 217787,
+      duplicates: 0.3,
+      dropAnswers: 0,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      firestoreTimeoutSeconds: 10,
+      clockOffsetMs: -161232,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'wait',
+          attemptDeadlineSeconds: 15,
+          retryCount: 0,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 18,
+          maxBackoffSeconds: 20,
+          maxDoublings: 0,
+          minMs: 905,
+          maxMs: 20014,
+          failRate: 0,
+        },
+        {
+          id: 'job-1',
+          schedule: '* * * * *',
+          overlap: 'allow',
+          attemptDeadlineSeconds: 15,
+          retryCount: 0,
+          maxRetryDurationSeconds: 300,
+          minBackoffSeconds: 1,
+          maxBackoffSeconds: 20,
+          maxDoublings: 3,
+          minMs: 100,
+          maxMs: 43114,
+          failRate: 0,
+        },
+      ],
+      events: [],
+    } as History,
+    violation: /run 2ab25aefc1fe executed twice/,
+  },
+  {
+    fix: 'lateExtension',
+    finding:
+      'an extension that lands late makes its attempt take its own record for another\'s ("another attempt took this run over"): the completion is dropped, the slot stays in progress and a later attempt runs the job again (found by `npm run simulate -- --histories 1000 --seed 1`, history 458)',
+    history: {
+      seed: 1060097878,
+      leaseSeconds: 87,
+      scopes: ['staging', 'production'],
+      instances: 3,
+      spanMs: 839998,
+      duplicates: 0.1,
+      dropAnswers: 0.3,
+      latency: [5, 50],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      firestoreTimeoutSeconds: 10,
+      clockOffsetMs: 351901,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'wait',
+          attemptDeadlineSeconds: 81,
+          retryCount: 0,
+          maxRetryDurationSeconds: 300,
+          minBackoffSeconds: 15,
+          maxBackoffSeconds: 20,
+          maxDoublings: 0,
+          minMs: 100,
+          maxMs: 143621,
+          failRate: 0.3,
+        },
+        {
+          id: 'job-1',
+          schedule: '*/5 * * * *',
+          overlap: 'allow',
+          attemptDeadlineSeconds: 37,
+          retryCount: 0,
+          maxRetryDurationSeconds: 300,
+          minBackoffSeconds: 18,
+          maxBackoffSeconds: 20,
+          maxDoublings: 0,
+          minMs: 9916,
+          maxMs: 87931,
+          failRate: 0.3,
+        },
+      ],
+      events: [
+        { at: 274031, type: 'hang', deployment: 1, instance: 1, ms: 50429 },
+        { at: 464229, type: 'rerun', deployment: 0, job: 1 },
+      ],
+    } as History,
+    violation: /run d4c384c2bf11 executed twice/,
   },
 ];

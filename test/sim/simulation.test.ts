@@ -9,9 +9,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Firestore } from '@google-cloud/firestore';
 import fc from 'fast-check';
-import { violations } from './invariants.ts';
+import { AWAITING_FIX, NOTHING_AWAITED, violations } from './invariants.ts';
 import { type History, historyArbitrary, KNOWN_GAPS, NO_GAPS } from './model.ts';
-import { FIXED, REGRESSIONS } from './regressions.ts';
+import { AWAITING_FIX_HISTORIES, FIXED, REGRESSIONS } from './regressions.ts';
 import { simulate } from './simulator.ts';
 
 const HISTORIES = Number(process.env.SIM_HISTORIES ?? 250);
@@ -86,6 +86,19 @@ describe('the simulated product', () => {
         assert.ok(
           found.some((v) => violation.test(v)),
           `the history no longer shows ${gap}: if its fix landed, set KNOWN_GAPS.${gap} to false (test/sim/model.ts). Violations: ${found.join('; ') || 'none'}`,
+        );
+      } else assert.deepEqual(found, [], found.join('\n'));
+    });
+  }
+
+  for (const { fix, finding, history, violation } of AWAITING_FIX_HISTORIES) {
+    it(`replays the history of ${finding}: the strict invariants show it while AWAITING_FIX.${fix} is on, and it keeps every invariant once it is off`, async () => {
+      const found = violations(await simulate(history, { gaps: NO_GAPS }), NOTHING_AWAITED);
+
+      if (AWAITING_FIX[fix]) {
+        assert.ok(
+          found.some((v) => violation.test(v)),
+          `the history no longer shows the bug: if its fix landed, set AWAITING_FIX.${fix} to false (test/sim/invariants.ts). Violations: ${found.join('; ') || 'none'}`,
         );
       } else assert.deepEqual(found, [], found.join('\n'));
     });

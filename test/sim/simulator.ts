@@ -2,10 +2,10 @@
  * The deterministic simulator: one {@link History} played in one process on driven virtual time.
  * Each deployment (one per key scope) has its handler instances (`createScheduledJobHandler`, each
  * with its own RunDocuments, RunLedger and RunHistory over the shared store, its own wall clock),
- * and its own Cloud Scheduler (ops/local-scheduler.ts's model of the documented rules: attempt
- * deadline, retries with back-off until retryCount and maxRetryDuration are reached, one
- * outstanding execution per job, Force run with the next slot's time, duplicate deliveries, lost
- * answers). Every Firestore operation takes a seeded random latency, so interleavings vary with
+ * and its own Cloud Scheduler (cloud-scheduler.ts: a model written from Scheduler's documentation,
+ * independent of the product's retry rules: attempt deadline, retries with back-off until
+ * retryCount and maxRetryDuration are reached, one outstanding execution per job, Force run with
+ * the next slot's time, duplicate deliveries, lost answers). Every Firestore operation takes a seeded random latency, so interleavings vary with
  * the seed and replay exactly. The jobs are simulated work that records each execution; the
  * invariants (`invariants.ts`) judge the history against those records.
  */
@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { Firestore } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
-import { LocalScheduler, type Delivery as SchedulerDelivery } from '../../ops/local-scheduler.ts';
+import { recordPause, recordResume } from '../../ops/pause-records.ts';
 import { scopeOf } from '../../ops/scope-args.ts';
 import { readHistory } from '../../ops/slot-history.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
@@ -32,10 +32,18 @@ import {
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
-import { asFirestore, GrpcCode, MemoryFirestore, type OpPlan } from './memory-firestore.ts';
+import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
+import {
+  asFirestore,
+  GrpcCode,
+  MemoryFirestore,
+  type OpInfo,
+  type OpPlan,
+} from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
@@ -89,6 +97,38 @@ export interface Answered {
   readonly runId: string | undefined;
 }
 
+/** One request made to the function: when it was sent and when it ended (answered or not). */
+export interface Delivered {
+  readonly deployment: number;
+  readonly source: Source;
+  readonly jobId: string;
+  /** The `X-CloudScheduler-ScheduleTime` header, `''` when none was sent. */
+  readonly scheduleTime: string;
+  readonly sentAt: number;
+  /** When its answer was sent or the request failed (crash, deadline); open if neither. */
+  endedAt: number | undefined;
+  status: number | undefined;
+  outcome: string | undefined;
+}
+
+/** An operator's pause of a job, from its recorded pause to its resume's start, ms. */
+export interface OperatorPause {
+  readonly deployment: number;
+  readonly jobId: string;
+  readonly from: number;
+  to: number;
+}
+
+/** A write by one attempt that landed on its run's record while the record named another. */
+export interface ForeignWrite {
+  readonly at: number;
+  readonly runId: string;
+  readonly writer: string;
+  readonly holder: string;
+  /** The record's status before and after, e.g. `in_progress → completed`. */
+  readonly status: string;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -102,6 +142,16 @@ export interface SimOutcome {
   readonly executions: readonly Execution[];
   readonly logs: readonly LogLine[];
   readonly answers: readonly Answered[];
+  /** Every attempt each deployment's Cloud Scheduler made, by deployment. */
+  readonly schedulerAttempts: readonly (readonly SchedulerAttempt[])[];
+  /** The operator's pauses: a slot inside one is paused, never missed. */
+  readonly operatorPauses: readonly OperatorPause[];
+  /** Completions, extensions and releases that landed on a record naming another attempt. */
+  readonly foreignWrites: readonly ForeignWrite[];
+  /** Every request made to the function, answered or not. */
+  readonly deliveries: readonly Delivered[];
+  /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
+  readonly firestoreTimeoutMs: number;
   /** Each deployment's scope (as run ids have it), jobs per revision and when each revision came. */
   readonly deployments: readonly {
     readonly scope: string;
@@ -142,6 +192,8 @@ export function random(seed: number): () => number {
 }
 
 interface RequestContext {
+  /** The attempt this request's job runs as, once the job started (its claim is then known). */
+  readonly attempt: { id?: string; runId?: string };
   readonly source: Source;
   readonly triggerId: string | undefined;
   readonly deployment: number;
@@ -167,8 +219,10 @@ interface Deployment {
   readonly config: Config;
   readonly revisions: { at: number; specs: readonly JobSpec[]; jobs: readonly DeclaredJob[] }[];
   instances: Instance[];
-  scheduler: LocalScheduler;
+  scheduler: CloudScheduler;
   lastTriggerId: string | undefined;
+  /** The last backfill's requests, for an operator who sends them again. */
+  lastBackfill: readonly Readonly<Record<string, string>>[];
   /** Until when Cloud Scheduler cannot reach the function, ms. */
   outageUntil: number;
 }
@@ -227,6 +281,7 @@ export async function simulate(
   const executions: Execution[] = [];
   const logs: LogLine[] = [];
   const answers: Answered[] = [];
+  const deliveries: Delivered[] = [];
   const errors: unknown[] = [];
   const requests = new AsyncLocalStorage<RequestContext>();
   const leaseMs = history.leaseSeconds * 1000;
@@ -234,32 +289,88 @@ export async function simulate(
   const completedAttempts = new Set<string>();
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
 
+  const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
+  const foreignWrites: ForeignWrite[] = [];
+  const operatorPauses: OperatorPause[] = [];
+  /**
+   * A completion, extension or release by an attempt that landed on its run's record while the
+   * record named another attempt (a claim, which names its own attempt, is never one).
+   */
+  const foreignWrite = (
+    path: string,
+    before: Readonly<Record<string, unknown>> | undefined,
+    after: Readonly<Record<string, unknown>> | undefined,
+  ): ForeignWrite | undefined => {
+    const writer = requests.getStore()?.attempt;
+    if (writer?.id === undefined || path !== `${collection}/${writer.runId}`) return undefined;
+    if (before === undefined || after === undefined) return undefined;
+    if (after.attempt_id !== before.attempt_id) return undefined; // a claim or takeover
+    if (before.attempt_id === writer.id) return undefined;
+    return {
+      at: time.now,
+      runId: String(writer.runId),
+      writer: writer.id,
+      holder: String(before.attempt_id),
+      status: `${String(before.status)} → ${String(after.status)}`,
+    };
+  };
+  /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
+  const hangingUntil = new Map<MachineClock, number>();
+  const isWrite = (op: OpInfo) =>
+    op.kind === 'create' || op.kind === 'update' || op.kind === 'commit' || op.kind === 'delete';
+
+  /**
+   * One Firestore operation's latency and fault, from the seeded PRNG. The operator's reads
+   * (backfill's) and the final audit see no faults.
+   */
+  const planOperation = (op: OpInfo): OpPlan => {
+    const [lo, hi] = history.latency;
+    const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
+    const machine = time.current;
+    if (machine === operator) return plan;
+    // A hanging connection: sent, never reaches the server, never answered.
+    if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
+      return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
+    }
+    // Only histories with late answers draw for them: recorded histories replay as they did.
+    const late = history.lateAnswers ?? 0;
+    if (late > 0 && isWrite(op) && rng() < late) return lateAnswer(plan);
+    if (rng() >= history.faultRate) return plan;
+    const fault = rng();
+    if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
+    if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
+    if (fault < 0.85) return { ...plan, afterMs: firestoreTimeoutMs + 5_000 };
+    // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
+    // fenced update, a guarded batch) answers a conflict.
+    if (isWrite(op) && !gaps.retriedCreate) return { ...plan, retry: true };
+    return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
+  };
+
+  /**
+   * A write that lands and whose answer comes after the client's deadline, or never: the client
+   * rejects (LedgerUnavailableError) while the write has landed.
+   */
+  const lateAnswer = (plan: OpPlan): OpPlan => {
+    if (rng() < 0.5) return { ...plan, hang: true };
+    return { ...plan, afterMs: firestoreTimeoutMs + between(1, 2 * firestoreTimeoutMs) };
+  };
+
   const memory =
     db === undefined
       ? new MemoryFirestore({
           now: () => time.now,
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: options.brokenFencing === true,
+          landed: (path, before, after) => {
+            const foreign = foreignWrite(path, before, after);
+            if (foreign !== undefined) foreignWrites.push(foreign);
+          },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
             if (data.status === 'completed' && typeof data.attempt_id === 'string')
               completedAttempts.add(data.attempt_id);
           },
-          plan: (op): OpPlan => {
-            const [lo, hi] = history.latency;
-            const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
-            // The operator's reads (backfill's) and the final audit see no faults.
-            if (time.current === operator || rng() >= history.faultRate) return plan;
-            const fault = rng();
-            if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
-            if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
-            if (fault < 0.85) return { ...plan, afterMs: 15_000 }; // past FIRESTORE_TIMEOUT_SECONDS
-            // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
-            // fenced update, a guarded batch) answers a conflict.
-            const writes = op.kind === 'create' || op.kind === 'update' || op.kind === 'commit';
-            if (writes && !gaps.retriedCreate) return { ...plan, retry: true };
-            return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
-          },
+          plan: (op): OpPlan => planOperation(op),
         })
       : undefined;
   const store: Firestore =
@@ -272,7 +383,7 @@ export async function simulate(
       LOG_LEVEL: 'info',
       LEASE_SECONDS: String(history.leaseSeconds),
       RETENTION_SECONDS: String(RETENTION_SECONDS),
-      FIRESTORE_TIMEOUT_SECONDS: '10',
+      FIRESTORE_TIMEOUT_SECONDS: String(firestoreTimeoutMs / 1000),
       RUNS_COLLECTION: collection,
       MISSED_RUN_CHECK: db === undefined ? 'on' : 'off',
       ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
@@ -336,6 +447,10 @@ export async function simulate(
         pausedMs: 0,
       };
       executions.push(exec);
+      if (context !== undefined) {
+        context.attempt.id = ctx.attemptId;
+        context.attempt.runId = ctx.runId;
+      }
       instance?.running.add(exec);
       const ms = between(spec.minMs, spec.maxMs);
       const fails = rng() < spec.failRate;
@@ -455,9 +570,27 @@ export async function simulate(
       dep.instances.push(instance);
     }
     const target = instance;
+    const delivered: Delivered = {
+      deployment: dep.index,
+      source,
+      jobId: headers['X-CloudScheduler-JobName'] ?? '',
+      scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
+      sentAt: time.now,
+      endedAt: undefined,
+      status: undefined,
+      outcome: undefined,
+    };
+    deliveries.push(delivered);
+    const ended = () => {
+      delivered.endedAt ??= time.now;
+    };
     return new Promise((resolve, reject) => {
-      const fail = (err: Error) => reject(err);
+      const fail = (err: Error) => {
+        ended();
+        reject(err);
+      };
       target.pending.add(fail);
+      // Scheduler gives up at its deadline; the request goes on at the instance (not ended).
       signal?.addEventListener('abort', () => {
         target.pending.delete(fail);
         reject(new Error('attempt deadline exceeded'));
@@ -465,6 +598,11 @@ export async function simulate(
       const res = response((status, body) => {
         target.pending.delete(fail);
         const b = body as { outcome?: string; runId?: string };
+        if (delivered.endedAt === undefined) {
+          delivered.status = status;
+          delivered.outcome = b.outcome ?? '';
+        }
+        ended();
         answers.push({
           at: time.now,
           deployment: dep.index,
@@ -478,6 +616,7 @@ export async function simulate(
         resolve({ status, body: JSON.stringify(body) });
       });
       const context: RequestContext = {
+        attempt: {},
         source,
         triggerId,
         deployment: dep.index,
@@ -508,8 +647,9 @@ export async function simulate(
       config,
       revisions: [] as Deployment['revisions'],
       instances: [] as Instance[],
-      scheduler: undefined as unknown as LocalScheduler,
+      scheduler: undefined as unknown as CloudScheduler,
       lastTriggerId: undefined as string | undefined,
+      lastBackfill: [] as readonly Readonly<Record<string, string>>[],
       outageUntil: 0,
     };
     return dep;
@@ -521,8 +661,7 @@ export async function simulate(
       jobs: declare(dep.index, history.jobs),
     });
     dep.instances = Array.from({ length: history.instances }, () => startInstance(dep, 0));
-    dep.scheduler = new LocalScheduler({
-      url: 'http://sim.invalid/',
+    dep.scheduler = new CloudScheduler({
       jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
       clock: {
         now: () => time.now,
@@ -534,16 +673,15 @@ export async function simulate(
       random: rng,
       duplicates: history.duplicates,
       dropAnswers: history.dropAnswers,
-      send: (delivery: SchedulerDelivery, signal) => {
-        const slot = Date.parse(delivery.headers['X-CloudScheduler-ScheduleTime'] ?? '');
-        // Scheduler sends a slot before its time only for a Force run.
-        const source: Source = slot > time.now ? 'force' : 'scheduler';
+      send: (headers, signal) => {
+        const header = headers['X-CloudScheduler-ScheduleTime'];
+        // Scheduler sends a slot before its time, or no time, only for a Force run.
+        const source: Source =
+          header === undefined || Date.parse(header) > time.now ? 'force' : 'scheduler';
         if (time.now < dep.outageUntil) {
           return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
         }
-        return time.within(undefined, () =>
-          deliverTo(dep, delivery.headers, source, undefined, signal),
-        );
+        return time.within(undefined, () => deliverTo(dep, headers, source, undefined, signal));
       },
     });
   }
@@ -565,12 +703,45 @@ export async function simulate(
       retentionMs: dep.config.retentionMs,
       forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
     });
-    for (const [i, row] of plan.deliver.entries()) {
+    // As `npm run runs -- --backfill` sends them: marked, so a blocked slot stays missed.
+    const sent = plan.deliver.map((row) =>
+      schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
+    );
+    dep.lastBackfill = sent;
+    await deliverBackfill(dep, sent);
+  };
+
+  /** Delivers a backfill's requests 0.5 s apart. */
+  const deliverBackfill = async (
+    dep: Deployment,
+    sent: readonly Readonly<Record<string, string>>[],
+  ) => {
+    for (const [i, headers] of sent.entries()) {
       if (i > 0) await time.sleep(500);
-      // As `npm run runs -- --backfill` sends it: marked, so a blocked slot stays missed.
-      const headers = schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' });
       await deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
     }
+  };
+
+  /**
+   * `npm run pause -- JOB`, then `ms` later `npm run resume -- JOB`, as ops/pause.ts does each:
+   * the record first, then the Scheduler job. The pause counts from its record to its resume's
+   * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
+   */
+  const operatorPause = async (dep: Deployment, jobId: string, ms: number) => {
+    const { jobDocuments } = storesOf(dep.config);
+    const docId = checkDocumentId(jobId, dep.keyScope);
+    try {
+      await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
+    } catch {
+      return; // already paused (refused): this pause changes nothing
+    }
+    const pause: OperatorPause = { deployment: dep.index, jobId, from: time.now, to: Infinity };
+    operatorPauses.push(pause);
+    dep.scheduler.pause(jobId);
+    await time.sleep(ms);
+    pause.to = time.now;
+    await recordResume(jobDocuments, docId, jobId);
+    dep.scheduler.resume(jobId);
   };
 
   // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
@@ -613,9 +784,18 @@ export async function simulate(
       case 'step':
         if (instance) instance.machine.offsetMs += event.ms;
         return;
+      case 'hang':
+        if (!instance) return;
+        hangingUntil.set(
+          instance.machine,
+          Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
+        );
+        return;
       case 'force':
         try {
-          void dep.scheduler.fire(jobOf(event.job).id);
+          dep.scheduler.fire(jobOf(event.job).id, {
+            withoutScheduleTime: event.withoutScheduleTime === true,
+          });
         } catch {
           // The job is not declared (any more): Scheduler has nothing to force.
         }
@@ -648,12 +828,22 @@ export async function simulate(
         );
         return;
       }
+      case 'operator_pause': {
+        const jobId = jobOf(event.job).id;
+        void time.within(operator, () =>
+          operatorPause(dep, jobId, event.ms).catch((err: unknown) => errors.push(err)),
+        );
+        return;
+      }
       case 'outage':
         dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
         return;
-      case 'backfill':
-        void time.within(operator, () => backfill(dep).catch((err: unknown) => errors.push(err)));
+      case 'backfill': {
+        const resent = event.resend === true && dep.lastBackfill.length > 0;
+        const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
+        void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
         return;
+      }
       case 'redeploy': {
         const last = dep.revisions.at(-1) as Deployment['revisions'][number];
         let specs = last.specs;
@@ -699,7 +889,7 @@ export async function simulate(
     }
     await time.run(stopMs);
     time.within(undefined, () => {
-      for (const dep of deployments) void dep.scheduler.stop();
+      for (const dep of deployments) dep.scheduler.stop();
     });
     // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads,
     // counted from the last resumed pause too (a paused instance carries on where it stopped).
@@ -783,6 +973,11 @@ export async function simulate(
       executions,
       logs,
       answers,
+      deliveries,
+      operatorPauses,
+      foreignWrites,
+      schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
+      firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
         scope: d.scope,
         keyScope: d.keyScope,
