@@ -257,7 +257,7 @@ describe('RunLedger', () => {
       assert.equal(taken.takeover, true);
     });
 
-    it('after a completion never answered, this instance’s next claim does not take the run over: the job ran', async () => {
+    it('after a completion never recorded, this instance’s next claim records it and answers completed: the job ran', async () => {
       const db = faultyWrites('update', ['unavailable', 'unavailable', 'unavailable']);
       const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
       const claim = claimOf(await ledger.claim('run-1'));
@@ -265,8 +265,33 @@ describe('RunLedger', () => {
       await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
       const again = await ledger.claim('run-1');
 
-      assert.equal(again.state, 'in_progress', 'a run whose job ran is not run again at once');
-      assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+      assert.equal(again.state, 'completed', 'a run whose job ran is not run again');
+      const stored = await storedRecord(collection, 'run-1');
+      assert.equal(stored.status, 'completed');
+      assert.equal(stored.attempt_id, claim.attemptId);
+    });
+
+    it('while a completion is being written, this instance answers another claim of the run in_progress', async () => {
+      let finishWrite: () => void = () => {};
+      const db = hookedFirestore({
+        update: async (real: FirebaseFirestore.DocumentReference, args: unknown[]) => {
+          await new Promise<void>((resolve) => {
+            finishWrite = resolve;
+          });
+          const write = real.update as (...a: unknown[]) => Promise<unknown>;
+          return write.apply(real, args);
+        },
+      });
+      const { ledger } = newLedger({ leaseMs: 300_000, timeoutMs: 5_000 }, db);
+      const claim = claimOf(await ledger.claim('run-1'));
+
+      const completing = ledger.complete(claim);
+      const meanwhile = await ledger.claim('run-1');
+      finishWrite();
+
+      assert.equal(meanwhile.state, 'in_progress');
+      assert.equal(await completing, 'recorded');
+      assert.equal((await ledger.claim('run-1')).state, 'completed');
     });
 
     it('after a release never answered, this instance’s next claim takes the run over at once', async () => {

@@ -1,7 +1,7 @@
 /** The lease protocol, every write fenced (docs/how-it-works.md, "The run ledger in detail"). */
 import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
-import { RunOnceError } from './errors.ts';
+import { LedgerUnavailableError, RunOnceError } from './errors.ts';
 import { type Note, type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import {
   claimFields,
@@ -112,6 +112,11 @@ export class RunLedger {
    * held by one of them holds nothing, since no work of this instance runs under it.
    */
   readonly #unanswered = new Map<string, Set<string>>();
+  /**
+   * Attempts of this instance whose work returned but whose completion went unrecorded, by run id:
+   * a later claim here that finds one still holding the record records the completion instead.
+   */
+  readonly #unrecordedCompletions = new Map<string, string>();
 
   constructor(documents: RunDocuments, options: LedgerOptions) {
     this.#documents = documents;
@@ -198,6 +203,13 @@ export class RunLedger {
       const read = await documents.read(runId);
       const own = ours(read, replaced);
       if (own !== undefined) return own;
+      const completed = await this.#completeUnrecorded(runId, read);
+      if (completed === 'conflict') {
+        continue;
+      }
+      if (completed !== undefined) {
+        return { state: 'completed', record: completed };
+      }
       replaced = undefined;
       const decided = this.#isUnanswered(runId, read.record)
         ? ({ decision: 'take_over', record: read.record } as const)
@@ -257,8 +269,15 @@ export class RunLedger {
    * Marks the run completed: `lease_lost` if another attempt took it over (the job may have run twice).
    * @throws {LedgerUnavailableError} if every try failed transiently (the work is done: answer 2xx).
    */
-  complete(claim: Claim): Promise<FenceResult> {
-    return this.#end(claim, 'completion', () => completionUpdate(this.#documents.expireAt()));
+  async complete(claim: Claim): Promise<FenceResult> {
+    const update = () => completionUpdate(this.#documents.expireAt());
+    try {
+      return await this.#end(claim, 'completion', update);
+    } catch (error) {
+      // The work is done: a later claim here records the completion instead of running it again.
+      rememberBounded(this.#unrecordedCompletions, claim.runId, claim.attemptId);
+      throw error;
+    }
   }
   /**
    * Releases the claim after a failed attempt: `failed` with `failure` (the error's message only, cut
@@ -279,9 +298,13 @@ export class RunLedger {
   }
   /** The fenced write that ends our hold of the run (a completion or a release). */
   async #end(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
-    this.#held.delete(claim.runId);
-    const written = await this.#fencedWrite(claim, what, update);
-    return written === 'lease_lost' ? written : 'recorded';
+    try {
+      const written = await this.#fencedWrite(claim, what, update);
+      return written === 'lease_lost' ? written : 'recorded';
+    } finally {
+      // Held until the write settles: a delivery here meanwhile answers in_progress.
+      this.#held.delete(claim.runId);
+    }
   }
   /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
   #claimed(runId: string, attemptId: string, writeTime: Timestamp, previous?: RunRecord) {
@@ -303,14 +326,33 @@ export class RunLedger {
   #rememberUnanswered(runId: string, attemptId: string): void {
     const attempts = this.#unanswered.get(runId) ?? new Set<string>();
     attempts.add(attemptId);
-    this.#unanswered.delete(runId);
-    this.#unanswered.set(runId, attempts);
-    if (this.#unanswered.size > MAX_UNANSWERED_RUNS) {
-      const oldest = this.#unanswered.keys().next().value;
-      if (oldest !== undefined) {
-        this.#unanswered.delete(oldest);
-      }
+    rememberBounded(this.#unanswered, runId, attempts);
+  }
+  /**
+   * Records the completion of a run whose work an attempt of this instance finished but could not
+   * record, when `read` finds that attempt still holding it: the run's record as completed, or
+   * `conflict` if the record changed since the read.
+   */
+  async #completeUnrecorded(
+    runId: string,
+    read: DocumentRead,
+  ): Promise<RunRecord | 'conflict' | undefined> {
+    const { record, updateTime } = read;
+    const attemptId = this.#unrecordedCompletions.get(runId);
+    if (attemptId === undefined || updateTime === undefined) {
+      return undefined;
     }
+    if (!isOwn(attemptId, RunStatus.InProgress, record)) {
+      return undefined;
+    }
+    const update = completionUpdate(this.#documents.expireAt());
+    const written = await this.#documents.write(runId, 'completion', update, updateTime);
+    if (written === 'conflict') {
+      return written;
+    }
+    this.#unrecordedCompletions.delete(runId);
+    const completedAt = written.toDate();
+    return { ...record, status: RunStatus.Completed, leaseExpires: undefined, completedAt };
   }
   /** The record is in progress under an attempt of this instance whose claim or release went unanswered. */
   #isUnanswered(runId: string, record: StoredRecord | undefined): record is RunRecord {
@@ -340,10 +382,18 @@ export class RunLedger {
       }
       if (written !== 'conflict') return written;
       const { record, updateTime } = await this.#documents.read(claim.runId);
-      const retry =
+      const stillOurs =
         isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
-      if (retry && tries < FENCED_WRITE_TRIES) token = updateTime;
-      else return isOwn(claim.attemptId, data[Field.status], record) ? 'recorded' : 'lease_lost';
+      if (!stillOurs) {
+        return isOwn(claim.attemptId, data[Field.status], record) ? 'recorded' : 'lease_lost';
+      }
+      if (tries >= FENCED_WRITE_TRIES) {
+        // Our own writes kept landing unanswered: the lease is still ours, the write not done.
+        throw new LedgerUnavailableError(
+          `the ${what} of run ${claim.runId} met this attempt's own writes, answered late, ${tries} times`,
+        );
+      }
+      token = updateTime;
     }
   }
 }
@@ -370,6 +420,18 @@ export async function reportFailure(
 }
 
 const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;
+
+/** Sets `key` in `map` as its newest entry; past {@link MAX_UNANSWERED_RUNS}, the oldest goes. */
+function rememberBounded<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_UNANSWERED_RUNS) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) {
+      map.delete(oldest);
+    }
+  }
+}
 
 function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
   return typeof written === 'object' && 'guardChanged' in written;

@@ -1,5 +1,5 @@
 /** Which re-runs the function refuses (docs/how-it-works.md, "Re-runs the function refuses"). */
-import { RunStatus, type StoredRecord } from '../core/run-record.ts';
+import { isLeaseLive, RunStatus, type StoredRecord } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotOf } from './missed-run-rules.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
@@ -39,16 +39,18 @@ export async function rerunRefusal(
     );
   }
   const own = (await history.getMany([slotRunId])).records.get(slotRunId);
-  if (own !== undefined) return slotNotFinished(job, scheduleTime, own);
+  if (own !== undefined) return slotNotFinished(job, scheduleTime, own, now);
   const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
   const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);
-  return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined);
+  return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined, now);
 }
 
+/** Why the slot's record is not a finished run to re-run at Firestore's `now`, if it is not. */
 function slotNotFinished(
   job: DeclaredJob,
   scheduleTime: string,
   record: StoredRecord | undefined,
+  now: Date,
 ): RerunRefusal | undefined {
   const deliverIt = `deliver the slot itself with npm run trigger -- ${job.id} --slot ${scheduleTime} (without --rerun)`;
   switch (record?.status) {
@@ -66,6 +68,13 @@ function slotNotFinished(
     case RunStatus.Skipped:
       return undefined;
     case RunStatus.InProgress:
+      if (!isLeaseLive(record, now)) {
+        // Its attempt died: nothing runs, and the slot's own run is still due.
+        return {
+          refusal: 'invalid',
+          message: `Re-run refused: slot ${scheduleTime} of ${job.id} was left in progress by an attempt whose lease lapsed, not finished, so its own run is still due: ${deliverIt}. Nothing was run.`,
+        };
+      }
       return {
         refusal: 'running',
         message: `Re-run not started: slot ${scheduleTime} of ${job.id} is running now; re-run it after it finishes.`,
