@@ -27,7 +27,8 @@ import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.t
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
-import type { Delivered, Execution, SimOutcome } from './simulator.ts';
+import { isCalm } from './model.ts';
+import type { Answered, Delivered, Execution, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -320,6 +321,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
   if (!outcome.emulator) found.push(...successLeavesFinalRun(outcome));
 
+  // 11. In a calm history, every slot Scheduler delivered ran, and nothing failed or was reported.
+  found.push(...calmSlotsRan(outcome));
+
   // 9. No completion, extension or release lands on a record naming another attempt.
   // Attempts are named by their executions: attempt ids are random, and a replay must read alike.
   const byAttempt = new Map(executions.map((e) => [e.attemptId, e]));
@@ -558,6 +562,58 @@ export function successLeavesFinalRun(outcome: SimOutcome): string[] {
     found.push(
       `${answer.jobId}@${answer.scheduleTime || '(no schedule time)'} (${answer.source}) answered ${answer.status} ${answer.outcome} at ${iso(answer.at)}, but its run ${answer.runId.slice(0, 12)} ended ${String(status ?? 'absent')}, unreported: Scheduler stopped retrying a run that is not done`,
     );
+  }
+  return found;
+}
+
+/**
+ * Invariant 11, liveness: in a calm history ({@link isCalm}) nothing excuses a slot that did not run.
+ * Every answer to Scheduler is a success or a refusal by a live run (`in_progress`, `skipped`,
+ * `waiting`), never a 5xx; every slot Scheduler delivered executed, unless it was answered
+ * `skipped`; and no slot is reported missed or failed after retries.
+ */
+export function calmSlotsRan(outcome: SimOutcome): string[] {
+  if (!isCalm(outcome.history)) {
+    return [];
+  }
+  const found: string[] = [];
+  const executed = new Set(
+    outcome.executions.map((e) => `${e.deployment} ${e.jobId} ${e.scheduleTime}`),
+  );
+  const delivered = new Map<string, Answered[]>();
+  for (const answer of outcome.answers) {
+    if (answer.source !== 'scheduler') {
+      continue;
+    }
+    if (answer.status >= 500) {
+      found.push(
+        `calm history: ${answer.jobId}@${answer.scheduleTime} answered ${answer.status} ${answer.outcome} at ${iso(answer.at)}, with nothing failing`,
+      );
+    }
+    const key = `${answer.deployment} ${answer.jobId} ${Date.parse(answer.scheduleTime)}`;
+    delivered.set(key, [...(delivered.get(key) ?? []), answer]);
+  }
+  for (const [key, answers] of delivered) {
+    const skipped = answers.some((a) => a.outcome === 'skipped');
+    if (!executed.has(key) && !skipped) {
+      const [first] = answers;
+      found.push(
+        `calm history: ${first?.jobId}@${first?.scheduleTime} was delivered (${answers.map((a) => `${a.status} ${a.outcome}`).join(', ')}) but never ran`,
+      );
+    }
+  }
+  for (const line of outcome.logs) {
+    if (line.message !== MISSED_RUN && line.message !== FAILED_AFTER_RETRIES) {
+      continue;
+    }
+    // A slot after Scheduler stopped was never delivered: its report is due.
+    const deployment = /^d(\d+)-/.exec(line.instance)?.[1];
+    const slotMs = Date.parse(String(line.fields.slot));
+    if (delivered.has(`${deployment} ${String(line.fields.jobName)} ${slotMs}`)) {
+      found.push(
+        `calm history: ${line.message} for ${String(line.fields.jobName)}@${String(line.fields.slot)} at ${iso(line.at)}, with nothing failing`,
+      );
+    }
   }
   return found;
 }

@@ -242,6 +242,8 @@ export function historyArbitrary(
       // slot (a minute), so a claim answered late can strand its slot's neighbours.
       firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
       clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
+      // One history in four is calm (CALM_HISTORY): there, every slot must run.
+      calm: fc.constantFrom(false, false, false, true),
     })
     .chain((base) =>
       fc
@@ -250,7 +252,10 @@ export function historyArbitrary(
           events: fc.array(eventArbitrary(base, gaps, emulator), { maxLength: emulator ? 3 : 8 }),
         })
         .map(({ jobs, events }) => {
-          const { jobCount: _, ...rest } = base;
+          const { jobCount: _, calm, ...rest } = base;
+          if (calm) {
+            return calmed({ ...rest, jobs, events });
+          }
           const shared = gaps.overlapAcrossScopes && base.scopes.length > 1;
           return {
             ...rest,
@@ -267,6 +272,36 @@ export function historyArbitrary(
     )
     .filter((h) => !(gaps.overlapAfterCrash && hasCrashWithOverlap(h)))
     .filter((h) => !(gaps.skippedBackfill && hasBackfillIntoSkip(h)));
+}
+
+/**
+ * A calm history: no fault of Firestore or the network, no operator or environment event, jobs that
+ * never fail and end within their attempt deadline and before their next slot. Nothing excuses a
+ * slot there that did not run (the invariants' `calmSlotsRan`), so a product that refuses, crashes
+ * or reports runs it should have run is caught, not excused as an outage.
+ */
+export function isCalm(h: History): boolean {
+  const quiet =
+    h.events.length === 0 && h.faultRate === 0 && h.dropAnswers === 0 && (h.lateAnswers ?? 0) === 0;
+  return quiet && h.jobs.every(isCalmJob);
+}
+
+/** The shortest gap between two slots of the simulated schedules, ms. */
+const SHORTEST_GAP_MS = MINUTE;
+
+function isCalmJob(job: JobSpec): boolean {
+  const endsInTime = job.maxMs < Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS);
+  return job.failRate === 0 && endsInTime;
+}
+
+/** `h` made calm ({@link isCalm}): its faults and events dropped, its jobs reliable and short. */
+function calmed(h: History): History {
+  const jobs = h.jobs.map((job) => {
+    const limitMs = Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS) - 1_000;
+    const maxMs = Math.min(job.maxMs, limitMs);
+    return { ...job, failRate: 0, maxMs, minMs: Math.min(job.minMs, maxMs) };
+  });
+  return { ...h, jobs, events: [], faultRate: 0, dropAnswers: 0, lateAnswers: 0 };
 }
 
 function hasCrashWithOverlap(h: History): boolean {
