@@ -1,7 +1,8 @@
 /**
  * `npm run mutate:survivors`: the unit and emulator tests (`npm run build`, `test:unit`,
  * `test:e2e`) over the survivors of `npm run mutate` only, read from its JSON report
- * (`scripts/mutation-survivors.ts`). Some 4 minutes a mutant here; an evening holds ~100.
+ * (`scripts/mutation-survivors.ts`). 4 to 6 minutes a mutant here; an evening holds
+ * some 50.
  * `npm run mutate:score` then prints both scores and what survived both.
  */
 
