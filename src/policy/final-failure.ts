@@ -5,7 +5,7 @@ import type { Attempt } from '../core/run-once.ts';
 import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from './missed-runs.ts';
-import { makesRetry } from './retry-policy.ts';
+import { makesRetry, retryWindowMs } from './retry-policy.ts';
 
 /** How long before it reached the function an attempt's request may have begun, ms. */
 const REQUEST_SLACK_MS = 10_000;
@@ -30,9 +30,11 @@ export function finalFailureReporter(
     const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
     // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
     const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
-    const decidedAt = Math.min((await clock()).getTime(), deadline);
+    const now = (await clock()).getTime();
+    const decidedAt = Math.min(now, deadline);
     // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
     if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) return undefined;
+    if (retryMayBePending(job, attempt.firstClaimedAt, now)) return undefined;
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };
@@ -40,6 +42,23 @@ export function finalFailureReporter(
     logger.error({ ...fields, lastError, reportedBy: 'attempt', reporter }, FAILED_AFTER_RETRIES);
     return reporter;
   };
+}
+
+/**
+ * Whether a retry Scheduler decided on before `nowMs` may still be on its way. A duplicate delivery
+ * of an earlier attempt can run the job while Scheduler's own later attempts met its lease and
+ * failed, so neither the record's attempt count nor this attempt's timing says where Scheduler's
+ * retries stand. What bounds them: every retry arrives before the first attempt (at or before the
+ * first claim) plus `maxRetryDuration` when `retryCount` is 0, and within the retry window
+ * otherwise (found by the simulator's Scheduler model, issue 40).
+ */
+function retryMayBePending(job: DeclaredJob, firstClaimedAt: Date, nowMs: number): boolean {
+  const sinceFirstClaimMs = nowMs - firstClaimedAt.getTime();
+  if (job.retryCount === 0) {
+    const durationMs = job.maxRetryDurationSeconds * 1000;
+    return durationMs > 0 && sinceFirstClaimMs < durationMs;
+  }
+  return sinceFirstClaimMs < retryWindowMs(job);
 }
 
 /** Logged (WARN) when a final failure's release, its report logged, found the lease lost. */

@@ -74,6 +74,32 @@ describe('finalFailureReporter', () => {
     assert.deepEqual(lines(), []);
   });
 
+  it('neither reports nor logs while a retry Scheduler decided on during the job may still come (a duplicate ran the job)', async () => {
+    // Scheduler's attempt 1 came twice: one copy ran the job 43 s; the other met its lease (409)
+    // and Scheduler retried it. This attempt's own timing (43 s + a 17 s back-off, a 60 s limit)
+    // says no retry follows, but Scheduler's retries decided meanwhile arrive up to 60 s in.
+    const { logger, lines } = logs();
+    const [limited] = validateJobs([
+      defineJob({
+        id: 'limited',
+        schedule: '* * * * *',
+        retryCount: 0,
+        maxRetryDurationSeconds: 60,
+        minBackoffSeconds: 17,
+        maxBackoffSeconds: 20,
+        maxDoublings: 0,
+        attemptDeadlineSeconds: 54,
+        run: () => {},
+      }),
+    ]);
+    const report = finalFailureReporter(limited as never, SLOT, at(0), async () => at(43), logger);
+
+    assert.equal(await report(attempt(at(0)), 'the export failed'), undefined);
+    assert.deepEqual(lines(), []);
+    const late = finalFailureReporter(limited as never, SLOT, at(30), async () => at(61), logger);
+    assert.equal(typeof (await late(attempt(at(0)), 'the export failed')), 'string');
+  });
+
   it('neither reports nor logs when a retry can follow', async () => {
     const { logger, lines } = logs();
     const [retried] = validateJobs([
