@@ -252,7 +252,11 @@ export function historyArbitrary(
           events: fc.array(eventArbitrary(base, gaps, emulator), { maxLength: emulator ? 3 : 8 }),
         })
         .map(({ jobs, events }) => {
-          const { jobCount: _, calm, ...rest } = base;
+          const { jobCount: _, calm, ...fields } = base;
+          // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
+          // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
+          const shortestLease = 3 * fields.firestoreTimeoutSeconds;
+          const rest = { ...fields, leaseSeconds: Math.max(fields.leaseSeconds, shortestLease) };
           if (calm) {
             return calmed({ ...rest, jobs, events });
           }

@@ -149,13 +149,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     ],
   },
   {
-    name: 'final-failure-a-retry-early',
-    breaks: 'the failing attempt reports its final failure while a retry is still to come',
+    name: 'final-failure-ignores-pending-retry',
+    breaks:
+      'the failing attempt reports its final failure while a retry Scheduler decided on is coming',
     edits: [
       {
         file: 'src/policy/final-failure.ts',
-        find: 'makesRetry(job, attempt.attempts - 1,',
-        replace: 'makesRetry(job, attempt.attempts,',
+        find: 'if (retryMayBePending(job, attempt.firstClaimedAt, now)) return undefined;',
+        replace: '',
       },
     ],
   },
