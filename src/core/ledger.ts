@@ -67,7 +67,8 @@ export type ClaimResult =
 export type FenceResult = 'recorded' | 'lease_lost';
 
 /** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
-export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'>;
+export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'> &
+  Partial<Pick<RunLedger, 'holds'>>;
 
 /** Ledger settings, ms. */
 export interface LedgerOptions {
@@ -127,6 +128,10 @@ export class RunLedger {
   /** A ledger on its own {@link RunDocuments} over `db`. */
   static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
+  }
+  /** Whether an attempt of this instance holds `runId` now: claimed, not yet completed or released. */
+  holds(runId: string): boolean {
+    return this.#held.has(runId);
   }
   /** The runs collection this ledger writes, to share with readers of the history. */
   get documents(): RunDocuments {

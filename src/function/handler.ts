@@ -131,7 +131,15 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
   const { history, jobDocuments } = deps;
   // An older revision's claim follows its lock write within a few Firestore operations.
   const claimWindowMs = CLAIM_WINDOW_OPERATIONS * deps.config.firestoreTimeoutMs;
-  const stores = { history, jobDocuments, leaseMs: deps.config.leaseMs, claimWindowMs };
+  const { ledger } = deps;
+  const heldHere = (id: string) => ledger.holds?.(id) === true;
+  const stores = {
+    history,
+    jobDocuments,
+    leaseMs: deps.config.leaseMs,
+    claimWindowMs,
+    heldHere,
+  };
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
     const decided = await step(deps, knownNow, () => decideOverlap(stores, job, run, plan));
     if (isAnswer(decided)) return decided;

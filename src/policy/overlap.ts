@@ -30,6 +30,11 @@ export interface OverlapStores {
   readonly jobDocuments: RunDocuments;
   readonly leaseMs: number;
   readonly claimWindowMs: number;
+  /**
+   * Whether this instance holds run `runId` now (its work still running here): such a holder is
+   * live whatever its record's lease says, since its lease may have lapsed while extensions failed.
+   */
+  readonly heldHere?: (runId: string) => boolean;
 }
 
 /**
@@ -59,13 +64,16 @@ export async function checkOverlap(
   const { records, readTime } =
     ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
   const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
-  const previousLive = previousRecord !== undefined && isLeaseLive(previousRecord, readTime);
+  const heldHere = (id: string) => stores.heldHere?.(id) === true;
+  const previousLive =
+    (previousRecord !== undefined && isLeaseLive(previousRecord, readTime)) ||
+    (previousRunId !== undefined && heldHere(previousRunId));
   if (previousRunId !== undefined && previousLive) return { action: 'held', by: previousRunId };
   if (holder !== undefined) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
     if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
-    const holderLive = record !== undefined && isLeaseLive(record, readTime);
+    const holderLive = (record !== undefined && isLeaseLive(record, readTime)) || heldHere(holder);
     const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
     // No record: an older revision's claim still to come after its lock, or a record deleted (a
     // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
