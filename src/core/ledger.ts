@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
 import { LedgerUnavailableError, RunOnceError } from './errors.ts';
 import { type Note, type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
+import { rememberBounded } from './recent-runs.ts';
 import {
   claimFields,
   completionUpdate,
@@ -86,8 +87,6 @@ export interface LedgerOptions {
  * and widens it at the first beat (a third of it), leaving a timeout for that write to land.
  */
 export const CLAIM_LEASE_TIMEOUTS = 3;
-/** How many runs' unanswered attempts an instance remembers (the oldest is forgotten first). */
-const MAX_UNANSWERED_RUNS = 1000;
 
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
@@ -425,18 +424,6 @@ export async function reportFailure(
 }
 
 const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;
-
-/** Sets `key` in `map` as its newest entry; past {@link MAX_UNANSWERED_RUNS}, the oldest goes. */
-function rememberBounded<V>(map: Map<string, V>, key: string, value: V): void {
-  map.delete(key);
-  map.set(key, value);
-  if (map.size > MAX_UNANSWERED_RUNS) {
-    const oldest = map.keys().next().value;
-    if (oldest !== undefined) {
-      map.delete(oldest);
-    }
-  }
-}
 
 function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
   return typeof written === 'object' && 'guardChanged' in written;
