@@ -289,7 +289,7 @@ class AttemptScope {
     } catch (err) {
       this.#failures++;
       this.#options.logger.warn(
-        { err, failedExtensions: this.#failures },
+        { err, failedExtensions: this.#failures, attemptId: this.#claim.attemptId },
         'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
       );
     }
@@ -299,6 +299,7 @@ class AttemptScope {
     if (this.#lapseWarned || !this.#stalled()) return;
     this.#lapseWarned = true;
     this.#options.logger.warn(
+      { attemptId: this.#claim.attemptId },
       'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
     );
   }
@@ -327,7 +328,7 @@ class AttemptScope {
           : 'although no extension had failed (the record was changed by someone else)';
     const lost = `another attempt took this run over ${why}`;
     this.#options.logger.warn(
-      { failedExtensions: this.#failures },
+      { failedExtensions: this.#failures, attemptId: this.#claim.attemptId },
       `lease lost: ${lost}; aborting the job`,
     );
     this.#controller.abort(new AttemptAbortedError('lease_lost', lost));
@@ -339,16 +340,17 @@ class AttemptScope {
     write: () => Promise<FenceResult>,
   ): Promise<[FenceResult | 'unrecorded', { leaseLoss?: LeaseLossCause }]> {
     const { logger } = this.#options;
+    const { attemptId } = this.#claim;
     try {
       const result = await write();
       if (result !== 'lease_lost') return [result, {}];
       const leaseLoss = this.#causeOfLoss();
-      logger.warn({ fence: what, leaseLoss }, LEASE_LOSS_MESSAGES[leaseLoss]);
+      logger.warn({ fence: what, leaseLoss, attemptId }, LEASE_LOSS_MESSAGES[leaseLoss]);
       return [result, { leaseLoss }];
     } catch (err) {
       if (!(err instanceof LedgerUnavailableError)) throw err;
       logger.error(
-        { err, fence: what },
+        { err, fence: what, attemptId },
         what === 'completion'
           ? 'the job succeeded but its completion could not be recorded; a later delivery of this run may run it again'
           : 'the claim could not be released; a retry on this instance takes it over at once, on another it gets 409 until the lease lapses',

@@ -64,7 +64,7 @@ function lateExtensionLoss(e: Execution, outcome: SimOutcome): boolean {
  * or its extensions failed (Firestore unreachable). Then another run may hold the job meanwhile.
  */
 function leaseLostToEnvironment(e: Execution, outcome: SimOutcome): boolean {
-  if (e.pausedMs >= outcome.leaseMs / 3) return true;
+  if (e.pausedMs >= shortestLeaseMs(outcome) / 3) return true;
   // Its completion could not be recorded (Firestore unavailable): the product says so.
   return outcome.logs.some(
     (l) =>
@@ -89,6 +89,16 @@ function extensionsFailedBefore(e: Execution, at: number, outcome: SimOutcome): 
       Number(l.fields.failedExtensions) >= 2 &&
       l.at <= at,
   );
+}
+
+/**
+ * The shortest lease a run holds, ms: a claim's own (three Firestore timeouts, at most the lease)
+ * until its first beat widens it to the lease. A pause of a third of it can let it lapse.
+ */
+function shortestLeaseMs(outcome: SimOutcome): number {
+  const history = outcome.history as SimOutcome['history'] | undefined;
+  const timeoutMs = (history?.firestoreTimeoutSeconds ?? 10) * 1000;
+  return Math.min(outcome.leaseMs, 3 * timeoutMs);
 }
 
 /**
