@@ -878,6 +878,20 @@ export async function simulate(
   };
 
   const stopMs = startMs + history.spanMs;
+  /** Runs virtual time on from `fromMs` a minute at a time (30 at most) while a request is open. */
+  const untilRequestsEnd = async (fromMs: number, marginMs: number): Promise<number> => {
+    const open = () => deliveries.some((d) => d.endedAt === undefined);
+    let atMs = fromMs;
+    for (let minutes = 0; minutes < 30 && open(); minutes++) {
+      atMs += 60_000;
+      await time.run(atMs);
+    }
+    if (atMs === fromMs) {
+      return fromMs;
+    }
+    await time.run(atMs + 2 * marginMs);
+    return atMs + 2 * marginMs;
+  };
   time.install();
   try {
     time.within(undefined, () => {
@@ -900,9 +914,11 @@ export async function simulate(
     );
     const drainedMs = resumedMs + longest + 2 * leaseMs + 120_000;
     await time.run(drainedMs);
+    // A backfill delivers old slots one after another, past the drain: the final check comes once
+    // no request is still open (the check's cursor stops at a run in flight), then a lease later.
+    const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
-    const finalMs = drainedMs;
     const audits = time.within(operator, () =>
       Promise.all(
         (db === undefined ? deployments : []).flatMap((dep) => {
