@@ -404,8 +404,10 @@ export class RunLedger {
 
 /**
  * Marks a run's final failure reported (the missed-run check), fenced on `token` from the read that
- * judged it: `reported`, or `exists` if the record changed since. With `lapsedError`, a lapsed
- * `in_progress` record is ended `failed` too (the one write by anyone but the record's attempt).
+ * judged it: the write's time, or `exists` if the record changed since. With `lapsedError`, a lapsed
+ * `in_progress` record is ended `failed` too: the one write to a run record by anyone but the
+ * record's attempt, safe because it is fenced on the read that found the lease lapsed (a beat that
+ * landed since changes the record's update time, and the write then finds `exists`).
  * @throws {LedgerUnavailableError} if Firestore fails.
  */
 export async function reportFailure(
@@ -414,13 +416,13 @@ export async function reportFailure(
   token: Timestamp,
   reporter: string,
   lapsedError?: string,
-): Promise<'reported' | 'exists'> {
+): Promise<Timestamp | 'exists'> {
   const update =
     lapsedError === undefined
       ? reportedUpdate(reporter)
       : failureUpdate(lapsedError, documents.expireAt(), reporter);
   const marked = await documents.write(runId, 'failed-run report', update, token);
-  return marked === 'conflict' ? 'exists' : 'reported';
+  return marked === 'conflict' ? 'exists' : marked;
 }
 
 const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;

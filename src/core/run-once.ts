@@ -289,8 +289,13 @@ class AttemptScope {
     } catch (err) {
       this.#failures++;
       this.#options.logger.warn(
-        { err, failedExtensions: this.#failures, attemptId: this.#claim.attemptId },
-        'lease extension failed; retrying at the next beat (two more failures in a row lose the lease)',
+        {
+          err,
+          failedExtensions: this.#failures,
+          attemptId: this.#claim.attemptId,
+          leaseMs: this.#claim.leaseMs,
+        },
+        'lease extension failed; retrying at the next beat (the lease is lost if none lands before it lapses)',
       );
     }
   }

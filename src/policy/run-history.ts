@@ -1,11 +1,7 @@
 /** Run history: records read by run id in batches (no query, no index), and the reports. */
 import type { Timestamp } from '@google-cloud/firestore';
-import {
-  failureUpdate,
-  missedDocument,
-  reportedUpdate,
-  skippedDocument,
-} from '../core/record-writes.ts';
+import { reportFailure } from '../core/ledger.ts';
+import { missedDocument, skippedDocument } from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
 import {
@@ -157,11 +153,9 @@ export class RunHistory {
     lapsed = false,
   ): Promise<Report> {
     const marked = unloggedReporter(reporter);
-    const update = lapsed
-      ? failureUpdate(LAPSED_ERROR, this.#documents.expireAt(), marked)
-      : reportedUpdate(marked);
-    const written = await this.#documents.write(runId, 'failed-run report', update, updateTime);
-    return written === 'conflict' ? 'exists' : { writtenAt: written };
+    const lapsedError = lapsed ? LAPSED_ERROR : undefined;
+    const written = await reportFailure(this.#documents, runId, updateTime, marked, lapsedError);
+    return written === 'exists' ? 'exists' : { writtenAt: written };
   }
   /**
    * Acknowledges that `reporter`'s report of `runId` was logged, fenced on `token` (its write, or
