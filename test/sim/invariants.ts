@@ -335,7 +335,8 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
         }
         // Before the job's first record the check does not report (the job may not have existed).
         if (!seenRecord && record === undefined) continue;
-        if (paused) continue; // a paused slot is neither run nor reported
+        // A paused slot is neither run nor reported; so may be one the resume's write was landing over.
+        if (paused || resumingSlot(outcome, d, jobId, slot.getTime())) continue;
         found.push(
           `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
             (byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
@@ -645,6 +646,17 @@ export function calmSlotsRan(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Whether `slotMs` fell while the operator's resume of job `jobId` was being written: the resume
+ * counts from its write's server time, somewhere between its start and its answer, so the product
+ * may judge such a slot paused (and Scheduler, resumed after the write, never delivered it).
+ */
+function resumingSlot(outcome: SimOutcome, d: number, jobId: string, slotMs: number): boolean {
+  return outcome.operatorPauses.some(
+    (p) => p.deployment === d && p.jobId === jobId && p.to <= slotMs && slotMs < p.resumeLanded,
+  );
 }
 
 /** Whether the operator had job `jobId` of deployment `d` paused at `slotMs` (pause to resume). */

@@ -68,7 +68,10 @@ export interface Execution {
   readonly start: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
-  /** It returned, but its instance crashed before the delivery's answer: its completion may not have landed. */
+  /**
+   * It returned or threw, but its instance crashed before the delivery's answer: its completion or
+   * release may not have landed.
+   */
   crashedBeforeAnswer?: boolean;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
@@ -117,6 +120,8 @@ export interface OperatorPause {
   readonly jobId: string;
   readonly from: number;
   to: number;
+  /** When the resume's record write was answered: it landed at some time in [`to`, this]. */
+  resumeLanded: number;
 }
 
 /** A write by one attempt that landed on its run's record while the record named another. */
@@ -540,11 +545,14 @@ export async function simulate(
       exec.end = time.now;
     }
     instance.running.clear();
-    // A job that returned, whose completion write may still be in flight: the crash can lose it.
+    // A job that ended, whose completion or release may still be in flight: the crash can lose it.
     for (const exec of executions) {
-      if (exec.instance !== instance.machine.name || exec.result !== 'returned') continue;
+      const ended = exec.result === 'returned' || exec.result === 'threw';
+      if (exec.instance !== instance.machine.name || !ended) continue;
       const answered = logs.some(
-        (l) => l.fields.attemptId === exec.attemptId && typeof l.fields.completion === 'string',
+        (l) =>
+          l.fields.attemptId === exec.attemptId &&
+          (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
       );
       if (!answered) exec.crashedBeforeAnswer = true;
     }
@@ -735,12 +743,19 @@ export async function simulate(
     } catch {
       return; // already paused (refused): this pause changes nothing
     }
-    const pause: OperatorPause = { deployment: dep.index, jobId, from: time.now, to: Infinity };
+    const pause: OperatorPause = {
+      deployment: dep.index,
+      jobId,
+      from: time.now,
+      to: Infinity,
+      resumeLanded: Infinity,
+    };
     operatorPauses.push(pause);
     dep.scheduler.pause(jobId);
     await time.sleep(ms);
     pause.to = time.now;
     await recordResume(jobDocuments, docId, jobId);
+    pause.resumeLanded = time.now;
     dep.scheduler.resume(jobId);
   };
 
