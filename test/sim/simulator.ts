@@ -124,6 +124,12 @@ export interface OperatorPause {
   resumeLanded: number;
 }
 
+/** One landed write of an attempt's lease: when it landed and until when it leased the run, ms. */
+export interface LeaseEnd {
+  readonly landedAt: number;
+  readonly expires: number;
+}
+
 /** A write by one attempt that landed on its run's record while the record named another. */
 export interface ForeignWrite {
   readonly at: number;
@@ -153,6 +159,11 @@ export interface SimOutcome {
   readonly operatorPauses: readonly OperatorPause[];
   /** Completions, extensions and releases that landed on a record naming another attempt. */
   readonly foreignWrites: readonly ForeignWrite[];
+  /**
+   * When each attempt's lease ended, by the writes of it that landed (claims, takeovers,
+   * extensions, notes: `leased_at` + `lease_ms`), in the order they landed (memory store only).
+   */
+  readonly leaseEnds: ReadonlyMap<string, readonly LeaseEnd[]>;
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -296,6 +307,17 @@ export async function simulate(
 
   const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
   const foreignWrites: ForeignWrite[] = [];
+  const leaseEnds = new Map<string, LeaseEnd[]>();
+  /** Notes the lease an `in_progress` record's landed write gives its attempt. */
+  const noteLease = (after: Readonly<Record<string, unknown>> | undefined) => {
+    if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') return;
+    const leasedAt = after.leased_at as { toMillis?: () => number } | undefined;
+    const leaseMs = Number(after.lease_ms);
+    if (typeof leasedAt?.toMillis !== 'function' || !Number.isFinite(leaseMs)) return;
+    const list = leaseEnds.get(after.attempt_id) ?? [];
+    list.push({ landedAt: time.now, expires: leasedAt.toMillis() + leaseMs });
+    leaseEnds.set(after.attempt_id, list);
+  };
   const operatorPauses: OperatorPause[] = [];
   /**
    * A completion, extension or release by an attempt that landed on its run's record while the
@@ -367,6 +389,7 @@ export async function simulate(
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: options.brokenFencing === true,
           landed: (path, before, after) => {
+            noteLease(after);
             const foreign = foreignWrite(path, before, after);
             if (foreign !== undefined) foreignWrites.push(foreign);
           },
@@ -1007,6 +1030,7 @@ export async function simulate(
       deliveries,
       operatorPauses,
       foreignWrites,
+      leaseEnds,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
