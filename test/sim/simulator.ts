@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import type { Firestore } from '@google-cloud/firestore';
+import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
 import { recordPause, recordResume } from '../../ops/pause-records.ts';
@@ -37,6 +37,12 @@ import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
+import {
+  type ForeignStore,
+  repairLockHolder,
+  writeForeignLock,
+  writeForeignRecord,
+} from './foreign-writes.ts';
 import {
   asFirestore,
   GrpcCode,
@@ -129,6 +135,36 @@ export interface ForeignWrite {
   readonly status: string;
 }
 
+/** An instance that died right after one of its logged writes landed, before its log line. */
+export interface CrashAfterWrite {
+  readonly at: number;
+  readonly instance: string;
+  readonly write: LoggedWrite;
+  readonly path: string;
+}
+
+/** A write whose log line comes after its answer: its instance may die between the two. */
+export type LoggedWrite = 'claim' | 'completion' | 'report';
+
+/** A run record another version wrote, or a lock's holder it named. */
+export interface ForeignRecord {
+  readonly at: number;
+  readonly deployment: number;
+  readonly jobId: string;
+  /**
+   * `unknown_status`: a status this version does not know; `extra_fields`: fields it never
+   * writes; `absent`: a lock's holder never recorded; `repaired`: this version's record of a dead
+   * holder, deleted by a `repair`.
+   */
+  readonly kind: 'unknown_status' | 'extra_fields' | 'absent' | 'repaired';
+  /** Written as a lock's holder (`foreign_lock`), when its lock landed, ms. */
+  readonly lockedAt?: number;
+  /** When a `repair` deleted it, ms. */
+  deletedAt?: number;
+  /** When another `foreign_lock` replaced its lock, ms: the lock names it no more. */
+  replacedAt?: number;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -148,6 +184,10 @@ export interface SimOutcome {
   readonly operatorPauses: readonly OperatorPause[];
   /** Completions, extensions and releases that landed on a record naming another attempt. */
   readonly foreignWrites: readonly ForeignWrite[];
+  /** The instances that died right after a logged write landed (`crashAfterWrite`). */
+  readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** The records and locks another version wrote (`foreign_record`, `foreign_lock`), by run id. */
+  readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -178,6 +218,12 @@ const COLLECTION = 'runs';
 /** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
  * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
 const RETENTION_SECONDS = 3600;
+
+/**
+ * When the check after the final one comes (after an instance died), ms after the final check:
+ * the model's cadence of checks, the job's next due delivery (hourly in production, sooner here).
+ */
+const LATER_CHECK_MS = 5 * 60_000;
 
 /** A seeded PRNG (mulberry32): the simulator's only randomness. */
 export function random(seed: number): () => number {
@@ -314,6 +360,38 @@ export async function simulate(
       status: `${String(before.status)} → ${String(after.status)}`,
     };
   };
+  const crashesAfterWrite: CrashAfterWrite[] = [];
+  const foreignRecords = new Map<string, ForeignRecord>();
+  /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
+  const instanceOf = new Map<MachineClock, { dep: Deployment; instance: Instance }>();
+  /** How many instances died (crashed, or killed after SIGTERM): a report may be left unlogged. */
+  let deaths = 0;
+  /**
+   * The `crashAfterWrite` fault: the instance whose logged write ({@link loggedWriteOf}) this is
+   * dies as it lands, before the answer reaches it: its timers never fire again, so the log line
+   * that would report the write never comes and its requests are never answered.
+   */
+  const dieAfterLoggedWrite = (
+    path: string,
+    before: DocumentData | undefined,
+    after: DocumentData | undefined,
+  ): void => {
+    const chance = history.crashAfterWrite ?? 0;
+    if (chance === 0 || !path.startsWith(`${collection}/`)) {
+      return;
+    }
+    const write = loggedWriteOf(before, after);
+    const machine = time.current;
+    const owner = machine === undefined ? undefined : instanceOf.get(machine);
+    if (write === undefined || owner === undefined || owner.instance.machine.dead) {
+      return;
+    }
+    if (rng() >= chance) {
+      return;
+    }
+    crashesAfterWrite.push({ at: time.now, instance: owner.instance.name, write, path });
+    crash(owner.dep, owner.instance);
+  };
   /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
   const hangingUntil = new Map<MachineClock, number>();
   const isWrite = (op: OpInfo) =>
@@ -364,6 +442,7 @@ export async function simulate(
           landed: (path, before, after) => {
             const foreign = foreignWrite(path, before, after);
             if (foreign !== undefined) foreignWrites.push(foreign);
+            dieAfterLoggedWrite(path, before, after);
           },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
@@ -519,7 +598,7 @@ export async function simulate(
         shutdown,
       }),
     );
-    return {
+    const instance: Instance = {
       name,
       machine,
       revision,
@@ -529,11 +608,14 @@ export async function simulate(
       pending: new Set(),
       running: new Set(),
     };
+    instanceOf.set(machine, { dep, instance });
+    return instance;
   };
 
   const crash = (dep: Deployment, instance: Instance) => {
     if (instance.machine.dead) return;
     instance.machine.dead = true;
+    deaths++;
     instance.serving = false;
     for (const exec of instance.running) {
       exec.result = 'crashed';
@@ -744,6 +826,64 @@ export async function simulate(
     dep.scheduler.resume(jobId);
   };
 
+  /** Where another version (or the operator's repair) writes: the shared store, on true time. */
+  const foreignStore: ForeignStore = {
+    store,
+    collection,
+    now: () => time.now,
+    retentionMs: RETENTION_SECONDS * 1000,
+    randomRunId: () =>
+      Array.from({ length: 64 }, () => Math.floor(rng() * 16).toString(16)).join(''),
+  };
+  /** Whether a run of `jobId` executes in deployment `d`, or a request of it is still open. */
+  const isJobBusy = (d: number, jobId: string) =>
+    executions.some((e) => e.deployment === d && e.jobId === jobId && e.result === 'running') ||
+    deliveries.some((r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined);
+  /** Whether every execution of run `runId` ended (none still runs or may still complete). */
+  const isRunEnded = (runId: string) =>
+    executions.every((e) => e.runId !== runId || e.result === 'crashed' || e.result === 'threw');
+  /** A `foreign_record`, `foreign_lock` or `repair` event, recorded for the invariants. */
+  const writeAsAnotherVersion = async (
+    dep: Deployment,
+    job: DeclaredJob,
+    event: Extract<SimEvent, { type: 'foreign_record' | 'foreign_lock' | 'repair' }>,
+  ): Promise<void> => {
+    const w = foreignStore;
+    const at = time.now;
+    const base = { at, deployment: dep.index, jobId: job.id };
+    if (event.type === 'foreign_record') {
+      const runId = await writeForeignRecord(w, job, dep.keyScope, event.kind);
+      if (runId !== undefined) {
+        foreignRecords.set(runId, { ...base, kind: event.kind });
+      }
+      return;
+    }
+    if (event.type === 'foreign_lock') {
+      const busy = () => isJobBusy(dep.index, job.id);
+      const lock = await writeForeignLock(w, job, dep.keyScope, event.holder, busy);
+      if (lock !== undefined) {
+        for (const earlier of foreignRecords.values()) {
+          const sameLock = earlier.deployment === dep.index && earlier.jobId === job.id;
+          if (sameLock && earlier.lockedAt !== undefined) {
+            earlier.replacedAt ??= lock.lockedAt;
+          }
+        }
+        foreignRecords.set(lock.runId, { ...base, kind: event.holder, lockedAt: lock.lockedAt });
+      }
+      return;
+    }
+    const deleted = await repairLockHolder(w, job, dep.keyScope, isRunEnded);
+    if (deleted === undefined) {
+      return;
+    }
+    const known = foreignRecords.get(deleted);
+    if (known !== undefined) {
+      known.deletedAt = time.now;
+    } else {
+      foreignRecords.set(deleted, { ...base, kind: 'repaired', deletedAt: time.now });
+    }
+  };
+
   // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
   // handled on the instance's own timers: a paused process handles it when it resumes.
   const terminate = (dep: Deployment, instance: Instance) => {
@@ -838,6 +978,15 @@ export async function simulate(
       case 'outage':
         dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
         return;
+      case 'foreign_record':
+      case 'foreign_lock':
+      case 'repair': {
+        const job = jobOf(event.job);
+        void time.within(operator, () =>
+          writeAsAnotherVersion(dep, job, event).catch((err: unknown) => errors.push(err)),
+        );
+        return;
+      }
       case 'backfill': {
         const resent = event.resend === true && dep.lastBackfill.length > 0;
         const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
@@ -919,42 +1068,52 @@ export async function simulate(
     const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
-    const audits = time.within(operator, () =>
-      Promise.all(
-        (db === undefined ? deployments : []).flatMap((dep) => {
-          const stores = storesOf(dep.config);
-          const check = new MissedRunCheck({
-            history: stores.history,
-            jobDocuments: stores.jobDocuments,
-            clock: () => stores.documents.serverTime(),
-            forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
-          });
-          const logger = loggerFor(`d${dep.index}-audit`, dep.config);
-          const seen = new Map<string, DeclaredJob>();
-          for (const revision of dep.revisions)
-            for (const job of revision.jobs) seen.set(job.id, job);
-          return [...seen.values()].map(async (job) => {
-            // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
-            // deliveries would, until the cursor reaches the closed boundary.
-            for (let round = 0; round < 10; round++) {
-              const result = await check.check(job, dep.keyScope, logger);
-              if (result.checked < MAX_CHECK_SLOTS) return result;
-            }
-            return undefined;
-          });
-        }),
-      ),
-    );
+    const finalAudit = () =>
+      time.within(operator, () =>
+        Promise.all(
+          (db === undefined ? deployments : []).flatMap((dep) => {
+            const stores = storesOf(dep.config);
+            const check = new MissedRunCheck({
+              history: stores.history,
+              jobDocuments: stores.jobDocuments,
+              clock: () => stores.documents.serverTime(),
+              forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+            });
+            const logger = loggerFor(`d${dep.index}-audit`, dep.config);
+            const seen = new Map<string, DeclaredJob>();
+            for (const revision of dep.revisions)
+              for (const job of revision.jobs) seen.set(job.id, job);
+            return [...seen.values()].map(async (job) => {
+              // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
+              // deliveries would, until the cursor reaches the closed boundary.
+              for (let round = 0; round < 10; round++) {
+                const result = await check.check(job, dep.keyScope, logger);
+                if (result.checked < MAX_CHECK_SLOTS) return result;
+              }
+              return undefined;
+            });
+          }),
+        ),
+      );
     let auditError: unknown;
-    audits.then(
-      (results) => {
-        if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
-      },
-      (err: unknown) => {
-        auditError = err;
-      },
-    );
-    await time.run(finalMs + 120_000);
+    const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
+      audits.then(
+        (results) => {
+          if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
+        },
+        (err: unknown) => {
+          auditError ??= err;
+        },
+      );
+      await time.run(untilMs);
+    };
+    await awaitAudit(finalAudit(), finalMs + 120_000);
+    // An instance that died may have written a report it never logged, shortly before the final
+    // check (which leaves a young one to its writer): the job's next due delivery checks again.
+    if (deaths > 0) {
+      await time.run(finalMs + LATER_CHECK_MS);
+      await awaitAudit(finalAudit(), finalMs + LATER_CHECK_MS + 120_000);
+    }
     if (auditError !== undefined) errors.push(auditError);
     errors.push(...time.errors);
     const records = new Map<string, Record<string, unknown>>();
@@ -992,6 +1151,8 @@ export async function simulate(
       deliveries,
       operatorPauses,
       foreignWrites,
+      crashesAfterWrite,
+      foreignRecords,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
@@ -1007,6 +1168,33 @@ export async function simulate(
   } finally {
     time.uninstall();
   }
+}
+
+/**
+ * The logged write a commit made to a run record (`before` → `after`), if any: a claim (the record
+ * `in_progress` under a new attempt), a completion, or a report (a new `reported_at`). Judged on
+ * the stored fields, not on which product call wrote them.
+ */
+export function loggedWriteOf(
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): LoggedWrite | undefined {
+  if (after === undefined) {
+    return undefined;
+  }
+  if (after.status === 'in_progress' && after.attempt_id !== before?.attempt_id) {
+    return 'claim';
+  }
+  if (after.status === 'completed' && before?.status !== 'completed') {
+    return 'completion';
+  }
+  const reportedAt = (data: DocumentData | undefined) =>
+    data?.reported_at instanceof Timestamp ? data.reported_at.toMillis() : undefined;
+  const reported = reportedAt(after);
+  if (reported !== undefined && reported !== reportedAt(before)) {
+    return 'report';
+  }
+  return undefined;
 }
 
 /** A trigger id as ops/trigger.ts makes one (a UUID's shape), from the seeded PRNG. */
