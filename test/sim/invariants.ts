@@ -851,11 +851,9 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
     if (foreign === undefined || foreign.kind === 'extra_fields') {
       continue;
     }
-    // This version's repaired holder run again (a backfill, a re-run of its slot): live again.
-    const revived = outcome.executions.some(
-      (e) => e.runId === holder && e.start >= (foreign.deletedAt ?? Number.POSITIVE_INFINITY),
-    );
-    if (revived) {
+    // A repaired holder claimed again (a retry of its slot, a backfill): a record of this
+    // version's, live or not, which invariant 7 judges.
+    if (foreign.revivedAt !== undefined && foreign.revivedAt <= line.at) {
       continue;
     }
     const request = outcome.deliveries.find(

@@ -163,6 +163,8 @@ export interface ForeignRecord {
   deletedAt?: number;
   /** When another `foreign_lock` replaced its lock, ms: the lock names it no more. */
   replacedAt?: number;
+  /** When a claim of its run wrote its record again after a `repair` deleted it, ms. */
+  revivedAt?: number;
 }
 
 /** What a played history left: the ground truth the invariants judge. */
@@ -334,6 +336,12 @@ export async function simulate(
   const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
   const completedAttempts = new Set<string>();
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
+  /**
+   * The instance that runs the final missed-run check: no Firestore fault reaches it, but it may
+   * die right after a report it writes (`crashAfterWrite`), as the issue's audit did; the check
+   * after it (on the operator's machine) then finds the report unlogged.
+   */
+  const auditor: MachineClock = { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false };
 
   const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
   const foreignWrites: ForeignWrite[] = [];
@@ -383,14 +391,27 @@ export async function simulate(
     const write = loggedWriteOf(before, after);
     const machine = time.current;
     const owner = machine === undefined ? undefined : instanceOf.get(machine);
-    if (write === undefined || owner === undefined || owner.instance.machine.dead) {
+    const dies = owner !== undefined || machine === auditor;
+    if (write === undefined || machine === undefined || !dies || machine.dead) {
       return;
     }
     if (rng() >= chance) {
       return;
     }
-    crashesAfterWrite.push({ at: time.now, instance: owner.instance.name, write, path });
-    crash(owner.dep, owner.instance);
+    crashesAfterWrite.push({ at: time.now, instance: machine.name, write, path });
+    if (owner !== undefined) {
+      crash(owner.dep, owner.instance);
+    } else {
+      machine.dead = true; // the auditor: its checks stop where they are
+      deaths++;
+    }
+  };
+  /** A record a `repair` deleted, written again (a later claim of its run): its holder is back. */
+  const noteRevived = (path: string, after: DocumentData | undefined): void => {
+    const repaired = foreignRecords.get(path.slice(collection.length + 1));
+    if (repaired?.deletedAt !== undefined && after !== undefined) {
+      repaired.revivedAt ??= time.now;
+    }
   };
   /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
   const hangingUntil = new Map<MachineClock, number>();
@@ -405,7 +426,7 @@ export async function simulate(
     const [lo, hi] = history.latency;
     const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
     const machine = time.current;
-    if (machine === operator) return plan;
+    if (machine === operator || machine === auditor) return plan;
     // A hanging connection: sent, never reaches the server, never answered.
     if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
       return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
@@ -443,6 +464,7 @@ export async function simulate(
             const foreign = foreignWrite(path, before, after);
             if (foreign !== undefined) foreignWrites.push(foreign);
             dieAfterLoggedWrite(path, before, after);
+            noteRevived(path, after);
           },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
@@ -1068,8 +1090,8 @@ export async function simulate(
     const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
-    const finalAudit = () =>
-      time.within(operator, () =>
+    const finalAudit = (machine: MachineClock) =>
+      time.within(machine, () =>
         Promise.all(
           (db === undefined ? deployments : []).flatMap((dep) => {
             const stores = storesOf(dep.config);
@@ -1107,12 +1129,12 @@ export async function simulate(
       );
       await time.run(untilMs);
     };
-    await awaitAudit(finalAudit(), finalMs + 120_000);
+    await awaitAudit(finalAudit(auditor), finalMs + 120_000);
     // An instance that died may have written a report it never logged, shortly before the final
     // check (which leaves a young one to its writer): the job's next due delivery checks again.
     if (deaths > 0) {
       await time.run(finalMs + LATER_CHECK_MS);
-      await awaitAudit(finalAudit(), finalMs + LATER_CHECK_MS + 120_000);
+      await awaitAudit(finalAudit(operator), finalMs + LATER_CHECK_MS + 120_000);
     }
     if (auditError !== undefined) errors.push(auditError);
     errors.push(...time.errors);
