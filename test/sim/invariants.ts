@@ -30,6 +30,7 @@
  */
 import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
@@ -487,6 +488,21 @@ function mayHoldAfterEnd(e: Execution, outcome: SimOutcome): boolean {
 }
 
 /**
+ * The latest its attempt may have extended the lease of `e`, ms: its heartbeat beats until its
+ * completion or release is answered (its last log line), which may come well after the job ended
+ * (a completion answered late), and an extension sent then may land.
+ */
+function lastBeatMs(e: Execution, outcome: SimOutcome): number {
+  let last = e.end ?? Number.POSITIVE_INFINITY;
+  for (const line of outcome.logs) {
+    if (line.fields.attemptId === e.attemptId && line.at > last) {
+      last = line.at;
+    }
+  }
+  return last;
+}
+
+/**
  * Whether something of job `jobId` in deployment `deployment` other than `self` was live at some
  * time in [from, to]: an execution running, an execution's lease that may outlive it, or a
  * request that may have been claiming (still at the instance, or ended at most the stranded-claim
@@ -504,7 +520,7 @@ function liveHolderBetween(
     if (e.deployment !== deployment || e.jobId !== jobId || e.start > to) return false;
     const end = e.end ?? Number.POSITIVE_INFINITY;
     if (end >= from) return true;
-    return mayHoldAfterEnd(e, outcome) && end + outcome.leaseMs >= from;
+    return mayHoldAfterEnd(e, outcome) && lastBeatMs(e, outcome) + outcome.leaseMs >= from;
   });
   if (executing) return true;
   if (foreignHolderComing(outcome, deployment, jobId, from)) return true;
@@ -759,6 +775,34 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
     found.push(
       `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) is recorded reported ${String(record.status)}, but no "${MISSED_RUN}" or "${FAILED_AFTER_RETRIES}" line was ever logged${why}`,
     );
+  }
+  found.push(...overdueReportsLogged(outcome));
+  return found;
+}
+
+/**
+ * Invariant 12 for pauses: a pause whose overdue report was written (`overdue_reported_at` on its
+ * job's document) has its PAUSE_OVERDUE line logged once or twice (by its writer, or by a later
+ * check when the writer died before its log line).
+ */
+function overdueReportsLogged(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const [id, data] of outcome.jobDocuments ?? []) {
+    const pauses = Array.isArray(data.pauses) ? (data.pauses as Record<string, unknown>[]) : [];
+    for (const pause of pauses) {
+      if (pause.overdue_reported_at === undefined || pause.overdue_reported_at === null) {
+        continue;
+      }
+      const pausedAt = describeTime(pause.paused_at);
+      const lines = outcome.logs.filter(
+        (l) => l.message === PAUSE_OVERDUE && l.fields.pausedAt === pausedAt,
+      ).length;
+      if (lines === 0 || lines > 2) {
+        found.push(
+          `the pause of ${id} since ${pausedAt} is recorded reported overdue, and its "${PAUSE_OVERDUE}" line was logged ${lines} times: once or twice`,
+        );
+      }
+    }
   }
   return found;
 }

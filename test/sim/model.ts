@@ -126,6 +126,11 @@ export type SimEvent =
       readonly deployment: number;
       readonly job: number;
       readonly ms: number;
+      /**
+       * `--until 90s`, and the operator never resumes: the pause outlives its bound, and a check
+       * reports it (`pause outlived its bound`). Absent in older recorded histories: resumed.
+       */
+      readonly forgotten?: boolean;
     }
   | {
       readonly at: number;
@@ -413,6 +418,7 @@ function eventArbitrary(
       deployment,
       job,
       ms: fc.integer({ min: 60_000, max: 300_000 }),
+      forgotten: fc.constantFrom(false, false, true),
     }),
     fc.record({
       at,

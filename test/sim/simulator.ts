@@ -74,7 +74,10 @@ export interface Execution {
   readonly start: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
-  /** It returned, but its instance crashed before the delivery's answer: its completion may not have landed. */
+  /**
+   * It returned (or threw), but its instance crashed before the delivery's answer: its completion
+   * (or release) may not have landed.
+   */
   crashedBeforeAnswer?: boolean;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
@@ -188,6 +191,8 @@ export interface SimOutcome {
   readonly foreignWrites: readonly ForeignWrite[];
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
+  readonly jobDocuments?: ReadonlyMap<string, Readonly<Record<string, unknown>>>;
   /** The records and locks another version wrote (`foreign_record`, `foreign_lock`), by run id. */
   readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** Every request made to the function, answered or not. */
@@ -385,10 +390,11 @@ export async function simulate(
     after: DocumentData | undefined,
   ): void => {
     const chance = history.crashAfterWrite ?? 0;
-    if (chance === 0 || !path.startsWith(`${collection}/`)) {
+    const jobState = path.startsWith(`${jobStateCollection(collection)}/`);
+    if (chance === 0 || !(path.startsWith(`${collection}/`) || jobState)) {
       return;
     }
-    const write = loggedWriteOf(before, after);
+    const write = jobState ? overdueReportOf(before, after) : loggedWriteOf(before, after);
     const machine = time.current;
     const owner = machine === undefined ? undefined : instanceOf.get(machine);
     const dies = owner !== undefined || machine === auditor;
@@ -644,11 +650,15 @@ export async function simulate(
       exec.end = time.now;
     }
     instance.running.clear();
-    // A job that returned, whose completion write may still be in flight: the crash can lose it.
+    // A job that returned (or threw), whose completion (or release) write may still be in
+    // flight: the crash can lose it, and the record stays held under its lease.
     for (const exec of executions) {
-      if (exec.instance !== instance.machine.name || exec.result !== 'returned') continue;
+      const ended = exec.result === 'returned' || exec.result === 'threw';
+      if (exec.instance !== instance.machine.name || !ended) continue;
       const answered = logs.some(
-        (l) => l.fields.attemptId === exec.attemptId && typeof l.fields.completion === 'string',
+        (l) =>
+          l.fields.attemptId === exec.attemptId &&
+          (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
       );
       if (!answered) exec.crashedBeforeAnswer = true;
     }
@@ -831,17 +841,22 @@ export async function simulate(
    * the record first, then the Scheduler job. The pause counts from its record to its resume's
    * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
    */
-  const operatorPause = async (dep: Deployment, jobId: string, ms: number) => {
+  const operatorPause = async (dep: Deployment, jobId: string, ms: number, forgotten: boolean) => {
     const { jobDocuments } = storesOf(dep.config);
     const docId = checkDocumentId(jobId, dep.keyScope);
+    // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
+    const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
     try {
-      await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
+      await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
     } catch {
       return; // already paused (refused): this pause changes nothing
     }
     const pause: OperatorPause = { deployment: dep.index, jobId, from: time.now, to: Infinity };
     operatorPauses.push(pause);
     dep.scheduler.pause(jobId);
+    if (forgotten) {
+      return;
+    }
     await time.sleep(ms);
     pause.to = time.now;
     await recordResume(jobDocuments, docId, jobId);
@@ -993,7 +1008,9 @@ export async function simulate(
       case 'operator_pause': {
         const jobId = jobOf(event.job).id;
         void time.within(operator, () =>
-          operatorPause(dep, jobId, event.ms).catch((err: unknown) => errors.push(err)),
+          operatorPause(dep, jobId, event.ms, event.forgotten === true).catch((err: unknown) =>
+            errors.push(err),
+          ),
         );
         return;
       }
@@ -1140,8 +1157,12 @@ export async function simulate(
     errors.push(...time.errors);
     const records = new Map<string, Record<string, unknown>>();
     const createTimes = new Map<string, number>();
+    const jobDocuments = new Map<string, Record<string, unknown>>();
     if (memory !== undefined) {
       for (const [path, doc] of memory.dump()) {
+        if (path.startsWith(`${jobStateCollection(collection)}/`)) {
+          jobDocuments.set(path.slice(jobStateCollection(collection).length + 1), doc.data);
+        }
         if (!path.startsWith(`${collection}/`)) continue;
         const id = path.slice(collection.length + 1);
         records.set(id, doc.data);
@@ -1175,6 +1196,7 @@ export async function simulate(
       foreignWrites,
       crashesAfterWrite,
       foreignRecords,
+      jobDocuments,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
@@ -1217,6 +1239,22 @@ export function loggedWriteOf(
     return 'report';
   }
   return undefined;
+}
+
+/**
+ * `report` if a commit to a job's document wrote a pause's overdue report (an
+ * `overdue_reported_at` its pause did not have): its log line comes after it.
+ */
+export function overdueReportOf(
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): LoggedWrite | undefined {
+  const reported = (data: DocumentData | undefined) =>
+    Array.isArray(data?.pauses)
+      ? (data.pauses as DocumentData[]).filter((p) => p.overdue_reported_at instanceof Timestamp)
+          .length
+      : 0;
+  return reported(after) > reported(before) ? 'report' : undefined;
 }
 
 /** A trigger id as ops/trigger.ts makes one (a UUID's shape), from the seeded PRNG. */

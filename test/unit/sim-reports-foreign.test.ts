@@ -12,7 +12,7 @@ import {
   unknownStatusesSaid,
 } from '../sim/invariants.ts';
 import type { Delivered, ForeignRecord, LogLine, SimOutcome } from '../sim/simulator.ts';
-import { loggedWriteOf } from '../sim/simulator.ts';
+import { loggedWriteOf, overdueReportOf } from '../sim/simulator.ts';
 
 const RUN = 'a'.repeat(64);
 const HOLDER = 'b'.repeat(64);
@@ -73,6 +73,21 @@ describe('invariant 12: every report written is logged once or twice', () => {
       found.join('\n'),
       /no "missed run" .* line was ever logged; its writer auditor died/,
     );
+  });
+
+  it('fails an overdue pause report never logged, and passes one logged once', () => {
+    const pausedAt = Timestamp.fromMillis(60_000);
+    const pause = { paused_at: pausedAt, overdue_reported_at: Timestamp.fromMillis(200_000) };
+    const jobDocuments = new Map([['job-0', { pauses: [pause] }]]);
+    const logged = line(200_000, 'pause outlived its bound', {
+      pausedAt: pausedAt.toDate().toISOString(),
+    });
+
+    const silent = reportsLoggedOnceOrTwice(outcome({ jobDocuments }));
+    const once = reportsLoggedOnceOrTwice(outcome({ jobDocuments, logs: [logged] }));
+
+    assert.match(silent.join('\n'), /logged 0 times/);
+    assert.deepEqual(once, []);
   });
 
   it('fails a report logged three times', () => {
@@ -151,7 +166,7 @@ describe('invariant 13: another version’s records and locks', () => {
     assert.match(found.join('\n'), /status this version does not know: a silent block/);
   });
 
-  it('fails a record of unknown status that no ERROR names, and passes one that an ERROR names', () => {
+  it('fails a record of unknown status no ERROR names, passes one an ERROR names', () => {
     const records = new Map([[RUN, { status: 'deferred', job_name: 'job-0' }]]);
     const foreignRecords = new Map([[RUN, foreign({ kind: 'unknown_status' })]]);
     const silent = outcome({ records, foreignRecords });
@@ -184,5 +199,15 @@ describe('crashAfterWrite: which writes a log line follows', () => {
     assert.equal(loggedWriteOf(reported, acknowledged), undefined);
     assert.equal(loggedWriteOf(claimed, { ...claimed, leased_at: at(9) }), undefined);
     assert.equal(loggedWriteOf(claimed, undefined), undefined);
+  });
+
+  it('names a pause’s overdue report on its job document, not its acknowledgement', () => {
+    const pause = { paused_at: at(1), overdue_reported_at: null };
+    const reported = { ...pause, overdue_reported_at: at(2), overdue_unlogged: true };
+    const acknowledged = { ...pause, overdue_reported_at: at(2) };
+
+    assert.equal(overdueReportOf({ pauses: [pause] }, { pauses: [reported] }), 'report');
+    assert.equal(overdueReportOf({ pauses: [reported] }, { pauses: [acknowledged] }), undefined);
+    assert.equal(overdueReportOf(undefined, { checked_before: at(3) }), undefined);
   });
 });
