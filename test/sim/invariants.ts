@@ -490,10 +490,11 @@ function mayHoldAfterEnd(e: Execution, outcome: SimOutcome): boolean {
 /**
  * The latest its attempt may have extended the lease of `e`, ms: its heartbeat beats until its
  * completion or release is answered (its last log line), which may come well after the job ended
- * (a completion answered late), and an extension sent then may land.
+ * (a completion answered late), or until its instance died before that answer; an extension sent
+ * then may land.
  */
 function lastBeatMs(e: Execution, outcome: SimOutcome): number {
-  let last = e.end ?? Number.POSITIVE_INFINITY;
+  let last = Math.max(e.end ?? Number.POSITIVE_INFINITY, e.diedAt ?? Number.NEGATIVE_INFINITY);
   for (const line of outcome.logs) {
     if (line.fields.attemptId === e.attemptId && line.at > last) {
       last = line.at;

@@ -79,6 +79,8 @@ export interface Execution {
    * (or release) may not have landed.
    */
   crashedBeforeAnswer?: boolean;
+  /** Then, when its instance died, ms: its heartbeat may have extended its lease until then. */
+  diedAt?: number;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -660,7 +662,10 @@ export async function simulate(
           l.fields.attemptId === exec.attemptId &&
           (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
       );
-      if (!answered) exec.crashedBeforeAnswer = true;
+      if (!answered) {
+        exec.crashedBeforeAnswer = true;
+        exec.diedAt = time.now;
+      }
     }
     for (const reject of instance.pending)
       reject(new Error('connection reset: the instance crashed'));
