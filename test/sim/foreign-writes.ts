@@ -115,8 +115,9 @@ export async function writeForeignRecord(
  * Another version takes `job`'s overlap lock for a run whose claim never lands, fenced on its read
  * of the lock, and only if the lock's holder is not live (no `in_progress` record under a live
  * lease): `absent`, its holder never recorded; `unknown_status`, its holder's record written
- * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}. `isJobBusy`: whether a run of the job executes or is being
- * delivered now (the model's knowledge; then nothing is written).
+ * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}. `isJobBusy`: whether
+ * a run of the job executes or is being delivered now (the model's knowledge; then nothing is
+ * written).
  * @returns the holder's run id and when the lock landed, or `undefined` if nothing was written.
  */
 export async function writeForeignLock(
