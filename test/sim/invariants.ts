@@ -18,17 +18,25 @@
  * 9. No completion, extension or release lands on a record naming another attempt (every write
  *    that lands is instrumented in the memory store, with the attempt it replaced).
  * 7. A request is skipped, waits or is told the run is in progress only while another run of its
- *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming.
+ *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming (or
+ *    another version's lock names a holder without a record, for the short claim window).
+ * 12. Every report written (missed, failed after retries) is logged at least once and at most
+ *    twice, whoever logs it: its writer, or a later check if the writer died before its log line.
+ * 13. A record with a status this version does not know is never passed silently: an ERROR names
+ *    it; and no slot is skipped or waits behind another version's lock holder that has no readable
+ *    record, beyond the claim window.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
 import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
+import { KNOWN_STATUSES } from './foreign-writes.ts';
 import { isCalm } from './model.ts';
-import type { Answered, Delivered, Execution, SimOutcome } from './simulator.ts';
+import type { Answered, Delivered, Execution, LogLine, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -313,6 +321,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
           }
           continue;
         }
+        if (record !== undefined && !KNOWN_STATUSES.has(status)) {
+          continue; // another version's record: judged by invariant 13 (said loudly)
+        }
         if (status === 'completed') {
           if (ran.length === 0)
             found.push(`slot ${what} is recorded completed but never ran to its end`);
@@ -371,6 +382,13 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       `run ${w.runId.slice(0, 12)} written (${w.status}) at ${iso(w.at)} by ${attemptOf(w.writer)} while its record named ${attemptOf(w.holder)}`,
     );
   }
+
+  // 12. Every report written is logged at least once, at most twice.
+  found.push(...reportsLoggedOnceOrTwice(outcome));
+
+  // 13. Another version's records and locks: never a silent pass, never a long silent block.
+  found.push(...unknownStatusesSaid(outcome));
+  found.push(...noBlockBehindVanishedHolder(outcome));
 
   // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
   found.push(...noRetryAfterFinalReport(outcome));
@@ -478,6 +496,22 @@ function mayHoldAfterEnd(e: Execution, outcome: SimOutcome): boolean {
 }
 
 /**
+ * The latest its attempt may have extended the lease of `e`, ms: its heartbeat beats until its
+ * completion or release is answered (its last log line), which may come well after the job ended
+ * (a completion answered late), or until its instance died before that answer; an extension sent
+ * then may land.
+ */
+function lastBeatMs(e: Execution, outcome: SimOutcome): number {
+  let last = Math.max(e.end ?? Number.POSITIVE_INFINITY, e.diedAt ?? Number.NEGATIVE_INFINITY);
+  for (const line of outcome.logs) {
+    if (line.fields.attemptId === e.attemptId && line.at > last) {
+      last = line.at;
+    }
+  }
+  return last;
+}
+
+/**
  * Whether something of job `jobId` in deployment `deployment` other than `self` was live at some
  * time in [from, to]: an execution running, an execution's lease that may outlive it, or a
  * request that may have been claiming (still at the instance, or ended at most the stranded-claim
@@ -495,9 +529,10 @@ function liveHolderBetween(
     if (e.deployment !== deployment || e.jobId !== jobId || e.start > to) return false;
     const end = e.end ?? Number.POSITIVE_INFINITY;
     if (end >= from) return true;
-    return mayHoldAfterEnd(e, outcome) && end + outcome.leaseMs >= from;
+    return mayHoldAfterEnd(e, outcome) && lastBeatMs(e, outcome) + outcome.leaseMs >= from;
   });
   if (executing) return true;
+  if (foreignHolderComing(outcome, deployment, jobId, from)) return true;
   const grace = strandedClaimGraceMs(outcome, awaiting);
   return outcome.deliveries.some(
     (d) =>
@@ -671,4 +706,243 @@ function pausedSlot(outcome: SimOutcome, d: number, jobId: string, slotMs: numbe
   return outcome.operatorPauses.some(
     (p) => p.deployment === d && p.jobId === jobId && p.from <= slotMs && slotMs < p.to,
   );
+}
+
+/**
+ * The short claim window (docs/how-it-works.md, the overlap lock): a lock naming a holder without
+ * a record holds for a few Firestore operations after its write (the lock write, the claim, one
+ * retry: 3 × FIRESTORE_TIMEOUT_SECONDS, at most a lease), since the holder's claim may still come.
+ */
+function claimWindowMs(outcome: SimOutcome): number {
+  return Math.min(3 * outcome.firestoreTimeoutMs, outcome.leaseMs);
+}
+
+/**
+ * Whether another version's lock of job `jobId` in `deployment` (its holder never recorded) was
+ * written before `to` and was still within its claim window at `from`: its holder's claim could
+ * still come, so the job's requests may be held meanwhile.
+ */
+function foreignHolderComing(
+  outcome: SimOutcome,
+  deployment: number,
+  jobId: string,
+  from: number,
+): boolean {
+  const windowMs = claimWindowMs(outcome);
+  for (const foreign of outcome.foreignRecords?.values() ?? []) {
+    if (foreign.deployment !== deployment || foreign.jobId !== jobId) {
+      continue;
+    }
+    if (foreign.lockedAt !== undefined && foreign.lockedAt + windowMs > from) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/** Whether `line` is an ERROR (pino's level name or number, or Cloud Logging's severity). */
+function isErrorLine(line: LogLine): boolean {
+  return /^(error|50)$/i.test(line.level);
+}
+
+/** The MISSED_RUN and FAILED_AFTER_RETRIES lines of each run, less the attempts' withdrawn ones. */
+function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of outcome.logs) {
+    const runId = String(line.fields.runId);
+    const change =
+      line.message === MISSED_RUN || line.message === FAILED_AFTER_RETRIES
+        ? 1
+        : line.message === REPORT_WITHDRAWN
+          ? -1
+          : 0;
+    if (change !== 0) {
+      counts.set(runId, (counts.get(runId) ?? 0) + change);
+    }
+  }
+  return counts;
+}
+
+/**
+ * Invariant 12: every report written (a record left `missed` or `failed` with a `reported_at`) is
+ * logged at least once, whoever logs it (its writer, or a later check when the writer died between
+ * its write and its log line: `crashAfterWrite`); and no run's report is logged more than twice
+ * (its writer, and one check that could not know the writer logged it). Judged against the log
+ * lines, for every record, not only the slots invariant 2 judges.
+ */
+export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  const counts = reportLinesByRun(outcome);
+  for (const [runId, count] of counts) {
+    if (count > 2) {
+      const record = outcome.records.get(runId);
+      found.push(
+        `run ${runId.slice(0, 12)} (${String(record?.job_name)}@${describeTime(record?.schedule_time)}) had its report logged ${count} times: at worst twice`,
+      );
+    }
+  }
+  for (const [runId, record] of outcome.records) {
+    const reported = record.reported_at !== undefined && record.reported_at !== null;
+    const final = record.status === 'missed' || record.status === 'failed';
+    if (!reported || !final || (counts.get(runId) ?? 0) > 0) {
+      continue;
+    }
+    const died = (outcome.crashesAfterWrite ?? []).filter((c) => c.path.endsWith(`/${runId}`));
+    const why = died.length > 0 ? `; its writer ${died[0]?.instance} died after the write` : '';
+    found.push(
+      `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) is recorded reported ${String(record.status)}, but no "${MISSED_RUN}" or "${FAILED_AFTER_RETRIES}" line was ever logged${why}`,
+    );
+  }
+  found.push(...overdueReportsLogged(outcome));
+  return found;
+}
+
+/**
+ * Invariant 12 for pauses: a pause whose overdue report was written (`overdue_reported_at` on its
+ * job's document) has its PAUSE_OVERDUE line logged once or twice (by its writer, or by a later
+ * check when the writer died before its log line).
+ */
+function overdueReportsLogged(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const [id, data] of outcome.jobDocuments ?? []) {
+    const pauses = Array.isArray(data.pauses) ? (data.pauses as Record<string, unknown>[]) : [];
+    for (const pause of pauses) {
+      if (pause.overdue_reported_at === undefined || pause.overdue_reported_at === null) {
+        continue;
+      }
+      const pausedAt = describeTime(pause.paused_at);
+      const lines = outcome.logs.filter(
+        (l) => l.message === PAUSE_OVERDUE && l.fields.pausedAt === pausedAt,
+      ).length;
+      if (lines === 0 || lines > 2) {
+        found.push(
+          `the pause of ${id} since ${pausedAt} is recorded reported overdue, and its "${PAUSE_OVERDUE}" line was logged ${lines} times: once or twice`,
+        );
+      }
+    }
+  }
+  return found;
+}
+
+/** A stored time (a Firestore Timestamp, or anything else) as ISO text. */
+function describeTime(value: unknown): string {
+  const time = value as { toMillis?: () => number } | undefined;
+  return typeof time?.toMillis === 'function' ? iso(time.toMillis()) : String(value);
+}
+
+/**
+ * Invariant 13, first half: a slot's record with a status this version does not know (another
+ * version's, `foreign_record`) is never passed silently: an ERROR line names its run (the
+ * missed-run check's unreadable slot, or a delivery answered `unreadable_record`). And no run of a
+ * `skip` or `wait` job starts while its lock names a holder with such a record (not yet repaired):
+ * whether that holder still runs is unknown, so the product must say so, not run beside it.
+ */
+export function unknownStatusesSaid(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  const named = (runId: string) =>
+    outcome.logs.some(
+      (l) => isErrorLine(l) && (l.fields.runId === runId || l.fields.blockedBy === runId),
+    );
+  for (const [runId, record] of outcome.records) {
+    const foreign = outcome.foreignRecords?.get(runId);
+    if (KNOWN_STATUSES.has(record.status) || foreign?.lockedAt !== undefined) {
+      continue;
+    }
+    // Judged once the final check could judge its slot, as invariant 2 judges slots.
+    const job = outcome.deployments[foreign?.deployment ?? 0]?.revisions
+      .flatMap((r) => r.jobs)
+      .find((j) => j.id === record.job_name);
+    const slotMs = (record.schedule_time as { toMillis?: () => number } | undefined)?.toMillis?.();
+    if (job !== undefined && slotMs !== undefined && slotMs > outcome.finalMs - reportDueMs(job)) {
+      continue;
+    }
+    if (!named(runId)) {
+      found.push(
+        `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) has status "${String(record.status)}", which this version does not know, and no ERROR line names it: passed silently`,
+      );
+    }
+  }
+  for (const [holder, foreign] of outcome.foreignRecords ?? []) {
+    if (foreign.kind !== 'unknown_status' || foreign.lockedAt === undefined) {
+      continue;
+    }
+    const lockedAt = foreign.lockedAt;
+    // The lock names it until it is repaired, or another version's lock replaces it.
+    const until = Math.min(
+      foreign.deletedAt ?? Number.POSITIVE_INFINITY,
+      foreign.replacedAt ?? Number.POSITIVE_INFINITY,
+    );
+    const dep = outcome.deployments[foreign.deployment];
+    const beside = outcome.executions.filter((e) => {
+      const policy = dep?.revisions[e.revision]?.jobs.find((j) => j.id === e.jobId)?.overlap;
+      const guarded = policy === 'skip' || policy === 'wait';
+      const sameJob = e.deployment === foreign.deployment && e.jobId === foreign.jobId;
+      return guarded && sameJob && e.start > lockedAt && e.start < until;
+    });
+    for (const e of beside) {
+      found.push(
+        `${describe(e)} started while ${foreign.jobId}'s overlap lock named ${holder.slice(0, 12)}, whose record has a status this version does not know (written ${iso(lockedAt)}): it ran beside a holder that may still run`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * Invariant 13, second half: no request of a job is answered `skipped` or `waiting` naming a
+ * holder whose record is unreadable (another version's unknown status, before its repair), nor
+ * naming a holder with no record (never written, or deleted by a repair) once the short claim
+ * window after the lock's write has passed ({@link claimWindowMs}): a vanished holder holds
+ * nothing, and a skip behind it would lose the slot silently. Judged on each answer's log line
+ * (`blockedBy`) and the request it answered (when it was sent).
+ */
+export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const windowMs = claimWindowMs(outcome);
+  for (const line of outcome.logs) {
+    const outcomeName = line.fields.outcome;
+    if (outcomeName !== 'skipped' && outcomeName !== 'waiting') {
+      continue;
+    }
+    const holder = String(line.fields.blockedBy);
+    const foreign = outcome.foreignRecords?.get(holder);
+    if (foreign === undefined || foreign.kind === 'extra_fields') {
+      continue;
+    }
+    // A repaired holder claimed again (a retry of its slot, a backfill): a record of this
+    // version's, live or not, which invariant 7 judges.
+    if (foreign.revivedAt !== undefined && foreign.revivedAt <= line.at) {
+      continue;
+    }
+    const request = outcome.deliveries.find(
+      (d) =>
+        d.endedAt === line.at &&
+        d.jobId === line.fields.jobName &&
+        d.outcome === outcomeName &&
+        line.instance.startsWith(`d${d.deployment}-`),
+    );
+    const sentAt = request?.sentAt ?? line.at;
+    const what = `${String(line.fields.jobName)}@${String(line.fields.scheduleTime)} answered ${outcomeName} at ${iso(line.at)} behind ${holder.slice(0, 12)}`;
+    const unreadable =
+      foreign.kind === 'unknown_status' && (foreign.deletedAt ?? Infinity) > sentAt;
+    if (unreadable) {
+      found.push(`${what}, whose record has a status this version does not know: a silent block`);
+      continue;
+    }
+    // The lock was written at `lockedAt` (another version's), or before the repair deleted the
+    // holder's record (this version's own lock, written at its claim).
+    const lockedBy = foreign.lockedAt ?? foreign.deletedAt ?? Number.NEGATIVE_INFINITY;
+    if (sentAt >= lockedBy + windowMs) {
+      found.push(
+        `${what}, which has no record (lock written by ${iso(lockedBy)}), past the claim window of ${windowMs} ms: a vanished holder blocked it`,
+      );
+    }
+  }
+  return found;
 }

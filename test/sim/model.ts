@@ -126,6 +126,11 @@ export type SimEvent =
       readonly deployment: number;
       readonly job: number;
       readonly ms: number;
+      /**
+       * `--until 90s`, and the operator never resumes: the pause outlives its bound, and a check
+       * reports it (`pause outlived its bound`). Absent in older recorded histories: resumed.
+       */
+      readonly forgotten?: boolean;
     }
   | {
       readonly at: number;
@@ -137,6 +142,43 @@ export type SimEvent =
       readonly deployment: number;
       readonly instance: number;
       readonly ms: number;
+    }
+  | {
+      readonly at: number;
+      /**
+       * Another version (or a hand) writes the record of the job's next slot before Scheduler
+       * delivers it: `unknown_status`, a status this version does not know (it must be said
+       * loudly, never passed as final); `extra_fields`, a `failed` attempt of that version with
+       * fields this version never writes (a retry claims and runs it as usual).
+       */
+      readonly type: 'foreign_record';
+      readonly deployment: number;
+      readonly job: number;
+      readonly kind: 'unknown_status' | 'extra_fields';
+    }
+  | {
+      readonly at: number;
+      /**
+       * Another version takes the job's overlap lock (fenced, only while no run of the job holds
+       * it) for a run whose claim never lands: its holder's record is `absent` (never written, or
+       * taken by the TTL), or has a status this version does not know (`unknown_status`, until a
+       * `repair` deletes it).
+       */
+      readonly type: 'foreign_lock';
+      readonly deployment: number;
+      readonly job: number;
+      readonly holder: 'absent' | 'unknown_status';
+    }
+  | {
+      readonly at: number;
+      /**
+       * The documented repair of an unreadable record (docs/limits.md): the operator deletes the
+       * record the job's overlap lock names if no attempt of it is running (an unknown status, or
+       * `in_progress` under a lapsed lease), and the lock stays.
+       */
+      readonly type: 'repair';
+      readonly deployment: number;
+      readonly job: number;
     }
   | {
       readonly at: number;
@@ -180,6 +222,12 @@ export interface History {
    * while the write has landed. Absent in older recorded histories: 0.
    */
   readonly lateAnswers?: number;
+  /**
+   * Each logged write's chance (a claim, a completion, a report of a missed or finally failed run)
+   * that its instance dies right after it lands, before its answer: the log line that reports it
+   * never comes, and the instance's requests get no answer. Absent in older recorded histories: 0.
+   */
+  readonly crashAfterWrite?: number;
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
   readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
@@ -238,6 +286,7 @@ export function historyArbitrary(
       latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
       faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
       lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
+      crashAfterWrite: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.3),
       // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
       // slot (a minute), so a claim answered late can strand its slot's neighbours.
       firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
@@ -286,7 +335,11 @@ export function historyArbitrary(
  */
 export function isCalm(h: History): boolean {
   const quiet =
-    h.events.length === 0 && h.faultRate === 0 && h.dropAnswers === 0 && (h.lateAnswers ?? 0) === 0;
+    h.events.length === 0 &&
+    h.faultRate === 0 &&
+    h.dropAnswers === 0 &&
+    (h.lateAnswers ?? 0) === 0 &&
+    (h.crashAfterWrite ?? 0) === 0;
   return quiet && h.jobs.every(isCalmJob);
 }
 
@@ -305,14 +358,23 @@ function calmed(h: History): History {
     const maxMs = Math.min(job.maxMs, limitMs);
     return { ...job, failRate: 0, maxMs, minMs: Math.min(job.minMs, maxMs) };
   });
-  return { ...h, jobs, events: [], faultRate: 0, dropAnswers: 0, lateAnswers: 0 };
+  return {
+    ...h,
+    jobs,
+    events: [],
+    faultRate: 0,
+    dropAnswers: 0,
+    lateAnswers: 0,
+    crashAfterWrite: 0,
+  };
 }
 
 function hasCrashWithOverlap(h: History): boolean {
   return (
     (h.jobs.some((j) => j.overlap !== 'allow') ||
       h.events.some((e) => e.type === 'redeploy' && e.change === 'overlap_skip')) &&
-    h.events.some((e) => e.type === 'crash' || e.type === 'sigterm' || e.type === 'pause')
+    (h.events.some((e) => e.type === 'crash' || e.type === 'sigterm' || e.type === 'pause') ||
+      (h.crashAfterWrite ?? 0) > 0)
   );
 }
 
@@ -356,6 +418,7 @@ function eventArbitrary(
       deployment,
       job,
       ms: fc.integer({ min: 60_000, max: 300_000 }),
+      forgotten: fc.constantFrom(false, false, true),
     }),
     fc.record({
       at,
@@ -378,7 +441,24 @@ function eventArbitrary(
     }),
   ];
   if (!emulator) {
+    // Another version's records and locks, and the repair: their times are virtual, the
+    // emulator's server time is real.
     options.push(
+      fc.record({
+        at,
+        type: fc.constant('foreign_record' as const),
+        deployment,
+        job,
+        kind: fc.constantFrom('unknown_status' as const, 'extra_fields' as const),
+      }),
+      fc.record({
+        at,
+        type: fc.constant('foreign_lock' as const),
+        deployment,
+        job,
+        holder: fc.constantFrom('absent' as const, 'unknown_status' as const),
+      }),
+      fc.record({ at, type: fc.constant('repair' as const), deployment, job }),
       fc.record({
         at,
         type: fc.constant('hang' as const),

@@ -472,6 +472,49 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       ],
     } as History,
   },
+  {
+    // The final missed-run check dies right after a `missed` report lands, before its log line
+    // (`crashAfterWrite`); the check five minutes later finds it unlogged past the grace and logs
+    // it (`relogged`). With the relog removed from `missed-runs.ts`, invariants 2 and 12 fail
+    // (found so: `npm run simulate -- --histories 1000 --seed 5`, first history, shrunk).
+    finding:
+      'the final check died after writing a missed-run report, before logging it: a later check logged it',
+    history: {
+      seed: 14,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 1,
+      spanMs: 180_000,
+      ...quiet,
+      lateAnswers: 0.05,
+      crashAfterWrite: 0.05,
+      firestoreTimeoutSeconds: 5,
+      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      events: [],
+    },
+  },
+  {
+    // A pause with `--until` the operator never resumed; the final check writes its overdue report
+    // and dies before its log line (every logged write kills its writer here); the later check
+    // logs it (`relogged`). With the relog removed from `pauses.ts`, invariant 12 fails.
+    finding:
+      "the final check died after writing a pause's overdue report, before logging it: a later check logged it",
+    history: {
+      seed: 7,
+      leaseSeconds: 60,
+      scopes: [''],
+      instances: 1,
+      spanMs: 240_000,
+      ...quiet,
+      lateAnswers: 0,
+      crashAfterWrite: 1,
+      firestoreTimeoutSeconds: 10,
+      jobs: [{ ...job('job-0', 'allow'), attemptDeadlineSeconds: 30 }],
+      events: [
+        { at: 30_000, type: 'operator_pause', deployment: 0, job: 0, ms: 60_000, forgotten: true },
+      ],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */

@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import type { Firestore } from '@google-cloud/firestore';
+import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
 import { planBackfill } from '../../ops/backfill.ts';
 import { schedulerHeaders } from '../../ops/deliver.ts';
 import { recordPause, recordResume } from '../../ops/pause-records.ts';
@@ -37,6 +37,12 @@ import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
+import {
+  type ForeignStore,
+  repairLockHolder,
+  writeForeignLock,
+  writeForeignRecord,
+} from './foreign-writes.ts';
 import {
   asFirestore,
   GrpcCode,
@@ -73,6 +79,8 @@ export interface Execution {
    * release may not have landed.
    */
   crashedBeforeAnswer?: boolean;
+  /** Then, when its instance died, ms: its heartbeat may have extended its lease until then. */
+  diedAt?: number;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -140,6 +148,38 @@ export interface ForeignWrite {
   readonly status: string;
 }
 
+/** An instance that died right after one of its logged writes landed, before its log line. */
+export interface CrashAfterWrite {
+  readonly at: number;
+  readonly instance: string;
+  readonly write: LoggedWrite;
+  readonly path: string;
+}
+
+/** A write whose log line comes after its answer: its instance may die between the two. */
+export type LoggedWrite = 'claim' | 'completion' | 'report';
+
+/** A run record another version wrote, or a lock's holder it named. */
+export interface ForeignRecord {
+  readonly at: number;
+  readonly deployment: number;
+  readonly jobId: string;
+  /**
+   * `unknown_status`: a status this version does not know; `extra_fields`: fields it never
+   * writes; `absent`: a lock's holder never recorded; `repaired`: this version's record of a dead
+   * holder, deleted by a `repair`.
+   */
+  readonly kind: 'unknown_status' | 'extra_fields' | 'absent' | 'repaired';
+  /** Written as a lock's holder (`foreign_lock`), when its lock landed, ms. */
+  readonly lockedAt?: number;
+  /** When a `repair` deleted it, ms. */
+  deletedAt?: number;
+  /** When another `foreign_lock` replaced its lock, ms: the lock names it no more. */
+  replacedAt?: number;
+  /** When a claim of its run wrote its record again after a `repair` deleted it, ms. */
+  revivedAt?: number;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -164,6 +204,12 @@ export interface SimOutcome {
    * extensions, notes: `leased_at` + `lease_ms`), in the order they landed (memory store only).
    */
   readonly leaseEnds: ReadonlyMap<string, readonly LeaseEnd[]>;
+  /** The instances that died right after a logged write landed (`crashAfterWrite`). */
+  readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
+  readonly jobDocuments?: ReadonlyMap<string, Readonly<Record<string, unknown>>>;
+  /** The records and locks another version wrote (`foreign_record`, `foreign_lock`), by run id. */
+  readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -194,6 +240,12 @@ const COLLECTION = 'runs';
 /** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
  * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
 const RETENTION_SECONDS = 3600;
+
+/**
+ * When the check after the final one comes (after an instance died), ms after the final check:
+ * the model's cadence of checks, the job's next due delivery (hourly in production, sooner here).
+ */
+const LATER_CHECK_MS = 5 * 60_000;
 
 /** A seeded PRNG (mulberry32): the simulator's only randomness. */
 export function random(seed: number): () => number {
@@ -304,6 +356,12 @@ export async function simulate(
   const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
   const completedAttempts = new Set<string>();
   const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
+  /**
+   * The instance that runs the final missed-run check: no Firestore fault reaches it, but it may
+   * die right after a report it writes (`crashAfterWrite`), as the issue's audit did; the check
+   * after it (on the operator's machine) then finds the report unlogged.
+   */
+  const auditor: MachineClock = { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false };
 
   const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
   const foreignWrites: ForeignWrite[] = [];
@@ -341,6 +399,52 @@ export async function simulate(
       status: `${String(before.status)} → ${String(after.status)}`,
     };
   };
+  const crashesAfterWrite: CrashAfterWrite[] = [];
+  const foreignRecords = new Map<string, ForeignRecord>();
+  /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
+  const instanceOf = new Map<MachineClock, { dep: Deployment; instance: Instance }>();
+  /** How many instances died (crashed, or killed after SIGTERM): a report may be left unlogged. */
+  let deaths = 0;
+  /**
+   * The `crashAfterWrite` fault: the instance whose logged write ({@link loggedWriteOf}) this is
+   * dies as it lands, before the answer reaches it: its timers never fire again, so the log line
+   * that would report the write never comes and its requests are never answered.
+   */
+  const dieAfterLoggedWrite = (
+    path: string,
+    before: DocumentData | undefined,
+    after: DocumentData | undefined,
+  ): void => {
+    const chance = history.crashAfterWrite ?? 0;
+    const jobState = path.startsWith(`${jobStateCollection(collection)}/`);
+    if (chance === 0 || !(path.startsWith(`${collection}/`) || jobState)) {
+      return;
+    }
+    const write = jobState ? overdueReportOf(before, after) : loggedWriteOf(before, after);
+    const machine = time.current;
+    const owner = machine === undefined ? undefined : instanceOf.get(machine);
+    const dies = owner !== undefined || machine === auditor;
+    if (write === undefined || machine === undefined || !dies || machine.dead) {
+      return;
+    }
+    if (rng() >= chance) {
+      return;
+    }
+    crashesAfterWrite.push({ at: time.now, instance: machine.name, write, path });
+    if (owner !== undefined) {
+      crash(owner.dep, owner.instance);
+    } else {
+      machine.dead = true; // the auditor: its checks stop where they are
+      deaths++;
+    }
+  };
+  /** A record a `repair` deleted, written again (a later claim of its run): its holder is back. */
+  const noteRevived = (path: string, after: DocumentData | undefined): void => {
+    const repaired = foreignRecords.get(path.slice(collection.length + 1));
+    if (repaired?.deletedAt !== undefined && after !== undefined) {
+      repaired.revivedAt ??= time.now;
+    }
+  };
   /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
   const hangingUntil = new Map<MachineClock, number>();
   const isWrite = (op: OpInfo) =>
@@ -354,7 +458,7 @@ export async function simulate(
     const [lo, hi] = history.latency;
     const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
     const machine = time.current;
-    if (machine === operator) return plan;
+    if (machine === operator || machine === auditor) return plan;
     // A hanging connection: sent, never reaches the server, never answered.
     if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
       return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
@@ -392,6 +496,8 @@ export async function simulate(
             noteLease(after);
             const foreign = foreignWrite(path, before, after);
             if (foreign !== undefined) foreignWrites.push(foreign);
+            dieAfterLoggedWrite(path, before, after);
+            noteRevived(path, after);
           },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
@@ -547,7 +653,7 @@ export async function simulate(
         shutdown,
       }),
     );
-    return {
+    const instance: Instance = {
       name,
       machine,
       revision,
@@ -557,18 +663,22 @@ export async function simulate(
       pending: new Set(),
       running: new Set(),
     };
+    instanceOf.set(machine, { dep, instance });
+    return instance;
   };
 
   const crash = (dep: Deployment, instance: Instance) => {
     if (instance.machine.dead) return;
     instance.machine.dead = true;
+    deaths++;
     instance.serving = false;
     for (const exec of instance.running) {
       exec.result = 'crashed';
       exec.end = time.now;
     }
     instance.running.clear();
-    // A job that ended, whose completion or release may still be in flight: the crash can lose it.
+    // A job that returned (or threw), whose completion (or release) write may still be in
+    // flight: the crash can lose it, and the record stays held under its lease.
     for (const exec of executions) {
       const ended = exec.result === 'returned' || exec.result === 'threw';
       if (exec.instance !== instance.machine.name || !ended) continue;
@@ -577,7 +687,10 @@ export async function simulate(
           l.fields.attemptId === exec.attemptId &&
           (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
       );
-      if (!answered) exec.crashedBeforeAnswer = true;
+      if (!answered) {
+        exec.crashedBeforeAnswer = true;
+        exec.diedAt = time.now;
+      }
     }
     for (const reject of instance.pending)
       reject(new Error('connection reset: the instance crashed'));
@@ -758,11 +871,13 @@ export async function simulate(
    * the record first, then the Scheduler job. The pause counts from its record to its resume's
    * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
    */
-  const operatorPause = async (dep: Deployment, jobId: string, ms: number) => {
+  const operatorPause = async (dep: Deployment, jobId: string, ms: number, forgotten: boolean) => {
     const { jobDocuments } = storesOf(dep.config);
     const docId = checkDocumentId(jobId, dep.keyScope);
+    // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
+    const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
     try {
-      await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
+      await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
     } catch {
       return; // already paused (refused): this pause changes nothing
     }
@@ -775,11 +890,72 @@ export async function simulate(
     };
     operatorPauses.push(pause);
     dep.scheduler.pause(jobId);
+    if (forgotten) {
+      return;
+    }
     await time.sleep(ms);
     pause.to = time.now;
     await recordResume(jobDocuments, docId, jobId);
     pause.resumeLanded = time.now;
     dep.scheduler.resume(jobId);
+  };
+
+  /** Where another version (or the operator's repair) writes: the shared store, on true time. */
+  const foreignStore: ForeignStore = {
+    store,
+    collection,
+    now: () => time.now,
+    retentionMs: RETENTION_SECONDS * 1000,
+    randomRunId: () =>
+      Array.from({ length: 64 }, () => Math.floor(rng() * 16).toString(16)).join(''),
+  };
+  /** Whether a run of `jobId` executes in deployment `d`, or a request of it is still open. */
+  const isJobBusy = (d: number, jobId: string) =>
+    executions.some((e) => e.deployment === d && e.jobId === jobId && e.result === 'running') ||
+    deliveries.some((r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined);
+  /** Whether every execution of run `runId` ended (none still runs or may still complete). */
+  const isRunEnded = (runId: string) =>
+    executions.every((e) => e.runId !== runId || e.result === 'crashed' || e.result === 'threw');
+  /** A `foreign_record`, `foreign_lock` or `repair` event, recorded for the invariants. */
+  const writeAsAnotherVersion = async (
+    dep: Deployment,
+    job: DeclaredJob,
+    event: Extract<SimEvent, { type: 'foreign_record' | 'foreign_lock' | 'repair' }>,
+  ): Promise<void> => {
+    const w = foreignStore;
+    const at = time.now;
+    const base = { at, deployment: dep.index, jobId: job.id };
+    if (event.type === 'foreign_record') {
+      const runId = await writeForeignRecord(w, job, dep.keyScope, event.kind);
+      if (runId !== undefined) {
+        foreignRecords.set(runId, { ...base, kind: event.kind });
+      }
+      return;
+    }
+    if (event.type === 'foreign_lock') {
+      const busy = () => isJobBusy(dep.index, job.id);
+      const lock = await writeForeignLock(w, job, dep.keyScope, event.holder, busy);
+      if (lock !== undefined) {
+        for (const earlier of foreignRecords.values()) {
+          const sameLock = earlier.deployment === dep.index && earlier.jobId === job.id;
+          if (sameLock && earlier.lockedAt !== undefined) {
+            earlier.replacedAt ??= lock.lockedAt;
+          }
+        }
+        foreignRecords.set(lock.runId, { ...base, kind: event.holder, lockedAt: lock.lockedAt });
+      }
+      return;
+    }
+    const deleted = await repairLockHolder(w, job, dep.keyScope, isRunEnded);
+    if (deleted === undefined) {
+      return;
+    }
+    const known = foreignRecords.get(deleted);
+    if (known !== undefined) {
+      known.deletedAt = time.now;
+    } else {
+      foreignRecords.set(deleted, { ...base, kind: 'repaired', deletedAt: time.now });
+    }
   };
 
   // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
@@ -869,13 +1045,24 @@ export async function simulate(
       case 'operator_pause': {
         const jobId = jobOf(event.job).id;
         void time.within(operator, () =>
-          operatorPause(dep, jobId, event.ms).catch((err: unknown) => errors.push(err)),
+          operatorPause(dep, jobId, event.ms, event.forgotten === true).catch((err: unknown) =>
+            errors.push(err),
+          ),
         );
         return;
       }
       case 'outage':
         dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
         return;
+      case 'foreign_record':
+      case 'foreign_lock':
+      case 'repair': {
+        const job = jobOf(event.job);
+        void time.within(operator, () =>
+          writeAsAnotherVersion(dep, job, event).catch((err: unknown) => errors.push(err)),
+        );
+        return;
+      }
       case 'backfill': {
         const resent = event.resend === true && dep.lastBackfill.length > 0;
         const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
@@ -957,48 +1144,62 @@ export async function simulate(
     const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
-    const audits = time.within(operator, () =>
-      Promise.all(
-        (db === undefined ? deployments : []).flatMap((dep) => {
-          const stores = storesOf(dep.config);
-          const check = new MissedRunCheck({
-            history: stores.history,
-            jobDocuments: stores.jobDocuments,
-            clock: () => stores.documents.serverTime(),
-            forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
-          });
-          const logger = loggerFor(`d${dep.index}-audit`, dep.config);
-          const seen = new Map<string, DeclaredJob>();
-          for (const revision of dep.revisions)
-            for (const job of revision.jobs) seen.set(job.id, job);
-          return [...seen.values()].map(async (job) => {
-            // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
-            // deliveries would, until the cursor reaches the closed boundary.
-            for (let round = 0; round < 10; round++) {
-              const result = await check.check(job, dep.keyScope, logger);
-              if (result.checked < MAX_CHECK_SLOTS) return result;
-            }
-            return undefined;
-          });
-        }),
-      ),
-    );
+    const finalAudit = (machine: MachineClock) =>
+      time.within(machine, () =>
+        Promise.all(
+          (db === undefined ? deployments : []).flatMap((dep) => {
+            const stores = storesOf(dep.config);
+            const check = new MissedRunCheck({
+              history: stores.history,
+              jobDocuments: stores.jobDocuments,
+              clock: () => stores.documents.serverTime(),
+              forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+            });
+            const logger = loggerFor(`d${dep.index}-audit`, dep.config);
+            const seen = new Map<string, DeclaredJob>();
+            for (const revision of dep.revisions)
+              for (const job of revision.jobs) seen.set(job.id, job);
+            return [...seen.values()].map(async (job) => {
+              // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
+              // deliveries would, until the cursor reaches the closed boundary.
+              for (let round = 0; round < 10; round++) {
+                const result = await check.check(job, dep.keyScope, logger);
+                if (result.checked < MAX_CHECK_SLOTS) return result;
+              }
+              return undefined;
+            });
+          }),
+        ),
+      );
     let auditError: unknown;
-    audits.then(
-      (results) => {
-        if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
-      },
-      (err: unknown) => {
-        auditError = err;
-      },
-    );
-    await time.run(finalMs + 120_000);
+    const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
+      audits.then(
+        (results) => {
+          if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
+        },
+        (err: unknown) => {
+          auditError ??= err;
+        },
+      );
+      await time.run(untilMs);
+    };
+    await awaitAudit(finalAudit(auditor), finalMs + 120_000);
+    // An instance that died may have written a report it never logged, shortly before the final
+    // check (which leaves a young one to its writer): the job's next due delivery checks again.
+    if (deaths > 0) {
+      await time.run(finalMs + LATER_CHECK_MS);
+      await awaitAudit(finalAudit(operator), finalMs + LATER_CHECK_MS + 120_000);
+    }
     if (auditError !== undefined) errors.push(auditError);
     errors.push(...time.errors);
     const records = new Map<string, Record<string, unknown>>();
     const createTimes = new Map<string, number>();
+    const jobDocuments = new Map<string, Record<string, unknown>>();
     if (memory !== undefined) {
       for (const [path, doc] of memory.dump()) {
+        if (path.startsWith(`${jobStateCollection(collection)}/`)) {
+          jobDocuments.set(path.slice(jobStateCollection(collection).length + 1), doc.data);
+        }
         if (!path.startsWith(`${collection}/`)) continue;
         const id = path.slice(collection.length + 1);
         records.set(id, doc.data);
@@ -1031,6 +1232,9 @@ export async function simulate(
       operatorPauses,
       foreignWrites,
       leaseEnds,
+      crashesAfterWrite,
+      foreignRecords,
+      jobDocuments,
       schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
       firestoreTimeoutMs,
       deployments: deployments.map((d) => ({
@@ -1046,6 +1250,49 @@ export async function simulate(
   } finally {
     time.uninstall();
   }
+}
+
+/**
+ * The logged write a commit made to a run record (`before` → `after`), if any: a claim (the record
+ * `in_progress` under a new attempt), a completion, or a report (a new `reported_at`). Judged on
+ * the stored fields, not on which product call wrote them.
+ */
+export function loggedWriteOf(
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): LoggedWrite | undefined {
+  if (after === undefined) {
+    return undefined;
+  }
+  if (after.status === 'in_progress' && after.attempt_id !== before?.attempt_id) {
+    return 'claim';
+  }
+  if (after.status === 'completed' && before?.status !== 'completed') {
+    return 'completion';
+  }
+  const reportedAt = (data: DocumentData | undefined) =>
+    data?.reported_at instanceof Timestamp ? data.reported_at.toMillis() : undefined;
+  const reported = reportedAt(after);
+  if (reported !== undefined && reported !== reportedAt(before)) {
+    return 'report';
+  }
+  return undefined;
+}
+
+/**
+ * `report` if a commit to a job's document wrote a pause's overdue report (an
+ * `overdue_reported_at` its pause did not have): its log line comes after it.
+ */
+export function overdueReportOf(
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): LoggedWrite | undefined {
+  const reported = (data: DocumentData | undefined) =>
+    Array.isArray(data?.pauses)
+      ? (data.pauses as DocumentData[]).filter((p) => p.overdue_reported_at instanceof Timestamp)
+          .length
+      : 0;
+  return reported(after) > reported(before) ? 'report' : undefined;
 }
 
 /** A trigger id as ops/trigger.ts makes one (a UUID's shape), from the seeded PRNG. */

@@ -1,0 +1,210 @@
+/**
+ * What the simulator's world writes beside the product: records and overlap locks of another
+ * version (a status this version does not know, fields it never writes, a lock naming a holder
+ * whose claim never lands), and the operator's documented repair of a record this version cannot
+ * read (delete it if no attempt of it is running; the lock that names it stays). Each is written
+ * through the Firestore API, as another version's instance or the Firebase console would, and
+ * fenced where a careful writer would fence (another version keeps the lock protocol: it takes a
+ * lock only while no live run holds it).
+ */
+import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
+import { type Scope, scopeId } from '../../src/core/run-key.ts';
+import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { slotRunId } from '../../src/policy/run-history.ts';
+import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+
+/** A status no version of this product writes: another (newer) version's. */
+export const UNKNOWN_STATUS = 'deferred';
+
+/** The statuses this version writes and reads (docs/how-it-works.md, "The run record"). */
+export const KNOWN_STATUSES: ReadonlySet<unknown> = new Set([
+  'in_progress',
+  'completed',
+  'failed',
+  'missed',
+  'skipped',
+]);
+
+/** Fields another version adds to its records: this version never writes them. */
+const EXTRA_FIELDS = { v9_lane: 'blue', v9_meta: { retries: 2, origin: 'v9' } };
+
+/** Where the simulated world writes: the store, its runs collection and the clock, ms. */
+export interface ForeignStore {
+  readonly store: Firestore;
+  readonly collection: string;
+  readonly now: () => number;
+  /** How long a record is kept (its `expire_at` from now), ms. */
+  readonly retentionMs: number;
+  /** 64 hex digits from the seeded PRNG: a run id this version never computed. */
+  readonly randomRunId: () => string;
+}
+
+/** The document id of `job`'s overlap lock in `scope` (as `src/policy/overlap.ts` names it). */
+export function lockIdOf(jobId: string, scope: Scope): string {
+  const keyScope = scopeId(scope);
+  return keyScope === '' ? `${jobId}~overlap` : `${jobId}~overlap~${keyScope}`;
+}
+
+/** A record of another version with {@link UNKNOWN_STATUS}, for `job`'s slot `slotMs`. */
+function unknownStatusRecord(w: ForeignStore, job: DeclaredJob, slotMs: number): DocumentData {
+  return {
+    status: UNKNOWN_STATUS,
+    attempt_id: `v9-${w.randomRunId().slice(0, 12)}`,
+    attempts: 1,
+    job_name: job.id,
+    schedule_time: Timestamp.fromMillis(slotMs),
+    expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
+    ...EXTRA_FIELDS,
+  };
+}
+
+/**
+ * `unknown_status`: creates the record of `job`'s next slot with {@link UNKNOWN_STATUS} (if it has
+ * none yet). `extra_fields`: adds fields this version never writes to the record of the job's last
+ * slot, if that record is final (completed, skipped, or reported), fenced on its read.
+ * @returns the run id written, or `undefined` if nothing was.
+ */
+export async function writeForeignRecord(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+  kind: 'unknown_status' | 'extra_fields',
+): Promise<string | undefined> {
+  const runs = w.store.collection(w.collection);
+  if (kind === 'unknown_status') {
+    const now = new Date(w.now());
+    const { slots } = slotsBetween(job, now, new Date(now.getTime() + 3_600_000), 1);
+    const slot = slots[0];
+    if (slot === undefined) {
+      return undefined;
+    }
+    const runId = slotRunId(job.id, slot, scope);
+    const created = await runs
+      .doc(runId)
+      .create(unknownStatusRecord(w, job, slot.getTime()))
+      .then(
+        () => true,
+        () => false,
+      );
+    return created ? runId : undefined;
+  }
+  const slot = previousSlot(job, new Date(w.now()));
+  if (slot === undefined) {
+    return undefined;
+  }
+  const runId = slotRunId(job.id, slot, scope);
+  const snap = await runs.doc(runId).get();
+  const data = snap.data();
+  const final =
+    data?.status === 'completed' || data?.status === 'skipped' || data?.reported_at !== undefined;
+  if (!snap.exists || !final || snap.updateTime === undefined) {
+    return undefined;
+  }
+  const written = await runs
+    .doc(runId)
+    .update(EXTRA_FIELDS, { lastUpdateTime: snap.updateTime })
+    .then(
+      () => true,
+      () => false,
+    );
+  return written ? runId : undefined;
+}
+
+/**
+ * Another version takes `job`'s overlap lock for a run whose claim never lands, fenced on its read
+ * of the lock, and only if the lock's holder is not live (no `in_progress` record under a live
+ * lease): `absent`, its holder never recorded; `unknown_status`, its holder's record written
+ * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}. `isJobBusy`: whether
+ * a run of the job executes or is being delivered now (the model's knowledge; then nothing is
+ * written).
+ * @returns the holder's run id and when the lock landed, or `undefined` if nothing was written.
+ */
+export async function writeForeignLock(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+  holder: 'absent' | 'unknown_status',
+  isJobBusy: () => boolean,
+): Promise<{ readonly runId: string; readonly lockedAt: number } | undefined> {
+  if (isJobBusy()) {
+    return undefined;
+  }
+  const lockRef = w.store.collection(jobStateCollection(w.collection)).doc(lockIdOf(job.id, scope));
+  const lock = await lockRef.get();
+  const current = lock.data()?.holder_run_id;
+  if (typeof current === 'string' && (await isLiveRecord(w, current))) {
+    return undefined;
+  }
+  const runId = w.randomRunId();
+  const data = {
+    holder_run_id: runId,
+    job_name: job.id,
+    expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
+  };
+  const written =
+    lock.exists && lock.updateTime !== undefined
+      ? lockRef.update(data, { lastUpdateTime: lock.updateTime })
+      : lockRef.create(data);
+  const landed = await written.then(
+    () => true,
+    () => false,
+  );
+  if (!landed) {
+    return undefined;
+  }
+  const lockedAt = w.now();
+  // As this version's older revisions did: the lock first, then the claim (its record).
+  if (holder === 'unknown_status') {
+    const slotMs = Math.floor(lockedAt / 60_000) * 60_000;
+    const record = unknownStatusRecord(w, job, slotMs);
+    await w.store.collection(w.collection).doc(runId).create(record);
+  }
+  return { runId, lockedAt };
+}
+
+/** Whether run `runId`'s record is `in_progress` under a lease not yet lapsed at `w.now()`. */
+async function isLiveRecord(w: ForeignStore, runId: string): Promise<boolean> {
+  const data = (await w.store.collection(w.collection).doc(runId).get()).data();
+  if (data?.status !== 'in_progress') {
+    return false;
+  }
+  const leasedAt = data.leased_at instanceof Timestamp ? data.leased_at.toMillis() : Infinity;
+  const leaseMs = typeof data.lease_ms === 'number' ? data.lease_ms : Infinity;
+  return leasedAt + leaseMs > w.now();
+}
+
+/**
+ * The documented repair (docs/limits.md): deletes the record `job`'s overlap lock names if no
+ * attempt of it is running: a status this version does not know, or `in_progress` under a lapsed
+ * lease whose attempts all ended (`isRunEnded`, the model's knowledge). The lock stays.
+ * @returns the deleted record's run id, or `undefined` if nothing was deleted.
+ */
+export async function repairLockHolder(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+  isRunEnded: (runId: string) => boolean,
+): Promise<string | undefined> {
+  const lockRef = w.store.collection(jobStateCollection(w.collection)).doc(lockIdOf(job.id, scope));
+  const holder = (await lockRef.get()).data()?.holder_run_id;
+  if (typeof holder !== 'string') {
+    return undefined;
+  }
+  const recordRef = w.store.collection(w.collection).doc(holder);
+  const snap = await recordRef.get();
+  const status = snap.data()?.status;
+  if (!snap.exists || snap.updateTime === undefined) {
+    return undefined;
+  }
+  const unknown = !KNOWN_STATUSES.has(status);
+  const lapsed = status === 'in_progress' && !(await isLiveRecord(w, holder)) && isRunEnded(holder);
+  if (!unknown && !lapsed) {
+    return undefined;
+  }
+  const deleted = await recordRef.delete({ lastUpdateTime: snap.updateTime }).then(
+    () => true,
+    () => false,
+  );
+  return deleted ? holder : undefined;
+}

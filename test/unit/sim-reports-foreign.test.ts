@@ -1,0 +1,213 @@
+/**
+ * The simulator's invariants 12 and 13 (`test/sim/invariants.ts`) on hand-built outcomes, and
+ * which writes its `crashAfterWrite` fault treats as logged ones (`loggedWriteOf`): each check
+ * passes what the promise allows and fails what it forbids. No simulation, no Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import {
+  noBlockBehindVanishedHolder,
+  reportsLoggedOnceOrTwice,
+  unknownStatusesSaid,
+} from '../sim/invariants.ts';
+import type { Delivered, ForeignRecord, LogLine, SimOutcome } from '../sim/simulator.ts';
+import { loggedWriteOf, overdueReportOf } from '../sim/simulator.ts';
+
+const RUN = 'a'.repeat(64);
+const HOLDER = 'b'.repeat(64);
+
+const line = (at: number, message: string, fields: Record<string, unknown>): LogLine => ({
+  at,
+  instance: 'd0-i0-r0',
+  level: 'ERROR',
+  message,
+  fields,
+});
+
+const outcome = (fields: Partial<SimOutcome>): SimOutcome =>
+  ({
+    emulator: false,
+    startMs: 0,
+    stopMs: 600_000,
+    finalMs: 900_000,
+    executions: [],
+    logs: [],
+    answers: [],
+    deliveries: [],
+    operatorPauses: [],
+    foreignWrites: [],
+    schedulerAttempts: [],
+    firestoreTimeoutMs: 10_000,
+    deployments: [],
+    records: new Map(),
+    createTimes: new Map(),
+    errors: [],
+    leaseMs: 60_000,
+    gaps: {},
+    ...fields,
+  }) as unknown as SimOutcome;
+
+const missedRecord = { status: 'missed', reported_at: Timestamp.fromMillis(100_000) };
+
+describe('invariant 12: every report written is logged once or twice', () => {
+  it('passes a report logged by its writer and once more by a later check', () => {
+    const logs = [
+      line(100_000, 'missed run', { runId: RUN, reporter: 'r1' }),
+      line(400_000, 'missed run', { runId: RUN, reporter: 'r1', relogged: true }),
+    ];
+    const records = new Map([[RUN, missedRecord]]);
+
+    assert.deepEqual(reportsLoggedOnceOrTwice(outcome({ logs, records })), []);
+  });
+
+  it('fails a report written and never logged (its writer died, no check logged it again)', () => {
+    const records = new Map([[RUN, missedRecord]]);
+    const crashesAfterWrite = [
+      { at: 100_000, instance: 'auditor', write: 'report' as const, path: `runs/${RUN}` },
+    ];
+
+    const found = reportsLoggedOnceOrTwice(outcome({ records, crashesAfterWrite }));
+
+    assert.match(
+      found.join('\n'),
+      /no "missed run" .* line was ever logged; its writer auditor died/,
+    );
+  });
+
+  it('fails an overdue pause report never logged, and passes one logged once', () => {
+    const pausedAt = Timestamp.fromMillis(60_000);
+    const pause = { paused_at: pausedAt, overdue_reported_at: Timestamp.fromMillis(200_000) };
+    const jobDocuments = new Map([['job-0', { pauses: [pause] }]]);
+    const logged = line(200_000, 'pause outlived its bound', {
+      pausedAt: pausedAt.toDate().toISOString(),
+    });
+
+    const silent = reportsLoggedOnceOrTwice(outcome({ jobDocuments }));
+    const once = reportsLoggedOnceOrTwice(outcome({ jobDocuments, logs: [logged] }));
+
+    assert.match(silent.join('\n'), /logged 0 times/);
+    assert.deepEqual(once, []);
+  });
+
+  it('fails a report logged three times', () => {
+    const logs = [100_000, 200_000, 300_000].map((at) =>
+      line(at, 'run failed after retries', { runId: RUN }),
+    );
+    const records = new Map([[RUN, { status: 'failed', reported_at: Timestamp.fromMillis(1) }]]);
+
+    assert.match(reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'), /logged 3 times/);
+  });
+});
+
+const foreign = (fields: Partial<ForeignRecord>): ForeignRecord => ({
+  at: 100_000,
+  deployment: 0,
+  jobId: 'job-0',
+  kind: 'absent',
+  ...fields,
+});
+
+const skippedBehind = (at: number, sentAt: number): { log: LogLine; delivery: Delivered } => ({
+  log: {
+    ...line(at, 'scheduled run: skipped', {
+      outcome: 'skipped',
+      jobName: 'job-0',
+      scheduleTime: new Date(sentAt).toISOString(),
+      blockedBy: HOLDER,
+    }),
+    level: 'INFO',
+  },
+  delivery: {
+    deployment: 0,
+    source: 'scheduler',
+    jobId: 'job-0',
+    scheduleTime: new Date(sentAt).toISOString(),
+    sentAt,
+    endedAt: at,
+    status: 200,
+    outcome: 'skipped',
+  },
+});
+
+describe('invariant 13: another version’s records and locks', () => {
+  it('passes a skip behind a holder without a record within the claim window (3 × 10 s)', () => {
+    const { log, delivery } = skippedBehind(125_000, 125_000);
+    const foreignRecords = new Map([[HOLDER, foreign({ lockedAt: 100_000 })]]);
+
+    const found = noBlockBehindVanishedHolder(
+      outcome({ logs: [log], deliveries: [delivery], foreignRecords }),
+    );
+
+    assert.deepEqual(found, []);
+  });
+
+  it('fails a skip behind a holder without a record past the claim window', () => {
+    const { log, delivery } = skippedBehind(131_000, 131_000);
+    const foreignRecords = new Map([[HOLDER, foreign({ lockedAt: 100_000 })]]);
+
+    const found = noBlockBehindVanishedHolder(
+      outcome({ logs: [log], deliveries: [delivery], foreignRecords }),
+    );
+
+    assert.match(found.join('\n'), /a vanished holder blocked it/);
+  });
+
+  it('fails any skip behind a holder whose record has an unknown status, before its repair', () => {
+    const { log, delivery } = skippedBehind(105_000, 105_000);
+    const foreignRecords = new Map([
+      [HOLDER, foreign({ kind: 'unknown_status', lockedAt: 100_000, deletedAt: 200_000 })],
+    ]);
+
+    const found = noBlockBehindVanishedHolder(
+      outcome({ logs: [log], deliveries: [delivery], foreignRecords }),
+    );
+
+    assert.match(found.join('\n'), /status this version does not know: a silent block/);
+  });
+
+  it('fails a record of unknown status no ERROR names, passes one an ERROR names', () => {
+    const records = new Map([[RUN, { status: 'deferred', job_name: 'job-0' }]]);
+    const foreignRecords = new Map([[RUN, foreign({ kind: 'unknown_status' })]]);
+    const silent = outcome({ records, foreignRecords });
+    const said = outcome({
+      records,
+      foreignRecords,
+      logs: [
+        line(500_000, "missed-run check: a closed slot's record cannot be read", { runId: RUN }),
+      ],
+    });
+
+    assert.match(unknownStatusesSaid(silent).join('\n'), /passed silently/);
+    assert.deepEqual(unknownStatusesSaid(said), []);
+  });
+});
+
+describe('crashAfterWrite: which writes a log line follows', () => {
+  const at = (ms: number) => Timestamp.fromMillis(ms);
+
+  it('names a claim, a completion and a report, and nothing else', () => {
+    const claimed = { status: 'in_progress', attempt_id: 'a1' };
+    const completed = { status: 'completed', attempt_id: 'a1' };
+    const reported = { status: 'missed', reported_at: at(5), reported_by: 'r~unlogged' };
+    const acknowledged = { ...reported, reported_by: 'r' };
+
+    assert.equal(loggedWriteOf(undefined, claimed), 'claim');
+    assert.equal(loggedWriteOf({ status: 'failed', attempt_id: 'a0' }, claimed), 'claim');
+    assert.equal(loggedWriteOf(claimed, completed), 'completion');
+    assert.equal(loggedWriteOf(undefined, reported), 'report');
+    assert.equal(loggedWriteOf(reported, acknowledged), undefined);
+    assert.equal(loggedWriteOf(claimed, { ...claimed, leased_at: at(9) }), undefined);
+    assert.equal(loggedWriteOf(claimed, undefined), undefined);
+  });
+
+  it('names a pause’s overdue report on its job document, not its acknowledgement', () => {
+    const pause = { paused_at: at(1), overdue_reported_at: null };
+    const reported = { ...pause, overdue_reported_at: at(2), overdue_unlogged: true };
+    const acknowledged = { ...pause, overdue_reported_at: at(2) };
+
+    assert.equal(overdueReportOf({ pauses: [pause] }, { pauses: [reported] }), 'report');
+    assert.equal(overdueReportOf({ pauses: [reported] }, { pauses: [acknowledged] }), undefined);
+    assert.equal(overdueReportOf(undefined, { checked_before: at(3) }), undefined);
+  });
+});
