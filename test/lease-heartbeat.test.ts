@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AttemptAbortedError } from '../src/core/errors.ts';
+import { AttemptAbortedError, LedgerUnavailableError } from '../src/core/errors.ts';
 import { runOnce } from '../src/core/run-once.ts';
 import {
   captureLogs,
@@ -88,6 +88,52 @@ describe('lease heartbeat', () => {
     assert.equal(result.outcome, 'failed');
     assert.equal(result.outcome === 'failed' && result.release, 'lease_lost');
     assert.equal((await storedRecord(collection, 'run-1')).attempt_id, 'thief');
+  });
+  it('aborts the job and logs the lapse once its lease ends with no extension answered, not before', async () => {
+    const leaseMs = 600;
+    const { ledger } = newLedger({ leaseMs });
+    const logs = captureLogs();
+    // Every extension hangs past the lease, then fails as Firestore's timeout would.
+    const unanswered = new Proxy(ledger, {
+      get(target, key) {
+        if (key === 'extend') {
+          return () =>
+            sleep(2 * leaseMs).then(() => {
+              throw new LedgerUnavailableError('Firestore did not answer the lease extension');
+            });
+        }
+        const value = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const startedAt = performance.now();
+    let abortedAfterMs: number | undefined;
+    let reason: unknown;
+
+    const result = await runOnce(
+      unanswered,
+      'run-1',
+      async ({ signal }) => {
+        await new Promise<void>((_, reject) => {
+          const giveUp = setTimeout(() => reject(new Error('never aborted')), 10 * leaseMs);
+          signal.addEventListener('abort', () => {
+            clearTimeout(giveUp);
+            abortedAfterMs = performance.now() - startedAt;
+            reason = signal.reason;
+            reject(signal.reason);
+          });
+        });
+      },
+      { logger: logs.logger },
+    );
+
+    assert.ok(reason instanceof AttemptAbortedError, `aborted by ${String(reason)}`);
+    assert.equal(reason.reason, 'lease_lost');
+    assert.ok(abortedAfterMs !== undefined && abortedAfterMs >= leaseMs, `${abortedAfterMs} ms`);
+    const lapses = logs.lines().filter((l) => String(l.message).startsWith('lease lapsed:'));
+    assert.equal(lapses.length, 1);
+    assert.match(String(lapses[0]?.message), /no extension was confirmed within the lease/);
+    assert.equal(result.outcome, 'failed');
   });
   it('warns that the lease lapsed as soon as a starved instance runs again, before its completion is written', async () => {
     const { ledger } = newLedger({ leaseMs: 300 });

@@ -79,6 +79,13 @@ export const LEASE_LOSS_MESSAGES = {
 } as const satisfies Record<LeaseLossCause, string>;
 
 /**
+ * Logged when no extension was confirmed within the lease: from then on another attempt may take
+ * the run over (or a `skip`/`wait` job's next slot start), so the job's signal is aborted.
+ */
+const LEASE_LAPSED_MESSAGE =
+  'lease lapsed: no extension was confirmed within the lease (Firestore slow or unreachable, or this instance paused), so another attempt may take the run over; aborting the job';
+
+/**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
  * written; its throw releases the claim, keeping the failure, so a retry can run at once. In a
  * downstream service: docs/how-it-works.md, "Downstream idempotency: `runOnce` for any key".
@@ -139,6 +146,8 @@ class AttemptScope {
   #lapseWarned = false;
   /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
   #renewedAt = performance.now();
+  /** Fires when the lease lapses by this instance's clock with no renewal confirmed (`#lapsed`). */
+  #lapseTimer: NodeJS.Timeout | undefined;
   readonly #runTimer: NodeJS.Timeout | undefined;
   #timedOut = false;
   #settled = false;
@@ -160,6 +169,7 @@ class AttemptScope {
     // first beat is due a third of its lease after it was sent, at once if that has passed.
     const claimTookMs = performance.now() - claimStartedAt;
     this.#startBeating(Math.max(0, claim.leaseMs / BEATS_PER_LEASE - claimTookMs));
+    this.#armLapse(claimStartedAt);
     const { signal } = this.#controller;
     const leaseExpires = () => this.#claim.leaseExpires;
     this.attempt = {
@@ -264,13 +274,17 @@ class AttemptScope {
     this.#warnIfLapsed();
     clearInterval(this.#beatTimer);
     this.#beatTimer = undefined;
+    clearTimeout(this.#lapseTimer);
     if (this.#beat !== undefined) await this.#beat;
     return this.#claim;
   }
   /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */
   async #note(name: string, value: NoteValue): Promise<void> {
     while (this.#beat !== undefined) await this.#beat;
-    const run = this.#ledger.note(this.#claim, name, value).then((noted) => this.#apply(noted));
+    const sentAt = performance.now();
+    const run = this.#ledger
+      .note(this.#claim, name, value)
+      .then((noted) => this.#apply(noted, sentAt));
     this.#beat = run.catch(() => undefined);
     try {
       if (!(await run)) {
@@ -284,8 +298,9 @@ class AttemptScope {
   /** One beat: extends the lease; on a transient failure, the next beat tries again before it lapses. */
   async #extend(): Promise<void> {
     this.#warnIfLapsed();
+    const sentAt = performance.now();
     try {
-      this.#apply(await this.#ledger.extend(this.#claim));
+      this.#apply(await this.#ledger.extend(this.#claim), sentAt);
     } catch (err) {
       this.#failures++;
       this.#options.logger.warn(
@@ -299,6 +314,29 @@ class AttemptScope {
       );
     }
   }
+  /**
+   * Arms the lapse for a lease written by a write sent at `sentAt` (`performance.now()`): the lease
+   * began when the write landed, after it was sent, so it lapses no sooner than `leaseMs` later.
+   */
+  #armLapse(sentAt: number): void {
+    clearTimeout(this.#lapseTimer);
+    const remainingMs = Math.max(0, sentAt + this.#claim.leaseMs - performance.now());
+    this.#lapseTimer = setTimeout(() => this.#lapsed(), remainingMs).unref();
+  }
+  /**
+   * The lease lapsed with no renewal confirmed: another attempt may take the run over from now
+   * on, so the job is told to stop. The heartbeat goes on: an extension that still lands keeps the
+   * run held while the job stops, and one that finds it taken over reports the lease lost.
+   */
+  #lapsed(): void {
+    if (this.#settled || this.#beatTimer === undefined) {
+      return;
+    }
+    this.#lapseWarned = true;
+    const fields = { failedExtensions: this.#failures, attemptId: this.#claim.attemptId };
+    this.#options.logger.warn(fields, LEASE_LAPSED_MESSAGE);
+    this.#controller.abort(new AttemptAbortedError('lease_lost', 'the lease lapsed unrenewed'));
+  }
   /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
   #warnIfLapsed(): void {
     if (this.#lapseWarned || !this.#stalled()) return;
@@ -308,13 +346,19 @@ class AttemptScope {
       'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
     );
   }
-  /** Takes a renewal's result: true for the new claim; false for a lost lease, which aborts the job. */
-  #apply(renewed: Claim | 'lease_lost'): boolean {
+  /**
+   * Takes a renewal's result (sent at `sentAt`, `performance.now()`): true for the new claim; false
+   * for a lost lease, which aborts the job.
+   */
+  #apply(renewed: Claim | 'lease_lost', sentAt: number): boolean {
     if (renewed !== 'lease_lost') {
       const widened = renewed.leaseMs !== this.#claim.leaseMs;
       this.#claim = renewed;
       this.#failures = 0;
       this.#renewedAt = performance.now();
+      if (this.#beatTimer !== undefined) {
+        this.#armLapse(sentAt);
+      }
       if (widened && this.#beatTimer !== undefined) {
         clearInterval(this.#beatTimer);
         this.#startBeating();
