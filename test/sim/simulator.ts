@@ -237,9 +237,13 @@ export interface SimOptions {
 }
 
 const COLLECTION = 'runs';
-/** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
- * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
-const RETENTION_SECONDS = 3600;
+/**
+ * Two hours: beyond every generated retry window (< 15 min) and beyond the final check, which comes
+ * at most about 80 minutes after a history's first slot (a 14-minute span, the drain, up to 30
+ * minutes of open requests, a later check); older slots are out of the check's range, by design.
+ * It also bounds the missed-run check's first look-back to 120 slots, not a day's.
+ */
+const RETENTION_SECONDS = 7200;
 
 /**
  * When the check after the final one comes (after an instance died), ms after the final check:
