@@ -18,7 +18,9 @@
  * 9. No completion, extension or release lands on a record naming another attempt (every write
  *    that lands is instrumented in the memory store, with the attempt it replaced).
  * 7. A request is skipped, waits or is told the run is in progress only while another run of its
- *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming.
+ *    job and scope (or attempt of its run) executes, holds a live lease, or was just claiming
+ *    (a claim of its own run that its own instance already answered does not count: it knows).
+ * 12. A slot's run starts no earlier than its job's forced-run tolerance before the slot.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -26,7 +28,7 @@ import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
-import { schedulerExecutionMs } from './cloud-scheduler.ts';
+import { schedulerExecutionMs, shortestGapMs } from './cloud-scheduler.ts';
 import { isCalm } from './model.ts';
 import type { Answered, Delivered, Execution, SimOutcome } from './simulator.ts';
 
@@ -370,6 +372,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   // 7. Nothing is skipped, waits or is refused behind a dead holder.
   found.push(...blockedOnlyByLiveRuns(outcome, awaiting));
 
+  // 12. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
+  found.push(...slotRunsNotEarly(outcome));
+
   // 6. Nothing throws where it should not.
   for (const err of outcome.errors) {
     found.push(
@@ -498,7 +503,25 @@ function liveHolderBetween(
       d.jobId === jobId &&
       d.sentAt <= to &&
       !HELD_NOTHING.has(d.outcome ?? '') &&
+      !knownEndedHere(d, self) &&
       (d.endedAt ?? Number.POSITIVE_INFINITY) + grace >= from,
+  );
+}
+
+/**
+ * Whether `earlier`, a request of the same run as `self`, was answered by `self`'s own instance
+ * before `self` came: that instance answered it, so it knows no work of its runs there (a claim it
+ * answered as failed holds nothing). Another instance cannot know, and may be refused while the
+ * claim's short lease lasts; the instance that answered it may not.
+ */
+function knownEndedHere(earlier: Delivered, self: Delivered): boolean {
+  const sameRun = earlier.runId !== undefined && earlier.runId === self.runId;
+  const answered = earlier.endedAt !== undefined && earlier.status !== undefined;
+  return (
+    sameRun &&
+    answered &&
+    earlier.instance === self.instance &&
+    (earlier.endedAt as number) <= self.sentAt
   );
 }
 
@@ -643,6 +666,47 @@ export function calmSlotsRan(outcome: SimOutcome): string[] {
         `calm history: ${line.message} for ${String(line.fields.jobName)}@${String(line.fields.slot)} at ${iso(line.at)}, with nothing failing`,
       );
     }
+  }
+  return found;
+}
+
+/**
+ * Slack for the instance's estimate of Firestore's time when it judged a delivery early, ms:
+ * the estimate may run ahead of Firestore by a read's latency (at most 0.4 s here).
+ */
+const CLOCK_ESTIMATE_SLACK_MS = 2_000;
+
+/**
+ * Invariant 12: a run of a slot (kind `slot`) starts no earlier than the job's forced-run tolerance
+ * before the slot: `FORCED_RUN_TOLERANCE_SECONDS`, at most half the schedule's shortest gap
+ * (docs/configuration.md, "Forced-run tolerance"). A Force run pressed earlier is a forced run of
+ * its own, and the slot still runs at its time; taken for the slot, it would run the slot long
+ * before its time and turn the slot's own delivery into a duplicate. The gap is the schedule's, by
+ * croner, not the product's arithmetic.
+ */
+export function slotRunsNotEarly(outcome: SimOutcome): string[] {
+  const configuredMs = outcome.forcedRunToleranceMs;
+  if (configuredMs === undefined) return [];
+  const found: string[] = [];
+  const gaps = new Map<string, number>();
+  for (const dep of outcome.deployments) {
+    for (const revision of dep.revisions) {
+      for (const job of revision.jobs) {
+        const gap = shortestGapMs(job.schedule, outcome.startMs);
+        gaps.set(job.id, Math.min(gaps.get(job.id) ?? gap, gap));
+      }
+    }
+  }
+  for (const e of outcome.executions) {
+    if (e.kind !== 'slot') continue;
+    const gap = gaps.get(e.jobId);
+    if (gap === undefined) continue;
+    const toleranceMs = Math.min(configuredMs, Math.floor(gap / 2));
+    const earlyMs = e.scheduleTime - e.start;
+    if (earlyMs <= toleranceMs + CLOCK_ESTIMATE_SLACK_MS) continue;
+    found.push(
+      `${describe(e)} ran as its slot ${earlyMs / 1000} s before the slot's time, past the job's forced-run tolerance of ${toleranceMs / 1000} s: a Force run taken for the slot`,
+    );
   }
   return found;
 }

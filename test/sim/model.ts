@@ -94,6 +94,11 @@ export type SimEvent =
       readonly job: number;
       /** Sent without `X-CloudScheduler-ScheduleTime` (the guide's other form of a Force run). */
       readonly withoutScheduleTime?: boolean;
+      /**
+       * Pressed a moment (1 to 40 s) before the job's next slot rather than at `at`: where a Force
+       * run and the slot's own delivery meet (the forced-run tolerance decides which run it is).
+       */
+      readonly nearSlot?: boolean;
     }
   | {
       readonly at: number;
@@ -115,6 +120,13 @@ export type SimEvent =
       readonly deployment: number;
       /** Send the previous backfill's deliveries again, as is (an operator re-running the command's output). */
       readonly resend?: boolean;
+      /** Once this backfill's deliveries ended, send them again (the operator runs its output twice). */
+      readonly again?: boolean;
+      /**
+       * A missed-run check of each backfilled job runs meanwhile, and the backfill's deliveries of
+       * that job land between the check's read of the slots and its reports (a read answered late).
+       */
+      readonly raceCheck?: boolean;
     }
   | {
       readonly at: number;
@@ -340,6 +352,7 @@ function eventArbitrary(
       deployment,
       job,
       withoutScheduleTime: fc.boolean(),
+      nearSlot: fc.boolean(),
     }),
     fc.record({
       at,
@@ -349,7 +362,14 @@ function eventArbitrary(
       resend: gaps.triggerIdAlone ? fc.constant(false) : fc.boolean(),
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
-    fc.record({ at, type: fc.constant('backfill' as const), deployment, resend: fc.boolean() }),
+    fc.record({
+      at,
+      type: fc.constant('backfill' as const),
+      deployment,
+      resend: fc.boolean(),
+      again: fc.boolean(),
+      raceCheck: fc.boolean(),
+    }),
     fc.record({
       at,
       type: fc.constant('operator_pause' as const),

@@ -36,7 +36,7 @@ import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
-import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
+import { CloudScheduler, nextSlotMs, type SchedulerAttempt } from './cloud-scheduler.ts';
 import {
   asFirestore,
   GrpcCode,
@@ -109,6 +109,10 @@ export interface Delivered {
   endedAt: number | undefined;
   status: number | undefined;
   outcome: string | undefined;
+  /** The instance it was sent to. */
+  readonly instance: string;
+  /** The run its answer named, if any. */
+  runId: string | undefined;
 }
 
 /** An operator's pause of a job, from its recorded pause to its resume's start, ms. */
@@ -165,6 +169,8 @@ export interface SimOutcome {
   /** Errors thrown where the product should never throw (a timer callback, a handler). */
   readonly errors: readonly unknown[];
   readonly leaseMs: number;
+  /** `FORCED_RUN_TOLERANCE_SECONDS` of every deployment, ms (before each job's own bound). */
+  readonly forcedRunToleranceMs?: number;
 }
 
 /** How to play a history beyond its data. */
@@ -175,6 +181,8 @@ export interface SimOptions {
 }
 
 const COLLECTION = 'runs';
+/** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
+const RACED_READ_MS = 5_000;
 /** An hour: beyond every generated retry window (< 15 min), and a first look-back of the
  * missed-run check (bounded by the retention) of at most sixty slots, not a day's. */
 const RETENTION_SECONDS = 3600;
@@ -579,6 +587,8 @@ export async function simulate(
       endedAt: undefined,
       status: undefined,
       outcome: undefined,
+      instance: target.name,
+      runId: undefined,
     };
     deliveries.push(delivered);
     const ended = () => {
@@ -601,6 +611,7 @@ export async function simulate(
         if (delivered.endedAt === undefined) {
           delivered.status = status;
           delivered.outcome = b.outcome ?? '';
+          delivered.runId = b.runId;
         }
         ended();
         answers.push({
@@ -689,7 +700,7 @@ export async function simulate(
   const currentJobs = (dep: Deployment) =>
     (dep.revisions.at(-1) as Deployment['revisions'][number]).jobs;
 
-  const backfill = async (dep: Deployment) => {
+  const backfill = async (dep: Deployment, raceCheck = false) => {
     const { history: runHistory } = storesOf(dep.config);
     const jobs = currentJobs(dep);
     const now = new Date(time.now);
@@ -708,7 +719,61 @@ export async function simulate(
       schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
     );
     dep.lastBackfill = sent;
-    await deliverBackfill(dep, sent);
+    if (!raceCheck) {
+      await deliverBackfill(dep, sent);
+      return;
+    }
+    await Promise.all(
+      jobs.map((job) =>
+        racedCheck(
+          dep,
+          job,
+          sent.filter((headers) => headers['X-CloudScheduler-JobName'] === job.id),
+        ),
+      ),
+    );
+  };
+
+  /**
+   * A missed-run check of `job` (as a due delivery's would run) whose read of the slots' records
+   * is answered late: meanwhile `sent` (backfill deliveries of the job's slots) are delivered
+   * and claim, so the check judges slots from a read that other runs have overtaken.
+   */
+  const racedCheck = async (
+    dep: Deployment,
+    job: DeclaredJob,
+    sent: readonly Readonly<Record<string, string>>[],
+  ) => {
+    if (sent.length === 0) return;
+    const stores = storesOf(dep.config);
+    let raced = false;
+    const deliverDuringRead = async () => {
+      raced = true;
+      for (const headers of sent) void deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
+      await time.sleep(RACED_READ_MS);
+    };
+    const history = new Proxy(stores.history, {
+      get(target, property) {
+        if (property === 'getMany') {
+          return async (runIds: readonly string[]) => {
+            const read = await target.getMany(runIds);
+            if (!raced) await deliverDuringRead();
+            return read;
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const check = new MissedRunCheck({
+      history,
+      jobDocuments: stores.jobDocuments,
+      clock: () => stores.documents.serverTime(),
+      forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+    });
+    await check.check(job, dep.keyScope, loggerFor(`d${dep.index}-check`, dep.config));
+    // Nothing closed to judge: the backfill is delivered all the same.
+    if (!raced) await deliverBackfill(dep, sent);
   };
 
   /** Delivers a backfill's requests 0.5 s apart. */
@@ -730,17 +795,24 @@ export async function simulate(
   const operatorPause = async (dep: Deployment, jobId: string, ms: number) => {
     const { jobDocuments } = storesOf(dep.config);
     const docId = checkDocumentId(jobId, dep.keyScope);
+    let recorded: Awaited<ReturnType<typeof recordPause>>;
     try {
-      await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
+      recorded = await recordPause(jobDocuments, docId, jobId, { until: undefined, note: 'sim' });
     } catch {
       return; // already paused (refused): this pause changes nothing
     }
-    const pause: OperatorPause = { deployment: dep.index, jobId, from: time.now, to: Infinity };
+    // From the time the command printed (Firestore's, when it read the job's document): a slot
+    // then is paused, though Scheduler's pause comes a moment later.
+    const from = recorded.pausedAt.getTime();
+    const pause: OperatorPause = { deployment: dep.index, jobId, from, to: Infinity };
     operatorPauses.push(pause);
     dep.scheduler.pause(jobId);
     await time.sleep(ms);
     pause.to = time.now;
-    await recordResume(jobDocuments, docId, jobId);
+    const resumed = await recordResume(jobDocuments, docId, jobId);
+    // Until the resume the command printed: a slot before it is paused, one after it (before
+    // Scheduler's resume) missed.
+    pause.to = resumed.resumedAt?.getTime() ?? time.now;
     dep.scheduler.resume(jobId);
   };
 
@@ -791,15 +863,24 @@ export async function simulate(
           Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
         );
         return;
-      case 'force':
-        try {
-          dep.scheduler.fire(jobOf(event.job).id, {
-            withoutScheduleTime: event.withoutScheduleTime === true,
-          });
-        } catch {
-          // The job is not declared (any more): Scheduler has nothing to force.
+      case 'force': {
+        const job = jobOf(event.job);
+        const fire = () => {
+          try {
+            dep.scheduler.fire(job.id, { withoutScheduleTime: event.withoutScheduleTime === true });
+          } catch {
+            // The job is not declared (any more): Scheduler has nothing to force.
+          }
+        };
+        const next = event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
+        if (next === undefined) {
+          fire();
+          return;
         }
+        const early = between(1_000, 40_000);
+        time.schedule(fire, Math.max(0, next - early - time.now));
         return;
+      }
       case 'manual': {
         const job = jobOf(event.job);
         const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(rng);
@@ -840,7 +921,18 @@ export async function simulate(
         return;
       case 'backfill': {
         const resent = event.resend === true && dep.lastBackfill.length > 0;
-        const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
+        const again = async () => {
+          await time.sleep(between(0, 60_000));
+          await deliverBackfill(dep, dep.lastBackfill);
+        };
+        const work = async () => {
+          if (resent) {
+            await deliverBackfill(dep, dep.lastBackfill);
+            return;
+          }
+          await backfill(dep, event.raceCheck === true);
+          if (event.again === true) await again();
+        };
         void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
         return;
       }
@@ -1003,6 +1095,7 @@ export async function simulate(
       createTimes,
       errors,
       leaseMs,
+      forcedRunToleranceMs: configOf('').forcedRunToleranceMs,
     };
   } finally {
     time.uninstall();
