@@ -747,9 +747,12 @@ export async function simulate(
     if (sent.length === 0) return;
     const stores = storesOf(dep.config);
     let raced = false;
+    const delivering: Promise<unknown>[] = [];
     const deliverDuringRead = async () => {
       raced = true;
-      for (const headers of sent) void deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
+      for (const headers of sent) {
+        delivering.push(deliverTo(dep, headers, 'backfill', undefined).catch(() => {}));
+      }
       await time.sleep(RACED_READ_MS);
     };
     const history = new Proxy(stores.history, {
@@ -774,6 +777,7 @@ export async function simulate(
     await check.check(job, dep.keyScope, loggerFor(`d${dep.index}-check`, dep.config));
     // Nothing closed to judge: the backfill is delivered all the same.
     if (!raced) await deliverBackfill(dep, sent);
+    await Promise.all(delivering);
   };
 
   /** Delivers a backfill's requests 0.5 s apart. */
@@ -925,6 +929,8 @@ export async function simulate(
           await time.sleep(between(0, 60_000));
           await deliverBackfill(dep, dep.lastBackfill);
         };
+        // Raced with a check, the backfill comes after the drain (below): slots have closed by then.
+        if (event.raceCheck === true) return;
         const work = async () => {
           if (resent) {
             await deliverBackfill(dep, dep.lastBackfill);
@@ -1006,9 +1012,31 @@ export async function simulate(
     );
     const drainedMs = resumedMs + longest + 2 * leaseMs + 120_000;
     await time.run(drainedMs);
+    // The operator backfills once every slot has closed, while a check of the same slots runs;
+    // the final check comes once those backfills ended.
+    let racing = 0;
+    for (const event of history.events) {
+      const dep = deployments[event.deployment];
+      if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) continue;
+      racing++;
+      void time.within(operator, () =>
+        backfill(dep, true)
+          .catch((err: unknown) => errors.push(err))
+          .finally(() => racing--),
+      );
+    }
+    let racedMs = drainedMs;
+    for (let minutes = 0; minutes < 30 && racing > 0; minutes++) {
+      racedMs += 60_000;
+      await time.run(racedMs);
+    }
+    if (racedMs > drainedMs) {
+      racedMs += leaseMs;
+      await time.run(racedMs);
+    }
     // A backfill delivers old slots one after another, past the drain: the final check comes once
     // no request is still open (the check's cursor stops at a run in flight), then a lease later.
-    const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
+    const finalMs = await untilRequestsEnd(racedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
     const audits = time.within(operator, () =>
