@@ -214,7 +214,8 @@ function jobSpec(index: number): fc.Arbitrary<JobSpec> {
     maxDoublings: fc.integer({ min: 0, max: 3 }),
     minMs: fc.integer({ min: 100, max: 20_000 }),
     maxMs: fc.integer({ min: 20_000, max: 150_000 }),
-    failRate: fc.constantFrom(0, 0, 0.1, 0.3),
+    // 1: a broken job, failing every attempt: every slot ends in a final failure report.
+    failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
   });
 }
 
@@ -426,5 +427,11 @@ function eventArbitrary(
       }),
     );
   }
-  return fc.oneof(...options);
+  // Force runs come three times as often as each other event: half are pressed near a slot, half of
+  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
+  const [force, ...others] = options as [fc.Arbitrary<SimEvent>, ...fc.Arbitrary<SimEvent>[]];
+  return fc.oneof(
+    { arbitrary: force, weight: 3 },
+    ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
+  );
 }

@@ -155,7 +155,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/final-failure.ts',
-        find: 'if (retryMayBePending(job, attempt.firstClaimedAt, now)) return undefined;',
+        find: 'if (retryMayBePending(job, slot, attempt.firstClaimedAt, now)) return undefined;',
         replace: '',
       },
     ],
