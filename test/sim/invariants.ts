@@ -82,13 +82,18 @@ function leaseLostToEnvironment(e: Execution, outcome: SimOutcome): boolean {
  * instance): its lease may have lapsed while it ran, so another instance's run of the job may start
  * beside it, the documented limit of a lease (docs/limits.md).
  */
-function extensionsFailedBefore(e: Execution, at: number, outcome: SimOutcome): boolean {
+function extensionsFailedBefore(
+  e: Execution,
+  at: number,
+  outcome: SimOutcome,
+  failures = 2,
+): boolean {
   return outcome.logs.some(
     (l) =>
       l.instance === e.instance &&
       l.fields.runId === e.runId &&
       l.message.startsWith('lease extension failed') &&
-      Number(l.fields.failedExtensions) >= 2 &&
+      Number(l.fields.failedExtensions ?? 1) >= failures &&
       l.at <= at,
   );
 }
@@ -197,6 +202,8 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
           if (a.runId === b.runId) continue; // judged by invariant 1
           if (leaseLostToEnvironment(a, outcome)) continue;
           if (extensionsFailedBefore(a, b.start, outcome)) continue;
+          const oneFailed = extensionsFailedBefore(a, b.start, outcome, 1);
+          if (awaiting.claimLeaseLapsesUnseen && oneFailed) continue;
           found.push(`overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`);
         }
       }
@@ -389,6 +396,7 @@ export interface Awaiting {
   readonly strandedClaim: boolean;
   readonly rerunBehindLapsedLease: boolean;
   readonly lateExtension: boolean;
+  readonly claimLeaseLapsesUnseen: boolean;
 }
 
 /**
@@ -427,6 +435,18 @@ export const AWAITING_FIX: Awaiting = {
    * (regressions.ts, AWAITING_FIX_HISTORIES).
    */
   lateExtension: false,
+  /**
+   * Found here (issue 40's hanging connection, against the lead's short claim lease; no fix under
+   * way yet): a run's claim lease is 3 × FIRESTORE_TIMEOUT_SECONDS, and its heartbeat declares the
+   * lease lost after two failed extensions in a row, each a timeout long: when the instance's
+   * connection hangs right after the claim, the claim lease lapses before the second failure is
+   * known. Another run of a `skip`/`wait` job takes the lock and runs beside it, and the first
+   * never logs a lease loss. While on, invariant 3 excuses an overlap once one extension of the
+   * earlier run failed (logged by its instance) before the later run started. History:
+   * `npm run simulate -- --histories 3000 --seed 7`, the 1668th (regressions.ts,
+   * AWAITING_FIX_HISTORIES).
+   */
+  claimLeaseLapsesUnseen: true,
 };
 
 /** Every relaxation off: the strict invariants, as after every fix. */
@@ -434,6 +454,7 @@ export const NOTHING_AWAITED: Awaiting = {
   strandedClaim: false,
   rerunBehindLapsedLease: false,
   lateExtension: false,
+  claimLeaseLapsesUnseen: false,
 };
 
 /** Answers that say another run (or attempt) holds the job or the run: nothing was run. */
