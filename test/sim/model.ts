@@ -95,7 +95,7 @@ export type SimEvent =
       /** Sent without `X-CloudScheduler-ScheduleTime` (the guide's other form of a Force run). */
       readonly withoutScheduleTime?: boolean;
       /**
-       * Pressed a moment (1 to 40 s) before the job's next slot rather than at `at`: where a Force
+       * Pressed a moment (1 to 25 s) before the job's next slot rather than at `at`: where a Force
        * run and the slot's own delivery meet (the forced-run tolerance decides which run it is).
        */
       readonly nearSlot?: boolean;
@@ -202,21 +202,29 @@ export interface History {
 const MINUTE = 60_000;
 
 function jobSpec(index: number): fc.Arbitrary<JobSpec> {
-  return fc.record({
-    id: fc.constant(`job-${index}`),
-    schedule: fc.constantFrom('* * * * *', '*/2 * * * *', '*/5 * * * *'),
-    overlap: fc.constantFrom<OverlapPolicy>('allow', 'skip', 'wait'),
-    attemptDeadlineSeconds: fc.integer({ min: 15, max: 90 }),
-    retryCount: fc.integer({ min: 0, max: 3 }),
-    maxRetryDurationSeconds: fc.constantFrom(0, 60, 300),
-    minBackoffSeconds: fc.integer({ min: 1, max: 20 }),
-    maxBackoffSeconds: fc.constantFrom(20, 60),
-    maxDoublings: fc.integer({ min: 0, max: 3 }),
-    minMs: fc.integer({ min: 100, max: 20_000 }),
-    maxMs: fc.integer({ min: 20_000, max: 150_000 }),
-    // 1: a broken job, failing every attempt: every slot ends in a final failure report.
-    failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
-  });
+  return fc
+    .record({
+      id: fc.constant(`job-${index}`),
+      schedule: fc.constantFrom('* * * * *', '*/2 * * * *', '*/5 * * * *'),
+      overlap: fc.constantFrom<OverlapPolicy>('allow', 'skip', 'wait'),
+      attemptDeadlineSeconds: fc.integer({ min: 15, max: 90 }),
+      retryCount: fc.integer({ min: 0, max: 3 }),
+      maxRetryDurationSeconds: fc.constantFrom(0, 60, 300),
+      minBackoffSeconds: fc.integer({ min: 1, max: 20 }),
+      maxBackoffSeconds: fc.constantFrom(20, 60),
+      maxDoublings: fc.integer({ min: 0, max: 3 }),
+      minMs: fc.integer({ min: 100, max: 20_000 }),
+      maxMs: fc.integer({ min: 20_000, max: 150_000 }),
+      // 1: a broken job, failing every attempt: every slot ends in a final failure report.
+      failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
+    })
+    .map((spec) => (spec.failRate === 1 ? brokenJob(spec) : spec));
+}
+
+/** A broken job fails within seconds (a bad configuration, a missing table), not after its work. */
+function brokenJob(spec: JobSpec): JobSpec {
+  const minMs = Math.min(spec.minMs, 5_000);
+  return { ...spec, minMs, maxMs: minMs + 5_000 };
 }
 
 /**

@@ -881,7 +881,8 @@ export async function simulate(
           fire();
           return;
         }
-        const early = between(1_000, 40_000);
+        // Within every simulated job's forced-run tolerance (30 s for a per-minute job).
+        const early = between(1_000, 25_000);
         time.schedule(fire, Math.max(0, next - early - time.now));
         return;
       }
@@ -1019,8 +1020,12 @@ export async function simulate(
       const dep = deployments[event.deployment];
       if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) continue;
       racing++;
+      // Sent again once they ended (`again`): the same requests meet the runs they completed.
+      const resend = () =>
+        event.again === true ? deliverBackfill(dep, dep.lastBackfill) : undefined;
       void time.within(operator, () =>
         backfill(dep, true)
+          .then(resend)
           .catch((err: unknown) => errors.push(err))
           .finally(() => racing--),
       );
