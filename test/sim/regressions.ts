@@ -698,7 +698,7 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
   {
     fix: 'claimLeaseLapsesUnseen',
     finding:
-      "a run's claim lease (3 × FIRESTORE_TIMEOUT_SECONDS) lapses while its instance's Firestore connection hangs, before its heartbeat has seen two failed extensions: a `skip` job's forced run takes the lock and runs beside it, and the first run never logs a lease loss (found by `npm run simulate -- --histories 3000 --seed 7`, history 1668, shrunk)",
+      "a run's claim lease (3 × FIRESTORE_TIMEOUT_SECONDS) lapses while its instance's Firestore connection hangs, before its heartbeat has seen two failed extensions: a `skip` job's forced run takes the lock and runs beside it, and the first run never logs a lease loss (found by `npm run simulate -- --histories 3000 --seed 7`, history 1668, shrunk; its Force run pressed at the time the generator then chose)",
     history: {
       seed: -252586149,
       leaseSeconds: 21,
@@ -728,16 +728,43 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
       events: [
         { at: 72_257, type: 'manual', deployment: 0, job: 2, resend: false },
         { at: 108_094, type: 'hang', deployment: 0, instance: 2, ms: 30_050 },
-        {
-          at: 120_000,
-          type: 'force',
-          deployment: 0,
-          job: 2,
-          withoutScheduleTime: false,
-          nearSlot: true,
-        },
+        { at: 138_000, type: 'force', deployment: 0, job: 2, withoutScheduleTime: false },
       ],
     },
     violation: /overlap policy broken for job-2/,
+  },
+  {
+    fix: 'forcedRetryClaimsFirst',
+    finding:
+      "a Force run's retry after the slot makes the run's first claim of a broken job while Scheduler's own execution of the slot waits behind the previous one: the failing attempt reports the final failure and Scheduler still retries (found by `npm run simulate -- --histories 3000 --seed 7`, history 316, shrunk)",
+    history: {
+      seed: -639896036,
+      leaseSeconds: 85,
+      scopes: [''],
+      instances: 1,
+      spanMs: 839_983,
+      duplicates: 0,
+      dropAnswers: 0.1,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: 17,
+      jobs: [
+        {
+          ...job('job-0', 'allow'),
+          maxRetryDurationSeconds: 300,
+          maxMs: 5_100,
+          failRate: 1,
+        },
+        job('job-1', 'allow'),
+      ],
+      events: [
+        { at: 0, type: 'manual', deployment: 0, job: 0, resend: false },
+        { at: 60_000, type: 'force', deployment: 0, job: 0, withoutScheduleTime: false },
+        { at: 541_000, type: 'backfill', deployment: 0, resend: false },
+      ],
+    },
+    violation: /reported "run failed after retries" .* but Cloud Scheduler still sent attempt/,
   },
 ];
