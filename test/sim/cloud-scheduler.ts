@@ -122,9 +122,21 @@ export function schedulerExecutionMs(job: SchedulerSettings): number {
 }
 
 /** The first slot strictly after `afterMs`, UTC, or undefined. */
-function nextSlotMs(schedule: string, afterMs: number): number | undefined {
+export function nextSlotMs(schedule: string, afterMs: number): number | undefined {
   const next = new Cron(schedule, { timezone: 'Etc/UTC', paused: true }).nextRun(new Date(afterMs));
   return next === null ? undefined : next.getTime();
+}
+
+/** The shortest gap between `count` consecutive slots of `schedule` after `fromMs`, ms. */
+export function shortestGapMs(schedule: string, fromMs: number, count = 100): number {
+  let shortest = Number.POSITIVE_INFINITY;
+  let slot = nextSlotMs(schedule, fromMs);
+  for (let i = 0; i < count && slot !== undefined; i++) {
+    const next = nextSlotMs(schedule, slot);
+    if (next !== undefined) shortest = Math.min(shortest, next - slot);
+    slot = next;
+  }
+  return shortest;
 }
 
 /** Scheduler's schedule-time header: RFC 3339 UTC, whole seconds ("2026-10-16T12:00:00Z"). */

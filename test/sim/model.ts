@@ -94,6 +94,11 @@ export type SimEvent =
       readonly job: number;
       /** Sent without `X-CloudScheduler-ScheduleTime` (the guide's other form of a Force run). */
       readonly withoutScheduleTime?: boolean;
+      /**
+       * Pressed a moment (1 to 25 s) before the job's next slot rather than at `at`: where a Force
+       * run and the slot's own delivery meet (the forced-run tolerance decides which run it is).
+       */
+      readonly nearSlot?: boolean;
     }
   | {
       readonly at: number;
@@ -115,6 +120,13 @@ export type SimEvent =
       readonly deployment: number;
       /** Send the previous backfill's deliveries again, as is (an operator re-running the command's output). */
       readonly resend?: boolean;
+      /** Once this backfill's deliveries ended, send them again (the operator runs its output twice). */
+      readonly again?: boolean;
+      /**
+       * A missed-run check of each backfilled job runs meanwhile, and the backfill's deliveries of
+       * that job land between the check's read of the slots and its reports (a read answered late).
+       */
+      readonly raceCheck?: boolean;
     }
   | {
       readonly at: number;
@@ -238,20 +250,29 @@ export interface History {
 const MINUTE = 60_000;
 
 function jobSpec(index: number): fc.Arbitrary<JobSpec> {
-  return fc.record({
-    id: fc.constant(`job-${index}`),
-    schedule: fc.constantFrom('* * * * *', '*/2 * * * *', '*/5 * * * *'),
-    overlap: fc.constantFrom<OverlapPolicy>('allow', 'skip', 'wait'),
-    attemptDeadlineSeconds: fc.integer({ min: 15, max: 90 }),
-    retryCount: fc.integer({ min: 0, max: 3 }),
-    maxRetryDurationSeconds: fc.constantFrom(0, 60, 300),
-    minBackoffSeconds: fc.integer({ min: 1, max: 20 }),
-    maxBackoffSeconds: fc.constantFrom(20, 60),
-    maxDoublings: fc.integer({ min: 0, max: 3 }),
-    minMs: fc.integer({ min: 100, max: 20_000 }),
-    maxMs: fc.integer({ min: 20_000, max: 150_000 }),
-    failRate: fc.constantFrom(0, 0, 0.1, 0.3),
-  });
+  return fc
+    .record({
+      id: fc.constant(`job-${index}`),
+      schedule: fc.constantFrom('* * * * *', '*/2 * * * *', '*/5 * * * *'),
+      overlap: fc.constantFrom<OverlapPolicy>('allow', 'skip', 'wait'),
+      attemptDeadlineSeconds: fc.integer({ min: 15, max: 90 }),
+      retryCount: fc.integer({ min: 0, max: 3 }),
+      maxRetryDurationSeconds: fc.constantFrom(0, 60, 300),
+      minBackoffSeconds: fc.integer({ min: 1, max: 20 }),
+      maxBackoffSeconds: fc.constantFrom(20, 60),
+      maxDoublings: fc.integer({ min: 0, max: 3 }),
+      minMs: fc.integer({ min: 100, max: 20_000 }),
+      maxMs: fc.integer({ min: 20_000, max: 150_000 }),
+      // 1: a broken job, failing every attempt: every slot ends in a final failure report.
+      failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
+    })
+    .map((spec) => (spec.failRate === 1 ? brokenJob(spec) : spec));
+}
+
+/** A broken job fails within seconds (a bad configuration, a missing table), not after its work. */
+function brokenJob(spec: JobSpec): JobSpec {
+  const minMs = Math.min(spec.minMs, 5_000);
+  return { ...spec, minMs, maxMs: minMs + 5_000 };
 }
 
 /**
@@ -402,6 +423,7 @@ function eventArbitrary(
       deployment,
       job,
       withoutScheduleTime: fc.boolean(),
+      nearSlot: fc.boolean(),
     }),
     fc.record({
       at,
@@ -411,7 +433,14 @@ function eventArbitrary(
       resend: gaps.triggerIdAlone ? fc.constant(false) : fc.boolean(),
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
-    fc.record({ at, type: fc.constant('backfill' as const), deployment, resend: fc.boolean() }),
+    fc.record({
+      at,
+      type: fc.constant('backfill' as const),
+      deployment,
+      resend: fc.boolean(),
+      again: fc.boolean(),
+      raceCheck: fc.boolean(),
+    }),
     fc.record({
       at,
       type: fc.constant('operator_pause' as const),
@@ -486,5 +515,11 @@ function eventArbitrary(
       }),
     );
   }
-  return fc.oneof(...options);
+  // Force runs come three times as often as each other event: half are pressed near a slot, half of
+  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
+  const [force, ...others] = options as [fc.Arbitrary<SimEvent>, ...fc.Arbitrary<SimEvent>[]];
+  return fc.oneof(
+    { arbitrary: force, weight: 3 },
+    ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
+  );
 }

@@ -99,8 +99,9 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/overlap.ts',
-        find: 'const holderLive = record !== undefined && isLeaseLive(record, readTime);',
-        replace: "const holderLive = record !== undefined && record.status === 'in_progress';",
+        find: 'const holderLive = (record !== undefined && isLeaseLive(record, readTime)) || heldHere(holder);',
+        replace:
+          "const holderLive = (record !== undefined && record.status === 'in_progress') || heldHere(holder);",
       },
     ],
   },
@@ -155,7 +156,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/final-failure.ts',
-        find: 'if (retryMayBePending(job, attempt.firstClaimedAt, now)) return undefined;',
+        find: 'if (retryMayBePending(job, slot, attempt.firstClaimedAt, now)) return undefined;',
         replace: '',
       },
     ],

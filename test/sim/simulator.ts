@@ -36,7 +36,7 @@ import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
-import { CloudScheduler, type SchedulerAttempt } from './cloud-scheduler.ts';
+import { CloudScheduler, nextSlotMs, type SchedulerAttempt } from './cloud-scheduler.ts';
 import {
   type ForeignStore,
   repairLockHolder,
@@ -120,16 +120,18 @@ export interface Delivered {
   endedAt: number | undefined;
   status: number | undefined;
   outcome: string | undefined;
+  /** The instance it was sent to. */
+  readonly instance: string;
+  /** The run its answer named, if any. */
+  runId: string | undefined;
 }
 
-/** An operator's pause of a job, from its recorded pause to its resume's start, ms. */
+/** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
 export interface OperatorPause {
   readonly deployment: number;
   readonly jobId: string;
   readonly from: number;
   to: number;
-  /** When the resume's record write was answered: it landed at some time in [`to`, this]. */
-  resumeLanded: number;
 }
 
 /** One landed write of an attempt's lease: when it landed and until when it leased the run, ms. */
@@ -227,6 +229,8 @@ export interface SimOutcome {
   /** Errors thrown where the product should never throw (a timer callback, a handler). */
   readonly errors: readonly unknown[];
   readonly leaseMs: number;
+  /** `FORCED_RUN_TOLERANCE_SECONDS` of every deployment, ms (before each job's own bound). */
+  readonly forcedRunToleranceMs?: number;
 }
 
 /** How to play a history beyond its data. */
@@ -237,6 +241,8 @@ export interface SimOptions {
 }
 
 const COLLECTION = 'runs';
+/** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
+const RACED_READ_MS = 5_000;
 /**
  * Two hours: beyond every generated retry window (< 15 min) and beyond the final check, which comes
  * at most about 80 minutes after a history's first slot (a 14-minute span, the drain, up to 30
@@ -727,6 +733,8 @@ export async function simulate(
       endedAt: undefined,
       status: undefined,
       outcome: undefined,
+      instance: target.name,
+      runId: undefined,
     };
     deliveries.push(delivered);
     const ended = () => {
@@ -749,6 +757,7 @@ export async function simulate(
         if (delivered.endedAt === undefined) {
           delivered.status = status;
           delivered.outcome = b.outcome ?? '';
+          delivered.runId = b.runId;
         }
         ended();
         answers.push({
@@ -837,7 +846,7 @@ export async function simulate(
   const currentJobs = (dep: Deployment) =>
     (dep.revisions.at(-1) as Deployment['revisions'][number]).jobs;
 
-  const backfill = async (dep: Deployment) => {
+  const backfill = async (dep: Deployment, raceCheck = false) => {
     const { history: runHistory } = storesOf(dep.config);
     const jobs = currentJobs(dep);
     const now = new Date(time.now);
@@ -856,7 +865,65 @@ export async function simulate(
       schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
     );
     dep.lastBackfill = sent;
-    await deliverBackfill(dep, sent);
+    if (!raceCheck) {
+      await deliverBackfill(dep, sent);
+      return;
+    }
+    await Promise.all(
+      jobs.map((job) =>
+        racedCheck(
+          dep,
+          job,
+          sent.filter((headers) => headers['X-CloudScheduler-JobName'] === job.id),
+        ),
+      ),
+    );
+  };
+
+  /**
+   * A missed-run check of `job` (as a due delivery's would run) whose read of the slots' records
+   * is answered late: meanwhile `sent` (backfill deliveries of the job's slots) are delivered
+   * and claim, so the check judges slots from a read that other runs have overtaken.
+   */
+  const racedCheck = async (
+    dep: Deployment,
+    job: DeclaredJob,
+    sent: readonly Readonly<Record<string, string>>[],
+  ) => {
+    if (sent.length === 0) return;
+    const stores = storesOf(dep.config);
+    let raced = false;
+    const delivering: Promise<unknown>[] = [];
+    const deliverDuringRead = async () => {
+      raced = true;
+      for (const headers of sent) {
+        delivering.push(deliverTo(dep, headers, 'backfill', undefined).catch(() => {}));
+      }
+      await time.sleep(RACED_READ_MS);
+    };
+    const history = new Proxy(stores.history, {
+      get(target, property) {
+        if (property === 'getMany') {
+          return async (runIds: readonly string[]) => {
+            const read = await target.getMany(runIds);
+            if (!raced) await deliverDuringRead();
+            return read;
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const check = new MissedRunCheck({
+      history,
+      jobDocuments: stores.jobDocuments,
+      clock: () => stores.documents.serverTime(),
+      forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+    });
+    await check.check(job, dep.keyScope, loggerFor(`d${dep.index}-check`, dep.config));
+    // Nothing closed to judge: the backfill is delivered all the same.
+    if (!raced) await deliverBackfill(dep, sent);
+    await Promise.all(delivering);
   };
 
   /** Delivers a backfill's requests 0.5 s apart. */
@@ -880,18 +947,16 @@ export async function simulate(
     const docId = checkDocumentId(jobId, dep.keyScope);
     // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
     const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
+    let recorded: Awaited<ReturnType<typeof recordPause>>;
     try {
-      await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
+      recorded = await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
     } catch {
       return; // already paused (refused): this pause changes nothing
     }
-    const pause: OperatorPause = {
-      deployment: dep.index,
-      jobId,
-      from: time.now,
-      to: Infinity,
-      resumeLanded: Infinity,
-    };
+    // From the time the command printed (Firestore's, when it read the job's document): a slot
+    // then is paused, though Scheduler's pause comes a moment later.
+    const from = recorded.pausedAt.getTime();
+    const pause: OperatorPause = { deployment: dep.index, jobId, from, to: Infinity };
     operatorPauses.push(pause);
     dep.scheduler.pause(jobId);
     if (forgotten) {
@@ -899,8 +964,10 @@ export async function simulate(
     }
     await time.sleep(ms);
     pause.to = time.now;
-    await recordResume(jobDocuments, docId, jobId);
-    pause.resumeLanded = time.now;
+    const resumed = await recordResume(jobDocuments, docId, jobId);
+    // Until the resume the command printed: a slot before it is paused, one after it (before
+    // Scheduler's resume) missed.
+    pause.to = resumed.resumedAt?.getTime() ?? time.now;
     dep.scheduler.resume(jobId);
   };
 
@@ -1009,15 +1076,25 @@ export async function simulate(
           Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
         );
         return;
-      case 'force':
-        try {
-          dep.scheduler.fire(jobOf(event.job).id, {
-            withoutScheduleTime: event.withoutScheduleTime === true,
-          });
-        } catch {
-          // The job is not declared (any more): Scheduler has nothing to force.
+      case 'force': {
+        const job = jobOf(event.job);
+        const fire = () => {
+          try {
+            dep.scheduler.fire(job.id, { withoutScheduleTime: event.withoutScheduleTime === true });
+          } catch {
+            // The job is not declared (any more): Scheduler has nothing to force.
+          }
+        };
+        const next = event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
+        if (next === undefined) {
+          fire();
+          return;
         }
+        // Within every simulated job's forced-run tolerance (30 s for a per-minute job).
+        const early = between(1_000, 25_000);
+        time.schedule(fire, Math.max(0, next - early - time.now));
         return;
+      }
       case 'manual': {
         const job = jobOf(event.job);
         const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(rng);
@@ -1069,7 +1146,20 @@ export async function simulate(
       }
       case 'backfill': {
         const resent = event.resend === true && dep.lastBackfill.length > 0;
-        const work = () => (resent ? deliverBackfill(dep, dep.lastBackfill) : backfill(dep));
+        const again = async () => {
+          await time.sleep(between(0, 60_000));
+          await deliverBackfill(dep, dep.lastBackfill);
+        };
+        // Raced with a check, the backfill comes after the drain (below): slots have closed by then.
+        if (event.raceCheck === true) return;
+        const work = async () => {
+          if (resent) {
+            await deliverBackfill(dep, dep.lastBackfill);
+            return;
+          }
+          await backfill(dep, event.raceCheck === true);
+          if (event.again === true) await again();
+        };
         void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
         return;
       }
@@ -1143,9 +1233,35 @@ export async function simulate(
     );
     const drainedMs = resumedMs + longest + 2 * leaseMs + 120_000;
     await time.run(drainedMs);
+    // The operator backfills once every slot has closed, while a check of the same slots runs;
+    // the final check comes once those backfills ended.
+    let racing = 0;
+    for (const event of history.events) {
+      const dep = deployments[event.deployment];
+      if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) continue;
+      racing++;
+      // Sent again once they ended (`again`): the same requests meet the runs they completed.
+      const resend = () =>
+        event.again === true ? deliverBackfill(dep, dep.lastBackfill) : undefined;
+      void time.within(operator, () =>
+        backfill(dep, true)
+          .then(resend)
+          .catch((err: unknown) => errors.push(err))
+          .finally(() => racing--),
+      );
+    }
+    let racedMs = drainedMs;
+    for (let minutes = 0; minutes < 30 && racing > 0; minutes++) {
+      racedMs += 60_000;
+      await time.run(racedMs);
+    }
+    if (racedMs > drainedMs) {
+      racedMs += leaseMs;
+      await time.run(racedMs);
+    }
     // A backfill delivers old slots one after another, past the drain: the final check comes once
     // no request is still open (the check's cursor stops at a run in flight), then a lease later.
-    const finalMs = await untilRequestsEnd(drainedMs, leaseMs);
+    const finalMs = await untilRequestsEnd(racedMs, leaseMs);
     // The final missed-run check of every job each deployment ever declared, as an instance
     // of the last revision would run it.
     const finalAudit = (machine: MachineClock) =>
@@ -1250,6 +1366,7 @@ export async function simulate(
       createTimes,
       errors,
       leaseMs,
+      forcedRunToleranceMs: configOf('').forcedRunToleranceMs,
     };
   } finally {
     time.uninstall();

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/function/logger.ts';
 import { finalFailureReporter } from '../../src/policy/final-failure.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
+import { retryWindowMs } from '../../src/policy/retry-policy.ts';
 
 const SLOT = new Date(Date.UTC(2030, 0, 7, 12, 0));
 const at = (secondsAfterSlot: number) => new Date(SLOT.getTime() + secondsAfterSlot * 1000);
@@ -98,6 +99,42 @@ describe('finalFailureReporter', () => {
     assert.deepEqual(lines(), []);
     const late = finalFailureReporter(limited as never, SLOT, at(30), async () => at(61), logger);
     assert.equal(typeof (await late(attempt(at(0)), 'the export failed')), 'string');
+  });
+
+  it('neither reports nor logs a run a Force run claimed before its slot while Scheduler’s own execution of the slot may still retry', async () => {
+    // A Force run pressed 24 s before the slot was taken for it and claimed it; Scheduler's own
+    // execution of the slot waited behind the job's previous one (a broken job retried for 300 s)
+    // and began about 288 s after the slot, so its retries come until about 588 s after it. At
+    // 306 s, 330 s after the first claim, this attempt's own arithmetic says none follows.
+    const { logger, lines } = logs();
+    const [queued] = validateJobs([
+      defineJob({
+        id: 'queued',
+        schedule: '* * * * *',
+        retryCount: 0,
+        maxRetryDurationSeconds: 300,
+        minBackoffSeconds: 1,
+        maxBackoffSeconds: 20,
+        maxDoublings: 0,
+        attemptDeadlineSeconds: 15,
+        run: () => {},
+      }),
+    ]);
+    const forcedFirst = { ...attempt(at(-24)), attempts: 7 };
+    const report = finalFailureReporter(
+      queued as never,
+      SLOT,
+      at(305),
+      async () => at(306),
+      logger,
+    );
+
+    assert.equal(await report(forcedFirst, 'the export failed'), undefined);
+    assert.deepEqual(lines(), []);
+    const windowSeconds = retryWindowMs(queued as never) / 1000;
+    const after = at(2 * windowSeconds + 1);
+    const late = finalFailureReporter(queued as never, SLOT, after, async () => after, logger);
+    assert.equal(typeof (await late(forcedFirst, 'the export failed')), 'string');
   });
 
   it('neither reports nor logs when a retry can follow', async () => {

@@ -127,6 +127,8 @@ const skippedBehind = (at: number, sentAt: number): { log: LogLine; delivery: De
     endedAt: at,
     status: 200,
     outcome: 'skipped',
+    instance: 'd0-i0-r0',
+    runId: undefined,
   },
 });
 
