@@ -9,7 +9,9 @@ import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { checkFailures } from '../ops/format-runs.ts';
 import { readHistory } from '../ops/slot-history.ts';
+import { LedgerUnavailableError } from '../src/core/errors.ts';
 import { jobs as starterJobs } from '../src/jobs.ts';
+import { REPORT_UNCONFIRMED } from '../src/policy/final-failure.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
@@ -28,7 +30,7 @@ import {
   type Served,
   slots,
 } from './fixtures/driven-deliveries.ts';
-import { captureLogs, schedulerHeaders, serveJobs } from './helpers.ts';
+import { captureLogs, newLedger, schedulerHeaders, serveJobs } from './helpers.ts';
 
 const ON = { MISSED_RUN_CHECK: 'on' };
 
@@ -187,6 +189,51 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     ]);
     const { record } = await a.ledger.documents.read(slotRunId('failing', slot, []));
     assert.ok(record?.status === 'failed' && record.reportedAt !== undefined);
+  });
+
+  it('says a final failure report may not have landed when its release goes unanswered', async () => {
+    const time = drivenClock(at('12:00'));
+    const jobs = declare(
+      defineJob({
+        id: 'failing',
+        schedule: '0 * * * *',
+        run: () => {
+          throw new Error('downstream refused');
+        },
+      }),
+      AUDIT,
+    );
+    const job = jobs[0] as never;
+    const { ledger, collection } = newLedger();
+    // The last attempt's release is written nowhere and answered with Firestore's timeout.
+    let lastAttempt = false;
+    const unanswered = new Proxy(ledger, {
+      get(target, key) {
+        if (key === 'release' && lastAttempt) {
+          return () => Promise.reject(new LedgerUnavailableError('no answer to the release'));
+        }
+        const value = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const fn = serveJobs(jobs, { env: ON, ledger: unanswered, collection }, { clock: time.clock });
+    const slot = at('12:00');
+    const attempts: number[] = [0];
+    while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
+      attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
+    }
+
+    for (const [i, offset] of attempts.entries()) {
+      lastAttempt = i === attempts.length - 1;
+      await deliverAt(fn, time, 'failing', slot, new Date(slot.getTime() + offset));
+    }
+
+    const messages = fn.logs.lines().map((l) => String(l.message));
+    const report = messages.indexOf('run failed after retries');
+    assert.ok(report >= 0, 'the last attempt logged its report');
+    assert.equal(messages.slice(report + 1).filter((m) => m === REPORT_UNCONFIRMED).length, 1);
+    const { record } = await fn.ledger.documents.read(slotRunId('failing', slot, []));
+    assert.ok(record?.status === 'in_progress', 'the report did not land');
   });
 
   it("reports a daily job's failure the same day: the audit, when no retry reached the function", async () => {

@@ -5,7 +5,11 @@ import { loggableError } from '../core/errors.ts';
 import type { Ledger } from '../core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { type Attempt, runOnce } from '../core/run-once.ts';
-import { finalFailureReporter, REPORT_WITHDRAWN } from '../policy/final-failure.ts';
+import {
+  finalFailureReporter,
+  REPORT_UNCONFIRMED,
+  REPORT_WITHDRAWN,
+} from '../policy/final-failure.ts';
 import { type DeclaredJob, jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { CLAIM_WINDOW_OPERATIONS, decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
@@ -102,7 +106,8 @@ async function runDelivery(
   // A slot's final failure is reported by its own release write, judged from when this delivery
   // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
   const slot = new Date(run.scheduleTime);
-  const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger);
+  const tolerance = deps.config.forcedRunToleranceMs;
+  const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger, tolerance);
   const ended = deps.shutdown?.running(plan.runId);
   const result = await runOnce(deps.ledger, plan.runId, work, {
     details: plan.details,
@@ -116,8 +121,12 @@ async function runDelivery(
   }).finally(ended);
   if (check !== undefined) await check;
   if (result.outcome === 'guard_changed') return 'guard_changed';
-  if (result.outcome === 'failed' && result.reported && result.release === 'lease_lost') {
-    logger.warn(REPORT_WITHDRAWN);
+  if (result.outcome === 'failed' && result.reported) {
+    if (result.release === 'lease_lost') {
+      logger.warn(REPORT_WITHDRAWN);
+    } else if (result.release === 'unrecorded') {
+      logger.warn(REPORT_UNCONFIRMED);
+    }
   }
   const ran = outcomes.ranSaid(result, deps.config.exposeErrors);
   const note = outcomes.runNote(run, plan.kind);

@@ -11,7 +11,8 @@ import { makesRetry, retryWindowMs } from './retry-policy.ts';
 const REQUEST_SLACK_MS = 10_000;
 
 /**
- * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery):
+ * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery;
+ * `forcedRunToleranceMs`: how long before a slot a Force run is taken for it, `FORCED_RUN_TOLERANCE_SECONDS`):
  * when no retry can follow ({@link makesRetry}), logs ERROR {@link FAILED_AFTER_RETRIES} and
  * returns a fresh reporter id for the release to write.
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
@@ -22,6 +23,7 @@ export function finalFailureReporter(
   deliveredAt: Date,
   clock: () => Promise<Date>,
   logger: Logger,
+  forcedRunToleranceMs = Number.POSITIVE_INFINITY,
 ): (attempt: Attempt, failure: string) => Promise<string | undefined> {
   return async (attempt, failure) => {
     // Before its slot (a Force run taken for it), Scheduler's own delivery of the slot is to come.
@@ -34,7 +36,8 @@ export function finalFailureReporter(
     const decidedAt = Math.min(now, deadline);
     // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
     if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) return undefined;
-    if (retryMayBePending(job, slot, attempt.firstClaimedAt, now)) return undefined;
+    const claimedAt = attempt.firstClaimedAt;
+    if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) return undefined;
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };
@@ -60,8 +63,13 @@ function retryMayBePending(
   slot: Date,
   firstClaimedAt: Date,
   nowMs: number,
+  forcedRunToleranceMs: number,
 ): boolean {
-  if (firstClaimedAt.getTime() < slot.getTime()) {
+  // Only a Force run within the forced-run tolerance before the slot is taken for the slot.
+  const earliestForcedClaim = slot.getTime() - forcedRunToleranceMs;
+  const claimedByForcedRun =
+    firstClaimedAt.getTime() < slot.getTime() && firstClaimedAt.getTime() >= earliestForcedClaim;
+  if (claimedByForcedRun) {
     return nowMs < slot.getTime() + 2 * retryWindowMs(job);
   }
   const sinceFirstClaimMs = nowMs - firstClaimedAt.getTime();
@@ -75,3 +83,10 @@ function retryMayBePending(
 /** Logged (WARN) when a final failure's release, its report logged, found the lease lost. */
 export const REPORT_WITHDRAWN =
   'the failure report logged above did not land: this attempt had lost its lease, so another attempt or a missed-run check holds the run and decides it';
+
+/**
+ * Logged after an attempt's failure report when its release (which writes the report) went
+ * unanswered: the report may not have landed, and a missed-run check then reports the run again.
+ */
+export const REPORT_UNCONFIRMED =
+  'the failure report logged above may not have landed (Firestore did not answer the release): if it did not, a missed-run check reports this run again once its lease lapses';

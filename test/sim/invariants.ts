@@ -30,7 +30,7 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
-import { REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
+import { REPORT_UNCONFIRMED, REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
@@ -852,15 +852,19 @@ function isErrorLine(line: LogLine): boolean {
   return /^(error|50)$/i.test(line.level);
 }
 
-/** The MISSED_RUN and FAILED_AFTER_RETRIES lines of each run, less the attempts' withdrawn ones. */
+/**
+ * The MISSED_RUN and FAILED_AFTER_RETRIES lines of each run, less the attempts' withdrawn ones and
+ * those said unconfirmed whose write did not land (the record names another reporter).
+ */
 function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
   const counts = new Map<string, number>();
-  for (const line of outcome.logs) {
+  for (const [at, line] of outcome.logs.entries()) {
     const runId = String(line.fields.runId);
     const change =
       line.message === MISSED_RUN || line.message === FAILED_AFTER_RETRIES
         ? 1
-        : line.message === REPORT_WITHDRAWN
+        : line.message === REPORT_WITHDRAWN ||
+            (line.message === REPORT_UNCONFIRMED && !attemptReportLanded(outcome, at))
           ? -1
           : 0;
     if (change !== 0) {
@@ -868,6 +872,25 @@ function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
     }
   }
   return counts;
+}
+
+/**
+ * Whether the attempt's report before the REPORT_UNCONFIRMED line at `index` of the logs landed:
+ * its run's record names that report's reporter.
+ */
+function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
+  const unconfirmed = outcome.logs[index];
+  const report = outcome.logs
+    .slice(0, index)
+    .findLast(
+      (l) =>
+        l.message === FAILED_AFTER_RETRIES &&
+        l.instance === unconfirmed?.instance &&
+        l.fields.runId === unconfirmed?.fields.runId,
+    );
+  const record = outcome.records.get(String(unconfirmed?.fields.runId));
+  const reporter = String(report?.fields.reporter ?? '');
+  return reporter !== '' && String(record?.reported_by ?? '').startsWith(reporter);
 }
 
 /**
