@@ -27,6 +27,8 @@
  *    it; and no slot is skipped or waits behind another version's lock holder that has no readable
  *    record, beyond the claim window.
  * 14. A slot's run starts no earlier than its job's forced-run tolerance before the slot.
+ * 15. A valid note is refused only for a lost lease or Firestore's failure; a completed run's
+ *    record holds its completing attempt's note.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -38,7 +40,14 @@ import { slotsBetween } from '../../src/policy/schedule.ts';
 import { type SchedulerAttempt, schedulerExecutionMs, shortestGapMs } from './cloud-scheduler.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import { isCalm } from './model.ts';
-import type { Answered, Delivered, Execution, LogLine, SimOutcome } from './simulator.ts';
+import {
+  type Answered,
+  type Delivered,
+  type Execution,
+  type LogLine,
+  type SimOutcome,
+  START_NOTE,
+} from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -397,8 +406,12 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   // 7. Nothing is skipped, waits or is refused behind a dead holder.
   found.push(...blockedOnlyByLiveRuns(outcome, awaiting));
 
-  // 12. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
+  // 14. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
   found.push(...slotRunsNotEarly(outcome));
+
+  // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
+  // completed run's record holds the note its completing attempt made.
+  found.push(...notesKept(outcome));
 
   // 6. Nothing throws where it should not.
   for (const err of outcome.errors) {
@@ -1071,6 +1084,39 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
     if (sentAt >= lockedBy + windowMs) {
       found.push(
         `${what}, which has no record (lock written by ${iso(lockedBy)}), past the claim window of ${windowMs} ms: a vanished holder blocked it`,
+      );
+    }
+  }
+  return found;
+}
+
+/** Why a valid note may be refused: the lease was lost, or Firestore failed (`ctx.note`'s TSDoc). */
+const NOTE_REFUSALS = new Set(['AttemptAbortedError', 'LedgerUnavailableError']);
+
+/**
+ * Invariant 15: every simulated job notes {@link START_NOTE} as it starts (a valid note), so a
+ * refusal other than {@link NOTE_REFUSALS} is a bug; and a run recorded completed by an attempt
+ * whose note was answered holds that attempt's note (a note is fenced like every renewal: the
+ * completing attempt's note landed, and no other attempt's note can land over it).
+ */
+export function notesKept(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
+  for (const e of outcome.executions) {
+    if (e.noteRefused !== undefined && !NOTE_REFUSALS.has(e.noteRefused)) {
+      found.push(`${describe(e)} had its valid note refused (${e.noteRefused})`);
+    }
+  }
+  for (const [runId, record] of outcome.records) {
+    const completer = byAttempt.get(String(record.attempt_id));
+    if (record.status !== 'completed' || completer?.noted !== true) {
+      continue;
+    }
+    const notes = record.notes as Record<string, { attempt?: unknown }> | undefined;
+    const noted = notes?.[START_NOTE]?.attempt;
+    if (noted !== completer.attemptId) {
+      found.push(
+        `run ${runId.slice(0, 12)} completed by ${describe(completer)} holds the note of ${String(noted)}, not its completer's`,
       );
     }
   }

@@ -81,6 +81,10 @@ export interface Execution {
   crashedBeforeAnswer?: boolean;
   /** Then, when its instance died, ms: its heartbeat may have extended its lease until then. */
   diedAt?: number;
+  /** Its `ctx.note` of {@link START_NOTE} was answered: the note is in its run's record. */
+  noted?: boolean;
+  /** The error's name when its `ctx.note` was refused. */
+  noteRefused?: string;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -241,6 +245,11 @@ export interface SimOptions {
 }
 
 const COLLECTION = 'runs';
+/**
+ * The note every simulated job writes as it starts (`ctx.note`), as a job notes what it started
+ * downstream: a fenced renewal of its lease, judged by invariant 15.
+ */
+export const START_NOTE = 'started';
 /** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
 const RACED_READ_MS = 5_000;
 /**
@@ -566,6 +575,17 @@ export async function simulate(
     return { documents, jobDocuments, history: new RunHistory(documents) };
   };
 
+  /** The job's note as it starts; a refusal is kept on `exec`, and the job then throws. */
+  const noteStart = async (ctx: Parameters<JobRun>[0], exec: Execution): Promise<void> => {
+    try {
+      await ctx.note(START_NOTE, { attempt: ctx.attemptId, at: time.now });
+      exec.noted = true;
+    } catch (err) {
+      exec.noteRefused = err instanceof Error ? err.name : String(err);
+      throw err;
+    }
+  };
+
   const runOf =
     (deployment: number, spec: JobSpec): JobRun =>
     async (ctx) => {
@@ -599,6 +619,7 @@ export async function simulate(
       const ms = between(spec.minMs, spec.maxMs);
       const fails = rng() < spec.failRate;
       try {
+        await noteStart(ctx, exec);
         await new Promise<void>((resolve, reject) => {
           if (ctx.signal.aborted) return reject(ctx.signal.reason);
           const timer = setTimeout(resolve, ms);
