@@ -57,6 +57,8 @@ export interface JobSpec {
   readonly maxMs: number;
   /** Chance in [0, 1) that one execution throws. */
   readonly failRate: number;
+  /** Each execution notes as it starts (`ctx.note`); absent in histories recorded before notes. */
+  readonly notes?: boolean;
 }
 
 /** Something the environment or an operator does at `at` ms after the history starts. */
@@ -265,6 +267,7 @@ function jobSpec(index: number): fc.Arbitrary<JobSpec> {
       maxMs: fc.integer({ min: 20_000, max: 150_000 }),
       // 1: a broken job, failing every attempt: every slot ends in a final failure report.
       failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
+      notes: fc.boolean(),
     })
     .map((spec) => (spec.failRate === 1 ? brokenJob(spec) : spec));
 }

@@ -246,8 +246,8 @@ export interface SimOptions {
 
 const COLLECTION = 'runs';
 /**
- * The note every simulated job writes as it starts (`ctx.note`), as a job notes what it started
- * downstream: a fenced renewal of its lease, judged by invariant 15.
+ * The note a simulated job with `notes` writes as it starts (`ctx.note`), as a job notes what it
+ * started downstream: a fenced renewal of its lease, judged by invariant 15.
  */
 export const START_NOTE = 'started';
 /** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
@@ -619,7 +619,9 @@ export async function simulate(
       const ms = between(spec.minMs, spec.maxMs);
       const fails = rng() < spec.failRate;
       try {
-        await noteStart(ctx, exec);
+        if (spec.notes === true) {
+          await noteStart(ctx, exec);
+        }
         await new Promise<void>((resolve, reject) => {
           if (ctx.signal.aborted) return reject(ctx.signal.reason);
           const timer = setTimeout(resolve, ms);
