@@ -118,7 +118,8 @@ export async function writeForeignRecord(
  * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}. `isJobBusy`: whether
  * a run of the job executes or is being delivered now (the model's knowledge; then nothing is
  * written).
- * @returns the holder's run id and when the lock landed, or `undefined` if nothing was written.
+ * @returns the holder's run id, when the lock landed and when the holder's record did (answered:
+ * it landed by then), or `undefined` if nothing was written.
  */
 export async function writeForeignLock(
   w: ForeignStore,
@@ -126,7 +127,9 @@ export async function writeForeignLock(
   scope: Scope,
   holder: 'absent' | 'unknown_status',
   isJobBusy: () => boolean,
-): Promise<{ readonly runId: string; readonly lockedAt: number } | undefined> {
+): Promise<
+  { readonly runId: string; readonly lockedAt: number; readonly recordedAt?: number } | undefined
+> {
   if (isJobBusy()) {
     return undefined;
   }
@@ -159,6 +162,7 @@ export async function writeForeignLock(
     const slotMs = Math.floor(lockedAt / 60_000) * 60_000;
     const record = unknownStatusRecord(w, job, slotMs);
     await w.store.collection(w.collection).doc(runId).create(record);
+    return { runId, lockedAt, recordedAt: w.now() };
   }
   return { runId, lockedAt };
 }

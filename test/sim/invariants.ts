@@ -1072,8 +1072,10 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
     );
     const sentAt = request?.sentAt ?? line.at;
     const what = `${String(line.fields.jobName)}@${String(line.fields.scheduleTime)} answered ${outcomeName} at ${iso(line.at)} behind ${holder.slice(0, 12)}`;
+    // Until its record lands, a lock's holder has none: the claim window below judges it.
+    const recorded = (foreign.recordedAt ?? foreign.at) <= sentAt;
     const unreadable =
-      foreign.kind === 'unknown_status' && (foreign.deletedAt ?? Infinity) > sentAt;
+      foreign.kind === 'unknown_status' && recorded && (foreign.deletedAt ?? Infinity) > sentAt;
     if (unreadable) {
       found.push(`${what}, whose record has a status this version does not know: a silent block`);
       continue;

@@ -178,6 +178,8 @@ export interface ForeignRecord {
   readonly kind: 'unknown_status' | 'extra_fields' | 'absent' | 'repaired';
   /** Written as a lock's holder (`foreign_lock`), when its lock landed, ms. */
   readonly lockedAt?: number;
+  /** A lock's `unknown_status` holder: when its record landed, a moment after its lock, ms. */
+  readonly recordedAt?: number;
   /** When a `repair` deleted it, ms. */
   deletedAt?: number;
   /** When another `foreign_lock` replaced its lock, ms: the lock names it no more. */
@@ -1036,7 +1038,12 @@ export async function simulate(
             earlier.replacedAt ??= lock.lockedAt;
           }
         }
-        foreignRecords.set(lock.runId, { ...base, kind: event.holder, lockedAt: lock.lockedAt });
+        foreignRecords.set(lock.runId, {
+          ...base,
+          kind: event.holder,
+          lockedAt: lock.lockedAt,
+          ...(lock.recordedAt === undefined ? {} : { recordedAt: lock.recordedAt }),
+        });
       }
       return;
     }
