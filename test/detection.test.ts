@@ -42,6 +42,29 @@ function declare(...declarations: JobDeclaration[]) {
   return validateJobs(declarations);
 }
 
+/** An hourly job whose every attempt fails at once. */
+function failingHourly(): JobDeclaration {
+  return defineJob({
+    id: 'failing',
+    schedule: '0 * * * *',
+    run: () => {
+      throw new Error('downstream refused');
+    },
+  });
+}
+
+/**
+ * Scheduler's attempts of one slot, ms after it: the first at the slot, each retry its back-off
+ * after a failure, until RetryConfig makes none (the job fails at once: an attempt takes no time).
+ */
+function schedulerAttemptOffsets(job: Parameters<typeof makesRetry>[0]): number[] {
+  const attempts: number[] = [0];
+  while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
+    attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
+  }
+  return attempts;
+}
+
 /** A delivery of the timeline: a job's slot, at its time or later. */
 interface Delivery {
   readonly fn: Served;
@@ -145,26 +168,12 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('reports a final failure by its own attempt, once: the release write carries the report', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(
-      defineJob({
-        id: 'failing',
-        schedule: '0 * * * *',
-        run: () => {
-          throw new Error('downstream refused');
-        },
-      }),
-      AUDIT,
-    );
+    const jobs = declare(failingHourly(), AUDIT);
     const job = jobs[0] as never;
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
     const slot = at('12:00');
-    // Scheduler's attempts: the first at the slot, each retry its back-off after a failure, until
-    // RetryConfig makes none (the job fails at once, so an attempt takes no time).
-    const attempts: number[] = [0];
-    while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
-      attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
-    }
+    const attempts = schedulerAttemptOffsets(job);
     const reportsAfter: number[] = [];
     for (const [i, offset] of attempts.entries()) {
       const fn = i % 2 === 0 ? a : b;
@@ -193,16 +202,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('says a final failure report may not have landed when its release goes unanswered', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(
-      defineJob({
-        id: 'failing',
-        schedule: '0 * * * *',
-        run: () => {
-          throw new Error('downstream refused');
-        },
-      }),
-      AUDIT,
-    );
+    const jobs = declare(failingHourly(), AUDIT);
     const job = jobs[0] as never;
     const { ledger, collection } = newLedger();
     // The last attempt's release is written nowhere and answered with Firestore's timeout.
@@ -218,10 +218,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     });
     const fn = serveJobs(jobs, { env: ON, ledger: unanswered, collection }, { clock: time.clock });
     const slot = at('12:00');
-    const attempts: number[] = [0];
-    while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
-      attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
-    }
+    const attempts = schedulerAttemptOffsets(job);
 
     for (const [i, offset] of attempts.entries()) {
       lastAttempt = i === attempts.length - 1;
