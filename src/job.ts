@@ -2,8 +2,7 @@
  * YOUR JOB GOES HERE: the work is `runJobLogic`, when it runs is `job`; more jobs go in `jobs.ts`.
  * The contract (return = done, throw = retry, `ctx.runId` the idempotency key): `JobContext`.
  */
-import type { JobContext } from './core/job-context.ts';
-import { defineJob } from './policy/job-declaration.ts';
+import { defineJob, type JobContext } from 'scheduler-run-once';
 
 /** The scheduled work: replace the body with yours. @throws anything, for Scheduler to retry. */
 export async function runJobLogic(ctx: JobContext): Promise<void> {

@@ -2,9 +2,9 @@
  * The jobs this function runs, each its own Scheduler job: add a `defineJob(…)` with a unique id
  * (docs/jobs.md, "Several jobs in one function"); a removed one stays until `./deploy.sh --prune`.
  */
+
+import { defineAuditJob, type JobDeclaration } from 'scheduler-run-once';
 import { job } from './job.ts';
-import type { JobDeclaration } from './policy/job-declaration.ts';
-import { defineAuditJob } from './policy/run-audit.ts';
 
 export const jobs: readonly JobDeclaration[] = [
   job,

@@ -1,0 +1,405 @@
+/**
+ * Local processes for the scripts, the tests and the bench: free ports, child processes in process
+ * groups of their own, the Firestore emulator, and waiting until something answers. Importing it
+ * starts nothing. Everything listens on and talks to 127.0.0.1 only, the function included
+ * ({@link spawnFunction}), unless told otherwise.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, realpathSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** The library's root: the directory of its `package.json`. */
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * The project the commands serve, which holds `src/jobs.ts` and `build/`: the directory they run
+ * in (npm runs a script in the directory of the `package.json` that declares it).
+ */
+export const PROJECT_DIR = process.cwd();
+
+/**
+ * The nearest `node_modules` at or above the library whose `.bin` has the command `name` (npm
+ * installs a workspace's dependencies in the repository's root, a user's in their project's).
+ *
+ * @throws {Error} naming the command when no `node_modules/.bin` above the library has it.
+ */
+function nodeModulesWith(name: string): string {
+  for (let dir = ROOT; ; dir = dirname(dir)) {
+    const nodeModules = join(dir, 'node_modules');
+    if (existsSync(join(nodeModules, '.bin', name))) {
+      return nodeModules;
+    }
+    if (dirname(dir) === dir) {
+      throw new Error(`no node_modules/.bin/${name} above ${ROOT}: run npm install`);
+    }
+  }
+}
+
+/** The script behind the command `name` of the library's `node_modules/.bin` (the link resolved). */
+export function binPath(name: string): string {
+  return realpathSync(join(nodeModulesWith(name), '.bin', name));
+}
+
+/** The `node_modules` directory the library's dependencies are installed in. */
+export const NODE_MODULES = nodeModulesWith('tsc');
+
+/** functions-framework's CLI script (the `.bin` link resolved). */
+const FRAMEWORK = binPath('functions-framework');
+/** The preload that gives functions-framework's `listen(port)` a host (`scripts/listen-host.ts`). */
+const LISTEN_HOST = pathToFileURL(join(ROOT, 'scripts/listen-host.ts')).href;
+/** Where a local function listens unless told otherwise: this machine only. */
+export const LOCAL_HOST = '127.0.0.1';
+
+/** A Firestore collection name no other test or bench run uses: `<prefix>_<random>`. */
+export function freshCollection(prefix = 'runs'): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '')}`;
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Polls `check` every `intervalMs` until it returns a value other than `undefined`.
+ *
+ * @throws after `timeoutMs`, or whatever `check` throws.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/**
+ * Resolves as `promise` does, or rejects naming `what` it waited for once `timeoutMs` passed: a
+ * wait on a process (its exit, an answer) that fails with a message instead of hanging.
+ *
+ * @example await within(child.exited, 10_000, 'the function to exit on SIGTERM');
+ */
+export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`timed out after ${timeoutMs} ms: ${what}`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Whether something accepts TCP connections on `host`:`port` (127.0.0.1 unless given). */
+export function acceptsConnections(port: number, host = LOCAL_HOST): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, host);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** A child process leading a process group of its own, with its output kept. */
+export interface GroupProcess extends ChildProcess {
+  /** What it wrote to stdout and stderr (the last `keep` characters). */
+  output(): string;
+  /** Resolves once it exited and its output was read, or it could not start. */
+  readonly exited: Promise<void>;
+  /** Whether it is running (it may be paused). */
+  running(): boolean;
+  /** Sends `signal` to every process of its group; nothing once they are gone. */
+  signalGroup(signal: NodeJS.Signals): void;
+}
+
+/** Groups started here whose leader has not exited: killed when this process exits. */
+const groups = new Set<number>();
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function killGroups(): void {
+  for (const pgid of groups) signalGroup(pgid, 'SIGKILL');
+}
+
+/** Signals that end a process without its `exit` event: Ctrl-C, `kill`, a closed terminal. */
+const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * On a signal this process does not handle otherwise (a test file on Ctrl-C of `npm test`), kills
+ * the groups and then dies of the signal as it would have; a process with a handler of its own
+ * (npm run dev stops its parts in turn, with-emulator passes the signal on) keeps its own way.
+ */
+function killGroupsOnSignal(signal: NodeJS.Signals): void {
+  if (process.listenerCount(signal) > 1) return;
+  killGroups();
+  watchExit(false);
+  process.kill(process.pid, signal);
+}
+
+/** Kills the groups when this process exits or dies of a signal (`on`), or no longer (`!on`). */
+function watchExit(on: boolean): void {
+  if (on) process.once('exit', killGroups);
+  else process.off('exit', killGroups);
+  for (const signal of ENDING_SIGNALS) {
+    // First, so it counts every other listener, a `once` one included, before that one runs.
+    if (on) process.prependListener(signal, killGroupsOnSignal);
+    else process.off(signal, killGroupsOnSignal);
+  }
+}
+
+/**
+ * Starts `command` leading a process group of its own, so a signal reaches every process it forks
+ * (gcloud starts the emulator's java, functions-framework may fork). A group still running when this
+ * process exits, or dies of SIGINT, SIGTERM or SIGHUP it has no handler for, is killed with it.
+ *
+ * @param options.keep - how many characters of output to keep (all unless given).
+ */
+export function spawnGroup(
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; keep?: number } = {},
+): GroupProcess {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env ?? process.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const pgid = child.pid;
+  if (pgid !== undefined) {
+    if (groups.size === 0) watchExit(true);
+    groups.add(pgid);
+  }
+  const keep = options.keep ?? Number.POSITIVE_INFINITY;
+  let output = '';
+  const append = (text: string) => {
+    output += text;
+    if (output.length > keep) output = output.slice(-keep);
+  };
+  child.stdout?.on('data', (chunk: Buffer) => append(chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => append(chunk.toString()));
+  const exited = new Promise<void>((resolve) => {
+    child.once('error', (err) => {
+      append(`\ncould not run ${command}: ${err.message}`);
+      resolve();
+    });
+    child.once('exit', () => {
+      if (pgid !== undefined) groups.delete(pgid);
+      if (groups.size === 0) watchExit(false);
+      // Its last output may still be in the pipes: wait for them to close, unless a process it
+      // forked holds them open (then 1 s at most).
+      setTimeout(resolve, 1_000).unref();
+    });
+    child.once('close', () => resolve());
+  });
+  return Object.assign(child, {
+    output: () => output,
+    exited,
+    running: () => child.exitCode === null && child.signalCode === null,
+    signalGroup: (signal: NodeJS.Signals) => {
+      if (pgid !== undefined) signalGroup(pgid, signal);
+    },
+  });
+}
+
+function stillRunning(child: GroupProcess | undefined): void {
+  if (child !== undefined && !child.running()) {
+    throw new Error(`it exited (${child.exitCode ?? child.signalCode}):\n${child.output()}`);
+  }
+}
+
+/**
+ * Resolves once `url` answers with a 2xx status.
+ *
+ * @param options.process - the process that should answer: its exit ends the wait with its output.
+ * @throws when `process` exits first, or after `timeoutMs`.
+ */
+export async function waitForHttp(
+  url: string,
+  options: { timeoutMs: number; process?: GroupProcess },
+): Promise<void> {
+  const { timeoutMs, process: child } = options;
+  await waitFor(
+    `${url} to answer`,
+    async () => {
+      stillRunning(child);
+      try {
+        return (await fetch(url)).ok || undefined;
+      } catch {
+        return undefined; // not listening yet
+      }
+    },
+    timeoutMs,
+    250,
+  );
+}
+
+/**
+ * Resolves once something accepts connections on `options.host` (127.0.0.1 unless given):`port`.
+ *
+ * @param options.process - the process that should listen: its exit ends the wait with its output.
+ * @param options.intervalMs - how often to try (50 ms unless given).
+ * @throws when `process` exits first, or after `timeoutMs`.
+ */
+export async function waitForPort(
+  port: number,
+  options: { timeoutMs: number; process?: GroupProcess; intervalMs?: number; host?: string },
+): Promise<void> {
+  const { timeoutMs, process: child, intervalMs = 50, host = LOCAL_HOST } = options;
+  await waitFor(
+    `port ${port} to accept connections`,
+    async () => {
+      stillRunning(child);
+      return (await acceptsConnections(port, host)) || undefined;
+    },
+    timeoutMs,
+    intervalMs,
+  );
+}
+
+/** How to install what {@link startFirestoreEmulator} runs. */
+const EMULATOR_INSTALL_HINT =
+  'Install the emulator: `gcloud components install cloud-firestore-emulator` (or the Debian/RPM ' +
+  'package google-cloud-cli-firestore-emulator) with Java 17+, or set FIRESTORE_EMULATOR_JAR to ' +
+  'the emulator jar, or FIRESTORE_EMULATOR_HOST to a running emulator.';
+
+/**
+ * The emulator's JVM flags unless `JAVA_TOOL_OPTIONS` is set: the client compiler only and the
+ * serial collector. An emulator lives minutes and keeps a small heap, so the optimising compiler's
+ * and the parallel collector's threads cost more CPU than they win back: on 2 cores the JVM took
+ * 9 s of CPU for four emulator test files instead of 22 s (docs/tests.md).
+ */
+const EMULATOR_JVM = '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC';
+
+/**
+ * Starts a Firestore emulator on 127.0.0.1:`port` in a process group of its own and resolves once
+ * it answers: `java -cp $FIRESTORE_EMULATOR_JAR … CloudFirestore start` if that variable is set,
+ * else `gcloud emulators firestore start` (the gcloud `cloud-firestore-emulator` component).
+ *
+ * @param options.importData - an export's `.overall_export_metadata` file to load at start
+ *   (`--import-data`, taken by both the jar and gcloud's command), as `npm run dev --keep-data` does.
+ * @throws if it cannot start (with {@link EMULATOR_INSTALL_HINT}), exits, or does not answer in
+ *   `timeoutMs`; it is stopped then.
+ */
+export async function startFirestoreEmulator(
+  port: number,
+  timeoutMs: number,
+  options: { importData?: string } = {},
+): Promise<GroupProcess> {
+  const jar = process.env.FIRESTORE_EMULATOR_JAR;
+  const emulatorClass = 'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
+  const extra = options.importData === undefined ? [] : [`--import-data=${options.importData}`];
+  const env = { ...process.env, JAVA_TOOL_OPTIONS: process.env.JAVA_TOOL_OPTIONS ?? EMULATOR_JVM };
+  const child = jar
+    ? spawnGroup(
+        'java',
+        [
+          '-Duser.language=en',
+          '-cp',
+          jar,
+          emulatorClass,
+          'start',
+          '--host=127.0.0.1',
+          `--port=${port}`,
+          ...extra,
+        ],
+        { keep: 4000, env },
+      )
+    : spawnGroup(
+        'gcloud',
+        ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet', ...extra],
+        { keep: 4000, env },
+      );
+  try {
+    await waitForHttp(`http://127.0.0.1:${port}/`, { timeoutMs, process: child });
+  } catch (err) {
+    child.signalGroup('SIGKILL');
+    const notFound = child.pid === undefined;
+    throw new Error(
+      notFound
+        ? `could not start ${child.spawnfile}. ${EMULATOR_INSTALL_HINT}`
+        : `the Firestore emulator on 127.0.0.1:${port} did not start: ${(err as Error).message}`,
+    );
+  }
+  return child;
+}
+
+/** What {@link spawnFunction} starts. */
+export interface FunctionSpec {
+  /** functions-framework's `--target`. */
+  readonly target: string;
+  /**
+   * `--source`, relative to the library's root; without it the project's `package.json` `main`
+   * ({@link PROJECT_DIR}), as deployed.
+   */
+  readonly source?: string;
+  readonly port: number;
+  /**
+   * The address it listens on, {@link LOCAL_HOST} unless given (`0.0.0.0`: every interface, as
+   * functions-framework alone does and Cloud Run needs).
+   */
+  readonly host?: string;
+  /** Variables on top of this process's environment. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** A command prefix, e.g. `['faketime', '-f', '-90s']`. */
+  readonly wrapper?: readonly string[];
+  /** How many characters of output to keep (all unless given; a long-running process wants few). */
+  readonly keep?: number;
+}
+
+/**
+ * Spawns `functions-framework --target=… [--source=…] --port=…` in the library's root (in the
+ * project's without a source), in a process
+ * group of its own, with the Node running this process (type stripping loads `.ts` sources; the
+ * `.bin` script's shebang could pick another Node from PATH), listening on `spec.host`
+ * (127.0.0.1 unless given: `scripts/listen-host.ts`). Does not wait: see {@link waitForPort}.
+ */
+export function spawnFunction(spec: FunctionSpec): GroupProcess {
+  const args = [
+    '--import',
+    LISTEN_HOST,
+    FRAMEWORK,
+    `--target=${spec.target}`,
+    `--port=${spec.port}`,
+  ];
+  if (spec.source !== undefined) args.push(`--source=${spec.source}`);
+  const [command, ...prefix] = [...(spec.wrapper ?? []), process.execPath];
+  return spawnGroup(command as string, [...prefix, ...args], {
+    cwd: spec.source === undefined ? PROJECT_DIR : ROOT,
+    env: { ...process.env, ...spec.env, RUN_ONCE_LISTEN_HOST: spec.host ?? LOCAL_HOST },
+    ...(spec.keep === undefined ? {} : { keep: spec.keep }),
+  });
+}

@@ -1,0 +1,71 @@
+/**
+ * The bench in smoke mode, end to end: `node bench/run.ts --smoke` against the suite's emulator
+ * (inherited FIRESTORE_EMULATOR_HOST) and the built function. Figures are not asserted, only that
+ * the bench runs, that the project's ledger ran each storm's job exactly once, and that every
+ * cold-start variant started and answered (its fixtures and compile caches work).
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { spawnGroup } from '../../scripts/local-processes.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+interface StormFigures {
+  readonly where: string;
+  readonly ledger: string;
+  readonly executions: number;
+}
+
+interface ColdStartFigures {
+  readonly label: string;
+  readonly first200: { readonly n: number };
+}
+
+async function runBench(out: string): Promise<{ code: number | null; output: string }> {
+  const bench = spawnGroup(process.execPath, ['bench/run.ts', '--smoke', `--out=${out}`], {
+    cwd: ROOT,
+  });
+  await bench.exited;
+  return { code: bench.exitCode, output: bench.output() };
+}
+
+describe('the bench in smoke mode', {
+  skip: !existsSync(`${ROOT}dist/index.js`) && 'run `npm run build` first',
+}, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-smoke-'));
+  const out = join(dir, 'results.json');
+  // One bench run (about 30 s) serves every test below.
+  let bench: { code: number | null; output: string } | undefined;
+  before(async () => {
+    bench = await runBench(out);
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The bench's JSON, once it exited 0. */
+  function results<T>(): T {
+    assert.equal(bench?.code, 0, bench?.output);
+    return JSON.parse(readFileSync(out, 'utf8')) as T;
+  }
+
+  it("runs, exits 0, and the project's ledger runs each storm's job exactly once", () => {
+    const { storms } = results<{ storms: StormFigures[] }>();
+
+    const projectStorms = storms.filter((s) => s.ledger.startsWith("project's RunLedger"));
+    // In process at one instance and spread over 10, and over HTTP.
+    assert.equal(projectStorms.length, 3, bench?.output);
+    for (const storm of projectStorms) assert.equal(storm.executions, 1, JSON.stringify(storm));
+  });
+
+  it('starts every cold-start variant once, each answering its first delivery with 200', () => {
+    const { coldStarts } = results<{ coldStarts: ColdStartFigures[] }>();
+
+    // hello world, the floor with and without NODE_COMPILE_CACHE, the project without a cache,
+    // with its entry's and with the platform's, and with many jobs as deployed.
+    assert.equal(coldStarts.length, 7, JSON.stringify(coldStarts));
+    for (const start of coldStarts) assert.equal(start.first200.n, 1, JSON.stringify(start));
+  });
+});
