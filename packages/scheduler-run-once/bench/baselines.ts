@@ -85,7 +85,9 @@ abstract class Baseline {
 
 /** The baselines claim without a guarded write (no overlap policy is benched): refuse one. */
 function refuseGuard(guard: GuardedWrite | undefined): void {
-  if (guard !== undefined) throw new Error('the bench baselines cannot commit a guarded write');
+  if (guard !== undefined) {
+    throw new Error('the bench baselines cannot commit a guarded write');
+  }
 }
 
 /**
@@ -102,7 +104,9 @@ export class LiteralPortLedger extends Baseline implements Ledger {
         const snap = await tx.get(ref.withConverter(runRecordConverter));
         const now = Date.now();
         const record = snap.data();
-        if (record?.status === RunStatus.Completed) return { state: 'completed', record };
+        if (record?.status === RunStatus.Completed) {
+          return { state: 'completed', record };
+        }
         if (
           record?.status === RunStatus.InProgress &&
           (record.leaseExpires?.getTime() ?? 0) > now
@@ -158,7 +162,9 @@ export class LiteralPortLedger extends Baseline implements Ledger {
     const ref = this.ref(claim.runId);
     return unavailableOnError(what, () =>
       this.db.runTransaction(async (tx): Promise<FenceResult> => {
-        if ((await tx.get(ref)).get('attempt_id') !== claim.attemptId) return 'lease_lost';
+        if ((await tx.get(ref)).get('attempt_id') !== claim.attemptId) {
+          return 'lease_lost';
+        }
         write(tx, ref);
         return 'recorded';
       }),
@@ -176,10 +182,14 @@ export class FloorLedger extends Baseline implements Ledger {
     const written = await this.ref(runId)
       .create({ job_name: details.jobName ?? '', ...this.claimFields(attemptId, now) })
       .catch((err: { code?: number }) => {
-        if (err.code === ALREADY_EXISTS) return undefined;
+        if (err.code === ALREADY_EXISTS) {
+          return undefined;
+        }
         throw new LedgerUnavailableError(`Firestore claim failed: ${err}`, { cause: err });
       });
-    if (written === undefined) return { state: 'in_progress', holder: undefined };
+    if (written === undefined) {
+      return { state: 'in_progress', holder: undefined };
+    }
     const { leaseMs } = this.options;
     const leaseExpires = new Date(now + leaseMs);
     const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };

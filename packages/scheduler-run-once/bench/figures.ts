@@ -72,7 +72,9 @@ export function stormFigures(
   answers: readonly Answer[],
 ): Storm {
   const counts = new Map<string, number>();
-  for (const { answer } of answers) counts.set(answer, (counts.get(answer) ?? 0) + 1);
+  for (const { answer } of answers) {
+    counts.set(answer, (counts.get(answer) ?? 0) + 1);
+  }
   const times = answers.map((a) => a.at).sort((a, b) => a - b);
   return {
     ...storm,

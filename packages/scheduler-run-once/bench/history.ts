@@ -59,7 +59,9 @@ async function seed(db: Firestore, collection: string, slots: readonly Date[]): 
   for (let i = 0; i < slots.length; i += 500) {
     const batch = db.batch();
     for (const [j, slot] of slots.slice(i, i + 500).entries()) {
-      if ((i + j) % 50 === 49) continue;
+      if ((i + j) % 50 === 49) {
+        continue;
+      }
       const ref = db.collection(collection).doc(slotRunId('audit-five', slot, []));
       batch.set(ref, {
         ...completionUpdate(timestampOf('2099-01-01T00:00:00Z')),
@@ -83,7 +85,9 @@ export async function measureHistory(
   counter: WireCounter,
   days: number,
 ): Promise<HistoryFigures> {
-  if (JOB === undefined) throw new Error('bench/fixtures/jobs-audit.ts declares no job');
+  if (JOB === undefined) {
+    throw new Error('bench/fixtures/jobs-audit.ts declares no job');
+  }
   const collection = freshCollection('audit');
   const { slots } = slotsBetween(JOB, new Date(END.getTime() - days * DAY_MS), END);
   await seed(db, collection, slots);
@@ -92,7 +96,9 @@ export async function measureHistory(
   const started = performance.now();
   const { rows } = await readHistory(history, JOB, slots, [], END);
   const inProcessMs = performance.now() - started;
-  if (rows.length !== slots.length) throw new Error('the audit lost slots');
+  if (rows.length !== slots.length) {
+    throw new Error('the audit lost slots');
+  }
   const commandStarted = performance.now();
   const command = spawnSync(
     process.execPath,
@@ -114,7 +120,9 @@ export async function measureHistory(
     },
   );
   const commandMs = performance.now() - commandStarted;
-  if (command.status !== 0) throw new Error(`ops/runs.ts failed: ${command.stderr}`);
+  if (command.status !== 0) {
+    throw new Error(`ops/runs.ts failed: ${command.stderr}`);
+  }
 
   const counted = ledgerOn(viaCounter, collection);
   const countedHistory = new RunHistory(counted.documents);
@@ -140,9 +148,12 @@ export async function measureHistory(
     const claimed = await counted.claim(slotRunId('audit-five', slot, []), {
       jobName: 'audit-five',
     });
-    if (claimed.state !== 'claimed')
+    if (claimed.state !== 'claimed') {
       throw new Error(`the bench run was not claimed: ${claimed.state}`);
-    if (check.isDue(JOB, slot, [], now)) await check.check(JOB, [], silent);
+    }
+    if (check.isDue(JOB, slot, [], now)) {
+      await check.check(JOB, [], silent);
+    }
     await counted.complete(claimed.claim);
     return counter.calls();
   };

@@ -50,7 +50,9 @@ export function freshCollection(what: string): string {
 
 function ledger(key: LedgerKey, db: Firestore, collection: string): Ledger {
   const options = { collection, ...SETTINGS };
-  if (key === 'project') return RunLedger.open(db, options);
+  if (key === 'project') {
+    return RunLedger.open(db, options);
+  }
   return key === 'literal' ? new LiteralPortLedger(db, options) : new FloorLedger(db, options);
 }
 
@@ -60,14 +62,19 @@ function details(_runId: string): RunDetails {
 
 async function processRun(ledger: Ledger, runId: string): Promise<void> {
   const claimed = await ledger.claim(runId, details(runId));
-  if (claimed.state !== 'claimed') throw new Error(`${runId} was not claimed: ${claimed.state}`);
-  if ((await ledger.complete(claimed.claim)) !== 'recorded')
+  if (claimed.state !== 'claimed') {
+    throw new Error(`${runId} was not claimed: ${claimed.state}`);
+  }
+  if ((await ledger.complete(claimed.claim)) !== 'recorded') {
     throw new Error(`${runId}: lease lost`);
+  }
 }
 
 async function duplicateOf(ledger: Ledger, runId: string): Promise<void> {
   const claimed = await ledger.claim(runId, details(runId));
-  if (claimed.state === 'claimed') throw new Error(`a duplicate of ${runId} was claimed`);
+  if (claimed.state === 'claimed') {
+    throw new Error(`a duplicate of ${runId} was claimed`);
+  }
 }
 
 /** One ledger's figures: times in ms, calls counted on the wire. */
@@ -105,7 +112,9 @@ export async function measureLedgers(
       await processRun(s.ledger, `${i}-${k}`);
       const processed = performance.now();
       await duplicateOf(s.ledger, `${i}-${k}`);
-      if (i < 0) continue; // warm-up
+      if (i < 0) {
+        continue; // warm-up
+      }
       s.run.push(processed - started);
       s.dup.push(performance.now() - processed);
     }
@@ -114,7 +123,9 @@ export async function measureLedgers(
   await processRun(ledger('project', viaCounter, counted), 'warmup'); // opens the channel
   const callsOf = async (work: (i: number) => Promise<void>) => {
     counter.reset();
-    for (let i = 0; i < plan.counted; i++) await work(i);
+    for (let i = 0; i < plan.counted; i++) {
+      await work(i);
+    }
     return counter.calls() / plan.counted;
   };
   const figures = {} as Record<LedgerKey, LedgerFigures>;

@@ -172,9 +172,13 @@ export async function measureProcessedRuns(
       const started = performance.now();
       const { status } = await deliver(fn.url);
       const elapsed = performance.now() - started;
-      if (i < 0) continue;
+      if (i < 0) {
+        continue;
+      }
       samples[k]?.push(elapsed);
-      if (status !== 200) errors[k] = (errors[k] ?? 0) + 1;
+      if (status !== 200) {
+        errors[k] = (errors[k] ?? 0) + 1;
+      }
     }
   }
   return fns.map(([name], k) => ({
@@ -291,10 +295,13 @@ export async function measureColdStarts(variants: readonly ColdStartVariant[], r
       const index = (rep + k) % variants.length;
       const variant = variants[index] as ColdStartVariant;
       const sample = samples[index];
-      if (sample === undefined || sample.timedOut || rep >= (variant.starts ?? reps)) continue;
+      if (sample === undefined || sample.timedOut || rep >= (variant.starts ?? reps)) {
+        continue;
+      }
       const started = await coldStart(variant);
-      if (started === 'timed out') sample.timedOut = true;
-      else {
+      if (started === 'timed out') {
+        sample.timedOut = true;
+      } else {
         sample.listening.push(started.listening);
         sample.first200.push(started.first200);
         sample.cpu.push(started.cpu);
@@ -321,7 +328,9 @@ async function coldStart({ key, target, source, env, timeoutMs }: ColdStartVaria
   try {
     fn = await startFunction(target, source, env, bound);
   } catch (err) {
-    if (timeoutMs === undefined || !String(err).includes('timed out after')) throw err;
+    if (timeoutMs === undefined || !String(err).includes('timed out after')) {
+      throw err;
+    }
     return 'timed out';
   }
   try {
@@ -333,7 +342,9 @@ async function coldStart({ key, target, source, env, timeoutMs }: ColdStartVaria
       }
       return 'timed out' as const;
     });
-    if (answer === 'timed out') return answer;
+    if (answer === 'timed out') {
+      return answer;
+    }
     const first200 = performance.now() - fn.spawnedAt;
     const cpu = fn.cpuMs();
     if (answer.status !== 200) {

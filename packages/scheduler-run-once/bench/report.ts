@@ -161,7 +161,9 @@ export function targets({
 
 /** A plain-text table: a title, then one column per entry of `columns` (header → cell). */
 function table<T>(title: string, rows: readonly T[], columns: Record<string, (row: T) => string>) {
-  if (rows.length === 0) return '';
+  if (rows.length === 0) {
+    return '';
+  }
   const cells = [Object.keys(columns), ...rows.map((r) => Object.values(columns).map((c) => c(r)))];
   const widths = cells[0]?.map((_, i) => Math.max(...cells.map((r) => r[i]?.length ?? 0))) ?? [];
   const line = (r: readonly string[]) =>

@@ -178,12 +178,16 @@ async function httpCalls(counter: WireCounter): Promise<Record<string, number>> 
     RUNS_COLLECTION: freshCollection('http-calls'),
   });
   try {
-    for (let i = 0; i < 70; i++) await deliver(fn.url);
+    for (let i = 0; i < 70; i++) {
+      await deliver(fn.url);
+    }
     const runs: Record<string, number> = {};
     for (let i = 0; i < 60; i++) {
       counter.reset();
       const { status } = await deliver(fn.url);
-      if (status !== 200) throw new Error(`a counted run answered ${status}`);
+      if (status !== 200) {
+        throw new Error(`a counted run answered ${status}`);
+      }
       const calls = String(counter.calls());
       runs[calls] = (runs[calls] ?? 0) + 1;
     }
@@ -205,10 +209,14 @@ async function throughput(): Promise<Throughput[]> {
     ['hello world', await startFunction('hello', 'bench/fixtures/hello.js')],
   ] as const;
   try {
-    for (const fn of fns) await measureThroughput(fn, 10, 1); // warm-up
+    for (const fn of fns) {
+      await measureThroughput(fn, 10, 1); // warm-up
+    }
     const results: Throughput[] = [];
     for (const concurrency of PLAN.concurrencies) {
-      for (const fn of fns) results.push(await measureThroughput(fn, concurrency, PLAN.seconds));
+      for (const fn of fns) {
+        results.push(await measureThroughput(fn, concurrency, PLAN.seconds));
+      }
     }
     return results;
   } finally {

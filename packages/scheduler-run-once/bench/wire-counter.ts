@@ -33,12 +33,16 @@ export async function startWireCounter(upstream: string): Promise<WireCounter> {
   server.on('stream', (down, headers) => {
     calls++;
     const session = upstreams.get(down.session as http2.Http2Session);
-    if (session === undefined) return down.close(NGHTTP2_INTERNAL_ERROR);
+    if (session === undefined) {
+      return down.close(NGHTTP2_INTERNAL_ERROR);
+    }
     const { ':authority': _a, ':scheme': _s, ...forward } = headers;
     const up = session.request(forward);
     let trailers: http2.IncomingHttpHeaders | undefined;
     up.on('response', (responseHeaders, flags) => {
-      if (down.closed) return;
+      if (down.closed) {
+        return;
+      }
       // gRPC "trailers-only" answers (most errors) end the stream in their first HEADERS frame.
       if ((flags & NGHTTP2_FLAG_END_STREAM) !== 0) {
         down.respond(responseHeaders, { endStream: true });

@@ -41,7 +41,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     },
   });
   const periods = Number(args['absence-periods'] ?? 2);
-  if (!args.function || !args.out) throw new UsageError('--function and --out are required');
+  if (!args.function || !args.out) {
+    throw new UsageError('--function and --out are required');
+  }
   if (!Number.isInteger(periods) || periods < 1) {
     throw new UsageError(
       `--absence-periods "${args['absence-periods']}" is not a whole number ≥ 1`,
@@ -80,4 +82,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   return 0;
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('alerts', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('alerts', USAGE, main);
+}

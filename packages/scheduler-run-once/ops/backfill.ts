@@ -87,19 +87,26 @@ export function planBackfill(
     const oldest = oldestAcceptedTime(rules.now, rules.retentionMs, tolerance).getTime();
     const firstRecord = own.find(hasRecord);
     for (const row of own) {
-      if (row.state !== 'missed' || !row.final) continue;
-      if (row.slot.getTime() < oldest) withheld.push({ row, reason: 'retention' });
-      else if (
+      if (row.state !== 'missed' || !row.final) {
+        continue;
+      }
+      if (row.slot.getTime() < oldest) {
+        withheld.push({ row, reason: 'retention' });
+      } else if (
         !rules.includeBeforeFirstRecord &&
         !rules.seenBefore?.has(job.id) &&
         (firstRecord === undefined || row.slot < firstRecord.slot)
       ) {
         withheld.push({ row, reason: 'before_first_record' });
-      } else chosen.push(row);
+      } else {
+        chosen.push(row);
+      }
     }
   }
   chosen.sort((a, b) => a.slot.getTime() - b.slot.getTime());
-  for (const row of chosen.slice(MAX_BACKFILL)) withheld.push({ row, reason: 'cap' });
+  for (const row of chosen.slice(MAX_BACKFILL)) {
+    withheld.push({ row, reason: 'cap' });
+  }
   return { deliver: chosen.slice(0, MAX_BACKFILL), withheld };
 }
 
@@ -154,7 +161,9 @@ async function confirmed(
     console.error('runs --backfill: --dry-run: nothing delivered');
     return false;
   }
-  if (how.yes) return true;
+  if (how.yes) {
+    return true;
+  }
   if (!how.interactive) {
     console.error(
       'runs --backfill: nothing delivered: there is no terminal to confirm on; check the list above and pass --yes to deliver it',
@@ -183,13 +192,21 @@ export async function runBackfill(
   resolve: () => DeliveryTarget,
   how: Confirmation,
 ): Promise<number> {
-  for (const line of backfillSummary(plan, retentionMs)) console.error(line);
-  if (plan.deliver.length === 0) return 0;
+  for (const line of backfillSummary(plan, retentionMs)) {
+    console.error(line);
+  }
+  if (plan.deliver.length === 0) {
+    return 0;
+  }
   const target = resolve();
-  if (!(await confirmed(plan.deliver.length, target, how))) return how.dryRun ? 0 : 1;
+  if (!(await confirmed(plan.deliver.length, target, how))) {
+    return how.dryRun ? 0 : 1;
+  }
   let failures = 0;
   for (const [i, row] of plan.deliver.entries()) {
-    if (i > 0) await sleep(BACKFILL_PAUSE_MS);
+    if (i > 0) {
+      await sleep(BACKFILL_PAUSE_MS);
+    }
     // Marked as a backfill: a slot the policy `skip` blocks stays missed instead of skipped.
     const headers = schedulerHeaders(row.job, row.slot, {
       [BACKFILL_HEADER]: 'true',
@@ -197,8 +214,9 @@ export async function runBackfill(
     });
     const answer: Answer = await deliver(target, headers, how.scope?.query);
     console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
-    if (answer.status < 200 || answer.status >= 300) failures++;
-    else if (answer.runId !== undefined && answer.runId !== row.runId) {
+    if (answer.status < 200 || answer.status >= 300) {
+      failures++;
+    } else if (answer.runId !== undefined && answer.runId !== row.runId) {
       // Every later delivery would be misnamed the same way: stop at the first.
       console.error(
         `runs --backfill: ${row.job} ${toUtcRfc3339(row.slot)}: the function ran it as ${answer.runId}, not the listed ${row.runId}: its key scope (RUN_KEY_SCOPE, RUN_KEY_SCOPE_HEADERS, RUN_KEY_SCOPE_PARAMS, --scope) differs from this command's; nothing more delivered; check the slot with the function's scope`,

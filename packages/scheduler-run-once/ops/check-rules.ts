@@ -22,7 +22,9 @@ import {
  */
 export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
   // Before the oldest rule's first sighting, a rule no longer kept may have ruled it.
-  if (slot.getTime() < (rules[0]?.since ?? Number.NEGATIVE_INFINITY)) return false;
+  if (slot.getTime() < (rules[0]?.since ?? Number.NEGATIVE_INFINITY)) {
+    return false;
+  }
   return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
 }
 
@@ -38,7 +40,9 @@ export function rulesInForce(
   now: Date,
 ): readonly JudgedRule[] {
   const cursor = readCursor(data, updateTime, job, now);
-  if (cursor === undefined || cursor === 'unreadable') return [ruleOf(job)];
+  if (cursor === undefined || cursor === 'unreadable') {
+    return [ruleOf(job)];
+  }
   return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
 }
 
@@ -54,7 +58,9 @@ export function olderRulesSlots(
   to: Date,
   max: number,
 ): Date[] {
-  if (rules.length < 2) return [];
+  if (rules.length < 2) {
+    return [];
+  }
   const end = new Date(to.getTime() + 1);
   const judged = judgedSlots(rules, from, end, max).slots;
   return judged.filter((slot) => !isSlotOf(job, slot.getTime()));

@@ -31,7 +31,9 @@ export function namedPairs(
   const out: Record<string, string> = {};
   for (const value of values ?? []) {
     const at = value.indexOf('=');
-    if (at <= 0) throw new UsageError(`--${what} takes NAME=VALUE, got "${value}"`);
+    if (at <= 0) {
+      throw new UsageError(`--${what} takes NAME=VALUE, got "${value}"`);
+    }
     out[value.slice(0, at).toLowerCase()] = value.slice(at + 1);
   }
   return out;
@@ -97,7 +99,9 @@ export async function runCommand(name: string, usage: string, main: CommandMain)
  */
 export function isEntryPoint(moduleUrl: string): boolean {
   const script = process.argv[1];
-  if (script === undefined) return false;
+  if (script === undefined) {
+    return false;
+  }
   let real: string;
   try {
     real = realpathSync(script);

@@ -54,7 +54,9 @@ function notDeclared(jobs: readonly DeclaredJob[], ids: readonly string[]): Usag
  */
 export function selectJob(jobs: readonly DeclaredJob[], id: string): DeclaredJob {
   const job = jobs.find((j) => j.id === id);
-  if (job === undefined) throw notDeclared(jobs, [id]);
+  if (job === undefined) {
+    throw notDeclared(jobs, [id]);
+  }
   return job;
 }
 
@@ -68,8 +70,12 @@ export function selectJobs(
   jobs: readonly DeclaredJob[],
   ids: readonly string[] | undefined,
 ): readonly DeclaredJob[] {
-  if (ids === undefined) return jobs;
+  if (ids === undefined) {
+    return jobs;
+  }
   const unknown = ids.filter((id) => !jobs.some((job) => job.id === id));
-  if (unknown.length > 0) throw notDeclared(jobs, unknown);
+  if (unknown.length > 0) {
+    throw notDeclared(jobs, unknown);
+  }
   return jobs.filter((job) => ids.includes(job.id));
 }

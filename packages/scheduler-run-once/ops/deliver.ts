@@ -45,9 +45,13 @@ export function resolveTarget(
 ): DeliveryTarget {
   const text = options.url ?? `http://localhost:${env.PORT ?? 8080}/`;
   const url = URL.parse(text);
-  if (url === null) throw new UsageError(`--url ${JSON.stringify(text)} is not a URL`);
+  if (url === null) {
+    throw new UsageError(`--url ${JSON.stringify(text)} is not a URL`);
+  }
   const token = options.token ?? env.ID_TOKEN;
-  if (token !== undefined || isLocal(url)) return { url: url.href, token };
+  if (token !== undefined || isLocal(url)) {
+    return { url: url.href, token };
+  }
   const invoker = options.invoker ?? env.INVOKER_SA_EMAIL;
   if (invoker === undefined) {
     throw new CommandError(
@@ -105,7 +109,9 @@ export async function deliver(
   query: Readonly<Record<string, string>> = {},
 ): Promise<Answer> {
   const url = new URL(target.url);
-  for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
+  for (const [name, value] of Object.entries(query)) {
+    url.searchParams.set(name, value);
+  }
   const res = await fetch(url, {
     method: 'POST',
     headers:

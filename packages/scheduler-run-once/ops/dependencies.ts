@@ -41,8 +41,11 @@ const SPECIFIERS =
 export function valueImports(source: string): string[] {
   const found: string[] = [];
   for (const m of source.matchAll(SPECIFIERS)) {
-    if (m[4] !== undefined) found.push(m[4]);
-    else if (m[2] === undefined && m[3] !== undefined) found.push(m[3]);
+    if (m[4] !== undefined) {
+      found.push(m[4]);
+    } else if (m[2] === undefined && m[3] !== undefined) {
+      found.push(m[3]);
+    }
   }
   return found;
 }
@@ -72,18 +75,25 @@ export function devOnlyImports(entry: string, root: string, lists: PackageLists)
   const found: DevOnlyImport[] = [];
   const queue = [entry];
   for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-    if (seen.has(file) || !existsSync(file)) continue;
+    if (seen.has(file) || !existsSync(file)) {
+      continue;
+    }
     seen.add(file);
-    if (seen.size > MAX_FILES)
+    if (seen.size > MAX_FILES) {
       throw new Error(`the jobs module reaches more than ${MAX_FILES} files`);
+    }
     for (const specifier of valueImports(readFileSync(file, 'utf8'))) {
       if (specifier.startsWith('.')) {
         queue.push(path.resolve(path.dirname(file), specifier));
         continue;
       }
-      if (specifier.startsWith('node:') || BUILTIN.has(specifier)) continue;
+      if (specifier.startsWith('node:') || BUILTIN.has(specifier)) {
+        continue;
+      }
       const name = packageOf(specifier);
-      if (name in dependencies || !(name in devDependencies) || reported.has(name)) continue;
+      if (name in dependencies || !(name in devDependencies) || reported.has(name)) {
+        continue;
+      }
       reported.add(name);
       found.push({ file: path.relative(root, file), name });
     }

@@ -16,18 +16,30 @@ export function seconds(ms: number): string {
 }
 
 function answerOf(event: AttemptEvent): string {
-  if (event.outcome === 'deadline_exceeded') return 'deadline exceeded';
-  if (event.status === undefined) return 'no answer';
+  if (event.outcome === 'deadline_exceeded') {
+    return 'deadline exceeded';
+  }
+  if (event.status === undefined) {
+    return 'no answer';
+  }
   return `${event.status} ${event.outcome}`;
 }
 
 function whatNext(event: AttemptEvent): string {
   const notes: string[] = [];
-  if (event.error !== undefined) notes.push(event.error);
-  if (event.delivery === 'duplicate') notes.push('duplicate delivery');
-  if (event.answerDropped) notes.push('answer dropped');
+  if (event.error !== undefined) {
+    notes.push(event.error);
+  }
+  if (event.delivery === 'duplicate') {
+    notes.push('duplicate delivery');
+  }
+  if (event.answerDropped) {
+    notes.push('answer dropped');
+  }
   const { next } = event;
-  if (next.kind === 'retry') notes.push(`retry in ${seconds(next.inMs)}`);
+  if (next.kind === 'retry') {
+    notes.push(`retry in ${seconds(next.inMs)}`);
+  }
   if (next.kind === 'gave_up') {
     notes.push(`gave up after ${next.retries} ${next.retries === 1 ? 'retry' : 'retries'}`);
   }

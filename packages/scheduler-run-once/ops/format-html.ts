@@ -153,7 +153,9 @@ function tickIndexes(times: readonly number[]): Map<number, string> {
   const ticks = new Map<number, string>();
   const first = times[0];
   const last = times.at(-1);
-  if (first === undefined || last === undefined) return ticks;
+  if (first === undefined || last === undefined) {
+    return ticks;
+  }
   const step = TICK_STEPS.find((ms) => (last - first) / ms <= 8) ?? (TICK_STEPS.at(-1) as number);
   let lastBucket: number | undefined;
   let lastDay: string | undefined;
@@ -161,7 +163,9 @@ function tickIndexes(times: readonly number[]): Map<number, string> {
   for (const [i, t] of times.entries()) {
     const bucket = Math.floor(t / step);
     // A label spans about five cells: a closer one would overlap it.
-    if (bucket === lastBucket || i - lastTick < MIN_TICK_CELLS) continue;
+    if (bucket === lastBucket || i - lastTick < MIN_TICK_CELLS) {
+      continue;
+    }
     lastBucket = bucket;
     lastTick = i;
     const iso = new Date(t).toISOString();
@@ -245,9 +249,14 @@ export function runsHtml(
   let early = 0;
   let waiting = 0;
   for (const row of rows) {
-    if (view.early.has(row)) early++;
-    else counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
-    if (view.waiting.has(row)) waiting++;
+    if (view.early.has(row)) {
+      early++;
+    } else {
+      counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
+    }
+    if (view.waiting.has(row)) {
+      waiting++;
+    }
   }
   const legend = Object.keys(STATE_COLOURS)
     .map(

@@ -154,7 +154,9 @@ export function parseDeployLines(
       }
       const [id = '', schedule = '', timeZone = '', ...numbers] = values.slice(0, -1);
       const settings = numbers.map((value) => {
-        if (!/^\d+$/.test(value)) throw new Error(`"${value}" is not a whole number: ${line}`);
+        if (!/^\d+$/.test(value)) {
+          throw new Error(`"${value}" is not a whole number: ${line}`);
+        }
         return Number(value);
       });
       const [

@@ -31,13 +31,20 @@ export function parseDuration(text: string): number {
 
 /** A duration for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 3 min`. */
 export function humanDuration(ms: number | undefined): string {
-  if (ms === undefined) return '';
+  if (ms === undefined) {
+    return '';
+  }
   const abs = Math.abs(ms);
   const sign = ms < 0 ? '-' : '';
-  if (abs < 1000) return `${sign}${Math.round(abs)} ms`;
-  if (abs < 60_000) return `${sign}${(abs / 1000).toFixed(1)} s`;
-  if (abs < 3_600_000)
+  if (abs < 1000) {
+    return `${sign}${Math.round(abs)} ms`;
+  }
+  if (abs < 60_000) {
+    return `${sign}${(abs / 1000).toFixed(1)} s`;
+  }
+  if (abs < 3_600_000) {
     return `${sign}${Math.floor(abs / 60_000)} min ${Math.round((abs % 60_000) / 1000)} s`;
+  }
   return `${sign}${Math.floor(abs / 3_600_000)} h ${Math.round((abs % 3_600_000) / 60_000)} min`;
 }
 
@@ -58,7 +65,9 @@ export function countedRows(
     ...jobs.flatMap((job) => {
       const own = slots.filter((row) => row.job === job);
       // A job with a record before the window existed all along: every slot of it counts.
-      if (seenBefore.has(job)) return own;
+      if (seenBefore.has(job)) {
+        return own;
+      }
       const first = own.findIndex(hasRecord);
       return first === -1 ? [] : own.slice(first);
     }),
@@ -81,9 +90,13 @@ export type SeenBefore = ReadonlySet<string>;
 export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows)): Set<SlotRow> {
   const firstRecord = new Map<string, number>();
   for (const row of rows) {
-    if (row.kind !== 'slot' || !hasRecord(row)) continue;
+    if (row.kind !== 'slot' || !hasRecord(row)) {
+      continue;
+    }
     const at = firstRecord.get(row.job);
-    if (at === undefined || row.slot.getTime() < at) firstRecord.set(row.job, row.slot.getTime());
+    if (at === undefined || row.slot.getTime() < at) {
+      firstRecord.set(row.job, row.slot.getTime());
+    }
   }
   return new Set(
     rows.filter(
@@ -115,12 +128,17 @@ export function waitingRows(rows: readonly SlotRow[]): Map<SlotRow, Date> {
   const waiting = new Map<SlotRow, Date>();
   const outstanding = new Map<string, Date>();
   for (const row of [...rows].sort((a, b) => a.slot.getTime() - b.slot.getTime())) {
-    if (row.kind !== 'slot') continue;
+    if (row.kind !== 'slot') {
+      continue;
+    }
     const behind = outstanding.get(row.job);
-    if (row.state === 'pending' && behind !== undefined) waiting.set(row, behind);
-    else if (row.state === 'in_progress' || (row.state === 'failed' && !row.final)) {
+    if (row.state === 'pending' && behind !== undefined) {
+      waiting.set(row, behind);
+    } else if (row.state === 'in_progress' || (row.state === 'failed' && !row.final)) {
       outstanding.set(row.job, row.slot);
-    } else outstanding.delete(row.job);
+    } else {
+      outstanding.delete(row.job);
+    }
   }
   return waiting;
 }
@@ -162,7 +180,9 @@ export function viewOf(
  * execution says which; a forced run taken as its slot says so.
  */
 export function stateText(row: SlotRow, view: RowsView): string {
-  if (view.early.has(row)) return BEFORE_FIRST_RECORD;
+  if (view.early.has(row)) {
+    return BEFORE_FIRST_RECORD;
+  }
   const state =
     row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
   const mark = view.marks.get(row);
@@ -291,7 +311,9 @@ export interface Target {
 
 /** `' --url URL'`, shell-quoted, or nothing. */
 function urlFlag({ url }: Target): string {
-  if (url === undefined) return '';
+  if (url === undefined) {
+    return '';
+  }
   return ` --url ${/^[\w@%+=:,./-]+$/.test(url) ? url : `'${url.replaceAll("'", "'\\''")}'`}`;
 }
 
@@ -313,8 +335,12 @@ export function nextStep(row: SlotRow, target: Target = {}): string | undefined 
   if (row.kind === 'slot' && (row.state === 'missed' || failedFinally)) {
     return `${base} --slot ${slot}${urlFlag(target)}`;
   }
-  if (!failedFinally) return undefined;
-  if (row.kind === 'rerun') return `${base} --rerun --slot ${slot}${urlFlag(target)}`;
+  if (!failedFinally) {
+    return undefined;
+  }
+  if (row.kind === 'rerun') {
+    return `${base} --rerun --slot ${slot}${urlFlag(target)}`;
+  }
   return `${base}${urlFlag(target)}`;
 }
 
@@ -337,7 +363,9 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
   for (const job of jobs) {
     const missed = failures.filter((row) => row.job === job && row.state === 'missed');
     const oldest = missed[0];
-    if (missed.length < 2 || oldest === undefined) continue;
+    if (missed.length < 2 || oldest === undefined) {
+      continue;
+    }
     const minutes = Math.ceil((now.getTime() - oldest.slot.getTime()) / 60_000) + 1;
     lines.push(
       `runs --check: ${job}: ${missed.length} slots missed; to deliver them all, oldest first: npm run runs -- --job ${job} --since ${minutes}m --backfill${urlFlag(target)}`,

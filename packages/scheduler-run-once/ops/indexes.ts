@@ -117,11 +117,17 @@ export function buildQuery<T>(
         : query.where(field, 'in', [...value]);
   });
   const { field, direction } = spec.orderBy;
-  if (page.from !== undefined) query = query.where(field, '>=', page.from);
-  if (page.to !== undefined) query = query.where(field, '<=', page.to);
+  if (page.from !== undefined) {
+    query = query.where(field, '>=', page.from);
+  }
+  if (page.to !== undefined) {
+    query = query.where(field, '<=', page.to);
+  }
   // The index's implicit last field is the document id in the last field's direction.
   query = query.orderBy(field, direction).orderBy(FieldPath.documentId(), direction);
-  if (page.cursor !== undefined) query = query.startAfter(page.cursor.value, page.cursor.runId);
+  if (page.cursor !== undefined) {
+    query = query.startAfter(page.cursor.value, page.cursor.runId);
+  }
   return query.limit(page.limit);
 }
 
@@ -204,6 +210,8 @@ if (isEntryPoint(import.meta.url)) {
     const indexes = values.missing
       ? missingIndexes(JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[], collection)
       : INDEXES;
-    for (const index of indexes) console.log(fieldConfigs(index).join('\t'));
+    for (const index of indexes) {
+      console.log(fieldConfigs(index).join('\t'));
+    }
   }
 }

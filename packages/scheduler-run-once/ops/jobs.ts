@@ -42,7 +42,9 @@ function checkDependencies(env: NodeJS.ProcessEnv): void {
   const packageJson = path.join(PROJECT_DIR, 'package.json');
   const lists = JSON.parse(readFileSync(packageJson, 'utf8')) as PackageLists;
   const problems = devOnlyProblems(devOnlyImports(entry, PROJECT_DIR, lists));
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
 }
 
 /**
@@ -75,15 +77,21 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   }
   let count: number = COUNT.default;
   try {
-    if (options.count !== undefined) count = parseCount(options.count);
+    if (options.count !== undefined) {
+      count = parseCount(options.count);
+    }
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const jobs = await loadJobs(env);
-  if (options.deploy) checkDependencies(env);
-  if (options.deploy) console.log(deployLines(jobs));
-  else if (options.json) console.log(jobsJson(upcoming(jobs, after, count)));
-  else {
+  if (options.deploy) {
+    checkDependencies(env);
+  }
+  if (options.deploy) {
+    console.log(deployLines(jobs));
+  } else if (options.json) {
+    console.log(jobsJson(upcoming(jobs, after, count)));
+  } else {
     console.log(jobsTable(upcoming(jobs, after, count)));
     // This command reads the declarations only; Cloud Scheduler's side needs gcloud and a project.
     console.error(
@@ -93,4 +101,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   return 0;
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('jobs', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('jobs', USAGE, main);
+}

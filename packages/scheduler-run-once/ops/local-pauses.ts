@@ -49,7 +49,9 @@ export function emulatorPauses(
     const read = await documents.readData(checkDocumentId(jobId, scope));
     const pauses = readPauses(read.data, read.readTime);
     // Pauses this version never wrote pause nothing: the slot fires (and the function says why).
-    if (pauses === 'unreadable') return undefined;
+    if (pauses === 'unreadable') {
+      return undefined;
+    }
     return pauseAt(pauses, slot)?.note;
   };
 }

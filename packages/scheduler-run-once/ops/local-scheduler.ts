@@ -82,7 +82,9 @@ export const systemClock: Clock = {
  */
 export function sleepOn(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
+    if (signal?.aborted) {
+      return resolve();
+    }
     const done = () => {
       cancel();
       signal?.removeEventListener('abort', done);
@@ -300,7 +302,9 @@ export class LocalScheduler {
 
   /** Arms every job for its next slot; each slot fires an execution and arms the one after it. */
   start(): void {
-    for (const job of this.#jobs) this.#arm(job, this.#clock.now());
+    for (const job of this.#jobs) {
+      this.#arm(job, this.#clock.now());
+    }
   }
 
   /**
@@ -308,19 +312,27 @@ export class LocalScheduler {
    * new settings; executions already under way finish with the settings they started with.
    */
   setJobs(jobs: readonly SchedulerJob[]): void {
-    for (const cancel of this.#timers.values()) cancel();
+    for (const cancel of this.#timers.values()) {
+      cancel();
+    }
     this.#timers.clear();
     this.#jobs = jobs;
     const declared = new Set(jobs.map((job) => job.id));
     for (const [id, controller] of this.#undeclared) {
-      if (!declared.has(id)) controller.abort();
+      if (!declared.has(id)) {
+        controller.abort();
+      }
     }
     for (const [id, { slot }] of this.#delayed) {
-      if (declared.has(id)) continue;
+      if (declared.has(id)) {
+        continue;
+      }
       this.#delayed.delete(id);
       this.#options.onEvent?.({ type: 'dropped', jobId: id, scheduleTime: slot });
     }
-    if (!this.#stopping.signal.aborted) this.start();
+    if (!this.#stopping.signal.aborted) {
+      this.start();
+    }
   }
 
   /** The jobs it fires. */
@@ -346,7 +358,9 @@ export class LocalScheduler {
       );
     }
     const slot = nextSlot(job, this.#clock.now());
-    if (slot === undefined) throw new Error(`job "${jobId}" never fires again: no next slot`);
+    if (slot === undefined) {
+      throw new Error(`job "${jobId}" never fires again: no next slot`);
+    }
     const forced = { withoutScheduleTime: options.withoutScheduleTime === true };
     return this.#track(this.#execute(job, slot, forced));
   }
@@ -357,9 +371,13 @@ export class LocalScheduler {
    */
   async stop(): Promise<void> {
     this.#stopping.abort();
-    for (const cancel of this.#timers.values()) cancel();
+    for (const cancel of this.#timers.values()) {
+      cancel();
+    }
     this.#timers.clear();
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    while (this.#inFlight.size > 0) {
+      await Promise.allSettled([...this.#inFlight]);
+    }
   }
 
   #track<T>(work: Promise<T>): Promise<T> {
@@ -374,7 +392,9 @@ export class LocalScheduler {
     this.#timers.get(job.id)?.();
     this.#timers.delete(job.id);
     const slot = nextSlot(job, after);
-    if (slot === undefined) return;
+    if (slot === undefined) {
+      return;
+    }
     const wake = () => {
       // A timer may wake before the slot by the wall clock (the clock was set back): wait on.
       const early = slot.getTime() - this.#clock.now();
@@ -398,12 +418,19 @@ export class LocalScheduler {
     }
     const decided = pauseOf(job.id, slot).then(
       (note) => {
-        if (this.#stopping.signal.aborted) return;
-        if (note === undefined) this.#schedule(job, slot);
-        else this.#options.onEvent?.({ type: 'paused', jobId: job.id, scheduleTime: slot, note });
+        if (this.#stopping.signal.aborted) {
+          return;
+        }
+        if (note === undefined) {
+          this.#schedule(job, slot);
+        } else {
+          this.#options.onEvent?.({ type: 'paused', jobId: job.id, scheduleTime: slot, note });
+        }
       },
       () => {
-        if (!this.#stopping.signal.aborted) this.#schedule(job, slot);
+        if (!this.#stopping.signal.aborted) {
+          this.#schedule(job, slot);
+        }
       },
     );
     void this.#track(decided);
@@ -426,7 +453,9 @@ export class LocalScheduler {
   #startExecution(job: SchedulerJob, slot: Date): void {
     this.#outstanding.set(job.id, slot);
     void this.#track(this.#execute(job, slot, undefined)).finally(() => {
-      if (this.#outstanding.get(job.id) === slot) this.#outstanding.delete(job.id);
+      if (this.#outstanding.get(job.id) === slot) {
+        this.#outstanding.delete(job.id);
+      }
       const delayed = this.#delayed.get(job.id);
       this.#delayed.delete(job.id);
       if (delayed !== undefined && !this.#stopping.signal.aborted) {
@@ -464,10 +493,13 @@ export class LocalScheduler {
       const retry = attempt - 1;
       const elapsedMs = this.#clock.now() - firstAttemptAt;
       let next: Next;
-      if (ok) next = { kind: 'succeeded' };
-      else if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
+      if (ok) {
+        next = { kind: 'succeeded' };
+      } else if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
         next = { kind: 'gave_up', retries: retry };
-      } else next = { kind: 'retry', inMs: backoffMs(job, retry) };
+      } else {
+        next = { kind: 'retry', inMs: backoffMs(job, retry) };
+      }
       this.#options.onEvent?.({ ...answer.event, next });
       if (next.kind !== 'retry') {
         return {
@@ -575,7 +607,9 @@ export class LocalScheduler {
       };
     } catch (err) {
       const durationMs = this.#clock.now() - startedAt;
-      if (deadline.signal.aborted) return { startedAt, durationMs, outcome: 'deadline_exceeded' };
+      if (deadline.signal.aborted) {
+        return { startedAt, durationMs, outcome: 'deadline_exceeded' };
+      }
       return { startedAt, durationMs, outcome: 'no_answer', error: errorText(err) };
     } finally {
       cancelDeadline();

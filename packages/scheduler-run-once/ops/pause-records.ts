@@ -18,7 +18,9 @@ import {
 
 /** Why a note cannot be stored ({@link isPauseNote}), or undefined: too long, or a control one. */
 export function pauseNoteProblem(note: string): string | undefined {
-  if (isPauseNote(note)) return undefined;
+  if (isPauseNote(note)) {
+    return undefined;
+  }
   return note.length > MAX_PAUSE_NOTE_LENGTH
     ? `the note is ${note.length} characters; at most ${MAX_PAUSE_NOTE_LENGTH}`
     : 'the note holds a control character (a newline?)';
@@ -26,7 +28,9 @@ export function pauseNoteProblem(note: string): string | undefined {
 
 /** Why `until` cannot end a pause from `from` ({@link isPauseEnd}), or undefined: what to give. */
 export function pauseUntilProblem(until: Date, from: Date): string | undefined {
-  if (isPauseEnd(until, from)) return undefined;
+  if (isPauseEnd(until, from)) {
+    return undefined;
+  }
   const ms = until.getTime() - from.getTime();
   if (ms > MAX_PAUSE_MS) {
     return `${until.toISOString()} is more than 30 days after now (${from.toISOString()}): pause for at most 30 days, then pause again`;
@@ -72,7 +76,9 @@ export async function recordPause(
   request: { readonly until?: PauseUntil | undefined; readonly note: string },
 ): Promise<Pause> {
   const noteProblem = pauseNoteProblem(request.note);
-  if (noteProblem !== undefined) throw new PauseRefused(`--note: ${noteProblem}`);
+  if (noteProblem !== undefined) {
+    throw new PauseRefused(`--note: ${noteProblem}`);
+  }
   return changeFenced(store, id, jobId, (pauses, now) => {
     const active = activePause(pauses);
     if (active !== undefined) {
@@ -83,7 +89,9 @@ export async function recordPause(
     const until = request.until?.(now);
     if (until !== undefined) {
       const problem = pauseUntilProblem(until, now);
-      if (problem !== undefined) throw new PauseUntilRefused(`--until ${problem}`);
+      if (problem !== undefined) {
+        throw new PauseUntilRefused(`--until ${problem}`);
+      }
     }
     const pause: Pause = {
       pausedAt: now,
@@ -106,7 +114,9 @@ export async function recordPause(
 export async function recordResume(store: PauseStore, id: string, jobId: string): Promise<Pause> {
   return changeFenced(store, id, jobId, (pauses, now) => {
     const active = activePause(pauses);
-    if (active === undefined) throw new PauseRefused(`${jobId} is not paused`);
+    if (active === undefined) {
+      throw new PauseRefused(`${jobId} is not paused`);
+    }
     const ended: Pause = { ...active, resumedAt: now };
     return { pauses: [...pauses.slice(0, -1), ended], result: ended };
   });
@@ -129,7 +139,9 @@ async function changeFenced(
     }
     const { pauses: next, result } = change(pauses, readTime);
     const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
-    if ((await store.write(id, 'pause', fields, updateTime)) !== 'conflict') return result;
+    if ((await store.write(id, 'pause', fields, updateTime)) !== 'conflict') {
+      return result;
+    }
   }
   throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
 }

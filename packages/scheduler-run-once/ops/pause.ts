@@ -121,9 +121,15 @@ async function pauseOrResume(
   if (verb !== 'pause' && verb !== 'resume') {
     throw new UsageError('the first word is pause or resume (npm run pause / npm run resume)');
   }
-  if (id === undefined) throw new UsageError('name the job: JOB');
-  if (rest.length > 0) throw new UsageError(`one job at a time; also got ${rest.join(' ')}`);
-  if (!isJobId(id)) throw new UsageError(`"${id}" is not a job id (${JOB_ID_RULE})`);
+  if (id === undefined) {
+    throw new UsageError('name the job: JOB');
+  }
+  if (rest.length > 0) {
+    throw new UsageError(`one job at a time; also got ${rest.join(' ')}`);
+  }
+  if (!isJobId(id)) {
+    throw new UsageError(`"${id}" is not a job id (${JOB_ID_RULE})`);
+  }
   if (verb === 'resume' && (args.until !== undefined || args.note !== undefined)) {
     throw new UsageError('--until and --note go with pause');
   }
@@ -166,7 +172,9 @@ async function pauseOrResume(
   // The bounds the function holds stored pauses to, checked first so that a typo is exit 2; the
   // bounds of --until are checked once, against the start the pause records (its read's time).
   const noteProblem = pauseNoteProblem(args.note ?? '');
-  if (noteProblem !== undefined) throw new UsageError(`--note: ${noteProblem}`);
+  if (noteProblem !== undefined) {
+    throw new UsageError(`--note: ${noteProblem}`);
+  }
   const until = args.until === undefined ? undefined : untilArg(args.until);
   try {
     if (verb === 'pause') {
@@ -184,8 +192,12 @@ async function pauseOrResume(
       );
     }
   } catch (err) {
-    if (err instanceof PauseUntilRefused) throw new UsageError(err.message);
-    if (err instanceof PauseRefused) throw new CommandError(err.message);
+    if (err instanceof PauseUntilRefused) {
+      throw new UsageError(err.message);
+    }
+    if (err instanceof PauseRefused) {
+      throw new CommandError(err.message);
+    }
     throw err;
   }
   if (local) {
@@ -207,4 +219,6 @@ async function pauseOrResume(
   return 0;
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('pause', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('pause', USAGE, main);
+}

@@ -139,15 +139,23 @@ async function pages(
     for (const { runId, record } of page) {
       // Another scope's records share the job's name: filtered here, so the query and its index
       // stay as they are and records of earlier versions (no key_scope) are still listed.
-      if (!inScope(record, scope)) continue;
-      if (records.length === max) return { records, truncated: true };
+      if (!inScope(record, scope)) {
+        continue;
+      }
+      if (records.length === max) {
+        return { records, truncated: true };
+      }
       records.push({ runId, record });
     }
     const last = page.at(-1);
-    if (page.length < pageSize || last === undefined) return { records, truncated: false };
+    if (page.length < pageSize || last === undefined) {
+      return { records, truncated: false };
+    }
     const value = last.record.status === 'unreadable' ? undefined : last.record.scheduleTime;
     // A record without a readable schedule time cannot be ordered by it; the query never returns one.
-    if (value === undefined) return { records, truncated: false };
+    if (value === undefined) {
+      return { records, truncated: false };
+    }
     cursor = { value: Timestamp.fromDate(value), runId: last.runId };
   }
 }

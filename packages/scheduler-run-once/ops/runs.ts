@@ -142,7 +142,9 @@ function listingCut(id: string): void {
 /** The job's active pause once past its bound, reported or not: a problem until resumed. */
 function overdueAt(pauses: readonly Pause[], now: Date): Pause | undefined {
   const last = pauses.at(-1);
-  if (last === undefined || last.resumedAt !== undefined) return undefined;
+  if (last === undefined || last.resumedAt !== undefined) {
+    return undefined;
+  }
   return now >= pauseBound(last) ? last : undefined;
 }
 
@@ -167,7 +169,9 @@ function slotsOf(
   }
   const from = new Date(now.getTime() - sinceMs);
   const range = slotsBetween(job, from, end);
-  if (!range.truncated) return { slots: [...range.slots], truncated: false, from };
+  if (!range.truncated) {
+    return { slots: [...range.slots], truncated: false, from };
+  }
   const slots = newestSlots(job, range.slots, end);
   return { slots, truncated: true, from: slots[0] ?? from };
 }
@@ -184,7 +188,9 @@ function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[]
   let span = Math.max(newest - oldest + 1, 1000);
   for (;;) {
     const range = slotsBetween(job, new Date(to.getTime() - span), to);
-    if (!range.truncated) return [...range.slots];
+    if (!range.truncated) {
+      return [...range.slots];
+    }
     span = Math.floor(span * 0.9);
   }
 }
@@ -241,12 +247,18 @@ async function listRuns(
   if (backfillOnly.length > 0 && !args.backfill) {
     throw new UsageError(`--${backfillOnly[0]} goes with --backfill`);
   }
-  if (args['dry-run'] && args.yes) throw new UsageError('--dry-run and --yes: choose one');
+  if (args['dry-run'] && args.yes) {
+    throw new UsageError('--dry-run and --yes: choose one');
+  }
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
-  if (Number.isNaN(now.getTime())) throw new UsageError(`--now "${args.now}" is not a date-time`);
+  if (Number.isNaN(now.getTime())) {
+    throw new UsageError(`--now "${args.now}" is not a date-time`);
+  }
   const fixedScope = (args.scope ?? []).filter((flag) => !flag.includes('='));
-  if (fixedScope.length > 1) throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
+  if (fixedScope.length > 1) {
+    throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
+  }
   const config = loadConfig({
     ...env,
     ...(fixedScope[0] === undefined ? {} : { RUN_KEY_SCOPE: fixedScope[0] }),
@@ -262,11 +274,15 @@ async function listRuns(
   const scope = scopeOf(config, scopeValues);
   const declared = await loadJobs(env);
   const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
-  if (mismatch.length > 0) throw new ConfigError(mismatch);
+  if (mismatch.length > 0) {
+    throw new ConfigError(mismatch);
+  }
   // `--job` may name an id that is no longer declared: its history is read from its records.
   const undeclared = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
   for (const id of undeclared) {
-    if (!isJobId(id)) throw new UsageError(`--job "${id}" is not a job id (${JOB_ID_RULE})`);
+    if (!isJobId(id)) {
+      throw new UsageError(`--job "${id}" is not a job id (${JOB_ID_RULE})`);
+    }
   }
   if (undeclared.length > 0 && (args.check || args.backfill)) {
     throw new UsageError(
@@ -281,7 +297,9 @@ async function listRuns(
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
-  if (env.FIRESTORE_EMULATOR_HOST) quietAgainstEmulator(env);
+  if (env.FIRESTORE_EMULATOR_HOST) {
+    quietAgainstEmulator(env);
+  }
   const db = open({
     // The emulator keeps each project's data apart: without a project, read the one `npm run
     // dev` and `scripts/with-emulator.ts` use rather than fail to detect one.
@@ -348,12 +366,16 @@ async function listRuns(
     }
     const pauses = stored === 'unreadable' ? [] : stored;
     const late = overdueAt(pauses, judgedAt);
-    if (late !== undefined) overdue.push({ job: job.id, pause: late });
+    if (late !== undefined) {
+      overdue.push({ job: job.id, pause: late });
+    }
     // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
     // a query of this job's runs, newest first, every page followed.
     const horizon = forcedRunHorizon(job, now);
     const outside = await runsOutsideSlots(runs, job.id, scope, from, horizon);
-    if (outside.truncated) listingCut(job.id);
+    if (outside.truncated) {
+      listingCut(job.id);
+    }
     // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
     const extra = rowsOf(
       job,
@@ -365,7 +387,9 @@ async function listRuns(
     // `runs --job` show the same slots.
     {
       const own = await recordsOfJob(runs, job.id, scope, from, now);
-      if (own.truncated) listingCut(job.id);
+      if (own.truncated) {
+        listingCut(job.id);
+      }
       for (const row of rowsOf(
         job,
         own.records.filter(
@@ -381,7 +405,9 @@ async function listRuns(
     const olderTimes = new Set(older.map((slot) => slot.getTime()));
     const slotRows = read.rows.map((row) => pausedRow(row, pauses));
     for (const row of slotRows) {
-      if (olderTimes.has(row.slot.getTime())) marks.set(row, 'old schedule');
+      if (olderTimes.has(row.slot.getTime())) {
+        marks.set(row, 'old schedule');
+      }
     }
     rows.push(...[...slotRows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
@@ -392,11 +418,16 @@ async function listRuns(
     const own = await recordsOfJob(runs, id, scope, from, now, {
       max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
     });
-    if (own.truncated && sinceMs !== undefined) listingCut(id);
+    if (own.truncated && sinceMs !== undefined) {
+      listingCut(id);
+    }
     const found = rowsOf(job, own.records, at ?? (await documents.serverTime()));
-    for (const row of found) marks.set(row, 'undeclared');
-    if (found.length === 0)
+    for (const row of found) {
+      marks.set(row, 'undeclared');
+    }
+    if (found.length === 0) {
       console.error(`runs: ${id}: not declared, and no record of it in the window`);
+    }
     rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
   // A job whose window starts with slots before its first record there may simply be new; one
@@ -408,7 +439,9 @@ async function listRuns(
   );
   for (const job of jobs) {
     const oldest = rows.find((row) => row.job === job.id && row.kind === 'slot')?.slot;
-    if (!uncounted.has(job.id) || oldest === undefined) continue;
+    if (!uncounted.has(job.id) || oldest === undefined) {
+      continue;
+    }
     // Pages of more than one: another scope's records are skipped, never taken for this one's.
     const before = await recordsOfJob(
       runs,
@@ -418,7 +451,9 @@ async function listRuns(
       new Date(oldest.getTime() - 1),
       { pageSize: 20, max: 1 },
     );
-    if (before.records.length > 0) seenBefore.add(job.id);
+    if (before.records.length > 0) {
+      seenBefore.add(job.id);
+    }
   }
   if (args.html !== undefined) {
     const page = runsHtml(
@@ -431,8 +466,9 @@ async function listRuns(
       marks,
       seenBefore,
     );
-    if (args.html === '-') process.stdout.write(page);
-    else {
+    if (args.html === '-') {
+      process.stdout.write(page);
+    } else {
       writeFileSync(args.html, page);
       console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
     }
@@ -470,15 +506,21 @@ async function listRuns(
       interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,
     });
   }
-  if (!args.check) return 0;
+  if (!args.check) {
+    return 0;
+  }
   const failures = checkFailures(judged, seenBefore);
-  for (const line of checkLines(failures, now, { url: args.url })) console.error(line);
+  for (const line of checkLines(failures, now, { url: args.url })) {
+    console.error(line);
+  }
   for (const { job, pause } of overdue) {
     console.error(
       `runs --check: ${job} paused since ${toUtcRfc3339(pause.pausedAt)}${pause.note === '' ? '' : ` (${pause.note})`}, past its bound ${toUtcRfc3339(pauseBound(pause))}: npm run resume -- ${job}`,
     );
   }
-  if (failures.length > 0 || overdue.length > 0) return 1;
+  if (failures.length > 0 || overdue.length > 0) {
+    return 1;
+  }
   if (tooLarge.length > 0) {
     console.error(
       `runs --check: ${tooLarge.join(', ')}: the window is too large to judge (more than ${MAX_SLOTS} slots); only the newest were checked: narrow --since, or check older slots with --now (exit ${EXIT_TOO_LARGE})`,
@@ -492,4 +534,6 @@ async function listRuns(
   return 0;
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('runs', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('runs', USAGE, main);
+}

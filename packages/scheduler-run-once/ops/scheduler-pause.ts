@@ -43,7 +43,9 @@ export function shellLine(argv: readonly string[]): string {
 export function runSchedulerCommand(verb: 'pause' | 'resume', args: readonly string[]): string {
   const line = shellLine(['gcloud', ...args]);
   const done = spawnSync('gcloud', args, { encoding: 'utf8', timeout: 60_000 });
-  if (done.error === undefined && done.status === 0) return `${verb}: ran ${line}`;
+  if (done.error === undefined && done.status === 0) {
+    return `${verb}: ran ${line}`;
+  }
   const why =
     done.error !== undefined
       ? `gcloud could not run (${done.error.message})`

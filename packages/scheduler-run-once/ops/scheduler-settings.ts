@@ -40,7 +40,9 @@ export function parseJobHeaders(raw: string): Record<string, string> {
   if (!/^([A-Za-z0-9-]+=[^,]*(,[A-Za-z0-9-]+=[^,]*)*)?$/.test(raw)) {
     throw new Error(`JOB_HEADERS=${JSON.stringify(raw)} must be Name=value,Name2=value2`);
   }
-  if (raw === '') return {};
+  if (raw === '') {
+    return {};
+  }
   return Object.fromEntries(
     raw.split(',').map((pair) => {
       const at = pair.indexOf('=');
@@ -84,10 +86,14 @@ export function schedulerSettings(
       };
     }
   } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
+    if (!(err instanceof ConfigError)) {
+      throw err;
+    }
     problems.push(...err.problems);
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
   return { headers, query, oidc };
 }
 
@@ -118,7 +124,9 @@ export function deliveryOptions(
  * @example parseRate('--drop-answers', '0.5') // 0.5
  */
 export function parseRate(option: string, raw: string | undefined): number {
-  if (raw === undefined) return 0;
+  if (raw === undefined) {
+    return 0;
+  }
   const rate = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(rate) || rate < 0 || rate > 1) {
     throw new Error(`${option} must be a number from 0 to 1, e.g. 0.5, not ${JSON.stringify(raw)}`);

@@ -81,7 +81,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     throw new UsageError('--without-schedule-time goes with --fire JOB');
   }
   const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
-  if (URL.parse(url) === null) throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+  if (URL.parse(url) === null) {
+    throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+  }
   const jobs = await loadJobs(env);
 
   let issuer: OidcIssuer | undefined;
@@ -132,4 +134,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   }
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('scheduler', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('scheduler', USAGE, main);
+}

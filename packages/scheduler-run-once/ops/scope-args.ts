@@ -85,7 +85,9 @@ export function scopeArgs(
           `--scope takes NAME=VALUE, got "${flag}" (${configured(config)}; RUN_KEY_SCOPE is the function's own setting and is never sent)`,
         );
       }
-      if (fixed !== undefined) throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
+      if (fixed !== undefined) {
+        throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
+      }
       fixed = flag;
       continue;
     }
@@ -108,7 +110,9 @@ export function scopeArgs(
     }
     const into = header ? headers : params;
     const key = header ? name.toLowerCase() : name;
-    if (into[key] !== undefined) throw new UsageError(`--scope ${name} given twice`);
+    if (into[key] !== undefined) {
+      throw new UsageError(`--scope ${name} given twice`);
+    }
     into[key] = value;
   }
   const problems: string[] = [];
@@ -118,8 +122,9 @@ export function scopeArgs(
   ] as const) {
     for (const name of names) {
       const value = values[name];
-      if (value === undefined) problems.push(`--scope ${name}=VALUE is missing (scope ${kind})`);
-      else if (!isScopeValue(value)) {
+      if (value === undefined) {
+        problems.push(`--scope ${name}=VALUE is missing (scope ${kind})`);
+      } else if (!isScopeValue(value)) {
         problems.push(`--scope ${name}: "${value}" is not ${SCOPE_VALUE_RULE}`);
       }
     }

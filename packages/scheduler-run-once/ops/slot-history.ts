@@ -116,8 +116,12 @@ function retriesOver(
   pastWindow: boolean,
   now: Date,
 ): boolean {
-  if (run.kind === 'slot') return pastWindow;
-  if (run.kind !== 'forced') return true;
+  if (run.kind === 'slot') {
+    return pastWindow;
+  }
+  if (run.kind !== 'forced') {
+    return true;
+  }
   return now.getTime() >= forcedFirstClaim(run, slot).getTime() + retryWindowMs(job);
 }
 
@@ -135,7 +139,9 @@ function forcedFirstClaim(run: RunRecord, slot: Date): Date {
  * first claim only: it carries a later slot's time): the attempt died, finally.
  */
 function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
-  if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) return false;
+  if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) {
+    return false;
+  }
   const started =
     run.kind === 'forced'
       ? forcedFirstClaim(run, slot).getTime()
@@ -156,10 +162,16 @@ export function hasRecord(row: SlotRow): boolean {
 
 /** The row, `paused` if it has no record and falls in a pause. */
 export function pausedRow(row: SlotRow, pauses: readonly Pause[]): SlotRow {
-  if (row.kind !== 'slot' || row.attempts > 0 || row.reported) return row;
-  if (row.state !== 'missed' && row.state !== 'pending') return row;
+  if (row.kind !== 'slot' || row.attempts > 0 || row.reported) {
+    return row;
+  }
+  if (row.state !== 'missed' && row.state !== 'pending') {
+    return row;
+  }
   const pause = pauseAt(pauses, row.slot);
-  if (pause === undefined) return row;
+  if (pause === undefined) {
+    return row;
+  }
   return { ...row, state: 'paused', final: true, lastError: undefined, pauseNote: pause.note };
 }
 

@@ -16,7 +16,9 @@ export function previousSlots(job: ScheduleSpec, before: Date, count: number): D
   let at = before;
   while (slots.length < count) {
     const slot = previousSlot(job, at);
-    if (slot === undefined) break;
+    if (slot === undefined) {
+      break;
+    }
     slots.unshift(slot);
     at = slot;
   }
@@ -44,7 +46,9 @@ export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number
  * @example toZonedRfc3339(new Date('2026-03-29T01:00:00Z'), 'Europe/Berlin') // '2026-03-29T03:00:00+02:00'
  */
 export function toZonedRfc3339(instant: Date, timeZone: string): string {
-  if (!Number.isFinite(instant.getTime())) throw new RangeError('instant is not a valid Date');
+  if (!Number.isFinite(instant.getTime())) {
+    throw new RangeError('instant is not a valid Date');
+  }
   const t = Math.floor(instant.getTime() / 1000) * 1000;
   const wall = wallAt(timeZone, t);
   const offsetMinutes = Math.round((wall - t) / 60_000);

@@ -67,10 +67,14 @@ export const USAGE =
  */
 function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | undefined {
   const mismatch = retentionProblems([job], config.retentionMs, config.forcedRunToleranceMs);
-  if (mismatch.length > 0) throw new ConfigError(mismatch);
+  if (mismatch.length > 0) {
+    throw new ConfigError(mismatch);
+  }
   const tolerance = forcedRunToleranceMs(job, config.forcedRunToleranceMs);
   const oldest = oldestAcceptedTime(new Date(), config.retentionMs, tolerance);
-  if (slot >= oldest) return undefined;
+  if (slot >= oldest) {
+    return undefined;
+  }
   return (
     `--slot ${toUtcRfc3339(slot)} is older than RETENTION_SECONDS (${config.retentionMs / 1000} s; oldest ${toUtcRfc3339(oldest)}): ` +
     'its record may have been deleted, so it may have run, and the function refuses it. To run the job now, leave out --slot (a manual run)'
@@ -101,14 +105,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     return 0;
   }
   const [jobId, ...extra] = positionals;
-  if (jobId === undefined || extra.length > 0) throw new UsageError('name exactly one job');
+  if (jobId === undefined || extra.length > 0) {
+    throw new UsageError('name exactly one job');
+  }
   const job = selectJob(await loadJobs(env), jobId);
   const config = loadConfig(env);
   const scopeValues = scopeArgs(config, args.scope ?? []).values;
   const scope = scopeRequest(config, scopeValues);
   // The run id the function should answer with, from this environment's scope settings.
   const keyScope = scopeOf(config, scopeValues);
-  if (args.rerun && args.slot === undefined) throw new UsageError('--rerun needs --slot T');
+  if (args.rerun && args.slot === undefined) {
+    throw new UsageError('--rerun needs --slot T');
+  }
   const allowOverlap = args['allow-overlap'] === true;
   if (allowOverlap && args.slot !== undefined && !args.rerun) {
     throw new UsageError(
@@ -131,7 +139,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       );
     }
     const problem = slotTooOld(job, slot, config);
-    if (problem !== undefined) throw new UsageError(problem);
+    if (problem !== undefined) {
+      throw new UsageError(problem);
+    }
     const expected = previousSlot(job, new Date(slot.getTime() + 1));
     if (expected?.getTime() !== slot.getTime()) {
       throw new UsageError(
@@ -168,7 +178,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     what = `${job.id} ${toUtcRfc3339(slot)}`;
     runId = slotRunId(job.id, slot, keyScope);
   }
-  if (scoped.length > 0) what += ` [scope ${scoped.join(' ')}]`;
+  if (scoped.length > 0) {
+    what += ` [scope ${scoped.join(' ')}]`;
+  }
   const answer = await deliver(target, { ...headers, ...scope.headers }, scope.query);
   console.log(answerLine(what, answer));
   if (answer.runId !== undefined && answer.runId !== runId) {
@@ -188,4 +200,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 
-if (isEntryPoint(import.meta.url)) await runCommand('trigger', USAGE, main);
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('trigger', USAGE, main);
+}

@@ -27,7 +27,9 @@ function atLeast(version, minimum) {
   const have = parts(version);
   const need = parts(minimum);
   for (let i = 0; i < 3; i++) {
-    if (have[i] !== need[i]) return have[i] > need[i];
+    if (have[i] !== need[i]) {
+      return have[i] > need[i];
+    }
   }
   return true;
 }

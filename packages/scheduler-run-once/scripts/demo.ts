@@ -41,7 +41,9 @@ async function job(ctx: JobContext): Promise<void> {
   const n = (executions.get(ctx.jobName) ?? 0) + 1;
   executions.set(ctx.jobName, n);
   firstJobStarted.resolve();
-  if (ctx.jobName === 'demo-flaky' && n === 1) throw new Error('downstream API returned 503');
+  if (ctx.jobName === 'demo-flaky' && n === 1) {
+    throw new Error('downstream API returned 503');
+  }
   await demoJob(ctx);
 }
 // The demo's own two jobs, both running the demo's copy of the example job (demo-flaky fails once).

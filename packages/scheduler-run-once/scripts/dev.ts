@@ -137,17 +137,22 @@ let started = false;
 let stopping = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
-    if (!started) say('stopping (interrupted while starting)');
+    if (!started) {
+      say('stopping (interrupted while starting)');
+    }
     // A second Ctrl-C does not wait either.
-    if (!started || stopping) process.exit(130);
+    if (!started || stopping) {
+      process.exit(130);
+    }
     void shutDown();
   });
 }
 
 const port = Number(process.env.PORT || '8080');
 const host = options.host ?? LOCAL_HOST;
-if (host === '' || /\s/.test(host))
+if (host === '' || /\s/.test(host)) {
   fail(`--host ${JSON.stringify(host)} is not an address\n${USAGE}`);
+}
 /** Where the Scheduler and the page reach what listens on `host`: this machine for a wildcard. */
 const reachHost = ['0.0.0.0', '::', '[::]'].includes(host) ? LOCAL_HOST : host;
 const urlHost = reachHost.includes(':') ? `[${reachHost}]` : reachHost;
@@ -222,15 +227,21 @@ function eachLine(stream: NodeJS.ReadableStream | null, write: (line: string) =>
   stream?.on('data', (chunk: Buffer) => {
     const lines = (pending + chunk.toString()).split('\n');
     pending = lines.pop() ?? '';
-    for (const line of lines) write(line);
+    for (const line of lines) {
+      write(line);
+    }
   });
   stream?.on('end', () => {
-    if (pending !== '') write(pending);
+    if (pending !== '') {
+      write(pending);
+    }
   });
 }
 
 // `--no-build` serves build/ as it is (the tests do, after `npm test` built it once).
-if (!options['no-build'] && !build()) process.exit(1);
+if (!options['no-build'] && !build()) {
+  process.exit(1);
+}
 
 // The emulator, with the data kept by an earlier run.
 let emulator: GroupProcess | undefined;
@@ -240,7 +251,9 @@ const dataDir = options['keep-data']
   : undefined;
 if (emulatorHost) {
   say(`using the Firestore emulator at ${emulatorHost} (FIRESTORE_EMULATOR_HOST)`);
-  if (dataDir !== undefined) say('--keep-data ignored: that emulator keeps its own data');
+  if (dataDir !== undefined) {
+    say('--keep-data ignored: that emulator keeps its own data');
+  }
 } else {
   const emulatorPort = await freePort();
   emulatorHost = `127.0.0.1:${emulatorPort}`;
@@ -307,7 +320,9 @@ async function startFunction(): Promise<void> {
 async function stopFunction(): Promise<void> {
   const child = fn;
   fn = undefined;
-  if (child === undefined || !child.running()) return;
+  if (child === undefined || !child.running()) {
+    return;
+  }
   child.signalGroup('SIGTERM');
   const killer = setTimeout(() => child.signalGroup('SIGKILL'), FUNCTION_STOP_MS);
   await child.exited;
@@ -331,7 +346,9 @@ if (!options['no-scheduler']) {
   try {
     settings = schedulerSettings(env);
   } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
+    if (!(err instanceof ConfigError)) {
+      throw err;
+    }
     fail(err.message);
   }
   const jobs = readJobs() ?? fail('cannot start the Scheduler without valid job declarations');
@@ -368,8 +385,12 @@ if (!options['no-scheduler']) {
 function historyPage(url: URL): Promise<{ status: number; type: string; body: string }> {
   const args = [join(ROOT, 'ops/runs.ts'), '--html', '-'];
   const since = url.searchParams.get('since');
-  if (since) args.push('--since', since);
-  for (const job of url.searchParams.getAll('job')) args.push('--job', job);
+  if (since) {
+    args.push('--since', since);
+  }
+  for (const job of url.searchParams.getAll('job')) {
+    args.push('--job', job);
+  }
   return new Promise((done) => {
     const child = spawn(process.execPath, args, { cwd: PROJECT_DIR, env });
     let out = '';
@@ -381,8 +402,11 @@ function historyPage(url: URL): Promise<{ status: number; type: string; body: st
       err += chunk.toString();
     });
     child.on('close', (code) => {
-      if (code === 0) done({ status: 200, type: 'text/html; charset=utf-8', body: out });
-      else done({ status: code === 2 ? 400 : 500, type: 'text/plain; charset=utf-8', body: err });
+      if (code === 0) {
+        done({ status: 200, type: 'text/html; charset=utf-8', body: out });
+      } else {
+        done({ status: code === 2 ? 400 : 500, type: 'text/plain; charset=utf-8', body: err });
+      }
     });
   });
 }
@@ -409,7 +433,9 @@ if (!options['no-watch']) {
   let rebuilding = Promise.resolve();
   const rebuild = async (changed: string) => {
     say(`src/${changed} changed`);
-    if (!build()) return;
+    if (!build()) {
+      return;
+    }
     await stopFunction();
     await startFunction();
     const jobs = readJobs();
@@ -431,7 +457,9 @@ if (!options['no-watch']) {
 
 /** Exports the emulator's data into `dataDir` through its export endpoint, replacing the last. */
 async function saveData(): Promise<void> {
-  if (dataDir === undefined || emulator === undefined) return;
+  if (dataDir === undefined || emulator === undefined) {
+    return;
+  }
   const staging = join(dataDir, `.staging-${process.pid}`);
   mkdirSync(staging, { recursive: true });
   const database = process.env.FIRESTORE_DATABASE || '(default)';
@@ -446,7 +474,9 @@ async function saveData(): Promise<void> {
       }),
       signal: AbortSignal.timeout(30_000),
     });
-    if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
+    if (!res.ok) {
+      throw new Error(`${res.status} ${await res.text()}`);
+    }
     rmSync(join(dataDir, EXPORT_NAME), { recursive: true, force: true });
     renameSync(join(staging, EXPORT_NAME), join(dataDir, EXPORT_NAME));
     say(`emulator data saved to ${dataDir}`);
@@ -458,7 +488,9 @@ async function saveData(): Promise<void> {
 }
 
 async function shutDown(): Promise<void> {
-  if (stopping) return;
+  if (stopping) {
+    return;
+  }
   stopping = true;
   say('stopping');
   watcher?.close();

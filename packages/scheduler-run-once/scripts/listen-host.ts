@@ -27,8 +27,9 @@ function isPort(value: unknown): boolean {
 if (host !== undefined && host !== '') {
   net.Server.prototype.listen = function listen(this: net.Server, ...args: unknown[]) {
     const [first, second] = args;
-    if (isPort(first) && typeof second !== 'string') args.splice(1, 0, host);
-    else if (
+    if (isPort(first) && typeof second !== 'string') {
+      args.splice(1, 0, host);
+    } else if (
       typeof first === 'object' &&
       first !== null &&
       'port' in first &&

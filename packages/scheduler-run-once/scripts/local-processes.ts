@@ -76,8 +76,12 @@ export async function waitFor<T>(
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value !== undefined) return value;
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    if (value !== undefined) {
+      return value;
+    }
+    if (performance.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
+    }
     await sleep(intervalMs);
   }
 }
@@ -151,7 +155,9 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 }
 
 function killGroups(): void {
-  for (const pgid of groups) signalGroup(pgid, 'SIGKILL');
+  for (const pgid of groups) {
+    signalGroup(pgid, 'SIGKILL');
+  }
 }
 
 /** Signals that end a process without its `exit` event: Ctrl-C, `kill`, a closed terminal. */
@@ -163,7 +169,9 @@ const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * (npm run dev stops its parts in turn, with-emulator passes the signal on) keeps its own way.
  */
 function killGroupsOnSignal(signal: NodeJS.Signals): void {
-  if (process.listenerCount(signal) > 1) return;
+  if (process.listenerCount(signal) > 1) {
+    return;
+  }
   killGroups();
   watchExit(false);
   process.kill(process.pid, signal);
@@ -171,12 +179,18 @@ function killGroupsOnSignal(signal: NodeJS.Signals): void {
 
 /** Kills the groups when this process exits or dies of a signal (`on`), or no longer (`!on`). */
 function watchExit(on: boolean): void {
-  if (on) process.once('exit', killGroups);
-  else process.off('exit', killGroups);
+  if (on) {
+    process.once('exit', killGroups);
+  } else {
+    process.off('exit', killGroups);
+  }
   for (const signal of ENDING_SIGNALS) {
     // First, so it counts every other listener, a `once` one included, before that one runs.
-    if (on) process.prependListener(signal, killGroupsOnSignal);
-    else process.off(signal, killGroupsOnSignal);
+    if (on) {
+      process.prependListener(signal, killGroupsOnSignal);
+    } else {
+      process.off(signal, killGroupsOnSignal);
+    }
   }
 }
 
@@ -200,14 +214,18 @@ export function spawnGroup(
   });
   const pgid = child.pid;
   if (pgid !== undefined) {
-    if (groups.size === 0) watchExit(true);
+    if (groups.size === 0) {
+      watchExit(true);
+    }
     groups.add(pgid);
   }
   const keep = options.keep ?? Number.POSITIVE_INFINITY;
   let output = '';
   const append = (text: string) => {
     output += text;
-    if (output.length > keep) output = output.slice(-keep);
+    if (output.length > keep) {
+      output = output.slice(-keep);
+    }
   };
   child.stdout?.on('data', (chunk: Buffer) => append(chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => append(chunk.toString()));
@@ -217,8 +235,12 @@ export function spawnGroup(
       resolve();
     });
     child.once('exit', () => {
-      if (pgid !== undefined) groups.delete(pgid);
-      if (groups.size === 0) watchExit(false);
+      if (pgid !== undefined) {
+        groups.delete(pgid);
+      }
+      if (groups.size === 0) {
+        watchExit(false);
+      }
       // Its last output may still be in the pipes: wait for them to close, unless a process it
       // forked holds them open (then 1 s at most).
       setTimeout(resolve, 1_000).unref();
@@ -230,7 +252,9 @@ export function spawnGroup(
     exited,
     running: () => child.exitCode === null && child.signalCode === null,
     signalGroup: (signal: NodeJS.Signals) => {
-      if (pgid !== undefined) signalGroup(pgid, signal);
+      if (pgid !== undefined) {
+        signalGroup(pgid, signal);
+      }
     },
   });
 }
@@ -395,7 +419,9 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
     `--target=${spec.target}`,
     `--port=${spec.port}`,
   ];
-  if (spec.source !== undefined) args.push(`--source=${spec.source}`);
+  if (spec.source !== undefined) {
+    args.push(`--source=${spec.source}`);
+  }
   const [command, ...prefix] = [...(spec.wrapper ?? []), process.execPath];
   return spawnGroup(command as string, [...prefix, ...args], {
     cwd: spec.source === undefined ? PROJECT_DIR : ROOT,

@@ -43,7 +43,9 @@ function shortenIds(value: unknown, key = ''): unknown {
       ? `${value.slice(0, ID_SHOWN)}…`
       : value;
   }
-  if (Array.isArray(value)) return value.map((item) => shortenIds(item, key));
+  if (Array.isArray(value)) {
+    return value.map((item) => shortenIds(item, key));
+  }
   if (value !== null && typeof value === 'object') {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shortenIds(v, k)]));
   }
@@ -53,7 +55,9 @@ function shortenIds(value: unknown, key = ''): unknown {
 /** `HH:MM:SS.mmmZ` of Cloud Logging's `timestamp` (`{ seconds, nanos }`), or the value as text. */
 function timeOf(timestamp: unknown): string {
   const { seconds, nanos } = (timestamp ?? {}) as { seconds?: unknown; nanos?: unknown };
-  if (typeof seconds !== 'number') return String(timestamp);
+  if (typeof seconds !== 'number') {
+    return String(timestamp);
+  }
   const ms = seconds * 1000 + (typeof nanos === 'number' ? nanos / 1e6 : 0);
   return `${new Date(ms).toISOString().slice(11, 23)}Z`;
 }
@@ -77,7 +81,9 @@ export function prettyLogLines(options: { colorize: boolean }): (line: string) =
     customPrettifiers: { time: (timestamp) => timeOf(timestamp) },
   });
   return (line) => {
-    if (!line.startsWith('{')) return `${line}\n`;
+    if (!line.startsWith('{')) {
+      return `${line}\n`;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(line);

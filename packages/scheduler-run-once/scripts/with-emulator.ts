@@ -46,12 +46,16 @@ async function warmUp(emulatorHost: string): Promise<void> {
 }
 
 function stop(emulator: GroupProcess | undefined): void {
-  if (emulator?.running()) emulator.signalGroup('SIGKILL');
+  if (emulator?.running()) {
+    emulator.signalGroup('SIGKILL');
+  }
 }
 
 const separator = process.argv.indexOf('--');
 const [command, ...args] = separator === -1 ? [] : process.argv.slice(separator + 1);
-if (command === undefined) fail('usage: node scripts/with-emulator.ts -- <command> [args…]');
+if (command === undefined) {
+  fail('usage: node scripts/with-emulator.ts -- <command> [args…]');
+}
 
 let emulator: GroupProcess | undefined;
 let host = process.env.FIRESTORE_EMULATOR_HOST;

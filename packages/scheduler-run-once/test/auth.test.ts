@@ -166,7 +166,9 @@ describe('AUTH_MODE=verify-oidc', () => {
       assert.equal(res.status, status);
       assert.equal(res.body.outcome, status === 401 ? 'unauthenticated' : 'forbidden');
       assert.match(res.body.message, message);
-      if (status === 401) assert.equal(res.headers['www-authenticate'], 'Bearer');
+      if (status === 401) {
+        assert.equal(res.headers['www-authenticate'], 'Bearer');
+      }
       assert.equal(calls.length, 0);
       assert.equal((await documents(collection)).size, 0);
     });

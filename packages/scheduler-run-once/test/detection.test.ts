@@ -156,7 +156,9 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
         ...audits(fn, at('12:00'), at('14:30')),
       ],
       () => {
-        if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = time.now().getTime();
+        if (reportedAt === undefined && reportsOf(fn).length > 0) {
+          reportedAt = time.now().getTime();
+        }
       },
     );
 
@@ -253,7 +255,9 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       time,
       [{ fn, jobId: 'daily', slot: at('12:00') }, ...audits(fn, at('12:00'), at('14:00'))],
       () => {
-        if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = time.now().getTime();
+        if (reportedAt === undefined && reportsOf(fn).length > 0) {
+          reportedAt = time.now().getTime();
+        }
       },
     );
 
@@ -451,7 +455,9 @@ describe('the attack on detection, finding by finding', () => {
       for (const name of names) {
         const real = (target[name] as (...args: unknown[]) => Promise<unknown>).bind(target);
         (target as Record<keyof T, unknown>)[name] = async (...args: unknown[]) => {
-          if (dead) throw new Error('the instance is gone');
+          if (dead) {
+            throw new Error('the instance is gone');
+          }
           const result = await real(...args);
           const data = args[2] as { checked_before?: Timestamp } | undefined;
           const cursorPast = data?.checked_before?.toMillis() ?? 0;
@@ -500,9 +506,13 @@ describe('the attack on detection, finding by finding', () => {
     for (const target of [a.history, a.jobDocuments] as unknown as Record<string, unknown>[]) {
       for (const name of ['getMany', 'markReported', 'acknowledgeReport', 'write', 'readData']) {
         const real = target[name] as ((...args: unknown[]) => Promise<unknown>) | undefined;
-        if (real === undefined) continue;
+        if (real === undefined) {
+          continue;
+        }
         target[name] = async (...args: unknown[]) => {
-          if (linesBeforeDeath !== undefined) throw new Error('the instance is gone');
+          if (linesBeforeDeath !== undefined) {
+            throw new Error('the instance is gone');
+          }
           return real.apply(target, args);
         };
       }
@@ -589,7 +599,9 @@ describe('the attack on detection, finding by finding', () => {
         maxBackoffSeconds: 40,
         run: () => {
           calls++;
-          if (calls < 3) throw new Error('not yet');
+          if (calls < 3) {
+            throw new Error('not yet');
+          }
         },
       }),
     );

@@ -202,8 +202,12 @@ export function countingJob(behaviour: { delayMs?: number; fail?: (n: number) =>
   const calls: string[] = [];
   const job: JobRun = async (ctx) => {
     calls.push(ctx.attemptId);
-    if (behaviour.delayMs) await new Promise((r) => setTimeout(r, behaviour.delayMs));
-    if (behaviour.fail?.(calls.length)) throw new Error(`job failed on execution ${calls.length}`);
+    if (behaviour.delayMs) {
+      await new Promise((r) => setTimeout(r, behaviour.delayMs));
+    }
+    if (behaviour.fail?.(calls.length)) {
+      throw new Error(`job failed on execution ${calls.length}`);
+    }
   };
   return { job, calls };
 }
@@ -226,7 +230,9 @@ export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Fir
       (method: RefMethod) =>
       (...args: unknown[]) => {
         const hook = hooks[method];
-        if (hook) return hook(real, args);
+        if (hook) {
+          return hook(real, args);
+        }
         return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
       };
     return {
@@ -280,7 +286,9 @@ export async function storedRecord(
   id: string,
 ): Promise<FirebaseFirestore.DocumentData> {
   const data = (await firestore.collection(collection).doc(id).get()).data();
-  if (data === undefined) throw new Error(`no document ${collection}/${id}`);
+  if (data === undefined) {
+    throw new Error(`no document ${collection}/${id}`);
+  }
   return data;
 }
 
@@ -332,7 +340,9 @@ export async function loseCommitAnswers(
   let commits = 0;
   stub.commit = function (this: unknown, request, metadata, options, callback) {
     commits++;
-    if (commits > lose) return real.call(this, request, metadata, options, callback);
+    if (commits > lose) {
+      return real.call(this, request, metadata, options, callback);
+    }
     return real.call(this, request, metadata, options, (err) =>
       callback(err ?? grpcError(14, 'UNAVAILABLE: connection reset after the commit')),
     );

@@ -144,7 +144,9 @@ describe('lease heartbeat', () => {
     const watched = new Proxy(ledger, {
       get(target, key) {
         const value = Reflect.get(target, key);
-        if (key === 'complete') warnedBeforeCompletion = lapsed();
+        if (key === 'complete') {
+          warnedBeforeCompletion = lapsed();
+        }
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });

@@ -385,7 +385,9 @@ describe('RunLedger', () => {
     let reads = 0;
     const db = hookedFirestore({
       get: async (real) => {
-        if (reads++ === 0) await real.delete();
+        if (reads++ === 0) {
+          await real.delete();
+        }
         return real.get();
       },
     });
@@ -405,7 +407,9 @@ describe('RunLedger', () => {
     let updates = 0;
     const db = hookedFirestore({
       update: async (real, args) => {
-        if (updates++ === 0) await real.delete();
+        if (updates++ === 0) {
+          await real.delete();
+        }
         return real.update(
           ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
         );
@@ -430,7 +434,9 @@ describe('RunLedger', () => {
         const written = await real.update(
           ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
         );
-        if (updates === 1) throw grpcError(14, 'connection reset after the write');
+        if (updates === 1) {
+          throw grpcError(14, 'connection reset after the write');
+        }
         return written;
       },
     });

@@ -26,7 +26,9 @@ import { captureLogs, countingJob, newLedger, testConfig } from './helpers.ts';
 
 const servers: Server[] = [];
 after(() => {
-  for (const server of servers) server.close();
+  for (const server of servers) {
+    server.close();
+  }
 });
 
 /**
@@ -96,7 +98,9 @@ async function fireOnce(
     ...options,
     jobs: [{ ...SLOW, ...settings }],
     onEvent: (event) => {
-      if (event.type === 'attempt') events.push(event);
+      if (event.type === 'attempt') {
+        events.push(event);
+      }
     },
   });
   const result = await scheduler.fire('slow');

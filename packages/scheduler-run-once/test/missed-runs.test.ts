@@ -63,8 +63,9 @@ async function deliverAt(
 /** Every slot of a `step`-minute job in [from, to), oldest first. */
 function slots(from: string, to: string, stepMinutes: number): Date[] {
   const out: Date[] = [];
-  for (let t = Date.parse(from); t < Date.parse(to); t += stepMinutes * MINUTE)
+  for (let t = Date.parse(from); t < Date.parse(to); t += stepMinutes * MINUTE) {
     out.push(new Date(t));
+  }
   return out;
 }
 
@@ -88,9 +89,13 @@ describe('missed-run detection, live', () => {
     let reportedAt: number | undefined;
 
     for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
+      if (slot.toISOString() === T('12:05:00')) {
+        continue; // never delivered
+      }
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
-      if (reportedAt === undefined && reportsOf(fn).length > 0) reportedAt = slot.getTime();
+      if (reportedAt === undefined && reportsOf(fn).length > 0) {
+        reportedAt = slot.getTime();
+      }
     }
 
     assert.deepEqual(reportsOf(fn), [
@@ -182,7 +187,9 @@ describe('missed-run detection, live', () => {
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
 
     for (const slot of slots(T('12:50:00'), T('14:01:00'), 1)) {
-      if (slot.toISOString() === T('13:30:00')) continue;
+      if (slot.toISOString() === T('13:30:00')) {
+        continue;
+      }
       assert.equal(await deliverAt(fn, time, 'minutely', slot), 'processed');
     }
 
@@ -297,7 +304,9 @@ describe('missed-run detection, live', () => {
     const never = [T('12:05:00'), T('12:40:00')];
 
     for (const [i, slot] of slots(T('12:00:00'), T('15:05:00'), 5).entries()) {
-      if (never.includes(slot.toISOString())) continue;
+      if (never.includes(slot.toISOString())) {
+        continue;
+      }
       if (slot.getUTCMinutes() !== 0 || slot.getTime() === NOON) {
         assert.equal(await deliverAt(i % 2 === 0 ? a : b, time, 'five', slot), 'processed');
         continue;
@@ -382,7 +391,9 @@ describe('missed-run detection, live', () => {
     // Mondays 09:00 UTC from the first one more than a day ahead of the real clock.
     const DAY = 24 * HOUR;
     let monday = Math.ceil((Date.now() + DAY) / DAY) * DAY + 9 * HOUR;
-    while (new Date(monday).getUTCDay() !== 1) monday += DAY;
+    while (new Date(monday).getUTCDay() !== 1) {
+      monday += DAY;
+    }
     const week = (n: number) => new Date(monday + n * 7 * DAY);
     const time = drivenClock(week(0).toISOString());
     const jobs = declare(defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }));
@@ -414,9 +425,13 @@ describe('missed-run detection, live', () => {
     let failedReads = 0;
     fn.history.reportMissed = async (...args) => {
       const result = await reportMissed(...args);
-      if (injected) return result;
+      if (injected) {
+        return result;
+      }
       injected = true;
-      if (first === 'lost') throw new Error('14 UNAVAILABLE: the answer was lost');
+      if (first === 'lost') {
+        throw new Error('14 UNAVAILABLE: the answer was lost');
+      }
       return 'exists';
     };
     fn.history.getMany = async (ids) => {
@@ -427,7 +442,9 @@ describe('missed-run detection, live', () => {
       return getMany(ids);
     };
     for (const slot of slots(T('12:00:00'), to, 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
+      if (slot.toISOString() === T('12:05:00')) {
+        continue; // never delivered
+      }
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
     }
     assert.ok(injected, 'the fault was injected');
@@ -481,13 +498,17 @@ describe('missed-run detection, live', () => {
         retryCount: 0,
         maxRetryDurationSeconds: 0,
         run: () => {
-          if (backfilling) throw new Error('the backfill failed too');
+          if (backfilling) {
+            throw new Error('the backfill failed too');
+          }
         },
       }),
     );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     for (const slot of slots(T('12:00:00'), T('13:05:00'), 5)) {
-      if (slot.toISOString() === T('12:05:00')) continue; // never delivered
+      if (slot.toISOString() === T('12:05:00')) {
+        continue; // never delivered
+      }
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
     }
     const reports = () => reportsOf(fn).map((r) => [r.message, r.slot]);

@@ -57,7 +57,9 @@ describe('notes: bounded per record', () => {
   it('counts the notes an earlier attempt left: a takeover refuses the note past the bound', async () => {
     const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
     let first = claimOf(await ledger.claim('run-takeover'));
-    for (let i = 0; i < 8; i++) first = (await ledger.note(first, `step${i}`, bigNote)) as Claim;
+    for (let i = 0; i < 8; i++) {
+      first = (await ledger.note(first, `step${i}`, bigNote)) as Claim;
+    }
     await firestore
       .collection(collection)
       .doc('run-takeover')

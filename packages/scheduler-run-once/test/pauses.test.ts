@@ -79,8 +79,12 @@ describe('a paused job, live', () => {
     await writePause(fn, 'ten', pause);
 
     for (let m = 10; m <= 4 * 60; m += 10) {
-      if (m >= 60 && m < 120) continue; // paused: Scheduler sends nothing
-      if (m === 130) continue; // after the resume: a real miss
+      if (m >= 60 && m < 120) {
+        continue; // paused: Scheduler sends nothing
+      }
+      if (m === 130) {
+        continue; // after the resume: a real miss
+      }
       assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
     }
 
@@ -107,7 +111,9 @@ describe('a paused job, live', () => {
     });
 
     for (let m = 10; m <= 4 * 60; m += 10) {
-      if (m === 130) continue; // a real miss: Scheduler was not paused
+      if (m === 130) {
+        continue; // a real miss: Scheduler was not paused
+      }
       assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
     }
 
@@ -172,7 +178,9 @@ describe('a paused job, live', () => {
     let linesBeforeDeath: number | undefined;
     const write = a.jobDocuments.write.bind(a.jobDocuments);
     a.jobDocuments.write = async (...args) => {
-      if (linesBeforeDeath !== undefined) throw new Error('the instance is gone');
+      if (linesBeforeDeath !== undefined) {
+        throw new Error('the instance is gone');
+      }
       const written = await write(...args);
       if (args[1] === 'overdue pause report') {
         linesBeforeDeath = a.logs.lines().length;

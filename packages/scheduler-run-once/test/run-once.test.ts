@@ -177,7 +177,9 @@ describe('runOnce', () => {
     const seen: Date[] = [];
     const work = async ({ firstClaimedAt }: { firstClaimedAt: Date }) => {
       seen.push(firstClaimedAt);
-      if (seen.length === 1) throw new Error('the first attempt fails');
+      if (seen.length === 1) {
+        throw new Error('the first attempt fails');
+      }
     };
 
     await runOnce(ledger, 'run-1', work, { logger });

@@ -305,7 +305,9 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     const first = await request.post('/').set(schedulerHeaders('nightly-report', T));
 
     const answers = [];
-    for (const id of [a, b, a, b, a]) answers.push(await rerun(id));
+    for (const id of [a, b, a, b, a]) {
+      answers.push(await rerun(id));
+    }
     const schedulerRetry = await request.post('/').set(schedulerHeaders('nightly-report', T));
 
     assert.deepEqual(
@@ -394,7 +396,9 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
       release = resolve;
     });
     const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' }, async () => {
-      if (fail) throw new Error('downstream answered 503');
+      if (fail) {
+        throw new Error('downstream answered 503');
+      }
       await gate;
     });
     const { request } = serveJobs(jobs);
@@ -437,7 +441,9 @@ describe('overlap policy, two instances, a slow job', () => {
     const { jobs, calls } = counted(
       { id: 'every-five', schedule: '*/5 * * * *', overlap },
       async (ctx) => {
-        if (ctx.scheduleTime.getTime() === PAST_NOON_MS) await gate;
+        if (ctx.scheduleTime.getTime() === PAST_NOON_MS) {
+          await gate;
+        }
       },
     );
     return { jobs, calls, release: () => release() };
@@ -512,7 +518,9 @@ describe('overlap by the job: the lock holds across slots without records', () =
       { id: 'every-minute', schedule: '* * * * *', overlap },
       (ctx) => {
         const hhmm = ctx.scheduleTime.toISOString().slice(11, 16);
-        if (!gated.includes(hhmm)) return;
+        if (!gated.includes(hhmm)) {
+          return;
+        }
         return new Promise<void>((resolve) => gates.set(hhmm, resolve));
       },
     );
@@ -583,7 +591,9 @@ describe('overlap by the job: the lock holds across slots without records', () =
           failFirst = false;
           throw new Error('the first attempt of 12:00 fails');
         }
-        if (hhmm !== '12:01') return Promise.resolve();
+        if (hhmm !== '12:01') {
+          return Promise.resolve();
+        }
         return new Promise<void>((resolve) => gates.set(hhmm, resolve));
       },
     );
@@ -685,7 +695,9 @@ describe('overlap where it meets other features (issue 25)', () => {
       { id: 'every-minute', schedule: '* * * * *', overlap },
       (ctx) => {
         const m = minute(ctx.scheduleTime.toISOString());
-        if (!gated.includes(m)) return;
+        if (!gated.includes(m)) {
+          return;
+        }
         return new Promise<void>((resolve) => gates.set(m, resolve));
       },
     );
@@ -1028,7 +1040,9 @@ describe('overlap where it meets other features (issue 25)', () => {
 
     const own = await fn.request.post('/').set(deliver(0));
     const later = [];
-    for (const m of [1, 2, 3]) later.push(await fn.request.post('/').set(deliver(m)));
+    for (const m of [1, 2, 3]) {
+      later.push(await fn.request.post('/').set(deliver(m)));
+    }
 
     assert.deepEqual([own.status, own.body.outcome], [500, 'unreadable_record']);
     for (const res of later) {

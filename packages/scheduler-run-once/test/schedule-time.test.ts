@@ -18,7 +18,9 @@ const afterNoon = (ms: number) => rfc3339(PAST_NOON_MS + ms);
 function nextLeapDay(ms: number): string {
   for (let year = new Date(ms).getUTCFullYear(); ; year++) {
     const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-    if (leap && Date.UTC(year, 1, 29) > ms) return rfc3339(Date.UTC(year, 1, 29));
+    if (leap && Date.UTC(year, 1, 29) > ms) {
+      return rfc3339(Date.UTC(year, 1, 29));
+    }
   }
 }
 

@@ -120,7 +120,9 @@ export function buildLocationOf(ref: TriggerRef, buildLocation: string | undefin
     );
   }
   if (ref.location === 'global') {
-    if (buildLocation !== undefined) return buildLocation;
+    if (buildLocation !== undefined) {
+      return buildLocation;
+    }
     throw new Error(
       `trigger ${ref.triggerId} is global: Cloud Build runs its builds in the region its build config names (a private pool's region), or global for the default pool, and lists each build only there. ` +
         "Set buildLocation: 'global' for the default pool, or the private pool's region, so the look finds this run's build.",
@@ -156,7 +158,9 @@ export function triggerProblem(
   name: string,
 ): string | undefined {
   const declared = RUN_SUBSTITUTIONS.filter((key) => key in (trigger.substitutions ?? {}));
-  if (declared.length === 0) return undefined;
+  if (declared.length === 0) {
+    return undefined;
+  }
   return (
     `trigger ${name} declares ${declared.join(', ')} among its own substitutions: a value triggers.run passes for ${declared.length === 1 ? 'it' : 'them'} may be ignored in favour of the trigger's (googleapis/nodejs-cloudbuild#117), ` +
     "and then no retry could find this run's build; remove them from the trigger's substitutions (the build config reads what triggers.run passes). Not launching."
@@ -190,7 +194,9 @@ export function buildName(
   ref: TriggerRef,
   location = ref.location,
 ) {
-  if (typeof build.name === 'string' && build.name !== '') return build.name;
+  if (typeof build.name === 'string' && build.name !== '') {
+    return build.name;
+  }
   return nameOf(
     build.id ? `projects/${ref.project}/locations/${location}/builds/${build.id}` : undefined,
     'build',
@@ -254,7 +260,9 @@ export function createCloudBuildJob(
   const checkTrigger = async () => {
     const [trigger] = await client.getBuildTrigger({ name: options.trigger });
     const problem = triggerProblem(trigger, options.trigger);
-    if (problem !== undefined) throw new Error(problem);
+    if (problem !== undefined) {
+      throw new Error(problem);
+    }
   };
   /** Set once a build came back without this run's `_RUN_ID`: the trigger drops what we pass. */
   let dropped: string | undefined;
@@ -264,7 +272,9 @@ export function createCloudBuildJob(
       {
         target: 'cloud-build',
         find: async () => {
-          if (dropped !== undefined) throw new Error(dropped);
+          if (dropped !== undefined) {
+            throw new Error(dropped);
+          }
           checked ??= checkTrigger().catch((err: unknown) => {
             checked = undefined;
             throw err;

@@ -89,7 +89,9 @@ export function runEnvironment(
 export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): string | undefined {
   for (const container of execution.template?.containers ?? []) {
     const found = container.env?.find((v) => v.name === RUN_ID_ENV);
-    if (typeof found?.value === 'string') return found.value;
+    if (typeof found?.value === 'string') {
+      return found.value;
+    }
   }
   return undefined;
 }

@@ -42,7 +42,9 @@ let config: ReturnType<typeof loadConfig>;
 try {
   config = loadConfig(process.env);
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
+  if (!(err instanceof ConfigError)) {
+    throw err;
+  }
   console.error(err.message);
   process.exit(1);
 }

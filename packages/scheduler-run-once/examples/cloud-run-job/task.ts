@@ -80,7 +80,9 @@ const RUN_ID = /^[0-9a-f]{64}$/;
  */
 export function taskKey(env: Readonly<Record<string, string | undefined>>): string | undefined {
   const runId = env[RUN_ID_ENV];
-  if (runId === undefined || !RUN_ID.test(runId)) return undefined;
+  if (runId === undefined || !RUN_ID.test(runId)) {
+    return undefined;
+  }
   const count = Number(env.CLOUD_RUN_TASK_COUNT ?? '1');
   return count > 1 ? `${runId}-task-${Number(env.CLOUD_RUN_TASK_INDEX ?? '0')}` : runId;
 }

@@ -122,8 +122,9 @@ export async function launchOnce(
  * @example nameOf(execution.name, 'execution') // 'projects/p/locations/l/workflows/w/executions/…'
  */
 export function nameOf(name: string | null | undefined, what: string): string {
-  if (typeof name !== 'string' || name === '')
+  if (typeof name !== 'string' || name === '') {
     throw new Error(`the API's answer carries no name of the ${what}`);
+  }
   return name;
 }
 
@@ -184,9 +185,13 @@ export interface ProtoTimestamp {
  * @example timestampToDate({ seconds: '1792152000', nanos: 5e8 }) // 2026-10-16T12:00:00.500Z
  */
 export function timestampToDate(t: ProtoTimestamp | null | undefined): Date | undefined {
-  if (t?.seconds === undefined || t.seconds === null) return undefined;
+  if (t?.seconds === undefined || t.seconds === null) {
+    return undefined;
+  }
   const seconds = Number(typeof t.seconds === 'object' ? t.seconds.toString() : t.seconds);
-  if (!Number.isFinite(seconds)) return undefined;
+  if (!Number.isFinite(seconds)) {
+    return undefined;
+  }
   return new Date(seconds * 1000 + Math.floor((t.nanos ?? 0) / 1e6));
 }
 
@@ -239,17 +244,25 @@ export async function findSince<T>(
   let count = 0;
   let pending: T | undefined;
   const verdict = () => {
-    if (pending === undefined) return undefined;
+    if (pending === undefined) {
+      return undefined;
+    }
     throw new LookIncompleteError(
       'pending',
       "the look found an execution that does not show a run id yet (it may be this run's, launched by an earlier attempt); not launching, the retry looks again",
     );
   };
   for await (const item of items) {
-    if (read.matches(item)) return item;
-    if (pending === undefined && read.pending?.(item) === true) pending = item;
+    if (read.matches(item)) {
+      return item;
+    }
+    if (pending === undefined && read.pending?.(item) === true) {
+      pending = item;
+    }
     const time = read.time(item);
-    if (time !== undefined && time.getTime() < since.getTime()) return verdict();
+    if (time !== undefined && time.getTime() < since.getTime()) {
+      return verdict();
+    }
     if (++count >= limit) {
       throw new LookIncompleteError(
         'limit',

@@ -39,8 +39,12 @@ export class ConfigError extends RunOnceError {
 /** A one-line description of any thrown value (a revoked proxy, a throwing getter…); never throws. */
 export function describeThrown(value: unknown): string {
   try {
-    if (isError(value)) return String(value.message);
-    if (typeof value === 'string') return value;
+    if (isError(value)) {
+      return String(value.message);
+    }
+    if (typeof value === 'string') {
+      return value;
+    }
     const message = (value as { message?: unknown } | null)?.message;
     return typeof message === 'string' ? message : String(value);
   } catch {

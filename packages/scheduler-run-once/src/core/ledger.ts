@@ -150,10 +150,13 @@ export class RunLedger {
     options: { readonly reopenReported?: boolean } = {},
   ): Promise<ClaimResult> {
     const problem = runIdProblem(runId);
-    if (problem !== undefined)
+    if (problem !== undefined) {
       throw new RunOnceError(`run id ${JSON.stringify(runId.slice(0, 80))}: ${problem}`);
+    }
     const held = this.#held.get(runId);
-    if (held !== undefined) return { state: 'in_progress', holder: held };
+    if (held !== undefined) {
+      return { state: 'in_progress', holder: held };
+    }
     const pending = this.#claiming.get(runId);
     if (pending !== undefined) {
       const result = await pending;
@@ -202,11 +205,17 @@ export class RunLedger {
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const created = await documents.writeWith(runId, 'claim', fields(), undefined, guard);
-      if (isGuardChanged(created)) return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (created !== 'conflict') return this.#claimed(runId, attemptId, created);
+      if (isGuardChanged(created)) {
+        return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
+      }
+      if (created !== 'conflict') {
+        return this.#claimed(runId, attemptId, created);
+      }
       const read = await documents.read(runId);
       const own = ours(read, replaced);
-      if (own !== undefined) return own;
+      if (own !== undefined) {
+        return own;
+      }
       const completed = await this.#completeUnrecorded(runId, read);
       if (completed === 'conflict') {
         continue;
@@ -218,18 +227,32 @@ export class RunLedger {
       const decided = this.#isUnanswered(runId, read.record)
         ? ({ decision: 'take_over', record: read.record } as const)
         : claimDecision(read.record, read.readTime, reopenReported);
-      if (decided.decision === 'absent') continue; // released between our create and our read
-      if (decided.decision === 'completed') return { state: 'completed', record: decided.record };
-      if (decided.decision === 'unreadable') return { state: 'unreadable', record: decided.record };
+      if (decided.decision === 'absent') {
+        continue; // released between our create and our read
+      }
+      if (decided.decision === 'completed') {
+        return { state: 'completed', record: decided.record };
+      }
+      if (decided.decision === 'unreadable') {
+        return { state: 'unreadable', record: decided.record };
+      }
       const { attemptId: holding, leaseExpires } = decided.record;
       holder = leaseExpires === undefined ? undefined : { attemptId: holding, leaseExpires };
-      if (decided.decision === 'lease_live') return { state: 'in_progress', holder };
-      if (read.updateTime === undefined) continue;
+      if (decided.decision === 'lease_live') {
+        return { state: 'in_progress', holder };
+      }
+      if (read.updateTime === undefined) {
+        continue;
+      }
       replaced = decided.record;
       const update = fields(replaced);
       const taken = await documents.writeWith(runId, 'takeover', update, read.updateTime, guard);
-      if (isGuardChanged(taken)) return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
-      if (taken !== 'conflict') return this.#claimed(runId, attemptId, taken, replaced);
+      if (isGuardChanged(taken)) {
+        return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
+      }
+      if (taken !== 'conflict') {
+        return this.#claimed(runId, attemptId, taken, replaced);
+      }
     }
     return { state: 'in_progress', holder };
   }
@@ -247,7 +270,9 @@ export class RunLedger {
    */
   async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
     const problem = noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
-    if (problem !== undefined) throw new RunOnceError(`ctx.note: ${problem}`);
+    if (problem !== undefined) {
+      throw new RunOnceError(`ctx.note: ${problem}`);
+    }
     return this.#renew(claim, 'note', { name, value });
   }
   /** A fenced extension (with `note`, if given): the renewed claim, or `lease_lost` (no longer held). */
@@ -380,11 +405,15 @@ export class RunLedger {
       try {
         written = await this.#documents.write(claim.runId, what, data, token);
       } catch (err) {
-        if (tries >= FENCED_WRITE_TRIES) throw err;
+        if (tries >= FENCED_WRITE_TRIES) {
+          throw err;
+        }
         await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
         continue;
       }
-      if (written !== 'conflict') return written;
+      if (written !== 'conflict') {
+        return written;
+      }
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const stillOurs =
         isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
@@ -437,7 +466,8 @@ function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): rec
 
 /** Why Firestore cannot take `id` as a document id (its documented rules), or `undefined`. */
 function runIdProblem(id: string): string | undefined {
-  if (id === '' || id === '.' || id === '..' || id.includes('/') || /^__.*__$/.test(id))
+  if (id === '' || id === '.' || id === '..' || id.includes('/') || /^__.*__$/.test(id)) {
     return "Firestore's document ids are not empty, . or .., have no '/' and are not __…__ (reserved)";
+  }
   return Buffer.byteLength(id) > 1500 ? 'a document id is at most 1500 bytes' : undefined;
 }

@@ -27,10 +27,18 @@ export const MAX_NOTES_BYTES = 256 * 1024;
  * (https://firebase.google.com/docs/firestore/storage-size): exact for every value a note can hold.
  */
 export function storedSize(value: unknown): number {
-  if (typeof value === 'string') return Buffer.byteLength(value, 'utf8') + 1;
-  if (typeof value === 'boolean' || value === null || value === undefined) return 1;
-  if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + storedSize(v), 0);
-  if (typeof value !== 'object' || value instanceof Timestamp) return 8; // a number, a timestamp
+  if (typeof value === 'string') {
+    return Buffer.byteLength(value, 'utf8') + 1;
+  }
+  if (typeof value === 'boolean' || value === null || value === undefined) {
+    return 1;
+  }
+  if (Array.isArray(value)) {
+    return value.reduce((sum: number, v) => sum + storedSize(v), 0);
+  }
+  if (typeof value !== 'object' || value instanceof Timestamp) {
+    return 8; // a number, a timestamp
+  }
   return Object.entries(value).reduce((sum, [key, v]) => sum + storedSize(key) + storedSize(v), 0);
 }
 
@@ -45,27 +53,34 @@ export function notesBoundProblem(
 ): string | undefined {
   const next = { ...notes, [name]: value };
   const count = Object.keys(next).length;
-  if (count > MAX_NOTES)
+  if (count > MAX_NOTES) {
     return `note ${name} would be note ${count} of the run's record, which holds at most ${MAX_NOTES}; note less, or replace an existing note`;
+  }
   const bytes = storedSize(next);
-  if (bytes > MAX_NOTES_BYTES)
+  if (bytes > MAX_NOTES_BYTES) {
     return `note ${name} would bring the run's notes to ${bytes} bytes, above the ${MAX_NOTES_BYTES} a record holds; note less, or replace an existing note`;
+  }
   return undefined;
 }
 
 /** An object whose prototype is `Object.prototype` or `null`, with own enumerable string keys only. */
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return false;
+  if (proto !== Object.prototype && proto !== null) {
+    return false;
+  }
   return Reflect.ownKeys(value).every(
     (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
   );
 }
 
 function scalarProblem(value: unknown): string | undefined {
-  if (typeof value === 'number' && !Number.isFinite(value)) return 'a number must be finite';
-  if (typeof value === 'string' && value.length > MAX_NOTE_STRING)
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    return 'a number must be finite';
+  }
+  if (typeof value === 'string' && value.length > MAX_NOTE_STRING) {
     return `a string holds at most ${MAX_NOTE_STRING} characters`;
+  }
   const scalar = ['boolean', 'number', 'string'].includes(typeof value);
   return scalar ? undefined : 'a value must be a string, a number or a boolean';
 }
@@ -77,10 +92,12 @@ function scalarProblem(value: unknown): string | undefined {
  * instance is refused: Firestore would store it as something else, or refuse it after its retries.
  */
 export function noteProblem(name: string, value: unknown): string | undefined {
-  if (!NOTE_NAME.test(name))
+  if (!NOTE_NAME.test(name)) {
     return `note name ${JSON.stringify(name)} must be a letter, then up to 63 letters, digits or "_"`;
-  if (name in Object.prototype)
+  }
+  if (name in Object.prototype) {
     return `note name ${JSON.stringify(name)} is a member of every object's prototype; choose another name`;
+  }
   if (typeof value !== 'object' || value === null) {
     const problem = scalarProblem(value);
     return problem === undefined ? undefined : `note ${name}: ${problem}`;
@@ -92,15 +109,20 @@ export function noteProblem(name: string, value: unknown): string | undefined {
     return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
   }
   const entries = Object.entries(value);
-  if (entries.length > MAX_NOTE_FIELDS)
+  if (entries.length > MAX_NOTE_FIELDS) {
     return `note ${name} has ${entries.length} fields: a note is a scalar or a flat object of at most ${MAX_NOTE_FIELDS} fields`;
+  }
   for (const [key, field] of entries) {
-    if (!NOTE_NAME.test(key))
+    if (!NOTE_NAME.test(key)) {
       return `field ${JSON.stringify(key)} of note ${name} must be a letter, then letters, digits or "_"`;
-    if (key in Object.prototype)
+    }
+    if (key in Object.prototype) {
       return `field ${JSON.stringify(key)} of note ${name} is a member of every object's prototype; choose another name`;
+    }
     const problem = scalarProblem(field);
-    if (problem !== undefined) return `field ${key} of note ${name}: ${problem}`;
+    if (problem !== undefined) {
+      return `field ${key} of note ${name}: ${problem}`;
+    }
   }
   return undefined;
 }

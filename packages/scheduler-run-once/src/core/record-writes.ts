@@ -13,13 +13,24 @@ import {
 
 function detailFields(details: RunDetails): Data {
   const fields: Data = {};
-  if (details.jobName !== undefined) fields[Field.jobName] = details.jobName;
-  if ((details.kind ?? RunKind.Slot) !== RunKind.Slot) fields[Field.kind] = details.kind;
-  if (details.rerunOf !== undefined) fields[Field.rerunOf] = details.rerunOf;
-  if (details.untimed === true) fields[Field.scheduleTimeSent] = false;
-  if (details.keyScope !== undefined) fields[Field.keyScope] = details.keyScope;
-  if (details.scheduleTime !== undefined)
+  if (details.jobName !== undefined) {
+    fields[Field.jobName] = details.jobName;
+  }
+  if ((details.kind ?? RunKind.Slot) !== RunKind.Slot) {
+    fields[Field.kind] = details.kind;
+  }
+  if (details.rerunOf !== undefined) {
+    fields[Field.rerunOf] = details.rerunOf;
+  }
+  if (details.untimed === true) {
+    fields[Field.scheduleTimeSent] = false;
+  }
+  if (details.keyScope !== undefined) {
+    fields[Field.keyScope] = details.keyScope;
+  }
+  if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
+  }
   return fields;
 }
 
@@ -98,7 +109,9 @@ export function reportedUpdate(reporter: string): Data {
 /** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
 export function extensionUpdate(leaseMs: number, expireAt: Timestamp, note?: Note): Data {
   const fields = leaseFields(leaseMs, expireAt);
-  if (note !== undefined) fields[`${Field.notes}.${note.name}`] = note.value;
+  if (note !== undefined) {
+    fields[`${Field.notes}.${note.name}`] = note.value;
+  }
   return fields;
 }
 

@@ -115,7 +115,9 @@ export class RunDocuments {
       for (const snap of snaps) {
         // The refs carry the converter, which Firestore.getAll's typings drop (unlike Transaction's).
         records.set(snap.id, snap.data() as StoredRecord | undefined);
-        if (snap.updateTime !== undefined) updateTimes.set(snap.id, snap.updateTime);
+        if (snap.updateTime !== undefined) {
+          updateTimes.set(snap.id, snap.updateTime);
+        }
         readTime = snap.readTime.toDate();
         this.#learnTime(snap.readTime);
       }
@@ -130,8 +132,9 @@ export class RunDocuments {
    */
   write(runId: string, what: string, data: DocumentData, token?: Timestamp) {
     const ref = this.#ref(runId);
-    if (token === undefined)
+    if (token === undefined) {
       return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
+    }
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
     const update = () => ref.update(data, { lastUpdateTime: token });
     return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
@@ -148,10 +151,13 @@ export class RunDocuments {
     token: Timestamp | undefined,
     guard?: GuardedWrite,
   ): Promise<Timestamp | 'conflict' | GuardChanged> {
-    if (guard === undefined) return this.write(runId, what, data, token);
+    if (guard === undefined) {
+      return this.write(runId, what, data, token);
+    }
     const other = guard.documents;
-    if (other.#db !== this.#db)
+    if (other.#db !== this.#db) {
       throw new Error('a guarded write must use the same Firestore client as the run documents');
+    }
     const batch = this.#db.batch();
     const add = (ref: DocumentReference, fields: DocumentData, at: Timestamp | undefined) =>
       at === undefined
@@ -162,7 +168,9 @@ export class RunDocuments {
     const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
     const commit = () => batch.commit().then(([written]) => written as WriteResult);
     const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
-    if (written !== 'conflict') return written;
+    if (written !== 'conflict') {
+      return written;
+    }
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
     const [guarded, run] = (await this.#call(`read after the ${guard.what}`, () =>
@@ -170,7 +178,9 @@ export class RunDocuments {
     )) as [DocumentSnapshot, DocumentSnapshot<StoredRecord>];
     this.#learnTime(run.readTime);
     const at = guarded.updateTime;
-    if (guard.token === undefined ? at === undefined : at?.isEqual(guard.token)) return 'conflict';
+    if (guard.token === undefined ? at === undefined : at?.isEqual(guard.token)) {
+      return 'conflict';
+    }
     const record = run.data();
     return {
       guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
@@ -183,11 +193,15 @@ export class RunDocuments {
     conflicts: number[],
   ): Promise<Timestamp | 'conflict'> {
     const conflict = (err: { code?: number } | null) => {
-      if (conflicts.includes(err?.code as number)) return 'conflict' as const;
+      if (conflicts.includes(err?.code as number)) {
+        return 'conflict' as const;
+      }
       throw err;
     };
     return this.#call(what, () => write().catch(conflict)).then((written) => {
-      if (written === 'conflict') return written;
+      if (written === 'conflict') {
+        return written;
+      }
       this.#learnTime(written.writeTime);
       return written.writeTime;
     });
@@ -268,7 +282,9 @@ export function callFirestore<T>(
 /** NOT_FOUND's {@link DatabaseNotFoundError}, else {@link LedgerUnavailableError}; never throws. */
 function classified(db: Firestore, what: string, err: unknown): LedgerUnavailableError {
   try {
-    if (err instanceof LedgerUnavailableError) return err;
+    if (err instanceof LedgerUnavailableError) {
+      return err;
+    }
     if ((err as { code?: unknown } | null)?.code === Code.NOT_FOUND) {
       const message = `Firestore database "${db.databaseId ?? '(default)'}" was not found (the ${what} answered NOT_FOUND): check FIRESTORE_DATABASE and the project, and that the database exists (gcloud firestore databases list)`;
       return new DatabaseNotFoundError(message, { cause: err });

@@ -104,14 +104,23 @@ export async function runOnce(
   try {
     claimed = await ledger.claim(runId, options.details, options.guard, options);
   } catch (error) {
-    if (error instanceof LedgerUnavailableError) return { outcome: 'unavailable', error };
+    if (error instanceof LedgerUnavailableError) {
+      return { outcome: 'unavailable', error };
+    }
     throw error;
   }
-  if (claimed.state === 'completed') return { outcome: 'duplicate', record: claimed.record };
-  if (claimed.state === 'in_progress') return { outcome: 'in_progress', holder: claimed.holder };
-  if (claimed.state === 'unreadable')
+  if (claimed.state === 'completed') {
+    return { outcome: 'duplicate', record: claimed.record };
+  }
+  if (claimed.state === 'in_progress') {
+    return { outcome: 'in_progress', holder: claimed.holder };
+  }
+  if (claimed.state === 'unreadable') {
     return { outcome: 'unreadable_record', record: claimed.record };
-  if (claimed.state === 'guard_changed') return { outcome: 'guard_changed' };
+  }
+  if (claimed.state === 'guard_changed') {
+    return { outcome: 'guard_changed' };
+  }
   const scope = new AttemptScope(ledger, runId, claimed.claim, options, claimStartedAt);
   try {
     await work(scope.attempt);
@@ -185,7 +194,9 @@ class AttemptScope {
       note: (name, value) => this.#note(name, value),
     };
     signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
-    if (options.shutdown?.aborted) this.#onShutdown();
+    if (options.shutdown?.aborted) {
+      this.#onShutdown();
+    }
     options.shutdown?.addEventListener('abort', this.#onShutdown, { once: true });
     const { maxRunMs } = options;
     this.#runTimer =
@@ -253,7 +264,9 @@ class AttemptScope {
     const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
     const warningMs = this.#options.abortWarningMs ?? 5000;
     setTimeout(() => {
-      if (this.#settled) return;
+      if (this.#settled) {
+        return;
+      }
       this.#options.logger.warn(
         { abortReason: reason },
         `the job is still running ${warningMs} ms after its signal was aborted (${reason}); it should stop and throw`,
@@ -265,8 +278,12 @@ class AttemptScope {
     return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
   }
   #causeOfLoss(): LeaseLossCause {
-    if (this.#timedOut) return 'job_timeout';
-    if (this.#failures > 0) return 'extensions_failed';
+    if (this.#timedOut) {
+      return 'job_timeout';
+    }
+    if (this.#failures > 0) {
+      return 'extensions_failed';
+    }
     return this.#stalled() ? 'stalled' : 'unknown';
   }
   /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
@@ -275,12 +292,16 @@ class AttemptScope {
     clearInterval(this.#beatTimer);
     this.#beatTimer = undefined;
     clearTimeout(this.#lapseTimer);
-    if (this.#beat !== undefined) await this.#beat;
+    if (this.#beat !== undefined) {
+      await this.#beat;
+    }
     return this.#claim;
   }
   /** A note is a fenced renewal too: it runs between beats, never beside one (`Attempt.note`). */
   async #note(name: string, value: NoteValue): Promise<void> {
-    while (this.#beat !== undefined) await this.#beat;
+    while (this.#beat !== undefined) {
+      await this.#beat;
+    }
     const sentAt = performance.now();
     const run = this.#ledger
       .note(this.#claim, name, value)
@@ -339,7 +360,9 @@ class AttemptScope {
   }
   /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
   #warnIfLapsed(): void {
-    if (this.#lapseWarned || !this.#stalled()) return;
+    if (this.#lapseWarned || !this.#stalled()) {
+      return;
+    }
     this.#lapseWarned = true;
     this.#options.logger.warn(
       { attemptId: this.#claim.attemptId },
@@ -366,7 +389,9 @@ class AttemptScope {
       return true;
     }
     // When stopping, the fenced write that follows reports the lost lease itself.
-    if (this.#beatTimer === undefined) return false;
+    if (this.#beatTimer === undefined) {
+      return false;
+    }
     clearInterval(this.#beatTimer);
     this.#beatTimer = undefined;
     const why =
@@ -392,12 +417,16 @@ class AttemptScope {
     const { attemptId } = this.#claim;
     try {
       const result = await write();
-      if (result !== 'lease_lost') return [result, {}];
+      if (result !== 'lease_lost') {
+        return [result, {}];
+      }
       const leaseLoss = this.#causeOfLoss();
       logger.warn({ fence: what, leaseLoss, attemptId }, LEASE_LOSS_MESSAGES[leaseLoss]);
       return [result, { leaseLoss }];
     } catch (err) {
-      if (!(err instanceof LedgerUnavailableError)) throw err;
+      if (!(err instanceof LedgerUnavailableError)) {
+        throw err;
+      }
       logger.error(
         { err, fence: what, attemptId },
         what === 'completion'

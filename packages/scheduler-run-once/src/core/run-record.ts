@@ -134,8 +134,9 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     const status = data[Field.status];
     const attemptId = data[Field.attemptId];
     const attempts = data[Field.attempts];
-    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0))
+    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
+    }
     // The fields every status shares, read leniently: a missing or mistyped field is `undefined`.
     const claimedAt = dateOf(data[Field.claimedAt]);
     const notes = data[Field.notes];
@@ -160,22 +161,26 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
           : {},
       keyScope: stringOf(data[Field.keyScope]),
     };
-    if (FINISHED.includes(status))
+    if (FINISHED.includes(status)) {
       return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
+    }
     if (status !== RunStatus.InProgress) {
       const shown = JSON.stringify(status) ?? 'missing';
       return unreadable(Field.status, `is ${shown}, not a known status`);
     }
-    if (typeof attemptId !== 'string' || attemptId === '')
+    if (typeof attemptId !== 'string' || attemptId === '') {
       return unreadable(Field.attemptId, 'is missing or not a string');
+    }
     const { [Field.leasedAt]: leasedAt, [Field.leaseMs]: leaseMs } = data;
-    if (!(leasedAt instanceof Timestamp))
+    if (!(leasedAt instanceof Timestamp)) {
       return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS)
+    }
+    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS) {
       return unreadable(
         Field.leaseMs,
         `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
       );
+    }
     return { status, attemptId, leaseExpires: new Date(leasedAt.toMillis() + leaseMs), ...common };
   },
 };
@@ -197,8 +202,9 @@ export function isCompleted(record: StoredRecord): boolean {
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
   const expires = record.status === RunStatus.InProgress ? record.leaseExpires : undefined;
-  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS)
+  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS) {
     return unreadable(Field.leasedAt, "is later than Firestore's time now");
+  }
   return record;
 }
 
@@ -221,14 +227,23 @@ export function claimDecision(
   now: Date,
   reopenReported = false,
 ): ClaimDecision {
-  if (stored === undefined) return { decision: 'absent' };
+  if (stored === undefined) {
+    return { decision: 'absent' };
+  }
   const record = judgedAt(stored, now);
-  if (record.status === 'unreadable') return { decision: 'unreadable', record };
-  if (isCompleted(record)) return { decision: 'completed', record };
-  const retryable = record.status === RunStatus.Failed || record.status === RunStatus.Missed;
-  if (retryable && record.reportedAt !== undefined && !reopenReported)
+  if (record.status === 'unreadable') {
+    return { decision: 'unreadable', record };
+  }
+  if (isCompleted(record)) {
     return { decision: 'completed', record };
-  if (retryable || !isLeaseLive(record, now)) return { decision: 'take_over', record };
+  }
+  const retryable = record.status === RunStatus.Failed || record.status === RunStatus.Missed;
+  if (retryable && record.reportedAt !== undefined && !reopenReported) {
+    return { decision: 'completed', record };
+  }
+  if (retryable || !isLeaseLive(record, now)) {
+    return { decision: 'take_over', record };
+  }
   return { decision: 'lease_live', record };
 }
 

@@ -42,7 +42,9 @@ function problemOf(libraryError: unknown): TokenProblem {
 /** Whether `token` is three base64url parts, the first two JSON objects (an OAuth token is not). */
 function isJwtShaped(token: string): boolean {
   const parts = token.split('.');
-  if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part))) return false;
+  if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part))) {
+    return false;
+  }
   return parts.slice(0, 2).every((part) => {
     try {
       const value: unknown = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
@@ -82,16 +84,26 @@ export function createOidcAuthenticator(options: OidcOptions): Authenticator {
   const invokers = new Set(options.invokers.map((e) => e.toLowerCase()));
   return async (authorization) => {
     const match = /^Bearer ([A-Za-z0-9._~+/=-]+)$/.exec(authorization?.trim() ?? '');
-    if (match === null) return refusal('missing');
+    if (match === null) {
+      return refusal('missing');
+    }
     const token = match[1] as string;
-    if (!isJwtShaped(token)) return refusal('malformed');
+    if (!isJwtShaped(token)) {
+      return refusal('malformed');
+    }
     const ticket = await client.verifyIdToken({ idToken: token }).catch(problemOf);
-    if (typeof ticket === 'string') return refusal(ticket);
+    if (typeof ticket === 'string') {
+      return refusal(ticket);
+    }
     const payload = ticket.getPayload();
     const audiences = ([] as unknown[]).concat(payload?.aud);
-    if (!audiences.includes(options.audience)) return refusal('wrong_audience');
+    if (!audiences.includes(options.audience)) {
+      return refusal('wrong_audience');
+    }
     const email = typeof payload?.email === 'string' ? payload.email.toLowerCase() : '';
-    if (!invokers.has(email) || payload?.email_verified !== true) return refusal('not_invoker');
+    if (!invokers.has(email) || payload?.email_verified !== true) {
+      return refusal('not_invoker');
+    }
     return { ok: true, email };
   };
 }

@@ -25,9 +25,13 @@ export const CLOUD_RUN_VARIABLES =
  */
 export function whyNotDevelopment(env: Env): string | undefined {
   const onCloudRun = CLOUD_RUN_VARIABLES.find((name) => (env[name] ?? '') !== '');
-  if (onCloudRun !== undefined) return `${onCloudRun} is set: this runs on Cloud Run`;
+  if (onCloudRun !== undefined) {
+    return `${onCloudRun} is set: this runs on Cloud Run`;
+  }
   const nodeEnv = (env.NODE_ENV ?? '').trim();
-  if (nodeEnv === '' || DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) return undefined;
+  if (nodeEnv === '' || DEVELOPMENT_NODE_ENVS.includes(nodeEnv)) {
+    return undefined;
+  }
   return `NODE_ENV is ${JSON.stringify(nodeEnv)}, not ${DEVELOPMENT_NODE_ENVS.join(' or ')}`;
 }
 
@@ -56,7 +60,9 @@ function list(pattern: RegExp, what: string, transform = (s: string) => s) {
   return (raw: string): readonly string[] => {
     const items = raw.split(/\s*,\s*/).filter((s) => s !== '');
     const bad = items.filter((s) => !pattern.test(s));
-    if (bad.length > 0) throw new Error(`${bad.map((b) => `"${b}"`).join(', ')} not ${what}`);
+    if (bad.length > 0) {
+      throw new Error(`${bad.map((b) => `"${b}"`).join(', ')} not ${what}`);
+    }
     return Object.freeze([...new Set(items.map(transform))]);
   };
 }
@@ -64,7 +70,9 @@ function list(pattern: RegExp, what: string, transform = (s: string) => s) {
 function oneOf<T extends string>(values: readonly T[], normalise = (raw: string) => raw) {
   return (raw: string): T => {
     const value = values.find((v) => v === normalise(raw));
-    if (value === undefined) throw new Error(`must be one of ${values.join(', ')}`);
+    if (value === undefined) {
+      throw new Error(`must be one of ${values.join(', ')}`);
+    }
     return value;
   };
 }
@@ -75,7 +83,9 @@ function flag(on: string, off: string): (raw: string) => boolean {
 
 function text(valid: RegExp | ((raw: string) => boolean), must: string): (raw: string) => string {
   return (raw) => {
-    if (!(typeof valid === 'function' ? valid(raw) : valid.test(raw))) throw new Error(must);
+    if (!(typeof valid === 'function' ? valid(raw) : valid.test(raw))) {
+      throw new Error(must);
+    }
     return raw;
   };
 }
@@ -121,7 +131,9 @@ export const OPTIONS = {
   keyScopeHeaders: option('RUN_KEY_SCOPE_HEADERS', '', (raw) => {
     const names = list(/^[A-Za-z0-9-]{1,100}$/, 'header names (letters, digits, "-")', lower)(raw);
     const reserved = names.filter((n) => RESERVED_HEADERS.includes(n));
-    if (reserved.length > 0) throw new Error(`${reserved.join(', ')} cannot be a scope header`);
+    if (reserved.length > 0) {
+      throw new Error(`${reserved.join(', ')} cannot be a scope header`);
+    }
     return names;
   }),
   keyScopeParams: option(
@@ -155,7 +167,9 @@ export const OPTIONS = {
   httpMethod: option('HTTP_METHOD', 'POST', oneOf(HTTP_METHODS, upper)),
   /** Development only (`OIDC_CERTS_URL`): `verify-oidc`'s certificates; their server mints tokens. */
   oidcCertsUrl: option('OIDC_CERTS_URL', '', (raw) => {
-    if (raw === '') return undefined;
+    if (raw === '') {
+      return undefined;
+    }
     const url = URL.parse(raw);
     if (url?.protocol !== 'http:' || !['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname)) {
       throw new Error(
@@ -194,16 +208,25 @@ export function loadConfig(env: Env = process.env): Config {
     );
   }
   if (config.authMode === 'verify-oidc') {
-    if (config.oidcAudience === '') problems.push('AUTH_MODE=verify-oidc needs OIDC_AUDIENCE');
+    if (config.oidcAudience === '') {
+      problems.push('AUTH_MODE=verify-oidc needs OIDC_AUDIENCE');
+    }
     // Undefined when unreadable: that problem is listed already.
-    if (config.oidcInvokers?.length === 0)
+    if (config.oidcInvokers?.length === 0) {
       problems.push('AUTH_MODE=verify-oidc needs OIDC_INVOKERS');
+    }
   }
   const notDevelopment = whyNotDevelopment(env);
   const devOnly = (what: string) =>
     problems.push(`${what} is for development only, and ${notDevelopment}`);
-  if (notDevelopment !== undefined && config.oidcCertsUrl !== undefined) devOnly('OIDC_CERTS_URL');
-  if (notDevelopment !== undefined && config.exposeErrors) devOnly('EXPOSE_ERRORS=true');
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (notDevelopment !== undefined && config.oidcCertsUrl !== undefined) {
+    devOnly('OIDC_CERTS_URL');
+  }
+  if (notDevelopment !== undefined && config.exposeErrors) {
+    devOnly('EXPOSE_ERRORS=true');
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
   return Object.freeze(config);
 }

@@ -84,16 +84,24 @@ export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer 
   let known: Known = { fields: {} };
   const decide = async (): Promise<Answer | Delivery> => {
     const admitted = await admit(deps, req);
-    if (isAnswer(admitted)) return admitted;
+    if (isAnswer(admitted)) {
+      return admitted;
+    }
     known = admitted;
     const read = readDelivery(deps, req, known);
-    if (isAnswer(read)) return read;
+    if (isAnswer(read)) {
+      return read;
+    }
     known = read.known;
     const timed = await timedRun(deps, read);
-    if (isAnswer(timed)) return timed;
+    if (isAnswer(timed)) {
+      return timed;
+    }
     known = timed.known;
     const planned = planDelivery(deps, timed);
-    if (isAnswer(planned)) return planned;
+    if (isAnswer(planned)) {
+      return planned;
+    }
     known = planned.known;
     return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
   };
@@ -106,7 +114,9 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
   const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
   if (auth?.ok === false) {
     const refused = refusal({ fields: {} }, auth.outcome, auth.message);
-    if (auth.outcome !== 'unauthenticated') return refused;
+    if (auth.outcome !== 'unauthenticated') {
+      return refused;
+    }
     return { ...refused, headers: { 'WWW-Authenticate': 'Bearer' } }; // RFC 9110: name the scheme
   }
   if (req.method !== config.httpMethod) {
@@ -143,9 +153,13 @@ function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | R
 async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> {
   const { job, headers, known } = read;
   const now = await deps.clock();
-  if (known.run !== undefined) return { ...read, run: known.run, now };
+  if (known.run !== undefined) {
+    return { ...read, run: known.run, now };
+  }
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
-  if (forced === undefined) return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
+  if (forced === undefined) {
+    return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
+  }
   const run: ScheduledRun = { ...headers, scheduleTime: forced, withoutScheduleTime: true };
   return { ...read, run, now, known: { ...known, run } };
 }
@@ -160,7 +174,9 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
   const late = now.getTime() - Date.parse(run.scheduleTime);
   const slotDelivery = run.trigger === undefined && !run.withoutScheduleTime;
   const banded = Math.abs(late) <= low || late > retryWindowMs(job);
-  if (slotDelivery && banded && late + configured <= retentionMs) return low;
+  if (slotDelivery && banded && late + configured <= retentionMs) {
+    return low;
+  }
   return forcedRunToleranceMs(job, configured);
 }
 
@@ -170,7 +186,9 @@ function planDelivery(deps: HandlerDeps, timed: Timed): Answer | Delivery {
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
-  if (problem !== undefined) return refusal(known, 'invalid_request', problem);
+  if (problem !== undefined) {
+    return refusal(known, 'invalid_request', problem);
+  }
   const plan = planRun(run, job, now, toleranceMs);
   const fields = {
     ...known.fields,
@@ -184,10 +202,14 @@ function planDelivery(deps: HandlerDeps, timed: Timed): Answer | Delivery {
 async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
   const { rerunOf } = plan.details;
-  if (rerunOf === undefined) return delivery;
+  if (rerunOf === undefined) {
+    return delivery;
+  }
   const forced = { runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope), toleranceMs };
   const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
-  if (refused === undefined) return delivery;
+  if (refused === undefined) {
+    return delivery;
+  }
   const outcome = OUTCOME_BY_RERUN_REFUSAL[refused.refusal];
   const fields = { rerunOf, reason: refused.refusal };
   return answer(known, { outcome, message: refused.message, fields });
@@ -199,18 +221,26 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
  */
 async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, known } = delivery;
-  if (plan.kind !== 'slot') return delivery;
+  if (plan.kind !== 'slot') {
+    return delivery;
+  }
   const slot = new Date(run.scheduleTime);
   const late = now.getTime() - slot.getTime();
-  if (late <= toleranceMs || late > retryWindowMs(job)) return delivery;
+  if (late <= toleranceMs || late > retryWindowMs(job)) {
+    return delivery;
+  }
   const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
-  if (standIn === undefined) return delivery;
+  if (standIn === undefined) {
+    return delivery;
+  }
   const { runId, record } = standIn;
   const said: Omit<Said, 'fields'> | undefined = isCompleted(record)
     ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
     : isLeaseLive(record, now)
       ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
       : undefined;
-  if (said === undefined) return delivery;
+  if (said === undefined) {
+    return delivery;
+  }
   return answer({ ...known, runId }, { ...said, fields: { slotRunKind: 'forced' } });
 }

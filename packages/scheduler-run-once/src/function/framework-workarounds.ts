@@ -41,11 +41,15 @@ function fail(issue: keyof typeof PATCHED): never {
  * @throws Error if functions-framework no longer has what a workaround patches.
  */
 export function installFrameworkWorkarounds(logger: Logger, onListening = () => {}): void {
-  if (installed) return;
+  if (installed) {
+    return;
+  }
   const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
   const fromFramework = createRequire(entry);
   const { application } = fromFramework('express') as { application?: { handle?: Handle } };
-  if (typeof application?.handle !== 'function') fail('#686');
+  if (typeof application?.handle !== 'function') {
+    fail('#686');
+  }
   const { handle } = application;
   // Not exported: load functions-framework's own module instance (same CommonJS cache entry).
   const invoker = fromFramework(join(dirname(entry), 'invoker.js')) as {
@@ -53,7 +57,9 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
   };
   const prototype = invoker.ErrorHandler?.prototype ?? fail('#704');
   const { register } = prototype;
-  if (typeof register !== 'function') fail('#704');
+  if (typeof register !== 'function') {
+    fail('#704');
+  }
   installed = true;
   application.handle = function (this: unknown, req, res, callback) {
     const answer = (err?: unknown) => answerBeforeFunction(err, res as Res, logger);
@@ -69,8 +75,12 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
     register.call(this);
     for (const event of WATCHED) {
       const added = listeners(event).filter((l) => !before.get(event)?.includes(l));
-      for (const listener of added) process.removeListener(event, listener);
-      if (event === 'SIGTERM' || event === 'SIGINT') setAside.set(event, added);
+      for (const listener of added) {
+        process.removeListener(event, listener);
+      }
+      if (event === 'SIGTERM' || event === 'SIGINT') {
+        setAside.set(event, added);
+      }
     }
     onListening();
   };
@@ -82,7 +92,9 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
  */
 export function routeRequestErrors(logger: Logger): void {
   const domain = (process as { domain?: EventEmitter | null }).domain;
-  if (domain === undefined || domain === null) return;
+  if (domain === undefined || domain === null) {
+    return;
+  }
   domain.removeAllListeners('error');
   domain.on('error', (err) => logger.error({ err: loggableError(err) }, MESSAGES.jobLeftError));
 }
@@ -90,15 +102,21 @@ export function routeRequestErrors(logger: Logger): void {
 /** Re-installs functions-framework's signal listeners set aside by the patch. */
 export function restoreFrameworkSignalListeners(): void {
   for (const [signal, listeners] of setAside) {
-    for (const listener of listeners) process.on(signal, listener);
+    for (const listener of listeners) {
+      process.on(signal, listener);
+    }
   }
   setAside.clear();
 }
 
 /** The outcome of an error raised before the function ran (body-parser error types). */
 function outcomeOf(err: unknown, code: number, type?: string): keyof typeof STATUS_BY_OUTCOME {
-  if (err === undefined) return 'not_found';
-  if (type === 'entity.too.large') return 'body_too_large';
+  if (err === undefined) {
+    return 'not_found';
+  }
+  if (type === 'entity.too.large') {
+    return 'body_too_large';
+  }
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
     return 'unsupported_encoding';
   }
@@ -119,5 +137,7 @@ function answerBeforeFunction(err: unknown, res: Res, logger: Logger): void {
   const answered = STATUS_BY_OUTCOME[outcome];
   const fields = { outcome, status: answered, errorType: type, errorStatus: code };
   logger[logLevelOf(outcome)](fields, `request refused before the function ran: ${message}`);
-  if (!res.headersSent) res.status(answered).json({ outcome, message });
+  if (!res.headersSent) {
+    res.status(answered).json({ outcome, message });
+  }
 }

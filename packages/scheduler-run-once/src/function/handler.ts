@@ -54,7 +54,9 @@ function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger) {
     logger.warn({ err: loggableError(err) }, message);
   };
   try {
-    if (!deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)) return undefined;
+    if (!deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)) {
+      return undefined;
+    }
     return deps.missedRuns.check(job, run.scope, logger).then(() => {}, warn);
   } catch (err) {
     return void warn(err);
@@ -85,7 +87,9 @@ async function runDelivery(
   let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
-    if (checksMissedRuns && !audit) check = checkClosedSlots(deps, delivery, logger);
+    if (checksMissedRuns && !audit) {
+      check = checkClosedSlots(deps, delivery, logger);
+    }
     return jobRun({
       runId: attempt.runId,
       jobName: run.jobName,
@@ -119,8 +123,12 @@ async function runDelivery(
     maxRunMs: deps.config.jobTimeoutMs,
     ...(checksMissedRuns && run.backfill !== true ? { finalFailure } : {}),
   }).finally(ended);
-  if (check !== undefined) await check;
-  if (result.outcome === 'guard_changed') return 'guard_changed';
+  if (check !== undefined) {
+    await check;
+  }
+  if (result.outcome === 'guard_changed') {
+    return 'guard_changed';
+  }
   if (result.outcome === 'failed' && result.reported) {
     if (result.release === 'lease_lost') {
       logger.warn(REPORT_WITHDRAWN);
@@ -151,12 +159,18 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
   };
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
     const decided = await step(deps, knownNow, () => decideOverlap(stores, job, run, plan));
-    if (isAnswer(decided)) return decided;
-    if (decided.action !== 'run') return answer(known, outcomes.blockedSaid(decided, job.id, plan));
+    if (isAnswer(decided)) {
+      return decided;
+    }
+    if (decided.action !== 'run') {
+      return answer(known, outcomes.blockedSaid(decided, job.id, plan));
+    }
     const ran = await step(deps, knownNow, () =>
       runDelivery(deps, delivery, logger, decided.guard),
     );
-    if (ran !== 'guard_changed') return ran;
+    if (ran !== 'guard_changed') {
+      return ran;
+    }
   }
   const message = outcomes.MESSAGES.lockContended(job.id, plan.overlap, MAX_OVERLAP_ROUNDS);
   return { ...known, outcome: 'waiting', message };
@@ -167,7 +181,9 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
   const { outcome, message, runId, run, headers = {} } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
   const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
-  if (!res.headersSent) res.set(headers).status(status).json(body);
+  if (!res.headersSent) {
+    res.set(headers).status(status).json(body);
+  }
   const durationMs = Math.round(ms);
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
   const userAgent = req.get('user-agent');

@@ -54,10 +54,14 @@ const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
 export function traceFields(headers: Headers): TraceFields {
   const traceparent = headers.traceparent;
   const w3c = typeof traceparent === 'string' ? TRACEPARENT.exec(traceparent.trim()) : null;
-  if (w3c !== null) return { trace_id: w3c[1], span_id: w3c[2], trace_flags: w3c[3] };
+  if (w3c !== null) {
+    return { trace_id: w3c[1], span_id: w3c[2], trace_flags: w3c[3] };
+  }
   const cloud = headers['x-cloud-trace-context'];
   const gcp = typeof cloud === 'string' ? CLOUD_TRACE.exec(cloud.trim()) : null;
-  if (gcp === null) return {};
+  if (gcp === null) {
+    return {};
+  }
   const span = gcp[2] === undefined ? 0n : BigInt(gcp[2]);
   return {
     trace_id: (gcp[1] as string).toLowerCase(),

@@ -12,7 +12,9 @@ const path = fromConfig.resolve('@google-cloud/logging');
 if (fromConfig.cache[path] === undefined) {
   let client: object | undefined;
   const load = (): object => {
-    if (client === undefined) delete fromConfig.cache[path];
+    if (client === undefined) {
+      delete fromConfig.cache[path];
+    }
     client ??= fromConfig(path) as object;
     return client;
   };

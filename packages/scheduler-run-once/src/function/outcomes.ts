@@ -36,7 +36,9 @@ export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 /** An outcome's log level: `error` for a 5xx, `warn` for a refusal (4xx but 409), else `info`. */
 export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' {
   const status: number = STATUS_BY_OUTCOME[outcome];
-  if (status >= 500) return 'error';
+  if (status >= 500) {
+    return 'error';
+  }
   return status >= 400 && status !== 409 ? 'warn' : 'info';
 }
 
@@ -89,7 +91,9 @@ export const BODY_MESSAGES: Readonly<Record<string, string>> = {
 
 /** A Firestore failure's message: a missing database's own (it names FIRESTORE_DATABASE), else generic. */
 export function unavailableMessage(error: unknown, detail: string): string {
-  if (error instanceof DatabaseNotFoundError) return `${error.message}; the job was not run.`;
+  if (error instanceof DatabaseNotFoundError) {
+    return `${error.message}; the job was not run.`;
+  }
   return `Firestore is unavailable${detail}; the job was not run. Retry later.`;
 }
 
@@ -116,7 +120,9 @@ const KIND_NOTES = {
 
 /** What a response says first about a run of `kind`: nothing for a slot's. */
 export function runNote(run: ScheduledRun, kind: RunKind): string {
-  if (!run.withoutScheduleTime) return KIND_NOTES[kind][0];
+  if (!run.withoutScheduleTime) {
+    return KIND_NOTES[kind][0];
+  }
   return `Forced run without X-CloudScheduler-ScheduleTime (the console's "Force run" may omit it): a run of its own, keyed on the slot ${run.scheduleTime}, whose own run is apart from it. `;
 }
 

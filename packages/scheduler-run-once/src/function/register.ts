@@ -22,7 +22,9 @@ function loadOrExit(declarations: readonly JobDeclaration[]) {
     try {
       return load();
     } catch (err) {
-      if (!(err instanceof ConfigError)) throw err;
+      if (!(err instanceof ConfigError)) {
+        throw err;
+      }
       problems.push(...err.problems);
       return undefined;
     }

@@ -45,10 +45,16 @@ function headerValues(req: DeliveryLike, name: string): string[] {
 /** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
 function single(values: string[], what: string, hint: string): string {
   const fail = (problem: string) => new InvalidRequestError(`${what} ${problem}`);
-  if (values.length === 0) throw fail(`is missing. ${hint}`);
-  if (values.length > 1) throw fail(`was sent ${values.length} times; send it exactly once.`);
+  if (values.length === 0) {
+    throw fail(`is missing. ${hint}`);
+  }
+  if (values.length > 1) {
+    throw fail(`was sent ${values.length} times; send it exactly once.`);
+  }
   const value = values[0] ?? '';
-  if (value.trim() === '') throw fail(`is empty. ${hint}`);
+  if (value.trim() === '') {
+    throw fail(`is empty. ${hint}`);
+  }
   return value;
 }
 
@@ -64,7 +70,9 @@ const EXAMPLE_TIME = '2026-10-16T12:00:00Z';
  */
 export function normaliseScheduleTime(value: string): string {
   const canonical = canonicalRfc3339(value);
-  if (typeof canonical === 'string') return canonical;
+  if (typeof canonical === 'string') {
+    return canonical;
+  }
   const shown = value.length > MAX_RFC3339_LENGTH ? '' : ` ${describe(value)}`;
   throw new InvalidRequestError(
     `${SCHEDULE_TIME_HEADER}${shown} ${canonical.problem}; use RFC 3339 with an offset, e.g. ${EXAMPLE_TIME}.`,
@@ -74,7 +82,9 @@ export function normaliseScheduleTime(value: string): string {
 /** A `true` flag header: absent → false; `true` (any case) → true; anything else is refused. */
 function flagHeader(req: DeliveryLike, name: string): boolean {
   const values = headerValues(req, name);
-  if (values.length === 0) return false;
+  if (values.length === 0) {
+    return false;
+  }
   const value = single(values, name, 'Send it as "true", or leave it out.');
   if (value.toLowerCase() !== 'true') {
     throw new InvalidRequestError(`${name} must be "true" when sent; leave it out otherwise.`);
@@ -194,6 +204,8 @@ function sentScopeValue(req: DeliveryLike): ScopeValueOf {
 
 function scopeValue(values: string[], what: string, hint: string): string {
   const value = single(values, what, hint);
-  if (!isScopeValue(value)) throw new InvalidRequestError(`${what} must be ${SCOPE_VALUE_RULE}.`);
+  if (!isScopeValue(value)) {
+    throw new InvalidRequestError(`${what} must be ${SCOPE_VALUE_RULE}.`);
+  }
   return value;
 }

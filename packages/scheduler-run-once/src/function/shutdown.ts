@@ -49,16 +49,22 @@ export class GracefulShutdown {
  */
 export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
   const onSignal = (signal: NodeJS.Signals) => {
-    for (const s of SHUTDOWN_SIGNALS) process.removeListener(s, onSignal);
+    for (const s of SHUTDOWN_SIGNALS) {
+      process.removeListener(s, onSignal);
+    }
     logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
     void shutdown.drain(graceMs).then((stillRunning) => {
       const message = 'jobs still running at shutdown; their claims lapse with the lease';
-      if (stillRunning > 0) logger.warn({ stillRunning }, message);
+      if (stillRunning > 0) {
+        logger.warn({ stillRunning }, message);
+      }
       restoreFrameworkSignalListeners();
       process.kill(process.pid, signal);
     });
   };
-  for (const s of SHUTDOWN_SIGNALS) process.on(s, onSignal);
+  for (const s of SHUTDOWN_SIGNALS) {
+    process.on(s, onSignal);
+  }
   let crashing = false;
   process.on('uncaughtException', (err) => {
     if (crashing) {
@@ -72,7 +78,9 @@ export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, log
     void shutdown.drain(graceMs).then((stillRunning) => {
       const lapsing =
         'runs still running after the drain: their claims lapse with the lease (LEASE_SECONDS)';
-      if (stillRunning > 0) logger.error({ runIds: shutdown.runIds, stillRunning }, lapsing);
+      if (stillRunning > 0) {
+        logger.error({ runIds: shutdown.runIds, stillRunning }, lapsing);
+      }
       process.exit(16);
     });
   });

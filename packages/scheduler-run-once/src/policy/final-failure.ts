@@ -27,7 +27,9 @@ export function finalFailureReporter(
 ): (attempt: Attempt, failure: string) => Promise<string | undefined> {
   return async (attempt, failure) => {
     // Before its slot (a Force run taken for it), Scheduler's own delivery of the slot is to come.
-    if (deliveredAt.getTime() < slot.getTime()) return undefined;
+    if (deliveredAt.getTime() < slot.getTime()) {
+      return undefined;
+    }
     // Scheduler's first attempt came at or after the slot, and at or before the first claim.
     const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
     // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
@@ -35,9 +37,13 @@ export function finalFailureReporter(
     const now = (await clock()).getTime();
     const decidedAt = Math.min(now, deadline);
     // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
-    if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) return undefined;
+    if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) {
+      return undefined;
+    }
     const claimedAt = attempt.firstClaimedAt;
-    if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) return undefined;
+    if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) {
+      return undefined;
+    }
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
     const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };

@@ -38,9 +38,13 @@ export async function untimedForceRun(
     const { records } = await readMany(batch.map(idOf));
     for (const scheduleTime of batch) {
       const record = records.get(idOf(scheduleTime));
-      if (record === undefined) continue;
+      if (record === undefined) {
+        continue;
+      }
       const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
-      if (claimed === undefined || claimed.getTime() > windowStart) return scheduleTime;
+      if (claimed === undefined || claimed.getTime() > windowStart) {
+        return scheduleTime;
+      }
     }
   }
   const [next] = nextSlots(job, now, 1);

@@ -102,11 +102,17 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
       firstIndexOf.set(id, index);
     }
     const scheduleText = typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
-    if (scheduleText !== undefined) problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
+    if (scheduleText !== undefined) {
+      problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
+    }
     const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;
     const zoneText = typeof timeZone === 'string' ? timeZoneProblem(timeZone) : 'must be a string';
-    if (zoneText !== undefined) problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
-    if (typeof run !== 'function') problem('run must be the job function, (ctx) => …');
+    if (zoneText !== undefined) {
+      problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
+    }
+    if (typeof run !== 'function') {
+      problem('run must be the job function, (ctx) => …');
+    }
     const overlap = declaration.overlap ?? JOB_DEFAULTS.overlap;
     if (!OVERLAP_POLICIES.includes(overlap)) {
       problem(`overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`);
@@ -121,11 +127,15 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
       settings[key] = value;
     }
     const { minBackoffSeconds: from, maxBackoffSeconds: to } = settings;
-    if (from > to) problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
+    if (from > to) {
+      problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
+    }
     const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
     jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (problems.length > 0) {
+    throw new ConfigError(problems);
+  }
   return Object.freeze(jobs);
 }
 

@@ -42,7 +42,9 @@ export function readCursor(
   now: Date,
 ): Cursor | 'unreadable' | undefined {
   // A document with only pauses on it (`pauses.ts`) has no cursor yet.
-  if (data?.checked_before === undefined && data?.run_seen === undefined) return undefined;
+  if (data?.checked_before === undefined && data?.run_seen === undefined) {
+    return undefined;
+  }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   const { checked_before: at, run_seen: seen } = data;
   if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
@@ -50,11 +52,16 @@ export function readCursor(
   }
   // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
-  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) return 'unreadable';
-  if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS)
+  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) {
     return 'unreadable';
+  }
+  if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS) {
+    return 'unreadable';
+  }
   const rules = readRules(data.rules, job);
-  if (rules === 'unreadable') return 'unreadable';
+  if (rules === 'unreadable') {
+    return 'unreadable';
+  }
   return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
 }
 
@@ -123,7 +130,9 @@ export function windowOf(
   logger: Logger,
 ): Omit<Window, 'id' | 'updateTime' | 'pauses'> | 'unreadable' {
   const stored = readCursor(read.data, read.updateTime, job, now);
-  if (stored === 'unreadable') return stored;
+  if (stored === 'unreadable') {
+    return stored;
+  }
   const boundary = now.getTime() - closedAfterMs(job);
   const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);

@@ -27,20 +27,29 @@ export function ruleOf(job: ScheduleSpec): JudgedRule {
 
 /** The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule. */
 export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadable' {
-  if (value === undefined) return [ruleOf(job)]; // a cursor of an earlier version
-  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RULES) return 'unreadable';
+  if (value === undefined) {
+    return [ruleOf(job)]; // a cursor of an earlier version
+  }
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RULES) {
+    return 'unreadable';
+  }
   const rules: JudgedRule[] = [];
   for (const [i, entry] of value.entries()) {
     const { schedule, time_zone: timeZone, since, until } = (entry ?? {}) as DocumentData;
-    if (typeof schedule !== 'string' || typeof timeZone !== 'string') return 'unreadable';
+    if (typeof schedule !== 'string' || typeof timeZone !== 'string') {
+      return 'unreadable';
+    }
     // A rule this code wrote was a declared job's: a schedule and zone declarations accept.
     if (scheduleProblem(schedule) !== undefined || timeZoneProblem(timeZone) !== undefined) {
       return 'unreadable';
     }
     const last = i === value.length - 1;
-    if ((i > 0 && since === undefined) || last !== (until === undefined)) return 'unreadable';
-    if (![since, until].every((t) => t === undefined || t instanceof Timestamp))
+    if ((i > 0 && since === undefined) || last !== (until === undefined)) {
       return 'unreadable';
+    }
+    if (![since, until].every((t) => t === undefined || t instanceof Timestamp)) {
+      return 'unreadable';
+    }
     rules.push({
       schedule,
       timeZone,
@@ -65,15 +74,21 @@ export function nextRules(
 ): JudgedRule[] {
   const newest = rules.at(-1);
   // A job's first rule was in force before any check saw it.
-  if (newest === undefined) return [ruleOf(job)];
+  if (newest === undefined) {
+    return [ruleOf(job)];
+  }
   let out = rules;
   if (newest.schedule !== job.schedule || newest.timeZone !== job.timeZone) {
     out = [...rules.slice(0, -1), { ...newest, until: lastSeen }, { ...ruleOf(job), since: now }];
   }
   // A rule that was replaced before `from` judges nothing any more.
-  while (out.length > 1 && (out[1]?.since ?? 0) <= from) out = out.slice(1);
+  while (out.length > 1 && (out[1]?.since ?? 0) <= from) {
+    out = out.slice(1);
+  }
   const [oldest, ...rest] = out.slice(-MAX_RULES) as [JudgedRule, ...JudgedRule[]];
-  if (oldest.since !== undefined && oldest.since > from) return [oldest, ...rest];
+  if (oldest.since !== undefined && oldest.since > from) {
+    return [oldest, ...rest];
+  }
   const { since: _since, ...first } = oldest;
   return [first, ...rest];
 }
@@ -105,10 +120,14 @@ export function previousJudgedSlot(rules: readonly JudgedRule[], before: Date): 
   let at = before;
   for (let tries = 0; tries < PREVIOUS_SLOT_TRIES; tries++) {
     const candidates = rules.flatMap((rule) => previousSlot(rule, at)?.getTime() ?? []);
-    if (candidates.length === 0) return undefined;
+    if (candidates.length === 0) {
+      return undefined;
+    }
     const latest = Math.max(...candidates);
     const judged = possibleRules(rules, latest).every((rule) => isSlotOf(rule, latest));
-    if (judged) return new Date(latest);
+    if (judged) {
+      return new Date(latest);
+    }
     at = new Date(latest);
   }
   return undefined;
@@ -125,17 +144,25 @@ export function judgedSlots(
   max: number,
 ): { slots: readonly Date[]; truncated: boolean } {
   const start = Math.max(from.getTime(), rules[0]?.since ?? Number.NEGATIVE_INFINITY);
-  if (start >= to.getTime()) return { slots: [], truncated: false };
-  if (rules.length === 1) return slotsBetween(rules[0] as JudgedRule, new Date(start), to, max);
+  if (start >= to.getTime()) {
+    return { slots: [], truncated: false };
+  }
+  if (rules.length === 1) {
+    return slotsBetween(rules[0] as JudgedRule, new Date(start), to, max);
+  }
   const candidates = new Set<number>();
   let truncated = false;
   for (const [i, rule] of rules.entries()) {
     const lo = Math.max(start, rules[i - 1]?.until ?? 0);
     const hi = Math.min(to.getTime(), rules[i + 1]?.since ?? Number.POSITIVE_INFINITY);
-    if (lo >= hi) continue;
+    if (lo >= hi) {
+      continue;
+    }
     const got = slotsBetween(rule, new Date(lo), new Date(hi), max);
     truncated ||= got.truncated;
-    for (const slot of got.slots) candidates.add(slot.getTime());
+    for (const slot of got.slots) {
+      candidates.add(slot.getTime());
+    }
   }
   const slots = [...candidates]
     .sort((a, b) => a - b)

@@ -121,7 +121,9 @@ function judge(
       report(PAUSED_SLOT, 'paused', { lastError: undefined, note: pause.note });
       continue;
     }
-    if (!runSeen && absent) continue; // before the job's first record: it did not exist yet
+    if (!runSeen && absent) {
+      continue; // before the job's first record: it did not exist yet
+    }
     runSeen = true;
     if (verdict.verdict === 'open') {
       return { findings, unreadable, runSeen, stopped: true, openAt: slot };
@@ -149,9 +151,15 @@ function judge(
       continue;
     }
     // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
-    if (judged?.status === 'unreadable') unreadable.push({ slot, runId, record: judged });
-    if (verdict.verdict === 'missed') report(MISSED_RUN, 'missed');
-    if (verdict.verdict === 'failed') report(FAILED_AFTER_RETRIES, 'failed');
+    if (judged?.status === 'unreadable') {
+      unreadable.push({ slot, runId, record: judged });
+    }
+    if (verdict.verdict === 'missed') {
+      report(MISSED_RUN, 'missed');
+    }
+    if (verdict.verdict === 'failed') {
+      report(FAILED_AFTER_RETRIES, 'failed');
+    }
   }
   return { findings, unreadable, runSeen, stopped: false };
 }
@@ -172,7 +180,9 @@ export class MissedRunCheck {
    * last check left the cursor two periods behind the closed boundary at `now` (Firestore's).
    */
   isDue(job: DeclaredJob, slot: Date, scope: Scope, now: Date): boolean {
-    if (isDueSlot(job, slot)) return true;
+    if (isDueSlot(job, slot)) {
+      return true;
+    }
     const known = this.#known.get(checkDocumentId(job.id, scope));
     return known !== undefined && now.getTime() - closedAfterMs(job) - known >= 2 * CHECK_PERIOD_MS;
   }
@@ -184,10 +194,14 @@ export class MissedRunCheck {
    */
   async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
-    if (window === undefined) return NOTHING;
+    if (window === undefined) {
+      return NOTHING;
+    }
     const { rules, from, boundary } = window;
     const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
-    if (range.slots.length === 0) return this.#moveIdle(job, window);
+    if (range.slots.length === 0) {
+      return this.#moveIdle(job, window);
+    }
     const judged = await this.#scan(job, scope, window, range);
     for (const { slot, runId, record } of judged.unreadable) {
       const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'unreadable' };
@@ -229,7 +243,9 @@ export class MissedRunCheck {
     const { cursor, boundary, from } = window;
     const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
     const lost = !window.current && !(await this.#writeCursor(job, window, at, window.runSeen));
-    if (!lost) this.#known.set(window.id, at.getTime());
+    if (!lost) {
+      this.#known.set(window.id, at.getTime());
+    }
     return NOTHING;
   }
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
@@ -279,9 +295,13 @@ export class MissedRunCheck {
       const result = await this.#reportOne(job, scope, finding, token, reporter);
       // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result === 'exists' || result === 'unconfirmed') {
-        if (raced === undefined || slot < raced) raced = slot;
+        if (raced === undefined || slot < raced) {
+          raced = slot;
+        }
       }
-      if (result === 'exists') continue;
+      if (result === 'exists') {
+        continue;
+      }
       // Unconfirmed, it is logged all the same: at worst twice, never not at all.
       // `reporter` names the report: a later check that logs it again names the same one.
       const line =
@@ -290,9 +310,12 @@ export class MissedRunCheck {
           : { ...fields, reporter };
       logger.error(line, message);
       reported++;
-      if (result === 'unconfirmed') this.#loggedUnconfirmed.add(reporter);
-      if (result !== 'unconfirmed')
+      if (result === 'unconfirmed') {
+        this.#loggedUnconfirmed.add(reporter);
+      }
+      if (result !== 'unconfirmed') {
         await this.#acknowledge(runId, reporter, result.writtenAt, logger);
+      }
     }
     return { reported, raced };
   }
@@ -303,7 +326,9 @@ export class MissedRunCheck {
     token: Timestamp | undefined,
     logger: Logger,
   ) {
-    if (token === undefined) return;
+    if (token === undefined) {
+      return;
+    }
     try {
       await this.#deps.history.acknowledgeReport(runId, reporter, token);
     } catch (error) {
@@ -332,19 +357,27 @@ export class MissedRunCheck {
         token === undefined
           ? await history.reportMissed(runId, details, reporter)
           : await history.markReported(runId, token, reporter, lapsed);
-      if (written !== 'exists') return written;
+      if (written !== 'exists') {
+        return written;
+      }
     } catch (error) {
       failure = { error };
     }
     for (let reads = 0; reads < 2; reads++) {
       const read = await history.getMany([runId]).catch(() => undefined);
-      if (read === undefined) continue;
+      if (read === undefined) {
+        continue;
+      }
       const stored = read.records.get(runId);
       const ours =
         stored?.status !== 'unreadable' && stored?.reportedBy === unloggedReporter(reporter);
       const writtenAt = read.updateTimes.get(runId);
-      if (ours && writtenAt !== undefined) return { writtenAt };
-      if (failure !== undefined) throw failure.error;
+      if (ours && writtenAt !== undefined) {
+        return { writtenAt };
+      }
+      if (failure !== undefined) {
+        throw failure.error;
+      }
       return 'exists';
     }
     return 'unconfirmed'; // a refused write may be this check's own, landed: never silent

@@ -57,8 +57,9 @@ export async function checkOverlap(
   const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
   const named = holderOf(lock.data);
-  if (typeof named === 'object')
+  if (typeof named === 'object') {
     return { action: 'unreadable', by: lockId, record: named, lock: true };
+  }
   const holder = named === runId ? undefined : named; // its own lock: this run took it before
   const ids = [...new Set([holder, previousRunId])].filter((id) => id !== undefined);
   const { records, readTime } =
@@ -68,18 +69,24 @@ export async function checkOverlap(
   const previousLive =
     (previousRecord !== undefined && isLeaseLive(previousRecord, readTime)) ||
     (previousRunId !== undefined && heldHere(previousRunId));
-  if (previousRunId !== undefined && previousLive) return { action: 'held', by: previousRunId };
+  if (previousRunId !== undefined && previousLive) {
+    return { action: 'held', by: previousRunId };
+  }
   if (holder !== undefined) {
     const stored = records.get(holder);
     const record = stored === undefined ? undefined : judgedAt(stored, readTime);
-    if (record?.status === 'unreadable') return { action: 'unreadable', by: holder, record };
+    if (record?.status === 'unreadable') {
+      return { action: 'unreadable', by: holder, record };
+    }
     const holderLive = (record !== undefined && isLeaseLive(record, readTime)) || heldHere(holder);
     const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
     // No record: an older revision's claim still to come after its lock, or a record deleted (a
     // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
     const claimWindowMs = Math.min(stores.claimWindowMs, leaseMs);
     const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + claimWindowMs;
-    if (holderLive || holderComing) return { action: 'held', by: holder };
+    if (holderLive || holderComing) {
+      return { action: 'held', by: holder };
+    }
   }
   const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
   const token = lock.updateTime;
@@ -91,9 +98,13 @@ export async function checkOverlap(
 function holderOf(
   data: Record<string, unknown> | undefined,
 ): string | UnreadableRecord | undefined {
-  if (data === undefined) return undefined;
+  if (data === undefined) {
+    return undefined;
+  }
   const holder = data[HOLDER];
-  if (typeof holder === 'string' && /^[0-9a-f]{64}$/.test(holder)) return holder;
+  if (typeof holder === 'string' && /^[0-9a-f]{64}$/.test(holder)) {
+    return holder;
+  }
   const shown = JSON.stringify(holder) ?? 'missing';
   return { status: 'unreadable', field: HOLDER, problem: `is ${shown}, not a run id` };
 }
@@ -131,16 +142,27 @@ export async function decideOverlap(
   run: Pick<ScheduledRun, 'scheduleTime' | 'scope' | 'backfill'>,
   plan: RunPlan,
 ): Promise<OverlapDecision> {
-  if (plan.overlap === 'allow') return { action: 'run' };
+  if (plan.overlap === 'allow') {
+    return { action: 'run' };
+  }
   const checked = await checkOverlap(stores, job, plan.runId, run);
-  if (checked.action !== 'held') return checked;
+  if (checked.action !== 'held') {
+    return checked;
+  }
   const { by } = checked;
-  if (plan.kind === 'manual' || plan.kind === 'rerun')
+  if (plan.kind === 'manual' || plan.kind === 'rerun') {
     return { action: 'wait', by, why: 'by_hand' };
-  if (run.backfill === true) return { action: 'wait', by, why: 'backfill' };
-  if (plan.overlap === 'wait') return { action: 'wait', by, why: 'policy' };
+  }
+  if (run.backfill === true) {
+    return { action: 'wait', by, why: 'backfill' };
+  }
+  if (plan.overlap === 'wait') {
+    return { action: 'wait', by, why: 'policy' };
+  }
   const recorded = await stores.history.recordSkipped(plan.runId, plan.details, by);
-  if (recorded === 'recorded') return { action: 'skipped', by };
+  if (recorded === 'recorded') {
+    return { action: 'skipped', by };
+  }
   // A finished record: the claim finds it and answers a duplicate.
   const record = (await stores.history.getMany([plan.runId])).records.get(plan.runId);
   const finished = record !== undefined && record.status !== 'unreadable' && isCompleted(record);

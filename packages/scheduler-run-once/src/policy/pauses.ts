@@ -50,27 +50,45 @@ export function pauseBound(pause: Pick<Pause, 'pausedAt' | 'until'>): Date {
 }
 
 function optionalTime(value: unknown): Date | undefined | 'bad' {
-  if (value === undefined || value === null) return undefined;
+  if (value === undefined || value === null) {
+    return undefined;
+  }
   return value instanceof Timestamp ? value.toDate() : 'bad';
 }
 
 /** One stored pause, or `undefined` for one this code never writes (e.g. past the CLI's bounds). */
 function readPause(value: unknown, now: Date): Pause | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
+  if (typeof value !== 'object' || value === null) {
+    return undefined;
+  }
   const { note, ...p } = value as Record<string, unknown>;
   const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
-  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) return undefined;
+  if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) {
+    return undefined;
+  }
   const unlogged = p.overdue_unlogged;
-  if (unlogged !== undefined && unlogged !== null && unlogged !== true) return undefined;
+  if (unlogged !== undefined && unlogged !== null && unlogged !== true) {
+    return undefined;
+  }
   const [pausedAt, until, resumedAt, overdue] = times as (Date | undefined)[];
-  if (pausedAt === undefined) return undefined;
+  if (pausedAt === undefined) {
+    return undefined;
+  }
   // The CLI's bounds: an `until` it would refuse is not a pause it wrote.
-  if (until !== undefined && !isPauseEnd(until, pausedAt)) return undefined;
-  if (resumedAt !== undefined && resumedAt < pausedAt) return undefined;
+  if (until !== undefined && !isPauseEnd(until, pausedAt)) {
+    return undefined;
+  }
+  if (resumedAt !== undefined && resumedAt < pausedAt) {
+    return undefined;
+  }
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
-  if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) return undefined;
-  if (unlogged === true && overdue === undefined) return undefined;
+  if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) {
+    return undefined;
+  }
+  if (unlogged === true && overdue === undefined) {
+    return undefined;
+  }
   const pause = { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
   return unlogged === true ? { ...pause, overdueUnlogged: true } : pause;
 }
@@ -78,10 +96,16 @@ function readPause(value: unknown, now: Date): Pause | undefined {
 /** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
 export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
   const stored = data?.pauses;
-  if (stored === undefined) return [];
-  if (!Array.isArray(stored) || stored.length > MAX_PAUSES) return 'unreadable';
+  if (stored === undefined) {
+    return [];
+  }
+  if (!Array.isArray(stored) || stored.length > MAX_PAUSES) {
+    return 'unreadable';
+  }
   const pauses = stored.map((p) => readPause(p, now));
-  if (!pauses.every((p) => p !== undefined)) return 'unreadable';
+  if (!pauses.every((p) => p !== undefined)) {
+    return 'unreadable';
+  }
   const apart = pauses.slice(1).every((p, i) => {
     const resumed = pauses[i]?.resumedAt;
     return resumed !== undefined && resumed <= p.pausedAt;
@@ -118,7 +142,9 @@ export function activePause(pauses: readonly Pause[]): Pause | undefined {
 /** The active pause past its bound at `now`, not reported yet. */
 export function overduePause(pauses: readonly Pause[], now: Date): Pause | undefined {
   const pause = activePause(pauses);
-  if (pause === undefined || pause.overdueReportedAt !== undefined) return undefined;
+  if (pause === undefined || pause.overdueReportedAt !== undefined) {
+    return undefined;
+  }
   return now >= pauseBound(pause) ? pause : undefined;
 }
 
@@ -140,15 +166,21 @@ export async function reportOverduePause(
   now: Date,
   logger: Logger,
 ): Promise<Timestamp | undefined | 'changed'> {
-  if (read.updateTime === undefined) return read.updateTime;
+  if (read.updateTime === undefined) {
+    return read.updateTime;
+  }
   const fresh = overduePause(pauses, now);
   const pause = fresh ?? unloggedOverdue(pauses, now);
-  if (pause === undefined) return read.updateTime;
+  if (pause === undefined) {
+    return read.updateTime;
+  }
   const report =
     fresh === undefined
       ? { token: read.updateTime, pauses }
       : await writeOverdueReport(documents, id, pauses, fresh, read.updateTime, now);
-  if (report === 'changed') return report;
+  if (report === 'changed') {
+    return report;
+  }
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
   const again = fresh === undefined ? { relogged: true } : {};
@@ -183,6 +215,8 @@ async function writeOverdueReport(
 function unloggedOverdue(pauses: readonly Pause[], now: Date): Pause | undefined {
   const pause = activePause(pauses);
   const reportedAt = pause?.overdueReportedAt?.getTime();
-  if (pause?.overdueUnlogged !== true || reportedAt === undefined) return undefined;
+  if (pause?.overdueUnlogged !== true || reportedAt === undefined) {
+    return undefined;
+  }
   return now.getTime() - reportedAt >= REPORT_LOG_GRACE_MS ? pause : undefined;
 }

@@ -39,7 +39,9 @@ export async function rerunRefusal(
     );
   }
   const own = (await history.getMany([slotRunId])).records.get(slotRunId);
-  if (own !== undefined) return slotNotFinished(job, scheduleTime, own, now);
+  if (own !== undefined) {
+    return slotNotFinished(job, scheduleTime, own, now);
+  }
   const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
   const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);
   return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined, now);

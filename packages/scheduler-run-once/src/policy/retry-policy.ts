@@ -21,7 +21,9 @@ export function backoffMs(
  */
 export function makesRetry(config: RetryConfig, n: number, elapsedMs: number): boolean {
   const durationMs = config.maxRetryDurationSeconds * 1000;
-  if (n < config.retryCount) return true;
+  if (n < config.retryCount) {
+    return true;
+  }
   return durationMs > 0 && elapsedMs + backoffMs(config, n) < durationMs;
 }
 

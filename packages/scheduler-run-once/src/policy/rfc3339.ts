@@ -19,7 +19,9 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
     return { problem: `is longer than ${MAX_RFC3339_LENGTH} characters` };
   }
   const m = RFC3339.exec(value);
-  if (m === null) return { problem: 'is not an RFC 3339 date-time' };
+  if (m === null) {
+    return { problem: 'is not an RFC 3339 date-time' };
+  }
   const [year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0] = m
     .slice(1, 7)
     .map(Number);
@@ -49,6 +51,8 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
  */
 export function toCanonicalRfc3339(instant: Date): string {
   const canonical = canonicalRfc3339(instant.toISOString());
-  if (typeof canonical !== 'string') throw new RangeError(`not a valid instant: ${instant}`);
+  if (typeof canonical !== 'string') {
+    throw new RangeError(`not a valid instant: ${instant}`);
+  }
   return canonical;
 }

@@ -50,6 +50,8 @@ export function auditRun(
       }
     }
     ctx.logger.info({ jobs: jobs.length, reported, failed: failed.length }, 'run audit done');
-    if (failed.length > 0) throw new Error(`the missed-run check failed for ${failed.join(', ')}`);
+    if (failed.length > 0) {
+      throw new Error(`the missed-run check failed for ${failed.join(', ')}`);
+    }
   };
 }

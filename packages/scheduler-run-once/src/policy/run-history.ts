@@ -65,7 +65,9 @@ export function isSlotsOwnDelivery(
   toleranceMs: number,
 ): record is RunRecord {
   const run = record?.status === 'unreadable' ? undefined : record;
-  if (run?.kind !== 'forced' || run.untimed || run.firstClaimedAt === undefined) return false;
+  if (run?.kind !== 'forced' || run.untimed || run.firstClaimedAt === undefined) {
+    return false;
+  }
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
 }
 
@@ -85,7 +87,9 @@ export async function readSlotRecords(
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
   const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
-  if (absent.length === 0) return { ...own, runIds };
+  if (absent.length === 0) {
+    return { ...own, runIds };
+  }
   const forcedIds = absent.map((i) => forcedRunId(job.id, slots[i] as Date, scope));
   const forced = await store.getMany(forcedIds);
   const records = new Map(own.records);
@@ -94,12 +98,15 @@ export async function readSlotRecords(
   for (const [k, i] of absent.entries()) {
     const id = forcedIds[k] as string;
     const record = forced.records.get(id);
-    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs()))
+    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs())) {
       continue;
+    }
     chosen[i] = id;
     records.set(id, { ...record, kind: RunKind.Slot });
     const updateTime = forced.updateTimes.get(id);
-    if (updateTime !== undefined) updateTimes.set(id, updateTime);
+    if (updateTime !== undefined) {
+      updateTimes.set(id, updateTime);
+    }
   }
   return { records, updateTimes, readTime: forced.readTime, runIds: chosen };
 }

@@ -52,12 +52,18 @@ export function planRun(
   const variant = (parts: readonly string[]) => computeRunId({ ...run, jobName: job.id }, parts);
   if (trigger !== undefined) {
     const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
-    if (trigger.mode === 'manual') return of(RunKind.Manual, runId);
+    if (trigger.mode === 'manual') {
+      return of(RunKind.Manual, runId);
+    }
     return of(RunKind.Rerun, runId, { rerunOf: variant([]) });
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
-  if (run.withoutScheduleTime) return of(RunKind.Forced, variant(['forced']), { untimed: true });
+  if (run.withoutScheduleTime) {
+    return of(RunKind.Forced, variant(['forced']), { untimed: true });
+  }
   const early = Date.parse(run.scheduleTime) - now.getTime();
-  if (early > toleranceMs) return of(RunKind.Forced, variant(['forced']));
+  if (early > toleranceMs) {
+    return of(RunKind.Forced, variant(['forced']));
+  }
   return of(RunKind.Slot, variant([]));
 }

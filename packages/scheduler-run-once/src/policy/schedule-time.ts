@@ -16,7 +16,9 @@ const gaps = new Map<string, number | undefined>();
 /** How early a delivery may be and still its slot's run, ms: `configuredMs`, ≤ half the least gap. */
 export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
   const key = `${job.schedule}\u0000${job.timeZone}`;
-  if (!gaps.has(key)) gaps.set(key, shortestGapMs(job));
+  if (!gaps.has(key)) {
+    gaps.set(key, shortestGapMs(job));
+  }
   const gap = gaps.get(key);
   return gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
 }
@@ -51,7 +53,9 @@ export function scheduleTimeProblem(
     );
   }
   // The next slot past `now` + tolerance lies later still: only a time past that bound needs it.
-  if (t <= now.getTime() + toleranceMs) return undefined;
+  if (t <= now.getTime() + toleranceMs) {
+    return undefined;
+  }
   const newest = newestAcceptedTime(job, now, toleranceMs);
   if (t > newest.getTime()) {
     return (
@@ -70,7 +74,9 @@ export function retentionProblems(
 ): string[] {
   return jobs.flatMap((job) => {
     // The tolerance is at most the configured one: no slot arithmetic needed.
-    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) return [];
+    if (retentionMs > judgingDelayMs(job) + configuredToleranceMs) {
+      return [];
+    }
     const windowMs = retryWindowMs(job);
     const toleranceMs = forcedRunToleranceMs(job, configuredToleranceMs);
     if (retentionMs <= windowMs + toleranceMs) {
@@ -80,7 +86,9 @@ export function retentionProblems(
           "raise RETENTION_SECONDS (default 2592000, 30 days) or shorten the job's retries",
       ];
     }
-    if (retentionMs > judgingDelayMs(job) + toleranceMs) return [];
+    if (retentionMs > judgingDelayMs(job) + toleranceMs) {
+      return [];
+    }
     return [
       `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
         `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +

@@ -18,8 +18,9 @@ export const SLOT_RANGE = Object.freeze({
 /** The most croner look-ups per slot returned; more is a bug, thrown as a `RangeError`. */
 export const MAX_SEARCH_STEPS = 2 * MAX_SLOTS;
 function step(steps: { n: number }): void {
-  if (++steps.n > MAX_SEARCH_STEPS)
+  if (++steps.n > MAX_SEARCH_STEPS) {
     throw new RangeError(`a schedule search passed ${MAX_SEARCH_STEPS} steps`);
+  }
 }
 
 /** Offsets run from −12:00 to +14:00: one wall-clock time's instants lie within 26 h. */
@@ -64,7 +65,9 @@ function cachedCron(schedule: string): Cron {
   let cron = crons.get(schedule);
   if (cron === undefined) {
     cron = wallClockCron(schedule);
-    if (crons.size >= MAX_CRONS) crons.clear();
+    if (crons.size >= MAX_CRONS) {
+      crons.clear();
+    }
     crons.set(schedule, cron);
   }
   return cron;
@@ -109,7 +112,9 @@ export function scheduleProblem(schedule: string): string | undefined {
   } catch (err) {
     return (err as Error).message.replace(/^CronPattern: /, '');
   }
-  if (cron.nextRun(new Date(RANGE_FROM_MS)) === null) return 'never fires (no date matches it)';
+  if (cron.nextRun(new Date(RANGE_FROM_MS)) === null) {
+    return 'never fires (no date matches it)';
+  }
   return undefined;
 }
 
@@ -122,11 +127,15 @@ let canonicalZones: Set<string> | undefined;
 
 /** What is wrong with a time zone (an offset, a wrong capital), or `undefined` for a tz name. */
 export function timeZoneProblem(timeZone: string): string | undefined {
-  if (UTC_ZONES.has(timeZone)) return undefined;
+  if (UTC_ZONES.has(timeZone)) {
+    return undefined;
+  }
   // A canonical name is known without building a formatter (a millisecond each, per declared job).
   canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
   try {
-    if (!canonicalZones.has(timeZone)) new Intl.DateTimeFormat('en-US', { timeZone });
+    if (!canonicalZones.has(timeZone)) {
+      new Intl.DateTimeFormat('en-US', { timeZone });
+    }
   } catch {
     return 'is not a time zone of the tz database, e.g. "Etc/UTC" or "Europe/Berlin"';
   }
@@ -145,7 +154,9 @@ const wallClocks = new Map<string, Intl.DateTimeFormat>();
 
 /** The zone's wall-clock reading at instant `t` (ms), as ms on the DST-free calendar of `Date.UTC`. */
 export function wallAt(timeZone: string, t: number): number {
-  if (UTC_ZONES.has(timeZone)) return t;
+  if (UTC_ZONES.has(timeZone)) {
+    return t;
+  }
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
     const n = 'numeric';
@@ -154,7 +165,9 @@ export function wallAt(timeZone: string, t: number): number {
     wallClocks.set(timeZone, format);
   }
   const part: Record<string, number> = {};
-  for (const { type, value } of format.formatToParts(t)) part[type] = Number(value);
+  for (const { type, value } of format.formatToParts(t)) {
+    part[type] = Number(value);
+  }
   const wall = new Date(0);
   wall.setUTCFullYear(part.year ?? 0, (part.month ?? 1) - 1, part.day ?? 1);
   wall.setUTCHours(part.hour ?? 0, part.minute ?? 0, part.second ?? 0, ((t % 1000) + 1000) % 1000);
@@ -185,7 +198,9 @@ function dropAfter(timeZone: string, t: number): number {
 function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
   const { timeZone } = job;
   const after = Math.max(from, RANGE_FROM_MS - 1);
-  if (after >= RANGE_TO_MS) return;
+  if (after >= RANGE_TO_MS) {
+    return;
+  }
   const cron = cachedCron(normaliseSchedule(job.schedule));
   // A drop within 26 h after `after` shows wall-clock times already passed once more.
   let cursor = new Date(wallAt(timeZone, after) - dropAfter(timeZone, after) - 1);
@@ -199,13 +214,19 @@ function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, u
     const wall = next?.getTime() ?? Number.POSITIVE_INFINITY;
     while (pending.length > 0 && (pending[0]?.release ?? 0) < wall) {
       const t = (pending.shift() as { t: number }).t;
-      if (t >= RANGE_TO_MS) return;
+      if (t >= RANGE_TO_MS) {
+        return;
+      }
       steps.n = 0; // the cap bounds the look-ups per slot returned
       yield t;
     }
-    if (next === null) return;
+    if (next === null) {
+      return;
+    }
     for (const t of instantsShowing(timeZone, wall)) {
-      if (t <= after) continue;
+      if (t <= after) {
+        continue;
+      }
       // A drop in the 26 h before t repeats wall-clock times up to `wall + drop` before t.
       const release = wall + dropAfter(timeZone, t - OFFSET_SPAN_MS);
       const at = pending.findIndex((p) => p.t > t);
@@ -217,7 +238,9 @@ function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, u
 
 function checkedTime(date: Date, what: string): number {
   const t = date.getTime();
-  if (!Number.isFinite(t)) throw new RangeError(`${what} is not a valid Date`);
+  if (!Number.isFinite(t)) {
+    throw new RangeError(`${what} is not a valid Date`);
+  }
   return t;
 }
 
@@ -237,7 +260,9 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(after, 'after'))) {
     slots.push(new Date(t));
-    if (slots.length === count) break;
+    if (slots.length === count) {
+      break;
+    }
   }
   return slots;
 }
@@ -252,8 +277,12 @@ export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_
   const end = checkedTime(to, 'to');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(from, 'from') - 1)) {
-    if (t >= end) return { slots, truncated: false };
-    if (slots.length === max) return { slots, truncated: true };
+    if (t >= end) {
+      return { slots, truncated: false };
+    }
+    if (slots.length === max) {
+      return { slots, truncated: true };
+    }
     slots.push(new Date(t));
   }
   return { slots, truncated: false };
@@ -266,7 +295,9 @@ export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_
 export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
   const { timeZone } = job;
   const b = Math.min(checkedTime(before, 'before'), RANGE_TO_MS);
-  if (b <= RANGE_FROM_MS) return undefined;
+  if (b <= RANGE_FROM_MS) {
+    return undefined;
+  }
   const cron = cachedCron(normaliseSchedule(job.schedule));
   // Instants before a drop that comes within 26 h before `b` show later wall-clock times than b.
   let reference = new Date(wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1);

@@ -31,7 +31,9 @@ export function slotVerdict(
   if (run?.status === 'completed') {
     return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };
   }
-  if (run?.status === 'skipped') return { verdict: 'final', end: latestEnd };
+  if (run?.status === 'skipped') {
+    return { verdict: 'final', end: latestEnd };
+  }
   // A lease from the future is unreadable (`judgedAt`): neither reported nor to report.
   const judged = record === undefined ? undefined : judgedAt(record, now);
   if (judged !== undefined && judged.status !== 'unreadable' && judged.reportedAt !== undefined) {
@@ -39,10 +41,18 @@ export function slotVerdict(
     return { verdict: 'final', end: Math.min(at, latestEnd) };
   }
   const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
-  if (now.getTime() < closesAt) return { verdict: 'open', end: latestEnd };
-  if (record !== undefined && isLeaseLive(record, now)) return { verdict: 'open', end: latestEnd };
+  if (now.getTime() < closesAt) {
+    return { verdict: 'open', end: latestEnd };
+  }
+  if (record !== undefined && isLeaseLive(record, now)) {
+    return { verdict: 'open', end: latestEnd };
+  }
   const status = judged?.status ?? 'missed'; // closed, so past the retry window
-  if (status === 'missed') return { verdict: 'missed', end: latestEnd };
-  if (status === 'failed' || status === 'in_progress') return { verdict: 'failed', end: latestEnd };
+  if (status === 'missed') {
+    return { verdict: 'missed', end: latestEnd };
+  }
+  if (status === 'failed' || status === 'in_progress') {
+    return { verdict: 'failed', end: latestEnd };
+  }
   return { verdict: 'final', end: latestEnd };
 }

@@ -57,7 +57,9 @@ describe('the bench in smoke mode', {
     const projectStorms = storms.filter((s) => s.ledger.startsWith("project's RunLedger"));
     // In process at one instance and spread over 10, and over HTTP.
     assert.equal(projectStorms.length, 3, bench?.output);
-    for (const storm of projectStorms) assert.equal(storm.executions, 1, JSON.stringify(storm));
+    for (const storm of projectStorms) {
+      assert.equal(storm.executions, 1, JSON.stringify(storm));
+    }
   });
 
   it('starts every cold-start variant once, each answering its first delivery with 200', () => {
@@ -66,6 +68,8 @@ describe('the bench in smoke mode', {
     // hello world, the floor with and without NODE_COMPILE_CACHE, the project without a cache,
     // with its entry's and with the platform's, and with many jobs as deployed.
     assert.equal(coldStarts.length, 7, JSON.stringify(coldStarts));
-    for (const start of coldStarts) assert.equal(start.first200.n, 1, JSON.stringify(start));
+    for (const start of coldStarts) {
+      assert.equal(start.first200.n, 1, JSON.stringify(start));
+    }
   });
 });

@@ -39,7 +39,9 @@ function findOldNode(): { node: string; version: string; dir: string } | undefin
     '/usr/local/bin/node',
   ];
   for (const node of candidates) {
-    if (!existsSync(node)) continue;
+    if (!existsSync(node)) {
+      continue;
+    }
     const version = versionOf(node);
     if (version !== undefined && older(version, MINIMUM)) {
       return { node, version, dir: path.dirname(node) };
@@ -50,7 +52,9 @@ function findOldNode(): { node: string; version: string; dir: string } | undefin
 
 const old = findOldNode();
 const noOldNode = old === undefined && `no Node older than ${MINIMUM} on this machine to test with`;
-if (noOldNode) console.warn(`SKIPPED check-node cases: ${noOldNode}`);
+if (noOldNode) {
+  console.warn(`SKIPPED check-node cases: ${noOldNode}`);
+}
 
 /** PATH with the old Node's directory first and no directory holding a newer `node`. */
 function oldPath(dir: string): string {
@@ -100,7 +104,9 @@ describe('scripts/check-node.cjs', () => {
     }, () => {
       const { dir, version } = old as NonNullable<typeof old>;
       const npm = path.join(dir, 'npm');
-      if (!existsSync(npm)) return assert.fail(`no npm beside ${dir}/node`);
+      if (!existsSync(npm)) {
+        return assert.fail(`no npm beside ${dir}/node`);
+      }
 
       const result = spawnSync(npm, ['run', script], {
         cwd: STARTER,
@@ -154,7 +160,9 @@ describe("the starter's package.json", () => {
     // A script the README names but package.json lacks fails as `npm run` does ("Missing script"),
     // before any check could run: noted here, not failed, as it is the README's or the script's bug.
     const missing = [...named].filter((name) => pkg.scripts[name] === undefined);
-    if (missing.length > 0) t.diagnostic(`README names missing scripts: ${missing.join(', ')}`);
+    if (missing.length > 0) {
+      t.diagnostic(`README names missing scripts: ${missing.join(', ')}`);
+    }
     const unchecked = [...named].filter(
       (name) => pkg.scripts[name] !== undefined && !pkg.scripts[name].startsWith(CHECK),
     );

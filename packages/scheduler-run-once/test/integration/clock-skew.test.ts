@@ -184,8 +184,11 @@ function streaks(answers: readonly string[]): { answer: string; count: number }[
   const out: { answer: string; count: number }[] = [];
   for (const answer of answers) {
     const last = out.at(-1);
-    if (last?.answer === answer) last.count++;
-    else out.push({ answer, count: 1 });
+    if (last?.answer === answer) {
+      last.count++;
+    } else {
+      out.push({ answer, count: 1 });
+    }
   }
   return out;
 }

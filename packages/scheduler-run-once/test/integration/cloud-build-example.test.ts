@@ -105,12 +105,16 @@ describe('examples/cloud-build: the proxy', () => {
     const { trigger, triggerId } = aTrigger();
     let recordings = 0;
     const { request, collection } = proxy(trigger, (record) => async (ctx, launch) => {
-      if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+      if (++recordings === 1) {
+        throw new Error('the first attempt dies after its launch');
+      }
       await record(ctx, launch);
     });
     const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer builds of other runs push this run's build off the first page.
-    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-build', LOCATION, otherRun(i));
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed('cloud-build', LOCATION, otherRun(i));
+    }
     const listsBefore = listsOf().length;
 
     const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));

@@ -105,12 +105,16 @@ describe('examples/cloud-run-job: the proxy', () => {
     let recordings = 0;
     // The first attempt fails after its launch, before the run's completion write.
     const { request, collection } = proxy(job, (record) => async (ctx, launch) => {
-      if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+      if (++recordings === 1) {
+        throw new Error('the first attempt dies after its launch');
+      }
       await record(ctx, launch);
     });
     const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer executions of other runs push this run's execution off the first page.
-    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) fake.seed('cloud-run-job', job, otherRun(i));
+    for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
+      fake.seed('cloud-run-job', job, otherRun(i));
+    }
     const listsBefore = listsOf(job).length;
 
     const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));

@@ -123,7 +123,9 @@ function deploy(
   args: string[] = ['--dry-run'],
   fake?: FakeGcloud,
 ): DeployResult {
-  if (fake !== undefined) return runDeploy(inputs, args, fake);
+  if (fake !== undefined) {
+    return runDeploy(inputs, args, fake);
+  }
   // With the default fake (every call fails, nothing kept) a run is a function of its inputs and
   // arguments: reused while the files its commands name (.deploy/alerts) still hold what it wrote.
   const key = JSON.stringify([inputs, args]);
@@ -144,7 +146,9 @@ function filesDigest(lines: string[]): string {
   const hash = createHash('sha256');
   for (const word of lines.flatMap(argvOf)) {
     const file = /^--(config|policy)-from-file=(.*)$/.exec(word)?.[2];
-    if (file !== undefined) hash.update(`${file}\0${existsSync(file) ? readFileSync(file) : ''}\0`);
+    if (file !== undefined) {
+      hash.update(`${file}\0${existsSync(file) ? readFileSync(file) : ''}\0`);
+    }
   }
   return hash.digest('hex');
 }
@@ -193,14 +197,18 @@ const readBackWords = new Map<string, string[]>();
  */
 function readBack(lines: string[]): void {
   const fresh = [...new Set(lines)].filter((line) => !readBackWords.has(line));
-  if (fresh.length === 0) return;
+  if (fresh.length === 0) {
+    return;
+  }
   const script = fresh.map((line) => `set -- ${line}\nprintf '%s\\0' "$#" "$@"`).join('\n');
   const result = spawnSync('bash', ['-c', script], {
     encoding: 'utf8',
     stdio: NO_STDIN,
     timeout: CHILD_TIMEOUT_MS,
   });
-  if (result.status !== 0) return; // argvOf reads each line alone and names the one that fails
+  if (result.status !== 0) {
+    return; // argvOf reads each line alone and names the one that fails
+  }
   const words = result.stdout.split('\0');
   let at = 0;
   for (const line of fresh) {
@@ -213,7 +221,9 @@ function readBack(lines: string[]): void {
 /** The words bash reads from a printed line, as the command would receive them. */
 function argvOf(line: string): string[] {
   const known = readBackWords.get(line);
-  if (known !== undefined) return known;
+  if (known !== undefined) {
+    return known;
+  }
   const result = spawnSync('bash', ['-c', `printf '%s\\0' ${line}`], {
     encoding: 'utf8',
     stdio: NO_STDIN,
@@ -266,7 +276,9 @@ function gcloudEnv(config: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     const keep = !/^(CLOUDSDK_|GOOGLE_|GCLOUD_)/.test(key) || key.startsWith('CLOUDSDK_PYTHON');
-    if (keep) env[key] = value;
+    if (keep) {
+      env[key] = value;
+    }
   }
   return {
     ...env,
@@ -361,7 +373,9 @@ function distinctShapes(lines: string[]): string[] {
             : '<name>',
       )
       .join(' ');
-    if (seen.has(shape)) return false;
+    if (seen.has(shape)) {
+      return false;
+    }
     seen.add(shape);
     return true;
   });
@@ -428,7 +442,9 @@ const PARSE_EACH_COMMAND = [
  */
 async function parseAll(lines: string[]): Promise<GcloudRun[]> {
   const sdk = gcloudSdk();
-  if (sdk === undefined) return parseEach(lines);
+  if (sdk === undefined) {
+    return parseEach(lines);
+  }
   const argvs = gcloudArgvs(lines);
   const run = await runChild(
     `gcloud's CLI to parse ${lines.length} commands`,
@@ -570,7 +586,9 @@ describe('deploy.sh --dry-run', () => {
       ['scheduler', 'jobs', 'list'],
     ];
     const argvs = run.lines.map(argvOf);
-    for (const argv of argvs) assert.equal(argv[0], 'gcloud', argv.join(' '));
+    for (const argv of argvs) {
+      assert.equal(argv[0], 'gcloud', argv.join(' '));
+    }
     const positions = steps.map((step) =>
       argvs.findIndex((argv) => step.every((word, i) => argv[i + 1] === word)),
     );
@@ -960,11 +978,15 @@ describe('deploy.sh on a project (gcloud faked)', () => {
  * not found (a packaged gcloud without its sources).
  */
 function gcloudSdk(): { sdk: string; python: string; prelude: string[] } | undefined {
-  if (GCLOUD === undefined) return undefined;
+  if (GCLOUD === undefined) {
+    return undefined;
+  }
   const sdk = path.resolve(path.dirname(realpathSync(GCLOUD)), '..');
   const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
   const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
-  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) return undefined;
+  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) {
+    return undefined;
+  }
   const prelude = [
     'import json, sys',
     `sys.path[:0] = [${JSON.stringify(path.join(sdk, 'lib'))}, ${JSON.stringify(path.join(sdk, 'lib/third_party'))}]`,
@@ -1093,7 +1115,9 @@ describe('the real gcloud parser', () => {
 
     const parsed = gcloudPython(t, check, [file, broken]);
 
-    if (parsed === undefined) return;
+    if (parsed === undefined) {
+      return;
+    }
     assert.equal(parsed.status, 0, parsed.stderr);
     const [good, bad] = parsed.stdout
       .trim()
@@ -1120,7 +1144,9 @@ describe('the real gcloud parser', () => {
       [value ?? ''],
     );
 
-    if (parsed === undefined) return;
+    if (parsed === undefined) {
+      return;
+    }
     assert.equal(parsed.status, 0, parsed.stderr);
     const env = JSON.parse(parsed.stdout) as Record<string, string>;
     assert.equal(env.RUN_KEY_SCOPE, AWKWARD.RUN_KEY_SCOPE);
@@ -1158,7 +1184,9 @@ describe('the real gcloud parser', () => {
       [filter ?? '', ...uris],
     );
 
-    if (evaluated === undefined) return;
+    if (evaluated === undefined) {
+      return;
+    }
     assert.equal(evaluated.status, 0, evaluated.stderr);
     assert.equal(FUNCTION_URL, url);
     assert.deepEqual(JSON.parse(evaluated.stdout), [
@@ -1343,7 +1371,9 @@ describe('deploy.sh refuses bad inputs before any command', () => {
         const run = deploy(inputs, args);
 
         assert.equal(run.status, 2, run.stderr);
-        for (const message of says) assert.match(run.stderr, message);
+        for (const message of says) {
+          assert.match(run.stderr, message);
+        }
         assert.doesNotMatch(run.stdout, /gcloud/);
         assert.deepEqual(run.gcloudCalls, []);
       });

@@ -49,11 +49,14 @@ function decodeAddress(hex: string): string {
 function listeningSockets(): Map<string, string> {
   const sockets = new Map<string, string>();
   for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    if (!existsSync(file)) continue;
+    if (!existsSync(file)) {
+      continue;
+    }
     for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
       const fields = line.trim().split(/\s+/);
-      if (fields[3] === '0A' && fields[1] && fields[9])
+      if (fields[3] === '0A' && fields[1] && fields[9]) {
         sockets.set(fields[9], decodeAddress(fields[1]));
+      }
     }
   }
   return sockets;
@@ -64,10 +67,14 @@ function processTree(pid: number): number[] {
   const tree = [pid];
   for (let i = 0; i < tree.length; i++) {
     const tasks = `/proc/${tree[i]}/task`;
-    if (!existsSync(tasks)) continue;
+    if (!existsSync(tasks)) {
+      continue;
+    }
     for (const task of readdirSync(tasks)) {
       const children = readFileSync(`${tasks}/${task}/children`, 'utf8').trim();
-      if (children !== '') tree.push(...children.split(' ').map(Number));
+      if (children !== '') {
+        tree.push(...children.split(' ').map(Number));
+      }
     }
   }
   return tree;
@@ -93,7 +100,9 @@ function listenersOf(pids: readonly number[]): string[] {
       }
       const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
       const address = inode === undefined ? undefined : sockets.get(inode);
-      if (address !== undefined) found.push(address);
+      if (address !== undefined) {
+        found.push(address);
+      }
     }
   }
   return found;
@@ -105,11 +114,15 @@ function pidListeningOn(port: number): number | undefined {
     [...listeningSockets()].filter(([, a]) => a.endsWith(`:${port}`)).map(([inode]) => inode),
   );
   for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
+    if (!/^\d+$/.test(entry)) {
+      continue;
+    }
     try {
       for (const fd of readdirSync(`/proc/${entry}/fd`)) {
         const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${entry}/fd/${fd}`))?.[1];
-        if (inode !== undefined && inodes.has(inode)) return Number(entry);
+        if (inode !== undefined && inodes.has(inode)) {
+          return Number(entry);
+        }
       }
     } catch {
       // not ours to read
@@ -192,7 +205,9 @@ describe('npm run dev', () => {
       await waitFor(
         'a scheduler line for the forced run',
         () => {
-          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          if (!dev.running()) {
+            throw new Error(`dev exited:\n${dev.output()}`);
+          }
           return /^scheduler {2}.* attempt 1 \(forced run\) /m.test(dev.output()) || undefined;
         },
         START_MS,
@@ -234,7 +249,9 @@ describe('npm run dev', () => {
   });
 
   it('binds the function and the history page elsewhere only with --host, and warns', async (t) => {
-    if (!HAS_PROC) return t.skip('reads /proc/net/tcp (Linux)');
+    if (!HAS_PROC) {
+      return t.skip('reads /proc/net/tcp (Linux)');
+    }
     const port = await freePort();
     const dev = startDev(port, ['--host', '0.0.0.0', '--no-scheduler']);
     let tree: number[] = [];
@@ -242,7 +259,9 @@ describe('npm run dev', () => {
       const pageUrl = await waitFor(
         'the history page line',
         () => {
-          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          if (!dev.running()) {
+            throw new Error(`dev exited:\n${dev.output()}`);
+          }
           return /^dev: run history page: (http:\S+)/m.exec(dev.output())?.[1];
         },
         START_MS,
@@ -261,7 +280,9 @@ describe('npm run dev', () => {
   });
 
   it('stops every process it started on Ctrl-C while it is still starting', async (t) => {
-    if (!HAS_PROC) return t.skip('reads /proc (Linux)');
+    if (!HAS_PROC) {
+      return t.skip('reads /proc (Linux)');
+    }
     const dev = startDev(await freePort(), ['--no-scheduler']);
     let tree: number[] = [];
     try {
@@ -269,7 +290,9 @@ describe('npm run dev', () => {
       tree = await waitFor(
         'npm run dev to start the function',
         () => {
-          if (!dev.running()) throw new Error(`dev exited:\n${dev.output()}`);
+          if (!dev.running()) {
+            throw new Error(`dev exited:\n${dev.output()}`);
+          }
           const pids = processTree(dev.pid ?? 0);
           const spawned = pids.some((pid) => {
             try {
@@ -295,7 +318,9 @@ describe('npm run dev', () => {
   it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {
     const emulatorPort = Number(URL.parse(`http://${process.env.FIRESTORE_EMULATOR_HOST}`)?.port);
     const pid = HAS_PROC && emulatorPort > 0 ? pidListeningOn(emulatorPort) : undefined;
-    if (pid === undefined) return t.skip('no emulator process of ours to read in /proc');
+    if (pid === undefined) {
+      return t.skip('no emulator process of ours to read in /proc');
+    }
     const listening = listenersOf([pid]);
     assert.ok(listening.length > 0);
     assert.deepEqual(

@@ -45,7 +45,9 @@ function stepOne(readme: string): { files: string[]; fixes: [string, string][] }
 /** The block marked `<!-- example: src/jobs.ts -->`, without the list item's indentation. */
 function jobsBlock(readme: string): string | undefined {
   const m = /<!-- example: src\/jobs\.ts -->\n( *)```ts\n([\s\S]*?)\n *```/.exec(readme);
-  if (m === null) return undefined;
+  if (m === null) {
+    return undefined;
+  }
   const indent = (m[1] ?? '').length;
   return `${(m[2] ?? '')
     .split('\n')
@@ -81,7 +83,9 @@ describe('the examples, followed as their READMEs say', () => {
       const { files, fixes } = stepOne(readme);
       for (const file of files) {
         let code = readFileSync(path.join(dir, file), 'utf8');
-        for (const [from, to] of fixes) code = code.replaceAll(`'${from}'`, `'${to}'`);
+        for (const [from, to] of fixes) {
+          code = code.replaceAll(`'${from}'`, `'${to}'`);
+        }
         writeFileSync(path.join(src, path.basename(file)), code);
       }
       writeFileSync(path.join(src, 'jobs.ts'), jobsBlock(readme) ?? '');
@@ -111,7 +115,9 @@ describe('the examples, followed as their READMEs say', () => {
         files.some((f) => f.includes(example.split('-')[0] ?? example)),
         files.join(' '),
       );
-      for (const file of files) assert.ok(existsSync(path.join(ROOT, file)), `${example}: ${file}`);
+      for (const file of files) {
+        assert.ok(existsSync(path.join(ROOT, file)), `${example}: ${file}`);
+      }
     }
   });
 });

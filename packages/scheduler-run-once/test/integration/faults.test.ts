@@ -478,7 +478,9 @@ describe('Firestore faults (an emulator of this block’s own)', () => {
   });
 
   it('answers 5xx within 5 s without running the job while Firestore is down, and processes the run once it is back', async (t) => {
-    if (!emulator.running()) await emulator.start();
+    if (!emulator.running()) {
+      await emulator.start();
+    }
     const headers = scheduled('outage');
 
     await emulator.stop();
@@ -495,7 +497,9 @@ describe('Firestore faults (an emulator of this block’s own)', () => {
       async () => {
         const d = await deliver(outage.url, headers);
         retries.push(d);
-        if (d.status === 200) return d;
+        if (d.status === 200) {
+          return d;
+        }
         await sleep(250);
         return undefined;
       },
@@ -720,7 +724,9 @@ describe('bad input: 400 with a useful message, or what Node and Express refuse 
         'raw' in send
           ? await rawDelivery(fn.port, send.raw)
           : await deliver(fn.url, send.headers, send.body === undefined ? {} : { body: send.body });
-      if (res.ms > 1_000) t.diagnostic(`answered in ${ms(res.ms)}`);
+      if (res.ms > 1_000) {
+        t.diagnostic(`answered in ${ms(res.ms)}`);
+      }
 
       if (expect instanceof RegExp) {
         assert.equal(res.status, 400, JSON.stringify(res.body));

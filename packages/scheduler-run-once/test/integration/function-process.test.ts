@@ -43,7 +43,9 @@ describe('the built function as a process', {
 }, () => {
   const children: GroupProcess[] = [];
   after(() => {
-    for (const child of children) child.signalGroup('SIGKILL');
+    for (const child of children) {
+      child.signalGroup('SIGKILL');
+    }
   });
 
   it('serves handleScheduledJob from dist/ and refuses a request without Scheduler headers', async () => {

@@ -38,7 +38,9 @@ describe('a process that started process groups', () => {
           await waitFor(
             'the holder to start its group',
             () => {
-              if (!holder.running()) throw new Error(`the holder exited:\n${holder.output()}`);
+              if (!holder.running()) {
+                throw new Error(`the holder exited:\n${holder.output()}`);
+              }
               return /^(\d+)$/m.exec(holder.output())?.[1];
             },
             30_000,
@@ -56,7 +58,9 @@ describe('a process that started process groups', () => {
         );
       } finally {
         holder.signalGroup('SIGKILL');
-        if (sleeper > 0 && running(sleeper)) process.kill(-sleeper, 'SIGKILL');
+        if (sleeper > 0 && running(sleeper)) {
+          process.kill(-sleeper, 'SIGKILL');
+        }
       }
     });
   }

@@ -96,7 +96,9 @@ describe('look before you launch: a proxy killed between its launch and its comp
       ),
     );
 
-    for (const answer of answers) assert.ok(answer instanceof Error, 'the first attempt died');
+    for (const answer of answers) {
+      assert.ok(answer instanceof Error, 'the first attempt died');
+    }
     for (const [i, target] of TARGETS.entries()) {
       const retry = retries[i];
       assert.equal(retry?.status, 200, `${target}: ${JSON.stringify(retry?.body)}`);

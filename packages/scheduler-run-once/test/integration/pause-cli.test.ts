@@ -33,7 +33,9 @@ const COMMANDS: Record<string, Command> = {
 /** Runs an ops command in this process. */
 function run(script: string, collection: string, ...args: string[]) {
   const ops = COMMANDS[script];
-  if (ops === undefined) throw new Error(`no command ${script}`);
+  if (ops === undefined) {
+    throw new Error(`no command ${script}`);
+  }
   return runInProcess(
     ops,
     [...args, '--collection', collection],
@@ -171,7 +173,9 @@ describe('npm run pause and resume', () => {
     ];
 
     const refused: CommandResult[] = [];
-    for (const { args, job = JOB } of cases) refused.push(await pause(collection, job, ...args));
+    for (const { args, job = JOB } of cases) {
+      refused.push(await pause(collection, job, ...args));
+    }
     const after = await resume(collection, JOB);
 
     assert.deepEqual(

@@ -46,7 +46,9 @@ function aSlot(): string {
 function diesOnce(): RecordLaunch {
   let calls = 0;
   return async (ctx, launch) => {
-    if (++calls === 1) throw new Error('the first attempt dies after its launch');
+    if (++calls === 1) {
+      throw new Error('the first attempt dies after its launch');
+    }
     await noteLaunch(ctx, launch);
   };
 }
@@ -120,7 +122,9 @@ describe('the proxies under what the references leave open', () => {
   /** What a launch of another run carries, per target, for `seed`. */
   const otherRun = (target: FakeTarget): Record<string, unknown> => {
     const runId = 'f'.repeat(64);
-    if (target === 'workflows') return { argument: JSON.stringify({ runId }) };
+    if (target === 'workflows') {
+      return { argument: JSON.stringify({ runId }) };
+    }
     if (target === 'cloud-run-job') {
       return { overrides: { containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: runId }] }] } };
     }

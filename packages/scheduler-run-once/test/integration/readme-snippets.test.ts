@@ -56,7 +56,9 @@ function snippetsOf(markdown: string): { snippets: Snippet[]; unmarked: number[]
   const snippets: Snippet[] = [];
   const unmarked: number[] = [];
   for (let i = 0; i < lines.length; i++) {
-    if (!/^\s*```ts\s*$/.test(lines[i] ?? '')) continue;
+    if (!/^\s*```ts\s*$/.test(lines[i] ?? '')) {
+      continue;
+    }
     const indent = /^\s*/.exec(lines[i] ?? '')?.[0].length ?? 0;
     const end = lines.findIndex((l, j) => j > i && /^\s*```\s*$/.test(l));
     const code = lines
@@ -64,8 +66,9 @@ function snippetsOf(markdown: string): { snippets: Snippet[]; unmarked: number[]
       .map((l) => l.slice(indent))
       .join('\n');
     const marker = /^\s*<!-- snippet: (.+?) -->\s*$/.exec(lines[i - 1] ?? '')?.[1];
-    if (marker === undefined) unmarked.push(i + 1);
-    else if (marker !== 'fragment') {
+    if (marker === undefined) {
+      unmarked.push(i + 1);
+    } else if (marker !== 'fragment') {
       const [file, ...rest] = marker.split(/\s+/);
       const asShipped = rest.includes('as-shipped');
       const declaration = rest.find((word) => word !== 'as-shipped');
@@ -90,7 +93,9 @@ function declarationSpan(source: string, declaration: string): [number, number] 
       `^export (?:async )?(?:function|const|let|class|interface|type) ${declaration}\\b`,
     ).test(l),
   );
-  if (start === -1) return undefined;
+  if (start === -1) {
+    return undefined;
+  }
   const end = lines.findIndex((l, j) => j > start && l.startsWith('}'));
   return end === -1 ? undefined : [start, end];
 }
@@ -98,7 +103,9 @@ function declarationSpan(source: string, declaration: string): [number, number] 
 /** `source` with `declaration` replaced by `code`, or `undefined` if it has no such declaration. */
 function pasted(source: string, declaration: string, code: string): string | undefined {
   const span = declarationSpan(source, declaration);
-  if (span === undefined) return undefined;
+  if (span === undefined) {
+    return undefined;
+  }
   const lines = source.split('\n');
   return [...lines.slice(0, span[0]), code.trimEnd(), ...lines.slice(span[1] + 1)].join('\n');
 }

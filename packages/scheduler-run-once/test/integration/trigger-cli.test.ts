@@ -50,7 +50,9 @@ function commandWith(
   ...args: string[]
 ): Promise<CommandResult> {
   const ops = COMMANDS[script];
-  if (ops === undefined) throw new Error(`no command ${script}`);
+  if (ops === undefined) {
+    throw new Error(`no command ${script}`);
+  }
   return runInProcess(ops, args, commandEnv(extraEnv));
 }
 
@@ -637,7 +639,9 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
           ...job,
           run: async (ctx) => {
             executions.push(`${ctx.kind} ${ctx.scheduleTime.toISOString()}`);
-            if (ctx.scheduleTime.getTime() === Date.parse(slotAt(20))) await gate;
+            if (ctx.scheduleTime.getTime() === Date.parse(slotAt(20))) {
+              await gate;
+            }
           },
         }),
       ),

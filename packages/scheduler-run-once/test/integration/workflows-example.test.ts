@@ -99,7 +99,9 @@ describe('examples/workflows-proxy', () => {
     const workflow = aWorkflow();
     let recordings = 0;
     const { request, collection } = proxy(workflow, (record) => async (ctx, launch) => {
-      if (++recordings === 1) throw new Error('the first attempt dies after its launch');
+      if (++recordings === 1) {
+        throw new Error('the first attempt dies after its launch');
+      }
       await record(ctx, launch);
     });
     const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));

@@ -28,8 +28,9 @@ const { values } = parseArgs({
 });
 let gaps: Gaps = values.strict || process.env.SIM_STRICT === '1' ? NO_GAPS : KNOWN_GAPS;
 for (const name of values.gap as string[]) {
-  if (!(name in KNOWN_GAPS))
+  if (!(name in KNOWN_GAPS)) {
     throw new Error(`--gap ${name}: not one of ${Object.keys(KNOWN_GAPS).join(', ')}`);
+  }
   gaps = { ...gaps, [name as GapName]: false };
 }
 const started = performance.now();
@@ -40,7 +41,9 @@ const details = await fc.check(
       const found = violations(
         await simulate(history, { gaps, brokenFencing: values['broken-fencing'] }),
       );
-      if (found.length > 0) throw new Error(found.slice(0, 8).join('\n'));
+      if (found.length > 0) {
+        throw new Error(found.slice(0, 8).join('\n'));
+      }
     },
   ),
   {

@@ -102,9 +102,13 @@ export function schedulerRetries(
   firstAttemptAt: number,
   now: number,
 ): boolean {
-  if (n <= job.retryCount) return true;
+  if (n <= job.retryCount) {
+    return true;
+  }
   const durationMs = job.maxRetryDurationSeconds * 1000;
-  if (durationMs === 0) return false;
+  if (durationMs === 0) {
+    return false;
+  }
   return now + schedulerBackoffMs(job, n) - firstAttemptAt < durationMs;
 }
 
@@ -133,7 +137,9 @@ export function shortestGapMs(schedule: string, fromMs: number, count = 100): nu
   let slot = nextSlotMs(schedule, fromMs);
   for (let i = 0; i < count && slot !== undefined; i++) {
     const next = nextSlotMs(schedule, slot);
-    if (next !== undefined) shortest = Math.min(shortest, next - slot);
+    if (next !== undefined) {
+      shortest = Math.min(shortest, next - slot);
+    }
     slot = next;
   }
   return shortest;
@@ -163,26 +169,38 @@ export class CloudScheduler {
   }
 
   start(): void {
-    for (const job of this.#jobs) this.#arm(job, this.#options.clock.now());
+    for (const job of this.#jobs) {
+      this.#arm(job, this.#options.clock.now());
+    }
   }
 
   /** A new revision's jobs: slot timers re-armed; running executions keep their settings. */
   setJobs(jobs: readonly SchedulerSettings[]): void {
-    for (const cancel of this.#timers.values()) cancel();
+    for (const cancel of this.#timers.values()) {
+      cancel();
+    }
     this.#timers.clear();
     this.#jobs = jobs;
     for (const id of [...this.#waiting.keys()]) {
-      if (!jobs.some((j) => j.id === id)) this.#waiting.delete(id);
+      if (!jobs.some((j) => j.id === id)) {
+        this.#waiting.delete(id);
+      }
     }
-    if (!this.#stopped) this.start();
+    if (!this.#stopped) {
+      this.start();
+    }
   }
 
   /** Force run: dispatched now even if an execution is outstanding; retried like any. */
   fire(jobId: string, options: { withoutScheduleTime?: boolean } = {}): void {
     const job = this.#jobs.find((j) => j.id === jobId);
-    if (job === undefined) throw new Error(`no Scheduler job ${jobId}`);
+    if (job === undefined) {
+      throw new Error(`no Scheduler job ${jobId}`);
+    }
     const slot = nextSlotMs(job.schedule, this.#options.clock.now());
-    if (slot === undefined) return;
+    if (slot === undefined) {
+      return;
+    }
     void this.#execute(job, slot, { withoutScheduleTime: options.withoutScheduleTime === true });
   }
 
@@ -197,13 +215,17 @@ export class CloudScheduler {
 
   stop(): void {
     this.#stopped = true;
-    for (const cancel of this.#timers.values()) cancel();
+    for (const cancel of this.#timers.values()) {
+      cancel();
+    }
     this.#timers.clear();
   }
 
   #arm(job: SchedulerSettings, afterMs: number): void {
     const slot = nextSlotMs(job.schedule, afterMs);
-    if (slot === undefined) return;
+    if (slot === undefined) {
+      return;
+    }
     const { clock } = this.#options;
     this.#timers.set(
       job.id,
@@ -217,7 +239,9 @@ export class CloudScheduler {
 
   /** A slot: runs now, or waits behind the outstanding execution, or is skipped behind a waiting one. */
   #onSlot(job: SchedulerSettings, slot: number): void {
-    if (this.#paused.has(job.id)) return;
+    if (this.#paused.has(job.id)) {
+      return;
+    }
     if (!this.#outstanding.has(job.id)) {
       this.#startExecution(job, slot);
     } else if (!this.#waiting.has(job.id)) {
@@ -255,9 +279,13 @@ export class CloudScheduler {
         !this.#stopped &&
         !undeclared &&
         schedulerRetries(job, retry, firstAttemptAt, clock.now());
-      if (!record.retries) return;
+      if (!record.retries) {
+        return;
+      }
       await new Promise<void>((resolve) => clock.setTimer(resolve, schedulerBackoffMs(job, retry)));
-      if (this.#stopped) return;
+      if (this.#stopped) {
+        return;
+      }
     }
   }
 
@@ -298,7 +326,9 @@ export class CloudScheduler {
         cancel();
       }
     };
-    if (random() < this.#options.duplicates) void deliver();
+    if (random() < this.#options.duplicates) {
+      void deliver();
+    }
     const status = await deliver();
     const lost = status !== undefined && random() < this.#options.dropAnswers;
     record.endedAt = clock.now();

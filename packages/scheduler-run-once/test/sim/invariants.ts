@@ -61,9 +61,15 @@ function describe(e: Execution): string {
  * one leaves the run completed, and a retry that ran it again is a double run.
  */
 function excused(e: Execution, outcome: SimOutcome, awaiting: Awaiting): boolean {
-  if (e.result === 'threw' || e.result === 'crashed') return true;
-  if (e.crashedBeforeAnswer && e.completionLanded !== true) return true;
-  if (awaiting.lateExtension && lateExtensionLoss(e, outcome)) return true;
+  if (e.result === 'threw' || e.result === 'crashed') {
+    return true;
+  }
+  if (e.crashedBeforeAnswer && e.completionLanded !== true) {
+    return true;
+  }
+  if (awaiting.lateExtension && lateExtensionLoss(e, outcome)) {
+    return true;
+  }
   return leaseLostToEnvironment(e, outcome);
 }
 
@@ -83,7 +89,9 @@ function lateExtensionLoss(e: Execution, outcome: SimOutcome): boolean {
  * or its extensions failed (Firestore unreachable). Then another run may hold the job meanwhile.
  */
 function leaseLostToEnvironment(e: Execution, outcome: SimOutcome): boolean {
-  if (e.pausedMs >= shortestLeaseMs(outcome) / 3) return true;
+  if (e.pausedMs >= shortestLeaseMs(outcome) / 3) {
+    return true;
+  }
   // Its completion could not be recorded (Firestore unavailable): the product says so.
   return outcome.logs.some(
     (l) =>
@@ -150,7 +158,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   const found: string[] = [];
   const { executions, gaps } = outcome;
   const byRun = new Map<string, Execution[]>();
-  for (const e of executions) byRun.set(e.runId, [...(byRun.get(e.runId) ?? []), e]);
+  for (const e of executions) {
+    byRun.set(e.runId, [...(byRun.get(e.runId) ?? []), e]);
+  }
 
   // 1. No slot (or any run) executes twice.
   for (const [runId, list] of byRun) {
@@ -187,7 +197,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
   const byTrigger = new Map<string, Execution[]>();
   for (const e of executions) {
-    if (e.triggerId === undefined) continue;
+    if (e.triggerId === undefined) {
+      continue;
+    }
     const key = `${e.triggerId} (${e.jobId}${e.scope ? `, scope ${e.scope}` : ''})`;
     byTrigger.set(key, [...(byTrigger.get(key) ?? []), e]);
   }
@@ -204,12 +216,17 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     const everAllow = new Set<string>();
     for (const revision of dep.revisions) {
       for (const job of revision.jobs) {
-        if (job.overlap === 'allow') everAllow.add(job.id);
-        else guarded.add(job.id);
+        if (job.overlap === 'allow') {
+          everAllow.add(job.id);
+        } else {
+          guarded.add(job.id);
+        }
       }
     }
     for (const jobId of guarded) {
-      if (everAllow.has(jobId)) continue; // a revision allowed overlap: its runs may overlap
+      if (everAllow.has(jobId)) {
+        continue; // a revision allowed overlap: its runs may overlap
+      }
       const runs = executions
         .filter((e) => e.deployment === d && e.jobId === jobId)
         .filter((e) => !gaps.overlapAllKinds || e.kind === 'slot')
@@ -217,10 +234,18 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       for (const [i, a] of runs.entries()) {
         for (const b of runs.slice(i + 1)) {
           const aEnd = a.end ?? outcome.finalMs;
-          if (b.start >= aEnd) continue;
-          if (a.runId === b.runId) continue; // judged by invariant 1
-          if (leaseLostToEnvironment(a, outcome)) continue;
-          if (leaseLapsedWhileExtending(a, b.start, outcome)) continue;
+          if (b.start >= aEnd) {
+            continue;
+          }
+          if (a.runId === b.runId) {
+            continue; // judged by invariant 1
+          }
+          if (leaseLostToEnvironment(a, outcome)) {
+            continue;
+          }
+          if (leaseLapsedWhileExtending(a, b.start, outcome)) {
+            continue;
+          }
           found.push(`overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`);
         }
       }
@@ -238,10 +263,14 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       // The attempt's report, logged before its release found the lease lost: it did not land.
       const list = reports.get(runId) ?? [];
       const own = list.findLastIndex((r) => r.instance === line.instance && r.byAttempt);
-      if (own >= 0) list.splice(own, 1);
+      if (own >= 0) {
+        list.splice(own, 1);
+      }
       continue;
     }
-    if (line.message !== MISSED_RUN && line.message !== FAILED_AFTER_RETRIES) continue;
+    if (line.message !== MISSED_RUN && line.message !== FAILED_AFTER_RETRIES) {
+      continue;
+    }
     const report = {
       at: line.at,
       message: line.message,
@@ -263,7 +292,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     >();
     for (const [r, revision] of dep.revisions.entries()) {
       const next = dep.revisions[r + 1]?.at ?? Number.POSITIVE_INFINITY;
-      for (const job of revision.jobs) declared.set(job.id, { job, until: next });
+      for (const job of revision.jobs) {
+        declared.set(job.id, { job, until: next });
+      }
       // A job the next revision drops is judged only up to the drop.
       for (const [id, entry] of declared) {
         if (!revision.jobs.some((j) => j.id === id) && entry.until === Number.POSITIVE_INFINITY) {
@@ -278,7 +309,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
         outcome.finalMs - closeMs,
         stillDeclared ? Infinity : until - closeMs,
       );
-      if (lastSlot < outcome.startMs) continue;
+      if (lastSlot < outcome.startMs) {
+        continue;
+      }
       const { slots } = slotsBetween(
         job,
         new Date(outcome.startMs - 1),
@@ -306,8 +339,12 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
             : distinct;
         const ran = (byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
         const what = `${jobId}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
-        if (record !== undefined) seenRecord = true;
-        if (reported.length > 1) found.push(`slot ${what} reported ${reported.length} times`);
+        if (record !== undefined) {
+          seenRecord = true;
+        }
+        if (reported.length > 1) {
+          found.push(`slot ${what} reported ${reported.length} times`);
+        }
         const firstReport = reported[0];
         const paused = pausedSlot(outcome, d, jobId, slot.getTime());
         if (paused && reported.some((r) => r.message === MISSED_RUN)) {
@@ -336,8 +373,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
           continue; // another version's record: judged by invariant 13 (said loudly)
         }
         if (status === 'completed') {
-          if (ran.length === 0)
+          if (ran.length === 0) {
             found.push(`slot ${what} is recorded completed but never ran to its end`);
+          }
           continue;
         }
         if (status === 'skipped') {
@@ -363,8 +401,12 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
           continue;
         }
         // Before the job's first record the check does not report (the job may not have existed).
-        if (!seenRecord && record === undefined) continue;
-        if (paused) continue; // a paused slot is neither run nor reported
+        if (!seenRecord && record === undefined) {
+          continue;
+        }
+        if (paused) {
+          continue; // a paused slot is neither run nor reported
+        }
         found.push(
           `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
             (byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
@@ -375,7 +417,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
   }
 
   // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
-  if (!outcome.emulator) found.push(...successLeavesFinalRun(outcome));
+  if (!outcome.emulator) {
+    found.push(...successLeavesFinalRun(outcome));
+  }
 
   // 11. In a calm history, every slot Scheduler delivered ran, and nothing failed or was reported.
   found.push(...calmSlotsRan(outcome));
@@ -528,8 +572,12 @@ function strandedClaimGraceMs(outcome: SimOutcome, awaiting: Awaiting): number {
  * until the lease lapses.
  */
 function mayHoldAfterEnd(e: Execution, outcome: SimOutcome): boolean {
-  if (e.result === 'crashed' || e.crashedBeforeAnswer === true) return true;
-  if (e.result === 'running' || e.end === undefined) return true;
+  if (e.result === 'crashed' || e.crashedBeforeAnswer === true) {
+    return true;
+  }
+  if (e.result === 'running' || e.end === undefined) {
+    return true;
+  }
   return outcome.logs.some(
     (l) =>
       l.fields.attemptId === e.attemptId &&
@@ -570,13 +618,21 @@ function liveHolderBetween(
 ): boolean {
   const { deployment, jobId } = self;
   const executing = outcome.executions.some((e) => {
-    if (e.deployment !== deployment || e.jobId !== jobId || e.start > to) return false;
+    if (e.deployment !== deployment || e.jobId !== jobId || e.start > to) {
+      return false;
+    }
     const end = e.end ?? Number.POSITIVE_INFINITY;
-    if (end >= from) return true;
+    if (end >= from) {
+      return true;
+    }
     return mayHoldAfterEnd(e, outcome) && lastBeatMs(e, outcome) + outcome.leaseMs >= from;
   });
-  if (executing) return true;
-  if (foreignHolderComing(outcome, deployment, jobId, from)) return true;
+  if (executing) {
+    return true;
+  }
+  if (foreignHolderComing(outcome, deployment, jobId, from)) {
+    return true;
+  }
   const grace = strandedClaimGraceMs(outcome, awaiting);
   return outcome.deliveries.some(
     (d) =>
@@ -616,10 +672,16 @@ function knownEndedHere(earlier: Delivered, self: Delivered): boolean {
 export function blockedOnlyByLiveRuns(outcome: SimOutcome, awaiting: Awaiting): string[] {
   const found: string[] = [];
   for (const d of outcome.deliveries) {
-    if (!BLOCKED_OUTCOMES.has(d.outcome ?? '') || d.endedAt === undefined) continue;
+    if (!BLOCKED_OUTCOMES.has(d.outcome ?? '') || d.endedAt === undefined) {
+      continue;
+    }
     const rerunRefused = d.source === 'rerun' && d.outcome === 'in_progress';
-    if (rerunRefused && awaiting.rerunBehindLapsedLease) continue;
-    if (liveHolderBetween(outcome, d, d.sentAt, d.endedAt, awaiting)) continue;
+    if (rerunRefused && awaiting.rerunBehindLapsedLease) {
+      continue;
+    }
+    if (liveHolderBetween(outcome, d, d.sentAt, d.endedAt, awaiting)) {
+      continue;
+    }
     found.push(
       `${d.jobId}@${d.scheduleTime || '(no schedule time)'} (${d.source}, deployment ${d.deployment}) answered ${d.status} ${d.outcome} at ${iso(d.endedAt)}, but no run of the job was executing, held a lease or was claiming since ${iso(d.sentAt)}: a dead holder blocked it`,
     );
@@ -652,18 +714,28 @@ export function noRetryAfterFinalReport(
   );
   const reportedAt = new Map<string, number>();
   for (const line of outcome.logs) {
-    if (line.message !== FAILED_AFTER_RETRIES) continue;
+    if (line.message !== FAILED_AFTER_RETRIES) {
+      continue;
+    }
     const runId = String(line.fields.runId);
-    if (withdrawn.has(runId) || reportedAt.has(runId)) continue;
+    if (withdrawn.has(runId) || reportedAt.has(runId)) {
+      continue;
+    }
     reportedAt.set(runId, line.at);
   }
   for (const [d, dep] of outcome.deployments.entries()) {
     for (const attempt of outcome.schedulerAttempts[d] ?? []) {
-      if (!attempt.scheduleTimeSent) continue;
+      if (!attempt.scheduleTimeSent) {
+        continue;
+      }
       const runId = slotRunId(attempt.jobId, new Date(attempt.slotMs), dep.keyScope);
       const at = reportedAt.get(runId);
-      if (at === undefined || attempt.sentAt <= at) continue;
-      if (awaiting.forcedRetryClaimsFirst && forcedAndQueued(outcome, d, attempt, at)) continue;
+      if (at === undefined || attempt.sentAt <= at) {
+        continue;
+      }
+      if (awaiting.forcedRetryClaimsFirst && forcedAndQueued(outcome, d, attempt, at)) {
+        continue;
+      }
       found.push(
         `${attempt.jobId}@${iso(attempt.slotMs)}${dep.scope ? ` (scope ${dep.scope})` : ''} reported "${FAILED_AFTER_RETRIES}" at ${iso(at)}, but Cloud Scheduler still sent attempt ${attempt.attempt} at ${iso(attempt.sentAt)}`,
       );
@@ -692,7 +764,9 @@ function forcedAndQueued(
   const job = outcome.deployments[d]?.revisions
     .flatMap((r) => r.jobs)
     .find((j) => j.id === attempt.jobId);
-  if (!forced || job === undefined) return false;
+  if (!forced || job === undefined) {
+    return false;
+  }
   return reportedAtMs > attempt.slotMs + schedulerExecutionMs(job);
 }
 
@@ -712,8 +786,12 @@ export function successLeavesFinalRun(outcome: SimOutcome): string[] {
       .map((l) => String(l.fields.runId)),
   );
   for (const answer of outcome.answers) {
-    if (answer.status < 200 || answer.status > 299 || answer.runId === undefined) continue;
-    if (unrecorded.has(answer.runId)) continue;
+    if (answer.status < 200 || answer.status > 299 || answer.runId === undefined) {
+      continue;
+    }
+    if (unrecorded.has(answer.runId)) {
+      continue;
+    }
     const record = outcome.records.get(answer.runId);
     const status = record?.status;
     if (status === 'completed' || status === 'skipped' || record?.reported_at !== undefined) {
@@ -796,7 +874,9 @@ const CLOCK_ESTIMATE_SLACK_MS = 2_000;
  */
 export function slotRunsNotEarly(outcome: SimOutcome): string[] {
   const configuredMs = outcome.forcedRunToleranceMs;
-  if (configuredMs === undefined) return [];
+  if (configuredMs === undefined) {
+    return [];
+  }
   const found: string[] = [];
   const gaps = new Map<string, number>();
   for (const dep of outcome.deployments) {
@@ -808,12 +888,18 @@ export function slotRunsNotEarly(outcome: SimOutcome): string[] {
     }
   }
   for (const e of outcome.executions) {
-    if (e.kind !== 'slot') continue;
+    if (e.kind !== 'slot') {
+      continue;
+    }
     const gap = gaps.get(e.jobId);
-    if (gap === undefined) continue;
+    if (gap === undefined) {
+      continue;
+    }
     const toleranceMs = Math.min(configuredMs, Math.floor(gap / 2));
     const earlyMs = e.scheduleTime - e.start;
-    if (earlyMs <= toleranceMs + CLOCK_ESTIMATE_SLACK_MS) continue;
+    if (earlyMs <= toleranceMs + CLOCK_ESTIMATE_SLACK_MS) {
+      continue;
+    }
     found.push(
       `${describe(e)} ran as its slot ${earlyMs / 1000} s before the slot's time, past the job's forced-run tolerance of ${toleranceMs / 1000} s: a Force run taken for the slot`,
     );

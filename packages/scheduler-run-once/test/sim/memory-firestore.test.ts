@@ -150,13 +150,17 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
   const seen = new Map<Id, Timestamp[]>();
   const times: Timestamp[] = [];
   const note = (d: Id, t: Timestamp | undefined) => {
-    if (t === undefined) return;
+    if (t === undefined) {
+      return;
+    }
     times.push(t);
     seen.set(d, [...(seen.get(d) ?? []), t]);
   };
   const precondition = (d: Id, p: Precondition) => {
     const list = seen.get(d) ?? [];
-    if (p === 'none') return undefined;
+    if (p === 'none') {
+      return undefined;
+    }
     const t = p === 'last' ? list.at(-1) : list.at(-2);
     // Never seen: fence on a time no document has (before every write of this run).
     return { lastUpdateTime: t ?? new Timestamp(1_000_000_000, 0) };
@@ -210,11 +214,15 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
         case 'batch': {
           const batch = db.batch();
           for (const w of step.writes) {
-            if (w.op === 'create') batch.create(ref(w.id), dataOf(w.fields));
-            else {
+            if (w.op === 'create') {
+              batch.create(ref(w.id), dataOf(w.fields));
+            } else {
               const p = precondition(w.id, w.pre);
-              if (p) batch.update(ref(w.id), dataOf(w.fields), p);
-              else batch.update(ref(w.id), dataOf(w.fields));
+              if (p) {
+                batch.update(ref(w.id), dataOf(w.fields), p);
+              } else {
+                batch.update(ref(w.id), dataOf(w.fields));
+              }
             }
           }
           const results = await batch.commit();
@@ -231,7 +239,9 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
     }
   }
   // Each document's final state, read once more.
-  for (const d of IDS) outcomes.push(snap(d, await ref(d).get()));
+  for (const d of IDS) {
+    outcomes.push(snap(d, await ref(d).get()));
+  }
   return { outcomes, times };
 }
 
@@ -248,12 +258,17 @@ function ranked(outcomes: Outcome[], times: Timestamp[]): unknown {
   const rank = new Map(distinct.map((t, i) => [t.valueOf(), i]));
   const walk = (v: unknown, inData = false): unknown => {
     if (v instanceof Timestamp) {
-      if (v.seconds < 1_750_000_000)
+      if (v.seconds < 1_750_000_000) {
         return `client ${v.seconds}.${String(v.nanoseconds).padStart(9, '0')}`;
-      if (!inData) return `server #${rank.get(v.valueOf())}`;
+      }
+      if (!inData) {
+        return `server #${rank.get(v.valueOf())}`;
+      }
       return `stamp of server #${distinct.findIndex((t) => t.valueOf() >= v.valueOf())}`;
     }
-    if (Array.isArray(v)) return v.map((x) => walk(x, inData));
+    if (Array.isArray(v)) {
+      return v.map((x) => walk(x, inData));
+    }
     if (v !== null && typeof v === 'object') {
       return Object.fromEntries(
         Object.entries(v)

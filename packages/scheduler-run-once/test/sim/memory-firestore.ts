@@ -109,17 +109,29 @@ function storeValue(value: unknown, at: Timestamp, inUpdate: boolean): unknown {
     );
   }
   // A stamped field keeps ms, as the emulator stamps it (the write's own time keeps µs).
-  if (isServerTimestamp(value)) return Timestamp.fromMillis(Math.floor(at.toMillis()));
+  if (isServerTimestamp(value)) {
+    return Timestamp.fromMillis(Math.floor(at.toMillis()));
+  }
   if (isDelete(value)) {
-    if (!inUpdate) throw new Error('FieldValue.delete() must appear at the top-level of an update');
+    if (!inUpdate) {
+      throw new Error('FieldValue.delete() must appear at the top-level of an update');
+    }
     return value;
   }
-  if (value instanceof Timestamp) return toMicros(value);
-  if (value instanceof Date) return toMicros(Timestamp.fromDate(value));
-  if (Array.isArray(value)) return value.map((v) => storeValue(v, at, false));
+  if (value instanceof Timestamp) {
+    return toMicros(value);
+  }
+  if (value instanceof Date) {
+    return toMicros(Timestamp.fromDate(value));
+  }
+  if (Array.isArray(value)) {
+    return value.map((v) => storeValue(v, at, false));
+  }
   if (value !== null && typeof value === 'object') {
     const out: DocumentData = {};
-    for (const [k, v] of Object.entries(value)) out[k] = storeValue(v, at, false);
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = storeValue(v, at, false);
+    }
     return out;
   }
   return value;
@@ -127,11 +139,17 @@ function storeValue(value: unknown, at: Timestamp, inUpdate: boolean): unknown {
 
 /** A copy for a reader, so nobody mutates the store through a snapshot. */
 function copyOut(value: unknown): unknown {
-  if (value instanceof Timestamp) return value;
-  if (Array.isArray(value)) return value.map(copyOut);
+  if (value instanceof Timestamp) {
+    return value;
+  }
+  if (Array.isArray(value)) {
+    return value.map(copyOut);
+  }
   if (value !== null && typeof value === 'object') {
     const out: DocumentData = {};
-    for (const [k, v] of Object.entries(value)) out[k] = copyOut(v);
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = copyOut(v);
+    }
     return out;
   }
   return value;
@@ -163,7 +181,9 @@ function sameData(a: unknown, b: unknown): boolean {
 function getPath(data: DocumentData, path: string): unknown {
   let at: unknown = data;
   for (const part of path.split('.')) {
-    if (at === null || typeof at !== 'object') return undefined;
+    if (at === null || typeof at !== 'object') {
+      return undefined;
+    }
     at = (at as DocumentData)[part];
   }
   return at;
@@ -186,10 +206,15 @@ function applyUpdate(data: DocumentData, fields: DocumentData, at: Timestamp): v
       }
       node = node[part] as DocumentData;
     }
-    if (node === undefined) continue;
+    if (node === undefined) {
+      continue;
+    }
     const last = parts.at(-1) as string;
-    if (isDelete(value)) delete node[last];
-    else node[last] = value;
+    if (isDelete(value)) {
+      delete node[last];
+    } else {
+      node[last] = value;
+    }
   }
 }
 
@@ -225,8 +250,12 @@ export class MemorySnapshot {
   }
 
   data(): unknown {
-    if (this.#data === undefined) return undefined;
-    if (this.#converter === undefined) return copyOut(this.#data);
+    if (this.#data === undefined) {
+      return undefined;
+    }
+    if (this.#converter === undefined) {
+      return copyOut(this.#data);
+    }
     const raw = this.#data;
     const queryLike = { ...this, id: this.id, exists: true, data: () => copyOut(raw) };
     return this.#converter.fromFirestore(queryLike as never);
@@ -290,8 +319,9 @@ export class MemoryDocRef {
     precondition?: { lastUpdateTime?: Timestamp },
   ): Promise<{ writeTime: Timestamp }> {
     const write: Write = { kind: 'update', ref: this, data };
-    if (precondition?.lastUpdateTime !== undefined)
+    if (precondition?.lastUpdateTime !== undefined) {
       write.lastUpdateTime = precondition.lastUpdateTime;
+    }
     const [result] = await this.firestore.commit([write], 'update');
     return result as { writeTime: Timestamp };
   }
@@ -396,7 +426,9 @@ export class MemoryCollection extends MemoryQuery {
   }
 
   doc(id: string): MemoryDocRef {
-    if (id === '' || id.includes('/')) throw new Error(`invalid document id ${JSON.stringify(id)}`);
+    if (id === '' || id.includes('/')) {
+      throw new Error(`invalid document id ${JSON.stringify(id)}`);
+    }
     return new MemoryDocRef(this.firestore, `${this.collectionPath}/${id}`, this.converter);
   }
 
@@ -430,8 +462,9 @@ export class MemoryWriteBatch {
     precondition?: { lastUpdateTime?: Timestamp },
   ): this {
     const write: Write = { kind: 'update', ref, data };
-    if (precondition?.lastUpdateTime !== undefined)
+    if (precondition?.lastUpdateTime !== undefined) {
       write.lastUpdateTime = precondition.lastUpdateTime;
+    }
     this.#writes.push(write);
     return this;
   }
@@ -517,21 +550,28 @@ export class MemoryFirestore {
     for (const { field, op, value } of query.filters) {
       rows = rows.filter(({ doc }) => {
         const v = getPath(doc.data, field);
-        if (v === undefined) return false;
-        if (op === 'in') return (value as unknown[]).some((x) => compare(v, x) === 0);
+        if (v === undefined) {
+          return false;
+        }
+        if (op === 'in') {
+          return (value as unknown[]).some((x) => compare(v, x) === 0);
+        }
         const c = compare(v, value);
         return { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[op] ?? false;
       });
     }
-    for (const { field } of query.orders)
+    for (const { field } of query.orders) {
       rows = rows.filter(({ doc }) => getPath(doc.data, field) !== undefined);
+    }
     const orders = [...query.orders, { field: '__name__', dir: query.orders.at(-1)?.dir ?? 'asc' }];
     const sortValue = (row: { path: string; doc: StoredDoc }, field: string) =>
       field === '__name__' ? row.path : getPath(row.doc.data, field);
     rows.sort((a, b) => {
       for (const { field, dir } of orders) {
         const c = compare(sortValue(a, field), sortValue(b, field));
-        if (c !== 0) return dir === 'asc' ? c : -c;
+        if (c !== 0) {
+          return dir === 'asc' ? c : -c;
+        }
       }
       return 0;
     });
@@ -540,12 +580,16 @@ export class MemoryFirestore {
       rows = rows.filter((row) => {
         for (const [i, { field, dir }] of query.orders.entries()) {
           const c = compare(sortValue(row, field), after[i]);
-          if (c !== 0) return dir === 'asc' ? c > 0 : c < 0;
+          if (c !== 0) {
+            return dir === 'asc' ? c > 0 : c < 0;
+          }
         }
         return false;
       });
     }
-    if (query.max !== undefined) rows = rows.slice(0, query.max);
+    if (query.max !== undefined) {
+      rows = rows.slice(0, query.max);
+    }
     return rows.map(({ path }) =>
       this.snapshot(new MemoryDocRef(this, path, query.converter), readTime),
     );
@@ -556,7 +600,9 @@ export class MemoryFirestore {
     const plan = this.#options.plan?.(info) ?? {};
     await this.#wait(plan.beforeMs);
     if (plan.fail !== undefined) {
-      if (plan.hang) return new Promise<T>(() => {});
+      if (plan.hang) {
+        return new Promise<T>(() => {});
+      }
       throw grpcError(plan.fail, `injected fault before ${info.kind} ${info.paths.join(',')}`);
     }
     let result: { ok: true; value: T } | { ok: false; error: unknown };
@@ -568,19 +614,28 @@ export class MemoryFirestore {
       }
     };
     result = once();
-    if (plan.retry) result = once();
-    if (plan.hang) return new Promise<T>(() => {});
+    if (plan.retry) {
+      result = once();
+    }
+    if (plan.hang) {
+      return new Promise<T>(() => {});
+    }
     await this.#wait(plan.afterMs);
     if (plan.lose !== undefined) {
       throw grpcError(plan.lose, `injected lost answer of ${info.kind} ${info.paths.join(',')}`);
     }
-    if (!result.ok) throw result.error;
+    if (!result.ok) {
+      throw result.error;
+    }
     return result.value;
   }
 
   async #wait(ms: number | undefined): Promise<void> {
-    if (ms !== undefined && ms > 0 && this.#options.sleep) await this.#options.sleep(ms);
-    else await Promise.resolve();
+    if (ms !== undefined && ms > 0 && this.#options.sleep) {
+      await this.#options.sleep(ms);
+    } else {
+      await Promise.resolve();
+    }
   }
 
   /** Applies `writes` atomically at one commit time, or none of them. @internal */
@@ -596,8 +651,9 @@ export class MemoryFirestore {
         const doc = current(path);
         switch (write.kind) {
           case 'create': {
-            if (doc !== undefined)
+            if (doc !== undefined) {
               throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
+            }
             staged.set(path, {
               data: storeValue(write.data, at, false) as DocumentData,
               createTime: at,
@@ -637,8 +693,11 @@ export class MemoryFirestore {
             const data = copyOut(doc.data) as DocumentData;
             applyUpdate(data, write.data, at);
             // A write that changes nothing keeps the document's update time (as Firestore does).
-            if (sameData(data, doc.data)) unchanged.add(path);
-            else staged.set(path, { data, createTime: doc.createTime, updateTime: at });
+            if (sameData(data, doc.data)) {
+              unchanged.add(path);
+            } else {
+              staged.set(path, { data, createTime: doc.createTime, updateTime: at });
+            }
             break;
           }
           case 'delete': {
@@ -662,8 +721,9 @@ export class MemoryFirestore {
       this.#commitTime();
       for (const [path, doc] of staged) {
         this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
-        if (doc === undefined) this.#docs.delete(path);
-        else {
+        if (doc === undefined) {
+          this.#docs.delete(path);
+        } else {
           this.#docs.set(path, doc);
           this.#options.committed?.(path, doc.data);
         }

@@ -39,8 +39,11 @@ export function realStore(db: Firestore, time: VirtualTime): Firestore {
       return this;
     },
     update(ref: unknown, data: never, pre?: never) {
-      if (pre === undefined) real.update(unwrap(ref), data);
-      else real.update(unwrap(ref), data, pre);
+      if (pre === undefined) {
+        real.update(unwrap(ref), data);
+      } else {
+        real.update(unwrap(ref), data, pre);
+      }
       return this;
     },
     delete(ref: unknown, pre?: never) {

@@ -44,7 +44,9 @@ describe('the simulated product', () => {
     );
     const property = fc.asyncProperty(racing, async (history) => {
       const found = violations(await simulate(history, { brokenFencing: true }));
-      if (found.length > 0) throw new Error(found.join('\n'));
+      if (found.length > 0) {
+        throw new Error(found.join('\n'));
+      }
     });
 
     // No shrinking: the first failing history and its seed are the proof, and it keeps the test short.
@@ -87,7 +89,9 @@ describe('the simulated product', () => {
           found.some((v) => violation.test(v)),
           `the history no longer shows ${gap}: if its fix landed, set KNOWN_GAPS.${gap} to false (test/sim/model.ts). Violations: ${found.join('; ') || 'none'}`,
         );
-      } else assert.deepEqual(found, [], found.join('\n'));
+      } else {
+        assert.deepEqual(found, [], found.join('\n'));
+      }
     });
   }
 
@@ -100,7 +104,9 @@ describe('the simulated product', () => {
           found.some((v) => violation.test(v)),
           `the history no longer shows the bug: if its fix landed, set AWAITING_FIX.${fix} to false (test/sim/invariants.ts). Violations: ${found.join('; ') || 'none'}`,
         );
-      } else assert.deepEqual(found, [], found.join('\n'));
+      } else {
+        assert.deepEqual(found, [], found.join('\n'));
+      }
     });
   }
 

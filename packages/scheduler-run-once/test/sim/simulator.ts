@@ -389,10 +389,14 @@ export async function simulate(
   const leaseEnds = new Map<string, LeaseEnd[]>();
   /** Notes the lease an `in_progress` record's landed write gives its attempt. */
   const noteLease = (after: Readonly<Record<string, unknown>> | undefined) => {
-    if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') return;
+    if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') {
+      return;
+    }
     const leasedAt = after.leased_at as { toMillis?: () => number } | undefined;
     const leaseMs = Number(after.lease_ms);
-    if (typeof leasedAt?.toMillis !== 'function' || !Number.isFinite(leaseMs)) return;
+    if (typeof leasedAt?.toMillis !== 'function' || !Number.isFinite(leaseMs)) {
+      return;
+    }
     const list = leaseEnds.get(after.attempt_id) ?? [];
     list.push({ landedAt: time.now, expires: leasedAt.toMillis() + leaseMs });
     leaseEnds.set(after.attempt_id, list);
@@ -408,10 +412,18 @@ export async function simulate(
     after: Readonly<Record<string, unknown>> | undefined,
   ): ForeignWrite | undefined => {
     const writer = requests.getStore()?.attempt;
-    if (writer?.id === undefined || path !== `${collection}/${writer.runId}`) return undefined;
-    if (before === undefined || after === undefined) return undefined;
-    if (after.attempt_id !== before.attempt_id) return undefined; // a claim or takeover
-    if (before.attempt_id === writer.id) return undefined;
+    if (writer?.id === undefined || path !== `${collection}/${writer.runId}`) {
+      return undefined;
+    }
+    if (before === undefined || after === undefined) {
+      return undefined;
+    }
+    if (after.attempt_id !== before.attempt_id) {
+      return undefined; // a claim or takeover
+    }
+    if (before.attempt_id === writer.id) {
+      return undefined;
+    }
     return {
       at: time.now,
       runId: String(writer.runId),
@@ -479,22 +491,36 @@ export async function simulate(
     const [lo, hi] = history.latency;
     const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
     const machine = time.current;
-    if (machine === operator || machine === auditor) return plan;
+    if (machine === operator || machine === auditor) {
+      return plan;
+    }
     // A hanging connection: sent, never reaches the server, never answered.
     if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
       return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
     }
     // Only histories with late answers draw for them: recorded histories replay as they did.
     const late = history.lateAnswers ?? 0;
-    if (late > 0 && isWrite(op) && rng() < late) return lateAnswer(plan);
-    if (rng() >= history.faultRate) return plan;
+    if (late > 0 && isWrite(op) && rng() < late) {
+      return lateAnswer(plan);
+    }
+    if (rng() >= history.faultRate) {
+      return plan;
+    }
     const fault = rng();
-    if (fault < 0.35) return { ...plan, fail: GrpcCode.UNAVAILABLE };
-    if (fault < 0.7) return { ...plan, lose: GrpcCode.UNAVAILABLE };
-    if (fault < 0.85) return { ...plan, afterMs: firestoreTimeoutMs + 5_000 };
+    if (fault < 0.35) {
+      return { ...plan, fail: GrpcCode.UNAVAILABLE };
+    }
+    if (fault < 0.7) {
+      return { ...plan, lose: GrpcCode.UNAVAILABLE };
+    }
+    if (fault < 0.85) {
+      return { ...plan, afterMs: firestoreTimeoutMs + 5_000 };
+    }
     // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
     // fenced update, a guarded batch) answers a conflict.
-    if (isWrite(op) && !gaps.retriedCreate) return { ...plan, retry: true };
+    if (isWrite(op) && !gaps.retriedCreate) {
+      return { ...plan, retry: true };
+    }
     return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
   };
 
@@ -503,7 +529,9 @@ export async function simulate(
    * rejects (LedgerUnavailableError) while the write has landed.
    */
   const lateAnswer = (plan: OpPlan): OpPlan => {
-    if (rng() < 0.5) return { ...plan, hang: true };
+    if (rng() < 0.5) {
+      return { ...plan, hang: true };
+    }
     return { ...plan, afterMs: firestoreTimeoutMs + between(1, 2 * firestoreTimeoutMs) };
   };
 
@@ -516,14 +544,17 @@ export async function simulate(
           landed: (path, before, after) => {
             noteLease(after);
             const foreign = foreignWrite(path, before, after);
-            if (foreign !== undefined) foreignWrites.push(foreign);
+            if (foreign !== undefined) {
+              foreignWrites.push(foreign);
+            }
             dieAfterLoggedWrite(path, before, after);
             noteRevived(path, after);
           },
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
-            if (data.status === 'completed' && typeof data.attempt_id === 'string')
+            if (data.status === 'completed' && typeof data.attempt_id === 'string') {
               completedAttempts.add(data.attempt_id);
+            }
           },
           plan: (op): OpPlan => planOperation(op),
         })
@@ -625,7 +656,9 @@ export async function simulate(
           await noteStart(ctx, exec);
         }
         await new Promise<void>((resolve, reject) => {
-          if (ctx.signal.aborted) return reject(ctx.signal.reason);
+          if (ctx.signal.aborted) {
+            return reject(ctx.signal.reason);
+          }
           const timer = setTimeout(resolve, ms);
           ctx.signal.addEventListener(
             'abort',
@@ -703,7 +736,9 @@ export async function simulate(
   };
 
   const crash = (dep: Deployment, instance: Instance) => {
-    if (instance.machine.dead) return;
+    if (instance.machine.dead) {
+      return;
+    }
     instance.machine.dead = true;
     deaths++;
     instance.serving = false;
@@ -716,7 +751,9 @@ export async function simulate(
     // flight: the crash can lose it, and the record stays held under its lease.
     for (const exec of executions) {
       const ended = exec.result === 'returned' || exec.result === 'threw';
-      if (exec.instance !== instance.machine.name || !ended) continue;
+      if (exec.instance !== instance.machine.name || !ended) {
+        continue;
+      }
       const answered = logs.some(
         (l) =>
           l.fields.attemptId === exec.attemptId &&
@@ -727,11 +764,14 @@ export async function simulate(
         exec.diedAt = time.now;
       }
     }
-    for (const reject of instance.pending)
+    for (const reject of instance.pending) {
       reject(new Error('connection reset: the instance crashed'));
+    }
     instance.pending.clear();
     const at = dep.instances.indexOf(instance);
-    if (at !== -1) dep.instances[at] = startInstance(dep, dep.revisions.length - 1);
+    if (at !== -1) {
+      dep.instances[at] = startInstance(dep, dep.revisions.length - 1);
+    }
   };
 
   /** Delivers `headers` to a serving instance of `dep` (a cold start if none serves). */
@@ -915,7 +955,9 @@ export async function simulate(
     job: DeclaredJob,
     sent: readonly Readonly<Record<string, string>>[],
   ) => {
-    if (sent.length === 0) return;
+    if (sent.length === 0) {
+      return;
+    }
     const stores = storesOf(dep.config);
     let raced = false;
     const delivering: Promise<unknown>[] = [];
@@ -931,7 +973,9 @@ export async function simulate(
         if (property === 'getMany') {
           return async (runIds: readonly string[]) => {
             const read = await target.getMany(runIds);
-            if (!raced) await deliverDuringRead();
+            if (!raced) {
+              await deliverDuringRead();
+            }
             return read;
           };
         }
@@ -947,7 +991,9 @@ export async function simulate(
     });
     await check.check(job, dep.keyScope, loggerFor(`d${dep.index}-check`, dep.config));
     // Nothing closed to judge: the backfill is delivered all the same.
-    if (!raced) await deliverBackfill(dep, sent);
+    if (!raced) {
+      await deliverBackfill(dep, sent);
+    }
     await Promise.all(delivering);
   };
 
@@ -957,7 +1003,9 @@ export async function simulate(
     sent: readonly Readonly<Record<string, string>>[],
   ) => {
     for (const [i, headers] of sent.entries()) {
-      if (i > 0) await time.sleep(500);
+      if (i > 0) {
+        await time.sleep(500);
+      }
       await deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
     }
   };
@@ -1070,7 +1118,9 @@ export async function simulate(
 
   const apply = (event: SimEvent) => {
     const dep = deployments[event.deployment];
-    if (dep === undefined) return;
+    if (dep === undefined) {
+      return;
+    }
     const instance = 'instance' in event ? dep.instances[event.instance] : undefined;
     const jobOf = (index: number) => {
       const jobs = currentJobs(dep);
@@ -1078,10 +1128,14 @@ export async function simulate(
     };
     switch (event.type) {
       case 'crash':
-        if (instance) crash(dep, instance);
+        if (instance) {
+          crash(dep, instance);
+        }
         return;
       case 'sigterm': {
-        if (!instance?.serving) return;
+        if (!instance?.serving) {
+          return;
+        }
         instance.serving = false;
         dep.instances[dep.instances.indexOf(instance)] = startInstance(
           dep,
@@ -1092,15 +1146,23 @@ export async function simulate(
         return;
       }
       case 'pause':
-        if (!instance) return;
+        if (!instance) {
+          return;
+        }
         instance.machine.pausedUntil = Math.max(instance.machine.pausedUntil, time.now + event.ms);
-        for (const exec of instance.running) exec.pausedMs += event.ms;
+        for (const exec of instance.running) {
+          exec.pausedMs += event.ms;
+        }
         return;
       case 'step':
-        if (instance) instance.machine.offsetMs += event.ms;
+        if (instance) {
+          instance.machine.offsetMs += event.ms;
+        }
         return;
       case 'hang':
-        if (!instance) return;
+        if (!instance) {
+          return;
+        }
         hangingUntil.set(
           instance.machine,
           Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
@@ -1142,7 +1204,9 @@ export async function simulate(
       case 'rerun': {
         const job = jobOf(event.job);
         const slot = previousSlot(job, new Date(time.now));
-        if (slot === undefined || slot.getTime() < startMs) return;
+        if (slot === undefined || slot.getTime() < startMs) {
+          return;
+        }
         const triggerId = randomId(rng);
         const headers = schedulerHeaders(job.id, slot, {
           [MODE_HEADER]: 'rerun',
@@ -1181,14 +1245,18 @@ export async function simulate(
           await deliverBackfill(dep, dep.lastBackfill);
         };
         // Raced with a check, the backfill comes after the drain (below): slots have closed by then.
-        if (event.raceCheck === true) return;
+        if (event.raceCheck === true) {
+          return;
+        }
         const work = async () => {
           if (resent) {
             await deliverBackfill(dep, dep.lastBackfill);
             return;
           }
           await backfill(dep, event.raceCheck === true);
-          if (event.again === true) await again();
+          if (event.again === true) {
+            await again();
+          }
         };
         void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
         return;
@@ -1197,7 +1265,9 @@ export async function simulate(
         const last = dep.revisions.at(-1) as Deployment['revisions'][number];
         let specs = last.specs;
         if (event.change === 'drop_last_job') {
-          if (specs.length < 2) return;
+          if (specs.length < 2) {
+            return;
+          }
           specs = specs.slice(0, -1);
         } else {
           const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
@@ -1208,18 +1278,25 @@ export async function simulate(
         const old = dep.instances;
         dep.instances = old.map(() => startInstance(dep, revision));
         // Rolling: the old revision keeps a share of the traffic for a while, then drains.
-        if (event.rolling) dep.instances.push(...old);
+        if (event.rolling) {
+          dep.instances.push(...old);
+        }
         const retire = () => {
           for (const instance of old) {
-            if (!instance.serving) continue;
+            if (!instance.serving) {
+              continue;
+            }
             instance.serving = false;
             retired.set(instance.machine, instance);
             terminate(dep, instance);
           }
           dep.instances = dep.instances.filter((i) => !old.includes(i));
         };
-        if (event.rolling) time.within(undefined, () => time.schedule(retire, 60_000));
-        else retire();
+        if (event.rolling) {
+          time.within(undefined, () => time.schedule(retire, 60_000));
+        } else {
+          retire();
+        }
         dep.scheduler.setJobs(currentJobs(dep));
         return;
       }
@@ -1244,7 +1321,9 @@ export async function simulate(
   time.install();
   try {
     time.within(undefined, () => {
-      for (const dep of deployments) dep.scheduler.start();
+      for (const dep of deployments) {
+        dep.scheduler.start();
+      }
     });
     for (const event of history.events) {
       await time.run(startMs + event.at);
@@ -1252,7 +1331,9 @@ export async function simulate(
     }
     await time.run(stopMs);
     time.within(undefined, () => {
-      for (const dep of deployments) dep.scheduler.stop();
+      for (const dep of deployments) {
+        dep.scheduler.stop();
+      }
     });
     // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads,
     // counted from the last resumed pause too (a paused instance carries on where it stopped).
@@ -1268,7 +1349,9 @@ export async function simulate(
     let racing = 0;
     for (const event of history.events) {
       const dep = deployments[event.deployment];
-      if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) continue;
+      if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) {
+        continue;
+      }
       racing++;
       // Sent again once they ended (`again`): the same requests meet the runs they completed.
       const resend = () =>
@@ -1307,14 +1390,19 @@ export async function simulate(
             });
             const logger = loggerFor(`d${dep.index}-audit`, dep.config);
             const seen = new Map<string, DeclaredJob>();
-            for (const revision of dep.revisions)
-              for (const job of revision.jobs) seen.set(job.id, job);
+            for (const revision of dep.revisions) {
+              for (const job of revision.jobs) {
+                seen.set(job.id, job);
+              }
+            }
             return [...seen.values()].map(async (job) => {
               // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
               // deliveries would, until the cursor reaches the closed boundary.
               for (let round = 0; round < 10; round++) {
                 const result = await check.check(job, dep.keyScope, logger);
-                if (result.checked < MAX_CHECK_SLOTS) return result;
+                if (result.checked < MAX_CHECK_SLOTS) {
+                  return result;
+                }
               }
               return undefined;
             });
@@ -1325,7 +1413,9 @@ export async function simulate(
     const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
       audits.then(
         (results) => {
-          if (process.env.SIM_DEBUG === 'audit') console.log('audit', results);
+          if (process.env.SIM_DEBUG === 'audit') {
+            console.log('audit', results);
+          }
         },
         (err: unknown) => {
           auditError ??= err;
@@ -1340,7 +1430,9 @@ export async function simulate(
       await time.run(finalMs + LATER_CHECK_MS);
       await awaitAudit(finalAudit(operator), finalMs + LATER_CHECK_MS + 120_000);
     }
-    if (auditError !== undefined) errors.push(auditError);
+    if (auditError !== undefined) {
+      errors.push(auditError);
+    }
     errors.push(...time.errors);
     const records = new Map<string, Record<string, unknown>>();
     const createTimes = new Map<string, number>();
@@ -1350,7 +1442,9 @@ export async function simulate(
         if (path.startsWith(`${jobStateCollection(collection)}/`)) {
           jobDocuments.set(path.slice(jobStateCollection(collection).length + 1), doc.data);
         }
-        if (!path.startsWith(`${collection}/`)) continue;
+        if (!path.startsWith(`${collection}/`)) {
+          continue;
+        }
         const id = path.slice(collection.length + 1);
         records.set(id, doc.data);
         createTimes.set(id, doc.createTime.toMillis());
@@ -1366,7 +1460,9 @@ export async function simulate(
       }
     }
     for (const exec of executions) {
-      if (completedAttempts.has(exec.attemptId)) exec.completionLanded = true;
+      if (completedAttempts.has(exec.attemptId)) {
+        exec.completionLanded = true;
+      }
     }
     return {
       history,

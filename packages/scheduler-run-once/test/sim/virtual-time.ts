@@ -133,7 +133,9 @@ export class VirtualTime {
   cancel(handle: unknown): void {
     const id =
       handle instanceof FakeTimeout ? handle.id : typeof handle === 'number' ? handle : undefined;
-    if (id !== undefined) this.#timers.delete(id);
+    if (id !== undefined) {
+      this.#timers.delete(id);
+    }
   }
 
   /** A promise resolved `ms` later on the virtual clock. */
@@ -176,7 +178,9 @@ export class VirtualTime {
       }
       // Quiet for a whole turn: what an answer's continuations started has started.
       await turn();
-      if (this.#inFlight === 0) return;
+      if (this.#inFlight === 0) {
+        return;
+      }
     }
   }
 
@@ -190,11 +194,17 @@ export class VirtualTime {
     for (let steps = 0; ; steps++) {
       await this.settle();
       const next = this.#next();
-      if (next === undefined || next.at > until) break;
-      if (steps > maxSteps) throw new Error(`virtual time: more than ${maxSteps} timers fired`);
+      if (next === undefined || next.at > until) {
+        break;
+      }
+      if (steps > maxSteps) {
+        throw new Error(`virtual time: more than ${maxSteps} timers fired`);
+      }
       this.#timers.delete(next.id);
       const machine = next.machine;
-      if (machine?.dead) continue;
+      if (machine?.dead) {
+        continue;
+      }
       if (machine !== undefined && machine.pausedUntil > next.at) {
         // A paused process runs nothing: the timer fires when it resumes.
         this.#timers.set(next.id, { ...next, at: machine.pausedUntil });
@@ -222,7 +232,9 @@ export class VirtualTime {
   #next(): Timer | undefined {
     let best: Timer | undefined;
     for (const t of this.#timers.values()) {
-      if (best === undefined || t.at < best.at || (t.at === best.at && t.seq < best.seq)) best = t;
+      if (best === undefined || t.at < best.at || (t.at === best.at && t.seq < best.seq)) {
+        best = t;
+      }
     }
     return best;
   }

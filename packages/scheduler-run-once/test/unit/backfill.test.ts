@@ -13,7 +13,9 @@ import { slotRunId } from '../../src/policy/run-history.ts';
 const [weekly] = validateJobs([
   defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }),
 ]);
-if (weekly === undefined) throw new Error('no job');
+if (weekly === undefined) {
+  throw new Error('no job');
+}
 const NOW = new Date('2026-11-10T12:00:00Z');
 const SLOT = new Date('2026-11-09T09:00:00Z');
 const rows = [slotRow(weekly, SLOT, slotRunId('weekly', SLOT, []), undefined, NOW)];

@@ -148,7 +148,9 @@ describe('loadConfig', () => {
       (err: ConfigError) => {
         assert.ok(err instanceof ConfigError);
         assert.equal(err.problems.length, 6);
-        for (const name of Object.keys(env)) assert.match(err.message, new RegExp(name));
+        for (const name of Object.keys(env)) {
+          assert.match(err.message, new RegExp(name));
+        }
         return true;
       },
     );

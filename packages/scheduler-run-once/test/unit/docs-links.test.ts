@@ -47,7 +47,9 @@ describe('documentation links', () => {
         if (!existsSync(target)) {
           broken.push(`${href} (no ${relative(ROOT, target)})`);
         } else if (anchor !== undefined && statSync(target).isFile() && target.endsWith('.md')) {
-          if (!anchorsOf(target).has(anchor)) broken.push(`${href} (no heading #${anchor})`);
+          if (!anchorsOf(target).has(anchor)) {
+            broken.push(`${href} (no heading #${anchor})`);
+          }
         }
       }
 

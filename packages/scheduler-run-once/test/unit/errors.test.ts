@@ -38,8 +38,11 @@ describe('describeThrown', () => {
     it(`describes ${what} without throwing`, () => {
       const text = describeThrown(value);
 
-      if (expected instanceof RegExp) assert.match(text, expected);
-      else assert.equal(text, expected);
+      if (expected instanceof RegExp) {
+        assert.match(text, expected);
+      } else {
+        assert.equal(text, expected);
+      }
     });
   }
 });

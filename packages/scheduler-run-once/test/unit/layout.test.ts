@@ -23,13 +23,17 @@ function importsOf(file: string): string[] {
   const text = readFileSync(join(ROOT, file), 'utf8');
   const specifiers: string[] = [];
   const pattern = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(['"])([^'"]+)\1/g;
-  for (const match of text.matchAll(pattern)) specifiers.push(match[2] as string);
+  for (const match of text.matchAll(pattern)) {
+    specifiers.push(match[2] as string);
+  }
   return specifiers;
 }
 
 /** Where a relative specifier points, relative to the repo; a package's name otherwise. */
 function target(file: string, specifier: string): string {
-  if (!specifier.startsWith('.')) return specifier;
+  if (!specifier.startsWith('.')) {
+    return specifier;
+  }
   return relative(ROOT, resolve(ROOT, dirname(file), specifier));
 }
 
@@ -83,13 +87,20 @@ describe('the layout', () => {
     const seen = new Set<string>();
     const outside: string[] = [];
     const visit = (file: string) => {
-      if (seen.has(file)) return;
+      if (seen.has(file)) {
+        return;
+      }
       seen.add(file);
       for (const spec of importsOf(file)) {
-        if (!spec.startsWith('.')) continue;
+        if (!spec.startsWith('.')) {
+          continue;
+        }
         const to = target(file, spec);
-        if (!to.startsWith('dist/')) outside.push(`${file} loads ${to}`);
-        else if (existsSync(join(ROOT, to))) visit(to);
+        if (!to.startsWith('dist/')) {
+          outside.push(`${file} loads ${to}`);
+        } else if (existsSync(join(ROOT, to))) {
+          visit(to);
+        }
       }
     };
 

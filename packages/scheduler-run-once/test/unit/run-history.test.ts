@@ -21,7 +21,9 @@ const [job] = validateJobs([
     run: () => {},
   }),
 ]);
-if (job === undefined) throw new Error('no job');
+if (job === undefined) {
+  throw new Error('no job');
+}
 const SLOT = new Date('2026-10-16T12:00:00Z');
 // One 60 s attempt, a 30 s back-off, one more 60 s attempt: the window ends at 12:02:30.
 const INSIDE = new Date('2026-10-16T12:02:29Z');

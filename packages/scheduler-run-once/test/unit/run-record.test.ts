@@ -212,8 +212,9 @@ describe('claimDecision', () => {
       const decided = claimDecision(record, NOW);
 
       assert.equal(decided.decision, decision);
-      if (decided.decision !== 'absent' && decided.decision !== 'unreadable')
+      if (decided.decision !== 'absent' && decided.decision !== 'unreadable') {
         assert.equal(decided.record, record);
+      }
     });
   }
 });

@@ -177,8 +177,11 @@ describe('the schedule times a delivery may carry', () => {
   for (const c of cases) {
     it(`${c.refused ? 'refuses' : 'accepts'} ${c.name}`, () => {
       const problem = scheduleTimeProblem(c.job, new Date(c.time), limits);
-      if (c.refused) assert.match(problem ?? '', c.refused);
-      else assert.equal(problem, undefined);
+      if (c.refused) {
+        assert.match(problem ?? '', c.refused);
+      } else {
+        assert.equal(problem, undefined);
+      }
     });
   }
 

@@ -193,7 +193,9 @@ describe('nextSlots', () => {
     const all = nextSlots(job, new Date('2026-10-24T12:00:00Z'), 6);
 
     const chained = [...nextSlots(job, new Date('2026-10-24T12:00:00Z'), 2)];
-    while (chained.length < 6) chained.push(...nextSlots(job, chained.at(-1) as Date, 1));
+    while (chained.length < 6) {
+      chained.push(...nextSlots(job, chained.at(-1) as Date, 1));
+    }
 
     assert.deepEqual(utc(chained), utc(all));
   });
@@ -215,8 +217,11 @@ describe('previousSlot', () => {
       const previous = expected.map((t) => previousSlot(c, t));
 
       for (const [i, slot] of previous.entries()) {
-        if (i > 0) assert.equal(slot?.toISOString(), expected[i - 1]?.toISOString());
-        else assert.ok(slot === undefined || slot.getTime() <= new Date(c.after).getTime());
+        if (i > 0) {
+          assert.equal(slot?.toISOString(), expected[i - 1]?.toISOString());
+        } else {
+          assert.ok(slot === undefined || slot.getTime() <= new Date(c.after).getTime());
+        }
       }
     });
   }
