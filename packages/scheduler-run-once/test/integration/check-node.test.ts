@@ -9,16 +9,23 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
-/** The starter, the repository's root, whose scripts run the library's check. */
-const STARTER = path.resolve(ROOT, '../..');
+/** The starter's scripts run the library's check first. */
 const CHECK = 'node packages/scheduler-run-once/scripts/check-node.cjs && ';
-const pkg = JSON.parse(readFileSync(path.join(STARTER, 'package.json'), 'utf8')) as {
+
+interface PackageJson {
   engines: { node: string };
   scripts: Record<string, string>;
-};
-const MINIMUM = pkg.engines.node.replace(/^>=/, '');
+}
+
+/** The `package.json` in `dir`. */
+function packageJsonIn(dir: string): PackageJson {
+  return JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as PackageJson;
+}
+
+const MINIMUM = packageJsonIn(ROOT).engines.node.replace(/^>=/, '');
 
 function versionOf(node: string): string | undefined {
   const result = spawnSync(node, ['--version'], { encoding: 'utf8' });
@@ -99,8 +106,8 @@ describe('scripts/check-node.cjs', () => {
   });
 
   for (const script of ['dev', 'test']) {
-    it(`stops npm run ${script} under the old Node before it does anything`, {
-      skip: noOldNode,
+    it(`stops the starter's npm run ${script} under the old Node before it does anything`, {
+      skip: STARTER_CHECKS_SKIP || noOldNode,
     }, () => {
       const { dir, version } = old as NonNullable<typeof old>;
       const npm = path.join(dir, 'npm');
@@ -109,7 +116,7 @@ describe('scripts/check-node.cjs', () => {
       }
 
       const result = spawnSync(npm, ['run', script], {
-        cwd: STARTER,
+        cwd: STARTER_ROOT,
         encoding: 'utf8',
         env: { ...process.env, PATH: oldPath(dir), npm_config_update_notifier: 'false' },
         timeout: 60_000,
@@ -125,13 +132,13 @@ describe('scripts/check-node.cjs', () => {
     });
   }
 
-  it('refuses npm install under the old Node (engine-strict), naming both versions', {
-    skip: noOldNode,
+  it("refuses the starter's npm install under the old Node (engine-strict), naming both versions", {
+    skip: STARTER_CHECKS_SKIP || noOldNode,
   }, () => {
     const { dir, version } = old as NonNullable<typeof old>;
 
     const result = spawnSync(path.join(dir, 'npm'), ['install', '--dry-run', '--no-audit'], {
-      cwd: STARTER,
+      cwd: STARTER_ROOT,
       encoding: 'utf8',
       env: { ...process.env, PATH: oldPath(dir), npm_config_update_notifier: 'false' },
       timeout: 60_000,
@@ -147,9 +154,10 @@ describe('scripts/check-node.cjs', () => {
   });
 });
 
-describe("the starter's package.json", () => {
+describe("the starter's package.json", { skip: STARTER_CHECKS_SKIP }, () => {
   it('starts every script the README names with the Node check', (t) => {
-    const readme = readFileSync(path.join(STARTER, 'README.md'), 'utf8');
+    const pkg = packageJsonIn(STARTER_ROOT);
+    const readme = readFileSync(path.join(STARTER_ROOT, 'README.md'), 'utf8');
     const named = new Set(
       [...readme.matchAll(/npm (?:run ([a-z:0-9-]+)|(test))\b/g)].map((m) => m[1] ?? m[2] ?? ''),
     );
@@ -172,7 +180,7 @@ describe("the starter's package.json", () => {
   });
 
   it('makes npm install check the engines: engine-strict in .npmrc', () => {
-    const npmrc = readFileSync(path.join(STARTER, '.npmrc'), 'utf8');
+    const npmrc = readFileSync(path.join(STARTER_ROOT, '.npmrc'), 'utf8');
 
     assert.match(npmrc, /^engine-strict\s*=\s*true$/m);
   });
