@@ -7,8 +7,8 @@
  *                       [--source FILE --target NAME] [--host ADDRESS]
  *
  * - The function runs as deployed (`functions-framework --target=handleScheduledJob`, the built
- *   `build/main.cjs`; `--source FILE --target NAME` serves another module's function instead, as
- *   functions-framework's own flags do, e.g. a test's with jobs of its own) on `PORT` (8080), with Node's source maps on, so stack traces name
+ *   project: its package.json `main` and `build/`; `--source FILE --target NAME` serves another
+ *   module's function instead, as functions-framework's own flags do, e.g. a test's with jobs of its own) on `PORT` (8080), with Node's source maps on, so stack traces name
  *   `src/*.ts` lines, and with `EXPOSE_ERRORS=true`, so answers carry the error text. Its JSON log
  *   lines are shown readable (`scripts/pretty-logs.ts`).
  * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
