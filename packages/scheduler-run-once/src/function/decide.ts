@@ -10,7 +10,7 @@ import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
 import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
 import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
 import type { Config } from './config.ts';
-import type { HandlerDeps } from './handler.ts';
+import type { HandlerDeps } from './handler-deps.ts';
 import {
   MESSAGES,
   OUTCOME_BY_RERUN_REFUSAL,

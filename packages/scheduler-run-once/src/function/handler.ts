@@ -2,46 +2,24 @@
 import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import type { Ledger } from '../core/ledger.ts';
-import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
+import type { GuardedWrite } from '../core/run-documents.ts';
 import { type Attempt, runOnce } from '../core/run-once.ts';
 import {
   finalFailureReporter,
   REPORT_UNCONFIRMED,
   REPORT_WITHDRAWN,
 } from '../policy/final-failure.ts';
-import { type DeclaredJob, jobInfoOf } from '../policy/job-declaration.ts';
+import { jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { CLAIM_WINDOW_OPERATIONS, decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
-import type { RunHistory } from '../policy/run-history.ts';
-import type { Authenticator } from './auth.ts';
-import type { Config } from './config.ts';
 import { type Answer, answer, type Delivery, decideDelivery, isAnswer, step } from './decide.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
+import type { HandlerDeps } from './handler-deps.ts';
 import { withTrace } from './logger.ts';
 import * as outcomes from './outcomes.ts';
-import type { GracefulShutdown } from './shutdown.ts';
 
-/** What {@link createScheduledJobHandler} needs. */
-export interface HandlerDeps {
-  readonly config: Config;
-  readonly ledger: Ledger;
-  /** Where the overlap policy and missed-run detection read and report. */
-  readonly history: Pick<
-    RunHistory,
-    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport' | 'recordSkipped'
-  >;
-  readonly jobDocuments: RunDocuments;
-  /** Firestore's time (`RunDocuments.serverTime`), once per delivery: the clock leases use. */
-  readonly clock: () => Promise<Date>;
-  /** The declared jobs (`validateJobs(jobs)` from `jobs.ts`): a delivery runs the one it names. */
-  readonly jobs: readonly DeclaredJob[];
-  readonly logger: Logger;
-  /** Checks the caller first (`AUTH_MODE=verify-oidc`). */
-  readonly authenticate?: Authenticator;
-  readonly shutdown?: GracefulShutdown;
-}
+export type { HandlerDeps } from './handler-deps.ts';
 
 /** The deps and what one function instance keeps: the missed-run check's job cursors. */
 type Instance = HandlerDeps & { readonly missedRuns: MissedRunCheck };

@@ -46,7 +46,44 @@ function violations(files: string[], allowed: (to: string) => boolean): string[]
   );
 }
 
+/** The import cycles among `files` (type-only imports included), each as its files in order. */
+function cycles(files: string[]): string[][] {
+  const edges = new Map(
+    files.map((file) => [
+      file,
+      importsOf(file)
+        .filter((spec) => spec.startsWith('.'))
+        .map((spec) => target(file, spec))
+        .filter((to) => files.includes(to)),
+    ]),
+  );
+  const found: string[][] = [];
+  const done = new Set<string>();
+  const visit = (file: string, path: string[]) => {
+    const seenAt = path.indexOf(file);
+    if (seenAt !== -1) {
+      found.push(path.slice(seenAt));
+      return;
+    }
+    if (done.has(file)) {
+      return;
+    }
+    for (const to of edges.get(file) ?? []) {
+      visit(to, [...path, file]);
+    }
+    done.add(file);
+  };
+  for (const file of files) {
+    visit(file, []);
+  }
+  return found;
+}
+
 describe('the layout', () => {
+  it('has no import cycle in src/, type-only imports included', () => {
+    assert.deepEqual(cycles(sources('src')), []);
+  });
+
   it('keeps the core to itself, Firestore and Node', () => {
     const allowed = (to: string) =>
       to.startsWith('src/core/') || to.startsWith('node:') || to === '@google-cloud/firestore';
