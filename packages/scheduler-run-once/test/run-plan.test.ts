@@ -83,6 +83,15 @@ describe('forced runs (a driven clock stands for Firestore’s)', () => {
       calls.map((c) => c.kind),
       ['forced', 'slot'],
     );
+    // Both carry the slot's schedule time (the run key's); only the slot's run stands for the slot,
+    // so a job that does one period per slot does it once, at the slot.
+    assert.deepEqual(
+      calls.map((c) => [c.scheduleTime.toISOString(), c.slot?.toISOString()]),
+      [
+        [new Date(T).toISOString(), undefined],
+        [new Date(T).toISOString(), new Date(T).toISOString()],
+      ],
+    );
   });
 
   it('takes a delivery as its slot up to FORCED_RUN_TOLERANCE_SECONDS early', async () => {

@@ -29,8 +29,21 @@ export interface JobContext {
   readonly runId: string;
   /** The Scheduler job id (or full name) from `X-CloudScheduler-JobName`. */
   readonly jobName: string;
-  /** The run's schedule time (ms precision); a forced run (`gcloud scheduler jobs run`) reuses the next one. */
+  /**
+   * The schedule time in the run's key (ms precision): a slot's time for a scheduled run and a
+   * re-run; for a Force run (`gcloud scheduler jobs run`) the time Scheduler sends with it, the
+   * job's next slot, although the run is not that slot's (see `slot`); for a manual run the time
+   * `npm run trigger` sent.
+   */
   readonly scheduleTime: Date;
+  /**
+   * The slot this run stands for: its schedule time, for a scheduled run (`kind` `slot`) and a
+   * re-run of a slot (`rerun`); `undefined` for a Force run and a manual run, which are runs of their
+   * own. A job that does one period of work per slot (e.g. "the hour before the slot") should take
+   * the period from `slot` and decide what an unscheduled run does when it is `undefined`: with
+   * `scheduleTime` it would do the next slot's period early, at the Force run, and again at the slot.
+   */
+  readonly slot?: Date;
   /**
    * `slot` for a scheduled run; `forced` for Scheduler's "Force run" (a run of its own, so the slot
    * still runs); `manual` for `npm run trigger`; `rerun` for a finished slot run again on purpose

@@ -62,6 +62,8 @@ async function runDelivery(
     ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
     : job.run;
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
+  // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
+  const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
   let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
@@ -75,6 +77,7 @@ async function runDelivery(
       kind: plan.kind,
       ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
       scheduleTime: new Date(run.scheduleTime),
+      ...(standsForSlot ? { slot: new Date(run.scheduleTime) } : {}),
       attemptId: attempt.attemptId,
       firstClaimedAt: attempt.firstClaimedAt,
       get leaseExpires() {
