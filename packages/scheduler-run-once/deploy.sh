@@ -16,12 +16,21 @@ if ((BASH_VERSINFO[0] < 4 || (BASH_VERSINFO[0] == 4 && BASH_VERSINFO[1] < 4))); 
 fi
 
 readonly ENTRY_POINT=handleScheduledJob
-# The library's root, which holds this script and ops/.
+# The library's root, which holds this script, src/ (in a checkout) and dist/.
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 readonly ROOT
 # The project deployed: the directory this runs in, which holds package.json and src/jobs.ts.
 PROJECT_DIR="$(pwd)"
 readonly PROJECT_DIR
+# The library's module $1 (e.g. ops/jobs) as Node runs it: the TypeScript source in a checkout of the
+# library, the compiled file in the published package, which ships dist/ and not src/.
+library_module() {
+  if [[ -f "${ROOT}/src/$1.ts" ]]; then
+    printf '%s\n' "${ROOT}/src/$1.ts"
+  else
+    printf '%s\n' "${ROOT}/dist/$1.js"
+  fi
+}
 # The first Node.js that runs ops/jobs.ts (TypeScript) without a flag: package.json's engines.
 readonly NODE_MIN_MAJOR=22 NODE_MIN_MINOR=18
 # What a dry run with --assume-existing takes `scheduler jobs list` to find besides the declared jobs.
@@ -221,7 +230,7 @@ read_jobs() {
     return 0
   fi
   errors="$(mktemp)"
-  if ! output="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "${ROOT}/ops/jobs.ts" --deploy 2>"$errors")"; then
+  if ! output="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "$(library_module ops/jobs)" --deploy 2>"$errors")"; then
     if [[ "$(head -n 1 "$errors")" == "Invalid configuration:" ]]; then
       while IFS= read -r line; do
         if [[ "$line" == "  - "* ]]; then problem "${JOBS_MODULE:-src/jobs.ts}: ${line#  - }"; fi
@@ -639,11 +648,11 @@ done
 say "==> Firestore composite indexes on ${RUNS_COLLECTION} (for npm run runs)"
 listed_indexes_placeholder='[]'
 if ((ASSUME_EXISTING)); then
-  listed_indexes_placeholder="$("$NODE_BIN" --no-warnings "${ROOT}/ops/indexes.ts" --collection="$RUNS_COLLECTION" --as-listed)"
+  listed_indexes_placeholder="$("$NODE_BIN" --no-warnings "$(library_module ops/indexes)" --collection="$RUNS_COLLECTION" --as-listed)"
 fi
 listed_indexes="$(query "$listed_indexes_placeholder" gcloud firestore indexes composite list \
   --database="$FIRESTORE_DATABASE" "${project[@]}" --format=json)"
-if ! index_lines="$(printf '%s' "$listed_indexes" | "$NODE_BIN" --no-warnings "${ROOT}/ops/indexes.ts" --collection="$RUNS_COLLECTION" --missing)"; then
+if ! index_lines="$(printf '%s' "$listed_indexes" | "$NODE_BIN" --no-warnings "$(library_module ops/indexes)" --collection="$RUNS_COLLECTION" --missing)"; then
   say "deploy.sh: reading the index definitions (node ops/indexes.ts) failed; see above"
   exit 1
 fi
@@ -764,7 +773,7 @@ say "==> Log-based metrics of ${FUNCTION_NAME}'s runs, by job$([[ -n "$ALERT_CHA
 alerts_dir="${PROJECT_DIR}/.deploy/alerts"
 alert_args=(--function="$FUNCTION_NAME" --out="$alerts_dir" --absence-periods="$ALERT_ABSENCE_PERIODS")
 if [[ -n "$ALERT_CHANNELS" ]]; then alert_args+=(--channels="$ALERT_CHANNELS"); fi
-if ! alert_lines="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "${ROOT}/ops/alerts.ts" "${alert_args[@]}")"; then
+if ! alert_lines="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "$(library_module ops/alerts)" "${alert_args[@]}")"; then
   say "deploy.sh: writing the metric and alert definitions (node ops/alerts.ts) failed; see above"
   exit 1
 fi

@@ -8,12 +8,12 @@
 import { spawnSync } from 'node:child_process';
 import type { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
-import { readHistory } from '../ops/slot-history.ts';
-import { ROOT } from '../scripts/local-processes.ts';
 import { RunLedger } from '../src/core/ledger.ts';
 import { completionUpdate } from '../src/core/record-writes.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { timestampOf } from '../src/core/run-record.ts';
+import { ROOT } from '../src/dev/local-processes.ts';
+import { readHistory } from '../src/ops/slot-history.ts';
 import { validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
@@ -76,7 +76,7 @@ async function seed(db: Firestore, collection: string, slots: readonly Date[]): 
 }
 
 /**
- * Audits `days` of the bench job in process and as `ops/runs.ts`, then counts the calls of a
+ * Audits `days` of the bench job in process and as `src/ops/runs.ts`, then counts the calls of a
  * processed run with its check through `viaCounter`.
  */
 export async function measureHistory(
@@ -103,7 +103,7 @@ export async function measureHistory(
   const command = spawnSync(
     process.execPath,
     [
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       '--since',
       `${days}d`,
       '--now',
@@ -121,7 +121,7 @@ export async function measureHistory(
   );
   const commandMs = performance.now() - commandStarted;
   if (command.status !== 0) {
-    throw new Error(`ops/runs.ts failed: ${command.stderr}`);
+    throw new Error(`src/ops/runs.ts failed: ${command.stderr}`);
   }
 
   const counted = ledgerOn(viaCounter, collection);

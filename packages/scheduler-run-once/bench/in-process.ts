@@ -5,10 +5,10 @@
 import { randomUUID } from 'node:crypto';
 import { Firestore } from '@google-cloud/firestore';
 import { pino } from 'pino';
-import { freshCollection as sharedFreshCollection } from '../scripts/local-processes.ts';
 import { type Ledger, RunLedger } from '../src/core/ledger.ts';
 import { runOnce } from '../src/core/run-once.ts';
 import type { RunDetails } from '../src/core/run-record.ts';
+import { freshCollection as sharedFreshCollection } from '../src/dev/local-processes.ts';
 import { FloorLedger, LiteralPortLedger } from './baselines.ts';
 import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';

@@ -13,7 +13,7 @@ import {
   spawnFunction,
   spawnGroup,
   waitForPort,
-} from '../scripts/local-processes.ts';
+} from '../src/dev/local-processes.ts';
 import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 

@@ -246,7 +246,7 @@ export function render(r: Results, summary: string): string {
         days: (h) => `${h.days}`,
         slots: (h) => `${h.slots}`,
         'readHistory in process': (h) => ms(h.inProcessMs),
-        'ops/runs.ts --json (process)': (h) => ms(h.commandMs),
+        'src/ops/runs.ts --json (process)': (h) => ms(h.commandMs),
         'calls per processed run': (h) => `${h.callsPerRun}`,
         'calls per due run': (h) => `${h.callsPerDueRun}`,
         amortised: (h) =>

@@ -12,7 +12,7 @@
  * SIGKILL of this process leaves the emulator running.
  */
 import { spawn } from 'node:child_process';
-import { freePort, type GroupProcess, startFirestoreEmulator } from './local-processes.ts';
+import { freePort, type GroupProcess, startFirestoreEmulator } from '../src/dev/local-processes.ts';
 
 const READY_TIMEOUT_MS = 90_000;
 

@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { checkFailures } from '../ops/format-runs.ts';
-import { readHistory } from '../ops/slot-history.ts';
 import { LedgerUnavailableError } from '../src/core/errors.ts';
+import { checkFailures } from '../src/ops/format-runs.ts';
+import { readHistory } from '../src/ops/slot-history.ts';
 import { REPORT_UNCONFIRMED } from '../src/policy/final-failure.ts';
 import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
@@ -107,7 +107,7 @@ function judgeByCommands(collection: string, now: Date, jobsModule: string) {
     spawnSync(
       process.execPath,
       [
-        'ops/runs.ts',
+        'src/ops/runs.ts',
         '--collection',
         collection,
         '--since',
@@ -332,7 +332,7 @@ describe('the attack on detection, finding by finding', () => {
     const cli = spawnSync(
       process.execPath,
       [
-        'ops/runs.ts',
+        'src/ops/runs.ts',
         '--collection',
         old.collection,
         '--check',

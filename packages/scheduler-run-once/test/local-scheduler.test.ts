@@ -1,5 +1,5 @@
 /**
- * The local Scheduler (`ops/local-scheduler.ts`) against the real handler and ledger on the
+ * The local Scheduler (`src/ops/local-scheduler.ts`) against the real handler and ledger on the
  * Firestore emulator, over real HTTP, on the real clock with sub-second settings (durations in a
  * declaration are whole seconds from 15 s up; the Scheduler's core takes any). Each case serves its
  * own function on a free port with its own collection, fires one job at once (a forced run) and
@@ -12,15 +12,15 @@ import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
 import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
+import { type Authenticator, createOidcAuthenticator } from '../src/function/auth.ts';
+import { createScheduledJobHandler } from '../src/function/handler.ts';
 import {
   type AttemptEvent,
   LocalScheduler,
   type LocalSchedulerOptions,
   type SchedulerJob,
-} from '../ops/local-scheduler.ts';
-import { startOidcIssuer } from '../ops/oidc-issuer.ts';
-import { type Authenticator, createOidcAuthenticator } from '../src/function/auth.ts';
-import { createScheduledJobHandler } from '../src/function/handler.ts';
+} from '../src/ops/local-scheduler.ts';
+import { startOidcIssuer } from '../src/ops/oidc-issuer.ts';
 import { defineJob, JOB_DEFAULTS, validateJobs } from '../src/policy/job-declaration.ts';
 import { captureLogs, countingJob, newLedger, testConfig } from './helpers.ts';
 

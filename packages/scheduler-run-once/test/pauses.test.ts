@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { emulatorPauses } from '../ops/local-pauses.ts';
+import { emulatorPauses } from '../src/ops/local-pauses.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';

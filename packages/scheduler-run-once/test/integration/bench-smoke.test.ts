@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { spawnGroup } from '../../scripts/local-processes.ts';
+import { spawnGroup } from '../../src/dev/local-processes.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 

@@ -10,8 +10,8 @@ import { describe, it } from 'node:test';
 import { Firestore } from '@google-cloud/firestore';
 import { RUN_ID_ENV, SCHEDULE_TIME_ENV } from '../../examples/cloud-run-job/cloud-run-job.ts';
 import { runTaskOnce, type TaskContext } from '../../examples/cloud-run-job/task.ts';
-import { ROOT, spawnGroup } from '../../scripts/local-processes.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
+import { ROOT, spawnGroup } from '../../src/dev/local-processes.ts';
 import { captureLogs, freshCollection, PAST_NOON_MS, until } from '../helpers.ts';
 
 const PROJECT = process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once';

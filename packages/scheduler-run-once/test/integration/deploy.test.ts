@@ -22,8 +22,8 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { fieldConfigs, INDEXES } from '../../ops/indexes.ts';
-import { schedulerPauseArgs, shellLine } from '../../ops/scheduler-pause.ts';
+import { fieldConfigs, INDEXES } from '../../src/ops/indexes.ts';
+import { schedulerPauseArgs, shellLine } from '../../src/ops/scheduler-pause.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as starterJobs } from '../fixtures/starter/src/jobs.ts';
 import { writeStarterProject } from '../fixtures/starter-project.ts';
@@ -102,7 +102,7 @@ case "$1 $2 $3" in
   "scheduler jobs list") for job in "$state"/job-*; do [[ ! -e "$job" ]] || echo "\${job##*/job-}"; done ;;
   "firestore indexes composite")
     if [[ "$4" == list ]]; then
-      if [[ -e "$state/indexes" ]]; then node ${JSON.stringify(path.join(ROOT, 'ops/indexes.ts'))} --as-listed; else echo '[]'; fi
+      if [[ -e "$state/indexes" ]]; then node ${JSON.stringify(path.join(ROOT, 'src/ops/indexes.ts'))} --as-listed; else echo '[]'; fi
     else touch "$state/indexes"; fi ;;
 esac`);
 }

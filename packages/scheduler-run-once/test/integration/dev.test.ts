@@ -1,5 +1,5 @@
 /**
- * `npm run dev` (`scripts/dev.ts`) as a process: it serves a function on the emulator the tests
+ * `npm run dev` (`src/dev/dev.ts`) as a process: it serves a function on the emulator the tests
  * share, its local Scheduler fires a declared job at once (`--fire`), the delivery shows as one
  * `scheduler …` line and the function's log lines show readable, and Ctrl-C (SIGINT) stops it all
  * with status 0; its history page serves the `runs --html` page of that emulator. The jobs are a
@@ -18,7 +18,7 @@ import {
   spawnGroup,
   waitFor,
   within,
-} from '../../scripts/local-processes.ts';
+} from '../../src/dev/local-processes.ts';
 import { jobs } from '../fixtures/jobs-one.ts';
 
 const START_MS = 60_000;
@@ -175,7 +175,7 @@ function startDev(port: number, args: string[]): GroupProcess {
   return spawnGroup(
     process.execPath,
     [
-      'scripts/dev.ts',
+      'src/dev/dev.ts',
       ...args,
       '--no-watch',
       '--no-build',

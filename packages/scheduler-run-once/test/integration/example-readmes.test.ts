@@ -22,7 +22,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { binPath, NODE_MODULES } from '../../scripts/local-processes.ts';
+import { binPath, NODE_MODULES } from '../../src/dev/local-processes.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const TSC = binPath('tsc');

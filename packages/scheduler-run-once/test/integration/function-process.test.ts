@@ -13,7 +13,7 @@ import {
   spawnFunction,
   waitForPort,
   within,
-} from '../../scripts/local-processes.ts';
+} from '../../src/dev/local-processes.ts';
 import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
 
 /**

@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { deployLines, jobsJson, jobsTable, upcoming } from '../../ops/format-jobs.ts';
-import { toZonedRfc3339 } from '../../ops/slots.ts';
+import { deployLines, jobsJson, jobsTable, upcoming } from '../../src/ops/format-jobs.ts';
+import { toZonedRfc3339 } from '../../src/ops/slots.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
@@ -27,14 +27,14 @@ after(() => rmSync(PROJECT, { recursive: true, force: true }));
 
 /** Runs `node ops/jobs.ts ...args` in the starter-like project with `env` added. */
 function jobsCommand(args: string[], env: Record<string, string> = {}) {
-  return spawnSync(process.execPath, [path.join(ROOT, 'ops/jobs.ts'), ...args], {
+  return spawnSync(process.execPath, [path.join(ROOT, 'src/ops/jobs.ts'), ...args], {
     cwd: PROJECT,
     encoding: 'utf8',
     env: { PATH: process.env.PATH ?? '', ...env },
   });
 }
 
-describe('ops/format-jobs.ts', () => {
+describe('src/ops/format-jobs.ts', () => {
   const jobs = validateJobs(twoJobs);
 
   it('lists each job with its next fire times in UTC and in its zone', () => {

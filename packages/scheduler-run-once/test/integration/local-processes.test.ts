@@ -1,5 +1,5 @@
 /**
- * `scripts/local-processes.ts` as a process: the process groups it started die with it when a
+ * `src/dev/local-processes.ts` as a process: the process groups it started die with it when a
  * signal it has no handler for ends it, as Ctrl-C of `npm test` ends a test file; the function
  * processes a test file started lead groups of their own, so the signal never reaches them.
  */
@@ -8,11 +8,11 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { ROOT, spawnGroup, waitFor, within } from '../../scripts/local-processes.ts';
+import { ROOT, spawnGroup, waitFor, within } from '../../src/dev/local-processes.ts';
 
 /** Starts a group (`sleep 300`), prints its pid, and waits forever. */
 const HOLDER = [
-  `import { spawnGroup } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'scripts/local-processes.ts')).href)};`,
+  `import { spawnGroup } from ${JSON.stringify(pathToFileURL(path.join(ROOT, 'src/dev/local-processes.ts')).href)};`,
   "console.log(spawnGroup('sleep', ['300']).pid);",
   'setInterval(() => {}, 60_000);',
 ].join('\n');

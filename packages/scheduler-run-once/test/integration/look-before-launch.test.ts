@@ -14,7 +14,7 @@ import {
   spawnFunction,
   waitFor,
   waitForPort,
-} from '../../scripts/local-processes.ts';
+} from '../../src/dev/local-processes.ts';
 import {
   type FakeGoogleApis,
   type FakeTarget,

@@ -1,5 +1,5 @@
 /**
- * `npm run pause` / `npm run resume` (`ops/pause.ts`) against the emulator, with `npm run runs`
+ * `npm run pause` / `npm run resume` (`src/ops/pause.ts`) against the emulator, with `npm run runs`
  * reading what they recorded: the slots of a pause show as `paused` with its note (table, JSON,
  * page), `--check` passes on them and fails once the pause outlives its `--until`; the bounds of
  * `--until` and `--note` are refused with what to give. The commands run in this process
@@ -12,9 +12,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import * as pauseCommand from '../../ops/pause.ts';
-import * as runsCommand from '../../ops/runs.ts';
-import { ROOT } from '../../scripts/local-processes.ts';
+import { ROOT } from '../../src/dev/local-processes.ts';
+import * as pauseCommand from '../../src/ops/pause.ts';
+import * as runsCommand from '../../src/ops/runs.ts';
 import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
 import { freshCollection } from '../helpers.ts';
 
@@ -26,8 +26,8 @@ const TIMEOUT_MS = 90_000;
 
 /** The commands by their script, as the process case names them. */
 const COMMANDS: Record<string, Command> = {
-  'ops/pause.ts': { name: 'pause', usage: pauseCommand.USAGE, main: pauseCommand.main },
-  'ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+  'src/ops/pause.ts': { name: 'pause', usage: pauseCommand.USAGE, main: pauseCommand.main },
+  'src/ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
 };
 
 /** Runs an ops command in this process. */
@@ -54,10 +54,10 @@ function runProcess(script: string, collection: string, ...args: string[]) {
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 const pause = (collection: string, ...args: string[]) =>
-  run('ops/pause.ts', collection, 'pause', ...args);
+  run('src/ops/pause.ts', collection, 'pause', ...args);
 const resume = (collection: string, ...args: string[]) =>
-  run('ops/pause.ts', collection, 'resume', ...args);
-const runs = (collection: string, ...args: string[]) => run('ops/runs.ts', collection, ...args);
+  run('src/ops/pause.ts', collection, 'resume', ...args);
+const runs = (collection: string, ...args: string[]) => run('src/ops/runs.ts', collection, ...args);
 /** `--now` this many minutes from now: the slots after the pause began are in the past then. */
 const inMinutes = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
 
@@ -86,10 +86,13 @@ describe('npm run pause and resume', () => {
 
   it('as processes, fails --check once the pause outlives its --until, naming the command that ends it', () => {
     const collection = freshCollection();
-    assert.equal(runProcess('ops/pause.ts', collection, 'pause', JOB, '--until', '30m').code, 0);
+    assert.equal(
+      runProcess('src/ops/pause.ts', collection, 'pause', JOB, '--until', '30m').code,
+      0,
+    );
 
     const check = runProcess(
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       collection,
       '--since',
       '1h',

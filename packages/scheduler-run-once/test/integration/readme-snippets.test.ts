@@ -24,7 +24,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { binPath, NODE_MODULES } from '../../scripts/local-processes.ts';
+import { binPath, NODE_MODULES } from '../../src/dev/local-processes.ts';
 import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');

@@ -1,5 +1,5 @@
 /**
- * `npm run runs` (`ops/runs.ts`) against the emulator: slots delivered with gaps and failures
+ * `npm run runs` (`src/ops/runs.ts`) against the emulator: slots delivered with gaps and failures
  * through the real handler show up with the right states and attempt counts, and `--check` fails
  * on a missed or finally failed slot and passes when every slot ran. The command runs in this
  * process (`test/fixtures/in-process-command.ts`), but for the cases named "as a process": its exit
@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import * as runsCommand from '../../ops/runs.ts';
-import { ROOT } from '../../scripts/local-processes.ts';
+import { ROOT } from '../../src/dev/local-processes.ts';
+import * as runsCommand from '../../src/ops/runs.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { type Command, runInProcess } from '../fixtures/in-process-command.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
@@ -82,12 +82,16 @@ function runsWith(
 
 /** {@link runs} as a process, as `npm run runs` runs it. */
 function runsProcess(collection: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, ['ops/runs.ts', '--collection', collection, ...args], {
-    cwd: ROOT,
-    env: runsEnv({}, JOBS_MODULE),
-    encoding: 'utf8',
-    timeout: RUNS_TIMEOUT_MS,
-  });
+  const result = spawnSync(
+    process.execPath,
+    ['src/ops/runs.ts', '--collection', collection, ...args],
+    {
+      cwd: ROOT,
+      env: runsEnv({}, JOBS_MODULE),
+      encoding: 'utf8',
+      timeout: RUNS_TIMEOUT_MS,
+    },
+  );
   assert.equal(
     result.error,
     undefined,
@@ -614,11 +618,11 @@ describe('the operations commands with Firestore unreachable', () => {
       GOOGLE_CLOUD_PROJECT: 'demo-unreachable',
     };
     const commands = [
-      ['ops/runs.ts', '--since', '1h'],
-      ['ops/runs.ts', '--since', '1h', '--check'],
-      ['ops/runs.ts', '--since', '1h', '--backfill', '--dry-run'],
-      ['ops/pause.ts', 'pause', 'history-five'],
-      ['ops/pause.ts', 'resume', 'history-five'],
+      ['src/ops/runs.ts', '--since', '1h'],
+      ['src/ops/runs.ts', '--since', '1h', '--check'],
+      ['src/ops/runs.ts', '--since', '1h', '--backfill', '--dry-run'],
+      ['src/ops/pause.ts', 'pause', 'history-five'],
+      ['src/ops/pause.ts', 'resume', 'history-five'],
     ];
 
     const results = await Promise.all(commands.map((args) => opsProcess(env, args)));

@@ -1,5 +1,5 @@
 /**
- * `npm run runs -- --html FILE` in a real browser: the page `ops/format-html.ts` renders from rows
+ * `npm run runs -- --html FILE` in a real browser: the page `src/ops/format-html.ts` renders from rows
  * of every state, opened from disk in the system's headless Chromium (driven by playwright-core;
  * no browser is downloaded). It asserts on the rendered page (each state's colour, the marks of
  * manual and forced runs, details on hover and click, escaping, no request leaving the file) and
@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
-import { runsHtml, STATE_COLOURS } from '../../ops/format-html.ts';
-import type { SlotRow } from '../../ops/slot-history.ts';
+import { runsHtml, STATE_COLOURS } from '../../src/ops/format-html.ts';
+import type { SlotRow } from '../../src/ops/slot-history.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const ARTIFACTS = join(tmpdir(), 'scheduler-run-once-artifacts');

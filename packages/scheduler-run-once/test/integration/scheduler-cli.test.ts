@@ -1,5 +1,5 @@
 /**
- * `npm run scheduler` (`ops/scheduler.ts`) as a process against the function as a process: a
+ * `npm run scheduler` (`src/ops/scheduler.ts`) as a process against the function as a process: a
  * forced run (`--fire`) with `AUTH_MODE=verify-oidc`, where one environment serves both: the
  * function verifies tokens against `OIDC_CERTS_URL` (`src/config.ts`, `src/function.ts`), and the
  * Scheduler serves its key's certificates on that URL's port and signs every delivery. Also its
@@ -25,7 +25,7 @@ after(removeScratch);
 
 /** Runs `node ops/scheduler.ts ...args` from the repository root with `env` added. */
 function schedulerCommand(args: string[], env: Record<string, string>) {
-  return spawnSync(process.execPath, ['ops/scheduler.ts', ...args], {
+  return spawnSync(process.execPath, ['src/ops/scheduler.ts', ...args], {
     cwd: ROOT,
     encoding: 'utf8',
     env: { ...process.env, JOBS_MODULE: 'test/fixtures/jobs-scheduler-cli.ts', ...env },

@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
-import { ROOT } from '../../scripts/local-processes.ts';
+import { ROOT } from '../../src/dev/local-processes.ts';
 
 /** Kills the run if it has not ended by then: the failure this test looks for is a hang. */
 const HANG_MS = 90_000;

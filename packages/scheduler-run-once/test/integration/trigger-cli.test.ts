@@ -11,9 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
-import * as runsCommand from '../../ops/runs.ts';
-import * as triggerCommand from '../../ops/trigger.ts';
-import { ROOT } from '../../scripts/local-processes.ts';
+import { ROOT } from '../../src/dev/local-processes.ts';
+import * as runsCommand from '../../src/ops/runs.ts';
+import * as triggerCommand from '../../src/ops/trigger.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
@@ -26,8 +26,8 @@ const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-history.ts');
 
 /** The commands by their script, as the process cases name them. */
 const COMMANDS: Record<string, Command> = {
-  'ops/trigger.ts': { name: 'trigger', usage: triggerCommand.USAGE, main: triggerCommand.main },
-  'ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+  'src/ops/trigger.ts': { name: 'trigger', usage: triggerCommand.USAGE, main: triggerCommand.main },
+  'src/ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
 };
 
 /**
@@ -108,7 +108,7 @@ describe('running jobs by hand', () => {
   after(() => close());
 
   it('as a process, trigger JOB makes a manual run of its own, recorded as manual', async () => {
-    const res = await spawned('ops/trigger.ts', 'history-five', '--url', url);
+    const res = await spawned('src/ops/trigger.ts', 'history-five', '--url', url);
 
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /^history-five manual run \(trigger [0-9a-f-]{36}\): 200 processed /);
@@ -116,7 +116,7 @@ describe('running jobs by hand', () => {
     const manual = executions.find((e) => e.startsWith('manual'));
     assert.ok(manual?.includes(` ${runId}`), `a manual execution with run id ${runId}`);
     const history = await command(
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       '--json',
       '--since',
       '10m',
@@ -133,7 +133,7 @@ describe('running jobs by hand', () => {
 
   it('trigger JOB --slot T delivers the slot as Scheduler would: processed, then a duplicate', async () => {
     const first = await command(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--slot',
       `${PAST_DAY}T11:00:00Z`,
@@ -141,7 +141,7 @@ describe('running jobs by hand', () => {
       url,
     );
     const again = await command(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--slot',
       `${PAST_DAY}T11:00:00Z`,
@@ -156,10 +156,10 @@ describe('running jobs by hand', () => {
 
   it('trigger JOB --rerun --slot T runs a completed slot again as a run of its own, listed beside the slot', async () => {
     const slot = `${PAST_DAY}T11:05:00Z`;
-    await command('ops/trigger.ts', 'history-five', '--slot', slot, '--url', url);
+    await command('src/ops/trigger.ts', 'history-five', '--slot', slot, '--url', url);
 
     const rerun = await command(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--rerun',
       '--slot',
@@ -178,7 +178,7 @@ describe('running jobs by hand', () => {
     assert.notEqual(rerunId, runId);
     assert.equal((await storedRecord(fn.collection, rerunId)).rerun_of, runId);
     const history = await command(
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       '--json',
       '--since',
       '10m',
@@ -206,7 +206,7 @@ describe('running jobs by hand', () => {
 
   it('refuses a time that is not a slot of the job, naming the slot before it', async () => {
     const res = await command(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--slot',
       `${PAST_DAY}T11:03:00Z`,
@@ -234,8 +234,15 @@ describe('running jobs by hand', () => {
       fn.collection,
     ];
 
-    const backfill = await command('ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
-    const check = await command('ops/runs.ts', ...window, '--check');
+    const backfill = await command(
+      'src/ops/runs.ts',
+      ...window,
+      '--backfill',
+      '--yes',
+      '--url',
+      url,
+    );
+    const check = await command('src/ops/runs.ts', ...window, '--check');
 
     assert.equal(backfill.code, 0, backfill.stderr);
     const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
@@ -267,9 +274,9 @@ describe('running jobs by hand', () => {
       own.collection,
     ];
 
-    const check = await command('ops/runs.ts', ...window, '--check');
-    const backfill = await command('ops/runs.ts', ...window, '--backfill', '--dry-run');
-    const listed = await command('ops/runs.ts', ...window, '--json');
+    const check = await command('src/ops/runs.ts', ...window, '--check');
+    const backfill = await command('src/ops/runs.ts', ...window, '--backfill', '--dry-run');
+    const listed = await command('src/ops/runs.ts', ...window, '--json');
 
     assert.equal(check.code, 0, check.stderr);
     assert.equal(backfill.code, 0, backfill.stderr);
@@ -310,7 +317,7 @@ describe('running jobs by hand', () => {
     it('as a process without a terminal and without --yes, lists the slots and delivers nothing, saying why', async () => {
       const { window } = await missedThree();
 
-      const res = await spawned('ops/runs.ts', ...window, '--backfill', '--url', url);
+      const res = await spawned('src/ops/runs.ts', ...window, '--backfill', '--url', url);
 
       assert.equal(res.code, 1);
       assert.match(
@@ -325,7 +332,14 @@ describe('running jobs by hand', () => {
     it('--dry-run lists the slots and delivers nothing', async () => {
       const { window } = await missedThree();
 
-      const res = await command('ops/runs.ts', ...window, '--backfill', '--dry-run', '--url', url);
+      const res = await command(
+        'src/ops/runs.ts',
+        ...window,
+        '--backfill',
+        '--dry-run',
+        '--url',
+        url,
+      );
 
       assert.equal(res.code, 0, res.stderr);
       assert.match(res.stderr, /3 missed slot\(s\) to deliver[\s\S]*--dry-run: nothing delivered/);
@@ -338,7 +352,7 @@ describe('running jobs by hand', () => {
       // 900 s back from 12:25, plus the job's 60 s tolerance: 12:11 is the oldest slot allowed.
       const res = await commandWith(
         { RETENTION_SECONDS: '900' },
-        'ops/runs.ts',
+        'src/ops/runs.ts',
         ...window,
         '--backfill',
         '--yes',
@@ -367,7 +381,7 @@ describe('running jobs by hand', () => {
         `fresh_${Date.now()}`,
       ];
 
-      const res = await command('ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
+      const res = await command('src/ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
 
       assert.equal(res.code, 0, res.stderr);
       assert.match(
@@ -382,7 +396,7 @@ describe('running jobs by hand', () => {
 
       const res = await commandWith(
         { RETENTION_SECONDS: '60', LEASE_SECONDS: '30' },
-        'ops/runs.ts',
+        'src/ops/runs.ts',
         ...window,
         '--backfill',
         '--dry-run',
@@ -401,7 +415,7 @@ describe('running jobs by hand', () => {
 
     const res = await commandWith(
       { RETENTION_SECONDS: '3600' },
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--slot',
       slot,
@@ -452,7 +466,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     const slot = `${PAST_DAY}T10:00:00Z`;
 
     const res = await scoped(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--slot',
       slot,
@@ -480,7 +494,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   it('trigger warns, without failing the run it made, when the function names the run otherwise (the scopes differ)', async () => {
     const res = await commandWith(
       { ...SCOPE_ENV, RUN_KEY_SCOPE: 'elsewhere' },
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       ...ACME_EU,
       '--url',
@@ -498,7 +512,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   it('trigger --scope makes a manual run in the scope', async () => {
     const before = executions.length;
 
-    const res = await scoped('ops/trigger.ts', 'history-five', ...ACME_EU, '--url', url);
+    const res = await scoped('src/ops/trigger.ts', 'history-five', ...ACME_EU, '--url', url);
 
     assert.equal(res.code, 0, res.stderr);
     assert.match(
@@ -520,7 +534,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     const before = executions.length;
 
     const res = await scoped(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       '--scope',
       'region=eu',
@@ -536,7 +550,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
 
   it('trigger --scope with a name the configuration does not have exits 2, listing the names it has', async () => {
     const res = await scoped(
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'history-five',
       ...ACME_EU,
       '--scope',
@@ -563,7 +577,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     const window = ['--since', '25m', '--now', `${PAST_DAY}T12:25:00Z`, '--collection', collection];
 
     const backfill = await scoped(
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       ...window,
       ...ACME_EU,
       '--backfill',
@@ -571,7 +585,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       '--url',
       url.replace(/\/$/, `/?region=us`),
     );
-    const check = await scoped('ops/runs.ts', ...window, ...ACME_EU, '--check');
+    const check = await scoped('src/ops/runs.ts', ...window, ...ACME_EU, '--check');
 
     assert.equal(backfill.code, 0, backfill.stderr);
     const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
@@ -594,7 +608,7 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
 
     const backfill = await commandWith(
       { ...SCOPE_ENV, RUN_KEY_SCOPE: 'elsewhere' },
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       ...window,
       ...ACME_EU,
       '--backfill',
@@ -669,14 +683,14 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
   it('runs --backfill says the blocked slots were not run, exits 1, and --check still reports them missed', async () => {
     const backfill = await commandWith(
       env,
-      'ops/runs.ts',
+      'src/ops/runs.ts',
       ...window(),
       '--backfill',
       '--yes',
       '--url',
       url,
     );
-    const check = await commandWith(env, 'ops/runs.ts', ...window(), '--check');
+    const check = await commandWith(env, 'src/ops/runs.ts', ...window(), '--check');
 
     assert.equal(backfill.code, 1, backfill.stderr);
     const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
@@ -691,10 +705,10 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
   });
 
   it('trigger JOB is not run beside it: it says so and exits 1; with --allow-overlap it runs', async () => {
-    const blocked = await commandWith(env, 'ops/trigger.ts', 'overlap-five', '--url', url);
+    const blocked = await commandWith(env, 'src/ops/trigger.ts', 'overlap-five', '--url', url);
     const allowed = await commandWith(
       env,
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'overlap-five',
       '--allow-overlap',
       '--url',
@@ -715,7 +729,7 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
   it('trigger --slot T --allow-overlap is refused: a slot follows the job’s overlap policy', async () => {
     const res = await commandWith(
       env,
-      'ops/trigger.ts',
+      'src/ops/trigger.ts',
       'overlap-five',
       '--slot',
       slotAt(5),

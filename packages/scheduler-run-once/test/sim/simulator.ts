@@ -12,11 +12,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
-import { planBackfill } from '../../ops/backfill.ts';
-import { schedulerHeaders } from '../../ops/deliver.ts';
-import { recordPause, recordResume } from '../../ops/pause-records.ts';
-import { scopeOf } from '../../ops/scope-args.ts';
-import { readHistory } from '../../ops/slot-history.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
@@ -30,6 +25,11 @@ import {
   TRIGGER_ID_HEADER,
 } from '../../src/function/scheduler-request.ts';
 import { GracefulShutdown } from '../../src/function/shutdown.ts';
+import { planBackfill } from '../../src/ops/backfill.ts';
+import { schedulerHeaders } from '../../src/ops/deliver.ts';
+import { recordPause, recordResume } from '../../src/ops/pause-records.ts';
+import { scopeOf } from '../../src/ops/scope-args.ts';
+import { readHistory } from '../../src/ops/slot-history.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';

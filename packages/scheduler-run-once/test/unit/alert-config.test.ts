@@ -1,10 +1,10 @@
 /**
- * The metrics and alert policies `deploy.sh` creates (`ops/alert-config.ts`): what each counts, and
+ * The metrics and alert policies `deploy.sh` creates (`src/ops/alert-config.ts`): what each counts, and
  * which jobs get an absence alert. No Firestore, no gcloud.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { alertPolicies, logMetric, MAX_ABSENCE_SECONDS } from '../../ops/alert-config.ts';
+import { alertPolicies, logMetric, MAX_ABSENCE_SECONDS } from '../../src/ops/alert-config.ts';
 
 describe('logMetric', () => {
   it("counts the function's lease-lost warnings, labelled by the short job id", () => {

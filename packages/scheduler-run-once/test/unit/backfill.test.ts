@@ -1,12 +1,12 @@
 /**
- * Which missed slots a backfill delivers (`ops/backfill.ts` `planBackfill`), in-process: the rule
+ * Which missed slots a backfill delivers (`src/ops/backfill.ts` `planBackfill`), in-process: the rule
  * that a slot before the job's first record in the window is left alone gives way when the job is
  * known to have a record before the window.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { planBackfill } from '../../ops/backfill.ts';
-import { slotRow } from '../../ops/slot-history.ts';
+import { planBackfill } from '../../src/ops/backfill.ts';
+import { slotRow } from '../../src/ops/slot-history.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 

@@ -1,12 +1,12 @@
 /**
- * The dashboard `deploy.sh` creates (`ops/dashboard-config.ts`): one chart per kind of run, each
+ * The dashboard `deploy.sh` creates (`src/ops/dashboard-config.ts`): one chart per kind of run, each
  * counting its log-based metric per job, and a name `deploy.sh` finds it by. No gcloud (the real
  * parser reads the file in test/integration/deploy.test.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { logMetric, METRICS } from '../../ops/alert-config.ts';
-import { DASHBOARD_METRICS, dashboard, dashboardName } from '../../ops/dashboard-config.ts';
+import { logMetric, METRICS } from '../../src/ops/alert-config.ts';
+import { DASHBOARD_METRICS, dashboard, dashboardName } from '../../src/ops/dashboard-config.ts';
 import { PAUSED_SLOT } from '../../src/policy/pauses.ts';
 
 describe('dashboard', () => {

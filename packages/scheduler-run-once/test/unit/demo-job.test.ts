@@ -1,6 +1,6 @@
 /**
  * A template for testing your job, shown on the demo's copy of the example job
- * (`scripts/demo-job.ts`, what `src/job.ts` ships): the job called with a context made by hand, so
+ * (`src/dev/demo-job.ts`, what `src/job.ts` ships): the job called with a context made by hand, so
  * no Firestore, no function and no Scheduler are involved, and the clock is driven
  * (`t.mock.timers`), so a job that waits takes no time.
  *
@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
-import { demoJob } from '../../scripts/demo-job.ts';
 import type { JobContext } from '../../src/core/job-context.ts';
+import { demoJob } from '../../src/dev/demo-job.ts';
 
 const job = { id: 'demo-job', schedule: '*/5 * * * *', timeZone: 'Etc/UTC' };
 

@@ -1,13 +1,13 @@
 /**
  * The check `deploy.sh` runs through `node ops/jobs.ts --deploy`: the packages a jobs module loads
- * that `package.json` lists only in devDependencies (`ops/dependencies.ts`), read statically.
+ * that `package.json` lists only in devDependencies (`src/ops/dependencies.ts`), read statically.
  */
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { devOnlyImports, packageOf, valueImports } from '../../ops/dependencies.ts';
+import { devOnlyImports, packageOf, valueImports } from '../../src/ops/dependencies.ts';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'dependencies-test-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));

@@ -1,9 +1,9 @@
 /**
- * `npm run jobs`'s pure parts (`ops/format-jobs.ts`): `--count` and the JSON's local times.
+ * `npm run jobs`'s pure parts (`src/ops/format-jobs.ts`): `--count` and the JSON's local times.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { COUNT, jobsJson, parseCount, upcoming } from '../../ops/format-jobs.ts';
+import { COUNT, jobsJson, parseCount, upcoming } from '../../src/ops/format-jobs.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 
 describe('parseCount', () => {

@@ -1,5 +1,5 @@
 /**
- * `npm run runs`'s pure parts (`ops/format-runs.ts`): window durations, readable durations, and the
+ * `npm run runs`'s pure parts (`src/ops/format-runs.ts`): window durations, readable durations, and the
  * `--check` verdict. No Firestore.
  */
 import assert from 'node:assert/strict';
@@ -12,8 +12,8 @@ import {
   parseDuration,
   runsJson,
   runsTable,
-} from '../../ops/format-runs.ts';
-import type { SlotRow } from '../../ops/slot-history.ts';
+} from '../../src/ops/format-runs.ts';
+import type { SlotRow } from '../../src/ops/slot-history.ts';
 
 describe('parseDuration', () => {
   for (const [text, ms] of [

@@ -1,5 +1,5 @@
 /**
- * The composite indexes `deploy.sh` creates cover every query the code makes (`ops/indexes.ts`):
+ * The composite indexes `deploy.sh` creates cover every query the code makes (`src/ops/indexes.ts`):
  * production Firestore refuses a query without its index, which the emulator never shows.
  */
 import assert from 'node:assert/strict';
@@ -16,7 +16,7 @@ import {
   missingIndexes,
   QUERIES,
   type QuerySpec,
-} from '../../ops/indexes.ts';
+} from '../../src/ops/indexes.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -41,8 +41,8 @@ function recordingQuery() {
 
 describe('composite indexes', () => {
   it('no module queries Firestore except through a declared query spec', () => {
-    const offenders = [...sources('src'), ...sources('ops'), ...sources('scripts')]
-      .filter((file) => file !== path.join('ops', 'indexes.ts'))
+    const offenders = [...sources('src'), ...sources('scripts')]
+      .filter((file) => file !== path.join('src', 'ops', 'indexes.ts'))
       .filter((file) => /\.(where|orderBy)\(/.test(readFileSync(path.join(ROOT, file), 'utf8')));
 
     assert.deepEqual(offenders, []);
@@ -103,7 +103,7 @@ describe('node ops/indexes.ts, as deploy.sh runs it', () => {
       const link = path.join(dir, 'checkout');
       symlinkSync(ROOT, link);
 
-      const run = spawnSync(process.execPath, [path.join(link, 'ops/indexes.ts')], {
+      const run = spawnSync(process.execPath, [path.join(link, 'src/ops/indexes.ts')], {
         encoding: 'utf8',
       });
 

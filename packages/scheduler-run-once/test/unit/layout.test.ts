@@ -110,10 +110,24 @@ describe('the layout', () => {
     assert.deepEqual(violations(sources('src/function'), allowed), []);
   });
 
-  it('keeps src/ free of the operations commands, scripts, benchmarks, examples and tests', () => {
-    const allowed = (to: string) => !/^(ops|scripts|bench|examples|test)\//.test(to);
+  it('keeps src/ free of the scripts, benchmarks, examples and tests', () => {
+    const allowed = (to: string) => !/^(scripts|bench|examples|test)\//.test(to);
 
     assert.deepEqual(violations(sources('src'), allowed), []);
+  });
+
+  it('keeps the operations commands and the dev loop out of the function (the request path)', () => {
+    const outsideTheFunction = (to: string) => /^src\/(ops|dev|cli|testing)\b/.test(to);
+    const allowed = (to: string) => !outsideTheFunction(to);
+    const requestPath = [
+      ...sources('src/core'),
+      ...sources('src/policy'),
+      ...sources('src/function'),
+      'src/index.ts',
+      'src/main.cts',
+    ];
+
+    assert.deepEqual(violations(requestPath, allowed), []);
   });
 
   it('gives the compiled package (dist/index.js and what it loads) no file outside dist/', (t) => {
@@ -123,6 +137,7 @@ describe('the layout', () => {
     }
     const seen = new Set<string>();
     const outside: string[] = [];
+    const loadsOutsideTheFunction: string[] = [];
     const visit = (file: string) => {
       if (seen.has(file)) {
         return;
@@ -135,6 +150,8 @@ describe('the layout', () => {
         const to = target(file, spec);
         if (!to.startsWith('dist/')) {
           outside.push(`${file} loads ${to}`);
+        } else if (/^dist\/(ops|dev|cli|testing)\b/.test(to)) {
+          loadsOutsideTheFunction.push(`${file} loads ${to}`);
         } else if (existsSync(join(ROOT, to))) {
           visit(to);
         }
@@ -144,6 +161,7 @@ describe('the layout', () => {
     visit('dist/index.js');
 
     assert.deepEqual(outside, []);
+    assert.deepEqual(loadsOutsideTheFunction, []);
     assert.ok(seen.has('dist/function/register.js'), 'the entry loads the HTTP adapter');
     assert.ok(seen.has('dist/core/ledger.js'), 'the function loads the core');
   });

@@ -1,12 +1,12 @@
 /**
- * The local Scheduler's core (`ops/local-scheduler.ts`) with a driven clock, a fake transport and
+ * The local Scheduler's core (`src/ops/local-scheduler.ts`) with a driven clock, a fake transport and
  * a scripted chance: no function, no emulator, no waiting. The clock starts just before a slot and
  * the test moves it on; the transport records each delivery and answers as the case needs (taking
  * fake time where a function would be slow).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { firingList, formatEvent } from '../../ops/format-events.ts';
+import { firingList, formatEvent } from '../../src/ops/format-events.ts';
 import {
   type Answer,
   type AttemptEvent,
@@ -16,7 +16,7 @@ import {
   type SchedulerEvent,
   type SchedulerJob,
   sleepOn,
-} from '../../ops/local-scheduler.ts';
+} from '../../src/ops/local-scheduler.ts';
 import { JOB_DEFAULTS } from '../../src/policy/job-declaration.ts';
 import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
 import { FakeClock } from '../fixtures/fake-clock.ts';

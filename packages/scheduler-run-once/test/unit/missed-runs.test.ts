@@ -1,7 +1,7 @@
 /** The pure parts of missed-run detection and the run audit: when a slot is judged, which deliveries check. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isJudgedSlot } from '../../ops/check-rules.ts';
+import { isJudgedSlot } from '../../src/ops/check-rules.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { judgedSlots, MAX_RULES, nextRules } from '../../src/policy/missed-run-rules.ts';

@@ -1,5 +1,5 @@
 /**
- * The local token issuer of the Scheduler (`ops/oidc-issuer.ts`): its tokens pass google-auth-library's
+ * The local token issuer of the Scheduler (`src/ops/oidc-issuer.ts`): its tokens pass google-auth-library's
  * verification against its own certificate URL, with the claims of a Google service-account ID
  * token, and the certificates carry no caching header (so a verifier never keeps a stale key).
  * Loopback only: no emulator, no network.
@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { OAuth2Client } from 'google-auth-library';
-import { startOidcIssuer } from '../../ops/oidc-issuer.ts';
+import { startOidcIssuer } from '../../src/ops/oidc-issuer.ts';
 
 const issuer = await startOidcIssuer();
 after(() => issuer.close());

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { pauseNoteProblem, pauseUntilProblem } from '../../ops/pause-records.ts';
-import { pausedRow, type SlotRow } from '../../ops/slot-history.ts';
+import { pauseNoteProblem, pauseUntilProblem } from '../../src/ops/pause-records.ts';
+import { pausedRow, type SlotRow } from '../../src/ops/slot-history.ts';
 import {
   DEFAULT_PAUSE_BOUND_MS,
   MAX_PAUSE_NOTE_LENGTH,

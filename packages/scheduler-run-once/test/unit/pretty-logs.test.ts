@@ -1,11 +1,11 @@
 /**
- * `npm run dev`'s readable log lines (`scripts/pretty-logs.ts`): the function's production JSON,
+ * `npm run dev`'s readable log lines (`src/dev/pretty-logs.ts`): the function's production JSON,
  * as `src/logger.ts` writes it, in and one readable line out. In-process, no emulator.
  */
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { prettyLogLines } from '../../scripts/pretty-logs.ts';
+import { prettyLogLines } from '../../src/dev/pretty-logs.ts';
 import { createLogger } from '../../src/function/logger.ts';
 
 /** The JSON line the function's logger writes for `log(logger)`. */

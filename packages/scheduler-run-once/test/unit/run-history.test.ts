@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { slotRow } from '../../ops/slot-history.ts';
 import { computeRunId } from '../../src/core/run-key.ts';
 import type { RunRecord } from '../../src/core/run-record.ts';
+import { slotRow } from '../../src/ops/slot-history.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { isSlotsOwnDelivery, slotRunId } from '../../src/policy/run-history.ts';
 

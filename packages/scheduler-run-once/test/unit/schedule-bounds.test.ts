@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Cron } from 'croner';
-import { previousSlots } from '../../ops/slots.ts';
+import { previousSlots } from '../../src/ops/slots.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import {
   nextSlots,

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { Cron } from 'croner';
 import fc from 'fast-check';
-import { toZonedRfc3339 } from '../../ops/slots.ts';
+import { toZonedRfc3339 } from '../../src/ops/slots.ts';
 import {
   MAX_SLOTS,
   nextSlots,

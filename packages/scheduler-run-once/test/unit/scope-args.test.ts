@@ -1,12 +1,12 @@
 /**
- * `--scope NAME=VALUE` of the operations commands (`ops/scope-args.ts`), read against the
+ * `--scope NAME=VALUE` of the operations commands (`src/ops/scope-args.ts`), read against the
  * function's scope configuration. No Firestore.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { UsageError } from '../../ops/command.ts';
-import { scopeArgs, scopeOf, scopeRequest } from '../../ops/scope-args.ts';
 import { loadConfig } from '../../src/function/config.ts';
+import { UsageError } from '../../src/ops/command.ts';
+import { scopeArgs, scopeOf, scopeRequest } from '../../src/ops/scope-args.ts';
 
 const config = loadConfig({
   RUN_KEY_SCOPE: 'p1/prod',

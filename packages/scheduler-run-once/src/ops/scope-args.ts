@@ -5,14 +5,14 @@
  * ids the command computes, so they are the function's for that scope. `--scope VALUE` without
  * `=` is `runs`' older form of `RUN_KEY_SCOPE` (the function's own fixed scope, never sent).
  */
-import type { Scope } from '../src/core/run-key.ts';
-import type { Config } from '../src/function/config.ts';
+import type { Scope } from '../core/run-key.ts';
+import type { Config } from '../function/config.ts';
 import {
   InvalidRequestError,
   isScopeValue,
   SCOPE_VALUE_RULE,
   scopeFrom,
-} from '../src/function/scheduler-request.ts';
+} from '../function/scheduler-request.ts';
 import { UsageError } from './command.ts';
 
 type ScopeConfig = Pick<Config, 'keyScopeHeaders' | 'keyScopeParams'>;

@@ -6,8 +6,8 @@
  * (`src/config.ts`), so one environment serves both.
  */
 
-import { ConfigError } from '../src/core/errors.ts';
-import { loadConfig } from '../src/function/config.ts';
+import { ConfigError } from '../core/errors.ts';
+import { loadConfig } from '../function/config.ts';
 import type { LocalSchedulerOptions } from './local-scheduler.ts';
 import type { OidcIssuer } from './oidc-issuer.ts';
 

@@ -2,7 +2,7 @@
  * What `npm run runs` reads and prints, as pure functions: window durations, the table for people,
  * the JSON for programs, and the `--check` verdict.
  */
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
 import { hasRecord, type SlotRow } from './slot-history.ts';
 import { formatTable } from './table.ts';
 

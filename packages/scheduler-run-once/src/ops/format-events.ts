@@ -2,7 +2,7 @@
  * What the local Scheduler prints: one line per delivery, for people, as pure functions of its
  * events (`ops/local-scheduler.ts`).
  */
-import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
 import type { AttemptEvent, SchedulerEvent, SchedulerJob } from './local-scheduler.ts';
 
 /** `HH:MM:SS.mmmZ` of an instant (ms since the epoch). */

@@ -3,10 +3,10 @@
  * programs, and the tab-separated lines `deploy.sh` reads.
  */
 
-import type { JobInfo } from '../src/core/job-context.ts';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { retryWindowMs } from '../src/policy/retry-policy.ts';
-import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import type { JobInfo } from '../core/job-context.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import { retryWindowMs } from '../policy/retry-policy.ts';
+import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
 import { toZonedRfc3339 } from './slots.ts';
 import { formatTable } from './table.ts';
 

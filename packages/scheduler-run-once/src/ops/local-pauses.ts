@@ -5,11 +5,11 @@
  * resume takes effect at the next slot.
  */
 import { Firestore } from '@google-cloud/firestore';
-import { RunDocuments } from '../src/core/run-documents.ts';
-import { loadConfig } from '../src/function/config.ts';
-import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
-import { pauseAt, readPauses } from '../src/policy/pauses.ts';
+import { RunDocuments } from '../core/run-documents.ts';
+import { loadConfig } from '../function/config.ts';
+import { jobStateCollection } from '../policy/job-state.ts';
+import { checkDocumentId } from '../policy/missed-run-cursor.ts';
+import { pauseAt, readPauses } from '../policy/pauses.ts';
 import type { LocalSchedulerOptions } from './local-scheduler.ts';
 import { scopeOf } from './scope-args.ts';
 

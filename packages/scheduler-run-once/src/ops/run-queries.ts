@@ -4,9 +4,9 @@
  * reads slots by run id and queries nothing.
  */
 import { Firestore, type Query, type Settings, Timestamp } from '@google-cloud/firestore';
-import { callFirestore } from '../src/core/run-documents.ts';
-import { type Scope, scopeId } from '../src/core/run-key.ts';
-import { runRecordConverter, type StoredRecord } from '../src/core/run-record.ts';
+import { callFirestore } from '../core/run-documents.ts';
+import { type Scope, scopeId } from '../core/run-key.ts';
+import { runRecordConverter, type StoredRecord } from '../core/run-record.ts';
 import {
   buildQuery,
   type Equalities,

@@ -4,13 +4,13 @@
  * (`src/policy/run-history.ts`). The function never loads it: its missed-run check judges the
  * records themselves (`slotVerdict`).
  */
-import type { BatchRead } from '../src/core/run-documents.ts';
-import type { Scope } from '../src/core/run-key.ts';
-import { judgedAt, type RunRecord, RunStatus, type StoredRecord } from '../src/core/run-record.ts';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { type Pause, pauseAt } from '../src/policy/pauses.ts';
-import { retryWindowMs } from '../src/policy/retry-policy.ts';
-import { type RunHistory, readSlotRecords } from '../src/policy/run-history.ts';
+import type { BatchRead } from '../core/run-documents.ts';
+import type { Scope } from '../core/run-key.ts';
+import { judgedAt, type RunRecord, RunStatus, type StoredRecord } from '../core/run-record.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import { type Pause, pauseAt } from '../policy/pauses.ts';
+import { retryWindowMs } from '../policy/retry-policy.ts';
+import { type RunHistory, readSlotRecords } from '../policy/run-history.ts';
 
 /** What became of one slot (docs/operations.md); a lease lapsed past the retry window: `failed`. */
 export type SlotState =

@@ -8,7 +8,7 @@
  * into the page HTML-escaped, and the details shown on hover or click are built from an inline JSON
  * block with `textContent`, never `innerHTML`.
  */
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
 import {
   BEFORE_FIRST_RECORD,
   forcedAsSlot,

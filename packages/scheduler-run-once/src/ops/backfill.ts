@@ -19,10 +19,10 @@
  */
 import { createInterface } from 'node:readline/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { BACKFILL_HEADER } from '../src/function/scheduler-request.ts';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import { forcedRunToleranceMs, oldestAcceptedTime } from '../src/policy/schedule-time.ts';
+import { BACKFILL_HEADER } from '../function/scheduler-request.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
+import { forcedRunToleranceMs, oldestAcceptedTime } from '../policy/schedule-time.ts';
 import {
   type Answer,
   answerLine,

@@ -41,9 +41,9 @@
  * Time comes from an injected {@link Clock}, requests go through an injected {@link Send} and chance
  * from an injected `random`, so tests drive all three.
  */
-import type { DeclaredJob, JobSettings } from '../src/policy/job-declaration.ts';
-import { backoffMs, makesRetry } from '../src/policy/retry-policy.ts';
-import { nextSlots, toUtcRfc3339 } from '../src/policy/schedule.ts';
+import type { DeclaredJob, JobSettings } from '../policy/job-declaration.ts';
+import { backoffMs, makesRetry } from '../policy/retry-policy.ts';
+import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
 
 /** What the Scheduler needs of a job: its id, its schedule and its Scheduler settings. */
 export type SchedulerJob = Pick<DeclaredJob, 'id' | 'schedule' | 'timeZone'> & JobSettings;

@@ -21,7 +21,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { FieldPath, type Query, type Timestamp } from '@google-cloud/firestore';
-import { Field, RunKind } from '../src/core/run-record.ts';
+import { Field, RunKind } from '../core/run-record.ts';
 import { isEntryPoint } from './command.ts';
 
 /** A field's order in an index and in the query's `orderBy`. */

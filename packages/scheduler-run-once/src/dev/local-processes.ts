@@ -8,11 +8,24 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-/** The library's root: the directory of its `package.json`. */
-export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** The library's root: the directory of its `package.json`, above `src/dev/` (or `dist/dev/`). */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** This module's extension: `.ts` run from the sources, `.js` compiled (the published package). */
+const OWN_EXTENSION = extname(fileURLToPath(import.meta.url));
+
+/**
+ * The file of the library's module `module` (a path under `src/` without extension, e.g.
+ * `ops/jobs`), as this module runs: the source beside it, or the compiled file in `dist/`.
+ *
+ * @example spawn(process.execPath, [libraryModule('ops/jobs'), '--deploy'])
+ */
+export function libraryModule(module: string): string {
+  return fileURLToPath(new URL(`../${module}${OWN_EXTENSION}`, import.meta.url));
+}
 /**
  * The project the commands serve, which holds `src/jobs.ts` and `build/`: the directory they run
  * in (npm runs a script in the directory of the `package.json` that declares it).
@@ -47,8 +60,8 @@ export const NODE_MODULES = nodeModulesWith('tsc');
 
 /** functions-framework's CLI script (the `.bin` link resolved). */
 const FRAMEWORK = binPath('functions-framework');
-/** The preload that gives functions-framework's `listen(port)` a host (`scripts/listen-host.ts`). */
-const LISTEN_HOST = pathToFileURL(join(ROOT, 'scripts/listen-host.ts')).href;
+/** The preload that gives functions-framework's `listen(port)` a host (`listen-host.ts`). */
+const LISTEN_HOST = pathToFileURL(libraryModule('dev/listen-host')).href;
 /** Where a local function listens unless told otherwise: this machine only. */
 export const LOCAL_HOST = '127.0.0.1';
 

@@ -12,15 +12,15 @@ import type { AddressInfo } from 'node:net';
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
-import type { JobContext } from '../src/core/job-context.ts';
-import { RunLedger } from '../src/core/ledger.ts';
-import { RunDocuments } from '../src/core/run-documents.ts';
-import { loadConfig } from '../src/function/config.ts';
-import { createScheduledJobHandler } from '../src/function/handler.ts';
-import { createLogger } from '../src/function/logger.ts';
-import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
-import { jobStateCollection } from '../src/policy/job-state.ts';
-import { RunHistory } from '../src/policy/run-history.ts';
+import type { JobContext } from '../core/job-context.ts';
+import { RunLedger } from '../core/ledger.ts';
+import { RunDocuments } from '../core/run-documents.ts';
+import { loadConfig } from '../function/config.ts';
+import { createScheduledJobHandler } from '../function/handler.ts';
+import { createLogger } from '../function/logger.ts';
+import { defineJob, validateJobs } from '../policy/job-declaration.ts';
+import { jobStateCollection } from '../policy/job-state.ts';
+import { RunHistory } from '../policy/run-history.ts';
 import { demoJob } from './demo-job.ts';
 
 const config = loadConfig({

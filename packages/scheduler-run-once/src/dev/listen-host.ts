@@ -14,9 +14,7 @@ import net from 'node:net';
 const host = process.env.RUN_ONCE_LISTEN_HOST;
 const original = net.Server.prototype.listen;
 if (typeof original !== 'function') {
-  throw new Error(
-    'scripts/listen-host.ts: net.Server.prototype.listen is gone; this Node cannot be patched',
-  );
+  throw new Error('listen-host: net.Server.prototype.listen is gone; this Node cannot be patched');
 }
 
 /** A port as `listen` takes it: a number, or a string of digits (a string of other text is a pipe). */

@@ -4,7 +4,7 @@
  * example's behaviour (`test/unit/demo-job.test.ts`) use this copy, never the user's job, so
  * replacing `src/job.ts` changes neither.
  */
-import type { JobContext } from '../src/core/job-context.ts';
+import type { JobContext } from '../core/job-context.ts';
 
 /**
  * Logs `job started`, waits `workMs` (1000 by default) or until the attempt's signal aborts,

@@ -4,8 +4,8 @@
  * (an OIDC ID token of the invoker service account, audience = the function URL).
  */
 import { execFileSync } from 'node:child_process';
-import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../src/function/scheduler-request.ts';
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../function/scheduler-request.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
 import { CommandError, UsageError } from './command.ts';
 
 /** Where deliveries go, and the bearer token they carry (none for a local function). */

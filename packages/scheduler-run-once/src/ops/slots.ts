@@ -3,7 +3,7 @@
  * longest gap, and an instant shown in a job's zone. Built on `src/policy/schedule.ts`; the function
  * never loads it.
  */
-import { nextSlots, previousSlot, type ScheduleSpec, wallAt } from '../src/policy/schedule.ts';
+import { nextSlots, previousSlot, type ScheduleSpec, wallAt } from '../policy/schedule.ts';
 
 /**
  * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has

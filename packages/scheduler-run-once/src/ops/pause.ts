@@ -24,13 +24,13 @@
  */
 import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
-import { RunDocuments } from '../src/core/run-documents.ts';
-import { loadConfig } from '../src/function/config.ts';
-import { isJobId, JOB_ID_RULE } from '../src/policy/job-id.ts';
-import { jobStateCollection } from '../src/policy/job-state.ts';
-import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
-import { pauseBound } from '../src/policy/pauses.ts';
-import { toUtcRfc3339 } from '../src/policy/schedule.ts';
+import { RunDocuments } from '../core/run-documents.ts';
+import { loadConfig } from '../function/config.ts';
+import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
+import { jobStateCollection } from '../policy/job-state.ts';
+import { checkDocumentId } from '../policy/missed-run-cursor.ts';
+import { pauseBound } from '../policy/pauses.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
 import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';

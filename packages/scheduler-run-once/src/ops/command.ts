@@ -6,7 +6,7 @@
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { ConfigError, RunOnceError } from '../src/core/errors.ts';
+import { ConfigError, RunOnceError } from '../core/errors.ts';
 
 /** A bad argument or setting: the command prints it with its usage and exits 2. */
 export class UsageError extends Error {

@@ -4,12 +4,8 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigError } from '../src/core/errors.ts';
-import {
-  type DeclaredJob,
-  type JobDeclaration,
-  validateJobs,
-} from '../src/policy/job-declaration.ts';
+import { ConfigError } from '../core/errors.ts';
+import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { UsageError } from './command.ts';
 
 /**

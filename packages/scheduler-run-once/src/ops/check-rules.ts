@@ -4,8 +4,8 @@
  * place) is not reported missed by the command either. The function never loads this module.
  */
 import type { DocumentData, Timestamp } from '@google-cloud/firestore';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { readCursor } from '../src/policy/missed-run-cursor.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import { readCursor } from '../policy/missed-run-cursor.ts';
 import {
   isSlotOf,
   type JudgedRule,
@@ -13,7 +13,7 @@ import {
   nextRules,
   possibleRules,
   ruleOf,
-} from '../src/policy/missed-run-rules.ts';
+} from '../policy/missed-run-rules.ts';
 
 /**
  * Whether detection judges a slot at `slot` under `rules`: it is not before the oldest rule's

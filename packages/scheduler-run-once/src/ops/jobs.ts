@@ -18,7 +18,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/core/errors.ts';
+import { ConfigError } from '../core/errors.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
 import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependencies.ts';

@@ -41,21 +41,21 @@ import { existsSync, type FSWatcher, mkdirSync, renameSync, rmSync, watch } from
 import { createServer, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { ConfigError } from '../core/errors.ts';
 import { firingList, formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
 import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
-import { ConfigError } from '../src/core/errors.ts';
 import {
   acceptsConnections,
   binPath,
   freePort,
   type GroupProcess,
   LOCAL_HOST,
+  libraryModule,
   PROJECT_DIR,
-  ROOT,
   spawnFunction,
   startFirestoreEmulator,
   waitForPort,
@@ -208,7 +208,7 @@ function build(): boolean {
 
 /** The declared jobs' settings, as `deploy.sh` reads them (`ops/jobs.ts --deploy`), or undefined. */
 function readJobs(): SchedulerJob[] | undefined {
-  const result = spawnSync(process.execPath, [join(ROOT, 'ops/jobs.ts'), '--deploy'], {
+  const result = spawnSync(process.execPath, [libraryModule('ops/jobs'), '--deploy'], {
     cwd: PROJECT_DIR,
     encoding: 'utf8',
     env: process.env,
@@ -383,7 +383,7 @@ if (!options['no-scheduler']) {
 // so the page always reflects the current declarations (Node caches imported modules).
 /** Renders the history page for `url`'s query; the status is 400 for arguments runs refuses. */
 function historyPage(url: URL): Promise<{ status: number; type: string; body: string }> {
-  const args = [join(ROOT, 'ops/runs.ts'), '--html', '-'];
+  const args = [libraryModule('ops/runs'), '--html', '-'];
   const since = url.searchParams.get('since');
   if (since) {
     args.push('--since', since);

@@ -3,7 +3,7 @@
  * check document beside the missed-run cursor, fenced on its update time. The function only reads
  * pauses (`src/policy/pauses.ts`); it never loads this module.
  */
-import type { RunDocuments } from '../src/core/run-documents.ts';
+import type { RunDocuments } from '../core/run-documents.ts';
 import {
   activePause,
   isPauseEnd,
@@ -14,7 +14,7 @@ import {
   type Pause,
   pausesField,
   readPauses,
-} from '../src/policy/pauses.ts';
+} from '../policy/pauses.ts';
 
 /** Why a note cannot be stored ({@link isPauseNote}), or undefined: too long, or a control one. */
 export function pauseNoteProblem(note: string): string | undefined {

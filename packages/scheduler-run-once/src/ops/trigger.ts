@@ -33,24 +33,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { ConfigError } from '../src/core/errors.ts';
-import { computeTriggerRunId } from '../src/core/run-key.ts';
-import { type Config, loadConfig } from '../src/function/config.ts';
+import { ConfigError } from '../core/errors.ts';
+import { computeTriggerRunId } from '../core/run-key.ts';
+import { type Config, loadConfig } from '../function/config.ts';
 import {
   ALLOW_OVERLAP_HEADER,
   BACKFILL_HEADER,
   MODE_HEADER,
   normaliseScheduleTime,
   TRIGGER_ID_HEADER,
-} from '../src/function/scheduler-request.ts';
-import type { DeclaredJob } from '../src/policy/job-declaration.ts';
-import { slotRunId } from '../src/policy/run-history.ts';
-import { previousSlot, toUtcRfc3339 } from '../src/policy/schedule.ts';
+} from '../function/scheduler-request.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import { slotRunId } from '../policy/run-history.ts';
+import { previousSlot, toUtcRfc3339 } from '../policy/schedule.ts';
 import {
   forcedRunToleranceMs,
   oldestAcceptedTime,
   retentionProblems,
-} from '../src/policy/schedule-time.ts';
+} from '../policy/schedule-time.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
