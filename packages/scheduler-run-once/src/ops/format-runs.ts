@@ -4,7 +4,7 @@
  */
 import { toUtcRfc3339 } from '../policy/schedule.ts';
 import { hasRecord, type SlotRow } from './slot-history.ts';
-import { formatTable } from './table.ts';
+import { formatTable, printable } from './table.ts';
 
 const UNIT_MS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
@@ -344,6 +344,12 @@ export function nextStep(row: SlotRow, target: Target = {}): string | undefined 
   return `${base}${urlFlag(target)}`;
 }
 
+/** `row` with its stored text (job id, last error) made {@link printable} for a terminal. */
+function printableRow(row: SlotRow): SlotRow {
+  const lastError = row.lastError === undefined ? {} : { lastError: printable(row.lastError) };
+  return { ...row, job: printable(row.job), ...lastError };
+}
+
 /**
  * The lines `--check` prints to stderr for its `failures` ({@link checkFailures}), each ending with
  * the command that fixes it ({@link nextStep}); then, for a job with more than one missed slot,
@@ -354,11 +360,13 @@ export function nextStep(row: SlotRow, target: Target = {}): string | undefined 
  * // ['runs --check: charge-customers 2026-12-01T09:42:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z']
  */
 export function checkLines(failures: readonly SlotRow[], now: Date, target: Target = {}): string[] {
-  const lines = failures.map((row) =>
-    row.state === 'unreadable'
-      ? `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} unreadable (${row.lastError ?? 'unknown field'}): repair or delete the document ${row.runId} (docs/operations.md, "An unreadable record")`
-      : `runs --check: ${row.job} ${toUtcRfc3339(row.slot)}${row.kind === 'slot' ? '' : ` ${row.kind} run`} ${row.state}${row.lastError === undefined || row.kind === 'slot' ? '' : ` (${row.lastError.slice(0, 80)})`}: ${nextStep(row, target)}`,
-  );
+  const lines = failures
+    .map(printableRow)
+    .map((row) =>
+      row.state === 'unreadable'
+        ? `runs --check: ${row.job} ${toUtcRfc3339(row.slot)} unreadable (${row.lastError ?? 'unknown field'}): repair or delete the document ${row.runId} (docs/operations.md, "An unreadable record")`
+        : `runs --check: ${row.job} ${toUtcRfc3339(row.slot)}${row.kind === 'slot' ? '' : ` ${row.kind} run`} ${row.state}${row.lastError === undefined || row.kind === 'slot' ? '' : ` (${row.lastError.slice(0, 80)})`}: ${nextStep(row, target)}`,
+    );
   const jobs = [...new Set(failures.map((row) => row.job))];
   for (const job of jobs) {
     const missed = failures.filter((row) => row.job === job && row.state === 'missed');

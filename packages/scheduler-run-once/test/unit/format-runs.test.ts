@@ -326,3 +326,38 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
     ]);
   });
 });
+
+describe('stored text on a terminal', () => {
+  const row = (state: SlotRow['state'], final: boolean) =>
+    ({
+      job: 'j',
+      slot: new Date(0),
+      runId: 'r',
+      state,
+      final,
+      attempts: 1,
+      kind: 'slot',
+    }) as SlotRow;
+  const RAW = 'boom\nsecond line\u001b[2J\u001b]0;title\u0007';
+  const SHOWN = 'boom\\nsecond line\\u001b[2J\\u001b]0;title\\u0007';
+
+  it('shows a last error with a newline and escape sequences as escapes, on one table line', () => {
+    const failed = { ...row('failed', false), lastError: RAW } as SlotRow;
+
+    const table = runsTable([failed]);
+
+    assert.equal(table.split('\n').length, 2, table);
+    assert.doesNotMatch(table, /\u001b/);
+    assert.ok(table.includes(SHOWN.slice(0, 40)), table);
+  });
+
+  it('shows it escaped in the --check lines too', () => {
+    const failed = { ...row('failed', false), kind: 'manual', lastError: RAW } as SlotRow;
+
+    const lines = checkLines([failed], new Date(0));
+
+    assert.equal(lines.length, 1);
+    assert.doesNotMatch(lines[0] ?? '', /[\n\u001b]/);
+    assert.ok((lines[0] ?? '').includes('boom\\nsecond line\\u001b[2J'), lines[0]);
+  });
+});
