@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Deploys this project's jobs: the function, its Firestore ledger and one Cloud Scheduler job per job
-# in src/jobs.ts. The work is done by the scheduler-run-once package's deploy.sh, so a new version
-# of the package brings its fixes; `./deploy.sh --help` lists every input.
+# in src/jobs.ts. The work is the scheduler-run-once package's (`run-once deploy`), so a new version
+# of the package brings its fixes; `./deploy.sh --help` lists every input. NODE_BIN names the Node
+# (22.18 or later) that runs it when the `node` on PATH is older.
 #
 #   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 ./deploy.sh [--dry-run] [--prune]
 set -euo pipefail
 cd -- "$(dirname -- "${BASH_SOURCE[0]}")"
-exec bash node_modules/scheduler-run-once/deploy.sh "$@"
+exec "${NODE_BIN:-node}" node_modules/scheduler-run-once/bin/run-once.cjs deploy "$@"

@@ -60,10 +60,10 @@ import {
   startFirestoreEmulator,
   waitForPort,
 } from './local-processes.ts';
-import { prettyLogLines } from './pretty-logs.ts';
+import { colorWanted, prettyLogLines } from './pretty-logs.ts';
 
 const USAGE =
-  'usage: npm run dev -- [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
+  'usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -288,7 +288,9 @@ if (verifyOidc) {
 }
 
 // The function, restarted on every successful build.
-const pretty = prettyLogLines({ colorize: process.stdout.isTTY === true });
+const pretty = prettyLogLines({
+  colorize: colorWanted(process.stdout.isTTY === true, process.env),
+});
 let fn: GroupProcess | undefined;
 
 async function startFunction(): Promise<void> {

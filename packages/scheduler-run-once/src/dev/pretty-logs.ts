@@ -63,6 +63,23 @@ function timeOf(timestamp: unknown): string {
 }
 
 /**
+ * Whether to colour output for a terminal: `FORCE_COLOR` set (not `0`) says yes, `NO_COLOR` set
+ * (not empty, https://no-color.org) says no, else whether the stream is a terminal.
+ *
+ * @example prettyLogLines({ colorize: colorWanted(process.stdout.isTTY === true, process.env) })
+ */
+export function colorWanted(isTerminal: boolean, env: NodeJS.ProcessEnv): boolean {
+  const force = env.FORCE_COLOR;
+  if (force !== undefined && force !== '' && force !== '0') {
+    return true;
+  }
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') {
+    return false;
+  }
+  return isTerminal;
+}
+
+/**
  * A function turning one line of the function's output into a readable line (with its newline).
  *
  * @param options.colorize - ANSI colours, for a terminal.

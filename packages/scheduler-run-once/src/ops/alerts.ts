@@ -24,7 +24,7 @@ import { longestGapMs } from './slots.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE =
-  'usage: node ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
+  'usage: node src/ops/alerts.ts --function NAME --out DIR [--channels C1,C2] [--absence-periods N]';
 
 /**
  * `node ops/alerts.ts`, for {@link runCommand} and in-process tests: `argv` after the script, the

@@ -25,7 +25,7 @@ import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependenci
 import { COUNT, deployLines, jobsJson, jobsTable, parseCount, upcoming } from './format-jobs.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = 'usage: node ops/jobs.ts [--json | --deploy] [--after=RFC3339] [--count N]';
+export const USAGE = 'usage: run-once jobs [--json | --deploy] [--after=RFC3339] [--count N]';
 
 /** The project whose jobs these are: the directory the command runs in. */
 const PROJECT_DIR = process.cwd();

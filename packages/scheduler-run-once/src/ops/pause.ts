@@ -47,8 +47,8 @@ import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-
 import { scopeOf } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = `usage: npm run pause -- JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
-       npm run resume -- JOB [--record-only]
+export const USAGE = `usage: run-once pause JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
+       run-once resume JOB [--record-only]
        [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
 exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore failed; 2 bad arguments`;

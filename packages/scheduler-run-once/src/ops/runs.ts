@@ -65,7 +65,7 @@ import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts
 import { previousSlots } from './slots.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = `usage: npm run runs -- [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+export const USAGE = `usage: run-once runs [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]

@@ -36,7 +36,7 @@ import { deliveryOptions, parseRate, schedulerSettings } from './scheduler-setti
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE =
-  'usage: node ops/scheduler.ts [--url URL] [--fire JOB [--without-schedule-time]] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
+  'usage: run-once scheduler [--url URL] [--fire JOB [--without-schedule-time]] [--drop-answers RATE] [--duplicates RATE] [--certs-port PORT]';
 
 /** Resolves on the first SIGINT or SIGTERM. */
 function interrupted(): Promise<void> {

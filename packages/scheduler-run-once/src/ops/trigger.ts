@@ -58,7 +58,7 @@ import { scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE =
-  'usage: npm run trigger -- JOB [--slot RFC3339 [--rerun]] [--allow-overlap] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
+  'usage: run-once trigger JOB [--slot RFC3339 [--rerun]] [--allow-overlap] [--scope NAME=VALUE]... [--url URL] [--invoker SA_EMAIL] [--token TOKEN]';
 
 /**
  * Why slot T may not be delivered by hand: older than `RETENTION_SECONDS` (from the environment,

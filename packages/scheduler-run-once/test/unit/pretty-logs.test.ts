@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { prettyLogLines } from '../../src/dev/pretty-logs.ts';
+import { colorWanted, prettyLogLines } from '../../src/dev/pretty-logs.ts';
 import { createLogger } from '../../src/function/logger.ts';
 
 /** The JSON line the function's logger writes for `log(logger)`. */
@@ -69,5 +69,17 @@ describe('prettyLogLines', () => {
     const shown = prettyLogLines({ colorize: false })('Serving function...');
 
     assert.equal(shown, 'Serving function...\n');
+  });
+});
+
+describe('colorWanted', () => {
+  it('colours a terminal, not a pipe, unless NO_COLOR or FORCE_COLOR says otherwise', () => {
+    assert.equal(colorWanted(true, {}), true);
+    assert.equal(colorWanted(false, {}), false);
+    assert.equal(colorWanted(true, { NO_COLOR: '1' }), false);
+    assert.equal(colorWanted(true, { NO_COLOR: '' }), true);
+    assert.equal(colorWanted(false, { FORCE_COLOR: '1' }), true);
+    assert.equal(colorWanted(false, { FORCE_COLOR: '0' }), false);
+    assert.equal(colorWanted(true, { FORCE_COLOR: '1', NO_COLOR: '1' }), true);
   });
 });

@@ -1,0 +1,107 @@
+/**
+ * `run-once`, the package's command (`bin/run-once.cjs`): the subcommands, `--help` on each that
+ * explains every flag its usage names, the exit statuses, and `--json` alone on stdout. Run as a
+ * user runs it, as a process in a project like the starter.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { COMMAND_HELP } from '../../src/cli/help.ts';
+import { USAGE as JOBS_USAGE } from '../../src/ops/jobs.ts';
+import { USAGE as PAUSE_USAGE } from '../../src/ops/pause.ts';
+import { USAGE as RUNS_USAGE } from '../../src/ops/runs.ts';
+import { USAGE as SCHEDULER_USAGE } from '../../src/ops/scheduler.ts';
+import { USAGE as TRIGGER_USAGE } from '../../src/ops/trigger.ts';
+import { writeStarterProject } from '../fixtures/starter-project.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const BIN = path.join(ROOT, 'bin/run-once.cjs');
+const PROJECT = writeStarterProject(mkdtempSync(path.join(tmpdir(), 'run-once-cli-')));
+after(() => rmSync(PROJECT, { recursive: true, force: true }));
+
+/** `run-once ...args` in the starter-like project, with this test's Node. */
+function runOnce(...args: string[]) {
+  return spawnSync(process.execPath, [BIN, ...args], {
+    cwd: PROJECT,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', METADATA_SERVER_DETECTION: 'none' },
+    timeout: 60_000,
+  });
+}
+
+/** The `--flag` names a usage text mentions. */
+function flagsOf(usage: string): string[] {
+  return [...new Set([...usage.matchAll(/--[a-z][a-z-]*/g)].map((m) => m[0]))];
+}
+
+describe('run-once', () => {
+  it('lists its commands on --help and exits 0; with no command it exits 2 on stderr', () => {
+    const help = runOnce('--help');
+    const bare = runOnce();
+
+    assert.equal(help.status, 0, help.stderr);
+    for (const name of Object.keys(COMMAND_HELP)) {
+      assert.match(help.stdout, new RegExp(`^  ${name} `, 'm'), `${name} is not listed`);
+    }
+    assert.equal(bare.status, 2);
+    assert.equal(bare.stdout, '');
+    assert.match(bare.stderr, /Usage: run-once COMMAND/);
+  });
+
+  it('refuses an unknown command with exit 2, naming it', () => {
+    const result = runOnce('rnus');
+
+    assert.equal(result.status, 2);
+    assert.match(result.stderr, /no command "rnus"/);
+  });
+
+  const usages: Record<string, string> = {
+    jobs: JOBS_USAGE,
+    runs: RUNS_USAGE,
+    trigger: TRIGGER_USAGE,
+    pause: PAUSE_USAGE.split('\n')[0] ?? '',
+    scheduler: SCHEDULER_USAGE,
+  };
+  for (const [name, usage] of Object.entries(usages)) {
+    it(`${name} --help explains every flag of its usage, and exits 0`, () => {
+      const result = runOnce(name, '--help');
+
+      assert.equal(result.status, 0, result.stderr);
+      const unexplained = flagsOf(usage).filter(
+        (flag) => !new RegExp(`^\\s+(-\\w, )?${flag}\\b`, 'm').test(result.stdout),
+      );
+      assert.deepEqual(unexplained, [], `${name} --help leaves these flags unexplained`);
+      assert.match(result.stdout, /^Exit status:/m);
+    });
+  }
+
+  it('prints jobs --json alone on stdout: it parses as JSON', () => {
+    const result = runOnce('jobs', '--json');
+
+    assert.equal(result.status, 0, result.stderr);
+    const jobs = JSON.parse(result.stdout) as { id: string }[];
+    assert.deepEqual(
+      jobs.map((job) => job.id),
+      ['scheduled-job', 'run-audit'],
+    );
+  });
+
+  it("prints the package's version", () => {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+
+    const result = runOnce('version');
+
+    assert.equal(result.status, 0);
+    assert.equal(result.stdout.trim(), version);
+  });
+
+  it('passes a bad argument on to the command: exit 2 with its usage', () => {
+    const result = runOnce('jobs', '--count', 'many');
+
+    assert.equal(result.status, 2);
+    assert.match(result.stderr, /usage: run-once jobs/);
+  });
+});
