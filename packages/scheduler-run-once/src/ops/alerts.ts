@@ -38,8 +38,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       out: { type: 'string' },
       channels: { type: 'string' },
       'absence-periods': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
   const periods = Number(args['absence-periods'] ?? 2);
   if (!args.function || !args.out) {
     throw new UsageError('--function and --out are required');

@@ -22,7 +22,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { FieldPath, type Query, type Timestamp } from '@google-cloud/firestore';
 import { Field, RunKind } from '../core/run-record.ts';
-import { isEntryPoint } from './command.ts';
+import { isEntryPoint, runCommand } from './command.ts';
 
 /** A field's order in an index and in the query's `orderBy`. */
 export type Direction = 'asc' | 'desc';
@@ -195,23 +195,45 @@ export function asListed(collection: string): ListedIndex[] {
   }));
 }
 
-if (isEntryPoint(import.meta.url)) {
+/** What the command prints for `--help` and with a bad argument (exit 2). */
+export const USAGE =
+  'usage: node src/ops/indexes.ts [--collection NAME] [--missing | --as-listed]\n' +
+  '  (no flag)     the composite indexes the queries need, one per line, as gcloud takes them\n' +
+  '  --missing     only those missing from the JSON list of `gcloud firestore indexes composite list` on stdin\n' +
+  "  --as-listed   the indexes as that list shows them once created (deploy.sh's dry run)";
+
+/**
+ * `node src/ops/indexes.ts` (deploy.sh's index step), for {@link runCommand}: `argv` after the
+ * script; resolves to the exit status.
+ */
+export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
+    args: argv,
     options: {
       collection: { type: 'string', default: 'scheduler_runs' },
       missing: { type: 'boolean' },
       'as-listed': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
   const collection = values.collection;
   if (values['as-listed']) {
     console.log(JSON.stringify(asListed(collection)));
-  } else {
-    const indexes = values.missing
-      ? missingIndexes(JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[], collection)
-      : INDEXES;
-    for (const index of indexes) {
-      console.log(fieldConfigs(index).join('\t'));
-    }
+    return 0;
   }
+  const indexes = values.missing
+    ? missingIndexes(JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[], collection)
+    : INDEXES;
+  for (const index of indexes) {
+    console.log(fieldConfigs(index).join('\t'));
+  }
+  return 0;
+}
+
+if (isEntryPoint(import.meta.url)) {
+  await runCommand('indexes', USAGE, main);
 }

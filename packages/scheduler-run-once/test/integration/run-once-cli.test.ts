@@ -105,3 +105,18 @@ describe('run-once', () => {
     assert.match(result.stderr, /usage: run-once jobs/);
   });
 });
+
+describe("deploy.sh's own steps", () => {
+  for (const step of ['indexes', 'alerts']) {
+    it(`src/ops/${step}.ts --help prints its usage and exits 0; an unknown flag exits 2`, () => {
+      const script = path.join(ROOT, `src/ops/${step}.ts`);
+      const help = spawnSync(process.execPath, [script, '--help'], { encoding: 'utf8' });
+      const bad = spawnSync(process.execPath, [script, '--bogus'], { encoding: 'utf8' });
+
+      assert.equal(help.status, 0, help.stderr);
+      assert.match(help.stdout, new RegExp(`^usage: node src/ops/${step}\\.ts`));
+      assert.equal(bad.status, 2, bad.stderr);
+      assert.match(bad.stderr, /Unknown option '--bogus'/);
+    });
+  }
+});
