@@ -301,7 +301,7 @@ export class RunLedger {
   async complete(claim: Claim): Promise<FenceResult> {
     const update = () => completionUpdate(this.#documents.expireAt());
     try {
-      return await this.#end(claim, 'completion', update);
+      return await this.#finish(claim, 'completion', update);
     } catch (error) {
       // The work is done: a later claim here records the completion instead of running it again.
       rememberBounded(this.#unrecordedCompletions, claim.runId, claim.attemptId);
@@ -318,7 +318,7 @@ export class RunLedger {
   async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
     const update = () => failureUpdate(failure, this.#documents.expireAt(), reporter);
     try {
-      return await this.#end(claim, 'release', update);
+      return await this.#finish(claim, 'release', update);
     } catch (error) {
       // The work has stopped: a retry here need not wait for the lease of a release never answered.
       this.#rememberUnanswered(claim.runId, claim.attemptId);
@@ -326,7 +326,7 @@ export class RunLedger {
     }
   }
   /** The fenced write that ends our hold of the run (a completion or a release). */
-  async #end(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
+  async #finish(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
     try {
       const written = await this.#fencedWrite(claim, what, update);
       return written === 'lease_lost' ? written : 'recorded';

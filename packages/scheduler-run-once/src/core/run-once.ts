@@ -22,18 +22,21 @@ export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes
 export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
 
 /** What an outcome of an attempt that ran carries: the attempt, why it lost its lease if it did. */
-type Ran = { readonly attempt: Attempt; readonly leaseLoss?: LeaseLossCause };
+type WithAttempt = { readonly attempt: Attempt; readonly leaseLoss?: LeaseLossCause };
 
 /**
  * What happened to one delivery. `unrecorded`: Firestore failed the fenced write after every retry
  * (a completion's work is done but not recorded; a released claim stays until its lease lapses).
  */
 export type RunOutcome =
-  | (Ran & { readonly outcome: 'processed'; readonly completion: FenceResult | 'unrecorded' })
+  | (WithAttempt & {
+      readonly outcome: 'processed';
+      readonly completion: FenceResult | 'unrecorded';
+    })
   | { readonly outcome: 'duplicate'; readonly record: RunRecord }
   | { readonly outcome: 'in_progress'; readonly holder: Holder | undefined }
   | { readonly outcome: 'unreadable_record'; readonly record: UnreadableRecord }
-  | (Ran & {
+  | (WithAttempt & {
       readonly outcome: 'failed';
       readonly error: unknown;
       readonly release: FenceResult | 'unrecorded';
@@ -305,7 +308,7 @@ class AttemptScope {
     const sentAt = performance.now();
     const run = this.#ledger
       .note(this.#claim, name, value)
-      .then((noted) => this.#apply(noted, sentAt));
+      .then((noted) => this.#takeRenewal(noted, sentAt));
     this.#beat = run.catch(() => undefined);
     try {
       if (!(await run)) {
@@ -321,7 +324,7 @@ class AttemptScope {
     this.#warnIfLapsed();
     const sentAt = performance.now();
     try {
-      this.#apply(await this.#ledger.extend(this.#claim), sentAt);
+      this.#takeRenewal(await this.#ledger.extend(this.#claim), sentAt);
     } catch (err) {
       this.#failures++;
       this.#options.logger.warn(
@@ -373,7 +376,7 @@ class AttemptScope {
    * Takes a renewal's result (sent at `sentAt`, `performance.now()`): true for the new claim; false
    * for a lost lease, which aborts the job.
    */
-  #apply(renewed: Claim | 'lease_lost', sentAt: number): boolean {
+  #takeRenewal(renewed: Claim | 'lease_lost', sentAt: number): boolean {
     if (renewed !== 'lease_lost') {
       const widened = renewed.leaseMs !== this.#claim.leaseMs;
       this.#claim = renewed;

@@ -14,102 +14,106 @@ import type { HandlerDeps } from './handler-deps.ts';
 import {
   MESSAGES,
   OUTCOME_BY_RERUN_REFUSAL,
-  type Said,
+  type Reply,
   unavailableMessage,
   unknownJobMessage,
 } from './outcomes.ts';
 import * as request from './scheduler-request.ts';
 
-/** What is known of a delivery so far: its run once timed, its run id once planned, log fields. */
-export type Known = Readonly<{ run?: ScheduledRun; runId?: string; fields: object }>;
+/** What the steps found out about a delivery so far: its run once timed, its run id once planned, log fields. */
+export type Findings = Readonly<{ run?: ScheduledRun; runId?: string; fields: object }>;
 
 /** What the function answers one delivery; `handler.ts` writes it. */
-export interface Answer extends Known, Omit<Said, 'fields'> {
+export interface Answer extends Findings, Omit<Reply, 'fields'> {
   /** Headers the outcome calls for: `WWW-Authenticate` with a 401, `Allow` with a 405. */
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A delivery whose job is known, its headers read; `Timed` once its run is, at Firestore's `now`. */
-type Read = Readonly<{ job: DeclaredJob; headers: request.DeliveryHeaders; known: Known }>;
-type Timed = Read & Readonly<{ run: ScheduledRun; now: Date }>;
+/** A delivery whose job is known, its headers read; `TimedDelivery` once its run is, at Firestore's `now`. */
+type ReadDelivery = Readonly<{
+  job: DeclaredJob;
+  headers: request.DeliveryHeaders;
+  findings: Findings;
+}>;
+type TimedDelivery = ReadDelivery & Readonly<{ run: ScheduledRun; now: Date }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
-export type Delivery = Timed & Readonly<{ plan: RunPlan; toleranceMs: number }>;
+export type Delivery = TimedDelivery & Readonly<{ plan: RunPlan; toleranceMs: number }>;
 
 /** Whether a step's result is its answer rather than what it hands on. */
 export function isAnswer<T extends object>(value: Answer | T): value is Answer {
   return 'outcome' in value && 'message' in value;
 }
 
-/** The answer `said`, naming what is known; its fields join the known ones. */
-export function answer(known: Known, said: Said): Answer {
-  return { ...known, ...said, fields: { ...known.fields, ...said.fields } };
+/** The answer `reply`, naming what was found; its fields join the findings'. */
+export function answer(findings: Findings, reply: Reply): Answer {
+  return { ...findings, ...reply, fields: { ...findings.fields, ...reply.fields } };
 }
 
 /** A refusal of a delivery that names no run: its message is also the log line's `reason`. */
-function refusal(known: Known, outcome: Said['outcome'], message: string): Answer {
-  return answer(known, { outcome, message, fields: { reason: message } });
+function refusal(findings: Findings, outcome: Reply['outcome'], message: string): Answer {
+  return answer(findings, { outcome, message, fields: { reason: message } });
 }
 
 /**
- * Runs one step; its rejection becomes the answer naming what `knownNow()` says is known then:
+ * Runs one step; its rejection becomes the answer naming what `findingsNow()` says was found by then:
  * 400 for an `InvalidRequestError`, `unavailable` for Firestore, else `failed` (its text if
  * `EXPOSE_ERRORS`).
  */
-export function step<T>(
+export function answeringErrors<T>(
   deps: HandlerDeps,
-  knownNow: () => Known,
+  findingsNow: () => Findings,
   run: () => Promise<T>,
 ): Promise<T | Answer> {
   return run().catch((err: unknown) => {
-    const known = knownNow();
+    const findings = findingsNow();
     if (err instanceof request.InvalidRequestError) {
-      return refusal(known, 'invalid_request', err.message);
+      return refusal(findings, 'invalid_request', err.message);
     }
     const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
     if (err instanceof LedgerUnavailableError) {
       const message = unavailableMessage(err, detail(err.message));
-      return answer(known, { outcome: 'unavailable', message, fields: { err } });
+      return answer(findings, { outcome: 'unavailable', message, fields: { err } });
     }
     const message = MESSAGES.internal(detail(describeThrown(err)));
-    return answer(known, { outcome: 'failed', message, fields: { err: loggableError(err) } });
+    return answer(findings, { outcome: 'failed', message, fields: { err: loggableError(err) } });
   });
 }
 
 /**
  * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in;
- * one {@link step}, whose answer to a thrown error names what the steps so far learnt.
+ * one {@link answeringErrors}, whose answer to a thrown error names what the steps so far learnt.
  */
 export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
-  let known: Known = { fields: {} };
+  let findings: Findings = { fields: {} };
   const decide = async (): Promise<Answer | Delivery> => {
     const admitted = await admit(deps, req);
     if (isAnswer(admitted)) {
       return admitted;
     }
-    known = admitted;
-    const read = readDelivery(deps, req, known);
+    findings = admitted;
+    const read = readDelivery(deps, req, findings);
     if (isAnswer(read)) {
       return read;
     }
-    known = read.known;
+    findings = read.findings;
     const timed = await timedRun(deps, read);
     if (isAnswer(timed)) {
       return timed;
     }
-    known = timed.known;
+    findings = timed.findings;
     const planned = planDelivery(deps, timed);
     if (isAnswer(planned)) {
       return planned;
     }
-    known = planned.known;
+    findings = planned.findings;
     return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
   };
-  return step(deps, () => known, decide);
+  return answeringErrors(deps, () => findings, decide);
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
-async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
+async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Findings> {
   const { config, authenticate, shutdown } = deps;
   const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
   if (auth?.ok === false) {
@@ -131,37 +135,37 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Known> {
 }
 
 /** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
-function readDelivery(deps: HandlerDeps, req: Request, known: Known): Answer | Read {
+function readDelivery(deps: HandlerDeps, req: Request, findings: Findings): Answer | ReadDelivery {
   const headers = request.readDeliveryHeaders(req, deps.config);
   const job = findJob(deps.jobs, headers.jobName);
   if (job === undefined && headers.scheduleTime === undefined) {
-    return refusal(known, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
+    return refusal(findings, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
   }
   if (job === undefined) {
     const declared = deps.config.exposeErrors ? deps.jobs : undefined;
-    return refusal(known, 'unknown_job', unknownJobMessage(headers.jobName, declared));
+    return refusal(findings, 'unknown_job', unknownJobMessage(headers.jobName, declared));
   }
   const { scheduleTime, ...rest } = headers;
   const run = scheduleTime === undefined ? {} : { run: { ...rest, scheduleTime } };
-  return { job, headers, known: { ...known, ...run } };
+  return { job, headers, findings: { ...findings, ...run } };
 }
 
 /**
  * The run a delivery names, at Firestore's now: as sent, or for a "Force run" without a schedule
  * time the one `policy/force-run.ts` chooses (400 if none). @throws {LedgerUnavailableError}
  */
-async function timedRun(deps: HandlerDeps, read: Read): Promise<Answer | Timed> {
-  const { job, headers, known } = read;
+async function timedRun(deps: HandlerDeps, read: ReadDelivery): Promise<Answer | TimedDelivery> {
+  const { job, headers, findings } = read;
   const now = await deps.clock();
-  if (known.run !== undefined) {
-    return { ...read, run: known.run, now };
+  if (findings.run !== undefined) {
+    return { ...read, run: findings.run, now };
   }
   const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
   if (forced === undefined) {
-    return refusal(known, 'invalid_request', MESSAGES.noNextSlot(job.id));
+    return refusal(findings, 'invalid_request', MESSAGES.noNextSlot(job.id));
   }
   const run: ScheduledRun = { ...headers, scheduleTime: forced, withoutScheduleTime: true };
-  return { ...read, run, now, known: { ...known, run } };
+  return { ...read, run, now, findings: { ...findings, run } };
 }
 
 /**
@@ -181,26 +185,26 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-function planDelivery(deps: HandlerDeps, timed: Timed): Answer | Delivery {
-  const { job, run, now, known } = timed;
+function planDelivery(deps: HandlerDeps, timed: TimedDelivery): Answer | Delivery {
+  const { job, run, now, findings } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
   const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
   if (problem !== undefined) {
-    return refusal(known, 'invalid_request', problem);
+    return refusal(findings, 'invalid_request', problem);
   }
   const plan = planRun(run, job, now, toleranceMs);
   const fields = {
-    ...known.fields,
+    ...findings.fields,
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
     ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
   };
-  return { ...timed, plan, toleranceMs, known: { run, runId: plan.runId, fields } };
+  return { ...timed, plan, toleranceMs, findings: { run, runId: plan.runId, fields } };
 }
 
 /** The refusal of a re-run `rerun.ts` refuses. @throws {LedgerUnavailableError} */
 async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
-  const { job, run, plan, now, toleranceMs, known } = delivery;
+  const { job, run, plan, now, toleranceMs, findings } = delivery;
   const { rerunOf } = plan.details;
   if (rerunOf === undefined) {
     return delivery;
@@ -212,7 +216,7 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
   }
   const outcome = OUTCOME_BY_RERUN_REFUSAL[refused.refusal];
   const fields = { rerunOf, reason: refused.refusal };
-  return answer(known, { outcome, message: refused.message, fields });
+  return answer(findings, { outcome, message: refused.message, fields });
 }
 
 /**
@@ -220,7 +224,7 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
  * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live.
  */
 async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
-  const { job, run, plan, now, toleranceMs, known } = delivery;
+  const { job, run, plan, now, toleranceMs, findings } = delivery;
   if (plan.kind !== 'slot') {
     return delivery;
   }
@@ -234,13 +238,13 @@ async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
     return delivery;
   }
   const { runId, record } = standIn;
-  const said: Omit<Said, 'fields'> | undefined = isCompleted(record)
+  const reply: Omit<Reply, 'fields'> | undefined = isCompleted(record)
     ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
     : isLeaseLive(record, now)
       ? { outcome: 'in_progress', message: MESSAGES.forcedRunRunning }
       : undefined;
-  if (said === undefined) {
+  if (reply === undefined) {
     return delivery;
   }
-  return answer({ ...known, runId }, { ...said, fields: { slotRunKind: 'forced' } });
+  return answer({ ...findings, runId }, { ...reply, fields: { slotRunKind: 'forced' } });
 }

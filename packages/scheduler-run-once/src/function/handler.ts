@@ -13,7 +13,14 @@ import { jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import { CLAIM_WINDOW_OPERATIONS, decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
-import { type Answer, answer, type Delivery, decideDelivery, isAnswer, step } from './decide.ts';
+import {
+  type Answer,
+  answer,
+  answeringErrors,
+  type Delivery,
+  decideDelivery,
+  isAnswer,
+} from './decide.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
 import type { HandlerDeps } from './handler-deps.ts';
 import { withTrace } from './logger.ts';
@@ -22,10 +29,10 @@ import * as outcomes from './outcomes.ts';
 export type { HandlerDeps } from './handler-deps.ts';
 
 /** The deps and what one function instance keeps: the missed-run check's job cursors. */
-type Instance = HandlerDeps & { readonly missedRuns: MissedRunCheck };
+type InstanceDeps = HandlerDeps & { readonly missedRuns: MissedRunCheck };
 
 /** Missed-run detection of the job's closed slots, if due; a failure is only a warning. */
-function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger) {
+function checkClosedSlots(deps: InstanceDeps, delivery: Delivery, logger: Logger) {
   const { job, run, now } = delivery;
   const warn = (err: unknown) => {
     const message = 'the missed-run check of closed slots failed; the run is not affected';
@@ -43,7 +50,7 @@ function checkClosedSlots(deps: Instance, delivery: Delivery, logger: Logger) {
 
 /** Runs the job once (a due slot's beside its missed-run check); `guard_changed`: the lock moved. */
 async function runDelivery(
-  deps: Instance,
+  deps: InstanceDeps,
   delivery: Delivery,
   requestLogger: Logger,
   guard: GuardedWrite | undefined,
@@ -117,15 +124,19 @@ async function runDelivery(
       logger.warn(REPORT_UNCONFIRMED);
     }
   }
-  const ran = outcomes.ranSaid(result, deps.config.exposeErrors);
+  const ran = outcomes.runReply(result, deps.config.exposeErrors);
   const note = outcomes.runNote(run, plan.kind);
-  return answer(delivery.known, { ...ran, message: `${note}${ran.message}` });
+  return answer(delivery.findings, { ...ran, message: `${note}${ran.message}` });
 }
 
 /** The overlap decision, then the claim with the lock write; a lost round decides afresh. */
-async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): Promise<Answer> {
-  const { job, run, plan, known } = delivery;
-  const knownNow = () => known;
+async function claimAndRun(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  logger: Logger,
+): Promise<Answer> {
+  const { job, run, plan, findings } = delivery;
+  const findingsNow = () => findings;
   const { history, jobDocuments } = deps;
   // An older revision's claim follows its lock write within a few Firestore operations.
   const claimWindowMs = CLAIM_WINDOW_OPERATIONS * deps.config.firestoreTimeoutMs;
@@ -139,14 +150,16 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
     heldHere,
   };
   for (let round = 0; round < MAX_OVERLAP_ROUNDS; round++) {
-    const decided = await step(deps, knownNow, () => decideOverlap(stores, job, run, plan));
+    const decided = await answeringErrors(deps, findingsNow, () =>
+      decideOverlap(stores, job, run, plan),
+    );
     if (isAnswer(decided)) {
       return decided;
     }
     if (decided.action !== 'run') {
-      return answer(known, outcomes.blockedSaid(decided, job.id, plan));
+      return answer(findings, outcomes.blockedReply(decided, job.id, plan));
     }
-    const ran = await step(deps, knownNow, () =>
+    const ran = await answeringErrors(deps, findingsNow, () =>
       runDelivery(deps, delivery, logger, decided.guard),
     );
     if (ran !== 'guard_changed') {
@@ -154,7 +167,7 @@ async function claimAndRun(deps: Instance, delivery: Delivery, logger: Logger): 
     }
   }
   const message = outcomes.MESSAGES.lockContended(job.id, plan.overlap, MAX_OVERLAP_ROUNDS);
-  return { ...known, outcome: 'waiting', message };
+  return { ...findings, outcome: 'waiting', message };
 }
 
 /** Writes the answer (unless already sent) and its one log line, never a header or the body. */

@@ -46,7 +46,7 @@ export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' 
 export type ResponseBody = Readonly<{ outcome: ResponseOutcome; runId?: string; message: string }>;
 
 /** What an answer says: its outcome, its message and the extra fields of its log line. */
-export type Said = Readonly<{ outcome: ResponseOutcome; message: string; fields?: object }>;
+export type Reply = Readonly<{ outcome: ResponseOutcome; message: string; fields?: object }>;
 
 /** The outcome of a re-run `rerun.ts` refuses. */
 export const OUTCOME_BY_RERUN_REFUSAL = {
@@ -127,10 +127,10 @@ export function runNote(run: ScheduledRun, kind: RunKind): string {
 }
 
 /** The outcome, message and log fields of what became of a run (`runOnce`). */
-export function ranSaid(
+export function runReply(
   result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
   exposeErrors: boolean,
-): Said {
+): Reply {
   const detail = (error: unknown) => (exposeErrors ? ` (${describeThrown(error)})` : '');
   const { outcome } = result;
   switch (outcome) {
@@ -146,7 +146,7 @@ export function ranSaid(
       return { outcome, message, fields };
     }
     case 'duplicate':
-      return duplicateSaid(result.record);
+      return duplicateReply(result.record);
     case 'in_progress': {
       const until = result.holder?.leaseExpires.toISOString();
       const message = `Another attempt is running this run${until ? ` (lease until ${until})` : ''}; retry later.`;
@@ -179,7 +179,7 @@ export function ranSaid(
 }
 
 /** The answer of a run that already has a final record (completed, skipped, reported). */
-function duplicateSaid(record: Extract<RunOutcome, { outcome: 'duplicate' }>['record']): Said {
+function duplicateReply(record: Extract<RunOutcome, { outcome: 'duplicate' }>['record']): Reply {
   const outcome = 'duplicate';
   if (record.status === 'skipped') {
     const message =
@@ -205,7 +205,7 @@ const WAIT_ADVICE = {
 type Blocked = Exclude<OverlapDecision, { action: 'run' }>;
 
 /** The answer of a run the overlap policy keeps from running (`decideOverlap`), naming the holder. */
-export function blockedSaid(decision: Blocked, jobId: string, plan: RunPlan): Said {
+export function blockedReply(decision: Blocked, jobId: string, plan: RunPlan): Reply {
   const { by } = decision;
   const { kind, overlap: policy } = plan;
   const fields = { blockedBy: by };
