@@ -22,7 +22,7 @@ function detailFields(details: RunDetails): Data {
   if (details.rerunOf !== undefined) {
     fields[Field.rerunOf] = details.rerunOf;
   }
-  if (details.untimed === true) {
+  if (details.withoutScheduleTime === true) {
     fields[Field.scheduleTimeSent] = false;
   }
   if (details.keyScope !== undefined) {

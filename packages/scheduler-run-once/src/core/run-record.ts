@@ -83,7 +83,7 @@ export interface RunRecord {
   /** For a re-run: the run id of the slot it runs again. */
   readonly rerunOf: string | undefined;
   /** A forced run delivered without a schedule time: never its slot's delivery. */
-  readonly untimed: boolean;
+  readonly withoutScheduleTime: boolean;
   /** For `skipped`: the run id of the earlier slot that was still running. */
   readonly blockedBy: string | undefined;
   /** What the job noted (`ctx.note`), by name. */
@@ -111,7 +111,9 @@ export type StoredRecord = RunRecord | UnreadableRecord;
 
 /** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
 export interface RunDetails
-  extends Partial<Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'untimed' | 'keyScope'>> {
+  extends Partial<
+    Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'withoutScheduleTime' | 'keyScope'>
+  > {
   readonly scheduleTime?: string;
 }
 
@@ -153,7 +155,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       scheduleTime: dateOf(data[Field.scheduleTime]),
       kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
       rerunOf: stringOf(data[Field.rerunOf]),
-      untimed: data[Field.scheduleTimeSent] === false,
+      withoutScheduleTime: data[Field.scheduleTimeSent] === false,
       blockedBy: stringOf(data[Field.blockedBy]),
       notes:
         typeof notes === 'object' && notes !== null && !Array.isArray(notes)

@@ -2,7 +2,7 @@
 import type { Request } from '@google-cloud/functions-framework';
 import { describeThrown, LedgerUnavailableError, loggableError } from '../core/errors.ts';
 import { isCompleted, isLeaseLive } from '../core/run-record.ts';
-import { untimedForceRun } from '../policy/force-run.ts';
+import { forceRunScheduleTime } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { retryWindowMs } from '../policy/retry-policy.ts';
@@ -81,7 +81,7 @@ export function answeringErrors<T>(
 }
 
 /**
- * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or a slot's stand-in;
+ * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or the Force run that stood for the slot;
  * one {@link answeringErrors}, whose answer to a thrown error names what the steps so far learnt.
  */
 export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
@@ -160,7 +160,9 @@ async function timedRun(deps: HandlerDeps, read: ReadDelivery): Promise<Answer |
   if (findings.run !== undefined) {
     return { ...read, run: findings.run, now };
   }
-  const forced = await untimedForceRun(job, headers.scope, now, (ids) => deps.history.getMany(ids));
+  const forced = await forceRunScheduleTime(job, headers.scope, now, (ids) =>
+    deps.history.getMany(ids),
+  );
   if (forced === undefined) {
     return refusal(findings, 'invalid_request', MESSAGES.noNextSlot(job.id));
   }
@@ -233,11 +235,11 @@ async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
   if (late <= toleranceMs || late > retryWindowMs(job)) {
     return delivery;
   }
-  const standIn = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
-  if (standIn === undefined) {
+  const forcedRun = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
+  if (forcedRun === undefined) {
     return delivery;
   }
-  const { runId, record } = standIn;
+  const { runId, record } = forcedRun;
   const reply: Omit<Reply, 'fields'> | undefined = isCompleted(record)
     ? { outcome: 'duplicate', message: MESSAGES.forcedRunDone }
     : isLeaseLive(record, now)

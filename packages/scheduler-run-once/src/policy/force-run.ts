@@ -17,7 +17,7 @@ export const FORCE_RUN_BATCH_SLOTS = 100;
  * (a per-minute job with the default window: 60, one batch). Deliveries with a schedule time never
  * come here. Throws what `readMany` throws.
  */
-export async function untimedForceRun(
+export async function forceRunScheduleTime(
   job: DeclaredJob,
   scope: Scope,
   now: Date,

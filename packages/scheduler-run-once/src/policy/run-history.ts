@@ -65,7 +65,7 @@ export function isSlotsOwnDelivery(
   toleranceMs: number,
 ): record is RunRecord {
   const run = record?.status === 'unreadable' ? undefined : record;
-  if (run?.kind !== 'forced' || run.untimed || run.firstClaimedAt === undefined) {
+  if (run?.kind !== 'forced' || run.withoutScheduleTime || run.firstClaimedAt === undefined) {
     return false;
   }
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;

@@ -59,7 +59,7 @@ export function planRun(
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
   if (run.withoutScheduleTime) {
-    return of(RunKind.Forced, variant(['forced']), { untimed: true });
+    return of(RunKind.Forced, variant(['forced']), { withoutScheduleTime: true });
   }
   const early = Date.parse(run.scheduleTime) - now.getTime();
   if (early > toleranceMs) {

@@ -47,7 +47,7 @@ function record(fields: Partial<RunRecord>): RunRecord {
     scheduleTime: SLOT,
     kind: 'slot',
     rerunOf: undefined,
-    untimed: false,
+    withoutScheduleTime: false,
     blockedBy: undefined,
     notes: {},
     ...fields,
@@ -170,7 +170,7 @@ describe('isSlotsOwnDelivery: which forced run was in fact its slot’s delivery
   });
 
   it('a forced run sent without a schedule time never is, however near its slot', () => {
-    assert.equal(isSlotsOwnDelivery(forced({ untimed: true }), SLOT, 30_000), false);
+    assert.equal(isSlotsOwnDelivery(forced({ withoutScheduleTime: true }), SLOT, 30_000), false);
   });
 
   it('one first claimed before the tolerance is not', () => {
