@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
+import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const PAGES = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)].filter(
@@ -37,8 +38,12 @@ function linksOf(page: string): string[] {
     .filter((href) => !/^[a-z]+:/.test(href));
 }
 
+/** The starter's README, checked as shipped (`RUN_ONCE_STARTER_CHECKS=1`): relative to the library. */
+const STARTER_README = relative(ROOT, join(STARTER_ROOT, 'README.md'));
+
 describe('documentation links', () => {
-  for (const page of PAGES) {
+  const pages = STARTER_CHECKS_SKIP ? PAGES : [...PAGES, STARTER_README];
+  for (const page of pages) {
     it(`${page}: every relative link and anchor resolves`, () => {
       const broken: string[] = [];
       for (const href of linksOf(page)) {
