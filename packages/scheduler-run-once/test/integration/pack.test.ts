@@ -90,7 +90,7 @@ describe('the package as published, installed in a project of its own', {
       { env: outsideEnv(), timeoutMs: NPM_TIMEOUT_MS },
     );
     timings.pack = pack.ms;
-    [packed] = JSON.parse(pack.output.slice(pack.output.indexOf('['))) as [Packed];
+    [packed] = JSON.parse(pack.stdout) as [Packed];
   });
 
   after(() => {
