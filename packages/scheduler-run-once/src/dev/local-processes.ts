@@ -55,11 +55,15 @@ export function binPath(name: string): string {
   return realpathSync(join(nodeModulesWith(name), '.bin', name));
 }
 
-/** The `node_modules` directory the library's dependencies are installed in. */
-export const NODE_MODULES = nodeModulesWith('tsc');
+/**
+ * The `node_modules` directory the library's dev dependencies are installed in (the one with `tsc`),
+ * for tests that link it into a scratch project. A function, not a constant: the published
+ * package loads this module in projects that have no `tsc`.
+ */
+export function nodeModulesWithTsc(): string {
+  return nodeModulesWith('tsc');
+}
 
-/** functions-framework's CLI script (the `.bin` link resolved). */
-const FRAMEWORK = binPath('functions-framework');
 /** The preload that gives functions-framework's `listen(port)` a host (`listen-host.ts`). */
 const LISTEN_HOST = pathToFileURL(libraryModule('dev/listen-host')).href;
 /** Where a local function listens unless told otherwise: this machine only. */
@@ -428,7 +432,7 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
   const args = [
     '--import',
     LISTEN_HOST,
-    FRAMEWORK,
+    binPath('functions-framework'),
     `--target=${spec.target}`,
     `--port=${spec.port}`,
   ];

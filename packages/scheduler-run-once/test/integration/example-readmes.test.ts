@@ -22,7 +22,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { binPath, NODE_MODULES } from '../../src/dev/local-processes.ts';
+import { binPath, nodeModulesWithTsc } from '../../src/dev/local-processes.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const TSC = binPath('tsc');
@@ -71,7 +71,7 @@ describe('the examples, followed as their READMEs say', () => {
   });
 
   it('compiles, each example copied into src/ with its imports fixed as step 1 says', () => {
-    symlinkSync(NODE_MODULES, path.join(scratch, 'node_modules'), 'dir');
+    symlinkSync(nodeModulesWithTsc(), path.join(scratch, 'node_modules'), 'dir');
     writeFileSync(path.join(scratch, 'package.json'), '{ "type": "module" }\n');
     const include: string[] = [];
     for (const example of EXAMPLES) {

@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { binPath, freshCollection, type GroupProcess } from '../../scripts/local-processes.ts';
+import { binPath, freshCollection, type GroupProcess } from '../../src/dev/local-processes.ts';
 import { deliver, npmIn, outsideEnv, runIn, serveFrom } from '../fixtures/installed-project.ts';
 import { documents, PAST_NOON, schedulerHeaders } from '../helpers.ts';
 
@@ -32,6 +32,11 @@ const packedJob = defineJob({
 });
 
 registerScheduledJob('handleScheduledJob', [packedJob]);
+`;
+/** The project's `src/jobs.ts`, which `run-once` reads: the same job, declared for the commands. */
+const JOBS_TS = `import { defineJob } from 'scheduler-run-once';
+
+export const jobs = [defineJob({ id: 'packed-job', schedule: '* * * * *', run: () => {} })];
 `;
 /** Strict, no emit, no `@types` (the index uses no Node API): does the shipped `types` entry do? */
 const TSCONFIG = {
@@ -193,5 +198,31 @@ describe('the package as published, installed in a project of its own', {
       ['completed'],
     );
     assert.match(fn.output(), /packed job ran/);
+  });
+
+  it('runs the installed run-once command from node_modules: jobs --json, and deploy --dry-run', async () => {
+    assert.ok(existsSync(path.join(project, 'node_modules')), 'the install test runs first');
+    mkdirSync(path.join(project, 'src'), { recursive: true });
+    writeFileSync(path.join(project, 'src/jobs.ts'), JOBS_TS);
+    const runOnce = path.join(project, 'node_modules/.bin/run-once');
+    const env = outsideEnv({ GOOGLE_CLOUD_PROJECT: 'my-project', REGION: 'us-central1' });
+
+    const jobs = await runIn(project, runOnce, ['jobs', '--json'], {
+      env,
+      timeoutMs: NPM_TIMEOUT_MS,
+    });
+    const deploy = await runIn(project, runOnce, ['deploy', '--dry-run'], {
+      env,
+      timeoutMs: NPM_TIMEOUT_MS,
+    });
+
+    assert.equal(jobs.code, 0, jobs.output);
+    assert.deepEqual(
+      (JSON.parse(jobs.stdout) as { id: string }[]).map((job) => job.id),
+      ['packed-job'],
+    );
+    assert.equal(deploy.code, 0, deploy.output);
+    assert.match(deploy.stdout, /^gcloud functions deploy /m);
+    assert.match(deploy.stdout, /^gcloud scheduler jobs create http packed-job /m);
   });
 });

@@ -24,7 +24,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { binPath, NODE_MODULES } from '../../src/dev/local-processes.ts';
+import { binPath, nodeModulesWithTsc } from '../../src/dev/local-processes.ts';
 import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -171,7 +171,7 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
       pastedFiles.push(target);
       where.set(dir, snippet.line);
     }
-    symlinkSync(NODE_MODULES, path.join(scratch, 'node_modules'), 'dir');
+    symlinkSync(nodeModulesWithTsc(), path.join(scratch, 'node_modules'), 'dir');
     cpSync(path.join(STARTER, 'biome.json'), path.join(scratch, 'biome.json'));
     // The repository is an ES module package: tsc reads `.ts` files by the nearest package.json.
     writeFileSync(path.join(scratch, 'package.json'), JSON.stringify({ type: 'module' }));

@@ -37,7 +37,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freshCollection, type GroupProcess } from '../../scripts/local-processes.ts';
+import { freshCollection, type GroupProcess } from '../../src/dev/local-processes.ts';
 import { deliver, npmIn, outsideEnv, serveFrom } from '../fixtures/installed-project.ts';
 import { documents, PAST_NOON, schedulerHeaders } from '../helpers.ts';
 
