@@ -39,7 +39,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, type FSWatcher, mkdirSync, renameSync, rmSync, watch } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { join, resolve } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../core/errors.ts';
 import { firingList, formatEvent } from '../ops/format-events.ts';
@@ -56,6 +56,7 @@ import {
   LOCAL_HOST,
   libraryModule,
   PROJECT_DIR,
+  ROOT,
   spawnFunction,
   startFirestoreEmulator,
   waitForPort,
@@ -189,20 +190,38 @@ if (await acceptsConnections(port, reachHost)) {
   fail(`port ${port} is taken: stop what listens there, or set PORT to another port`);
 }
 
-/** Runs `tsc -p tsconfig.build.json`; prints its errors and returns false when it fails. */
-function build(): boolean {
-  const started = performance.now();
+/**
+ * Whether the library runs from its sources (a checkout, such as the starter's workspace), not from
+ * a published package: then its `dist/`, which the project's build reads the types from, is built
+ * first.
+ */
+const LIBRARY_FROM_SOURCES =
+  existsSync(join(ROOT, 'src/index.ts')) && !ROOT.split(sep).includes('node_modules');
+
+/** Runs `tsc -p tsconfig.build.json` in `dir`; prints its errors and returns false when it fails. */
+function compile(dir: string): boolean {
   const result = spawnSync(process.execPath, [TSC, '-p', 'tsconfig.build.json'], {
-    cwd: PROJECT_DIR,
+    cwd: dir,
     encoding: 'utf8',
   });
   if (result.status !== 0) {
     process.stdout.write(result.stdout);
     process.stderr.write(result.stderr);
+    return false;
+  }
+  return true;
+}
+
+/** Builds the library (from its sources) and the project; false, with the errors, when one fails. */
+function build(): boolean {
+  const started = performance.now();
+  const built = (!LIBRARY_FROM_SOURCES || compile(ROOT)) && compile(PROJECT_DIR);
+  if (!built) {
     say('the build failed (above); the function keeps running the last build');
     return false;
   }
-  say(`built src/ in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  const what = LIBRARY_FROM_SOURCES ? 'the library and src/' : 'src/';
+  say(`built ${what} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return true;
 }
 
