@@ -51,7 +51,11 @@ export const USAGE = `usage: run-once pause JOB [--until RFC3339|DURATION] [--no
        run-once resume JOB [--record-only]
        [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
-exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore failed; 2 bad arguments`;
+exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore failed; 2 bad arguments;
+             4 recorded, but the Cloud Scheduler job was not changed (gcloud failed: the command is printed)`;
+
+/** The pause or resume is recorded, but the Cloud Scheduler job was not changed. */
+const EXIT_RECORDED_NOT_CARRIED_OUT = 4;
 
 /** The project `npm run dev` gives the emulator. */
 const EMULATOR_PROJECT = 'demo-scheduler-run-once';
@@ -215,7 +219,12 @@ async function pauseOrResume(
     );
     return 0;
   }
-  console.log(runSchedulerCommand(verb, gcloudArgs));
+  const scheduler = runSchedulerCommand(verb, gcloudArgs);
+  if (!scheduler.changed) {
+    console.error(scheduler.message);
+    return EXIT_RECORDED_NOT_CARRIED_OUT;
+  }
+  console.log(scheduler.message);
   return 0;
 }
 

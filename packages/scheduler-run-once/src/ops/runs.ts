@@ -110,6 +110,26 @@ function undeclaredJob(id: string): DeclaredJob {
   ])[0] as DeclaredJob;
 }
 
+/**
+ * Refuses `--job ID` for an id that is neither declared nor has any record (a typo, most often):
+ * a renamed job's old id keeps its history readable; an id with nothing is a bad argument.
+ *
+ * @throws {UsageError} naming the declared ids, when no record of `id` exists at all.
+ */
+async function refuseUnknownJob(
+  runs: Parameters<typeof recordsOfJob>[0],
+  id: string,
+  scope: Parameters<typeof recordsOfJob>[2],
+  now: Date,
+  declared: readonly DeclaredJob[],
+): Promise<void> {
+  const any = await recordsOfJob(runs, id, scope, undefined, now, { max: 1 });
+  if (any.records.length === 0) {
+    const ids = declared.map((job) => job.id).join(', ');
+    throw new UsageError(`no declared job ${id}, and no record of it (declared: ${ids})`);
+  }
+}
+
 /** The rows of records found by a query, each at its own schedule time (records without one are left out). */
 function rowsOf(
   job: DeclaredJob,
@@ -426,6 +446,7 @@ async function listRuns(
       marks.set(row, 'undeclared');
     }
     if (found.length === 0) {
+      await refuseUnknownJob(runs, id, scope, now, declared);
       console.error(`runs: ${id}: not declared, and no record of it in the window`);
     }
     rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));

@@ -36,19 +36,30 @@ export function shellLine(argv: readonly string[]): string {
     .join(' ');
 }
 
+/** What {@link runSchedulerCommand} did: whether the Scheduler job changed, and the line saying so. */
+export interface SchedulerCommandResult {
+  readonly changed: boolean;
+  readonly message: string;
+}
+
 /**
  * Runs gcloud with `args` and says what happened: that it ran, or that it did not (gcloud missing,
  * no account, no permission: its last line of error) with the command to run where one may.
  */
-export function runSchedulerCommand(verb: 'pause' | 'resume', args: readonly string[]): string {
+export function runSchedulerCommand(
+  verb: 'pause' | 'resume',
+  args: readonly string[],
+): SchedulerCommandResult {
   const line = shellLine(['gcloud', ...args]);
   const done = spawnSync('gcloud', args, { encoding: 'utf8', timeout: 60_000 });
   if (done.error === undefined && done.status === 0) {
-    return `${verb}: ran ${line}`;
+    return { changed: true, message: `${verb}: ran ${line}` };
   }
   const why =
     done.error !== undefined
       ? `gcloud could not run (${done.error.message})`
       : `gcloud answered: ${(done.stderr ?? '').trim().split('\n').at(-1) || `exit ${done.status}`}`;
-  return `${verb}: the Cloud Scheduler job was NOT ${verb === 'pause' ? 'paused' : 'resumed'}: ${why}. Run it with an account that holds roles/cloudscheduler.admin:\n  ${line}`;
+  const undone = verb === 'pause' ? 'paused' : 'resumed';
+  const message = `${verb}: the Cloud Scheduler job was NOT ${undone}: ${why}. Run it with an account that holds roles/cloudscheduler.admin:\n  ${line}`;
+  return { changed: false, message };
 }

@@ -325,6 +325,22 @@ describe('npm run runs', () => {
     );
   });
 
+  it('refuses --job of an id neither declared nor ever recorded (a typo) with exit 2, naming the declared ids', async () => {
+    const typo = await runs(collection, '--job', 'history-fiev', '--since', '1h');
+    const oldOutsideWindow = await runs(collection, '--job', 'history-old', '--since', '1m');
+
+    assert.equal(typo.code, 2, typo.stderr);
+    assert.match(
+      typo.stderr,
+      /no declared job history-fiev, and no record of it \(declared: history-five\)/,
+    );
+    assert.equal(oldOutsideWindow.code, 0, oldOutsideWindow.stderr);
+    assert.match(
+      oldOutsideWindow.stderr,
+      /history-old: not declared, and no record of it in the window/,
+    );
+  });
+
   it("lists a job's manual runs, newest first, with thousands of other jobs' manual runs in the collection", async () => {
     const own = collection.replace(/$/, '-manual');
     const fn = serveJobs(
