@@ -21,6 +21,13 @@ const entry = existsSync(source) && !underNodeModules ? source : compiled;
 
 import(pathToFileURL(entry).href)
   .then((command) => command.main(process.argv.slice(2)))
-  .then((status) => {
-    process.exitCode = status;
-  });
+  .then(
+    (status) => {
+      process.exitCode = status;
+    },
+    (err) => {
+      // A bug, not a failure a command names: its stack, and exit 1.
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );

@@ -2,8 +2,9 @@
 import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
+import type { JobContext } from '../core/job-context.ts';
 import type { GuardedWrite } from '../core/run-documents.ts';
-import { type Attempt, runOnce } from '../core/run-once.ts';
+import { type Attempt, type RunOutcome, runOnce } from '../core/run-once.ts';
 import {
   finalFailureReporter,
   REPORT_UNCONFIRMED,
@@ -48,6 +49,43 @@ function checkClosedSlots(deps: InstanceDeps, delivery: Delivery, logger: Logger
   }
 }
 
+/** The job's context for one attempt of the delivery's run (the job contract, `JobContext`). */
+function jobContextOf(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
+  const { job, run, plan } = delivery;
+  const scheduleTime = new Date(run.scheduleTime);
+  // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
+  const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
+  return {
+    runId: attempt.runId,
+    jobName: run.jobName,
+    job: jobInfoOf(job),
+    kind: plan.kind,
+    ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
+    scheduleTime,
+    ...(standsForSlot ? { slot: scheduleTime } : {}),
+    attemptId: attempt.attemptId,
+    firstClaimedAt: attempt.firstClaimedAt,
+    get leaseExpires() {
+      return attempt.leaseExpires;
+    },
+    signal: attempt.signal,
+    note: attempt.note,
+    logger: logger.child({ attemptId: attempt.attemptId }),
+  };
+}
+
+/** After an attempt's own final-failure report: a WARN if its release was lost or unanswered. */
+function warnOfReportRelease(result: RunOutcome, logger: Logger): void {
+  if (result.outcome !== 'failed' || !result.reported) {
+    return;
+  }
+  if (result.release === 'lease_lost') {
+    logger.warn(REPORT_WITHDRAWN);
+  } else if (result.release === 'unrecorded') {
+    logger.warn(REPORT_UNCONFIRMED);
+  }
+}
+
 /** Runs the job once (a due slot's beside its missed-run check); `guard_changed`: the lock moved. */
 async function runDelivery(
   deps: InstanceDeps,
@@ -69,31 +107,13 @@ async function runDelivery(
     ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
     : job.run;
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
-  // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
-  const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
   let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
     if (checksMissedRuns && !audit) {
       check = checkClosedSlots(deps, delivery, logger);
     }
-    return jobRun({
-      runId: attempt.runId,
-      jobName: run.jobName,
-      job: jobInfoOf(job),
-      kind: plan.kind,
-      ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
-      scheduleTime: new Date(run.scheduleTime),
-      ...(standsForSlot ? { slot: new Date(run.scheduleTime) } : {}),
-      attemptId: attempt.attemptId,
-      firstClaimedAt: attempt.firstClaimedAt,
-      get leaseExpires() {
-        return attempt.leaseExpires;
-      },
-      signal: attempt.signal,
-      note: attempt.note,
-      logger: logger.child({ attemptId: attempt.attemptId }),
-    });
+    return jobRun(jobContextOf(delivery, attempt, logger));
   };
   // A slot's final failure is reported by its own release write, judged from when this delivery
   // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
@@ -117,13 +137,7 @@ async function runDelivery(
   if (result.outcome === 'guard_changed') {
     return 'guard_changed';
   }
-  if (result.outcome === 'failed' && result.reported) {
-    if (result.release === 'lease_lost') {
-      logger.warn(REPORT_WITHDRAWN);
-    } else if (result.release === 'unrecorded') {
-      logger.warn(REPORT_UNCONFIRMED);
-    }
-  }
+  warnOfReportRelease(result, logger);
   const ran = outcomes.runReply(result, deps.config.exposeErrors);
   const note = outcomes.runNote(run, plan.kind);
   return answer(delivery.findings, { ...ran, message: `${note}${ran.message}` });
