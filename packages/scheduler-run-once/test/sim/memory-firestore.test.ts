@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { type DocumentData, FieldValue, Firestore, Timestamp } from '@google-cloud/firestore';
 import fc from 'fast-check';
-import { asFirestore, MemoryFirestore } from './memory-firestore.ts';
+import { asFirestore, MemoryFirestore } from '../../src/testing/memory-firestore.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
   throw new Error(

@@ -36,6 +36,13 @@ import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+import {
+  asFirestore,
+  GrpcCode,
+  MemoryFirestore,
+  type OpInfo,
+  type OpPlan,
+} from '../../src/testing/memory-firestore.ts';
 import { CloudScheduler, nextSlotMs, type SchedulerAttempt } from './cloud-scheduler.ts';
 import {
   type ForeignStore,
@@ -43,13 +50,6 @@ import {
   writeForeignLock,
   writeForeignRecord,
 } from './foreign-writes.ts';
-import {
-  asFirestore,
-  GrpcCode,
-  MemoryFirestore,
-  type OpInfo,
-  type OpPlan,
-} from './memory-firestore.ts';
 import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
