@@ -1,22 +1,30 @@
 /** The wiring of one scheduled-job function; `index.ts` calls it with the user's jobs. */
 import { Firestore } from '@google-cloud/firestore';
 import * as functions from '@google-cloud/functions-framework';
+import type { Logger } from 'pino';
 import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
-import { type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
 import { createOidcAuthenticator } from './auth.ts';
-import { loadConfig } from './config.ts';
+import { type Config, loadConfig } from './config.ts';
 import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 
-/** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
-function loadOrExit(declarations: readonly JobDeclaration[]) {
+/**
+ * The configuration read from `env` (`process.env` if not given) and the declared jobs, checked
+ * alone and as a pair.
+ * @throws {ConfigError} listing every problem of both (and of the pair) at once.
+ */
+export function loadConfigAndJobs(
+  declarations: readonly JobDeclaration[],
+  env?: Readonly<Record<string, string | undefined>>,
+): { readonly config: Config; readonly jobs: readonly DeclaredJob[] } {
   const problems: string[] = [];
   const attempt = <T>(load: () => T): T | undefined => {
     try {
@@ -29,16 +37,65 @@ function loadOrExit(declarations: readonly JobDeclaration[]) {
       return undefined;
     }
   };
-  const config = attempt(() => loadConfig());
+  const config = attempt(() => loadConfig(env));
   const jobs = attempt(() => validateJobs(declarations));
   if (config !== undefined && jobs !== undefined) {
     problems.push(...retentionProblems(jobs, config.retentionMs, config.forcedRunToleranceMs));
   }
   if (config === undefined || jobs === undefined || problems.length > 0) {
-    console.error(new ConfigError(problems).message);
-    process.exit(1);
+    throw new ConfigError(problems);
   }
   return { config, jobs };
+}
+
+/** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
+function loadOrExit(declarations: readonly JobDeclaration[]) {
+  try {
+    return loadConfigAndJobs(declarations);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) {
+      throw err;
+    }
+    console.error(err.message);
+    process.exit(1);
+  }
+}
+
+/** What one function instance is built of: its settings, jobs, store and logger. */
+export interface InstanceParts {
+  readonly config: Config;
+  readonly jobs: readonly DeclaredJob[];
+  readonly firestore: Firestore;
+  readonly logger: Logger;
+  readonly shutdown?: GracefulShutdown;
+}
+
+/**
+ * The HTTP handler of one function instance over `parts.firestore`, wired as every instance is:
+ * the run ledger, the history and the job documents in `config.runsCollection`, Firestore's clock,
+ * and the caller check `AUTH_MODE=verify-oidc` asks for. Also returns the run documents, whose
+ * `connect` warms the client.
+ */
+export function createInstanceHandler(parts: InstanceParts) {
+  const { config, jobs, firestore, logger, shutdown } = parts;
+  const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
+  const documentsOf = (collection: string) =>
+    new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
+  const documents = documentsOf(config.runsCollection);
+  const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
+  const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
+  const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
+  const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
+  const authenticate = oidc && createOidcAuthenticator(oidc);
+  const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
+  const clock = () => documents.serverTime();
+  const handler = createScheduledJobHandler({
+    ...deps,
+    clock,
+    ...(authenticate === undefined ? {} : { authenticate }),
+    ...(shutdown === undefined ? {} : { shutdown }),
+  });
+  return { handler, documents };
 }
 
 /**
@@ -59,20 +116,16 @@ export function registerScheduledJob(
   const project = projectId === undefined ? {} : { projectId };
   const firestore =
     options.firestore ?? new Firestore({ ...project, databaseId, ignoreUndefinedProperties: true });
-  const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
-  const documentsOf = (collection: string) =>
-    new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
-  const documents = documentsOf(config.runsCollection);
-  const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
-  const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
+  const shutdown = new GracefulShutdown();
+  const { handler, documents } = createInstanceHandler({
+    config,
+    jobs,
+    firestore,
+    logger,
+    shutdown,
+  });
   // Connect while the new instance waits for its first request; its clock is learnt in a request.
   installFrameworkWorkarounds(logger, () => void documents.connect().catch(() => {}));
-  const shutdown = new GracefulShutdown();
   drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
-  const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
-  const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
-  const authenticate = oidc && createOidcAuthenticator(oidc);
-  const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
-  const clock = () => documents.serverTime();
-  functions.http(name, createScheduledJobHandler({ ...deps, clock, authenticate, shutdown }));
+  functions.http(name, handler);
 }

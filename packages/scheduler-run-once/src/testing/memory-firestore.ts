@@ -272,6 +272,16 @@ type Write =
   | { kind: 'update'; ref: MemoryDocRef; data: DocumentData; lastUpdateTime?: Timestamp }
   | { kind: 'delete'; ref: MemoryDocRef; lastUpdateTime?: Timestamp; exists?: boolean };
 
+/**
+ * A commit being staged: its time, each document it changes (`undefined`: deleted), and the paths
+ * it writes without changing them (they keep their update time).
+ */
+interface StagedCommit {
+  readonly at: Timestamp;
+  readonly staged: Map<string, StoredDoc | undefined>;
+  readonly unchanged: Set<string>;
+}
+
 /** A document reference: `get`, `create`, `update`, `set`, `delete`, `withConverter`. */
 export class MemoryDocRef {
   readonly firestore: MemoryFirestore;
@@ -641,100 +651,123 @@ export class MemoryFirestore {
   /** Applies `writes` atomically at one commit time, or none of them. @internal */
   commit(writes: readonly Write[], kind: OpInfo['kind']): Promise<{ writeTime: Timestamp }[]> {
     return this.op({ kind, paths: writes.map((w) => w.ref.path) }, () => {
-      const staged = new Map<string, StoredDoc | undefined>();
-      const current = (path: string) =>
-        staged.has(path) ? staged.get(path) : this.#docs.get(path);
-      const at = this.#peekCommitTime();
-      const unchanged = new Set<string>();
+      const commit: StagedCommit = {
+        at: this.#peekCommitTime(),
+        staged: new Map(),
+        unchanged: new Set(),
+      };
       for (const write of writes) {
-        const { path } = write.ref;
-        const doc = current(path);
-        switch (write.kind) {
-          case 'create': {
-            if (doc !== undefined) {
-              throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
-            }
-            staged.set(path, {
-              data: storeValue(write.data, at, false) as DocumentData,
-              createTime: at,
-              updateTime: at,
-            });
-            break;
-          }
-          case 'set': {
-            const data = storeValue(write.data, at, false) as DocumentData;
-            if (doc !== undefined && sameData(data, doc.data)) {
-              unchanged.add(path);
-              break;
-            }
-            staged.set(path, {
-              data: storeValue(write.data, at, false) as DocumentData,
-              createTime: doc?.createTime ?? at,
-              updateTime: at,
-            });
-            break;
-          }
-          case 'update': {
-            const fenced = write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
-            if (doc === undefined) {
-              throw grpcError(
-                fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
-                fenced
-                  ? `the stored version does not match the required base version`
-                  : `No document to update: ${path}`,
-              );
-            }
-            if (fenced && !doc.updateTime.isEqual(write.lastUpdateTime as Timestamp)) {
-              throw grpcError(
-                GrpcCode.FAILED_PRECONDITION,
-                'the stored version does not match the required base version',
-              );
-            }
-            const data = copyOut(doc.data) as DocumentData;
-            applyUpdate(data, write.data, at);
-            // A write that changes nothing keeps the document's update time (as Firestore does).
-            if (sameData(data, doc.data)) {
-              unchanged.add(path);
-            } else {
-              staged.set(path, { data, createTime: doc.createTime, updateTime: at });
-            }
-            break;
-          }
-          case 'delete': {
-            if (write.exists === true && doc === undefined) {
-              throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
-            }
-            if (
-              write.lastUpdateTime !== undefined &&
-              !doc?.updateTime.isEqual(write.lastUpdateTime)
-            ) {
-              throw grpcError(
-                GrpcCode.FAILED_PRECONDITION,
-                'the stored version does not match the required base version',
-              );
-            }
-            staged.set(path, undefined);
-            break;
-          }
-        }
+        this.#stage(write, commit);
       }
       this.#commitTime();
-      for (const [path, doc] of staged) {
-        this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
-        if (doc === undefined) {
-          this.#docs.delete(path);
-        } else {
-          this.#docs.set(path, doc);
-          this.#options.committed?.(path, doc.data);
-        }
-      }
+      this.#land(commit.staged);
       return writes.map((w) => ({
         writeTime:
-          unchanged.has(w.ref.path) && !staged.has(w.ref.path)
+          commit.unchanged.has(w.ref.path) && !commit.staged.has(w.ref.path)
             ? (this.#docs.get(w.ref.path) as StoredDoc).updateTime
-            : at,
+            : commit.at,
       }));
     });
+  }
+
+  /** The document at `path` as the commit so far leaves it. */
+  #current(path: string, commit: StagedCommit): StoredDoc | undefined {
+    return commit.staged.has(path) ? commit.staged.get(path) : this.#docs.get(path);
+  }
+
+  /** Stages one write of a commit, or throws the error that fails the whole commit. */
+  #stage(write: Write, commit: StagedCommit): void {
+    const { path } = write.ref;
+    const doc = this.#current(path, commit);
+    const { at, staged, unchanged } = commit;
+    switch (write.kind) {
+      case 'create': {
+        if (doc !== undefined) {
+          throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
+        }
+        staged.set(path, {
+          data: storeValue(write.data, at, false) as DocumentData,
+          createTime: at,
+          updateTime: at,
+        });
+        return;
+      }
+      case 'set': {
+        const data = storeValue(write.data, at, false) as DocumentData;
+        if (doc !== undefined && sameData(data, doc.data)) {
+          unchanged.add(path);
+          return;
+        }
+        staged.set(path, {
+          data: storeValue(write.data, at, false) as DocumentData,
+          createTime: doc?.createTime ?? at,
+          updateTime: at,
+        });
+        return;
+      }
+      case 'update': {
+        this.#stageUpdate(write, doc, commit);
+        return;
+      }
+      case 'delete': {
+        if (write.exists === true && doc === undefined) {
+          throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
+        }
+        if (write.lastUpdateTime !== undefined && !doc?.updateTime.isEqual(write.lastUpdateTime)) {
+          throw grpcError(
+            GrpcCode.FAILED_PRECONDITION,
+            'the stored version does not match the required base version',
+          );
+        }
+        staged.set(path, undefined);
+        return;
+      }
+    }
+  }
+
+  /** Stages an update: fenced by `lastUpdateTime` unless the store drops preconditions. */
+  #stageUpdate(
+    write: Extract<Write, { kind: 'update' }>,
+    doc: StoredDoc | undefined,
+    commit: StagedCommit,
+  ): void {
+    const { path } = write.ref;
+    const fenced = write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
+    if (doc === undefined) {
+      throw grpcError(
+        fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
+        fenced
+          ? `the stored version does not match the required base version`
+          : `No document to update: ${path}`,
+      );
+    }
+    if (fenced && !doc.updateTime.isEqual(write.lastUpdateTime as Timestamp)) {
+      throw grpcError(
+        GrpcCode.FAILED_PRECONDITION,
+        'the stored version does not match the required base version',
+      );
+    }
+    const data = copyOut(doc.data) as DocumentData;
+    applyUpdate(data, write.data, commit.at);
+    // A write that changes nothing keeps the document's update time (as Firestore does).
+    if (sameData(data, doc.data)) {
+      commit.unchanged.add(path);
+    } else {
+      commit.staged.set(path, { data, createTime: doc.createTime, updateTime: commit.at });
+    }
+  }
+
+  /** Lands a commit's staged documents (`undefined`: deleted), telling the hooks. */
+  #land(staged: ReadonlyMap<string, StoredDoc | undefined>): void {
+    for (const [path, doc] of staged) {
+      this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
+      if (doc === undefined) {
+        this.#docs.delete(path);
+      } else {
+        this.#docs.set(path, doc);
+        this.#options.committed?.(path, doc.data);
+      }
+    }
   }
 
   /** The time the next commit will take, without taking it (a failed commit takes none). */

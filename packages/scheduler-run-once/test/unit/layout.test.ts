@@ -130,6 +130,16 @@ describe('the layout', () => {
     assert.deepEqual(violations(requestPath, allowed), []);
   });
 
+  it('keeps the testing entry out of every module but itself', () => {
+    const testing = (to: string) => to === 'src/testing.ts' || to.startsWith('src/testing/');
+    const others = sources('src').filter((file) => !testing(file));
+
+    assert.deepEqual(
+      violations(others, (to) => !testing(to)),
+      [],
+    );
+  });
+
   it('gives the compiled package (dist/index.js and what it loads) no file outside dist/', (t) => {
     if (!existsSync(join(ROOT, 'dist/index.js'))) {
       t.skip('dist/ is missing: run `npm run build` (npm test builds first)');
@@ -162,6 +172,8 @@ describe('the layout', () => {
 
     assert.deepEqual(outside, []);
     assert.deepEqual(loadsOutsideTheFunction, []);
+    const testing = [...seen].filter((file) => /^dist\/testing(\.js$|\/)/.test(file));
+    assert.deepEqual(testing, [], 'a deployed function never loads the testing entry');
     assert.ok(seen.has('dist/function/register.js'), 'the entry loads the HTTP adapter');
     assert.ok(seen.has('dist/core/ledger.js'), 'the function loads the core');
   });
