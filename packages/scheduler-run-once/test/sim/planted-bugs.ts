@@ -111,8 +111,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/overlap.ts',
-        find: 'if (holderLive || holderComing) return',
-        replace: 'if (holderComing) return',
+        find: 'if (holderLive || holderComing) {',
+        replace: 'if (holderComing) {',
       },
     ],
   },
@@ -133,8 +133,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/retry-policy.ts',
-        find: 'if (n < config.retryCount) return true;',
-        replace: 'if (n + 1 < config.retryCount) return true;',
+        find: 'if (n < config.retryCount) {',
+        replace: 'if (n + 1 < config.retryCount) {',
       },
     ],
   },
@@ -156,8 +156,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/final-failure.ts',
-        find: 'if (retryMayBePending(job, slot, attempt.firstClaimedAt, now)) return undefined;',
-        replace: '',
+        find: 'if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) {',
+        replace: 'if (false) {',
       },
     ],
   },
@@ -167,9 +167,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/core/run-record.ts',
-        find: "if (isCompleted(record)) return { decision: 'completed', record };",
-        replace:
-          "if (isCompleted(record) && !reopenReported) return { decision: 'completed', record };",
+        find: 'if (isCompleted(record)) {',
+        replace: 'if (isCompleted(record) && !reopenReported) {',
       },
     ],
   },
