@@ -641,100 +641,108 @@ export class MemoryFirestore {
   /** Applies `writes` atomically at one commit time, or none of them. @internal */
   commit(writes: readonly Write[], kind: OpInfo['kind']): Promise<{ writeTime: Timestamp }[]> {
     return this.op({ kind, paths: writes.map((w) => w.ref.path) }, () => {
-      const staged = new Map<string, StoredDoc | undefined>();
-      const current = (path: string) =>
-        staged.has(path) ? staged.get(path) : this.#docs.get(path);
+      const staging: Staging = { staged: new Map(), unchanged: new Set() };
       const at = this.#peekCommitTime();
-      const unchanged = new Set<string>();
       for (const write of writes) {
-        const { path } = write.ref;
-        const doc = current(path);
-        switch (write.kind) {
-          case 'create': {
-            if (doc !== undefined) {
-              throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
-            }
-            staged.set(path, {
-              data: storeValue(write.data, at, false) as DocumentData,
-              createTime: at,
-              updateTime: at,
-            });
-            break;
-          }
-          case 'set': {
-            const data = storeValue(write.data, at, false) as DocumentData;
-            if (doc !== undefined && sameData(data, doc.data)) {
-              unchanged.add(path);
-              break;
-            }
-            staged.set(path, {
-              data: storeValue(write.data, at, false) as DocumentData,
-              createTime: doc?.createTime ?? at,
-              updateTime: at,
-            });
-            break;
-          }
-          case 'update': {
-            const fenced = write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
-            if (doc === undefined) {
-              throw grpcError(
-                fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
-                fenced
-                  ? `the stored version does not match the required base version`
-                  : `No document to update: ${path}`,
-              );
-            }
-            if (fenced && !doc.updateTime.isEqual(write.lastUpdateTime as Timestamp)) {
-              throw grpcError(
-                GrpcCode.FAILED_PRECONDITION,
-                'the stored version does not match the required base version',
-              );
-            }
-            const data = copyOut(doc.data) as DocumentData;
-            applyUpdate(data, write.data, at);
-            // A write that changes nothing keeps the document's update time (as Firestore does).
-            if (sameData(data, doc.data)) {
-              unchanged.add(path);
-            } else {
-              staged.set(path, { data, createTime: doc.createTime, updateTime: at });
-            }
-            break;
-          }
-          case 'delete': {
-            if (write.exists === true && doc === undefined) {
-              throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
-            }
-            if (
-              write.lastUpdateTime !== undefined &&
-              !doc?.updateTime.isEqual(write.lastUpdateTime)
-            ) {
-              throw grpcError(
-                GrpcCode.FAILED_PRECONDITION,
-                'the stored version does not match the required base version',
-              );
-            }
-            staged.set(path, undefined);
-            break;
-          }
-        }
+        this.#stage(staging, write, at);
       }
       this.#commitTime();
-      for (const [path, doc] of staged) {
-        this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
-        if (doc === undefined) {
-          this.#docs.delete(path);
-        } else {
-          this.#docs.set(path, doc);
-          this.#options.committed?.(path, doc.data);
-        }
-      }
+      this.#land(staging.staged);
       return writes.map((w) => ({
         writeTime:
-          unchanged.has(w.ref.path) && !staged.has(w.ref.path)
+          staging.unchanged.has(w.ref.path) && !staging.staged.has(w.ref.path)
             ? (this.#docs.get(w.ref.path) as StoredDoc).updateTime
             : at,
       }));
     });
+  }
+
+  /**
+   * Stages one write of a commit at time `at`, over the writes staged before it.
+   *
+   * @throws the gRPC error Firestore answers for a refused write (the commit then lands nothing).
+   */
+  #stage(staging: Staging, write: Write, at: Timestamp): void {
+    const { path } = write.ref;
+    const doc = staging.staged.has(path) ? staging.staged.get(path) : this.#docs.get(path);
+    switch (write.kind) {
+      case 'create': {
+        if (doc !== undefined) {
+          throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
+        }
+        staging.staged.set(path, {
+          data: storeValue(write.data, at, false) as DocumentData,
+          createTime: at,
+          updateTime: at,
+        });
+        return;
+      }
+      case 'set': {
+        const data = storeValue(write.data, at, false) as DocumentData;
+        if (doc !== undefined && sameData(data, doc.data)) {
+          staging.unchanged.add(path);
+          return;
+        }
+        staging.staged.set(path, {
+          data: storeValue(write.data, at, false) as DocumentData,
+          createTime: doc?.createTime ?? at,
+          updateTime: at,
+        });
+        return;
+      }
+      case 'update':
+        this.#stageUpdate(staging, write, doc, at);
+        return;
+      case 'delete':
+        stageDelete(staging, write, doc);
+        return;
+    }
+  }
+
+  /** Stages an update: refused without its document, or (fenced) on another update time. */
+  #stageUpdate(
+    staging: Staging,
+    write: Extract<Write, { kind: 'update' }>,
+    doc: StoredDoc | undefined,
+    at: Timestamp,
+  ): void {
+    const { path } = write.ref;
+    const fenced = write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
+    if (doc === undefined) {
+      throw grpcError(
+        fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
+        fenced
+          ? `the stored version does not match the required base version`
+          : `No document to update: ${path}`,
+      );
+    }
+    if (fenced && !doc.updateTime.isEqual(write.lastUpdateTime as Timestamp)) {
+      throw grpcError(
+        GrpcCode.FAILED_PRECONDITION,
+        'the stored version does not match the required base version',
+      );
+    }
+    const data = copyOut(doc.data) as DocumentData;
+    applyUpdate(data, write.data, at);
+    // A write that changes nothing keeps the document's update time (as Firestore does).
+    if (sameData(data, doc.data)) {
+      staging.unchanged.add(path);
+    } else {
+      staging.staged.set(path, { data, createTime: doc.createTime, updateTime: at });
+    }
+  }
+
+  /** Lands a commit's staged documents (undefined: deleted), telling the hooks of each. */
+  #land(staged: ReadonlyMap<string, StoredDoc | undefined>): void {
+    for (const [path, doc] of staged) {
+      this.#options.landed?.(path, this.#docs.get(path)?.data, doc?.data);
+      if (doc === undefined) {
+        this.#docs.delete(path);
+      } else {
+        this.#docs.set(path, doc);
+        this.#options.committed?.(path, doc.data);
+      }
+    }
   }
 
   /** The time the next commit will take, without taking it (a failed commit takes none). */
@@ -742,6 +750,31 @@ export class MemoryFirestore {
     const micros = Math.max(Math.floor(this.#options.now() * 1000), this.#lastMicros + 1);
     return new Timestamp(Math.floor(micros / 1e6), (micros % 1e6) * 1000);
   }
+}
+
+/** A commit's writes staged so far: each path's new document (undefined: deleted), and unchanged paths. */
+interface Staging {
+  readonly staged: Map<string, StoredDoc | undefined>;
+  readonly unchanged: Set<string>;
+}
+
+/** Stages a delete: refused without its document when it must exist, or on another update time. */
+function stageDelete(
+  staging: Staging,
+  write: Extract<Write, { kind: 'delete' }>,
+  doc: StoredDoc | undefined,
+): void {
+  const { path } = write.ref;
+  if (write.exists === true && doc === undefined) {
+    throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
+  }
+  if (write.lastUpdateTime !== undefined && !doc?.updateTime.isEqual(write.lastUpdateTime)) {
+    throw grpcError(
+      GrpcCode.FAILED_PRECONDITION,
+      'the stored version does not match the required base version',
+    );
+  }
+  staging.staged.set(path, undefined);
 }
 
 /** The store typed as the product's `Firestore` (it implements the subset the product calls). */
