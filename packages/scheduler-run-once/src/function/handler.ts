@@ -3,7 +3,7 @@ import type { HttpFunction, Request, Response } from '@google-cloud/functions-fr
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
 import type { GuardedWrite } from '../core/run-documents.ts';
-import { type Attempt, runOnce } from '../core/run-once.ts';
+import { type Attempt, type RunOutcome, runOnce } from '../core/run-once.ts';
 import {
   finalFailureReporter,
   REPORT_UNCONFIRMED,
@@ -69,31 +69,13 @@ async function runDelivery(
     ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
     : job.run;
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
-  // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
-  const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
   let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
     // A due slot's check runs beside the job: it delays the answer by at most its reads.
     if (checksMissedRuns && !audit) {
       check = checkClosedSlots(deps, delivery, logger);
     }
-    return jobRun({
-      runId: attempt.runId,
-      jobName: run.jobName,
-      job: jobInfoOf(job),
-      kind: plan.kind,
-      ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
-      scheduleTime: new Date(run.scheduleTime),
-      ...(standsForSlot ? { slot: new Date(run.scheduleTime) } : {}),
-      attemptId: attempt.attemptId,
-      firstClaimedAt: attempt.firstClaimedAt,
-      get leaseExpires() {
-        return attempt.leaseExpires;
-      },
-      signal: attempt.signal,
-      note: attempt.note,
-      logger: logger.child({ attemptId: attempt.attemptId }),
-    });
+    return jobRun(jobContextOf(delivery, attempt, logger));
   };
   // A slot's final failure is reported by its own release write, judged from when this delivery
   // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
@@ -117,6 +99,44 @@ async function runDelivery(
   if (result.outcome === 'guard_changed') {
     return 'guard_changed';
   }
+  return answerOfRun(deps, delivery, result, logger);
+}
+
+/** What the job sees of this attempt of its run (its JobContext). */
+function jobContextOf(delivery: Delivery, attempt: Attempt, logger: Logger) {
+  const { job, run, plan } = delivery;
+  // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
+  const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
+  return {
+    runId: attempt.runId,
+    jobName: run.jobName,
+    job: jobInfoOf(job),
+    kind: plan.kind,
+    ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
+    scheduleTime: new Date(run.scheduleTime),
+    ...(standsForSlot ? { slot: new Date(run.scheduleTime) } : {}),
+    attemptId: attempt.attemptId,
+    firstClaimedAt: attempt.firstClaimedAt,
+    get leaseExpires() {
+      return attempt.leaseExpires;
+    },
+    signal: attempt.signal,
+    note: attempt.note,
+    logger: logger.child({ attemptId: attempt.attemptId }),
+  };
+}
+
+/**
+ * The answer to a delivery whose run ended; a final-failure report its release did not land (the
+ * lease lost, or the write unrecorded) is withdrawn or left unconfirmed, in the log.
+ */
+function answerOfRun(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
+  logger: Logger,
+): Answer {
+  const { run, plan } = delivery;
   if (result.outcome === 'failed' && result.reported) {
     if (result.release === 'lease_lost') {
       logger.warn(REPORT_WITHDRAWN);
