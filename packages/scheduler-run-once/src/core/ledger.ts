@@ -195,24 +195,19 @@ export class RunLedger {
   ): Promise<ClaimResult> {
     const documents = this.#documents;
     const fields = (previous?: RunRecord) => this.#claimFields(attemptId, details, previous);
-    // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
-    const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
-      isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
-        ? this.#claimed(runId, attemptId, read.updateTime, previous)
-        : undefined;
     let holder: Holder | undefined;
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const created = await documents.writeWith(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) {
-        return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
+        return this.#ours(runId, attemptId, created.guardChanged, replaced) ?? GUARD_CHANGED;
       }
       if (created !== 'conflict') {
         return this.#claimed(runId, attemptId, created);
       }
       const read = await documents.read(runId);
-      const own = ours(read, replaced);
+      const own = this.#ours(runId, attemptId, read, replaced);
       if (own !== undefined) {
         return own;
       }
@@ -242,13 +237,22 @@ export class RunLedger {
       const update = fields(replaced);
       const taken = await documents.writeWith(runId, 'takeover', update, read.updateTime, guard);
       if (isGuardChanged(taken)) {
-        return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
+        return this.#ours(runId, attemptId, taken.guardChanged, replaced) ?? GUARD_CHANGED;
       }
       if (taken !== 'conflict') {
         return this.#claimed(runId, attemptId, taken, replaced);
       }
     }
     return { state: 'in_progress', holder };
+  }
+  /**
+   * Our claim, if `read` found our attempt in progress: a retried write of ours that had landed
+   * answers as a conflict.
+   */
+  #ours(runId: string, attemptId: string, read: DocumentRead, previous: RunRecord | undefined) {
+    return isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
+      ? this.#claimed(runId, attemptId, read.updateTime, previous)
+      : undefined;
   }
   /** The fields of a claim (or a takeover of `previous`) by `attemptId`, under a new lease. */
   #claimFields(attemptId: string, details: RunDetails, previous?: RunRecord) {
