@@ -14,7 +14,7 @@ import { RunDocuments } from '../src/core/run-documents.ts';
 import { timestampOf } from '../src/core/run-record.ts';
 import { ROOT } from '../src/dev/local-processes.ts';
 import { readHistory } from '../src/ops/slot-history.ts';
-import { validateJobs } from '../src/policy/job-declaration.ts';
+import { type DeclaredJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { RunHistory, slotRunId } from '../src/policy/run-history.ts';
@@ -99,6 +99,26 @@ export async function measureHistory(
   if (rows.length !== slots.length) {
     throw new Error('the audit lost slots');
   }
+  const commandMs = timeRunsCommand(collection, days);
+  const { callsPerRun, callsPerDueRun } = await countCheckCalls(
+    JOB,
+    viaCounter,
+    counter,
+    collection,
+  );
+  return {
+    days,
+    slots: slots.length,
+    inProcessMs: Math.round(inProcessMs),
+    commandMs: Math.round(commandMs),
+    callsPerRun,
+    callsPerDueRun,
+    runsPerDueRun: 12,
+  };
+}
+
+/** How long `src/ops/runs.ts --json` takes over `days` of the bench job's records, ms. */
+function timeRunsCommand(collection: string, days: number): number {
   const commandStarted = performance.now();
   const command = spawnSync(
     process.execPath,
@@ -123,7 +143,19 @@ export async function measureHistory(
   if (command.status !== 0) {
     throw new Error(`src/ops/runs.ts failed: ${command.stderr}`);
   }
+  return commandMs;
+}
 
+/**
+ * The Firestore calls of a processed run with the missed-run check on, counted on the wire: the
+ * hour's due run (which checks) and a run in the steady state.
+ */
+async function countCheckCalls(
+  job: DeclaredJob,
+  viaCounter: Firestore,
+  counter: WireCounter,
+  collection: string,
+): Promise<{ callsPerRun: number; callsPerDueRun: number }> {
   const counted = ledgerOn(viaCounter, collection);
   const countedHistory = new RunHistory(counted.documents);
   const jobDocuments = new RunDocuments(viaCounter, {
@@ -134,14 +166,14 @@ export async function measureHistory(
   await countedHistory.getMany(['warmup']); // opens the channel
   const silent = pino({ level: 'silent' });
   // Firestore's time, driven: the slot being delivered is END + 1 h, so the hour before END has closed.
-  let now = new Date(END.getTime() + closedAfterMs(JOB) - 3_600_000);
+  let now = new Date(END.getTime() + closedAfterMs(job) - 3_600_000);
   const check = new MissedRunCheck({
     history: countedHistory,
     jobDocuments,
     clock: async () => now,
   });
-  await check.check(JOB, [], silent); // the cursor, as an hour ago's check left it
-  now = new Date(END.getTime() + closedAfterMs(JOB));
+  await check.check(job, [], silent); // the cursor, as an hour ago's check left it
+  now = new Date(END.getTime() + closedAfterMs(job));
   /** Claims, checks if due, completes `slot`: a processed run's Firestore calls. */
   const processed = async (slot: Date) => {
     counter.reset();
@@ -151,8 +183,8 @@ export async function measureHistory(
     if (claimed.state !== 'claimed') {
       throw new Error(`the bench run was not claimed: ${claimed.state}`);
     }
-    if (check.isDue(JOB, slot, [], now)) {
-      await check.check(JOB, [], silent);
+    if (check.isDue(job, slot, [], now)) {
+      await check.check(job, [], silent);
     }
     await counted.complete(claimed.claim);
     return counter.calls();
@@ -161,13 +193,5 @@ export async function measureHistory(
   const steadySlot = new Date(dueSlot.getTime() + 300_000);
   const callsPerDueRun = await processed(dueSlot);
   const callsPerRun = await processed(steadySlot);
-  return {
-    days,
-    slots: slots.length,
-    inProcessMs: Math.round(inProcessMs),
-    commandMs: Math.round(commandMs),
-    callsPerRun,
-    callsPerDueRun,
-    runsPerDueRun: 12,
-  };
+  return { callsPerRun, callsPerDueRun };
 }

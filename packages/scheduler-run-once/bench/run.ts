@@ -280,6 +280,7 @@ async function coldStarts(): Promise<ColdStart[]> {
   }
 }
 
+/** Runs the bench against the emulator (`npm run bench`): measures, prints, writes results.json. */
 async function main(): Promise<void> {
   const emulator = process.env.FIRESTORE_EMULATOR_HOST;
   if (!emulator) {
@@ -291,70 +292,96 @@ async function main(): Promise<void> {
   }
   const host = machine();
   const counter = await startWireCounter(emulator);
-  const direct = firestoreAt(emulator);
-  const viaCounter = firestoreAt(counter.host);
+  const stores: BenchStores = {
+    direct: firestoreAt(emulator),
+    viaCounter: firestoreAt(counter.host),
+    counter,
+  };
   try {
-    progress(`ledgers: ${PLAN.runs} runs and duplicates each, interleaved, then calls counted`);
-    const ledgers = await measureLedgers(direct, viaCounter, counter, PLAN);
-    progress(`storms of ${PLAN.stormSizes.join(', ')} in process, then over HTTP`);
-    const storms: Storm[] = [];
-    for (const size of PLAN.stormSizes) {
-      for (const key of Object.keys(STORM_LEDGERS) as (keyof typeof STORM_LEDGERS)[]) {
-        storms.push(await stormInProcess(key, size, viaCounter, counter));
-        progress(
-          `  in process, ${key}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`,
-        );
-      }
-    }
-    storms.push(...(await httpStorms(counter)));
-    progress(
-      `processed runs over HTTP: ${PLAN.httpRuns} each, the project and the floor interleaved`,
-    );
-    const processed = await httpRuns();
-    progress('Firestore calls of processed runs over HTTP, missed-run check on');
-    const calls = await httpCalls(counter);
-    let rates: Results['throughput'] = [];
-    if (!SMOKE) {
-      progress(
-        `throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`,
-      );
-      rates = await throughput();
-    }
-    progress(
-      `cold starts: ${PLAN.coldStarts} per function (${PLAN.manyJobs.jobs} jobs: at most ${PLAN.manyJobs.starts}, ${PLAN.manyJobs.timeoutMs / 1000} s each), interleaved`,
-    );
-    const starts = await coldStarts();
-    const days = SMOKE ? 1 : 30;
-    progress(`run history: an audit of ${days} days of a */5 job, and a run with its check`);
-    const history = await measureHistory(direct, viaCounter, counter, days);
-    const results: Results = {
-      ledgers,
-      storms,
-      httpRuns: processed,
-      httpCalls: calls,
-      throughput: rates,
-      coldStarts: starts,
-      history,
-    };
-    const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
-    const mode = SMOKE ? 'smoke' : 'full';
-    const load = `load average ${host.loadAverage[0]} at the start, ${os.loadavg()[0]?.toFixed(1)} at the end`;
-    console.log(render(results, `${mode} run, ${wallSeconds} s, ${load}`));
-    const json = { mode, wallSeconds, machine: host, plan: PLAN, ...results };
-    const judged = targets(results);
-    writeFileSync(OUT, `${JSON.stringify({ ...json, targets: judged }, null, 2)}\n`);
-    progress(`wrote ${OUT}`);
-    const missed = judged.filter((t) => !t.met);
-    // A smoke run's few samples on a busy machine judge nothing: it only shows the bench runs.
-    if (missed.length > 0 && !SMOKE) {
-      console.error(
-        `bench: ${missed.length} of ${judged.length} targets missed: ${missed.map((t) => t.target).join('; ')}`,
-      );
-      process.exitCode = 1;
-    }
+    const results = await measureAll(stores);
+    reportResults(results, host);
   } finally {
-    await Promise.all([direct.terminate(), viaCounter.terminate()]);
+    await Promise.all([stores.direct.terminate(), stores.viaCounter.terminate()]);
     counter.close();
+  }
+}
+
+/** The emulator, straight and through the wire counter, and the counter itself. */
+interface BenchStores {
+  readonly direct: ReturnType<typeof firestoreAt>;
+  readonly viaCounter: ReturnType<typeof firestoreAt>;
+  readonly counter: Awaited<ReturnType<typeof startWireCounter>>;
+}
+
+/** Every measure of the plan, in order: ledgers, storms, HTTP runs and calls, throughput, cold starts, history. */
+async function measureAll(stores: BenchStores): Promise<Results> {
+  const { direct, viaCounter, counter } = stores;
+  progress(`ledgers: ${PLAN.runs} runs and duplicates each, interleaved, then calls counted`);
+  const ledgers = await measureLedgers(direct, viaCounter, counter, PLAN);
+  progress(`storms of ${PLAN.stormSizes.join(', ')} in process, then over HTTP`);
+  const storms = await inProcessStorms(stores);
+  storms.push(...(await httpStorms(counter)));
+  progress(
+    `processed runs over HTTP: ${PLAN.httpRuns} each, the project and the floor interleaved`,
+  );
+  const processed = await httpRuns();
+  progress('Firestore calls of processed runs over HTTP, missed-run check on');
+  const calls = await httpCalls(counter);
+  let rates: Results['throughput'] = [];
+  if (!SMOKE) {
+    progress(`throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`);
+    rates = await throughput();
+  }
+  progress(
+    `cold starts: ${PLAN.coldStarts} per function (${PLAN.manyJobs.jobs} jobs: at most ${PLAN.manyJobs.starts}, ${PLAN.manyJobs.timeoutMs / 1000} s each), interleaved`,
+  );
+  const starts = await coldStarts();
+  const days = SMOKE ? 1 : 30;
+  progress(`run history: an audit of ${days} days of a */5 job, and a run with its check`);
+  const history = await measureHistory(direct, viaCounter, counter, days);
+  return {
+    ledgers,
+    storms,
+    httpRuns: processed,
+    httpCalls: calls,
+    throughput: rates,
+    coldStarts: starts,
+    history,
+  };
+}
+
+/** The storms in process: each size, against each ledger. */
+async function inProcessStorms(stores: BenchStores): Promise<Storm[]> {
+  const storms: Storm[] = [];
+  for (const size of PLAN.stormSizes) {
+    for (const key of Object.keys(STORM_LEDGERS) as (keyof typeof STORM_LEDGERS)[]) {
+      storms.push(await stormInProcess(key, size, stores.viaCounter, stores.counter));
+      progress(`  in process, ${key}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`);
+    }
+  }
+  return storms;
+}
+
+/**
+ * Prints the results, writes them with the targets judged to results.json, and (not in a smoke
+ * run) sets exit status 1 when a target is missed.
+ */
+function reportResults(results: Results, host: ReturnType<typeof machine>): void {
+  const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
+  const mode = SMOKE ? 'smoke' : 'full';
+  const load = `load average ${host.loadAverage[0]} at the start, ${os.loadavg()[0]?.toFixed(1)} at the end`;
+  console.log(render(results, `${mode} run, ${wallSeconds} s, ${load}`));
+  const json = { mode, wallSeconds, machine: host, plan: PLAN, ...results };
+  const judged = targets(results);
+  writeFileSync(OUT, `${JSON.stringify({ ...json, targets: judged }, null, 2)}\n`);
+  progress(`wrote ${OUT}`);
+  const missed = judged.filter((t) => !t.met);
+  // A smoke run's few samples on a busy machine judge nothing: it only shows the bench runs.
+  if (missed.length > 0 && !SMOKE) {
+    console.error(
+      `bench: ${missed.length} of ${judged.length} targets missed: ${missed.map((t) => t.target).join('; ')}`,
+    );
+    process.exitCode = 1;
   }
 }
 

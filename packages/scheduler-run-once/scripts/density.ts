@@ -19,8 +19,11 @@ import { parse } from '@babel/parser';
 /** The library's root. */
 const ROOT = join(import.meta.dirname, '..');
 
-/** The folders measured: what ships and runs (src), the commands, the scripts and the simulator. */
-export const FOLDERS = ['src', 'ops', 'scripts', 'test/sim'] as const;
+/**
+ * The folders measured: what ships and runs (src, its operations commands, src/ops, in a row of
+ * their own), the scripts and the simulator.
+ */
+export const FOLDERS = ['src', 'src/ops', 'scripts', 'test/sim'] as const;
 
 /** Issue 41's targets for the library's source. */
 export const TARGETS = {
@@ -177,10 +180,18 @@ function isMeasured(file: string): boolean {
   return isSource && !file.endsWith('.test.ts') && !file.endsWith('.d.ts');
 }
 
-/** Every measured file under `folder` (relative to the library's root). */
+/**
+ * Every measured file under `folder` (relative to the library's root), less those under a folder
+ * of FOLDERS nested in it, which have their own row.
+ */
 function filesUnder(folder: string): string[] {
   const entries = readdirSync(join(ROOT, folder), { recursive: true, encoding: 'utf8' });
-  return entries.filter(isMeasured).map((entry) => join(ROOT, folder, entry));
+  const nested = FOLDERS.filter((other) => other.startsWith(`${folder}/`));
+  const isNested = (entry: string) =>
+    nested.some((other) => join(folder, entry).startsWith(`${other}/`));
+  return entries
+    .filter((entry) => isMeasured(entry) && !isNested(entry))
+    .map((entry) => join(ROOT, folder, entry));
 }
 
 /** The figures a reader compares, from a measure. */

@@ -19,6 +19,7 @@ import {
   type RunDocumentsOptions,
 } from './run-documents.ts';
 import {
+  type ClaimDecision,
   claimDecision,
   Field,
   type RunDetails,
@@ -193,26 +194,20 @@ export class RunLedger {
     reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    const fields = (previous?: RunRecord) =>
-      claimFields(attemptId, this.#claimLeaseMs, documents.expireAt(), details, previous);
-    // A retried write of ours that had landed answers as a conflict: our attempt in progress is ours.
-    const ours = (read: DocumentRead, previous: RunRecord | undefined) =>
-      isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
-        ? this.#claimed(runId, attemptId, read.updateTime, previous)
-        : undefined;
+    const fields = (previous?: RunRecord) => this.#claimFields(attemptId, details, previous);
     let holder: Holder | undefined;
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
       const created = await documents.writeWith(runId, 'claim', fields(), undefined, guard);
       if (isGuardChanged(created)) {
-        return ours(created.guardChanged, replaced) ?? GUARD_CHANGED;
+        return this.#ours(runId, attemptId, created.guardChanged, replaced) ?? GUARD_CHANGED;
       }
       if (created !== 'conflict') {
         return this.#claimed(runId, attemptId, created);
       }
       const read = await documents.read(runId);
-      const own = ours(read, replaced);
+      const own = this.#ours(runId, attemptId, read, replaced);
       if (own !== undefined) {
         return own;
       }
@@ -230,31 +225,44 @@ export class RunLedger {
       if (decided.decision === 'absent') {
         continue; // released between our create and our read
       }
-      if (decided.decision === 'completed') {
-        return { state: 'completed', record: decided.record };
+      const settled = settledClaim(decided);
+      if (settled.state !== 'take_over') {
+        return settled;
       }
-      if (decided.decision === 'unreadable') {
-        return { state: 'unreadable', record: decided.record };
-      }
-      const { attemptId: holding, leaseExpires } = decided.record;
-      holder = leaseExpires === undefined ? undefined : { attemptId: holding, leaseExpires };
-      if (decided.decision === 'lease_live') {
-        return { state: 'in_progress', holder };
-      }
+      holder = holderOf(settled.record);
       if (read.updateTime === undefined) {
         continue;
       }
-      replaced = decided.record;
+      replaced = settled.record;
       const update = fields(replaced);
       const taken = await documents.writeWith(runId, 'takeover', update, read.updateTime, guard);
       if (isGuardChanged(taken)) {
-        return ours(taken.guardChanged, replaced) ?? GUARD_CHANGED;
+        return this.#ours(runId, attemptId, taken.guardChanged, replaced) ?? GUARD_CHANGED;
       }
       if (taken !== 'conflict') {
         return this.#claimed(runId, attemptId, taken, replaced);
       }
     }
     return { state: 'in_progress', holder };
+  }
+  /**
+   * Our claim, if `read` found our attempt in progress: a retried write of ours that had landed
+   * answers as a conflict.
+   */
+  #ours(runId: string, attemptId: string, read: DocumentRead, previous: RunRecord | undefined) {
+    return isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
+      ? this.#claimed(runId, attemptId, read.updateTime, previous)
+      : undefined;
+  }
+  /** The fields of a claim (or a takeover of `previous`) by `attemptId`, under a new lease. */
+  #claimFields(attemptId: string, details: RunDetails, previous?: RunRecord) {
+    return claimFields(
+      attemptId,
+      this.#claimLeaseMs,
+      this.#documents.expireAt(),
+      details,
+      previous,
+    );
   }
   /**
    * Extends the lease to `leaseMs` from the write's server time: the renewed claim (its new fencing
@@ -470,4 +478,29 @@ function runIdProblem(id: string): string | undefined {
     return "Firestore's document ids are not empty, . or .., have no '/' and are not __…__ (reserved)";
   }
   return Buffer.byteLength(id) > 1500 ? 'a document id is at most 1500 bytes' : undefined;
+}
+
+/**
+ * What a claim that read `decided` (a record there) answers at once: the completed or unreadable
+ * record, or the live lease's holder; `take_over` with the record to take over.
+ */
+function settledClaim(
+  decided: Exclude<ClaimDecision, { decision: 'absent' }>,
+): ClaimResult | { readonly state: 'take_over'; readonly record: RunRecord } {
+  if (decided.decision === 'completed') {
+    return { state: 'completed', record: decided.record };
+  }
+  if (decided.decision === 'unreadable') {
+    return { state: 'unreadable', record: decided.record };
+  }
+  if (decided.decision === 'lease_live') {
+    return { state: 'in_progress', holder: holderOf(decided.record) };
+  }
+  return { state: 'take_over', record: decided.record };
+}
+
+/** The attempt holding `record` and when its lease expires; unknown without a lease. */
+function holderOf(record: RunRecord): Holder | undefined {
+  const { attemptId, leaseExpires } = record;
+  return leaseExpires === undefined ? undefined : { attemptId, leaseExpires };
 }

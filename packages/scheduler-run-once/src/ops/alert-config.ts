@@ -127,8 +127,27 @@ export function alertPolicies(
   channels: readonly string[],
   absencePeriods = 2,
 ): PolicyPlan[] {
-  const common = { combiner: 'OR', notificationChannels: [...channels], enabled: true };
-  const plans: PolicyPlan[] = [
+  const common: PolicyCommon = {
+    combiner: 'OR',
+    notificationChannels: [...channels],
+    enabled: true,
+  };
+  return [
+    ...runPolicies(functionName, common),
+    ...jobs.map((job) => absencePolicy(functionName, job, common, absencePeriods)),
+  ];
+}
+
+/** What every alert policy shares: its combiner, its notification channels, enabled. */
+interface PolicyCommon {
+  readonly combiner: string;
+  readonly notificationChannels: string[];
+  readonly enabled: boolean;
+}
+
+/** The policies on runs: missed or finally failed, and lost leases. */
+function runPolicies(functionName: string, common: PolicyCommon): PolicyPlan[] {
+  return [
     {
       kind: 'policy',
       displayName: `${functionName}: a run was missed or failed after every retry`,
@@ -163,41 +182,49 @@ export function alertPolicies(
       },
     },
   ];
-  for (const job of jobs) {
-    const seconds = Math.ceil((job.periodSeconds * absencePeriods) / 60) * 60;
-    if (seconds > MAX_ABSENCE_SECONDS) {
-      plans.push({
-        kind: 'skipped',
-        job: job.id,
-        reason: `${absencePeriods} × its period is ${seconds} s, past the 23.5 h a metric-absence condition allows`,
-      });
-      continue;
-    }
-    const displayName = `${functionName}: no processed run of ${job.id} for ${seconds} s`;
-    plans.push({
-      kind: 'policy',
-      displayName,
-      policy: {
-        ...common,
-        displayName,
-        conditions: [
-          {
-            displayName: `no processed run of ${job.id}`,
-            conditionAbsent: {
-              filter: metricFilter(functionName, 'processed', job.id),
-              duration: `${Math.max(120, seconds)}s`,
-              aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' }],
-            },
-          },
-        ],
-        documentation: {
-          mimeType: 'text/markdown',
-          content:
-            `Nothing processed a run of ${job.id} for ${absencePeriods} of its periods: the Scheduler job may be paused or deleted, or every delivery fails before the function runs. ` +
-            `Check \`gcloud scheduler jobs describe ${job.id}\` and the function's logs, then backfill: \`npm run runs -- --job ${job.id} --backfill\`.`,
-        },
-      },
-    });
+}
+
+/**
+ * A job's "no processed run for `absencePeriods` × its period" policy, or why it has none (a
+ * window past what a metric-absence condition allows).
+ */
+function absencePolicy(
+  functionName: string,
+  job: AlertedJob,
+  common: PolicyCommon,
+  absencePeriods: number,
+): PolicyPlan {
+  const seconds = Math.ceil((job.periodSeconds * absencePeriods) / 60) * 60;
+  if (seconds > MAX_ABSENCE_SECONDS) {
+    return {
+      kind: 'skipped',
+      job: job.id,
+      reason: `${absencePeriods} × its period is ${seconds} s, past the 23.5 h a metric-absence condition allows`,
+    };
   }
-  return plans;
+  const displayName = `${functionName}: no processed run of ${job.id} for ${seconds} s`;
+  return {
+    kind: 'policy',
+    displayName,
+    policy: {
+      ...common,
+      displayName,
+      conditions: [
+        {
+          displayName: `no processed run of ${job.id}`,
+          conditionAbsent: {
+            filter: metricFilter(functionName, 'processed', job.id),
+            duration: `${Math.max(120, seconds)}s`,
+            aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' }],
+          },
+        },
+      ],
+      documentation: {
+        mimeType: 'text/markdown',
+        content:
+          `Nothing processed a run of ${job.id} for ${absencePeriods} of its periods: the Scheduler job may be paused or deleted, or every delivery fails before the function runs. ` +
+          `Check \`gcloud scheduler jobs describe ${job.id}\` and the function's logs, then backfill: \`npm run runs -- --job ${job.id} --backfill\`.`,
+      },
+    },
+  };
 }

@@ -205,73 +205,11 @@ export function runsHtml(
   seenBefore: SeenBefore = new Set(),
 ): string {
   const view = viewOf(rows, marks, seenBefore);
-  const textOf = (row: SlotRow) => stateText(row, view);
   const jobs = [...new Set(rows.map((row) => row.job))];
-  const details: [string, string][][] = [];
-  const sections = jobs.map((job) => {
-    // Each run where it happened in time: a forced run carries its next slot's time, but ran when
-    // its first attempt came.
-    const own = rows
-      .filter((row) => row.job === job)
-      .sort((a, b) => ranAt(a) - ranAt(b) || a.slot.getTime() - b.slot.getTime());
-    const ticks = tickIndexes(own.map(ranAt));
-    const cells = own.map((row, i) => {
-      const index = details.push(detailOf(row, textOf(row), target)) - 1;
-      const classes = [
-        'slot',
-        `state-${row.state}`,
-        `kind-${row.kind}`,
-        ...(row.state === 'failed' && !row.final ? ['retrying'] : []),
-        ...(view.early.has(row) ? ['early'] : []),
-        ...(view.waiting.has(row) ? ['waiting'] : []),
-        ...(forcedAsSlot(row) ? ['forced-slot'] : []),
-      ];
-      const tip = `${toUtcRfc3339(row.slot)} ${textOf(row)}${
-        row.lastError === undefined ? '' : ` — ${row.lastError}`
-      }`;
-      const tick = ticks.get(i);
-      return `<span class="cell"><button type="button" class="${classes.join(' ')}" data-index="${index}" data-state="${view.early.has(row) ? 'no_run' : row.state}" data-kind="${row.kind}" title="${escapeHtml(tip)}" aria-label="${escapeHtml(tip)}"></button><span class="tick${tick === undefined ? ' none' : ''}">${tick === undefined ? '' : escapeHtml(tick)}</span></span>`;
-    });
-    const first = own[0];
-    const last = own.at(-1);
-    const range =
-      first === undefined || last === undefined
-        ? ''
-        : `${toUtcRfc3339(new Date(ranAt(first)))} → ${toUtcRfc3339(new Date(ranAt(last)))}, ${own.length} ${own.length === 1 ? 'slot or run' : 'slots and runs'} (UTC; ticks mark the time axis)`;
-    return `<section class="job" data-job="${escapeHtml(job)}">
-<h2>${escapeHtml(job)}</h2>
-<div class="timeline">${cells.join('')}</div>
-<p class="range">${escapeHtml(range)}</p>
-</section>`;
-  });
-  // Slots before the first record are counted apart: they are no run, not pending or missed.
-  const counts = new Map<string, number>();
-  let early = 0;
-  let waiting = 0;
-  for (const row of rows) {
-    if (view.early.has(row)) {
-      early++;
-    } else {
-      counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
-    }
-    if (view.waiting.has(row)) {
-      waiting++;
-    }
-  }
-  const legend = Object.keys(STATE_COLOURS)
-    .map(
-      (state) =>
-        `<li><span class="slot state-${state}"></span>${escapeHtml(state.replace('_', ' '))} (${counts.get(state) ?? 0})</li>`,
-    )
-    .concat(
-      '<li><span class="slot state-completed kind-manual"></span>manual run</li>',
-      '<li><span class="slot state-completed kind-forced"></span>forced run (placed when it ran)</li>',
-      '<li><span class="slot state-completed forced-slot"></span>forced run taken as its slot</li>',
-      '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
-      `<li><span class="slot state-pending waiting"></span>pending, waiting behind an outstanding execution (${waiting})</li>`,
-      `<li><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,
-    )
-    .join('');
+  const page: HtmlPage = { view, target, details: [] };
+  const sections = jobs.map((job) => jobSection(page, job, rows));
+  const { details } = page;
+  const legend = legendOf(rows, view);
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -292,4 +230,86 @@ ${sections.length === 0 ? '<p class="empty">No runs in the window.</p>' : sectio
 </body>
 </html>
 `;
+}
+
+/** What the page's sections share: the rows' view, the next steps' target, each cell's detail. */
+interface HtmlPage {
+  readonly view: ReturnType<typeof viewOf>;
+  readonly target: Target;
+  /** Each cell's detail, by its `data-index`. */
+  readonly details: [string, string][][];
+}
+
+/** One job's section: its timeline of cells, then the range it spans. */
+function jobSection(page: HtmlPage, job: string, rows: readonly SlotRow[]): string {
+  // Each run where it happened in time: a forced run carries its next slot's time, but ran when
+  // its first attempt came.
+  const own = rows
+    .filter((row) => row.job === job)
+    .sort((a, b) => ranAt(a) - ranAt(b) || a.slot.getTime() - b.slot.getTime());
+  const ticks = tickIndexes(own.map(ranAt));
+  const cells = own.map((row, i) => cellOf(page, row, ticks.get(i)));
+  const first = own[0];
+  const last = own.at(-1);
+  const range =
+    first === undefined || last === undefined
+      ? ''
+      : `${toUtcRfc3339(new Date(ranAt(first)))} → ${toUtcRfc3339(new Date(ranAt(last)))}, ${own.length} ${own.length === 1 ? 'slot or run' : 'slots and runs'} (UTC; ticks mark the time axis)`;
+  return `<section class="job" data-job="${escapeHtml(job)}">
+<h2>${escapeHtml(job)}</h2>
+<div class="timeline">${cells.join('')}</div>
+<p class="range">${escapeHtml(range)}</p>
+</section>`;
+}
+
+/** One row's cell: its button (classes by state and kind, its tip), and its tick on the axis. */
+function cellOf(page: HtmlPage, row: SlotRow, tick: string | undefined): string {
+  const { view } = page;
+  const text = stateText(row, view);
+  const index = page.details.push(detailOf(row, text, page.target)) - 1;
+  const classes = [
+    'slot',
+    `state-${row.state}`,
+    `kind-${row.kind}`,
+    ...(row.state === 'failed' && !row.final ? ['retrying'] : []),
+    ...(view.early.has(row) ? ['early'] : []),
+    ...(view.waiting.has(row) ? ['waiting'] : []),
+    ...(forcedAsSlot(row) ? ['forced-slot'] : []),
+  ];
+  const tip = `${toUtcRfc3339(row.slot)} ${text}${
+    row.lastError === undefined ? '' : ` — ${row.lastError}`
+  }`;
+  return `<span class="cell"><button type="button" class="${classes.join(' ')}" data-index="${index}" data-state="${view.early.has(row) ? 'no_run' : row.state}" data-kind="${row.kind}" title="${escapeHtml(tip)}" aria-label="${escapeHtml(tip)}"></button><span class="tick${tick === undefined ? ' none' : ''}">${tick === undefined ? '' : escapeHtml(tick)}</span></span>`;
+}
+
+/** The legend: each state with its count, the marks, and the slots before the first record. */
+function legendOf(rows: readonly SlotRow[], view: ReturnType<typeof viewOf>): string {
+  // Slots before the first record are counted apart: they are no run, not pending or missed.
+  const counts = new Map<string, number>();
+  let early = 0;
+  let waiting = 0;
+  for (const row of rows) {
+    if (view.early.has(row)) {
+      early++;
+    } else {
+      counts.set(row.state, (counts.get(row.state) ?? 0) + 1);
+    }
+    if (view.waiting.has(row)) {
+      waiting++;
+    }
+  }
+  return Object.keys(STATE_COLOURS)
+    .map(
+      (state) =>
+        `<li><span class="slot state-${state}"></span>${escapeHtml(state.replace('_', ' '))} (${counts.get(state) ?? 0})</li>`,
+    )
+    .concat(
+      '<li><span class="slot state-completed kind-manual"></span>manual run</li>',
+      '<li><span class="slot state-completed kind-forced"></span>forced run (placed when it ran)</li>',
+      '<li><span class="slot state-completed forced-slot"></span>forced run taken as its slot</li>',
+      '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
+      `<li><span class="slot state-pending waiting"></span>pending, waiting behind an outstanding execution (${waiting})</li>`,
+      `<li><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,
+    )
+    .join('');
 }

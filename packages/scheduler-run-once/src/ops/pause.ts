@@ -25,7 +25,8 @@
 import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../core/run-documents.ts';
-import { loadConfig } from '../function/config.ts';
+import { type Config, loadConfig } from '../function/config.ts';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { checkDocumentId } from '../policy/missed-run-cursor.ts';
@@ -100,7 +101,31 @@ async function pauseOrResume(
   env: NodeJS.ProcessEnv,
   open: (settings: Settings) => Firestore,
 ): Promise<number> {
-  const { values: args, positionals } = parseArgs({
+  const { values: args, positionals } = parsePauseArgs(argv);
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const { verb, id } = verbAndJob(positionals, args);
+  const request = await pauseRequest(verb, id, args, env);
+  const jobDocuments = new RunDocuments(
+    open({
+      projectId: request.config.projectId ?? EMULATOR_PROJECT,
+      databaseId: request.config.firestoreDatabase,
+    }),
+    {
+      collection: jobStateCollection(request.config.runsCollection),
+      retentionMs: request.config.retentionMs,
+      timeoutMs: request.config.firestoreTimeoutMs,
+    },
+  );
+  await recordPauseOrResume(request, jobDocuments);
+  return pauseSchedulerJob(request);
+}
+
+/** `npm run pause`'s and `npm run resume`'s flags and words, parsed. */
+function parsePauseArgs(argv: string[]) {
+  return parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
@@ -117,10 +142,16 @@ async function pauseOrResume(
       help: { type: 'boolean', short: 'h' },
     },
   });
-  if (args.help) {
-    console.log(USAGE);
-    return 0;
-  }
+}
+
+/** The command's flags. */
+type PauseArgs = ReturnType<typeof parsePauseArgs>['values'];
+
+/** The verb (`pause` or `resume`) and the one job id the words name. */
+function verbAndJob(
+  positionals: readonly string[],
+  args: PauseArgs,
+): { verb: 'pause' | 'resume'; id: string } {
   const [verb, id, ...rest] = positionals;
   if (verb !== 'pause' && verb !== 'resume') {
     throw new UsageError('the first word is pause or resume (npm run pause / npm run resume)');
@@ -137,6 +168,31 @@ async function pauseOrResume(
   if (verb === 'resume' && (args.until !== undefined || args.note !== undefined)) {
     throw new UsageError('--until and --note go with pause');
   }
+  return { verb, id };
+}
+
+/** A pause or resume to record, checked: its job, document, bounds and Scheduler job. */
+interface PauseRequest {
+  readonly verb: 'pause' | 'resume';
+  readonly args: PauseArgs;
+  readonly config: Config;
+  readonly job: DeclaredJob;
+  /** The job's check document, per key scope. */
+  readonly docId: string;
+  readonly until: PauseUntil | undefined;
+  /** Against the emulator: only the record is written. */
+  readonly local: boolean;
+  /** Where the Cloud Scheduler job lives. */
+  readonly location: string | undefined;
+}
+
+/** The checked request: configuration, job, scope and bounds, each refused with exit 2. */
+async function pauseRequest(
+  verb: 'pause' | 'resume',
+  id: string,
+  args: PauseArgs,
+  env: NodeJS.ProcessEnv,
+): Promise<PauseRequest> {
   const config = loadConfig({
     ...env,
     ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
@@ -161,17 +217,6 @@ async function pauseOrResume(
     env.METADATA_SERVER_DETECTION ??= 'none';
     process.env.METADATA_SERVER_DETECTION ??= 'none';
   }
-  const jobDocuments = new RunDocuments(
-    open({
-      projectId: config.projectId ?? EMULATOR_PROJECT,
-      databaseId: config.firestoreDatabase,
-    }),
-    {
-      collection: jobStateCollection(config.runsCollection),
-      retentionMs: config.retentionMs,
-      timeoutMs: config.firestoreTimeoutMs,
-    },
-  );
   const docId = checkDocumentId(job.id, scope);
   // The bounds the function holds stored pauses to, checked first so that a typo is exit 2; the
   // bounds of --until are checked once, against the start the pause records (its read's time).
@@ -180,6 +225,19 @@ async function pauseOrResume(
     throw new UsageError(`--note: ${noteProblem}`);
   }
   const until = args.until === undefined ? undefined : untilArg(args.until);
+  return { verb, args, config, job, docId, until, local, location };
+}
+
+/**
+ * Records the pause (or the resume) on the job's document, and prints it.
+ *
+ * @throws {UsageError} for an `--until` out of bounds; {@link CommandError} when refused.
+ */
+async function recordPauseOrResume(
+  request: PauseRequest,
+  jobDocuments: RunDocuments,
+): Promise<void> {
+  const { verb, job, docId, until, args } = request;
   try {
     if (verb === 'pause') {
       const pause = await recordPause(jobDocuments, docId, job.id, {
@@ -204,7 +262,15 @@ async function pauseOrResume(
     }
     throw err;
   }
-  if (local) {
+}
+
+/**
+ * Pauses (or resumes) the Cloud Scheduler job with gcloud, or prints the command: with
+ * `--record-only`, or where gcloud refuses. Against the emulator, says the record is enough.
+ */
+function pauseSchedulerJob(request: PauseRequest): number {
+  const { verb, job, config, location, args } = request;
+  if (request.local) {
     console.log(`${verb}: recorded in the emulator: npm run dev's local Scheduler honours it`);
     return 0;
   }

@@ -35,8 +35,9 @@ import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
 import { ConfigError } from '../core/errors.ts';
 import { RunDocuments } from '../core/run-documents.ts';
+import type { Scope } from '../core/run-key.ts';
 import type { StoredRecord } from '../core/run-record.ts';
-import { loadConfig } from '../function/config.ts';
+import { type Config, loadConfig } from '../function/config.ts';
 import { type DeclaredJob, defineJob, validateJobs } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
@@ -59,8 +60,14 @@ import {
   runsJson,
   runsTable,
 } from './format-runs.ts';
-import { MAX_LISTED, recordsOfJob, runsOutsideSlots, withFirestore } from './run-queries.ts';
-import { scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
+import {
+  MAX_LISTED,
+  type RunsCollection,
+  recordsOfJob,
+  runsOutsideSlots,
+  withFirestore,
+} from './run-queries.ts';
+import { type ScopeArgs, scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
 import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 
@@ -229,7 +236,37 @@ async function listRuns(
   env: NodeJS.ProcessEnv,
   open: (settings: Settings) => Firestore,
 ): Promise<number> {
-  const { values: args } = parseArgs({
+  const args = parseRunsArgs(argv);
+  if (args.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  checkFlagPairs(args);
+  const settings = runsSettings(args, env);
+  const declared = await loadJobs(env);
+  const { jobs, undeclared } = selectedJobs(args, settings.config, declared);
+  const listing = openListing(settings, env, open);
+  for (const job of jobs) {
+    await listJob(listing, job);
+  }
+  for (const id of undeclared) {
+    await listUndeclared(listing, id, declared);
+  }
+  const seenBefore = await jobsSeenBefore(listing, jobs);
+  printListing(listing, seenBefore);
+  const judged = await judgedRows(listing, jobs);
+  if (args.backfill) {
+    return backfillMissed(listing, judged, jobs, seenBefore, env);
+  }
+  if (!args.check) {
+    return 0;
+  }
+  return reportCheck(listing, judged, jobs, seenBefore);
+}
+
+/** `npm run runs`'s flags, parsed. */
+function parseRunsArgs(argv: string[]) {
+  return parseArgs({
     args: argv,
     options: {
       since: { type: 'string' },
@@ -253,11 +290,14 @@ async function listRuns(
       token: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
-  });
-  if (args.help) {
-    console.log(USAGE);
-    return 0;
-  }
+  }).values;
+}
+
+/** `npm run runs`'s flags. */
+type RunsArgs = ReturnType<typeof parseRunsArgs>;
+
+/** Refuses flags that do not go together. */
+function checkFlagPairs(args: RunsArgs): void {
   if (args.json && args.html !== undefined) {
     throw new UsageError('--json and --html are two outputs; choose one');
   }
@@ -270,6 +310,23 @@ async function listRuns(
   if (args['dry-run'] && args.yes) {
     throw new UsageError('--dry-run and --yes: choose one');
   }
+}
+
+/** What the listing reads by: the window, the time, the configuration and the key scope. */
+interface RunsSettings {
+  readonly args: RunsArgs;
+  readonly config: Config;
+  readonly scopeValues: ScopeArgs['values'];
+  readonly scope: Scope;
+  /** `--since`, ms; the last {@link DEFAULT_SLOTS} slots when not given. */
+  readonly sinceMs: number | undefined;
+  readonly now: Date;
+  /** `--now`, when given: slots are judged at it, not at Firestore's time of each read. */
+  readonly at: Date | undefined;
+}
+
+/** The window, the time, the configuration (the environment, then the flags) and the scope. */
+function runsSettings(args: RunsArgs, env: NodeJS.ProcessEnv): RunsSettings {
   const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) {
@@ -292,12 +349,23 @@ async function listRuns(
     params: namedPairs(args['scope-param'], 'scope-param'),
   }).values;
   const scope = scopeOf(config, scopeValues);
-  const declared = await loadJobs(env);
+  const at = args.now === undefined ? undefined : now;
+  return { args, config, scopeValues, scope, sinceMs, now, at };
+}
+
+/**
+ * The declared jobs `--job` selects (all without it), and the ids it names that are no longer
+ * declared, whose history is read from their records. Refuses a retention that misses slots.
+ */
+function selectedJobs(
+  args: RunsArgs,
+  config: Config,
+  declared: readonly DeclaredJob[],
+): { jobs: readonly DeclaredJob[]; undeclared: readonly string[] } {
   const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
   if (mismatch.length > 0) {
     throw new ConfigError(mismatch);
   }
-  // `--job` may name an id that is no longer declared: its history is read from its records.
   const undeclared = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
   for (const id of undeclared) {
     if (!isJobId(id)) {
@@ -313,7 +381,34 @@ async function listRuns(
     declared,
     args.job?.filter((id) => !undeclared.includes(id)) ?? undefined,
   );
+  return { jobs, undeclared };
+}
 
+/** The listing under way: where it reads, and the rows, marks and problems found so far. */
+interface RunsListing {
+  readonly settings: RunsSettings;
+  readonly runs: RunsCollection;
+  readonly documents: RunDocuments;
+  readonly jobDocuments: RunDocuments;
+  readonly history: RunHistory;
+  readonly rows: SlotRow[];
+  /** Rows to mark: a record of an id no longer declared, or of a time no slot of the schedule has. */
+  readonly marks: Map<SlotRow, string>;
+  /** Each declared job's active pause past its bound: a problem for `--check`. */
+  readonly overdue: { job: string; pause: Pause }[];
+  /** Jobs whose window held more slots than one call judges. */
+  readonly tooLarge: string[];
+  /** Whether the warning that the window reaches past the retention was printed. */
+  warned: boolean;
+}
+
+/** Opens the run records and job documents of the project (or the emulator's), empty-handed. */
+function openListing(
+  settings: RunsSettings,
+  env: NodeJS.ProcessEnv,
+  open: (settings: Settings) => Firestore,
+): RunsListing {
+  const { config } = settings;
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
     throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
   }
@@ -331,128 +426,179 @@ async function listRuns(
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
-  const runs = {
-    db,
-    collection: config.runsCollection,
-    timeoutMs: config.firestoreTimeoutMs,
-  };
   const jobDocuments = new RunDocuments(db, {
     collection: jobStateCollection(config.runsCollection),
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
-  /** Each declared job's active pause past its bound: a problem for `--check`. */
-  const overdue: { job: string; pause: Pause }[] = [];
-  const rows: SlotRow[] = [];
-  /** Rows to mark: a record of an id no longer declared, or of a time no slot of the schedule has. */
-  const marks = new Map<SlotRow, string>();
-  let warned = false;
-  /** Jobs whose window held more slots than one call judges. */
-  const tooLarge: string[] = [];
-  const history = new RunHistory(documents);
-  const at = args.now === undefined ? undefined : now;
-  for (const job of jobs) {
-    const declared = slotsOf(job, now, sinceMs);
-    const { truncated, from } = declared;
-    // The job's check document: its pauses, and the rules its slots were judged by.
-    const checkRead = await jobDocuments.readData(checkDocumentId(job.id, scope));
-    const rules = rulesInForce(checkRead.data, checkRead.updateTime, job, now);
-    const older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
-    const slots = [...declared.slots, ...older].sort((a, b) => a.getTime() - b.getTime());
-    const oldest = slots[0];
-    if (truncated) {
-      tooLarge.push(job.id);
-      console.error(
-        `runs: ${job.id}: the window holds more than ${MAX_SLOTS} slots; showing the newest ${slots.length}, from ${oldest === undefined ? '-' : toUtcRfc3339(oldest)} (narrow --since, or check older slots with --now)`,
-      );
+  return {
+    settings,
+    runs: { db, collection: config.runsCollection, timeoutMs: config.firestoreTimeoutMs },
+    documents,
+    jobDocuments,
+    history: new RunHistory(documents),
+    rows: [],
+    marks: new Map(),
+    overdue: [],
+    tooLarge: [],
+    warned: false,
+  };
+}
+
+/** Lists a declared job's slots in the window, and its runs beside them, oldest first. */
+async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
+  const { config, now, at, scope, sinceMs } = listing.settings;
+  const declared = slotsOf(job, now, sinceMs);
+  const { truncated, from } = declared;
+  // The job's check document: its pauses, and the rules its slots were judged by.
+  const checkRead = await listing.jobDocuments.readData(checkDocumentId(job.id, scope));
+  const rules = rulesInForce(checkRead.data, checkRead.updateTime, job, now);
+  const older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
+  const slots = [...declared.slots, ...older].sort((a, b) => a.getTime() - b.getTime());
+  warnOfWindow(listing, job, slots, truncated);
+  const tolerance = () => forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+  const read = await readHistory(listing.history, job, slots, scope, at, tolerance);
+  const slotIds = new Set(read.rows.map((row) => row.runId));
+  const judgedAt = at ?? read.readTime;
+  const pauses = jobPauses(listing, job, checkRead, judgedAt);
+  const extra = await runsBesideSlots(listing, job, from, slotIds, judgedAt);
+  const olderTimes = new Set(older.map((slot) => slot.getTime()));
+  const slotRows = read.rows.map((row) => pausedRow(row, pauses));
+  for (const row of slotRows) {
+    if (olderTimes.has(row.slot.getTime())) {
+      listing.marks.set(row, 'old schedule');
     }
-    if (!warned && oldest !== undefined && now.getTime() - oldest.getTime() > config.retentionMs) {
-      warned = true;
-      console.error(
-        `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
-      );
-    }
-    const tolerance = () => forcedRunToleranceMs(job, config.forcedRunToleranceMs);
-    const read = await readHistory(history, job, slots, scope, at, tolerance);
-    const slotIds = new Set(read.rows.map((row) => row.runId));
-    const judgedAt = at ?? read.readTime;
-    // The job's pauses (`npm run pause`): a slot inside one with no record is `paused`, not missed.
-    // Read against Firestore's time of the read, not `--now`: a pause time after it is not ours.
-    const stored = readPauses(checkRead.data, checkRead.readTime);
-    if (stored === 'unreadable') {
-      console.error(
-        `runs: ${job.id}: the pauses on its document ${checkDocumentId(job.id, scope)} hold fields this version never writes; no slot shows as paused (docs/operations.md, "Pause and resume")`,
-      );
-    }
-    const pauses = stored === 'unreadable' ? [] : stored;
-    const late = overdueAt(pauses, judgedAt);
-    if (late !== undefined) {
-      overdue.push({ job: job.id, pause: late });
-    }
-    // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
-    // a query of this job's runs, newest first, every page followed.
-    const horizon = forcedRunHorizon(job, now);
-    const outside = await runsOutsideSlots(runs, job.id, scope, from, horizon);
-    if (outside.truncated) {
-      listingCut(job.id);
-    }
-    // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
-    const extra = rowsOf(
-      job,
-      outside.records.filter(({ runId }) => !slotIds.has(runId)),
-      judgedAt,
-      horizon,
+  }
+  const sorted = [...slotRows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime());
+  listing.rows.push(...sorted);
+}
+
+/** Warns when a job's window holds too many slots, or (once) reaches past the retention. */
+function warnOfWindow(
+  listing: RunsListing,
+  job: DeclaredJob,
+  slots: readonly Date[],
+  truncated: boolean,
+): void {
+  const { config, now } = listing.settings;
+  const oldest = slots[0];
+  if (truncated) {
+    listing.tooLarge.push(job.id);
+    console.error(
+      `runs: ${job.id}: the window holds more than ${MAX_SLOTS} slots; showing the newest ${slots.length}, from ${oldest === undefined ? '-' : toUtcRfc3339(oldest)} (narrow --since, or check older slots with --now)`,
     );
-    // Records of the id at times no slot of today's schedule has (an old schedule): `runs` and
-    // `runs --job` show the same slots.
-    {
-      const own = await recordsOfJob(runs, job.id, scope, from, now);
-      if (own.truncated) {
-        listingCut(job.id);
-      }
-      for (const row of rowsOf(
-        job,
-        own.records.filter(
-          ({ runId, record }) =>
-            record.status !== 'unreadable' && record.kind === 'slot' && !slotIds.has(runId),
-        ),
-        judgedAt,
-      )) {
-        marks.set(row, 'old schedule');
-        extra.push(row);
-      }
-    }
-    const olderTimes = new Set(older.map((slot) => slot.getTime()));
-    const slotRows = read.rows.map((row) => pausedRow(row, pauses));
-    for (const row of slotRows) {
-      if (olderTimes.has(row.slot.getTime())) {
-        marks.set(row, 'old schedule');
-      }
-    }
-    rows.push(...[...slotRows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime()));
   }
-  for (const id of undeclared) {
-    // An id no longer declared (renamed or removed): its records, from their own job_name.
-    const job = undeclaredJob(id);
-    const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
-    const own = await recordsOfJob(runs, id, scope, from, now, {
-      max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
-    });
-    if (own.truncated && sinceMs !== undefined) {
-      listingCut(id);
-    }
-    const found = rowsOf(job, own.records, at ?? (await documents.serverTime()));
-    for (const row of found) {
-      marks.set(row, 'undeclared');
-    }
-    if (found.length === 0) {
-      await refuseUnknownJob(runs, id, scope, now, declared);
-      console.error(`runs: ${id}: not declared, and no record of it in the window`);
-    }
-    rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+  const pastRetention =
+    oldest !== undefined && now.getTime() - oldest.getTime() > config.retentionMs;
+  if (!listing.warned && pastRetention) {
+    listing.warned = true;
+    console.error(
+      `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
+    );
   }
-  // A job whose window starts with slots before its first record there may simply be new; one
-  // with any record before the window existed all along, and those slots count (one query each).
+}
+
+/**
+ * The job's pauses (`npm run pause`): a slot inside one with no record is `paused`, not missed.
+ * Read against Firestore's time of the read, not `--now`: a pause time after it is not ours.
+ * Notes a pause past its bound at `judgedAt` as overdue.
+ */
+function jobPauses(
+  listing: RunsListing,
+  job: DeclaredJob,
+  checkRead: Awaited<ReturnType<RunDocuments['readData']>>,
+  judgedAt: Date,
+): readonly Pause[] {
+  const stored = readPauses(checkRead.data, checkRead.readTime);
+  if (stored === 'unreadable') {
+    console.error(
+      `runs: ${job.id}: the pauses on its document ${checkDocumentId(job.id, listing.settings.scope)} hold fields this version never writes; no slot shows as paused (docs/operations.md, "Pause and resume")`,
+    );
+  }
+  const pauses = stored === 'unreadable' ? [] : stored;
+  const late = overdueAt(pauses, judgedAt);
+  if (late !== undefined) {
+    listing.overdue.push({ job: job.id, pause: late });
+  }
+  return pauses;
+}
+
+/**
+ * The job's runs in the window that are not its slots: manual and forced runs and re-runs, and
+ * records at times no slot of today's schedule has (an old schedule, marked so).
+ */
+async function runsBesideSlots(
+  listing: RunsListing,
+  job: DeclaredJob,
+  from: Date,
+  slotIds: ReadonlySet<string>,
+  judgedAt: Date,
+): Promise<SlotRow[]> {
+  const { runs } = listing;
+  const { now, scope } = listing.settings;
+  // Manual and forced runs and re-runs of the job in the window: they are not slots, so they are listed by
+  // a query of this job's runs, newest first, every page followed.
+  const horizon = forcedRunHorizon(job, now);
+  const outside = await runsOutsideSlots(runs, job.id, scope, from, horizon);
+  if (outside.truncated) {
+    listingCut(job.id);
+  }
+  // A forced run that was a slot's own delivery is listed as that slot, not again beside it.
+  const besides = outside.records.filter(({ runId }) => !slotIds.has(runId));
+  const extra = rowsOf(job, besides, judgedAt, horizon);
+  // Records of the id at times no slot of today's schedule has (an old schedule): `runs` and
+  // `runs --job` show the same slots.
+  const own = await recordsOfJob(runs, job.id, scope, from, now);
+  if (own.truncated) {
+    listingCut(job.id);
+  }
+  const oldSchedule = own.records.filter(
+    ({ runId, record }) =>
+      record.status !== 'unreadable' && record.kind === 'slot' && !slotIds.has(runId),
+  );
+  for (const row of rowsOf(job, oldSchedule, judgedAt)) {
+    listing.marks.set(row, 'old schedule');
+    extra.push(row);
+  }
+  return extra;
+}
+
+/** Lists an id no longer declared (renamed or removed): its records, from their own job_name. */
+async function listUndeclared(
+  listing: RunsListing,
+  id: string,
+  declared: readonly DeclaredJob[],
+): Promise<void> {
+  const { now, at, scope, sinceMs } = listing.settings;
+  const job = undeclaredJob(id);
+  const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
+  const own = await recordsOfJob(listing.runs, id, scope, from, now, {
+    max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
+  });
+  if (own.truncated && sinceMs !== undefined) {
+    listingCut(id);
+  }
+  const found = rowsOf(job, own.records, at ?? (await listing.documents.serverTime()));
+  for (const row of found) {
+    listing.marks.set(row, 'undeclared');
+  }
+  if (found.length === 0) {
+    await refuseUnknownJob(listing.runs, id, scope, now, declared);
+    console.error(`runs: ${id}: not declared, and no record of it in the window`);
+  }
+  listing.rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+}
+
+/**
+ * The jobs with a record before their window. A job whose window starts with slots before its
+ * first record there may simply be new; one with any record before the window existed all
+ * along, and those slots count (one query each).
+ */
+async function jobsSeenBefore(
+  listing: RunsListing,
+  jobs: readonly DeclaredJob[],
+): Promise<Set<string>> {
+  const { rows } = listing;
   const seenBefore = new Set<string>();
   const counted = countedRows(rows);
   const uncounted = new Set(
@@ -465,9 +611,9 @@ async function listRuns(
     }
     // Pages of more than one: another scope's records are skipped, never taken for this one's.
     const before = await recordsOfJob(
-      runs,
+      listing.runs,
       job.id,
-      scope,
+      listing.settings.scope,
       undefined,
       new Date(oldest.getTime() - 1),
       { pageSize: 20, max: 1 },
@@ -476,6 +622,13 @@ async function listRuns(
       seenBefore.add(job.id);
     }
   }
+  return seenBefore;
+}
+
+/** Prints the rows: an HTML page (`--html`), JSON (`--json`), or the table (not with `--check`). */
+function printListing(listing: RunsListing, seenBefore: ReadonlySet<string>): void {
+  const { rows, marks } = listing;
+  const { args, now, sinceMs } = listing.settings;
   if (args.html !== undefined) {
     const page = runsHtml(
       rows,
@@ -499,37 +652,63 @@ async function listRuns(
     // `--check` prints only the problems; the table is `runs` without it.
     console.log(runsTable(rows, marks, seenBefore));
   }
-  // --check and --backfill judge a slot as the function does: by the schedule in force when it
-  // was due (the rules its check cursor recorded), so the slots of another rule are no misses.
+}
+
+/**
+ * The rows `--check` and `--backfill` judge: a slot is judged as the function does, by the
+ * schedule in force when it was due (the rules its check cursor recorded), so the slots of
+ * another rule are no misses.
+ */
+async function judgedRows(listing: RunsListing, jobs: readonly DeclaredJob[]): Promise<SlotRow[]> {
+  const { args, now, scope } = listing.settings;
   const outOfForce = new Set<SlotRow>();
   for (const job of args.check || args.backfill ? jobs : []) {
-    const { data, updateTime } = await jobDocuments.readData(checkDocumentId(job.id, scope));
+    const { data, updateTime } = await listing.jobDocuments.readData(
+      checkDocumentId(job.id, scope),
+    );
     const rules = rulesInForce(data, updateTime, job, now);
-    for (const row of rows) {
+    for (const row of listing.rows) {
       if (row.job === job.id && row.state === 'missed' && !isJudgedSlot(rules, row.slot)) {
         outOfForce.add(row);
       }
     }
   }
-  const judged = rows.filter((row) => !outOfForce.has(row));
-  if (args.backfill) {
-    const plan = planBackfill(judged, jobs, {
-      now,
-      retentionMs: config.retentionMs,
-      forcedRunToleranceMs: config.forcedRunToleranceMs,
-      includeBeforeFirstRecord: args['include-before-first-record'] === true,
-      seenBefore,
-    });
-    return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
-      scope: scopeRequest(config, scopeValues),
-      dryRun: args['dry-run'],
-      yes: args.yes,
-      interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,
-    });
-  }
-  if (!args.check) {
-    return 0;
-  }
+  return listing.rows.filter((row) => !outOfForce.has(row));
+}
+
+/** `--backfill`: plans the missed slots' deliveries and sends them (or shows them). */
+function backfillMissed(
+  listing: RunsListing,
+  judged: readonly SlotRow[],
+  jobs: readonly DeclaredJob[],
+  seenBefore: ReadonlySet<string>,
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const { args, config, now, scopeValues } = listing.settings;
+  const plan = planBackfill(judged, jobs, {
+    now,
+    retentionMs: config.retentionMs,
+    forcedRunToleranceMs: config.forcedRunToleranceMs,
+    includeBeforeFirstRecord: args['include-before-first-record'] === true,
+    seenBefore,
+  });
+  return runBackfill(plan, config.retentionMs, () => resolveTarget(args, env), {
+    scope: scopeRequest(config, scopeValues),
+    dryRun: args['dry-run'],
+    yes: args.yes,
+    interactive: process.stdin.isTTY === true && process.stderr.isTTY === true,
+  });
+}
+
+/** `--check`: prints the problems (or that there is none); the exit status says which. */
+function reportCheck(
+  listing: RunsListing,
+  judged: readonly SlotRow[],
+  jobs: readonly DeclaredJob[],
+  seenBefore: ReadonlySet<string>,
+): number {
+  const { rows, overdue, tooLarge } = listing;
+  const { args, now } = listing.settings;
   const failures = checkFailures(judged, seenBefore);
   for (const line of checkLines(failures, now, { url: args.url })) {
     console.error(line);

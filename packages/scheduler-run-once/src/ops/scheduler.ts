@@ -51,58 +51,16 @@ function interrupted(): Promise<void> {
  * environment `env`; resolves to the exit status.
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const { values: options } = parseArgs({
-    args: argv,
-    options: {
-      url: { type: 'string' },
-      fire: { type: 'string' },
-      'without-schedule-time': { type: 'boolean' },
-      'drop-answers': { type: 'string' },
-      duplicates: { type: 'string' },
-      'certs-port': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const { values: options } = parseSchedulerArgs(argv);
   if (options.help) {
     console.log(USAGE);
     return 0;
   }
-  let dropAnswers: number;
-  let duplicates: number;
-  let settings: ReturnType<typeof schedulerSettings>;
-  try {
-    dropAnswers = parseRate('--drop-answers', options['drop-answers']);
-    duplicates = parseRate('--duplicates', options.duplicates);
-    settings = schedulerSettings(env);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  if (options['without-schedule-time'] && options.fire === undefined) {
-    throw new UsageError('--without-schedule-time goes with --fire JOB');
-  }
-  const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
-  if (URL.parse(url) === null) {
-    throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
-  }
+  const { dropAnswers, duplicates, settings, url } = schedulerOptions(options, env);
   const jobs = await loadJobs(env);
-
-  let issuer: OidcIssuer | undefined;
-  const { oidc } = settings;
-  if (oidc !== undefined) {
-    const port = Number(options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0');
-    try {
-      issuer = await startOidcIssuer(port);
-    } catch (err) {
-      console.error(
-        `scheduler: cannot serve the token certificates on port ${port}: ${(err as Error).message}`,
-      );
-      return 2;
-    }
-    if (issuer.certsUrl !== oidc.certsUrl) {
-      console.log(
-        `OIDC tokens signed locally: start the function with OIDC_CERTS_URL=${issuer.certsUrl}`,
-      );
-    }
+  const issuer = await startIssuer(settings, options);
+  if (issuer === 'unserved') {
+    return 2;
   }
   const idWidth = Math.max(...jobs.map((job) => job.id.length));
   const scheduler = new LocalScheduler({
@@ -132,6 +90,82 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     await scheduler.stop();
     await issuer?.close();
   }
+}
+
+/** `npm run scheduler`'s flags, parsed. */
+function parseSchedulerArgs(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' },
+      fire: { type: 'string' },
+      'without-schedule-time': { type: 'boolean' },
+      'drop-answers': { type: 'string' },
+      duplicates: { type: 'string' },
+      'certs-port': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+
+/** The command's flags. */
+type SchedulerArgs = ReturnType<typeof parseSchedulerArgs>['values'];
+
+/**
+ * The rates of lost answers and duplicates, the settings from the environment and the function's
+ * URL, checked.
+ *
+ * @throws {UsageError} for a bad rate, setting, URL, or `--without-schedule-time` without `--fire`.
+ */
+function schedulerOptions(options: SchedulerArgs, env: NodeJS.ProcessEnv) {
+  let dropAnswers: number;
+  let duplicates: number;
+  let settings: ReturnType<typeof schedulerSettings>;
+  try {
+    dropAnswers = parseRate('--drop-answers', options['drop-answers']);
+    duplicates = parseRate('--duplicates', options.duplicates);
+    settings = schedulerSettings(env);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (options['without-schedule-time'] && options.fire === undefined) {
+    throw new UsageError('--without-schedule-time goes with --fire JOB');
+  }
+  const url = options.url ?? `http://127.0.0.1:${env.PORT || '8080'}/`;
+  if (URL.parse(url) === null) {
+    throw new UsageError(`--url ${JSON.stringify(url)} is not a URL`);
+  }
+  return { dropAnswers, duplicates, settings, url };
+}
+
+/**
+ * With `AUTH_MODE=verify-oidc`, the local token issuer, serving its certificates; `unserved` when
+ * its port cannot be had (said on stderr); undefined without OIDC.
+ */
+async function startIssuer(
+  settings: ReturnType<typeof schedulerSettings>,
+  options: SchedulerArgs,
+): Promise<OidcIssuer | 'unserved' | undefined> {
+  const { oidc } = settings;
+  if (oidc === undefined) {
+    return undefined;
+  }
+  const port = Number(options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0');
+  let issuer: OidcIssuer;
+  try {
+    issuer = await startOidcIssuer(port);
+  } catch (err) {
+    console.error(
+      `scheduler: cannot serve the token certificates on port ${port}: ${(err as Error).message}`,
+    );
+    return 'unserved';
+  }
+  if (issuer.certsUrl !== oidc.certsUrl) {
+    console.log(
+      `OIDC tokens signed locally: start the function with OIDC_CERTS_URL=${issuer.certsUrl}`,
+    );
+  }
+  return issuer;
 }
 
 if (isEntryPoint(import.meta.url)) {

@@ -91,30 +91,57 @@ export function scopeArgs(
       fixed = flag;
       continue;
     }
-    const name = flag.slice(0, at);
-    const value = flag.slice(at + 1);
-    const header = config.keyScopeHeaders.includes(name.toLowerCase());
-    const param = config.keyScopeParams.includes(name);
-    if (header && param) {
-      throw new UsageError(
-        `--scope ${name}: both a scope header and a scope parameter; use --scope-header or --scope-param`,
-      );
-    }
-    if (!header && !param) {
-      const fixedHint = options.allowFixed
-        ? '; a RUN_KEY_SCOPE containing "=" goes in the environment, not --scope'
-        : '';
-      throw new UsageError(
-        `--scope ${name}: the configuration has no scope header or parameter ${name} (${configured(config)})${fixedHint}`,
-      );
-    }
-    const into = header ? headers : params;
-    const key = header ? name.toLowerCase() : name;
-    if (into[key] !== undefined) {
-      throw new UsageError(`--scope ${name} given twice`);
-    }
-    into[key] = value;
+    addNamedScope(config, flag.slice(0, at), flag.slice(at + 1), { headers, params }, options);
   }
+  checkEveryScopeValue(config, headers, params);
+  return { fixed, values: { headers, params } };
+}
+
+/**
+ * Adds `--scope NAME=VALUE` to the scope headers or parameters, as the configuration names NAME.
+ *
+ * @throws {UsageError} for a NAME that is both or neither, or given twice.
+ */
+function addNamedScope(
+  config: ScopeConfig,
+  name: string,
+  value: string,
+  into: { headers: Record<string, string>; params: Record<string, string> },
+  options: { allowFixed?: boolean },
+): void {
+  const header = config.keyScopeHeaders.includes(name.toLowerCase());
+  const param = config.keyScopeParams.includes(name);
+  if (header && param) {
+    throw new UsageError(
+      `--scope ${name}: both a scope header and a scope parameter; use --scope-header or --scope-param`,
+    );
+  }
+  if (!header && !param) {
+    const fixedHint = options.allowFixed
+      ? '; a RUN_KEY_SCOPE containing "=" goes in the environment, not --scope'
+      : '';
+    throw new UsageError(
+      `--scope ${name}: the configuration has no scope header or parameter ${name} (${configured(config)})${fixedHint}`,
+    );
+  }
+  const values = header ? into.headers : into.params;
+  const key = header ? name.toLowerCase() : name;
+  if (values[key] !== undefined) {
+    throw new UsageError(`--scope ${name} given twice`);
+  }
+  values[key] = value;
+}
+
+/**
+ * Refuses scope values missing or malformed: every configured header and parameter needs one.
+ *
+ * @throws {UsageError} listing every problem at once.
+ */
+function checkEveryScopeValue(
+  config: ScopeConfig,
+  headers: Readonly<Record<string, string>>,
+  params: Readonly<Record<string, string>>,
+): void {
   const problems: string[] = [];
   for (const [kind, names, values] of [
     ['header', config.keyScopeHeaders, headers],
@@ -134,7 +161,6 @@ export function scopeArgs(
       `${problems.join('; ')}: the function's run ids need every scope value (${configured(config)})`,
     );
   }
-  return { fixed, values: { headers, params } };
 }
 
 /**

@@ -34,7 +34,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { ConfigError } from '../core/errors.ts';
-import { computeTriggerRunId } from '../core/run-key.ts';
+import { computeTriggerRunId, type Scope } from '../core/run-key.ts';
 import { type Config, loadConfig } from '../function/config.ts';
 import {
   ALLOW_OVERLAP_HEADER,
@@ -86,20 +86,7 @@ function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | unde
  * environment `env`; resolves to the exit status.
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const { values: args, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      slot: { type: 'string' },
-      rerun: { type: 'boolean' },
-      scope: { type: 'string', multiple: true },
-      'allow-overlap': { type: 'boolean' },
-      url: { type: 'string' },
-      invoker: { type: 'string' },
-      token: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const { values: args, positionals } = parseTriggerArgs(argv);
   if (args.help) {
     console.log(USAGE);
     return 0;
@@ -114,75 +101,147 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const scope = scopeRequest(config, scopeValues);
   // The run id the function should answer with, from this environment's scope settings.
   const keyScope = scopeOf(config, scopeValues);
+  checkOverlapFlags(args);
+  const slot = slotArg(args, job, config);
+  const target = resolveTarget(args, env);
+  const delivery = triggerDelivery(args, job, slot, keyScope);
+  const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(([n, v]) => `${n}=${v}`);
+  if (scoped.length > 0) {
+    delivery.what += ` [scope ${scoped.join(' ')}]`;
+  }
+  const answer = await deliver(target, { ...delivery.headers, ...scope.headers }, scope.query);
+  console.log(answerLine(delivery.what, answer));
+  warnOfAnswer(answer, delivery.runId, job, slot === undefined || args.rerun === true);
+  return answer.status >= 200 && answer.status < 300 ? 0 : 1;
+}
+
+/** `npm run trigger`'s flags and words, parsed. */
+function parseTriggerArgs(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      slot: { type: 'string' },
+      rerun: { type: 'boolean' },
+      scope: { type: 'string', multiple: true },
+      'allow-overlap': { type: 'boolean' },
+      url: { type: 'string' },
+      invoker: { type: 'string' },
+      token: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+}
+
+/** The command's flags. */
+type TriggerArgs = ReturnType<typeof parseTriggerArgs>['values'];
+
+/** Refuses `--rerun` without a slot, and `--allow-overlap` with a slot delivered as Scheduler's. */
+function checkOverlapFlags(args: TriggerArgs): void {
   if (args.rerun && args.slot === undefined) {
     throw new UsageError('--rerun needs --slot T');
   }
-  const allowOverlap = args['allow-overlap'] === true;
-  if (allowOverlap && args.slot !== undefined && !args.rerun) {
+  if (args['allow-overlap'] === true && args.slot !== undefined && !args.rerun) {
     throw new UsageError(
       "--allow-overlap goes with a manual run or --rerun: slot T delivered as Scheduler would follows the job's overlap policy",
     );
   }
-  const overlapHeader: Record<string, string> = allowOverlap
-    ? { [ALLOW_OVERLAP_HEADER]: 'true' }
-    : {};
-  let slot: Date | undefined;
-  if (args.slot !== undefined) {
-    try {
-      slot = new Date(normaliseScheduleTime(args.slot));
-    } catch (err) {
-      throw new UsageError(`--slot: ${(err as Error).message}`);
-    }
-    if (slot.getTime() > Date.now()) {
-      throw new UsageError(
-        `--slot ${args.slot} is in the future: Scheduler delivers a slot at or after its time (a delivery before it is a forced run). To run the job now, leave out --slot`,
-      );
-    }
-    const problem = slotTooOld(job, slot, config);
-    if (problem !== undefined) {
-      throw new UsageError(problem);
-    }
-    const expected = previousSlot(job, new Date(slot.getTime() + 1));
-    if (expected?.getTime() !== slot.getTime()) {
-      throw new UsageError(
-        `--slot ${args.slot} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone})${expected ? `; the slot before it is ${toUtcRfc3339(expected)}` : ''}`,
-      );
-    }
+}
+
+/**
+ * `--slot`, checked: a time, not in the future, within the retention, and a slot of the job.
+ *
+ * @throws {UsageError} for a slot the function would refuse or that is not the job's.
+ */
+function slotArg(args: TriggerArgs, job: DeclaredJob, config: Config): Date | undefined {
+  if (args.slot === undefined) {
+    return undefined;
   }
-  const target = resolveTarget(args, env);
+  let slot: Date;
+  try {
+    slot = new Date(normaliseScheduleTime(args.slot));
+  } catch (err) {
+    throw new UsageError(`--slot: ${(err as Error).message}`);
+  }
+  if (slot.getTime() > Date.now()) {
+    throw new UsageError(
+      `--slot ${args.slot} is in the future: Scheduler delivers a slot at or after its time (a delivery before it is a forced run). To run the job now, leave out --slot`,
+    );
+  }
+  const problem = slotTooOld(job, slot, config);
+  if (problem !== undefined) {
+    throw new UsageError(problem);
+  }
+  const expected = previousSlot(job, new Date(slot.getTime() + 1));
+  if (expected?.getTime() !== slot.getTime()) {
+    throw new UsageError(
+      `--slot ${args.slot} is not a slot of ${job.id} ('${job.schedule}' in ${job.timeZone})${expected ? `; the slot before it is ${toUtcRfc3339(expected)}` : ''}`,
+    );
+  }
+  return slot;
+}
+
+/** What the command delivers: its headers, what it says it ran, and the run id to expect. */
+interface TriggerDelivery {
+  readonly headers: Record<string, string>;
+  what: string;
+  readonly runId: string;
+}
+
+/**
+ * The delivery: a manual run now (no slot), a re-run of the slot (`--rerun`), or the slot as a
+ * backfill of one; a manual run and a re-run each under a new trigger id.
+ */
+function triggerDelivery(
+  args: TriggerArgs,
+  job: DeclaredJob,
+  slot: Date | undefined,
+  keyScope: Scope,
+): TriggerDelivery {
+  const overlapHeader: Record<string, string> =
+    args['allow-overlap'] === true ? { [ALLOW_OVERLAP_HEADER]: 'true' } : {};
   const triggerId = randomUUID();
-  let headers: Record<string, string>;
-  let what: string;
-  let runId: string;
-  const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(([n, v]) => `${n}=${v}`);
   if (slot === undefined) {
     const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    headers = schedulerHeaders(job.id, now, {
+    const headers = schedulerHeaders(job.id, now, {
       [MODE_HEADER]: 'manual',
       [TRIGGER_ID_HEADER]: triggerId,
       ...overlapHeader,
     });
-    what = `${job.id} manual run (trigger ${triggerId})`;
-    runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
-  } else if (args.rerun) {
-    headers = schedulerHeaders(job.id, slot, {
+    const runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
+    return { headers, what: `${job.id} manual run (trigger ${triggerId})`, runId };
+  }
+  if (args.rerun) {
+    const headers = schedulerHeaders(job.id, slot, {
       [MODE_HEADER]: 'rerun',
       [TRIGGER_ID_HEADER]: triggerId,
       ...overlapHeader,
     });
-    what = `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`;
-    runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
-  } else {
-    // A backfill of one slot: blocked by the policy `skip`, it stays missed instead of skipped.
-    headers = schedulerHeaders(job.id, slot, { [BACKFILL_HEADER]: 'true' });
-    what = `${job.id} ${toUtcRfc3339(slot)}`;
-    runId = slotRunId(job.id, slot, keyScope);
+    const runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
+    return {
+      headers,
+      what: `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`,
+      runId,
+    };
   }
-  if (scoped.length > 0) {
-    what += ` [scope ${scoped.join(' ')}]`;
-  }
-  const answer = await deliver(target, { ...headers, ...scope.headers }, scope.query);
-  console.log(answerLine(what, answer));
+  // A backfill of one slot: blocked by the policy `skip`, it stays missed instead of skipped.
+  return {
+    headers: schedulerHeaders(job.id, slot, { [BACKFILL_HEADER]: 'true' }),
+    what: `${job.id} ${toUtcRfc3339(slot)}`,
+    runId: slotRunId(job.id, slot, keyScope),
+  };
+}
+
+/**
+ * Warns when the function named another run than `runId` (its key scope differs), or did not run
+ * the job (another run holds it); `byTrigger`: a manual run or re-run, which may be sent again.
+ */
+function warnOfAnswer(
+  answer: Awaited<ReturnType<typeof deliver>>,
+  runId: string,
+  job: DeclaredJob,
+  byTrigger: boolean,
+): void {
   if (answer.runId !== undefined && answer.runId !== runId) {
     // The run happened: a warning, not a failure a script would retry into another run.
     console.error(
@@ -192,12 +251,11 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   if (answer.outcome === 'waiting') {
     console.error(
       `trigger: not run: another run of ${job.id} is still running (overlap policy "${job.overlap}"); nothing was recorded. ` +
-        (slot === undefined || args.rerun
+        (byTrigger
           ? 'Run the command again once it ends, or add --allow-overlap to run beside it.'
           : 'The slot stays missed: deliver it again once that run ends.'),
     );
   }
-  return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 
 if (isEntryPoint(import.meta.url)) {

@@ -117,19 +117,7 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
     if (!OVERLAP_POLICIES.includes(overlap)) {
       problem(`overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`);
     }
-    const settings = {} as Record<keyof JobSettings, number>;
-    for (const key of Object.keys(SETTING_RANGES) as (keyof JobSettings)[]) {
-      const [min, max] = SETTING_RANGES[key];
-      const value = declaration[key] ?? JOB_DEFAULTS[key];
-      if (!Number.isInteger(value) || value < min || value > max) {
-        problem(`${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
-      }
-      settings[key] = value;
-    }
-    const { minBackoffSeconds: from, maxBackoffSeconds: to } = settings;
-    if (from > to) {
-      problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
-    }
+    const settings = settingsOf(declaration, problem);
     const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
     jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
   }
@@ -137,6 +125,30 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
     throw new ConfigError(problems);
   }
   return Object.freeze(jobs);
+}
+
+/**
+ * A declaration's retry and deadline settings, defaults filled in; each out of its range, and a
+ * back-off whose minimum exceeds its maximum, told to `problem`.
+ */
+function settingsOf(
+  declaration: JobDeclaration,
+  problem: (text: string) => void,
+): Record<keyof JobSettings, number> {
+  const settings = {} as Record<keyof JobSettings, number>;
+  for (const key of Object.keys(SETTING_RANGES) as (keyof JobSettings)[]) {
+    const [min, max] = SETTING_RANGES[key];
+    const value = declaration[key] ?? JOB_DEFAULTS[key];
+    if (!Number.isInteger(value) || value < min || value > max) {
+      problem(`${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
+    }
+    settings[key] = value;
+  }
+  const { minBackoffSeconds: from, maxBackoffSeconds: to } = settings;
+  if (from > to) {
+    problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
+  }
+  return settings;
 }
 
 /** The declared job `X-CloudScheduler-JobName` names (either form: `jobIdOf`), if any. */

@@ -90,6 +90,30 @@ interface Judged {
   readonly tokens: ReadonlyMap<string, Timestamp>;
 }
 
+/**
+ * The finding that logs a report written by a check not known to have logged it (`unloggedBy`):
+ * reported `failed` (a final failure) or `missed`; a backfill may have re-opened it since.
+ */
+function reloggedFinding(
+  job: DeclaredJob,
+  { slot, runId }: { slot: Date; runId: string },
+  run: Exclude<StoredRecord, UnreadableRecord>,
+  unloggedBy: NonNullable<ReturnType<typeof unloggedReportBy>>,
+): Finding {
+  const missed = run.status !== 'failed';
+  const line = { jobName: job.id, slot: slot.toISOString(), runId };
+  const fields = {
+    ...line,
+    state: missed ? 'missed' : 'failed',
+    attempts: run.attempts,
+    lastError: run.lastError,
+    reporter: unloggedBy,
+    relogged: true,
+  };
+  const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
+  return { slot, runId, fields, message, lapsed: false, unloggedBy };
+}
+
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
   job: DeclaredJob,
@@ -135,19 +159,7 @@ function judge(
       if (age < REPORT_LOG_GRACE_MS) {
         return { findings, unreadable, runSeen, stopped: true, openAt: slot };
       }
-      // Reported `failed` (a final failure) or `missed`; a backfill may have re-opened it since.
-      const missed = run.status !== 'failed';
-      const line = { jobName: job.id, slot: slot.toISOString(), runId };
-      const fields = {
-        ...line,
-        state: missed ? 'missed' : 'failed',
-        attempts: run.attempts,
-        lastError: run.lastError,
-        reporter: unloggedBy,
-        relogged: true,
-      };
-      const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
-      findings.push({ slot, runId, fields, message, lapsed: false, unloggedBy });
+      findings.push(reloggedFinding(job, { slot, runId }, run, unloggedBy));
       continue;
     }
     // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.

@@ -155,14 +155,65 @@ function leaseLossLogged(e: Execution, outcome: SimOutcome): boolean {
  * invariants of known bugs whose fixes are under way ({@link AWAITING_FIX}).
  */
 export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FIX): string[] {
-  const found: string[] = [];
-  const { executions, gaps } = outcome;
+  const byRun = executionsByRun(outcome.executions);
+  return [
+    // 1. No slot (or any run) executes twice.
+    ...noRunTwice(outcome, byRun, awaiting),
+    // 5. An on-time delivery is its slot; and a slot and its backfill are one run.
+    ...deliveriesRunAsSlots(outcome),
+    // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
+    ...oneRunPerTrigger(outcome),
+    // 3. skip / wait: no two runs of a job and scope at once.
+    ...overlapPolicyKept(outcome),
+    // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
+    ...everyClosedSlotAccounted(outcome, byRun),
+    // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
+    ...(outcome.emulator ? [] : successLeavesFinalRun(outcome)),
+    // 11. In a calm history, every slot Scheduler delivered ran, and nothing failed or was reported.
+    ...calmSlotsRan(outcome),
+    // 9. No completion, extension or release lands on a record naming another attempt.
+    ...noForeignWrites(outcome),
+    // 12. Every report written is logged at least once, at most twice.
+    ...reportsLoggedOnceOrTwice(outcome),
+    // 13. Another version's records and locks: never a silent pass, never a long silent block.
+    ...unknownStatusesSaid(outcome),
+    ...noBlockBehindVanishedHolder(outcome),
+    // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
+    ...noRetryAfterFinalReport(outcome, awaiting),
+    // 7. Nothing is skipped, waits or is refused behind a dead holder.
+    ...blockedOnlyByLiveRuns(outcome, awaiting),
+    // 14. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
+    ...slotRunsNotEarly(outcome),
+    // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
+    // completed run's record holds the note its completing attempt made.
+    ...notesKept(outcome),
+    // 6. Nothing throws where it should not.
+    ...outcome.errors.map(
+      (err) =>
+        `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
+    ),
+  ];
+}
+
+/** The executions of each run, by run id, in the order they started (once invariant 1 sorted). */
+function executionsByRun(executions: readonly Execution[]): Map<string, Execution[]> {
   const byRun = new Map<string, Execution[]>();
   for (const e of executions) {
     byRun.set(e.runId, [...(byRun.get(e.runId) ?? []), e]);
   }
+  return byRun;
+}
 
-  // 1. No slot (or any run) executes twice.
+/**
+ * Invariant 1: no run executes twice, unless the first execution is excused; even then, never
+ * twice at once without a logged lease loss. Sorts each run's executions by start.
+ */
+function noRunTwice(
+  outcome: SimOutcome,
+  byRun: Map<string, Execution[]>,
+  awaiting: Awaiting,
+): string[] {
+  const found: string[] = [];
   for (const [runId, list] of byRun) {
     list.sort((a, b) => a.start - b.start);
     for (const [i, later] of list.entries()) {
@@ -183,9 +234,13 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       }
     }
   }
+  return found;
+}
 
-  // 5. An on-time delivery is its slot; and a slot and its backfill are one run.
-  for (const e of executions) {
+/** Invariant 5: an on-time delivery and a backfill delivery each run as their slot. */
+function deliveriesRunAsSlots(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
     if (e.source === 'scheduler' && e.kind !== 'slot') {
       found.push(`Cloud Scheduler's on-time delivery ran as a ${e.kind} run: ${describe(e)}`);
     }
@@ -193,10 +248,14 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       found.push(`a backfill delivery ran as a ${e.kind} run: ${describe(e)}`);
     }
   }
+  return found;
+}
 
-  // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
+/** Invariant 4: one run per trigger id of a job and key scope. */
+function oneRunPerTrigger(outcome: SimOutcome): string[] {
+  const found: string[] = [];
   const byTrigger = new Map<string, Execution[]>();
-  for (const e of executions) {
+  for (const e of outcome.executions) {
     if (e.triggerId === undefined) {
       continue;
     }
@@ -209,54 +268,113 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
       found.push(`trigger id ${triggerId} ran ${runs.size} runs: ${list.map(describe).join('; ')}`);
     }
   }
+  return found;
+}
 
-  // 3. skip / wait: no two runs of a job and scope at once.
+/** Invariant 3: under `skip` or `wait`, no two runs of a job and scope at once. */
+function overlapPolicyKept(outcome: SimOutcome): string[] {
+  const found: string[] = [];
   for (const [d, dep] of outcome.deployments.entries()) {
-    const guarded = new Set<string>();
-    const everAllow = new Set<string>();
-    for (const revision of dep.revisions) {
-      for (const job of revision.jobs) {
-        if (job.overlap === 'allow') {
-          everAllow.add(job.id);
-        } else {
-          guarded.add(job.id);
-        }
-      }
-    }
-    for (const jobId of guarded) {
-      if (everAllow.has(jobId)) {
-        continue; // a revision allowed overlap: its runs may overlap
-      }
-      const runs = executions
+    for (const jobId of guardedJobs(dep)) {
+      const runs = outcome.executions
         .filter((e) => e.deployment === d && e.jobId === jobId)
-        .filter((e) => !gaps.overlapAllKinds || e.kind === 'slot')
+        .filter((e) => !outcome.gaps.overlapAllKinds || e.kind === 'slot')
         .sort((a, b) => a.start - b.start);
-      for (const [i, a] of runs.entries()) {
-        for (const b of runs.slice(i + 1)) {
-          const aEnd = a.end ?? outcome.finalMs;
-          if (b.start >= aEnd) {
-            continue;
-          }
-          if (a.runId === b.runId) {
-            continue; // judged by invariant 1
-          }
-          if (leaseLostToEnvironment(a, outcome)) {
-            continue;
-          }
-          if (leaseLapsedWhileExtending(a, b.start, outcome)) {
-            continue;
-          }
-          found.push(`overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`);
-        }
+      found.push(...overlapsOf(outcome, jobId, runs));
+    }
+  }
+  return found;
+}
+
+/** The jobs of a deployment whose every revision guards overlap (`skip` or `wait`). */
+function guardedJobs(dep: SimOutcome['deployments'][number]): string[] {
+  const guarded = new Set<string>();
+  const everAllow = new Set<string>();
+  for (const revision of dep.revisions) {
+    for (const job of revision.jobs) {
+      if (job.overlap === 'allow') {
+        everAllow.add(job.id);
+      } else {
+        guarded.add(job.id);
       }
     }
   }
+  // A revision that allowed overlap: its runs may overlap.
+  return [...guarded].filter((jobId) => !everAllow.has(jobId));
+}
 
-  // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
-  const reports = new Map<
-    string,
-    { at: number; message: string; instance: string; byAttempt: boolean; reporter: unknown }[]
-  >();
+/** Each pair of `runs` (a guarded job's, by start) that overlapped without an excuse. */
+function overlapsOf(outcome: SimOutcome, jobId: string, runs: readonly Execution[]): string[] {
+  const found: string[] = [];
+  for (const [i, a] of runs.entries()) {
+    for (const b of runs.slice(i + 1)) {
+      const aEnd = a.end ?? outcome.finalMs;
+      if (b.start >= aEnd) {
+        continue;
+      }
+      if (a.runId === b.runId) {
+        continue; // judged by invariant 1
+      }
+      if (leaseLostToEnvironment(a, outcome)) {
+        continue;
+      }
+      if (leaseLapsedWhileExtending(a, b.start, outcome)) {
+        continue;
+      }
+      found.push(`overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`);
+    }
+  }
+  return found;
+}
+
+/** A logged report of a slot: a missed run or a final failure. */
+interface LoggedReport {
+  readonly at: number;
+  readonly message: string;
+  readonly instance: string;
+  readonly byAttempt: boolean;
+  readonly reporter: unknown;
+}
+
+/** What judging the closed slots shares: the outcome, its runs and its logged reports. */
+interface SlotJudging {
+  readonly outcome: SimOutcome;
+  readonly byRun: ReadonlyMap<string, readonly Execution[]>;
+  readonly reports: ReadonlyMap<string, readonly LoggedReport[]>;
+  /** Each run's (last) execution, by run id. */
+  readonly runScope: ReadonlyMap<string, Execution>;
+  readonly found: string[];
+}
+
+/** A job a deployment declared, and until when (ms) it was declared. */
+type DeclaredUntil = {
+  job: SimOutcome['deployments'][number]['revisions'][number]['jobs'][number];
+  until: number;
+};
+
+/** Invariant 2: every closed slot is completed, skipped by its policy, or reported exactly once. */
+function everyClosedSlotAccounted(
+  outcome: SimOutcome,
+  byRun: ReadonlyMap<string, readonly Execution[]>,
+): string[] {
+  const judging: SlotJudging = {
+    outcome,
+    byRun,
+    reports: loggedReports(outcome),
+    runScope: new Map(outcome.executions.map((e) => [e.runId, e])),
+    found: [],
+  };
+  for (const [d, dep] of outcome.emulator ? [] : outcome.deployments.entries()) {
+    for (const [jobId, declared] of declaredJobs(dep)) {
+      judgeClosedSlots(judging, d, jobId, declared);
+    }
+  }
+  return judging.found;
+}
+
+/** The logged reports of each run, by run id, less those withdrawn. */
+function loggedReports(outcome: SimOutcome): Map<string, LoggedReport[]> {
+  const reports = new Map<string, LoggedReport[]>();
   for (const line of outcome.logs) {
     const runId = String(line.fields.runId);
     if (line.message === REPORT_WITHDRAWN) {
@@ -280,190 +398,199 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
     };
     reports.set(runId, [...(reports.get(runId) ?? []), report]);
   }
-  const skippedBy = (runId: string) =>
-    outcome.answers
-      .filter((a) => a.runId === runId && a.outcome === 'skipped')
-      .map((a) => a.source);
-  const runScope = new Map(executions.map((e) => [e.runId, e]));
-  for (const [d, dep] of outcome.emulator ? [] : outcome.deployments.entries()) {
-    const declared = new Map<
-      string,
-      { job: (typeof dep.revisions)[number]['jobs'][number]; until: number }
-    >();
-    for (const [r, revision] of dep.revisions.entries()) {
-      const next = dep.revisions[r + 1]?.at ?? Number.POSITIVE_INFINITY;
-      for (const job of revision.jobs) {
-        declared.set(job.id, { job, until: next });
-      }
-      // A job the next revision drops is judged only up to the drop.
-      for (const [id, entry] of declared) {
-        if (!revision.jobs.some((j) => j.id === id) && entry.until === Number.POSITIVE_INFINITY) {
-          declared.set(id, { ...entry, until: revision.at });
-        }
-      }
+  return reports;
+}
+
+/** Every job a deployment ever declared, with until when (a job a revision drops: the drop). */
+function declaredJobs(dep: SimOutcome['deployments'][number]): Map<string, DeclaredUntil> {
+  const declared = new Map<string, DeclaredUntil>();
+  for (const [r, revision] of dep.revisions.entries()) {
+    const next = dep.revisions[r + 1]?.at ?? Number.POSITIVE_INFINITY;
+    for (const job of revision.jobs) {
+      declared.set(job.id, { job, until: next });
     }
-    for (const [jobId, { job, until }] of declared) {
-      const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
-      const closeMs = reportDueMs(job);
-      const lastSlot = Math.min(
-        outcome.finalMs - closeMs,
-        stillDeclared ? Infinity : until - closeMs,
-      );
-      if (lastSlot < outcome.startMs) {
-        continue;
-      }
-      const { slots } = slotsBetween(
-        job,
-        new Date(outcome.startMs - 1),
-        new Date(lastSlot),
-        10_000,
-      );
-      let seenRecord = false;
-      for (const slot of slots) {
-        const runId = slotRunId(job.id, slot, dep.keyScope);
-        const record = outcome.records.get(runId);
-        const status = record?.status;
-        // An attempt logs its report before its release writes it, and a check logs one whose
-        // write it could not confirm: if the write never landed, a later check reports the slot
-        // again (at worst twice, never not at all).
-        const logged = reports.get(runId) ?? [];
-        // A check's report logged again by a later check (its writer died before acknowledging
-        // it) names the same reporter: one report, logged at worst twice.
-        const distinct = logged.filter(
-          (r, i) =>
-            r.reporter === undefined || logged.findIndex((o) => o.reporter === r.reporter) === i,
-        );
-        const reported =
-          distinct.length > 1
-            ? distinct.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
-            : distinct;
-        const ran = (byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
-        const what = `${jobId}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
-        if (record !== undefined) {
-          seenRecord = true;
-        }
-        if (reported.length > 1) {
-          found.push(`slot ${what} reported ${reported.length} times`);
-        }
-        const firstReport = reported[0];
-        const paused = pausedSlot(outcome, d, jobId, slot.getTime());
-        if (paused && reported.some((r) => r.message === MISSED_RUN)) {
-          found.push(`slot ${what} was paused by the operator, yet reported "${MISSED_RUN}"`);
-        }
-        if (firstReport !== undefined) {
-          // A zombie (its lease taken by a pause or outage) may end after the report; its
-          // completion must not land (checked below: the record stays reported, not completed).
-          const late = ran.filter(
-            (e) =>
-              e.source !== 'backfill' &&
-              (e.end ?? 0) > firstReport.at &&
-              !leaseLostToEnvironment(e, outcome),
-          );
-          if (late.length > 0) {
-            found.push(
-              `slot ${what} reported "${firstReport.message}" at ${iso(firstReport.at)}, then completed: ${late.map(describe).join('; ')}`,
-            );
-          }
-          if (status === 'completed' && ran.every((e) => e.source !== 'backfill')) {
-            found.push(`slot ${what} is both reported ("${firstReport.message}") and completed`);
-          }
-          continue;
-        }
-        if (record !== undefined && !KNOWN_STATUSES.has(status)) {
-          continue; // another version's record: judged by invariant 13 (said loudly)
-        }
-        if (status === 'completed') {
-          if (ran.length === 0) {
-            found.push(`slot ${what} is recorded completed but never ran to its end`);
-          }
-          continue;
-        }
-        if (status === 'skipped') {
-          const blockedBy = String(record?.blocked_by ?? '');
-          const blocker = runScope.get(blockedBy);
-          if (
-            job.overlap !== 'skip' &&
-            !dep.revisions.some((r) => r.jobs.some((j) => j.id === jobId && j.overlap === 'skip'))
-          ) {
-            found.push(`slot ${what} recorded skipped, but its policy is ${job.overlap}`);
-          } else if (
-            blocker !== undefined &&
-            (blocker.deployment !== d || blocker.jobId !== jobId)
-          ) {
-            found.push(
-              `slot ${what} skipped, blocked by a run of another job or scope: ${describe(blocker)}`,
-            );
-          } else if (skippedBy(runId).includes('backfill')) {
-            found.push(
-              `slot ${what} skipped by a backfill delivery: the missed slot is recorded done, never run`,
-            );
-          }
-          continue;
-        }
-        // Before the job's first record the check does not report (the job may not have existed).
-        if (!seenRecord && record === undefined) {
-          continue;
-        }
-        if (paused) {
-          continue; // a paused slot is neither run nor reported
-        }
-        found.push(
-          `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
-            (byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
-          }`,
-        );
+    // A job the next revision drops is judged only up to the drop.
+    for (const [id, entry] of declared) {
+      if (!revision.jobs.some((j) => j.id === id) && entry.until === Number.POSITIVE_INFINITY) {
+        declared.set(id, { ...entry, until: revision.at });
       }
     }
   }
+  return declared;
+}
 
-  // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
-  if (!outcome.emulator) {
-    found.push(...successLeavesFinalRun(outcome));
+/** Judges each closed slot of job `jobId` in deployment `d`, up to the final check. */
+function judgeClosedSlots(
+  judging: SlotJudging,
+  d: number,
+  jobId: string,
+  { job, until }: DeclaredUntil,
+): void {
+  const { outcome } = judging;
+  const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
+  const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
+  const closeMs = reportDueMs(job);
+  const lastSlot = Math.min(outcome.finalMs - closeMs, stillDeclared ? Infinity : until - closeMs);
+  if (lastSlot < outcome.startMs) {
+    return;
   }
+  const { slots } = slotsBetween(job, new Date(outcome.startMs - 1), new Date(lastSlot), 10_000);
+  let seenRecord = false;
+  for (const slot of slots) {
+    const runId = slotRunId(job.id, slot, dep.keyScope);
+    const record = outcome.records.get(runId);
+    if (record !== undefined) {
+      seenRecord = true;
+    }
+    judgeSlot(judging, { d, job, slot, runId, record, seenRecord });
+  }
+}
 
-  // 11. In a calm history, every slot Scheduler delivered ran, and nothing failed or was reported.
-  found.push(...calmSlotsRan(outcome));
+/** One closed slot to judge. */
+interface ClosedSlot {
+  readonly d: number;
+  readonly job: DeclaredUntil['job'];
+  readonly slot: Date;
+  readonly runId: string;
+  readonly record: Readonly<Record<string, unknown>> | undefined;
+  /** Whether this slot or an earlier one of its job has a record. */
+  readonly seenRecord: boolean;
+}
 
-  // 9. No completion, extension or release lands on a record naming another attempt.
-  // Attempts are named by their executions: attempt ids are random, and a replay must read alike.
-  const byAttempt = new Map(executions.map((e) => [e.attemptId, e]));
+/**
+ * The reports that count for a slot: an attempt logs its report before its release writes it,
+ * and a check logs one whose write it could not confirm: if the write never landed, a later check
+ * reports the slot again (at worst twice, never not at all).
+ */
+function countedReports(
+  logged: readonly LoggedReport[],
+  record: Readonly<Record<string, unknown>> | undefined,
+): readonly LoggedReport[] {
+  // A check's report logged again by a later check (its writer died before acknowledging
+  // it) names the same reporter: one report, logged at worst twice.
+  const distinct = logged.filter(
+    (r, i) => r.reporter === undefined || logged.findIndex((o) => o.reporter === r.reporter) === i,
+  );
+  return distinct.length > 1
+    ? distinct.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
+    : distinct;
+}
+
+/** Judges one closed slot: completed, skipped by its policy, reported once, or paused. */
+function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
+  const { outcome, found } = judging;
+  const { d, job, slot, runId, record } = closed;
+  const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
+  const status = record?.status;
+  const reported = countedReports(judging.reports.get(runId) ?? [], record);
+  const ran = (judging.byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
+  const what = `${job.id}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
+  if (reported.length > 1) {
+    found.push(`slot ${what} reported ${reported.length} times`);
+  }
+  const firstReport = reported[0];
+  const paused = pausedSlot(outcome, d, job.id, slot.getTime());
+  if (paused && reported.some((r) => r.message === MISSED_RUN)) {
+    found.push(`slot ${what} was paused by the operator, yet reported "${MISSED_RUN}"`);
+  }
+  if (firstReport !== undefined) {
+    judgeReportedSlot(judging, what, firstReport, ran, status);
+    return;
+  }
+  if (record !== undefined && !KNOWN_STATUSES.has(status)) {
+    return; // another version's record: judged by invariant 13 (said loudly)
+  }
+  if (status === 'completed') {
+    if (ran.length === 0) {
+      found.push(`slot ${what} is recorded completed but never ran to its end`);
+    }
+    return;
+  }
+  if (status === 'skipped') {
+    judgeSkippedSlot(judging, closed, what);
+    return;
+  }
+  // Before the job's first record the check does not report (the job may not have existed).
+  if (!closed.seenRecord && record === undefined) {
+    return;
+  }
+  if (paused) {
+    return; // a paused slot is neither run nor reported
+  }
+  found.push(
+    `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
+      (judging.byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
+    }`,
+  );
+}
+
+/** A reported slot: none of its runs completes after the report, nor is its record completed. */
+function judgeReportedSlot(
+  judging: SlotJudging,
+  what: string,
+  firstReport: LoggedReport,
+  ran: readonly Execution[],
+  status: unknown,
+): void {
+  const { outcome, found } = judging;
+  // A zombie (its lease taken by a pause or outage) may end after the report; its
+  // completion must not land (checked below: the record stays reported, not completed).
+  const late = ran.filter(
+    (e) =>
+      e.source !== 'backfill' &&
+      (e.end ?? 0) > firstReport.at &&
+      !leaseLostToEnvironment(e, outcome),
+  );
+  if (late.length > 0) {
+    found.push(
+      `slot ${what} reported "${firstReport.message}" at ${iso(firstReport.at)}, then completed: ${late.map(describe).join('; ')}`,
+    );
+  }
+  if (status === 'completed' && ran.every((e) => e.source !== 'backfill')) {
+    found.push(`slot ${what} is both reported ("${firstReport.message}") and completed`);
+  }
+}
+
+/** A skipped slot: its policy skips, its blocker is a run of its job and scope, not a backfill. */
+function judgeSkippedSlot(judging: SlotJudging, closed: ClosedSlot, what: string): void {
+  const { outcome, found } = judging;
+  const { d, job, record, runId } = closed;
+  const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
+  const blockedBy = String(record?.blocked_by ?? '');
+  const blocker = judging.runScope.get(blockedBy);
+  const skippedBy = outcome.answers
+    .filter((a) => a.runId === runId && a.outcome === 'skipped')
+    .map((a) => a.source);
+  if (
+    job.overlap !== 'skip' &&
+    !dep.revisions.some((r) => r.jobs.some((j) => j.id === job.id && j.overlap === 'skip'))
+  ) {
+    found.push(`slot ${what} recorded skipped, but its policy is ${job.overlap}`);
+  } else if (blocker !== undefined && (blocker.deployment !== d || blocker.jobId !== job.id)) {
+    found.push(
+      `slot ${what} skipped, blocked by a run of another job or scope: ${describe(blocker)}`,
+    );
+  } else if (skippedBy.includes('backfill')) {
+    found.push(
+      `slot ${what} skipped by a backfill delivery: the missed slot is recorded done, never run`,
+    );
+  }
+}
+
+/**
+ * Invariant 9: no completion, extension or release lands on a record naming another attempt.
+ * Attempts are named by their executions: attempt ids are random, and a replay must read alike.
+ */
+function noForeignWrites(outcome: SimOutcome): string[] {
+  const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
   const attemptOf = (id: string) => {
     const e = byAttempt.get(id);
     return e === undefined ? 'an attempt that never ran the job' : describe(e);
   };
-  for (const w of outcome.foreignWrites) {
-    found.push(
+  return outcome.foreignWrites.map(
+    (w) =>
       `run ${w.runId.slice(0, 12)} written (${w.status}) at ${iso(w.at)} by ${attemptOf(w.writer)} while its record named ${attemptOf(w.holder)}`,
-    );
-  }
-
-  // 12. Every report written is logged at least once, at most twice.
-  found.push(...reportsLoggedOnceOrTwice(outcome));
-
-  // 13. Another version's records and locks: never a silent pass, never a long silent block.
-  found.push(...unknownStatusesSaid(outcome));
-  found.push(...noBlockBehindVanishedHolder(outcome));
-
-  // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
-  found.push(...noRetryAfterFinalReport(outcome, awaiting));
-
-  // 7. Nothing is skipped, waits or is refused behind a dead holder.
-  found.push(...blockedOnlyByLiveRuns(outcome, awaiting));
-
-  // 14. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
-  found.push(...slotRunsNotEarly(outcome));
-
-  // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
-  // completed run's record holds the note its completing attempt made.
-  found.push(...notesKept(outcome));
-
-  // 6. Nothing throws where it should not.
-  for (const err of outcome.errors) {
-    found.push(
-      `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
-    );
-  }
-  return found;
+  );
 }
 
 /** Which {@link AWAITING_FIX} relaxations apply: `true` relaxes the invariant the switch names. */

@@ -292,63 +292,80 @@ export function historyArbitrary(
   } = {},
 ): fc.Arbitrary<History> {
   const emulator = options.emulator === true;
-  const small = options.size === 'small';
-  return fc
-    .record({
-      seed: fc.integer(),
-      leaseSeconds: fc.integer({ min: 20, max: 120 }),
-      jobCount: fc.integer({ min: 1, max: small ? 2 : 3 }),
-      scopes: emulator
-        ? fc.constant([''])
-        : fc.constantFrom<readonly string[]>([''], [''], ['staging', 'production']),
-      instances: fc.integer({ min: 1, max: small ? 2 : 3 }),
-      spanMs: emulator
-        ? fc.integer({ min: 2 * MINUTE, max: 4 * MINUTE })
-        : fc.integer({ min: (small ? 2 : 3) * MINUTE, max: (small ? 5 : 14) * MINUTE }),
-      duplicates: fc.constantFrom(0, 0, 0.1, 0.3),
-      dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
-      latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
-      faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
-      lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
-      crashAfterWrite: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.3),
-      // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
-      // slot (a minute), so a claim answered late can strand its slot's neighbours.
-      firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
-      clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
-      // One history in four is calm (CALM_HISTORY): there, every slot must run.
-      calm: fc.constantFrom(false, false, false, true),
-    })
+  return baseArbitrary(emulator, options.size === 'small')
     .chain((base) =>
       fc
         .record({
           jobs: fc.tuple(...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i))),
           events: fc.array(eventArbitrary(base, gaps, emulator), { maxLength: emulator ? 3 : 8 }),
         })
-        .map(({ jobs, events }) => {
-          const { jobCount: _, calm, ...fields } = base;
-          // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
-          // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
-          const shortestLease = 3 * fields.firestoreTimeoutSeconds;
-          const rest = { ...fields, leaseSeconds: Math.max(fields.leaseSeconds, shortestLease) };
-          if (calm) {
-            return calmed({ ...rest, jobs, events });
-          }
-          const shared = gaps.overlapAcrossScopes && base.scopes.length > 1;
-          return {
-            ...rest,
-            jobs: shared ? jobs.map((j) => ({ ...j, overlap: 'allow' as const })) : jobs,
-            events: [...events]
-              .map((e) =>
-                shared && e.type === 'redeploy' && e.change === 'overlap_skip'
-                  ? { ...e, change: 'overlap_allow' as const }
-                  : e,
-              )
-              .sort((a, b) => a.at - b.at),
-          };
-        }),
+        .map(({ jobs, events }) => historyOf(base, jobs, events, gaps)),
     )
     .filter((h) => !(gaps.overlapAfterCrash && hasCrashWithOverlap(h)))
     .filter((h) => !(gaps.skippedBackfill && hasBackfillIntoSkip(h)));
+}
+
+/** The generator of a history's settings, before its jobs and events. */
+function baseArbitrary(emulator: boolean, small: boolean) {
+  return fc.record({
+    seed: fc.integer(),
+    leaseSeconds: fc.integer({ min: 20, max: 120 }),
+    jobCount: fc.integer({ min: 1, max: small ? 2 : 3 }),
+    scopes: emulator
+      ? fc.constant([''])
+      : fc.constantFrom<readonly string[]>([''], [''], ['staging', 'production']),
+    instances: fc.integer({ min: 1, max: small ? 2 : 3 }),
+    spanMs: emulator
+      ? fc.integer({ min: 2 * MINUTE, max: 4 * MINUTE })
+      : fc.integer({ min: (small ? 2 : 3) * MINUTE, max: (small ? 5 : 14) * MINUTE }),
+    duplicates: fc.constantFrom(0, 0, 0.1, 0.3),
+    dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
+    latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
+    faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
+    lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
+    crashAfterWrite: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.3),
+    // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
+    // slot (a minute), so a claim answered late can strand its slot's neighbours.
+    firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
+    clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
+    // One history in four is calm (CALM_HISTORY): there, every slot must run.
+    calm: fc.constantFrom(false, false, false, true),
+  });
+}
+
+/** A history's settings, as {@link baseArbitrary} draws them. */
+type HistoryBase = ReturnType<typeof baseArbitrary> extends fc.Arbitrary<infer T> ? T : never;
+
+/**
+ * The history of drawn settings, jobs and events: a lease long enough for the heartbeat, calmed
+ * when drawn calm, and, while overlap across scopes is a known gap, without overlap guards.
+ */
+function historyOf(
+  base: HistoryBase,
+  jobs: readonly JobSpec[],
+  events: readonly SimEvent[],
+  gaps: Gaps,
+): History {
+  const { jobCount: _, calm, ...fields } = base;
+  // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
+  // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
+  const shortestLease = 3 * fields.firestoreTimeoutSeconds;
+  const rest = { ...fields, leaseSeconds: Math.max(fields.leaseSeconds, shortestLease) };
+  if (calm) {
+    return calmed({ ...rest, jobs, events });
+  }
+  const shared = gaps.overlapAcrossScopes && base.scopes.length > 1;
+  return {
+    ...rest,
+    jobs: shared ? jobs.map((j) => ({ ...j, overlap: 'allow' as const })) : jobs,
+    events: [...events]
+      .map((e) =>
+        shared && e.type === 'redeploy' && e.change === 'overlap_skip'
+          ? { ...e, change: 'overlap_allow' as const }
+          : e,
+      )
+      .sort((a, b) => a.at - b.at),
+  };
 }
 
 /**
@@ -410,16 +427,56 @@ function hasBackfillIntoSkip(h: History): boolean {
   );
 }
 
+/** The arbitraries an event draws its fields from: its time, deployment, instance and job. */
+interface EventFields {
+  readonly at: fc.Arbitrary<number>;
+  readonly deployment: fc.Arbitrary<number>;
+  readonly instance: fc.Arbitrary<number>;
+  readonly job: fc.Arbitrary<number>;
+}
+
+/** The generator of one event of a history with `base`'s span, jobs, scopes and instances. */
 function eventArbitrary(
   base: { spanMs: number; jobCount: number; scopes: readonly string[]; instances: number },
   gaps: Gaps,
   emulator: boolean,
 ): fc.Arbitrary<SimEvent> {
-  const at = fc.integer({ min: 0, max: base.spanMs });
-  const deployment = fc.integer({ min: 0, max: base.scopes.length - 1 });
-  const instance = fc.integer({ min: 0, max: base.instances - 1 });
-  const job = fc.integer({ min: 0, max: base.jobCount - 1 });
-  const options: fc.Arbitrary<SimEvent>[] = [
+  const fields: EventFields = {
+    at: fc.integer({ min: 0, max: base.spanMs }),
+    deployment: fc.integer({ min: 0, max: base.scopes.length - 1 }),
+    instance: fc.integer({ min: 0, max: base.instances - 1 }),
+    job: fc.integer({ min: 0, max: base.jobCount - 1 }),
+  };
+  const options = operatorEvents(fields, gaps);
+  if (!emulator) {
+    // Another version's records and locks, and the repair: their times are virtual, the
+    // emulator's server time is real.
+    options.push(...storeEvents(fields));
+  }
+  if (!gaps.clockSteps) {
+    options.push(
+      fc.record({
+        at: fields.at,
+        type: fc.constant('step' as const),
+        deployment: fields.deployment,
+        instance: fields.instance,
+        ms: fc.integer({ min: -600_000, max: 600_000 }),
+      }),
+    );
+  }
+  // Force runs come three times as often as each other event: half are pressed near a slot, half of
+  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
+  const [force, ...others] = options as [fc.Arbitrary<SimEvent>, ...fc.Arbitrary<SimEvent>[]];
+  return fc.oneof(
+    { arbitrary: force, weight: 3 },
+    ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
+  );
+}
+
+/** Operators' and Cloud Scheduler's events, and the environment's (crashes, redeploys, outages). */
+function operatorEvents(fields: EventFields, gaps: Gaps): fc.Arbitrary<SimEvent>[] {
+  const { at, deployment, instance, job } = fields;
+  return [
     fc.record({
       at,
       type: fc.constant('force' as const),
@@ -472,57 +529,40 @@ function eventArbitrary(
       rolling: fc.boolean(),
     }),
   ];
-  if (!emulator) {
-    // Another version's records and locks, and the repair: their times are virtual, the
-    // emulator's server time is real.
-    options.push(
-      fc.record({
-        at,
-        type: fc.constant('foreign_record' as const),
-        deployment,
-        job,
-        kind: fc.constantFrom('unknown_status' as const, 'extra_fields' as const),
-      }),
-      fc.record({
-        at,
-        type: fc.constant('foreign_lock' as const),
-        deployment,
-        job,
-        holder: fc.constantFrom('absent' as const, 'unknown_status' as const),
-      }),
-      fc.record({ at, type: fc.constant('repair' as const), deployment, job }),
-      fc.record({
-        at,
-        type: fc.constant('hang' as const),
-        deployment,
-        instance,
-        ms: fc.integer({ min: 1_000, max: 120_000 }),
-      }),
-      fc.record({
-        at,
-        type: fc.constant('pause' as const),
-        deployment,
-        instance,
-        ms: fc.integer({ min: 1_000, max: 200_000 }),
-      }),
-    );
-  }
-  if (!gaps.clockSteps) {
-    options.push(
-      fc.record({
-        at,
-        type: fc.constant('step' as const),
-        deployment,
-        instance,
-        ms: fc.integer({ min: -600_000, max: 600_000 }),
-      }),
-    );
-  }
-  // Force runs come three times as often as each other event: half are pressed near a slot, half of
-  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
-  const [force, ...others] = options as [fc.Arbitrary<SimEvent>, ...fc.Arbitrary<SimEvent>[]];
-  return fc.oneof(
-    { arbitrary: force, weight: 3 },
-    ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
-  );
+}
+
+/** Another version's records and locks, the repair, hangs and process pauses (memory store only). */
+function storeEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+  const { at, deployment, instance, job } = fields;
+  return [
+    fc.record({
+      at,
+      type: fc.constant('foreign_record' as const),
+      deployment,
+      job,
+      kind: fc.constantFrom('unknown_status' as const, 'extra_fields' as const),
+    }),
+    fc.record({
+      at,
+      type: fc.constant('foreign_lock' as const),
+      deployment,
+      job,
+      holder: fc.constantFrom('absent' as const, 'unknown_status' as const),
+    }),
+    fc.record({ at, type: fc.constant('repair' as const), deployment, job }),
+    fc.record({
+      at,
+      type: fc.constant('hang' as const),
+      deployment,
+      instance,
+      ms: fc.integer({ min: 1_000, max: 120_000 }),
+    }),
+    fc.record({
+      at,
+      type: fc.constant('pause' as const),
+      deployment,
+      instance,
+      ms: fc.integer({ min: 1_000, max: 200_000 }),
+    }),
+  ];
 }

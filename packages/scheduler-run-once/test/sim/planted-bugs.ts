@@ -15,6 +15,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { nodeModulesWithTsc } from '../../src/dev/local-processes.ts';
 
 /** One text edit of one file: `find` must occur exactly once. */
 interface Edit {
@@ -216,7 +217,7 @@ interface Verdict {
 }
 
 /** The folders the simulator loads, copied into each scratch product. */
-const COPIED = ['src', 'ops', 'scripts', 'test', 'package.json', 'tsconfig.json'];
+const COPIED = ['src', 'bin', 'scripts', 'test', 'package.json', 'tsconfig.json'];
 
 /** Applies `edits` to the scratch product at `root`; throws if a text is not there exactly once. */
 function plant(root: string, edits: readonly Edit[]): void {
@@ -260,7 +261,7 @@ export function judgeBugs(bugs: readonly PlantedBug[], histories: number, seed: 
       for (const entry of COPIED) {
         cpSync(join(repo, entry), join(root, entry), { recursive: true });
       }
-      symlinkSync(join(repo, 'node_modules'), join(root, 'node_modules'));
+      symlinkSync(nodeModulesWithTsc(), join(root, 'node_modules'));
       plant(root, bug.edits);
       verdicts.push({ name: bug.name, ...simulate(root, histories, seed) });
     } finally {

@@ -348,6 +348,60 @@ function response(onSent: (status: number, body: unknown) => void) {
   return res;
 }
 
+/** What one played history shares among its steps: its world, its clocks and its records. */
+interface World {
+  readonly history: History;
+  readonly options: SimOptions;
+  /** The real emulator, when given; the in-memory Firestore otherwise. */
+  readonly db: Firestore | undefined;
+  readonly gaps: Gaps;
+  readonly rng: () => number;
+  /** A whole number from `lo` to `hi`, both included, from the seeded PRNG. */
+  readonly between: (lo: number, hi: number) => number;
+  readonly time: VirtualTime;
+  readonly startMs: number;
+  readonly stopMs: number;
+  readonly leaseMs: number;
+  readonly collection: string;
+  readonly firestoreTimeoutMs: number;
+  readonly executions: Execution[];
+  readonly logs: LogLine[];
+  readonly answers: Answered[];
+  readonly deliveries: Delivered[];
+  readonly errors: unknown[];
+  readonly requests: AsyncLocalStorage<RequestContext>;
+  /** Which attempts' completions landed, answered or not (a crash may lose the answer). */
+  readonly completedAttempts: Set<string>;
+  readonly operator: MachineClock;
+  /**
+   * The instance that runs the final missed-run check: no Firestore fault reaches it, but it may
+   * die right after a report it writes (`crashAfterWrite`), as the issue's audit did; the check
+   * after it (on the operator's machine) then finds the report unlogged.
+   */
+  readonly auditor: MachineClock;
+  readonly foreignWrites: ForeignWrite[];
+  readonly leaseEnds: Map<string, LeaseEnd[]>;
+  readonly operatorPauses: OperatorPause[];
+  readonly crashesAfterWrite: CrashAfterWrite[];
+  readonly foreignRecords: Map<string, ForeignRecord>;
+  /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
+  readonly instanceOf: Map<MachineClock, { dep: Deployment; instance: Instance }>;
+  /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
+  readonly hangingUntil: Map<MachineClock, number>;
+  /** Instances no longer routed to but maybe still running (a rolling deploy's old revision). */
+  readonly retired: Map<MachineClock | undefined, Instance>;
+  /** One pino logger (its set-up is costly); each instance logs through a child naming it. */
+  readonly baseLogger: ReturnType<typeof createLogger>;
+  /** How many instances died (crashed, or killed after SIGTERM): a report may be left unlogged. */
+  deaths: number;
+  instanceCount: number;
+  memory: MemoryFirestore | undefined;
+  store: Firestore;
+  deployments: Deployment[];
+  /** Where another version (or the operator's repair) writes: the shared store, on true time. */
+  foreignStore: ForeignStore;
+}
+
 /**
  * Plays `history` and returns what happened. The store is the in-memory Firestore unless `db`
  * is given (the real emulator: then no Firestore latency or fault is injected, and server time
@@ -358,225 +412,85 @@ export async function simulate(
   options: SimOptions = {},
   db?: Firestore,
 ): Promise<SimOutcome> {
-  const gaps = options.gaps ?? KNOWN_GAPS;
+  const world = newWorld(history, options, db);
+  openStore(world);
+  world.deployments = history.scopes.map((scope, index) => newDeployment(world, scope, index));
+  for (const dep of world.deployments) {
+    startDeployment(world, dep);
+  }
+  world.foreignStore = foreignStoreOf(world);
+  const { time } = world;
+  time.install();
+  try {
+    await playEvents(world);
+    const drainedMs = await drain(world);
+    const racedMs = await raceBackfills(world, drainedMs);
+    // A backfill delivers old slots one after another, past the drain: the final check comes once
+    // no request is still open (the check's cursor stops at a run in flight), then a lease later.
+    const finalMs = await untilRequestsEnd(world, racedMs, world.leaseMs);
+    await finalAudits(world, finalMs);
+    world.errors.push(...time.errors);
+    const stored = await storedDocuments(world);
+    noteLandedCompletions(world);
+    return outcomeOf(world, finalMs, stored);
+  } finally {
+    time.uninstall();
+  }
+}
+
+/** A world for `history` before its store and deployments: clocks, PRNG, empty records. */
+function newWorld(history: History, options: SimOptions, db: Firestore | undefined): World {
   const rng = random(history.seed);
-  const between = (lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1));
   // On the emulator, whose clock is real, the history happens half an hour ago: every slot is
   // in the past (within the retention) for the server, however fast virtual time runs.
   const time = new VirtualTime(
     db === undefined ? EPOCH_MS : Math.floor((Date.now() - 1_800_000) / 60_000) * 60_000,
   );
   const startMs = time.now;
-  const executions: Execution[] = [];
   const logs: LogLine[] = [];
-  const answers: Answered[] = [];
-  const deliveries: Delivered[] = [];
-  const errors: unknown[] = [];
-  const requests = new AsyncLocalStorage<RequestContext>();
-  const leaseMs = history.leaseSeconds * 1000;
-  const collection = db === undefined ? COLLECTION : `sim_${randomUUID()}`;
-  const completedAttempts = new Set<string>();
-  const operator: MachineClock = { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false };
-  /**
-   * The instance that runs the final missed-run check: no Firestore fault reaches it, but it may
-   * die right after a report it writes (`crashAfterWrite`), as the issue's audit did; the check
-   * after it (on the operator's machine) then finds the report unlogged.
-   */
-  const auditor: MachineClock = { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false };
-
-  const firestoreTimeoutMs = (history.firestoreTimeoutSeconds ?? 10) * 1000;
-  const foreignWrites: ForeignWrite[] = [];
-  const leaseEnds = new Map<string, LeaseEnd[]>();
-  /** Notes the lease an `in_progress` record's landed write gives its attempt. */
-  const noteLease = (after: Readonly<Record<string, unknown>> | undefined) => {
-    if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') {
-      return;
-    }
-    const leasedAt = after.leased_at as { toMillis?: () => number } | undefined;
-    const leaseMs = Number(after.lease_ms);
-    if (typeof leasedAt?.toMillis !== 'function' || !Number.isFinite(leaseMs)) {
-      return;
-    }
-    const list = leaseEnds.get(after.attempt_id) ?? [];
-    list.push({ landedAt: time.now, expires: leasedAt.toMillis() + leaseMs });
-    leaseEnds.set(after.attempt_id, list);
+  return {
+    history,
+    options,
+    db,
+    gaps: options.gaps ?? KNOWN_GAPS,
+    rng,
+    between: (lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1)),
+    time,
+    startMs,
+    stopMs: startMs + history.spanMs,
+    leaseMs: history.leaseSeconds * 1000,
+    collection: db === undefined ? COLLECTION : `sim_${randomUUID()}`,
+    firestoreTimeoutMs: (history.firestoreTimeoutSeconds ?? 10) * 1000,
+    executions: [],
+    logs,
+    answers: [],
+    deliveries: [],
+    errors: [],
+    requests: new AsyncLocalStorage<RequestContext>(),
+    completedAttempts: new Set<string>(),
+    operator: { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false },
+    auditor: { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false },
+    foreignWrites: [],
+    leaseEnds: new Map(),
+    operatorPauses: [],
+    crashesAfterWrite: [],
+    foreignRecords: new Map(),
+    instanceOf: new Map(),
+    hangingUntil: new Map(),
+    retired: new Map(),
+    baseLogger: simLogger(logs, time),
+    deaths: 0,
+    instanceCount: 0,
+    memory: undefined,
+    store: undefined as unknown as Firestore,
+    deployments: [],
+    foreignStore: undefined as unknown as ForeignStore,
   };
-  const operatorPauses: OperatorPause[] = [];
-  /**
-   * A completion, extension or release by an attempt that landed on its run's record while the
-   * record named another attempt (a claim, which names its own attempt, is never one).
-   */
-  const foreignWrite = (
-    path: string,
-    before: Readonly<Record<string, unknown>> | undefined,
-    after: Readonly<Record<string, unknown>> | undefined,
-  ): ForeignWrite | undefined => {
-    const writer = requests.getStore()?.attempt;
-    if (writer?.id === undefined || path !== `${collection}/${writer.runId}`) {
-      return undefined;
-    }
-    if (before === undefined || after === undefined) {
-      return undefined;
-    }
-    if (after.attempt_id !== before.attempt_id) {
-      return undefined; // a claim or takeover
-    }
-    if (before.attempt_id === writer.id) {
-      return undefined;
-    }
-    return {
-      at: time.now,
-      runId: String(writer.runId),
-      writer: writer.id,
-      holder: String(before.attempt_id),
-      status: `${String(before.status)} → ${String(after.status)}`,
-    };
-  };
-  const crashesAfterWrite: CrashAfterWrite[] = [];
-  const foreignRecords = new Map<string, ForeignRecord>();
-  /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
-  const instanceOf = new Map<MachineClock, { dep: Deployment; instance: Instance }>();
-  /** How many instances died (crashed, or killed after SIGTERM): a report may be left unlogged. */
-  let deaths = 0;
-  /**
-   * The `crashAfterWrite` fault: the instance whose logged write ({@link loggedWriteOf}) this is
-   * dies as it lands, before the answer reaches it: its timers never fire again, so the log line
-   * that would report the write never comes and its requests are never answered.
-   */
-  const dieAfterLoggedWrite = (
-    path: string,
-    before: DocumentData | undefined,
-    after: DocumentData | undefined,
-  ): void => {
-    const chance = history.crashAfterWrite ?? 0;
-    const jobState = path.startsWith(`${jobStateCollection(collection)}/`);
-    if (chance === 0 || !(path.startsWith(`${collection}/`) || jobState)) {
-      return;
-    }
-    const write = jobState ? overdueReportOf(before, after) : loggedWriteOf(before, after);
-    const machine = time.current;
-    const owner = machine === undefined ? undefined : instanceOf.get(machine);
-    const dies = owner !== undefined || machine === auditor;
-    if (write === undefined || machine === undefined || !dies || machine.dead) {
-      return;
-    }
-    if (rng() >= chance) {
-      return;
-    }
-    crashesAfterWrite.push({ at: time.now, instance: machine.name, write, path });
-    if (owner !== undefined) {
-      crash(owner.dep, owner.instance);
-    } else {
-      machine.dead = true; // the auditor: its checks stop where they are
-      deaths++;
-    }
-  };
-  /** A record a `repair` deleted, written again (a later claim of its run): its holder is back. */
-  const noteRevived = (path: string, after: DocumentData | undefined): void => {
-    const repaired = foreignRecords.get(path.slice(collection.length + 1));
-    if (repaired?.deletedAt !== undefined && after !== undefined) {
-      repaired.revivedAt ??= time.now;
-    }
-  };
-  /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
-  const hangingUntil = new Map<MachineClock, number>();
-  const isWrite = (op: OpInfo) =>
-    op.kind === 'create' || op.kind === 'update' || op.kind === 'commit' || op.kind === 'delete';
+}
 
-  /**
-   * One Firestore operation's latency and fault, from the seeded PRNG. The operator's reads
-   * (backfill's) and the final audit see no faults.
-   */
-  const planOperation = (op: OpInfo): OpPlan => {
-    const [lo, hi] = history.latency;
-    const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
-    const machine = time.current;
-    if (machine === operator || machine === auditor) {
-      return plan;
-    }
-    // A hanging connection: sent, never reaches the server, never answered.
-    if (machine !== undefined && time.now < (hangingUntil.get(machine) ?? 0)) {
-      return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
-    }
-    // Only histories with late answers draw for them: recorded histories replay as they did.
-    const late = history.lateAnswers ?? 0;
-    if (late > 0 && isWrite(op) && rng() < late) {
-      return lateAnswer(plan);
-    }
-    if (rng() >= history.faultRate) {
-      return plan;
-    }
-    const fault = rng();
-    if (fault < 0.35) {
-      return { ...plan, fail: GrpcCode.UNAVAILABLE };
-    }
-    if (fault < 0.7) {
-      return { ...plan, lose: GrpcCode.UNAVAILABLE };
-    }
-    if (fault < 0.85) {
-      return { ...plan, afterMs: firestoreTimeoutMs + 5_000 };
-    }
-    // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
-    // fenced update, a guarded batch) answers a conflict.
-    if (isWrite(op) && !gaps.retriedCreate) {
-      return { ...plan, retry: true };
-    }
-    return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
-  };
-
-  /**
-   * A write that lands and whose answer comes after the client's deadline, or never: the client
-   * rejects (LedgerUnavailableError) while the write has landed.
-   */
-  const lateAnswer = (plan: OpPlan): OpPlan => {
-    if (rng() < 0.5) {
-      return { ...plan, hang: true };
-    }
-    return { ...plan, afterMs: firestoreTimeoutMs + between(1, 2 * firestoreTimeoutMs) };
-  };
-
-  const memory =
-    db === undefined
-      ? new MemoryFirestore({
-          now: () => time.now,
-          sleep: (ms) => time.sleep(ms),
-          dropPreconditions: options.brokenFencing === true,
-          landed: (path, before, after) => {
-            noteLease(after);
-            const foreign = foreignWrite(path, before, after);
-            if (foreign !== undefined) {
-              foreignWrites.push(foreign);
-            }
-            dieAfterLoggedWrite(path, before, after);
-            noteRevived(path, after);
-          },
-          // Which attempts' completions landed, answered or not (a crash may lose the answer).
-          committed: (_path, data) => {
-            if (data.status === 'completed' && typeof data.attempt_id === 'string') {
-              completedAttempts.add(data.attempt_id);
-            }
-          },
-          plan: (op): OpPlan => planOperation(op),
-        })
-      : undefined;
-  const store: Firestore =
-    db === undefined ? asFirestore(memory as MemoryFirestore) : realStore(db, time);
-
-  const configOf = (scope: string): Config =>
-    loadConfig({
-      NODE_ENV: 'test',
-      EXPOSE_ERRORS: 'true',
-      LOG_LEVEL: 'info',
-      LEASE_SECONDS: String(history.leaseSeconds),
-      RETENTION_SECONDS: String(RETENTION_SECONDS),
-      FIRESTORE_TIMEOUT_SECONDS: String(firestoreTimeoutMs / 1000),
-      RUNS_COLLECTION: collection,
-      MISSED_RUN_CHECK: db === undefined ? 'on' : 'off',
-      ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
-    });
-
-  // One pino logger (its set-up is costly); each instance logs through a child naming it.
-  const baseLogger = createLogger(
+/** The pino logger every instance logs through: each line lands in `logs`, at virtual time. */
+function simLogger(logs: LogLine[], time: VirtualTime): ReturnType<typeof createLogger> {
+  return createLogger(
     { logLevel: 'info', projectId: 'demo-sim', serviceName: 'sim' },
     {
       write(line: string) {
@@ -592,911 +506,1342 @@ export async function simulate(
       },
     },
   );
-  const loggerFor = (name: string, _config: Config) => baseLogger.child({ simInstance: name });
+}
 
-  const storesOf = (config: Config) => {
-    const documents = new RunDocuments(store, {
-      collection,
-      retentionMs: config.retentionMs,
-      timeoutMs: config.firestoreTimeoutMs,
-    });
-    const jobDocuments = new RunDocuments(store, {
-      collection: jobStateCollection(collection),
-      retentionMs: config.retentionMs,
-      timeoutMs: config.firestoreTimeoutMs,
-    });
-    return { documents, jobDocuments, history: new RunHistory(documents) };
-  };
-
-  /** The job's note as it starts; a refusal is kept on `exec`, and the job then throws. */
-  const noteStart = async (ctx: Parameters<JobRun>[0], exec: Execution): Promise<void> => {
-    try {
-      await ctx.note(START_NOTE, { attempt: ctx.attemptId, at: time.now });
-      exec.noted = true;
-    } catch (err) {
-      exec.noteRefused = err instanceof Error ? err.name : String(err);
-      throw err;
-    }
-  };
-
-  const runOf =
-    (deployment: number, spec: JobSpec): JobRun =>
-    async (ctx) => {
-      const machine = time.current;
-      const context = requests.getStore();
-      const dep = deployments[deployment] as Deployment;
-      const instance = dep.instances.find((i) => i.machine === machine) ?? retired.get(machine);
-      const exec: Execution = {
-        deployment,
-        revision: context?.revision ?? -1,
-        scope: dep.scope,
-        jobId: spec.id,
-        scheduleTime: ctx.scheduleTime.getTime(),
-        kind: ctx.kind,
-        runId: ctx.runId,
-        attemptId: ctx.attemptId,
-        instance: machine?.name ?? '?',
-        source: context?.source ?? 'scheduler',
-        triggerId: context?.triggerId,
-        start: time.now,
-        end: undefined,
-        result: 'running',
-        pausedMs: 0,
-      };
-      executions.push(exec);
-      if (context !== undefined) {
-        context.attempt.id = ctx.attemptId;
-        context.attempt.runId = ctx.runId;
-      }
-      instance?.running.add(exec);
-      const ms = between(spec.minMs, spec.maxMs);
-      const fails = rng() < spec.failRate;
-      try {
-        if (spec.notes === true) {
-          await noteStart(ctx, exec);
-        }
-        await new Promise<void>((resolve, reject) => {
-          if (ctx.signal.aborted) {
-            return reject(ctx.signal.reason);
-          }
-          const timer = setTimeout(resolve, ms);
-          ctx.signal.addEventListener(
-            'abort',
-            () => {
-              clearTimeout(timer);
-              reject(ctx.signal.reason);
-            },
-            { once: true },
-          );
-        });
-      } catch (err) {
-        exec.end = time.now;
-        exec.result = 'threw';
-        throw err;
-      } finally {
-        instance?.running.delete(exec);
-      }
-      exec.end = time.now;
-      if (fails) {
-        exec.result = 'threw';
-        throw new Error('simulated job failure');
-      }
-      exec.result = 'returned';
-    };
-
-  const declare = (deployment: number, specs: readonly JobSpec[]) =>
-    validateJobs(
-      specs.map((spec) => {
-        const { minMs: _a, maxMs: _b, failRate: _c, ...declared } = spec;
-        return defineJob({ ...declared, run: runOf(deployment, spec) });
-      }),
-    );
-
-  let instanceCount = 0;
-  /** Instances no longer routed to but maybe still running (a rolling deploy's old revision). */
-  const retired = new Map<MachineClock | undefined, Instance>();
-
-  const startInstance = (dep: Deployment, revision: number): Instance => {
-    const name = `d${dep.index}-i${instanceCount++}-r${revision}`;
-    const machine: MachineClock = {
-      name,
-      offsetMs: history.clockOffsetMs * (instanceCount % 2 === 0 ? 1 : -1),
-      pausedUntil: 0,
-      dead: false,
-    };
-    const { config } = dep;
-    const { documents, jobDocuments, history: runHistory } = storesOf(config);
-    const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
-    const shutdown = new GracefulShutdown();
-    const jobs = (dep.revisions[revision] as Deployment['revisions'][number]).jobs;
-    const handler = time.within(machine, () =>
-      createScheduledJobHandler({
-        config,
-        ledger,
-        history: runHistory,
-        jobDocuments,
-        clock: () => documents.serverTime(),
-        jobs,
-        logger: loggerFor(name, config),
-        shutdown,
-      }),
-    );
-    const instance: Instance = {
-      name,
-      machine,
-      revision,
-      handler: handler as Instance['handler'],
-      shutdown,
-      serving: true,
-      pending: new Set(),
-      running: new Set(),
-    };
-    instanceOf.set(machine, { dep, instance });
-    return instance;
-  };
-
-  const crash = (dep: Deployment, instance: Instance) => {
-    if (instance.machine.dead) {
-      return;
-    }
-    instance.machine.dead = true;
-    deaths++;
-    instance.serving = false;
-    for (const exec of instance.running) {
-      exec.result = 'crashed';
-      exec.end = time.now;
-    }
-    instance.running.clear();
-    // A job that returned (or threw), whose completion (or release) write may still be in
-    // flight: the crash can lose it, and the record stays held under its lease.
-    for (const exec of executions) {
-      const ended = exec.result === 'returned' || exec.result === 'threw';
-      if (exec.instance !== instance.machine.name || !ended) {
-        continue;
-      }
-      const answered = logs.some(
-        (l) =>
-          l.fields.attemptId === exec.attemptId &&
-          (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
-      );
-      if (!answered) {
-        exec.crashedBeforeAnswer = true;
-        exec.diedAt = time.now;
-      }
-    }
-    for (const reject of instance.pending) {
-      reject(new Error('connection reset: the instance crashed'));
-    }
-    instance.pending.clear();
-    const at = dep.instances.indexOf(instance);
-    if (at !== -1) {
-      dep.instances[at] = startInstance(dep, dep.revisions.length - 1);
-    }
-  };
-
-  /** Delivers `headers` to a serving instance of `dep` (a cold start if none serves). */
-  const deliverTo = (
-    dep: Deployment,
-    headers: Readonly<Record<string, string>>,
-    source: Source,
-    triggerId: string | undefined,
-    signal?: AbortSignal,
-  ): Promise<{ status: number; body: string }> => {
-    const serving = dep.instances.filter((i) => i.serving);
-    let instance = serving[Math.floor(rng() * serving.length)];
-    if (instance === undefined) {
-      instance = startInstance(dep, dep.revisions.length - 1);
-      dep.instances.push(instance);
-    }
-    const target = instance;
-    const delivered: Delivered = {
-      deployment: dep.index,
-      source,
-      jobId: headers['X-CloudScheduler-JobName'] ?? '',
-      scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
-      sentAt: time.now,
-      endedAt: undefined,
-      status: undefined,
-      outcome: undefined,
-      instance: target.name,
-      runId: undefined,
-    };
-    deliveries.push(delivered);
-    const ended = () => {
-      delivered.endedAt ??= time.now;
-    };
-    return new Promise((resolve, reject) => {
-      const fail = (err: Error) => {
-        ended();
-        reject(err);
-      };
-      target.pending.add(fail);
-      // Scheduler gives up at its deadline; the request goes on at the instance (not ended).
-      signal?.addEventListener('abort', () => {
-        target.pending.delete(fail);
-        reject(new Error('attempt deadline exceeded'));
-      });
-      const res = response((status, body) => {
-        target.pending.delete(fail);
-        const b = body as { outcome?: string; runId?: string };
-        if (delivered.endedAt === undefined) {
-          delivered.status = status;
-          delivered.outcome = b.outcome ?? '';
-          delivered.runId = b.runId;
-        }
-        ended();
-        answers.push({
-          at: time.now,
-          deployment: dep.index,
-          source,
-          jobId: headers['X-CloudScheduler-JobName'] ?? '',
-          scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
-          status,
-          outcome: b.outcome ?? '',
-          runId: b.runId,
-        });
-        resolve({ status, body: JSON.stringify(body) });
-      });
-      const context: RequestContext = {
-        attempt: {},
-        source,
-        triggerId,
-        deployment: dep.index,
-        revision: target.revision,
-      };
-      time.within(target.machine, () =>
-        requests.run(context, () => {
-          // Network latency to the function, on the instance's timers (a paused one answers late).
-          setTimeout(
-            () => {
-              Promise.resolve(target.handler(request(headers), res)).catch((err: unknown) =>
-                errors.push(err),
-              );
-            },
-            between(1, 30),
-          );
-        }),
-      );
-    });
-  };
-
-  const deployments: Deployment[] = history.scopes.map((scope, index) => {
-    const config = configOf(scope);
-    const dep = {
-      index,
-      scope,
-      keyScope: scopeOf(config),
-      config,
-      revisions: [] as Deployment['revisions'],
-      instances: [] as Instance[],
-      scheduler: undefined as unknown as CloudScheduler,
-      lastTriggerId: undefined as string | undefined,
-      lastBackfill: [] as readonly Readonly<Record<string, string>>[],
-      outageUntil: 0,
-    };
-    return dep;
-  });
-  for (const dep of deployments) {
-    dep.revisions.push({
-      at: startMs,
-      specs: history.jobs,
-      jobs: declare(dep.index, history.jobs),
-    });
-    dep.instances = Array.from({ length: history.instances }, () => startInstance(dep, 0));
-    dep.scheduler = new CloudScheduler({
-      jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
-      clock: {
-        now: () => time.now,
-        setTimer: (callback, ms) => {
-          const timer = time.within(undefined, () => time.schedule(callback, ms));
-          return () => time.cancel(timer);
-        },
-      },
-      random: rng,
-      duplicates: history.duplicates,
-      dropAnswers: history.dropAnswers,
-      send: (headers, signal) => {
-        const header = headers['X-CloudScheduler-ScheduleTime'];
-        // Scheduler sends a slot before its time, or no time, only for a Force run.
-        const source: Source =
-          header === undefined || Date.parse(header) > time.now ? 'force' : 'scheduler';
-        if (time.now < dep.outageUntil) {
-          return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
-        }
-        return time.within(undefined, () => deliverTo(dep, headers, source, undefined, signal));
-      },
-    });
-  }
-
-  const currentJobs = (dep: Deployment) =>
-    (dep.revisions.at(-1) as Deployment['revisions'][number]).jobs;
-
-  const backfill = async (dep: Deployment, raceCheck = false) => {
-    const { history: runHistory } = storesOf(dep.config);
-    const jobs = currentJobs(dep);
-    const now = new Date(time.now);
-    const rows = [];
-    for (const job of jobs) {
-      const { slots } = slotsBetween(job, new Date(startMs - 1), now, 1000);
-      rows.push(...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows);
-    }
-    const plan = planBackfill(rows, jobs, {
-      now,
-      retentionMs: dep.config.retentionMs,
-      forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
-    });
-    // As `npm run runs -- --backfill` sends them: marked, so a blocked slot stays missed.
-    const sent = plan.deliver.map((row) =>
-      schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
-    );
-    dep.lastBackfill = sent;
-    if (!raceCheck) {
-      await deliverBackfill(dep, sent);
-      return;
-    }
-    await Promise.all(
-      jobs.map((job) =>
-        racedCheck(
-          dep,
-          job,
-          sent.filter((headers) => headers['X-CloudScheduler-JobName'] === job.id),
-        ),
-      ),
-    );
-  };
-
-  /**
-   * A missed-run check of `job` (as a due delivery's would run) whose read of the slots' records
-   * is answered late: meanwhile `sent` (backfill deliveries of the job's slots) are delivered
-   * and claim, so the check judges slots from a read that other runs have overtaken.
-   */
-  const racedCheck = async (
-    dep: Deployment,
-    job: DeclaredJob,
-    sent: readonly Readonly<Record<string, string>>[],
-  ) => {
-    if (sent.length === 0) {
-      return;
-    }
-    const stores = storesOf(dep.config);
-    let raced = false;
-    const delivering: Promise<unknown>[] = [];
-    const deliverDuringRead = async () => {
-      raced = true;
-      for (const headers of sent) {
-        delivering.push(deliverTo(dep, headers, 'backfill', undefined).catch(() => {}));
-      }
-      await time.sleep(RACED_READ_MS);
-    };
-    const history = new Proxy(stores.history, {
-      get(target, property) {
-        if (property === 'getMany') {
-          return async (runIds: readonly string[]) => {
-            const read = await target.getMany(runIds);
-            if (!raced) {
-              await deliverDuringRead();
+/** The world's store: the in-memory Firestore, with its hooks, or the emulator on virtual time. */
+function openStore(world: World): void {
+  const { db, time } = world;
+  world.memory =
+    db === undefined
+      ? new MemoryFirestore({
+          now: () => time.now,
+          sleep: (ms) => time.sleep(ms),
+          dropPreconditions: world.options.brokenFencing === true,
+          landed: (path, before, after) => noteLandedWrite(world, path, before, after),
+          // Which attempts' completions landed, answered or not (a crash may lose the answer).
+          committed: (_path, data) => {
+            if (data.status === 'completed' && typeof data.attempt_id === 'string') {
+              world.completedAttempts.add(data.attempt_id);
             }
-            return read;
-          };
-        }
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
-    const check = new MissedRunCheck({
-      history,
-      jobDocuments: stores.jobDocuments,
-      clock: () => stores.documents.serverTime(),
-      forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
-    });
-    await check.check(job, dep.keyScope, loggerFor(`d${dep.index}-check`, dep.config));
-    // Nothing closed to judge: the backfill is delivered all the same.
-    if (!raced) {
-      await deliverBackfill(dep, sent);
-    }
-    await Promise.all(delivering);
-  };
+          },
+          plan: (op): OpPlan => planOperation(world, op),
+        })
+      : undefined;
+  world.store =
+    db === undefined ? asFirestore(world.memory as MemoryFirestore) : realStore(db, time);
+}
 
-  /** Delivers a backfill's requests 0.5 s apart. */
-  const deliverBackfill = async (
-    dep: Deployment,
-    sent: readonly Readonly<Record<string, string>>[],
-  ) => {
-    for (const [i, headers] of sent.entries()) {
-      if (i > 0) {
-        await time.sleep(500);
-      }
-      await deliverTo(dep, headers, 'backfill', undefined).catch(() => {});
-    }
-  };
+/** What the world records of a write that landed: its lease, a foreign write, a crash after it. */
+function noteLandedWrite(
+  world: World,
+  path: string,
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): void {
+  noteLease(world, after);
+  const foreign = foreignWrite(world, path, before, after);
+  if (foreign !== undefined) {
+    world.foreignWrites.push(foreign);
+  }
+  dieAfterLoggedWrite(world, path, before, after);
+  noteRevived(world, path, after);
+}
 
-  /**
-   * `npm run pause -- JOB`, then `ms` later `npm run resume -- JOB`, as ops/pause.ts does each:
-   * the record first, then the Scheduler job. The pause counts from its record to its resume's
-   * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
-   */
-  const operatorPause = async (dep: Deployment, jobId: string, ms: number, forgotten: boolean) => {
-    const { jobDocuments } = storesOf(dep.config);
-    const docId = checkDocumentId(jobId, dep.keyScope);
-    // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
-    const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
-    let recorded: Awaited<ReturnType<typeof recordPause>>;
+/** Notes the lease an `in_progress` record's landed write gives its attempt. */
+function noteLease(world: World, after: Readonly<Record<string, unknown>> | undefined): void {
+  if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') {
+    return;
+  }
+  const leasedAt = after.leased_at as { toMillis?: () => number } | undefined;
+  const leaseMs = Number(after.lease_ms);
+  if (typeof leasedAt?.toMillis !== 'function' || !Number.isFinite(leaseMs)) {
+    return;
+  }
+  const list = world.leaseEnds.get(after.attempt_id) ?? [];
+  list.push({ landedAt: world.time.now, expires: leasedAt.toMillis() + leaseMs });
+  world.leaseEnds.set(after.attempt_id, list);
+}
+
+/**
+ * A completion, extension or release by an attempt that landed on its run's record while the
+ * record named another attempt (a claim, which names its own attempt, is never one).
+ */
+function foreignWrite(
+  world: World,
+  path: string,
+  before: Readonly<Record<string, unknown>> | undefined,
+  after: Readonly<Record<string, unknown>> | undefined,
+): ForeignWrite | undefined {
+  const writer = world.requests.getStore()?.attempt;
+  if (writer?.id === undefined || path !== `${world.collection}/${writer.runId}`) {
+    return undefined;
+  }
+  if (before === undefined || after === undefined) {
+    return undefined;
+  }
+  if (after.attempt_id !== before.attempt_id) {
+    return undefined; // a claim or takeover
+  }
+  if (before.attempt_id === writer.id) {
+    return undefined;
+  }
+  return {
+    at: world.time.now,
+    runId: String(writer.runId),
+    writer: writer.id,
+    holder: String(before.attempt_id),
+    status: `${String(before.status)} → ${String(after.status)}`,
+  };
+}
+
+/**
+ * The `crashAfterWrite` fault: the instance whose logged write ({@link loggedWriteOf}) this is
+ * dies as it lands, before the answer reaches it: its timers never fire again, so the log line
+ * that would report the write never comes and its requests are never answered.
+ */
+function dieAfterLoggedWrite(
+  world: World,
+  path: string,
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): void {
+  const { collection, time } = world;
+  const chance = world.history.crashAfterWrite ?? 0;
+  const jobState = path.startsWith(`${jobStateCollection(collection)}/`);
+  if (chance === 0 || !(path.startsWith(`${collection}/`) || jobState)) {
+    return;
+  }
+  const write = jobState ? overdueReportOf(before, after) : loggedWriteOf(before, after);
+  const machine = time.current;
+  const owner = machine === undefined ? undefined : world.instanceOf.get(machine);
+  const dies = owner !== undefined || machine === world.auditor;
+  if (write === undefined || machine === undefined || !dies || machine.dead) {
+    return;
+  }
+  if (world.rng() >= chance) {
+    return;
+  }
+  world.crashesAfterWrite.push({ at: time.now, instance: machine.name, write, path });
+  if (owner !== undefined) {
+    crash(world, owner.dep, owner.instance);
+  } else {
+    machine.dead = true; // the auditor: its checks stop where they are
+    world.deaths++;
+  }
+}
+
+/** A record a `repair` deleted, written again (a later claim of its run): its holder is back. */
+function noteRevived(world: World, path: string, after: DocumentData | undefined): void {
+  const repaired = world.foreignRecords.get(path.slice(world.collection.length + 1));
+  if (repaired?.deletedAt !== undefined && after !== undefined) {
+    repaired.revivedAt ??= world.time.now;
+  }
+}
+
+/** Whether `op` writes. */
+function isWrite(op: OpInfo): boolean {
+  return (
+    op.kind === 'create' || op.kind === 'update' || op.kind === 'commit' || op.kind === 'delete'
+  );
+}
+
+/**
+ * One Firestore operation's latency and fault, from the seeded PRNG. The operator's reads
+ * (backfill's) and the final audit see no faults.
+ */
+function planOperation(world: World, op: OpInfo): OpPlan {
+  const { history, between, rng, time } = world;
+  const [lo, hi] = history.latency;
+  const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
+  const machine = time.current;
+  if (machine === world.operator || machine === world.auditor) {
+    return plan;
+  }
+  // A hanging connection: sent, never reaches the server, never answered.
+  if (machine !== undefined && time.now < (world.hangingUntil.get(machine) ?? 0)) {
+    return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
+  }
+  // Only histories with late answers draw for them: recorded histories replay as they did.
+  const late = history.lateAnswers ?? 0;
+  if (late > 0 && isWrite(op) && rng() < late) {
+    return lateAnswer(world, plan);
+  }
+  if (rng() >= history.faultRate) {
+    return plan;
+  }
+  return faultOf(world, op, plan);
+}
+
+/** The fault an operation drawn to fail meets: refused, lost, answered late, or retried. */
+function faultOf(world: World, op: OpInfo, plan: OpPlan): OpPlan {
+  const fault = world.rng();
+  if (fault < 0.35) {
+    return { ...plan, fail: GrpcCode.UNAVAILABLE };
+  }
+  if (fault < 0.7) {
+    return { ...plan, lose: GrpcCode.UNAVAILABLE };
+  }
+  if (fault < 0.85) {
+    return { ...plan, afterMs: world.firestoreTimeoutMs + 5_000 };
+  }
+  // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
+  // fenced update, a guarded batch) answers a conflict.
+  if (isWrite(op) && !world.gaps.retriedCreate) {
+    return { ...plan, retry: true };
+  }
+  return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
+}
+
+/**
+ * A write that lands and whose answer comes after the client's deadline, or never: the client
+ * rejects (LedgerUnavailableError) while the write has landed.
+ */
+function lateAnswer(world: World, plan: OpPlan): OpPlan {
+  if (world.rng() < 0.5) {
+    return { ...plan, hang: true };
+  }
+  const timeoutMs = world.firestoreTimeoutMs;
+  return { ...plan, afterMs: timeoutMs + world.between(1, 2 * timeoutMs) };
+}
+
+/** A deployment's configuration, for key scope `scope` (`''`: none). */
+function configOf(world: World, scope: string): Config {
+  return loadConfig({
+    NODE_ENV: 'test',
+    EXPOSE_ERRORS: 'true',
+    LOG_LEVEL: 'info',
+    LEASE_SECONDS: String(world.history.leaseSeconds),
+    RETENTION_SECONDS: String(RETENTION_SECONDS),
+    FIRESTORE_TIMEOUT_SECONDS: String(world.firestoreTimeoutMs / 1000),
+    RUNS_COLLECTION: world.collection,
+    MISSED_RUN_CHECK: world.db === undefined ? 'on' : 'off',
+    ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
+  });
+}
+
+/** The logger instance (or check) `name` logs through. */
+function loggerFor(world: World, name: string) {
+  return world.baseLogger.child({ simInstance: name });
+}
+
+/** The run records, the job documents and the run history of a deployment's configuration. */
+function storesOf(world: World, config: Config) {
+  const documents = new RunDocuments(world.store, {
+    collection: world.collection,
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
+  const jobDocuments = new RunDocuments(world.store, {
+    collection: jobStateCollection(world.collection),
+    retentionMs: config.retentionMs,
+    timeoutMs: config.firestoreTimeoutMs,
+  });
+  return { documents, jobDocuments, history: new RunHistory(documents) };
+}
+
+/** The job's note as it starts; a refusal is kept on `exec`, and the job then throws. */
+async function noteStart(world: World, ctx: Parameters<JobRun>[0], exec: Execution): Promise<void> {
+  try {
+    await ctx.note(START_NOTE, { attempt: ctx.attemptId, at: world.time.now });
+    exec.noted = true;
+  } catch (err) {
+    exec.noteRefused = err instanceof Error ? err.name : String(err);
+    throw err;
+  }
+}
+
+/** The simulated work of `spec` in deployment `deployment`: it records each execution. */
+function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
+  return async (ctx) => {
+    const { time } = world;
+    const machine = time.current;
+    const dep = world.deployments[deployment] as Deployment;
+    const instance = dep.instances.find((i) => i.machine === machine) ?? world.retired.get(machine);
+    const exec = startExecution(world, dep, spec, ctx);
+    instance?.running.add(exec);
+    const ms = world.between(spec.minMs, spec.maxMs);
+    const fails = world.rng() < spec.failRate;
     try {
-      recorded = await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
-    } catch {
-      return; // already paused (refused): this pause changes nothing
+      if (spec.notes === true) {
+        await noteStart(world, ctx, exec);
+      }
+      await work(ctx.signal, ms);
+    } catch (err) {
+      exec.end = time.now;
+      exec.result = 'threw';
+      throw err;
+    } finally {
+      instance?.running.delete(exec);
     }
-    // From the time the command printed (Firestore's, when it read the job's document): a slot
-    // then is paused, though Scheduler's pause comes a moment later.
-    const from = recorded.pausedAt.getTime();
-    const pause: OperatorPause = { deployment: dep.index, jobId, from, to: Infinity };
-    operatorPauses.push(pause);
-    dep.scheduler.pause(jobId);
-    if (forgotten) {
-      return;
+    exec.end = time.now;
+    if (fails) {
+      exec.result = 'threw';
+      throw new Error('simulated job failure');
     }
-    await time.sleep(ms);
-    pause.to = time.now;
-    const resumed = await recordResume(jobDocuments, docId, jobId);
-    // Until the resume the command printed: a slot before it is paused, one after it (before
-    // Scheduler's resume) missed.
-    pause.to = resumed.resumedAt?.getTime() ?? time.now;
-    dep.scheduler.resume(jobId);
+    exec.result = 'returned';
   };
+}
 
-  /** Where another version (or the operator's repair) writes: the shared store, on true time. */
-  const foreignStore: ForeignStore = {
-    store,
-    collection,
-    now: () => time.now,
+/** Records an execution of `spec` starting now, and names its attempt on its request. */
+function startExecution(
+  world: World,
+  dep: Deployment,
+  spec: JobSpec,
+  ctx: Parameters<JobRun>[0],
+): Execution {
+  const { time } = world;
+  const context = world.requests.getStore();
+  const exec: Execution = {
+    deployment: dep.index,
+    revision: context?.revision ?? -1,
+    scope: dep.scope,
+    jobId: spec.id,
+    scheduleTime: ctx.scheduleTime.getTime(),
+    kind: ctx.kind,
+    runId: ctx.runId,
+    attemptId: ctx.attemptId,
+    instance: time.current?.name ?? '?',
+    source: context?.source ?? 'scheduler',
+    triggerId: context?.triggerId,
+    start: time.now,
+    end: undefined,
+    result: 'running',
+    pausedMs: 0,
+  };
+  world.executions.push(exec);
+  if (context !== undefined) {
+    context.attempt.id = ctx.attemptId;
+    context.attempt.runId = ctx.runId;
+  }
+  return exec;
+}
+
+/** `ms` of work, cut short (rejecting with its reason) when `signal` aborts. */
+function work(signal: AbortSignal, ms: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) {
+      return reject(signal.reason);
+    }
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      },
+      { once: true },
+    );
+  });
+}
+
+/** The declared jobs of `specs` in deployment `deployment`, each running simulated work. */
+function declare(world: World, deployment: number, specs: readonly JobSpec[]) {
+  return validateJobs(
+    specs.map((spec) => {
+      const { minMs: _a, maxMs: _b, failRate: _c, ...declared } = spec;
+      return defineJob({ ...declared, run: runOf(world, deployment, spec) });
+    }),
+  );
+}
+
+/** Starts an instance of `dep`'s revision `revision`, on a machine of its own. */
+function startInstance(world: World, dep: Deployment, revision: number): Instance {
+  const { history, time } = world;
+  const name = `d${dep.index}-i${world.instanceCount++}-r${revision}`;
+  const machine: MachineClock = {
+    name,
+    offsetMs: history.clockOffsetMs * (world.instanceCount % 2 === 0 ? 1 : -1),
+    pausedUntil: 0,
+    dead: false,
+  };
+  const { config } = dep;
+  const { documents, jobDocuments, history: runHistory } = storesOf(world, config);
+  const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
+  const shutdown = new GracefulShutdown();
+  const jobs = (dep.revisions[revision] as Deployment['revisions'][number]).jobs;
+  const handler = time.within(machine, () =>
+    createScheduledJobHandler({
+      config,
+      ledger,
+      history: runHistory,
+      jobDocuments,
+      clock: () => documents.serverTime(),
+      jobs,
+      logger: loggerFor(world, name),
+      shutdown,
+    }),
+  );
+  const instance: Instance = {
+    name,
+    machine,
+    revision,
+    handler: handler as Instance['handler'],
+    shutdown,
+    serving: true,
+    pending: new Set(),
+    running: new Set(),
+  };
+  world.instanceOf.set(machine, { dep, instance });
+  return instance;
+}
+
+/** The instance dies: its executions and open requests end, and a new one takes its place. */
+function crash(world: World, dep: Deployment, instance: Instance): void {
+  if (instance.machine.dead) {
+    return;
+  }
+  instance.machine.dead = true;
+  world.deaths++;
+  instance.serving = false;
+  for (const exec of instance.running) {
+    exec.result = 'crashed';
+    exec.end = world.time.now;
+  }
+  instance.running.clear();
+  noteUnansweredEnds(world, instance);
+  for (const reject of instance.pending) {
+    reject(new Error('connection reset: the instance crashed'));
+  }
+  instance.pending.clear();
+  const at = dep.instances.indexOf(instance);
+  if (at !== -1) {
+    dep.instances[at] = startInstance(world, dep, dep.revisions.length - 1);
+  }
+}
+
+/**
+ * A job that returned (or threw) on a crashed instance, whose completion (or release) write may
+ * still be in flight: the crash can lose it, and the record stays held under its lease.
+ */
+function noteUnansweredEnds(world: World, instance: Instance): void {
+  for (const exec of world.executions) {
+    const ended = exec.result === 'returned' || exec.result === 'threw';
+    if (exec.instance !== instance.machine.name || !ended) {
+      continue;
+    }
+    const answered = world.logs.some(
+      (l) =>
+        l.fields.attemptId === exec.attemptId &&
+        (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
+    );
+    if (!answered) {
+      exec.crashedBeforeAnswer = true;
+      exec.diedAt = world.time.now;
+    }
+  }
+}
+
+/** Delivers `headers` to a serving instance of `dep` (a cold start if none serves). */
+function deliverTo(
+  world: World,
+  dep: Deployment,
+  headers: Readonly<Record<string, string>>,
+  source: Source,
+  triggerId: string | undefined,
+  signal?: AbortSignal,
+): Promise<{ status: number; body: string }> {
+  const target = servingInstance(world, dep);
+  const delivered = newDelivery(world, dep, headers, source, target);
+  const ended = () => {
+    delivered.endedAt ??= world.time.now;
+  };
+  return new Promise((resolve, reject) => {
+    const fail = (err: Error) => {
+      ended();
+      reject(err);
+    };
+    target.pending.add(fail);
+    // Scheduler gives up at its deadline; the request goes on at the instance (not ended).
+    signal?.addEventListener('abort', () => {
+      target.pending.delete(fail);
+      reject(new Error('attempt deadline exceeded'));
+    });
+    const res = response((status, body) => {
+      target.pending.delete(fail);
+      noteAnswer(world, delivered, headers, status, body as { outcome?: string; runId?: string });
+      resolve({ status, body: JSON.stringify(body) });
+    });
+    const context: RequestContext = {
+      attempt: {},
+      source,
+      triggerId,
+      deployment: dep.index,
+      revision: target.revision,
+    };
+    sendRequest(world, target, context, () => target.handler(request(headers), res));
+  });
+}
+
+/** A serving instance of `dep`, drawn at random; a cold start if none serves. */
+function servingInstance(world: World, dep: Deployment): Instance {
+  const serving = dep.instances.filter((i) => i.serving);
+  let instance = serving[Math.floor(world.rng() * serving.length)];
+  if (instance === undefined) {
+    instance = startInstance(world, dep, dep.revisions.length - 1);
+    dep.instances.push(instance);
+  }
+  return instance;
+}
+
+/** Records a request to `target`, sent now and not yet answered. */
+function newDelivery(
+  world: World,
+  dep: Deployment,
+  headers: Readonly<Record<string, string>>,
+  source: Source,
+  target: Instance,
+): Delivered {
+  const delivered: Delivered = {
+    deployment: dep.index,
+    source,
+    jobId: headers['X-CloudScheduler-JobName'] ?? '',
+    scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
+    sentAt: world.time.now,
+    endedAt: undefined,
+    status: undefined,
+    outcome: undefined,
+    instance: target.name,
+    runId: undefined,
+  };
+  world.deliveries.push(delivered);
+  return delivered;
+}
+
+/** Records the function's answer to a delivery (the first one ends it). */
+function noteAnswer(
+  world: World,
+  delivered: Delivered,
+  headers: Readonly<Record<string, string>>,
+  status: number,
+  body: { outcome?: string; runId?: string },
+): void {
+  if (delivered.endedAt === undefined) {
+    delivered.status = status;
+    delivered.outcome = body.outcome ?? '';
+    delivered.runId = body.runId;
+  }
+  delivered.endedAt ??= world.time.now;
+  world.answers.push({
+    at: world.time.now,
+    deployment: delivered.deployment,
+    source: delivered.source,
+    jobId: headers['X-CloudScheduler-JobName'] ?? '',
+    scheduleTime: headers['X-CloudScheduler-ScheduleTime'] ?? '',
+    status,
+    outcome: body.outcome ?? '',
+    runId: body.runId,
+  });
+}
+
+/** Hands a request to `target`'s handler after network latency, on the instance's timers. */
+function sendRequest(
+  world: World,
+  target: Instance,
+  context: RequestContext,
+  handle: () => unknown,
+): void {
+  const { time } = world;
+  time.within(target.machine, () =>
+    world.requests.run(context, () => {
+      // Network latency to the function, on the instance's timers (a paused one answers late).
+      setTimeout(
+        () => {
+          Promise.resolve(handle()).catch((err: unknown) => world.errors.push(err));
+        },
+        world.between(1, 30),
+      );
+    }),
+  );
+}
+
+/** Deployment `index`, for key scope `scope`, before its first revision and its Scheduler. */
+function newDeployment(world: World, scope: string, index: number): Deployment {
+  const config = configOf(world, scope);
+  return {
+    index,
+    scope,
+    keyScope: scopeOf(config),
+    config,
+    revisions: [],
+    instances: [],
+    scheduler: undefined as unknown as CloudScheduler,
+    lastTriggerId: undefined,
+    lastBackfill: [],
+    outageUntil: 0,
+  };
+}
+
+/** Deploys `dep`'s first revision: the history's jobs, its instances and its Cloud Scheduler. */
+function startDeployment(world: World, dep: Deployment): void {
+  const { history, time } = world;
+  dep.revisions.push({
+    at: world.startMs,
+    specs: history.jobs,
+    jobs: declare(world, dep.index, history.jobs),
+  });
+  dep.instances = Array.from({ length: history.instances }, () => startInstance(world, dep, 0));
+  dep.scheduler = new CloudScheduler({
+    jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
+    clock: {
+      now: () => time.now,
+      setTimer: (callback, ms) => {
+        const timer = time.within(undefined, () => time.schedule(callback, ms));
+        return () => time.cancel(timer);
+      },
+    },
+    random: world.rng,
+    duplicates: history.duplicates,
+    dropAnswers: history.dropAnswers,
+    send: (headers, signal) => {
+      const header = headers['X-CloudScheduler-ScheduleTime'];
+      // Scheduler sends a slot before its time, or no time, only for a Force run.
+      const source: Source =
+        header === undefined || Date.parse(header) > time.now ? 'force' : 'scheduler';
+      if (time.now < dep.outageUntil) {
+        return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
+      }
+      return time.within(undefined, () =>
+        deliverTo(world, dep, headers, source, undefined, signal),
+      );
+    },
+  });
+}
+
+/** The jobs `dep`'s latest revision declares. */
+function currentJobs(dep: Deployment): readonly DeclaredJob[] {
+  return (dep.revisions.at(-1) as Deployment['revisions'][number]).jobs;
+}
+
+/**
+ * `npm run runs -- --backfill` on `dep`: the missed slots since the history began, delivered;
+ * with `raceCheck`, each job's while a missed-run check of its slots reads them.
+ */
+async function backfill(world: World, dep: Deployment, raceCheck = false): Promise<void> {
+  const { history: runHistory } = storesOf(world, dep.config);
+  const jobs = currentJobs(dep);
+  const now = new Date(world.time.now);
+  const rows = [];
+  for (const job of jobs) {
+    const { slots } = slotsBetween(job, new Date(world.startMs - 1), now, 1000);
+    rows.push(...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows);
+  }
+  const plan = planBackfill(rows, jobs, {
+    now,
+    retentionMs: dep.config.retentionMs,
+    forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+  });
+  // As `npm run runs -- --backfill` sends them: marked, so a blocked slot stays missed.
+  const sent = plan.deliver.map((row) =>
+    schedulerHeaders(row.job, row.slot, { [BACKFILL_HEADER]: 'true' }),
+  );
+  dep.lastBackfill = sent;
+  if (!raceCheck) {
+    await deliverBackfill(world, dep, sent);
+    return;
+  }
+  await Promise.all(
+    jobs.map((job) =>
+      racedCheck(
+        world,
+        dep,
+        job,
+        sent.filter((headers) => headers['X-CloudScheduler-JobName'] === job.id),
+      ),
+    ),
+  );
+}
+
+/**
+ * A missed-run check of `job` (as a due delivery's would run) whose read of the slots' records
+ * is answered late: meanwhile `sent` (backfill deliveries of the job's slots) are delivered
+ * and claim, so the check judges slots from a read that other runs have overtaken.
+ */
+async function racedCheck(
+  world: World,
+  dep: Deployment,
+  job: DeclaredJob,
+  sent: readonly Readonly<Record<string, string>>[],
+): Promise<void> {
+  if (sent.length === 0) {
+    return;
+  }
+  const stores = storesOf(world, dep.config);
+  let raced = false;
+  const delivering: Promise<unknown>[] = [];
+  const deliverDuringRead = async () => {
+    raced = true;
+    for (const headers of sent) {
+      delivering.push(deliverTo(world, dep, headers, 'backfill', undefined).catch(() => {}));
+    }
+    await world.time.sleep(RACED_READ_MS);
+  };
+  const history = new Proxy(stores.history, {
+    get(target, property) {
+      if (property === 'getMany') {
+        return async (runIds: readonly string[]) => {
+          const read = await target.getMany(runIds);
+          if (!raced) {
+            await deliverDuringRead();
+          }
+          return read;
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  const check = new MissedRunCheck({
+    history,
+    jobDocuments: stores.jobDocuments,
+    clock: () => stores.documents.serverTime(),
+    forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+  });
+  await check.check(job, dep.keyScope, loggerFor(world, `d${dep.index}-check`));
+  // Nothing closed to judge: the backfill is delivered all the same.
+  if (!raced) {
+    await deliverBackfill(world, dep, sent);
+  }
+  await Promise.all(delivering);
+}
+
+/** Delivers a backfill's requests 0.5 s apart. */
+async function deliverBackfill(
+  world: World,
+  dep: Deployment,
+  sent: readonly Readonly<Record<string, string>>[],
+): Promise<void> {
+  for (const [i, headers] of sent.entries()) {
+    if (i > 0) {
+      await world.time.sleep(500);
+    }
+    await deliverTo(world, dep, headers, 'backfill', undefined).catch(() => {});
+  }
+}
+
+/**
+ * `npm run pause -- JOB`, then `ms` later `npm run resume -- JOB`, as ops/pause.ts does each:
+ * the record first, then the Scheduler job. The pause counts from its record to its resume's
+ * start (a slot between the resume's record and Scheduler's resume is missed, and reported).
+ */
+async function operatorPause(
+  world: World,
+  dep: Deployment,
+  jobId: string,
+  ms: number,
+  forgotten: boolean,
+): Promise<void> {
+  const { time } = world;
+  const { jobDocuments } = storesOf(world, dep.config);
+  const docId = checkDocumentId(jobId, dep.keyScope);
+  // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
+  const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
+  let recorded: Awaited<ReturnType<typeof recordPause>>;
+  try {
+    recorded = await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
+  } catch {
+    return; // already paused (refused): this pause changes nothing
+  }
+  // From the time the command printed (Firestore's, when it read the job's document): a slot
+  // then is paused, though Scheduler's pause comes a moment later.
+  const from = recorded.pausedAt.getTime();
+  const pause: OperatorPause = { deployment: dep.index, jobId, from, to: Infinity };
+  world.operatorPauses.push(pause);
+  dep.scheduler.pause(jobId);
+  if (forgotten) {
+    return;
+  }
+  await time.sleep(ms);
+  pause.to = time.now;
+  const resumed = await recordResume(jobDocuments, docId, jobId);
+  // Until the resume the command printed: a slot before it is paused, one after it (before
+  // Scheduler's resume) missed.
+  pause.to = resumed.resumedAt?.getTime() ?? time.now;
+  dep.scheduler.resume(jobId);
+}
+
+/** Where another version (or the operator's repair) writes: the shared store, on true time. */
+function foreignStoreOf(world: World): ForeignStore {
+  return {
+    store: world.store,
+    collection: world.collection,
+    now: () => world.time.now,
     retentionMs: RETENTION_SECONDS * 1000,
     randomRunId: () =>
-      Array.from({ length: 64 }, () => Math.floor(rng() * 16).toString(16)).join(''),
+      Array.from({ length: 64 }, () => Math.floor(world.rng() * 16).toString(16)).join(''),
   };
-  /** Whether a run of `jobId` executes in deployment `d`, or a request of it is still open. */
-  const isJobBusy = (d: number, jobId: string) =>
-    executions.some((e) => e.deployment === d && e.jobId === jobId && e.result === 'running') ||
-    deliveries.some((r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined);
-  /** Whether every execution of run `runId` ended (none still runs or may still complete). */
-  const isRunEnded = (runId: string) =>
-    executions.every((e) => e.runId !== runId || e.result === 'crashed' || e.result === 'threw');
-  /** A `foreign_record`, `foreign_lock` or `repair` event, recorded for the invariants. */
-  const writeAsAnotherVersion = async (
-    dep: Deployment,
-    job: DeclaredJob,
-    event: Extract<SimEvent, { type: 'foreign_record' | 'foreign_lock' | 'repair' }>,
-  ): Promise<void> => {
-    const w = foreignStore;
-    const at = time.now;
-    const base = { at, deployment: dep.index, jobId: job.id };
-    if (event.type === 'foreign_record') {
-      const runId = await writeForeignRecord(w, job, dep.keyScope, event.kind);
-      if (runId !== undefined) {
-        foreignRecords.set(runId, { ...base, kind: event.kind });
-      }
-      return;
-    }
-    if (event.type === 'foreign_lock') {
-      const busy = () => isJobBusy(dep.index, job.id);
-      const lock = await writeForeignLock(w, job, dep.keyScope, event.holder, busy);
-      if (lock !== undefined) {
-        for (const earlier of foreignRecords.values()) {
-          const sameLock = earlier.deployment === dep.index && earlier.jobId === job.id;
-          if (sameLock && earlier.lockedAt !== undefined) {
-            earlier.replacedAt ??= lock.lockedAt;
-          }
-        }
-        foreignRecords.set(lock.runId, {
-          ...base,
-          kind: event.holder,
-          lockedAt: lock.lockedAt,
-          ...(lock.recordedAt === undefined ? {} : { recordedAt: lock.recordedAt }),
-        });
-      }
-      return;
-    }
-    const deleted = await repairLockHolder(w, job, dep.keyScope, isRunEnded);
-    if (deleted === undefined) {
-      return;
-    }
-    const known = foreignRecords.get(deleted);
-    if (known !== undefined) {
-      known.deletedAt = time.now;
-    } else {
-      foreignRecords.set(deleted, { ...base, kind: 'repaired', deletedAt: time.now });
-    }
-  };
+}
 
-  // Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
-  // handled on the instance's own timers: a paused process handles it when it resumes.
-  const terminate = (dep: Deployment, instance: Instance) => {
-    time.within(instance.machine, () =>
-      time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
-    );
-    time.within(undefined, () => time.schedule(() => crash(dep, instance), 10_000));
-  };
+/** Whether a run of `jobId` executes in deployment `d`, or a request of it is still open. */
+function isJobBusy(world: World, d: number, jobId: string): boolean {
+  return (
+    world.executions.some(
+      (e) => e.deployment === d && e.jobId === jobId && e.result === 'running',
+    ) ||
+    world.deliveries.some((r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined)
+  );
+}
 
-  const apply = (event: SimEvent) => {
-    const dep = deployments[event.deployment];
-    if (dep === undefined) {
+/** Whether every execution of run `runId` ended (none still runs or may still complete). */
+function isRunEnded(world: World, runId: string): boolean {
+  return world.executions.every(
+    (e) => e.runId !== runId || e.result === 'crashed' || e.result === 'threw',
+  );
+}
+
+/** A `foreign_record`, `foreign_lock` or `repair` event, recorded for the invariants. */
+async function writeAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  job: DeclaredJob,
+  event: Extract<SimEvent, { type: 'foreign_record' | 'foreign_lock' | 'repair' }>,
+): Promise<void> {
+  const w = world.foreignStore;
+  const base = { at: world.time.now, deployment: dep.index, jobId: job.id };
+  if (event.type === 'foreign_record') {
+    const runId = await writeForeignRecord(w, job, dep.keyScope, event.kind);
+    if (runId !== undefined) {
+      world.foreignRecords.set(runId, { ...base, kind: event.kind });
+    }
+    return;
+  }
+  if (event.type === 'foreign_lock') {
+    await lockAsAnotherVersion(world, dep, job, event.holder, base);
+    return;
+  }
+  const deleted = await repairLockHolder(w, job, dep.keyScope, (runId) => isRunEnded(world, runId));
+  if (deleted === undefined) {
+    return;
+  }
+  const known = world.foreignRecords.get(deleted);
+  if (known !== undefined) {
+    known.deletedAt = world.time.now;
+  } else {
+    world.foreignRecords.set(deleted, { ...base, kind: 'repaired', deletedAt: world.time.now });
+  }
+}
+
+/** A `foreign_lock` event: another version locks `job`; the lock it replaces names it no more. */
+async function lockAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  job: DeclaredJob,
+  holder: Extract<SimEvent, { type: 'foreign_lock' }>['holder'],
+  base: { at: number; deployment: number; jobId: string },
+): Promise<void> {
+  const busy = () => isJobBusy(world, dep.index, job.id);
+  const lock = await writeForeignLock(world.foreignStore, job, dep.keyScope, holder, busy);
+  if (lock === undefined) {
+    return;
+  }
+  for (const earlier of world.foreignRecords.values()) {
+    const sameLock = earlier.deployment === dep.index && earlier.jobId === job.id;
+    if (sameLock && earlier.lockedAt !== undefined) {
+      earlier.replacedAt ??= lock.lockedAt;
+    }
+  }
+  world.foreignRecords.set(lock.runId, {
+    ...base,
+    kind: holder,
+    lockedAt: lock.lockedAt,
+    ...(lock.recordedAt === undefined ? {} : { recordedAt: lock.recordedAt }),
+  });
+}
+
+/**
+ * Cloud Run: SIGTERM, then SIGKILL 10 s later; the function drains for its grace. The signal is
+ * handled on the instance's own timers: a paused process handles it when it resumes.
+ */
+function terminate(world: World, dep: Deployment, instance: Instance): void {
+  const { time } = world;
+  time.within(instance.machine, () =>
+    time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
+  );
+  time.within(undefined, () => time.schedule(() => crash(world, dep, instance), 10_000));
+}
+
+/** A history event of one type. */
+type EventOf<T extends SimEvent['type']> = Extract<SimEvent, { type: T }>;
+
+/** Applies one event of the history, now. */
+function apply(world: World, event: SimEvent): void {
+  const dep = world.deployments[event.deployment];
+  if (dep === undefined) {
+    return;
+  }
+  switch (event.type) {
+    case 'crash':
+    case 'sigterm':
+    case 'pause':
+    case 'step':
+    case 'hang':
+      applyToInstance(world, dep, event);
       return;
-    }
-    const instance = 'instance' in event ? dep.instances[event.instance] : undefined;
-    const jobOf = (index: number) => {
-      const jobs = currentJobs(dep);
-      return jobs[index % jobs.length] as DeclaredJob;
-    };
-    switch (event.type) {
-      case 'crash':
-        if (instance) {
-          crash(dep, instance);
-        }
-        return;
-      case 'sigterm': {
-        if (!instance?.serving) {
-          return;
-        }
-        instance.serving = false;
-        dep.instances[dep.instances.indexOf(instance)] = startInstance(
-          dep,
-          dep.revisions.length - 1,
-        );
-        retired.set(instance.machine, instance);
-        terminate(dep, instance);
-        return;
-      }
-      case 'pause':
-        if (!instance) {
-          return;
-        }
-        instance.machine.pausedUntil = Math.max(instance.machine.pausedUntil, time.now + event.ms);
-        for (const exec of instance.running) {
-          exec.pausedMs += event.ms;
-        }
-        return;
-      case 'step':
-        if (instance) {
-          instance.machine.offsetMs += event.ms;
-        }
-        return;
-      case 'hang':
-        if (!instance) {
-          return;
-        }
-        hangingUntil.set(
-          instance.machine,
-          Math.max(hangingUntil.get(instance.machine) ?? 0, time.now + event.ms),
-        );
-        return;
-      case 'force': {
-        const job = jobOf(event.job);
-        const fire = () => {
-          try {
-            dep.scheduler.fire(job.id, { withoutScheduleTime: event.withoutScheduleTime === true });
-          } catch {
-            // The job is not declared (any more): Scheduler has nothing to force.
-          }
-        };
-        const next = event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
-        if (next === undefined) {
-          fire();
-          return;
-        }
-        // Within every simulated job's forced-run tolerance (30 s for a per-minute job).
-        const early = between(1_000, 25_000);
-        time.schedule(fire, Math.max(0, next - early - time.now));
-        return;
-      }
-      case 'manual': {
-        const job = jobOf(event.job);
-        const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(rng);
-        dep.lastTriggerId = triggerId;
-        // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
-        const headers = schedulerHeaders(job.id, new Date(Math.floor(time.now / 1000) * 1000), {
-          [MODE_HEADER]: 'manual',
-          [TRIGGER_ID_HEADER]: triggerId,
-        });
-        void time.within(operator, () =>
-          deliverTo(dep, headers, 'manual', triggerId).catch(() => {}),
-        );
-        return;
-      }
-      case 'rerun': {
-        const job = jobOf(event.job);
-        const slot = previousSlot(job, new Date(time.now));
-        if (slot === undefined || slot.getTime() < startMs) {
-          return;
-        }
-        const triggerId = randomId(rng);
-        const headers = schedulerHeaders(job.id, slot, {
-          [MODE_HEADER]: 'rerun',
-          [TRIGGER_ID_HEADER]: triggerId,
-        });
-        void time.within(operator, () =>
-          deliverTo(dep, headers, 'rerun', triggerId).catch(() => {}),
-        );
-        return;
-      }
-      case 'operator_pause': {
-        const jobId = jobOf(event.job).id;
-        void time.within(operator, () =>
-          operatorPause(dep, jobId, event.ms, event.forgotten === true).catch((err: unknown) =>
-            errors.push(err),
-          ),
-        );
-        return;
-      }
-      case 'outage':
-        dep.outageUntil = Math.max(dep.outageUntil, time.now + event.ms);
-        return;
-      case 'foreign_record':
-      case 'foreign_lock':
-      case 'repair': {
-        const job = jobOf(event.job);
-        void time.within(operator, () =>
-          writeAsAnotherVersion(dep, job, event).catch((err: unknown) => errors.push(err)),
-        );
-        return;
-      }
-      case 'backfill': {
-        const resent = event.resend === true && dep.lastBackfill.length > 0;
-        const again = async () => {
-          await time.sleep(between(0, 60_000));
-          await deliverBackfill(dep, dep.lastBackfill);
-        };
-        // Raced with a check, the backfill comes after the drain (below): slots have closed by then.
-        if (event.raceCheck === true) {
-          return;
-        }
-        const work = async () => {
-          if (resent) {
-            await deliverBackfill(dep, dep.lastBackfill);
-            return;
-          }
-          await backfill(dep, event.raceCheck === true);
-          if (event.again === true) {
-            await again();
-          }
-        };
-        void time.within(operator, () => work().catch((err: unknown) => errors.push(err)));
-        return;
-      }
-      case 'redeploy': {
-        const last = dep.revisions.at(-1) as Deployment['revisions'][number];
-        let specs = last.specs;
-        if (event.change === 'drop_last_job') {
-          if (specs.length < 2) {
-            return;
-          }
-          specs = specs.slice(0, -1);
-        } else {
-          const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
-          specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
-        }
-        dep.revisions.push({ at: time.now, specs, jobs: declare(dep.index, specs) });
-        const revision = dep.revisions.length - 1;
-        const old = dep.instances;
-        dep.instances = old.map(() => startInstance(dep, revision));
-        // Rolling: the old revision keeps a share of the traffic for a while, then drains.
-        if (event.rolling) {
-          dep.instances.push(...old);
-        }
-        const retire = () => {
-          for (const instance of old) {
-            if (!instance.serving) {
-              continue;
-            }
-            instance.serving = false;
-            retired.set(instance.machine, instance);
-            terminate(dep, instance);
-          }
-          dep.instances = dep.instances.filter((i) => !old.includes(i));
-        };
-        if (event.rolling) {
-          time.within(undefined, () => time.schedule(retire, 60_000));
-        } else {
-          retire();
-        }
-        dep.scheduler.setJobs(currentJobs(dep));
-        return;
-      }
-    }
-  };
-
-  const stopMs = startMs + history.spanMs;
-  /** Runs virtual time on from `fromMs` a minute at a time (30 at most) while a request is open. */
-  const untilRequestsEnd = async (fromMs: number, marginMs: number): Promise<number> => {
-    const open = () => deliveries.some((d) => d.endedAt === undefined);
-    let atMs = fromMs;
-    for (let minutes = 0; minutes < 30 && open(); minutes++) {
-      atMs += 60_000;
-      await time.run(atMs);
-    }
-    if (atMs === fromMs) {
-      return fromMs;
-    }
-    await time.run(atMs + 2 * marginMs);
-    return atMs + 2 * marginMs;
-  };
-  time.install();
-  try {
-    time.within(undefined, () => {
-      for (const dep of deployments) {
-        dep.scheduler.start();
-      }
-    });
-    for (const event of history.events) {
-      await time.run(startMs + event.at);
-      time.within(undefined, () => apply(event));
-    }
-    await time.run(stopMs);
-    time.within(undefined, () => {
-      for (const dep of deployments) {
-        dep.scheduler.stop();
-      }
-    });
-    // Every attempt in flight ends: the longest job, a lease to lapse, and the retries' reads,
-    // counted from the last resumed pause too (a paused instance carries on where it stopped).
-    const longest = Math.max(...history.jobs.map((j) => j.maxMs));
-    const resumedMs = Math.max(
-      stopMs,
-      ...history.events.map((e) => (e.type === 'pause' ? startMs + e.at + e.ms : 0)),
-    );
-    const drainedMs = resumedMs + longest + 2 * leaseMs + 120_000;
-    await time.run(drainedMs);
-    // The operator backfills once every slot has closed, while a check of the same slots runs;
-    // the final check comes once those backfills ended.
-    let racing = 0;
-    for (const event of history.events) {
-      const dep = deployments[event.deployment];
-      if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) {
-        continue;
-      }
-      racing++;
-      // Sent again once they ended (`again`): the same requests meet the runs they completed.
-      const resend = () =>
-        event.again === true ? deliverBackfill(dep, dep.lastBackfill) : undefined;
-      void time.within(operator, () =>
-        backfill(dep, true)
-          .then(resend)
-          .catch((err: unknown) => errors.push(err))
-          .finally(() => racing--),
-      );
-    }
-    let racedMs = drainedMs;
-    for (let minutes = 0; minutes < 30 && racing > 0; minutes++) {
-      racedMs += 60_000;
-      await time.run(racedMs);
-    }
-    if (racedMs > drainedMs) {
-      racedMs += leaseMs;
-      await time.run(racedMs);
-    }
-    // A backfill delivers old slots one after another, past the drain: the final check comes once
-    // no request is still open (the check's cursor stops at a run in flight), then a lease later.
-    const finalMs = await untilRequestsEnd(racedMs, leaseMs);
-    // The final missed-run check of every job each deployment ever declared, as an instance
-    // of the last revision would run it.
-    const finalAudit = (machine: MachineClock) =>
-      time.within(machine, () =>
-        Promise.all(
-          (db === undefined ? deployments : []).flatMap((dep) => {
-            const stores = storesOf(dep.config);
-            const check = new MissedRunCheck({
-              history: stores.history,
-              jobDocuments: stores.jobDocuments,
-              clock: () => stores.documents.serverTime(),
-              forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
-            });
-            const logger = loggerFor(`d${dep.index}-audit`, dep.config);
-            const seen = new Map<string, DeclaredJob>();
-            for (const revision of dep.revisions) {
-              for (const job of revision.jobs) {
-                seen.set(job.id, job);
-              }
-            }
-            return [...seen.values()].map(async (job) => {
-              // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
-              // deliveries would, until the cursor reaches the closed boundary.
-              for (let round = 0; round < 10; round++) {
-                const result = await check.check(job, dep.keyScope, logger);
-                if (result.checked < MAX_CHECK_SLOTS) {
-                  return result;
-                }
-              }
-              return undefined;
-            });
-          }),
+    case 'force':
+      force(world, dep, event);
+      return;
+    case 'manual':
+      triggerManual(world, dep, event);
+      return;
+    case 'rerun':
+      triggerRerun(world, dep, event);
+      return;
+    case 'operator_pause': {
+      const jobId = jobOf(dep, event.job).id;
+      void world.time.within(world.operator, () =>
+        operatorPause(world, dep, jobId, event.ms, event.forgotten === true).catch((err: unknown) =>
+          world.errors.push(err),
         ),
       );
-    let auditError: unknown;
-    const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
-      audits.then(
-        (results) => {
-          if (process.env.SIM_DEBUG === 'audit') {
-            console.log('audit', results);
-          }
-        },
-        (err: unknown) => {
-          auditError ??= err;
-        },
+      return;
+    }
+    case 'outage':
+      dep.outageUntil = Math.max(dep.outageUntil, world.time.now + event.ms);
+      return;
+    case 'foreign_record':
+    case 'foreign_lock':
+    case 'repair': {
+      const job = jobOf(dep, event.job);
+      void world.time.within(world.operator, () =>
+        writeAsAnotherVersion(world, dep, job, event).catch((err: unknown) =>
+          world.errors.push(err),
+        ),
       );
-      await time.run(untilMs);
-    };
-    await awaitAudit(finalAudit(auditor), finalMs + 120_000);
-    // An instance that died may have written a report it never logged, shortly before the final
-    // check (which leaves a young one to its writer): the job's next due delivery checks again.
-    if (deaths > 0) {
-      await time.run(finalMs + LATER_CHECK_MS);
-      await awaitAudit(finalAudit(operator), finalMs + LATER_CHECK_MS + 120_000);
+      return;
     }
-    if (auditError !== undefined) {
-      errors.push(auditError);
-    }
-    errors.push(...time.errors);
-    const records = new Map<string, Record<string, unknown>>();
-    const createTimes = new Map<string, number>();
-    const jobDocuments = new Map<string, Record<string, unknown>>();
-    if (memory !== undefined) {
-      for (const [path, doc] of memory.dump()) {
-        if (path.startsWith(`${jobStateCollection(collection)}/`)) {
-          jobDocuments.set(path.slice(jobStateCollection(collection).length + 1), doc.data);
-        }
-        if (!path.startsWith(`${collection}/`)) {
-          continue;
-        }
-        const id = path.slice(collection.length + 1);
-        records.set(id, doc.data);
-        createTimes.set(id, doc.createTime.toMillis());
-      }
-    } else {
-      const snap = await (async () => {
-        time.uninstall();
-        return store.collection(collection).get();
-      })();
-      for (const doc of snap.docs) {
-        records.set(doc.id, doc.data());
-        createTimes.set(doc.id, doc.createTime.toMillis());
-      }
-    }
-    for (const exec of executions) {
-      if (completedAttempts.has(exec.attemptId)) {
-        exec.completionLanded = true;
-      }
-    }
-    return {
-      history,
-      gaps,
-      emulator: db !== undefined,
-      startMs,
-      stopMs,
-      finalMs,
-      executions,
-      logs,
-      answers,
-      deliveries,
-      operatorPauses,
-      foreignWrites,
-      leaseEnds,
-      crashesAfterWrite,
-      foreignRecords,
-      jobDocuments,
-      schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
-      firestoreTimeoutMs,
-      deployments: deployments.map((d) => ({
-        scope: d.scope,
-        keyScope: d.keyScope,
-        revisions: d.revisions.map((r) => ({ at: r.at, jobs: r.jobs })),
-      })),
-      records,
-      createTimes,
-      errors,
-      leaseMs,
-      forcedRunToleranceMs: configOf('').forcedRunToleranceMs,
-    };
-  } finally {
-    time.uninstall();
+    case 'backfill':
+      operatorBackfill(world, dep, event);
+      return;
+    case 'redeploy':
+      redeploy(world, dep, event);
+      return;
   }
+}
+
+/** The job an event's `index` names, among `dep`'s current jobs. */
+function jobOf(dep: Deployment, index: number): DeclaredJob {
+  const jobs = currentJobs(dep);
+  return jobs[index % jobs.length] as DeclaredJob;
+}
+
+/** An event that befalls one instance: a crash, a SIGTERM, a pause, a clock step, a hang. */
+function applyToInstance(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'crash' | 'sigterm' | 'pause' | 'step' | 'hang'>,
+): void {
+  const { time } = world;
+  const instance = dep.instances[event.instance];
+  if (instance === undefined) {
+    return;
+  }
+  switch (event.type) {
+    case 'crash':
+      crash(world, dep, instance);
+      return;
+    case 'sigterm':
+      sigterm(world, dep, instance);
+      return;
+    case 'pause':
+      instance.machine.pausedUntil = Math.max(instance.machine.pausedUntil, time.now + event.ms);
+      for (const exec of instance.running) {
+        exec.pausedMs += event.ms;
+      }
+      return;
+    case 'step':
+      instance.machine.offsetMs += event.ms;
+      return;
+    case 'hang': {
+      const hanging = world.hangingUntil.get(instance.machine) ?? 0;
+      world.hangingUntil.set(instance.machine, Math.max(hanging, time.now + event.ms));
+      return;
+    }
+  }
+}
+
+/** A serving instance is told to stop: a new one takes its place while it drains. */
+function sigterm(world: World, dep: Deployment, instance: Instance): void {
+  if (!instance.serving) {
+    return;
+  }
+  instance.serving = false;
+  dep.instances[dep.instances.indexOf(instance)] = startInstance(
+    world,
+    dep,
+    dep.revisions.length - 1,
+  );
+  world.retired.set(instance.machine, instance);
+  terminate(world, dep, instance);
+}
+
+/** A Force run in Cloud Scheduler, now or shortly before the job's next slot. */
+function force(world: World, dep: Deployment, event: EventOf<'force'>): void {
+  const { time } = world;
+  const job = jobOf(dep, event.job);
+  const fire = () => {
+    try {
+      dep.scheduler.fire(job.id, { withoutScheduleTime: event.withoutScheduleTime === true });
+    } catch {
+      // The job is not declared (any more): Scheduler has nothing to force.
+    }
+  };
+  const next = event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
+  if (next === undefined) {
+    fire();
+    return;
+  }
+  // Within every simulated job's forced-run tolerance (30 s for a per-minute job).
+  const early = world.between(1_000, 25_000);
+  time.schedule(fire, Math.max(0, next - early - time.now));
+}
+
+/** `npm run trigger -- JOB`: a manual run now, or the last trigger sent again (`resend`). */
+function triggerManual(world: World, dep: Deployment, event: EventOf<'manual'>): void {
+  const { time } = world;
+  const job = jobOf(dep, event.job);
+  const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(world.rng);
+  dep.lastTriggerId = triggerId;
+  // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
+  const headers = schedulerHeaders(job.id, new Date(Math.floor(time.now / 1000) * 1000), {
+    [MODE_HEADER]: 'manual',
+    [TRIGGER_ID_HEADER]: triggerId,
+  });
+  void time.within(world.operator, () =>
+    deliverTo(world, dep, headers, 'manual', triggerId).catch(() => {}),
+  );
+}
+
+/** `npm run trigger -- JOB --rerun`: the job's previous slot run again. */
+function triggerRerun(world: World, dep: Deployment, event: EventOf<'rerun'>): void {
+  const { time } = world;
+  const job = jobOf(dep, event.job);
+  const slot = previousSlot(job, new Date(time.now));
+  if (slot === undefined || slot.getTime() < world.startMs) {
+    return;
+  }
+  const triggerId = randomId(world.rng);
+  const headers = schedulerHeaders(job.id, slot, {
+    [MODE_HEADER]: 'rerun',
+    [TRIGGER_ID_HEADER]: triggerId,
+  });
+  void time.within(world.operator, () =>
+    deliverTo(world, dep, headers, 'rerun', triggerId).catch(() => {}),
+  );
+}
+
+/**
+ * The operator's backfill now (a `raceCheck` one comes after the drain): planned and delivered,
+ * or the last one's requests sent again (`resend`); with `again`, sent once more a while later.
+ */
+function operatorBackfill(world: World, dep: Deployment, event: EventOf<'backfill'>): void {
+  const { time } = world;
+  const resent = event.resend === true && dep.lastBackfill.length > 0;
+  const again = async () => {
+    await time.sleep(world.between(0, 60_000));
+    await deliverBackfill(world, dep, dep.lastBackfill);
+  };
+  // Raced with a check, the backfill comes after the drain (below): slots have closed by then.
+  if (event.raceCheck === true) {
+    return;
+  }
+  const work = async () => {
+    if (resent) {
+      await deliverBackfill(world, dep, dep.lastBackfill);
+      return;
+    }
+    await backfill(world, dep, event.raceCheck === true);
+    if (event.again === true) {
+      await again();
+    }
+  };
+  void time.within(world.operator, () => work().catch((err: unknown) => world.errors.push(err)));
+}
+
+/**
+ * A new revision of `dep` (a job dropped, or the first job's overlap changed): new instances,
+ * the old ones retired at once, or after a minute of shared traffic (`rolling`).
+ */
+function redeploy(world: World, dep: Deployment, event: EventOf<'redeploy'>): void {
+  const { time } = world;
+  const last = dep.revisions.at(-1) as Deployment['revisions'][number];
+  let specs = last.specs;
+  if (event.change === 'drop_last_job') {
+    if (specs.length < 2) {
+      return;
+    }
+    specs = specs.slice(0, -1);
+  } else {
+    const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
+    specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
+  }
+  dep.revisions.push({ at: time.now, specs, jobs: declare(world, dep.index, specs) });
+  const revision = dep.revisions.length - 1;
+  const old = dep.instances;
+  dep.instances = old.map(() => startInstance(world, dep, revision));
+  // Rolling: the old revision keeps a share of the traffic for a while, then drains.
+  if (event.rolling) {
+    dep.instances.push(...old);
+  }
+  const retire = () => retireInstances(world, dep, old);
+  if (event.rolling) {
+    time.within(undefined, () => time.schedule(retire, 60_000));
+  } else {
+    retire();
+  }
+  dep.scheduler.setJobs(currentJobs(dep));
+}
+
+/** Stops routing to `old` instances of `dep`, and terminates those still serving. */
+function retireInstances(world: World, dep: Deployment, old: readonly Instance[]): void {
+  for (const instance of old) {
+    if (!instance.serving) {
+      continue;
+    }
+    instance.serving = false;
+    world.retired.set(instance.machine, instance);
+    terminate(world, dep, instance);
+  }
+  dep.instances = dep.instances.filter((i) => !old.includes(i));
+}
+
+/** Runs virtual time on from `fromMs` a minute at a time (30 at most) while a request is open. */
+async function untilRequestsEnd(world: World, fromMs: number, marginMs: number): Promise<number> {
+  const open = () => world.deliveries.some((d) => d.endedAt === undefined);
+  let atMs = fromMs;
+  for (let minutes = 0; minutes < 30 && open(); minutes++) {
+    atMs += 60_000;
+    await world.time.run(atMs);
+  }
+  if (atMs === fromMs) {
+    return fromMs;
+  }
+  await world.time.run(atMs + 2 * marginMs);
+  return atMs + 2 * marginMs;
+}
+
+/** Starts every Cloud Scheduler, plays the history's events at their times, then stops them. */
+async function playEvents(world: World): Promise<void> {
+  const { time, deployments } = world;
+  time.within(undefined, () => {
+    for (const dep of deployments) {
+      dep.scheduler.start();
+    }
+  });
+  for (const event of world.history.events) {
+    await time.run(world.startMs + event.at);
+    time.within(undefined, () => apply(world, event));
+  }
+  await time.run(world.stopMs);
+  time.within(undefined, () => {
+    for (const dep of deployments) {
+      dep.scheduler.stop();
+    }
+  });
+}
+
+/**
+ * Runs until every attempt in flight ended: the longest job, a lease to lapse, and the retries'
+ * reads, counted from the last resumed pause too (a paused instance carries on where it stopped).
+ * Returns when, ms.
+ */
+async function drain(world: World): Promise<number> {
+  const { history, startMs, stopMs } = world;
+  const longest = Math.max(...history.jobs.map((j) => j.maxMs));
+  const resumedMs = Math.max(
+    stopMs,
+    ...history.events.map((e) => (e.type === 'pause' ? startMs + e.at + e.ms : 0)),
+  );
+  const drainedMs = resumedMs + longest + 2 * world.leaseMs + 120_000;
+  await world.time.run(drainedMs);
+  return drainedMs;
+}
+
+/**
+ * The operator backfills once every slot has closed, while a check of the same slots runs (the
+ * `raceCheck` backfills); runs until they ended, then a lease more. Returns when, ms.
+ */
+async function raceBackfills(world: World, drainedMs: number): Promise<number> {
+  const { time } = world;
+  let racing = 0;
+  for (const event of world.history.events) {
+    const dep = world.deployments[event.deployment];
+    if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) {
+      continue;
+    }
+    racing++;
+    // Sent again once they ended (`again`): the same requests meet the runs they completed.
+    const resend = () =>
+      event.again === true ? deliverBackfill(world, dep, dep.lastBackfill) : undefined;
+    void time.within(world.operator, () =>
+      backfill(world, dep, true)
+        .then(resend)
+        .catch((err: unknown) => world.errors.push(err))
+        .finally(() => racing--),
+    );
+  }
+  let racedMs = drainedMs;
+  for (let minutes = 0; minutes < 30 && racing > 0; minutes++) {
+    racedMs += 60_000;
+    await time.run(racedMs);
+  }
+  if (racedMs > drainedMs) {
+    racedMs += world.leaseMs;
+    await time.run(racedMs);
+  }
+  return racedMs;
+}
+
+/**
+ * The final missed-run check on the auditor's machine; after an instance died, which may have
+ * written a report it never logged shortly before the final check (which leaves a young one to
+ * its writer), a later check on the operator's, as the job's next due delivery would run it.
+ */
+async function finalAudits(world: World, finalMs: number): Promise<void> {
+  const { time } = world;
+  let auditError: unknown;
+  const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
+    audits.then(
+      (results) => {
+        if (process.env.SIM_DEBUG === 'audit') {
+          console.log('audit', results);
+        }
+      },
+      (err: unknown) => {
+        auditError ??= err;
+      },
+    );
+    await time.run(untilMs);
+  };
+  await awaitAudit(finalAudit(world, world.auditor), finalMs + 120_000);
+  if (world.deaths > 0) {
+    await time.run(finalMs + LATER_CHECK_MS);
+    await awaitAudit(finalAudit(world, world.operator), finalMs + LATER_CHECK_MS + 120_000);
+  }
+  if (auditError !== undefined) {
+    world.errors.push(auditError);
+  }
+}
+
+/**
+ * The final missed-run check of every job each deployment ever declared, as an instance of the
+ * last revision would run it, on `machine`.
+ */
+function finalAudit(world: World, machine: MachineClock) {
+  const deployments = world.db === undefined ? world.deployments : [];
+  return world.time.within(machine, () =>
+    Promise.all(deployments.flatMap((dep) => auditDeployment(world, dep))),
+  );
+}
+
+/** The final checks of `dep`: one per job it ever declared. */
+function auditDeployment(world: World, dep: Deployment) {
+  const stores = storesOf(world, dep.config);
+  const check = new MissedRunCheck({
+    history: stores.history,
+    jobDocuments: stores.jobDocuments,
+    clock: () => stores.documents.serverTime(),
+    forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
+  });
+  const logger = loggerFor(world, `d${dep.index}-audit`);
+  const seen = new Map<string, DeclaredJob>();
+  for (const revision of dep.revisions) {
+    for (const job of revision.jobs) {
+      seen.set(job.id, job);
+    }
+  }
+  return [...seen.values()].map(async (job) => {
+    // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
+    // deliveries would, until the cursor reaches the closed boundary.
+    for (let round = 0; round < 10; round++) {
+      const result = await check.check(job, dep.keyScope, logger);
+      if (result.checked < MAX_CHECK_SLOTS) {
+        return result;
+      }
+    }
+    return undefined;
+  });
+}
+
+/** What the store holds at the end: run records and their create times, job documents. */
+interface StoredDocuments {
+  readonly records: Map<string, Record<string, unknown>>;
+  readonly createTimes: Map<string, number>;
+  readonly jobDocuments: Map<string, Record<string, unknown>>;
+}
+
+/** Reads every run record (and, in memory, every job document) the history left. */
+async function storedDocuments(world: World): Promise<StoredDocuments> {
+  const { collection, memory } = world;
+  const stored: StoredDocuments = {
+    records: new Map(),
+    createTimes: new Map(),
+    jobDocuments: new Map(),
+  };
+  if (memory !== undefined) {
+    const jobState = jobStateCollection(collection);
+    for (const [path, doc] of memory.dump()) {
+      if (path.startsWith(`${jobState}/`)) {
+        stored.jobDocuments.set(path.slice(jobState.length + 1), doc.data);
+      }
+      if (!path.startsWith(`${collection}/`)) {
+        continue;
+      }
+      const id = path.slice(collection.length + 1);
+      stored.records.set(id, doc.data);
+      stored.createTimes.set(id, doc.createTime.toMillis());
+    }
+    return stored;
+  }
+  world.time.uninstall();
+  const snap = await world.store.collection(collection).get();
+  for (const doc of snap.docs) {
+    stored.records.set(doc.id, doc.data());
+    stored.createTimes.set(doc.id, doc.createTime.toMillis());
+  }
+  return stored;
+}
+
+/** Marks each execution whose completion landed, answered or not. */
+function noteLandedCompletions(world: World): void {
+  for (const exec of world.executions) {
+    if (world.completedAttempts.has(exec.attemptId)) {
+      exec.completionLanded = true;
+    }
+  }
+}
+
+/** What the played history left, for the invariants. */
+function outcomeOf(world: World, finalMs: number, stored: StoredDocuments): SimOutcome {
+  const { deployments } = world;
+  return {
+    history: world.history,
+    gaps: world.gaps,
+    emulator: world.db !== undefined,
+    startMs: world.startMs,
+    stopMs: world.stopMs,
+    finalMs,
+    executions: world.executions,
+    logs: world.logs,
+    answers: world.answers,
+    deliveries: world.deliveries,
+    operatorPauses: world.operatorPauses,
+    foreignWrites: world.foreignWrites,
+    leaseEnds: world.leaseEnds,
+    crashesAfterWrite: world.crashesAfterWrite,
+    foreignRecords: world.foreignRecords,
+    jobDocuments: stored.jobDocuments,
+    schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
+    firestoreTimeoutMs: world.firestoreTimeoutMs,
+    deployments: deployments.map((d) => ({
+      scope: d.scope,
+      keyScope: d.keyScope,
+      revisions: d.revisions.map((r) => ({ at: r.at, jobs: r.jobs })),
+    })),
+    records: stored.records,
+    createTimes: stored.createTimes,
+    errors: world.errors,
+    leaseMs: world.leaseMs,
+    forcedRunToleranceMs: configOf(world, '').forcedRunToleranceMs,
+  };
 }
 
 /**
