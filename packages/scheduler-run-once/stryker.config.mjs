@@ -53,7 +53,13 @@ export default {
   // The simulator's time is virtual: a mutant that runs 3× the clean run's time is looping.
   timeoutFactor: 3,
   timeoutMS: 20_000,
-  ignorePatterns: ['build', '.emulator', '.deploy', 'bench/results.json', 'reports'],
+  ignorePatterns: [
+    'build',
+    '.emulator',
+    '.deploy',
+    'bench/results.json',
+    'reports',
+  ],
   tempDirName: '.stryker-tmp',
   reporters: ['clear-text', 'progress', 'json', 'html'],
   jsonReporter: { fileName: 'reports/mutation/simulator.json' },

@@ -6,7 +6,10 @@
  * `npm run mutate:score` then prints both scores and what survived both.
  */
 
-import { SIMULATOR_REPORT, survivorRanges } from './scripts/mutation-survivors.ts';
+import {
+  SIMULATOR_REPORT,
+  survivorRanges,
+} from './scripts/mutation-survivors.ts';
 import base from './stryker.config.mjs';
 
 /**

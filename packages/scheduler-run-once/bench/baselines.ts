@@ -21,21 +21,40 @@ import {
   type Transaction,
 } from '@google-cloud/firestore';
 import { LedgerUnavailableError } from '../src/core/errors.ts';
-import type { Claim, ClaimResult, FenceResult, Ledger, LedgerOptions } from '../src/core/ledger.ts';
+import type {
+  Claim,
+  ClaimResult,
+  FenceResult,
+  Ledger,
+  LedgerOptions,
+} from '../src/core/ledger.ts';
 import type { NoteValue } from '../src/core/notes.ts';
-import type { GuardedWrite, RunDocumentsOptions } from '../src/core/run-documents.ts';
-import { type RunDetails, RunStatus, runRecordConverter } from '../src/core/run-record.ts';
+import type {
+  GuardedWrite,
+  RunDocumentsOptions,
+} from '../src/core/run-documents.ts';
+import {
+  type RunDetails,
+  RunStatus,
+  runRecordConverter,
+} from '../src/core/run-record.ts';
 
 type BaselineOptions = LedgerOptions & Omit<RunDocumentsOptions, 'timeoutMs'>;
 
 /** Firestore errors become `LedgerUnavailableError`, which `runOnce` answers `unavailable`. */
-async function unavailableOnError<T>(what: string, operation: () => Promise<T>): Promise<T> {
+async function unavailableOnError<T>(
+  what: string,
+  operation: () => Promise<T>,
+): Promise<T> {
   try {
     return await operation();
   } catch (err) {
-    throw new LedgerUnavailableError(`Firestore ${what} failed: ${(err as Error).message}`, {
-      cause: err,
-    });
+    throw new LedgerUnavailableError(
+      `Firestore ${what} failed: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
 }
 
@@ -96,7 +115,11 @@ function refuseGuard(guard: GuardedWrite | undefined): void {
  */
 export class LiteralPortLedger extends Baseline implements Ledger {
   /** Claim transaction: read; completed → duplicate; live lease → busy; else write the claim. */
-  claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
+  claim(
+    runId: string,
+    details: RunDetails = {},
+    guard?: GuardedWrite,
+  ): Promise<ClaimResult> {
     refuseGuard(guard);
     const ref = this.ref(runId);
     return unavailableOnError('claim transaction', () =>
@@ -114,11 +137,20 @@ export class LiteralPortLedger extends Baseline implements Ledger {
           return { state: 'in_progress', holder: undefined }; // the sample answers 409, no more
         }
         const attemptId = randomUUID();
-        tx.set(ref, { job_name: details.jobName ?? '', ...this.claimFields(attemptId, now) });
+        tx.set(ref, {
+          job_name: details.jobName ?? '',
+          ...this.claimFields(attemptId, now),
+        });
         const { leaseMs } = this.options;
         const leaseExpires = new Date(now + leaseMs);
         // The sample fences on attempt_id; fencingToken is unused.
-        const claim = { runId, attemptId, fencingToken: Timestamp.now(), leaseExpires, leaseMs };
+        const claim = {
+          runId,
+          attemptId,
+          fencingToken: Timestamp.now(),
+          leaseExpires,
+          leaseMs,
+        };
         return {
           state: 'claimed',
           claim: {
@@ -136,8 +168,11 @@ export class LiteralPortLedger extends Baseline implements Ledger {
   /** Lease transaction: if `attempt_id` is still ours, write a new lease from the instance clock. */
   async extend(claim: Claim): Promise<Claim | 'lease_lost'> {
     const leaseExpires = new Date(Date.now() + this.options.leaseMs);
-    const result = await this.#ifStillOurs('lease transaction', claim, (tx, ref) =>
-      tx.update(ref, { lease_expires: Timestamp.fromDate(leaseExpires) }),
+    const result = await this.#ifStillOurs(
+      'lease transaction',
+      claim,
+      (tx, ref) =>
+        tx.update(ref, { lease_expires: Timestamp.fromDate(leaseExpires) }),
     );
     return result === 'recorded' ? { ...claim, leaseExpires } : result;
   }
@@ -151,7 +186,9 @@ export class LiteralPortLedger extends Baseline implements Ledger {
 
   /** On a retryable failure: if `attempt_id` is still ours, delete the claim. */
   release(claim: Claim): Promise<FenceResult> {
-    return this.#ifStillOurs('release transaction', claim, (tx, ref) => tx.delete(ref));
+    return this.#ifStillOurs('release transaction', claim, (tx, ref) =>
+      tx.delete(ref),
+    );
   }
 
   #ifStillOurs(
@@ -174,25 +211,40 @@ export class LiteralPortLedger extends Baseline implements Ledger {
 
 /** (b) The floor: `create()` to claim (any existing record answers "in progress"), `update()` to complete. */
 export class FloorLedger extends Baseline implements Ledger {
-  async claim(runId: string, details: RunDetails = {}, guard?: GuardedWrite): Promise<ClaimResult> {
+  async claim(
+    runId: string,
+    details: RunDetails = {},
+    guard?: GuardedWrite,
+  ): Promise<ClaimResult> {
     refuseGuard(guard);
     const now = Date.now();
     const attemptId = randomUUID();
     const ALREADY_EXISTS = 6;
     const written = await this.ref(runId)
-      .create({ job_name: details.jobName ?? '', ...this.claimFields(attemptId, now) })
+      .create({
+        job_name: details.jobName ?? '',
+        ...this.claimFields(attemptId, now),
+      })
       .catch((err: { code?: number }) => {
         if (err.code === ALREADY_EXISTS) {
           return undefined;
         }
-        throw new LedgerUnavailableError(`Firestore claim failed: ${err}`, { cause: err });
+        throw new LedgerUnavailableError(`Firestore claim failed: ${err}`, {
+          cause: err,
+        });
       });
     if (written === undefined) {
       return { state: 'in_progress', holder: undefined };
     }
     const { leaseMs } = this.options;
     const leaseExpires = new Date(now + leaseMs);
-    const claim = { runId, attemptId, fencingToken: written.writeTime, leaseExpires, leaseMs };
+    const claim = {
+      runId,
+      attemptId,
+      fencingToken: written.writeTime,
+      leaseExpires,
+      leaseMs,
+    };
     return {
       state: 'claimed',
       claim: {
@@ -209,14 +261,18 @@ export class FloorLedger extends Baseline implements Ledger {
   async extend(claim: Claim): Promise<Claim> {
     const leaseExpires = new Date(Date.now() + this.options.leaseMs);
     await unavailableOnError('lease extension', () =>
-      this.ref(claim.runId).update({ lease_expires: Timestamp.fromDate(leaseExpires) }),
+      this.ref(claim.runId).update({
+        lease_expires: Timestamp.fromDate(leaseExpires),
+      }),
     );
     return { ...claim, leaseExpires };
   }
 
   async complete(claim: Claim): Promise<FenceResult> {
     const fields = this.completionFields();
-    await unavailableOnError('completion', () => this.ref(claim.runId).update(fields));
+    await unavailableOnError('completion', () =>
+      this.ref(claim.runId).update(fields),
+    );
     return 'recorded';
   }
 

@@ -10,7 +10,10 @@ export interface Summary {
 }
 
 function quantile(sorted: readonly number[], q: number): number {
-  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  const rank = Math.min(
+    sorted.length - 1,
+    Math.max(0, Math.ceil(q * sorted.length) - 1),
+  );
   return sorted[rank] ?? Number.NaN;
 }
 

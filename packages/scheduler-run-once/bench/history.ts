@@ -14,7 +14,10 @@ import { RunDocuments } from '../src/core/run-documents.ts';
 import { timestampOf } from '../src/core/run-record.ts';
 import { ROOT } from '../src/dev/local-processes.ts';
 import { readHistory } from '../src/ops/slot-history.ts';
-import { type DeclaredJob, validateJobs } from '../src/policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { RunHistory, slotRunId } from '../src/policy/run-history.ts';
@@ -55,14 +58,20 @@ function ledgerOn(db: Firestore, collection: string): RunLedger {
 }
 
 /** Writes a completed record for every slot but every 50th (a few missed, as in life). */
-async function seed(db: Firestore, collection: string, slots: readonly Date[]): Promise<void> {
+async function seed(
+  db: Firestore,
+  collection: string,
+  slots: readonly Date[],
+): Promise<void> {
   for (let i = 0; i < slots.length; i += 500) {
     const batch = db.batch();
     for (const [j, slot] of slots.slice(i, i + 500).entries()) {
       if ((i + j) % 50 === 49) {
         continue;
       }
-      const ref = db.collection(collection).doc(slotRunId('audit-five', slot, []));
+      const ref = db
+        .collection(collection)
+        .doc(slotRunId('audit-five', slot, []));
       batch.set(ref, {
         ...completionUpdate(timestampOf('2099-01-01T00:00:00Z')),
         attempt_id: 'bench',
@@ -89,7 +98,11 @@ export async function measureHistory(
     throw new Error('bench/fixtures/jobs-audit.ts declares no job');
   }
   const collection = freshCollection('audit');
-  const { slots } = slotsBetween(JOB, new Date(END.getTime() - days * DAY_MS), END);
+  const { slots } = slotsBetween(
+    JOB,
+    new Date(END.getTime() - days * DAY_MS),
+    END,
+  );
   await seed(db, collection, slots);
   const history = new RunHistory(ledgerOn(db, collection).documents);
   await readHistory(history, JOB, slots.slice(0, 10), []); // warm-up: the channel

@@ -10,7 +10,13 @@ import { runOnce } from '../src/core/run-once.ts';
 import type { RunDetails } from '../src/core/run-record.ts';
 import { freshCollection as sharedFreshCollection } from '../src/dev/local-processes.ts';
 import { FloorLedger, LiteralPortLedger } from './baselines.ts';
-import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
+import {
+  fire,
+  type Storm,
+  type Summary,
+  stormFigures,
+  summarise,
+} from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 
 /** The ledgers compared, by key. */
@@ -29,7 +35,11 @@ export const STORM_LEDGERS = {
 } as const;
 
 /** Lease and retention as deployed by default (300 s, 1 day); 10 s per Firestore call. */
-const SETTINGS = { leaseMs: 300_000, retentionMs: 86_400_000, timeoutMs: 10_000 };
+const SETTINGS = {
+  leaseMs: 300_000,
+  retentionMs: 86_400_000,
+  timeoutMs: 10_000,
+};
 
 /** A Firestore client of the emulator, or of the counting proxy, at `host`. */
 export function firestoreAt(host: string): Firestore {
@@ -53,7 +63,9 @@ function ledger(key: LedgerKey, db: Firestore, collection: string): Ledger {
   if (key === 'project') {
     return RunLedger.open(db, options);
   }
-  return key === 'literal' ? new LiteralPortLedger(db, options) : new FloorLedger(db, options);
+  return key === 'literal'
+    ? new LiteralPortLedger(db, options)
+    : new FloorLedger(db, options);
 }
 
 function details(_runId: string): RunDetails {
@@ -107,7 +119,9 @@ export async function measureLedgers(
   }));
   for (let i = -plan.warmup; i < plan.runs; i++) {
     for (let k = 0; k < keys.length; k++) {
-      const s = samples[(i + plan.warmup + k) % keys.length] as (typeof samples)[number];
+      const s = samples[
+        (i + plan.warmup + k) % keys.length
+      ] as (typeof samples)[number];
       const started = performance.now();
       await processRun(s.ledger, `${i}-${k}`);
       const processed = performance.now();
@@ -136,7 +150,9 @@ export async function measureLedgers(
       perRun: summarise(run),
       perDuplicate: summarise(dup),
       callsPerRun: await callsOf((i) => processRun(target, `${key}-${i}`)),
-      callsPerDuplicate: await callsOf((i) => duplicateOf(target, `${key}-${i}`)),
+      callsPerDuplicate: await callsOf((i) =>
+        duplicateOf(target, `${key}-${i}`),
+      ),
     };
   }
   return figures;
@@ -157,7 +173,10 @@ export async function stormInProcess(
     ledger(key === 'literal' ? 'literal' : 'project', viaCounter, collection),
   );
   const runId = randomUUID();
-  const options = { logger: pino({ level: 'silent' }), details: details(runId) };
+  const options = {
+    logger: pino({ level: 'silent' }),
+    details: details(runId),
+  };
   let executions = 0;
   const job = () => {
     executions++;
@@ -166,8 +185,15 @@ export async function stormInProcess(
   const answers = await fire(size, async (i) => {
     const ledger = instances[i % instances.length] as Ledger;
     const { outcome } = await runOnce(ledger, runId, job, options);
-    return { answer: outcome, error: outcome === 'unavailable' || outcome === 'failed' };
+    return {
+      answer: outcome,
+      error: outcome === 'unavailable' || outcome === 'failed',
+    };
   });
-  const storm = { where: 'in process', ledger: STORM_LEDGERS[key], executions } as const;
+  const storm = {
+    where: 'in process',
+    ledger: STORM_LEDGERS[key],
+    executions,
+  } as const;
   return stormFigures({ ...storm, calls: counter.calls() }, answers);
 }

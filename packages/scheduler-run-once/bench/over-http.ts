@@ -14,7 +14,13 @@ import {
   spawnGroup,
   waitForPort,
 } from '../src/dev/local-processes.ts';
-import { fire, type Storm, type Summary, stormFigures, summarise } from './figures.ts';
+import {
+  fire,
+  type Storm,
+  type Summary,
+  stormFigures,
+  summarise,
+} from './figures.ts';
 import type { WireCounter } from './wire-counter.ts';
 
 export { ROOT };
@@ -49,7 +55,12 @@ export async function startFunction(
 ): Promise<FunctionProcess> {
   const port = await freePort();
   const spawnedAt = performance.now();
-  const child = spawnFunction({ target, port, env, ...(source === undefined ? {} : { source }) });
+  const child = spawnFunction({
+    target,
+    port,
+    env,
+    ...(source === undefined ? {} : { source }),
+  });
   const stop = async () => {
     child.signalGroup('SIGKILL');
     await child.exited;
@@ -79,7 +90,9 @@ let clockTicks: number | undefined;
  */
 function cpuMsOf(pid: number | undefined): number {
   try {
-    clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+    clockTicks ??= Number(
+      execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim(),
+    );
     // The command name (field 2) is in parentheses and may hold spaces: count after its end.
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -112,9 +125,14 @@ const FINE_BASE_MS = Date.now() - 3_600_000;
  */
 function newRun(jobName: string) {
   const at =
-    jobName === 'bench' ? FIRST_SLOT_MS + 60_000 * slotSeq++ : FINE_BASE_MS + 10 * fineSeq++;
+    jobName === 'bench'
+      ? FIRST_SLOT_MS + 60_000 * slotSeq++
+      : FINE_BASE_MS + 10 * fineSeq++;
   const scheduleTime = new Date(at).toISOString();
-  return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
+  return {
+    'X-CloudScheduler-JobName': jobName,
+    'X-CloudScheduler-ScheduleTime': scheduleTime,
+  };
 }
 
 /**
@@ -122,10 +140,21 @@ function newRun(jobName: string) {
  *
  * @throws if no answer comes within `timeoutMs` (30 s unless given).
  */
-export async function deliver(url: string, headers = newRun('bench'), timeoutMs = 30_000) {
-  const res = await fetch(url, { method: 'POST', headers, signal: AbortSignal.timeout(timeoutMs) });
+export async function deliver(
+  url: string,
+  headers = newRun('bench'),
+  timeoutMs = 30_000,
+) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers,
+    signal: AbortSignal.timeout(timeoutMs),
+  });
   const body = await res.text();
-  return { status: res.status, outcome: /"outcome":"(\w+)"/.exec(body)?.[1] ?? body.slice(0, 20) };
+  return {
+    status: res.status,
+    outcome: /"outcome":"(\w+)"/.exec(body)?.[1] ?? body.slice(0, 20),
+  };
 }
 
 /** Fires `size` concurrent deliveries of one new run at `fn`, whose Firestore is behind `counter`. */
@@ -143,7 +172,11 @@ export async function stormOverHttp(
     return { answer: `${status} ${outcome}`, error: status >= 500 };
   });
   await new Promise((resolve) => setTimeout(resolve, 100)); // the last log lines through the pipe
-  const storm = { where: 'HTTP', ledger, executions: fn.jobStarts() - startsBefore } as const;
+  const storm = {
+    where: 'HTTP',
+    ledger,
+    executions: fn.jobStarts() - startsBefore,
+  } as const;
   return stormFigures({ ...storm, calls: counter.calls() }, answers);
 }
 
@@ -202,7 +235,14 @@ export async function measureThroughput(
     method: 'POST',
     connections: concurrency,
     duration: seconds,
-    requests: [{ setupRequest: (r) => ({ ...r, headers: { ...r.headers, ...newRun('load') } }) }],
+    requests: [
+      {
+        setupRequest: (r) => ({
+          ...r,
+          headers: { ...r.headers, ...newRun('load') },
+        }),
+      },
+    ],
   });
   return {
     fn: name,
@@ -265,13 +305,19 @@ export async function fillCompileCache(
     'require(process.argv[2]);',
     'm.flushCompileCache();',
   ].join(' ');
-  const child = spawnGroup(process.execPath, ['-e', fill, dir, join(ROOT, source)], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-  });
+  const child = spawnGroup(
+    process.execPath,
+    ['-e', fill, dir, join(ROOT, source)],
+    {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+    },
+  );
   await child.exited;
   if (child.exitCode !== 0) {
-    throw new Error(`filling the compile cache from ${source} failed:\n${child.output()}`);
+    throw new Error(
+      `filling the compile cache from ${source} failed:\n${child.output()}`,
+    );
   }
 }
 
@@ -283,7 +329,10 @@ export async function fillCompileCache(
  *
  * @throws if a first delivery is not answered 200, or a start without a `timeoutMs` fails.
  */
-export async function measureColdStarts(variants: readonly ColdStartVariant[], reps: number) {
+export async function measureColdStarts(
+  variants: readonly ColdStartVariant[],
+  reps: number,
+) {
   const samples = variants.map(() => ({
     listening: [] as number[],
     first200: [] as number[],
@@ -295,7 +344,11 @@ export async function measureColdStarts(variants: readonly ColdStartVariant[], r
       const index = (rep + k) % variants.length;
       const variant = variants[index] as ColdStartVariant;
       const sample = samples[index];
-      if (sample === undefined || sample.timedOut || rep >= (variant.starts ?? reps)) {
+      if (
+        sample === undefined ||
+        sample.timedOut ||
+        rep >= (variant.starts ?? reps)
+      ) {
         continue;
       }
       const started = await coldStart(variant);
@@ -322,7 +375,13 @@ export async function measureColdStarts(variants: readonly ColdStartVariant[], r
 export type ColdStart = Awaited<ReturnType<typeof measureColdStarts>>[number];
 
 /** One start of `variant` to its first 200, or `'timed out'` if it missed its `timeoutMs`. */
-async function coldStart({ key, target, source, env, timeoutMs }: ColdStartVariant) {
+async function coldStart({
+  key,
+  target,
+  source,
+  env,
+  timeoutMs,
+}: ColdStartVariant) {
   const bound = timeoutMs ?? 30_000;
   let fn: FunctionProcess;
   try {
@@ -335,20 +394,30 @@ async function coldStart({ key, target, source, env, timeoutMs }: ColdStartVaria
   }
   try {
     const elapsed = performance.now() - fn.spawnedAt;
-    const left = timeoutMs === undefined ? 30_000 : Math.max(1, Math.ceil(bound - elapsed));
-    const answer = await deliver(fn.url, undefined, left).catch((err: unknown) => {
-      if (timeoutMs === undefined || !(err instanceof Error && err.name === 'TimeoutError')) {
-        throw err;
-      }
-      return 'timed out' as const;
-    });
+    const left =
+      timeoutMs === undefined
+        ? 30_000
+        : Math.max(1, Math.ceil(bound - elapsed));
+    const answer = await deliver(fn.url, undefined, left).catch(
+      (err: unknown) => {
+        if (
+          timeoutMs === undefined ||
+          !(err instanceof Error && err.name === 'TimeoutError')
+        ) {
+          throw err;
+        }
+        return 'timed out' as const;
+      },
+    );
     if (answer === 'timed out') {
       return answer;
     }
     const first200 = performance.now() - fn.spawnedAt;
     const cpu = fn.cpuMs();
     if (answer.status !== 200) {
-      throw new Error(`${COLD_STARTS[key]}: first delivery got ${answer.status}\n${fn.output()}`);
+      throw new Error(
+        `${COLD_STARTS[key]}: first delivery got ${answer.status}\n${fn.output()}`,
+      );
     }
     return { listening: fn.listenMs, first200, cpu };
   } finally {

@@ -4,8 +4,18 @@
  */
 import type { Storm } from './figures.ts';
 import type { HistoryFigures } from './history.ts';
-import { LEDGERS, type LedgerFigures, type LedgerKey, STORM_LEDGERS } from './in-process.ts';
-import type { ColdStart, ColdStartKey, ProcessedRuns, Throughput } from './over-http.ts';
+import {
+  LEDGERS,
+  type LedgerFigures,
+  type LedgerKey,
+  STORM_LEDGERS,
+} from './in-process.ts';
+import type {
+  ColdStart,
+  ColdStartKey,
+  ProcessedRuns,
+  Throughput,
+} from './over-http.ts';
 
 /** Everything one run measured. */
 export interface Results {
@@ -20,12 +30,16 @@ export interface Results {
   readonly history: HistoryFigures;
 }
 
-const ms = (v: number) => (Number.isFinite(v) ? `${v < 10 ? v.toFixed(1) : v.toFixed(0)} ms` : '–');
+const ms = (v: number) =>
+  Number.isFinite(v) ? `${v < 10 ? v.toFixed(1) : v.toFixed(0)} ms` : '–';
 const times = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}x` : '–');
 const yes = (ok: boolean) => (ok ? 'yes' : 'no');
 
 /** The median ms from spawn to first 200 of one cold-start variant; NaN if it was not measured. */
-function coldStartMedian(coldStarts: readonly ColdStart[], key: ColdStartKey): number {
+function coldStartMedian(
+  coldStarts: readonly ColdStart[],
+  key: ColdStartKey,
+): number {
   return coldStarts.find((c) => c.key === key)?.first200.median ?? Number.NaN;
 }
 
@@ -92,7 +106,8 @@ function ledgerTargets({ project, floor }: Results['ledgers']): Target[] {
   const inProcess = project.perRun.median / floor.perRun.median;
   return [
     {
-      target: 'Firestore calls per processed run = the floor (2: create + update)',
+      target:
+        'Firestore calls per processed run = the floor (2: create + update)',
       measured: `${project.callsPerRun} (floor ${floor.callsPerRun})`,
       met: project.callsPerRun <= floor.callsPerRun,
     },
@@ -114,7 +129,9 @@ function ledgerTargets({ project, floor }: Results['ledgers']): Target[] {
 function httpRunTarget(httpRuns: Results['httpRuns']): Target {
   const [httpProject, httpFloor] = [httpRuns[0], httpRuns[1]];
   const http =
-    httpProject && httpFloor ? httpProject.perRun.median / httpFloor.perRun.median : Number.NaN;
+    httpProject && httpFloor
+      ? httpProject.perRun.median / httpFloor.perRun.median
+      : Number.NaN;
   return {
     target: `processed run over HTTP, no-op job, <= ${MAX_RATIO.httpRun}x the floor (create + update) side by side`,
     measured:
@@ -128,12 +145,20 @@ function httpRunTarget(httpRuns: Results['httpRuns']): Target {
 /** The 200-duplicate storm at the ledger in process (and, for the record, over 10 instances). */
 function stormTarget(storms: Results['storms'], floor: LedgerFigures): Target {
   const atLedger = storms.find(
-    (s) => s.where === 'in process' && s.ledger === LEDGERS.project && s.size === 200,
+    (s) =>
+      s.where === 'in process' &&
+      s.ledger === LEDGERS.project &&
+      s.size === 200,
   );
   const spread = storms.find(
-    (s) => s.where === 'in process' && s.ledger === STORM_LEDGERS.spread && s.size === 200,
+    (s) =>
+      s.where === 'in process' &&
+      s.ledger === STORM_LEDGERS.spread &&
+      s.size === 200,
   );
-  const stormRatio = atLedger ? atLedger.allAnsweredMs / floor.perRun.median : Number.NaN;
+  const stormRatio = atLedger
+    ? atLedger.allAnsweredMs / floor.perRun.median
+    : Number.NaN;
   return {
     target: `200-duplicate storm at the ledger: 0 errors, the floor's 2 calls, all answered <= ${MAX_RATIO.storm}x one floor run`,
     measured: atLedger
@@ -149,10 +174,13 @@ function stormTarget(storms: Results['storms'], floor: LedgerFigures): Target {
 
 /** Cold starts as deployed: against the floor, and with many declared jobs against one. */
 function coldStartTargets(coldStarts: Results['coldStarts']): Target[] {
-  const cold = coldStartMedian(coldStarts, 'projectCache') / coldStartMedian(coldStarts, 'floor');
+  const cold =
+    coldStartMedian(coldStarts, 'projectCache') /
+    coldStartMedian(coldStarts, 'floor');
   const many = coldStarts.find((c) => c.key === 'projectManyJobs');
   const manyRatio =
-    coldStartMedian(coldStarts, 'projectManyJobs') / coldStartMedian(coldStarts, 'projectCache');
+    coldStartMedian(coldStarts, 'projectManyJobs') /
+    coldStartMedian(coldStarts, 'projectCache');
   return [
     {
       target: `cold start as deployed <= ${MAX_RATIO.coldStart.toFixed(1)}x the floor (functions-framework + Firestore client + one create())`,
@@ -164,7 +192,9 @@ function coldStartTargets(coldStarts: Results['coldStarts']): Target[] {
       measured: many
         ? `${times(manyRatio)} (${ms(many.first200.median)} / ${ms(coldStartMedian(coldStarts, 'projectCache'))}; ${many.first200.n} starts${many.timedOutMs === undefined ? '' : `, then one with no 200 within ${many.timedOutMs / 1000} s`})`
         : 'not measured',
-      met: many?.timedOutMs === undefined && within(manyRatio, MAX_RATIO.manyJobsColdStart),
+      met:
+        many?.timedOutMs === undefined &&
+        within(manyRatio, MAX_RATIO.manyJobsColdStart),
     },
   ];
 }
@@ -192,25 +222,40 @@ function checkCallTargets(
         'Firestore calls per processed run with missed-run detection on = the floor in the steady state; a due run (once an hour) adds at most 3',
       measured: `${history.callsPerRun} (due: ${history.callsPerDueRun})`,
       met:
-        history.callsPerRun <= floor.callsPerRun && history.callsPerDueRun <= floor.callsPerRun + 3,
+        history.callsPerRun <= floor.callsPerRun &&
+        history.callsPerDueRun <= floor.callsPerRun + 3,
     },
   ];
 }
 
 /** A plain-text table: a title, then one column per entry of `columns` (header → cell). */
-function table<T>(title: string, rows: readonly T[], columns: Record<string, (row: T) => string>) {
+function table<T>(
+  title: string,
+  rows: readonly T[],
+  columns: Record<string, (row: T) => string>,
+) {
   if (rows.length === 0) {
     return '';
   }
-  const cells = [Object.keys(columns), ...rows.map((r) => Object.values(columns).map((c) => c(r)))];
-  const widths = cells[0]?.map((_, i) => Math.max(...cells.map((r) => r[i]?.length ?? 0))) ?? [];
+  const cells = [
+    Object.keys(columns),
+    ...rows.map((r) => Object.values(columns).map((c) => c(r))),
+  ];
+  const widths =
+    cells[0]?.map((_, i) => Math.max(...cells.map((r) => r[i]?.length ?? 0))) ??
+    [];
   const line = (r: readonly string[]) =>
     r
       .map((c, i) => c.padEnd(widths[i] ?? 0))
       .join(' | ')
       .trimEnd();
   const [header = [], ...body] = cells;
-  return [title, line(header), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line)]
+  return [
+    title,
+    line(header),
+    widths.map((w) => '-'.repeat(w)).join('-|-'),
+    ...body.map(line),
+  ]
     .join('\n')
     .concat('\n');
 }
@@ -225,11 +270,15 @@ export function render(r: Results, summary: string): string {
     historyTable(r),
     httpRunsTable(r),
     httpCallsTable(r),
-    table(`Targets: ratios to floors measured in this run (${summary})`, targets(r), {
-      target: (t) => t.target,
-      measured: (t) => t.measured,
-      met: (t) => yes(t.met),
-    }),
+    table(
+      `Targets: ratios to floors measured in this run (${summary})`,
+      targets(r),
+      {
+        target: (t) => t.target,
+        measured: (t) => t.measured,
+        met: (t) => yes(t.met),
+      },
+    ),
   ]
     .filter((t) => t !== '')
     .join('\n');
@@ -248,7 +297,8 @@ function ledgerTable(r: Results): string {
       'run vs project': ([, f]) => times(f.perRun.median / base.perRun.median),
       'dup median': ([, f]) => ms(f.perDuplicate.median),
       'dup p95': ([, f]) => ms(f.perDuplicate.p95),
-      'dup vs project': ([, f]) => times(f.perDuplicate.median / base.perDuplicate.median),
+      'dup vs project': ([, f]) =>
+        times(f.perDuplicate.median / base.perDuplicate.median),
       'Firestore calls per run': ([, f]) => `${f.callsPerRun}`,
       'per duplicate': ([, f]) => `${f.callsPerDuplicate}`,
     },
@@ -277,8 +327,9 @@ function stormTable(r: Results): string {
 /** HTTP throughput of one function process, against hello world's at the same concurrency. */
 function throughputTable(r: Results): string {
   const helloRate = (t: Throughput) =>
-    r.throughput.find((h) => h.fn === 'hello world' && h.concurrency === t.concurrency)
-      ?.runsPerSecond ?? Number.NaN;
+    r.throughput.find(
+      (h) => h.fn === 'hello world' && h.concurrency === t.concurrency,
+    )?.runsPerSecond ?? Number.NaN;
   return table(
     'HTTP throughput: new runs per second, one function process (autocannon)',
     r.throughput,
@@ -298,20 +349,28 @@ function throughputTable(r: Results): string {
 function coldStartTable(r: Results): string {
   const hello = coldStartMedian(r.coldStarts, 'hello');
   const floor = coldStartMedian(r.coldStarts, 'floor');
-  const floorCpu = r.coldStarts.find((c) => c.key === 'floor')?.cpu.median ?? Number.NaN;
-  return table('Cold start: spawn -> listening -> first 200 on a new run (medians)', r.coldStarts, {
-    function: (c) => c.label,
-    starts: (c) => `${c.first200.n}`,
-    listening: (c) => ms(c.listening.median),
-    'first 200 - listening': (c) => ms(c.first200.median - c.listening.median),
-    'first 200': (c) => ms(c.first200.median),
-    'vs hello': (c) => times(c.first200.median / hello),
-    'vs floor': (c) => times(c.first200.median / floor),
-    'CPU to first 200': (c) => ms(c.cpu.median),
-    'CPU vs floor': (c) => times(c.cpu.median / floorCpu),
-    missed: (c) =>
-      c.timedOutMs === undefined ? '' : `a start: no 200 in ${c.timedOutMs / 1000} s`,
-  });
+  const floorCpu =
+    r.coldStarts.find((c) => c.key === 'floor')?.cpu.median ?? Number.NaN;
+  return table(
+    'Cold start: spawn -> listening -> first 200 on a new run (medians)',
+    r.coldStarts,
+    {
+      function: (c) => c.label,
+      starts: (c) => `${c.first200.n}`,
+      listening: (c) => ms(c.listening.median),
+      'first 200 - listening': (c) =>
+        ms(c.first200.median - c.listening.median),
+      'first 200': (c) => ms(c.first200.median),
+      'vs hello': (c) => times(c.first200.median / hello),
+      'vs floor': (c) => times(c.first200.median / floor),
+      'CPU to first 200': (c) => ms(c.cpu.median),
+      'CPU vs floor': (c) => times(c.cpu.median / floorCpu),
+      missed: (c) =>
+        c.timedOutMs === undefined
+          ? ''
+          : `a start: no 200 in ${c.timedOutMs / 1000} s`,
+    },
+  );
 }
 
 /** The run history: `npm run runs` over days of a job, and the calls of the missed-run check. */
@@ -342,7 +401,8 @@ function httpRunsTable(r: Results): string {
       runs: (p) => `${p.perRun.n}`,
       median: (p) => ms(p.perRun.median),
       p95: (p) => ms(p.perRun.p95),
-      'vs floor': (p) => times(p.perRun.median / (r.httpRuns[1]?.perRun.median ?? Number.NaN)),
+      'vs floor': (p) =>
+        times(p.perRun.median / (r.httpRuns[1]?.perRun.median ?? Number.NaN)),
       errors: (p) => `${p.errors}`,
     },
   );

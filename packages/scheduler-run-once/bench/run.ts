@@ -13,7 +13,13 @@
  * to 127.0.0.1.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import type { Storm } from './figures.ts';
@@ -83,12 +89,15 @@ const PLAN = SMOKE
 
 const CLOCK_ZERO = performance.now();
 function progress(message: string): void {
-  console.error(`bench [${((performance.now() - CLOCK_ZERO) / 1000).toFixed(1)} s]: ${message}`);
+  console.error(
+    `bench [${((performance.now() - CLOCK_ZERO) / 1000).toFixed(1)} s]: ${message}`,
+  );
 }
 
 /** The machine, and the emulator's version where the gcloud apt package puts it. */
 function machine() {
-  const snapshot = '/usr/lib/google-cloud-sdk/.install/cloud-firestore-emulator.snapshot.json';
+  const snapshot =
+    '/usr/lib/google-cloud-sdk/.install/cloud-firestore-emulator.snapshot.json';
   const version = existsSync(snapshot)
     ? /"version_string": *"([^"]+)"/.exec(readFileSync(snapshot, 'utf8'))?.[1]
     : undefined;
@@ -97,7 +106,9 @@ function machine() {
     cpuModel: os.cpus()[0]?.model ?? 'unknown',
     memoryGiB: Math.round(os.totalmem() / 2 ** 30),
     node: process.version,
-    emulator: version ? `cloud-firestore-emulator ${version}` : process.env.FIRESTORE_EMULATOR_JAR,
+    emulator: version
+      ? `cloud-firestore-emulator ${version}`
+      : process.env.FIRESTORE_EMULATOR_JAR,
     loadAverage: os.loadavg().map((l) => Math.round(l * 10) / 10),
   };
 }
@@ -109,10 +120,14 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
     RUNS_COLLECTION: freshCollection('http'),
   };
   const fns = {
-    [LEDGERS.project]: await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
-      ...env,
-      BENCH_JOB_MS: '1000',
-    }),
+    [LEDGERS.project]: await startFunction(
+      'handleScheduledJob',
+      'bench/fixtures/noop.js',
+      {
+        ...env,
+        BENCH_JOB_MS: '1000',
+      },
+    ),
     [LEDGERS.literal]: await startFunction(
       'handleScheduledJob',
       'bench/fixtures/literal-port.ts',
@@ -125,7 +140,9 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
     for (const size of PLAN.stormSizes) {
       for (const [ledger, fn] of Object.entries(fns)) {
         storms.push(await stormOverHttp(fn, ledger, size, counter));
-        progress(`  HTTP, ${ledger}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`);
+        progress(
+          `  HTTP, ${ledger}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`,
+        );
       }
     }
     return storms;
@@ -142,7 +159,10 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
  */
 async function httpRuns(): Promise<ProcessedRuns[]> {
   // BENCH_JOB_SILENT: the no-op job writes no line of its own; the floor has no job at all.
-  const env = { RUNS_COLLECTION: freshCollection('http-runs'), BENCH_JOB_SILENT: '1' };
+  const env = {
+    RUNS_COLLECTION: freshCollection('http-runs'),
+    BENCH_JOB_SILENT: '1',
+  };
   const fns = [
     [
       'project (no-op job)',
@@ -172,11 +192,17 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
  *
  * @returns how many runs made each number of calls.
  */
-async function httpCalls(counter: WireCounter): Promise<Record<string, number>> {
-  const fn = await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
-    FIRESTORE_EMULATOR_HOST: counter.host,
-    RUNS_COLLECTION: freshCollection('http-calls'),
-  });
+async function httpCalls(
+  counter: WireCounter,
+): Promise<Record<string, number>> {
+  const fn = await startFunction(
+    'handleScheduledJob',
+    'bench/fixtures/noop.js',
+    {
+      FIRESTORE_EMULATOR_HOST: counter.host,
+      RUNS_COLLECTION: freshCollection('http-calls'),
+    },
+  );
   try {
     for (let i = 0; i < 70; i++) {
       await deliver(fn.url);
@@ -235,9 +261,17 @@ async function coldStarts(): Promise<ColdStart[]> {
   const caches = mkdtempSync(join(os.tmpdir(), 'bench-compile-cache-'));
   const cache = (name: string) => join(caches, name);
   const env = { RUNS_COLLECTION: freshCollection('coldstart') };
-  const floor = { target: 'firestoreCreate', source: 'bench/fixtures/firestore-create.js', env };
+  const floor = {
+    target: 'firestoreCreate',
+    source: 'bench/fixtures/firestore-create.js',
+    env,
+  };
   const oneJob = { ...env, BENCH_JOBS: '1' };
-  const project = { target: 'handleScheduledJob', source: 'bench/fixtures/noop.js', env: oneJob };
+  const project = {
+    target: 'handleScheduledJob',
+    source: 'bench/fixtures/noop.js',
+    env: oneJob,
+  };
   const { jobs, starts, timeoutMs } = PLAN.manyJobs;
   try {
     await fillCompileCache(cache('floor-platform'), floor.source, env);
@@ -284,7 +318,9 @@ async function coldStarts(): Promise<ColdStart[]> {
 async function main(): Promise<void> {
   const emulator = process.env.FIRESTORE_EMULATOR_HOST;
   if (!emulator) {
-    console.error('bench: FIRESTORE_EMULATOR_HOST is not set; run `npm run bench`.');
+    console.error(
+      'bench: FIRESTORE_EMULATOR_HOST is not set; run `npm run bench`.',
+    );
     process.exit(2);
   }
   if (!existsSync(join(ROOT, 'dist/index.js'))) {
@@ -301,7 +337,10 @@ async function main(): Promise<void> {
     const results = await measureAll(stores);
     reportResults(results, host);
   } finally {
-    await Promise.all([stores.direct.terminate(), stores.viaCounter.terminate()]);
+    await Promise.all([
+      stores.direct.terminate(),
+      stores.viaCounter.terminate(),
+    ]);
     counter.close();
   }
 }
@@ -316,9 +355,13 @@ interface BenchStores {
 /** Every measure of the plan, in order: ledgers, storms, HTTP runs and calls, throughput, cold starts, history. */
 async function measureAll(stores: BenchStores): Promise<Results> {
   const { direct, viaCounter, counter } = stores;
-  progress(`ledgers: ${PLAN.runs} runs and duplicates each, interleaved, then calls counted`);
+  progress(
+    `ledgers: ${PLAN.runs} runs and duplicates each, interleaved, then calls counted`,
+  );
   const ledgers = await measureLedgers(direct, viaCounter, counter, PLAN);
-  progress(`storms of ${PLAN.stormSizes.join(', ')} in process, then over HTTP`);
+  progress(
+    `storms of ${PLAN.stormSizes.join(', ')} in process, then over HTTP`,
+  );
   const storms = await inProcessStorms(stores);
   storms.push(...(await httpStorms(counter)));
   progress(
@@ -329,7 +372,9 @@ async function measureAll(stores: BenchStores): Promise<Results> {
   const calls = await httpCalls(counter);
   let rates: Results['throughput'] = [];
   if (!SMOKE) {
-    progress(`throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`);
+    progress(
+      `throughput at ${PLAN.concurrencies.join(', ')} connections, ${PLAN.seconds} s each`,
+    );
     rates = await throughput();
   }
   progress(
@@ -337,7 +382,9 @@ async function measureAll(stores: BenchStores): Promise<Results> {
   );
   const starts = await coldStarts();
   const days = SMOKE ? 1 : 30;
-  progress(`run history: an audit of ${days} days of a */5 job, and a run with its check`);
+  progress(
+    `run history: an audit of ${days} days of a */5 job, and a run with its check`,
+  );
   const history = await measureHistory(direct, viaCounter, counter, days);
   return {
     ledgers,
@@ -354,9 +401,15 @@ async function measureAll(stores: BenchStores): Promise<Results> {
 async function inProcessStorms(stores: BenchStores): Promise<Storm[]> {
   const storms: Storm[] = [];
   for (const size of PLAN.stormSizes) {
-    for (const key of Object.keys(STORM_LEDGERS) as (keyof typeof STORM_LEDGERS)[]) {
-      storms.push(await stormInProcess(key, size, stores.viaCounter, stores.counter));
-      progress(`  in process, ${key}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`);
+    for (const key of Object.keys(
+      STORM_LEDGERS,
+    ) as (keyof typeof STORM_LEDGERS)[]) {
+      storms.push(
+        await stormInProcess(key, size, stores.viaCounter, stores.counter),
+      );
+      progress(
+        `  in process, ${key}, ${size}: all answered in ${storms.at(-1)?.allAnsweredMs} ms`,
+      );
     }
   }
   return storms;
@@ -366,14 +419,20 @@ async function inProcessStorms(stores: BenchStores): Promise<Storm[]> {
  * Prints the results, writes them with the targets judged to results.json, and (not in a smoke
  * run) sets exit status 1 when a target is missed.
  */
-function reportResults(results: Results, host: ReturnType<typeof machine>): void {
+function reportResults(
+  results: Results,
+  host: ReturnType<typeof machine>,
+): void {
   const wallSeconds = Math.round((performance.now() - CLOCK_ZERO) / 100) / 10;
   const mode = SMOKE ? 'smoke' : 'full';
   const load = `load average ${host.loadAverage[0]} at the start, ${os.loadavg()[0]?.toFixed(1)} at the end`;
   console.log(render(results, `${mode} run, ${wallSeconds} s, ${load}`));
   const json = { mode, wallSeconds, machine: host, plan: PLAN, ...results };
   const judged = targets(results);
-  writeFileSync(OUT, `${JSON.stringify({ ...json, targets: judged }, null, 2)}\n`);
+  writeFileSync(
+    OUT,
+    `${JSON.stringify({ ...json, targets: judged }, null, 2)}\n`,
+  );
   progress(`wrote ${OUT}`);
   const missed = judged.filter((t) => !t.met);
   // A smoke run's few samples on a busy machine judge nothing: it only shows the bench runs.

@@ -19,7 +19,8 @@ export interface WireCounter {
 
 /** Starts the proxy in front of `upstream` (the emulator's `host:port`) on 127.0.0.1. */
 export async function startWireCounter(upstream: string): Promise<WireCounter> {
-  const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_FLAG_END_STREAM } = http2.constants;
+  const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_FLAG_END_STREAM } =
+    http2.constants;
   let calls = 0;
   const upstreams = new WeakMap<http2.Http2Session, http2.ClientHttp2Session>();
   const server = http2.createServer();
@@ -54,7 +55,9 @@ export async function startWireCounter(upstream: string): Promise<WireCounter> {
     up.on('trailers', (t) => {
       trailers = t;
     });
-    down.on('wantTrailers', () => (trailers ? down.sendTrailers(trailers) : down.close()));
+    down.on('wantTrailers', () =>
+      trailers ? down.sendTrailers(trailers) : down.close(),
+    );
     up.on('error', () => down.closed || down.close(NGHTTP2_INTERNAL_ERROR));
     down.on('error', () => undefined);
     down.on('close', () => up.closed || up.close(NGHTTP2_CANCEL));

@@ -34,7 +34,9 @@ function atLeast(version, minimum) {
   return true;
 }
 
-const packageJson = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8'));
+const packageJson = JSON.parse(
+  readFileSync(join(__dirname, '..', 'package.json'), 'utf8'),
+);
 const range = packageJson.engines?.node ?? '>=22.18';
 const minimum = range.replace(/^>=\s*/, '');
 

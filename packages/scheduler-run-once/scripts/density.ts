@@ -46,8 +46,18 @@ export const MODELS = [
     unbracedIfsPer1000: 0,
     ternariesPer1000: 4,
   },
-  { name: 'DBOS scheduler', tokensPerCodeLine: 7.0, unbracedIfsPer1000: 12, ternariesPer1000: 7 },
-  { name: 'graphile-worker', tokensPerCodeLine: 4.9, unbracedIfsPer1000: 0, ternariesPer1000: 12 },
+  {
+    name: 'DBOS scheduler',
+    tokensPerCodeLine: 7.0,
+    unbracedIfsPer1000: 12,
+    ternariesPer1000: 7,
+  },
+  {
+    name: 'graphile-worker',
+    tokensPerCodeLine: 4.9,
+    unbracedIfsPer1000: 0,
+    ternariesPer1000: 12,
+  },
 ] as const;
 
 /** What one file or folder measures. */
@@ -84,7 +94,11 @@ function walk(node: unknown, visit: (node: Node) => void): void {
     }
     return;
   }
-  if (node === null || typeof node !== 'object' || typeof (node as Node).type !== 'string') {
+  if (
+    node === null ||
+    typeof node !== 'object' ||
+    typeof (node as Node).type !== 'string'
+  ) {
     return;
   }
   visit(node as Node);
@@ -109,9 +123,14 @@ function isUnbraced(branch: Node | null | undefined): boolean {
 function codeLinesOf(tokens: readonly Node[]): Set<number> {
   const lines = new Set<number>();
   for (const token of tokens) {
-    const isComment = token.type === 'CommentLine' || token.type === 'CommentBlock';
+    const isComment =
+      token.type === 'CommentLine' || token.type === 'CommentBlock';
     if (!isComment && token.loc !== undefined) {
-      for (let line = token.loc.start.line; line <= token.loc.end.line; line++) {
+      for (
+        let line = token.loc.start.line;
+        line <= token.loc.end.line;
+        line++
+      ) {
         lines.add(line);
       }
     }
@@ -120,7 +139,11 @@ function codeLinesOf(tokens: readonly Node[]): Set<number> {
 }
 
 /** How many of `lines` lie from `first` to `last`, both included. */
-function countWithin(lines: ReadonlySet<number>, first: number, last: number): number {
+function countWithin(
+  lines: ReadonlySet<number>,
+  first: number,
+  last: number,
+): number {
   let count = 0;
   for (let line = first; line <= last; line++) {
     if (lines.has(line)) {
@@ -137,7 +160,9 @@ export function measure(code: string): Density {
     plugins: ['typescript'],
     tokens: true,
   }) as unknown as { tokens: Node[]; program: Node };
-  const tokens = file.tokens.filter((t) => t.type !== 'CommentLine' && t.type !== 'CommentBlock');
+  const tokens = file.tokens.filter(
+    (t) => t.type !== 'CommentLine' && t.type !== 'CommentBlock',
+  );
   const codeLines = codeLinesOf(tokens);
   let unbracedIfs = 0;
   let ternaries = 0;
@@ -149,7 +174,9 @@ export function measure(code: string): Density {
     } else if (node.type === 'ConditionalExpression') {
       ternaries += 1;
     } else if (FUNCTION_TYPES.has(node.type) && node.loc !== undefined) {
-      functionLines.push(countWithin(codeLines, node.loc.start.line, node.loc.end.line));
+      functionLines.push(
+        countWithin(codeLines, node.loc.start.line, node.loc.end.line),
+      );
     }
   });
   return {
@@ -176,7 +203,8 @@ function sum(measures: readonly Density[]): Density {
 
 /** Whether `file` is measured: TypeScript source, not a test file. */
 function isMeasured(file: string): boolean {
-  const isSource = file.endsWith('.ts') || file.endsWith('.cts') || file.endsWith('.mts');
+  const isSource =
+    file.endsWith('.ts') || file.endsWith('.cts') || file.endsWith('.mts');
   return isSource && !file.endsWith('.test.ts') && !file.endsWith('.d.ts');
 }
 
@@ -185,7 +213,10 @@ function isMeasured(file: string): boolean {
  * of FOLDERS nested in it, which have their own row.
  */
 function filesUnder(folder: string): string[] {
-  const entries = readdirSync(join(ROOT, folder), { recursive: true, encoding: 'utf8' });
+  const entries = readdirSync(join(ROOT, folder), {
+    recursive: true,
+    encoding: 'utf8',
+  });
   const nested = FOLDERS.filter((other) => other.startsWith(`${folder}/`));
   const isNested = (entry: string) =>
     nested.some((other) => join(folder, entry).startsWith(`${other}/`));
@@ -196,7 +227,8 @@ function filesUnder(folder: string): string[] {
 
 /** The figures a reader compares, from a measure. */
 export function figures(density: Density) {
-  const per1000 = (count: number) => (1000 * count) / Math.max(density.codeLines, 1);
+  const per1000 = (count: number) =>
+    (1000 * count) / Math.max(density.codeLines, 1);
   const sorted = [...density.functionLines].sort((a, b) => a - b);
   const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
   return {
@@ -207,17 +239,24 @@ export function figures(density: Density) {
     ternariesPer1000: per1000(density.ternaries),
     medianFunctionLines: median,
     longestFunctionLines: sorted.at(-1) ?? 0,
-    functionsOver60: sorted.filter((lines) => lines > TARGETS.longestFunctionLines).length,
+    functionsOver60: sorted.filter(
+      (lines) => lines > TARGETS.longestFunctionLines,
+    ).length,
   };
 }
 
 /** Each folder's measure, and the whole library's. */
 export function measureLibrary(): { folder: string; density: Density }[] {
   const rows = FOLDERS.map((folder) => {
-    const measures = filesUnder(folder).map((file) => measure(readFileSync(file, 'utf8')));
+    const measures = filesUnder(folder).map((file) =>
+      measure(readFileSync(file, 'utf8')),
+    );
     return { folder, density: sum(measures) };
   });
-  return [...rows, { folder: 'all', density: sum(rows.map((row) => row.density)) }];
+  return [
+    ...rows,
+    { folder: 'all', density: sum(rows.map((row) => row.density)) },
+  ];
 }
 
 /** The targets `all` misses, each as a sentence. */
@@ -296,7 +335,10 @@ if (import.meta.main) {
   });
   const rows = measureLibrary();
   if (values.json) {
-    const json = rows.map(({ folder, density }) => ({ folder, ...figures(density) }));
+    const json = rows.map(({ folder, density }) => ({
+      folder,
+      ...figures(density),
+    }));
     console.log(JSON.stringify(json, null, 2));
   } else {
     console.log(table(rows));
@@ -304,7 +346,9 @@ if (import.meta.main) {
   const all = rows.at(-1)?.density;
   const missed = all === undefined ? [] : missedTargets(all);
   if (values.check && missed.length > 0) {
-    console.error(`density: ${relative(process.cwd(), ROOT) || '.'} misses its targets:`);
+    console.error(
+      `density: ${relative(process.cwd(), ROOT) || '.'} misses its targets:`,
+    );
     for (const sentence of missed) {
       console.error(`  - ${sentence}`);
     }

@@ -94,7 +94,9 @@ export function sameMutant(a: Mutant, b: Mutant): boolean {
 
 /** `--mutate` ranges of every survivor in `reportPath`, without repeats. */
 export function survivorRanges(reportPath = SIMULATOR_REPORT): string[] {
-  return [...new Set(readMutants(reportPath).filter(isSurvivor).map(mutateRange))];
+  return [
+    ...new Set(readMutants(reportPath).filter(isSurvivor).map(mutateRange)),
+  ];
 }
 
 /** Stryker's mutation score, in percent: detected over detected plus undetected. */
@@ -105,12 +107,17 @@ export function mutationScore(detected: number, undetected: number): number {
 
 function describe(mutant: Mutant): string {
   const { line, column } = mutant.location.start;
-  const replacement = (mutant.replacement ?? '').replace(/\s+/g, ' ').slice(0, 80);
+  const replacement = (mutant.replacement ?? '')
+    .replace(/\s+/g, ' ')
+    .slice(0, 80);
   return `${mutant.file}:${line}:${column} ${mutant.mutatorName} → ${replacement}`;
 }
 
 /** The lines of `score`: both scores and the mutants that survived both runs. */
-export function scoreLines(first: Mutant[], second: Mutant[] | undefined): string[] {
+export function scoreLines(
+  first: Mutant[],
+  second: Mutant[] | undefined,
+): string[] {
   const detected = first.filter((m) => DETECTED.has(m.status)).length;
   const survivors = first.filter(isSurvivor);
   const lines = [
@@ -159,6 +166,9 @@ function main(argv: string[]): number {
 }
 
 // Run as a command, not when `stryker.survivors.config.mjs` imports it.
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === import.meta.filename) {
+if (
+  process.argv[1] !== undefined &&
+  resolve(process.argv[1]) === import.meta.filename
+) {
   process.exitCode = main(process.argv.slice(2));
 }

@@ -12,7 +12,11 @@
  * SIGKILL of this process leaves the emulator running.
  */
 import { spawn } from 'node:child_process';
-import { freePort, type GroupProcess, startFirestoreEmulator } from '../src/dev/local-processes.ts';
+import {
+  freePort,
+  type GroupProcess,
+  startFirestoreEmulator,
+} from '../src/dev/local-processes.ts';
 
 const READY_TIMEOUT_MS = 90_000;
 
@@ -28,7 +32,11 @@ function fail(message: string): never {
  */
 async function warmUp(emulatorHost: string): Promise<void> {
   const { Firestore } = await import('@google-cloud/firestore');
-  const db = new Firestore({ projectId: 'demo-warm-up', host: emulatorHost, ssl: false });
+  const db = new Firestore({
+    projectId: 'demo-warm-up',
+    host: emulatorHost,
+    ssl: false,
+  });
   const rounds = async () => {
     for (let i = 0; i < 5; i++) {
       const doc = db.collection('warm-up').doc(String(i));
@@ -40,7 +48,9 @@ async function warmUp(emulatorHost: string): Promise<void> {
   };
   const bound = new Promise((resolve) => setTimeout(resolve, 60_000).unref());
   await Promise.race([rounds(), bound]).catch((err: Error) =>
-    console.error(`with-emulator: warm-up failed (${err.message}); the tests will say more`),
+    console.error(
+      `with-emulator: warm-up failed (${err.message}); the tests will say more`,
+    ),
   );
   await db.terminate().catch(() => undefined);
 }
@@ -52,7 +62,8 @@ function stop(emulator: GroupProcess | undefined): void {
 }
 
 const separator = process.argv.indexOf('--');
-const [command, ...args] = separator === -1 ? [] : process.argv.slice(separator + 1);
+const [command, ...args] =
+  separator === -1 ? [] : process.argv.slice(separator + 1);
 if (command === undefined) {
   fail('usage: node scripts/with-emulator.ts -- <command> [args…]');
 }
@@ -62,8 +73,8 @@ let host = process.env.FIRESTORE_EMULATOR_HOST;
 if (!host) {
   const port = await freePort();
   host = `127.0.0.1:${port}`;
-  emulator = await startFirestoreEmulator(port, READY_TIMEOUT_MS).catch((err: Error) =>
-    fail(err.message),
+  emulator = await startFirestoreEmulator(port, READY_TIMEOUT_MS).catch(
+    (err: Error) => fail(err.message),
   );
   console.error(`with-emulator: Firestore emulator ready on ${host}`);
   await warmUp(host);
@@ -74,7 +85,8 @@ const child = spawn(command, args, {
   env: {
     ...process.env,
     FIRESTORE_EMULATOR_HOST: host,
-    GOOGLE_CLOUD_PROJECT: process.env.GOOGLE_CLOUD_PROJECT || 'demo-scheduler-run-once',
+    GOOGLE_CLOUD_PROJECT:
+      process.env.GOOGLE_CLOUD_PROJECT || 'demo-scheduler-run-once',
     METADATA_SERVER_DETECTION: process.env.METADATA_SERVER_DETECTION || 'none',
   },
 });

@@ -5,7 +5,13 @@
  */
 
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, type KeyObject, randomBytes, randomUUID, sign } from 'node:crypto';
+import {
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+  randomUUID,
+  sign,
+} from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -38,9 +44,11 @@ function idToken(
     exp: now + 3600,
     ...claims,
   });
-  const signature = sign('RSA-SHA256', Buffer.from(`${header}.${payload}`), key).toString(
-    'base64url',
-  );
+  const signature = sign(
+    'RSA-SHA256',
+    Buffer.from(`${header}.${payload}`),
+    key,
+  ).toString('base64url');
   return `${header}.${payload}.${signature}`;
 }
 
@@ -50,7 +58,9 @@ describe('AUTH_MODE=verify-oidc', () => {
   let missingCertsUrl: string;
 
   before(async () => {
-    const pem = googleKey.publicKey.export({ type: 'spki', format: 'pem' }).toString();
+    const pem = googleKey.publicKey
+      .export({ type: 'spki', format: 'pem' })
+      .toString();
     certs = createServer((req, res) => {
       if (req.url !== '/certs') {
         res.statusCode = 404;
@@ -101,16 +111,26 @@ describe('AUTH_MODE=verify-oidc', () => {
     });
 
     const missing = await authenticate(undefined);
-    const otherAudience = await authenticate(`Bearer ${idToken({ aud: 'https://other.run.app' })}`);
+    const otherAudience = await authenticate(
+      `Bearer ${idToken({ aud: 'https://other.run.app' })}`,
+    );
 
     assert.deepEqual(Object.keys(missing).sort(), ['message', 'ok', 'outcome']);
     assert.equal(missing.ok === false && missing.outcome, 'unauthenticated');
-    assert.equal(otherAudience.ok === false && otherAudience.outcome, 'forbidden');
+    assert.equal(
+      otherAudience.ok === false && otherAudience.outcome,
+      'forbidden',
+    );
   });
 
   const refused: [string, () => string | undefined, 401 | 403, RegExp][] = [
     ['no Authorization header', () => undefined, 401, /Authorization: Bearer/],
-    ['a Basic credential', () => 'Basic dXNlcjpwYXNz', 401, /Authorization: Bearer/],
+    [
+      'a Basic credential',
+      () => 'Basic dXNlcjpwYXNz',
+      401,
+      /Authorization: Bearer/,
+    ],
     [
       'a token signed by another key',
       () => `Bearer ${idToken({}, forgerKey.privateKey)}`,
@@ -143,7 +163,8 @@ describe('AUTH_MODE=verify-oidc', () => {
     ],
     [
       'a token of another caller',
-      () => `Bearer ${idToken({ email: 'intruder@demo-project.iam.gserviceaccount.com' })}`,
+      () =>
+        `Bearer ${idToken({ email: 'intruder@demo-project.iam.gserviceaccount.com' })}`,
       403,
       /not an allowed invoker/,
     ],
@@ -161,10 +182,15 @@ describe('AUTH_MODE=verify-oidc', () => {
 
       const res = await (value === undefined
         ? request.post('/').set(schedulerHeaders())
-        : request.post('/').set({ ...schedulerHeaders(), Authorization: value }));
+        : request
+            .post('/')
+            .set({ ...schedulerHeaders(), Authorization: value }));
 
       assert.equal(res.status, status);
-      assert.equal(res.body.outcome, status === 401 ? 'unauthenticated' : 'forbidden');
+      assert.equal(
+        res.body.outcome,
+        status === 401 ? 'unauthenticated' : 'forbidden',
+      );
       assert.match(res.body.message, message);
       if (status === 401) {
         assert.equal(res.headers['www-authenticate'], 'Bearer');
@@ -193,8 +219,16 @@ describe('AUTH_MODE=verify-oidc', () => {
         `${Buffer.from(`{${randomUUID()}`).toString('base64url')}.${idToken().split('.').slice(1).join('.')}`,
       /not an ID token/,
     ],
-    ['a forged token', () => idToken({ jti: randomUUID() }, forgerKey.privateKey), /not signed by/],
-    ['a tampered token', () => tamper(idToken({ jti: randomUUID() })), /not signed by/],
+    [
+      'a forged token',
+      () => idToken({ jti: randomUUID() }, forgerKey.privateKey),
+      /not signed by/,
+    ],
+    [
+      'a tampered token',
+      () => tamper(idToken({ jti: randomUUID() })),
+      /not signed by/,
+    ],
     [
       'a token signed with an unknown key id',
       () => withKeyId(idToken(), randomUUID()),
@@ -207,7 +241,8 @@ describe('AUTH_MODE=verify-oidc', () => {
     ],
     [
       'a token from another issuer',
-      () => idToken({ iss: `https://${randomUUID()}.example`, jti: randomUUID() }),
+      () =>
+        idToken({ iss: `https://${randomUUID()}.example`, jti: randomUUID() }),
       /not issued by Google/,
     ],
   ];
@@ -223,7 +258,11 @@ describe('AUTH_MODE=verify-oidc', () => {
       assert.deepEqual(echoedPieces(token, res, logs), []);
       assert.equal(res.status, 401);
       assert.match(res.body.message, message);
-      assert.equal(logs.lines().filter((line) => line.outcome === 'unauthenticated').length, 1);
+      assert.equal(
+        logs.lines().filter((line) => line.outcome === 'unauthenticated')
+          .length,
+        1,
+      );
     });
   }
 
@@ -237,7 +276,10 @@ describe('AUTH_MODE=verify-oidc', () => {
 
     assert.deepEqual(echoedPieces(token, res, logs), []);
     assert.equal(res.status, 401);
-    assert.match(res.body.message, /certificates could not be fetched\. Retry later/);
+    assert.match(
+      res.body.message,
+      /certificates could not be fetched\. Retry later/,
+    );
     assert.equal(calls.length, 0);
   });
 });
@@ -253,8 +295,9 @@ function echoedPieces(
   res: { text: string; headers: object },
   logs: { raw: () => string },
 ): string[] {
-  const runs = Array.from({ length: Math.max(1, token.length - PIECE_LENGTH + 1) }, (_, i) =>
-    token.slice(i, i + PIECE_LENGTH),
+  const runs = Array.from(
+    { length: Math.max(1, token.length - PIECE_LENGTH + 1) },
+    (_, i) => token.slice(i, i + PIECE_LENGTH),
   );
   const decoded = token
     .split('.')
@@ -269,8 +312,14 @@ function echoedPieces(
       return [];
     }
   });
-  const texts = [...decoded, ...claims].filter((text) => text.length >= PIECE_LENGTH);
-  const pieces = [...runs, ...texts, ...texts.map((text) => JSON.stringify(text).slice(1, -1))];
+  const texts = [...decoded, ...claims].filter(
+    (text) => text.length >= PIECE_LENGTH,
+  );
+  const pieces = [
+    ...runs,
+    ...texts,
+    ...texts.map((text) => JSON.stringify(text).slice(1, -1)),
+  ];
   const echoed = `${res.text}\n${JSON.stringify(res.headers)}\n${logs.raw()}`;
   return pieces.filter((piece) => echoed.includes(piece));
 }
@@ -284,7 +333,11 @@ function withKeyId(token: string, kid: string): string {
 
 /** Swaps the payload's email for another one, keeping the original signature. */
 function tamper(token: string): string {
-  const [header, payload, signature] = token.split('.') as [string, string, string];
+  const [header, payload, signature] = token.split('.') as [
+    string,
+    string,
+    string,
+  ];
   const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
   return `${header}.${base64url({ ...claims, email: 'someone-else@example.com' })}.${signature}`;
 }

@@ -11,10 +11,18 @@ import { LedgerUnavailableError } from '../src/core/errors.ts';
 import { checkFailures } from '../src/ops/format-runs.ts';
 import { readHistory } from '../src/ops/slot-history.ts';
 import { REPORT_UNCONFIRMED } from '../src/policy/final-failure.ts';
-import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
+import {
+  defineJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
-import { backoffMs, makesRetry, retryWindowMs } from '../src/policy/retry-policy.ts';
+import {
+  backoffMs,
+  makesRetry,
+  retryWindowMs,
+} from '../src/policy/retry-policy.ts';
 import { defineAuditJob, isAuditJob } from '../src/policy/run-audit.ts';
 import { slotRunId } from '../src/policy/run-history.ts';
 import { retentionProblems } from '../src/policy/schedule-time.ts';
@@ -30,13 +38,20 @@ import {
   slots,
 } from './fixtures/driven-deliveries.ts';
 import { jobs as starterJobs } from './fixtures/starter/src/jobs.ts';
-import { captureLogs, newLedger, schedulerHeaders, serveJobs } from './helpers.ts';
+import {
+  captureLogs,
+  newLedger,
+  schedulerHeaders,
+  serveJobs,
+} from './helpers.ts';
 
 const ON = { MISSED_RUN_CHECK: 'on' };
 
 /** The run audit as `src/jobs.ts` declares it (as shipped, if it was removed there). */
 const DECLARED_AUDIT = starterJobs.find((job) => isAuditJob(job));
-const AUDIT = DECLARED_AUDIT ?? defineAuditJob({ id: 'run-audit', schedule: '*/5 * * * *' });
+const AUDIT =
+  DECLARED_AUDIT ??
+  defineAuditJob({ id: 'run-audit', schedule: '*/5 * * * *' });
 
 function declare(...declarations: JobDeclaration[]) {
   return validateJobs(declarations);
@@ -57,10 +72,14 @@ function failingHourly(): JobDeclaration {
  * Scheduler's attempts of one slot, ms after it: the first at the slot, each retry its back-off
  * after a failure, until RetryConfig makes none (the job fails at once: an attempt takes no time).
  */
-function schedulerAttemptOffsets(job: Parameters<typeof makesRetry>[0]): number[] {
+function schedulerAttemptOffsets(
+  job: Parameters<typeof makesRetry>[0],
+): number[] {
   const attempts: number[] = [0];
   while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
-    attempts.push((attempts.at(-1) as number) + backoffMs(job, attempts.length - 1));
+    attempts.push(
+      (attempts.at(-1) as number) + backoffMs(job, attempts.length - 1),
+    );
   }
   return attempts;
 }
@@ -74,9 +93,17 @@ interface Delivery {
 }
 
 /** Delivers each in time order (the job's slot before the audit at the same time). */
-async function play(time: DrivenClock, deliveries: Delivery[], after?: () => void) {
+async function play(
+  time: DrivenClock,
+  deliveries: Delivery[],
+  after?: () => void,
+) {
   const sorted = deliveries
-    .map((d, i) => ({ ...d, when: d.when ?? new Date(d.slot.getTime() + 5000), i }))
+    .map((d, i) => ({
+      ...d,
+      when: d.when ?? new Date(d.slot.getTime() + 5000),
+      i,
+    }))
     .sort((a, b) => a.when.getTime() - b.when.getTime() || a.i - b.i);
   for (const d of sorted) {
     await deliverAt(d.fn, time, d.jobId, d.slot, d.when);
@@ -85,7 +112,11 @@ async function play(time: DrivenClock, deliveries: Delivery[], after?: () => voi
 }
 
 /** The audit's slots (every 5 minutes, as shipped) in [from, to) on `fn`. */
-function audits(fn: Served | ((i: number) => Served), from: Date, to: Date): Delivery[] {
+function audits(
+  fn: Served | ((i: number) => Served),
+  from: Date,
+  to: Date,
+): Delivery[] {
   return slots(from, to, 5).map((slot, i) => ({
     fn: typeof fn === 'function' ? fn(i) : fn,
     jobId: AUDIT.id,
@@ -93,7 +124,14 @@ function audits(fn: Served | ((i: number) => Served), from: Date, to: Date): Del
   }));
 }
 
-function every(fn: Served, jobId: string, from: Date, to: Date, step: number, skip: Date[] = []) {
+function every(
+  fn: Served,
+  jobId: string,
+  from: Date,
+  to: Date,
+  step: number,
+  skip: Date[] = [],
+) {
   const left = new Set(skip.map((d) => d.getTime()));
   return slots(from, to, step)
     .filter((slot) => !left.has(slot.getTime()))
@@ -137,14 +175,18 @@ function judgeByCommands(collection: string, now: Date, jobsModule: string) {
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
   it('declares the run audit every 5 minutes', {
     skip:
-      DECLARED_AUDIT === undefined && 'src/jobs.ts declares no run audit (yours, not as shipped)',
+      DECLARED_AUDIT === undefined &&
+      'src/jobs.ts declares no run audit (yours, not as shipped)',
   }, () => {
     assert.equal(DECLARED_AUDIT?.schedule, '*/5 * * * *');
   });
 
   it('reports a slot never delivered once, within 10 minutes of its retry window closing', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const never = at('12:05');
     let reportedAt: number | undefined;
@@ -162,10 +204,18 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       },
     );
 
-    assert.deepEqual(reportsOf(fn), [['missed run', never.toISOString(), 'five']]);
+    assert.deepEqual(reportsOf(fn), [
+      ['missed run', never.toISOString(), 'five'],
+    ]);
     const windowCloses = never.getTime() + retryWindowMs(jobs[0] as never);
-    assert.ok(reportedAt !== undefined && reportedAt >= windowCloses, 'never inside its window');
-    assert.ok(reportedAt - windowCloses <= 10 * MINUTE, `${(reportedAt - windowCloses) / 1000} s`);
+    assert.ok(
+      reportedAt !== undefined && reportedAt >= windowCloses,
+      'never inside its window',
+    );
+    assert.ok(
+      reportedAt - windowCloses <= 10 * MINUTE,
+      `${(reportedAt - windowCloses) / 1000} s`,
+    );
   });
 
   it('reports a final failure by its own attempt, once: the release write carries the report', async () => {
@@ -173,7 +223,11 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     const jobs = declare(failingHourly(), AUDIT);
     const job = jobs[0] as never;
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     const slot = at('12:00');
     const attempts = schedulerAttemptOffsets(job);
     const reportsAfter: number[] = [];
@@ -198,7 +252,9 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     assert.deepEqual(reportsOf(a, b), [
       ['run failed after retries', slot.toISOString(), 'failing'],
     ]);
-    const { record } = await a.ledger.documents.read(slotRunId('failing', slot, []));
+    const { record } = await a.ledger.documents.read(
+      slotRunId('failing', slot, []),
+    );
     assert.ok(record?.status === 'failed' && record.reportedAt !== undefined);
   });
 
@@ -212,26 +268,44 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     const unanswered = new Proxy(ledger, {
       get(target, key) {
         if (key === 'release' && lastAttempt) {
-          return () => Promise.reject(new LedgerUnavailableError('no answer to the release'));
+          return () =>
+            Promise.reject(
+              new LedgerUnavailableError('no answer to the release'),
+            );
         }
         const value = Reflect.get(target, key);
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const fn = serveJobs(jobs, { env: ON, ledger: unanswered, collection }, { clock: time.clock });
+    const fn = serveJobs(
+      jobs,
+      { env: ON, ledger: unanswered, collection },
+      { clock: time.clock },
+    );
     const slot = at('12:00');
     const attempts = schedulerAttemptOffsets(job);
 
     for (const [i, offset] of attempts.entries()) {
       lastAttempt = i === attempts.length - 1;
-      await deliverAt(fn, time, 'failing', slot, new Date(slot.getTime() + offset));
+      await deliverAt(
+        fn,
+        time,
+        'failing',
+        slot,
+        new Date(slot.getTime() + offset),
+      );
     }
 
     const messages = fn.logs.lines().map((l) => String(l.message));
     const report = messages.indexOf('run failed after retries');
     assert.ok(report >= 0, 'the last attempt logged its report');
-    assert.equal(messages.slice(report + 1).filter((m) => m === REPORT_UNCONFIRMED).length, 1);
-    const { record } = await fn.ledger.documents.read(slotRunId('failing', slot, []));
+    assert.equal(
+      messages.slice(report + 1).filter((m) => m === REPORT_UNCONFIRMED).length,
+      1,
+    );
+    const { record } = await fn.ledger.documents.read(
+      slotRunId('failing', slot, []),
+    );
     assert.ok(record?.status === 'in_progress', 'the report did not land');
   });
 
@@ -253,7 +327,10 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
     await play(
       time,
-      [{ fn, jobId: 'daily', slot: at('12:00') }, ...audits(fn, at('12:00'), at('14:00'))],
+      [
+        { fn, jobId: 'daily', slot: at('12:00') },
+        ...audits(fn, at('12:00'), at('14:00')),
+      ],
       () => {
         if (reportedAt === undefined && reportsOf(fn).length > 0) {
           reportedAt = time.now().getTime();
@@ -264,15 +341,25 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     assert.deepEqual(reportsOf(fn), [
       ['run failed after retries', at('12:00').toISOString(), 'daily'],
     ]);
-    const windowCloses = at('12:00').getTime() + retryWindowMs(jobs[0] as never);
-    assert.ok(reportedAt !== undefined && reportedAt - windowCloses <= 10 * MINUTE);
+    const windowCloses =
+      at('12:00').getTime() + retryWindowMs(jobs[0] as never);
+    assert.ok(
+      reportedAt !== undefined && reportedAt - windowCloses <= 10 * MINUTE,
+    );
   });
 
   it('reports each slot once across two instances checking at the same time', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     const never = [at('12:05'), at('12:40')];
     const missing = new Set(never.map((d) => d.getTime()));
 
@@ -283,8 +370,12 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       const answers = await Promise.all([
         missing.has(slot.getTime())
           ? Promise.resolve({ body: { outcome: 'processed' } })
-          : jobFn.request.post('/').set(schedulerHeaders('five', slot.toISOString())),
-        auditFn.request.post('/').set(schedulerHeaders(AUDIT.id, slot.toISOString())),
+          : jobFn.request
+              .post('/')
+              .set(schedulerHeaders('five', slot.toISOString())),
+        auditFn.request
+          .post('/')
+          .set(schedulerHeaders(AUDIT.id, slot.toISOString())),
       ]);
       assert.deepEqual(
         answers.map((r) => r.body.outcome),
@@ -311,7 +402,11 @@ describe('the attack on detection, finding by finding', () => {
       AUDIT,
     );
     const old = serveJobs(before, { env: ON }, { clock: time.clock });
-    const now = serveJobs(after, { env: ON, collection: old.collection }, { clock: time.clock });
+    const now = serveJobs(
+      after,
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
     const oddMissed = at('12:13');
     const evenMissed = at('13:00');
 
@@ -353,9 +448,9 @@ describe('the attack on detection, finding by finding', () => {
         timeout: 60_000,
       },
     );
-    const flagged = [...cli.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
-      (m) => m[1],
-    );
+    const flagged = [
+      ...cli.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g),
+    ].map((m) => m[1]);
     assert.ok(flagged.length > 0, cli.stderr);
     assert.deepEqual(
       flagged.filter((t) => Date.parse(t as string) >= at('12:25').getTime()),
@@ -366,10 +461,20 @@ describe('the attack on detection, finding by finding', () => {
 
   it('1b. reports no slot never scheduled when a rolling deploy flips two schedules past MAX_RULES', async () => {
     const time = drivenClock(at('12:00'));
-    const every2 = declare(defineJob({ id: 'j', schedule: '*/2 * * * *', run: () => {} }), AUDIT);
-    const every1 = declare(defineJob({ id: 'j', schedule: '* * * * *', run: () => {} }), AUDIT);
+    const every2 = declare(
+      defineJob({ id: 'j', schedule: '*/2 * * * *', run: () => {} }),
+      AUDIT,
+    );
+    const every1 = declare(
+      defineJob({ id: 'j', schedule: '* * * * *', run: () => {} }),
+      AUDIT,
+    );
     const a = serveJobs(every2, { env: ON }, { clock: time.clock });
-    const b = serveJobs(every1, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      every1,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     // Three hours on `*/2`, then 45 minutes of a rolling deploy: each 5 minutes the other
     // revision serves (and its audit checks), then `* * * * *` alone. Every slot is delivered.
     const flip = (i: number) => (i % 2 === 0 ? b : a);
@@ -403,12 +508,19 @@ describe('the attack on detection, finding by finding', () => {
       AUDIT,
     );
     const old = serveJobs(even, { env: ON }, { clock: time.clock });
-    const now = serveJobs(odd, { env: ON, collection: old.collection }, { clock: time.clock });
+    const now = serveJobs(
+      odd,
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
     // Before the old rule's last sighting (the 14:00 audit), closing after the deploy at 14:01:
     // the first check by the new rule starts at this slot.
     const missed = at('12:58');
     const closes = missed.getTime() + closedAfterMs(even[0] as never);
-    assert.ok(closes > at('14:00:05').getTime() && closes < at('14:01').getTime() + MINUTE);
+    assert.ok(
+      closes > at('14:00:05').getTime() &&
+        closes < at('14:01').getTime() + MINUTE,
+    );
 
     await play(time, [
       ...every(old, 'changing', at('12:00'), at('14:01'), 2, [missed]),
@@ -428,12 +540,18 @@ describe('the attack on detection, finding by finding', () => {
       ...audits(now, at('14:05'), at('14:40')),
     ]);
 
-    assert.deepEqual(reportsOf(old, now), [['missed run', missed.toISOString(), 'changing']]);
-    const flagged = [...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g)].map(
-      (m) => m[1],
-    );
+    assert.deepEqual(reportsOf(old, now), [
+      ['missed run', missed.toISOString(), 'changing'],
+    ]);
+    const flagged = [
+      ...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g),
+    ].map((m) => m[1]);
     assert.equal(check.status, 1, check.stderr);
-    assert.deepEqual(flagged, [missed.toISOString().replace('.000', '')], check.stderr);
+    assert.deepEqual(
+      flagged,
+      [missed.toISOString().replace('.000', '')],
+      check.stderr,
+    );
     assert.match(
       backfill.stderr,
       new RegExp(
@@ -444,24 +562,38 @@ describe('the attack on detection, finding by finding', () => {
 
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     const never = [at('12:05'), at('12:15')];
     // SIGKILL, as far as Firestore can tell: the write that moves the cursor past the missed slots
     // lands, and nothing of this instance reaches Firestore after it.
     let dead = false;
     const kill = <T extends object>(target: T, names: (keyof T)[]) => {
       for (const name of names) {
-        const real = (target[name] as (...args: unknown[]) => Promise<unknown>).bind(target);
-        (target as Record<keyof T, unknown>)[name] = async (...args: unknown[]) => {
+        const real = (
+          target[name] as (...args: unknown[]) => Promise<unknown>
+        ).bind(target);
+        (target as Record<keyof T, unknown>)[name] = async (
+          ...args: unknown[]
+        ) => {
           if (dead) {
             throw new Error('the instance is gone');
           }
           const result = await real(...args);
           const data = args[2] as { checked_before?: Timestamp } | undefined;
           const cursorPast = data?.checked_before?.toMillis() ?? 0;
-          if (String(name) !== 'getMany' && cursorPast > (never[1] as Date).getTime()) {
+          if (
+            String(name) !== 'getMany' &&
+            cursorPast > (never[1] as Date).getTime()
+          ) {
             dead = true;
             throw new Error('SIGKILL');
           }
@@ -476,7 +608,9 @@ describe('the attack on detection, finding by finding', () => {
       ...every(a, 'five', at('12:00'), at('14:00'), 5, never),
       ...audits(a, at('12:00'), at('14:00')),
     ];
-    for (const d of timeline.sort((x, y) => x.slot.getTime() - y.slot.getTime())) {
+    for (const d of timeline.sort(
+      (x, y) => x.slot.getTime() - y.slot.getTime(),
+    )) {
       // Once a is gone, b gets every delivery.
       await deliverAt(dead ? b : d.fn, time, d.jobId, d.slot);
     }
@@ -490,9 +624,16 @@ describe('the attack on detection, finding by finding', () => {
 
   it('2b. logs a report whose writer died between its write and its log line: the next check logs it, once', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     const never = at('12:05');
     // SIGKILL: the `missed` record lands, and nothing of this instance happens after it (no log
     // line reaches Cloud Logging, no other write reaches Firestore).
@@ -503,9 +644,20 @@ describe('the attack on detection, finding by finding', () => {
       linesBeforeDeath = a.logs.lines().length;
       throw new Error('SIGKILL');
     };
-    for (const target of [a.history, a.jobDocuments] as unknown as Record<string, unknown>[]) {
-      for (const name of ['getMany', 'markReported', 'acknowledgeReport', 'write', 'readData']) {
-        const real = target[name] as ((...args: unknown[]) => Promise<unknown>) | undefined;
+    for (const target of [a.history, a.jobDocuments] as unknown as Record<
+      string,
+      unknown
+    >[]) {
+      for (const name of [
+        'getMany',
+        'markReported',
+        'acknowledgeReport',
+        'write',
+        'readData',
+      ]) {
+        const real = target[name] as
+          | ((...args: unknown[]) => Promise<unknown>)
+          | undefined;
         if (real === undefined) {
           continue;
         }
@@ -522,13 +674,26 @@ describe('the attack on detection, finding by finding', () => {
       ...every(a, 'five', at('12:00'), at('14:00'), 5, [never]),
       ...audits(a, at('12:00'), at('14:00')),
     ];
-    for (const d of timeline.sort((x, y) => x.slot.getTime() - y.slot.getTime())) {
+    for (const d of timeline.sort(
+      (x, y) => x.slot.getTime() - y.slot.getTime(),
+    )) {
       // Once a is gone, b gets every delivery (the audit's retry among them).
-      await deliverAt(linesBeforeDeath === undefined ? d.fn : b, time, d.jobId, d.slot);
+      await deliverAt(
+        linesBeforeDeath === undefined ? d.fn : b,
+        time,
+        d.jobId,
+        d.slot,
+      );
     }
 
-    assert.ok(linesBeforeDeath !== undefined, 'the instance died after writing the report');
-    const seen = a.logs.lines().slice(0, linesBeforeDeath).concat(b.logs.lines());
+    assert.ok(
+      linesBeforeDeath !== undefined,
+      'the instance died after writing the report',
+    );
+    const seen = a.logs
+      .lines()
+      .slice(0, linesBeforeDeath)
+      .concat(b.logs.lines());
     const reports = seen.filter((l) => l.message === 'missed run');
     assert.deepEqual(
       reports.map((l) => [l.severity, l.slot, l.jobName]),
@@ -550,25 +715,45 @@ describe('the attack on detection, finding by finding', () => {
     const job = jobs[0] as never;
     const fn = serveJobs(jobs, { env: ON });
     let ahead = 0;
-    const clock = async () => new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
-    const check = new MissedRunCheck({ history: fn.history, jobDocuments: fn.jobDocuments, clock });
+    const clock = async () =>
+      new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
+    const check = new MissedRunCheck({
+      history: fn.history,
+      jobDocuments: fn.jobDocuments,
+      clock,
+    });
     const logs = captureLogs();
     // The one slot closed after the cursor; another check wrote its report and has not logged it.
     const now = await clock();
-    const slot = new Date(Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE);
+    const slot = new Date(
+      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
+    );
     await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
       checked_before: Timestamp.fromMillis(slot.getTime() - 1),
       run_seen: true,
     });
     const runId = slotRunId('quick', slot, []);
-    const details = { jobName: 'quick', scheduleTime: slot.toISOString(), keyScope: '' };
-    assert.notEqual(await fn.history.reportMissed(runId, details, 'other-check'), 'exists');
+    const details = {
+      jobName: 'quick',
+      scheduleTime: slot.toISOString(),
+      keyScope: '',
+    };
+    assert.notEqual(
+      await fn.history.reportMissed(runId, details, 'other-check'),
+      'exists',
+    );
     const cursor = async () => {
-      const { data } = await fn.jobDocuments.readData(checkDocumentId('quick', []));
+      const { data } = await fn.jobDocuments.readData(
+        checkDocumentId('quick', []),
+      );
       return (data?.checked_before as Timestamp | undefined)?.toMillis();
     };
     const lines = () =>
-      logs.lines().filter((l) => l.message === 'missed run' && l.slot === slot.toISOString());
+      logs
+        .lines()
+        .filter(
+          (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+        );
 
     await check.check(job, [], logs.logger);
     const young = { lines: lines().length, cursor: await cursor() };
@@ -576,13 +761,21 @@ describe('the attack on detection, finding by finding', () => {
     await check.check(job, [], logs.logger);
     await check.check(job, [], logs.logger);
 
-    assert.deepEqual(young, { lines: 0, cursor: slot.getTime() }, 'waits for its writer');
+    assert.deepEqual(
+      young,
+      { lines: 0, cursor: slot.getTime() },
+      'waits for its writer',
+    );
     assert.deepEqual(
       lines().map((l) => [l.slot, l.relogged, l.reporter]),
       [[slot.toISOString(), true, 'other-check']],
     );
     const { record } = await fn.ledger.documents.read(runId);
-    assert.equal(record?.status === 'missed' && record.reportedBy, 'other-check', 'acknowledged');
+    assert.equal(
+      record?.status === 'missed' && record.reportedBy,
+      'other-check',
+      'acknowledged',
+    );
   });
 
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
@@ -624,13 +817,25 @@ describe('the attack on detection, finding by finding', () => {
       checked_before: Timestamp.fromMillis(slot.getTime() - MINUTE),
       run_seen: false,
     });
-    assert.equal(await deliverAt(fn, time, 'delayed', slot, new Date()), 'failed');
-    assert.equal(await deliverAt(fn, time, 'delayed', slot, new Date()), 'failed');
+    assert.equal(
+      await deliverAt(fn, time, 'delayed', slot, new Date()),
+      'failed',
+    );
+    assert.equal(
+      await deliverAt(fn, time, 'delayed', slot, new Date()),
+      'failed',
+    );
     // Judged by its schedule time, it closed now; its last retry is still to come.
     time.set(new Date(slot.getTime() + closedAfterMs(job) + 5000));
     await check.check(job, [], logs.logger);
     assert.equal(
-      await deliverAt(fn, time, 'delayed', slot, new Date(slot.getTime() + 181_000)),
+      await deliverAt(
+        fn,
+        time,
+        'delayed',
+        slot,
+        new Date(slot.getTime() + 181_000),
+      ),
       'processed',
     );
     // Before the next slot, never delivered, closes.
@@ -641,31 +846,51 @@ describe('the attack on detection, finding by finding', () => {
       .lines()
       .filter((l) => /missed run|failed after retries/.test(String(l.message)));
     assert.deepEqual(reports, [], 'a completed run is never reported failed');
-    const { record } = await fn.ledger.documents.read(slotRunId('delayed', slot, []));
-    assert.ok(record?.status === 'completed' && record.reportedAt === undefined);
+    const { record } = await fn.ledger.documents.read(
+      slotRunId('delayed', slot, []),
+    );
+    assert.ok(
+      record?.status === 'completed' && record.reportedAt === undefined,
+    );
   });
 
   it('4. starts afresh, in one line, for a job declared again after days', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
     await play(time, [
       ...every(a, 'five', at('12:00'), at('13:30'), 5),
       ...audits(a, at('12:00'), at('13:30')),
     ]);
     // Three days without the job (another revision declared none), then it is declared again.
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     await play(time, [
       ...every(b, 'five', at('13:30', 3), at('14:00', 3), 5),
       ...audits(b, at('13:30', 3), at('14:00', 3)),
     ]);
 
-    assert.deepEqual(reportsOf(a, b), [], 'no flood of the days it was not declared');
+    assert.deepEqual(
+      reportsOf(a, b),
+      [],
+      'no flood of the days it was not declared',
+    );
     const said = b.logs
       .lines()
-      .filter((l) => l.jobName === 'five' && /starts afresh/.test(String(l.message)));
+      .filter(
+        (l) => l.jobName === 'five' && /starts afresh/.test(String(l.message)),
+      );
     assert.equal(said.length, 1);
-    assert.match(String(said[0]?.message), /npm run runs -- --job five --since \d+h/);
+    assert.match(
+      String(said[0]?.message),
+      /npm run runs -- --job five --since \d+h/,
+    );
     assert.equal(said[0]?.severity, 'WARNING');
   });
 
@@ -689,7 +914,9 @@ describe('the attack on detection, finding by finding', () => {
 
     await play(time, audits(fn, at('12:00'), at('14:30')));
 
-    assert.deepEqual(reportsOf(fn), [['run failed after retries', slot.toISOString(), 'crashed']]);
+    assert.deepEqual(reportsOf(fn), [
+      ['run failed after retries', slot.toISOString(), 'crashed'],
+    ]);
     const { rows } = await readHistory(fn.history, job, [slot], [], time.now());
     assert.equal(rows[0]?.state, 'failed');
     assert.deepEqual(
@@ -700,9 +927,13 @@ describe('the attack on detection, finding by finding', () => {
 
   it('6. refuses, loudly, a hand-edited cursor ahead of the closed boundary', async () => {
     const time = drivenClock(at('14:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const boundary = at('14:00').getTime() + 5000 - closedAfterMs(jobs[0] as never);
+    const boundary =
+      at('14:00').getTime() + 5000 - closedAfterMs(jobs[0] as never);
     await fn.jobDocuments.write(checkDocumentId('five', []), 'test', {
       checked_before: Timestamp.fromMillis(boundary + 20 * MINUTE), // between the boundary and now
       run_seen: true,
@@ -710,23 +941,42 @@ describe('the attack on detection, finding by finding', () => {
 
     await deliverAt(fn, time, AUDIT.id, at('14:00'));
 
-    const refused = fn.logs.lines().filter((l) => /cursor document holds/.test(String(l.message)));
+    const refused = fn.logs
+      .lines()
+      .filter((l) => /cursor document holds/.test(String(l.message)));
     assert.equal(refused.length, 1);
     assert.equal(refused[0]?.severity, 'ERROR');
   });
 
   it('6b. refuses a hand-edited cursor ahead of the job’s own boundary whatever its closed_after_ms, or whose rules no declaration takes; another revision’s closed_after_ms behind it is read', async () => {
     const time = drivenClock(at('14:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }), AUDIT);
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      AUDIT,
+    );
     const job = jobs[0] as never;
     const boundary = at('14:00').getTime() + 5000 - closedAfterMs(job);
     const rule = { schedule: '*/5 * * * *', time_zone: 'Etc/UTC' };
     const stored = [
       // A tiny closed_after_ms lets a cursor ahead of the job's own boundary pass for closed.
-      { checked_before: boundary + 20 * MINUTE, closed_after_ms: 1000, rules: [rule] },
-      { checked_before: boundary - 20 * MINUTE, closed_after_ms: -5, rules: [rule] },
-      { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, schedule: 'every 5 minutes' }] },
-      { checked_before: boundary - 20 * MINUTE, rules: [{ ...rule, time_zone: '+01:00' }] },
+      {
+        checked_before: boundary + 20 * MINUTE,
+        closed_after_ms: 1000,
+        rules: [rule],
+      },
+      {
+        checked_before: boundary - 20 * MINUTE,
+        closed_after_ms: -5,
+        rules: [rule],
+      },
+      {
+        checked_before: boundary - 20 * MINUTE,
+        rules: [{ ...rule, schedule: 'every 5 minutes' }],
+      },
+      {
+        checked_before: boundary - 20 * MINUTE,
+        rules: [{ ...rule, time_zone: '+01:00' }],
+      },
     ];
     for (const [i, cursor] of stored.entries()) {
       const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
@@ -755,7 +1005,9 @@ describe('the attack on detection, finding by finding', () => {
       seen_at: Timestamp.fromMillis(boundary - 20 * MINUTE),
     });
     await deliverAt(fn, time, AUDIT.id, at('14:00'));
-    const lines = fn.logs.lines().filter((l) => /cursor document holds/.test(String(l.message)));
+    const lines = fn.logs
+      .lines()
+      .filter((l) => /cursor document holds/.test(String(l.message)));
     assert.deepEqual(lines, []);
   });
 

@@ -16,7 +16,9 @@ import { schedulerHeaders, serveJobs } from './helpers.ts';
 const MINUTE = 60_000;
 
 /** A daily job whose slot is about four minutes after the real time, and that slot. */
-function dailyJobSoon(settings: { retryCount?: number; maxRetryDurationSeconds?: number } = {}) {
+function dailyJobSoon(
+  settings: { retryCount?: number; maxRetryDurationSeconds?: number } = {},
+) {
   const slot = new Date(Math.ceil(Date.now() / MINUTE) * MINUTE + 4 * MINUTE);
   const calls: JobContext[] = [];
   const jobs = validateJobs([
@@ -57,14 +59,22 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
         [200, 'processed'],
       ],
     );
-    const name = { jobName: 'nightly-report', scheduleTime: toUtcRfc3339(slot), scope: [] };
+    const name = {
+      jobName: 'nightly-report',
+      scheduleTime: toUtcRfc3339(slot),
+      scope: [],
+    };
     assert.equal(
       first.body.runId,
       computeRunId(name, ['forced']),
       'the forced run of the next slot',
     );
     assert.equal(second.body.runId, first.body.runId);
-    assert.equal(scheduled.body.runId, computeRunId(name), 'the slot keeps its own run');
+    assert.equal(
+      scheduled.body.runId,
+      computeRunId(name),
+      'the slot keeps its own run',
+    );
     assert.deepEqual(
       calls.map((c) => [c.kind, c.scheduleTime.toISOString()]),
       [
@@ -72,7 +82,10 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
         ['slot', slot.toISOString()],
       ],
     );
-    assert.match(first.body.message, /^Forced run without X-CloudScheduler-ScheduleTime/);
+    assert.match(
+      first.body.message,
+      /^Forced run without X-CloudScheduler-ScheduleTime/,
+    );
     const line = logs
       .lines()
       .find((l) => l.runId === first.body.runId && l.outcome === 'processed');
@@ -156,7 +169,10 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
 
   it('is a new forced run, of the next slot, once the last one’s retry window has passed', async () => {
     // No retries (both limits 0, as Scheduler retries until both are reached): a window of one attempt deadline, 180 s.
-    const { jobs, slot } = dailyJobSoon({ retryCount: 0, maxRetryDurationSeconds: 0 });
+    const { jobs, slot } = dailyJobSoon({
+      retryCount: 0,
+      maxRetryDurationSeconds: 0,
+    });
     let now = at(slot, -4 * MINUTE);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
@@ -171,7 +187,10 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     const next = toUtcRfc3339(at(slot, 24 * 60 * MINUTE));
     assert.equal(
       later.body.runId,
-      computeRunId({ jobName: 'nightly-report', scheduleTime: next, scope: [] }, ['forced']),
+      computeRunId(
+        { jobName: 'nightly-report', scheduleTime: next, scope: [] },
+        ['forced'],
+      ),
     );
   });
 
@@ -179,12 +198,17 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     const { jobs, calls } = dailyJobSoon();
     const { request } = serveJobs(jobs);
 
-    const res = await request.post('/').set({ 'X-CloudScheduler-JobName': 'groc-job' });
+    const res = await request
+      .post('/')
+      .set({ 'X-CloudScheduler-JobName': 'groc-job' });
 
     assert.equal(res.status, 400);
     assert.equal(res.body.outcome, 'invalid_request');
     assert.match(res.body.message, /no job "groc-job" is declared/);
-    assert.match(res.body.message, /App Engine-style schedules \("every 5 minutes"\) send none/);
+    assert.match(
+      res.body.message,
+      /App Engine-style schedules \("every 5 minutes"\) send none/,
+    );
     assert.equal(calls.length, 0);
   });
 
@@ -192,9 +216,11 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     const { jobs, calls } = dailyJobSoon();
     const { request } = serveJobs(jobs);
 
-    const res = await request
-      .post('/')
-      .set({ ...FORCE_RUN, 'X-Run-Once-Mode': 'manual', 'X-Run-Once-Trigger-Id': randomUUID() });
+    const res = await request.post('/').set({
+      ...FORCE_RUN,
+      'X-Run-Once-Mode': 'manual',
+      'X-Run-Once-Trigger-Id': randomUUID(),
+    });
 
     assert.equal(res.status, 400);
     assert.match(res.body.message, /npm run trigger -- JOB/);

@@ -43,7 +43,10 @@ describe('handleScheduledJob', () => {
     const record = await storedRecord(collection, res.body.runId);
     assert.equal(record.status, 'completed');
     assert.equal(record.job_name, 'nightly-report');
-    assert.equal(record.schedule_time.toDate().toISOString(), new Date(PAST_NOON_MS).toISOString());
+    assert.equal(
+      record.schedule_time.toDate().toISOString(),
+      new Date(PAST_NOON_MS).toISOString(),
+    );
   });
 
   it('lets a job replace its ctx.logger with a child (a plain-JS job can assign it)', async () => {
@@ -69,7 +72,10 @@ describe('handleScheduledJob', () => {
 
     assert.equal(res.status, 200);
     assert.equal(res.body.outcome, 'duplicate');
-    assert.match(res.body.message, /already completed at .*; the job was not run again/);
+    assert.match(
+      res.body.message,
+      /already completed at .*; the job was not run again/,
+    );
     assert.equal(calls.length, 1);
   });
 
@@ -94,7 +100,11 @@ describe('handleScheduledJob', () => {
     const first = request.post('/').set(schedulerHeaders());
     const firstDone = first.then((r) => r);
     await until(() => calls.length === 1);
-    assert.equal((await documents(collection)).size, 1, 'claimed before the job started');
+    assert.equal(
+      (await documents(collection)).size,
+      1,
+      'claimed before the job started',
+    );
     const retry = await request.post('/').set(schedulerHeaders());
     const done = await firstDone;
     const late = await request.post('/').set(schedulerHeaders());
@@ -120,7 +130,9 @@ describe('handleScheduledJob', () => {
       let executions = 0;
       const { request, collection } = serve((ctx) => {
         executions++;
-        return executions === 1 ? failure() : ctx.logger.info('second try works');
+        return executions === 1
+          ? failure()
+          : ctx.logger.info('second try works');
       });
 
       const failed = await request.post('/').set(schedulerHeaders());
@@ -129,8 +141,15 @@ describe('handleScheduledJob', () => {
 
       assert.equal(failed.status, 500);
       assert.equal(failed.body.outcome, 'failed');
-      assert.match(failed.body.message, /downstream said no.*claim is released/);
-      assert.equal(afterFailure.status, 'failed', 'the failure is kept, not deleted');
+      assert.match(
+        failed.body.message,
+        /downstream said no.*claim is released/,
+      );
+      assert.equal(
+        afterFailure.status,
+        'failed',
+        'the failure is kept, not deleted',
+      );
       assert.equal(afterFailure.last_error, 'downstream said no');
       assert.equal(afterFailure.attempts, 1);
       assert.equal(retried.status, 200);
@@ -163,7 +182,11 @@ describe('handleScheduledJob', () => {
       /^The job failed \(job failed on execution 1\); the claim is released/,
     );
     const logged = production.logs.lines().find((l) => l.outcome === 'failed');
-    assert.match(JSON.stringify(logged), /job failed on execution 1/, 'the log keeps the error');
+    assert.match(
+      JSON.stringify(logged),
+      /job failed on execution 1/,
+      'the log keeps the error',
+    );
   });
 
   it('runs 50 concurrent identical deliveries exactly once', async () => {
@@ -171,14 +194,18 @@ describe('handleScheduledJob', () => {
     const { request } = serve(job);
 
     const responses = await Promise.all(
-      Array.from({ length: 50 }, () => request.post('/').set(schedulerHeaders())),
+      Array.from({ length: 50 }, () =>
+        request.post('/').set(schedulerHeaders()),
+      ),
     );
 
     assert.equal(calls.length, 1);
     const outcomes = responses.map((r) => `${r.status} ${r.body.outcome}`);
     assert.equal(outcomes.filter((o) => o === '200 processed').length, 1);
     assert.ok(
-      outcomes.every((o) => ['200 processed', '200 duplicate', '409 in_progress'].includes(o)),
+      outcomes.every((o) =>
+        ['200 processed', '200 duplicate', '409 in_progress'].includes(o),
+      ),
       outcomes.join(', '),
     );
   });
@@ -193,16 +220,36 @@ describe('handleScheduledJob', () => {
     ['an empty JobName', schedulerHeaders(''), /JobName is empty/],
     ['a JobName with a slash', schedulerHeaders('a/b'), /not a job id/],
     ['a JobName with a dot', schedulerHeaders('a.b'), /not a job id/],
-    ['a JobName of 501 characters', schedulerHeaders('j'.repeat(501)), /not a job id/],
+    [
+      'a JobName of 501 characters',
+      schedulerHeaders('j'.repeat(501)),
+      /not a job id/,
+    ],
     [
       'a ScheduleTime without offset',
       schedulerHeaders('j', PAST_NOON.replace('Z', '')),
       /not an RFC 3339/,
     ],
-    ['an impossible date', schedulerHeaders('j', '2026-02-30T12:00:00Z'), /not a real instant/],
-    ['a leap second', schedulerHeaders('j', '2016-12-31T23:59:60Z'), /not a real instant/],
-    ['year 0000', schedulerHeaders('j', '0000-01-01T00:00:00Z'), /not a real instant/],
-    ['trailing junk', schedulerHeaders('j', `${PAST_NOON}junk`), /not an RFC 3339/],
+    [
+      'an impossible date',
+      schedulerHeaders('j', '2026-02-30T12:00:00Z'),
+      /not a real instant/,
+    ],
+    [
+      'a leap second',
+      schedulerHeaders('j', '2016-12-31T23:59:60Z'),
+      /not a real instant/,
+    ],
+    [
+      'year 0000',
+      schedulerHeaders('j', '0000-01-01T00:00:00Z'),
+      /not a real instant/,
+    ],
+    [
+      'trailing junk',
+      schedulerHeaders('j', `${PAST_NOON}junk`),
+      /not an RFC 3339/,
+    ],
     ['an epoch number', schedulerHeaders('j', '1792152000'), /not an RFC 3339/],
     [
       'an oversized ScheduleTime',
@@ -247,9 +294,15 @@ describe('handleScheduledJob', () => {
     const { job, calls } = countingJob();
     const { request } = serve(job, { env: { RUN_KEY_SCOPE_HEADERS: 'X-Env' } });
 
-    const prod = await request.post('/').set({ ...schedulerHeaders(), 'X-Env': 'prod' });
-    const staging = await request.post('/').set({ ...schedulerHeaders(), 'x-env': 'staging' });
-    const prodAgain = await request.post('/').set({ ...schedulerHeaders(), 'X-ENV': 'prod' });
+    const prod = await request
+      .post('/')
+      .set({ ...schedulerHeaders(), 'X-Env': 'prod' });
+    const staging = await request
+      .post('/')
+      .set({ ...schedulerHeaders(), 'x-env': 'staging' });
+    const prodAgain = await request
+      .post('/')
+      .set({ ...schedulerHeaders(), 'X-ENV': 'prod' });
     const unscoped = await request.post('/').set(schedulerHeaders());
 
     assert.deepEqual(
@@ -264,22 +317,33 @@ describe('handleScheduledJob', () => {
 
   it('keys runs by the scope query parameters', async () => {
     const { job, calls } = countingJob();
-    const { request } = serve(job, { env: { RUN_KEY_SCOPE_PARAMS: 'project,location' } });
+    const { request } = serve(job, {
+      env: { RUN_KEY_SCOPE_PARAMS: 'project,location' },
+    });
 
-    const a = await request.post('/?project=p1&location=us-central1').set(schedulerHeaders());
-    const b = await request.post('/?project=p2&location=us-central1').set(schedulerHeaders());
+    const a = await request
+      .post('/?project=p1&location=us-central1')
+      .set(schedulerHeaders());
+    const b = await request
+      .post('/?project=p2&location=us-central1')
+      .set(schedulerHeaders());
     const repeated = await request
       .post('/?project=p1&project=p2&location=x')
       .set(schedulerHeaders());
 
-    assert.deepEqual([a.body.outcome, b.body.outcome], ['processed', 'processed']);
+    assert.deepEqual(
+      [a.body.outcome, b.body.outcome],
+      ['processed', 'processed'],
+    );
     assert.equal(repeated.status, 400);
     assert.equal(calls.length, 2);
   });
 
   it('answers 200 and logs an error when the job succeeded but completion cannot be recorded', async () => {
     const { ledger: seed, collection } = newLedger();
-    const db = hookedFirestore({ update: async () => Promise.reject(grpcError(14)) });
+    const db = hookedFirestore({
+      update: async () => Promise.reject(grpcError(14)),
+    });
     const { ledger } = newLedger({ collection }, db);
     const { job, calls } = countingJob();
     const { request, logs } = serve(job, { ledger, collection });
@@ -290,9 +354,16 @@ describe('handleScheduledJob', () => {
     assert.equal(res.body.outcome, 'processed');
     assert.match(res.body.message, /did not record its completion/);
     assert.equal(calls.length, 1);
-    assert.equal((await seed.documents.read(res.body.runId)).record?.status, 'in_progress');
+    assert.equal(
+      (await seed.documents.read(res.body.runId)).record?.status,
+      'in_progress',
+    );
     const errors = logs.lines().filter((l) => l.severity === 'ERROR');
-    assert.ok(errors.some((l) => String(l.message).includes('completion could not be recorded')));
+    assert.ok(
+      errors.some((l) =>
+        String(l.message).includes('completion could not be recorded'),
+      ),
+    );
   });
 
   it('says what a retry meets after a release Firestore never recorded: this instance runs it at once', async () => {
@@ -302,7 +373,10 @@ describe('handleScheduledJob', () => {
         if (releaseFails) {
           return Promise.reject(grpcError(14, 'UNAVAILABLE: injected'));
         }
-        return (real.update as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+        return (real.update as (...a: unknown[]) => Promise<unknown>).apply(
+          real,
+          args,
+        );
       },
     });
     const { ledger, collection } = newLedger({ timeoutMs: 300 }, db);
@@ -315,9 +389,16 @@ describe('handleScheduledJob', () => {
     const retry = await request.post('/').set(headers);
 
     assert.equal(first.body.outcome, 'failed');
-    assert.equal(retry.body.outcome, 'processed', 'a retry on this instance ran at once');
+    assert.equal(
+      retry.body.outcome,
+      'processed',
+      'a retry on this instance ran at once',
+    );
     assert.equal(calls.length, 2);
-    assert.match(first.body.message, /a retry reaching this instance runs it at once/);
+    assert.match(
+      first.body.message,
+      /a retry reaching this instance runs it at once/,
+    );
   });
 
   it('answers 500 unavailable without running the job when Firestore does not answer', async () => {
@@ -330,7 +411,10 @@ describe('handleScheduledJob', () => {
 
     assert.equal(res.status, 500);
     assert.equal(res.body.outcome, 'unavailable');
-    assert.match(res.body.message, /Firestore is unavailable.*the job was not run/);
+    assert.match(
+      res.body.message,
+      /Firestore is unavailable.*the job was not run/,
+    );
     assert.equal(calls.length, 0);
   });
 
@@ -374,7 +458,9 @@ describe('handleScheduledJob', () => {
       const { job, calls } = countingJob();
       const { request, collection } = serve(job);
 
-      const res = await request[method.toLowerCase() as 'get'](`/`).set(schedulerHeaders());
+      const res = await request[method.toLowerCase() as 'get'](`/`).set(
+        schedulerHeaders(),
+      );
 
       assert.equal(res.status, 405);
       assert.equal(res.headers.allow, 'POST');
@@ -403,14 +489,22 @@ describe('handleScheduledJob', () => {
     const { job, calls } = countingJob();
     const { request, collection, logs } = serve(job);
     const runId = computeRunId(RUN);
-    const bad = { status: 'in_progress', attempt_id: 'x', leased_at: 'yesterday', lease_ms: 1000 };
+    const bad = {
+      status: 'in_progress',
+      attempt_id: 'x',
+      leased_at: 'yesterday',
+      lease_ms: 1000,
+    };
     await firestore.collection(collection).doc(runId).set(bad);
 
     const res = await request.post('/').set(schedulerHeaders());
 
     assert.equal(res.status, 500);
     assert.equal(res.body.outcome, 'unreadable_record');
-    assert.match(res.body.message, /field leased_at is missing or not a timestamp/);
+    assert.match(
+      res.body.message,
+      /field leased_at is missing or not a timestamp/,
+    );
     assert.equal(calls.length, 0);
     assert.deepEqual(await storedRecord(collection, runId), bad);
     const error = logs.lines().find((l) => l.outcome === 'unreadable_record');
@@ -431,7 +525,11 @@ describe('handleScheduledJob', () => {
       });
       const { ledger, collection } = newLedger({}, db);
       const { job, calls } = countingJob();
-      const { request } = serve(job, { ledger, collection, env: { NODE_ENV: 'production' } });
+      const { request } = serve(job, {
+        ledger,
+        collection,
+        env: { NODE_ENV: 'production' },
+      });
 
       const res = await request.post('/').set(schedulerHeaders());
 
@@ -477,11 +575,21 @@ describe('handleScheduledJob', () => {
 
       assert.equal(res.status, 500);
       assert.equal(res.body.outcome, 'failed');
-      assert.match(res.body.message, /^The job failed \(.*\); the claim is released/);
-      assert.equal((await storedRecord(collection, res.body.runId)).status, 'failed', 'released');
+      assert.match(
+        res.body.message,
+        /^The job failed \(.*\); the claim is released/,
+      );
+      assert.equal(
+        (await storedRecord(collection, res.body.runId)).status,
+        'failed',
+        'released',
+      );
       const line = logs.lines().find((l) => l.outcome === 'failed');
       assert.equal(line?.status, 500, 'the log reports the status sent');
-      assert.equal(logs.lines().filter((l) => /TypeError/.test(JSON.stringify(l))).length, 0);
+      assert.equal(
+        logs.lines().filter((l) => /TypeError/.test(JSON.stringify(l))).length,
+        0,
+      );
     });
   }
 
@@ -512,9 +620,15 @@ describe('handleScheduledJob', () => {
       const { jobs, ran } = twoJobs();
       const { request } = serveJobs(jobs);
 
-      const nightly = await request.post('/').set(schedulerHeaders('nightly-report'));
-      const hourly = await request.post('/').set(schedulerHeaders('hourly-sync'));
-      const again = await request.post('/').set(schedulerHeaders('hourly-sync'));
+      const nightly = await request
+        .post('/')
+        .set(schedulerHeaders('nightly-report'));
+      const hourly = await request
+        .post('/')
+        .set(schedulerHeaders('hourly-sync'));
+      const again = await request
+        .post('/')
+        .set(schedulerHeaders('hourly-sync'));
 
       assert.deepEqual(
         [nightly.body.outcome, hourly.body.outcome, again.body.outcome],
@@ -535,25 +649,36 @@ describe('handleScheduledJob', () => {
     it('treats the short id and projects/P/locations/L/jobs/ID as the same job and the same run', async () => {
       const { jobs, ran } = twoJobs();
       const { request, collection } = serveJobs(jobs);
-      const full = 'projects/my-project/locations/us-central1/jobs/nightly-report';
+      const full =
+        'projects/my-project/locations/us-central1/jobs/nightly-report';
 
       const first = await request.post('/').set(schedulerHeaders(full));
-      const second = await request.post('/').set(schedulerHeaders('nightly-report'));
+      const second = await request
+        .post('/')
+        .set(schedulerHeaders('nightly-report'));
 
       assert.equal(first.body.outcome, 'processed');
       assert.equal(second.body.outcome, 'duplicate');
       assert.equal(first.body.runId, second.body.runId);
-      assert.equal(first.body.runId, computeRunId({ ...RUN, jobName: 'nightly-report' }));
+      assert.equal(
+        first.body.runId,
+        computeRunId({ ...RUN, jobName: 'nightly-report' }),
+      );
       assert.equal(ran.length, 1);
       assert.equal(ran[0]?.ctx.job.id, 'nightly-report');
-      assert.equal((await storedRecord(collection, first.body.runId)).job_name, 'nightly-report');
+      assert.equal(
+        (await storedRecord(collection, first.body.runId)).job_name,
+        'nightly-report',
+      );
     });
 
     it('answers 404 unknown_job naming the id it got, writes nothing and runs nothing', async () => {
       const { jobs, ran } = twoJobs();
       const { request, collection, logs } = serveJobs(jobs);
 
-      const res = await request.post('/').set(schedulerHeaders('weekly-cleanup'));
+      const res = await request
+        .post('/')
+        .set(schedulerHeaders('weekly-cleanup'));
 
       assert.equal(res.status, 404);
       assert.equal(res.body.outcome, 'unknown_job');
@@ -562,18 +687,26 @@ describe('handleScheduledJob', () => {
       assert.equal(res.body.runId, undefined);
       assert.equal(ran.length, 0);
       assert.equal((await documents(collection)).size, 0);
-      assert.equal(logs.lines().find((l) => l.outcome === 'unknown_job')?.severity, 'WARNING');
+      assert.equal(
+        logs.lines().find((l) => l.outcome === 'unknown_job')?.severity,
+        'WARNING',
+      );
     });
 
     it('answers 404 unknown_job without the declared ids when errors are not exposed: they tell any caller which jobs run here', async () => {
       const { jobs } = twoJobs();
       const { request } = serveJobs(jobs, { env: { NODE_ENV: 'production' } });
 
-      const res = await request.post('/').set(schedulerHeaders('weekly-cleanup'));
+      const res = await request
+        .post('/')
+        .set(schedulerHeaders('weekly-cleanup'));
 
       assert.equal(res.status, 404);
       assert.equal(res.body.outcome, 'unknown_job');
-      assert.match(res.body.message, /^No job "weekly-cleanup" is declared in this function\. /);
+      assert.match(
+        res.body.message,
+        /^No job "weekly-cleanup" is declared in this function\. /,
+      );
       assert.doesNotMatch(res.body.message, /nightly-report|hourly-sync/);
     });
   });
@@ -589,7 +722,8 @@ describe("Firestore's time per delivery", () => {
       return now;
     };
     const { request } = serveJobs(declareJobs(job), {}, { clock });
-    const minute = (n: number) => new Date(now.getTime() - 1_000 + n * 60_000).toISOString();
+    const minute = (n: number) =>
+      new Date(now.getTime() - 1_000 + n * 60_000).toISOString();
     const deliveries: Record<string, string>[] = [
       schedulerHeaders('nightly-report', minute(0)),
       schedulerHeaders('nightly', minute(-2)),
@@ -616,14 +750,20 @@ describe('what a processed run costs in Firestore', () => {
   it('a run of an allow job is two writes and no read once the instance knows Firestore’s time: no lock, no batch', async () => {
     const { job, calls } = countingJob();
     const { db, calls: firestoreCalls } = countingFirestore();
-    const { ledger, collection } = newLedger({ retentionMs: 31_536_000_000 }, db);
+    const { ledger, collection } = newLedger(
+      { retentionMs: 31_536_000_000 },
+      db,
+    );
     const { request } = serve(job, { ledger, collection });
     const minute = Math.floor((Date.now() - 3_600_000) / 60_000) * 60_000;
-    const slot = (m: number) => new Date(minute + m * 60_000).toISOString().replace('.000Z', 'Z');
+    const slot = (m: number) =>
+      new Date(minute + m * 60_000).toISOString().replace('.000Z', 'Z');
     await request.post('/').set(schedulerHeaders('nightly-report', slot(0)));
     const before = { ...firestoreCalls };
 
-    const res = await request.post('/').set(schedulerHeaders('nightly-report', slot(1)));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', slot(1)));
 
     assert.equal(res.body.outcome, 'processed');
     assert.deepEqual(

@@ -12,10 +12,16 @@ import type { Logger } from 'pino';
 import supertest from 'supertest';
 import type { JobRun } from '../src/core/job-context.ts';
 import { type LedgerOptions, RunLedger } from '../src/core/ledger.ts';
-import { RunDocuments, type RunDocumentsOptions } from '../src/core/run-documents.ts';
+import {
+  RunDocuments,
+  type RunDocumentsOptions,
+} from '../src/core/run-documents.ts';
 import { freshCollection, sleep, waitFor } from '../src/dev/local-processes.ts';
 import { type Config, loadConfig } from '../src/function/config.ts';
-import { createScheduledJobHandler, type HandlerDeps } from '../src/function/handler.ts';
+import {
+  createScheduledJobHandler,
+  type HandlerDeps,
+} from '../src/function/handler.ts';
 import { createLogger } from '../src/function/logger.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
@@ -28,7 +34,13 @@ if (!process.env.FIRESTORE_EMULATOR_HOST) {
   );
 }
 
-export { atOffset, PAST_DAY, PAST_NOON, PAST_NOON_MS, rfc3339 } from './fixtures/times.ts';
+export {
+  atOffset,
+  PAST_DAY,
+  PAST_NOON,
+  PAST_NOON_MS,
+  rfc3339,
+} from './fixtures/times.ts';
 
 /** The emulator-backed client every test shares. */
 export const firestore = new Firestore({
@@ -62,13 +74,21 @@ export function newLedger(
     retentionMs: options.retentionMs ?? 86_400_000,
     timeoutMs: options.timeoutMs ?? 10_000,
   });
-  const ledger = new RunLedger(documents, { leaseMs: options.leaseMs ?? 60_000 });
+  const ledger = new RunLedger(documents, {
+    leaseMs: options.leaseMs ?? 60_000,
+  });
   const jobDocuments = new RunDocuments(db, {
     collection: jobStateCollection(collection),
     retentionMs: options.retentionMs ?? 86_400_000,
     timeoutMs: options.timeoutMs ?? 10_000,
   });
-  return { ledger, collection, documents, history: new RunHistory(documents), jobDocuments };
+  return {
+    ledger,
+    collection,
+    documents,
+    history: new RunHistory(documents),
+    jobDocuments,
+  };
 }
 
 /** A logger whose JSON lines are kept for assertions. */
@@ -85,7 +105,11 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
     },
   });
   const logger = createLogger(
-    { logLevel: config.logLevel ?? 'trace', projectId: 'demo-project', serviceName: 'test' },
+    {
+      logLevel: config.logLevel ?? 'trace',
+      projectId: 'demo-project',
+      serviceName: 'test',
+    },
     sink,
   );
   return {
@@ -105,7 +129,10 @@ export function captureLogs(config: Partial<Pick<Config, 'logLevel'>> = {}): {
  * exposed, as `npm run dev` runs, unless `env` names a `NODE_ENV` (a test of production).
  */
 export function testConfig(env: Record<string, string> = {}): Config {
-  const development = env.NODE_ENV === undefined ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' } : {};
+  const development =
+    env.NODE_ENV === undefined
+      ? { NODE_ENV: 'test', EXPOSE_ERRORS: 'true' }
+      : {};
   // A year's retention, far beyond the fixtures' schedule times (a day back, PAST_NOON).
   return loadConfig({
     MISSED_RUN_CHECK: 'off',
@@ -116,18 +143,31 @@ export function testConfig(env: Record<string, string> = {}): Config {
 }
 
 /** The job ids the handler tests deliver; {@link serve} declares its job under each. */
-export const TEST_JOB_IDS = ['nightly-report', 'nightly', 'other', 'j'] as const;
+export const TEST_JOB_IDS = [
+  'nightly-report',
+  'nightly',
+  'other',
+  'j',
+] as const;
 
 /** `run` declared under each of `ids` (every minute, UTC), validated as at cold start. */
-export function declareJobs(run: JobRun, ids: readonly string[] = TEST_JOB_IDS) {
-  return validateJobs(ids.map((id) => defineJob({ id, schedule: '* * * * *', run })));
+export function declareJobs(
+  run: JobRun,
+  ids: readonly string[] = TEST_JOB_IDS,
+) {
+  return validateJobs(
+    ids.map((id) => defineJob({ id, schedule: '* * * * *', run })),
+  );
 }
 
 /**
  * Registers a handler under a unique name and returns a supertest agent for it, with the ledger,
  * collection and captured logs behind it. `job` is declared under {@link TEST_JOB_IDS}.
  */
-export function serve(job: JobRun, overrides: Parameters<typeof serveJobs>[1] = {}) {
+export function serve(
+  job: JobRun,
+  overrides: Parameters<typeof serveJobs>[1] = {},
+) {
   return serveJobs(declareJobs(job), overrides);
 }
 
@@ -160,7 +200,9 @@ export function serveJobs(
           }),
         ),
         jobDocuments: new RunDocuments(firestore, {
-          collection: jobStateCollection(overrides.collection ?? freshCollection()),
+          collection: jobStateCollection(
+            overrides.collection ?? freshCollection(),
+          ),
           retentionMs: config.retentionMs,
           timeoutMs: 10_000,
         }),
@@ -168,7 +210,9 @@ export function serveJobs(
     : newLedger({
         leaseMs: config.leaseMs,
         retentionMs: config.retentionMs,
-        ...(overrides.collection === undefined ? {} : { collection: overrides.collection }),
+        ...(overrides.collection === undefined
+          ? {}
+          : { collection: overrides.collection }),
       });
   const logs = captureLogs();
   const name = `fn_${randomUUID()}`;
@@ -186,7 +230,13 @@ export function serveJobs(
       ...deps,
     }),
   );
-  return { request: supertest(getTestServer(name)), name, ...made, logs, config };
+  return {
+    request: supertest(getTestServer(name)),
+    name,
+    ...made,
+    logs,
+    config,
+  };
 }
 
 /** The two Cloud Scheduler headers of a delivery. */
@@ -194,11 +244,16 @@ export function schedulerHeaders(
   jobName = 'nightly-report',
   scheduleTime: string = PAST_NOON,
 ): Record<string, string> {
-  return { 'X-CloudScheduler-JobName': jobName, 'X-CloudScheduler-ScheduleTime': scheduleTime };
+  return {
+    'X-CloudScheduler-JobName': jobName,
+    'X-CloudScheduler-ScheduleTime': scheduleTime,
+  };
 }
 
 /** A job that counts its executions and can be made slow or failing. */
-export function countingJob(behaviour: { delayMs?: number; fail?: (n: number) => boolean } = {}) {
+export function countingJob(
+  behaviour: { delayMs?: number; fail?: (n: number) => boolean } = {},
+) {
   const calls: string[] = [];
   const job: JobRun = async (ctx) => {
     calls.push(ctx.attemptId);
@@ -224,7 +279,9 @@ export type RefHook = (
  * methods given in `hooks`: for injecting an interleaving or a fault at an exact step. It covers
  * only what the ledger calls (`collection().doc()`, `withConverter` and the four document methods).
  */
-export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Firestore {
+export function hookedFirestore(
+  hooks: Partial<Record<RefMethod, RefHook>>,
+): Firestore {
   const wrap = (real: FirebaseFirestore.DocumentReference): object => {
     const call =
       (method: RefMethod) =>
@@ -233,15 +290,22 @@ export function hookedFirestore(hooks: Partial<Record<RefMethod, RefHook>>): Fir
         if (hook) {
           return hook(real, args);
         }
-        return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+        return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(
+          real,
+          args,
+        );
       };
     return {
       create: call('create'),
       get: call('get'),
       update: call('update'),
       delete: call('delete'),
-      withConverter: (converter: FirebaseFirestore.FirestoreDataConverter<unknown>) =>
-        wrap(real.withConverter(converter) as FirebaseFirestore.DocumentReference),
+      withConverter: (
+        converter: FirebaseFirestore.FirestoreDataConverter<unknown>,
+      ) =>
+        wrap(
+          real.withConverter(converter) as FirebaseFirestore.DocumentReference,
+        ),
     };
   };
   return {
@@ -259,12 +323,20 @@ export function countingFirestore(): {
   db: Firestore;
   calls: Record<RefMethod, number>;
 } {
-  const calls: Record<RefMethod, number> = { create: 0, get: 0, update: 0, delete: 0 };
+  const calls: Record<RefMethod, number> = {
+    create: 0,
+    get: 0,
+    update: 0,
+    delete: 0,
+  };
   const counted =
     (method: RefMethod): RefHook =>
     (real, args) => {
       calls[method]++;
-      return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(real, args);
+      return (real[method] as (...a: unknown[]) => Promise<unknown>).apply(
+        real,
+        args,
+      );
     };
   const db = hookedFirestore({
     create: counted('create'),
@@ -297,7 +369,12 @@ export async function until(
   condition: () => Promise<boolean> | boolean,
   timeoutMs = 10_000,
 ): Promise<void> {
-  await waitFor('condition', async () => ((await condition()) ? true : undefined), timeoutMs, 25);
+  await waitFor(
+    'condition',
+    async () => ((await condition()) ? true : undefined),
+    timeoutMs,
+    25,
+  );
 }
 
 /** What {@link loseCommitAnswers} needs of the client's internals; checked, so a change fails loudly. */
@@ -326,11 +403,13 @@ export async function loseCommitAnswers(
     projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
   });
   await db.collection(freshCollection()).doc('warm-up').get();
-  const pool = (db as unknown as { _clientPool?: { activeClients?: Map<object, unknown> } })
-    ._clientPool;
+  const pool = (
+    db as unknown as { _clientPool?: { activeClients?: Map<object, unknown> } }
+  )._clientPool;
   const clients = [...(pool?.activeClients?.keys() ?? [])];
-  const stub = (await (clients[0] as { firestoreStub?: Promise<GrpcStub> } | undefined)
-    ?.firestoreStub) as GrpcStub | undefined;
+  const stub = (await (
+    clients[0] as { firestoreStub?: Promise<GrpcStub> } | undefined
+  )?.firestoreStub) as GrpcStub | undefined;
   if (clients.length !== 1 || typeof stub?.commit !== 'function') {
     throw new Error(
       'loseCommitAnswers: the Firestore client no longer has one pooled gapic client with a gRPC stub',
@@ -344,7 +423,9 @@ export async function loseCommitAnswers(
       return real.call(this, request, metadata, options, callback);
     }
     return real.call(this, request, metadata, options, (err) =>
-      callback(err ?? grpcError(14, 'UNAVAILABLE: connection reset after the commit')),
+      callback(
+        err ?? grpcError(14, 'UNAVAILABLE: connection reset after the commit'),
+      ),
     );
   };
   return { db, commits: () => commits };

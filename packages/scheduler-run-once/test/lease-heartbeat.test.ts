@@ -4,7 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { AttemptAbortedError, LedgerUnavailableError } from '../src/core/errors.ts';
+import {
+  AttemptAbortedError,
+  LedgerUnavailableError,
+} from '../src/core/errors.ts';
 import { runOnce } from '../src/core/run-once.ts';
 import {
   captureLogs,
@@ -28,7 +31,8 @@ describe('lease heartbeat', () => {
     const instanceB = serve(job, {
       env,
       collection,
-      ledger: newLedger({ collection, leaseMs: 1000, retentionMs: 60_000 }).ledger,
+      ledger: newLedger({ collection, leaseMs: 1000, retentionMs: 60_000 })
+        .ledger,
     });
 
     const first = instanceA.request
@@ -42,7 +46,9 @@ describe('lease heartbeat', () => {
     while (Date.now() - claimedAt < 3000) {
       await sleep(250);
       lastSentAfterMs = Date.now() - claimedAt;
-      duplicates.push(await instanceB.request.post('/').set(schedulerHeaders()));
+      duplicates.push(
+        await instanceB.request.post('/').set(schedulerHeaders()),
+      );
     }
     const done = await first;
 
@@ -58,7 +64,10 @@ describe('lease heartbeat', () => {
     assert.equal(done.status, 200);
     assert.equal(done.body.outcome, 'processed');
     assert.equal(calls.length, 1);
-    assert.equal((await storedRecord(collection, done.body.runId)).status, 'completed');
+    assert.equal(
+      (await storedRecord(collection, done.body.runId)).status,
+      'completed',
+    );
   });
 
   it('aborts the job signal with reason lease_lost when another attempt steals the lease', async () => {
@@ -80,7 +89,10 @@ describe('lease heartbeat', () => {
       { logger },
     );
     await until(async () => (await documents(collection)).size === 1);
-    await firestore.collection(collection).doc('run-1').update({ attempt_id: 'thief' });
+    await firestore
+      .collection(collection)
+      .doc('run-1')
+      .update({ attempt_id: 'thief' });
     const result = await outcome;
 
     assert.ok(reason instanceof AttemptAbortedError);
@@ -99,7 +111,9 @@ describe('lease heartbeat', () => {
         if (key === 'extend') {
           return () =>
             sleep(2 * leaseMs).then(() => {
-              throw new LedgerUnavailableError('Firestore did not answer the lease extension');
+              throw new LedgerUnavailableError(
+                'Firestore did not answer the lease extension',
+              );
             });
         }
         const value = Reflect.get(target, key);
@@ -115,7 +129,10 @@ describe('lease heartbeat', () => {
       'run-1',
       async ({ signal }) => {
         await new Promise<void>((_, reject) => {
-          const giveUp = setTimeout(() => reject(new Error('never aborted')), 10 * leaseMs);
+          const giveUp = setTimeout(
+            () => reject(new Error('never aborted')),
+            10 * leaseMs,
+          );
           signal.addEventListener('abort', () => {
             clearTimeout(giveUp);
             abortedAfterMs = performance.now() - startedAt;
@@ -127,19 +144,31 @@ describe('lease heartbeat', () => {
       { logger: logs.logger },
     );
 
-    assert.ok(reason instanceof AttemptAbortedError, `aborted by ${String(reason)}`);
+    assert.ok(
+      reason instanceof AttemptAbortedError,
+      `aborted by ${String(reason)}`,
+    );
     assert.equal(reason.reason, 'lease_lost');
-    assert.ok(abortedAfterMs !== undefined && abortedAfterMs >= leaseMs, `${abortedAfterMs} ms`);
-    const lapses = logs.lines().filter((l) => String(l.message).startsWith('lease lapsed:'));
+    assert.ok(
+      abortedAfterMs !== undefined && abortedAfterMs >= leaseMs,
+      `${abortedAfterMs} ms`,
+    );
+    const lapses = logs
+      .lines()
+      .filter((l) => String(l.message).startsWith('lease lapsed:'));
     assert.equal(lapses.length, 1);
-    assert.match(String(lapses[0]?.message), /no extension was confirmed within the lease/);
+    assert.match(
+      String(lapses[0]?.message),
+      /no extension was confirmed within the lease/,
+    );
     assert.equal(result.outcome, 'failed');
   });
   it('warns that the lease lapsed as soon as a starved instance runs again, before its completion is written', async () => {
     const { ledger } = newLedger({ leaseMs: 300 });
     const logs = captureLogs();
     const lapsed = () =>
-      logs.lines().filter((l) => String(l.message).startsWith('lease lapsed:')).length;
+      logs.lines().filter((l) => String(l.message).startsWith('lease lapsed:'))
+        .length;
     let warnedBeforeCompletion: number | undefined;
     const watched = new Proxy(ledger, {
       get(target, key) {

@@ -6,8 +6,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, LedgerUnavailableError, RunOnceError } from '../src/core/errors.ts';
-import { type Claim, type ClaimResult, reportFailure } from '../src/core/ledger.ts';
+import {
+  DatabaseNotFoundError,
+  LedgerUnavailableError,
+  RunOnceError,
+} from '../src/core/errors.ts';
+import {
+  type Claim,
+  type ClaimResult,
+  reportFailure,
+} from '../src/core/ledger.ts';
 import type { GuardedWrite, RunDocuments } from '../src/core/run-documents.ts';
 import {
   countingFirestore,
@@ -21,7 +29,11 @@ import {
 } from './helpers.ts';
 
 function claimOf(result: ClaimResult): Claim {
-  assert.equal(result.state, 'claimed', `expected a claim, got ${result.state}`);
+  assert.equal(
+    result.state,
+    'claimed',
+    `expected a claim, got ${result.state}`,
+  );
   return (result as Extract<ClaimResult, { state: 'claimed' }>).claim;
 }
 
@@ -34,7 +46,10 @@ async function expireLease(collection: string, runId: string): Promise<void> {
 
 describe('RunLedger', () => {
   it('a first claim writes an in_progress record with the guide fields', async () => {
-    const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
+    const { ledger, collection } = newLedger({
+      leaseMs: 300_000,
+      retentionMs: 86_400_000,
+    });
     const before = Date.now();
 
     const claim = claimOf(
@@ -55,9 +70,17 @@ describe('RunLedger', () => {
     assert.ok(record.leased_at instanceof Timestamp);
     // leased_at is Firestore's time of the write: at or before its commit time (the fencing token),
     // within the write's own latency (the emulator stamps it on receipt).
-    const lag = claim.fencingToken.toMillis() - (record.leased_at as Timestamp).toMillis();
-    assert.ok(lag >= 0 && lag < 2_000, `leased_at is ${lag} ms before the commit`);
-    assert.equal(claim.leaseExpires.getTime(), claim.fencingToken.toMillis() + 30_000);
+    const lag =
+      claim.fencingToken.toMillis() -
+      (record.leased_at as Timestamp).toMillis();
+    assert.ok(
+      lag >= 0 && lag < 2_000,
+      `leased_at is ${lag} ms before the commit`,
+    );
+    assert.equal(
+      claim.leaseExpires.getTime(),
+      claim.fencingToken.toMillis() + 30_000,
+    );
     const expireAt = (record.expire_at as Timestamp).toMillis();
     assert.ok(expireAt >= before + 86_399_000, `expire_at ${expireAt}`);
     assert.ok(record.claimed_at instanceof Timestamp);
@@ -76,7 +99,10 @@ describe('RunLedger', () => {
       ['x'.repeat(1501), /1500 bytes/],
     ] as const) {
       await assert.rejects(ledger.claim(runId), (err: unknown) => {
-        assert.ok(err instanceof RunOnceError && !(err instanceof LedgerUnavailableError));
+        assert.ok(
+          err instanceof RunOnceError &&
+            !(err instanceof LedgerUnavailableError),
+        );
         assert.match(err.message, rule);
         return true;
       });
@@ -92,7 +118,10 @@ describe('RunLedger', () => {
     const second = await other.claim('run-1');
 
     assert.equal(second.state, 'in_progress');
-    assert.equal(second.state === 'in_progress' && second.holder?.attemptId, first.attemptId);
+    assert.equal(
+      second.state === 'in_progress' && second.holder?.attemptId,
+      first.attemptId,
+    );
   });
 
   it('a claim on the holding instance reports in_progress with the holder, without Firestore', async () => {
@@ -102,7 +131,10 @@ describe('RunLedger', () => {
     const second = await ledger.claim('run-1');
 
     assert.equal(second.state, 'in_progress');
-    assert.equal(second.state === 'in_progress' && second.holder?.attemptId, first.attemptId);
+    assert.equal(
+      second.state === 'in_progress' && second.holder?.attemptId,
+      first.attemptId,
+    );
   });
 
   it('a claim after completion reports completed, with completed_at set', async () => {
@@ -113,7 +145,9 @@ describe('RunLedger', () => {
     const again = await ledger.claim('run-1');
 
     assert.equal(again.state, 'completed');
-    assert.ok(again.state === 'completed' && again.record.completedAt instanceof Date);
+    assert.ok(
+      again.state === 'completed' && again.record.completedAt instanceof Date,
+    );
   });
 
   it('a completed record past its expire_at (TTL not yet run) is still a duplicate', async () => {
@@ -135,7 +169,9 @@ describe('RunLedger', () => {
 
   it('a released run keeps its failure and can be claimed again at once by a new attempt', async () => {
     const { ledger, collection } = newLedger();
-    const first = claimOf(await ledger.claim('run-1', { scheduleTime: PAST_NOON }));
+    const first = claimOf(
+      await ledger.claim('run-1', { scheduleTime: PAST_NOON }),
+    );
     assert.equal(
       await ledger.release(first, `billing answered 503 ${'x'.repeat(400)}`),
       'recorded',
@@ -148,7 +184,11 @@ describe('RunLedger', () => {
     assert.equal(failed.attempt_id, first.attemptId);
     assert.equal(failed.attempts, 1);
     assert.ok(failed.failed_at instanceof Timestamp);
-    assert.equal((failed.last_error as string).length, 300, 'cut to 300 characters');
+    assert.equal(
+      (failed.last_error as string).length,
+      300,
+      'cut to 300 characters',
+    );
     assert.match(failed.last_error as string, /^billing answered 503 x/);
     assert.notEqual(second.attemptId, first.attemptId);
     assert.equal(second.takeover, true);
@@ -178,7 +218,9 @@ describe('RunLedger', () => {
     const first = claimOf(await ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
 
-    const second = claimOf(await newLedger({ collection }).ledger.claim('run-1'));
+    const second = claimOf(
+      await newLedger({ collection }).ledger.claim('run-1'),
+    );
 
     assert.equal(second.takeover, true);
     assert.notEqual(second.attemptId, first.attemptId);
@@ -192,7 +234,10 @@ describe('RunLedger', () => {
   });
 
   it('the first extension widens a claim’s short lease to the full lease', async () => {
-    const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 2_000 });
+    const { ledger, collection } = newLedger({
+      leaseMs: 300_000,
+      timeoutMs: 2_000,
+    });
     const claim = claimOf(await ledger.claim('run-1'));
     assert.equal(claim.leaseMs, 6_000, 'three Firestore timeouts');
 
@@ -203,7 +248,10 @@ describe('RunLedger', () => {
     const record = await storedRecord(collection, 'run-1');
     assert.equal(record.lease_ms, 300_000);
     const leasedAt = (record.leased_at as Timestamp).toMillis();
-    assert.equal((extended as Claim).leaseExpires.getTime() - 300_000 >= leasedAt - 2_000, true);
+    assert.equal(
+      (extended as Claim).leaseExpires.getTime() - 300_000 >= leasedAt - 2_000,
+      true,
+    );
   });
 
   describe('a claim or release whose write landed but was never answered', () => {
@@ -211,9 +259,15 @@ describe('RunLedger', () => {
      * The emulator client, except that `method`'s first calls meet `faults` in turn: `unanswered`
      * lands, then never answers; `unavailable` fails without reaching Firestore (gRPC 14).
      */
-    function faultyWrites(method: 'create' | 'update', faults: ('unanswered' | 'unavailable')[]) {
+    function faultyWrites(
+      method: 'create' | 'update',
+      faults: ('unanswered' | 'unavailable')[],
+    ) {
       return hookedFirestore({
-        [method]: async (real: FirebaseFirestore.DocumentReference, args: unknown[]) => {
+        [method]: async (
+          real: FirebaseFirestore.DocumentReference,
+          args: unknown[],
+        ) => {
           const fault = faults.shift();
           if (fault === 'unavailable') {
             throw grpcError(14, 'UNAVAILABLE: injected');
@@ -227,45 +281,87 @@ describe('RunLedger', () => {
 
     it('this instance’s next claim takes the run over at once; another instance’s waits for the short lease', async () => {
       const db = faultyWrites('create', ['unanswered']);
-      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 500 }, db);
-      const other = newLedger({ collection, leaseMs: 300_000, timeoutMs: 500 }).ledger;
+      const { ledger, collection } = newLedger(
+        { leaseMs: 300_000, timeoutMs: 500 },
+        db,
+      );
+      const other = newLedger({
+        collection,
+        leaseMs: 300_000,
+        timeoutMs: 500,
+      }).ledger;
 
       await assert.rejects(ledger.claim('run-1'), LedgerUnavailableError);
       const stranded = await storedRecord(collection, 'run-1');
       const elsewhere = await other.claim('run-1');
       const again = claimOf(await ledger.claim('run-1'));
 
-      assert.equal(stranded.status, 'in_progress', 'the unanswered claim landed');
-      assert.equal(stranded.lease_ms, 1_500, 'under a lease of three timeouts, not 300 s');
-      assert.equal(elsewhere.state, 'in_progress', 'another instance cannot tell it was abandoned');
+      assert.equal(
+        stranded.status,
+        'in_progress',
+        'the unanswered claim landed',
+      );
+      assert.equal(
+        stranded.lease_ms,
+        1_500,
+        'under a lease of three timeouts, not 300 s',
+      );
+      assert.equal(
+        elsewhere.state,
+        'in_progress',
+        'another instance cannot tell it was abandoned',
+      );
       assert.equal(again.takeover, true);
       assert.notEqual(again.attemptId, stranded.attempt_id);
-      assert.equal((await storedRecord(collection, 'run-1')).attempt_id, again.attemptId);
+      assert.equal(
+        (await storedRecord(collection, 'run-1')).attempt_id,
+        again.attemptId,
+      );
       assert.equal(await ledger.complete(again), 'recorded');
     });
 
     it('another instance takes the run over once the claim’s short lease lapsed', async () => {
       const db = faultyWrites('create', ['unanswered']);
-      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
-      const other = newLedger({ collection, leaseMs: 300_000, timeoutMs: 300 }).ledger;
+      const { ledger, collection } = newLedger(
+        { leaseMs: 300_000, timeoutMs: 300 },
+        db,
+      );
+      const other = newLedger({
+        collection,
+        leaseMs: 300_000,
+        timeoutMs: 300,
+      }).ledger;
 
       await assert.rejects(ledger.claim('run-1'), LedgerUnavailableError);
       const lapsesAt = Date.now() + 900;
-      await new Promise((resolve) => setTimeout(resolve, lapsesAt - Date.now() + 200));
+      await new Promise((resolve) =>
+        setTimeout(resolve, lapsesAt - Date.now() + 200),
+      );
       const taken = claimOf(await other.claim('run-1'));
 
       assert.equal(taken.takeover, true);
     });
 
     it('after a completion never recorded, this instance’s next claim records it and answers completed: the job ran', async () => {
-      const db = faultyWrites('update', ['unavailable', 'unavailable', 'unavailable']);
-      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
+      const db = faultyWrites('update', [
+        'unavailable',
+        'unavailable',
+        'unavailable',
+      ]);
+      const { ledger, collection } = newLedger(
+        { leaseMs: 300_000, timeoutMs: 300 },
+        db,
+      );
       const claim = claimOf(await ledger.claim('run-1'));
 
       await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
       const again = await ledger.claim('run-1');
 
-      assert.equal(again.state, 'completed', 'a run whose job ran is not run again');
+      assert.equal(
+        again.state,
+        'completed',
+        'a run whose job ran is not run again',
+      );
       const stored = await storedRecord(collection, 'run-1');
       assert.equal(stored.status, 'completed');
       assert.equal(stored.attempt_id, claim.attemptId);
@@ -274,7 +370,10 @@ describe('RunLedger', () => {
     it('while a completion is being written, this instance answers another claim of the run in_progress', async () => {
       let finishWrite: () => void = () => {};
       const db = hookedFirestore({
-        update: async (real: FirebaseFirestore.DocumentReference, args: unknown[]) => {
+        update: async (
+          real: FirebaseFirestore.DocumentReference,
+          args: unknown[],
+        ) => {
           await new Promise<void>((resolve) => {
             finishWrite = resolve;
           });
@@ -295,15 +394,28 @@ describe('RunLedger', () => {
     });
 
     it('after a release never answered, this instance’s next claim takes the run over at once', async () => {
-      const db = faultyWrites('update', ['unanswered', 'unavailable', 'unavailable']);
-      const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs: 300 }, db);
+      const db = faultyWrites('update', [
+        'unanswered',
+        'unavailable',
+        'unavailable',
+      ]);
+      const { ledger, collection } = newLedger(
+        { leaseMs: 300_000, timeoutMs: 300 },
+        db,
+      );
       const claim = claimOf(await ledger.claim('run-1'));
 
-      await assert.rejects(ledger.release(claim, 'the job failed'), LedgerUnavailableError);
+      await assert.rejects(
+        ledger.release(claim, 'the job failed'),
+        LedgerUnavailableError,
+      );
       const again = await ledger.claim('run-1');
 
       assert.equal(again.state, 'claimed');
-      assert.equal((await storedRecord(collection, 'run-1')).status, 'in_progress');
+      assert.equal(
+        (await storedRecord(collection, 'run-1')).status,
+        'in_progress',
+      );
     });
   });
 
@@ -320,7 +432,10 @@ describe('RunLedger', () => {
     assert.equal(await ledger.release(zombie), 'lease_lost');
 
     const after = await ref.get();
-    assert.ok(after.updateTime?.isEqual(before as Timestamp), 'the record was written');
+    assert.ok(
+      after.updateTime?.isEqual(before as Timestamp),
+      'the record was written',
+    );
     assert.equal(after.data()?.status, 'in_progress');
     assert.equal(after.data()?.attempt_id, current.attemptId);
     assert.equal(await other.complete(current), 'recorded');
@@ -357,7 +472,12 @@ describe('RunLedger', () => {
     await ledger.release(claim, 'boom');
     const before = await storedRecord(collection, 'run-1');
 
-    const reported = await reportFailure(documents, 'run-1', updateTime as Timestamp, 'check-1');
+    const reported = await reportFailure(
+      documents,
+      'run-1',
+      updateTime as Timestamp,
+      'check-1',
+    );
 
     assert.equal(reported, 'exists');
     assert.deepEqual(await storedRecord(collection, 'run-1'), before);
@@ -367,9 +487,14 @@ describe('RunLedger', () => {
     const { ledger, collection } = newLedger();
     claimOf(await ledger.claim('run-1'));
     await expireLease(collection, 'run-1');
-    const instances = Array.from({ length: 8 }, () => newLedger({ collection }).ledger);
+    const instances = Array.from(
+      { length: 8 },
+      () => newLedger({ collection }).ledger,
+    );
 
-    const results = await Promise.all(instances.map((instance) => instance.claim('run-1')));
+    const results = await Promise.all(
+      instances.map((instance) => instance.claim('run-1')),
+    );
 
     const winners = results.filter((r) => r.state === 'claimed');
     assert.equal(winners.length, 1);
@@ -411,7 +536,9 @@ describe('RunLedger', () => {
           await real.delete();
         }
         return real.update(
-          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+          ...(args as [
+            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
+          ]),
         );
       },
     });
@@ -432,7 +559,9 @@ describe('RunLedger', () => {
       update: async (real, args) => {
         updates++;
         const written = await real.update(
-          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+          ...(args as [
+            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
+          ]),
         );
         if (updates === 1) {
           throw grpcError(14, 'connection reset after the write');
@@ -447,7 +576,10 @@ describe('RunLedger', () => {
 
     assert.equal(result, 'recorded');
     assert.equal(updates, 2, 'the completion was retried');
-    assert.equal((await newLedger({ collection }).ledger.claim('run-1')).state, 'completed');
+    assert.equal(
+      (await newLedger({ collection }).ledger.claim('run-1')).state,
+      'completed',
+    );
   });
 
   it('a claim whose create landed but answered UNAVAILABLE, retried by the client into ALREADY_EXISTS, is ours', async () => {
@@ -466,23 +598,32 @@ describe('RunLedger', () => {
       'recorded',
       'the claim’s fencing token is the record’s',
     );
-    assert.equal((await newLedger({ collection }).ledger.claim('run-1')).state, 'completed');
+    assert.equal(
+      (await newLedger({ collection }).ledger.claim('run-1')).state,
+      'completed',
+    );
   });
 
   it('a takeover whose update landed but whose answer was lost is ours, keeping the first claim', async () => {
     const { ledger: seed, collection } = newLedger();
     claimOf(await seed.claim('run-1'));
     await expireLease(collection, 'run-1');
-    const stamped = (await storedRecord(collection, 'run-1')).first_claimed_at as Timestamp;
+    const stamped = (await storedRecord(collection, 'run-1'))
+      .first_claimed_at as Timestamp;
     let updates = 0;
     const db = hookedFirestore({
       update: async (real, args) => {
         updates++;
         await real.update(
-          ...(args as [FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>]),
+          ...(args as [
+            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
+          ]),
         );
         // The client's retry of the landed write: its precondition no longer holds.
-        throw grpcError(9, 'FAILED_PRECONDITION: the document was updated since');
+        throw grpcError(
+          9,
+          'FAILED_PRECONDITION: the document was updated since',
+        );
       },
     });
     const { ledger } = newLedger({ collection }, db);
@@ -492,20 +633,33 @@ describe('RunLedger', () => {
     assert.equal(updates, 1, 'the takeover was sent once');
     assert.equal(claim.takeover, true);
     assert.equal(claim.firstClaimedAt.getTime(), stamped.toDate().getTime());
-    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
+    assert.equal(
+      (await storedRecord(collection, 'run-1')).attempt_id,
+      claim.attemptId,
+    );
   });
 
   it('a second delivery on the same instance while the lost-answer claim is in flight answers in_progress, with the claim’s holder', async () => {
     const { db } = await loseCommitAnswers(1);
     const { ledger } = newLedger({}, db);
 
-    const [a, b] = await Promise.all([ledger.claim('run-1'), ledger.claim('run-1')]);
+    const [a, b] = await Promise.all([
+      ledger.claim('run-1'),
+      ledger.claim('run-1'),
+    ]);
 
     const claim = claimOf(a);
     assert.equal(b.state, 'in_progress');
-    assert.equal(b.state === 'in_progress' && b.holder?.attemptId, claim.attemptId);
+    assert.equal(
+      b.state === 'in_progress' && b.holder?.attemptId,
+      claim.attemptId,
+    );
     await ledger.complete(claim);
-    assert.equal((await ledger.claim('run-1')).state, 'completed', 'then a duplicate, not a 409');
+    assert.equal(
+      (await ledger.claim('run-1')).state,
+      'completed',
+      'then a duplicate, not a 409',
+    );
   });
 
   it('a completion that fails every try throws LedgerUnavailableError and leaves the claim', async () => {
@@ -523,7 +677,10 @@ describe('RunLedger', () => {
     await assert.rejects(ledger.complete(claim), LedgerUnavailableError);
 
     assert.equal(updates, 3);
-    assert.equal((await seed.documents.read('run-1')).record?.status, 'in_progress');
+    assert.equal(
+      (await seed.documents.read('run-1')).record?.status,
+      'in_progress',
+    );
   });
 
   it('a Firestore that does not answer fails the claim within the timeout', async () => {
@@ -541,7 +698,10 @@ describe('RunLedger', () => {
   });
 
   it('a Firestore error other than a lost race is LedgerUnavailableError with the cause', async () => {
-    const cause = grpcError(7, 'PERMISSION_DENIED: missing roles/datastore.user');
+    const cause = grpcError(
+      7,
+      'PERMISSION_DENIED: missing roles/datastore.user',
+    );
     const db = hookedFirestore({ create: async () => Promise.reject(cause) });
     const { ledger } = newLedger({}, db);
 
@@ -555,7 +715,10 @@ describe('RunLedger', () => {
 
   it('50 concurrent claims from 10 instances: exactly one is claimed, the rest in_progress', async () => {
     const { collection } = newLedger();
-    const instances = Array.from({ length: 10 }, () => newLedger({ collection }).ledger);
+    const instances = Array.from(
+      { length: 10 },
+      () => newLedger({ collection }).ledger,
+    );
 
     const results = await Promise.all(
       Array.from({ length: 50 }, (_, i) => instances[i % 10]?.claim('run-1')),
@@ -570,7 +733,9 @@ describe('RunLedger', () => {
     const { db, calls } = countingFirestore();
     const { ledger } = newLedger({}, db);
 
-    const results = await Promise.all(Array.from({ length: 50 }, () => ledger.claim('run-1')));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => ledger.claim('run-1')),
+    );
     const whileHeld = await ledger.claim('run-1');
 
     assert.equal(results.filter((r) => r.state === 'claimed').length, 1);
@@ -604,14 +769,25 @@ describe('RunLedger', () => {
     const again = await ledger.claim('run-1');
 
     assert.equal(again.state, 'in_progress');
-    assert.equal(again.state === 'in_progress' && again.holder?.attemptId, held.attemptId);
+    assert.equal(
+      again.state === 'in_progress' && again.holder?.attemptId,
+      held.attemptId,
+    );
     assert.equal(calls.create, 1, 'no second claim was sent');
-    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, held.attemptId);
+    assert.equal(
+      (await storedRecord(collection, 'run-1')).attempt_id,
+      held.attemptId,
+    );
   });
 
   it('a create() against a database that does not exist is unavailable, naming FIRESTORE_DATABASE', async () => {
-    const notFound = grpcError(5, 'NOT_FOUND: The database (default) does not exist');
-    const db = hookedFirestore({ create: async () => Promise.reject(notFound) });
+    const notFound = grpcError(
+      5,
+      'NOT_FOUND: The database (default) does not exist',
+    );
+    const db = hookedFirestore({
+      create: async () => Promise.reject(notFound),
+    });
     const { ledger } = newLedger({}, db);
 
     await assert.rejects(ledger.claim('run-1'), (err: Error) => {
@@ -627,7 +803,11 @@ describe('RunLedger', () => {
   describe('a record it cannot read is never overwritten', () => {
     const future = () => Timestamp.fromMillis(Date.now() + 60_000);
     const shapes: [string, Record<string, unknown>, string][] = [
-      ['in_progress without any lease', { status: 'in_progress', attempt_id: 'a' }, 'leased_at'],
+      [
+        'in_progress without any lease',
+        { status: 'in_progress', attempt_id: 'a' },
+        'leased_at',
+      ],
       [
         'in_progress whose leased_at is a string',
         {
@@ -645,7 +825,12 @@ describe('RunLedger', () => {
       ],
       [
         'in_progress whose lease_ms is negative',
-        { status: 'in_progress', attempt_id: 'a', leased_at: Timestamp.now(), lease_ms: -5 },
+        {
+          status: 'in_progress',
+          attempt_id: 'a',
+          leased_at: Timestamp.now(),
+          lease_ms: -5,
+        },
         'lease_ms',
       ],
       [
@@ -658,9 +843,17 @@ describe('RunLedger', () => {
         { status: 'in_progress', leased_at: Timestamp.now(), lease_ms: 1000 },
         'attempt_id',
       ],
-      ['a numeric status', { status: 2, attempt_id: 'a', lease_expires: future() }, 'status'],
+      [
+        'a numeric status',
+        { status: 2, attempt_id: 'a', lease_expires: future() },
+        'status',
+      ],
       ['no status', { attempt_id: 'a', lease_expires: future() }, 'status'],
-      ['status "COMPLETED"', { status: 'COMPLETED', attempt_id: 'a' }, 'status'],
+      [
+        'status "COMPLETED"',
+        { status: 'COMPLETED', attempt_id: 'a' },
+        'status',
+      ],
     ];
     for (const [what, data, field] of shapes) {
       it(`${what}: claim answers unreadable naming ${field}, the document is unchanged`, async () => {
@@ -672,7 +865,10 @@ describe('RunLedger', () => {
         const result = await ledger.claim('run-1');
 
         assert.equal(result.state, 'unreadable');
-        assert.equal(result.state === 'unreadable' && result.record.field, field);
+        assert.equal(
+          result.state === 'unreadable' && result.record.field,
+          field,
+        );
         const after = await ref.get();
         assert.equal(after.updateTime?.toMillis(), before, 'not written');
         assert.deepEqual(after.data(), data);
@@ -683,7 +879,10 @@ describe('RunLedger', () => {
 
 describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)', () => {
   /** A guard on document `lock` of the ledger's per-job collection, as read now. */
-  async function guardOn(jobDocuments: RunDocuments, holder: string): Promise<GuardedWrite> {
+  async function guardOn(
+    jobDocuments: RunDocuments,
+    holder: string,
+  ): Promise<GuardedWrite> {
     const { updateTime } = await jobDocuments.readData('lock');
     return {
       documents: jobDocuments,
@@ -710,9 +909,18 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     assert.deepEqual(states, ['claimed', 'guard_changed']);
     const winner = results[0]?.state === 'claimed' ? 'run-a' : 'run-b';
     const loser = winner === 'run-a' ? 'run-b' : 'run-a';
-    assert.equal((await storedRecord(`${a.collection}_jobs`, 'lock')).holder, winner);
-    assert.equal((await storedRecord(a.collection, winner)).status, 'in_progress');
-    assert.equal(await storedRecord(a.collection, loser).catch(() => undefined), undefined);
+    assert.equal(
+      (await storedRecord(`${a.collection}_jobs`, 'lock')).holder,
+      winner,
+    );
+    assert.equal(
+      (await storedRecord(a.collection, winner)).status,
+      'in_progress',
+    );
+    assert.equal(
+      await storedRecord(a.collection, loser).catch(() => undefined),
+      undefined,
+    );
   });
 
   it('a takeover guarded on a lock that changed since its read writes neither the record nor the lock', async () => {
@@ -722,14 +930,20 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     await expireLease(collection, 'run-1');
     await jobDocuments.write('lock', 'test lock', { holder: 'run-1' });
     const stale = await guardOn(jobDocuments, 'run-1');
-    await firestore.collection(`${collection}_jobs`).doc('lock').update({ holder: 'run-2' });
+    await firestore
+      .collection(`${collection}_jobs`)
+      .doc('lock')
+      .update({ holder: 'run-2' });
     const before = await storedRecord(collection, 'run-1');
 
     const result = await ledger.claim('run-1', {}, stale);
 
     assert.equal(result.state, 'guard_changed');
     assert.deepEqual(await storedRecord(collection, 'run-1'), before);
-    assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-2');
+    assert.equal(
+      (await storedRecord(`${collection}_jobs`, 'lock')).holder,
+      'run-2',
+    );
   });
 
   it('a guarded claim whose batch landed but answered UNAVAILABLE is ours: the lock it moved is its own', async () => {
@@ -743,8 +957,14 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     assert.ok(commits() >= 2, 'the client sent the batch again');
     assert.equal(result.state, 'claimed');
     const claim = claimOf(result);
-    assert.equal((await storedRecord(collection, 'run-1')).attempt_id, claim.attemptId);
-    assert.equal((await storedRecord(`${collection}_jobs`, 'lock')).holder, 'run-1');
+    assert.equal(
+      (await storedRecord(collection, 'run-1')).attempt_id,
+      claim.attemptId,
+    );
+    assert.equal(
+      (await storedRecord(`${collection}_jobs`, 'lock')).holder,
+      'run-1',
+    );
     assert.equal(await ledger.complete(claim), 'recorded');
   });
 
@@ -756,6 +976,9 @@ describe('RunLedger: a claim with a guarded write (the overlap lock rides on it)
     const result = await ledger.claim('run-1', {}, absent);
 
     assert.equal(result.state, 'guard_changed');
-    assert.equal(await storedRecord(collection, 'run-1').catch(() => undefined), undefined);
+    assert.equal(
+      await storedRecord(collection, 'run-1').catch(() => undefined),
+      undefined,
+    );
   });
 });

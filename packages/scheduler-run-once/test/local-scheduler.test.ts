@@ -12,7 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
 import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
-import { type Authenticator, createOidcAuthenticator } from '../src/function/auth.ts';
+import {
+  type Authenticator,
+  createOidcAuthenticator,
+} from '../src/function/auth.ts';
 import { createScheduledJobHandler } from '../src/function/handler.ts';
 import {
   type AttemptEvent,
@@ -21,7 +24,11 @@ import {
   type SchedulerJob,
 } from '../src/ops/local-scheduler.ts';
 import { startOidcIssuer } from '../src/ops/oidc-issuer.ts';
-import { defineJob, JOB_DEFAULTS, validateJobs } from '../src/policy/job-declaration.ts';
+import {
+  defineJob,
+  JOB_DEFAULTS,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
 import { captureLogs, countingJob, newLedger, testConfig } from './helpers.ts';
 
 const servers: Server[] = [];
@@ -35,7 +42,10 @@ after(() => {
  * Serves `job` (declared as `slow`) through the real handler on 127.0.0.1, and returns its URL and
  * the job's executions.
  */
-async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: Authenticator) {
+async function serveOnPort(
+  job: ReturnType<typeof countingJob>,
+  authenticate?: Authenticator,
+) {
   const { ledger, history, jobDocuments } = newLedger();
   // Firestore's time is read once per ledger; read it now, so the first delivery's half-second
   // attempt deadline measures the function, not the Firestore client's first connection.
@@ -49,7 +59,9 @@ async function serveOnPort(job: ReturnType<typeof countingJob>, authenticate?: A
       history,
       jobDocuments,
       clock: () => ledger.documents.serverTime(),
-      jobs: validateJobs([defineJob({ id: 'slow', schedule: SCHEDULE, run: job.job })]),
+      jobs: validateJobs([
+        defineJob({ id: 'slow', schedule: SCHEDULE, run: job.job }),
+      ]),
       logger: captureLogs().logger,
       ...(authenticate === undefined ? {} : { authenticate }),
     }),
@@ -108,8 +120,15 @@ async function fireOnce(
   const answers = (delivery: AttemptEvent['delivery']) =>
     events
       .filter((e) => e.delivery === delivery)
-      .map((e) => `${e.status ?? '-'} ${e.outcome}${e.answerDropped ? ' (dropped)' : ''}`);
-  return { result, primary: answers('primary'), duplicates: answers('duplicate') };
+      .map(
+        (e) =>
+          `${e.status ?? '-'} ${e.outcome}${e.answerDropped ? ' (dropped)' : ''}`,
+      );
+  return {
+    result,
+    primary: answers('primary'),
+    duplicates: answers('duplicate'),
+  };
 }
 
 describe('local Scheduler against the function', () => {
@@ -130,7 +149,10 @@ describe('local Scheduler against the function', () => {
       `a retry while the job ran: ${primary.join(', ')}`,
     );
     assert.ok(
-      between.every((answer) => answer === '409 in_progress' || answer === '- deadline_exceeded'),
+      between.every(
+        (answer) =>
+          answer === '409 in_progress' || answer === '- deadline_exceeded',
+      ),
       primary.join(', '),
     );
     assert.equal(job.calls.length, 1);
@@ -142,7 +164,12 @@ describe('local Scheduler against the function', () => {
 
     const { result, primary } = await fireOnce(
       { url, dropAnswers: 1 },
-      { retryCount: 3, maxRetryDurationSeconds: 0, minBackoffSeconds: 0, maxBackoffSeconds: 0 },
+      {
+        retryCount: 3,
+        maxRetryDurationSeconds: 0,
+        minBackoffSeconds: 0,
+        maxBackoffSeconds: 0,
+      },
     );
 
     assert.equal(result.succeeded, false);
@@ -159,13 +186,22 @@ describe('local Scheduler against the function', () => {
     const job = countingJob({ delayMs: 100 });
     const url = await serveOnPort(job);
 
-    const { result, primary, duplicates } = await fireOnce({ url, duplicates: 1 });
+    const { result, primary, duplicates } = await fireOnce({
+      url,
+      duplicates: 1,
+    });
 
     assert.equal(result.succeeded, true);
     const answers = [...primary, ...duplicates];
-    assert.equal(answers.filter((a) => a === '200 processed').length, 1, answers.join(', '));
+    assert.equal(
+      answers.filter((a) => a === '200 processed').length,
+      1,
+      answers.join(', '),
+    );
     assert.ok(
-      answers.every((a) => ['200 processed', '409 in_progress', '200 duplicate'].includes(a)),
+      answers.every((a) =>
+        ['200 processed', '409 in_progress', '200 duplicate'].includes(a),
+      ),
       answers.join(', '),
     );
     assert.equal(job.calls.length, 1);
@@ -179,11 +215,21 @@ describe('local Scheduler against the function', () => {
     const job = countingJob();
     const url = await serveOnPort(
       job,
-      createOidcAuthenticator({ audience, invokers: [email], certsUrl: issuer.certsUrl }),
+      createOidcAuthenticator({
+        audience,
+        invokers: [email],
+        certsUrl: issuer.certsUrl,
+      }),
     );
 
-    const signed = await fireOnce({ url, tokens: { audience, email, token: issuer.token } });
-    const unsigned = await fireOnce({ url }, { retryCount: 0, maxRetryDurationSeconds: 0 });
+    const signed = await fireOnce({
+      url,
+      tokens: { audience, email, token: issuer.token },
+    });
+    const unsigned = await fireOnce(
+      { url },
+      { retryCount: 0, maxRetryDurationSeconds: 0 },
+    );
 
     assert.deepEqual(signed.primary, ['200 processed']);
     assert.deepEqual(unsigned.primary, ['401 unauthenticated']);

@@ -28,7 +28,9 @@ const NOON = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
 /** The instant `hh:mm:ss` on day `day` (-1, 0 or 1) of the driven clock, as RFC 3339. */
 function T(hhmmss: string, day = 0): string {
   const [h, m, sec] = hhmmss.split(':').map(Number) as [number, number, number];
-  return new Date(NOON + day * 24 * HOUR + ((h - 12) * 60 + m) * MINUTE + sec * 1000).toISOString();
+  return new Date(
+    NOON + day * 24 * HOUR + ((h - 12) * 60 + m) * MINUTE + sec * 1000,
+  ).toISOString();
 }
 const ON = { MISSED_RUN_CHECK: 'on' };
 const REPORTS = ['missed run', 'run failed after retries'];
@@ -56,14 +58,20 @@ async function deliverAt(
   at = new Date(slot.getTime() + 5000),
 ) {
   time.set(at);
-  const res = await fn.request.post('/').set(schedulerHeaders(jobId, slot.toISOString()));
+  const res = await fn.request
+    .post('/')
+    .set(schedulerHeaders(jobId, slot.toISOString()));
   return res.body.outcome as string;
 }
 
 /** Every slot of a `step`-minute job in [from, to), oldest first. */
 function slots(from: string, to: string, stepMinutes: number): Date[] {
   const out: Date[] = [];
-  for (let t = Date.parse(from); t < Date.parse(to); t += stepMinutes * MINUTE) {
+  for (
+    let t = Date.parse(from);
+    t < Date.parse(to);
+    t += stepMinutes * MINUTE
+  ) {
     out.push(new Date(t));
   }
   return out;
@@ -73,7 +81,12 @@ function reportsOf(...fns: Served[]) {
   return fns
     .flatMap((fn) => fn.logs.lines())
     .filter((l) => REPORTS.includes(String(l.message)))
-    .map((l) => ({ message: l.message, slot: l.slot, jobName: l.jobName, severity: l.severity }));
+    .map((l) => ({
+      message: l.message,
+      slot: l.slot,
+      jobName: l.jobName,
+      severity: l.severity,
+    }));
 }
 
 function declare(...declarations: JobDeclaration[]) {
@@ -83,9 +96,12 @@ function declare(...declarations: JobDeclaration[]) {
 describe('missed-run detection, live', () => {
   it('reports a slot never delivered once, after its window closes, with the shipped defaults', async () => {
     const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const closesAt = Date.parse(T('12:05:00')) + closedAfterMs(jobs[0] as never);
+    const closesAt =
+      Date.parse(T('12:05:00')) + closedAfterMs(jobs[0] as never);
     let reportedAt: number | undefined;
 
     for (const slot of slots(T('12:00:00'), T('15:05:00'), 5)) {
@@ -106,15 +122,24 @@ describe('missed-run detection, live', () => {
         severity: 'ERROR',
       },
     ]);
-    assert.ok(reportedAt !== undefined && reportedAt >= closesAt, 'never before its window closed');
-    assert.equal(reportedAt, Date.parse(T('14:00:00')), 'by the first due delivery after');
+    assert.ok(
+      reportedAt !== undefined && reportedAt >= closesAt,
+      'never before its window closed',
+    );
+    assert.equal(
+      reportedAt,
+      Date.parse(T('14:00:00')),
+      'by the first due delivery after',
+    );
   });
 
   it('never reports a slot whose on-time delivery a clock 5 minutes behind took for a forced run: that run is the slot’s', async () => {
     // A day behind the real clock: Firestore stamps the misjudged claim at its own time, after the
     // slot, as it stamps a delivery that came on time (the instance's estimate was what lagged).
     const time = drivenClock(T('12:00:00', -1));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const outcomes: string[] = [];
 
@@ -132,13 +157,18 @@ describe('missed-run detection, live', () => {
       outcomes.join(' '),
     );
     const forced = fn.logs.lines().filter((l) => l.runKind === 'forced');
-    assert.ok(forced.length > 0, 'the 12:05 delivery was taken for a forced run');
+    assert.ok(
+      forced.length > 0,
+      'the 12:05 delivery was taken for a forced run',
+    );
     assert.deepEqual(reportsOf(fn), [], 'no slot reported missed');
   });
 
   it('reads nothing beyond the claim and the completion but on the one due delivery of an hour', async () => {
     const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const calls: string[] = [];
     const { jobDocuments, history } = fn;
@@ -181,7 +211,12 @@ describe('missed-run detection, live', () => {
       maxBackoffSeconds: 60,
     };
     const jobs = declare(
-      defineJob({ id: 'minutely', schedule: '* * * * *', ...settings, run: () => {} }),
+      defineJob({
+        id: 'minutely',
+        schedule: '* * * * *',
+        ...settings,
+        run: () => {},
+      }),
     );
     assert.ok(closedAfterMs(jobs[0] as never) > 5 * MINUTE);
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
@@ -214,7 +249,10 @@ describe('missed-run detection, live', () => {
     );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
 
-    assert.equal(await deliverAt(fn, time, 'first', new Date(T('12:10:00'))), 'failed');
+    assert.equal(
+      await deliverAt(fn, time, 'first', new Date(T('12:10:00'))),
+      'failed',
+    );
     for (const slot of slots(T('12:15:00'), T('14:05:00'), 5)) {
       assert.equal(await deliverAt(fn, time, 'first', slot), 'processed');
     }
@@ -253,11 +291,18 @@ describe('missed-run detection, live', () => {
     let retried = false;
     t.after(() => release()); // a failed assertion must not leave the request open
     // A day's lease: Firestore stamps it on the real clock, and it must stay live on the driven one.
-    const fn = serveJobs(jobs, { env: { ...ON, LEASE_SECONDS: '86400' } }, { clock: time.clock });
+    const fn = serveJobs(
+      jobs,
+      { env: { ...ON, LEASE_SECONDS: '86400' } },
+      { clock: time.clock },
+    );
     const window = retryWindowMs(jobs[0] as never);
 
     await deliverAt(fn, time, 'racing', new Date(T('12:00:00')));
-    assert.equal(await deliverAt(fn, time, 'racing', new Date(T('12:05:00'))), 'failed');
+    assert.equal(
+      await deliverAt(fn, time, 'racing', new Date(T('12:05:00'))),
+      'failed',
+    );
     time.set(new Date(T('12:10:05')));
     const long = fn.request
       .post('/')
@@ -268,7 +313,10 @@ describe('missed-run detection, live', () => {
     }
     // 13:00 delivered late, past 12:05's retry window but inside its margin; 12:10 still runs.
     const late = new Date(Date.parse(T('12:05:00')) + window + 30_000);
-    assert.equal(await deliverAt(fn, time, 'racing', new Date(T('13:00:00')), late), 'processed');
+    assert.equal(
+      await deliverAt(fn, time, 'racing', new Date(T('13:00:00')), late),
+      'processed',
+    );
     // Then 12:05's last retry arrives, and succeeds.
     assert.equal(
       await deliverAt(
@@ -290,7 +338,11 @@ describe('missed-run detection, live', () => {
       await deliverAt(fn, time, 'racing', slot);
     }
 
-    assert.deepEqual(reportsOf(fn), [], 'a retry and a long run are no false alarms');
+    assert.deepEqual(
+      reportsOf(fn),
+      [],
+      'a retry and a long run are no false alarms',
+    );
   });
 
   it('reports each slot once across two instances checking the same job at once', async () => {
@@ -300,7 +352,11 @@ describe('missed-run detection, live', () => {
       defineAuditJob({ id: 'run-audit', schedule: '0 * * * *' }),
     );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     const never = [T('12:05:00'), T('12:40:00')];
 
     for (const [i, slot] of slots(T('12:00:00'), T('15:05:00'), 5).entries()) {
@@ -308,14 +364,19 @@ describe('missed-run detection, live', () => {
         continue;
       }
       if (slot.getUTCMinutes() !== 0 || slot.getTime() === NOON) {
-        assert.equal(await deliverAt(i % 2 === 0 ? a : b, time, 'five', slot), 'processed');
+        assert.equal(
+          await deliverAt(i % 2 === 0 ? a : b, time, 'five', slot),
+          'processed',
+        );
         continue;
       }
       // A due delivery on one instance and the audit on the other, at the same time.
       time.set(new Date(slot.getTime() + 5000));
       const answers = await Promise.all([
         a.request.post('/').set(schedulerHeaders('five', slot.toISOString())),
-        b.request.post('/').set(schedulerHeaders('run-audit', slot.toISOString())),
+        b.request
+          .post('/')
+          .set(schedulerHeaders('run-audit', slot.toISOString())),
       ]);
       assert.deepEqual(
         answers.map((r) => r.body.outcome),
@@ -339,14 +400,21 @@ describe('missed-run detection, live', () => {
       defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
     );
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
 
     // 'five' is delivered until 12:20, then never again (its Scheduler job paused).
     for (const slot of slots(T('12:00:00'), T('12:25:00'), 5)) {
       assert.equal(await deliverAt(a, time, 'five', slot), 'processed');
     }
     for (const [i, slot] of slots(T('12:30:00'), T('15:30:00'), 30).entries()) {
-      assert.equal(await deliverAt(i % 2 === 0 ? a : b, time, 'run-audit', slot), 'processed');
+      assert.equal(
+        await deliverAt(i % 2 === 0 ? a : b, time, 'run-audit', slot),
+        'processed',
+      );
     }
 
     // By 15:00:05, 12:25 closed (62.5 min after it: 12:20 had completed); each later slot may
@@ -366,7 +434,9 @@ describe('missed-run detection, live', () => {
   });
 
   it('never fails the run when the check cannot read Firestore', async () => {
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const broken = {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
@@ -375,9 +445,15 @@ describe('missed-run detection, live', () => {
       recordSkipped: () => Promise.reject(new Error('unused')),
     };
     const time = drivenClock(T('14:00:05'));
-    const fn = serveJobs(jobs, { env: ON, history: broken }, { clock: time.clock });
+    const fn = serveJobs(
+      jobs,
+      { env: ON, history: broken },
+      { clock: time.clock },
+    );
 
-    const res = await fn.request.post('/').set(schedulerHeaders('five', T('14:00:00')));
+    const res = await fn.request
+      .post('/')
+      .set(schedulerHeaders('five', T('14:00:00')));
 
     assert.equal(res.status, 200);
     assert.equal(res.body.outcome, 'processed');
@@ -396,7 +472,9 @@ describe('missed-run detection, live', () => {
     }
     const week = (n: number) => new Date(monday + n * 7 * DAY);
     const time = drivenClock(week(0).toISOString());
-    const jobs = declare(defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'weekly', schedule: '0 9 * * MON', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
 
     for (const n of [0, 2, 3]) {
@@ -415,9 +493,15 @@ describe('missed-run detection, live', () => {
    * `refused`: `exists`, as the client's retry of the landed create), and the `failReads` read-backs
    * after it fail.
    */
-  async function playWithReportFaults(first: 'lost' | 'refused', failReads: number, to: string) {
+  async function playWithReportFaults(
+    first: 'lost' | 'refused',
+    failReads: number,
+    to: string,
+  ) {
     const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const reportMissed = fn.history.reportMissed.bind(fn.history);
     const getMany = fn.history.getMany.bind(fn.history);
@@ -512,23 +596,33 @@ describe('missed-run detection, live', () => {
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
     }
     const reports = () => reportsOf(fn).map((r) => [r.message, r.slot]);
-    assert.deepEqual(reports(), [['missed run', T('12:05:00')]], 'reported missed first');
+    assert.deepEqual(
+      reports(),
+      [['missed run', T('12:05:00')]],
+      'reported missed first',
+    );
 
     backfilling = true;
     time.set(new Date(T('13:06:00')));
-    const res = await fn.request
-      .post('/')
-      .set({ ...schedulerHeaders('five', T('12:05:00')), 'X-Run-Once-Backfill': 'true' });
+    const res = await fn.request.post('/').set({
+      ...schedulerHeaders('five', T('12:05:00')),
+      'X-Run-Once-Backfill': 'true',
+    });
 
     assert.equal(res.body.outcome, 'failed');
     assert.deepEqual(reports(), [['missed run', T('12:05:00')]]);
     const { record } = await fn.ledger.documents.read(res.body.runId);
-    assert.ok(record?.status === 'failed' && record.reportedAt !== undefined, 'still reported');
+    assert.ok(
+      record?.status === 'failed' && record.reportedAt !== undefined,
+      'still reported',
+    );
   });
 
   it('reports a closed slot whose record has a status this version does not know: an ERROR naming the run id, the field and the repair', async () => {
     const time = drivenClock(T('12:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const foreign = new Date(T('12:05:00'));
     const runId = slotRunId('five', foreign, []);
@@ -536,16 +630,19 @@ describe('missed-run detection, live', () => {
     for (const slot of slots(T('12:00:00'), T('14:05:00'), 5)) {
       if (slot.getTime() === foreign.getTime()) {
         // Another version's record (or one written by hand), where this slot's run would be.
-        await firestore
-          .collection(fn.collection)
-          .doc(runId)
-          .set({ status: 'done', job_name: 'five', schedule_time: foreign.toISOString() });
+        await firestore.collection(fn.collection).doc(runId).set({
+          status: 'done',
+          job_name: 'five',
+          schedule_time: foreign.toISOString(),
+        });
         continue;
       }
       assert.equal(await deliverAt(fn, time, 'five', slot), 'processed');
     }
 
-    const said = fn.logs.lines().filter((l) => /record cannot be read/.test(String(l.message)));
+    const said = fn.logs
+      .lines()
+      .filter((l) => /record cannot be read/.test(String(l.message)));
     assert.deepEqual(
       said.map((l) => [l.severity, l.runId, l.slot, l.field]),
       [['ERROR', runId, T('12:05:00'), 'status']],
@@ -555,7 +652,9 @@ describe('missed-run detection, live', () => {
 
   it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention starts over in it', async () => {
     const time = drivenClock(T('14:00:00'));
-    const jobs = declare(defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
     const fn = serveJobs(
       jobs,
       { env: { ...ON, RETENTION_SECONDS: '86400' } },
@@ -573,7 +672,10 @@ describe('missed-run detection, live', () => {
     const warned = fn.logs
       .lines()
       .some((l) => /cursor document holds values/.test(String(l.message)));
-    await firestore.collection(jobStateCollection(fn.collection)).doc(id).delete();
+    await firestore
+      .collection(jobStateCollection(fn.collection))
+      .doc(id)
+      .delete();
     await cursor('2000-01-01T00:00:00Z', true);
     await deliverAt(fn, time, 'five', new Date(T('09:00:00', 1)));
     await deliverAt(fn, time, 'five', new Date(T('14:00:00', 1)));

@@ -11,7 +11,11 @@ import { MAX_NOTES, MAX_NOTES_BYTES } from '../src/core/notes.ts';
 import { firestore, newLedger, storedRecord } from './helpers.ts';
 
 function claimOf(result: ClaimResult): Claim {
-  assert.equal(result.state, 'claimed', `expected a claim, got ${result.state}`);
+  assert.equal(
+    result.state,
+    'claimed',
+    `expected a claim, got ${result.state}`,
+  );
   return (result as Extract<ClaimResult, { state: 'claimed' }>).claim;
 }
 
@@ -22,7 +26,10 @@ const bigNote = Object.fromEntries(
 
 describe('notes: bounded per record', () => {
   it('refuses the note that would take the notes past MAX_NOTES_BYTES, naming it, and the run still completes', async () => {
-    const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
+    const { ledger, collection } = newLedger({
+      leaseMs: 300_000,
+      retentionMs: 86_400_000,
+    });
     let claim = claimOf(await ledger.claim('run-notes'));
 
     let refused: unknown;
@@ -40,7 +47,10 @@ describe('notes: bounded per record', () => {
     }
     const completion = await ledger.complete(claim);
 
-    assert.ok(refused instanceof RunOnceError, `refused with ${String(refused)}`);
+    assert.ok(
+      refused instanceof RunOnceError,
+      `refused with ${String(refused)}`,
+    );
     assert.match(
       refused.message,
       new RegExp(
@@ -55,7 +65,10 @@ describe('notes: bounded per record', () => {
   });
 
   it('counts the notes an earlier attempt left: a takeover refuses the note past the bound', async () => {
-    const { ledger, collection } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
+    const { ledger, collection } = newLedger({
+      leaseMs: 300_000,
+      retentionMs: 86_400_000,
+    });
     let first = claimOf(await ledger.claim('run-takeover'));
     for (let i = 0; i < 8; i++) {
       first = (await ledger.note(first, `step${i}`, bigNote)) as Claim;
@@ -64,13 +77,20 @@ describe('notes: bounded per record', () => {
       .collection(collection)
       .doc('run-takeover')
       .update({ leased_at: Timestamp.fromMillis(Date.now() - 3_600_000) });
-    const { ledger: other } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000, collection });
+    const { ledger: other } = newLedger({
+      leaseMs: 300_000,
+      retentionMs: 86_400_000,
+      collection,
+    });
 
     const second = claimOf(await other.claim('run-takeover'));
 
     assert.equal(second.takeover, true);
     assert.equal(Object.keys(second.notes).length, 8);
-    await assert.rejects(other.note(second, 'step8', bigNote), /note step8 would bring/);
+    await assert.rejects(
+      other.note(second, 'step8', bigNote),
+      /note step8 would bring/,
+    );
     const replaced = await other.note(second, 'step0', { done: true });
     assert.notEqual(replaced, 'lease_lost', 'replacing a note frees its bytes');
   });
@@ -78,10 +98,19 @@ describe('notes: bounded per record', () => {
   it(`refuses note ${MAX_NOTES + 1} of a record, and accepts replacing an existing one`, async () => {
     const { ledger } = newLedger({ leaseMs: 300_000, retentionMs: 86_400_000 });
     let claim = claimOf(await ledger.claim('run-count'));
-    const notes = Object.fromEntries(Array.from({ length: MAX_NOTES }, (_, i) => [`n${i}`, i]));
+    const notes = Object.fromEntries(
+      Array.from({ length: MAX_NOTES }, (_, i) => [`n${i}`, i]),
+    );
     // The last note's write carries the count; set the others as if already written.
-    claim = { ...claim, notes: Object.fromEntries(Object.entries(notes).slice(0, -1)) };
-    claim = (await ledger.note(claim, `n${MAX_NOTES - 1}`, MAX_NOTES - 1)) as Claim;
+    claim = {
+      ...claim,
+      notes: Object.fromEntries(Object.entries(notes).slice(0, -1)),
+    };
+    claim = (await ledger.note(
+      claim,
+      `n${MAX_NOTES - 1}`,
+      MAX_NOTES - 1,
+    )) as Claim;
 
     await assert.rejects(
       ledger.note(claim, 'oneTooMany', 1),

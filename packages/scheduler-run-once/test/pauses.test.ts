@@ -17,7 +17,11 @@ import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 const ON = { MISSED_RUN_CHECK: 'on' };
-const REPORTS = ['missed run', 'run failed after retries', 'pause outlived its bound'];
+const REPORTS = [
+  'missed run',
+  'run failed after retries',
+  'pause outlived its bound',
+];
 /**
  * The test's hours count from here: a whole hour ahead of the real clock (the clock is driven), so
  * the times Firestore stamps on claims (its real clock) never lie after a slot's window.
@@ -44,7 +48,9 @@ async function deliverAt(
   slot: Date,
 ) {
   time.set(new Date(slot.getTime() + 5000));
-  const res = await fn.request.post('/').set(schedulerHeaders(job, slot.toISOString()));
+  const res = await fn.request
+    .post('/')
+    .set(schedulerHeaders(job, slot.toISOString()));
   return res.body.outcome as string;
 }
 
@@ -65,7 +71,9 @@ async function writePause(fn: Served, job: string, pause: Pause) {
 describe('a paused job, live', () => {
   it("reports none of a pause's slots missed, logs each once as paused, and still reports a slot missed after the resume", async () => {
     const time = drivenClock();
-    const jobs = validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]);
+    const jobs = validateJobs([
+      defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} }),
+    ]);
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const pause = {
       pausedAt: at(60),
@@ -88,7 +96,9 @@ describe('a paused job, live', () => {
       assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
     }
 
-    assert.deepEqual(linesOf(REPORTS, fn), [['missed run', at(130).toISOString(), 'ERROR']]);
+    assert.deepEqual(linesOf(REPORTS, fn), [
+      ['missed run', at(130).toISOString(), 'ERROR'],
+    ]);
     const paused = linesOf(['paused slot'], fn);
     assert.deepEqual(
       paused.map(([, slot]) => slot),
@@ -99,7 +109,9 @@ describe('a paused job, live', () => {
 
   it('counts no slot paused, with a warning, for a hand-edited pause resumed years ahead', async () => {
     const time = drivenClock();
-    const jobs = validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]);
+    const jobs = validateJobs([
+      defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} }),
+    ]);
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     assert.equal(await deliverAt(fn, time, 'ten', at(0)), 'processed');
     await writePause(fn, 'ten', {
@@ -117,12 +129,16 @@ describe('a paused job, live', () => {
       assert.equal(await deliverAt(fn, time, 'ten', at(m)), 'processed');
     }
 
-    assert.deepEqual(linesOf(REPORTS, fn), [['missed run', at(130).toISOString(), 'ERROR']]);
+    assert.deepEqual(linesOf(REPORTS, fn), [
+      ['missed run', at(130).toISOString(), 'ERROR'],
+    ]);
     assert.deepEqual(linesOf(['paused slot'], fn), []);
     const warned = fn.logs
       .lines()
       .filter((l) => /pauses on the cursor document/.test(String(l.message)));
-    assert.ok(warned.length > 0 && warned.every((l) => l.severity === 'WARNING'));
+    assert.ok(
+      warned.length > 0 && warned.every((l) => l.severity === 'WARNING'),
+    );
   });
 
   it('reports a pause past its --until once across two instances, by the run audit', async () => {
@@ -132,7 +148,11 @@ describe('a paused job, live', () => {
       defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
     ]);
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     assert.equal(await deliverAt(a, time, 'five', at(0)), 'processed');
     await writePause(a, 'five', {
       pausedAt: at(3),
@@ -147,7 +167,9 @@ describe('a paused job, live', () => {
       time.set(new Date(at(m).getTime() + 5000));
       const answers = await Promise.all(
         [a, b].map((fn) =>
-          fn.request.post('/').set(schedulerHeaders('run-audit', at(m).toISOString())),
+          fn.request
+            .post('/')
+            .set(schedulerHeaders('run-audit', at(m).toISOString())),
         ),
       );
       assert.ok(answers.some((r) => r.body.outcome === 'processed'));
@@ -165,7 +187,11 @@ describe('a paused job, live', () => {
       defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
     ]);
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
-    const b = serveJobs(jobs, { env: ON, collection: a.collection }, { clock: time.clock });
+    const b = serveJobs(
+      jobs,
+      { env: ON, collection: a.collection },
+      { clock: time.clock },
+    );
     assert.equal(await deliverAt(a, time, 'five', at(0)), 'processed');
     await writePause(a, 'five', {
       pausedAt: at(3),
@@ -194,7 +220,10 @@ describe('a paused job, live', () => {
       assert.ok(await deliverAt(fn, time, 'run-audit', at(m)));
     }
 
-    assert.ok(linesBeforeDeath !== undefined, 'the instance died after writing the report');
+    assert.ok(
+      linesBeforeDeath !== undefined,
+      'the instance died after writing the report',
+    );
     const seen = a.logs
       .lines()
       .slice(0, linesBeforeDeath)
@@ -208,7 +237,9 @@ describe('a paused job, live', () => {
 
   it("npm run dev's pause reader reads the emulator it is given, not this process's environment", async () => {
     const fn = serveJobs(
-      validateJobs([defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} })]),
+      validateJobs([
+        defineJob({ id: 'ten', schedule: '*/10 * * * *', run: () => {} }),
+      ]),
     );
     // On the real clock: the reader judges the pause by its read's time (Firestore's).
     const now = Date.now();
@@ -236,6 +267,9 @@ describe('a paused job, live', () => {
       process.env.FIRESTORE_EMULATOR_HOST = host;
     }
 
-    assert.equal(await pauseOf('ten', new Date(now + 10 * MINUTE)), 'read from the emulator');
+    assert.equal(
+      await pauseOf('ten', new Date(now + 10 * MINUTE)),
+      'read from the emulator',
+    );
   });
 });

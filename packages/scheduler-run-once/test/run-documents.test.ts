@@ -28,7 +28,10 @@ async function firestoreNow(): Promise<number> {
 
 function assertNear(actual: number, expected: number, what: string): void {
   const off = actual - expected;
-  assert.ok(Math.abs(off) < ROUND_TRIP_MS, `${what} is ${off} ms off Firestore's time`);
+  assert.ok(
+    Math.abs(off) < ROUND_TRIP_MS,
+    `${what} is ${off} ms off Firestore's time`,
+  );
 }
 
 describe('RunDocuments server time', () => {
@@ -53,7 +56,11 @@ describe('RunDocuments server time', () => {
     const expireAt = documents.expireAt().toMillis();
 
     t.mock.restoreAll();
-    assertNear(expireAt - 86_400_000, await firestoreNow(), 'expire_at − retention');
+    assertNear(
+      expireAt - 86_400_000,
+      await firestoreNow(),
+      'expire_at − retention',
+    );
   });
 
   it('serverTime moves with the monotonic clock since Firestore’s last answer, not the wall clock', async (t) => {
@@ -65,7 +72,8 @@ describe('RunDocuments server time', () => {
     monotonic += 90_000;
 
     // Within a millisecond: the read's time as a Date is rounded, the estimate's floored.
-    const off = (await documents.serverTime()).getTime() - (readTime.getTime() + 90_000);
+    const off =
+      (await documents.serverTime()).getTime() - (readTime.getTime() + 90_000);
     assert.ok(Math.abs(off) <= 1, `${off} ms off the read's time plus 90 s`);
   });
 
@@ -78,7 +86,10 @@ describe('RunDocuments server time', () => {
     monotonic += 60_000;
     await documents.read('run-2');
 
-    assert.ok((await documents.serverTime()).getTime() >= readTime.getTime() + 60_000 - 1);
+    assert.ok(
+      (await documents.serverTime()).getTime() >=
+        readTime.getTime() + 60_000 - 1,
+    );
   });
 
   it('a batched read of no ids answers with Firestore’s time, not the wall clock', async (t) => {
@@ -90,7 +101,11 @@ describe('RunDocuments server time', () => {
     const { readTime } = await documents.readMany([]);
 
     t.mock.restoreAll();
-    assertNear(readTime.getTime(), await firestoreNow(), 'the empty read’s time');
+    assertNear(
+      readTime.getTime(),
+      await firestoreNow(),
+      'the empty read’s time',
+    );
   });
 
   it('connect opens the channel but learns no clock from its answer, which an idle instance may handle late', async () => {
@@ -106,7 +121,11 @@ describe('RunDocuments server time', () => {
     const estimate = (await documents.serverTime()).getTime();
 
     assert.equal(readsAfterConnect, 1);
-    assert.equal(calls.get, 2, 'serverTime read the clock itself, in the request that asked');
+    assert.equal(
+      calls.get,
+      2,
+      'serverTime read the clock itself, in the request that asked',
+    );
     assertNear(estimate, await firestoreNow(), 'serverTime after connect');
   });
 });

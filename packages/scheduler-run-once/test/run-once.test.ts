@@ -29,13 +29,19 @@ describe('runOnce', () => {
     };
 
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => runOnce(ledger, 'payment-42', work, { logger })),
+      Array.from({ length: 20 }, () =>
+        runOnce(ledger, 'payment-42', work, { logger }),
+      ),
     );
     const later = await runOnce(ledger, 'payment-42', work, { logger });
 
     assert.equal(executions, 1);
     assert.equal(results.filter((r) => r.outcome === 'processed').length, 1);
-    assert.ok(results.every((r) => ['processed', 'in_progress', 'duplicate'].includes(r.outcome)));
+    assert.ok(
+      results.every((r) =>
+        ['processed', 'in_progress', 'duplicate'].includes(r.outcome),
+      ),
+    );
     assert.equal(later.outcome, 'duplicate');
   });
 
@@ -55,7 +61,9 @@ describe('runOnce', () => {
 
     assert.equal(result.outcome, 'failed');
     const error = result.outcome === 'failed' ? result.error : undefined;
-    assert.ok(error instanceof AttemptAbortedError && error.reason === 'job_timeout');
+    assert.ok(
+      error instanceof AttemptAbortedError && error.reason === 'job_timeout',
+    );
     assert.equal(
       (await ledger.documents.read('run-1')).record?.status,
       'failed',
@@ -101,7 +109,10 @@ describe('runOnce', () => {
     );
     await sleep(200);
 
-    assert.equal(lines().filter((l) => /still running/.test(String(l.message))).length, 0);
+    assert.equal(
+      lines().filter((l) => /still running/.test(String(l.message))).length,
+      0,
+    );
   });
 
   it('names the job timeout as the cause when a job that ignored its abort lost its lease', async () => {
@@ -114,14 +125,23 @@ describe('runOnce', () => {
       'run-1',
       async () => {
         // Ignores its abort at maxRunMs; the heartbeat stops, the lease lapses, another attempt takes over.
-        await until(async () => (await thief.claim('run-1')).state === 'claimed', 5_000);
+        await until(
+          async () => (await thief.claim('run-1')).state === 'claimed',
+          5_000,
+        );
       },
       { logger, maxRunMs: 50, abortWarningMs: 60_000 },
     );
 
     assert.equal(result.outcome, 'processed');
-    assert.equal(result.outcome === 'processed' && result.completion, 'lease_lost');
-    assert.equal(result.outcome === 'processed' && result.leaseLoss, 'job_timeout');
+    assert.equal(
+      result.outcome === 'processed' && result.completion,
+      'lease_lost',
+    );
+    assert.equal(
+      result.outcome === 'processed' && result.leaseLoss,
+      'job_timeout',
+    );
     const warning = lines().find((l) => l.fence === 'completion');
     assert.match(
       String(warning?.message),
@@ -139,7 +159,10 @@ describe('runOnce', () => {
       'run-1',
       async (attempt) => {
         seen.push(attempt.leaseExpires.getTime());
-        await until(() => attempt.leaseExpires.getTime() > (seen[0] ?? 0), 3_000);
+        await until(
+          () => attempt.leaseExpires.getTime() > (seen[0] ?? 0),
+          3_000,
+        );
         seen.push(attempt.leaseExpires.getTime());
       },
       { logger },
@@ -165,10 +188,18 @@ describe('runOnce', () => {
     );
 
     assert.equal(result.outcome, 'processed');
-    assert.equal(result.outcome === 'processed' && result.completion, 'recorded');
+    assert.equal(
+      result.outcome === 'processed' && result.completion,
+      'recorded',
+    );
     assert.equal(whileRunning?.status, 'in_progress');
-    assert.deepEqual(whileRunning?.notes, { launch: { name: 'executions/x7k2p', adopted: false } });
-    assert.deepEqual((await storedRecord(collection, 'run-1')).notes, whileRunning?.notes);
+    assert.deepEqual(whileRunning?.notes, {
+      launch: { name: 'executions/x7k2p', adopted: false },
+    });
+    assert.deepEqual(
+      (await storedRecord(collection, 'run-1')).notes,
+      whileRunning?.notes,
+    );
   });
 
   it("gives a retry the first attempt's claim time as stored, and the first attempt its own claim's", async () => {
@@ -187,7 +218,9 @@ describe('runOnce', () => {
     const retry = await runOnce(ledger, 'run-1', work, { logger });
 
     assert.equal(retry.outcome, 'processed');
-    const stored = (await storedRecord(collection, 'run-1')).first_claimed_at.toDate();
+    const stored = (
+      await storedRecord(collection, 'run-1')
+    ).first_claimed_at.toDate();
     assert.equal(seen[1]?.getTime(), stored.getTime());
     // The create's commit time; the emulator stamps the stored value on receipt, a little earlier.
     assert.ok((seen[0]?.getTime() ?? 0) >= stored.getTime());
@@ -207,7 +240,9 @@ describe('runOnce', () => {
           ['nested', { deep: { no: true } }],
           ['long', 'x'.repeat(1501)],
         ] as const) {
-          await note(name, value as never).catch((err: Error) => refusals.push(err.message));
+          await note(name, value as never).catch((err: Error) =>
+            refusals.push(err.message),
+          );
         }
       },
       { logger },
@@ -215,7 +250,10 @@ describe('runOnce', () => {
 
     assert.equal(refusals.length, 3);
     assert.match(refusals[0] ?? '', /note name "bad name" must be a letter/);
-    assert.match(refusals[1] ?? '', /field deep of note nested: a value must be a string/);
+    assert.match(
+      refusals[1] ?? '',
+      /field deep of note nested: a value must be a string/,
+    );
     assert.match(refusals[2] ?? '', /at most 1500 characters/);
     assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
   });
@@ -229,14 +267,19 @@ describe('runOnce', () => {
       ledger,
       'run-1',
       async ({ note, signal }) => {
-        await firestore.collection(collection).doc('run-1').update({ attempt_id: 'thief' });
+        await firestore
+          .collection(collection)
+          .doc('run-1')
+          .update({ attempt_id: 'thief' });
         noted = await note('launch', 'x').catch((err: unknown) => err);
         signal.throwIfAborted();
       },
       { logger },
     );
 
-    assert.ok(noted instanceof AttemptAbortedError && noted.reason === 'lease_lost');
+    assert.ok(
+      noted instanceof AttemptAbortedError && noted.reason === 'lease_lost',
+    );
     assert.equal(result.outcome, 'failed');
     assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
   });
@@ -291,7 +334,8 @@ describe('runOnce', () => {
     const db = hookedFirestore({
       create: (real, args) => {
         calls.create++;
-        const create = () => real.create(...(args as [FirebaseFirestore.DocumentData]));
+        const create = () =>
+          real.create(...(args as [FirebaseFirestore.DocumentData]));
         return calls.create === 1 ? create() : slowly(create);
       },
       get: (real) => {
@@ -306,15 +350,23 @@ describe('runOnce', () => {
           return landed;
         }
         return slowly(() =>
-          Promise.reject(grpcError(9, 'FAILED_PRECONDITION: the retry of a landed write')),
+          Promise.reject(
+            grpcError(9, 'FAILED_PRECONDITION: the retry of a landed write'),
+          ),
         );
       },
     });
-    const { ledger, collection } = newLedger({ leaseMs: 300_000, timeoutMs }, db);
+    const { ledger, collection } = newLedger(
+      { leaseMs: 300_000, timeoutMs },
+      db,
+    );
     const other = newLedger({ collection, leaseMs: 300_000, timeoutMs }).ledger;
     const failed = await other.claim('run-1');
     assert.equal(failed.state, 'claimed');
-    assert.equal(await other.release(failed.claim, 'the first attempt failed'), 'recorded');
+    assert.equal(
+      await other.release(failed.claim, 'the first attempt failed'),
+      'recorded',
+    );
     const { logger } = captureLogs();
     let running = false;
     let stop = () => {};
@@ -350,7 +402,11 @@ describe('runOnce', () => {
     stop();
     await outcome;
 
-    assert.deepEqual(taken, [], 'another instance took the run over while its job ran');
+    assert.deepEqual(
+      taken,
+      [],
+      'another instance took the run over while its job ran',
+    );
     assert.equal(stillRunning, true, 'the job was aborted: its lease was lost');
     assert.equal((await storedRecord(collection, 'run-1')).status, 'completed');
   });

@@ -11,8 +11,16 @@ import type { JobContext } from '../src/core/job-context.ts';
 import { RunDocuments } from '../src/core/run-documents.ts';
 import { computeRunId, scopeId } from '../src/core/run-key.ts';
 import { readHistory } from '../src/ops/slot-history.ts';
-import { defineJob, type JobDeclaration, validateJobs } from '../src/policy/job-declaration.ts';
-import { forcedRunId, RunHistory, slotRunId } from '../src/policy/run-history.ts';
+import {
+  defineJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
+import {
+  forcedRunId,
+  RunHistory,
+  slotRunId,
+} from '../src/policy/run-history.ts';
 import { forcedRunToleranceMs } from '../src/policy/schedule-time.ts';
 import {
   documents,
@@ -56,16 +64,27 @@ function trigger(mode: 'manual' | 'rerun', id: string = randomUUID()) {
 
 describe('forced runs (a driven clock stands for Firestore’s)', () => {
   it('runs a forced run, its retry is a duplicate, and the slot still runs at its time', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     let now = at(T, -4 * 60_000);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
-    const forced = await request.post('/').set(schedulerHeaders('nightly-report', T));
-    const retry = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const forced = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
+    const retry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
     now = at(T, 0);
-    const scheduled = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const scheduled = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
     now = at(T, 1000);
-    const late = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const late = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     assert.deepEqual(
       [forced, retry, scheduled, late].map((r) => [r.status, r.body.outcome]),
@@ -76,9 +95,21 @@ describe('forced runs (a driven clock stands for Firestore’s)', () => {
         [200, 'duplicate'],
       ],
     );
-    const slotRunId = computeRunId({ jobName: 'nightly-report', scheduleTime: T, scope: [] });
-    assert.equal(scheduled.body.runId, slotRunId, 'the scheduled delivery is the slot');
-    assert.notEqual(forced.body.runId, slotRunId, 'the forced run has an id of its own');
+    const slotRunId = computeRunId({
+      jobName: 'nightly-report',
+      scheduleTime: T,
+      scope: [],
+    });
+    assert.equal(
+      scheduled.body.runId,
+      slotRunId,
+      'the scheduled delivery is the slot',
+    );
+    assert.notEqual(
+      forced.body.runId,
+      slotRunId,
+      'the forced run has an id of its own',
+    );
     assert.deepEqual(
       calls.map((c) => c.kind),
       ['forced', 'slot'],
@@ -95,11 +126,20 @@ describe('forced runs (a driven clock stands for Firestore’s)', () => {
   });
 
   it('takes a delivery as its slot up to FORCED_RUN_TOLERANCE_SECONDS early', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     const env = { FORCED_RUN_TOLERANCE_SECONDS: '120' };
-    const { request } = serveJobs(jobs, { env }, { clock: async () => at(T, -119_000) });
+    const { request } = serveJobs(
+      jobs,
+      { env },
+      { clock: async () => at(T, -119_000) },
+    );
 
-    const res = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     assert.equal(
       res.body.runId,
@@ -111,17 +151,26 @@ describe('forced runs (a driven clock stands for Firestore’s)', () => {
 
 describe('forced runs on a warm instance whose wall clock steps (Firestore’s clock, monotonic since)', () => {
   it('takes Scheduler’s on-time delivery as its slot after the wall clock stepped back 5 minutes', async (t) => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '* * * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '* * * * *',
+    });
     const { request, ledger } = serveJobs(jobs);
     const slot = new Date(
-      Math.floor((await ledger.documents.serverTime()).getTime() / 60_000) * 60_000,
+      Math.floor((await ledger.documents.serverTime()).getTime() / 60_000) *
+        60_000,
     );
     const realNow = Date.now.bind(Date);
     t.mock.method(Date, 'now', () => realNow() - 5 * 60_000);
 
     const res = await request
       .post('/')
-      .set(schedulerHeaders('nightly-report', slot.toISOString().replace('.000Z', 'Z')));
+      .set(
+        schedulerHeaders(
+          'nightly-report',
+          slot.toISOString().replace('.000Z', 'Z'),
+        ),
+      );
 
     t.mock.restoreAll();
     assert.equal(res.body.outcome, 'processed');
@@ -143,15 +192,26 @@ describe('forced runs on a warm instance whose wall clock steps (Firestore’s c
 
 describe('a forced run first claimed within the tolerance before its slot, or later, is the slot’s run', () => {
   it('a Scheduler retry of such a slot within its retry window is its duplicate, not a second run', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
-    const misjudged = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const misjudged = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
     now = at(T, 3 * 60_000);
 
-    const late = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const late = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
-    assert.deepEqual([late.status, late.body.outcome], [200, 'duplicate'], late.body.message);
+    assert.deepEqual(
+      [late.status, late.body.outcome],
+      [200, 'duplicate'],
+      late.body.message,
+    );
     assert.equal(late.body.runId, misjudged.body.runId);
     assert.deepEqual(
       calls.map((c) => c.kind),
@@ -160,10 +220,15 @@ describe('a forced run first claimed within the tolerance before its slot, or la
   });
 
   it('a re-run of such a slot runs (its run is finished), and is not refused as a slot without a record', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     let now = at(T, -4 * 60_000); // the instance's estimate, 4 minutes behind Firestore's
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
-    const misjudged = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const misjudged = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
     now = at(T, 3_600_000);
 
     const rerun = await request
@@ -171,7 +236,11 @@ describe('a forced run first claimed within the tolerance before its slot, or la
       .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
 
     assert.equal(misjudged.body.outcome, 'processed');
-    assert.deepEqual([rerun.status, rerun.body.outcome], [200, 'processed'], rerun.body.message);
+    assert.deepEqual(
+      [rerun.status, rerun.body.outcome],
+      [200, 'processed'],
+      rerun.body.message,
+    );
     assert.deepEqual(
       calls.map((c) => c.kind),
       ['forced', 'rerun'],
@@ -179,20 +248,34 @@ describe('a forced run first claimed within the tolerance before its slot, or la
   });
 
   it('counts it as the slot (completed, kind slot) and a genuine Force run long before its slot not', async () => {
-    const { jobs } = counted({ id: 'nightly-report', schedule: '*/10 * * * *' });
+    const { jobs } = counted({
+      id: 'nightly-report',
+      schedule: '*/10 * * * *',
+    });
     const job = jobs[0] as (typeof jobs)[number];
     const tolerance = forcedRunToleranceMs(job, 60_000);
     const TEN_MINUTES = 600_000;
-    const real = (await serveJobs(jobs).ledger.documents.serverTime()).getTime();
+    const real = (
+      await serveJobs(jobs).ledger.documents.serverTime()
+    ).getTime();
     // The slot just past, delivered on time; and the first slot Force run may send now, early by
     // more than the tolerance.
     const onTime = new Date(Math.floor(real / TEN_MINUTES) * TEN_MINUTES);
-    const future = new Date((Math.floor((real + tolerance) / TEN_MINUTES) + 1) * TEN_MINUTES);
+    const future = new Date(
+      (Math.floor((real + tolerance) / TEN_MINUTES) + 1) * TEN_MINUTES,
+    );
     // An instance whose estimate of Firestore's time is 5 minutes behind, and one that is right.
-    const behind = serveJobs(jobs, {}, { clock: async () => new Date(onTime.getTime() - 300_000) });
+    const behind = serveJobs(
+      jobs,
+      {},
+      { clock: async () => new Date(onTime.getTime() - 300_000) },
+    );
     const right = serveJobs(jobs, { collection: behind.collection });
     const headersOf = (slot: Date) =>
-      schedulerHeaders('nightly-report', slot.toISOString().replace('.000Z', 'Z'));
+      schedulerHeaders(
+        'nightly-report',
+        slot.toISOString().replace('.000Z', 'Z'),
+      );
 
     const misjudged = await behind.request.post('/').set(headersOf(onTime));
     const forceRun = await right.request.post('/').set(headersOf(future));
@@ -206,8 +289,14 @@ describe('a forced run first claimed within the tolerance before its slot, or la
       tolerance,
     );
 
-    assert.equal((await storedRecord(behind.collection, misjudged.body.runId)).run_kind, 'forced');
-    assert.equal((await storedRecord(behind.collection, forceRun.body.runId)).run_kind, 'forced');
+    assert.equal(
+      (await storedRecord(behind.collection, misjudged.body.runId)).run_kind,
+      'forced',
+    );
+    assert.equal(
+      (await storedRecord(behind.collection, forceRun.body.runId)).run_kind,
+      'forced',
+    );
     assert.deepEqual(
       rows.map((r) => [r.kind, r.state, r.runId]),
       [
@@ -220,23 +309,33 @@ describe('a forced run first claimed within the tolerance before its slot, or la
 
 describe('runs by hand (npm run trigger sends these headers)', () => {
   it('a manual run has a run id of its own, its retries are duplicates, and the slot is untouched', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     const { request, collection } = serveJobs(jobs);
     const id = randomUUID();
 
-    const manual = await request
+    const manual = await request.post('/').set({
+      ...schedulerHeaders('nightly-report', T),
+      ...trigger('manual', id),
+    });
+    const retry = await request.post('/').set({
+      ...schedulerHeaders('nightly-report', T),
+      ...trigger('manual', id),
+    });
+    const slot = await request
       .post('/')
-      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('manual', id) });
-    const retry = await request
-      .post('/')
-      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('manual', id) });
-    const slot = await request.post('/').set(schedulerHeaders('nightly-report', T));
+      .set(schedulerHeaders('nightly-report', T));
 
     assert.deepEqual(
       [manual.body.outcome, retry.body.outcome, slot.body.outcome],
       ['processed', 'duplicate', 'processed'],
     );
-    assert.equal((await storedRecord(collection, manual.body.runId)).run_kind, 'manual');
+    assert.equal(
+      (await storedRecord(collection, manual.body.runId)).run_kind,
+      'manual',
+    );
     assert.deepEqual(
       calls.map((c) => c.kind),
       ['manual', 'slot'],
@@ -244,7 +343,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
   });
 
   it('one trigger id sent with schedule times 1 s apart is one manual run: the second delivery is its duplicate', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     const { request } = serveJobs(jobs);
     const id = randomUUID();
     const manualAt = (ms: number) =>
@@ -256,13 +358,19 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     const first = await manualAt(5_000);
     const second = await manualAt(6_000);
 
-    assert.deepEqual([first.body.outcome, second.body.outcome], ['processed', 'duplicate']);
+    assert.deepEqual(
+      [first.body.outcome, second.body.outcome],
+      ['processed', 'duplicate'],
+    );
     assert.equal(second.body.runId, first.body.runId);
     assert.equal(calls.length, 1);
   });
 
   it('a trigger id reused for a re-run of a slot is the manual run’s duplicate, never a second run', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     const { request, collection } = serveJobs(jobs);
     const id = randomUUID();
     await request.post('/').set(schedulerHeaders('nightly-report', T));
@@ -271,9 +379,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
       ...trigger('manual', id),
     });
 
-    const rerun = await request
-      .post('/')
-      .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
+    const rerun = await request.post('/').set({
+      ...schedulerHeaders('nightly-report', T),
+      ...trigger('rerun', id),
+    });
 
     assert.equal(rerun.body.outcome, 'duplicate');
     assert.equal(rerun.body.runId, manual.body.runId);
@@ -282,12 +391,21 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
       ['slot', 'manual'],
     );
     const record = await storedRecord(collection, manual.body.runId);
-    assert.equal(record.run_kind, 'manual', 'the record keeps the first delivery’s details');
+    assert.equal(
+      record.run_kind,
+      'manual',
+      'the record keeps the first delivery’s details',
+    );
   });
 
   it('the same trigger id in two key scopes is two runs', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
-    const { request } = serveJobs(jobs, { env: { RUN_KEY_SCOPE_HEADERS: 'x-tenant' } });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
+    const { request } = serveJobs(jobs, {
+      env: { RUN_KEY_SCOPE_HEADERS: 'x-tenant' },
+    });
     const id = randomUUID();
     const manualFor = (tenant: string) =>
       request.post('/').set({
@@ -296,7 +414,11 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
         'X-Tenant': tenant,
       });
 
-    const answers = [await manualFor('a'), await manualFor('b'), await manualFor('a')];
+    const answers = [
+      await manualFor('a'),
+      await manualFor('b'),
+      await manualFor('a'),
+    ];
 
     assert.deepEqual(
       answers.map((r) => r.body.outcome),
@@ -306,18 +428,28 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
   });
 
   it('a re-run is a run of its own keyed by its trigger id: trigger ids A, B, A, B, A run twice, each with a new run id', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     const { request, collection } = serveJobs(jobs);
     const [a, b] = [randomUUID() as string, randomUUID() as string];
     const rerun = (id: string) =>
-      request.post('/').set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun', id) });
-    const first = await request.post('/').set(schedulerHeaders('nightly-report', T));
+      request.post('/').set({
+        ...schedulerHeaders('nightly-report', T),
+        ...trigger('rerun', id),
+      });
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     const answers = [];
     for (const id of [a, b, a, b, a]) {
       answers.push(await rerun(id));
     }
-    const schedulerRetry = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const schedulerRetry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     assert.deepEqual(
       answers.map((r) => r.body.outcome),
@@ -334,7 +466,11 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
         [runB, 'rerun', slotRunId],
       ],
     );
-    assert.equal(new Set([slotRunId, runA, runB]).size, 3, 'three idempotency keys');
+    assert.equal(
+      new Set([slotRunId, runA, runB]).size,
+      3,
+      'three idempotency keys',
+    );
     const record = await storedRecord(collection, runA);
     assert.equal(record.run_kind, 'rerun');
     assert.equal(record.rerun_of, slotRunId);
@@ -346,7 +482,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
   });
 
   it('refuses a re-run of a future slot by Firestore’s clock, and the slot then runs at its time', async () => {
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+    const { jobs, calls } = counted({
+      id: 'nightly-report',
+      schedule: '0 12 * * *',
+    });
     let now = at(T, -10 * 60_000);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
@@ -354,7 +493,9 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
       .post('/')
       .set({ ...schedulerHeaders('nightly-report', T), ...trigger('rerun') });
     now = at(T, 1000);
-    const scheduled = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const scheduled = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     assert.equal(early.status, 400);
     assert.equal(early.body.outcome, 'invalid_request');
@@ -368,7 +509,11 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
 
   const refused: [string, string, RegExp][] = [
     ['an off-schedule time', onDay('12:01'), /is not a slot of nightly-report/],
-    ['year 9999', '9999-12-31T12:00:00Z', /is in the future|after the job's next slot/],
+    [
+      'year 9999',
+      '9999-12-31T12:00:00Z',
+      /is in the future|after the job's next slot/,
+    ],
     [
       'a time before 2000',
       '1999-12-31T12:00:00Z',
@@ -384,12 +529,16 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
   ];
   for (const [what, time, message] of refused) {
     it(`refuses a re-run of ${what} with 400 and runs nothing`, async () => {
-      const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' });
+      const { jobs, calls } = counted({
+        id: 'nightly-report',
+        schedule: '0 12 * * *',
+      });
       const { request } = serveJobs(jobs);
 
-      const answer = await request
-        .post('/')
-        .set({ ...schedulerHeaders('nightly-report', time), ...trigger('rerun') });
+      const answer = await request.post('/').set({
+        ...schedulerHeaders('nightly-report', time),
+        ...trigger('rerun'),
+      });
 
       assert.equal(answer.status, 400);
       assert.equal(answer.body.outcome, 'invalid_request');
@@ -404,14 +553,19 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    const { jobs, calls } = counted({ id: 'nightly-report', schedule: '0 12 * * *' }, async () => {
-      if (fail) {
-        throw new Error('downstream answered 503');
-      }
-      await gate;
-    });
+    const { jobs, calls } = counted(
+      { id: 'nightly-report', schedule: '0 12 * * *' },
+      async () => {
+        if (fail) {
+          throw new Error('downstream answered 503');
+        }
+        await gate;
+      },
+    );
     const { request } = serveJobs(jobs);
-    const failed = await request.post('/').set(schedulerHeaders('nightly-report', T));
+    const failed = await request
+      .post('/')
+      .set(schedulerHeaders('nightly-report', T));
 
     const ofFailed = await request
       .post('/')
@@ -435,7 +589,10 @@ describe('runs by hand (npm run trigger sends these headers)', () => {
     );
     assert.equal(whileRunning.status, 409);
     assert.equal(whileRunning.body.outcome, 'in_progress');
-    assert.match(whileRunning.body.message, /running now; re-run it after it finishes/);
+    assert.match(
+      whileRunning.body.message,
+      /running now; re-run it after it finishes/,
+    );
     assert.equal((await retry).body.outcome, 'processed');
     assert.equal(calls.length, 2, 'no re-run ran');
   });
@@ -513,7 +670,10 @@ describe('overlap policy, two instances, a slow job', () => {
 
     assert.equal(waiting.status, 409);
     assert.equal(waiting.body.outcome, 'waiting');
-    assert.match(waiting.body.message, /still running \(overlap policy "wait"\); retry later/);
+    assert.match(
+      waiting.body.message,
+      /still running \(overlap policy "wait"\); retry later/,
+    );
     assert.equal(retried.body.outcome, 'processed');
     assert.equal(calls.length, 2);
   });
@@ -536,7 +696,8 @@ describe('overlap by the job: the lock holds across slots without records', () =
     return { jobs, calls, release: (hhmm: string) => gates.get(hhmm)?.() };
   }
   const slot = (time: string) => schedulerHeaders('every-minute', onDay(time));
-  const ran = (calls: JobContext[]) => calls.map((c) => c.scheduleTime.toISOString().slice(11, 16));
+  const ran = (calls: JobContext[]) =>
+    calls.map((c) => c.scheduleTime.toISOString().slice(11, 16));
 
   it('wait: 12:01 waits with no record, and 12:02 does not start while 12:00 still runs', async () => {
     const { jobs, calls, release } = minuteJob('wait');
@@ -647,12 +808,17 @@ describe('overlap by the job: the lock holds across slots without records', () =
     const [runningSlot] = ran(calls) as ['12:01' | '12:02'];
     const loser = runningSlot === '12:01' ? '12:02' : '12:01';
     const lost = await answers[loser];
-    const again = await (loser === '12:01' ? a : b).request.post('/').set(slot(loser));
+    const again = await (loser === '12:01' ? a : b).request
+      .post('/')
+      .set(slot(loser));
     release(runningSlot);
     const results = [lost, await answers[runningSlot]];
 
     assert.equal(again.body.outcome, 'waiting');
-    assert.deepEqual(results.map((r) => r.body.outcome).sort(), ['processed', 'waiting']);
+    assert.deepEqual(results.map((r) => r.body.outcome).sort(), [
+      'processed',
+      'waiting',
+    ]);
     assert.equal(calls.length, 1);
   });
 
@@ -665,7 +831,10 @@ describe('overlap by the job: the lock holds across slots without records', () =
       .then((r) => r);
     await until(() => calls.length === 1);
 
-    const lock = await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap');
+    const lock = await storedRecord(
+      `${a.collection}_jobs`,
+      'every-minute~overlap',
+    );
     release('12:00');
     const done = await running;
 
@@ -680,7 +849,9 @@ describe('overlap by the job: the lock holds across slots without records', () =
     await a.request.post('/').set(slot('12:00'));
 
     assert.equal(
-      await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap').catch(() => undefined),
+      await storedRecord(`${a.collection}_jobs`, 'every-minute~overlap').catch(
+        () => undefined,
+      ),
       undefined,
     );
   });
@@ -718,9 +889,16 @@ describe('overlap where it meets other features (issue 25)', () => {
    * The run history of `collection`, whose batched read that `pauses` (by the run ids asked) holds
    * its answer, as read, until released: the read is stale by the time the handler acts on it.
    */
-  function pausedHistory(collection: string, pauses: (ids: readonly string[]) => boolean) {
+  function pausedHistory(
+    collection: string,
+    pauses: (ids: readonly string[]) => boolean,
+  ) {
     const real = new RunHistory(
-      new RunDocuments(firestore, { collection, retentionMs: 31_536_000_000, timeoutMs: 10_000 }),
+      new RunDocuments(firestore, {
+        collection,
+        retentionMs: 31_536_000_000,
+        timeoutMs: 10_000,
+      }),
     );
     let reached = false;
     let release = () => {};
@@ -745,7 +923,11 @@ describe('overlap where it meets other features (issue 25)', () => {
   }
 
   /** What a SIGKILLed instance leaves: its run's record in progress with a lapsed lease, and the lock naming it. */
-  async function crashedHolder(collection: string, runId: string, scheduleTime: string) {
+  async function crashedHolder(
+    collection: string,
+    runId: string,
+    scheduleTime: string,
+  ) {
     const lapsed = Timestamp.fromMillis(Date.now() - 120_000);
     await firestore
       .collection(collection)
@@ -772,7 +954,11 @@ describe('overlap where it meets other features (issue 25)', () => {
       });
   }
   const runIdOf = (minutes: number) =>
-    computeRunId({ jobName: 'every-minute', scheduleTime: slotAt(minutes), scope: [] });
+    computeRunId({
+      jobName: 'every-minute',
+      scheduleTime: slotAt(minutes),
+      scope: [],
+    });
 
   it('the lock is per key scope: scope B runs its slots while scope A runs the same job (skip)', async () => {
     const { jobs, calls, release } = gatedJob('skip', [0]);
@@ -803,7 +989,9 @@ describe('overlap where it meets other features (issue 25)', () => {
     );
     const locks = await documents(`${staging.collection}_jobs`);
     assert.deepEqual(
-      [...locks.keys()].filter((id) => id.startsWith('every-minute~overlap')).sort(),
+      [...locks.keys()]
+        .filter((id) => id.startsWith('every-minute~overlap'))
+        .sort(),
       [
         `every-minute~overlap~${scopeId([['config', 'production']])}`,
         `every-minute~overlap~${scopeId([['config', 'staging']])}`,
@@ -849,7 +1037,9 @@ describe('overlap where it meets other features (issue 25)', () => {
     const collection = freshCollection();
     await crashedHolder(collection, runIdOf(0), slotAt(0));
     // The retry's batched read (its previous slot's record) stalls after the lock was read.
-    const paused = pausedHistory(collection, (ids) => ids.includes(runIdOf(-1)));
+    const paused = pausedHistory(collection, (ids) =>
+      ids.includes(runIdOf(-1)),
+    );
     const retrying = serveJobs(jobs, { collection, history: paused.history });
     const next = serveJobs(jobs, { collection });
 
@@ -892,8 +1082,14 @@ describe('overlap where it meets other features (issue 25)', () => {
 
     assert.equal(finished.body.outcome, 'processed');
     assert.deepEqual([retry.status, retry.body.outcome], [409, 'waiting']);
-    assert.match(retry.body.message, /already has a record \(an earlier attempt\)/);
-    assert.equal((await storedRecord(collection, runIdOf(0))).status, 'in_progress');
+    assert.match(
+      retry.body.message,
+      /already has a record \(an earlier attempt\)/,
+    );
+    assert.equal(
+      (await storedRecord(collection, runIdOf(0))).status,
+      'in_progress',
+    );
     assert.deepEqual([again.status, again.body.outcome], [200, 'duplicate']);
     assert.deepEqual(ran(), [2, 1]);
   });
@@ -909,18 +1105,25 @@ describe('overlap where it meets other features (issue 25)', () => {
       .then((r) => r);
     await until(() => calls.length === 1);
 
-    const manual = await fn.request.post('/').set(deliver(9, trigger('manual')));
-    const forced = await fn.request.post('/').set(deliver(10));
-    const rerunAllowed = await fn.request
+    const manual = await fn.request
       .post('/')
-      .set(deliver(9, { ...trigger('manual'), 'X-Run-Once-Allow-Overlap': 'true' }));
+      .set(deliver(9, trigger('manual')));
+    const forced = await fn.request.post('/').set(deliver(10));
+    const rerunAllowed = await fn.request.post('/').set(
+      deliver(9, {
+        ...trigger('manual'),
+        'X-Run-Once-Allow-Overlap': 'true',
+      }),
+    );
     release(0);
     await running;
 
     assert.deepEqual([manual.status, manual.body.outcome], [409, 'waiting']);
     assert.match(manual.body.message, /^Manual run not run: .*--allow-overlap/);
     assert.equal(
-      await storedRecord(fn.collection, manual.body.runId).catch(() => undefined),
+      await storedRecord(fn.collection, manual.body.runId).catch(
+        () => undefined,
+      ),
       undefined,
     );
     assert.deepEqual([forced.status, forced.body.outcome], [200, 'skipped']);
@@ -945,9 +1148,12 @@ describe('overlap where it meets other features (issue 25)', () => {
     await until(() => calls.length === 2);
 
     const rerun = await fn.request.post('/').set(deliver(-5, trigger('rerun')));
-    const allowed = await fn.request
-      .post('/')
-      .set(deliver(-5, { ...trigger('rerun'), 'X-Run-Once-Allow-Overlap': 'true' }));
+    const allowed = await fn.request.post('/').set(
+      deliver(-5, {
+        ...trigger('rerun'),
+        'X-Run-Once-Allow-Overlap': 'true',
+      }),
+    );
     release(0);
     await running;
 
@@ -967,7 +1173,9 @@ describe('overlap where it meets other features (issue 25)', () => {
       .then((r) => r);
     await until(() => calls.length === 1);
 
-    const manual = await fn.request.post('/').set(deliver(5, trigger('manual')));
+    const manual = await fn.request
+      .post('/')
+      .set(deliver(5, trigger('manual')));
     release(3);
     await running;
     const later = await fn.request.post('/').set(deliver(5, trigger('manual')));
@@ -999,7 +1207,10 @@ describe('overlap where it meets other features (issue 25)', () => {
   });
 
   /** A lock naming `holder`, as another revision or a repair leaves it; its update time. */
-  async function lockNaming(collection: string, holder: unknown): Promise<number> {
+  async function lockNaming(
+    collection: string,
+    holder: unknown,
+  ): Promise<number> {
     const written = await firestore
       .collection(`${collection}_jobs`)
       .doc('every-minute~overlap')
@@ -1011,13 +1222,19 @@ describe('overlap where it meets other features (issue 25)', () => {
     const { jobs, ran } = gatedJob('skip', []);
     const collection = freshCollection();
     // FIRESTORE_TIMEOUT_SECONDS=1: the claim window is a few seconds; the lease is 300 s.
-    const fn = serveJobs(jobs, { collection, env: { FIRESTORE_TIMEOUT_SECONDS: '1' } });
+    const fn = serveJobs(jobs, {
+      collection,
+      env: { FIRESTORE_TIMEOUT_SECONDS: '1' },
+    });
     // The holder's record is gone (deleted by the repair of an unreadable record, or the TTL).
     const lockedAt = await lockNaming(collection, runIdOf(0));
 
     // Within the window: an older revision's claim may still follow its lock (a rolling deploy).
     const early = await fn.request.post('/').set(deliver(1));
-    await until(async () => (await fn.ledger.documents.serverTime()).getTime() > lockedAt + 5_000);
+    await until(
+      async () =>
+        (await fn.ledger.documents.serverTime()).getTime() > lockedAt + 5_000,
+    );
     const later = await fn.request.post('/').set(deliver(2));
 
     assert.deepEqual([early.status, early.body.outcome], [200, 'skipped']);
@@ -1033,9 +1250,15 @@ describe('overlap where it meets other features (issue 25)', () => {
 
     const res = await fn.request.post('/').set(deliver(1));
 
-    assert.deepEqual([res.status, res.body.outcome], [500, 'unreadable_record']);
+    assert.deepEqual(
+      [res.status, res.body.outcome],
+      [500, 'unreadable_record'],
+    );
     assert.match(res.body.message, /holder_run_id is "not-a-run-id"/);
-    assert.match(res.body.message, /delete the lock document every-minute~overlap/);
+    assert.match(
+      res.body.message,
+      /delete the lock document every-minute~overlap/,
+    );
     assert.equal(calls.length, 0);
   });
 
@@ -1044,7 +1267,10 @@ describe('overlap where it meets other features (issue 25)', () => {
     const collection = freshCollection();
     await crashedHolder(collection, runIdOf(0), slotAt(0));
     const threeDaysAhead = Timestamp.fromMillis(Date.now() + 3 * 86_400_000);
-    await firestore.collection(collection).doc(runIdOf(0)).update({ leased_at: threeDaysAhead });
+    await firestore
+      .collection(collection)
+      .doc(runIdOf(0))
+      .update({ leased_at: threeDaysAhead });
     const fn = serveJobs(jobs, { collection });
 
     const own = await fn.request.post('/').set(deliver(0));
@@ -1053,10 +1279,19 @@ describe('overlap where it meets other features (issue 25)', () => {
       later.push(await fn.request.post('/').set(deliver(m)));
     }
 
-    assert.deepEqual([own.status, own.body.outcome], [500, 'unreadable_record']);
+    assert.deepEqual(
+      [own.status, own.body.outcome],
+      [500, 'unreadable_record'],
+    );
     for (const res of later) {
-      assert.deepEqual([res.status, res.body.outcome], [500, 'unreadable_record']);
-      assert.ok(res.body.message.includes(runIdOf(0)), 'the answer names the holder record');
+      assert.deepEqual(
+        [res.status, res.body.outcome],
+        [500, 'unreadable_record'],
+      );
+      assert.ok(
+        res.body.message.includes(runIdOf(0)),
+        'the answer names the holder record',
+      );
       assert.equal(
         await storedRecord(collection, res.body.runId).catch(() => undefined),
         undefined,

@@ -8,7 +8,13 @@ import { describe, it } from 'node:test';
 import { Cron } from 'croner';
 import { computeRunId } from '../src/core/run-key.ts';
 import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
-import { PAST_NOON_MS, rfc3339, schedulerHeaders, serveJobs, storedRecord } from './helpers.ts';
+import {
+  PAST_NOON_MS,
+  rfc3339,
+  schedulerHeaders,
+  serveJobs,
+  storedRecord,
+} from './helpers.ts';
 
 const at = (iso: string, ms: number) => new Date(Date.parse(iso) + ms);
 /** `ms` after noon yesterday (the driven clocks start there), as Scheduler sends it. */
@@ -40,9 +46,13 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
       let now = at(slot, -early * 1000);
       const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
-      const forced = await request.post('/').set(schedulerHeaders('every-minute', slot));
+      const forced = await request
+        .post('/')
+        .set(schedulerHeaders('every-minute', slot));
       now = at(slot, 0);
-      const scheduled = await request.post('/').set(schedulerHeaders('every-minute', slot));
+      const scheduled = await request
+        .post('/')
+        .set(schedulerHeaders('every-minute', slot));
 
       assert.deepEqual(
         [forced, scheduled].map((r) => [r.status, r.body.outcome]),
@@ -53,7 +63,11 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
       );
       assert.equal(
         scheduled.body.runId,
-        computeRunId({ jobName: 'every-minute', scheduleTime: slot, scope: [] }),
+        computeRunId({
+          jobName: 'every-minute',
+          scheduleTime: slot,
+          scope: [],
+        }),
       );
       assert.notEqual(forced.body.runId, scheduled.body.runId);
       assert.deepEqual(kinds, ['forced', 'slot']);
@@ -66,18 +80,29 @@ describe('a force run of a per-minute job (tolerance: half its one-minute gap)',
     let now = at(slot, -29_000);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
-    const forced = await request.post('/').set(schedulerHeaders('every-minute', slot));
+    const forced = await request
+      .post('/')
+      .set(schedulerHeaders('every-minute', slot));
     now = at(slot, 0);
-    const scheduled = await request.post('/').set(schedulerHeaders('every-minute', slot));
+    const scheduled = await request
+      .post('/')
+      .set(schedulerHeaders('every-minute', slot));
 
-    assert.deepEqual([forced.body.outcome, scheduled.body.outcome], ['processed', 'duplicate']);
+    assert.deepEqual(
+      [forced.body.outcome, scheduled.body.outcome],
+      ['processed', 'duplicate'],
+    );
     assert.deepEqual(kinds, ['slot'], 'the slot ran once');
   });
 
   it('a job with slots five minutes apart keeps FORCED_RUN_TOLERANCE_SECONDS (59 s early is its slot)', async () => {
     const slot = afterNoon(5 * 60_000);
     const { jobs, kinds } = counted('five', '*/5 * * * *');
-    const { request } = serveJobs(jobs, {}, { clock: async () => at(slot, -59_000) });
+    const { request } = serveJobs(
+      jobs,
+      {},
+      { clock: async () => at(slot, -59_000) },
+    );
 
     const res = await request.post('/').set(schedulerHeaders('five', slot));
 
@@ -97,9 +122,15 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
     {
       name: 'ten minutes ahead (a future slot run early)',
       time: afterNoon(10 * 60_000),
-      message: new RegExp(`after the job's next slot \\(${afterNoon(60_000)}\\)`),
+      message: new RegExp(
+        `after the job's next slot \\(${afterNoon(60_000)}\\)`,
+      ),
     },
-    { name: 'year 9999', time: '9999-12-31T23:59:00Z', message: /after the job's next slot/ },
+    {
+      name: 'year 9999',
+      time: '9999-12-31T23:59:00Z',
+      message: /after the job's next slot/,
+    },
     {
       name: 'older than RETENTION_SECONDS (its record may be gone)',
       time: afterNoon(-45 * 86_400_000),
@@ -110,9 +141,15 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
     it(`refuses ${c.name}`, async () => {
       const { jobs, kinds } = counted('every-minute', '* * * * *');
       const env = { RETENTION_SECONDS: '2592000' };
-      const { request, collection } = serveJobs(jobs, { env }, { clock: async () => now });
+      const { request, collection } = serveJobs(
+        jobs,
+        { env },
+        { clock: async () => now },
+      );
 
-      const res = await request.post('/').set(schedulerHeaders('every-minute', c.time));
+      const res = await request
+        .post('/')
+        .set(schedulerHeaders('every-minute', c.time));
 
       assert.equal(res.status, 400);
       assert.equal(res.body.outcome, 'invalid_request');
@@ -131,7 +168,9 @@ describe('schedule times Scheduler cannot send are refused with 400, nothing wri
     const { jobs, kinds } = counted('leap', '0 0 29 2 *');
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
 
-    const res = await request.post('/').set(schedulerHeaders('leap', nextLeapDay(now.getTime())));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('leap', nextLeapDay(now.getTime())));
 
     assert.equal(res.body.outcome, 'processed');
     assert.deepEqual(kinds, ['forced']);
@@ -164,9 +203,21 @@ describe('the forced-run tolerance on the request path (cold start, issue 28)', 
     const slot = (minute: number) => afterNoon(minute * 60_000);
     let now = at(slot(17), 2_000);
     const clock = { clock: async () => now };
-    const a = serveJobs(onTime.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
-    const b = serveJobs(early.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
-    const c = serveJobs(backfill.jobs, { env: { MISSED_RUN_CHECK: 'off' } }, clock);
+    const a = serveJobs(
+      onTime.jobs,
+      { env: { MISSED_RUN_CHECK: 'off' } },
+      clock,
+    );
+    const b = serveJobs(
+      early.jobs,
+      { env: { MISSED_RUN_CHECK: 'off' } },
+      clock,
+    );
+    const c = serveJobs(
+      backfill.jobs,
+      { env: { MISSED_RUN_CHECK: 'off' } },
+      clock,
+    );
 
     const seenOnTime = await slotLookups(() =>
       a.request.post('/').set(schedulerHeaders('on-time', slot(17))),
@@ -185,9 +236,21 @@ describe('the forced-run tolerance on the request path (cold start, issue 28)', 
         .set('X-Run-Once-Backfill', 'true'),
     );
 
-    assert.deepEqual([onTime.kinds, early.kinds, backfill.kinds], [['slot'], ['slot'], ['slot']]);
-    assert.ok(seenOnTime < 100, `${seenOnTime} slot look-ups for an on-time delivery`);
-    assert.ok(seenLate < 100, `${seenLate} slot look-ups for a delivery a day late`);
-    assert.ok(seenEarly >= 999, `${seenEarly} slot look-ups for a delivery 45 s early`);
+    assert.deepEqual(
+      [onTime.kinds, early.kinds, backfill.kinds],
+      [['slot'], ['slot'], ['slot']],
+    );
+    assert.ok(
+      seenOnTime < 100,
+      `${seenOnTime} slot look-ups for an on-time delivery`,
+    );
+    assert.ok(
+      seenLate < 100,
+      `${seenLate} slot look-ups for a delivery a day late`,
+    );
+    assert.ok(
+      seenEarly >= 999,
+      `${seenEarly} slot look-ups for a delivery 45 s early`,
+    );
   });
 });

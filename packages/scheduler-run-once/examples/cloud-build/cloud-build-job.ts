@@ -49,7 +49,8 @@ export const JOB_NAME_SUBSTITUTION = '_JOB_NAME';
  */
 export const LIST_PAGE_SIZE = 50;
 
-const TRIGGER_NAME = /^projects\/([^/]+)\/locations\/([^/]+)\/triggers\/([^/]+)$/;
+const TRIGGER_NAME =
+  /^projects\/([^/]+)\/locations\/([^/]+)\/triggers\/([^/]+)$/;
 
 /** Options of {@link createCloudBuildJob}. */
 export interface CloudBuildJobOptions {
@@ -92,7 +93,11 @@ export function parseTrigger(trigger: string): TriggerRef {
       `trigger ${JSON.stringify(trigger)} must be projects/PROJECT/locations/REGION/triggers/TRIGGER_ID`,
     );
   }
-  return { project: m[1] as string, location: m[2] as string, triggerId: m[3] as string };
+  return {
+    project: m[1] as string,
+    location: m[2] as string,
+    triggerId: m[3] as string,
+  };
 }
 
 /** The region a trigger's builds are listed in: {@link buildLocationOf}'s answer. */
@@ -113,7 +118,10 @@ const LOCATION_ID = /^[a-z][a-z0-9-]{0,62}$/;
  *   regional one with another region, or a value that is not a region id.
  * @example buildLocationOf(parseTrigger('projects/p/locations/global/triggers/t'), 'europe-west1') // 'europe-west1'
  */
-export function buildLocationOf(ref: TriggerRef, buildLocation: string | undefined): string {
+export function buildLocationOf(
+  ref: TriggerRef,
+  buildLocation: string | undefined,
+): string {
   if (buildLocation !== undefined && !LOCATION_ID.test(buildLocation)) {
     throw new Error(
       `buildLocation ${JSON.stringify(buildLocation)} is not a region id such as europe-west1 or global`,
@@ -157,7 +165,9 @@ export function triggerProblem(
   trigger: protos.google.devtools.cloudbuild.v1.IBuildTrigger,
   name: string,
 ): string | undefined {
-  const declared = RUN_SUBSTITUTIONS.filter((key) => key in (trigger.substitutions ?? {}));
+  const declared = RUN_SUBSTITUTIONS.filter(
+    (key) => key in (trigger.substitutions ?? {}),
+  );
   if (declared.length === 0) {
     return undefined;
   }
@@ -198,7 +208,9 @@ export function buildName(
     return build.name;
   }
   return nameOf(
-    build.id ? `projects/${ref.project}/locations/${location}/builds/${build.id}` : undefined,
+    build.id
+      ? `projects/${ref.project}/locations/${location}/builds/${build.id}`
+      : undefined,
     'build',
   );
 }
@@ -282,16 +294,22 @@ export function createCloudBuildJob(
           await checked;
           const build = await findSince(
             client.listBuildsAsync(
-              { parent: `projects/${ref.project}/locations/${location}`, pageSize: LIST_PAGE_SIZE },
+              {
+                parent: `projects/${ref.project}/locations/${location}`,
+                pageSize: LIST_PAGE_SIZE,
+              },
               NEXT_PAGE_ON_DEMAND,
             ),
             lookSince(ctx),
             {
               time: (b) => timestampToDate(b.createTime),
-              matches: (b) => b.substitutions?.[RUN_ID_SUBSTITUTION] === ctx.runId,
+              matches: (b) =>
+                b.substitutions?.[RUN_ID_SUBSTITUTION] === ctx.runId,
             },
           );
-          return build === undefined ? undefined : buildName(build, ref, location);
+          return build === undefined
+            ? undefined
+            : buildName(build, ref, location);
         },
         launch: async () => {
           const [operation] = await client.runBuildTrigger({
@@ -299,7 +317,9 @@ export function createCloudBuildJob(
             triggerId: ref.triggerId,
             source: {
               substitutions: runSubstitutions(ctx),
-              ...(options.branch === undefined ? {} : { branchName: options.branch }),
+              ...(options.branch === undefined
+                ? {}
+                : { branchName: options.branch }),
             },
           });
           // The operation's metadata is a BuildOperationMetadata (google-gax types it as gRPC metadata).
@@ -311,7 +331,10 @@ export function createCloudBuildJob(
             // The build started: failing now would release the claim and start another. It is
             // recorded as this run's; every later run of this instance refuses before launching.
             dropped = `trigger ${options.trigger} started a build whose ${RUN_ID_SUBSTITUTION} is ${JSON.stringify(carried ?? null)}, not the run id passed to triggers.run: it drops or overrides the substitutions (googleapis/nodejs-cloudbuild#117), so the look cannot find a run's build and a retry would start another. Not launching until the trigger is fixed and the function restarted.`;
-            ctx.logger.error({ trigger: options.trigger, build: build.name }, dropped);
+            ctx.logger.error(
+              { trigger: options.trigger, build: build.name },
+              dropped,
+            );
           }
           return buildName(build, ref, location);
         },

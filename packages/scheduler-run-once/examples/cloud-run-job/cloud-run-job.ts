@@ -86,7 +86,9 @@ export function runEnvironment(
  *   another caller).
  * @example runIdOf(execution) // '0f3a…'
  */
-export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): string | undefined {
+export function runIdOf(
+  execution: protos.google.cloud.run.v2.IExecution,
+): string | undefined {
   for (const container of execution.template?.containers ?? []) {
     const found = container.env?.find((v) => v.name === RUN_ID_ENV);
     if (typeof found?.value === 'string') {
@@ -102,7 +104,9 @@ export function runIdOf(execution: protos.google.cloud.run.v2.IExecution): strin
  *
  * @example mayBeUnseenRun({ template: { containers: [{ env: [] }] } }) // true
  */
-export function mayBeUnseenRun(execution: protos.google.cloud.run.v2.IExecution): boolean {
+export function mayBeUnseenRun(
+  execution: protos.google.cloud.run.v2.IExecution,
+): boolean {
   return (
     runIdOf(execution) === undefined &&
     timestampToDate(execution.startTime) === undefined &&
@@ -141,7 +145,9 @@ export function mayBeUnseenRun(execution: protos.google.cloud.run.v2.IExecution)
  * @example
  * defineJob({ id: 'nightly-export', schedule: '0 3 * * *', run: createCloudRunJob({ job }) });
  */
-export function createCloudRunJob(options: CloudRunJobOptions): (ctx: JobContext) => Promise<void> {
+export function createCloudRunJob(
+  options: CloudRunJobOptions,
+): (ctx: JobContext) => Promise<void> {
   const jobs = options.jobsClient ?? new JobsClient();
   const executions = options.executionsClient ?? new ExecutionsClient();
   return async (ctx) => {
@@ -170,14 +176,17 @@ export function createCloudRunJob(options: CloudRunJobOptions): (ctx: JobContext
             overrides: {
               containerOverrides: [
                 {
-                  ...(options.container === undefined ? {} : { name: options.container }),
+                  ...(options.container === undefined
+                    ? {}
+                    : { name: options.container }),
                   env: runEnvironment(ctx),
                 },
               ],
             },
           });
           // The operation's metadata is the new Execution (google-gax types it as gRPC metadata).
-          const execution = operation.metadata as protos.google.cloud.run.v2.IExecution | null;
+          const execution =
+            operation.metadata as protos.google.cloud.run.v2.IExecution | null;
           return nameOf(execution?.name, 'execution');
         },
       },

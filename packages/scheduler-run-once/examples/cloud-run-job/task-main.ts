@@ -48,7 +48,10 @@ try {
   console.error(err.message);
   process.exit(1);
 }
-const logger = createLogger({ ...config, serviceName: process.env.CLOUD_RUN_JOB ?? 'task' });
+const logger = createLogger({
+  ...config,
+  serviceName: process.env.CLOUD_RUN_JOB ?? 'task',
+});
 const firestore = new Firestore({
   ...(config.projectId === undefined ? {} : { projectId: config.projectId }),
   databaseId: config.firestoreDatabase,
@@ -60,6 +63,11 @@ const ledger = RunLedger.open(firestore, {
   retentionMs: config.retentionMs,
   timeoutMs: config.firestoreTimeoutMs,
 });
-const { exitCode } = await runTaskOnce({ env: process.env, ledger, work, logger });
+const { exitCode } = await runTaskOnce({
+  env: process.env,
+  ledger,
+  work,
+  logger,
+});
 await firestore.terminate();
 process.exitCode = exitCode;

@@ -10,7 +10,11 @@
  */
 import type { Logger } from 'pino';
 import type { Ledger } from '../../src/core/ledger.ts';
-import { type Attempt, type RunOutcome, runOnce } from '../../src/core/run-once.ts';
+import {
+  type Attempt,
+  type RunOutcome,
+  runOnce,
+} from '../../src/core/run-once.ts';
 import { JOB_NAME_ENV, RUN_ID_ENV, SCHEDULE_TIME_ENV } from './run-env.ts';
 
 /** What the task's work knows: the attempt (run id, signal, lease) and the run it belongs to. */
@@ -78,13 +82,17 @@ const RUN_ID = /^[0-9a-f]{64}$/;
  *   started by hand, without the proxy's overrides).
  * @example taskKey({ SCHEDULER_RUN_ID: id, CLOUD_RUN_TASK_COUNT: '3', CLOUD_RUN_TASK_INDEX: '2' }) // `${id}-task-2`
  */
-export function taskKey(env: Readonly<Record<string, string | undefined>>): string | undefined {
+export function taskKey(
+  env: Readonly<Record<string, string | undefined>>,
+): string | undefined {
   const runId = env[RUN_ID_ENV];
   if (runId === undefined || !RUN_ID.test(runId)) {
     return undefined;
   }
   const count = Number(env.CLOUD_RUN_TASK_COUNT ?? '1');
-  return count > 1 ? `${runId}-task-${Number(env.CLOUD_RUN_TASK_INDEX ?? '0')}` : runId;
+  return count > 1
+    ? `${runId}-task-${Number(env.CLOUD_RUN_TASK_INDEX ?? '0')}`
+    : runId;
 }
 
 /**
@@ -123,7 +131,9 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
         get leaseExpires() {
           return attempt.leaseExpires;
         },
-        scheduleTime: Number.isNaN(scheduleTime.getTime()) ? undefined : scheduleTime,
+        scheduleTime: Number.isNaN(scheduleTime.getTime())
+          ? undefined
+          : scheduleTime,
         jobName: env[JOB_NAME_ENV],
         taskIndex: Number(env.CLOUD_RUN_TASK_INDEX ?? '0'),
       }),
@@ -131,7 +141,9 @@ export async function runTaskOnce(options: TaskOptions): Promise<TaskResult> {
   );
   const exitCode = EXIT_CODE_BY_OUTCOME[result.outcome];
   const err =
-    result.outcome === 'failed' || result.outcome === 'unavailable' ? result.error : undefined;
+    result.outcome === 'failed' || result.outcome === 'unavailable'
+      ? result.error
+      : undefined;
   logger[exitCode === 0 ? 'info' : 'warn'](
     { outcome: result.outcome, key, execution: env.CLOUD_RUN_EXECUTION, err },
     `task: ${result.outcome}`,

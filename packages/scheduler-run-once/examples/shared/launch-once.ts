@@ -43,14 +43,21 @@ export interface Launch {
  * which execution a run started. Throwing fails the attempt: the claim is released and the retry
  * finds the execution and records it again.
  */
-export type RecordLaunch = (ctx: JobContext, launch: Launch) => Promise<void> | void;
+export type RecordLaunch = (
+  ctx: JobContext,
+  launch: Launch,
+) => Promise<void> | void;
 
 /**
  * The default {@link RecordLaunch}: `ctx.note('launch', { target, name, adopted })`, one fenced
  * write of the ledger that lands only while this attempt holds the run (and extends its lease).
  */
 export const noteLaunch: RecordLaunch = (ctx, launch) =>
-  ctx.note('launch', { target: launch.target, name: launch.name, adopted: launch.adopted });
+  ctx.note('launch', {
+    target: launch.target,
+    name: launch.name,
+    adopted: launch.adopted,
+  });
 
 /** The two calls a target needs for {@link launchOnce}. */
 export interface LaunchSteps {
@@ -100,7 +107,11 @@ export async function launchOnce(
   if (found === undefined) {
     // A lease lost while we listed belongs to another attempt now: it launches, not us.
     ctx.signal.throwIfAborted();
-    launch = { target: steps.target, name: await steps.launch(), adopted: false };
+    launch = {
+      target: steps.target,
+      name: await steps.launch(),
+      adopted: false,
+    };
   } else {
     launch = { target: steps.target, name: found, adopted: true };
   }
@@ -184,11 +195,15 @@ export interface ProtoTimestamp {
  *
  * @example timestampToDate({ seconds: '1792152000', nanos: 5e8 }) // 2026-10-16T12:00:00.500Z
  */
-export function timestampToDate(t: ProtoTimestamp | null | undefined): Date | undefined {
+export function timestampToDate(
+  t: ProtoTimestamp | null | undefined,
+): Date | undefined {
   if (t?.seconds === undefined || t.seconds === null) {
     return undefined;
   }
-  const seconds = Number(typeof t.seconds === 'object' ? t.seconds.toString() : t.seconds);
+  const seconds = Number(
+    typeof t.seconds === 'object' ? t.seconds.toString() : t.seconds,
+  );
   if (!Number.isFinite(seconds)) {
     return undefined;
   }

@@ -148,18 +148,25 @@ export function createWorkflowsJob(
       {
         target: 'workflows',
         find: async () => {
-          const look: NewestFirst<protos.google.cloud.workflows.executions.v1.IExecution> = {
-            time: (e) => timestampToDate(e.startTime),
-            matches: (e) => argumentRunId(e.argument) === ctx.runId,
-          };
+          const look: NewestFirst<protos.google.cloud.workflows.executions.v1.IExecution> =
+            {
+              time: (e) => timestampToDate(e.startTime),
+              matches: (e) => argumentRunId(e.argument) === ctx.runId,
+            };
           const found =
             (await findSince(
-              client.listExecutionsAsync(listRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
+              client.listExecutionsAsync(
+                listRequest(options.workflow),
+                NEXT_PAGE_ON_DEMAND,
+              ),
               lookSince(ctx),
               look,
             )) ??
             (await findSince(
-              client.listExecutionsAsync(queuedRequest(options.workflow), NEXT_PAGE_ON_DEMAND),
+              client.listExecutionsAsync(
+                queuedRequest(options.workflow),
+                NEXT_PAGE_ON_DEMAND,
+              ),
               lookSince(ctx),
               look,
             ));
@@ -181,9 +188,13 @@ export function createWorkflowsJob(
   };
 }
 
-function argumentRunId(argument: string | null | undefined): string | undefined {
+function argumentRunId(
+  argument: string | null | undefined,
+): string | undefined {
   try {
-    const runId = (JSON.parse(argument ?? '') as Partial<WorkflowArgument> | null)?.runId;
+    const runId = (
+      JSON.parse(argument ?? '') as Partial<WorkflowArgument> | null
+    )?.runId;
     return typeof runId === 'string' ? runId : undefined;
   } catch {
     return undefined; // an execution started by someone else, with an argument of its own

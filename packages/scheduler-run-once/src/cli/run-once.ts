@@ -22,7 +22,9 @@ interface CommandModule {
 }
 
 /** The subcommands that run an operations command in this process, with what goes before its flags. */
-const IN_PROCESS: Readonly<Record<string, { module: string; leading: readonly string[] }>> = {
+const IN_PROCESS: Readonly<
+  Record<string, { module: string; leading: readonly string[] }>
+> = {
   jobs: { module: 'ops/jobs', leading: [] },
   runs: { module: 'ops/runs', leading: [] },
   trigger: { module: 'ops/trigger', leading: [] },
@@ -38,7 +40,9 @@ function asksForHelp(args: readonly string[]): boolean {
 
 /** The package's version, from its package.json. */
 function version(): string {
-  const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  const packageJson = JSON.parse(
+    readFileSync(join(ROOT, 'package.json'), 'utf8'),
+  ) as {
     version: string;
   };
   return packageJson.version;
@@ -65,7 +69,10 @@ function runChild(command: string, args: readonly string[]): Promise<number> {
 }
 
 /** Runs an operations command in this process: its module's `main` under {@link commandStatus}. */
-async function runInProcess(name: string, args: readonly string[]): Promise<number> {
+async function runInProcess(
+  name: string,
+  args: readonly string[],
+): Promise<number> {
   const spec = IN_PROCESS[name];
   if (spec === undefined) {
     return EXIT_BAD_ARGUMENT;

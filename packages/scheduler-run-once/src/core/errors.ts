@@ -31,7 +31,9 @@ export class ConfigError extends RunOnceError {
   override name = 'ConfigError';
   readonly problems: readonly string[];
   constructor(problems: readonly string[]) {
-    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    super(
+      `Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
     this.problems = problems;
   }
 }

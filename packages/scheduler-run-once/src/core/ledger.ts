@@ -1,8 +1,17 @@
 /** The lease protocol, every write fenced (docs/how-it-works.md, "The run ledger in detail"). */
 import { randomUUID } from 'node:crypto';
-import type { DocumentData, Firestore, Timestamp } from '@google-cloud/firestore';
+import type {
+  DocumentData,
+  Firestore,
+  Timestamp,
+} from '@google-cloud/firestore';
 import { LedgerUnavailableError, RunOnceError } from './errors.ts';
-import { type Note, type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
+import {
+  type Note,
+  type NoteValue,
+  noteProblem,
+  notesBoundProblem,
+} from './notes.ts';
 import { rememberBounded } from './recent-runs.ts';
 import {
   claimFields,
@@ -69,7 +78,10 @@ export type ClaimResult =
 export type FenceResult = 'recorded' | 'lease_lost';
 
 /** What `runOnce` needs of a ledger: {@link RunLedger}, or the bench's baselines. */
-export type Ledger = Pick<RunLedger, 'claim' | 'extend' | 'note' | 'complete' | 'release'> &
+export type Ledger = Pick<
+  RunLedger,
+  'claim' | 'extend' | 'note' | 'complete' | 'release'
+> &
   Partial<Pick<RunLedger, 'holds'>>;
 
 /** Ledger settings, ms. */
@@ -122,11 +134,15 @@ export class RunLedger {
   constructor(documents: RunDocuments, options: LedgerOptions) {
     this.#documents = documents;
     this.#leaseMs = options.leaseMs;
-    const claimLeaseMs = options.claimLeaseMs ?? CLAIM_LEASE_TIMEOUTS * documents.timeoutMs;
+    const claimLeaseMs =
+      options.claimLeaseMs ?? CLAIM_LEASE_TIMEOUTS * documents.timeoutMs;
     this.#claimLeaseMs = Math.min(options.leaseMs, claimLeaseMs);
   }
   /** A ledger on its own {@link RunDocuments} over `db`. */
-  static open(db: Firestore, options: LedgerOptions & RunDocumentsOptions): RunLedger {
+  static open(
+    db: Firestore,
+    options: LedgerOptions & RunDocumentsOptions,
+  ): RunLedger {
     return new RunLedger(new RunDocuments(db, options), options);
   }
   /** Whether an attempt of this instance holds `runId` now: claimed, not yet completed or released. */
@@ -152,7 +168,9 @@ export class RunLedger {
   ): Promise<ClaimResult> {
     const problem = runIdProblem(runId);
     if (problem !== undefined) {
-      throw new RunOnceError(`run id ${JSON.stringify(runId.slice(0, 80))}: ${problem}`);
+      throw new RunOnceError(
+        `run id ${JSON.stringify(runId.slice(0, 80))}: ${problem}`,
+      );
     }
     const held = this.#held.get(runId);
     if (held !== undefined) {
@@ -161,12 +179,20 @@ export class RunLedger {
     const pending = this.#claiming.get(runId);
     if (pending !== undefined) {
       const result = await pending;
-      return result.state === 'claimed' ? { state: 'in_progress', holder: result.claim } : result;
+      return result.state === 'claimed'
+        ? { state: 'in_progress', holder: result.claim }
+        : result;
     }
     // One attempt id for every round: a record carrying it was written by this claim.
     const attemptId = randomUUID();
     const reopen = options.reopenReported === true;
-    const claiming = this.#claimInFirestore(runId, attemptId, details, guard, reopen);
+    const claiming = this.#claimInFirestore(
+      runId,
+      attemptId,
+      details,
+      guard,
+      reopen,
+    );
     this.#claiming.set(runId, claiming);
     try {
       const result = await claiming;
@@ -194,14 +220,24 @@ export class RunLedger {
     reopenReported: boolean,
   ): Promise<ClaimResult> {
     const documents = this.#documents;
-    const fields = (previous?: RunRecord) => this.#claimFields(attemptId, details, previous);
+    const fields = (previous?: RunRecord) =>
+      this.#claimFields(attemptId, details, previous);
     let holder: Holder | undefined;
     /** The record our last takeover write replaced, if one was sent. */
     let replaced: RunRecord | undefined;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const created = await documents.writeWith(runId, 'claim', fields(), undefined, guard);
+      const created = await documents.writeWith(
+        runId,
+        'claim',
+        fields(),
+        undefined,
+        guard,
+      );
       if (isGuardChanged(created)) {
-        return this.#ours(runId, attemptId, created.guardChanged, replaced) ?? GUARD_CHANGED;
+        return (
+          this.#ours(runId, attemptId, created.guardChanged, replaced) ??
+          GUARD_CHANGED
+        );
       }
       if (created !== 'conflict') {
         return this.#claimed(runId, attemptId, created);
@@ -235,9 +271,18 @@ export class RunLedger {
       }
       replaced = settled.record;
       const update = fields(replaced);
-      const taken = await documents.writeWith(runId, 'takeover', update, read.updateTime, guard);
+      const taken = await documents.writeWith(
+        runId,
+        'takeover',
+        update,
+        read.updateTime,
+        guard,
+      );
       if (isGuardChanged(taken)) {
-        return this.#ours(runId, attemptId, taken.guardChanged, replaced) ?? GUARD_CHANGED;
+        return (
+          this.#ours(runId, attemptId, taken.guardChanged, replaced) ??
+          GUARD_CHANGED
+        );
       }
       if (taken !== 'conflict') {
         return this.#claimed(runId, attemptId, taken, replaced);
@@ -249,8 +294,14 @@ export class RunLedger {
    * Our claim, if `read` found our attempt in progress: a retried write of ours that had landed
    * answers as a conflict.
    */
-  #ours(runId: string, attemptId: string, read: DocumentRead, previous: RunRecord | undefined) {
-    return isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined
+  #ours(
+    runId: string,
+    attemptId: string,
+    read: DocumentRead,
+    previous: RunRecord | undefined,
+  ) {
+    return isOwn(attemptId, RunStatus.InProgress, read.record) &&
+      read.updateTime !== undefined
       ? this.#claimed(runId, attemptId, read.updateTime, previous)
       : undefined;
   }
@@ -276,15 +327,24 @@ export class RunLedger {
    * @throws {RunOnceError} for a note `noteProblem` or `notesBoundProblem` refuses;
    *   {@link LedgerUnavailableError} if every try failed transiently.
    */
-  async note(claim: Claim, name: string, value: NoteValue): Promise<Claim | 'lease_lost'> {
-    const problem = noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
+  async note(
+    claim: Claim,
+    name: string,
+    value: NoteValue,
+  ): Promise<Claim | 'lease_lost'> {
+    const problem =
+      noteProblem(name, value) ?? notesBoundProblem(claim.notes, name, value);
     if (problem !== undefined) {
       throw new RunOnceError(`ctx.note: ${problem}`);
     }
     return this.#renew(claim, 'note', { name, value });
   }
   /** A fenced extension (with `note`, if given): the renewed claim, or `lease_lost` (no longer held). */
-  async #renew(claim: Claim, what: string, note?: Note): Promise<Claim | 'lease_lost'> {
+  async #renew(
+    claim: Claim,
+    what: string,
+    note?: Note,
+  ): Promise<Claim | 'lease_lost'> {
     const written = await this.#fencedWrite(claim, what, () =>
       extensionUpdate(this.#leaseMs, this.#documents.expireAt(), note),
     );
@@ -294,7 +354,9 @@ export class RunLedger {
     }
     const renewed: Claim = {
       ...claim,
-      ...(note === undefined ? {} : { notes: { ...claim.notes, [note.name]: note.value } }),
+      ...(note === undefined
+        ? {}
+        : { notes: { ...claim.notes, [note.name]: note.value } }),
       fencingToken: written,
       leaseExpires: new Date(written.toMillis() + this.#leaseMs),
       leaseMs: this.#leaseMs,
@@ -312,7 +374,11 @@ export class RunLedger {
       return await this.#finish(claim, 'completion', update);
     } catch (error) {
       // The work is done: a later claim here records the completion instead of running it again.
-      rememberBounded(this.#unrecordedCompletions, claim.runId, claim.attemptId);
+      rememberBounded(
+        this.#unrecordedCompletions,
+        claim.runId,
+        claim.attemptId,
+      );
       throw error;
     }
   }
@@ -323,8 +389,13 @@ export class RunLedger {
    * failed transiently: the claim then stays until its lease lapses (retries get 409), except
    * to a later claim by this ledger, which takes it over at once.
    */
-  async release(claim: Claim, failure = '', reporter?: string): Promise<FenceResult> {
-    const update = () => failureUpdate(failure, this.#documents.expireAt(), reporter);
+  async release(
+    claim: Claim,
+    failure = '',
+    reporter?: string,
+  ): Promise<FenceResult> {
+    const update = () =>
+      failureUpdate(failure, this.#documents.expireAt(), reporter);
     try {
       return await this.#finish(claim, 'release', update);
     } catch (error) {
@@ -334,7 +405,11 @@ export class RunLedger {
     }
   }
   /** The fenced write that ends our hold of the run (a completion or a release). */
-  async #finish(claim: Claim, what: string, update: () => DocumentData): Promise<FenceResult> {
+  async #finish(
+    claim: Claim,
+    what: string,
+    update: () => DocumentData,
+  ): Promise<FenceResult> {
     try {
       const written = await this.#fencedWrite(claim, what, update);
       return written === 'lease_lost' ? written : 'recorded';
@@ -344,7 +419,12 @@ export class RunLedger {
     }
   }
   /** The claim a landed write of `attemptId` makes: a takeover of `previous` if given. */
-  #claimed(runId: string, attemptId: string, writeTime: Timestamp, previous?: RunRecord) {
+  #claimed(
+    runId: string,
+    attemptId: string,
+    writeTime: Timestamp,
+    previous?: RunRecord,
+  ) {
     const claim: Claim = {
       runId,
       attemptId,
@@ -383,21 +463,36 @@ export class RunLedger {
       return undefined;
     }
     const update = completionUpdate(this.#documents.expireAt());
-    const written = await this.#documents.write(runId, 'completion', update, updateTime);
+    const written = await this.#documents.write(
+      runId,
+      'completion',
+      update,
+      updateTime,
+    );
     if (written === 'conflict') {
       return written;
     }
     this.#unrecordedCompletions.delete(runId);
     const completedAt = written.toDate();
-    return { ...record, status: RunStatus.Completed, leaseExpires: undefined, completedAt };
+    return {
+      ...record,
+      status: RunStatus.Completed,
+      leaseExpires: undefined,
+      completedAt,
+    };
   }
   /** The record is in progress under an attempt of this instance whose claim or release went unanswered. */
-  #isUnanswered(runId: string, record: StoredRecord | undefined): record is RunRecord {
+  #isUnanswered(
+    runId: string,
+    record: StoredRecord | undefined,
+  ): record is RunRecord {
     const attempts = this.#unanswered.get(runId);
     if (attempts === undefined || record === undefined) {
       return false;
     }
-    return record.status === RunStatus.InProgress && attempts.has(record.attemptId);
+    return (
+      record.status === RunStatus.InProgress && attempts.has(record.attemptId)
+    );
   }
   /**
    * One fenced write with bounded retries: its time (the new token); stopped by a changed record,
@@ -416,7 +511,9 @@ export class RunLedger {
         if (tries >= FENCED_WRITE_TRIES) {
           throw err;
         }
-        await new Promise((r) => setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)));
+        await new Promise((r) =>
+          setTimeout(r, FENCED_WRITE_BACKOFF_MS * 2 ** (tries - 1)),
+        );
         continue;
       }
       if (written !== 'conflict') {
@@ -424,9 +521,12 @@ export class RunLedger {
       }
       const { record, updateTime } = await this.#documents.read(claim.runId);
       const stillOurs =
-        isOwn(claim.attemptId, RunStatus.InProgress, record) && updateTime !== undefined;
+        isOwn(claim.attemptId, RunStatus.InProgress, record) &&
+        updateTime !== undefined;
       if (!stillOurs) {
-        return isOwn(claim.attemptId, data[Field.status], record) ? 'recorded' : 'lease_lost';
+        return isOwn(claim.attemptId, data[Field.status], record)
+          ? 'recorded'
+          : 'lease_lost';
       }
       if (tries >= FENCED_WRITE_TRIES) {
         // Our own writes kept landing unanswered: the lease is still ours, the write not done.
@@ -458,26 +558,49 @@ export async function reportFailure(
     lapsedError === undefined
       ? reportedUpdate(reporter)
       : failureUpdate(lapsedError, documents.expireAt(), reporter);
-  const marked = await documents.write(runId, 'failed-run report', update, token);
+  const marked = await documents.write(
+    runId,
+    'failed-run report',
+    update,
+    token,
+  );
   return marked === 'conflict' ? 'exists' : marked;
 }
 
 const GUARD_CHANGED = { state: 'guard_changed' } as const satisfies ClaimResult;
 
-function isGuardChanged(written: Timestamp | string | GuardChanged): written is GuardChanged {
+function isGuardChanged(
+  written: Timestamp | string | GuardChanged,
+): written is GuardChanged {
   return typeof written === 'object' && 'guardChanged' in written;
 }
 
-function isOwn(attemptId: string, status: RunStatus, record?: StoredRecord): record is RunRecord {
-  return record !== undefined && record.status === status && record.attemptId === attemptId;
+function isOwn(
+  attemptId: string,
+  status: RunStatus,
+  record?: StoredRecord,
+): record is RunRecord {
+  return (
+    record !== undefined &&
+    record.status === status &&
+    record.attemptId === attemptId
+  );
 }
 
 /** Why Firestore cannot take `id` as a document id (its documented rules), or `undefined`. */
 function runIdProblem(id: string): string | undefined {
-  if (id === '' || id === '.' || id === '..' || id.includes('/') || /^__.*__$/.test(id)) {
+  if (
+    id === '' ||
+    id === '.' ||
+    id === '..' ||
+    id.includes('/') ||
+    /^__.*__$/.test(id)
+  ) {
     return "Firestore's document ids are not empty, . or .., have no '/' and are not __…__ (reserved)";
   }
-  return Buffer.byteLength(id) > 1500 ? 'a document id is at most 1500 bytes' : undefined;
+  return Buffer.byteLength(id) > 1500
+    ? 'a document id is at most 1500 bytes'
+    : undefined;
 }
 
 /**

@@ -39,7 +39,10 @@ export function storedSize(value: unknown): number {
   if (typeof value !== 'object' || value instanceof Timestamp) {
     return 8; // a number, a timestamp
   }
-  return Object.entries(value).reduce((sum, [key, v]) => sum + storedSize(key) + storedSize(v), 0);
+  return Object.entries(value).reduce(
+    (sum, [key, v]) => sum + storedSize(key) + storedSize(v),
+    0,
+  );
 }
 
 /**
@@ -70,7 +73,9 @@ function isPlainObject(value: object): boolean {
     return false;
   }
   return Reflect.ownKeys(value).every(
-    (key) => typeof key === 'string' && Object.getOwnPropertyDescriptor(value, key)?.enumerable,
+    (key) =>
+      typeof key === 'string' &&
+      Object.getOwnPropertyDescriptor(value, key)?.enumerable,
   );
 }
 

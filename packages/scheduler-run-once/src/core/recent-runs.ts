@@ -4,7 +4,11 @@
 export const MAX_REMEMBERED_RUNS = 1000;
 
 /** Sets `key` in `map` as its newest entry; past {@link MAX_REMEMBERED_RUNS}, the oldest goes. */
-export function rememberBounded<V>(map: Map<string, V>, key: string, value: V): void {
+export function rememberBounded<V>(
+  map: Map<string, V>,
+  key: string,
+  value: V,
+): void {
   map.delete(key);
   map.set(key, value);
   if (map.size > MAX_REMEMBERED_RUNS) {

@@ -1,5 +1,9 @@
 /** The builders of every write to a run document: `DocumentData` with server timestamps. */
-import { type DocumentData as Data, FieldValue, type Timestamp } from '@google-cloud/firestore';
+import {
+  type DocumentData as Data,
+  FieldValue,
+  type Timestamp,
+} from '@google-cloud/firestore';
 import type { Note } from './notes.ts';
 import {
   Field,
@@ -68,7 +72,11 @@ export function claimFields(
 }
 
 /** The update that records a failed attempt (a retry claims it at once); `reporter` reports it final. */
-export function failureUpdate(message: string, expireAt: Timestamp, reporter?: string): Data {
+export function failureUpdate(
+  message: string,
+  expireAt: Timestamp,
+  reporter?: string,
+): Data {
   return {
     ...(reporter === undefined ? {} : reportedUpdate(reporter)),
     [Field.status]: RunStatus.Failed,
@@ -81,7 +89,12 @@ export function failureUpdate(message: string, expireAt: Timestamp, reporter?: s
 }
 
 /** A finished run no attempt ran. */
-function unattempted(status: RunStatus, expireAt: Timestamp, details: RunDetails, fields: Data) {
+function unattempted(
+  status: RunStatus,
+  expireAt: Timestamp,
+  details: RunDetails,
+  fields: Data,
+) {
   return {
     ...detailFields(details),
     [Field.status]: status,
@@ -92,22 +105,44 @@ function unattempted(status: RunStatus, expireAt: Timestamp, details: RunDetails
 }
 
 /** The document that reports a slot no attempt came for, by check `reporter`. */
-export function missedDocument(expireAt: Timestamp, details: RunDetails, reporter: string): Data {
-  return unattempted(RunStatus.Missed, expireAt, details, reportedUpdate(reporter));
+export function missedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  reporter: string,
+): Data {
+  return unattempted(
+    RunStatus.Missed,
+    expireAt,
+    details,
+    reportedUpdate(reporter),
+  );
 }
 
 /** The document of a slot skipped while `blockedBy`, an earlier slot of its job, still ran. */
-export function skippedDocument(expireAt: Timestamp, details: RunDetails, blockedBy: string): Data {
-  return unattempted(RunStatus.Skipped, expireAt, details, { [Field.blockedBy]: blockedBy });
+export function skippedDocument(
+  expireAt: Timestamp,
+  details: RunDetails,
+  blockedBy: string,
+): Data {
+  return unattempted(RunStatus.Skipped, expireAt, details, {
+    [Field.blockedBy]: blockedBy,
+  });
 }
 
 /** The update that marks a run reported by check `reporter` (fenced, so only one instance reports). */
 export function reportedUpdate(reporter: string): Data {
-  return { [Field.reportedAt]: FieldValue.serverTimestamp(), [Field.reportedBy]: reporter };
+  return {
+    [Field.reportedAt]: FieldValue.serverTimestamp(),
+    [Field.reportedBy]: reporter,
+  };
 }
 
 /** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
-export function extensionUpdate(leaseMs: number, expireAt: Timestamp, note?: Note): Data {
+export function extensionUpdate(
+  leaseMs: number,
+  expireAt: Timestamp,
+  note?: Note,
+): Data {
   const fields = leaseFields(leaseMs, expireAt);
   if (note !== undefined) {
     fields[`${Field.notes}.${note.name}`] = note.value;

@@ -7,7 +7,11 @@ import {
   Timestamp,
   type WriteResult,
 } from '@google-cloud/firestore';
-import { DatabaseNotFoundError, describeThrown, LedgerUnavailableError } from './errors.ts';
+import {
+  DatabaseNotFoundError,
+  describeThrown,
+  LedgerUnavailableError,
+} from './errors.ts';
 import { runRecordConverter, type StoredRecord } from './run-record.ts';
 
 /**
@@ -59,7 +63,11 @@ const CLOCK_DOC = '~clock';
 const BATCH_SIZE = 500;
 
 /** gRPC status codes (the client's `GrpcStatus` enum is types-only). */
-const Code = { NOT_FOUND: 5, ALREADY_EXISTS: 6, FAILED_PRECONDITION: 9 } as const;
+const Code = {
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  FAILED_PRECONDITION: 9,
+} as const;
 
 /**
  * The runs collection, safe to share across requests. Its calls throw {@link LedgerUnavailableError}
@@ -89,18 +97,32 @@ export class RunDocuments {
   }
   /** Reads one run document. @throws {LedgerUnavailableError} */
   async read(runId: string): Promise<DocumentRead> {
-    const read = await this.#get(this.#ref(runId).withConverter(runRecordConverter));
-    return { record: read.data, updateTime: read.updateTime, readTime: read.readTime };
+    const read = await this.#get(
+      this.#ref(runId).withConverter(runRecordConverter),
+    );
+    return {
+      record: read.data,
+      updateTime: read.updateTime,
+      readTime: read.readTime,
+    };
   }
   /** Reads one document as plain data (a job's own state). @throws {LedgerUnavailableError} */
-  readData(id: string): Promise<Omit<DocumentRead, 'record'> & { data: DocumentData | undefined }> {
+  readData(
+    id: string,
+  ): Promise<
+    Omit<DocumentRead, 'record'> & { data: DocumentData | undefined }
+  > {
     return this.#get(this.#ref(id));
   }
   /** One document read, Firestore's time learnt from its answer. */
   async #get<T>(ref: DocumentReference<T>) {
     const snap = await this.#call('read', () => ref.get());
     this.#learnTime(snap.readTime);
-    return { data: snap.data(), updateTime: snap.updateTime, readTime: snap.readTime.toDate() };
+    return {
+      data: snap.data(),
+      updateTime: snap.updateTime,
+      readTime: snap.readTime.toDate(),
+    };
   }
   /** Reads many run documents by `getAll` (no query, no index). @throws {LedgerUnavailableError} */
   async readMany(runIds: readonly string[]): Promise<BatchRead> {
@@ -111,7 +133,9 @@ export class RunDocuments {
       const refs = runIds
         .slice(i, i + BATCH_SIZE)
         .map((id) => this.#ref(id).withConverter(runRecordConverter));
-      const snaps = await this.#call('batched read', () => this.#db.getAll(...refs));
+      const snaps = await this.#call('batched read', () =>
+        this.#db.getAll(...refs),
+      );
       for (const snap of snaps) {
         // The refs carry the converter, which Firestore.getAll's typings drop (unlike Transaction's).
         records.set(snap.id, snap.data() as StoredRecord | undefined);
@@ -123,7 +147,11 @@ export class RunDocuments {
       }
     }
     // Nothing to read still has a time: Firestore's, as this instance knows it.
-    return { records, updateTimes, readTime: readTime ?? (await this.serverTime()) };
+    return {
+      records,
+      updateTimes,
+      readTime: readTime ?? (await this.serverTime()),
+    };
   }
   /**
    * Creates a run document (`token` undefined) or updates it if nobody wrote it since `token`: the
@@ -133,11 +161,16 @@ export class RunDocuments {
   write(runId: string, what: string, data: DocumentData, token?: Timestamp) {
     const ref = this.#ref(runId);
     if (token === undefined) {
-      return this.#conditional(what, () => ref.create(data), [Code.ALREADY_EXISTS]);
+      return this.#conditional(what, () => ref.create(data), [
+        Code.ALREADY_EXISTS,
+      ]);
     }
     // NOT_FOUND from a fenced update is the document deleted under us, not a missing database.
     const update = () => ref.update(data, { lastUpdateTime: token });
-    return this.#conditional(what, update, [Code.FAILED_PRECONDITION, Code.NOT_FOUND]);
+    return this.#conditional(what, update, [
+      Code.FAILED_PRECONDITION,
+      Code.NOT_FOUND,
+    ]);
   }
   /**
    * {@link write}; with `guard` (a claim's), in one atomic batch with the guarded write, so both
@@ -156,34 +189,56 @@ export class RunDocuments {
     }
     const other = guard.documents;
     if (other.#db !== this.#db) {
-      throw new Error('a guarded write must use the same Firestore client as the run documents');
+      throw new Error(
+        'a guarded write must use the same Firestore client as the run documents',
+      );
     }
     const batch = this.#db.batch();
-    const add = (ref: DocumentReference, fields: DocumentData, at: Timestamp | undefined) =>
+    const add = (
+      ref: DocumentReference,
+      fields: DocumentData,
+      at: Timestamp | undefined,
+    ) =>
       at === undefined
         ? batch.create(ref, fields)
         : batch.update(ref, fields, { lastUpdateTime: at });
     add(this.#ref(runId), data, token);
     add(other.#ref(guard.id), guard.data, guard.token);
-    const conflicts = [Code.ALREADY_EXISTS, Code.FAILED_PRECONDITION, Code.NOT_FOUND];
-    const commit = () => batch.commit().then(([written]) => written as WriteResult);
-    const written = await this.#conditional(`${what} with the ${guard.what}`, commit, conflicts);
+    const conflicts = [
+      Code.ALREADY_EXISTS,
+      Code.FAILED_PRECONDITION,
+      Code.NOT_FOUND,
+    ];
+    const commit = () =>
+      batch.commit().then(([written]) => written as WriteResult);
+    const written = await this.#conditional(
+      `${what} with the ${guard.what}`,
+      commit,
+      conflicts,
+    );
     if (written !== 'conflict') {
       return written;
     }
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
-    const [guarded, run] = (await this.#call(`read after the ${guard.what}`, () =>
-      this.#db.getAll(other.#ref(guard.id), runRef),
+    const [guarded, run] = (await this.#call(
+      `read after the ${guard.what}`,
+      () => this.#db.getAll(other.#ref(guard.id), runRef),
     )) as [DocumentSnapshot, DocumentSnapshot<StoredRecord>];
     this.#learnTime(run.readTime);
     const at = guarded.updateTime;
-    if (guard.token === undefined ? at === undefined : at?.isEqual(guard.token)) {
+    if (
+      guard.token === undefined ? at === undefined : at?.isEqual(guard.token)
+    ) {
       return 'conflict';
     }
     const record = run.data();
     return {
-      guardChanged: { record, updateTime: run.updateTime, readTime: run.readTime.toDate() },
+      guardChanged: {
+        record,
+        updateTime: run.updateTime,
+        readTime: run.readTime.toDate(),
+      },
     };
   }
   /** A conditional write's time (learnt as Firestore's), or `conflict` for a code in `conflicts`. */
@@ -208,7 +263,9 @@ export class RunDocuments {
   }
   /** `expire_at` for a write now, from Firestore's time (before its first answer, the wall clock's). */
   expireAt(): Timestamp {
-    return Timestamp.fromMillis((this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs);
+    return Timestamp.fromMillis(
+      (this.#knownServerMs() ?? Date.now()) + this.#options.retentionMs,
+    );
   }
   /**
    * Firestore's time now, as best this instance knows it; before its first answer, one read learns
@@ -262,8 +319,12 @@ export function callFirestore<T>(
 ): Promise<T> {
   // One promise the answer or the timer settles: each promise costs in a request.
   return new Promise<T>((resolve, reject) => {
-    const late = () => `Firestore did not answer the ${what} within ${timeoutMs} ms`;
-    const timer = setTimeout(() => reject(new LedgerUnavailableError(late())), timeoutMs);
+    const late = () =>
+      `Firestore did not answer the ${what} within ${timeoutMs} ms`;
+    const timer = setTimeout(
+      () => reject(new LedgerUnavailableError(late())),
+      timeoutMs,
+    );
     const fail = (err: unknown) => {
       clearTimeout(timer);
       reject(classified(db, what, err));
@@ -280,7 +341,11 @@ export function callFirestore<T>(
 }
 
 /** NOT_FOUND's {@link DatabaseNotFoundError}, else {@link LedgerUnavailableError}; never throws. */
-function classified(db: Firestore, what: string, err: unknown): LedgerUnavailableError {
+function classified(
+  db: Firestore,
+  what: string,
+  err: unknown,
+): LedgerUnavailableError {
   try {
     if (err instanceof LedgerUnavailableError) {
       return err;

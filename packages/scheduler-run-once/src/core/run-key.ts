@@ -35,14 +35,21 @@ export function computeRunId(run: RunName, variant: RunVariant = []): string {
 }
 
 /** What names a run asked for by hand: `X-Run-Once-Trigger-Id` (8-64 letters, digits, `-`, `_`). */
-export type TriggerName = Omit<RunName, 'scheduleTime'> & { readonly triggerId: string };
+export type TriggerName = Omit<RunName, 'scheduleTime'> & {
+  readonly triggerId: string;
+};
 
 /**
  * The run id of a manual run or a re-run, never from a time or the mode, so every delivery with the
  * trigger id is one run; its trigger part is an array where a slot's has a string, so no slot's id.
  */
 export function computeTriggerRunId(run: TriggerName): string {
-  return sha256([KEY_VERSION, run.scope, run.jobName, ['trigger', run.triggerId]]);
+  return sha256([
+    KEY_VERSION,
+    run.scope,
+    run.jobName,
+    ['trigger', run.triggerId],
+  ]);
 }
 
 /**

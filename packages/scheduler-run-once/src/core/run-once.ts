@@ -1,13 +1,24 @@
 /** The run lifecycle for any idempotency key: claim, run (a heartbeat), complete or release. */
-import { AttemptAbortedError, describeThrown, LedgerUnavailableError } from './errors.ts';
-import type { Claim, ClaimResult, FenceResult, Holder, Ledger } from './ledger.ts';
+import {
+  AttemptAbortedError,
+  describeThrown,
+  LedgerUnavailableError,
+} from './errors.ts';
+import type {
+  Claim,
+  ClaimResult,
+  FenceResult,
+  Holder,
+  Ledger,
+} from './ledger.ts';
 import type { Logger } from './logger.ts';
 import type { NoteValue } from './notes.ts';
 import type { GuardedWrite } from './run-documents.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
 /** The attempt that won the claim, as the work sees it: its claim's fields, the lease current. */
-export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes'> {
+export interface Attempt
+  extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes'> {
   /** Aborted (reason: an {@link AttemptAbortedError}) when the attempt must stop: stop and throw. */
   readonly signal: AbortSignal;
   /**
@@ -19,10 +30,17 @@ export interface Attempt extends Omit<Claim, 'fencingToken' | 'leaseMs' | 'notes
 }
 
 /** Why a fenced write found the lease lost, as far as this attempt can tell. */
-export type LeaseLossCause = 'job_timeout' | 'extensions_failed' | 'stalled' | 'unknown';
+export type LeaseLossCause =
+  | 'job_timeout'
+  | 'extensions_failed'
+  | 'stalled'
+  | 'unknown';
 
 /** What an outcome of an attempt that ran carries: the attempt, why it lost its lease if it did. */
-type WithAttempt = { readonly attempt: Attempt; readonly leaseLoss?: LeaseLossCause };
+type WithAttempt = {
+  readonly attempt: Attempt;
+  readonly leaseLoss?: LeaseLossCause;
+};
 
 /**
  * What happened to one delivery. `unrecorded`: Firestore failed the fenced write after every retry
@@ -66,7 +84,10 @@ export interface RunOnceOptions {
    * Asked after the work failed, with the failure as stored: an id to store as `reported_by` when
    * no retry can follow, else `undefined` (or a throw). It logs the report before the release.
    */
-  readonly finalFailure?: (attempt: Attempt, failure: string) => Promise<string | undefined>;
+  readonly finalFailure?: (
+    attempt: Attempt,
+    failure: string,
+  ) => Promise<string | undefined>;
 }
 
 /** The warning for a lost lease, by the cause this attempt can see. */
@@ -105,7 +126,12 @@ export async function runOnce(
   const claimStartedAt = performance.now();
   let claimed: ClaimResult;
   try {
-    claimed = await ledger.claim(runId, options.details, options.guard, options);
+    claimed = await ledger.claim(
+      runId,
+      options.details,
+      options.guard,
+      options,
+    );
   } catch (error) {
     if (error instanceof LedgerUnavailableError) {
       return { outcome: 'unavailable', error };
@@ -124,7 +150,13 @@ export async function runOnce(
   if (claimed.state === 'guard_changed') {
     return { outcome: 'guard_changed' };
   }
-  const scope = new AttemptScope(ledger, runId, claimed.claim, options, claimStartedAt);
+  const scope = new AttemptScope(
+    ledger,
+    runId,
+    claimed.claim,
+    options,
+    claimStartedAt,
+  );
   try {
     await work(scope.attempt);
   } catch (thrown) {
@@ -164,7 +196,9 @@ class AttemptScope {
   #timedOut = false;
   #settled = false;
   readonly #onShutdown = () =>
-    this.#controller.abort(new AttemptAbortedError('shutdown', 'the instance is shutting down'));
+    this.#controller.abort(
+      new AttemptAbortedError('shutdown', 'the instance is shutting down'),
+    );
 
   /** `claimStartedAt`: `performance.now()` before the claim was sent; its lease began after it. */
   constructor(
@@ -180,7 +214,9 @@ class AttemptScope {
     // A claim can be answered long after its write landed (found by a read in a later round): the
     // first beat is due a third of its lease after it was sent, at once if that has passed.
     const claimTookMs = performance.now() - claimStartedAt;
-    this.#startBeating(Math.max(0, claim.leaseMs / BEATS_PER_LEASE - claimTookMs));
+    this.#startBeating(
+      Math.max(0, claim.leaseMs / BEATS_PER_LEASE - claimTookMs),
+    );
     this.#armLapse(claimStartedAt);
     const { signal } = this.#controller;
     const leaseExpires = () => this.#claim.leaseExpires;
@@ -196,14 +232,20 @@ class AttemptScope {
       signal,
       note: (name, value) => this.#note(name, value),
     };
-    signal.addEventListener('abort', () => this.#warnIfStillRunning(), { once: true });
+    signal.addEventListener('abort', () => this.#warnIfStillRunning(), {
+      once: true,
+    });
     if (options.shutdown?.aborted) {
       this.#onShutdown();
     }
-    options.shutdown?.addEventListener('abort', this.#onShutdown, { once: true });
+    options.shutdown?.addEventListener('abort', this.#onShutdown, {
+      once: true,
+    });
     const { maxRunMs } = options;
     this.#runTimer =
-      maxRunMs === undefined ? undefined : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
+      maxRunMs === undefined
+        ? undefined
+        : setTimeout(() => this.#timeOut(maxRunMs), maxRunMs);
   }
   /**
    * Beats every third of the current lease (the claim's short one, then the widened one), the first
@@ -247,12 +289,21 @@ class AttemptScope {
       this.#ledger.release(claim, failure, reporter),
     );
     const reported = reporter !== undefined;
-    return { outcome: 'failed', attempt: this.attempt, error, release, reported, ...loss };
+    return {
+      outcome: 'failed',
+      attempt: this.attempt,
+      error,
+      release,
+      reported,
+      ...loss,
+    };
   }
   /** The work returned: mark the run completed. */
   async completed(): Promise<RunOutcome> {
     const claim = await this.#stopBeating();
-    const [completion, loss] = await this.#fenced('completion', () => this.#ledger.complete(claim));
+    const [completion, loss] = await this.#fenced('completion', () =>
+      this.#ledger.complete(claim),
+    );
     return { outcome: 'processed', attempt: this.attempt, completion, ...loss };
   }
   /** The work ran `maxRunMs`: stop beating and abort its signal (`job_timeout`). */
@@ -264,7 +315,9 @@ class AttemptScope {
   }
   /** Warns if the work still runs `abortWarningMs` after its signal aborted. */
   #warnIfStillRunning(): void {
-    const reason = (this.#controller.signal.reason as AttemptAbortedError | undefined)?.reason;
+    const reason = (
+      this.#controller.signal.reason as AttemptAbortedError | undefined
+    )?.reason;
     const warningMs = this.#options.abortWarningMs ?? 5000;
     setTimeout(() => {
       if (this.#settled) {
@@ -278,7 +331,10 @@ class AttemptScope {
   }
   /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
   #stalled(): boolean {
-    return this.#failures === 0 && performance.now() - this.#renewedAt > this.#claim.leaseMs;
+    return (
+      this.#failures === 0 &&
+      performance.now() - this.#renewedAt > this.#claim.leaseMs
+    );
   }
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) {
@@ -313,7 +369,10 @@ class AttemptScope {
     try {
       if (!(await run)) {
         const { signal } = this.#controller;
-        throw signal.reason ?? new AttemptAbortedError('lease_lost', 'the lease was lost');
+        throw (
+          signal.reason ??
+          new AttemptAbortedError('lease_lost', 'the lease was lost')
+        );
       }
     } finally {
       this.#beat = undefined;
@@ -344,7 +403,10 @@ class AttemptScope {
    */
   #armLapse(sentAt: number): void {
     clearTimeout(this.#lapseTimer);
-    const remainingMs = Math.max(0, sentAt + this.#claim.leaseMs - performance.now());
+    const remainingMs = Math.max(
+      0,
+      sentAt + this.#claim.leaseMs - performance.now(),
+    );
     this.#lapseTimer = setTimeout(() => this.#lapsed(), remainingMs).unref();
   }
   /**
@@ -357,9 +419,14 @@ class AttemptScope {
       return;
     }
     this.#lapseWarned = true;
-    const fields = { failedExtensions: this.#failures, attemptId: this.#claim.attemptId };
+    const fields = {
+      failedExtensions: this.#failures,
+      attemptId: this.#claim.attemptId,
+    };
     this.#options.logger.warn(fields, LEASE_LAPSED_MESSAGE);
-    this.#controller.abort(new AttemptAbortedError('lease_lost', 'the lease lapsed unrenewed'));
+    this.#controller.abort(
+      new AttemptAbortedError('lease_lost', 'the lease lapsed unrenewed'),
+    );
   }
   /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
   #warnIfLapsed(): void {
@@ -424,7 +491,10 @@ class AttemptScope {
         return [result, {}];
       }
       const leaseLoss = this.#causeOfLoss();
-      logger.warn({ fence: what, leaseLoss, attemptId }, LEASE_LOSS_MESSAGES[leaseLoss]);
+      logger.warn(
+        { fence: what, leaseLoss, attemptId },
+        LEASE_LOSS_MESSAGES[leaseLoss],
+      );
       return [result, { leaseLoss }];
     } catch (err) {
       if (!(err instanceof LedgerUnavailableError)) {

@@ -112,38 +112,55 @@ export type StoredRecord = RunRecord | UnreadableRecord;
 /** Fields stored with a claim; `scheduleTime` in canonical RFC 3339 (`…Z`, ≤ 9 fraction digits). */
 export interface RunDetails
   extends Partial<
-    Pick<RunRecord, 'jobName' | 'kind' | 'rerunOf' | 'withoutScheduleTime' | 'keyScope'>
+    Pick<
+      RunRecord,
+      'jobName' | 'kind' | 'rerunOf' | 'withoutScheduleTime' | 'keyScope'
+    >
   > {
   readonly scheduleTime?: string;
 }
 
-const dateOf = (value: unknown) => (value instanceof Timestamp ? value.toDate() : undefined);
-const stringOf = (value: unknown) => (typeof value === 'string' ? value : undefined);
+const dateOf = (value: unknown) =>
+  value instanceof Timestamp ? value.toDate() : undefined;
+const stringOf = (value: unknown) =>
+  typeof value === 'string' ? value : undefined;
 
 function unreadable(field: string, problem: string): UnreadableRecord {
   return { status: 'unreadable', field, problem };
 }
 
-const FINISHED: readonly unknown[] = Object.values(RunStatus).filter((s) => s !== 'in_progress');
+const FINISHED: readonly unknown[] = Object.values(RunStatus).filter(
+  (s) => s !== 'in_progress',
+);
 
 /** Reads a run document into a {@link StoredRecord}; writes use the builders of `record-writes.ts`. */
 export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   toFirestore(): DocumentData {
-    throw new Error('run records are written with the builders of record-writes.ts');
+    throw new Error(
+      'run records are written with the builders of record-writes.ts',
+    );
   },
   fromFirestore(snap: QueryDocumentSnapshot): StoredRecord {
     const data = snap.data();
     const status = data[Field.status];
     const attemptId = data[Field.attemptId];
     const attempts = data[Field.attempts];
-    if (attempts !== undefined && !(Number.isSafeInteger(attempts) && attempts >= 0)) {
+    if (
+      attempts !== undefined &&
+      !(Number.isSafeInteger(attempts) && attempts >= 0)
+    ) {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
     }
     // The fields every status shares, read leniently: a missing or mistyped field is `undefined`.
     const claimedAt = dateOf(data[Field.claimedAt]);
     const notes = data[Field.notes];
     const common = {
-      attempts: typeof attempts === 'number' ? attempts : status === RunStatus.Missed ? 0 : 1,
+      attempts:
+        typeof attempts === 'number'
+          ? attempts
+          : status === RunStatus.Missed
+            ? 0
+            : 1,
       firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
       claimedAt,
       completedAt: dateOf(data[Field.completedAt]),
@@ -153,7 +170,9 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       reportedBy: stringOf(data[Field.reportedBy]),
       jobName: stringOf(data[Field.jobName]),
       scheduleTime: dateOf(data[Field.scheduleTime]),
-      kind: Object.values(RunKind).find((k) => k === data[Field.kind]) ?? RunKind.Slot,
+      kind:
+        Object.values(RunKind).find((k) => k === data[Field.kind]) ??
+        RunKind.Slot,
       rerunOf: stringOf(data[Field.rerunOf]),
       withoutScheduleTime: data[Field.scheduleTimeSent] === false,
       blockedBy: stringOf(data[Field.blockedBy]),
@@ -164,7 +183,12 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       keyScope: stringOf(data[Field.keyScope]),
     };
     if (FINISHED.includes(status)) {
-      return { status, attemptId: stringOf(attemptId) ?? '', leaseExpires: undefined, ...common };
+      return {
+        status,
+        attemptId: stringOf(attemptId) ?? '',
+        leaseExpires: undefined,
+        ...common,
+      };
     }
     if (status !== RunStatus.InProgress) {
       const shown = JSON.stringify(status) ?? 'missing';
@@ -177,13 +201,22 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     if (!(leasedAt instanceof Timestamp)) {
       return unreadable(Field.leasedAt, 'is missing or not a timestamp');
     }
-    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0 || leaseMs > MAX_LEASE_MS) {
+    if (
+      !Number.isSafeInteger(leaseMs) ||
+      leaseMs <= 0 ||
+      leaseMs > MAX_LEASE_MS
+    ) {
       return unreadable(
         Field.leaseMs,
         `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
       );
     }
-    return { status, attemptId, leaseExpires: new Date(leasedAt.toMillis() + leaseMs), ...common };
+    return {
+      status,
+      attemptId,
+      leaseExpires: new Date(leasedAt.toMillis() + leaseMs),
+      ...common,
+    };
   },
 };
 
@@ -191,11 +224,16 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
 export type ClaimDecision =
   | { readonly decision: 'absent' }
   | { readonly decision: 'unreadable'; readonly record: UnreadableRecord }
-  | { readonly decision: 'completed' | 'lease_live' | 'take_over'; readonly record: RunRecord };
+  | {
+      readonly decision: 'completed' | 'lease_live' | 'take_over';
+      readonly record: RunRecord;
+    };
 
 /** A completed (or skipped) run: every later delivery is a duplicate, even past `expire_at`. */
 export function isCompleted(record: StoredRecord): boolean {
-  return record.status === RunStatus.Completed || record.status === RunStatus.Skipped;
+  return (
+    record.status === RunStatus.Completed || record.status === RunStatus.Skipped
+  );
 }
 
 /**
@@ -203,8 +241,12 @@ export function isCompleted(record: StoredRecord): boolean {
  * {@link MAX_LEASE_MS} after `now`. Every reader that judges a lease goes through it.
  */
 export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
-  const expires = record.status === RunStatus.InProgress ? record.leaseExpires : undefined;
-  if (expires !== undefined && expires.getTime() - now.getTime() > MAX_LEASE_MS) {
+  const expires =
+    record.status === RunStatus.InProgress ? record.leaseExpires : undefined;
+  if (
+    expires !== undefined &&
+    expires.getTime() - now.getTime() > MAX_LEASE_MS
+  ) {
     return unreadable(Field.leasedAt, "is later than Firestore's time now");
   }
   return record;
@@ -216,7 +258,8 @@ export function judgedAt(record: StoredRecord, now: Date): StoredRecord {
  */
 export function isLeaseLive(record: StoredRecord, now: Date): boolean {
   const judged = judgedAt(record, now);
-  const expires = judged.status === RunStatus.InProgress ? judged.leaseExpires : undefined;
+  const expires =
+    judged.status === RunStatus.InProgress ? judged.leaseExpires : undefined;
   return expires !== undefined && expires.getTime() > now.getTime();
 }
 
@@ -239,7 +282,8 @@ export function claimDecision(
   if (isCompleted(record)) {
     return { decision: 'completed', record };
   }
-  const retryable = record.status === RunStatus.Failed || record.status === RunStatus.Missed;
+  const retryable =
+    record.status === RunStatus.Failed || record.status === RunStatus.Missed;
   if (retryable && record.reportedAt !== undefined && !reopenReported) {
     return { decision: 'completed', record };
   }
@@ -252,5 +296,8 @@ export function claimDecision(
 /** The Firestore Timestamp of a canonical RFC 3339 instant, to the nanosecond (a `Date` keeps ms). */
 export function timestampOf(rfc3339: string): Timestamp {
   const [whole = '', fraction = ''] = rfc3339.replace(/Z$/, '').split('.');
-  return new Timestamp(Date.parse(`${whole}Z`) / 1000, Number(fraction.padEnd(9, '0')));
+  return new Timestamp(
+    Date.parse(`${whole}Z`) / 1000,
+    Number(fraction.padEnd(9, '0')),
+  );
 }

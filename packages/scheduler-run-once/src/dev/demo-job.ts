@@ -14,10 +14,15 @@ import type { JobContext } from '../core/job-context.ts';
  * @example await demoJob(ctx, 50);
  */
 export async function demoJob(ctx: JobContext, workMs = 1000): Promise<void> {
-  ctx.logger.info({ startedLateMs: Date.now() - ctx.scheduleTime.getTime() }, 'job started');
+  ctx.logger.info(
+    { startedLateMs: Date.now() - ctx.scheduleTime.getTime() },
+    'job started',
+  );
   await new Promise((resolve, reject) => {
     setTimeout(resolve, workMs);
-    ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+    ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), {
+      once: true,
+    });
   });
   ctx.logger.info('job finished');
 }

@@ -28,7 +28,9 @@ const config = loadConfig({
   RUNS_COLLECTION: `demo_runs_${Date.now()}`,
   LOG_LEVEL: 'silent',
 });
-const firestore = new Firestore({ projectId: config.projectId ?? 'demo-scheduler-run-once' });
+const firestore = new Firestore({
+  projectId: config.projectId ?? 'demo-scheduler-run-once',
+});
 const ledger = RunLedger.open(firestore, {
   collection: config.runsCollection,
   leaseMs: config.leaseMs,
@@ -80,16 +82,22 @@ function deliver(
   headers: Record<string, string>,
 ): Promise<{ status: number; outcome: string; message: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/', headers }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => {
-        body += c.toString();
-      });
-      res.on('end', () => {
-        const parsed = JSON.parse(body) as { outcome: string; message: string };
-        resolve({ status: res.statusCode ?? 0, ...parsed });
-      });
-    });
+    const req = request(
+      { host: '127.0.0.1', port, method: 'POST', path: '/', headers },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on('end', () => {
+          const parsed = JSON.parse(body) as {
+            outcome: string;
+            message: string;
+          };
+          resolve({ status: res.statusCode ?? 0, ...parsed });
+        });
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -161,8 +169,16 @@ await step(
   deliver(cron('nightly-report', '2026-10-16T13:00:00Z')),
   'nightly-report',
 );
-await step('demo-flaky: the job throws', deliver(cron('demo-flaky')), 'demo-flaky');
-await step('demo-flaky: Scheduler retries', deliver(cron('demo-flaky')), 'demo-flaky');
+await step(
+  'demo-flaky: the job throws',
+  deliver(cron('demo-flaky')),
+  'demo-flaky',
+);
+await step(
+  'demo-flaky: Scheduler retries',
+  deliver(cron('demo-flaky')),
+  'demo-flaky',
+);
 await step(
   'an "every 5 minutes" job (no ScheduleTime)',
   deliver({ 'X-CloudScheduler-JobName': 'groc-job' }),
@@ -177,7 +193,9 @@ console.log(
 const header = ['#', 'delivery', 'status', 'outcome', 'job runs', 'message'];
 const table = [header, ...rows];
 const widths = header.map((_, i) =>
-  Math.max(...table.map((r) => Math.min((r[i] ?? '').length, i === 5 ? 70 : 60))),
+  Math.max(
+    ...table.map((r) => Math.min((r[i] ?? '').length, i === 5 ? 70 : 60)),
+  ),
 );
 for (const row of table) {
   console.log(

@@ -37,7 +37,14 @@
  *   `FIRESTORE_EMULATOR_HOST` set, that emulator is used and its data is yours to keep.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, type FSWatcher, mkdirSync, renameSync, rmSync, watch } from 'node:fs';
+import {
+  existsSync,
+  type FSWatcher,
+  mkdirSync,
+  renameSync,
+  rmSync,
+  watch,
+} from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -47,7 +54,11 @@ import { parseDeployLines } from '../ops/format-jobs.ts';
 import { emulatorPauses } from '../ops/local-pauses.ts';
 import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
-import { deliveryOptions, parseRate, schedulerSettings } from '../ops/scheduler-settings.ts';
+import {
+  deliveryOptions,
+  parseRate,
+  schedulerSettings,
+} from '../ops/scheduler-settings.ts';
 import {
   acceptsConnections,
   binPath,
@@ -173,7 +184,8 @@ const env: Record<string, string | undefined> = {
   ...(verifyOidc
     ? {
         OIDC_AUDIENCE: process.env.OIDC_AUDIENCE || functionUrl,
-        OIDC_INVOKERS: process.env.OIDC_INVOKERS || 'local-scheduler@dev.invalid',
+        OIDC_INVOKERS:
+          process.env.OIDC_INVOKERS || 'local-scheduler@dev.invalid',
       }
     : {}),
 };
@@ -187,7 +199,9 @@ try {
   fail(`${(err as Error).message}\n${USAGE}`);
 }
 if (await acceptsConnections(port, reachHost)) {
-  fail(`port ${port} is taken: stop what listens there, or set PORT to another port`);
+  fail(
+    `port ${port} is taken: stop what listens there, or set PORT to another port`,
+  );
 }
 
 /**
@@ -196,14 +210,19 @@ if (await acceptsConnections(port, reachHost)) {
  * first.
  */
 const LIBRARY_FROM_SOURCES =
-  existsSync(join(ROOT, 'src/index.ts')) && !ROOT.split(sep).includes('node_modules');
+  existsSync(join(ROOT, 'src/index.ts')) &&
+  !ROOT.split(sep).includes('node_modules');
 
 /** Runs `tsc -p tsconfig.build.json` in `dir`; prints its errors and returns false when it fails. */
 function compile(dir: string): boolean {
-  const result = spawnSync(process.execPath, [TSC, '-p', 'tsconfig.build.json'], {
-    cwd: dir,
-    encoding: 'utf8',
-  });
+  const result = spawnSync(
+    process.execPath,
+    [TSC, '-p', 'tsconfig.build.json'],
+    {
+      cwd: dir,
+      encoding: 'utf8',
+    },
+  );
   if (result.status !== 0) {
     process.stdout.write(result.stdout);
     process.stderr.write(result.stderr);
@@ -215,33 +234,45 @@ function compile(dir: string): boolean {
 /** Builds the library (from its sources) and the project; false, with the errors, when one fails. */
 function build(): boolean {
   const started = performance.now();
-  const built = (!LIBRARY_FROM_SOURCES || compile(ROOT)) && compile(PROJECT_DIR);
+  const built =
+    (!LIBRARY_FROM_SOURCES || compile(ROOT)) && compile(PROJECT_DIR);
   if (!built) {
     say('the build failed (above); the function keeps running the last build');
     return false;
   }
   const what = LIBRARY_FROM_SOURCES ? 'the library and src/' : 'src/';
-  say(`built ${what} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  say(
+    `built ${what} in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
   return true;
 }
 
 /** The declared jobs' settings, as `deploy.sh` reads them (`ops/jobs.ts --deploy`), or undefined. */
 function readJobs(): SchedulerJob[] | undefined {
-  const result = spawnSync(process.execPath, [libraryModule('ops/jobs'), '--deploy'], {
-    cwd: PROJECT_DIR,
-    encoding: 'utf8',
-    env: process.env,
-  });
+  const result = spawnSync(
+    process.execPath,
+    [libraryModule('ops/jobs'), '--deploy'],
+    {
+      cwd: PROJECT_DIR,
+      encoding: 'utf8',
+      env: process.env,
+    },
+  );
   if (result.status !== 0) {
     process.stderr.write(result.stderr);
-    say('the job declarations are invalid (above); the Scheduler keeps the previous ones');
+    say(
+      'the job declarations are invalid (above); the Scheduler keeps the previous ones',
+    );
     return undefined;
   }
   return parseDeployLines(result.stdout);
 }
 
 /** Passes `stream`'s lines to `write`, whole lines only. */
-function eachLine(stream: NodeJS.ReadableStream | null, write: (line: string) => void): void {
+function eachLine(
+  stream: NodeJS.ReadableStream | null,
+  write: (line: string) => void,
+): void {
   let pending = '';
   stream?.on('data', (chunk: Buffer) => {
     const lines = (pending + chunk.toString()).split('\n');
@@ -269,7 +300,9 @@ const dataDir = options['keep-data']
   ? resolve(PROJECT_DIR, options['data-dir'] ?? '.emulator')
   : undefined;
 if (emulatorHost) {
-  say(`using the Firestore emulator at ${emulatorHost} (FIRESTORE_EMULATOR_HOST)`);
+  say(
+    `using the Firestore emulator at ${emulatorHost} (FIRESTORE_EMULATOR_HOST)`,
+  );
   if (dataDir !== undefined) {
     say('--keep-data ignored: that emulator keeps its own data');
   }
@@ -280,7 +313,8 @@ if (emulatorHost) {
     dataDir === undefined
       ? undefined
       : join(dataDir, EXPORT_NAME, `${EXPORT_NAME}.overall_export_metadata`);
-  const importData = metadata !== undefined && existsSync(metadata) ? metadata : undefined;
+  const importData =
+    metadata !== undefined && existsSync(metadata) ? metadata : undefined;
   emulator = await startFirestoreEmulator(emulatorPort, EMULATOR_START_MS, {
     ...(importData === undefined ? {} : { importData }),
   }).catch((err: Error) => fail(err.message));
@@ -303,7 +337,9 @@ let issuer: OidcIssuer | undefined;
 if (verifyOidc) {
   issuer = await startOidcIssuer();
   env.OIDC_CERTS_URL = issuer.certsUrl;
-  say(`AUTH_MODE=verify-oidc: tokens signed locally, certificates at ${issuer.certsUrl}`);
+  say(
+    `AUTH_MODE=verify-oidc: tokens signed locally, certificates at ${issuer.certsUrl}`,
+  );
 }
 
 // The function, restarted on every successful build.
@@ -331,11 +367,13 @@ async function startFunction(): Promise<void> {
       );
     }
   });
-  await waitForPort(port, { timeoutMs: FUNCTION_START_MS, process: child, host: reachHost }).catch(
-    () => {
-      say('the function did not start (its output is above)');
-    },
-  );
+  await waitForPort(port, {
+    timeoutMs: FUNCTION_START_MS,
+    process: child,
+    host: reachHost,
+  }).catch(() => {
+    say('the function did not start (its output is above)');
+  });
 }
 
 async function stopFunction(): Promise<void> {
@@ -345,7 +383,10 @@ async function stopFunction(): Promise<void> {
     return;
   }
   child.signalGroup('SIGTERM');
-  const killer = setTimeout(() => child.signalGroup('SIGKILL'), FUNCTION_STOP_MS);
+  const killer = setTimeout(
+    () => child.signalGroup('SIGKILL'),
+    FUNCTION_STOP_MS,
+  );
   await child.exited;
   clearTimeout(killer);
 }
@@ -372,8 +413,11 @@ if (!options['no-scheduler']) {
     }
     fail(err.message);
   }
-  const jobs = readJobs() ?? fail('cannot start the Scheduler without valid job declarations');
-  const idWidth = () => Math.max(...(scheduler?.jobs ?? jobs).map((j) => j.id.length));
+  const jobs =
+    readJobs() ??
+    fail('cannot start the Scheduler without valid job declarations');
+  const idWidth = () =>
+    Math.max(...(scheduler?.jobs ?? jobs).map((j) => j.id.length));
   scheduler = new LocalScheduler({
     url: functionUrl,
     jobs,
@@ -381,7 +425,8 @@ if (!options['no-scheduler']) {
     pauseOf: emulatorPauses(env, deliveryOptions(settings, issuer)),
     dropAnswers,
     duplicates,
-    onEvent: (event) => console.log(`scheduler  ${formatEvent(event, idWidth())}`),
+    onEvent: (event) =>
+      console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
   scheduler.start();
   say(
@@ -403,7 +448,9 @@ if (!options['no-scheduler']) {
 // The history page: `ops/runs.ts --html -` per request, in a process of its own, as readJobs() does,
 // so the page always reflects the current declarations (Node caches imported modules).
 /** Renders the history page for `url`'s query; the status is 400 for arguments runs refuses. */
-function historyPage(url: URL): Promise<{ status: number; type: string; body: string }> {
+function historyPage(
+  url: URL,
+): Promise<{ status: number; type: string; body: string }> {
   const args = [libraryModule('ops/runs'), '--html', '-'];
   const since = url.searchParams.get('since');
   if (since) {
@@ -426,7 +473,11 @@ function historyPage(url: URL): Promise<{ status: number; type: string; body: st
       if (code === 0) {
         done({ status: 200, type: 'text/html; charset=utf-8', body: out });
       } else {
-        done({ status: code === 2 ? 400 : 500, type: 'text/plain; charset=utf-8', body: err });
+        done({
+          status: code === 2 ? 400 : 500,
+          type: 'text/plain; charset=utf-8',
+          body: err,
+        });
       }
     });
   });
@@ -434,15 +485,21 @@ function historyPage(url: URL): Promise<{ status: number; type: string; body: st
 const history: Server = createServer((req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
   if (req.method !== 'GET' || url.pathname !== '/') {
-    res.writeHead(404, { 'Content-Type': 'text/plain' }).end('GET / (?since=24h&job=ID)\n');
+    res
+      .writeHead(404, { 'Content-Type': 'text/plain' })
+      .end('GET / (?since=24h&job=ID)\n');
     return;
   }
   void historyPage(url).then(({ status, type, body }) => {
-    res.writeHead(status, { 'Content-Type': type, 'Cache-Control': 'no-store' }).end(body);
+    res
+      .writeHead(status, { 'Content-Type': type, 'Cache-Control': 'no-store' })
+      .end(body);
   });
 });
 const historyPort = Number(process.env.HISTORY_PORT || (await freePort()));
-await new Promise<void>((listening) => history.listen(historyPort, host, listening));
+await new Promise<void>((listening) =>
+  history.listen(historyPort, host, listening),
+);
 say(
   `run history page: http://${urlHost}:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
 );
@@ -462,7 +519,9 @@ if (!options['no-watch']) {
     const jobs = readJobs();
     if (jobs !== undefined && scheduler !== undefined) {
       scheduler.setJobs(jobs);
-      say(`reloaded: the local Cloud Scheduler now fires ${firingList(jobs, new Date())}`);
+      say(
+        `reloaded: the local Cloud Scheduler now fires ${firingList(jobs, new Date())}`,
+      );
     }
   };
   // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
@@ -471,7 +530,9 @@ if (!options['no-watch']) {
   watcher = watch(join(PROJECT_DIR, 'src'), (_event, file) => {
     clearTimeout(quiet);
     quiet = setTimeout(() => {
-      rebuilding = rebuilding.then(() => (stopping ? undefined : rebuild(String(file))));
+      rebuilding = rebuilding.then(() =>
+        stopping ? undefined : rebuild(String(file)),
+      );
     }, WATCH_QUIET_MS);
   });
 }
@@ -485,16 +546,19 @@ async function saveData(): Promise<void> {
   mkdirSync(staging, { recursive: true });
   const database = process.env.FIRESTORE_DATABASE || '(default)';
   try {
-    const res = await fetch(`http://${emulatorHost}/emulator/v1/projects/${project}:export`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({
-        database: `projects/${project}/databases/${database}`,
-        export_directory: staging,
-        export_name: EXPORT_NAME,
-      }),
-      signal: AbortSignal.timeout(30_000),
-    });
+    const res = await fetch(
+      `http://${emulatorHost}/emulator/v1/projects/${project}:export`,
+      {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({
+          database: `projects/${project}/databases/${database}`,
+          export_directory: staging,
+          export_name: EXPORT_NAME,
+        }),
+        signal: AbortSignal.timeout(30_000),
+      },
+    );
     if (!res.ok) {
       throw new Error(`${res.status} ${await res.text()}`);
     }

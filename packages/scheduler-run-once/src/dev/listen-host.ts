@@ -14,16 +14,24 @@ import net from 'node:net';
 const host = process.env.RUN_ONCE_LISTEN_HOST;
 const original = net.Server.prototype.listen;
 if (typeof original !== 'function') {
-  throw new Error('listen-host: net.Server.prototype.listen is gone; this Node cannot be patched');
+  throw new Error(
+    'listen-host: net.Server.prototype.listen is gone; this Node cannot be patched',
+  );
 }
 
 /** A port as `listen` takes it: a number, or a string of digits (a string of other text is a pipe). */
 function isPort(value: unknown): boolean {
-  return typeof value === 'number' || (typeof value === 'string' && /^\d+$/.test(value));
+  return (
+    typeof value === 'number' ||
+    (typeof value === 'string' && /^\d+$/.test(value))
+  );
 }
 
 if (host !== undefined && host !== '') {
-  net.Server.prototype.listen = function listen(this: net.Server, ...args: unknown[]) {
+  net.Server.prototype.listen = function listen(
+    this: net.Server,
+    ...args: unknown[]
+  ) {
     const [first, second] = args;
     if (isPort(first) && typeof second !== 'string') {
       args.splice(1, 0, host);

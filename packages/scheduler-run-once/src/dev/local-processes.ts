@@ -24,7 +24,9 @@ const OWN_EXTENSION = extname(fileURLToPath(import.meta.url));
  * @example spawn(process.execPath, [libraryModule('ops/jobs'), '--deploy'])
  */
 export function libraryModule(module: string): string {
-  return fileURLToPath(new URL(`../${module}${OWN_EXTENSION}`, import.meta.url));
+  return fileURLToPath(
+    new URL(`../${module}${OWN_EXTENSION}`, import.meta.url),
+  );
 }
 /**
  * The project the commands serve, which holds `src/jobs.ts` and `build/`: the directory they run
@@ -45,7 +47,9 @@ function nodeModulesWith(name: string): string {
       return nodeModules;
     }
     if (dirname(dir) === dir) {
-      throw new Error(`no node_modules/.bin/${name} above ${ROOT}: run npm install`);
+      throw new Error(
+        `no node_modules/.bin/${name} above ${ROOT}: run npm install`,
+      );
     }
   }
 }
@@ -109,7 +113,11 @@ export async function waitFor<T>(
  *
  * @example await within(child.exited, 10_000, 'the function to exit on SIGTERM');
  */
-export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+export async function within<T>(
+  promise: Promise<T>,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -131,13 +139,18 @@ export function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      server.close(() =>
+        resolve(typeof address === 'object' && address ? address.port : 0),
+      );
     });
   });
 }
 
 /** Whether something accepts TCP connections on `host`:`port` (127.0.0.1 unless given). */
-export function acceptsConnections(port: number, host = LOCAL_HOST): Promise<boolean> {
+export function acceptsConnections(
+  port: number,
+  host = LOCAL_HOST,
+): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, host);
     socket.once('connect', () => {
@@ -278,7 +291,9 @@ export function spawnGroup(
 
 function stillRunning(child: GroupProcess | undefined): void {
   if (child !== undefined && !child.running()) {
-    throw new Error(`it exited (${child.exitCode ?? child.signalCode}):\n${child.output()}`);
+    throw new Error(
+      `it exited (${child.exitCode ?? child.signalCode}):\n${child.output()}`,
+    );
   }
 }
 
@@ -317,9 +332,19 @@ export async function waitForHttp(
  */
 export async function waitForPort(
   port: number,
-  options: { timeoutMs: number; process?: GroupProcess; intervalMs?: number; host?: string },
+  options: {
+    timeoutMs: number;
+    process?: GroupProcess;
+    intervalMs?: number;
+    host?: string;
+  },
 ): Promise<void> {
-  const { timeoutMs, process: child, intervalMs = 50, host = LOCAL_HOST } = options;
+  const {
+    timeoutMs,
+    process: child,
+    intervalMs = 50,
+    host = LOCAL_HOST,
+  } = options;
   await waitFor(
     `port ${port} to accept connections`,
     async () => {
@@ -361,9 +386,16 @@ export async function startFirestoreEmulator(
   options: { importData?: string } = {},
 ): Promise<GroupProcess> {
   const jar = process.env.FIRESTORE_EMULATOR_JAR;
-  const emulatorClass = 'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
-  const extra = options.importData === undefined ? [] : [`--import-data=${options.importData}`];
-  const env = { ...process.env, JAVA_TOOL_OPTIONS: process.env.JAVA_TOOL_OPTIONS ?? EMULATOR_JVM };
+  const emulatorClass =
+    'com.google.cloud.datastore.emulator.firestore.CloudFirestore';
+  const extra =
+    options.importData === undefined
+      ? []
+      : [`--import-data=${options.importData}`];
+  const env = {
+    ...process.env,
+    JAVA_TOOL_OPTIONS: process.env.JAVA_TOOL_OPTIONS ?? EMULATOR_JVM,
+  };
   const child = jar
     ? spawnGroup(
         'java',
@@ -381,11 +413,21 @@ export async function startFirestoreEmulator(
       )
     : spawnGroup(
         'gcloud',
-        ['emulators', 'firestore', 'start', `--host-port=127.0.0.1:${port}`, '--quiet', ...extra],
+        [
+          'emulators',
+          'firestore',
+          'start',
+          `--host-port=127.0.0.1:${port}`,
+          '--quiet',
+          ...extra,
+        ],
         { keep: 4000, env },
       );
   try {
-    await waitForHttp(`http://127.0.0.1:${port}/`, { timeoutMs, process: child });
+    await waitForHttp(`http://127.0.0.1:${port}/`, {
+      timeoutMs,
+      process: child,
+    });
   } catch (err) {
     child.signalGroup('SIGKILL');
     const notFound = child.pid === undefined;
@@ -442,7 +484,11 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
   const [command, ...prefix] = [...(spec.wrapper ?? []), process.execPath];
   return spawnGroup(command as string, [...prefix, ...args], {
     cwd: spec.source === undefined ? PROJECT_DIR : ROOT,
-    env: { ...process.env, ...spec.env, RUN_ONCE_LISTEN_HOST: spec.host ?? LOCAL_HOST },
+    env: {
+      ...process.env,
+      ...spec.env,
+      RUN_ONCE_LISTEN_HOST: spec.host ?? LOCAL_HOST,
+    },
     ...(spec.keep === undefined ? {} : { keep: spec.keep }),
   });
 }

@@ -47,14 +47,19 @@ function shortenIds(value: unknown, key = ''): unknown {
     return value.map((item) => shortenIds(item, key));
   }
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shortenIds(v, k)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, shortenIds(v, k)]),
+    );
   }
   return value;
 }
 
 /** `HH:MM:SS.mmmZ` of Cloud Logging's `timestamp` (`{ seconds, nanos }`), or the value as text. */
 function timeOf(timestamp: unknown): string {
-  const { seconds, nanos } = (timestamp ?? {}) as { seconds?: unknown; nanos?: unknown };
+  const { seconds, nanos } = (timestamp ?? {}) as {
+    seconds?: unknown;
+    nanos?: unknown;
+  };
   if (typeof seconds !== 'number') {
     return String(timestamp);
   }
@@ -68,7 +73,10 @@ function timeOf(timestamp: unknown): string {
  *
  * @example prettyLogLines({ colorize: colorWanted(process.stdout.isTTY === true, process.env) })
  */
-export function colorWanted(isTerminal: boolean, env: NodeJS.ProcessEnv): boolean {
+export function colorWanted(
+  isTerminal: boolean,
+  env: NodeJS.ProcessEnv,
+): boolean {
   const force = env.FORCE_COLOR;
   if (force !== undefined && force !== '' && force !== '0') {
     return true;
@@ -88,7 +96,9 @@ export function colorWanted(isTerminal: boolean, env: NodeJS.ProcessEnv): boolea
  * process.stdout.write(pretty('{"level":30,"message":"job started","timestamp":{"seconds":1,"nanos":0}}'));
  * // 00:00:01.000Z INFO: job started
  */
-export function prettyLogLines(options: { colorize: boolean }): (line: string) => string {
+export function prettyLogLines(options: {
+  colorize: boolean;
+}): (line: string) => string {
   const pretty = prettyFactory({
     colorize: options.colorize,
     messageKey: 'message',

@@ -1,14 +1,25 @@
 /** The deciding steps of a delivery: each returns an {@link Answer} or hands on what it learnt. */
 import type { Request } from '@google-cloud/functions-framework';
-import { describeThrown, LedgerUnavailableError, loggableError } from '../core/errors.ts';
+import {
+  describeThrown,
+  LedgerUnavailableError,
+  loggableError,
+} from '../core/errors.ts';
 import { isCompleted, isLeaseLive } from '../core/run-record.ts';
 import { forceRunScheduleTime } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
 import { retryWindowMs } from '../policy/retry-policy.ts';
 import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
-import { planRun, type RunPlan, type ScheduledRun } from '../policy/run-plan.ts';
-import { forcedRunToleranceMs, scheduleTimeProblem } from '../policy/schedule-time.ts';
+import {
+  planRun,
+  type RunPlan,
+  type ScheduledRun,
+} from '../policy/run-plan.ts';
+import {
+  forcedRunToleranceMs,
+  scheduleTimeProblem,
+} from '../policy/schedule-time.ts';
 import type { Config } from './config.ts';
 import type { HandlerDeps } from './handler-deps.ts';
 import {
@@ -21,7 +32,11 @@ import {
 import * as request from './scheduler-request.ts';
 
 /** What the steps found out about a delivery so far: its run once timed, its run id once planned, log fields. */
-export type Findings = Readonly<{ run?: ScheduledRun; runId?: string; fields: object }>;
+export type Findings = Readonly<{
+  run?: ScheduledRun;
+  runId?: string;
+  fields: object;
+}>;
 
 /** What the function answers one delivery; `handler.ts` writes it. */
 export interface Answer extends Findings, Omit<Reply, 'fields'> {
@@ -38,7 +53,8 @@ type ReadDelivery = Readonly<{
 type TimedDelivery = ReadDelivery & Readonly<{ run: ScheduledRun; now: Date }>;
 
 /** A planned delivery; `now` (Firestore's) judges all of it, `toleranceMs` its job's (ms). */
-export type Delivery = TimedDelivery & Readonly<{ plan: RunPlan; toleranceMs: number }>;
+export type Delivery = TimedDelivery &
+  Readonly<{ plan: RunPlan; toleranceMs: number }>;
 
 /** Whether a step's result is its answer rather than what it hands on. */
 export function isAnswer<T extends object>(value: Answer | T): value is Answer {
@@ -47,11 +63,19 @@ export function isAnswer<T extends object>(value: Answer | T): value is Answer {
 
 /** The answer `reply`, naming what was found; its fields join the findings'. */
 export function answer(findings: Findings, reply: Reply): Answer {
-  return { ...findings, ...reply, fields: { ...findings.fields, ...reply.fields } };
+  return {
+    ...findings,
+    ...reply,
+    fields: { ...findings.fields, ...reply.fields },
+  };
 }
 
 /** A refusal of a delivery that names no run: its message is also the log line's `reason`. */
-function refusal(findings: Findings, outcome: Reply['outcome'], message: string): Answer {
+function refusal(
+  findings: Findings,
+  outcome: Reply['outcome'],
+  message: string,
+): Answer {
   return answer(findings, { outcome, message, fields: { reason: message } });
 }
 
@@ -70,13 +94,22 @@ export function answeringErrors<T>(
     if (err instanceof request.InvalidRequestError) {
       return refusal(findings, 'invalid_request', err.message);
     }
-    const detail = (text: string) => (deps.config.exposeErrors ? ` (${text})` : '');
+    const detail = (text: string) =>
+      deps.config.exposeErrors ? ` (${text})` : '';
     if (err instanceof LedgerUnavailableError) {
       const message = unavailableMessage(err, detail(err.message));
-      return answer(findings, { outcome: 'unavailable', message, fields: { err } });
+      return answer(findings, {
+        outcome: 'unavailable',
+        message,
+        fields: { err },
+      });
     }
     const message = MESSAGES.internal(detail(describeThrown(err)));
-    return answer(findings, { outcome: 'failed', message, fields: { err: loggableError(err) } });
+    return answer(findings, {
+      outcome: 'failed',
+      message,
+      fields: { err: loggableError(err) },
+    });
   });
 }
 
@@ -84,7 +117,10 @@ export function answeringErrors<T>(
  * admit → read → timed run (at Firestore's now) → plan → a re-run's refusal or the Force run that stood for the slot;
  * one {@link answeringErrors}, whose answer to a thrown error names what the steps so far learnt.
  */
-export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer | Delivery> {
+export function decideDelivery(
+  deps: HandlerDeps,
+  req: Request,
+): Promise<Answer | Delivery> {
   let findings: Findings = { fields: {} };
   const decide = async (): Promise<Answer | Delivery> => {
     const admitted = await admit(deps, req);
@@ -107,15 +143,23 @@ export function decideDelivery(deps: HandlerDeps, req: Request): Promise<Answer 
       return planned;
     }
     findings = planned.findings;
-    return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(deps, planned);
+    return (planned.plan.kind === 'rerun' ? refuseRerun : asForcedRun)(
+      deps,
+      planned,
+    );
   };
   return answeringErrors(deps, () => findings, decide);
 }
 
 /** The refusal of a request that may not run anything (credentials, method, shutdown). */
-async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Findings> {
+async function admit(
+  deps: HandlerDeps,
+  req: Request,
+): Promise<Answer | Findings> {
   const { config, authenticate, shutdown } = deps;
-  const auth = authenticate ? await authenticate(req.get('authorization')) : undefined;
+  const auth = authenticate
+    ? await authenticate(req.get('authorization'))
+    : undefined;
   if (auth?.ok === false) {
     const refused = refusal({ fields: {} }, auth.outcome, auth.message);
     if (auth.outcome !== 'unauthenticated') {
@@ -129,24 +173,41 @@ async function admit(deps: HandlerDeps, req: Request): Promise<Answer | Findings
     return { outcome: 'method_not_allowed', message, fields: {}, headers };
   }
   if (shutdown?.signal.aborted) {
-    return { outcome: 'unavailable', message: MESSAGES.shuttingDown, fields: {} };
+    return {
+      outcome: 'unavailable',
+      message: MESSAGES.shuttingDown,
+      fields: {},
+    };
   }
   return { fields: auth === undefined ? {} : { caller: auth.email } };
 }
 
 /** The job a delivery names and its headers; 400 for headers naming no run, 404 for no such job. */
-function readDelivery(deps: HandlerDeps, req: Request, findings: Findings): Answer | ReadDelivery {
+function readDelivery(
+  deps: HandlerDeps,
+  req: Request,
+  findings: Findings,
+): Answer | ReadDelivery {
   const headers = request.readDeliveryHeaders(req, deps.config);
   const job = findJob(deps.jobs, headers.jobName);
   if (job === undefined && headers.scheduleTime === undefined) {
-    return refusal(findings, 'invalid_request', request.missingScheduleTimeAdvice(headers.jobName));
+    return refusal(
+      findings,
+      'invalid_request',
+      request.missingScheduleTimeAdvice(headers.jobName),
+    );
   }
   if (job === undefined) {
     const declared = deps.config.exposeErrors ? deps.jobs : undefined;
-    return refusal(findings, 'unknown_job', unknownJobMessage(headers.jobName, declared));
+    return refusal(
+      findings,
+      'unknown_job',
+      unknownJobMessage(headers.jobName, declared),
+    );
   }
   const { scheduleTime, ...rest } = headers;
-  const run = scheduleTime === undefined ? {} : { run: { ...rest, scheduleTime } };
+  const run =
+    scheduleTime === undefined ? {} : { run: { ...rest, scheduleTime } };
   return { job, headers, findings: { ...findings, ...run } };
 }
 
@@ -154,7 +215,10 @@ function readDelivery(deps: HandlerDeps, req: Request, findings: Findings): Answ
  * The run a delivery names, at Firestore's now: as sent, or for a "Force run" without a schedule
  * time the one `policy/force-run.ts` chooses (400 if none). @throws {LedgerUnavailableError}
  */
-async function timedRun(deps: HandlerDeps, read: ReadDelivery): Promise<Answer | TimedDelivery> {
+async function timedRun(
+  deps: HandlerDeps,
+  read: ReadDelivery,
+): Promise<Answer | TimedDelivery> {
   const { job, headers, findings } = read;
   const now = await deps.clock();
   if (findings.run !== undefined) {
@@ -166,7 +230,11 @@ async function timedRun(deps: HandlerDeps, read: ReadDelivery): Promise<Answer |
   if (forced === undefined) {
     return refusal(findings, 'invalid_request', MESSAGES.noNextSlot(job.id));
   }
-  const run: ScheduledRun = { ...headers, scheduleTime: forced, withoutScheduleTime: true };
+  const run: ScheduledRun = {
+    ...headers,
+    scheduleTime: forced,
+    withoutScheduleTime: true,
+  };
   return { ...read, run, now, findings: { ...findings, run } };
 }
 
@@ -174,7 +242,12 @@ async function timedRun(deps: HandlerDeps, read: ReadDelivery): Promise<Answer |
  * The job's forced-run tolerance for this delivery, ms: the band's low end [min(configured, 30 s),
  * configured] where the verdict is the same at both ends (docs/performance.md).
  */
-function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Config): number {
+function toleranceFor(
+  job: DeclaredJob,
+  run: ScheduledRun,
+  now: Date,
+  config: Config,
+): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
   const low = Math.min(configured, 30_000);
   const late = now.getTime() - Date.parse(run.scheduleTime);
@@ -187,7 +260,10 @@ function toleranceFor(job: DeclaredJob, run: ScheduledRun, now: Date, config: Co
 }
 
 /** The plan of the delivery's run at `now`; 400 for a schedule time `schedule-time.ts` refuses. */
-function planDelivery(deps: HandlerDeps, timed: TimedDelivery): Answer | Delivery {
+function planDelivery(
+  deps: HandlerDeps,
+  timed: TimedDelivery,
+): Answer | Delivery {
   const { job, run, now, findings } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
@@ -201,18 +277,36 @@ function planDelivery(deps: HandlerDeps, timed: TimedDelivery): Answer | Deliver
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
     ...(run.withoutScheduleTime ? { scheduleTimeSent: false } : {}),
   };
-  return { ...timed, plan, toleranceMs, findings: { run, runId: plan.runId, fields } };
+  return {
+    ...timed,
+    plan,
+    toleranceMs,
+    findings: { run, runId: plan.runId, fields },
+  };
 }
 
 /** The refusal of a re-run `rerun.ts` refuses. @throws {LedgerUnavailableError} */
-async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
+async function refuseRerun(
+  deps: HandlerDeps,
+  delivery: Delivery,
+): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, findings } = delivery;
   const { rerunOf } = plan.details;
   if (rerunOf === undefined) {
     return delivery;
   }
-  const forced = { runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope), toleranceMs };
-  const refused = await rerunRefusal(job, run.scheduleTime, rerunOf, now, deps.history, forced);
+  const forced = {
+    runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope),
+    toleranceMs,
+  };
+  const refused = await rerunRefusal(
+    job,
+    run.scheduleTime,
+    rerunOf,
+    now,
+    deps.history,
+    forced,
+  );
   if (refused === undefined) {
     return delivery;
   }
@@ -225,7 +319,10 @@ async function refuseRerun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
  * A late retry of a slot (past the tolerance, within the retry window) whose delivery was taken
  * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live.
  */
-async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answer | Delivery> {
+async function asForcedRun(
+  deps: HandlerDeps,
+  delivery: Delivery,
+): Promise<Answer | Delivery> {
   const { job, run, plan, now, toleranceMs, findings } = delivery;
   if (plan.kind !== 'slot') {
     return delivery;
@@ -235,7 +332,13 @@ async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
   if (late <= toleranceMs || late > retryWindowMs(job)) {
     return delivery;
   }
-  const forcedRun = await slotsForcedRun(deps.history, job, slot, run.scope, toleranceMs);
+  const forcedRun = await slotsForcedRun(
+    deps.history,
+    job,
+    slot,
+    run.scope,
+    toleranceMs,
+  );
   if (forcedRun === undefined) {
     return delivery;
   }
@@ -248,5 +351,8 @@ async function asForcedRun(deps: HandlerDeps, delivery: Delivery): Promise<Answe
   if (reply === undefined) {
     return delivery;
   }
-  return answer({ ...findings, runId }, { ...reply, fields: { slotRunKind: 'forced' } });
+  return answer(
+    { ...findings, runId },
+    { ...reply, fields: { slotRunKind: 'forced' } },
+  );
 }

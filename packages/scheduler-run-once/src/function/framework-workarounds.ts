@@ -8,16 +8,32 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import { BODY_MESSAGES, logLevelOf, MESSAGES, STATUS_BY_OUTCOME } from './outcomes.ts';
+import {
+  BODY_MESSAGES,
+  logLevelOf,
+  MESSAGES,
+  STATUS_BY_OUTCOME,
+} from './outcomes.ts';
 
-type Handle = (req: unknown, res: unknown, callback?: (err?: unknown) => void) => unknown;
+type Handle = (
+  req: unknown,
+  res: unknown,
+  callback?: (err?: unknown) => void,
+) => unknown;
 type Listener = (...args: unknown[]) => void;
 
-type Res = { headersSent: boolean; status(code: number): { json(body: unknown): unknown } };
+type Res = {
+  headersSent: boolean;
+  status(code: number): { json(body: unknown): unknown };
+};
 
 /** The signals functions-framework exits on and this starter drains on first. */
 export const SHUTDOWN_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
-const WATCHED = [...SHUTDOWN_SIGNALS, 'unhandledRejection', 'uncaughtException'] as const;
+const WATCHED = [
+  ...SHUTDOWN_SIGNALS,
+  'unhandledRejection',
+  'uncaughtException',
+] as const;
 
 let installed = false;
 const setAside = new Map<NodeJS.Signals, Listener[]>();
@@ -40,13 +56,20 @@ function fail(issue: keyof typeof PATCHED): never {
  * then), never when the module is only loaded, as `gcp-build` loads it.
  * @throws Error if functions-framework no longer has what a workaround patches.
  */
-export function installFrameworkWorkarounds(logger: Logger, onListening = () => {}): void {
+export function installFrameworkWorkarounds(
+  logger: Logger,
+  onListening = () => {},
+): void {
   if (installed) {
     return;
   }
-  const entry = createRequire(import.meta.url).resolve('@google-cloud/functions-framework');
+  const entry = createRequire(import.meta.url).resolve(
+    '@google-cloud/functions-framework',
+  );
   const fromFramework = createRequire(entry);
-  const { application } = fromFramework('express') as { application?: { handle?: Handle } };
+  const { application } = fromFramework('express') as {
+    application?: { handle?: Handle };
+  };
   if (typeof application?.handle !== 'function') {
     fail('#686');
   }
@@ -62,7 +85,8 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
   }
   installed = true;
   application.handle = function (this: unknown, req, res, callback) {
-    const answer = (err?: unknown) => answerBeforeFunction(err, res as Res, logger);
+    const answer = (err?: unknown) =>
+      answerBeforeFunction(err, res as Res, logger);
     return handle.call(this, req, res, callback ?? answer);
   };
   process.on('unhandledRejection', (reason: unknown) => {
@@ -74,7 +98,9 @@ export function installFrameworkWorkarounds(logger: Logger, onListening = () => 
     const before = new Map(WATCHED.map((event) => [event, listeners(event)]));
     register.call(this);
     for (const event of WATCHED) {
-      const added = listeners(event).filter((l) => !before.get(event)?.includes(l));
+      const added = listeners(event).filter(
+        (l) => !before.get(event)?.includes(l),
+      );
       for (const listener of added) {
         process.removeListener(event, listener);
       }
@@ -96,7 +122,9 @@ export function routeRequestErrors(logger: Logger): void {
     return;
   }
   domain.removeAllListeners('error');
-  domain.on('error', (err) => logger.error({ err: loggableError(err) }, MESSAGES.jobLeftError));
+  domain.on('error', (err) =>
+    logger.error({ err: loggableError(err) }, MESSAGES.jobLeftError),
+  );
 }
 
 /** Re-installs functions-framework's signal listeners set aside by the patch. */
@@ -110,7 +138,11 @@ export function restoreFrameworkSignalListeners(): void {
 }
 
 /** The outcome of an error raised before the function ran (body-parser error types). */
-function outcomeOf(err: unknown, code: number, type?: string): keyof typeof STATUS_BY_OUTCOME {
+function outcomeOf(
+  err: unknown,
+  code: number,
+  type?: string,
+): keyof typeof STATUS_BY_OUTCOME {
   if (err === undefined) {
     return 'not_found';
   }
@@ -133,10 +165,20 @@ function answerBeforeFunction(err: unknown, res: Res, logger: Logger): void {
     outcome === 'not_found'
       ? MESSAGES.notFound
       : ((type && BODY_MESSAGES[type]) ??
-        (outcome === 'failed' ? MESSAGES.internal('') : MESSAGES.unreadableBody));
+        (outcome === 'failed'
+          ? MESSAGES.internal('')
+          : MESSAGES.unreadableBody));
   const answered = STATUS_BY_OUTCOME[outcome];
-  const fields = { outcome, status: answered, errorType: type, errorStatus: code };
-  logger[logLevelOf(outcome)](fields, `request refused before the function ran: ${message}`);
+  const fields = {
+    outcome,
+    status: answered,
+    errorType: type,
+    errorStatus: code,
+  };
+  logger[logLevelOf(outcome)](
+    fields,
+    `request refused before the function ran: ${message}`,
+  );
   if (!res.headersSent) {
     res.status(answered).json({ outcome, message });
   }

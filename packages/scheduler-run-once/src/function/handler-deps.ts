@@ -18,7 +18,11 @@ export interface HandlerDeps {
   /** Where the overlap policy and missed-run detection read and report. */
   readonly history: Pick<
     RunHistory,
-    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport' | 'recordSkipped'
+    | 'getMany'
+    | 'reportMissed'
+    | 'markReported'
+    | 'acknowledgeReport'
+    | 'recordSkipped'
   >;
   readonly jobDocuments: RunDocuments;
   /** Firestore's time (`RunDocuments.serverTime`), once per delivery: the clock leases use. */

@@ -1,5 +1,9 @@
 /** The HTTP adapter: decide (`decide.ts`), run once ({@link runOnce}), answer (`outcomes.ts`). */
-import type { HttpFunction, Request, Response } from '@google-cloud/functions-framework';
+import type {
+  HttpFunction,
+  Request,
+  Response,
+} from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
 import type { JobContext } from '../core/job-context.ts';
@@ -12,7 +16,11 @@ import {
 } from '../policy/final-failure.ts';
 import { jobInfoOf } from '../policy/job-declaration.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
-import { CLAIM_WINDOW_OPERATIONS, decideOverlap, MAX_OVERLAP_ROUNDS } from '../policy/overlap.ts';
+import {
+  CLAIM_WINDOW_OPERATIONS,
+  decideOverlap,
+  MAX_OVERLAP_ROUNDS,
+} from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
 import {
   type Answer,
@@ -33,14 +41,21 @@ export type { HandlerDeps } from './handler-deps.ts';
 type InstanceDeps = HandlerDeps & { readonly missedRuns: MissedRunCheck };
 
 /** Missed-run detection of the job's closed slots, if due; a failure is only a warning. */
-function checkClosedSlots(deps: InstanceDeps, delivery: Delivery, logger: Logger) {
+function checkClosedSlots(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  logger: Logger,
+) {
   const { job, run, now } = delivery;
   const warn = (err: unknown) => {
-    const message = 'the missed-run check of closed slots failed; the run is not affected';
+    const message =
+      'the missed-run check of closed slots failed; the run is not affected';
     logger.warn({ err: loggableError(err) }, message);
   };
   try {
-    if (!deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)) {
+    if (
+      !deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)
+    ) {
       return undefined;
     }
     return deps.missedRuns.check(job, run.scope, logger).then(() => {}, warn);
@@ -50,7 +65,11 @@ function checkClosedSlots(deps: InstanceDeps, delivery: Delivery, logger: Logger
 }
 
 /** The job's context for one attempt of the delivery's run (the job contract, `JobContext`). */
-function jobContextOf(delivery: Delivery, attempt: Attempt, logger: Logger): JobContext {
+function jobContextOf(
+  delivery: Delivery,
+  attempt: Attempt,
+  logger: Logger,
+): JobContext {
   const { job, run, plan } = delivery;
   const scheduleTime = new Date(run.scheduleTime);
   // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
@@ -60,7 +79,9 @@ function jobContextOf(delivery: Delivery, attempt: Attempt, logger: Logger): Job
     jobName: run.jobName,
     job: jobInfoOf(job),
     kind: plan.kind,
-    ...(plan.details.rerunOf === undefined ? {} : { rerunOf: plan.details.rerunOf }),
+    ...(plan.details.rerunOf === undefined
+      ? {}
+      : { rerunOf: plan.details.rerunOf }),
     scheduleTime,
     ...(standsForSlot ? { slot: scheduleTime } : {}),
     attemptId: attempt.attemptId,
@@ -104,7 +125,12 @@ async function runDelivery(
   routeRequestErrors(logger);
   const audit = isAuditJob(job);
   const jobRun = audit
-    ? auditRun(missedRuns, deps.jobs, run.scope, requestLogger.child({ auditRunId: plan.runId }))
+    ? auditRun(
+        missedRuns,
+        deps.jobs,
+        run.scope,
+        requestLogger.child({ auditRunId: plan.runId }),
+      )
     : job.run;
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
   let check: Promise<void> | undefined;
@@ -119,7 +145,14 @@ async function runDelivery(
   // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
   const slot = new Date(run.scheduleTime);
   const tolerance = deps.config.forcedRunToleranceMs;
-  const finalFailure = finalFailureReporter(job, slot, now, deps.clock, logger, tolerance);
+  const finalFailure = finalFailureReporter(
+    job,
+    slot,
+    now,
+    deps.clock,
+    logger,
+    tolerance,
+  );
   const ended = deps.shutdown?.running(plan.runId);
   const result = await runOnce(deps.ledger, plan.runId, work, {
     details: plan.details,
@@ -140,7 +173,10 @@ async function runDelivery(
   warnOfReportRelease(result, logger);
   const ran = outcomes.runReply(result, deps.config.exposeErrors);
   const note = outcomes.runNote(run, plan.kind);
-  return answer(delivery.findings, { ...ran, message: `${note}${ran.message}` });
+  return answer(delivery.findings, {
+    ...ran,
+    message: `${note}${ran.message}`,
+  });
 }
 
 /** The overlap decision, then the claim with the lock write; a lost round decides afresh. */
@@ -153,7 +189,8 @@ async function claimAndRun(
   const findingsNow = () => findings;
   const { history, jobDocuments } = deps;
   // An older revision's claim follows its lock write within a few Firestore operations.
-  const claimWindowMs = CLAIM_WINDOW_OPERATIONS * deps.config.firestoreTimeoutMs;
+  const claimWindowMs =
+    CLAIM_WINDOW_OPERATIONS * deps.config.firestoreTimeoutMs;
   const { ledger } = deps;
   const heldHere = (id: string) => ledger.holds?.(id) === true;
   const stores = {
@@ -180,15 +217,26 @@ async function claimAndRun(
       return ran;
     }
   }
-  const message = outcomes.MESSAGES.lockContended(job.id, plan.overlap, MAX_OVERLAP_ROUNDS);
+  const message = outcomes.MESSAGES.lockContended(
+    job.id,
+    plan.overlap,
+    MAX_OVERLAP_ROUNDS,
+  );
   return { ...findings, outcome: 'waiting', message };
 }
 
 /** Writes the answer (unless already sent) and its one log line, never a header or the body. */
-function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer, ms: number): void {
+function writeAnswer(
+  req: Request,
+  res: Response,
+  logger: Logger,
+  reply: Answer,
+  ms: number,
+): void {
   const { outcome, message, runId, run, headers = {} } = reply;
   const status = outcomes.STATUS_BY_OUTCOME[outcome];
-  const body = runId === undefined ? { outcome, message } : { outcome, runId, message };
+  const body =
+    runId === undefined ? { outcome, message } : { outcome, runId, message };
   if (!res.headersSent) {
     res.set(headers).status(status).json(body);
   }
@@ -196,7 +244,13 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
   const latency = `${(durationMs / 1000).toFixed(3)}s`;
   const userAgent = req.get('user-agent');
   const httpRequest = { requestMethod: req.method, status, latency, userAgent };
-  const fields = { outcome, status, runId, jobName: run?.jobName, scheduleTime: run?.scheduleTime };
+  const fields = {
+    outcome,
+    status,
+    runId,
+    jobName: run?.jobName,
+    scheduleTime: run?.scheduleTime,
+  };
   const line = { ...fields, durationMs, ...reply.fields, httpRequest };
   logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);
 }
@@ -208,14 +262,19 @@ function writeAnswer(req: Request, res: Response, logger: Logger, reply: Answer,
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { forcedRunToleranceMs } = deps.config;
-  const instance = { ...deps, missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }) };
+  const instance = {
+    ...deps,
+    missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }),
+  };
   const handle = async (req: Request, res: Response): Promise<void> => {
     const startedAt = performance.now();
     const logger = withTrace(deps.logger, req.headers);
     // Before the run is known; runDelivery routes them to the run's logger once it is.
     routeRequestErrors(logger);
     const decided = await decideDelivery(deps, req);
-    const answered = isAnswer(decided) ? decided : await claimAndRun(instance, decided, logger);
+    const answered = isAnswer(decided)
+      ? decided
+      : await claimAndRun(instance, decided, logger);
     writeAnswer(req, res, logger, answered, performance.now() - startedAt);
   };
   const { shutdown } = deps;

@@ -26,7 +26,9 @@ export function createLogger(
       redact: { paths: REDACT, censor: '[redacted]' },
       // The GCP config rewrites trace fields only in a call's own object, not in child bindings:
       // merge the request's trace into every call of its logger (a fresh object: pino mutates it).
-      mixin: (_object, _level, logger) => ({ ...(logger as TracedLogger)[TRACE] }),
+      mixin: (_object, _level, logger) => ({
+        ...(logger as TracedLogger)[TRACE],
+      }),
     },
   );
   return pino(options, destination);
@@ -42,7 +44,11 @@ export function withTrace(logger: Logger, headers: Headers): Logger {
 }
 
 /** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */
-export type TraceFields = Readonly<{ trace_id?: string; span_id?: string; trace_flags?: string }>;
+export type TraceFields = Readonly<{
+  trace_id?: string;
+  span_id?: string;
+  trace_flags?: string;
+}>;
 
 const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
@@ -53,7 +59,10 @@ const CLOUD_TRACE = /^([0-9a-fA-F]{32})(?:\/(\d{1,20}))?(?:;o=([01]))?$/;
  */
 export function traceFields(headers: Headers): TraceFields {
   const traceparent = headers.traceparent;
-  const w3c = typeof traceparent === 'string' ? TRACEPARENT.exec(traceparent.trim()) : null;
+  const w3c =
+    typeof traceparent === 'string'
+      ? TRACEPARENT.exec(traceparent.trim())
+      : null;
   if (w3c !== null) {
     return { trace_id: w3c[1], span_id: w3c[2], trace_flags: w3c[3] };
   }
@@ -65,7 +74,11 @@ export function traceFields(headers: Headers): TraceFields {
   const span = gcp[2] === undefined ? 0n : BigInt(gcp[2]);
   return {
     trace_id: (gcp[1] as string).toLowerCase(),
-    ...(span > 0n && span < 2n ** 64n ? { span_id: span.toString(16).padStart(16, '0') } : {}),
-    ...(gcp[3] === undefined ? {} : { trace_flags: gcp[3] === '1' ? '01' : '00' }),
+    ...(span > 0n && span < 2n ** 64n
+      ? { span_id: span.toString(16).padStart(16, '0') }
+      : {}),
+    ...(gcp[3] === undefined
+      ? {}
+      : { trace_flags: gcp[3] === '1' ? '01' : '00' }),
   };
 }

@@ -5,7 +5,9 @@
  */
 import Module, { createRequire } from 'node:module';
 
-const gcpConfig = createRequire(import.meta.url).resolve('@google-cloud/pino-logging-gcp-config');
+const gcpConfig = createRequire(import.meta.url).resolve(
+  '@google-cloud/pino-logging-gcp-config',
+);
 const fromConfig = createRequire(gcpConfig);
 const path = fromConfig.resolve('@google-cloud/logging');
 
@@ -27,7 +29,8 @@ if (fromConfig.cache[path] === undefined) {
       get: (_, key) => Reflect.get(load(), key),
       has: (_, key) => Reflect.has(load(), key),
       ownKeys: () => Reflect.ownKeys(load()),
-      getOwnPropertyDescriptor: (_, key) => own(Reflect.getOwnPropertyDescriptor(load(), key)),
+      getOwnPropertyDescriptor: (_, key) =>
+        own(Reflect.getOwnPropertyDescriptor(load(), key)),
     },
   );
   fromConfig.cache[path] = standIn;

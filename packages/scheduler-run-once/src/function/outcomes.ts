@@ -1,5 +1,9 @@
 /** The one table from outcome to HTTP status, the log level, and the messages beside it. */
-import { DatabaseNotFoundError, describeThrown, loggableError } from '../core/errors.ts';
+import {
+  DatabaseNotFoundError,
+  describeThrown,
+  loggableError,
+} from '../core/errors.ts';
 import { LEASE_LOSS_MESSAGES, type RunOutcome } from '../core/run-once.ts';
 import type { RunKind } from '../core/run-record.ts';
 import type { OverlapPolicy } from '../policy/job-declaration.ts';
@@ -34,7 +38,9 @@ export const STATUS_BY_OUTCOME = {
 export type ResponseOutcome = keyof typeof STATUS_BY_OUTCOME;
 
 /** An outcome's log level: `error` for a 5xx, `warn` for a refusal (4xx but 409), else `info`. */
-export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' {
+export function logLevelOf(
+  outcome: ResponseOutcome,
+): 'info' | 'warn' | 'error' {
   const status: number = STATUS_BY_OUTCOME[outcome];
   if (status >= 500) {
     return 'error';
@@ -43,10 +49,18 @@ export function logLevelOf(outcome: ResponseOutcome): 'info' | 'warn' | 'error' 
 }
 
 /** The JSON body of every response; no `runId` when the request named no valid run. */
-export type ResponseBody = Readonly<{ outcome: ResponseOutcome; runId?: string; message: string }>;
+export type ResponseBody = Readonly<{
+  outcome: ResponseOutcome;
+  runId?: string;
+  message: string;
+}>;
 
 /** What an answer says: its outcome, its message and the extra fields of its log line. */
-export type Reply = Readonly<{ outcome: ResponseOutcome; message: string; fields?: object }>;
+export type Reply = Readonly<{
+  outcome: ResponseOutcome;
+  message: string;
+  fields?: object;
+}>;
 
 /** The outcome of a re-run `rerun.ts` refuses. */
 export const OUTCOME_BY_RERUN_REFUSAL = {
@@ -57,7 +71,8 @@ export const OUTCOME_BY_RERUN_REFUSAL = {
 
 /** The messages of the answers the handler writes itself (not a run's). */
 export const MESSAGES = {
-  shuttingDown: 'This instance is shutting down; the job was not run. Retry later.',
+  shuttingDown:
+    'This instance is shutting down; the job was not run. Retry later.',
   methodNotAllowed: (allowed: string, sent: string) =>
     `Cloud Scheduler delivers this job with ${allowed} (HTTP_METHOD); ${sent} runs nothing.`,
   internal: (detail: string) => `Internal error${detail}; retry later.`,
@@ -83,10 +98,12 @@ export const BODY_MESSAGES: Readonly<Record<string, string>> = {
   'entity.parse.failed':
     'The request body is not valid for its Content-Type. Cloud Scheduler needs no body: send none, or send valid JSON.',
   'entity.too.large': 'The request body is too large.',
-  'encoding.unsupported': 'The Content-Encoding of the request body is not supported.',
+  'encoding.unsupported':
+    'The Content-Encoding of the request body is not supported.',
   'charset.unsupported': 'The charset of the request body is not supported.',
   'request.aborted': 'The request was aborted before its body arrived.',
-  'request.size.invalid': 'The request body is shorter or longer than its Content-Length.',
+  'request.size.invalid':
+    'The request body is shorter or longer than its Content-Length.',
 };
 
 /** A Firestore failure's message: a missing database's own (it names FIRESTORE_DATABASE), else generic. */
@@ -98,7 +115,10 @@ export function unavailableMessage(error: unknown, detail: string): string {
 }
 
 /** An undeclared job's message; `declared` only where error text is exposed (any caller reads it). */
-export function unknownJobMessage(jobName: string, declared?: readonly { id: string }[]): string {
+export function unknownJobMessage(
+  jobName: string,
+  declared?: readonly { id: string }[],
+): string {
   const ids = declared?.map((j) => j.id) ?? [];
   const shown = ids.length > 10 ? [...ids.slice(0, 10), '…'] : ids;
   return (
@@ -115,7 +135,10 @@ const KIND_NOTES = {
     'Forced run not run',
   ],
   manual: ['Manual run. ', 'Manual run not run'],
-  rerun: ["Re-run (a run of its own; the slot's record is unchanged). ", 'Re-run not run'],
+  rerun: [
+    "Re-run (a run of its own; the slot's record is unchanged). ",
+    'Re-run not run',
+  ],
 } as const satisfies Record<RunKind, readonly [string, string]>;
 
 /** What a response says first about a run of `kind`: nothing for a slot's. */
@@ -131,12 +154,17 @@ export function runReply(
   result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
   exposeErrors: boolean,
 ): Reply {
-  const detail = (error: unknown) => (exposeErrors ? ` (${describeThrown(error)})` : '');
+  const detail = (error: unknown) =>
+    exposeErrors ? ` (${describeThrown(error)})` : '';
   const { outcome } = result;
   switch (outcome) {
     case 'processed': {
       const { attempt, completion, leaseLoss } = result;
-      const fields = { attemptId: attempt.attemptId, takeover: attempt.takeover, completion };
+      const fields = {
+        attemptId: attempt.attemptId,
+        takeover: attempt.takeover,
+        completion,
+      };
       const message = {
         recorded: 'Run processed: the job ran and its completion is recorded.',
         lease_lost: `The job ran, but ${LEASE_LOSS_MESSAGES[leaseLoss ?? 'unknown']}.`,
@@ -160,8 +188,16 @@ export function runReply(
           'its claim could not be released: a retry reaching this instance runs it at once, one on another instance gets 409 until the lease lapses.',
       }[result.release];
       const { attempt, release, error } = result;
-      const fields = { attemptId: attempt.attemptId, release, err: loggableError(error) };
-      return { outcome, message: `The job failed${detail(error)}; ${then}`, fields };
+      const fields = {
+        attemptId: attempt.attemptId,
+        release,
+        err: loggableError(error),
+      };
+      return {
+        outcome,
+        message: `The job failed${detail(error)}; ${then}`,
+        fields,
+      };
     }
     case 'unreadable_record': {
       const { field, problem } = result.record;
@@ -179,7 +215,9 @@ export function runReply(
 }
 
 /** The answer of a run that already has a final record (completed, skipped, reported). */
-function duplicateReply(record: Extract<RunOutcome, { outcome: 'duplicate' }>['record']): Reply {
+function duplicateReply(
+  record: Extract<RunOutcome, { outcome: 'duplicate' }>['record'],
+): Reply {
   const outcome = 'duplicate';
   if (record.status === 'skipped') {
     const message =
@@ -197,7 +235,8 @@ function duplicateReply(record: Extract<RunOutcome, { outcome: 'duplicate' }>['r
 
 /** What a run that may not claim yet is told to do, by why it waits. */
 const WAIT_ADVICE = {
-  by_hand: 'run it again once that run ends, or with --allow-overlap to run it beside it',
+  by_hand:
+    'run it again once that run ends, or with --allow-overlap to run it beside it',
   backfill: 'the slot stays missed: backfill it again once that run ends',
   policy: 'retry later',
 } as const;
@@ -205,7 +244,11 @@ const WAIT_ADVICE = {
 type Blocked = Exclude<OverlapDecision, { action: 'run' }>;
 
 /** The answer of a run the overlap policy keeps from running (`decideOverlap`), naming the holder. */
-export function blockedReply(decision: Blocked, jobId: string, plan: RunPlan): Reply {
+export function blockedReply(
+  decision: Blocked,
+  jobId: string,
+  plan: RunPlan,
+): Reply {
   const { by } = decision;
   const { kind, overlap: policy } = plan;
   const fields = { blockedBy: by };
@@ -217,13 +260,21 @@ export function blockedReply(decision: Blocked, jobId: string, plan: RunPlan): R
         const message =
           `${notRun}: ${jobId}'s overlap lock ${by} cannot be read (field ${field} ${problem}), so which run holds it is unknown (overlap policy "${policy}"); nothing was recorded. ` +
           `Repair it: delete the lock document ${by} (in the runs collection's _jobs collection); the next delivery takes the lock afresh.`;
-        return { outcome: 'unreadable_record', message, fields: { ...fields, field, problem } };
+        return {
+          outcome: 'unreadable_record',
+          message,
+          fields: { ...fields, field, problem },
+        };
       }
       const message =
         `${notRun}: the run holding ${jobId}'s overlap lock, ${by}, has a record this version cannot read ` +
         `(field ${field} ${problem}), so whether it still runs is unknown (overlap policy "${policy}"); nothing was recorded. ` +
         `Repair that record: if no attempt of run ${by} is running, delete it, or set its status to "completed" if it is done; then retry.`;
-      return { outcome: 'unreadable_record', message, fields: { ...fields, field, problem } };
+      return {
+        outcome: 'unreadable_record',
+        message,
+        fields: { ...fields, field, problem },
+      };
     }
     case 'skipped': {
       const message = `${notRun}: another run of ${jobId} is still running (overlap policy "skip"); recorded as skipped.`;

@@ -5,7 +5,11 @@ import type { Logger } from 'pino';
 import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../policy/job-declaration.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import { retentionProblems } from '../policy/schedule-time.ts';
@@ -40,7 +44,13 @@ export function loadConfigAndJobs(
   const config = attempt(() => loadConfig(env));
   const jobs = attempt(() => validateJobs(declarations));
   if (config !== undefined && jobs !== undefined) {
-    problems.push(...retentionProblems(jobs, config.retentionMs, config.forcedRunToleranceMs));
+    problems.push(
+      ...retentionProblems(
+        jobs,
+        config.retentionMs,
+        config.forcedRunToleranceMs,
+      ),
+    );
   }
   if (config === undefined || jobs === undefined || problems.length > 0) {
     throw new ConfigError(problems);
@@ -84,10 +94,24 @@ export function createInstanceHandler(parts: InstanceParts) {
   const documents = documentsOf(config.runsCollection);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   const jobDocuments = documentsOf(jobStateCollection(config.runsCollection));
-  const { oidcAudience: audience, oidcInvokers: invokers, oidcCertsUrl: certsUrl } = config;
-  const oidc = config.authMode === 'verify-oidc' ? { audience, invokers, certsUrl } : undefined;
+  const {
+    oidcAudience: audience,
+    oidcInvokers: invokers,
+    oidcCertsUrl: certsUrl,
+  } = config;
+  const oidc =
+    config.authMode === 'verify-oidc'
+      ? { audience, invokers, certsUrl }
+      : undefined;
   const authenticate = oidc && createOidcAuthenticator(oidc);
-  const deps = { config, ledger, history: new RunHistory(documents), jobDocuments, jobs, logger };
+  const deps = {
+    config,
+    ledger,
+    history: new RunHistory(documents),
+    jobDocuments,
+    jobs,
+    logger,
+  };
   const clock = () => documents.serverTime();
   const handler = createScheduledJobHandler({
     ...deps,
@@ -115,7 +139,8 @@ export function registerScheduledJob(
   const { projectId, firestoreDatabase: databaseId } = config;
   const project = projectId === undefined ? {} : { projectId };
   const firestore =
-    options.firestore ?? new Firestore({ ...project, databaseId, ignoreUndefinedProperties: true });
+    options.firestore ??
+    new Firestore({ ...project, databaseId, ignoreUndefinedProperties: true });
   const shutdown = new GracefulShutdown();
   const { handler, documents } = createInstanceHandler({
     config,
@@ -125,7 +150,10 @@ export function registerScheduledJob(
     shutdown,
   });
   // Connect while the new instance waits for its first request; its clock is learnt in a request.
-  installFrameworkWorkarounds(logger, () => void documents.connect().catch(() => {}));
+  installFrameworkWorkarounds(
+    logger,
+    () => void documents.connect().catch(() => {}),
+  );
   drainOnShutdown(shutdown, config.shutdownGraceMs, logger);
   functions.http(name, handler);
 }

@@ -25,10 +25,14 @@ export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
 
 /** The parts of an HTTP request this module reads (Node's `IncomingMessage` fits). */
-export type DeliveryLike = Readonly<{ rawHeaders: readonly string[]; url?: string | undefined }>;
+export type DeliveryLike = Readonly<{
+  rawHeaders: readonly string[];
+  url?: string | undefined;
+}>;
 
 /** What a scope header's or parameter's value must be, for messages. */
-export const SCOPE_VALUE_RULE = '1-200 printable ASCII characters without spaces';
+export const SCOPE_VALUE_RULE =
+  '1-200 printable ASCII characters without spaces';
 
 /** Whether `value` is a scope value this function accepts ({@link SCOPE_VALUE_RULE}). */
 export function isScopeValue(value: string): boolean {
@@ -39,12 +43,15 @@ export function isScopeValue(value: string): boolean {
 function headerValues(req: DeliveryLike, name: string): string[] {
   const wanted = name.toLowerCase();
   const raw = req.rawHeaders;
-  return raw.filter((_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === wanted);
+  return raw.filter(
+    (_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === wanted,
+  );
 }
 
 /** The one non-empty value sent of `what`, else an {@link InvalidRequestError} with `hint`. */
 function single(values: string[], what: string, hint: string): string {
-  const fail = (problem: string) => new InvalidRequestError(`${what} ${problem}`);
+  const fail = (problem: string) =>
+    new InvalidRequestError(`${what} ${problem}`);
   if (values.length === 0) {
     throw fail(`is missing. ${hint}`);
   }
@@ -87,13 +94,17 @@ function flagHeader(req: DeliveryLike, name: string): boolean {
   }
   const value = single(values, name, 'Send it as "true", or leave it out.');
   if (value.toLowerCase() !== 'true') {
-    throw new InvalidRequestError(`${name} must be "true" when sent; leave it out otherwise.`);
+    throw new InvalidRequestError(
+      `${name} must be "true" when sent; leave it out otherwise.`,
+    );
   }
   return true;
 }
 
 /** The trigger headers (both or neither); Allow-Overlap only with them, Backfill only without. */
-function readTrigger(req: DeliveryLike): Pick<ScheduledRun, 'trigger' | 'backfill'> {
+function readTrigger(
+  req: DeliveryLike,
+): Pick<ScheduledRun, 'trigger' | 'backfill'> {
   const allowOverlap = flagHeader(req, ALLOW_OVERLAP_HEADER);
   const backfill = flagHeader(req, BACKFILL_HEADER);
   const modes = headerValues(req, MODE_HEADER);
@@ -111,22 +122,30 @@ function readTrigger(req: DeliveryLike): Pick<ScheduledRun, 'trigger' | 'backfil
       `${BACKFILL_HEADER} marks a slot's delivery by a backfill; a manual run or re-run is not one.`,
     );
   }
-  const hint = 'Run a job by hand with `npm run trigger -- JOB`, which sets both.';
+  const hint =
+    'Run a job by hand with `npm run trigger -- JOB`, which sets both.';
   const mode = single(modes, MODE_HEADER, hint);
   const id = single(ids, TRIGGER_ID_HEADER, hint);
   const known = TRIGGER_MODES.find((m) => m === mode);
   if (known === undefined) {
-    throw new InvalidRequestError(`${MODE_HEADER} must be ${TRIGGER_MODES.join(' or ')}. ${hint}`);
+    throw new InvalidRequestError(
+      `${MODE_HEADER} must be ${TRIGGER_MODES.join(' or ')}. ${hint}`,
+    );
   }
   if (!/^[A-Za-z0-9_-]{8,64}$/.test(id)) {
     throw new InvalidRequestError(
       `${TRIGGER_ID_HEADER} must be 8-64 letters, digits, "-" or "_" (e.g. a UUID). ${hint}`,
     );
   }
-  return { trigger: { mode: known, id, ...(allowOverlap ? { allowOverlap } : {}) } };
+  return {
+    trigger: { mode: known, id, ...(allowOverlap ? { allowOverlap } : {}) },
+  };
 }
 
-type ScopeConfig = Pick<Config, 'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'>;
+type ScopeConfig = Pick<
+  Config,
+  'keyScope' | 'keyScopeHeaders' | 'keyScopeParams'
+>;
 
 /** The value of scope header or query parameter `name` (a lowercase header name); may throw. */
 export type ScopeValueOf = (kind: 'header' | 'query', name: string) => string;
@@ -136,14 +155,24 @@ export type ScopeValueOf = (kind: 'header' | 'query', name: string) => string;
  * order is decided, for deliveries and `npm run runs`), each configured one's value by `valueFor`.
  */
 export function scopeFrom(config: ScopeConfig, valueFor: ScopeValueOf): Scope {
-  const fixed = config.keyScope === '' ? [] : [['config', config.keyScope] as const];
-  const header = (name: string) => [`header:${name}`, valueFor('header', name)] as const;
-  const query = (name: string) => [`query:${name}`, valueFor('query', name)] as const;
-  return [...fixed, ...config.keyScopeHeaders.map(header), ...config.keyScopeParams.map(query)];
+  const fixed =
+    config.keyScope === '' ? [] : [['config', config.keyScope] as const];
+  const header = (name: string) =>
+    [`header:${name}`, valueFor('header', name)] as const;
+  const query = (name: string) =>
+    [`query:${name}`, valueFor('query', name)] as const;
+  return [
+    ...fixed,
+    ...config.keyScopeHeaders.map(header),
+    ...config.keyScopeParams.map(query),
+  ];
 }
 
 /** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
-export type DeliveryHeaders = Omit<ScheduledRun, 'scheduleTime' | 'withoutScheduleTime'> & {
+export type DeliveryHeaders = Omit<
+  ScheduledRun,
+  'scheduleTime' | 'withoutScheduleTime'
+> & {
   /** Canonical RFC 3339 UTC; `undefined` when `X-CloudScheduler-ScheduleTime` was not sent. */
   readonly scheduleTime: string | undefined;
 };
@@ -166,10 +195,17 @@ const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand 
  * @throws {InvalidRequestError} saying what to fix in a missing, empty, malformed, oversized or
  *   repeated header or scope parameter (a schedule time may be missing, not on a run by hand).
  */
-export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): DeliveryHeaders {
+export function readDeliveryHeaders(
+  req: DeliveryLike,
+  config: ScopeConfig,
+): DeliveryHeaders {
   const nameHint =
     'Call this endpoint from a Cloud Scheduler job, or send the job id in this header.';
-  const jobName = single(headerValues(req, JOB_NAME_HEADER), JOB_NAME_HEADER, nameHint);
+  const jobName = single(
+    headerValues(req, JOB_NAME_HEADER),
+    JOB_NAME_HEADER,
+    nameHint,
+  );
   if (jobIdOf(jobName) === undefined) {
     throw new InvalidRequestError(
       `${JOB_NAME_HEADER} ${describe(jobName)} is not a job id (${JOB_ID_RULE}) ` +
@@ -178,11 +214,16 @@ export function readDeliveryHeaders(req: DeliveryLike, config: ScopeConfig): Del
   }
   const times = headerValues(req, SCHEDULE_TIME_HEADER);
   const hint = `Cloud Scheduler sends it as RFC 3339 UTC, e.g. ${EXAMPLE_TIME}; send it so, or not at all.`;
-  const sent = times.length === 0 ? undefined : single(times, SCHEDULE_TIME_HEADER, hint);
-  const scheduleTime = sent === undefined ? undefined : normaliseScheduleTime(sent);
+  const sent =
+    times.length === 0 ? undefined : single(times, SCHEDULE_TIME_HEADER, hint);
+  const scheduleTime =
+    sent === undefined ? undefined : normaliseScheduleTime(sent);
   const scope = scopeFrom(config, sentScopeValue(req));
   const marks = readTrigger(req);
-  if ((marks.trigger !== undefined || marks.backfill) && scheduleTime === undefined) {
+  if (
+    (marks.trigger !== undefined || marks.backfill) &&
+    scheduleTime === undefined
+  ) {
     throw new InvalidRequestError(TRIGGER_WITHOUT_TIME);
   }
   return { jobName, scheduleTime, scope, ...marks };
@@ -194,10 +235,16 @@ function sentScopeValue(req: DeliveryLike): ScopeValueOf {
   return (kind, name) => {
     if (kind === 'query') {
       query ??= new URL(req.url ?? '/', 'http://localhost').searchParams;
-      const hint = "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).";
-      return scopeValue(query.getAll(name), `Scope query parameter ${name}`, hint);
+      const hint =
+        "Add it to the Scheduler job's URL (RUN_KEY_SCOPE_PARAMS requires it).";
+      return scopeValue(
+        query.getAll(name),
+        `Scope query parameter ${name}`,
+        hint,
+      );
     }
-    const hint = "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
+    const hint =
+      "Set it in the Scheduler job's HTTP headers (RUN_KEY_SCOPE_HEADERS requires it).";
     return scopeValue(headerValues(req, name), `Scope header ${name}`, hint);
   };
 }

@@ -2,7 +2,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { loggableError } from '../core/errors.ts';
-import { restoreFrameworkSignalListeners, SHUTDOWN_SIGNALS } from './framework-workarounds.ts';
+import {
+  restoreFrameworkSignalListeners,
+  SHUTDOWN_SIGNALS,
+} from './framework-workarounds.ts';
 
 /** Tracks the requests in flight and aborts their jobs when the instance shuts down. */
 export class GracefulShutdown {
@@ -34,7 +37,9 @@ export class GracefulShutdown {
   async drain(graceMs: number): Promise<number> {
     this.#controller.abort();
     const graceOver = new AbortController();
-    const grace = sleep(graceMs, undefined, { signal: graceOver.signal }).catch(() => {});
+    const grace = sleep(graceMs, undefined, { signal: graceOver.signal }).catch(
+      () => {},
+    );
     await Promise.race([Promise.allSettled([...this.#inflight]), grace]);
     graceOver.abort();
     return this.#inflight.size;
@@ -47,14 +52,22 @@ export class GracefulShutdown {
  * on an uncaught exception drains too, then exits 16, functions-framework's own code for a crash
  * (meanwhile new deliveries answer 500 `unavailable`).
  */
-export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, logger: Logger): void {
+export function drainOnShutdown(
+  shutdown: GracefulShutdown,
+  graceMs: number,
+  logger: Logger,
+): void {
   const onSignal = (signal: NodeJS.Signals) => {
     for (const s of SHUTDOWN_SIGNALS) {
       process.removeListener(s, onSignal);
     }
-    logger.info({ signal, runIds: shutdown.runIds }, 'shutting down: aborting running jobs');
+    logger.info(
+      { signal, runIds: shutdown.runIds },
+      'shutting down: aborting running jobs',
+    );
     void shutdown.drain(graceMs).then((stillRunning) => {
-      const message = 'jobs still running at shutdown; their claims lapse with the lease';
+      const message =
+        'jobs still running at shutdown; their claims lapse with the lease';
       if (stillRunning > 0) {
         logger.warn({ stillRunning }, message);
       }
@@ -68,7 +81,10 @@ export function drainOnShutdown(shutdown: GracefulShutdown, graceMs: number, log
   let crashing = false;
   process.on('uncaughtException', (err) => {
     if (crashing) {
-      logger.error({ err: loggableError(err) }, 'another uncaught exception while draining');
+      logger.error(
+        { err: loggableError(err) },
+        'another uncaught exception while draining',
+      );
       return;
     }
     crashing = true;

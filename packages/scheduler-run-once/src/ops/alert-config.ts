@@ -23,7 +23,8 @@ export const METRICS = {
     match: 'jsonPayload.message="scheduled run: processed"',
   },
   duplicates: {
-    description: 'duplicate deliveries absorbed (the run had completed: the job was not run again)',
+    description:
+      'duplicate deliveries absorbed (the run had completed: the job was not run again)',
     match: 'jsonPayload.message="scheduled run: duplicate"',
   },
   failed: {
@@ -39,15 +40,18 @@ export const METRICS = {
     match: `jsonPayload.message="${MISSED_RUN}"`,
   },
   skipped: {
-    description: 'slots not run because an earlier run of the job still ran (overlap policy skip)',
+    description:
+      'slots not run because an earlier run of the job still ran (overlap policy skip)',
     match: 'jsonPayload.message="scheduled run: skipped"',
   },
   paused: {
-    description: 'slots inside a pause (npm run pause), judged by missed-run detection',
+    description:
+      'slots inside a pause (npm run pause), judged by missed-run detection',
     match: `jsonPayload.message="${PAUSED_SLOT}"`,
   },
   'lease-lost': {
-    description: 'attempts whose lease another attempt took over (the job may have run twice)',
+    description:
+      'attempts whose lease another attempt took over (the job may have run twice)',
     match: 'jsonPayload.leaseLoss:*',
   },
 } as const;
@@ -76,12 +80,22 @@ export function logMetric(functionName: string, kind: MetricKind) {
       metricKind: 'DELTA',
       valueType: 'INT64',
       unit: '1',
-      labels: [{ key: 'job', valueType: 'STRING', description: 'the Scheduler job id' }],
+      labels: [
+        {
+          key: 'job',
+          valueType: 'STRING',
+          description: 'the Scheduler job id',
+        },
+      ],
     },
   };
 }
 
-export function metricFilter(functionName: string, kind: MetricKind, job?: string): string {
+export function metricFilter(
+  functionName: string,
+  kind: MetricKind,
+  job?: string,
+): string {
   return [
     `metric.type="logging.googleapis.com/user/${metricName(functionName, kind)}"`,
     'resource.type="cloud_run_revision"',
@@ -97,7 +111,9 @@ function anyCount(functionName: string, kind: MetricKind, name: string) {
       comparison: 'COMPARISON_GT',
       thresholdValue: 0,
       duration: '0s',
-      aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' }],
+      aggregations: [
+        { alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' },
+      ],
     },
   };
 }
@@ -110,7 +126,11 @@ export interface AlertedJob {
 
 /** One alert policy, or why a job has none. */
 export type PolicyPlan =
-  | { readonly kind: 'policy'; readonly displayName: string; readonly policy: object }
+  | {
+      readonly kind: 'policy';
+      readonly displayName: string;
+      readonly policy: object;
+    }
   | { readonly kind: 'skipped'; readonly job: string; readonly reason: string };
 
 /**
@@ -134,7 +154,9 @@ export function alertPolicies(
   };
   return [
     ...runPolicies(functionName, common),
-    ...jobs.map((job) => absencePolicy(functionName, job, common, absencePeriods)),
+    ...jobs.map((job) =>
+      absencePolicy(functionName, job, common, absencePeriods),
+    ),
   ];
 }
 
@@ -156,7 +178,11 @@ function runPolicies(functionName: string, common: PolicyCommon): PolicyPlan[] {
         displayName: `${functionName}: a run was missed or failed after every retry`,
         conditions: [
           anyCount(functionName, 'missed', 'missed run'),
-          anyCount(functionName, 'failed-after-retries', 'run failed after retries'),
+          anyCount(
+            functionName,
+            'failed-after-retries',
+            'run failed after retries',
+          ),
         ],
         documentation: {
           mimeType: 'text/markdown',
@@ -215,7 +241,9 @@ function absencePolicy(
           conditionAbsent: {
             filter: metricFilter(functionName, 'processed', job.id),
             duration: `${Math.max(120, seconds)}s`,
-            aggregations: [{ alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' }],
+            aggregations: [
+              { alignmentPeriod: '300s', perSeriesAligner: 'ALIGN_SUM' },
+            ],
           },
         },
       ],

@@ -16,7 +16,12 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { alertPolicies, logMetric, METRICS, type MetricKind } from './alert-config.ts';
+import {
+  alertPolicies,
+  logMetric,
+  METRICS,
+  type MetricKind,
+} from './alert-config.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { dashboard } from './dashboard-config.ts';
 import { loadJobs } from './declarations.ts';
@@ -30,7 +35,10 @@ export const USAGE =
  * `node ops/alerts.ts`, for {@link runCommand} and in-process tests: `argv` after the script, the
  * environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -64,10 +72,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const lines: string[] = [];
   for (const kind of Object.keys(METRICS) as MetricKind[]) {
     const metric = logMetric(args.function, kind);
-    lines.push(['metric', metric.name, write(`metric-${kind}.json`, metric)].join('\t'));
+    lines.push(
+      ['metric', metric.name, write(`metric-${kind}.json`, metric)].join('\t'),
+    );
   }
   const board = dashboard(args.function);
-  lines.push(['dashboard', board.displayName, write('dashboard.json', board)].join('\t'));
+  lines.push(
+    ['dashboard', board.displayName, write('dashboard.json', board)].join('\t'),
+  );
   const channels = (args.channels ?? '').split(',').filter((c) => c !== '');
   if (channels.length > 0) {
     const now = new Date();
@@ -75,10 +87,19 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       id: job.id,
       periodSeconds: Math.ceil((longestGapMs(job, now) ?? 0) / 1000),
     }));
-    for (const [i, plan] of alertPolicies(args.function, alerted, channels, periods).entries()) {
+    for (const [i, plan] of alertPolicies(
+      args.function,
+      alerted,
+      channels,
+      periods,
+    ).entries()) {
       lines.push(
         plan.kind === 'policy'
-          ? ['policy', plan.displayName, write(`policy-${i}.json`, plan.policy)].join('\t')
+          ? [
+              'policy',
+              plan.displayName,
+              write(`policy-${i}.json`, plan.policy),
+            ].join('\t')
           : ['skipped', plan.job, plan.reason].join('\t'),
       );
     }

@@ -22,7 +22,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BACKFILL_HEADER } from '../function/scheduler-request.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { toUtcRfc3339 } from '../policy/schedule.ts';
-import { forcedRunToleranceMs, oldestAcceptedTime } from '../policy/schedule-time.ts';
+import {
+  forcedRunToleranceMs,
+  oldestAcceptedTime,
+} from '../policy/schedule-time.ts';
 import {
   type Answer,
   answerLine,
@@ -84,7 +87,11 @@ export function planBackfill(
       .filter((row) => row.job === job.id && row.kind === 'slot')
       .sort((a, b) => a.slot.getTime() - b.slot.getTime());
     const tolerance = forcedRunToleranceMs(job, rules.forcedRunToleranceMs);
-    const oldest = oldestAcceptedTime(rules.now, rules.retentionMs, tolerance).getTime();
+    const oldest = oldestAcceptedTime(
+      rules.now,
+      rules.retentionMs,
+      tolerance,
+    ).getTime();
     const firstRecord = own.find(hasRecord);
     for (const row of own) {
       if (row.state !== 'missed' || !row.final) {
@@ -111,11 +118,18 @@ export function planBackfill(
 }
 
 /** The lines that say what a backfill will do and leave alone, for stderr. */
-export function backfillSummary(plan: BackfillPlan, retentionMs: number): string[] {
-  const lines = plan.deliver.map((row) => `  ${row.job} ${toUtcRfc3339(row.slot)}`);
+export function backfillSummary(
+  plan: BackfillPlan,
+  retentionMs: number,
+): string[] {
+  const lines = plan.deliver.map(
+    (row) => `  ${row.job} ${toUtcRfc3339(row.slot)}`,
+  );
   const count = (reason: Withheld['reason']) =>
     plan.withheld.filter((w) => w.reason === reason).length;
-  const out = [`runs --backfill: ${plan.deliver.length} missed slot(s) to deliver, oldest first:`];
+  const out = [
+    `runs --backfill: ${plan.deliver.length} missed slot(s) to deliver, oldest first:`,
+  ];
   out.push(...lines);
   if (count('retention') > 0) {
     out.push(
@@ -170,9 +184,14 @@ async function confirmed(
     );
     return false;
   }
-  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  const prompt = createInterface({
+    input: process.stdin,
+    output: process.stderr,
+  });
   try {
-    const answer = await prompt.question(`Deliver ${count} slot(s) to ${target.url}? [y/N] `);
+    const answer = await prompt.question(
+      `Deliver ${count} slot(s) to ${target.url}? [y/N] `,
+    );
     return /^y(es)?$/i.test(answer.trim());
   } finally {
     prompt.close();
@@ -213,7 +232,9 @@ export async function runBackfill(
       ...how.scope?.headers,
     });
     const answer: Answer = await deliver(target, headers, how.scope?.query);
-    console.log(answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer));
+    console.log(
+      answerLine(`backfill ${row.job} ${toUtcRfc3339(row.slot)}`, answer),
+    );
     if (answer.status < 200 || answer.status >= 300) {
       failures++;
     } else if (answer.runId !== undefined && answer.runId !== row.runId) {

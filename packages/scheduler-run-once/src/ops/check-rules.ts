@@ -20,12 +20,17 @@ import {
  * `since`, and every rule possibly in force then schedules it (`npm run runs -- --check` asks this
  * of each missed row).
  */
-export function isJudgedSlot(rules: readonly JudgedRule[], slot: Date): boolean {
+export function isJudgedSlot(
+  rules: readonly JudgedRule[],
+  slot: Date,
+): boolean {
   // Before the oldest rule's first sighting, a rule no longer kept may have ruled it.
   if (slot.getTime() < (rules[0]?.since ?? Number.NEGATIVE_INFINITY)) {
     return false;
   }
-  return possibleRules(rules, slot.getTime()).every((rule) => isSlotOf(rule, slot.getTime()));
+  return possibleRules(rules, slot.getTime()).every((rule) =>
+    isSlotOf(rule, slot.getTime()),
+  );
 }
 
 /**
@@ -43,7 +48,13 @@ export function rulesInForce(
   if (cursor === undefined || cursor === 'unreadable') {
     return [ruleOf(job)];
   }
-  return nextRules(cursor.rules, job, now.getTime(), cursor.seenAt, Number.NEGATIVE_INFINITY);
+  return nextRules(
+    cursor.rules,
+    job,
+    now.getTime(),
+    cursor.seenAt,
+    Number.NEGATIVE_INFINITY,
+  );
 }
 
 /**

@@ -40,7 +40,10 @@ export function namedPairs(
 }
 
 /** A command's `main`: its arguments (after the script) and environment, to its exit status. */
-export type CommandMain = (argv: string[], env: NodeJS.ProcessEnv) => Promise<number>;
+export type CommandMain = (
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+) => Promise<number>;
 
 /**
  * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else
@@ -86,8 +89,18 @@ export async function commandStatus(
  *
  * @example if (isEntryPoint(import.meta.url)) await runCommand('jobs', USAGE, main);
  */
-export async function runCommand(name: string, usage: string, main: CommandMain): Promise<void> {
-  process.exitCode = await commandStatus(name, usage, main, process.argv.slice(2), process.env);
+export async function runCommand(
+  name: string,
+  usage: string,
+  main: CommandMain,
+): Promise<void> {
+  process.exitCode = await commandStatus(
+    name,
+    usage,
+    main,
+    process.argv.slice(2),
+    process.env,
+  );
 }
 
 /**

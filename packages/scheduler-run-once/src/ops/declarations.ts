@@ -5,7 +5,11 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError } from '../core/errors.ts';
-import { type DeclaredJob, type JobDeclaration, validateJobs } from '../policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../policy/job-declaration.ts';
 import { UsageError } from './command.ts';
 
 /**
@@ -14,14 +18,18 @@ import { UsageError } from './command.ts';
  *
  * @throws {ConfigError} if the module exports no `jobs` array.
  */
-async function loadDeclarations(module: string | undefined): Promise<readonly JobDeclaration[]> {
+async function loadDeclarations(
+  module: string | undefined,
+): Promise<readonly JobDeclaration[]> {
   const url =
     module === undefined || module === ''
       ? pathToFileURL(path.resolve('src/jobs.ts'))
       : pathToFileURL(path.resolve(module));
   const exported = (await import(url.href)) as { jobs?: unknown };
   if (!Array.isArray(exported.jobs)) {
-    throw new ConfigError([`${url.pathname} must export \`jobs\`, an array of job declarations`]);
+    throw new ConfigError([
+      `${url.pathname} must export \`jobs\`, an array of job declarations`,
+    ]);
   }
   return exported.jobs as readonly JobDeclaration[];
 }
@@ -32,11 +40,16 @@ async function loadDeclarations(module: string | undefined): Promise<readonly Jo
  * @throws {ConfigError} listing every problem of the declarations (`runCommand` prints it, exit 1).
  * @example const jobs = await loadJobs(process.env);
  */
-export async function loadJobs(env: NodeJS.ProcessEnv): Promise<readonly DeclaredJob[]> {
+export async function loadJobs(
+  env: NodeJS.ProcessEnv,
+): Promise<readonly DeclaredJob[]> {
   return validateJobs(await loadDeclarations(env.JOBS_MODULE));
 }
 
-function notDeclared(jobs: readonly DeclaredJob[], ids: readonly string[]): UsageError {
+function notDeclared(
+  jobs: readonly DeclaredJob[],
+  ids: readonly string[],
+): UsageError {
   return new UsageError(
     `no declared job ${ids.join(', ')} (declared: ${jobs.map((j) => j.id).join(', ')})`,
   );
@@ -48,7 +61,10 @@ function notDeclared(jobs: readonly DeclaredJob[], ids: readonly string[]): Usag
  * @throws {UsageError} naming the declared ids, if none has that id.
  * @example const job = selectJob(await loadJobs(process.env), 'nightly-report');
  */
-export function selectJob(jobs: readonly DeclaredJob[], id: string): DeclaredJob {
+export function selectJob(
+  jobs: readonly DeclaredJob[],
+  id: string,
+): DeclaredJob {
   const job = jobs.find((j) => j.id === id);
   if (job === undefined) {
     throw notDeclared(jobs, [id]);

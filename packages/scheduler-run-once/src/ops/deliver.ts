@@ -4,7 +4,10 @@
  * (an OIDC ID token of the invoker service account, audience = the function URL).
  */
 import { execFileSync } from 'node:child_process';
-import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../function/scheduler-request.ts';
+import {
+  JOB_NAME_HEADER,
+  SCHEDULE_TIME_HEADER,
+} from '../function/scheduler-request.ts';
 import { toUtcRfc3339 } from '../policy/schedule.ts';
 import { CommandError, UsageError } from './command.ts';
 
@@ -40,7 +43,11 @@ function isLocal(url: URL): boolean {
  * invoker, or when gcloud could not print a token (its own message is on stderr above).
  */
 export function resolveTarget(
-  options: { url?: string | undefined; token?: string | undefined; invoker?: string | undefined },
+  options: {
+    url?: string | undefined;
+    token?: string | undefined;
+    invoker?: string | undefined;
+  },
   env: NodeJS.ProcessEnv,
 ): DeliveryTarget {
   const text = options.url ?? `http://localhost:${env.PORT ?? 8080}/`;

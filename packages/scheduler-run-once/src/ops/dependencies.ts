@@ -53,7 +53,9 @@ export function valueImports(source: string): string[] {
 /** The package a bare specifier names: `@scope/name` or `name`, without a subpath. */
 export function packageOf(specifier: string): string {
   const parts = specifier.split('/');
-  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] ?? specifier);
+  return specifier.startsWith('@')
+    ? parts.slice(0, 2).join('/')
+    : (parts[0] ?? specifier);
 }
 
 const BUILTIN = new Set(builtinModules);
@@ -67,7 +69,11 @@ const BUILTIN = new Set(builtinModules);
  * @throws Error if the walk would read more than {@link MAX_FILES} files.
  * @example devOnlyImports('/repo/src/jobs.ts', '/repo', pkg) // [{ file: 'src/workflows-job.ts', name: '@google-cloud/workflows' }]
  */
-export function devOnlyImports(entry: string, root: string, lists: PackageLists): DevOnlyImport[] {
+export function devOnlyImports(
+  entry: string,
+  root: string,
+  lists: PackageLists,
+): DevOnlyImport[] {
   const dependencies = lists.dependencies ?? {};
   const devDependencies = lists.devDependencies ?? {};
   const seen = new Set<string>();
@@ -91,7 +97,11 @@ export function devOnlyImports(entry: string, root: string, lists: PackageLists)
         continue;
       }
       const name = packageOf(specifier);
-      if (name in dependencies || !(name in devDependencies) || reported.has(name)) {
+      if (
+        name in dependencies ||
+        !(name in devDependencies) ||
+        reported.has(name)
+      ) {
         continue;
       }
       reported.add(name);

@@ -3,7 +3,11 @@
  * events (`ops/local-scheduler.ts`).
  */
 import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
-import type { AttemptEvent, SchedulerEvent, SchedulerJob } from './local-scheduler.ts';
+import type {
+  AttemptEvent,
+  SchedulerEvent,
+  SchedulerJob,
+} from './local-scheduler.ts';
 
 /** `HH:MM:SS.mmmZ` of an instant (ms since the epoch). */
 function clockTime(ms: number): string {
@@ -12,7 +16,9 @@ function clockTime(ms: number): string {
 
 /** A duration for people: `0.04 s`, `15.00 s`, `90 s`. */
 export function seconds(ms: number): string {
-  return ms >= 60_000 ? `${Math.round(ms / 1000)} s` : `${(ms / 1000).toFixed(2)} s`;
+  return ms >= 60_000
+    ? `${Math.round(ms / 1000)} s`
+    : `${(ms / 1000).toFixed(2)} s`;
 }
 
 function answerOf(event: AttemptEvent): string {
@@ -41,7 +47,9 @@ function whatNext(event: AttemptEvent): string {
     notes.push(`retry in ${seconds(next.inMs)}`);
   }
   if (next.kind === 'gave_up') {
-    notes.push(`gave up after ${next.retries} ${next.retries === 1 ? 'retry' : 'retries'}`);
+    notes.push(
+      `gave up after ${next.retries} ${next.retries === 1 ? 'retry' : 'retries'}`,
+    );
   }
   return notes.join('; ');
 }
@@ -74,7 +82,9 @@ export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
       event.outstanding,
     )} is still outstanding and a slot is already delayed (Scheduler allows one at a time)`;
   }
-  const forced = event.scheduleTimeSent ? ' (forced run)' : ' (forced run, no ScheduleTime sent)';
+  const forced = event.scheduleTimeSent
+    ? ' (forced run)'
+    : ' (forced run, no ScheduleTime sent)';
   const attempt = `attempt ${event.attempt}${event.forced ? forced : ''}`;
   const columns = [
     clockTime(event.startedAt),

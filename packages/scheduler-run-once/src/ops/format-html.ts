@@ -38,7 +38,10 @@ export const STATE_COLOURS = {
 export function escapeHtml(text: string): string {
   return text.replace(
     /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
+    (c) =>
+      ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[
+        c
+      ] ?? c,
   );
 }
 
@@ -51,7 +54,11 @@ function scriptJson(value: unknown): string {
 }
 
 /** What the details panel shows for one slot, field by field (label → text). */
-function detailOf(row: SlotRow, state: string, target: Target): [string, string][] {
+function detailOf(
+  row: SlotRow,
+  state: string,
+  target: Target,
+): [string, string][] {
   const fields: [string, string | undefined][] = [
     ['job', row.job],
     ['slot (UTC)', toUtcRfc3339(row.slot)],
@@ -63,11 +70,21 @@ function detailOf(row: SlotRow, state: string, target: Target): [string, string]
     ['attempt id', row.attemptId],
     ['last error', row.lastError],
     ['re-run of', row.rerunOf],
-    ['reported', row.reported ? 'yes (missed-run detection logged it)' : undefined],
-    ['notes', Object.keys(row.notes).length > 0 ? JSON.stringify(row.notes, null, 2) : undefined],
+    [
+      'reported',
+      row.reported ? 'yes (missed-run detection logged it)' : undefined,
+    ],
+    [
+      'notes',
+      Object.keys(row.notes).length > 0
+        ? JSON.stringify(row.notes, null, 2)
+        : undefined,
+    ],
     ['next step', nextStep(row, target)],
   ];
-  return fields.filter((f): f is [string, string] => f[1] !== undefined && f[1] !== '');
+  return fields.filter(
+    (f): f is [string, string] => f[1] !== undefined && f[1] !== '',
+  );
 }
 
 const STYLE = `
@@ -141,7 +158,15 @@ function ranAt(row: SlotRow): number {
 const MIN_TICK_CELLS = 5;
 
 /** The steps a time axis may take, ms: a minute to a week. */
-const TICK_STEPS = [60_000, 300_000, 900_000, 3_600_000, 6 * 3_600_000, 86_400_000, 7 * 86_400_000];
+const TICK_STEPS = [
+  60_000,
+  300_000,
+  900_000,
+  3_600_000,
+  6 * 3_600_000,
+  86_400_000,
+  7 * 86_400_000,
+];
 
 /**
  * The time axis of one timeline: the cells that open a new step (the first step of
@@ -156,7 +181,9 @@ function tickIndexes(times: readonly number[]): Map<number, string> {
   if (first === undefined || last === undefined) {
     return ticks;
   }
-  const step = TICK_STEPS.find((ms) => (last - first) / ms <= 8) ?? (TICK_STEPS.at(-1) as number);
+  const step =
+    TICK_STEPS.find((ms) => (last - first) / ms <= 8) ??
+    (TICK_STEPS.at(-1) as number);
   let lastBucket: number | undefined;
   let lastDay: string | undefined;
   let lastTick = Number.NEGATIVE_INFINITY;
@@ -170,7 +197,10 @@ function tickIndexes(times: readonly number[]): Map<number, string> {
     lastTick = i;
     const iso = new Date(t).toISOString();
     const day = iso.slice(5, 10);
-    ticks.set(i, day === lastDay ? iso.slice(11, 16) : `${day} ${iso.slice(11, 16)}`);
+    ticks.set(
+      i,
+      day === lastDay ? iso.slice(11, 16) : `${day} ${iso.slice(11, 16)}`,
+    );
     lastDay = day;
   }
   return ticks;
@@ -241,7 +271,11 @@ interface HtmlPage {
 }
 
 /** One job's section: its timeline of cells, then the range it spans. */
-function jobSection(page: HtmlPage, job: string, rows: readonly SlotRow[]): string {
+function jobSection(
+  page: HtmlPage,
+  job: string,
+  rows: readonly SlotRow[],
+): string {
   // Each run where it happened in time: a forced run carries its next slot's time, but ran when
   // its first attempt came.
   const own = rows
@@ -263,7 +297,11 @@ function jobSection(page: HtmlPage, job: string, rows: readonly SlotRow[]): stri
 }
 
 /** One row's cell: its button (classes by state and kind, its tip), and its tick on the axis. */
-function cellOf(page: HtmlPage, row: SlotRow, tick: string | undefined): string {
+function cellOf(
+  page: HtmlPage,
+  row: SlotRow,
+  tick: string | undefined,
+): string {
   const { view } = page;
   const text = stateText(row, view);
   const index = page.details.push(detailOf(row, text, page.target)) - 1;
@@ -283,7 +321,10 @@ function cellOf(page: HtmlPage, row: SlotRow, tick: string | undefined): string 
 }
 
 /** The legend: each state with its count, the marks, and the slots before the first record. */
-function legendOf(rows: readonly SlotRow[], view: ReturnType<typeof viewOf>): string {
+function legendOf(
+  rows: readonly SlotRow[],
+  view: ReturnType<typeof viewOf>,
+): string {
   // Slots before the first record are counted apart: they are no run, not pending or missed.
   const counts = new Map<string, number>();
   let early = 0;

@@ -26,7 +26,11 @@ export const COUNT = { default: 3, max: 1000 } as const;
  * @example parseCount('10') // 10
  */
 export function parseCount(text: string): number {
-  if (!/^\d{1,4}$/.test(text.trim()) || Number(text) < 1 || Number(text) > COUNT.max) {
+  if (
+    !/^\d{1,4}$/.test(text.trim()) ||
+    Number(text) < 1 ||
+    Number(text) > COUNT.max
+  ) {
     throw new Error(
       `--count "${text}" is not a whole number from 1 to ${COUNT.max}, e.g. --count 10`,
     );
@@ -84,7 +88,9 @@ export function jobsJson(jobs: readonly Upcoming[]): string {
  * // nightly-report  0 2 * * *    Europe/Berlin  2026-10-25T00:00:00Z  2026-10-25T02:00:00+02:00
  */
 export function jobsTable(jobs: readonly Upcoming[]): string {
-  const rows: string[][] = [['JOB', 'SCHEDULE', 'TIME ZONE', 'NEXT (UTC)', 'NEXT (LOCAL)']];
+  const rows: string[][] = [
+    ['JOB', 'SCHEDULE', 'TIME ZONE', 'NEXT (UTC)', 'NEXT (LOCAL)'],
+  ];
   for (const job of jobs) {
     const times = job.next.length > 0 ? job.next : [undefined];
     for (const [i, t] of times.entries()) {
@@ -150,9 +156,14 @@ export function parseDeployLines(
       const values = line.split('\t');
       // The fields, then the retry window (deploy.sh's; not a setting).
       if (values.length !== DEPLOY_FIELDS.length + 1) {
-        throw new Error(`expected ${DEPLOY_FIELDS.length + 1} tab-separated fields: ${line}`);
+        throw new Error(
+          `expected ${DEPLOY_FIELDS.length + 1} tab-separated fields: ${line}`,
+        );
       }
-      const [id = '', schedule = '', timeZone = '', ...numbers] = values.slice(0, -1);
+      const [id = '', schedule = '', timeZone = '', ...numbers] = values.slice(
+        0,
+        -1,
+      );
       const settings = numbers.map((value) => {
         if (!/^\d+$/.test(value)) {
           throw new Error(`"${value}" is not a whole number: ${line}`);

@@ -87,7 +87,10 @@ export type SeenBefore = ReadonlySet<string>;
  * Scheduler never has two executions of a job outstanding, and a later one left a record; e.g. the
  * hour before a fresh `npm run dev`. Never shown as `pending`, which reads "will still run".
  */
-export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows)): Set<SlotRow> {
+export function noRunRows(
+  rows: readonly SlotRow[],
+  counted = countedRows(rows),
+): Set<SlotRow> {
   const firstRecord = new Map<string, number>();
   for (const row of rows) {
     if (row.kind !== 'slot' || !hasRecord(row)) {
@@ -104,7 +107,8 @@ export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows))
         row.kind === 'slot' &&
         row.state === 'pending' &&
         !counted.has(row) &&
-        row.slot.getTime() < (firstRecord.get(row.job) ?? Number.NEGATIVE_INFINITY),
+        row.slot.getTime() <
+          (firstRecord.get(row.job) ?? Number.NEGATIVE_INFINITY),
     ),
   );
 }
@@ -115,7 +119,11 @@ export function noRunRows(rows: readonly SlotRow[], counted = countedRows(rows))
  * a forced run (within the job's tolerance, `run-plan.ts`) is that early.
  */
 export function forcedAsSlot(row: SlotRow): boolean {
-  return row.kind === 'slot' && row.startedLateMs !== undefined && row.startedLateMs < -1000;
+  return (
+    row.kind === 'slot' &&
+    row.startedLateMs !== undefined &&
+    row.startedLateMs < -1000
+  );
 }
 
 /**
@@ -127,14 +135,19 @@ export function forcedAsSlot(row: SlotRow): boolean {
 export function waitingRows(rows: readonly SlotRow[]): Map<SlotRow, Date> {
   const waiting = new Map<SlotRow, Date>();
   const outstanding = new Map<string, Date>();
-  for (const row of [...rows].sort((a, b) => a.slot.getTime() - b.slot.getTime())) {
+  for (const row of [...rows].sort(
+    (a, b) => a.slot.getTime() - b.slot.getTime(),
+  )) {
     if (row.kind !== 'slot') {
       continue;
     }
     const behind = outstanding.get(row.job);
     if (row.state === 'pending' && behind !== undefined) {
       waiting.set(row, behind);
-    } else if (row.state === 'in_progress' || (row.state === 'failed' && !row.final)) {
+    } else if (
+      row.state === 'in_progress' ||
+      (row.state === 'failed' && !row.final)
+    ) {
       outstanding.set(row.job, row.slot);
     } else {
       outstanding.delete(row.job);
@@ -168,7 +181,9 @@ export function viewOf(
   const counted = countedRows(rows, seenBefore);
   const noRun = noRunRows(rows, counted);
   const early = new Set(
-    rows.filter((row) => noRun.has(row) || (row.state === 'missed' && !counted.has(row))),
+    rows.filter(
+      (row) => noRun.has(row) || (row.state === 'missed' && !counted.has(row)),
+    ),
   );
   return { counted, early, waiting: waitingRows(rows), marks };
 }
@@ -184,7 +199,11 @@ export function stateText(row: SlotRow, view: RowsView): string {
     return BEFORE_FIRST_RECORD;
   }
   const state =
-    row.state === 'failed' ? (row.final ? 'failed (final)' : 'failed (retrying)') : row.state;
+    row.state === 'failed'
+      ? row.final
+        ? 'failed (final)'
+        : 'failed (retrying)'
+      : row.state;
   const mark = view.marks.get(row);
   const behind = view.waiting.get(row);
   const notes = [
@@ -251,7 +270,16 @@ export function runsTable(
     ]);
   }
   return formatTable([
-    ['JOB', 'SLOT (UTC)', 'STATE', 'ATTEMPTS', 'STARTED LATE', 'DURATION', 'ATTEMPT', 'LAST ERROR'],
+    [
+      'JOB',
+      'SLOT (UTC)',
+      'STATE',
+      'ATTEMPTS',
+      'STARTED LATE',
+      'DURATION',
+      'ATTEMPT',
+      'LAST ERROR',
+    ],
     ...lines,
   ]);
 }
@@ -328,7 +356,10 @@ function urlFlag({ url }: Target): string {
  *
  * @example nextStep(row) // 'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z'
  */
-export function nextStep(row: SlotRow, target: Target = {}): string | undefined {
+export function nextStep(
+  row: SlotRow,
+  target: Target = {},
+): string | undefined {
   const slot = toUtcRfc3339(row.slot);
   const base = `npm run trigger -- ${row.job}`;
   const failedFinally = row.state === 'failed' && row.final;
@@ -346,7 +377,8 @@ export function nextStep(row: SlotRow, target: Target = {}): string | undefined 
 
 /** `row` with its stored text (job id, last error) made {@link printable} for a terminal. */
 function printableRow(row: SlotRow): SlotRow {
-  const lastError = row.lastError === undefined ? {} : { lastError: printable(row.lastError) };
+  const lastError =
+    row.lastError === undefined ? {} : { lastError: printable(row.lastError) };
   return { ...row, job: printable(row.job), ...lastError };
 }
 
@@ -359,7 +391,11 @@ function printableRow(row: SlotRow): SlotRow {
  * @example checkLines([failedRow], new Date())
  * // ['runs --check: charge-customers 2026-12-01T09:42:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z']
  */
-export function checkLines(failures: readonly SlotRow[], now: Date, target: Target = {}): string[] {
+export function checkLines(
+  failures: readonly SlotRow[],
+  now: Date,
+  target: Target = {},
+): string[] {
   const lines = failures
     .map(printableRow)
     .map((row) =>
@@ -369,12 +405,15 @@ export function checkLines(failures: readonly SlotRow[], now: Date, target: Targ
     );
   const jobs = [...new Set(failures.map((row) => row.job))];
   for (const job of jobs) {
-    const missed = failures.filter((row) => row.job === job && row.state === 'missed');
+    const missed = failures.filter(
+      (row) => row.job === job && row.state === 'missed',
+    );
     const oldest = missed[0];
     if (missed.length < 2 || oldest === undefined) {
       continue;
     }
-    const minutes = Math.ceil((now.getTime() - oldest.slot.getTime()) / 60_000) + 1;
+    const minutes =
+      Math.ceil((now.getTime() - oldest.slot.getTime()) / 60_000) + 1;
     lines.push(
       `runs --check: ${job}: ${missed.length} slots missed; to deliver them all, oldest first: npm run runs -- --job ${job} --since ${minutes}m --backfill${urlFlag(target)}`,
     );
@@ -400,7 +439,8 @@ export function checkFailures(
     rows.some(
       (later) =>
         // A failed forced run's line advises a manual run ({@link nextStep}): one that completed.
-        (later.kind === row.kind || (row.kind === 'forced' && later.kind === 'manual')) &&
+        (later.kind === row.kind ||
+          (row.kind === 'forced' && later.kind === 'manual')) &&
         later.job === row.job &&
         later.state === 'completed' &&
         ranAt(later) > ranAt(row) &&
@@ -409,7 +449,9 @@ export function checkFailures(
   return rows.filter((row) =>
     row.kind === 'slot'
       ? row.state === 'unreadable' ||
-        (row.final && (row.state === 'failed' || (row.state === 'missed' && counted.has(row))))
+        (row.final &&
+          (row.state === 'failed' ||
+            (row.state === 'missed' && counted.has(row))))
       : row.state === 'failed' && row.final && !superseded(row),
   );
 }

@@ -51,7 +51,8 @@ export const QUERIES = {
   },
   /** Every record of one job id, newest first: the history of an id no longer declared. */
   recordsOfJob: {
-    purpose: 'every record of a job id, newest first (npm run runs -- --job ID of a renamed job)',
+    purpose:
+      'every record of a job id, newest first (npm run runs -- --job ID of a renamed job)',
     equality: [Field.jobName],
     orderBy: { field: Field.scheduleTime, direction: 'desc' },
   },
@@ -72,14 +73,18 @@ export function indexOf(spec: QuerySpec): IndexSpec {
       ...spec.equality.map((field) => ({ field, order: 'ascending' as const })),
       {
         field: spec.orderBy.field,
-        order: spec.orderBy.direction === 'asc' ? ('ascending' as const) : ('descending' as const),
+        order:
+          spec.orderBy.direction === 'asc'
+            ? ('ascending' as const)
+            : ('descending' as const),
       },
     ],
   };
 }
 
 /** The composite indexes of the runs collection: one per query of {@link QUERIES}. */
-export const INDEXES: readonly IndexSpec[] = Object.values(QUERIES).map(indexOf);
+export const INDEXES: readonly IndexSpec[] =
+  Object.values(QUERIES).map(indexOf);
 
 /** Values for a spec's equality fields: one value (`==`) or a list (`in`), in the spec's order. */
 export type Equalities = readonly (string | readonly string[])[];
@@ -103,10 +108,17 @@ export function buildQuery<T>(
   collection: Query<T>,
   spec: QuerySpec,
   values: Equalities,
-  page: { from?: Timestamp; to?: Timestamp; cursor?: PageCursor; limit: number },
+  page: {
+    from?: Timestamp;
+    to?: Timestamp;
+    cursor?: PageCursor;
+    limit: number;
+  },
 ): Query<T> {
   if (values.length !== spec.equality.length) {
-    throw new Error(`${spec.purpose}: ${spec.equality.length} values needed, got ${values.length}`);
+    throw new Error(
+      `${spec.purpose}: ${spec.equality.length} values needed, got ${values.length}`,
+    );
   }
   let query = collection;
   spec.equality.forEach((field, i) => {
@@ -124,7 +136,9 @@ export function buildQuery<T>(
     query = query.where(field, '<=', page.to);
   }
   // The index's implicit last field is the document id in the last field's direction.
-  query = query.orderBy(field, direction).orderBy(FieldPath.documentId(), direction);
+  query = query
+    .orderBy(field, direction)
+    .orderBy(FieldPath.documentId(), direction);
   if (page.cursor !== undefined) {
     query = query.startAfter(page.cursor.value, page.cursor.runId);
   }
@@ -132,7 +146,11 @@ export function buildQuery<T>(
 }
 
 /** The kinds of run that are not a slot's: listed by query, since no slot computes their ids. */
-export const KINDS_OUTSIDE_SLOTS = [RunKind.Manual, RunKind.Forced, RunKind.Rerun] as const;
+export const KINDS_OUTSIDE_SLOTS = [
+  RunKind.Manual,
+  RunKind.Forced,
+  RunKind.Rerun,
+] as const;
 
 /**
  * The `gcloud firestore indexes composite create` flags of an index, one `--field-config` per
@@ -151,7 +169,10 @@ export function fieldConfigs(index: IndexSpec): string[] {
 export interface ListedIndex {
   readonly name?: string;
   readonly queryScope?: string;
-  readonly fields?: readonly { readonly fieldPath?: string; readonly order?: string }[];
+  readonly fields?: readonly {
+    readonly fieldPath?: string;
+    readonly order?: string;
+  }[];
 }
 
 /** The collection group of a listed index, from its name `…/collectionGroups/GROUP/indexes/ID`. */
@@ -160,16 +181,26 @@ function groupOf(listed: ListedIndex): string | undefined {
 }
 
 /** Whether `listed` is `index` on `collection`: same fields and orders, `__name__` aside. */
-export function sameIndex(listed: ListedIndex, index: IndexSpec, collection: string): boolean {
-  if (groupOf(listed) !== collection || (listed.queryScope ?? 'COLLECTION') !== 'COLLECTION') {
+export function sameIndex(
+  listed: ListedIndex,
+  index: IndexSpec,
+  collection: string,
+): boolean {
+  if (
+    groupOf(listed) !== collection ||
+    (listed.queryScope ?? 'COLLECTION') !== 'COLLECTION'
+  ) {
     return false;
   }
-  const fields = (listed.fields ?? []).filter((f) => f.fieldPath !== '__name__');
+  const fields = (listed.fields ?? []).filter(
+    (f) => f.fieldPath !== '__name__',
+  );
   return (
     fields.length === index.fields.length &&
     index.fields.every(
       ({ field, order }, i) =>
-        fields[i]?.fieldPath === field && fields[i]?.order?.toLowerCase() === order,
+        fields[i]?.fieldPath === field &&
+        fields[i]?.order?.toLowerCase() === order,
     )
   );
 }
@@ -179,8 +210,13 @@ export function sameIndex(listed: ListedIndex, index: IndexSpec, collection: str
  *
  * @example missingIndexes(JSON.parse(gcloudListJson), 'scheduler_runs')
  */
-export function missingIndexes(listed: readonly ListedIndex[], collection: string): IndexSpec[] {
-  return INDEXES.filter((index) => !listed.some((l) => sameIndex(l, index, collection)));
+export function missingIndexes(
+  listed: readonly ListedIndex[],
+  collection: string,
+): IndexSpec[] {
+  return INDEXES.filter(
+    (index) => !listed.some((l) => sameIndex(l, index, collection)),
+  );
 }
 
 /** {@link INDEXES} on `collection` as gcloud would list them once created. */
@@ -226,7 +262,10 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const indexes = values.missing
-    ? missingIndexes(JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[], collection)
+    ? missingIndexes(
+        JSON.parse(readFileSync(0, 'utf8') || '[]') as ListedIndex[],
+        collection,
+      )
     : INDEXES;
   for (const index of indexes) {
     console.log(fieldConfigs(index).join('\t'));

@@ -21,11 +21,23 @@ import { parseArgs } from 'node:util';
 import { ConfigError } from '../core/errors.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs } from './declarations.ts';
-import { devOnlyImports, devOnlyProblems, type PackageLists } from './dependencies.ts';
-import { COUNT, deployLines, jobsJson, jobsTable, parseCount, upcoming } from './format-jobs.ts';
+import {
+  devOnlyImports,
+  devOnlyProblems,
+  type PackageLists,
+} from './dependencies.ts';
+import {
+  COUNT,
+  deployLines,
+  jobsJson,
+  jobsTable,
+  parseCount,
+  upcoming,
+} from './format-jobs.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = 'usage: run-once jobs [--json | --deploy] [--after=RFC3339] [--count N]';
+export const USAGE =
+  'usage: run-once jobs [--json | --deploy] [--after=RFC3339] [--count N]';
 
 /** The project whose jobs these are: the directory the command runs in. */
 const PROJECT_DIR = process.cwd();
@@ -51,7 +63,10 @@ function checkDependencies(env: NodeJS.ProcessEnv): void {
  * `npm run jobs`, for {@link runCommand} and in-process tests: `argv` after the script, the
  * environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   const { values: options } = parseArgs({
     args: argv,
     options: {
@@ -66,7 +81,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     console.log(USAGE);
     return 0;
   }
-  const after = options.after === undefined ? new Date() : new Date(options.after);
+  const after =
+    options.after === undefined ? new Date() : new Date(options.after);
   if (Number.isNaN(after.getTime())) {
     throw new UsageError(
       `--after ${JSON.stringify(options.after)} is not a date-time, e.g. 2026-10-25T00:00:00Z`,

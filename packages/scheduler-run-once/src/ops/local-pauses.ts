@@ -27,7 +27,10 @@ export function emulatorPauses(
 ): NonNullable<LocalSchedulerOptions['pauseOf']> {
   const config = loadConfig(env);
   const headers = Object.fromEntries(
-    Object.entries(delivery.headers ?? {}).map(([name, value]) => [name.toLowerCase(), value]),
+    Object.entries(delivery.headers ?? {}).map(([name, value]) => [
+      name.toLowerCase(),
+      value,
+    ]),
   );
   const params = Object.fromEntries(new URLSearchParams(delivery.query ?? ''));
   const scope = scopeOf(config, { headers, params });
@@ -37,7 +40,9 @@ export function emulatorPauses(
       databaseId: config.firestoreDatabase,
       // The emulator `env` names, not this process's environment: `npm run dev` starts one and
       // sets it only for its children (without it the client would look for Google credentials).
-      ...(env.FIRESTORE_EMULATOR_HOST ? { host: env.FIRESTORE_EMULATOR_HOST, ssl: false } : {}),
+      ...(env.FIRESTORE_EMULATOR_HOST
+        ? { host: env.FIRESTORE_EMULATOR_HOST, ssl: false }
+        : {}),
     }),
     {
       collection: jobStateCollection(config.runsCollection),

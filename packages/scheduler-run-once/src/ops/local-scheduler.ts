@@ -46,7 +46,8 @@ import { backoffMs, makesRetry } from '../policy/retry-policy.ts';
 import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
 
 /** What the Scheduler needs of a job: its id, its schedule and its Scheduler settings. */
-export type SchedulerJob = Pick<DeclaredJob, 'id' | 'schedule' | 'timeZone'> & JobSettings;
+export type SchedulerJob = Pick<DeclaredJob, 'id' | 'schedule' | 'timeZone'> &
+  JobSettings;
 
 /** Wall-clock time and timers. */
 export interface Clock {
@@ -66,7 +67,10 @@ export const systemClock: Clock = {
     let timer: NodeJS.Timeout;
     const wait = (remaining: number) => {
       timer = setTimeout(
-        () => (remaining > MAX_TIMER_MS ? wait(remaining - MAX_TIMER_MS) : callback()),
+        () =>
+          remaining > MAX_TIMER_MS
+            ? wait(remaining - MAX_TIMER_MS)
+            : callback(),
         Math.min(Math.max(remaining, 0), MAX_TIMER_MS),
       );
     };
@@ -80,7 +84,11 @@ export const systemClock: Clock = {
  *
  * @example await sleepOn(systemClock, 30_000, stopping.signal);
  */
-export function sleepOn(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+export function sleepOn(
+  clock: Clock,
+  ms: number,
+  signal?: AbortSignal,
+): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) {
       return resolve();
@@ -328,7 +336,11 @@ export class LocalScheduler {
         continue;
       }
       this.#delayed.delete(id);
-      this.#options.onEvent?.({ type: 'dropped', jobId: id, scheduleTime: slot });
+      this.#options.onEvent?.({
+        type: 'dropped',
+        jobId: id,
+        scheduleTime: slot,
+      });
     }
     if (!this.#stopping.signal.aborted) {
       this.start();
@@ -350,7 +362,10 @@ export class LocalScheduler {
    * @example
    * const { succeeded } = await scheduler.fire('scheduled-job', { withoutScheduleTime: true });
    */
-  fire(jobId: string, options: { withoutScheduleTime?: boolean } = {}): Promise<ExecutionResult> {
+  fire(
+    jobId: string,
+    options: { withoutScheduleTime?: boolean } = {},
+  ): Promise<ExecutionResult> {
     const job = this.#jobs.find((j) => j.id === jobId);
     if (job === undefined) {
       throw new Error(
@@ -361,7 +376,9 @@ export class LocalScheduler {
     if (slot === undefined) {
       throw new Error(`job "${jobId}" never fires again: no next slot`);
     }
-    const forced = { withoutScheduleTime: options.withoutScheduleTime === true };
+    const forced = {
+      withoutScheduleTime: options.withoutScheduleTime === true,
+    };
     return this.#track(this.#execute(job, slot, forced));
   }
 
@@ -405,7 +422,10 @@ export class LocalScheduler {
       this.#timers.delete(job.id);
       this.#onSlot(job, slot);
     };
-    this.#timers.set(job.id, this.#clock.setTimer(wake, slot.getTime() - this.#clock.now()));
+    this.#timers.set(
+      job.id,
+      this.#clock.setTimer(wake, slot.getTime() - this.#clock.now()),
+    );
   }
 
   #onSlot(job: SchedulerJob, slot: Date): void {
@@ -424,7 +444,12 @@ export class LocalScheduler {
         if (note === undefined) {
           this.#schedule(job, slot);
         } else {
-          this.#options.onEvent?.({ type: 'paused', jobId: job.id, scheduleTime: slot, note });
+          this.#options.onEvent?.({
+            type: 'paused',
+            jobId: job.id,
+            scheduleTime: slot,
+            note,
+          });
         }
       },
       () => {
@@ -443,9 +468,19 @@ export class LocalScheduler {
       this.#startExecution(job, slot);
     } else if (!this.#delayed.has(job.id)) {
       this.#delayed.set(job.id, { job, slot });
-      this.#options.onEvent?.({ type: 'delayed', jobId: job.id, scheduleTime: slot, outstanding });
+      this.#options.onEvent?.({
+        type: 'delayed',
+        jobId: job.id,
+        scheduleTime: slot,
+        outstanding,
+      });
     } else {
-      this.#options.onEvent?.({ type: 'skipped', jobId: job.id, scheduleTime: slot, outstanding });
+      this.#options.onEvent?.({
+        type: 'skipped',
+        jobId: job.id,
+        scheduleTime: slot,
+        outstanding,
+      });
     }
   }
 
@@ -488,14 +523,18 @@ export class LocalScheduler {
     const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
     for (let attempt = 1; ; attempt++) {
       const answer = await this.#attempt(job, scheduleTime, attempt, forced);
-      const ok = !answer.dropped && answer.status !== undefined && answer.status < 300;
+      const ok =
+        !answer.dropped && answer.status !== undefined && answer.status < 300;
       // Retries are counted from 0: after attempt n comes retry n - 1.
       const retry = attempt - 1;
       const elapsedMs = this.#clock.now() - firstAttemptAt;
       let next: Next;
       if (ok) {
         next = { kind: 'succeeded' };
-      } else if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
+      } else if (
+        this.#stopping.signal.aborted ||
+        !makesRetry(job, retry, elapsedMs)
+      ) {
         next = { kind: 'gave_up', retries: retry };
       } else {
         next = { kind: 'retry', inMs: backoffMs(job, retry) };
@@ -512,10 +551,19 @@ export class LocalScheduler {
       }
       await sleepOn(this.#clock, next.inMs, waitSignal);
       if (dropped.aborted && !this.#stopping.signal.aborted) {
-        this.#options.onEvent?.({ type: 'dropped', jobId: job.id, scheduleTime });
+        this.#options.onEvent?.({
+          type: 'dropped',
+          jobId: job.id,
+          scheduleTime,
+        });
       }
       if (waitSignal.aborted) {
-        return { jobId: job.id, scheduleTime, succeeded: false, attempts: attempt };
+        return {
+          jobId: job.id,
+          scheduleTime,
+          succeeded: false,
+          attempts: attempt,
+        };
       }
     }
   }
@@ -526,7 +574,11 @@ export class LocalScheduler {
     scheduleTime: Date,
     attempt: number,
     forced: Forced | undefined,
-  ): Promise<{ event: Omit<AttemptEvent, 'next'>; status?: number; dropped: boolean }> {
+  ): Promise<{
+    event: Omit<AttemptEvent, 'next'>;
+    status?: number;
+    dropped: boolean;
+  }> {
     const sent = forced?.withoutScheduleTime !== true;
     const delivery = this.#delivery(job, sent ? scheduleTime : undefined);
     const base = {
@@ -552,9 +604,15 @@ export class LocalScheduler {
     }
     const answer = await this.#deliver(job, delivery);
     const dropped =
-      answer.status !== undefined && this.#random() < (this.#options.dropAnswers ?? 0);
+      answer.status !== undefined &&
+      this.#random() < (this.#options.dropAnswers ?? 0);
     return {
-      event: { ...base, ...answer, delivery: 'primary', answerDropped: dropped },
+      event: {
+        ...base,
+        ...answer,
+        delivery: 'primary',
+        answerDropped: dropped,
+      },
       ...(answer.status === undefined ? {} : { status: answer.status }),
       dropped,
     };
@@ -577,7 +635,9 @@ export class LocalScheduler {
     // Scheduler's own names are its alone, the schedule time's even when it sends none.
     const names = [...Object.keys(own), 'X-CloudScheduler-ScheduleTime'];
     const overridden = new Set(names.map((name) => name.toLowerCase()));
-    const kept = Object.entries(headers).filter(([name]) => !overridden.has(name.toLowerCase()));
+    const kept = Object.entries(headers).filter(
+      ([name]) => !overridden.has(name.toLowerCase()),
+    );
     return {
       url: query ? `${url}${url.includes('?') ? '&' : '?'}${query}` : url,
       method: 'POST',
@@ -589,7 +649,12 @@ export class LocalScheduler {
   async #deliver(
     job: SchedulerJob,
     delivery: Delivery,
-  ): Promise<Pick<AttemptEvent, 'startedAt' | 'durationMs' | 'status' | 'outcome' | 'error'>> {
+  ): Promise<
+    Pick<
+      AttemptEvent,
+      'startedAt' | 'durationMs' | 'status' | 'outcome' | 'error'
+    >
+  > {
     const startedAt = this.#clock.now();
     const deadline = new AbortController();
     const cancelDeadline = this.#clock.setTimer(
@@ -610,7 +675,12 @@ export class LocalScheduler {
       if (deadline.signal.aborted) {
         return { startedAt, durationMs, outcome: 'deadline_exceeded' };
       }
-      return { startedAt, durationMs, outcome: 'no_answer', error: errorText(err) };
+      return {
+        startedAt,
+        durationMs,
+        outcome: 'no_answer',
+        error: errorText(err),
+      };
     } finally {
       cancelDeadline();
     }

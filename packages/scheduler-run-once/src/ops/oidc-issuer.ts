@@ -10,7 +10,12 @@
  * (`getFederatedSignonCertsAsync` caches only for a `max-age`), so a function started before a
  * restarted Scheduler with a new key still verifies its tokens.
  */
-import { generateKeyPairSync, type KeyObject, randomUUID, sign } from 'node:crypto';
+import {
+  generateKeyPairSync,
+  type KeyObject,
+  randomUUID,
+  sign,
+} from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -54,7 +59,11 @@ function signToken(
     iat,
     exp: iat + TOKEN_LIFETIME_S,
   });
-  const signature = sign('RSA-SHA256', Buffer.from(`${header}.${payload}`), key);
+  const signature = sign(
+    'RSA-SHA256',
+    Buffer.from(`${header}.${payload}`),
+    key,
+  );
   return `${header}.${payload}.${signature.toString('base64url')}`;
 }
 
@@ -69,7 +78,9 @@ function signToken(
  * fetch(url, { headers: { Authorization: `Bearer ${issuer.token(audience, invoker)}` } });
  */
 export async function startOidcIssuer(port = 0): Promise<OidcIssuer> {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+  });
   const kid = randomUUID();
   const certificates = JSON.stringify({
     [kid]: publicKey.export({ type: 'spki', format: 'pem' }).toString(),

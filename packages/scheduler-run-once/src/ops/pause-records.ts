@@ -111,7 +111,11 @@ export async function recordPause(
  * @returns the pause as it ended.
  * @throws {PauseRefused} if the job is not paused; `LedgerUnavailableError` if Firestore fails.
  */
-export async function recordResume(store: PauseStore, id: string, jobId: string): Promise<Pause> {
+export async function recordResume(
+  store: PauseStore,
+  id: string,
+  jobId: string,
+): Promise<Pause> {
   return changeFenced(store, id, jobId, (pauses, now) => {
     const active = activePause(pauses);
     if (active === undefined) {
@@ -127,7 +131,10 @@ async function changeFenced(
   store: PauseStore,
   id: string,
   jobId: string,
-  change: (pauses: readonly Pause[], now: Date) => { pauses: Pause[]; result: Pause },
+  change: (
+    pauses: readonly Pause[],
+    now: Date,
+  ) => { pauses: Pause[]; result: Pause },
 ): Promise<Pause> {
   for (let attempt = 0; attempt < 5; attempt++) {
     const { data, updateTime, readTime } = await store.readData(id);
@@ -138,10 +145,16 @@ async function changeFenced(
       );
     }
     const { pauses: next, result } = change(pauses, readTime);
-    const fields = { job_name: jobId, pauses: pausesField(next), expire_at: store.expireAt() };
+    const fields = {
+      job_name: jobId,
+      pauses: pausesField(next),
+      expire_at: store.expireAt(),
+    };
     if ((await store.write(id, 'pause', fields, updateTime)) !== 'conflict') {
       return result;
     }
   }
-  throw new PauseRefused(`${jobId}'s document kept changing under five tries; run it again`);
+  throw new PauseRefused(
+    `${jobId}'s document kept changing under five tries; run it again`,
+  );
 }

@@ -32,7 +32,13 @@ import { jobStateCollection } from '../policy/job-state.ts';
 import { checkDocumentId } from '../policy/missed-run-cursor.ts';
 import { pauseBound } from '../policy/pauses.ts';
 import { toUtcRfc3339 } from '../policy/schedule.ts';
-import { CommandError, isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
+import {
+  CommandError,
+  isEntryPoint,
+  namedPairs,
+  runCommand,
+  UsageError,
+} from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
 import { parseDuration } from './format-runs.ts';
 import {
@@ -44,7 +50,11 @@ import {
   recordResume,
 } from './pause-records.ts';
 import { withFirestore } from './run-queries.ts';
-import { runSchedulerCommand, schedulerPauseArgs, shellLine } from './scheduler-pause.ts';
+import {
+  runSchedulerCommand,
+  schedulerPauseArgs,
+  shellLine,
+} from './scheduler-pause.ts';
 import { scopeOf } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
@@ -154,7 +164,9 @@ function verbAndJob(
 ): { verb: 'pause' | 'resume'; id: string } {
   const [verb, id, ...rest] = positionals;
   if (verb !== 'pause' && verb !== 'resume') {
-    throw new UsageError('the first word is pause or resume (npm run pause / npm run resume)');
+    throw new UsageError(
+      'the first word is pause or resume (npm run pause / npm run resume)',
+    );
   }
   if (id === undefined) {
     throw new UsageError('name the job: JOB');
@@ -165,7 +177,10 @@ function verbAndJob(
   if (!isJobId(id)) {
     throw new UsageError(`"${id}" is not a job id (${JOB_ID_RULE})`);
   }
-  if (verb === 'resume' && (args.until !== undefined || args.note !== undefined)) {
+  if (
+    verb === 'resume' &&
+    (args.until !== undefined || args.note !== undefined)
+  ) {
     throw new UsageError('--until and --note go with pause');
   }
   return { verb, id };
@@ -196,9 +211,15 @@ async function pauseRequest(
   const config = loadConfig({
     ...env,
     ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
-    ...(args.collection === undefined ? {} : { RUNS_COLLECTION: args.collection }),
-    ...(args.database === undefined ? {} : { FIRESTORE_DATABASE: args.database }),
-    ...(args.project === undefined ? {} : { GOOGLE_CLOUD_PROJECT: args.project }),
+    ...(args.collection === undefined
+      ? {}
+      : { RUNS_COLLECTION: args.collection }),
+    ...(args.database === undefined
+      ? {}
+      : { FIRESTORE_DATABASE: args.database }),
+    ...(args.project === undefined
+      ? {}
+      : { GOOGLE_CLOUD_PROJECT: args.project }),
   });
   const job = selectJob(await loadJobs(env), id);
   const scope = scopeOf(config, {
@@ -208,10 +229,14 @@ async function pauseRequest(
   const local = Boolean(env.FIRESTORE_EMULATOR_HOST);
   const location = args.location ?? env.REGION;
   if (!local && config.projectId === undefined) {
-    throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
+    throw new UsageError(
+      'set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)',
+    );
   }
   if (!local && !args['record-only'] && location === undefined) {
-    throw new UsageError('set REGION or --location: where the Cloud Scheduler job lives');
+    throw new UsageError(
+      'set REGION or --location: where the Cloud Scheduler job lives',
+    );
   }
   if (local) {
     env.METADATA_SERVER_DETECTION ??= 'none';
@@ -271,7 +296,9 @@ async function recordPauseOrResume(
 function pauseSchedulerJob(request: PauseRequest): number {
   const { verb, job, config, location, args } = request;
   if (request.local) {
-    console.log(`${verb}: recorded in the emulator: npm run dev's local Scheduler honours it`);
+    console.log(
+      `${verb}: recorded in the emulator: npm run dev's local Scheduler honours it`,
+    );
     return 0;
   }
   const gcloudArgs = schedulerPauseArgs(verb, {

@@ -3,7 +3,12 @@
  * declared spec in `ops/indexes.ts` (which `deploy.sh` creates the composite index of). The function
  * reads slots by run id and queries nothing.
  */
-import { Firestore, type Query, type Settings, Timestamp } from '@google-cloud/firestore';
+import {
+  Firestore,
+  type Query,
+  type Settings,
+  Timestamp,
+} from '@google-cloud/firestore';
 import { callFirestore } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import { runRecordConverter, type StoredRecord } from '../core/run-record.ts';
@@ -83,8 +88,12 @@ async function query(
   runs: RunsCollection,
   build: (collection: Query<StoredRecord>) => Query<StoredRecord>,
 ): Promise<{ runId: string; record: StoredRecord; updateTime: Timestamp }[]> {
-  const collection = runs.db.collection(runs.collection).withConverter(runRecordConverter);
-  const snap = await callFirestore(runs.db, runs.timeoutMs, 'query', () => build(collection).get());
+  const collection = runs.db
+    .collection(runs.collection)
+    .withConverter(runRecordConverter);
+  const snap = await callFirestore(runs.db, runs.timeoutMs, 'query', () =>
+    build(collection).get(),
+  );
   return snap.docs.map((doc) => ({
     runId: doc.id,
     record: doc.data(),
@@ -110,7 +119,9 @@ export interface Listing {
  */
 export function inScope(record: StoredRecord, scope: string): boolean {
   return (
-    record.status === 'unreadable' || record.keyScope === undefined || record.keyScope === scope
+    record.status === 'unreadable' ||
+    record.keyScope === undefined ||
+    record.keyScope === scope
   );
 }
 
@@ -124,8 +135,10 @@ async function pages(
   scope: string,
 ): Promise<Listing> {
   const records: { runId: string; record: StoredRecord }[] = [];
-  const from = window.from === undefined ? undefined : Timestamp.fromDate(window.from);
-  const to = window.to === undefined ? undefined : Timestamp.fromDate(window.to);
+  const from =
+    window.from === undefined ? undefined : Timestamp.fromDate(window.from);
+  const to =
+    window.to === undefined ? undefined : Timestamp.fromDate(window.to);
   let cursor: PageCursor | undefined;
   for (;;) {
     const page = await query(runs, (collection) =>
@@ -151,7 +164,10 @@ async function pages(
     if (page.length < pageSize || last === undefined) {
       return { records, truncated: false };
     }
-    const value = last.record.status === 'unreadable' ? undefined : last.record.scheduleTime;
+    const value =
+      last.record.status === 'unreadable'
+        ? undefined
+        : last.record.scheduleTime;
     // A record without a readable schedule time cannot be ordered by it; the query never returns one.
     if (value === undefined) {
       return { records, truncated: false };

@@ -38,14 +38,26 @@ import { RunDocuments } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { StoredRecord } from '../core/run-record.ts';
 import { type Config, loadConfig } from '../function/config.ts';
-import { type DeclaredJob, defineJob, validateJobs } from '../policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  defineJob,
+  validateJobs,
+} from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { checkDocumentId } from '../policy/missed-run-cursor.ts';
 import { type Pause, pauseBound, readPauses } from '../policy/pauses.ts';
 import { RunHistory } from '../policy/run-history.ts';
-import { MAX_SLOTS, nextSlots, slotsBetween, toUtcRfc3339 } from '../policy/schedule.ts';
-import { forcedRunToleranceMs, retentionProblems } from '../policy/schedule-time.ts';
+import {
+  MAX_SLOTS,
+  nextSlots,
+  slotsBetween,
+  toUtcRfc3339,
+} from '../policy/schedule.ts';
+import {
+  forcedRunToleranceMs,
+  retentionProblems,
+} from '../policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { isJudgedSlot, olderRulesSlots, rulesInForce } from './check-rules.ts';
 import { isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
@@ -67,8 +79,18 @@ import {
   runsOutsideSlots,
   withFirestore,
 } from './run-queries.ts';
-import { type ScopeArgs, scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
-import { pausedRow, readHistory, type SlotRow, slotRow } from './slot-history.ts';
+import {
+  type ScopeArgs,
+  scopeArgs,
+  scopeOf,
+  scopeRequest,
+} from './scope-args.ts';
+import {
+  pausedRow,
+  readHistory,
+  type SlotRow,
+  slotRow,
+} from './slot-history.ts';
 import { previousSlots } from './slots.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
@@ -133,7 +155,9 @@ async function refuseUnknownJob(
   const any = await recordsOfJob(runs, id, scope, undefined, now, { max: 1 });
   if (any.records.length === 0) {
     const ids = declared.map((job) => job.id).join(', ');
-    throw new UsageError(`no declared job ${id}, and no record of it (declared: ${ids})`);
+    throw new UsageError(
+      `no declared job ${id}, and no record of it (declared: ${ids})`,
+    );
   }
 }
 
@@ -145,8 +169,11 @@ function rowsOf(
   horizon: Date = now,
 ): SlotRow[] {
   return records.flatMap(({ runId, record }) => {
-    const when = record.status === 'unreadable' ? undefined : record.scheduleTime;
-    return when === undefined || when > horizon ? [] : [slotRow(job, when, runId, record, now)];
+    const when =
+      record.status === 'unreadable' ? undefined : record.scheduleTime;
+    return when === undefined || when > horizon
+      ? []
+      : [slotRow(job, when, runId, record, now)];
   });
 }
 
@@ -209,7 +236,11 @@ function slotsOf(
  * (croner walks back one at a time), so this starts as far before `to` as `first` spans and moves
  * the start later until the range fits: every slot after the start is there, none skipped.
  */
-function newestSlots(job: DeclaredJob, first: readonly Date[], to: Date): Date[] {
+function newestSlots(
+  job: DeclaredJob,
+  first: readonly Date[],
+  to: Date,
+): Date[] {
   const oldest = first[0]?.getTime() ?? to.getTime();
   const newest = first.at(-1)?.getTime() ?? to.getTime();
   let span = Math.max(newest - oldest + 1, 1000);
@@ -301,9 +332,9 @@ function checkFlagPairs(args: RunsArgs): void {
   if (args.json && args.html !== undefined) {
     throw new UsageError('--json and --html are two outputs; choose one');
   }
-  const backfillOnly = (['dry-run', 'yes', 'include-before-first-record'] as const).filter(
-    (flag) => args[flag] === true,
-  );
+  const backfillOnly = (
+    ['dry-run', 'yes', 'include-before-first-record'] as const
+  ).filter((flag) => args[flag] === true);
   if (backfillOnly.length > 0 && !args.backfill) {
     throw new UsageError(`--${backfillOnly[0]} goes with --backfill`);
   }
@@ -327,7 +358,8 @@ interface RunsSettings {
 
 /** The window, the time, the configuration (the environment, then the flags) and the scope. */
 function runsSettings(args: RunsArgs, env: NodeJS.ProcessEnv): RunsSettings {
-  const sinceMs = args.since === undefined ? undefined : durationArg(args.since);
+  const sinceMs =
+    args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) {
     throw new UsageError(`--now "${args.now}" is not a date-time`);
@@ -339,9 +371,15 @@ function runsSettings(args: RunsArgs, env: NodeJS.ProcessEnv): RunsSettings {
   const config = loadConfig({
     ...env,
     ...(fixedScope[0] === undefined ? {} : { RUN_KEY_SCOPE: fixedScope[0] }),
-    ...(args.collection === undefined ? {} : { RUNS_COLLECTION: args.collection }),
-    ...(args.database === undefined ? {} : { FIRESTORE_DATABASE: args.database }),
-    ...(args.project === undefined ? {} : { GOOGLE_CLOUD_PROJECT: args.project }),
+    ...(args.collection === undefined
+      ? {}
+      : { RUNS_COLLECTION: args.collection }),
+    ...(args.database === undefined
+      ? {}
+      : { FIRESTORE_DATABASE: args.database }),
+    ...(args.project === undefined
+      ? {}
+      : { GOOGLE_CLOUD_PROJECT: args.project }),
   });
   const scopeValues = scopeArgs(config, args.scope ?? [], {
     allowFixed: true,
@@ -362,11 +400,17 @@ function selectedJobs(
   config: Config,
   declared: readonly DeclaredJob[],
 ): { jobs: readonly DeclaredJob[]; undeclared: readonly string[] } {
-  const mismatch = retentionProblems(declared, config.retentionMs, config.forcedRunToleranceMs);
+  const mismatch = retentionProblems(
+    declared,
+    config.retentionMs,
+    config.forcedRunToleranceMs,
+  );
   if (mismatch.length > 0) {
     throw new ConfigError(mismatch);
   }
-  const undeclared = (args.job ?? []).filter((id) => !declared.some((job) => job.id === id));
+  const undeclared = (args.job ?? []).filter(
+    (id) => !declared.some((job) => job.id === id),
+  );
   for (const id of undeclared) {
     if (!isJobId(id)) {
       throw new UsageError(`--job "${id}" is not a job id (${JOB_ID_RULE})`);
@@ -410,7 +454,9 @@ function openListing(
 ): RunsListing {
   const { config } = settings;
   if (config.projectId === undefined && !env.FIRESTORE_EMULATOR_HOST) {
-    throw new UsageError('set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)');
+    throw new UsageError(
+      'set GOOGLE_CLOUD_PROJECT or --project (or FIRESTORE_EMULATOR_HOST)',
+    );
   }
   if (env.FIRESTORE_EMULATOR_HOST) {
     quietAgainstEmulator(env);
@@ -433,7 +479,11 @@ function openListing(
   });
   return {
     settings,
-    runs: { db, collection: config.runsCollection, timeoutMs: config.firestoreTimeoutMs },
+    runs: {
+      db,
+      collection: config.runsCollection,
+      timeoutMs: config.firestoreTimeoutMs,
+    },
     documents,
     jobDocuments,
     history: new RunHistory(documents),
@@ -451,13 +501,25 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   const declared = slotsOf(job, now, sinceMs);
   const { truncated, from } = declared;
   // The job's check document: its pauses, and the rules its slots were judged by.
-  const checkRead = await listing.jobDocuments.readData(checkDocumentId(job.id, scope));
+  const checkRead = await listing.jobDocuments.readData(
+    checkDocumentId(job.id, scope),
+  );
   const rules = rulesInForce(checkRead.data, checkRead.updateTime, job, now);
   const older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
-  const slots = [...declared.slots, ...older].sort((a, b) => a.getTime() - b.getTime());
+  const slots = [...declared.slots, ...older].sort(
+    (a, b) => a.getTime() - b.getTime(),
+  );
   warnOfWindow(listing, job, slots, truncated);
-  const tolerance = () => forcedRunToleranceMs(job, config.forcedRunToleranceMs);
-  const read = await readHistory(listing.history, job, slots, scope, at, tolerance);
+  const tolerance = () =>
+    forcedRunToleranceMs(job, config.forcedRunToleranceMs);
+  const read = await readHistory(
+    listing.history,
+    job,
+    slots,
+    scope,
+    at,
+    tolerance,
+  );
   const slotIds = new Set(read.rows.map((row) => row.runId));
   const judgedAt = at ?? read.readTime;
   const pauses = jobPauses(listing, job, checkRead, judgedAt);
@@ -469,7 +531,9 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
       listing.marks.set(row, 'old schedule');
     }
   }
-  const sorted = [...slotRows, ...extra].sort((a, b) => a.slot.getTime() - b.slot.getTime());
+  const sorted = [...slotRows, ...extra].sort(
+    (a, b) => a.slot.getTime() - b.slot.getTime(),
+  );
   listing.rows.push(...sorted);
 }
 
@@ -489,7 +553,8 @@ function warnOfWindow(
     );
   }
   const pastRetention =
-    oldest !== undefined && now.getTime() - oldest.getTime() > config.retentionMs;
+    oldest !== undefined &&
+    now.getTime() - oldest.getTime() > config.retentionMs;
   if (!listing.warned && pastRetention) {
     listing.warned = true;
     console.error(
@@ -554,7 +619,9 @@ async function runsBesideSlots(
   }
   const oldSchedule = own.records.filter(
     ({ runId, record }) =>
-      record.status !== 'unreadable' && record.kind === 'slot' && !slotIds.has(runId),
+      record.status !== 'unreadable' &&
+      record.kind === 'slot' &&
+      !slotIds.has(runId),
   );
   for (const row of rowsOf(job, oldSchedule, judgedAt)) {
     listing.marks.set(row, 'old schedule');
@@ -571,22 +638,31 @@ async function listUndeclared(
 ): Promise<void> {
   const { now, at, scope, sinceMs } = listing.settings;
   const job = undeclaredJob(id);
-  const from = sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
+  const from =
+    sinceMs === undefined ? undefined : new Date(now.getTime() - sinceMs);
   const own = await recordsOfJob(listing.runs, id, scope, from, now, {
     max: sinceMs === undefined ? DEFAULT_SLOTS : undefined,
   });
   if (own.truncated && sinceMs !== undefined) {
     listingCut(id);
   }
-  const found = rowsOf(job, own.records, at ?? (await listing.documents.serverTime()));
+  const found = rowsOf(
+    job,
+    own.records,
+    at ?? (await listing.documents.serverTime()),
+  );
   for (const row of found) {
     listing.marks.set(row, 'undeclared');
   }
   if (found.length === 0) {
     await refuseUnknownJob(listing.runs, id, scope, now, declared);
-    console.error(`runs: ${id}: not declared, and no record of it in the window`);
+    console.error(
+      `runs: ${id}: not declared, and no record of it in the window`,
+    );
   }
-  listing.rows.push(...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()));
+  listing.rows.push(
+    ...found.sort((a, b) => a.slot.getTime() - b.slot.getTime()),
+  );
 }
 
 /**
@@ -602,10 +678,14 @@ async function jobsSeenBefore(
   const seenBefore = new Set<string>();
   const counted = countedRows(rows);
   const uncounted = new Set(
-    rows.filter((row) => row.kind === 'slot' && !counted.has(row)).map((row) => row.job),
+    rows
+      .filter((row) => row.kind === 'slot' && !counted.has(row))
+      .map((row) => row.job),
   );
   for (const job of jobs) {
-    const oldest = rows.find((row) => row.job === job.id && row.kind === 'slot')?.slot;
+    const oldest = rows.find(
+      (row) => row.job === job.id && row.kind === 'slot',
+    )?.slot;
     if (!uncounted.has(job.id) || oldest === undefined) {
       continue;
     }
@@ -626,7 +706,10 @@ async function jobsSeenBefore(
 }
 
 /** Prints the rows: an HTML page (`--html`), JSON (`--json`), or the table (not with `--check`). */
-function printListing(listing: RunsListing, seenBefore: ReadonlySet<string>): void {
+function printListing(
+  listing: RunsListing,
+  seenBefore: ReadonlySet<string>,
+): void {
   const { rows, marks } = listing;
   const { args, now, sinceMs } = listing.settings;
   if (args.html !== undefined) {
@@ -634,7 +717,10 @@ function printListing(listing: RunsListing, seenBefore: ReadonlySet<string>): vo
       rows,
       {
         generatedAt: now,
-        window: sinceMs === undefined ? `the last ${DEFAULT_SLOTS} slots` : `--since ${args.since}`,
+        window:
+          sinceMs === undefined
+            ? `the last ${DEFAULT_SLOTS} slots`
+            : `--since ${args.since}`,
       },
       { url: args.url },
       marks,
@@ -644,7 +730,9 @@ function printListing(listing: RunsListing, seenBefore: ReadonlySet<string>): vo
       process.stdout.write(page);
     } else {
       writeFileSync(args.html, page);
-      console.error(`runs: wrote ${args.html} (${rows.length} rows); open it in a browser`);
+      console.error(
+        `runs: wrote ${args.html} (${rows.length} rows); open it in a browser`,
+      );
     }
   } else if (args.json) {
     console.log(runsJson(rows, marks, seenBefore));
@@ -659,7 +747,10 @@ function printListing(listing: RunsListing, seenBefore: ReadonlySet<string>): vo
  * schedule in force when it was due (the rules its check cursor recorded), so the slots of
  * another rule are no misses.
  */
-async function judgedRows(listing: RunsListing, jobs: readonly DeclaredJob[]): Promise<SlotRow[]> {
+async function judgedRows(
+  listing: RunsListing,
+  jobs: readonly DeclaredJob[],
+): Promise<SlotRow[]> {
   const { args, now, scope } = listing.settings;
   const outOfForce = new Set<SlotRow>();
   for (const job of args.check || args.backfill ? jobs : []) {
@@ -668,7 +759,11 @@ async function judgedRows(listing: RunsListing, jobs: readonly DeclaredJob[]): P
     );
     const rules = rulesInForce(data, updateTime, job, now);
     for (const row of listing.rows) {
-      if (row.job === job.id && row.state === 'missed' && !isJudgedSlot(rules, row.slot)) {
+      if (
+        row.job === job.id &&
+        row.state === 'missed' &&
+        !isJudgedSlot(rules, row.slot)
+      ) {
         outOfForce.add(row);
       }
     }

@@ -18,7 +18,10 @@ export interface SchedulerJobRef {
  * @example schedulerPauseArgs('pause', { jobId: 'nightly-report', location: 'us-central1', project: 'p' })
  * // ['scheduler', 'jobs', 'pause', 'nightly-report', '--location=us-central1', '--project=p']
  */
-export function schedulerPauseArgs(verb: 'pause' | 'resume', ref: SchedulerJobRef): string[] {
+export function schedulerPauseArgs(
+  verb: 'pause' | 'resume',
+  ref: SchedulerJobRef,
+): string[] {
   return [
     'scheduler',
     'jobs',
@@ -32,7 +35,11 @@ export function schedulerPauseArgs(verb: 'pause' | 'resume', ref: SchedulerJobRe
 /** A command line as a POSIX shell reads it back, each word quoted where it must be. */
 export function shellLine(argv: readonly string[]): string {
   return argv
-    .map((word) => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`))
+    .map((word) =>
+      /^[\w@%+=:,./-]+$/.test(word)
+        ? word
+        : `'${word.replaceAll("'", "'\\''")}'`,
+    )
     .join(' ');
 }
 

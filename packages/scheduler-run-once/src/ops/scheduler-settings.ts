@@ -38,7 +38,9 @@ export interface SchedulerSettings {
  */
 export function parseJobHeaders(raw: string): Record<string, string> {
   if (!/^([A-Za-z0-9-]+=[^,]*(,[A-Za-z0-9-]+=[^,]*)*)?$/.test(raw)) {
-    throw new Error(`JOB_HEADERS=${JSON.stringify(raw)} must be Name=value,Name2=value2`);
+    throw new Error(
+      `JOB_HEADERS=${JSON.stringify(raw)} must be Name=value,Name2=value2`,
+    );
   }
   if (raw === '') {
     return {};
@@ -113,7 +115,13 @@ export function deliveryOptions(
     query: settings.query,
     ...(issuer === undefined || oidc === undefined
       ? {}
-      : { tokens: { audience: oidc.audience, email: oidc.email, token: issuer.token } }),
+      : {
+          tokens: {
+            audience: oidc.audience,
+            email: oidc.email,
+            token: issuer.token,
+          },
+        }),
   };
 }
 
@@ -129,7 +137,9 @@ export function parseRate(option: string, raw: string | undefined): number {
   }
   const rate = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(rate) || rate < 0 || rate > 1) {
-    throw new Error(`${option} must be a number from 0 to 1, e.g. 0.5, not ${JSON.stringify(raw)}`);
+    throw new Error(
+      `${option} must be a number from 0 to 1, e.g. 0.5, not ${JSON.stringify(raw)}`,
+    );
   }
   return rate;
 }

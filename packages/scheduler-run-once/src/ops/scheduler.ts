@@ -32,7 +32,11 @@ import { formatEvent } from './format-events.ts';
 import { jobsTable, upcoming } from './format-jobs.ts';
 import { LocalScheduler } from './local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from './oidc-issuer.ts';
-import { deliveryOptions, parseRate, schedulerSettings } from './scheduler-settings.ts';
+import {
+  deliveryOptions,
+  parseRate,
+  schedulerSettings,
+} from './scheduler-settings.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE =
@@ -50,13 +54,19 @@ function interrupted(): Promise<void> {
  * `npm run scheduler`, for {@link runCommand} and in-process tests: `argv` after the script, the
  * environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   const { values: options } = parseSchedulerArgs(argv);
   if (options.help) {
     console.log(USAGE);
     return 0;
   }
-  const { dropAnswers, duplicates, settings, url } = schedulerOptions(options, env);
+  const { dropAnswers, duplicates, settings, url } = schedulerOptions(
+    options,
+    env,
+  );
   const jobs = await loadJobs(env);
   const issuer = await startIssuer(settings, options);
   if (issuer === 'unserved') {
@@ -75,7 +85,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   try {
     if (options.fire !== undefined) {
       const withoutScheduleTime = options['without-schedule-time'] === true;
-      const result = await scheduler.fire(options.fire, { withoutScheduleTime });
+      const result = await scheduler.fire(options.fire, {
+        withoutScheduleTime,
+      });
       return result.succeeded ? 0 : 1;
     }
     console.log(`Local Cloud Scheduler → ${url} (Ctrl-C stops)`);
@@ -150,7 +162,9 @@ async function startIssuer(
   if (oidc === undefined) {
     return undefined;
   }
-  const port = Number(options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0');
+  const port = Number(
+    options['certs-port'] ?? URL.parse(oidc.certsUrl ?? '')?.port ?? '0',
+  );
   let issuer: OidcIssuer;
   try {
     issuer = await startOidcIssuer(port);

@@ -34,7 +34,9 @@ export function scopeOf(
   return scopeFrom(config, (kind, name) => {
     const value = (kind === 'header' ? values.headers : values.params)?.[name];
     if (value === undefined) {
-      throw new InvalidRequestError(`The run id's scope needs a value for ${kind} ${name}.`);
+      throw new InvalidRequestError(
+        `The run id's scope needs a value for ${kind} ${name}.`,
+      );
     }
     return value;
   });
@@ -49,7 +51,8 @@ export interface ScopeArgs {
 }
 
 function configured(config: ScopeConfig): string {
-  const list = (names: readonly string[]) => (names.length === 0 ? '(none)' : names.join(', '));
+  const list = (names: readonly string[]) =>
+    names.length === 0 ? '(none)' : names.join(', ');
   return `RUN_KEY_SCOPE_HEADERS: ${list(config.keyScopeHeaders)}; RUN_KEY_SCOPE_PARAMS: ${list(config.keyScopeParams)}`;
 }
 
@@ -91,7 +94,13 @@ export function scopeArgs(
       fixed = flag;
       continue;
     }
-    addNamedScope(config, flag.slice(0, at), flag.slice(at + 1), { headers, params }, options);
+    addNamedScope(
+      config,
+      flag.slice(0, at),
+      flag.slice(at + 1),
+      { headers, params },
+      options,
+    );
   }
   checkEveryScopeValue(config, headers, params);
   return { fixed, values: { headers, params } };
@@ -173,9 +182,14 @@ export function scopeRequest(
   config: ScopeConfig,
   values: Required<ScopeValues>,
 ): { headers: Record<string, string>; query: Record<string, string> } {
-  const pick = (names: readonly string[], from: Readonly<Record<string, string>>) =>
+  const pick = (
+    names: readonly string[],
+    from: Readonly<Record<string, string>>,
+  ) =>
     Object.fromEntries(
-      names.flatMap((name) => (from[name] === undefined ? [] : [[name, from[name]]])),
+      names.flatMap((name) =>
+        from[name] === undefined ? [] : [[name, from[name]]],
+      ),
     );
   return {
     headers: pick(config.keyScopeHeaders, values.headers),

@@ -6,7 +6,12 @@
  */
 import type { BatchRead } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
-import { judgedAt, type RunRecord, RunStatus, type StoredRecord } from '../core/run-record.ts';
+import {
+  judgedAt,
+  type RunRecord,
+  RunStatus,
+  type StoredRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { type Pause, pauseAt } from '../policy/pauses.ts';
 import { retryWindowMs } from '../policy/retry-policy.ts';
@@ -60,8 +65,13 @@ const NO_RUN = {
   notes: Object.freeze({}),
 } as const;
 
-function msBetween(from: Date | undefined, to: Date | undefined): number | undefined {
-  return from === undefined || to === undefined ? undefined : to.getTime() - from.getTime();
+function msBetween(
+  from: Date | undefined,
+  to: Date | undefined,
+): number | undefined {
+  return from === undefined || to === undefined
+    ? undefined
+    : to.getTime() - from.getTime();
 }
 
 /** The row of one slot from its record (or its absence), judged at `now` (Firestore's time). */
@@ -74,28 +84,38 @@ export function slotRow(
 ): SlotRow {
   const record = stored === undefined ? undefined : judgedAt(stored, now);
   const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
-  const kind = record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
+  const kind =
+    record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
   const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
   if (record === undefined) {
-    return { ...base, state: pastWindow ? 'missed' : 'pending', final: pastWindow };
+    return {
+      ...base,
+      state: pastWindow ? 'missed' : 'pending',
+      final: pastWindow,
+    };
   }
   if (record.status === 'unreadable') {
     const lastError = `${record.field} ${record.problem}`;
     return { ...base, state: 'unreadable', final: false, lastError };
   }
   const run: RunRecord = record;
-  const state: SlotState = lapsedPastWindow(job, slot, run, now) ? RunStatus.Failed : run.status;
+  const state: SlotState = lapsedPastWindow(job, slot, run, now)
+    ? RunStatus.Failed
+    : run.status;
   return {
     ...base,
     state,
     final:
       state === RunStatus.Completed ||
       state === RunStatus.Skipped ||
-      (state !== RunStatus.InProgress && retriesOver(job, slot, run, pastWindow, now)),
+      (state !== RunStatus.InProgress &&
+        retriesOver(job, slot, run, pastWindow, now)),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
-      state === RunStatus.Completed ? msBetween(run.claimedAt, run.completedAt) : undefined,
+      state === RunStatus.Completed
+        ? msBetween(run.claimedAt, run.completedAt)
+        : undefined,
     attemptId: run.attemptId === '' ? undefined : run.attemptId,
     lastError: run.lastError,
     reported: run.reportedAt !== undefined,
@@ -122,7 +142,9 @@ function retriesOver(
   if (run.kind !== 'forced') {
     return true;
   }
-  return now.getTime() >= forcedFirstClaim(run, slot).getTime() + retryWindowMs(job);
+  return (
+    now.getTime() >= forcedFirstClaim(run, slot).getTime() + retryWindowMs(job)
+  );
 }
 
 /**
@@ -138,16 +160,25 @@ function forcedFirstClaim(run: RunRecord, slot: Date): Date {
  * Whether the lease lapsed past the retry window from the first claim (a forced run's, from its
  * first claim only: it carries a later slot's time): the attempt died, finally.
  */
-function lapsedPastWindow(job: DeclaredJob, slot: Date, run: RunRecord, now: Date): boolean {
+function lapsedPastWindow(
+  job: DeclaredJob,
+  slot: Date,
+  run: RunRecord,
+  now: Date,
+): boolean {
   if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) {
     return false;
   }
   const started =
     run.kind === 'forced'
       ? forcedFirstClaim(run, slot).getTime()
-      : Math.max(slot.getTime(), run.firstClaimedAt?.getTime() ?? slot.getTime());
+      : Math.max(
+          slot.getTime(),
+          run.firstClaimedAt?.getTime() ?? slot.getTime(),
+        );
   return (
-    run.leaseExpires.getTime() <= now.getTime() && now.getTime() >= started + retryWindowMs(job)
+    run.leaseExpires.getTime() <= now.getTime() &&
+    now.getTime() >= started + retryWindowMs(job)
   );
 }
 
@@ -156,7 +187,9 @@ export function hasRecord(row: SlotRow): boolean {
   return !(
     row.attempts === 0 &&
     !row.reported &&
-    (row.state === 'missed' || row.state === 'pending' || row.state === 'paused')
+    (row.state === 'missed' ||
+      row.state === 'pending' ||
+      row.state === 'paused')
   );
 }
 
@@ -172,7 +205,13 @@ export function pausedRow(row: SlotRow, pauses: readonly Pause[]): SlotRow {
   if (pause === undefined) {
     return row;
   }
-  return { ...row, state: 'paused', final: true, lastError: undefined, pauseNote: pause.note };
+  return {
+    ...row,
+    state: 'paused',
+    final: true,
+    lastError: undefined,
+    pauseNote: pause.note,
+  };
 }
 
 /** A batched history read: the rows, and what a fenced report after the read needs. */
@@ -203,7 +242,8 @@ export async function readHistory(
   now?: Date,
   toleranceMs: number | (() => number) = 0,
 ): Promise<History> {
-  const tolerance = typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
+  const tolerance =
+    typeof toleranceMs === 'number' ? () => toleranceMs : toleranceMs;
   const read = await readSlotRecords(store, job, slots, scope, tolerance);
   const { runIds, records, updateTimes, readTime } = read;
   const at = now ?? readTime;

@@ -3,7 +3,12 @@
  * longest gap, and an instant shown in a job's zone. Built on `src/policy/schedule.ts`; the function
  * never loads it.
  */
-import { nextSlots, previousSlot, type ScheduleSpec, wallAt } from '../policy/schedule.ts';
+import {
+  nextSlots,
+  previousSlot,
+  type ScheduleSpec,
+  wallAt,
+} from '../policy/schedule.ts';
 
 /**
  * The `count` slots of `job` before `before` (strictly), oldest first; fewer when the schedule has
@@ -11,7 +16,11 @@ import { nextSlots, previousSlot, type ScheduleSpec, wallAt } from '../policy/sc
  *
  * @example previousSlots({ schedule: '0 * * * *', timeZone: 'Etc/UTC' }, now, 10)
  */
-export function previousSlots(job: ScheduleSpec, before: Date, count: number): Date[] {
+export function previousSlots(
+  job: ScheduleSpec,
+  before: Date,
+  count: number,
+): Date[] {
   const slots: Date[] = [];
   let at = before;
   while (slots.length < count) {
@@ -29,7 +38,11 @@ export function previousSlots(job: ScheduleSpec, before: Date, count: number): D
  * The longest gap between consecutive slots among the next `count` after `after`, ms (`undefined`
  * with fewer than two): the period for alerting, which for weekdays-only schedules is the weekend.
  */
-export function longestGapMs(job: ScheduleSpec, after: Date, count = 50): number | undefined {
+export function longestGapMs(
+  job: ScheduleSpec,
+  after: Date,
+  count = 50,
+): number | undefined {
   const slots = nextSlots(job, after, count);
   let longest: number | undefined;
   for (let i = 1; i < slots.length; i++) {

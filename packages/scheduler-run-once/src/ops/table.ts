@@ -42,7 +42,9 @@ export function printable(text: string): string {
 export function formatTable(rows: readonly (readonly string[])[]): string {
   const cells = rows.map((row) => row.map(printable));
   const widths =
-    cells[0]?.map((_, c) => Math.max(...cells.map((row) => row[c]?.length ?? 0))) ?? [];
+    cells[0]?.map((_, c) =>
+      Math.max(...cells.map((row) => row[c]?.length ?? 0)),
+    ) ?? [];
   return cells
     .map((row) =>
       row

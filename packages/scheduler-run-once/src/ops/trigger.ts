@@ -53,7 +53,12 @@ import {
 } from '../policy/schedule-time.ts';
 import { isEntryPoint, runCommand, UsageError } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
-import { answerLine, deliver, resolveTarget, schedulerHeaders } from './deliver.ts';
+import {
+  answerLine,
+  deliver,
+  resolveTarget,
+  schedulerHeaders,
+} from './deliver.ts';
 import { scopeArgs, scopeOf, scopeRequest } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
@@ -65,8 +70,16 @@ export const USAGE =
  * as the deployed function has it), its record may be gone, so it may have run. The function
  * refuses it too, so there is no override; a manual run is the way to run the job now.
  */
-function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | undefined {
-  const mismatch = retentionProblems([job], config.retentionMs, config.forcedRunToleranceMs);
+function slotTooOld(
+  job: DeclaredJob,
+  slot: Date,
+  config: Config,
+): string | undefined {
+  const mismatch = retentionProblems(
+    [job],
+    config.retentionMs,
+    config.forcedRunToleranceMs,
+  );
   if (mismatch.length > 0) {
     throw new ConfigError(mismatch);
   }
@@ -85,7 +98,10 @@ function slotTooOld(job: DeclaredJob, slot: Date, config: Config): string | unde
  * `npm run trigger`, for {@link runCommand} and in-process tests: `argv` after the script, the
  * environment `env`; resolves to the exit status.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
   const { values: args, positionals } = parseTriggerArgs(argv);
   if (args.help) {
     console.log(USAGE);
@@ -105,13 +121,24 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const slot = slotArg(args, job, config);
   const target = resolveTarget(args, env);
   const delivery = triggerDelivery(args, job, slot, keyScope);
-  const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(([n, v]) => `${n}=${v}`);
+  const scoped = Object.entries({ ...scope.headers, ...scope.query }).map(
+    ([n, v]) => `${n}=${v}`,
+  );
   if (scoped.length > 0) {
     delivery.what += ` [scope ${scoped.join(' ')}]`;
   }
-  const answer = await deliver(target, { ...delivery.headers, ...scope.headers }, scope.query);
+  const answer = await deliver(
+    target,
+    { ...delivery.headers, ...scope.headers },
+    scope.query,
+  );
   console.log(answerLine(delivery.what, answer));
-  warnOfAnswer(answer, delivery.runId, job, slot === undefined || args.rerun === true);
+  warnOfAnswer(
+    answer,
+    delivery.runId,
+    job,
+    slot === undefined || args.rerun === true,
+  );
   return answer.status >= 200 && answer.status < 300 ? 0 : 1;
 }
 
@@ -141,7 +168,11 @@ function checkOverlapFlags(args: TriggerArgs): void {
   if (args.rerun && args.slot === undefined) {
     throw new UsageError('--rerun needs --slot T');
   }
-  if (args['allow-overlap'] === true && args.slot !== undefined && !args.rerun) {
+  if (
+    args['allow-overlap'] === true &&
+    args.slot !== undefined &&
+    !args.rerun
+  ) {
     throw new UsageError(
       "--allow-overlap goes with a manual run or --rerun: slot T delivered as Scheduler would follows the job's overlap policy",
     );
@@ -153,7 +184,11 @@ function checkOverlapFlags(args: TriggerArgs): void {
  *
  * @throws {UsageError} for a slot the function would refuse or that is not the job's.
  */
-function slotArg(args: TriggerArgs, job: DeclaredJob, config: Config): Date | undefined {
+function slotArg(
+  args: TriggerArgs,
+  job: DeclaredJob,
+  config: Config,
+): Date | undefined {
   if (args.slot === undefined) {
     return undefined;
   }
@@ -208,8 +243,16 @@ function triggerDelivery(
       [TRIGGER_ID_HEADER]: triggerId,
       ...overlapHeader,
     });
-    const runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
-    return { headers, what: `${job.id} manual run (trigger ${triggerId})`, runId };
+    const runId = computeTriggerRunId({
+      scope: keyScope,
+      jobName: job.id,
+      triggerId,
+    });
+    return {
+      headers,
+      what: `${job.id} manual run (trigger ${triggerId})`,
+      runId,
+    };
   }
   if (args.rerun) {
     const headers = schedulerHeaders(job.id, slot, {
@@ -217,7 +260,11 @@ function triggerDelivery(
       [TRIGGER_ID_HEADER]: triggerId,
       ...overlapHeader,
     });
-    const runId = computeTriggerRunId({ scope: keyScope, jobName: job.id, triggerId });
+    const runId = computeTriggerRunId({
+      scope: keyScope,
+      jobName: job.id,
+      triggerId,
+    });
     return {
       headers,
       what: `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`,

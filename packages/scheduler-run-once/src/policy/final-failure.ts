@@ -31,9 +31,15 @@ export function finalFailureReporter(
       return undefined;
     }
     // Scheduler's first attempt came at or after the slot, and at or before the first claim.
-    const firstAttempt = Math.max(slot.getTime(), attempt.firstClaimedAt.getTime());
+    const firstAttempt = Math.max(
+      slot.getTime(),
+      attempt.firstClaimedAt.getTime(),
+    );
     // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
-    const deadline = deliveredAt.getTime() - REQUEST_SLACK_MS + job.attemptDeadlineSeconds * 1000;
+    const deadline =
+      deliveredAt.getTime() -
+      REQUEST_SLACK_MS +
+      job.attemptDeadlineSeconds * 1000;
     const now = (await clock()).getTime();
     const decidedAt = Math.min(now, deadline);
     // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
@@ -46,9 +52,18 @@ export function finalFailureReporter(
     }
     const { runId, attempts } = attempt;
     const lastError = failure.slice(0, MAX_ERROR_LENGTH);
-    const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'failed', attempts };
+    const fields = {
+      jobName: job.id,
+      slot: slot.toISOString(),
+      runId,
+      state: 'failed',
+      attempts,
+    };
     const reporter = randomUUID();
-    logger.error({ ...fields, lastError, reportedBy: 'attempt', reporter }, FAILED_AFTER_RETRIES);
+    logger.error(
+      { ...fields, lastError, reportedBy: 'attempt', reporter },
+      FAILED_AFTER_RETRIES,
+    );
     return reporter;
   };
 }
@@ -74,7 +89,8 @@ function retryMayBePending(
   // Only a Force run within the forced-run tolerance before the slot is taken for the slot.
   const earliestForcedClaim = slot.getTime() - forcedRunToleranceMs;
   const claimedByForcedRun =
-    firstClaimedAt.getTime() < slot.getTime() && firstClaimedAt.getTime() >= earliestForcedClaim;
+    firstClaimedAt.getTime() < slot.getTime() &&
+    firstClaimedAt.getTime() >= earliestForcedClaim;
   if (claimedByForcedRun) {
     return nowMs < slot.getTime() + 2 * retryWindowMs(job);
   }

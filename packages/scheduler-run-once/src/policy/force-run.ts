@@ -24,7 +24,8 @@ export async function forceRunScheduleTime(
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
 ): Promise<string | undefined> {
   const windowStart = now.getTime() - retryWindowMs(job);
-  const idOf = (t: string) => computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
+  const idOf = (t: string) =>
+    computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
   const inWindow = (at: Date | undefined): at is Date =>
     at !== undefined && at.getTime() > windowStart;
   // Newest first, back to the retry window's start: a retry is most often of a recent slot.
@@ -41,7 +42,8 @@ export async function forceRunScheduleTime(
       if (record === undefined) {
         continue;
       }
-      const claimed = record.status === 'unreadable' ? undefined : record.firstClaimedAt;
+      const claimed =
+        record.status === 'unreadable' ? undefined : record.firstClaimedAt;
       if (claimed === undefined || claimed.getTime() > windowStart) {
         return scheduleTime;
       }

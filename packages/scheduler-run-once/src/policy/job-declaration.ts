@@ -2,7 +2,11 @@
 import { ConfigError } from '../core/errors.ts';
 import type { JobInfo, JobRun } from '../core/job-context.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
-import { normaliseSchedule, scheduleProblem, timeZoneProblem } from './schedule.ts';
+import {
+  normaliseSchedule,
+  scheduleProblem,
+  timeZoneProblem,
+} from './schedule.ts';
 
 /** One job as declared: `id`, `schedule`, `run`, the rest {@link JOB_DEFAULTS}; durations in s. */
 export interface JobDeclaration {
@@ -35,7 +39,9 @@ export const OVERLAP_POLICIES = ['allow', 'skip', 'wait'] as const;
 export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 
 /** A validated declaration, every default filled in, frozen; fields as in {@link JobDeclaration}. */
-export interface DeclaredJob extends JobInfo, Required<Omit<JobDeclaration, keyof JobInfo>> {}
+export interface DeclaredJob
+  extends JobInfo,
+    Required<Omit<JobDeclaration, keyof JobInfo>> {}
 
 /** A job's Scheduler settings: its attempt deadline and retry config, all numbers. */
 export type JobSettings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
@@ -55,7 +61,9 @@ export const JOB_DEFAULTS = Object.freeze({
 /** One year, in s: the longest duration `deploy.sh` and `config.ts` take. */
 const MAX_SECONDS = 31_536_000;
 /** Each setting's range: Scheduler's (sources: docs/jobs.md), durations capped at a year. */
-export const SETTING_RANGES: { readonly [K in keyof JobSettings]: readonly [number, number] } = {
+export const SETTING_RANGES: {
+  readonly [K in keyof JobSettings]: readonly [number, number];
+} = {
   attemptDeadlineSeconds: [15, 1800],
   retryCount: [0, 5],
   maxRetryDurationSeconds: [0, MAX_SECONDS],
@@ -76,37 +84,52 @@ export function defineJob(declaration: JobDeclaration): JobDeclaration {
  * Validates declarations and fills in defaults: the jobs in order, each frozen, in a frozen array.
  * @throws {ConfigError} listing every problem of every job at once, or of an empty list.
  */
-export function validateJobs(declarations: readonly JobDeclaration[]): readonly DeclaredJob[] {
+export function validateJobs(
+  declarations: readonly JobDeclaration[],
+): readonly DeclaredJob[] {
   const problems: string[] = [];
   if (!Array.isArray(declarations) || declarations.length === 0) {
-    throw new ConfigError(['no jobs are declared: src/jobs.ts must export at least one in `jobs`']);
+    throw new ConfigError([
+      'no jobs are declared: src/jobs.ts must export at least one in `jobs`',
+    ]);
   }
   const firstIndexOf = new Map<string, number>();
   const jobs: DeclaredJob[] = [];
   for (const [index, declaration] of declarations.entries()) {
     const named = (declaration as { id?: unknown } | null)?.id;
     const at = `jobs[${index}]`;
-    const what = typeof named === 'string' && named !== '' ? `job "${named}" (${at})` : at;
+    const what =
+      typeof named === 'string' && named !== '' ? `job "${named}" (${at})` : at;
     const problem = (text: string) => problems.push(`${what}: ${text}`);
     if (typeof declaration !== 'object' || declaration === null) {
-      problem('is not a job declaration (use defineJob({ id, schedule, run }))');
+      problem(
+        'is not a job declaration (use defineJob({ id, schedule, run }))',
+      );
       continue;
     }
     const { id, schedule, run } = declaration;
     const first = firstIndexOf.get(id);
     if (!isJobId(id)) {
-      problem(`id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`);
+      problem(
+        `id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`,
+      );
     } else if (first !== undefined) {
-      problem(`id "${id}" is already declared by jobs[${first}]; job ids must be unique`);
+      problem(
+        `id "${id}" is already declared by jobs[${first}]; job ids must be unique`,
+      );
     } else {
       firstIndexOf.set(id, index);
     }
-    const scheduleText = typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
+    const scheduleText =
+      typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
     if (scheduleText !== undefined) {
       problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
     }
     const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;
-    const zoneText = typeof timeZone === 'string' ? timeZoneProblem(timeZone) : 'must be a string';
+    const zoneText =
+      typeof timeZone === 'string'
+        ? timeZoneProblem(timeZone)
+        : 'must be a string';
     if (zoneText !== undefined) {
       problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
     }
@@ -115,11 +138,23 @@ export function validateJobs(declarations: readonly JobDeclaration[]): readonly 
     }
     const overlap = declaration.overlap ?? JOB_DEFAULTS.overlap;
     if (!OVERLAP_POLICIES.includes(overlap)) {
-      problem(`overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`);
+      problem(
+        `overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`,
+      );
     }
     const settings = settingsOf(declaration, problem);
-    const normalised = typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
-    jobs.push(Object.freeze({ id, schedule: normalised, timeZone, ...settings, overlap, run }));
+    const normalised =
+      typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
+    jobs.push(
+      Object.freeze({
+        id,
+        schedule: normalised,
+        timeZone,
+        ...settings,
+        overlap,
+        run,
+      }),
+    );
   }
   if (problems.length > 0) {
     throw new ConfigError(problems);
@@ -140,24 +175,35 @@ function settingsOf(
     const [min, max] = SETTING_RANGES[key];
     const value = declaration[key] ?? JOB_DEFAULTS[key];
     if (!Number.isInteger(value) || value < min || value > max) {
-      problem(`${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`);
+      problem(
+        `${key} ${JSON.stringify(value)} must be a whole number from ${min} to ${max}`,
+      );
     }
     settings[key] = value;
   }
   const { minBackoffSeconds: from, maxBackoffSeconds: to } = settings;
   if (from > to) {
-    problem(`minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`);
+    problem(
+      `minBackoffSeconds (${from}) must not exceed maxBackoffSeconds (${to})`,
+    );
   }
   return settings;
 }
 
 /** The declared job `X-CloudScheduler-JobName` names (either form: `jobIdOf`), if any. */
-export function findJob(jobs: readonly DeclaredJob[], jobName: string): DeclaredJob | undefined {
+export function findJob(
+  jobs: readonly DeclaredJob[],
+  jobName: string,
+): DeclaredJob | undefined {
   const id = jobIdOf(jobName);
   return id === undefined ? undefined : jobs.find((job) => job.id === id);
 }
 
 /** What `ctx.job` carries of a declared job: a new frozen object without `run` or settings. */
 export function jobInfoOf(job: DeclaredJob): JobInfo {
-  return Object.freeze({ id: job.id, schedule: job.schedule, timeZone: job.timeZone });
+  return Object.freeze({
+    id: job.id,
+    schedule: job.schedule,
+    timeZone: job.timeZone,
+  });
 }

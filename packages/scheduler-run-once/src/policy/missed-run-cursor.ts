@@ -3,7 +3,12 @@ import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { type JudgedRule, nextRules, readRules, ruleOf } from './missed-run-rules.ts';
+import {
+  type JudgedRule,
+  nextRules,
+  readRules,
+  ruleOf,
+} from './missed-run-rules.ts';
 import type { Pause } from './pauses.ts';
 import { nextSlots } from './schedule.ts';
 import { closedAfterMs } from './slot-verdict.ts';
@@ -47,7 +52,13 @@ export function readCursor(
   }
   const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
   const { checked_before: at, run_seen: seen } = data;
-  if (!(seenAt instanceof Timestamp && at instanceof Timestamp && typeof seen === 'boolean')) {
+  if (
+    !(
+      seenAt instanceof Timestamp &&
+      at instanceof Timestamp &&
+      typeof seen === 'boolean'
+    )
+  ) {
     return 'unreadable';
   }
   // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
@@ -55,18 +66,30 @@ export function readCursor(
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) {
     return 'unreadable';
   }
-  if (at.toMillis() > now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS) {
+  if (
+    at.toMillis() >
+    now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS
+  ) {
     return 'unreadable';
   }
   const rules = readRules(data.rules, job);
   if (rules === 'unreadable') {
     return 'unreadable';
   }
-  return { checkedBefore: at.toDate(), runSeen: seen, rules, seenAt: seenAt.toMillis() };
+  return {
+    checkedBefore: at.toDate(),
+    runSeen: seen,
+    rules,
+    seenAt: seenAt.toMillis(),
+  };
 }
 
 /** The cursor as stored, with the job's closed boundary and the per-job documents' TTL. */
-export function cursorDocument(job: DeclaredJob, cursor: Cursor, expires: Timestamp): DocumentData {
+export function cursorDocument(
+  job: DeclaredJob,
+  cursor: Cursor,
+  expires: Timestamp,
+): DocumentData {
   return {
     job_name: job.id,
     checked_before: Timestamp.fromDate(cursor.checkedBefore),
@@ -76,30 +99,59 @@ export function cursorDocument(job: DeclaredJob, cursor: Cursor, expires: Timest
     rules: cursor.rules.map((r) => ({
       schedule: r.schedule,
       time_zone: r.timeZone,
-      ...(r.since === undefined ? {} : { since: Timestamp.fromMillis(r.since) }),
-      ...(r.until === undefined ? {} : { until: Timestamp.fromMillis(r.until) }),
+      ...(r.since === undefined
+        ? {}
+        : { since: Timestamp.fromMillis(r.since) }),
+      ...(r.until === undefined
+        ? {}
+        : { until: Timestamp.fromMillis(r.until) }),
     })),
     expire_at: expires,
   };
 }
 
 /** Whether nothing wrote the cursor for {@link STALE_CURSOR_MS} (or four of the job's gaps). */
-function isStale(job: DeclaredJob, cursor: Cursor, lastWrite: number, now: Date): boolean {
-  const slots = nextSlots(job, cursor.checkedBefore, 3).map((slot) => slot.getTime());
-  const gap = Math.max(0, ...slots.slice(1).map((t, i) => t - (slots[i] as number)));
+function isStale(
+  job: DeclaredJob,
+  cursor: Cursor,
+  lastWrite: number,
+  now: Date,
+): boolean {
+  const slots = nextSlots(job, cursor.checkedBefore, 3).map((slot) =>
+    slot.getTime(),
+  );
+  const gap = Math.max(
+    0,
+    ...slots.slice(1).map((t, i) => t - (slots[i] as number)),
+  );
   return now.getTime() - lastWrite > Math.max(STALE_CURSOR_MS, 4 * gap);
 }
 
 /** A cursor nobody wrote for days starts at the boundary, the range not judged said in a WARN. */
-function startAfresh(job: DeclaredJob, cursor: Cursor, now: Date, logger: Logger): Cursor {
+function startAfresh(
+  job: DeclaredJob,
+  cursor: Cursor,
+  now: Date,
+  logger: Logger,
+): Cursor {
   const boundary = now.getTime() - closedAfterMs(job);
-  const checkedBefore = new Date(Math.max(boundary, cursor.checkedBefore.getTime()));
+  const checkedBefore = new Date(
+    Math.max(boundary, cursor.checkedBefore.getTime()),
+  );
   const from = cursor.checkedBefore.toISOString();
   const to = checkedBefore.toISOString();
-  const hours = Math.max(1, Math.ceil((boundary - cursor.checkedBefore.getTime()) / 3_600_000) + 1);
+  const hours = Math.max(
+    1,
+    Math.ceil((boundary - cursor.checkedBefore.getTime()) / 3_600_000) + 1,
+  );
   const message = `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h`;
   logger.warn({ jobName: job.id, from, to }, message);
-  return { checkedBefore, runSeen: false, rules: [ruleOf(job)], seenAt: now.getTime() };
+  return {
+    checkedBefore,
+    runSeen: false,
+    rules: [ruleOf(job)],
+    seenAt: now.getTime(),
+  };
 }
 
 /**
@@ -124,7 +176,10 @@ export interface Window {
 /** The window at `now` from the check document `read` (`unreadable`: see {@link readCursor}). */
 export function windowOf(
   job: DeclaredJob,
-  read: { readonly data: DocumentData | undefined; readonly updateTime: Timestamp | undefined },
+  read: {
+    readonly data: DocumentData | undefined;
+    readonly updateTime: Timestamp | undefined;
+  },
   now: Date,
   retentionMs: number,
   logger: Logger,
@@ -139,9 +194,16 @@ export function windowOf(
   const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).
   const retained = now.getTime() - retentionMs;
-  const start = cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
+  const start =
+    cursor?.checkedBefore.getTime() ?? boundary - FIRST_LOOK_BACK_MS;
   // Rules are kept for the retention, so `runs --check` judges older windows by them too.
-  const rules = nextRules(cursor?.rules ?? [], job, now.getTime(), lastWrite, retained);
+  const rules = nextRules(
+    cursor?.rules ?? [],
+    job,
+    now.getTime(),
+    lastWrite,
+    retained,
+  );
   const heartbeat = now.getTime() - lastWrite >= CURSOR_HEARTBEAT_MS;
   const sameRules = JSON.stringify(cursor?.rules) === JSON.stringify(rules);
   return {
@@ -150,7 +212,8 @@ export function windowOf(
     from: new Date(Math.max(start, retained)),
     rules,
     cursor,
-    runSeen: cursor?.runSeen === true && cursor.checkedBefore.getTime() >= retained,
+    runSeen:
+      cursor?.runSeen === true && cursor.checkedBefore.getTime() >= retained,
     current: cursor !== undefined && !afresh && sameRules && !heartbeat,
   };
 }

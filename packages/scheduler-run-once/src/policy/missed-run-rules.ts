@@ -26,7 +26,10 @@ export function ruleOf(job: ScheduleSpec): JudgedRule {
 }
 
 /** The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule. */
-export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'unreadable' {
+export function readRules(
+  value: unknown,
+  job: ScheduleSpec,
+): JudgedRule[] | 'unreadable' {
   if (value === undefined) {
     return [ruleOf(job)]; // a cursor of an earlier version
   }
@@ -35,19 +38,29 @@ export function readRules(value: unknown, job: ScheduleSpec): JudgedRule[] | 'un
   }
   const rules: JudgedRule[] = [];
   for (const [i, entry] of value.entries()) {
-    const { schedule, time_zone: timeZone, since, until } = (entry ?? {}) as DocumentData;
+    const {
+      schedule,
+      time_zone: timeZone,
+      since,
+      until,
+    } = (entry ?? {}) as DocumentData;
     if (typeof schedule !== 'string' || typeof timeZone !== 'string') {
       return 'unreadable';
     }
     // A rule this code wrote was a declared job's: a schedule and zone declarations accept.
-    if (scheduleProblem(schedule) !== undefined || timeZoneProblem(timeZone) !== undefined) {
+    if (
+      scheduleProblem(schedule) !== undefined ||
+      timeZoneProblem(timeZone) !== undefined
+    ) {
       return 'unreadable';
     }
     const last = i === value.length - 1;
     if ((i > 0 && since === undefined) || last !== (until === undefined)) {
       return 'unreadable';
     }
-    if (![since, until].every((t) => t === undefined || t instanceof Timestamp)) {
+    if (
+      ![since, until].every((t) => t === undefined || t instanceof Timestamp)
+    ) {
       return 'unreadable';
     }
     rules.push({
@@ -79,13 +92,20 @@ export function nextRules(
   }
   let out = rules;
   if (newest.schedule !== job.schedule || newest.timeZone !== job.timeZone) {
-    out = [...rules.slice(0, -1), { ...newest, until: lastSeen }, { ...ruleOf(job), since: now }];
+    out = [
+      ...rules.slice(0, -1),
+      { ...newest, until: lastSeen },
+      { ...ruleOf(job), since: now },
+    ];
   }
   // A rule that was replaced before `from` judges nothing any more.
   while (out.length > 1 && (out[1]?.since ?? 0) <= from) {
     out = out.slice(1);
   }
-  const [oldest, ...rest] = out.slice(-MAX_RULES) as [JudgedRule, ...JudgedRule[]];
+  const [oldest, ...rest] = out.slice(-MAX_RULES) as [
+    JudgedRule,
+    ...JudgedRule[],
+  ];
   if (oldest.since !== undefined && oldest.since > from) {
     return [oldest, ...rest];
   }
@@ -94,11 +114,15 @@ export function nextRules(
 }
 
 /** The rules that may have been in force at `t`: each from the last sighting of the one before it. */
-export function possibleRules(rules: readonly JudgedRule[], t: number): JudgedRule[] {
+export function possibleRules(
+  rules: readonly JudgedRule[],
+  t: number,
+): JudgedRule[] {
   return rules.filter(
     (_rule, i) =>
       (i === 0 || t >= (rules[i - 1]?.until ?? 0)) &&
-      (i === rules.length - 1 || t < (rules[i + 1]?.since ?? Number.POSITIVE_INFINITY)),
+      (i === rules.length - 1 ||
+        t < (rules[i + 1]?.since ?? Number.POSITIVE_INFINITY)),
   );
 }
 
@@ -116,15 +140,22 @@ const PREVIOUS_SLOT_TRIES = 16;
  * at `before` may have waited behind. The job's declared rule alone would name a slot of the new
  * rule before a slot of the old one, a slot that never existed and so "ran" a retry window late.
  */
-export function previousJudgedSlot(rules: readonly JudgedRule[], before: Date): Date | undefined {
+export function previousJudgedSlot(
+  rules: readonly JudgedRule[],
+  before: Date,
+): Date | undefined {
   let at = before;
   for (let tries = 0; tries < PREVIOUS_SLOT_TRIES; tries++) {
-    const candidates = rules.flatMap((rule) => previousSlot(rule, at)?.getTime() ?? []);
+    const candidates = rules.flatMap(
+      (rule) => previousSlot(rule, at)?.getTime() ?? [],
+    );
     if (candidates.length === 0) {
       return undefined;
     }
     const latest = Math.max(...candidates);
-    const judged = possibleRules(rules, latest).every((rule) => isSlotOf(rule, latest));
+    const judged = possibleRules(rules, latest).every((rule) =>
+      isSlotOf(rule, latest),
+    );
     if (judged) {
       return new Date(latest);
     }
@@ -143,7 +174,10 @@ export function judgedSlots(
   to: Date,
   max: number,
 ): { slots: readonly Date[]; truncated: boolean } {
-  const start = Math.max(from.getTime(), rules[0]?.since ?? Number.NEGATIVE_INFINITY);
+  const start = Math.max(
+    from.getTime(),
+    rules[0]?.since ?? Number.NEGATIVE_INFINITY,
+  );
   if (start >= to.getTime()) {
     return { slots: [], truncated: false };
   }
@@ -154,7 +188,10 @@ export function judgedSlots(
   let truncated = false;
   for (const [i, rule] of rules.entries()) {
     const lo = Math.max(start, rules[i - 1]?.until ?? 0);
-    const hi = Math.min(to.getTime(), rules[i + 1]?.since ?? Number.POSITIVE_INFINITY);
+    const hi = Math.min(
+      to.getTime(),
+      rules[i + 1]?.since ?? Number.POSITIVE_INFINITY,
+    );
     if (lo >= hi) {
       continue;
     }

@@ -4,11 +4,25 @@ import type { Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import { judgedAt, type StoredRecord, type UnreadableRecord } from '../core/run-record.ts';
+import {
+  judgedAt,
+  type StoredRecord,
+  type UnreadableRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { checkDocumentId, cursorDocument, type Window, windowOf } from './missed-run-cursor.ts';
+import {
+  checkDocumentId,
+  cursorDocument,
+  type Window,
+  windowOf,
+} from './missed-run-cursor.ts';
 import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
-import { PAUSED_SLOT, pauseAt, readPauses, reportOverduePause } from './pauses.ts';
+import {
+  PAUSED_SLOT,
+  pauseAt,
+  readPauses,
+  reportOverduePause,
+} from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import {
   REPORT_LOG_GRACE_MS,
@@ -34,9 +48,13 @@ export const CHECK_PERIOD_MS = 3_600_000;
 export const MAX_CHECK_SLOTS = 1000;
 
 /** Whether `slot` is the job's first in its {@link CHECK_PERIOD_MS} period (from the epoch): pure. */
-export function isDueSlot(job: Pick<DeclaredJob, 'schedule' | 'timeZone'>, slot: Date): boolean {
+export function isDueSlot(
+  job: Pick<DeclaredJob, 'schedule' | 'timeZone'>,
+  slot: Date,
+): boolean {
   const t = slot.getTime();
-  const start = t - (((t % CHECK_PERIOD_MS) + CHECK_PERIOD_MS) % CHECK_PERIOD_MS);
+  const start =
+    t - (((t % CHECK_PERIOD_MS) + CHECK_PERIOD_MS) % CHECK_PERIOD_MS);
   const end = new Date(start + CHECK_PERIOD_MS);
   return slotsBetween(job, new Date(start), end, 1).slots[0]?.getTime() === t;
 }
@@ -56,11 +74,18 @@ export interface MissedRunCheckDeps {
 }
 
 /** What one check did: how many slots it read, and how many it reported. */
-export type CheckResult = { readonly checked: number; readonly reported: number };
+export type CheckResult = {
+  readonly checked: number;
+  readonly reported: number;
+};
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
-type SlotRead = { readonly slot: Date; readonly runId: string; readonly record?: StoredRecord };
+type SlotRead = {
+  readonly slot: Date;
+  readonly runId: string;
+  readonly record?: StoredRecord;
+};
 
 /** A closed slot whose record cannot be read: an ERROR by the check that judges it. */
 interface UnreadableSlot {
@@ -75,7 +100,10 @@ interface UnreadableSlot {
  */
 interface Finding extends Omit<SlotRead, 'record'> {
   readonly fields: object;
-  readonly message: typeof MISSED_RUN | typeof FAILED_AFTER_RETRIES | typeof PAUSED_SLOT;
+  readonly message:
+    | typeof MISSED_RUN
+    | typeof FAILED_AFTER_RETRIES
+    | typeof PAUSED_SLOT;
   readonly lapsed: boolean;
   readonly unloggedBy?: string;
 }
@@ -128,19 +156,39 @@ function judge(
   for (const { slot, runId, record } of slots) {
     const verdict = slotVerdict(job, slot, record, end, window.now);
     end = verdict.end;
-    const judged = record === undefined ? undefined : judgedAt(record, window.now);
+    const judged =
+      record === undefined ? undefined : judgedAt(record, window.now);
     const run = judged?.status === 'unreadable' ? undefined : judged;
-    const report = (message: Finding['message'], state: string, more: object = {}) => {
+    const report = (
+      message: Finding['message'],
+      state: string,
+      more: object = {},
+    ) => {
       const line = { jobName: job.id, slot: slot.toISOString(), runId, state };
-      const fields = { ...line, attempts: run?.attempts ?? 0, lastError: run?.lastError, ...more };
-      findings.push({ slot, runId, fields, message, lapsed: record?.status === 'in_progress' });
+      const fields = {
+        ...line,
+        attempts: run?.attempts ?? 0,
+        lastError: run?.lastError,
+        ...more,
+      };
+      findings.push({
+        slot,
+        runId,
+        fields,
+        message,
+        lapsed: record?.status === 'in_progress',
+      });
     };
     // No record, or a bare `missed` one: neither a run nor a report.
     const absent =
       judged === undefined ||
-      (run?.status === 'missed' && run.attempts === 0 && run.reportedAt === undefined);
+      (run?.status === 'missed' &&
+        run.attempts === 0 &&
+        run.reportedAt === undefined);
     const pause =
-      absent && (run?.kind ?? 'slot') === 'slot' ? pauseAt(window.pauses, slot) : undefined;
+      absent && (run?.kind ?? 'slot') === 'slot'
+        ? pauseAt(window.pauses, slot)
+        : undefined;
     if (pause !== undefined) {
       report(PAUSED_SLOT, 'paused', { lastError: undefined, note: pause.note });
       continue;
@@ -196,7 +244,10 @@ export class MissedRunCheck {
       return true;
     }
     const known = this.#known.get(checkDocumentId(job.id, scope));
-    return known !== undefined && now.getTime() - closedAfterMs(job) - known >= 2 * CHECK_PERIOD_MS;
+    return (
+      known !== undefined &&
+      now.getTime() - closedAfterMs(job) - known >= 2 * CHECK_PERIOD_MS
+    );
   }
   /**
    * Judges the job's slots in `scope` since its cursor, reports each missed or finally failed one
@@ -204,7 +255,11 @@ export class MissedRunCheck {
    * @throws {LedgerUnavailableError} if a read or write fails (the cursor has not moved); the
    *   caller logs it: a failed check must never fail a run.
    */
-  async check(job: DeclaredJob, scope: Scope, logger: Logger): Promise<CheckResult> {
+  async check(
+    job: DeclaredJob,
+    scope: Scope,
+    logger: Logger,
+  ): Promise<CheckResult> {
     const window = await this.#window(job, scope, logger);
     if (window === undefined) {
       return NOTHING;
@@ -216,15 +271,27 @@ export class MissedRunCheck {
     }
     const judged = await this.#scan(job, scope, window, range);
     for (const { slot, runId, record } of judged.unreadable) {
-      const fields = { jobName: job.id, slot: slot.toISOString(), runId, state: 'unreadable' };
-      logger.error({ ...fields, field: record.field, problem: record.problem }, UNREADABLE_SLOT);
+      const fields = {
+        jobName: job.id,
+        slot: slot.toISOString(),
+        runId,
+        state: 'unreadable',
+      };
+      logger.error(
+        { ...fields, field: record.field, problem: record.problem },
+        UNREADABLE_SLOT,
+      );
     }
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
     return { checked: range.slots.length, reported };
   }
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
-  async #window(job: DeclaredJob, scope: Scope, logger: Logger): Promise<Window | undefined> {
+  async #window(
+    job: DeclaredJob,
+    scope: Scope,
+    logger: Logger,
+  ): Promise<Window | undefined> {
     const { jobDocuments, clock } = this.#deps;
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
@@ -236,7 +303,15 @@ export class MissedRunCheck {
       logger.warn({ jobName: job.id, document: id }, message);
     }
     const pauses = stored === 'unreadable' ? [] : stored;
-    const updateTime = await reportOverduePause(jobDocuments, id, job, pauses, read, now, logger);
+    const updateTime = await reportOverduePause(
+      jobDocuments,
+      id,
+      job,
+      pauses,
+      read,
+      now,
+      logger,
+    );
     if (updateTime === 'changed') {
       this.#known.delete(id);
       return undefined;
@@ -253,23 +328,44 @@ export class MissedRunCheck {
   /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
   async #moveIdle(job: DeclaredJob, window: Window): Promise<CheckResult> {
     const { cursor, boundary, from } = window;
-    const at = cursor === undefined ? new Date(Math.max(boundary, from.getTime())) : from;
-    const lost = !window.current && !(await this.#writeCursor(job, window, at, window.runSeen));
+    const at =
+      cursor === undefined
+        ? new Date(Math.max(boundary, from.getTime()))
+        : from;
+    const lost =
+      !window.current &&
+      !(await this.#writeCursor(job, window, at, window.runSeen));
     if (!lost) {
       this.#known.set(window.id, at.getTime());
     }
     return NOTHING;
   }
   /** Reads and judges the records of `slots` and of the slot before them (the wait behind it). */
-  async #scan(job: DeclaredJob, scope: Scope, window: Window, range: SlotRange): Promise<Judged> {
+  async #scan(
+    job: DeclaredJob,
+    scope: Scope,
+    window: Window,
+    range: SlotRange,
+  ): Promise<Judged> {
     const { slots, truncated } = range;
     // The slot before, by the rules in force then: after a schedule change, not the new rule's.
     const before = previousJudgedSlot(window.rules, slots[0] as Date);
     const all = before === undefined ? slots : [before, ...slots];
-    const tolerance = () => forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
-    const read = await readSlotRecords(this.#deps.history, job, all, scope, tolerance);
+    const tolerance = () =>
+      forcedRunToleranceMs(job, this.#deps.forcedRunToleranceMs ?? 0);
+    const read = await readSlotRecords(
+      this.#deps.history,
+      job,
+      all,
+      scope,
+      tolerance,
+    );
     const rows = read.runIds.map(
-      (runId, i): SlotRead => ({ slot: all[i] as Date, runId, record: read.records.get(runId) }),
+      (runId, i): SlotRead => ({
+        slot: all[i] as Date,
+        runId,
+        record: read.records.get(runId),
+      }),
     );
     let previousEnd = Number.NEGATIVE_INFINITY;
     if (before !== undefined) {
@@ -279,11 +375,18 @@ export class MissedRunCheck {
     }
     const { openAt, ...judged } = judge(job, rows, previousEnd, window);
     const last = slots.at(-1) as Date;
-    const next = openAt ?? (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
+    const next =
+      openAt ??
+      (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
     return { ...judged, next, tokens: read.updateTimes };
   }
   /** Reports each finding once, logging those it wrote; `raced`: the first not landed as ours. */
-  async #report(job: DeclaredJob, scope: Scope, judged: Judged, logger: Logger) {
+  async #report(
+    job: DeclaredJob,
+    scope: Scope,
+    judged: Judged,
+    logger: Logger,
+  ) {
     // Written with each report: one whose answer was lost is recognised as ours by a read.
     const reporter = randomUUID();
     let reported = 0;
@@ -304,7 +407,13 @@ export class MissedRunCheck {
         await this.#acknowledge(runId, finding.unloggedBy, token, logger);
         continue;
       }
-      const result = await this.#reportOne(job, scope, finding, token, reporter);
+      const result = await this.#reportOne(
+        job,
+        scope,
+        finding,
+        token,
+        reporter,
+      );
       // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result === 'exists' || result === 'unconfirmed') {
         if (raced === undefined || slot < raced) {
@@ -364,7 +473,11 @@ export class MissedRunCheck {
     let failure: { readonly error: unknown } | undefined;
     try {
       const keyScope = scopeId(scope);
-      const details = { jobName: job.id, scheduleTime: slot.toISOString(), keyScope };
+      const details = {
+        jobName: job.id,
+        scheduleTime: slot.toISOString(),
+        keyScope,
+      };
       const written =
         token === undefined
           ? await history.reportMissed(runId, details, reporter)
@@ -382,7 +495,8 @@ export class MissedRunCheck {
       }
       const stored = read.records.get(runId);
       const ours =
-        stored?.status !== 'unreadable' && stored?.reportedBy === unloggedReporter(reporter);
+        stored?.status !== 'unreadable' &&
+        stored?.reportedBy === unloggedReporter(reporter);
       const writtenAt = read.updateTimes.get(runId);
       if (ours && writtenAt !== undefined) {
         return { writtenAt };
@@ -395,13 +509,22 @@ export class MissedRunCheck {
     return 'unconfirmed'; // a refused write may be this check's own, landed: never silent
   }
   /** Moves the cursor past what was judged (to the earliest raced slot, if any), fenced. */
-  async #moveCursor(job: DeclaredJob, window: Window, judged: Judged, raced?: Date): Promise<void> {
-    const next = raced !== undefined && raced < judged.next ? raced : judged.next;
+  async #moveCursor(
+    job: DeclaredJob,
+    window: Window,
+    judged: Judged,
+    raced?: Date,
+  ): Promise<void> {
+    const next =
+      raced !== undefined && raced < judged.next ? raced : judged.next;
     const unchanged =
       window.current &&
       next.getTime() === window.from.getTime() &&
       judged.runSeen === window.cursor?.runSeen;
-    if (!unchanged && !(await this.#writeCursor(job, window, next, judged.runSeen))) {
+    if (
+      !unchanged &&
+      !(await this.#writeCursor(job, window, next, judged.runSeen))
+    ) {
       this.#known.delete(window.id); // another instance moved it: our reports were each once
       return;
     }
@@ -410,11 +533,28 @@ export class MissedRunCheck {
     this.#known.set(window.id, stopped ? window.boundary : next.getTime());
   }
   /** Writes the cursor with the window's rules, fenced; false if another instance wrote first. */
-  async #writeCursor(job: DeclaredJob, window: Window, checkedBefore: Date, runSeen: boolean) {
+  async #writeCursor(
+    job: DeclaredJob,
+    window: Window,
+    checkedBefore: Date,
+    runSeen: boolean,
+  ) {
     const { jobDocuments } = this.#deps;
-    const cursor = { checkedBefore, runSeen, rules: window.rules, seenAt: window.now.getTime() };
+    const cursor = {
+      checkedBefore,
+      runSeen,
+      rules: window.rules,
+      seenAt: window.now.getTime(),
+    };
     const document = cursorDocument(job, cursor, jobDocuments.expireAt());
     const { id, updateTime } = window;
-    return (await jobDocuments.write(id, 'missed-run check', document, updateTime)) !== 'conflict';
+    return (
+      (await jobDocuments.write(
+        id,
+        'missed-run check',
+        document,
+        updateTime,
+      )) !== 'conflict'
+    );
   }
 }

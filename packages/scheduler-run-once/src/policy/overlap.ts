@@ -1,7 +1,12 @@
 /** Is another run of this job still running? The per-job overlap lock (docs/how-it-works.md). */
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { scopeId } from '../core/run-key.ts';
-import { isCompleted, isLeaseLive, judgedAt, type UnreadableRecord } from '../core/run-record.ts';
+import {
+  isCompleted,
+  isLeaseLive,
+  judgedAt,
+  type UnreadableRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { type RunHistory, slotRunId } from './run-history.ts';
 import type { RunPlan, ScheduledRun } from './run-plan.ts';
@@ -52,19 +57,26 @@ export async function checkOverlap(
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments, leaseMs } = stores;
   const keyScope = scopeId(run.scope);
-  const lockId = keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
+  const lockId =
+    keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
   const previous = previousSlot(job, new Date(run.scheduleTime));
-  const previousRunId = previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
+  const previousRunId =
+    previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
   const named = holderOf(lock.data);
   if (typeof named === 'object') {
     return { action: 'unreadable', by: lockId, record: named, lock: true };
   }
   const holder = named === runId ? undefined : named; // its own lock: this run took it before
-  const ids = [...new Set([holder, previousRunId])].filter((id) => id !== undefined);
+  const ids = [...new Set([holder, previousRunId])].filter(
+    (id) => id !== undefined,
+  );
   const { records, readTime } =
-    ids.length === 0 ? { records: new Map(), readTime: lock.readTime } : await history.getMany(ids);
-  const previousRecord = previousRunId === undefined ? undefined : records.get(previousRunId);
+    ids.length === 0
+      ? { records: new Map(), readTime: lock.readTime }
+      : await history.getMany(ids);
+  const previousRecord =
+    previousRunId === undefined ? undefined : records.get(previousRunId);
   const heldHere = (id: string) => stores.heldHere?.(id) === true;
   const previousLive =
     (previousRecord !== undefined && isLeaseLive(previousRecord, readTime)) ||
@@ -74,23 +86,38 @@ export async function checkOverlap(
   }
   if (holder !== undefined) {
     const stored = records.get(holder);
-    const record = stored === undefined ? undefined : judgedAt(stored, readTime);
+    const record =
+      stored === undefined ? undefined : judgedAt(stored, readTime);
     if (record?.status === 'unreadable') {
       return { action: 'unreadable', by: holder, record };
     }
-    const holderLive = (record !== undefined && isLeaseLive(record, readTime)) || heldHere(holder);
+    const holderLive =
+      (record !== undefined && isLeaseLive(record, readTime)) ||
+      heldHere(holder);
     const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
     // No record: an older revision's claim still to come after its lock, or a record deleted (a
     // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
     const claimWindowMs = Math.min(stores.claimWindowMs, leaseMs);
-    const holderComing = record === undefined && lock.readTime.getTime() < lockedAt + claimWindowMs;
+    const holderComing =
+      record === undefined &&
+      lock.readTime.getTime() < lockedAt + claimWindowMs;
     if (holderLive || holderComing) {
       return { action: 'held', by: holder };
     }
   }
-  const data = { [HOLDER]: runId, job_name: job.id, expire_at: jobDocuments.expireAt() };
+  const data = {
+    [HOLDER]: runId,
+    job_name: job.id,
+    expire_at: jobDocuments.expireAt(),
+  };
   const token = lock.updateTime;
-  const guard = { documents: jobDocuments, id: lockId, what: 'overlap lock', data, token };
+  const guard = {
+    documents: jobDocuments,
+    id: lockId,
+    what: 'overlap lock',
+    data,
+    token,
+  };
   return { action: 'run', guard };
 }
 
@@ -106,7 +133,11 @@ function holderOf(
     return holder;
   }
   const shown = JSON.stringify(holder) ?? 'missing';
-  return { status: 'unreadable', field: HOLDER, problem: `is ${shown}, not a run id` };
+  return {
+    status: 'unreadable',
+    field: HOLDER,
+    problem: `is ${shown}, not a run id`,
+  };
 }
 
 /**
@@ -159,12 +190,23 @@ export async function decideOverlap(
   if (plan.overlap === 'wait') {
     return { action: 'wait', by, why: 'policy' };
   }
-  const recorded = await stores.history.recordSkipped(plan.runId, plan.details, by);
+  const recorded = await stores.history.recordSkipped(
+    plan.runId,
+    plan.details,
+    by,
+  );
   if (recorded === 'recorded') {
     return { action: 'skipped', by };
   }
   // A finished record: the claim finds it and answers a duplicate.
-  const record = (await stores.history.getMany([plan.runId])).records.get(plan.runId);
-  const finished = record !== undefined && record.status !== 'unreadable' && isCompleted(record);
-  return finished ? { action: 'run' } : { action: 'wait', by, why: 'has_record' };
+  const record = (await stores.history.getMany([plan.runId])).records.get(
+    plan.runId,
+  );
+  const finished =
+    record !== undefined &&
+    record.status !== 'unreadable' &&
+    isCompleted(record);
+  return finished
+    ? { action: 'run' }
+    : { action: 'wait', by, why: 'has_record' };
 }

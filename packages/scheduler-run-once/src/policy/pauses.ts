@@ -35,7 +35,8 @@ export interface Pause {
 /** Whether `note` may be stored: {@link MAX_PAUSE_NOTE_LENGTH} characters at most, none control. */
 export function isPauseNote(note: string): boolean {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: refused, since the note is printed
-  return note.length <= MAX_PAUSE_NOTE_LENGTH && !/[\u0000-\u001f\u007f]/.test(note);
+  const hasControl = /[\u0000-\u001f\u007f]/.test(note);
+  return note.length <= MAX_PAUSE_NOTE_LENGTH && !hasControl;
 }
 
 /** Whether `until` may end a pause from `from`: {@link MIN_PAUSE_MS} to 30 days after. */
@@ -46,7 +47,9 @@ export function isPauseEnd(until: Date, from: Date): boolean {
 
 /** When a pause is reported as outliving its bound. */
 export function pauseBound(pause: Pick<Pause, 'pausedAt' | 'until'>): Date {
-  return pause.until ?? new Date(pause.pausedAt.getTime() + DEFAULT_PAUSE_BOUND_MS);
+  return (
+    pause.until ?? new Date(pause.pausedAt.getTime() + DEFAULT_PAUSE_BOUND_MS)
+  );
 }
 
 function optionalTime(value: unknown): Date | undefined | 'bad' {
@@ -62,7 +65,9 @@ function readPause(value: unknown, now: Date): Pause | undefined {
     return undefined;
   }
   const { note, ...p } = value as Record<string, unknown>;
-  const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(optionalTime);
+  const times = [p.paused_at, p.until, p.resumed_at, p.overdue_reported_at].map(
+    optionalTime,
+  );
   if (times.includes('bad') || typeof note !== 'string' || !isPauseNote(note)) {
     return undefined;
   }
@@ -83,18 +88,29 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   }
   // Each time was Firestore's when written: one in the future was not.
   const latest = now.getTime() + PAUSE_CLOCK_SLACK_MS;
-  if ([pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)) {
+  if (
+    [pausedAt, resumedAt, overdue].some((t) => (t?.getTime() ?? 0) > latest)
+  ) {
     return undefined;
   }
   if (unlogged === true && overdue === undefined) {
     return undefined;
   }
-  const pause = { pausedAt, until, note, resumedAt, overdueReportedAt: overdue };
+  const pause = {
+    pausedAt,
+    until,
+    note,
+    resumedAt,
+    overdueReportedAt: overdue,
+  };
   return unlogged === true ? { ...pause, overdueUnlogged: true } : pause;
 }
 
 /** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
-export function readPauses(data: DocumentData | undefined, now: Date): Pause[] | 'unreadable' {
+export function readPauses(
+  data: DocumentData | undefined,
+  now: Date,
+): Pause[] | 'unreadable' {
   const stored = data?.pauses;
   if (stored === undefined) {
     return [];
@@ -115,7 +131,8 @@ export function readPauses(data: DocumentData | undefined, now: Date): Pause[] |
 
 /** The pauses as stored. */
 export function pausesField(pauses: readonly Pause[]): DocumentData[] {
-  const at = (t: Date | undefined) => (t === undefined ? null : Timestamp.fromDate(t));
+  const at = (t: Date | undefined) =>
+    t === undefined ? null : Timestamp.fromDate(t);
   return pauses.map((p) => ({
     paused_at: Timestamp.fromDate(p.pausedAt),
     until: at(p.until),
@@ -127,9 +144,13 @@ export function pausesField(pauses: readonly Pause[]): DocumentData[] {
 }
 
 /** The pause `slot` falls in, if any. */
-export function pauseAt(pauses: readonly Pause[], slot: Date): Pause | undefined {
+export function pauseAt(
+  pauses: readonly Pause[],
+  slot: Date,
+): Pause | undefined {
   return pauses.find(
-    (p) => p.pausedAt <= slot && (p.resumedAt === undefined || slot < p.resumedAt),
+    (p) =>
+      p.pausedAt <= slot && (p.resumedAt === undefined || slot < p.resumedAt),
   );
 }
 
@@ -140,7 +161,10 @@ export function activePause(pauses: readonly Pause[]): Pause | undefined {
 }
 
 /** The active pause past its bound at `now`, not reported yet. */
-export function overduePause(pauses: readonly Pause[], now: Date): Pause | undefined {
+export function overduePause(
+  pauses: readonly Pause[],
+  now: Date,
+): Pause | undefined {
   const pause = activePause(pauses);
   if (pause === undefined || pause.overdueReportedAt !== undefined) {
     return undefined;
@@ -177,17 +201,29 @@ export async function reportOverduePause(
   const report =
     fresh === undefined
       ? { token: read.updateTime, pauses }
-      : await writeOverdueReport(documents, id, pauses, fresh, read.updateTime, now);
+      : await writeOverdueReport(
+          documents,
+          id,
+          pauses,
+          fresh,
+          read.updateTime,
+          now,
+        );
   if (report === 'changed') {
     return report;
   }
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
   const again = fresh === undefined ? { relogged: true } : {};
-  logger.error({ jobName: job.id, pausedAt, bound, note: pause.note, ...again }, PAUSE_OVERDUE);
+  logger.error(
+    { jobName: job.id, pausedAt, bound, note: pause.note, ...again },
+    PAUSE_OVERDUE,
+  );
   // Logged: the mark goes, fenced; if that fails, a later check logs it again (at worst twice).
   const { overdueUnlogged: _, ...logged } = report.pauses.at(-1) as Pause;
-  const acknowledged = { pauses: pausesField([...report.pauses.slice(0, -1), logged]) };
+  const acknowledged = {
+    pauses: pausesField([...report.pauses.slice(0, -1), logged]),
+  };
   const what = 'overdue pause report acknowledgement';
   const written = await documents
     .write(id, what, acknowledged, report.token)
@@ -203,16 +239,32 @@ async function writeOverdueReport(
   pause: Pause,
   token: Timestamp,
   now: Date,
-): Promise<{ readonly token: Timestamp; readonly pauses: readonly Pause[] } | 'changed'> {
-  const reported = { ...pause, overdueReportedAt: now, overdueUnlogged: true as const };
+): Promise<
+  { readonly token: Timestamp; readonly pauses: readonly Pause[] } | 'changed'
+> {
+  const reported = {
+    ...pause,
+    overdueReportedAt: now,
+    overdueUnlogged: true as const,
+  };
   const marked = pauses.map((p) => (p === pause ? reported : p));
   const data = { pauses: pausesField(marked) };
-  const written = await documents.write(id, 'overdue pause report', data, token);
-  return written === 'conflict' ? 'changed' : { token: written, pauses: marked };
+  const written = await documents.write(
+    id,
+    'overdue pause report',
+    data,
+    token,
+  );
+  return written === 'conflict'
+    ? 'changed'
+    : { token: written, pauses: marked };
 }
 
 /** The active pause whose overdue report was written {@link REPORT_LOG_GRACE_MS} ago, unlogged. */
-function unloggedOverdue(pauses: readonly Pause[], now: Date): Pause | undefined {
+function unloggedOverdue(
+  pauses: readonly Pause[],
+  now: Date,
+): Pause | undefined {
   const pause = activePause(pauses);
   const reportedAt = pause?.overdueReportedAt?.getTime();
   if (pause?.overdueUnlogged !== true || reportedAt === undefined) {

@@ -1,5 +1,9 @@
 /** Which re-runs the function refuses (docs/how-it-works.md, "Re-runs the function refuses"). */
-import { isLeaseLive, RunStatus, type StoredRecord } from '../core/run-record.ts';
+import {
+  isLeaseLive,
+  RunStatus,
+  type StoredRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotOf } from './missed-run-rules.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
@@ -42,9 +46,20 @@ export async function rerunRefusal(
   if (own !== undefined) {
     return slotNotFinished(job, scheduleTime, own, now);
   }
-  const forcedRecord = (await history.getMany([forced.runId])).records.get(forced.runId);
-  const delivered = isSlotsOwnDelivery(forcedRecord, new Date(t), forced.toleranceMs);
-  return slotNotFinished(job, scheduleTime, delivered ? forcedRecord : undefined, now);
+  const forcedRecord = (await history.getMany([forced.runId])).records.get(
+    forced.runId,
+  );
+  const delivered = isSlotsOwnDelivery(
+    forcedRecord,
+    new Date(t),
+    forced.toleranceMs,
+  );
+  return slotNotFinished(
+    job,
+    scheduleTime,
+    delivered ? forcedRecord : undefined,
+    now,
+  );
 }
 
 /** Why the slot's record is not a finished run to re-run at Firestore's `now`, if it is not. */

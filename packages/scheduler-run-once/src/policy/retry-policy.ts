@@ -6,10 +6,17 @@ export type RetryConfig = Omit<JobSettings, 'attemptDeadlineSeconds'>;
 
 /** The wait before retry `n` (0-based), ms: doubling `maxDoublings` times, then linear, capped. */
 export function backoffMs(
-  settings: Pick<JobSettings, 'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'>,
+  settings: Pick<
+    JobSettings,
+    'minBackoffSeconds' | 'maxBackoffSeconds' | 'maxDoublings'
+  >,
   n: number,
 ): number {
-  const { minBackoffSeconds: min, maxBackoffSeconds: max, maxDoublings: d } = settings;
+  const {
+    minBackoffSeconds: min,
+    maxBackoffSeconds: max,
+    maxDoublings: d,
+  } = settings;
   const doubled = min * 2 ** Math.min(n, d);
   const linear = n > d ? (n - d) * min * 2 ** d : 0;
   return Math.min(max, doubled + linear) * 1000;
@@ -19,7 +26,11 @@ export function backoffMs(
  * Whether Scheduler makes retry `n` (0-based), decided `elapsedMs` after the first attempt: until
  * both `retryCount` and `maxRetryDuration` (0: no limit of its own) are reached.
  */
-export function makesRetry(config: RetryConfig, n: number, elapsedMs: number): boolean {
+export function makesRetry(
+  config: RetryConfig,
+  n: number,
+  elapsedMs: number,
+): boolean {
   const durationMs = config.maxRetryDurationSeconds * 1000;
   if (n < config.retryCount) {
     return true;
@@ -43,7 +54,10 @@ export function backoffSequenceMs(settings: JobSettings): number[] {
 /** The retry window, ms: `(retries + 1) × attemptDeadline + Σ back-offs` (default 3570 s). */
 export function retryWindowMs(settings: JobSettings): number {
   const attemptMs = settings.attemptDeadlineSeconds * 1000;
-  return backoffSequenceMs(settings).reduce((ms, wait) => ms + wait + attemptMs, attemptMs);
+  return backoffSequenceMs(settings).reduce(
+    (ms, wait) => ms + wait + attemptMs,
+    attemptMs,
+  );
 }
 
 /** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */

@@ -14,7 +14,9 @@ export const MAX_RFC3339_LENGTH = 40;
  * second included), no offset, or outside years 0001-9999 in UTC.
  * @example canonicalRfc3339('2026-10-16T05:00:00.500-07:00') // '2026-10-16T12:00:00.5Z'
  */
-export function canonicalRfc3339(value: string): string | { readonly problem: string } {
+export function canonicalRfc3339(
+  value: string,
+): string | { readonly problem: string } {
   if (value.length > MAX_RFC3339_LENGTH) {
     return { problem: `is longer than ${MAX_RFC3339_LENGTH} characters` };
   }
@@ -29,16 +31,21 @@ export function canonicalRfc3339(value: string): string | { readonly problem: st
   const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
   const offsetHours = Number(m[10] ?? 0);
   const offsetMinutes = Number(m[11] ?? 0);
-  const realDate = year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth;
+  const realDate =
+    year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth;
   const realTime = hour <= 23 && minute <= 59 && second <= 59;
   if (!realDate || !realTime || offsetHours > 23 || offsetMinutes > 59) {
-    return { problem: 'is not a real instant (check the date, time and offset)' };
+    return {
+      problem: 'is not a real instant (check the date, time and offset)',
+    };
   }
   const sign = m[9] === '-' ? -1 : 1;
   // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear puts them back.
   const local = new Date(Date.UTC(year, month - 1, day, hour, minute, second));
   local.setUTCFullYear(year);
-  const utc = new Date(local.getTime() - sign * (offsetHours * 60 + offsetMinutes) * 60_000);
+  const utc = new Date(
+    local.getTime() - sign * (offsetHours * 60 + offsetMinutes) * 60_000,
+  );
   if (utc.getUTCFullYear() < 1 || utc.getUTCFullYear() > 9999) {
     return { problem: 'falls outside years 0001-9999 in UTC' };
   }

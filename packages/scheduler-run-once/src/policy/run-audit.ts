@@ -46,10 +46,15 @@ export function auditRun(
       try {
         reported += (await check.check(job, scope, logger)).reported;
       } catch (err) {
-        failed.push(`${job.id} (${err instanceof Error ? err.message : String(err)})`);
+        failed.push(
+          `${job.id} (${err instanceof Error ? err.message : String(err)})`,
+        );
       }
     }
-    ctx.logger.info({ jobs: jobs.length, reported, failed: failed.length }, 'run audit done');
+    ctx.logger.info(
+      { jobs: jobs.length, reported, failed: failed.length },
+      'run audit done',
+    );
     if (failed.length > 0) {
       throw new Error(`the missed-run check failed for ${failed.join(', ')}`);
     }

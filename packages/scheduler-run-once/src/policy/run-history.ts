@@ -40,13 +40,25 @@ export function unloggedReporter(reporter: string): string {
 }
 
 /** The reporter of a report written but not yet acknowledged as logged, else `undefined`. */
-export function unloggedReportBy(reportedBy: string | undefined): string | undefined {
-  return reportedBy?.endsWith(UNLOGGED) ? reportedBy.slice(0, -UNLOGGED.length) : undefined;
+export function unloggedReportBy(
+  reportedBy: string | undefined,
+): string | undefined {
+  return reportedBy?.endsWith(UNLOGGED)
+    ? reportedBy.slice(0, -UNLOGGED.length)
+    : undefined;
 }
 
 /** The run id a delivery of the job's slot gets (short job id, canonical schedule time, scope). */
-export function slotRunId(jobId: string, slot: Date, scope: Scope, variant?: RunVariant): string {
-  return computeRunId({ jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope }, variant);
+export function slotRunId(
+  jobId: string,
+  slot: Date,
+  scope: Scope,
+  variant?: RunVariant,
+): string {
+  return computeRunId(
+    { jobName: jobId, scheduleTime: toCanonicalRfc3339(slot), scope },
+    variant,
+  );
 }
 
 /** The run id of the forced run an early delivery of the slot is taken for (`run-plan.ts`). */
@@ -65,7 +77,11 @@ export function isSlotsOwnDelivery(
   toleranceMs: number,
 ): record is RunRecord {
   const run = record?.status === 'unreadable' ? undefined : record;
-  if (run?.kind !== 'forced' || run.withoutScheduleTime || run.firstClaimedAt === undefined) {
+  if (
+    run?.kind !== 'forced' ||
+    run.withoutScheduleTime ||
+    run.firstClaimedAt === undefined
+  ) {
     return false;
   }
   return run.firstClaimedAt.getTime() >= slot.getTime() - toleranceMs / 2;
@@ -86,11 +102,15 @@ export async function readSlotRecords(
 ): Promise<BatchRead & { readonly runIds: readonly string[] }> {
   const runIds = slots.map((slot) => slotRunId(job.id, slot, scope));
   const own = await store.getMany(runIds);
-  const absent = runIds.flatMap((id, i) => (own.records.get(id) === undefined ? [i] : []));
+  const absent = runIds.flatMap((id, i) =>
+    own.records.get(id) === undefined ? [i] : [],
+  );
   if (absent.length === 0) {
     return { ...own, runIds };
   }
-  const forcedIds = absent.map((i) => forcedRunId(job.id, slots[i] as Date, scope));
+  const forcedIds = absent.map((i) =>
+    forcedRunId(job.id, slots[i] as Date, scope),
+  );
   const forced = await store.getMany(forcedIds);
   const records = new Map(own.records);
   const updateTimes = new Map(own.updateTimes);
@@ -98,7 +118,10 @@ export async function readSlotRecords(
   for (const [k, i] of absent.entries()) {
     const id = forcedIds[k] as string;
     const record = forced.records.get(id);
-    if (record === undefined || !isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs())) {
+    if (
+      record === undefined ||
+      !isSlotsOwnDelivery(record, slots[i] as Date, toleranceMs())
+    ) {
       continue;
     }
     chosen[i] = id;
@@ -123,7 +146,9 @@ export async function slotsForcedRun(
   const forced = forcedRunId(job.id, slot, scope);
   const { records } = await store.getMany([own, forced]);
   const record = records.get(forced);
-  const taken = records.get(own) === undefined && isSlotsOwnDelivery(record, slot, toleranceMs);
+  const taken =
+    records.get(own) === undefined &&
+    isSlotsOwnDelivery(record, slot, toleranceMs);
   return taken ? { runId: forced, record } : undefined;
 }
 
@@ -142,10 +167,22 @@ export class RunHistory {
    * Creates a slot's `missed` record, reported by `reporter` and marked not yet logged
    * ({@link unloggedReporter}); `exists` if one came first.
    */
-  async reportMissed(runId: string, details: RunDetails, reporter: string): Promise<Report> {
+  async reportMissed(
+    runId: string,
+    details: RunDetails,
+    reporter: string,
+  ): Promise<Report> {
     const marked = unloggedReporter(reporter);
-    const document = missedDocument(this.#documents.expireAt(), details, marked);
-    const created = await this.#documents.write(runId, 'missed-run report', document);
+    const document = missedDocument(
+      this.#documents.expireAt(),
+      details,
+      marked,
+    );
+    const created = await this.#documents.write(
+      runId,
+      'missed-run report',
+      document,
+    );
     return created === 'conflict' ? 'exists' : { writtenAt: created };
   }
   /**
@@ -161,7 +198,13 @@ export class RunHistory {
   ): Promise<Report> {
     const marked = unloggedReporter(reporter);
     const lapsedError = lapsed ? LAPSED_ERROR : undefined;
-    const written = await reportFailure(this.#documents, runId, updateTime, marked, lapsedError);
+    const written = await reportFailure(
+      this.#documents,
+      runId,
+      updateTime,
+      marked,
+      lapsedError,
+    );
     return written === 'exists' ? 'exists' : { writtenAt: written };
   }
   /**
@@ -170,9 +213,18 @@ export class RunHistory {
    * re-opened by a backfill: either way nothing is left to log).
    * @throws {LedgerUnavailableError} if the write fails (a later check logs the report again).
    */
-  async acknowledgeReport(runId: string, reporter: string, token: Timestamp): Promise<boolean> {
+  async acknowledgeReport(
+    runId: string,
+    reporter: string,
+    token: Timestamp,
+  ): Promise<boolean> {
     const update = { [Field.reportedBy]: reporter };
-    const written = await this.#documents.write(runId, 'report acknowledgement', update, token);
+    const written = await this.#documents.write(
+      runId,
+      'report acknowledgement',
+      update,
+      token,
+    );
     return written !== 'conflict';
   }
   /** Records a slot skipped (final) while `blockedBy` ran; `exists` if a record appeared first. */
@@ -181,7 +233,11 @@ export class RunHistory {
     details: RunDetails,
     blockedBy: string,
   ): Promise<'recorded' | 'exists'> {
-    const document = skippedDocument(this.#documents.expireAt(), details, blockedBy);
+    const document = skippedDocument(
+      this.#documents.expireAt(),
+      details,
+      blockedBy,
+    );
     const created = await this.#documents.write(runId, 'skip', document);
     return created === 'conflict' ? 'exists' : 'recorded';
   }

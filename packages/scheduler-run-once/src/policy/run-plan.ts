@@ -1,5 +1,10 @@
 /** Which run a delivery asks for (docs/how-it-works.md, "Which run a delivery asks for"). */
-import { computeRunId, computeTriggerRunId, type Scope, scopeId } from '../core/run-key.ts';
+import {
+  computeRunId,
+  computeTriggerRunId,
+  type Scope,
+  scopeId,
+} from '../core/run-key.ts';
 import { type RunDetails, RunKind } from '../core/run-record.ts';
 import type { DeclaredJob, OverlapPolicy } from './job-declaration.ts';
 
@@ -43,15 +48,28 @@ export function planRun(
   toleranceMs: number,
 ): RunPlan {
   const { trigger, scope } = run;
-  const base = { jobName: job.id, scheduleTime: run.scheduleTime, keyScope: scopeId(scope) };
+  const base = {
+    jobName: job.id,
+    scheduleTime: run.scheduleTime,
+    keyScope: scopeId(scope),
+  };
   const overlap = trigger?.allowOverlap === true ? 'allow' : job.overlap;
-  const of = (kind: RunKind, runId: string, details: RunDetails = {}): RunPlan => {
+  const of = (
+    kind: RunKind,
+    runId: string,
+    details: RunDetails = {},
+  ): RunPlan => {
     return { runId, kind, details: { ...base, kind, ...details }, overlap };
   };
   // The short id, not the header as sent: both forms of a job's name are one run.
-  const variant = (parts: readonly string[]) => computeRunId({ ...run, jobName: job.id }, parts);
+  const variant = (parts: readonly string[]) =>
+    computeRunId({ ...run, jobName: job.id }, parts);
   if (trigger !== undefined) {
-    const runId = computeTriggerRunId({ scope, jobName: job.id, triggerId: trigger.id });
+    const runId = computeTriggerRunId({
+      scope,
+      jobName: job.id,
+      triggerId: trigger.id,
+    });
     if (trigger.mode === 'manual') {
       return of(RunKind.Manual, runId);
     }
@@ -59,7 +77,9 @@ export function planRun(
   }
   // Without the header it cannot be Scheduler's on-time delivery of the slot, even a second early.
   if (run.withoutScheduleTime) {
-    return of(RunKind.Forced, variant(['forced']), { withoutScheduleTime: true });
+    return of(RunKind.Forced, variant(['forced']), {
+      withoutScheduleTime: true,
+    });
   }
   const early = Date.parse(run.scheduleTime) - now.getTime();
   if (early > toleranceMs) {

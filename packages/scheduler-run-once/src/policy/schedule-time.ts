@@ -1,11 +1,20 @@
 /** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
 import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
-import { nextSlots, type ScheduleSpec, SLOT_RANGE, toUtcRfc3339 } from './schedule.ts';
+import {
+  nextSlots,
+  type ScheduleSpec,
+  SLOT_RANGE,
+  toUtcRfc3339,
+} from './schedule.ts';
 
 /** The shortest gap between the first 1,000 slots of {@link SLOT_RANGE}, ms (any instance's). */
 export function shortestGapMs(job: ScheduleSpec): number | undefined {
-  const slots = nextSlots(job, new Date(SLOT_RANGE.from.getTime() - 1), 1000).map(Number);
+  const slots = nextSlots(
+    job,
+    new Date(SLOT_RANGE.from.getTime() - 1),
+    1000,
+  ).map(Number);
   const gaps = slots.slice(1).map((t, i) => t - (slots[i] as number));
   return gaps.length === 0 ? undefined : Math.min(...gaps);
 }
@@ -14,22 +23,40 @@ export function shortestGapMs(job: ScheduleSpec): number | undefined {
 const gaps = new Map<string, number | undefined>();
 
 /** How early a delivery may be and still its slot's run, ms: `configuredMs`, ≤ half the least gap. */
-export function forcedRunToleranceMs(job: ScheduleSpec, configuredMs: number): number {
+export function forcedRunToleranceMs(
+  job: ScheduleSpec,
+  configuredMs: number,
+): number {
   const key = `${job.schedule}\u0000${job.timeZone}`;
   if (!gaps.has(key)) {
     gaps.set(key, shortestGapMs(job));
   }
   const gap = gaps.get(key);
-  return gap === undefined ? configuredMs : Math.min(configuredMs, Math.floor(gap / 2));
+  return gap === undefined
+    ? configuredMs
+    : Math.min(configuredMs, Math.floor(gap / 2));
 }
 
 /** The oldest schedule time a delivery may carry at `now`: `retentionMs` back, less the tolerance. */
-export function oldestAcceptedTime(now: Date, retentionMs: number, toleranceMs: number): Date {
-  return new Date(Math.max(SLOT_RANGE.from.getTime(), now.getTime() - retentionMs + toleranceMs));
+export function oldestAcceptedTime(
+  now: Date,
+  retentionMs: number,
+  toleranceMs: number,
+): Date {
+  return new Date(
+    Math.max(
+      SLOT_RANGE.from.getTime(),
+      now.getTime() - retentionMs + toleranceMs,
+    ),
+  );
 }
 
 /** The latest schedule time a delivery of `job` may carry at `now`: its next slot past the tolerance. */
-export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: number): Date {
+export function newestAcceptedTime(
+  job: ScheduleSpec,
+  now: Date,
+  toleranceMs: number,
+): Date {
   const after = new Date(now.getTime() + toleranceMs);
   return nextSlots(job, after, 1)[0] ?? after;
 }
@@ -38,7 +65,11 @@ export function newestAcceptedTime(job: ScheduleSpec, now: Date, toleranceMs: nu
 export function scheduleTimeProblem(
   job: ScheduleSpec,
   scheduleTime: Date,
-  { now, retentionMs, toleranceMs }: { now: Date; retentionMs: number; toleranceMs: number },
+  {
+    now,
+    retentionMs,
+    toleranceMs,
+  }: { now: Date; retentionMs: number; toleranceMs: number },
 ): string | undefined {
   const t = scheduleTime.getTime();
   const shown = `X-CloudScheduler-ScheduleTime ${Number.isFinite(t) ? toUtcRfc3339(scheduleTime) : 'is invalid'}`;

@@ -29,15 +29,46 @@ const MIN_OFFSET_MS = -12 * 3_600_000;
 const OFFSET_SPAN_MS = MAX_OFFSET_MS - MIN_OFFSET_MS;
 
 /** What slot arithmetic needs of a job (a declared job or `ctx.job` fits), both fields valid. */
-export type ScheduleSpec = { readonly schedule: string; readonly timeZone: string };
+export type ScheduleSpec = {
+  readonly schedule: string;
+  readonly timeZone: string;
+};
 
 /** The slots of a range, ascending; `truncated`: it held more (the earliest were returned). */
-export type SlotRange = { readonly slots: readonly Date[]; readonly truncated: boolean };
+export type SlotRange = {
+  readonly slots: readonly Date[];
+  readonly truncated: boolean;
+};
 
-const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
+const MONTHS = [
+  'JAN',
+  'FEB',
+  'MAR',
+  'APR',
+  'MAY',
+  'JUN',
+  'JUL',
+  'AUG',
+  'SEP',
+  'OCT',
+  'NOV',
+  'DEC',
+];
 const WEEKDAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
-const FIELDS = ['minute', 'hour', 'day of month', 'month', 'day of week'] as const;
-const FIELD_NAMES: readonly (readonly string[])[] = [[], [], [], MONTHS, WEEKDAYS];
+const FIELDS = [
+  'minute',
+  'hour',
+  'day of month',
+  'month',
+  'day of week',
+] as const;
+const FIELD_NAMES: readonly (readonly string[])[] = [
+  [],
+  [],
+  [],
+  MONTHS,
+  WEEKDAYS,
+];
 const NAMES = new RegExp(`\\b(${[...MONTHS, ...WEEKDAYS].join('|')})\\b`, 'gi');
 const GROC =
   'App Engine (groc) schedules such as "every 5 minutes" send no X-CloudScheduler-ScheduleTime ' +
@@ -80,7 +111,9 @@ function cachedCron(schedule: string): Cron {
 export function scheduleProblem(schedule: string): string | undefined {
   const fields = schedule.trim().split(/\s+/);
   if (fields.length !== 5) {
-    const nickname = schedule.trim().startsWith('@') ? '; write @daily as "0 0 * * *"' : '';
+    const nickname = schedule.trim().startsWith('@')
+      ? '; write @daily as "0 0 * * *"'
+      : '';
     // Only words (every, minutes, …) suggest a groc schedule; a wrong count of cron fields does not.
     const groc = /[a-z]{3,}/i.test(schedule.replace(NAMES, ''));
     const counted = schedule.trim() === '' ? '' : ` (it has ${fields.length})`;
@@ -88,9 +121,12 @@ export function scheduleProblem(schedule: string): string | undefined {
   }
   for (const [i, field] of fields.entries()) {
     const names = FIELD_NAMES[i] ?? [];
-    const unknown = field.match(/[A-Za-z]+/g)?.some((w) => !names.includes(w.toUpperCase()));
+    const unknown = field
+      .match(/[A-Za-z]+/g)
+      ?.some((w) => !names.includes(w.toUpperCase()));
     if (!/^[0-9A-Za-z*/,-]+$/.test(field) || unknown) {
-      const extra = names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
+      const extra =
+        names.length > 0 ? ` and the names ${names[0]}-${names.at(-1)}` : '';
       return (
         `${FIELDS[i]} field "${field}" may hold only numbers, "*", "-", "/" and ","${extra} ` +
         '(Cloud Scheduler takes no L, W, #, ? or @ forms)'
@@ -98,8 +134,12 @@ export function scheduleProblem(schedule: string): string | undefined {
     }
   }
   const [, , dayOfMonth = '', , dayOfWeek = ''] = fields;
-  const steppedBeside = (day: string, other: string) => /^\*./.test(day) && other !== '*';
-  if (steppedBeside(dayOfMonth, dayOfWeek) || steppedBeside(dayOfWeek, dayOfMonth)) {
+  const steppedBeside = (day: string, other: string) =>
+    /^\*./.test(day) && other !== '*';
+  if (
+    steppedBeside(dayOfMonth, dayOfWeek) ||
+    steppedBeside(dayOfWeek, dayOfMonth)
+  ) {
     return (
       `day of month "${dayOfMonth}" with day of week "${dayOfWeek}": cron implementations disagree ` +
       'whether a stepped "*" counts as restricted (both days must match, or either), and Cloud ' +
@@ -144,7 +184,9 @@ export function timeZoneProblem(timeZone: string): string | undefined {
   }
   // tz database names start every segment with a capital; Intl would take "europe/berlin" too.
   if (!timeZone.split('/').every((segment) => /^[A-Z]/.test(segment))) {
-    const spelled = [...canonicalZones].find((z) => z.toLowerCase() === timeZone.toLowerCase());
+    const spelled = [...canonicalZones].find(
+      (z) => z.toLowerCase() === timeZone.toLowerCase(),
+    );
     return `must be spelled as in the tz database${spelled === undefined ? '' : `: "${spelled}"`}`;
   }
   return undefined;
@@ -160,8 +202,19 @@ export function wallAt(timeZone: string, t: number): number {
   let format = wallClocks.get(timeZone);
   if (format === undefined) {
     const n = 'numeric';
-    const fields = { year: n, month: n, day: n, hour: n, minute: n, second: n } as const;
-    format = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', ...fields });
+    const fields = {
+      year: n,
+      month: n,
+      day: n,
+      hour: n,
+      minute: n,
+      second: n,
+    } as const;
+    format = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      ...fields,
+    });
     wallClocks.set(timeZone, format);
   }
   const part: Record<string, number> = {};
@@ -170,7 +223,12 @@ export function wallAt(timeZone: string, t: number): number {
   }
   const wall = new Date(0);
   wall.setUTCFullYear(part.year ?? 0, (part.month ?? 1) - 1, part.day ?? 1);
-  wall.setUTCHours(part.hour ?? 0, part.minute ?? 0, part.second ?? 0, ((t % 1000) + 1000) % 1000);
+  wall.setUTCHours(
+    part.hour ?? 0,
+    part.minute ?? 0,
+    part.second ?? 0,
+    ((t % 1000) + 1000) % 1000,
+  );
   return wall.getTime();
 }
 
@@ -191,11 +249,17 @@ function instantsShowing(timeZone: string, wall: number): number[] {
 
 /** How much the offset drops within 26 h after `t` (ms, 0 if it does not drop). */
 function dropAfter(timeZone: string, t: number): number {
-  return Math.max(0, offsetAt(timeZone, t) - offsetAt(timeZone, t + OFFSET_SPAN_MS));
+  return Math.max(
+    0,
+    offsetAt(timeZone, t) - offsetAt(timeZone, t + OFFSET_SPAN_MS),
+  );
 }
 
 /** Every slot after `from` (ms), ascending, lazily, each once every earlier wall time was seen. */
-function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, undefined> {
+function* slotsAfter(
+  job: ScheduleSpec,
+  from: number,
+): Generator<number, void, undefined> {
   const { timeZone } = job;
   const after = Math.max(from, RANGE_FROM_MS - 1);
   if (after >= RANGE_TO_MS) {
@@ -203,14 +267,19 @@ function* slotsAfter(job: ScheduleSpec, from: number): Generator<number, void, u
   }
   const cron = cachedCron(normaliseSchedule(job.schedule));
   // A drop within 26 h after `after` shows wall-clock times already passed once more.
-  let cursor = new Date(wallAt(timeZone, after) - dropAfter(timeZone, after) - 1);
+  let cursor = new Date(
+    wallAt(timeZone, after) - dropAfter(timeZone, after) - 1,
+  );
   const pending: { t: number; release: number }[] = [];
   const steps = { n: 0 };
   for (;;) {
     step(steps);
     // Past the range's end (by more than any offset) no instant can fall inside it.
     const found = cron.nextRun(cursor);
-    const next = found !== null && found.getTime() < RANGE_TO_MS + MAX_OFFSET_MS ? found : null;
+    const next =
+      found !== null && found.getTime() < RANGE_TO_MS + MAX_OFFSET_MS
+        ? found
+        : null;
     const wall = next?.getTime() ?? Number.POSITIVE_INFINITY;
     while (pending.length > 0 && (pending[0]?.release ?? 0) < wall) {
       const t = (pending.shift() as { t: number }).t;
@@ -246,7 +315,9 @@ function checkedTime(date: Date, what: string): number {
 
 function checkCount(count: number, what: string): void {
   if (!Number.isInteger(count) || count < 1 || count > MAX_SLOTS) {
-    throw new RangeError(`${what} must be a whole number from 1 to ${MAX_SLOTS}, not ${count}`);
+    throw new RangeError(
+      `${what} must be a whole number from 1 to ${MAX_SLOTS}, not ${count}`,
+    );
   }
 }
 
@@ -255,7 +326,11 @@ function checkCount(count: number, what: string): void {
  * only at the end of {@link SLOT_RANGE}. `job` must be valid (`validateJobs`'s always is).
  * @throws {RangeError} for an invalid date or count.
  */
-export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[] {
+export function nextSlots(
+  job: ScheduleSpec,
+  after: Date,
+  count: number,
+): Date[] {
   checkCount(count, 'count');
   const slots: Date[] = [];
   for (const t of slotsAfter(job, checkedTime(after, 'after'))) {
@@ -272,7 +347,12 @@ export function nextSlots(job: ScheduleSpec, after: Date, count: number): Date[]
  * {@link MAX_SLOTS}); `truncated` says the range held more.
  * @throws {RangeError} for an invalid date or `max` (its message calls it the limit).
  */
-export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_SLOTS): SlotRange {
+export function slotsBetween(
+  job: ScheduleSpec,
+  from: Date,
+  to: Date,
+  max = MAX_SLOTS,
+): SlotRange {
   checkCount(max, 'limit');
   const end = checkedTime(to, 'to');
   const slots: Date[] = [];
@@ -292,7 +372,10 @@ export function slotsBetween(job: ScheduleSpec, from: Date, to: Date, max = MAX_
  * The job's latest slot strictly before `before`, or `undefined` if none lies in {@link SLOT_RANGE}.
  * @throws {RangeError} for an invalid date.
  */
-export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined {
+export function previousSlot(
+  job: ScheduleSpec,
+  before: Date,
+): Date | undefined {
   const { timeZone } = job;
   const b = Math.min(checkedTime(before, 'before'), RANGE_TO_MS);
   if (b <= RANGE_FROM_MS) {
@@ -300,7 +383,9 @@ export function previousSlot(job: ScheduleSpec, before: Date): Date | undefined 
   }
   const cron = cachedCron(normaliseSchedule(job.schedule));
   // Instants before a drop that comes within 26 h before `b` show later wall-clock times than b.
-  let reference = new Date(wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1);
+  let reference = new Date(
+    wallAt(timeZone, b) + dropAfter(timeZone, b - OFFSET_SPAN_MS) + 1,
+  );
   let best: number | undefined;
   // Wall-clock times more than an offset before the range's start show no instant inside it.
   let floor = RANGE_FROM_MS + MIN_OFFSET_MS;

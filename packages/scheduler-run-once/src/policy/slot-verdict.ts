@@ -2,7 +2,11 @@
  * When a slot's window closes and what the missed-run check decides about it (the timeline:
  * docs/operations.md, "When a slot is judged, and by whom"; why: docs/how-it-works.md).
  */
-import { isLeaseLive, judgedAt, type StoredRecord } from '../core/run-record.ts';
+import {
+  isLeaseLive,
+  judgedAt,
+  type StoredRecord,
+} from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { retryWindowMs } from './retry-policy.ts';
 
@@ -22,22 +26,38 @@ export function slotVerdict(
   record: StoredRecord | undefined,
   previousEnd: number,
   now: Date,
-): { readonly verdict: 'final' | 'open' | 'missed' | 'failed'; readonly end: number } {
+): {
+  readonly verdict: 'final' | 'open' | 'missed' | 'failed';
+  readonly end: number;
+} {
   const s = slot.getTime();
   const windowMs = retryWindowMs(job);
   const run = record?.status === 'unreadable' ? undefined : record;
-  const start = Math.min(s + windowMs, Math.max(s, run?.firstClaimedAt?.getTime() ?? previousEnd));
+  const start = Math.min(
+    s + windowMs,
+    Math.max(s, run?.firstClaimedAt?.getTime() ?? previousEnd),
+  );
   const latestEnd = start + windowMs;
   if (run?.status === 'completed') {
-    return { verdict: 'final', end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd) };
+    return {
+      verdict: 'final',
+      end: Math.min(run.completedAt?.getTime() ?? latestEnd, latestEnd),
+    };
   }
   if (run?.status === 'skipped') {
     return { verdict: 'final', end: latestEnd };
   }
   // A lease from the future is unreadable (`judgedAt`): neither reported nor to report.
   const judged = record === undefined ? undefined : judgedAt(record, now);
-  if (judged !== undefined && judged.status !== 'unreadable' && judged.reportedAt !== undefined) {
-    const at = run?.status === 'failed' ? (run.failedAt?.getTime() ?? latestEnd) : latestEnd;
+  if (
+    judged !== undefined &&
+    judged.status !== 'unreadable' &&
+    judged.reportedAt !== undefined
+  ) {
+    const at =
+      run?.status === 'failed'
+        ? (run.failedAt?.getTime() ?? latestEnd)
+        : latestEnd;
     return { verdict: 'final', end: Math.min(at, latestEnd) };
   }
   const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;

@@ -3,7 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { AttemptAbortedError, RunOnceError } from '../core/errors.ts';
 import type { JobContext, JobInfo } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';
-import { type NoteValue, noteProblem, notesBoundProblem } from '../core/notes.ts';
+import {
+  type NoteValue,
+  noteProblem,
+  notesBoundProblem,
+} from '../core/notes.ts';
 import { computeRunId } from '../core/run-key.ts';
 import { MAX_LEASE_MS } from '../core/run-record.ts';
 import { JOB_DEFAULTS } from '../policy/job-declaration.ts';
@@ -47,13 +51,19 @@ export interface TestContext extends JobContext {
 }
 
 /** A job as a test context takes it: `ctx.job`, or the declaration (`defineJob(…)`) itself. */
-export type TestJob = Readonly<{ id: string; schedule: string; timeZone?: string }>;
+export type TestJob = Readonly<{
+  id: string;
+  schedule: string;
+  timeZone?: string;
+}>;
 
 /**
  * Fields of {@link JobContext} a test may set, `job` as a declaration too; the rest follow from
  * them ({@link createTestContext}).
  */
-export type TestContextOverrides = Partial<Omit<JobContext, 'job'>> & { readonly job?: TestJob };
+export type TestContextOverrides = Partial<Omit<JobContext, 'job'>> & {
+  readonly job?: TestJob;
+};
 
 const ABORT_MESSAGES: Readonly<Record<AbortReason, string>> = {
   lease_lost: "the attempt's lease was lost (a test's abort)",
@@ -64,12 +74,16 @@ const ABORT_MESSAGES: Readonly<Record<AbortReason, string>> = {
 type Level = LoggedLine['level'];
 
 /** A logger that appends each line to `lines`, its bindings first, as pino merges them. */
-function recordingLogger(lines: LoggedLine[], bindings: Record<string, unknown>): Logger {
-  const method = (level: Level) => (first: string | object, second?: string) => {
-    const ownFields = typeof first === 'string' ? {} : first;
-    const message = typeof first === 'string' ? first : (second ?? '');
-    lines.push({ level, message, fields: { ...bindings, ...ownFields } });
-  };
+function recordingLogger(
+  lines: LoggedLine[],
+  bindings: Record<string, unknown>,
+): Logger {
+  const method =
+    (level: Level) => (first: string | object, second?: string) => {
+      const ownFields = typeof first === 'string' ? {} : first;
+      const message = typeof first === 'string' ? first : (second ?? '');
+      lines.push({ level, message, fields: { ...bindings, ...ownFields } });
+    };
   return {
     debug: method('debug'),
     info: method('info'),
@@ -82,7 +96,11 @@ function recordingLogger(lines: LoggedLine[], bindings: Record<string, unknown>)
 /** What `ctx.job` carries of a job, as the function's `jobInfoOf` gives it: frozen, no `run`. */
 function jobInfoOf(job: TestJob): JobInfo {
   const timeZone = job.timeZone ?? JOB_DEFAULTS.timeZone;
-  return Object.freeze({ id: job.id, schedule: normaliseSchedule(job.schedule), timeZone });
+  return Object.freeze({
+    id: job.id,
+    schedule: normaliseSchedule(job.schedule),
+    timeZone,
+  });
 }
 
 /** The job's latest slot at or before now, or now itself if its schedule shows none. */
@@ -103,12 +121,16 @@ function slotRunId(job: JobInfo, scheduleTime: Date): string {
  */
 function noteRecorder(notes: Record<string, NoteValue>, signal: AbortSignal) {
   return async (name: string, value: NoteValue): Promise<void> => {
-    const problem = noteProblem(name, value) ?? notesBoundProblem(notes, name, value);
+    const problem =
+      noteProblem(name, value) ?? notesBoundProblem(notes, name, value);
     if (problem !== undefined) {
       throw new RunOnceError(`ctx.note: ${problem}`);
     }
     const reason: unknown = signal.reason;
-    if (reason instanceof AttemptAbortedError && reason.reason === 'lease_lost') {
+    if (
+      reason instanceof AttemptAbortedError &&
+      reason.reason === 'lease_lost'
+    ) {
       throw reason;
     }
     notes[name] = value;
@@ -147,7 +169,9 @@ function noteRecorder(notes: Record<string, NoteValue>, signal: AbortSignal) {
  * await assert.rejects(running, { name: 'AttemptAbortedError' });
  * ```
  */
-export function createTestContext(overrides: TestContextOverrides = {}): TestContext {
+export function createTestContext(
+  overrides: TestContextOverrides = {},
+): TestContext {
   const given = Object.fromEntries(
     Object.entries(overrides).filter(([, value]) => value !== undefined),
   ) as TestContextOverrides;
@@ -168,9 +192,19 @@ export function createTestContext(overrides: TestContextOverrides = {}): TestCon
   // A Force run and a manual run stand for no slot (JobContext.slot), unless the test says one.
   const kind = given.kind ?? 'slot';
   const standsForSlot = kind === 'slot' || kind === 'rerun';
-  const slot = 'slot' in overrides ? overrides.slot : standsForSlot ? scheduleTime : undefined;
+  const slot =
+    'slot' in overrides
+      ? overrides.slot
+      : standsForSlot
+        ? scheduleTime
+        : undefined;
   const logs: LoggedLine[] = [];
-  const bindings = { runId, jobName, scheduleTime: scheduleTime.toISOString(), attemptId };
+  const bindings = {
+    runId,
+    jobName,
+    scheduleTime: scheduleTime.toISOString(),
+    attemptId,
+  };
   const notes: Record<string, NoteValue> = {};
   return {
     runId,

@@ -29,13 +29,25 @@ export const GrpcCode = {
 
 /** An error shaped like the real client's (`code`, `details`, message "CODE NAME: details"). */
 export function grpcError(code: number, details: string): Error {
-  const name = Object.entries(GrpcCode).find(([, c]) => c === code)?.[0] ?? 'UNKNOWN';
-  return Object.assign(new Error(`${code} ${name}: ${details}`), { code, details });
+  const name =
+    Object.entries(GrpcCode).find(([, c]) => c === code)?.[0] ?? 'UNKNOWN';
+  return Object.assign(new Error(`${code} ${name}: ${details}`), {
+    code,
+    details,
+  });
 }
 
 /** One operation as the hook sees it. */
 export interface OpInfo {
-  readonly kind: 'get' | 'getAll' | 'create' | 'update' | 'set' | 'delete' | 'commit' | 'query';
+  readonly kind:
+    | 'get'
+    | 'getAll'
+    | 'create'
+    | 'update'
+    | 'set'
+    | 'delete'
+    | 'commit'
+    | 'query';
   /** `collection/doc` paths the operation touches. */
   readonly paths: readonly string[];
 }
@@ -114,7 +126,9 @@ function storeValue(value: unknown, at: Timestamp, inUpdate: boolean): unknown {
   }
   if (isDelete(value)) {
     if (!inUpdate) {
-      throw new Error('FieldValue.delete() must appear at the top-level of an update');
+      throw new Error(
+        'FieldValue.delete() must appear at the top-level of an update',
+      );
     }
     return value;
   }
@@ -167,12 +181,20 @@ function sameData(a: unknown, b: unknown): boolean {
       a.every((x, i) => sameData(x, b[i]))
     );
   }
-  if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object') {
+  if (
+    a !== null &&
+    b !== null &&
+    typeof a === 'object' &&
+    typeof b === 'object'
+  ) {
     const ka = Object.keys(a);
     const kb = Object.keys(b);
     return (
       ka.length === kb.length &&
-      ka.every((k) => k in b && sameData((a as DocumentData)[k], (b as DocumentData)[k]))
+      ka.every(
+        (k) =>
+          k in b && sameData((a as DocumentData)[k], (b as DocumentData)[k]),
+      )
     );
   }
   return a === b;
@@ -190,14 +212,22 @@ function getPath(data: DocumentData, path: string): unknown {
 }
 
 /** Applies an update's field paths (dotted) to `data` in place. */
-function applyUpdate(data: DocumentData, fields: DocumentData, at: Timestamp): void {
+function applyUpdate(
+  data: DocumentData,
+  fields: DocumentData,
+  at: Timestamp,
+): void {
   for (const [path, raw] of Object.entries(fields)) {
     const parts = path.split('.');
     const value = storeValue(raw, at, true);
     let node = data;
     for (const part of parts.slice(0, -1)) {
       const next = node[part];
-      if (next === null || typeof next !== 'object' || next instanceof Timestamp) {
+      if (
+        next === null ||
+        typeof next !== 'object' ||
+        next instanceof Timestamp
+      ) {
         if (isDelete(value)) {
           node = undefined as unknown as DocumentData;
           break;
@@ -234,7 +264,8 @@ export class MemorySnapshot {
     converter: FirestoreDataConverter<unknown> | undefined,
   ) {
     this.ref = ref;
-    this.#data = stored === undefined ? undefined : (copyOut(stored.data) as DocumentData);
+    this.#data =
+      stored === undefined ? undefined : (copyOut(stored.data) as DocumentData);
     this.createTime = stored?.createTime;
     this.updateTime = stored?.updateTime;
     this.readTime = readTime;
@@ -257,20 +288,37 @@ export class MemorySnapshot {
       return copyOut(this.#data);
     }
     const raw = this.#data;
-    const queryLike = { ...this, id: this.id, exists: true, data: () => copyOut(raw) };
+    const queryLike = {
+      ...this,
+      id: this.id,
+      exists: true,
+      data: () => copyOut(raw),
+    };
     return this.#converter.fromFirestore(queryLike as never);
   }
 
   get(field: string): unknown {
-    return this.#data === undefined ? undefined : copyOut(getPath(this.#data, field));
+    return this.#data === undefined
+      ? undefined
+      : copyOut(getPath(this.#data, field));
   }
 }
 
 type Write =
   | { kind: 'create'; ref: MemoryDocRef; data: DocumentData }
   | { kind: 'set'; ref: MemoryDocRef; data: DocumentData }
-  | { kind: 'update'; ref: MemoryDocRef; data: DocumentData; lastUpdateTime?: Timestamp }
-  | { kind: 'delete'; ref: MemoryDocRef; lastUpdateTime?: Timestamp; exists?: boolean };
+  | {
+      kind: 'update';
+      ref: MemoryDocRef;
+      data: DocumentData;
+      lastUpdateTime?: Timestamp;
+    }
+  | {
+      kind: 'delete';
+      ref: MemoryDocRef;
+      lastUpdateTime?: Timestamp;
+      exists?: boolean;
+    };
 
 /**
  * A commit being staged: its time, each document it changes (`undefined`: deleted), and the paths
@@ -301,10 +349,15 @@ export class MemoryDocRef {
   }
 
   get parent(): MemoryCollection {
-    return new MemoryCollection(this.firestore, this.path.split('/').slice(0, -1).join('/'));
+    return new MemoryCollection(
+      this.firestore,
+      this.path.split('/').slice(0, -1).join('/'),
+    );
   }
 
-  withConverter(converter: FirestoreDataConverter<unknown> | null): MemoryDocRef {
+  withConverter(
+    converter: FirestoreDataConverter<unknown> | null,
+  ): MemoryDocRef {
     return new MemoryDocRef(this.firestore, this.path, converter ?? undefined);
   }
 
@@ -315,12 +368,18 @@ export class MemoryDocRef {
   }
 
   async create(data: DocumentData): Promise<{ writeTime: Timestamp }> {
-    const [result] = await this.firestore.commit([{ kind: 'create', ref: this, data }], 'create');
+    const [result] = await this.firestore.commit(
+      [{ kind: 'create', ref: this, data }],
+      'create',
+    );
     return result as { writeTime: Timestamp };
   }
 
   async set(data: DocumentData): Promise<{ writeTime: Timestamp }> {
-    const [result] = await this.firestore.commit([{ kind: 'set', ref: this, data }], 'set');
+    const [result] = await this.firestore.commit(
+      [{ kind: 'set', ref: this, data }],
+      'set',
+    );
     return result as { writeTime: Timestamp };
   }
 
@@ -376,7 +435,11 @@ export class MemoryQuery {
     this.after = after;
   }
 
-  #with(changes: Partial<Pick<MemoryQuery, 'filters' | 'orders' | 'max' | 'after' | 'converter'>>) {
+  #with(
+    changes: Partial<
+      Pick<MemoryQuery, 'filters' | 'orders' | 'max' | 'after' | 'converter'>
+    >,
+  ) {
     const next = { ...this, ...changes };
     return new MemoryQuery(
       this.firestore,
@@ -409,15 +472,20 @@ export class MemoryQuery {
     return this.#with({ after: values });
   }
 
-  withConverter(converter: FirestoreDataConverter<unknown> | null): MemoryQuery {
+  withConverter(
+    converter: FirestoreDataConverter<unknown> | null,
+  ): MemoryQuery {
     return this.#with({ converter: converter ?? undefined });
   }
 
   get(): Promise<{ docs: MemorySnapshot[]; empty: boolean; size: number }> {
-    return this.firestore.op({ kind: 'query', paths: [this.collectionPath] }, (readTime) => {
-      const docs = this.firestore.runQuery(this, readTime);
-      return { docs, empty: docs.length === 0, size: docs.length };
-    });
+    return this.firestore.op(
+      { kind: 'query', paths: [this.collectionPath] },
+      (readTime) => {
+        const docs = this.firestore.runQuery(this, readTime);
+        return { docs, empty: docs.length === 0, size: docs.length };
+      },
+    );
   }
 }
 
@@ -439,11 +507,21 @@ export class MemoryCollection extends MemoryQuery {
     if (id === '' || id.includes('/')) {
       throw new Error(`invalid document id ${JSON.stringify(id)}`);
     }
-    return new MemoryDocRef(this.firestore, `${this.collectionPath}/${id}`, this.converter);
+    return new MemoryDocRef(
+      this.firestore,
+      `${this.collectionPath}/${id}`,
+      this.converter,
+    );
   }
 
-  override withConverter(converter: FirestoreDataConverter<unknown> | null): MemoryCollection {
-    return new MemoryCollection(this.firestore, this.collectionPath, converter ?? undefined);
+  override withConverter(
+    converter: FirestoreDataConverter<unknown> | null,
+  ): MemoryCollection {
+    return new MemoryCollection(
+      this.firestore,
+      this.collectionPath,
+      converter ?? undefined,
+    );
   }
 }
 
@@ -479,7 +557,10 @@ export class MemoryWriteBatch {
     return this;
   }
 
-  delete(ref: MemoryDocRef, precondition?: { lastUpdateTime?: Timestamp; exists?: boolean }): this {
+  delete(
+    ref: MemoryDocRef,
+    precondition?: { lastUpdateTime?: Timestamp; exists?: boolean },
+  ): this {
     this.#writes.push({ kind: 'delete', ref, ...precondition });
     return this;
   }
@@ -517,8 +598,9 @@ export class MemoryFirestore {
   }
 
   getAll(...refs: MemoryDocRef[]): Promise<MemorySnapshot[]> {
-    return this.op({ kind: 'getAll', paths: refs.map((r) => r.path) }, (readTime) =>
-      refs.map((ref) => this.snapshot(ref, readTime)),
+    return this.op(
+      { kind: 'getAll', paths: refs.map((r) => r.path) },
+      (readTime) => refs.map((ref) => this.snapshot(ref, readTime)),
     );
   }
 
@@ -529,20 +611,31 @@ export class MemoryFirestore {
 
   /** Server time for a read: now, never before the last commit. */
   #readTime(): Timestamp {
-    const micros = Math.max(Math.floor(this.#options.now() * 1000), this.#lastMicros);
+    const micros = Math.max(
+      Math.floor(this.#options.now() * 1000),
+      this.#lastMicros,
+    );
     return new Timestamp(Math.floor(micros / 1e6), (micros % 1e6) * 1000);
   }
 
   /** Server time for a commit: now, strictly after the last one. */
   #commitTime(): Timestamp {
-    const micros = Math.max(Math.floor(this.#options.now() * 1000), this.#lastMicros + 1);
+    const micros = Math.max(
+      Math.floor(this.#options.now() * 1000),
+      this.#lastMicros + 1,
+    );
     this.#lastMicros = micros;
     return new Timestamp(Math.floor(micros / 1e6), (micros % 1e6) * 1000);
   }
 
   /** @internal */
   snapshot(ref: MemoryDocRef, readTime: Timestamp): MemorySnapshot {
-    return new MemorySnapshot(ref, this.#docs.get(ref.path), readTime, ref.converter);
+    return new MemorySnapshot(
+      ref,
+      this.#docs.get(ref.path),
+      readTime,
+      ref.converter,
+    );
   }
 
   /** @internal */
@@ -550,12 +643,17 @@ export class MemoryFirestore {
     const prefix = `${query.collectionPath}/`;
     const compare = (a: unknown, b: unknown): number => {
       const key = (v: unknown) =>
-        v instanceof Timestamp ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000 : v;
+        v instanceof Timestamp
+          ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000
+          : v;
       const [x, y] = [key(a), key(b)] as [never, never];
       return x < y ? -1 : x > y ? 1 : 0;
     };
     let rows = [...this.#docs.entries()]
-      .filter(([path]) => path.startsWith(prefix) && !path.slice(prefix.length).includes('/'))
+      .filter(
+        ([path]) =>
+          path.startsWith(prefix) && !path.slice(prefix.length).includes('/'),
+      )
       .map(([path, doc]) => ({ path, doc }));
     for (const { field, op, value } of query.filters) {
       rows = rows.filter(({ doc }) => {
@@ -567,13 +665,20 @@ export class MemoryFirestore {
           return (value as unknown[]).some((x) => compare(v, x) === 0);
         }
         const c = compare(v, value);
-        return { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[op] ?? false;
+        return (
+          { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[
+            op
+          ] ?? false
+        );
       });
     }
     for (const { field } of query.orders) {
       rows = rows.filter(({ doc }) => getPath(doc.data, field) !== undefined);
     }
-    const orders = [...query.orders, { field: '__name__', dir: query.orders.at(-1)?.dir ?? 'asc' }];
+    const orders = [
+      ...query.orders,
+      { field: '__name__', dir: query.orders.at(-1)?.dir ?? 'asc' },
+    ];
     const sortValue = (row: { path: string; doc: StoredDoc }, field: string) =>
       field === '__name__' ? row.path : getPath(row.doc.data, field);
     rows.sort((a, b) => {
@@ -613,7 +718,10 @@ export class MemoryFirestore {
       if (plan.hang) {
         return new Promise<T>(() => {});
       }
-      throw grpcError(plan.fail, `injected fault before ${info.kind} ${info.paths.join(',')}`);
+      throw grpcError(
+        plan.fail,
+        `injected fault before ${info.kind} ${info.paths.join(',')}`,
+      );
     }
     let result: { ok: true; value: T } | { ok: false; error: unknown };
     const once = (): typeof result => {
@@ -632,7 +740,10 @@ export class MemoryFirestore {
     }
     await this.#wait(plan.afterMs);
     if (plan.lose !== undefined) {
-      throw grpcError(plan.lose, `injected lost answer of ${info.kind} ${info.paths.join(',')}`);
+      throw grpcError(
+        plan.lose,
+        `injected lost answer of ${info.kind} ${info.paths.join(',')}`,
+      );
     }
     if (!result.ok) {
       throw result.error;
@@ -649,7 +760,10 @@ export class MemoryFirestore {
   }
 
   /** Applies `writes` atomically at one commit time, or none of them. @internal */
-  commit(writes: readonly Write[], kind: OpInfo['kind']): Promise<{ writeTime: Timestamp }[]> {
+  commit(
+    writes: readonly Write[],
+    kind: OpInfo['kind'],
+  ): Promise<{ writeTime: Timestamp }[]> {
     return this.op({ kind, paths: writes.map((w) => w.ref.path) }, () => {
       const commit: StagedCommit = {
         at: this.#peekCommitTime(),
@@ -672,7 +786,9 @@ export class MemoryFirestore {
 
   /** The document at `path` as the commit so far leaves it. */
   #current(path: string, commit: StagedCommit): StoredDoc | undefined {
-    return commit.staged.has(path) ? commit.staged.get(path) : this.#docs.get(path);
+    return commit.staged.has(path)
+      ? commit.staged.get(path)
+      : this.#docs.get(path);
   }
 
   /** Stages one write of a commit, or throws the error that fails the whole commit. */
@@ -683,7 +799,10 @@ export class MemoryFirestore {
     switch (write.kind) {
       case 'create': {
         if (doc !== undefined) {
-          throw grpcError(GrpcCode.ALREADY_EXISTS, `Document already exists: ${path}`);
+          throw grpcError(
+            GrpcCode.ALREADY_EXISTS,
+            `Document already exists: ${path}`,
+          );
         }
         staged.set(path, {
           data: storeValue(write.data, at, false) as DocumentData,
@@ -713,7 +832,10 @@ export class MemoryFirestore {
         if (write.exists === true && doc === undefined) {
           throw grpcError(GrpcCode.NOT_FOUND, `No document to update: ${path}`);
         }
-        if (write.lastUpdateTime !== undefined && !doc?.updateTime.isEqual(write.lastUpdateTime)) {
+        if (
+          write.lastUpdateTime !== undefined &&
+          !doc?.updateTime.isEqual(write.lastUpdateTime)
+        ) {
           throw grpcError(
             GrpcCode.FAILED_PRECONDITION,
             'the stored version does not match the required base version',
@@ -732,7 +854,8 @@ export class MemoryFirestore {
     commit: StagedCommit,
   ): void {
     const { path } = write.ref;
-    const fenced = write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
+    const fenced =
+      write.lastUpdateTime !== undefined && !this.#options.dropPreconditions;
     if (doc === undefined) {
       throw grpcError(
         fenced ? GrpcCode.FAILED_PRECONDITION : GrpcCode.NOT_FOUND,
@@ -753,7 +876,11 @@ export class MemoryFirestore {
     if (sameData(data, doc.data)) {
       commit.unchanged.add(path);
     } else {
-      commit.staged.set(path, { data, createTime: doc.createTime, updateTime: commit.at });
+      commit.staged.set(path, {
+        data,
+        createTime: doc.createTime,
+        updateTime: commit.at,
+      });
     }
   }
 
@@ -772,7 +899,10 @@ export class MemoryFirestore {
 
   /** The time the next commit will take, without taking it (a failed commit takes none). */
   #peekCommitTime(): Timestamp {
-    const micros = Math.max(Math.floor(this.#options.now() * 1000), this.#lastMicros + 1);
+    const micros = Math.max(
+      Math.floor(this.#options.now() * 1000),
+      this.#lastMicros + 1,
+    );
     return new Timestamp(Math.floor(micros / 1e6), (micros % 1e6) * 1000);
   }
 }

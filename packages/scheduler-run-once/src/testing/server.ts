@@ -4,8 +4,14 @@ import * as functions from '@google-cloud/functions-framework';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../function/logger.ts';
-import { createInstanceHandler, loadConfigAndJobs } from '../function/register.ts';
-import { JOB_NAME_HEADER, SCHEDULE_TIME_HEADER } from '../function/scheduler-request.ts';
+import {
+  createInstanceHandler,
+  loadConfigAndJobs,
+} from '../function/register.ts';
+import {
+  JOB_NAME_HEADER,
+  SCHEDULE_TIME_HEADER,
+} from '../function/scheduler-request.ts';
 import type { JobDeclaration } from '../policy/job-declaration.ts';
 import { toCanonicalRfc3339 } from '../policy/rfc3339.ts';
 import { previousSlot } from '../policy/schedule.ts';
@@ -43,7 +49,9 @@ const TEST_ENV = { GOOGLE_CLOUD_PROJECT: 'scheduler-run-once-test' };
 let servers = 0;
 
 /** A pino destination appending each JSON line, parsed, to `lines`. */
-function recordingDestination(lines: Record<string, unknown>[]): DestinationStream {
+function recordingDestination(
+  lines: Record<string, unknown>[],
+): DestinationStream {
   return {
     write: (line: string) => {
       lines.push(JSON.parse(line) as Record<string, unknown>);
@@ -99,7 +107,9 @@ export function createTestServer(
 }
 
 /** A job as {@link schedulerHeaders} takes it: its id, and its schedule to find its latest slot. */
-export type HeadersJob = string | Readonly<{ id: string; schedule?: string; timeZone?: string }>;
+export type HeadersJob =
+  | string
+  | Readonly<{ id: string; schedule?: string; timeZone?: string }>;
 
 /**
  * The headers Cloud Scheduler sends with a delivery of `job`'s slot at `scheduleTime`:
@@ -118,7 +128,10 @@ export type HeadersJob = string | Readonly<{ id: string; schedule?: string; time
  * // { 'X-CloudScheduler-JobName': 'nightly', 'X-CloudScheduler-ScheduleTime': '2026-10-16T03:00:00Z' }
  * ```
  */
-export function schedulerHeaders(job: HeadersJob, scheduleTime?: Date | string) {
+export function schedulerHeaders(
+  job: HeadersJob,
+  scheduleTime?: Date | string,
+) {
   const spec = typeof job === 'string' ? { id: job } : job;
   const slot = scheduleTime ?? latestSlotOf(spec);
   const time = typeof slot === 'string' ? slot : toCanonicalRfc3339(slot);
@@ -135,7 +148,9 @@ function latestSlotOf(job: Exclude<HeadersJob, string>): Date {
   const spec = { schedule: job.schedule, timeZone: job.timeZone ?? 'Etc/UTC' };
   const slot = previousSlot(spec, new Date(Date.now() + 1));
   if (slot === undefined) {
-    throw new RangeError(`schedulerHeaders: ${job.id}'s schedule shows no slot before now`);
+    throw new RangeError(
+      `schedulerHeaders: ${job.id}'s schedule shows no slot before now`,
+    );
   }
   return slot;
 }

@@ -25,10 +25,16 @@ interface ColdStartFigures {
   readonly first200: { readonly n: number };
 }
 
-async function runBench(out: string): Promise<{ code: number | null; output: string }> {
-  const bench = spawnGroup(process.execPath, ['bench/run.ts', '--smoke', `--out=${out}`], {
-    cwd: ROOT,
-  });
+async function runBench(
+  out: string,
+): Promise<{ code: number | null; output: string }> {
+  const bench = spawnGroup(
+    process.execPath,
+    ['bench/run.ts', '--smoke', `--out=${out}`],
+    {
+      cwd: ROOT,
+    },
+  );
   await bench.exited;
   return { code: bench.exitCode, output: bench.output() };
 }
@@ -54,7 +60,9 @@ describe('the bench in smoke mode', {
   it("runs, exits 0, and the project's ledger runs each storm's job exactly once", () => {
     const { storms } = results<{ storms: StormFigures[] }>();
 
-    const projectStorms = storms.filter((s) => s.ledger.startsWith("project's RunLedger"));
+    const projectStorms = storms.filter((s) =>
+      s.ledger.startsWith("project's RunLedger"),
+    );
     // In process at one instance and spread over 10, and over HTTP.
     assert.equal(projectStorms.length, 3, bench?.output);
     for (const storm of projectStorms) {

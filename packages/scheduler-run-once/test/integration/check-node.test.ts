@@ -10,7 +10,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
+import {
+  STARTER_CHECKS_SKIP,
+  STARTER_ROOT,
+} from '../fixtures/starter-checkout.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The starter's scripts run the library's check first. */
@@ -24,7 +27,9 @@ interface PackageJson {
 
 /** The `package.json` in `dir`. */
 function packageJsonIn(dir: string): PackageJson {
-  return JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as PackageJson;
+  return JSON.parse(
+    readFileSync(path.join(dir, 'package.json'), 'utf8'),
+  ) as PackageJson;
 }
 
 const MINIMUM = packageJsonIn(ROOT).engines.node.replace(/^>=/, '');
@@ -41,9 +46,13 @@ function older(version: string, minimum: string): boolean {
 }
 
 /** A Node older than the project's minimum on this machine, and the directory it is in. */
-function findOldNode(): { node: string; version: string; dir: string } | undefined {
+function findOldNode():
+  | { node: string; version: string; dir: string }
+  | undefined {
   const candidates = [
-    ...(process.env.PATH ?? '').split(path.delimiter).map((dir) => path.join(dir, 'node')),
+    ...(process.env.PATH ?? '')
+      .split(path.delimiter)
+      .map((dir) => path.join(dir, 'node')),
     '/usr/bin/node',
     '/usr/local/bin/node',
   ];
@@ -60,7 +69,9 @@ function findOldNode(): { node: string; version: string; dir: string } | undefin
 }
 
 const old = findOldNode();
-const noOldNode = old === undefined && `no Node older than ${MINIMUM} on this machine to test with`;
+const noOldNode =
+  old === undefined &&
+  `no Node older than ${MINIMUM} on this machine to test with`;
 if (noOldNode) {
   console.warn(`SKIPPED check-node cases: ${noOldNode}`);
 }
@@ -88,7 +99,10 @@ describe('bin/check-node.cjs', () => {
   }, () => {
     const { node, version } = old as NonNullable<typeof old>;
 
-    const result = spawnSync(node, ['bin/check-node.cjs'], { cwd: ROOT, encoding: 'utf8' });
+    const result = spawnSync(node, ['bin/check-node.cjs'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+    });
 
     assert.equal(result.status, 1);
     assert.equal(result.stdout, '');
@@ -120,12 +134,19 @@ describe('bin/check-node.cjs', () => {
       const result = spawnSync(npm, ['run', script], {
         cwd: STARTER_ROOT,
         encoding: 'utf8',
-        env: { ...process.env, PATH: oldPath(dir), npm_config_update_notifier: 'false' },
+        env: {
+          ...process.env,
+          PATH: oldPath(dir),
+          npm_config_update_notifier: 'false',
+        },
         timeout: 60_000,
       });
 
       assert.notEqual(result.status, 0);
-      assert.match(result.stderr, new RegExp(expectedLine(version).source, 'm'));
+      assert.match(
+        result.stderr,
+        new RegExp(expectedLine(version).source, 'm'),
+      );
       // Nothing ran after the check: all that is left, past npm's echo of the script, is its line.
       const output = `${result.stdout}${result.stderr}`
         .split('\n')
@@ -139,12 +160,20 @@ describe('bin/check-node.cjs', () => {
   }, () => {
     const { dir, version } = old as NonNullable<typeof old>;
 
-    const result = spawnSync(path.join(dir, 'npm'), ['install', '--dry-run', '--no-audit'], {
-      cwd: STARTER_ROOT,
-      encoding: 'utf8',
-      env: { ...process.env, PATH: oldPath(dir), npm_config_update_notifier: 'false' },
-      timeout: 60_000,
-    });
+    const result = spawnSync(
+      path.join(dir, 'npm'),
+      ['install', '--dry-run', '--no-audit'],
+      {
+        cwd: STARTER_ROOT,
+        encoding: 'utf8',
+        env: {
+          ...process.env,
+          PATH: oldPath(dir),
+          npm_config_update_notifier: 'false',
+        },
+        timeout: 60_000,
+      },
+    );
 
     assert.notEqual(result.status, 0);
     assert.match(result.stderr, /EBADENGINE/);
@@ -152,7 +181,10 @@ describe('bin/check-node.cjs', () => {
       result.stderr,
       new RegExp(`Required: \\{"node":">=${MINIMUM.replace('.', '\\.')}"\\}`),
     );
-    assert.match(result.stderr, new RegExp(`"node":"${version.replace(/\./g, '\\.')}"`));
+    assert.match(
+      result.stderr,
+      new RegExp(`"node":"${version.replace(/\./g, '\\.')}"`),
+    );
   });
 });
 
@@ -161,7 +193,9 @@ describe("the starter's package.json", { skip: STARTER_CHECKS_SKIP }, () => {
     const pkg = packageJsonIn(STARTER_ROOT);
     const readme = readFileSync(path.join(STARTER_ROOT, 'README.md'), 'utf8');
     const named = new Set(
-      [...readme.matchAll(/npm (?:run ([a-z:0-9-]+)|(test))\b/g)].map((m) => m[1] ?? m[2] ?? ''),
+      [...readme.matchAll(/npm (?:run ([a-z:0-9-]+)|(test))\b/g)].map(
+        (m) => m[1] ?? m[2] ?? '',
+      ),
     );
     // `npm run start` appears only to say what Cloud Run does not run; the deployed image has no
     // scripts/ (.gcloudignore), so the production scripts must not need it.
@@ -169,12 +203,16 @@ describe("the starter's package.json", { skip: STARTER_CHECKS_SKIP }, () => {
 
     // A script the README names but package.json lacks fails as `npm run` does ("Missing script"),
     // before any check could run: noted here, not failed, as it is the README's or the script's bug.
-    const missing = [...named].filter((name) => pkg.scripts[name] === undefined);
+    const missing = [...named].filter(
+      (name) => pkg.scripts[name] === undefined,
+    );
     if (missing.length > 0) {
       t.diagnostic(`README names missing scripts: ${missing.join(', ')}`);
     }
     const unchecked = [...named].filter(
-      (name) => pkg.scripts[name] !== undefined && !CHECKS_FIRST.test(pkg.scripts[name]),
+      (name) =>
+        pkg.scripts[name] !== undefined &&
+        !CHECKS_FIRST.test(pkg.scripts[name]),
     );
 
     assert.ok(named.has('dev') && named.has('test'), [...named].join(', '));

@@ -66,7 +66,9 @@ const CLOCK_TOLERANCE_MS = 3_000;
 /** The environment of every instance: a short lease, and only the wall clock faked. */
 /** The job ids of the cases below, declared by the fixture (`FAULT_JOB_IDS`). */
 const JOB_IDS = [`m${SKEW_S}`, `p${SKEW_S}`].flatMap((name) =>
-  ['cold', 'serving', 'correctfirst'].map((c) => `skew${name}_${c}_sleep${JOB_MS}`),
+  ['cold', 'serving', 'correctfirst'].map(
+    (c) => `skew${name}_${c}_sleep${JOB_MS}`,
+  ),
 );
 const ENV = {
   LEASE_SECONDS: String(LEASE_MS / 1000),
@@ -81,7 +83,13 @@ const ENV = {
 function requireFaketime(): void {
   const probe = spawnSync(
     'faketime',
-    ['-f', faketimeOffset(OUTER_S + SKEW_S), process.execPath, '-e', 'console.log(Date.now())'],
+    [
+      '-f',
+      faketimeOffset(OUTER_S + SKEW_S),
+      process.execPath,
+      '-e',
+      'console.log(Date.now())',
+    ],
     { encoding: 'utf8', env: { ...process.env, ...ENV } },
   );
   if (probe.error !== undefined || probe.status !== 0) {
@@ -135,14 +143,21 @@ async function deliverWhileRunning(
 ): Promise<Observed> {
   const headers = scheduled(jobName);
   let answered = false;
-  const firstAnswer = deliver(holder.url, headers, { signal: AbortSignal.timeout(60_000) })
-    .catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))
+  const firstAnswer = deliver(holder.url, headers, {
+    signal: AbortSignal.timeout(60_000),
+  })
+    .catch((err: unknown) =>
+      err instanceof Error ? err : new Error(String(err)),
+    )
     .finally(() => {
       answered = true;
     });
   const start = await waitFor(
     `job ${jobName} to start`,
-    () => holder.executions().find((e) => e.event === 'start' && e.jobName === jobName),
+    () =>
+      holder
+        .executions()
+        .find((e) => e.event === 'start' && e.jobName === jobName),
     30_000,
   );
   const startSeenAt = Date.now();
@@ -162,7 +177,10 @@ async function deliverWhileRunning(
   })();
   const first = await firstAnswer;
   await Promise.all([retrying, reading]);
-  const late = [await deliver(other.url, headers), await deliver(holder.url, headers)];
+  const late = [
+    await deliver(other.url, headers),
+    await deliver(holder.url, headers),
+  ];
   return {
     first,
     start,
@@ -176,11 +194,15 @@ async function deliverWhileRunning(
 }
 
 function answerOf(d: Delivery | Error): string {
-  return d instanceof Error ? `${d.name}: ${d.message}` : `${d.status} ${d.body.outcome ?? '-'}`;
+  return d instanceof Error
+    ? `${d.name}: ${d.message}`
+    : `${d.status} ${d.body.outcome ?? '-'}`;
 }
 
 /** Consecutive equal answers as `answer ×n`, e.g. `['409 in_progress ×31', '200 duplicate ×1']`. */
-function streaks(answers: readonly string[]): { answer: string; count: number }[] {
+function streaks(
+  answers: readonly string[],
+): { answer: string; count: number }[] {
   const out: { answer: string; count: number }[] = [];
   for (const answer of answers) {
     const last = out.at(-1);
@@ -202,8 +224,12 @@ function assertRanOnceUnderALiveLease(seen: Observed): string {
   const starts = seen.executions.filter((e) => e.event === 'start');
   const retryStreaks = streaks(seen.retries.map(answerOf));
   const held = seen.reads.filter((r) => r.run?.status === 'in_progress');
-  const margins = held.map((r) => (r.run?.leaseExpiresMs ?? Number.NaN) - r.readTimeMs);
-  const writes = [...new Set(held.map((r) => r.run?.updateTime ?? ''))].map((t) => Date.parse(t));
+  const margins = held.map(
+    (r) => (r.run?.leaseExpiresMs ?? Number.NaN) - r.readTimeMs,
+  );
+  const writes = [...new Set(held.map((r) => r.run?.updateTime ?? ''))].map(
+    (t) => Date.parse(t),
+  );
   const gaps = writes.slice(1).map((t, i) => t - (writes[i] ?? Number.NaN));
   const figures =
     `retries ${retryStreaks.map((s) => `${s.answer} ×${s.count}`).join(', ')}; ` +
@@ -218,7 +244,10 @@ function assertRanOnceUnderALiveLease(seen: Observed): string {
     `the job ran once, on the instance that claimed first (${figures})`,
   );
   // At least five, however slow each delivery is on a busy machine (ten or more on a quiet one).
-  assert.ok(seen.retries.length >= 5, `retries kept coming while the job ran (${figures})`);
+  assert.ok(
+    seen.retries.length >= 5,
+    `retries kept coming while the job ran (${figures})`,
+  );
   assert.ok(
     retryStreaks[0]?.answer === '409 in_progress' &&
       retryStreaks.slice(1).every((s) => s.answer === '200 duplicate'),
@@ -231,7 +260,9 @@ function assertRanOnceUnderALiveLease(seen: Observed): string {
   // the job's start is seen late).
   const readTimes = held.map((r) => r.readTimeMs);
   const readSpan = Math.max(...readTimes) - Math.min(...readTimes);
-  const readGap = Math.max(...readTimes.slice(1).map((t, i) => t - (readTimes[i] ?? t)));
+  const readGap = Math.max(
+    ...readTimes.slice(1).map((t, i) => t - (readTimes[i] ?? t)),
+  );
   assert.ok(
     held.length >= 5 && readSpan >= LEASE_MS + BEAT_MS && readGap <= LEASE_MS,
     `the record was read while the job ran, once a lease at least (${held.length} reads over ${readSpan} ms, at most ${readGap} ms apart; ${figures})`,
@@ -261,7 +292,9 @@ function assertRanOnceUnderALiveLease(seen: Observed): string {
   return figures;
 }
 
-describe('a clock off by ±90 s on one of two instances', { concurrency: true }, () => {
+describe('a clock off by ±90 s on one of two instances', {
+  concurrency: true,
+}, () => {
   before(requireFaketime);
 
   for (const skewS of [-SKEW_S, SKEW_S]) {
@@ -269,7 +302,9 @@ describe('a clock off by ±90 s on one of two instances', { concurrency: true },
     const name = skewS > 0 ? `p${SKEW_S}` : `m${SKEW_S}`;
     // The three cases one after the other: six at once on a busy machine starve this process's
     // retries and reads, so they no longer show the lease while the job runs.
-    describe(`the skewed instance’s clock ${skew}`, { concurrency: false }, () => {
+    describe(`the skewed instance’s clock ${skew}`, {
+      concurrency: false,
+    }, () => {
       const collection = freshCollection();
       const skewed = {
         collection,
@@ -288,13 +323,20 @@ describe('a clock off by ±90 s on one of two instances', { concurrency: true },
         await Promise.all([warmUp(serving), warmUp(correct)]);
         // This process's Firestore client makes its first call here, not while a job runs.
         await storedRunRead(correct, 'no-such-run');
-        const offsets = await Promise.all([cold, serving, correct].map(clockOffsetOf));
+        const offsets = await Promise.all(
+          [cold, serving, correct].map(clockOffsetOf),
+        );
         assert.ok(
-          offsets.every((o, i) => Math.abs(o - (i < 2 ? skewS * 1000 : 0)) < CLOCK_TOLERANCE_MS),
+          offsets.every(
+            (o, i) =>
+              Math.abs(o - (i < 2 ? skewS * 1000 : 0)) < CLOCK_TOLERANCE_MS,
+          ),
           `the instances' clocks are off by ${offsets.join(', ')} ms (cold, serving, correct)`,
         );
       });
-      after(() => Promise.all([cold?.kill(), serving?.kill(), correct?.kill()]));
+      after(() =>
+        Promise.all([cold?.kill(), serving?.kill(), correct?.kill()]),
+      );
 
       it('runs the job once when the skewed instance claims first, on its first Firestore call, and the correct one gets retries throughout', async (t) => {
         const jobName = `skew${name}_cold_sleep${JOB_MS}`;
@@ -303,7 +345,8 @@ describe('a clock off by ±90 s on one of two instances', { concurrency: true },
 
         t.diagnostic(assertRanOnceUnderALiveLease(seen));
         assert.ok(
-          Math.abs(seen.start.at - seen.startSeenAt - skewS * 1000) < CLOCK_TOLERANCE_MS,
+          Math.abs(seen.start.at - seen.startSeenAt - skewS * 1000) <
+            CLOCK_TOLERANCE_MS,
           `the job ran on the skewed clock (its start at ${seen.start.at - seen.startSeenAt} ms)`,
         );
       });
@@ -315,7 +358,8 @@ describe('a clock off by ±90 s on one of two instances', { concurrency: true },
 
         t.diagnostic(assertRanOnceUnderALiveLease(seen));
         assert.ok(
-          Math.abs(seen.start.at - seen.startSeenAt - skewS * 1000) < CLOCK_TOLERANCE_MS,
+          Math.abs(seen.start.at - seen.startSeenAt - skewS * 1000) <
+            CLOCK_TOLERANCE_MS,
           `the job ran on the skewed clock (its start at ${seen.start.at - seen.startSeenAt} ms)`,
         );
       });

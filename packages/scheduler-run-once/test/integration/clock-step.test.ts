@@ -63,11 +63,16 @@ describe('a wall clock stepped on a warm instance', () => {
     t.after(() => fn.kill());
     await warmUp(fn);
 
-    writeFileSync(offsetFile, `${outerS + STEP_S >= 0 ? '+' : ''}${outerS + STEP_S}\n`);
+    writeFileSync(
+      offsetFile,
+      `${outerS + STEP_S >= 0 ? '+' : ''}${outerS + STEP_S}\n`,
+    );
     await waitFor(
       'the instance’s wall clock to step back',
       async () => {
-        const res = await fetch(fn.url, { signal: AbortSignal.timeout(10_000) });
+        const res = await fetch(fn.url, {
+          signal: AbortSignal.timeout(10_000),
+        });
         await res.text();
         const offset = Date.parse(res.headers.get('date') ?? '') - Date.now();
         return Math.abs(offset - STEP_S * 1000) < 3_000 ? true : undefined;
@@ -79,7 +84,11 @@ describe('a wall clock stepped on a warm instance', () => {
       .replace('.000Z', 'Z');
     const answer = await deliver(fn.url, scheduled(JOB, slot));
 
-    assert.deepEqual([answer.status, answer.body.outcome], [200, 'processed'], answer.body.message);
+    assert.deepEqual(
+      [answer.status, answer.body.outcome],
+      [200, 'processed'],
+      answer.body.message,
+    );
     assert.equal(
       answer.body.runId,
       computeRunId({ jobName: JOB, scheduleTime: slot, scope: [] }),

@@ -17,7 +17,10 @@ import {
   RUN_ID_SUBSTITUTION,
   SCHEDULE_TIME_SUBSTITUTION,
 } from '../../examples/cloud-build/cloud-build-job.ts';
-import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
+import {
+  noteLaunch,
+  type RecordLaunch,
+} from '../../examples/shared/launch-once.ts';
 import {
   FAKE_PAGE_SIZE,
   type FakeGoogleApis,
@@ -49,18 +52,27 @@ describe('examples/cloud-build: the proxy', () => {
   });
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
-  function proxy(trigger: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
-    return serve(createCloudBuildJob({ trigger, client, recordLaunch: wrap(noteLaunch) }));
+  function proxy(
+    trigger: string,
+    wrap = (record: RecordLaunch): RecordLaunch => record,
+  ) {
+    return serve(
+      createCloudBuildJob({ trigger, client, recordLaunch: wrap(noteLaunch) }),
+    );
   }
 
   const launchesOf = (triggerId: string) =>
-    fake.launches.filter((l) => l.target === 'cloud-build' && l.body.triggerId === triggerId);
+    fake.launches.filter(
+      (l) => l.target === 'cloud-build' && l.body.triggerId === triggerId,
+    );
 
   it('runs the trigger once with the run id, schedule time and job name as substitutions', async () => {
     const { trigger, triggerId } = aTrigger();
     const { request, collection } = proxy(trigger);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = launchesOf(triggerId);
@@ -86,7 +98,9 @@ describe('examples/cloud-build: the proxy', () => {
     const { trigger, triggerId } = aTrigger();
     const { request } = proxy(trigger);
 
-    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
+    await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
       .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
@@ -95,7 +109,8 @@ describe('examples/cloud-build: the proxy', () => {
     assert.equal(launchesOf(triggerId).length, 1);
   });
 
-  const listsOf = () => fake.lists.filter((l) => l.path === `/v1/${LOCATION}/builds`);
+  const listsOf = () =>
+    fake.lists.filter((l) => l.path === `/v1/${LOCATION}/builds`);
   const otherRun = (i: number) => ({
     triggerId: randomUUID(),
     source: { substitutions: { [RUN_ID_SUBSTITUTION]: String(i).repeat(64) } },
@@ -104,20 +119,27 @@ describe('examples/cloud-build: the proxy', () => {
   it('adopts the build an attempt started before it failed, without build_trigger_id and on the second page', async () => {
     const { trigger, triggerId } = aTrigger();
     let recordings = 0;
-    const { request, collection } = proxy(trigger, (record) => async (ctx, launch) => {
-      if (++recordings === 1) {
-        throw new Error('the first attempt dies after its launch');
-      }
-      await record(ctx, launch);
-    });
-    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const { request, collection } = proxy(
+      trigger,
+      (record) => async (ctx, launch) => {
+        if (++recordings === 1) {
+          throw new Error('the first attempt dies after its launch');
+        }
+        await record(ctx, launch);
+      },
+    );
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer builds of other runs push this run's build off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
       fake.seed('cloud-build', LOCATION, otherRun(i));
     }
     const listsBefore = listsOf().length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const retry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -130,10 +152,17 @@ describe('examples/cloud-build: the proxy', () => {
     );
     const looks = listsOf().slice(listsBefore);
     assert.ok(looks.length >= 2, 'the look read past the first page');
-    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+    assert.ok(
+      looks[1]?.query.pageToken,
+      'the second page was asked for with its token',
+    );
     const [builds] = await client.listBuilds({ parent: LOCATION });
     const adopted = builds.find((b) => b.name === launches[0]?.name);
-    assert.equal(adopted?.buildTriggerId ?? '', '', 'the build carries no build_trigger_id');
+    assert.equal(
+      adopted?.buildTriggerId ?? '',
+      '',
+      'the build carries no build_trigger_id',
+    );
   });
 
   it("reads back only to the run's first claim: older builds end the look", async () => {
@@ -141,11 +170,15 @@ describe('examples/cloud-build: the proxy', () => {
     const trigger = `${location}/triggers/${randomUUID()}`;
     const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
-      fake.seed('cloud-build', location, otherRun(i), { createTime: twoDaysAgo });
+      fake.seed('cloud-build', location, otherRun(i), {
+        createTime: twoDaysAgo,
+      });
     }
     const { request } = proxy(trigger);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const looks = fake.lists.filter((l) => l.path === `/v1/${location}/builds`);
@@ -157,7 +190,11 @@ describe('examples/cloud-build: the proxy', () => {
     const { trigger, triggerId } = aTrigger();
 
     await assert.rejects(
-      client.runBuildTrigger({ name: trigger, projectId: 'demo-project', triggerId }),
+      client.runBuildTrigger({
+        name: trigger,
+        projectId: 'demo-project',
+        triggerId,
+      }),
       /is regional: run it on its regional path/,
     );
     await assert.rejects(
@@ -165,7 +202,10 @@ describe('examples/cloud-build: the proxy', () => {
       /is regional: list it on its regional path/,
     );
     await assert.rejects(
-      client.listBuilds({ parent: LOCATION, filter: `trigger_id="${triggerId}"` }),
+      client.listBuilds({
+        parent: LOCATION,
+        filter: `trigger_id="${triggerId}"`,
+      }),
       /shows no filter syntax/,
     );
     assert.equal(launchesOf(triggerId).length, 0);

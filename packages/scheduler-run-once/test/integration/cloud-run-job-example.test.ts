@@ -15,7 +15,10 @@ import {
   RUN_ID_ENV,
   SCHEDULE_TIME_ENV,
 } from '../../examples/cloud-run-job/cloud-run-job.ts';
-import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
+import {
+  noteLaunch,
+  type RecordLaunch,
+} from '../../examples/shared/launch-once.ts';
 import {
   FAKE_PAGE_SIZE,
   type FakeGoogleApis,
@@ -46,16 +49,23 @@ describe('examples/cloud-run-job: the proxy', () => {
   });
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
-  function proxy(job: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
+  function proxy(
+    job: string,
+    wrap = (record: RecordLaunch): RecordLaunch => record,
+  ) {
     const recordLaunch = wrap(noteLaunch);
-    return serve(createCloudRunJob({ job, jobsClient, executionsClient, recordLaunch }));
+    return serve(
+      createCloudRunJob({ job, jobsClient, executionsClient, recordLaunch }),
+    );
   }
 
   it('starts one execution whose environment carries the run id, schedule time and job name', async () => {
     const job = aJob();
     const { request, collection } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = fake.launches.filter((l) => l.path === `/v2/${job}:run`);
@@ -84,19 +94,27 @@ describe('examples/cloud-run-job: the proxy', () => {
     const job = aJob();
     const { request } = proxy(job);
 
-    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
+    await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
       .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
 
     assert.equal(duplicate.body.outcome, 'duplicate');
-    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+    assert.equal(
+      fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+      1,
+    );
   });
 
-  const listsOf = (job: string) => fake.lists.filter((l) => l.path === `/v2/${job}/executions`);
+  const listsOf = (job: string) =>
+    fake.lists.filter((l) => l.path === `/v2/${job}/executions`);
   const otherRun = (i: number) => ({
     overrides: {
-      containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: String(i).repeat(64) }] }],
+      containerOverrides: [
+        { env: [{ name: RUN_ID_ENV, value: String(i).repeat(64) }] },
+      ],
     },
   });
 
@@ -104,20 +122,27 @@ describe('examples/cloud-run-job: the proxy', () => {
     const job = aJob();
     let recordings = 0;
     // The first attempt fails after its launch, before the run's completion write.
-    const { request, collection } = proxy(job, (record) => async (ctx, launch) => {
-      if (++recordings === 1) {
-        throw new Error('the first attempt dies after its launch');
-      }
-      await record(ctx, launch);
-    });
-    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const { request, collection } = proxy(
+      job,
+      (record) => async (ctx, launch) => {
+        if (++recordings === 1) {
+          throw new Error('the first attempt dies after its launch');
+        }
+        await record(ctx, launch);
+      },
+    );
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer executions of other runs push this run's execution off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
       fake.seed('cloud-run-job', job, otherRun(i));
     }
     const listsBefore = listsOf(job).length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const retry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -131,7 +156,10 @@ describe('examples/cloud-run-job: the proxy', () => {
     );
     const looks = listsOf(job).slice(listsBefore);
     assert.equal(looks.length, 2, 'the look read two pages');
-    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+    assert.ok(
+      looks[1]?.query.pageToken,
+      'the second page was asked for with its token',
+    );
   });
 
   it("reads back only to the run's first claim: older executions end the look", async () => {
@@ -142,37 +170,65 @@ describe('examples/cloud-run-job: the proxy', () => {
     }
     const { request } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
-    assert.equal(listsOf(job).length, 1, 'one page: it ends before the window does');
+    assert.equal(
+      fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+      1,
+    );
+    assert.equal(
+      listsOf(job).length,
+      1,
+      'one page: it ends before the window does',
+    );
   });
 
   it("starts its own execution when the job's executions belong to other runs", async () => {
     const job = aJob();
     const other = 'f'.repeat(64);
     fake.seed('cloud-run-job', job, {
-      overrides: { containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: other }] }] },
+      overrides: {
+        containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: other }] }],
+      },
     });
     fake.seed('cloud-run-job', job, {}); // started by hand, without the overrides
     const { request } = proxy(job);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:15:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
-    assert.equal(listsOf(job).length, 1, 'one list call: two executions fit one page');
+    assert.equal(
+      fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+      1,
+    );
+    assert.equal(
+      listsOf(job).length,
+      1,
+      'one list call: two executions fit one page',
+    );
   });
 
   it('gives the overrides to the named container of a multi-container job', async () => {
     const job = aJob();
-    const run = createCloudRunJob({ job, container: 'worker', jobsClient, executionsClient });
+    const run = createCloudRunJob({
+      job,
+      container: 'worker',
+      jobsClient,
+      executionsClient,
+    });
     const { request } = serve(run);
 
-    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:20:00Z`));
+    await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:20:00Z`));
 
-    const body = fake.launches.find((l) => l.path === `/v2/${job}:run`)?.body as {
+    const body = fake.launches.find((l) => l.path === `/v2/${job}:run`)
+      ?.body as {
       overrides: { containerOverrides: { name?: string }[] };
     };
     assert.equal(body.overrides.containerOverrides[0]?.name, 'worker');

@@ -8,11 +8,22 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { Firestore } from '@google-cloud/firestore';
-import { RUN_ID_ENV, SCHEDULE_TIME_ENV } from '../../examples/cloud-run-job/cloud-run-job.ts';
-import { runTaskOnce, type TaskContext } from '../../examples/cloud-run-job/task.ts';
+import {
+  RUN_ID_ENV,
+  SCHEDULE_TIME_ENV,
+} from '../../examples/cloud-run-job/cloud-run-job.ts';
+import {
+  runTaskOnce,
+  type TaskContext,
+} from '../../examples/cloud-run-job/task.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { ROOT, spawnGroup } from '../../src/dev/local-processes.ts';
-import { captureLogs, freshCollection, PAST_NOON_MS, until } from '../helpers.ts';
+import {
+  captureLogs,
+  freshCollection,
+  PAST_NOON_MS,
+  until,
+} from '../helpers.ts';
 
 const PROJECT = process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once';
 
@@ -66,7 +77,10 @@ describe('examples/cloud-run-job: the task', () => {
       ],
     );
     assert.equal(done.length, 1);
-    assert.equal(done[0]?.scheduleTime?.toISOString(), new Date(PAST_NOON_MS).toISOString());
+    assert.equal(
+      done[0]?.scheduleTime?.toISOString(),
+      new Date(PAST_NOON_MS).toISOString(),
+    );
     await Promise.all([a.close(), b.close()]);
   });
 
@@ -78,9 +92,17 @@ describe('examples/cloud-run-job: the task', () => {
     const { logger } = captureLogs();
 
     await runTaskOnce({ env, ledger, work: () => void works++, logger });
-    const again = await runTaskOnce({ env, ledger, work: () => void works++, logger });
+    const again = await runTaskOnce({
+      env,
+      ledger,
+      work: () => void works++,
+      logger,
+    });
 
-    assert.deepEqual([again.outcome, again.exitCode, works], ['duplicate', 0, 1]);
+    assert.deepEqual(
+      [again.outcome, again.exitCode, works],
+      ['duplicate', 0, 1],
+    );
     await close();
   });
 
@@ -89,10 +111,21 @@ describe('examples/cloud-run-job: the task', () => {
     let works = 0;
     const { logger, lines } = captureLogs();
 
-    const result = await runTaskOnce({ env: {}, ledger, work: () => void works++, logger });
+    const result = await runTaskOnce({
+      env: {},
+      ledger,
+      work: () => void works++,
+      logger,
+    });
 
-    assert.deepEqual([result.outcome, result.exitCode, works], ['no_run_id', 1, 0]);
-    assert.match(String(lines().at(-1)?.message), /SCHEDULER_RUN_ID is missing/);
+    assert.deepEqual(
+      [result.outcome, result.exitCode, works],
+      ['no_run_id', 1, 0],
+    );
+    assert.match(
+      String(lines().at(-1)?.message),
+      /SCHEDULER_RUN_ID is missing/,
+    );
     await close();
   });
 
@@ -106,13 +139,20 @@ describe('examples/cloud-run-job: the task', () => {
       NODE_ENV: 'test',
     };
     const spawnTask = () =>
-      spawnGroup(process.execPath, ['examples/cloud-run-job/task-main.ts'], { cwd: ROOT, env });
+      spawnGroup(process.execPath, ['examples/cloud-run-job/task-main.ts'], {
+        cwd: ROOT,
+        env,
+      });
 
     const tasks = [spawnTask(), spawnTask()];
     await Promise.all(tasks.map((t) => t.exited));
 
     const output = tasks.map((t) => t.output()).join('\n');
-    assert.equal(output.match(/the state-changing step ran/g)?.length, 1, output);
+    assert.equal(
+      output.match(/the state-changing step ran/g)?.length,
+      1,
+      output,
+    );
     const codes = tasks.map((t) => t.exitCode).sort();
     // The other one found the run in progress (exit 1: Cloud Run retries it) or already done (0).
     assert.ok(

@@ -23,7 +23,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fieldConfigs, INDEXES } from '../../src/ops/indexes.ts';
-import { schedulerPauseArgs, shellLine } from '../../src/ops/scheduler-pause.ts';
+import {
+  schedulerPauseArgs,
+  shellLine,
+} from '../../src/ops/scheduler-pause.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 import { jobs as starterJobs } from '../fixtures/starter/src/jobs.ts';
 import { writeStarterProject } from '../fixtures/starter-project.ts';
@@ -57,7 +60,9 @@ const NO_STDIN: ['ignore', 'pipe', 'pipe'] = ['ignore', 'pipe', 'pipe'];
 const CHILD_TIMEOUT_MS = 90_000;
 
 /** The project deployed (deploy.sh serves the directory it runs in) and the tests' other files. */
-const scratch = writeStarterProject(mkdtempSync(path.join(tmpdir(), 'deploy-test-')));
+const scratch = writeStarterProject(
+  mkdtempSync(path.join(tmpdir(), 'deploy-test-')),
+);
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** A stand-in for gcloud, first on PATH: it logs each call and answers with a bash `body`. */
@@ -130,7 +135,10 @@ function deploy(
   // arguments: reused while the files its commands name (.deploy/alerts) still hold what it wrote.
   const key = JSON.stringify([inputs, args]);
   const earlier = dryRuns.get(key);
-  if (earlier !== undefined && earlier.files === filesDigest(earlier.result.lines)) {
+  if (
+    earlier !== undefined &&
+    earlier.files === filesDigest(earlier.result.lines)
+  ) {
     return earlier.result;
   }
   const result = runDeploy(inputs, args, fakeGcloud());
@@ -153,7 +161,11 @@ function filesDigest(lines: string[]): string {
   return hash.digest('hex');
 }
 
-function runDeploy(inputs: Record<string, string>, args: string[], fake: FakeGcloud): DeployResult {
+function runDeploy(
+  inputs: Record<string, string>,
+  args: string[],
+  fake: FakeGcloud,
+): DeployResult {
   rmSync(fake.calls, { force: true });
   const result = spawnSync(DEPLOY, args, {
     cwd: scratch,
@@ -175,7 +187,9 @@ function runDeploy(inputs: Record<string, string>, args: string[], fake: FakeGcl
     undefined,
     `deploy.sh ${args.join(' ')} did not finish: ${result.error}`,
   );
-  const calls = existsSync(fake.calls) ? readFileSync(fake.calls, 'utf8').split('\n') : [];
+  const calls = existsSync(fake.calls)
+    ? readFileSync(fake.calls, 'utf8').split('\n')
+    : [];
   const lines = result.stdout.split('\n').filter((l) => l !== '');
   const callLines = calls.filter((l) => l !== '');
   readBack([...lines, ...callLines]);
@@ -200,7 +214,9 @@ function readBack(lines: string[]): void {
   if (fresh.length === 0) {
     return;
   }
-  const script = fresh.map((line) => `set -- ${line}\nprintf '%s\\0' "$#" "$@"`).join('\n');
+  const script = fresh
+    .map((line) => `set -- ${line}\nprintf '%s\\0' "$#" "$@"`)
+    .join('\n');
   const result = spawnSync('bash', ['-c', script], {
     encoding: 'utf8',
     stdio: NO_STDIN,
@@ -229,7 +245,11 @@ function argvOf(line: string): string[] {
     stdio: NO_STDIN,
     timeout: CHILD_TIMEOUT_MS,
   });
-  assert.equal(result.status, 0, `bash could not read back: ${line}\n${result.stderr}`);
+  assert.equal(
+    result.status,
+    0,
+    `bash could not read back: ${line}\n${result.stderr}`,
+  );
   const argv = result.stdout.split('\0');
   argv.pop();
   readBackWords.set(line, argv);
@@ -238,7 +258,9 @@ function argvOf(line: string): string[] {
 
 /** The command whose words start with `prefix`, from a dry run's lines. */
 function command(lines: string[], ...prefix: string[]): string[] {
-  const found = lines.map(argvOf).find((argv) => prefix.every((word, i) => argv[i] === word));
+  const found = lines
+    .map(argvOf)
+    .find((argv) => prefix.every((word, i) => argv[i] === word));
   assert.ok(found, `no "${prefix.join(' ')}" in:\n${lines.join('\n')}`);
   return found;
 }
@@ -252,9 +274,14 @@ function flag(argv: string[], name: string): string | undefined {
 function gcloudDict(value: string): Map<string, string> {
   const custom = /^\^([^^]+)\^/.exec(value);
   const delimiter = custom?.[1] ?? ',';
-  const items = (custom ? value.slice(custom[0].length) : value).split(delimiter);
+  const items = (custom ? value.slice(custom[0].length) : value).split(
+    delimiter,
+  );
   return new Map(
-    items.map((item) => [item.slice(0, item.indexOf('=')), item.slice(item.indexOf('=') + 1)]),
+    items.map((item) => [
+      item.slice(0, item.indexOf('=')),
+      item.slice(item.indexOf('=') + 1),
+    ]),
   );
 }
 
@@ -275,7 +302,9 @@ const NO_GCLOUD = 'gcloud is not installed: the real parser cannot be checked';
 function gcloudEnv(config: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
-    const keep = !/^(CLOUDSDK_|GOOGLE_|GCLOUD_)/.test(key) || key.startsWith('CLOUDSDK_PYTHON');
+    const keep =
+      !/^(CLOUDSDK_|GOOGLE_|GCLOUD_)/.test(key) ||
+      key.startsWith('CLOUDSDK_PYTHON');
     if (keep) {
       env[key] = value;
     }
@@ -333,7 +362,9 @@ function runChild(
     });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`timed out after ${CHILD_TIMEOUT_MS} ms: ${what}\n${stderr}`));
+      reject(
+        new Error(`timed out after ${CHILD_TIMEOUT_MS} ms: ${what}\n${stderr}`),
+      );
     }, CHILD_TIMEOUT_MS);
     child.once('error', (err) => {
       clearTimeout(timer);
@@ -398,7 +429,10 @@ async function parseEach(lines: string[]): Promise<GcloudRun[]> {
   const worker = async (): Promise<void> => {
     while (next < lines.length) {
       const index = next++;
-      results[index] = await runGcloud(lines[index] as string, argvs[index] as string[]);
+      results[index] = await runGcloud(
+        lines[index] as string,
+        argvs[index] as string[],
+      );
     }
   };
   await Promise.all(Array.from({ length: PARALLEL }, worker));
@@ -450,9 +484,16 @@ async function parseAll(lines: string[]): Promise<GcloudRun[]> {
     `gcloud's CLI to parse ${lines.length} commands`,
     sdk.python,
     ['-c', [...sdk.prelude, ...PARSE_EACH_COMMAND].join('\n')],
-    { env: gcloudEnv(mkdtempSync(path.join(scratch, 'gcloud-'))), input: JSON.stringify(argvs) },
+    {
+      env: gcloudEnv(mkdtempSync(path.join(scratch, 'gcloud-'))),
+      input: JSON.stringify(argvs),
+    },
   );
-  assert.equal(run.code, 0, `gcloud's CLI did not run the commands:\n${run.stderr}`);
+  assert.equal(
+    run.code,
+    0,
+    `gcloud's CLI did not run the commands:\n${run.stderr}`,
+  );
   const answers = JSON.parse(run.stdout) as { code: number; stderr: string }[];
   assert.equal(answers.length, lines.length, run.stdout);
   return answers.map((answer, i) => ({ line: lines[i] as string, ...answer }));
@@ -477,7 +518,9 @@ describe('deploy.sh --dry-run', () => {
     const run = deploy(AWKWARD);
 
     assert.equal(run.status, 0, run.stderr);
-    const creates = run.lines.map(argvOf).filter((a) => a[1] === 'logging' && a[3] === 'create');
+    const creates = run.lines
+      .map(argvOf)
+      .filter((a) => a[1] === 'logging' && a[3] === 'create');
     assert.deepEqual(
       creates.map((a) => a[4]),
       [
@@ -492,7 +535,10 @@ describe('deploy.sh --dry-run', () => {
       ].map((k) => `scheduler-run-once-runs-${k}`),
     );
     const file = flag(creates[4] ?? [], '--config-from-file') ?? '';
-    const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    const metric = JSON.parse(readFileSync(file, 'utf8')) as Record<
+      string,
+      unknown
+    >;
     assert.match(
       String(metric.filter),
       /service_name="scheduler-run-once" AND jsonPayload\.message="missed run"/,
@@ -511,22 +557,53 @@ describe('deploy.sh --dry-run', () => {
     const again = deploy(AWKWARD, ['--dry-run', '--assume-existing']);
 
     assert.equal(run.status, 0, run.stderr);
-    const list = command(run.lines, 'gcloud', 'monitoring', 'dashboards', 'list');
-    assert.equal(flag(list, '--filter'), 'displayName="scheduler-run-once: runs by job"');
-    const create = command(run.lines, 'gcloud', 'monitoring', 'dashboards', 'create');
-    const board = JSON.parse(readFileSync(flag(create, '--config-from-file') ?? '', 'utf8')) as {
+    const list = command(
+      run.lines,
+      'gcloud',
+      'monitoring',
+      'dashboards',
+      'list',
+    );
+    assert.equal(
+      flag(list, '--filter'),
+      'displayName="scheduler-run-once: runs by job"',
+    );
+    const create = command(
+      run.lines,
+      'gcloud',
+      'monitoring',
+      'dashboards',
+      'create',
+    );
+    const board = JSON.parse(
+      readFileSync(flag(create, '--config-from-file') ?? '', 'utf8'),
+    ) as {
       displayName: string;
-      gridLayout: { widgets: { xyChart?: { dataSets: { timeSeriesQuery: unknown }[] } }[] };
+      gridLayout: {
+        widgets: { xyChart?: { dataSets: { timeSeriesQuery: unknown }[] } }[];
+      };
     };
     assert.equal(board.displayName, 'scheduler-run-once: runs by job');
-    assert.equal(board.gridLayout.widgets.filter((w) => w.xyChart !== undefined).length, 7);
-    assert.equal(again.status, 0, again.stderr);
-    assert.ok(again.lines.some((l) => l.startsWith('gcloud monitoring dashboards list')));
     assert.equal(
-      again.lines.some((l) => l.startsWith('gcloud monitoring dashboards create')),
+      board.gridLayout.widgets.filter((w) => w.xyChart !== undefined).length,
+      7,
+    );
+    assert.equal(again.status, 0, again.stderr);
+    assert.ok(
+      again.lines.some((l) =>
+        l.startsWith('gcloud monitoring dashboards list'),
+      ),
+    );
+    assert.equal(
+      again.lines.some((l) =>
+        l.startsWith('gcloud monitoring dashboards create'),
+      ),
       false,
     );
-    assert.match(again.stderr, /dashboard "scheduler-run-once: runs by job" exists: kept/);
+    assert.match(
+      again.stderr,
+      /dashboard "scheduler-run-once: runs by job" exists: kept/,
+    );
   });
 
   it('with ALERT_CHANNELS creates the alert policies once, with an absence alert per job that fits 23.5 h', () => {
@@ -539,13 +616,19 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(run.status, 0, run.stderr);
     const creates = run.lines
       .map(argvOf)
-      .filter((a) => a.slice(1, 5).join(' ') === 'alpha monitoring policies create');
+      .filter(
+        (a) => a.slice(1, 5).join(' ') === 'alpha monitoring policies create',
+      );
     const policies = creates.map(
       (a) =>
-        JSON.parse(readFileSync(flag(a, '--policy-from-file') ?? '', 'utf8')) as {
+        JSON.parse(
+          readFileSync(flag(a, '--policy-from-file') ?? '', 'utf8'),
+        ) as {
           displayName: string;
           notificationChannels: string[];
-          conditions: { conditionAbsent?: { duration: string; filter: string } }[];
+          conditions: {
+            conditionAbsent?: { duration: string; filter: string };
+          }[];
         },
     );
     assert.deepEqual(
@@ -561,9 +644,14 @@ describe('deploy.sh --dry-run', () => {
       policies[2]?.conditions[0]?.conditionAbsent?.filter ?? '',
       /metric\.label\.job="every-five"/,
     );
-    assert.match(run.stderr, /no absence alert for nightly_report-1: .*past the 23\.5 h/);
+    assert.match(
+      run.stderr,
+      /no absence alert for nightly_report-1: .*past the 23\.5 h/,
+    );
     assert.ok(
-      again.lines.some((l) => l.startsWith('gcloud alpha monitoring policies list')),
+      again.lines.some((l) =>
+        l.startsWith('gcloud alpha monitoring policies list'),
+      ),
       'looks for each policy by name before creating it',
     );
   });
@@ -592,7 +680,10 @@ describe('deploy.sh --dry-run', () => {
     const positions = steps.map((step) =>
       argvs.findIndex((argv) => step.every((word, i) => argv[i + 1] === word)),
     );
-    assert.ok(!positions.includes(-1), `missing a step: ${JSON.stringify(positions)}`);
+    assert.ok(
+      !positions.includes(-1),
+      `missing a step: ${JSON.stringify(positions)}`,
+    );
     assert.deepEqual(
       positions,
       [...positions].sort((a, b) => a - b),
@@ -602,7 +693,9 @@ describe('deploy.sh --dry-run', () => {
   it('grants the runtime account roles/datastore.user only, unconditionally', () => {
     const run = deploy(REQUIRED);
 
-    const bindings = run.lines.map(argvOf).filter((argv) => argv[2] === 'add-iam-policy-binding');
+    const bindings = run.lines
+      .map(argvOf)
+      .filter((argv) => argv[2] === 'add-iam-policy-binding');
     assert.equal(bindings.length, 1);
     const binding = bindings[0] as string[];
     assert.equal(
@@ -617,7 +710,12 @@ describe('deploy.sh --dry-run', () => {
     const run = deploy(REQUIRED);
 
     const argv = command(run.lines, 'gcloud', 'functions', 'deploy');
-    for (const word of ['--gen2', '--trigger-http', '--no-allow-unauthenticated', '--source=.']) {
+    for (const word of [
+      '--gen2',
+      '--trigger-http',
+      '--no-allow-unauthenticated',
+      '--source=.',
+    ]) {
       assert.ok(argv.includes(word), `${word} missing`);
     }
     assert.equal(flag(argv, '--entry-point'), 'handleScheduledJob');
@@ -634,7 +732,10 @@ describe('deploy.sh --dry-run', () => {
     const run = deploy(AWKWARD);
 
     const env = gcloudDict(
-      flag(command(run.lines, 'gcloud', 'functions', 'deploy'), '--set-env-vars') ?? '',
+      flag(
+        command(run.lines, 'gcloud', 'functions', 'deploy'),
+        '--set-env-vars',
+      ) ?? '',
     );
     assert.deepEqual(Object.fromEntries(env), {
       NODE_ENV: 'production',
@@ -656,9 +757,13 @@ describe('deploy.sh --dry-run', () => {
     const run = deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' });
 
     const env = gcloudDict(
-      flag(command(run.lines, 'gcloud', 'functions', 'deploy'), '--set-env-vars') ?? '',
+      flag(
+        command(run.lines, 'gcloud', 'functions', 'deploy'),
+        '--set-env-vars',
+      ) ?? '',
     );
-    const audience = 'https://us-central1-my-project.cloudfunctions.net/scheduler-run-once';
+    const audience =
+      'https://us-central1-my-project.cloudfunctions.net/scheduler-run-once';
     assert.equal(env.get('AUTH_MODE'), 'verify-oidc');
     assert.equal(env.get('OIDC_AUDIENCE'), audience);
     assert.equal(
@@ -674,16 +779,24 @@ describe('deploy.sh --dry-run', () => {
   it('by default keeps the invoker IAM check and uses the function URL as the audience', () => {
     const run = deploy(REQUIRED);
 
-    assert.ok(!run.lines.some((l) => l.startsWith('gcloud run services update')));
+    assert.ok(
+      !run.lines.some((l) => l.startsWith('gcloud run services update')),
+    );
     const job = command(run.lines, 'gcloud', 'scheduler', 'jobs', 'create');
-    assert.equal(flag(job, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
+    assert.equal(
+      flag(job, '--oidc-token-audience'),
+      'https://FUNCTION_URL.invalid',
+    );
   });
 
   it('scopes run ids to project and region unless RUN_KEY_SCOPE says otherwise', () => {
     const run = deploy(REQUIRED);
 
     const env = gcloudDict(
-      flag(command(run.lines, 'gcloud', 'functions', 'deploy'), '--set-env-vars') ?? '',
+      flag(
+        command(run.lines, 'gcloud', 'functions', 'deploy'),
+        '--set-env-vars',
+      ) ?? '',
     );
     assert.equal(env.get('RUN_KEY_SCOPE'), 'my-project/us-central1');
   });
@@ -693,7 +806,9 @@ describe('deploy.sh --dry-run', () => {
 
     const creates = run.lines
       .map(argvOf)
-      .filter((argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http');
+      .filter(
+        (argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http',
+      );
     assert.deepEqual(
       creates.map((argv) => argv[5]),
       ['every-five', 'nightly_report-1'],
@@ -732,8 +847,14 @@ describe('deploy.sh --dry-run', () => {
     ]);
     for (const argv of creates) {
       assert.equal(flag(argv, '--location'), 'us-central1');
-      assert.equal(flag(argv, '--uri'), 'https://FUNCTION_URL.invalid?env=prod&x=1');
-      assert.equal(flag(argv, '--oidc-token-audience'), 'https://FUNCTION_URL.invalid');
+      assert.equal(
+        flag(argv, '--uri'),
+        'https://FUNCTION_URL.invalid?env=prod&x=1',
+      );
+      assert.equal(
+        flag(argv, '--oidc-token-audience'),
+        'https://FUNCTION_URL.invalid',
+      );
       assert.equal(
         flag(argv, '--oidc-service-account-email'),
         'scheduler-run-once-invoker@my-project.iam.gserviceaccount.com',
@@ -751,11 +872,21 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(run.status, 0, run.stderr);
     const created = run.lines
       .map(argvOf)
-      .filter((argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http')
-      .map((argv) => [argv[5], flag(argv, '--schedule'), flag(argv, '--time-zone')]);
+      .filter(
+        (argv) => argv.slice(1, 5).join(' ') === 'scheduler jobs create http',
+      )
+      .map((argv) => [
+        argv[5],
+        flag(argv, '--schedule'),
+        flag(argv, '--time-zone'),
+      ]);
     assert.deepEqual(
       created,
-      validateJobs(starterJobs).map((job) => [job.id, job.schedule, job.timeZone]),
+      validateJobs(starterJobs).map((job) => [
+        job.id,
+        job.schedule,
+        job.timeZone,
+      ]),
     );
   });
 
@@ -778,14 +909,23 @@ describe('deploy.sh --dry-run', () => {
   it('reports a job that calls the function but is not declared, and keeps it', () => {
     const run = deploy(REQUIRED, ['--dry-run', '--assume-existing']);
 
-    assert.ok(!run.lines.some((l) => l.startsWith('gcloud scheduler jobs delete')), run.stdout);
+    assert.ok(
+      !run.lines.some((l) => l.startsWith('gcloud scheduler jobs delete')),
+      run.stdout,
+    );
     assert.match(
       run.stderr,
       /UNDECLARED-JOB: calls scheduler-run-once but is not declared \(removed, or renamed\)/,
     );
-    assert.match(run.stderr, /its history stays readable: npm run runs -- --job UNDECLARED-JOB/);
+    assert.match(
+      run.stderr,
+      /its history stays readable: npm run runs -- --job UNDECLARED-JOB/,
+    );
     assert.match(run.stderr, /delete it: \.\/deploy\.sh --prune/);
-    assert.match(run.stderr, /Not declared {4}UNDECLARED-JOB \(kept: --prune deletes them/);
+    assert.match(
+      run.stderr,
+      /Not declared {4}UNDECLARED-JOB \(kept: --prune deletes them/,
+    );
   });
 
   it('creates the TTL policy of the per-job documents and every composite index the queries need', () => {
@@ -794,19 +934,25 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(run.status, 0, run.stderr);
     const ttls = run.lines
       .map(argvOf)
-      .filter((a) => a.slice(1, 5).join(' ') === 'firestore fields ttls update');
+      .filter(
+        (a) => a.slice(1, 5).join(' ') === 'firestore fields ttls update',
+      );
     assert.deepEqual(
       ttls.map((a) => flag(a, '--collection-group')),
       ['scheduler_runs', 'scheduler_runs_jobs'],
     );
     const indexes = run.lines
       .map(argvOf)
-      .filter((a) => a.slice(1, 5).join(' ') === 'firestore indexes composite create');
+      .filter(
+        (a) => a.slice(1, 5).join(' ') === 'firestore indexes composite create',
+      );
     assert.deepEqual(
       indexes.map((a) => a.filter((w) => w.startsWith('--field-config='))),
       INDEXES.map(fieldConfigs),
     );
-    assert.ok(indexes.every((a) => flag(a, '--collection-group') === 'scheduler_runs'));
+    assert.ok(
+      indexes.every((a) => flag(a, '--collection-group') === 'scheduler_runs'),
+    );
   });
 
   it('names a declared job that has no Scheduler job yet', () => {
@@ -816,7 +962,10 @@ describe('deploy.sh --dry-run', () => {
       run.stderr,
       /scheduled-job has no Scheduler job yet: deploy\.sh \(without --dry-run\) creates it/,
     );
-    assert.match(run.stderr, /New {13}scheduled-job \(had no Scheduler job: would be created\)/);
+    assert.match(
+      run.stderr,
+      /New {13}scheduled-job \(had no Scheduler job: would be created\)/,
+    );
   });
 
   it('with --prune deletes the jobs that are not declared, and only those', () => {
@@ -856,13 +1005,24 @@ describe('deploy.sh --dry-run', () => {
     );
     assert.equal(flag(update, '--update-headers'), 'X-Tenant=acme corp');
     assert.equal(flag(update, '--schedule'), '0 9 * JAN-MAR MON-FRI');
-    command(run.lines, 'gcloud', 'scheduler', 'jobs', 'update', 'http', 'every-five');
+    command(
+      run.lines,
+      'gcloud',
+      'scheduler',
+      'jobs',
+      'update',
+      'http',
+      'every-five',
+    );
   });
 
   it('ends with how to trigger a run, what a forced run does, and npm run trigger', () => {
     const run = deploy(REQUIRED);
 
-    assert.match(run.stderr, /gcloud scheduler jobs run scheduled-job --location=us-central1/);
+    assert.match(
+      run.stderr,
+      /gcloud scheduler jobs run scheduled-job --location=us-central1/,
+    );
     assert.match(
       run.stderr,
       /forced run carries the \*next\* schedule time; [\s\S]*the scheduled run still runs/,
@@ -886,15 +1046,31 @@ describe('deploy.sh on a project (gcloud faked)', () => {
     const run = deploy(REQUIRED, [], cloud);
 
     assert.equal(run.status, 0, run.stderr);
-    assert.equal(callsOf(run.gcloudCalls, 'gcloud', 'iam', 'service-accounts', 'create').length, 2);
+    assert.equal(
+      callsOf(run.gcloudCalls, 'gcloud', 'iam', 'service-accounts', 'create')
+        .length,
+      2,
+    );
     assert.deepEqual(
-      callsOf(run.gcloudCalls, 'gcloud', 'firestore', 'fields', 'ttls', 'update').map((argv) =>
-        flag(argv, '--collection-group'),
-      ),
+      callsOf(
+        run.gcloudCalls,
+        'gcloud',
+        'firestore',
+        'fields',
+        'ttls',
+        'update',
+      ).map((argv) => flag(argv, '--collection-group')),
       ['scheduler_runs', 'scheduler_runs_jobs'],
       'the runs and the per-job documents',
     );
-    const [job] = callsOf(run.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'create', 'http');
+    const [job] = callsOf(
+      run.gcloudCalls,
+      'gcloud',
+      'scheduler',
+      'jobs',
+      'create',
+      'http',
+    );
     assert.ok(job, 'no job created');
     assert.equal(flag(job, '--uri'), FUNCTION_URL);
     assert.equal(flag(job, '--oidc-token-audience'), FUNCTION_URL);
@@ -903,23 +1079,49 @@ describe('deploy.sh on a project (gcloud faked)', () => {
 
   it('updates in place when run again, creating nothing', () => {
     const cloud = cloudGcloud();
-    assert.equal(deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status, 0);
+    assert.equal(
+      deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status,
+      0,
+    );
 
     const again = deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud);
 
     assert.equal(again.status, 0, again.stderr);
     assert.deepEqual(
-      again.gcloudCalls.filter((argv) => argv.includes('create')).map((argv) => argv.join(' ')),
+      again.gcloudCalls
+        .filter((argv) => argv.includes('create'))
+        .map((argv) => argv.join(' ')),
       [],
     );
     assert.equal(
-      callsOf(again.gcloudCalls, 'gcloud', 'firestore', 'fields', 'ttls', 'update').length,
+      callsOf(
+        again.gcloudCalls,
+        'gcloud',
+        'firestore',
+        'fields',
+        'ttls',
+        'update',
+      ).length,
       0,
     );
-    assert.equal(callsOf(again.gcloudCalls, 'gcloud', 'functions', 'deploy').length, 1);
-    const updates = callsOf(again.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'update', 'http');
+    assert.equal(
+      callsOf(again.gcloudCalls, 'gcloud', 'functions', 'deploy').length,
+      1,
+    );
+    const updates = callsOf(
+      again.gcloudCalls,
+      'gcloud',
+      'scheduler',
+      'jobs',
+      'update',
+      'http',
+    );
     assert.deepEqual(
-      updates.map((argv) => [argv[5], flag(argv, '--schedule'), flag(argv, '--uri')]),
+      updates.map((argv) => [
+        argv[5],
+        flag(argv, '--schedule'),
+        flag(argv, '--uri'),
+      ]),
       [
         ['every-five', '*/5 * * * *', FUNCTION_URL],
         ['nightly_report-1', '0 9 * JAN-MAR MON-FRI', FUNCTION_URL],
@@ -929,7 +1131,10 @@ describe('deploy.sh on a project (gcloud faked)', () => {
 
   it('reports the jobs no longer declared and deletes them only with --prune', () => {
     const cloud = cloudGcloud();
-    assert.equal(deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status, 0);
+    assert.equal(
+      deploy({ ...REQUIRED, JOBS_MODULE: TWO_JOBS }, [], cloud).status,
+      0,
+    );
 
     const kept = deploy(REQUIRED, [], cloud);
     const pruned = deploy(REQUIRED, ['--prune'], cloud);
@@ -940,14 +1145,25 @@ describe('deploy.sh on a project (gcloud faked)', () => {
       kept.stderr,
       /every-five: calls scheduler-run-once but is not declared \(removed, or renamed to scheduled-job\?\)/,
     );
-    assert.match(kept.stderr, /nightly_report-1: calls scheduler-run-once but is not declared/);
-    assert.deepEqual(callsOf(kept.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete'), []);
+    assert.match(
+      kept.stderr,
+      /nightly_report-1: calls scheduler-run-once but is not declared/,
+    );
+    assert.deepEqual(
+      callsOf(kept.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete'),
+      [],
+    );
     assert.equal(pruned.status, 0, pruned.stderr);
     assert.deepEqual(
-      callsOf(pruned.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete').map((argv) => argv[4]),
+      callsOf(pruned.gcloudCalls, 'gcloud', 'scheduler', 'jobs', 'delete').map(
+        (argv) => argv[4],
+      ),
       ['every-five', 'nightly_report-1'],
     );
-    assert.match(after.stderr, /not declared\n\+ gcloud scheduler jobs list .*\n {2}none\n/);
+    assert.match(
+      after.stderr,
+      /not declared\n\+ gcloud scheduler jobs list .*\n {2}none\n/,
+    );
   });
 
   it('stops before creating anything when the Firestore database is missing', () => {
@@ -977,14 +1193,19 @@ describe('deploy.sh on a project (gcloud faked)', () => {
  * put that library on `sys.path` (with `json` and `sys` imported); undefined where that library is
  * not found (a packaged gcloud without its sources).
  */
-function gcloudSdk(): { sdk: string; python: string; prelude: string[] } | undefined {
+function gcloudSdk():
+  | { sdk: string; python: string; prelude: string[] }
+  | undefined {
   if (GCLOUD === undefined) {
     return undefined;
   }
   const sdk = path.resolve(path.dirname(realpathSync(GCLOUD)), '..');
   const bundled = path.join(sdk, 'platform/bundledpythonunix/bin/python3');
-  const python = process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
-  if (!existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))) {
+  const python =
+    process.env.CLOUDSDK_PYTHON ?? (existsSync(bundled) ? bundled : 'python3');
+  if (
+    !existsSync(path.join(sdk, 'lib/googlecloudsdk/calliope/arg_parsers.py'))
+  ) {
     return undefined;
   }
   const prelude = [
@@ -1008,10 +1229,14 @@ function gcloudPython(
     t.skip(`gcloud's Python library is not under the SDK of ${GCLOUD}`);
     return undefined;
   }
-  return spawnSync(found.python, ['-c', [...found.prelude, ...code].join('\n'), ...args], {
-    encoding: 'utf8',
-    timeout: CHILD_TIMEOUT_MS,
-  });
+  return spawnSync(
+    found.python,
+    ['-c', [...found.prelude, ...code].join('\n'), ...args],
+    {
+      encoding: 'utf8',
+      timeout: CHILD_TIMEOUT_MS,
+    },
+  );
 }
 
 describe('the real gcloud parser', () => {
@@ -1034,7 +1259,10 @@ describe('the real gcloud parser', () => {
     assert.equal(good?.code, 1, good?.stderr);
     assert.match(good?.stderr ?? '', NO_ACCOUNT);
     assert.equal(wrong?.code, 2, wrong?.stderr);
-    assert.match(wrong?.stderr ?? '', /unrecognized arguments: --update-headers/);
+    assert.match(
+      wrong?.stderr ?? '',
+      /unrecognized arguments: --update-headers/,
+    );
     assert.doesNotMatch(wrong?.stderr ?? '', NO_ACCOUNT);
   });
 
@@ -1051,7 +1279,9 @@ describe('the real gcloud parser', () => {
 
     const results = await parseAll(distinctShapes([...lines]));
 
-    const refused = results.filter((r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr));
+    const refused = results.filter(
+      (r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr),
+    );
     assert.deepEqual(
       refused.map((r) => `exit ${r.code}: ${r.line}\n${r.stderr.trim()}`),
       [],
@@ -1063,12 +1293,19 @@ describe('the real gcloud parser', () => {
   it('accepts the pause and resume commands npm run pause and resume run', {
     skip: !HAS_GCLOUD && NO_GCLOUD,
   }, async () => {
-    const ref = { jobId: 'nightly_report-1', location: 'us-central1', project: 'my-project' };
+    const ref = {
+      jobId: 'nightly_report-1',
+      location: 'us-central1',
+      project: 'my-project',
+    };
     const lines = (['pause', 'resume'] as const).map((verb) =>
       shellLine(['gcloud', ...schedulerPauseArgs(verb, ref)]),
     );
 
-    const results = await parseAll([...lines, `${lines[0]} --paused-until=tomorrow`]);
+    const results = await parseAll([
+      ...lines,
+      `${lines[0]} --paused-until=tomorrow`,
+    ]);
 
     assert.deepEqual(
       results.slice(0, 2).map((r) => [r.code, NO_ACCOUNT.test(r.stderr)]),
@@ -1089,11 +1326,20 @@ describe('the real gcloud parser', () => {
     skip: !HAS_GCLOUD && NO_GCLOUD,
   }, (t) => {
     const file = flag(
-      command(deploy(REQUIRED).lines, 'gcloud', 'monitoring', 'dashboards', 'create'),
+      command(
+        deploy(REQUIRED).lines,
+        'gcloud',
+        'monitoring',
+        'dashboards',
+        'create',
+      ),
       '--config-from-file',
     ) as string;
     const broken = path.join(scratch, 'dashboard-broken.json');
-    writeFileSync(broken, readFileSync(file, 'utf8').replace('STACKED_BAR', 'STACKED_BARS'));
+    writeFileSync(
+      broken,
+      readFileSync(file, 'utf8').replace('STACKED_BAR', 'STACKED_BARS'),
+    );
     // gcloud's parser (apitools) keeps an unknown field or enum value aside instead of refusing
     // it, and the API would then refuse the dashboard: this walks the message for any.
     const check = [
@@ -1124,7 +1370,9 @@ describe('the real gcloud parser', () => {
       .split('\n')
       .map((l) => JSON.parse(l) as string[]);
     assert.deepEqual(good, []);
-    assert.deepEqual(bad, ['dashboard.gridLayout.widgets.xyChart.dataSets.plotType']);
+    assert.deepEqual(bad, [
+      'dashboard.gridLayout.widgets.xyChart.dataSets.plotType',
+    ]);
   });
 
   it("reads --set-env-vars into exactly the function's variables", {
@@ -1203,7 +1451,8 @@ describe('the real gcloud parser', () => {
 
   it("uploads the starter's sources and lockfile with the library's, and leaves tests and local state out", {
     skip:
-      (!HAS_GCLOUD && NO_GCLOUD) || (!existsSync(STARTER_ROOT_GCLOUDIGNORE) && NOT_IN_REPOSITORY),
+      (!HAS_GCLOUD && NO_GCLOUD) ||
+      (!existsSync(STARTER_ROOT_GCLOUDIGNORE) && NOT_IN_REPOSITORY),
   }, () => {
     const config = mkdtempSync(path.join(scratch, 'gcloud-'));
 
@@ -1244,14 +1493,21 @@ describe('the real gcloud parser', () => {
 /** A `node` that says it is `version`, for the Node version check. */
 function fakeNode(version: string): string {
   const bin = mkdtempSync(path.join(scratch, 'node-'));
-  writeFileSync(path.join(bin, 'node'), `#!/usr/bin/env bash\necho ${version}\n`);
+  writeFileSync(
+    path.join(bin, 'node'),
+    `#!/usr/bin/env bash\necho ${version}\n`,
+  );
   chmodSync(path.join(bin, 'node'), 0o755);
   return path.join(bin, 'node');
 }
 
 describe('deploy.sh refuses bad inputs before any command', () => {
   const INVALID_JOBS = path.join(FIXTURES, 'jobs-invalid.ts');
-  const cases: { name: string; inputs: Record<string, string>; says: RegExp[] }[] = [
+  const cases: {
+    name: string;
+    inputs: Record<string, string>;
+    says: RegExp[];
+  }[] = [
     {
       name: 'job declarations with an App Engine (groc) schedule, a repeated id and an unknown zone',
       inputs: { ...REQUIRED, JOBS_MODULE: INVALID_JOBS },
@@ -1264,7 +1520,11 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     },
     {
       name: 'a schedule still given as SCHEDULE',
-      inputs: { ...REQUIRED, SCHEDULE: '*/5 * * * *', ATTEMPT_DEADLINE_SECONDS: '60' },
+      inputs: {
+        ...REQUIRED,
+        SCHEDULE: '*/5 * * * *',
+        ATTEMPT_DEADLINE_SECONDS: '60',
+      },
       says: [
         /SCHEDULE is set, but deploy.sh no longer reads it: declare the job's schedule in code/,
         /ATTEMPT_DEADLINE_SECONDS is set, .* declare the job's attemptDeadlineSeconds in code/,
@@ -1273,12 +1533,16 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     {
       name: 'a Node.js too old to read the declarations',
       inputs: { ...REQUIRED, NODE_BIN: fakeNode('20.19.0') },
-      says: [/with Node.js 22.18 or later .*is 20.19.0: put a newer node first on PATH/],
+      says: [
+        /with Node.js 22.18 or later .*is 20.19.0: put a newer node first on PATH/,
+      ],
     },
     {
       name: 'no Node.js to read the declarations',
       inputs: { ...REQUIRED, NODE_BIN: path.join(scratch, 'no-such-node') },
-      says: [/with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/],
+      says: [
+        /with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/,
+      ],
     },
     {
       name: 'a lease longer than the function accepts (a day)',
@@ -1293,11 +1557,17 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     {
       name: 'a lease shorter than the function timeout',
       inputs: { ...REQUIRED, LEASE_SECONDS: '120' },
-      says: [/LEASE_SECONDS \(120\) must be at least FUNCTION_TIMEOUT_SECONDS \(180\)/],
+      says: [
+        /LEASE_SECONDS \(120\) must be at least FUNCTION_TIMEOUT_SECONDS \(180\)/,
+      ],
     },
     {
       name: "a function timeout below each job's attempt deadline",
-      inputs: { ...REQUIRED, JOBS_MODULE: TWO_JOBS, FUNCTION_TIMEOUT_SECONDS: '100' },
+      inputs: {
+        ...REQUIRED,
+        JOBS_MODULE: TWO_JOBS,
+        FUNCTION_TIMEOUT_SECONDS: '100',
+      },
       says: [
         /FUNCTION_TIMEOUT_SECONDS \(100\) must be at least the attemptDeadlineSeconds \(180\) of job every-five/,
         /FUNCTION_TIMEOUT_SECONDS \(100\) must be at least the attemptDeadlineSeconds \(120\) of job nightly_report-1/,
@@ -1305,7 +1575,11 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     },
     {
       name: 'a function timeout over 3600 s',
-      inputs: { ...REQUIRED, FUNCTION_TIMEOUT_SECONDS: '3601', LEASE_SECONDS: '4000' },
+      inputs: {
+        ...REQUIRED,
+        FUNCTION_TIMEOUT_SECONDS: '3601',
+        LEASE_SECONDS: '4000',
+      },
       says: [/FUNCTION_TIMEOUT_SECONDS='3601'.* from 1 to 3600/],
     },
     {
@@ -1332,7 +1606,10 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     },
     {
       name: 'a declared job that imports a package only in devDependencies',
-      inputs: { ...REQUIRED, JOBS_MODULE: path.join(FIXTURES, 'jobs-dev-dependency.ts') },
+      inputs: {
+        ...REQUIRED,
+        JOBS_MODULE: path.join(FIXTURES, 'jobs-dev-dependency.ts'),
+      },
       says: [
         /examples\/workflows-proxy\/workflows-job\.ts imports @google-cloud\/workflows, which package\.json lists only in devDependencies.*npm install @google-cloud\/workflows/,
       ],
@@ -1349,7 +1626,11 @@ describe('deploy.sh refuses bad inputs before any command', () => {
     },
     {
       name: 'several missing and invalid inputs and declarations, listed at once',
-      inputs: { LEASE_SECONDS: 'soon', RUNTIME_SA_NAME: 'x', JOBS_MODULE: INVALID_JOBS },
+      inputs: {
+        LEASE_SECONDS: 'soon',
+        RUNTIME_SA_NAME: 'x',
+        JOBS_MODULE: INVALID_JOBS,
+      },
       says: [
         /GOOGLE_CLOUD_PROJECT is required/,
         /REGION is required/,
@@ -1391,31 +1672,46 @@ describe('deploy.sh refuses bad inputs before any command', () => {
 
 describe('deploy.sh source', () => {
   it('is shellcheck clean', {
-    skip: !HAS_SHELLCHECK && 'shellcheck is not installed (apt-get install shellcheck)',
+    skip:
+      !HAS_SHELLCHECK &&
+      'shellcheck is not installed (apt-get install shellcheck)',
   }, () => {
-    const result = spawnSync('shellcheck', [DEPLOY], { encoding: 'utf8', stdio: NO_STDIN });
+    const result = spawnSync('shellcheck', [DEPLOY], {
+      encoding: 'utf8',
+      stdio: NO_STDIN,
+    });
 
     assert.equal(result.status, 0, result.stdout + result.stderr);
   });
 });
 
 describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
-  const RUNTIME_MEMBER = 'serviceAccount:scheduler-run-once-run@my-project.iam.gserviceaccount.com';
+  const RUNTIME_MEMBER =
+    'serviceAccount:scheduler-run-once-run@my-project.iam.gserviceaccount.com';
   /** Every IAM binding of a dry run: [command, resource, role], in order. */
   const bindingsOf = (lines: string[]) =>
     lines
       .map(argvOf)
-      .filter((argv) => argv.includes('add-iam-policy-binding') && argv[1] !== 'functions')
+      .filter(
+        (argv) =>
+          argv.includes('add-iam-policy-binding') && argv[1] !== 'functions',
+      )
       .map((argv) => {
         assert.equal(flag(argv, '--member'), RUNTIME_MEMBER, argv.join(' '));
         const at = argv.indexOf('add-iam-policy-binding');
-        return [argv.slice(1, at).join(' '), argv[at + 1], flag(argv, '--role')];
+        return [
+          argv.slice(1, at).join(' '),
+          argv[at + 1],
+          flag(argv, '--role'),
+        ];
       });
 
   it('grants nothing beyond roles/datastore.user when EXAMPLE is unset', () => {
     const run = deploy(REQUIRED);
 
-    assert.deepEqual(bindingsOf(run.lines), [['projects', 'my-project', 'roles/datastore.user']]);
+    assert.deepEqual(bindingsOf(run.lines), [
+      ['projects', 'my-project', 'roles/datastore.user'],
+    ]);
   });
 
   it('EXAMPLE=workflows grants roles/workflows.invoker on the project, unconditionally', () => {
@@ -1426,13 +1722,22 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
       ['projects', 'my-project', 'roles/datastore.user'],
       ['projects', 'my-project', 'roles/workflows.invoker'],
     ]);
-    const invoker = run.lines.map(argvOf).find((a) => a.includes('--role=roles/workflows.invoker'));
+    const invoker = run.lines
+      .map(argvOf)
+      .find((a) => a.includes('--role=roles/workflows.invoker'));
     assert.equal(flag(invoker ?? [], '--condition'), 'None');
-    assert.match(run.stderr, /Runs as .*\(roles\/datastore\.user, roles\/workflows\.invoker\)/);
+    assert.match(
+      run.stderr,
+      /Runs as .*\(roles\/datastore\.user, roles\/workflows\.invoker\)/,
+    );
   });
 
   it('EXAMPLE=cloud-run-job grants running with overrides and listing executions on that job only', () => {
-    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+    const run = deploy({
+      ...REQUIRED,
+      EXAMPLE: 'cloud-run-job',
+      EXAMPLE_CLOUD_RUN_JOB: 'export',
+    });
 
     assert.equal(run.status, 0, run.stderr);
     assert.deepEqual(bindingsOf(run.lines), [
@@ -1440,7 +1745,13 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
       ['run jobs', 'export', 'roles/run.jobsExecutorWithOverrides'],
       ['run jobs', 'export', 'roles/run.viewer'],
     ]);
-    const onJob = command(run.lines, 'gcloud', 'run', 'jobs', 'add-iam-policy-binding');
+    const onJob = command(
+      run.lines,
+      'gcloud',
+      'run',
+      'jobs',
+      'add-iam-policy-binding',
+    );
     assert.equal(flag(onJob, '--region'), 'us-central1');
     assert.equal(flag(onJob, '--project'), 'my-project');
   });
@@ -1456,7 +1767,11 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
   });
 
   it('grants the example roles right after roles/datastore.user, before the function is deployed', () => {
-    const run = deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' });
+    const run = deploy({
+      ...REQUIRED,
+      EXAMPLE: 'cloud-run-job',
+      EXAMPLE_CLOUD_RUN_JOB: 'export',
+    });
 
     const steps = run.lines.map((l) => argvOf(l).slice(1, 3).join(' '));
     const grant = steps.indexOf('run jobs');
@@ -1464,7 +1779,11 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
     assert.ok(grant < steps.indexOf('functions deploy'));
   });
 
-  const refused: { name: string; inputs: Record<string, string>; says: RegExp }[] = [
+  const refused: {
+    name: string;
+    inputs: Record<string, string>;
+    says: RegExp;
+  }[] = [
     {
       name: 'an unknown example',
       inputs: { EXAMPLE: 'pubsub' },
@@ -1503,14 +1822,24 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
   }, async () => {
     const lines = [
       ...deploy({ ...REQUIRED, EXAMPLE: 'workflows' }).lines,
-      ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-run-job', EXAMPLE_CLOUD_RUN_JOB: 'export' }).lines,
+      ...deploy({
+        ...REQUIRED,
+        EXAMPLE: 'cloud-run-job',
+        EXAMPLE_CLOUD_RUN_JOB: 'export',
+      }).lines,
       ...deploy({ ...REQUIRED, EXAMPLE: 'cloud-build' }).lines,
-    ].filter((line) => line.includes('add-iam-policy-binding') && !line.includes(' functions '));
+    ].filter(
+      (line) =>
+        line.includes('add-iam-policy-binding') &&
+        !line.includes(' functions '),
+    );
 
     const results = await parseAll([...new Set(lines)]);
 
     assert.equal(results.length, 5);
-    const refused = results.filter((r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr));
+    const refused = results.filter(
+      (r) => r.code !== 1 || !NO_ACCOUNT.test(r.stderr),
+    );
     assert.deepEqual(
       refused.map((r) => `exit ${r.code}: ${r.line}\n${r.stderr.trim()}`),
       [],

@@ -28,7 +28,9 @@ const STOP_MS = 30_000;
 /** `/proc/net/tcp*`'s hex address (`0100007F:1F90`, or 32 hex digits for IPv6) as `address:port`. */
 function decodeAddress(hex: string): string {
   const [ip = '', port = ''] = hex.split(':');
-  const words = (ip.match(/.{8}/g) ?? []).map((w) => (w.match(/../g) ?? []).reverse().join(''));
+  const words = (ip.match(/.{8}/g) ?? []).map((w) =>
+    (w.match(/../g) ?? []).reverse().join(''),
+  );
   const bytes =
     words
       .join('')
@@ -111,7 +113,9 @@ function listenersOf(pids: readonly number[]): string[] {
 /** The pid listening on 127.0.0.1:`port`, found by its socket's inode. */
 function pidListeningOn(port: number): number | undefined {
   const inodes = new Set(
-    [...listeningSockets()].filter(([, a]) => a.endsWith(`:${port}`)).map(([inode]) => inode),
+    [...listeningSockets()]
+      .filter(([, a]) => a.endsWith(`:${port}`))
+      .map(([inode]) => inode),
   );
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) {
@@ -119,7 +123,9 @@ function pidListeningOn(port: number): number | undefined {
     }
     try {
       for (const fd of readdirSync(`/proc/${entry}/fd`)) {
-        const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${entry}/fd/${fd}`))?.[1];
+        const inode = /^socket:\[(\d+)\]$/.exec(
+          readlinkSync(`/proc/${entry}/fd/${fd}`),
+        )?.[1];
         if (inode !== undefined && inodes.has(inode)) {
           return Number(entry);
         }
@@ -147,7 +153,11 @@ function alive(pids: readonly number[]): number[] {
  * process of `tree` (its processes, read while it ran) to be gone; kills what is left either way,
  * so a failing test leaks nothing.
  */
-async function stopDev(dev: GroupProcess, tree: readonly number[], signal: NodeJS.Signals) {
+async function stopDev(
+  dev: GroupProcess,
+  tree: readonly number[],
+  signal: NodeJS.Signals,
+) {
   try {
     dev.signalGroup(signal);
     await within(dev.exited, STOP_MS, `npm run dev to exit on ${signal}`);
@@ -156,7 +166,9 @@ async function stopDev(dev: GroupProcess, tree: readonly number[], signal: NodeJ
       () => alive(tree).length === 0 || undefined,
       STOP_MS,
     ).catch((err: Error) => {
-      throw new Error(`${err.message}; still running: ${alive(tree).join(', ')}`);
+      throw new Error(
+        `${err.message}; still running: ${alive(tree).join(', ')}`,
+      );
     });
   } finally {
     dev.signalGroup('SIGKILL');
@@ -186,12 +198,17 @@ function startDev(port: number, args: string[]): GroupProcess {
     ],
     {
       cwd: ROOT,
-      env: { ...process.env, PORT: String(port), JOBS_MODULE: 'test/fixtures/jobs-one.ts' },
+      env: {
+        ...process.env,
+        PORT: String(port),
+        JOBS_MODULE: 'test/fixtures/jobs-one.ts',
+      },
     },
   );
 }
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::ffff:127\.\d+\.\d+\.\d+|0:0:0:0:0:0:0:1):\d+$/;
+const LOOPBACK =
+  /^(127\.\d+\.\d+\.\d+|::ffff:127\.\d+\.\d+\.\d+|0:0:0:0:0:0:0:1):\d+$/;
 const HAS_PROC = existsSync('/proc/net/tcp');
 
 describe('npm run dev', () => {
@@ -208,13 +225,20 @@ describe('npm run dev', () => {
           if (!dev.running()) {
             throw new Error(`dev exited:\n${dev.output()}`);
           }
-          return /^scheduler {2}.* attempt 1 \(forced run\) /m.test(dev.output()) || undefined;
+          return (
+            /^scheduler {2}.* attempt 1 \(forced run\) /m.test(dev.output()) ||
+            undefined
+          );
         },
         START_MS,
       );
-      const pageUrl = /^dev: run history page: (http:\S+)/m.exec(dev.output())?.[1];
+      const pageUrl = /^dev: run history page: (http:\S+)/m.exec(
+        dev.output(),
+      )?.[1];
       assert.ok(pageUrl, dev.output());
-      const page = await fetch(pageUrl, { signal: AbortSignal.timeout(30_000) });
+      const page = await fetch(pageUrl, {
+        signal: AbortSignal.timeout(30_000),
+      });
       const html = await page.text();
       assert.equal(page.status, 200, html);
       assert.match(html, new RegExp(`<h2>${id}</h2>`));
@@ -225,10 +249,20 @@ describe('npm run dev', () => {
       tree = HAS_PROC && dev.pid !== undefined ? processTree(dev.pid) : [];
       if (HAS_PROC && dev.pid !== undefined) {
         const listening = listenersOf(tree);
-        assert.ok(listening.includes(`127.0.0.1:${port}`), listening.join(', '));
-        assert.ok(listening.includes(new URL(pageUrl).host), listening.join(', '));
+        assert.ok(
+          listening.includes(`127.0.0.1:${port}`),
+          listening.join(', '),
+        );
+        assert.ok(
+          listening.includes(new URL(pageUrl).host),
+          listening.join(', '),
+        );
         const beyond = listening.filter((address) => !LOOPBACK.test(address));
-        assert.deepEqual(beyond, [], 'nothing npm run dev started listens beyond 127.0.0.1');
+        assert.deepEqual(
+          beyond,
+          [],
+          'nothing npm run dev started listens beyond 127.0.0.1',
+        );
       }
     } finally {
       await stopDev(dev, tree, 'SIGINT');
@@ -242,8 +276,15 @@ describe('npm run dev', () => {
         'm',
       ),
     );
-    assert.match(output, /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: processed \{/m);
-    assert.doesNotMatch(output, /^\{"severity"/m, 'no raw JSON log lines on the terminal');
+    assert.match(
+      output,
+      /^\d\d:\d\d:\d\d\.\d{3}Z INFO: scheduled run: processed \{/m,
+    );
+    assert.doesNotMatch(
+      output,
+      /^\{"severity"/m,
+      'no raw JSON log lines on the terminal',
+    );
     assert.match(output, /^dev: stopping$/m);
     assert.equal(dev.exitCode, 0, output);
   });
@@ -269,7 +310,10 @@ describe('npm run dev', () => {
       tree = processTree(dev.pid ?? 0);
       const listening = listenersOf(tree);
       assert.ok(listening.includes(`0.0.0.0:${port}`), listening.join(', '));
-      assert.ok(listening.includes(`0.0.0.0:${new URL(pageUrl).port}`), listening.join(', '));
+      assert.ok(
+        listening.includes(`0.0.0.0:${new URL(pageUrl).port}`),
+        listening.join(', '),
+      );
       assert.match(
         dev.output(),
         /^dev: WARNING: --host 0\.0\.0\.0: .*can run your jobs unauthenticated/m,
@@ -296,7 +340,9 @@ describe('npm run dev', () => {
           const pids = processTree(dev.pid ?? 0);
           const spawned = pids.some((pid) => {
             try {
-              return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--target=devFunction');
+              return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(
+                '--target=devFunction',
+              );
             } catch {
               return false;
             }
@@ -306,18 +352,28 @@ describe('npm run dev', () => {
         START_MS,
         10,
       );
-      assert.doesNotMatch(dev.output(), /^dev: function handleScheduledJob on/m, 'still starting');
+      assert.doesNotMatch(
+        dev.output(),
+        /^dev: function handleScheduledJob on/m,
+        'still starting',
+      );
     } finally {
       await stopDev(dev, tree, 'SIGINT');
     }
 
     assert.ok(tree.length > 1, `no process of its own: ${tree.join(', ')}`);
-    assert.match(dev.output(), /^dev: stopping \(interrupted while starting\)$/m);
+    assert.match(
+      dev.output(),
+      /^dev: stopping \(interrupted while starting\)$/m,
+    );
   });
 
   it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {
-    const emulatorPort = Number(URL.parse(`http://${process.env.FIRESTORE_EMULATOR_HOST}`)?.port);
-    const pid = HAS_PROC && emulatorPort > 0 ? pidListeningOn(emulatorPort) : undefined;
+    const emulatorPort = Number(
+      URL.parse(`http://${process.env.FIRESTORE_EMULATOR_HOST}`)?.port,
+    );
+    const pid =
+      HAS_PROC && emulatorPort > 0 ? pidListeningOn(emulatorPort) : undefined;
     if (pid === undefined) {
       return t.skip('no emulator process of ours to read in /proc');
     }

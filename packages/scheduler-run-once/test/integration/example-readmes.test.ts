@@ -31,7 +31,10 @@ const EXAMPLES = readdirSync(path.join(ROOT, 'examples')).filter((name) =>
 );
 
 /** What step 1 of "Use it" says: the files to copy (relative to the example) and the import fixes. */
-function stepOne(readme: string): { files: string[]; fixes: [string, string][] } {
+function stepOne(readme: string): {
+  files: string[];
+  fixes: [string, string][];
+} {
   const use = readme.slice(readme.indexOf('## Use it'));
   const step = /^1\. (Copy [\s\S]*?)(?=^\d\. )/m.exec(use)?.[1] ?? '';
   const [copy = '', fix = ''] = step.split(/into `src\/`/);
@@ -44,14 +47,19 @@ function stepOne(readme: string): { files: string[]; fixes: [string, string][] }
 
 /** The block marked `<!-- example: src/jobs.ts -->`, without the list item's indentation. */
 function jobsBlock(readme: string): string | undefined {
-  const m = /<!-- example: src\/jobs\.ts -->\n( *)```ts\n([\s\S]*?)\n *```/.exec(readme);
+  const m =
+    /<!-- example: src\/jobs\.ts -->\n( *)```ts\n([\s\S]*?)\n *```/.exec(
+      readme,
+    );
   if (m === null) {
     return undefined;
   }
   const indent = (m[1] ?? '').length;
   return `${(m[2] ?? '')
     .split('\n')
-    .map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length)))
+    .map((line) =>
+      line.slice(Math.min(indent, line.length - line.trimStart().length)),
+    )
     .join('\n')}\n`;
 }
 
@@ -62,16 +70,26 @@ describe('the examples, followed as their READMEs say', () => {
   it('names the files to copy, the import fixes and a whole src/jobs.ts in each README', () => {
     assert.ok(EXAMPLES.length >= 3, EXAMPLES.join(', '));
     for (const example of EXAMPLES) {
-      const readme = readFileSync(path.join(ROOT, 'examples', example, 'README.md'), 'utf8');
+      const readme = readFileSync(
+        path.join(ROOT, 'examples', example, 'README.md'),
+        'utf8',
+      );
       const { files, fixes } = stepOne(readme);
       assert.ok(files.length > 0, `${example}: step 1 names no file to copy`);
       assert.ok(fixes.length > 0, `${example}: step 1 names no import fix`);
-      assert.ok(jobsBlock(readme), `${example}: no <!-- example: src/jobs.ts --> block`);
+      assert.ok(
+        jobsBlock(readme),
+        `${example}: no <!-- example: src/jobs.ts --> block`,
+      );
     }
   });
 
   it('compiles, each example copied into src/ with its imports fixed as step 1 says', () => {
-    symlinkSync(nodeModulesWithTsc(), path.join(scratch, 'node_modules'), 'dir');
+    symlinkSync(
+      nodeModulesWithTsc(),
+      path.join(scratch, 'node_modules'),
+      'dir',
+    );
     writeFileSync(path.join(scratch, 'package.json'), '{ "type": "module" }\n');
     const include: string[] = [];
     for (const example of EXAMPLES) {
@@ -79,7 +97,10 @@ describe('the examples, followed as their READMEs say', () => {
       const readme = readFileSync(path.join(dir, 'README.md'), 'utf8');
       const src = path.join(scratch, example, 'src');
       mkdirSync(src, { recursive: true });
-      copyFileSync(path.join(ROOT, 'test/fixtures/example-job.ts.txt'), path.join(src, 'job.ts'));
+      copyFileSync(
+        path.join(ROOT, 'test/fixtures/example-job.ts.txt'),
+        path.join(src, 'job.ts'),
+      );
       const { files, fixes } = stepOne(readme);
       for (const file of files) {
         let code = readFileSync(path.join(dir, file), 'utf8');
@@ -91,25 +112,38 @@ describe('the examples, followed as their READMEs say', () => {
       writeFileSync(path.join(src, 'jobs.ts'), jobsBlock(readme) ?? '');
       include.push(`${example}/src`);
     }
-    const { compilerOptions } = JSON.parse(readFileSync(path.join(ROOT, 'tsconfig.json'), 'utf8'));
+    const { compilerOptions } = JSON.parse(
+      readFileSync(path.join(ROOT, 'tsconfig.json'), 'utf8'),
+    );
     writeFileSync(
       path.join(scratch, 'tsconfig.json'),
-      JSON.stringify({ compilerOptions: { ...compilerOptions, noEmit: true }, include }),
+      JSON.stringify({
+        compilerOptions: { ...compilerOptions, noEmit: true },
+        include,
+      }),
     );
 
-    const tsc = spawnSync(process.execPath, [TSC, '-p', scratch], { encoding: 'utf8' });
+    const tsc = spawnSync(process.execPath, [TSC, '-p', scratch], {
+      encoding: 'utf8',
+    });
 
     assert.equal(tsc.status, 0, `${tsc.stdout}${tsc.stderr}`);
   });
 
   it("names each example's own test command, and its test files exist", () => {
     for (const example of EXAMPLES) {
-      const readme = readFileSync(path.join(ROOT, 'examples', example, 'README.md'), 'utf8');
+      const readme = readFileSync(
+        path.join(ROOT, 'examples', example, 'README.md'),
+        'utf8',
+      );
       const command =
         /^node scripts\/with-emulator\.ts -- node --test ((?:test\/\S+\.test\.ts ?)+)$/m.exec(
           readme,
         );
-      assert.ok(command, `${example}: no "node scripts/with-emulator.ts -- node --test …" line`);
+      assert.ok(
+        command,
+        `${example}: no "node scripts/with-emulator.ts -- node --test …" line`,
+      );
       const files = (command[1] ?? '').trim().split(' ');
       assert.ok(
         files.some((f) => f.includes(example.split('-')[0] ?? example)),

@@ -40,7 +40,10 @@ const FIRESTORE_DOWN_BOUND_MS = 5_000;
 const RECOVERY_BOUND_MS = 30_000;
 
 /** The events of one kind, e.g. every `start` of a run. */
-function only(events: ExecutionEvent[], event: ExecutionEvent['event']): ExecutionEvent[] {
+function only(
+  events: ExecutionEvent[],
+  event: ExecutionEvent['event'],
+): ExecutionEvent[] {
   return events.filter((e) => e.event === event);
 }
 
@@ -56,11 +59,16 @@ function tally(deliveries: readonly Delivery[]): Record<string, number> {
 
 /** A delivery still in flight: never rejects, so it can wait while the case goes on. */
 function inFlight(delivery: Promise<Delivery>): Promise<Delivery | Error> {
-  return delivery.catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+  return delivery.catch((err: unknown) =>
+    err instanceof Error ? err : new Error(String(err)),
+  );
 }
 
 /** Waits until `fn`'s job `jobName` started, and returns that first start. */
-function firstStart(fn: FunctionProcess, jobName: string): Promise<ExecutionEvent> {
+function firstStart(
+  fn: FunctionProcess,
+  jobName: string,
+): Promise<ExecutionEvent> {
   return waitFor(
     `job ${jobName} to start`,
     () => only(fn.executions(), 'start').find((e) => e.jobName === jobName),
@@ -84,7 +92,10 @@ function outputMatching(fn: FunctionProcess, pattern: RegExp): Promise<string> {
  * Waits until the run's lease, as stored (a heartbeat in flight may still extend it), has lapsed by
  * 250 ms; returns when that was seen (epoch ms).
  */
-async function leaseLapsed(fn: FunctionProcess, runId: string): Promise<number> {
+async function leaseLapsed(
+  fn: FunctionProcess,
+  runId: string,
+): Promise<number> {
   return waitFor(
     `the lease of ${runId} to lapse`,
     async () => {
@@ -130,12 +141,16 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
     assert.equal(counts['200 processed'], 1);
     assert.deepEqual(
       Object.keys(counts).filter(
-        (k) => !['200 processed', '409 in_progress', '200 duplicate'].includes(k),
+        (k) =>
+          !['200 processed', '409 in_progress', '200 duplicate'].includes(k),
       ),
       [],
       'every other delivery is 409 in_progress or 200 duplicate',
     );
-    assert.ok(allAnsweredMs < STORM_BOUND_MS, `answered in ${ms(allAnsweredMs)}`);
+    assert.ok(
+      allAnsweredMs < STORM_BOUND_MS,
+      `answered in ${ms(allAnsweredMs)}`,
+    );
     assert.equal(starts.length, 1, 'the job ran once');
     const stored = await storedRunOf(fn, runId);
     assert.equal(stored?.status, 'completed');
@@ -157,22 +172,41 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
     const retriedAt = performance.now();
     await waitFor(
       'the slow run to complete',
-      async () => ((await storedRunOf(fn, runId))?.status === 'completed' ? true : undefined),
+      async () =>
+        (await storedRunOf(fn, runId))?.status === 'completed'
+          ? true
+          : undefined,
       15_000,
     );
-    t.diagnostic(`run completed ${ms(performance.now() - retriedAt)} after the 409`);
+    t.diagnostic(
+      `run completed ${ms(performance.now() - retriedAt)} after the 409`,
+    );
     const late = await deliver(fn.url, headers);
 
-    assert.equal(first, 'TimeoutError', 'Scheduler gave up at its attempt deadline');
+    assert.equal(
+      first,
+      'TimeoutError',
+      'Scheduler gave up at its attempt deadline',
+    );
     assert.equal(retry.status, 409);
     assert.equal(retry.body.outcome, 'in_progress');
-    assert.match(retry.body.message ?? '', /Another attempt is running this run \(lease until/);
+    assert.match(
+      retry.body.message ?? '',
+      /Another attempt is running this run \(lease until/,
+    );
     assert.equal(late.status, 200);
     assert.equal(late.body.outcome, 'duplicate');
     const events = fn.executions(runId);
     assert.equal(only(events, 'start').length, 1);
-    assert.equal(only(events, 'end').length, 1, 'the first attempt finished its work');
-    assert.equal((await storedRunOf(fn, runId))?.attemptId, only(events, 'start')[0]?.attemptId);
+    assert.equal(
+      only(events, 'end').length,
+      1,
+      'the first attempt finished its work',
+    );
+    assert.equal(
+      (await storedRunOf(fn, runId))?.attemptId,
+      only(events, 'start')[0]?.attemptId,
+    );
     assert.ok(fn.alive());
   });
 
@@ -190,8 +224,15 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
 
       assert.equal(failed.status, 500);
       assert.equal(failed.body.outcome, 'failed');
-      assert.match(failed.body.message ?? '', /The job failed.*the claim is released/);
-      assert.equal(afterFailure?.status, 'failed', 'the failure was recorded for a retry');
+      assert.match(
+        failed.body.message ?? '',
+        /The job failed.*the claim is released/,
+      );
+      assert.equal(
+        afterFailure?.status,
+        'failed',
+        'the failure was recorded for a retry',
+      );
       assert.ok(fn.alive(), 'the process survived the failure');
       assert.equal(retried.status, 200);
       assert.equal(retried.body.outcome, 'processed');
@@ -215,34 +256,56 @@ describe('one instance: a storm, a run slower than the attempt deadline, failing
     assert.equal(res.body.outcome, 'processed');
     assert.equal(again.body.outcome, 'duplicate');
     assert.ok(fn.alive(), 'the process survived the unhandled rejection');
-    assert.equal((await storedRunOf(fn, res.body.runId ?? ''))?.status, 'completed');
+    assert.equal(
+      (await storedRunOf(fn, res.body.runId ?? ''))?.status,
+      'completed',
+    );
     const lines = (
-      await outputMatching(fn, /^(?=[\s\S]*unhandled error left)(?=[\s\S]*"outcome":"processed")/)
+      await outputMatching(
+        fn,
+        /^(?=[\s\S]*unhandled error left)(?=[\s\S]*"outcome":"processed")/,
+      )
     )
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const rejection = lines.find((l) => /^unhandled error left by the job/.test(String(l.message)));
+    const rejection = lines.find((l) =>
+      /^unhandled error left by the job/.test(String(l.message)),
+    );
     assert.equal(rejection?.severity, 'ERROR');
     assert.equal(rejection?.runId, res.body.runId, 'logged against its run');
     assert.match(JSON.stringify(rejection), /a fire-and-forget call failed/);
-    const answered = lines.find((l) => l.runId === res.body.runId && l.outcome === 'processed');
-    assert.equal(answered?.status, 200, 'the log reports the status the client got');
+    const answered = lines.find(
+      (l) => l.runId === res.body.runId && l.outcome === 'processed',
+    );
+    assert.equal(
+      answered?.status,
+      200,
+      'the log reports the status the client got',
+    );
   });
 });
 
 describe('a crash mid-job (kill -9)', () => {
   // A second instance, started and warmed before the crash, answers the delivery "before the lease
   // expires": the restarted instance's cold start alone can outlast a 3 s lease.
-  const options = { env: { LEASE_SECONDS: '3' }, collection: freshCollection() };
+  const options = {
+    env: { LEASE_SECONDS: '3' },
+    collection: freshCollection(),
+  };
   let crashing: FunctionProcess;
   let other: FunctionProcess;
   let restarted: FunctionProcess | undefined;
   before(async () => {
-    [crashing, other] = await Promise.all([startFunction(options), startFunction(options)]);
+    [crashing, other] = await Promise.all([
+      startFunction(options),
+      startFunction(options),
+    ]);
     await warmUp(other);
   });
-  after(() => Promise.all([crashing?.kill(), other?.kill(), restarted?.kill()]));
+  after(() =>
+    Promise.all([crashing?.kill(), other?.kill(), restarted?.kill()]),
+  );
 
   it('holds the run 409 until the dead attempt’s lease lapses; then the restarted instance runs it again and completes the record', async (t) => {
     const jobName = 'crash_holdfirst';
@@ -270,7 +333,10 @@ describe('a crash mid-job (kill -9)', () => {
     assert.ok(lost instanceof Error, 'the crashed delivery got no answer');
     assert.equal(early.status, 409);
     assert.equal(early.body.outcome, 'in_progress');
-    assert.ok(earlyAt < (held?.leaseExpiresMs ?? 0), 'the 409 came before the lease lapsed');
+    assert.ok(
+      earlyAt < (held?.leaseExpiresMs ?? 0),
+      'the 409 came before the lease lapsed',
+    );
     assert.equal(held?.status, 'in_progress');
     assert.equal(held?.attemptId, dead.attemptId);
     assert.equal(late.status, 200);
@@ -305,17 +371,27 @@ describe('an exception outside any request (a module-level timer throws)', () =>
     const code = await fn.exitCode();
 
     assert.equal(res.status, 500, JSON.stringify(res.body));
-    assert.equal(res.body.outcome, 'failed', 'a JSON answer, not the plain-text crash page');
+    assert.equal(
+      res.body.outcome,
+      'failed',
+      'a JSON answer, not the plain-text crash page',
+    );
     assert.match(res.body.message ?? '', /claim is released/);
     const runId = res.body.runId ?? '';
     const stored = await storedRunOf(fn, runId);
-    assert.equal(stored?.status, 'failed', 'released, so a retry runs it at once');
+    assert.equal(
+      stored?.status,
+      'failed',
+      'released, so a retry runs it at once',
+    );
     const crash = fn
       .output()
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .find((l) => /^uncaught exception outside any request/.test(String(l.message)));
+      .find((l) =>
+        /^uncaught exception outside any request/.test(String(l.message)),
+      );
     assert.equal(crash?.severity, 'ERROR');
     assert.deepEqual(crash?.runIds, [runId]);
     assert.match(JSON.stringify(crash), /a module-level timer threw/);
@@ -326,11 +402,17 @@ describe('an exception outside any request (a module-level timer throws)', () =>
 describe('leases that lapse, and completions that fail', () => {
   // While its process lives, an attempt's heartbeat extends its lease; a zombie is an attempt whose
   // process stopped (a stop-the-world pause, SIGSTOP here) for longer than the lease, then went on.
-  const options = { env: { LEASE_SECONDS: '3' }, collection: freshCollection() };
+  const options = {
+    env: { LEASE_SECONDS: '3' },
+    collection: freshCollection(),
+  };
   let paused: FunctionProcess;
   let taker: FunctionProcess;
   before(async () => {
-    [paused, taker] = await Promise.all([startFunction(options), startFunction(options)]);
+    [paused, taker] = await Promise.all([
+      startFunction(options),
+      startFunction(options),
+    ]);
     await Promise.all([warmUp(paused), warmUp(taker)]);
   });
   after(() => Promise.all([paused?.kill(), taker?.kill()]));
@@ -364,7 +446,9 @@ describe('leases that lapse, and completions that fail', () => {
       paused.release(a.runId);
       const answer = await zombie;
       const afterA = await storedRunOf(taker, a.runId);
-      t.diagnostic(`B took over in ${ms(b.ms)}; the zombie answered ${JSON.stringify(answer)}`);
+      t.diagnostic(
+        `B took over in ${ms(b.ms)}; the zombie answered ${JSON.stringify(answer)}`,
+      );
 
       assert.equal(b.status, 200);
       assert.equal(b.body.outcome, 'processed');
@@ -375,7 +459,11 @@ describe('leases that lapse, and completions that fail', () => {
       assert.equal(answer.body.outcome, outcome);
       assert.match(answer.body.message ?? '', message);
       assert.doesNotMatch(answer.body.message ?? '', /claim is released/);
-      assert.deepEqual(afterA, afterB, 'same status, attempt_id and updateTime');
+      assert.deepEqual(
+        afterA,
+        afterB,
+        'same status, attempt_id and updateTime',
+      );
       assert.equal(
         only(taker.executions(a.runId), 'start').length,
         2,
@@ -392,7 +480,10 @@ describe('leases that lapse, and completions that fail', () => {
 
     const first = await deliver(taker.url, headers);
     const runId = first.body.runId ?? '';
-    const retries = await Promise.all([deliver(taker.url, headers), deliver(paused.url, headers)]);
+    const retries = await Promise.all([
+      deliver(taker.url, headers),
+      deliver(paused.url, headers),
+    ]);
 
     assert.equal(first.status, 200);
     assert.match(first.body.message ?? '', /its completion is recorded/);
@@ -400,7 +491,10 @@ describe('leases that lapse, and completions that fail', () => {
     assert.equal(only(taker.executions(runId), 'start').length, 1);
     const stored = await storedRunOf(taker, runId);
     assert.equal(stored?.status, 'completed');
-    assert.equal(stored?.attemptId, only(taker.executions(runId), 'end')[0]?.attemptId);
+    assert.equal(
+      stored?.attemptId,
+      only(taker.executions(runId), 'end')[0]?.attemptId,
+    );
   });
 
   it('records a completion it could not record at the next delivery of the run on the same instance: duplicate, never a second run', async () => {
@@ -411,15 +505,27 @@ describe('leases that lapse, and completions that fail', () => {
     const held = await storedRunOf(taker, runId);
     const retry = await deliver(taker.url, headers);
 
-    assert.equal(first.status, 200, 'the work is done: a 5xx would have Scheduler redo it at once');
+    assert.equal(
+      first.status,
+      200,
+      'the work is done: a 5xx would have Scheduler redo it at once',
+    );
     assert.match(
       first.body.message ?? '',
       /did not record its completion; a later delivery may run it again/,
     );
-    assert.equal(held?.status, 'in_progress', 'the completion was not recorded');
+    assert.equal(
+      held?.status,
+      'in_progress',
+      'the completion was not recorded',
+    );
     assert.equal(retry.status, 200);
     assert.equal(retry.body.outcome, 'duplicate');
-    assert.equal(only(taker.executions(runId), 'start').length, 1, 'it ran once');
+    assert.equal(
+      only(taker.executions(runId), 'start').length,
+      1,
+      'it ran once',
+    );
     assert.equal((await storedRunOf(taker, runId))?.status, 'completed');
   });
 });
@@ -432,7 +538,10 @@ describe('Firestore faults (an emulator of this block’s own)', () => {
   let outage: FunctionProcess;
   before(async () => {
     emulator = await startEmulator();
-    const env = { FIRESTORE_EMULATOR_HOST: emulator.host, FIRESTORE_TIMEOUT_SECONDS: '2' };
+    const env = {
+      FIRESTORE_EMULATOR_HOST: emulator.host,
+      FIRESTORE_TIMEOUT_SECONDS: '2',
+    };
     [frozen, outage] = await Promise.all([
       startFunction({ env: { ...env, LEASE_SECONDS: '30' } }),
       startFunction({ env: { ...env, LEASE_SECONDS: '3' } }),
@@ -460,7 +569,10 @@ describe('Firestore faults (an emulator of this block’s own)', () => {
     emulator.thaw();
     const done = await pending;
     const answeredAfterMs = performance.now() - frozenAt;
-    const retries = await Promise.all([deliver(frozen.url, headers), deliver(frozen.url, headers)]);
+    const retries = await Promise.all([
+      deliver(frozen.url, headers),
+      deliver(frozen.url, headers),
+    ]);
     t.diagnostic(
       `answered ${ms(answeredAfterMs)} after the freeze; retries ${JSON.stringify(tally(retries))}`,
     );
@@ -521,12 +633,18 @@ describe('Firestore faults (an emulator of this block’s own)', () => {
 
     assert.equal(down.status, 500);
     assert.equal(down.body.outcome, 'unavailable');
-    assert.match(down.body.message ?? '', /Firestore is unavailable.*the job was not run/);
+    assert.match(
+      down.body.message ?? '',
+      /Firestore is unavailable.*the job was not run/,
+    );
     assert.ok(down.ms < FIRESTORE_DOWN_BOUND_MS, `answered in ${ms(down.ms)}`);
     assert.equal(executionsWhileDown, 0);
     assert.equal(recovered.body.outcome, 'processed');
     for (const r of retries.slice(0, -1)) {
-      assert.ok([409, 500].includes(r.status), `a retry before recovery got ${r.status}`);
+      assert.ok(
+        [409, 500].includes(r.status),
+        `a retry before recovery got ${r.status}`,
+      );
     }
     const starts = only(outage.executions(runId), 'start');
     assert.equal(starts.length, 1);
@@ -565,7 +683,11 @@ interface BadInput {
   readonly expect:
     | RegExp
     | { readonly status: number; readonly by: 'Node' }
-    | { readonly status: number; readonly by: 'the body parser'; readonly outcome: string };
+    | {
+        readonly status: number;
+        readonly by: 'the body parser';
+        readonly outcome: string;
+      };
 }
 
 const sends = (headers: Record<string, string>, body?: Uint8Array | string) =>
@@ -604,7 +726,11 @@ const BAD_INPUTS: readonly BadInput[] = [
   },
   {
     name: 'ScheduleTime sent twice, once lowercase (HTTP/2 style)',
-    send: { raw: rawPost(`${JOB_LINE}${TIME_LINE}x-cloudscheduler-scheduletime: ${TIME}\r\n`) },
+    send: {
+      raw: rawPost(
+        `${JOB_LINE}${TIME_LINE}x-cloudscheduler-scheduletime: ${TIME}\r\n`,
+      ),
+    },
     expect: /X-CloudScheduler-ScheduleTime was sent 2 times/,
   },
   {
@@ -618,24 +744,38 @@ const BAD_INPUTS: readonly BadInput[] = [
   },
   {
     name: 'a JobName with a tab inside',
-    send: { raw: rawPost(`X-CloudScheduler-JobName: nightly\treport\r\n${TIME_LINE}`) },
+    send: {
+      raw: rawPost(`X-CloudScheduler-JobName: nightly\treport\r\n${TIME_LINE}`),
+    },
     expect: NOT_A_JOB,
   },
   {
     name: 'a non-ASCII JobName (raw UTF-8)',
-    send: { raw: utf8(rawPost(`X-CloudScheduler-JobName: nächtlicher-bericht\r\n${TIME_LINE}`)) },
+    send: {
+      raw: utf8(
+        rawPost(
+          `X-CloudScheduler-JobName: nächtlicher-bericht\r\n${TIME_LINE}`,
+        ),
+      ),
+    },
     expect: NOT_A_JOB,
   },
   {
     name: 'full-width digits (raw UTF-8)',
     send: {
-      raw: utf8(rawPost(`${JOB_LINE}X-CloudScheduler-ScheduleTime: ２０２６-10-16T12:00:00Z\r\n`)),
+      raw: utf8(
+        rawPost(
+          `${JOB_LINE}X-CloudScheduler-ScheduleTime: ２０２６-10-16T12:00:00Z\r\n`,
+        ),
+      ),
     },
     expect: NOT_RFC3339,
   },
   {
     name: 'a control character (0x01) in JobName',
-    send: { raw: rawPost(`X-CloudScheduler-JobName: nightly\x01\r\n${TIME_LINE}`) },
+    send: {
+      raw: rawPost(`X-CloudScheduler-JobName: nightly\x01\r\n${TIME_LINE}`),
+    },
     expect: { status: 400, by: 'Node' },
   },
   {
@@ -647,12 +787,18 @@ const BAD_INPUTS: readonly BadInput[] = [
   },
   {
     name: 'DEL (0x7f) in JobName',
-    send: { raw: rawPost(`X-CloudScheduler-JobName: night\x7fly\r\n${TIME_LINE}`) },
+    send: {
+      raw: rawPost(`X-CloudScheduler-JobName: night\x7fly\r\n${TIME_LINE}`),
+    },
     expect: { status: 400, by: 'Node' },
   },
   {
     name: 'a folded (obs-fold) JobName line',
-    send: { raw: rawPost(`X-CloudScheduler-JobName: nightly\r\n report\r\n${TIME_LINE}`) },
+    send: {
+      raw: rawPost(
+        `X-CloudScheduler-JobName: nightly\r\n report\r\n${TIME_LINE}`,
+      ),
+    },
     expect: { status: 400, by: 'Node' },
   },
   {
@@ -670,12 +816,19 @@ const BAD_INPUTS: readonly BadInput[] = [
   {
     // Over Node's 16 KB --max-http-header-size: refused before Express, 431 is the right answer.
     name: 'a 100 KB JobName header',
-    send: { raw: rawPost(`X-CloudScheduler-JobName: ${'a'.repeat(102_400)}\r\n${TIME_LINE}`) },
+    send: {
+      raw: rawPost(
+        `X-CloudScheduler-JobName: ${'a'.repeat(102_400)}\r\n${TIME_LINE}`,
+      ),
+    },
     expect: { status: 431, by: 'Node' },
   },
   {
     name: 'a 20 MB JSON body without Scheduler headers',
-    send: sends({ 'Content-Type': 'application/json' }, `{"pad":"${'x'.repeat(TWENTY_MB)}"}`),
+    send: sends(
+      { 'Content-Type': 'application/json' },
+      `{"pad":"${'x'.repeat(TWENTY_MB)}"}`,
+    ),
     expect: /X-CloudScheduler-JobName is missing/,
   },
   {
@@ -690,13 +843,20 @@ const BAD_INPUTS: readonly BadInput[] = [
     // functions-framework parses JSON bodies before the function runs; src/framework-workarounds.ts
     // answers its errors with the function's JSON shape.
     name: 'a body that is not JSON, sent as application/json',
-    send: sends({ ...scheduled(JOB, TIME), 'Content-Type': 'application/json' }, '{"run": nightly'),
+    send: sends(
+      { ...scheduled(JOB, TIME), 'Content-Type': 'application/json' },
+      '{"run": nightly',
+    ),
     expect: { status: 400, by: 'the body parser', outcome: 'invalid_request' },
   },
   {
     name: 'a gzip Content-Encoding on a body that is not gzip',
     send: sends(
-      { ...scheduled(JOB, TIME), 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+      {
+        ...scheduled(JOB, TIME),
+        'Content-Type': 'application/json',
+        'Content-Encoding': 'gzip',
+      },
       '{}',
     ),
     expect: { status: 400, by: 'the body parser', outcome: 'invalid_request' },
@@ -704,10 +864,18 @@ const BAD_INPUTS: readonly BadInput[] = [
   {
     name: 'an unknown Content-Encoding',
     send: sends(
-      { ...scheduled(JOB, TIME), 'Content-Type': 'application/json', 'Content-Encoding': 'rot13' },
+      {
+        ...scheduled(JOB, TIME),
+        'Content-Type': 'application/json',
+        'Content-Encoding': 'rot13',
+      },
       '{}',
     ),
-    expect: { status: 415, by: 'the body parser', outcome: 'unsupported_encoding' },
+    expect: {
+      status: 415,
+      by: 'the body parser',
+      outcome: 'unsupported_encoding',
+    },
   },
 ];
 
@@ -723,7 +891,11 @@ describe('bad input: 400 with a useful message, or what Node and Express refuse 
       const res =
         'raw' in send
           ? await rawDelivery(fn.port, send.raw)
-          : await deliver(fn.url, send.headers, send.body === undefined ? {} : { body: send.body });
+          : await deliver(
+              fn.url,
+              send.headers,
+              send.body === undefined ? {} : { body: send.body },
+            );
       if (res.ms > 1_000) {
         t.diagnostic(`answered in ${ms(res.ms)}`);
       }
@@ -733,13 +905,28 @@ describe('bad input: 400 with a useful message, or what Node and Express refuse 
         assert.equal(res.body.outcome, 'invalid_request');
         assert.equal(res.body.runId, undefined);
         assert.match(res.body.message ?? '', expect);
-        assert.ok((res.body.message ?? '').length < 400, 'the message quotes at most a prefix');
+        assert.ok(
+          (res.body.message ?? '').length < 400,
+          'the message quotes at most a prefix',
+        );
       } else {
-        assert.equal(res.status, expect.status, `${expect.by} answers ${expect.status}`);
+        assert.equal(
+          res.status,
+          expect.status,
+          `${expect.by} answers ${expect.status}`,
+        );
         if (expect.by === 'Node') {
-          assert.equal(res.body.outcome, undefined, 'refused before the function ran');
+          assert.equal(
+            res.body.outcome,
+            undefined,
+            'refused before the function ran',
+          );
         } else {
-          assert.equal(res.body.outcome, expect.outcome, JSON.stringify(res.body));
+          assert.equal(
+            res.body.outcome,
+            expect.outcome,
+            JSON.stringify(res.body),
+          );
           assert.match(res.body.message ?? '', /request body|Content-Encoding/);
         }
       }
@@ -769,21 +956,32 @@ describe('key scope', () => {
       startFunction(),
     ]);
   });
-  after(() => Promise.all([byHeader?.kill(), byParam?.kill(), unscoped?.kill()]));
+  after(() =>
+    Promise.all([byHeader?.kill(), byParam?.kill(), unscoped?.kill()]),
+  );
 
   it('runs the same job and schedule time once per value of a scope header', async () => {
     const run = scheduled('scoped');
 
     const acme = await deliver(byHeader.url, { ...run, 'X-Tenant': 'acme' });
-    const globex = await deliver(byHeader.url, { ...run, 'X-Tenant': 'globex' });
-    const acmeAgain = await deliver(byHeader.url, { ...run, 'x-tenant': 'acme' });
+    const globex = await deliver(byHeader.url, {
+      ...run,
+      'X-Tenant': 'globex',
+    });
+    const acmeAgain = await deliver(byHeader.url, {
+      ...run,
+      'x-tenant': 'acme',
+    });
     const unnamed = await deliver(byHeader.url, run);
 
     assert.deepEqual(tally([acme, globex]), { '200 processed': 2 });
     assert.notEqual(acme.body.runId, globex.body.runId);
     assert.equal(acmeAgain.body.outcome, 'duplicate');
     assert.equal(unnamed.status, 400);
-    assert.match(unnamed.body.message ?? '', /Scope header x-tenant is missing/);
+    assert.match(
+      unnamed.body.message ?? '',
+      /Scope header x-tenant is missing/,
+    );
     assert.equal(only(byHeader.executions(), 'start').length, 2);
     const stored = [...(await storedRuns(byHeader)).values()];
     assert.deepEqual(
@@ -797,14 +995,21 @@ describe('key scope', () => {
 
     const us = await deliver(byParam.url, run, { query: '?region=us' });
     const eu = await deliver(byParam.url, run, { query: '?region=eu' });
-    const usAgain = await deliver(byParam.url, run, { query: '?region=us&other=1' });
-    const both = await deliver(byParam.url, run, { query: '?region=us&region=eu' });
+    const usAgain = await deliver(byParam.url, run, {
+      query: '?region=us&other=1',
+    });
+    const both = await deliver(byParam.url, run, {
+      query: '?region=us&region=eu',
+    });
 
     assert.deepEqual(tally([us, eu]), { '200 processed': 2 });
     assert.notEqual(us.body.runId, eu.body.runId);
     assert.equal(usAgain.body.outcome, 'duplicate');
     assert.equal(both.status, 400);
-    assert.match(both.body.message ?? '', /Scope query parameter region was sent 2 times/);
+    assert.match(
+      both.body.message ?? '',
+      /Scope query parameter region was sent 2 times/,
+    );
     assert.equal(only(byParam.executions(), 'start').length, 2);
     assert.equal((await storedRuns(byParam)).size, 2);
   });
@@ -837,7 +1042,9 @@ describe('logs at LOG_LEVEL=trace', () => {
   const jobSecret = `job-secret-${randomUUID()}`;
   let fn: FunctionProcess;
   before(async () => {
-    fn = await startFunction({ env: { LOG_LEVEL: 'trace', FAULT_SECRET: `Bearer ${jobSecret}` } });
+    fn = await startFunction({
+      env: { LOG_LEVEL: 'trace', FAULT_SECRET: `Bearer ${jobSecret}` },
+    });
   });
   after(() => fn?.kill());
 
@@ -860,7 +1067,11 @@ describe('logs at LOG_LEVEL=trace', () => {
       { body: bodySecret },
     );
     const slow = inFlight(
-      deliver(fn.url, { ...scheduled('logs_sleep1500'), ...auth, ...json }, { body }),
+      deliver(
+        fn.url,
+        { ...scheduled('logs_sleep1500'), ...auth, ...json },
+        { body },
+      ),
     );
     await firstStart(fn, 'logs_sleep1500');
     const inProgress = await deliver(
@@ -889,7 +1100,11 @@ describe('logs at LOG_LEVEL=trace', () => {
     );
     const binary = await deliver(
       fn.url,
-      { ...scheduled('logs/bad'), ...auth, 'Content-Type': 'application/octet-stream' },
+      {
+        ...scheduled('logs/bad'),
+        ...auth,
+        'Content-Type': 'application/octet-stream',
+      },
       { body: utf8(bodySecret) },
     );
     const slowDone = await slow;
@@ -898,22 +1113,40 @@ describe('logs at LOG_LEVEL=trace', () => {
         .output()
         .split('\n')
         .filter((l) => l.includes('"message":"scheduled run: '));
-    await waitFor('8 request lines', () => (requestLines().length >= 8 ? true : undefined), 5_000);
+    await waitFor(
+      '8 request lines',
+      () => (requestLines().length >= 8 ? true : undefined),
+      5_000,
+    );
     const output = fn.output();
-    const lines = output.split('\n').filter((l) => l.includes('"message":"scheduled run: '));
-    t.diagnostic(`${lines.length} request lines, ${output.split('\n').length} lines in all`);
+    const lines = output
+      .split('\n')
+      .filter((l) => l.includes('"message":"scheduled run: '));
+    t.diagnostic(
+      `${lines.length} request lines, ${output.split('\n').length} lines in all`,
+    );
 
     assert.deepEqual(
-      [processed, duplicate, inProgress, failed, retried, invalid, binary].map((d) => d.status),
+      [processed, duplicate, inProgress, failed, retried, invalid, binary].map(
+        (d) => d.status,
+      ),
       [200, 200, 409, 500, 200, 400, 400],
     );
     assert.ok(!(slowDone instanceof Error) && slowDone.status === 200);
     assert.equal(lines.length, 8, 'every request logged its line');
-    assert.match(output, /"authorization":"\[redacted\]"/, "the job's own log call was redacted");
+    assert.match(
+      output,
+      /"authorization":"\[redacted\]"/,
+      "the job's own log call was redacted",
+    );
     for (const secret of [token, bodySecret, jobSecret]) {
       assert.ok(!output.includes(secret), `${secret} leaked into the logs`);
     }
-    assert.equal(only(fn.executions(), 'start').length, 4, 'logsecret, sleep, throwfirst twice');
+    assert.equal(
+      only(fn.executions(), 'start').length,
+      4,
+      'logsecret, sleep, throwfirst twice',
+    );
     const stored = [...(await storedRuns(fn)).values()];
     assert.deepEqual(
       stored.map((r) => r.status),
@@ -933,13 +1166,19 @@ describe('logs at LOG_LEVEL=trace', () => {
     );
     await waitFor(
       'the refusal line',
-      () => (/request refused before the function ran/.test(fn.output()) ? true : undefined),
+      () =>
+        /request refused before the function ran/.test(fn.output())
+          ? true
+          : undefined,
       5_000,
     );
 
     assert.equal(res.status, 400);
     assert.equal(res.body.outcome, 'invalid_request');
-    assert.ok(!fn.output().includes(bodySecret), 'the body leaked into the logs');
+    assert.ok(
+      !fn.output().includes(bodySecret),
+      'the body leaked into the logs',
+    );
     assert.match(fn.output(), /request refused before the function ran/);
   });
 });

@@ -14,7 +14,12 @@ import {
   waitForPort,
   within,
 } from '../../src/dev/local-processes.ts';
-import { documents, freshCollection, schedulerHeaders, until } from '../helpers.ts';
+import {
+  documents,
+  freshCollection,
+  schedulerHeaders,
+  until,
+} from '../helpers.ts';
 
 /**
  * The compiled package's function (`bench/fixtures/noop.js`: `registerScheduledJob` from `dist/`,
@@ -34,7 +39,10 @@ function startFunction(
     RETENTION_SECONDS: '31536000',
     ...env,
   };
-  const served = fixture ?? { source: 'bench/fixtures/noop.js', target: 'handleScheduledJob' };
+  const served = fixture ?? {
+    source: 'bench/fixtures/noop.js',
+    target: 'handleScheduledJob',
+  };
   return spawnFunction({ ...served, port, env: withoutCheck });
 }
 
@@ -99,7 +107,10 @@ describe('the built function as a process', {
   });
 
   it('fails at cold start with every configuration problem listed', async () => {
-    const fn = startFunction(await freePort(), { LEASE_SECONDS: 'five', LOG_LEVEL: 'loud' });
+    const fn = startFunction(await freePort(), {
+      LEASE_SECONDS: 'five',
+      LOG_LEVEL: 'loud',
+    });
     children.push(fn);
 
     const code = await new Promise((resolve) => fn.once('close', resolve));
@@ -128,7 +139,10 @@ describe('the built function as a process', {
     const fn = startFunction(
       await freePort(),
       { LEASE_SECONDS: 'five' },
-      { source: 'test/fixtures/invalid-jobs-function.ts', target: 'invalidJobs' },
+      {
+        source: 'test/fixtures/invalid-jobs-function.ts',
+        target: 'invalidJobs',
+      },
     );
     children.push(fn);
 
@@ -138,8 +152,14 @@ describe('the built function as a process', {
     const output = fn.output();
     assert.match(output, /Invalid configuration:\n/);
     assert.match(output, /- LEASE_SECONDS="five"/);
-    assert.match(output, /- job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*ScheduleTime/);
-    assert.match(output, /- job "groc" \(jobs\[1\]\): id "groc" is already declared by jobs\[0\]/);
+    assert.match(
+      output,
+      /- job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*ScheduleTime/,
+    );
+    assert.match(
+      output,
+      /- job "groc" \(jobs\[1\]\): id "groc" is already declared by jobs\[0\]/,
+    );
     assert.match(output, /- job "groc" \(jobs\[1\]\): timeZone "Mars\/Base"/);
   });
 });

@@ -8,7 +8,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { deployLines, jobsJson, jobsTable, upcoming } from '../../src/ops/format-jobs.ts';
+import {
+  deployLines,
+  jobsJson,
+  jobsTable,
+  upcoming,
+} from '../../src/ops/format-jobs.ts';
 import { toZonedRfc3339 } from '../../src/ops/slots.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
@@ -22,16 +27,22 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const AFTER = new Date('2026-10-24T12:00:00Z');
 
 /** A project like the starter, which the command serves (it runs in the project's root). */
-const PROJECT = writeStarterProject(mkdtempSync(path.join(tmpdir(), 'jobs-cli-')));
+const PROJECT = writeStarterProject(
+  mkdtempSync(path.join(tmpdir(), 'jobs-cli-')),
+);
 after(() => rmSync(PROJECT, { recursive: true, force: true }));
 
 /** Runs `node ops/jobs.ts ...args` in the starter-like project with `env` added. */
 function jobsCommand(args: string[], env: Record<string, string> = {}) {
-  return spawnSync(process.execPath, [path.join(ROOT, 'src/ops/jobs.ts'), ...args], {
-    cwd: PROJECT,
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '', ...env },
-  });
+  return spawnSync(
+    process.execPath,
+    [path.join(ROOT, 'src/ops/jobs.ts'), ...args],
+    {
+      cwd: PROJECT,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', ...env },
+    },
+  );
 }
 
 describe('src/ops/format-jobs.ts', () => {
@@ -60,7 +71,11 @@ describe('src/ops/format-jobs.ts', () => {
         id: 'every-five',
         schedule: '*/5 * * * *',
         timeZone: 'Etc/UTC',
-        next: ['2026-10-24T12:05:00Z', '2026-10-24T12:10:00Z', '2026-10-24T12:15:00Z'],
+        next: [
+          '2026-10-24T12:05:00Z',
+          '2026-10-24T12:10:00Z',
+          '2026-10-24T12:15:00Z',
+        ],
         nextLocal: [
           '2026-10-24T12:05:00+00:00',
           '2026-10-24T12:10:00+00:00',
@@ -71,7 +86,11 @@ describe('src/ops/format-jobs.ts', () => {
         id: 'nightly_report-1',
         schedule: '0 9 * JAN-MAR MON-FRI',
         timeZone: 'America/New_York',
-        next: ['2027-01-01T14:00:00Z', '2027-01-04T14:00:00Z', '2027-01-05T14:00:00Z'],
+        next: [
+          '2027-01-01T14:00:00Z',
+          '2027-01-04T14:00:00Z',
+          '2027-01-05T14:00:00Z',
+        ],
         nextLocal: [
           '2027-01-01T09:00:00-05:00',
           '2027-01-04T09:00:00-05:00',
@@ -110,15 +129,20 @@ describe('node ops/jobs.ts', () => {
         schedule: job.schedule,
         timeZone: job.timeZone,
         next: nextSlots(job, AFTER, 3).map(toUtcRfc3339),
-        nextLocal: nextSlots(job, AFTER, 3).map((t) => toZonedRfc3339(t, job.timeZone)),
+        nextLocal: nextSlots(job, AFTER, 3).map((t) =>
+          toZonedRfc3339(t, job.timeZone),
+        ),
       })),
     );
   });
 
   it('--count N lists N fire times, and refuses a count outside 1..1000 with exit 2', () => {
-    const five = jobsCommand(['--json', '--count', '5', `--after=${AFTER.toISOString()}`], {
-      JOBS_MODULE: path.join(ROOT, 'test/fixtures/jobs-two.ts'),
-    });
+    const five = jobsCommand(
+      ['--json', '--count', '5', `--after=${AFTER.toISOString()}`],
+      {
+        JOBS_MODULE: path.join(ROOT, 'test/fixtures/jobs-two.ts'),
+      },
+    );
     const zero = jobsCommand(['--count', '0']);
 
     assert.equal(five.status, 0, five.stderr);
@@ -128,7 +152,10 @@ describe('node ops/jobs.ts', () => {
       [5, 5],
     );
     assert.equal(zero.status, 2);
-    assert.match(zero.stderr, /--count "0" is not a whole number from 1 to 1000/);
+    assert.match(
+      zero.stderr,
+      /--count "0" is not a whole number from 1 to 1000/,
+    );
   });
 
   it('prints every problem of bad declarations and exits 1', () => {
@@ -139,7 +166,10 @@ describe('node ops/jobs.ts', () => {
     assert.equal(result.status, 1);
     assert.equal(result.stdout, '');
     assert.match(result.stderr, /^Invalid configuration:\n/);
-    assert.match(result.stderr, /job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*groc/);
+    assert.match(
+      result.stderr,
+      /job "groc" \(jobs\[0\]\): schedule "every 5 minutes" .*groc/,
+    );
     assert.match(result.stderr, /jobs\[1\]\): id "groc" is already declared/);
     assert.match(result.stderr, /timeZone "Mars\/Base" is not a time zone/);
   });

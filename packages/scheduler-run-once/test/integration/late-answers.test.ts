@@ -11,7 +11,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type AnswerProxy, startAnswerProxy } from '../fixtures/answer-proxy.ts';
+import {
+  type AnswerProxy,
+  startAnswerProxy,
+} from '../fixtures/answer-proxy.ts';
 import {
   type Delivery,
   deliver,
@@ -73,7 +76,9 @@ describe('a claim answered late or never (a proxy holds the commit’s answer)',
       LEASE_SECONDS: '30',
       FAULT_JOB_IDS: JOB_IDS.join(','),
     };
-    held = await startFunction({ env: { ...env, FIRESTORE_EMULATOR_HOST: proxy.host } });
+    held = await startFunction({
+      env: { ...env, FIRESTORE_EMULATOR_HOST: proxy.host },
+    });
     other = await startFunction({ collection: held.collection, env });
     await Promise.all([warmUp(held), warmUp(other)]);
   });
@@ -102,11 +107,22 @@ describe('a claim answered late or never (a proxy holds the commit’s answer)',
       const next = await deliver(retryTarget.url, nextSlot);
       t.diagnostic(summary({ first, retry, next }));
 
-      assert.ok(first.status >= 500, `the unanswered claim's delivery: ${first.status}`);
+      assert.ok(
+        first.status >= 500,
+        `the unanswered claim's delivery: ${first.status}`,
+      );
       assert.equal(first.body.outcome, 'unavailable');
-      assert.equal(retry.status, 200, `the retry: ${JSON.stringify(retry.body)}`);
+      assert.equal(
+        retry.status,
+        200,
+        `the retry: ${JSON.stringify(retry.body)}`,
+      );
       assert.equal(retry.body.outcome, 'processed');
-      assert.equal(next.body.outcome, 'processed', `the next slot: ${JSON.stringify(next.body)}`);
+      assert.equal(
+        next.body.outcome,
+        'processed',
+        `the next slot: ${JSON.stringify(next.body)}`,
+      );
       const runId = retry.body.runId ?? '';
       // Both instances append to one executions file (they share the collection).
       const starts = held.executions(runId).filter((e) => e.event === 'start');
@@ -119,7 +135,8 @@ describe('a claim answered late or never (a proxy holds the commit’s answer)',
 
 function summary(deliveries: Readonly<Record<string, Delivery>>): string {
   const parts = Object.entries(deliveries).map(
-    ([name, d]) => `${name} ${d.status} ${d.body.outcome ?? '-'} in ${Math.round(d.ms)} ms`,
+    ([name, d]) =>
+      `${name} ${d.status} ${d.body.outcome ?? '-'} in ${Math.round(d.ms)} ms`,
   );
   return parts.join('; ');
 }

@@ -8,7 +8,12 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { ROOT, spawnGroup, waitFor, within } from '../../src/dev/local-processes.ts';
+import {
+  ROOT,
+  spawnGroup,
+  waitFor,
+  within,
+} from '../../src/dev/local-processes.ts';
 
 /** Starts a group (`sleep 300`), prints its pid, and waits forever. */
 const HOLDER = [
@@ -29,9 +34,13 @@ function running(pid: number): boolean {
 describe('a process that started process groups', () => {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     it(`takes them with it when ${signal} ends it`, async () => {
-      const holder = spawnGroup(process.execPath, ['--input-type=module', '-e', HOLDER], {
-        cwd: ROOT,
-      });
+      const holder = spawnGroup(
+        process.execPath,
+        ['--input-type=module', '-e', HOLDER],
+        {
+          cwd: ROOT,
+        },
+      );
       let sleeper = 0;
       try {
         sleeper = Number(
@@ -50,7 +59,11 @@ describe('a process that started process groups', () => {
         holder.signalGroup(signal);
         await within(holder.exited, 30_000, `the holder to end on ${signal}`);
 
-        assert.equal(holder.signalCode, signal, 'it dies of the signal, as without a handler');
+        assert.equal(
+          holder.signalCode,
+          signal,
+          'it dies of the signal, as without a handler',
+        );
         await waitFor(
           `its group's sleep ${sleeper} to be killed`,
           () => !running(sleeper) || undefined,

@@ -23,7 +23,11 @@ import {
 import { deliver, removeScratch, scheduled } from '../fixtures/harness.ts';
 import { freshCollection, PAST_NOON, storedRecord } from '../helpers.ts';
 
-const TARGETS: readonly FakeTarget[] = ['workflows', 'cloud-run-job', 'cloud-build'];
+const TARGETS: readonly FakeTarget[] = [
+  'workflows',
+  'cloud-run-job',
+  'cloud-build',
+];
 const SCHEDULE_TIME = PAST_NOON;
 /** Short, so the dead attempts' claims lapse within the test; the heartbeat beats every 2/3 s. */
 const LEASE_SECONDS = '2';
@@ -68,11 +72,16 @@ describe('look before you launch: a proxy killed between its launch and its comp
 
     // The first attempts: each looks, finds nothing, launches, and waits on the held answer.
     const firstAttempts = TARGETS.map((target) =>
-      deliver(url, scheduled(target, SCHEDULE_TIME)).catch((err: unknown) => err),
+      deliver(url, scheduled(target, SCHEDULE_TIME)).catch(
+        (err: unknown) => err,
+      ),
     );
     await waitFor(
       'a launch of every target',
-      () => (TARGETS.every((t) => fake.launches.some((l) => l.target === t)) ? true : undefined),
+      () =>
+        TARGETS.every((t) => fake.launches.some((l) => l.target === t))
+          ? true
+          : undefined,
       30_000,
     );
     fn.signalGroup('SIGKILL');
@@ -101,7 +110,11 @@ describe('look before you launch: a proxy killed between its launch and its comp
     }
     for (const [i, target] of TARGETS.entries()) {
       const retry = retries[i];
-      assert.equal(retry?.status, 200, `${target}: ${JSON.stringify(retry?.body)}`);
+      assert.equal(
+        retry?.status,
+        200,
+        `${target}: ${JSON.stringify(retry?.body)}`,
+      );
       const launches = fake.launches.filter((l) => l.target === target);
       assert.equal(launches.length, 1, `${target}: launches`);
       const record = await storedRecord(collection, retry?.body.runId ?? '');

@@ -9,12 +9,29 @@
  * dependencies. Nothing here writes to the repository, its `node_modules` included.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { binPath, freshCollection, type GroupProcess } from '../../src/dev/local-processes.ts';
-import { deliver, npmIn, outsideEnv, runIn, serveFrom } from '../fixtures/installed-project.ts';
+import {
+  binPath,
+  freshCollection,
+  type GroupProcess,
+} from '../../src/dev/local-processes.ts';
+import {
+  deliver,
+  npmIn,
+  outsideEnv,
+  runIn,
+  serveFrom,
+} from '../fixtures/installed-project.ts';
 import { documents, PAST_NOON, schedulerHeaders } from '../helpers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -84,7 +101,9 @@ function unexpectedFiles(files: readonly string[]): string[] {
 }
 
 describe('the package as published, installed in a project of its own', {
-  skip: !existsSync(path.join(ROOT, 'dist/index.js')) && 'run `npm run build` first',
+  skip:
+    !existsSync(path.join(ROOT, 'dist/index.js')) &&
+    'run `npm run build` first',
 }, () => {
   const scratch = mkdtempSync(path.join(tmpdir(), 'run-once-pack-'));
   const project = path.join(scratch, 'project');
@@ -143,9 +162,15 @@ describe('the package as published, installed in a project of its own', {
       },
     };
     mkdirSync(project);
-    writeFileSync(path.join(project, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    writeFileSync(
+      path.join(project, 'package.json'),
+      `${JSON.stringify(manifest, null, 2)}\n`,
+    );
     writeFileSync(path.join(project, 'index.ts'), INDEX_TS);
-    writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+    writeFileSync(
+      path.join(project, 'tsconfig.json'),
+      JSON.stringify(TSCONFIG),
+    );
 
     const install = await npmIn(
       project,
@@ -166,7 +191,8 @@ describe('the package as published, installed in a project of its own', {
       // slot's earlier slots never ran: no missed-run reports. Error text in the answers.
       env: outsideEnv({
         METADATA_SERVER_DETECTION: 'none',
-        GOOGLE_CLOUD_PROJECT: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+        GOOGLE_CLOUD_PROJECT:
+          process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
         RUNS_COLLECTION: collection,
         MISSED_RUN_CHECK: 'off',
         RETENTION_SECONDS: '31536000',
@@ -183,7 +209,9 @@ describe('the package as published, installed in a project of its own', {
 
     assert.equal(typecheck.code, 0, `tsc in the project:\n${typecheck.output}`);
     assert.ok(
-      existsSync(path.join(project, 'node_modules/scheduler-run-once/dist/index.js')),
+      existsSync(
+        path.join(project, 'node_modules/scheduler-run-once/dist/index.js'),
+      ),
       `the tarball is not installed:\n${install.output}`,
     );
     assert.deepEqual(
@@ -191,7 +219,11 @@ describe('the package as published, installed in a project of its own', {
       [200, 'processed'],
       `${first.body}\n${fn.output()}`,
     );
-    assert.deepEqual([second.status, second.outcome], [200, 'duplicate'], second.body);
+    assert.deepEqual(
+      [second.status, second.outcome],
+      [200, 'duplicate'],
+      second.body,
+    );
     const records = [...(await documents(collection)).values()];
     assert.deepEqual(
       records.map((record) => record.status),
@@ -201,11 +233,17 @@ describe('the package as published, installed in a project of its own', {
   });
 
   it('runs the installed run-once command from node_modules: jobs --json, and deploy --dry-run', async () => {
-    assert.ok(existsSync(path.join(project, 'node_modules')), 'the install test runs first');
+    assert.ok(
+      existsSync(path.join(project, 'node_modules')),
+      'the install test runs first',
+    );
     mkdirSync(path.join(project, 'src'), { recursive: true });
     writeFileSync(path.join(project, 'src/jobs.ts'), JOBS_TS);
     const runOnce = path.join(project, 'node_modules/.bin/run-once');
-    const env = outsideEnv({ GOOGLE_CLOUD_PROJECT: 'my-project', REGION: 'us-central1' });
+    const env = outsideEnv({
+      GOOGLE_CLOUD_PROJECT: 'my-project',
+      REGION: 'us-central1',
+    });
 
     const jobs = await runIn(project, runOnce, ['jobs', '--json'], {
       env,
@@ -223,6 +261,9 @@ describe('the package as published, installed in a project of its own', {
     );
     assert.equal(deploy.code, 0, deploy.output);
     assert.match(deploy.stdout, /^gcloud functions deploy /m);
-    assert.match(deploy.stdout, /^gcloud scheduler jobs create http packed-job /m);
+    assert.match(
+      deploy.stdout,
+      /^gcloud scheduler jobs create http packed-job /m,
+    );
   });
 });

@@ -15,7 +15,11 @@ import { describe, it } from 'node:test';
 import { ROOT } from '../../src/dev/local-processes.ts';
 import * as pauseCommand from '../../src/ops/pause.ts';
 import * as runsCommand from '../../src/ops/runs.ts';
-import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
+import {
+  type Command,
+  type CommandResult,
+  runInProcess,
+} from '../fixtures/in-process-command.ts';
 import { freshCollection } from '../helpers.ts';
 
 /** Absolute: the commands in this process resolve it from its current directory. */
@@ -26,8 +30,16 @@ const TIMEOUT_MS = 90_000;
 
 /** The commands by their script, as the process case names them. */
 const COMMANDS: Record<string, Command> = {
-  'src/ops/pause.ts': { name: 'pause', usage: pauseCommand.USAGE, main: pauseCommand.main },
-  'src/ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+  'src/ops/pause.ts': {
+    name: 'pause',
+    usage: pauseCommand.USAGE,
+    main: pauseCommand.main,
+  },
+  'src/ops/runs.ts': {
+    name: 'runs',
+    usage: runsCommand.USAGE,
+    main: runsCommand.main,
+  },
 };
 
 /** Runs an ops command in this process. */
@@ -45,49 +57,100 @@ function run(script: string, collection: string, ...args: string[]) {
 }
 /** {@link run} as a process, as `npm run` runs it. */
 function runProcess(script: string, collection: string, ...args: string[]) {
-  const result = spawnSync(process.execPath, [script, ...args, '--collection', collection], {
-    cwd: ROOT,
-    env: { ...process.env, JOBS_MODULE },
-    encoding: 'utf8',
-    timeout: TIMEOUT_MS,
-  });
+  const result = spawnSync(
+    process.execPath,
+    [script, ...args, '--collection', collection],
+    {
+      cwd: ROOT,
+      env: { ...process.env, JOBS_MODULE },
+      encoding: 'utf8',
+      timeout: TIMEOUT_MS,
+    },
+  );
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 const pause = (collection: string, ...args: string[]) =>
   run('src/ops/pause.ts', collection, 'pause', ...args);
 const resume = (collection: string, ...args: string[]) =>
   run('src/ops/pause.ts', collection, 'resume', ...args);
-const runs = (collection: string, ...args: string[]) => run('src/ops/runs.ts', collection, ...args);
+const runs = (collection: string, ...args: string[]) =>
+  run('src/ops/runs.ts', collection, ...args);
 /** `--now` this many minutes from now: the slots after the pause began are in the past then. */
-const inMinutes = (minutes: number) => new Date(Date.now() + minutes * 60_000).toISOString();
+const inMinutes = (minutes: number) =>
+  new Date(Date.now() + minutes * 60_000).toISOString();
 
 describe('npm run pause and resume', () => {
   it('shows the slots of a pause as paused with its note, and --check passes on them', async () => {
     const collection = freshCollection();
 
-    const paused = await pause(collection, JOB, '--until', '2h', '--note', 'db maintenance');
-    const table = await runs(collection, '--since', '1h', '--now', inMinutes(30));
-    const json = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
-    const page = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--html', '-');
-    const check = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--check');
+    const paused = await pause(
+      collection,
+      JOB,
+      '--until',
+      '2h',
+      '--note',
+      'db maintenance',
+    );
+    const table = await runs(
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(30),
+    );
+    const json = await runs(
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(30),
+      '--json',
+    );
+    const page = await runs(
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(30),
+      '--html',
+      '-',
+    );
+    const check = await runs(
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(30),
+      '--check',
+    );
 
     assert.equal(paused.code, 0, paused.stderr);
-    assert.match(paused.stdout, /scheduled-job paused since \S+Z \(db maintenance\)/);
+    assert.match(
+      paused.stdout,
+      /scheduled-job paused since \S+Z \(db maintenance\)/,
+    );
     assert.match(table.stdout, /paused \(db maintenance\)/);
-    const rows = JSON.parse(json.stdout) as { state: string; pauseNote: string | null }[];
+    const rows = JSON.parse(json.stdout) as {
+      state: string;
+      pauseNote: string | null;
+    }[];
     const pausedRows = rows.filter((r) => r.state === 'paused');
     assert.ok(pausedRows.length >= 5, json.stdout);
     assert.ok(pausedRows.every((r) => r.pauseNote === 'db maintenance'));
     assert.match(page.stdout, /data-state="paused"/);
     assert.equal(check.code, 0, check.stderr);
     assert.equal(check.stdout, '', '--check prints only the problems');
-    assert.match(check.stderr, /no problem in \d+ slots and runs of 1 job \(\d+ paused\)/);
+    assert.match(
+      check.stderr,
+      /no problem in \d+ slots and runs of 1 job \(\d+ paused\)/,
+    );
   });
 
   it('as processes, fails --check once the pause outlives its --until, naming the command that ends it', () => {
     const collection = freshCollection();
     assert.equal(
-      runProcess('src/ops/pause.ts', collection, 'pause', JOB, '--until', '30m').code,
+      runProcess('src/ops/pause.ts', collection, 'pause', JOB, '--until', '30m')
+        .code,
       0,
     );
 
@@ -115,7 +178,14 @@ describe('npm run pause and resume', () => {
     const again = await pause(collection, JOB, '--note', 'second');
     const resumed = await resume(collection, JOB);
     const twice = await resume(collection, JOB);
-    const later = await runs(collection, '--since', '1h', '--now', inMinutes(30), '--json');
+    const later = await runs(
+      collection,
+      '--since',
+      '1h',
+      '--now',
+      inMinutes(30),
+      '--json',
+    );
 
     assert.equal(again.code, 1);
     assert.match(
@@ -150,8 +220,14 @@ describe('npm run pause and resume', () => {
     );
     for (const paused of results) {
       const [, since, bound] =
-        /paused since (\S+Z).*reported if still paused at (\S+Z)/.exec(paused.stdout) ?? [];
-      assert.equal(Date.parse(bound ?? '') - Date.parse(since ?? ''), 60_000, paused.stdout);
+        /paused since (\S+Z).*reported if still paused at (\S+Z)/.exec(
+          paused.stdout,
+        ) ?? [];
+      assert.equal(
+        Date.parse(bound ?? '') - Date.parse(since ?? ''),
+        60_000,
+        paused.stdout,
+      );
     }
   });
 
@@ -163,16 +239,37 @@ describe('npm run pause and resume', () => {
         args: ['--until', '2020-01-01T00:00:00Z'],
         says: /not after now/,
       },
-      { name: 'an --until under a minute', args: ['--until', '59s'], says: /less than a minute/ },
-      { name: 'an --until past 30 days', args: ['--until', '31d'], says: /more than 30 days/ },
+      {
+        name: 'an --until under a minute',
+        args: ['--until', '59s'],
+        says: /less than a minute/,
+      },
+      {
+        name: 'an --until past 30 days',
+        args: ['--until', '31d'],
+        says: /more than 30 days/,
+      },
       {
         name: 'an --until that is no time',
         args: ['--until', 'tomorrow'],
         says: /neither an RFC 3339 time/,
       },
-      { name: 'a note too long', args: ['--note', 'x'.repeat(501)], says: /at most 500/ },
-      { name: 'a note on two lines', args: ['--note', 'a\nb'], says: /control character/ },
-      { name: 'an undeclared job', args: [], says: /no declared job nope/, job: 'nope' },
+      {
+        name: 'a note too long',
+        args: ['--note', 'x'.repeat(501)],
+        says: /at most 500/,
+      },
+      {
+        name: 'a note on two lines',
+        args: ['--note', 'a\nb'],
+        says: /control character/,
+      },
+      {
+        name: 'an undeclared job',
+        args: [],
+        says: /no declared job nope/,
+        job: 'nope',
+      },
     ];
 
     const refused: CommandResult[] = [];
@@ -182,7 +279,10 @@ describe('npm run pause and resume', () => {
     const after = await resume(collection, JOB);
 
     assert.deepEqual(
-      refused.map((r, i) => [r.code, (cases[i] as { says: RegExp }).says.test(r.stderr)]),
+      refused.map((r, i) => [
+        r.code,
+        (cases[i] as { says: RegExp }).says.test(r.stderr),
+      ]),
       cases.map(() => [2, true]),
       refused.map((r) => r.stderr).join('\n'),
     );

@@ -13,10 +13,16 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { CloudBuildClient } from '@google-cloud/cloudbuild';
-import { JobsClient, ExecutionsClient as RunExecutionsClient } from '@google-cloud/run';
+import {
+  JobsClient,
+  ExecutionsClient as RunExecutionsClient,
+} from '@google-cloud/run';
 import { ExecutionsClient as WorkflowsClient } from '@google-cloud/workflows';
 import { createCloudBuildJob } from '../../examples/cloud-build/cloud-build-job.ts';
-import { createCloudRunJob, RUN_ID_ENV } from '../../examples/cloud-run-job/cloud-run-job.ts';
+import {
+  createCloudRunJob,
+  RUN_ID_ENV,
+} from '../../examples/cloud-run-job/cloud-run-job.ts';
 import type { RecordLaunch } from '../../examples/shared/launch-once.ts';
 import { noteLaunch } from '../../examples/shared/launch-once.ts';
 import { createWorkflowsJob } from '../../examples/workflows-proxy/workflows-job.ts';
@@ -39,7 +45,9 @@ const MINUTE = 60_000;
  */
 let slotsTaken = 0;
 function aSlot(): string {
-  return toUtcRfc3339(new Date(Math.floor(Date.now() / MINUTE) * MINUTE - ++slotsTaken * MINUTE));
+  return toUtcRfc3339(
+    new Date(Math.floor(Date.now() / MINUTE) * MINUTE - ++slotsTaken * MINUTE),
+  );
 }
 
 /** A recorder whose first call throws: the first attempt dies after its launch. */
@@ -68,24 +76,38 @@ describe('the proxies under what the references leave open', () => {
     builds = new CloudBuildClient(localClientOptions(fake.port));
   });
   after(async () => {
-    await Promise.all([workflows.close(), jobs.close(), executions.close(), builds.close()]);
+    await Promise.all([
+      workflows.close(),
+      jobs.close(),
+      executions.close(),
+      builds.close(),
+    ]);
     await fake.close();
   });
 
   /** One proxy of each kind, on a target of its own: how to serve it and what it launched. */
   const proxies: {
     target: FakeTarget;
-    make(record: RecordLaunch): { run: JobRun; parent: string; launched: () => number };
+    make(record: RecordLaunch): {
+      run: JobRun;
+      parent: string;
+      launched: () => number;
+    };
   }[] = [
     {
       target: 'workflows',
       make(record) {
         const workflow = `${PROJECT}/us-central1/workflows/w-${randomUUID().slice(0, 8)}`;
         return {
-          run: createWorkflowsJob({ workflow, client: workflows, recordLaunch: record }),
+          run: createWorkflowsJob({
+            workflow,
+            client: workflows,
+            recordLaunch: record,
+          }),
           parent: workflow,
           launched: () =>
-            fake.launches.filter((l) => l.path === `/v1/${workflow}/executions`).length,
+            fake.launches.filter((l) => l.path === `/v1/${workflow}/executions`)
+              .length,
         };
       },
     },
@@ -101,7 +123,8 @@ describe('the proxies under what the references leave open', () => {
             recordLaunch: record,
           }),
           parent: job,
-          launched: () => fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+          launched: () =>
+            fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
         };
       },
     },
@@ -111,9 +134,14 @@ describe('the proxies under what the references leave open', () => {
         const triggerId = randomUUID();
         const trigger = `${PROJECT}/us-central1/triggers/${triggerId}`;
         return {
-          run: createCloudBuildJob({ trigger, client: builds, recordLaunch: record }),
+          run: createCloudBuildJob({
+            trigger,
+            client: builds,
+            recordLaunch: record,
+          }),
           parent: `${PROJECT}/us-central1`,
-          launched: () => fake.launches.filter((l) => l.body.triggerId === triggerId).length,
+          launched: () =>
+            fake.launches.filter((l) => l.body.triggerId === triggerId).length,
         };
       },
     },
@@ -126,7 +154,11 @@ describe('the proxies under what the references leave open', () => {
       return { argument: JSON.stringify({ runId }) };
     }
     if (target === 'cloud-run-job') {
-      return { overrides: { containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: runId }] }] } };
+      return {
+        overrides: {
+          containerOverrides: [{ env: [{ name: RUN_ID_ENV, value: runId }] }],
+        },
+      };
     }
     return { source: { substitutions: { _RUN_ID: runId } } };
   };
@@ -138,9 +170,13 @@ describe('the proxies under what the references leave open', () => {
       const slot = aSlot();
       fake.clockOffsetMs = -6 * MINUTE;
       try {
-        const first = await request.post('/').set(schedulerHeaders('nightly', slot));
+        const first = await request
+          .post('/')
+          .set(schedulerHeaders('nightly', slot));
         fake.seed(target, proxy.parent, otherRun(target));
-        const retry = await request.post('/').set(schedulerHeaders('nightly', slot));
+        const retry = await request
+          .post('/')
+          .set(schedulerHeaders('nightly', slot));
 
         assert.equal(first.body.outcome, 'failed');
         assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -154,7 +190,11 @@ describe('the proxies under what the references leave open', () => {
   it('workflows: adopts an execution waiting QUEUED in the backlog without a startTime', async () => {
     const workflow = `${PROJECT}/us-central1/workflows/w-${randomUUID().slice(0, 8)}`;
     const { request } = serve(
-      createWorkflowsJob({ workflow, client: workflows, recordLaunch: diesOnce() }),
+      createWorkflowsJob({
+        workflow,
+        client: workflows,
+        recordLaunch: diesOnce(),
+      }),
     );
     fake.seed('workflows', workflow, otherRun('workflows'), {
       createTime: new Date(Date.now() - 2 * 24 * 60 * MINUTE),
@@ -162,12 +202,20 @@ describe('the proxies under what the references leave open', () => {
     const slot = aSlot();
     fake.queueLaunches = true;
     try {
-      const first = await request.post('/').set(schedulerHeaders('nightly', slot));
-      const retry = await request.post('/').set(schedulerHeaders('nightly', slot));
+      const first = await request
+        .post('/')
+        .set(schedulerHeaders('nightly', slot));
+      const retry = await request
+        .post('/')
+        .set(schedulerHeaders('nightly', slot));
 
       assert.equal(first.body.outcome, 'failed');
       assert.equal(retry.status, 200, JSON.stringify(retry.body));
-      assert.equal(fake.launches.filter((l) => l.path === `/v1/${workflow}/executions`).length, 1);
+      assert.equal(
+        fake.launches.filter((l) => l.path === `/v1/${workflow}/executions`)
+          .length,
+        1,
+      );
     } finally {
       fake.queueLaunches = false;
     }
@@ -186,21 +234,30 @@ describe('the proxies under what the references leave open', () => {
     const slot = aSlot();
     fake.hideOverrides = true;
     try {
-      const first = await request.post('/').set(schedulerHeaders('nightly', slot));
+      const first = await request
+        .post('/')
+        .set(schedulerHeaders('nightly', slot));
       fake.hideOverrides = false;
       // Created after the launch, stamped ten minutes before it: create times out of order.
       fake.seed('cloud-run-job', job, otherRun('cloud-run-job'), {
         createTime: new Date(Date.now() - 10 * MINUTE),
       });
-      const undecided = await request.post('/').set(schedulerHeaders('nightly', slot));
-      const retry = await request.post('/').set(schedulerHeaders('nightly', slot));
+      const undecided = await request
+        .post('/')
+        .set(schedulerHeaders('nightly', slot));
+      const retry = await request
+        .post('/')
+        .set(schedulerHeaders('nightly', slot));
 
       assert.deepEqual(
         [first.body.outcome, undecided.body.outcome, retry.body.outcome],
         ['failed', 'failed', 'processed'],
       );
       assert.match(undecided.body.message, /does not show a run id yet/);
-      assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+      assert.equal(
+        fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+        1,
+      );
     } finally {
       fake.hideOverrides = false;
     }
@@ -210,13 +267,22 @@ describe('the proxies under what the references leave open', () => {
     const job = `${PROJECT}/us-central1/jobs/j-${randomUUID().slice(0, 8)}`;
     fake.seed('cloud-run-job', job, {});
     const { request } = serve(
-      createCloudRunJob({ job, jobsClient: jobs, executionsClient: executions }),
+      createCloudRunJob({
+        job,
+        jobsClient: jobs,
+        executionsClient: executions,
+      }),
     );
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', aSlot()));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', aSlot()));
 
     assert.equal(res.body.outcome, 'processed', JSON.stringify(res.body));
-    assert.equal(fake.launches.filter((l) => l.path === `/v2/${job}:run`).length, 1);
+    assert.equal(
+      fake.launches.filter((l) => l.path === `/v2/${job}:run`).length,
+      1,
+    );
   });
 
   it('cloud-build: a global trigger without buildLocation is refused at start, naming the setting', () => {
@@ -251,14 +317,26 @@ describe('the proxies under what the references leave open', () => {
     );
     const slot = aSlot();
 
-    const first = await request.post('/').set(schedulerHeaders('nightly', slot));
-    const retry = await request.post('/').set(schedulerHeaders('nightly', slot));
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', slot));
+    const retry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', slot));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
-    assert.equal(fake.launches.filter((l) => l.body.triggerId === triggerId).length, 1);
-    const looked = fake.lists.filter((l) => l.target === 'cloud-build').map((l) => l.path);
-    assert.ok(looked.includes(`/v1/${PROJECT}/europe-west1/builds`), looked.join(', '));
+    assert.equal(
+      fake.launches.filter((l) => l.body.triggerId === triggerId).length,
+      1,
+    );
+    const looked = fake.lists
+      .filter((l) => l.target === 'cloud-build')
+      .map((l) => l.path);
+    assert.ok(
+      looked.includes(`/v1/${PROJECT}/europe-west1/builds`),
+      looked.join(', '),
+    );
   });
 
   it('cloud-build: refuses to run a trigger that declares _RUN_ID itself, and launches nothing', async () => {
@@ -267,14 +345,19 @@ describe('the proxies under what the references leave open', () => {
     fake.triggers.set(trigger, { substitutions: { _RUN_ID: 'default' } });
     const { request } = serve(createCloudBuildJob({ trigger, client: builds }));
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', aSlot()));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', aSlot()));
 
     assert.equal(res.body.outcome, 'failed');
     assert.match(
       res.body.message,
       /declares _RUN_ID among its own substitutions.*nodejs-cloudbuild#117/,
     );
-    assert.equal(fake.launches.filter((l) => l.body.triggerId === triggerId).length, 0);
+    assert.equal(
+      fake.launches.filter((l) => l.body.triggerId === triggerId).length,
+      0,
+    );
   });
 
   it('cloud-build: a trigger that drops the passed substitutions runs once, then is refused', async () => {
@@ -283,12 +366,23 @@ describe('the proxies under what the references leave open', () => {
     fake.triggers.set(trigger, { dropsRunSubstitutions: true });
     const { request } = serve(createCloudBuildJob({ trigger, client: builds }));
 
-    const first = await request.post('/').set(schedulerHeaders('nightly', aSlot()));
-    const next = await request.post('/').set(schedulerHeaders('nightly', aSlot()));
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', aSlot()));
+    const next = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', aSlot()));
 
-    assert.equal(first.body.outcome, 'processed', 'the build started is not started again');
+    assert.equal(
+      first.body.outcome,
+      'processed',
+      'the build started is not started again',
+    );
     assert.equal(next.body.outcome, 'failed');
     assert.match(next.body.message, /drops or overrides the substitutions/);
-    assert.equal(fake.launches.filter((l) => l.body.triggerId === triggerId).length, 1);
+    assert.equal(
+      fake.launches.filter((l) => l.body.triggerId === triggerId).length,
+      1,
+    );
   });
 });

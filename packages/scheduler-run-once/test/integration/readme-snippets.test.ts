@@ -20,12 +20,22 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { binPath, nodeModulesWithTsc } from '../../src/dev/local-processes.ts';
-import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
+import {
+  STARTER_CHECKS_SKIP,
+  STARTER_ROOT,
+} from '../fixtures/starter-checkout.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The starter, the repository's root: its README and `src/` are what this test reads. */
@@ -35,7 +45,10 @@ const EXAMPLE_JOB = path.join(ROOT, 'test/fixtures/example-job.ts.txt');
 
 /** A file the README names, as the starter ships it (`src/job.ts` is the example's copy). */
 function shipped(file: string): string {
-  return readFileSync(file === 'src/job.ts' ? EXAMPLE_JOB : path.join(STARTER, file), 'utf8');
+  return readFileSync(
+    file === 'src/job.ts' ? EXAMPLE_JOB : path.join(STARTER, file),
+    'utf8',
+  );
 }
 const TSC = binPath('tsc');
 const BIOME = binPath('biome');
@@ -52,7 +65,10 @@ interface Snippet {
 }
 
 /** Every ```ts block of `markdown` with its marker; blocks without one are `unmarked`. */
-function snippetsOf(markdown: string): { snippets: Snippet[]; unmarked: number[] } {
+function snippetsOf(markdown: string): {
+  snippets: Snippet[];
+  unmarked: number[];
+} {
   const lines = markdown.split('\n');
   const snippets: Snippet[] = [];
   const unmarked: number[] = [];
@@ -66,7 +82,9 @@ function snippetsOf(markdown: string): { snippets: Snippet[]; unmarked: number[]
       .slice(i + 1, end)
       .map((l) => l.slice(indent))
       .join('\n');
-    const marker = /^\s*<!-- snippet: (.+?) -->\s*$/.exec(lines[i - 1] ?? '')?.[1];
+    const marker = /^\s*<!-- snippet: (.+?) -->\s*$/.exec(
+      lines[i - 1] ?? '',
+    )?.[1];
     if (marker === undefined) {
       unmarked.push(i + 1);
     } else if (marker !== 'fragment') {
@@ -87,7 +105,10 @@ function snippetsOf(markdown: string): { snippets: Snippet[]; unmarked: number[]
 }
 
 /** Where `declaration` sits in `source`: its `export` line to the first line starting with `}`. */
-function declarationSpan(source: string, declaration: string): [number, number] | undefined {
+function declarationSpan(
+  source: string,
+  declaration: string,
+): [number, number] | undefined {
   const lines = source.split('\n');
   const start = lines.findIndex((l) =>
     new RegExp(
@@ -102,13 +123,21 @@ function declarationSpan(source: string, declaration: string): [number, number] 
 }
 
 /** `source` with `declaration` replaced by `code`, or `undefined` if it has no such declaration. */
-function pasted(source: string, declaration: string, code: string): string | undefined {
+function pasted(
+  source: string,
+  declaration: string,
+  code: string,
+): string | undefined {
   const span = declarationSpan(source, declaration);
   if (span === undefined) {
     return undefined;
   }
   const lines = source.split('\n');
-  return [...lines.slice(0, span[0]), code.trimEnd(), ...lines.slice(span[1] + 1)].join('\n');
+  return [
+    ...lines.slice(0, span[0]),
+    code.trimEnd(),
+    ...lines.slice(span[1] + 1),
+  ].join('\n');
 }
 
 const { snippets, unmarked } = STARTER_CHECKS_SKIP
@@ -117,7 +146,9 @@ const { snippets, unmarked } = STARTER_CHECKS_SKIP
 const scratch = mkdtempSync(path.join(tmpdir(), 'readme-snippets-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
-describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, () => {
+describe("the starter's README.md code blocks", {
+  skip: STARTER_CHECKS_SKIP,
+}, () => {
   it('each TypeScript block says where it goes (a snippet marker on the line above)', () => {
     assert.deepEqual(
       unmarked,
@@ -132,7 +163,8 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
 
     for (const snippet of asShipped) {
       const source = shipped(snippet.file ?? '');
-      const span = snippet.declaration && declarationSpan(source, snippet.declaration);
+      const span =
+        snippet.declaration && declarationSpan(source, snippet.declaration);
       const current = span
         ? source
             .split('\n')
@@ -146,7 +178,11 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
           'test/fixtures/example-job.ts.txt), which differs: make them agree.',
       );
     }
-    assert.ok(asShipped.some((s) => s.file === 'src/job.ts' && s.declaration === 'runJobLogic'));
+    assert.ok(
+      asShipped.some(
+        (s) => s.file === 'src/job.ts' && s.declaration === 'runJobLogic',
+      ),
+    );
   });
 
   it('each block compiles and passes Biome when pasted in its place', () => {
@@ -155,7 +191,9 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
     const where = new Map<string, number>();
     for (const [n, snippet] of snippets.entries()) {
       const dir = `s${n}`;
-      cpSync(path.join(STARTER, 'src'), path.join(scratch, dir, 'src'), { recursive: true });
+      cpSync(path.join(STARTER, 'src'), path.join(scratch, dir, 'src'), {
+        recursive: true,
+      });
       cpSync(EXAMPLE_JOB, path.join(scratch, dir, 'src/job.ts'));
       const target = path.join(dir, snippet.file ?? '');
       const source = shipped(snippet.file ?? '');
@@ -171,10 +209,17 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
       pastedFiles.push(target);
       where.set(dir, snippet.line);
     }
-    symlinkSync(nodeModulesWithTsc(), path.join(scratch, 'node_modules'), 'dir');
+    symlinkSync(
+      nodeModulesWithTsc(),
+      path.join(scratch, 'node_modules'),
+      'dir',
+    );
     cpSync(path.join(STARTER, 'biome.json'), path.join(scratch, 'biome.json'));
     // The repository is an ES module package: tsc reads `.ts` files by the nearest package.json.
-    writeFileSync(path.join(scratch, 'package.json'), JSON.stringify({ type: 'module' }));
+    writeFileSync(
+      path.join(scratch, 'package.json'),
+      JSON.stringify({ type: 'module' }),
+    );
     writeFileSync(
       path.join(scratch, 'tsconfig.json'),
       JSON.stringify({
@@ -184,16 +229,23 @@ describe("the starter's README.md code blocks", { skip: STARTER_CHECKS_SKIP }, (
       }),
     );
     const readmeLine = (output: string) =>
-      output.replace(/\bs(\d+)\//g, (_, n: string) => `[README line ${where.get(`s${n}`)}] `);
+      output.replace(
+        /\bs(\d+)\//g,
+        (_, n: string) => `[README line ${where.get(`s${n}`)}] `,
+      );
 
     const tsc = spawnSync(process.execPath, [TSC, '-p', 'tsconfig.json'], {
       cwd: scratch,
       encoding: 'utf8',
     });
-    const biome = spawnSync(process.execPath, [BIOME, 'check', '--colors=off', ...pastedFiles], {
-      cwd: scratch,
-      encoding: 'utf8',
-    });
+    const biome = spawnSync(
+      process.execPath,
+      [BIOME, 'check', '--colors=off', ...pastedFiles],
+      {
+        cwd: scratch,
+        encoding: 'utf8',
+      },
+    );
 
     assert.equal(tsc.status, 0, readmeLine(tsc.stdout + tsc.stderr));
     assert.equal(biome.status, 0, readmeLine(biome.stdout + biome.stderr));

@@ -19,7 +19,9 @@ import { writeStarterProject } from '../fixtures/starter-project.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BIN = path.join(ROOT, 'bin/run-once.cjs');
-const PROJECT = writeStarterProject(mkdtempSync(path.join(tmpdir(), 'run-once-cli-')));
+const PROJECT = writeStarterProject(
+  mkdtempSync(path.join(tmpdir(), 'run-once-cli-')),
+);
 after(() => rmSync(PROJECT, { recursive: true, force: true }));
 
 /** `run-once ...args` in the starter-like project, with this test's Node. */
@@ -44,7 +46,11 @@ describe('run-once', () => {
 
     assert.equal(help.status, 0, help.stderr);
     for (const name of Object.keys(COMMAND_HELP)) {
-      assert.match(help.stdout, new RegExp(`^  ${name} `, 'm'), `${name} is not listed`);
+      assert.match(
+        help.stdout,
+        new RegExp(`^  ${name} `, 'm'),
+        `${name} is not listed`,
+      );
     }
     assert.equal(bare.status, 2);
     assert.equal(bare.stdout, '');
@@ -71,9 +77,14 @@ describe('run-once', () => {
 
       assert.equal(result.status, 0, result.stderr);
       const unexplained = flagsOf(usage).filter(
-        (flag) => !new RegExp(`^\\s+(-\\w, )?${flag}\\b`, 'm').test(result.stdout),
+        (flag) =>
+          !new RegExp(`^\\s+(-\\w, )?${flag}\\b`, 'm').test(result.stdout),
       );
-      assert.deepEqual(unexplained, [], `${name} --help leaves these flags unexplained`);
+      assert.deepEqual(
+        unexplained,
+        [],
+        `${name} --help leaves these flags unexplained`,
+      );
       assert.match(result.stdout, /^Exit status:/m);
     });
   }
@@ -90,7 +101,9 @@ describe('run-once', () => {
   });
 
   it("prints the package's version", () => {
-    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+    const { version } = JSON.parse(
+      readFileSync(path.join(ROOT, 'package.json'), 'utf8'),
+    );
 
     const result = runOnce('version');
 
@@ -110,11 +123,18 @@ describe("deploy.sh's own steps", () => {
   for (const step of ['indexes', 'alerts']) {
     it(`src/ops/${step}.ts --help prints its usage and exits 0; an unknown flag exits 2`, () => {
       const script = path.join(ROOT, `src/ops/${step}.ts`);
-      const help = spawnSync(process.execPath, [script, '--help'], { encoding: 'utf8' });
-      const bad = spawnSync(process.execPath, [script, '--bogus'], { encoding: 'utf8' });
+      const help = spawnSync(process.execPath, [script, '--help'], {
+        encoding: 'utf8',
+      });
+      const bad = spawnSync(process.execPath, [script, '--bogus'], {
+        encoding: 'utf8',
+      });
 
       assert.equal(help.status, 0, help.stderr);
-      assert.match(help.stdout, new RegExp(`^usage: node src/ops/${step}\\.ts`));
+      assert.match(
+        help.stdout,
+        new RegExp(`^usage: node src/ops/${step}\\.ts`),
+      );
       assert.equal(bad.status, 2, bad.stderr);
       assert.match(bad.stderr, /Unknown option '--bogus'/);
     });

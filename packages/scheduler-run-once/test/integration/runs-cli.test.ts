@@ -27,7 +27,11 @@ const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-history.ts');
 const DAY_MS = 86_400_000;
 /** How long one `npm run runs` may take (a 40-day window takes seconds; a loaded machine, more). */
 const RUNS_TIMEOUT_MS = 90_000;
-const RUNS: Command = { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main };
+const RUNS: Command = {
+  name: 'runs',
+  usage: runsCommand.USAGE,
+  main: runsCommand.main,
+};
 
 /** The UTC day of `ms` as `YYYY-MM-DD`. */
 function isoDay(ms: number): string {
@@ -60,7 +64,10 @@ function runsOf(jobsModule: string, collection: string, ...args: string[]) {
  * RUN_KEY_SCOPE), and without METADATA_SERVER_DETECTION, as a user's shell has it: the command
  * quiets the probe itself.
  */
-function runsEnv(extraEnv: Record<string, string>, jobsModule: string): NodeJS.ProcessEnv {
+function runsEnv(
+  extraEnv: Record<string, string>,
+  jobsModule: string,
+): NodeJS.ProcessEnv {
   const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   return { ...env, JOBS_MODULE: jobsModule, ...extraEnv };
 }
@@ -166,7 +173,10 @@ describe('npm run runs', () => {
     assert.equal(rows[3]?.lastError, `downstream refused ${DAY}T12:15:00.000Z`);
     assert.equal(rows[6]?.final, false);
     assert.ok(rows.every((r) => /^[0-9a-f]{64}$/.test(r.runId)));
-    assert.equal(executions.filter((e) => e.startsWith(`${DAY}T12:10`)).length, 2);
+    assert.equal(
+      executions.filter((e) => e.startsWith(`${DAY}T12:10`)).length,
+      2,
+    );
   });
 
   it('as a process, --check exits 1 on a missed or finally failed slot, naming it and the command that fixes it, and no probe warning', () => {
@@ -228,7 +238,10 @@ describe('npm run runs', () => {
 
     assert.equal(code, 0);
     assert.equal(stdout, '');
-    assert.match(stderr, /^runs --check: no problem in 2 slots and runs of 1 job$/m);
+    assert.match(
+      stderr,
+      /^runs --check: no problem in 2 slots and runs of 1 job$/m,
+    );
   });
 
   it('--check prints only the problem lines, never the table', async () => {
@@ -248,7 +261,10 @@ describe('npm run runs', () => {
         .trim()
         .split('\n')
         .map((line) => line.split(': ')[1]),
-      [`history-five ${DAY}T12:05:00Z missed`, `history-five ${DAY}T12:15:00Z failed`],
+      [
+        `history-five ${DAY}T12:05:00Z missed`,
+        `history-five ${DAY}T12:15:00Z failed`,
+      ],
     );
   });
 
@@ -258,11 +274,17 @@ describe('npm run runs', () => {
     const checkUndeclared = runsProcess(collection, '--job', 'nope', '--check');
 
     assert.equal(badSince.code, 2);
-    assert.match(badSince.stderr, /"yesterday" is not a duration: .* e\.g\. 90m, 24h, 30d/);
+    assert.match(
+      badSince.stderr,
+      /"yesterday" is not a duration: .* e\.g\. 90m, 24h, 30d/,
+    );
     assert.equal(badJob.code, 2);
     assert.match(badJob.stderr, /--job "no pe" is not a job id/);
     assert.equal(checkUndeclared.code, 2);
-    assert.match(checkUndeclared.stderr, /nope is not declared \(declared: history-five\)/);
+    assert.match(
+      checkUndeclared.stderr,
+      /nope is not declared \(declared: history-five\)/,
+    );
   });
 
   it('--check on a window of more than 10,000 slots judges the newest, never the oldest', async () => {
@@ -301,10 +323,16 @@ describe('npm run runs', () => {
   it('shows the records of an id that is no longer declared, each marked undeclared', async () => {
     // The same job under its old id: records written by a function that still declared it.
     const renamed = validateJobs([
-      defineJob({ ...historyJobs[0], id: 'history-old', run: () => {} } as never),
+      defineJob({
+        ...historyJobs[0],
+        id: 'history-old',
+        run: () => {},
+      } as never),
     ]);
     const old = serveJobs(renamed, { collection });
-    await old.request.post('/').set(schedulerHeaders('history-old', `${DAY}T11:55:00Z`));
+    await old.request
+      .post('/')
+      .set(schedulerHeaders('history-old', `${DAY}T11:55:00Z`));
 
     const { code, stdout, stderr } = await runs(
       collection,
@@ -318,7 +346,12 @@ describe('npm run runs', () => {
     );
 
     assert.equal(code, 0, stderr);
-    const rows = JSON.parse(stdout) as { job: string; slot: string; state: string; mark: string }[];
+    const rows = JSON.parse(stdout) as {
+      job: string;
+      slot: string;
+      state: string;
+      mark: string;
+    }[];
     assert.deepEqual(
       rows.map((r) => [r.job, r.slot, r.state, r.mark]),
       [['history-old', `${DAY}T11:55:00Z`, 'completed', 'undeclared']],
@@ -326,8 +359,20 @@ describe('npm run runs', () => {
   });
 
   it('refuses --job of an id neither declared nor ever recorded (a typo) with exit 2, naming the declared ids', async () => {
-    const typo = await runs(collection, '--job', 'history-fiev', '--since', '1h');
-    const oldOutsideWindow = await runs(collection, '--job', 'history-old', '--since', '1m');
+    const typo = await runs(
+      collection,
+      '--job',
+      'history-fiev',
+      '--since',
+      '1h',
+    );
+    const oldOutsideWindow = await runs(
+      collection,
+      '--job',
+      'history-old',
+      '--since',
+      '1m',
+    );
 
     assert.equal(typo.code, 2, typo.stderr);
     assert.match(
@@ -344,7 +389,9 @@ describe('npm run runs', () => {
   it("lists a job's manual runs, newest first, with thousands of other jobs' manual runs in the collection", async () => {
     const own = collection.replace(/$/, '-manual');
     const fn = serveJobs(
-      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+      ),
       { collection: own },
     );
     for (const id of ['trigger-one-aaaa', 'trigger-two-bbbb']) {
@@ -357,7 +404,9 @@ describe('npm run runs', () => {
     }
     // 3,000 other jobs' manual runs, copies of one, with ids that sort before any real run id.
     const runsOf = firestore.collection(own);
-    const sample = (await runsOf.where('run_kind', '==', 'manual').limit(1).get()).docs[0]?.data();
+    const sample = (
+      await runsOf.where('run_kind', '==', 'manual').limit(1).get()
+    ).docs[0]?.data();
     assert.ok(sample);
     for (let batch = 0; batch < 6; batch++) {
       const writes = firestore.batch();
@@ -389,10 +438,14 @@ describe('npm run runs', () => {
   it('lists a forced run from the moment it exists, though it carries the next slot, still to come', async () => {
     const own = collection.replace(/$/, '-forced');
     const fn = serveJobs(
-      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+      ),
       { collection: own },
     );
-    await fn.request.post('/').set(schedulerHeaders('history-five', `${DAY}T12:25:00Z`));
+    await fn.request
+      .post('/')
+      .set(schedulerHeaders('history-five', `${DAY}T12:25:00Z`));
     // "Force run" at 12:30:10 carries the next slot, 12:35, in its record.
     await firestore
       .collection(own)
@@ -417,7 +470,11 @@ describe('npm run runs', () => {
     );
 
     assert.equal(code, 0, stderr);
-    const rows = JSON.parse(stdout) as { slot: string; kind: string; state: string }[];
+    const rows = JSON.parse(stdout) as {
+      slot: string;
+      kind: string;
+      state: string;
+    }[];
     assert.deepEqual(
       rows.filter((r) => r.kind === 'forced').map((r) => [r.slot, r.state]),
       [[`${DAY}T12:35:00Z`, 'completed']],
@@ -425,9 +482,13 @@ describe('npm run runs', () => {
   });
 
   it("--check counts a weekly job's one missed slot in a window with no other slot, from its record before the window", async () => {
-    const weekly = validateJobs(weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })));
+    const weekly = validateJobs(
+      weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+    );
     const fn = serveJobs(weekly);
-    const ran = await fn.request.post('/').set(schedulerHeaders('weekly', `${MONDAY}T09:00:00Z`));
+    const ran = await fn.request
+      .post('/')
+      .set(schedulerHeaders('weekly', `${MONDAY}T09:00:00Z`));
     assert.equal(ran.body.outcome, 'processed');
 
     const { code, stderr } = await runsOf(
@@ -441,11 +502,16 @@ describe('npm run runs', () => {
     );
 
     assert.equal(code, 1, stderr);
-    assert.match(stderr, new RegExp(`weekly ${dayAfter(MONDAY, 7)}T09:00:00Z missed`));
+    assert.match(
+      stderr,
+      new RegExp(`weekly ${dayAfter(MONDAY, 7)}T09:00:00Z missed`),
+    );
   });
 
   it("lists a manual run in a window that holds none of the job's slots (a weekly job, --since 2h)", async () => {
-    const weekly = validateJobs(weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })));
+    const weekly = validateJobs(
+      weeklyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+    );
     const fn = serveJobs(weekly);
     const wednesday = dayAfter(MONDAY, 2);
     const ran = await fn.request.post('/').set({
@@ -479,19 +545,36 @@ describe('npm run runs', () => {
     const slotAt = (minutes: number) =>
       new Date(base + minutes * 60_000).toISOString().replace('.000Z', 'Z');
     const staging = serveJobs(
-      validateJobs(historyJobs.map((job) => defineJob({ ...job, run: () => {} }))),
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+      ),
       { env: { RUN_KEY_SCOPE: 'staging' } },
     );
     for (const minutes of [0, 10]) {
-      await staging.request.post('/').set(schedulerHeaders('history-five', slotAt(minutes)));
+      await staging.request
+        .post('/')
+        .set(schedulerHeaders('history-five', slotAt(minutes)));
     }
     await staging.request.post('/').set({
       ...schedulerHeaders('history-five', slotAt(12)),
       'X-Run-Once-Mode': 'manual',
       'X-Run-Once-Trigger-Id': 'staging-manual-1',
     });
-    const window = ['--job', 'history-five', '--since', '30m', '--now', slotAt(30), '--json'];
-    type Row = { kind: string; state: string; attempts: number; mark: string | null };
+    const window = [
+      '--job',
+      'history-five',
+      '--since',
+      '30m',
+      '--now',
+      slotAt(30),
+      '--json',
+    ];
+    type Row = {
+      kind: string;
+      state: string;
+      attempts: number;
+      mark: string | null;
+    };
 
     // The scope as the deployed function has it: RUN_KEY_SCOPE from the environment.
     const production = await runsWith(
@@ -510,7 +593,9 @@ describe('npm run runs', () => {
     assert.equal(production.code, 0, production.stderr);
     const rows = JSON.parse(production.stdout) as Row[];
     assert.deepEqual(
-      rows.filter((r) => r.kind !== 'slot' || r.attempts > 0 || r.mark !== null),
+      rows.filter(
+        (r) => r.kind !== 'slot' || r.attempts > 0 || r.mark !== null,
+      ),
       [],
       'no record of scope staging in scope production',
     );
@@ -563,12 +648,16 @@ describe('npm run runs', () => {
     // The job ran every minute before a deploy changed it to every five (the fixture's schedule).
     const before = serveJobs(
       validateJobs(
-        historyJobs.map((job) => defineJob({ ...job, schedule: '* * * * *', run: () => {} })),
+        historyJobs.map((job) =>
+          defineJob({ ...job, schedule: '* * * * *', run: () => {} }),
+        ),
       ),
       { collection: own },
     );
     for (const minute of ['12:01', '12:02', '12:03']) {
-      await before.request.post('/').set(schedulerHeaders('history-five', `${DAY}T${minute}:00Z`));
+      await before.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${DAY}T${minute}:00Z`));
     }
     const args = ['--since', '10m', '--now', `${DAY}T12:06:00Z`, '--json'];
 
@@ -578,9 +667,13 @@ describe('npm run runs', () => {
     assert.equal(all.code, 0, all.stderr);
     assert.equal(one.code, 0, one.stderr);
     const shape = (stdout: string) =>
-      (JSON.parse(stdout) as { slot: string; state: string; mark: string | null }[]).map((r) =>
-        [r.slot.slice(11, 16), r.state, r.mark ?? '-'].join(' '),
-      );
+      (
+        JSON.parse(stdout) as {
+          slot: string;
+          state: string;
+          mark: string | null;
+        }[]
+      ).map((r) => [r.slot.slice(11, 16), r.state, r.mark ?? '-'].join(' '));
     assert.deepEqual(shape(all.stdout), shape(one.stdout));
     assert.deepEqual(shape(all.stdout).slice(-4), [
       '12:01 completed old schedule',
@@ -641,7 +734,9 @@ describe('the operations commands with Firestore unreachable', () => {
       ['src/ops/pause.ts', 'resume', 'history-five'],
     ];
 
-    const results = await Promise.all(commands.map((args) => opsProcess(env, args)));
+    const results = await Promise.all(
+      commands.map((args) => opsProcess(env, args)),
+    );
 
     for (const [i, { code, stderr }] of results.entries()) {
       const command = (commands[i] ?? []).join(' ');

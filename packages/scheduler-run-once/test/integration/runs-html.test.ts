@@ -8,7 +8,13 @@
  * `.ci/run` installs it and sets `REQUIRE_CHROMIUM=1`, under which a missing Chromium fails.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -62,12 +68,36 @@ const ROWS: SlotRow[] = [
   row(4, { state: 'skipped', attempts: 0, durationMs: undefined }),
   row(5, { kind: 'manual', runId: 'manual-run-id' }),
   row(6, { state: 'failed', final: false, attempts: 1, lastError: 'timeout' }),
-  row(7, { state: 'unreadable', final: false, attempts: 0, lastError: 'status unknown' }),
-  row(8, { kind: 'forced', state: 'in_progress', final: false, durationMs: undefined }),
-  row(9, { state: 'pending', final: false, attempts: 0, durationMs: undefined }),
-  row(10, { state: 'paused', attempts: 0, durationMs: undefined, pauseNote: 'db maintenance' }),
+  row(7, {
+    state: 'unreadable',
+    final: false,
+    attempts: 0,
+    lastError: 'status unknown',
+  }),
+  row(8, {
+    kind: 'forced',
+    state: 'in_progress',
+    final: false,
+    durationMs: undefined,
+  }),
+  row(9, {
+    state: 'pending',
+    final: false,
+    attempts: 0,
+    durationMs: undefined,
+  }),
+  row(10, {
+    state: 'paused',
+    attempts: 0,
+    durationMs: undefined,
+    pauseNote: 'db maintenance',
+  }),
   // "Force run" at 09:03 carries the 09:55 slot: drawn where it ran, between 09:00 and 09:05.
-  row(11, { kind: 'forced', runId: 'forced-early', startedLateMs: -52 * 60_000 }),
+  row(11, {
+    kind: 'forced',
+    runId: 'forced-early',
+    startedLateMs: -52 * 60_000,
+  }),
   // A forced run within the tolerance, taken as the 12th slot's run.
   row(12, { startedLateMs: -14_500, runId: 'forced-as-slot' }),
   row(0, { job: HOSTILE_JOB }),
@@ -82,11 +112,15 @@ const ROWS: SlotRow[] = [
     }),
   ),
   row(4, { job: 'behind', runId: 'behind-first-record', state: 'completed' }),
-].sort((a, b) => a.job.localeCompare(b.job) || a.slot.getTime() - b.slot.getTime());
+].sort(
+  (a, b) => a.job.localeCompare(b.job) || a.slot.getTime() - b.slot.getTime(),
+);
 
 /** `#rrggbb` as the browser reports a computed colour. */
 function rgb(hex: string): string {
-  const [r, g, b] = [1, 3, 5].map((i) => Number.parseInt(hex.slice(i, i + 2), 16));
+  const [r, g, b] = [1, 3, 5].map((i) =>
+    Number.parseInt(hex.slice(i, i + 2), 16),
+  );
   return `rgb(${r}, ${g}, ${b})`;
 }
 
@@ -96,8 +130,14 @@ const skip =
   !process.env.REQUIRE_CHROMIUM &&
   `no Chromium at ${CHROMIUM}: install chromium (or set CHROMIUM_PATH) to run this`;
 
-it('finds Chromium where CI requires it', { skip: !process.env.REQUIRE_CHROMIUM }, () => {
-  assert.equal(missing, false, `REQUIRE_CHROMIUM is set and there is no Chromium at ${CHROMIUM}`);
+it('finds Chromium where CI requires it', {
+  skip: !process.env.REQUIRE_CHROMIUM,
+}, () => {
+  assert.equal(
+    missing,
+    false,
+    `REQUIRE_CHROMIUM is set and there is no Chromium at ${CHROMIUM}`,
+  );
 });
 
 describe('the HTML run history in headless Chromium', { skip }, () => {
@@ -109,14 +149,18 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
    * Evaluates a JavaScript expression in the page. Text, not a function: the project compiles
    * without the DOM's types, which a function run in the page would need.
    */
-  const inPage = <T = unknown>(expression: string) => page.evaluate<T>(expression);
+  const inPage = <T = unknown>(expression: string) =>
+    page.evaluate<T>(expression);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'runs-html-'));
     const file = join(dir, 'runs.html');
     writeFileSync(
       file,
-      runsHtml(ROWS, { generatedAt: new Date(T0 + 3_600_000), window: '--since 1h' }),
+      runsHtml(ROWS, {
+        generatedAt: new Date(T0 + 3_600_000),
+        window: '--since 1h',
+      }),
     );
     context = await chromium.launchPersistentContext(join(dir, 'profile'), {
       executablePath: CHROMIUM,
@@ -156,7 +200,9 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
 
     assert.equal(cells.length, ROWS.length);
     for (const [state, colour] of Object.entries(STATE_COLOURS)) {
-      const solid = cells.filter((c) => c.state === state && c.bg !== 'rgba(0, 0, 0, 0)');
+      const solid = cells.filter(
+        (c) => c.state === state && c.bg !== 'rgba(0, 0, 0, 0)',
+      );
       assert.ok(solid.length > 0, `no ${state} cell`);
       assert.ok(
         solid.some((c) => c.bg === rgb(colour)),
@@ -195,19 +241,30 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   });
 
   it('draws the slots before the first record apart from pending ones, and counts them in the legend', async () => {
-    const seen = await inPage<{ early: string[]; pending: string[]; legend: string }>(`({
+    const seen = await inPage<{
+      early: string[];
+      pending: string[];
+      legend: string;
+    }>(`({
       early: [...document.querySelectorAll('.timeline .slot.early')].map((el) => getComputedStyle(el).backgroundImage + getComputedStyle(el).backgroundColor),
       pending: [...document.querySelectorAll('.timeline .slot.state-pending:not(.early):not(.waiting)')].map((el) => getComputedStyle(el).backgroundImage + getComputedStyle(el).backgroundColor),
       legend: document.querySelector('.legend').textContent,
     })`);
 
-    assert.equal(seen.early.length, 3, 'charge-customers 09:00, behind 09:00 and 09:05');
+    assert.equal(
+      seen.early.length,
+      3,
+      'charge-customers 09:00, behind 09:00 and 09:05',
+    );
     assert.ok(seen.pending.length > 0);
     assert.ok(
       seen.early.every((look) => !seen.pending.includes(look)),
       JSON.stringify(seen),
     );
-    assert.match(seen.legend, /no run \(before first record\), not counted \(3\)/);
+    assert.match(
+      seen.legend,
+      /no run \(before first record\), not counted \(3\)/,
+    );
     assert.match(seen.legend, /paused \(1\)/);
   });
 
@@ -215,7 +272,9 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
     const tips = await inPage<string[]>(`
       [...document.querySelectorAll('section[data-job="behind"] .slot.waiting')].map((el) => el.title)`);
 
-    assert.deepEqual(tips, ['2026-12-01T09:15:00Z pending (waiting behind 2026-12-01T09:10:00Z)']);
+    assert.deepEqual(tips, [
+      '2026-12-01T09:15:00Z pending (waiting behind 2026-12-01T09:10:00Z)',
+    ]);
   });
 
   it('has a time axis: ticks under the cells, each labelled with its time', async () => {
@@ -231,7 +290,9 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
   });
 
   it('offers no next step for a completed slot', async () => {
-    await page.hover('.timeline .slot.state-completed.kind-slot:not(.forced-slot)');
+    await page.hover(
+      '.timeline .slot.state-completed.kind-slot:not(.forced-slot)',
+    );
     const detail = await page.textContent('#detail');
 
     assert.doesNotMatch(detail ?? '', /next step|--rerun/);
@@ -245,7 +306,9 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
     assert.ok(detail?.includes(HOSTILE_ERROR), detail ?? '');
     assert.ok(detail?.includes(HOSTILE_NOTE), detail ?? '');
     assert.ok(
-      detail?.includes('npm run trigger -- charge-customers --slot 2026-12-01T09:10:00Z'),
+      detail?.includes(
+        'npm run trigger -- charge-customers --slot 2026-12-01T09:10:00Z',
+      ),
       detail ?? '',
     );
   });

@@ -28,7 +28,11 @@ function schedulerCommand(args: string[], env: Record<string, string>) {
   return spawnSync(process.execPath, ['src/ops/scheduler.ts', ...args], {
     cwd: ROOT,
     encoding: 'utf8',
-    env: { ...process.env, JOBS_MODULE: 'test/fixtures/jobs-scheduler-cli.ts', ...env },
+    env: {
+      ...process.env,
+      JOBS_MODULE: 'test/fixtures/jobs-scheduler-cli.ts',
+      ...env,
+    },
     timeout: 60_000,
   });
 }
@@ -89,10 +93,16 @@ describe('npm run scheduler', () => {
   });
 
   it('exits 2 naming the declared jobs for a job that is not declared', () => {
-    const result = schedulerCommand(['--fire', 'nightly', '--url', fn.url], env);
+    const result = schedulerCommand(
+      ['--fire', 'nightly', '--url', fn.url],
+      env,
+    );
 
     assert.equal(result.status, 2);
-    assert.match(result.stderr, /no job "nightly" is declared; declared: cli_sleep50/);
+    assert.match(
+      result.stderr,
+      /no job "nightly" is declared; declared: cli_sleep50/,
+    );
   });
 
   it('exits 2 for a rate outside 0 to 1, before sending anything', () => {

@@ -19,10 +19,8 @@ function testFile(
   file: string,
   extraEnv: NodeJS.ProcessEnv,
 ): Promise<{ code: number | null; output: string; elapsedMs: number }> {
-  const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts as Record<
-    string,
-    string
-  >;
+  const scripts = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    .scripts as Record<string, string>;
   const script = scripts['test:file'];
   if (script === undefined) {
     throw new Error('package.json has no test:file script');
@@ -50,7 +48,10 @@ function testFile(
     };
     child.stdout.on('data', collect);
     child.stderr.on('data', collect);
-    const killer = setTimeout(() => process.kill(-(child.pid as number), 'SIGKILL'), HANG_MS);
+    const killer = setTimeout(
+      () => process.kill(-(child.pid as number), 'SIGKILL'),
+      HANG_MS,
+    );
     child.on('close', (code) => {
       clearTimeout(killer);
       resolve({ code, output, elapsedMs: Date.now() - started });
@@ -60,9 +61,15 @@ function testFile(
 
 describe('npm run test:file', () => {
   it('fails a test that hangs once its timeout has passed, and ends though the file left a handle open', async () => {
-    const run = await testFile('test/fixtures/hanging-test.ts', { TEST_TIMEOUT_MS: '2000' });
+    const run = await testFile('test/fixtures/hanging-test.ts', {
+      TEST_TIMEOUT_MS: '2000',
+    });
 
-    assert.equal(run.code, 1, `ended with ${run.code} after ${run.elapsedMs} ms:\n${run.output}`);
+    assert.equal(
+      run.code,
+      1,
+      `ended with ${run.code} after ${run.elapsedMs} ms:\n${run.output}`,
+    );
     assert.match(run.output, /test timed out after 2000ms/, run.output);
     assert.ok(run.elapsedMs < HANG_MS, `took ${run.elapsedMs} ms`);
   });

@@ -16,18 +16,36 @@ import * as runsCommand from '../../src/ops/runs.ts';
 import * as triggerCommand from '../../src/ops/trigger.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
-import { type Command, type CommandResult, runInProcess } from '../fixtures/in-process-command.ts';
+import {
+  type Command,
+  type CommandResult,
+  runInProcess,
+} from '../fixtures/in-process-command.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as overlapJobs } from '../fixtures/jobs-overlap.ts';
-import { PAST_DAY, schedulerHeaders, serveJobs, storedRecord, until } from '../helpers.ts';
+import {
+  PAST_DAY,
+  schedulerHeaders,
+  serveJobs,
+  storedRecord,
+  until,
+} from '../helpers.ts';
 
 /** Absolute: the commands in this process resolve it from its current directory. */
 const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-history.ts');
 
 /** The commands by their script, as the process cases name them. */
 const COMMANDS: Record<string, Command> = {
-  'src/ops/trigger.ts': { name: 'trigger', usage: triggerCommand.USAGE, main: triggerCommand.main },
-  'src/ops/runs.ts': { name: 'runs', usage: runsCommand.USAGE, main: runsCommand.main },
+  'src/ops/trigger.ts': {
+    name: 'trigger',
+    usage: triggerCommand.USAGE,
+    main: triggerCommand.main,
+  },
+  'src/ops/runs.ts': {
+    name: 'runs',
+    usage: runsCommand.USAGE,
+    main: runsCommand.main,
+  },
 };
 
 /**
@@ -35,7 +53,12 @@ const COMMANDS: Record<string, Command> = {
  * far beyond the slots here (on PAST_DAY, yesterday); tests of the retention rule pass their own.
  */
 function commandEnv(extraEnv: Record<string, string>): NodeJS.ProcessEnv {
-  return { ...process.env, JOBS_MODULE, RETENTION_SECONDS: '31536000', ...extraEnv };
+  return {
+    ...process.env,
+    JOBS_MODULE,
+    RETENTION_SECONDS: '31536000',
+    ...extraEnv,
+  };
 }
 
 /** Runs an ops command in this process, where the function it calls runs too. */
@@ -94,27 +117,42 @@ describe('running jobs by hand', () => {
         defineJob({
           ...job,
           run: (ctx) => {
-            executions.push(`${ctx.kind} ${ctx.scheduleTime.toISOString()} ${ctx.runId}`);
+            executions.push(
+              `${ctx.kind} ${ctx.scheduleTime.toISOString()} ${ctx.runId}`,
+            );
           },
         }),
       ),
     );
     fn = serveJobs(jobs);
     const server = getTestServer(fn.name);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) =>
+      server.listen(0, '127.0.0.1', resolve),
+    );
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     close = () => server.close();
   });
   after(() => close());
 
   it('as a process, trigger JOB makes a manual run of its own, recorded as manual', async () => {
-    const res = await spawned('src/ops/trigger.ts', 'history-five', '--url', url);
+    const res = await spawned(
+      'src/ops/trigger.ts',
+      'history-five',
+      '--url',
+      url,
+    );
 
     assert.equal(res.code, 0, res.stderr);
-    assert.match(res.stdout, /^history-five manual run \(trigger [0-9a-f-]{36}\): 200 processed /);
+    assert.match(
+      res.stdout,
+      /^history-five manual run \(trigger [0-9a-f-]{36}\): 200 processed /,
+    );
     const runId = /processed ([0-9a-f]{12})/.exec(res.stdout)?.[1] ?? '';
     const manual = executions.find((e) => e.startsWith('manual'));
-    assert.ok(manual?.includes(` ${runId}`), `a manual execution with run id ${runId}`);
+    assert.ok(
+      manual?.includes(` ${runId}`),
+      `a manual execution with run id ${runId}`,
+    );
     const history = await command(
       'src/ops/runs.ts',
       '--json',
@@ -123,9 +161,15 @@ describe('running jobs by hand', () => {
       '--collection',
       fn.collection,
     );
-    const rows = JSON.parse(history.stdout) as { kind: string; state: string; runId: string }[];
+    const rows = JSON.parse(history.stdout) as {
+      kind: string;
+      state: string;
+      runId: string;
+    }[];
     assert.deepEqual(
-      rows.filter((r) => r.kind === 'manual').map((r) => [r.state, r.runId.slice(0, 12)]),
+      rows
+        .filter((r) => r.kind === 'manual')
+        .map((r) => [r.state, r.runId.slice(0, 12)]),
       [['completed', runId]],
       'the history lists the manual run',
     );
@@ -150,13 +194,23 @@ describe('running jobs by hand', () => {
     );
 
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, new RegExp(`^history-five ${PAST_DAY}T11:00:00Z: 200 processed`));
+    assert.match(
+      first.stdout,
+      new RegExp(`^history-five ${PAST_DAY}T11:00:00Z: 200 processed`),
+    );
     assert.match(again.stdout, /: 200 duplicate .*Run already completed/);
   });
 
   it('trigger JOB --rerun --slot T runs a completed slot again as a run of its own, listed beside the slot', async () => {
     const slot = `${PAST_DAY}T11:05:00Z`;
-    await command('src/ops/trigger.ts', 'history-five', '--slot', slot, '--url', url);
+    await command(
+      'src/ops/trigger.ts',
+      'history-five',
+      '--slot',
+      slot,
+      '--url',
+      url,
+    );
 
     const rerun = await command(
       'src/ops/trigger.ts',
@@ -173,7 +227,9 @@ describe('running jobs by hand', () => {
     const runId = slotRunId('history-five', new Date(slot), []);
     const record = await storedRecord(fn.collection, runId);
     assert.equal(record.attempts, 1, 'the slot’s record is untouched');
-    const rerunLine = executions.find((e) => e.startsWith(`rerun ${PAST_DAY}T11:05:00.000Z `));
+    const rerunLine = executions.find((e) =>
+      e.startsWith(`rerun ${PAST_DAY}T11:05:00.000Z `),
+    );
     const rerunId = rerunLine?.split(' ')[2] ?? '';
     assert.notEqual(rerunId, runId);
     assert.equal((await storedRecord(fn.collection, rerunId)).rerun_of, runId);
@@ -217,13 +273,17 @@ describe('running jobs by hand', () => {
     assert.equal(res.code, 2);
     assert.match(
       res.stderr,
-      new RegExp(`is not a slot of history-five .*the slot before it is ${PAST_DAY}T11:00:00Z`),
+      new RegExp(
+        `is not a slot of history-five .*the slot before it is ${PAST_DAY}T11:00:00Z`,
+      ),
     );
   });
 
   it('runs --backfill delivers the 3 missed slots oldest first, and then every slot has run', async () => {
     for (const time of ['12:00', '12:20']) {
-      await fn.request.post('/').set(schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`));
+      await fn.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${PAST_DAY}T${time}:00Z`));
     }
     const window = [
       '--since',
@@ -245,25 +305,38 @@ describe('running jobs by hand', () => {
     const check = await command('src/ops/runs.ts', ...window, '--check');
 
     assert.equal(backfill.code, 0, backfill.stderr);
-    const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
+    const lines = backfill.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('backfill'));
     assert.deepEqual(
-      lines.map((l) => /(\d\d:\d\d):00Z: (\d+ \w+)/.exec(l)?.slice(1).join(' ')),
+      lines.map((l) =>
+        /(\d\d:\d\d):00Z: (\d+ \w+)/.exec(l)?.slice(1).join(' '),
+      ),
       ['12:05 200 processed', '12:10 200 processed', '12:15 200 processed'],
     );
     assert.equal(check.code, 0, check.stderr);
-    assert.match(backfill.stderr, /3 missed slot\(s\) to deliver, oldest first/);
+    assert.match(
+      backfill.stderr,
+      /3 missed slot\(s\) to deliver, oldest first/,
+    );
   });
 
   it('a slot whose on-time delivery a clock 5 minutes behind took for a forced run is that run: --check green, --backfill delivers nothing, listed once', async () => {
     let now = new Date(`${PAST_DAY}T13:00:05Z`);
-    const own = serveJobs(validateJobs(historyJobs), {}, { clock: async () => now });
+    const own = serveJobs(
+      validateJobs(historyJobs),
+      {},
+      { clock: async () => now },
+    );
     for (const [slot, at] of [
       ['13:00', '13:00:05'],
       ['13:05', '13:00:10'], // on time, but this instance's clock says 5 minutes early
       ['13:10', '13:10:05'],
     ] as const) {
       now = new Date(`${PAST_DAY}T${at}Z`);
-      await own.request.post('/').set(schedulerHeaders('history-five', `${PAST_DAY}T${slot}:00Z`));
+      await own.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${PAST_DAY}T${slot}:00Z`));
     }
     const window = [
       '--since',
@@ -275,13 +348,22 @@ describe('running jobs by hand', () => {
     ];
 
     const check = await command('src/ops/runs.ts', ...window, '--check');
-    const backfill = await command('src/ops/runs.ts', ...window, '--backfill', '--dry-run');
+    const backfill = await command(
+      'src/ops/runs.ts',
+      ...window,
+      '--backfill',
+      '--dry-run',
+    );
     const listed = await command('src/ops/runs.ts', ...window, '--json');
 
     assert.equal(check.code, 0, check.stderr);
     assert.equal(backfill.code, 0, backfill.stderr);
     assert.match(backfill.stderr, /0 missed slot\(s\) to deliver/);
-    const rows = JSON.parse(listed.stdout) as { slot: string; kind: string; state: string }[];
+    const rows = JSON.parse(listed.stdout) as {
+      slot: string;
+      kind: string;
+      state: string;
+    }[];
     assert.deepEqual(
       rows.map((r) => [r.slot.slice(11, 16), r.kind, r.state]),
       [
@@ -294,7 +376,10 @@ describe('running jobs by hand', () => {
 
   describe('runs --backfill shows before it delivers, and never a slot that may have run', () => {
     /** A fresh collection with records at 12:00 and 12:20 of history-five: 12:05-12:15 missed. */
-    async function missedThree(): Promise<{ collection: string; window: string[] }> {
+    async function missedThree(): Promise<{
+      collection: string;
+      window: string[];
+    }> {
       const own = serveJobs(validateJobs(historyJobs));
       for (const time of ['12:00', '12:20']) {
         await own.request
@@ -317,7 +402,13 @@ describe('running jobs by hand', () => {
     it('as a process without a terminal and without --yes, lists the slots and delivers nothing, saying why', async () => {
       const { window } = await missedThree();
 
-      const res = await spawned('src/ops/runs.ts', ...window, '--backfill', '--url', url);
+      const res = await spawned(
+        'src/ops/runs.ts',
+        ...window,
+        '--backfill',
+        '--url',
+        url,
+      );
 
       assert.equal(res.code, 1);
       assert.match(
@@ -342,7 +433,10 @@ describe('running jobs by hand', () => {
       );
 
       assert.equal(res.code, 0, res.stderr);
-      assert.match(res.stderr, /3 missed slot\(s\) to deliver[\s\S]*--dry-run: nothing delivered/);
+      assert.match(
+        res.stderr,
+        /3 missed slot\(s\) to deliver[\s\S]*--dry-run: nothing delivered/,
+      );
       assert.deepEqual(delivered(res.stdout), []);
     });
 
@@ -381,7 +475,14 @@ describe('running jobs by hand', () => {
         `fresh_${Date.now()}`,
       ];
 
-      const res = await command('src/ops/runs.ts', ...window, '--backfill', '--yes', '--url', url);
+      const res = await command(
+        'src/ops/runs.ts',
+        ...window,
+        '--backfill',
+        '--yes',
+        '--url',
+        url,
+      );
 
       assert.equal(res.code, 0, res.stderr);
       assert.match(
@@ -422,21 +523,33 @@ describe('running jobs by hand', () => {
       '--url',
       url,
     );
-    const direct = serveJobs(validateJobs(historyJobs), { env: { RETENTION_SECONDS: '3600' } });
-    const answer = await direct.request.post('/').set(schedulerHeaders('history-five', slot));
+    const direct = serveJobs(validateJobs(historyJobs), {
+      env: { RETENTION_SECONDS: '3600' },
+    });
+    const answer = await direct.request
+      .post('/')
+      .set(schedulerHeaders('history-five', slot));
 
     assert.equal(res.code, 2);
     assert.match(
       res.stderr,
-      new RegExp(`--slot ${PAST_DAY}T11:10:00Z is older than RETENTION_SECONDS \\(3600 s`),
+      new RegExp(
+        `--slot ${PAST_DAY}T11:10:00Z is older than RETENTION_SECONDS \\(3600 s`,
+      ),
     );
-    assert.deepEqual([answer.status, answer.body.outcome], [400, 'invalid_request']);
+    assert.deepEqual(
+      [answer.status, answer.body.outcome],
+      [400, 'invalid_request'],
+    );
     assert.match(answer.body.message, /older than RETENTION_SECONDS \(3600 s/);
   });
 });
 
 describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, RUN_KEY_SCOPE_PARAMS=region)', () => {
-  const SCOPE_ENV = { RUN_KEY_SCOPE_HEADERS: 'x-tenant', RUN_KEY_SCOPE_PARAMS: 'region' };
+  const SCOPE_ENV = {
+    RUN_KEY_SCOPE_HEADERS: 'x-tenant',
+    RUN_KEY_SCOPE_PARAMS: 'region',
+  };
   const ACME_EU = ['--scope', 'X-Tenant=acme', '--scope', 'region=eu'];
   /** The scope the function computes for x-tenant: acme, ?region=eu. */
   const acmeEu: [string, string][] = [
@@ -447,16 +560,22 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   let fn: ReturnType<typeof serveJobs>;
   let url = '';
   let close = () => {};
-  const scoped = (script: string, ...args: string[]) => commandWith(SCOPE_ENV, script, ...args);
+  const scoped = (script: string, ...args: string[]) =>
+    commandWith(SCOPE_ENV, script, ...args);
   before(async () => {
     const jobs = validateJobs(
       historyJobs.map((job) =>
-        defineJob({ ...job, run: (ctx) => void executions.push(`${ctx.kind} ${ctx.runId}`) }),
+        defineJob({
+          ...job,
+          run: (ctx) => void executions.push(`${ctx.kind} ${ctx.runId}`),
+        }),
       ),
     );
     fn = serveJobs(jobs, { env: SCOPE_ENV });
     const server = getTestServer(fn.name);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) =>
+      server.listen(0, '127.0.0.1', resolve),
+    );
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     close = () => server.close();
   });
@@ -487,7 +606,10 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       res.stdout.includes(runId.slice(0, 12)),
       `run id ${runId.slice(0, 12)} in ${res.stdout}`,
     );
-    assert.equal((await storedRecord(fn.collection, runId)).status, 'completed');
+    assert.equal(
+      (await storedRecord(fn.collection, runId)).status,
+      'completed',
+    );
     assert.doesNotMatch(res.stderr, /named the run/);
   });
 
@@ -512,7 +634,13 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
   it('trigger --scope makes a manual run in the scope', async () => {
     const before = executions.length;
 
-    const res = await scoped('src/ops/trigger.ts', 'history-five', ...ACME_EU, '--url', url);
+    const res = await scoped(
+      'src/ops/trigger.ts',
+      'history-five',
+      ...ACME_EU,
+      '--url',
+      url,
+    );
 
     assert.equal(res.code, 0, res.stderr);
     assert.match(
@@ -543,8 +671,14 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
     );
 
     assert.equal(res.code, 2);
-    assert.match(res.stderr, /--scope x-tenant=VALUE is missing \(scope header\)/);
-    assert.match(res.stderr, /RUN_KEY_SCOPE_HEADERS: x-tenant; RUN_KEY_SCOPE_PARAMS: region/);
+    assert.match(
+      res.stderr,
+      /--scope x-tenant=VALUE is missing \(scope header\)/,
+    );
+    assert.match(
+      res.stderr,
+      /RUN_KEY_SCOPE_HEADERS: x-tenant; RUN_KEY_SCOPE_PARAMS: region/,
+    );
     assert.equal(executions.length, before);
   });
 
@@ -574,7 +708,14 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
         'X-Tenant': 'acme',
       });
     }
-    const window = ['--since', '25m', '--now', `${PAST_DAY}T12:25:00Z`, '--collection', collection];
+    const window = [
+      '--since',
+      '25m',
+      '--now',
+      `${PAST_DAY}T12:25:00Z`,
+      '--collection',
+      collection,
+    ];
 
     const backfill = await scoped(
       'src/ops/runs.ts',
@@ -585,12 +726,21 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       '--url',
       url.replace(/\/$/, `/?region=us`),
     );
-    const check = await scoped('src/ops/runs.ts', ...window, ...ACME_EU, '--check');
+    const check = await scoped(
+      'src/ops/runs.ts',
+      ...window,
+      ...ACME_EU,
+      '--check',
+    );
 
     assert.equal(backfill.code, 0, backfill.stderr);
-    const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
+    const lines = backfill.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('backfill'));
     assert.deepEqual(
-      lines.map((l) => /(\d\d:\d\d):00Z: (\d+ \w+)/.exec(l)?.slice(1).join(' ')),
+      lines.map((l) =>
+        /(\d\d:\d\d):00Z: (\d+ \w+)/.exec(l)?.slice(1).join(' '),
+      ),
       ['12:05 200 processed', '12:10 200 processed', '12:15 200 processed'],
     );
     assert.equal(check.code, 0, check.stderr);
@@ -624,7 +774,8 @@ describe('running jobs by hand in a key scope (RUN_KEY_SCOPE_HEADERS=x-tenant, R
       /the function ran it as [0-9a-f]{64}, not the listed [0-9a-f]{64}: its key scope/,
     );
     assert.equal(
-      backfill.stdout.split('\n').filter((l) => l.startsWith('backfill')).length,
+      backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'))
+        .length,
       1,
       'nothing delivered after the first mismatch',
     );
@@ -662,7 +813,9 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
     );
     fn = serveJobs(jobs);
     const server = getTestServer(fn.name);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) =>
+      server.listen(0, '127.0.0.1', resolve),
+    );
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     close = () => server.close();
     // 12:00 ran; 12:20 runs until the end of these tests; 12:05-12:15 were missed.
@@ -678,7 +831,14 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
     await running;
     close();
   });
-  const window = () => ['--since', '25m', '--now', slotAt(25), '--collection', fn.collection];
+  const window = () => [
+    '--since',
+    '25m',
+    '--now',
+    slotAt(25),
+    '--collection',
+    fn.collection,
+  ];
 
   it('runs --backfill says the blocked slots were not run, exits 1, and --check still reports them missed', async () => {
     const backfill = await commandWith(
@@ -690,22 +850,42 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
       '--url',
       url,
     );
-    const check = await commandWith(env, 'src/ops/runs.ts', ...window(), '--check');
+    const check = await commandWith(
+      env,
+      'src/ops/runs.ts',
+      ...window(),
+      '--check',
+    );
 
     assert.equal(backfill.code, 1, backfill.stderr);
-    const lines = backfill.stdout.split('\n').filter((l) => l.startsWith('backfill'));
+    const lines = backfill.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('backfill'));
     assert.deepEqual(
       lines.map((l) => /: (\d+ \w+)/.exec(l)?.[1]),
       ['409 waiting', '409 waiting', '409 waiting'],
     );
-    assert.match(backfill.stderr, /3 of 3 slot\(s\) not run .*they stay missed/);
+    assert.match(
+      backfill.stderr,
+      /3 of 3 slot\(s\) not run .*they stay missed/,
+    );
     assert.equal(check.code, 1, check.stderr);
-    assert.equal((check.stderr.match(/missed/g) ?? []).length >= 3, true, check.stderr);
+    assert.equal(
+      (check.stderr.match(/missed/g) ?? []).length >= 3,
+      true,
+      check.stderr,
+    );
     assert.equal(executions.length, 2, 'nothing ran beside the running slot');
   });
 
   it('trigger JOB is not run beside it: it says so and exits 1; with --allow-overlap it runs', async () => {
-    const blocked = await commandWith(env, 'src/ops/trigger.ts', 'overlap-five', '--url', url);
+    const blocked = await commandWith(
+      env,
+      'src/ops/trigger.ts',
+      'overlap-five',
+      '--url',
+      url,
+    );
     const allowed = await commandWith(
       env,
       'src/ops/trigger.ts',
@@ -739,6 +919,9 @@ describe('by hand into a job with overlap "skip", while one of its runs still ru
     );
 
     assert.equal(res.code, 2);
-    assert.match(res.stderr, /--allow-overlap goes with a manual run or --rerun/);
+    assert.match(
+      res.stderr,
+      /--allow-overlap goes with a manual run or --rerun/,
+    );
   });
 });

@@ -37,8 +37,16 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freshCollection, type GroupProcess } from '../../src/dev/local-processes.ts';
-import { deliver, npmIn, outsideEnv, serveFrom } from '../fixtures/installed-project.ts';
+import {
+  freshCollection,
+  type GroupProcess,
+} from '../../src/dev/local-processes.ts';
+import {
+  deliver,
+  npmIn,
+  outsideEnv,
+  serveFrom,
+} from '../fixtures/installed-project.ts';
 import { documents, PAST_NOON, schedulerHeaders } from '../helpers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -65,7 +73,8 @@ export const jobs: readonly JobDeclaration[] = [
 function skipReason(): string | false {
   const manifest = path.join(STARTER, 'package.json');
   const workspaces = existsSync(manifest)
-    ? ((JSON.parse(readFileSync(manifest, 'utf8')) as { workspaces?: string[] }).workspaces ?? [])
+    ? ((JSON.parse(readFileSync(manifest, 'utf8')) as { workspaces?: string[] })
+        .workspaces ?? [])
     : [];
   if (
     !workspaces.includes('packages/scheduler-run-once') ||
@@ -73,7 +82,9 @@ function skipReason(): string | false {
   ) {
     return `${STARTER} is not a starter checkout (a package.json with the workspace packages/scheduler-run-once, and a .gcloudignore): there is no upload to build`;
   }
-  const gcloud = spawnSync('bash', ['-c', 'command -v gcloud'], { stdio: 'ignore' });
+  const gcloud = spawnSync('bash', ['-c', 'command -v gcloud'], {
+    stdio: 'ignore',
+  });
   if (gcloud.status !== 0) {
     return 'gcloud is not installed: the upload cannot be listed';
   }
@@ -84,7 +95,9 @@ function skipReason(): string | false {
 function gcloudEnv(config: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(outsideEnv())) {
-    const keep = !/^(CLOUDSDK_|GOOGLE_|GCLOUD_)/.test(key) || key.startsWith('CLOUDSDK_PYTHON');
+    const keep =
+      !/^(CLOUDSDK_|GOOGLE_|GCLOUD_)/.test(key) ||
+      key.startsWith('CLOUDSDK_PYTHON');
     if (keep) {
       env[key] = value;
     }
@@ -130,7 +143,9 @@ function copyUpload(files: readonly string[], dir: string): void {
   }
 }
 
-describe('the starter’s upload, built as the buildpack builds it', { skip: skipReason() }, () => {
+describe('the starter’s upload, built as the buildpack builds it', {
+  skip: skipReason(),
+}, () => {
   const scratch = mkdtempSync(path.join(tmpdir(), 'run-once-upload-'));
   const app = path.join(scratch, 'workspace');
   const children: GroupProcess[] = [];
@@ -160,7 +175,10 @@ describe('the starter’s upload, built as the buildpack builds it', { skip: ski
     );
     timings.install = install.ms;
     const build = await npmIn(app, ['run', 'gcp-build'], {
-      env: outsideEnv({ NODE_ENV: 'production', METADATA_SERVER_DETECTION: 'none' }),
+      env: outsideEnv({
+        NODE_ENV: 'production',
+        METADATA_SERVER_DETECTION: 'none',
+      }),
       timeoutMs: BUILD_TIMEOUT_MS,
     });
     timings.build = build.ms;
@@ -178,7 +196,8 @@ describe('the starter’s upload, built as the buildpack builds it', { skip: ski
       env: outsideEnv({
         NODE_ENV: 'production',
         METADATA_SERVER_DETECTION: 'none',
-        GOOGLE_CLOUD_PROJECT: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+        GOOGLE_CLOUD_PROJECT:
+          process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
         RUNS_COLLECTION: collection,
         MISSED_RUN_CHECK: 'off',
         RETENTION_SECONDS: '31536000',
@@ -188,7 +207,10 @@ describe('the starter’s upload, built as the buildpack builds it', { skip: ski
     children.push(fn);
     timings.start = Math.round(performance.now() - starting);
 
-    const answer = await deliver(url, schedulerHeaders('upload-build-job', PAST_NOON));
+    const answer = await deliver(
+      url,
+      schedulerHeaders('upload-build-job', PAST_NOON),
+    );
 
     assert.deepEqual(
       [answer.status, answer.outcome],

@@ -11,7 +11,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { ExecutionsClient } from '@google-cloud/workflows';
-import { noteLaunch, type RecordLaunch } from '../../examples/shared/launch-once.ts';
+import {
+  noteLaunch,
+  type RecordLaunch,
+} from '../../examples/shared/launch-once.ts';
 import {
   createWorkflowsJob,
   listRequest,
@@ -49,8 +52,13 @@ describe('examples/workflows-proxy', () => {
   });
 
   /** The proxy in a function on the emulator, recording launches in its own run records. */
-  function proxy(workflow: string, wrap = (record: RecordLaunch): RecordLaunch => record) {
-    return serve(createWorkflowsJob({ workflow, client, recordLaunch: wrap(noteLaunch) }));
+  function proxy(
+    workflow: string,
+    wrap = (record: RecordLaunch): RecordLaunch => record,
+  ) {
+    return serve(
+      createWorkflowsJob({ workflow, client, recordLaunch: wrap(noteLaunch) }),
+    );
   }
 
   const launchesOf = (workflow: string) =>
@@ -60,13 +68,17 @@ describe('examples/workflows-proxy', () => {
     const workflow = aWorkflow();
     const { request, collection } = proxy(workflow);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:00:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const launches = launchesOf(workflow);
     assert.equal(launches.length, 1);
     assert.equal(launches[0]?.authorization, `Bearer ${LOCAL_TOKEN}`);
-    const argument = JSON.parse(String(launches[0]?.body.argument)) as WorkflowArgument;
+    const argument = JSON.parse(
+      String(launches[0]?.body.argument),
+    ) as WorkflowArgument;
     assert.deepEqual(argument, {
       runId: res.body.runId,
       jobName: 'nightly',
@@ -76,14 +88,19 @@ describe('examples/workflows-proxy', () => {
       [RUN_ID_LABEL]: res.body.runId.slice(0, 63),
     });
     const record = await storedRecord(collection, res.body.runId);
-    assert.deepEqual([record.status, record.notes.launch.name], ['completed', launches[0]?.name]);
+    assert.deepEqual(
+      [record.status, record.notes.launch.name],
+      ['completed', launches[0]?.name],
+    );
   });
 
   it('starts no second execution for a duplicate delivery', async () => {
     const workflow = aWorkflow();
     const { request } = proxy(workflow);
 
-    await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
+    await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
     const duplicate = await request
       .post('/')
       .set(schedulerHeaders('nightly', `${PAST_DAY}T12:05:00Z`));
@@ -98,13 +115,18 @@ describe('examples/workflows-proxy', () => {
   it('adopts the execution an attempt started before it failed, found on the second page of the window', async () => {
     const workflow = aWorkflow();
     let recordings = 0;
-    const { request, collection } = proxy(workflow, (record) => async (ctx, launch) => {
-      if (++recordings === 1) {
-        throw new Error('the first attempt dies after its launch');
-      }
-      await record(ctx, launch);
-    });
-    const first = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const { request, collection } = proxy(
+      workflow,
+      (record) => async (ctx, launch) => {
+        if (++recordings === 1) {
+          throw new Error('the first attempt dies after its launch');
+        }
+        await record(ctx, launch);
+      },
+    );
+    const first = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
     // Newer executions of other runs push this run's execution off the first page.
     for (let i = 0; i <= FAKE_PAGE_SIZE; i++) {
       fake.seed('workflows', workflow, {
@@ -113,7 +135,9 @@ describe('examples/workflows-proxy', () => {
     }
     const listsBefore = listsOf(workflow).length;
 
-    const retry = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
+    const retry = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:10:00Z`));
 
     assert.equal(first.body.outcome, 'failed');
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
@@ -130,7 +154,10 @@ describe('examples/workflows-proxy', () => {
       [looks[0]?.query.view, looks[0]?.query.orderBy, looks[0]?.query.filter],
       ['FULL', 'startTime desc', undefined],
     );
-    assert.ok(looks[1]?.query.pageToken, 'the second page was asked for with its token');
+    assert.ok(
+      looks[1]?.query.pageToken,
+      'the second page was asked for with its token',
+    );
   });
 
   it("reads back only to the run's first claim: older executions end the look", async () => {
@@ -146,7 +173,9 @@ describe('examples/workflows-proxy', () => {
     }
     const { request } = proxy(workflow);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', `${PAST_DAY}T12:12:00Z`));
 
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.equal(launchesOf(workflow).length, 1);
@@ -188,7 +217,9 @@ describe('examples/workflows-proxy', () => {
     });
     const { request } = proxy(workflow);
 
-    const res = await request.post('/').set(schedulerHeaders('nightly', scheduleTime));
+    const res = await request
+      .post('/')
+      .set(schedulerHeaders('nightly', scheduleTime));
 
     assert.equal(res.body.runId, runId);
     assert.equal(res.status, 200, JSON.stringify(res.body));

@@ -10,7 +10,13 @@
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 import { violations } from './invariants.ts';
-import { type GapName, type Gaps, historyArbitrary, KNOWN_GAPS, NO_GAPS } from './model.ts';
+import {
+  type GapName,
+  type Gaps,
+  historyArbitrary,
+  KNOWN_GAPS,
+  NO_GAPS,
+} from './model.ts';
 import { simulate } from './simulator.ts';
 
 const { values } = parseArgs({
@@ -26,10 +32,13 @@ const { values } = parseArgs({
     'first-failure': { type: 'boolean', default: false },
   },
 });
-let gaps: Gaps = values.strict || process.env.SIM_STRICT === '1' ? NO_GAPS : KNOWN_GAPS;
+let gaps: Gaps =
+  values.strict || process.env.SIM_STRICT === '1' ? NO_GAPS : KNOWN_GAPS;
 for (const name of values.gap as string[]) {
   if (!(name in KNOWN_GAPS)) {
-    throw new Error(`--gap ${name}: not one of ${Object.keys(KNOWN_GAPS).join(', ')}`);
+    throw new Error(
+      `--gap ${name}: not one of ${Object.keys(KNOWN_GAPS).join(', ')}`,
+    );
   }
   gaps = { ...gaps, [name as GapName]: false };
 }
@@ -39,7 +48,10 @@ const details = await fc.check(
     historyArbitrary(gaps, { size: values.small ? 'small' : 'large' }),
     async (history) => {
       const found = violations(
-        await simulate(history, { gaps, brokenFencing: values['broken-fencing'] }),
+        await simulate(history, {
+          gaps,
+          brokenFencing: values['broken-fencing'],
+        }),
       );
       if (found.length > 0) {
         throw new Error(found.slice(0, 8).join('\n'));
@@ -58,7 +70,9 @@ const seconds = ((performance.now() - started) / 1000).toFixed(1);
 if (details.failed) {
   console.error(fc.defaultReportMessage(details));
   const error = details.errorInstance;
-  console.error(`\nviolations:\n${error instanceof Error ? error.message : String(error)}`);
+  console.error(
+    `\nviolations:\n${error instanceof Error ? error.message : String(error)}`,
+  );
   console.error(
     `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
   );

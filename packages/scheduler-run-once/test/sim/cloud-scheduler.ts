@@ -126,13 +126,23 @@ export function schedulerExecutionMs(job: SchedulerSettings): number {
 }
 
 /** The first slot strictly after `afterMs`, UTC, or undefined. */
-export function nextSlotMs(schedule: string, afterMs: number): number | undefined {
-  const next = new Cron(schedule, { timezone: 'Etc/UTC', paused: true }).nextRun(new Date(afterMs));
+export function nextSlotMs(
+  schedule: string,
+  afterMs: number,
+): number | undefined {
+  const next = new Cron(schedule, {
+    timezone: 'Etc/UTC',
+    paused: true,
+  }).nextRun(new Date(afterMs));
   return next === null ? undefined : next.getTime();
 }
 
 /** The shortest gap between `count` consecutive slots of `schedule` after `fromMs`, ms. */
-export function shortestGapMs(schedule: string, fromMs: number, count = 100): number {
+export function shortestGapMs(
+  schedule: string,
+  fromMs: number,
+  count = 100,
+): number {
   let shortest = Number.POSITIVE_INFINITY;
   let slot = nextSlotMs(schedule, fromMs);
   for (let i = 0; i < count && slot !== undefined; i++) {
@@ -201,7 +211,9 @@ export class CloudScheduler {
     if (slot === undefined) {
       return;
     }
-    void this.#execute(job, slot, { withoutScheduleTime: options.withoutScheduleTime === true });
+    void this.#execute(job, slot, {
+      withoutScheduleTime: options.withoutScheduleTime === true,
+    });
   }
 
   /** Pauses a job: "a paused job will not be executed" (Job.state PAUSED) until resumed. */
@@ -282,7 +294,9 @@ export class CloudScheduler {
       if (!record.retries) {
         return;
       }
-      await new Promise<void>((resolve) => clock.setTimer(resolve, schedulerBackoffMs(job, retry)));
+      await new Promise<void>((resolve) =>
+        clock.setTimer(resolve, schedulerBackoffMs(job, retry)),
+      );
       if (this.#stopped) {
         return;
       }
@@ -301,7 +315,9 @@ export class CloudScheduler {
     const headers: Record<string, string> = {
       'User-Agent': 'Google-Cloud-Scheduler',
       'X-CloudScheduler-JobName': job.id,
-      ...(sent ? { 'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(slot) } : {}),
+      ...(sent
+        ? { 'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(slot) }
+        : {}),
     };
     const record: SchedulerAttempt = {
       jobId: job.id,
@@ -317,7 +333,10 @@ export class CloudScheduler {
     this.attempts.push(record);
     const deliver = async (): Promise<number | undefined> => {
       const deadline = new AbortController();
-      const cancel = clock.setTimer(() => deadline.abort(), job.attemptDeadlineSeconds * 1000);
+      const cancel = clock.setTimer(
+        () => deadline.abort(),
+        job.attemptDeadlineSeconds * 1000,
+      );
       try {
         return (await send(headers, deadline.signal)).status;
       } catch {
@@ -332,7 +351,8 @@ export class CloudScheduler {
     const status = await deliver();
     const lost = status !== undefined && random() < this.#options.dropAnswers;
     record.endedAt = clock.now();
-    record.succeeded = status !== undefined && status >= 200 && status < 300 && !lost;
+    record.succeeded =
+      status !== undefined && status >= 200 && status < 300 && !lost;
     return record;
   }
 }

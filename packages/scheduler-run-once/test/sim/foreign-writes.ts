@@ -7,7 +7,11 @@
  * fenced where a careful writer would fence (another version keeps the lock protocol: it takes a
  * lock only while no live run holds it).
  */
-import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
+import {
+  type DocumentData,
+  type Firestore,
+  Timestamp,
+} from '@google-cloud/firestore';
 import { type Scope, scopeId } from '../../src/core/run-key.ts';
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
@@ -47,7 +51,11 @@ export function lockIdOf(jobId: string, scope: Scope): string {
 }
 
 /** A record of another version with {@link UNKNOWN_STATUS}, for `job`'s slot `slotMs`. */
-function unknownStatusRecord(w: ForeignStore, job: DeclaredJob, slotMs: number): DocumentData {
+function unknownStatusRecord(
+  w: ForeignStore,
+  job: DeclaredJob,
+  slotMs: number,
+): DocumentData {
   return {
     status: UNKNOWN_STATUS,
     attempt_id: `v9-${w.randomRunId().slice(0, 12)}`,
@@ -74,7 +82,12 @@ export async function writeForeignRecord(
   const runs = w.store.collection(w.collection);
   if (kind === 'unknown_status') {
     const now = new Date(w.now());
-    const { slots } = slotsBetween(job, now, new Date(now.getTime() + 3_600_000), 1);
+    const { slots } = slotsBetween(
+      job,
+      now,
+      new Date(now.getTime() + 3_600_000),
+      1,
+    );
     const slot = slots[0];
     if (slot === undefined) {
       return undefined;
@@ -97,7 +110,9 @@ export async function writeForeignRecord(
   const snap = await runs.doc(runId).get();
   const data = snap.data();
   const final =
-    data?.status === 'completed' || data?.status === 'skipped' || data?.reported_at !== undefined;
+    data?.status === 'completed' ||
+    data?.status === 'skipped' ||
+    data?.reported_at !== undefined;
   if (!snap.exists || !final || snap.updateTime === undefined) {
     return undefined;
   }
@@ -128,12 +143,19 @@ export async function writeForeignLock(
   holder: 'absent' | 'unknown_status',
   isJobBusy: () => boolean,
 ): Promise<
-  { readonly runId: string; readonly lockedAt: number; readonly recordedAt?: number } | undefined
+  | {
+      readonly runId: string;
+      readonly lockedAt: number;
+      readonly recordedAt?: number;
+    }
+  | undefined
 > {
   if (isJobBusy()) {
     return undefined;
   }
-  const lockRef = w.store.collection(jobStateCollection(w.collection)).doc(lockIdOf(job.id, scope));
+  const lockRef = w.store
+    .collection(jobStateCollection(w.collection))
+    .doc(lockIdOf(job.id, scope));
   const lock = await lockRef.get();
   const current = lock.data()?.holder_run_id;
   if (typeof current === 'string' && (await isLiveRecord(w, current))) {
@@ -173,7 +195,8 @@ async function isLiveRecord(w: ForeignStore, runId: string): Promise<boolean> {
   if (data?.status !== 'in_progress') {
     return false;
   }
-  const leasedAt = data.leased_at instanceof Timestamp ? data.leased_at.toMillis() : Infinity;
+  const leasedAt =
+    data.leased_at instanceof Timestamp ? data.leased_at.toMillis() : Infinity;
   const leaseMs = typeof data.lease_ms === 'number' ? data.lease_ms : Infinity;
   return leasedAt + leaseMs > w.now();
 }
@@ -190,7 +213,9 @@ export async function repairLockHolder(
   scope: Scope,
   isRunEnded: (runId: string) => boolean,
 ): Promise<string | undefined> {
-  const lockRef = w.store.collection(jobStateCollection(w.collection)).doc(lockIdOf(job.id, scope));
+  const lockRef = w.store
+    .collection(jobStateCollection(w.collection))
+    .doc(lockIdOf(job.id, scope));
   const holder = (await lockRef.get()).data()?.holder_run_id;
   if (typeof holder !== 'string') {
     return undefined;
@@ -202,13 +227,18 @@ export async function repairLockHolder(
     return undefined;
   }
   const unknown = !KNOWN_STATUSES.has(status);
-  const lapsed = status === 'in_progress' && !(await isLiveRecord(w, holder)) && isRunEnded(holder);
+  const lapsed =
+    status === 'in_progress' &&
+    !(await isLiveRecord(w, holder)) &&
+    isRunEnded(holder);
   if (!unknown && !lapsed) {
     return undefined;
   }
-  const deleted = await recordRef.delete({ lastUpdateTime: snap.updateTime }).then(
-    () => true,
-    () => false,
-  );
+  const deleted = await recordRef
+    .delete({ lastUpdateTime: snap.updateTime })
+    .then(
+      () => true,
+      () => false,
+    );
   return deleted ? holder : undefined;
 }

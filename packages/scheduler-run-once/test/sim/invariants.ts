@@ -32,12 +32,22 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
-import { REPORT_UNCONFIRMED, REPORT_WITHDRAWN } from '../../src/policy/final-failure.ts';
-import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../../src/policy/missed-runs.ts';
+import {
+  REPORT_UNCONFIRMED,
+  REPORT_WITHDRAWN,
+} from '../../src/policy/final-failure.ts';
+import {
+  FAILED_AFTER_RETRIES,
+  MISSED_RUN,
+} from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
-import { type SchedulerAttempt, schedulerExecutionMs, shortestGapMs } from './cloud-scheduler.ts';
+import {
+  type SchedulerAttempt,
+  schedulerExecutionMs,
+  shortestGapMs,
+} from './cloud-scheduler.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import { isCalm } from './model.ts';
 import {
@@ -60,7 +70,11 @@ function describe(e: Execution): string {
  * that returned as its instance crashed is excused only if its completion never landed: a landed
  * one leaves the run completed, and a retry that ran it again is a double run.
  */
-function excused(e: Execution, outcome: SimOutcome, awaiting: Awaiting): boolean {
+function excused(
+  e: Execution,
+  outcome: SimOutcome,
+  awaiting: Awaiting,
+): boolean {
   if (e.result === 'threw' || e.result === 'crashed') {
     return true;
   }
@@ -80,7 +94,8 @@ function lateExtensionLoss(e: Execution, outcome: SimOutcome): boolean {
       l.fields.runId === e.runId &&
       l.instance === e.instance &&
       l.at >= e.start &&
-      (l.fields.leaseLoss === 'extensions_failed' || l.fields.leaseLoss === 'unknown'),
+      (l.fields.leaseLoss === 'extensions_failed' ||
+        l.fields.leaseLoss === 'unknown'),
   );
 }
 
@@ -109,7 +124,11 @@ function leaseLostToEnvironment(e: Execution, outcome: SimOutcome): boolean {
  * (one extension may spend several Firestore timeouts before it fails); on the emulator, where
  * landed writes are not seen, by two failed extensions in a row logged before `at`.
  */
-function leaseLapsedWhileExtending(e: Execution, at: number, outcome: SimOutcome): boolean {
+function leaseLapsedWhileExtending(
+  e: Execution,
+  at: number,
+  outcome: SimOutcome,
+): boolean {
   const failures = outcome.logs.filter(
     (l) =>
       l.instance === e.instance &&
@@ -118,7 +137,9 @@ function leaseLapsedWhileExtending(e: Execution, at: number, outcome: SimOutcome
   );
   const landed = outcome.leaseEnds.get(e.attemptId);
   if (landed === undefined) {
-    return failures.some((l) => Number(l.fields.failedExtensions) >= 2 && l.at <= at);
+    return failures.some(
+      (l) => Number(l.fields.failedExtensions) >= 2 && l.at <= at,
+    );
   }
   const lastBefore = landed.filter((w) => w.landedAt <= at).at(-1);
   const lapsed = lastBefore === undefined || lastBefore.expires <= at;
@@ -146,7 +167,8 @@ function leaseLossLogged(e: Execution, outcome: SimOutcome): boolean {
         /^lease (lost|lapsed)/.test(l.message) &&
         l.at >= e.start) ||
       (l.fields.attemptId === e.attemptId &&
-        (l.fields.completion === 'unrecorded' || l.fields.release === 'unrecorded')),
+        (l.fields.completion === 'unrecorded' ||
+          l.fields.release === 'unrecorded')),
   );
 }
 
@@ -154,7 +176,10 @@ function leaseLossLogged(e: Execution, outcome: SimOutcome): boolean {
  * The violations of `outcome`; empty when the history kept every promise. `awaiting` relaxes the
  * invariants of known bugs whose fixes are under way ({@link AWAITING_FIX}).
  */
-export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FIX): string[] {
+export function violations(
+  outcome: SimOutcome,
+  awaiting: Awaiting = AWAITING_FIX,
+): string[] {
   const byRun = executionsByRun(outcome.executions);
   return [
     // 1. No slot (or any run) executes twice.
@@ -196,7 +221,9 @@ export function violations(outcome: SimOutcome, awaiting: Awaiting = AWAITING_FI
 }
 
 /** The executions of each run, by run id, in the order they started (once invariant 1 sorted). */
-function executionsByRun(executions: readonly Execution[]): Map<string, Execution[]> {
+function executionsByRun(
+  executions: readonly Execution[],
+): Map<string, Execution[]> {
   const byRun = new Map<string, Execution[]>();
   for (const e of executions) {
     byRun.set(e.runId, [...(byRun.get(e.runId) ?? []), e]);
@@ -242,7 +269,9 @@ function deliveriesRunAsSlots(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const e of outcome.executions) {
     if (e.source === 'scheduler' && e.kind !== 'slot') {
-      found.push(`Cloud Scheduler's on-time delivery ran as a ${e.kind} run: ${describe(e)}`);
+      found.push(
+        `Cloud Scheduler's on-time delivery ran as a ${e.kind} run: ${describe(e)}`,
+      );
     }
     if (e.source === 'backfill' && e.kind !== 'slot') {
       found.push(`a backfill delivery ran as a ${e.kind} run: ${describe(e)}`);
@@ -265,7 +294,9 @@ function oneRunPerTrigger(outcome: SimOutcome): string[] {
   for (const [triggerId, list] of byTrigger) {
     const runs = new Set(list.map((e) => e.runId));
     if (runs.size > 1) {
-      found.push(`trigger id ${triggerId} ran ${runs.size} runs: ${list.map(describe).join('; ')}`);
+      found.push(
+        `trigger id ${triggerId} ran ${runs.size} runs: ${list.map(describe).join('; ')}`,
+      );
     }
   }
   return found;
@@ -304,7 +335,11 @@ function guardedJobs(dep: SimOutcome['deployments'][number]): string[] {
 }
 
 /** Each pair of `runs` (a guarded job's, by start) that overlapped without an excuse. */
-function overlapsOf(outcome: SimOutcome, jobId: string, runs: readonly Execution[]): string[] {
+function overlapsOf(
+  outcome: SimOutcome,
+  jobId: string,
+  runs: readonly Execution[],
+): string[] {
   const found: string[] = [];
   for (const [i, a] of runs.entries()) {
     for (const b of runs.slice(i + 1)) {
@@ -321,7 +356,9 @@ function overlapsOf(outcome: SimOutcome, jobId: string, runs: readonly Execution
       if (leaseLapsedWhileExtending(a, b.start, outcome)) {
         continue;
       }
-      found.push(`overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`);
+      found.push(
+        `overlap policy broken for ${jobId}: ${describe(a)} overlaps ${describe(b)}`,
+      );
     }
   }
   return found;
@@ -364,7 +401,9 @@ function everyClosedSlotAccounted(
     runScope: new Map(outcome.executions.map((e) => [e.runId, e])),
     found: [],
   };
-  for (const [d, dep] of outcome.emulator ? [] : outcome.deployments.entries()) {
+  for (const [d, dep] of outcome.emulator
+    ? []
+    : outcome.deployments.entries()) {
     for (const [jobId, declared] of declaredJobs(dep)) {
       judgeClosedSlots(judging, d, jobId, declared);
     }
@@ -380,7 +419,9 @@ function loggedReports(outcome: SimOutcome): Map<string, LoggedReport[]> {
     if (line.message === REPORT_WITHDRAWN) {
       // The attempt's report, logged before its release found the lease lost: it did not land.
       const list = reports.get(runId) ?? [];
-      const own = list.findLastIndex((r) => r.instance === line.instance && r.byAttempt);
+      const own = list.findLastIndex(
+        (r) => r.instance === line.instance && r.byAttempt,
+      );
       if (own >= 0) {
         list.splice(own, 1);
       }
@@ -393,7 +434,9 @@ function loggedReports(outcome: SimOutcome): Map<string, LoggedReport[]> {
       at: line.at,
       message: line.message,
       instance: line.instance,
-      byAttempt: line.fields.reportedBy === 'attempt' || line.fields.unconfirmed === true,
+      byAttempt:
+        line.fields.reportedBy === 'attempt' ||
+        line.fields.unconfirmed === true,
       reporter: line.fields.reporter,
     };
     reports.set(runId, [...(reports.get(runId) ?? []), report]);
@@ -402,7 +445,9 @@ function loggedReports(outcome: SimOutcome): Map<string, LoggedReport[]> {
 }
 
 /** Every job a deployment ever declared, with until when (a job a revision drops: the drop). */
-function declaredJobs(dep: SimOutcome['deployments'][number]): Map<string, DeclaredUntil> {
+function declaredJobs(
+  dep: SimOutcome['deployments'][number],
+): Map<string, DeclaredUntil> {
   const declared = new Map<string, DeclaredUntil>();
   for (const [r, revision] of dep.revisions.entries()) {
     const next = dep.revisions[r + 1]?.at ?? Number.POSITIVE_INFINITY;
@@ -411,7 +456,10 @@ function declaredJobs(dep: SimOutcome['deployments'][number]): Map<string, Decla
     }
     // A job the next revision drops is judged only up to the drop.
     for (const [id, entry] of declared) {
-      if (!revision.jobs.some((j) => j.id === id) && entry.until === Number.POSITIVE_INFINITY) {
+      if (
+        !revision.jobs.some((j) => j.id === id) &&
+        entry.until === Number.POSITIVE_INFINITY
+      ) {
         declared.set(id, { ...entry, until: revision.at });
       }
     }
@@ -428,13 +476,22 @@ function judgeClosedSlots(
 ): void {
   const { outcome } = judging;
   const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
-  const stillDeclared = dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
+  const stillDeclared =
+    dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId) ?? false;
   const closeMs = reportDueMs(job);
-  const lastSlot = Math.min(outcome.finalMs - closeMs, stillDeclared ? Infinity : until - closeMs);
+  const lastSlot = Math.min(
+    outcome.finalMs - closeMs,
+    stillDeclared ? Infinity : until - closeMs,
+  );
   if (lastSlot < outcome.startMs) {
     return;
   }
-  const { slots } = slotsBetween(job, new Date(outcome.startMs - 1), new Date(lastSlot), 10_000);
+  const { slots } = slotsBetween(
+    job,
+    new Date(outcome.startMs - 1),
+    new Date(lastSlot),
+    10_000,
+  );
   let seenRecord = false;
   for (const slot of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
@@ -469,7 +526,9 @@ function countedReports(
   // A check's report logged again by a later check (its writer died before acknowledging
   // it) names the same reporter: one report, logged at worst twice.
   const distinct = logged.filter(
-    (r, i) => r.reporter === undefined || logged.findIndex((o) => o.reporter === r.reporter) === i,
+    (r, i) =>
+      r.reporter === undefined ||
+      logged.findIndex((o) => o.reporter === r.reporter) === i,
   );
   return distinct.length > 1
     ? distinct.filter((r) => !r.byAttempt || r.reporter === record?.reported_by)
@@ -483,7 +542,9 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
   const status = record?.status;
   const reported = countedReports(judging.reports.get(runId) ?? [], record);
-  const ran = (judging.byRun.get(runId) ?? []).filter((e) => e.result === 'returned');
+  const ran = (judging.byRun.get(runId) ?? []).filter(
+    (e) => e.result === 'returned',
+  );
   const what = `${job.id}@${slot.toISOString()}${dep.scope ? ` (scope ${dep.scope})` : ''}`;
   if (reported.length > 1) {
     found.push(`slot ${what} reported ${reported.length} times`);
@@ -491,7 +552,9 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   const firstReport = reported[0];
   const paused = pausedSlot(outcome, d, job.id, slot.getTime());
   if (paused && reported.some((r) => r.message === MISSED_RUN)) {
-    found.push(`slot ${what} was paused by the operator, yet reported "${MISSED_RUN}"`);
+    found.push(
+      `slot ${what} was paused by the operator, yet reported "${MISSED_RUN}"`,
+    );
   }
   if (firstReport !== undefined) {
     judgeReportedSlot(judging, what, firstReport, ran, status);
@@ -547,12 +610,18 @@ function judgeReportedSlot(
     );
   }
   if (status === 'completed' && ran.every((e) => e.source !== 'backfill')) {
-    found.push(`slot ${what} is both reported ("${firstReport.message}") and completed`);
+    found.push(
+      `slot ${what} is both reported ("${firstReport.message}") and completed`,
+    );
   }
 }
 
 /** A skipped slot: its policy skips, its blocker is a run of its job and scope, not a backfill. */
-function judgeSkippedSlot(judging: SlotJudging, closed: ClosedSlot, what: string): void {
+function judgeSkippedSlot(
+  judging: SlotJudging,
+  closed: ClosedSlot,
+  what: string,
+): void {
   const { outcome, found } = judging;
   const { d, job, record, runId } = closed;
   const dep = outcome.deployments[d] as SimOutcome['deployments'][number];
@@ -563,10 +632,17 @@ function judgeSkippedSlot(judging: SlotJudging, closed: ClosedSlot, what: string
     .map((a) => a.source);
   if (
     job.overlap !== 'skip' &&
-    !dep.revisions.some((r) => r.jobs.some((j) => j.id === job.id && j.overlap === 'skip'))
+    !dep.revisions.some((r) =>
+      r.jobs.some((j) => j.id === job.id && j.overlap === 'skip'),
+    )
   ) {
-    found.push(`slot ${what} recorded skipped, but its policy is ${job.overlap}`);
-  } else if (blocker !== undefined && (blocker.deployment !== d || blocker.jobId !== job.id)) {
+    found.push(
+      `slot ${what} recorded skipped, but its policy is ${job.overlap}`,
+    );
+  } else if (
+    blocker !== undefined &&
+    (blocker.deployment !== d || blocker.jobId !== job.id)
+  ) {
     found.push(
       `slot ${what} skipped, blocked by a run of another job or scope: ${describe(blocker)}`,
     );
@@ -721,7 +797,10 @@ function mayHoldAfterEnd(e: Execution, outcome: SimOutcome): boolean {
  * then may land.
  */
 function lastBeatMs(e: Execution, outcome: SimOutcome): number {
-  let last = Math.max(e.end ?? Number.POSITIVE_INFINITY, e.diedAt ?? Number.NEGATIVE_INFINITY);
+  let last = Math.max(
+    e.end ?? Number.POSITIVE_INFINITY,
+    e.diedAt ?? Number.NEGATIVE_INFINITY,
+  );
   for (const line of outcome.logs) {
     if (line.fields.attemptId === e.attemptId && line.at > last) {
       last = line.at;
@@ -752,7 +831,10 @@ function liveHolderBetween(
     if (end >= from) {
       return true;
     }
-    return mayHoldAfterEnd(e, outcome) && lastBeatMs(e, outcome) + outcome.leaseMs >= from;
+    return (
+      mayHoldAfterEnd(e, outcome) &&
+      lastBeatMs(e, outcome) + outcome.leaseMs >= from
+    );
   });
   if (executing) {
     return true;
@@ -781,7 +863,8 @@ function liveHolderBetween(
  */
 function knownEndedHere(earlier: Delivered, self: Delivered): boolean {
   const sameRun = earlier.runId !== undefined && earlier.runId === self.runId;
-  const answered = earlier.endedAt !== undefined && earlier.status !== undefined;
+  const answered =
+    earlier.endedAt !== undefined && earlier.status !== undefined;
   return (
     sameRun &&
     answered &&
@@ -796,7 +879,10 @@ function knownEndedHere(earlier: Delivered, self: Delivered): boolean {
  * a moment ago: judged against what the jobs executed and what the requests were, never against
  * the records (a dead holder's record names a run just as a live one's does).
  */
-export function blockedOnlyByLiveRuns(outcome: SimOutcome, awaiting: Awaiting): string[] {
+export function blockedOnlyByLiveRuns(
+  outcome: SimOutcome,
+  awaiting: Awaiting,
+): string[] {
   const found: string[] = [];
   for (const d of outcome.deliveries) {
     if (!BLOCKED_OUTCOMES.has(d.outcome ?? '') || d.endedAt === undefined) {
@@ -837,7 +923,9 @@ export function noRetryAfterFinalReport(
 ): string[] {
   const found: string[] = [];
   const withdrawn = new Set(
-    outcome.logs.filter((l) => l.message === REPORT_WITHDRAWN).map((l) => String(l.fields.runId)),
+    outcome.logs
+      .filter((l) => l.message === REPORT_WITHDRAWN)
+      .map((l) => String(l.fields.runId)),
   );
   const reportedAt = new Map<string, number>();
   for (const line of outcome.logs) {
@@ -855,12 +943,19 @@ export function noRetryAfterFinalReport(
       if (!attempt.scheduleTimeSent) {
         continue;
       }
-      const runId = slotRunId(attempt.jobId, new Date(attempt.slotMs), dep.keyScope);
+      const runId = slotRunId(
+        attempt.jobId,
+        new Date(attempt.slotMs),
+        dep.keyScope,
+      );
       const at = reportedAt.get(runId);
       if (at === undefined || attempt.sentAt <= at) {
         continue;
       }
-      if (awaiting.forcedRetryClaimsFirst && forcedAndQueued(outcome, d, attempt, at)) {
+      if (
+        awaiting.forcedRetryClaimsFirst &&
+        forcedAndQueued(outcome, d, attempt, at)
+      ) {
         continue;
       }
       found.push(
@@ -886,7 +981,10 @@ function forcedAndQueued(
   const attempts = outcome.schedulerAttempts[d] ?? [];
   const forced = attempts.some(
     (a) =>
-      a.forced && a.scheduleTimeSent && a.jobId === attempt.jobId && a.slotMs === attempt.slotMs,
+      a.forced &&
+      a.scheduleTimeSent &&
+      a.jobId === attempt.jobId &&
+      a.slotMs === attempt.slotMs,
   );
   const job = outcome.deployments[d]?.revisions
     .flatMap((r) => r.jobs)
@@ -909,11 +1007,19 @@ export function successLeavesFinalRun(outcome: SimOutcome): string[] {
   // be recorded, or its lease was lost to another attempt (the run is then that attempt's).
   const unrecorded = new Set(
     outcome.logs
-      .filter((l) => l.fields.completion === 'unrecorded' || typeof l.fields.leaseLoss === 'string')
+      .filter(
+        (l) =>
+          l.fields.completion === 'unrecorded' ||
+          typeof l.fields.leaseLoss === 'string',
+      )
       .map((l) => String(l.fields.runId)),
   );
   for (const answer of outcome.answers) {
-    if (answer.status < 200 || answer.status > 299 || answer.runId === undefined) {
+    if (
+      answer.status < 200 ||
+      answer.status > 299 ||
+      answer.runId === undefined
+    ) {
       continue;
     }
     if (unrecorded.has(answer.runId)) {
@@ -921,7 +1027,11 @@ export function successLeavesFinalRun(outcome: SimOutcome): string[] {
     }
     const record = outcome.records.get(answer.runId);
     const status = record?.status;
-    if (status === 'completed' || status === 'skipped' || record?.reported_at !== undefined) {
+    if (
+      status === 'completed' ||
+      status === 'skipped' ||
+      record?.reported_at !== undefined
+    ) {
       continue;
     }
     found.push(
@@ -945,7 +1055,9 @@ export function calmSlotsRan(outcome: SimOutcome): string[] {
   }
   const found: string[] = [];
   const executed = new Set(
-    outcome.executions.map((e) => `${e.deployment} ${e.jobId} ${e.scheduleTime}`),
+    outcome.executions.map(
+      (e) => `${e.deployment} ${e.jobId} ${e.scheduleTime}`,
+    ),
   );
   const delivered = new Map<string, Answered[]>();
   for (const answer of outcome.answers) {
@@ -976,7 +1088,9 @@ export function calmSlotsRan(outcome: SimOutcome): string[] {
     // A slot after Scheduler stopped was never delivered: its report is due.
     const deployment = /^d(\d+)-/.exec(line.instance)?.[1];
     const slotMs = Date.parse(String(line.fields.slot));
-    if (delivered.has(`${deployment} ${String(line.fields.jobName)} ${slotMs}`)) {
+    if (
+      delivered.has(`${deployment} ${String(line.fields.jobName)} ${slotMs}`)
+    ) {
       found.push(
         `calm history: ${line.message} for ${String(line.fields.jobName)}@${String(line.fields.slot)} at ${iso(line.at)}, with nothing failing`,
       );
@@ -1035,9 +1149,18 @@ export function slotRunsNotEarly(outcome: SimOutcome): string[] {
 }
 
 /** Whether the operator had job `jobId` of deployment `d` paused at `slotMs` (pause to resume). */
-function pausedSlot(outcome: SimOutcome, d: number, jobId: string, slotMs: number): boolean {
+function pausedSlot(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+  slotMs: number,
+): boolean {
   return outcome.operatorPauses.some(
-    (p) => p.deployment === d && p.jobId === jobId && p.from <= slotMs && slotMs < p.to,
+    (p) =>
+      p.deployment === d &&
+      p.jobId === jobId &&
+      p.from <= slotMs &&
+      slotMs < p.to,
   );
 }
 
@@ -1090,7 +1213,8 @@ function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
       line.message === MISSED_RUN || line.message === FAILED_AFTER_RETRIES
         ? 1
         : line.message === REPORT_WITHDRAWN ||
-            (line.message === REPORT_UNCONFIRMED && !attemptReportLanded(outcome, at))
+            (line.message === REPORT_UNCONFIRMED &&
+              !attemptReportLanded(outcome, at))
           ? -1
           : 0;
     if (change !== 0) {
@@ -1116,7 +1240,9 @@ function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
     );
   const record = outcome.records.get(String(unconfirmed?.fields.runId));
   const reporter = String(report?.fields.reporter ?? '');
-  return reporter !== '' && String(record?.reported_by ?? '').startsWith(reporter);
+  return (
+    reporter !== '' && String(record?.reported_by ?? '').startsWith(reporter)
+  );
 }
 
 /**
@@ -1141,13 +1267,19 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
     }
   }
   for (const [runId, record] of outcome.records) {
-    const reported = record.reported_at !== undefined && record.reported_at !== null;
+    const reported =
+      record.reported_at !== undefined && record.reported_at !== null;
     const final = record.status === 'missed' || record.status === 'failed';
     if (!reported || !final || (counts.get(runId) ?? 0) > 0) {
       continue;
     }
-    const died = (outcome.crashesAfterWrite ?? []).filter((c) => c.path.endsWith(`/${runId}`));
-    const why = died.length > 0 ? `; its writer ${died[0]?.instance} died after the write` : '';
+    const died = (outcome.crashesAfterWrite ?? []).filter((c) =>
+      c.path.endsWith(`/${runId}`),
+    );
+    const why =
+      died.length > 0
+        ? `; its writer ${died[0]?.instance} died after the write`
+        : '';
     found.push(
       `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) is recorded reported ${String(record.status)}, but no "${MISSED_RUN}" or "${FAILED_AFTER_RETRIES}" line was ever logged${why}`,
     );
@@ -1164,9 +1296,14 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
 function overdueReportsLogged(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const [id, data] of outcome.jobDocuments ?? []) {
-    const pauses = Array.isArray(data.pauses) ? (data.pauses as Record<string, unknown>[]) : [];
+    const pauses = Array.isArray(data.pauses)
+      ? (data.pauses as Record<string, unknown>[])
+      : [];
     for (const pause of pauses) {
-      if (pause.overdue_reported_at === undefined || pause.overdue_reported_at === null) {
+      if (
+        pause.overdue_reported_at === undefined ||
+        pause.overdue_reported_at === null
+      ) {
         continue;
       }
       const pausedAt = describeTime(pause.paused_at);
@@ -1186,7 +1323,9 @@ function overdueReportsLogged(outcome: SimOutcome): string[] {
 /** A stored time (a Firestore Timestamp, or anything else) as ISO text. */
 function describeTime(value: unknown): string {
   const time = value as { toMillis?: () => number } | undefined;
-  return typeof time?.toMillis === 'function' ? iso(time.toMillis()) : String(value);
+  return typeof time?.toMillis === 'function'
+    ? iso(time.toMillis())
+    : String(value);
 }
 
 /**
@@ -1203,7 +1342,9 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
   const found: string[] = [];
   const named = (runId: string) =>
     outcome.logs.some(
-      (l) => isErrorLine(l) && (l.fields.runId === runId || l.fields.blockedBy === runId),
+      (l) =>
+        isErrorLine(l) &&
+        (l.fields.runId === runId || l.fields.blockedBy === runId),
     );
   for (const [runId, record] of outcome.records) {
     const foreign = outcome.foreignRecords?.get(runId);
@@ -1214,8 +1355,14 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
     const job = outcome.deployments[foreign?.deployment ?? 0]?.revisions
       .flatMap((r) => r.jobs)
       .find((j) => j.id === record.job_name);
-    const slotMs = (record.schedule_time as { toMillis?: () => number } | undefined)?.toMillis?.();
-    if (job !== undefined && slotMs !== undefined && slotMs > outcome.finalMs - reportDueMs(job)) {
+    const slotMs = (
+      record.schedule_time as { toMillis?: () => number } | undefined
+    )?.toMillis?.();
+    if (
+      job !== undefined &&
+      slotMs !== undefined &&
+      slotMs > outcome.finalMs - reportDueMs(job)
+    ) {
       continue;
     }
     if (!named(runId)) {
@@ -1236,9 +1383,12 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
     );
     const dep = outcome.deployments[foreign.deployment];
     const beside = outcome.executions.filter((e) => {
-      const policy = dep?.revisions[e.revision]?.jobs.find((j) => j.id === e.jobId)?.overlap;
+      const policy = dep?.revisions[e.revision]?.jobs.find(
+        (j) => j.id === e.jobId,
+      )?.overlap;
       const guarded = policy === 'skip' || policy === 'wait';
-      const sameJob = e.deployment === foreign.deployment && e.jobId === foreign.jobId;
+      const sameJob =
+        e.deployment === foreign.deployment && e.jobId === foreign.jobId;
       return guarded && sameJob && e.start > lockedAt && e.start < until;
     });
     for (const e of beside) {
@@ -1288,14 +1438,19 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
     // Until its record lands, a lock's holder has none: the claim window below judges it.
     const recorded = (foreign.recordedAt ?? foreign.at) <= sentAt;
     const unreadable =
-      foreign.kind === 'unknown_status' && recorded && (foreign.deletedAt ?? Infinity) > sentAt;
+      foreign.kind === 'unknown_status' &&
+      recorded &&
+      (foreign.deletedAt ?? Infinity) > sentAt;
     if (unreadable) {
-      found.push(`${what}, whose record has a status this version does not know: a silent block`);
+      found.push(
+        `${what}, whose record has a status this version does not know: a silent block`,
+      );
       continue;
     }
     // The lock was written at `lockedAt` (another version's), or before the repair deleted the
     // holder's record (this version's own lock, written at its claim).
-    const lockedBy = foreign.lockedAt ?? foreign.deletedAt ?? Number.NEGATIVE_INFINITY;
+    const lockedBy =
+      foreign.lockedAt ?? foreign.deletedAt ?? Number.NEGATIVE_INFINITY;
     if (sentAt >= lockedBy + windowMs) {
       found.push(
         `${what}, which has no record (lock written by ${iso(lockedBy)}), past the claim window of ${windowMs} ms: a vanished holder blocked it`,
@@ -1306,7 +1461,10 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
 }
 
 /** Why a valid note may be refused: the lease was lost, or Firestore failed (`ctx.note`'s TSDoc). */
-const NOTE_REFUSALS = new Set(['AttemptAbortedError', 'LedgerUnavailableError']);
+const NOTE_REFUSALS = new Set([
+  'AttemptAbortedError',
+  'LedgerUnavailableError',
+]);
 
 /**
  * Invariant 15: every simulated job notes {@link START_NOTE} as it starts (a valid note), so a
@@ -1319,7 +1477,9 @@ export function notesKept(outcome: SimOutcome): string[] {
   const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
   for (const e of outcome.executions) {
     if (e.noteRefused !== undefined && !NOTE_REFUSALS.has(e.noteRefused)) {
-      found.push(`${describe(e)} had its valid note refused (${e.noteRefused})`);
+      found.push(
+        `${describe(e)} had its valid note refused (${e.noteRefused})`,
+      );
     }
   }
   for (const [runId, record] of outcome.records) {
@@ -1327,7 +1487,9 @@ export function notesKept(outcome: SimOutcome): string[] {
     if (record.status !== 'completed' || completer?.noted !== true) {
       continue;
     }
-    const notes = record.notes as Record<string, { attempt?: unknown }> | undefined;
+    const notes = record.notes as
+      | Record<string, { attempt?: unknown }>
+      | undefined;
     const noted = notes?.[START_NOTE]?.attempt;
     if (noted !== completer.attemptId) {
       found.push(

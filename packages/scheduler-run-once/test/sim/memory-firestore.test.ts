@@ -8,9 +8,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { type DocumentData, FieldValue, Firestore, Timestamp } from '@google-cloud/firestore';
+import {
+  type DocumentData,
+  FieldValue,
+  Firestore,
+  Timestamp,
+} from '@google-cloud/firestore';
 import fc from 'fast-check';
-import { asFirestore, MemoryFirestore } from '../../src/testing/memory-firestore.ts';
+import {
+  asFirestore,
+  MemoryFirestore,
+} from '../../src/testing/memory-firestore.ts';
 
 if (!process.env.FIRESTORE_EMULATOR_HOST) {
   throw new Error(
@@ -57,7 +65,10 @@ const plainValue: fc.Arbitrary<Value> = fc.oneof(
     t: fc.constant('str' as const),
     v: fc.constantFrom('in_progress', 'completed', 'x'),
   }),
-  fc.record({ t: fc.constant('num' as const), v: fc.integer({ min: 0, max: 3 }) }),
+  fc.record({
+    t: fc.constant('num' as const),
+    v: fc.integer({ min: 0, max: 3 }),
+  }),
   fc.record({
     t: fc.constant('ts' as const),
     s: fc.integer({ min: 1_700_000_000, max: 1_700_000_100 }),
@@ -67,13 +78,23 @@ const plainValue: fc.Arbitrary<Value> = fc.oneof(
   fc.record({ t: fc.constant('map' as const), v: fc.constantFrom('p', 'q') }),
 );
 const topFields = fc.uniqueArray(
-  fc.tuple(fc.constantFrom('status', 'attempts', 'leased_at', 'notes'), plainValue),
+  fc.tuple(
+    fc.constantFrom('status', 'attempts', 'leased_at', 'notes'),
+    plainValue,
+  ),
   { minLength: 1, maxLength: 3, selector: ([k]) => k },
 );
 const updateFields = fc
   .uniqueArray(
     fc.tuple(
-      fc.constantFrom('status', 'attempts', 'leased_at', 'notes', 'notes.x', 'notes.y'),
+      fc.constantFrom(
+        'status',
+        'attempts',
+        'leased_at',
+        'notes',
+        'notes.x',
+        'notes.y',
+      ),
       fc.oneof(
         { weight: 4, arbitrary: plainValue },
         { weight: 1, arbitrary: fc.constant({ t: 'del' as const }) },
@@ -84,11 +105,22 @@ const updateFields = fc
   .filter((fs) => {
     // Firestore refuses a path and its own parent in one update: so does the generator.
     const keys = fs.map(([k]) => k);
-    return !(keys.includes('notes') && keys.some((k) => k.startsWith('notes.')));
+    return !(
+      keys.includes('notes') && keys.some((k) => k.startsWith('notes.'))
+    );
   });
 const pre = fc.constantFrom<Precondition>('none', 'last', 'last', 'stale');
-const createOp = fc.record({ op: fc.constant('create' as const), id, fields: topFields });
-const updateOp = fc.record({ op: fc.constant('update' as const), id, fields: updateFields, pre });
+const createOp = fc.record({
+  op: fc.constant('create' as const),
+  id,
+  fields: topFields,
+});
+const updateOp = fc.record({
+  op: fc.constant('update' as const),
+  id,
+  fields: updateFields,
+  pre,
+});
 const ops: fc.Arbitrary<Op[]> = fc.array(
   fc.oneof(
     fc.record({ op: fc.constant('get' as const), id }),
@@ -136,7 +168,9 @@ function dataOf(fields: Fields): DocumentData {
 type Outcome = unknown;
 
 interface Db {
-  collection(path: string): { doc(id: string): FirebaseFirestore.DocumentReference };
+  collection(path: string): {
+    doc(id: string): FirebaseFirestore.DocumentReference;
+  };
   getAll(
     ...refs: FirebaseFirestore.DocumentReference[]
   ): Promise<FirebaseFirestore.DocumentSnapshot[]>;
@@ -167,7 +201,10 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
   };
   const snap = (d: Id, s: FirebaseFirestore.DocumentSnapshot) => {
     note(d, s.updateTime);
-    if (s.updateTime !== undefined && s.readTime.toMillis() < s.updateTime.toMillis()) {
+    if (
+      s.updateTime !== undefined &&
+      s.readTime.toMillis() < s.updateTime.toMillis()
+    ) {
       throw new Error('read time before update time');
     }
     return { exists: s.exists, data: s.data(), updateTime: s.updateTime };
@@ -229,7 +266,9 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
           results.forEach((r, i) => {
             note((step.writes[i] as { id: Id }).id, r.writeTime);
           });
-          outcomes.push({ batch: results.map((r) => ({ writeTime: r.writeTime })) });
+          outcomes.push({
+            batch: results.map((r) => ({ writeTime: r.writeTime })),
+          });
           break;
         }
       }
@@ -252,7 +291,9 @@ async function play(db: Db, collection: string, sequence: readonly Op[]) {
  * generator's, in 2023) are kept as written.
  */
 function ranked(outcomes: Outcome[], times: Timestamp[]): unknown {
-  const distinct = [...new Map(times.map((t) => [t.valueOf(), t])).values()].sort((a, b) =>
+  const distinct = [
+    ...new Map(times.map((t) => [t.valueOf(), t])).values(),
+  ].sort((a, b) =>
     a.valueOf() < b.valueOf() ? -1 : a.valueOf() > b.valueOf() ? 1 : 0,
   );
   const rank = new Map(distinct.map((t, i) => [t.valueOf(), i]));
@@ -290,9 +331,20 @@ describe('the in-memory Firestore', () => {
         // emulator's do at its round trips' pace.
         let at = Date.now();
         const memory = new MemoryFirestore({ now: () => (at += 5) });
-        const real = await play(emulator as unknown as Db, collection, sequence);
-        const fake = await play(asFirestore(memory) as unknown as Db, collection, sequence);
-        assert.deepEqual(ranked(fake.outcomes, fake.times), ranked(real.outcomes, real.times));
+        const real = await play(
+          emulator as unknown as Db,
+          collection,
+          sequence,
+        );
+        const fake = await play(
+          asFirestore(memory) as unknown as Db,
+          collection,
+          sequence,
+        );
+        assert.deepEqual(
+          ranked(fake.outcomes, fake.times),
+          ranked(real.outcomes, real.times),
+        );
       }),
       { numRuns: Number(process.env.DIFF_RUNS ?? 40) },
     );
@@ -302,8 +354,14 @@ describe('the in-memory Firestore', () => {
     const memory = new MemoryFirestore({ now: () => 1_800_000_000_000 });
     const ref = memory.collection('c').doc('d');
     const first = await ref.create({ n: 1 });
-    const second = await ref.update({ n: 2 }, { lastUpdateTime: first.writeTime });
+    const second = await ref.update(
+      { n: 2 },
+      { lastUpdateTime: first.writeTime },
+    );
     assert.ok(second.writeTime.valueOf() > first.writeTime.valueOf());
-    assert.equal(second.writeTime.nanoseconds - first.writeTime.nanoseconds, 1000);
+    assert.equal(
+      second.writeTime.nanoseconds - first.writeTime.nanoseconds,
+      1000,
+    );
   });
 });

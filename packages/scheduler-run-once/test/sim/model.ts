@@ -296,8 +296,12 @@ export function historyArbitrary(
     .chain((base) =>
       fc
         .record({
-          jobs: fc.tuple(...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i))),
-          events: fc.array(eventArbitrary(base, gaps, emulator), { maxLength: emulator ? 3 : 8 }),
+          jobs: fc.tuple(
+            ...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i)),
+          ),
+          events: fc.array(eventArbitrary(base, gaps, emulator), {
+            maxLength: emulator ? 3 : 8,
+          }),
         })
         .map(({ jobs, events }) => historyOf(base, jobs, events, gaps)),
     )
@@ -313,17 +317,30 @@ function baseArbitrary(emulator: boolean, small: boolean) {
     jobCount: fc.integer({ min: 1, max: small ? 2 : 3 }),
     scopes: emulator
       ? fc.constant([''])
-      : fc.constantFrom<readonly string[]>([''], [''], ['staging', 'production']),
+      : fc.constantFrom<readonly string[]>(
+          [''],
+          [''],
+          ['staging', 'production'],
+        ),
     instances: fc.integer({ min: 1, max: small ? 2 : 3 }),
     spanMs: emulator
       ? fc.integer({ min: 2 * MINUTE, max: 4 * MINUTE })
-      : fc.integer({ min: (small ? 2 : 3) * MINUTE, max: (small ? 5 : 14) * MINUTE }),
+      : fc.integer({
+          min: (small ? 2 : 3) * MINUTE,
+          max: (small ? 5 : 14) * MINUTE,
+        }),
     duplicates: fc.constantFrom(0, 0, 0.1, 0.3),
     dropAnswers: fc.constantFrom(0, 0, 0.1, 0.3),
-    latency: fc.constantFrom<readonly [number, number]>([1, 5], [5, 50], [20, 400]),
+    latency: fc.constantFrom<readonly [number, number]>(
+      [1, 5],
+      [5, 50],
+      [20, 400],
+    ),
     faultRate: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.01, 0.05),
     lateAnswers: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.2),
-    crashAfterWrite: emulator ? fc.constant(0) : fc.constantFrom(0, 0, 0.05, 0.3),
+    crashAfterWrite: emulator
+      ? fc.constant(0)
+      : fc.constantFrom(0, 0, 0.05, 0.3),
     // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
     // slot (a minute), so a claim answered late can strand its slot's neighbours.
     firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
@@ -334,7 +351,8 @@ function baseArbitrary(emulator: boolean, small: boolean) {
 }
 
 /** A history's settings, as {@link baseArbitrary} draws them. */
-type HistoryBase = ReturnType<typeof baseArbitrary> extends fc.Arbitrary<infer T> ? T : never;
+type HistoryBase =
+  ReturnType<typeof baseArbitrary> extends fc.Arbitrary<infer T> ? T : never;
 
 /**
  * The history of drawn settings, jobs and events: a lease long enough for the heartbeat, calmed
@@ -350,14 +368,19 @@ function historyOf(
   // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
   // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
   const shortestLease = 3 * fields.firestoreTimeoutSeconds;
-  const rest = { ...fields, leaseSeconds: Math.max(fields.leaseSeconds, shortestLease) };
+  const rest = {
+    ...fields,
+    leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
+  };
   if (calm) {
     return calmed({ ...rest, jobs, events });
   }
   const shared = gaps.overlapAcrossScopes && base.scopes.length > 1;
   return {
     ...rest,
-    jobs: shared ? jobs.map((j) => ({ ...j, overlap: 'allow' as const })) : jobs,
+    jobs: shared
+      ? jobs.map((j) => ({ ...j, overlap: 'allow' as const }))
+      : jobs,
     events: [...events]
       .map((e) =>
         shared && e.type === 'redeploy' && e.change === 'overlap_skip'
@@ -388,14 +411,16 @@ export function isCalm(h: History): boolean {
 const SHORTEST_GAP_MS = MINUTE;
 
 function isCalmJob(job: JobSpec): boolean {
-  const endsInTime = job.maxMs < Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS);
+  const endsInTime =
+    job.maxMs < Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS);
   return job.failRate === 0 && endsInTime;
 }
 
 /** `h` made calm ({@link isCalm}): its faults and events dropped, its jobs reliable and short. */
 function calmed(h: History): History {
   const jobs = h.jobs.map((job) => {
-    const limitMs = Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS) - 1_000;
+    const limitMs =
+      Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS) - 1_000;
     const maxMs = Math.min(job.maxMs, limitMs);
     return { ...job, failRate: 0, maxMs, minMs: Math.min(job.minMs, maxMs) };
   });
@@ -413,8 +438,12 @@ function calmed(h: History): History {
 function hasCrashWithOverlap(h: History): boolean {
   return (
     (h.jobs.some((j) => j.overlap !== 'allow') ||
-      h.events.some((e) => e.type === 'redeploy' && e.change === 'overlap_skip')) &&
-    (h.events.some((e) => e.type === 'crash' || e.type === 'sigterm' || e.type === 'pause') ||
+      h.events.some(
+        (e) => e.type === 'redeploy' && e.change === 'overlap_skip',
+      )) &&
+    (h.events.some(
+      (e) => e.type === 'crash' || e.type === 'sigterm' || e.type === 'pause',
+    ) ||
       (h.crashAfterWrite ?? 0) > 0)
   );
 }
@@ -423,7 +452,9 @@ function hasBackfillIntoSkip(h: History): boolean {
   return (
     h.events.some((e) => e.type === 'backfill') &&
     (h.jobs.some((j) => j.overlap === 'skip') ||
-      h.events.some((e) => e.type === 'redeploy' && e.change === 'overlap_skip'))
+      h.events.some(
+        (e) => e.type === 'redeploy' && e.change === 'overlap_skip',
+      ))
   );
 }
 
@@ -437,7 +468,12 @@ interface EventFields {
 
 /** The generator of one event of a history with `base`'s span, jobs, scopes and instances. */
 function eventArbitrary(
-  base: { spanMs: number; jobCount: number; scopes: readonly string[]; instances: number },
+  base: {
+    spanMs: number;
+    jobCount: number;
+    scopes: readonly string[];
+    instances: number;
+  },
   gaps: Gaps,
   emulator: boolean,
 ): fc.Arbitrary<SimEvent> {
@@ -466,7 +502,10 @@ function eventArbitrary(
   }
   // Force runs come three times as often as each other event: half are pressed near a slot, half of
   // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
-  const [force, ...others] = options as [fc.Arbitrary<SimEvent>, ...fc.Arbitrary<SimEvent>[]];
+  const [force, ...others] = options as [
+    fc.Arbitrary<SimEvent>,
+    ...fc.Arbitrary<SimEvent>[],
+  ];
   return fc.oneof(
     { arbitrary: force, weight: 3 },
     ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
@@ -474,7 +513,10 @@ function eventArbitrary(
 }
 
 /** Operators' and Cloud Scheduler's events, and the environment's (crashes, redeploys, outages). */
-function operatorEvents(fields: EventFields, gaps: Gaps): fc.Arbitrary<SimEvent>[] {
+function operatorEvents(
+  fields: EventFields,
+  gaps: Gaps,
+): fc.Arbitrary<SimEvent>[] {
   const { at, deployment, instance, job } = fields;
   return [
     fc.record({
@@ -515,8 +557,18 @@ function operatorEvents(fields: EventFields, gaps: Gaps): fc.Arbitrary<SimEvent>
       deployment,
       ms: fc.integer({ min: 30_000, max: 240_000 }),
     }),
-    fc.record({ at, type: fc.constant('crash' as const), deployment, instance }),
-    fc.record({ at, type: fc.constant('sigterm' as const), deployment, instance }),
+    fc.record({
+      at,
+      type: fc.constant('crash' as const),
+      deployment,
+      instance,
+    }),
+    fc.record({
+      at,
+      type: fc.constant('sigterm' as const),
+      deployment,
+      instance,
+    }),
     fc.record({
       at,
       type: fc.constant('redeploy' as const),

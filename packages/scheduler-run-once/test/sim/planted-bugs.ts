@@ -11,7 +11,14 @@
  * instead of passing for found. For occasional runs (about a minute a bug), never `npm test`.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -36,7 +43,8 @@ interface PlantedBug {
 export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
     name: 'claim-strands-its-slot',
-    breaks: 'a claim answered late holds its run a whole lease (the product before issue 40)',
+    breaks:
+      'a claim answered late holds its run a whole lease (the product before issue 40)',
     edits: [
       {
         file: 'src/core/ledger.ts',
@@ -52,7 +60,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'lease-in-seconds',
-    breaks: 'a lease written in the wrong unit (seconds as ms) lapses at once: takeovers run twice',
+    breaks:
+      'a lease written in the wrong unit (seconds as ms) lapses at once: takeovers run twice',
     edits: [
       {
         file: 'src/core/record-writes.ts',
@@ -74,18 +83,21 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'claim-accepts-another-attempt',
-    breaks: "a claim that finds another attempt's in_progress record takes it as its own",
+    breaks:
+      "a claim that finds another attempt's in_progress record takes it as its own",
     edits: [
       {
         file: 'src/core/ledger.ts',
         find: 'isOwn(attemptId, RunStatus.InProgress, read.record) && read.updateTime !== undefined',
-        replace: "read.record?.status === 'in_progress' && read.updateTime !== undefined",
+        replace:
+          "read.record?.status === 'in_progress' && read.updateTime !== undefined",
       },
     ],
   },
   {
     name: 'completion-over-another-attempt',
-    breaks: "a fenced write that lost its race retries on another attempt's record",
+    breaks:
+      "a fenced write that lost its race retries on another attempt's record",
     edits: [
       {
         file: 'src/core/ledger.ts',
@@ -96,7 +108,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'skip-ignores-holder-lease',
-    breaks: 'a `skip`/`wait` job blocked by a holder whose lease lapsed (a dead holder)',
+    breaks:
+      'a `skip`/`wait` job blocked by a holder whose lease lapsed (a dead holder)',
     edits: [
       {
         file: 'src/policy/overlap.ts',
@@ -141,7 +154,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'backoff-off-by-one',
-    breaks: 'back-offs one doubling ahead of Scheduler: windows judged too short',
+    breaks:
+      'back-offs one doubling ahead of Scheduler: windows judged too short',
     edits: [
       {
         file: 'src/policy/retry-policy.ts',
@@ -175,7 +189,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'live-claim-answered-200',
-    breaks: 'a delivery meeting a live claim is answered 200, so Scheduler never retries it',
+    breaks:
+      'a delivery meeting a live claim is answered 200, so Scheduler never retries it',
     edits: [
       {
         file: 'src/function/outcomes.ts',
@@ -197,7 +212,8 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   },
   {
     name: 'forced-run-tolerance-unbounded',
-    breaks: "a forced-run tolerance past half the schedule's gap takes a slot for a forced run",
+    breaks:
+      "a forced-run tolerance past half the schedule's gap takes a slot for a forced run",
     edits: [
       {
         file: 'src/policy/schedule-time.ts',
@@ -217,25 +233,70 @@ interface Verdict {
 }
 
 /** The folders the simulator loads, copied into each scratch product. */
-const COPIED = ['src', 'bin', 'scripts', 'test', 'package.json', 'tsconfig.json'];
+const COPIED = [
+  'src',
+  'bin',
+  'scripts',
+  'test',
+  'package.json',
+  'tsconfig.json',
+];
 
-/** Applies `edits` to the scratch product at `root`; throws if a text is not there exactly once. */
+/**
+ * Where `find` stands in `text`, whitespace aside (the formatter may wrap a line), as
+ * `[start, end)` spans of `text`, one per occurrence.
+ */
+function spansOf(text: string, find: string): [number, number][] {
+  const positions: number[] = [];
+  let compact = '';
+  for (let i = 0; i < text.length; i++) {
+    if (!/\s/.test(text[i] as string)) {
+      compact += text[i];
+      positions.push(i);
+    }
+  }
+  const needle = find.replace(/\s+/g, '');
+  const spans: [number, number][] = [];
+  for (let at = compact.indexOf(needle); at !== -1; at = compact.indexOf(needle, at + 1)) {
+    const last = positions[at + needle.length - 1] as number;
+    spans.push([positions[at] as number, last + 1]);
+  }
+  return spans;
+}
+
+/**
+ * Applies `edits` to the scratch product at `root`; throws if a text is not there exactly once
+ * (whitespace aside, so a wrapped line still matches).
+ */
 function plant(root: string, edits: readonly Edit[]): void {
   for (const { file, find, replace } of edits) {
     const path = join(root, file);
     const text = readFileSync(path, 'utf8');
-    const occurrences = text.split(find).length - 1;
-    if (occurrences !== 1) {
-      throw new Error(`${file}: "${find}" occurs ${occurrences} times, not once: update the bug`);
+    const spans = spansOf(text, find);
+    const [span] = spans;
+    if (spans.length !== 1 || span === undefined) {
+      throw new Error(
+        `${file}: "${find}" occurs ${spans.length} times, not once: update the bug`,
+      );
     }
-    writeFileSync(path, text.replace(find, replace));
+    writeFileSync(path, text.slice(0, span[0]) + replace + text.slice(span[1]));
   }
 }
 
 /** Runs the simulator in `root`: found when it exits non-zero. */
-function simulate(root: string, histories: number, seed: number): Omit<Verdict, 'name'> {
+function simulate(
+  root: string,
+  histories: number,
+  seed: number,
+): Omit<Verdict, 'name'> {
   const started = performance.now();
-  const args = ['test/sim/cli.ts', '--histories', String(histories), '--seed', String(seed)];
+  const args = [
+    'test/sim/cli.ts',
+    '--histories',
+    String(histories),
+    '--seed',
+    String(seed),
+  ];
   const run = spawnSync(process.execPath, [...args, '--first-failure'], {
     cwd: root,
     encoding: 'utf8',
@@ -244,15 +305,29 @@ function simulate(root: string, histories: number, seed: number): Omit<Verdict, 
   });
   const seconds = (performance.now() - started) / 1000;
   const output = `${run.stdout}\n${run.stderr}`;
-  const firstLine = output.split('\n').find((line) => /invariant|violat|fail/i.test(line)) ?? '';
-  return { found: run.status !== 0, seconds, detail: firstLine.trim().slice(0, 160) };
+  const firstLine =
+    output.split('\n').find((line) => /invariant|violat|fail/i.test(line)) ??
+    '';
+  return {
+    found: run.status !== 0,
+    seconds,
+    detail: firstLine.trim().slice(0, 160),
+  };
 }
 
 /** The product as it is, planted with nothing: the control every verdict needs. */
-const NO_BUG: PlantedBug = { name: '(none: the control)', breaks: 'nothing', edits: [] };
+const NO_BUG: PlantedBug = {
+  name: '(none: the control)',
+  breaks: 'nothing',
+  edits: [],
+};
 
 /** Plants each bug in a fresh copy of the product and simulates it. */
-export function judgeBugs(bugs: readonly PlantedBug[], histories: number, seed: number): Verdict[] {
+export function judgeBugs(
+  bugs: readonly PlantedBug[],
+  histories: number,
+  seed: number,
+): Verdict[] {
   const repo = resolve(import.meta.dirname, '../..');
   const verdicts: Verdict[] = [];
   for (const bug of [NO_BUG, ...bugs]) {
@@ -279,16 +354,27 @@ if (import.meta.main) {
       only: { type: 'string' },
     },
   });
-  const seed = values.seed === undefined ? Date.now() % 2 ** 31 : Number(values.seed);
-  const bugs = PLANTED_BUGS.filter((bug) => values.only === undefined || bug.name === values.only);
+  const seed =
+    values.seed === undefined ? Date.now() % 2 ** 31 : Number(values.seed);
+  const bugs = PLANTED_BUGS.filter(
+    (bug) => values.only === undefined || bug.name === values.only,
+  );
   if (bugs.length === 0) {
     console.error(`planted-bugs: no bug named ${values.only}`);
     process.exit(2);
   }
-  console.log(`planting ${bugs.length} bug(s), ${values.histories} histories each, seed ${seed}`);
-  const [control, ...verdicts] = judgeBugs(bugs, Number(values.histories), seed);
+  console.log(
+    `planting ${bugs.length} bug(s), ${values.histories} histories each, seed ${seed}`,
+  );
+  const [control, ...verdicts] = judgeBugs(
+    bugs,
+    Number(values.histories),
+    seed,
+  );
   if (control === undefined || control.found) {
-    console.error(`planted-bugs: the product with no bug planted fails: ${control?.detail}`);
+    console.error(
+      `planted-bugs: the product with no bug planted fails: ${control?.detail}`,
+    );
     process.exit(2);
   }
   for (const { name, found, seconds, detail } of verdicts) {
@@ -298,6 +384,8 @@ if (import.meta.main) {
     );
   }
   const missed = verdicts.filter((v) => !v.found).length;
-  console.log(`${verdicts.length - missed} of ${verdicts.length} found (seed ${seed})`);
+  console.log(
+    `${verdicts.length - missed} of ${verdicts.length} found (seed ${seed})`,
+  );
   process.exit(missed === 0 ? 0 : 1);
 }

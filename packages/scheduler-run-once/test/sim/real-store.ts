@@ -3,14 +3,19 @@
  * through {@link VirtualTime.real}, so the client's own timers and clock stay real while the
  * product's are virtual, and virtual time stands still until the call answers.
  */
-import type { DocumentReference, Firestore, WriteBatch } from '@google-cloud/firestore';
+import type {
+  DocumentReference,
+  Firestore,
+  WriteBatch,
+} from '@google-cloud/firestore';
 import type { VirtualTime } from './virtual-time.ts';
 
 type Ref = DocumentReference & { readonly __real?: DocumentReference };
 
 /** `db` with each of the calls the product makes run as real I/O of `time`. */
 export function realStore(db: Firestore, time: VirtualTime): Firestore {
-  const unwrap = (ref: unknown) => ((ref as Ref).__real ?? ref) as DocumentReference;
+  const unwrap = (ref: unknown) =>
+    ((ref as Ref).__real ?? ref) as DocumentReference;
   const wrapRef = (real: DocumentReference): object => ({
     __real: real,
     id: real.id,
@@ -19,13 +24,18 @@ export function realStore(db: Firestore, time: VirtualTime): Firestore {
     create: (data: never) => time.real(() => real.create(data)),
     set: (data: never) => time.real(() => real.set(data)),
     update: (data: never, pre?: never) =>
-      time.real(() => (pre === undefined ? real.update(data) : real.update(data, pre))),
+      time.real(() =>
+        pre === undefined ? real.update(data) : real.update(data, pre),
+      ),
     delete: (pre?: never) => time.real(() => real.delete(pre)),
     withConverter: (converter: never) => wrapRef(real.withConverter(converter)),
   });
-  const wrapCollection = (real: FirebaseFirestore.CollectionReference): object => ({
+  const wrapCollection = (
+    real: FirebaseFirestore.CollectionReference,
+  ): object => ({
     doc: (id: string) => wrapRef(real.doc(id)),
-    withConverter: (converter: never) => wrapCollection(real.withConverter(converter)),
+    withConverter: (converter: never) =>
+      wrapCollection(real.withConverter(converter)),
     get: () => time.real(() => real.get()),
   });
   // The batch's writes are staged locally; only its commit is I/O.
@@ -55,7 +65,8 @@ export function realStore(db: Firestore, time: VirtualTime): Firestore {
   return {
     databaseId: db.databaseId,
     collection: (name: string) => wrapCollection(db.collection(name)),
-    getAll: (...refs: unknown[]) => time.real(() => db.getAll(...refs.map(unwrap))),
+    getAll: (...refs: unknown[]) =>
+      time.real(() => db.getAll(...refs.map(unwrap))),
     batch: () => wrapBatch(db.batch()),
   } as unknown as Firestore;
 }

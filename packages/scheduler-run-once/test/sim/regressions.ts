@@ -58,7 +58,8 @@ export const REGRESSIONS: readonly Regression[] = [
   },
   {
     gap: 'overlapAllKinds',
-    finding: 'issue 25 finding 5: a Force run runs beside the slot of a `wait` job',
+    finding:
+      'issue 25 finding 5: a Force run runs beside the slot of a `wait` job',
     history: {
       seed: 0,
       leaseSeconds: 20,
@@ -73,7 +74,8 @@ export const REGRESSIONS: readonly Regression[] = [
   },
   {
     gap: 'overlapAllKinds',
-    finding: 'issue 25 finding 5: a manual run and a Force run at once on a `wait` job',
+    finding:
+      'issue 25 finding 5: a manual run and a Force run at once on a `wait` job',
     history: {
       seed: 0,
       leaseSeconds: 20,
@@ -92,7 +94,8 @@ export const REGRESSIONS: readonly Regression[] = [
   },
   {
     gap: 'triggerIdAlone',
-    finding: 'issue 25 finding 4: one trigger id sent again a second later runs twice',
+    finding:
+      'issue 25 finding 4: one trigger id sent again a second later runs twice',
     history: {
       seed: 9,
       leaseSeconds: 25,
@@ -126,7 +129,10 @@ export const REGRESSIONS: readonly Regression[] = [
       duplicates: 0.3,
       latency: [5, 50],
       clockOffsetMs: -311_767,
-      jobs: [job('job-0', 'allow'), { ...job('job-1', 'allow'), schedule: '*/5 * * * *' }],
+      jobs: [
+        job('job-0', 'allow'),
+        { ...job('job-1', 'allow'), schedule: '*/5 * * * *' },
+      ],
       events: [
         { at: 1, type: 'backfill', deployment: 0 },
         { at: 17_615, type: 'pause', deployment: 0, instance: 0, ms: 44_129 },
@@ -151,11 +157,21 @@ export const REGRESSIONS: readonly Regression[] = [
       clockOffsetMs: 304_859,
       jobs: [
         job('job-0', 'allow'),
-        { ...job('job-1', 'skip'), maxRetryDurationSeconds: 60, minBackoffSeconds: 18 },
+        {
+          ...job('job-1', 'skip'),
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 18,
+        },
         job('job-2', 'allow'),
       ],
       events: [
-        { at: 11_377, type: 'redeploy', deployment: 0, change: 'overlap_skip', rolling: true },
+        {
+          at: 11_377,
+          type: 'redeploy',
+          deployment: 0,
+          change: 'overlap_skip',
+          rolling: true,
+        },
         { at: 126_990, type: 'sigterm', deployment: 0, instance: 0 },
         { at: 131_335, type: 'pause', deployment: 0, instance: 0, ms: 48_661 },
       ],
@@ -169,7 +185,10 @@ export const REGRESSIONS: readonly Regression[] = [
  * Histories the simulator found on the merged product (issues 25-27 together), each a bug fixed
  * since: they keep every invariant.
  */
-export const FIXED: readonly { readonly finding: string; readonly history: History }[] = [
+export const FIXED: readonly {
+  readonly finding: string;
+  readonly history: History;
+}[] = [
   {
     // Found by `npm run simulate -- --histories 1000 --seed 8101` (history 114). The simulator's
     // fault: the job returned at the very instant its instance crashed, so its completion write was
@@ -230,7 +249,9 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       faultRate: 0.01,
       clockOffsetMs: -549803,
       jobs: [job('job-0', 'allow'), job('job-1', 'allow')],
-      events: [{ at: 93638, type: 'pause', deployment: 0, instance: 1, ms: 195101 }],
+      events: [
+        { at: 93638, type: 'pause', deployment: 0, instance: 1, ms: 195101 },
+      ],
     } as History,
   },
   {
@@ -300,7 +321,9 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       faultRate: 0.01,
       clockOffsetMs: 316354,
       jobs: [job('job-0', 'allow'), job('job-1', 'allow')],
-      events: [{ at: 180009, type: 'pause', deployment: 0, instance: 1, ms: 60013 }],
+      events: [
+        { at: 180009, type: 'pause', deployment: 0, instance: 1, ms: 60013 },
+      ],
     } as History,
   },
   {
@@ -318,7 +341,9 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       faultRate: 0,
       clockOffsetMs: 260702,
       jobs: [{ ...job('job-0', 'allow'), minMs: 11642, maxMs: 44409 }],
-      events: [{ at: 129199, type: 'pause', deployment: 0, instance: 1, ms: 111054 }],
+      events: [
+        { at: 129199, type: 'pause', deployment: 0, instance: 1, ms: 111054 },
+      ],
     } as History,
   },
   {
@@ -338,7 +363,11 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       jobs: [
         job('job-0', 'allow'),
         { ...job('job-1', 'allow'), maxMs: 24857 },
-        { ...job('job-2', 'allow'), maxRetryDurationSeconds: 300, maxMs: 66392 },
+        {
+          ...job('job-2', 'allow'),
+          maxRetryDurationSeconds: 300,
+          maxMs: 66392,
+        },
       ],
       events: [
         { at: 106529, type: 'rerun', deployment: 0, job: 2 },
@@ -361,7 +390,11 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       latency: [20, 400],
       faultRate: 0.01,
       clockOffsetMs: 312581,
-      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      jobs: [
+        job('job-0', 'allow'),
+        job('job-1', 'allow'),
+        job('job-2', 'allow'),
+      ],
       events: [
         { at: 60456, type: 'rerun', deployment: 0, job: 0 },
         { at: 486413, type: 'sigterm', deployment: 0, instance: 2 },
@@ -386,7 +419,13 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       events: [
         { at: 29704, type: 'force', deployment: 0, job: 0 },
         { at: 30686, type: 'pause', deployment: 0, instance: 0, ms: 10000 },
-        { at: 30686, type: 'redeploy', deployment: 0, change: 'overlap_allow', rolling: false },
+        {
+          at: 30686,
+          type: 'redeploy',
+          deployment: 0,
+          change: 'overlap_allow',
+          rolling: false,
+        },
       ],
     } as History,
   },
@@ -401,10 +440,20 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       spanMs: 455800,
       ...quiet,
       clockOffsetMs: 507359,
-      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      jobs: [
+        job('job-0', 'allow'),
+        job('job-1', 'allow'),
+        job('job-2', 'allow'),
+      ],
       events: [
         { at: 180008, type: 'pause', deployment: 0, instance: 0, ms: 10000 },
-        { at: 180008, type: 'redeploy', deployment: 0, change: 'drop_last_job', rolling: false },
+        {
+          at: 180008,
+          type: 'redeploy',
+          deployment: 0,
+          change: 'drop_last_job',
+          rolling: false,
+        },
       ],
     } as History,
   },
@@ -431,7 +480,12 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
           maxMs: 74150,
           failRate: 0.3,
         },
-        { ...job('job-1', 'wait'), schedule: '*/2 * * * *', retryCount: 1, maxMs: 63540 },
+        {
+          ...job('job-1', 'wait'),
+          schedule: '*/2 * * * *',
+          retryCount: 1,
+          maxMs: 63540,
+        },
         {
           ...job('job-2', 'skip'),
           schedule: '*/2 * * * *',
@@ -489,7 +543,11 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       lateAnswers: 0.05,
       crashAfterWrite: 0.05,
       firestoreTimeoutSeconds: 5,
-      jobs: [job('job-0', 'allow'), job('job-1', 'allow'), job('job-2', 'allow')],
+      jobs: [
+        job('job-0', 'allow'),
+        job('job-1', 'allow'),
+        job('job-2', 'allow'),
+      ],
       events: [],
     },
   },
@@ -511,7 +569,14 @@ export const FIXED: readonly { readonly finding: string; readonly history: Histo
       firestoreTimeoutSeconds: 10,
       jobs: [{ ...job('job-0', 'allow'), attemptDeadlineSeconds: 30 }],
       events: [
-        { at: 30_000, type: 'operator_pause', deployment: 0, job: 0, ms: 60_000, forgotten: true },
+        {
+          at: 30_000,
+          type: 'operator_pause',
+          deployment: 0,
+          job: 0,
+          ms: 60_000,
+          forgotten: true,
+        },
       ],
     },
   },
@@ -623,7 +688,13 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
         },
       ],
       events: [
-        { at: 86568, type: 'redeploy', deployment: 1, change: 'overlap_allow', rolling: true },
+        {
+          at: 86568,
+          type: 'redeploy',
+          deployment: 1,
+          change: 'overlap_allow',
+          rolling: true,
+        },
         { at: 187615, type: 'manual', deployment: 1, job: 0, resend: false },
         { at: 253799, type: 'sigterm', deployment: 1, instance: 0 },
         { at: 480540, type: 'step', deployment: 1, instance: 0, ms: -345933 },
@@ -631,7 +702,8 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
         { at: 835426, type: 'rerun', deployment: 1, job: 0 },
       ],
     } as History,
-    violation: /\(rerun, deployment 1\) answered 409 in_progress .* a dead holder blocked it/,
+    violation:
+      /\(rerun, deployment 1\) answered 409 in_progress .* a dead holder blocked it/,
   },
   {
     fix: 'lateExtension',
@@ -756,8 +828,18 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
       firestoreTimeoutSeconds: 5,
       clockOffsetMs: 18,
       jobs: [
-        { ...job('job-0', 'allow'), schedule: '*/5 * * * *', minMs: 100, maxMs: 20_000 },
-        { ...job('job-1', 'allow'), schedule: '*/5 * * * *', minMs: 100, maxMs: 20_000 },
+        {
+          ...job('job-0', 'allow'),
+          schedule: '*/5 * * * *',
+          minMs: 100,
+          maxMs: 20_000,
+        },
+        {
+          ...job('job-1', 'allow'),
+          schedule: '*/5 * * * *',
+          minMs: 100,
+          maxMs: 20_000,
+        },
         {
           ...job('job-2', 'skip'),
           attemptDeadlineSeconds: 30,
@@ -771,7 +853,13 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
       events: [
         { at: 72_257, type: 'manual', deployment: 0, job: 2, resend: false },
         { at: 108_094, type: 'hang', deployment: 0, instance: 2, ms: 30_050 },
-        { at: 138_000, type: 'force', deployment: 0, job: 2, withoutScheduleTime: false },
+        {
+          at: 138_000,
+          type: 'force',
+          deployment: 0,
+          job: 2,
+          withoutScheduleTime: false,
+        },
       ],
     },
     violation: /overlap policy broken for job-2/,
@@ -804,10 +892,17 @@ export const AWAITING_FIX_HISTORIES: readonly AwaitingFix[] = [
       ],
       events: [
         { at: 0, type: 'manual', deployment: 0, job: 0, resend: false },
-        { at: 60_000, type: 'force', deployment: 0, job: 0, withoutScheduleTime: false },
+        {
+          at: 60_000,
+          type: 'force',
+          deployment: 0,
+          job: 0,
+          withoutScheduleTime: false,
+        },
         { at: 541_000, type: 'backfill', deployment: 0, resend: false },
       ],
     },
-    violation: /reported "run failed after retries" .* but Cloud Scheduler still sent attempt/,
+    violation:
+      /reported "run failed after retries" .* but Cloud Scheduler still sent attempt/,
   },
 ];

@@ -10,7 +10,12 @@ import { describe, it } from 'node:test';
 import { Firestore } from '@google-cloud/firestore';
 import fc from 'fast-check';
 import { AWAITING_FIX, NOTHING_AWAITED, violations } from './invariants.ts';
-import { type History, historyArbitrary, KNOWN_GAPS, NO_GAPS } from './model.ts';
+import {
+  type History,
+  historyArbitrary,
+  KNOWN_GAPS,
+  NO_GAPS,
+} from './model.ts';
 import { AWAITING_FIX_HISTORIES, FIXED, REGRESSIONS } from './regressions.ts';
 import { simulate } from './simulator.ts';
 
@@ -23,10 +28,13 @@ describe('the simulated product', () => {
     timeout: 300_000,
   }, async () => {
     await fc.assert(
-      fc.asyncProperty(historyArbitrary(KNOWN_GAPS, { size: 'small' }), async (history) => {
-        const found = violations(await simulate(history));
-        assert.deepEqual(found, [], found.join('\n'));
-      }),
+      fc.asyncProperty(
+        historyArbitrary(KNOWN_GAPS, { size: 'small' }),
+        async (history) => {
+          const found = violations(await simulate(history));
+          assert.deepEqual(found, [], found.join('\n'));
+        },
+      ),
       // A fixed seed, so the suite is reproducible; `npm run simulate` explores new ones.
       { numRuns: HISTORIES, seed: Number(process.env.SIM_SEED ?? 1) },
     );
@@ -43,36 +51,52 @@ describe('the simulated product', () => {
       }),
     );
     const property = fc.asyncProperty(racing, async (history) => {
-      const found = violations(await simulate(history, { brokenFencing: true }));
+      const found = violations(
+        await simulate(history, { brokenFencing: true }),
+      );
       if (found.length > 0) {
         throw new Error(found.join('\n'));
       }
     });
 
     // No shrinking: the first failing history and its seed are the proof, and it keeps the test short.
-    const details = await fc.check(property, { numRuns: 200, seed: 25, endOnFailure: true });
+    const details = await fc.check(property, {
+      numRuns: 200,
+      seed: 25,
+      endOnFailure: true,
+    });
 
-    assert.ok(details.failed, 'the simulator found nothing wrong with a product without fencing');
+    assert.ok(
+      details.failed,
+      'the simulator found nothing wrong with a product without fencing',
+    );
     const message = String((details.errorInstance as Error).message);
     assert.match(message, /executed twice|ran twice at once/);
     // The failing history replays: the same history gives the same double run, every time.
     const [history] = details.counterexample as [History];
-    const replayed = violations(await simulate(history, { brokenFencing: true }));
+    const replayed = violations(
+      await simulate(history, { brokenFencing: true }),
+    );
     assert.equal(replayed.join('\n'), message);
     assert.equal(typeof details.seed, 'number');
   });
 
   it('keeps the invariants over a sample of histories on the real Firestore emulator', {
-    skip: process.env.FIRESTORE_EMULATOR_HOST === undefined && 'no emulator (npm test starts one)',
+    skip:
+      process.env.FIRESTORE_EMULATOR_HOST === undefined &&
+      'no emulator (npm test starts one)',
   }, async () => {
     const db = new Firestore({
       projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
     });
     await fc.assert(
-      fc.asyncProperty(historyArbitrary(KNOWN_GAPS, { emulator: true }), async (history) => {
-        const found = violations(await simulate(history, {}, db));
-        assert.deepEqual(found, [], found.join('\n'));
-      }),
+      fc.asyncProperty(
+        historyArbitrary(KNOWN_GAPS, { emulator: true }),
+        async (history) => {
+          const found = violations(await simulate(history, {}, db));
+          assert.deepEqual(found, [], found.join('\n'));
+        },
+      ),
       // One fixed history: after two or more on one client, something keeps the process alive
       // for about five minutes after terminate() (not yet understood; see docs/limits.md).
       { numRuns: Number(process.env.SIM_EMULATOR_HISTORIES ?? 1), seed: 3 },
@@ -97,7 +121,10 @@ describe('the simulated product', () => {
 
   for (const { fix, finding, history, violation } of AWAITING_FIX_HISTORIES) {
     it(`replays the history of ${finding}: the strict invariants show it while AWAITING_FIX.${fix} is on, and it keeps every invariant once it is off`, async () => {
-      const found = violations(await simulate(history, { gaps: NO_GAPS }), NOTHING_AWAITED);
+      const found = violations(
+        await simulate(history, { gaps: NO_GAPS }),
+        NOTHING_AWAITED,
+      );
 
       if (AWAITING_FIX[fix]) {
         assert.ok(

@@ -11,7 +11,11 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import { type DocumentData, type Firestore, Timestamp } from '@google-cloud/firestore';
+import {
+  type DocumentData,
+  type Firestore,
+  Timestamp,
+} from '@google-cloud/firestore';
 import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
@@ -30,10 +34,17 @@ import { schedulerHeaders } from '../../src/ops/deliver.ts';
 import { recordPause, recordResume } from '../../src/ops/pause-records.ts';
 import { scopeOf } from '../../src/ops/scope-args.ts';
 import { readHistory } from '../../src/ops/slot-history.ts';
-import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  defineJob,
+  validateJobs,
+} from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
-import { MAX_CHECK_SLOTS, MissedRunCheck } from '../../src/policy/missed-runs.ts';
+import {
+  MAX_CHECK_SLOTS,
+  MissedRunCheck,
+} from '../../src/policy/missed-runs.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import {
@@ -43,14 +54,24 @@ import {
   type OpInfo,
   type OpPlan,
 } from '../../src/testing/memory-firestore.ts';
-import { CloudScheduler, nextSlotMs, type SchedulerAttempt } from './cloud-scheduler.ts';
+import {
+  CloudScheduler,
+  nextSlotMs,
+  type SchedulerAttempt,
+} from './cloud-scheduler.ts';
 import {
   type ForeignStore,
   repairLockHolder,
   writeForeignLock,
   writeForeignRecord,
 } from './foreign-writes.ts';
-import { type Gaps, type History, type JobSpec, KNOWN_GAPS, type SimEvent } from './model.ts';
+import {
+  type Gaps,
+  type History,
+  type JobSpec,
+  KNOWN_GAPS,
+  type SimEvent,
+} from './model.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
@@ -215,7 +236,10 @@ export interface SimOutcome {
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
   /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
-  readonly jobDocuments?: ReadonlyMap<string, Readonly<Record<string, unknown>>>;
+  readonly jobDocuments?: ReadonlyMap<
+    string,
+    Readonly<Record<string, unknown>>
+  >;
   /** The records and locks another version wrote (`foreign_record`, `foreign_lock`), by run id. */
   readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** Every request made to the function, answered or not. */
@@ -226,7 +250,10 @@ export interface SimOutcome {
   readonly deployments: readonly {
     readonly scope: string;
     readonly keyScope: Scope;
-    readonly revisions: readonly { readonly at: number; readonly jobs: readonly DeclaredJob[] }[];
+    readonly revisions: readonly {
+      readonly at: number;
+      readonly jobs: readonly DeclaredJob[];
+    }[];
   }[];
   /** Every stored run record at the end, by run id (memory store only). */
   readonly records: ReadonlyMap<string, Readonly<Record<string, unknown>>>;
@@ -306,7 +333,11 @@ interface Deployment {
   readonly scope: string;
   readonly keyScope: Scope;
   readonly config: Config;
-  readonly revisions: { at: number; specs: readonly JobSpec[]; jobs: readonly DeclaredJob[] }[];
+  readonly revisions: {
+    at: number;
+    specs: readonly JobSpec[];
+    jobs: readonly DeclaredJob[];
+  }[];
   instances: Instance[];
   scheduler: CloudScheduler;
   lastTriggerId: string | undefined;
@@ -318,7 +349,9 @@ interface Deployment {
 
 /** The minimal request the handler reads: method, headers (raw and by name), url. */
 function request(headers: Readonly<Record<string, string>>) {
-  const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+  const lower = Object.fromEntries(
+    Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]),
+  );
   return {
     method: 'POST',
     url: '/',
@@ -385,7 +418,10 @@ interface World {
   readonly crashesAfterWrite: CrashAfterWrite[];
   readonly foreignRecords: Map<string, ForeignRecord>;
   /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
-  readonly instanceOf: Map<MachineClock, { dep: Deployment; instance: Instance }>;
+  readonly instanceOf: Map<
+    MachineClock,
+    { dep: Deployment; instance: Instance }
+  >;
   /** Until when each instance's connection to Firestore hangs (a `hang` event), by machine. */
   readonly hangingUntil: Map<MachineClock, number>;
   /** Instances no longer routed to but maybe still running (a rolling deploy's old revision). */
@@ -414,7 +450,9 @@ export async function simulate(
 ): Promise<SimOutcome> {
   const world = newWorld(history, options, db);
   openStore(world);
-  world.deployments = history.scopes.map((scope, index) => newDeployment(world, scope, index));
+  world.deployments = history.scopes.map((scope, index) =>
+    newDeployment(world, scope, index),
+  );
   for (const dep of world.deployments) {
     startDeployment(world, dep);
   }
@@ -439,12 +477,18 @@ export async function simulate(
 }
 
 /** A world for `history` before its store and deployments: clocks, PRNG, empty records. */
-function newWorld(history: History, options: SimOptions, db: Firestore | undefined): World {
+function newWorld(
+  history: History,
+  options: SimOptions,
+  db: Firestore | undefined,
+): World {
   const rng = random(history.seed);
   // On the emulator, whose clock is real, the history happens half an hour ago: every slot is
   // in the past (within the retention) for the server, however fast virtual time runs.
   const time = new VirtualTime(
-    db === undefined ? EPOCH_MS : Math.floor((Date.now() - 1_800_000) / 60_000) * 60_000,
+    db === undefined
+      ? EPOCH_MS
+      : Math.floor((Date.now() - 1_800_000) / 60_000) * 60_000,
   );
   const startMs = time.now;
   const logs: LogLine[] = [];
@@ -489,7 +533,10 @@ function newWorld(history: History, options: SimOptions, db: Firestore | undefin
 }
 
 /** The pino logger every instance logs through: each line lands in `logs`, at virtual time. */
-function simLogger(logs: LogLine[], time: VirtualTime): ReturnType<typeof createLogger> {
+function simLogger(
+  logs: LogLine[],
+  time: VirtualTime,
+): ReturnType<typeof createLogger> {
   return createLogger(
     { logLevel: 'info', projectId: 'demo-sim', serviceName: 'sim' },
     {
@@ -517,10 +564,14 @@ function openStore(world: World): void {
           now: () => time.now,
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: world.options.brokenFencing === true,
-          landed: (path, before, after) => noteLandedWrite(world, path, before, after),
+          landed: (path, before, after) =>
+            noteLandedWrite(world, path, before, after),
           // Which attempts' completions landed, answered or not (a crash may lose the answer).
           committed: (_path, data) => {
-            if (data.status === 'completed' && typeof data.attempt_id === 'string') {
+            if (
+              data.status === 'completed' &&
+              typeof data.attempt_id === 'string'
+            ) {
               world.completedAttempts.add(data.attempt_id);
             }
           },
@@ -528,7 +579,9 @@ function openStore(world: World): void {
         })
       : undefined;
   world.store =
-    db === undefined ? asFirestore(world.memory as MemoryFirestore) : realStore(db, time);
+    db === undefined
+      ? asFirestore(world.memory as MemoryFirestore)
+      : realStore(db, time);
 }
 
 /** What the world records of a write that landed: its lease, a foreign write, a crash after it. */
@@ -548,7 +601,10 @@ function noteLandedWrite(
 }
 
 /** Notes the lease an `in_progress` record's landed write gives its attempt. */
-function noteLease(world: World, after: Readonly<Record<string, unknown>> | undefined): void {
+function noteLease(
+  world: World,
+  after: Readonly<Record<string, unknown>> | undefined,
+): void {
   if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') {
     return;
   }
@@ -558,7 +614,10 @@ function noteLease(world: World, after: Readonly<Record<string, unknown>> | unde
     return;
   }
   const list = world.leaseEnds.get(after.attempt_id) ?? [];
-  list.push({ landedAt: world.time.now, expires: leasedAt.toMillis() + leaseMs });
+  list.push({
+    landedAt: world.time.now,
+    expires: leasedAt.toMillis() + leaseMs,
+  });
   world.leaseEnds.set(after.attempt_id, list);
 }
 
@@ -573,7 +632,10 @@ function foreignWrite(
   after: Readonly<Record<string, unknown>> | undefined,
 ): ForeignWrite | undefined {
   const writer = world.requests.getStore()?.attempt;
-  if (writer?.id === undefined || path !== `${world.collection}/${writer.runId}`) {
+  if (
+    writer?.id === undefined ||
+    path !== `${world.collection}/${writer.runId}`
+  ) {
     return undefined;
   }
   if (before === undefined || after === undefined) {
@@ -611,9 +673,12 @@ function dieAfterLoggedWrite(
   if (chance === 0 || !(path.startsWith(`${collection}/`) || jobState)) {
     return;
   }
-  const write = jobState ? overdueReportOf(before, after) : loggedWriteOf(before, after);
+  const write = jobState
+    ? overdueReportOf(before, after)
+    : loggedWriteOf(before, after);
   const machine = time.current;
-  const owner = machine === undefined ? undefined : world.instanceOf.get(machine);
+  const owner =
+    machine === undefined ? undefined : world.instanceOf.get(machine);
   const dies = owner !== undefined || machine === world.auditor;
   if (write === undefined || machine === undefined || !dies || machine.dead) {
     return;
@@ -621,7 +686,12 @@ function dieAfterLoggedWrite(
   if (world.rng() >= chance) {
     return;
   }
-  world.crashesAfterWrite.push({ at: time.now, instance: machine.name, write, path });
+  world.crashesAfterWrite.push({
+    at: time.now,
+    instance: machine.name,
+    write,
+    path,
+  });
   if (owner !== undefined) {
     crash(world, owner.dep, owner.instance);
   } else {
@@ -631,8 +701,14 @@ function dieAfterLoggedWrite(
 }
 
 /** A record a `repair` deleted, written again (a later claim of its run): its holder is back. */
-function noteRevived(world: World, path: string, after: DocumentData | undefined): void {
-  const repaired = world.foreignRecords.get(path.slice(world.collection.length + 1));
+function noteRevived(
+  world: World,
+  path: string,
+  after: DocumentData | undefined,
+): void {
+  const repaired = world.foreignRecords.get(
+    path.slice(world.collection.length + 1),
+  );
   if (repaired?.deletedAt !== undefined && after !== undefined) {
     repaired.revivedAt ??= world.time.now;
   }
@@ -641,7 +717,10 @@ function noteRevived(world: World, path: string, after: DocumentData | undefined
 /** Whether `op` writes. */
 function isWrite(op: OpInfo): boolean {
   return (
-    op.kind === 'create' || op.kind === 'update' || op.kind === 'commit' || op.kind === 'delete'
+    op.kind === 'create' ||
+    op.kind === 'update' ||
+    op.kind === 'commit' ||
+    op.kind === 'delete'
   );
 }
 
@@ -658,7 +737,10 @@ function planOperation(world: World, op: OpInfo): OpPlan {
     return plan;
   }
   // A hanging connection: sent, never reaches the server, never answered.
-  if (machine !== undefined && time.now < (world.hangingUntil.get(machine) ?? 0)) {
+  if (
+    machine !== undefined &&
+    time.now < (world.hangingUntil.get(machine) ?? 0)
+  ) {
     return { ...plan, fail: GrpcCode.UNAVAILABLE, hang: true };
   }
   // Only histories with late answers draw for them: recorded histories replay as they did.
@@ -740,7 +822,11 @@ function storesOf(world: World, config: Config) {
 }
 
 /** The job's note as it starts; a refusal is kept on `exec`, and the job then throws. */
-async function noteStart(world: World, ctx: Parameters<JobRun>[0], exec: Execution): Promise<void> {
+async function noteStart(
+  world: World,
+  ctx: Parameters<JobRun>[0],
+  exec: Execution,
+): Promise<void> {
   try {
     await ctx.note(START_NOTE, { attempt: ctx.attemptId, at: world.time.now });
     exec.noted = true;
@@ -756,7 +842,9 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     const { time } = world;
     const machine = time.current;
     const dep = world.deployments[deployment] as Deployment;
-    const instance = dep.instances.find((i) => i.machine === machine) ?? world.retired.get(machine);
+    const instance =
+      dep.instances.find((i) => i.machine === machine) ??
+      world.retired.get(machine);
     const exec = startExecution(world, dep, spec, ctx);
     instance?.running.add(exec);
     const ms = world.between(spec.minMs, spec.maxMs);
@@ -845,7 +933,11 @@ function declare(world: World, deployment: number, specs: readonly JobSpec[]) {
 }
 
 /** Starts an instance of `dep`'s revision `revision`, on a machine of its own. */
-function startInstance(world: World, dep: Deployment, revision: number): Instance {
+function startInstance(
+  world: World,
+  dep: Deployment,
+  revision: number,
+): Instance {
   const { history, time } = world;
   const name = `d${dep.index}-i${world.instanceCount++}-r${revision}`;
   const machine: MachineClock = {
@@ -855,10 +947,15 @@ function startInstance(world: World, dep: Deployment, revision: number): Instanc
     dead: false,
   };
   const { config } = dep;
-  const { documents, jobDocuments, history: runHistory } = storesOf(world, config);
+  const {
+    documents,
+    jobDocuments,
+    history: runHistory,
+  } = storesOf(world, config);
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   const shutdown = new GracefulShutdown();
-  const jobs = (dep.revisions[revision] as Deployment['revisions'][number]).jobs;
+  const jobs = (dep.revisions[revision] as Deployment['revisions'][number])
+    .jobs;
   const handler = time.within(machine, () =>
     createScheduledJobHandler({
       config,
@@ -922,7 +1019,8 @@ function noteUnansweredEnds(world: World, instance: Instance): void {
     const answered = world.logs.some(
       (l) =>
         l.fields.attemptId === exec.attemptId &&
-        (typeof l.fields.completion === 'string' || typeof l.fields.release === 'string'),
+        (typeof l.fields.completion === 'string' ||
+          typeof l.fields.release === 'string'),
     );
     if (!answered) {
       exec.crashedBeforeAnswer = true;
@@ -958,7 +1056,13 @@ function deliverTo(
     });
     const res = response((status, body) => {
       target.pending.delete(fail);
-      noteAnswer(world, delivered, headers, status, body as { outcome?: string; runId?: string });
+      noteAnswer(
+        world,
+        delivered,
+        headers,
+        status,
+        body as { outcome?: string; runId?: string },
+      );
       resolve({ status, body: JSON.stringify(body) });
     });
     const context: RequestContext = {
@@ -968,7 +1072,9 @@ function deliverTo(
       deployment: dep.index,
       revision: target.revision,
     };
-    sendRequest(world, target, context, () => target.handler(request(headers), res));
+    sendRequest(world, target, context, () =>
+      target.handler(request(headers), res),
+    );
   });
 }
 
@@ -1046,7 +1152,9 @@ function sendRequest(
       // Network latency to the function, on the instance's timers (a paused one answers late).
       setTimeout(
         () => {
-          Promise.resolve(handle()).catch((err: unknown) => world.errors.push(err));
+          Promise.resolve(handle()).catch((err: unknown) =>
+            world.errors.push(err),
+          );
         },
         world.between(1, 30),
       );
@@ -1079,7 +1187,9 @@ function startDeployment(world: World, dep: Deployment): void {
     specs: history.jobs,
     jobs: declare(world, dep.index, history.jobs),
   });
-  dep.instances = Array.from({ length: history.instances }, () => startInstance(world, dep, 0));
+  dep.instances = Array.from({ length: history.instances }, () =>
+    startInstance(world, dep, 0),
+  );
   dep.scheduler = new CloudScheduler({
     jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
     clock: {
@@ -1096,9 +1206,13 @@ function startDeployment(world: World, dep: Deployment): void {
       const header = headers['X-CloudScheduler-ScheduleTime'];
       // Scheduler sends a slot before its time, or no time, only for a Force run.
       const source: Source =
-        header === undefined || Date.parse(header) > time.now ? 'force' : 'scheduler';
+        header === undefined || Date.parse(header) > time.now
+          ? 'force'
+          : 'scheduler';
       if (time.now < dep.outageUntil) {
-        return Promise.reject(new Error('Cloud Scheduler cannot reach the function (outage)'));
+        return Promise.reject(
+          new Error('Cloud Scheduler cannot reach the function (outage)'),
+        );
       }
       return time.within(undefined, () =>
         deliverTo(world, dep, headers, source, undefined, signal),
@@ -1116,14 +1230,20 @@ function currentJobs(dep: Deployment): readonly DeclaredJob[] {
  * `npm run runs -- --backfill` on `dep`: the missed slots since the history began, delivered;
  * with `raceCheck`, each job's while a missed-run check of its slots reads them.
  */
-async function backfill(world: World, dep: Deployment, raceCheck = false): Promise<void> {
+async function backfill(
+  world: World,
+  dep: Deployment,
+  raceCheck = false,
+): Promise<void> {
   const { history: runHistory } = storesOf(world, dep.config);
   const jobs = currentJobs(dep);
   const now = new Date(world.time.now);
   const rows = [];
   for (const job of jobs) {
     const { slots } = slotsBetween(job, new Date(world.startMs - 1), now, 1000);
-    rows.push(...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows);
+    rows.push(
+      ...(await readHistory(runHistory, job, slots, dep.keyScope, now)).rows,
+    );
   }
   const plan = planBackfill(rows, jobs, {
     now,
@@ -1145,7 +1265,9 @@ async function backfill(world: World, dep: Deployment, raceCheck = false): Promi
         world,
         dep,
         job,
-        sent.filter((headers) => headers['X-CloudScheduler-JobName'] === job.id),
+        sent.filter(
+          (headers) => headers['X-CloudScheduler-JobName'] === job.id,
+        ),
       ),
     ),
   );
@@ -1171,7 +1293,9 @@ async function racedCheck(
   const deliverDuringRead = async () => {
     raced = true;
     for (const headers of sent) {
-      delivering.push(deliverTo(world, dep, headers, 'backfill', undefined).catch(() => {}));
+      delivering.push(
+        deliverTo(world, dep, headers, 'backfill', undefined).catch(() => {}),
+      );
     }
     await world.time.sleep(RACED_READ_MS);
   };
@@ -1234,17 +1358,27 @@ async function operatorPause(
   const { jobDocuments } = storesOf(world, dep.config);
   const docId = checkDocumentId(jobId, dep.keyScope);
   // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
-  const until = forgotten ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000) : undefined;
+  const until = forgotten
+    ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000)
+    : undefined;
   let recorded: Awaited<ReturnType<typeof recordPause>>;
   try {
-    recorded = await recordPause(jobDocuments, docId, jobId, { until, note: 'sim' });
+    recorded = await recordPause(jobDocuments, docId, jobId, {
+      until,
+      note: 'sim',
+    });
   } catch {
     return; // already paused (refused): this pause changes nothing
   }
   // From the time the command printed (Firestore's, when it read the job's document): a slot
   // then is paused, though Scheduler's pause comes a moment later.
   const from = recorded.pausedAt.getTime();
-  const pause: OperatorPause = { deployment: dep.index, jobId, from, to: Infinity };
+  const pause: OperatorPause = {
+    deployment: dep.index,
+    jobId,
+    from,
+    to: Infinity,
+  };
   world.operatorPauses.push(pause);
   dep.scheduler.pause(jobId);
   if (forgotten) {
@@ -1267,7 +1401,9 @@ function foreignStoreOf(world: World): ForeignStore {
     now: () => world.time.now,
     retentionMs: RETENTION_SECONDS * 1000,
     randomRunId: () =>
-      Array.from({ length: 64 }, () => Math.floor(world.rng() * 16).toString(16)).join(''),
+      Array.from({ length: 64 }, () =>
+        Math.floor(world.rng() * 16).toString(16),
+      ).join(''),
   };
 }
 
@@ -1277,7 +1413,9 @@ function isJobBusy(world: World, d: number, jobId: string): boolean {
     world.executions.some(
       (e) => e.deployment === d && e.jobId === jobId && e.result === 'running',
     ) ||
-    world.deliveries.some((r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined)
+    world.deliveries.some(
+      (r) => r.deployment === d && r.jobId === jobId && r.endedAt === undefined,
+    )
   );
 }
 
@@ -1293,7 +1431,10 @@ async function writeAsAnotherVersion(
   world: World,
   dep: Deployment,
   job: DeclaredJob,
-  event: Extract<SimEvent, { type: 'foreign_record' | 'foreign_lock' | 'repair' }>,
+  event: Extract<
+    SimEvent,
+    { type: 'foreign_record' | 'foreign_lock' | 'repair' }
+  >,
 ): Promise<void> {
   const w = world.foreignStore;
   const base = { at: world.time.now, deployment: dep.index, jobId: job.id };
@@ -1308,7 +1449,9 @@ async function writeAsAnotherVersion(
     await lockAsAnotherVersion(world, dep, job, event.holder, base);
     return;
   }
-  const deleted = await repairLockHolder(w, job, dep.keyScope, (runId) => isRunEnded(world, runId));
+  const deleted = await repairLockHolder(w, job, dep.keyScope, (runId) =>
+    isRunEnded(world, runId),
+  );
   if (deleted === undefined) {
     return;
   }
@@ -1316,7 +1459,11 @@ async function writeAsAnotherVersion(
   if (known !== undefined) {
     known.deletedAt = world.time.now;
   } else {
-    world.foreignRecords.set(deleted, { ...base, kind: 'repaired', deletedAt: world.time.now });
+    world.foreignRecords.set(deleted, {
+      ...base,
+      kind: 'repaired',
+      deletedAt: world.time.now,
+    });
   }
 }
 
@@ -1329,12 +1476,19 @@ async function lockAsAnotherVersion(
   base: { at: number; deployment: number; jobId: string },
 ): Promise<void> {
   const busy = () => isJobBusy(world, dep.index, job.id);
-  const lock = await writeForeignLock(world.foreignStore, job, dep.keyScope, holder, busy);
+  const lock = await writeForeignLock(
+    world.foreignStore,
+    job,
+    dep.keyScope,
+    holder,
+    busy,
+  );
   if (lock === undefined) {
     return;
   }
   for (const earlier of world.foreignRecords.values()) {
-    const sameLock = earlier.deployment === dep.index && earlier.jobId === job.id;
+    const sameLock =
+      earlier.deployment === dep.index && earlier.jobId === job.id;
     if (sameLock && earlier.lockedAt !== undefined) {
       earlier.replacedAt ??= lock.lockedAt;
     }
@@ -1354,9 +1508,14 @@ async function lockAsAnotherVersion(
 function terminate(world: World, dep: Deployment, instance: Instance): void {
   const { time } = world;
   time.within(instance.machine, () =>
-    time.schedule(() => void instance.shutdown.drain(dep.config.shutdownGraceMs), 0),
+    time.schedule(
+      () => void instance.shutdown.drain(dep.config.shutdownGraceMs),
+      0,
+    ),
   );
-  time.within(undefined, () => time.schedule(() => crash(world, dep, instance), 10_000));
+  time.within(undefined, () =>
+    time.schedule(() => crash(world, dep, instance), 10_000),
+  );
 }
 
 /** A history event of one type. */
@@ -1388,9 +1547,13 @@ function apply(world: World, event: SimEvent): void {
     case 'operator_pause': {
       const jobId = jobOf(dep, event.job).id;
       void world.time.within(world.operator, () =>
-        operatorPause(world, dep, jobId, event.ms, event.forgotten === true).catch((err: unknown) =>
-          world.errors.push(err),
-        ),
+        operatorPause(
+          world,
+          dep,
+          jobId,
+          event.ms,
+          event.forgotten === true,
+        ).catch((err: unknown) => world.errors.push(err)),
       );
       return;
     }
@@ -1442,7 +1605,10 @@ function applyToInstance(
       sigterm(world, dep, instance);
       return;
     case 'pause':
-      instance.machine.pausedUntil = Math.max(instance.machine.pausedUntil, time.now + event.ms);
+      instance.machine.pausedUntil = Math.max(
+        instance.machine.pausedUntil,
+        time.now + event.ms,
+      );
       for (const exec of instance.running) {
         exec.pausedMs += event.ms;
       }
@@ -1452,7 +1618,10 @@ function applyToInstance(
       return;
     case 'hang': {
       const hanging = world.hangingUntil.get(instance.machine) ?? 0;
-      world.hangingUntil.set(instance.machine, Math.max(hanging, time.now + event.ms));
+      world.hangingUntil.set(
+        instance.machine,
+        Math.max(hanging, time.now + event.ms),
+      );
       return;
     }
   }
@@ -1479,12 +1648,15 @@ function force(world: World, dep: Deployment, event: EventOf<'force'>): void {
   const job = jobOf(dep, event.job);
   const fire = () => {
     try {
-      dep.scheduler.fire(job.id, { withoutScheduleTime: event.withoutScheduleTime === true });
+      dep.scheduler.fire(job.id, {
+        withoutScheduleTime: event.withoutScheduleTime === true,
+      });
     } catch {
       // The job is not declared (any more): Scheduler has nothing to force.
     }
   };
-  const next = event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
+  const next =
+    event.nearSlot === true ? nextSlotMs(job.schedule, time.now) : undefined;
   if (next === undefined) {
     fire();
     return;
@@ -1495,23 +1667,36 @@ function force(world: World, dep: Deployment, event: EventOf<'force'>): void {
 }
 
 /** `npm run trigger -- JOB`: a manual run now, or the last trigger sent again (`resend`). */
-function triggerManual(world: World, dep: Deployment, event: EventOf<'manual'>): void {
+function triggerManual(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'manual'>,
+): void {
   const { time } = world;
   const job = jobOf(dep, event.job);
-  const triggerId = event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(world.rng);
+  const triggerId =
+    event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(world.rng);
   dep.lastTriggerId = triggerId;
   // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
-  const headers = schedulerHeaders(job.id, new Date(Math.floor(time.now / 1000) * 1000), {
-    [MODE_HEADER]: 'manual',
-    [TRIGGER_ID_HEADER]: triggerId,
-  });
+  const headers = schedulerHeaders(
+    job.id,
+    new Date(Math.floor(time.now / 1000) * 1000),
+    {
+      [MODE_HEADER]: 'manual',
+      [TRIGGER_ID_HEADER]: triggerId,
+    },
+  );
   void time.within(world.operator, () =>
     deliverTo(world, dep, headers, 'manual', triggerId).catch(() => {}),
   );
 }
 
 /** `npm run trigger -- JOB --rerun`: the job's previous slot run again. */
-function triggerRerun(world: World, dep: Deployment, event: EventOf<'rerun'>): void {
+function triggerRerun(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'rerun'>,
+): void {
   const { time } = world;
   const job = jobOf(dep, event.job);
   const slot = previousSlot(job, new Date(time.now));
@@ -1532,7 +1717,11 @@ function triggerRerun(world: World, dep: Deployment, event: EventOf<'rerun'>): v
  * The operator's backfill now (a `raceCheck` one comes after the drain): planned and delivered,
  * or the last one's requests sent again (`resend`); with `again`, sent once more a while later.
  */
-function operatorBackfill(world: World, dep: Deployment, event: EventOf<'backfill'>): void {
+function operatorBackfill(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'backfill'>,
+): void {
   const { time } = world;
   const resent = event.resend === true && dep.lastBackfill.length > 0;
   const again = async () => {
@@ -1553,14 +1742,20 @@ function operatorBackfill(world: World, dep: Deployment, event: EventOf<'backfil
       await again();
     }
   };
-  void time.within(world.operator, () => work().catch((err: unknown) => world.errors.push(err)));
+  void time.within(world.operator, () =>
+    work().catch((err: unknown) => world.errors.push(err)),
+  );
 }
 
 /**
  * A new revision of `dep` (a job dropped, or the first job's overlap changed): new instances,
  * the old ones retired at once, or after a minute of shared traffic (`rolling`).
  */
-function redeploy(world: World, dep: Deployment, event: EventOf<'redeploy'>): void {
+function redeploy(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'redeploy'>,
+): void {
   const { time } = world;
   const last = dep.revisions.at(-1) as Deployment['revisions'][number];
   let specs = last.specs;
@@ -1573,7 +1768,11 @@ function redeploy(world: World, dep: Deployment, event: EventOf<'redeploy'>): vo
     const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
     specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
   }
-  dep.revisions.push({ at: time.now, specs, jobs: declare(world, dep.index, specs) });
+  dep.revisions.push({
+    at: time.now,
+    specs,
+    jobs: declare(world, dep.index, specs),
+  });
   const revision = dep.revisions.length - 1;
   const old = dep.instances;
   dep.instances = old.map(() => startInstance(world, dep, revision));
@@ -1591,7 +1790,11 @@ function redeploy(world: World, dep: Deployment, event: EventOf<'redeploy'>): vo
 }
 
 /** Stops routing to `old` instances of `dep`, and terminates those still serving. */
-function retireInstances(world: World, dep: Deployment, old: readonly Instance[]): void {
+function retireInstances(
+  world: World,
+  dep: Deployment,
+  old: readonly Instance[],
+): void {
   for (const instance of old) {
     if (!instance.serving) {
       continue;
@@ -1604,7 +1807,11 @@ function retireInstances(world: World, dep: Deployment, old: readonly Instance[]
 }
 
 /** Runs virtual time on from `fromMs` a minute at a time (30 at most) while a request is open. */
-async function untilRequestsEnd(world: World, fromMs: number, marginMs: number): Promise<number> {
+async function untilRequestsEnd(
+  world: World,
+  fromMs: number,
+  marginMs: number,
+): Promise<number> {
   const open = () => world.deliveries.some((d) => d.endedAt === undefined);
   let atMs = fromMs;
   for (let minutes = 0; minutes < 30 && open(); minutes++) {
@@ -1648,7 +1855,9 @@ async function drain(world: World): Promise<number> {
   const longest = Math.max(...history.jobs.map((j) => j.maxMs));
   const resumedMs = Math.max(
     stopMs,
-    ...history.events.map((e) => (e.type === 'pause' ? startMs + e.at + e.ms : 0)),
+    ...history.events.map((e) =>
+      e.type === 'pause' ? startMs + e.at + e.ms : 0,
+    ),
   );
   const drainedMs = resumedMs + longest + 2 * world.leaseMs + 120_000;
   await world.time.run(drainedMs);
@@ -1664,13 +1873,19 @@ async function raceBackfills(world: World, drainedMs: number): Promise<number> {
   let racing = 0;
   for (const event of world.history.events) {
     const dep = world.deployments[event.deployment];
-    if (event.type !== 'backfill' || event.raceCheck !== true || dep === undefined) {
+    if (
+      event.type !== 'backfill' ||
+      event.raceCheck !== true ||
+      dep === undefined
+    ) {
       continue;
     }
     racing++;
     // Sent again once they ended (`again`): the same requests meet the runs they completed.
     const resend = () =>
-      event.again === true ? deliverBackfill(world, dep, dep.lastBackfill) : undefined;
+      event.again === true
+        ? deliverBackfill(world, dep, dep.lastBackfill)
+        : undefined;
     void time.within(world.operator, () =>
       backfill(world, dep, true)
         .then(resend)
@@ -1698,7 +1913,10 @@ async function raceBackfills(world: World, drainedMs: number): Promise<number> {
 async function finalAudits(world: World, finalMs: number): Promise<void> {
   const { time } = world;
   let auditError: unknown;
-  const awaitAudit = async (audits: ReturnType<typeof finalAudit>, untilMs: number) => {
+  const awaitAudit = async (
+    audits: ReturnType<typeof finalAudit>,
+    untilMs: number,
+  ) => {
     audits.then(
       (results) => {
         if (process.env.SIM_DEBUG === 'audit') {
@@ -1714,7 +1932,10 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
   await awaitAudit(finalAudit(world, world.auditor), finalMs + 120_000);
   if (world.deaths > 0) {
     await time.run(finalMs + LATER_CHECK_MS);
-    await awaitAudit(finalAudit(world, world.operator), finalMs + LATER_CHECK_MS + 120_000);
+    await awaitAudit(
+      finalAudit(world, world.operator),
+      finalMs + LATER_CHECK_MS + 120_000,
+    );
   }
   if (auditError !== undefined) {
     world.errors.push(auditError);
@@ -1810,7 +2031,11 @@ function noteLandedCompletions(world: World): void {
 }
 
 /** What the played history left, for the invariants. */
-function outcomeOf(world: World, finalMs: number, stored: StoredDocuments): SimOutcome {
+function outcomeOf(
+  world: World,
+  finalMs: number,
+  stored: StoredDocuments,
+): SimOutcome {
   const { deployments } = world;
   return {
     history: world.history,
@@ -1856,14 +2081,19 @@ export function loggedWriteOf(
   if (after === undefined) {
     return undefined;
   }
-  if (after.status === 'in_progress' && after.attempt_id !== before?.attempt_id) {
+  if (
+    after.status === 'in_progress' &&
+    after.attempt_id !== before?.attempt_id
+  ) {
     return 'claim';
   }
   if (after.status === 'completed' && before?.status !== 'completed') {
     return 'completion';
   }
   const reportedAt = (data: DocumentData | undefined) =>
-    data?.reported_at instanceof Timestamp ? data.reported_at.toMillis() : undefined;
+    data?.reported_at instanceof Timestamp
+      ? data.reported_at.toMillis()
+      : undefined;
   const reported = reportedAt(after);
   if (reported !== undefined && reported !== reportedAt(before)) {
     return 'report';
@@ -1881,8 +2111,9 @@ export function overdueReportOf(
 ): LoggedWrite | undefined {
   const reported = (data: DocumentData | undefined) =>
     Array.isArray(data?.pauses)
-      ? (data.pauses as DocumentData[]).filter((p) => p.overdue_reported_at instanceof Timestamp)
-          .length
+      ? (data.pauses as DocumentData[]).filter(
+          (p) => p.overdue_reported_at instanceof Timestamp,
+        ).length
       : 0;
   return reported(after) > reported(before) ? 'report' : undefined;
 }

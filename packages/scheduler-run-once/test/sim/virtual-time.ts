@@ -111,7 +111,9 @@ export class VirtualTime {
 
   /** Runs `fn` as code of `machine`: its timers and clock are that machine's. */
   within<T>(machine: MachineClock | undefined, fn: () => T): T {
-    return machine === undefined ? this.#context.exit(fn) : this.#context.run(machine, fn);
+    return machine === undefined
+      ? this.#context.exit(fn)
+      : this.#context.run(machine, fn);
   }
 
   /** Schedules `fn` at `ms` from now on the current machine (or none). */
@@ -132,7 +134,11 @@ export class VirtualTime {
 
   cancel(handle: unknown): void {
     const id =
-      handle instanceof FakeTimeout ? handle.id : typeof handle === 'number' ? handle : undefined;
+      handle instanceof FakeTimeout
+        ? handle.id
+        : typeof handle === 'number'
+          ? handle
+          : undefined;
     if (id !== undefined) {
       this.#timers.delete(id);
     }
@@ -144,16 +150,29 @@ export class VirtualTime {
   }
 
   install(): void {
-    globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
-      this.schedule(() => fn(...args), ms ?? 0)) as unknown as typeof setTimeout;
-    globalThis.setInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+    globalThis.setTimeout = ((
+      fn: (...a: unknown[]) => void,
+      ms?: number,
+      ...args: unknown[]
+    ) =>
+      this.schedule(
+        () => fn(...args),
+        ms ?? 0,
+      )) as unknown as typeof setTimeout;
+    globalThis.setInterval = ((
+      fn: (...a: unknown[]) => void,
+      ms?: number,
+      ...args: unknown[]
+    ) =>
       this.schedule(
         () => fn(...args),
         ms ?? 0,
         Math.max(1, ms ?? 1),
       )) as unknown as typeof setInterval;
-    globalThis.clearTimeout = ((h: unknown) => this.cancel(h)) as typeof clearTimeout;
-    globalThis.clearInterval = ((h: unknown) => this.cancel(h)) as typeof clearInterval;
+    globalThis.clearTimeout = ((h: unknown) =>
+      this.cancel(h)) as typeof clearTimeout;
+    globalThis.clearInterval = ((h: unknown) =>
+      this.cancel(h)) as typeof clearInterval;
     Date.now = () => Math.floor(this.now + (this.current?.offsetMs ?? 0));
     performance.now = () => this.now - EPOCH_MS + 1_000_000;
   }
@@ -169,7 +188,8 @@ export class VirtualTime {
 
   /** Lets every pending promise reaction run (a real turn of the event loop; no time passes). */
   async settle(): Promise<void> {
-    const turn = () => new Promise((resolve) => realTimers.setImmediate(resolve));
+    const turn = () =>
+      new Promise((resolve) => realTimers.setImmediate(resolve));
     for (;;) {
       await turn();
       if (this.#inFlight > 0) {
@@ -212,7 +232,11 @@ export class VirtualTime {
       }
       this.now = Math.max(this.now, next.at);
       if (next.intervalMs !== undefined) {
-        this.#timers.set(next.id, { ...next, at: this.now + next.intervalMs, seq: this.#seq++ });
+        this.#timers.set(next.id, {
+          ...next,
+          at: this.now + next.intervalMs,
+          seq: this.#seq++,
+        });
       }
       try {
         next.context(next.fn);
@@ -232,7 +256,11 @@ export class VirtualTime {
   #next(): Timer | undefined {
     let best: Timer | undefined;
     for (const t of this.#timers.values()) {
-      if (best === undefined || t.at < best.at || (t.at === best.at && t.seq < best.seq)) {
+      if (
+        best === undefined ||
+        t.at < best.at ||
+        (t.at === best.at && t.seq < best.seq)
+      ) {
         best = t;
       }
     }

@@ -4,7 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { alertPolicies, logMetric, MAX_ABSENCE_SECONDS } from '../../src/ops/alert-config.ts';
+import {
+  alertPolicies,
+  logMetric,
+  MAX_ABSENCE_SECONDS,
+} from '../../src/ops/alert-config.ts';
 
 describe('logMetric', () => {
   it("counts the function's lease-lost warnings, labelled by the short job id", () => {
@@ -21,7 +25,12 @@ describe('logMetric', () => {
 
 describe('alertPolicies', () => {
   it('gives each job an absence alert of N periods, rounded up to whole minutes', () => {
-    const plans = alertPolicies('reports', [{ id: 'sync', periodSeconds: 90 }], ['c'], 3);
+    const plans = alertPolicies(
+      'reports',
+      [{ id: 'sync', periodSeconds: 90 }],
+      ['c'],
+      3,
+    );
 
     const absence = plans.at(-1);
     assert.equal(absence?.kind, 'policy');
@@ -32,7 +41,11 @@ describe('alertPolicies', () => {
   });
 
   it('skips a job whose window would pass 23.5 hours, saying why', () => {
-    const plans = alertPolicies('reports', [{ id: 'daily', periodSeconds: 86_400 }], ['c']);
+    const plans = alertPolicies(
+      'reports',
+      [{ id: 'daily', periodSeconds: 86_400 }],
+      ['c'],
+    );
 
     assert.deepEqual(plans.at(-1), {
       kind: 'skipped',

@@ -18,8 +18,14 @@ if (weekly === undefined) {
 }
 const NOW = new Date('2026-11-10T12:00:00Z');
 const SLOT = new Date('2026-11-09T09:00:00Z');
-const rows = [slotRow(weekly, SLOT, slotRunId('weekly', SLOT, []), undefined, NOW)];
-const rules = { now: NOW, retentionMs: 30 * 86_400_000, forcedRunToleranceMs: 60_000 };
+const rows = [
+  slotRow(weekly, SLOT, slotRunId('weekly', SLOT, []), undefined, NOW),
+];
+const rules = {
+  now: NOW,
+  retentionMs: 30 * 86_400_000,
+  forcedRunToleranceMs: 60_000,
+};
 
 describe('planBackfill', () => {
   it('leaves a missed slot before the window’s first record alone by default', () => {
@@ -33,7 +39,10 @@ describe('planBackfill', () => {
   });
 
   it('delivers it when the job has a record before the window', () => {
-    const plan = planBackfill(rows, [weekly], { ...rules, seenBefore: new Set(['weekly']) });
+    const plan = planBackfill(rows, [weekly], {
+      ...rules,
+      seenBefore: new Set(['weekly']),
+    });
 
     assert.deepEqual(
       plan.deliver.map((row) => row.slot.toISOString()),

@@ -13,7 +13,13 @@ const NODE_TIMER_LIMIT_MS = 2 ** 31 - 1;
 
 /** Every duration option: its variable, config key, bounds in seconds and the reason for the max. */
 const DURATIONS: [string, keyof Config, number, number, RegExp][] = [
-  ['LEASE_SECONDS', 'leaseMs', 1, 86_400, /a day: .*function timeout .*heartbeat/],
+  [
+    'LEASE_SECONDS',
+    'leaseMs',
+    1,
+    86_400,
+    /a day: .*function timeout .*heartbeat/,
+  ],
   ['RETENTION_SECONDS', 'retentionMs', 1, 31_536_000, /a year/],
   [
     'FIRESTORE_TIMEOUT_SECONDS',
@@ -22,8 +28,20 @@ const DURATIONS: [string, keyof Config, number, number, RegExp][] = [
     600,
     /Cloud Scheduler's longest attempt deadline \(1800 s\)/,
   ],
-  ['JOB_TIMEOUT_SECONDS', 'jobTimeoutMs', 1, 3600, /longest timeout of a Cloud Run functions HTTP/],
-  ['SHUTDOWN_GRACE_SECONDS', 'shutdownGraceMs', 0, 10, /SIGKILL 10 s after SIGTERM/],
+  [
+    'JOB_TIMEOUT_SECONDS',
+    'jobTimeoutMs',
+    1,
+    3600,
+    /longest timeout of a Cloud Run functions HTTP/,
+  ],
+  [
+    'SHUTDOWN_GRACE_SECONDS',
+    'shutdownGraceMs',
+    0,
+    10,
+    /SIGKILL 10 s after SIGTERM/,
+  ],
 ];
 
 /** The problems `loadConfig(env)` reports; fails if it accepts `env`. */
@@ -41,7 +59,10 @@ describe('loadConfig durations', () => {
   for (const [name, key, min, max, why] of DURATIONS) {
     it(`accepts ${name}=${max}, in ms`, () => {
       // RETENTION_SECONDS must exceed LEASE_SECONDS, so the longest lease needs a long retention.
-      const config = loadConfig({ RETENTION_SECONDS: '31536000', [name]: `${max}` });
+      const config = loadConfig({
+        RETENTION_SECONDS: '31536000',
+        [name]: `${max}`,
+      });
 
       assert.equal(config[key], max * 1000);
     });
@@ -85,7 +106,10 @@ describe('loadConfig durations', () => {
     };
 
     for (const [timer, ms] of Object.entries(timers)) {
-      assert.ok(ms <= NODE_TIMER_LIMIT_MS, `${timer} (${ms} ms) exceeds Node's timer limit`);
+      assert.ok(
+        ms <= NODE_TIMER_LIMIT_MS,
+        `${timer} (${ms} ms) exceeds Node's timer limit`,
+      );
     }
   });
 
@@ -99,7 +123,10 @@ describe('loadConfig durations', () => {
 
     const problems = problemsOf(env);
 
-    assert.deepEqual(problems.map((p) => p.split('=')[0]).sort(), Object.keys(env).sort());
+    assert.deepEqual(
+      problems.map((p) => p.split('=')[0]).sort(),
+      Object.keys(env).sort(),
+    );
   });
 });
 
@@ -120,7 +147,10 @@ describe('loadConfig', () => {
   it('turns missed-run detection on by default, off only when asked, and refuses other values', () => {
     assert.equal(loadConfig({}).missedRunCheck, true);
     assert.equal(loadConfig({ MISSED_RUN_CHECK: 'OFF' }).missedRunCheck, false);
-    assert.throws(() => loadConfig({ MISSED_RUN_CHECK: '5' }), /MISSED_RUN_CHECK/);
+    assert.throws(
+      () => loadConfig({ MISSED_RUN_CHECK: '5' }),
+      /MISSED_RUN_CHECK/,
+    );
   });
 
   it('reads scope lists, lowercasing header names and dropping blanks', () => {
@@ -158,11 +188,19 @@ describe('loadConfig', () => {
 
   it('reports a retention that does not outlast the lease alongside other problems', () => {
     assert.throws(
-      () => loadConfig({ LEASE_SECONDS: '600', RETENTION_SECONDS: '600', LOG_LEVEL: 'loud' }),
+      () =>
+        loadConfig({
+          LEASE_SECONDS: '600',
+          RETENTION_SECONDS: '600',
+          LOG_LEVEL: 'loud',
+        }),
       (err: ConfigError) => {
         assert.equal(err.problems.length, 2);
         assert.match(err.message, /LOG_LEVEL="loud"/);
-        assert.match(err.message, /RETENTION_SECONDS \(600\) must exceed LEASE_SECONDS \(600\)/);
+        assert.match(
+          err.message,
+          /RETENTION_SECONDS \(600\) must exceed LEASE_SECONDS \(600\)/,
+        );
         return true;
       },
     );
@@ -189,7 +227,9 @@ describe('loadConfig', () => {
 
 describe('OIDC_CERTS_URL (development only)', () => {
   it('takes a loopback http URL: the local Scheduler serves its certificates there', () => {
-    const config = loadConfig({ OIDC_CERTS_URL: 'http://127.0.0.1:8090/certs' });
+    const config = loadConfig({
+      OIDC_CERTS_URL: 'http://127.0.0.1:8090/certs',
+    });
 
     assert.equal(config.oidcCertsUrl, 'http://127.0.0.1:8090/certs');
     assert.equal(loadConfig({}).oidcCertsUrl, undefined);
@@ -240,16 +280,25 @@ describe('EXPOSE_ERRORS (development only)', () => {
 
   it('is on where asked in development', () => {
     assert.equal(loadConfig({ EXPOSE_ERRORS: 'true' }).exposeErrors, true);
-    assert.equal(loadConfig({ NODE_ENV: 'test', EXPOSE_ERRORS: 'TRUE' }).exposeErrors, true);
+    assert.equal(
+      loadConfig({ NODE_ENV: 'test', EXPOSE_ERRORS: 'TRUE' }).exposeErrors,
+      true,
+    );
   });
 
   it('is refused outside development, naming what decided', () => {
-    assert.deepEqual(problemsOf({ NODE_ENV: 'production', EXPOSE_ERRORS: 'true' }), [
-      'EXPOSE_ERRORS=true is for development only, and NODE_ENV is "production", not development or test',
-    ]);
-    assert.deepEqual(problemsOf({ K_SERVICE: 'scheduled-job', EXPOSE_ERRORS: 'true' }), [
-      'EXPOSE_ERRORS=true is for development only, and K_SERVICE is set: this runs on Cloud Run',
-    ]);
+    assert.deepEqual(
+      problemsOf({ NODE_ENV: 'production', EXPOSE_ERRORS: 'true' }),
+      [
+        'EXPOSE_ERRORS=true is for development only, and NODE_ENV is "production", not development or test',
+      ],
+    );
+    assert.deepEqual(
+      problemsOf({ K_SERVICE: 'scheduled-job', EXPOSE_ERRORS: 'true' }),
+      [
+        'EXPOSE_ERRORS=true is for development only, and K_SERVICE is set: this runs on Cloud Run',
+      ],
+    );
   });
 
   it('takes only true or false', () => {

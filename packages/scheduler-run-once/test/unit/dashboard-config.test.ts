@@ -6,7 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { logMetric, METRICS } from '../../src/ops/alert-config.ts';
-import { DASHBOARD_METRICS, dashboard, dashboardName } from '../../src/ops/dashboard-config.ts';
+import {
+  DASHBOARD_METRICS,
+  dashboard,
+  dashboardName,
+} from '../../src/ops/dashboard-config.ts';
 import { PAUSED_SLOT } from '../../src/policy/pauses.ts';
 
 describe('dashboard', () => {
@@ -30,7 +34,9 @@ describe('dashboard', () => {
   it("reads each chart's metric by its log-based metric's name, summed per hour and split by job", () => {
     const board = dashboard('reports');
 
-    const charts = board.gridLayout.widgets.flatMap((w) => ('xyChart' in w ? [w.xyChart] : []));
+    const charts = board.gridLayout.widgets.flatMap((w) =>
+      'xyChart' in w ? [w.xyChart] : [],
+    );
     for (const [i, kind] of DASHBOARD_METRICS.entries()) {
       const query = charts[i]?.dataSets[0]?.timeSeriesQuery.timeSeriesFilter;
       assert.match(

@@ -7,7 +7,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { devOnlyImports, packageOf, valueImports } from '../../src/ops/dependencies.ts';
+import {
+  devOnlyImports,
+  packageOf,
+  valueImports,
+} from '../../src/ops/dependencies.ts';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'dependencies-test-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
@@ -58,10 +62,16 @@ describe('devOnlyImports', () => {
 
     const found = devOnlyImports(path.join(dir, 'src/jobs.ts'), dir, {
       dependencies: { pino: '1' },
-      devDependencies: { '@google-cloud/workflows': '5', '@google-cloud/run': '4', pino: '1' },
+      devDependencies: {
+        '@google-cloud/workflows': '5',
+        '@google-cloud/run': '4',
+        pino: '1',
+      },
     });
 
-    assert.deepEqual(found, [{ file: 'src/proxy.ts', name: '@google-cloud/workflows' }]);
+    assert.deepEqual(found, [
+      { file: 'src/proxy.ts', name: '@google-cloud/workflows' },
+    ]);
   });
 
   it('finds nothing in the starter as shipped', () => {
@@ -71,6 +81,9 @@ describe('devOnlyImports', () => {
       devDependencies: { '@google-cloud/workflows': '5' },
     };
 
-    assert.deepEqual(devOnlyImports(path.join(root, 'src/jobs.ts'), root, pkg), []);
+    assert.deepEqual(
+      devOnlyImports(path.join(root, 'src/jobs.ts'), root, pkg),
+      [],
+    );
   });
 });

@@ -7,12 +7,16 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
-import { STARTER_CHECKS_SKIP, STARTER_ROOT } from '../fixtures/starter-checkout.ts';
+import {
+  STARTER_CHECKS_SKIP,
+  STARTER_ROOT,
+} from '../fixtures/starter-checkout.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const PAGES = ['README.md', ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`)].filter(
-  (f) => f.endsWith('.md'),
-);
+const PAGES = [
+  'README.md',
+  ...readdirSync(join(ROOT, 'docs')).map((f) => `docs/${f}`),
+].filter((f) => f.endsWith('.md'));
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens. */
 function anchorOf(heading: string): string {
@@ -25,7 +29,11 @@ function anchorOf(heading: string): string {
 
 function anchorsOf(file: string): Set<string> {
   const text = readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '');
-  return new Set([...text.matchAll(/^#{1,6}\s+(.+)$/gm)].map((m) => anchorOf(m[1] as string)));
+  return new Set(
+    [...text.matchAll(/^#{1,6}\s+(.+)$/gm)].map((m) =>
+      anchorOf(m[1] as string),
+    ),
+  );
 }
 
 /** The relative links of a page, outside code blocks and code spans. */
@@ -48,10 +56,15 @@ describe('documentation links', () => {
       const broken: string[] = [];
       for (const href of linksOf(page)) {
         const [path = '', anchor] = href.split('#');
-        const target = path === '' ? join(ROOT, page) : resolve(ROOT, dirname(page), path);
+        const target =
+          path === '' ? join(ROOT, page) : resolve(ROOT, dirname(page), path);
         if (!existsSync(target)) {
           broken.push(`${href} (no ${relative(ROOT, target)})`);
-        } else if (anchor !== undefined && statSync(target).isFile() && target.endsWith('.md')) {
+        } else if (
+          anchor !== undefined &&
+          statSync(target).isFile() &&
+          target.endsWith('.md')
+        ) {
           if (!anchorsOf(target).has(anchor)) {
             broken.push(`${href} (no heading #${anchor})`);
           }

@@ -4,7 +4,10 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CLOUD_RUN_VARIABLES, whyNotDevelopment } from '../../src/function/config.ts';
+import {
+  CLOUD_RUN_VARIABLES,
+  whyNotDevelopment,
+} from '../../src/function/config.ts';
 
 /** Whether `env` is development (moved here from `environment.ts`, which only tests used). */
 const isDevelopment = (env: Readonly<Record<string, string | undefined>>) =>
@@ -12,13 +15,24 @@ const isDevelopment = (env: Readonly<Record<string, string | undefined>>) =>
 
 describe('isDevelopment', () => {
   it('is true with NODE_ENV unset, development or test, off Cloud Run', () => {
-    for (const env of [{}, { NODE_ENV: '' }, { NODE_ENV: 'development' }, { NODE_ENV: 'test' }]) {
+    for (const env of [
+      {},
+      { NODE_ENV: '' },
+      { NODE_ENV: 'development' },
+      { NODE_ENV: 'test' },
+    ]) {
       assert.equal(isDevelopment(env), true, JSON.stringify(env));
     }
   });
 
   it('is false for any other NODE_ENV, however it is spelt', () => {
-    for (const nodeEnv of ['production', 'Production', 'prod', 'staging', 'Development']) {
+    for (const nodeEnv of [
+      'production',
+      'Production',
+      'prod',
+      'staging',
+      'Development',
+    ]) {
       assert.equal(isDevelopment({ NODE_ENV: nodeEnv }), false, nodeEnv);
     }
   });
@@ -26,12 +40,19 @@ describe('isDevelopment', () => {
   it('is false on Cloud Run whatever NODE_ENV says', () => {
     for (const name of CLOUD_RUN_VARIABLES) {
       assert.equal(isDevelopment({ [name]: 'x' }), false, name);
-      assert.equal(isDevelopment({ [name]: 'x', NODE_ENV: 'development' }), false, name);
+      assert.equal(
+        isDevelopment({ [name]: 'x', NODE_ENV: 'development' }),
+        false,
+        name,
+      );
     }
   });
 
   it('is not decided by FUNCTION_TARGET, which functions-framework also reads locally', () => {
-    assert.equal(isDevelopment({ FUNCTION_TARGET: 'handleScheduledJob' }), true);
+    assert.equal(
+      isDevelopment({ FUNCTION_TARGET: 'handleScheduledJob' }),
+      true,
+    );
   });
 });
 

@@ -66,7 +66,9 @@ describe('callFirestore classifies whatever the call rejects with, and always se
   ];
   for (const [what, value] of uninspectable) {
     it(`a rejection with ${what} is LedgerUnavailableError (a 503 Scheduler retries), not a hang`, async () => {
-      const call = callFirestore(db, 1_000, 'claim', () => Promise.reject(value()));
+      const call = callFirestore(db, 1_000, 'claim', () =>
+        Promise.reject(value()),
+      );
       await assert.rejects(call, (err: unknown) => {
         assert.ok(err instanceof LedgerUnavailableError);
         assert.ok(!(err instanceof DatabaseNotFoundError));
@@ -86,9 +88,12 @@ describe('callFirestore classifies whatever the call rejects with, and always se
     const notFound = Object.assign(new Error('5 NOT_FOUND'), { code: 5 });
     await assert.rejects(
       callFirestore(db, 1_000, 'read', () => Promise.reject(notFound)),
-      (err: unknown) => err instanceof DatabaseNotFoundError && /"runs-db"/.test(err.message),
+      (err: unknown) =>
+        err instanceof DatabaseNotFoundError && /"runs-db"/.test(err.message),
     );
-    const aborted = Object.assign(new Error('10 ABORTED: contention'), { code: 10 });
+    const aborted = Object.assign(new Error('10 ABORTED: contention'), {
+      code: 10,
+    });
     await assert.rejects(
       callFirestore(db, 1_000, 'read', () => Promise.reject(aborted)),
       (err: unknown) =>

@@ -14,7 +14,8 @@ import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
 import { retryWindowMs } from '../../src/policy/retry-policy.ts';
 
 const SLOT = new Date(Date.UTC(2030, 0, 7, 12, 0));
-const at = (secondsAfterSlot: number) => new Date(SLOT.getTime() + secondsAfterSlot * 1000);
+const at = (secondsAfterSlot: number) =>
+  new Date(SLOT.getTime() + secondsAfterSlot * 1000);
 
 /** A per-minute job Scheduler never retries: its first failure is final. */
 const [job] = validateJobs([
@@ -48,12 +49,23 @@ function logs() {
 }
 
 const attempt = (firstClaimedAt: Date) =>
-  ({ runId: 'run-1', attemptId: 'a-1', firstClaimedAt, attempts: 1 }) as Attempt;
+  ({
+    runId: 'run-1',
+    attemptId: 'a-1',
+    firstClaimedAt,
+    attempts: 1,
+  }) as Attempt;
 
 describe('finalFailureReporter', () => {
   it('logs the report as it gives the reporter id, before the caller writes anything', async () => {
     const { logger, lines } = logs();
-    const report = finalFailureReporter(job as never, SLOT, at(1), async () => at(2), logger);
+    const report = finalFailureReporter(
+      job as never,
+      SLOT,
+      at(1),
+      async () => at(2),
+      logger,
+    );
 
     const reporter = await report(attempt(at(1)), 'the export failed');
 
@@ -67,7 +79,13 @@ describe('finalFailureReporter', () => {
 
   it('neither reports nor logs a delivery taken for its slot before the slot’s time: Scheduler’s own delivery is still to come', async () => {
     const { logger, lines } = logs();
-    const report = finalFailureReporter(job as never, SLOT, at(-10), async () => at(-9), logger);
+    const report = finalFailureReporter(
+      job as never,
+      SLOT,
+      at(-10),
+      async () => at(-9),
+      logger,
+    );
 
     const reporter = await report(attempt(at(-10)), 'the export failed');
 
@@ -93,12 +111,27 @@ describe('finalFailureReporter', () => {
         run: () => {},
       }),
     ]);
-    const report = finalFailureReporter(limited as never, SLOT, at(0), async () => at(43), logger);
+    const report = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(0),
+      async () => at(43),
+      logger,
+    );
 
     assert.equal(await report(attempt(at(0)), 'the export failed'), undefined);
     assert.deepEqual(lines(), []);
-    const late = finalFailureReporter(limited as never, SLOT, at(30), async () => at(61), logger);
-    assert.equal(typeof (await late(attempt(at(0)), 'the export failed')), 'string');
+    const late = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(30),
+      async () => at(61),
+      logger,
+    );
+    assert.equal(
+      typeof (await late(attempt(at(0)), 'the export failed')),
+      'string',
+    );
   });
 
   it('neither reports nor logs a run a Force run claimed before its slot while Scheduler’s own execution of the slot may still retry', async () => {
@@ -133,16 +166,36 @@ describe('finalFailureReporter', () => {
     assert.deepEqual(lines(), []);
     const windowSeconds = retryWindowMs(queued as never) / 1000;
     const after = at(2 * windowSeconds + 1);
-    const late = finalFailureReporter(queued as never, SLOT, after, async () => after, logger);
-    assert.equal(typeof (await late(forcedFirst, 'the export failed')), 'string');
+    const late = finalFailureReporter(
+      queued as never,
+      SLOT,
+      after,
+      async () => after,
+      logger,
+    );
+    assert.equal(
+      typeof (await late(forcedFirst, 'the export failed')),
+      'string',
+    );
   });
 
   it('neither reports nor logs when a retry can follow', async () => {
     const { logger, lines } = logs();
     const [retried] = validateJobs([
-      defineJob({ id: 'retried', schedule: '* * * * *', retryCount: 3, run: () => {} }),
+      defineJob({
+        id: 'retried',
+        schedule: '* * * * *',
+        retryCount: 3,
+        run: () => {},
+      }),
     ]);
-    const report = finalFailureReporter(retried as never, SLOT, at(1), async () => at(2), logger);
+    const report = finalFailureReporter(
+      retried as never,
+      SLOT,
+      at(1),
+      async () => at(2),
+      logger,
+    );
 
     assert.equal(await report(attempt(at(1)), 'the export failed'), undefined);
     assert.deepEqual(lines(), []);

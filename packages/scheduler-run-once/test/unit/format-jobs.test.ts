@@ -3,12 +3,21 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { COUNT, jobsJson, parseCount, upcoming } from '../../src/ops/format-jobs.ts';
+import {
+  COUNT,
+  jobsJson,
+  parseCount,
+  upcoming,
+} from '../../src/ops/format-jobs.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 
 describe('parseCount', () => {
   it('reads a whole number from 1 to the maximum', () => {
-    assert.deepEqual(['1', '10', String(COUNT.max)].map(parseCount), [1, 10, COUNT.max]);
+    assert.deepEqual(['1', '10', String(COUNT.max)].map(parseCount), [
+      1,
+      10,
+      COUNT.max,
+    ]);
   });
 
   for (const bad of ['0', String(COUNT.max + 1), '-3', '2.5', 'ten', '']) {
@@ -21,10 +30,17 @@ describe('parseCount', () => {
 describe('jobsJson', () => {
   it("keeps each next time's zone offset, which shows a daylight-saving change", () => {
     const jobs = validateJobs([
-      defineJob({ id: 'hourly', schedule: '0 * * * *', timeZone: 'Europe/Berlin', run: () => {} }),
+      defineJob({
+        id: 'hourly',
+        schedule: '0 * * * *',
+        timeZone: 'Europe/Berlin',
+        run: () => {},
+      }),
     ]);
 
-    const [job] = JSON.parse(jobsJson(upcoming(jobs, new Date('2026-03-28T23:30:00Z'), 3))) as {
+    const [job] = JSON.parse(
+      jobsJson(upcoming(jobs, new Date('2026-03-28T23:30:00Z'), 3)),
+    ) as {
       next: string[];
       nextLocal: string[];
     }[];

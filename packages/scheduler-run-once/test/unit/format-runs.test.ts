@@ -35,13 +35,10 @@ describe('parseDuration', () => {
 
 describe('humanDuration', () => {
   it('reads at a glance from ms to hours', () => {
-    assert.deepEqual([850, 12_340, 245_000, 7_380_000, undefined].map(humanDuration), [
-      '850 ms',
-      '12.3 s',
-      '4 min 5 s',
-      '2 h 3 min',
-      '',
-    ]);
+    assert.deepEqual(
+      [850, 12_340, 245_000, 7_380_000, undefined].map(humanDuration),
+      ['850 ms', '12.3 s', '4 min 5 s', '2 h 3 min', ''],
+    );
   });
 });
 
@@ -60,7 +57,11 @@ describe('checkFailures', () => {
     }) as SlotRow;
 
   it('fails a manual run that failed (it has no retries), until a later manual run completed', () => {
-    const manual = { ...row('failed', true), kind: 'manual', attempts: 1 } as SlotRow;
+    const manual = {
+      ...row('failed', true),
+      kind: 'manual',
+      attempts: 1,
+    } as SlotRow;
     const later = {
       ...row('completed', true),
       kind: 'manual',
@@ -77,7 +78,11 @@ describe('checkFailures', () => {
   });
 
   it('passes a failed forced run once the manual run its line advises completed (no second run advised)', () => {
-    const forced = { ...row('failed', true), kind: 'forced', attempts: 1 } as SlotRow;
+    const forced = {
+      ...row('failed', true),
+      kind: 'forced',
+      attempts: 1,
+    } as SlotRow;
     const manual = {
       ...row('completed', true),
       kind: 'manual',
@@ -93,7 +98,10 @@ describe('checkFailures', () => {
   });
 
   it('never fails a paused slot', () => {
-    const rows = [{ ...row('completed', true), attempts: 1 }, row('paused', true)];
+    const rows = [
+      { ...row('completed', true), attempts: 1 },
+      row('paused', true),
+    ];
 
     assert.deepEqual(checkFailures(rows), []);
   });
@@ -127,7 +135,11 @@ describe('checkFailures', () => {
   it('shows the missed slots it ignores as before the first record, in the table and the JSON', () => {
     const rows = [
       { ...row('missed', true), slot: new Date('2026-11-30T10:00:00Z') },
-      { ...row('completed', true), attempts: 1, slot: new Date('2026-11-30T10:05:00Z') },
+      {
+        ...row('completed', true),
+        attempts: 1,
+        slot: new Date('2026-11-30T10:05:00Z'),
+      },
       { ...row('missed', true), slot: new Date('2026-11-30T10:10:00Z') },
     ];
 
@@ -135,9 +147,16 @@ describe('checkFailures', () => {
       .split('\n')
       .slice(1)
       .map((line) => line.split(/ {2,}/)[2]);
-    const json = JSON.parse(runsJson(rows)) as { state: string; beforeFirstRecord: boolean }[];
+    const json = JSON.parse(runsJson(rows)) as {
+      state: string;
+      beforeFirstRecord: boolean;
+    }[];
 
-    assert.deepEqual(states, ['no run (before first record)', 'completed', 'missed']);
+    assert.deepEqual(states, [
+      'no run (before first record)',
+      'completed',
+      'missed',
+    ]);
     assert.deepEqual(
       json.map((r) => [r.state, r.beforeFirstRecord]),
       [
@@ -151,7 +170,10 @@ describe('checkFailures', () => {
   it('folds the slots before the first record, missed or pending, into one line of the table', () => {
     const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
     const rows = [
-      ...Array.from({ length: 46 }, (_, m) => ({ ...row('pending', false), slot: minute(m) })),
+      ...Array.from({ length: 46 }, (_, m) => ({
+        ...row('pending', false),
+        slot: minute(m),
+      })),
       { ...row('missed', true), slot: minute(46) },
       { ...row('completed', true), attempts: 1, slot: minute(47) },
     ];
@@ -169,7 +191,12 @@ describe('checkFailures', () => {
   it('shows a paused slot with its note, a forced run taken as its slot, and a slot waiting behind an outstanding one', () => {
     const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
     const rows = [
-      { ...row('completed', true), attempts: 1, slot: minute(0), startedLateMs: -14_500 },
+      {
+        ...row('completed', true),
+        attempts: 1,
+        slot: minute(0),
+        startedLateMs: -14_500,
+      },
       { ...row('paused', true), slot: minute(1), pauseNote: 'db maintenance' },
       { ...row('failed', false), attempts: 3, slot: minute(2) },
       { ...row('pending', false), slot: minute(3) },
@@ -202,9 +229,15 @@ describe('checkFailures', () => {
     );
   });
   it('fails an unreadable slot: nobody can tell whether it ran, and the line says how to repair it', () => {
-    const unreadable = { ...row('unreadable', false), lastError: 'status unknown' } as SlotRow;
+    const unreadable = {
+      ...row('unreadable', false),
+      lastError: 'status unknown',
+    } as SlotRow;
 
-    const failures = checkFailures([{ ...row('completed', true), attempts: 1 }, unreadable]);
+    const failures = checkFailures([
+      { ...row('completed', true), attempts: 1 },
+      unreadable,
+    ]);
     const [line] = checkLines(failures, new Date(0));
 
     assert.deepEqual(failures, [unreadable]);
@@ -217,7 +250,11 @@ describe('checkFailures', () => {
   it('shows a pending slot before the first record as no run, never pending, in the table and the JSON', () => {
     const rows = [
       { ...row('pending', false), slot: new Date('2026-11-30T10:00:00Z') },
-      { ...row('completed', true), attempts: 1, slot: new Date('2026-11-30T10:05:00Z') },
+      {
+        ...row('completed', true),
+        attempts: 1,
+        slot: new Date('2026-11-30T10:05:00Z'),
+      },
       { ...row('pending', false), slot: new Date('2026-11-30T10:10:00Z') },
     ];
 
@@ -227,7 +264,11 @@ describe('checkFailures', () => {
       .map((line) => line.split(/ {2,}/)[2]);
     const json = JSON.parse(runsJson(rows)) as { state: string }[];
 
-    assert.deepEqual(states, ['no run (before first record)', 'completed', 'pending']);
+    assert.deepEqual(states, [
+      'no run (before first record)',
+      'completed',
+      'pending',
+    ]);
     assert.deepEqual(
       json.map((r) => r.state),
       ['no_run', 'completed', 'pending'],
@@ -246,15 +287,25 @@ describe('checkFailures', () => {
   it('marks the rows it is given a mark for (an undeclared id, an old schedule)', () => {
     const old = { ...row('completed', true), attempts: 1 };
 
-    const json = JSON.parse(runsJson([old], new Map([[old, 'undeclared']]))) as { mark: string }[];
+    const json = JSON.parse(
+      runsJson([old], new Map([[old, 'undeclared']])),
+    ) as { mark: string }[];
 
-    assert.match(runsTable([old], new Map([[old, 'undeclared']])), /completed \(undeclared\)/);
+    assert.match(
+      runsTable([old], new Map([[old, 'undeclared']])),
+      /completed \(undeclared\)/,
+    );
     assert.equal(json[0]?.mark, 'undeclared');
   });
 });
 
 describe('nextStep and checkLines: each failure ends with the command that fixes it', () => {
-  const at = (state: SlotRow['state'], final: boolean, minute: number, kind = 'slot') =>
+  const at = (
+    state: SlotRow['state'],
+    final: boolean,
+    minute: number,
+    kind = 'slot',
+  ) =>
     ({
       job: 'charge-customers',
       slot: new Date(Date.UTC(2026, 11, 1, 9, minute)),
@@ -270,7 +321,9 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
 
   it('delivers a missed or finally failed slot again as Scheduler would, with --slot', () => {
     assert.deepEqual(
-      [at('missed', true, 42), at('failed', true, 42)].map((row) => nextStep(row)),
+      [at('missed', true, 42), at('failed', true, 42)].map((row) =>
+        nextStep(row),
+      ),
       [
         'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z',
         'npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z',
@@ -280,8 +333,8 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
 
   it('runs a failed manual run again by hand, and a failed re-run with --rerun', () => {
     assert.deepEqual(
-      [at('failed', true, 42, 'manual'), at('failed', true, 42, 'rerun')].map((row) =>
-        nextStep(row),
+      [at('failed', true, 42, 'manual'), at('failed', true, 42, 'rerun')].map(
+        (row) => nextStep(row),
       ),
       [
         'npm run trigger -- charge-customers',
@@ -314,9 +367,16 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
   });
 
   it('ends each --check line with its command, then offers one backfill for several missed slots', () => {
-    const failures = [at('missed', true, 40), at('failed', true, 45), at('missed', true, 50)];
+    const failures = [
+      at('missed', true, 40),
+      at('failed', true, 45),
+      at('missed', true, 50),
+    ];
 
-    const lines = checkLines(failures, new Date(Date.UTC(2026, 11, 1, 10, 0, 30)));
+    const lines = checkLines(
+      failures,
+      new Date(Date.UTC(2026, 11, 1, 10, 0, 30)),
+    );
 
     assert.deepEqual(lines, [
       'runs --check: charge-customers 2026-12-01T09:40:00Z missed: npm run trigger -- charge-customers --slot 2026-12-01T09:40:00Z',
@@ -352,12 +412,22 @@ describe('stored text on a terminal', () => {
   });
 
   it('shows it escaped in the --check lines too', () => {
-    const failed = { ...row('failed', false), kind: 'manual', lastError: RAW } as SlotRow;
+    const failed = {
+      ...row('failed', false),
+      kind: 'manual',
+      lastError: RAW,
+    } as SlotRow;
 
     const lines = checkLines([failed], new Date(0));
 
     assert.equal(lines.length, 1);
-    assert.ok(!/[\n\r]/.test(lines[0] ?? '') && !(lines[0] ?? '').includes('\u001b'), lines[0]);
-    assert.ok((lines[0] ?? '').includes('boom\\nsecond line\\u001b[2J'), lines[0]);
+    assert.ok(
+      !/[\n\r]/.test(lines[0] ?? '') && !(lines[0] ?? '').includes('\u001b'),
+      lines[0],
+    );
+    assert.ok(
+      (lines[0] ?? '').includes('boom\\nsecond line\\u001b[2J'),
+      lines[0],
+    );
   });
 });

@@ -4,7 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
@@ -21,7 +27,10 @@ import {
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
 function sources(dir: string): string[] {
-  return readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+  return readdirSync(path.join(ROOT, dir), {
+    recursive: true,
+    encoding: 'utf8',
+  })
     .filter((file) => file.endsWith('.ts'))
     .map((file) => path.join(dir, file));
 }
@@ -32,7 +41,10 @@ function recordingQuery() {
   const query: Record<string, unknown> = {};
   for (const method of ['where', 'orderBy', 'startAfter', 'limit']) {
     query[method] = (...args: unknown[]) => {
-      clauses.push([method, ...args.map((a) => (typeof a === 'string' ? a : String(a)))]);
+      clauses.push([
+        method,
+        ...args.map((a) => (typeof a === 'string' ? a : String(a))),
+      ]);
       return query;
     };
   }
@@ -43,7 +55,9 @@ describe('composite indexes', () => {
   it('no module queries Firestore except through a declared query spec', () => {
     const offenders = [...sources('src'), ...sources('scripts')]
       .filter((file) => file !== path.join('src', 'ops', 'indexes.ts'))
-      .filter((file) => /\.(where|orderBy)\(/.test(readFileSync(path.join(ROOT, file), 'utf8')));
+      .filter((file) =>
+        /\.(where|orderBy)\(/.test(readFileSync(path.join(ROOT, file), 'utf8')),
+      );
 
     assert.deepEqual(offenders, []);
   });
@@ -51,11 +65,15 @@ describe('composite indexes', () => {
   for (const [name, spec] of Object.entries(QUERIES) as [string, QuerySpec][]) {
     it(`${name}: the query filters and orders exactly as its index, which deploy.sh creates`, () => {
       const { query, clauses } = recordingQuery();
-      const values = spec.equality.map((_, i) => (i === 0 ? 'job' : ['a', 'b']));
+      const values = spec.equality.map((_, i) =>
+        i === 0 ? 'job' : ['a', 'b'],
+      );
 
       buildQuery(query, spec, values, { limit: 10 });
 
-      const filtered = clauses.filter(([m]) => m === 'where').map(([, field]) => field);
+      const filtered = clauses
+        .filter(([m]) => m === 'where')
+        .map(([, field]) => field);
       const ordered = clauses
         .filter(([m]) => m === 'orderBy')
         .map(([, field, dir]) => [field, dir]);
@@ -64,8 +82,13 @@ describe('composite indexes', () => {
         filtered,
         index.fields.slice(0, -1).map((f) => f.field),
       );
-      assert.deepEqual(ordered[0], [index.fields.at(-1)?.field, spec.orderBy.direction]);
-      assert.ok(INDEXES.some((i) => JSON.stringify(i) === JSON.stringify(index)));
+      assert.deepEqual(ordered[0], [
+        index.fields.at(-1)?.field,
+        spec.orderBy.direction,
+      ]);
+      assert.ok(
+        INDEXES.some((i) => JSON.stringify(i) === JSON.stringify(index)),
+      );
     });
   }
 
@@ -103,12 +126,20 @@ describe('node ops/indexes.ts, as deploy.sh runs it', () => {
       const link = path.join(dir, 'checkout');
       symlinkSync(ROOT, link);
 
-      const run = spawnSync(process.execPath, [path.join(link, 'src/ops/indexes.ts')], {
-        encoding: 'utf8',
-      });
+      const run = spawnSync(
+        process.execPath,
+        [path.join(link, 'src/ops/indexes.ts')],
+        {
+          encoding: 'utf8',
+        },
+      );
 
       assert.equal(run.status, 0, run.stderr);
-      assert.equal(run.stdout.trim().split('\n').length, INDEXES.length, run.stdout);
+      assert.equal(
+        run.stdout.trim().split('\n').length,
+        INDEXES.length,
+        run.stdout,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

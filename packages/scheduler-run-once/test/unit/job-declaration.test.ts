@@ -29,11 +29,14 @@ function refusalOf(declarations: readonly unknown[]): ConfigError {
   assert.fail('validateJobs accepted the declarations');
 }
 
-const problemsOf = (declarations: readonly unknown[]) => refusalOf(declarations).problems;
+const problemsOf = (declarations: readonly unknown[]) =>
+  refusalOf(declarations).problems;
 
 describe('validateJobs', () => {
   it('fills in every default and normalises the schedule', () => {
-    const [job] = validateJobs([defineJob({ id: 'hourly', schedule: '0  * * * *', run })]);
+    const [job] = validateJobs([
+      defineJob({ id: 'hourly', schedule: '0  * * * *', run }),
+    ]);
 
     assert.deepEqual(
       { ...job, run: undefined },
@@ -157,7 +160,10 @@ describe('findJob', () => {
   });
 
   it('finds the same job by its full name', () => {
-    const job = findJob(jobs, 'projects/my-project/locations/us-central1/jobs/nightly-report');
+    const job = findJob(
+      jobs,
+      'projects/my-project/locations/us-central1/jobs/nightly-report',
+    );
 
     assert.equal(job, findJob(jobs, 'nightly-report'));
     assert.equal(job?.id, 'nightly-report');
@@ -166,14 +172,20 @@ describe('findJob', () => {
   it('finds nothing for an undeclared id, or another case', () => {
     assert.equal(findJob(jobs, 'weekly'), undefined);
     assert.equal(findJob(jobs, 'Nightly-Report'), undefined);
-    assert.equal(findJob(jobs, 'projects/p/locations/l/jobs/weekly'), undefined);
+    assert.equal(
+      findJob(jobs, 'projects/p/locations/l/jobs/weekly'),
+      undefined,
+    );
   });
 });
 
 describe('jobIdOf and jobInfoOf', () => {
   it('reads the short id from either form of the job name', () => {
     assert.equal(jobIdOf('nightly'), 'nightly');
-    assert.equal(jobIdOf('projects/example.com:p/locations/europe-west1/jobs/nightly'), 'nightly');
+    assert.equal(
+      jobIdOf('projects/example.com:p/locations/europe-west1/jobs/nightly'),
+      'nightly',
+    );
   });
 
   it('reads no id from a name that breaks the rule', () => {
@@ -184,7 +196,12 @@ describe('jobIdOf and jobInfoOf', () => {
 
   it('gives a job its id, schedule and time zone, and nothing else', () => {
     const [job] = validateJobs([
-      defineJob({ id: 'n', schedule: '0 2 * * *', timeZone: 'Europe/Berlin', run }),
+      defineJob({
+        id: 'n',
+        schedule: '0 2 * * *',
+        timeZone: 'Europe/Berlin',
+        run,
+      }),
     ]);
 
     assert.deepEqual(jobInfoOf(job as NonNullable<typeof job>), {

@@ -22,7 +22,8 @@ function sources(dir: string): string[] {
 function importsOf(file: string): string[] {
   const text = readFileSync(join(ROOT, file), 'utf8');
   const specifiers: string[] = [];
-  const pattern = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(['"])([^'"]+)\1/g;
+  const pattern =
+    /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(['"])([^'"]+)\1/g;
   for (const match of text.matchAll(pattern)) {
     specifiers.push(match[2] as string);
   }
@@ -37,7 +38,10 @@ function target(file: string, specifier: string): string {
   return relative(ROOT, resolve(ROOT, dirname(file), specifier));
 }
 
-function violations(files: string[], allowed: (to: string) => boolean): string[] {
+function violations(
+  files: string[],
+  allowed: (to: string) => boolean,
+): string[] {
   return files.flatMap((file) =>
     importsOf(file)
       .map((spec) => target(file, spec))
@@ -86,7 +90,9 @@ describe('the layout', () => {
 
   it('keeps the core to itself, Firestore and Node', () => {
     const allowed = (to: string) =>
-      to.startsWith('src/core/') || to.startsWith('node:') || to === '@google-cloud/firestore';
+      to.startsWith('src/core/') ||
+      to.startsWith('node:') ||
+      to === '@google-cloud/firestore';
 
     assert.deepEqual(violations(sources('src/core'), allowed), []);
   });
@@ -111,13 +117,15 @@ describe('the layout', () => {
   });
 
   it('keeps src/ free of the scripts, benchmarks, examples and tests', () => {
-    const allowed = (to: string) => !/^(scripts|bench|examples|test)\//.test(to);
+    const allowed = (to: string) =>
+      !/^(scripts|bench|examples|test)\//.test(to);
 
     assert.deepEqual(violations(sources('src'), allowed), []);
   });
 
   it('keeps the operations commands and the dev loop out of the function (the request path)', () => {
-    const outsideTheFunction = (to: string) => /^src\/(ops|dev|cli|testing)\b/.test(to);
+    const outsideTheFunction = (to: string) =>
+      /^src\/(ops|dev|cli|testing)\b/.test(to);
     const allowed = (to: string) => !outsideTheFunction(to);
     const requestPath = [
       ...sources('src/core'),
@@ -131,7 +139,8 @@ describe('the layout', () => {
   });
 
   it('keeps the testing entry out of every module but itself', () => {
-    const testing = (to: string) => to === 'src/testing.ts' || to.startsWith('src/testing/');
+    const testing = (to: string) =>
+      to === 'src/testing.ts' || to.startsWith('src/testing/');
     const others = sources('src').filter((file) => !testing(file));
 
     assert.deepEqual(
@@ -172,9 +181,18 @@ describe('the layout', () => {
 
     assert.deepEqual(outside, []);
     assert.deepEqual(loadsOutsideTheFunction, []);
-    const testing = [...seen].filter((file) => /^dist\/testing(\.js$|\/)/.test(file));
-    assert.deepEqual(testing, [], 'a deployed function never loads the testing entry');
-    assert.ok(seen.has('dist/function/register.js'), 'the entry loads the HTTP adapter');
+    const testing = [...seen].filter((file) =>
+      /^dist\/testing(\.js$|\/)/.test(file),
+    );
+    assert.deepEqual(
+      testing,
+      [],
+      'a deployed function never loads the testing entry',
+    );
+    assert.ok(
+      seen.has('dist/function/register.js'),
+      'the entry loads the HTTP adapter',
+    );
     assert.ok(seen.has('dist/core/ledger.js'), 'the function loads the core');
   });
 });

@@ -33,7 +33,10 @@ function job(
 
 /** A JSON answer as the function gives it. */
 function answer(status: number, outcome: string): Answer {
-  return { status, body: JSON.stringify({ outcome, runId: 'r', message: '…' }) };
+  return {
+    status,
+    body: JSON.stringify({ outcome, runId: 'r', message: '…' }),
+  };
 }
 
 interface Sent extends Delivery {
@@ -47,7 +50,11 @@ interface Sent extends Delivery {
 function harness(
   start: string,
   options: Omit<LocalSchedulerOptions, 'url' | 'clock' | 'send'> & {
-    respond?: (delivery: Delivery, signal: AbortSignal, clock: FakeClock) => Promise<Answer>;
+    respond?: (
+      delivery: Delivery,
+      signal: AbortSignal,
+      clock: FakeClock,
+    ) => Promise<Answer>;
     chances?: number[];
   },
 ) {
@@ -67,12 +74,18 @@ function harness(
     },
     onEvent: (event) => events.push(event),
   });
-  const attempts = () => events.filter((e): e is AttemptEvent => e.type === 'attempt');
+  const attempts = () =>
+    events.filter((e): e is AttemptEvent => e.type === 'attempt');
   return { clock, scheduler, sent, events, attempts };
 }
 
 /** Resolves with `answer` after `ms` on the clock; rejects when `signal` aborts first. */
-function slowAnswer(clock: FakeClock, ms: number, signal: AbortSignal, value: Answer) {
+function slowAnswer(
+  clock: FakeClock,
+  ms: number,
+  signal: AbortSignal,
+  value: Answer,
+) {
   return new Promise<Answer>((resolve, reject) => {
     const cancel = clock.setTimer(() => resolve(value), ms);
     signal.addEventListener('abort', () => {
@@ -86,8 +99,14 @@ describe('LocalScheduler: firing on the schedule', () => {
   it('fires each job at every slot of its cron in its time zone, and not before', async () => {
     const every5 = job({ id: 'every-five', schedule: '*/5 * * * *' });
     // 02:00 in Berlin happens twice on 25 October 2026, the night clocks go back.
-    const berlin = job({ id: 'berlin', schedule: '0 2 * * *', timeZone: 'Europe/Berlin' });
-    const { clock, scheduler, sent } = harness('2026-10-24T23:59:00Z', { jobs: [every5, berlin] });
+    const berlin = job({
+      id: 'berlin',
+      schedule: '0 2 * * *',
+      timeZone: 'Europe/Berlin',
+    });
+    const { clock, scheduler, sent } = harness('2026-10-24T23:59:00Z', {
+      jobs: [every5, berlin],
+    });
 
     scheduler.start();
     await clock.advance(MIN - 1);
@@ -101,10 +120,19 @@ describe('LocalScheduler: firing on the schedule', () => {
         .filter((d) => d.headers['X-CloudScheduler-JobName'] === id)
         .map((d) => d.headers['X-CloudScheduler-ScheduleTime']);
     const window = new Date('2026-10-24T23:59:00Z');
-    assert.deepEqual(timesOf('berlin'), ['2026-10-25T00:00:00Z', '2026-10-25T01:00:00Z']);
-    assert.deepEqual(timesOf('every-five'), nextSlots(every5, window, 15).map(toUtcRfc3339));
+    assert.deepEqual(timesOf('berlin'), [
+      '2026-10-25T00:00:00Z',
+      '2026-10-25T01:00:00Z',
+    ]);
+    assert.deepEqual(
+      timesOf('every-five'),
+      nextSlots(every5, window, 15).map(toUtcRfc3339),
+    );
     assert.ok(
-      sent.every((d) => d.at === Date.parse(d.headers['X-CloudScheduler-ScheduleTime'] ?? '')),
+      sent.every(
+        (d) =>
+          d.at === Date.parse(d.headers['X-CloudScheduler-ScheduleTime'] ?? ''),
+      ),
       'each delivery is sent at its slot',
     );
   });
@@ -173,7 +201,8 @@ describe('LocalScheduler: firing on the schedule', () => {
         }),
       ],
       respond: async (delivery) =>
-        delivery.headers['X-CloudScheduler-ScheduleTime'] === '2026-10-24T12:01:00Z'
+        delivery.headers['X-CloudScheduler-ScheduleTime'] ===
+        '2026-10-24T12:01:00Z'
           ? answer(500, 'failed')
           : answer(200, 'processed'),
     });
@@ -211,7 +240,9 @@ describe('LocalScheduler: firing on the schedule', () => {
 
   it('drops the retries of a job that is no longer declared after setJobs, and says so in one line', async () => {
     const { clock, scheduler, sent, events } = harness('2026-10-24T12:00:59Z', {
-      jobs: [job({ id: 'old-name', schedule: '* * * * *', minBackoffSeconds: 30 })],
+      jobs: [
+        job({ id: 'old-name', schedule: '* * * * *', minBackoffSeconds: 30 }),
+      ],
       respond: async () => answer(404, 'unknown_job'),
     });
 
@@ -270,7 +301,9 @@ describe('LocalScheduler: attempts and retries', () => {
           return slowAnswer(c, 40 * S, signal, answer(200, 'processed'));
         }
         return Promise.resolve(
-          c.now() < runEnds ? answer(409, 'in_progress') : answer(200, 'duplicate'),
+          c.now() < runEnds
+            ? answer(409, 'in_progress')
+            : answer(200, 'duplicate'),
         );
       },
     });
@@ -281,7 +314,13 @@ describe('LocalScheduler: attempts and retries', () => {
 
     const slot = Date.parse('2026-10-24T12:05:00Z');
     assert.deepEqual(
-      attempts().map((e) => [e.attempt, e.startedAt - slot, e.status, e.outcome, e.next]),
+      attempts().map((e) => [
+        e.attempt,
+        e.startedAt - slot,
+        e.status,
+        e.outcome,
+        e.next,
+      ]),
       [
         [1, 0, undefined, 'deadline_exceeded', { kind: 'retry', inMs: 5 * S }],
         [2, 20 * S, 409, 'in_progress', { kind: 'retry', inMs: 10 * S }],
@@ -312,28 +351,41 @@ describe('LocalScheduler: attempts and retries', () => {
     await clock.advance(S + 60 * MIN + 10 * S);
     await scheduler.stop();
 
-    const starts = attempts().map((e) => (e.startedAt - Date.parse('2026-10-24T13:00:00Z')) / S);
+    const starts = attempts().map(
+      (e) => (e.startedAt - Date.parse('2026-10-24T13:00:00Z')) / S,
+    );
     // The waits of RetryConfig's example, 10, 20, 40, 80, 160 s, one after another.
     assert.deepEqual(starts, [0, 10, 30, 70, 150, 310]);
     assert.deepEqual(attempts().at(-1)?.next, { kind: 'gave_up', retries: 5 });
   });
 
   it('retries after a dropped answer (a lost acknowledgement) although the delivery succeeded', async () => {
-    const { clock, scheduler, attempts, sent } = harness('2026-10-24T12:04:59Z', {
-      jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
-      // Attempt 1: no duplicate (0.9), answer dropped (0.1); attempt 2: no duplicate, kept.
-      chances: [0.9, 0.1, 0.9, 0.9],
-      dropAnswers: 0.5,
-      respond: async () =>
-        sent.length === 1 ? answer(200, 'processed') : answer(200, 'duplicate'),
-    });
+    const { clock, scheduler, attempts, sent } = harness(
+      '2026-10-24T12:04:59Z',
+      {
+        jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
+        // Attempt 1: no duplicate (0.9), answer dropped (0.1); attempt 2: no duplicate, kept.
+        chances: [0.9, 0.1, 0.9, 0.9],
+        dropAnswers: 0.5,
+        respond: async () =>
+          sent.length === 1
+            ? answer(200, 'processed')
+            : answer(200, 'duplicate'),
+      },
+    );
 
     scheduler.start();
     await clock.advance(S + 2 * MIN);
     await scheduler.stop();
 
     assert.deepEqual(
-      attempts().map((e) => [e.attempt, e.status, e.outcome, e.answerDropped, e.next.kind]),
+      attempts().map((e) => [
+        e.attempt,
+        e.status,
+        e.outcome,
+        e.answerDropped,
+        e.next.kind,
+      ]),
       [
         [1, 200, 'processed', true, 'retry'],
         [2, 200, 'duplicate', false, 'succeeded'],
@@ -342,11 +394,14 @@ describe('LocalScheduler: attempts and retries', () => {
   });
 
   it('adds a duplicate delivery at the same time as the attempt', async () => {
-    const { clock, scheduler, attempts, sent } = harness('2026-10-24T12:04:59Z', {
-      jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
-      chances: [0.1, 0.9],
-      duplicates: 0.5,
-    });
+    const { clock, scheduler, attempts, sent } = harness(
+      '2026-10-24T12:04:59Z',
+      {
+        jobs: [job({ id: 'j', schedule: '*/5 * * * *' })],
+        chances: [0.1, 0.9],
+        duplicates: 0.5,
+      },
+    );
 
     scheduler.start();
     await clock.advance(S);
@@ -399,12 +454,22 @@ describe('LocalScheduler.fire: a forced run', () => {
       attempts: 1,
       lastStatus: 200,
     });
-    assert.equal(sent[0]?.headers['X-CloudScheduler-ScheduleTime'], '2026-10-24T12:05:00Z');
+    assert.equal(
+      sent[0]?.headers['X-CloudScheduler-ScheduleTime'],
+      '2026-10-24T12:05:00Z',
+    );
   });
 
   it('sends no X-CloudScheduler-ScheduleTime with withoutScheduleTime, on every attempt, and says so', async () => {
     const { clock, scheduler, sent, events } = harness('2026-10-24T12:01:30Z', {
-      jobs: [job({ id: 'j', schedule: '*/5 * * * *', retryCount: 1, maxRetryDurationSeconds: 0 })],
+      jobs: [
+        job({
+          id: 'j',
+          schedule: '*/5 * * * *',
+          retryCount: 1,
+          maxRetryDurationSeconds: 0,
+        }),
+      ],
       headers: { 'x-cloudscheduler-scheduletime': '2026-10-24T12:00:00Z' },
       respond: async () => answer(503, 'unavailable'),
     });
@@ -415,8 +480,13 @@ describe('LocalScheduler.fire: a forced run', () => {
 
     assert.equal(sent.length, 2);
     for (const delivery of sent) {
-      const names = Object.keys(delivery.headers).map((name) => name.toLowerCase());
-      assert.ok(!names.includes('x-cloudscheduler-scheduletime'), names.join(', '));
+      const names = Object.keys(delivery.headers).map((name) =>
+        name.toLowerCase(),
+      );
+      assert.ok(
+        !names.includes('x-cloudscheduler-scheduletime'),
+        names.join(', '),
+      );
       assert.equal(delivery.headers['X-CloudScheduler-JobName'], 'j');
     }
     assert.match(
@@ -427,7 +497,14 @@ describe('LocalScheduler.fire: a forced run', () => {
 
   it('follows its retries and reports failure when Scheduler gives up', async () => {
     const { clock, scheduler } = harness('2026-10-24T12:01:30Z', {
-      jobs: [job({ id: 'j', schedule: '*/5 * * * *', retryCount: 1, maxRetryDurationSeconds: 0 })],
+      jobs: [
+        job({
+          id: 'j',
+          schedule: '*/5 * * * *',
+          retryCount: 1,
+          maxRetryDurationSeconds: 0,
+        }),
+      ],
       respond: async () => answer(503, 'unavailable'),
     });
 
@@ -445,10 +522,16 @@ describe('LocalScheduler.fire: a forced run', () => {
 
   it('names the declared jobs when asked for an unknown one', () => {
     const { scheduler } = harness('2026-10-24T12:01:30Z', {
-      jobs: [job({ id: 'a', schedule: '*/5 * * * *' }), job({ id: 'b', schedule: '0 * * * *' })],
+      jobs: [
+        job({ id: 'a', schedule: '*/5 * * * *' }),
+        job({ id: 'b', schedule: '0 * * * *' }),
+      ],
     });
 
-    assert.throws(() => scheduler.fire('c'), /no job "c" is declared; declared: a, b/);
+    assert.throws(
+      () => scheduler.fire('c'),
+      /no job "c" is declared; declared: a, b/,
+    );
   });
 });
 

@@ -22,10 +22,14 @@ function logInFreshProcess(projectId: string | undefined) {
     const cache = createRequire(import.meta.url).cache;
     const clientLoaded = Object.keys(cache).some((k) => k.endsWith('@google-cloud/logging/build/src/log.js'));
     console.log(JSON.stringify({ severities: lines.map((l) => l.severity), clientLoaded }));`;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-    encoding: 'utf8',
-    env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
-  });
+  const out = execFileSync(
+    process.execPath,
+    ['--input-type=module', '-e', script],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
+    },
+  );
   return JSON.parse(out) as { severities: string[]; clientLoaded: boolean };
 }
 
@@ -57,10 +61,14 @@ describe('the logging client behind the GCP config', () => {
         cjsKeys: Object.keys(cjs).includes('Logging'),
         cjsSpread: typeof { ...cjs }.Logging,
       }));`;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8',
-      env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
-    });
+    const out = execFileSync(
+      process.execPath,
+      ['--input-type=module', '-e', script],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, METADATA_SERVER_DETECTION: 'none' },
+      },
+    );
     assert.deepEqual(JSON.parse(out), {
       esmNamed: 'function',
       esmDefault: 'function',
@@ -73,7 +81,9 @@ describe('the logging client behind the GCP config', () => {
 describe('traceFields', () => {
   it('reads W3C traceparent', () => {
     assert.deepEqual(
-      traceFields({ traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }),
+      traceFields({
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      }),
       {
         trace_id: '0af7651916cd43dd8448eb211c80319c',
         span_id: 'b7ad6b7169203331',
@@ -84,7 +94,9 @@ describe('traceFields', () => {
 
   it('reads X-Cloud-Trace-Context, converting the decimal span id to hex', () => {
     assert.deepEqual(
-      traceFields({ 'x-cloud-trace-context': '105445aa7843bc8bf206b12000100000/1;o=1' }),
+      traceFields({
+        'x-cloud-trace-context': '105445aa7843bc8bf206b12000100000/1;o=1',
+      }),
       {
         trace_id: '105445aa7843bc8bf206b12000100000',
         span_id: '0000000000000001',
@@ -94,6 +106,9 @@ describe('traceFields', () => {
   });
 
   it('ignores malformed trace headers', () => {
-    assert.deepEqual(traceFields({ traceparent: 'garbage', 'x-cloud-trace-context': 'nope' }), {});
+    assert.deepEqual(
+      traceFields({ traceparent: 'garbage', 'x-cloud-trace-context': 'nope' }),
+      {},
+    );
   });
 });

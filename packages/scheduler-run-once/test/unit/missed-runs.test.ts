@@ -4,7 +4,11 @@ import { describe, it } from 'node:test';
 import { isJudgedSlot } from '../../src/ops/check-rules.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
-import { judgedSlots, MAX_RULES, nextRules } from '../../src/policy/missed-run-rules.ts';
+import {
+  judgedSlots,
+  MAX_RULES,
+  nextRules,
+} from '../../src/policy/missed-run-rules.ts';
 import { CHECK_PERIOD_MS, isDueSlot } from '../../src/policy/missed-runs.ts';
 import { judgingDelayMs, makesRetry } from '../../src/policy/retry-policy.ts';
 
@@ -20,7 +24,12 @@ import { closedAfterMs } from '../../src/policy/slot-verdict.ts';
 
 const [five, daily] = validateJobs([
   defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
-  defineJob({ id: 'daily', schedule: '30 2 * * *', timeZone: 'Europe/Berlin', run: () => {} }),
+  defineJob({
+    id: 'daily',
+    schedule: '30 2 * * *',
+    timeZone: 'Europe/Berlin',
+    run: () => {},
+  }),
 ]);
 
 describe('missed-run check timing', () => {
@@ -40,7 +49,10 @@ describe('missed-run check timing', () => {
   });
 
   it('makes every slot of a job that runs at most hourly due', () => {
-    assert.equal(isDueSlot(daily as never, new Date('2026-10-16T00:30:00Z')), true);
+    assert.equal(
+      isDueSlot(daily as never, new Date('2026-10-16T00:30:00Z')),
+      true,
+    );
   });
 
   it('keeps one cursor per job and key scope', () => {
@@ -64,7 +76,10 @@ describe('run audit declaration', () => {
 
   it('refuses to run outside the function', () => {
     const audit = defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' });
-    assert.throws(() => audit.run({} as never), /only inside the scheduled-job function/);
+    assert.throws(
+      () => audit.run({} as never),
+      /only inside the scheduled-job function/,
+    );
   });
 });
 
@@ -89,10 +104,18 @@ describe('the judging rules', () => {
       false,
       'the next back-off (240 s) still starts within the hour',
     );
-    assert.equal(noRetryFollows(settings, 3, 3_599_000), false, 'a retry still counts');
+    assert.equal(
+      noRetryFollows(settings, 3, 3_599_000),
+      false,
+      'a retry still counts',
+    );
     assert.equal(noRetryFollows(settings, 4, 3_000_001 + 600_000), true);
     assert.equal(
-      noRetryFollows({ ...settings, retryCount: 0, maxRetryDurationSeconds: 0 }, 1, 0),
+      noRetryFollows(
+        { ...settings, retryCount: 0, maxRetryDurationSeconds: 0 },
+        1,
+        0,
+      ),
       true,
     );
   });
@@ -105,7 +128,12 @@ describe('the judging rules', () => {
       t('12:20'),
       t('12:00'),
     );
-    const { slots } = judgedSlots(rules, new Date(t('12:17')), new Date(t('12:35')), 100);
+    const { slots } = judgedSlots(
+      rules,
+      new Date(t('12:17')),
+      new Date(t('12:35')),
+      100,
+    );
     assert.deepEqual(
       slots.map((d) => d.toISOString().slice(11, 16)),
       [
@@ -146,22 +174,44 @@ describe('the judging rules', () => {
     const deploy = t('12:00');
     const retained = deploy - 86_400_000;
     // The cursor was written under `*/2` for hours; then checks alternate revisions every 5 min.
-    let rules = nextRules([], every2, deploy - 3 * 3_600_000, deploy - 3 * 3_600_000, retained);
+    let rules = nextRules(
+      [],
+      every2,
+      deploy - 3 * 3_600_000,
+      deploy - 3 * 3_600_000,
+      retained,
+    );
     let last = deploy - 3 * 3_600_000;
     for (let k = 0; k < 10; k++) {
       const now = deploy + k * 5 * 60_000;
-      rules = nextRules(rules, k % 2 === 0 ? every1 : every2, now, last, retained);
+      rules = nextRules(
+        rules,
+        k % 2 === 0 ? every1 : every2,
+        now,
+        last,
+        retained,
+      );
       last = now;
     }
     assert.equal(rules.length, MAX_RULES);
     // `*/2` was the only rule before the deploy: an odd minute then was never a slot.
     assert.equal(isJudgedSlot(rules, new Date(t('11:01'))), false);
-    const { slots } = judgedSlots(rules, new Date(t('10:00')), new Date(t('10:10')), 100);
+    const { slots } = judgedSlots(
+      rules,
+      new Date(t('10:00')),
+      new Date(t('10:10')),
+      100,
+    );
     assert.deepEqual(slots, []);
     // From the oldest rule kept on, slots are judged as before (only those both rules schedule).
     const kept = rules[0]?.since ?? 0;
     assert.ok(kept > deploy);
-    const after = judgedSlots(rules, new Date(kept), new Date(kept + 10 * 60_000), 100).slots;
+    const after = judgedSlots(
+      rules,
+      new Date(kept),
+      new Date(kept + 10 * 60_000),
+      100,
+    ).slots;
     assert.ok(after.length > 0);
     assert.ok(after.every((d) => d.getUTCMinutes() % 2 === 0));
   });

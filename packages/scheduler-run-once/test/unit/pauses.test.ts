@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { pauseNoteProblem, pauseUntilProblem } from '../../src/ops/pause-records.ts';
+import {
+  pauseNoteProblem,
+  pauseUntilProblem,
+} from '../../src/ops/pause-records.ts';
 import { pausedRow, type SlotRow } from '../../src/ops/slot-history.ts';
 import {
   DEFAULT_PAUSE_BOUND_MS,
@@ -27,7 +30,11 @@ const pause = (from: number, to?: number, until?: number): Pause => ({
   resumedAt: to === undefined ? undefined : at(to),
   overdueReportedAt: undefined,
 });
-const row = (minutes: number, state: SlotRow['state'], attempts = 0): SlotRow => ({
+const row = (
+  minutes: number,
+  state: SlotRow['state'],
+  attempts = 0,
+): SlotRow => ({
   job: 'j',
   slot: at(minutes),
   runId: 'r',
@@ -48,14 +55,26 @@ describe('the bounds of a pause', () => {
   it('refuses an --until in the past, under a minute ahead, or more than 30 days ahead, saying what to give', () => {
     const now = at(0);
 
-    assert.match(pauseUntilProblem(at(-5), now) ?? '', /not after now .*give a time in the future/);
-    assert.match(pauseUntilProblem(at(0.5), now) ?? '', /less than a minute after now/);
-    assert.match(pauseUntilProblem(at(30 * 1440 + 1), now) ?? '', /more than 30 days/);
+    assert.match(
+      pauseUntilProblem(at(-5), now) ?? '',
+      /not after now .*give a time in the future/,
+    );
+    assert.match(
+      pauseUntilProblem(at(0.5), now) ?? '',
+      /less than a minute after now/,
+    );
+    assert.match(
+      pauseUntilProblem(at(30 * 1440 + 1), now) ?? '',
+      /more than 30 days/,
+    );
     assert.equal(pauseUntilProblem(at(30 * 1440), now), undefined);
   });
 
   it('refuses a note too long or holding a control character', () => {
-    assert.match(pauseNoteProblem('x'.repeat(MAX_PAUSE_NOTE_LENGTH + 1)) ?? '', /at most 500/);
+    assert.match(
+      pauseNoteProblem('x'.repeat(MAX_PAUSE_NOTE_LENGTH + 1)) ?? '',
+      /at most 500/,
+    );
     assert.match(pauseNoteProblem('two\nlines') ?? '', /control character/);
     assert.equal(pauseNoteProblem('db maintenance, ticket OPS-12'), undefined);
   });
@@ -66,7 +85,9 @@ describe('which slots a pause covers', () => {
     const pauses = [pause(0, 10), pause(20)];
 
     assert.deepEqual(
-      [-1, 0, 9, 10, 19, 20, 5000].map((m) => pauseAt(pauses, at(m)) !== undefined),
+      [-1, 0, 9, 10, 19, 20, 5000].map(
+        (m) => pauseAt(pauses, at(m)) !== undefined,
+      ),
       [false, true, true, false, false, true, true],
     );
   });
@@ -99,7 +120,10 @@ describe('readPauses', () => {
   it('reads back what it stores', () => {
     const pauses = [pause(0, 10), pause(20, undefined, 120)];
 
-    assert.deepEqual(readPauses({ pauses: pausesField(pauses) }, at(30)), pauses);
+    assert.deepEqual(
+      readPauses({ pauses: pausesField(pauses) }, at(30)),
+      pauses,
+    );
     assert.deepEqual(readPauses(undefined, at(30)), []);
   });
 
@@ -113,7 +137,11 @@ describe('readPauses', () => {
       [pausesField([pause(0)])[0], pausesField([pause(5)])[0]],
       'paused',
     ]) {
-      assert.equal(readPauses({ pauses: stored }, at(10)), 'unreadable', JSON.stringify(stored));
+      assert.equal(
+        readPauses({ pauses: stored }, at(10)),
+        'unreadable',
+        JSON.stringify(stored),
+      );
     }
   });
 
@@ -128,10 +156,17 @@ describe('readPauses', () => {
       pausesField([{ ...pause(0), overdueReportedAt: at(tenYears) }]),
       pausesField([pause(10, 5)]),
     ]) {
-      assert.equal(readPauses({ pauses: stored }, now), 'unreadable', JSON.stringify(stored));
+      assert.equal(
+        readPauses({ pauses: stored }, now),
+        'unreadable',
+        JSON.stringify(stored),
+      );
     }
     // Within the clock margin: a reader whose estimate of Firestore's time is a little behind.
-    assert.notEqual(readPauses({ pauses: pausesField([pause(0, 60.5)]) }, now), 'unreadable');
+    assert.notEqual(
+      readPauses({ pauses: pausesField([pause(0, 60.5)]) }, now),
+      'unreadable',
+    );
   });
 });
 
@@ -146,7 +181,10 @@ describe('overduePause', () => {
     assert.equal(overduePause(unbounded, at(week - 1)), undefined);
     assert.equal(overduePause(unbounded, at(week)), unbounded[0]);
     assert.equal(
-      overduePause([{ ...pause(0), overdueReportedAt: at(week) }], at(week + 5)),
+      overduePause(
+        [{ ...pause(0), overdueReportedAt: at(week) }],
+        at(week + 5),
+      ),
       undefined,
     );
     assert.equal(overduePause([pause(0, 5)], at(week + 5)), undefined);

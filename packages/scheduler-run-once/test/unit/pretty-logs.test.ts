@@ -9,7 +9,9 @@ import { colorWanted, prettyLogLines } from '../../src/dev/pretty-logs.ts';
 import { createLogger } from '../../src/function/logger.ts';
 
 /** The JSON line the function's logger writes for `log(logger)`. */
-function productionLine(log: (logger: ReturnType<typeof createLogger>) => void): string {
+function productionLine(
+  log: (logger: ReturnType<typeof createLogger>) => void,
+): string {
   let text = '';
   const sink = new Writable({
     write(chunk, _encoding, done) {
@@ -17,14 +19,22 @@ function productionLine(log: (logger: ReturnType<typeof createLogger>) => void):
       done();
     },
   });
-  log(createLogger({ logLevel: 'info', projectId: 'demo', serviceName: 'scheduled-job' }, sink));
+  log(
+    createLogger(
+      { logLevel: 'info', projectId: 'demo', serviceName: 'scheduled-job' },
+      sink,
+    ),
+  );
   return text.trim();
 }
 
 describe('prettyLogLines', () => {
   it("turns a production line into time, level, message and the line's own fields", () => {
     const line = productionLine((logger) =>
-      logger.info({ outcome: 'processed', runId: 'r1' }, 'scheduled run: processed'),
+      logger.info(
+        { outcome: 'processed', runId: 'r1' },
+        'scheduled run: processed',
+      ),
     );
     const pretty = prettyLogLines({ colorize: false });
 
@@ -42,7 +52,12 @@ describe('prettyLogLines', () => {
     const attemptId = '0f8fad5b-d9cb-469f-a165-70867728950e';
     const line = productionLine((logger) =>
       logger.info(
-        { runId, attemptId, lease: { heldBy: attemptId }, jobName: 'a-long-job-name-kept' },
+        {
+          runId,
+          attemptId,
+          lease: { heldBy: attemptId },
+          jobName: 'a-long-job-name-kept',
+        },
         'scheduled run: processed',
       ),
     );
@@ -57,7 +72,9 @@ describe('prettyLogLines', () => {
   });
 
   it('shows an error with its stack on lines of their own', () => {
-    const line = productionLine((logger) => logger.error({ err: new Error('boom') }, 'failed'));
+    const line = productionLine((logger) =>
+      logger.error({ err: new Error('boom') }, 'failed'),
+    );
 
     const shown = prettyLogLines({ colorize: false })(line);
 

@@ -11,8 +11,14 @@ import {
   parseTrigger,
   runSubstitutions,
 } from '../../examples/cloud-build/cloud-build-job.ts';
-import { runEnvironment, runIdOf } from '../../examples/cloud-run-job/cloud-run-job.ts';
-import { EXIT_CODE_BY_OUTCOME, taskKey } from '../../examples/cloud-run-job/task.ts';
+import {
+  runEnvironment,
+  runIdOf,
+} from '../../examples/cloud-run-job/cloud-run-job.ts';
+import {
+  EXIT_CODE_BY_OUTCOME,
+  taskKey,
+} from '../../examples/cloud-run-job/task.ts';
 import {
   findSince,
   type Launch,
@@ -22,11 +28,18 @@ import {
   nameOf,
   timestampToDate,
 } from '../../examples/shared/launch-once.ts';
-import { listRequest, runIdLabelValue } from '../../examples/workflows-proxy/workflows-job.ts';
+import {
+  listRequest,
+  runIdLabelValue,
+} from '../../examples/workflows-proxy/workflows-job.ts';
 import type { JobContext } from '../../src/core/job-context.ts';
 
 const RUN_ID = '0123456789abcdef'.repeat(4);
-const RUN = { runId: RUN_ID, scheduleTime: new Date('2026-10-16T12:00:00Z'), jobName: 'nightly' };
+const RUN = {
+  runId: RUN_ID,
+  scheduleTime: new Date('2026-10-16T12:00:00Z'),
+  jobName: 'nightly',
+};
 
 function context(signal = new AbortController().signal): JobContext {
   return {
@@ -48,11 +61,19 @@ describe('launchOnce', () => {
 
     const launch = await launchOnce(
       context(),
-      { target: 't', find: async () => undefined, launch: async () => 'x/executions/1' },
+      {
+        target: 't',
+        find: async () => undefined,
+        launch: async () => 'x/executions/1',
+      },
       (_ctx, l) => void recorded.push(l),
     );
 
-    assert.deepEqual(launch, { target: 't', name: 'x/executions/1', adopted: false });
+    assert.deepEqual(launch, {
+      target: 't',
+      name: 'x/executions/1',
+      adopted: false,
+    });
     assert.deepEqual(recorded, [launch]);
   });
 
@@ -65,7 +86,10 @@ describe('launchOnce', () => {
       launch: async () => String(++launched),
     });
 
-    assert.deepEqual([launch.name, launch.adopted, launched], ['x/executions/0', true, 0]);
+    assert.deepEqual(
+      [launch.name, launch.adopted, launched],
+      ['x/executions/0', true, 0],
+    );
   });
 
   it('does not launch once the attempt was told to stop (its lease is lost)', async () => {
@@ -86,7 +110,10 @@ describe('launchOnce', () => {
   });
 
   it('refuses an answer without a resource name', () => {
-    assert.throws(() => nameOf('', 'execution'), /carries no name of the execution/);
+    assert.throws(
+      () => nameOf('', 'execution'),
+      /carries no name of the execution/,
+    );
     assert.equal(nameOf('a/b', 'build'), 'a/b');
   });
 });
@@ -108,8 +135,14 @@ describe('the look: newest first, back to the first claim', () => {
     }
     return { items: items(), read };
   }
-  const at = (iso: string, runId = 'other'): Item => ({ time: new Date(iso), runId });
-  const look = { time: (i: Item) => i.time, matches: (i: Item) => i.runId === RUN_ID };
+  const at = (iso: string, runId = 'other'): Item => ({
+    time: new Date(iso),
+    runId,
+  });
+  const look = {
+    time: (i: Item) => i.time,
+    matches: (i: Item) => i.runId === RUN_ID,
+  };
   const since = new Date('2026-10-16T12:00:00Z');
 
   it('starts the window a day before the first claim, not at the schedule time', () => {
@@ -127,18 +160,23 @@ describe('the look: newest first, back to the first claim', () => {
 
     await assert.rejects(
       findSince(items, since, look, 3),
-      (err: unknown) => err instanceof LookIncompleteError && err.reason === 'limit',
+      (err: unknown) =>
+        err instanceof LookIncompleteError && err.reason === 'limit',
     );
     assert.equal(read.pages, 2);
   });
 
   it('refuses the launch when nothing matched and an item may be this run’s, not showing it yet', async () => {
-    const { items } = pages([at('2026-10-16T12:09:00Z', 'pending'), at('2026-10-16T11:00:00Z')]);
+    const { items } = pages([
+      at('2026-10-16T12:09:00Z', 'pending'),
+      at('2026-10-16T11:00:00Z'),
+    ]);
     const undecided = { ...look, pending: (i: Item) => i.runId === 'pending' };
 
     await assert.rejects(
       findSince(items, since, undecided),
-      (err: unknown) => err instanceof LookIncompleteError && err.reason === 'pending',
+      (err: unknown) =>
+        err instanceof LookIncompleteError && err.reason === 'pending',
     );
   });
 
@@ -165,18 +203,26 @@ describe('the look: newest first, back to the first claim', () => {
   });
 
   it('does not stop at an item without a time', async () => {
-    const { items } = pages([{ runId: 'other' }, at('2026-10-16T12:01:00Z', RUN_ID)]);
+    const { items } = pages([
+      { runId: 'other' },
+      at('2026-10-16T12:01:00Z', RUN_ID),
+    ]);
 
     assert.equal((await findSince(items, since, look))?.runId, RUN_ID);
   });
 
   it('reads protobuf timestamps as the clients decode them', () => {
     assert.equal(
-      timestampToDate({ seconds: '1792152000', nanos: 500_000_000 })?.toISOString(),
+      timestampToDate({
+        seconds: '1792152000',
+        nanos: 500_000_000,
+      })?.toISOString(),
       '2026-10-16T12:00:00.500Z',
     );
     assert.equal(
-      timestampToDate({ seconds: { toString: () => '1792152000' } })?.toISOString(),
+      timestampToDate({
+        seconds: { toString: () => '1792152000' },
+      })?.toISOString(),
       '2026-10-16T12:00:00.000Z',
     );
     assert.equal(timestampToDate(undefined), undefined);
@@ -203,9 +249,14 @@ describe('how each target carries the run id', () => {
       { name: 'SCHEDULER_SCHEDULE_TIME', value: '2026-10-16T12:00:00.000Z' },
       { name: 'SCHEDULER_JOB_NAME', value: 'nightly' },
     ]);
-    assert.equal(runIdOf({ template: { containers: [{ env: [] }, { env }] } }), RUN_ID);
     assert.equal(
-      runIdOf({ template: { containers: [{ env: [{ name: 'X', value: '1' }] }] } }),
+      runIdOf({ template: { containers: [{ env: [] }, { env }] } }),
+      RUN_ID,
+    );
+    assert.equal(
+      runIdOf({
+        template: { containers: [{ env: [{ name: 'X', value: '1' }] }] },
+      }),
       undefined,
     );
     assert.equal(runIdOf({}), undefined);
@@ -214,16 +265,26 @@ describe('how each target carries the run id', () => {
   it('Cloud Build: user substitutions, and the build named from its id when the answer has no name', () => {
     const ref = parseTrigger('projects/p/locations/us-central1/triggers/t-1');
 
-    assert.deepEqual(ref, { project: 'p', location: 'us-central1', triggerId: 't-1' });
+    assert.deepEqual(ref, {
+      project: 'p',
+      location: 'us-central1',
+      triggerId: 't-1',
+    });
     assert.deepEqual(runSubstitutions(RUN), {
       _RUN_ID: RUN_ID,
       _SCHEDULE_TIME: '2026-10-16T12:00:00.000Z',
       _JOB_NAME: 'nightly',
     });
-    assert.equal(buildName({ id: 'b1' }, ref), 'projects/p/locations/us-central1/builds/b1');
+    assert.equal(
+      buildName({ id: 'b1' }, ref),
+      'projects/p/locations/us-central1/builds/b1',
+    );
     assert.equal(buildName({ name: 'n', id: 'b1' }, ref), 'n');
     assert.throws(() => buildName({}, ref), /carries no name of the build/);
-    assert.throws(() => parseTrigger('projects/p/triggers/t-1'), /must be projects\//);
+    assert.throws(
+      () => parseTrigger('projects/p/triggers/t-1'),
+      /must be projects\//,
+    );
   });
 });
 
@@ -231,7 +292,11 @@ describe('the Cloud Run task', () => {
   it('keys on the run id, and on the task index when an execution has several tasks', () => {
     assert.equal(taskKey({ SCHEDULER_RUN_ID: RUN_ID }), RUN_ID);
     assert.equal(
-      taskKey({ SCHEDULER_RUN_ID: RUN_ID, CLOUD_RUN_TASK_COUNT: '3', CLOUD_RUN_TASK_INDEX: '2' }),
+      taskKey({
+        SCHEDULER_RUN_ID: RUN_ID,
+        CLOUD_RUN_TASK_COUNT: '3',
+        CLOUD_RUN_TASK_INDEX: '2',
+      }),
       `${RUN_ID}-task-2`,
     );
     assert.equal(taskKey({ SCHEDULER_RUN_ID: 'not-a-run-id' }), undefined);

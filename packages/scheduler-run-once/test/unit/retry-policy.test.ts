@@ -10,17 +10,28 @@ import {
   retryWindowMs,
 } from '../../src/policy/retry-policy.ts';
 
-const DOC_EXAMPLE = { minBackoffSeconds: 10, maxBackoffSeconds: 300, maxDoublings: 3 };
+const DOC_EXAMPLE = {
+  minBackoffSeconds: 10,
+  maxBackoffSeconds: 300,
+  maxDoublings: 3,
+};
 
 describe('backoffMs', () => {
   it("gives the RetryConfig reference's example: 10, 20, 40, 80, 160, 240, 300, 300 s", () => {
-    const waits = Array.from({ length: 8 }, (_, n) => backoffMs(DOC_EXAMPLE, n) / 1000);
+    const waits = Array.from(
+      { length: 8 },
+      (_, n) => backoffMs(DOC_EXAMPLE, n) / 1000,
+    );
 
     assert.deepEqual(waits, [10, 20, 40, 80, 160, 240, 300, 300]);
   });
 
   it('never doubles with maxDoublings 0: grows linearly by the minimum', () => {
-    const settings = { minBackoffSeconds: 5, maxBackoffSeconds: 3600, maxDoublings: 0 };
+    const settings = {
+      minBackoffSeconds: 5,
+      maxBackoffSeconds: 3600,
+      maxDoublings: 0,
+    };
 
     assert.deepEqual(
       [0, 1, 2, 3].map((n) => backoffMs(settings, n) / 1000),
@@ -51,14 +62,21 @@ describe('backoffSequenceMs and retryWindowMs', () => {
   });
 
   it('goes on retrying until both limits are reached', () => {
-    const settings = { ...defaults, retryCount: 1, maxRetryDurationSeconds: 1000 };
+    const settings = {
+      ...defaults,
+      retryCount: 1,
+      maxRetryDurationSeconds: 1000,
+    };
 
     // 180 (first attempt) +30 +180 +60 +180 +120 = 750 < 1000; +180 +240 would pass 1000.
     assert.deepEqual(backoffSequenceMs(settings), [30_000, 60_000, 120_000]);
   });
 
   it('gives every attempt its whole deadline and waits out every back-off', () => {
-    assert.equal(retryWindowMs(defaults), 4 * 180_000 + 30_000 + 60_000 + 120_000);
+    assert.equal(
+      retryWindowMs(defaults),
+      4 * 180_000 + 30_000 + 60_000 + 120_000,
+    );
   });
 });
 
@@ -122,7 +140,13 @@ describe('backoffMs, as a table', () => {
  * retries?], with RetryConfig's example back-off (10 s, 300 s, 3 doublings: retry 0 waits 10 s,
  * retry 1 20 s, retry 3 80 s).
  */
-const DECISIONS: readonly (readonly [number, number, number, number, boolean])[] = [
+const DECISIONS: readonly (readonly [
+  number,
+  number,
+  number,
+  number,
+  boolean,
+])[] = [
   // "If retryCount is 0 (and if maxRetryDuration is also 0), a job attempt won't be retried"
   [0, 0, 0, 0, false],
   // Without a duration limit, the count alone limits.
@@ -136,7 +160,13 @@ const DECISIONS: readonly (readonly [number, number, number, number, boolean])[]
 ];
 
 describe('makesRetry', () => {
-  for (const [retryCount, maxRetryDurationSeconds, n, elapsed, expected] of DECISIONS) {
+  for (const [
+    retryCount,
+    maxRetryDurationSeconds,
+    n,
+    elapsed,
+    expected,
+  ] of DECISIONS) {
     it(`retryCount ${retryCount}, maxRetryDuration ${maxRetryDurationSeconds} s: retry ${n} at ${elapsed} s ${expected ? 'comes' : 'does not come'}`, () => {
       const settings = { ...DOC_EXAMPLE, retryCount, maxRetryDurationSeconds };
 

@@ -60,7 +60,11 @@ describe('slotRunId', () => {
 
     assert.equal(
       slotRunId('hourly', SLOT, scope),
-      computeRunId({ jobName: 'hourly', scheduleTime: '2026-10-16T12:00:00Z', scope }),
+      computeRunId({
+        jobName: 'hourly',
+        scheduleTime: '2026-10-16T12:00:00Z',
+        scope,
+      }),
     );
   });
 });
@@ -70,8 +74,20 @@ describe('slotRow', () => {
     ['no record inside the retry window', undefined, INSIDE, 'pending', false],
     ['no record past the retry window', undefined, PAST, 'missed', true],
     ['a completed record', record({}), INSIDE, 'completed', true],
-    ['a failed record inside the window', record({ status: 'failed' }), INSIDE, 'failed', false],
-    ['a failed record past the window', record({ status: 'failed' }), PAST, 'failed', true],
+    [
+      'a failed record inside the window',
+      record({ status: 'failed' }),
+      INSIDE,
+      'failed',
+      false,
+    ],
+    [
+      'a failed record past the window',
+      record({ status: 'failed' }),
+      PAST,
+      'failed',
+      true,
+    ],
     [
       'a held record long past the window',
       record({ status: 'in_progress' }),
@@ -79,10 +95,19 @@ describe('slotRow', () => {
       'in_progress',
       false,
     ],
-    ['a reported miss', record({ status: 'missed', attempts: 0 }), PAST, 'missed', true],
+    [
+      'a reported miss',
+      record({ status: 'missed', attempts: 0 }),
+      PAST,
+      'missed',
+      true,
+    ],
     [
       'a held record whose lease ends three days from now (a leased_at from the future)',
-      record({ status: 'in_progress', leaseExpires: new Date(PAST.getTime() + 3 * 86_400_000) }),
+      record({
+        status: 'in_progress',
+        leaseExpires: new Date(PAST.getTime() + 3 * 86_400_000),
+      }),
       PAST,
       'unreadable',
       false,
@@ -99,8 +124,16 @@ describe('slotRow', () => {
 
   it("calls a failed forced run final only once Scheduler's retries of it are over, a manual run's at once", () => {
     const claimed = new Date('2026-10-16T11:00:00Z'); // a Force run of the 12:00 slot, an hour early
-    const forced = record({ status: 'failed', kind: 'forced', firstClaimedAt: claimed });
-    const manual = record({ status: 'failed', kind: 'manual', firstClaimedAt: claimed });
+    const forced = record({
+      status: 'failed',
+      kind: 'forced',
+      firstClaimedAt: claimed,
+    });
+    const manual = record({
+      status: 'failed',
+      kind: 'manual',
+      firstClaimedAt: claimed,
+    });
     const at = (ms: number) => new Date(claimed.getTime() + ms);
 
     // The window, from the first claim: 60 s, a 30 s back-off, 60 s.
@@ -119,12 +152,24 @@ describe('slotRow', () => {
       leaseExpires: new Date(claimed.getTime() + 60_000), // its instance died holding it
     });
     // 11:10: Scheduler's retries of it ended at 11:02:30; nothing will finish or retry it now.
-    const row = slotRow(job, SLOT, 'run', held, new Date('2026-10-16T11:10:00Z'));
+    const row = slotRow(
+      job,
+      SLOT,
+      'run',
+      held,
+      new Date('2026-10-16T11:10:00Z'),
+    );
 
     assert.equal(row.state, 'failed');
     assert.equal(row.final, true);
     // Inside its window a retry may still come and take it over.
-    const inside = slotRow(job, SLOT, 'run', held, new Date(claimed.getTime() + 149_000));
+    const inside = slotRow(
+      job,
+      SLOT,
+      'run',
+      held,
+      new Date(claimed.getTime() + 149_000),
+    );
     assert.equal(inside.state, 'in_progress');
     assert.equal(inside.final, false);
   });
@@ -135,8 +180,14 @@ describe('slotRow', () => {
     const failedAt = new Date('2026-10-16T11:00:30Z');
     const forced = record({ status: 'failed', kind: 'forced', failedAt });
 
-    assert.equal(slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:00:40Z')).final, false);
-    assert.equal(slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:03:00Z')).final, true);
+    assert.equal(
+      slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:00:40Z')).final,
+      false,
+    );
+    assert.equal(
+      slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:03:00Z')).final,
+      true,
+    );
   });
 
   it('measures how late the run started and how long its completing attempt took', () => {
@@ -163,14 +214,21 @@ describe('slotRow', () => {
 
 describe('isSlotsOwnDelivery: which forced run was in fact its slot’s delivery', () => {
   const forced = (fields: Partial<RunRecord>) =>
-    record({ kind: 'forced', firstClaimedAt: new Date(SLOT.getTime() - 10_000), ...fields });
+    record({
+      kind: 'forced',
+      firstClaimedAt: new Date(SLOT.getTime() - 10_000),
+      ...fields,
+    });
 
   it('a timed forced run first claimed within the tolerance before its slot is the slot’s delivery', () => {
     assert.equal(isSlotsOwnDelivery(forced({}), SLOT, 30_000), true);
   });
 
   it('a forced run sent without a schedule time never is, however near its slot', () => {
-    assert.equal(isSlotsOwnDelivery(forced({ withoutScheduleTime: true }), SLOT, 30_000), false);
+    assert.equal(
+      isSlotsOwnDelivery(forced({ withoutScheduleTime: true }), SLOT, 30_000),
+      false,
+    );
   });
 
   it('one first claimed before the tolerance is not', () => {

@@ -50,19 +50,28 @@ describe('computeRunId', () => {
 });
 
 /** The id of slot 2026-10-16T12:00:00Z of `nightly`, unscoped, as deployed versions computed it. */
-const PINNED_SLOT_ID = '6b39f8f1247835ab02f49cde6539642bcfbad7872dd0b4cfd09a06bc577048f3';
+const PINNED_SLOT_ID =
+  '6b39f8f1247835ab02f49cde6539642bcfbad7872dd0b4cfd09a06bc577048f3';
 
 describe('computeRunId of slots (pinned: a deployed version’s records keep their ids)', () => {
   it('is the id every version since v1 computed', () => {
     assert.equal(
-      computeRunId({ jobName: 'nightly', scheduleTime: '2026-10-16T12:00:00Z', scope: [] }),
+      computeRunId({
+        jobName: 'nightly',
+        scheduleTime: '2026-10-16T12:00:00Z',
+        scope: [],
+      }),
       PINNED_SLOT_ID,
     );
   });
 });
 
 describe('computeTriggerRunId', () => {
-  const run = { jobName: 'a', triggerId: 'trigger-0001', scope: [] as [string, string][] };
+  const run = {
+    jobName: 'a',
+    triggerId: 'trigger-0001',
+    scope: [] as [string, string][],
+  };
 
   it('names one run by job, scope and trigger id: the same id for the same three', () => {
     assert.match(computeTriggerRunId(run), /^[0-9a-f]{64}$/);
@@ -76,8 +85,12 @@ describe('computeTriggerRunId', () => {
       computeTriggerRunId({ ...run, triggerId: 'trigger-0002' }),
       computeTriggerRunId({ ...run, scope: [['header:x-tenant', 'acme']] }),
       computeRunId({ jobName: 'a', scheduleTime: 'trigger-0001', scope: [] }),
-      computeRunId({ jobName: 'a', scheduleTime: 'trigger-0001', scope: [] }, ['forced']),
-      computeRunId({ jobName: 'a', scheduleTime: 'trigger-0001', scope: [] }, ['trigger']),
+      computeRunId({ jobName: 'a', scheduleTime: 'trigger-0001', scope: [] }, [
+        'forced',
+      ]),
+      computeRunId({ jobName: 'a', scheduleTime: 'trigger-0001', scope: [] }, [
+        'trigger',
+      ]),
     ]);
 
     assert.equal(ids.size, 7);

@@ -14,7 +14,9 @@ import {
 } from '../../src/core/run-record.ts';
 
 function read(data: Record<string, unknown>): StoredRecord {
-  return runRecordConverter.fromFirestore({ data: () => data } as unknown as QueryDocumentSnapshot);
+  return runRecordConverter.fromFirestore({
+    data: () => data,
+  } as unknown as QueryDocumentSnapshot);
 }
 
 const NOW = new Date('2026-10-16T12:00:00Z');
@@ -60,7 +62,10 @@ describe('runRecordConverter', () => {
 
     assert.equal(record.status, 'failed');
     assert.equal(record.status === 'failed' && record.attempts, 2);
-    assert.equal(record.status === 'failed' && record.lastError, 'billing answered 503');
+    assert.equal(
+      record.status === 'failed' && record.lastError,
+      'billing answered 503',
+    );
     assert.equal(
       record.status === 'failed' && record.firstClaimedAt?.toISOString(),
       '2026-10-16T12:00:01.000Z',
@@ -74,7 +79,10 @@ describe('runRecordConverter', () => {
   });
 
   it('reads a completed record even without attempt_id or lease', () => {
-    const record = read({ status: 'completed', completed_at: at('2026-10-16T12:01:00Z') });
+    const record = read({
+      status: 'completed',
+      completed_at: at('2026-10-16T12:01:00Z'),
+    });
 
     assert.equal(record.status, 'completed');
     assert.equal(
@@ -86,7 +94,12 @@ describe('runRecordConverter', () => {
   const unreadable: [string, Record<string, unknown>, string, RegExp][] = [
     ['a numeric status', { status: 1 }, 'status', /is 1, not a known status/],
     ['a missing status', {}, 'status', /is missing, not a known status/],
-    ['an upper-case status', { status: 'COMPLETED' }, 'status', /"COMPLETED", not a known/],
+    [
+      'an upper-case status',
+      { status: 'COMPLETED' },
+      'status',
+      /"COMPLETED", not a known/,
+    ],
     [
       'no attempt_id',
       { status: 'in_progress', lease_expires: at('2026-10-16T12:05:00Z') },
@@ -101,13 +114,21 @@ describe('runRecordConverter', () => {
     ],
     [
       'a lease_expires field instead of leased_at and lease_ms',
-      { status: 'in_progress', attempt_id: 'a', lease_expires: at('2026-10-16T12:05:00Z') },
+      {
+        status: 'in_progress',
+        attempt_id: 'a',
+        lease_expires: at('2026-10-16T12:05:00Z'),
+      },
       'leased_at',
       /missing or not a timestamp/,
     ],
     [
       'leased_at without lease_ms',
-      { status: 'in_progress', attempt_id: 'a', leased_at: at('2026-10-16T12:00:00Z') },
+      {
+        status: 'in_progress',
+        attempt_id: 'a',
+        leased_at: at('2026-10-16T12:00:00Z'),
+      },
       'lease_ms',
       /positive whole number/,
     ],
@@ -167,7 +188,10 @@ describe('runRecordConverter', () => {
 
       assert.equal(record.status, 'unreadable');
       assert.equal(record.status === 'unreadable' && record.field, field);
-      assert.match(record.status === 'unreadable' ? record.problem : '', problem);
+      assert.match(
+        record.status === 'unreadable' ? record.problem : '',
+        problem,
+      );
     });
   }
 
@@ -189,12 +213,28 @@ describe('claimDecision', () => {
     });
   const cases: [string, StoredRecord | undefined, string, string?][] = [
     ['no record', undefined, 'absent'],
-    ['a completed record', read({ status: 'completed', attempt_id: 'a' }), 'completed'],
-    ['a lease ending after now', lease('2026-10-16T12:00:00.000Z'), 'lease_live'],
-    ['a lease ending exactly now', lease('2026-10-16T11:59:59.999Z'), 'take_over'],
+    [
+      'a completed record',
+      read({ status: 'completed', attempt_id: 'a' }),
+      'completed',
+    ],
+    [
+      'a lease ending after now',
+      lease('2026-10-16T12:00:00.000Z'),
+      'lease_live',
+    ],
+    [
+      'a lease ending exactly now',
+      lease('2026-10-16T11:59:59.999Z'),
+      'take_over',
+    ],
     ['a lease ended before now', lease('2026-10-16T11:00:00Z'), 'take_over'],
     ['an unreadable record', read({ status: 42 }), 'unreadable'],
-    ['a failed attempt', read({ status: 'failed', attempt_id: 'a', attempts: 1 }), 'take_over'],
+    [
+      'a failed attempt',
+      read({ status: 'failed', attempt_id: 'a', attempts: 1 }),
+      'take_over',
+    ],
     ['a reported miss', read({ status: 'missed', attempts: 0 }), 'take_over'],
     [
       'a lease whose leased_at is later than Firestore’s now by more than the longest lease',
@@ -241,8 +281,18 @@ describe('noteProblem: plain data only, refused at once with a message naming th
     ],
     ['the name toString', 'toString', 1, /"toString" is a member/],
     ['a Map', 'launch', new Map([['a', 1]]), /note launch is a Map object/],
-    ['a Date', 'launch', new Date(0), /note launch is a Date object.*toISOString/],
-    ['a class instance', 'launch', new Execution(), /note launch is a Execution object/],
+    [
+      'a Date',
+      'launch',
+      new Date(0),
+      /note launch is a Date object.*toISOString/,
+    ],
+    [
+      'a class instance',
+      'launch',
+      new Execution(),
+      /note launch is a Execution object/,
+    ],
     ['an array', 'launch', ['a'], /note launch is an array/],
     [
       'a field named constructor',
@@ -256,14 +306,24 @@ describe('noteProblem: plain data only, refused at once with a message naming th
       JSON.parse('{"__proto__": "x"}'),
       /field "__proto__" of note launch/,
     ],
-    ['a symbol key', 'launch', { [Symbol('s')]: 1 }, /note launch is a Object object|plain object/],
+    [
+      'a symbol key',
+      'launch',
+      { [Symbol('s')]: 1 },
+      /note launch is a Object object|plain object/,
+    ],
     [
       'a nested Date',
       'launch',
       { at: new Date(0) },
       /field at of note launch: a value must be a string/,
     ],
-    ['a non-finite number', 'count', Number.NaN, /note count: a number must be finite/],
+    [
+      'a non-finite number',
+      'count',
+      Number.NaN,
+      /note count: a number must be finite/,
+    ],
   ];
   for (const [what, name, value, message] of refused) {
     it(`refuses ${what}`, () => {
@@ -274,7 +334,10 @@ describe('noteProblem: plain data only, refused at once with a message naming th
   it('accepts scalars, plain objects and objects without a prototype', () => {
     const bare = Object.assign(Object.create(null), { name: 'exec-1' });
 
-    assert.equal(noteProblem('launch', { name: 'exec-1', attempt: 2, done: false }), undefined);
+    assert.equal(
+      noteProblem('launch', { name: 'exec-1', attempt: 2, done: false }),
+      undefined,
+    );
     assert.equal(noteProblem('launch', bare), undefined);
     assert.equal(noteProblem('count', 3), undefined);
   });

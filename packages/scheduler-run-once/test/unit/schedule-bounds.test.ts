@@ -8,7 +8,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Cron } from 'croner';
 import { previousSlots } from '../../src/ops/slots.ts';
-import { type DeclaredJob, defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import {
+  type DeclaredJob,
+  defineJob,
+  validateJobs,
+} from '../../src/policy/job-declaration.ts';
 import {
   nextSlots,
   previousSlot,
@@ -58,7 +62,10 @@ describe('slot arithmetic is bounded', () => {
     const yearOne = new Date('0001-01-01T00:10:00Z');
     let slot: Date | undefined = new Date(0);
     const steps = stepsOf(() => {
-      slot = previousSlot({ schedule: '*/5 * * * *', timeZone: 'Europe/Berlin' }, yearOne);
+      slot = previousSlot(
+        { schedule: '*/5 * * * *', timeZone: 'Europe/Berlin' },
+        yearOne,
+      );
     });
     assert.equal(slot, undefined);
     assert.ok(steps <= 1, `${steps} look-ups`);
@@ -66,13 +73,23 @@ describe('slot arithmetic is bounded', () => {
 
   it('stops at the start of the range: the slot before 2000-01-01T00:05Z is 00:00Z, then none', () => {
     const slots = previousSlots(perMinute, new Date('2000-01-01T00:02:00Z'), 5);
-    assert.deepEqual(slots.map(toUtcRfc3339), ['2000-01-01T00:00:00Z', '2000-01-01T00:01:00Z']);
+    assert.deepEqual(slots.map(toUtcRfc3339), [
+      '2000-01-01T00:00:00Z',
+      '2000-01-01T00:01:00Z',
+    ]);
   });
 
   it('returns no slot past 2200, even from the last representable instant', () => {
     assert.deepEqual(nextSlots(perMinute, new Date(8.64e15), 5), []);
-    assert.deepEqual(nextSlots(leapDay, new Date('9998-01-01T00:00:00Z'), 2), []);
-    const last = nextSlots(perMinute, new Date(SLOT_RANGE.to.getTime() - 90_000), 5);
+    assert.deepEqual(
+      nextSlots(leapDay, new Date('9998-01-01T00:00:00Z'), 2),
+      [],
+    );
+    const last = nextSlots(
+      perMinute,
+      new Date(SLOT_RANGE.to.getTime() - 90_000),
+      5,
+    );
     assert.deepEqual(last.map(toUtcRfc3339), ['2199-12-31T23:59:00Z']);
   });
 
@@ -104,14 +121,20 @@ describe('the forced-run tolerance of a job', () => {
   it('is half the shortest gap when that is below FORCED_RUN_TOLERANCE_SECONDS', () => {
     assert.equal(forcedRunToleranceMs(perMinute, 60_000), 30_000);
     assert.equal(
-      forcedRunToleranceMs({ schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' }, 60_000),
+      forcedRunToleranceMs(
+        { schedule: '0,1 9 * * *', timeZone: 'Etc/UTC' },
+        60_000,
+      ),
       30_000,
     );
   });
 
   it('is FORCED_RUN_TOLERANCE_SECONDS for a job whose slots are far apart', () => {
     assert.equal(
-      forcedRunToleranceMs({ schedule: '*/5 * * * *', timeZone: 'Etc/UTC' }, 60_000),
+      forcedRunToleranceMs(
+        { schedule: '*/5 * * * *', timeZone: 'Etc/UTC' },
+        60_000,
+      ),
       60_000,
     );
     assert.equal(forcedRunToleranceMs(leapDay, 3_600_000), 3_600_000);
@@ -128,27 +151,49 @@ describe('the schedule times a delivery may carry', () => {
   const now = new Date('2026-10-16T12:00:20Z');
   const limits = { now, retentionMs: 2_592_000_000, toleranceMs: 30_000 };
 
-  const cases: { name: string; job: typeof perMinute; time: string; refused?: RegExp }[] = [
-    { name: 'a slot that has come', job: perMinute, time: '2026-10-16T12:00:00Z' },
+  const cases: {
+    name: string;
+    job: typeof perMinute;
+    time: string;
+    refused?: RegExp;
+  }[] = [
+    {
+      name: 'a slot that has come',
+      job: perMinute,
+      time: '2026-10-16T12:00:00Z',
+    },
     {
       name: 'a time between slots (a schedule change)',
       job: perMinute,
       time: '2026-10-16T11:59:30Z',
     },
-    { name: 'the next slot ("Force run")', job: perMinute, time: '2026-10-16T12:01:00Z' },
+    {
+      name: 'the next slot ("Force run")',
+      job: perMinute,
+      time: '2026-10-16T12:01:00Z',
+    },
     {
       name: 'the leap day years away, for "Force run" of 0 0 29 2 *',
       job: leapDay,
       time: '2028-02-29T00:00:00Z',
     },
-    { name: 'a slot 29 days back', job: perMinute, time: '2026-09-17T12:00:00Z' },
+    {
+      name: 'a slot 29 days back',
+      job: perMinute,
+      time: '2026-09-17T12:00:00Z',
+    },
     {
       name: 'year 1',
       job: perMinute,
       time: '0001-01-01T00:00:00Z',
       refused: /before 2000-01-01T00:00:00Z/,
     },
-    { name: '1999', job: perMinute, time: '1999-12-31T23:59:00Z', refused: /before 2000/ },
+    {
+      name: '1999',
+      job: perMinute,
+      time: '1999-12-31T23:59:00Z',
+      refused: /before 2000/,
+    },
     {
       name: 'a slot older than the retention',
       job: perMinute,
@@ -214,7 +259,9 @@ describe('the retention against the jobs’ retry windows', () => {
 });
 
 describe('the cold start with 2,000 declared jobs', () => {
-  const zones = Intl.supportedValuesOf('timeZone').filter((z) => z.includes('/'));
+  const zones = Intl.supportedValuesOf('timeZone').filter((z) =>
+    z.includes('/'),
+  );
   const declarations = Array.from({ length: 2000 }, (_, i) =>
     defineJob({
       id: `job-${i}`,
@@ -233,9 +280,15 @@ describe('the cold start with 2,000 declared jobs', () => {
       problems = retentionProblems(jobs, 2_592_000_000, 60_000);
     });
 
-    assert.equal(new Set(jobs.map((j) => `${j.schedule} ${j.timeZone}`)).size, 2000);
+    assert.equal(
+      new Set(jobs.map((j) => `${j.schedule} ${j.timeZone}`)).size,
+      2000,
+    );
     assert.deepEqual(problems, []);
     // The forced-run tolerance (1,000 slots per schedule and zone) waits until a job needs it.
-    assert.ok(lookups <= jobs.length, `${lookups} croner look-ups for ${jobs.length} jobs`);
+    assert.ok(
+      lookups <= jobs.length,
+      `${lookups} croner look-ups for ${jobs.length} jobs`,
+    );
   });
 });

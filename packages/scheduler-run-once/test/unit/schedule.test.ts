@@ -28,7 +28,10 @@ import {
 
 const utc = (times: readonly Date[]) => times.map(toUtcRfc3339);
 const SCHEDULE = new URL('../../src/policy/schedule.ts', import.meta.url).href;
-const DECLARATION = new URL('../../src/policy/job-declaration.ts', import.meta.url).href;
+const DECLARATION = new URL(
+  '../../src/policy/job-declaration.ts',
+  import.meta.url,
+).href;
 
 interface FireCase {
   name: string;
@@ -44,7 +47,11 @@ const FIRE_TIMES: FireCase[] = [
     schedule: '*/15 * * * *',
     timeZone: 'Etc/UTC',
     after: '2026-10-16T12:00:00Z',
-    expected: ['2026-10-16T12:15:00Z', '2026-10-16T12:30:00Z', '2026-10-16T12:45:00Z'],
+    expected: [
+      '2026-10-16T12:15:00Z',
+      '2026-10-16T12:30:00Z',
+      '2026-10-16T12:45:00Z',
+    ],
   },
   {
     name: 'a range of weekdays skips the weekend',
@@ -58,7 +65,11 @@ const FIRE_TIMES: FireCase[] = [
     schedule: '0 9 * JAN-MAR MON-FRI',
     timeZone: 'Etc/UTC',
     after: '2026-03-30T12:00:00Z',
-    expected: ['2026-03-31T09:00:00Z', '2027-01-01T09:00:00Z', '2027-01-04T09:00:00Z'],
+    expected: [
+      '2026-03-31T09:00:00Z',
+      '2027-01-01T09:00:00Z',
+      '2027-01-04T09:00:00Z',
+    ],
   },
   {
     name: 'day of month OR day of week when both are restricted (the 13th, and every Friday)',
@@ -99,28 +110,44 @@ const FIRE_TIMES: FireCase[] = [
     schedule: '1,2-5/2,*/30 * * * *',
     timeZone: 'Etc/UTC',
     after: '2026-10-16T00:00:00Z',
-    expected: ['2026-10-16T00:01:00Z', '2026-10-16T00:02:00Z', '2026-10-16T00:04:00Z'],
+    expected: [
+      '2026-10-16T00:01:00Z',
+      '2026-10-16T00:02:00Z',
+      '2026-10-16T00:04:00Z',
+    ],
   },
   {
     name: 'Europe/Berlin spring forward: 02:30 does not exist on 29 March, so no run that day',
     schedule: '30 2 * * *',
     timeZone: 'Europe/Berlin',
     after: '2026-03-28T00:00:00Z',
-    expected: ['2026-03-28T01:30:00Z', '2026-03-30T00:30:00Z', '2026-03-31T00:30:00Z'],
+    expected: [
+      '2026-03-28T01:30:00Z',
+      '2026-03-30T00:30:00Z',
+      '2026-03-31T00:30:00Z',
+    ],
   },
   {
     name: 'Europe/Berlin spring forward: an interval job jumps from 01:30 CET to 03:00 CEST',
     schedule: '*/30 * * * *',
     timeZone: 'Europe/Berlin',
     after: '2026-03-29T00:15:00Z',
-    expected: ['2026-03-29T00:30:00Z', '2026-03-29T01:00:00Z', '2026-03-29T01:30:00Z'],
+    expected: [
+      '2026-03-29T00:30:00Z',
+      '2026-03-29T01:00:00Z',
+      '2026-03-29T01:30:00Z',
+    ],
   },
   {
     name: 'Europe/Berlin fall back: 02:30 happens twice on 25 October, once per offset',
     schedule: '30 2 * * *',
     timeZone: 'Europe/Berlin',
     after: '2026-10-24T12:00:00Z',
-    expected: ['2026-10-25T00:30:00Z', '2026-10-25T01:30:00Z', '2026-10-26T01:30:00Z'],
+    expected: [
+      '2026-10-25T00:30:00Z',
+      '2026-10-25T01:30:00Z',
+      '2026-10-26T01:30:00Z',
+    ],
   },
   {
     name: 'Europe/Berlin fall back: an interval job runs through both passes of the hour',
@@ -147,14 +174,22 @@ const FIRE_TIMES: FireCase[] = [
     schedule: '0 * * * *',
     timeZone: 'America/New_York',
     after: '2026-03-08T05:30:00Z',
-    expected: ['2026-03-08T06:00:00Z', '2026-03-08T07:00:00Z', '2026-03-08T08:00:00Z'],
+    expected: [
+      '2026-03-08T06:00:00Z',
+      '2026-03-08T07:00:00Z',
+      '2026-03-08T08:00:00Z',
+    ],
   },
   {
     name: 'America/New_York fall back: 01:30 EDT and 01:30 EST on 1 November',
     schedule: '30 1 * * *',
     timeZone: 'America/New_York',
     after: '2026-10-31T12:00:00Z',
-    expected: ['2026-11-01T05:30:00Z', '2026-11-01T06:30:00Z', '2026-11-02T06:30:00Z'],
+    expected: [
+      '2026-11-01T05:30:00Z',
+      '2026-11-01T06:30:00Z',
+      '2026-11-02T06:30:00Z',
+    ],
   },
   {
     name: 'America/New_York fall back: from between the two passes, the second comes next',
@@ -168,14 +203,22 @@ const FIRE_TIMES: FireCase[] = [
     schedule: '0 * * * *',
     timeZone: 'America/New_York',
     after: '2026-11-01T04:30:00Z',
-    expected: ['2026-11-01T05:00:00Z', '2026-11-01T06:00:00Z', '2026-11-01T07:00:00Z'],
+    expected: [
+      '2026-11-01T05:00:00Z',
+      '2026-11-01T06:00:00Z',
+      '2026-11-01T07:00:00Z',
+    ],
   },
   {
     name: 'Australia/Lord_Howe fall back by 30 minutes: 01:45 happens at +11:00 and +10:30',
     schedule: '45 1 * * *',
     timeZone: 'Australia/Lord_Howe',
     after: '2026-04-04T00:00:00Z',
-    expected: ['2026-04-04T14:45:00Z', '2026-04-04T15:15:00Z', '2026-04-05T15:15:00Z'],
+    expected: [
+      '2026-04-04T14:45:00Z',
+      '2026-04-04T15:15:00Z',
+      '2026-04-05T15:15:00Z',
+    ],
   },
 ];
 
@@ -220,7 +263,9 @@ describe('previousSlot', () => {
         if (i > 0) {
           assert.equal(slot?.toISOString(), expected[i - 1]?.toISOString());
         } else {
-          assert.ok(slot === undefined || slot.getTime() <= new Date(c.after).getTime());
+          assert.ok(
+            slot === undefined || slot.getTime() <= new Date(c.after).getTime(),
+          );
         }
       }
     });
@@ -253,7 +298,10 @@ describe('slotsBetween', () => {
       new Date('2026-10-16T13:00:00Z'),
     );
 
-    assert.deepEqual(utc(slots), ['2026-10-16T12:00:00Z', '2026-10-16T12:30:00Z']);
+    assert.deepEqual(utc(slots), [
+      '2026-10-16T12:00:00Z',
+      '2026-10-16T12:30:00Z',
+    ]);
     assert.equal(truncated, false);
   });
 
@@ -303,7 +351,10 @@ describe('slotsBetween', () => {
   it('returns nothing for an empty range', () => {
     const at = new Date('2026-10-16T12:00:00Z');
 
-    assert.deepEqual(slotsBetween(halfHourly, at, at), { slots: [], truncated: false });
+    assert.deepEqual(slotsBetween(halfHourly, at, at), {
+      slots: [],
+      truncated: false,
+    });
   });
 
   it('caps the limit at MAX_SLOTS', () => {
@@ -403,7 +454,11 @@ describe('RFC 3339 forms', () => {
   const cases: [string, string, string][] = [
     ['2026-03-29T01:00:00.000Z', 'Europe/Berlin', '2026-03-29T03:00:00+02:00'],
     ['2026-10-25T01:30:00.000Z', 'Europe/Berlin', '2026-10-25T02:30:00+01:00'],
-    ['2026-11-01T05:30:00.000Z', 'America/New_York', '2026-11-01T01:30:00-04:00'],
+    [
+      '2026-11-01T05:30:00.000Z',
+      'America/New_York',
+      '2026-11-01T01:30:00-04:00',
+    ],
     ['2026-03-29T01:00:00.000Z', 'Asia/Kathmandu', '2026-03-29T06:45:00+05:45'],
     ['2026-03-29T01:00:59.999Z', 'Etc/UTC', '2026-03-29T01:00:59+00:00'],
   ];
@@ -414,24 +469,42 @@ describe('RFC 3339 forms', () => {
   }
 
   it('shows UTC to the second with Z, as X-CloudScheduler-ScheduleTime', () => {
-    assert.equal(toUtcRfc3339(new Date('2026-10-16T12:00:00.000Z')), '2026-10-16T12:00:00Z');
+    assert.equal(
+      toUtcRfc3339(new Date('2026-10-16T12:00:00.000Z')),
+      '2026-10-16T12:00:00Z',
+    );
   });
 });
 
 describe('UTC without the tz database', () => {
-  const schedules = ['* * * * *', '*/7 3-5 * * *', '0 0 29 2 *', '30 2 * * 1-5', '15 */6 1,15 * *'];
+  const schedules = [
+    '* * * * *',
+    '*/7 3-5 * * *',
+    '0 0 29 2 *',
+    '30 2 * * 1-5',
+    '15 */6 1,15 * *',
+  ];
   const instant = fc
-    .integer({ min: SLOT_RANGE.from.getTime(), max: SLOT_RANGE.to.getTime() - 1 })
+    .integer({
+      min: SLOT_RANGE.from.getTime(),
+      max: SLOT_RANGE.to.getTime() - 1,
+    })
     .map((t) => new Date(t));
 
   it("finds the slots croner finds in the tz database's Etc/UTC, and those of Etc/GMT", () => {
     fc.assert(
       fc.property(fc.constantFrom(...schedules), instant, (schedule, after) => {
-        const byTzDatabase = new Cron(schedule, { timezone: 'Etc/UTC', mode: '5-part' })
+        const byTzDatabase = new Cron(schedule, {
+          timezone: 'Etc/UTC',
+          mode: '5-part',
+        })
           .nextRuns(3, after)
           .filter((slot) => slot < SLOT_RANGE.to);
         for (const timeZone of ['Etc/UTC', 'UTC', 'Etc/GMT']) {
-          assert.deepEqual(utc(nextSlots({ schedule, timeZone }, after, 3)), utc(byTzDatabase));
+          assert.deepEqual(
+            utc(nextSlots({ schedule, timeZone }, after, 3)),
+            utc(byTzDatabase),
+          );
         }
       }),
       { numRuns: 200 },
@@ -455,10 +528,18 @@ describe('UTC without the tz database', () => {
         previousSlot(job, now),
       ];
       console.log(JSON.stringify({ zone: job.timeZone, slots: slots.length, formatters }));`;
-    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-      encoding: 'utf8',
-    });
+    const out = execFileSync(
+      process.execPath,
+      ['--input-type=module', '-e', script],
+      {
+        encoding: 'utf8',
+      },
+    );
 
-    assert.deepEqual(JSON.parse(out), { zone: 'Etc/UTC', slots: 15, formatters: 0 });
+    assert.deepEqual(JSON.parse(out), {
+      zone: 'Etc/UTC',
+      slots: 15,
+      formatters: 0,
+    });
   });
 });

@@ -8,7 +8,10 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { runSchedulerCommand, schedulerPauseArgs } from '../../src/ops/scheduler-pause.ts';
+import {
+  runSchedulerCommand,
+  schedulerPauseArgs,
+} from '../../src/ops/scheduler-pause.ts';
 
 const bin = mkdtempSync(path.join(tmpdir(), 'fake-gcloud-'));
 after(() => rmSync(bin, { recursive: true, force: true }));
@@ -36,11 +39,17 @@ describe('runSchedulerCommand', () => {
     const result = withGcloud('exit 0', 'pause');
 
     assert.equal(result.changed, true);
-    assert.match(result.message, /^pause: ran gcloud scheduler jobs pause nightly /);
+    assert.match(
+      result.message,
+      /^pause: ran gcloud scheduler jobs pause nightly /,
+    );
   });
 
   it('reports it NOT changed when gcloud fails, with its last error line and the command to run', () => {
-    const result = withGcloud('echo "ERROR: (gcloud) PERMISSION_DENIED" >&2; exit 1', 'resume');
+    const result = withGcloud(
+      'echo "ERROR: (gcloud) PERMISSION_DENIED" >&2; exit 1',
+      'resume',
+    );
 
     assert.equal(result.changed, false);
     assert.match(

@@ -80,13 +80,19 @@ describe('readScheduledRun', () => {
   it('accepts the full projects/P/locations/L/jobs/ID job name', () => {
     const run = readScheduledRun(
       delivery([
-        ['X-CloudScheduler-JobName', 'projects/my-proj/locations/us-central1/jobs/nightly_1'],
+        [
+          'X-CloudScheduler-JobName',
+          'projects/my-proj/locations/us-central1/jobs/nightly_1',
+        ],
         ['X-CloudScheduler-ScheduleTime', '2026-10-16T12:00:00Z'],
       ]),
       NO_SCOPE,
     );
 
-    assert.equal(run.jobName, 'projects/my-proj/locations/us-central1/jobs/nightly_1');
+    assert.equal(
+      run.jobName,
+      'projects/my-proj/locations/us-central1/jobs/nightly_1',
+    );
   });
 
   it('refuses a JobName sent twice, even if both copies agree', () => {
@@ -96,7 +102,10 @@ describe('readScheduledRun', () => {
       ['X-CloudScheduler-ScheduleTime', '2026-10-16T12:00:00Z'],
     ]);
 
-    assert.throws(() => readScheduledRun(req, NO_SCOPE), /JobName was sent 2 times/);
+    assert.throws(
+      () => readScheduledRun(req, NO_SCOPE),
+      /JobName was sent 2 times/,
+    );
   });
 
   it('puts the fixed scope first, then headers, then query parameters', () => {
@@ -109,7 +118,11 @@ describe('readScheduledRun', () => {
         ],
         '/?env=prod',
       ),
-      { keyScope: 'p1', keyScopeHeaders: ['x-region'], keyScopeParams: ['env'] },
+      {
+        keyScope: 'p1',
+        keyScopeHeaders: ['x-region'],
+        keyScopeParams: ['env'],
+      },
     );
 
     assert.deepEqual(run.scope, [
@@ -138,7 +151,11 @@ const OUT_OF_RANGE = /falls outside years 0001-9999 in UTC/;
 const TOO_LONG = /X-CloudScheduler-ScheduleTime is longer than 40 characters/;
 
 /** Bad header values: each refused before any I/O with a message saying what to fix. */
-const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; expect: RegExp }[] = [
+const BAD_HEADERS: readonly {
+  name: string;
+  headers: Record<string, string>;
+  expect: RegExp;
+}[] = [
   {
     name: 'no JobName',
     headers: { 'X-CloudScheduler-ScheduleTime': TIME },
@@ -147,16 +164,29 @@ const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; exp
   {
     name: 'no ScheduleTime (a groc "every 5 minutes" job sends none)',
     headers: { 'X-CloudScheduler-JobName': JOB },
-    expect: /X-CloudScheduler-ScheduleTime is missing\. Use a unix-cron schedule/,
+    expect:
+      /X-CloudScheduler-ScheduleTime is missing\. Use a unix-cron schedule/,
   },
-  { name: 'an empty JobName', headers: jobName(''), expect: /X-CloudScheduler-JobName is empty/ },
+  {
+    name: 'an empty JobName',
+    headers: jobName(''),
+    expect: /X-CloudScheduler-JobName is empty/,
+  },
   {
     name: 'an empty ScheduleTime',
     headers: scheduleTime(''),
     expect: /X-CloudScheduler-ScheduleTime is empty/,
   },
-  { name: 'a JobName with a slash', headers: jobName('reports/nightly'), expect: NOT_A_JOB },
-  { name: 'a JobName with dots', headers: jobName('nightly.report'), expect: NOT_A_JOB },
+  {
+    name: 'a JobName with a slash',
+    headers: jobName('reports/nightly'),
+    expect: NOT_A_JOB,
+  },
+  {
+    name: 'a JobName with dots',
+    headers: jobName('nightly.report'),
+    expect: NOT_A_JOB,
+  },
   { name: 'a JobName "../.."', headers: jobName('../..'), expect: NOT_A_JOB },
   {
     name: 'a full job name with a path after the id',
@@ -168,10 +198,26 @@ const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; exp
     headers: jobName('projects/p/locations/us-central1/jobs/'),
     expect: NOT_A_JOB,
   },
-  { name: 'a JobName of 501 characters', headers: jobName('a'.repeat(501)), expect: NOT_A_JOB },
-  { name: 'a JobName of 10 KB', headers: jobName('a'.repeat(10_240)), expect: NOT_A_JOB },
-  { name: 'a JobName with a space', headers: jobName('nightly report'), expect: NOT_A_JOB },
-  { name: 'a percent-encoded JobName', headers: jobName('reports%2Fnightly'), expect: NOT_A_JOB },
+  {
+    name: 'a JobName of 501 characters',
+    headers: jobName('a'.repeat(501)),
+    expect: NOT_A_JOB,
+  },
+  {
+    name: 'a JobName of 10 KB',
+    headers: jobName('a'.repeat(10_240)),
+    expect: NOT_A_JOB,
+  },
+  {
+    name: 'a JobName with a space',
+    headers: jobName('nightly report'),
+    expect: NOT_A_JOB,
+  },
+  {
+    name: 'a percent-encoded JobName',
+    headers: jobName('reports%2Fnightly'),
+    expect: NOT_A_JOB,
+  },
   {
     name: 'a ScheduleTime without an offset',
     headers: scheduleTime('2026-10-16T12:00:00'),
@@ -187,11 +233,31 @@ const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; exp
     headers: scheduleTime('2026-10-16 12:00:00Z'),
     expect: NOT_RFC3339,
   },
-  { name: 'a date only', headers: scheduleTime('2026-10-16'), expect: NOT_RFC3339 },
-  { name: 'no seconds', headers: scheduleTime('2026-10-16T12:00Z'), expect: NOT_RFC3339 },
-  { name: 'trailing junk', headers: scheduleTime('2026-10-16T12:00:00Zjunk'), expect: NOT_RFC3339 },
-  { name: 'epoch seconds', headers: scheduleTime('1792152000'), expect: NOT_RFC3339 },
-  { name: 'epoch milliseconds', headers: scheduleTime('1792152000000'), expect: NOT_RFC3339 },
+  {
+    name: 'a date only',
+    headers: scheduleTime('2026-10-16'),
+    expect: NOT_RFC3339,
+  },
+  {
+    name: 'no seconds',
+    headers: scheduleTime('2026-10-16T12:00Z'),
+    expect: NOT_RFC3339,
+  },
+  {
+    name: 'trailing junk',
+    headers: scheduleTime('2026-10-16T12:00:00Zjunk'),
+    expect: NOT_RFC3339,
+  },
+  {
+    name: 'epoch seconds',
+    headers: scheduleTime('1792152000'),
+    expect: NOT_RFC3339,
+  },
+  {
+    name: 'epoch milliseconds',
+    headers: scheduleTime('1792152000000'),
+    expect: NOT_RFC3339,
+  },
   {
     name: 'ten fraction digits',
     headers: scheduleTime('2026-10-16T12:00:00.1234567890Z'),
@@ -202,15 +268,31 @@ const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; exp
     headers: scheduleTime('+002026-10-16T12:00:00Z'),
     expect: NOT_RFC3339,
   },
-  { name: 'February 30', headers: scheduleTime('2026-02-30T12:00:00Z'), expect: NOT_REAL },
+  {
+    name: 'February 30',
+    headers: scheduleTime('2026-02-30T12:00:00Z'),
+    expect: NOT_REAL,
+  },
   {
     name: 'February 29 of a common year',
     headers: scheduleTime('2025-02-29T12:00:00Z'),
     expect: NOT_REAL,
   },
-  { name: 'hour 24', headers: scheduleTime('2026-10-16T24:00:00Z'), expect: NOT_REAL },
-  { name: 'a leap second', headers: scheduleTime('2016-12-31T23:59:60Z'), expect: NOT_REAL },
-  { name: 'year 0000', headers: scheduleTime('0000-01-01T00:00:00Z'), expect: NOT_REAL },
+  {
+    name: 'hour 24',
+    headers: scheduleTime('2026-10-16T24:00:00Z'),
+    expect: NOT_REAL,
+  },
+  {
+    name: 'a leap second',
+    headers: scheduleTime('2016-12-31T23:59:60Z'),
+    expect: NOT_REAL,
+  },
+  {
+    name: 'year 0000',
+    headers: scheduleTime('0000-01-01T00:00:00Z'),
+    expect: NOT_REAL,
+  },
   {
     name: 'an offset of +24:00',
     headers: scheduleTime('2026-10-16T12:00:00+24:00'),
@@ -231,7 +313,11 @@ const BAD_HEADERS: readonly { name: string; headers: Record<string, string>; exp
     headers: scheduleTime('2026-10-16T12:00:00Z, 2026-10-16T12:05:00Z'),
     expect: TOO_LONG,
   },
-  { name: 'a ScheduleTime of 10 KB', headers: scheduleTime('2'.repeat(10_240)), expect: TOO_LONG },
+  {
+    name: 'a ScheduleTime of 10 KB',
+    headers: scheduleTime('2'.repeat(10_240)),
+    expect: TOO_LONG,
+  },
 ];
 
 describe('readScheduledRun refuses bad header values', () => {
@@ -242,7 +328,10 @@ describe('readScheduledRun refuses bad header values', () => {
         (err: Error) => {
           assert.ok(err instanceof InvalidRequestError);
           assert.match(err.message, expect);
-          assert.ok(err.message.length < 400, 'the message quotes at most a prefix');
+          assert.ok(
+            err.message.length < 400,
+            'the message quotes at most a prefix',
+          );
           return true;
         },
       );
@@ -272,7 +361,10 @@ describe('readScheduledRun: the overlap and backfill flags', () => {
 
     assert.equal(asked.trigger?.allowOverlap, true);
     assert.equal(backfill.backfill, true);
-    assert.equal(readScheduledRun(delivery(slot), NO_SCOPE).backfill, undefined);
+    assert.equal(
+      readScheduledRun(delivery(slot), NO_SCOPE).backfill,
+      undefined,
+    );
   });
 
   const refused: [string, [string, string][], RegExp][] = [

@@ -30,8 +30,16 @@ describe('scopeArgs', () => {
   });
 
   for (const [what, flags, message] of [
-    ['a missing value', ['region=eu'], /--scope x-tenant=VALUE is missing \(scope header\)/],
-    ['every missing value at once', [], /x-tenant=VALUE is missing .*region=VALUE is missing/],
+    [
+      'a missing value',
+      ['region=eu'],
+      /--scope x-tenant=VALUE is missing \(scope header\)/,
+    ],
+    [
+      'every missing value at once',
+      [],
+      /x-tenant=VALUE is missing .*region=VALUE is missing/,
+    ],
     [
       'a name not configured',
       ['tenant=acme'],
@@ -68,15 +76,20 @@ describe('scopeArgs', () => {
 
   it('takes a bare value as RUN_KEY_SCOPE where the command allows it (runs)', () => {
     assert.equal(
-      scopeArgs(config, ['staging', 'x-tenant=a', 'region=eu'], { allowFixed: true }).fixed,
+      scopeArgs(config, ['staging', 'x-tenant=a', 'region=eu'], {
+        allowFixed: true,
+      }).fixed,
       'staging',
     );
   });
 
   it('needs nothing for a configuration without scope headers or parameters', () => {
-    assert.deepEqual(scopeRequest(loadConfig({}), scopeArgs(loadConfig({}), []).values), {
-      headers: {},
-      query: {},
-    });
+    assert.deepEqual(
+      scopeRequest(loadConfig({}), scopeArgs(loadConfig({}), []).values),
+      {
+        headers: {},
+        query: {},
+      },
+    );
   });
 });

@@ -51,15 +51,29 @@ const outcome = (executions: Execution[]): SimOutcome =>
 describe('invariant 1: a second execution of a run', () => {
   it('is excused after a job that returned as its instance crashed, its completion never landed', () => {
     const first = execution({ crashedBeforeAnswer: true });
-    const retry = execution({ attemptId: 'attempt-2', start: 90_000, end: 95_000 });
+    const retry = execution({
+      attemptId: 'attempt-2',
+      start: 90_000,
+      end: 95_000,
+    });
 
     assert.deepEqual(violations(outcome([first, retry])), []);
   });
 
   it('is a double run when the crashed instance’s completion had landed: the retry found the run completed', () => {
-    const first = execution({ crashedBeforeAnswer: true, completionLanded: true });
-    const retry = execution({ attemptId: 'attempt-2', start: 90_000, end: 95_000 });
+    const first = execution({
+      crashedBeforeAnswer: true,
+      completionLanded: true,
+    });
+    const retry = execution({
+      attemptId: 'attempt-2',
+      start: 90_000,
+      end: 95_000,
+    });
 
-    assert.match(violations(outcome([first, retry])).join('\n'), /executed twice/);
+    assert.match(
+      violations(outcome([first, retry])).join('\n'),
+      /executed twice/,
+    );
   });
 });

@@ -11,13 +11,22 @@ import {
   reportsLoggedOnceOrTwice,
   unknownStatusesSaid,
 } from '../sim/invariants.ts';
-import type { Delivered, ForeignRecord, LogLine, SimOutcome } from '../sim/simulator.ts';
+import type {
+  Delivered,
+  ForeignRecord,
+  LogLine,
+  SimOutcome,
+} from '../sim/simulator.ts';
 import { loggedWriteOf, overdueReportOf } from '../sim/simulator.ts';
 
 const RUN = 'a'.repeat(64);
 const HOLDER = 'b'.repeat(64);
 
-const line = (at: number, message: string, fields: Record<string, unknown>): LogLine => ({
+const line = (
+  at: number,
+  message: string,
+  fields: Record<string, unknown>,
+): LogLine => ({
   at,
   instance: 'd0-i0-r0',
   level: 'ERROR',
@@ -48,13 +57,20 @@ const outcome = (fields: Partial<SimOutcome>): SimOutcome =>
     ...fields,
   }) as unknown as SimOutcome;
 
-const missedRecord = { status: 'missed', reported_at: Timestamp.fromMillis(100_000) };
+const missedRecord = {
+  status: 'missed',
+  reported_at: Timestamp.fromMillis(100_000),
+};
 
 describe('invariant 12: every report written is logged once or twice', () => {
   it('passes a report logged by its writer and once more by a later check', () => {
     const logs = [
       line(100_000, 'missed run', { runId: RUN, reporter: 'r1' }),
-      line(400_000, 'missed run', { runId: RUN, reporter: 'r1', relogged: true }),
+      line(400_000, 'missed run', {
+        runId: RUN,
+        reporter: 'r1',
+        relogged: true,
+      }),
     ];
     const records = new Map([[RUN, missedRecord]]);
 
@@ -64,10 +80,17 @@ describe('invariant 12: every report written is logged once or twice', () => {
   it('fails a report written and never logged (its writer died, no check logged it again)', () => {
     const records = new Map([[RUN, missedRecord]]);
     const crashesAfterWrite = [
-      { at: 100_000, instance: 'auditor', write: 'report' as const, path: `runs/${RUN}` },
+      {
+        at: 100_000,
+        instance: 'auditor',
+        write: 'report' as const,
+        path: `runs/${RUN}`,
+      },
     ];
 
-    const found = reportsLoggedOnceOrTwice(outcome({ records, crashesAfterWrite }));
+    const found = reportsLoggedOnceOrTwice(
+      outcome({ records, crashesAfterWrite }),
+    );
 
     assert.match(
       found.join('\n'),
@@ -77,14 +100,19 @@ describe('invariant 12: every report written is logged once or twice', () => {
 
   it('fails an overdue pause report never logged, and passes one logged once', () => {
     const pausedAt = Timestamp.fromMillis(60_000);
-    const pause = { paused_at: pausedAt, overdue_reported_at: Timestamp.fromMillis(200_000) };
+    const pause = {
+      paused_at: pausedAt,
+      overdue_reported_at: Timestamp.fromMillis(200_000),
+    };
     const jobDocuments = new Map([['job-0', { pauses: [pause] }]]);
     const logged = line(200_000, 'pause outlived its bound', {
       pausedAt: pausedAt.toDate().toISOString(),
     });
 
     const silent = reportsLoggedOnceOrTwice(outcome({ jobDocuments }));
-    const once = reportsLoggedOnceOrTwice(outcome({ jobDocuments, logs: [logged] }));
+    const once = reportsLoggedOnceOrTwice(
+      outcome({ jobDocuments, logs: [logged] }),
+    );
 
     assert.match(silent.join('\n'), /logged 0 times/);
     assert.deepEqual(once, []);
@@ -94,9 +122,14 @@ describe('invariant 12: every report written is logged once or twice', () => {
     const logs = [100_000, 200_000, 300_000].map((at) =>
       line(at, 'run failed after retries', { runId: RUN }),
     );
-    const records = new Map([[RUN, { status: 'failed', reported_at: Timestamp.fromMillis(1) }]]);
+    const records = new Map([
+      [RUN, { status: 'failed', reported_at: Timestamp.fromMillis(1) }],
+    ]);
 
-    assert.match(reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'), /logged 3 times/);
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'),
+      /logged 3 times/,
+    );
   });
 });
 
@@ -108,7 +141,10 @@ const foreign = (fields: Partial<ForeignRecord>): ForeignRecord => ({
   ...fields,
 });
 
-const skippedBehind = (at: number, sentAt: number): { log: LogLine; delivery: Delivered } => ({
+const skippedBehind = (
+  at: number,
+  sentAt: number,
+): { log: LogLine; delivery: Delivered } => ({
   log: {
     ...line(at, 'scheduled run: skipped', {
       outcome: 'skipped',
@@ -158,25 +194,41 @@ describe('invariant 13: another version’s records and locks', () => {
   it('fails any skip behind a holder whose record has an unknown status, before its repair', () => {
     const { log, delivery } = skippedBehind(105_000, 105_000);
     const foreignRecords = new Map([
-      [HOLDER, foreign({ kind: 'unknown_status', lockedAt: 100_000, deletedAt: 200_000 })],
+      [
+        HOLDER,
+        foreign({
+          kind: 'unknown_status',
+          lockedAt: 100_000,
+          deletedAt: 200_000,
+        }),
+      ],
     ]);
 
     const found = noBlockBehindVanishedHolder(
       outcome({ logs: [log], deliveries: [delivery], foreignRecords }),
     );
 
-    assert.match(found.join('\n'), /status this version does not know: a silent block/);
+    assert.match(
+      found.join('\n'),
+      /status this version does not know: a silent block/,
+    );
   });
 
   it('fails a record of unknown status no ERROR names, passes one an ERROR names', () => {
     const records = new Map([[RUN, { status: 'deferred', job_name: 'job-0' }]]);
-    const foreignRecords = new Map([[RUN, foreign({ kind: 'unknown_status' })]]);
+    const foreignRecords = new Map([
+      [RUN, foreign({ kind: 'unknown_status' })],
+    ]);
     const silent = outcome({ records, foreignRecords });
     const said = outcome({
       records,
       foreignRecords,
       logs: [
-        line(500_000, "missed-run check: a closed slot's record cannot be read", { runId: RUN }),
+        line(
+          500_000,
+          "missed-run check: a closed slot's record cannot be read",
+          { runId: RUN },
+        ),
       ],
     });
 
@@ -191,25 +243,48 @@ describe('crashAfterWrite: which writes a log line follows', () => {
   it('names a claim, a completion and a report, and nothing else', () => {
     const claimed = { status: 'in_progress', attempt_id: 'a1' };
     const completed = { status: 'completed', attempt_id: 'a1' };
-    const reported = { status: 'missed', reported_at: at(5), reported_by: 'r~unlogged' };
+    const reported = {
+      status: 'missed',
+      reported_at: at(5),
+      reported_by: 'r~unlogged',
+    };
     const acknowledged = { ...reported, reported_by: 'r' };
 
     assert.equal(loggedWriteOf(undefined, claimed), 'claim');
-    assert.equal(loggedWriteOf({ status: 'failed', attempt_id: 'a0' }, claimed), 'claim');
+    assert.equal(
+      loggedWriteOf({ status: 'failed', attempt_id: 'a0' }, claimed),
+      'claim',
+    );
     assert.equal(loggedWriteOf(claimed, completed), 'completion');
     assert.equal(loggedWriteOf(undefined, reported), 'report');
     assert.equal(loggedWriteOf(reported, acknowledged), undefined);
-    assert.equal(loggedWriteOf(claimed, { ...claimed, leased_at: at(9) }), undefined);
+    assert.equal(
+      loggedWriteOf(claimed, { ...claimed, leased_at: at(9) }),
+      undefined,
+    );
     assert.equal(loggedWriteOf(claimed, undefined), undefined);
   });
 
   it('names a pause’s overdue report on its job document, not its acknowledgement', () => {
     const pause = { paused_at: at(1), overdue_reported_at: null };
-    const reported = { ...pause, overdue_reported_at: at(2), overdue_unlogged: true };
+    const reported = {
+      ...pause,
+      overdue_reported_at: at(2),
+      overdue_unlogged: true,
+    };
     const acknowledged = { ...pause, overdue_reported_at: at(2) };
 
-    assert.equal(overdueReportOf({ pauses: [pause] }, { pauses: [reported] }), 'report');
-    assert.equal(overdueReportOf({ pauses: [reported] }, { pauses: [acknowledged] }), undefined);
-    assert.equal(overdueReportOf(undefined, { checked_before: at(3) }), undefined);
+    assert.equal(
+      overdueReportOf({ pauses: [pause] }, { pauses: [reported] }),
+      'report',
+    );
+    assert.equal(
+      overdueReportOf({ pauses: [reported] }, { pauses: [acknowledged] }),
+      undefined,
+    );
+    assert.equal(
+      overdueReportOf(undefined, { checked_before: at(3) }),
+      undefined,
+    );
   });
 });

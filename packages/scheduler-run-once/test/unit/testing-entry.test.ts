@@ -6,7 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import supertest from 'supertest';
-import { AttemptAbortedError, ConfigError, RunOnceError } from '../../src/core/errors.ts';
+import {
+  AttemptAbortedError,
+  ConfigError,
+  RunOnceError,
+} from '../../src/core/errors.ts';
 import type { JobContext } from '../../src/core/job-context.ts';
 import type { NoteValue } from '../../src/core/notes.ts';
 import { computeRunId } from '../../src/core/run-key.ts';
@@ -18,10 +22,16 @@ import {
   schedulerHeaders,
 } from '../../src/testing.ts';
 
-const EVERY_MINUTE = { id: 'minutely', schedule: '* * * * *', timeZone: 'Etc/UTC' };
+const EVERY_MINUTE = {
+  id: 'minutely',
+  schedule: '* * * * *',
+  timeZone: 'Etc/UTC',
+};
 
 /** A job every minute that records each context it was called with, and runs `work` in it. */
-function recordingJob(work: (ctx: JobContext, call: number) => Promise<void> | void = () => {}) {
+function recordingJob(
+  work: (ctx: JobContext, call: number) => Promise<void> | void = () => {},
+) {
   const calls: JobContext[] = [];
   const job = defineJob({
     ...EVERY_MINUTE,
@@ -34,7 +44,10 @@ function recordingJob(work: (ctx: JobContext, call: number) => Promise<void> | v
 }
 
 /** What a note the function refuses is refused with, by the function itself (its `ctx.note`). */
-async function functionsRefusal(name: string, value: NoteValue): Promise<unknown> {
+async function functionsRefusal(
+  name: string,
+  value: NoteValue,
+): Promise<unknown> {
   let refusal: unknown;
   const { job } = recordingJob(async (ctx) => {
     refusal = await ctx.note(name, value).then(
@@ -58,11 +71,16 @@ describe('createTestContext', () => {
     assert.equal(ctx.kind, 'slot');
     assert.deepEqual(ctx.job, DEFAULT_TEST_JOB);
     assert.equal(ctx.jobName, DEFAULT_TEST_JOB.id);
-    assert.ok(slot.getTime() <= Date.now() && slot.getTime() > before - 5 * 60_000);
+    assert.ok(
+      slot.getTime() <= Date.now() && slot.getTime() > before - 5 * 60_000,
+    );
     assert.equal(slot.getUTCMinutes() % 5, 0);
     assert.equal(slot.getUTCSeconds(), 0);
     const scheduleTime = `${slot.toISOString().slice(0, 19)}Z`;
-    assert.equal(ctx.runId, computeRunId({ scope: [], jobName: 'test-job', scheduleTime }));
+    assert.equal(
+      ctx.runId,
+      computeRunId({ scope: [], jobName: 'test-job', scheduleTime }),
+    );
     assert.equal(ctx.signal.aborted, false);
     assert.ok(ctx.leaseExpires.getTime() > ctx.firstClaimedAt.getTime());
   });
@@ -138,7 +156,10 @@ describe('createTestContext', () => {
     await ctx.note('uploadId', 'u-2');
     await ctx.note('counts', { rows: 3, done: true });
 
-    assert.deepEqual(ctx.notes, { uploadId: 'u-2', counts: { rows: 3, done: true } });
+    assert.deepEqual(ctx.notes, {
+      uploadId: 'u-2',
+      counts: { rows: 3, done: true },
+    });
   });
 
   for (const [what, name, value] of [
@@ -155,7 +176,10 @@ describe('createTestContext', () => {
         (err: unknown) => err,
       );
 
-      assert.ok(refused instanceof RunOnceError, `the function refused it: ${String(refused)}`);
+      assert.ok(
+        refused instanceof RunOnceError,
+        `the function refused it: ${String(refused)}`,
+      );
       assert.ok(ours instanceof RunOnceError);
       assert.equal(ours.message, refused.message);
       assert.deepEqual(ctx.notes, {});
@@ -190,7 +214,10 @@ describe('createTestContext', () => {
     lost.abort('lease_lost');
     stopping.abort('shutdown');
 
-    await assert.rejects(lost.note('step', 2), (err: unknown) => err === lost.signal.reason);
+    await assert.rejects(
+      lost.note('step', 2),
+      (err: unknown) => err === lost.signal.reason,
+    );
     await stopping.note('step', 2);
     assert.deepEqual(stopping.notes, { step: 2 });
   });
@@ -220,8 +247,13 @@ describe('createTestServer', () => {
     assert.equal(second.status, 200);
     assert.equal(second.body.outcome, 'duplicate', JSON.stringify(second.body));
     assert.equal(calls.length, 1);
-    const scheduleTime = new Date(headers['X-CloudScheduler-ScheduleTime'] as string);
-    assert.equal(first.body.runId, createTestContext({ job: EVERY_MINUTE, scheduleTime }).runId);
+    const scheduleTime = new Date(
+      headers['X-CloudScheduler-ScheduleTime'] as string,
+    );
+    assert.equal(
+      first.body.runId,
+      createTestContext({ job: EVERY_MINUTE, scheduleTime }).runId,
+    );
     assert.equal(calls[0]?.runId, first.body.runId);
   });
 
@@ -240,7 +272,11 @@ describe('createTestServer', () => {
     assert.equal(failed.status, 500);
     assert.equal(failed.body.outcome, 'failed');
     assert.equal(retried.status, 200);
-    assert.equal(retried.body.outcome, 'processed', JSON.stringify(retried.body));
+    assert.equal(
+      retried.body.outcome,
+      'processed',
+      JSON.stringify(retried.body),
+    );
     assert.equal(calls.length, 2);
     assert.equal(calls[1]?.runId, calls[0]?.runId);
     assert.notEqual(calls[1]?.attemptId, calls[0]?.attemptId);
@@ -253,7 +289,9 @@ describe('createTestServer', () => {
     const res = await supertest(server).post('/').set(schedulerHeaders(job));
 
     const jobLine = logs.find((line) => line.message === 'job finished');
-    const answerLine = logs.find((line) => line.message === 'scheduled run: processed');
+    const answerLine = logs.find(
+      (line) => line.message === 'scheduled run: processed',
+    );
     assert.equal(jobLine?.runId, res.body.runId);
     assert.equal(answerLine?.runId, res.body.runId);
   });
@@ -287,24 +325,35 @@ describe('createTestServer', () => {
 
   it('applies the configuration a test gives, and refuses a bad one as the function does', async () => {
     const { job } = recordingJob();
-    const oidc = { AUTH_MODE: 'verify-oidc', OIDC_AUDIENCE: 'a', OIDC_INVOKERS: 's@p.iam' };
+    const oidc = {
+      AUTH_MODE: 'verify-oidc',
+      OIDC_AUDIENCE: 'a',
+      OIDC_INVOKERS: 's@p.iam',
+    };
     const { server } = createTestServer([job], { env: oidc });
 
-    const unauthenticated = await supertest(server).post('/').set(schedulerHeaders(job));
+    const unauthenticated = await supertest(server)
+      .post('/')
+      .set(schedulerHeaders(job));
 
     assert.equal(unauthenticated.status, 401);
     assert.throws(
       () => createTestServer([job], { env: { LEASE_SECONDS: '0' } }),
-      (err: unknown) => err instanceof ConfigError && /LEASE_SECONDS="0"/.test(err.message),
+      (err: unknown) =>
+        err instanceof ConfigError && /LEASE_SECONDS="0"/.test(err.message),
     );
   });
 
   it('answers 400 for a slot an hour ahead, as the function refuses it', async () => {
     const { job, calls } = recordingJob();
     const { server } = createTestServer([job]);
-    const hourAhead = new Date(Math.floor(Date.now() / 60_000) * 60_000 + 3_600_000);
+    const hourAhead = new Date(
+      Math.floor(Date.now() / 60_000) * 60_000 + 3_600_000,
+    );
 
-    const res = await supertest(server).post('/').set(schedulerHeaders(job.id, hourAhead));
+    const res = await supertest(server)
+      .post('/')
+      .set(schedulerHeaders(job.id, hourAhead));
 
     assert.equal(res.status, 400, JSON.stringify(res.body));
     assert.equal(calls.length, 0);
@@ -313,7 +362,10 @@ describe('createTestServer', () => {
 
 describe('schedulerHeaders', () => {
   it("names the job and the slot as Cloud Scheduler's headers do", () => {
-    const headers = schedulerHeaders('nightly', new Date('2026-10-16T03:00:00.000Z'));
+    const headers = schedulerHeaders(
+      'nightly',
+      new Date('2026-10-16T03:00:00.000Z'),
+    );
 
     assert.deepEqual(headers, {
       'X-CloudScheduler-JobName': 'nightly',
