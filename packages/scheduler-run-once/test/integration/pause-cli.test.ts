@@ -6,7 +6,7 @@
  * (`test/fixtures/in-process-command.ts`), but in the case named "as processes", as `npm run pause`
  * users run them. Against the emulator the Scheduler half is `npm run dev`'s (its local Scheduler
  * reads the record); the gcloud command a deployed pause runs is checked by the real parser in
- * deploy.test.ts.
+ * deploy-gcloud-parser.test.ts.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

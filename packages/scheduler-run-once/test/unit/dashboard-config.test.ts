@@ -1,7 +1,7 @@
 /**
  * The dashboard `deploy.sh` creates (`src/ops/dashboard-config.ts`): one chart per kind of run, each
  * counting its log-based metric per job, and a name `deploy.sh` finds it by. No gcloud (the real
- * parser reads the file in test/integration/deploy.test.ts).
+ * parser reads the file in test/integration/deploy-gcloud-parser.test.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
