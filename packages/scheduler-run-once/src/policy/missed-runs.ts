@@ -208,12 +208,7 @@ function judgeSlot(
     const at = { slot, runId, lapsed };
     judging.findings.push(slotFinding(job, at, run, message, state, more));
   };
-  // No record, or a bare `missed` one: neither a run nor a report.
-  const absent =
-    judged === undefined ||
-    (run?.status === 'missed' &&
-      run.attempts === 0 &&
-      run.reportedAt === undefined);
+  const absent = isAbsent(judged, run);
   const pause =
     absent && (run?.kind ?? 'slot') === 'slot'
       ? pauseAt(window.pauses, slot)
@@ -252,6 +247,19 @@ function judgeSlot(
     report(FAILED_AFTER_RETRIES, 'failed');
   }
   return 'judged';
+}
+
+/** Whether a slot has no record, or a bare `missed` one: neither a run nor a report. */
+function isAbsent(
+  judged: StoredRecord | undefined,
+  run: Exclude<StoredRecord, UnreadableRecord> | undefined,
+): boolean {
+  return (
+    judged === undefined ||
+    (run?.status === 'missed' &&
+      run.attempts === 0 &&
+      run.reportedAt === undefined)
+  );
 }
 
 /** The finding of a slot judged `state`: its run's attempts and last error, and `more` fields. */
