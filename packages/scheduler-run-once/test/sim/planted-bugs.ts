@@ -257,7 +257,11 @@ function spansOf(text: string, find: string): [number, number][] {
   }
   const needle = find.replace(/\s+/g, '');
   const spans: [number, number][] = [];
-  for (let at = compact.indexOf(needle); at !== -1; at = compact.indexOf(needle, at + 1)) {
+  for (
+    let at = compact.indexOf(needle);
+    at !== -1;
+    at = compact.indexOf(needle, at + 1)
+  ) {
     const last = positions[at + needle.length - 1] as number;
     spans.push([positions[at] as number, last + 1]);
   }
