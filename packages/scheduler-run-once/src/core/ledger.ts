@@ -101,6 +101,26 @@ export interface LedgerOptions {
  */
 export const CLAIM_LEASE_TIMEOUTS = 3;
 
+/** What the claim rounds of one claim share: the claim asked for, and what its rounds learned. */
+interface ClaimRounds {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly details: RunDetails;
+  readonly guard: GuardedWrite | undefined;
+  readonly reopenReported: boolean;
+  /** The holder the last read found, if any. */
+  holder: Holder | undefined;
+  /** The record our last takeover write replaced, if one was sent. */
+  replaced: RunRecord | undefined;
+}
+
+/** A record to take over, fenced on the update time of the read that found it. */
+interface ClaimTakeover {
+  readonly state: 'take_over';
+  readonly record: RunRecord;
+  readonly fencingToken: Timestamp;
+}
+
 /** How often a claim re-reads after losing a race before reporting the run as in progress. */
 const MAX_CLAIM_ROUNDS = 4;
 /** Tries of a fenced write whose failure looks transient, and the first back-off. */
@@ -219,76 +239,119 @@ export class RunLedger {
     guard: GuardedWrite | undefined,
     reopenReported: boolean,
   ): Promise<ClaimResult> {
-    const documents = this.#documents;
-    const fields = (previous?: RunRecord) =>
-      this.#claimFields(attemptId, details, previous);
-    let holder: Holder | undefined;
-    /** The record our last takeover write replaced, if one was sent. */
-    let replaced: RunRecord | undefined;
+    const rounds: ClaimRounds = {
+      runId,
+      attemptId,
+      details,
+      guard,
+      reopenReported,
+      holder: undefined,
+      replaced: undefined,
+    };
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const created = await documents.writeWith(
-        runId,
-        'claim',
-        fields(),
-        undefined,
-        guard,
-      );
-      if (isGuardChanged(created)) {
-        return (
-          this.#ours(runId, attemptId, created.guardChanged, replaced) ??
-          GUARD_CHANGED
-        );
-      }
+      const created = await this.#createClaim(rounds);
       if (created !== 'conflict') {
-        return this.#claimed(runId, attemptId, created);
+        return created;
       }
-      const read = await documents.read(runId);
-      const own = this.#ours(runId, attemptId, read, replaced);
-      if (own !== undefined) {
-        return own;
-      }
-      const completed = await this.#completeUnrecorded(runId, read);
-      if (completed === 'conflict') {
+      const read = await this.#documents.read(runId);
+      const settled = await this.#settleConflict(rounds, read);
+      if (settled === 'next_round') {
         continue;
       }
-      if (completed !== undefined) {
-        return { state: 'completed', record: completed };
-      }
-      replaced = undefined;
-      const decided = this.#isUnanswered(runId, read.record)
-        ? ({ decision: 'take_over', record: read.record } as const)
-        : claimDecision(read.record, read.readTime, reopenReported);
-      if (decided.decision === 'absent') {
-        continue; // released between our create and our read
-      }
-      const settled = settledClaim(decided);
       if (settled.state !== 'take_over') {
         return settled;
       }
-      holder = holderOf(settled.record);
-      if (read.updateTime === undefined) {
-        continue;
-      }
-      replaced = settled.record;
-      const update = fields(replaced);
-      const taken = await documents.writeWith(
-        runId,
-        'takeover',
-        update,
-        read.updateTime,
-        guard,
-      );
-      if (isGuardChanged(taken)) {
-        return (
-          this.#ours(runId, attemptId, taken.guardChanged, replaced) ??
-          GUARD_CHANGED
-        );
-      }
+      const taken = await this.#takeOver(rounds, settled);
       if (taken !== 'conflict') {
-        return this.#claimed(runId, attemptId, taken, replaced);
+        return taken;
       }
     }
-    return { state: 'in_progress', holder };
+    return { state: 'in_progress', holder: rounds.holder };
+  }
+  /** The claim's `create()`: our claim, `guard_changed`, or `conflict` when a record is there. */
+  async #createClaim(rounds: ClaimRounds): Promise<ClaimResult | 'conflict'> {
+    const { runId, attemptId } = rounds;
+    const created = await this.#documents.writeWith(
+      runId,
+      'claim',
+      this.#claimFields(attemptId, rounds.details),
+      undefined,
+      rounds.guard,
+    );
+    if (isGuardChanged(created)) {
+      return (
+        this.#ours(runId, attemptId, created.guardChanged, rounds.replaced) ??
+        GUARD_CHANGED
+      );
+    }
+    if (created !== 'conflict') {
+      return this.#claimed(runId, attemptId, created);
+    }
+    return 'conflict';
+  }
+  /**
+   * What the read after a lost `create()` settles: our own claim, a completion recorded here, the
+   * record's answer (completed, unreadable, a live lease's holder), `next_round`, or a takeover.
+   */
+  async #settleConflict(
+    rounds: ClaimRounds,
+    read: DocumentRead,
+  ): Promise<ClaimResult | ClaimTakeover | 'next_round'> {
+    const { runId, attemptId } = rounds;
+    const own = this.#ours(runId, attemptId, read, rounds.replaced);
+    if (own !== undefined) {
+      return own;
+    }
+    const completed = await this.#completeUnrecorded(runId, read);
+    if (completed === 'conflict') {
+      return 'next_round';
+    }
+    if (completed !== undefined) {
+      return { state: 'completed', record: completed };
+    }
+    rounds.replaced = undefined;
+    const decided = this.#isUnanswered(runId, read.record)
+      ? ({ decision: 'take_over', record: read.record } as const)
+      : claimDecision(read.record, read.readTime, rounds.reopenReported);
+    if (decided.decision === 'absent') {
+      return 'next_round'; // released between our create and our read
+    }
+    const settled = settledClaim(decided);
+    if (settled.state !== 'take_over') {
+      return settled;
+    }
+    rounds.holder = holderOf(settled.record);
+    if (read.updateTime === undefined) {
+      return 'next_round';
+    }
+    return { ...settled, fencingToken: read.updateTime };
+  }
+  /** The takeover write, fenced on the read: our claim, `guard_changed`, or `conflict`. */
+  async #takeOver(
+    rounds: ClaimRounds,
+    takeover: ClaimTakeover,
+  ): Promise<ClaimResult | 'conflict'> {
+    const { runId, attemptId } = rounds;
+    const replaced = takeover.record;
+    rounds.replaced = replaced;
+    const update = this.#claimFields(attemptId, rounds.details, replaced);
+    const taken = await this.#documents.writeWith(
+      runId,
+      'takeover',
+      update,
+      takeover.fencingToken,
+      rounds.guard,
+    );
+    if (isGuardChanged(taken)) {
+      return (
+        this.#ours(runId, attemptId, taken.guardChanged, replaced) ??
+        GUARD_CHANGED
+      );
+    }
+    if (taken !== 'conflict') {
+      return this.#claimed(runId, attemptId, taken, replaced);
+    }
+    return 'conflict';
   }
   /**
    * Our claim, if `read` found our attempt in progress: a retried write of ours that had landed

@@ -187,12 +187,25 @@ export class RunDocuments {
     if (guard === undefined) {
       return this.write(runId, what, data, token);
     }
-    const other = guard.documents;
-    if (other.#db !== this.#db) {
+    if (guard.documents.#db !== this.#db) {
       throw new Error(
         'a guarded write must use the same Firestore client as the run documents',
       );
     }
+    const written = await this.#commitGuarded(runId, what, data, token, guard);
+    if (written !== 'conflict') {
+      return written;
+    }
+    return this.#conflictOrGuardChanged(runId, guard);
+  }
+  /** The run's write and `guard`'s in one atomic batch: its time, or `conflict` if either failed. */
+  #commitGuarded(
+    runId: string,
+    what: string,
+    data: DocumentData,
+    token: Timestamp | undefined,
+    guard: GuardedWrite,
+  ): Promise<Timestamp | 'conflict'> {
     const batch = this.#db.batch();
     const add = (
       ref: DocumentReference,
@@ -203,7 +216,7 @@ export class RunDocuments {
         ? batch.create(ref, fields)
         : batch.update(ref, fields, { lastUpdateTime: at });
     add(this.#ref(runId), data, token);
-    add(other.#ref(guard.id), guard.data, guard.token);
+    add(guard.documents.#ref(guard.id), guard.data, guard.token);
     const conflicts = [
       Code.ALREADY_EXISTS,
       Code.FAILED_PRECONDITION,
@@ -211,19 +224,25 @@ export class RunDocuments {
     ];
     const commit = () =>
       batch.commit().then(([written]) => written as WriteResult);
-    const written = await this.#conditional(
+    return this.#conditional(
       `${what} with the ${guard.what}`,
       commit,
       conflicts,
     );
-    if (written !== 'conflict') {
-      return written;
-    }
+  }
+  /**
+   * After a guarded batch's conflict, reads both documents: `conflict` if the guard is as it was
+   * (the run's write lost), else {@link GuardChanged} with the run's record as read.
+   */
+  async #conflictOrGuardChanged(
+    runId: string,
+    guard: GuardedWrite,
+  ): Promise<'conflict' | GuardChanged> {
     const runRef = this.#ref(runId).withConverter(runRecordConverter);
     // getAll answers every ref, in order, or throws; its typings drop the run ref's converter.
     const [guarded, run] = (await this.#call(
       `read after the ${guard.what}`,
-      () => this.#db.getAll(other.#ref(guard.id), runRef),
+      () => this.#db.getAll(guard.documents.#ref(guard.id), runRef),
     )) as [DocumentSnapshot, DocumentSnapshot<StoredRecord>];
     this.#learnTime(run.readTime);
     const at = guarded.updateTime;

@@ -133,6 +133,74 @@ const FINISHED: readonly unknown[] = Object.values(RunStatus).filter(
   (s) => s !== 'in_progress',
 );
 
+/** The fields every status shares, read leniently: a missing or mistyped field is `undefined`. */
+function commonFields(data: DocumentData, status: unknown, attempts: unknown) {
+  const claimedAt = dateOf(data[Field.claimedAt]);
+  const notes = data[Field.notes];
+  return {
+    attempts:
+      typeof attempts === 'number'
+        ? attempts
+        : status === RunStatus.Missed
+          ? 0
+          : 1,
+    firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
+    claimedAt,
+    completedAt: dateOf(data[Field.completedAt]),
+    failedAt: dateOf(data[Field.failedAt]),
+    lastError: stringOf(data[Field.lastError]),
+    reportedAt: dateOf(data[Field.reportedAt]),
+    reportedBy: stringOf(data[Field.reportedBy]),
+    jobName: stringOf(data[Field.jobName]),
+    scheduleTime: dateOf(data[Field.scheduleTime]),
+    kind:
+      Object.values(RunKind).find((k) => k === data[Field.kind]) ??
+      RunKind.Slot,
+    rerunOf: stringOf(data[Field.rerunOf]),
+    withoutScheduleTime: data[Field.scheduleTimeSent] === false,
+    blockedBy: stringOf(data[Field.blockedBy]),
+    notes:
+      typeof notes === 'object' && notes !== null && !Array.isArray(notes)
+        ? (notes as Record<string, NoteValue>)
+        : {},
+    keyScope: stringOf(data[Field.keyScope]),
+  };
+}
+
+/** The fields of a record of any status, as {@link commonFields} reads them. */
+type CommonFields = ReturnType<typeof commonFields>;
+
+/** An in_progress record with its lease, or what makes it unreadable (its attempt or lease). */
+function inProgressRecord(
+  data: DocumentData,
+  attemptId: unknown,
+  common: CommonFields,
+): StoredRecord {
+  if (typeof attemptId !== 'string' || attemptId === '') {
+    return unreadable(Field.attemptId, 'is missing or not a string');
+  }
+  const { [Field.leasedAt]: leasedAt, [Field.leaseMs]: leaseMs } = data;
+  if (!(leasedAt instanceof Timestamp)) {
+    return unreadable(Field.leasedAt, 'is missing or not a timestamp');
+  }
+  if (
+    !Number.isSafeInteger(leaseMs) ||
+    leaseMs <= 0 ||
+    leaseMs > MAX_LEASE_MS
+  ) {
+    return unreadable(
+      Field.leaseMs,
+      `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
+    );
+  }
+  return {
+    status: RunStatus.InProgress,
+    attemptId,
+    leaseExpires: new Date(leasedAt.toMillis() + leaseMs),
+    ...common,
+  };
+}
+
 /** Reads a run document into a {@link StoredRecord}; writes use the builders of `record-writes.ts`. */
 export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
   toFirestore(): DocumentData {
@@ -151,37 +219,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
     ) {
       return unreadable(Field.attempts, 'is not a whole number of attempts');
     }
-    // The fields every status shares, read leniently: a missing or mistyped field is `undefined`.
-    const claimedAt = dateOf(data[Field.claimedAt]);
-    const notes = data[Field.notes];
-    const common = {
-      attempts:
-        typeof attempts === 'number'
-          ? attempts
-          : status === RunStatus.Missed
-            ? 0
-            : 1,
-      firstClaimedAt: dateOf(data[Field.firstClaimedAt]) ?? claimedAt,
-      claimedAt,
-      completedAt: dateOf(data[Field.completedAt]),
-      failedAt: dateOf(data[Field.failedAt]),
-      lastError: stringOf(data[Field.lastError]),
-      reportedAt: dateOf(data[Field.reportedAt]),
-      reportedBy: stringOf(data[Field.reportedBy]),
-      jobName: stringOf(data[Field.jobName]),
-      scheduleTime: dateOf(data[Field.scheduleTime]),
-      kind:
-        Object.values(RunKind).find((k) => k === data[Field.kind]) ??
-        RunKind.Slot,
-      rerunOf: stringOf(data[Field.rerunOf]),
-      withoutScheduleTime: data[Field.scheduleTimeSent] === false,
-      blockedBy: stringOf(data[Field.blockedBy]),
-      notes:
-        typeof notes === 'object' && notes !== null && !Array.isArray(notes)
-          ? (notes as Record<string, NoteValue>)
-          : {},
-      keyScope: stringOf(data[Field.keyScope]),
-    };
+    const common = commonFields(data, status, attempts);
     if (FINISHED.includes(status)) {
       return {
         status,
@@ -194,29 +232,7 @@ export const runRecordConverter: FirestoreDataConverter<StoredRecord> = {
       const shown = JSON.stringify(status) ?? 'missing';
       return unreadable(Field.status, `is ${shown}, not a known status`);
     }
-    if (typeof attemptId !== 'string' || attemptId === '') {
-      return unreadable(Field.attemptId, 'is missing or not a string');
-    }
-    const { [Field.leasedAt]: leasedAt, [Field.leaseMs]: leaseMs } = data;
-    if (!(leasedAt instanceof Timestamp)) {
-      return unreadable(Field.leasedAt, 'is missing or not a timestamp');
-    }
-    if (
-      !Number.isSafeInteger(leaseMs) ||
-      leaseMs <= 0 ||
-      leaseMs > MAX_LEASE_MS
-    ) {
-      return unreadable(
-        Field.leaseMs,
-        `is missing or not a positive whole number of ms up to ${MAX_LEASE_MS} (the longest LEASE_SECONDS)`,
-      );
-    }
-    return {
-      status,
-      attemptId,
-      leaseExpires: new Date(leasedAt.toMillis() + leaseMs),
-      ...common,
-    };
+    return inProgressRecord(data, attemptId, common);
   },
 };
 

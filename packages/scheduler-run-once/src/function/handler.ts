@@ -114,24 +114,11 @@ async function runDelivery(
   requestLogger: Logger,
   guard: GuardedWrite | undefined,
 ): Promise<Answer | 'guard_changed'> {
-  const { job, run, plan, now } = delivery;
-  const { missedRuns } = deps;
-  const logger = requestLogger.child({
-    runId: plan.runId,
-    jobName: run.jobName,
-    scheduleTime: run.scheduleTime,
-    ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
-  });
+  const { job, run, plan } = delivery;
+  const logger = deliveryLogger(delivery, requestLogger);
   routeRequestErrors(logger);
   const audit = isAuditJob(job);
-  const jobRun = audit
-    ? auditRun(
-        missedRuns,
-        deps.jobs,
-        run.scope,
-        requestLogger.child({ auditRunId: plan.runId }),
-      )
-    : job.run;
+  const jobRun = jobRunOf(deps, delivery, requestLogger);
   const checksMissedRuns = plan.kind === 'slot' && deps.config.missedRunCheck;
   let check: Promise<void> | undefined;
   const work = (attempt: Attempt) => {
@@ -141,18 +128,8 @@ async function runDelivery(
     }
     return jobRun(jobContextOf(delivery, attempt, logger));
   };
-  // A slot's final failure is reported by its own release write, judged from when this delivery
-  // reached the instance (`now`); never a backfill's (docs/how-it-works.md, "Missed runs").
-  const slot = new Date(run.scheduleTime);
-  const tolerance = deps.config.forcedRunToleranceMs;
-  const finalFailure = finalFailureReporter(
-    job,
-    slot,
-    now,
-    deps.clock,
-    logger,
-    tolerance,
-  );
+  // Never a backfill's final failure (docs/how-it-works.md, "Missed runs").
+  const finalFailure = slotFinalFailure(deps, delivery, logger);
   const ended = deps.shutdown?.running(plan.runId);
   const result = await runOnce(deps.ledger, plan.runId, work, {
     details: plan.details,
@@ -171,8 +148,66 @@ async function runDelivery(
     return 'guard_changed';
   }
   warnOfReportRelease(result, logger);
+  return runAnswer(deps, delivery, result);
+}
+
+/** The logger of one delivery's run: its run id, job, schedule time and (unless a slot) kind. */
+function deliveryLogger(delivery: Delivery, requestLogger: Logger): Logger {
+  const { run, plan } = delivery;
+  return requestLogger.child({
+    runId: plan.runId,
+    jobName: run.jobName,
+    scheduleTime: run.scheduleTime,
+    ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
+  });
+}
+
+/** The work a delivery runs: the job's own, or the audit's run over the missed-run ledger. */
+function jobRunOf(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  requestLogger: Logger,
+) {
+  const { job, run, plan } = delivery;
+  return isAuditJob(job)
+    ? auditRun(
+        deps.missedRuns,
+        deps.jobs,
+        run.scope,
+        requestLogger.child({ auditRunId: plan.runId }),
+      )
+    : job.run;
+}
+
+/**
+ * The reporter of a slot's final failure by its own release write, judged from when this delivery
+ * reached the instance (`now`).
+ */
+function slotFinalFailure(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  logger: Logger,
+) {
+  const slot = new Date(delivery.run.scheduleTime);
+  const tolerance = deps.config.forcedRunToleranceMs;
+  return finalFailureReporter(
+    delivery.job,
+    slot,
+    delivery.now,
+    deps.clock,
+    logger,
+    tolerance,
+  );
+}
+
+/** The answer to a delivery whose run ended with `result`: the run's reply, its kind noted. */
+function runAnswer(
+  deps: InstanceDeps,
+  delivery: Delivery,
+  result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
+): Answer {
   const ran = outcomes.runReply(result, deps.config.exposeErrors);
-  const note = outcomes.runNote(run, plan.kind);
+  const note = outcomes.runNote(delivery.run, delivery.plan.kind);
   return answer(delivery.findings, {
     ...ran,
     message: `${note}${ran.message}`,

@@ -154,25 +154,10 @@ export function runReply(
   result: Exclude<RunOutcome, { outcome: 'guard_changed' }>,
   exposeErrors: boolean,
 ): Reply {
-  const detail = (error: unknown) =>
-    exposeErrors ? ` (${describeThrown(error)})` : '';
   const { outcome } = result;
   switch (outcome) {
-    case 'processed': {
-      const { attempt, completion, leaseLoss } = result;
-      const fields = {
-        attemptId: attempt.attemptId,
-        takeover: attempt.takeover,
-        completion,
-      };
-      const message = {
-        recorded: 'Run processed: the job ran and its completion is recorded.',
-        lease_lost: `The job ran, but ${LEASE_LOSS_MESSAGES[leaseLoss ?? 'unknown']}.`,
-        unrecorded:
-          'The job ran, but Firestore did not record its completion; a later delivery may run it again.',
-      }[completion];
-      return { outcome, message, fields };
-    }
+    case 'processed':
+      return processedReply(result);
     case 'duplicate':
       return duplicateReply(result.record);
     case 'in_progress': {
@@ -180,25 +165,8 @@ export function runReply(
       const message = `Another attempt is running this run${until ? ` (lease until ${until})` : ''}; retry later.`;
       return { outcome, message, fields: { heldBy: result.holder?.attemptId } };
     }
-    case 'failed': {
-      const then = {
-        recorded: 'the claim is released so a retry can run it.',
-        lease_lost: `${LEASE_LOSS_MESSAGES[result.leaseLoss ?? 'unknown']}.`,
-        unrecorded:
-          'its claim could not be released: a retry reaching this instance runs it at once, one on another instance gets 409 until the lease lapses.',
-      }[result.release];
-      const { attempt, release, error } = result;
-      const fields = {
-        attemptId: attempt.attemptId,
-        release,
-        err: loggableError(error),
-      };
-      return {
-        outcome,
-        message: `The job failed${detail(error)}; ${then}`,
-        fields,
-      };
-    }
+    case 'failed':
+      return failedReply(result, exposeErrors);
     case 'unreadable_record': {
       const { field, problem } = result.record;
       const message =
@@ -208,10 +176,59 @@ export function runReply(
       return { outcome, message, fields: { field, problem } };
     }
     case 'unavailable': {
-      const message = unavailableMessage(result.error, detail(result.error));
+      const detail = errorDetail(result.error, exposeErrors);
+      const message = unavailableMessage(result.error, detail);
       return { outcome, message, fields: { err: result.error } };
     }
   }
+}
+
+/** What a message says of a thrown error: its description where error text is exposed, else nothing. */
+function errorDetail(error: unknown, exposeErrors: boolean): string {
+  return exposeErrors ? ` (${describeThrown(error)})` : '';
+}
+
+/** The reply of a run whose job ran: whether its completion is recorded. */
+function processedReply(
+  result: Extract<RunOutcome, { outcome: 'processed' }>,
+): Reply {
+  const { outcome, attempt, completion, leaseLoss } = result;
+  const fields = {
+    attemptId: attempt.attemptId,
+    takeover: attempt.takeover,
+    completion,
+  };
+  const message = {
+    recorded: 'Run processed: the job ran and its completion is recorded.',
+    lease_lost: `The job ran, but ${LEASE_LOSS_MESSAGES[leaseLoss ?? 'unknown']}.`,
+    unrecorded:
+      'The job ran, but Firestore did not record its completion; a later delivery may run it again.',
+  }[completion];
+  return { outcome, message, fields };
+}
+
+/** The reply of a run whose job failed: whether its claim was released for a retry. */
+function failedReply(
+  result: Extract<RunOutcome, { outcome: 'failed' }>,
+  exposeErrors: boolean,
+): Reply {
+  const then = {
+    recorded: 'the claim is released so a retry can run it.',
+    lease_lost: `${LEASE_LOSS_MESSAGES[result.leaseLoss ?? 'unknown']}.`,
+    unrecorded:
+      'its claim could not be released: a retry reaching this instance runs it at once, one on another instance gets 409 until the lease lapses.',
+  }[result.release];
+  const { outcome, attempt, release, error } = result;
+  const fields = {
+    attemptId: attempt.attemptId,
+    release,
+    err: loggableError(error),
+  };
+  return {
+    outcome,
+    message: `The job failed${errorDetail(error, exposeErrors)}; ${then}`,
+    fields,
+  };
 }
 
 /** The answer of a run that already has a final record (completed, skipped, reported). */

@@ -39,6 +39,40 @@ export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv,
 ): Promise<number> {
+  const args = alertArgs(argv);
+  if (args === 'help') {
+    console.log(USAGE);
+    return 0;
+  }
+  const jobs = await loadJobs(env);
+  mkdirSync(args.out, { recursive: true });
+  const write = (file: string, body: object) => {
+    const full = path.resolve(args.out, file);
+    writeFileSync(full, `${JSON.stringify(body, null, 2)}\n`);
+    return full;
+  };
+  const lines = [
+    ...metricAndDashboardLines(args.functionName, write),
+    ...policyLines(args, jobs, write),
+  ];
+  console.log(lines.join('\n'));
+  return 0;
+}
+
+/** The command's arguments, checked. */
+interface AlertArgs {
+  readonly functionName: string;
+  readonly out: string;
+  readonly channels: readonly string[];
+  /** Schedule periods without a run before an absence alert fires. */
+  readonly periods: number;
+}
+
+/** Writes `body` as JSON to `file` in the output directory: its full path. */
+type WriteResource = (file: string, body: object) => string;
+
+/** The command's arguments, or `help` for `--help`. @throws {UsageError} for a bad argument. */
+function alertArgs(argv: string[]): AlertArgs | 'help' {
   const { values: args } = parseArgs({
     args: argv,
     options: {
@@ -50,8 +84,7 @@ export async function main(
     },
   });
   if (args.help) {
-    console.log(USAGE);
-    return 0;
+    return 'help';
   }
   const periods = Number(args['absence-periods'] ?? 2);
   if (!args.function || !args.out) {
@@ -62,50 +95,54 @@ export async function main(
       `--absence-periods "${args['absence-periods']}" is not a whole number ≥ 1`,
     );
   }
-  const jobs = await loadJobs(env);
-  mkdirSync(args.out, { recursive: true });
-  const write = (file: string, body: object) => {
-    const full = path.resolve(args.out as string, file);
-    writeFileSync(full, `${JSON.stringify(body, null, 2)}\n`);
-    return full;
-  };
+  const channels = (args.channels ?? '').split(',').filter((c) => c !== '');
+  return { functionName: args.function, out: args.out, channels, periods };
+}
+
+/** Writes each log-based metric and the dashboard: their lines for `deploy.sh`. */
+function metricAndDashboardLines(
+  functionName: string,
+  write: WriteResource,
+): string[] {
   const lines: string[] = [];
   for (const kind of Object.keys(METRICS) as MetricKind[]) {
-    const metric = logMetric(args.function, kind);
+    const metric = logMetric(functionName, kind);
     lines.push(
       ['metric', metric.name, write(`metric-${kind}.json`, metric)].join('\t'),
     );
   }
-  const board = dashboard(args.function);
+  const board = dashboard(functionName);
   lines.push(
     ['dashboard', board.displayName, write('dashboard.json', board)].join('\t'),
   );
-  const channels = (args.channels ?? '').split(',').filter((c) => c !== '');
-  if (channels.length > 0) {
-    const now = new Date();
-    const alerted = jobs.map((job) => ({
-      id: job.id,
-      periodSeconds: Math.ceil((longestGapMs(job, now) ?? 0) / 1000),
-    }));
-    for (const [i, plan] of alertPolicies(
-      args.function,
-      alerted,
-      channels,
-      periods,
-    ).entries()) {
-      lines.push(
-        plan.kind === 'policy'
-          ? [
-              'policy',
-              plan.displayName,
-              write(`policy-${i}.json`, plan.policy),
-            ].join('\t')
-          : ['skipped', plan.job, plan.reason].join('\t'),
-      );
-    }
+  return lines;
+}
+
+/** With channels, writes each job's alert policy: their lines (or why a job has none) for `deploy.sh`. */
+function policyLines(
+  args: AlertArgs,
+  jobs: Awaited<ReturnType<typeof loadJobs>>,
+  write: WriteResource,
+): string[] {
+  const { functionName, channels, periods } = args;
+  if (channels.length === 0) {
+    return [];
   }
-  console.log(lines.join('\n'));
-  return 0;
+  const now = new Date();
+  const alerted = jobs.map((job) => ({
+    id: job.id,
+    periodSeconds: Math.ceil((longestGapMs(job, now) ?? 0) / 1000),
+  }));
+  const plans = alertPolicies(functionName, alerted, [...channels], periods);
+  return plans.map((plan, i) =>
+    plan.kind === 'policy'
+      ? [
+          'policy',
+          plan.displayName,
+          write(`policy-${i}.json`, plan.policy),
+        ].join('\t')
+      : ['skipped', plan.job, plan.reason].join('\t'),
+  );
 }
 
 if (isEntryPoint(import.meta.url)) {

@@ -96,10 +96,7 @@ export function validateJobs(
   const firstIndexOf = new Map<string, number>();
   const jobs: DeclaredJob[] = [];
   for (const [index, declaration] of declarations.entries()) {
-    const named = (declaration as { id?: unknown } | null)?.id;
-    const at = `jobs[${index}]`;
-    const what =
-      typeof named === 'string' && named !== '' ? `job "${named}" (${at})` : at;
+    const what = jobLabel(declaration, index);
     const problem = (text: string) => problems.push(`${what}: ${text}`);
     if (typeof declaration !== 'object' || declaration === null) {
       problem(
@@ -107,59 +104,87 @@ export function validateJobs(
       );
       continue;
     }
-    const { id, schedule, run } = declaration;
-    const first = firstIndexOf.get(id);
-    if (!isJobId(id)) {
-      problem(
-        `id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`,
-      );
-    } else if (first !== undefined) {
-      problem(
-        `id "${id}" is already declared by jobs[${first}]; job ids must be unique`,
-      );
-    } else {
-      firstIndexOf.set(id, index);
-    }
-    const scheduleText =
-      typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
-    if (scheduleText !== undefined) {
-      problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
-    }
-    const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;
-    const zoneText =
-      typeof timeZone === 'string'
-        ? timeZoneProblem(timeZone)
-        : 'must be a string';
-    if (zoneText !== undefined) {
-      problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
-    }
-    if (typeof run !== 'function') {
-      problem('run must be the job function, (ctx) => …');
-    }
-    const overlap = declaration.overlap ?? JOB_DEFAULTS.overlap;
-    if (!OVERLAP_POLICIES.includes(overlap)) {
-      problem(
-        `overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`,
-      );
-    }
-    const settings = settingsOf(declaration, problem);
-    const normalised =
-      typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
-    jobs.push(
-      Object.freeze({
-        id,
-        schedule: normalised,
-        timeZone,
-        ...settings,
-        overlap,
-        run,
-      }),
-    );
+    checkJobId(declaration.id, index, firstIndexOf, problem);
+    jobs.push(declaredJob(declaration, problem));
   }
   if (problems.length > 0) {
     throw new ConfigError(problems);
   }
   return Object.freeze(jobs);
+}
+
+/** How problems name the declaration at `index`: by its id where it has one, and its place. */
+function jobLabel(declaration: JobDeclaration, index: number): string {
+  const named = (declaration as { id?: unknown } | null)?.id;
+  const at = `jobs[${index}]`;
+  return typeof named === 'string' && named !== ''
+    ? `job "${named}" (${at})`
+    : at;
+}
+
+/** Tells `problem` of an id that is not a Scheduler job id or was declared before; notes it. */
+function checkJobId(
+  id: string,
+  index: number,
+  firstIndexOf: Map<string, number>,
+  problem: (text: string) => void,
+): void {
+  const first = firstIndexOf.get(id);
+  if (!isJobId(id)) {
+    problem(
+      `id ${JSON.stringify(id)} must be ${JOB_ID_RULE} (a Scheduler job id)`,
+    );
+  } else if (first !== undefined) {
+    problem(
+      `id "${id}" is already declared by jobs[${first}]; job ids must be unique`,
+    );
+  } else {
+    firstIndexOf.set(id, index);
+  }
+}
+
+/**
+ * A declaration as a frozen job, defaults filled in and its schedule normalised; each problem of
+ * its schedule, time zone, run, overlap and settings told to `problem`.
+ */
+function declaredJob(
+  declaration: JobDeclaration,
+  problem: (text: string) => void,
+): DeclaredJob {
+  const { id, schedule, run } = declaration;
+  const scheduleText =
+    typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
+  if (scheduleText !== undefined) {
+    problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
+  }
+  const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;
+  const zoneText =
+    typeof timeZone === 'string'
+      ? timeZoneProblem(timeZone)
+      : 'must be a string';
+  if (zoneText !== undefined) {
+    problem(`timeZone ${JSON.stringify(timeZone)} ${zoneText}`);
+  }
+  if (typeof run !== 'function') {
+    problem('run must be the job function, (ctx) => …');
+  }
+  const overlap = declaration.overlap ?? JOB_DEFAULTS.overlap;
+  if (!OVERLAP_POLICIES.includes(overlap)) {
+    problem(
+      `overlap ${JSON.stringify(overlap)} must be one of ${OVERLAP_POLICIES.join(', ')}`,
+    );
+  }
+  const settings = settingsOf(declaration, problem);
+  const normalised =
+    typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
+  return Object.freeze({
+    id,
+    schedule: normalised,
+    timeZone,
+    ...settings,
+    overlap,
+    run,
+  });
 }
 
 /**

@@ -142,6 +142,18 @@ function reloggedFinding(
   return { slot, runId, fields, message, lapsed: false, unloggedBy };
 }
 
+/** What judging a range has learnt so far, slot by slot. */
+interface Judging {
+  readonly job: DeclaredJob;
+  readonly window: Pick<Window, 'now' | 'pauses' | 'runSeen'>;
+  readonly findings: Finding[];
+  readonly unreadable: UnreadableSlot[];
+  /** When the last execution judged ended, ms. */
+  end: number;
+  /** Whether a record of the job's was seen: slots before its first are not judged. */
+  runSeen: boolean;
+}
+
 /** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
 function judge(
   job: DeclaredJob,
@@ -149,79 +161,124 @@ function judge(
   previousEnd: number,
   window: Pick<Window, 'now' | 'pauses' | 'runSeen'>,
 ): Omit<Judged, 'next' | 'tokens'> & { readonly openAt?: Date } {
-  let end = previousEnd;
-  let runSeen = window.runSeen;
-  const findings: Finding[] = [];
-  const unreadable: UnreadableSlot[] = [];
-  for (const { slot, runId, record } of slots) {
-    const verdict = slotVerdict(job, slot, record, end, window.now);
-    end = verdict.end;
-    const judged =
-      record === undefined ? undefined : judgedAt(record, window.now);
-    const run = judged?.status === 'unreadable' ? undefined : judged;
-    const report = (
-      message: Finding['message'],
-      state: string,
-      more: object = {},
-    ) => {
-      const line = { jobName: job.id, slot: slot.toISOString(), runId, state };
-      const fields = {
-        ...line,
-        attempts: run?.attempts ?? 0,
-        lastError: run?.lastError,
-        ...more,
+  const judging: Judging = {
+    job,
+    window,
+    findings: [],
+    unreadable: [],
+    end: previousEnd,
+    runSeen: window.runSeen,
+  };
+  for (const read of slots) {
+    if (judgeSlot(judging, read) === 'open') {
+      const { findings, unreadable, runSeen } = judging;
+      return {
+        findings,
+        unreadable,
+        runSeen,
+        stopped: true,
+        openAt: read.slot,
       };
-      findings.push({
-        slot,
-        runId,
-        fields,
-        message,
-        lapsed: record?.status === 'in_progress',
-      });
-    };
-    // No record, or a bare `missed` one: neither a run nor a report.
-    const absent =
-      judged === undefined ||
-      (run?.status === 'missed' &&
-        run.attempts === 0 &&
-        run.reportedAt === undefined);
-    const pause =
-      absent && (run?.kind ?? 'slot') === 'slot'
-        ? pauseAt(window.pauses, slot)
-        : undefined;
-    if (pause !== undefined) {
-      report(PAUSED_SLOT, 'paused', { lastError: undefined, note: pause.note });
-      continue;
-    }
-    if (!runSeen && absent) {
-      continue; // before the job's first record: it did not exist yet
-    }
-    runSeen = true;
-    if (verdict.verdict === 'open') {
-      return { findings, unreadable, runSeen, stopped: true, openAt: slot };
-    }
-    const unloggedBy = unloggedReportBy(run?.reportedBy);
-    if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
-      // Written by a check not yet known to have logged it: wait for it, or log it for it.
-      const age = window.now.getTime() - run.reportedAt.getTime();
-      if (age < REPORT_LOG_GRACE_MS) {
-        return { findings, unreadable, runSeen, stopped: true, openAt: slot };
-      }
-      findings.push(reloggedFinding(job, { slot, runId }, run, unloggedBy));
-      continue;
-    }
-    // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
-    if (judged?.status === 'unreadable') {
-      unreadable.push({ slot, runId, record: judged });
-    }
-    if (verdict.verdict === 'missed') {
-      report(MISSED_RUN, 'missed');
-    }
-    if (verdict.verdict === 'failed') {
-      report(FAILED_AFTER_RETRIES, 'failed');
     }
   }
+  const { findings, unreadable, runSeen } = judging;
   return { findings, unreadable, runSeen, stopped: false };
+}
+
+/**
+ * Judges one slot into `judging`: `open` where the check stops at it (the slot still open, or a
+ * report whose log its writer may yet write), else `judged`.
+ */
+function judgeSlot(
+  judging: Judging,
+  { slot, runId, record }: SlotRead,
+): 'open' | 'judged' {
+  const { job, window } = judging;
+  const verdict = slotVerdict(job, slot, record, judging.end, window.now);
+  judging.end = verdict.end;
+  const judged =
+    record === undefined ? undefined : judgedAt(record, window.now);
+  const run = judged?.status === 'unreadable' ? undefined : judged;
+  const report = (
+    message: Finding['message'],
+    state: string,
+    more: object = {},
+  ) => {
+    const lapsed = record?.status === 'in_progress';
+    const at = { slot, runId, lapsed };
+    judging.findings.push(slotFinding(job, at, run, message, state, more));
+  };
+  const absent = isAbsent(judged, run);
+  const pause =
+    absent && (run?.kind ?? 'slot') === 'slot'
+      ? pauseAt(window.pauses, slot)
+      : undefined;
+  if (pause !== undefined) {
+    report(PAUSED_SLOT, 'paused', { lastError: undefined, note: pause.note });
+    return 'judged';
+  }
+  if (!judging.runSeen && absent) {
+    return 'judged'; // before the job's first record: it did not exist yet
+  }
+  judging.runSeen = true;
+  if (verdict.verdict === 'open') {
+    return 'open';
+  }
+  const unloggedBy = unloggedReportBy(run?.reportedBy);
+  if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
+    // Written by a check not yet known to have logged it: wait for it, or log it for it.
+    const age = window.now.getTime() - run.reportedAt.getTime();
+    if (age < REPORT_LOG_GRACE_MS) {
+      return 'open';
+    }
+    judging.findings.push(
+      reloggedFinding(job, { slot, runId }, run, unloggedBy),
+    );
+    return 'judged';
+  }
+  // Written by another version or by hand: it is no proof the slot ran, so it is said loudly.
+  if (judged?.status === 'unreadable') {
+    judging.unreadable.push({ slot, runId, record: judged });
+  }
+  if (verdict.verdict === 'missed') {
+    report(MISSED_RUN, 'missed');
+  }
+  if (verdict.verdict === 'failed') {
+    report(FAILED_AFTER_RETRIES, 'failed');
+  }
+  return 'judged';
+}
+
+/** Whether a slot has no record, or a bare `missed` one: neither a run nor a report. */
+function isAbsent(
+  judged: StoredRecord | undefined,
+  run: Exclude<StoredRecord, UnreadableRecord> | undefined,
+): boolean {
+  return (
+    judged === undefined ||
+    (run?.status === 'missed' &&
+      run.attempts === 0 &&
+      run.reportedAt === undefined)
+  );
+}
+
+/** The finding of a slot judged `state`: its run's attempts and last error, and `more` fields. */
+function slotFinding(
+  job: DeclaredJob,
+  { slot, runId, lapsed }: { slot: Date; runId: string; lapsed: boolean },
+  run: Exclude<StoredRecord, UnreadableRecord> | undefined,
+  message: Finding['message'],
+  state: string,
+  more: object,
+): Finding {
+  const line = { jobName: job.id, slot: slot.toISOString(), runId, state };
+  const fields = {
+    ...line,
+    attempts: run?.attempts ?? 0,
+    lastError: run?.lastError,
+    ...more,
+  };
+  return { slot, runId, fields, message, lapsed };
 }
 
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */

@@ -5,6 +5,7 @@ import {
   isCompleted,
   isLeaseLive,
   judgedAt,
+  type StoredRecord,
   type UnreadableRecord,
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
@@ -55,10 +56,8 @@ export async function checkOverlap(
   runId: string,
   run: Pick<ScheduledRun, 'scheduleTime' | 'scope'>,
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
-  const { history, jobDocuments, leaseMs } = stores;
-  const keyScope = scopeId(run.scope);
-  const lockId =
-    keyScope === '' ? `${job.id}~overlap` : `${job.id}~overlap~${keyScope}`;
+  const { history, jobDocuments } = stores;
+  const lockId = lockIdOf(job, run);
   const previous = previousSlot(job, new Date(run.scheduleTime));
   const previousRunId =
     previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
@@ -86,40 +85,78 @@ export async function checkOverlap(
   }
   if (holder !== undefined) {
     const stored = records.get(holder);
-    const record =
-      stored === undefined ? undefined : judgedAt(stored, readTime);
-    if (record?.status === 'unreadable') {
-      return { action: 'unreadable', by: holder, record };
-    }
-    const holderLive =
-      (record !== undefined && isLeaseLive(record, readTime)) ||
-      heldHere(holder);
-    const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
-    // No record: an older revision's claim still to come after its lock, or a record deleted (a
-    // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
-    const claimWindowMs = Math.min(stores.claimWindowMs, leaseMs);
-    const holderComing =
-      record === undefined &&
-      lock.readTime.getTime() < lockedAt + claimWindowMs;
-    if (holderLive || holderComing) {
-      return { action: 'held', by: holder };
+    const held = holderHolds(stores, holder, stored, readTime, lock);
+    if (held !== undefined) {
+      return held;
     }
   }
+  return { action: 'run', guard: lockGuard(stores, job, runId, lockId, lock) };
+}
+
+/** The id of the overlap lock of `job` in `run`'s scope. */
+function lockIdOf(job: DeclaredJob, run: Pick<ScheduledRun, 'scope'>): string {
+  const keyScope = scopeId(run.scope);
+  return keyScope === ''
+    ? `${job.id}~overlap`
+    : `${job.id}~overlap~${keyScope}`;
+}
+
+/**
+ * Whether the lock's `holder` (its record `stored`, read at `readTime`) holds it: `held` if live or
+ * its claim may still come, `unreadable` for its record, `undefined` if the lock is free.
+ */
+function holderHolds(
+  stores: OverlapStores,
+  holder: string,
+  stored: StoredRecord | undefined,
+  readTime: Date,
+  lock: LockRead,
+): Held | Extract<OverlapDecision, { action: 'unreadable' }> | undefined {
+  const heldHere = (id: string) => stores.heldHere?.(id) === true;
+  const record = stored === undefined ? undefined : judgedAt(stored, readTime);
+  if (record?.status === 'unreadable') {
+    return { action: 'unreadable', by: holder, record };
+  }
+  const holderLive =
+    (record !== undefined && isLeaseLive(record, readTime)) || heldHere(holder);
+  const lockedAt = lock.updateTime?.toMillis() ?? 0; // a lock naming a holder exists: it has one
+  // No record: an older revision's claim still to come after its lock, or a record deleted (a
+  // repair, the TTL) that holds nothing; past the claim window it is free, never a silent skip.
+  const claimWindowMs = Math.min(stores.claimWindowMs, stores.leaseMs);
+  const holderComing =
+    record === undefined && lock.readTime.getTime() < lockedAt + claimWindowMs;
+  if (holderLive || holderComing) {
+    return { action: 'held', by: holder };
+  }
+  return undefined;
+}
+
+/** The lock write naming run `runId` its holder, fenced on the lock as read: the claim's guard. */
+function lockGuard(
+  stores: OverlapStores,
+  job: DeclaredJob,
+  runId: string,
+  lockId: string,
+  lock: LockRead,
+): GuardedWrite {
+  const { jobDocuments } = stores;
   const data = {
     [HOLDER]: runId,
     job_name: job.id,
     expire_at: jobDocuments.expireAt(),
   };
   const token = lock.updateTime;
-  const guard = {
+  return {
     documents: jobDocuments,
     id: lockId,
     what: 'overlap lock',
     data,
     token,
   };
-  return { action: 'run', guard };
 }
+
+/** The overlap lock as read. */
+type LockRead = Awaited<ReturnType<RunDocuments['readData']>>;
 
 /** The run id a lock names, `undefined` when there is no lock, or what is wrong with its field. */
 function holderOf(

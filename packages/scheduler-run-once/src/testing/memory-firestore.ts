@@ -211,6 +211,75 @@ function getPath(data: DocumentData, path: string): unknown {
   return at;
 }
 
+/** A query row: a document and its path. */
+type QueryRow = { path: string; doc: StoredDoc };
+
+/** A query's sort order: its fields, each ascending or descending. */
+type QueryOrders = readonly { field: string; dir: 'asc' | 'desc' }[];
+
+/** Compares two field values as Firestore orders them (timestamps to the microsecond). */
+function compareValues(a: unknown, b: unknown): number {
+  const key = (v: unknown) =>
+    v instanceof Timestamp
+      ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000
+      : v;
+  const [x, y] = [key(a), key(b)] as [never, never];
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Whether `doc` passes one `where` filter: a missing field never does. */
+function matchesFilter(doc: StoredDoc, { field, op, value }: Filter): boolean {
+  const v = getPath(doc.data, field);
+  if (v === undefined) {
+    return false;
+  }
+  if (op === 'in') {
+    return (value as unknown[]).some((x) => compareValues(v, x) === 0);
+  }
+  const c = compareValues(v, value);
+  return (
+    { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[op] ??
+    false
+  );
+}
+
+/** A row's value of `field` for sorting: `__name__` is its path. */
+function sortValue(row: QueryRow, field: string): unknown {
+  return field === '__name__' ? row.path : getPath(row.doc.data, field);
+}
+
+/** Sorts `rows` in place by `orders`, then by document name in the last order's direction. */
+function sortRows(rows: QueryRow[], queryOrders: QueryOrders): void {
+  const orders = [
+    ...queryOrders,
+    { field: '__name__', dir: queryOrders.at(-1)?.dir ?? 'asc' },
+  ];
+  rows.sort((a, b) => {
+    for (const { field, dir } of orders) {
+      const c = compareValues(sortValue(a, field), sortValue(b, field));
+      if (c !== 0) {
+        return dir === 'asc' ? c : -c;
+      }
+    }
+    return 0;
+  });
+}
+
+/** Whether `row` comes after the `startAfter` cursor `after` (one value per order field). */
+function isAfterCursor(
+  row: QueryRow,
+  orders: QueryOrders,
+  after: readonly unknown[],
+): boolean {
+  for (const [i, { field, dir }] of orders.entries()) {
+    const c = compareValues(sortValue(row, field), after[i]);
+    if (c !== 0) {
+      return dir === 'asc' ? c > 0 : c < 0;
+    }
+  }
+  return false;
+}
+
 /** Applies an update's field paths (dotted) to `data` in place. */
 function applyUpdate(
   data: DocumentData,
@@ -641,66 +710,22 @@ export class MemoryFirestore {
   /** @internal */
   runQuery(query: MemoryQuery, readTime: Timestamp): MemorySnapshot[] {
     const prefix = `${query.collectionPath}/`;
-    const compare = (a: unknown, b: unknown): number => {
-      const key = (v: unknown) =>
-        v instanceof Timestamp
-          ? v.toMillis() * 1000 + (v.nanoseconds % 1e6) / 1000
-          : v;
-      const [x, y] = [key(a), key(b)] as [never, never];
-      return x < y ? -1 : x > y ? 1 : 0;
-    };
     let rows = [...this.#docs.entries()]
       .filter(
         ([path]) =>
           path.startsWith(prefix) && !path.slice(prefix.length).includes('/'),
       )
       .map(([path, doc]) => ({ path, doc }));
-    for (const { field, op, value } of query.filters) {
-      rows = rows.filter(({ doc }) => {
-        const v = getPath(doc.data, field);
-        if (v === undefined) {
-          return false;
-        }
-        if (op === 'in') {
-          return (value as unknown[]).some((x) => compare(v, x) === 0);
-        }
-        const c = compare(v, value);
-        return (
-          { '==': c === 0, '<': c < 0, '<=': c <= 0, '>': c > 0, '>=': c >= 0 }[
-            op
-          ] ?? false
-        );
-      });
+    for (const filter of query.filters) {
+      rows = rows.filter(({ doc }) => matchesFilter(doc, filter));
     }
     for (const { field } of query.orders) {
       rows = rows.filter(({ doc }) => getPath(doc.data, field) !== undefined);
     }
-    const orders = [
-      ...query.orders,
-      { field: '__name__', dir: query.orders.at(-1)?.dir ?? 'asc' },
-    ];
-    const sortValue = (row: { path: string; doc: StoredDoc }, field: string) =>
-      field === '__name__' ? row.path : getPath(row.doc.data, field);
-    rows.sort((a, b) => {
-      for (const { field, dir } of orders) {
-        const c = compare(sortValue(a, field), sortValue(b, field));
-        if (c !== 0) {
-          return dir === 'asc' ? c : -c;
-        }
-      }
-      return 0;
-    });
+    sortRows(rows, query.orders);
     if (query.after !== undefined) {
       const after = query.after;
-      rows = rows.filter((row) => {
-        for (const [i, { field, dir }] of query.orders.entries()) {
-          const c = compare(sortValue(row, field), after[i]);
-          if (c !== 0) {
-            return dir === 'asc' ? c > 0 : c < 0;
-          }
-        }
-        return false;
-      });
+      rows = rows.filter((row) => isAfterCursor(row, query.orders, after));
     }
     if (query.max !== undefined) {
       rows = rows.slice(0, query.max);

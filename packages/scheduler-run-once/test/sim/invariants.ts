@@ -1339,6 +1339,14 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
     return [];
   }
+  return [
+    ...unknownRecordsUnsaid(outcome),
+    ...runsBesideUnknownHolders(outcome),
+  ];
+}
+
+/** Records of a status this version does not know, judged by now, that no ERROR line names. */
+function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
   const found: string[] = [];
   const named = (runId: string) =>
     outcome.logs.some(
@@ -1371,6 +1379,12 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
       );
     }
   }
+  return found;
+}
+
+/** Runs of a `skip` or `wait` job started while its lock named a holder of an unknown status. */
+function runsBesideUnknownHolders(outcome: SimOutcome): string[] {
+  const found: string[] = [];
   for (const [holder, foreign] of outcome.foreignRecords ?? []) {
     if (foreign.kind !== 'unknown_status' || foreign.lockedAt === undefined) {
       continue;

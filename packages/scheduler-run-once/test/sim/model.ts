@@ -517,7 +517,15 @@ function operatorEvents(
   fields: EventFields,
   gaps: Gaps,
 ): fc.Arbitrary<SimEvent>[] {
-  const { at, deployment, instance, job } = fields;
+  return [...triggerEvents(fields, gaps), ...disruptionEvents(fields)];
+}
+
+/** Runs asked for outside the schedule: Force runs, manual triggers, re-runs, backfills. */
+function triggerEvents(
+  fields: EventFields,
+  gaps: Gaps,
+): fc.Arbitrary<SimEvent>[] {
+  const { at, deployment, job } = fields;
   return [
     fc.record({
       at,
@@ -543,6 +551,13 @@ function operatorEvents(
       again: fc.boolean(),
       raceCheck: fc.boolean(),
     }),
+  ];
+}
+
+/** What disrupts runs: an operator's pause, outages, crashes, SIGTERMs, redeploys. */
+function disruptionEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+  const { at, deployment, instance, job } = fields;
+  return [
     fc.record({
       at,
       type: fc.constant('operator_pause' as const),
