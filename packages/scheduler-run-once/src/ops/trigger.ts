@@ -235,11 +235,12 @@ function triggerDelivery(
 ): TriggerDelivery {
   const overlapHeader: Record<string, string> =
     args['allow-overlap'] === true ? { [ALLOW_OVERLAP_HEADER]: 'true' } : {};
-  const triggerId = randomUUID();
-  if (slot === undefined) {
-    const now = new Date(Math.floor(Date.now() / 1000) * 1000);
-    const headers = schedulerHeaders(job.id, now, {
-      [MODE_HEADER]: 'manual',
+  if (slot === undefined || args.rerun) {
+    const mode = slot === undefined ? 'manual' : 'rerun';
+    const at = slot ?? new Date(Math.floor(Date.now() / 1000) * 1000);
+    const triggerId = randomUUID();
+    const headers = schedulerHeaders(job.id, at, {
+      [MODE_HEADER]: mode,
       [TRIGGER_ID_HEADER]: triggerId,
       ...overlapHeader,
     });
@@ -248,28 +249,9 @@ function triggerDelivery(
       jobName: job.id,
       triggerId,
     });
-    return {
-      headers,
-      what: `${job.id} manual run (trigger ${triggerId})`,
-      runId,
-    };
-  }
-  if (args.rerun) {
-    const headers = schedulerHeaders(job.id, slot, {
-      [MODE_HEADER]: 'rerun',
-      [TRIGGER_ID_HEADER]: triggerId,
-      ...overlapHeader,
-    });
-    const runId = computeTriggerRunId({
-      scope: keyScope,
-      jobName: job.id,
-      triggerId,
-    });
-    return {
-      headers,
-      what: `${job.id} ${toUtcRfc3339(slot)} re-run (trigger ${triggerId})`,
-      runId,
-    };
+    const run =
+      slot === undefined ? 'manual run' : `${toUtcRfc3339(slot)} re-run`;
+    return { headers, what: `${job.id} ${run} (trigger ${triggerId})`, runId };
   }
   // A backfill of one slot: blocked by the policy `skip`, it stays missed instead of skipped.
   return {
