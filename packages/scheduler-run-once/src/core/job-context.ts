@@ -52,6 +52,11 @@ export interface JobContext {
   readonly kind: 'slot' | 'forced' | 'manual' | 'rerun';
   /** For a re-run: the run id of the slot it runs again (`scheduleTime` is that slot's). */
   readonly rerunOf?: string;
+  /**
+   * `true` when the run audit delivered this slot itself because Scheduler had not (the job's
+   * `catchUp`); `kind` stays `slot`. A job whose work goes stale may skip it (return).
+   */
+  readonly caughtUp?: boolean;
   /** This attempt's id; differs between a failed attempt and its retry. */
   readonly attemptId: string;
   /**

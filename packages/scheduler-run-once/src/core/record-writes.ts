@@ -29,6 +29,9 @@ function detailFields(details: RunDetails): Data {
   if (details.withoutScheduleTime === true) {
     fields[Field.scheduleTimeSent] = false;
   }
+  if (details.caughtUp === true) {
+    fields[Field.caughtUpAt] = FieldValue.serverTimestamp();
+  }
   if (details.keyScope !== undefined) {
     fields[Field.keyScope] = details.keyScope;
   }

@@ -51,6 +51,8 @@ export const Field = {
   kind: 'run_kind',
   rerunOf: 'rerun_of',
   scheduleTimeSent: 'schedule_time_sent',
+  /** When the run audit last delivered the slot itself (catch-up). */
+  caughtUpAt: 'caught_up_at',
   blockedBy: 'blocked_by',
   notes: 'notes',
   keyScope: 'key_scope',
@@ -84,6 +86,8 @@ export interface RunRecord {
   readonly rerunOf: string | undefined;
   /** A forced run delivered without a schedule time: never its slot's delivery. */
   readonly withoutScheduleTime: boolean;
+  /** When the run audit last delivered the slot itself, Scheduler having not (catch-up). */
+  readonly caughtUpAt?: Date | undefined;
   /** For `skipped`: the run id of the earlier slot that was still running. */
   readonly blockedBy: string | undefined;
   /** What the job noted (`ctx.note`), by name. */
@@ -118,6 +122,8 @@ export interface RunDetails
     >
   > {
   readonly scheduleTime?: string;
+  /** A slot delivered by the run audit's catch-up: the claim stamps `caught_up_at`. */
+  readonly caughtUp?: boolean;
 }
 
 const dateOf = (value: unknown) =>
@@ -158,6 +164,7 @@ function commonFields(data: DocumentData, status: unknown, attempts: unknown) {
       RunKind.Slot,
     rerunOf: stringOf(data[Field.rerunOf]),
     withoutScheduleTime: data[Field.scheduleTimeSent] === false,
+    caughtUpAt: dateOf(data[Field.caughtUpAt]),
     blockedBy: stringOf(data[Field.blockedBy]),
     notes:
       typeof notes === 'object' && notes !== null && !Array.isArray(notes)

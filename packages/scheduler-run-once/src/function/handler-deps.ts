@@ -33,4 +33,6 @@ export interface HandlerDeps {
   /** Checks the caller first (`AUTH_MODE=verify-oidc`). */
   readonly authenticate?: Authenticator;
   readonly shutdown?: GracefulShutdown;
+  /** The ID token of a catch-up delivery (`catch-up-delivery.ts`); default: the metadata server's. */
+  readonly idToken?: (audience: string) => Promise<string>;
 }

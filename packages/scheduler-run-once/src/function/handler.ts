@@ -15,6 +15,7 @@ import {
   REPORT_WITHDRAWN,
 } from '../policy/final-failure.ts';
 import { jobInfoOf } from '../policy/job-declaration.ts';
+import { type CatchUpSender, LateRunScan } from '../policy/late-runs.ts';
 import { MissedRunCheck } from '../policy/missed-runs.ts';
 import {
   CLAIM_WINDOW_OPERATIONS,
@@ -22,6 +23,7 @@ import {
   MAX_OVERLAP_ROUNDS,
 } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
+import { catchUpSender } from './catch-up-delivery.ts';
 import {
   type Answer,
   answer,
@@ -37,8 +39,15 @@ import * as outcomes from './outcomes.ts';
 
 export type { HandlerDeps } from './handler-deps.ts';
 
-/** The deps and what one function instance keeps: the missed-run check's job cursors. */
-type InstanceDeps = HandlerDeps & { readonly missedRuns: MissedRunCheck };
+/**
+ * The deps and what one function instance keeps: the missed-run check's job cursors, the late-run
+ * scan; `send`: for an audit's delivery, how it catches up a late slot.
+ */
+type InstanceDeps = HandlerDeps & {
+  readonly missedRuns: MissedRunCheck;
+  readonly lateRuns: LateRunScan;
+  readonly send?: CatchUpSender;
+};
 
 /** Missed-run detection of the job's closed slots, if due; a failure is only a warning. */
 function checkClosedSlots(
@@ -74,6 +83,7 @@ function jobContextOf(
   const scheduleTime = new Date(run.scheduleTime);
   // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
   const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
+  const caughtUp = plan.details.caughtUp === true ? { caughtUp: true } : {};
   return {
     runId: attempt.runId,
     jobName: run.jobName,
@@ -84,6 +94,7 @@ function jobContextOf(
       : { rerunOf: plan.details.rerunOf }),
     scheduleTime,
     ...(standsForSlot ? { slot: scheduleTime } : {}),
+    ...caughtUp,
     attemptId: attempt.attemptId,
     firstClaimedAt: attempt.firstClaimedAt,
     get leaseExpires() {
@@ -128,7 +139,10 @@ async function runDelivery(
     }
     return jobRun(jobContextOf(delivery, attempt, logger));
   };
-  // Never a backfill's final failure (docs/how-it-works.md, "Missed runs").
+  // Never a backfill's final failure, nor a catch-up's: its attempts are not Scheduler's
+  // (docs/how-it-works.md, "Missed runs").
+  const reportsFinalFailure =
+    checksMissedRuns && run.backfill !== true && run.caughtUp !== true;
   const finalFailure = slotFinalFailure(deps, delivery, logger);
   const ended = deps.shutdown?.running(plan.runId);
   const result = await runOnce(deps.ledger, plan.runId, work, {
@@ -139,7 +153,7 @@ async function runDelivery(
     logger,
     shutdown: deps.shutdown?.signal,
     maxRunMs: deps.config.jobTimeoutMs,
-    ...(checksMissedRuns && run.backfill !== true ? { finalFailure } : {}),
+    ...(reportsFinalFailure ? { finalFailure } : {}),
   }).finally(ended);
   if (check !== undefined) {
     await check;
@@ -171,7 +185,11 @@ function jobRunOf(
   const { job, run, plan } = delivery;
   return isAuditJob(job)
     ? auditRun(
-        deps.missedRuns,
+        {
+          missedRuns: deps.missedRuns,
+          lateRuns: deps.lateRuns,
+          ...(deps.send === undefined ? {} : { send: deps.send }),
+        },
         deps.jobs,
         run.scope,
         requestLogger.child({ auditRunId: plan.runId }),
@@ -290,6 +308,18 @@ function writeAnswer(
   logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);
 }
 
+/** The instance's deps for a delivery; an audit's can catch up late slots through its own URL. */
+function withCatchUp(
+  instance: InstanceDeps,
+  delivery: Delivery,
+  req: Request,
+): InstanceDeps {
+  if (!isAuditJob(delivery.job)) {
+    return instance;
+  }
+  return { ...instance, send: catchUpSender(instance, req) };
+}
+
 /**
  * Creates the HTTP function that runs each declared job once per scheduled run, selected by
  * `X-CloudScheduler-JobName` (wired in `register.ts`). Answers JSON ({@link outcomes.ResponseBody})
@@ -297,9 +327,10 @@ function writeAnswer(
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { forcedRunToleranceMs } = deps.config;
-  const instance = {
+  const instance: InstanceDeps = {
     ...deps,
     missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }),
+    lateRuns: new LateRunScan({ ...deps, forcedRunToleranceMs }),
   };
   const handle = async (req: Request, res: Response): Promise<void> => {
     const startedAt = performance.now();
@@ -309,7 +340,7 @@ export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
     const decided = await decideDelivery(deps, req);
     const answered = isAnswer(decided)
       ? decided
-      : await claimAndRun(instance, decided, logger);
+      : await claimAndRun(withCatchUp(instance, decided, req), decided, logger);
     writeAnswer(req, res, logger, answered, performance.now() - startedAt);
   };
   const { shutdown } = deps;

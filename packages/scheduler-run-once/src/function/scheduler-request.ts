@@ -23,6 +23,11 @@ export const TRIGGER_ID_HEADER = 'X-Run-Once-Trigger-Id';
 export const ALLOW_OVERLAP_HEADER = 'X-Run-Once-Allow-Overlap';
 /** `true` on a slot delivered by a backfill: a blocked one is answered `waiting`, never `skipped`. */
 export const BACKFILL_HEADER = 'X-Run-Once-Backfill';
+/**
+ * `true` on a slot the run audit delivers itself, Scheduler having not delivered it (the job's
+ * `catchUp`): the job sees `ctx.caughtUp`, the record keeps `caught_up_at`.
+ */
+export const CATCH_UP_HEADER = 'X-Run-Once-Catch-Up';
 
 /** The parts of an HTTP request this module reads (Node's `IncomingMessage` fits). */
 export type DeliveryLike = Readonly<{
@@ -187,6 +192,9 @@ export function missingScheduleTimeAdvice(jobName: string): string {
   );
 }
 
+const CATCH_UP_WITHOUT_TIME = `${CATCH_UP_HEADER} marks the run audit's delivery of a slot and needs its ${SCHEDULE_TIME_HEADER}.`;
+const CATCH_UP_WITH_MARK = `${CATCH_UP_HEADER} marks the run audit's delivery of a slot; a run by hand or a backfill is not one.`;
+
 const TRIGGER_WITHOUT_TIME = `${SCHEDULE_TIME_HEADER} is missing; a run by hand carries one. Run a job by hand with \`npm run trigger -- JOB\`, which sets it.`;
 
 /**
@@ -226,7 +234,15 @@ export function readDeliveryHeaders(
   ) {
     throw new InvalidRequestError(TRIGGER_WITHOUT_TIME);
   }
-  return { jobName, scheduleTime, scope, ...marks };
+  const caughtUp = flagHeader(req, CATCH_UP_HEADER);
+  if (caughtUp && scheduleTime === undefined) {
+    throw new InvalidRequestError(CATCH_UP_WITHOUT_TIME);
+  }
+  if (caughtUp && (marks.trigger !== undefined || marks.backfill)) {
+    throw new InvalidRequestError(CATCH_UP_WITH_MARK);
+  }
+  const catchUp = caughtUp ? { caughtUp } : {};
+  return { jobName, scheduleTime, scope, ...marks, ...catchUp };
 }
 
 /** Each scope header's or query parameter's one value as sent. @throws {InvalidRequestError} */

@@ -1,6 +1,11 @@
 /** Job declarations in code (id, schedule, zone, Scheduler settings, the work), and their check. */
 import { ConfigError } from '../core/errors.ts';
 import type { JobInfo, JobRun } from '../core/job-context.ts';
+import {
+  type CatchUpDeclaration,
+  type CatchUpPolicy,
+  catchUpPolicyOf,
+} from './catch-up.ts';
 import { isJobId, JOB_ID_RULE, jobIdOf } from './job-id.ts';
 import {
   normaliseSchedule,
@@ -30,6 +35,11 @@ export interface JobDeclaration {
   readonly maxDoublings?: number;
   /** What a slot does while an earlier run of the job still runs; default `allow`. */
   readonly overlap?: OverlapPolicy;
+  /**
+   * Whether the run audit runs a slot Scheduler never delivered, and which (`catch-up.ts`);
+   * off unless declared.
+   */
+  readonly catchUp?: CatchUpDeclaration;
   /** The work: called at most once per scheduled run while each attempt holds its lease. */
   readonly run: JobRun;
 }
@@ -41,10 +51,16 @@ export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
 /** A validated declaration, every default filled in, frozen; fields as in {@link JobDeclaration}. */
 export interface DeclaredJob
   extends JobInfo,
-    Required<Omit<JobDeclaration, keyof JobInfo>> {}
+    Required<Omit<JobDeclaration, keyof JobInfo | 'catchUp'>> {
+  /** The validated catch-up policy; `undefined`: the job is not caught up. */
+  readonly catchUp?: CatchUpPolicy;
+}
 
 /** A job's Scheduler settings: its attempt deadline and retry config, all numbers. */
-export type JobSettings = Omit<DeclaredJob, keyof JobInfo | 'run' | 'overlap'>;
+export type JobSettings = Omit<
+  DeclaredJob,
+  keyof JobInfo | 'run' | 'overlap' | 'catchUp'
+>;
 
 /** Defaults of the optional settings: `deploy.sh`'s before jobs were declared in code. */
 export const JOB_DEFAULTS = Object.freeze({
@@ -175,6 +191,7 @@ function declaredJob(
     );
   }
   const settings = settingsOf(declaration, problem);
+  const catchUp = catchUpPolicyOf(declaration.catchUp, problem);
   const normalised =
     typeof schedule === 'string' ? normaliseSchedule(schedule) : schedule;
   return Object.freeze({
@@ -183,6 +200,7 @@ function declaredJob(
     timeZone,
     ...settings,
     overlap,
+    ...(catchUp === undefined ? {} : { catchUp }),
     run,
   });
 }

@@ -3,6 +3,7 @@ import type { JobContext, JobRun } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob, JobDeclaration } from './job-declaration.ts';
+import type { CatchUpSender, LateRunScan } from './late-runs.ts';
 import type { MissedRunCheck } from './missed-runs.ts';
 
 /** The `run` every audit is declared with: it marks the job; the function runs {@link auditRun}. */
@@ -27,36 +28,68 @@ export function isAuditJob(job: Pick<DeclaredJob, 'run'>): boolean {
   return job.run === AUDIT_RUN;
 }
 
+/** The audit's two checks of every job: missed runs (closed slots), and late runs (recent ones). */
+export interface AuditChecks {
+  readonly missedRuns: MissedRunCheck;
+  readonly lateRuns: LateRunScan;
+  /** Delivers a late slot of a job with `catchUp`; without it, late slots are only logged. */
+  readonly send?: CatchUpSender;
+}
+
 /**
- * An audit's run: {@link MissedRunCheck.check} for every job in turn in `scope`, reporting to
- * `logger` (not bound to the audit's job name). A failed check does not stop the others.
+ * An audit's run: for every job in turn in `scope`, {@link MissedRunCheck.check}, then
+ * {@link LateRunScan.scan}, reporting to `logger` (not bound to the audit's job name). A failed
+ * check does not stop the others.
  * @throws Error naming each job whose check failed, so Scheduler retries the run.
  */
 export function auditRun(
-  check: MissedRunCheck,
+  checks: AuditChecks,
   jobs: readonly DeclaredJob[],
   scope: Scope,
   logger: Logger,
 ): (ctx: JobContext) => Promise<void> {
   return async (ctx) => {
     const failed: string[] = [];
-    let reported = 0;
+    const counts = { reported: 0, late: 0, caughtUp: 0 };
     for (const job of jobs) {
       ctx.signal.throwIfAborted();
-      try {
-        reported += (await check.check(job, scope, logger)).reported;
-      } catch (err) {
-        failed.push(
-          `${job.id} (${err instanceof Error ? err.message : String(err)})`,
-        );
-      }
+      const problems = await auditJob(checks, job, scope, logger, counts);
+      failed.push(...problems.map((problem) => `${job.id} (${problem})`));
     }
     ctx.logger.info(
-      { jobs: jobs.length, reported, failed: failed.length },
+      { jobs: jobs.length, ...counts, failed: failed.length },
       'run audit done',
     );
     if (failed.length > 0) {
-      throw new Error(`the missed-run check failed for ${failed.join(', ')}`);
+      throw new Error(`the run audit failed for ${failed.join(', ')}`);
     }
   };
+}
+
+/** One job's two checks, counted into `counts`; each failure's message, for the audit's error. */
+async function auditJob(
+  checks: AuditChecks,
+  job: DeclaredJob,
+  scope: Scope,
+  logger: Logger,
+  counts: { reported: number; late: number; caughtUp: number },
+): Promise<string[]> {
+  const problems: string[] = [];
+  const why = (err: unknown) =>
+    err instanceof Error ? err.message : String(err);
+  try {
+    counts.reported += (
+      await checks.missedRuns.check(job, scope, logger)
+    ).reported;
+  } catch (err) {
+    problems.push(`missed-run check: ${why(err)}`);
+  }
+  try {
+    const scanned = await checks.lateRuns.scan(job, scope, logger, checks.send);
+    counts.late += scanned.late;
+    counts.caughtUp += scanned.caughtUp === undefined ? 0 : 1;
+  } catch (err) {
+    problems.push(`late-run scan: ${why(err)}`);
+  }
+  return problems;
 }

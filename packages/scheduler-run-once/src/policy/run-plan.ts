@@ -21,7 +21,7 @@ export interface Trigger {
 /**
  * A delivery's run, as its headers name it: `jobName` as sent (either form), `scheduleTime` in
  * canonical RFC 3339, `scope` entries in configuration order, `trigger` for `npm run trigger`,
- * `backfill` for `X-Run-Once-Backfill: true`, `withoutScheduleTime` when `force-run.ts` chose it.
+ * `backfill` for `X-Run-Once-Backfill: true`, `caughtUp` for `X-Run-Once-Catch-Up: true`, `withoutScheduleTime` when `force-run.ts` chose it.
  */
 export interface ScheduledRun {
   readonly jobName: string;
@@ -30,6 +30,8 @@ export interface ScheduledRun {
   readonly trigger?: Trigger;
   readonly backfill?: boolean;
   readonly withoutScheduleTime?: true;
+  /** `X-Run-Once-Catch-Up: true`: the run audit's own delivery of a late slot. */
+  readonly caughtUp?: boolean;
 }
 
 /** What the handler claims and runs for one delivery; `overlap`: `allow` if the trigger asked. */
@@ -85,5 +87,6 @@ export function planRun(
   if (early > toleranceMs) {
     return of(RunKind.Forced, variant(['forced']));
   }
-  return of(RunKind.Slot, variant([]));
+  const caughtUp = run.caughtUp === true ? { caughtUp: true } : {};
+  return of(RunKind.Slot, variant([]), caughtUp);
 }

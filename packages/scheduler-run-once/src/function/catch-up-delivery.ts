@@ -1,0 +1,163 @@
+/**
+ * The run audit's own delivery of a late slot (catch-up): a request to this function, sent the
+ * way Cloud Scheduler sends one and authenticated the same way, that the audit waits on only until
+ * the run is claimed (Cloud Run throttles the CPU outside requests, so the run needs its own).
+ */
+import type { Request } from '@google-cloud/functions-framework';
+import type { DeclaredJob } from '../policy/job-declaration.ts';
+import type { CatchUpSender, CatchUpSent } from '../policy/late-runs.ts';
+import { toUtcRfc3339 } from '../policy/schedule.ts';
+import type { HandlerDeps } from './handler-deps.ts';
+import {
+  CATCH_UP_HEADER,
+  JOB_NAME_HEADER,
+  SCHEDULE_TIME_HEADER,
+} from './scheduler-request.ts';
+
+/** How long the audit waits for a caught-up run's claim, ms, before it goes on without it. */
+export const CLAIM_WAIT_MS = 30_000;
+/** How often the audit reads the run's record while it waits, ms. */
+const CLAIM_POLL_MS = 500;
+/** The user agent of a catch-up delivery, so logs and proxies tell it from Scheduler's. */
+export const CATCH_UP_USER_AGENT = 'scheduler-run-once-catch-up';
+
+/** Fetches an ID token for `audience` as this function's service account (google-auth-library). */
+export type IdTokenSource = (audience: string) => Promise<string>;
+
+/** The default {@link IdTokenSource}: the metadata server's token, loaded only when first used. */
+async function metadataIdToken(audience: string): Promise<string> {
+  const { GoogleAuth } = await import('google-auth-library');
+  const client = await new GoogleAuth().getIdTokenClient(audience);
+  return client.idTokenProvider.fetchIdToken(audience);
+}
+
+/**
+ * Where the audit was delivered: its URL as the caller used it (`X-Forwarded-Proto` behind Cloud
+ * Run's front end), query included (a key scope's parameters), and the token audience Scheduler
+ * used for it (`OIDC_AUDIENCE` under `AUTH_MODE=verify-oidc`, else the URL without its query).
+ */
+function auditTarget(req: Request, deps: Pick<HandlerDeps, 'config'>) {
+  const forwarded = req.get('x-forwarded-proto')?.split(',')[0]?.trim();
+  const protocol =
+    forwarded === undefined || forwarded === '' ? req.protocol : forwarded;
+  const url = new URL(req.originalUrl, `${protocol}://${req.get('host')}`);
+  const { config } = deps;
+  const audience =
+    config.authMode === 'verify-oidc' && config.oidcAudience !== ''
+      ? config.oidcAudience
+      : `${url.origin}${url.pathname}`;
+  return { url, audience };
+}
+
+/** The headers of a catch-up delivery of `slot`: Scheduler's, the audit's scope headers, the mark. */
+function catchUpHeaders(
+  req: Request,
+  deps: Pick<HandlerDeps, 'config'>,
+  job: DeclaredJob,
+  slot: Date,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    [JOB_NAME_HEADER]: job.id,
+    [SCHEDULE_TIME_HEADER]: toUtcRfc3339(slot),
+    [CATCH_UP_HEADER]: 'true',
+    'User-Agent': CATCH_UP_USER_AGENT,
+  };
+  for (const name of deps.config.keyScopeHeaders) {
+    const value = req.get(name);
+    if (value !== undefined) {
+      headers[name] = value;
+    }
+  }
+  return headers;
+}
+
+/**
+ * The sender of the audit delivered by `req`: it POSTs each catch-up to the audit's own URL, with
+ * an ID token when the audit came with one (a deployed, private function), and resolves once the
+ * run's record shows a claim or the function answered, at most {@link CLAIM_WAIT_MS} later.
+ */
+export function catchUpSender(
+  deps: Pick<HandlerDeps, 'config' | 'history'> & {
+    readonly idToken?: IdTokenSource;
+  },
+  req: Request,
+): CatchUpSender {
+  const { url, audience } = auditTarget(req, deps);
+  const authenticated = req.get('authorization') !== undefined;
+  const idToken = deps.idToken ?? metadataIdToken;
+  return async (job, slot, runId): Promise<CatchUpSent> => {
+    const headers = catchUpHeaders(req, deps, job, slot);
+    try {
+      if (authenticated) {
+        headers.Authorization = `Bearer ${await idToken(audience)}`;
+      }
+    } catch (err) {
+      return {
+        result: 'unsent',
+        reason: `no ID token for ${audience}: ${String(err)}`,
+      };
+    }
+    const answered = postCatchUp(url, headers, job);
+    return waitForClaim(deps, runId, answered);
+  };
+}
+
+/** POSTs the delivery; resolves with its outcome, or `unsent` if it could not be sent. */
+async function postCatchUp(
+  url: URL,
+  headers: Record<string, string>,
+  job: DeclaredJob,
+): Promise<CatchUpSent> {
+  // The run may take the job's whole attempt deadline; the audit never waits that long.
+  const timeoutMs = job.attemptDeadlineSeconds * 1000 + CLAIM_WAIT_MS;
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const body = (await res.json().catch(() => ({}))) as { outcome?: unknown };
+    const outcome =
+      typeof body.outcome === 'string' ? body.outcome : `HTTP ${res.status}`;
+    return { result: 'answered', outcome };
+  } catch (err) {
+    const reason =
+      (err as Error).cause instanceof Error
+        ? ((err as Error).cause as Error).message
+        : String(err);
+    return { result: 'unsent', reason };
+  }
+}
+
+/** Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt. */
+async function waitForClaim(
+  deps: Pick<HandlerDeps, 'history'>,
+  runId: string,
+  answered: Promise<CatchUpSent>,
+): Promise<CatchUpSent> {
+  let done: CatchUpSent | undefined;
+  const settled = answered.then((sent) => {
+    done = sent;
+    return sent;
+  });
+  const deadline = performance.now() + CLAIM_WAIT_MS;
+  while (done === undefined && performance.now() < deadline) {
+    const tick = new Promise((resolve) => setTimeout(resolve, CLAIM_POLL_MS));
+    await Promise.race([settled, tick]);
+    if (done !== undefined) {
+      break;
+    }
+    const read = await deps.history.getMany([runId]).catch(() => undefined);
+    const record = read?.records.get(runId);
+    if (
+      record !== undefined &&
+      record.status !== 'unreadable' &&
+      record.attempts > 0
+    ) {
+      return { result: 'claimed' };
+    }
+  }
+  return (
+    done ?? { result: 'unsent', reason: `no claim within ${CLAIM_WAIT_MS} ms` }
+  );
+}

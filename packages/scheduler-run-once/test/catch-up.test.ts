@@ -1,0 +1,265 @@
+/**
+ * Late runs and catch-up (`policy/late-runs.ts`) through the handler on the emulator, live: every
+ * delivery (Scheduler's slots, the run audit every 5 minutes) at its own time on a driven clock,
+ * over a real HTTP server, so the audit's catch-up is a request of its own to the function.
+ */
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { getTestServer } from '@google-cloud/functions-framework/testing';
+import type { JobContext } from '../src/core/job-context.ts';
+import {
+  defineJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../src/policy/job-state.ts';
+import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
+import { type Pause, pausesField } from '../src/policy/pauses.ts';
+import { defineAuditJob } from '../src/policy/run-audit.ts';
+import { slotRunId } from '../src/policy/run-history.ts';
+import { firestore, serveJobs, storedRecord, until } from './helpers.ts';
+
+const MINUTE = 60_000;
+const HOUR = 3_600_000;
+/** The driven clock's start: a whole hour ahead of the real one, as in missed-runs.test.ts. */
+const NOON = Math.ceil(Date.now() / HOUR) * HOUR + HOUR;
+const at = (minutes: number) => new Date(NOON + minutes * MINUTE);
+
+const servers: { close: () => void }[] = [];
+after(() => {
+  for (const server of servers) {
+    server.close();
+  }
+});
+
+/** What the jobs actually executed: each run's slot, and whether it was caught up. */
+type Execution = { job: string; slot: string; caughtUp: boolean };
+
+/** The jobs, the run audit every 5 minutes, served over HTTP on a driven clock. */
+async function live(declarations: JobDeclaration[]) {
+  let now = at(0);
+  const executions: Execution[] = [];
+  const withRecording = declarations.map((declared) => ({
+    ...declared,
+    run: async (ctx: JobContext) => {
+      executions.push({
+        job: declared.id,
+        slot: ctx.scheduleTime.toISOString(),
+        caughtUp: ctx.caughtUp === true,
+      });
+      await declared.run(ctx);
+    },
+  }));
+  const audit = defineAuditJob({ id: 'run-audit', schedule: '*/5 * * * *' });
+  const jobs = validateJobs([...withRecording, audit]);
+  const fn = serveJobs(
+    jobs,
+    { env: { MISSED_RUN_CHECK: 'on' } },
+    { clock: async () => now },
+  );
+  const server = getTestServer(fn.name);
+  await new Promise<void>((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve()),
+  );
+  servers.push(server);
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  /** Scheduler's delivery of `jobId`'s `slot`, `delaySeconds` after it: the answer's outcome. */
+  const deliver = async (jobId: string, slot: Date, delaySeconds = 5) => {
+    now = new Date(slot.getTime() + delaySeconds * 1000);
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'X-CloudScheduler-JobName': jobId,
+        'X-CloudScheduler-ScheduleTime': slot.toISOString(),
+      },
+    });
+    return ((await res.json()) as { outcome: string }).outcome;
+  };
+  const lines = (message: string) =>
+    fn.logs.lines().filter((line) => line.message === message);
+  return { fn, deliver, executions, lines, jobs };
+}
+
+type Live = Awaited<ReturnType<typeof live>>;
+
+/**
+ * Minutes `from` to `to` (exclusive): each slot of `jobId` (every `step` minutes) delivered unless
+ * `skip` says Scheduler sent nothing, and the audit every 5 minutes, all at their own time.
+ */
+async function timeline(
+  run: Live,
+  jobId: string,
+  minutes: { from: number; to: number; step: number },
+  skip: (minute: number) => boolean,
+  outage: (minute: number) => boolean = () => false,
+) {
+  for (let m = minutes.from; m < minutes.to; m++) {
+    if (outage(m)) {
+      continue; // Scheduler sends nothing at all, the audit included
+    }
+    if (m % minutes.step === 0 && !skip(m)) {
+      assert.equal(await run.deliver(jobId, at(m)), 'processed', `slot +${m}`);
+    }
+    if (m % 5 === 0) {
+      await run.deliver('run-audit', at(m), 10);
+    }
+  }
+}
+
+describe('late runs and catch-up, live', () => {
+  it('catches up a slot Scheduler never delivered by grace + one audit period, names it late once, and answers Scheduler’s later delivery duplicate', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: {},
+        run: () => {},
+      }),
+    ]);
+    await timeline(run, 'tick', { from: 0, to: 16, step: 1 }, (m) => m === 7);
+
+    const slot = at(7).toISOString();
+    const late = run.lines('late run');
+    assert.deepEqual(
+      late.map((line) => [line.slot, line.severity, line.follows]),
+      [[slot, 'WARNING', 'caught up now']],
+    );
+    const ran = run.executions.filter((e) => e.slot === slot);
+    assert.deepEqual(ran, [{ job: 'tick', slot, caughtUp: true }]);
+    // grace 120 s: late at +9 min; the audit at +10 min catches it up.
+    const runId = slotRunId('tick', at(7), []);
+    await until(
+      async () =>
+        (await storedRecord(run.fn.collection, runId)).status === 'completed',
+    );
+    const record = await storedRecord(run.fn.collection, runId);
+    assert.ok(record.caught_up_at, 'the record keeps caught_up_at');
+    assert.equal(await run.deliver('tick', at(7), 600), 'duplicate');
+    assert.equal(run.executions.filter((e) => e.slot === slot).length, 1);
+  });
+
+  it('neither catches up nor names late the slots of a paused job', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: {},
+        run: () => {},
+      }),
+    ]);
+    const writePause = (pause: Pause) =>
+      firestore
+        .collection(jobStateCollection(run.fn.collection))
+        .doc(checkDocumentId('tick', []))
+        .set({ job_name: 'tick', pauses: pausesField([pause]) });
+    const pause: Pause = {
+      pausedAt: new Date(at(6).getTime() + 30_000),
+      until: at(60),
+      note: 'paused by hand',
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    };
+    const paused = (m: number) => m >= 7 && m <= 10;
+    const minutes = (from: number, to: number) => ({ from, to, step: 1 });
+    await timeline(run, 'tick', minutes(0, 7), paused);
+    await writePause(pause); // as `npm run pause` writes it, at its time
+    await timeline(run, 'tick', minutes(7, 11), paused);
+    await writePause({
+      ...pause,
+      resumedAt: new Date(at(10).getTime() + 30_000),
+    });
+    await timeline(run, 'tick', minutes(11, 21), paused);
+
+    assert.deepEqual(run.lines('late run'), []);
+    const ranPaused = run.executions.filter((e) => paused(minuteOf(e.slot)));
+    assert.deepEqual(ranPaused, []);
+  });
+
+  it('after a two-hour outage of a */5 job with slots "latest", catches up the newest slot and reports each other once', async () => {
+    const run = await live([
+      defineJob({
+        id: 'five',
+        schedule: '*/5 * * * *',
+        catchUp: { slots: 'latest' },
+        run: () => {},
+      }),
+    ]);
+    const outage = (m: number) => m >= 10 && m < 130;
+    await timeline(
+      run,
+      'five',
+      { from: 0, to: 250, step: 5 },
+      () => false,
+      outage,
+    );
+
+    const caughtUp = run.executions.filter((e) => e.caughtUp);
+    assert.deepEqual(
+      caughtUp.map((e) => minuteOf(e.slot)),
+      [125],
+      'the newest slot, once',
+    );
+    // Each missed slot closes a retry window after the one before it (Scheduler never has two
+    // executions of a job outstanding), so the last is judged about two windows after its time.
+    const reported = run
+      .lines('missed run')
+      .filter((l) => l.jobName === 'five')
+      .map((l) => minuteOf(String(l.slot)));
+    const expected = [];
+    for (let m = 10; m < 125; m += 5) {
+      expected.push(m);
+    }
+    assert.deepEqual(
+      reported.sort((a, b) => a - b),
+      expected,
+      'each other slot reported once',
+    );
+    const late = run.lines('late run').filter((l) => l.jobName === 'five');
+    assert.ok(
+      late.length > 0 && late.length <= 12,
+      `late lines: ${late.length}`,
+    );
+    assert.equal(
+      new Set(late.map((l) => l.slot)).size,
+      late.length,
+      'each late slot named once',
+    );
+  });
+
+  it('retries a failed caught-up run under the job’s retry settings, then reports it failed after retries, once', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: {},
+        retryCount: 1,
+        maxRetryDurationSeconds: 0,
+        run: (ctx) => {
+          if (ctx.caughtUp === true) {
+            throw new Error('the caught-up run fails');
+          }
+        },
+      }),
+    ]);
+    await timeline(run, 'tick', { from: 0, to: 31, step: 1 }, (m) => m === 7);
+
+    const slot = at(7).toISOString();
+    const attempts = run.executions.filter((e) => e.slot === slot);
+    assert.deepEqual(
+      attempts.map((e) => e.caughtUp),
+      [true, true],
+      'the first attempt and one retry (retryCount 1)',
+    );
+    const failed = run.lines('run failed after retries');
+    assert.deepEqual(
+      failed.map((l) => l.slot),
+      [slot],
+    );
+  });
+});
+
+/** The minute after the driven clock's start of an ISO time. */
+function minuteOf(iso: string): number {
+  return (Date.parse(iso) - NOON) / MINUTE;
+}
