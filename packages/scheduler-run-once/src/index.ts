@@ -27,6 +27,10 @@ export {
 export type { JobContext, JobInfo, JobRun } from './core/job-context.ts';
 export type { Note, NoteValue } from './core/notes.ts';
 export { registerScheduledJob } from './function/register.ts';
+export type {
+  CatchUpDeclaration,
+  CatchUpSlots,
+} from './policy/catch-up.ts';
 export {
   type DeclaredJob,
   defineJob,

@@ -259,6 +259,69 @@ describe('late runs and catch-up, live', () => {
   });
 });
 
+describe('catch-up bounds, live', () => {
+  it('with slots "all", catches up each late slot oldest first, one per audit check, never two at once', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: { slots: 'all' },
+        run: () => {},
+      }),
+    ]);
+    const gap = (m: number) => m >= 6 && m <= 8;
+    await timeline(run, 'tick', { from: 0, to: 31, step: 1 }, gap);
+
+    const caughtUp = run.executions.filter((e) => e.caughtUp);
+    assert.deepEqual(
+      caughtUp.map((e) => minuteOf(e.slot)),
+      [6, 7, 8],
+      'each, oldest first',
+    );
+    const audits = run.lines('run audit done').map((l) => Number(l.caughtUp));
+    assert.ok(
+      audits.every((n) => n <= 1),
+      `at most one per check: ${audits}`,
+    );
+  });
+
+  it('reports a late slot older than the catch-up window missed, and never runs it', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: { windowSeconds: 300 },
+        run: () => {},
+      }),
+    ]);
+    // The audit is down from +6 to +19 as well: at +20 the slot is 13 minutes old.
+    const auditDown = (m: number) => m >= 6 && m < 20;
+    for (let m = 0; m < 80; m++) {
+      if (m !== 7) {
+        assert.equal(await run.deliver('tick', at(m)), 'processed');
+      }
+      if (m % 5 === 0 && !auditDown(m)) {
+        await run.deliver('run-audit', at(m), 10);
+      }
+    }
+
+    const slot = at(7).toISOString();
+    assert.deepEqual(
+      run.executions.filter((e) => e.slot === slot),
+      [],
+      'never run',
+    );
+    const late = run.lines('late run').filter((l) => l.slot === slot);
+    assert.equal(late.length, 1);
+    assert.match(String(late[0]?.follows), /^reported missed at about /);
+    const missed = run.lines('missed run').filter((l) => l.jobName === 'tick');
+    assert.deepEqual(
+      missed.map((l) => l.slot),
+      [slot],
+    );
+  });
+});
+
 /** The minute after the driven clock's start of an ISO time. */
 function minuteOf(iso: string): number {
   return (Date.parse(iso) - NOON) / MINUTE;

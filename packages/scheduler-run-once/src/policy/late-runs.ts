@@ -65,11 +65,11 @@ export interface ScanResult {
 
 /**
  * The late-run mark of a job in a key scope, stored in `{jobId}~late[~scope]`: every slot before
- * `checkedBefore` was judged; `runSeen`: a slot of the job had a record (none before it is late);
+ * `judgedBefore` was judged; `runSeen`: a slot of the job had a record (none before it is late);
  * `pending`: late slots still to catch up, oldest first.
  */
 interface LateMark {
-  readonly checkedBefore: Date;
+  readonly judgedBefore: Date;
   readonly runSeen: boolean;
   readonly pending: readonly Date[];
 }
@@ -82,7 +82,7 @@ export function lateDocumentId(jobId: string, scope: Scope): string {
 
 /** The mark a document holds; `undefined` for none or one this code never writes (start afresh). */
 function readMark(data: DocumentData | undefined): LateMark | undefined {
-  const at = data?.checked_before;
+  const at = data?.late_judged_before;
   const seen = data?.run_seen;
   const pending = data?.pending;
   if (
@@ -94,7 +94,7 @@ function readMark(data: DocumentData | undefined): LateMark | undefined {
     return undefined;
   }
   const slots = (pending as Timestamp[]).map((slot) => slot.toDate());
-  return { checkedBefore: at.toDate(), runSeen: seen, pending: slots };
+  return { judgedBefore: at.toDate(), runSeen: seen, pending: slots };
 }
 
 function markDocument(
@@ -104,7 +104,7 @@ function markDocument(
 ): DocumentData {
   return {
     job_name: job.id,
-    checked_before: Timestamp.fromDate(mark.checkedBefore),
+    late_judged_before: Timestamp.fromDate(mark.judgedBefore),
     run_seen: mark.runSeen,
     pending: mark.pending.map((slot) => Timestamp.fromDate(slot)),
     expire_at: expires,
@@ -152,7 +152,7 @@ function executionEnd(
 /** What judging the slots since the mark found: the late ones, and where the next scan starts. */
 interface Judged {
   readonly late: readonly SlotRead[];
-  readonly checkedBefore: Date;
+  readonly judgedBefore: Date;
   readonly runSeen: boolean;
 }
 
@@ -180,7 +180,7 @@ export function judgeLateSlots(
   for (const row of rows) {
     const startsAt = Math.max(row.slot.getTime(), previousEnd);
     if (startsAt + graceMs > now.getTime()) {
-      return { late, checkedBefore: row.slot, runSeen };
+      return { late, judgedBefore: row.slot, runSeen };
     }
     if (!hasNoAttempt(row.record)) {
       runSeen = true;
@@ -189,7 +189,7 @@ export function judgeLateSlots(
     }
     previousEnd = executionEnd(job, row, previousEnd, now);
   }
-  return { late, checkedBefore: mark.end, runSeen };
+  return { late, judgedBefore: mark.end, runSeen };
 }
 
 /** What to do with the oldest pending slot: deliver it, wait for it, or drop it from the list. */
@@ -291,11 +291,23 @@ function whatFollows(
   return `reported missed at about ${reportAt.toISOString()} unless Scheduler delivers it`;
 }
 
+/** Logs a late slot (WARNING {@link LATE_RUN}) with what follows it. */
+function logLate(
+  job: DeclaredJob,
+  { slot, runId }: Pick<SlotRead, 'slot' | 'runId'>,
+  follows: string,
+  logger: Logger,
+): void {
+  const graceSeconds = lateGraceMs(job) / 1000;
+  const fields = { jobName: job.id, slot: slot.toISOString(), runId };
+  logger.warn({ ...fields, state: 'late', graceSeconds, follows }, LATE_RUN);
+}
+
 function sameMark(a: LateMark | undefined, b: LateMark): boolean {
   const times = (mark: LateMark) => mark.pending.map((slot) => slot.getTime());
   return (
     a !== undefined &&
-    a.checkedBefore.getTime() === b.checkedBefore.getTime() &&
+    a.judgedBefore.getTime() === b.judgedBefore.getTime() &&
     a.runSeen === b.runSeen &&
     JSON.stringify(times(a)) === JSON.stringify(times(b))
   );
@@ -345,36 +357,44 @@ export class LateRunScan {
     const pendingRows = pending.map((slot) => read.rowOf(slot));
     const { target, kept } = catchUpTarget(job, pendingRows, now);
     const mark: LateMark = {
-      checkedBefore: judged.checkedBefore,
+      judgedBefore: judged.judgedBefore,
       runSeen: judged.runSeen,
       pending: kept,
     };
-    if (!sameMark(stored, mark)) {
-      const document = markDocument(job, mark, jobDocuments.expireAt());
-      const written = await jobDocuments.write(
-        markId,
-        'late-run mark',
-        document,
-        markRead.updateTime,
-      );
-      if (written === 'conflict') {
-        return { late: 0 }; // another instance judged these slots: it logs them
-      }
+    const written = await this.#writeMark(job, markId, stored, mark, markRead);
+    if (written === 'conflict') {
+      return { late: 0 }; // another instance judged these slots: it logs them
     }
     for (const { slot, runId } of judged.late) {
       const follows = whatFollows(job, slot, kept, target);
-      const graceSeconds = lateGraceMs(job) / 1000;
-      const fields = { jobName: job.id, slot: slot.toISOString(), runId };
-      logger.warn(
-        { ...fields, state: 'late', graceSeconds, follows },
-        LATE_RUN,
-      );
+      logLate(job, { slot, runId }, follows, logger);
     }
     if (target === undefined || send === undefined) {
       return { late: judged.late.length };
     }
     const sent = await send(job, target.slot, target.runId);
     return { late: judged.late.length, caughtUp: { slot: target.slot, sent } };
+  }
+  /** Writes the mark if it moved, fenced on the read: `conflict` if another instance wrote first. */
+  async #writeMark(
+    job: DeclaredJob,
+    markId: string,
+    stored: LateMark | undefined,
+    mark: LateMark,
+    markRead: { readonly updateTime: Timestamp | undefined },
+  ): Promise<'conflict' | 'written' | 'unchanged'> {
+    if (sameMark(stored, mark)) {
+      return 'unchanged';
+    }
+    const { jobDocuments } = this.#deps;
+    const document = markDocument(job, mark, jobDocuments.expireAt());
+    const written = await jobDocuments.write(
+      markId,
+      'late-run mark',
+      document,
+      markRead.updateTime,
+    );
+    return written === 'conflict' ? written : 'written';
   }
   /** Reads the slots since the mark (and the one before them) and the pending ones' records. */
   async #readSlots(
@@ -387,7 +407,7 @@ export class LateRunScan {
     // Older slots are the missed-run check's; a first scan starts now (its first sighting).
     const oldest = now.getTime() - closedAfterMs(job);
     const from = new Date(
-      Math.max(stored?.checkedBefore.getTime() ?? end.getTime(), oldest),
+      Math.max(stored?.judgedBefore.getTime() ?? end.getTime(), oldest),
     );
     const range = slotsBetween(job, from, end, MAX_LATE_SLOTS);
     const first = range.slots[0];
