@@ -131,14 +131,20 @@ ${EXIT_STATUSES}`,
   resume: `run-once resume: end a job's pause and resume its Cloud Scheduler job.
 
 Usage: run-once resume JOB [--record-only] [--location REGION]
+                        [--catch-up [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
 
   JOB                     the declared job's id
   --record-only           record the resume only; print the gcloud command instead of running it
   --location REGION       the Scheduler job's region (REGION)
+  --catch-up              then deliver the paused slots by the job's catchUp policy (its
+                          defaults if it declares none): within its window, the newest
+                          ("latest") or each oldest first ("all", at most 100), one at a time
+${TARGET_FLAGS}
 ${WHERE_FLAGS}
   -h, --help              this help
 
-A plain resume does not run the paused slots: runs --backfill delivers them if they should run.
+A plain resume does not run the paused slots; --catch-up does, as the run audit catches up a late
+slot (ctx.caughtUp is true).
 
 ${EXIT_STATUSES}`,
 

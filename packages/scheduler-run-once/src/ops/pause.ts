@@ -30,7 +30,7 @@ import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
 import { checkDocumentId } from '../policy/missed-run-cursor.ts';
-import { pauseBound } from '../policy/pauses.ts';
+import { type Pause, pauseBound } from '../policy/pauses.ts';
 import { toUtcRfc3339 } from '../policy/schedule.ts';
 import {
   CommandError,
@@ -40,6 +40,7 @@ import {
   UsageError,
 } from './command.ts';
 import { loadJobs, selectJob } from './declarations.ts';
+import { resolveTarget } from './deliver.ts';
 import { parseDuration } from './format-runs.ts';
 import {
   PauseRefused,
@@ -49,20 +50,22 @@ import {
   recordPause,
   recordResume,
 } from './pause-records.ts';
+import { deliverResumeCatchUp, resumeCatchUp } from './resume-catch-up.ts';
 import { withFirestore } from './run-queries.ts';
 import {
   runSchedulerCommand,
   schedulerPauseArgs,
   shellLine,
 } from './scheduler-pause.ts';
-import { scopeOf } from './scope-args.ts';
+import { scopeOf, scopeRequest } from './scope-args.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
 export const USAGE = `usage: run-once pause JOB [--until RFC3339|DURATION] [--note TEXT] [--record-only]
-       run-once resume JOB [--record-only]
+       run-once resume JOB [--record-only] [--catch-up [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
        [--location REGION] [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
-exit status: 0 recorded; 1 refused (already paused, not paused) or Firestore failed; 2 bad arguments;
+exit status: 0 recorded; 1 refused (already paused, not paused), Firestore failed, or a caught-up slot
+             did not run; 2 bad arguments;
              4 recorded, but the Cloud Scheduler job was not changed (gcloud failed: the command is printed)`;
 
 /** The pause or resume is recorded, but the Cloud Scheduler job was not changed. */
@@ -129,8 +132,31 @@ async function pauseOrResume(
       timeoutMs: request.config.firestoreTimeoutMs,
     },
   );
-  await recordPauseOrResume(request, jobDocuments);
-  return pauseSchedulerJob(request);
+  const pause = await recordPauseOrResume(request, jobDocuments);
+  const status = pauseSchedulerJob(request);
+  if (request.verb !== 'resume' || request.args['catch-up'] !== true) {
+    return status;
+  }
+  const failed = await catchUpPausedSlots(request, pause, env);
+  return failed > 0 ? 1 : status;
+}
+
+/** `resume --catch-up`: the paused range's slots, by the job's policy, each delivered in turn. */
+async function catchUpPausedSlots(
+  request: PauseRequest,
+  pause: Pause,
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const { job, config, args } = request;
+  const now = pause.resumedAt ?? new Date();
+  const plan = resumeCatchUp(job, pause, now);
+  const values = {
+    headers: namedPairs(args['scope-header'], 'scope-header'),
+    params: namedPairs(args['scope-param'], 'scope-param'),
+  };
+  const target = resolveTarget(args, env);
+  const scope = scopeRequest(config, values);
+  return deliverResumeCatchUp(job, plan, { target, scope });
 }
 
 /** `npm run pause`'s and `npm run resume`'s flags and words, parsed. */
@@ -142,6 +168,10 @@ function parsePauseArgs(argv: string[]) {
       until: { type: 'string' },
       note: { type: 'string' },
       'record-only': { type: 'boolean' },
+      'catch-up': { type: 'boolean' },
+      url: { type: 'string' },
+      invoker: { type: 'string' },
+      token: { type: 'string' },
       location: { type: 'string' },
       scope: { type: 'string' },
       'scope-header': { type: 'string', multiple: true },
@@ -182,6 +212,18 @@ function verbAndJob(
     (args.until !== undefined || args.note !== undefined)
   ) {
     throw new UsageError('--until and --note go with pause');
+  }
+  const delivers = ['catch-up', 'url', 'invoker', 'token'] as const;
+  if (verb === 'pause' && delivers.some((flag) => args[flag] !== undefined)) {
+    throw new UsageError(
+      '--catch-up, --url, --invoker and --token go with resume',
+    );
+  }
+  if (
+    args['catch-up'] !== true &&
+    (args.url ?? args.invoker ?? args.token) !== undefined
+  ) {
+    throw new UsageError('--url, --invoker and --token go with --catch-up');
   }
   return { verb, id };
 }
@@ -261,7 +303,7 @@ async function pauseRequest(
 async function recordPauseOrResume(
   request: PauseRequest,
   jobDocuments: RunDocuments,
-): Promise<void> {
+): Promise<Pause> {
   const { verb, job, docId, until, args } = request;
   try {
     if (verb === 'pause') {
@@ -272,11 +314,13 @@ async function recordPauseOrResume(
       console.log(
         `pause: ${job.id} paused since ${toUtcRfc3339(pause.pausedAt)}${pause.note === '' ? '' : ` (${pause.note})`}; reported if still paused at ${toUtcRfc3339(pauseBound(pause))}${pause.until === undefined ? ' (a week: give --until to say when it ends)' : ''}`,
       );
+      return pause;
     } else {
       const pause = await recordResume(jobDocuments, docId, job.id);
       console.log(
         `resume: ${job.id} resumed at ${toUtcRfc3339(pause.resumedAt ?? pause.pausedAt)} (paused since ${toUtcRfc3339(pause.pausedAt)})`,
       );
+      return pause;
     }
   } catch (err) {
     if (err instanceof PauseUntilRefused) {

@@ -10,17 +10,22 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import { ROOT } from '../../src/dev/local-processes.ts';
 import * as pauseCommand from '../../src/ops/pause.ts';
 import * as runsCommand from '../../src/ops/runs.ts';
+import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   type Command,
   type CommandResult,
   runInProcess,
 } from '../fixtures/in-process-command.ts';
-import { freshCollection } from '../helpers.ts';
+import { firestore, freshCollection } from '../helpers.ts';
 
 /** Absolute: the commands in this process resolve it from its current directory. */
 const JOBS_MODULE = join(ROOT, 'test/fixtures/jobs-one.ts');
@@ -287,5 +292,77 @@ describe('npm run pause and resume', () => {
       refused.map((r) => r.stderr).join('\n'),
     );
     assert.match(after.stderr, /is not paused/);
+  });
+
+  it('resume --catch-up delivers the newest paused slot marked caught up; a plain resume delivers nothing', async () => {
+    const heard: IncomingMessage['headers'][] = [];
+    const server = createServer((req, res) => {
+      heard.push(req.headers);
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ outcome: 'processed', message: 'ran' }));
+    });
+    await new Promise<void>((resolve) =>
+      server.listen(0, '127.0.0.1', resolve),
+    );
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const pausedFor = async (collection: string) => {
+      // As `npm run pause` wrote it 17 minutes ago: three */5 slots fell in it.
+      const pausedAt = Timestamp.fromMillis(Date.now() - 17 * 60_000);
+      await firestore
+        .collection(jobStateCollection(collection))
+        .doc(checkDocumentId(JOB, []))
+        .set({ job_name: JOB, pauses: [{ paused_at: pausedAt, note: '' }] });
+    };
+    try {
+      const plain = freshCollection();
+      await pausedFor(plain);
+      const resumed = await resume(plain, JOB);
+      assert.equal(resumed.code, 0, resumed.stderr);
+      assert.deepEqual(heard, [], 'a plain resume runs nothing');
+
+      const caughtUp = freshCollection();
+      await pausedFor(caughtUp);
+      const result = await resume(caughtUp, JOB, '--catch-up', '--url', url);
+      assert.equal(result.code, 0, result.stderr);
+      assert.equal(heard.length, 1, 'the newest paused slot only');
+      const [headers] = heard;
+      assert.equal(headers?.['x-run-once-catch-up'], 'true');
+      assert.equal(headers?.['x-cloudscheduler-jobname'], JOB);
+      const slot = Date.parse(
+        String(headers?.['x-cloudscheduler-scheduletime']),
+      );
+      assert.ok(slot % (5 * 60_000) === 0 && slot <= Date.now());
+      assert.ok(
+        slot > Date.now() - 5 * 60_000,
+        'the newest */5 slot of the pause',
+      );
+      assert.match(
+        result.stdout,
+        /1 paused slot\(s\) of scheduled-job to deliver/,
+      );
+    } finally {
+      server.close();
+    }
+  });
+
+  it('refuses --catch-up with pause, and --url without --catch-up', async () => {
+    const collection = freshCollection();
+    const withPause = await pause(collection, JOB, '--catch-up');
+    const urlAlone = await resume(
+      collection,
+      JOB,
+      '--url',
+      'http://127.0.0.1:1/',
+    );
+    assert.equal(withPause.code, 2);
+    assert.match(
+      withPause.stderr,
+      /--catch-up, --url, --invoker and --token go with resume/,
+    );
+    assert.equal(urlAlone.code, 2);
+    assert.match(
+      urlAlone.stderr,
+      /--url, --invoker and --token go with --catch-up/,
+    );
   });
 });
