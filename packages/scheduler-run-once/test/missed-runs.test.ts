@@ -15,6 +15,7 @@ import { retryWindowMs } from '../src/policy/retry-policy.ts';
 import { defineAuditJob } from '../src/policy/run-audit.ts';
 import { slotRunId } from '../src/policy/run-history.ts';
 import { closedAfterMs } from '../src/policy/slot-verdict.ts';
+import { assertErrorReportingEvent } from './fixtures/error-reporting.ts';
 import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 
 const MINUTE = 60_000;
@@ -130,6 +131,12 @@ describe('missed-run detection, live', () => {
       reportedAt,
       Date.parse(T('14:00:00')),
       'by the first due delivery after',
+    );
+    const line = fn.logs.lines().find((l) => l.message === 'missed run');
+    assertErrorReportingEvent(line, 'missed run');
+    assert.equal(
+      line?.fix,
+      `npm run runs -- --job five --since ${T('12:05:00')} --backfill`,
     );
   });
 

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '../core/logger.ts';
 import type { Attempt } from '../core/run-once.ts';
 import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
+import { errorEventFields } from './error-report.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from './missed-runs.ts';
 import { makesRetry, retryWindowMs } from './retry-policy.ts';
@@ -60,8 +61,9 @@ export function finalFailureReporter(
       attempts,
     };
     const reporter = randomUUID();
+    const event = errorEventFields('failed', job.id, fields.slot);
     logger.error(
-      { ...fields, lastError, reportedBy: 'attempt', reporter },
+      { ...fields, lastError, reportedBy: 'attempt', reporter, ...event },
       FAILED_AFTER_RETRIES,
     );
     return reporter;

@@ -1,6 +1,7 @@
 /** Missed-run detection, each report an ERROR once across instances (docs/how-it-works.md). */
 import { randomUUID } from 'node:crypto';
 import type { Timestamp } from '@google-cloud/firestore';
+import { loggableError } from '../core/errors.ts';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
@@ -9,6 +10,7 @@ import {
   type StoredRecord,
   type UnreadableRecord,
 } from '../core/run-record.ts';
+import { errorEventFields } from './error-report.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import {
   checkDocumentId,
@@ -137,6 +139,7 @@ function reloggedFinding(
     lastError: run.lastError,
     reporter: unloggedBy,
     relogged: true,
+    ...errorEventFields(missed ? 'missed' : 'failed', job.id, line.slot),
   };
   const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
   return { slot, runId, fields, message, lapsed: false, unloggedBy };
@@ -272,13 +275,27 @@ function slotFinding(
   more: object,
 ): Finding {
   const line = { jobName: job.id, slot: slot.toISOString(), runId, state };
+  const reported = reportKindOf(message);
   const fields = {
     ...line,
     attempts: run?.attempts ?? 0,
     lastError: run?.lastError,
     ...more,
+    ...(reported === undefined
+      ? {}
+      : errorEventFields(reported, job.id, line.slot)),
   };
   return { slot, runId, fields, message, lapsed };
+}
+
+/** The Error Reporting kind of a finding's message; a paused slot is no error. */
+function reportKindOf(
+  message: Finding['message'],
+): 'missed' | 'failed' | undefined {
+  if (message === MISSED_RUN) {
+    return 'missed';
+  }
+  return message === FAILED_AFTER_RETRIES ? 'failed' : undefined;
 }
 
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */
@@ -512,7 +529,7 @@ export class MissedRunCheck {
     } catch (error) {
       const message =
         'missed-run check: the report logged above could not be marked logged; a check after it may log it again';
-      logger.warn({ runId, err: String(error) }, message);
+      logger.warn({ runId, err: loggableError(error) }, message);
     }
   }
   /**

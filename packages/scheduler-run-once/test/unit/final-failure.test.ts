@@ -12,6 +12,7 @@ import { finalFailureReporter } from '../../src/policy/final-failure.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
 import { retryWindowMs } from '../../src/policy/retry-policy.ts';
+import { assertErrorReportingEvent } from '../fixtures/error-reporting.ts';
 
 const SLOT = new Date(Date.UTC(2030, 0, 7, 12, 0));
 const at = (secondsAfterSlot: number) =>
@@ -74,6 +75,11 @@ describe('finalFailureReporter', () => {
     assert.deepEqual(
       errors.map((l) => [l.slot, l.runId, l.lastError, l.reportedBy]),
       [[SLOT.toISOString(), 'run-1', 'the export failed', 'attempt']],
+    );
+    assertErrorReportingEvent(errors[0], FAILED_AFTER_RETRIES);
+    assert.equal(
+      errors[0]?.fix,
+      `npm run trigger -- ${job?.id} --slot ${SLOT.toISOString()} --rerun`,
     );
   });
 
