@@ -259,6 +259,46 @@ describe('late runs and catch-up, live', () => {
   });
 });
 
+describe('late runs when the mark’s answer is lost', () => {
+  it('names a late slot (unconfirmed) when the mark write landed but its answer was lost, and the next check still catches it up', async () => {
+    const run = await live([
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: {},
+        run: () => {},
+      }),
+    ]);
+    const documents = run.fn.jobDocuments;
+    const write = documents.write.bind(documents);
+    let lose = false;
+    documents.write = async (...args: Parameters<typeof write>) => {
+      const written = await write(...args);
+      if (lose && args[1] === 'late-run mark') {
+        lose = false;
+        throw new Error('the answer of a landed write was lost');
+      }
+      return written;
+    };
+    await timeline(run, 'tick', { from: 0, to: 10, step: 1 }, (m) => m === 7);
+    lose = true; // the audit at +10 writes the mark, and never hears back
+    await timeline(run, 'tick', { from: 10, to: 21, step: 1 }, () => false);
+
+    const slot = at(7).toISOString();
+    const late = run.lines('late run').filter((l) => l.slot === slot);
+    assert.deepEqual(
+      late.map((l) => l.unconfirmed),
+      [true],
+      'said once, marked unconfirmed',
+    );
+    assert.deepEqual(
+      run.executions.filter((e) => e.slot === slot),
+      [{ job: 'tick', slot, caughtUp: true }],
+      'caught up by the next check',
+    );
+  });
+});
+
 describe('catch-up bounds, live', () => {
   it('with slots "all", catches up each late slot oldest first, one per audit check, never two at once', async () => {
     const run = await live([

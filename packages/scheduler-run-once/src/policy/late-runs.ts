@@ -297,10 +297,12 @@ function logLate(
   { slot, runId }: Pick<SlotRead, 'slot' | 'runId'>,
   follows: string,
   logger: Logger,
+  more: object,
 ): void {
   const graceSeconds = lateGraceMs(job) / 1000;
   const fields = { jobName: job.id, slot: slot.toISOString(), runId };
-  logger.warn({ ...fields, state: 'late', graceSeconds, follows }, LATE_RUN);
+  const line = { ...fields, state: 'late', graceSeconds, follows, ...more };
+  logger.warn(line, LATE_RUN);
 }
 
 function sameMark(a: LateMark | undefined, b: LateMark): boolean {
@@ -312,6 +314,9 @@ function sameMark(a: LateMark | undefined, b: LateMark): boolean {
     JSON.stringify(times(a)) === JSON.stringify(times(b))
   );
 }
+
+/** What a mark write did: `conflict` if another instance wrote first. */
+type MarkWrite = 'conflict' | 'written' | 'unchanged';
 
 /** The late-run scan of one function instance's jobs, safe across concurrent checks. */
 export class LateRunScan {
@@ -361,14 +366,25 @@ export class LateRunScan {
       runSeen: judged.runSeen,
       pending: kept,
     };
-    const written = await this.#writeMark(job, markId, stored, mark, markRead);
+    const logAll = (more: object) => {
+      for (const { slot, runId } of judged.late) {
+        const follows = whatFollows(job, slot, kept, target);
+        logLate(job, { slot, runId }, follows, logger, more);
+      }
+    };
+    let written: MarkWrite;
+    try {
+      written = await this.#writeMark(job, markId, stored, mark, markRead);
+    } catch (err) {
+      // The write may have landed: its slots are then never judged again, so they are said now
+      // (at worst twice, never not at all), and the next check delivers what it left pending.
+      logAll({ unconfirmed: true });
+      throw err;
+    }
     if (written === 'conflict') {
       return { late: 0 }; // another instance judged these slots: it logs them
     }
-    for (const { slot, runId } of judged.late) {
-      const follows = whatFollows(job, slot, kept, target);
-      logLate(job, { slot, runId }, follows, logger);
-    }
+    logAll({});
     if (target === undefined || send === undefined) {
       return { late: judged.late.length };
     }
@@ -382,7 +398,7 @@ export class LateRunScan {
     stored: LateMark | undefined,
     mark: LateMark,
     markRead: { readonly updateTime: Timestamp | undefined },
-  ): Promise<'conflict' | 'written' | 'unchanged'> {
+  ): Promise<MarkWrite> {
     if (sameMark(stored, mark)) {
       return 'unchanged';
     }

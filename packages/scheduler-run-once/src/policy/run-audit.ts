@@ -18,9 +18,11 @@ const AUDIT_RUN: JobRun = () => {
  * supplies `run`, with the declared jobs and the run history; called anywhere else, it throws.
  */
 export function defineAuditJob(
-  declaration: Omit<JobDeclaration, 'run' | 'overlap'>,
+  declaration: Omit<JobDeclaration, 'run' | 'overlap' | 'catchUp'>,
 ): JobDeclaration {
-  return { ...declaration, overlap: 'allow', run: AUDIT_RUN };
+  // The audit catches up the other jobs; one that caught itself up would audit twice a slot.
+  const { catchUp: _notForTheAudit, ...audit } = declaration as JobDeclaration;
+  return { ...audit, overlap: 'allow', run: AUDIT_RUN };
 }
 
 /** Whether `job` was declared with {@link defineAuditJob}. */
