@@ -71,17 +71,18 @@ function catchUpHeaders(
   return headers;
 }
 
+/** What a catch-up delivery needs: the configuration, a read of the run, and its ID tokens. */
+export interface CatchUpDeps extends Pick<HandlerDeps, 'config'> {
+  readonly history: Pick<HandlerDeps['history'], 'getMany'>;
+  readonly idToken?: IdTokenSource | undefined;
+}
+
 /**
  * The sender of the audit delivered by `req`: it POSTs each catch-up to the audit's own URL, with
  * an ID token when the audit came with one (a deployed, private function), and resolves once the
  * run's record shows a claim or the function answered, at most {@link CLAIM_WAIT_MS} later.
  */
-export function catchUpSender(
-  deps: Pick<HandlerDeps, 'config' | 'history'> & {
-    readonly idToken?: IdTokenSource;
-  },
-  req: Request,
-): CatchUpSender {
+export function catchUpSender(deps: CatchUpDeps, req: Request): CatchUpSender {
   const { url, audience } = auditTarget(req, deps);
   const authenticated = req.get('authorization') !== undefined;
   const idToken = deps.idToken ?? metadataIdToken;
@@ -131,7 +132,7 @@ async function postCatchUp(
 
 /** Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt. */
 async function waitForClaim(
-  deps: Pick<HandlerDeps, 'history'>,
+  deps: Pick<CatchUpDeps, 'history'>,
   runId: string,
   answered: Promise<CatchUpSent>,
 ): Promise<CatchUpSent> {
