@@ -79,16 +79,17 @@ export function samplerOf(config: TracingConfig): Sampler {
  * google-auth-library, as Google's sample of direct export does
  * (GoogleCloudPlatform/opentelemetry-operations-js, samples/otlptraceexport).
  */
-async function googleHeaders(): Promise<() => Promise<Record<string, string>>> {
+async function googleAuth() {
   const { GoogleAuth } = await import('google-auth-library');
   const auth = new GoogleAuth({
     scopes: 'https://www.googleapis.com/auth/cloud-platform',
   });
-  return async () => {
+  const headers = async () => {
     const client = await auth.getClient();
-    const headers = await client.getRequestHeaders();
-    return Object.fromEntries(headers.entries());
+    const signed = await client.getRequestHeaders();
+    return Object.fromEntries(signed.entries());
   };
+  return { headers, projectId: () => auth.getProjectId() };
 }
 
 /**
@@ -97,7 +98,9 @@ async function googleHeaders(): Promise<() => Promise<Record<string, string>>> {
  * the exporter reads itself.
  */
 async function exporterOf(config: TracingConfig): Promise<SpanExporter> {
-  const headers = config.toGoogle ? { headers: await googleHeaders() } : {};
+  const headers = config.toGoogle
+    ? { headers: (await googleAuth()).headers }
+    : {};
   if (config.protocol === 'grpc') {
     const { OTLPTraceExporter } = await import(
       '@opentelemetry/exporter-trace-otlp-grpc'
@@ -245,11 +248,15 @@ export async function createOtelTracer(
   instance: TracedInstance,
 ): Promise<DeliveryTracer> {
   const exporter = await exporterOf(config);
+  // Google's endpoint files spans under `gcp.project_id`: the instance's project unless configured.
+  const projectId =
+    instance.projectId ??
+    (config.toGoogle
+      ? await (await googleAuth()).projectId().catch(() => undefined)
+      : undefined);
   const own = resourceFromAttributes({
     'service.name': instance.serviceName,
-    ...(instance.projectId === undefined
-      ? {}
-      : { 'gcp.project_id': instance.projectId }),
+    ...(projectId === undefined ? {} : { 'gcp.project_id': projectId }),
   });
   const fromEnv = detectResources({ detectors: [envDetector] });
   const provider = new TracerProvider({
