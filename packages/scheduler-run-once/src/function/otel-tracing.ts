@@ -22,14 +22,14 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import { type TraceFields, traceFields } from './logger.ts';
 import type {
   DeliverySpan,
   DeliveryTracer,
   SpanAttributes,
   TracedInstance,
   TracingConfig,
-} from './tracing.ts';
+} from './delivery-tracer.ts';
+import { type TraceFields, traceFields } from './logger.ts';
 
 type Headers = Readonly<Record<string, string | string[] | undefined>>;
 

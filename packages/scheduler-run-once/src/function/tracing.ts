@@ -6,47 +6,27 @@
  */
 import { ConfigError } from '../core/errors.ts';
 import type { Ledger } from '../core/ledger.ts';
-import type { TraceFields } from './logger.ts';
+import {
+  type DeliverySpan,
+  type DeliveryTracer,
+  OTLP_PROTOCOLS,
+  type OtlpProtocol,
+  type SpanAttributes,
+  TRACE_SAMPLERS,
+  type TracedInstance,
+  type TraceSampler,
+  type TracingConfig,
+} from './delivery-tracer.ts';
+
+export type {
+  DeliverySpan,
+  DeliveryTracer,
+  SpanAttributes,
+  TracedInstance,
+  TracingConfig,
+};
 
 type Env = Readonly<Record<string, string | undefined>>;
-type Headers = Readonly<Record<string, string | string[] | undefined>>;
-
-/** Attribute values a span takes (OpenTelemetry's primitive `AttributeValue`s). */
-export type SpanAttributes = Readonly<
-  Record<string, string | number | boolean>
->;
-
-/** The span of one delivery, as the handler sees it. */
-export interface DeliverySpan {
-  /** Sets (or replaces) attributes of the span. */
-  set(attributes: SpanAttributes): void;
-  /** Marks the span failed (status ERROR) with `message`. */
-  fail(message: string): void;
-  /** The span's ids for the delivery's log lines, or `undefined` when it is not sampled. */
-  readonly traceFields: TraceFields | undefined;
-}
-
-/** Makes spans of deliveries and of their steps; {@link NO_TRACING} when tracing is off. */
-export interface DeliveryTracer {
-  /**
-   * Runs `handle` in the span of one delivery, a child of the request's trace context (`headers`:
-   * W3C `traceparent`, else `X-Cloud-Trace-Context`); ends the span when `handle` settles and
-   * exports it, with its children, before returning (CPU is throttled once the answer is written).
-   */
-  delivery<T>(
-    headers: Headers,
-    handle: (span: DeliverySpan) => Promise<T>,
-  ): Promise<T>;
-  /**
-   * Runs `step` in a span `name`, a child of the current one; `describe` gives attributes of its
-   * result. A throw marks the span failed and is rethrown.
-   */
-  step<T>(
-    name: string,
-    step: () => Promise<T>,
-    describe?: (result: T) => SpanAttributes,
-  ): Promise<T>;
-}
 
 const NO_SPAN: DeliverySpan = {
   set: () => {},
@@ -59,21 +39,6 @@ export const NO_TRACING: DeliveryTracer = {
   delivery: (_headers, handle) => handle(NO_SPAN),
   step: (_name, step) => step(),
 };
-
-/** How spans are sent: the OTLP protocols of `OTEL_EXPORTER_OTLP_PROTOCOL`. */
-export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;
-export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
-
-/** The samplers of `OTEL_TRACES_SAMPLER` (the OpenTelemetry SDK environment variables' names). */
-export const TRACE_SAMPLERS = [
-  'always_on',
-  'always_off',
-  'traceidratio',
-  'parentbased_always_on',
-  'parentbased_always_off',
-  'parentbased_traceidratio',
-] as const;
-export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
 
 /**
  * The sampler when `OTEL_TRACES_SAMPLER` is unset: every delivery is traced, in the request's trace.
@@ -100,16 +65,6 @@ export const SDK_PACKAGES = [
 
 /** Google's OTLP endpoint (Telemetry API): spans sent there carry the instance's credentials. */
 export const GOOGLE_OTLP_HOST = 'telemetry.googleapis.com';
-
-/** Tracing settings read from the OpenTelemetry SDK's standard variables. */
-export interface TracingConfig {
-  readonly protocol: OtlpProtocol;
-  readonly sampler: TraceSampler;
-  /** The ratio of the `traceidratio` samplers (`OTEL_TRACES_SAMPLER_ARG`), 0 to 1. */
-  readonly ratio: number;
-  /** Whether spans go to {@link GOOGLE_OTLP_HOST}, so requests are signed with Google credentials. */
-  readonly toGoogle: boolean;
-}
 
 /** The first of `names` set to something other than blanks, trimmed. */
 function firstSet(env: Env, ...names: string[]): string | undefined {
@@ -190,14 +145,6 @@ export function tracingConfigOf(env: Env): TracingConfig | undefined {
     ratio,
     toGoogle,
   };
-}
-
-/** What the OpenTelemetry tracer names its instance by. */
-export interface TracedInstance {
-  /** `service.name` unless `OTEL_SERVICE_NAME` says otherwise (`K_SERVICE` on Cloud Run). */
-  readonly serviceName: string;
-  /** `gcp.project_id` of the spans, if known (`GOOGLE_CLOUD_PROJECT`). */
-  readonly projectId: string | undefined;
 }
 
 /** Loading OpenTelemetry failed: what is missing and the command that installs it. */
