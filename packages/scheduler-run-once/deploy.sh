@@ -462,6 +462,17 @@ if [[ "$AUTH_MODE" == verify-oidc ]]; then
 fi
 if [[ -n "$RUN_KEY_SCOPE_HEADERS" ]]; then env_vars+=("RUN_KEY_SCOPE_HEADERS=${RUN_KEY_SCOPE_HEADERS// /}"); fi
 if [[ -n "$RUN_KEY_SCOPE_PARAMS" ]]; then env_vars+=("RUN_KEY_SCOPE_PARAMS=${RUN_KEY_SCOPE_PARAMS// /}"); fi
+# OpenTelemetry, opt-in (docs/tracing.md): with OTEL_TRACES_EXPORTER set, its standard variables
+# pass through, so a redeploy keeps tracing on. Not OTEL_EXPORTER_OTLP_HEADERS: it may hold a secret,
+# and these are printed by --dry-run.
+readonly OTEL_PASSED=(OTEL_TRACES_EXPORTER OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+  OTEL_EXPORTER_OTLP_PROTOCOL OTEL_EXPORTER_OTLP_TRACES_PROTOCOL OTEL_TRACES_SAMPLER OTEL_TRACES_SAMPLER_ARG
+  OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES OTEL_SDK_DISABLED)
+if [[ -n "${OTEL_TRACES_EXPORTER:-}" ]]; then
+  for otel_var in "${OTEL_PASSED[@]}"; do
+    if [[ -n "${!otel_var:-}" ]]; then env_vars+=("${otel_var}=${!otel_var}"); fi
+  done
+fi
 
 # gcloud splits list flags on ","; RUN_KEY_SCOPE may hold commas, so the list names its own
 # delimiter ("^D^K=V{D}K=V", see `gcloud topic escaping`): the first character no value contains.

@@ -10,6 +10,7 @@ import type { RunHistory } from '../policy/run-history.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
 import type { GracefulShutdown } from './shutdown.ts';
+import type { DeliveryTracer } from './tracing.ts';
 
 /** What `createScheduledJobHandler` needs. */
 export interface HandlerDeps {
@@ -35,4 +36,6 @@ export interface HandlerDeps {
   readonly shutdown?: GracefulShutdown;
   /** The ID token of a catch-up delivery (`catch-up-delivery.ts`); default: the metadata server's. */
   readonly idToken?: (audience: string) => Promise<string>;
+  /** Spans of each delivery and its steps (docs/tracing.md); none unless given. */
+  readonly tracer?: DeliveryTracer;
 }

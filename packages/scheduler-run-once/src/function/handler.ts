@@ -34,8 +34,14 @@ import {
 } from './decide.ts';
 import { routeRequestErrors } from './framework-workarounds.ts';
 import type { HandlerDeps } from './handler-deps.ts';
-import { withTrace } from './logger.ts';
+import { withTrace, withTraceFields } from './logger.ts';
 import * as outcomes from './outcomes.ts';
+import {
+  type DeliverySpan,
+  NO_TRACING,
+  type SpanAttributes,
+  tracedLedger,
+} from './tracing.ts';
 
 export type { HandlerDeps } from './handler-deps.ts';
 
@@ -137,7 +143,11 @@ async function runDelivery(
     if (checksMissedRuns && !audit) {
       check = checkClosedSlots(deps, delivery, logger);
     }
-    return jobRun(jobContextOf(delivery, attempt, logger));
+    const context = jobContextOf(delivery, attempt, logger);
+    const { tracer } = deps;
+    return tracer === undefined
+      ? jobRun(context)
+      : tracer.step('job', async () => jobRun(context));
   };
   // Never a backfill's final failure, nor a catch-up's: its attempts are not Scheduler's
   // (docs/how-it-works.md, "Missed runs").
@@ -308,6 +318,59 @@ function writeAnswer(
   logger[outcomes.logLevelOf(outcome)](line, `scheduled run: ${outcome}`);
 }
 
+/** A delivery's span attributes: its run id, job, slot (the schedule time) and kind. */
+function deliveryAttributes(delivery: Delivery): SpanAttributes {
+  const { run, plan } = delivery;
+  return {
+    'run_once.run_id': plan.runId,
+    'run_once.job': run.jobName,
+    'run_once.slot': run.scheduleTime,
+    'run_once.kind': plan.kind,
+  };
+}
+
+/** An answer's span attributes: its outcome and status, and its run where one was read. */
+function answerAttributes(answered: Answer): SpanAttributes {
+  const { outcome, runId, run } = answered;
+  return {
+    ...(runId === undefined ? {} : { 'run_once.run_id': runId }),
+    ...(run === undefined
+      ? {}
+      : { 'run_once.job': run.jobName, 'run_once.slot': run.scheduleTime }),
+    'run_once.outcome': outcome,
+    'http.response.status_code': outcomes.STATUS_BY_OUTCOME[outcome],
+  };
+}
+
+/**
+ * Decides a delivery and runs it (or refuses it) inside its span: the answer to write and the
+ * logger of its lines, which carry the span's ids when it is sampled, else the request's trace.
+ */
+async function answerDelivery(
+  instance: InstanceDeps,
+  req: Request,
+  span: DeliverySpan,
+): Promise<{ readonly answered: Answer; readonly logger: Logger }> {
+  const logger =
+    span.traceFields === undefined
+      ? withTrace(instance.logger, req.headers)
+      : withTraceFields(instance.logger, span.traceFields);
+  // Before the run is known; runDelivery routes them to the run's logger once it is.
+  routeRequestErrors(logger);
+  const decided = await decideDelivery(instance, req);
+  if (!isAnswer(decided)) {
+    span.set(deliveryAttributes(decided));
+  }
+  const answered = isAnswer(decided)
+    ? decided
+    : await claimAndRun(withCatchUp(instance, decided, req), decided, logger);
+  span.set(answerAttributes(answered));
+  if (outcomes.STATUS_BY_OUTCOME[answered.outcome] >= 500) {
+    span.fail(answered.message);
+  }
+  return { answered, logger };
+}
+
 /** The instance's deps for a delivery; an audit's can catch up late slots through its own URL. */
 function withCatchUp(
   instance: InstanceDeps,
@@ -327,20 +390,24 @@ function withCatchUp(
  */
 export function createScheduledJobHandler(deps: HandlerDeps): HttpFunction {
   const { forcedRunToleranceMs } = deps.config;
+  const tracer = deps.tracer ?? NO_TRACING;
+  // Traced, the claim, the completion and the lease extensions are spans of their own.
+  const ledger =
+    deps.tracer === undefined
+      ? deps.ledger
+      : tracedLedger(deps.ledger, deps.tracer);
   const instance: InstanceDeps = {
     ...deps,
+    ledger,
     missedRuns: new MissedRunCheck({ ...deps, forcedRunToleranceMs }),
     lateRuns: new LateRunScan({ ...deps, forcedRunToleranceMs }),
   };
   const handle = async (req: Request, res: Response): Promise<void> => {
     const startedAt = performance.now();
-    const logger = withTrace(deps.logger, req.headers);
-    // Before the run is known; runDelivery routes them to the run's logger once it is.
-    routeRequestErrors(logger);
-    const decided = await decideDelivery(deps, req);
-    const answered = isAnswer(decided)
-      ? decided
-      : await claimAndRun(withCatchUp(instance, decided, req), decided, logger);
+    // The span ends and is exported before the answer is written (docs/tracing.md, "Flushing").
+    const { answered, logger } = await tracer.delivery(req.headers, (span) =>
+      answerDelivery(instance, req, span),
+    );
     writeAnswer(req, res, logger, answered, performance.now() - startedAt);
   };
   const { shutdown } = deps;

@@ -40,7 +40,12 @@ type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
 /** A child of `logger` whose lines, and its children's, carry the request's trace context. */
 export function withTrace(logger: Logger, headers: Headers): Logger {
-  return Object.assign(logger.child({}), { [TRACE]: traceFields(headers) });
+  return withTraceFields(logger, traceFields(headers));
+}
+
+/** A child of `logger` whose lines, and its children's, carry `fields` (a delivery's own span's). */
+export function withTraceFields(logger: Logger, fields: TraceFields): Logger {
+  return Object.assign(logger.child({}), { [TRACE]: fields });
 }
 
 /** Trace fields in OpenTelemetry's names, which the GCP config turns into Cloud Logging's. */

@@ -19,6 +19,13 @@ import { installFrameworkWorkarounds } from './framework-workarounds.ts';
 import { createScheduledJobHandler } from './handler.ts';
 import { createLogger } from './logger.ts';
 import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
+import {
+  type DeliveryTracer,
+  deferredTracer,
+  loadTracer,
+  type TracingConfig,
+  tracingConfigOf,
+} from './tracing.ts';
 
 /**
  * The configuration read from `env` (`process.env` if not given) and the declared jobs, checked
@@ -28,7 +35,12 @@ import { drainOnShutdown, GracefulShutdown } from './shutdown.ts';
 export function loadConfigAndJobs(
   declarations: readonly JobDeclaration[],
   env?: Readonly<Record<string, string | undefined>>,
-): { readonly config: Config; readonly jobs: readonly DeclaredJob[] } {
+): {
+  readonly config: Config;
+  readonly jobs: readonly DeclaredJob[];
+  /** The OpenTelemetry settings (docs/tracing.md); `undefined`: tracing is off. */
+  readonly tracing?: TracingConfig;
+} {
   const problems: string[] = [];
   const attempt = <T>(load: () => T): T | undefined => {
     try {
@@ -43,6 +55,7 @@ export function loadConfigAndJobs(
   };
   const config = attempt(() => loadConfig(env));
   const jobs = attempt(() => validateJobs(declarations));
+  const tracing = attempt(() => tracingConfigOf(env ?? process.env));
   if (config !== undefined && jobs !== undefined) {
     problems.push(
       ...retentionProblems(
@@ -55,7 +68,7 @@ export function loadConfigAndJobs(
   if (config === undefined || jobs === undefined || problems.length > 0) {
     throw new ConfigError(problems);
   }
-  return { config, jobs };
+  return tracing === undefined ? { config, jobs } : { config, jobs, tracing };
 }
 
 /** The configuration and the jobs, or exit listing every problem of both (and of the pair). */
@@ -71,6 +84,28 @@ function loadOrExit(declarations: readonly JobDeclaration[]) {
   }
 }
 
+/**
+ * Loads OpenTelemetry while the instance starts (a dynamic import: with tracing off nothing of it
+ * is loaded); deliveries wait for it. If it cannot load (not installed), logs why and how to
+ * install it, and exits 1.
+ */
+function startTracing(
+  tracing: TracingConfig,
+  config: Config,
+  logger: Logger,
+): DeliveryTracer {
+  const instance = {
+    serviceName: config.serviceName,
+    projectId: config.projectId,
+  };
+  const loading = loadTracer(tracing, instance);
+  loading.catch((err: unknown) => {
+    logger.error({ err }, (err as Error).message);
+    process.exit(1);
+  });
+  return deferredTracer(loading);
+}
+
 /** What one function instance is built of: its settings, jobs, store and logger. */
 export interface InstanceParts {
   readonly config: Config;
@@ -78,6 +113,7 @@ export interface InstanceParts {
   readonly firestore: Firestore;
   readonly logger: Logger;
   readonly shutdown?: GracefulShutdown;
+  readonly tracer?: DeliveryTracer;
 }
 
 /**
@@ -87,7 +123,7 @@ export interface InstanceParts {
  * `connect` warms the client.
  */
 export function createInstanceHandler(parts: InstanceParts) {
-  const { config, jobs, firestore, logger, shutdown } = parts;
+  const { config, jobs, firestore, logger, shutdown, tracer } = parts;
   const { retentionMs, firestoreTimeoutMs: timeoutMs } = config;
   const documentsOf = (collection: string) =>
     new RunDocuments(firestore, { collection, retentionMs, timeoutMs });
@@ -118,6 +154,7 @@ export function createInstanceHandler(parts: InstanceParts) {
     clock,
     ...(authenticate === undefined ? {} : { authenticate }),
     ...(shutdown === undefined ? {} : { shutdown }),
+    ...(tracer === undefined ? {} : { tracer }),
   });
   return { handler, documents };
 }
@@ -134,8 +171,10 @@ export function registerScheduledJob(
   declarations: readonly JobDeclaration[],
   options: { readonly firestore?: Firestore } = {},
 ): void {
-  const { config, jobs } = loadOrExit(declarations);
+  const { config, jobs, tracing } = loadOrExit(declarations);
   const logger = createLogger(config);
+  const tracer =
+    tracing === undefined ? undefined : startTracing(tracing, config, logger);
   const { projectId, firestoreDatabase: databaseId } = config;
   const project = projectId === undefined ? {} : { projectId };
   const firestore =
@@ -148,6 +187,7 @@ export function registerScheduledJob(
     firestore,
     logger,
     shutdown,
+    ...(tracer === undefined ? {} : { tracer }),
   });
   // Connect while the new instance waits for its first request; its clock is learnt in a request.
   installFrameworkWorkarounds(

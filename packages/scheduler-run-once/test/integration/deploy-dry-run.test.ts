@@ -260,6 +260,46 @@ describe('deploy.sh --dry-run', () => {
     });
   });
 
+  it('passes the OpenTelemetry variables through only with OTEL_TRACES_EXPORTER set, never the headers', () => {
+    const otel = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'https://telemetry.googleapis.com',
+      OTEL_RESOURCE_ATTRIBUTES: 'team=data,tier=batch',
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer secret',
+    };
+    const envOf = (run: ReturnType<typeof deploy>) =>
+      Object.fromEntries(
+        gcloudDict(
+          flag(
+            command(run.lines, 'gcloud', 'functions', 'deploy'),
+            '--set-env-vars',
+          ) ?? '',
+        ),
+      );
+
+    const traced = deploy({
+      ...REQUIRED,
+      ...otel,
+      OTEL_TRACES_EXPORTER: 'otlp',
+    });
+    const untraced = deploy({ ...REQUIRED, ...otel });
+
+    assert.equal(traced.status, 0, traced.stderr);
+    const env = envOf(traced);
+    assert.equal(env.OTEL_TRACES_EXPORTER, 'otlp');
+    assert.equal(
+      env.OTEL_EXPORTER_OTLP_ENDPOINT,
+      otel.OTEL_EXPORTER_OTLP_ENDPOINT,
+    );
+    assert.equal(env.OTEL_RESOURCE_ATTRIBUTES, otel.OTEL_RESOURCE_ATTRIBUTES);
+    assert.equal(env.OTEL_EXPORTER_OTLP_HEADERS, undefined);
+    assert.doesNotMatch(traced.stdout, /Bearer secret/);
+    assert.equal(untraced.status, 0, untraced.stderr);
+    assert.deepEqual(
+      Object.keys(envOf(untraced)).filter((name) => name.startsWith('OTEL_')),
+      [],
+    );
+  });
+
   it('with AUTH_MODE=verify-oidc turns the invoker IAM check off and gives the function its audience', () => {
     const run = deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' });
 
