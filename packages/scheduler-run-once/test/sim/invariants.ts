@@ -43,6 +43,7 @@ import {
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
+import { catchUpViolations } from './catch-up-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
@@ -212,6 +213,8 @@ export function violations(
     // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
     // completed run's record holds the note its completing attempt made.
     ...notesKept(outcome),
+    // 16-19. Late runs and catch-up (catch-up-invariants.ts).
+    ...catchUpViolations(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>
@@ -493,13 +496,17 @@ function judgeClosedSlots(
     10_000,
   );
   let seenRecord = false;
+  let auditFirst = false;
   for (const slot of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
     const record = outcome.records.get(runId);
+    if (record !== undefined && !seenRecord) {
+      auditFirst = auditBefore(outcome, d, outcome.createTimes.get(runId));
+    }
     if (record !== undefined) {
       seenRecord = true;
     }
-    judgeSlot(judging, { d, job, slot, runId, record, seenRecord });
+    judgeSlot(judging, { d, job, slot, runId, record, seenRecord, auditFirst });
   }
 }
 
@@ -512,6 +519,8 @@ interface ClosedSlot {
   readonly record: Readonly<Record<string, unknown>> | undefined;
   /** Whether this slot or an earlier one of its job has a record. */
   readonly seenRecord: boolean;
+  /** Whether a run audit was delivered before the job's first slot record was created. */
+  readonly auditFirst: boolean;
 }
 
 /**
@@ -580,10 +589,28 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   if (paused) {
     return; // a paused slot is neither run nor reported
   }
+  if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
+    return; // KNOWN_GAPS.auditBeforeFirstRecord
+  }
   found.push(
     `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
       (judging.byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
     }`,
+  );
+}
+
+/**
+ * Whether a run audit was delivered in deployment `d` before `createdAt` (ms), the creation of its
+ * job's first slot record: its checks may have judged the job's slots before it had a record, and
+ * never judge them again (KNOWN_GAPS.auditBeforeFirstRecord).
+ */
+function auditBefore(
+  outcome: SimOutcome,
+  d: number,
+  createdAt: number | undefined,
+): boolean {
+  return (outcome.auditDeliveries ?? []).some(
+    (a) => a.deployment === d && a.sentAt < (createdAt ?? 0),
   );
 }
 
@@ -908,7 +935,9 @@ export function blockedOnlyByLiveRuns(
  * (at most one execution), then its own execution runs its attempts and retries, and the check
  * that judges it comes within an attempt deadline after.
  */
-function reportDueMs(job: Parameters<typeof schedulerExecutionMs>[0]): number {
+export function reportDueMs(
+  job: Parameters<typeof schedulerExecutionMs>[0],
+): number {
   return 2 * schedulerExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
 }
 
@@ -957,6 +986,9 @@ export function noRetryAfterFinalReport(
         forcedAndQueued(outcome, d, attempt, at)
       ) {
         continue;
+      }
+      if (outcome.gaps.lateDispatch && attempt.dispatchedLateMs !== undefined) {
+        continue; // KNOWN_GAPS.lateDispatch
       }
       found.push(
         `${attempt.jobId}@${iso(attempt.slotMs)}${dep.scope ? ` (scope ${dep.scope})` : ''} reported "${FAILED_AFTER_RETRIES}" at ${iso(at)}, but Cloud Scheduler still sent attempt ${attempt.attempt} at ${iso(attempt.sentAt)}`,
@@ -1149,7 +1181,7 @@ export function slotRunsNotEarly(outcome: SimOutcome): string[] {
 }
 
 /** Whether the operator had job `jobId` of deployment `d` paused at `slotMs` (pause to resume). */
-function pausedSlot(
+export function pausedSlot(
   outcome: SimOutcome,
   d: number,
   jobId: string,
