@@ -11,6 +11,9 @@
  * 19. Every `late run` line is followed, by the end of the history, by an execution of that slot, a
  *     report of it (missed, or failed after retries), or its skip by a `skip` job's policy, unless
  *     its report was not yet due at the final check, or its job was dropped.
+ * 20. No catch-up of a slot already reported (missed, or failed after retries): the ledger never
+ *     runs a reported slot again (only a backfill reopens one), so such a delivery is refused, and
+ *     under `slots: 'all'` the slots behind it wait for nothing.
  */
 import { LATE_RUN } from '../../src/policy/late-runs.ts';
 import {
@@ -30,6 +33,7 @@ export function catchUpViolations(outcome: SimOutcome): string[] {
     ...pausedNeverCaughtUp(outcome),
     ...oneCatchUpPerAudit(outcome),
     ...lateLinesFollowed(outcome),
+    ...noCatchUpOfReported(outcome),
   ];
 }
 
@@ -174,6 +178,29 @@ function lateLinesFollowed(outcome: SimOutcome): string[] {
     if (!ran && !reported && !skipped) {
       found.push(
         `slot ${jobId}@${iso(slotMs)} was named "${LATE_RUN}" at ${iso(line.at)} (${String(line.fields.follows)}), then neither ran, was skipped, nor was reported by the final check at ${iso(outcome.finalMs)}`,
+      );
+    }
+  }
+  return found;
+}
+
+/** Invariant 20: no catch-up sent after its slot's report was logged. */
+function noCatchUpOfReported(outcome: SimOutcome): string[] {
+  const reportedAt = new Map<string, number>();
+  for (const line of outcome.logs) {
+    const report =
+      line.message === MISSED_RUN || line.message === FAILED_AFTER_RETRIES;
+    const runId = String(line.fields.runId);
+    if (report && !reportedAt.has(runId)) {
+      reportedAt.set(runId, line.at);
+    }
+  }
+  const found: string[] = [];
+  for (const c of outcome.catchUps ?? []) {
+    const at = reportedAt.get(c.runId);
+    if (at !== undefined && at < c.sentAt) {
+      found.push(
+        `slot ${c.jobId}@${iso(c.slot)} was reported at ${iso(at)}, yet caught up: ${describeCatchUp(c)}`,
       );
     }
   }

@@ -451,8 +451,11 @@ function historyOf(
   const rest = {
     ...fields,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
-    // With the audit, the span holds at least three audits (every 5 minutes).
-    ...(audit ? { audit, spanMs: Math.max(fields.spanMs, 16 * MINUTE) } : {}),
+    // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
+    // each job's late-run mark, and a slot is late a grace after it could start.
+    ...(audit
+      ? { audit, spanMs: Math.max(fields.spanMs, 16 * MINUTE) + 10 * MINUTE }
+      : {}),
   };
   if (calm) {
     return calmed({ ...rest, jobs, events });

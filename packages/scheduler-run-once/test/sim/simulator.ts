@@ -95,8 +95,9 @@ export type Source =
 export interface CatchUp {
   readonly deployment: number;
   readonly jobId: string;
-  /** The slot delivered, ms. */
+  /** The slot delivered, ms, and its run id. */
   readonly slot: number;
+  readonly runId: string;
   /** The schedule time of the audit run that sent it (as its delivery's header has it). */
   readonly auditSlot: string;
   /** Which audit request (one check of every job) sent it: a number of the world's own. */
@@ -1015,6 +1016,7 @@ function simCatchUpSender(
       deployment: dep.index,
       jobId: job.id,
       slot: slot.getTime(),
+      runId,
       auditSlot,
       auditRequest: request,
       auditInstance: world.time.current?.name ?? '?',
