@@ -130,8 +130,11 @@ async function postCatchUp(
   }
 }
 
-/** Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt. */
-async function waitForClaim(
+/**
+ * Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt,
+ * or `unsent` after {@link CLAIM_WAIT_MS} without either (the simulator's sender waits the same way).
+ */
+export async function waitForClaim(
   deps: Pick<CatchUpDeps, 'history'>,
   runId: string,
   answered: Promise<CatchUpSent>,

@@ -2,10 +2,13 @@
  * What the scheduled-job handler needs (`createScheduledJobHandler`): its own module, so the
  * handler and the decision steps it calls (`decide.ts`) both read it without importing each other.
  */
+
+import type { Request } from '@google-cloud/functions-framework';
 import type { Logger } from 'pino';
 import type { Ledger } from '../core/ledger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
+import type { CatchUpSender } from '../policy/late-runs.ts';
 import type { RunHistory } from '../policy/run-history.ts';
 import type { Authenticator } from './auth.ts';
 import type { Config } from './config.ts';
@@ -38,4 +41,9 @@ export interface HandlerDeps {
   readonly idToken?: (audience: string) => Promise<string>;
   /** Spans of each delivery and its steps (docs/tracing.md); none unless given. */
   readonly tracer?: DeliveryTracer;
+  /**
+   * How the run audit delivered by `auditRequest` catches up a late slot; default: a request to
+   * the audit's own URL (`catch-up-delivery.ts`). The simulator delivers in-process instead.
+   */
+  readonly catchUpSender?: (auditRequest: Request) => CatchUpSender;
 }

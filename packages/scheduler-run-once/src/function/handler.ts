@@ -380,7 +380,8 @@ function withCatchUp(
   if (!isAuditJob(delivery.job)) {
     return instance;
   }
-  return { ...instance, send: catchUpSender(instance, req) };
+  const send = instance.catchUpSender?.(req) ?? catchUpSender(instance, req);
+  return { ...instance, send };
 }
 
 /**

@@ -25,7 +25,9 @@
  * - Force run (jobs.run) "will dispatch the job, even if the job is already running", with the
  *   next slot as its schedule time, or with no schedule-time header at all.
  *
- * It also duplicates deliveries and loses answers at the history's rates, as a network would.
+ * It also duplicates deliveries and loses answers at the history's rates, as a network would, and
+ * dispatches a slot late when told ({@link CloudScheduler.delayNext}): Scheduler's documentation
+ * promises no delivery time, and a late dispatch is what the run audit's catch-up races.
  */
 import { Cron } from 'croner';
 
@@ -69,6 +71,8 @@ export interface SchedulerAttempt {
   succeeded: boolean;
   /** Whether Scheduler will retry after this attempt (false once it gives up or succeeds). */
   retries: boolean | undefined;
+  /** How late its execution was dispatched ({@link CloudScheduler.delayNext}), ms; absent if on time. */
+  readonly dispatchedLateMs?: number;
 }
 
 /** What the model takes. */
@@ -171,6 +175,8 @@ export class CloudScheduler {
   readonly #waiting = new Map<string, number>();
   /** Paused jobs (`gcloud scheduler jobs pause`): their slots are not fired while paused. */
   readonly #paused = new Set<string>();
+  /** How late the next slot of a job is dispatched, ms, by job id (once). */
+  readonly #delays = new Map<string, number>();
   #stopped = false;
 
   constructor(options: CloudSchedulerOptions) {
@@ -225,6 +231,14 @@ export class CloudScheduler {
     this.#paused.delete(jobId);
   }
 
+  /**
+   * The job's next slot is dispatched `ms` late: its first attempt waits, and the job's execution
+   * is outstanding meanwhile (its next slots wait behind it, as behind a slow one).
+   */
+  delayNext(jobId: string, ms: number): void {
+    this.#delays.set(jobId, ms);
+  }
+
   stop(): void {
     this.#stopped = true;
     for (const cancel of this.#timers.values()) {
@@ -263,7 +277,18 @@ export class CloudScheduler {
 
   #startExecution(job: SchedulerSettings, slot: number): void {
     this.#outstanding.add(job.id);
-    void this.#execute(job, slot, undefined).finally(() => {
+    const delayMs = this.#delays.get(job.id) ?? 0;
+    this.#delays.delete(job.id);
+    const dispatched =
+      delayMs === 0
+        ? Promise.resolve()
+        : new Promise<void>((resolve) =>
+            this.#options.clock.setTimer(resolve, delayMs),
+          );
+    const executed = dispatched.then(() =>
+      this.#stopped ? undefined : this.#execute(job, slot, undefined, delayMs),
+    );
+    void executed.finally(() => {
       this.#outstanding.delete(job.id);
       const waiting = this.#waiting.get(job.id);
       this.#waiting.delete(job.id);
@@ -279,11 +304,15 @@ export class CloudScheduler {
     job: SchedulerSettings,
     slot: number,
     forced: { withoutScheduleTime: boolean } | undefined,
+    dispatchedLateMs = 0,
   ): Promise<void> {
     const { clock } = this.#options;
     const firstAttemptAt = clock.now();
     for (let attempt = 1; ; attempt++) {
       const record = await this.#attempt(job, slot, attempt, forced);
+      if (dispatchedLateMs > 0) {
+        Object.assign(record, { dispatchedLateMs });
+      }
       const retry = attempt; // after attempt n comes retry n
       const undeclared = !this.#jobs.some((j) => j.id === job.id);
       record.retries =

@@ -31,6 +31,22 @@ export const KNOWN_GAPS = {
   skippedBackfill: false,
   /** Finding 9: a retried create of our own claim answers 409; no client-side retried creates while on. */
   retriedCreate: false,
+  /**
+   * Found by the run audit's model (issue 42): the audit's missed-run check can judge a job's slots
+   * before the job's first claim lands (its delivery late, its instance paused), take them all for
+   * "before the job's first record", and move its cursor past a slot that is then never reported.
+   * The late-run scan has the same blind spot (`run_seen`). While on, invariant 2 excuses the
+   * silently lost slots of a job whose first slot record was created after an audit was delivered
+   * (its first slots dispatched late, its instance paused); regressions.ts keeps such a history.
+   */
+  auditBeforeFirstRecord: true,
+  /**
+   * Found with Scheduler's late dispatch (`late_delivery`, issue 42's model): the missed-run check
+   * allows a slot's first claim at most one retry window after the slot (slot-verdict.ts), so a
+   * dispatch later than that has Scheduler retrying after the check reported the slot failed.
+   * While on, invariant 8 excuses the attempts of an execution Scheduler dispatched late.
+   */
+  lateDispatch: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;
@@ -59,6 +75,15 @@ export interface JobSpec {
   readonly failRate: number;
   /** Each execution notes as it starts (`ctx.note`); absent in histories recorded before notes. */
   readonly notes?: boolean;
+  /**
+   * The job's `catchUp` (src/policy/catch-up.ts): the run audit delivers its late slots itself.
+   * Absent in histories recorded before catch-up, and for a job without it.
+   */
+  readonly catchUp?: {
+    readonly graceSeconds: number;
+    readonly windowSeconds: number;
+    readonly slots: 'latest' | 'all';
+  };
 }
 
 /** Something the environment or an operator does at `at` ms after the history starts. */
@@ -203,6 +228,21 @@ export type SimEvent =
     }
   | {
       readonly at: number;
+      /**
+       * Cloud Scheduler dispatches the job's next slot `ms` late (its first attempt; the job's
+       * later slots wait behind it, one outstanding execution): the run audit may find it late
+       * and catch it up while Scheduler's own delivery is on its way. `nearAudit`: instead, at
+       * the first run audit after the slot is late (its grace past), `ms` thousandths of 5 s
+       * after the audit's time, so both deliveries of the slot meet.
+       */
+      readonly type: 'late_delivery';
+      readonly deployment: number;
+      readonly job: number;
+      readonly ms: number;
+      readonly nearAudit: boolean;
+    }
+  | {
+      readonly at: number;
       readonly type: 'redeploy';
       readonly deployment: number;
       /** The new revision's change: a job dropped, or a job's overlap policy changed. */
@@ -246,8 +286,19 @@ export interface History {
   readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
   readonly clockOffsetMs: number;
+  /**
+   * Each deployment declares the run audit every 5 minutes ({@link AUDIT_JOB_ID}): its missed-run
+   * check and late-run scan of every job, and the catch-up of jobs with `catchUp`. Absent in
+   * histories recorded before catch-up: no audit.
+   */
+  readonly audit?: boolean;
   readonly events: readonly SimEvent[];
 }
+
+/** The id of the run audit a history with `audit` declares. */
+export const AUDIT_JOB_ID = 'run-audit';
+/** The run audit's schedule: every 5 minutes, as the starter declares it. */
+export const AUDIT_SCHEDULE = '*/5 * * * *';
 
 const MINUTE = 60_000;
 
@@ -268,8 +319,34 @@ function jobSpec(index: number): fc.Arbitrary<JobSpec> {
       // 1: a broken job, failing every attempt: every slot ends in a final failure report.
       failRate: fc.constantFrom(0, 0, 0.1, 0.3, 1),
       notes: fc.boolean(),
+      catchUp: fc.option(catchUpArbitrary(), { nil: undefined }),
     })
+    .map((spec) => withoutUndefinedCatchUp(spec))
     .map((spec) => (spec.failRate === 1 ? brokenJob(spec) : spec));
+}
+
+/** A `catchUp` policy: a grace of 30 s to 3 min, a window from the grace to an hour. */
+function catchUpArbitrary(): fc.Arbitrary<NonNullable<JobSpec['catchUp']>> {
+  return fc
+    .record({
+      graceSeconds: fc.constantFrom(30, 60, 120, 180),
+      extraWindowSeconds: fc.constantFrom(0, 60, 300, 3600),
+      slots: fc.constantFrom<'latest' | 'all'>('latest', 'all'),
+    })
+    .map(({ graceSeconds, extraWindowSeconds, slots }) => ({
+      graceSeconds,
+      windowSeconds: Math.max(60, graceSeconds + extraWindowSeconds),
+      slots,
+    }));
+}
+
+/** A spec without a `catchUp` key when it has none, as histories before catch-up were. */
+function withoutUndefinedCatchUp(spec: JobSpec): JobSpec {
+  if (spec.catchUp !== undefined) {
+    return spec;
+  }
+  const { catchUp: _, ...rest } = spec;
+  return rest;
 }
 
 /** A broken job fails within seconds (a bad configuration, a missing table), not after its work. */
@@ -347,6 +424,9 @@ function baseArbitrary(emulator: boolean, small: boolean) {
     clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
     // One history in four is calm (CALM_HISTORY): there, every slot must run.
     calm: fc.constantFrom(false, false, false, true),
+    // Half the histories run the audit every 5 minutes (late runs, catch-up); its clock is
+    // Firestore's, which the emulator does not drive.
+    audit: emulator ? fc.constant(false) : fc.boolean(),
   });
 }
 
@@ -364,13 +444,18 @@ function historyOf(
   events: readonly SimEvent[],
   gaps: Gaps,
 ): History {
-  const { jobCount: _, calm, ...fields } = base;
+  const { jobCount: _, calm, audit, ...fields } = base;
   // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
   // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
   const shortestLease = 3 * fields.firestoreTimeoutSeconds;
   const rest = {
     ...fields,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
+    // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
+    // each job's late-run mark, and a slot is late a grace after it could start.
+    ...(audit
+      ? { audit, spanMs: Math.max(fields.spanMs, 16 * MINUTE) + 10 * MINUTE }
+      : {}),
   };
   if (calm) {
     return calmed({ ...rest, jobs, events });
@@ -473,6 +558,7 @@ function eventArbitrary(
     jobCount: number;
     scopes: readonly string[];
     instances: number;
+    audit?: boolean;
   },
   gaps: Gaps,
   emulator: boolean,
@@ -506,8 +592,18 @@ function eventArbitrary(
     fc.Arbitrary<SimEvent>,
     ...fc.Arbitrary<SimEvent>[],
   ];
+  // Late deliveries are what the run audit's catch-up races: as often as Force runs beside it.
+  const lateDelivery = fc.record({
+    at: fields.at,
+    type: fc.constant('late_delivery' as const),
+    deployment: fields.deployment,
+    job: fields.job,
+    ms: fc.integer({ min: 30_000, max: 400_000 }),
+    nearAudit: fc.boolean(),
+  });
   return fc.oneof(
     { arbitrary: force, weight: 3 },
+    { arbitrary: lateDelivery, weight: base.audit === true ? 3 : 1 },
     ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
   );
 }

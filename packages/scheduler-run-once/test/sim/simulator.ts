@@ -20,11 +20,13 @@ import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
 import type { Scope } from '../../src/core/run-key.ts';
+import { waitForClaim } from '../../src/function/catch-up-delivery.ts';
 import { type Config, loadConfig } from '../../src/function/config.ts';
 import { createScheduledJobHandler } from '../../src/function/handler.ts';
 import { createLogger } from '../../src/function/logger.ts';
 import {
   BACKFILL_HEADER,
+  CATCH_UP_HEADER,
   MODE_HEADER,
   TRIGGER_ID_HEADER,
 } from '../../src/function/scheduler-request.ts';
@@ -34,17 +36,20 @@ import { schedulerHeaders } from '../../src/ops/deliver.ts';
 import { recordPause, recordResume } from '../../src/ops/pause-records.ts';
 import { scopeOf } from '../../src/ops/scope-args.ts';
 import { readHistory } from '../../src/ops/slot-history.ts';
+import { lateGraceMs } from '../../src/policy/catch-up.ts';
 import {
   type DeclaredJob,
   defineJob,
   validateJobs,
 } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
+import type { CatchUpSender, CatchUpSent } from '../../src/policy/late-runs.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   MAX_CHECK_SLOTS,
   MissedRunCheck,
 } from '../../src/policy/missed-runs.ts';
+import { defineAuditJob } from '../../src/policy/run-audit.ts';
 import { RunHistory } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import {
@@ -66,6 +71,8 @@ import {
   writeForeignRecord,
 } from './foreign-writes.ts';
 import {
+  AUDIT_JOB_ID,
+  AUDIT_SCHEDULE,
   type Gaps,
   type History,
   type JobSpec,
@@ -76,7 +83,32 @@ import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
 /** Where a delivery came from: what the simulated world meant it to be. */
-export type Source = 'scheduler' | 'force' | 'manual' | 'rerun' | 'backfill';
+export type Source =
+  | 'scheduler'
+  | 'force'
+  | 'manual'
+  | 'rerun'
+  | 'backfill'
+  | 'catchup';
+
+/** One catch-up the run audit sent (its sender was called), and what the sender resolved with. */
+export interface CatchUp {
+  readonly deployment: number;
+  readonly jobId: string;
+  /** The slot delivered, ms, and its run id. */
+  readonly slot: number;
+  readonly runId: string;
+  /** The schedule time of the audit run that sent it (as its delivery's header has it). */
+  readonly auditSlot: string;
+  /** Which audit request (one check of every job) sent it: a number of the world's own. */
+  readonly auditRequest: number;
+  /** The instance the audit ran on. */
+  readonly auditInstance: string;
+  readonly sentAt: number;
+  /** What the sender resolved with, and when, once it did. */
+  sent: CatchUpSent | undefined;
+  resolvedAt: number | undefined;
+}
 
 /** One execution of a job's work, as the work itself recorded it. */
 export interface Execution {
@@ -226,6 +258,10 @@ export interface SimOutcome {
   readonly schedulerAttempts: readonly (readonly SchedulerAttempt[])[];
   /** The operator's pauses: a slot inside one is paused, never missed. */
   readonly operatorPauses: readonly OperatorPause[];
+  /** Every catch-up the run audit sent (histories with `audit`). */
+  readonly catchUps: readonly CatchUp[];
+  /** The run audit's deliveries (Scheduler's, of {@link AUDIT_JOB_ID}), kept apart from the jobs'. */
+  readonly auditDeliveries: readonly Delivered[];
   /** Completions, extensions and releases that landed on a record naming another attempt. */
   readonly foreignWrites: readonly ForeignWrite[];
   /**
@@ -337,6 +373,8 @@ interface Deployment {
     at: number;
     specs: readonly JobSpec[];
     jobs: readonly DeclaredJob[];
+    /** What the function serves: the jobs, and the run audit in a history with `audit`. */
+    served: readonly DeclaredJob[];
   }[];
   instances: Instance[];
   scheduler: CloudScheduler;
@@ -415,6 +453,9 @@ interface World {
   readonly foreignWrites: ForeignWrite[];
   readonly leaseEnds: Map<string, LeaseEnd[]>;
   readonly operatorPauses: OperatorPause[];
+  readonly catchUps: CatchUp[];
+  /** How many audit requests got a catch-up sender (numbers {@link CatchUp.auditRequest}). */
+  auditRequests: number;
   readonly crashesAfterWrite: CrashAfterWrite[];
   readonly foreignRecords: Map<string, ForeignRecord>;
   /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
@@ -517,6 +558,8 @@ function newWorld(
     foreignWrites: [],
     leaseEnds: new Map(),
     operatorPauses: [],
+    catchUps: [],
+    auditRequests: 0,
     crashesAfterWrite: [],
     foreignRecords: new Map(),
     instanceOf: new Map(),
@@ -922,14 +965,83 @@ function work(signal: AbortSignal, ms: number): Promise<void> {
   });
 }
 
-/** The declared jobs of `specs` in deployment `deployment`, each running simulated work. */
-function declare(world: World, deployment: number, specs: readonly JobSpec[]) {
-  return validateJobs(
-    specs.map((spec) => {
-      const { minMs: _a, maxMs: _b, failRate: _c, ...declared } = spec;
-      return defineJob({ ...declared, run: runOf(world, deployment, spec) });
-    }),
-  );
+/** The declarations of `specs` in deployment `deployment`, each running simulated work. */
+function declarationsOf(
+  world: World,
+  deployment: number,
+  specs: readonly JobSpec[],
+) {
+  return specs.map((spec) => {
+    const { minMs: _a, maxMs: _b, failRate: _c, ...declared } = spec;
+    return defineJob({ ...declared, run: runOf(world, deployment, spec) });
+  });
+}
+
+/** A revision of `specs`: its jobs, and what the function serves (the run audit too, if any). */
+function revisionOf(
+  world: World,
+  deployment: number,
+  specs: readonly JobSpec[],
+): Deployment['revisions'][number] {
+  const declarations = declarationsOf(world, deployment, specs);
+  if (world.history.audit !== true) {
+    const jobs = validateJobs(declarations);
+    return { at: world.time.now, specs, jobs, served: jobs };
+  }
+  const audit = defineAuditJob({ id: AUDIT_JOB_ID, schedule: AUDIT_SCHEDULE });
+  const served = validateJobs([...declarations, audit]);
+  return {
+    at: world.time.now,
+    specs,
+    jobs: served.filter((job) => job.id !== AUDIT_JOB_ID),
+    served,
+  };
+}
+
+/**
+ * The run audit's catch-up sender on the instance that runs the audit delivered by `auditRequest`:
+ * the slot delivered as Scheduler's deliveries are (to a serving instance of `dep`, in-process),
+ * marked caught up, waited on until its claim or answer (`waitForClaim`, as the HTTP sender).
+ */
+function simCatchUpSender(
+  world: World,
+  dep: Deployment,
+  auditRequest: { get(name: string): string | undefined },
+  runHistory: RunHistory,
+): CatchUpSender {
+  const auditSlot = auditRequest.get('X-CloudScheduler-ScheduleTime') ?? '';
+  const request = world.auditRequests++;
+  return async (job, slot, runId) => {
+    const sent: CatchUp = {
+      deployment: dep.index,
+      jobId: job.id,
+      slot: slot.getTime(),
+      runId,
+      auditSlot,
+      auditRequest: request,
+      auditInstance: world.time.current?.name ?? '?',
+      sentAt: world.time.now,
+      sent: undefined,
+      resolvedAt: undefined,
+    };
+    world.catchUps.push(sent);
+    const headers = schedulerHeaders(job.id, slot, {
+      [CATCH_UP_HEADER]: 'true',
+    });
+    const answered = deliverTo(world, dep, headers, 'catchup', undefined).then(
+      ({ body }): CatchUpSent => ({
+        result: 'answered',
+        outcome: String((JSON.parse(body) as { outcome?: unknown }).outcome),
+      }),
+      (err: unknown): CatchUpSent => ({
+        result: 'unsent',
+        reason: String(err),
+      }),
+    );
+    sent.sent = await waitForClaim({ history: runHistory }, runId, answered);
+    sent.resolvedAt = world.time.now;
+    return sent.sent;
+  };
 }
 
 /** Starts an instance of `dep`'s revision `revision`, on a machine of its own. */
@@ -955,7 +1067,7 @@ function startInstance(
   const ledger = new RunLedger(documents, { leaseMs: config.leaseMs });
   const shutdown = new GracefulShutdown();
   const jobs = (dep.revisions[revision] as Deployment['revisions'][number])
-    .jobs;
+    .served;
   const handler = time.within(machine, () =>
     createScheduledJobHandler({
       config,
@@ -966,6 +1078,8 @@ function startInstance(
       jobs,
       logger: loggerFor(world, name),
       shutdown,
+      catchUpSender: (auditRequest) =>
+        simCatchUpSender(world, dep, auditRequest, runHistory),
     }),
   );
   const instance: Instance = {
@@ -1182,16 +1296,12 @@ function newDeployment(world: World, scope: string, index: number): Deployment {
 /** Deploys `dep`'s first revision: the history's jobs, its instances and its Cloud Scheduler. */
 function startDeployment(world: World, dep: Deployment): void {
   const { history, time } = world;
-  dep.revisions.push({
-    at: world.startMs,
-    specs: history.jobs,
-    jobs: declare(world, dep.index, history.jobs),
-  });
+  dep.revisions.push(revisionOf(world, dep.index, history.jobs));
   dep.instances = Array.from({ length: history.instances }, () =>
     startInstance(world, dep, 0),
   );
   dep.scheduler = new CloudScheduler({
-    jobs: (dep.revisions[0] as Deployment['revisions'][number]).jobs,
+    jobs: (dep.revisions[0] as Deployment['revisions'][number]).served,
     clock: {
       now: () => time.now,
       setTimer: (callback, ms) => {
@@ -1560,6 +1670,9 @@ function apply(world: World, event: SimEvent): void {
     case 'outage':
       dep.outageUntil = Math.max(dep.outageUntil, world.time.now + event.ms);
       return;
+    case 'late_delivery':
+      lateDelivery(world, dep, event);
+      return;
     case 'foreign_record':
     case 'foreign_lock':
     case 'repair': {
@@ -1625,6 +1738,28 @@ function applyToInstance(
       return;
     }
   }
+}
+
+/**
+ * Cloud Scheduler dispatches the job's next slot late: `ms` late, or (`nearAudit`) at the first
+ * run audit after the slot's late-run grace, a moment (`ms` thousandths of 5 s) after the audit's
+ * time, so its delivery meets the audit's catch-up of the slot.
+ */
+function lateDelivery(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'late_delivery'>,
+): void {
+  const job = jobOf(dep, event.job);
+  const slot = nextSlotMs(job.schedule, world.time.now);
+  if (!event.nearAudit || slot === undefined) {
+    dep.scheduler.delayNext(job.id, event.ms);
+    return;
+  }
+  const graceMs = lateGraceMs(job);
+  const audit = nextSlotMs(AUDIT_SCHEDULE, slot + graceMs - 1) ?? slot;
+  const momentMs = Math.round((event.ms / 1000) * 5) % 5_000;
+  dep.scheduler.delayNext(job.id, audit - slot + momentMs);
 }
 
 /** A serving instance is told to stop: a new one takes its place while it drains. */
@@ -1768,11 +1903,7 @@ function redeploy(
     const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
     specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
   }
-  dep.revisions.push({
-    at: time.now,
-    specs,
-    jobs: declare(world, dep.index, specs),
-  });
+  dep.revisions.push(revisionOf(world, dep.index, specs));
   const revision = dep.revisions.length - 1;
   const old = dep.instances;
   dep.instances = old.map(() => startInstance(world, dep, revision));
@@ -1786,7 +1917,9 @@ function redeploy(
   } else {
     retire();
   }
-  dep.scheduler.setJobs(currentJobs(dep));
+  dep.scheduler.setJobs(
+    (dep.revisions.at(-1) as Deployment['revisions'][number]).served,
+  );
 }
 
 /** Stops routing to `old` instances of `dep`, and terminates those still serving. */
@@ -2046,15 +2179,20 @@ function outcomeOf(
     finalMs,
     executions: world.executions,
     logs: world.logs,
-    answers: world.answers,
-    deliveries: world.deliveries,
+    // The run audit's own deliveries are the environment's checks, not a job's runs.
+    answers: world.answers.filter((a) => a.jobId !== AUDIT_JOB_ID),
+    deliveries: world.deliveries.filter((d) => d.jobId !== AUDIT_JOB_ID),
+    auditDeliveries: world.deliveries.filter((d) => d.jobId === AUDIT_JOB_ID),
+    catchUps: world.catchUps,
     operatorPauses: world.operatorPauses,
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
     crashesAfterWrite: world.crashesAfterWrite,
     foreignRecords: world.foreignRecords,
     jobDocuments: stored.jobDocuments,
-    schedulerAttempts: deployments.map((d) => d.scheduler.attempts),
+    schedulerAttempts: deployments.map((d) =>
+      d.scheduler.attempts.filter((a) => a.jobId !== AUDIT_JOB_ID),
+    ),
     firestoreTimeoutMs: world.firestoreTimeoutMs,
     deployments: deployments.map((d) => ({
       scope: d.scope,
