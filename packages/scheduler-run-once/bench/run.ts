@@ -146,21 +146,15 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
     FIRESTORE_EMULATOR_HOST: counter.host,
     RUNS_COLLECTION: freshCollection('http'),
   };
-  const fns = {
-    [LEDGERS.project]: await startFunction(
-      'handleScheduledJob',
-      'bench/fixtures/noop.js',
-      {
-        ...env,
-        BENCH_JOB_MS: '1000',
-      },
-    ),
-    [LEDGERS.literal]: await startFunction(
-      'handleScheduledJob',
-      'bench/fixtures/literal-port.ts',
-      env,
-    ),
-  };
+  // Started side by side: nothing is timed before both listen.
+  const [project, literal] = await Promise.all([
+    startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+      ...env,
+      BENCH_JOB_MS: '1000',
+    }),
+    startFunction('handleScheduledJob', 'bench/fixtures/literal-port.ts', env),
+  ]);
+  const fns = { [LEDGERS.project]: project, [LEDGERS.literal]: literal };
   try {
     await Promise.all(Object.values(fns).map((fn) => deliver(fn.url)));
     const storms: Storm[] = [];
@@ -190,19 +184,18 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
     RUNS_COLLECTION: freshCollection('http-runs'),
     BENCH_JOB_SILENT: '1',
   };
+  // Started side by side: nothing is timed before both listen.
+  const [project, floor] = await Promise.all([
+    startFunction('handleScheduledJob', 'bench/fixtures/noop.js', env),
+    startFunction(
+      'firestoreCreateUpdate',
+      'bench/fixtures/firestore-create-update.js',
+      env,
+    ),
+  ]);
   const fns = [
-    [
-      'project (no-op job)',
-      await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', env),
-    ],
-    [
-      'floor: create() + update()',
-      await startFunction(
-        'firestoreCreateUpdate',
-        'bench/fixtures/firestore-create-update.js',
-        env,
-      ),
-    ],
+    ['project (no-op job)', project],
+    ['floor: create() + update()', floor],
   ] as const;
   try {
     return await measureProcessedRuns(fns, PLAN.httpRuns, PLAN.warmup);
