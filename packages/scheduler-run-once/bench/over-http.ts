@@ -8,11 +8,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import {
-  freePort,
   ROOT,
-  spawnFunction,
   spawnGroup,
-  waitForPort,
+  startFunctionOnOwnPort,
 } from '../src/dev/local-processes.ts';
 import {
   fire,
@@ -28,7 +26,7 @@ export { ROOT };
 /** A function process. */
 export interface FunctionProcess {
   readonly url: string;
-  /** `performance.now()` at spawn, and ms from then until its port accepted a connection. */
+  /** `performance.now()` at spawn, and ms from then until it said it listens. */
   readonly spawnedAt: number;
   readonly listenMs: number;
   /** CPU time its process used so far, ms (NaN where the system does not say). */
@@ -42,7 +40,8 @@ export interface FunctionProcess {
 
 /**
  * Starts `functions-framework --target=TARGET [--source=SOURCE]` in the repository root (without a
- * source: the project's `package.json` `main`, as deployed) and resolves once it accepts connections.
+ * source: the project's `package.json` `main`, as deployed) on a port it picks, and resolves once it
+ * says it listens there (`startFunctionOnOwnPort`).
  *
  * @param timeoutMs - how long it may take to listen (30 s unless given).
  * @throws if it exits first or does not listen within `timeoutMs` (it is then stopped).
@@ -53,24 +52,17 @@ export async function startFunction(
   env: Readonly<Record<string, string>> = {},
   timeoutMs = 30_000,
 ): Promise<FunctionProcess> {
-  const port = await freePort();
   const spawnedAt = performance.now();
-  const child = spawnFunction({
-    target,
-    port,
-    env,
-    ...(source === undefined ? {} : { source }),
-  });
+  // On a port of its own choosing, which it names once it listens: a port picked free beforehand
+  // could be another process's by then, and that process's server would answer the deliveries.
+  const { child, port } = await startFunctionOnOwnPort(
+    { target, env, ...(source === undefined ? {} : { source }) },
+    { timeoutMs, intervalMs: 2 },
+  );
   const stop = async () => {
     child.signalGroup('SIGKILL');
     await child.exited;
   };
-  await waitForPort(port, { timeoutMs, process: child, intervalMs: 2 }).catch(
-    async (err: unknown) => {
-      await stop();
-      throw err;
-    },
-  );
   return {
     url: `http://127.0.0.1:${port}/`,
     spawnedAt,

@@ -5,7 +5,8 @@
  *
  *   node scripts/with-emulator.ts -- node bench/run.ts [--smoke] [--out=FILE]
  *
- * `--smoke`: few runs, storms of 5, no throughput, one cold start of each function; for the tests.
+ * `--smoke`: few runs, storms of 5, no throughput, one cold start of five of the seven variants
+ * (`SMOKE_COLD_STARTS`); for the tests.
  * A full run exits 1 when a target is missed (`bench/report.ts`, `targets`); a smoke run never
  * judges (its figures are a handful of samples).
  * `--out`: where the JSON goes (default `bench/results.json`, git-ignored). In-process figures run
@@ -33,7 +34,10 @@ import {
   stormInProcess,
 } from './in-process.ts';
 import {
+  COLD_STARTS,
   type ColdStart,
+  type ColdStartKey,
+  type ColdStartVariant,
   deliver,
   fillCompileCache,
   measureColdStarts,
@@ -62,6 +66,11 @@ const FULL = {
   httpRuns: 200,
   /** Runs and duplicates per ledger whose Firestore calls are counted. */
   counted: 20,
+  /**
+   * Processed runs over HTTP whose Firestore calls are counted, after `warmup` untimed ones that
+   * see the instance's first missed-run check (a day back) and its catch-up done.
+   */
+  httpCalls: { warmup: 70, counted: 60 },
   stormSizes: [20, 50, 200],
   /** Per throughput level. */
   seconds: 2,
@@ -73,7 +82,23 @@ const FULL = {
    * on each (a start past it is recorded as a miss and ends the variant, so it costs one bound).
    */
   manyJobs: { jobs: 2000, starts: 5, timeoutMs: 20_000 },
+  /** The cold-start variants started (every one unless a smoke run names fewer). */
+  coldStartKeys: Object.keys(COLD_STARTS) as readonly ColdStartKey[],
 };
+/**
+ * The cold-start variants a smoke run starts: each fixture (hello, floor, project) and each kind
+ * of compile cache (the entry's, the platform's) once, and the many jobs. The other two are only
+ * combinations of these: the floor with the platform's cache (its fixture starts as `floor`, that
+ * cache as `projectPlatformCache`), and the project without a cache (its fixture, `noop.js`, serves
+ * the storms and the processed runs over HTTP, uncached).
+ */
+const SMOKE_COLD_STARTS: readonly ColdStartKey[] = [
+  'hello',
+  'floor',
+  'projectCache',
+  'projectPlatformCache',
+  'projectManyJobs',
+];
 const PLAN = SMOKE
   ? {
       ...FULL,
@@ -81,9 +106,11 @@ const PLAN = SMOKE
       httpRuns: 5,
       warmup: 2,
       counted: 3,
+      httpCalls: { warmup: 2, counted: 3 },
       stormSizes: [5],
       coldStarts: 1,
       manyJobs: { ...FULL.manyJobs, jobs: 20 },
+      coldStartKeys: SMOKE_COLD_STARTS,
     }
   : FULL;
 
@@ -119,21 +146,15 @@ async function httpStorms(counter: WireCounter): Promise<Storm[]> {
     FIRESTORE_EMULATOR_HOST: counter.host,
     RUNS_COLLECTION: freshCollection('http'),
   };
-  const fns = {
-    [LEDGERS.project]: await startFunction(
-      'handleScheduledJob',
-      'bench/fixtures/noop.js',
-      {
-        ...env,
-        BENCH_JOB_MS: '1000',
-      },
-    ),
-    [LEDGERS.literal]: await startFunction(
-      'handleScheduledJob',
-      'bench/fixtures/literal-port.ts',
-      env,
-    ),
-  };
+  // Started side by side: nothing is timed before both listen.
+  const [project, literal] = await Promise.all([
+    startFunction('handleScheduledJob', 'bench/fixtures/noop.js', {
+      ...env,
+      BENCH_JOB_MS: '1000',
+    }),
+    startFunction('handleScheduledJob', 'bench/fixtures/literal-port.ts', env),
+  ]);
+  const fns = { [LEDGERS.project]: project, [LEDGERS.literal]: literal };
   try {
     await Promise.all(Object.values(fns).map((fn) => deliver(fn.url)));
     const storms: Storm[] = [];
@@ -163,19 +184,18 @@ async function httpRuns(): Promise<ProcessedRuns[]> {
     RUNS_COLLECTION: freshCollection('http-runs'),
     BENCH_JOB_SILENT: '1',
   };
+  // Started side by side: nothing is timed before both listen.
+  const [project, floor] = await Promise.all([
+    startFunction('handleScheduledJob', 'bench/fixtures/noop.js', env),
+    startFunction(
+      'firestoreCreateUpdate',
+      'bench/fixtures/firestore-create-update.js',
+      env,
+    ),
+  ]);
   const fns = [
-    [
-      'project (no-op job)',
-      await startFunction('handleScheduledJob', 'bench/fixtures/noop.js', env),
-    ],
-    [
-      'floor: create() + update()',
-      await startFunction(
-        'firestoreCreateUpdate',
-        'bench/fixtures/firestore-create-update.js',
-        env,
-      ),
-    ],
+    ['project (no-op job)', project],
+    ['floor: create() + update()', floor],
   ] as const;
   try {
     return await measureProcessedRuns(fns, PLAN.httpRuns, PLAN.warmup);
@@ -204,11 +224,11 @@ async function httpCalls(
     },
   );
   try {
-    for (let i = 0; i < 70; i++) {
+    for (let i = 0; i < PLAN.httpCalls.warmup; i++) {
       await deliver(fn.url);
     }
     const runs: Record<string, number> = {};
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < PLAN.httpCalls.counted; i++) {
       counter.reset();
       const { status } = await deliver(fn.url);
       if (status !== 200) {
@@ -273,8 +293,11 @@ async function coldStarts(): Promise<ColdStart[]> {
     env: oneJob,
   };
   const { jobs, starts, timeoutMs } = PLAN.manyJobs;
+  const started = (key: ColdStartKey) => PLAN.coldStartKeys.includes(key);
   try {
-    await fillCompileCache(cache('floor-platform'), floor.source, env);
+    if (started('floorPlatformCache')) {
+      await fillCompileCache(cache('floor-platform'), floor.source, env);
+    }
     await fillCompileCache(cache('project'), project.source, oneJob);
     await fillCompileCache(cache('project-platform'), project.source, oneJob);
     const asDeployed = {
@@ -282,31 +305,32 @@ async function coldStarts(): Promise<ColdStart[]> {
       source: 'bench/fixtures/noop-entry.cjs',
       env: { ...oneJob, BENCH_COMPILE_CACHE: cache('project') },
     };
+    const variants: ColdStartVariant[] = [
+      { key: 'hello', target: 'hello', source: 'bench/fixtures/hello.js' },
+      { key: 'floor', ...floor },
+      {
+        key: 'floorPlatformCache',
+        ...floor,
+        env: { ...env, NODE_COMPILE_CACHE: cache('floor-platform') },
+      },
+      { key: 'project', ...project },
+      { key: 'projectCache', ...asDeployed },
+      {
+        key: 'projectPlatformCache',
+        ...project,
+        env: { ...oneJob, NODE_COMPILE_CACHE: cache('project-platform') },
+      },
+      {
+        key: 'projectManyJobs',
+        label: `project, ${jobs} declared jobs (${jobs - 2} distinct schedules and zones), as deployed`,
+        ...asDeployed,
+        env: { ...asDeployed.env, BENCH_JOBS: String(jobs) },
+        starts,
+        timeoutMs,
+      },
+    ];
     return await measureColdStarts(
-      [
-        { key: 'hello', target: 'hello', source: 'bench/fixtures/hello.js' },
-        { key: 'floor', ...floor },
-        {
-          key: 'floorPlatformCache',
-          ...floor,
-          env: { ...env, NODE_COMPILE_CACHE: cache('floor-platform') },
-        },
-        { key: 'project', ...project },
-        { key: 'projectCache', ...asDeployed },
-        {
-          key: 'projectPlatformCache',
-          ...project,
-          env: { ...oneJob, NODE_COMPILE_CACHE: cache('project-platform') },
-        },
-        {
-          key: 'projectManyJobs',
-          label: `project, ${jobs} declared jobs (${jobs - 2} distinct schedules and zones), as deployed`,
-          ...asDeployed,
-          env: { ...asDeployed.env, BENCH_JOBS: String(jobs) },
-          starts,
-          timeoutMs,
-        },
-      ],
+      variants.filter((variant) => started(variant.key)),
       PLAN.coldStarts,
     );
   } finally {

@@ -492,3 +492,44 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
     ...(spec.keep === undefined ? {} : { keep: spec.keep }),
   });
 }
+
+/** The line `listen-host.ts` writes to stderr once a function listens, when asked to. */
+const LISTEN_REPORT = /^run-once listen-host: listening on [\d.]+:(\d+)$/m;
+
+/**
+ * Spawns a function as {@link spawnFunction} does, but on a port the system picks when it listens
+ * (`--port=0`), and resolves with that port once the function says it listens (`listen-host.ts`,
+ * `RUN_ONCE_LISTEN_REPORT`). A port chosen free before the spawn ({@link freePort}) may be taken
+ * by another process before the function binds it; polling it ({@link waitForPort}) then finds
+ * that process's server, and the function's first delivery gets that server's answer.
+ *
+ * @param options.intervalMs - how often to look at its output (50 ms unless given).
+ * @throws with its output when it exits first or does not listen within `timeoutMs` (it is then
+ *   killed).
+ */
+export async function startFunctionOnOwnPort(
+  spec: Omit<FunctionSpec, 'port'>,
+  options: { timeoutMs: number; intervalMs?: number },
+): Promise<{ child: GroupProcess; port: number }> {
+  const child = spawnFunction({
+    ...spec,
+    port: 0,
+    env: { ...spec.env, RUN_ONCE_LISTEN_REPORT: '1' },
+  });
+  try {
+    const port = await waitFor(
+      'the function to say on which port it listens',
+      () => {
+        stillRunning(child);
+        const reported = LISTEN_REPORT.exec(child.output())?.[1];
+        return reported === undefined ? undefined : Number(reported);
+      },
+      options.timeoutMs,
+      options.intervalMs,
+    );
+    return { child, port };
+  } catch (err) {
+    child.signalGroup('SIGKILL');
+    throw err;
+  }
+}
