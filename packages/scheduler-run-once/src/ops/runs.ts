@@ -3,12 +3,16 @@
  * says should exist in a window, looked up by run id (batched reads, no query, no index), with what
  * became of it: completed, failed, in_progress, missed or pending.
  *
- *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+ *   node ops/runs.ts [--since 24h|RFC3339] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
  *                    [--scope NAME=VALUE]… [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
  *                    [--backfill [--dry-run | --yes] [--include-before-first-record]
  *                                [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
+ * `--since`: a length back from now, or the RFC 3339 time the window starts at (what every command
+ * it suggests names: run later, it covers the same slots); when it starts the window right after
+ * missed slots, a line on stderr says so (`warnOfCutOff`). Slots before a job's first record are
+ * one story everywhere: `not judged (before first record)`, one count (`noRunRows`).
  * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
  * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
  * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
@@ -97,7 +101,7 @@ import {
 import { previousSlots } from './slots.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = `usage: run-once runs [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+export const USAGE = `usage: run-once runs [--since 24h|RFC3339] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]

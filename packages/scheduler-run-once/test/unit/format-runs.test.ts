@@ -11,10 +11,36 @@ import {
   humanDuration,
   nextStep,
   parseDuration,
+  parseSince,
   runsJson,
   runsTable,
 } from '../../src/ops/format-runs.ts';
 import type { SlotRow } from '../../src/ops/slot-history.ts';
+
+describe('parseSince', () => {
+  const now = new Date('2026-12-01T10:00:00Z');
+
+  it('takes a length back from now, or the RFC 3339 time the window starts at, with its offset', () => {
+    assert.equal(parseSince('20m', now), 1_200_000);
+    assert.equal(parseSince('2026-12-01T09:40:00Z', now), 1_200_000);
+    assert.equal(parseSince('2026-12-01T10:40:00+01:00', now), 1_200_000);
+  });
+
+  it('refuses a time without its offset, one not before now, or anything else, saying what to write', () => {
+    assert.throws(
+      () => parseSince('2026-12-01T09:40:00', now),
+      /e\.g\. 90m, 24h, 30d, or an RFC 3339 time .* e\.g\. 2026-12-01T09:40:00Z/,
+    );
+    assert.throws(
+      () => parseSince('2026-12-01T10:00:00Z', now),
+      /is not before now \(2026-12-01T10:00:00Z\)/,
+    );
+    assert.throws(
+      () => parseSince('2026-13-01T09:40:00Z', now),
+      /is not a valid time/,
+    );
+  });
+});
 
 describe('parseDuration', () => {
   for (const [text, ms] of [
