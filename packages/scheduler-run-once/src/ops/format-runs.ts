@@ -42,6 +42,12 @@ const RFC3339_TIME =
  * @example parseSince('2026-12-01T09:40:00Z', new Date('2026-12-01T10:00:00Z')) // 1_200_000
  */
 export function parseSince(text: string, now: Date): number {
+  if (/^\d{4}-\d{2}-\d{2}T[\d:.]+$/i.test(text.trim())) {
+    // A wall-clock time names no instant: which zone's would be a guess.
+    throw new Error(
+      `"${text}" has no offset: add Z (UTC) or ±hh:mm, e.g. ${text.trim()}Z`,
+    );
+  }
   if (!RFC3339_TIME.test(text.trim())) {
     try {
       return parseDuration(text);

@@ -560,10 +560,11 @@ interface SlotJudging {
 }
 
 /**
- * Says when the user's `--since` cuts a run of missed slots in two: the slots right before the
+ * Says when the user's `--since` starts the window right after missed slots: the slots right before the
  * window that are missed too (judged as `--check` would: by the rules in force, after a record of
  * the job), which the listing, `--check` and `--backfill` then leave out. Names the oldest of them
- * (of the last {@link CUT_OFF_LOOKBACK} slots) as the `--since` that takes them in.
+ * (of the last {@link CUT_OFF_LOOKBACK} slots) as the `--since` that takes them in. Costs one
+ * document read when the slot right before the window is not missed (most often).
  */
 async function warnOfCutOff(
   listing: RunsListing,
@@ -571,20 +572,13 @@ async function warnOfCutOff(
   from: Date,
   judging: SlotJudging,
 ): Promise<void> {
-  const { args, scope, at } = listing.settings;
-  const before = previousSlots(job, from, CUT_OFF_LOOKBACK);
-  if (before.length === 0) {
+  const { args, scope } = listing.settings;
+  // The slot right before the window first (one read, most often the end of it), then the rest.
+  const last = await rowsBefore(listing, job, from, 1, judging);
+  if (missedRunBefore(last, judging.rules).length === 0) {
     return;
   }
-  const read = await readHistory(
-    listing.history,
-    job,
-    before,
-    scope,
-    at,
-    judging.tolerance,
-  );
-  const rows = read.rows.map((row) => pausedRow(row, judging.pauses));
+  const rows = await rowsBefore(listing, job, from, CUT_OFF_LOOKBACK, judging);
   const cut = missedRunBefore(rows, judging.rules);
   const oldest = cut[0];
   if (oldest === undefined) {
@@ -607,6 +601,30 @@ async function warnOfCutOff(
   console.error(
     `runs: ${job.id}: --since ${args.since} starts the window at ${toUtcRfc3339(from)}, after ${count} missed slot(s) of the job, the oldest ${start}: they are left out of this listing, --check and --backfill; --since ${start} takes them in`,
   );
+}
+
+/** The rows of the `count` slots of `job` right before `from`, oldest first, as the listing judges them. */
+async function rowsBefore(
+  listing: RunsListing,
+  job: DeclaredJob,
+  from: Date,
+  count: number,
+  judging: SlotJudging,
+): Promise<SlotRow[]> {
+  const { scope, at } = listing.settings;
+  const slots = previousSlots(job, from, count);
+  if (slots.length === 0) {
+    return [];
+  }
+  const read = await readHistory(
+    listing.history,
+    job,
+    slots,
+    scope,
+    at,
+    judging.tolerance,
+  );
+  return read.rows.map((row) => pausedRow(row, judging.pauses));
 }
 
 /**

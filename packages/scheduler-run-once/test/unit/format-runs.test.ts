@@ -29,6 +29,10 @@ describe('parseSince', () => {
   it('refuses a time without its offset, one not before now, or anything else, saying what to write', () => {
     assert.throws(
       () => parseSince('2026-12-01T09:40:00', now),
+      /"2026-12-01T09:40:00" has no offset: add Z \(UTC\) or ±hh:mm, e\.g\. 2026-12-01T09:40:00Z/,
+    );
+    assert.throws(
+      () => parseSince('yesterday', now),
       /e\.g\. 90m, 24h, 30d, or an RFC 3339 time .* e\.g\. 2026-12-01T09:40:00Z/,
     );
     assert.throws(
