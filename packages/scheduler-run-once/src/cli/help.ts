@@ -68,10 +68,11 @@ ${EXIT_STATUSES}`,
 
   runs: `run-once runs: each job's last slots, and what became of each.
 
-Usage: run-once runs [--since 24h] [--job ID]... [--json | --html FILE] [--check] [--now RFC3339]
+Usage: run-once runs [--since 24h|RFC3339] [--job ID]... [--json | --html FILE] [--check] [--now RFC3339]
                      [--backfill [--dry-run | --yes] [--include-before-first-record]]
 
-  --since DURATION        the window: 90m, 24h, 7d (default: the last 10 slots of each job)
+  --since DURATION|TIME   the window: 90m, 24h, 7d back from now, or from an RFC 3339 time
+                          (2026-12-01T09:40:00Z) to now (default: the last 10 slots of each job)
   --job ID                only this job; repeat for more. An id no longer declared shows its
                           records (a renamed job's history); an id with neither exits 2
   --json                  the rows as JSON, alone on stdout

@@ -7,7 +7,9 @@
  *   the same case). The function refuses such a delivery too (`policy/schedule-time.ts`).
  * - **First record.** By default only slots after the job's oldest slot with a record in the
  *   window: before it the job may not have existed, or its records are gone
- *   (`--include-before-first-record` delivers those too, still within the retention).
+ *   (`--include-before-first-record` delivers the missed ones too, still within the retention).
+ *   These are the slots the table shows `not judged (before first record)`, by the same rule
+ *   (`noRunRows`), and the summary counts them all, missed or still inside their retry window.
  * - **Shown first.** The slots are listed with their count before anything is sent; `--dry-run`
  *   stops there; a terminal asks for confirmation; a script passes `--yes`. Without a terminal and
  *   without `--yes`, nothing is delivered.
@@ -33,7 +35,8 @@ import {
   deliver,
   schedulerHeaders,
 } from './deliver.ts';
-import { hasRecord, type SlotRow } from './slot-history.ts';
+import { BEFORE_FIRST_RECORD, countedRows, noRunRows } from './format-runs.ts';
+import type { SlotRow } from './slot-history.ts';
 
 /** The most slots one `--backfill` delivers: more would hit a downstream in one burst. */
 export const MAX_BACKFILL = 100;
@@ -92,19 +95,18 @@ export function planBackfill(
       rules.retentionMs,
       tolerance,
     ).getTime();
-    const firstRecord = own.find(hasRecord);
+    // The slots the table shows before the job's first record, by the table's own rule.
+    const early = noRunRows(own, countedRows(own, rules.seenBefore));
     for (const row of own) {
+      if (early.has(row) && !deliversEarly(row, rules)) {
+        withheld.push({ row, reason: 'before_first_record' });
+        continue;
+      }
       if (row.state !== 'missed' || !row.final) {
         continue;
       }
       if (row.slot.getTime() < oldest) {
         withheld.push({ row, reason: 'retention' });
-      } else if (
-        !rules.includeBeforeFirstRecord &&
-        !rules.seenBefore?.has(job.id) &&
-        (firstRecord === undefined || row.slot < firstRecord.slot)
-      ) {
-        withheld.push({ row, reason: 'before_first_record' });
       } else {
         chosen.push(row);
       }
@@ -115,6 +117,39 @@ export function planBackfill(
     withheld.push({ row, reason: 'cap' });
   }
   return { deliver: chosen.slice(0, MAX_BACKFILL), withheld };
+}
+
+/**
+ * Whether a slot before its job's first record is delivered: only with
+ * `--include-before-first-record`, and only once missed (past its retry window); one still inside
+ * it is left alone even then.
+ */
+function deliversEarly(row: SlotRow, rules: BackfillRules): boolean {
+  return (
+    rules.includeBeforeFirstRecord === true &&
+    row.state === 'missed' &&
+    row.final
+  );
+}
+
+/**
+ * The line for the slots left alone before their job's first record: as many as the table shows
+ * {@link BEFORE_FIRST_RECORD} (the same rule, `noRunRows`), and how many of them
+ * `--include-before-first-record` would deliver (the missed ones, within the retention).
+ */
+function beforeFirstRecordSummary(early: readonly SlotRow[]): string {
+  const missed = early.filter((row) => row.state === 'missed').length;
+  const open = early.length - missed;
+  const counted = `runs --backfill: ${early.length} slot(s) left alone: ${BEFORE_FIRST_RECORD}, as the table shows them`;
+  if (missed === 0) {
+    return `${counted}; all ${open} still inside their retry window, not missed (yet): they may still run`;
+  }
+  const include = `--include-before-first-record delivers the ${missed} of them past their retry window (those within RETENTION_SECONDS)`;
+  const rest =
+    open === 0
+      ? ''
+      : `; the other ${open} are still inside their retry window, not missed (yet)`;
+  return `${counted} (before the job's first record in the window, the job may not have existed, or its records are gone): ${include}${rest}`;
 }
 
 /** The lines that say what a backfill will do and leave alone, for stderr. */
@@ -137,9 +172,10 @@ export function backfillSummary(
     );
   }
   if (count('before_first_record') > 0) {
-    out.push(
-      `runs --backfill: ${count('before_first_record')} missed slot(s) left alone: before the job's oldest record in the window (the job may not have existed, or its records are gone); --include-before-first-record delivers them`,
-    );
+    const early = plan.withheld
+      .filter((w) => w.reason === 'before_first_record')
+      .map((w) => w.row);
+    out.push(beforeFirstRecordSummary(early));
   }
   if (count('cap') > 0) {
     out.push(

@@ -11,6 +11,7 @@
 import { toUtcRfc3339 } from '../policy/schedule.ts';
 import {
   BEFORE_FIRST_RECORD,
+  BEFORE_FIRST_RECORD_WHY,
   forcedAsSlot,
   humanDuration,
   nextStep,
@@ -350,7 +351,7 @@ function legendOf(
       '<li><span class="slot state-completed forced-slot"></span>forced run taken as its slot</li>',
       '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
       `<li><span class="slot state-pending waiting"></span>pending, waiting behind an outstanding execution (${waiting})</li>`,
-      `<li><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,
+      `<li title="${escapeHtml(BEFORE_FIRST_RECORD_WHY)}"><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,
     )
     .join('');
 }

@@ -29,6 +29,48 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
 }
 
+/** An RFC 3339 date-time with its offset (`Z` or `±hh:mm`): an instant, never a wall-clock time. */
+const RFC3339_TIME =
+  /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/**
+ * Parses `--since` of `npm run runs`: a window length ({@link parseDuration}), or an RFC 3339 time
+ * with its offset where the window starts (a suggested command names its oldest slot so: run
+ * later, it covers the same slots). Either way, the window's length in ms up to `now`.
+ *
+ * @throws Error saying what to write, for anything else, or for a time not before `now`.
+ * @example parseSince('2026-12-01T09:40:00Z', new Date('2026-12-01T10:00:00Z')) // 1_200_000
+ */
+export function parseSince(text: string, now: Date): number {
+  if (/^\d{4}-\d{2}-\d{2}T[\d:.]+$/i.test(text.trim())) {
+    // A wall-clock time names no instant: which zone's would be a guess.
+    throw new Error(
+      `"${text}" has no offset: add Z (UTC) or ±hh:mm, e.g. ${text.trim()}Z`,
+    );
+  }
+  if (!RFC3339_TIME.test(text.trim())) {
+    try {
+      return parseDuration(text);
+    } catch (err) {
+      throw new Error(
+        `${(err as Error).message}, or an RFC 3339 time where the window starts, e.g. 2026-12-01T09:40:00Z`,
+      );
+    }
+  }
+  const start = Date.parse(text.trim());
+  if (Number.isNaN(start)) {
+    throw new Error(
+      `"${text}" is not a valid time: write an RFC 3339 time, e.g. 2026-12-01T09:40:00Z`,
+    );
+  }
+  if (start >= now.getTime()) {
+    throw new Error(
+      `"${text}" is not before now (${toUtcRfc3339(now)}): the window starts at --since and ends now`,
+    );
+  }
+  return now.getTime() - start;
+}
+
 /** A duration for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 3 min`. */
 export function humanDuration(ms: number | undefined): string {
   if (ms === undefined) {
@@ -82,33 +124,24 @@ export function countedRows(
 export type SeenBefore = ReadonlySet<string>;
 
 /**
- * The rows to show as `no run (before first record)`: `pending` slots (no record, inside the retry
- * window) before their job's oldest slot with a record in the window. Such a slot will not run:
- * Scheduler never has two executions of a job outstanding, and a later one left a record; e.g. the
- * hour before a fresh `npm run dev`. Never shown as `pending`, which reads "will still run".
+ * The slots before their job's first record: slots with no record (`missed` or `pending` alike,
+ * a `paused` one keeps its pause) that {@link countedRows} leaves out, so every part of the view
+ * (the table, the JSON, the page, `--check`, `--backfill`) shows and counts the same slots. The
+ * function's missed-run check never judges such a slot (the job may not have existed yet, or its
+ * records are gone), so neither do the commands; one still inside its retry window may yet run,
+ * and is then the job's first record. A job with no record in the window has only such slots,
+ * unless it has a record before the window (`seenBefore`).
  */
 export function noRunRows(
   rows: readonly SlotRow[],
   counted = countedRows(rows),
 ): Set<SlotRow> {
-  const firstRecord = new Map<string, number>();
-  for (const row of rows) {
-    if (row.kind !== 'slot' || !hasRecord(row)) {
-      continue;
-    }
-    const at = firstRecord.get(row.job);
-    if (at === undefined || row.slot.getTime() < at) {
-      firstRecord.set(row.job, row.slot.getTime());
-    }
-  }
   return new Set(
     rows.filter(
       (row) =>
         row.kind === 'slot' &&
-        row.state === 'pending' &&
-        !counted.has(row) &&
-        row.slot.getTime() <
-          (firstRecord.get(row.job) ?? Number.NEGATIVE_INFINITY),
+        (row.state === 'missed' || row.state === 'pending') &&
+        !counted.has(row),
     ),
   );
 }
@@ -157,7 +190,33 @@ export function waitingRows(rows: readonly SlotRow[]): Map<SlotRow, Date> {
 }
 
 /** The label of a slot before its job's first record, missed or pending: one situation, one label. */
-export const BEFORE_FIRST_RECORD = 'no run (before first record)';
+export const BEFORE_FIRST_RECORD = 'not judged (before first record)';
+
+/**
+ * Why a slot before its job's first record is {@link BEFORE_FIRST_RECORD}, for the line under the
+ * table and the legend of the page: the rule of the function's missed-run check, which the
+ * commands follow.
+ */
+export const BEFORE_FIRST_RECORD_WHY =
+  "the missed-run check never judges a slot before its job's first record (the job may not have existed yet, or its records are gone), so --check does not count it and --backfill leaves it alone (--include-before-first-record delivers those past their retry window); one still inside its retry window may yet run";
+
+/**
+ * The line that counts and explains the slots of `rows` before their job's first record
+ * ({@link noRunRows}), the same slots the table folds into {@link BEFORE_FIRST_RECORD} lines;
+ * `undefined` when there is none.
+ *
+ * @example beforeFirstRecordLine(rows) // 'runs: 36 slot(s) not judged (before first record): the missed-run check never judges …'
+ */
+export function beforeFirstRecordLine(
+  rows: readonly SlotRow[],
+  seenBefore: SeenBefore = new Set(),
+): string | undefined {
+  const early = viewOf(rows, new Map(), seenBefore).early;
+  if (early.size === 0) {
+    return undefined;
+  }
+  return `runs: ${early.size} slot(s) ${BEFORE_FIRST_RECORD}: ${BEFORE_FIRST_RECORD_WHY}`;
+}
 
 /**
  * How the rows read, computed once for a table, a JSON or a page: which count, which are before
@@ -179,12 +238,7 @@ export function viewOf(
   seenBefore: SeenBefore = new Set(),
 ): RowsView {
   const counted = countedRows(rows, seenBefore);
-  const noRun = noRunRows(rows, counted);
-  const early = new Set(
-    rows.filter(
-      (row) => noRun.has(row) || (row.state === 'missed' && !counted.has(row)),
-    ),
-  );
+  const early = noRunRows(rows, counted);
   return { counted, early, waiting: waitingRows(rows), marks };
 }
 
@@ -385,15 +439,15 @@ function printableRow(row: SlotRow): SlotRow {
 /**
  * The lines `--check` prints to stderr for its `failures` ({@link checkFailures}), each ending with
  * the command that fixes it ({@link nextStep}); then, for a job with more than one missed slot,
- * the `runs --backfill` command that delivers them all, oldest first, over a window (whole minutes,
- * rounded up) reaching its oldest missed slot from `now`.
+ * the `runs --backfill` command that delivers them all, oldest first, over a window from its
+ * oldest missed slot (`--since` that slot's RFC 3339 time, not a length: run minutes later, the
+ * command still covers every slot the line counts).
  *
- * @example checkLines([failedRow], new Date())
+ * @example checkLines([failedRow])
  * // ['runs --check: charge-customers 2026-12-01T09:42:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:42:00Z']
  */
 export function checkLines(
   failures: readonly SlotRow[],
-  now: Date,
   target: Target = {},
 ): string[] {
   const lines = failures
@@ -412,10 +466,8 @@ export function checkLines(
     if (missed.length < 2 || oldest === undefined) {
       continue;
     }
-    const minutes =
-      Math.ceil((now.getTime() - oldest.slot.getTime()) / 60_000) + 1;
     lines.push(
-      `runs --check: ${job}: ${missed.length} slots missed; to deliver them all, oldest first: npm run runs -- --job ${job} --since ${minutes}m --backfill${urlFlag(target)}`,
+      `runs --check: ${job}: ${missed.length} slots missed; to deliver them all, oldest first: npm run runs -- --job ${job} --since ${toUtcRfc3339(oldest.slot)} --backfill${urlFlag(target)}`,
     );
   }
   return lines;

@@ -3,12 +3,16 @@
  * says should exist in a window, looked up by run id (batched reads, no query, no index), with what
  * became of it: completed, failed, in_progress, missed or pending.
  *
- *   node ops/runs.ts [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+ *   node ops/runs.ts [--since 24h|RFC3339] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
  *                    [--scope NAME=VALUE]… [--scope VALUE] [--scope-header NAME=VALUE]… [--scope-param NAME=VALUE]…
  *                    [--collection NAME] [--database ID] [--project ID]
  *                    [--backfill [--dry-run | --yes] [--include-before-first-record]
  *                                [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
  *
+ * `--since`: a length back from now, or the RFC 3339 time the window starts at (what every command
+ * it suggests names: run later, it covers the same slots); when it starts the window right after
+ * missed slots, a line on stderr says so (`warnOfCutOff`). Slots before a job's first record are
+ * one story everywhere: `not judged (before first record)`, one count (`noRunRows`).
  * Without `--since`: the last 10 slots of every job. `--html FILE` writes the same rows as one
  * static page instead of the table (`ops/format-html.ts`; `-` for stdout). The run ids use the deployed function's scope:
  * `RUN_KEY_SCOPE`, `RUN_KEY_SCOPE_HEADERS`, `RUN_KEY_SCOPE_PARAMS`, `RUNS_COLLECTION`,
@@ -65,10 +69,13 @@ import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
 import {
+  BEFORE_FIRST_RECORD,
+  beforeFirstRecordLine,
   checkFailures,
   checkLines,
   countedRows,
-  parseDuration,
+  noRunRows,
+  parseSince,
   runsJson,
   runsTable,
 } from './format-runs.ts';
@@ -94,7 +101,7 @@ import {
 import { previousSlots } from './slots.ts';
 
 /** What the command prints with a bad argument (exit 2) and for `--help`. */
-export const USAGE = `usage: run-once runs [--since 24h] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
+export const USAGE = `usage: run-once runs [--since 24h|RFC3339] [--job ID] [--json | --html FILE] [--check] [--now RFC3339]
        [--scope NAME=VALUE]... [--scope VALUE] [--scope-header NAME=VALUE]... [--scope-param NAME=VALUE]...
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]
@@ -121,9 +128,10 @@ function quietAgainstEmulator(env: NodeJS.ProcessEnv): void {
   process.env.METADATA_SERVER_DETECTION ??= 'none';
 }
 
-function durationArg(text: string): number {
+/** `--since`: a window length, or an RFC 3339 time where it starts, as ms before `now`. */
+function sinceArg(text: string, now: Date): number {
   try {
-    return parseDuration(text);
+    return parseSince(text, now);
   } catch (err) {
     throw new UsageError(`--since: ${(err as Error).message}`);
   }
@@ -358,12 +366,12 @@ interface RunsSettings {
 
 /** The window, the time, the configuration (the environment, then the flags) and the scope. */
 function runsSettings(args: RunsArgs, env: NodeJS.ProcessEnv): RunsSettings {
-  const sinceMs =
-    args.since === undefined ? undefined : durationArg(args.since);
   const now = args.now === undefined ? new Date() : new Date(args.now);
   if (Number.isNaN(now.getTime())) {
     throw new UsageError(`--now "${args.now}" is not a date-time`);
   }
+  const sinceMs =
+    args.since === undefined ? undefined : sinceArg(args.since, now);
   const fixedScope = (args.scope ?? []).filter((flag) => !flag.includes('='));
   if (fixedScope.length > 1) {
     throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
@@ -524,6 +532,10 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   const judgedAt = at ?? read.readTime;
   const pauses = jobPauses(listing, job, checkRead, judgedAt);
   const extra = await runsBesideSlots(listing, job, from, slotIds, judgedAt);
+  if (sinceMs !== undefined && !truncated) {
+    const judging = { rules, pauses, tolerance };
+    await warnOfCutOff(listing, job, from, judging);
+  }
   const olderTimes = new Set(older.map((slot) => slot.getTime()));
   const slotRows = read.rows.map((row) => pausedRow(row, pauses));
   for (const row of slotRows) {
@@ -535,6 +547,102 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
     (a, b) => a.slot.getTime() - b.slot.getTime(),
   );
   listing.rows.push(...sorted);
+}
+
+/** The most slots before a `--since` window {@link warnOfCutOff} reads: one batched read. */
+const CUT_OFF_LOOKBACK = 100;
+
+/** How a job's slots are judged in a listing: its rules, its pauses, its forced-run tolerance. */
+interface SlotJudging {
+  readonly rules: ReturnType<typeof rulesInForce>;
+  readonly pauses: readonly Pause[];
+  readonly tolerance: () => number;
+}
+
+/**
+ * Says when the user's `--since` starts the window right after missed slots: the slots right before the
+ * window that are missed too (judged as `--check` would: by the rules in force, after a record of
+ * the job), which the listing, `--check` and `--backfill` then leave out. Names the oldest of them
+ * (of the last {@link CUT_OFF_LOOKBACK} slots) as the `--since` that takes them in. Costs one
+ * document read when the slot right before the window is not missed (most often).
+ */
+async function warnOfCutOff(
+  listing: RunsListing,
+  job: DeclaredJob,
+  from: Date,
+  judging: SlotJudging,
+): Promise<void> {
+  const { args, scope } = listing.settings;
+  // The slot right before the window first (one read, most often the end of it), then the rest.
+  const last = await rowsBefore(listing, job, from, 1, judging);
+  if (missedRunBefore(last, judging.rules).length === 0) {
+    return;
+  }
+  const rows = await rowsBefore(listing, job, from, CUT_OFF_LOOKBACK, judging);
+  const cut = missedRunBefore(rows, judging.rules);
+  const oldest = cut[0];
+  if (oldest === undefined) {
+    return;
+  }
+  // Slots before the job's first record are not missed for the check: a record before them, then.
+  const earlier = await recordsOfJob(
+    listing.runs,
+    job.id,
+    scope,
+    undefined,
+    new Date(oldest.slot.getTime() - 1),
+    { pageSize: 20, max: 1 },
+  );
+  if (earlier.records.length === 0) {
+    return;
+  }
+  const count = `${cut.length === rows.length ? 'at least ' : ''}${cut.length}`;
+  const start = toUtcRfc3339(oldest.slot);
+  console.error(
+    `runs: ${job.id}: --since ${args.since} starts the window at ${toUtcRfc3339(from)}, after ${count} missed slot(s) of the job, the oldest ${start}: they are left out of this listing, --check and --backfill; --since ${start} takes them in`,
+  );
+}
+
+/** The rows of the `count` slots of `job` right before `from`, oldest first, as the listing judges them. */
+async function rowsBefore(
+  listing: RunsListing,
+  job: DeclaredJob,
+  from: Date,
+  count: number,
+  judging: SlotJudging,
+): Promise<SlotRow[]> {
+  const { scope, at } = listing.settings;
+  const slots = previousSlots(job, from, count);
+  if (slots.length === 0) {
+    return [];
+  }
+  const read = await readHistory(
+    listing.history,
+    job,
+    slots,
+    scope,
+    at,
+    judging.tolerance,
+  );
+  return read.rows.map((row) => pausedRow(row, judging.pauses));
+}
+
+/**
+ * The run of missed slots at the end of `rows` (a job's slots, oldest first, right before a
+ * window), oldest first: every slot after the last one that is not missed, or not judged by `rules`.
+ */
+function missedRunBefore(
+  rows: readonly SlotRow[],
+  rules: SlotJudging['rules'],
+): SlotRow[] {
+  const run: SlotRow[] = [];
+  for (const row of [...rows].reverse()) {
+    if (row.state !== 'missed' || !isJudgedSlot(rules, row.slot)) {
+      break;
+    }
+    run.unshift(row);
+  }
+  return run;
 }
 
 /** Warns when a job's window holds too many slots, or (once) reaches past the retention. */
@@ -739,6 +847,21 @@ function printListing(
   } else if (!args.check) {
     // `--check` prints only the problems; the table is `runs` without it.
     console.log(runsTable(rows, marks, seenBefore));
+    printBeforeFirstRecord(listing, seenBefore);
+  }
+}
+
+/**
+ * Under the table, how many slots it shows {@link BEFORE_FIRST_RECORD} and why (stderr, beside
+ * the table's other notes); `--backfill` says it in its own summary, with the same count.
+ */
+function printBeforeFirstRecord(
+  listing: RunsListing,
+  seenBefore: ReadonlySet<string>,
+): void {
+  const line = beforeFirstRecordLine(listing.rows, seenBefore);
+  if (line !== undefined && !listing.settings.args.backfill) {
+    console.error(line);
   }
 }
 
@@ -803,9 +926,9 @@ function reportCheck(
   seenBefore: ReadonlySet<string>,
 ): number {
   const { rows, overdue, tooLarge } = listing;
-  const { args, now } = listing.settings;
+  const { args } = listing.settings;
   const failures = checkFailures(judged, seenBefore);
-  for (const line of checkLines(failures, now, { url: args.url })) {
+  for (const line of checkLines(failures, { url: args.url })) {
     console.error(line);
   }
   for (const { job, pause } of overdue) {
@@ -823,8 +946,14 @@ function reportCheck(
     return EXIT_TOO_LARGE;
   }
   const paused = rows.filter((row) => row.state === 'paused').length;
+  // The slots the table shows before their job's first record: the same count, never judged.
+  const early = noRunRows(rows, countedRows(rows, seenBefore)).size;
+  const apart = [
+    ...(paused > 0 ? [`${paused} paused`] : []),
+    ...(early > 0 ? [`${early} ${BEFORE_FIRST_RECORD}`] : []),
+  ];
   console.error(
-    `runs --check: no problem in ${rows.length} slots and runs of ${jobs.length} ${jobs.length === 1 ? 'job' : 'jobs'}${paused > 0 ? ` (${paused} paused)` : ''}`,
+    `runs --check: no problem in ${rows.length} slots and runs of ${jobs.length} ${jobs.length === 1 ? 'job' : 'jobs'}${apart.length > 0 ? ` (${apart.join('; ')})` : ''}`,
   );
   return 0;
 }

@@ -754,3 +754,232 @@ describe('the operations commands with Firestore unreachable', () => {
     }
   });
 });
+
+/** The starter's jobs as shipped: `scheduled-job` every 5 minutes with Scheduler's default retries. */
+const STARTER_JOBS_MODULE = join(ROOT, 'test/fixtures/starter/src/jobs.ts');
+
+/** `scheduled-job` as the starter declares it, with a `run` that does nothing, to serve. */
+const starterJob = validateJobs([
+  defineJob({
+    id: 'scheduled-job',
+    schedule: '*/5 * * * *',
+    timeZone: 'Etc/UTC',
+    run: () => {},
+  }),
+]);
+
+/** The slots a table line folds as before the first record: `[range, "…: N slots"]`, by line. */
+function foldedLines(table: string): string[] {
+  return table
+    .trimEnd()
+    .split('\n')
+    .slice(1)
+    .map((line) => line.split(/ {2,}/)[2] ?? '');
+}
+
+/** The `HH:MM` of each slot a `--backfill` summary lists to deliver. */
+function plannedSlots(stderr: string): string[] {
+  return [
+    ...stderr.matchAll(/^ {2}\S+ \d{4}-\d\d-\d\dT(\d\d:\d\d):00Z$/gm),
+  ].map((match) => match[1] as string);
+}
+
+describe('npm run runs: the view tells one story about missed slots (issue 42)', () => {
+  it('shows every slot of a job with no record one way, with one count and why, in the table, the JSON and --check', async () => {
+    // An empty ledger: 37 slots of a five-minute job, 12 of them inside its hour-long retry
+    // window; the missed-run check judges none of them (no record of the job yet).
+    const collection = `empty_${Date.now()}`;
+    const window = ['--job', 'scheduled-job', '--since', '3h'];
+    const now = ['--now', `${DAY}T12:00:00Z`];
+
+    const table = await runsOf(
+      STARTER_JOBS_MODULE,
+      collection,
+      ...window,
+      ...now,
+    );
+    const json = await runsOf(
+      STARTER_JOBS_MODULE,
+      collection,
+      ...window,
+      ...now,
+      '--json',
+    );
+    const check = await runsOf(
+      STARTER_JOBS_MODULE,
+      collection,
+      ...window,
+      ...now,
+      '--check',
+    );
+
+    assert.equal(table.code, 0, table.stderr);
+    assert.deepEqual(foldedLines(table.stdout), [
+      'not judged (before first record): 37 slots',
+    ]);
+    assert.match(
+      table.stderr,
+      /^runs: 37 slot\(s\) not judged \(before first record\): the missed-run check never judges a slot before its job's first record/m,
+    );
+    const states = (JSON.parse(json.stdout) as { state: string }[]).map(
+      (row) => row.state,
+    );
+    assert.equal(states.length, 37);
+    assert.deepEqual(new Set(states), new Set(['no_run']));
+    assert.equal(check.code, 0, check.stderr);
+    assert.match(
+      check.stderr,
+      /no problem in 37 slots and runs of 1 job \(37 not judged \(before first record\)\)$/m,
+    );
+  });
+
+  it('--backfill --dry-run leaves alone as many slots before the first record as the table shows, and says which it would deliver', async () => {
+    const fn = serveJobs(starterJob);
+    await fn.request
+      .post('/')
+      .set(schedulerHeaders('scheduled-job', `${DAY}T12:00:00Z`))
+      .expect(200);
+    const window = [
+      '--job',
+      'scheduled-job',
+      '--since',
+      '3h',
+      '--now',
+      `${DAY}T12:30:00Z`,
+    ];
+    // 09:30 to 11:55 (30 slots) come before the record of 12:00; with the retry window of 59.5
+    // minutes, 09:30 to 11:30 are past it at 12:30 (missed), 11:35 to 11:55 still inside it.
+    const pastWindow = 25;
+
+    const res = await runsOf(
+      STARTER_JOBS_MODULE,
+      fn.collection,
+      ...window,
+      '--backfill',
+      '--dry-run',
+    );
+
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(
+      foldedLines(res.stdout)[0],
+      'not judged (before first record): 30 slots',
+    );
+    assert.match(
+      res.stderr,
+      new RegExp(
+        `^runs --backfill: 30 slot\\(s\\) left alone: not judged \\(before first record\\), as the table shows them .*--include-before-first-record delivers the ${pastWindow} of them past their retry window .*the other ${30 - pastWindow} are still inside their retry window`,
+        'm',
+      ),
+    );
+    const included = await runsOf(
+      STARTER_JOBS_MODULE,
+      fn.collection,
+      ...window,
+      '--backfill',
+      '--dry-run',
+      '--include-before-first-record',
+    );
+    assert.equal(included.code, 0, included.stderr);
+    assert.equal(plannedSlots(included.stderr).length, pastWindow);
+    assert.match(
+      included.stderr,
+      new RegExp(
+        `^runs --backfill: ${30 - pastWindow} slot\\(s\\) left alone: not judged \\(before first record\\), as the table shows them; all ${30 - pastWindow} still inside their retry window`,
+        'm',
+      ),
+    );
+  });
+
+  it('--check suggests a backfill from the oldest missed slot’s time, which run two minutes later still covers every missed slot', async () => {
+    const fn = serveJobs(
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+      ),
+    );
+    // 12:05 and 12:10 never delivered; 12:20 delivered before the later runs.
+    for (const time of ['12:00', '12:15', '12:20']) {
+      await fn.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${DAY}T${time}:00Z`))
+        .expect(200);
+    }
+    const check = await runs(
+      fn.collection,
+      '--check',
+      '--since',
+      '30m',
+      '--now',
+      `${DAY}T12:20:00Z`,
+    );
+    const suggested = /npm run runs -- (.*)$/m.exec(check.stderr)?.[1];
+
+    assert.equal(check.code, 1, check.stderr);
+    assert.equal(
+      suggested,
+      `--job history-five --since ${DAY}T12:05:00Z --backfill`,
+    );
+    const later = await runs(
+      fn.collection,
+      ...(suggested ?? '').split(' '),
+      '--dry-run',
+      '--now',
+      `${DAY}T12:22:00Z`,
+    );
+    assert.equal(later.code, 0, later.stderr);
+    assert.deepEqual(plannedSlots(later.stderr), ['12:05', '12:10']);
+    assert.doesNotMatch(later.stderr, /--since .* takes them in/);
+  });
+
+  it('says when a --since given by the user cuts off a missed slot, naming the --since that takes it in', async () => {
+    const fn = serveJobs(
+      validateJobs(
+        historyJobs.map((job) => defineJob({ ...job, run: () => {} })),
+      ),
+    );
+    for (const time of ['12:00', '12:15', '12:20']) {
+      await fn.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${DAY}T${time}:00Z`))
+        .expect(200);
+    }
+    const now = ['--now', `${DAY}T12:22:00Z`];
+
+    // From 12:06: 12:05, missed like 12:10 after it, is left out.
+    const cut = await runs(
+      fn.collection,
+      '--since',
+      '16m',
+      ...now,
+      '--backfill',
+      '--dry-run',
+    );
+    // From 12:14: the slot before, 12:10, is missed too, and so is 12:05 before it.
+    const cutTwo = await runs(
+      fn.collection,
+      '--since',
+      `${DAY}T12:14:00Z`,
+      ...now,
+      '--check',
+    );
+    // From 12:16: the slot before, 12:15, ran.
+    const clean = await runs(fn.collection, '--since', '6m', ...now, '--check');
+
+    assert.equal(cut.code, 0, cut.stderr);
+    assert.deepEqual(plannedSlots(cut.stderr), ['12:10']);
+    assert.match(
+      cut.stderr,
+      new RegExp(
+        `history-five: --since 16m starts the window at ${DAY}T12:06:00Z, after 1 missed slot\\(s\\) of the job, the oldest ${DAY}T12:05:00Z: .* --since ${DAY}T12:05:00Z takes them in`,
+      ),
+    );
+    assert.equal(cutTwo.code, 0, cutTwo.stderr);
+    assert.match(
+      cutTwo.stderr,
+      new RegExp(
+        `after 2 missed slot\\(s\\) of the job, the oldest ${DAY}T12:05:00Z`,
+      ),
+    );
+    assert.equal(clean.code, 0, clean.stderr);
+    assert.doesNotMatch(clean.stderr, /missed slot\(s\) of the job/);
+  });
+});

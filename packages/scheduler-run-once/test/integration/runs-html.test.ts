@@ -263,7 +263,7 @@ describe('the HTML run history in headless Chromium', { skip }, () => {
     );
     assert.match(
       seen.legend,
-      /no run \(before first record\), not counted \(3\)/,
+      /not judged \(before first record\), not counted \(3\)/,
     );
     assert.match(seen.legend, /paused \(1\)/);
   });

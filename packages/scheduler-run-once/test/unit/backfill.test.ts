@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { planBackfill } from '../../src/ops/backfill.ts';
+import { backfillSummary, planBackfill } from '../../src/ops/backfill.ts';
 import { slotRow } from '../../src/ops/slot-history.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
@@ -47,6 +47,48 @@ describe('planBackfill', () => {
     assert.deepEqual(
       plan.deliver.map((row) => row.slot.toISOString()),
       ['2026-11-09T09:00:00.000Z'],
+    );
+  });
+
+  it('leaves alone, and counts, every slot the table shows before the first record, missed or still inside its retry window', () => {
+    // A five-minute job with Scheduler's default retries (a retry window of 59.5 min) and one
+    // run at 11:00, judged at 11:30: 09:00 to 10:30 are missed, 10:35 to 10:55 still inside it.
+    const [five] = validateJobs([
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    ]);
+    if (five === undefined) {
+      throw new Error('no job');
+    }
+    const now = new Date('2026-11-10T11:30:00Z');
+    const row = (slot: Date) =>
+      slotRow(five, slot, slotRunId('five', slot, []), undefined, now);
+    const before = Array.from({ length: 24 }, (_, i) =>
+      row(new Date(Date.UTC(2026, 10, 10, 9, i * 5))),
+    );
+    const ran = {
+      ...row(new Date('2026-11-10T11:00:00Z')),
+      state: 'completed' as const,
+      final: true,
+      attempts: 1,
+    };
+
+    const plan = planBackfill([...before, ran], [five], { ...rules, now });
+    const included = planBackfill([...before, ran], [five], {
+      ...rules,
+      now,
+      includeBeforeFirstRecord: true,
+    });
+
+    assert.equal(plan.deliver.length, 0);
+    assert.equal(plan.withheld.length, 24);
+    assert.match(
+      backfillSummary(plan, rules.retentionMs).join('\n'),
+      /24 slot\(s\) left alone: not judged \(before first record\), as the table shows them .* delivers the 19 of them past their retry window .* the other 5 are still inside their retry window/,
+    );
+    assert.equal(included.deliver.length, 19);
+    assert.deepEqual(
+      included.withheld.map((w) => w.row.state),
+      ['pending', 'pending', 'pending', 'pending', 'pending'],
     );
   });
 });

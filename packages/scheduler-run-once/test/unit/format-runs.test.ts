@@ -5,15 +5,46 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  beforeFirstRecordLine,
   checkFailures,
   checkLines,
   humanDuration,
   nextStep,
   parseDuration,
+  parseSince,
   runsJson,
   runsTable,
 } from '../../src/ops/format-runs.ts';
 import type { SlotRow } from '../../src/ops/slot-history.ts';
+
+describe('parseSince', () => {
+  const now = new Date('2026-12-01T10:00:00Z');
+
+  it('takes a length back from now, or the RFC 3339 time the window starts at, with its offset', () => {
+    assert.equal(parseSince('20m', now), 1_200_000);
+    assert.equal(parseSince('2026-12-01T09:40:00Z', now), 1_200_000);
+    assert.equal(parseSince('2026-12-01T10:40:00+01:00', now), 1_200_000);
+  });
+
+  it('refuses a time without its offset, one not before now, or anything else, saying what to write', () => {
+    assert.throws(
+      () => parseSince('2026-12-01T09:40:00', now),
+      /"2026-12-01T09:40:00" has no offset: add Z \(UTC\) or ±hh:mm, e\.g\. 2026-12-01T09:40:00Z/,
+    );
+    assert.throws(
+      () => parseSince('yesterday', now),
+      /e\.g\. 90m, 24h, 30d, or an RFC 3339 time .* e\.g\. 2026-12-01T09:40:00Z/,
+    );
+    assert.throws(
+      () => parseSince('2026-12-01T10:00:00Z', now),
+      /is not before now \(2026-12-01T10:00:00Z\)/,
+    );
+    assert.throws(
+      () => parseSince('2026-13-01T09:40:00Z', now),
+      /is not a valid time/,
+    );
+  });
+});
 
 describe('parseDuration', () => {
   for (const [text, ms] of [
@@ -71,7 +102,7 @@ describe('checkFailures', () => {
 
     assert.deepEqual(checkFailures([manual]), [manual]);
     assert.match(
-      checkLines([manual], new Date(0))[0] ?? '',
+      checkLines([manual])[0] ?? '',
       /manual run failed: npm run trigger -- j$/,
     );
     assert.deepEqual(checkFailures([manual, later]), []);
@@ -91,7 +122,7 @@ describe('checkFailures', () => {
     } as SlotRow;
 
     assert.match(
-      checkLines([forced], new Date(0))[0] ?? '',
+      checkLines([forced])[0] ?? '',
       /forced run failed: npm run trigger -- j$/,
     );
     assert.deepEqual(checkFailures([forced, manual]), []);
@@ -153,7 +184,7 @@ describe('checkFailures', () => {
     }[];
 
     assert.deepEqual(states, [
-      'no run (before first record)',
+      'not judged (before first record)',
       'completed',
       'missed',
     ]);
@@ -183,7 +214,7 @@ describe('checkFailures', () => {
     assert.equal(lines.length, 2);
     assert.deepEqual(lines[0]?.split(/ {2,}/).slice(1, 3), [
       '2026-11-30T10:00:00Z → 2026-11-30T10:46:00Z',
-      'no run (before first record): 47 slots',
+      'not judged (before first record): 47 slots',
     ]);
     assert.deepEqual(checkFailures([row('missed', true)]), []);
   });
@@ -238,7 +269,7 @@ describe('checkFailures', () => {
       { ...row('completed', true), attempts: 1 },
       unreadable,
     ]);
-    const [line] = checkLines(failures, new Date(0));
+    const [line] = checkLines(failures);
 
     assert.deepEqual(failures, [unreadable]);
     assert.match(
@@ -265,7 +296,7 @@ describe('checkFailures', () => {
     const json = JSON.parse(runsJson(rows)) as { state: string }[];
 
     assert.deepEqual(states, [
-      'no run (before first record)',
+      'not judged (before first record)',
       'completed',
       'pending',
     ]);
@@ -275,13 +306,38 @@ describe('checkFailures', () => {
     );
   });
 
-  it('keeps pending a slot of a job with no record yet: its first delivery may be on its way', () => {
-    const states = runsTable([row('pending', false)])
-      .split('\n')
-      .slice(1)
-      .map((line) => line.split(/ {2,}/)[2]);
+  it('shows every slot of a job with no record one way, missed or pending, with one count and why', () => {
+    // An empty ledger: 2 slots past their retry window, 3 inside it; none is judged by the check.
+    const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
+    const rows = [
+      { ...row('missed', true), slot: minute(0) },
+      { ...row('missed', true), slot: minute(1) },
+      ...[2, 3, 4].map((m) => ({ ...row('pending', false), slot: minute(m) })),
+    ];
 
-    assert.deepEqual(states, ['pending']);
+    const lines = runsTable(rows).split('\n').slice(1);
+    const json = JSON.parse(runsJson(rows)) as {
+      state: string;
+      beforeFirstRecord: boolean;
+    }[];
+
+    assert.deepEqual(
+      lines.map((line) => line.split(/ {2,}/).slice(1, 3)),
+      [
+        [
+          '2026-11-30T10:00:00Z → 2026-11-30T10:04:00Z',
+          'not judged (before first record): 5 slots',
+        ],
+      ],
+    );
+    assert.deepEqual(
+      json.map((r) => [r.state, r.beforeFirstRecord]),
+      rows.map(() => ['no_run', true]),
+    );
+    assert.match(
+      beforeFirstRecordLine(rows) ?? '',
+      /^runs: 5 slot\(s\) not judged \(before first record\): the missed-run check never judges a slot before its job's first record/,
+    );
   });
 
   it('marks the rows it is given a mark for (an undeclared id, an old schedule)', () => {
@@ -373,16 +429,13 @@ describe('nextStep and checkLines: each failure ends with the command that fixes
       at('missed', true, 50),
     ];
 
-    const lines = checkLines(
-      failures,
-      new Date(Date.UTC(2026, 11, 1, 10, 0, 30)),
-    );
+    const lines = checkLines(failures);
 
     assert.deepEqual(lines, [
       'runs --check: charge-customers 2026-12-01T09:40:00Z missed: npm run trigger -- charge-customers --slot 2026-12-01T09:40:00Z',
       'runs --check: charge-customers 2026-12-01T09:45:00Z failed: npm run trigger -- charge-customers --slot 2026-12-01T09:45:00Z',
       'runs --check: charge-customers 2026-12-01T09:50:00Z missed: npm run trigger -- charge-customers --slot 2026-12-01T09:50:00Z',
-      'runs --check: charge-customers: 2 slots missed; to deliver them all, oldest first: npm run runs -- --job charge-customers --since 22m --backfill',
+      'runs --check: charge-customers: 2 slots missed; to deliver them all, oldest first: npm run runs -- --job charge-customers --since 2026-12-01T09:40:00Z --backfill',
     ]);
   });
 });
@@ -418,7 +471,7 @@ describe('stored text on a terminal', () => {
       lastError: RAW,
     } as SlotRow;
 
-    const lines = checkLines([failed], new Date(0));
+    const lines = checkLines([failed]);
 
     assert.equal(lines.length, 1);
     assert.ok(
