@@ -108,6 +108,7 @@ ${Object.entries(STATE_COLOURS)
 .kind-manual::after,.kind-forced::after,.forced-slot::after{content:'';position:absolute;left:3px;top:-7px;width:8px;height:8px;border-radius:50%;background:#000}
 .kind-forced::after,.forced-slot::after{border-radius:0;transform:rotate(45deg) scale(.8)}
 .forced-slot::after{background:#fff;box-shadow:0 0 0 1px #000}
+.caught-up{outline:2px dashed #000;outline-offset:1px}
 .cell{display:flex;flex-direction:column;align-items:flex-start;gap:2px;width:14px}
 .tick{font-size:10px;color:#616161;white-space:nowrap;height:12px;border-left:1px solid #9e9e9e;padding-left:2px;overflow:visible}
 .tick.none{border-left-color:transparent}
@@ -314,6 +315,7 @@ function cellOf(
     ...(view.early.has(row) ? ['early'] : []),
     ...(view.waiting.has(row) ? ['waiting'] : []),
     ...(forcedAsSlot(row) ? ['forced-slot'] : []),
+    ...(row.caughtUpAt === undefined ? [] : ['caught-up']),
   ];
   const tip = `${toUtcRfc3339(row.slot)} ${text}${
     row.lastError === undefined ? '' : ` — ${row.lastError}`
@@ -349,6 +351,7 @@ function legendOf(
       '<li><span class="slot state-completed kind-manual"></span>manual run</li>',
       '<li><span class="slot state-completed kind-forced"></span>forced run (placed when it ran)</li>',
       '<li><span class="slot state-completed forced-slot"></span>forced run taken as its slot</li>',
+      '<li><span class="slot state-completed caught-up"></span>caught up by the run audit</li>',
       '<li><span class="slot state-failed retrying"></span>failed, retrying</li>',
       `<li><span class="slot state-pending waiting"></span>pending, waiting behind an outstanding execution (${waiting})</li>`,
       `<li title="${escapeHtml(BEFORE_FIRST_RECORD_WHY)}"><span class="slot early"></span>${escapeHtml(BEFORE_FIRST_RECORD)}, not counted (${early})</li>`,

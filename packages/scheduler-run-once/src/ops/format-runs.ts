@@ -264,6 +264,9 @@ export function stateText(row: SlotRow, view: RowsView): string {
     ...(mark === undefined ? [] : [mark]),
     ...(row.kind === 'slot' ? [] : [row.kind]),
     ...(forcedAsSlot(row) ? ['forced run, taken as its slot'] : []),
+    ...(row.caughtUpAt === undefined
+      ? []
+      : [`caught up at ${toUtcRfc3339(row.caughtUpAt)}`]),
     ...(behind === undefined ? [] : [`waiting behind ${toUtcRfc3339(behind)}`]),
     ...(row.state === 'paused' && row.pauseNote ? [row.pauseNote] : []),
   ];
@@ -341,13 +344,14 @@ export function runsTable(
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
  * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "rerunOf", "notes",
- * "beforeFirstRecord", "mark", "pauseNote", "waitingBehind", "forcedAsSlot" }]`, absent values as
+ * "beforeFirstRecord", "mark", "pauseNote", "waitingBehind", "forcedAsSlot", "caughtUpAt" }]`, absent values as
  * `null`; `mark` is `undeclared` or `old schedule` ({@link RowMarks}). `beforeFirstRecord` is true
  * for a slot older than its job's oldest slot with a record in the window (`--check` does not
  * count it); such a slot with no record has `state` `no_run`, never `pending` or `missed`
  * ({@link BEFORE_FIRST_RECORD}). `pauseNote` is a `paused` slot's note; `waitingBehind` the slot
  * of the outstanding execution a `pending` slot waits behind ({@link waitingRows});
- * `forcedAsSlot` is true for a forced run taken as its slot ({@link forcedAsSlot}).
+ * `forcedAsSlot` is true for a forced run taken as its slot ({@link forcedAsSlot}); `caughtUpAt`
+ * when the run audit delivered the slot itself (catch-up), Scheduler having not.
  */
 export function runsJson(
   rows: readonly SlotRow[],
@@ -378,6 +382,8 @@ export function runsJson(
         pauseNote: row.pauseNote ?? null,
         waitingBehind: behind === undefined ? null : toUtcRfc3339(behind),
         forcedAsSlot: forcedAsSlot(row),
+        caughtUpAt:
+          row.caughtUpAt === undefined ? null : toUtcRfc3339(row.caughtUpAt),
       };
     }),
     null,

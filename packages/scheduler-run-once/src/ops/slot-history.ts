@@ -51,6 +51,8 @@ export interface SlotRow {
   readonly notes: Readonly<Record<string, unknown>>;
   readonly kind: 'slot' | 'manual' | 'forced' | 'rerun';
   readonly pauseNote?: string | undefined;
+  /** When the run audit last delivered the slot itself, Scheduler having not (catch-up). */
+  readonly caughtUpAt?: Date | undefined;
 }
 
 /** The fields of a row without a readable run. */
@@ -121,6 +123,7 @@ export function slotRow(
     reported: run.reportedAt !== undefined,
     rerunOf: run.rerunOf,
     notes: run.notes,
+    ...(run.caughtUpAt === undefined ? {} : { caughtUpAt: run.caughtUpAt }),
   };
 }
 

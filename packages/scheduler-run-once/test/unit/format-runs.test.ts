@@ -259,6 +259,34 @@ describe('checkFailures', () => {
       ],
     );
   });
+  it('shows a caught-up slot as such in the table and the JSON', () => {
+    const minute = (m: number) => new Date(Date.UTC(2026, 10, 30, 10, m));
+    const rows: SlotRow[] = [
+      { ...row('completed', true), attempts: 1, slot: minute(0) },
+      {
+        ...row('completed', true),
+        attempts: 1,
+        slot: minute(1),
+        caughtUpAt: minute(4),
+      },
+    ];
+
+    const states = runsTable(rows)
+      .split('\n')
+      .slice(1)
+      .map((line) => line.split(/ {2,}/)[2]);
+    const json = JSON.parse(runsJson(rows)) as { caughtUpAt: string | null }[];
+
+    assert.deepEqual(states, [
+      'completed',
+      'completed (caught up at 2026-11-30T10:04:00Z)',
+    ]);
+    assert.deepEqual(
+      json.map((r) => r.caughtUpAt),
+      [null, '2026-11-30T10:04:00Z'],
+    );
+  });
+
   it('fails an unreadable slot: nobody can tell whether it ran, and the line says how to repair it', () => {
     const unreadable = {
       ...row('unreadable', false),
