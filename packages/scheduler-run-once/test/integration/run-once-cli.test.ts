@@ -5,7 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -32,6 +38,29 @@ function runOnce(...args: string[]) {
     env: { PATH: process.env.PATH ?? '', METADATA_SERVER_DETECTION: 'none' },
     timeout: 60_000,
   });
+}
+
+/**
+ * `run-once ...args` in a project of the test's own whose `src/jobs.ts` is `jobsSource` (none when
+ * undefined), removed afterwards.
+ */
+function runOnceWithJobs(jobsSource: string | undefined, ...args: string[]) {
+  const project = mkdtempSync(path.join(tmpdir(), 'run-once-cli-jobs-'));
+  try {
+    writeFileSync(path.join(project, 'package.json'), '{"type":"module"}\n');
+    if (jobsSource !== undefined) {
+      mkdirSync(path.join(project, 'src'));
+      writeFileSync(path.join(project, 'src/jobs.ts'), jobsSource);
+    }
+    return spawnSync(process.execPath, [BIN, ...args], {
+      cwd: project,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', METADATA_SERVER_DETECTION: 'none' },
+      timeout: 60_000,
+    });
+  } finally {
+    rmSync(project, { recursive: true, force: true });
+  }
 }
 
 /** The `--flag` names a usage text mentions. */
@@ -137,6 +166,46 @@ describe("deploy.sh's own steps", () => {
       );
       assert.equal(bad.status, 2, bad.stderr);
       assert.match(bad.stderr, /Unknown option '--bogus'/);
+    });
+  }
+
+  it('outside a project (no src/jobs.ts) says where it looked and what to do, in one line', () => {
+    const result = runOnceWithJobs(undefined, 'jobs');
+
+    assert.equal(result.status, 1);
+    assert.equal(result.stdout, '');
+    assert.match(
+      result.stderr,
+      /^jobs: no src\/jobs\.ts in .+: run the command in your project's directory .+\n$/,
+    );
+  });
+
+  const brokenModules: Record<string, { source: string; says: RegExp }> = {
+    'throws at import': {
+      source: "const n = 1;\nthrow new Error('no API key');\n",
+      says: /src\/jobs\.ts failed to load: no API key \(at src\/jobs\.ts:2:7\)/,
+    },
+    'does not parse': {
+      source: 'export const jobs = [ ;\n',
+      says: /src\/jobs\.ts failed to load: .+ \(at src\/jobs\.ts:1\)/,
+    },
+    'imports a missing file': {
+      source: "import { job } from './gone.ts';\nexport const jobs = [job];\n",
+      says: /src\/jobs\.ts failed to load: Cannot find module '.+gone\.ts'/,
+    },
+  };
+  for (const [what, { source, says }] of Object.entries(brokenModules)) {
+    it(`names a src/jobs.ts that ${what} in one line, without a stack`, () => {
+      const result = runOnceWithJobs(source, 'runs', '--json');
+
+      assert.equal(result.status, 1);
+      assert.equal(result.stdout, '');
+      assert.match(result.stderr, says);
+      assert.match(
+        result.stderr,
+        /`node src\/jobs\.ts` shows the whole error\n$/,
+      );
+      assert.equal(result.stderr.split('\n').length, 2, result.stderr);
     });
   }
 });
