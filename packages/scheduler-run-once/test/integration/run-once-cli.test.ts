@@ -208,4 +208,41 @@ describe("deploy.sh's own steps", () => {
       assert.equal(result.stderr.split('\n').length, 2, result.stderr);
     });
   }
+
+  it('dev refuses a bad argument with exit 2 and its usage, as every command does', () => {
+    const unknown = runOnce('dev', '--nope');
+    const badRate = runOnce('dev', '--drop-answers', '2');
+
+    for (const result of [unknown, badRate]) {
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(result.stderr, /^dev: .+\nusage: run-once dev /);
+    }
+  });
+
+  it('dev refuses a PORT that is not a port with exit 2, before it starts anything', () => {
+    const result = spawnSync(process.execPath, [BIN, 'dev'], {
+      cwd: PROJECT,
+      encoding: 'utf8',
+      env: {
+        PATH: process.env.PATH ?? '',
+        METADATA_SERVER_DETECTION: 'none',
+        PORT: 'abc',
+      },
+      timeout: 60_000,
+    });
+
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(result.stderr, /^dev: PORT="abc" is not a port: /);
+  });
+
+  it('dev outside a project says so in one line, before it starts the emulator', () => {
+    const result = runOnceWithJobs(undefined, 'dev');
+
+    assert.equal(result.status, 1, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.match(
+      result.stderr,
+      /^dev: no src\/jobs\.ts in .+: run npm run dev in your project's directory .+\n$/,
+    );
+  });
 });
