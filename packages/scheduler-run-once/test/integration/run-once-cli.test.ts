@@ -245,4 +245,68 @@ describe("deploy.sh's own steps", () => {
       /^dev: no src\/jobs\.ts in .+: run npm run dev in your project's directory .+\n$/,
     );
   });
+
+  /**
+   * `run-once` from a copy of the package's `bin/` under `node_modules/scheduler-run-once/` (as
+   * npm installs it), whose `dist/` holds only `files` (path to contents): an install that lost
+   * its build, or a dependency.
+   */
+  function runInstalledCopy(files: Record<string, string>) {
+    const scratch = mkdtempSync(path.join(tmpdir(), 'run-once-cli-install-'));
+    const installed = path.join(scratch, 'node_modules/scheduler-run-once');
+    try {
+      mkdirSync(path.join(installed, 'bin'), { recursive: true });
+      for (const file of [
+        'bin/run-once.cjs',
+        'bin/check-node.cjs',
+        'package.json',
+      ]) {
+        writeFileSync(
+          path.join(installed, file),
+          readFileSync(path.join(ROOT, file)),
+        );
+      }
+      for (const [file, contents] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(installed, file)), {
+          recursive: true,
+        });
+        writeFileSync(path.join(installed, file), contents);
+      }
+      return spawnSync(
+        process.execPath,
+        [path.join(installed, 'bin/run-once.cjs'), 'version'],
+        {
+          cwd: scratch,
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH ?? '' },
+          timeout: 60_000,
+        },
+      );
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }
+
+  it('says in one line that an install without dist/ must be reinstalled', () => {
+    const result = runInstalledCopy({});
+
+    assert.equal(result.status, 1);
+    assert.match(
+      result.stderr,
+      /^run-once: this install of scheduler-run-once \(.+\) has no dist\/: reinstall it .+\n$/,
+    );
+  });
+
+  it('says in one line which dependency an install lacks, and to run npm install', () => {
+    const result = runInstalledCopy({
+      'dist/cli/run-once.js':
+        "import 'croner-not-installed';\nexport async function main() { return 0; }\n",
+    });
+
+    assert.equal(result.status, 1);
+    assert.match(
+      result.stderr,
+      /^run-once: scheduler-run-once cannot load croner-not-installed, .+: run npm install in your project.*\n$/,
+    );
+  });
 });
