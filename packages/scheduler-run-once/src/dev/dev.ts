@@ -82,7 +82,6 @@ const FUNCTION_START_MS = 60_000;
 const FUNCTION_STOP_MS = 10_000;
 /** Edits arrive in bursts (an editor writes, renames, touches): build once they stop. */
 const WATCH_QUIET_MS = 300;
-const TSC = binPath('tsc');
 const EXPORT_NAME = 'firestore';
 
 function say(text: string): void {
@@ -93,6 +92,21 @@ function fail(text: string): never {
   console.error(`dev: ${text}`);
   process.exit(1);
 }
+
+/**
+ * TypeScript's `tsc`, which builds the project (and the library from its sources): a project that
+ * installed the package but not TypeScript is told what to install, in one line.
+ */
+function tscPath(): string {
+  try {
+    return binPath('tsc');
+  } catch {
+    return fail(
+      'npm run dev builds src/ with TypeScript, which is not installed here: npm install --save-dev typescript',
+    );
+  }
+}
+const TSC = tscPath();
 
 /** Exit status for a bad argument, as every `run-once` command has it (docs/operations.md). */
 const EXIT_BAD_ARGUMENT = 2;
