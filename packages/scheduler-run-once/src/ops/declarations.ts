@@ -10,6 +10,7 @@ import {
   type JobDeclaration,
   validateJobs,
 } from '../policy/job-declaration.ts';
+import { isJobId } from '../policy/job-id.ts';
 import { CommandError, UsageError } from './command.ts';
 
 /**
@@ -102,12 +103,20 @@ export async function loadJobs(
   return validateJobs(await loadDeclarations(env.JOBS_MODULE));
 }
 
+/**
+ * An id as an error shows it: as it is when it is a job id, else quoted and escaped, so an empty
+ * id shows as `""` and control characters cannot reach the terminal.
+ */
+function shownId(id: string): string {
+  return isJobId(id) ? id : JSON.stringify(id);
+}
+
 function notDeclared(
   jobs: readonly DeclaredJob[],
   ids: readonly string[],
 ): UsageError {
   return new UsageError(
-    `no declared job ${ids.join(', ')} (declared: ${jobs.map((j) => j.id).join(', ')})`,
+    `no declared job ${ids.map(shownId).join(', ')} (declared: ${jobs.map((j) => j.id).join(', ')})`,
   );
 }
 

@@ -309,4 +309,18 @@ describe("deploy.sh's own steps", () => {
       /^run-once: scheduler-run-once cannot load croner-not-installed, .+: run npm install in your project.*\n$/,
     );
   });
+
+  it('shows an undeclared job id that is empty or holds control characters quoted and escaped', () => {
+    const empty = runOnce('trigger', '');
+    const escape = runOnce('trigger', 'a\u001b[31mb');
+
+    assert.equal(empty.status, 2);
+    assert.match(empty.stderr, /^trigger: no declared job "" \(declared: /);
+    assert.equal(escape.status, 2);
+    assert.match(
+      escape.stderr,
+      /^trigger: no declared job "a\\u001b\[31mb" \(declared: /,
+    );
+    assert.ok(!escape.stderr.includes('\u001b'), escape.stderr);
+  });
 });
