@@ -312,15 +312,15 @@ describe("deploy.sh's own steps", () => {
 
   it('shows an undeclared job id that is empty or holds control characters quoted and escaped', () => {
     const empty = runOnce('trigger', '');
-    const escape = runOnce('trigger', 'a\u001b[31mb');
+    const withEscape = runOnce('trigger', 'a\u001b[31mb');
 
     assert.equal(empty.status, 2);
     assert.match(empty.stderr, /^trigger: no declared job "" \(declared: /);
-    assert.equal(escape.status, 2);
+    assert.equal(withEscape.status, 2);
     assert.match(
-      escape.stderr,
+      withEscape.stderr,
       /^trigger: no declared job "a\\u001b\[31mb" \(declared: /,
     );
-    assert.ok(!escape.stderr.includes('\u001b'), escape.stderr);
+    assert.ok(!withEscape.stderr.includes('\u001b'), withEscape.stderr);
   });
 });
