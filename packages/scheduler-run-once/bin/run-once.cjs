@@ -19,6 +19,33 @@ const compiled = join(__dirname, '..', 'dist', 'cli', 'run-once.js');
 const underNodeModules = __dirname.split(sep).includes('node_modules');
 const entry = existsSync(source) && !underNodeModules ? source : compiled;
 
+/**
+ * What to say, in one line, when the package itself cannot be loaded: its compiled `dist/` is
+ * missing (a broken install, or a checkout not built) or one of its dependencies is. undefined
+ * for any other error. A project's own missing import never gets here: the commands name it
+ * (src/ops/declarations.ts).
+ */
+function brokenInstall(err) {
+  if (
+    err === null ||
+    typeof err !== 'object' ||
+    err.code !== 'ERR_MODULE_NOT_FOUND'
+  ) {
+    return undefined;
+  }
+  const packageDir = join(__dirname, '..');
+  if (!existsSync(compiled) && entry === compiled) {
+    return underNodeModules
+      ? `run-once: this install of scheduler-run-once (${packageDir}) has no dist/: reinstall it (rm -rf node_modules, then npm install)`
+      : `run-once: scheduler-run-once (${packageDir}) has no dist/: run npm run build there`;
+  }
+  const missing = /Cannot find (?:package|module) '([^']+)'/.exec(
+    String(err.message),
+  );
+  const what = missing === null ? 'a module' : missing[1];
+  return `run-once: scheduler-run-once cannot load ${what}, one of its own files or dependencies: run npm install in your project (rm -rf node_modules first if it persists)`;
+}
+
 import(pathToFileURL(entry).href)
   .then((command) => command.main(process.argv.slice(2)))
   .then(
@@ -26,8 +53,9 @@ import(pathToFileURL(entry).href)
       process.exitCode = status;
     },
     (err) => {
-      // A bug, not a failure a command names: its stack, and exit 1.
-      console.error(err);
+      const broken = brokenInstall(err);
+      // Anything else is a bug, not a failure a command names: its stack, and exit 1.
+      console.error(broken ?? err);
       process.exitCode = 1;
     },
   );

@@ -82,7 +82,6 @@ const FUNCTION_START_MS = 60_000;
 const FUNCTION_STOP_MS = 10_000;
 /** Edits arrive in bursts (an editor writes, renames, touches): build once they stop. */
 const WATCH_QUIET_MS = 300;
-const TSC = binPath('tsc');
 const EXPORT_NAME = 'firestore';
 
 function say(text: string): void {
@@ -92,6 +91,30 @@ function say(text: string): void {
 function fail(text: string): never {
   console.error(`dev: ${text}`);
   process.exit(1);
+}
+
+/**
+ * TypeScript's `tsc`, which builds the project (and the library from its sources): a project that
+ * installed the package but not TypeScript is told what to install, in one line.
+ */
+function tscPath(): string {
+  try {
+    return binPath('tsc');
+  } catch {
+    return fail(
+      'npm run dev builds src/ with TypeScript, which is not installed here: npm install --save-dev typescript',
+    );
+  }
+}
+const TSC = tscPath();
+
+/** Exit status for a bad argument, as every `run-once` command has it (docs/operations.md). */
+const EXIT_BAD_ARGUMENT = 2;
+
+/** Refuses a bad argument: `text` and the usage, exit 2. */
+function badArgument(text: string): never {
+  console.error(`dev: ${text}\n${USAGE}`);
+  process.exit(EXIT_BAD_ARGUMENT);
 }
 
 let options: {
@@ -129,17 +152,25 @@ try {
     },
   }));
 } catch (err) {
-  fail(`${(err as Error).message}\n${USAGE}`);
+  badArgument((err as Error).message);
 }
 if (options.help) {
   console.log(USAGE);
   process.exit(0);
 }
 if (options['without-schedule-time'] && options.fire === undefined) {
-  fail(`--without-schedule-time goes with --fire JOB\n${USAGE}`);
+  badArgument('--without-schedule-time goes with --fire JOB');
 }
 if ((options.source === undefined) !== (options.target === undefined)) {
-  fail(`--source and --target go together\n${USAGE}`);
+  badArgument('--source and --target go together');
+}
+
+// Outside a project nothing below can work: say so before the emulator starts.
+const jobsModule = process.env.JOBS_MODULE || 'src/jobs.ts';
+if (!existsSync(resolve(PROJECT_DIR, jobsModule))) {
+  fail(
+    `no ${jobsModule} in ${PROJECT_DIR}: run npm run dev in your project's directory (the one with package.json and src/jobs.ts)`,
+  );
 }
 
 // Ctrl-C or SIGTERM while starting exits at once, and exiting kills every process group started
@@ -161,9 +192,14 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 const port = Number(process.env.PORT || '8080');
+if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+  badArgument(
+    `PORT=${JSON.stringify(process.env.PORT)} is not a port: set it to a whole number from 1 to 65535, or unset it for 8080`,
+  );
+}
 const host = options.host ?? LOCAL_HOST;
 if (host === '' || /\s/.test(host)) {
-  fail(`--host ${JSON.stringify(host)} is not an address\n${USAGE}`);
+  badArgument(`--host ${JSON.stringify(host)} is not an address`);
 }
 /** Where the Scheduler and the page reach what listens on `host`: this machine for a wildcard. */
 const reachHost = ['0.0.0.0', '::', '[::]'].includes(host) ? LOCAL_HOST : host;
@@ -196,7 +232,7 @@ try {
   dropAnswers = parseRate('--drop-answers', options['drop-answers']);
   duplicates = parseRate('--duplicates', options.duplicates);
 } catch (err) {
-  fail(`${(err as Error).message}\n${USAGE}`);
+  badArgument((err as Error).message);
 }
 if (await acceptsConnections(port, reachHost)) {
   fail(

@@ -129,12 +129,15 @@ export function validateJobs(
   return Object.freeze(jobs);
 }
 
+/** What a problem says of a schedule that is neither a string nor missing. */
+const SCHEDULE_NOT_A_STRING = 'must be a unix-cron string, e.g. "*/5 * * * *"';
+
 /** How problems name the declaration at `index`: by its id where it has one, and its place. */
 function jobLabel(declaration: JobDeclaration, index: number): string {
   const named = (declaration as { id?: unknown } | null)?.id;
   const at = `jobs[${index}]`;
   return typeof named === 'string' && named !== ''
-    ? `job "${named}" (${at})`
+    ? `job ${JSON.stringify(named)} (${at})`
     : at;
 }
 
@@ -168,9 +171,14 @@ function declaredJob(
   problem: (text: string) => void,
 ): DeclaredJob {
   const { id, schedule, run } = declaration;
+  if (schedule === undefined) {
+    problem('schedule is required');
+  }
   const scheduleText =
-    typeof schedule === 'string' ? scheduleProblem(schedule) : 'is required';
-  if (scheduleText !== undefined) {
+    typeof schedule === 'string'
+      ? scheduleProblem(schedule)
+      : SCHEDULE_NOT_A_STRING;
+  if (schedule !== undefined && scheduleText !== undefined) {
     problem(`schedule ${JSON.stringify(schedule)} ${scheduleText}`);
   }
   const timeZone = declaration.timeZone ?? JOB_DEFAULTS.timeZone;

@@ -272,4 +272,23 @@ describe('the package as published, installed in a project of its own', {
       /^gcloud scheduler jobs create http packed-job /m,
     );
   });
+
+  it('says in one line that run-once dev needs TypeScript, in a project without it', async () => {
+    assert.ok(
+      existsSync(path.join(project, 'src/jobs.ts')),
+      'the run-once test runs first',
+    );
+    const runOnce = path.join(project, 'node_modules/.bin/run-once');
+
+    const dev = await runIn(project, runOnce, ['dev'], {
+      env: outsideEnv({ METADATA_SERVER_DETECTION: 'none' }),
+      timeoutMs: NPM_TIMEOUT_MS,
+    });
+
+    assert.equal(dev.code, 1, dev.output);
+    assert.equal(
+      dev.output,
+      'dev: npm run dev builds src/ with TypeScript, which is not installed here: npm install --save-dev typescript\n',
+    );
+  });
 });

@@ -5,7 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -32,6 +38,29 @@ function runOnce(...args: string[]) {
     env: { PATH: process.env.PATH ?? '', METADATA_SERVER_DETECTION: 'none' },
     timeout: 60_000,
   });
+}
+
+/**
+ * `run-once ...args` in a project of the test's own whose `src/jobs.ts` is `jobsSource` (none when
+ * undefined), removed afterwards.
+ */
+function runOnceWithJobs(jobsSource: string | undefined, ...args: string[]) {
+  const project = mkdtempSync(path.join(tmpdir(), 'run-once-cli-jobs-'));
+  try {
+    writeFileSync(path.join(project, 'package.json'), '{"type":"module"}\n');
+    if (jobsSource !== undefined) {
+      mkdirSync(path.join(project, 'src'));
+      writeFileSync(path.join(project, 'src/jobs.ts'), jobsSource);
+    }
+    return spawnSync(process.execPath, [BIN, ...args], {
+      cwd: project,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', METADATA_SERVER_DETECTION: 'none' },
+      timeout: 60_000,
+    });
+  } finally {
+    rmSync(project, { recursive: true, force: true });
+  }
 }
 
 /** The `--flag` names a usage text mentions. */
@@ -139,4 +168,159 @@ describe("deploy.sh's own steps", () => {
       assert.match(bad.stderr, /Unknown option '--bogus'/);
     });
   }
+
+  it('outside a project (no src/jobs.ts) says where it looked and what to do, in one line', () => {
+    const result = runOnceWithJobs(undefined, 'jobs');
+
+    assert.equal(result.status, 1);
+    assert.equal(result.stdout, '');
+    assert.match(
+      result.stderr,
+      /^jobs: no src\/jobs\.ts in .+: run the command in your project's directory .+\n$/,
+    );
+  });
+
+  const brokenModules: Record<string, { source: string; says: RegExp }> = {
+    'throws at import': {
+      source: "const n = 1;\nthrow new Error('no API key');\n",
+      says: /src\/jobs\.ts failed to load: no API key \(at src\/jobs\.ts:2:7\)/,
+    },
+    'does not parse': {
+      source: 'export const jobs = [ ;\n',
+      says: /src\/jobs\.ts failed to load: .+ \(at src\/jobs\.ts:1\)/,
+    },
+    'imports a missing file': {
+      source: "import { job } from './gone.ts';\nexport const jobs = [job];\n",
+      says: /src\/jobs\.ts failed to load: Cannot find module '.+gone\.ts'/,
+    },
+  };
+  for (const [what, { source, says }] of Object.entries(brokenModules)) {
+    it(`names a src/jobs.ts that ${what} in one line, without a stack`, () => {
+      const result = runOnceWithJobs(source, 'runs', '--json');
+
+      assert.equal(result.status, 1);
+      assert.equal(result.stdout, '');
+      assert.match(result.stderr, says);
+      assert.match(
+        result.stderr,
+        /`node src\/jobs\.ts` shows the whole error\n$/,
+      );
+      assert.equal(result.stderr.split('\n').length, 2, result.stderr);
+    });
+  }
+
+  it('dev refuses a bad argument with exit 2 and its usage, as every command does', () => {
+    const unknown = runOnce('dev', '--nope');
+    const badRate = runOnce('dev', '--drop-answers', '2');
+
+    for (const result of [unknown, badRate]) {
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(result.stderr, /^dev: .+\nusage: run-once dev /);
+    }
+  });
+
+  it('dev refuses a PORT that is not a port with exit 2, before it starts anything', () => {
+    const result = spawnSync(process.execPath, [BIN, 'dev'], {
+      cwd: PROJECT,
+      encoding: 'utf8',
+      env: {
+        PATH: process.env.PATH ?? '',
+        METADATA_SERVER_DETECTION: 'none',
+        PORT: 'abc',
+      },
+      timeout: 60_000,
+    });
+
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(result.stderr, /^dev: PORT="abc" is not a port: /);
+  });
+
+  it('dev outside a project says so in one line, before it starts the emulator', () => {
+    const result = runOnceWithJobs(undefined, 'dev');
+
+    assert.equal(result.status, 1, result.stderr);
+    assert.equal(result.stdout, '');
+    assert.match(
+      result.stderr,
+      /^dev: no src\/jobs\.ts in .+: run npm run dev in your project's directory .+\n$/,
+    );
+  });
+
+  /**
+   * `run-once` from a copy of the package's `bin/` under `node_modules/scheduler-run-once/` (as
+   * npm installs it), whose `dist/` holds only `files` (path to contents): an install that lost
+   * its build, or a dependency.
+   */
+  function runInstalledCopy(files: Record<string, string>) {
+    const scratch = mkdtempSync(path.join(tmpdir(), 'run-once-cli-install-'));
+    const installed = path.join(scratch, 'node_modules/scheduler-run-once');
+    try {
+      mkdirSync(path.join(installed, 'bin'), { recursive: true });
+      for (const file of [
+        'bin/run-once.cjs',
+        'bin/check-node.cjs',
+        'package.json',
+      ]) {
+        writeFileSync(
+          path.join(installed, file),
+          readFileSync(path.join(ROOT, file)),
+        );
+      }
+      for (const [file, contents] of Object.entries(files)) {
+        mkdirSync(path.dirname(path.join(installed, file)), {
+          recursive: true,
+        });
+        writeFileSync(path.join(installed, file), contents);
+      }
+      return spawnSync(
+        process.execPath,
+        [path.join(installed, 'bin/run-once.cjs'), 'version'],
+        {
+          cwd: scratch,
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH ?? '' },
+          timeout: 60_000,
+        },
+      );
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  }
+
+  it('says in one line that an install without dist/ must be reinstalled', () => {
+    const result = runInstalledCopy({});
+
+    assert.equal(result.status, 1);
+    assert.match(
+      result.stderr,
+      /^run-once: this install of scheduler-run-once \(.+\) has no dist\/: reinstall it .+\n$/,
+    );
+  });
+
+  it('says in one line which dependency an install lacks, and to run npm install', () => {
+    const result = runInstalledCopy({
+      'dist/cli/run-once.js':
+        "import 'croner-not-installed';\nexport async function main() { return 0; }\n",
+    });
+
+    assert.equal(result.status, 1);
+    assert.match(
+      result.stderr,
+      /^run-once: scheduler-run-once cannot load croner-not-installed, .+: run npm install in your project.*\n$/,
+    );
+  });
+
+  it('shows an undeclared job id that is empty or holds control characters quoted and escaped', () => {
+    const empty = runOnce('trigger', '');
+    const withEscape = runOnce('trigger', 'a\u001b[31mb');
+
+    assert.equal(empty.status, 2);
+    assert.match(empty.stderr, /^trigger: no declared job "" \(declared: /);
+    assert.equal(withEscape.status, 2);
+    assert.match(
+      withEscape.stderr,
+      /^trigger: no declared job "a\\u001b\[31mb" \(declared: /,
+    );
+    assert.ok(!withEscape.stderr.includes('\u001b'), withEscape.stderr);
+  });
 });

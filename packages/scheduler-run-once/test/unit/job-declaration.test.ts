@@ -135,6 +135,43 @@ describe('validateJobs', () => {
     );
   });
 
+  it('names a job whose id holds control characters on one line, escaped', () => {
+    const id = 'bad id\u001b[31m\nnext';
+    const problems = problemsOf([
+      defineJob({ id, schedule: '* * * * *', run }),
+    ]);
+
+    assert.ok(problems.length > 0);
+    for (const problem of problems) {
+      assert.ok(
+        ![...problem].some((c) => c < ' ' || c === '\u007f'),
+        JSON.stringify(problem),
+      );
+      assert.ok(
+        problem.startsWith(`job ${JSON.stringify(id)} (jobs[0])`),
+        problem,
+      );
+    }
+  });
+
+  it('says a missing schedule is required, and a schedule that is no string must be one', () => {
+    const problems = problemsOf([
+      { id: 'missing', run },
+      { id: 'number', schedule: 5, run },
+    ]);
+
+    assert.ok(
+      problems.includes('job "missing" (jobs[0]): schedule is required'),
+      problems.join('\n'),
+    );
+    assert.ok(
+      problems.includes(
+        'job "number" (jobs[1]): schedule 5 must be a unix-cron string, e.g. "*/5 * * * *"',
+      ),
+      problems.join('\n'),
+    );
+  });
+
   it('refuses an empty list', () => {
     assert.deepEqual(problemsOf([]), [
       'no jobs are declared: src/jobs.ts must export at least one in `jobs`',
