@@ -60,6 +60,16 @@ import {
   schedulerSettings,
 } from '../ops/scheduler-settings.ts';
 import {
+  commandLineOf,
+  describeEarlierDev,
+  type RecordedProcess,
+  readLock,
+  reclaimEarlierDev,
+  removeLock,
+  stateDir,
+  writeLock,
+} from './dev-state.ts';
+import {
   acceptsConnections,
   binPath,
   freePort,
@@ -70,6 +80,7 @@ import {
   ROOT,
   spawnFunction,
   startFirestoreEmulator,
+  waitFor,
   waitForPort,
 } from './local-processes.ts';
 import { colorWanted, prettyLogLines } from './pretty-logs.ts';
@@ -84,6 +95,8 @@ const FUNCTION_STOP_MS = 10_000;
 const WATCH_QUIET_MS = 300;
 const TSC = binPath('tsc');
 const EXPORT_NAME = 'firestore';
+/** How long the processes an earlier, crashed dev left running may take to exit once killed. */
+const LEFTOVERS_STOP_MS = 10_000;
 
 function say(text: string): void {
   console.log(`dev: ${text}`);
@@ -198,6 +211,64 @@ try {
 } catch (err) {
   fail(`${(err as Error).message}\n${USAGE}`);
 }
+// An earlier dev in this project: refused while it runs; after its crash, what it left running
+// (the function on this port, the emulator) is stopped first (`dev-state.ts`).
+const devStateDir = stateDir(PROJECT_DIR);
+const earlier = reclaimEarlierDev(devStateDir);
+if (earlier.kind === 'running') {
+  fail(describeEarlierDev(earlier, devStateDir));
+}
+if (earlier.kind === 'crashed') {
+  say(describeEarlierDev(earlier, devStateDir));
+  const gone = async (child: RecordedProcess) =>
+    commandLineOf(child.pid) === undefined &&
+    (child.port === undefined || !(await acceptsConnections(child.port)));
+  await waitFor(
+    "the earlier dev's processes to exit and free their ports",
+    async () =>
+      (await Promise.all(earlier.stopped.map(gone))).every(Boolean)
+        ? true
+        : undefined,
+    LEFTOVERS_STOP_MS,
+  ).catch(() => say('some of them have not exited yet'));
+}
+const startedAt = new Date().toISOString();
+/** The processes this dev started, by role (`emulator`, `function`), as the lock records them. */
+const recorded = new Map<string, RecordedProcess>();
+/**
+ * Writes the lock: this dev's pid and the processes it started; with `role`, first records (or,
+ * without a pid, forgets) that process.
+ */
+function recordLock(
+  role?: string,
+  child?: GroupProcess,
+  childPort?: number,
+): void {
+  const command =
+    child?.pid === undefined ? undefined : commandLineOf(child.pid);
+  if (role !== undefined && child?.pid !== undefined && command !== undefined) {
+    recorded.set(role, {
+      role,
+      pid: child.pid,
+      command,
+      ...(childPort === undefined ? {} : { port: childPort }),
+    });
+  }
+  writeLock(devStateDir, {
+    pid: process.pid,
+    command: commandLineOf(process.pid) ?? '',
+    startedAt,
+    children: [...recorded.values()],
+  });
+}
+recordLock();
+// A clean exit, however it comes, removes the lock; a crash leaves it for the next start to find.
+process.on('exit', () => {
+  if (readLock(devStateDir)?.pid === process.pid) {
+    removeLock(devStateDir);
+  }
+});
+
 if (await acceptsConnections(port, reachHost)) {
   fail(
     `port ${port} is taken: stop what listens there, or set PORT to another port`,
@@ -295,6 +366,7 @@ if (!options['no-build'] && !build()) {
 
 // The emulator, with the data kept by an earlier run.
 let emulator: GroupProcess | undefined;
+let emulatorPort: number | undefined;
 let emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
 const dataDir = options['keep-data']
   ? resolve(PROJECT_DIR, options['data-dir'] ?? '.emulator')
@@ -307,7 +379,7 @@ if (emulatorHost) {
     say('--keep-data ignored: that emulator keeps its own data');
   }
 } else {
-  const emulatorPort = await freePort();
+  emulatorPort = await freePort();
   emulatorHost = `127.0.0.1:${emulatorPort}`;
   const metadata =
     dataDir === undefined
@@ -318,6 +390,7 @@ if (emulatorHost) {
   emulator = await startFirestoreEmulator(emulatorPort, EMULATOR_START_MS, {
     ...(importData === undefined ? {} : { importData }),
   }).catch((err: Error) => fail(err.message));
+  recordLock('emulator', emulator, emulatorPort);
   say(
     `Firestore emulator on ${emulatorHost}${
       dataDir === undefined
@@ -358,6 +431,7 @@ async function startFunction(): Promise<void> {
     keep: 20_000,
   });
   fn = child;
+  recordLock('function', child, port);
   eachLine(child.stdout, (line) => process.stdout.write(pretty(line)));
   eachLine(child.stderr, (line) => process.stderr.write(`${line}\n`));
   void child.exited.then(() => {

@@ -368,6 +368,81 @@ describe('npm run dev', () => {
     );
   });
 
+  it('after a kill -9, the next start stops the function it left running, naming it; a start beside a running dev is refused', async (t) => {
+    if (!HAS_PROC) {
+      return t.skip('reads /proc (Linux)');
+    }
+    const port = await freePort();
+    const functionStarted = (dev: GroupProcess) => () => {
+      if (!dev.running()) {
+        throw new Error(`dev exited:\n${dev.output()}`);
+      }
+      return /^dev: function handleScheduledJob on/m.test(dev.output())
+        ? true
+        : undefined;
+    };
+    const first = startDev(port, ['--no-scheduler']);
+    let tree: number[] = [];
+    let next: GroupProcess | undefined;
+    try {
+      await waitFor('the first dev to serve', functionStarted(first), START_MS);
+      tree = processTree(first.pid ?? 0);
+      const lock = JSON.parse(
+        readFileSync(`${ROOT}/.run-once/dev.json`, 'utf8'),
+      ) as {
+        pid: number;
+        children: { role: string; pid: number; port: number }[];
+      };
+      assert.equal(lock.pid, first.pid);
+      const fn = lock.children.find((c) => c.role === 'function');
+      assert.equal(fn?.port, port);
+
+      const beside = startDev(await freePort(), ['--no-scheduler']);
+      await within(beside.exited, START_MS, 'a second dev to refuse');
+      assert.equal(beside.exitCode, 1, beside.output());
+      assert.match(
+        beside.output(),
+        new RegExp(
+          `another npm run dev \\(pid ${first.pid}\\) runs in this project`,
+        ),
+      );
+
+      // kill -9 of dev alone: its function, in a group of its own, keeps serving.
+      process.kill(first.pid ?? 0, 'SIGKILL');
+      await within(first.exited, STOP_MS, 'the first dev to die');
+      assert.deepEqual(
+        alive([fn?.pid ?? 0]),
+        [fn?.pid],
+        'the function outlived it',
+      );
+
+      next = startDev(port, ['--no-scheduler']);
+      await waitFor('the next dev to serve', functionStarted(next), START_MS);
+      assert.match(
+        next.output(),
+        new RegExp(
+          `^dev: an earlier npm run dev \\(pid ${first.pid}\\) ended without stopping its processes; stopped: function \\(pid ${fn?.pid}, port ${port}\\)$`,
+          'm',
+        ),
+      );
+      assert.doesNotMatch(next.output(), /port \d+ is taken/);
+      assert.deepEqual(alive([fn?.pid ?? 0]), [], 'the old function is gone');
+    } finally {
+      first.signalGroup('SIGKILL');
+      for (const pid of alive(tree)) {
+        process.kill(pid, 'SIGKILL');
+      }
+      if (next !== undefined) {
+        await stopDev(next, processTree(next.pid ?? 0), 'SIGINT');
+      }
+    }
+    assert.equal(
+      existsSync(`${ROOT}/.run-once/dev.json`),
+      false,
+      'a clean stop removes the lock',
+    );
+  });
+
   it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {
     const emulatorPort = Number(
       URL.parse(`http://${process.env.FIRESTORE_EMULATOR_HOST}`)?.port,
