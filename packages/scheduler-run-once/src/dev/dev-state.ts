@@ -22,6 +22,10 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import type {
+  SchedulerState,
+  SchedulerStateStore,
+} from '../ops/local-scheduler.ts';
 
 /** The directory of dev's state, under the project: gitignored and left out of the upload. */
 export const STATE_DIR_NAME = '.run-once';
@@ -175,4 +179,28 @@ export function describeEarlierDev(earlier: EarlierDev, dir: string): string {
       : `an earlier npm run dev (pid ${earlier.pid}) ended without stopping its processes; stopped: ${named.join(', ')}`;
   }
   return '';
+}
+
+/**
+ * The local Scheduler's state kept in `dir`'s `scheduler.json` (written atomically at every change:
+ * a crash loses nothing it had owed). A file that cannot be read as one counts as none.
+ */
+export function schedulerStateFile(dir: string): SchedulerStateStore {
+  const file = join(dir, 'scheduler.json');
+  return {
+    load() {
+      try {
+        const state = JSON.parse(readFileSync(file, 'utf8')) as SchedulerState;
+        return typeof state.lastSlots === 'object' &&
+          Array.isArray(state.retries)
+          ? state
+          : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    save(state) {
+      writeJsonAtomically(file, state);
+    },
+  };
 }

@@ -66,6 +66,7 @@ import {
   readLock,
   reclaimEarlierDev,
   removeLock,
+  schedulerStateFile,
   stateDir,
   writeLock,
 } from './dev-state.ts';
@@ -499,6 +500,8 @@ if (!options['no-scheduler']) {
     pauseOf: emulatorPauses(env, deliveryOptions(settings, issuer)),
     dropAnswers,
     duplicates,
+    // What it owes (retries in back-off, each job's last slot) outlives a crash of this process.
+    state: schedulerStateFile(devStateDir),
     onEvent: (event) =>
       console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
