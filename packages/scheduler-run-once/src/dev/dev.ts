@@ -11,8 +11,10 @@
  *   module's function instead, as functions-framework's own flags do, e.g. a test's with jobs of its own) on `PORT` (8080), with Node's source maps on, so stack traces name
  *   `src/*.ts` lines, and with `EXPOSE_ERRORS=true`, so answers carry the error text. Its JSON log
  *   lines are shown readable (`scripts/pretty-logs.ts`).
- * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
- *   function; the emulator and the Scheduler keep running, and the Scheduler re-reads the
+ * - Watch mode: a change under `src/`, in any subfolder, and under the library's `src/` when it
+ *   runs from its sources (a workspace checkout), rebuilds (`tsc -p tsconfig.build.json`) and
+ *   restarts the function (`watch-sources.ts`: recursive, debounced, ignoring `node_modules/`,
+ *   build output and dev's state); the emulator and the Scheduler keep running, and the Scheduler re-reads the
  *   declarations. A build that fails keeps the running function. `--no-watch` turns it off;
  *   `--no-build` skips the first build and serves `build/` as it is.
  * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
@@ -37,14 +39,7 @@
  *   `FIRESTORE_EMULATOR_HOST` set, that emulator is used and its data is yours to keep.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  type FSWatcher,
-  mkdirSync,
-  renameSync,
-  rmSync,
-  watch,
-} from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -85,6 +80,7 @@ import {
   waitForPort,
 } from './local-processes.ts';
 import { colorWanted, prettyLogLines } from './pretty-logs.ts';
+import { type WatchedDir, watchSources } from './watch-sources.ts';
 
 const USAGE =
   'usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
@@ -581,13 +577,12 @@ say(
   `run history page: http://${urlHost}:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
 );
 
-// Watch mode.
-let watcher: FSWatcher | undefined;
+// Watch mode: src/ with its subfolders, and the library's src/ when it runs from its sources.
+let stopWatching: (() => void) | undefined;
 if (!options['no-watch']) {
-  let quiet: NodeJS.Timeout | undefined;
   let rebuilding = Promise.resolve();
   const rebuild = async (changed: string) => {
-    say(`src/${changed} changed`);
+    say(`${changed} changed`);
     if (!build()) {
       return;
     }
@@ -601,17 +596,21 @@ if (!options['no-watch']) {
       );
     }
   };
-  // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
-  // editor's atomic save) is a new inode that a per-file watch, as Node's recursive mode sets up on
-  // Linux, no longer sees; the directory's watch sees every entry.
-  watcher = watch(join(PROJECT_DIR, 'src'), (_event, file) => {
-    clearTimeout(quiet);
-    quiet = setTimeout(() => {
+  const watched: WatchedDir[] = [
+    { dir: join(PROJECT_DIR, 'src'), label: 'src/' },
+  ];
+  if (LIBRARY_FROM_SOURCES && resolve(ROOT) !== resolve(PROJECT_DIR)) {
+    watched.push({ dir: join(ROOT, 'src'), label: "the library's src/" });
+  }
+  stopWatching = watchSources(
+    watched,
+    (changed) => {
       rebuilding = rebuilding.then(() =>
-        stopping ? undefined : rebuild(String(file)),
+        stopping ? undefined : rebuild(changed),
       );
-    }, WATCH_QUIET_MS);
-  });
+    },
+    WATCH_QUIET_MS,
+  );
 }
 
 /** Exports the emulator's data into `dataDir` through its export endpoint, replacing the last. */
@@ -655,7 +654,7 @@ async function shutDown(): Promise<void> {
   }
   stopping = true;
   say('stopping');
-  watcher?.close();
+  stopWatching?.();
   history.close();
   await scheduler?.stop();
   await stopFunction();
