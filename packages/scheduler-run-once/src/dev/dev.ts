@@ -92,6 +92,14 @@ const FUNCTION_STOP_MS = 10_000;
 const WATCH_QUIET_MS = 300;
 const TSC = binPath('tsc');
 const EXPORT_NAME = 'firestore';
+/** The export kept while the next one is moved in, so a crash then still leaves one. */
+const PREVIOUS_EXPORT_NAME = `${EXPORT_NAME}.previous`;
+/**
+ * How often `--keep-data` exports the emulator's data, ms: a crash (kill -9, no Ctrl-C) loses at
+ * most the writes of this long. `RUN_ONCE_DEV_EXPORT_SECONDS` sets it (the tests use 1 s).
+ */
+const EXPORT_INTERVAL_MS =
+  Number(process.env.RUN_ONCE_DEV_EXPORT_SECONDS || '60') * 1000;
 /** How long the processes an earlier, crashed dev left running may take to exit once killed. */
 const LEFTOVERS_STOP_MS = 10_000;
 
@@ -364,6 +372,10 @@ if (!options['no-build'] && !build()) {
 // The emulator, with the data kept by an earlier run.
 let emulator: GroupProcess | undefined;
 let emulatorPort: number | undefined;
+/** The periodic export of `--keep-data`. */
+let exportTimer: NodeJS.Timeout | undefined;
+/** The export under way, if any: a periodic one and the one at Ctrl-C never overlap. */
+let saving: Promise<void> = Promise.resolve();
 let emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
 const dataDir = options['keep-data']
   ? resolve(PROJECT_DIR, options['data-dir'] ?? '.emulator')
@@ -378,12 +390,7 @@ if (emulatorHost) {
 } else {
   emulatorPort = await freePort();
   emulatorHost = `127.0.0.1:${emulatorPort}`;
-  const metadata =
-    dataDir === undefined
-      ? undefined
-      : join(dataDir, EXPORT_NAME, `${EXPORT_NAME}.overall_export_metadata`);
-  const importData =
-    metadata !== undefined && existsSync(metadata) ? metadata : undefined;
+  const importData = dataDir === undefined ? undefined : keptExport(dataDir);
   emulator = await startFirestoreEmulator(emulatorPort, EMULATOR_START_MS, {
     ...(importData === undefined ? {} : { importData }),
   }).catch((err: Error) => fail(err.message));
@@ -393,10 +400,16 @@ if (emulatorHost) {
       dataDir === undefined
         ? ' (empty; --keep-data keeps data across runs)'
         : importData === undefined
-          ? `; its data is saved to ${dataDir} on Ctrl-C`
-          : `, with the data saved in ${dataDir}`
+          ? `; its data is saved to ${dataDir} every ${EXPORT_INTERVAL_MS / 1000} s and on Ctrl-C`
+          : `, with the data saved in ${dataDir} (saved again every ${EXPORT_INTERVAL_MS / 1000} s and on Ctrl-C)`
     }`,
   );
+  if (dataDir !== undefined) {
+    exportTimer = setInterval(() => {
+      void saveData({ quiet: true });
+    }, EXPORT_INTERVAL_MS);
+    exportTimer.unref();
+  }
 }
 env.FIRESTORE_EMULATOR_HOST = emulatorHost;
 say(
@@ -613,8 +626,28 @@ if (!options['no-watch']) {
   );
 }
 
+/**
+ * The export to import from `dir`: its `.overall_export_metadata` file, or the previous export's
+ * when a crash came between moving the previous one aside and moving the new one in.
+ */
+function keptExport(dir: string): string | undefined {
+  for (const name of [EXPORT_NAME, PREVIOUS_EXPORT_NAME]) {
+    const metadata = join(dir, name, `${EXPORT_NAME}.overall_export_metadata`);
+    if (existsSync(metadata)) {
+      return metadata;
+    }
+  }
+  return undefined;
+}
+
+/** Exports the emulator's data into `dataDir` (`quiet`: says nothing unless it fails). */
+function saveData(how: { quiet: boolean } = { quiet: false }): Promise<void> {
+  saving = saving.then(() => exportData(how.quiet));
+  return saving;
+}
+
 /** Exports the emulator's data into `dataDir` through its export endpoint, replacing the last. */
-async function saveData(): Promise<void> {
+async function exportData(quiet: boolean): Promise<void> {
   if (dataDir === undefined || emulator === undefined) {
     return;
   }
@@ -638,9 +671,18 @@ async function saveData(): Promise<void> {
     if (!res.ok) {
       throw new Error(`${res.status} ${await res.text()}`);
     }
-    rmSync(join(dataDir, EXPORT_NAME), { recursive: true, force: true });
-    renameSync(join(staging, EXPORT_NAME), join(dataDir, EXPORT_NAME));
-    say(`emulator data saved to ${dataDir}`);
+    // The last export stays whole until the new one is in place (keptExport reads either).
+    const current = join(dataDir, EXPORT_NAME);
+    const previous = join(dataDir, PREVIOUS_EXPORT_NAME);
+    rmSync(previous, { recursive: true, force: true });
+    if (existsSync(current)) {
+      renameSync(current, previous);
+    }
+    renameSync(join(staging, EXPORT_NAME), current);
+    rmSync(previous, { recursive: true, force: true });
+    if (!quiet) {
+      say(`emulator data saved to ${dataDir}`);
+    }
   } catch (err) {
     say(`could not save the emulator's data: ${(err as Error).message}`);
   } finally {
@@ -658,6 +700,7 @@ async function shutDown(): Promise<void> {
   history.close();
   await scheduler?.stop();
   await stopFunction();
+  clearInterval(exportTimer);
   await saveData();
   emulator?.signalGroup('SIGKILL');
   await issuer?.close();
