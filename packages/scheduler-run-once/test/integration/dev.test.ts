@@ -484,6 +484,7 @@ describe('npm run dev', () => {
       ownEmulator,
     );
     let leftovers: { pid: number; command: string }[] = [];
+    let tree: number[] = [];
     let next: GroupProcess | undefined;
     try {
       await waitFor(
@@ -498,6 +499,7 @@ describe('npm run dev', () => {
         },
         START_MS,
       );
+      tree = processTree(first.pid ?? 0);
       leftovers = (
         JSON.parse(readFileSync(`${ROOT}/.run-once/dev.json`, 'utf8')) as {
           children: { pid: number; command: string }[];
@@ -572,6 +574,9 @@ describe('npm run dev', () => {
       }
     } finally {
       first.signalGroup('SIGKILL');
+      for (const pid of alive(tree)) {
+        process.kill(pid, 'SIGKILL');
+      }
       for (const child of leftovers) {
         if (stillRuns(child)) {
           process.kill(-child.pid, 'SIGKILL');
