@@ -683,41 +683,22 @@ export class LocalScheduler {
     const firstAttemptAt = resume?.firstAttemptAt ?? this.#clock.now();
     const dropped = this.#dropSignal(job.id);
     const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
-    if (resume !== undefined) {
-      const kept = this.#keepRetry(job, scheduleTime, forced, {
-        attempt: resume.attempt,
-        firstAttemptAt,
-        dueAt: this.#clock.now() + resume.waitMs,
-      });
-      await sleepOn(this.#clock, resume.waitMs, waitSignal);
-      this.#forgetRetry(kept);
-      if (waitSignal.aborted) {
-        return {
-          jobId: job.id,
-          scheduleTime,
-          succeeded: false,
-          attempts: resume.attempt - 1,
-        };
-      }
+    if (
+      resume !== undefined &&
+      !(await this.#waitToResume(job, scheduleTime, forced, resume, waitSignal))
+    ) {
+      return {
+        jobId: job.id,
+        scheduleTime,
+        succeeded: false,
+        attempts: resume.attempt - 1,
+      };
     }
     for (let attempt = resume?.attempt ?? 1; ; attempt++) {
       const answer = await this.#attempt(job, scheduleTime, attempt, forced);
       const ok =
         !answer.dropped && answer.status !== undefined && answer.status < 300;
-      // Retries are counted from 0: after attempt n comes retry n - 1.
-      const retry = attempt - 1;
-      const elapsedMs = this.#clock.now() - firstAttemptAt;
-      let next: Next;
-      if (ok) {
-        next = { kind: 'succeeded' };
-      } else if (
-        this.#stopping.signal.aborted ||
-        !makesRetry(job, retry, elapsedMs)
-      ) {
-        next = { kind: 'gave_up', retries: retry };
-      } else {
-        next = { kind: 'retry', inMs: backoffMs(job, retry) };
-      }
+      const next = this.#nextAfter(job, attempt, ok, firstAttemptAt);
       this.#options.onEvent?.({ ...answer.event, next });
       if (next.kind !== 'retry') {
         return {
@@ -728,23 +709,17 @@ export class LocalScheduler {
           ...(answer.status === undefined ? {} : { lastStatus: answer.status }),
         };
       }
-      const kept = this.#keepRetry(job, scheduleTime, forced, {
-        attempt: attempt + 1,
-        firstAttemptAt,
-        dueAt: this.#clock.now() + next.inMs,
-      });
-      await sleepOn(this.#clock, next.inMs, waitSignal);
-      // A stop (Ctrl-C, or a crash) keeps the retry owed; a retry dropped with its job does not.
-      if (!this.#stopping.signal.aborted || dropped.aborted) {
-        this.#forgetRetry(kept);
-      }
-      if (dropped.aborted && !this.#stopping.signal.aborted) {
-        this.#options.onEvent?.({
-          type: 'dropped',
-          jobId: job.id,
-          scheduleTime,
-        });
-      }
+      await this.#backOff(
+        job,
+        scheduleTime,
+        forced,
+        {
+          attempt: attempt + 1,
+          firstAttemptAt,
+          dueAt: this.#clock.now() + next.inMs,
+        },
+        dropped,
+      );
       if (waitSignal.aborted) {
         return {
           jobId: job.id,
@@ -753,6 +728,74 @@ export class LocalScheduler {
           attempts: attempt,
         };
       }
+    }
+  }
+
+  /**
+   * Waits out the rest of a kept retry's back-off, kept meanwhile; false when `signal` ended the
+   * wait (a stop, or the job no longer declared).
+   */
+  async #waitToResume(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+    resume: Resume,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const kept = this.#keepRetry(job, scheduleTime, forced, {
+      attempt: resume.attempt,
+      firstAttemptAt: resume.firstAttemptAt,
+      dueAt: this.#clock.now() + resume.waitMs,
+    });
+    await sleepOn(this.#clock, resume.waitMs, signal);
+    if (!this.#stopping.signal.aborted) {
+      this.#forgetRetry(kept);
+    }
+    return !signal.aborted;
+  }
+
+  /** What follows attempt `attempt` (answered `ok` or not) of an execution first sent at `firstAttemptAt`. */
+  #nextAfter(
+    job: SchedulerJob,
+    attempt: number,
+    ok: boolean,
+    firstAttemptAt: number,
+  ): Next {
+    // Retries are counted from 0: after attempt n comes retry n - 1.
+    const retry = attempt - 1;
+    const elapsedMs = this.#clock.now() - firstAttemptAt;
+    if (ok) {
+      return { kind: 'succeeded' };
+    }
+    if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
+      return { kind: 'gave_up', retries: retry };
+    }
+    return { kind: 'retry', inMs: backoffMs(job, retry) };
+  }
+
+  /**
+   * Waits out a retry's back-off, kept meanwhile: a stop (Ctrl-C, or a crash) leaves it kept, owed
+   * to the next start; a retry dropped with its job is forgotten, and reported.
+   */
+  async #backOff(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+    when: Pick<PendingRetry, 'attempt' | 'firstAttemptAt' | 'dueAt'>,
+    dropped: AbortSignal,
+  ): Promise<void> {
+    const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
+    const kept = this.#keepRetry(job, scheduleTime, forced, when);
+    await sleepOn(this.#clock, when.dueAt - this.#clock.now(), waitSignal);
+    if (!this.#stopping.signal.aborted || dropped.aborted) {
+      this.#forgetRetry(kept);
+    }
+    if (dropped.aborted && !this.#stopping.signal.aborted) {
+      this.#options.onEvent?.({
+        type: 'dropped',
+        jobId: job.id,
+        scheduleTime,
+      });
     }
   }
 
