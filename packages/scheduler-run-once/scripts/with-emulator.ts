@@ -6,7 +6,8 @@
  * - else: `gcloud emulators firestore start` (the gcloud `cloud-firestore-emulator` component).
  *
  * The command gets `FIRESTORE_EMULATOR_HOST`, and `GOOGLE_CLOUD_PROJECT` and
- * `METADATA_SERVER_DETECTION=none` unless already set, so no client library probes the network.
+ * `METADATA_SERVER_DETECTION=none` unless already set, so no client library probes the network
+ * (nor does this process's own warm-up client).
  * The emulator is stopped when the command exits or on Ctrl-C, SIGTERM or SIGHUP (passed on to the
  * command, which is killed if it has not ended 10 s later); the command's exit code is kept. Only a
  * SIGKILL of this process leaves the emulator running.
@@ -19,6 +20,10 @@ import {
 } from '../src/dev/local-processes.ts';
 
 const READY_TIMEOUT_MS = 90_000;
+
+// This process opens a Firestore client too (the warm-up): without this, google-auth-library
+// probes the metadata server and prints `MetadataLookupWarning: … ENOTFOUND` (issue 43).
+process.env.METADATA_SERVER_DETECTION ||= 'none';
 
 function fail(message: string): never {
   console.error(`with-emulator: ${message}`);

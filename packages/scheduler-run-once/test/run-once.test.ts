@@ -149,6 +149,35 @@ describe('runOnce', () => {
     );
   });
 
+  it('says a lease lapsed behind a timed-out job that kept running, not a paused or starved instance', async () => {
+    const leaseMs = 300;
+    const { ledger } = newLedger({ leaseMs });
+    const { logger, lines } = captureLogs();
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async () => {
+        // Ignores its abort at maxRunMs for more than a lease, yielding to the event loop
+        // throughout: the instance could beat, but the heartbeat stopped at the timeout.
+        await sleep(3 * leaseMs);
+      },
+      { logger, maxRunMs: 50, abortWarningMs: 60_000 },
+    );
+
+    assert.equal(result.outcome, 'processed');
+    const lapses = lines().filter((l) =>
+      String(l.message).startsWith('lease lapsed:'),
+    );
+    assert.equal(lapses.length, 1, JSON.stringify(lapses));
+    assert.doesNotMatch(String(lapses[0]?.message), /paused|starved/);
+    assert.match(
+      String(lapses[0]?.message),
+      /ran past JOB_TIMEOUT_SECONDS and kept running/,
+    );
+    assert.equal(lapses[0]?.lapseCause, 'job_timeout');
+  });
+
   it('gives the work a current lease end, moved on by the heartbeat', async () => {
     const { ledger } = newLedger({ leaseMs: 300 });
     const { logger } = captureLogs();

@@ -176,12 +176,14 @@ Usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--da
 
   --drop-answers RATE     the local Scheduler drops this share of the answers (it retries)
   --duplicates RATE       the local Scheduler delivers this share twice
-  --keep-data             load the emulator's data at start and export it on Ctrl-C
+  --keep-data             load the emulator's data at start and export it every 60 s
+                          (RUN_ONCE_DEV_EXPORT_SECONDS) and on Ctrl-C
   --data-dir DIR          with --keep-data: where (default .emulator/)
   --fire JOB              also fire JOB once at start, as a Force run
   --without-schedule-time with --fire: without X-CloudScheduler-ScheduleTime
   --no-scheduler          no local Scheduler: deliver by hand (run-once trigger)
-  --no-watch              do not rebuild and restart on changes under src/
+  --no-watch              do not rebuild and restart on changes under src/ (its subfolders
+                          too, and the library's src/ in a workspace checkout)
   --no-build              serve build/ as it is, without building first
   --source FILE --target NAME
                           serve another module's function (functions-framework's flags)
@@ -190,6 +192,10 @@ Usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--da
   -h, --help              this help
 
 The function listens on PORT (8080); the run history page's address is printed at start.
+.run-once/ keeps dev's lock (dev.json: its pid, its children's pids and ports) and the local
+Scheduler's pending deliveries (scheduler.json). A start beside a running dev is refused, naming
+its pid; after a crash (kill -9) the next start stops what that dev left running, resumes its
+retries in back-off and delivers each job's newest slot missed meanwhile, late.
 
 ${EXIT_STATUSES}`,
 

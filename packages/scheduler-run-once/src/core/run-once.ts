@@ -110,6 +110,19 @@ const LEASE_LAPSED_MESSAGE =
   'lease lapsed: no extension was confirmed within the lease (Firestore slow or unreachable, or this instance paused), so another attempt may take the run over; aborting the job';
 
 /**
+ * The warning for a lease that lapsed while no heartbeat ran, by why none ran: a timed-out job that
+ * kept running (its heartbeat was stopped at the timeout, on purpose), or an instance that could
+ * not run the heartbeat at all (paused, or starved of CPU). Issue 43: the second text was given for
+ * the first cause, naming a pause that never happened.
+ */
+export const LEASE_LAPSED_UNBEATEN_MESSAGES = {
+  job_timeout:
+    'lease lapsed: the job ran past JOB_TIMEOUT_SECONDS and kept running for a whole lease after its signal aborted (the heartbeat stops at the timeout), so another attempt may have taken the run over and run the job beside this one — make the job stop and throw when ctx.signal aborts',
+  stalled:
+    'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
+} as const;
+
+/**
  * Runs `work` at most once per `runId` across every instance sharing the ledger, once the claim is
  * written; its throw releases the claim, keeping the failure, so a retry can run at once. In a
  * downstream service: docs/how-it-works.md, "Downstream idempotency: `runOnce` for any key".
@@ -434,9 +447,11 @@ class AttemptScope {
       return;
     }
     this.#lapseWarned = true;
+    // A timed-out job's heartbeat was stopped on purpose: the gap is the job's, not the instance's.
+    const cause = this.#timedOut ? 'job_timeout' : 'stalled';
     this.#options.logger.warn(
-      { attemptId: this.#claim.attemptId },
-      'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
+      { attemptId: this.#claim.attemptId, lapseCause: cause },
+      LEASE_LAPSED_UNBEATEN_MESSAGES[cause],
     );
   }
   /**

@@ -11,8 +11,10 @@
  *   module's function instead, as functions-framework's own flags do, e.g. a test's with jobs of its own) on `PORT` (8080), with Node's source maps on, so stack traces name
  *   `src/*.ts` lines, and with `EXPOSE_ERRORS=true`, so answers carry the error text. Its JSON log
  *   lines are shown readable (`scripts/pretty-logs.ts`).
- * - Watch mode: a change under `src/` rebuilds (`tsc -p tsconfig.build.json`) and restarts the
- *   function; the emulator and the Scheduler keep running, and the Scheduler re-reads the
+ * - Watch mode: a change under `src/`, in any subfolder, and under the library's `src/` when it
+ *   runs from its sources (a workspace checkout), rebuilds (`tsc -p tsconfig.build.json`) and
+ *   restarts the function (`watch-sources.ts`: recursive, debounced, ignoring `node_modules/`,
+ *   build output and dev's state); the emulator and the Scheduler keep running, and the Scheduler re-reads the
  *   declarations. A build that fails keeps the running function. `--no-watch` turns it off;
  *   `--no-build` skips the first build and serves `build/` as it is.
  * - The Scheduler (`ops/local-scheduler.ts`, also `npm run scheduler`) prints one line per
@@ -37,14 +39,7 @@
  *   `FIRESTORE_EMULATOR_HOST` set, that emulator is used and its data is yours to keep.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import {
-  existsSync,
-  type FSWatcher,
-  mkdirSync,
-  renameSync,
-  rmSync,
-  watch,
-} from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -60,6 +55,17 @@ import {
   schedulerSettings,
 } from '../ops/scheduler-settings.ts';
 import {
+  commandLineOf,
+  describeEarlierDev,
+  type RecordedProcess,
+  readLock,
+  reclaimEarlierDev,
+  removeLock,
+  schedulerStateFile,
+  stateDir,
+  writeLock,
+} from './dev-state.ts';
+import {
   acceptsConnections,
   binPath,
   freePort,
@@ -70,9 +76,11 @@ import {
   ROOT,
   spawnFunction,
   startFirestoreEmulator,
+  waitFor,
   waitForPort,
 } from './local-processes.ts';
 import { colorWanted, prettyLogLines } from './pretty-logs.ts';
+import { type WatchedDir, watchSources } from './watch-sources.ts';
 
 const USAGE =
   'usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
@@ -83,6 +91,16 @@ const FUNCTION_STOP_MS = 10_000;
 /** Edits arrive in bursts (an editor writes, renames, touches): build once they stop. */
 const WATCH_QUIET_MS = 300;
 const EXPORT_NAME = 'firestore';
+/** The export kept while the next one is moved in, so a crash then still leaves one. */
+const PREVIOUS_EXPORT_NAME = `${EXPORT_NAME}.previous`;
+/**
+ * How often `--keep-data` exports the emulator's data, ms: a crash (kill -9, no Ctrl-C) loses at
+ * most the writes of this long. `RUN_ONCE_DEV_EXPORT_SECONDS` sets it (the tests use 1 s).
+ */
+const EXPORT_INTERVAL_MS =
+  Number(process.env.RUN_ONCE_DEV_EXPORT_SECONDS || '60') * 1000;
+/** How long the processes an earlier, crashed dev left running may take to exit once killed. */
+const LEFTOVERS_STOP_MS = 10_000;
 
 function say(text: string): void {
   console.log(`dev: ${text}`);
@@ -234,6 +252,64 @@ try {
 } catch (err) {
   badArgument((err as Error).message);
 }
+// An earlier dev in this project: refused while it runs; after its crash, what it left running
+// (the function on this port, the emulator) is stopped first (`dev-state.ts`).
+const devStateDir = stateDir(PROJECT_DIR);
+const earlier = reclaimEarlierDev(devStateDir);
+if (earlier.kind === 'running') {
+  fail(describeEarlierDev(earlier, devStateDir));
+}
+if (earlier.kind === 'crashed') {
+  say(describeEarlierDev(earlier, devStateDir));
+  const gone = async (child: RecordedProcess) =>
+    commandLineOf(child.pid) === undefined &&
+    (child.port === undefined || !(await acceptsConnections(child.port)));
+  await waitFor(
+    "the earlier dev's processes to exit and free their ports",
+    async () =>
+      (await Promise.all(earlier.stopped.map(gone))).every(Boolean)
+        ? true
+        : undefined,
+    LEFTOVERS_STOP_MS,
+  ).catch(() => say('some of them have not exited yet'));
+}
+const startedAt = new Date().toISOString();
+/** The processes this dev started, by role (`emulator`, `function`), as the lock records them. */
+const recorded = new Map<string, RecordedProcess>();
+/**
+ * Writes the lock: this dev's pid and the processes it started; with `role`, first records (or,
+ * without a pid, forgets) that process.
+ */
+function recordLock(
+  role?: string,
+  child?: GroupProcess,
+  childPort?: number,
+): void {
+  const command =
+    child?.pid === undefined ? undefined : commandLineOf(child.pid);
+  if (role !== undefined && child?.pid !== undefined && command !== undefined) {
+    recorded.set(role, {
+      role,
+      pid: child.pid,
+      command,
+      ...(childPort === undefined ? {} : { port: childPort }),
+    });
+  }
+  writeLock(devStateDir, {
+    pid: process.pid,
+    command: commandLineOf(process.pid) ?? '',
+    startedAt,
+    children: [...recorded.values()],
+  });
+}
+recordLock();
+// A clean exit, however it comes, removes the lock; a crash leaves it for the next start to find.
+process.on('exit', () => {
+  if (readLock(devStateDir)?.pid === process.pid) {
+    removeLock(devStateDir);
+  }
+});
+
 if (await acceptsConnections(port, reachHost)) {
   fail(
     `port ${port} is taken: stop what listens there, or set PORT to another port`,
@@ -331,6 +407,11 @@ if (!options['no-build'] && !build()) {
 
 // The emulator, with the data kept by an earlier run.
 let emulator: GroupProcess | undefined;
+let emulatorPort: number | undefined;
+/** The periodic export of `--keep-data`. */
+let exportTimer: NodeJS.Timeout | undefined;
+/** The export under way, if any: a periodic one and the one at Ctrl-C never overlap. */
+let saving: Promise<void> = Promise.resolve();
 let emulatorHost = process.env.FIRESTORE_EMULATOR_HOST;
 const dataDir = options['keep-data']
   ? resolve(PROJECT_DIR, options['data-dir'] ?? '.emulator')
@@ -343,26 +424,28 @@ if (emulatorHost) {
     say('--keep-data ignored: that emulator keeps its own data');
   }
 } else {
-  const emulatorPort = await freePort();
+  emulatorPort = await freePort();
   emulatorHost = `127.0.0.1:${emulatorPort}`;
-  const metadata =
-    dataDir === undefined
-      ? undefined
-      : join(dataDir, EXPORT_NAME, `${EXPORT_NAME}.overall_export_metadata`);
-  const importData =
-    metadata !== undefined && existsSync(metadata) ? metadata : undefined;
+  const importData = dataDir === undefined ? undefined : keptExport(dataDir);
   emulator = await startFirestoreEmulator(emulatorPort, EMULATOR_START_MS, {
     ...(importData === undefined ? {} : { importData }),
   }).catch((err: Error) => fail(err.message));
+  recordLock('emulator', emulator, emulatorPort);
   say(
     `Firestore emulator on ${emulatorHost}${
       dataDir === undefined
         ? ' (empty; --keep-data keeps data across runs)'
         : importData === undefined
-          ? `; its data is saved to ${dataDir} on Ctrl-C`
-          : `, with the data saved in ${dataDir}`
+          ? `; its data is saved to ${dataDir} every ${EXPORT_INTERVAL_MS / 1000} s and on Ctrl-C`
+          : `, with the data saved in ${dataDir} (saved again every ${EXPORT_INTERVAL_MS / 1000} s and on Ctrl-C)`
     }`,
   );
+  if (dataDir !== undefined) {
+    exportTimer = setInterval(() => {
+      void saveData({ quiet: true });
+    }, EXPORT_INTERVAL_MS);
+    exportTimer.unref();
+  }
 }
 env.FIRESTORE_EMULATOR_HOST = emulatorHost;
 say(
@@ -394,6 +477,7 @@ async function startFunction(): Promise<void> {
     keep: 20_000,
   });
   fn = child;
+  recordLock('function', child, port);
   eachLine(child.stdout, (line) => process.stdout.write(pretty(line)));
   eachLine(child.stderr, (line) => process.stderr.write(`${line}\n`));
   void child.exited.then(() => {
@@ -461,6 +545,8 @@ if (!options['no-scheduler']) {
     pauseOf: emulatorPauses(env, deliveryOptions(settings, issuer)),
     dropAnswers,
     duplicates,
+    // What it owes (retries in back-off, each job's last slot) outlives a crash of this process.
+    state: schedulerStateFile(devStateDir),
     onEvent: (event) =>
       console.log(`scheduler  ${formatEvent(event, idWidth())}`),
   });
@@ -540,13 +626,12 @@ say(
   `run history page: http://${urlHost}:${historyPort}/ (?since=24h&job=ID; the page npm run runs -- --html FILE writes)`,
 );
 
-// Watch mode.
-let watcher: FSWatcher | undefined;
+// Watch mode: src/ with its subfolders, and the library's src/ when it runs from its sources.
+let stopWatching: (() => void) | undefined;
 if (!options['no-watch']) {
-  let quiet: NodeJS.Timeout | undefined;
   let rebuilding = Promise.resolve();
   const rebuild = async (changed: string) => {
-    say(`src/${changed} changed`);
+    say(`${changed} changed`);
     if (!build()) {
       return;
     }
@@ -560,21 +645,45 @@ if (!options['no-watch']) {
       );
     }
   };
-  // The directory itself, not each file (src/ is flat): a file replaced on disk (git checkout, an
-  // editor's atomic save) is a new inode that a per-file watch, as Node's recursive mode sets up on
-  // Linux, no longer sees; the directory's watch sees every entry.
-  watcher = watch(join(PROJECT_DIR, 'src'), (_event, file) => {
-    clearTimeout(quiet);
-    quiet = setTimeout(() => {
+  const watched: WatchedDir[] = [
+    { dir: join(PROJECT_DIR, 'src'), label: 'src/' },
+  ];
+  if (LIBRARY_FROM_SOURCES && resolve(ROOT) !== resolve(PROJECT_DIR)) {
+    watched.push({ dir: join(ROOT, 'src'), label: "the library's src/" });
+  }
+  stopWatching = watchSources(
+    watched,
+    (changed) => {
       rebuilding = rebuilding.then(() =>
-        stopping ? undefined : rebuild(String(file)),
+        stopping ? undefined : rebuild(changed),
       );
-    }, WATCH_QUIET_MS);
-  });
+    },
+    WATCH_QUIET_MS,
+  );
+}
+
+/**
+ * The export to import from `dir`: its `.overall_export_metadata` file, or the previous export's
+ * when a crash came between moving the previous one aside and moving the new one in.
+ */
+function keptExport(dir: string): string | undefined {
+  for (const name of [EXPORT_NAME, PREVIOUS_EXPORT_NAME]) {
+    const metadata = join(dir, name, `${EXPORT_NAME}.overall_export_metadata`);
+    if (existsSync(metadata)) {
+      return metadata;
+    }
+  }
+  return undefined;
+}
+
+/** Exports the emulator's data into `dataDir` (`quiet`: says nothing unless it fails). */
+function saveData(how: { quiet: boolean } = { quiet: false }): Promise<void> {
+  saving = saving.then(() => exportData(how.quiet));
+  return saving;
 }
 
 /** Exports the emulator's data into `dataDir` through its export endpoint, replacing the last. */
-async function saveData(): Promise<void> {
+async function exportData(quiet: boolean): Promise<void> {
   if (dataDir === undefined || emulator === undefined) {
     return;
   }
@@ -598,9 +707,18 @@ async function saveData(): Promise<void> {
     if (!res.ok) {
       throw new Error(`${res.status} ${await res.text()}`);
     }
-    rmSync(join(dataDir, EXPORT_NAME), { recursive: true, force: true });
-    renameSync(join(staging, EXPORT_NAME), join(dataDir, EXPORT_NAME));
-    say(`emulator data saved to ${dataDir}`);
+    // The last export stays whole until the new one is in place (keptExport reads either).
+    const current = join(dataDir, EXPORT_NAME);
+    const previous = join(dataDir, PREVIOUS_EXPORT_NAME);
+    rmSync(previous, { recursive: true, force: true });
+    if (existsSync(current)) {
+      renameSync(current, previous);
+    }
+    renameSync(join(staging, EXPORT_NAME), current);
+    rmSync(previous, { recursive: true, force: true });
+    if (!quiet) {
+      say(`emulator data saved to ${dataDir}`);
+    }
   } catch (err) {
     say(`could not save the emulator's data: ${(err as Error).message}`);
   } finally {
@@ -614,10 +732,11 @@ async function shutDown(): Promise<void> {
   }
   stopping = true;
   say('stopping');
-  watcher?.close();
+  stopWatching?.();
   history.close();
   await scheduler?.stop();
   await stopFunction();
+  clearInterval(exportTimer);
   await saveData();
   emulator?.signalGroup('SIGKILL');
   await issuer?.close();

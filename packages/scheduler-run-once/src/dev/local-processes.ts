@@ -485,6 +485,9 @@ export function spawnFunction(spec: FunctionSpec): GroupProcess {
   return spawnGroup(command as string, [...prefix, ...args], {
     cwd: spec.source === undefined ? PROJECT_DIR : ROOT,
     env: {
+      // A local function has no metadata server to find: without this, its Firestore client's
+      // probe prints `MetadataLookupWarning: … ENOTFOUND`. A variable set by the caller wins.
+      METADATA_SERVER_DETECTION: 'none',
       ...process.env,
       ...spec.env,
       RUN_ONCE_LISTEN_HOST: spec.host ?? LOCAL_HOST,

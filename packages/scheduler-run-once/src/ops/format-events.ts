@@ -66,6 +66,10 @@ function whatNext(event: AttemptEvent): string {
 export function formatEvent(event: SchedulerEvent, idWidth = 0): string {
   const job = event.jobId.padEnd(idWidth);
   const slot = `slot ${toUtcRfc3339(event.scheduleTime)}`;
+  if (event.type === 'recovered') {
+    const older = event.missed - 1;
+    return `${' '.repeat(14)}  ${job}  ${slot}  recovered: came while no Scheduler ran (dev stopped or crashed); delivered now, late${older === 0 ? '' : `; ${older} older missed slot(s) not delivered (npm run runs -- --job ${event.jobId})`}`;
+  }
   if (event.type === 'delayed') {
     return `${' '.repeat(14)}  ${job}  ${slot}  delayed: fires when the execution of slot ${toUtcRfc3339(
       event.outstanding,

@@ -205,13 +205,60 @@ export interface PausedEvent {
   readonly note: string;
 }
 
+/**
+ * Slots that came while no Scheduler ran (between a crash and the restart of `npm run dev`): the
+ * newest, `scheduleTime`, is delivered late; the `missed - 1` older ones are not.
+ */
+export interface RecoveredEvent {
+  readonly type: 'recovered';
+  readonly jobId: string;
+  /** The newest slot missed, which is delivered now. */
+  readonly scheduleTime: Date;
+  /** How many slots of the job passed while it was down, the delivered one included. */
+  readonly missed: number;
+}
+
 /** What the Scheduler reports, as it happens. */
 export type SchedulerEvent =
   | AttemptEvent
   | SkippedEvent
   | DelayedEvent
   | DroppedEvent
-  | PausedEvent;
+  | PausedEvent
+  | RecoveredEvent;
+
+/** A retry waiting out its back-off, as kept across restarts ({@link SchedulerState}). */
+export interface PendingRetry {
+  readonly jobId: string;
+  /** The execution's slot, ISO 8601. */
+  readonly scheduleTime: string;
+  /** The number of the attempt the retry makes (2 for the first retry). */
+  readonly attempt: number;
+  /** When the execution's first attempt was sent, ms since the epoch: the retry limits count from it. */
+  readonly firstAttemptAt: number;
+  /** When the retry is due, ms since the epoch. */
+  readonly dueAt: number;
+  /** Set for a forced run: whether it sends no schedule time. */
+  readonly forced?: { readonly withoutScheduleTime: boolean };
+}
+
+/**
+ * What the Scheduler owes, kept so that a restart after a crash delivers it: each job's last slot
+ * reached (fired, delayed, skipped or paused) and the retries waiting out their back-off.
+ */
+export interface SchedulerState {
+  /** Job id to its last slot reached, ISO 8601. */
+  readonly lastSlots: Readonly<Record<string, string>>;
+  readonly retries: readonly PendingRetry[];
+}
+
+/** Where {@link SchedulerState} is kept (`npm run dev`: `.run-once/scheduler.json`). */
+export interface SchedulerStateStore {
+  /** The state kept by the last run, or undefined for none. */
+  load(): SchedulerState | undefined;
+  /** Keeps `state`, replacing the last; called on every change, so it should be quick. */
+  save(state: SchedulerState): void;
+}
 
 /** How an execution (a slot's attempts and retries) ended. */
 export interface ExecutionResult {
@@ -261,12 +308,32 @@ export interface LocalSchedulerOptions {
    * at each slot; a slot whose answer fails is fired.
    */
   readonly pauseOf?: (jobId: string, slot: Date) => Promise<string | undefined>;
+  /**
+   * Where what the Scheduler owes is kept. At the first {@link LocalScheduler.start} the state
+   * kept by the last run is taken up: its pending retries resume (due at once if their back-off
+   * passed), and for each job the newest slot that passed since its last slot reached is delivered
+   * late (one per job, whatever the gap; the older ones are counted in a `recovered` event).
+   */
+  readonly state?: SchedulerStateStore;
 }
 
 /** How a forced run is sent: with its schedule time (as `gcloud scheduler jobs run`) or without. */
 interface Forced {
   readonly withoutScheduleTime: boolean;
 }
+
+/** Where an execution kept by the last run picks up: its next attempt, after `waitMs`. */
+interface Resume {
+  readonly attempt: number;
+  readonly firstAttemptAt: number;
+  readonly waitMs: number;
+}
+
+/**
+ * How many missed slots of a job a restart counts before it stops counting (an every-minute job
+ * down for a month): only the newest is delivered anyway, and it is found by walking the slots.
+ */
+const MAX_COUNTED_MISSED = 10_000;
 
 /** The first slot strictly after `after`, or `undefined` if the schedule never fires again. */
 function nextSlot(job: SchedulerJob, after: number): Date | undefined {
@@ -299,6 +366,12 @@ export class LocalScheduler {
   /** Every execution and duplicate delivery not yet settled. */
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #stopping = new AbortController();
+  /** Each job's last slot reached, by id ({@link SchedulerState.lastSlots}). */
+  readonly #lastSlots = new Map<string, Date>();
+  /** The retries waiting out their back-off now. */
+  readonly #pendingRetries = new Set<PendingRetry>();
+  /** Whether the kept state was taken up (at the first start). */
+  #recovered = false;
 
   constructor(options: LocalSchedulerOptions) {
     this.#options = options;
@@ -310,9 +383,87 @@ export class LocalScheduler {
 
   /** Arms every job for its next slot; each slot fires an execution and arms the one after it. */
   start(): void {
+    if (!this.#recovered) {
+      this.#recovered = true;
+      this.#recover();
+    }
     for (const job of this.#jobs) {
       this.#arm(job, this.#clock.now());
     }
+  }
+
+  /** Takes up the kept state: resumes its retries, delivers each job's newest missed slot. */
+  #recover(): void {
+    const kept = this.#options.state?.load();
+    if (kept === undefined) {
+      return;
+    }
+    const now = this.#clock.now();
+    for (const retry of kept.retries) {
+      const job = this.#jobs.find((j) => j.id === retry.jobId);
+      if (job !== undefined) {
+        this.#resumeRetry(job, retry, now);
+      }
+    }
+    for (const job of this.#jobs) {
+      const last = kept.lastSlots[job.id];
+      if (last !== undefined) {
+        this.#lastSlots.set(job.id, new Date(last));
+        this.#deliverMissed(job, Date.parse(last), now);
+      }
+    }
+    this.#saveState();
+  }
+
+  /** Resumes a retry kept by the last run, at its due time (at once if it passed). */
+  #resumeRetry(job: SchedulerJob, retry: PendingRetry, now: number): void {
+    const slot = new Date(retry.scheduleTime);
+    const resume = {
+      attempt: retry.attempt,
+      firstAttemptAt: retry.firstAttemptAt,
+      waitMs: Math.max(0, retry.dueAt - now),
+    };
+    if (retry.forced !== undefined) {
+      void this.#track(this.#execute(job, slot, retry.forced, resume));
+      return;
+    }
+    this.#startExecution(job, slot, resume);
+  }
+
+  /** The slots of `job` after `last` up to `now`: the newest is delivered late, once. */
+  #deliverMissed(job: SchedulerJob, last: number, now: number): void {
+    let missed = 0;
+    let newest: Date | undefined;
+    for (let slot = nextSlot(job, last); slot && slot.getTime() <= now; ) {
+      missed++;
+      newest = slot;
+      slot = nextSlot(job, slot.getTime());
+      if (missed >= MAX_COUNTED_MISSED) {
+        break;
+      }
+    }
+    if (newest === undefined) {
+      return;
+    }
+    this.#options.onEvent?.({
+      type: 'recovered',
+      jobId: job.id,
+      scheduleTime: newest,
+      missed,
+    });
+    this.#onSlot(job, newest, { rearm: false });
+  }
+
+  /** Keeps what the Scheduler owes now, when a store was given. */
+  #saveState(): void {
+    const store = this.#options.state;
+    if (store === undefined) {
+      return;
+    }
+    const lastSlots = Object.fromEntries(
+      [...this.#lastSlots].map(([id, slot]) => [id, slot.toISOString()]),
+    );
+    store.save({ lastSlots, retries: [...this.#pendingRetries] });
   }
 
   /**
@@ -428,9 +579,17 @@ export class LocalScheduler {
     );
   }
 
-  #onSlot(job: SchedulerJob, slot: Date): void {
+  #onSlot(
+    job: SchedulerJob,
+    slot: Date,
+    { rearm }: { rearm: boolean } = { rearm: true },
+  ): void {
     // Slots passed while the clock jumped (a suspended laptop) are not fired late.
-    this.#arm(job, Math.max(this.#clock.now(), slot.getTime()));
+    if (rearm) {
+      this.#arm(job, Math.max(this.#clock.now(), slot.getTime()));
+    }
+    this.#lastSlots.set(job.id, slot);
+    this.#saveState();
     const { pauseOf } = this.#options;
     if (pauseOf === undefined) {
       this.#schedule(job, slot);
@@ -485,18 +644,20 @@ export class LocalScheduler {
   }
 
   /** Starts the execution of a slot; when it ends, the slot delayed meanwhile, if any, starts. */
-  #startExecution(job: SchedulerJob, slot: Date): void {
+  #startExecution(job: SchedulerJob, slot: Date, resume?: Resume): void {
     this.#outstanding.set(job.id, slot);
-    void this.#track(this.#execute(job, slot, undefined)).finally(() => {
-      if (this.#outstanding.get(job.id) === slot) {
-        this.#outstanding.delete(job.id);
-      }
-      const delayed = this.#delayed.get(job.id);
-      this.#delayed.delete(job.id);
-      if (delayed !== undefined && !this.#stopping.signal.aborted) {
-        this.#startExecution(delayed.job, delayed.slot);
-      }
-    });
+    void this.#track(this.#execute(job, slot, undefined, resume)).finally(
+      () => {
+        if (this.#outstanding.get(job.id) === slot) {
+          this.#outstanding.delete(job.id);
+        }
+        const delayed = this.#delayed.get(job.id);
+        this.#delayed.delete(job.id);
+        if (delayed !== undefined && !this.#stopping.signal.aborted) {
+          this.#startExecution(delayed.job, delayed.slot);
+        }
+      },
+    );
   }
 
   /** The signal that ends the retries of `jobId`'s executions once it is no longer declared. */
@@ -517,28 +678,27 @@ export class LocalScheduler {
     job: SchedulerJob,
     scheduleTime: Date,
     forced: Forced | undefined,
+    resume?: Resume,
   ): Promise<ExecutionResult> {
-    const firstAttemptAt = this.#clock.now();
+    const firstAttemptAt = resume?.firstAttemptAt ?? this.#clock.now();
     const dropped = this.#dropSignal(job.id);
     const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
-    for (let attempt = 1; ; attempt++) {
+    if (
+      resume !== undefined &&
+      !(await this.#waitToResume(job, scheduleTime, forced, resume, waitSignal))
+    ) {
+      return {
+        jobId: job.id,
+        scheduleTime,
+        succeeded: false,
+        attempts: resume.attempt - 1,
+      };
+    }
+    for (let attempt = resume?.attempt ?? 1; ; attempt++) {
       const answer = await this.#attempt(job, scheduleTime, attempt, forced);
       const ok =
         !answer.dropped && answer.status !== undefined && answer.status < 300;
-      // Retries are counted from 0: after attempt n comes retry n - 1.
-      const retry = attempt - 1;
-      const elapsedMs = this.#clock.now() - firstAttemptAt;
-      let next: Next;
-      if (ok) {
-        next = { kind: 'succeeded' };
-      } else if (
-        this.#stopping.signal.aborted ||
-        !makesRetry(job, retry, elapsedMs)
-      ) {
-        next = { kind: 'gave_up', retries: retry };
-      } else {
-        next = { kind: 'retry', inMs: backoffMs(job, retry) };
-      }
+      const next = this.#nextAfter(job, attempt, ok, firstAttemptAt);
       this.#options.onEvent?.({ ...answer.event, next });
       if (next.kind !== 'retry') {
         return {
@@ -549,14 +709,17 @@ export class LocalScheduler {
           ...(answer.status === undefined ? {} : { lastStatus: answer.status }),
         };
       }
-      await sleepOn(this.#clock, next.inMs, waitSignal);
-      if (dropped.aborted && !this.#stopping.signal.aborted) {
-        this.#options.onEvent?.({
-          type: 'dropped',
-          jobId: job.id,
-          scheduleTime,
-        });
-      }
+      await this.#backOff(
+        job,
+        scheduleTime,
+        forced,
+        {
+          attempt: attempt + 1,
+          firstAttemptAt,
+          dueAt: this.#clock.now() + next.inMs,
+        },
+        dropped,
+      );
       if (waitSignal.aborted) {
         return {
           jobId: job.id,
@@ -566,6 +729,98 @@ export class LocalScheduler {
         };
       }
     }
+  }
+
+  /**
+   * Waits out the rest of a kept retry's back-off, kept meanwhile; false when `signal` ended the
+   * wait (a stop, or the job no longer declared).
+   */
+  async #waitToResume(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+    resume: Resume,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const kept = this.#keepRetry(job, scheduleTime, forced, {
+      attempt: resume.attempt,
+      firstAttemptAt: resume.firstAttemptAt,
+      dueAt: this.#clock.now() + resume.waitMs,
+    });
+    await sleepOn(this.#clock, resume.waitMs, signal);
+    if (!this.#stopping.signal.aborted) {
+      this.#forgetRetry(kept);
+    }
+    return !signal.aborted;
+  }
+
+  /** What follows attempt `attempt` (answered `ok` or not) of an execution first sent at `firstAttemptAt`. */
+  #nextAfter(
+    job: SchedulerJob,
+    attempt: number,
+    ok: boolean,
+    firstAttemptAt: number,
+  ): Next {
+    // Retries are counted from 0: after attempt n comes retry n - 1.
+    const retry = attempt - 1;
+    const elapsedMs = this.#clock.now() - firstAttemptAt;
+    if (ok) {
+      return { kind: 'succeeded' };
+    }
+    if (this.#stopping.signal.aborted || !makesRetry(job, retry, elapsedMs)) {
+      return { kind: 'gave_up', retries: retry };
+    }
+    return { kind: 'retry', inMs: backoffMs(job, retry) };
+  }
+
+  /**
+   * Waits out a retry's back-off, kept meanwhile: a stop (Ctrl-C, or a crash) leaves it kept, owed
+   * to the next start; a retry dropped with its job is forgotten, and reported.
+   */
+  async #backOff(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+    when: Pick<PendingRetry, 'attempt' | 'firstAttemptAt' | 'dueAt'>,
+    dropped: AbortSignal,
+  ): Promise<void> {
+    const waitSignal = AbortSignal.any([this.#stopping.signal, dropped]);
+    const kept = this.#keepRetry(job, scheduleTime, forced, when);
+    await sleepOn(this.#clock, when.dueAt - this.#clock.now(), waitSignal);
+    if (!this.#stopping.signal.aborted || dropped.aborted) {
+      this.#forgetRetry(kept);
+    }
+    if (dropped.aborted && !this.#stopping.signal.aborted) {
+      this.#options.onEvent?.({
+        type: 'dropped',
+        jobId: job.id,
+        scheduleTime,
+      });
+    }
+  }
+
+  /** Records a retry waiting out its back-off, and keeps the state. */
+  #keepRetry(
+    job: SchedulerJob,
+    scheduleTime: Date,
+    forced: Forced | undefined,
+    when: Pick<PendingRetry, 'attempt' | 'firstAttemptAt' | 'dueAt'>,
+  ): PendingRetry {
+    const retry: PendingRetry = {
+      jobId: job.id,
+      scheduleTime: scheduleTime.toISOString(),
+      ...when,
+      ...(forced === undefined ? {} : { forced }),
+    };
+    this.#pendingRetries.add(retry);
+    this.#saveState();
+    return retry;
+  }
+
+  /** Forgets a retry that is due (or dropped), and keeps the state. */
+  #forgetRetry(retry: PendingRetry): void {
+    this.#pendingRetries.delete(retry);
+    this.#saveState();
   }
 
   /** One attempt: its delivery (and maybe a duplicate), the answer, and whether it was dropped. */

@@ -9,8 +9,19 @@
  * socket on 127.0.0.1 unless `--host` asks otherwise.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { Firestore } from '@google-cloud/firestore';
+import { stillRuns } from '../../src/dev/dev-state.ts';
 import {
   freePort,
   type GroupProcess,
@@ -182,8 +193,15 @@ async function stopDev(
   }
 }
 
-/** `npm run dev` serving the test's function on `port` (jobs-one), with `args`. */
-function startDev(port: number, args: string[]): GroupProcess {
+/**
+ * `npm run dev` serving the test's function on `port` (jobs-one), with `args`; `env` on top of
+ * this process's (a variable set to undefined is removed).
+ */
+function startDev(
+  port: number,
+  args: string[],
+  env: Record<string, string | undefined> = {},
+): GroupProcess {
   return spawnGroup(
     process.execPath,
     [
@@ -202,6 +220,7 @@ function startDev(port: number, args: string[]): GroupProcess {
         ...process.env,
         PORT: String(port),
         JOBS_MODULE: 'test/fixtures/jobs-one.ts',
+        ...env,
       },
     },
   );
@@ -366,6 +385,208 @@ describe('npm run dev', () => {
       dev.output(),
       /^dev: stopping \(interrupted while starting\)$/m,
     );
+  });
+
+  it('after a kill -9, the next start stops the function it left running, naming it; a start beside a running dev is refused', async (t) => {
+    if (!HAS_PROC) {
+      return t.skip('reads /proc (Linux)');
+    }
+    const port = await freePort();
+    const functionStarted = (dev: GroupProcess) => () => {
+      if (!dev.running()) {
+        throw new Error(`dev exited:\n${dev.output()}`);
+      }
+      return /^dev: function handleScheduledJob on/m.test(dev.output())
+        ? true
+        : undefined;
+    };
+    const first = startDev(port, ['--no-scheduler']);
+    let tree: number[] = [];
+    let next: GroupProcess | undefined;
+    try {
+      await waitFor('the first dev to serve', functionStarted(first), START_MS);
+      tree = processTree(first.pid ?? 0);
+      const lock = JSON.parse(
+        readFileSync(`${ROOT}/.run-once/dev.json`, 'utf8'),
+      ) as {
+        pid: number;
+        children: { role: string; pid: number; port: number }[];
+      };
+      assert.equal(lock.pid, first.pid);
+      const fn = lock.children.find((c) => c.role === 'function');
+      assert.equal(fn?.port, port);
+
+      const beside = startDev(await freePort(), ['--no-scheduler']);
+      await within(beside.exited, START_MS, 'a second dev to refuse');
+      assert.equal(beside.exitCode, 1, beside.output());
+      assert.match(
+        beside.output(),
+        new RegExp(
+          `another npm run dev \\(pid ${first.pid}\\) runs in this project`,
+        ),
+      );
+
+      // kill -9 of dev alone: its function, in a group of its own, keeps serving.
+      process.kill(first.pid ?? 0, 'SIGKILL');
+      await within(first.exited, STOP_MS, 'the first dev to die');
+      assert.deepEqual(
+        alive([fn?.pid ?? 0]),
+        [fn?.pid],
+        'the function outlived it',
+      );
+
+      next = startDev(port, ['--no-scheduler']);
+      await waitFor('the next dev to serve', functionStarted(next), START_MS);
+      assert.match(
+        next.output(),
+        new RegExp(
+          `^dev: an earlier npm run dev \\(pid ${first.pid}\\) ended without stopping its processes; stopped: function \\(pid ${fn?.pid}, port ${port}\\)$`,
+          'm',
+        ),
+      );
+      assert.doesNotMatch(next.output(), /port \d+ is taken/);
+      assert.deepEqual(alive([fn?.pid ?? 0]), [], 'the old function is gone');
+    } finally {
+      first.signalGroup('SIGKILL');
+      for (const pid of alive(tree)) {
+        process.kill(pid, 'SIGKILL');
+      }
+      if (next !== undefined) {
+        await stopDev(next, processTree(next.pid ?? 0), 'SIGINT');
+      }
+    }
+    assert.equal(
+      existsSync(`${ROOT}/.run-once/dev.json`),
+      false,
+      'a clean stop removes the lock',
+    );
+  });
+
+  it('with --keep-data, exports the emulator every interval, so after a kill -9 the next start stops the old emulator and imports the data', async (t) => {
+    if (!HAS_PROC) {
+      return t.skip('reads /proc (Linux)');
+    }
+    const port = await freePort();
+    const id = jobs[0]?.id ?? 'scheduled-job';
+    const dataDir = mkdtempSync(join(tmpdir(), 'dev-keep-data-'));
+    const metadata = join(
+      dataDir,
+      'firestore',
+      'firestore.overall_export_metadata',
+    );
+    const ownEmulator = {
+      FIRESTORE_EMULATOR_HOST: undefined,
+      RUN_ONCE_DEV_EXPORT_SECONDS: '1',
+    };
+    const first = startDev(
+      port,
+      ['--keep-data', '--data-dir', dataDir, '--fire', id],
+      ownEmulator,
+    );
+    let leftovers: { pid: number; command: string }[] = [];
+    let tree: number[] = [];
+    let next: GroupProcess | undefined;
+    try {
+      await waitFor(
+        'the forced run to be processed',
+        () => {
+          if (!first.running()) {
+            throw new Error(`dev exited:\n${first.output()}`);
+          }
+          return (
+            /INFO: scheduled run: processed/.test(first.output()) || undefined
+          );
+        },
+        START_MS,
+      );
+      tree = processTree(first.pid ?? 0);
+      leftovers = (
+        JSON.parse(readFileSync(`${ROOT}/.run-once/dev.json`, 'utf8')) as {
+          children: { pid: number; command: string }[];
+        }
+      ).children;
+      // An export holding the run, with no Ctrl-C: a periodic one.
+      const exported = join(
+        dataDir,
+        'firestore',
+        'all_namespaces',
+        'all_kinds',
+        'output-0',
+      );
+      await waitFor(
+        'an export holding the run',
+        () =>
+          (existsSync(metadata) &&
+            existsSync(exported) &&
+            readFileSync(exported).includes(id)) ||
+          undefined,
+        20_000,
+      );
+      process.kill(first.pid ?? 0, 'SIGKILL');
+      await within(first.exited, STOP_MS, 'the first dev to die');
+
+      next = startDev(
+        port,
+        ['--keep-data', '--data-dir', dataDir, '--no-scheduler'],
+        ownEmulator,
+      );
+      const emulatorHost = await waitFor(
+        'the next dev to serve',
+        () => {
+          if (!next?.running()) {
+            throw new Error(`dev exited:\n${next?.output()}`);
+          }
+          return /^dev: function handleScheduledJob on/m.test(next.output())
+            ? /^dev: Firestore emulator on (\S+), with the data saved in/m.exec(
+                next.output(),
+              )?.[1]
+            : undefined;
+        },
+        START_MS,
+      );
+      assert.match(
+        next.output(),
+        /stopped: emulator \(pid \d+, port \d+\), function \(pid \d+, port \d+\)/,
+      );
+      const project = /GOOGLE_CLOUD_PROJECT=(\S+)/.exec(next.output())?.[1];
+      // FIRESTORE_EMULATOR_HOST (the tests' shared emulator) would win over `host` in the client's
+      // constructor: set it to this dev's emulator while constructing.
+      const shared = process.env.FIRESTORE_EMULATOR_HOST;
+      process.env.FIRESTORE_EMULATOR_HOST = emulatorHost;
+      const db = new Firestore({ projectId: project, ssl: false });
+      if (shared === undefined) {
+        delete process.env.FIRESTORE_EMULATOR_HOST;
+      } else {
+        process.env.FIRESTORE_EMULATOR_HOST = shared;
+      }
+      try {
+        const collections = await db.listCollections();
+        const ids = collections.map((c) => c.id);
+        const withRuns = await Promise.all(
+          collections.map(async (c) => (await c.limit(1).get()).size),
+        );
+        assert.ok(
+          withRuns.some((size) => size > 0),
+          `the run's documents were imported: ${JSON.stringify(ids)}`,
+        );
+      } finally {
+        await db.terminate();
+      }
+    } finally {
+      first.signalGroup('SIGKILL');
+      for (const pid of alive(tree)) {
+        process.kill(pid, 'SIGKILL');
+      }
+      for (const child of leftovers) {
+        if (stillRuns(child)) {
+          process.kill(-child.pid, 'SIGKILL');
+        }
+      }
+      if (next !== undefined) {
+        await stopDev(next, processTree(next.pid ?? 0), 'SIGINT');
+      }
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('shares an emulator that, as npm run dev starts one, listens on 127.0.0.1 only', (t) => {

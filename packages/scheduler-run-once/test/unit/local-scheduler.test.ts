@@ -15,6 +15,8 @@ import {
   type LocalSchedulerOptions,
   type SchedulerEvent,
   type SchedulerJob,
+  type SchedulerState,
+  type SchedulerStateStore,
   sleepOn,
 } from '../../src/ops/local-scheduler.ts';
 import { JOB_DEFAULTS } from '../../src/policy/job-declaration.ts';
@@ -649,5 +651,93 @@ describe('sleepOn', () => {
 
     assert.equal(done, true);
     assert.equal(clock.pending, 0);
+  });
+});
+
+describe('LocalScheduler: what it owes, kept across a crash', () => {
+  /** A store in memory, as `.run-once/scheduler.json` keeps it (through JSON, as the file does). */
+  function memoryStore(): SchedulerStateStore & {
+    kept: () => SchedulerState | undefined;
+  } {
+    let text: string | undefined;
+    return {
+      load: () => (text === undefined ? undefined : JSON.parse(text)),
+      save: (state) => {
+        text = JSON.stringify(state);
+      },
+      kept: () => (text === undefined ? undefined : JSON.parse(text)),
+    };
+  }
+
+  it('after a crash, resumes the retry in back-off and delivers the newest slot of the crash window, once, reporting the older ones', async () => {
+    const state = memoryStore();
+    const failing = job({
+      id: 'every-minute',
+      schedule: '* * * * *',
+      retryCount: 3,
+      minBackoffSeconds: 60,
+      maxBackoffSeconds: 60,
+    });
+    // The first run: slot 12:01 fails, its retry waits 60 s; the process dies during the wait.
+    const first = harness('2026-10-24T12:00:59Z', {
+      jobs: [failing],
+      state,
+      respond: async () => answer(500, 'failed'),
+    });
+    first.scheduler.start();
+    await first.clock.advance(S + 10 * S);
+    assert.equal(first.sent.length, 1);
+    assert.deepEqual(
+      state.kept()?.retries.map((r) => [r.scheduleTime, r.attempt]),
+      [['2026-10-24T12:01:00.000Z', 2]],
+    );
+    assert.equal(
+      state.kept()?.lastSlots['every-minute'],
+      '2026-10-24T12:01:00.000Z',
+    );
+    // No stop: a crash. The first clock never moves again, so its timers never fire.
+
+    // The restart, at 12:05:30: slots 12:02 to 12:05 passed while nothing ran.
+    const second = harness('2026-10-24T12:05:30Z', {
+      jobs: [failing],
+      state,
+    });
+    second.scheduler.start();
+    await second.clock.advance(10 * S);
+    await second.scheduler.stop();
+
+    const delivered = second
+      .attempts()
+      .map((e) => [toUtcRfc3339(e.scheduleTime), e.attempt]);
+    assert.deepEqual(delivered, [
+      ['2026-10-24T12:01:00Z', 2],
+      ['2026-10-24T12:05:00Z', 1],
+    ]);
+    const recovered = second.events.filter((e) => e.type === 'recovered');
+    assert.deepEqual(
+      recovered.map((e) => [
+        e.jobId,
+        toUtcRfc3339(e.scheduleTime),
+        e.type === 'recovered' && e.missed,
+      ]),
+      [['every-minute', '2026-10-24T12:05:00Z', 4]],
+    );
+    assert.match(
+      formatEvent(recovered[0] as SchedulerEvent),
+      /recovered: came while no Scheduler ran .* 3 older missed slot\(s\) not delivered/,
+    );
+    assert.deepEqual(state.kept()?.retries, []);
+  });
+
+  it('delivers nothing late on a first start, without a kept state', async () => {
+    const state = memoryStore();
+    const { clock, scheduler, sent } = harness('2026-10-24T12:05:30Z', {
+      jobs: [job({ id: 'j', schedule: '* * * * *' })],
+      state,
+    });
+    scheduler.start();
+    await clock.advance(10 * S);
+    await scheduler.stop();
+    assert.equal(sent.length, 0);
   });
 });
