@@ -31,6 +31,12 @@ export function dashboardName(functionName: string): string {
 /** Each series' legend: Monitoring fills `${metric.labels.job}` itself. */
 const LEGEND = ['$', '{metric.labels.job}'].join('');
 
+/** The dashboard's note on when each kind is counted, after what it shows. */
+const ABOUT_KINDS =
+  'Late slots are logged a grace (2 minutes by default) after they could start, by the run audit; ' +
+  'missed and failed-after-retries are reported once their retry window closed; paused slots fall inside `npm run pause`. ' +
+  'The slots themselves: `npm run runs -- --since 24h`.';
+
 /** The alignment of every chart, s: an hour per bar, the period of missed-run detection. */
 const ALIGNMENT_SECONDS = 3600;
 
@@ -50,11 +56,7 @@ export function dashboard(functionName: string) {
           title: 'About',
           text: {
             format: 'MARKDOWN',
-            content:
-              `What became of each job's runs (${functionName}, created by deploy.sh). One bar per hour and job. ` +
-              'Late slots are logged a grace (2 minutes by default) after they could start, by the run audit; ' +
-              'missed and failed-after-retries are reported once their retry window closed; paused slots fall inside `npm run pause`. ' +
-              'The slots themselves: `npm run runs -- --since 24h`.',
+            content: `What became of each job's runs (${functionName}, created by deploy.sh). One bar per hour and job. ${ABOUT_KINDS}`,
           },
         },
         ...DASHBOARD_METRICS.map((kind) => ({
