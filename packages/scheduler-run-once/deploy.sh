@@ -618,7 +618,7 @@ if [[ "$db_type" != FIRESTORE_NATIVE ]]; then
   exit 1
 fi
 
-say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user only)"
+say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user on the project)"
 if ! exists gcloud iam service-accounts describe "$RUNTIME_SA_EMAIL" "${project[@]}" --format='value(email)'; then
   run gcloud iam service-accounts create "$RUNTIME_SA_NAME" "${project[@]}" \
     --display-name="Runtime of ${FUNCTION_NAME}" \
@@ -692,7 +692,7 @@ run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --regi
   --member="serviceAccount:${INVOKER_SA_EMAIL}" --format=none --quiet
 if ((${#catch_up_jobs[@]} > 0)); then
   say "==> Letting ${RUNTIME_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service):"
-  say "    ${catch_up_jobs[*]} declare catchUp, so the run audit delivers their late slots to the function"
+  say "    ${catch_up_jobs[*]} $( ((${#catch_up_jobs[@]} == 1)) && printf 'declares' || printf 'declare') catchUp, so the run audit delivers late slots to the function"
   say "    itself, with an ID token of the runtime account$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (also in OIDC_INVOKERS)')"
   run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
     --member="serviceAccount:${RUNTIME_SA_EMAIL}" --format=none --quiet

@@ -242,7 +242,7 @@ describe('deploy.sh --dry-run', () => {
     assert.deepEqual(invokerBindings(without.lines), [invoker]);
     assert.match(
       run.stderr,
-      /==> Letting scheduler-run-once-run@my-project\.iam\.gserviceaccount\.com invoke scheduler-run-once \(roles\/run\.invoker[^\n]*\n\s+every-minute declare catchUp, so the run audit delivers their late slots to the function\n\s+itself, with an ID token of the runtime account\n/,
+      /==> Letting scheduler-run-once-run@my-project\.iam\.gserviceaccount\.com invoke scheduler-run-once \(roles\/run\.invoker[^\n]*\n\s+every-minute declares catchUp, so the run audit delivers late slots to the function\n\s+itself, with an ID token of the runtime account\n/,
     );
     assert.match(
       run.stderr,
