@@ -291,6 +291,21 @@ function whatFollows(
   return `reported missed at about ${reportAt.toISOString()} unless Scheduler delivers it`;
 }
 
+/** Logs each slot of `late` once ({@link LATE_RUN}, WARNING), with what follows it. */
+function logLateSlots(
+  job: DeclaredJob,
+  late: readonly SlotRead[],
+  next: { readonly kept: readonly Date[]; readonly target?: SlotRead },
+  logger: Logger,
+): void {
+  const graceSeconds = lateGraceMs(job) / 1000;
+  for (const { slot, runId } of late) {
+    const follows = whatFollows(job, slot, next.kept, next.target);
+    const fields = { jobName: job.id, slot: slot.toISOString(), runId };
+    logger.warn({ ...fields, state: 'late', graceSeconds, follows }, LATE_RUN);
+  }
+}
+
 function sameMark(a: LateMark | undefined, b: LateMark): boolean {
   const times = (mark: LateMark) => mark.pending.map((slot) => slot.getTime());
   return (
@@ -361,15 +376,7 @@ export class LateRunScan {
         return { late: 0 }; // another instance judged these slots: it logs them
       }
     }
-    for (const { slot, runId } of judged.late) {
-      const follows = whatFollows(job, slot, kept, target);
-      const graceSeconds = lateGraceMs(job) / 1000;
-      const fields = { jobName: job.id, slot: slot.toISOString(), runId };
-      logger.warn(
-        { ...fields, state: 'late', graceSeconds, follows },
-        LATE_RUN,
-      );
-    }
+    logLateSlots(job, judged.late, { kept, target }, logger);
     if (target === undefined || send === undefined) {
       return { late: judged.late.length };
     }
