@@ -68,6 +68,8 @@ Options:
 Required:   GOOGLE_CLOUD_PROJECT, REGION
 Jobs:       declared in code (src/job.ts, src/jobs.ts); read with Node.js >= 22.18 (`node` on PATH,
             or NODE_BIN=/path/to/node); JOBS_MODULE=path reads another module that exports `jobs`.
+            A job with catchUp also lets the runtime account invoke the function (the run audit
+            delivers its late slots to the function itself).
 Optional (default):
   FUNCTION_NAME (scheduler-run-once)   RUNTIME (nodejs24)               FUNCTION_TIMEOUT_SECONDS (180)
   LEASE_SECONDS (300)                  RETENTION_SECONDS (2592000)      RUNS_COLLECTION (scheduler_runs)
@@ -80,7 +82,7 @@ Optional (default):
   ALERT_CHANNELS (unset): notification channels (projects/P/notificationChannels/ID,...) to alert on
     missed, finally failed and lease-lost runs, and on no processed run of a job for
     ALERT_ABSENCE_PERIODS (2) of its periods; uses gcloud alpha monitoring. Log-based metrics of the
-    runs (processed, failed, failed-after-retries, missed, lease-lost, by job) are always created.
+    runs (processed, failed, failed-after-retries, missed, late, lease-lost, by job) are always created.
   EXAMPLE (unset): workflows, cloud-run-job or cloud-build also grants the runtime account the
     roles of that proxy example (examples/*/README.md); cloud-run-job needs EXAMPLE_CLOUD_RUN_JOB,
     the Cloud Run job in REGION.
@@ -211,13 +213,16 @@ readonly MOVED_TO_CODE=(
 # The declared jobs, one entry per job, in declaration order (filled by read_jobs).
 job_ids=() job_schedules=() job_zones=() job_deadlines=() job_retries=() job_retry_durations=()
 job_min_backoffs=() job_max_backoffs=() job_doublings=() job_retry_windows=()
+# The declared jobs with catchUp (src/policy/catch-up.ts), whose late slots the run audit delivers
+# to the function itself as its runtime account (filled by read_jobs).
+catch_up_jobs=()
 
 # Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
-# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window in seconds), already validated by
-# validateJobs (src/policy/job-declaration.ts).
+# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window in seconds and catchUp.slots or
+# "none"), already validated by validateJobs (src/policy/job-declaration.ts).
 read_jobs() {
   local version major minor output errors line
-  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window
+  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window catch_up
   if ! version="$("$NODE_BIN" -p 'process.versions.node' 2>/dev/null)" || [[ ! "$version" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
     problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later," \
 "and ${NODE_BIN@Q} did not run: install Node.js, put it on PATH, or set NODE_BIN=/path/to/node"
@@ -242,11 +247,12 @@ read_jobs() {
     return 0
   fi
   rm -f -- "$errors"
-  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window; do
+  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window catch_up; do
     [[ -n "$id" ]] || continue
     job_ids+=("$id") job_schedules+=("$schedule") job_zones+=("$zone") job_deadlines+=("$deadline")
     job_retries+=("$retries") job_retry_durations+=("$duration") job_min_backoffs+=("$min_backoff")
     job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings") job_retry_windows+=("$retry_window")
+    if [[ -n "$catch_up" && "$catch_up" != none ]]; then catch_up_jobs+=("$id"); fi
   done <<<"$output"
 }
 
@@ -456,8 +462,13 @@ env_vars=(
   "JOB_TIMEOUT_SECONDS=${FUNCTION_TIMEOUT_SECONDS}"
 )
 if [[ -n "$FIRESTORE_TIMEOUT_SECONDS" ]]; then env_vars+=("FIRESTORE_TIMEOUT_SECONDS=${FIRESTORE_TIMEOUT_SECONDS}"); fi
+# Catch-up (a job with catchUp): the run audit sends a late slot to the function itself, with an ID
+# token of the runtime account (src/function/catch-up-delivery.ts), which must be let in as
+# Scheduler's invoker account is. The invoker stays first: `npm run scheduler` signs as the first.
+oidc_invokers="$INVOKER_SA_EMAIL"
+if ((${#catch_up_jobs[@]} > 0)); then oidc_invokers+=",${RUNTIME_SA_EMAIL}"; fi
 if [[ "$AUTH_MODE" == verify-oidc ]]; then
-  env_vars+=("AUTH_MODE=verify-oidc" "OIDC_AUDIENCE=${OIDC_AUDIENCE}" "OIDC_INVOKERS=${INVOKER_SA_EMAIL}")
+  env_vars+=("AUTH_MODE=verify-oidc" "OIDC_AUDIENCE=${OIDC_AUDIENCE}" "OIDC_INVOKERS=${oidc_invokers}")
   readonly TOKEN_AUDIENCE="$OIDC_AUDIENCE"
 fi
 if [[ -n "$RUN_KEY_SCOPE_HEADERS" ]]; then env_vars+=("RUN_KEY_SCOPE_HEADERS=${RUN_KEY_SCOPE_HEADERS// /}"); fi
@@ -618,7 +629,7 @@ if [[ "$db_type" != FIRESTORE_NATIVE ]]; then
   exit 1
 fi
 
-say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user only)"
+say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user on the project)"
 if ! exists gcloud iam service-accounts describe "$RUNTIME_SA_EMAIL" "${project[@]}" --format='value(email)'; then
   run gcloud iam service-accounts create "$RUNTIME_SA_NAME" "${project[@]}" \
     --display-name="Runtime of ${FUNCTION_NAME}" \
@@ -690,6 +701,13 @@ fi
 say "==> Letting ${INVOKER_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service)"
 run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
   --member="serviceAccount:${INVOKER_SA_EMAIL}" --format=none --quiet
+if ((${#catch_up_jobs[@]} > 0)); then
+  say "==> Letting ${RUNTIME_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service):"
+  say "    ${catch_up_jobs[*]} $( ((${#catch_up_jobs[@]} == 1)) && printf 'declares' || printf 'declare') catchUp, so the run audit delivers late slots to the function"
+  say "    itself, with an ID token of the runtime account$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (also in OIDC_INVOKERS)')"
+  run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+    --member="serviceAccount:${RUNTIME_SA_EMAIL}" --format=none --quiet
+fi
 if [[ "$AUTH_MODE" == verify-oidc ]]; then
   # The function verifies the token itself (src/auth.ts): Cloud Run's check would strip its signature.
   say "==> Turning Cloud Run's invoker IAM check off: the function verifies the OIDC token itself"
@@ -842,6 +860,13 @@ scheduler_summary() {
   fi
 }
 
+# The runtime account's invoker role, for the summary: only with catch-up.
+runtime_invoker_role() {
+  if ((${#catch_up_jobs[@]} > 0)); then
+    printf ', roles/run.invoker on the function: catch-up of %s' "${catch_up_jobs[*]}"
+  fi
+}
+
 summary() {
   local summary_title=Deployed
   if ((DRY_RUN)); then summary_title='Would deploy (dry run: nothing was changed)'; fi
@@ -850,12 +875,12 @@ summary() {
 ${summary_title}
   Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private)
   URL             ${function_url}
-  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user$(example_roles))
+  Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user$(example_roles)$(runtime_invoker_role))
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
   Authentication  ${AUTH_MODE}$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (audience %s; invoker IAM check off)' "$OIDC_AUDIENCE")
 $(scheduler_summary)
   Run ledger      ${FIRESTORE_DATABASE}/${RUNS_COLLECTION} (+ ${RUNS_COLLECTION}_jobs), lease ${LEASE_SECONDS} s, kept ${RETENTION_SECONDS} s (TTL on expire_at; composite indexes for npm run runs)
-  Metrics         ${FUNCTION_NAME}-runs-{processed,duplicates,failed,failed-after-retries,missed,skipped,paused,lease-lost} (by job)
+  Metrics         ${FUNCTION_NAME}-runs-{processed,duplicates,failed,failed-after-retries,missed,late,skipped,paused,lease-lost} (by job)
   Dashboard       ${dashboard_summary:-none} (Cloud Monitoring, console.cloud.google.com/monitoring/dashboards)
   Alerts          $( ((${#alert_summary[@]} > 0)) && printf '%s policies to %s' "${#alert_summary[@]}" "$ALERT_CHANNELS" || printf 'none (set ALERT_CHANNELS to add them)')
 

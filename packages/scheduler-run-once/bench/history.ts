@@ -19,6 +19,7 @@ import {
   validateJobs,
 } from '../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../src/policy/job-state.ts';
+import { LateRunScan } from '../src/policy/late-runs.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
 import { RunHistory, slotRunId } from '../src/policy/run-history.ts';
 import { slotsBetween } from '../src/policy/schedule.ts';
@@ -46,6 +47,12 @@ export interface HistoryFigures {
   readonly callsPerDueRun: number;
   /** Processed runs per due one for this job (*\/5: 12 slots an hour). */
   readonly runsPerDueRun: number;
+  /**
+   * Firestore calls of the run audit's late-run scan of this job in an hour (12 audits, one every
+   * 5 minutes), and the slots it found late (the seeded missed ones among them).
+   */
+  readonly lateScanCallsPerHour: number;
+  readonly lateSlotsPerHour: number;
 }
 
 function ledgerOn(db: Firestore, collection: string): RunLedger {
@@ -119,6 +126,7 @@ export async function measureHistory(
     counter,
     collection,
   );
+  const late = await countLateScanCalls(JOB, db, viaCounter, counter);
   return {
     days,
     slots: slots.length,
@@ -127,6 +135,8 @@ export async function measureHistory(
     callsPerRun,
     callsPerDueRun,
     runsPerDueRun: 12,
+    lateScanCallsPerHour: late.calls,
+    lateSlotsPerHour: late.late,
   };
 }
 
@@ -157,6 +167,83 @@ function timeRunsCommand(collection: string, days: number): number {
     throw new Error(`src/ops/runs.ts failed: ${command.stderr}`);
   }
   return commandMs;
+}
+
+/** The run audits of an hour: every 5 minutes, 30 s past a slot, over the hour before END. */
+const AUDIT_PERIOD_MS = 300_000;
+const AUDITS_PER_HOUR = 12;
+
+/** The slot of the audited hour that Scheduler never delivered: late once, in the figures. */
+const UNDELIVERED_MS = END.getTime() - 30 * 60_000;
+
+/**
+ * Writes a completed record, 1 s after its slot by Firestore's time as the driven clock has it,
+ * for every slot of `job` in the two hours before END but {@link UNDELIVERED_MS}.
+ */
+async function seedDelivered(
+  db: Firestore,
+  collection: string,
+  job: DeclaredJob,
+): Promise<void> {
+  const { slots } = slotsBetween(job, new Date(END.getTime() - 7_200_000), END);
+  const batch = db.batch();
+  for (const slot of slots) {
+    if (slot.getTime() === UNDELIVERED_MS) {
+      continue;
+    }
+    const ref = db.collection(collection).doc(slotRunId(job.id, slot, []));
+    batch.set(ref, {
+      status: 'completed',
+      attempt_id: 'bench',
+      attempts: 1,
+      first_claimed_at: timestampOf(slot.toISOString()),
+      claimed_at: timestampOf(slot.toISOString()),
+      completed_at: timestampOf(new Date(slot.getTime() + 1000).toISOString()),
+      expire_at: timestampOf('2099-01-01T00:00:00Z'),
+      job_name: job.id,
+      schedule_time: timestampOf(slot.toISOString()),
+    });
+  }
+  await batch.commit();
+}
+
+/**
+ * The Firestore calls of the run audit's late-run scan of `job` over an hour of audits, counted on
+ * the wire after the scan's first sighting of the job (which starts its mark), and the slots it
+ * found late: every slot ran but one, which is late and costs one more batched read (its forced
+ * run's id) in each of the two scans that read it.
+ */
+async function countLateScanCalls(
+  job: DeclaredJob,
+  db: Firestore,
+  viaCounter: Firestore,
+  counter: WireCounter,
+): Promise<{ calls: number; late: number }> {
+  const collection = freshCollection('late');
+  await seedDelivered(db, collection, job);
+  const history = new RunHistory(ledgerOn(viaCounter, collection).documents);
+  const jobDocuments = new RunDocuments(viaCounter, {
+    collection: jobStateCollection(collection),
+    retentionMs: 86_400_000,
+    timeoutMs: 30_000,
+  });
+  const silent = pino({ level: 'silent' });
+  const auditAt = (n: number) =>
+    new Date(END.getTime() - 3_600_000 + n * AUDIT_PERIOD_MS + 30_000);
+  let now = auditAt(0);
+  const scan = new LateRunScan({
+    history,
+    jobDocuments,
+    clock: async () => now,
+  });
+  await scan.scan(job, [], silent); // the first sighting: the mark starts here
+  counter.reset();
+  let late = 0;
+  for (let n = 1; n <= AUDITS_PER_HOUR; n += 1) {
+    now = auditAt(n);
+    late += (await scan.scan(job, [], silent)).late;
+  }
+  return { calls: counter.calls(), late };
 }
 
 /**

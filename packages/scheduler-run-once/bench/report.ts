@@ -376,7 +376,7 @@ function coldStartTable(r: Results): string {
 /** The run history: `npm run runs` over days of a job, and the calls of the missed-run check. */
 function historyTable(r: Results): string {
   return table(
-    'Run history: `npm run runs` over a */5 job (1 slot in 50 missed), and the Firestore calls of a processed run with the missed-run check on (steady state, and the one due delivery an hour)',
+    "Run history: `npm run runs` over a */5 job (1 slot in 50 missed), the Firestore calls of a processed run with the missed-run check on (steady state, and the one due delivery an hour), and of the run audit's late-run scan of the job over an hour of audits every 5 minutes",
     [r.history],
     {
       days: (h) => `${h.days}`,
@@ -387,6 +387,8 @@ function historyTable(r: Results): string {
       'calls per due run': (h) => `${h.callsPerDueRun}`,
       amortised: (h) =>
         `${Math.round((100 * (h.callsPerRun * (h.runsPerDueRun - 1) + h.callsPerDueRun)) / h.runsPerDueRun) / 100}`,
+      'late scan: calls per job-hour (late slots)': (h) =>
+        `${h.lateScanCallsPerHour} (${h.lateSlotsPerHour})`,
     },
   );
 }

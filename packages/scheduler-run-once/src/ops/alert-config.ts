@@ -10,6 +10,7 @@
  * a metric-absence condition's duration is at most 23.5 hours
  * (https://cloud.google.com/monitoring/alerts/metric-absence).
  */
+import { LATE_RUN } from '../policy/late-runs.ts';
 import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../policy/missed-runs.ts';
 import { PAUSED_SLOT } from '../policy/pauses.ts';
 
@@ -38,6 +39,11 @@ export const METRICS = {
   missed: {
     description: 'runs no attempt came for within the retry window',
     match: `jsonPayload.message="${MISSED_RUN}"`,
+  },
+  late: {
+    description:
+      'slots with no attempt a grace after they could start (caught up, or reported missed later)',
+    match: `jsonPayload.message="${LATE_RUN}"`,
   },
   skipped: {
     description:

@@ -1,8 +1,8 @@
 /**
  * The Cloud Monitoring dashboard `deploy.sh` creates (once, if none has its display name): one chart
  * per log-based metric of `ops/alert-config.ts` that says what became of a job's runs (processed,
- * duplicates absorbed, failed attempts, failed after retries, missed, skipped, paused), each a
- * stacked bar per job. Pure: builds the Dashboard JSON that `ops/alerts.ts` writes for
+ * duplicates absorbed, failed attempts, late and missed side by side, failed after retries,
+ * skipped, paused), each a stacked bar per job. Pure: builds the Dashboard JSON that `ops/alerts.ts` writes for
  * `gcloud monitoring dashboards create --config-from-file`.
  *
  * Source: Dashboard (https://cloud.google.com/monitoring/api/ref_v3/rest/v1/projects.dashboards),
@@ -15,8 +15,10 @@ export const DASHBOARD_METRICS = [
   'processed',
   'duplicates',
   'failed',
-  'failed-after-retries',
+  // Side by side in the grid's third row: late within minutes, missed when the retry window closed.
+  'late',
   'missed',
+  'failed-after-retries',
   'skipped',
   'paused',
 ] as const satisfies readonly MetricKind[];
@@ -28,6 +30,12 @@ export function dashboardName(functionName: string): string {
 
 /** Each series' legend: Monitoring fills `${metric.labels.job}` itself. */
 const LEGEND = ['$', '{metric.labels.job}'].join('');
+
+/** The dashboard's note on when each kind is counted, after what it shows. */
+const ABOUT_KINDS =
+  'Late slots are logged a grace (2 minutes by default) after they could start, by the run audit; ' +
+  'missed and failed-after-retries are reported once their retry window closed; paused slots fall inside `npm run pause`. ' +
+  'The slots themselves: `npm run runs -- --since 24h`.';
 
 /** The alignment of every chart, s: an hour per bar, the period of missed-run detection. */
 const ALIGNMENT_SECONDS = 3600;
@@ -48,10 +56,7 @@ export function dashboard(functionName: string) {
           title: 'About',
           text: {
             format: 'MARKDOWN',
-            content:
-              `What became of each job's runs (${functionName}, created by deploy.sh). One bar per hour and job. ` +
-              'Missed and failed-after-retries are reported once their retry window closed; paused slots fall inside `npm run pause`. ' +
-              'The slots themselves: `npm run runs -- --since 24h`.',
+            content: `What became of each job's runs (${functionName}, created by deploy.sh). One bar per hour and job. ${ABOUT_KINDS}`,
           },
         },
         ...DASHBOARD_METRICS.map((kind) => ({

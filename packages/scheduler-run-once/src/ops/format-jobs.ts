@@ -120,12 +120,17 @@ export const DEPLOY_FIELDS = [
   'maxDoublings',
 ] as const satisfies readonly (keyof DeclaredJob)[];
 
+/** The last field of a {@link deployLines} line for a job without `catchUp`. */
+export const NO_CATCH_UP = 'none';
+
 /**
  * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, then its retry window in whole
  * seconds (`retryWindowMs` of `src/policy/retry-policy.ts`, rounded up: the one formula, which
- * `deploy.sh` checks `RETENTION_SECONDS` against), for `deploy.sh` to read with
- * `IFS=$'\t' read -r`. Safe without quoting: validated ids, zones and schedules hold no tab or
- * newline (schedules have one space between fields), and the rest are whole numbers.
+ * `deploy.sh` checks `RETENTION_SECONDS` against), then its `catchUp.slots` or
+ * {@link NO_CATCH_UP} (with catch-up, `deploy.sh` lets the runtime account invoke the function),
+ * for `deploy.sh` to read with `IFS=$'\t' read -r`. Safe without quoting: validated ids, zones and
+ * schedules hold no tab or newline (schedules have one space between fields), and the rest are
+ * whole numbers or words.
  */
 export function deployLines(jobs: readonly DeclaredJob[]): string {
   return jobs
@@ -133,10 +138,14 @@ export function deployLines(jobs: readonly DeclaredJob[]): string {
       [
         ...DEPLOY_FIELDS.map((field) => String(job[field])),
         String(Math.ceil(retryWindowMs(job) / 1000)),
+        job.catchUp?.slots ?? NO_CATCH_UP,
       ].join('\t'),
     )
     .join('\n');
 }
+
+/** The fields of a {@link deployLines} line after {@link DEPLOY_FIELDS}: retry window, catch-up. */
+const DERIVED_FIELDS = 2;
 
 /**
  * Reads {@link deployLines} back into each job's settings, without its `run`: what a process that
@@ -144,7 +153,7 @@ export function deployLines(jobs: readonly DeclaredJob[]): string {
  * through `node ops/jobs.ts --deploy`, since Node caches imported modules).
  *
  * @throws {Error} for a line without every field or with a setting that is not a whole number.
- * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570')[0].retryCount // 3
+ * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\tnone')[0].retryCount // 3
  */
 export function parseDeployLines(
   text: string,
@@ -154,15 +163,14 @@ export function parseDeployLines(
     .filter((line) => line.trim() !== '')
     .map((line) => {
       const values = line.split('\t');
-      // The fields, then the retry window (deploy.sh's; not a setting).
-      if (values.length !== DEPLOY_FIELDS.length + 1) {
-        throw new Error(
-          `expected ${DEPLOY_FIELDS.length + 1} tab-separated fields: ${line}`,
-        );
+      // The fields, then the retry window and catch-up (deploy.sh's; not read back).
+      const expected = DEPLOY_FIELDS.length + DERIVED_FIELDS;
+      if (values.length !== expected) {
+        throw new Error(`expected ${expected} tab-separated fields: ${line}`);
       }
       const [id = '', schedule = '', timeZone = '', ...numbers] = values.slice(
         0,
-        -1,
+        DEPLOY_FIELDS.length,
       );
       const settings = numbers.map((value) => {
         if (!/^\d+$/.test(value)) {

@@ -55,10 +55,12 @@ export function catchUpPolicyOf(
     return undefined;
   }
   const policy = { ...CATCH_UP_DEFAULTS, ...withoutUndefined(declared) };
+  let inRange = true;
   for (const key of Object.keys(RANGES) as (keyof typeof RANGES)[]) {
     const [min, max] = RANGES[key];
     const value = policy[key];
     if (!Number.isInteger(value) || value < min || value > max) {
+      inRange = false;
       problem(
         `catchUp.${key} ${JSON.stringify(value)} must be a whole number of seconds from ${min} to ${max}`,
       );
@@ -69,7 +71,8 @@ export function catchUpPolicyOf(
       `catchUp.slots ${JSON.stringify(policy.slots)} must be one of ${CATCH_UP_SLOTS.join(', ')}`,
     );
   }
-  if (policy.windowSeconds < policy.graceSeconds) {
+  // Only between two valid durations: a value out of its range is reported once, above.
+  if (inRange && policy.windowSeconds < policy.graceSeconds) {
     problem(
       `catchUp.windowSeconds (${policy.windowSeconds}) must be at least catchUp.graceSeconds (${policy.graceSeconds}): no late slot would be young enough to catch up`,
     );

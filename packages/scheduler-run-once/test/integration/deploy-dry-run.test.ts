@@ -11,6 +11,7 @@ import { validateJobs } from '../../src/policy/job-declaration.ts';
 import {
   AWKWARD,
   argvOf,
+  CATCH_UP_JOBS,
   CHANNEL,
   command,
   deploy,
@@ -36,6 +37,7 @@ describe('deploy.sh --dry-run', () => {
         'failed',
         'failed-after-retries',
         'missed',
+        'late',
         'skipped',
         'paused',
         'lease-lost',
@@ -53,6 +55,13 @@ describe('deploy.sh --dry-run', () => {
     assert.deepEqual(metric.labelExtractors, {
       job: 'REGEXP_EXTRACT(jsonPayload.jobName, "([^/]+)$")',
     });
+    const late = JSON.parse(
+      readFileSync(flag(creates[5] ?? [], '--config-from-file') ?? '', 'utf8'),
+    ) as Record<string, unknown>;
+    assert.match(
+      String(late.filter),
+      /service_name="scheduler-run-once" AND jsonPayload\.message="late run"$/,
+    );
     assert.equal(
       run.lines.some((l) => l.includes('monitoring policies')),
       false,
@@ -93,7 +102,7 @@ describe('deploy.sh --dry-run', () => {
     assert.equal(board.displayName, 'scheduler-run-once: runs by job');
     assert.equal(
       board.gridLayout.widgets.filter((w) => w.xyChart !== undefined).length,
-      7,
+      8,
     );
     assert.equal(again.status, 0, again.stderr);
     assert.ok(
@@ -211,6 +220,67 @@ describe('deploy.sh --dry-run', () => {
     );
     assert.equal(flag(binding, '--role'), 'roles/datastore.user');
     assert.equal(flag(binding, '--condition'), 'None');
+  });
+
+  it('with a job declaring catchUp lets the runtime account invoke the function, and says why', () => {
+    const run = deploy({ ...REQUIRED, JOBS_MODULE: CATCH_UP_JOBS });
+    const without = deploy(REQUIRED);
+
+    assert.equal(run.status, 0, run.stderr);
+    const runtime =
+      'serviceAccount:scheduler-run-once-run@my-project.iam.gserviceaccount.com';
+    const invoker =
+      'serviceAccount:scheduler-run-once-invoker@my-project.iam.gserviceaccount.com';
+    const invokerBindings = (lines: string[]) =>
+      lines
+        .map(argvOf)
+        .filter(
+          (a) => a[1] === 'functions' && a[2] === 'add-invoker-policy-binding',
+        )
+        .map((a) => flag(a, '--member'));
+    assert.deepEqual(invokerBindings(run.lines), [invoker, runtime]);
+    assert.deepEqual(invokerBindings(without.lines), [invoker]);
+    assert.match(
+      run.stderr,
+      /==> Letting scheduler-run-once-run@my-project\.iam\.gserviceaccount\.com invoke scheduler-run-once \(roles\/run\.invoker[^\n]*\n\s+every-minute declares catchUp, so the run audit delivers late slots to the function\n\s+itself, with an ID token of the runtime account\n/,
+    );
+    assert.match(
+      run.stderr,
+      /Runs as +scheduler-run-once-run@my-project\.iam\.gserviceaccount\.com \(roles\/datastore\.user, roles\/run\.invoker on the function: catch-up of every-minute\)/,
+    );
+    assert.doesNotMatch(without.stderr, /catch-up|catchUp/);
+    const env = gcloudDict(
+      flag(
+        command(run.lines, 'gcloud', 'functions', 'deploy'),
+        '--set-env-vars',
+      ) ?? '',
+    );
+    assert.equal(
+      env.has('OIDC_INVOKERS'),
+      false,
+      'platform mode: Cloud Run checks',
+    );
+  });
+
+  it('with catchUp under AUTH_MODE=verify-oidc also lets the runtime account in through OIDC_INVOKERS, after the invoker', () => {
+    const run = deploy({
+      ...REQUIRED,
+      JOBS_MODULE: CATCH_UP_JOBS,
+      AUTH_MODE: 'verify-oidc',
+    });
+
+    assert.equal(run.status, 0, run.stderr);
+    const env = gcloudDict(
+      flag(
+        command(run.lines, 'gcloud', 'functions', 'deploy'),
+        '--set-env-vars',
+      ) ?? '',
+    );
+    assert.equal(
+      env.get('OIDC_INVOKERS'),
+      'scheduler-run-once-invoker@my-project.iam.gserviceaccount.com,scheduler-run-once-run@my-project.iam.gserviceaccount.com',
+    );
+    assert.match(run.stderr, /runtime account \(also in OIDC_INVOKERS\)/);
   });
 
   it('deploys a private 2nd gen HTTP function from the repository root', () => {

@@ -14,6 +14,7 @@ import {
 } from '../../src/ops/scheduler-pause.ts';
 import {
   AWKWARD,
+  CATCH_UP_JOBS,
   CHANNEL,
   CHILD_TIMEOUT_MS,
   callsOf,
@@ -73,6 +74,12 @@ describe('the real gcloud parser', () => {
       ...deploy(AWKWARD).lines,
       ...deploy(AWKWARD, ['--dry-run', '--assume-existing', '--prune']).lines,
       ...deploy({ ...REQUIRED, AUTH_MODE: 'verify-oidc' }).lines,
+      ...deploy({ ...REQUIRED, JOBS_MODULE: CATCH_UP_JOBS }).lines,
+      ...deploy({
+        ...AWKWARD,
+        JOBS_MODULE: CATCH_UP_JOBS,
+        AUTH_MODE: 'verify-oidc',
+      }).lines,
       ...deploy({ ...AWKWARD, ALERT_CHANNELS: CHANNEL }).lines,
     ]);
 

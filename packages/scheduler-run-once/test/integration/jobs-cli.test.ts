@@ -12,11 +12,13 @@ import {
   deployLines,
   jobsJson,
   jobsTable,
+  parseDeployLines,
   upcoming,
 } from '../../src/ops/format-jobs.ts';
 import { toZonedRfc3339 } from '../../src/ops/slots.ts';
 import { validateJobs } from '../../src/policy/job-declaration.ts';
 import { nextSlots, toUtcRfc3339 } from '../../src/policy/schedule.ts';
+import { jobs as catchUpJobs } from '../fixtures/jobs-catch-up.ts';
 import { jobs as twoJobs } from '../fixtures/jobs-two.ts';
 import { jobs as starterJobs } from '../fixtures/starter/src/jobs.ts';
 import { writeStarterProject } from '../fixtures/starter-project.ts';
@@ -104,9 +106,24 @@ describe('src/ops/format-jobs.ts', () => {
     assert.equal(
       deployLines(jobs),
       [
-        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570',
-        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3\t1030',
+        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\tnone',
+        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3\t1030\tnone',
       ].join('\n'),
+    );
+  });
+
+  it("ends a job's deploy line with its catchUp.slots, which parseDeployLines reads past", () => {
+    const declared = validateJobs(catchUpJobs);
+
+    const lines = deployLines(declared).split('\n');
+
+    assert.deepEqual(
+      lines.map((line) => line.split('\t').at(-1)),
+      ['all', 'none', 'none'],
+    );
+    assert.deepEqual(
+      parseDeployLines(lines.join('\n')).map((job) => job.id),
+      ['every-minute', 'every-five', 'run-audit'],
     );
   });
 });

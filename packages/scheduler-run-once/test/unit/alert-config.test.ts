@@ -23,6 +23,24 @@ describe('logMetric', () => {
   });
 });
 
+describe('logMetric late', () => {
+  it("counts the run audit's late-run warnings the way missed counts missed runs, by job", () => {
+    const late = logMetric('reports', 'late');
+    const missed = logMetric('reports', 'missed');
+
+    assert.equal(late.name, 'reports-runs-late');
+    assert.equal(
+      late.filter,
+      missed.filter.replace(
+        'jsonPayload.message="missed run"',
+        'jsonPayload.message="late run"',
+      ),
+    );
+    assert.notEqual(late.filter, missed.filter);
+    assert.deepEqual(late.labelExtractors, missed.labelExtractors);
+  });
+});
+
 describe('alertPolicies', () => {
   it('gives each job an absence alert of N periods, rounded up to whole minutes', () => {
     const plans = alertPolicies(

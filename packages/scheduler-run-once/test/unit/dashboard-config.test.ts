@@ -11,10 +11,11 @@ import {
   dashboard,
   dashboardName,
 } from '../../src/ops/dashboard-config.ts';
+import { LATE_RUN } from '../../src/policy/late-runs.ts';
 import { PAUSED_SLOT } from '../../src/policy/pauses.ts';
 
 describe('dashboard', () => {
-  it('charts processed, duplicates, failed, failed after retries, missed, skipped and paused, in that order', () => {
+  it('charts processed, duplicates, failed, late beside missed, failed after retries, skipped and paused, in that order', () => {
     const board = dashboard('reports');
 
     const titles = board.gridLayout.widgets.flatMap((w) =>
@@ -24,11 +25,24 @@ describe('dashboard', () => {
       'processed',
       'duplicates',
       'failed',
-      'failed-after-retries',
+      'late',
       'missed',
+      'failed-after-retries',
       'skipped',
       'paused',
     ]);
+  });
+
+  it('puts late and missed in one row of its two columns, late on the left', () => {
+    const board = dashboard('reports');
+
+    const titles = board.gridLayout.widgets.map((w) => w.title.split(':')[0]);
+    const columns = Number(board.gridLayout.columns);
+    const late = titles.indexOf('late');
+    const missed = titles.indexOf('missed');
+    assert.equal(columns, 2);
+    assert.equal(late % columns, 0, titles.join(', '));
+    assert.equal(missed, late + 1, titles.join(', '));
   });
 
   it("reads each chart's metric by its log-based metric's name, summed per hour and split by job", () => {
@@ -57,7 +71,9 @@ describe('dashboard', () => {
 });
 
 describe('the metrics behind it', () => {
-  it("count the function's duplicate, skipped and paused-slot lines", () => {
+  it("count the function's duplicate, skipped, paused-slot and late-run lines", () => {
+    assert.equal(METRICS.late.match, `jsonPayload.message="${LATE_RUN}"`);
+    assert.equal(LATE_RUN, 'late run');
     assert.match(METRICS.duplicates.match, /"scheduled run: duplicate"/);
     assert.match(METRICS.skipped.match, /"scheduled run: skipped"/);
     assert.equal(METRICS.paused.match, `jsonPayload.message="${PAUSED_SLOT}"`);
