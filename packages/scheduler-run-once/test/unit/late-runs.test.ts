@@ -202,7 +202,7 @@ describe('judgeLateSlots', () => {
       judged.late.map((late) => late.slot),
       [slot],
     );
-    assert.equal(judged.checkedBefore, end);
+    assert.equal(judged.judgedBefore, end);
   });
 
   it('counts a missed record no attempt wrote as no attempt, and a completed one as a run', () => {
@@ -230,7 +230,7 @@ describe('judgeLateSlots', () => {
     const judged = judgeLateSlots(job, undefined, [row(young)], seen, [], now);
 
     assert.deepEqual(judged.late, []);
-    assert.equal(judged.checkedBefore, young);
+    assert.equal(judged.judgedBefore, young);
   });
 
   it('waits behind a live lease: the slot after a running one is not late, nor judged', () => {
@@ -249,7 +249,7 @@ describe('judgeLateSlots', () => {
     const judged = judgeLateSlots(job, before, [row(next)], seen, [], now);
 
     assert.deepEqual(judged.late, []);
-    assert.equal(judged.checkedBefore, next);
+    assert.equal(judged.judgedBefore, next);
   });
 
   it('finds a slot inside a pause not late, and judges past it', () => {
@@ -272,7 +272,7 @@ describe('judgeLateSlots', () => {
     );
 
     assert.deepEqual(judged.late, []);
-    assert.equal(judged.checkedBefore, end);
+    assert.equal(judged.judgedBefore, end);
   });
 
   it("finds no slot before the job's first record late, and those after it late", () => {
