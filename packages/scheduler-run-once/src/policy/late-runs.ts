@@ -197,9 +197,10 @@ type PendingStep = 'deliver' | 'wait' | 'drop';
 
 /**
  * The step for a pending slot at `now`: a slot with no attempt is delivered while it is within
- * the job's catch-up window; a caught-up run that failed is delivered again after the job's
- * back-off while its retries last; one running is waited for; anything else is dropped (done,
- * reported, or Scheduler's own delivery, which Scheduler retries).
+ * the job's catch-up window (one reported missed meanwhile is dropped); a caught-up run that
+ * failed is delivered again after the job's back-off while its retries last; one running is
+ * waited for; anything else is dropped (done, reported, or Scheduler's own delivery, which
+ * Scheduler retries).
  */
 export function pendingStep(
   job: DeclaredJob,
@@ -208,6 +209,13 @@ export function pendingStep(
 ): PendingStep {
   const windowMs = (job.catchUp?.windowSeconds ?? 0) * 1000;
   if (hasNoAttempt(record)) {
+    // A reported `missed` record is the check's report: the ledger runs a reported slot again only
+    // for a backfill, so a catch-up would be refused, and the slots behind it would wait for nothing.
+    const reported =
+      record?.status === RunStatus.Missed && record.reportedAt !== undefined;
+    if (reported) {
+      return 'drop';
+    }
     const young = now.getTime() - slot.getTime() <= windowMs;
     return young ? 'deliver' : 'drop';
   }

@@ -15,6 +15,7 @@
  *     runs a reported slot again (only a backfill reopens one), so such a delivery is refused, and
  *     under `slots: 'all'` the slots behind it wait for nothing.
  */
+import { CLAIM_WAIT_MS } from '../../src/function/catch-up-delivery.ts';
 import { LATE_RUN } from '../../src/policy/late-runs.ts';
 import {
   FAILED_AFTER_RETRIES,
@@ -136,9 +137,14 @@ function oneCatchUpPerAudit(outcome: SimOutcome): string[] {
   }
   for (const list of bySlot.values()) {
     for (const [i, later] of list.entries()) {
+      // A sender whose audit's instance died never resolves: it waited at most CLAIM_WAIT_MS.
       const overlapping = list
         .slice(0, i)
-        .filter((earlier) => later.sentAt < (earlier.resolvedAt ?? Infinity));
+        .filter(
+          (earlier) =>
+            later.sentAt <
+            (earlier.resolvedAt ?? earlier.sentAt + CLAIM_WAIT_MS),
+        );
       for (const earlier of overlapping) {
         found.push(
           `two catch-up deliveries of one slot at once: ${describeCatchUp(earlier)} and ${describeCatchUp(later)}`,
