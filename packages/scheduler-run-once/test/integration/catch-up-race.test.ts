@@ -9,11 +9,11 @@
  * Each slot must execute exactly once: counted by the lines the job itself appends to a file as it
  * starts, not by run records.
  *
- * The processes' clocks are real, so the slots are chosen relative to now: the late-run scan
- * judges only slots after its mark, which the first audit sets to now minus the grace (120 s by
- * default); the on-time and late slots come after it, and the second audit comes once the late
- * one is, within the minute before the slot after it is judged. The case takes about three
- * minutes of real time; each wait is bounded.
+ * The processes' clocks are real, so the slots are chosen relative to now: the late slot three
+ * minutes ago (past its grace, 120 s by default), the one after it delivered by Scheduler so that
+ * only the late one is late. The late-run scan judges only slots after its mark: an earlier
+ * audit's mark is written as that audit would have left it (judged up to the late slot, a run of
+ * the job seen), so the case needs no real minutes of waiting.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -26,12 +26,15 @@ import {
 } from 'node:http';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import {
   type GroupProcess,
   spawnFunction,
   waitForPort,
   within,
 } from '../../src/dev/local-processes.ts';
+import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { lateDocumentId } from '../../src/policy/late-runs.ts';
 import type { CatchUpExecution } from '../fixtures/catch-up-function.ts';
 import {
   type Delivery,
@@ -45,13 +48,12 @@ import {
   waitFor,
 } from '../fixtures/harness.ts';
 import { rfc3339 } from '../fixtures/times.ts';
+import { firestore } from '../helpers.ts';
 
 const MINUTE = 60_000;
 const START_TIMEOUT_MS = 60_000;
-/** The late-run grace of a job whose `catchUp` keeps its defaults, ms (CATCH_UP_DEFAULTS). */
-const DEFAULT_GRACE_MS = 120_000;
-/** How long after a slot became late the second audit comes, ms: clocks of one machine. */
-const LATE_MARGIN_MS = 5_000;
+/** How long ago the late slot is, in minutes: past the default 120 s grace, a minute to spare. */
+const LATE_MINUTES_AGO = 3;
 /** Every delivery is answered within this, ms: a job works 1.5 s, a catch-up waits for its claim. */
 const ANSWER_BOUND_MS = 60_000;
 const CATCH_UP_HEADER = 'x-run-once-catch-up';
@@ -244,9 +246,30 @@ function auditLines(processes: readonly Process[]): string {
 
 const floorTo = (ms: number, step: number) => Math.floor(ms / step) * step;
 
+/**
+ * The late-run mark an earlier audit's scan would have left for `jobName`: every slot before
+ * `judgedBefore` judged, a run of the job seen (the fields `policy/late-runs.ts` writes).
+ */
+async function writeEarlierAuditMark(
+  collection: string,
+  jobName: string,
+  judgedBefore: number,
+) {
+  await firestore
+    .collection(jobStateCollection(collection))
+    .doc(lateDocumentId(jobName, []))
+    .set({
+      job_name: jobName,
+      late_judged_before: Timestamp.fromMillis(judgedBefore),
+      run_seen: true,
+      pending: [],
+      expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
+    });
+}
+
 describe('catch-up racing Scheduler’s late delivery across two processes', () => {
   it('executes the late slot once when the audit’s catch-up reaches both processes as Scheduler’s own delivery arrives', {
-    timeout: 300_000,
+    timeout: 120_000,
   }, async (t) => {
     const collection = freshCollection();
     const file = join(scratch, `${collection}.jsonl`);
@@ -260,45 +283,24 @@ describe('catch-up racing Scheduler’s late delivery across two processes', () 
       jobName === 'tick' ? a : b,
     );
 
-    // The first audit (Scheduler delivering an earlier audit slot) only sets each job's mark:
-    // now − grace.
-    const startedAt = Date.now();
-    const firstAudit = floorTo(startedAt, 5 * MINUTE) - 5 * MINUTE;
-    const first = await deliver(
-      frontEnd.url,
-      scheduled('run-audit', rfc3339(firstAudit)),
-      { signal: AbortSignal.timeout(ANSWER_BOUND_MS) },
-    );
-    assert.equal(first.body.outcome, 'processed', JSON.stringify(first.body));
-    // Each job's latest slot, run on time by Scheduler: after the mark, so the scan sees a run.
-    const onTime = floorTo(Date.now(), MINUTE);
+    // Scheduler sent nothing for the late slot, and delivered the one after it.
+    const late = floorTo(Date.now(), MINUTE) - LATE_MINUTES_AGO * MINUTE;
+    const after = late + MINUTE;
     for (const [jobName, to] of [
       ['tick', a],
       ['tock', b],
     ] as const) {
-      const ran = await deliver(to.url, scheduled(jobName, rfc3339(onTime)));
+      await writeEarlierAuditMark(collection, jobName, late);
+      const ran = await deliver(to.url, scheduled(jobName, rfc3339(after)));
       assert.equal(ran.body.outcome, 'processed', JSON.stringify(ran.body));
     }
-    const onTimeEnded = Date.now();
-
-    // Scheduler sends nothing for the next slot. It could start at its time or once the run
-    // before it ended (Scheduler never has two outstanding); a grace later it is late, and the
-    // audit catches it up, before the slot after it is judged (a minute later).
-    const late = onTime + MINUTE;
-    const lateAt =
-      Math.max(late, onTimeEnded) + DEFAULT_GRACE_MS + LATE_MARGIN_MS;
-    await sleep(Math.max(0, lateAt - Date.now()));
-    const secondAudit = floorTo(Date.now(), 5 * MINUTE);
+    const audit = floorTo(Date.now(), 5 * MINUTE);
     const second: Delivery = await deliver(
       frontEnd.url,
-      scheduled('run-audit', rfc3339(secondAudit)),
+      scheduled('run-audit', rfc3339(audit)),
       { signal: AbortSignal.timeout(ANSWER_BOUND_MS) },
     );
     assert.equal(second.body.outcome, 'processed', JSON.stringify(second.body));
-    assert.ok(
-      Date.now() < late + MINUTE + DEFAULT_GRACE_MS,
-      'the audit came before the slot after the late one was decided',
-    );
 
     const slot = new Date(late).toISOString();
     // The race: two catch-ups and Scheduler's delivery of each job's slot, all answered.
@@ -353,11 +355,11 @@ describe('catch-up racing Scheduler’s late delivery across two processes', () 
         `${jobName}: the slot was named late once`,
       );
     }
-    const onTimeSlot = new Date(onTime).toISOString();
+    const afterSlot = new Date(after).toISOString();
     assert.equal(
-      executions.filter((e) => e.slot === onTimeSlot).length,
+      executions.filter((e) => e.slot === afterSlot).length,
       2,
-      'the on-time slots ran once each, by Scheduler',
+      'the slots after it ran once each, by Scheduler',
     );
   });
 });
