@@ -54,6 +54,12 @@ export function catchUpPolicyOf(
     );
     return undefined;
   }
+  for (const key of Object.keys(declared)) {
+    if (!(key in CATCH_UP_DEFAULTS)) {
+      const known = Object.keys(CATCH_UP_DEFAULTS).join(', ');
+      problem(`catchUp.${key} is not a catch-up setting: use ${known}`);
+    }
+  }
   const policy = { ...CATCH_UP_DEFAULTS, ...withoutUndefined(declared) };
   let inRange = true;
   for (const key of Object.keys(RANGES) as (keyof typeof RANGES)[]) {

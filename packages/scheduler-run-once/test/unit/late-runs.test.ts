@@ -176,6 +176,13 @@ describe('catchUp, as validateJobs checks it', () => {
     );
   });
 
+  it('refuses a key catchUp does not take (a typo would otherwise be ignored), naming the ones it takes', () => {
+    const problems = catchUpProblems({ grace: 60 });
+    assert.deepEqual(problems, [
+      'job "sync" (jobs[0]): catchUp.grace is not a catch-up setting: use graceSeconds, windowSeconds, slots',
+    ]);
+  });
+
   it('refuses an unknown slots, naming the ones it takes, and a catchUp that is not an object', () => {
     assert.deepEqual(catchUpProblems({ slots: 'newest' }), [
       'job "sync" (jobs[0]): catchUp.slots "newest" must be one of latest, all',
