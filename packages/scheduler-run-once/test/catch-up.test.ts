@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { JobContext } from '../src/core/job-context.ts';
+import type { CatchUpDeclaration } from '../src/policy/catch-up.ts';
 import {
   defineJob,
   type JobDeclaration,
@@ -83,6 +84,16 @@ async function live(declarations: JobDeclaration[]) {
 
 type Live = Awaited<ReturnType<typeof live>>;
 
+/** The per-minute job `tick` that does nothing, with `catchUp` as given. */
+function perMinute(catchUp: CatchUpDeclaration): JobDeclaration {
+  return defineJob({
+    id: 'tick',
+    schedule: '* * * * *',
+    catchUp,
+    run: () => {},
+  });
+}
+
 /**
  * Minutes `from` to `to` (exclusive): each slot of `jobId` (every `step` minutes) delivered unless
  * `skip` says Scheduler sent nothing, and the audit every 5 minutes, all at their own time.
@@ -109,14 +120,7 @@ async function timeline(
 
 describe('late runs and catch-up, live', () => {
   it('catches up a slot Scheduler never delivered by grace + one audit period, names it late once, and answers Scheduler’s later delivery duplicate', async () => {
-    const run = await live([
-      defineJob({
-        id: 'tick',
-        schedule: '* * * * *',
-        catchUp: {},
-        run: () => {},
-      }),
-    ]);
+    const run = await live([perMinute({})]);
     await timeline(run, 'tick', { from: 0, to: 16, step: 1 }, (m) => m === 7);
 
     const slot = at(7).toISOString();
@@ -140,14 +144,7 @@ describe('late runs and catch-up, live', () => {
   });
 
   it('neither catches up nor names late the slots of a paused job', async () => {
-    const run = await live([
-      defineJob({
-        id: 'tick',
-        schedule: '* * * * *',
-        catchUp: {},
-        run: () => {},
-      }),
-    ]);
+    const run = await live([perMinute({})]);
     const writePause = (pause: Pause) =>
       firestore
         .collection(jobStateCollection(run.fn.collection))
@@ -261,14 +258,7 @@ describe('late runs and catch-up, live', () => {
 
 describe('late runs when the mark’s answer is lost', () => {
   it('names a late slot (unconfirmed) when the mark write landed but its answer was lost, and the next check still catches it up', async () => {
-    const run = await live([
-      defineJob({
-        id: 'tick',
-        schedule: '* * * * *',
-        catchUp: {},
-        run: () => {},
-      }),
-    ]);
+    const run = await live([perMinute({})]);
     const documents = run.fn.jobDocuments;
     const write = documents.write.bind(documents);
     let lose = false;
@@ -301,14 +291,7 @@ describe('late runs when the mark’s answer is lost', () => {
 
 describe('catch-up bounds, live', () => {
   it('with slots "all", catches up each late slot oldest first, one per audit check, never two at once', async () => {
-    const run = await live([
-      defineJob({
-        id: 'tick',
-        schedule: '* * * * *',
-        catchUp: { slots: 'all' },
-        run: () => {},
-      }),
-    ]);
+    const run = await live([perMinute({ slots: 'all' })]);
     const gap = (m: number) => m >= 6 && m <= 8;
     await timeline(run, 'tick', { from: 0, to: 31, step: 1 }, gap);
 
@@ -326,14 +309,7 @@ describe('catch-up bounds, live', () => {
   });
 
   it('reports a late slot older than the catch-up window missed, and never runs it', async () => {
-    const run = await live([
-      defineJob({
-        id: 'tick',
-        schedule: '* * * * *',
-        catchUp: { windowSeconds: 300 },
-        run: () => {},
-      }),
-    ]);
+    const run = await live([perMinute({ windowSeconds: 300 })]);
     // The audit is down from +6 to +19 as well: at +20 the slot is 13 minutes old.
     const auditDown = (m: number) => m >= 6 && m < 20;
     for (let m = 0; m < 80; m++) {

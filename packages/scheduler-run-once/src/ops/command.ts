@@ -7,6 +7,7 @@
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, RunOnceError } from '../core/errors.ts';
+import { type Config, loadConfig } from '../function/config.ts';
 
 /** A bad argument or setting: the command prints it with its usage and exits 2. */
 export class UsageError extends Error {
@@ -44,6 +45,34 @@ export type CommandMain = (
   argv: string[],
   env: NodeJS.ProcessEnv,
 ) => Promise<number>;
+
+/** The flags every operations command takes to say where its records are. */
+export interface WhereFlags {
+  readonly scope?: string | undefined;
+  readonly collection?: string | undefined;
+  readonly database?: string | undefined;
+  readonly project?: string | undefined;
+}
+
+/**
+ * The function's configuration from `env`, each where-flag given replacing its variable:
+ * `--scope` RUN_KEY_SCOPE, `--collection` RUNS_COLLECTION, `--database` FIRESTORE_DATABASE,
+ * `--project` GOOGLE_CLOUD_PROJECT. @throws {ConfigError} as `loadConfig` does.
+ */
+export function configWithFlags(
+  env: NodeJS.ProcessEnv,
+  flags: WhereFlags,
+): Config {
+  const given = (name: string, value: string | undefined) =>
+    value === undefined ? {} : { [name]: value };
+  return loadConfig({
+    ...env,
+    ...given('RUN_KEY_SCOPE', flags.scope),
+    ...given('RUNS_COLLECTION', flags.collection),
+    ...given('FIRESTORE_DATABASE', flags.database),
+    ...given('GOOGLE_CLOUD_PROJECT', flags.project),
+  });
+}
 
 /**
  * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else

@@ -25,7 +25,7 @@
 import { parseArgs } from 'node:util';
 import type { Firestore, Settings } from '@google-cloud/firestore';
 import { RunDocuments } from '../core/run-documents.ts';
-import { type Config, loadConfig } from '../function/config.ts';
+import type { Config } from '../function/config.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
@@ -34,6 +34,7 @@ import { type Pause, pauseBound } from '../policy/pauses.ts';
 import { toUtcRfc3339 } from '../policy/schedule.ts';
 import {
   CommandError,
+  configWithFlags,
   isEntryPoint,
   namedPairs,
   runCommand,
@@ -250,19 +251,7 @@ async function pauseRequest(
   args: PauseArgs,
   env: NodeJS.ProcessEnv,
 ): Promise<PauseRequest> {
-  const config = loadConfig({
-    ...env,
-    ...(args.scope === undefined ? {} : { RUN_KEY_SCOPE: args.scope }),
-    ...(args.collection === undefined
-      ? {}
-      : { RUNS_COLLECTION: args.collection }),
-    ...(args.database === undefined
-      ? {}
-      : { FIRESTORE_DATABASE: args.database }),
-    ...(args.project === undefined
-      ? {}
-      : { GOOGLE_CLOUD_PROJECT: args.project }),
-  });
+  const config = configWithFlags(env, args);
   const job = selectJob(await loadJobs(env), id);
   const scope = scopeOf(config, {
     headers: namedPairs(args['scope-header'], 'scope-header'),

@@ -41,7 +41,7 @@ import { ConfigError } from '../core/errors.ts';
 import { RunDocuments } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { StoredRecord } from '../core/run-record.ts';
-import { type Config, loadConfig } from '../function/config.ts';
+import type { Config } from '../function/config.ts';
 import {
   type DeclaredJob,
   defineJob,
@@ -64,7 +64,13 @@ import {
 } from '../policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import { isJudgedSlot, olderRulesSlots, rulesInForce } from './check-rules.ts';
-import { isEntryPoint, namedPairs, runCommand, UsageError } from './command.ts';
+import {
+  configWithFlags,
+  isEntryPoint,
+  namedPairs,
+  runCommand,
+  UsageError,
+} from './command.ts';
 import { loadJobs, selectJobs } from './declarations.ts';
 import { resolveTarget } from './deliver.ts';
 import { runsHtml } from './format-html.ts';
@@ -376,19 +382,7 @@ function runsSettings(args: RunsArgs, env: NodeJS.ProcessEnv): RunsSettings {
   if (fixedScope.length > 1) {
     throw new UsageError('--scope VALUE (RUN_KEY_SCOPE) given twice');
   }
-  const config = loadConfig({
-    ...env,
-    ...(fixedScope[0] === undefined ? {} : { RUN_KEY_SCOPE: fixedScope[0] }),
-    ...(args.collection === undefined
-      ? {}
-      : { RUNS_COLLECTION: args.collection }),
-    ...(args.database === undefined
-      ? {}
-      : { FIRESTORE_DATABASE: args.database }),
-    ...(args.project === undefined
-      ? {}
-      : { GOOGLE_CLOUD_PROJECT: args.project }),
-  });
+  const config = configWithFlags(env, { ...args, scope: fixedScope[0] });
   const scopeValues = scopeArgs(config, args.scope ?? [], {
     allowFixed: true,
     headers: namedPairs(args['scope-header'], 'scope-header'),
