@@ -205,9 +205,11 @@ function readDelivery(
       unknownJobMessage(headers.jobName, declared),
     );
   }
-  const { scheduleTime, ...rest } = headers;
+  const { scheduleTime, scheduledAt, ...rest } = headers;
   const run =
-    scheduleTime === undefined ? {} : { run: { ...rest, scheduleTime } };
+    scheduleTime === undefined || scheduledAt === undefined
+      ? {}
+      : { run: { ...rest, scheduleTime, scheduledAt } };
   return { job, headers, findings: { ...findings, ...run } };
 }
 
@@ -233,6 +235,7 @@ async function timedRun(
   const run: ScheduledRun = {
     ...headers,
     scheduleTime: forced,
+    scheduledAt: new Date(forced),
     withoutScheduleTime: true,
   };
   return { ...read, run, now, findings: { ...findings, run } };
@@ -250,7 +253,7 @@ function toleranceFor(
 ): number {
   const { forcedRunToleranceMs: configured, retentionMs } = config;
   const low = Math.min(configured, 30_000);
-  const late = now.getTime() - Date.parse(run.scheduleTime);
+  const late = now.getTime() - run.scheduledAt.getTime();
   const slotDelivery = run.trigger === undefined && !run.withoutScheduleTime;
   const banded = Math.abs(late) <= low || late > retryWindowMs(job);
   if (slotDelivery && banded && late + configured <= retentionMs) {
@@ -267,7 +270,7 @@ function planDelivery(
   const { job, run, now, findings } = timed;
   const toleranceMs = toleranceFor(job, run, now, deps.config);
   const limits = { now, retentionMs: deps.config.retentionMs, toleranceMs };
-  const problem = scheduleTimeProblem(job, new Date(run.scheduleTime), limits);
+  const problem = scheduleTimeProblem(job, run.scheduledAt, limits);
   if (problem !== undefined) {
     return refusal(findings, 'invalid_request', problem);
   }
@@ -296,12 +299,12 @@ async function refuseRerun(
     return delivery;
   }
   const forced = {
-    runId: forcedRunId(job.id, new Date(run.scheduleTime), run.scope),
+    runId: forcedRunId(job.id, run.scheduledAt, run.scope),
     toleranceMs,
   };
   const refused = await rerunRefusal(
     job,
-    run.scheduleTime,
+    run,
     rerunOf,
     now,
     deps.history,
@@ -327,7 +330,7 @@ async function asForcedRun(
   if (plan.kind !== 'slot') {
     return delivery;
   }
-  const slot = new Date(run.scheduleTime);
+  const slot = run.scheduledAt;
   const late = now.getTime() - slot.getTime();
   if (late <= toleranceMs || late > retryWindowMs(job)) {
     return delivery;

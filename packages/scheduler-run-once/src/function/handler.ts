@@ -68,9 +68,7 @@ function checkClosedSlots(
     logger.warn({ err: loggableError(err) }, message);
   };
   try {
-    if (
-      !deps.missedRuns.isDue(job, new Date(run.scheduleTime), run.scope, now)
-    ) {
+    if (!deps.missedRuns.isDue(job, run.scheduledAt, run.scope, now)) {
       return undefined;
     }
     return deps.missedRuns.check(job, run.scope, logger).then(() => {}, warn);
@@ -86,7 +84,7 @@ function jobContextOf(
   logger: Logger,
 ): JobContext {
   const { job, run, plan } = delivery;
-  const scheduleTime = new Date(run.scheduleTime);
+  const scheduleTime = run.scheduledAt;
   // A Force run and a manual run are runs of their own: the job sees no slot (JobContext.slot).
   const standsForSlot = plan.kind === 'slot' || plan.kind === 'rerun';
   const caughtUp = plan.details.caughtUp === true ? { caughtUp: true } : {};
@@ -216,7 +214,7 @@ function slotFinalFailure(
   delivery: Delivery,
   logger: Logger,
 ) {
-  const slot = new Date(delivery.run.scheduleTime);
+  const slot = delivery.run.scheduledAt;
   const tolerance = deps.config.forcedRunToleranceMs;
   return finalFailureReporter(
     delivery.job,

@@ -176,10 +176,12 @@ export function scopeFrom(config: ScopeConfig, valueFor: ScopeValueOf): Scope {
 /** A delivery's headers as read: a {@link ScheduledRun} whose schedule time may be missing. */
 export type DeliveryHeaders = Omit<
   ScheduledRun,
-  'scheduleTime' | 'withoutScheduleTime'
+  'scheduleTime' | 'scheduledAt' | 'withoutScheduleTime'
 > & {
   /** Canonical RFC 3339 UTC; `undefined` when `X-CloudScheduler-ScheduleTime` was not sent. */
   readonly scheduleTime: string | undefined;
+  /** `scheduleTime` as an instant; `undefined` when it was not sent. */
+  readonly scheduledAt: Date | undefined;
 };
 
 /** What a delivery without ScheduleTime from a job this function does not run should do instead. */
@@ -242,7 +244,9 @@ export function readDeliveryHeaders(
     throw new InvalidRequestError(CATCH_UP_WITH_MARK);
   }
   const catchUp = caughtUp ? { caughtUp } : {};
-  return { jobName, scheduleTime, scope, ...marks, ...catchUp };
+  const scheduledAt =
+    scheduleTime === undefined ? undefined : new Date(scheduleTime);
+  return { jobName, scheduleTime, scheduledAt, scope, ...marks, ...catchUp };
 }
 
 /** Each scope header's or query parameter's one value as sent. @throws {InvalidRequestError} */

@@ -54,11 +54,11 @@ export async function checkOverlap(
   stores: OverlapStores,
   job: DeclaredJob,
   runId: string,
-  run: Pick<ScheduledRun, 'scheduleTime' | 'scope'>,
+  run: Pick<ScheduledRun, 'scheduledAt' | 'scope'>,
 ): Promise<Extract<OverlapDecision, { action: 'run' | 'unreadable' }> | Held> {
   const { history, jobDocuments } = stores;
   const lockId = lockIdOf(job, run);
-  const previous = previousSlot(job, new Date(run.scheduleTime));
+  const previous = previousSlot(job, run.scheduledAt);
   const previousRunId =
     previous === undefined ? undefined : slotRunId(job.id, previous, run.scope);
   const lock = await jobDocuments.readData(lockId);
@@ -207,7 +207,7 @@ type Held = { readonly action: 'held'; readonly by: string };
 export async function decideOverlap(
   stores: OverlapStores,
   job: DeclaredJob,
-  run: Pick<ScheduledRun, 'scheduleTime' | 'scope' | 'backfill'>,
+  run: Pick<ScheduledRun, 'scheduledAt' | 'scope' | 'backfill'>,
   plan: RunPlan,
 ): Promise<OverlapDecision> {
   if (plan.overlap === 'allow') {

@@ -7,6 +7,7 @@ import {
 import type { DeclaredJob } from './job-declaration.ts';
 import { isSlotOf } from './missed-run-rules.ts';
 import { isSlotsOwnDelivery, type RunHistory } from './run-history.ts';
+import type { ScheduledRun } from './run-plan.ts';
 
 /** Why a re-run is refused: `invalid` (the request must change), `running` (retry later), `unreadable`. */
 export interface RerunRefusal {
@@ -15,13 +16,13 @@ export interface RerunRefusal {
 }
 
 /**
- * Why a re-run of `job`'s slot `scheduleTime` at Firestore's `now` is refused, `undefined` if it may
- * run: pure checks, then the slot's record (without one, its own delivery's as a forced run).
+ * Why a re-run of `job`'s slot (the run's schedule time) at Firestore's `now` is refused,
+ * `undefined` if it may run: pure checks, then the slot's record (without one, its own delivery's as a forced run).
  * @throws {LedgerUnavailableError} if the read fails.
  */
 export async function rerunRefusal(
   job: DeclaredJob,
-  scheduleTime: string,
+  run: Pick<ScheduledRun, 'scheduleTime' | 'scheduledAt'>,
   slotRunId: string,
   now: Date,
   history: Pick<RunHistory, 'getMany'>,
@@ -31,7 +32,8 @@ export async function rerunRefusal(
     refusal: 'invalid',
     message: `Re-run refused: ${why}; nothing was run.`,
   });
-  const t = Date.parse(scheduleTime);
+  const { scheduleTime, scheduledAt } = run;
+  const t = scheduledAt.getTime();
   if (t > now.getTime()) {
     return invalid(
       `slot ${scheduleTime} of ${job.id} is in the future (Firestore's time is ${now.toISOString()}); a re-run runs a finished slot again. To run the job now, run npm run trigger -- ${job.id} (a manual run)`,
@@ -51,7 +53,7 @@ export async function rerunRefusal(
   );
   const delivered = isSlotsOwnDelivery(
     forcedRecord,
-    new Date(t),
+    scheduledAt,
     forced.toleranceMs,
   );
   return slotNotFinished(

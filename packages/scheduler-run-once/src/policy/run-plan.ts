@@ -20,12 +20,15 @@ export interface Trigger {
 
 /**
  * A delivery's run, as its headers name it: `jobName` as sent (either form), `scheduleTime` in
- * canonical RFC 3339, `scope` entries in configuration order, `trigger` for `npm run trigger`,
+ * canonical RFC 3339 (the spelling the run key hashes) and `scheduledAt` the same instant, parsed
+ * once at the request's edge, `scope` entries in configuration order, `trigger` for `npm run trigger`,
  * `backfill` for `X-Run-Once-Backfill: true`, `caughtUp` for `X-Run-Once-Catch-Up: true`, `withoutScheduleTime` when `force-run.ts` chose it.
  */
 export interface ScheduledRun {
   readonly jobName: string;
   readonly scheduleTime: string;
+  /** `scheduleTime` as an instant (a fraction finer than a millisecond dropped). */
+  readonly scheduledAt: Date;
   readonly scope: Scope;
   readonly trigger?: Trigger;
   readonly backfill?: boolean;
@@ -83,7 +86,7 @@ export function planRun(
       withoutScheduleTime: true,
     });
   }
-  const early = Date.parse(run.scheduleTime) - now.getTime();
+  const early = run.scheduledAt.getTime() - now.getTime();
   if (early > toleranceMs) {
     return of(RunKind.Forced, variant(['forced']));
   }

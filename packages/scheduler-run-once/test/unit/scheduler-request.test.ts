@@ -24,14 +24,17 @@ function readScheduledRun(
   req: DeliveryLike,
   config: Parameters<typeof readDeliveryHeaders>[1],
 ): ScheduledRun {
-  const { scheduleTime, ...rest } = readDeliveryHeaders(req, config);
-  if (scheduleTime === undefined) {
+  const { scheduleTime, scheduledAt, ...rest } = readDeliveryHeaders(
+    req,
+    config,
+  );
+  if (scheduleTime === undefined || scheduledAt === undefined) {
     throw new InvalidRequestError(
       `${SCHEDULE_TIME_HEADER} is missing. Use a unix-cron schedule such as "*/5 * * * *": App Engine-style schedules ("every 5 minutes") send no ScheduleTime. ` +
         'To run a job by hand, use `npm run trigger -- JOB` (it sends a ScheduleTime and runs the job as a manual run).',
     );
   }
-  return { ...rest, scheduleTime };
+  return { ...rest, scheduleTime, scheduledAt };
 }
 
 function delivery(headers: [string, string][], url = '/') {
