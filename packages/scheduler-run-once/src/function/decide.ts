@@ -189,12 +189,12 @@ function readDelivery(
   findings: Findings,
 ): Answer | ReadDelivery {
   const headers = request.readDeliveryHeaders(req, deps.config);
-  const job = findJob(deps.jobs, headers.jobName);
+  const job = findJob(deps.jobs, headers.jobNameSent);
   if (job === undefined && headers.scheduleTime === undefined) {
     return refusal(
       findings,
       'invalid_request',
-      request.missingScheduleTimeAdvice(headers.jobName),
+      request.missingScheduleTimeAdvice(headers.jobNameSent),
     );
   }
   if (job === undefined) {
@@ -202,7 +202,7 @@ function readDelivery(
     return refusal(
       findings,
       'unknown_job',
-      unknownJobMessage(headers.jobName, declared),
+      unknownJobMessage(headers.jobNameSent, declared),
     );
   }
   const { scheduleTime, scheduledAt, ...rest } = headers;

@@ -90,7 +90,7 @@ function jobContextOf(
   const caughtUp = plan.details.caughtUp === true ? { caughtUp: true } : {};
   return {
     runId: attempt.runId,
-    jobName: run.jobName,
+    jobName: run.jobNameSent,
     job: jobInfoOf(job),
     kind: plan.kind,
     ...(plan.details.rerunOf === undefined
@@ -178,7 +178,7 @@ function deliveryLogger(delivery: Delivery, requestLogger: Logger): Logger {
   const { run, plan } = delivery;
   return requestLogger.child({
     runId: plan.runId,
-    jobName: run.jobName,
+    jobName: run.jobNameSent,
     scheduleTime: run.scheduleTime,
     ...(plan.kind === 'slot' ? {} : { runKind: plan.kind }),
   });
@@ -309,7 +309,7 @@ function writeAnswer(
     outcome,
     status,
     runId,
-    jobName: run?.jobName,
+    jobName: run?.jobNameSent,
     scheduleTime: run?.scheduleTime,
   };
   const line = { ...fields, durationMs, ...reply.fields, httpRequest };
@@ -321,7 +321,7 @@ function deliveryAttributes(delivery: Delivery): SpanAttributes {
   const { run, plan } = delivery;
   return {
     'run_once.run_id': plan.runId,
-    'run_once.job': run.jobName,
+    'run_once.job': run.jobNameSent,
     'run_once.slot': run.scheduleTime,
     'run_once.kind': plan.kind,
   };
@@ -334,7 +334,7 @@ function answerAttributes(answered: Answer): SpanAttributes {
     ...(runId === undefined ? {} : { 'run_once.run_id': runId }),
     ...(run === undefined
       ? {}
-      : { 'run_once.job': run.jobName, 'run_once.slot': run.scheduleTime }),
+      : { 'run_once.job': run.jobNameSent, 'run_once.slot': run.scheduleTime }),
     'run_once.outcome': outcome,
     'http.response.status_code': outcomes.STATUS_BY_OUTCOME[outcome],
   };

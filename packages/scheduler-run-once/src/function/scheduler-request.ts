@@ -246,7 +246,14 @@ export function readDeliveryHeaders(
   const catchUp = caughtUp ? { caughtUp } : {};
   const scheduledAt =
     scheduleTime === undefined ? undefined : new Date(scheduleTime);
-  return { jobName, scheduleTime, scheduledAt, scope, ...marks, ...catchUp };
+  return {
+    jobNameSent: jobName,
+    scheduleTime,
+    scheduledAt,
+    scope,
+    ...marks,
+    ...catchUp,
+  };
 }
 
 /** Each scope header's or query parameter's one value as sent. @throws {InvalidRequestError} */

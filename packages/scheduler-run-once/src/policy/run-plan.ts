@@ -19,13 +19,14 @@ export interface Trigger {
 }
 
 /**
- * A delivery's run, as its headers name it: `jobName` as sent (either form), `scheduleTime` in
+ * A delivery's run, as its headers name it: `jobNameSent` the job's name as the header carried it
+ * (its id or `projects/…/jobs/ID`; the run key and records use the declared job's id), `scheduleTime` in
  * canonical RFC 3339 (the spelling the run key hashes) and `scheduledAt` the same instant, parsed
  * once at the request's edge, `scope` entries in configuration order, `trigger` for `npm run trigger`,
  * `backfill` for `X-Run-Once-Backfill: true`, `caughtUp` for `X-Run-Once-Catch-Up: true`, `withoutScheduleTime` when `force-run.ts` chose it.
  */
 export interface ScheduledRun {
-  readonly jobName: string;
+  readonly jobNameSent: string;
   readonly scheduleTime: string;
   /** `scheduleTime` as an instant (a fraction finer than a millisecond dropped). */
   readonly scheduledAt: Date;

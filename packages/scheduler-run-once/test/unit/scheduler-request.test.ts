@@ -93,7 +93,7 @@ describe('readScheduledRun', () => {
     );
 
     assert.equal(
-      run.jobName,
+      run.jobNameSent,
       'projects/my-proj/locations/us-central1/jobs/nightly_1',
     );
   });
