@@ -312,7 +312,6 @@ function overlapPolicyKept(outcome: SimOutcome): string[] {
     for (const jobId of guardedJobs(dep)) {
       const runs = outcome.executions
         .filter((e) => e.deployment === d && e.jobId === jobId)
-        .filter((e) => !outcome.gaps.overlapAllKinds || e.kind === 'slot')
         .sort((a, b) => a.start - b.start);
       found.push(...overlapsOf(outcome, jobId, runs));
     }

@@ -10,27 +10,14 @@ import fc from 'fast-check';
 import type { OverlapPolicy } from '../../src/policy/job-declaration.ts';
 
 /**
- * Findings of issue 25 that today's product still has, each waiting for its fix: while a switch is
- * `true`, the generator leaves out what trips it (or the invariant it breaks is relaxed), so the
- * suite stays green on the known gaps and strict on everything else. `npm run simulate -- --strict`
+ * Gaps the simulator found that today's product still has, each waiting for its fix: while a switch
+ * is `true`, the invariant it breaks is relaxed as its comment says, so the suite stays green on the
+ * known gaps and strict on everything else. A switch is removed once its fix lands (its history
+ * stays in `regressions.ts`). `npm run simulate -- --strict`
  * (or `SIM_STRICT=1`) turns them all off to see the gaps fail; flip one to `false` when its fix
  * lands.
  */
 export const KNOWN_GAPS = {
-  /** Finding 1: the overlap lock ignores the key scope; with it, two scopes share only `allow` jobs. */
-  overlapAcrossScopes: false,
-  /** Finding 2: a wall-clock step after Firestore's last answer turns a slot into a forced run; no steps while on. */
-  clockSteps: false,
-  /** Finding 3: overlap breaks after a crash; no crashes of `skip`/`wait` jobs' instances while on. */
-  overlapAfterCrash: false,
-  /** Finding 4: one trigger id, two runs (schedule times 1 s apart); no resent trigger ids while on. */
-  triggerIdAlone: false,
-  /** Finding 5: `skip`/`wait` do not hold against manual and forced runs; overlap is checked between slots only while on. */
-  overlapAllKinds: false,
-  /** Finding 6: a skipped backfill is silent; no backfill into `skip` jobs while on. */
-  skippedBackfill: false,
-  /** Finding 9: a retried create of our own claim answers 409; no client-side retried creates while on. */
-  retriedCreate: false,
   /**
    * Found by the run audit's model (issue 42): the audit's missed-run check can judge a job's slots
    * before the job's first claim lands (its delivery late, its instance paused), take them all for
@@ -356,12 +343,10 @@ function brokenJob(spec: JobSpec): JobSpec {
 }
 
 /**
- * The generator of histories. `gaps` leaves out what trips a known gap ({@link KNOWN_GAPS});
- * `emulator` keeps to what runs on the real emulator (no driven server time: no pauses, no
+ * The generator of histories. `emulator` keeps to what runs on the real emulator (no driven server time: no pauses, no
  * store faults, short spans).
  */
 export function historyArbitrary(
-  gaps: Gaps,
   options: {
     readonly emulator?: boolean;
     /** `small` (the test suite's: shorter spans, fewer jobs) or `large` (the CLI's default). */
@@ -369,21 +354,18 @@ export function historyArbitrary(
   } = {},
 ): fc.Arbitrary<History> {
   const emulator = options.emulator === true;
-  return baseArbitrary(emulator, options.size === 'small')
-    .chain((base) =>
-      fc
-        .record({
-          jobs: fc.tuple(
-            ...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i)),
-          ),
-          events: fc.array(eventArbitrary(base, gaps, emulator), {
-            maxLength: emulator ? 3 : 8,
-          }),
-        })
-        .map(({ jobs, events }) => historyOf(base, jobs, events, gaps)),
-    )
-    .filter((h) => !(gaps.overlapAfterCrash && hasCrashWithOverlap(h)))
-    .filter((h) => !(gaps.skippedBackfill && hasBackfillIntoSkip(h)));
+  return baseArbitrary(emulator, options.size === 'small').chain((base) =>
+    fc
+      .record({
+        jobs: fc.tuple(
+          ...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i)),
+        ),
+        events: fc.array(eventArbitrary(base, emulator), {
+          maxLength: emulator ? 3 : 8,
+        }),
+      })
+      .map(({ jobs, events }) => historyOf(base, jobs, events)),
+  );
 }
 
 /** The generator of a history's settings, before its jobs and events. */
@@ -436,13 +418,12 @@ type HistoryBase =
 
 /**
  * The history of drawn settings, jobs and events: a lease long enough for the heartbeat, calmed
- * when drawn calm, and, while overlap across scopes is a known gap, without overlap guards.
+ * when drawn calm.
  */
 function historyOf(
   base: HistoryBase,
   jobs: readonly JobSpec[],
   events: readonly SimEvent[],
-  gaps: Gaps,
 ): History {
   const { jobCount: _, calm, audit, ...fields } = base;
   // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
@@ -460,19 +441,10 @@ function historyOf(
   if (calm) {
     return calmed({ ...rest, jobs, events });
   }
-  const shared = gaps.overlapAcrossScopes && base.scopes.length > 1;
   return {
     ...rest,
-    jobs: shared
-      ? jobs.map((j) => ({ ...j, overlap: 'allow' as const }))
-      : jobs,
-    events: [...events]
-      .map((e) =>
-        shared && e.type === 'redeploy' && e.change === 'overlap_skip'
-          ? { ...e, change: 'overlap_allow' as const }
-          : e,
-      )
-      .sort((a, b) => a.at - b.at),
+    jobs,
+    events: [...events].sort((a, b) => a.at - b.at),
   };
 }
 
@@ -520,29 +492,6 @@ function calmed(h: History): History {
   };
 }
 
-function hasCrashWithOverlap(h: History): boolean {
-  return (
-    (h.jobs.some((j) => j.overlap !== 'allow') ||
-      h.events.some(
-        (e) => e.type === 'redeploy' && e.change === 'overlap_skip',
-      )) &&
-    (h.events.some(
-      (e) => e.type === 'crash' || e.type === 'sigterm' || e.type === 'pause',
-    ) ||
-      (h.crashAfterWrite ?? 0) > 0)
-  );
-}
-
-function hasBackfillIntoSkip(h: History): boolean {
-  return (
-    h.events.some((e) => e.type === 'backfill') &&
-    (h.jobs.some((j) => j.overlap === 'skip') ||
-      h.events.some(
-        (e) => e.type === 'redeploy' && e.change === 'overlap_skip',
-      ))
-  );
-}
-
 /** The arbitraries an event draws its fields from: its time, deployment, instance and job. */
 interface EventFields {
   readonly at: fc.Arbitrary<number>;
@@ -560,7 +509,6 @@ function eventArbitrary(
     instances: number;
     audit?: boolean;
   },
-  gaps: Gaps,
   emulator: boolean,
 ): fc.Arbitrary<SimEvent> {
   const fields: EventFields = {
@@ -569,23 +517,21 @@ function eventArbitrary(
     instance: fc.integer({ min: 0, max: base.instances - 1 }),
     job: fc.integer({ min: 0, max: base.jobCount - 1 }),
   };
-  const options = operatorEvents(fields, gaps);
+  const options = operatorEvents(fields);
   if (!emulator) {
     // Another version's records and locks, and the repair: their times are virtual, the
     // emulator's server time is real.
     options.push(...storeEvents(fields));
   }
-  if (!gaps.clockSteps) {
-    options.push(
-      fc.record({
-        at: fields.at,
-        type: fc.constant('step' as const),
-        deployment: fields.deployment,
-        instance: fields.instance,
-        ms: fc.integer({ min: -600_000, max: 600_000 }),
-      }),
-    );
-  }
+  options.push(
+    fc.record({
+      at: fields.at,
+      type: fc.constant('step' as const),
+      deployment: fields.deployment,
+      instance: fields.instance,
+      ms: fc.integer({ min: -600_000, max: 600_000 }),
+    }),
+  );
   // Force runs come three times as often as each other event: half are pressed near a slot, half of
   // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
   const [force, ...others] = options as [
@@ -609,18 +555,12 @@ function eventArbitrary(
 }
 
 /** Operators' and Cloud Scheduler's events, and the environment's (crashes, redeploys, outages). */
-function operatorEvents(
-  fields: EventFields,
-  gaps: Gaps,
-): fc.Arbitrary<SimEvent>[] {
-  return [...triggerEvents(fields, gaps), ...disruptionEvents(fields)];
+function operatorEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+  return [...triggerEvents(fields), ...disruptionEvents(fields)];
 }
 
 /** Runs asked for outside the schedule: Force runs, manual triggers, re-runs, backfills. */
-function triggerEvents(
-  fields: EventFields,
-  gaps: Gaps,
-): fc.Arbitrary<SimEvent>[] {
+function triggerEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
   const { at, deployment, job } = fields;
   return [
     fc.record({
@@ -636,7 +576,7 @@ function triggerEvents(
       type: fc.constant('manual' as const),
       deployment,
       job,
-      resend: gaps.triggerIdAlone ? fc.constant(false) : fc.boolean(),
+      resend: fc.boolean(),
     }),
     fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
     fc.record({

@@ -1,7 +1,8 @@
 /**
- * Histories the simulator found, shrunk by fast-check, kept as regression tests: each names the
- * known gap ({@link KNOWN_GAPS}) it shows and the violation it gives while the gap is open. Once
- * the gap's fix lands, its history keeps every invariant: flip the gap's switch to `false`.
+ * Histories the simulator found, shrunk by fast-check, kept as regression tests. `REGRESSIONS`:
+ * each names the known gap ({@link KNOWN_GAPS}) it shows and the violation it gives while the gap
+ * is open; once the gap's fix lands, its history keeps every invariant: remove the gap's switch and
+ * move the history to `FIXED`.
  */
 import type { Awaiting } from './invariants.ts';
 import type { GapName, History, JobSpec } from './model.ts';
@@ -38,147 +39,6 @@ export interface Regression {
 }
 
 export const REGRESSIONS: readonly Regression[] = [
-  {
-    gap: 'overlapAcrossScopes',
-    finding: 'issue 25 finding 1: the overlap lock ignores the key scope',
-    history: {
-      seed: 20,
-      leaseSeconds: 89,
-      scopes: ['staging', 'production'],
-      instances: 2,
-      spanMs: 513_663,
-      ...quiet,
-      latency: [20, 400],
-      faultRate: 0.01,
-      clockOffsetMs: 174_480,
-      jobs: [job('job-0', 'allow'), job('job-1', 'skip')],
-      events: [],
-    },
-    violation: /skipped, blocked by a run of another job or scope/,
-  },
-  {
-    gap: 'overlapAllKinds',
-    finding:
-      'issue 25 finding 5: a Force run runs beside the slot of a `wait` job',
-    history: {
-      seed: 0,
-      leaseSeconds: 20,
-      scopes: [''],
-      instances: 1,
-      spanMs: 368_509,
-      ...quiet,
-      jobs: [job('job-0', 'allow'), job('job-1', 'wait')],
-      events: [{ at: 240_000, type: 'force', deployment: 0, job: 1 }],
-    },
-    violation: /overlap policy broken for job-1: .* forced \(force\)/,
-  },
-  {
-    gap: 'overlapAllKinds',
-    finding:
-      'issue 25 finding 5: a manual run and a Force run at once on a `wait` job',
-    history: {
-      seed: 0,
-      leaseSeconds: 20,
-      scopes: [''],
-      instances: 1,
-      spanMs: 180_000,
-      ...quiet,
-      jobs: [job('job-0', 'wait')],
-      events: [
-        { at: 0, type: 'manual', deployment: 0, job: 0, resend: false },
-        { at: 0, type: 'force', deployment: 0, job: 0 },
-      ],
-    },
-    violation:
-      /overlap policy broken for job-0: .* manual \(manual\).* overlaps .* forced \(force\)/,
-  },
-  {
-    gap: 'triggerIdAlone',
-    finding:
-      'issue 25 finding 4: one trigger id sent again a second later runs twice',
-    history: {
-      seed: 9,
-      leaseSeconds: 25,
-      scopes: ['staging', 'production'],
-      instances: 1,
-      spanMs: 195_657,
-      ...quiet,
-      duplicates: 0.3,
-      dropAnswers: 0.3,
-      latency: [5, 50],
-      clockOffsetMs: -538_996,
-      jobs: [job('job-0', 'allow')],
-      events: [
-        { at: 0, type: 'manual', deployment: 1, job: 0, resend: false },
-        { at: 1000, type: 'manual', deployment: 1, job: 0, resend: true },
-      ],
-    },
-    violation: /trigger id .* ran 2 runs/,
-  },
-  {
-    gap: 'clockSteps',
-    finding:
-      'issue 25 finding 2: a warm instance whose wall clock steps back 30 s judges an on-time slot a forced run',
-    history: {
-      seed: 960_507_525,
-      leaseSeconds: 22,
-      scopes: ['staging', 'production'],
-      instances: 2,
-      spanMs: 312_357,
-      ...quiet,
-      duplicates: 0.3,
-      latency: [5, 50],
-      clockOffsetMs: -311_767,
-      jobs: [
-        job('job-0', 'allow'),
-        { ...job('job-1', 'allow'), schedule: '*/5 * * * *' },
-      ],
-      events: [
-        { at: 1, type: 'backfill', deployment: 0 },
-        { at: 17_615, type: 'pause', deployment: 0, instance: 0, ms: 44_129 },
-        { at: 61_830, type: 'step', deployment: 1, instance: 1, ms: -29_961 },
-      ],
-    },
-    violation: /on-time delivery ran as a forced run/,
-  },
-  {
-    gap: 'overlapAfterCrash',
-    finding:
-      "issue 25 finding 3: a SIGTERM'd holder's retry and the next slot of a `skip` job arrive together and both run",
-    history: {
-      seed: 57_295_286,
-      leaseSeconds: 34,
-      scopes: [''],
-      instances: 1,
-      spanMs: 385_889,
-      ...quiet,
-      duplicates: 0.1,
-      dropAnswers: 0.3,
-      clockOffsetMs: 304_859,
-      jobs: [
-        job('job-0', 'allow'),
-        {
-          ...job('job-1', 'skip'),
-          maxRetryDurationSeconds: 60,
-          minBackoffSeconds: 18,
-        },
-        job('job-2', 'allow'),
-      ],
-      events: [
-        {
-          at: 11_377,
-          type: 'redeploy',
-          deployment: 0,
-          change: 'overlap_skip',
-          rolling: true,
-        },
-        { at: 126_990, type: 'sigterm', deployment: 0, instance: 0 },
-        { at: 131_335, type: 'pause', deployment: 0, instance: 0, ms: 48_661 },
-      ],
-    },
-    violation:
-      /overlap policy broken for job-1: job-1@\S+:58:00.000Z slot .* overlaps job-1@\S+:59:00.000Z slot/,
-  },
   {
     gap: 'auditBeforeFirstRecord',
     finding:
@@ -337,13 +197,141 @@ export const REGRESSIONS: readonly Regression[] = [
 ];
 
 /**
- * Histories the simulator found on the merged product (issues 25-27 together), each a bug fixed
- * since: they keep every invariant.
+ * Histories the simulator found, each a bug fixed since: they keep every invariant. The first six
+ * showed issue 25's findings while their gaps were open (the overlap lock and the key scope, a
+ * Force run beside a `wait` job's slot, a resent trigger id, a clock step, a crash under `skip`).
  */
 export const FIXED: readonly {
   readonly finding: string;
   readonly history: History;
 }[] = [
+  {
+    finding: 'issue 25 finding 1: the overlap lock ignores the key scope',
+    history: {
+      seed: 20,
+      leaseSeconds: 89,
+      scopes: ['staging', 'production'],
+      instances: 2,
+      spanMs: 513_663,
+      ...quiet,
+      latency: [20, 400],
+      faultRate: 0.01,
+      clockOffsetMs: 174_480,
+      jobs: [job('job-0', 'allow'), job('job-1', 'skip')],
+      events: [],
+    },
+  },
+  {
+    finding:
+      'issue 25 finding 5: a Force run runs beside the slot of a `wait` job',
+    history: {
+      seed: 0,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 1,
+      spanMs: 368_509,
+      ...quiet,
+      jobs: [job('job-0', 'allow'), job('job-1', 'wait')],
+      events: [{ at: 240_000, type: 'force', deployment: 0, job: 1 }],
+    },
+  },
+  {
+    finding:
+      'issue 25 finding 5: a manual run and a Force run at once on a `wait` job',
+    history: {
+      seed: 0,
+      leaseSeconds: 20,
+      scopes: [''],
+      instances: 1,
+      spanMs: 180_000,
+      ...quiet,
+      jobs: [job('job-0', 'wait')],
+      events: [
+        { at: 0, type: 'manual', deployment: 0, job: 0, resend: false },
+        { at: 0, type: 'force', deployment: 0, job: 0 },
+      ],
+    },
+  },
+  {
+    finding:
+      'issue 25 finding 4: one trigger id sent again a second later runs twice',
+    history: {
+      seed: 9,
+      leaseSeconds: 25,
+      scopes: ['staging', 'production'],
+      instances: 1,
+      spanMs: 195_657,
+      ...quiet,
+      duplicates: 0.3,
+      dropAnswers: 0.3,
+      latency: [5, 50],
+      clockOffsetMs: -538_996,
+      jobs: [job('job-0', 'allow')],
+      events: [
+        { at: 0, type: 'manual', deployment: 1, job: 0, resend: false },
+        { at: 1000, type: 'manual', deployment: 1, job: 0, resend: true },
+      ],
+    },
+  },
+  {
+    finding:
+      'issue 25 finding 2: a warm instance whose wall clock steps back 30 s judges an on-time slot a forced run',
+    history: {
+      seed: 960_507_525,
+      leaseSeconds: 22,
+      scopes: ['staging', 'production'],
+      instances: 2,
+      spanMs: 312_357,
+      ...quiet,
+      duplicates: 0.3,
+      latency: [5, 50],
+      clockOffsetMs: -311_767,
+      jobs: [
+        job('job-0', 'allow'),
+        { ...job('job-1', 'allow'), schedule: '*/5 * * * *' },
+      ],
+      events: [
+        { at: 1, type: 'backfill', deployment: 0 },
+        { at: 17_615, type: 'pause', deployment: 0, instance: 0, ms: 44_129 },
+        { at: 61_830, type: 'step', deployment: 1, instance: 1, ms: -29_961 },
+      ],
+    },
+  },
+  {
+    finding:
+      "issue 25 finding 3: a SIGTERM'd holder's retry and the next slot of a `skip` job arrive together and both run",
+    history: {
+      seed: 57_295_286,
+      leaseSeconds: 34,
+      scopes: [''],
+      instances: 1,
+      spanMs: 385_889,
+      ...quiet,
+      duplicates: 0.1,
+      dropAnswers: 0.3,
+      clockOffsetMs: 304_859,
+      jobs: [
+        job('job-0', 'allow'),
+        {
+          ...job('job-1', 'skip'),
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 18,
+        },
+        job('job-2', 'allow'),
+      ],
+      events: [
+        {
+          at: 11_377,
+          type: 'redeploy',
+          deployment: 0,
+          change: 'overlap_skip',
+          rolling: true,
+        },
+        { at: 126_990, type: 'sigterm', deployment: 0, instance: 0 },
+        { at: 131_335, type: 'pause', deployment: 0, instance: 0, ms: 48_661 },
+      ],
+    },
+  },
   {
     // Found by `npm run simulate -- --histories 1000 --seed 8101` (history 114). The simulator's
     // fault: the job returned at the very instant its instance crashed, so its completion write was

@@ -811,7 +811,7 @@ function faultOf(world: World, op: OpInfo, plan: OpPlan): OpPlan {
   }
   // The client retries a commit on UNAVAILABLE: a landed write sent again (a create, a
   // fenced update, a guarded batch) answers a conflict.
-  if (isWrite(op) && !world.gaps.retriedCreate) {
+  if (isWrite(op)) {
     return { ...plan, retry: true };
   }
   return { ...plan, lose: GrpcCode.DEADLINE_EXCEEDED };
