@@ -707,16 +707,17 @@ refuse_other_path() {
   if other_path_exists gcloud run services describe "$FUNCTION_NAME" "${where[@]}" --format='value(metadata.name)' --quiet &&
     ! other_path_exists "${function_check[@]}"; then
     say "deploy.sh: nothing was deployed: ${FUNCTION_NAME} in ${REGION} is a Cloud Run service that is not a function"
-    say "  of the Cloud Functions API (deployed with ./deploy.sh --run-deploy or gcloud run deploy, or detached with"
-    say "  gcloud functions detach), and gcloud functions deploy cannot manage it."
+    say "  of the Cloud Functions API (deployed with ./deploy.sh --run-deploy or with gcloud run deploy, or detached"
+    say "  from the Cloud Functions API), so gcloud functions deploy cannot manage it."
     say "  Keep deploying it through the Cloud Run Admin API:"
     say "    ./deploy.sh --run-deploy"
     say "  or, to deploy it with gcloud functions deploy, delete the service (its URL goes with it; the run"
     say "  ledger in Firestore stays, and deploy.sh points the Scheduler jobs at the new URL), then deploy:"
     say "    $(print_command gcloud run services delete "$FUNCTION_NAME" "${where[@]}")"
     say "    ./deploy.sh"
-    say "  (If it is a Cloud Functions function and the check failed for another reason, this shows why:"
-    say "    $(print_command gcloud functions describe "$FUNCTION_NAME" --gen2 "${where[@]}"))"
+    say "  If it is a function of the Cloud Functions API and the check failed for another reason (permissions),"
+    say "  this says why:"
+    say "    $(print_command gcloud functions describe "$FUNCTION_NAME" --gen2 "${where[@]}")"
     exit 1
   fi
 }
