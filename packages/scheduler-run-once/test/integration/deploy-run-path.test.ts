@@ -368,14 +368,15 @@ describe('deploy.sh on a project of the other path (gcloud faked)', () => {
       'nothing created or deployed',
     );
   });
+});
 
-  it('the real gcloud parser accepts every command of the run path, and those its refusals and summary print', {
+describe('deploy.sh --run-deploy and the real gcloud parser', () => {
+  it('accepts every command of the run path, and those its refusals and summary print', {
     skip: !HAS_GCLOUD && NO_GCLOUD,
   }, async (t) => {
     const dryRuns = [
       deploy(REQUIRED, DRY_RUN_PATH),
       deploy(EVERYTHING, [...EVERYTHING_ARGS, '--run-deploy']),
-      deploy({ ...AWKWARD, AUTH_MODE: 'verify-oidc' }, DRY_RUN_PATH),
     ];
     const printed = [refusedRunPath(), refusedDefaultPath().refused].map(
       (run) => printedCommands(run.stderr),
