@@ -3,7 +3,12 @@
 # per job declared in src/jobs.ts, from the project it runs in, in one command. Re-running updates
 # everything in place. The project's own deploy.sh runs it in the project's root:
 #
-#   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 ./deploy.sh [--dry-run] [--prune]
+#   GOOGLE_CLOUD_PROJECT=my-project REGION=us-central1 ./deploy.sh [--dry-run] [--prune] [--run-deploy]
+#
+# Two deploy paths, one deployment: by default the function is deployed with `gcloud functions
+# deploy --gen2` (the Cloud Functions v2 API); with --run-deploy, with `gcloud run deploy --function`
+# (the Cloud Run Admin API), its URL read and its invoker bound through `gcloud run services`.
+# Everything else (accounts, Firestore, Scheduler jobs, metrics) is the same on both.
 #
 # Every input is an environment variable; `./deploy.sh --help` lists them with their defaults. The
 # jobs (ids, schedules, time zones, retry settings) are read from the code with `node ops/jobs.ts
@@ -50,6 +55,7 @@ readonly APIS=(
 usage() {
   cat <<'EOF'
 Usage: GOOGLE_CLOUD_PROJECT=ID REGION=REGION ./deploy.sh [--dry-run] [--assume-existing] [--prune]
+                                                          [--run-deploy]
 
 Deploys handleScheduledJob as a private 2nd gen Cloud Run function, with a Firestore TTL policy on
 its run ledger, and one Cloud Scheduler HTTP job (OIDC token) per job declared in src/jobs.ts, each
@@ -63,6 +69,12 @@ Options:
   --assume-existing  With --dry-run: take every existence check as "found" (shows the update path),
                      and the job list as holding one undeclared job, UNDECLARED-JOB.
   --prune            Delete Scheduler jobs that call this function but are no longer declared.
+  --run-deploy       Deploy with `gcloud run deploy --function` (Cloud Run Admin API: a function
+                     managed as a Cloud Run service) instead of `gcloud functions deploy --gen2`
+                     (Cloud Functions v2 API, the default). Stops, changing nothing, if the function
+                     exists on the other path, and prints the command that moves it
+                     (`gcloud functions detach` to the Cloud Run Admin API). A dry run takes the
+                     other path's function as missing, with --assume-existing too.
   -h, --help         This help.
 
 Required:   GOOGLE_CLOUD_PROJECT, REGION
@@ -93,11 +105,13 @@ EOF
 DRY_RUN="${DRY_RUN:-0}"
 ASSUME_EXISTING=0
 PRUNE=0
+RUN_DEPLOY=0
 while (($# > 0)); do
   case "$1" in
     --dry-run) DRY_RUN=1 ;;
     --assume-existing) ASSUME_EXISTING=1 ;;
     --prune) PRUNE=1 ;;
+    --run-deploy) RUN_DEPLOY=1 ;;
     -h | --help)
       usage
       exit 0
@@ -615,7 +629,14 @@ fi
 project=(--project="$GOOGLE_CLOUD_PROJECT")
 
 say "==> Enabling the APIs"
-run gcloud services enable "${APIS[@]}" "${project[@]}" --quiet
+# The Cloud Run Admin API path needs no Cloud Functions API: that is its point for a team that
+# keeps its workloads within run.googleapis.com.
+apis=()
+for api in "${APIS[@]}"; do
+  if ((RUN_DEPLOY)) && [[ "$api" == cloudfunctions.googleapis.com ]]; then continue; fi
+  apis+=("$api")
+done
+run gcloud services enable "${apis[@]}" "${project[@]}" --quiet
 
 say "==> Checking the Firestore database ${FIRESTORE_DATABASE} (it must exist, in Native mode)"
 db_type="$(query FIRESTORE_NATIVE gcloud firestore databases describe --database="$FIRESTORE_DATABASE" \
@@ -628,6 +649,79 @@ if [[ "$db_type" != FIRESTORE_NATIVE ]]; then
   say "deploy.sh: Firestore database ${FIRESTORE_DATABASE} is ${db_type:-of unknown type}, not FIRESTORE_NATIVE: the run ledger needs Native mode."
   exit 1
 fi
+
+# ----------------------------------------------------------------------------------------------
+# The two deploy paths (--run-deploy). Both deploy the same function as the Cloud Run service
+# FUNCTION_NAME; they differ in the API that manages it:
+#   default       gcloud functions deploy --gen2, the Cloud Functions v2 API
+#                 (https://cloud.google.com/functions/docs/deploy)
+#   --run-deploy  gcloud run deploy --function, the Cloud Run Admin API
+#                 (https://cloud.google.com/run/docs/deploy-functions)
+# "Manage functions" (https://cloud.google.com/functions/docs/managing): a function created through
+# the Cloud Functions v2 API can also be changed through the Cloud Run Admin API, but it stays that
+# API's function, whose next `gcloud functions deploy` writes its own copy of the configuration back;
+# a function created through the Cloud Run Admin API cannot be managed with `gcloud functions` at
+# all. So each path stops, before creating anything, at a function of the other, and prints the
+# command that moves it. `gcloud functions detach` moves a Cloud Functions v2 function to the Cloud
+# Run Admin API for good ("not reversible"; an HTTP function keeps its URLs); nothing moves one back:
+# the service is deleted and deployed again, under a new URL.
+# ----------------------------------------------------------------------------------------------
+
+# Runs an existence check of the other path's function and succeeds if it is found. A dry run
+# prints it and answers "missing", with --assume-existing too: the update path it shows is the
+# chosen path's own. As with exists, any failure counts as missing.
+other_path_exists() {
+  if ((DRY_RUN)); then
+    print_command "$@" >&3
+    return 1
+  fi
+  printf '+ %s\n' "$(print_command "$@")" >&2
+  "$@" >/dev/null 2>&1
+}
+
+# Stops with the commands that move the function if it exists on the other deploy path.
+refuse_other_path() {
+  local where=(--region="$REGION" "${project[@]}")
+  # The same check on both paths: --quiet, so that gcloud never waits on a prompt to enable the
+  # Cloud Functions API (the Cloud Run path does not enable it; disabled, no function exists).
+  local function_check=(gcloud functions describe "$FUNCTION_NAME" --gen2 "${where[@]}" --format='value(name)' --quiet)
+  if ((RUN_DEPLOY)); then
+    say "==> Checking that ${FUNCTION_NAME} is not a function of the Cloud Functions API (the default path)"
+    if other_path_exists "${function_check[@]}"; then
+      say "deploy.sh: nothing was deployed: ${FUNCTION_NAME} in ${REGION} is a function of the Cloud Functions v2 API"
+      say "  (deployed by ./deploy.sh without --run-deploy). --run-deploy deploys through the Cloud Run Admin API,"
+      say "  and the next gcloud functions deploy would write the Cloud Functions API's own configuration back."
+      say "  Keep deploying it as before:"
+      say "    ./deploy.sh"
+      say "  or move it to the Cloud Run Admin API for good (not reversible; it keeps its URLs and its Scheduler"
+      say "  jobs; https://cloud.google.com/functions/docs/managing#detach), then deploy with --run-deploy:"
+      say "    $(print_command gcloud functions detach "$FUNCTION_NAME" "${where[@]}")"
+      say "    ./deploy.sh --run-deploy"
+      exit 1
+    fi
+    return 0
+  fi
+  say "==> Checking that ${FUNCTION_NAME} is not a service of the Cloud Run Admin API (--run-deploy)"
+  # Every function of the Cloud Functions v2 API has a Cloud Run service of its name: a service
+  # without such a function was deployed with gcloud run deploy, or detached.
+  if other_path_exists gcloud run services describe "$FUNCTION_NAME" "${where[@]}" --format='value(metadata.name)' --quiet &&
+    ! other_path_exists "${function_check[@]}"; then
+    say "deploy.sh: nothing was deployed: ${FUNCTION_NAME} in ${REGION} is a Cloud Run service that is not a function"
+    say "  of the Cloud Functions API (deployed with ./deploy.sh --run-deploy or with gcloud run deploy, or detached"
+    say "  from the Cloud Functions API), so gcloud functions deploy cannot manage it."
+    say "  Keep deploying it through the Cloud Run Admin API:"
+    say "    ./deploy.sh --run-deploy"
+    say "  or, to deploy it with gcloud functions deploy, delete the service (its URL goes with it; the run"
+    say "  ledger in Firestore stays, and deploy.sh points the Scheduler jobs at the new URL), then deploy:"
+    say "    $(print_command gcloud run services delete "$FUNCTION_NAME" "${where[@]}")"
+    say "    ./deploy.sh"
+    say "  If it is a function of the Cloud Functions API and the check failed for another reason (permissions),"
+    say "  this says why:"
+    say "    $(print_command gcloud functions describe "$FUNCTION_NAME" --gen2 "${where[@]}")"
+    exit 1
+  fi
+}
+refuse_other_path
 
 say "==> Runtime service account ${RUNTIME_SA_EMAIL} (roles/datastore.user on the project)"
 if ! exists gcloud iam service-accounts describe "$RUNTIME_SA_EMAIL" "${project[@]}" --format='value(email)'; then
@@ -686,29 +780,79 @@ while IFS=$'\t' read -r -a field_configs; do
     --database="$FIRESTORE_DATABASE" --query-scope=collection "${field_configs[@]}" --async "${project[@]}" --quiet
 done <<<"$index_lines"
 
-say "==> Function ${FUNCTION_NAME} (2nd gen, private; the build runs the gcp-build script)"
-run gcloud functions deploy "$FUNCTION_NAME" --gen2 --region="$REGION" "${project[@]}" \
-  --runtime="$RUNTIME" --source=. --entry-point="$ENTRY_POINT" --trigger-http --no-allow-unauthenticated \
-  --service-account="$RUNTIME_SA_EMAIL" --timeout="${FUNCTION_TIMEOUT_SECONDS}s" \
-  --set-env-vars="$SET_ENV_VARS" --quiet
-function_url="$(query "$DRY_RUN_URL" gcloud functions describe "$FUNCTION_NAME" --gen2 --region="$REGION" \
-  "${project[@]}" --format='value(serviceConfig.uri)')"
+# Deploys the function through the Cloud Run Admin API (--run-deploy) and sets function_url: the
+# deployment of the default path's `gcloud functions deploy`, flag by flag
+# (https://cloud.google.com/run/docs/deploy-functions, `gcloud run deploy --help`):
+#   --entry-point=ENTRY --trigger-http   --function=ENTRY: "the deployed object is a function", its
+#                                        entry point; an HTTP function, as every Cloud Run service
+#   --runtime=nodejs24                   --base-image=nodejs24: a runtime id names that runtime's base
+#                                        image on its default stack (google-24 for nodejs24;
+#                                        https://cloud.google.com/run/docs/runtimes/nodejs), with
+#                                        automatic base image updates, as the default path's
+#                                        automatic runtime update policy
+#   --source=.                           --source=. (filtered by .gcloudignore; the buildpack runs the
+#                                        gcp-build script, as on the default path)
+#   --region, --service-account, --set-env-vars, --no-allow-unauthenticated, --timeout: the same
+#                                        flags (--timeout takes the same "180s" duration)
+#   (defaults of a Cloud Functions v2 function) --memory=256Mi and --concurrency=1: a Cloud Run
+#                                        service would otherwise get 512Mi and 80 requests at once
+#                                        (https://cloud.google.com/run/docs/functions/comparison);
+#                                        1 vCPU, Cloud Run's default (the default path's 256 MB get
+#                                        0.167); at most 100 instances on both, their default
+#   AUTH_MODE=verify-oidc                --no-invoker-iam-check here, not a later services update
+deploy_function_run() {
+  local auth=()
+  if [[ "$AUTH_MODE" == verify-oidc ]]; then auth=(--no-invoker-iam-check); fi
+  say "==> Function ${FUNCTION_NAME} (Cloud Run Admin API: gcloud run deploy --function; private; the build runs the gcp-build script)"
+  run gcloud run deploy "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+    --function="$ENTRY_POINT" --base-image="$RUNTIME" --source=. --no-allow-unauthenticated "${auth[@]}" \
+    --service-account="$RUNTIME_SA_EMAIL" --timeout="${FUNCTION_TIMEOUT_SECONDS}s" \
+    --memory=256Mi --concurrency=1 \
+    --set-env-vars="$SET_ENV_VARS" --quiet
+  function_url="$(query "$DRY_RUN_URL" gcloud run services describe "$FUNCTION_NAME" --region="$REGION" \
+    "${project[@]}" --format='value(status.url)')"
+}
+
+# Grants $1 (a service account) roles/run.invoker on the function's Cloud Run service: through the
+# Cloud Functions API on the default path, through the Cloud Run Admin API with --run-deploy
+# (https://cloud.google.com/run/docs/securing/managing-access), the same binding either way.
+add_invoker() {
+  local member="serviceAccount:$1"
+  if ((RUN_DEPLOY)); then
+    run_retrying gcloud run services add-iam-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+      --member="$member" --role=roles/run.invoker --format=none --quiet
+  else
+    run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
+      --member="$member" --format=none --quiet
+  fi
+}
+
+if ((RUN_DEPLOY)); then
+  deploy_function_run
+else
+  say "==> Function ${FUNCTION_NAME} (2nd gen, private; the build runs the gcp-build script)"
+  run gcloud functions deploy "$FUNCTION_NAME" --gen2 --region="$REGION" "${project[@]}" \
+    --runtime="$RUNTIME" --source=. --entry-point="$ENTRY_POINT" --trigger-http --no-allow-unauthenticated \
+    --service-account="$RUNTIME_SA_EMAIL" --timeout="${FUNCTION_TIMEOUT_SECONDS}s" \
+    --set-env-vars="$SET_ENV_VARS" --quiet
+  function_url="$(query "$DRY_RUN_URL" gcloud functions describe "$FUNCTION_NAME" --gen2 --region="$REGION" \
+    "${project[@]}" --format='value(serviceConfig.uri)')"
+fi
 if [[ ! "$function_url" =~ ^https:// ]]; then
   say "deploy.sh: could not read the URL of ${FUNCTION_NAME} (got ${function_url@Q})"
   exit 1
 fi
 
 say "==> Letting ${INVOKER_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service)"
-run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
-  --member="serviceAccount:${INVOKER_SA_EMAIL}" --format=none --quiet
+add_invoker "$INVOKER_SA_EMAIL"
 if ((${#catch_up_jobs[@]} > 0)); then
   say "==> Letting ${RUNTIME_SA_EMAIL} invoke ${FUNCTION_NAME} (roles/run.invoker on its Cloud Run service):"
   say "    ${catch_up_jobs[*]} $( ((${#catch_up_jobs[@]} == 1)) && printf 'declares' || printf 'declare') catchUp, so the run audit delivers late slots to the function"
   say "    itself, with an ID token of the runtime account$([[ "$AUTH_MODE" == verify-oidc ]] && printf ' (also in OIDC_INVOKERS)')"
-  run_retrying gcloud functions add-invoker-policy-binding "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
-    --member="serviceAccount:${RUNTIME_SA_EMAIL}" --format=none --quiet
+  add_invoker "$RUNTIME_SA_EMAIL"
 fi
-if [[ "$AUTH_MODE" == verify-oidc ]]; then
+# On the Cloud Run path, gcloud run deploy turned the check off itself (--no-invoker-iam-check).
+if [[ "$AUTH_MODE" == verify-oidc ]] && ((!RUN_DEPLOY)); then
   # The function verifies the token itself (src/auth.ts): Cloud Run's check would strip its signature.
   say "==> Turning Cloud Run's invoker IAM check off: the function verifies the OIDC token itself"
   run gcloud run services update "$FUNCTION_NAME" --region="$REGION" "${project[@]}" \
@@ -873,7 +1017,7 @@ summary() {
   cat <<EOF
 
 ${summary_title}
-  Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private)
+  Function        ${FUNCTION_NAME} in ${REGION} (${RUNTIME}, timeout ${FUNCTION_TIMEOUT_SECONDS} s, private; $( ((RUN_DEPLOY)) && printf 'Cloud Run Admin API, gcloud run deploy --function' || printf 'Cloud Functions v2 API, gcloud functions deploy'))
   URL             ${function_url}
   Runs as         ${RUNTIME_SA_EMAIL} (roles/datastore.user$(example_roles)$(runtime_invoker_role))
   Invoked by      ${INVOKER_SA_EMAIL} (roles/run.invoker on the function)
@@ -891,7 +1035,7 @@ the scheduled run still runs. To run a job by hand on purpose:
   npm run trigger -- $(quote_word "${job_ids[0]}") --url=${function_url} --invoker=${INVOKER_SA_EMAIL}
 
 Logs:
-  gcloud functions logs read $(quote_word "$FUNCTION_NAME") --region=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
+  gcloud $( ((RUN_DEPLOY)) && printf 'run services' || printf 'functions') logs read $(quote_word "$FUNCTION_NAME") --region=${REGION} --project=${GOOGLE_CLOUD_PROJECT}
 EOF
 }
 if ((DRY_RUN)); then summary >&2; else summary; fi
