@@ -219,7 +219,7 @@ export function pendingStep(
     // for a backfill, so a catch-up would be refused, and the slots behind it would wait for nothing.
     const reported =
       record?.status === RunStatus.Missed && record.reportedAt !== undefined;
-    if (reported) {
+    if (reported || !isPastSlotOf(job, slot, now)) {
       return 'drop';
     }
     const young = now.getTime() - slot.getTime() <= windowMs;
@@ -247,6 +247,24 @@ export function pendingStep(
   const failedAt =
     judged.failedAt?.getTime() ?? judged.claimedAt?.getTime() ?? firstAt;
   return now.getTime() >= failedAt + backoffMs(job, retry) ? 'deliver' : 'wait';
+}
+
+/**
+ * Whether `slot` is a slot of the job's schedule no later than `now`. The scan only leaves such
+ * slots pending; another time came from a mark written by hand or a schedule changed since, and
+ * delivering it would run the job before its time or at a time that is not a slot.
+ */
+function isPastSlotOf(job: DeclaredJob, slot: Date, now: Date): boolean {
+  if (slot.getTime() > now.getTime()) {
+    return false;
+  }
+  const [first] = slotsBetween(
+    job,
+    slot,
+    new Date(slot.getTime() + 1),
+    1,
+  ).slots;
+  return first?.getTime() === slot.getTime();
 }
 
 /** The pending slots after this scan's late ones joined them, by the job's `catchUp.slots`. */
