@@ -8,6 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { getTestServer } from '@google-cloud/functions-framework/testing';
 import type { JobContext } from '../src/core/job-context.ts';
+import { createOidcAuthenticator } from '../src/function/auth.ts';
+import type { HandlerDeps } from '../src/function/handler-deps.ts';
+import { startOidcIssuer } from '../src/ops/oidc-issuer.ts';
 import {
   defineJob,
   type JobDeclaration,
@@ -43,6 +46,12 @@ type Execution = { slot: string; caughtUp: boolean };
 async function live(
   declared: JobDeclaration,
   auditHeaders: Record<string, string> = {},
+  served: {
+    readonly env?: Record<string, string>;
+    readonly authenticate?: HandlerDeps['authenticate'];
+    /** Headers of every delivery, made when it is sent (e.g. a fresh token). */
+    readonly headers?: () => Record<string, string>;
+  } = {},
 ) {
   let now = at(0);
   const executions: Execution[] = [];
@@ -60,7 +69,12 @@ async function live(
   const jobs = validateJobs([recorded, audit]);
   const fn = serveJobs(
     jobs,
-    { env: { MISSED_RUN_CHECK: 'on' } },
+    {
+      env: { MISSED_RUN_CHECK: 'on', ...served.env },
+      ...(served.authenticate === undefined
+        ? {}
+        : { authenticate: served.authenticate }),
+    },
     { clock: async () => now },
   );
   const server = getTestServer(fn.name);
@@ -77,6 +91,7 @@ async function live(
       headers: {
         'X-CloudScheduler-JobName': jobId,
         'X-CloudScheduler-ScheduleTime': slot.toISOString(),
+        ...served.headers?.(),
         ...extra,
       },
     });
@@ -181,5 +196,46 @@ describe('a catch-up delivery that never reaches the job', () => {
     assert.match(String(warned[0]?.reason), /no ID token/);
     const done = run.lines('run audit done').at(-1);
     assert.equal(done?.caughtUp, 0, 'the audit counts no slot caught up');
+  });
+});
+
+describe('catch-up under npm run dev with AUTH_MODE=verify-oidc', () => {
+  it('authenticates the audit’s delivery with a token of the local issuer, and runs the slot', async () => {
+    // As `npm run dev` sets it up: a local issuer, its certificates in OIDC_CERTS_URL, the
+    // local Scheduler's made-up invoker, and the function's URL as the audience.
+    const issuer = await startOidcIssuer();
+    after(() => issuer.close());
+    const audience = 'http://127.0.0.1:8080/';
+    const invoker = 'local-scheduler@dev.invalid';
+    const oidc = { audience, invokers: [invoker], certsUrl: issuer.certsUrl };
+    const run = await live(
+      defineJob({
+        id: 'tick',
+        schedule: '* * * * *',
+        catchUp: {},
+        run: () => {},
+      }),
+      {},
+      {
+        env: {
+          AUTH_MODE: 'verify-oidc',
+          OIDC_AUDIENCE: audience,
+          OIDC_INVOKERS: invoker,
+          OIDC_CERTS_URL: issuer.certsUrl,
+        },
+        authenticate: createOidcAuthenticator(oidc),
+        headers: () => ({
+          Authorization: `Bearer ${issuer.token(audience, invoker)}`,
+        }),
+      },
+    );
+    await run.timeline(0, 11, (m) => m === 7);
+
+    const slot = at(7).toISOString();
+    assert.deepEqual(
+      run.executions.filter((e) => e.slot === slot),
+      [{ slot, caughtUp: true }],
+      JSON.stringify(run.lines(CATCH_UP_NOT_DELIVERED)),
+    );
   });
 });
