@@ -135,8 +135,10 @@ export function catchUpSender(deps: CatchUpDeps, req: Request): CatchUpSender {
         reason: `no ID token for ${audience}: ${String(err)}`,
       };
     }
+    // A retry's record already has attempts: only a newer one is this delivery's claim.
+    const attemptsBefore = (await attemptsOf(deps, runId)) ?? 0;
     const answered = postCatchUp(url, headers, job);
-    return waitForClaim(deps, runId, answered);
+    return waitForClaim(deps, runId, answered, attemptsBefore);
   };
 }
 
@@ -167,14 +169,32 @@ async function postCatchUp(
   }
 }
 
+/** The attempts the run's record counts: 0 for none, `undefined` if unreadable or not read. */
+async function attemptsOf(
+  deps: Pick<CatchUpDeps, 'history'>,
+  runId: string,
+): Promise<number | undefined> {
+  const read = await deps.history.getMany([runId]).catch(() => undefined);
+  if (read === undefined) {
+    return undefined;
+  }
+  const record = read.records.get(runId);
+  if (record === undefined) {
+    return 0;
+  }
+  return record.status === 'unreadable' ? undefined : record.attempts;
+}
+
 /**
- * Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt,
+ * Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt
+ * more than `attemptsBefore` (those of earlier deliveries: a retry's record already has some),
  * or `unsent` after {@link CLAIM_WAIT_MS} without either (the simulator's sender waits the same way).
  */
 export async function waitForClaim(
   deps: Pick<CatchUpDeps, 'history'>,
   runId: string,
   answered: Promise<CatchUpSent>,
+  attemptsBefore = 0,
 ): Promise<CatchUpSent> {
   let done: CatchUpSent | undefined;
   const settled = answered.then((sent) => {
@@ -188,13 +208,8 @@ export async function waitForClaim(
     if (done !== undefined) {
       break;
     }
-    const read = await deps.history.getMany([runId]).catch(() => undefined);
-    const record = read?.records.get(runId);
-    if (
-      record !== undefined &&
-      record.status !== 'unreadable' &&
-      record.attempts > 0
-    ) {
+    const attempts = await attemptsOf(deps, runId);
+    if (attempts !== undefined && attempts > attemptsBefore) {
       return { result: 'claimed' };
     }
   }
