@@ -21,6 +21,12 @@ const CLAIM_POLL_MS = 500;
 /** The user agent of a catch-up delivery, so logs and proxies tell it from Scheduler's. */
 export const CATCH_UP_USER_AGENT = 'scheduler-run-once-catch-up';
 
+/**
+ * The path at which development's local OIDC issuer (`ops/oidc-issuer.ts`) mints a token
+ * (`?audience=…&email=…`), as the metadata server's identity endpoint does on Cloud Run.
+ */
+export const TOKEN_PATH = '/token';
+
 /** Fetches an ID token for `audience` as this function's service account (google-auth-library). */
 export type IdTokenSource = (audience: string) => Promise<string>;
 
@@ -29,6 +35,37 @@ async function metadataIdToken(audience: string): Promise<string> {
   const { GoogleAuth } = await import('google-auth-library');
   const client = await new GoogleAuth().getIdTokenClient(audience);
   return client.idTokenProvider.fetchIdToken(audience);
+}
+
+/**
+ * The {@link IdTokenSource} of development's local issuer (`npm run dev` with
+ * `AUTH_MODE=verify-oidc`, `OIDC_CERTS_URL` set; config.ts refuses it outside development): the
+ * token its server mints for `email`, the invoker the function accepts, as the metadata server
+ * would give a deployed function its account's.
+ */
+function localIssuerIdToken(certsUrl: string, email: string): IdTokenSource {
+  return async (audience) => {
+    const url = new URL(TOKEN_PATH, certsUrl);
+    url.searchParams.set('audience', audience);
+    url.searchParams.set('email', email);
+    const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+    if (!res.ok) {
+      throw new Error(
+        `the local issuer at ${url.origin} answered ${res.status}`,
+      );
+    }
+    return res.text();
+  };
+}
+
+/** The ID tokens of this function's catch-up deliveries: the local issuer's in development. */
+function idTokenSourceOf(config: HandlerDeps['config']): IdTokenSource {
+  const certsUrl = config.oidcCertsUrl;
+  const invoker = config.oidcInvokers?.[0];
+  if (certsUrl === undefined || invoker === undefined) {
+    return metadataIdToken;
+  }
+  return localIssuerIdToken(certsUrl, invoker);
 }
 
 /**
@@ -85,7 +122,7 @@ export interface CatchUpDeps extends Pick<HandlerDeps, 'config'> {
 export function catchUpSender(deps: CatchUpDeps, req: Request): CatchUpSender {
   const { url, audience } = auditTarget(req, deps);
   const authenticated = req.get('authorization') !== undefined;
-  const idToken = deps.idToken ?? metadataIdToken;
+  const idToken = deps.idToken ?? idTokenSourceOf(deps.config);
   return async (job, slot, runId): Promise<CatchUpSent> => {
     const headers = catchUpHeaders(req, deps, job, slot);
     try {
@@ -98,8 +135,10 @@ export function catchUpSender(deps: CatchUpDeps, req: Request): CatchUpSender {
         reason: `no ID token for ${audience}: ${String(err)}`,
       };
     }
+    // A retry's record already has attempts: only a newer one is this delivery's claim.
+    const attemptsBefore = (await attemptsOf(deps, runId)) ?? 0;
     const answered = postCatchUp(url, headers, job);
-    return waitForClaim(deps, runId, answered);
+    return waitForClaim(deps, runId, answered, attemptsBefore);
   };
 }
 
@@ -130,14 +169,32 @@ async function postCatchUp(
   }
 }
 
+/** The attempts the run's record counts: 0 for none, `undefined` if unreadable or not read. */
+async function attemptsOf(
+  deps: Pick<CatchUpDeps, 'history'>,
+  runId: string,
+): Promise<number | undefined> {
+  const read = await deps.history.getMany([runId]).catch(() => undefined);
+  if (read === undefined) {
+    return undefined;
+  }
+  const record = read.records.get(runId);
+  if (record === undefined) {
+    return 0;
+  }
+  return record.status === 'unreadable' ? undefined : record.attempts;
+}
+
 /**
- * Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt,
+ * Resolves with `answered` as soon as it does, or `claimed` once the run's record has an attempt
+ * more than `attemptsBefore` (those of earlier deliveries: a retry's record already has some),
  * or `unsent` after {@link CLAIM_WAIT_MS} without either (the simulator's sender waits the same way).
  */
 export async function waitForClaim(
   deps: Pick<CatchUpDeps, 'history'>,
   runId: string,
   answered: Promise<CatchUpSent>,
+  attemptsBefore = 0,
 ): Promise<CatchUpSent> {
   let done: CatchUpSent | undefined;
   const settled = answered.then((sent) => {
@@ -151,13 +208,8 @@ export async function waitForClaim(
     if (done !== undefined) {
       break;
     }
-    const read = await deps.history.getMany([runId]).catch(() => undefined);
-    const record = read?.records.get(runId);
-    if (
-      record !== undefined &&
-      record.status !== 'unreadable' &&
-      record.attempts > 0
-    ) {
+    const attempts = await attemptsOf(deps, runId);
+    if (attempts !== undefined && attempts > attemptsBefore) {
       return { result: 'claimed' };
     }
   }

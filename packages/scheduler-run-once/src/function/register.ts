@@ -6,6 +6,10 @@ import { ConfigError } from '../core/errors.ts';
 import { RunLedger } from '../core/ledger.ts';
 import { RunDocuments } from '../core/run-documents.ts';
 import {
+  CATCH_UP_UNREACHABLE,
+  catchUpWarnings,
+} from '../policy/catch-up-warnings.ts';
+import {
   type DeclaredJob,
   type JobDeclaration,
   validateJobs,
@@ -149,6 +153,7 @@ export function createInstanceHandler(parts: InstanceParts) {
     logger,
   };
   const clock = () => documents.serverTime();
+  warnOfUnreachableCatchUp(jobs, logger);
   const handler = createScheduledJobHandler({
     ...deps,
     clock,
@@ -157,6 +162,20 @@ export function createInstanceHandler(parts: InstanceParts) {
     ...(tracer === undefined ? {} : { tracer }),
   });
   return { handler, documents };
+}
+
+/**
+ * Logs each job's `catchUp` that cannot run as declared (no run audit, or a slot reported missed
+ * before an audit can find it late) as WARNING {@link CATCH_UP_UNREACHABLE}, once per instance: the
+ * declarations are valid, but the promise of catch-up would otherwise fail without a word.
+ */
+function warnOfUnreachableCatchUp(
+  jobs: readonly DeclaredJob[],
+  logger: Logger,
+): void {
+  for (const { jobName, problem } of catchUpWarnings(jobs, new Date())) {
+    logger.warn({ jobName, problem }, CATCH_UP_UNREACHABLE);
+  }
 }
 
 /**

@@ -16,8 +16,9 @@ import {
   randomUUID,
   sign,
 } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TOKEN_PATH } from '../function/catch-up-delivery.ts';
 
 /** Google's issuer, the one google-auth-library accepts by default. */
 export const GOOGLE_ISSUER = 'https://accounts.google.com';
@@ -68,7 +69,29 @@ function signToken(
 }
 
 /**
- * Makes a key and serves its certificate on 127.0.0.1.
+ * Answers `GET /token?audience=A&email=E` ({@link TOKEN_PATH}) with an ID token (text), as the metadata server's
+ * identity endpoint gives a deployed function one: the run audit's catch-up delivery under
+ * `npm run dev` with `AUTH_MODE=verify-oidc` (`function/catch-up-delivery.ts`). 400 without both.
+ */
+function answerTokenRequest(
+  url: URL,
+  res: ServerResponse,
+  mint: (audience: string, email: string) => string,
+): void {
+  const audience = url.searchParams.get('audience') ?? '';
+  const email = url.searchParams.get('email') ?? '';
+  if (audience === '' || email === '') {
+    res.statusCode = 400;
+    res.end('GET /token needs ?audience=…&email=…');
+    return;
+  }
+  res.setHeader('Content-Type', 'text/plain');
+  res.end(mint(audience, email));
+}
+
+/**
+ * Makes a key and serves its certificate on 127.0.0.1 (and, at {@link TOKEN_PATH}, tokens signed
+ * with it: whoever serves the certificates can mint tokens anyway, and it listens on loopback only).
  *
  * @param port - the port to listen on; 0 (the default) picks a free one.
  * @throws if the port cannot be listened on (e.g. `EADDRINUSE`).
@@ -86,7 +109,14 @@ export async function startOidcIssuer(port = 0): Promise<OidcIssuer> {
     [kid]: publicKey.export({ type: 'spki', format: 'pem' }).toString(),
   });
   const server: Server = createServer((req, res) => {
-    if (req.url !== '/certs') {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    if (url.pathname === TOKEN_PATH) {
+      answerTokenRequest(url, res, (audience, email) =>
+        signToken(privateKey, kid, { audience, email, nowMs: Date.now() }),
+      );
+      return;
+    }
+    if (url.pathname !== '/certs') {
       res.statusCode = 404;
       res.end();
       return;

@@ -26,6 +26,12 @@ import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 /** The log message of a late slot (WARNING), for the log-based metric `late_runs`. */
 export const LATE_RUN = 'late run';
 
+/**
+ * The log message (WARNING) of a catch-up delivery that did not reach the job's run: unsent, or
+ * refused before the run (auth, routing, a Firestore outage). The slot stays pending.
+ */
+export const CATCH_UP_NOT_DELIVERED = 'catch-up not delivered';
+
 /** The most slots one scan judges past its mark; the next scan goes on from there. */
 export const MAX_LATE_SLOTS = 200;
 /** The most late slots kept waiting for catch-up (`slots: 'all'`): the oldest go first. */
@@ -213,7 +219,7 @@ export function pendingStep(
     // for a backfill, so a catch-up would be refused, and the slots behind it would wait for nothing.
     const reported =
       record?.status === RunStatus.Missed && record.reportedAt !== undefined;
-    if (reported) {
+    if (reported || !isPastSlotOf(job, slot, now)) {
       return 'drop';
     }
     const young = now.getTime() - slot.getTime() <= windowMs;
@@ -241,6 +247,24 @@ export function pendingStep(
   const failedAt =
     judged.failedAt?.getTime() ?? judged.claimedAt?.getTime() ?? firstAt;
   return now.getTime() >= failedAt + backoffMs(job, retry) ? 'deliver' : 'wait';
+}
+
+/**
+ * Whether `slot` is a slot of the job's schedule no later than `now`. The scan only leaves such
+ * slots pending; another time came from a mark written by hand or a schedule changed since, and
+ * delivering it would run the job before its time or at a time that is not a slot.
+ */
+function isPastSlotOf(job: DeclaredJob, slot: Date, now: Date): boolean {
+  if (slot.getTime() > now.getTime()) {
+    return false;
+  }
+  const [first] = slotsBetween(
+    job,
+    slot,
+    new Date(slot.getTime() + 1),
+    1,
+  ).slots;
+  return first?.getTime() === slot.getTime();
 }
 
 /** The pending slots after this scan's late ones joined them, by the job's `catchUp.slots`. */
@@ -313,6 +337,56 @@ function logLate(
   logger.warn(line, LATE_RUN);
 }
 
+/** What follows a late slot judged while its job is paused: it waits for the resume. */
+const PAUSED_FOLLOWS =
+  'caught up after the job is resumed, if still within the catch-up window';
+
+/**
+ * The outcomes of a delivery that reached the run's claim (it ran, or the ledger or the overlap
+ * policy answered for the slot); any other answer was refused before it (`outcomes.ts`).
+ */
+const REACHED_THE_RUN: ReadonlySet<string> = new Set([
+  'processed',
+  'duplicate',
+  'in_progress',
+  'skipped',
+  'waiting',
+  'failed',
+]);
+
+/** Why a catch-up delivery did not reach the slot's run; `undefined` if it did. */
+export function notDeliveredReason(sent: CatchUpSent): string | undefined {
+  if (sent.result === 'unsent') {
+    return sent.reason;
+  }
+  if (sent.result === 'answered' && !REACHED_THE_RUN.has(sent.outcome)) {
+    return `the function answered ${sent.outcome}`;
+  }
+  return undefined;
+}
+
+/**
+ * Logs {@link CATCH_UP_NOT_DELIVERED} (WARNING) for a catch-up that did not reach the run, so a
+ * catch-up that keeps failing (no ID token, no invoker role, a wrong URL) is seen, not only its
+ * `late run` line's "caught up now".
+ */
+function warnIfNotDelivered(
+  job: DeclaredJob,
+  { slot, runId }: Pick<SlotRead, 'slot' | 'runId'>,
+  sent: CatchUpSent,
+  logger: Logger,
+): void {
+  const reason = notDeliveredReason(sent);
+  if (reason === undefined) {
+    return;
+  }
+  const fields = { jobName: job.id, slot: slot.toISOString(), runId, reason };
+  logger.warn(
+    { ...fields, follows: 'delivered again by the next check' },
+    CATCH_UP_NOT_DELIVERED,
+  );
+}
+
 function sameMark(a: LateMark | undefined, b: LateMark): boolean {
   const times = (mark: LateMark) => mark.pending.map((slot) => slot.getTime());
   return (
@@ -368,7 +442,11 @@ export class LateRunScan {
     );
     const pending = nextPending(job, stored?.pending ?? [], judged.late);
     const pendingRows = pending.map((slot) => read.rowOf(slot));
-    const { target, kept } = catchUpTarget(job, pendingRows, now);
+    // Paused now: Scheduler fires nothing, and neither does the audit; the slots wait for the resume.
+    const paused = pauseAt(pauses, now) !== undefined;
+    const { target, kept } = paused
+      ? { target: undefined, kept: pending }
+      : catchUpTarget(job, pendingRows, now);
     const mark: LateMark = {
       judgedBefore: judged.judgedBefore,
       runSeen: judged.runSeen,
@@ -376,7 +454,11 @@ export class LateRunScan {
     };
     const logAll = (more: object) => {
       for (const { slot, runId } of judged.late) {
-        const follows = whatFollows(job, slot, kept, target);
+        const waits = kept.some((held) => held.getTime() === slot.getTime());
+        const follows =
+          paused && waits
+            ? PAUSED_FOLLOWS
+            : whatFollows(job, slot, kept, target);
         logLate(job, { slot, runId }, follows, logger, more);
       }
     };
@@ -397,6 +479,7 @@ export class LateRunScan {
       return { late: judged.late.length };
     }
     const sent = await send(job, target.slot, target.runId);
+    warnIfNotDelivered(job, target, sent, logger);
     return { late: judged.late.length, caughtUp: { slot: target.slot, sent } };
   }
   /** Writes the mark if it moved, fenced on the read: `conflict` if another instance wrote first. */

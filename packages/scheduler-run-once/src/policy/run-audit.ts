@@ -3,7 +3,11 @@ import type { JobContext, JobRun } from '../core/job-context.ts';
 import type { Logger } from '../core/logger.ts';
 import type { Scope } from '../core/run-key.ts';
 import type { DeclaredJob, JobDeclaration } from './job-declaration.ts';
-import type { CatchUpSender, LateRunScan } from './late-runs.ts';
+import {
+  type CatchUpSender,
+  type LateRunScan,
+  notDeliveredReason,
+} from './late-runs.ts';
 import type { MissedRunCheck } from './missed-runs.ts';
 
 /** The `run` every audit is declared with: it marks the job; the function runs {@link auditRun}. */
@@ -89,7 +93,11 @@ async function auditJob(
   try {
     const scanned = await checks.lateRuns.scan(job, scope, logger, checks.send);
     counts.late += scanned.late;
-    counts.caughtUp += scanned.caughtUp === undefined ? 0 : 1;
+    const sent = scanned.caughtUp?.sent;
+    // Counted only when it reached the run: a refused one is its own warning.
+    const delivered =
+      sent !== undefined && notDeliveredReason(sent) === undefined;
+    counts.caughtUp += delivered ? 1 : 0;
   } catch (err) {
     problems.push(`late-run scan: ${why(err)}`);
   }
