@@ -16,7 +16,7 @@ import {
 import { lateGraceMs } from './catch-up.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { checkDocumentId } from './missed-run-cursor.ts';
-import { type Pause, pauseAt, readPauses } from './pauses.ts';
+import { type Pause, type PausesRead, pauseAt, readPauses } from './pauses.ts';
 import { backoffMs, makesRetry } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
 import { previousSlot, slotsBetween } from './schedule.ts';
@@ -410,7 +410,8 @@ export class LateRunScan {
   /**
    * Judges the job's slots in `scope` since its mark, logs each newly late one once
    * ({@link LATE_RUN}, WARNING), moves the mark (fenced: of two instances, one logs), then, for a
-   * job with `catchUp`, delivers the oldest pending slot through `send`.
+   * job with `catchUp`, delivers the oldest pending slot through `send`. `pausesRead`: the job's
+   * pauses as the missed-run check just read them (saves this scan its read of the check document).
    * @throws {LedgerUnavailableError} if a read or the mark's write fails; nothing was logged.
    */
   async scan(
@@ -418,15 +419,15 @@ export class LateRunScan {
     scope: Scope,
     logger: Logger,
     send?: CatchUpSender,
+    pausesRead?: PausesRead,
   ): Promise<ScanResult> {
-    const { jobDocuments, clock } = this.#deps;
+    const { clock } = this.#deps;
     const now = await clock();
     const markId = lateDocumentId(job.id, scope);
-    const [checkRead, markRead] = await Promise.all([
-      jobDocuments.readData(checkDocumentId(job.id, scope)),
-      jobDocuments.readData(markId),
+    const [pauses, markRead] = await Promise.all([
+      pausesRead ?? this.#readPauses(job, scope, now),
+      this.#deps.jobDocuments.readData(markId),
     ]);
-    const pauses = readPauses(checkRead.data, now);
     if (pauses === 'unreadable') {
       return { late: 0 }; // the missed-run check says so; no slot is late until it is repaired
     }
@@ -481,6 +482,16 @@ export class LateRunScan {
     const sent = await send(job, target.slot, target.runId);
     warnIfNotDelivered(job, target, sent, logger);
     return { late: judged.late.length, caughtUp: { slot: target.slot, sent } };
+  }
+  /** The job's pauses from its check document, read at `now`. */
+  async #readPauses(
+    job: DeclaredJob,
+    scope: Scope,
+    now: Date,
+  ): Promise<PausesRead> {
+    const id = checkDocumentId(job.id, scope);
+    const checkRead = await this.#deps.jobDocuments.readData(id);
+    return readPauses(checkRead.data, now);
   }
   /** Writes the mark if it moved, fenced on the read: `conflict` if another instance wrote first. */
   async #writeMark(

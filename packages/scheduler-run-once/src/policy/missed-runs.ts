@@ -21,6 +21,7 @@ import {
 import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
 import {
   PAUSED_SLOT,
+  type PausesRead,
   pauseAt,
   readPauses,
   reportOverduePause,
@@ -75,11 +76,19 @@ export interface MissedRunCheckDeps {
   readonly forcedRunToleranceMs?: number;
 }
 
-/** What one check did: how many slots it read, and how many it reported. */
+/**
+ * What one check did: how many slots it read, and how many it reported; `pauses`: the job's
+ * pauses as the check read them, for the late-run scan that follows (absent when the check stopped
+ * before judging: a pause it reported changed the document, or the cursor is unreadable).
+ */
 export type CheckResult = {
   readonly checked: number;
   readonly reported: number;
+  readonly pauses?: PausesRead;
 };
+
+/** The window a check judges, with the pauses as read from its document. */
+type CheckWindow = Window & { readonly pausesRead: PausesRead };
 
 const NOTHING: CheckResult = { checked: 0, reported: 0 };
 
@@ -341,7 +350,8 @@ export class MissedRunCheck {
     const { rules, from, boundary } = window;
     const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
     if (range.slots.length === 0) {
-      return this.#moveIdle(job, window);
+      const idle = await this.#moveIdle(job, window);
+      return { ...idle, pauses: window.pausesRead };
     }
     const judged = await this.#scan(job, scope, window, range);
     for (const { slot, runId, record } of judged.unreadable) {
@@ -358,14 +368,14 @@ export class MissedRunCheck {
     }
     const { reported, raced } = await this.#report(job, scope, judged, logger);
     await this.#moveCursor(job, window, judged, raced);
-    return { checked: range.slots.length, reported };
+    return { checked: range.slots.length, reported, pauses: window.pausesRead };
   }
   /** The window from the cursor document (an overdue pause reported first); `undefined`: stop. */
   async #window(
     job: DeclaredJob,
     scope: Scope,
     logger: Logger,
-  ): Promise<Window | undefined> {
+  ): Promise<CheckWindow | undefined> {
     const { jobDocuments, clock } = this.#deps;
     const id = checkDocumentId(job.id, scope);
     const now = await clock();
@@ -397,7 +407,7 @@ export class MissedRunCheck {
       logger.error({ jobName: job.id, document: id }, message);
       return undefined;
     }
-    return { ...range, id, updateTime, pauses };
+    return { ...range, id, updateTime, pauses, pausesRead: stored };
   }
   /** Nothing closed: writes only a first cursor, changed rules, a fresh start or a heartbeat. */
   async #moveIdle(job: DeclaredJob, window: Window): Promise<CheckResult> {

@@ -106,6 +106,9 @@ function readPause(value: unknown, now: Date): Pause | undefined {
   return unlogged === true ? { ...pause, overdueUnlogged: true } : pause;
 }
 
+/** A job's pauses as read from its check document (`unreadable`: fields this version never writes). */
+export type PausesRead = readonly Pause[] | 'unreadable';
+
 /** The pauses on a job's check document, oldest first; `unreadable`: any this code never writes. */
 export function readPauses(
   data: DocumentData | undefined,

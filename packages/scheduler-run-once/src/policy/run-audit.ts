@@ -9,6 +9,7 @@ import {
   notDeliveredReason,
 } from './late-runs.ts';
 import type { MissedRunCheck } from './missed-runs.ts';
+import type { PausesRead } from './pauses.ts';
 
 /** The `run` every audit is declared with: it marks the job; the function runs {@link auditRun}. */
 const AUDIT_RUN: JobRun = () => {
@@ -83,15 +84,23 @@ async function auditJob(
   const problems: string[] = [];
   const why = (err: unknown) =>
     err instanceof Error ? err.message : String(err);
+  // The pauses the check read: the scan needs them too, and need not read them again.
+  let pauses: PausesRead | undefined;
   try {
-    counts.reported += (
-      await checks.missedRuns.check(job, scope, logger)
-    ).reported;
+    const checked = await checks.missedRuns.check(job, scope, logger);
+    counts.reported += checked.reported;
+    pauses = checked.pauses;
   } catch (err) {
     problems.push(`missed-run check: ${why(err)}`);
   }
   try {
-    const scanned = await checks.lateRuns.scan(job, scope, logger, checks.send);
+    const scanned = await checks.lateRuns.scan(
+      job,
+      scope,
+      logger,
+      checks.send,
+      pauses,
+    );
     counts.late += scanned.late;
     const sent = scanned.caughtUp?.sent;
     // Counted only when it reached the run: a refused one is its own warning.

@@ -71,7 +71,7 @@ function completedRun(slot: Date): RunRecord {
  * A scan over counting fakes: the per-job documents (the check document is absent: no pause) and
  * run records for every slot of `job` (each completed), its clock driven by `setNow`.
  */
-function countedScan(job: DeclaredJob) {
+function countedScan(job: DeclaredJob, from: 'alone' | 'audit') {
   const counts: Counts = { reads: 0, writes: 0 };
   const documents = new Map<string, { data: DocumentData; time: Timestamp }>();
   let now = new Date(HOUR_START);
@@ -127,7 +127,11 @@ function countedScan(job: DeclaredJob) {
   });
   return {
     counts,
-    scan: () => scan.scan(job, [], silent),
+    // In the audit, the missed-run check hands the scan the pauses it read (none here).
+    scan: () =>
+      from === 'audit'
+        ? scan.scan(job, [], silent, undefined, [])
+        : scan.scan(job, [], silent),
     setNow: (at: number) => {
       now = new Date(at);
     },
@@ -137,11 +141,12 @@ function countedScan(job: DeclaredJob) {
 /** The operations of an hour of audits (12, each 30 s past its slot), after a first scan. */
 async function oneHourOfAudits(
   schedule: string,
+  from: 'alone' | 'audit' = 'alone',
 ): Promise<Counts & { late: number }> {
   const [job] = validateJobs([{ id: 'job', schedule, run: () => {} }]) as [
     DeclaredJob,
   ];
-  const scanned = countedScan(job);
+  const scanned = countedScan(job, from);
   const auditAt = (n: number) => HOUR_START + n * AUDIT_PERIOD_MS + 30_000;
   scanned.setNow(auditAt(0));
   await scanned.scan(); // the first sighting: the mark starts here
@@ -175,6 +180,32 @@ describe('the late-run scan, per job and hour with the audit every 5 minutes', (
   it('an hourly job: 26 reads (the two documents, and once the new slot and the one before it) and 12 mark writes', async () => {
     assert.deepEqual(await oneHourOfAudits('0 * * * *'), {
       reads: 26,
+      writes: 12,
+      late: 0,
+    });
+  });
+});
+
+describe('the late-run scan in the run audit, after the missed-run check (which hands over the pauses it read)', () => {
+  it('a job every 5 minutes: 36 reads (the mark, the new slot and the one before it) and 12 mark writes', async () => {
+    assert.deepEqual(await oneHourOfAudits('*/5 * * * *', 'audit'), {
+      reads: 36,
+      writes: 12,
+      late: 0,
+    });
+  });
+
+  it('a job every minute: 84 reads and 12 mark writes', async () => {
+    assert.deepEqual(await oneHourOfAudits('* * * * *', 'audit'), {
+      reads: 84,
+      writes: 12,
+      late: 0,
+    });
+  });
+
+  it('an hourly job: 14 reads and 12 mark writes', async () => {
+    assert.deepEqual(await oneHourOfAudits('0 * * * *', 'audit'), {
+      reads: 14,
       writes: 12,
       late: 0,
     });
