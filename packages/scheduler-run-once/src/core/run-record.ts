@@ -5,6 +5,7 @@ import {
   type QueryDocumentSnapshot,
   Timestamp,
 } from '@google-cloud/firestore';
+import { MAX_LEASE_MS } from './lease-limit.ts';
 import type { NoteValue } from './notes.ts';
 
 /**
@@ -96,8 +97,7 @@ export interface RunRecord {
   readonly keyScope: string | undefined;
 }
 
-/** The longest lease a record may carry, ms (a day, the largest LEASE_SECONDS); longer: unreadable. */
-export const MAX_LEASE_MS = 86_400_000;
+export { MAX_LEASE_MS };
 
 /** The longest `last_error` kept, in characters: enough to act on, never a dump. */
 export const MAX_ERROR_LENGTH = 300;

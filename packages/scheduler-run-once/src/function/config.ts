@@ -1,6 +1,6 @@
 /** Configuration, the only reader of the environment; each option: docs/configuration.md. */
 import { ConfigError } from '../core/errors.ts';
-import { MAX_LEASE_MS } from '../core/run-record.ts';
+import { MAX_LEASE_MS } from '../core/lease-limit.ts';
 
 /** pino's level names, accepted by `LOG_LEVEL`. */
 export const LOG_LEVELS = [

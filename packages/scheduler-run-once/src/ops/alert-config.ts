@@ -10,9 +10,12 @@
  * a metric-absence condition's duration is at most 23.5 hours
  * (https://cloud.google.com/monitoring/alerts/metric-absence).
  */
-import { LATE_RUN } from '../policy/late-runs.ts';
-import { FAILED_AFTER_RETRIES, MISSED_RUN } from '../policy/missed-runs.ts';
-import { PAUSED_SLOT } from '../policy/pauses.ts';
+import {
+  FAILED_AFTER_RETRIES,
+  LATE_RUN,
+  MISSED_RUN,
+  PAUSED_SLOT,
+} from '../policy/log-messages.ts';
 
 /** The longest metric-absence duration Cloud Monitoring accepts, s (23.5 h). */
 export const MAX_ABSENCE_SECONDS = 84_600;

@@ -15,6 +15,7 @@ import {
 } from '../core/run-record.ts';
 import { lateGraceMs } from './catch-up.ts';
 import type { DeclaredJob } from './job-declaration.ts';
+import { LATE_RUN } from './log-messages.ts';
 import { checkDocumentId } from './missed-run-cursor.ts';
 import { type Pause, type PausesRead, pauseAt, readPauses } from './pauses.ts';
 import { backoffMs, makesRetry } from './retry-policy.ts';
@@ -23,8 +24,7 @@ import { previousSlot, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
-/** The log message of a late slot (WARNING), for the log-based metric `late_runs`. */
-export const LATE_RUN = 'late run';
+export { LATE_RUN };
 
 /**
  * The log message (WARNING) of a catch-up delivery that did not reach the job's run: unsent, or

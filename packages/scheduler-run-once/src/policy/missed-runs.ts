@@ -12,6 +12,7 @@ import {
 } from '../core/run-record.ts';
 import { errorEventFields } from './error-report.ts';
 import type { DeclaredJob } from './job-declaration.ts';
+import { FAILED_AFTER_RETRIES, MISSED_RUN } from './log-messages.ts';
 import {
   checkDocumentId,
   cursorDocument,
@@ -38,9 +39,8 @@ import { type SlotRange, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
-/** The log messages, for log-based metrics (`deploy.sh` creates them). */
-export const MISSED_RUN = 'missed run';
-export const FAILED_AFTER_RETRIES = 'run failed after retries';
+/** The log messages, for log-based metrics (`deploy.sh` creates them): `log-messages.ts`. */
+export { FAILED_AFTER_RETRIES, MISSED_RUN };
 /** Logged (ERROR) for a closed slot whose record this version cannot read: never passed silently. */
 export const UNREADABLE_SLOT =
   'missed-run check: a closed slot\'s record cannot be read, so this check cannot tell whether it ran; repair it: if no attempt of this run is running, delete the document (the next check reports the slot missed, and npm run runs -- --backfill delivers it), or set status to "completed" if the run is done';

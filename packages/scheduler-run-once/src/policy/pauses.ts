@@ -2,10 +2,11 @@
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import type { RunDocuments } from '../core/run-documents.ts';
+import { PAUSED_SLOT } from './log-messages.ts';
 import { REPORT_LOG_GRACE_MS } from './run-history.ts';
 
-/** The log messages of a slot judged inside a pause, and of a pause past its bound (once). */
-export const PAUSED_SLOT = 'paused slot';
+/** The log messages of a slot judged inside a pause (`log-messages.ts`), and of a pause past its bound (once). */
+export { PAUSED_SLOT };
 export const PAUSE_OVERDUE = 'pause outlived its bound';
 
 /** How long a pause without `until` lasts before it is reported, ms: a week. */
