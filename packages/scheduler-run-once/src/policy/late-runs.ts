@@ -432,34 +432,22 @@ export class LateRunScan {
       return { late: 0 }; // the missed-run check says so; no slot is late until it is repaired
     }
     const stored = readMark(markRead.data);
-    const read = await this.#readSlots(job, scope, stored, now);
-    const judged = judgeLateSlots(
+    const { judged, mark, target, paused } = await this.#judge(
       job,
-      read.before,
-      read.rows,
-      read.mark,
+      scope,
+      stored,
       pauses,
       now,
     );
-    const pending = nextPending(job, stored?.pending ?? [], judged.late);
-    const pendingRows = pending.map((slot) => read.rowOf(slot));
-    // Paused now: Scheduler fires nothing, and neither does the audit; the slots wait for the resume.
-    const paused = pauseAt(pauses, now) !== undefined;
-    const { target, kept } = paused
-      ? { target: undefined, kept: pending }
-      : catchUpTarget(job, pendingRows, now);
-    const mark: LateMark = {
-      judgedBefore: judged.judgedBefore,
-      runSeen: judged.runSeen,
-      pending: kept,
-    };
     const logAll = (more: object) => {
       for (const { slot, runId } of judged.late) {
-        const waits = kept.some((held) => held.getTime() === slot.getTime());
+        const waits = mark.pending.some(
+          (held) => held.getTime() === slot.getTime(),
+        );
         const follows =
           paused && waits
             ? PAUSED_FOLLOWS
-            : whatFollows(job, slot, kept, target);
+            : whatFollows(job, slot, mark.pending, target);
         logLate(job, { slot, runId }, follows, logger, more);
       }
     };
@@ -482,6 +470,40 @@ export class LateRunScan {
     const sent = await send(job, target.slot, target.runId);
     warnIfNotDelivered(job, target, sent, logger);
     return { late: judged.late.length, caughtUp: { slot: target.slot, sent } };
+  }
+  /**
+   * Judges the job's slots since the `stored` mark at `now`: the late ones, the mark to write (how
+   * far it judged, the slots still waiting for catch-up) and the slot to deliver now, if any.
+   */
+  async #judge(
+    job: DeclaredJob,
+    scope: Scope,
+    stored: LateMark | undefined,
+    pauses: readonly Pause[],
+    now: Date,
+  ) {
+    const read = await this.#readSlots(job, scope, stored, now);
+    const judged = judgeLateSlots(
+      job,
+      read.before,
+      read.rows,
+      read.mark,
+      pauses,
+      now,
+    );
+    const pending = nextPending(job, stored?.pending ?? [], judged.late);
+    const pendingRows = pending.map((slot) => read.rowOf(slot));
+    // Paused now: Scheduler fires nothing, and neither does the audit; the slots wait for the resume.
+    const paused = pauseAt(pauses, now) !== undefined;
+    const { target, kept } = paused
+      ? { target: undefined, kept: pending }
+      : catchUpTarget(job, pendingRows, now);
+    const mark: LateMark = {
+      judgedBefore: judged.judgedBefore,
+      runSeen: judged.runSeen,
+      pending: kept,
+    };
+    return { judged, mark, target, paused };
   }
   /** The job's pauses from its check document, read at `now`. */
   async #readPauses(
