@@ -23,6 +23,7 @@ import {
   MAX_OVERLAP_ROUNDS,
 } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
+import { forcedRunId } from '../policy/run-history.ts';
 import { catchUpSender } from './catch-up-delivery.ts';
 import {
   type Answer,
@@ -218,6 +219,14 @@ function slotFinalFailure(
 ) {
   const slot = new Date(delivery.run.scheduleTime);
   const tolerance = deps.config.forcedRunToleranceMs;
+  const forcedRun = forcedRunId(delivery.job.id, slot, delivery.run.scope);
+  // One read, on a failure only: a Force run with the slot's schedule time ran as a forced run, so
+  // a retry of it may have made this run's first claim (docs/how-it-works.md, "Missed runs").
+  const slotWasForced = () =>
+    deps.history.getMany([forcedRun]).then(
+      ({ records }) => records.get(forcedRun) !== undefined,
+      () => true, // unknown: the missed-run check reports the slot once it closed
+    );
   return finalFailureReporter(
     delivery.job,
     slot,
@@ -225,6 +234,7 @@ function slotFinalFailure(
     deps.clock,
     logger,
     tolerance,
+    slotWasForced,
   );
 }
 

@@ -11,7 +11,10 @@ import { createLogger } from '../../src/function/logger.ts';
 import { finalFailureReporter } from '../../src/policy/final-failure.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
-import { retryWindowMs } from '../../src/policy/retry-policy.ts';
+import {
+  lastRetrySentMs,
+  retryWindowMs,
+} from '../../src/policy/retry-policy.ts';
 import { assertErrorReportingEvent } from '../fixtures/error-reporting.ts';
 
 const SLOT = new Date(Date.UTC(2030, 0, 7, 12, 0));
@@ -170,8 +173,10 @@ describe('finalFailureReporter', () => {
 
     assert.equal(await report(forcedFirst, 'the export failed'), undefined);
     assert.deepEqual(lines(), []);
-    const windowSeconds = retryWindowMs(queued as never) / 1000;
-    const after = at(2 * windowSeconds + 1);
+    // The latest: the previous execution, begun by the slot, lasts to its last retry's deadline;
+    // the slot's own execution then retries for as long again.
+    const lastSentSeconds = lastRetrySentMs(queued as never) / 1000;
+    const after = at(2 * lastSentSeconds + 15);
     const late = finalFailureReporter(
       queued as never,
       SLOT,
@@ -205,5 +210,114 @@ describe('finalFailureReporter', () => {
 
     assert.equal(await report(attempt(at(1)), 'the export failed'), undefined);
     assert.deepEqual(lines(), []);
+  });
+  it('neither reports nor logs while Scheduler may still send a retry it decided on from an earlier answer (issue 40: a 409 answered while this attempt ran)', async () => {
+    // The settings of `npm run simulate -- --histories 300 --seed 3`, history 296: the retry window
+    // (every attempt to its 31 s deadline) is 284 s, but attempts that fail fast are retried while
+    // their send time is within the 300 s maxRetryDuration. Scheduler's attempt 12, sent at 278 s,
+    // came twice: one copy met the other's lease (409) at 278.2 s, and Scheduler, taking that
+    // answer, retried at 298.2 s; the other copy is this attempt, failing at 284.8 s.
+    const { logger, lines } = logs();
+    const [limited] = validateJobs([
+      defineJob({
+        id: 'limited',
+        schedule: '*/5 * * * *',
+        attemptDeadlineSeconds: 31,
+        retryCount: 2,
+        maxRetryDurationSeconds: 300,
+        minBackoffSeconds: 18,
+        maxBackoffSeconds: 20,
+        maxDoublings: 3,
+        run: () => {},
+      }),
+    ]);
+    const firstClaim = { ...attempt(at(0)), attempts: 12 };
+    assert.ok(retryWindowMs(limited as never) < 284_800);
+    const report = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(278),
+      async () => at(284.8),
+      logger,
+    );
+
+    assert.equal(await report(firstClaim, 'the export failed'), undefined);
+    assert.deepEqual(lines(), []);
+    const late = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(290),
+      async () => at(300),
+      logger,
+    );
+    assert.equal(
+      typeof (await late(firstClaim, 'the export failed')),
+      'string',
+    );
+  });
+
+  it('neither reports nor logs while a Force run with the slot’s schedule time ran and its retry after the slot made the first claim (issue 40: seed 7, history 316)', async () => {
+    // A Force run pressed 60 s before the slot ran as a forced run (its record exists); a retry of
+    // it after the slot claimed the slot's run. Scheduler's own execution of the slot waited
+    // behind the previous one and retried until about 576 s after the slot.
+    const { logger, lines } = logs();
+    const [queued] = validateJobs([
+      defineJob({
+        id: 'queued',
+        schedule: '* * * * *',
+        retryCount: 0,
+        maxRetryDurationSeconds: 300,
+        minBackoffSeconds: 1,
+        maxBackoffSeconds: 20,
+        maxDoublings: 0,
+        attemptDeadlineSeconds: 15,
+        run: () => {},
+      }),
+    ]);
+    const forcedRetryFirst = { ...attempt(at(2.3)), attempts: 14 };
+    const forced = async () => true;
+    const report = finalFailureReporter(
+      queued as never,
+      SLOT,
+      at(425),
+      async () => at(426),
+      logger,
+      30_000,
+      forced,
+    );
+
+    assert.equal(
+      await report(forcedRetryFirst, 'the export failed'),
+      undefined,
+    );
+    assert.deepEqual(lines(), []);
+    // Without a forced run of the slot, the claim was Scheduler's own: 300 s after it, no retry.
+    const own = finalFailureReporter(
+      queued as never,
+      SLOT,
+      at(425),
+      async () => at(426),
+      logger,
+      30_000,
+      async () => false,
+    );
+    assert.equal(
+      typeof (await own(forcedRetryFirst, 'the export failed')),
+      'string',
+    );
+    const after = at(2 * 300 + 15);
+    const late = finalFailureReporter(
+      queued as never,
+      SLOT,
+      after,
+      async () => after,
+      logger,
+      30_000,
+      forced,
+    );
+    assert.equal(
+      typeof (await late(forcedRetryFirst, 'the export failed')),
+      'string',
+    );
   });
 });
