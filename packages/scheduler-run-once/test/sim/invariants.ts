@@ -764,7 +764,7 @@ export const AWAITING_FIX: Awaiting = {
    * report made more than one retry window after a slot a Force run's execution also sent.
    * History: `npm run simulate -- --histories 3000 --seed 7`, the 316th.
    */
-  forcedRetryClaimsFirst: true,
+  forcedRetryClaimsFirst: false,
   /**
    * Found here (issue 42's longer audit histories; not catch-up code, no fix under way): an
    * attempt that fails while Scheduler's next attempt of the slot was already answered (409
@@ -774,7 +774,7 @@ export const AWAITING_FIX: Awaiting = {
    * ended before the report. History: `npm run simulate -- --histories 300 --seed 3`, the 296th
    * (regressions.ts, AWAITING_FIX_HISTORIES).
    */
-  retryDecidedBeforeReport: true,
+  retryDecidedBeforeReport: false,
 };
 
 /** Every relaxation off: the strict invariants, as after every fix. */
