@@ -220,7 +220,7 @@ function slotFinalFailure(
   const slot = new Date(delivery.run.scheduleTime);
   const tolerance = deps.config.forcedRunToleranceMs;
   const forcedRun = forcedRunId(delivery.job.id, slot, delivery.run.scope);
-  // One read, on a failure only: a Force run with the slot's schedule time ran as a forced run, so
+  // One read, before a report only: a Force run with the slot's schedule time ran as a forced run, so
   // a retry of it may have made this run's first claim (docs/how-it-works.md, "Missed runs").
   const slotWasForced = () =>
     deps.history.getMany([forcedRun]).then(

@@ -33,10 +33,17 @@ export function finalFailureReporter(
     }
     const now = (await clock()).getTime();
     const claimedAt = attempt.firstClaimedAt;
-    const forcedFirst =
-      claimedBeforeSlot(slot, claimedAt, forcedRunToleranceMs) ||
-      (await slotWasForced());
-    if (retryMayStillCome(job, slot, claimedAt, now, forcedFirst)) {
+    const claimedEarly = claimedBeforeSlot(
+      slot,
+      claimedAt,
+      forcedRunToleranceMs,
+    );
+    if (retryMayStillCome(job, slot, claimedAt, now, claimedEarly)) {
+      return undefined;
+    }
+    // The forced run's record is read only for a report about to be made: a failure costs no read.
+    const forcedFirst = !claimedEarly && (await slotWasForced());
+    if (forcedFirst && retryMayStillCome(job, slot, claimedAt, now, true)) {
       return undefined;
     }
     const { runId, attempts } = attempt;
@@ -93,9 +100,11 @@ function retryMayStillCome(
 ): boolean {
   const lastSentMs = lastRetrySentMs(job);
   const longestExecutionMs = lastSentMs + job.attemptDeadlineSeconds * 1000;
+  // Scheduler's first attempt came at or before the first claim (taken no earlier than the slot).
+  const claimedMs = Math.max(slot.getTime(), firstClaimedAt.getTime());
   const ownFirstAttemptMs = forcedFirst
-    ? Math.max(firstClaimedAt.getTime(), slot.getTime() + longestExecutionMs)
-    : firstClaimedAt.getTime();
+    ? Math.max(claimedMs, slot.getTime() + longestExecutionMs)
+    : claimedMs;
   return nowMs < ownFirstAttemptMs + lastSentMs;
 }
 
