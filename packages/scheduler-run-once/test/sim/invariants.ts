@@ -755,14 +755,14 @@ export const AWAITING_FIX: Awaiting = {
    */
   claimLeaseLapsesUnseen: false,
   /**
-   * Found here (no fix yet; the part for a Force run claiming before the slot is fixed in
-   * src/policy/final-failure.ts): a Force run's retry that comes after the slot is taken for the
-   * slot's delivery and makes the run's first claim, while Scheduler's own execution of the slot
-   * waits behind the job's previous execution and retries up to two retry windows after the slot.
-   * The failing attempt bounds Scheduler's retries from that first claim and reports the final
-   * failure early; Scheduler's later retry meets a final record. While on, invariant 8 excuses a
-   * report made more than one retry window after a slot a Force run's execution also sent.
-   * History: `npm run simulate -- --histories 3000 --seed 7`, the 316th.
+   * Found here (fixed, issue 40: src/policy/final-failure.ts and the missed-run check read the
+   * slot's forced run before they report): a Force run's retry that comes after the slot is taken
+   * for the slot's delivery and makes the run's first claim, while Scheduler's own execution of
+   * the slot waits behind the job's previous execution and retries up to two retry windows after
+   * the slot. The failing attempt, and the check, bounded Scheduler's retries from that first claim
+   * and reported the final failure early; Scheduler's later retry met a final record. While on,
+   * invariant 8 excuses a report made more than one retry window after a slot a Force run's
+   * execution also sent. History: `npm run simulate -- --histories 3000 --seed 7`, the 316th.
    */
   forcedRetryClaimsFirst: false,
   /**
