@@ -23,7 +23,6 @@ import {
   MAX_OVERLAP_ROUNDS,
 } from '../policy/overlap.ts';
 import { auditRun, isAuditJob } from '../policy/run-audit.ts';
-import { forcedRunId } from '../policy/run-history.ts';
 import { catchUpSender } from './catch-up-delivery.ts';
 import {
   type Answer,
@@ -218,23 +217,12 @@ function slotFinalFailure(
   logger: Logger,
 ) {
   const slot = new Date(delivery.run.scheduleTime);
-  const tolerance = deps.config.forcedRunToleranceMs;
-  const forcedRun = forcedRunId(delivery.job.id, slot, delivery.run.scope);
-  // One read, before a report only: a Force run with the slot's schedule time ran as a forced run, so
-  // a retry of it may have made this run's first claim (docs/how-it-works.md, "Missed runs").
-  const slotWasForced = () =>
-    deps.history.getMany([forcedRun]).then(
-      ({ records }) => records.get(forcedRun) !== undefined,
-      () => true, // unknown: the missed-run check reports the slot once it closed
-    );
   return finalFailureReporter(
     delivery.job,
     slot,
     delivery.now,
     deps.clock,
     logger,
-    tolerance,
-    slotWasForced,
   );
 }
 

@@ -27,7 +27,6 @@ import {
 } from './pauses.ts';
 import { retryWindowMs } from './retry-policy.ts';
 import {
-  forcedRunsOfFailures,
   REPORT_LOG_GRACE_MS,
   type RunHistory,
   readSlotRecords,
@@ -88,8 +87,6 @@ type SlotRead = {
   readonly slot: Date;
   readonly runId: string;
   readonly record?: StoredRecord;
-  /** A Force run carried the slot's schedule time (`forcedRunsOfFailures`). */
-  readonly forcedFirst?: boolean;
 };
 
 /** A closed slot whose record cannot be read: an ERROR by the check that judges it. */
@@ -195,10 +192,12 @@ function judge(
  * Judges one slot into `judging`: `open` where the check stops at it (the slot still open, or a
  * report whose log its writer may yet write), else `judged`.
  */
-function judgeSlot(judging: Judging, read: SlotRead): 'open' | 'judged' {
-  const { slot, runId, record } = read;
+function judgeSlot(
+  judging: Judging,
+  { slot, runId, record }: SlotRead,
+): 'open' | 'judged' {
   const { job, window } = judging;
-  const verdict = verdictOf(judging, read);
+  const verdict = slotVerdict(job, slot, record, judging.end, window.now);
   judging.end = verdict.end;
   const judged =
     record === undefined ? undefined : judgedAt(record, window.now);
@@ -251,12 +250,6 @@ function judgeSlot(judging: Judging, read: SlotRead): 'open' | 'judged' {
     report(FAILED_AFTER_RETRIES, 'failed');
   }
   return 'judged';
-}
-
-/** {@link slotVerdict} of `read`, after the execution judged before it. */
-function verdictOf(judging: Judging, { slot, record, forcedFirst }: SlotRead) {
-  const { job, window, end } = judging;
-  return slotVerdict(job, slot, record, end, window.now, forcedFirst);
 }
 
 /** Whether a slot has no record, or a bare `missed` one: neither a run nor a report. */
@@ -441,19 +434,11 @@ export class MissedRunCheck {
       scope,
       tolerance,
     );
-    const forcedFirst = await forcedRunsOfFailures(
-      this.#deps.history,
-      job,
-      all,
-      scope,
-      read,
-    );
     const rows = read.runIds.map(
       (runId, i): SlotRead => ({
         slot: all[i] as Date,
         runId,
         record: read.records.get(runId),
-        ...(forcedFirst.has(runId) ? { forcedFirst: true } : {}),
       }),
     );
     let previousEnd = Number.NEGATIVE_INFINITY;

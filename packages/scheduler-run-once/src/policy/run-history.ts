@@ -9,7 +9,6 @@ import {
   type RunDetails,
   RunKind,
   type RunRecord,
-  RunStatus,
   type StoredRecord,
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
@@ -133,40 +132,6 @@ export async function readSlotRecords(
     }
   }
   return { records, updateTimes, readTime: forced.readTime, runIds: chosen };
-}
-
-/**
- * The run ids, among `read`'s slots, of runs a check may report failed (`failed` or `in_progress`,
- * unreported) whose slot also has a forced run's record: a Force run carried the slot's schedule
- * time, so a retry of it may have made the run's first claim while Scheduler's own execution of
- * the slot waited (`slotVerdict`'s `forcedFirst`; issue 40). One batched read, only when such
- * runs are read (none while a job succeeds). Throws what `getMany` throws.
- */
-export async function forcedRunsOfFailures(
-  store: Pick<RunHistory, 'getMany'>,
-  job: DeclaredJob,
-  slots: readonly Date[],
-  scope: Scope,
-  read: Pick<BatchRead, 'records'> & { readonly runIds: readonly string[] },
-): Promise<ReadonlySet<string>> {
-  const candidates = read.runIds.flatMap((runId, i) => {
-    const record = read.records.get(runId);
-    const mayFail =
-      record !== undefined &&
-      record.status !== 'unreadable' &&
-      (record.status === RunStatus.Failed ||
-        record.status === RunStatus.InProgress) &&
-      record.reportedAt === undefined;
-    return mayFail
-      ? [{ runId, forced: forcedRunId(job.id, slots[i] as Date, scope) }]
-      : [];
-  });
-  if (candidates.length === 0) {
-    return new Set();
-  }
-  const { records } = await store.getMany(candidates.map((c) => c.forced));
-  const ran = candidates.filter((c) => records.get(c.forced) !== undefined);
-  return new Set(ran.map((c) => c.runId));
 }
 
 /** The forced run that was the slot's own delivery, if it has no record of its own (one read). */

@@ -18,9 +18,7 @@ export function closedAfterMs(job: DeclaredJob): number {
 /**
  * A slot's verdict at `now`, after an execution that ended by `previousEnd` (ms): `final` (nothing
  * to report), `open` (an attempt may still come or runs: judge it later), `missed` / `failed`
- * (report it); `end`: the latest its execution ended, ms. `forcedFirst`: a Force run carried the
- * slot's schedule time, so its run's first claim may be that Force run's retry, not Scheduler's
- * own execution of the slot, which then starts as late as a retry window after the slot.
+ * (report it); `end`: the latest its execution ended, ms.
  */
 export function slotVerdict(
   job: DeclaredJob,
@@ -28,7 +26,6 @@ export function slotVerdict(
   record: StoredRecord | undefined,
   previousEnd: number,
   now: Date,
-  forcedFirst = false,
 ): {
   readonly verdict: 'final' | 'open' | 'missed' | 'failed';
   readonly end: number;
@@ -36,11 +33,12 @@ export function slotVerdict(
   const s = slot.getTime();
   const windowMs = retryWindowMs(job);
   const run = record?.status === 'unreadable' ? undefined : record;
-  const claimedOrWaited = Math.min(
+  // Scheduler's own execution of the slot began by its first claim, or, if a Force run's retry
+  // made that claim (nothing tells), when the execution outstanding at the slot ended (issue 40).
+  const start = Math.min(
     s + windowMs,
-    Math.max(s, run?.firstClaimedAt?.getTime() ?? previousEnd),
+    Math.max(s, previousEnd, run?.firstClaimedAt?.getTime() ?? previousEnd),
   );
-  const start = forcedFirst ? s + windowMs : claimedOrWaited;
   const latestEnd = start + windowMs;
   if (run?.status === 'completed') {
     return {

@@ -755,8 +755,8 @@ export const AWAITING_FIX: Awaiting = {
    */
   claimLeaseLapsesUnseen: false,
   /**
-   * Found here (fixed, issue 40: src/policy/final-failure.ts and the missed-run check read the
-   * slot's forced run before they report): a Force run's retry that comes after the slot is taken
+   * Found here (fixed, issue 40: the failing attempt and the missed-run check no longer take the
+   * first claim for the start of Scheduler's own execution): a Force run's retry that comes after the slot is taken
    * for the slot's delivery and makes the run's first claim, while Scheduler's own execution of
    * the slot waits behind the job's previous execution and retries up to two retry windows after
    * the slot. The failing attempt, and the check, bounded Scheduler's retries from that first claim
@@ -999,8 +999,11 @@ export function noRetryAfterFinalReport(
       ) {
         continue;
       }
-      if (outcome.gaps.lateDispatch && attempt.dispatchedLateMs !== undefined) {
-        continue; // KNOWN_GAPS.lateDispatch
+      const lateDispatched =
+        attempt.dispatchedLateMs !== undefined ||
+        attempt.behindLateDispatch === true;
+      if (outcome.gaps.lateDispatch && lateDispatched) {
+        continue; // KNOWN_GAPS.lateDispatch, and the execution that waited behind it
       }
       if (
         awaiting.retryDecidedBeforeReport &&

@@ -218,10 +218,10 @@ describe('the judging rules', () => {
   });
 });
 
-describe('slotVerdict of a slot a Force run also carried (issue 40: seed 7, history 316)', () => {
-  // A broken job Scheduler retries for 300 s (a 301 s retry window). A Force run pressed before
-  // the slot ran as a forced run; its retry 2.3 s after the slot made the slot run's first claim,
-  // while Scheduler's own execution of the slot waited behind the previous one (up to a window).
+describe('slotVerdict of a failed slot whose first claim may be a Force run’s retry (issue 40: seed 7, history 316)', () => {
+  // A broken job Scheduler retries for 300 s (a 301 s retry window). A Force run's retry 2.3 s
+  // after the slot made the slot run's first claim, while Scheduler's own execution of the slot
+  // waited behind the previous slot's, which could last until 240 s after this slot.
   const [broken] = validateJobs([
     defineJob({
       id: 'broken',
@@ -247,31 +247,38 @@ describe('slotVerdict of a slot a Force run also carried (issue 40: seed 7, hist
     reportedAt: undefined,
   } as unknown as StoredRecord;
   const windowSeconds = closedAfterMs(job) / 1000 - 15;
+  const previousEnd = after(240).getTime();
 
-  it('judges it from its first claim when no Force run carried it', () => {
+  it('judges it from its first claim when the previous execution ended before the slot', () => {
     const closes = 2.3 + windowSeconds + 15;
 
     assert.equal(windowSeconds, 301);
     assert.equal(
-      slotVerdict(job, slot, failed, 0, after(closes + 1)).verdict,
+      slotVerdict(job, slot, failed, after(-1).getTime(), after(closes + 1))
+        .verdict,
       'failed',
     );
   });
 
-  it('keeps it open until a retry window after the slot plus a whole window more when one did', () => {
-    const closes = 2 * windowSeconds + 15;
+  it('keeps it open until a window after the previous execution’s latest end when that is later', () => {
+    const closes = 240 + windowSeconds + 15;
 
     assert.equal(
-      slotVerdict(job, slot, failed, 0, after(2.3 + windowSeconds + 16), true)
-        .verdict,
+      slotVerdict(
+        job,
+        slot,
+        failed,
+        previousEnd,
+        after(2.3 + windowSeconds + 16),
+      ).verdict,
       'open',
     );
     assert.equal(
-      slotVerdict(job, slot, failed, 0, after(closes - 1), true).verdict,
+      slotVerdict(job, slot, failed, previousEnd, after(closes - 1)).verdict,
       'open',
     );
     assert.equal(
-      slotVerdict(job, slot, failed, 0, after(closes + 1), true).verdict,
+      slotVerdict(job, slot, failed, previousEnd, after(closes + 1)).verdict,
       'failed',
     );
   });
