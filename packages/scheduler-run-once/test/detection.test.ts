@@ -72,26 +72,31 @@ function failingHourly(
   });
 }
 
+/** A job Scheduler never retries: its one attempt's failure is final. */
+const NO_RETRIES = { retryCount: 0, maxRetryDurationSeconds: 0 };
+
 /**
- * Retries limited by count alone: once Scheduler's attempts have run to their deadlines, the last
- * one knows no retry can still be sent (`lastRetrySentMs`).
+ * The one attempt of a job Scheduler never retries, ms after its slot, at the latest it can come:
+ * an attempt deadline late, having waited behind the job's previous execution. Only then can the
+ * attempt tell that no attempt of Scheduler's own execution of the slot is still to come (the
+ * claim before may have been a Force run's, `lastRetrySentMs` in final-failure.ts).
  */
-const COUNTED_RETRIES = { retryCount: 2, maxRetryDurationSeconds: 0 };
+function latestOnlyAttempt(job: { attemptDeadlineSeconds: number }): number[] {
+  return [job.attemptDeadlineSeconds * 1000];
+}
 
 /**
  * Scheduler's attempts of one slot, ms after it: the first at the slot, each retry its back-off
  * after a failure, until RetryConfig makes none (the job fails at once: an attempt takes no time).
  */
 function schedulerAttemptOffsets(
-  job: Parameters<typeof makesRetry>[0] & { attemptDeadlineSeconds: number },
-  { toDeadline = false }: { toDeadline?: boolean } = {},
+  job: Parameters<typeof makesRetry>[0],
 ): number[] {
-  // Each attempt answered at once, or only at its deadline (the latest its retry can come).
-  const attemptMs = toDeadline ? job.attemptDeadlineSeconds * 1000 : 0;
   const attempts: number[] = [0];
-  const decidedAt = () => (attempts.at(-1) as number) + attemptMs;
-  while (makesRetry(job, attempts.length - 1, decidedAt())) {
-    attempts.push(decidedAt() + backoffMs(job, attempts.length - 1));
+  while (makesRetry(job, attempts.length - 1, attempts.at(-1) as number)) {
+    attempts.push(
+      (attempts.at(-1) as number) + backoffMs(job, attempts.length - 1),
+    );
   }
   return attempts;
 }
@@ -232,7 +237,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('reports a final failure by its own attempt, once: the release write carries the report', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(failingHourly(COUNTED_RETRIES), AUDIT);
+    const jobs = declare(failingHourly(NO_RETRIES), AUDIT);
     const job = jobs[0] as never;
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const b = serveJobs(
@@ -241,7 +246,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       { clock: time.clock },
     );
     const slot = at('12:00');
-    const attempts = schedulerAttemptOffsets(job, { toDeadline: true });
+    const attempts = latestOnlyAttempt(job);
     const reportsAfter: number[] = [];
     for (const [i, offset] of attempts.entries()) {
       const fn = i % 2 === 0 ? a : b;
@@ -253,7 +258,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     // closes).
     await play(
       time,
-      audits((i) => (i % 2 === 0 ? a : b), at('12:20'), at('13:10')),
+      audits((i) => (i % 2 === 0 ? a : b), at('12:10'), at('13:00')),
     );
 
     assert.deepEqual(
@@ -272,7 +277,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('says a final failure report may not have landed when its release goes unanswered', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(failingHourly(COUNTED_RETRIES), AUDIT);
+    const jobs = declare(failingHourly(NO_RETRIES), AUDIT);
     const job = jobs[0] as never;
     const { ledger, collection } = newLedger();
     // The last attempt's release is written nowhere and answered with Firestore's timeout.
@@ -295,7 +300,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       { clock: time.clock },
     );
     const slot = at('12:00');
-    const attempts = schedulerAttemptOffsets(job, { toDeadline: true });
+    const attempts = latestOnlyAttempt(job);
 
     for (const [i, offset] of attempts.entries()) {
       lastAttempt = i === attempts.length - 1;
@@ -325,9 +330,20 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     // The shipped retry policy, every attempt failing at once: Scheduler retries while a retry's
     // send time is within maxRetryDuration (3600 s) of the first attempt, which its last attempt,
     // at 3330 s, cannot tell apart from attempts Scheduler made that met a lease (a 409 is not
-    // recorded) and retried up to 3600 s.
-    const time = drivenClock(at('12:00'));
-    const jobs = declare(failingHourly(), AUDIT);
+    // recorded) and retried up to 3600 s. The 11:00 slot completed, at 11:00:05.
+    const time = drivenClock(at('11:00'));
+    const jobs = declare(
+      defineJob({
+        id: 'failing',
+        schedule: '0 * * * *',
+        run: ({ scheduleTime }) => {
+          if (scheduleTime.getTime() === at('12:00').getTime()) {
+            throw new Error('downstream refused');
+          }
+        },
+      }),
+      AUDIT,
+    );
     const job = jobs[0] as never;
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const slot = at('12:00');
@@ -338,13 +354,14 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     await play(
       time,
       [
+        { fn, jobId: 'failing', slot: at('11:00') },
         ...attempts.map((offset) => ({
           fn,
           jobId: 'failing',
           slot,
           when: new Date(slot.getTime() + offset),
         })),
-        ...audits(fn, at('12:00'), at('14:00')),
+        ...audits(fn, at('11:00'), at('14:00')),
       ],
       () => {
         if (time.now().getTime() === slot.getTime() + (attempts.at(-1) ?? 0)) {
