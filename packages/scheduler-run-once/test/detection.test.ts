@@ -20,6 +20,7 @@ import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import { MissedRunCheck } from '../src/policy/missed-runs.ts';
 import {
   backoffMs,
+  lastRetrySentMs,
   makesRetry,
   retryWindowMs,
 } from '../src/policy/retry-policy.ts';
@@ -58,14 +59,30 @@ function declare(...declarations: JobDeclaration[]) {
 }
 
 /** An hourly job whose every attempt fails at once. */
-function failingHourly(): JobDeclaration {
+function failingHourly(
+  retries: Pick<JobDeclaration, 'retryCount' | 'maxRetryDurationSeconds'> = {},
+): JobDeclaration {
   return defineJob({
     id: 'failing',
     schedule: '0 * * * *',
+    ...retries,
     run: () => {
       throw new Error('downstream refused');
     },
   });
+}
+
+/** A job Scheduler never retries: its one attempt's failure is final. */
+const NO_RETRIES = { retryCount: 0, maxRetryDurationSeconds: 0 };
+
+/**
+ * The one attempt of a job Scheduler never retries, ms after its slot, at the latest it can come:
+ * an attempt deadline late, having waited behind the job's previous execution. Only then can the
+ * attempt tell that no attempt of Scheduler's own execution of the slot is still to come (the
+ * claim before may have been a Force run's, `lastRetrySentMs` in final-failure.ts).
+ */
+function latestOnlyAttempt(job: { attemptDeadlineSeconds: number }): number[] {
+  return [job.attemptDeadlineSeconds * 1000];
 }
 
 /**
@@ -220,7 +237,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('reports a final failure by its own attempt, once: the release write carries the report', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(failingHourly(), AUDIT);
+    const jobs = declare(failingHourly(NO_RETRIES), AUDIT);
     const job = jobs[0] as never;
     const a = serveJobs(jobs, { env: ON }, { clock: time.clock });
     const b = serveJobs(
@@ -229,7 +246,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       { clock: time.clock },
     );
     const slot = at('12:00');
-    const attempts = schedulerAttemptOffsets(job);
+    const attempts = latestOnlyAttempt(job);
     const reportsAfter: number[] = [];
     for (const [i, offset] of attempts.entries()) {
       const fn = i % 2 === 0 ? a : b;
@@ -241,7 +258,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
     // closes).
     await play(
       time,
-      audits((i) => (i % 2 === 0 ? a : b), at('13:00'), at('14:00')),
+      audits((i) => (i % 2 === 0 ? a : b), at('12:10'), at('13:00')),
     );
 
     assert.deepEqual(
@@ -260,7 +277,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
 
   it('says a final failure report may not have landed when its release goes unanswered', async () => {
     const time = drivenClock(at('12:00'));
-    const jobs = declare(failingHourly(), AUDIT);
+    const jobs = declare(failingHourly(NO_RETRIES), AUDIT);
     const job = jobs[0] as never;
     const { ledger, collection } = newLedger();
     // The last attempt's release is written nowhere and answered with Firestore's timeout.
@@ -283,7 +300,7 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       { clock: time.clock },
     );
     const slot = at('12:00');
-    const attempts = schedulerAttemptOffsets(job);
+    const attempts = latestOnlyAttempt(job);
 
     for (const [i, offset] of attempts.entries()) {
       lastAttempt = i === attempts.length - 1;
@@ -307,6 +324,67 @@ describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults
       slotRunId('failing', slot, []),
     );
     assert.ok(record?.status === 'in_progress', 'the report did not land');
+  });
+
+  it('leaves a final failure to the audit while Scheduler may still send a retry, and the audit reports it once (issue 40)', async () => {
+    // The shipped retry policy, every attempt failing at once: Scheduler retries while a retry's
+    // send time is within maxRetryDuration (3600 s) of the first attempt, which its last attempt,
+    // at 3330 s, cannot tell apart from attempts Scheduler made that met a lease (a 409 is not
+    // recorded) and retried up to 3600 s. The 11:00 slot completed, at 11:00:05.
+    const time = drivenClock(at('11:00'));
+    const jobs = declare(
+      defineJob({
+        id: 'failing',
+        schedule: '0 * * * *',
+        run: ({ scheduleTime }) => {
+          if (scheduleTime.getTime() === at('12:00').getTime()) {
+            throw new Error('downstream refused');
+          }
+        },
+      }),
+      AUDIT,
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const slot = at('12:00');
+    const attempts = schedulerAttemptOffsets(job);
+    let reportsAfterAttempts: number | undefined;
+    let reportedAt: number | undefined;
+
+    await play(
+      time,
+      [
+        { fn, jobId: 'failing', slot: at('11:00') },
+        ...attempts.map((offset) => ({
+          fn,
+          jobId: 'failing',
+          slot,
+          when: new Date(slot.getTime() + offset),
+        })),
+        ...audits(fn, at('11:00'), at('14:00')),
+      ],
+      () => {
+        if (time.now().getTime() === slot.getTime() + (attempts.at(-1) ?? 0)) {
+          reportsAfterAttempts = reportsOf(fn).length;
+        }
+        if (reportedAt === undefined && reportsOf(fn).length > 0) {
+          reportedAt = time.now().getTime();
+        }
+      },
+    );
+
+    assert.ok((attempts.at(-1) ?? 0) < lastRetrySentMs(job));
+    assert.equal(reportsAfterAttempts, 0, 'no attempt reported it');
+    assert.deepEqual(reportsOf(fn), [
+      ['run failed after retries', slot.toISOString(), 'failing'],
+    ]);
+    const closes = slot.getTime() + closedAfterMs(job);
+    assert.ok(
+      reportedAt !== undefined &&
+        reportedAt >= closes &&
+        reportedAt - closes <= 10 * MINUTE,
+      `reported ${reportedAt === undefined ? 'never' : (reportedAt - closes) / 1000} s after its window closed`,
+    );
   });
 
   it("reports a daily job's failure the same day: the audit, when no retry reached the function", async () => {

@@ -215,14 +215,12 @@ function slotFinalFailure(
   logger: Logger,
 ) {
   const slot = delivery.run.scheduledAt;
-  const tolerance = deps.config.forcedRunToleranceMs;
   return finalFailureReporter(
     delivery.job,
     slot,
     delivery.now,
     deps.clock,
     logger,
-    tolerance,
   );
 }
 

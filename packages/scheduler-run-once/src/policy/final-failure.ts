@@ -6,16 +6,13 @@ import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
 import { errorEventFields } from './error-report.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from './missed-runs.ts';
-import { makesRetry, retryWindowMs } from './retry-policy.ts';
-
-/** How long before it reached the function an attempt's request may have begun, ms. */
-const REQUEST_SLACK_MS = 10_000;
+import { lastRetrySentMs } from './retry-policy.ts';
 
 /**
- * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery;
- * `forcedRunToleranceMs`: how long before a slot a Force run is taken for it, `FORCED_RUN_TOLERANCE_SECONDS`):
- * when no retry can follow ({@link makesRetry}), logs ERROR {@link FAILED_AFTER_RETRIES} and
- * returns a fresh reporter id for the release to write.
+ * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery): when
+ * no Scheduler retry of the slot can still be sent ({@link retryMayStillCome}), logs ERROR
+ * {@link FAILED_AFTER_RETRIES} and returns a fresh reporter id for the release to write; otherwise
+ * the missed-run check reports the slot once it closed.
  * @throws {LedgerUnavailableError} if the clock cannot be read (runOnce then releases unreported).
  */
 export function finalFailureReporter(
@@ -24,31 +21,14 @@ export function finalFailureReporter(
   deliveredAt: Date,
   clock: () => Promise<Date>,
   logger: Logger,
-  forcedRunToleranceMs = Number.POSITIVE_INFINITY,
 ): (attempt: Attempt, failure: string) => Promise<string | undefined> {
   return async (attempt, failure) => {
     // Before its slot (a Force run taken for it), Scheduler's own delivery of the slot is to come.
     if (deliveredAt.getTime() < slot.getTime()) {
       return undefined;
     }
-    // Scheduler's first attempt came at or after the slot, and at or before the first claim.
-    const firstAttempt = Math.max(
-      slot.getTime(),
-      attempt.firstClaimedAt.getTime(),
-    );
-    // Scheduler decides on a retry at the failure or at the attempt deadline, whichever is first.
-    const deadline =
-      deliveredAt.getTime() -
-      REQUEST_SLACK_MS +
-      job.attemptDeadlineSeconds * 1000;
     const now = (await clock()).getTime();
-    const decidedAt = Math.min(now, deadline);
-    // Retry n follows attempt n + 1 (why that is sound: docs/how-it-works.md, "Missed runs").
-    if (makesRetry(job, attempt.attempts - 1, decidedAt - firstAttempt)) {
-      return undefined;
-    }
-    const claimedAt = attempt.firstClaimedAt;
-    if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) {
+    if (retryMayStillCome(job, slot, attempt.firstClaimedAt, now)) {
       return undefined;
     }
     const { runId, attempts } = attempt;
@@ -71,37 +51,32 @@ export function finalFailureReporter(
 }
 
 /**
- * Whether a retry Scheduler decided on before `nowMs` may still be on its way. A duplicate delivery
- * of an earlier attempt can run the job while Scheduler's own later attempts met its lease and
- * failed, so neither the record's attempt count nor this attempt's timing says where Scheduler's
- * retries stand. What bounds them: every retry arrives before the first attempt (at or before the
- * first claim) plus `maxRetryDuration` when `retryCount` is 0, and within the retry window
- * otherwise (found by the simulator's Scheduler model, issue 40). A run first claimed before its
- * slot was claimed by a Force run taken for it: Scheduler's own execution of the slot starts at
- * the slot or, waiting behind the execution outstanding then, up to a retry window later, and
- * retries for a window more (found by the simulator, `npm run simulate -- --seed 7`, history 316).
+ * Whether Scheduler may still send a retry of `slot` after `nowMs` (Firestore's time), by the
+ * latest reading of what the product can know (docs/how-it-works.md, "Missed runs"; issue 40).
+ * Neither the record's attempt count nor this attempt's own timing says where Scheduler's retries
+ * stand: attempts that met a live lease (409) or a duplicate's run are Scheduler's but not the
+ * record's, and Scheduler decides a retry when an attempt's answer comes, which may be long before
+ * this attempt fails (or before a frozen instance reads the time). What bounds them: every retry
+ * is sent within {@link lastRetrySentMs} of its execution's first attempt. Scheduler's own
+ * execution of the slot began at the first claim if that claim was its own; but a Force run's
+ * retry after the slot may have made it (a Force run carries the next slot's schedule time, and
+ * its attempts before the slot may have reached nothing), and Scheduler's own execution then
+ * began at the slot or, waiting behind the execution outstanding then, at most one whole
+ * execution later. Nothing tells the two apart, so the later bound holds.
  */
-function retryMayBePending(
+function retryMayStillCome(
   job: DeclaredJob,
   slot: Date,
   firstClaimedAt: Date,
   nowMs: number,
-  forcedRunToleranceMs: number,
 ): boolean {
-  // Only a Force run within the forced-run tolerance before the slot is taken for the slot.
-  const earliestForcedClaim = slot.getTime() - forcedRunToleranceMs;
-  const claimedByForcedRun =
-    firstClaimedAt.getTime() < slot.getTime() &&
-    firstClaimedAt.getTime() >= earliestForcedClaim;
-  if (claimedByForcedRun) {
-    return nowMs < slot.getTime() + 2 * retryWindowMs(job);
-  }
-  const sinceFirstClaimMs = nowMs - firstClaimedAt.getTime();
-  if (job.retryCount === 0) {
-    const durationMs = job.maxRetryDurationSeconds * 1000;
-    return durationMs > 0 && sinceFirstClaimMs < durationMs;
-  }
-  return sinceFirstClaimMs < retryWindowMs(job);
+  const lastSentMs = lastRetrySentMs(job);
+  const longestExecutionMs = lastSentMs + job.attemptDeadlineSeconds * 1000;
+  const ownFirstAttemptMs = Math.max(
+    firstClaimedAt.getTime(),
+    slot.getTime() + longestExecutionMs,
+  );
+  return nowMs < ownFirstAttemptMs + lastSentMs;
 }
 
 /** Logged (WARN) when a final failure's release, its report logged, found the lease lost. */

@@ -64,3 +64,24 @@ export function retryWindowMs(settings: JobSettings): number {
 export function judgingDelayMs(settings: JobSettings): number {
   return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;
 }
+
+/**
+ * The latest after an execution's first attempt that Scheduler may still send a retry of it, ms,
+ * by the latest reading of its `RetryConfig` (issue 40): retries under `retryCount` are made
+ * whatever the time, each at the latest when every attempt before it ran to its deadline; retries
+ * beyond it only while their send time is within `maxRetryDuration` of the first attempt, and
+ * attempts that fail fast (a 409 met while another attempt runs) can place one just inside it. So
+ * neither the attempts a record counts nor the failing attempt's own timing bound it:
+ * {@link retryWindowMs} assumes every attempt ran to its deadline, which makes the fewest retries
+ * by duration. Default: 3600 s.
+ */
+export function lastRetrySentMs(settings: JobSettings): number {
+  const attemptMs = settings.attemptDeadlineSeconds * 1000;
+  let countedRetrySentMs = 0;
+  let elapsed = attemptMs; // the first attempt, to its deadline
+  for (let n = 0; n < settings.retryCount; n++) {
+    countedRetrySentMs = elapsed + backoffMs(settings, n);
+    elapsed = countedRetrySentMs + attemptMs;
+  }
+  return Math.max(countedRetrySentMs, settings.maxRetryDurationSeconds * 1000);
+}

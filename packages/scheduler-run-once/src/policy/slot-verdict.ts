@@ -33,9 +33,11 @@ export function slotVerdict(
   const s = slot.getTime();
   const windowMs = retryWindowMs(job);
   const run = record?.status === 'unreadable' ? undefined : record;
+  // Scheduler's own execution of the slot began by its first claim, or, if a Force run's retry
+  // made that claim (nothing tells), when the execution outstanding at the slot ended (issue 40).
   const start = Math.min(
     s + windowMs,
-    Math.max(s, run?.firstClaimedAt?.getTime() ?? previousEnd),
+    Math.max(s, previousEnd, run?.firstClaimedAt?.getTime() ?? previousEnd),
   );
   const latestEnd = start + windowMs;
   if (run?.status === 'completed') {

@@ -73,6 +73,8 @@ export interface SchedulerAttempt {
   retries: boolean | undefined;
   /** How late its execution was dispatched ({@link CloudScheduler.delayNext}), ms; absent if on time. */
   readonly dispatchedLateMs?: number;
+  /** Its execution waited behind one dispatched late: it began later than that one's slot allows. */
+  readonly behindLateDispatch?: true;
 }
 
 /** What the model takes. */
@@ -275,7 +277,11 @@ export class CloudScheduler {
     }
   }
 
-  #startExecution(job: SchedulerSettings, slot: number): void {
+  #startExecution(
+    job: SchedulerSettings,
+    slot: number,
+    behindLateDispatch = false,
+  ): void {
     this.#outstanding.add(job.id);
     const delayMs = this.#delays.get(job.id) ?? 0;
     this.#delays.delete(job.id);
@@ -286,7 +292,9 @@ export class CloudScheduler {
             this.#options.clock.setTimer(resolve, delayMs),
           );
     const executed = dispatched.then(() =>
-      this.#stopped ? undefined : this.#execute(job, slot, undefined, delayMs),
+      this.#stopped
+        ? undefined
+        : this.#execute(job, slot, undefined, delayMs, behindLateDispatch),
     );
     void executed.finally(() => {
       this.#outstanding.delete(job.id);
@@ -294,7 +302,7 @@ export class CloudScheduler {
       this.#waiting.delete(job.id);
       const current = this.#jobs.find((j) => j.id === job.id);
       if (waiting !== undefined && current !== undefined && !this.#stopped) {
-        this.#startExecution(current, waiting);
+        this.#startExecution(current, waiting, delayMs > 0);
       }
     });
   }
@@ -305,6 +313,7 @@ export class CloudScheduler {
     slot: number,
     forced: { withoutScheduleTime: boolean } | undefined,
     dispatchedLateMs = 0,
+    behindLateDispatch = false,
   ): Promise<void> {
     const { clock } = this.#options;
     const firstAttemptAt = clock.now();
@@ -312,6 +321,9 @@ export class CloudScheduler {
       const record = await this.#attempt(job, slot, attempt, forced);
       if (dispatchedLateMs > 0) {
         Object.assign(record, { dispatchedLateMs });
+      }
+      if (behindLateDispatch) {
+        Object.assign(record, { behindLateDispatch: true });
       }
       const retry = attempt; // after attempt n comes retry n
       const undeclared = !this.#jobs.some((j) => j.id === job.id);

@@ -171,7 +171,7 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     edits: [
       {
         file: 'src/policy/final-failure.ts',
-        find: 'if (retryMayBePending(job, slot, claimedAt, now, forcedRunToleranceMs)) {',
+        find: 'if (retryMayStillCome(job, slot, attempt.firstClaimedAt, now)) {',
         replace: 'if (false) {',
       },
     ],

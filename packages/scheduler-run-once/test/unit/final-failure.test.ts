@@ -11,7 +11,10 @@ import { createLogger } from '../../src/function/logger.ts';
 import { finalFailureReporter } from '../../src/policy/final-failure.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
-import { retryWindowMs } from '../../src/policy/retry-policy.ts';
+import {
+  lastRetrySentMs,
+  retryWindowMs,
+} from '../../src/policy/retry-policy.ts';
 import { assertErrorReportingEvent } from '../fixtures/error-reporting.ts';
 
 const SLOT = new Date(Date.UTC(2030, 0, 7, 12, 0));
@@ -59,16 +62,18 @@ const attempt = (firstClaimedAt: Date) =>
 
 describe('finalFailureReporter', () => {
   it('logs the report as it gives the reporter id, before the caller writes anything', async () => {
+    // Scheduler's one attempt of the slot comes at the latest an attempt deadline (180 s) after it,
+    // having waited behind the job's previous execution: that late, nothing can follow.
     const { logger, lines } = logs();
     const report = finalFailureReporter(
       job as never,
       SLOT,
-      at(1),
-      async () => at(2),
+      at(180),
+      async () => at(181),
       logger,
     );
 
-    const reporter = await report(attempt(at(1)), 'the export failed');
+    const reporter = await report(attempt(at(180)), 'the export failed');
 
     assert.equal(typeof reporter, 'string');
     const errors = lines().filter((l) => l.message === FAILED_AFTER_RETRIES);
@@ -81,6 +86,20 @@ describe('finalFailureReporter', () => {
       errors[0]?.fix,
       `npm run trigger -- ${job?.id} --slot ${SLOT.toISOString()} --rerun`,
     );
+  });
+
+  it('neither reports nor logs the first failure of a job Scheduler never retries while its own attempt may still come (issue 40: the claim may be a Force run’s attempt)', async () => {
+    const { logger, lines } = logs();
+    const report = finalFailureReporter(
+      job as never,
+      SLOT,
+      at(1),
+      async () => at(2),
+      logger,
+    );
+
+    assert.equal(await report(attempt(at(1)), 'the export failed'), undefined);
+    assert.deepEqual(lines(), []);
   });
 
   it('neither reports nor logs a delivery taken for its slot before the slot’s time: Scheduler’s own delivery is still to come', async () => {
@@ -131,7 +150,8 @@ describe('finalFailureReporter', () => {
       limited as never,
       SLOT,
       at(30),
-      async () => at(61),
+      // 60 s of retries from the latest Scheduler's own execution can begin, 114 s after the slot.
+      async () => at(174),
       logger,
     );
     assert.equal(
@@ -170,8 +190,10 @@ describe('finalFailureReporter', () => {
 
     assert.equal(await report(forcedFirst, 'the export failed'), undefined);
     assert.deepEqual(lines(), []);
-    const windowSeconds = retryWindowMs(queued as never) / 1000;
-    const after = at(2 * windowSeconds + 1);
+    // The latest: the previous execution, begun by the slot, lasts to its last retry's deadline;
+    // the slot's own execution then retries for as long again.
+    const lastSentSeconds = lastRetrySentMs(queued as never) / 1000;
+    const after = at(2 * lastSentSeconds + 15);
     const late = finalFailureReporter(
       queued as never,
       SLOT,
@@ -205,5 +227,99 @@ describe('finalFailureReporter', () => {
 
     assert.equal(await report(attempt(at(1)), 'the export failed'), undefined);
     assert.deepEqual(lines(), []);
+  });
+  it('neither reports nor logs while Scheduler may still send a retry it decided on from an earlier answer (issue 40: a 409 answered while this attempt ran)', async () => {
+    // The settings of `npm run simulate -- --histories 300 --seed 3`, history 296: the retry window
+    // (every attempt to its 31 s deadline) is 284 s, but attempts that fail fast are retried while
+    // their send time is within the 300 s maxRetryDuration. Scheduler's attempt 12, sent at 278 s,
+    // came twice: one copy met the other's lease (409) at 278.2 s, and Scheduler, taking that
+    // answer, retried at 298.2 s; the other copy is this attempt, failing at 284.8 s.
+    const { logger, lines } = logs();
+    const [limited] = validateJobs([
+      defineJob({
+        id: 'limited',
+        schedule: '*/5 * * * *',
+        attemptDeadlineSeconds: 31,
+        retryCount: 2,
+        maxRetryDurationSeconds: 300,
+        minBackoffSeconds: 18,
+        maxBackoffSeconds: 20,
+        maxDoublings: 3,
+        run: () => {},
+      }),
+    ]);
+    const firstClaim = { ...attempt(at(0)), attempts: 12 };
+    assert.ok(retryWindowMs(limited as never) < 284_800);
+    const report = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(278),
+      async () => at(284.8),
+      logger,
+    );
+
+    assert.equal(await report(firstClaim, 'the export failed'), undefined);
+    assert.deepEqual(lines(), []);
+    // Still running when the 300 s of retries from the latest start (331 s) have passed.
+    const late = finalFailureReporter(
+      limited as never,
+      SLOT,
+      at(290),
+      async () => at(631),
+      logger,
+    );
+    assert.equal(
+      typeof (await late(firstClaim, 'the export failed')),
+      'string',
+    );
+  });
+
+  it('neither reports nor logs while a Force run’s retry may have made the first claim after the slot and Scheduler’s own execution still retries (issue 40: seed 7, history 316)', async () => {
+    // A Force run pressed 60 s before the slot ran as a forced run; a retry of it after the slot
+    // claimed the slot's run. Scheduler's own execution of the slot waited behind the previous one
+    // and retried until about 576 s after the slot; from the first claim (2.3 s), the attempt's
+    // reading had no retry past 302.3 s. Nothing in the record tells that claim from Scheduler's.
+    const { logger, lines } = logs();
+    const [queued] = validateJobs([
+      defineJob({
+        id: 'queued',
+        schedule: '* * * * *',
+        retryCount: 0,
+        maxRetryDurationSeconds: 300,
+        minBackoffSeconds: 1,
+        maxBackoffSeconds: 20,
+        maxDoublings: 0,
+        attemptDeadlineSeconds: 15,
+        run: () => {},
+      }),
+    ]);
+    const forcedRetryFirst = { ...attempt(at(2.3)), attempts: 14 };
+    const report = finalFailureReporter(
+      queued as never,
+      SLOT,
+      at(425),
+      async () => at(426),
+      logger,
+    );
+
+    assert.equal(
+      await report(forcedRetryFirst, 'the export failed'),
+      undefined,
+    );
+    assert.deepEqual(lines(), []);
+    // The latest: the previous execution, begun by the slot, lasts to its last retry's deadline
+    // (315 s); the slot's own execution then retries for 300 s more.
+    const after = at(2 * 300 + 15);
+    const late = finalFailureReporter(
+      queued as never,
+      SLOT,
+      after,
+      async () => after,
+      logger,
+    );
+    assert.equal(
+      typeof (await late(forcedRetryFirst, 'the export failed')),
+      'string',
+    );
   });
 });

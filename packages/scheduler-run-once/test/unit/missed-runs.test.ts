@@ -19,8 +19,9 @@ const noRetryFollows = (
   elapsedMs: number,
 ) => !makesRetry(config, attempts - 1, elapsedMs);
 
+import type { StoredRecord } from '../../src/core/run-record.ts';
 import { defineAuditJob, isAuditJob } from '../../src/policy/run-audit.ts';
-import { closedAfterMs } from '../../src/policy/slot-verdict.ts';
+import { closedAfterMs, slotVerdict } from '../../src/policy/slot-verdict.ts';
 
 const [five, daily] = validateJobs([
   defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
@@ -214,5 +215,71 @@ describe('the judging rules', () => {
     ).slots;
     assert.ok(after.length > 0);
     assert.ok(after.every((d) => d.getUTCMinutes() % 2 === 0));
+  });
+});
+
+describe('slotVerdict of a failed slot whose first claim may be a Force run’s retry (issue 40: seed 7, history 316)', () => {
+  // A broken job Scheduler retries for 300 s (a 301 s retry window). A Force run's retry 2.3 s
+  // after the slot made the slot run's first claim, while Scheduler's own execution of the slot
+  // waited behind the previous slot's, which could last until 240 s after this slot.
+  const [broken] = validateJobs([
+    defineJob({
+      id: 'broken',
+      schedule: '* * * * *',
+      retryCount: 0,
+      maxRetryDurationSeconds: 300,
+      minBackoffSeconds: 1,
+      maxBackoffSeconds: 20,
+      maxDoublings: 0,
+      attemptDeadlineSeconds: 15,
+      run: () => {},
+    }),
+  ]);
+  const job = broken as never;
+  const slot = new Date(Date.parse('2026-10-16T12:00:00Z'));
+  const after = (seconds: number) => new Date(slot.getTime() + seconds * 1000);
+  const failed = {
+    status: 'failed',
+    kind: 'slot',
+    attempts: 14,
+    firstClaimedAt: after(2.3),
+    failedAt: after(300),
+    reportedAt: undefined,
+  } as unknown as StoredRecord;
+  const windowSeconds = closedAfterMs(job) / 1000 - 15;
+  const previousEnd = after(240).getTime();
+
+  it('judges it from its first claim when the previous execution ended before the slot', () => {
+    const closes = 2.3 + windowSeconds + 15;
+
+    assert.equal(windowSeconds, 301);
+    assert.equal(
+      slotVerdict(job, slot, failed, after(-1).getTime(), after(closes + 1))
+        .verdict,
+      'failed',
+    );
+  });
+
+  it('keeps it open until a window after the previous execution’s latest end when that is later', () => {
+    const closes = 240 + windowSeconds + 15;
+
+    assert.equal(
+      slotVerdict(
+        job,
+        slot,
+        failed,
+        previousEnd,
+        after(2.3 + windowSeconds + 16),
+      ).verdict,
+      'open',
+    );
+    assert.equal(
+      slotVerdict(job, slot, failed, previousEnd, after(closes - 1)).verdict,
+      'open',
+    );
+    assert.equal(
+      slotVerdict(job, slot, failed, previousEnd, after(closes + 1)).verdict,
+      'failed',
+    );
   });
 });

@@ -3,12 +3,19 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import fc from 'fast-check';
 import {
   backoffMs,
   backoffSequenceMs,
+  lastRetrySentMs,
   makesRetry,
   retryWindowMs,
 } from '../../src/policy/retry-policy.ts';
+import {
+  type SchedulerSettings,
+  schedulerBackoffMs,
+  schedulerRetries,
+} from '../sim/cloud-scheduler.ts';
 
 const DOC_EXAMPLE = {
   minBackoffSeconds: 10,
@@ -175,4 +182,107 @@ describe('makesRetry', () => {
       assert.equal(decision, expected);
     });
   }
+});
+
+/**
+ * The send times of one execution's retries, ms after its first attempt, by the simulator's
+ * Cloud Scheduler model (written from Scheduler's documentation, independent of the product):
+ * attempt `n` lasts `durations[n]` (at most the attempt deadline) and fails.
+ */
+function retrySendTimes(
+  job: SchedulerSettings,
+  durations: readonly number[],
+): number[] {
+  const sent: number[] = [];
+  let attemptStart = 0;
+  for (let retry = 1; retry <= durations.length; retry++) {
+    const decidedAt = attemptStart + (durations[retry - 1] ?? 0);
+    if (!schedulerRetries(job, retry, 0, decidedAt)) {
+      break;
+    }
+    attemptStart = decidedAt + schedulerBackoffMs(job, retry);
+    sent.push(attemptStart);
+  }
+  return sent;
+}
+
+describe('lastRetrySentMs', () => {
+  const settings = fc.record({
+    id: fc.constant('job'),
+    schedule: fc.constant('* * * * *'),
+    attemptDeadlineSeconds: fc.integer({ min: 15, max: 200 }),
+    retryCount: fc.integer({ min: 0, max: 5 }),
+    maxRetryDurationSeconds: fc.oneof(
+      fc.constant(0),
+      fc.integer({ min: 1, max: 4000 }),
+    ),
+    minBackoffSeconds: fc.integer({ min: 0, max: 60 }),
+    maxBackoffSeconds: fc.integer({ min: 60, max: 700 }),
+    maxDoublings: fc.integer({ min: 0, max: 6 }),
+  });
+
+  it("bounds every retry Scheduler's model sends, however long each attempt lasts (0 to its deadline)", () => {
+    fc.assert(
+      fc.property(
+        settings,
+        fc.array(fc.double({ min: 0, max: 1, noNaN: true }), {
+          minLength: 1,
+          maxLength: 400,
+        }),
+        (job, fractions) => {
+          const attemptMs = job.attemptDeadlineSeconds * 1000;
+          const durations = fractions.map((f) => f * attemptMs);
+          const latest = lastRetrySentMs(job);
+          for (const sentAt of retrySendTimes(job, durations)) {
+            assert.ok(
+              sentAt <= latest,
+              `retry sent ${sentAt} ms after the first attempt, past ${latest} ms`,
+            );
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('is later than the retry window when fast-failing attempts are retried up to maxRetryDuration (issue 40: seed 3, history 296)', () => {
+    const job = {
+      id: 'job',
+      schedule: '*/5 * * * *',
+      attemptDeadlineSeconds: 31,
+      retryCount: 2,
+      maxRetryDurationSeconds: 300,
+      minBackoffSeconds: 18,
+      maxBackoffSeconds: 20,
+      maxDoublings: 3,
+    };
+    // Every attempt answered within a second (a 409 met, a quick failure).
+    const sent = retrySendTimes(job, Array(100).fill(1000));
+
+    assert.equal(retryWindowMs(job), 284_000);
+    assert.ok((sent.at(-1) ?? 0) > retryWindowMs(job));
+    assert.equal(lastRetrySentMs(job), 300_000);
+  });
+
+  it("is the count-limited retries' latest send when maxRetryDuration is shorter (or 0)", () => {
+    const job = {
+      attemptDeadlineSeconds: 180,
+      retryCount: 3,
+      maxRetryDurationSeconds: 0,
+      minBackoffSeconds: 30,
+      maxBackoffSeconds: 600,
+      maxDoublings: 5,
+    };
+
+    // Retries sent after the first attempt's deadline and a 30 s back-off, the second attempt's
+    // and 60 s, the third's and 120 s.
+    assert.equal(
+      lastRetrySentMs(job),
+      (180 + 30 + 180 + 60 + 180 + 120) * 1000,
+    );
+    assert.equal(
+      lastRetrySentMs({ ...job, maxRetryDurationSeconds: 3600 }),
+      3_600_000,
+    );
+  });
 });
