@@ -44,6 +44,7 @@ import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
+import { recordsTellTheTruth } from './record-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
@@ -215,6 +216,8 @@ export function violations(
     ...notesKept(outcome),
     // 16-19. Late runs and catch-up (catch-up-invariants.ts).
     ...catchUpViolations(outcome),
+    // 20. Every record says what happened to its run (record-invariants.ts).
+    ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>
