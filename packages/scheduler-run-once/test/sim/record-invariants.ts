@@ -229,8 +229,10 @@ function identityProblems(
     if (record.job_name !== e.jobId) {
       problems.push(`names job ${String(record.job_name)}, but ran ${e.jobId}`);
     }
+    // A Force run's Scheduler retries are its run with their own times (force-run.ts): only a
+    // slot's run id is its schedule time's.
     const slot = millisOf(record.schedule_time);
-    if (slot !== e.scheduleTime) {
+    if (e.kind === 'slot' && slot !== e.scheduleTime) {
       problems.push(
         `names schedule time ${String(slot === undefined ? record.schedule_time : new Date(slot).toISOString())}, but ran as ${new Date(e.scheduleTime).toISOString()}`,
       );
