@@ -1,5 +1,5 @@
 /**
- * Invariant 20, records that tell the truth: every run record left at the end of a history says
+ * Invariant 21, records that tell the truth: every run record left at the end of a history says
  * what happened to its run, judged against what the jobs executed (not against the product's own
  * rules). A record is what `runs`, `runs --check`, backfill and a later delivery read; one that lies
  * (a completion naming an attempt that never returned, a failure without its error, a report without
@@ -37,7 +37,7 @@ function executionsOf(outcome: SimOutcome): Map<string, Execution[]> {
 }
 
 /**
- * Invariant 20: every record of this version is consistent with its run's executions and with
+ * Invariant 21: every record of this version is consistent with its run's executions and with
  * itself. `completed`: its attempt is one that executed and returned, with `completed_at`.
  * `failed`: its attempt executed and threw, with `failed_at` and the error. Every attempted record
  * counts at least as many attempts as executed, its first claim no later than its last, and names
