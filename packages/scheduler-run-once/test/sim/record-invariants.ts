@@ -22,6 +22,14 @@ function millisOf(value: unknown): number | undefined {
   return value instanceof Timestamp ? value.toMillis() : undefined;
 }
 
+/**
+ * Two times that name the same instant: the store keeps microseconds and the product's `Date`s
+ * hold milliseconds, so a write's time read back may differ by the rounding.
+ */
+function sameMs(a: number | undefined, b: number): boolean {
+  return a !== undefined && Math.abs(a - b) <= 1;
+}
+
 /** A non-empty string, as every id and message field must be. */
 function isNamed(value: unknown): value is string {
   return typeof value === 'string' && value.length > 0;
@@ -78,7 +86,11 @@ export function recordsTellTheTruth(outcome: SimOutcome): string[] {
       );
     }
   }
-  return [...found, ...scopesTellTheTruth(outcome)];
+  return [
+    ...found,
+    ...scopesTellTheTruth(outcome),
+    ...contextsTellTheTruth(outcome),
+  ];
 }
 
 /** What any record must hold by itself: a TTL, and a report's time and reporter together. */
@@ -287,6 +299,62 @@ function scopesTellTheTruth(outcome: SimOutcome): string[] {
         );
       }
       owner.set(keyScope, scopeKey);
+    }
+  }
+  return found;
+}
+
+/**
+ * Invariant 21, the job's side: what a job's context said of its claim as it started agrees with
+ * the history. Its job name and slot are the ones it ran as; its `leaseExpires` is the end of a
+ * lease its own attempt's write landed (memory store only); its `firstClaimedAt` came before it
+ * started, and is the record's when the record still names its attempt.
+ */
+export function contextsTellTheTruth(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    const seen = e.context;
+    if (seen === undefined) {
+      continue;
+    }
+    const problems: string[] = [];
+    if (seen.jobName !== e.jobId) {
+      problems.push(`its context named job ${seen.jobName}`);
+    }
+    const standsForSlot = e.kind === 'slot' || e.kind === 'rerun';
+    if (seen.slot !== (standsForSlot ? e.scheduleTime : undefined)) {
+      problems.push(`its context named slot ${String(seen.slot)}`);
+    }
+    if (!(seen.firstClaimedAt <= e.start)) {
+      problems.push(
+        `its context's firstClaimedAt ${String(seen.firstClaimedAt)} is after it started`,
+      );
+    }
+    const record = outcome.records.get(e.runId);
+    const recordFirst = millisOf(record?.first_claimed_at);
+    if (
+      record?.attempt_id === e.attemptId &&
+      outcome.foreignRecords?.has(e.runId) !== true &&
+      !sameMs(recordFirst, seen.firstClaimedAt)
+    ) {
+      problems.push(
+        `its context's firstClaimedAt ${String(seen.firstClaimedAt)} is not its record's ${String(recordFirst)}`,
+      );
+    }
+    const leases = outcome.leaseEnds.get(e.attemptId);
+    if (
+      !outcome.emulator &&
+      leases !== undefined &&
+      !leases.some((l) => sameMs(l.expires, seen.leaseExpires))
+    ) {
+      problems.push(
+        `its context's leaseExpires ${String(seen.leaseExpires)} is no lease its attempt's writes landed (${leases.map((l) => l.expires).join(', ')})`,
+      );
+    }
+    for (const problem of problems) {
+      found.push(
+        `${e.jobId}@${new Date(e.scheduleTime).toISOString()} attempt ${e.attemptId.slice(0, 8)}: ${problem}`,
+      );
     }
   }
   return found;
