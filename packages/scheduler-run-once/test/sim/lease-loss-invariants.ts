@@ -74,7 +74,7 @@ export function leaseLossCausesTrue(outcome: SimOutcome): string[] {
     const why = falseCause(line, e, outcome);
     if (why !== undefined) {
       found.push(
-        `${line.instance} logged a lease lost to ${line.fields.leaseLoss} for attempt ${String(line.fields.attemptId).slice(0, 8)} at ${new Date(line.at).toISOString()}, but ${why}`,
+        `${line.instance} logged a lease of run ${String(line.fields.runId ?? e?.runId).slice(0, 12)} lost to ${line.fields.leaseLoss} at ${new Date(line.at).toISOString()}, but ${why}`,
       );
     }
   }

@@ -35,6 +35,18 @@ function isNamed(value: unknown): value is string {
   return typeof value === 'string' && value.length > 0;
 }
 
+/**
+ * The executions of a record's attempt, by instance, start and result: attempt ids are random, and
+ * a violation must read the same when its history replays.
+ */
+function describeOwn(own: readonly Execution[]): string {
+  const described = own.map(
+    (e) =>
+      `${e.result} on ${e.instance} from ${new Date(e.start).toISOString()}`,
+  );
+  return described.join(', ') || 'it never executed';
+}
+
 /** The executions of each run, by run id. */
 function executionsOf(outcome: SimOutcome): Map<string, Execution[]> {
   const byRun = new Map<string, Execution[]>();
@@ -162,7 +174,7 @@ function completedProblems(
   const problems: string[] = [];
   if (!own.some((e) => e.result === 'returned')) {
     problems.push(
-      `names attempt ${String(record.attempt_id).slice(0, 8)}, which never returned (${own.map((e) => e.result).join(', ') || 'never executed'}): a completion the job did not earn`,
+      `names an attempt that never returned (${describeOwn(own)}): a completion the job did not earn`,
     );
   }
   const completedAt = millisOf(record.completed_at);
@@ -185,9 +197,7 @@ function failedProblems(
   // may never have executed. Only an attempt's own release leaves a record failed unreported.
   const endedByCheck = millisOf(record.reported_at) !== undefined;
   if (!endedByCheck && !own.some((e) => e.result === 'threw')) {
-    problems.push(
-      `names attempt ${String(record.attempt_id).slice(0, 8)}, which never threw (${own.map((e) => e.result).join(', ') || 'never executed'})`,
-    );
+    problems.push(`names an attempt that never threw (${describeOwn(own)})`);
   }
   if (millisOf(record.failed_at) === undefined || !isNamed(record.last_error)) {
     problems.push(
@@ -208,7 +218,7 @@ function unattemptedProblems(
   const problems: string[] = [];
   if (record.attempts !== 0 || record.attempt_id !== undefined) {
     problems.push(
-      `counts ${String(record.attempts)} attempts (attempt ${String(record.attempt_id)}) but no attempt claimed it`,
+      `counts ${String(record.attempts)} attempts${record.attempt_id === undefined ? '' : ' and names an attempt'}, but no attempt claimed it`,
     );
   }
   if (execs.length > 0) {
@@ -353,7 +363,7 @@ export function contextsTellTheTruth(outcome: SimOutcome): string[] {
     }
     for (const problem of problems) {
       found.push(
-        `${e.jobId}@${new Date(e.scheduleTime).toISOString()} attempt ${e.attemptId.slice(0, 8)}: ${problem}`,
+        `${e.jobId}@${new Date(e.scheduleTime).toISOString()} on ${e.instance} from ${new Date(e.start).toISOString()}: ${problem}`,
       );
     }
   }
