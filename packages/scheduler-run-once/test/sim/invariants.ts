@@ -29,6 +29,11 @@
  * 14. A slot's run starts no earlier than its job's forced-run tolerance before the slot.
  * 15. A valid note is refused only for a lost lease or Firestore's failure; a completed run's
  *    record holds its completing attempt's note.
+ * 21. Every run record says what happened to its run (record-invariants.ts): a completion its
+ *    attempt earned, a failure with its error, a report with its reporter, the job, slot, kind and
+ *    scope its executions ran as.
+ * 22. A lost lease's logged cause is true (lease-loss-invariants.ts): failed extensions were
+ *    logged, a stall had its instance paused, a timeout ran past JOB_TIMEOUT_SECONDS.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -44,6 +49,8 @@ import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
+import { leaseLossCausesTrue } from './lease-loss-invariants.ts';
+import { recordsTellTheTruth } from './record-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
@@ -215,6 +222,10 @@ export function violations(
     ...notesKept(outcome),
     // 16-19. Late runs and catch-up (catch-up-invariants.ts).
     ...catchUpViolations(outcome),
+    // 21. Every record says what happened to its run (record-invariants.ts).
+    ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
+    // 22. A lost lease is reported with its true cause (lease-loss-invariants.ts).
+    ...leaseLossCausesTrue(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>

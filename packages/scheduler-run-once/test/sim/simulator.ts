@@ -142,6 +142,17 @@ export interface Execution {
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
   pausedMs: number;
+  /** What its job's context said as it started (invariant 21, record-invariants.ts). */
+  context?: SeenContext;
+}
+
+/** The fields of a job's context that the ledger fills in, as the job saw them at its start. */
+export interface SeenContext {
+  readonly jobName: string;
+  /** `firstClaimedAt` and `leaseExpires`, ms. */
+  readonly firstClaimedAt: number;
+  readonly leaseExpires: number;
+  readonly slot: number | undefined;
 }
 
 /** One JSON log line, with the virtual time and instance it came from. */
@@ -938,6 +949,7 @@ function startExecution(
     end: undefined,
     result: 'running',
     pausedMs: 0,
+    context: seenContext(ctx),
   };
   world.executions.push(exec);
   if (context !== undefined) {
@@ -945,6 +957,16 @@ function startExecution(
     context.attempt.runId = ctx.runId;
   }
   return exec;
+}
+
+/** What the job's context says of its claim as the job starts (judged by invariant 21). */
+function seenContext(ctx: Parameters<JobRun>[0]): SeenContext {
+  return {
+    jobName: ctx.jobName,
+    firstClaimedAt: ctx.firstClaimedAt.getTime(),
+    leaseExpires: ctx.leaseExpires.getTime(),
+    slot: ctx.slot?.getTime(),
+  };
 }
 
 /** `ms` of work, cut short (rejecting with its reason) when `signal` aborts. */

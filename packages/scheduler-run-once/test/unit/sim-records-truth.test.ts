@@ -1,0 +1,210 @@
+/**
+ * The simulator's invariants 21 and 22 (`test/sim/record-invariants.ts`,
+ * `test/sim/lease-loss-invariants.ts`) on hand-built outcomes: a record that says what its run's
+ * executions did passes, one that lies fails; a lost lease's cause passes only when it happened.
+ * No simulation, no Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import { leaseLossCausesTrue } from '../sim/lease-loss-invariants.ts';
+import { recordsTellTheTruth } from '../sim/record-invariants.ts';
+import type { Execution, LogLine, SimOutcome } from '../sim/simulator.ts';
+
+const RUN = 'a'.repeat(64);
+const SLOT = Date.UTC(2026, 0, 5, 1, 0, 0);
+const at = (ms: number) => Timestamp.fromMillis(SLOT + ms);
+
+/** An outcome with only the fields these invariants read; `history` holds only its faults. */
+const outcome = (fields: Record<string, unknown>): SimOutcome =>
+  ({
+    emulator: false,
+    executions: [],
+    logs: [],
+    records: new Map(),
+    leaseEnds: new Map(),
+    deployments: [{ scope: '', keyScope: [], revisions: [] }],
+    ...fields,
+  }) as unknown as SimOutcome;
+
+const execution = (fields: Partial<Execution>): Execution => ({
+  deployment: 0,
+  revision: 0,
+  scope: '',
+  jobId: 'job-0',
+  scheduleTime: SLOT,
+  kind: 'slot',
+  runId: RUN,
+  attemptId: 'attempt-1',
+  instance: 'd0-i0-r0',
+  source: 'scheduler',
+  triggerId: undefined,
+  start: SLOT + 100,
+  end: SLOT + 2_000,
+  result: 'returned',
+  pausedMs: 0,
+  context: {
+    jobName: 'job-0',
+    firstClaimedAt: SLOT + 50,
+    leaseExpires: SLOT + 30_050,
+    slot: SLOT,
+  },
+  ...fields,
+});
+
+const completed = {
+  status: 'completed',
+  attempt_id: 'attempt-1',
+  attempts: 1,
+  job_name: 'job-0',
+  key_scope: '',
+  schedule_time: at(0),
+  leased_at: at(50),
+  lease_ms: 30_000,
+  claimed_at: at(50),
+  first_claimed_at: at(50),
+  completed_at: at(2_000),
+  expire_at: at(7_200_000),
+};
+
+const judged = (record: Record<string, unknown>, e: Execution) =>
+  recordsTellTheTruth(
+    outcome({
+      executions: [e],
+      records: new Map([[RUN, record]]),
+      leaseEnds: new Map([
+        ['attempt-1', [{ landedAt: SLOT + 50, expires: SLOT + 30_050 }]],
+      ]),
+    }),
+  );
+
+describe('invariant 21: records that tell the truth', () => {
+  it('passes a completion by the attempt that returned', () => {
+    assert.deepEqual(judged(completed, execution({})), []);
+  });
+
+  it('fails a completion naming an attempt that threw', () => {
+    const found = judged(completed, execution({ result: 'threw' }));
+    assert.match(found.join('\n'), /never returned/);
+  });
+
+  it('fails a completion without completed_at, and a record without expire_at', () => {
+    const { completed_at: _c, expire_at: _e, ...bare } = completed;
+    const found = judged(bare, execution({}));
+    assert.match(found.join('\n'), /completed_at undefined/);
+    assert.match(found.join('\n'), /no expire_at/);
+  });
+
+  it('fails a record filed under another job or slot, or counting fewer attempts than ran', () => {
+    const wrong = {
+      ...completed,
+      job_name: 'job-1',
+      schedule_time: at(60_000),
+      attempts: 0,
+    };
+    const found = judged(wrong, execution({})).join('\n');
+    assert.match(found, /names job job-1, but ran job-0/);
+    assert.match(found, /names schedule time/);
+    assert.match(found, /counts 0 attempts, but 1 executed/);
+  });
+
+  it('fails a failure without its error, and a skipped run that executed', () => {
+    const failed = {
+      ...completed,
+      status: 'failed',
+      completed_at: undefined,
+      leased_at: undefined,
+      lease_ms: undefined,
+      failed_at: at(2_000),
+      last_error: '',
+    };
+    assert.match(
+      judged(failed, execution({ result: 'threw' })).join('\n'),
+      /a failure keeps when and why/,
+    );
+    const skipped = {
+      status: 'skipped',
+      attempts: 0,
+      job_name: 'job-0',
+      key_scope: '',
+      schedule_time: at(0),
+      blocked_by: 'b'.repeat(64),
+      expire_at: at(7_200_000),
+    };
+    assert.match(
+      judged(skipped, execution({})).join('\n'),
+      /the record hides a run/,
+    );
+  });
+
+  it("fails a job's context whose lease or first claim is not the history's", () => {
+    const e = execution({
+      context: {
+        jobName: 'job-0',
+        firstClaimedAt: SLOT + 40,
+        leaseExpires: SLOT + 10_050,
+        slot: SLOT,
+      },
+    });
+    const found = judged(completed, e).join('\n');
+    assert.match(found, /firstClaimedAt .* is not its record's/);
+    assert.match(
+      found,
+      /leaseExpires .* is no lease its attempt's writes landed/,
+    );
+  });
+});
+
+describe("invariant 22: a lost lease's cause told truly", () => {
+  const loss = (leaseLoss: string): LogLine => ({
+    at: SLOT + 90_000,
+    instance: 'd0-i0-r0',
+    level: 'WARNING',
+    message: 'lease lost: …',
+    fields: { fence: 'completion', leaseLoss, attemptId: 'attempt-1' },
+  });
+  const failedExtension: LogLine = {
+    at: SLOT + 20_000,
+    instance: 'd0-i0-r0',
+    level: 'WARNING',
+    message: 'lease extension failed; retrying at the next beat',
+    fields: { attemptId: 'attempt-1', failedExtensions: 1 },
+  };
+  const history = { lateAnswers: 0, events: [] };
+
+  it('passes extensions_failed after a failed extension, fails it without one', () => {
+    const e = execution({});
+    const judge = (logs: LogLine[]) =>
+      leaseLossCausesTrue(outcome({ executions: [e], logs, history }));
+    assert.deepEqual(judge([failedExtension, loss('extensions_failed')]), []);
+    assert.match(
+      judge([loss('extensions_failed')]).join('\n'),
+      /no extension of it had failed/,
+    );
+  });
+
+  it('passes stalled only for a paused instance (or late answers), and unknown always', () => {
+    const judge = (e: Execution, lateAnswers = 0) =>
+      leaseLossCausesTrue(
+        outcome({
+          executions: [e],
+          logs: [loss('stalled'), loss('unknown')],
+          history: { ...history, lateAnswers },
+        }),
+      );
+    assert.deepEqual(judge(execution({ pausedMs: 70_000 })), []);
+    assert.deepEqual(judge(execution({}), 0.2), []);
+    assert.match(judge(execution({})).join('\n'), /never paused/);
+  });
+
+  it('fails job_timeout for a job that ran less than JOB_TIMEOUT_SECONDS', () => {
+    const found = leaseLossCausesTrue(
+      outcome({
+        executions: [execution({})],
+        logs: [loss('job_timeout')],
+        history,
+      }),
+    );
+    assert.match(found.join('\n'), /within JOB_TIMEOUT_SECONDS/);
+  });
+});
