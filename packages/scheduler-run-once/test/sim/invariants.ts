@@ -49,15 +49,15 @@ import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
-import { leaseLossCausesTrue } from './lease-loss-invariants.ts';
-import { recordsTellTheTruth } from './record-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
   shortestGapMs,
 } from './cloud-scheduler.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
+import { leaseLossCausesTrue } from './lease-loss-invariants.ts';
 import { isCalm } from './model.ts';
+import { recordsTellTheTruth } from './record-invariants.ts';
 import {
   type Answered,
   type Delivered,
