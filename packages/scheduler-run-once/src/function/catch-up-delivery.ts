@@ -71,7 +71,11 @@ function idTokenSourceOf(config: HandlerDeps['config']): IdTokenSource {
 /**
  * Where the audit was delivered: its URL as the caller used it (`X-Forwarded-Proto` behind Cloud
  * Run's front end), query included (a key scope's parameters), and the token audience Scheduler
- * used for it (`OIDC_AUDIENCE` under `AUTH_MODE=verify-oidc`, else the URL without its query).
+ * used for it: `OIDC_AUDIENCE` under `AUTH_MODE=verify-oidc`, else the URL without its query, and
+ * without the path when that is only `/`, as `deploy.sh` gives Scheduler the service's URL
+ * (`https://NAME-HASH.REGION.run.app`, no slash); a function addressed by path
+ * (`https://REGION-PROJECT.cloudfunctions.net/NAME`) keeps it. Cloud Run takes "the full URL of
+ * the target service" as the audience (https://cloud.google.com/run/docs/configuring/custom-audiences).
  */
 function auditTarget(req: Request, deps: Pick<HandlerDeps, 'config'>) {
   const forwarded = req.get('x-forwarded-proto')?.split(',')[0]?.trim();
@@ -82,8 +86,14 @@ function auditTarget(req: Request, deps: Pick<HandlerDeps, 'config'>) {
   const audience =
     config.authMode === 'verify-oidc' && config.oidcAudience !== ''
       ? config.oidcAudience
-      : `${url.origin}${url.pathname}`;
+      : serviceAudience(url);
   return { url, audience };
+}
+
+/** The audience of a token for the service at `url`: its origin, and its path unless only `/`. */
+function serviceAudience(url: URL): string {
+  const path = url.pathname === '/' ? '' : url.pathname;
+  return `${url.origin}${path}`;
 }
 
 /** The headers of a catch-up delivery of `slot`: Scheduler's, the audit's scope headers, the mark. */

@@ -83,6 +83,25 @@ describe('catch-up delivery', () => {
     assert.deepEqual(audiences, [`http://${host}/fn`]);
   });
 
+  it('asks for a token for the service URL without a trailing slash, as deploy.sh gives Scheduler, when the audit came to the root', async () => {
+    heard.length = 0;
+    const audiences: string[] = [];
+    const idToken = async (audience: string) => {
+      audiences.push(audience);
+      return 'id-token-3';
+    };
+    const deps = { config: loadConfig({}), history: noRecord, idToken };
+    const atRoot = auditRequest(
+      { authorization: 'Bearer scheduler' },
+      '/?tenant=acme',
+    );
+
+    await catchUpSender(deps, atRoot)(job as never, SLOT, 'run-1');
+
+    assert.deepEqual(audiences, [`http://${host}`]);
+    assert.equal(heard[0]?.url, '/?tenant=acme');
+  });
+
   it('asks for OIDC_AUDIENCE’s token under AUTH_MODE=verify-oidc, and for none when the audit came without one', async () => {
     heard.length = 0;
     const audiences: string[] = [];
