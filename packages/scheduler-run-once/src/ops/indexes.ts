@@ -1,8 +1,9 @@
 /**
  * The queries the code makes of the runs collection, declared once, and the composite indexes they
- * need. Every query is built from a {@link QuerySpec} here (`buildQuery`), so the index list cannot
- * drift from the queries: `deploy.sh` creates each index of {@link INDEXES} (it reads them with
- * `node ops/indexes.ts`), and `test/unit/indexes.test.ts` checks that nothing else queries.
+ * need. Every query is built from a {@link QuerySpec} here (by `buildQuery`, `build-query.ts`), so
+ * the index list cannot drift from the queries: `deploy.sh` creates each index of {@link INDEXES}
+ * (it reads them with `node ops/indexes.ts`), and `test/unit/indexes.test.ts` checks that nothing
+ * else queries. This module loads no Firestore client, so the node `deploy.sh` starts here is quick.
  *
  * Why it matters: the emulator serves any query without an index, so tests pass; production
  * Firestore answers `FAILED_PRECONDITION` ("The query requires an index") for a query that filters
@@ -20,8 +21,7 @@
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { FieldPath, type Query, type Timestamp } from '@google-cloud/firestore';
-import { Field, RunKind } from '../core/run-record.ts';
+import { Field } from '../core/run-fields.ts';
 import { isEntryPoint, runCommand } from './command.ts';
 
 /** A field's order in an index and in the query's `orderBy`. */
@@ -85,72 +85,6 @@ export function indexOf(spec: QuerySpec): IndexSpec {
 /** The composite indexes of the runs collection: one per query of {@link QUERIES}. */
 export const INDEXES: readonly IndexSpec[] =
   Object.values(QUERIES).map(indexOf);
-
-/** Values for a spec's equality fields: one value (`==`) or a list (`in`), in the spec's order. */
-export type Equalities = readonly (string | readonly string[])[];
-
-/** Where a page starts: after this record (its ordered field's value and its document id). */
-export interface PageCursor {
-  readonly value: Timestamp;
-  readonly runId: string;
-}
-
-/**
- * Builds the query of `spec` on `collection`: its equality filters with `values`, a range on its
- * ordered field (`from` ≤ value ≤ `to`, either optional), ordered by that field then by document
- * id (a stable order for pages: several records may share a schedule time), after `cursor`, at most
- * `limit` documents.
- *
- * @throws {Error} if `values` does not give one value per equality field.
- * @example buildQuery(runs, QUERIES.recordsOfJob, ['nightly-report'], { limit: 100 })
- */
-export function buildQuery<T>(
-  collection: Query<T>,
-  spec: QuerySpec,
-  values: Equalities,
-  page: {
-    from?: Timestamp;
-    to?: Timestamp;
-    cursor?: PageCursor;
-    limit: number;
-  },
-): Query<T> {
-  if (values.length !== spec.equality.length) {
-    throw new Error(
-      `${spec.purpose}: ${spec.equality.length} values needed, got ${values.length}`,
-    );
-  }
-  let query = collection;
-  spec.equality.forEach((field, i) => {
-    const value = values[i] as string | readonly string[];
-    query =
-      typeof value === 'string'
-        ? query.where(field, '==', value)
-        : query.where(field, 'in', [...value]);
-  });
-  const { field, direction } = spec.orderBy;
-  if (page.from !== undefined) {
-    query = query.where(field, '>=', page.from);
-  }
-  if (page.to !== undefined) {
-    query = query.where(field, '<=', page.to);
-  }
-  // The index's implicit last field is the document id in the last field's direction.
-  query = query
-    .orderBy(field, direction)
-    .orderBy(FieldPath.documentId(), direction);
-  if (page.cursor !== undefined) {
-    query = query.startAfter(page.cursor.value, page.cursor.runId);
-  }
-  return query.limit(page.limit);
-}
-
-/** The kinds of run that are not a slot's: listed by query, since no slot computes their ids. */
-export const KINDS_OUTSIDE_SLOTS = [
-  RunKind.Manual,
-  RunKind.Forced,
-  RunKind.Rerun,
-] as const;
 
 /**
  * The `gcloud firestore indexes composite create` flags of an index, one `--field-config` per

@@ -17,9 +17,8 @@ import {
   type Equalities,
   KINDS_OUTSIDE_SLOTS,
   type PageCursor,
-  QUERIES,
-  type QuerySpec,
-} from './indexes.ts';
+} from './build-query.ts';
+import { QUERIES, type QuerySpec } from './indexes.ts';
 
 /** The client's rejection of a call on a terminated client (its `pool.js`). */
 const CLIENT_TERMINATED_MESSAGE = 'The client has already been terminated';

@@ -1,7 +1,8 @@
 /**
- * What `deploy.sh` runs with node to read the declarations (`ops/jobs.ts --deploy`) and to write
- * the metrics and dashboard (`ops/alerts.ts`) loads no Firestore client: that client is about
- * 0.4 s of CPU to load, and deploy.sh (and each of its tests) runs both helpers every time. Read
+ * What `deploy.sh` runs with node to read the declarations (`ops/jobs.ts --deploy`), to list the
+ * composite indexes (`ops/indexes.ts`) and to write the metrics and dashboard (`ops/alerts.ts`)
+ * loads no Firestore client: that client is about 0.4 s of CPU to load, and deploy.sh (and each of
+ * its tests) runs these helpers every time. Read
  * from the sources, as Node loads them: value imports only (`import type` is erased).
  */
 import assert from 'node:assert/strict';
@@ -40,7 +41,11 @@ function chainTo(entry: string, pkg: string): string[] | undefined {
 }
 
 describe("deploy.sh's node helpers", () => {
-  for (const helper of ['src/ops/jobs.ts', 'src/ops/alerts.ts']) {
+  for (const helper of [
+    'src/ops/jobs.ts',
+    'src/ops/indexes.ts',
+    'src/ops/alerts.ts',
+  ]) {
     it(`${helper} loads no Firestore client`, () => {
       const chain = chainTo(path.join(ROOT, helper), FIRESTORE);
 
