@@ -37,7 +37,7 @@ import {
   waitFor,
   warmUp,
 } from '../fixtures/harness.ts';
-import { faketimeOffset, outerClockOffsetS } from '../fixtures/times.ts';
+import { faketimeWrapper, outerClockOffsetS } from '../fixtures/times.ts';
 
 after(removeScratch);
 
@@ -81,20 +81,15 @@ const ENV = {
  * (`.ci/run`), so a missing one is a broken machine, not a case to skip.
  */
 function requireFaketime(): void {
+  const [command, ...args] = faketimeWrapper(OUTER_S + SKEW_S);
   const probe = spawnSync(
-    'faketime',
-    [
-      '-f',
-      faketimeOffset(OUTER_S + SKEW_S),
-      process.execPath,
-      '-e',
-      'console.log(Date.now())',
-    ],
+    command as string,
+    [...args, process.execPath, '-e', 'console.log(Date.now())'],
     { encoding: 'utf8', env: { ...process.env, ...ENV } },
   );
   if (probe.error !== undefined || probe.status !== 0) {
     throw new Error(
-      `faketime could not run (${probe.error?.message ?? probe.stderr}): this suite needs ` +
+      `libfaketime could not run (${probe.error?.message ?? probe.stderr}): this suite needs ` +
         "Debian's faketime to skew an instance's clock; install it with `apt-get install faketime` " +
         '(.ci/run does)',
     );
@@ -102,7 +97,7 @@ function requireFaketime(): void {
   const offsetMs = Number(probe.stdout.trim()) - Date.now();
   assert.ok(
     Math.abs(offsetMs - SKEW_S * 1000) < CLOCK_TOLERANCE_MS,
-    `faketime -f +${SKEW_S}s moved Node's Date by ${offsetMs} ms`,
+    `libfaketime with FAKETIME=+${SKEW_S}s moved Node's Date by ${offsetMs} ms`,
   );
 }
 
@@ -309,7 +304,7 @@ describe('a clock off by ±90 s on one of two instances', {
       const skewed = {
         collection,
         env: ENV,
-        wrapper: ['faketime', '-f', faketimeOffset(OUTER_S + skewS)],
+        wrapper: faketimeWrapper(OUTER_S + skewS),
       };
       let cold: FunctionProcess;
       let serving: FunctionProcess;

@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { computeRunId } from '../../src/core/run-key.ts';
@@ -24,19 +24,12 @@ import {
   waitFor,
   warmUp,
 } from '../fixtures/harness.ts';
-import { outerClockOffsetS } from '../fixtures/times.ts';
+import { LIBFAKETIME, outerClockOffsetS } from '../fixtures/times.ts';
 
 after(removeScratch);
 
 const STEP_S = -300;
 const JOB = 'clockstep';
-/** Where Debian's libfaketime package puts the library, by architecture. */
-const LIBFAKETIME = [
-  '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
-  '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
-  '/usr/lib/faketime/libfaketime.so.1',
-].find((path) => existsSync(path));
-
 describe('a wall clock stepped on a warm instance', () => {
   it('leaves Scheduler’s on-time delivery its slot’s run after the clock stepped back 5 minutes', async (t) => {
     if (LIBFAKETIME === undefined) {

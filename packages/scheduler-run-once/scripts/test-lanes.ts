@@ -1,0 +1,208 @@
+/**
+ * The library's whole suite (`npm run test:all`) in two lanes at once, on the emulator that
+ * `scripts/with-emulator.ts` names in `FIRESTORE_EMULATOR_HOST`:
+ *
+ * - **shared**: the unit tests and the emulator tests that start no process of their own, every
+ *   file in one process (`--experimental-test-isolation=none`, one file after another). Each of
+ *   these files would otherwise pay about a second of CPU to load Node, the library and the
+ *   Firestore client for a few seconds of tests, most of them waiting on leases and timers.
+ * - **isolated**: every other test file, a process each, {@link CONCURRENCY} at a time, the
+ *   longest first ({@link LONGEST_FIRST}) so that no long file starts last and runs alone.
+ *
+ * On 2 cores the isolated lane keeps both busy while the shared lane waits on its timers. The
+ * isolated lane reports as it goes; the shared lane's report is printed whole when it ends. Exits
+ * 1 if a test of either lane failed. A new test file runs in the isolated lane unless listed in
+ * {@link SHARED}: a file there must start no process and leave no state another file could see.
+ *
+ *   node scripts/test-lanes.ts   (TEST_TIMEOUT_MS: each test's timeout, default 120000)
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, globSync } from 'node:fs';
+import path from 'node:path';
+import { run } from 'node:test';
+import { spec } from 'node:test/reporters';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+/** Test files a process each may run at once: the third fills the time the others wait. */
+const CONCURRENCY = 3;
+
+/** Each test's timeout, ms: a hung test fails in bounded time (`--test-timeout`). */
+const TIMEOUT_MS = Number(process.env.TEST_TIMEOUT_MS ?? 120_000);
+
+/** Where the test files are; `test/fixtures` holds none. */
+const TEST_GLOBS = [
+  'test/unit/**/*.test.ts',
+  'test/*.test.ts',
+  'test/integration/**/*.test.ts',
+  'test/sim/**/*.test.ts',
+];
+
+/** The emulator tests run in the shared process (besides every unit test): none starts a process. */
+const SHARED = [
+  'test/auth.test.ts',
+  'test/catch-up-faults.test.ts',
+  'test/catch-up-warnings.test.ts',
+  'test/catch-up.test.ts',
+  'test/detection.test.ts',
+  'test/force-run.test.ts',
+  'test/handler.test.ts',
+  'test/lease-heartbeat.test.ts',
+  'test/ledger.test.ts',
+  'test/local-scheduler.test.ts',
+  'test/missed-runs.test.ts',
+  'test/notes.test.ts',
+  'test/pauses.test.ts',
+  'test/run-documents.test.ts',
+  'test/run-once.test.ts',
+  'test/run-plan.test.ts',
+  'test/schedule-time.test.ts',
+  'test/integration/cloud-build-example.test.ts',
+  'test/integration/cloud-run-job-example.test.ts',
+  'test/integration/proxy-blind-spots.test.ts',
+  'test/integration/runs-html.test.ts',
+  'test/integration/workflows-example.test.ts',
+  'test/sim/memory-firestore.test.ts',
+  'test/sim/simulation.test.ts',
+];
+
+/** The isolated lane's longest files (measured on 2 cores), started first, longest first. */
+const LONGEST_FIRST = [
+  'test/integration/faults.test.ts',
+  'test/integration/clock-skew.test.ts',
+  'test/integration/runs-cli.test.ts',
+  'test/integration/late-answers.test.ts',
+  'test/integration/deploy-gcloud-parser.test.ts',
+  'test/integration/deploy-project.test.ts',
+  'test/integration/dev.test.ts',
+  'test/integration/bench-smoke.test.ts',
+  'test/integration/deploy-dry-run.test.ts',
+  'test/integration/upload-build.test.ts',
+  'test/integration/deploy-inputs.test.ts',
+  'test/integration/run-once-cli.test.ts',
+  'test/integration/deploy-run-path.test.ts',
+  'test/integration/pack.test.ts',
+  'test/integration/trigger-cli.test.ts',
+  'test/integration/catch-up-race.test.ts',
+  'test/integration/demo-warnings.test.ts',
+];
+
+/** The outcome of one lane. */
+interface LaneResult {
+  readonly name: string;
+  readonly failed: boolean;
+  readonly seconds: number;
+}
+
+/** Every test file, relative to the package, sorted. */
+function testFiles(): string[] {
+  const found = TEST_GLOBS.flatMap((pattern) =>
+    globSync(pattern, { cwd: ROOT }),
+  );
+  return [...new Set(found)].sort();
+}
+
+/** Throws naming a listed file that no longer exists, so that neither list rots unseen. */
+function assertListed(files: readonly string[], all: readonly string[]): void {
+  for (const file of files) {
+    if (!all.includes(file) || !existsSync(path.join(ROOT, file))) {
+      throw new Error(
+        `scripts/test-lanes.ts lists ${file}, which is not a test file: update the list`,
+      );
+    }
+  }
+}
+
+/** Seconds since `started` (`performance.now()`), one decimal. */
+function secondsSince(started: number): number {
+  return Math.round((performance.now() - started) / 100) / 10;
+}
+
+/** Runs `files` in one `node --test` process; prints its report whole once it has ended. */
+function runShared(files: readonly string[]): Promise<LaneResult> {
+  const started = performance.now();
+  const args = [
+    '--test',
+    '--experimental-test-isolation=none',
+    `--test-timeout=${TIMEOUT_MS}`,
+    '--test-force-exit',
+    ...files,
+  ];
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const report: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => report.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => report.push(chunk));
+    child.on('close', (code) => {
+      process.stdout.write(
+        `\n── shared lane: ${files.length} test files in one process ──\n`,
+      );
+      process.stdout.write(Buffer.concat(report));
+      resolve({
+        name: 'shared',
+        failed: code !== 0,
+        seconds: secondsSince(started),
+      });
+    });
+  });
+}
+
+/** Runs `files` a process each, in the order given, reporting as it goes. */
+function runIsolated(files: readonly string[]): Promise<LaneResult> {
+  const started = performance.now();
+  let failures = 0;
+  const stream = run({
+    files: files.map((file) => path.join(ROOT, file)),
+    concurrency: CONCURRENCY,
+    timeout: TIMEOUT_MS,
+    forceExit: true,
+    cwd: ROOT,
+  });
+  stream.on('test:fail', () => {
+    failures += 1;
+  });
+  const report = stream.compose(spec);
+  report.pipe(process.stdout, { end: false });
+  return new Promise((resolve) => {
+    report.on('end', () => {
+      resolve({
+        name: 'isolated',
+        failed: failures > 0,
+        seconds: secondsSince(started),
+      });
+    });
+  });
+}
+
+/** Splits the suite into its lanes and runs both at once; resolves to the exit status. */
+async function main(): Promise<number> {
+  const all = testFiles();
+  assertListed([...SHARED, ...LONGEST_FIRST], all);
+  const inBoth = LONGEST_FIRST.filter((file) => SHARED.includes(file));
+  if (inBoth.length > 0) {
+    throw new Error(
+      `scripts/test-lanes.ts lists ${inBoth.join(', ')} in both lanes: keep each file in one`,
+    );
+  }
+  const shared = all.filter(
+    (file) => file.startsWith('test/unit/') || SHARED.includes(file),
+  );
+  const rest = all.filter((file) => !shared.includes(file));
+  const isolated = [
+    ...LONGEST_FIRST,
+    ...rest.filter((file) => !LONGEST_FIRST.includes(file)),
+  ];
+  const results = await Promise.all([runShared(shared), runIsolated(isolated)]);
+  for (const lane of results) {
+    const verdict = lane.failed ? 'FAILED' : 'passed';
+    console.log(
+      `test-lanes: ${lane.name} lane ${verdict} in ${lane.seconds} s`,
+    );
+  }
+  return results.some((lane) => lane.failed) ? 1 : 0;
+}
+
+process.exitCode = await main();
