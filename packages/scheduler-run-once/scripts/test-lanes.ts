@@ -1,18 +1,19 @@
 /**
- * The library's whole suite (`npm run test:all`) in two lanes at once, on the emulator that
+ * The library's whole suite (`npm run test:all`) in lanes that run at once, on the emulator that
  * `scripts/with-emulator.ts` names in `FIRESTORE_EMULATOR_HOST`:
  *
- * - **shared**: the unit tests and the emulator tests that start no process of their own, every
- *   file in one process (`--experimental-test-isolation=none`, one file after another). Each of
- *   these files would otherwise pay about a second of CPU to load Node, the library and the
- *   Firestore client for a few seconds of tests, most of them waiting on leases and timers.
+ * - **shared**: the unit tests and the emulator tests that start no process of their own, dealt to
+ *   {@link SHARED_PROCESSES} processes that each run their files one after another
+ *   (`--experimental-test-isolation=none`). Each of these files would otherwise pay about a
+ *   second of CPU to load Node, the library and the Firestore client for a few seconds of tests,
+ *   most of them waiting on leases and timers.
  * - **isolated**: every other test file, a process each, {@link CONCURRENCY} at a time, the
  *   longest first ({@link LONGEST_FIRST}) so that no long file starts last and runs alone.
  *
- * On 2 cores the isolated lane keeps both busy while the shared lane waits on its timers. The
- * isolated lane reports as it goes; the shared lane's report is printed whole when it ends. Exits
- * 1 if a test of either lane failed. A new test file runs in the isolated lane unless listed in
- * {@link SHARED}: a file there must start no process and leave no state another file could see.
+ * The isolated lane reports as it goes; each shared process's report is printed whole when it
+ * ends. Exits 1 if a test of any lane failed. A new test file runs in the isolated lane unless
+ * listed in {@link SHARED}: a file there must start no process and leave no state another file
+ * could see.
  *
  *   node scripts/test-lanes.ts   (TEST_TIMEOUT_MS: each test's timeout, default 120000)
  */

@@ -333,7 +333,10 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
   }
 
   it('refuses an example in a dry run as in a real run, with the same message', () => {
-    const inputs = { ...REQUIRED, ...(refused[0] as (typeof refused)[number]).inputs };
+    const inputs = {
+      ...REQUIRED,
+      ...(refused[0] as (typeof refused)[number]).inputs,
+    };
     const real = deploy(inputs, []);
     const dry = deploy(inputs, ['--dry-run']);
 
