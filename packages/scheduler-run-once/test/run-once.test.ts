@@ -178,6 +178,42 @@ describe('runOnce', () => {
     assert.equal(lapses[0]?.lapseCause, 'job_timeout');
   });
 
+  it('names Firestore’s late answer, not a paused instance, when an extension sent in time was answered only after the lease lapsed', async () => {
+    const leaseMs = 300;
+    const { ledger, collection } = newLedger({ leaseMs });
+    const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
+    const { logger, lines } = captureLogs();
+    // Every extension is sent on time and lands only after the lease lapsed (Firestore slow).
+    const extend = ledger.extend.bind(ledger);
+    ledger.extend = async (claim) => {
+      await sleep(3 * leaseMs);
+      return extend(claim);
+    };
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async () => {
+        await until(
+          async () => (await thief.claim('run-1')).state === 'claimed',
+          5_000,
+        );
+      },
+      { logger, abortWarningMs: 60_000 },
+    );
+
+    assert.equal(
+      result.outcome === 'processed' && result.leaseLoss,
+      'extension_unanswered',
+    );
+    const lapses = lines().filter((l) =>
+      String(l.message).startsWith('lease lapsed:'),
+    );
+    for (const lapse of lapses) {
+      assert.doesNotMatch(String(lapse.message), /paused or starved/);
+    }
+  });
+
   it('gives the work a current lease end, moved on by the heartbeat', async () => {
     const { ledger } = newLedger({ leaseMs: 300 });
     const { logger } = captureLogs();

@@ -33,6 +33,7 @@ export interface Attempt
 export type LeaseLossCause =
   | 'job_timeout'
   | 'extensions_failed'
+  | 'extension_unanswered'
   | 'stalled'
   | 'unknown';
 
@@ -96,6 +97,8 @@ export const LEASE_LOSS_MESSAGES = {
     'lease lost: the job ran past JOB_TIMEOUT_SECONDS and ignored its aborted signal, the heartbeat had stopped, and another attempt took the run over, so the job may have run twice — make the job stop and throw when ctx.signal aborts',
   extensions_failed:
     'lease lost: lease extensions failed (Firestore unreachable) for about two thirds of a lease and another attempt took the run over, so the job may have run twice',
+  extension_unanswered:
+    'lease lost: a lease extension this instance sent had no answer from Firestore within the lease (Firestore slow), and another attempt took the run over, so the job may have run twice',
   stalled:
     'lease lost: no lease extension ran for a whole lease because this instance was paused or starved of CPU, and another attempt took the run over, so the job may have run twice',
   unknown:
@@ -118,6 +121,8 @@ const LEASE_LAPSED_MESSAGE =
 export const LEASE_LAPSED_UNBEATEN_MESSAGES = {
   job_timeout:
     'lease lapsed: the job ran past JOB_TIMEOUT_SECONDS and kept running for a whole lease after its signal aborted (the heartbeat stops at the timeout), so another attempt may have taken the run over and run the job beside this one — make the job stop and throw when ctx.signal aborts',
+  extension_unanswered:
+    'lease lapsed: a lease extension this instance sent had no answer from Firestore within the lease (Firestore slow), so another attempt may have taken the run over and run the job beside this one',
   stalled:
     'lease lapsed: no extension ran for a whole lease (this instance was paused or starved of CPU), so another attempt may have taken the run over and run the job beside this one',
 } as const;
@@ -203,6 +208,8 @@ class AttemptScope {
   #lapseWarned = false;
   /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
   #renewedAt = performance.now();
+  /** `performance.now()` of the last renewal sent (an extension or a note), landed or not. */
+  #renewalSentAt = Number.NEGATIVE_INFINITY;
   /** Fires when the lease lapses by this instance's clock with no renewal confirmed (`#lapsed`). */
   #lapseTimer: NodeJS.Timeout | undefined;
   readonly #runTimer: NodeJS.Timeout | undefined;
@@ -342,12 +349,23 @@ class AttemptScope {
       );
     }, warningMs).unref();
   }
-  /** No renewal landed for a whole lease although none failed: the instance was paused or starved. */
-  #stalled(): boolean {
+  /** No renewal landed for a whole lease although none failed (`#unbeatenCause` says why). */
+  #unbeaten(): boolean {
     return (
       this.#failures === 0 &&
       performance.now() - this.#renewedAt > this.#claim.leaseMs
     );
+  }
+  /**
+   * Why no renewal landed for a whole lease although none failed: one was sent since the last
+   * that landed and Firestore had not answered it in time, or none was sent at all (the beat's
+   * timer did not run: the instance was paused or starved of CPU).
+   */
+  #unbeatenCause(): 'extension_unanswered' | 'stalled' {
+    const sentSinceLanded = this.#renewalSentAt > this.#renewedAt;
+    const sentInTime =
+      this.#renewalSentAt <= this.#renewedAt + this.#claim.leaseMs;
+    return sentSinceLanded && sentInTime ? 'extension_unanswered' : 'stalled';
   }
   #causeOfLoss(): LeaseLossCause {
     if (this.#timedOut) {
@@ -356,7 +374,7 @@ class AttemptScope {
     if (this.#failures > 0) {
       return 'extensions_failed';
     }
-    return this.#stalled() ? 'stalled' : 'unknown';
+    return this.#unbeaten() ? this.#unbeatenCause() : 'unknown';
   }
   /** Stops beating and waits for a beat in flight; returns the claim with the latest fencing token. */
   async #stopBeating(): Promise<Claim> {
@@ -375,6 +393,7 @@ class AttemptScope {
       await this.#beat;
     }
     const sentAt = performance.now();
+    this.#renewalSentAt = sentAt;
     const run = this.#ledger
       .note(this.#claim, name, value)
       .then((noted) => this.#takeRenewal(noted, sentAt));
@@ -395,6 +414,7 @@ class AttemptScope {
   async #extend(): Promise<void> {
     this.#warnIfLapsed();
     const sentAt = performance.now();
+    this.#renewalSentAt = sentAt;
     try {
       this.#takeRenewal(await this.#ledger.extend(this.#claim), sentAt);
     } catch (err) {
@@ -441,14 +461,26 @@ class AttemptScope {
       new AttemptAbortedError('lease_lost', 'the lease lapsed unrenewed'),
     );
   }
-  /** Warns once, before any round trip, that the lease lapsed unrenewed (`#stalled`). */
+  /** Why the lease was lost, as `lease lost: another attempt took this run over …` says it. */
+  #lossExplained(): string {
+    if (this.#failures > 0) {
+      return `after ${this.#failures} failed extension(s) let the lease lapse`;
+    }
+    if (!this.#unbeaten()) {
+      return 'although no extension had failed (the record was changed by someone else)';
+    }
+    return this.#unbeatenCause() === 'stalled'
+      ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
+      : 'after a lease extension had no answer from Firestore within the lease (Firestore slow)';
+  }
+  /** Warns once, before any round trip, that the lease lapsed unrenewed (`#unbeaten`). */
   #warnIfLapsed(): void {
-    if (this.#lapseWarned || !this.#stalled()) {
+    if (this.#lapseWarned || !this.#unbeaten()) {
       return;
     }
     this.#lapseWarned = true;
     // A timed-out job's heartbeat was stopped on purpose: the gap is the job's, not the instance's.
-    const cause = this.#timedOut ? 'job_timeout' : 'stalled';
+    const cause = this.#timedOut ? 'job_timeout' : this.#unbeatenCause();
     this.#options.logger.warn(
       { attemptId: this.#claim.attemptId, lapseCause: cause },
       LEASE_LAPSED_UNBEATEN_MESSAGES[cause],
@@ -479,12 +511,7 @@ class AttemptScope {
     }
     clearInterval(this.#beatTimer);
     this.#beatTimer = undefined;
-    const why =
-      this.#failures > 0
-        ? `after ${this.#failures} failed extension(s) let the lease lapse`
-        : this.#stalled()
-          ? 'after no extension ran for a whole lease (the instance was paused or starved of CPU)'
-          : 'although no extension had failed (the record was changed by someone else)';
+    const why = this.#lossExplained();
     const lost = `another attempt took this run over ${why}`;
     this.#options.logger.warn(
       { failedExtensions: this.#failures, attemptId: this.#claim.attemptId },

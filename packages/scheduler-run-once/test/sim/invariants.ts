@@ -121,6 +121,7 @@ function leaseLostToEnvironment(e: Execution, outcome: SimOutcome): boolean {
       l.fields.attemptId === e.attemptId &&
       (l.fields.completion === 'unrecorded' ||
         l.fields.leaseLoss === 'extensions_failed' ||
+        l.fields.leaseLoss === 'extension_unanswered' ||
         l.fields.leaseLoss === 'stalled'),
   );
 }

@@ -2,8 +2,8 @@
  * Invariant 22, a lost lease told truly: the `leaseLoss` an attempt's completion or release logs
  * (`LEASE_LOSS_MESSAGES` in src/core/run-once.ts, answered to Scheduler and documented in
  * docs/operations.md) names a cause that happened, judged against the history: `extensions_failed`
- * only after the attempt logged a failed extension, `stalled` only when its instance was paused
- * while the job ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
+ * only after the attempt logged a failed extension, `stalled` and `extension_unanswered` only when
+ * its instance was paused while the job ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
  * JOB_TIMEOUT_SECONDS. `unknown` claims nothing. A wrong cause sends the operator after the wrong fault, and the invariants of a
  * double run (invariant 1) excuse a run by these causes.
  *
@@ -48,10 +48,10 @@ function falseCause(
     );
     return failed ? undefined : 'no extension of it had failed';
   }
-  if (cause === 'stalled') {
+  if (cause === 'stalled' || cause === 'extension_unanswered') {
     return (e !== undefined && e.pausedMs > 0) || slowAnswers(outcome)
       ? undefined
-      : 'its instance was never paused while the job ran';
+      : 'its instance was never paused while the job ran, and Firestore never answered late nor hung';
   }
   if (cause === 'job_timeout') {
     const ranMs = e === undefined ? 0 : (e.end ?? line.at) - e.start;
