@@ -5,8 +5,8 @@
  * ({@link spawnFunction}), unless told otherwise.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { existsSync, realpathSync } from 'node:fs';
+import { randomInt, randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -132,18 +132,68 @@ export async function within<T>(
   }
 }
 
-/** A TCP port free on 127.0.0.1 right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Where Linux keeps the range of ports it gives outgoing connections ("ip_local_port_range"). */
+const EPHEMERAL_RANGE_FILE = '/proc/sys/net/ipv4/ip_local_port_range';
+
+/** The lowest port {@link freePort} picks: above the registered services most machines run. */
+const LOWEST_PICKED_PORT = 10_000;
+
+/** How many random ports {@link freePort} tries before it lets the kernel choose. */
+const PORT_PICKS = 20;
+
+/** The first port of the range the kernel gives outgoing connections, where Linux tells it. */
+function ephemeralRangeStart(): number | undefined {
+  try {
+    const start = Number(
+      readFileSync(EPHEMERAL_RANGE_FILE, 'utf8').split(/\s+/)[0],
+    );
+    return Number.isInteger(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Listens on `port` of 127.0.0.1 (0: one the kernel chooses) and closes; resolves to the port, or undefined if taken. */
+function listenOnce(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.once('error', () => resolve(undefined));
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address();
       server.close(() =>
-        resolve(typeof address === 'object' && address ? address.port : 0),
+        resolve(
+          typeof address === 'object' && address ? address.port : undefined,
+        ),
       );
     });
   });
+}
+
+/**
+ * A TCP port free on 127.0.0.1 right now, for a process started next to listen on. Picked at random
+ * below the range the kernel gives outgoing connections (Linux's `ip_local_port_range`, from 32768
+ * by default): a port the kernel chooses comes from that range, where any outgoing connection
+ * (a Firestore client's, say) may take it before the process listens, which then fails with the
+ * port taken. Where that range is not known, or no pick is free, the kernel chooses.
+ *
+ * @throws {Error} if 127.0.0.1 takes no listener at all.
+ */
+export async function freePort(): Promise<number> {
+  const rangeStart = ephemeralRangeStart();
+  if (rangeStart !== undefined && rangeStart > LOWEST_PICKED_PORT) {
+    for (let pick = 0; pick < PORT_PICKS; pick += 1) {
+      const port =
+        LOWEST_PICKED_PORT + randomInt(rangeStart - LOWEST_PICKED_PORT);
+      if ((await listenOnce(port)) !== undefined) {
+        return port;
+      }
+    }
+  }
+  const chosen = await listenOnce(0);
+  if (chosen === undefined) {
+    throw new Error('no TCP port could be listened on at 127.0.0.1');
+  }
+  return chosen;
 }
 
 /** Whether something accepts TCP connections on `host`:`port` (127.0.0.1 unless given). */
