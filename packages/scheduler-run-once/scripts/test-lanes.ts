@@ -7,6 +7,8 @@
  *   (`--experimental-test-isolation=none`). Each of these files would otherwise pay about a
  *   second of CPU to load Node, the library and the Firestore client for a few seconds of tests,
  *   most of them waiting on leases and timers.
+ * - **deploy.sh**: the tests of `deploy.sh` ({@link DEPLOY_TESTS}), one after another in one
+ *   process, where they share the dry runs of the deploy harness.
  * - **isolated**: every other test file, a process each, {@link CONCURRENCY} at a time, the
  *   longest first ({@link LONGEST_FIRST}) so that no long file starts last and runs alone.
  *
@@ -27,7 +29,7 @@ import { spec } from 'node:test/reporters';
 const ROOT = path.resolve(import.meta.dirname, '..');
 
 /** Test files a process each may run at once (the isolated lane). */
-const CONCURRENCY = 4;
+const CONCURRENCY = 3;
 
 /** Processes the shared lane's files are dealt to, one file after another in each. */
 const SHARED_PROCESSES = 2;
