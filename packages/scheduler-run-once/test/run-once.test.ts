@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { AttemptAbortedError } from '../src/core/errors.ts';
-import { runOnce } from '../src/core/run-once.ts';
+import { type RunOnceOptions, runOnce } from '../src/core/run-once.ts';
 import {
   captureLogs,
   firestore,
@@ -17,6 +17,28 @@ import {
   storedRecord,
   until,
 } from './helpers.ts';
+
+/** The ledger {@link newLedger} gives. */
+type Ledger = ReturnType<typeof newLedger>['ledger'];
+
+/** Runs `run-1` with a job that keeps running until `thief` has claimed the run (a takeover). */
+function runUntilTakenOver(
+  ledger: Ledger,
+  thief: Ledger,
+  options: RunOnceOptions,
+): ReturnType<typeof runOnce> {
+  return runOnce(
+    ledger,
+    'run-1',
+    async () => {
+      await until(
+        async () => (await thief.claim('run-1')).state === 'claimed',
+        5_000,
+      );
+    },
+    options,
+  );
+}
 
 describe('runOnce', () => {
   it('runs 20 concurrent callers of one idempotency key once; the others see in_progress or duplicate', async () => {
@@ -120,18 +142,12 @@ describe('runOnce', () => {
     const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
     const { logger, lines } = captureLogs();
 
-    const result = await runOnce(
-      ledger,
-      'run-1',
-      async () => {
-        // Ignores its abort at maxRunMs; the heartbeat stops, the lease lapses, another attempt takes over.
-        await until(
-          async () => (await thief.claim('run-1')).state === 'claimed',
-          5_000,
-        );
-      },
-      { logger, maxRunMs: 50, abortWarningMs: 60_000 },
-    );
+    // The job ignores its abort at maxRunMs; the heartbeat stops, the lease lapses, the thief takes over.
+    const result = await runUntilTakenOver(ledger, thief, {
+      logger,
+      maxRunMs: 50,
+      abortWarningMs: 60_000,
+    });
 
     assert.equal(result.outcome, 'processed');
     assert.equal(
@@ -190,17 +206,10 @@ describe('runOnce', () => {
       return extend(claim);
     };
 
-    const result = await runOnce(
-      ledger,
-      'run-1',
-      async () => {
-        await until(
-          async () => (await thief.claim('run-1')).state === 'claimed',
-          5_000,
-        );
-      },
-      { logger, abortWarningMs: 60_000 },
-    );
+    const result = await runUntilTakenOver(ledger, thief, {
+      logger,
+      abortWarningMs: 60_000,
+    });
 
     assert.equal(
       result.outcome === 'processed' && result.leaseLoss,
