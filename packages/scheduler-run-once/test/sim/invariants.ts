@@ -34,6 +34,12 @@
  *    scope its executions ran as.
  * 22. A lost lease's logged cause is true (lease-loss-invariants.ts): failed extensions were
  *    logged, a stall had its instance paused, a timeout ran past JOB_TIMEOUT_SECONDS.
+ * 23. No job is aborted for a lost lease while nothing threatens the lease (lease-loss-invariants.ts):
+ *    its instance never paused, Firestore answering every call in time.
+ * 24. A job is told to stop (its signal aborted) once its stored lease ran out unrenewed, or as its
+ *    instance wakes from a pause (lease-loss-invariants.ts).
+ * 25. The heartbeat's cost: an attempt renews its lease no more than once a third of a lease (after
+ *    the widening of its claim's short lease), plus its notes (lease-loss-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -55,7 +61,12 @@ import {
   shortestGapMs,
 } from './cloud-scheduler.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
-import { leaseLossCausesTrue } from './lease-loss-invariants.ts';
+import {
+  heartbeatCostKept,
+  leaseKeptWhileHealthy,
+  leaseLossCausesTrue,
+  toldToStopAtLeaseEnd,
+} from './lease-loss-invariants.ts';
 import { isCalm } from './model.ts';
 import { recordsTellTheTruth } from './record-invariants.ts';
 import {
@@ -227,6 +238,12 @@ export function violations(
     ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
     // 22. A lost lease is reported with its true cause (lease-loss-invariants.ts).
     ...leaseLossCausesTrue(outcome),
+    // 23. No job is aborted for a lost lease while nothing threatens its lease.
+    ...leaseKeptWhileHealthy(outcome),
+    // 24. A job is told to stop once its stored lease ran out.
+    ...toldToStopAtLeaseEnd(outcome),
+    // 25. The heartbeat writes a lease no more often than a third of it.
+    ...heartbeatCostKept(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>
@@ -266,17 +283,50 @@ function noRunTwice(
           );
         } else if (
           (earlier.end === undefined || earlier.end > later.start) &&
-          earlier.result !== 'crashed' &&
-          !leaseLossLogged(earlier, outcome)
+          earlier.result !== 'crashed'
         ) {
-          found.push(
-            `run ${runId.slice(0, 12)} ran twice at once without a logged lease loss: ${describe(earlier)} and ${describe(later)}`,
-          );
+          found.push(...atOnce(runId, earlier, later, outcome));
         }
       }
     }
   }
   return found;
+}
+
+/**
+ * Invariant 1's second half, for two executions of one run that overlapped: the earlier one's lease
+ * loss was logged, and its job was told to stop (its signal aborted) no later than the later one
+ * started, unless its instance was paused then (a paused instance's timers wait with it). A lease
+ * lapses by the holder's own clock no later than by Firestore's, so an instance that runs learns of
+ * the lapse before any takeover can land (`AttemptScope.#lapsed`, src/core/run-once.ts).
+ */
+function atOnce(
+  runId: string,
+  earlier: Execution,
+  later: Execution,
+  outcome: SimOutcome,
+): string[] {
+  const pair = `${describe(earlier)} and ${describe(later)}`;
+  if (!leaseLossLogged(earlier, outcome)) {
+    return [
+      `run ${runId.slice(0, 12)} ran twice at once without a logged lease loss: ${pair}`,
+    ];
+  }
+  const toldInTime =
+    earlier.abortedAt !== undefined && earlier.abortedAt <= later.start;
+  const pausedThen = earlier.pauses.some(
+    (p) => p.from <= later.start && later.start <= p.until,
+  );
+  if (toldInTime || pausedThen) {
+    return [];
+  }
+  const told =
+    earlier.abortedAt === undefined
+      ? 'was never told to stop'
+      : `was told to stop only ${earlier.abortedAt - later.start} ms after`;
+  return [
+    `run ${runId.slice(0, 12)} ran twice at once: the first attempt ${told} the takeover started, its instance running: ${pair}`,
+  ];
 }
 
 /** Invariant 5: an on-time delivery and a backfill delivery each run as their slot. */

@@ -80,3 +80,154 @@ export function leaseLossCausesTrue(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Whether something in `outcome` could cost `e`'s attempt its lease: Firestore's faults, late
+ * answers or a hanging connection (slowAnswers), its instance paused while it ran, or a pause in its
+ * deployment within a lease before it started (between its claim and its start).
+ */
+function leaseAtRisk(e: Execution, outcome: SimOutcome): boolean {
+  const history = outcome.history as SimOutcome['history'] | undefined;
+  if (history === undefined || slowAnswers(outcome) || faulty(outcome)) {
+    return true;
+  }
+  if (e.pausedMs > 0) {
+    return true;
+  }
+  const end = e.end ?? outcome.finalMs;
+  return history.events.some((event) => {
+    if (event.type !== 'pause' || event.deployment !== e.deployment) {
+      return false;
+    }
+    const pausedFrom = outcome.startMs + event.at;
+    const pausedUntil = pausedFrom + event.ms;
+    return pausedFrom <= end && pausedUntil >= e.start - outcome.leaseMs;
+  });
+}
+
+/**
+ * Invariant 23, a lease kept while nothing threatens it: a job is told its lease is lost (its
+ * signal aborted with `lease_lost`) only when something could have cost it the lease
+ * ({@link leaseAtRisk}). Otherwise the heartbeat (docs/how-it-works.md, "Long jobs: the lease
+ * heartbeat") must keep the lease of a job of any length: a job aborted on a healthy instance with
+ * Firestore answering is a run lost to the product itself, retried or reported failed.
+ */
+export function leaseKeptWhileHealthy(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    if (e.abortReason !== 'lease_lost' || leaseAtRisk(e, outcome)) {
+      continue;
+    }
+    found.push(
+      `${e.instance}: attempt ${e.attemptId.slice(0, 8)} of ${e.jobId}@${new Date(e.scheduleTime).toISOString()} was aborted for a lost lease ${e.end === undefined ? '' : `after ${e.end - e.start} ms `}(lease ${outcome.leaseMs} ms), with its instance never paused and Firestore answering every call in time`,
+    );
+  }
+  return found;
+}
+
+/** Each attempt's landed lease writes; none in outcomes made by hand without them. */
+function landedLeases(outcome: SimOutcome): SimOutcome['leaseEnds'] {
+  const leaseEnds = outcome.leaseEnds as SimOutcome['leaseEnds'] | undefined;
+  return leaseEnds ?? new Map();
+}
+
+/**
+ * Slack for the holder's lapse timer against the stored lease's end, ms: the timer is armed from
+ * when the renewal was sent, before it landed, so it fires first; the slack covers the timer's
+ * own granularity.
+ */
+const LAPSE_SLACK_MS = 1_000;
+
+/**
+ * When `e`'s stored lease first ran out with no landed write of its attempt renewing it in time
+ * (the claim's short lease, then each extension's), ms; undefined when it never ran out while the
+ * job ran, or nothing of it landed (the emulator's writes are not seen).
+ */
+function storedLeaseRanOut(
+  e: Execution,
+  runningUntil: number,
+  outcome: SimOutcome,
+): number | undefined {
+  const writes = [...(landedLeases(outcome).get(e.attemptId) ?? [])].sort(
+    (a, b) => a.landedAt - b.landedAt,
+  );
+  const [first, ...rest] = writes;
+  if (first === undefined) {
+    return undefined;
+  }
+  let expires = first.expires;
+  for (const write of rest) {
+    if (write.landedAt > expires || expires >= runningUntil) {
+      break;
+    }
+    expires = Math.max(expires, write.expires);
+  }
+  return expires < runningUntil ? expires : undefined;
+}
+
+/**
+ * Invariant 24, a job told to stop when its lease ends: once the stored lease of a running job's
+ * attempt ran out (no write of its attempt renewed it in time), the job's signal is aborted within
+ * {@link LAPSE_SLACK_MS}, or as soon as its instance wakes if it was paused then. From that moment
+ * another delivery may take the run over (docs/how-it-works.md, "Long jobs: the lease
+ * heartbeat"): a job that goes on past its lease runs beside the takeover.
+ */
+export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    if (e.result === 'crashed') {
+      continue;
+    }
+    const runningUntil = e.abortedAt ?? e.end ?? outcome.finalMs;
+    const ranOut = storedLeaseRanOut(e, runningUntil, outcome);
+    if (ranOut === undefined) {
+      continue;
+    }
+    const wokeAt = Math.max(
+      ranOut,
+      ...e.pauses
+        .filter((p) => p.from <= ranOut + LAPSE_SLACK_MS)
+        .map((p) => p.until),
+    );
+    if (runningUntil <= wokeAt + LAPSE_SLACK_MS) {
+      continue;
+    }
+    found.push(
+      `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) ran ${runningUntil - ranOut} ms past its stored lease's end at ${new Date(ranOut).toISOString()} before it was told to stop`,
+    );
+  }
+  return found;
+}
+
+/** Whether Firestore's calls fail now and then in `outcome` (a fault rate). */
+function faulty(outcome: SimOutcome): boolean {
+  const history = outcome.history as SimOutcome['history'] | undefined;
+  return history === undefined || history.faultRate > 0;
+}
+
+/**
+ * Invariant 25, the heartbeat's cost: an attempt writes its claim, one extension that widens the
+ * claim's short lease, then one extension a third of a lease while its job runs (and one beat in
+ * flight as it stops), and a renewal per note (docs/performance.md: a processed run of a short job
+ * costs the claim and the completion). Counted by its landed writes that leave it holding the run;
+ * where Firestore's answers fail or come late, each may land twice (the client sends it again).
+ */
+export function heartbeatCostKept(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const beatMs = outcome.leaseMs / 3;
+  for (const e of outcome.executions) {
+    const writes = landedLeases(outcome).get(e.attemptId)?.length ?? 0;
+    const ranMs = (e.end ?? outcome.finalMs) - e.start;
+    const notes = e.noted === true || e.noteRefused !== undefined ? 1 : 0;
+    const renewals = 1 + notes + Math.ceil(ranMs / beatMs) + 1;
+    // The Firestore client sends a write again when its answer failed or came late: it may land twice.
+    const resent = slowAnswers(outcome) || faulty(outcome) ? renewals : 0;
+    const allowed = 1 + renewals + resent;
+    if (writes > allowed) {
+      found.push(
+        `${e.instance}: attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) wrote its lease ${writes} times in ${ranMs} ms of work, more than the ${allowed} its heartbeat needs (lease ${outcome.leaseMs} ms)`,
+      );
+    }
+  }
+  return found;
+}

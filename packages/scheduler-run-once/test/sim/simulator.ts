@@ -142,6 +142,15 @@ export interface Execution {
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
   pausedMs: number;
+  /**
+   * Why its job's signal was aborted when the job stopped on it (`AttemptAbortedError.reason`:
+   * `lease_lost`, `shutdown`, `job_timeout`); absent when the job was not aborted.
+   */
+  abortReason?: string;
+  /** When its job's signal was aborted, ms, whether or not the job stopped on it. */
+  abortedAt?: number;
+  /** Its instance's pauses while it ran: from when until when, ms. */
+  pauses: { from: number; until: number }[];
   /** What its job's context said as it started (invariant 21, record-invariants.ts). */
   context?: SeenContext;
 }
@@ -911,6 +920,9 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     } catch (err) {
       exec.end = time.now;
       exec.result = 'threw';
+      if (ctx.signal.aborted) {
+        exec.abortReason = abortReasonOf(ctx.signal.reason);
+      }
       throw err;
     } finally {
       instance?.running.delete(exec);
@@ -922,6 +934,15 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     }
     exec.result = 'returned';
   };
+}
+
+/** The `reason` of an abort signal's `AttemptAbortedError`, or `unknown`. */
+function abortReasonOf(reason: unknown): string {
+  const named =
+    typeof reason === 'object' && reason !== null && 'reason' in reason
+      ? reason.reason
+      : undefined;
+  return typeof named === 'string' ? named : 'unknown';
 }
 
 /** Records an execution of `spec` starting now, and names its attempt on its request. */
@@ -949,9 +970,18 @@ function startExecution(
     end: undefined,
     result: 'running',
     pausedMs: 0,
+    pauses: [],
     context: seenContext(ctx),
   };
   world.executions.push(exec);
+  const noteAbort = () => {
+    exec.abortedAt = time.now;
+  };
+  if (ctx.signal.aborted) {
+    noteAbort();
+  } else {
+    ctx.signal.addEventListener('abort', noteAbort, { once: true });
+  }
   if (context !== undefined) {
     context.attempt.id = ctx.attemptId;
     context.attempt.runId = ctx.runId;
@@ -1746,6 +1776,7 @@ function applyToInstance(
       );
       for (const exec of instance.running) {
         exec.pausedMs += event.ms;
+        exec.pauses.push({ from: time.now, until: time.now + event.ms });
       }
       return;
     case 'step':

@@ -23,6 +23,7 @@ const execution = (fields: Partial<Execution>): Execution => ({
   end: 70_000,
   result: 'returned',
   pausedMs: 0,
+  pauses: [],
   ...fields,
 });
 

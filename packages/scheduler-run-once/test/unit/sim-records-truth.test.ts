@@ -43,6 +43,7 @@ const execution = (fields: Partial<Execution>): Execution => ({
   end: SLOT + 2_000,
   result: 'returned',
   pausedMs: 0,
+  pauses: [],
   context: {
     jobName: 'job-0',
     firstClaimedAt: SLOT + 50,

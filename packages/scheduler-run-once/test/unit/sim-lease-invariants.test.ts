@@ -1,0 +1,254 @@
+/**
+ * The simulator's lease invariants (`test/sim/invariants.ts` 1's second half,
+ * `test/sim/lease-loss-invariants.ts` 23 to 25) on hand-built outcomes: a job told to stop in
+ * time, a lease kept while healthy, the heartbeat's cost. No simulation, no Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { violations } from '../sim/invariants.ts';
+import {
+  heartbeatCostKept,
+  leaseKeptWhileHealthy,
+  toldToStopAtLeaseEnd,
+} from '../sim/lease-loss-invariants.ts';
+import type { History } from '../sim/model.ts';
+import type { Execution, LeaseEnd, SimOutcome } from '../sim/simulator.ts';
+
+const LEASE_MS = 30_000;
+
+const execution = (fields: Partial<Execution>): Execution => ({
+  deployment: 0,
+  revision: 0,
+  scope: '',
+  jobId: 'job-0',
+  scheduleTime: 60_000,
+  kind: 'slot',
+  runId: 'run-0',
+  attemptId: 'attempt-1',
+  instance: 'd0-i0-r0',
+  source: 'scheduler',
+  triggerId: undefined,
+  start: 60_000,
+  end: 70_000,
+  result: 'returned',
+  pausedMs: 0,
+  pauses: [],
+  ...fields,
+});
+
+/** A history without faults or events, unless `fields` add some. */
+const history = (fields: Partial<History> = {}): History =>
+  ({
+    seed: 1,
+    leaseSeconds: LEASE_MS / 1000,
+    jobs: [],
+    scopes: [''],
+    instances: 1,
+    spanMs: 600_000,
+    duplicates: 0,
+    dropAnswers: 0,
+    latency: [1, 5],
+    faultRate: 0,
+    lateAnswers: 0,
+    clockOffsetMs: 0,
+    events: [],
+    ...fields,
+  }) as History;
+
+const outcome = (
+  executions: Execution[],
+  fields: {
+    history?: History;
+    leaseEnds?: Map<string, LeaseEnd[]>;
+    logs?: SimOutcome['logs'];
+  } = {},
+): SimOutcome =>
+  ({
+    history: fields.history ?? history(),
+    emulator: true,
+    startMs: 0,
+    stopMs: 600_000,
+    finalMs: 900_000,
+    executions,
+    logs: fields.logs ?? [],
+    answers: [],
+    deliveries: [],
+    operatorPauses: [],
+    foreignWrites: [],
+    schedulerAttempts: [],
+    firestoreTimeoutMs: 10_000,
+    deployments: [],
+    records: new Map(),
+    createTimes: new Map(),
+    errors: [],
+    leaseMs: LEASE_MS,
+    leaseEnds: fields.leaseEnds ?? new Map(),
+    gaps: {},
+  }) as unknown as SimOutcome;
+
+/** The lease writes of an attempt that landed at `times` (ms), each for a whole lease. */
+const leases = (attemptId: string, times: number[]) =>
+  new Map([
+    [attemptId, times.map((at) => ({ landedAt: at, expires: at + LEASE_MS }))],
+  ]);
+
+describe('invariant 23: no job aborted for a lost lease while nothing threatens it', () => {
+  it('finds a job aborted for its lease on a healthy instance, Firestore answering', () => {
+    const aborted = execution({ result: 'threw', abortReason: 'lease_lost' });
+
+    assert.match(
+      leaseKeptWhileHealthy(outcome([aborted])).join('\n'),
+      /aborted for a lost lease/,
+    );
+  });
+
+  it('accepts it when its instance was paused, or Firestore answered late', () => {
+    const paused = execution({
+      result: 'threw',
+      abortReason: 'lease_lost',
+      pausedMs: 40_000,
+    });
+    const slow = execution({ result: 'threw', abortReason: 'lease_lost' });
+
+    assert.deepEqual(leaseKeptWhileHealthy(outcome([paused])), []);
+    assert.deepEqual(
+      leaseKeptWhileHealthy(
+        outcome([slow], { history: history({ lateAnswers: 0.05 }) }),
+      ),
+      [],
+    );
+  });
+
+  it('ignores an abort for a shutdown', () => {
+    const stopped = execution({ result: 'threw', abortReason: 'shutdown' });
+
+    assert.deepEqual(leaseKeptWhileHealthy(outcome([stopped])), []);
+  });
+});
+
+describe('invariant 24: a job told to stop once its stored lease ran out', () => {
+  it('finds a job that ran on past the end of a lease nothing renewed', () => {
+    const job = execution({ start: 0, end: 50_000 });
+
+    assert.match(
+      toldToStopAtLeaseEnd(
+        outcome([job], { leaseEnds: leases('attempt-1', [0]) }),
+      ).join('\n'),
+      /ran 20000 ms past its stored lease's end/,
+    );
+  });
+
+  it('accepts a job renewed in time, or told to stop as the lease ended', () => {
+    const renewed = execution({ start: 0, end: 50_000 });
+    const told = execution({
+      start: 0,
+      end: 30_500,
+      result: 'threw',
+      abortedAt: 30_000,
+    });
+
+    assert.deepEqual(
+      toldToStopAtLeaseEnd(
+        outcome([renewed], {
+          leaseEnds: leases('attempt-1', [0, 10_000, 20_000, 30_000]),
+        }),
+      ),
+      [],
+    );
+    assert.deepEqual(
+      toldToStopAtLeaseEnd(
+        outcome([told], { leaseEnds: leases('attempt-1', [0]) }),
+      ),
+      [],
+    );
+  });
+
+  it('gives a paused instance until it wakes', () => {
+    const paused = execution({
+      start: 0,
+      end: 70_000,
+      abortedAt: 60_000,
+      result: 'threw',
+      pauses: [{ from: 20_000, until: 60_000 }],
+    });
+
+    assert.deepEqual(
+      toldToStopAtLeaseEnd(
+        outcome([paused], { leaseEnds: leases('attempt-1', [0]) }),
+      ),
+      [],
+    );
+  });
+});
+
+describe('invariant 25: the heartbeat writes a lease no more often than a third of it', () => {
+  it('finds an attempt that renewed every second', () => {
+    const times = Array.from({ length: 40 }, (_, i) => i * 1_000);
+    const job = execution({ start: 0, end: 40_000 });
+
+    assert.match(
+      heartbeatCostKept(
+        outcome([job], { leaseEnds: leases('attempt-1', times) }),
+      ).join('\n'),
+      /wrote its lease 40 times in 40000 ms/,
+    );
+  });
+
+  it('accepts a claim, its widening and a beat a third of a lease', () => {
+    const job = execution({ start: 0, end: 40_000 });
+
+    assert.deepEqual(
+      heartbeatCostKept(
+        outcome([job], {
+          leaseEnds: leases('attempt-1', [0, 2_000, 12_000, 22_000, 32_000]),
+        }),
+      ),
+      [],
+    );
+  });
+});
+
+describe('invariant 1: two executions of a run at once', () => {
+  const lost = (at: number) => ({
+    at,
+    instance: 'd0-i0-r0',
+    level: 40,
+    message: 'lease lapsed: no extension was confirmed within the lease',
+    fields: { attemptId: 'attempt-1' },
+  });
+  const earlier = (fields: Partial<Execution>) =>
+    execution({
+      start: 0,
+      end: 60_000,
+      result: 'threw',
+      pausedMs: 40_000,
+      ...fields,
+    });
+  const later = execution({ attemptId: 'attempt-2', start: 45_000 });
+
+  it('is a double run when the first job was told to stop only after the takeover started', () => {
+    const first = earlier({ abortedAt: 55_000 });
+
+    assert.match(
+      violations(
+        outcome([first, later], { logs: [lost(55_000)] as never }),
+      ).join('\n'),
+      /told to stop only 10000 ms after the takeover started/,
+    );
+  });
+
+  it('is excused when the first job was told before, or its instance was paused then', () => {
+    const told = earlier({ abortedAt: 40_000 });
+    const paused = earlier({
+      abortedAt: 55_000,
+      pauses: [{ from: 10_000, until: 50_000 }],
+    });
+
+    for (const first of [told, paused]) {
+      assert.deepEqual(
+        violations(outcome([first, later], { logs: [lost(40_000)] as never })),
+        [],
+      );
+    }
+  });
+});
