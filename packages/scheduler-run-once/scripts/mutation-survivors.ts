@@ -10,11 +10,16 @@
  *   score once the second run (the suite over the first's survivors) has had its go; then every
  *   mutant that survived both. Exit 2 when a report is missing or unreadable.
  *
+ * - `node scripts/mutation-survivors.ts reach REPORT COVERAGE_DIR`: the survivors of REPORT split by
+ *   whether the simulator's histories reach their code, from V8's coverage of one unmutated run
+ *   (`scripts/mutation-reach.ts`), per file, then each survivor with `reached` or `unreached`.
+ *
  * REPORT and FIRST default to `reports/mutation/simulator.json`, SECOND to
  * `reports/mutation/suite.json`.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { readCoverage, splitByReach } from './mutation-reach.ts';
 
 export const SIMULATOR_REPORT = 'reports/mutation/simulator.json';
 export const SUITE_REPORT = 'reports/mutation/suite.json';
@@ -140,11 +145,48 @@ export function scoreLines(
   return lines;
 }
 
+/** The lines of `reach`: per file, the survivors the histories reached and those they did not. */
+export function reachLines(
+  mutants: readonly Mutant[],
+  coverageDir: string,
+  root: string,
+): string[] {
+  const survivors = mutants.filter(isSurvivor);
+  const { reached, unreached } = splitByReach(
+    survivors,
+    readCoverage(coverageDir),
+    root,
+  );
+  const files = [...new Set(survivors.map((m) => m.file))].sort();
+  const count = (list: readonly Mutant[], file: string) =>
+    list.filter((m) => m.file === file).length;
+  return [
+    'file | survivors | reached | not reached',
+    ...files.map(
+      (file) =>
+        `${file} | ${count(survivors, file)} | ${count(reached, file)} | ${count(unreached, file)}`,
+    ),
+    `all | ${survivors.length} | ${reached.length} | ${unreached.length}`,
+    '',
+    ...reached.map((m) => `reached ${describe(m)}`),
+    ...unreached.map((m) => `unreached ${describe(m)}`),
+  ];
+}
+
 function main(argv: string[]): number {
   const [command, first = SIMULATOR_REPORT, second] = argv;
   try {
     if (command === 'ranges') {
       console.log(survivorRanges(first).join('\n'));
+      return 0;
+    }
+    if (command === 'reach') {
+      if (second === undefined) {
+        throw new Error(
+          'reach needs a coverage directory: NODE_V8_COVERAGE=DIR node test/sim/cli.ts …',
+        );
+      }
+      console.log(reachLines(readMutants(first), second, '.').join('\n'));
       return 0;
     }
     if (command === 'score') {
@@ -160,7 +202,7 @@ function main(argv: string[]): number {
     return 2;
   }
   console.error(
-    'usage: node scripts/mutation-survivors.ts ranges [REPORT] | score [FIRST] [SECOND]',
+    'usage: node scripts/mutation-survivors.ts ranges [REPORT] | score [FIRST] [SECOND] | reach REPORT COVERAGE_DIR',
   );
   return 2;
 }

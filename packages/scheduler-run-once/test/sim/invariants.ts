@@ -27,8 +27,9 @@
  *    it; and no slot is skipped or waits behind another version's lock holder that has no readable
  *    record, beyond the claim window.
  * 14. A slot's run starts no earlier than its job's forced-run tolerance before the slot.
- * 15. A valid note is refused only for a lost lease or Firestore's failure; a completed run's
- *    record holds its completing attempt's note.
+ * 15. A valid note is refused only for a lost lease or Firestore's failure, an invalid one always
+ *    (a job's second note, test/sim/note-cases.ts); a completed run's record holds its completing
+ *    attempt's valid notes as noted, and no invalid one.
  * 21. Every run record says what happened to its run (record-invariants.ts): a completion its
  *    attempt earned, a failure with its error, a report with its reporter, the job, slot, kind and
  *    scope its executions ran as.
@@ -1614,6 +1615,79 @@ const NOTE_REFUSALS = new Set([
 ]);
 
 /**
+ * Invariant 15 for a job's second note (`NOTE_CASES`, test/sim/note-cases.ts): a note the documentation allows is
+ * refused only as a valid one may be; one it refuses is refused with a `RunOnceError` before any
+ * write, and never answered.
+ */
+function caseNoteJudged(e: Execution): string[] {
+  const tried = e.caseNote;
+  if (tried === undefined) {
+    return [];
+  }
+  const { note } = tried;
+  if (note.valid) {
+    return tried.refused === undefined || NOTE_REFUSALS.has(tried.refused)
+      ? []
+      : [
+          `${describe(e)} had its valid note (${note.label}) refused (${tried.refused})`,
+        ];
+  }
+  if (tried.answered === true) {
+    return [`${describe(e)} had its invalid note (${note.label}) accepted`];
+  }
+  return tried.refused === 'RunOnceError'
+    ? []
+    : [
+        `${describe(e)} had its invalid note (${note.label}) refused with ${tried.refused}, not a RunOnceError`,
+      ];
+}
+
+/** A value as JSON with its object keys sorted: what the record should hold of a note. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    typeof v === 'object' && v !== null && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)),
+        )
+      : v,
+  );
+}
+
+/**
+ * A completed run's record holds its completer's answered valid case note as noted, and no invalid
+ * case note (their names are the invalid cases' own).
+ */
+function caseNoteStored(
+  runId: string,
+  record: Readonly<Record<string, unknown>>,
+  completer: Execution,
+): string[] {
+  const tried = completer.caseNote;
+  if (tried === undefined) {
+    return [];
+  }
+  const notes = (record.notes ?? {}) as Record<string, unknown>;
+  const held = Object.hasOwn(notes, tried.note.name);
+  if (!tried.note.valid) {
+    return held
+      ? [
+          `run ${runId.slice(0, 12)} holds the invalid note (${tried.note.label}) its job was refused`,
+        ]
+      : [];
+  }
+  if (tried.answered !== true) {
+    return [];
+  }
+  const stored = held ? canonical(notes[tried.note.name]) : 'nothing';
+  const noted = canonical(tried.note.value());
+  return stored === noted
+    ? []
+    : [
+        `run ${runId.slice(0, 12)} completed by ${describe(completer)} holds ${stored.slice(0, 60)} for its note (${tried.note.label}), not ${noted.slice(0, 60)}`,
+      ];
+}
+
+/**
  * Invariant 15: every simulated job notes {@link START_NOTE} as it starts (a valid note), so a
  * refusal other than {@link NOTE_REFUSALS} is a bug; and a run recorded completed by an attempt
  * whose note was answered holds that attempt's note (a note is fenced like every renewal: the
@@ -1629,8 +1703,14 @@ export function notesKept(outcome: SimOutcome): string[] {
       );
     }
   }
+  for (const e of outcome.executions) {
+    found.push(...caseNoteJudged(e));
+  }
   for (const [runId, record] of outcome.records) {
     const completer = byAttempt.get(String(record.attempt_id));
+    if (record.status === 'completed' && completer !== undefined) {
+      found.push(...caseNoteStored(runId, record, completer));
+    }
     if (record.status !== 'completed' || completer?.noted !== true) {
       continue;
     }

@@ -199,6 +199,17 @@ export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
   return found;
 }
 
+/** How many notes `e`'s job sent to Firestore: its start note, and a case note not refused first. */
+function notesSent(e: Execution): number {
+  const start = e.noted === true || e.noteRefused !== undefined ? 1 : 0;
+  const tried = e.caseNote;
+  const sent =
+    tried !== undefined &&
+    (tried.answered === true ||
+      (tried.refused !== undefined && tried.refused !== 'RunOnceError'));
+  return start + (sent ? 1 : 0);
+}
+
 /** Whether Firestore's calls fail now and then in `outcome` (a fault rate). */
 function faulty(outcome: SimOutcome): boolean {
   const history = outcome.history as SimOutcome['history'] | undefined;
@@ -218,7 +229,7 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
   for (const e of outcome.executions) {
     const writes = landedLeases(outcome).get(e.attemptId)?.length ?? 0;
     const ranMs = (e.end ?? outcome.finalMs) - e.start;
-    const notes = e.noted === true || e.noteRefused !== undefined ? 1 : 0;
+    const notes = notesSent(e);
     const renewals = 1 + notes + Math.ceil(ranMs / beatMs) + 1;
     // The Firestore client sends a write again when its answer failed or came late: it may land twice.
     const resent = slowAnswers(outcome) || faulty(outcome) ? renewals : 0;

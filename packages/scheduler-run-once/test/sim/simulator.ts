@@ -9,6 +9,7 @@
  * the seed and replay exactly. The jobs are simulated work that records each execution; the
  * invariants (`invariants.ts`) judge the history against those records.
  */
+
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import {
@@ -79,6 +80,7 @@ import {
   KNOWN_GAPS,
   type SimEvent,
 } from './model.ts';
+import { NOTE_CASES, type NoteCase } from './note-cases.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
@@ -138,6 +140,11 @@ export interface Execution {
   noted?: boolean;
   /** The error's name when its `ctx.note` was refused. */
   noteRefused?: string;
+  /**
+   * Its second note, one of {@link NOTE_CASES} (valid at a limit's edge, or just past it): the
+   * case, and whether it was answered or the name of the error that refused it.
+   */
+  caseNote?: { readonly note: NoteCase; answered?: boolean; refused?: string };
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -899,6 +906,32 @@ async function noteStart(
   }
 }
 
+/**
+ * The job's second note, a case of {@link NOTE_CASES} drawn by the simulator: a refused invalid
+ * note is what a careful job catches (its `RunOnceError`), and the job goes on; any other refusal
+ * ends the job as the start note's does.
+ */
+async function noteCase(
+  world: World,
+  ctx: Parameters<JobRun>[0],
+  exec: Execution,
+): Promise<void> {
+  const note = NOTE_CASES[
+    Math.floor(world.rng() * NOTE_CASES.length)
+  ] as NoteCase;
+  const tried: NonNullable<Execution['caseNote']> = { note };
+  exec.caseNote = tried;
+  try {
+    await ctx.note(note.name, note.value() as never);
+    tried.answered = true;
+  } catch (err) {
+    tried.refused = err instanceof Error ? err.name : String(err);
+    if (tried.refused !== 'RunOnceError') {
+      throw err;
+    }
+  }
+}
+
 /** The simulated work of `spec` in deployment `deployment`: it records each execution. */
 function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
   return async (ctx) => {
@@ -915,6 +948,7 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     try {
       if (spec.notes === true) {
         await noteStart(world, ctx, exec);
+        await noteCase(world, ctx, exec);
       }
       await work(ctx.signal, ms);
     } catch (err) {
