@@ -344,7 +344,7 @@ class AttemptScope {
         return;
       }
       this.#options.logger.warn(
-        { abortReason: reason },
+        { abortReason: reason, attemptId: this.#claim.attemptId },
         `the job is still running ${warningMs} ms after its signal was aborted (${reason}); it should stop and throw`,
       );
     }, warningMs).unref();

@@ -41,6 +41,10 @@
  *    instance wakes from a pause (lease-loss-invariants.ts).
  * 25. The heartbeat's cost: an attempt renews its lease no more than once a third of a lease (after
  *    the widening of its claim's short lease), plus its notes (lease-loss-invariants.ts).
+ * 26. JOB_TIMEOUT_SECONDS kept: a job is aborted for its timeout when it ran that long (later only by
+ *    its instance's pauses), never sooner (lease-loss-invariants.ts).
+ * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
+ *    not (lease-loss-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -64,8 +68,10 @@ import {
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import {
   heartbeatCostKept,
+  jobTimeoutsKept,
   leaseKeptWhileHealthy,
   leaseLossCausesTrue,
+  stillRunningWarned,
   toldToStopAtLeaseEnd,
 } from './lease-loss-invariants.ts';
 import { isCalm } from './model.ts';
@@ -245,6 +251,10 @@ export function violations(
     ...toldToStopAtLeaseEnd(outcome),
     // 25. The heartbeat writes a lease no more often than a third of it.
     ...heartbeatCostKept(outcome),
+    // 26. A job is aborted for JOB_TIMEOUT_SECONDS when it runs that long, never sooner.
+    ...jobTimeoutsKept(outcome),
+    // 27. A job still running 5 s after its signal aborted is warned of, once; one that stopped is not.
+    ...stillRunningWarned(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>
@@ -399,6 +409,14 @@ function guardedJobs(dep: SimOutcome['deployments'][number]): string[] {
   return [...guarded].filter((jobId) => !everAllow.has(jobId));
 }
 
+/**
+ * A stubborn job (it ignores its signal) that was told to stop no later than `at`: what runs beside
+ * it from then on is the documented limit of a job that does not stop (docs/jobs.md).
+ */
+function ignoredItsStop(e: Execution, at: number): boolean {
+  return e.stubborn === true && e.abortedAt !== undefined && e.abortedAt <= at;
+}
+
 /** Each pair of `runs` (a guarded job's, by start) that overlapped without an excuse. */
 function overlapsOf(
   outcome: SimOutcome,
@@ -415,7 +433,7 @@ function overlapsOf(
       if (a.runId === b.runId) {
         continue; // judged by invariant 1
       }
-      if (leaseLostToEnvironment(a, outcome)) {
+      if (leaseLostToEnvironment(a, outcome) || ignoredItsStop(a, b.start)) {
         continue;
       }
       if (leaseLapsedWhileExtending(a, b.start, outcome)) {

@@ -1,21 +1,32 @@
 /**
+ * The invariants of an attempt's lease and signal (issue 40, mutation testing of
+ * src/core/run-once.ts).
+ *
  * Invariant 22, a lost lease told truly: the `leaseLoss` an attempt's completion or release logs
  * (`LEASE_LOSS_MESSAGES` in src/core/run-once.ts, answered to Scheduler and documented in
- * docs/operations.md) names a cause that happened, judged against the history: `extensions_failed`
- * only after the attempt logged a failed extension, `stalled` and `extension_unanswered` only when
- * its instance was paused while the job ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
- * JOB_TIMEOUT_SECONDS. `unknown` claims nothing. A wrong cause sends the operator after the wrong fault, and the invariants of a
- * double run (invariant 1) excuse a run by these causes.
+ * docs/operations.md), and the `lapseCause` of its lapse warning, name a cause that happened,
+ * judged against the history: `extensions_failed` only after the attempt logged a failed
+ * extension, `stalled` and `extension_unanswered` only when its instance was paused while the job
+ * ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
+ * JOB_TIMEOUT_SECONDS. `unknown` claims nothing. A wrong cause sends the operator after the wrong
+ * fault, and the invariants of a double run (invariant 1) excuse a run by these causes.
  *
- * Kept in its own file (issue 40, mutation testing of `run-once.ts`'s `#causeOfLoss`).
+ * Invariants 23 to 26 follow, each at its function.
  */
+import { jobTimeoutMs } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /**
- * JOB_TIMEOUT_SECONDS in every simulated deployment: the simulator leaves it at its documented
- * default of an hour (docs/configuration.md), longer than any simulated job.
+ * Slack for a timer of the product against the job's own start and end, ms: the attempt's timers
+ * start as its claim is answered, a moment before its job starts.
  */
-const SIM_JOB_TIMEOUT_MS = 3_600_000;
+const TIMER_SLACK_MS = 1_000;
+
+/** JOB_TIMEOUT_SECONDS of `outcome`'s deployments, ms (the default, an hour, when it sets none). */
+function timeoutOf(outcome: SimOutcome): number {
+  const history = outcome.history as SimOutcome['history'] | undefined;
+  return jobTimeoutMs(history ?? {});
+}
 
 /**
  * Whether Firestore could hold a renewal unanswered for a whole lease in `outcome`: answers that
@@ -38,7 +49,7 @@ function falseCause(
   outcome: SimOutcome,
 ): string | undefined {
   const { logs } = outcome;
-  const cause = line.fields.leaseLoss;
+  const cause = line.fields.leaseLoss ?? line.fields.lapseCause;
   if (cause === 'extensions_failed') {
     const failed = logs.some(
       (l) =>
@@ -55,7 +66,7 @@ function falseCause(
   }
   if (cause === 'job_timeout') {
     const ranMs = e === undefined ? 0 : (e.end ?? line.at) - e.start;
-    return ranMs >= SIM_JOB_TIMEOUT_MS
+    return ranMs >= timeoutOf(outcome) - TIMER_SLACK_MS
       ? undefined
       : `the job ran ${ranMs} ms, within JOB_TIMEOUT_SECONDS`;
   }
@@ -67,14 +78,15 @@ export function leaseLossCausesTrue(outcome: SimOutcome): string[] {
   const found: string[] = [];
   const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
   for (const line of outcome.logs) {
-    if (typeof line.fields.leaseLoss !== 'string') {
+    const cause = line.fields.leaseLoss ?? line.fields.lapseCause;
+    if (typeof cause !== 'string') {
       continue;
     }
     const e = byAttempt.get(String(line.fields.attemptId));
     const why = falseCause(line, e, outcome);
     if (why !== undefined) {
       found.push(
-        `${line.instance} logged a lease of run ${String(line.fields.runId ?? e?.runId).slice(0, 12)} lost to ${line.fields.leaseLoss} at ${new Date(line.at).toISOString()}, but ${why}`,
+        `${line.instance} logged a lease of run ${String(line.fields.runId ?? e?.runId).slice(0, 12)} lost to ${cause} at ${new Date(line.at).toISOString()}, but ${why}`,
       );
     }
   }
@@ -237,6 +249,93 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
     if (writes > allowed) {
       found.push(
         `${e.instance}: attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) wrote its lease ${writes} times in ${ranMs} ms of work, more than the ${allowed} its heartbeat needs (lease ${outcome.leaseMs} ms)`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * Invariant 26, JOB_TIMEOUT_SECONDS kept (docs/configuration.md): a job is aborted for its timeout
+ * (`job_timeout`) only once it ran that long, and a job still running then is told to stop by then,
+ * later only by its instance's pauses (a paused instance's timers wait with it).
+ */
+export function jobTimeoutsKept(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const timeoutMs = timeoutOf(outcome);
+  for (const e of outcome.executions) {
+    if (e.result === 'crashed') {
+      continue;
+    }
+    const job = `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()})`;
+    const abortedAfterMs =
+      e.abortedAt === undefined ? undefined : e.abortedAt - e.start;
+    if (
+      e.abortReason === 'job_timeout' &&
+      abortedAfterMs !== undefined &&
+      abortedAfterMs < timeoutMs - TIMER_SLACK_MS
+    ) {
+      found.push(
+        `${job} was aborted for its timeout after ${abortedAfterMs} ms, within JOB_TIMEOUT_SECONDS (${timeoutMs} ms)`,
+      );
+    }
+    const pausedMs = e.pauses.reduce((sum, p) => sum + p.until - p.from, 0);
+    const ranMs = (e.abortedAt ?? e.end ?? outcome.finalMs) - e.start;
+    if (ranMs > timeoutMs + pausedMs + TIMER_SLACK_MS) {
+      found.push(
+        `${job} ran ${ranMs} ms before it was told to stop, past JOB_TIMEOUT_SECONDS (${timeoutMs} ms)`,
+      );
+    }
+  }
+  return found;
+}
+
+/** How long after its signal aborts a job still running is warned about, ms (run-once.ts's default). */
+const STILL_RUNNING_WARNING_MS = 5_000;
+
+/**
+ * Invariant 27, the still-running warning (docs/jobs.md: a job should stop and throw when its
+ * signal aborts): a job still running {@link STILL_RUNNING_WARNING_MS} after its signal aborted is
+ * warned about once (naming its attempt), then or as its instance wakes; a job that stopped sooner is
+ * not. Judged with {@link TIMER_SLACK_MS} either side.
+ */
+export function stillRunningWarned(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    if (e.abortedAt === undefined || e.result === 'crashed') {
+      continue;
+    }
+    const abortedAt = e.abortedAt;
+    const warnings = outcome.logs.filter(
+      (l) =>
+        l.fields.attemptId === e.attemptId &&
+        l.at >= abortedAt &&
+        l.message.startsWith('the job is still running'),
+    );
+    const pausedMs = e.pauses
+      .filter((p) => p.until >= abortedAt)
+      .reduce((sum, p) => sum + p.until - Math.max(p.from, abortedAt), 0);
+    const ranOnMs = (e.end ?? outcome.finalMs) - abortedAt;
+    const job = `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()})`;
+    if (
+      ranOnMs > STILL_RUNNING_WARNING_MS + pausedMs + TIMER_SLACK_MS &&
+      warnings.length === 0
+    ) {
+      found.push(
+        `${job} ran ${ranOnMs} ms after its signal aborted, and no still-running warning came`,
+      );
+    }
+    if (
+      ranOnMs < STILL_RUNNING_WARNING_MS - TIMER_SLACK_MS &&
+      warnings.length > 0
+    ) {
+      found.push(
+        `${job} stopped ${ranOnMs} ms after its signal aborted, yet was warned of as still running`,
+      );
+    }
+    if (warnings.length > 1) {
+      found.push(
+        `${job} was warned of as still running ${warnings.length} times`,
       );
     }
   }

@@ -269,6 +269,11 @@ export interface History {
    * never comes, and the instance's requests get no answer. Absent in older recorded histories: 0.
    */
   readonly crashAfterWrite?: number;
+  /**
+   * `JOB_TIMEOUT_SECONDS` of every deployment: jobs running longer are aborted (`job_timeout`).
+   * Absent in older recorded histories and in most new ones: the default, an hour.
+   */
+  readonly jobTimeoutSeconds?: number;
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
   readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
@@ -403,6 +408,10 @@ function baseArbitrary(emulator: boolean, small: boolean) {
     // A realistic deadline against latencies of at most 0.4 s: a late answer falls within one
     // slot (a minute), so a claim answered late can strand its slot's neighbours.
     firestoreTimeoutSeconds: fc.constantFrom(2, 5, 10),
+    // One history in four times its jobs out within their longest runs (0: the default, an hour).
+    jobTimeoutSeconds: emulator
+      ? fc.constant(0)
+      : fc.constantFrom(0, 0, 0, 45, 90),
     clockOffsetMs: fc.integer({ min: -600_000, max: 600_000 }),
     // One history in four is calm (CALM_HISTORY): there, every slot must run.
     calm: fc.constantFrom(false, false, false, true),
@@ -425,13 +434,14 @@ function historyOf(
   jobs: readonly JobSpec[],
   events: readonly SimEvent[],
 ): History {
-  const { jobCount: _, calm, audit, ...fields } = base;
+  const { jobCount: _, calm, audit, jobTimeoutSeconds, ...fields } = base;
   // The heartbeat learns a beat failed within a timeout, before the next beat (a third of
   // a lease): docs/configuration.md asks LEASE_SECONDS ≥ 3 × FIRESTORE_TIMEOUT_SECONDS.
   const shortestLease = 3 * fields.firestoreTimeoutSeconds;
   const rest = {
     ...fields,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
+    ...(jobTimeoutSeconds === 0 ? {} : { jobTimeoutSeconds }),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
     // each job's late-run mark, and a slot is late a grace after it could start.
     ...(audit
@@ -461,7 +471,15 @@ export function isCalm(h: History): boolean {
     h.dropAnswers === 0 &&
     (h.lateAnswers ?? 0) === 0 &&
     (h.crashAfterWrite ?? 0) === 0;
-  return quiet && h.jobs.every(isCalmJob);
+  const timeoutMs = jobTimeoutMs(h);
+  return (
+    quiet && h.jobs.every((job) => isCalmJob(job) && job.maxMs < timeoutMs)
+  );
+}
+
+/** `JOB_TIMEOUT_SECONDS` of `h`'s deployments, ms: an hour when it sets none (the default). */
+export function jobTimeoutMs(h: Pick<History, 'jobTimeoutSeconds'>): number {
+  return (h.jobTimeoutSeconds ?? 3600) * 1000;
 }
 
 /** The shortest gap between two slots of the simulated schedules, ms. */
@@ -477,7 +495,11 @@ function isCalmJob(job: JobSpec): boolean {
 function calmed(h: History): History {
   const jobs = h.jobs.map((job) => {
     const limitMs =
-      Math.min(job.attemptDeadlineSeconds * 1000, SHORTEST_GAP_MS) - 1_000;
+      Math.min(
+        job.attemptDeadlineSeconds * 1000,
+        SHORTEST_GAP_MS,
+        jobTimeoutMs(h),
+      ) - 1_000;
     const maxMs = Math.min(job.maxMs, limitMs);
     return { ...job, failRate: 0, maxMs, minMs: Math.min(job.minMs, maxMs) };
   });

@@ -150,10 +150,13 @@ export interface Execution {
   /** How long its instance was paused while it ran, ms. */
   pausedMs: number;
   /**
-   * Why its job's signal was aborted when the job stopped on it (`AttemptAbortedError.reason`:
-   * `lease_lost`, `shutdown`, `job_timeout`); absent when the job was not aborted.
+   * Why its job's signal was aborted (`AttemptAbortedError.reason`: `lease_lost`, `shutdown`,
+   * `job_timeout`); absent when it was not. Simulated jobs stop on their signal at once, but
+   * stubborn ones.
    */
   abortReason?: string;
+  /** Its job ignored its signal until its work was done ({@link STUBBORN_SHARE}). */
+  stubborn?: boolean;
   /** When its job's signal was aborted, ms, whether or not the job stopped on it. */
   abortedAt?: number;
   /** Its instance's pauses while it ran: from when until when, ms. */
@@ -865,6 +868,9 @@ function configOf(world: World, scope: string): Config {
     LEASE_SECONDS: String(world.history.leaseSeconds),
     RETENTION_SECONDS: String(RETENTION_SECONDS),
     FIRESTORE_TIMEOUT_SECONDS: String(world.firestoreTimeoutMs / 1000),
+    ...(world.history.jobTimeoutSeconds === undefined
+      ? {}
+      : { JOB_TIMEOUT_SECONDS: String(world.history.jobTimeoutSeconds) }),
     RUNS_COLLECTION: world.collection,
     MISSED_RUN_CHECK: world.db === undefined ? 'on' : 'off',
     ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
@@ -932,6 +938,14 @@ async function noteCase(
   }
 }
 
+/**
+ * The share of executions whose job ignores its signal until its work is done (then throws its
+ * reason): what the product's still-running warning, its timeout's stopped heartbeat and its
+ * fenced completion exist for (docs/jobs.md: a job should stop and throw when its signal aborts).
+ */
+const STUBBORN_SHARE = 1 / 8;
+const NEVER_ABORTED = new AbortController().signal;
+
 /** The simulated work of `spec` in deployment `deployment`: it records each execution. */
 function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
   return async (ctx) => {
@@ -945,18 +959,22 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     instance?.running.add(exec);
     const ms = world.between(spec.minMs, spec.maxMs);
     const fails = world.rng() < spec.failRate;
+    const stubborn = world.rng() < STUBBORN_SHARE;
+    if (stubborn) {
+      exec.stubborn = true;
+    }
     try {
       if (spec.notes === true) {
         await noteStart(world, ctx, exec);
         await noteCase(world, ctx, exec);
       }
-      await work(ctx.signal, ms);
+      await work(stubborn ? NEVER_ABORTED : ctx.signal, ms);
+      if (ctx.signal.aborted) {
+        throw ctx.signal.reason;
+      }
     } catch (err) {
       exec.end = time.now;
       exec.result = 'threw';
-      if (ctx.signal.aborted) {
-        exec.abortReason = abortReasonOf(ctx.signal.reason);
-      }
       throw err;
     } finally {
       instance?.running.delete(exec);
@@ -1010,6 +1028,7 @@ function startExecution(
   world.executions.push(exec);
   const noteAbort = () => {
     exec.abortedAt = time.now;
+    exec.abortReason = abortReasonOf(ctx.signal.reason);
   };
   if (ctx.signal.aborted) {
     noteAbort();

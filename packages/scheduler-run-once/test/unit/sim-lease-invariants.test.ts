@@ -8,7 +8,9 @@ import { describe, it } from 'node:test';
 import { violations } from '../sim/invariants.ts';
 import {
   heartbeatCostKept,
+  jobTimeoutsKept,
   leaseKeptWhileHealthy,
+  stillRunningWarned,
   toldToStopAtLeaseEnd,
 } from '../sim/lease-loss-invariants.ts';
 import type { History } from '../sim/model.ts';
@@ -208,6 +210,88 @@ describe('invariant 25: the heartbeat writes a lease no more often than a third 
   });
 });
 
+describe('invariant 26: JOB_TIMEOUT_SECONDS kept', () => {
+  const timedOut = history({ jobTimeoutSeconds: 45 });
+
+  it('finds a job aborted for its timeout too soon, or not aborted at it', () => {
+    const early = execution({
+      start: 0,
+      end: 20_000,
+      abortedAt: 20_000,
+      abortReason: 'job_timeout',
+      result: 'threw',
+    });
+    const late = execution({ start: 0, end: 80_000 });
+
+    assert.match(
+      jobTimeoutsKept(outcome([early], { history: timedOut })).join('\n'),
+      /aborted for its timeout after 20000 ms/,
+    );
+    assert.match(
+      jobTimeoutsKept(outcome([late], { history: timedOut })).join('\n'),
+      /ran 80000 ms before it was told to stop/,
+    );
+  });
+
+  it('accepts a job aborted at its timeout, and the default hour', () => {
+    const atTimeout = execution({
+      start: 0,
+      end: 45_000,
+      abortedAt: 45_000,
+      abortReason: 'job_timeout',
+      result: 'threw',
+    });
+    const long = execution({ start: 0, end: 80_000 });
+
+    assert.deepEqual(
+      jobTimeoutsKept(outcome([atTimeout], { history: timedOut })),
+      [],
+    );
+    assert.deepEqual(jobTimeoutsKept(outcome([long])), []);
+  });
+});
+
+describe('invariant 27: the still-running warning', () => {
+  const warning = (at: number) => ({
+    at,
+    instance: 'd0-i0-r0',
+    level: 'warn',
+    message: 'the job is still running 5000 ms after its signal was aborted',
+    fields: { attemptId: 'attempt-1' },
+  });
+  const aborted = (end: number) =>
+    execution({
+      start: 0,
+      abortedAt: 10_000,
+      end,
+      result: 'threw',
+      stubborn: true,
+    });
+
+  it('finds a job that ran on unwarned, or one warned though it stopped', () => {
+    assert.match(
+      stillRunningWarned(outcome([aborted(30_000)])).join('\n'),
+      /no still-running warning came/,
+    );
+    assert.match(
+      stillRunningWarned(
+        outcome([aborted(10_000)], { logs: [warning(15_000)] as never }),
+      ).join('\n'),
+      /yet was warned of as still running/,
+    );
+  });
+
+  it('accepts one warning for a job that ran on, none for one that stopped', () => {
+    assert.deepEqual(
+      stillRunningWarned(
+        outcome([aborted(30_000)], { logs: [warning(15_000)] as never }),
+      ),
+      [],
+    );
+    assert.deepEqual(stillRunningWarned(outcome([aborted(10_000)])), []);
+  });
+});
+
 describe('invariant 1: two executions of a run at once', () => {
   const lost = (at: number) => ({
     at,
@@ -244,9 +328,18 @@ describe('invariant 1: two executions of a run at once', () => {
       pauses: [{ from: 10_000, until: 50_000 }],
     });
 
+    // Still running 5 s after it was told, the first job is warned of (invariant 27).
+    const stillRunning = {
+      ...lost(0),
+      message: 'the job is still running 5000 ms after its signal was aborted',
+    };
     for (const first of [told, paused]) {
+      const logs = [
+        lost(40_000),
+        { ...stillRunning, at: (first.abortedAt ?? 0) + 5_000 },
+      ];
       assert.deepEqual(
-        violations(outcome([first, later], { logs: [lost(40_000)] as never })),
+        violations(outcome([first, later], { logs: logs as never })),
         [],
       );
     }
