@@ -393,6 +393,51 @@ describe('runOnce', () => {
 
     assert.deepEqual(asked, ['the export failed (releases so far: 0)']);
   });
+  it('aborts no signal of a job that threw while its release is still being written: neither a SIGTERM nor its timeout', async () => {
+    const { ledger } = newLedger();
+    const { logger } = captureLogs();
+    let releaseAnswered: () => void = () => {};
+    let releases = 0;
+    const slowRelease = new Proxy(ledger, {
+      get(target, key) {
+        if (key === 'release') {
+          return async (...args: Parameters<Ledger['release']>) => {
+            releases++;
+            await new Promise<void>((resolve) => {
+              releaseAnswered = resolve;
+            });
+            return target.release(...args);
+          };
+        }
+        const value = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const shutdown = new AbortController();
+    let seen: AbortSignal | undefined;
+
+    const result = runOnce(
+      slowRelease,
+      `run-${randomUUID()}`,
+      ({ signal }) => {
+        seen = signal;
+        throw new Error('the export failed');
+      },
+      { logger, maxRunMs: 300, shutdown: shutdown.signal },
+    );
+    await until(() => releases === 1);
+    shutdown.abort();
+    await sleep(500);
+    releaseAnswered();
+
+    assert.equal((await result).outcome, 'failed');
+    assert.equal(
+      seen?.aborted,
+      false,
+      'the signal of a job that had ended stays quiet',
+    );
+  });
+
   it('widens a claim learnt late (its own landed write found by a read) before the claim’s short lease lapses', async () => {
     // Firestore answers slowly, each call under the timeout: the takeover lands, but its answer comes
     // late as the client's retry's "precondition failed"; the next round's create and read are slow

@@ -175,14 +175,18 @@ export async function runOnce(
     options,
     claimStartedAt,
   );
+  let failure: { thrown: unknown } | undefined;
   try {
     await work(scope.attempt);
   } catch (thrown) {
-    return await scope.failed(thrown);
-  } finally {
-    scope.settle();
+    failure = { thrown };
   }
-  return scope.completed();
+  // Settled before the release or completion is written: a timeout, SIGTERM or lapse meanwhile
+  // must not abort the signal of a job that already ended.
+  scope.settle();
+  return failure === undefined
+    ? scope.completed()
+    : scope.failed(failure.thrown);
 }
 
 /** Beats per lease: at a third, two beats in a row can fail before the lease lapses. */

@@ -45,6 +45,7 @@
  *    its instance's pauses), never sooner (lease-loss-invariants.ts).
  * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
  *    not (lease-loss-invariants.ts).
+ * 28. No job's signal aborts after the job returned or threw (lease-loss-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -71,6 +72,7 @@ import {
   jobTimeoutsKept,
   leaseKeptWhileHealthy,
   leaseLossCausesTrue,
+  noAbortAfterEnd,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
 } from './lease-loss-invariants.ts';
@@ -255,6 +257,8 @@ export function violations(
     ...jobTimeoutsKept(outcome),
     // 27. A job still running 5 s after its signal aborted is warned of, once; one that stopped is not.
     ...stillRunningWarned(outcome),
+    // 28. No job's signal aborts after the job ended.
+    ...noAbortAfterEnd(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>

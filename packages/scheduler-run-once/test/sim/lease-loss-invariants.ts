@@ -341,3 +341,23 @@ export function stillRunningWarned(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Invariant 28, a settled attempt stays quiet: a job's signal never aborts after the job returned
+ * or threw (`AttemptScope.settle`, src/core/run-once.ts). A job's clean-up on its signal must not
+ * run for a run already over, whatever comes later: its timeout, a SIGTERM, a lapse.
+ */
+export function noAbortAfterEnd(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    if (e.abortedAt === undefined || e.end === undefined) {
+      continue;
+    }
+    if (e.abortedAt > e.end) {
+      found.push(
+        `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) had its signal aborted (${e.abortReason}) ${e.abortedAt - e.end} ms after it ended`,
+      );
+    }
+  }
+  return found;
+}

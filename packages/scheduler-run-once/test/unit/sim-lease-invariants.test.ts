@@ -10,6 +10,7 @@ import {
   heartbeatCostKept,
   jobTimeoutsKept,
   leaseKeptWhileHealthy,
+  noAbortAfterEnd,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
 } from '../sim/lease-loss-invariants.ts';
@@ -289,6 +290,29 @@ describe('invariant 27: the still-running warning', () => {
       [],
     );
     assert.deepEqual(stillRunningWarned(outcome([aborted(10_000)])), []);
+  });
+});
+
+describe('invariant 28: no signal aborts after its job ended', () => {
+  it('finds a signal aborted after the job threw, and passes one aborted while it ran', () => {
+    const after = execution({
+      end: 70_000,
+      abortedAt: 88_000,
+      abortReason: 'shutdown',
+      result: 'threw',
+    });
+    const during = execution({
+      end: 70_000,
+      abortedAt: 70_000,
+      abortReason: 'shutdown',
+      result: 'threw',
+    });
+
+    assert.match(
+      noAbortAfterEnd(outcome([after])).join('\n'),
+      /aborted \(shutdown\) 18000 ms after it ended/,
+    );
+    assert.deepEqual(noAbortAfterEnd(outcome([during])), []);
   });
 });
 
