@@ -1741,8 +1741,9 @@ export function notesKept(outcome: SimOutcome): string[] {
       | undefined;
     const noted = notes?.[START_NOTE]?.attempt;
     if (noted !== completer.attemptId) {
+      const noter = byAttempt.get(String(noted));
       found.push(
-        `run ${runId.slice(0, 12)} completed by ${describe(completer)} holds the note of ${String(noted)}, not its completer's`,
+        `run ${runId.slice(0, 12)} completed by ${describe(completer)} holds the note of ${noter === undefined ? 'no attempt that ran' : describe(noter)}, not its completer's`,
       );
     }
   }

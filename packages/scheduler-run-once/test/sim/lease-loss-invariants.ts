@@ -29,6 +29,14 @@ function timeoutOf(outcome: SimOutcome): number {
 }
 
 /**
+ * An execution as a violation names it: its instance, job, slot and start. Never its attempt id, a
+ * random UUID: a replayed history must say the same words.
+ */
+function jobOf(e: Execution): string {
+  return `${e.instance}: the job ${e.jobId}@${new Date(e.scheduleTime).toISOString()} started at ${new Date(e.start).toISOString()}`;
+}
+
+/**
  * Whether Firestore could hold a renewal unanswered for a whole lease in `outcome`: answers that
  * come late, or a hanging connection. The product then tells a stall too (no extension failed, none
  * confirmed), although its instance ran: see docs/tests.md, "Mutation testing".
@@ -131,7 +139,7 @@ export function leaseKeptWhileHealthy(outcome: SimOutcome): string[] {
       continue;
     }
     found.push(
-      `${e.instance}: attempt ${e.attemptId.slice(0, 8)} of ${e.jobId}@${new Date(e.scheduleTime).toISOString()} was aborted for a lost lease ${e.end === undefined ? '' : `after ${e.end - e.start} ms `}(lease ${outcome.leaseMs} ms), with its instance never paused and Firestore answering every call in time`,
+      `${jobOf(e)} was aborted for a lost lease ${e.end === undefined ? '' : `after ${e.end - e.start} ms `}(lease ${outcome.leaseMs} ms), with its instance never paused and Firestore answering every call in time`,
     );
   }
   return found;
@@ -205,7 +213,7 @@ export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
       continue;
     }
     found.push(
-      `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) ran ${runningUntil - ranOut} ms past its stored lease's end at ${new Date(ranOut).toISOString()} before it was told to stop`,
+      `${jobOf(e)} ran ${runningUntil - ranOut} ms past its stored lease's end at ${new Date(ranOut).toISOString()} before it was told to stop`,
     );
   }
   return found;
@@ -248,7 +256,7 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
     const allowed = 1 + renewals + resent;
     if (writes > allowed) {
       found.push(
-        `${e.instance}: attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) wrote its lease ${writes} times in ${ranMs} ms of work, more than the ${allowed} its heartbeat needs (lease ${outcome.leaseMs} ms)`,
+        `${jobOf(e)} wrote its lease ${writes} times in ${ranMs} ms of work, more than the ${allowed} its heartbeat needs (lease ${outcome.leaseMs} ms)`,
       );
     }
   }
@@ -267,7 +275,7 @@ export function jobTimeoutsKept(outcome: SimOutcome): string[] {
     if (e.result === 'crashed') {
       continue;
     }
-    const job = `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()})`;
+    const job = jobOf(e);
     const abortedAfterMs =
       e.abortedAt === undefined ? undefined : e.abortedAt - e.start;
     if (
@@ -316,7 +324,7 @@ export function stillRunningWarned(outcome: SimOutcome): string[] {
       .filter((p) => p.until >= abortedAt)
       .reduce((sum, p) => sum + p.until - Math.max(p.from, abortedAt), 0);
     const ranOnMs = (e.end ?? outcome.finalMs) - abortedAt;
-    const job = `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()})`;
+    const job = jobOf(e);
     if (
       ranOnMs > STILL_RUNNING_WARNING_MS + pausedMs + TIMER_SLACK_MS &&
       warnings.length === 0
@@ -355,7 +363,7 @@ export function noAbortAfterEnd(outcome: SimOutcome): string[] {
     }
     if (e.abortedAt > e.end) {
       found.push(
-        `${e.instance}: the job of attempt ${e.attemptId.slice(0, 8)} (${e.jobId}@${new Date(e.scheduleTime).toISOString()}) had its signal aborted (${e.abortReason}) ${e.abortedAt - e.end} ms after it ended`,
+        `${jobOf(e)} had its signal aborted (${e.abortReason}) ${e.abortedAt - e.end} ms after it ended`,
       );
     }
   }

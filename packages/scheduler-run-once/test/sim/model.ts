@@ -274,6 +274,16 @@ export interface History {
    * Absent in older recorded histories and in most new ones: the default, an hour.
    */
   readonly jobTimeoutSeconds?: number;
+  /**
+   * One execution in eight ignores its signal until its work is done; absent in older recorded
+   * histories: none.
+   */
+  readonly stubbornJobs?: boolean;
+  /**
+   * Each noting job's second note, at the edge of `ctx.note`'s limits or past them
+   * (test/sim/note-cases.ts); absent in older recorded histories: none.
+   */
+  readonly caseNotes?: boolean;
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
   readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
@@ -440,6 +450,8 @@ function historyOf(
   const shortestLease = 3 * fields.firestoreTimeoutSeconds;
   const rest = {
     ...fields,
+    stubbornJobs: true,
+    caseNotes: true,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
     ...(jobTimeoutSeconds === 0 ? {} : { jobTimeoutSeconds }),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets

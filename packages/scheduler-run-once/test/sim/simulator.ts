@@ -362,6 +362,9 @@ const RETENTION_SECONDS = 7200;
 const LATER_CHECK_MS = 5 * 60_000;
 
 /** A seeded PRNG (mulberry32): the simulator's only randomness. */
+/** Mixed into a history's seed for {@link World.laterRng}. */
+const LATER_STREAM = 0x5eed_0040;
+
 export function random(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
@@ -457,6 +460,8 @@ interface World {
   readonly db: Firestore | undefined;
   readonly gaps: Gaps;
   readonly rng: () => number;
+  /** The PRNG of the behaviours a history opts into ({@link History.stubbornJobs}, `caseNotes`). */
+  readonly laterRng: () => number;
   /** A whole number from `lo` to `hi`, both included, from the seeded PRNG. */
   readonly between: (lo: number, hi: number) => number;
   readonly time: VirtualTime;
@@ -554,6 +559,9 @@ function newWorld(
   db: Firestore | undefined,
 ): World {
   const rng = random(history.seed);
+  // The draws of behaviours added later (stubborn jobs, case notes) come from a stream of their
+  // own: the histories recorded before them replay as they did.
+  const laterRng = random(history.seed ^ LATER_STREAM);
   // On the emulator, whose clock is real, the history happens half an hour ago: every slot is
   // in the past (within the retention) for the server, however fast virtual time runs.
   const time = new VirtualTime(
@@ -569,6 +577,7 @@ function newWorld(
     db,
     gaps: options.gaps ?? KNOWN_GAPS,
     rng,
+    laterRng,
     between: (lo: number, hi: number) => lo + Math.floor(rng() * (hi - lo + 1)),
     time,
     startMs,
@@ -923,7 +932,7 @@ async function noteCase(
   exec: Execution,
 ): Promise<void> {
   const note = NOTE_CASES[
-    Math.floor(world.rng() * NOTE_CASES.length)
+    Math.floor(world.laterRng() * NOTE_CASES.length)
   ] as NoteCase;
   const tried: NonNullable<Execution['caseNote']> = { note };
   exec.caseNote = tried;
@@ -959,14 +968,17 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     instance?.running.add(exec);
     const ms = world.between(spec.minMs, spec.maxMs);
     const fails = world.rng() < spec.failRate;
-    const stubborn = world.rng() < STUBBORN_SHARE;
+    const stubborn =
+      world.history.stubbornJobs === true && world.laterRng() < STUBBORN_SHARE;
     if (stubborn) {
       exec.stubborn = true;
     }
     try {
       if (spec.notes === true) {
         await noteStart(world, ctx, exec);
-        await noteCase(world, ctx, exec);
+        if (world.history.caseNotes === true) {
+          await noteCase(world, ctx, exec);
+        }
       }
       await work(stubborn ? NEVER_ABORTED : ctx.signal, ms);
       if (ctx.signal.aborted) {
