@@ -6,26 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { violations } from '../sim/invariants.ts';
 import type { Execution, SimOutcome } from '../sim/simulator.ts';
-
-const execution = (fields: Partial<Execution>): Execution => ({
-  deployment: 0,
-  revision: 0,
-  scope: '',
-  jobId: 'job-0',
-  scheduleTime: 60_000,
-  kind: 'slot',
-  runId: 'run-0',
-  attemptId: 'attempt-1',
-  instance: 'i-0',
-  source: 'scheduler',
-  triggerId: undefined,
-  start: 60_000,
-  end: 70_000,
-  result: 'returned',
-  pausedMs: 0,
-  pauses: [],
-  ...fields,
-});
+import { execution } from './sim-execution.ts';
 
 const outcome = (executions: Execution[]): SimOutcome =>
   ({

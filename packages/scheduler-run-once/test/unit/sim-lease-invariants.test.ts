@@ -16,28 +16,9 @@ import {
 } from '../sim/lease-loss-invariants.ts';
 import type { History } from '../sim/model.ts';
 import type { Execution, LeaseEnd, SimOutcome } from '../sim/simulator.ts';
+import { execution } from './sim-execution.ts';
 
 const LEASE_MS = 30_000;
-
-const execution = (fields: Partial<Execution>): Execution => ({
-  deployment: 0,
-  revision: 0,
-  scope: '',
-  jobId: 'job-0',
-  scheduleTime: 60_000,
-  kind: 'slot',
-  runId: 'run-0',
-  attemptId: 'attempt-1',
-  instance: 'd0-i0-r0',
-  source: 'scheduler',
-  triggerId: undefined,
-  start: 60_000,
-  end: 70_000,
-  result: 'returned',
-  pausedMs: 0,
-  pauses: [],
-  ...fields,
-});
 
 /** A history without faults or events, unless `fields` add some. */
 const history = (fields: Partial<History> = {}): History =>

@@ -8,29 +8,13 @@ import { describe, it } from 'node:test';
 import { notesKept } from '../sim/invariants.ts';
 import { NOTE_CASES, type NoteCase } from '../sim/note-cases.ts';
 import type { Execution, SimOutcome } from '../sim/simulator.ts';
+import { execution as executionOf } from './sim-execution.ts';
 
 const caseOf = (valid: boolean): NoteCase =>
   NOTE_CASES.find((c) => c.valid === valid) as NoteCase;
 
-const execution = (caseNote: Execution['caseNote']): Execution => ({
-  deployment: 0,
-  revision: 0,
-  scope: '',
-  jobId: 'job-0',
-  scheduleTime: 60_000,
-  kind: 'slot',
-  runId: 'run-0',
-  attemptId: 'attempt-1',
-  instance: 'd0-i0-r0',
-  source: 'scheduler',
-  triggerId: undefined,
-  start: 60_000,
-  end: 70_000,
-  result: 'returned',
-  pausedMs: 0,
-  pauses: [],
-  caseNote,
-});
+const execution = (caseNote: Execution['caseNote']): Execution =>
+  executionOf({ caseNote });
 
 const outcome = (
   e: Execution,
