@@ -77,6 +77,12 @@ import {
   toldToStopAtLeaseEnd,
 } from './lease-loss-invariants.ts';
 import { isCalm } from './model.ts';
+import {
+  caseRefusalUnnamed,
+  fillJudged,
+  fillStored,
+  NOTE_REFUSALS,
+} from './note-invariants.ts';
 import { recordsTellTheTruth } from './record-invariants.ts';
 import {
   type Answered,
@@ -1630,12 +1636,6 @@ export function noBlockBehindVanishedHolder(outcome: SimOutcome): string[] {
   return found;
 }
 
-/** Why a valid note may be refused: the lease was lost, or Firestore failed (`ctx.note`'s TSDoc). */
-const NOTE_REFUSALS = new Set([
-  'AttemptAbortedError',
-  'LedgerUnavailableError',
-]);
-
 /**
  * Invariant 15 for a job's second note (`NOTE_CASES`, test/sim/note-cases.ts): a note the documentation allows is
  * refused only as a valid one may be; one it refuses is refused with a `RunOnceError` before any
@@ -1726,12 +1726,19 @@ export function notesKept(outcome: SimOutcome): string[] {
     }
   }
   for (const e of outcome.executions) {
-    found.push(...caseNoteJudged(e));
+    found.push(
+      ...caseNoteJudged(e),
+      ...caseRefusalUnnamed(e),
+      ...fillJudged(e),
+    );
   }
   for (const [runId, record] of outcome.records) {
     const completer = byAttempt.get(String(record.attempt_id));
     if (record.status === 'completed' && completer !== undefined) {
-      found.push(...caseNoteStored(runId, record, completer));
+      found.push(
+        ...caseNoteStored(runId, record, completer),
+        ...fillStored(runId, record, completer),
+      );
     }
     if (record.status !== 'completed' || completer?.noted !== true) {
       continue;

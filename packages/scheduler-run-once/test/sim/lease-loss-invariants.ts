@@ -219,7 +219,10 @@ export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
   return found;
 }
 
-/** How many notes `e`'s job sent to Firestore: its start note, and a case note not refused first. */
+/**
+ * How many notes `e`'s job sent to Firestore: its start note, a case note not refused first, and
+ * the notes of a fill answered or refused by Firestore (not by the bound's `RunOnceError`).
+ */
 function notesSent(e: Execution): number {
   const start = e.noted === true || e.noteRefused !== undefined ? 1 : 0;
   const tried = e.caseNote;
@@ -227,7 +230,15 @@ function notesSent(e: Execution): number {
     tried !== undefined &&
     (tried.answered === true ||
       (tried.refused !== undefined && tried.refused !== 'RunOnceError'));
-  return start + (sent ? 1 : 0);
+  const fill = e.noteFill;
+  const fillSent =
+    fill === undefined
+      ? 0
+      : fill.answered +
+        (fill.refused !== undefined && fill.refused.name !== 'RunOnceError'
+          ? 1
+          : 0);
+  return start + (sent ? 1 : 0) + fillSent;
 }
 
 /** Whether Firestore's calls fail now and then in `outcome` (a fault rate). */

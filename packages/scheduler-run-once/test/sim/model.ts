@@ -284,6 +284,12 @@ export interface History {
    * (test/sim/note-cases.ts); absent in older recorded histories: none.
    */
   readonly caseNotes?: boolean;
+  /**
+   * One in twenty first executions of a noting job fills its run's notes to a bound and one past it
+   * (`NOTE_FILLS`, test/sim/note-cases.ts) instead of its second note; absent in older recorded
+   * histories: none.
+   */
+  readonly noteFills?: boolean;
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment; absent in older recorded histories: 10. */
   readonly firestoreTimeoutSeconds?: number;
   /** Each instance's wall clock minus the true time at its start, ms (before any step). */
@@ -452,6 +458,7 @@ function historyOf(
     ...fields,
     stubbornJobs: true,
     caseNotes: true,
+    noteFills: true,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
     ...(jobTimeoutSeconds === 0 ? {} : { jobTimeoutSeconds }),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets

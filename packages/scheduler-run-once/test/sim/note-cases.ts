@@ -99,3 +99,120 @@ const INVALID: readonly NoteCase[] = [
 
 /** Every case, valid ones first. */
 export const NOTE_CASES: readonly NoteCase[] = [...VALID, ...INVALID];
+
+/** One note of a {@link NoteFill}: its name and value. */
+export interface PlannedNote {
+  readonly name: string;
+  readonly value: unknown;
+}
+
+/**
+ * Notes that fill a run's record to one of its documented bounds exactly (docs/jobs.md: at most
+ * 100 notes and 256 KiB per run), then one note past it: every note but the last fits, the last
+ * must be refused with a `RunOnceError` naming it. `plan` takes the notes the record already holds.
+ */
+export interface NoteFill {
+  readonly label: string;
+  readonly bound: 'count' | 'bytes';
+  readonly plan: (held: Readonly<Record<string, unknown>>) => PlannedNote[];
+}
+
+/** At most this many notes per run (docs/jobs.md). */
+const NOTES_PER_RUN = 100;
+/** At most this many bytes of notes per run, 256 KiB (docs/jobs.md). */
+const NOTE_BYTES_PER_RUN = 256 * 1024;
+/** The longest string a note holds, in characters (docs/jobs.md). */
+const LONGEST_STRING = 1500;
+
+/**
+ * The storage size of a note's name or value in bytes, by Firestore's rules
+ * (https://firebase.google.com/docs/firestore/storage-size): a string is its UTF-8 bytes plus 1, a
+ * number 8, a boolean 1, a map the sizes of its field names and values. Written from that page,
+ * not from src/core/notes.ts.
+ */
+export function firestoreSize(value: unknown): number {
+  if (typeof value === 'string') {
+    return new TextEncoder().encode(value).length + 1;
+  }
+  if (typeof value === 'number') {
+    return 8;
+  }
+  if (typeof value === 'boolean') {
+    return 1;
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  return entries.reduce(
+    (sum, [name, v]) => sum + firestoreSize(name) + firestoreSize(v),
+    0,
+  );
+}
+
+/** The notes' size as a run's record counts it toward 256 KiB: each note's name and value. */
+export function notesSize(notes: Readonly<Record<string, unknown>>): number {
+  return firestoreSize(notes);
+}
+
+/** A string of `bytes` UTF-8 bytes, its first characters 'é' (2 bytes each), so bytes ≠ length. */
+function stringOfBytes(bytes: number): string {
+  const wide = Math.min(10, Math.floor(bytes / 2));
+  return 'é'.repeat(wide) + 's'.repeat(bytes - 2 * wide);
+}
+
+/** A note of 18 strings of 1500 characters, a number and a boolean: about 27 KiB. */
+function bigNote(): Record<string, unknown> {
+  const strings = Object.fromEntries(
+    Array.from({ length: 18 }, (_, i) => [`s${i}`, 's'.repeat(LONGEST_STRING)]),
+  );
+  return { ...strings, count: 1.5, done: true };
+}
+
+/** Notes `true` under new names until the record holds 100, then one more. */
+function fillToCount(held: Readonly<Record<string, unknown>>): PlannedNote[] {
+  const room = NOTES_PER_RUN - Object.keys(held).length;
+  return Array.from({ length: room + 1 }, (_, i) => ({
+    name: `fill${i}`,
+    value: true,
+  }));
+}
+
+/**
+ * Notes until the record's notes are exactly 256 KiB (big notes, then strings, the last two sized
+ * to the byte), then one more.
+ */
+function fillToBytes(held: Readonly<Record<string, unknown>>): PlannedNote[] {
+  const planned: PlannedNote[] = [];
+  let room = NOTE_BYTES_PER_RUN - notesSize(held);
+  const add = (value: unknown) => {
+    const note = { name: `fill${planned.length}`, value };
+    planned.push(note);
+    room -= firestoreSize(note.name) + firestoreSize(value);
+  };
+  const big = bigNote();
+  const fullString = 's'.repeat(LONGEST_STRING);
+  // Each size bounds a note named fill10…fill99 (6 bytes with its + 1).
+  const bigSize = firestoreSize('fill10') + firestoreSize(big);
+  const stringSize = firestoreSize('fill10') + firestoreSize(fullString);
+  while (room > bigSize + 2 * stringSize) {
+    add(big);
+  }
+  while (room > 2 * stringSize) {
+    add(fullString);
+  }
+  // Two notes end exactly at the bound: each about half of what is left (room ≤ 2 strings).
+  const nameSize = firestoreSize(`fill${planned.length}`);
+  const firstBytes = Math.floor(room / 2) - nameSize - 1;
+  add(stringOfBytes(firstBytes));
+  add(stringOfBytes(room - firestoreSize(`fill${planned.length}`) - 1));
+  add(true);
+  return planned;
+}
+
+/** The fills a simulated job may make instead of its case note (history option `noteFills`). */
+export const NOTE_FILLS: readonly NoteFill[] = [
+  { label: '100 notes, then a 101st', bound: 'count', plan: fillToCount },
+  {
+    label: 'notes of exactly 256 KiB, then one more',
+    bound: 'bytes',
+    plan: fillToBytes,
+  },
+];

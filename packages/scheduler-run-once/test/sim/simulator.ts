@@ -80,7 +80,12 @@ import {
   KNOWN_GAPS,
   type SimEvent,
 } from './model.ts';
-import { NOTE_CASES, type NoteCase } from './note-cases.ts';
+import {
+  NOTE_CASES,
+  NOTE_FILLS,
+  type NoteCase,
+  type NoteFill,
+} from './note-cases.ts';
 import { realStore } from './real-store.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
@@ -144,7 +149,25 @@ export interface Execution {
    * Its second note, one of {@link NOTE_CASES} (valid at a limit's edge, or just past it): the
    * case, and whether it was answered or the name of the error that refused it.
    */
-  caseNote?: { readonly note: NoteCase; answered?: boolean; refused?: string };
+  caseNote?: {
+    readonly note: NoteCase;
+    answered?: boolean;
+    refused?: string;
+    /** The refusal's message, which must name the note (`JobContext.note`). */
+    refusedMessage?: string;
+  };
+  /**
+   * Its fill of the run's notes to a bound, made instead of the second note ({@link NOTE_FILLS}):
+   * how many notes were planned and answered, and the refusal that ended it, if any.
+   */
+  noteFill?: {
+    readonly fill: NoteFill;
+    readonly planned: readonly { readonly name: string }[];
+    answered: number;
+    refused?: { readonly name: string; readonly message: string };
+  };
+  /** The message of its signal's abort reason, when its signal was aborted. */
+  abortMessage?: string;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -906,15 +929,20 @@ function storesOf(world: World, config: Config) {
   return { documents, jobDocuments, history: new RunHistory(documents) };
 }
 
-/** The job's note as it starts; a refusal is kept on `exec`, and the job then throws. */
+/**
+ * The job's note as it starts; a refusal is kept on `exec`, and the job then throws.
+ * @returns the notes it leaves in the record of a run no other attempt noted in
+ */
 async function noteStart(
   world: World,
   ctx: Parameters<JobRun>[0],
   exec: Execution,
-): Promise<void> {
+): Promise<Record<string, unknown>> {
+  const value = { attempt: ctx.attemptId, at: world.time.now };
   try {
-    await ctx.note(START_NOTE, { attempt: ctx.attemptId, at: world.time.now });
+    await ctx.note(START_NOTE, value);
     exec.noted = true;
+    return { [START_NOTE]: value };
   } catch (err) {
     exec.noteRefused = err instanceof Error ? err.name : String(err);
     throw err;
@@ -941,10 +969,68 @@ async function noteCase(
     tried.answered = true;
   } catch (err) {
     tried.refused = err instanceof Error ? err.name : String(err);
+    tried.refusedMessage = err instanceof Error ? err.message : String(err);
     if (tried.refused !== 'RunOnceError') {
       throw err;
     }
   }
+}
+
+/**
+ * The job's fill of its run's notes to a bound of {@link NOTE_FILLS}, drawn by the simulator, made
+ * by the first execution of a run (its record then holds only the start note, `held`). It stops at
+ * the first refusal: a `RunOnceError` is caught as a careful job does, any other ends the job.
+ */
+async function noteFill(
+  world: World,
+  ctx: Parameters<JobRun>[0],
+  exec: Execution,
+  held: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  const fill = NOTE_FILLS[
+    Math.floor(world.laterRng() * NOTE_FILLS.length)
+  ] as NoteFill;
+  const planned = fill.plan(held);
+  const tried: NonNullable<Execution['noteFill']> = {
+    fill,
+    planned,
+    answered: 0,
+  };
+  exec.noteFill = tried;
+  for (const note of planned) {
+    try {
+      await ctx.note(note.name, note.value as never);
+      tried.answered++;
+    } catch (err) {
+      const refused = err instanceof Error ? err : new Error(String(err));
+      tried.refused = { name: refused.name, message: refused.message };
+      if (refused.name !== 'RunOnceError') {
+        throw err;
+      }
+      return;
+    }
+  }
+}
+
+/** Whether an earlier execution of `exec`'s run filled its notes: a case note would not fit. */
+function filled(world: World, exec: Execution): boolean {
+  return world.executions.some(
+    (other) => other.runId === exec.runId && other.noteFill !== undefined,
+  );
+}
+
+/** The share of a run's first executions that fill its notes to a bound, where a history allows. */
+const FILL_SHARE = 1 / 20;
+
+/** Whether `exec` fills its notes ({@link noteFill}): drawn only where the history allows fills. */
+function fillsNotes(world: World, exec: Execution): boolean {
+  if (world.history.noteFills !== true) {
+    return false;
+  }
+  const firstOfRun = !world.executions.some(
+    (other) => other !== exec && other.runId === exec.runId,
+  );
+  return world.laterRng() < FILL_SHARE && firstOfRun;
 }
 
 /**
@@ -975,8 +1061,10 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     }
     try {
       if (spec.notes === true) {
-        await noteStart(world, ctx, exec);
-        if (world.history.caseNotes === true) {
+        const held = await noteStart(world, ctx, exec);
+        if (fillsNotes(world, exec)) {
+          await noteFill(world, ctx, exec, held);
+        } else if (world.history.caseNotes === true && !filled(world, exec)) {
           await noteCase(world, ctx, exec);
         }
       }
@@ -1041,6 +1129,8 @@ function startExecution(
   const noteAbort = () => {
     exec.abortedAt = time.now;
     exec.abortReason = abortReasonOf(ctx.signal.reason);
+    const { reason } = ctx.signal;
+    exec.abortMessage = reason instanceof Error ? reason.message : undefined;
   };
   if (ctx.signal.aborted) {
     noteAbort();
