@@ -84,6 +84,7 @@ import {
   NOTE_REFUSALS,
 } from './note-invariants.ts';
 import { recordsTellTheTruth } from './record-invariants.ts';
+import { attemptReportsTrue } from './report-invariants.ts';
 import {
   type Answered,
   type Delivered,
@@ -265,6 +266,8 @@ export function violations(
     ...stillRunningWarned(outcome),
     // 28. No job's signal aborts after the job ended.
     ...noAbortAfterEnd(outcome),
+    // 29. An attempt's reports say what happened, and name the attempt (report-invariants.ts).
+    ...attemptReportsTrue(outcome),
     // 6. Nothing throws where it should not.
     ...outcome.errors.map(
       (err) =>

@@ -32,7 +32,7 @@ function timeoutOf(outcome: SimOutcome): number {
  * An execution as a violation names it: its instance, job, slot and start. Never its attempt id, a
  * random UUID: a replayed history must say the same words.
  */
-function jobOf(e: Execution): string {
+export function jobOf(e: Execution): string {
   return `${e.instance}: the job ${e.jobId}@${new Date(e.scheduleTime).toISOString()} started at ${new Date(e.start).toISOString()}`;
 }
 
@@ -50,14 +50,17 @@ function slowAnswers(outcome: SimOutcome): boolean {
   );
 }
 
-/** Why `line`'s cause could not have happened to `e`'s attempt, or `undefined` if it could. */
-function falseCause(
+/**
+ * Why `cause`, told by `line`, could not have happened to `e`'s attempt, or `undefined` if it
+ * could (`unknown` claims nothing).
+ */
+export function falseCause(
+  cause: unknown,
   line: LogLine,
   e: Execution | undefined,
   outcome: SimOutcome,
 ): string | undefined {
   const { logs } = outcome;
-  const cause = line.fields.leaseLoss ?? line.fields.lapseCause;
   if (cause === 'extensions_failed') {
     const failed = logs.some(
       (l) =>
@@ -91,7 +94,7 @@ export function leaseLossCausesTrue(outcome: SimOutcome): string[] {
       continue;
     }
     const e = byAttempt.get(String(line.fields.attemptId));
-    const why = falseCause(line, e, outcome);
+    const why = falseCause(cause, line, e, outcome);
     if (why !== undefined) {
       found.push(
         `${line.instance} logged a lease of run ${String(line.fields.runId ?? e?.runId).slice(0, 12)} lost to ${cause} at ${new Date(line.at).toISOString()}, but ${why}`,

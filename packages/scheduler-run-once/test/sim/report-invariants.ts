@@ -1,0 +1,205 @@
+/**
+ * Invariant 29, an attempt's reports say what happened, and to whom (issue 40, mutation testing of
+ * src/core/run-once.ts). The warnings of an attempt's lease and the reason its signal aborted are
+ * how an operator and a job learn that a run may have run twice or was stopped
+ * (docs/how-it-works.md, "Long jobs: the lease heartbeat"; docs/jobs.md, `ctx.signal`). Judged
+ * against what the executions saw and what the history did:
+ *
+ * - a job's signal aborts with an `AttemptAbortedError` that says why: a known reason and a message;
+ * - a job aborted for a lost lease was warned about first: `lease lapsed: …` or `lease lost: …`,
+ *   naming its attempt;
+ * - every lease warning names its attempt; a failed extension's warning counts the failures
+ *   in a row (1, 2, …) and carries the lease and the error;
+ * - `lease lost: another attempt took this run over …` gives the count it logs, and a cause that
+ *   happened (invariant 22's judge);
+ * - a fenced write's report names the write the attempt made: the completion of a job that
+ *   returned, the release of one that threw.
+ */
+import { falseCause, jobOf } from './lease-loss-invariants.ts';
+import type { Execution, LogLine, SimOutcome } from './simulator.ts';
+
+/** The reasons `AttemptAbortedError.reason` takes (docs/jobs.md, `ctx.signal`). */
+const ABORT_REASONS = new Set(['lease_lost', 'shutdown', 'job_timeout']);
+
+/** The words that open a warning about an attempt's lease (docs/how-it-works.md). */
+const LEASE_WARNING = /^lease (lapsed|lost): /;
+const FAILED_EXTENSION = 'lease extension failed';
+/** An attempt id: a UUID (`randomUUID`, src/core/ledger.ts). */
+const ATTEMPT_ID =
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const TAKEN_OVER = 'lease lost: another attempt took this run over ';
+
+/** A job's signal aborts with a reason it can read: a known `reason` and a message. */
+function abortExplained(e: Execution): string[] {
+  if (e.abortedAt === undefined) {
+    return [];
+  }
+  const found: string[] = [];
+  if (!ABORT_REASONS.has(e.abortReason ?? '')) {
+    found.push(
+      `${jobOf(e)} had its signal aborted without a known reason (${e.abortReason})`,
+    );
+  }
+  if ((e.abortMessage ?? '') === '') {
+    found.push(
+      `${jobOf(e)} had its signal aborted (${e.abortReason}) with no message saying why`,
+    );
+  }
+  return found;
+}
+
+/** A job aborted for a lost lease was warned about, naming its attempt, by the time it aborted. */
+function leaseAbortWarned(e: Execution, outcome: SimOutcome): string[] {
+  if (e.abortReason !== 'lease_lost' || e.abortedAt === undefined) {
+    return [];
+  }
+  const abortedAt = e.abortedAt;
+  const warned = outcome.logs.some(
+    (line) =>
+      line.fields.attemptId === e.attemptId &&
+      line.at <= abortedAt &&
+      LEASE_WARNING.test(line.message),
+  );
+  return warned
+    ? []
+    : [
+        `${jobOf(e)} was aborted for a lost lease at ${new Date(abortedAt).toISOString()} with no lease warning naming its attempt`,
+      ];
+}
+
+/** Whether `value` is a whole number of at least 1. */
+function countable(value: unknown): boolean {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1;
+}
+
+/**
+ * A failed extension's warning carries its error and lease, and counts the failures in a row: 1
+ * after a renewal landed (or the claim), one more than the attempt's last count otherwise.
+ */
+function failedExtensionTold(
+  line: LogLine,
+  previous: LogLine | undefined,
+): string | undefined {
+  const { failedExtensions, leaseMs, err } = line.fields;
+  if (!countable(failedExtensions)) {
+    return `counts ${String(failedExtensions)} failed extensions`;
+  }
+  const previousCount = Number(previous?.fields.failedExtensions ?? 0);
+  if (failedExtensions !== 1 && failedExtensions !== previousCount + 1) {
+    return `counts ${failedExtensions} failed extensions after ${previousCount}`;
+  }
+  if (typeof leaseMs !== 'number' || leaseMs <= 0) {
+    return 'names no lease';
+  }
+  return err === undefined ? 'carries no error' : undefined;
+}
+
+/** The cause a `lease lost: another attempt took this run over …` warning gives, by its words. */
+function takeoverCause(message: string): string | undefined {
+  if (/after \d+ failed extension\(s\)/.test(message)) {
+    return 'extensions_failed';
+  }
+  if (message.includes('no extension ran for a whole lease')) {
+    return 'stalled';
+  }
+  if (message.includes('had no answer from Firestore')) {
+    return 'extension_unanswered';
+  }
+  if (message.includes('no extension had failed')) {
+    return 'unknown';
+  }
+  return undefined;
+}
+
+/** A takeover's warning gives the count of failures it logs, and a cause that happened. */
+function takeoverTold(
+  line: LogLine,
+  e: Execution | undefined,
+  outcome: SimOutcome,
+): string | undefined {
+  const failures = line.fields.failedExtensions;
+  const cause = takeoverCause(line.message);
+  if (cause === undefined) {
+    return 'gives no cause';
+  }
+  const counted = line.message.match(/after (\d+) failed extension/)?.[1];
+  if (cause === 'extensions_failed' && Number(counted) !== failures) {
+    return `says ${counted} failed extensions, and logs ${String(failures)}`;
+  }
+  if (cause !== 'extensions_failed' && failures !== 0) {
+    return `logs ${String(failures)} failed extensions, and its words give another cause (${cause})`;
+  }
+  return falseCause(cause, line, e, outcome);
+}
+
+/** A fenced write's report names the write the attempt made (`fence`). */
+function fenceNamed(
+  line: LogLine,
+  e: Execution | undefined,
+): string | undefined {
+  const { fence } = line.fields;
+  if (fence === undefined || e === undefined || e.result === 'running') {
+    return undefined;
+  }
+  const expected =
+    e.result === 'returned'
+      ? 'completion'
+      : e.result === 'threw'
+        ? 'release'
+        : undefined;
+  if (expected === undefined || fence === expected) {
+    return undefined;
+  }
+  return `names the ${String(fence)} of a job that ${e.result}`;
+}
+
+/** Why `line`, a warning or error of an attempt, misreports it, or `undefined`. */
+function lineMisreports(
+  line: LogLine,
+  e: Execution | undefined,
+  previousFailure: LogLine | undefined,
+  outcome: SimOutcome,
+): string | undefined {
+  const aboutLease =
+    LEASE_WARNING.test(line.message) ||
+    line.message.startsWith(FAILED_EXTENSION);
+  // The run audit's own attempts run no simulated job: their id is judged by its form only.
+  if (aboutLease && !ATTEMPT_ID.test(String(line.fields.attemptId))) {
+    return `names no attempt (${String(line.fields.attemptId)})`;
+  }
+  if (line.message.startsWith(FAILED_EXTENSION)) {
+    return failedExtensionTold(line, previousFailure);
+  }
+  if (line.message.startsWith(TAKEN_OVER)) {
+    return takeoverTold(line, e, outcome);
+  }
+  return fenceNamed(line, e);
+}
+
+/** Invariant 29: every attempt's report says what happened, and names the attempt it concerns. */
+export function attemptReportsTrue(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
+  const lastFailure = new Map<string, LogLine>();
+  for (const line of outcome.logs) {
+    if (line.level !== 'WARNING' && line.level !== 'ERROR') {
+      continue;
+    }
+    const attemptId = String(line.fields.attemptId);
+    const e = byAttempt.get(attemptId);
+    const why = lineMisreports(line, e, lastFailure.get(attemptId), outcome);
+    if (why !== undefined) {
+      const who = e === undefined ? line.instance : jobOf(e);
+      found.push(
+        `${who} logged "${line.message.slice(0, 60)}" at ${new Date(line.at).toISOString()}, which ${why}`,
+      );
+    }
+    if (line.message.startsWith(FAILED_EXTENSION)) {
+      lastFailure.set(attemptId, line);
+    }
+  }
+  for (const e of outcome.executions) {
+    found.push(...abortExplained(e), ...leaseAbortWarned(e, outcome));
+  }
+  return found;
+}
