@@ -1449,7 +1449,49 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
       `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) is recorded reported ${String(record.status)}, but no "${MISSED_RUN}" or "${FAILED_AFTER_RETRIES}" line was ever logged${why}`,
     );
   }
-  found.push(...overdueReportsLogged(outcome));
+  found.push(
+    ...overdueReportsLogged(outcome),
+    ...forgottenPausesReported(outcome),
+  );
+  return found;
+}
+
+/** The `--until` of a pause the simulated operator forgets, ms after it starts (`operatorPause`). */
+const FORGOTTEN_PAUSE_BOUND_MS = 90_000;
+
+/**
+ * Invariant 12 for pauses, the other half: a pause the operator forgot (`--until 90s`, never
+ * resumed) is reported once its bound passed (docs/operations.md, "Pauses": a pause that outlives
+ * its bound is reported), by the final check at the latest: a PAUSE_OVERDUE line naming its job,
+ * when it began, its bound and its note, logged after the bound.
+ */
+function forgottenPausesReported(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return []; // no final check runs on the emulator
+  }
+  const found: string[] = [];
+  for (const pause of outcome.operatorPauses) {
+    const boundMs = pause.from + FORGOTTEN_PAUSE_BOUND_MS;
+    if (pause.to !== Infinity || boundMs >= outcome.finalMs) {
+      continue;
+    }
+    const pausedAt = iso(pause.from);
+    const bound = iso(boundMs);
+    const reported = outcome.logs.some(
+      (l) =>
+        l.message === PAUSE_OVERDUE &&
+        l.fields.jobName === pause.jobId &&
+        l.fields.pausedAt === pausedAt &&
+        l.fields.bound === bound &&
+        l.fields.note === 'sim' &&
+        l.at >= boundMs,
+    );
+    if (!reported) {
+      found.push(
+        `the forgotten pause of ${pause.jobId} (deployment ${pause.deployment}) since ${pausedAt} passed its bound at ${bound}, and no "${PAUSE_OVERDUE}" line naming it, its bound and note was logged after it`,
+      );
+    }
+  }
   return found;
 }
 

@@ -6,7 +6,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { notesKept } from '../sim/invariants.ts';
-import { NOTE_CASES, type NoteCase } from '../sim/note-cases.ts';
+import {
+  firestoreSize,
+  NOTE_CASES,
+  NOTE_FILLS,
+  type NoteCase,
+  type NoteFill,
+  notesSize,
+  type PlannedNote,
+} from '../sim/note-cases.ts';
 import type { Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution as executionOf } from './sim-execution.ts';
 
@@ -94,7 +102,148 @@ describe('invariant 15: a job’s second note', () => {
     );
     assert.deepEqual(
       notesKept(
-        outcome(execution({ note: invalid, refused: 'RunOnceError' }), {}),
+        outcome(
+          execution({
+            note: invalid,
+            refused: 'RunOnceError',
+            refusedMessage: `ctx.note: note ${invalid.name} is wrong`,
+          }),
+          {},
+        ),
+      ),
+      [],
+    );
+  });
+
+  it('finds a refusal whose message does not name the note', () => {
+    const invalid = caseOf(false);
+
+    assert.match(
+      notesKept(
+        outcome(
+          execution({
+            note: invalid,
+            refused: 'RunOnceError',
+            refusedMessage: 'ctx.note: a note is wrong',
+          }),
+          {},
+        ),
+      ).join('\n'),
+      /refused with a message that does not name it/,
+    );
+  });
+});
+
+/** The notes of `planned` but its last, after `held`: what fits the bound. */
+const fitting = (
+  held: Record<string, unknown>,
+  planned: readonly PlannedNote[],
+): Record<string, unknown> => ({
+  ...held,
+  ...Object.fromEntries(planned.slice(0, -1).map((n) => [n.name, n.value])),
+});
+
+const startNote = { started: { attempt: 'a'.repeat(36), at: 1_000 } };
+const fillOf = (bound: NoteFill['bound']): NoteFill =>
+  NOTE_FILLS.find((f) => f.bound === bound) as NoteFill;
+
+describe('the fills of a run’s notes (NOTE_FILLS)', () => {
+  it('sizes strings, numbers, booleans and maps by Firestore’s storage sizes', () => {
+    assert.equal(firestoreSize('abc'), 4);
+    assert.equal(firestoreSize('é'), 3);
+    assert.equal(firestoreSize(1.5), 8);
+    assert.equal(firestoreSize(true), 1);
+    assert.equal(firestoreSize({ a: 'bc', n: 1 }), 2 + 3 + 2 + 8);
+  });
+
+  it('fills a record to exactly 100 notes, then plans a 101st', () => {
+    const planned = fillOf('count').plan(startNote);
+    const fits = fitting(startNote, planned);
+
+    assert.equal(Object.keys(fits).length, 100);
+    assert.equal(new Set(planned.map((n) => n.name)).size, planned.length);
+  });
+
+  it('fills a record to exactly 256 KiB with notes the documentation allows, then one more', () => {
+    const planned = fillOf('bytes').plan(startNote);
+    const fits = fitting(startNote, planned);
+    const last = planned.at(-1) as PlannedNote;
+
+    assert.equal(notesSize(fits), 256 * 1024);
+    assert.ok(notesSize({ ...fits, [last.name]: last.value }) > 256 * 1024);
+    assert.ok(Object.keys(fits).length < 100);
+    for (const { value } of planned) {
+      const values =
+        typeof value === 'object' ? Object.values(value ?? {}) : [value];
+      assert.ok(values.length <= 20);
+      assert.ok(values.every((v) => typeof v !== 'string' || v.length <= 1500));
+    }
+  });
+});
+
+describe('invariant 15: a fill of a run’s notes', () => {
+  const count = fillOf('count');
+  const planned = count.plan(startNote);
+  const filler = (tried: Partial<NonNullable<Execution['noteFill']>>) =>
+    executionOf({
+      noteFill: { fill: count, planned, answered: 0, ...tried },
+    });
+  const lastName = (planned.at(-1) as PlannedNote).name;
+
+  it('finds the note past the bound accepted, or one within it refused', () => {
+    assert.match(
+      notesKept(outcome(filler({ answered: planned.length }), undefined)).join(
+        '\n',
+      ),
+      /past the bound accepted/,
+    );
+    assert.match(
+      notesKept(
+        outcome(
+          filler({
+            answered: 10,
+            refused: { name: 'RunOnceError', message: 'note fill10: full' },
+          }),
+          undefined,
+        ),
+      ).join('\n'),
+      /note 10 of 99 within the bound refused/,
+    );
+  });
+
+  it('finds the note past the bound refused without its name, and a record not holding the fill', () => {
+    const refusedUnnamed = filler({
+      answered: planned.length - 1,
+      refused: { name: 'RunOnceError', message: 'too many notes' },
+    });
+    assert.match(
+      notesKept(outcome(refusedUnnamed, undefined)).join('\n'),
+      /does not name fill99/,
+    );
+    const refused = filler({
+      answered: planned.length - 1,
+      refused: { name: 'RunOnceError', message: `note ${lastName}: full` },
+    });
+    assert.match(
+      notesKept(outcome(refused, { started: 1, fill0: true })).join('\n'),
+      /filled its notes to 100 \(count\), holds 2/,
+    );
+    assert.deepEqual(
+      notesKept(outcome(refused, fitting(startNote, planned))),
+      [],
+    );
+  });
+
+  it('accepts a fill cut short by a lost lease or Firestore’s failure', () => {
+    assert.deepEqual(
+      notesKept(
+        outcome(
+          filler({
+            answered: 40,
+            refused: { name: 'LedgerUnavailableError', message: 'unavailable' },
+          }),
+          undefined,
+        ),
       ),
       [],
     );

@@ -1,0 +1,175 @@
+/**
+ * The simulator's invariant 29 (`test/sim/report-invariants.ts`) on hand-built outcomes: an
+ * attempt's abort reason, lease warnings and fenced-write reports say what happened and name the
+ * attempt. No simulation, no Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { History } from '../sim/model.ts';
+import { attemptReportsTrue } from '../sim/report-invariants.ts';
+import type { Execution, LogLine, SimOutcome } from '../sim/simulator.ts';
+import { execution } from './sim-execution.ts';
+
+const ATTEMPT = '0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9';
+
+/** A history without faults, late answers or pauses: no stall can have happened. */
+const history = {
+  events: [],
+  faultRate: 0,
+  lateAnswers: 0,
+} as unknown as History;
+
+const outcome = (executions: Execution[], logs: LogLine[] = []): SimOutcome =>
+  ({ history, executions, logs, finalMs: 900_000 }) as unknown as SimOutcome;
+
+const warning = (
+  message: string,
+  fields: Record<string, unknown>,
+  at = 65_000,
+): LogLine => ({
+  at,
+  instance: 'd0-i0-r0',
+  level: 'WARNING',
+  message,
+  fields: { attemptId: ATTEMPT, ...fields },
+});
+
+const aborted = (fields: Partial<Execution> = {}): Execution =>
+  execution({
+    attemptId: ATTEMPT,
+    abortedAt: 66_000,
+    abortReason: 'lease_lost',
+    abortMessage: 'the lease lapsed unrenewed',
+    result: 'threw',
+    ...fields,
+  });
+
+const LAPSED = 'lease lapsed: no extension was confirmed within the lease';
+const FAILED = 'lease extension failed; retrying at the next beat';
+const failure = (failedExtensions: unknown, at = 64_000) =>
+  warning(FAILED, { failedExtensions, leaseMs: 30_000, err: {} }, at);
+
+describe('invariant 29: an attempt’s reports', () => {
+  it('finds a signal aborted without a known reason or a message', () => {
+    const found = attemptReportsTrue(
+      outcome(
+        [aborted({ abortReason: 'unknown', abortMessage: '' })],
+        [warning(LAPSED, {})],
+      ),
+    ).join('\n');
+
+    assert.match(found, /without a known reason \(unknown\)/);
+    assert.match(found, /with no message saying why/);
+  });
+
+  it('finds a job aborted for a lost lease with no lease warning naming its attempt', () => {
+    assert.match(
+      attemptReportsTrue(
+        outcome([aborted()], [warning(LAPSED, { attemptId: 'another' })]),
+      ).join('\n'),
+      /no lease warning naming its attempt/,
+    );
+    assert.deepEqual(
+      attemptReportsTrue(outcome([aborted()], [warning(LAPSED, {})])),
+      [],
+    );
+  });
+
+  it('finds failed extensions miscounted, or without their lease or error', () => {
+    const job = aborted();
+    const lapse = warning(LAPSED, {});
+
+    assert.match(
+      attemptReportsTrue(outcome([job], [failure(-1), lapse])).join('\n'),
+      /counts -1 failed extensions/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome([job], [failure(1, 63_000), failure(3), lapse]),
+      ).join('\n'),
+      /counts 3 failed extensions after 1/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome([job], [warning(FAILED, { failedExtensions: 1 }), lapse]),
+      ).join('\n'),
+      /names no lease/,
+    );
+    assert.deepEqual(
+      attemptReportsTrue(
+        outcome([job], [failure(1, 63_000), failure(2), lapse]),
+      ),
+      [],
+    );
+  });
+
+  it('finds a takeover warning whose count or cause is false', () => {
+    const job = aborted();
+    const lost = (words: string, failedExtensions: number) =>
+      warning(`lease lost: another attempt took this run over ${words}`, {
+        failedExtensions,
+      });
+
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [job],
+          [
+            failure(1, 63_000),
+            lost('after 2 failed extension(s) let it lapse', 1),
+          ],
+        ),
+      ).join('\n'),
+      /says 2 failed extensions, and logs 1/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [job],
+          [lost('although no extension had failed (changed by someone)', 2)],
+        ),
+      ).join('\n'),
+      /logs 2 failed extensions, and its words give another cause/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [job],
+          [lost('after no extension ran for a whole lease (paused)', 0)],
+        ),
+      ).join('\n'),
+      /never paused/,
+    );
+    assert.match(
+      attemptReportsTrue(outcome([job], [lost('for no reason', 0)])).join('\n'),
+      /gives no cause/,
+    );
+  });
+
+  it('finds a fenced write’s report naming the other write', () => {
+    const returned = execution({ attemptId: ATTEMPT, result: 'returned' });
+    const unrecorded = {
+      ...warning('the claim could not be released', { fence: 'release' }),
+      level: 'ERROR',
+    };
+
+    assert.match(
+      attemptReportsTrue(outcome([returned], [unrecorded])).join('\n'),
+      /names the release of a job that returned/,
+    );
+    assert.deepEqual(
+      attemptReportsTrue(
+        outcome(
+          [returned],
+          [
+            {
+              ...unrecorded,
+              fields: { attemptId: ATTEMPT, fence: 'completion' },
+            },
+          ],
+        ),
+      ),
+      [],
+    );
+  });
+});
