@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import {
   noBlockBehindVanishedHolder,
   reportsLoggedOnceOrTwice,
@@ -116,6 +117,45 @@ describe('invariant 12: every report written is logged once or twice', () => {
 
     assert.match(silent.join('\n'), /logged 0 times/);
     assert.deepEqual(once, []);
+  });
+
+  it('fails a forgotten pause past its bound that no check reported, and passes one reported', () => {
+    const operatorPauses = [
+      { deployment: 0, jobId: 'job-0', from: 100_000, to: Infinity },
+    ];
+    const overdue = line(300_000, PAUSE_OVERDUE, {
+      jobName: 'job-0',
+      pausedAt: new Date(100_000).toISOString(),
+      bound: new Date(190_000).toISOString(),
+      note: 'sim',
+    });
+    const withoutBound = {
+      ...overdue,
+      fields: { ...overdue.fields, bound: undefined },
+    };
+
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ operatorPauses })).join('\n'),
+      /forgotten pause of job-0 .* passed its bound/,
+    );
+    assert.match(
+      reportsLoggedOnceOrTwice(
+        outcome({ operatorPauses, logs: [withoutBound] }),
+      ).join('\n'),
+      /forgotten pause of job-0/,
+    );
+    assert.deepEqual(
+      reportsLoggedOnceOrTwice(outcome({ operatorPauses, logs: [overdue] })),
+      [],
+    );
+    assert.deepEqual(
+      reportsLoggedOnceOrTwice(
+        outcome({
+          operatorPauses: [{ ...operatorPauses[0], to: 150_000 }],
+        } as Partial<SimOutcome>),
+      ),
+      [],
+    );
   });
 
   it('fails a report logged three times', () => {
