@@ -13,7 +13,10 @@
  * - `lease lost: another attempt took this run over …` gives the count it logs, and a cause that
  *   happened (invariant 22's judge);
  * - a fenced write's report names the write the attempt made: the completion of a job that
- *   returned, the release of one that threw.
+ *   returned, the release of one that threw;
+ * - a delivery's answer line (`scheduled run: OUTCOME`, docs/operations.md) of a job that ran says
+ *   `processed` for a job that returned, with its `completion`, and `failed` for one that threw,
+ *   with its `release`; one that says the write went `unrecorded` follows the ERROR that names it.
  */
 import { falseCause, jobOf } from './lease-loss-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
@@ -153,6 +156,68 @@ function fenceNamed(
   return `names the ${String(fence)} of a job that ${e.result}`;
 }
 
+/** The words that open a delivery's answer line (src/function/handler.ts). */
+const ANSWER = 'scheduled run: ';
+/** How a fenced write may end, as an answer line's `completion` or `release` says it. */
+const FENCE_RESULTS = new Set(['recorded', 'lease_lost', 'unrecorded']);
+/** The words of the ERROR for a fenced write that went unrecorded, by the write. */
+const UNRECORDED_WORDS = { completion: 'completion', release: 'released' };
+
+/**
+ * Why the answer line of a delivery whose job ran (`e`) misreports it, or `undefined`: its outcome
+ * must follow the job's result, its write's result be one of {@link FENCE_RESULTS}, and an
+ * `unrecorded` write follow the ERROR naming it (`earlier`: the attempt's lines before it).
+ */
+function answerMisreports(
+  line: LogLine,
+  e: Execution,
+  earlier: readonly LogLine[],
+): string | undefined {
+  const outcome = line.fields.outcome;
+  const expected =
+    e.result === 'returned'
+      ? { outcome: 'processed', write: 'completion' as const }
+      : e.result === 'threw'
+        ? { outcome: 'failed', write: 'release' as const }
+        : undefined;
+  if (expected === undefined) {
+    return undefined;
+  }
+  if (outcome !== expected.outcome) {
+    return `says ${String(outcome)} for a job that ${e.result}`;
+  }
+  const written = line.fields[expected.write];
+  if (!FENCE_RESULTS.has(String(written))) {
+    return `names no result of its ${expected.write} (${String(written)})`;
+  }
+  if (written !== 'unrecorded') {
+    return undefined;
+  }
+  const told = earlier.some(
+    (l) =>
+      l.level === 'ERROR' &&
+      l.fields.fence === expected.write &&
+      l.message.includes(UNRECORDED_WORDS[expected.write]),
+  );
+  return told
+    ? undefined
+    : `says its ${expected.write} went unrecorded, with no ERROR naming that write before it`;
+}
+
+/**
+ * A job that returned or threw on an instance that lived to answer has its delivery's answer line,
+ * naming its attempt: how an operator finds what became of a run (docs/operations.md).
+ */
+function answerLogged(e: Execution, lines: readonly LogLine[]): string[] {
+  const ended = e.result === 'returned' || e.result === 'threw';
+  if (!ended || e.crashedBeforeAnswer === true || e.diedAt !== undefined) {
+    return [];
+  }
+  return lines.some((line) => line.message.startsWith(ANSWER))
+    ? []
+    : [`${jobOf(e)} ${e.result}, and no answer line names its attempt`];
+}
+
 /** Why `line`, a warning or error of an attempt, misreports it, or `undefined`. */
 function lineMisreports(
   line: LogLine,
@@ -170,7 +235,8 @@ function lineMisreports(
   if (line.message.startsWith(FAILED_EXTENSION)) {
     return failedExtensionTold(line, previousFailure);
   }
-  if (line.message.startsWith(TAKEN_OVER)) {
+  // A fenced write's loss (`fence`) gives its cause as `leaseLoss`, judged by invariant 22.
+  if (line.message.startsWith(TAKEN_OVER) && line.fields.fence === undefined) {
     return takeoverTold(line, e, outcome);
   }
   return fenceNamed(line, e);
@@ -181,12 +247,26 @@ export function attemptReportsTrue(outcome: SimOutcome): string[] {
   const found: string[] = [];
   const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
   const lastFailure = new Map<string, LogLine>();
+  const linesOf = new Map<string, LogLine[]>();
   for (const line of outcome.logs) {
+    const attemptId = String(line.fields.attemptId);
+    const e = byAttempt.get(attemptId);
+    if (e !== undefined) {
+      const earlier = linesOf.get(attemptId) ?? [];
+      const wrong = line.message.startsWith(ANSWER)
+        ? answerMisreports(line, e, earlier)
+        : undefined;
+      if (wrong !== undefined) {
+        found.push(
+          `${jobOf(e)} was answered "${line.message}", which ${wrong}`,
+        );
+      }
+      earlier.push(line);
+      linesOf.set(attemptId, earlier);
+    }
     if (line.level !== 'WARNING' && line.level !== 'ERROR') {
       continue;
     }
-    const attemptId = String(line.fields.attemptId);
-    const e = byAttempt.get(attemptId);
     const why = lineMisreports(line, e, lastFailure.get(attemptId), outcome);
     if (why !== undefined) {
       const who = e === undefined ? line.instance : jobOf(e);
@@ -200,6 +280,7 @@ export function attemptReportsTrue(outcome: SimOutcome): string[] {
   }
   for (const e of outcome.executions) {
     found.push(...abortExplained(e), ...leaseAbortWarned(e, outcome));
+    found.push(...answerLogged(e, linesOf.get(e.attemptId) ?? []));
   }
   return found;
 }

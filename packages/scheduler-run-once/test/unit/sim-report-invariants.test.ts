@@ -40,7 +40,9 @@ const aborted = (fields: Partial<Execution> = {}): Execution =>
     abortedAt: 66_000,
     abortReason: 'lease_lost',
     abortMessage: 'the lease lapsed unrenewed',
-    result: 'threw',
+    // Still running at the history's end: it gets no answer line.
+    end: undefined,
+    result: 'running',
     ...fields,
   });
 
@@ -148,13 +150,21 @@ describe('invariant 29: an attempt’s reports', () => {
 
   it('finds a fenced write’s report naming the other write', () => {
     const returned = execution({ attemptId: ATTEMPT, result: 'returned' });
+    const answer = {
+      ...warning(
+        'scheduled run: processed',
+        { outcome: 'processed', completion: 'unrecorded' },
+        70_000,
+      ),
+      level: 'ERROR',
+    };
     const unrecorded = {
       ...warning('the claim could not be released', { fence: 'release' }),
       level: 'ERROR',
     };
 
     assert.match(
-      attemptReportsTrue(outcome([returned], [unrecorded])).join('\n'),
+      attemptReportsTrue(outcome([returned], [unrecorded, answer])).join('\n'),
       /names the release of a job that returned/,
     );
     assert.deepEqual(
@@ -164,11 +174,76 @@ describe('invariant 29: an attempt’s reports', () => {
           [
             {
               ...unrecorded,
+              message:
+                'the job succeeded but its completion could not be recorded',
               fields: { attemptId: ATTEMPT, fence: 'completion' },
             },
+            answer,
           ],
         ),
       ),
+      [],
+    );
+  });
+
+  it('finds an answer line that misreports a job that ran, or none at all', () => {
+    const threw = execution({ attemptId: ATTEMPT, result: 'threw' });
+    const answered = (
+      fields: Record<string, unknown>,
+      message = 'scheduled run: failed',
+    ) => ({
+      ...warning(message, fields, 70_000),
+      level: 'ERROR',
+    });
+    const unrecorded = {
+      ...warning('the claim could not be released', { fence: 'release' }),
+      level: 'ERROR',
+    };
+
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [threw],
+          [
+            answered(
+              { outcome: 'processed', completion: 'recorded' },
+              'scheduled run: processed',
+            ),
+          ],
+        ),
+      ).join('\n'),
+      /says processed for a job that threw/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome([threw], [answered({ outcome: 'failed' })]),
+      ).join('\n'),
+      /names no result of its release/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [threw],
+          [answered({ outcome: 'failed', release: 'unrecorded' })],
+        ),
+      ).join('\n'),
+      /went unrecorded, with no ERROR naming that write/,
+    );
+    assert.match(
+      attemptReportsTrue(outcome([threw], [])).join('\n'),
+      /threw, and no answer line names its attempt/,
+    );
+    assert.deepEqual(
+      attemptReportsTrue(
+        outcome(
+          [threw],
+          [unrecorded, answered({ outcome: 'failed', release: 'unrecorded' })],
+        ),
+      ),
+      [],
+    );
+    assert.deepEqual(
+      attemptReportsTrue(outcome([{ ...threw, diedAt: 69_000 }], [])),
       [],
     );
   });
