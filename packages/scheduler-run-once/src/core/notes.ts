@@ -79,6 +79,18 @@ function isPlainObject(value: object): boolean {
   );
 }
 
+/** What a note's value that is not a plain object is, as a refusal says it. */
+function objectKind(value: object): string {
+  if (Array.isArray(value)) {
+    return 'an array';
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) {
+    return 'an object with a symbol or non-enumerable key';
+  }
+  return `a ${value.constructor?.name ?? 'non-plain'} object`;
+}
+
 function scalarProblem(value: unknown): string | undefined {
   if (typeof value === 'number' && !Number.isFinite(value)) {
     return 'a number must be finite';
@@ -108,9 +120,7 @@ export function noteProblem(name: string, value: unknown): string | undefined {
     return problem === undefined ? undefined : `note ${name}: ${problem}`;
   }
   if (!isPlainObject(value)) {
-    const what = Array.isArray(value)
-      ? 'an array'
-      : `a ${value.constructor?.name ?? 'non-plain'} object`;
+    const what = objectKind(value);
     return `note ${name} is ${what}: a note is a scalar or a plain object ({ … }) of scalars; convert it first (e.g. a Date with toISOString())`;
   }
   const entries = Object.entries(value);

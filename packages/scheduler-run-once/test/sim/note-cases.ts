@@ -11,6 +11,12 @@
 export interface NoteCase {
   readonly label: string;
   readonly valid: boolean;
+  /**
+   * For an invalid case, a word its refusal must hold: the limit it breaks, in the documentation's
+   * terms (a letter first, 1500 characters, 20 fields, finite, a prototype member, a string…), or
+   * the kind of value refused (an array, a Date, a Map, a class), so the author knows what to fix.
+   */
+  readonly says?: string;
   readonly name: string;
   readonly value: () => unknown;
 }
@@ -44,54 +50,120 @@ const VALID: readonly NoteCase[] = [
 
 /** Notes just past a documented limit, or of a kind the documentation refuses. */
 const INVALID: readonly NoteCase[] = [
-  { label: 'a 65-character name', name: `M${'x'.repeat(64)}`, value: () => 1 },
-  { label: 'a name starting with _', name: '_under', value: () => 1 },
-  { label: 'a name starting with a digit', name: '9lives', value: () => 1 },
-  { label: 'an empty name', name: '', value: () => 1 },
-  { label: 'a name with a dash', name: 'a-b', value: () => 1 },
-  { label: 'a prototype member', name: 'toString', value: () => 1 },
-  { label: 'constructor', name: 'constructor', value: () => 1 },
-  { label: 'a string of 1501', name: 'str1501', value: () => 's'.repeat(1501) },
-  { label: 'NaN', name: 'notANumber', value: () => Number.NaN },
+  {
+    label: 'a 65-character name',
+    says: 'letter',
+    name: `M${'x'.repeat(64)}`,
+    value: () => 1,
+  },
+  {
+    label: 'a name starting with _',
+    says: 'letter',
+    name: '_under',
+    value: () => 1,
+  },
+  {
+    label: 'a name starting with a digit',
+    says: 'letter',
+    name: '9lives',
+    value: () => 1,
+  },
+  { label: 'an empty name', says: 'letter', name: '', value: () => 1 },
+  { label: 'a name with a dash', says: 'letter', name: 'a-b', value: () => 1 },
+  {
+    label: 'a prototype member',
+    says: 'prototype',
+    name: 'toString',
+    value: () => 1,
+  },
+  {
+    label: 'constructor',
+    says: 'prototype',
+    name: 'constructor',
+    value: () => 1,
+  },
+  {
+    label: 'a string of 1501',
+    says: '1500',
+    name: 'str1501',
+    value: () => 's'.repeat(1501),
+  },
+  { label: 'NaN', says: 'finite', name: 'notANumber', value: () => Number.NaN },
   {
     label: 'Infinity',
+    says: 'finite',
     name: 'infinite',
     value: () => Number.POSITIVE_INFINITY,
   },
-  { label: 'null', name: 'nothing', value: () => null },
-  { label: 'undefined', name: 'unset', value: () => undefined },
-  { label: 'a bigint', name: 'big', value: () => 1n },
-  { label: 'an array', name: 'list', value: () => [1, 2] },
-  { label: 'a Date', name: 'when', value: () => new Date(0) },
-  { label: 'a Map', name: 'map', value: () => new Map([['a', 1]]) },
-  { label: 'a class instance', name: 'point', value: () => new Point() },
-  { label: 'a nested object', name: 'nested', value: () => ({ a: { b: 1 } }) },
-  { label: '21 fields', name: 'fields21', value: () => fields(21) },
-  { label: 'a field named 1x', name: 'badField', value: () => ({ '1x': 1 }) },
+  { label: 'null', says: 'string', name: 'nothing', value: () => null },
+  { label: 'undefined', says: 'string', name: 'unset', value: () => undefined },
+  { label: 'a bigint', says: 'string', name: 'big', value: () => 1n },
+  { label: 'an array', says: 'array', name: 'list', value: () => [1, 2] },
+  { label: 'a Date', says: 'Date', name: 'when', value: () => new Date(0) },
+  {
+    label: 'a Map',
+    says: 'Map',
+    name: 'map',
+    value: () => new Map([['a', 1]]),
+  },
+  {
+    label: 'a class instance',
+    says: 'Point',
+    name: 'point',
+    value: () => new Point(),
+  },
+  {
+    label: 'a nested object',
+    says: 'string',
+    name: 'nested',
+    value: () => ({ a: { b: 1 } }),
+  },
+  { label: '21 fields', says: '20', name: 'fields21', value: () => fields(21) },
+  {
+    label: 'a field named 1x',
+    says: 'letter',
+    name: 'badField',
+    value: () => ({ '1x': 1 }),
+  },
   {
     label: 'a 65-character field name',
+    says: 'letter',
     name: 'longField',
     value: () => ({ [`F${'y'.repeat(64)}`]: 1 }),
   },
   {
     label: 'a field that is a prototype member',
+    says: 'prototype',
     name: 'protoField',
     value: () => ({ valueOf: 1 }),
   },
   {
     label: 'a field of 1501 characters',
+    says: '1500',
     name: 'longValue',
     value: () => ({ a: 's'.repeat(1501) }),
   },
-  { label: 'a NaN field', name: 'nanField', value: () => ({ a: Number.NaN }) },
-  { label: 'a null field', name: 'nullField', value: () => ({ a: null }) },
+  {
+    label: 'a NaN field',
+    says: 'finite',
+    name: 'nanField',
+    value: () => ({ a: Number.NaN }),
+  },
+  {
+    label: 'a null field',
+    says: 'string',
+    name: 'nullField',
+    value: () => ({ a: null }),
+  },
   {
     label: 'a symbol key',
+    says: 'symbol',
     name: 'symbolKey',
     value: () => ({ a: 1, [Symbol('s')]: 2 }),
   },
   {
     label: 'a hidden field',
+    says: 'non-enumerable',
     name: 'hidden',
     value: () => Object.defineProperty({ a: 1 }, 'b', { value: 2 }),
   },

@@ -30,17 +30,27 @@ function namesNote(message: string, name: string): boolean {
   return message.includes(name === '' ? '""' : name);
 }
 
-/** A refused invalid second note whose refusal does not say which note it refuses. */
+/**
+ * A refused invalid second note whose refusal does not say which note it refuses, or what is wrong
+ * with it (`NoteCase.says`).
+ */
 export function caseRefusalUnnamed(e: Execution): string[] {
   const tried = e.caseNote;
   if (tried?.refused !== 'RunOnceError') {
     return [];
   }
   const message = tried.refusedMessage ?? '';
-  return namesNote(message, tried.note.name)
+  const { says, name, label } = tried.note;
+  const quoted = JSON.stringify(message.slice(0, 120));
+  if (!namesNote(message, name)) {
+    return [
+      `${labelOf(e)} had its note (${label}) refused with a message that does not name it: ${quoted}`,
+    ];
+  }
+  return says === undefined || message.includes(says)
     ? []
     : [
-        `${labelOf(e)} had its note (${tried.note.label}) refused with a message that does not name it: ${JSON.stringify(message.slice(0, 80))}`,
+        `${labelOf(e)} had its note (${label}) refused with a message that does not say "${says}": ${quoted}`,
       ];
 }
 

@@ -310,7 +310,13 @@ describe('noteProblem: plain data only, refused at once with a message naming th
       'a symbol key',
       'launch',
       { [Symbol('s')]: 1 },
-      /note launch is a Object object|plain object/,
+      /note launch is an object with a symbol or non-enumerable key/,
+    ],
+    [
+      'a non-enumerable field',
+      'launch',
+      Object.defineProperty({ a: 1 }, 'b', { value: 2 }),
+      /note launch is an object with a symbol or non-enumerable key/,
     ],
     [
       'a nested Date',

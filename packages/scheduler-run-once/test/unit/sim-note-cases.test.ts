@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { noteProblem } from '../../src/core/notes.ts';
 import { notesKept } from '../sim/invariants.ts';
 import {
   firestoreSize,
@@ -106,7 +107,7 @@ describe('invariant 15: a job’s second note', () => {
           execution({
             note: invalid,
             refused: 'RunOnceError',
-            refusedMessage: `ctx.note: note ${invalid.name} is wrong`,
+            refusedMessage: `ctx.note: note ${invalid.name} is wrong (${invalid.says})`,
           }),
           {},
         ),
@@ -146,6 +147,34 @@ const fitting = (
 const startNote = { started: { attempt: 'a'.repeat(36), at: 1_000 } };
 const fillOf = (bound: NoteFill['bound']): NoteFill =>
   NOTE_FILLS.find((f) => f.bound === bound) as NoteFill;
+
+describe('the invalid note cases', () => {
+  it('are each refused by ctx.note’s check, naming the note and saying what breaks', () => {
+    for (const c of NOTE_CASES.filter((c) => !c.valid)) {
+      const problem = noteProblem(c.name, c.value()) ?? 'accepted';
+      assert.ok(problem.includes(c.name), `${c.label}: ${problem}`);
+      assert.ok(problem.includes(c.says ?? ''), `${c.label}: ${problem}`);
+    }
+  });
+
+  it('finds a refusal that does not say what breaks', () => {
+    const invalid = caseOf(false);
+
+    assert.match(
+      notesKept(
+        outcome(
+          execution({
+            note: invalid,
+            refused: 'RunOnceError',
+            refusedMessage: `ctx.note: note ${invalid.name} is wrong`,
+          }),
+          {},
+        ),
+      ).join('\n'),
+      /does not say "letter"/,
+    );
+  });
+});
 
 describe('the fills of a run’s notes (NOTE_FILLS)', () => {
   it('sizes strings, numbers, booleans and maps by Firestore’s storage sizes', () => {
