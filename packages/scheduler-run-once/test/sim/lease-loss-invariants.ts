@@ -119,7 +119,8 @@ function leaseAtRisk(e: Execution, outcome: SimOutcome): boolean {
   }
   const end = e.end ?? outcome.finalMs;
   return history.events.some((event) => {
-    if (event.type !== 'pause' || event.deployment !== e.deployment) {
+    const pauses = event.type === 'pause' || event.type === 'stall';
+    if (!pauses || event.deployment !== e.deployment) {
       return false;
     }
     const pausedFrom = outcome.startMs + event.at;
@@ -189,6 +190,24 @@ function storedLeaseRanOut(
 }
 
 /**
+ * When an instance paused at `ms` (or within {@link LAPSE_SLACK_MS} after it) woke: pauses that
+ * begin before it wakes chain into one (a stall, then a pause), so it wakes after the last.
+ */
+function wokeAfter(
+  ms: number,
+  pauses: readonly { from: number; until: number }[],
+): number {
+  let wokeAt = ms;
+  const ordered = [...pauses].sort((a, b) => a.from - b.from);
+  for (const pause of ordered) {
+    if (pause.from <= wokeAt + LAPSE_SLACK_MS) {
+      wokeAt = Math.max(wokeAt, pause.until);
+    }
+  }
+  return wokeAt;
+}
+
+/**
  * Invariant 24, a job told to stop when its lease ends: once the stored lease of a running job's
  * attempt ran out (no write of its attempt renewed it in time), the job's signal is aborted within
  * {@link LAPSE_SLACK_MS}, or as soon as its instance wakes if it was paused then. From that moment
@@ -206,12 +225,7 @@ export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
     if (ranOut === undefined) {
       continue;
     }
-    const wokeAt = Math.max(
-      ranOut,
-      ...e.pauses
-        .filter((p) => p.from <= ranOut + LAPSE_SLACK_MS)
-        .map((p) => p.until),
-    );
+    const wokeAt = wokeAfter(ranOut, e.pauses);
     if (runningUntil <= wokeAt + LAPSE_SLACK_MS) {
       continue;
     }

@@ -96,6 +96,17 @@ export type SimEvent =
     }
   | {
       readonly at: number;
+      /**
+       * The instance running the deployment's oldest running job stops for `ms` (a long garbage
+       * collection, a CPU-starved container): a `pause` aimed at a running job, so its lease may
+       * lapse while Scheduler's retry takes the run over, and the job wakes to a lost lease.
+       */
+      readonly type: 'stall';
+      readonly deployment: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
       readonly type: 'step';
       readonly deployment: number;
       readonly instance: number;
@@ -707,6 +718,12 @@ function storeEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
       deployment,
       instance,
       ms: fc.integer({ min: 1_000, max: 200_000 }),
+    }),
+    fc.record({
+      at,
+      type: fc.constant('stall' as const),
+      deployment,
+      ms: fc.integer({ min: 20_000, max: 200_000 }),
     }),
   ];
 }

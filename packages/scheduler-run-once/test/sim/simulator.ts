@@ -1857,6 +1857,9 @@ function apply(world: World, event: SimEvent): void {
     case 'hang':
       applyToInstance(world, dep, event);
       return;
+    case 'stall':
+      stall(world, dep, event);
+      return;
     case 'force':
       force(world, dep, event);
       return;
@@ -1930,14 +1933,7 @@ function applyToInstance(
       sigterm(world, dep, instance);
       return;
     case 'pause':
-      instance.machine.pausedUntil = Math.max(
-        instance.machine.pausedUntil,
-        time.now + event.ms,
-      );
-      for (const exec of instance.running) {
-        exec.pausedMs += event.ms;
-        exec.pauses.push({ from: time.now, until: time.now + event.ms });
-      }
+      pauseInstance(world, instance, event.ms);
       return;
     case 'step':
       instance.machine.offsetMs += event.ms;
@@ -1950,6 +1946,30 @@ function applyToInstance(
       );
       return;
     }
+  }
+}
+
+/** Stops `instance` for `ms`: its timers and its running jobs wait (`pauses` on each execution). */
+function pauseInstance(world: World, instance: Instance, ms: number): void {
+  const { time } = world;
+  instance.machine.pausedUntil = Math.max(
+    instance.machine.pausedUntil,
+    time.now + ms,
+  );
+  for (const exec of instance.running) {
+    exec.pausedMs += ms;
+    exec.pauses.push({ from: time.now, until: time.now + ms });
+  }
+}
+
+/** The `stall` event: pauses the instance running `dep`'s oldest running job, if any runs. */
+function stall(world: World, dep: Deployment, event: EventOf<'stall'>): void {
+  const running = dep.instances.flatMap((instance) =>
+    [...instance.running].map((exec) => ({ instance, exec })),
+  );
+  const oldest = running.sort((a, b) => a.exec.start - b.exec.start)[0];
+  if (oldest !== undefined) {
+    pauseInstance(world, oldest.instance, event.ms);
   }
 }
 

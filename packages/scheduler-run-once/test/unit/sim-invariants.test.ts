@@ -15,7 +15,20 @@ const outcome = (executions: Execution[]): SimOutcome =>
     stopMs: 600_000,
     finalMs: 900_000,
     executions,
-    logs: [],
+    // The retry's delivery was answered (invariant 29 asks each job that ended for its answer line).
+    logs: executions
+      .filter((e) => e.crashedBeforeAnswer !== true)
+      .map((e) => ({
+        at: e.end ?? 0,
+        instance: e.instance,
+        level: 'INFO',
+        message: 'scheduled run: processed',
+        fields: {
+          attemptId: e.attemptId,
+          outcome: 'processed',
+          completion: 'recorded',
+        },
+      })),
     answers: [],
     deliveries: [],
     operatorPauses: [],

@@ -163,6 +163,35 @@ describe('invariant 24: a job told to stop once its stored lease ran out', () =>
       [],
     );
   });
+
+  it('gives an instance paused twice in a row until it wakes from the second pause', () => {
+    // A stall, then a pause that begins while the instance still sleeps: it wakes at 90 s.
+    const pauses = [
+      { from: 20_000, until: 60_000 },
+      { from: 50_000, until: 90_000 },
+    ];
+    const toldAtWake = execution({
+      start: 0,
+      end: 91_000,
+      abortedAt: 90_000,
+      result: 'threw',
+      pauses,
+    });
+    const toldLate = { ...toldAtWake, end: 131_000, abortedAt: 130_000 };
+
+    assert.deepEqual(
+      toldToStopAtLeaseEnd(
+        outcome([toldAtWake], { leaseEnds: leases('attempt-1', [0]) }),
+      ),
+      [],
+    );
+    assert.match(
+      toldToStopAtLeaseEnd(
+        outcome([toldLate], { leaseEnds: leases('attempt-1', [0]) }),
+      ).join('\n'),
+      /past its stored lease's end/,
+    );
+  });
 });
 
 describe('invariant 25: the heartbeat writes a lease no more often than a third of it', () => {
@@ -311,9 +340,36 @@ describe('invariant 1: two executions of a run at once', () => {
       end: 60_000,
       result: 'threw',
       pausedMs: 40_000,
+      abortReason: 'lease_lost',
+      abortMessage: 'the lease lapsed unrenewed',
       ...fields,
     });
   const later = execution({ attemptId: 'attempt-2', start: 45_000 });
+  // Each delivery's answer line (invariant 29): the first job threw, the later one returned.
+  const answers = [
+    {
+      at: 60_000,
+      instance: 'd0-i0-r0',
+      level: 'ERROR',
+      message: 'scheduled run: failed',
+      fields: {
+        attemptId: 'attempt-1',
+        outcome: 'failed',
+        release: 'lease_lost',
+      },
+    },
+    {
+      at: 70_000,
+      instance: 'd0-i1-r0',
+      level: 'INFO',
+      message: 'scheduled run: processed',
+      fields: {
+        attemptId: 'attempt-2',
+        outcome: 'processed',
+        completion: 'recorded',
+      },
+    },
+  ];
 
   it('is a double run when the first job was told to stop only after the takeover started', () => {
     const first = earlier({ abortedAt: 55_000 });
@@ -342,6 +398,7 @@ describe('invariant 1: two executions of a run at once', () => {
       const logs = [
         lost(40_000),
         { ...stillRunning, at: (first.abortedAt ?? 0) + 5_000 },
+        ...answers,
       ];
       assert.deepEqual(
         violations(outcome([first, later], { logs: logs as never })),
