@@ -16,7 +16,8 @@
  *   returned, the release of one that threw;
  * - a delivery's answer line (`scheduled run: OUTCOME`, docs/operations.md) of a job that ran says
  *   `processed` for a job that returned, with its `completion`, and `failed` for one that threw,
- *   with its `release`; one that says the write went `unrecorded` follows the ERROR that names it.
+ *   with its `release`; one that says the write went `unrecorded` follows the ERROR that names it,
+ *   and one says `lease_lost` exactly when the lease-lost warning of that write came before it.
  */
 import { falseCause, jobOf } from './lease-loss-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
@@ -189,6 +190,16 @@ function answerMisreports(
   const written = line.fields[expected.write];
   if (!FENCE_RESULTS.has(String(written))) {
     return `names no result of its ${expected.write} (${String(written)})`;
+  }
+  const lossWarned = earlier.some(
+    (l) =>
+      l.fields.fence === expected.write && l.fields.leaseLoss !== undefined,
+  );
+  if (written === 'lease_lost' && !lossWarned) {
+    return `says its ${expected.write} found the lease lost, with no lease-lost warning naming that write before it`;
+  }
+  if (written !== 'lease_lost' && lossWarned) {
+    return `says its ${expected.write} was ${String(written)}, after a warning that it found the lease lost`;
   }
   if (written !== 'unrecorded') {
     return undefined;

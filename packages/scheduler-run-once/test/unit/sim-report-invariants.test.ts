@@ -229,6 +229,31 @@ describe('invariant 29: an attempt’s reports', () => {
       ).join('\n'),
       /went unrecorded, with no ERROR naming that write/,
     );
+    const lossWarning = warning(
+      'lease lost: another attempt took this run over',
+      {
+        fence: 'release',
+        leaseLoss: 'unknown',
+      },
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [threw],
+          [lossWarning, answered({ outcome: 'failed', release: 'recorded' })],
+        ),
+      ).join('\n'),
+      /was recorded, after a warning that it found the lease lost/,
+    );
+    assert.match(
+      attemptReportsTrue(
+        outcome(
+          [threw],
+          [answered({ outcome: 'failed', release: 'lease_lost' })],
+        ),
+      ).join('\n'),
+      /found the lease lost, with no lease-lost warning/,
+    );
     assert.match(
       attemptReportsTrue(outcome([threw], [])).join('\n'),
       /threw, and no answer line names its attempt/,
