@@ -75,6 +75,7 @@ import {
   noAbortAfterEnd,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
+  toldToStopAtSigterm,
 } from './lease-loss-invariants.ts';
 import { isCalm } from './model.ts';
 import {
@@ -266,6 +267,8 @@ export function violations(
     ...stillRunningWarned(outcome),
     // 28. No job's signal aborts after the job ended.
     ...noAbortAfterEnd(outcome),
+    // 30. A SIGTERM tells running jobs to stop (lease-loss-invariants.ts).
+    ...toldToStopAtSigterm(outcome),
     // 29. An attempt's reports say what happened, and name the attempt (report-invariants.ts).
     ...attemptReportsTrue(outcome),
     // 6. Nothing throws where it should not.

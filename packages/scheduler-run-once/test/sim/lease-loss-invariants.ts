@@ -397,3 +397,35 @@ export function noAbortAfterEnd(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Invariant 30, a SIGTERM tells running jobs to stop (docs/how-it-works.md, "Graceful shutdown": the drain
+ * aborts every running job's signal with `shutdown`, so it can stop and release its run before the
+ * instance is killed): a job running when its instance got SIGTERM, or started after it, has its
+ * signal aborted then (by then for another reason), later only by its instance's pauses.
+ */
+export function toldToStopAtSigterm(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    const { sigtermAt } = e;
+    if (sigtermAt === undefined) {
+      continue;
+    }
+    const dueBy = wokeAfter(sigtermAt, e.pauses) + TIMER_SLACK_MS;
+    // A job that ended on its own by then needed no telling; one killed with its instance (SIGKILL,
+    // 10 s after the SIGTERM) was due to be told before.
+    const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
+    const endedUntold = e.abortedAt === undefined && endedAt <= dueBy;
+    const toldAt = e.abortedAt ?? Number.POSITIVE_INFINITY;
+    if (!endedUntold && toldAt > dueBy) {
+      const told =
+        e.abortedAt === undefined
+          ? 'never told to stop'
+          : `told to stop only ${toldAt - sigtermAt} ms later (${e.abortReason})`;
+      found.push(
+        `${jobOf(e)} ran on at its instance's SIGTERM at ${new Date(sigtermAt).toISOString()}, ${told}`,
+      );
+    }
+  }
+  return found;
+}

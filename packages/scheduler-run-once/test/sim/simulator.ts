@@ -168,6 +168,8 @@ export interface Execution {
   };
   /** The message of its signal's abort reason, when its signal was aborted. */
   abortMessage?: string;
+  /** When its instance got SIGTERM while it ran (or before it started), ms. */
+  sigtermAt?: number;
   /** Its completion was written to the store (memory store only), answered or not. */
   completionLanded?: boolean;
   /** How long its instance was paused while it ran, ms. */
@@ -418,6 +420,8 @@ interface Instance {
   serving: boolean;
   readonly pending: Set<(err: Error) => void>;
   readonly running: Set<Execution>;
+  /** When it got SIGTERM (a `sigterm` event, a redeploy), ms: its jobs are told to stop. */
+  terminatedAt?: number;
 }
 
 interface Deployment {
@@ -1052,6 +1056,10 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
       world.retired.get(machine);
     const exec = startExecution(world, dep, spec, ctx);
     instance?.running.add(exec);
+    // A delivery its instance took before its SIGTERM may start its job after it.
+    if (instance?.terminatedAt !== undefined) {
+      exec.sigtermAt = time.now;
+    }
     const ms = world.between(spec.minMs, spec.maxMs);
     const fails = world.rng() < spec.failRate;
     const stubborn =
@@ -1829,6 +1837,10 @@ async function lockAsAnotherVersion(
  */
 function terminate(world: World, dep: Deployment, instance: Instance): void {
   const { time } = world;
+  instance.terminatedAt ??= time.now;
+  for (const exec of instance.running) {
+    exec.sigtermAt ??= time.now;
+  }
   time.within(instance.machine, () =>
     time.schedule(
       () => void instance.shutdown.drain(dep.config.shutdownGraceMs),

@@ -13,6 +13,7 @@ import {
   noAbortAfterEnd,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
+  toldToStopAtSigterm,
 } from '../sim/lease-loss-invariants.ts';
 import type { History } from '../sim/model.ts';
 import type { Execution, LeaseEnd, SimOutcome } from '../sim/simulator.ts';
@@ -355,7 +356,7 @@ describe('invariant 1: two executions of a run at once', () => {
       fields: {
         attemptId: 'attempt-1',
         outcome: 'failed',
-        release: 'lease_lost',
+        release: 'recorded',
       },
     },
     {
@@ -405,5 +406,54 @@ describe('invariant 1: two executions of a run at once', () => {
         [],
       );
     }
+  });
+});
+
+describe('invariant 30: a SIGTERM tells running jobs to stop', () => {
+  it('finds a job never told, or killed with its instance untold', () => {
+    const ranOn = execution({ start: 0, end: 40_000, sigtermAt: 20_000 });
+    const killed = execution({
+      start: 0,
+      end: undefined,
+      result: 'crashed',
+      diedAt: 30_000,
+      sigtermAt: 20_000,
+    });
+
+    assert.match(
+      toldToStopAtSigterm(outcome([ranOn])).join('\n'),
+      /ran on at its instance's SIGTERM .* never told to stop/,
+    );
+    assert.match(
+      toldToStopAtSigterm(outcome([killed])).join('\n'),
+      /never told to stop/,
+    );
+  });
+
+  it('accepts a job told at the SIGTERM or as its instance woke, and one that ended on its own', () => {
+    const told = execution({
+      start: 0,
+      end: 20_100,
+      result: 'threw',
+      abortedAt: 20_000,
+      abortReason: 'shutdown',
+      sigtermAt: 20_000,
+    });
+    const pausedThen = {
+      ...told,
+      abortedAt: 50_000,
+      end: 50_100,
+      pauses: [{ from: 10_000, until: 50_000 }],
+    };
+    const endedOnItsOwn = execution({
+      start: 0,
+      end: 20_500,
+      sigtermAt: 20_000,
+    });
+
+    assert.deepEqual(
+      toldToStopAtSigterm(outcome([told, pausedThen, endedOnItsOwn])),
+      [],
+    );
   });
 });
