@@ -1552,7 +1552,36 @@ export function unknownStatusesSaid(outcome: SimOutcome): string[] {
   return [
     ...unknownRecordsUnsaid(outcome),
     ...runsBesideUnknownHolders(outcome),
+    ...unknownRecordsAnsweredAsRun(outcome),
   ];
+}
+
+/** Answers that say a delivery's job ran, or its run is final: never for an unreadable record. */
+const ANSWERS_OF_A_READ_RECORD = new Set(['processed', 'failed', 'duplicate']);
+
+/**
+ * A delivery of a run whose record had a status this version does not know for the whole request
+ * is answered `unreadable_record` (docs/operations.md): never as a job that ran or failed, nor as
+ * a final run.
+ */
+function unknownRecordsAnsweredAsRun(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    const foreign =
+      d.runId === undefined ? undefined : outcome.foreignRecords?.get(d.runId);
+    if (foreign?.kind !== 'unknown_status' || d.endedAt === undefined) {
+      continue;
+    }
+    const recordedAt = foreign.recordedAt ?? foreign.at;
+    const heldThroughout =
+      recordedAt <= d.sentAt && (foreign.deletedAt ?? Infinity) >= d.endedAt;
+    if (heldThroughout && ANSWERS_OF_A_READ_RECORD.has(String(d.outcome))) {
+      found.push(
+        `${d.jobId}@${d.scheduleTime} was answered ${d.outcome} at ${iso(d.endedAt)}, though its run's record has a status this version does not know: unreadable_record`,
+      );
+    }
+  }
+  return found;
 }
 
 /** Records of a status this version does not know, judged by now, that no ERROR line names. */

@@ -275,6 +275,34 @@ describe('invariant 13: another version’s records and locks', () => {
     assert.match(unknownStatusesSaid(silent).join('\n'), /passed silently/);
     assert.deepEqual(unknownStatusesSaid(said), []);
   });
+
+  it('fails a delivery of a run of unknown status answered as a run that failed, passes unreadable_record', () => {
+    const foreignRecords = new Map([
+      [RUN, foreign({ kind: 'unknown_status' })],
+    ]);
+    const delivery = (answered: string): Delivered => ({
+      deployment: 0,
+      source: 'scheduler',
+      jobId: 'job-0',
+      scheduleTime: '1970-01-01T00:02:00Z',
+      sentAt: 120_000,
+      endedAt: 121_000,
+      status: 500,
+      outcome: answered,
+      instance: 'd0-i0-r0',
+      runId: RUN,
+    });
+    const answeredAs = (answered: string) =>
+      unknownStatusesSaid(
+        outcome({ deliveries: [delivery(answered)], foreignRecords }),
+      );
+
+    assert.match(
+      answeredAs('failed').join('\n'),
+      /answered failed .* status this version does not know/,
+    );
+    assert.deepEqual(answeredAs('unreadable_record'), []);
+  });
 });
 
 describe('crashAfterWrite: which writes a log line follows', () => {
