@@ -8,6 +8,7 @@
  * - a job's signal aborts with an `AttemptAbortedError` that says why: a known reason and a message;
  * - a job aborted for a lost lease was warned about first: `lease lapsed: …` or `lease lost: …`,
  *   naming its attempt;
+ * - every WARNING and ERROR says something (a message that is not empty);
  * - every lease warning names its attempt; a failed extension's warning counts the failures
  *   in a row (1, 2, …) and carries the lease and the error;
  * - `lease lost: another attempt took this run over …` gives the count it logs, and a cause that
@@ -236,6 +237,10 @@ function lineMisreports(
   previousFailure: LogLine | undefined,
   outcome: SimOutcome,
 ): string | undefined {
+  // A WARNING or ERROR is read by a person, and matched by alerts: it says something.
+  if (line.message.trim() === '') {
+    return 'says nothing';
+  }
   const aboutLease =
     LEASE_WARNING.test(line.message) ||
     line.message.startsWith(FAILED_EXTENSION);

@@ -64,6 +64,13 @@ describe('invariant 29: an attempt’s reports', () => {
     assert.match(found, /with no message saying why/);
   });
 
+  it('finds a warning that says nothing', () => {
+    assert.match(
+      attemptReportsTrue(outcome([], [warning('', {})])).join('\n'),
+      /says nothing/,
+    );
+  });
+
   it('finds a job aborted for a lost lease with no lease warning naming its attempt', () => {
     assert.match(
       attemptReportsTrue(
