@@ -417,6 +417,13 @@ export function toldToStopAtSigterm(outcome: SimOutcome): string[] {
     const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
     const endedUntold = e.abortedAt === undefined && endedAt <= dueBy;
     const toldAt = e.abortedAt ?? Number.POSITIVE_INFINITY;
+    // Told first at the SIGTERM, it must be told why: the instance is shutting down.
+    const toldFirstAtSigterm = toldAt >= sigtermAt && toldAt <= dueBy;
+    if (toldFirstAtSigterm && e.abortReason !== 'shutdown') {
+      found.push(
+        `${jobOf(e)} was told to stop at its instance's SIGTERM with ${e.abortReason}, not shutdown`,
+      );
+    }
     if (!endedUntold && toldAt > dueBy) {
       const told =
         e.abortedAt === undefined

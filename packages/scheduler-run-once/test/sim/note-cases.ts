@@ -99,7 +99,12 @@ const INVALID: readonly NoteCase[] = [
   { label: 'undefined', says: 'string', name: 'unset', value: () => undefined },
   { label: 'a bigint', says: 'string', name: 'big', value: () => 1n },
   { label: 'an array', says: 'array', name: 'list', value: () => [1, 2] },
-  { label: 'a Date', says: 'Date', name: 'when', value: () => new Date(0) },
+  {
+    label: 'a Date',
+    says: 'a Date object',
+    name: 'when',
+    value: () => new Date(0),
+  },
   {
     label: 'a Map',
     says: 'Map',

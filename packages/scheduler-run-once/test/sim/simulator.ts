@@ -76,6 +76,7 @@ import {
   AUDIT_SCHEDULE,
   type Gaps,
   type History,
+  isCalm,
   type JobSpec,
   KNOWN_GAPS,
   type SimEvent,
@@ -1028,7 +1029,8 @@ const FILL_SHARE = 1 / 20;
 
 /** Whether `exec` fills its notes ({@link noteFill}): drawn only where the history allows fills. */
 function fillsNotes(world: World, exec: Execution): boolean {
-  if (world.history.noteFills !== true) {
+  // A fill's hundred writes may outlast a calm history's job timeout: calm histories fill none.
+  if (world.history.noteFills !== true || isCalm(world.history)) {
     return false;
   }
   const firstOfRun = !world.executions.some(
@@ -2234,7 +2236,7 @@ async function drain(world: World): Promise<number> {
   const resumedMs = Math.max(
     stopMs,
     ...history.events.map((e) =>
-      e.type === 'pause' ? startMs + e.at + e.ms : 0,
+      e.type === 'pause' || e.type === 'stall' ? startMs + e.at + e.ms : 0,
     ),
   );
   const drainedMs = resumedMs + longest + 2 * world.leaseMs + 120_000;
