@@ -253,6 +253,19 @@ export function violations(
     ...catchUpViolations(outcome),
     // 21. Every record says what happened to its run (record-invariants.ts).
     ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
+    // 22-30. An attempt's lease, signal and reports (attemptViolations).
+    ...attemptViolations(outcome),
+    // 6. Nothing throws where it should not.
+    ...outcome.errors.map(
+      (err) =>
+        `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
+    ),
+  ];
+}
+
+/** Invariants 22 to 30: an attempt's lease, its job's signal, and its reports. */
+function attemptViolations(outcome: SimOutcome): string[] {
+  return [
     // 22. A lost lease is reported with its true cause (lease-loss-invariants.ts).
     ...leaseLossCausesTrue(outcome),
     // 23. No job is aborted for a lost lease while nothing threatens its lease.
@@ -271,11 +284,6 @@ export function violations(
     ...toldToStopAtSigterm(outcome),
     // 29. An attempt's reports say what happened, and name the attempt (report-invariants.ts).
     ...attemptReportsTrue(outcome),
-    // 6. Nothing throws where it should not.
-    ...outcome.errors.map(
-      (err) =>
-        `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
-    ),
   ];
 }
 

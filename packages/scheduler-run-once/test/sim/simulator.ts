@@ -1069,20 +1069,10 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     if (stubborn) {
       exec.stubborn = true;
     }
-    // A fill's hundred notes take their own time: the job's work is shorter by it, so a job stays
-    // within the bounds its history drew (a calm history's jobs end before their timeout).
-    let workMs = ms;
     try {
-      if (spec.notes === true) {
-        const held = await noteStart(world, ctx, exec);
-        if (fillsNotes(world, exec)) {
-          const fillStartedAt = time.now;
-          await noteFill(world, ctx, exec, held);
-          workMs = Math.max(0, ms - (time.now - fillStartedAt));
-        } else if (world.history.caseNotes === true && !filled(world, exec)) {
-          await noteCase(world, ctx, exec);
-        }
-      }
+      const filledMs = spec.notes === true ? await notes(world, ctx, exec) : 0;
+      // A fill's notes take their own time: the job's work is shorter by it.
+      const workMs = Math.max(0, ms - filledMs);
       await work(stubborn ? NEVER_ABORTED : ctx.signal, workMs);
       if (ctx.signal.aborted) {
         throw ctx.signal.reason;
@@ -1101,6 +1091,27 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     }
     exec.result = 'returned';
   };
+}
+
+/**
+ * A noting job's notes: its start note, then a fill of its run's notes or a case note.
+ * @returns how long a fill took, ms (0 without one)
+ */
+async function notes(
+  world: World,
+  ctx: Parameters<JobRun>[0],
+  exec: Execution,
+): Promise<number> {
+  const held = await noteStart(world, ctx, exec);
+  if (fillsNotes(world, exec)) {
+    const fillStartedAt = world.time.now;
+    await noteFill(world, ctx, exec, held);
+    return world.time.now - fillStartedAt;
+  }
+  if (world.history.caseNotes === true && !filled(world, exec)) {
+    await noteCase(world, ctx, exec);
+  }
+  return 0;
 }
 
 /** The `reason` of an abort signal's `AttemptAbortedError`, or `unknown`. */
@@ -1883,19 +1894,9 @@ function apply(world: World, event: SimEvent): void {
     case 'rerun':
       triggerRerun(world, dep, event);
       return;
-    case 'operator_pause': {
-      const jobId = jobOf(dep, event.job).id;
-      void world.time.within(world.operator, () =>
-        operatorPause(
-          world,
-          dep,
-          jobId,
-          event.ms,
-          event.forgotten === true,
-        ).catch((err: unknown) => world.errors.push(err)),
-      );
+    case 'operator_pause':
+      pauseByOperator(world, dep, event);
       return;
-    }
     case 'outage':
       dep.outageUntil = Math.max(dep.outageUntil, world.time.now + event.ms);
       return;
@@ -1920,6 +1921,21 @@ function apply(world: World, event: SimEvent): void {
       redeploy(world, dep, event);
       return;
   }
+}
+
+/** The `operator_pause` event: `npm run pause` on the operator's machine (`operatorPause`). */
+function pauseByOperator(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'operator_pause'>,
+): void {
+  const jobId = jobOf(dep, event.job).id;
+  const forgotten = event.forgotten === true;
+  void world.time.within(world.operator, () =>
+    operatorPause(world, dep, jobId, event.ms, forgotten).catch(
+      (err: unknown) => world.errors.push(err),
+    ),
+  );
 }
 
 /** The job an event's `index` names, among `dep`'s current jobs. */
