@@ -38,6 +38,17 @@ const outcome = (
     ),
   }) as unknown as SimOutcome;
 
+/** What invariant 15 says of the first invalid case refused with the message `messageOf(name)`. */
+const refusedWith = (messageOf: (name: string) => string): string => {
+  const invalid = caseOf(false);
+  const refused = execution({
+    note: invalid,
+    refused: 'RunOnceError',
+    refusedMessage: messageOf(invalid.name),
+  });
+  return notesKept(outcome(refused, {})).join('\n');
+};
+
 describe('invariant 15: a job’s second note', () => {
   it('finds an invalid note accepted, or refused with another error', () => {
     const invalid = caseOf(false);
@@ -117,19 +128,8 @@ describe('invariant 15: a job’s second note', () => {
   });
 
   it('finds a refusal whose message does not name the note', () => {
-    const invalid = caseOf(false);
-
     assert.match(
-      notesKept(
-        outcome(
-          execution({
-            note: invalid,
-            refused: 'RunOnceError',
-            refusedMessage: 'ctx.note: a note is wrong',
-          }),
-          {},
-        ),
-      ).join('\n'),
+      refusedWith(() => 'ctx.note: a note is wrong'),
       /refused with a message that does not name it/,
     );
   });
@@ -158,19 +158,8 @@ describe('the invalid note cases', () => {
   });
 
   it('finds a refusal that does not say what breaks', () => {
-    const invalid = caseOf(false);
-
     assert.match(
-      notesKept(
-        outcome(
-          execution({
-            note: invalid,
-            refused: 'RunOnceError',
-            refusedMessage: `ctx.note: note ${invalid.name} is wrong`,
-          }),
-          {},
-        ),
-      ).join('\n'),
+      refusedWith((name) => `ctx.note: note ${name} is wrong`),
       /does not say "letter"/,
     );
   });
