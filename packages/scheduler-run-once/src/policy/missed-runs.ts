@@ -45,6 +45,13 @@ export { FAILED_AFTER_RETRIES, MISSED_RUN };
 export const UNREADABLE_SLOT =
   'missed-run check: a closed slot\'s record cannot be read, so this check cannot tell whether it ran; repair it: if no attempt of this run is running, delete the document (the next check reports the slot missed, and npm run runs -- --backfill delivers it), or set status to "completed" if the run is done';
 
+/**
+ * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds
+ * it unlogged and logs it again (each such failure costs one more log line, never a lost report).
+ */
+export const REPORT_NOT_ACKNOWLEDGED =
+  'missed-run check: the report logged above could not be marked logged; a check after it may log it again';
+
 /** How often a job's closed slots are checked by its own deliveries at most, in ms: hourly. */
 export const CHECK_PERIOD_MS = 3_600_000;
 /** The most slots one check reads (two batched reads); the next checks go on from the cursor. */
@@ -537,9 +544,10 @@ export class MissedRunCheck {
     try {
       await this.#deps.history.acknowledgeReport(runId, reporter, token);
     } catch (error) {
-      const message =
-        'missed-run check: the report logged above could not be marked logged; a check after it may log it again';
-      logger.warn({ runId, err: loggableError(error) }, message);
+      logger.warn(
+        { runId, err: loggableError(error) },
+        REPORT_NOT_ACKNOWLEDGED,
+      );
     }
   }
   /**

@@ -76,12 +76,37 @@ export function falseCause(
       : 'its instance was never paused while the job ran, and Firestore never answered late nor hung';
   }
   if (cause === 'job_timeout') {
-    const ranMs = e === undefined ? 0 : (e.end ?? line.at) - e.start;
+    const start =
+      e?.start ?? untrackedAttemptStart(outcome, line.fields.attemptId);
+    if (start === undefined) {
+      return undefined;
+    }
+    const ranMs = (e?.end ?? line.at) - start;
     return ranMs >= timeoutOf(outcome) - TIMER_SLACK_MS
       ? undefined
       : `the job ran ${ranMs} ms, within JOB_TIMEOUT_SECONDS`;
   }
   return undefined;
+}
+
+/**
+ * When an attempt with no {@link Execution} started (the run audit's: the environment's check, not
+ * a job's run), from its answer line: its time less its `durationMs`; `undefined` if it was never
+ * answered (its instance died), so nothing can be judged.
+ */
+function untrackedAttemptStart(
+  outcome: SimOutcome,
+  attemptId: unknown,
+): number | undefined {
+  const answer = outcome.logs.find(
+    (l) =>
+      l.fields.attemptId === attemptId &&
+      typeof l.fields.outcome === 'string' &&
+      typeof l.fields.durationMs === 'number',
+  );
+  return answer === undefined
+    ? undefined
+    : answer.at - Number(answer.fields.durationMs);
 }
 
 /** Invariant 22: every logged lease loss names a cause that happened to its attempt. */

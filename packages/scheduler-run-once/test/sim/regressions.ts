@@ -744,6 +744,46 @@ export const FIXED: readonly {
       ],
     },
   },
+  {
+    // The run audit's attempt waits on a late delivery's claim (`nearAudit`) past
+    // JOB_TIMEOUT_SECONDS (45 s) and its lease lapses `job_timeout`: true, but the audit's attempt
+    // has no execution, and invariant 22 judged it as a job that ran 0 ms. It now judges such an
+    // attempt by its answer's duration (`npm run simulate -- --seed=505`, the 611th, shrunk).
+    finding:
+      "the run audit's attempt ran past JOB_TIMEOUT_SECONDS and its lease lapsed job_timeout",
+    history: {
+      seed: 1950908234,
+      leaseSeconds: 55,
+      scopes: [''],
+      instances: 1,
+      spanMs: 1560000,
+      duplicates: 0.3,
+      dropAnswers: 0,
+      latency: [20, 400],
+      faultRate: 0.05,
+      lateAnswers: 0.05,
+      crashAfterWrite: 0,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: -51694,
+      stubbornJobs: true,
+      caseNotes: true,
+      noteFills: true,
+      jobTimeoutSeconds: 45,
+      audit: true,
+      jobs: [job('job-0', 'allow')],
+      events: [
+        {
+          at: 0,
+          type: 'late_delivery',
+          deployment: 0,
+          job: 0,
+          ms: 30000,
+          nearAudit: true,
+        },
+        { at: 242983, type: 'stall', deployment: 0, ms: 54114 },
+      ],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */

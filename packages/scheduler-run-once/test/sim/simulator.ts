@@ -271,6 +271,12 @@ export interface CrashAfterWrite {
   readonly path: string;
 }
 
+/** An instance's death: its timers never fire again, so a write it made may stay unlogged. */
+export interface Death {
+  readonly at: number;
+  readonly instance: string;
+}
+
 /** A write whose log line comes after its answer: its instance may die between the two. */
 export type LoggedWrite = 'claim' | 'completion' | 'report';
 
@@ -327,6 +333,8 @@ export interface SimOutcome {
   readonly leaseEnds: ReadonlyMap<string, readonly LeaseEnd[]>;
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
+  readonly deaths?: readonly Death[];
   /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
   readonly jobDocuments?: ReadonlyMap<
     string,
@@ -532,8 +540,8 @@ interface World {
   readonly retired: Map<MachineClock | undefined, Instance>;
   /** One pino logger (its set-up is costly); each instance logs through a child naming it. */
   readonly baseLogger: ReturnType<typeof createLogger>;
-  /** How many instances died (crashed, or killed after SIGTERM): a report may be left unlogged. */
-  deaths: number;
+  /** The instances that died (crashed, or killed after SIGTERM): a report may be left unlogged. */
+  readonly deaths: Death[];
   instanceCount: number;
   memory: MemoryFirestore | undefined;
   store: Firestore;
@@ -633,7 +641,7 @@ function newWorld(
     hangingUntil: new Map(),
     retired: new Map(),
     baseLogger: simLogger(logs, time),
-    deaths: 0,
+    deaths: [],
     instanceCount: 0,
     memory: undefined,
     store: undefined as unknown as Firestore,
@@ -806,7 +814,7 @@ function dieAfterLoggedWrite(
     crash(world, owner.dep, owner.instance);
   } else {
     machine.dead = true; // the auditor: its checks stop where they are
-    world.deaths++;
+    world.deaths.push({ at: time.now, instance: machine.name });
   }
 }
 
@@ -1335,7 +1343,7 @@ function crash(world: World, dep: Deployment, instance: Instance): void {
     return;
   }
   instance.machine.dead = true;
-  world.deaths++;
+  world.deaths.push({ at: world.time.now, instance: instance.machine.name });
   instance.serving = false;
   for (const exec of instance.running) {
     exec.result = 'crashed';
@@ -2326,7 +2334,7 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
     await time.run(untilMs);
   };
   await awaitAudit(finalAudit(world, world.auditor), finalMs + 120_000);
-  if (world.deaths > 0) {
+  if (world.deaths.length > 0) {
     await time.run(finalMs + LATER_CHECK_MS);
     await awaitAudit(
       finalAudit(world, world.operator),
@@ -2345,12 +2353,17 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
 function finalAudit(world: World, machine: MachineClock) {
   const deployments = world.db === undefined ? world.deployments : [];
   return world.time.within(machine, () =>
-    Promise.all(deployments.flatMap((dep) => auditDeployment(world, dep))),
+    Promise.all(
+      deployments.flatMap((dep) => auditDeployment(world, dep, machine)),
+    ),
   );
 }
 
-/** The final checks of `dep`: one per job it ever declared. */
-function auditDeployment(world: World, dep: Deployment) {
+/**
+ * The final checks of `dep`: one per job it ever declared. Their lines name the machine
+ * (`d0-auditor`, `d0-operator`), as its death ({@link Death}) does.
+ */
+function auditDeployment(world: World, dep: Deployment, machine: MachineClock) {
   const stores = storesOf(world, dep.config);
   const check = new MissedRunCheck({
     history: stores.history,
@@ -2358,7 +2371,7 @@ function auditDeployment(world: World, dep: Deployment) {
     clock: () => stores.documents.serverTime(),
     forcedRunToleranceMs: dep.config.forcedRunToleranceMs,
   });
-  const logger = loggerFor(world, `d${dep.index}-audit`);
+  const logger = loggerFor(world, `d${dep.index}-${machine.name}`);
   const seen = new Map<string, DeclaredJob>();
   for (const revision of dep.revisions) {
     for (const job of revision.jobs) {
@@ -2451,6 +2464,7 @@ function outcomeOf(
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
     crashesAfterWrite: world.crashesAfterWrite,
+    deaths: world.deaths,
     foreignRecords: world.foreignRecords,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>

@@ -208,4 +208,24 @@ describe("invariant 22: a lost lease's cause told truly", () => {
     );
     assert.match(found.join('\n'), /within JOB_TIMEOUT_SECONDS/);
   });
+
+  it("judges job_timeout of the run audit's attempt (no execution) by its answer's duration (seed 505)", () => {
+    const answer = (durationMs: number): LogLine => ({
+      at: SLOT + 91_000,
+      instance: 'd0-i0-r0',
+      level: 'ERROR',
+      message: 'scheduled run: failed',
+      fields: { attemptId: 'attempt-1', outcome: 'failed', durationMs },
+    });
+    const judge = (durationMs: number) =>
+      leaseLossCausesTrue(
+        outcome({
+          executions: [],
+          logs: [loss('job_timeout'), answer(durationMs)],
+          history: { ...history, jobTimeoutSeconds: 45 },
+        }),
+      );
+    assert.deepEqual(judge(90_000), [], 'it ran 89 s by the lapse');
+    assert.match(judge(5_000).join('\n'), /within JOB_TIMEOUT_SECONDS/);
+  });
 });

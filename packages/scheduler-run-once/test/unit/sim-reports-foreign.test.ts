@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import { REPORT_NOT_ACKNOWLEDGED } from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import {
   noBlockBehindVanishedHolder,
@@ -76,6 +77,49 @@ describe('invariant 12: every report written is logged once or twice', () => {
     const records = new Map([[RUN, missedRecord]]);
 
     assert.deepEqual(reportsLoggedOnceOrTwice(outcome({ logs, records })), []);
+  });
+
+  it('fails a report logged three times by loggers that all marked it logged', () => {
+    const logs = [100_000, 400_000, 700_000].map((at) =>
+      line(at, 'missed run', { runId: RUN, reporter: 'r1' }),
+    );
+    const records = new Map([[RUN, missedRecord]]);
+
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'),
+      /logged 3 times: at worst twice, or once more than the 0 loggers/,
+    );
+  });
+
+  it('passes a third line when two loggers could not mark it logged: one warned, one died (seed 505)', () => {
+    const warned = {
+      ...line(400_100, REPORT_NOT_ACKNOWLEDGED, { runId: RUN }),
+      level: 'WARNING',
+    };
+    const logs = [
+      line(400_000, 'missed run', { runId: RUN, reporter: 'r1' }),
+      warned,
+      {
+        ...line(700_000, 'missed run', { runId: RUN }),
+        instance: 'd0-auditor',
+      },
+      {
+        ...line(900_000, 'missed run', { runId: RUN }),
+        instance: 'd0-operator',
+      },
+    ];
+    const records = new Map([[RUN, missedRecord]]);
+    const deaths = [{ at: 700_030, instance: 'auditor' }];
+
+    assert.deepEqual(
+      reportsLoggedOnceOrTwice(outcome({ logs, records, deaths })),
+      [],
+    );
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'),
+      /logged 3 times: .* than the 1 loggers/,
+      "without the auditor's death only one logger failed to mark it",
+    );
   });
 
   it('fails a report written and never logged (its writer died, no check logged it again)', () => {
