@@ -7,8 +7,9 @@
  *   surviving mutant (`file:line:column-line:column`, Stryker's columns counting from 0), what
  *   `stryker.survivors.config.mjs` mutates.
  * - `node scripts/mutation-survivors.ts score [FIRST] [SECOND]`: the first run's score, and the
- *   score once the second run (the suite over the first's survivors) has had its go; then every
- *   mutant that survived both. Exit 2 when a report is missing or unreadable.
+ *   score once the second run over the first's survivors (the suite, `mutate:survivors`, or the
+ *   simulator's fault-biased pass, `mutate:faults`) has had its go; then every mutant that survived
+ *   both. Exit 2 when a report is missing or unreadable.
  *
  * - `node scripts/mutation-survivors.ts reach REPORT COVERAGE_DIR`: the survivors of REPORT split by
  *   whether the simulator's histories reach their code, from V8's coverage of one unmutated run
@@ -135,9 +136,9 @@ export function scoreLines(
     const again = second.find((m) => sameMutant(m, survivor));
     return again === undefined || !DETECTED.has(again.status);
   });
-  const killedBySuite = survivors.length - stillAlive.length;
+  const killedBySecond = survivors.length - stillAlive.length;
   lines.push(
-    `with the suite on its survivors: ${mutationScore(detected + killedBySuite, stillAlive.length).toFixed(1)} % (the suite killed ${killedBySuite} of ${survivors.length}; a survivor missing from the second report counts as alive)`,
+    `with the second run on its survivors: ${mutationScore(detected + killedBySecond, stillAlive.length).toFixed(1)} % (the second run killed ${killedBySecond} of ${survivors.length}; a survivor missing from the second report counts as alive)`,
     '',
     `survived both (${stillAlive.length}):`,
     ...stillAlive.map(describe),

@@ -5,7 +5,8 @@
  * (`--seed S --path P`). `--strict` turns off every known gap (`KNOWN_GAPS` in model.ts);
  * `--gap NAME` turns off one. `--broken-fencing` plays a product whose updates drop their
  * `lastUpdateTime` precondition. `--first-failure` stops at the first failing history without
- * shrinking it (mutation testing needs only the exit code).
+ * shrinking it (mutation testing needs only the exit code). `--faults` draws fault-biased histories
+ * (`FAULT_BIASED` in model.ts): the mutation runs' second pass.
  */
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     'broken-fencing': { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
     small: { type: 'boolean', default: false },
+    faults: { type: 'boolean', default: false },
     'first-failure': { type: 'boolean', default: false },
   },
 });
@@ -45,7 +47,10 @@ for (const name of values.gap as string[]) {
 const started = performance.now();
 const details = await fc.check(
   fc.asyncProperty(
-    historyArbitrary({ size: values.small ? 'small' : 'large' }),
+    historyArbitrary({
+      size: values.small ? 'small' : 'large',
+      profile: values.faults ? 'faults' : 'default',
+    }),
     async (history) => {
       const found = violations(
         await simulate(history, {
@@ -74,7 +79,7 @@ if (details.failed) {
     `\nviolations:\n${error instanceof Error ? error.message : String(error)}`,
   );
   console.error(
-    `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
+    `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.faults ? ' --faults' : ''}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
   );
   console.error(`(${details.numRuns} histories in ${seconds} s)`);
   process.exitCode = 1;

@@ -71,7 +71,10 @@ export function falseCause(
     return failed ? undefined : 'no extension of it had failed';
   }
   if (cause === 'stalled' || cause === 'extension_unanswered') {
-    return (e !== undefined && e.pausedMs > 0) || slowAnswers(outcome)
+    const paused =
+      (e !== undefined && e.pausedMs > 0) ||
+      pausedAround(outcome, line, e?.start);
+    return paused || slowAnswers(outcome)
       ? undefined
       : 'its instance was never paused while the job ran, and Firestore never answered late nor hung';
   }
@@ -87,6 +90,25 @@ export function falseCause(
       : `the job ran ${ranMs} ms, within JOB_TIMEOUT_SECONDS`;
   }
   return undefined;
+}
+
+/**
+ * Whether `line`'s instance was paused within a lease before its job started (`start`; the run
+ * audit's attempts have none) and the line: a pause as the claim was answered, before the job or
+ * the audit's work began, starves the heartbeat as much as one while it runs.
+ */
+function pausedAround(
+  outcome: SimOutcome,
+  line: LogLine,
+  start: number | undefined,
+): boolean {
+  const from =
+    (start ??
+      untrackedAttemptStart(outcome, line.fields.attemptId) ??
+      line.at) - outcome.leaseMs;
+  return (outcome.instancePauses ?? []).some(
+    (p) => p.instance === line.instance && p.from <= line.at && p.until >= from,
+  );
 }
 
 /**
@@ -424,6 +446,30 @@ export function noAbortAfterEnd(outcome: SimOutcome): string[] {
 }
 
 /**
+ * Whether `reason`, the abort of a job whose instance was paused at its SIGTERM, was due before the
+ * SIGTERM: its stored lease ran out before it (`lease_lost`), or it had run JOB_TIMEOUT_SECONDS by
+ * then (`job_timeout`). Waking, the instance meets both; either is true.
+ */
+function dueBeforeSigterm(
+  e: Execution,
+  reason: string | undefined,
+  sigtermAt: number,
+  outcome: SimOutcome,
+): boolean {
+  const pausedAtSigterm = wokeAfter(sigtermAt, e.pauses) > sigtermAt;
+  if (!pausedAtSigterm) {
+    return false;
+  }
+  if (reason === 'lease_lost') {
+    return storedLeaseRanOut(e, sigtermAt, outcome) !== undefined;
+  }
+  return (
+    reason === 'job_timeout' &&
+    e.start + timeoutOf(outcome) <= sigtermAt + TIMER_SLACK_MS
+  );
+}
+
+/**
  * Invariant 30, a SIGTERM tells running jobs to stop (docs/how-it-works.md, "Graceful shutdown": the drain
  * aborts every running job's signal with `shutdown`, so it can stop and release its run before the
  * instance is killed): a job running when its instance got SIGTERM, or started after it, has its
@@ -442,9 +488,15 @@ export function toldToStopAtSigterm(outcome: SimOutcome): string[] {
     const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
     const endedUntold = e.abortedAt === undefined && endedAt <= dueBy;
     const toldAt = e.abortedAt ?? Number.POSITIVE_INFINITY;
-    // Told first at the SIGTERM, it must be told why: the instance is shutting down.
+    // Told first at the SIGTERM, it must be told why: the instance is shutting down, unless it
+    // slept through the SIGTERM and woke to a cause due before it (its lease, its timeout).
     const toldFirstAtSigterm = toldAt >= sigtermAt && toldAt <= dueBy;
-    if (toldFirstAtSigterm && e.abortReason !== 'shutdown') {
+    const why = e.abortReason;
+    if (
+      toldFirstAtSigterm &&
+      why !== 'shutdown' &&
+      !dueBeforeSigterm(e, why, sigtermAt, outcome)
+    ) {
       found.push(
         `${jobOf(e)} was told to stop at its instance's SIGTERM with ${e.abortReason}, not shutdown`,
       );

@@ -383,21 +383,65 @@ export function historyArbitrary(
     readonly emulator?: boolean;
     /** `small` (the test suite's: shorter spans, fewer jobs) or `large` (the CLI's default). */
     readonly size?: 'small' | 'large';
+    /** `faults`: {@link FAULT_BIASED} histories, for mutation runs (`--faults`). */
+    readonly profile?: 'default' | 'faults';
   } = {},
 ): fc.Arbitrary<History> {
   const emulator = options.emulator === true;
-  return baseArbitrary(emulator, options.size === 'small').chain((base) =>
+  const faults = options.profile === 'faults' && !emulator;
+  const base = baseArbitrary(emulator, options.size === 'small');
+  return (faults ? faultBiased(base) : base).chain((drawn) =>
     fc
       .record({
         jobs: fc.tuple(
-          ...Array.from({ length: base.jobCount }, (_, i) => jobSpec(i)),
+          ...Array.from({ length: drawn.jobCount }, (_, i) => jobSpec(i)),
         ),
-        events: fc.array(eventArbitrary(base, emulator), {
-          maxLength: emulator ? 3 : 8,
-        }),
+        events: fc.array(
+          faults ? faultEventArbitrary(drawn) : eventArbitrary(drawn, emulator),
+          {
+            minLength: faults ? FAULT_BIASED.minEvents : 0,
+            maxLength: emulator ? 3 : 8,
+          },
+        ),
       })
-      .map(({ jobs, events }) => historyOf(base, jobs, events)),
+      .map(({ jobs, events }) => historyOf(drawn, jobs, events)),
   );
+}
+
+/**
+ * The fault-biased profile (`npm run simulate -- --faults`, the mutation runs' second pass): never
+ * calm, every fault of Firestore and the network on, short leases, and at least
+ * {@link FAULT_BIASED.minEvents} events, most of them the ones that make an attempt lose its lease
+ * while it runs (stalls, pauses, hangs, SIGTERMs, forgotten pauses). The code that handles a lost
+ * lease under a beating attempt, a fenced write's lease loss or an unrecorded completion is reached
+ * in a few histories here, where the default profile reaches it in hundreds.
+ */
+export const FAULT_BIASED = {
+  minEvents: 3,
+  /** Each event kind's weight; a kind not named weighs 1. */
+  weights: { stall: 4, pause: 3, hang: 2, sigterm: 2, operator_pause: 2 },
+} as const;
+
+/** `base` with the {@link FAULT_BIASED} settings drawn over it. */
+function faultBiased(base: ReturnType<typeof baseArbitrary>) {
+  return base.chain((drawn) =>
+    fc
+      .record({
+        leaseSeconds: fc.integer({ min: 20, max: 40 }),
+        duplicates: fc.constantFrom(0.1, 0.3),
+        dropAnswers: fc.constantFrom(0.1, 0.3),
+        faultRate: fc.constantFrom(0.01, 0.05),
+        lateAnswers: fc.constantFrom(0.05, 0.2),
+        crashAfterWrite: fc.constantFrom(0.05, 0.3),
+        jobTimeoutSeconds: fc.constantFrom(0, 45, 90),
+      })
+      .map((faults) => ({ ...drawn, ...faults, calm: false })),
+  );
+}
+
+/** An event of a fault-biased history: the kinds {@link FAULT_BIASED} weighs drawn more often. */
+function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
+  return weightedEvents(eventKinds(base, false), FAULT_BIASED.weights);
 }
 
 /** The generator of a history's settings, before its jobs and events. */
@@ -552,17 +596,45 @@ interface EventFields {
   readonly job: fc.Arbitrary<number>;
 }
 
+/** What an event's generator needs of its history: its span, jobs, scopes, instances and audit. */
+interface EventBase {
+  spanMs: number;
+  jobCount: number;
+  scopes: readonly string[];
+  instances: number;
+  audit?: boolean;
+}
+
 /** The generator of one event of a history with `base`'s span, jobs, scopes and instances. */
 function eventArbitrary(
-  base: {
-    spanMs: number;
-    jobCount: number;
-    scopes: readonly string[];
-    instances: number;
-    audit?: boolean;
-  },
+  base: EventBase,
   emulator: boolean,
 ): fc.Arbitrary<SimEvent> {
+  // Force runs come three times as often as each other event: half are pressed near a slot, half of
+  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
+  // Late deliveries are what the run audit's catch-up races: as often as Force runs beside it.
+  const weights = { force: 3, late_delivery: base.audit === true ? 3 : 1 };
+  return weightedEvents(eventKinds(base, emulator), weights);
+}
+
+/** `kinds` drawn by `weights` (a kind not named weighs 1). */
+function weightedEvents(
+  kinds: ReadonlyMap<SimEvent['type'], fc.Arbitrary<SimEvent>>,
+  weights: Readonly<Partial<Record<SimEvent['type'], number>>>,
+): fc.Arbitrary<SimEvent> {
+  return fc.oneof(
+    ...[...kinds].map(([kind, arbitrary]) => ({
+      arbitrary,
+      weight: weights[kind] ?? 1,
+    })),
+  );
+}
+
+/** Every kind of event a history with `base` can hold, by its type. */
+function eventKinds(
+  base: EventBase,
+  emulator: boolean,
+): Map<SimEvent['type'], fc.Arbitrary<SimEvent>> {
   const fields: EventFields = {
     at: fc.integer({ min: 0, max: base.spanMs }),
     deployment: fc.integer({ min: 0, max: base.scopes.length - 1 }),
@@ -576,64 +648,62 @@ function eventArbitrary(
     options.push(...storeEvents(fields));
   }
   options.push(
-    fc.record({
+    kind('step', {
       at: fields.at,
-      type: fc.constant('step' as const),
       deployment: fields.deployment,
       instance: fields.instance,
       ms: fc.integer({ min: -600_000, max: 600_000 }),
     }),
   );
-  // Force runs come three times as often as each other event: half are pressed near a slot, half of
-  // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
-  const [force, ...others] = options as [
-    fc.Arbitrary<SimEvent>,
-    ...fc.Arbitrary<SimEvent>[],
-  ];
-  // Late deliveries are what the run audit's catch-up races: as often as Force runs beside it.
-  const lateDelivery = fc.record({
+  const lateDelivery = kind('late_delivery', {
     at: fields.at,
-    type: fc.constant('late_delivery' as const),
     deployment: fields.deployment,
     job: fields.job,
     ms: fc.integer({ min: 30_000, max: 400_000 }),
     nearAudit: fc.boolean(),
   });
-  return fc.oneof(
-    { arbitrary: force, weight: 3 },
-    { arbitrary: lateDelivery, weight: base.audit === true ? 3 : 1 },
-    ...others.map((arbitrary) => ({ arbitrary, weight: 1 })),
-  );
+  // Second, after the Force run: the order fast-check draws from, which seeds' paths replay.
+  const [force, ...others] = options as [EventKind, ...EventKind[]];
+  return new Map([force, lateDelivery, ...others]);
+}
+
+/** One kind of event: its type, and the generator of its events. */
+type EventKind = readonly [SimEvent['type'], fc.Arbitrary<SimEvent>];
+
+/** The kind of event `type` whose other fields `shape` draws. */
+function kind<T extends SimEvent['type']>(
+  type: T,
+  shape: Record<string, fc.Arbitrary<unknown>>,
+): EventKind {
+  const arbitrary = fc.record({ ...shape, type: fc.constant(type) });
+  return [type, arbitrary as unknown as fc.Arbitrary<SimEvent>];
 }
 
 /** Operators' and Cloud Scheduler's events, and the environment's (crashes, redeploys, outages). */
-function operatorEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+function operatorEvents(fields: EventFields): EventKind[] {
   return [...triggerEvents(fields), ...disruptionEvents(fields)];
 }
 
 /** Runs asked for outside the schedule: Force runs, manual triggers, re-runs, backfills. */
-function triggerEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+function triggerEvents(fields: EventFields): EventKind[] {
   const { at, deployment, job } = fields;
   return [
-    fc.record({
+    kind('force', {
       at,
-      type: fc.constant('force' as const),
       deployment,
       job,
       withoutScheduleTime: fc.boolean(),
       nearSlot: fc.boolean(),
     }),
-    fc.record({
+    kind('manual', {
       at,
-      type: fc.constant('manual' as const),
       deployment,
       job,
       resend: fc.boolean(),
     }),
-    fc.record({ at, type: fc.constant('rerun' as const), deployment, job }),
-    fc.record({
+    kind('rerun', { at, deployment, job }),
+    kind('backfill', {
       at,
-      type: fc.constant('backfill' as const),
       deployment,
       resend: fc.boolean(),
       again: fc.boolean(),
@@ -643,38 +713,33 @@ function triggerEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
 }
 
 /** What disrupts runs: an operator's pause, outages, crashes, SIGTERMs, redeploys. */
-function disruptionEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+function disruptionEvents(fields: EventFields): EventKind[] {
   const { at, deployment, instance, job } = fields;
   return [
-    fc.record({
+    kind('operator_pause', {
       at,
-      type: fc.constant('operator_pause' as const),
       deployment,
       job,
       ms: fc.integer({ min: 60_000, max: 300_000 }),
       forgotten: fc.constantFrom(false, false, true),
     }),
-    fc.record({
+    kind('outage', {
       at,
-      type: fc.constant('outage' as const),
       deployment,
       ms: fc.integer({ min: 30_000, max: 240_000 }),
     }),
-    fc.record({
+    kind('crash', {
       at,
-      type: fc.constant('crash' as const),
       deployment,
       instance,
     }),
-    fc.record({
+    kind('sigterm', {
       at,
-      type: fc.constant('sigterm' as const),
       deployment,
       instance,
     }),
-    fc.record({
+    kind('redeploy', {
       at,
-      type: fc.constant('redeploy' as const),
       deployment,
       change: fc.constantFrom(
         'drop_last_job' as const,
@@ -687,41 +752,36 @@ function disruptionEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
 }
 
 /** Another version's records and locks, the repair, hangs and process pauses (memory store only). */
-function storeEvents(fields: EventFields): fc.Arbitrary<SimEvent>[] {
+function storeEvents(fields: EventFields): EventKind[] {
   const { at, deployment, instance, job } = fields;
   return [
-    fc.record({
+    kind('foreign_record', {
       at,
-      type: fc.constant('foreign_record' as const),
       deployment,
       job,
       kind: fc.constantFrom('unknown_status' as const, 'extra_fields' as const),
     }),
-    fc.record({
+    kind('foreign_lock', {
       at,
-      type: fc.constant('foreign_lock' as const),
       deployment,
       job,
       holder: fc.constantFrom('absent' as const, 'unknown_status' as const),
     }),
-    fc.record({ at, type: fc.constant('repair' as const), deployment, job }),
-    fc.record({
+    kind('repair', { at, deployment, job }),
+    kind('hang', {
       at,
-      type: fc.constant('hang' as const),
       deployment,
       instance,
       ms: fc.integer({ min: 1_000, max: 120_000 }),
     }),
-    fc.record({
+    kind('pause', {
       at,
-      type: fc.constant('pause' as const),
       deployment,
       instance,
       ms: fc.integer({ min: 1_000, max: 200_000 }),
     }),
-    fc.record({
+    kind('stall', {
       at,
-      type: fc.constant('stall' as const),
       deployment,
       ms: fc.integer({ min: 20_000, max: 200_000 }),
     }),

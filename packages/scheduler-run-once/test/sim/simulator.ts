@@ -277,6 +277,13 @@ export interface Death {
   readonly instance: string;
 }
 
+/** An instance stopped from `from` to `until` (true time, ms): its timers and jobs waited. */
+export interface InstancePause {
+  readonly instance: string;
+  readonly from: number;
+  readonly until: number;
+}
+
 /** A write whose log line comes after its answer: its instance may die between the two. */
 export type LoggedWrite = 'claim' | 'completion' | 'report';
 
@@ -335,6 +342,8 @@ export interface SimOutcome {
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
   /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
   readonly deaths?: readonly Death[];
+  /** Every pause of an instance (`pause`, `stall`), whatever ran on it: the run audit's attempts too. */
+  readonly instancePauses?: readonly InstancePause[];
   /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
   readonly jobDocuments?: ReadonlyMap<
     string,
@@ -542,6 +551,7 @@ interface World {
   readonly baseLogger: ReturnType<typeof createLogger>;
   /** The instances that died (crashed, or killed after SIGTERM): a report may be left unlogged. */
   readonly deaths: Death[];
+  readonly instancePauses: InstancePause[];
   instanceCount: number;
   memory: MemoryFirestore | undefined;
   store: Firestore;
@@ -642,6 +652,7 @@ function newWorld(
     retired: new Map(),
     baseLogger: simLogger(logs, time),
     deaths: [],
+    instancePauses: [],
     instanceCount: 0,
     memory: undefined,
     store: undefined as unknown as Firestore,
@@ -1994,6 +2005,11 @@ function pauseInstance(world: World, instance: Instance, ms: number): void {
     instance.machine.pausedUntil,
     time.now + ms,
   );
+  world.instancePauses.push({
+    instance: instance.machine.name,
+    from: time.now,
+    until: time.now + ms,
+  });
   for (const exec of instance.running) {
     exec.pausedMs += ms;
     exec.pauses.push({ from: time.now, until: time.now + ms });
@@ -2465,6 +2481,7 @@ function outcomeOf(
     leaseEnds: world.leaseEnds,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
+    instancePauses: world.instancePauses,
     foreignRecords: world.foreignRecords,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>

@@ -456,4 +456,32 @@ describe('invariant 30: a SIGTERM tells running jobs to stop', () => {
       [],
     );
   });
+
+  it('accepts lease_lost from a job that slept through the SIGTERM past its lease, not from one awake (--faults seed 1)', () => {
+    const sleptThrough = execution({
+      start: 0,
+      end: 50_100,
+      result: 'threw',
+      abortedAt: 50_000,
+      abortReason: 'lease_lost',
+      sigtermAt: 40_000,
+      pauses: [{ from: 5_000, until: 50_000 }],
+    });
+    const awake = {
+      ...sleptThrough,
+      abortedAt: 40_000,
+      end: 40_100,
+      pauses: [],
+    };
+    const leaseEnds = leases(sleptThrough.attemptId, [0]);
+
+    assert.deepEqual(
+      toldToStopAtSigterm(outcome([sleptThrough], { leaseEnds })),
+      [],
+    );
+    assert.match(
+      toldToStopAtSigterm(outcome([awake], { leaseEnds })).join('\n'),
+      /told to stop at its instance's SIGTERM with lease_lost, not shutdown/,
+    );
+  });
 });

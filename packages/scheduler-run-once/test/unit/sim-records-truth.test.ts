@@ -209,6 +209,22 @@ describe("invariant 22: a lost lease's cause told truly", () => {
     assert.match(found.join('\n'), /within JOB_TIMEOUT_SECONDS/);
   });
 
+  it("passes stalled for the run audit's attempt (no execution) when its instance was paused (seed 808)", () => {
+    const judge = (instancePauses: SimOutcome['instancePauses']) =>
+      leaseLossCausesTrue({
+        ...outcome({ executions: [], logs: [loss('stalled')], history }),
+        leaseMs: 30_000,
+        instancePauses,
+      });
+    const pause = { from: SLOT + 60_000, until: SLOT + 75_000 };
+    assert.deepEqual(judge([{ instance: 'd0-i0-r0', ...pause }]), []);
+    assert.match(
+      judge([{ instance: 'd0-i1-r0', ...pause }]).join('\n'),
+      /never paused/,
+      "another instance's pause explains nothing",
+    );
+  });
+
   it("judges job_timeout of the run audit's attempt (no execution) by its answer's duration (seed 505)", () => {
     const answer = (durationMs: number): LogLine => ({
       at: SLOT + 91_000,
