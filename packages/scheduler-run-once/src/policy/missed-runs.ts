@@ -46,6 +46,13 @@ export const UNREADABLE_SLOT =
   'missed-run check: a closed slot\'s record cannot be read, so this check cannot tell whether it ran; repair it: if no attempt of this run is running, delete the document (the next check reports the slot missed, and npm run runs -- --backfill delivers it), or set status to "completed" if the run is done';
 
 /**
+ * Logged (WARNING) by each check that finds the pauses on a job's check document unreadable (a form
+ * `npm run pause` never writes: `readPauses` in pauses.ts): then no slot counts as paused.
+ */
+export const UNREADABLE_PAUSES =
+  'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
+
+/**
  * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds
  * it unlogged and logs it again (each such failure costs one more log line, never a lost report).
  */
@@ -389,9 +396,7 @@ export class MissedRunCheck {
     const read = await jobDocuments.readData(id);
     const stored = readPauses(read.data, now);
     if (stored === 'unreadable') {
-      const message =
-        'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
-      logger.warn({ jobName: job.id, document: id }, message);
+      logger.warn({ jobName: job.id, document: id }, UNREADABLE_PAUSES);
     }
     const pauses = stored === 'unreadable' ? [] : stored;
     const updateTime = await reportOverduePause(

@@ -1,7 +1,7 @@
 /**
  * What the simulator's world writes beside the product: records and overlap locks of another
  * version (a status this version does not know, fields it never writes, a lock naming a holder
- * whose claim never lands), and the operator's documented repair of a record this version cannot
+ * whose claim never lands, pauses it never writes or writes only at their edge), and the operator's documented repair of a record this version cannot
  * read (delete it if no attempt of it is running; the lock that names it stays). Each is written
  * through the Firestore API, as another version's instance or the Firebase console would, and
  * fenced where a careful writer would fence (another version keeps the lock protocol: it takes a
@@ -15,8 +15,10 @@ import {
 import { type Scope, scopeId } from '../../src/core/run-key.ts';
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+import type { ForeignPauseKind } from './model.ts';
 
 /** A status no version of this product writes: another (newer) version's. */
 export const UNKNOWN_STATUS = 'deferred';
@@ -241,4 +243,107 @@ export async function repairLockHolder(
       () => false,
     );
   return deleted ? holder : undefined;
+}
+
+/** A day, ms. */
+const DAY_MS = 86_400_000;
+/** Where another version's pauses start: weeks before any slot of the history. */
+const FOREIGN_PAUSES_BACK_MS = 21 * DAY_MS;
+/** One foreign pause's length, and the gap between two, ms. */
+const FOREIGN_PAUSE_MS = 3_600_000;
+
+/** A pause as this version stores it (ops/pause-records.ts), resumed, from `fromMs`. */
+function storedPause(fromMs: number): Record<string, unknown> {
+  return {
+    paused_at: Timestamp.fromMillis(fromMs),
+    until: null,
+    note: 'v9 maintenance',
+    resumed_at: Timestamp.fromMillis(fromMs + FOREIGN_PAUSE_MS),
+    overdue_reported_at: null,
+  };
+}
+
+/** `count` resumed pauses, each starting as the one before resumed. */
+function backToBack(fromMs: number, count: number): Record<string, unknown>[] {
+  return Array.from({ length: count }, (_, i) =>
+    storedPause(fromMs + i * FOREIGN_PAUSE_MS),
+  );
+}
+
+/** `pause` without `field`. */
+function without(
+  pause: Record<string, unknown>,
+  field: string,
+): Record<string, unknown> {
+  const { [field]: _, ...rest } = pause;
+  return rest;
+}
+
+/**
+ * The `pauses` field another version writes, by kind (`FOREIGN_PAUSE_KINDS` in model.ts); the
+ * bounds are docs/operations.md's ("`npm run pause` and `npm run resume`", "Bounds": at most 20
+ * pauses kept, `--until` a minute to 30 days after the pause, a note of at most 500 characters on
+ * one line, no time more than a minute after Firestore's now).
+ */
+function foreignPauses(kind: ForeignPauseKind, nowMs: number): unknown {
+  const from = nowMs - FOREIGN_PAUSES_BACK_MS;
+  const pause = storedPause(from);
+  const at = (ms: number) => Timestamp.fromMillis(ms);
+  const pauses: Record<ForeignPauseKind, () => unknown> = {
+    not_a_list: () => pause,
+    too_many: () => backToBack(from, 21),
+    not_an_object: () => ['paused'],
+    time_not_timestamp: () => [
+      { ...pause, paused_at: new Date(from).toISOString() },
+    ],
+    no_note: () => [without(pause, 'note')],
+    note_too_long: () => [{ ...pause, note: 'x'.repeat(501) }],
+    note_with_control: () => [{ ...pause, note: 'v9\u0007maintenance' }],
+    unlogged_not_true: () => [{ ...pause, overdue_unlogged: 'yes' }],
+    no_paused_at: () => [{ ...pause, paused_at: null }],
+    until_too_soon: () => [{ ...pause, until: at(from + 59_000) }],
+    until_too_far: () => [{ ...pause, until: at(from + 30 * DAY_MS + 1_000) }],
+    resumed_before_paused: () => [{ ...pause, resumed_at: at(from - 1_000) }],
+    ahead_of_firestore: () => [
+      { ...pause, paused_at: at(nowMs + DAY_MS), resumed_at: null },
+    ],
+    unlogged_never_reported: () => [{ ...pause, overdue_unlogged: true }],
+    overlapping: () => [
+      { ...pause, resumed_at: null },
+      storedPause(from + 2 * FOREIGN_PAUSE_MS),
+    ],
+    readable_most_pauses: () => backToBack(from, 20),
+    readable_longest_note: () => [{ ...pause, note: 'x'.repeat(500) }],
+    readable_shortest_until: () => [{ ...pause, until: at(from + 60_000) }],
+    readable_back_to_back: () => backToBack(from, 2),
+  };
+  return pauses[kind]();
+}
+
+/**
+ * Another version writes the `pauses` of `job`'s check document in `scope` (`foreign_pause`),
+ * fenced on its read, only if no pause is stored there (no one paused the job here).
+ * @returns the document's id, or `undefined` if nothing was written.
+ */
+export async function writeForeignPauses(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+  kind: ForeignPauseKind,
+): Promise<string | undefined> {
+  const id = checkDocumentId(job.id, scope);
+  const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
+  const snap = await doc.get();
+  const stored = snap.data()?.pauses;
+  if (Array.isArray(stored) ? stored.length > 0 : stored !== undefined) {
+    return undefined;
+  }
+  const pauses = foreignPauses(kind, w.now());
+  const write = snap.exists
+    ? doc.update({ pauses }, { lastUpdateTime: snap.updateTime })
+    : doc.create({ job_name: job.id, pauses });
+  return write.then(
+    () => id,
+    () => undefined,
+  );
 }

@@ -25,7 +25,9 @@
  *    twice, whoever logs it: its writer, or a later check if the writer died before its log line.
  * 13. A record with a status this version does not know is never passed silently: an ERROR names
  *    it; and no slot is skipped or waits behind another version's lock holder that has no readable
- *    record, beyond the claim window.
+ *    record, beyond the claim window. Pauses another version wrote in a form this version never
+ *    writes are warned about by the checks after them; those at the edge of its bounds are read
+ *    without a word.
  * 14. A slot's run starts no earlier than its job's forced-run tolerance before the slot.
  * 15. A valid note is refused only for a lost lease or Firestore's failure, an invalid one always
  *    (a job's second note, test/sim/note-cases.ts); a completed run's record holds its completing
@@ -57,6 +59,7 @@ import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
   REPORT_NOT_ACKNOWLEDGED,
+  UNREADABLE_PAUSES,
 } from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
@@ -78,7 +81,7 @@ import {
   toldToStopAtLeaseEnd,
   toldToStopAtSigterm,
 } from './lease-loss-invariants.ts';
-import { isCalm } from './model.ts';
+import { isCalm, isReadablePauseKind } from './model.ts';
 import {
   caseRefusalUnnamed,
   fillJudged,
@@ -91,6 +94,7 @@ import {
   type Answered,
   type Delivered,
   type Execution,
+  type ForeignPauses,
   type LogLine,
   type SimOutcome,
   START_NOTE,
@@ -241,6 +245,7 @@ export function violations(
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
     ...unknownStatusesSaid(outcome),
     ...noBlockBehindVanishedHolder(outcome),
+    ...foreignPausesSaid(outcome),
     // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
     ...noRetryAfterFinalReport(outcome, awaiting),
     // 7. Nothing is skipped, waits or is refused behind a dead holder.
@@ -1579,6 +1584,43 @@ function describeTime(value: unknown): string {
   return typeof time?.toMillis === 'function'
     ? iso(time.toMillis())
     : String(value);
+}
+
+/**
+ * Invariant 13, pauses: the `pauses` another version wrote on a job's check document
+ * (`foreign_pause`). Unreadable ones (a form `npm run pause` never writes) are said: the final
+ * check at the latest warns {@link UNREADABLE_PAUSES}, naming the job and the document, after the
+ * last such write; edge ones (`readable_…`: exactly 20 pauses, a 500-character note, an `until`
+ * exactly a minute on, a pause starting as the one before resumed) are read without a warning
+ * while they are the document's first foreign pauses.
+ */
+export function foreignPausesSaid(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const writes = outcome.foreignPauses ?? [];
+  const warnings = outcome.logs.filter((l) => l.message === UNREADABLE_PAUSES);
+  const warnedAfter = (w: ForeignPauses, until = Number.POSITIVE_INFINITY) =>
+    warnings.some(
+      (l) =>
+        l.fields.document === w.document &&
+        l.fields.jobName === w.jobId &&
+        l.at >= w.at &&
+        l.at < until,
+    );
+  for (const [i, w] of writes.entries()) {
+    const sameDocument = writes.filter((o) => o.document === w.document);
+    const next = writes.slice(i + 1).find((o) => o.document === w.document);
+    const said = `another version's pauses (${w.kind}) on ${w.document} at ${iso(w.at)}`;
+    if (isReadablePauseKind(w.kind)) {
+      if (sameDocument[0] === w && warnedAfter(w, next?.at)) {
+        found.push(`${said} are readable, but a check warned them unreadable`);
+      }
+    } else if (next === undefined && !warnedAfter(w)) {
+      found.push(
+        `${said} are unreadable, and no check warned "${UNREADABLE_PAUSES}"`,
+      );
+    }
+  }
+  return found;
 }
 
 /**

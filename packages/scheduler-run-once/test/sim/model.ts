@@ -209,6 +209,19 @@ export type SimEvent =
   | {
       readonly at: number;
       /**
+       * Another version (or a hand) writes the `pauses` of the job's check document, which no one
+       * paused here: a form this version never writes (`FOREIGN_PAUSE_KINDS`: it must warn at each
+       * check and count no slot paused), or one at the edge of what it writes (it must read it
+       * without a word). Fault-biased histories only (`--faults`).
+       */
+      readonly type: 'foreign_pause';
+      readonly deployment: number;
+      readonly job: number;
+      readonly kind: ForeignPauseKind;
+    }
+  | {
+      readonly at: number;
+      /**
        * The documented repair of an unreadable record (docs/limits.md): the operator deletes the
        * record the job's overlap lock names if no attempt of it is running (an unknown status, or
        * `in_progress` under a lapsed lease), and the lock stays.
@@ -419,7 +432,14 @@ export function historyArbitrary(
 export const FAULT_BIASED = {
   minEvents: 3,
   /** Each event kind's weight; a kind not named weighs 1. */
-  weights: { stall: 4, pause: 3, hang: 2, sigterm: 2, operator_pause: 2 },
+  weights: {
+    stall: 4,
+    pause: 3,
+    hang: 2,
+    sigterm: 2,
+    operator_pause: 2,
+    foreign_pause: 6,
+  },
 } as const;
 
 /** `base` with the {@link FAULT_BIASED} settings drawn over it. */
@@ -439,9 +459,62 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
   );
 }
 
-/** An event of a fault-biased history: the kinds {@link FAULT_BIASED} weighs drawn more often. */
+/**
+ * An event of a fault-biased history: the kinds {@link FAULT_BIASED} weighs drawn more often, and
+ * another version's pauses (`foreign_pause`) beside the default profile's kinds.
+ */
 function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
-  return weightedEvents(eventKinds(base, false), FAULT_BIASED.weights);
+  const { deployment, job, at } = eventFields(base);
+  const kinds = eventKinds(base, false);
+  kinds.set(
+    ...kind('foreign_pause', {
+      at,
+      deployment,
+      job,
+      kind: fc.constantFrom(...FOREIGN_PAUSE_KINDS),
+    }),
+  );
+  return weightedEvents(kinds, FAULT_BIASED.weights);
+}
+
+/**
+ * The `pauses` another version writes (`foreign_pause`). Unreadable: not a list, more than 20, an
+ * entry not an object, a time not a timestamp, no note, a note too long or with a control
+ * character, `overdue_unlogged` not `true`, no `paused_at`, an `until` under a minute or over 30
+ * days after it, a resume before the pause, a time a day ahead of Firestore's, an unlogged report
+ * that was never written, two pauses that overlap. Readable, at the edge: exactly 20 pauses, a
+ * note of exactly 500 characters, an `until` exactly a minute after, a pause starting exactly as
+ * the one before resumed. The limits are docs/operations.md's ("Pausing a job"), in weeks past,
+ * so no slot of the history lies in a readable one.
+ */
+export const FOREIGN_PAUSE_KINDS = [
+  'not_a_list',
+  'too_many',
+  'not_an_object',
+  'time_not_timestamp',
+  'no_note',
+  'note_too_long',
+  'note_with_control',
+  'unlogged_not_true',
+  'no_paused_at',
+  'until_too_soon',
+  'until_too_far',
+  'resumed_before_paused',
+  'ahead_of_firestore',
+  'unlogged_never_reported',
+  'overlapping',
+  'readable_most_pauses',
+  'readable_longest_note',
+  'readable_shortest_until',
+  'readable_back_to_back',
+] as const;
+
+/** One of {@link FOREIGN_PAUSE_KINDS}. */
+export type ForeignPauseKind = (typeof FOREIGN_PAUSE_KINDS)[number];
+
+/** Whether this version must read `kind` as pauses it wrote (the edge cases), not as unreadable. */
+export function isReadablePauseKind(kind: ForeignPauseKind): boolean {
+  return kind.startsWith('readable_');
 }
 
 /** The generator of a history's settings, before its jobs and events. */
@@ -635,12 +708,7 @@ function eventKinds(
   base: EventBase,
   emulator: boolean,
 ): Map<SimEvent['type'], fc.Arbitrary<SimEvent>> {
-  const fields: EventFields = {
-    at: fc.integer({ min: 0, max: base.spanMs }),
-    deployment: fc.integer({ min: 0, max: base.scopes.length - 1 }),
-    instance: fc.integer({ min: 0, max: base.instances - 1 }),
-    job: fc.integer({ min: 0, max: base.jobCount - 1 }),
-  };
+  const fields = eventFields(base);
   const options = operatorEvents(fields);
   if (!emulator) {
     // Another version's records and locks, and the repair: their times are virtual, the
@@ -665,6 +733,16 @@ function eventKinds(
   // Second, after the Force run: the order fast-check draws from, which seeds' paths replay.
   const [force, ...others] = options as [EventKind, ...EventKind[]];
   return new Map([force, lateDelivery, ...others]);
+}
+
+/** The arbitraries an event of a history with `base` draws its time, deployment, instance and job from. */
+function eventFields(base: EventBase): EventFields {
+  return {
+    at: fc.integer({ min: 0, max: base.spanMs }),
+    deployment: fc.integer({ min: 0, max: base.scopes.length - 1 }),
+    instance: fc.integer({ min: 0, max: base.instances - 1 }),
+    job: fc.integer({ min: 0, max: base.jobCount - 1 }),
+  };
 }
 
 /** One kind of event: its type, and the generator of its events. */

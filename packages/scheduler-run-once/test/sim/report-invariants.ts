@@ -84,19 +84,40 @@ function countable(value: unknown): boolean {
 function failedExtensionTold(
   line: LogLine,
   previous: LogLine | undefined,
+  outcome: SimOutcome,
 ): string | undefined {
   const { failedExtensions, leaseMs, err } = line.fields;
   if (!countable(failedExtensions)) {
     return `counts ${String(failedExtensions)} failed extensions`;
   }
   const previousCount = Number(previous?.fields.failedExtensions ?? 0);
-  if (failedExtensions !== 1 && failedExtensions !== previousCount + 1) {
+  const startsAgain =
+    failedExtensions === 1 &&
+    (previous === undefined || renewedBetween(outcome, previous, line));
+  if (!startsAgain && failedExtensions !== previousCount + 1) {
     return `counts ${failedExtensions} failed extensions after ${previousCount}`;
   }
   if (typeof leaseMs !== 'number' || leaseMs <= 0) {
     return 'names no lease';
   }
   return err === undefined ? 'carries no error' : undefined;
+}
+
+/**
+ * Whether a renewal of the attempt `previous` and `line` name landed between them (a count starts
+ * again at 1 only after one did). On the emulator no write is seen landing: any count of 1 passes.
+ */
+function renewedBetween(
+  outcome: SimOutcome,
+  previous: LogLine,
+  line: LogLine,
+): boolean {
+  if (outcome.emulator) {
+    return true;
+  }
+  const leaseEnds = outcome.leaseEnds as SimOutcome['leaseEnds'] | undefined;
+  const landed = leaseEnds?.get(String(line.fields.attemptId)) ?? [];
+  return landed.some((w) => w.landedAt >= previous.at && w.landedAt <= line.at);
 }
 
 /** The cause a `lease lost: another attempt took this run over …` warning gives, by its words. */
@@ -249,7 +270,7 @@ function lineMisreports(
     return `names no attempt (${String(line.fields.attemptId)})`;
   }
   if (line.message.startsWith(FAILED_EXTENSION)) {
-    return failedExtensionTold(line, previousFailure);
+    return failedExtensionTold(line, previousFailure, outcome);
   }
   // A fenced write's loss (`fence`) gives its cause as `leaseLoss`, judged by invariant 22.
   if (line.message.startsWith(TAKEN_OVER) && line.fields.fence === undefined) {

@@ -69,11 +69,13 @@ import {
   type ForeignStore,
   repairLockHolder,
   writeForeignLock,
+  writeForeignPauses,
   writeForeignRecord,
 } from './foreign-writes.ts';
 import {
   AUDIT_JOB_ID,
   AUDIT_SCHEDULE,
+  type ForeignPauseKind,
   type Gaps,
   type History,
   isCalm,
@@ -277,6 +279,15 @@ export interface Death {
   readonly instance: string;
 }
 
+/** Pauses another version wrote on a job's check document (`document`), landed at `at`. */
+export interface ForeignPauses {
+  readonly at: number;
+  readonly deployment: number;
+  readonly jobId: string;
+  readonly document: string;
+  readonly kind: ForeignPauseKind;
+}
+
 /** An instance stopped from `from` to `until` (true time, ms): its timers and jobs waited. */
 export interface InstancePause {
   readonly instance: string;
@@ -344,6 +355,8 @@ export interface SimOutcome {
   readonly deaths?: readonly Death[];
   /** Every pause of an instance (`pause`, `stall`), whatever ran on it: the run audit's attempts too. */
   readonly instancePauses?: readonly InstancePause[];
+  /** The pauses another version wrote on a check document (`foreign_pause`), as they landed. */
+  readonly foreignPauses?: readonly ForeignPauses[];
   /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
   readonly jobDocuments?: ReadonlyMap<
     string,
@@ -552,6 +565,7 @@ interface World {
   /** The instances that died (crashed, or killed after SIGTERM): a report may be left unlogged. */
   readonly deaths: Death[];
   readonly instancePauses: InstancePause[];
+  readonly foreignPauses: ForeignPauses[];
   instanceCount: number;
   memory: MemoryFirestore | undefined;
   store: Firestore;
@@ -653,6 +667,7 @@ function newWorld(
     baseLogger: simLogger(logs, time),
     deaths: [],
     instancePauses: [],
+    foreignPauses: [],
     instanceCount: 0,
     memory: undefined,
     store: undefined as unknown as Firestore,
@@ -1829,6 +1844,32 @@ async function writeAsAnotherVersion(
   }
 }
 
+/** A `foreign_pause` event: another version writes the pauses of the job's check document. */
+async function pausesAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'foreign_pause'>,
+): Promise<void> {
+  const job = jobOf(dep, event.job);
+  const { kind } = event;
+  const document = await writeForeignPauses(
+    world.foreignStore,
+    job,
+    dep.keyScope,
+    kind,
+  );
+  if (document !== undefined) {
+    const at = world.time.now;
+    world.foreignPauses.push({
+      at,
+      deployment: dep.index,
+      jobId: job.id,
+      document,
+      kind,
+    });
+  }
+}
+
 /** A `foreign_lock` event: another version locks `job`; the lock it replaces names it no more. */
 async function lockAsAnotherVersion(
   world: World,
@@ -1921,6 +1962,13 @@ function apply(world: World, event: SimEvent): void {
       return;
     case 'late_delivery':
       lateDelivery(world, dep, event);
+      return;
+    case 'foreign_pause':
+      void world.time.within(world.operator, () =>
+        pausesAsAnotherVersion(world, dep, event).catch((err: unknown) =>
+          world.errors.push(err),
+        ),
+      );
       return;
     case 'foreign_record':
     case 'foreign_lock':
@@ -2482,6 +2530,7 @@ function outcomeOf(
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
     instancePauses: world.instancePauses,
+    foreignPauses: world.foreignPauses,
     foreignRecords: world.foreignRecords,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>

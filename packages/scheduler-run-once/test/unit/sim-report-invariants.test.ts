@@ -112,6 +112,23 @@ describe('invariant 29: an attempt’s reports', () => {
     );
   });
 
+  it('finds a count started again at 1 with no renewal landed since the last failure', () => {
+    const job = aborted();
+    const logs = [failure(1, 40_000), failure(1, 64_000), warning(LAPSED, {})];
+    const renewed = new Map([
+      [ATTEMPT, [{ landedAt: 50_000, expires: 80_000 }]],
+    ]);
+
+    assert.match(
+      attemptReportsTrue(outcome([job], logs)).join('\n'),
+      /counts 1 failed extensions after 1/,
+    );
+    assert.deepEqual(
+      attemptReportsTrue({ ...outcome([job], logs), leaseEnds: renewed }),
+      [],
+    );
+  });
+
   it('finds a takeover warning whose count or cause is false', () => {
     const job = aborted();
     const lost = (words: string, failedExtensions: number) =>
