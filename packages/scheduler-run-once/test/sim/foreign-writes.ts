@@ -285,7 +285,7 @@ function without(
  * pauses kept, `--until` a minute to 30 days after the pause, a note of at most 500 characters on
  * one line, no time more than a minute after Firestore's now).
  */
-function foreignPauses(kind: ForeignPauseKind, nowMs: number): unknown {
+export function foreignPauses(kind: ForeignPauseKind, nowMs: number): unknown {
   const from = nowMs - FOREIGN_PAUSES_BACK_MS;
   const pause = storedPause(from);
   const at = (ms: number) => Timestamp.fromMillis(ms);

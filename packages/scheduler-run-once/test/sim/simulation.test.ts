@@ -38,6 +38,24 @@ describe('the simulated product', () => {
     );
   });
 
+  // The fault-biased profile (`--faults`, the mutation runs' second pass): lost leases under
+  // beating attempts, fenced writes' lease losses, another version's pauses. 30 of them take
+  // about 3 s here.
+  it('keeps every invariant over 30 fault-biased histories', {
+    timeout: 300_000,
+  }, async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        historyArbitrary({ size: 'small', profile: 'faults' }),
+        async (history) => {
+          const found = violations(await simulate(history));
+          assert.deepEqual(found, [], found.join('\n'));
+        },
+      ),
+      { numRuns: 30, seed: Number(process.env.SIM_SEED ?? 1) },
+    );
+  });
+
   it('fails with a double run, and a seed that replays it, when updates lose their fencing precondition', async () => {
     // Histories where retries race: failing jobs, duplicate deliveries, several instances.
     const racing = historyArbitrary({ size: 'small' }).map(

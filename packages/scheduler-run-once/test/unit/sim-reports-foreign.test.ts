@@ -6,13 +6,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { REPORT_NOT_ACKNOWLEDGED } from '../../src/policy/missed-runs.ts';
-import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import {
+  REPORT_NOT_ACKNOWLEDGED,
+  UNREADABLE_PAUSES,
+} from '../../src/policy/missed-runs.ts';
+import { PAUSE_OVERDUE, readPauses } from '../../src/policy/pauses.ts';
+import { foreignPauses } from '../sim/foreign-writes.ts';
+import {
+  foreignPausesSaid,
   noBlockBehindVanishedHolder,
   reportsLoggedOnceOrTwice,
   unknownStatusesSaid,
 } from '../sim/invariants.ts';
+import {
+  FOREIGN_PAUSE_KINDS,
+  type ForeignPauseKind,
+  isReadablePauseKind,
+} from '../sim/model.ts';
 import type {
   Delivered,
   ForeignRecord,
@@ -250,6 +260,68 @@ const skippedBehind = (
     instance: 'd0-i0-r0',
     runId: undefined,
   },
+});
+
+describe("invariant 13: another version's pauses", () => {
+  const NOW = Date.UTC(2026, 0, 5, 1);
+  const DOCUMENT = 'job-0~check';
+  const write = (kind: ForeignPauseKind, at: number) => ({
+    at,
+    deployment: 0,
+    jobId: 'job-0',
+    document: DOCUMENT,
+    kind,
+  });
+  const warned = (at: number): LogLine => ({
+    ...line(at, UNREADABLE_PAUSES, { jobName: 'job-0', document: DOCUMENT }),
+    level: 'WARNING',
+  });
+
+  it('reads every kind as the product does: unreadable ones unreadable, edge ones as pauses', () => {
+    for (const kind of FOREIGN_PAUSE_KINDS) {
+      const read = readPauses(
+        { pauses: foreignPauses(kind, NOW) },
+        new Date(NOW),
+      );
+      assert.equal(
+        read !== 'unreadable',
+        isReadablePauseKind(kind),
+        `${kind}: read ${JSON.stringify(read)}`,
+      );
+    }
+  });
+
+  it('fails unreadable pauses no check warned about, passes them warned after the write', () => {
+    const foreignPauses = [write('overlapping', 100_000)];
+
+    assert.match(
+      foreignPausesSaid(outcome({ foreignPauses })).join('\n'),
+      /\(overlapping\) on job-0~check .* are unreadable, and no check warned/,
+    );
+    assert.match(
+      foreignPausesSaid(
+        outcome({ foreignPauses, logs: [warned(90_000)] }),
+      ).join('\n'),
+      /no check warned/,
+      'a warning before the write is about something else',
+    );
+    assert.deepEqual(
+      foreignPausesSaid(outcome({ foreignPauses, logs: [warned(400_000)] })),
+      [],
+    );
+  });
+
+  it('fails readable edge pauses a check warned about', () => {
+    const foreignPauses = [write('readable_most_pauses', 100_000)];
+
+    assert.match(
+      foreignPausesSaid(
+        outcome({ foreignPauses, logs: [warned(400_000)] }),
+      ).join('\n'),
+      /\(readable_most_pauses\) .* are readable, but a check warned them unreadable/,
+    );
+    assert.deepEqual(foreignPausesSaid(outcome({ foreignPauses })), []);
+  });
 });
 
 describe('invariant 13: another version’s records and locks', () => {
