@@ -315,6 +315,7 @@ export function foreignPauses(kind: ForeignPauseKind, nowMs: number): unknown {
     readable_most_pauses: () => backToBack(from, 20),
     readable_longest_note: () => [{ ...pause, note: 'x'.repeat(500) }],
     readable_shortest_until: () => [{ ...pause, until: at(from + 60_000) }],
+    readable_longest_until: () => [{ ...pause, until: at(from + 30 * DAY_MS) }],
     readable_back_to_back: () => backToBack(from, 2),
   };
   return pauses[kind]();

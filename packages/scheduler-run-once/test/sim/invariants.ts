@@ -1503,6 +1503,7 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
   found.push(
     ...overdueReportsLogged(outcome),
     ...forgottenPausesReported(outcome),
+    ...noEarlyOverdueReport(outcome),
   );
   return found;
 }
@@ -1540,6 +1541,47 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
     if (!reported) {
       found.push(
         `the forgotten pause of ${pause.jobId} (deployment ${pause.deployment}) since ${pausedAt} passed its bound at ${bound}, and no "${PAUSE_OVERDUE}" line naming it, its bound and note was logged after it`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * How long a pause recorded without `--until` lasts before it is reported overdue, ms: a week
+ * (docs/operations.md, "A pause that outlives its bound").
+ */
+const UNBOUNDED_PAUSE_REPORTED_AFTER_MS = 7 * 86_400_000;
+
+/**
+ * Invariant 12, no pause reported early: each PAUSE_OVERDUE line names an operator's pause, the
+ * bound the operator gave it (90 s for a forgotten one, a week without `--until`), and comes after
+ * that bound.
+ */
+function noEarlyOverdueReport(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const line of outcome.logs) {
+    if (line.message !== PAUSE_OVERDUE) {
+      continue;
+    }
+    const pause = outcome.operatorPauses.find(
+      (p) =>
+        p.jobId === line.fields.jobName && iso(p.from) === line.fields.pausedAt,
+    );
+    if (pause === undefined) {
+      found.push(
+        `"${PAUSE_OVERDUE}" was logged at ${iso(line.at)} for a pause of ${String(line.fields.jobName)} since ${String(line.fields.pausedAt)} no operator recorded`,
+      );
+      continue;
+    }
+    const boundMs =
+      pause.from +
+      (pause.forgotten === true
+        ? FORGOTTEN_PAUSE_BOUND_MS
+        : UNBOUNDED_PAUSE_REPORTED_AFTER_MS);
+    if (line.fields.bound !== iso(boundMs) || line.at < boundMs) {
+      found.push(
+        `the pause of ${pause.jobId} since ${iso(pause.from)} was reported "${PAUSE_OVERDUE}" at ${iso(line.at)} with bound ${String(line.fields.bound)}; its bound is ${iso(boundMs)}`,
       );
     }
   }

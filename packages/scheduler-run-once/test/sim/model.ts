@@ -483,9 +483,9 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
  * character, `overdue_unlogged` not `true`, no `paused_at`, an `until` under a minute or over 30
  * days after it, a resume before the pause, a time a day ahead of Firestore's, an unlogged report
  * that was never written, two pauses that overlap. Readable, at the edge: exactly 20 pauses, a
- * note of exactly 500 characters, an `until` exactly a minute after, a pause starting exactly as
- * the one before resumed. The limits are docs/operations.md's ("Pausing a job"), in weeks past,
- * so no slot of the history lies in a readable one.
+ * note of exactly 500 characters, an `until` exactly a minute or exactly 30 days after, a pause
+ * starting exactly as the one before resumed. The limits are docs/operations.md's ("Bounds"); the
+ * pauses lie weeks in the past, so no slot of the history falls in a readable one.
  */
 export const FOREIGN_PAUSE_KINDS = [
   'not_a_list',
@@ -506,6 +506,7 @@ export const FOREIGN_PAUSE_KINDS = [
   'readable_most_pauses',
   'readable_longest_note',
   'readable_shortest_until',
+  'readable_longest_until',
   'readable_back_to_back',
 ] as const;
 

@@ -247,6 +247,8 @@ export interface OperatorPause {
   readonly jobId: string;
   readonly from: number;
   to: number;
+  /** Never resumed, recorded with `--until 90s` (a bound it outlives); else without `--until`. */
+  readonly forgotten?: boolean;
 }
 
 /** One landed write of an attempt's lease: when it landed and until when it leased the run, ms. */
@@ -1755,6 +1757,7 @@ async function operatorPause(
     jobId,
     from,
     to: Infinity,
+    forgotten,
   };
   world.operatorPauses.push(pause);
   dep.scheduler.pause(jobId);

@@ -160,13 +160,20 @@ describe('invariant 12: every report written is logged once or twice', () => {
       overdue_reported_at: Timestamp.fromMillis(200_000),
     };
     const jobDocuments = new Map([['job-0', { pauses: [pause] }]]);
+    const operatorPauses = [
+      { deployment: 0, jobId: 'job-0', from: 60_000, to: 0, forgotten: true },
+    ];
     const logged = line(200_000, 'pause outlived its bound', {
+      jobName: 'job-0',
       pausedAt: pausedAt.toDate().toISOString(),
+      bound: new Date(150_000).toISOString(),
     });
 
-    const silent = reportsLoggedOnceOrTwice(outcome({ jobDocuments }));
+    const silent = reportsLoggedOnceOrTwice(
+      outcome({ jobDocuments, operatorPauses }),
+    );
     const once = reportsLoggedOnceOrTwice(
-      outcome({ jobDocuments, logs: [logged] }),
+      outcome({ jobDocuments, operatorPauses, logs: [logged] }),
     );
 
     assert.match(silent.join('\n'), /logged 0 times/);
@@ -175,7 +182,13 @@ describe('invariant 12: every report written is logged once or twice', () => {
 
   it('fails a forgotten pause past its bound that no check reported, and passes one reported', () => {
     const operatorPauses = [
-      { deployment: 0, jobId: 'job-0', from: 100_000, to: Infinity },
+      {
+        deployment: 0,
+        jobId: 'job-0',
+        from: 100_000,
+        to: Infinity,
+        forgotten: true,
+      },
     ];
     const overdue = line(300_000, PAUSE_OVERDUE, {
       jobName: 'job-0',
@@ -209,6 +222,29 @@ describe('invariant 12: every report written is logged once or twice', () => {
         } as Partial<SimOutcome>),
       ),
       [],
+    );
+  });
+
+  it('fails an overdue report of a pause before its bound: a week without --until', () => {
+    const operatorPauses = [
+      { deployment: 0, jobId: 'job-0', from: 100_000, to: 250_000 },
+    ];
+    const early = line(300_000, PAUSE_OVERDUE, {
+      jobName: 'job-0',
+      pausedAt: new Date(100_000).toISOString(),
+      bound: new Date(190_000).toISOString(),
+      note: 'sim',
+    });
+
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ operatorPauses, logs: [early] })).join(
+        '\n',
+      ),
+      /reported "pause outlived its bound" at .* its bound is 1970-01-08T00:01:40.000Z/,
+    );
+    assert.match(
+      reportsLoggedOnceOrTwice(outcome({ logs: [early] })).join('\n'),
+      /for a pause of job-0 since .* no operator recorded/,
     );
   });
 
