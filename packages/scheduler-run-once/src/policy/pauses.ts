@@ -219,10 +219,9 @@ export async function reportOverduePause(
   const pausedAt = pause.pausedAt.toISOString();
   const bound = pauseBound(pause).toISOString();
   const again = fresh === undefined ? { relogged: true } : {};
-  logger.error(
-    { jobName: job.id, pausedAt, bound, note: pause.note, ...again },
-    PAUSE_OVERDUE,
-  );
+  // The document names the key scope too: two scopes' pauses of one job are told apart.
+  const fields = { jobName: job.id, document: id, pausedAt, bound };
+  logger.error({ ...fields, note: pause.note, ...again }, PAUSE_OVERDUE);
   // Logged: the mark goes, fenced; if that fails, a later check logs it again (at worst twice).
   const { overdueUnlogged: _, ...logged } = report.pauses.at(-1) as Pause;
   const acknowledged = {

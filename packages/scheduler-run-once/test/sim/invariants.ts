@@ -51,10 +51,13 @@
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
+
+import type { Scope } from '../../src/core/run-key.ts';
 import {
   REPORT_UNCONFIRMED,
   REPORT_WITHDRAWN,
 } from '../../src/policy/final-failure.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
@@ -96,6 +99,7 @@ import {
   type Execution,
   type ForeignPauses,
   type LogLine,
+  type OperatorPause,
   type SimOutcome,
   START_NOTE,
 } from './simulator.ts';
@@ -1529,10 +1533,12 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
     }
     const pausedAt = iso(pause.from);
     const bound = iso(boundMs);
+    const document = checkDocumentId(pause.jobId, scopeOf(outcome, pause));
     const reported = outcome.logs.some(
       (l) =>
         l.message === PAUSE_OVERDUE &&
         l.fields.jobName === pause.jobId &&
+        l.fields.document === document &&
         l.fields.pausedAt === pausedAt &&
         l.fields.bound === bound &&
         l.fields.note === 'sim' &&
@@ -1545,6 +1551,11 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/** The key scope of the deployment `pause` was recorded in (`[]` when the outcome has none). */
+function scopeOf(outcome: SimOutcome, pause: OperatorPause): Scope {
+  return outcome.deployments[pause.deployment]?.keyScope ?? [];
 }
 
 /**
@@ -1566,7 +1577,9 @@ function noEarlyOverdueReport(outcome: SimOutcome): string[] {
     }
     const pause = outcome.operatorPauses.find(
       (p) =>
-        p.jobId === line.fields.jobName && iso(p.from) === line.fields.pausedAt,
+        p.jobId === line.fields.jobName &&
+        iso(p.from) === line.fields.pausedAt &&
+        checkDocumentId(p.jobId, scopeOf(outcome, p)) === line.fields.document,
     );
     if (pause === undefined) {
       found.push(

@@ -165,6 +165,7 @@ describe('invariant 12: every report written is logged once or twice', () => {
     ];
     const logged = line(200_000, 'pause outlived its bound', {
       jobName: 'job-0',
+      document: 'job-0~check',
       pausedAt: pausedAt.toDate().toISOString(),
       bound: new Date(150_000).toISOString(),
     });
@@ -192,6 +193,7 @@ describe('invariant 12: every report written is logged once or twice', () => {
     ];
     const overdue = line(300_000, PAUSE_OVERDUE, {
       jobName: 'job-0',
+      document: 'job-0~check',
       pausedAt: new Date(100_000).toISOString(),
       bound: new Date(190_000).toISOString(),
       note: 'sim',
@@ -199,6 +201,10 @@ describe('invariant 12: every report written is logged once or twice', () => {
     const withoutBound = {
       ...overdue,
       fields: { ...overdue.fields, bound: undefined },
+    };
+    const otherScope = {
+      ...overdue,
+      fields: { ...overdue.fields, document: 'job-0~check~staging' },
     };
 
     assert.match(
@@ -210,6 +216,13 @@ describe('invariant 12: every report written is logged once or twice', () => {
         outcome({ operatorPauses, logs: [withoutBound] }),
       ).join('\n'),
       /forgotten pause of job-0/,
+    );
+    assert.match(
+      reportsLoggedOnceOrTwice(
+        outcome({ operatorPauses, logs: [otherScope] }),
+      ).join('\n'),
+      /forgotten pause of job-0/,
+      "another scope's report is not this pause's",
     );
     assert.deepEqual(
       reportsLoggedOnceOrTwice(outcome({ operatorPauses, logs: [overdue] })),
@@ -231,6 +244,7 @@ describe('invariant 12: every report written is logged once or twice', () => {
     ];
     const early = line(300_000, PAUSE_OVERDUE, {
       jobName: 'job-0',
+      document: 'job-0~check',
       pausedAt: new Date(100_000).toISOString(),
       bound: new Date(190_000).toISOString(),
       note: 'sim',
