@@ -11,7 +11,9 @@
  *    completes later (backfill excepted: it runs reported slots).
  * 3. `skip` / `wait` never let two runs of a job (and scope) overlap.
  * 4. One execution per trigger id.
- * 5. Cloud Scheduler's on-time delivery of a slot runs as that slot, never as a forced run.
+ * 5. Each delivery runs as what it was sent as: Cloud Scheduler's on-time delivery, a backfill and
+ *    the audit's catch-up as their slot (never as a forced run), a manual trigger as a manual run,
+ *    a re-run as a re-run of its slot's run.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
  * 10. A 2xx answer leaves its run completed, skipped or reported: Scheduler stops retrying on it.
@@ -230,8 +232,8 @@ export function violations(
   return [
     // 1. No slot (or any run) executes twice.
     ...noRunTwice(outcome, byRun, awaiting),
-    // 5. An on-time delivery is its slot; and a slot and its backfill are one run.
-    ...deliveriesRunAsSlots(outcome),
+    // 5. Each delivery runs as it was sent: a slot, a manual run, a re-run of its slot's run.
+    ...deliveriesRunAsSent(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
     // 3. skip / wait: no two runs of a job and scope at once.
@@ -374,20 +376,51 @@ function atOnce(
   ];
 }
 
-/** Invariant 5: an on-time delivery and a backfill delivery each run as their slot. */
-function deliveriesRunAsSlots(outcome: SimOutcome): string[] {
+/**
+ * Invariant 5: each delivery runs as what it was sent as (docs/jobs.md, "Writing your job": `kind`,
+ * `caughtUp`, `rerunOf`): an on-time delivery, a backfill and the audit's catch-up as their slot
+ * (the catch-up alone with `caughtUp`), a manual trigger as a manual run, a re-run as a re-run of
+ * its slot's run.
+ */
+export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const e of outcome.executions) {
-    if (e.source === 'scheduler' && e.kind !== 'slot') {
-      found.push(
-        `Cloud Scheduler's on-time delivery ran as a ${e.kind} run: ${describe(e)}`,
-      );
-    }
-    if (e.source === 'backfill' && e.kind !== 'slot') {
-      found.push(`a backfill delivery ran as a ${e.kind} run: ${describe(e)}`);
+    const problem = ranAsOtherThanSent(outcome, e);
+    if (problem !== undefined) {
+      found.push(`${problem}: ${describe(e)}`);
     }
   }
   return found;
+}
+
+/** How `e` ran otherwise than its delivery asked, or `undefined`. */
+function ranAsOtherThanSent(
+  outcome: SimOutcome,
+  e: Execution,
+): string | undefined {
+  const asSlot =
+    e.source === 'scheduler' ||
+    e.source === 'backfill' ||
+    e.source === 'catchup';
+  if (asSlot && e.kind !== 'slot') {
+    return `a ${e.source} delivery ran as a ${e.kind} run`;
+  }
+  const caughtUp = e.context?.caughtUp === true;
+  if (e.context !== undefined && caughtUp !== (e.source === 'catchup')) {
+    return `a ${e.source} delivery ran with caughtUp ${caughtUp}`;
+  }
+  if (e.source === 'manual' && e.kind !== 'manual') {
+    return `a manual trigger ran as a ${e.kind} run`;
+  }
+  if (e.source !== 'rerun') {
+    return undefined;
+  }
+  const scope = outcome.deployments[e.deployment]?.keyScope ?? [];
+  const slotRun = slotRunId(e.jobId, new Date(e.scheduleTime), scope);
+  if (e.kind !== 'rerun' || e.context?.rerunOf !== slotRun) {
+    return `a re-run ran as a ${e.kind} run of ${String(e.context?.rerunOf)}, not a re-run of its slot's run ${slotRun.slice(0, 12)}`;
+  }
+  return undefined;
 }
 
 /** Invariant 4: one run per trigger id of a job and key scope. */

@@ -200,6 +200,9 @@ export interface SeenContext {
   readonly firstClaimedAt: number;
   readonly leaseExpires: number;
   readonly slot: number | undefined;
+  /** The run a re-run stands for, and whether the run audit's catch-up delivered it. */
+  readonly rerunOf?: string | undefined;
+  readonly caughtUp?: boolean | undefined;
 }
 
 /** One JSON log line, with the virtual time and instance it came from. */
@@ -1213,6 +1216,8 @@ function seenContext(ctx: Parameters<JobRun>[0]): SeenContext {
     firstClaimedAt: ctx.firstClaimedAt.getTime(),
     leaseExpires: ctx.leaseExpires.getTime(),
     slot: ctx.slot?.getTime(),
+    rerunOf: ctx.rerunOf,
+    caughtUp: ctx.caughtUp,
   };
 }
 
