@@ -407,7 +407,9 @@ export function historyArbitrary(
     fc
       .record({
         jobs: fc.tuple(
-          ...Array.from({ length: drawn.jobCount }, (_, i) => jobSpec(i)),
+          ...Array.from({ length: drawn.jobCount }, (_, i) =>
+            faults ? jobSpec(i).map(overlapping) : jobSpec(i),
+          ),
         ),
         events: fc.array(
           faults ? faultEventArbitrary(drawn) : eventArbitrary(drawn, emulator),
@@ -423,11 +425,12 @@ export function historyArbitrary(
 
 /**
  * The fault-biased profile (`npm run simulate -- --faults`, the mutation runs' second pass): never
- * calm, every fault of Firestore and the network on, short leases, and at least
- * {@link FAULT_BIASED.minEvents} events, most of them the ones that make an attempt lose its lease
- * while it runs (stalls, pauses, hangs, SIGTERMs, forgotten pauses). The code that handles a lost
- * lease under a beating attempt, a fenced write's lease loss or an unrecorded completion is reached
- * in a few histories here, where the default profile reaches it in hundreds.
+ * calm, every fault of Firestore and the network on, short leases, jobs whose runs meet the next
+ * slot's, and at least {@link FAULT_BIASED.minEvents} events, most of them the ones that make an
+ * attempt lose its lease while it runs (stalls, pauses, hangs, SIGTERMs, forgotten pauses). The
+ * code that handles a lost lease under a beating attempt, a fenced write's lease loss, an
+ * unrecorded completion or a run blocked by its overlap policy is reached in a few histories here,
+ * where the default profile's first 40 reach it seldom.
  */
 export const FAULT_BIASED = {
   minEvents: 3,
@@ -441,6 +444,18 @@ export const FAULT_BIASED = {
     foreign_pause: 6,
   },
 } as const;
+
+/**
+ * A fault-biased history's job: due every minute and running 30 s to over two minutes, so its runs
+ * meet the next slot's and its overlap policy decides (skip, wait, or run beside).
+ */
+function overlapping(spec: JobSpec): JobSpec {
+  if (spec.failRate === 1) {
+    return spec; // a broken job fails within seconds, as it is drawn
+  }
+  const maxMs = Math.max(spec.maxMs, 70_000);
+  return { ...spec, schedule: '* * * * *', minMs: 30_000, maxMs };
+}
 
 /** `base` with the {@link FAULT_BIASED} settings drawn over it. */
 function faultBiased(base: ReturnType<typeof baseArbitrary>) {
