@@ -236,8 +236,9 @@ export function violations(
     ...deliveriesRunAsSent(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
-    // 3. skip / wait: no two runs of a job and scope at once.
+    // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
     ...overlapPolicyKept(outcome),
+    ...blockedAnswersByPolicy(outcome),
     // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
     ...everyClosedSlotAccounted(outcome, byRun),
     // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
@@ -457,6 +458,53 @@ function overlapPolicyKept(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Invariant 3, the answers of blocked runs (docs/how-it-works.md, "Overlap"): under `skip` a
+ * slot's or a Force run's delivery that is blocked records its run `skipped` (answered 409
+ * `waiting` only when the run already had a record: an earlier attempt's); and nothing a person
+ * asked for (a manual run, a re-run, a backfill) is ever answered `skipped`. Judged for jobs whose
+ * every revision of the deployment is `skip`, by the records' create times (memory store only).
+ */
+export function blockedAnswersByPolicy(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  for (const a of outcome.answers) {
+    const byHand =
+      a.source === 'manual' || a.source === 'rerun' || a.source === 'backfill';
+    if (byHand && a.outcome === 'skipped') {
+      found.push(
+        `a ${a.source} delivery of ${a.jobId}@${a.scheduleTime} was answered skipped at ${iso(a.at)}: what a person asked for never vanishes as skipped`,
+      );
+    }
+    const slotOrForce = a.source === 'scheduler' || a.source === 'force';
+    if (!slotOrForce || a.outcome !== 'waiting' || a.runId === undefined) {
+      continue;
+    }
+    const dep = outcome.deployments[a.deployment];
+    const skipOnly = dep !== undefined && skipJobs(dep).includes(a.jobId);
+    const createdAt = outcome.createTimes.get(a.runId);
+    const hadRecord = createdAt !== undefined && createdAt <= a.at;
+    if (skipOnly && !hadRecord) {
+      found.push(
+        `a ${a.source} delivery of ${a.jobId}@${a.scheduleTime} (overlap policy skip) was answered waiting at ${iso(a.at)} though its run had no record: a blocked run is recorded skipped`,
+      );
+    }
+  }
+  return found;
+}
+
+/** The jobs of a deployment whose every revision declares `skip`. */
+function skipJobs(dep: SimOutcome['deployments'][number]): string[] {
+  const ids = new Set(dep.revisions.flatMap((r) => r.jobs.map((j) => j.id)));
+  return [...ids].filter((id) =>
+    dep.revisions.every((r) =>
+      r.jobs.every((j) => j.id !== id || j.overlap === 'skip'),
+    ),
+  );
 }
 
 /** The jobs of a deployment whose every revision guards overlap (`skip` or `wait`). */

@@ -1,12 +1,16 @@
 /**
  * The simulator's invariant 5 (`test/sim/invariants.ts`, `deliveriesRunAsSent`) on hand-built
- * executions: each delivery runs as what it was sent as. No simulation, no Firestore.
+ * executions: each delivery runs as what it was sent as; and invariant 3's answers of blocked runs
+ * (`blockedAnswersByPolicy`). No simulation, no Firestore.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { slotRunId } from '../../src/policy/run-history.ts';
-import { deliveriesRunAsSent } from '../sim/invariants.ts';
-import type { Execution, SimOutcome } from '../sim/simulator.ts';
+import {
+  blockedAnswersByPolicy,
+  deliveriesRunAsSent,
+} from '../sim/invariants.ts';
+import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution } from './sim-execution.ts';
 
 const outcome = (executions: Execution[]): SimOutcome =>
@@ -62,5 +66,55 @@ describe('invariant 5: each delivery runs as what it was sent as', () => {
     assert.match(found, /a scheduler delivery ran with caughtUp true/);
     assert.match(found, /a catchup delivery ran with caughtUp false/);
     assert.match(found, /a backfill delivery ran as a forced run/);
+  });
+});
+
+describe('invariant 3: a blocked run answered by its policy', () => {
+  const skipJob = { id: 'job-0', overlap: 'skip' };
+  const outcomeOf = (
+    answers: Partial<Answered>[],
+    createTimes = new Map<string, number>(),
+  ): SimOutcome =>
+    ({
+      emulator: false,
+      answers: answers.map((a) => ({
+        at: 61_000,
+        deployment: 0,
+        source: 'scheduler',
+        jobId: 'job-0',
+        scheduleTime: '1970-01-01T00:01:00Z',
+        status: 409,
+        outcome: 'waiting',
+        runId: 'run-0',
+        ...a,
+      })),
+      createTimes,
+      deployments: [
+        { scope: '', keyScope: [], revisions: [{ at: 0, jobs: [skipJob] }] },
+      ],
+    }) as unknown as SimOutcome;
+
+  it('finds a skip job slot answered waiting with no record, and a manual run answered skipped', () => {
+    assert.match(
+      blockedAnswersByPolicy(outcomeOf([{}])).join('\n'),
+      /overlap policy skip\) was answered waiting .* though its run had no record/,
+    );
+    assert.match(
+      blockedAnswersByPolicy(
+        outcomeOf([{ source: 'manual', outcome: 'skipped', status: 200 }]),
+      ).join('\n'),
+      /a manual delivery .* was answered skipped/,
+    );
+  });
+
+  it('passes waiting when the run had a record first (an earlier attempt), and a backfill waiting', () => {
+    assert.deepEqual(
+      blockedAnswersByPolicy(outcomeOf([{}], new Map([['run-0', 60_500]]))),
+      [],
+    );
+    assert.deepEqual(
+      blockedAnswersByPolicy(outcomeOf([{ source: 'backfill' }])),
+      [],
+    );
   });
 });
