@@ -234,6 +234,7 @@ export function violations(
     ...noRunTwice(outcome, byRun, awaiting),
     // 5. Each delivery runs as it was sent: a slot, a manual run, a re-run of its slot's run.
     ...deliveriesRunAsSent(outcome),
+    ...finishedSlotsRerun(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
     // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
@@ -392,6 +393,41 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Invariant 5, re-runs (docs/operations.md, "`npm run trigger`"): a re-run of a slot whose run had
+ * completed before the re-run was sent is never refused `invalid_request`: a finished slot runs
+ * again. Judged by the slot's record as it ends (memory store only).
+ */
+export function finishedSlotsRerun(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    if (d.source !== 'rerun' || d.outcome !== 'invalid_request') {
+      continue;
+    }
+    const scope = outcome.deployments[d.deployment]?.keyScope ?? [];
+    const slotRun = slotRunId(d.jobId, new Date(d.scheduleTime), scope);
+    const record = outcome.records.get(slotRun);
+    const completedAt = timeOf(record?.completed_at);
+    if (record?.status === 'completed' && completedAt < d.sentAt) {
+      found.push(
+        `a re-run of ${d.jobId}@${d.scheduleTime}, sent at ${iso(d.sentAt)}, was refused invalid_request though the slot's run completed at ${iso(completedAt)}`,
+      );
+    }
+  }
+  return found;
+}
+
+/** A stored time (a Firestore Timestamp) in ms, or infinity when there is none. */
+function timeOf(value: unknown): number {
+  const time = value as { toMillis?: () => number } | undefined;
+  return typeof time?.toMillis === 'function'
+    ? time.toMillis()
+    : Number.POSITIVE_INFINITY;
 }
 
 /** How `e` ran otherwise than its delivery asked, or `undefined`. */

@@ -2169,7 +2169,10 @@ function triggerManual(
   );
 }
 
-/** `npm run trigger -- JOB --rerun`: the job's previous slot run again. */
+/**
+ * `npm run trigger -- JOB --rerun`: the job's previous slot run again, or (events at an odd second)
+ * the slot before it, more often finished by then, as an operator re-runs a slot that ran.
+ */
 function triggerRerun(
   world: World,
   dep: Deployment,
@@ -2177,7 +2180,10 @@ function triggerRerun(
 ): void {
   const { time } = world;
   const job = jobOf(dep, event.job);
-  const slot = previousSlot(job, new Date(time.now));
+  const previous = previousSlot(job, new Date(time.now));
+  const oneBack = Math.floor(event.at / 1000) % 2 === 1;
+  const slot =
+    oneBack && previous !== undefined ? previousSlot(job, previous) : previous;
   if (slot === undefined || slot.getTime() < world.startMs) {
     return;
   }

@@ -5,10 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
+  finishedSlotsRerun,
 } from '../sim/invariants.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution } from './sim-execution.ts';
@@ -116,5 +118,53 @@ describe('invariant 3: a blocked run answered by its policy', () => {
       blockedAnswersByPolicy(outcomeOf([{ source: 'backfill' }])),
       [],
     );
+  });
+});
+
+describe('invariant 5: a finished slot runs again when re-run', () => {
+  const slot = '1970-01-01T00:01:00Z';
+  const run = slotRunId('job-0', new Date(slot), []);
+  const outcomeOf = (outcomeName: string, completedAtMs: number): SimOutcome =>
+    ({
+      emulator: false,
+      deliveries: [
+        {
+          deployment: 0,
+          source: 'rerun',
+          jobId: 'job-0',
+          scheduleTime: slot,
+          sentAt: 200_000,
+          endedAt: 200_100,
+          status: 400,
+          outcome: outcomeName,
+          instance: 'd0-i0-r0',
+          runId: undefined,
+        },
+      ],
+      records: new Map([
+        [
+          run,
+          {
+            status: 'completed',
+            completed_at: Timestamp.fromMillis(completedAtMs),
+          },
+        ],
+      ]),
+      deployments: [{ scope: '', keyScope: [], revisions: [] }],
+    }) as unknown as SimOutcome;
+
+  it('finds a re-run of a slot completed before it refused invalid_request', () => {
+    assert.match(
+      finishedSlotsRerun(outcomeOf('invalid_request', 100_000)).join('\n'),
+      /refused invalid_request though the slot's run completed/,
+    );
+  });
+
+  it('passes a refusal of a slot completed only after the re-run was sent, and a re-run that ran', () => {
+    assert.deepEqual(
+      finishedSlotsRerun(outcomeOf('invalid_request', 300_000)),
+      [],
+    );
+    assert.deepEqual(finishedSlotsRerun(outcomeOf('processed', 100_000)), []);
   });
 });
