@@ -396,9 +396,10 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
 }
 
 /**
- * Invariant 5, re-runs (docs/operations.md, "`npm run trigger`"): a re-run of a slot whose run had
- * completed before the re-run was sent is never refused `invalid_request`: a finished slot runs
- * again. Judged by the slot's record as it ends (memory store only).
+ * Invariant 5, triggers (docs/operations.md, "`npm run trigger`"): a manual trigger of a declared
+ * job is never refused `invalid_request`, nor is a re-run of a slot whose run had completed before
+ * the re-run was sent: a finished slot runs again. Judged by the slot's record as it ends (memory
+ * store only).
  */
 export function finishedSlotsRerun(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
@@ -406,6 +407,11 @@ export function finishedSlotsRerun(outcome: SimOutcome): string[] {
   }
   const found: string[] = [];
   for (const d of outcome.deliveries) {
+    if (d.source === 'manual' && d.outcome === 'invalid_request') {
+      found.push(
+        `a manual trigger of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a manual run of a declared job always runs`,
+      );
+    }
     if (d.source !== 'rerun' || d.outcome !== 'invalid_request') {
       continue;
     }

@@ -153,10 +153,19 @@ describe('invariant 5: a finished slot runs again when re-run', () => {
       deployments: [{ scope: '', keyScope: [], revisions: [] }],
     }) as unknown as SimOutcome;
 
-  it('finds a re-run of a slot completed before it refused invalid_request', () => {
+  it('finds a re-run of a slot completed before it refused invalid_request, and a manual run refused', () => {
     assert.match(
       finishedSlotsRerun(outcomeOf('invalid_request', 100_000)).join('\n'),
       /refused invalid_request though the slot's run completed/,
+    );
+    const manual = outcomeOf('invalid_request', 300_000);
+    const deliveries = manual.deliveries.map((d) => ({
+      ...d,
+      source: 'manual' as const,
+    }));
+    assert.match(
+      finishedSlotsRerun({ ...manual, deliveries }).join('\n'),
+      /a manual trigger of job-0, sent at .* was refused invalid_request/,
     );
   });
 
