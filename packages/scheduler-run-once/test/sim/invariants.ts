@@ -12,8 +12,9 @@
  * 3. `skip` / `wait` never let two runs of a job (and scope) overlap.
  * 4. One execution per trigger id.
  * 5. Each delivery runs as what it was sent as: Cloud Scheduler's on-time delivery, a backfill and
- *    the audit's catch-up as their slot (never as a forced run), a manual trigger as a manual run,
- *    a re-run as a re-run of its slot's run.
+ *    the audit's catch-up as their slot, under the slot's run id (never as a forced run), a manual
+ *    trigger as a manual run, a re-run as a re-run of its slot's run; a manual trigger and a re-run
+ *    of a completed slot are never refused.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
  * 10. A 2xx answer leaves its run completed, skipped or reported: Scheduler stops retrying on it.
@@ -448,6 +449,14 @@ function ranAsOtherThanSent(
   if (asSlot && e.kind !== 'slot') {
     return `a ${e.source} delivery ran as a ${e.kind} run`;
   }
+  const scope = outcome.deployments[e.deployment]?.keyScope ?? [];
+  if (e.kind === 'slot') {
+    const slot = new Date(e.context?.slot ?? e.scheduleTime);
+    const slotRun = slotRunId(e.jobId, slot, scope);
+    if (e.runId !== slotRun) {
+      return `a slot's run ran as run ${e.runId.slice(0, 12)}, not the slot's run id ${slotRun.slice(0, 12)} (its job, schedule time and scope hashed)`;
+    }
+  }
   const caughtUp = e.context?.caughtUp === true;
   if (e.context !== undefined && caughtUp !== (e.source === 'catchup')) {
     return `a ${e.source} delivery ran with caughtUp ${caughtUp}`;
@@ -458,7 +467,6 @@ function ranAsOtherThanSent(
   if (e.source !== 'rerun') {
     return undefined;
   }
-  const scope = outcome.deployments[e.deployment]?.keyScope ?? [];
   const slotRun = slotRunId(e.jobId, new Date(e.scheduleTime), scope);
   if (e.kind !== 'rerun' || e.context?.rerunOf !== slotRun) {
     return `a re-run ran as a ${e.kind} run of ${String(e.context?.rerunOf)}, not a re-run of its slot's run ${slotRun.slice(0, 12)}`;

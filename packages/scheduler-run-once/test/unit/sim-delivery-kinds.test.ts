@@ -32,10 +32,15 @@ const slotRun = slotRunId('job-0', new Date(60_000), []);
 describe('invariant 5: each delivery runs as what it was sent as', () => {
   it('passes a slot, a catch-up with caughtUp, a manual run and a re-run of its slot', () => {
     const runs = [
-      execution({ context }),
-      execution({ source: 'catchup', context: { ...context, caughtUp: true } }),
-      execution({ source: 'manual', kind: 'manual', context }),
+      execution({ runId: slotRun, context }),
       execution({
+        runId: slotRun,
+        source: 'catchup',
+        context: { ...context, caughtUp: true },
+      }),
+      execution({ runId: slotRun, source: 'manual', kind: 'manual', context }),
+      execution({
+        runId: slotRun,
         source: 'rerun',
         kind: 'rerun',
         context: { ...context, rerunOf: slotRun },
@@ -48,15 +53,21 @@ describe('invariant 5: each delivery runs as what it was sent as', () => {
   it('finds a manual trigger run as a slot, a re-run of another run, and caughtUp on the wrong delivery', () => {
     const found = deliveriesRunAsSent(
       outcome([
-        execution({ source: 'manual', kind: 'slot', context }),
+        execution({ runId: slotRun, source: 'manual', kind: 'slot', context }),
         execution({
+          runId: slotRun,
           source: 'rerun',
           kind: 'rerun',
           context: { ...context, rerunOf: 'another-run' },
         }),
-        execution({ context: { ...context, caughtUp: true } }),
-        execution({ source: 'catchup', context }),
-        execution({ source: 'backfill', kind: 'forced', context }),
+        execution({ runId: slotRun, context: { ...context, caughtUp: true } }),
+        execution({ runId: slotRun, source: 'catchup', context }),
+        execution({
+          runId: slotRun,
+          source: 'backfill',
+          kind: 'forced',
+          context,
+        }),
       ]),
     ).join('\n');
 
@@ -68,6 +79,15 @@ describe('invariant 5: each delivery runs as what it was sent as', () => {
     assert.match(found, /a scheduler delivery ran with caughtUp true/);
     assert.match(found, /a catchup delivery ran with caughtUp false/);
     assert.match(found, /a backfill delivery ran as a forced run/);
+  });
+
+  it("finds a slot's run under another run id than its slot's", () => {
+    assert.match(
+      deliveriesRunAsSent(
+        outcome([execution({ runId: 'run-0', context })]),
+      ).join('\n'),
+      /a slot's run ran as run run-0, not the slot's run id/,
+    );
   });
 });
 

@@ -34,7 +34,7 @@ const outcome = (
     records: new Map(
       notes === undefined
         ? []
-        : [['run-0', { status: 'completed', attempt_id: e.attemptId, notes }]],
+        : [[e.runId, { status: 'completed', attempt_id: e.attemptId, notes }]],
     ),
   }) as unknown as SimOutcome;
 
