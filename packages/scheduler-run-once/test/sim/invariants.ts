@@ -1639,6 +1639,7 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
     ...overdueReportsLogged(outcome),
     ...forgottenPausesReported(outcome),
     ...noEarlyOverdueReport(outcome),
+    ...missedReportsNeverRan(outcome),
   );
   return found;
 }
@@ -1687,6 +1688,28 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
 /** The key scope of the deployment `pause` was recorded in (`[]` when the outcome has none). */
 function scopeOf(outcome: SimOutcome, pause: OperatorPause): Scope {
   return outcome.deployments[pause.deployment]?.keyScope ?? [];
+}
+
+/**
+ * Invariant 12, the report's kind: a slot reported `missed run` had no execution started before
+ * the report (one that ran and failed is reported `run failed after retries`).
+ */
+export function missedReportsNeverRan(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const line of outcome.logs) {
+    if (line.message !== MISSED_RUN) {
+      continue;
+    }
+    const ran = outcome.executions.find(
+      (e) => e.runId === line.fields.runId && e.start < line.at,
+    );
+    if (ran !== undefined) {
+      found.push(
+        `run ${String(line.fields.runId).slice(0, 12)} was reported "${MISSED_RUN}" at ${iso(line.at)}, but it ran before: ${describe(ran)}`,
+      );
+    }
+  }
+  return found;
 }
 
 /**

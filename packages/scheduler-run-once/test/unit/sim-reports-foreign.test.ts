@@ -14,6 +14,7 @@ import { PAUSE_OVERDUE, readPauses } from '../../src/policy/pauses.ts';
 import { foreignPauses } from '../sim/foreign-writes.ts';
 import {
   foreignPausesSaid,
+  missedReportsNeverRan,
   noBlockBehindVanishedHolder,
   reportsLoggedOnceOrTwice,
   unknownStatusesSaid,
@@ -30,6 +31,7 @@ import type {
   SimOutcome,
 } from '../sim/simulator.ts';
 import { loggedWriteOf, overdueReportOf } from '../sim/simulator.ts';
+import { execution } from './sim-execution.ts';
 
 const RUN = 'a'.repeat(64);
 const HOLDER = 'b'.repeat(64);
@@ -87,6 +89,30 @@ describe('invariant 12: every report written is logged once or twice', () => {
     const records = new Map([[RUN, missedRecord]]);
 
     assert.deepEqual(reportsLoggedOnceOrTwice(outcome({ logs, records })), []);
+  });
+
+  it('fails a slot reported missed after an execution of its run started, passes one reported before its backfill ran', () => {
+    const threw = execution({
+      runId: RUN,
+      start: 50_000,
+      end: 60_000,
+      result: 'threw',
+    });
+    const missed = line(100_000, 'missed run', { runId: RUN });
+
+    assert.match(
+      missedReportsNeverRan(
+        outcome({ logs: [missed], executions: [threw] }),
+      ).join('\n'),
+      /reported "missed run" at .* but it ran before/,
+    );
+    const backfilled = { ...threw, start: 150_000, end: 160_000 };
+    assert.deepEqual(
+      missedReportsNeverRan(
+        outcome({ logs: [missed], executions: [backfilled] }),
+      ),
+      [],
+    );
   });
 
   it('fails a report logged three times by loggers that all marked it logged', () => {
