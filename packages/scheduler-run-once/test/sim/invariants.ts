@@ -1692,7 +1692,8 @@ function scopeOf(outcome: SimOutcome, pause: OperatorPause): Scope {
 
 /**
  * Invariant 12, the report's kind: a slot reported `missed run` had no execution started before
- * the report (one that ran and failed is reported `run failed after retries`).
+ * the report (one that ran and failed is reported `run failed after retries`), unless the
+ * operator's repair deleted its record in between.
  */
 export function missedReportsNeverRan(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -1700,8 +1701,19 @@ export function missedReportsNeverRan(outcome: SimOutcome): string[] {
     if (line.message !== MISSED_RUN) {
       continue;
     }
+    // The documented repair deletes a dead attempt's record: the slot then has no run to report.
+    const repairedAt = outcome.foreignRecords?.get(
+      String(line.fields.runId),
+    )?.deletedAt;
     const ran = outcome.executions.find(
-      (e) => e.runId === line.fields.runId && e.start < line.at,
+      (e) =>
+        e.runId === line.fields.runId &&
+        e.start < line.at &&
+        !(
+          repairedAt !== undefined &&
+          repairedAt > e.start &&
+          repairedAt < line.at
+        ),
     );
     if (ran !== undefined) {
       found.push(

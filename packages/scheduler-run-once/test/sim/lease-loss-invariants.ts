@@ -446,9 +446,9 @@ export function noAbortAfterEnd(outcome: SimOutcome): string[] {
 }
 
 /**
- * Whether `reason`, the abort of a job whose instance was paused at its SIGTERM, was due before the
- * SIGTERM: its stored lease ran out before it (`lease_lost`), or it had run JOB_TIMEOUT_SECONDS by
- * then (`job_timeout`). Waking, the instance meets both; either is true.
+ * Whether `reason`, the abort of a job whose instance was paused at its SIGTERM, fell due while it
+ * slept: its stored lease ran out before it woke (`lease_lost`), or it had run JOB_TIMEOUT_SECONDS
+ * by then (`job_timeout`). Waking, the instance meets both; either is true.
  */
 function dueBeforeSigterm(
   e: Execution,
@@ -456,16 +456,18 @@ function dueBeforeSigterm(
   sigtermAt: number,
   outcome: SimOutcome,
 ): boolean {
-  const pausedAtSigterm = wokeAfter(sigtermAt, e.pauses) > sigtermAt;
-  if (!pausedAtSigterm) {
+  const wokeAt = wokeAfter(sigtermAt, e.pauses);
+  if (wokeAt <= sigtermAt) {
     return false;
   }
+  // Waking, the instance runs every timer that fell due while it slept, in the order they were
+  // set: the lease's and the timeout's were set before the SIGTERM's, so either may come first.
   if (reason === 'lease_lost') {
-    return storedLeaseRanOut(e, sigtermAt, outcome) !== undefined;
+    return storedLeaseRanOut(e, wokeAt + LAPSE_SLACK_MS, outcome) !== undefined;
   }
   return (
     reason === 'job_timeout' &&
-    e.start + timeoutOf(outcome) <= sigtermAt + TIMER_SLACK_MS
+    e.start + timeoutOf(outcome) <= wokeAt + TIMER_SLACK_MS
   );
 }
 

@@ -479,6 +479,12 @@ describe('invariant 30: a SIGTERM tells running jobs to stop', () => {
       toldToStopAtSigterm(outcome([sleptThrough], { leaseEnds })),
       [],
     );
+    // Its lease ran out after the SIGTERM, still asleep: both fell due before it woke (review).
+    const lapsedAsleep = leases(sleptThrough.attemptId, [15_000]);
+    assert.deepEqual(
+      toldToStopAtSigterm(outcome([sleptThrough], { leaseEnds: lapsedAsleep })),
+      [],
+    );
     assert.match(
       toldToStopAtSigterm(outcome([awake], { leaseEnds })).join('\n'),
       /told to stop at its instance's SIGTERM with lease_lost, not shutdown/,

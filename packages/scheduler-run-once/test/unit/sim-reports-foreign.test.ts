@@ -106,6 +106,29 @@ describe('invariant 12: every report written is logged once or twice', () => {
       ).join('\n'),
       /reported "missed run" at .* but it ran before/,
     );
+    const repaired = new Map([
+      [
+        RUN,
+        {
+          at: 70_000,
+          deployment: 0,
+          jobId: 'job-0',
+          kind: 'repaired',
+          deletedAt: 70_000,
+        },
+      ],
+    ]);
+    assert.deepEqual(
+      missedReportsNeverRan(
+        outcome({
+          logs: [missed],
+          executions: [threw],
+          foreignRecords: repaired,
+        } as Partial<SimOutcome>),
+      ),
+      [],
+      "the repair deleted the dead attempt's record: the slot had no run to report",
+    );
     const backfilled = { ...threw, start: 150_000, end: 160_000 };
     assert.deepEqual(
       missedReportsNeverRan(
