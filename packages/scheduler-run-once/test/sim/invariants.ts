@@ -102,7 +102,6 @@ import {
   type Execution,
   type ForeignPauses,
   type LogLine,
-  type OperatorPause,
   type SimOutcome,
   START_NOTE,
 } from './simulator.ts';
@@ -235,7 +234,7 @@ export function violations(
     ...noRunTwice(outcome, byRun, awaiting),
     // 5. Each delivery runs as it was sent: a slot, a manual run, a re-run of its slot's run.
     ...deliveriesRunAsSent(outcome),
-    ...finishedSlotsRerun(outcome),
+    ...triggersNeverRefused(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
     // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
@@ -402,7 +401,7 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
  * the re-run was sent: a finished slot runs again. Judged by the slot's record as it ends (memory
  * store only).
  */
-export function finishedSlotsRerun(outcome: SimOutcome): string[] {
+export function triggersNeverRefused(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
     return [];
   }
@@ -416,7 +415,7 @@ export function finishedSlotsRerun(outcome: SimOutcome): string[] {
     if (d.source !== 'rerun' || d.outcome !== 'invalid_request') {
       continue;
     }
-    const scope = outcome.deployments[d.deployment]?.keyScope ?? [];
+    const scope = keyScopeOf(outcome, d.deployment);
     const slotRun = slotRunId(d.jobId, new Date(d.scheduleTime), scope);
     const record = outcome.records.get(slotRun);
     const completedAt = timeOf(record?.completed_at);
@@ -449,7 +448,7 @@ function ranAsOtherThanSent(
   if (asSlot && e.kind !== 'slot') {
     return `a ${e.source} delivery ran as a ${e.kind} run`;
   }
-  const scope = outcome.deployments[e.deployment]?.keyScope ?? [];
+  const scope = keyScopeOf(outcome, e.deployment);
   if (e.kind === 'slot') {
     const slot = new Date(e.context?.slot ?? e.scheduleTime);
     const slotRun = slotRunId(e.jobId, slot, scope);
@@ -1665,7 +1664,10 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
     }
     const pausedAt = iso(pause.from);
     const bound = iso(boundMs);
-    const document = checkDocumentId(pause.jobId, scopeOf(outcome, pause));
+    const document = checkDocumentId(
+      pause.jobId,
+      keyScopeOf(outcome, pause.deployment),
+    );
     const reported = outcome.logs.some(
       (l) =>
         l.message === PAUSE_OVERDUE &&
@@ -1685,9 +1687,9 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
   return found;
 }
 
-/** The key scope of the deployment `pause` was recorded in (`[]` when the outcome has none). */
-function scopeOf(outcome: SimOutcome, pause: OperatorPause): Scope {
-  return outcome.deployments[pause.deployment]?.keyScope ?? [];
+/** The key scope of deployment `d` (`[]` when the outcome has none: a hand-built one). */
+function keyScopeOf(outcome: SimOutcome, d: number): Scope {
+  return outcome.deployments[d]?.keyScope ?? [];
 }
 
 /**
@@ -1745,7 +1747,8 @@ function noEarlyOverdueReport(outcome: SimOutcome): string[] {
       (p) =>
         p.jobId === line.fields.jobName &&
         iso(p.from) === line.fields.pausedAt &&
-        checkDocumentId(p.jobId, scopeOf(outcome, p)) === line.fields.document,
+        checkDocumentId(p.jobId, keyScopeOf(outcome, p.deployment)) ===
+          line.fields.document,
     );
     if (pause === undefined) {
       found.push(

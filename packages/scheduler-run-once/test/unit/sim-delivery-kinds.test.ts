@@ -10,7 +10,7 @@ import { slotRunId } from '../../src/policy/run-history.ts';
 import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
-  finishedSlotsRerun,
+  triggersNeverRefused,
 } from '../sim/invariants.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution } from './sim-execution.ts';
@@ -141,7 +141,7 @@ describe('invariant 3: a blocked run answered by its policy', () => {
   });
 });
 
-describe('invariant 5: a finished slot runs again when re-run', () => {
+describe('invariant 5: a manual trigger and a re-run of a finished slot are never refused', () => {
   const slot = '1970-01-01T00:01:00Z';
   const run = slotRunId('job-0', new Date(slot), []);
   const outcomeOf = (outcomeName: string, completedAtMs: number): SimOutcome =>
@@ -175,7 +175,7 @@ describe('invariant 5: a finished slot runs again when re-run', () => {
 
   it('finds a re-run of a slot completed before it refused invalid_request, and a manual run refused', () => {
     assert.match(
-      finishedSlotsRerun(outcomeOf('invalid_request', 100_000)).join('\n'),
+      triggersNeverRefused(outcomeOf('invalid_request', 100_000)).join('\n'),
       /refused invalid_request though the slot's run completed/,
     );
     const manual = outcomeOf('invalid_request', 300_000);
@@ -184,16 +184,16 @@ describe('invariant 5: a finished slot runs again when re-run', () => {
       source: 'manual' as const,
     }));
     assert.match(
-      finishedSlotsRerun({ ...manual, deliveries }).join('\n'),
+      triggersNeverRefused({ ...manual, deliveries }).join('\n'),
       /a manual trigger of job-0, sent at .* was refused invalid_request/,
     );
   });
 
   it('passes a refusal of a slot completed only after the re-run was sent, and a re-run that ran', () => {
     assert.deepEqual(
-      finishedSlotsRerun(outcomeOf('invalid_request', 300_000)),
+      triggersNeverRefused(outcomeOf('invalid_request', 300_000)),
       [],
     );
-    assert.deepEqual(finishedSlotsRerun(outcomeOf('processed', 100_000)), []);
+    assert.deepEqual(triggersNeverRefused(outcomeOf('processed', 100_000)), []);
   });
 });
