@@ -856,6 +856,81 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('2d. a young unlogged report holds the cursor, not the slots after it: they are reported at once, and nothing twice', async () => {
+    const jobs = declare(
+      defineJob({
+        id: 'quick',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => {},
+      }),
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON });
+    let ahead = 0;
+    const clock = async () =>
+      new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
+    const check = new MissedRunCheck({
+      history: fn.history,
+      jobDocuments: fn.jobDocuments,
+      clock,
+    });
+    const logs = captureLogs();
+    // Two slots closed after the cursor: another check wrote the first's report, not yet logged;
+    // the second has no record at all.
+    const now = await clock();
+    const later = new Date(
+      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
+    );
+    const held = new Date(later.getTime() - MINUTE);
+    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+      checked_before: Timestamp.fromMillis(held.getTime() - 1),
+      run_seen: true,
+    });
+    const details = {
+      jobName: 'quick',
+      scheduleTime: held.toISOString(),
+      keyScope: '',
+    };
+    assert.notEqual(
+      await fn.history.reportMissed(
+        slotRunId('quick', held, []),
+        details,
+        'other-check',
+      ),
+      'exists',
+    );
+    const cursor = async () => {
+      const { data } = await fn.jobDocuments.readData(
+        checkDocumentId('quick', []),
+      );
+      return (data?.checked_before as Timestamp | undefined)?.toMillis();
+    };
+    // The clock moved on 3 minutes: the slots closed since are reported too, and not judged here.
+    const judged = new Set([held.toISOString(), later.toISOString()]);
+    const reported = () =>
+      logs
+        .lines()
+        .filter((l) => l.message === 'missed run' && judged.has(String(l.slot)))
+        .map((l) => [l.slot, l.relogged === true]);
+
+    await check.check(job, [], logs.logger);
+    const first = { lines: reported(), cursor: await cursor() };
+    ahead = 3 * MINUTE; // past the grace: its writer never logged it
+    await check.check(job, [], logs.logger);
+
+    assert.deepEqual(first, {
+      lines: [[later.toISOString(), false]],
+      cursor: held.getTime(),
+    });
+    assert.deepEqual(reported(), [
+      [later.toISOString(), false],
+      [held.toISOString(), true],
+    ]);
+  });
+
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
     // A slot whose first attempt came a minute late (its execution waited behind the previous
     // one, as Scheduler makes it): its retries come that much later than its schedule time says.

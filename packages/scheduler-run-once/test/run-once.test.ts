@@ -393,6 +393,38 @@ describe('runOnce', () => {
 
     assert.deepEqual(asked, ['the export failed (releases so far: 0)']);
   });
+  it('never asks finalFailure once its lease may have lapsed: another attempt may hold the run, so the check reports it', async () => {
+    const leaseMs = 300;
+    const { ledger } = newLedger({ leaseMs });
+    const { logger } = captureLogs();
+    const asked: string[] = [];
+
+    const result = await runOnce(
+      ledger,
+      `run-${randomUUID()}`,
+      () => {
+        // The instance stalls past its lease (no timer runs), then the job fails.
+        Atomics.wait(
+          new Int32Array(new SharedArrayBuffer(4)),
+          0,
+          0,
+          2 * leaseMs,
+        );
+        throw new Error('the export failed');
+      },
+      {
+        logger,
+        finalFailure: async (_attempt, failure) => {
+          asked.push(failure);
+          return 'reporter-1';
+        },
+      },
+    );
+
+    assert.equal(result.outcome, 'failed');
+    assert.equal(result.outcome === 'failed' && result.reported, false);
+    assert.deepEqual(asked, []);
+  });
   it('aborts no signal of a job that threw while its release is still being written: neither a SIGTERM nor its timeout', async () => {
     const { ledger } = newLedger();
     const { logger } = captureLogs();

@@ -212,6 +212,8 @@ class AttemptScope {
   #lapseWarned = false;
   /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
   #renewedAt = performance.now();
+  /** `performance.now()` when the write that began the current lease was sent: it began later. */
+  #leaseSentAt: number;
   /** `performance.now()` of the last renewal sent (an extension or a note), landed or not. */
   #renewalSentAt = Number.NEGATIVE_INFINITY;
   /** Fires when the lease lapses by this instance's clock with no renewal confirmed (`#lapsed`). */
@@ -235,6 +237,7 @@ class AttemptScope {
     this.#ledger = ledger;
     this.#options = options;
     this.#claim = claim;
+    this.#leaseSentAt = claimStartedAt;
     // A claim can be answered long after its write landed (found by a read in a later round): the
     // first beat is due a third of its lease after it was sent, at once if that has passed.
     const claimTookMs = performance.now() - claimStartedAt;
@@ -306,9 +309,11 @@ class AttemptScope {
     const error = signal.aborted ? signal.reason : thrown;
     const claim = await this.#stopBeating();
     const failure = describeThrown(error);
-    const reporter = await this.#options
-      .finalFailure?.(this.attempt, failure)
-      .catch(() => undefined);
+    const reporter = this.#mayHaveLapsed()
+      ? undefined
+      : await this.#options
+          .finalFailure?.(this.attempt, failure)
+          .catch(() => undefined);
     const [release, loss] = await this.#fenced('release', () =>
       this.#ledger.release(claim, failure, reporter),
     );
@@ -352,6 +357,14 @@ class AttemptScope {
         `the job is still running ${warningMs} ms after its signal was aborted (${reason}); it should stop and throw`,
       );
     }, warningMs).unref();
+  }
+  /**
+   * Whether the lease may have lapsed by now: a lease written by a write sent at `#leaseSentAt`
+   * lapses no sooner than `leaseMs` later. Another attempt may then hold the run, so a failure
+   * report would be false; the missed-run check reports the run once its slot closed (issue 40).
+   */
+  #mayHaveLapsed(): boolean {
+    return performance.now() >= this.#leaseSentAt + this.#claim.leaseMs;
   }
   /** No renewal landed for a whole lease although none failed (`#unbeatenCause` says why). */
   #unbeaten(): boolean {
@@ -500,6 +513,7 @@ class AttemptScope {
       this.#claim = renewed;
       this.#failures = 0;
       this.#renewedAt = performance.now();
+      this.#leaseSentAt = sentAt;
       if (this.#beatTimer !== undefined) {
         this.#armLapse(sentAt);
       }

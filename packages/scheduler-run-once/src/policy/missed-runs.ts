@@ -180,7 +180,12 @@ interface Judging {
   runSeen: boolean;
 }
 
-/** The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open one. */
+/**
+ * The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open
+ * one. A slot whose report another check wrote and may still log (`held`) is passed over, not
+ * stopped at: the slots after it are reported now, and `openAt` keeps the cursor at it, so a later
+ * check logs it if its writer never did.
+ */
 function judge(
   job: DeclaredJob,
   slots: readonly SlotRead[],
@@ -195,30 +200,38 @@ function judge(
     end: previousEnd,
     runSeen: window.runSeen,
   };
+  let heldAt: Date | undefined;
   for (const read of slots) {
-    if (judgeSlot(judging, read) === 'open') {
-      const { findings, unreadable, runSeen } = judging;
-      return {
-        findings,
-        unreadable,
-        runSeen,
-        stopped: true,
-        openAt: read.slot,
-      };
+    const verdict = judgeSlot(judging, read);
+    if (verdict === 'held') {
+      heldAt ??= read.slot;
+    }
+    if (verdict === 'open') {
+      return judgedUpTo(judging, heldAt ?? read.slot);
     }
   }
-  const { findings, unreadable, runSeen } = judging;
-  return { findings, unreadable, runSeen, stopped: false };
+  return judgedUpTo(judging, heldAt);
+}
+
+/** What `judging` found, stopped at `openAt` (the cursor goes no further) or at none. */
+function judgedUpTo(
+  { findings, unreadable, runSeen }: Judging,
+  openAt: Date | undefined,
+): Omit<Judged, 'next' | 'tokens'> & { readonly openAt?: Date } {
+  return openAt === undefined
+    ? { findings, unreadable, runSeen, stopped: false }
+    : { findings, unreadable, runSeen, stopped: true, openAt };
 }
 
 /**
- * Judges one slot into `judging`: `open` where the check stops at it (the slot still open, or a
- * report whose log its writer may yet write), else `judged`.
+ * Judges one slot into `judging`: `open` where the check stops at it (the slot still open),
+ * `held` for a report whose log its writer may yet write (the check goes on past it), else
+ * `judged`.
  */
 function judgeSlot(
   judging: Judging,
   { slot, runId, record }: SlotRead,
-): 'open' | 'judged' {
+): 'open' | 'held' | 'judged' {
   const { job, window } = judging;
   const verdict = slotVerdict(job, slot, record, judging.end, window.now);
   judging.end = verdict.end;
@@ -255,7 +268,7 @@ function judgeSlot(
     // Written by a check not yet known to have logged it: wait for it, or log it for it.
     const age = window.now.getTime() - run.reportedAt.getTime();
     if (age < REPORT_LOG_GRACE_MS) {
-      return 'open';
+      return 'held';
     }
     judging.findings.push(
       reloggedFinding(job, { slot, runId }, run, unloggedBy),

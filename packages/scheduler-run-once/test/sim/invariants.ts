@@ -51,6 +51,8 @@
  * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
  *    not (lease-loss-invariants.ts).
  * 28. No job's signal aborts after the job returned or threw (lease-loss-invariants.ts).
+ * 31. A missed or finally failed slot is known within minutes: reported by the first run audit
+ *    that checked every job cleanly after its verdict was due (report-latency-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -96,6 +98,7 @@ import {
 } from './note-invariants.ts';
 import { recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
+import { reportedLate } from './report-latency-invariants.ts';
 import {
   type Answered,
   type Delivered,
@@ -750,7 +753,16 @@ function judgeClosedSlots(
     if (record !== undefined) {
       seenRecord = true;
     }
-    judgeSlot(judging, { d, job, slot, runId, record, seenRecord, auditFirst });
+    judgeSlot(judging, {
+      d,
+      job,
+      slot,
+      runId,
+      record,
+      seenRecord,
+      auditFirst,
+      declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
+    });
   }
 }
 
@@ -765,6 +777,8 @@ interface ClosedSlot {
   readonly seenRecord: boolean;
   /** Whether a run audit was delivered before the job's first slot record was created. */
   readonly auditFirst: boolean;
+  /** Until when the deployment declared its job, ms (infinite while its last revision does). */
+  readonly declaredUntil: number;
 }
 
 /**
@@ -811,6 +825,7 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   }
   if (firstReport !== undefined) {
     judgeReportedSlot(judging, what, firstReport, ran, status);
+    judgeReportLatency(judging, closed, what, firstReport.at);
     return;
   }
   if (record !== undefined && !KNOWN_STATUSES.has(status)) {
@@ -856,6 +871,34 @@ function auditBefore(
   return (outcome.auditDeliveries ?? []).some(
     (a) => a.deployment === d && a.sentAt < (createdAt ?? 0),
   );
+}
+
+/** Invariant 31 for a reported slot: known by the first clean run audit after its verdict was due. */
+function judgeReportLatency(
+  judging: SlotJudging,
+  closed: ClosedSlot,
+  what: string,
+  firstReportAt: number,
+): void {
+  const { d, job, slot, runId, record } = closed;
+  const writtenAt = record?.reported_at;
+  const late = reportedLate(judging.outcome, {
+    d,
+    job,
+    what,
+    slotMs: slot.getTime(),
+    executionEndsMs: slot.getTime() + reportDueMs(job),
+    declaredUntil: closed.declaredUntil,
+    executions: judging.byRun.get(runId) ?? [],
+    firstReportAt,
+    reportWrittenAt:
+      writtenAt === undefined || writtenAt === null
+        ? undefined
+        : timeOf(writtenAt),
+  });
+  if (late !== undefined) {
+    judging.found.push(late);
+  }
 }
 
 /** A reported slot: none of its runs completes after the report, nor is its record completed. */

@@ -1,0 +1,161 @@
+/**
+ * Invariant 31: a missed or finally failed slot is known within minutes ("did it run, and if not,
+ * do I know within minutes?"). Once its verdict is due, the first run audit of its deployment
+ * scheduled after that time which checked every job without a failure (`run audit done` with
+ * `failed: 0`) has logged its report by the time it says it is done. Without this, a report left
+ * to the final check (hours later in production) passes invariant 2.
+ *
+ * A slot's verdict is due when the Scheduler model's execution of it could have ended
+ * (`reportDueMs`: waiting behind the previous execution, then its own attempts and retries, then
+ * an attempt deadline) and every lease its attempts wrote has run out: a live lease holds the run.
+ * A slot Scheduler held behind an execution dispatched late waits for that execution as it
+ * actually ran: its verdict is due no sooner than a whole execution and an attempt deadline after
+ * the last attempt Scheduler sent of an earlier slot of its job ended.
+ * A report whose writer died before its log line is logged by the first check two minutes after
+ * the write (docs/how-it-works.md, "Missed runs": `REPORT_LOG_GRACE_MS`), so its verdict is due
+ * no sooner.
+ */
+
+import { schedulerExecutionMs } from './cloud-scheduler.ts';
+import type { Execution, LogLine, SimOutcome } from './simulator.ts';
+
+/** How long a written report may wait for its writer's log line: two minutes, as documented. */
+const REPORT_LOG_GRACE_MS = 120_000;
+
+/** The audit's line once it checked every job (src/policy/run-audit.ts). */
+const AUDIT_DONE = 'run audit done';
+
+/** One run audit that checked every job of its deployment without a failure. */
+interface CleanAudit {
+  readonly deployment: number;
+  /** Its schedule time, ms: its checks read Firestore's time no sooner. */
+  readonly scheduledMs: number;
+  /** When it logged that it was done, ms. */
+  readonly doneAt: number;
+}
+
+/** A reported slot to judge, as invariant 2 found it. */
+export interface ReportedSlot {
+  readonly d: number;
+  /** Its job, as its deployment declared it. */
+  readonly job: Parameters<typeof schedulerExecutionMs>[0] & {
+    readonly id: string;
+  };
+  /** The slot, as the violation names it. */
+  readonly what: string;
+  readonly slotMs: number;
+  /** When its verdict was due by the Scheduler model (`reportDueMs` after the slot), ms. */
+  readonly executionEndsMs: number;
+  /** Until when its job was declared in the deployment (a later revision may drop it), ms. */
+  readonly declaredUntil: number;
+  readonly executions: readonly Execution[];
+  /** When its first counted report was logged, ms. */
+  readonly firstReportAt: number;
+  /** When its record's report was written, ms, if it was. */
+  readonly reportWrittenAt: number | undefined;
+}
+
+const cleanAuditsOf = new WeakMap<SimOutcome, readonly CleanAudit[]>();
+
+/** The deployment a log line's instance belongs to (`d{N}-…`), if named so. */
+function deploymentOf(line: LogLine): number | undefined {
+  const match = /^d(\d+)-i/.exec(line.instance);
+  return match === null ? undefined : Number(match[1]);
+}
+
+/** Every audit that checked every job without a failure, in the order they said so. */
+function cleanAudits(outcome: SimOutcome): readonly CleanAudit[] {
+  const known = cleanAuditsOf.get(outcome);
+  if (known !== undefined) {
+    return known;
+  }
+  const audits = outcome.logs.flatMap((line) => {
+    const deployment = deploymentOf(line);
+    const scheduledMs = Date.parse(String(line.fields.scheduleTime));
+    if (
+      line.message !== AUDIT_DONE ||
+      line.fields.failed !== 0 ||
+      deployment === undefined ||
+      Number.isNaN(scheduledMs)
+    ) {
+      return [];
+    }
+    return [{ deployment, scheduledMs, doneAt: line.at }];
+  });
+  cleanAuditsOf.set(outcome, audits);
+  return audits;
+}
+
+/** When the last lease an attempt of these executions wrote ran out, ms (0 if none landed). */
+function lastLeaseEnd(
+  outcome: SimOutcome,
+  executions: readonly Execution[],
+): number {
+  let end = 0;
+  for (const e of executions) {
+    for (const lease of outcome.leaseEnds.get(e.attemptId) ?? []) {
+      end = Math.max(end, lease.expires);
+    }
+  }
+  return end;
+}
+
+/**
+ * When a report written but not logged by its writer may be logged by another check, ms (0 when
+ * its writer logged it: the writer's line follows its write's answer within a Firestore timeout).
+ */
+function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
+  const writtenAt = slot.reportWrittenAt;
+  const answerMs = outcome.firestoreTimeoutMs;
+  if (writtenAt === undefined || slot.firstReportAt <= writtenAt + answerMs) {
+    return 0;
+  }
+  return writtenAt + REPORT_LOG_GRACE_MS;
+}
+
+/**
+ * When a slot waiting behind its job's earlier executions, as Scheduler actually sent them, could
+ * have its own execution end and be judged, ms: a whole execution and an attempt deadline after
+ * the last earlier attempt ended (or its deadline, if it never did).
+ */
+function heldBehindEarlierSlots(
+  outcome: SimOutcome,
+  slot: ReportedSlot,
+): number {
+  const deadlineMs = slot.job.attemptDeadlineSeconds * 1000;
+  let earlierEnd = Number.NEGATIVE_INFINITY;
+  for (const attempt of outcome.schedulerAttempts[slot.d] ?? []) {
+    if (attempt.jobId === slot.job.id && attempt.slotMs < slot.slotMs) {
+      const ended = attempt.endedAt ?? attempt.sentAt + deadlineMs;
+      earlierEnd = Math.max(earlierEnd, ended);
+    }
+  }
+  return earlierEnd + schedulerExecutionMs(slot.job) + deadlineMs;
+}
+
+/**
+ * Invariant 31 for one reported slot: the violation if a clean audit scheduled after its verdict
+ * was due said it was done before the slot's first report.
+ */
+export function reportedLate(
+  outcome: SimOutcome,
+  slot: ReportedSlot,
+): string | undefined {
+  const dueMs = Math.max(
+    slot.executionEndsMs,
+    lastLeaseEnd(outcome, slot.executions),
+    loggedByFinderAfter(outcome, slot),
+    heldBehindEarlierSlots(outcome, slot),
+  );
+  const audit = cleanAudits(outcome).find(
+    (a) =>
+      a.deployment === slot.d &&
+      a.scheduledMs >= dueMs &&
+      a.doneAt < slot.declaredUntil,
+  );
+  if (audit === undefined || audit.doneAt >= slot.firstReportAt) {
+    return undefined;
+  }
+  const iso = (ms: number) => new Date(ms).toISOString();
+  return `slot ${slot.what} was first reported at ${iso(slot.firstReportAt)}, after the run audit of ${iso(audit.scheduledMs)} checked every job (done at ${iso(audit.doneAt)}); its verdict was due at ${iso(dueMs)}`;
+}

@@ -1,0 +1,123 @@
+/**
+ * The simulator's invariant 31 (`test/sim/report-latency-invariants.ts`) on hand-built outcomes:
+ * a slot's report may wait for the first clean run audit after its verdict was due, no longer.
+ * No simulation, no Firestore.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  type ReportedSlot,
+  reportedLate,
+} from '../sim/report-latency-invariants.ts';
+import type { LogLine, SimOutcome } from '../sim/simulator.ts';
+
+const MINUTE = 60_000;
+const T0 = Date.parse('2026-01-05T01:00:00.000Z');
+const JOB = {
+  id: 'job-0',
+  schedule: '* * * * *',
+  attemptDeadlineSeconds: 15,
+  retryCount: 0,
+  maxRetryDurationSeconds: 0,
+  minBackoffSeconds: 1,
+  maxBackoffSeconds: 20,
+  maxDoublings: 0,
+};
+
+/** A run audit of `scheduledMs` that checked every job, done at `doneAt`, with `failed` checks. */
+function auditDone(scheduledMs: number, doneAt: number, failed = 0): LogLine {
+  return {
+    at: doneAt,
+    instance: 'd0-i1-r0',
+    level: 'INFO',
+    message: 'run audit done',
+    fields: {
+      scheduleTime: new Date(scheduledMs).toISOString(),
+      failed,
+    },
+  };
+}
+
+function outcomeOf(logs: LogLine[]): SimOutcome {
+  return {
+    logs,
+    leaseEnds: new Map(),
+    schedulerAttempts: [[]],
+    firestoreTimeoutMs: 5000,
+  } as unknown as SimOutcome;
+}
+
+/** The slot of T0 + 1 minute, due 45 s later, first reported at `firstReportAt`. */
+function slotReportedAt(
+  firstReportAt: number,
+  reportWrittenAt?: number,
+): ReportedSlot {
+  const slotMs = T0 + MINUTE;
+  return {
+    d: 0,
+    job: JOB,
+    what: 'job-0@01:01',
+    slotMs,
+    executionEndsMs: slotMs + 45_000,
+    declaredUntil: Number.POSITIVE_INFINITY,
+    executions: [],
+    firstReportAt,
+    reportWrittenAt,
+  };
+}
+
+describe('invariant 31: a missed or failed slot is known by the first clean audit after its verdict was due', () => {
+  it('fails a slot first reported after a clean audit scheduled past its due time', () => {
+    const outcome = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+    ]);
+
+    const late = reportedLate(outcome, slotReportedAt(T0 + 10 * MINUTE));
+
+    assert.match(
+      String(late),
+      /first reported at .* after the run audit of 2026-01-05T01:05:00/,
+    );
+  });
+
+  it('passes a slot the audit itself reported, and one whose only later audit failed a check', () => {
+    const reportedByAudit = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+    ]);
+    const failedAudit = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000, 1),
+    ]);
+
+    assert.equal(
+      reportedLate(reportedByAudit, slotReportedAt(T0 + 5 * MINUTE + 1000)),
+      undefined,
+    );
+    assert.equal(
+      reportedLate(failedAudit, slotReportedAt(T0 + 10 * MINUTE)),
+      undefined,
+    );
+  });
+
+  it('passes an audit scheduled before the slot was due, and waits two minutes for a dead writer’s log line', () => {
+    const early = outcomeOf([auditDone(T0 + MINUTE + 30_000, T0 + 2 * MINUTE)]);
+    const afterWrite = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+    ]);
+    // Written at 01:04 by a check that died before logging it: the 01:05 audit is within the grace.
+    const written = slotReportedAt(T0 + 10 * MINUTE, T0 + 4 * MINUTE);
+
+    assert.equal(
+      reportedLate(early, slotReportedAt(T0 + 10 * MINUTE)),
+      undefined,
+    );
+    assert.equal(reportedLate(afterWrite, written), undefined);
+    assert.notEqual(
+      reportedLate(
+        afterWrite,
+        slotReportedAt(T0 + 10 * MINUTE, T0 + 2 * MINUTE),
+      ),
+      undefined,
+      'written at 01:02: past the grace by 01:05',
+    );
+  });
+});
