@@ -189,6 +189,43 @@ function judgeByCommands(collection: string, now: Date, jobsModule: string) {
   };
 }
 
+/**
+ * A per-minute job `quick` that Scheduler never retries, served, with a missed-run check on a
+ * clock the test moves ahead (`setAhead`, ms) and a reader of its cursor (ms).
+ */
+function quickJobCheck() {
+  const jobs = declare(
+    defineJob({
+      id: 'quick',
+      schedule: '* * * * *',
+      attemptDeadlineSeconds: 15,
+      retryCount: 0,
+      maxRetryDurationSeconds: 0,
+      run: () => {},
+    }),
+  );
+  const fn = serveJobs(jobs, { env: ON });
+  let ahead = 0;
+  const clock = async () =>
+    new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
+  const check = new MissedRunCheck({
+    history: fn.history,
+    jobDocuments: fn.jobDocuments,
+    clock,
+  });
+  const cursor = async () => {
+    const { data } = await fn.jobDocuments.readData(
+      checkDocumentId('quick', []),
+    );
+    return (data?.checked_before as Timestamp | undefined)?.toMillis();
+  };
+  const setAhead = (ms: number) => {
+    ahead = ms;
+  };
+  const job = jobs[0] as never;
+  return { job, fn, check, logs: captureLogs(), clock, setAhead, cursor };
+}
+
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
   it('declares the run audit every 5 minutes', {
     skip:
@@ -780,27 +817,7 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2c. passes no report still marked unlogged: a young one stops the cursor, an old one is logged once and acknowledged', async () => {
-    const jobs = declare(
-      defineJob({
-        id: 'quick',
-        schedule: '* * * * *',
-        attemptDeadlineSeconds: 15,
-        retryCount: 0,
-        maxRetryDurationSeconds: 0,
-        run: () => {},
-      }),
-    );
-    const job = jobs[0] as never;
-    const fn = serveJobs(jobs, { env: ON });
-    let ahead = 0;
-    const clock = async () =>
-      new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
-    const check = new MissedRunCheck({
-      history: fn.history,
-      jobDocuments: fn.jobDocuments,
-      clock,
-    });
-    const logs = captureLogs();
+    const { job, fn, check, logs, clock, setAhead, cursor } = quickJobCheck();
     // The one slot closed after the cursor; another check wrote its report and has not logged it.
     const now = await clock();
     const slot = new Date(
@@ -820,12 +837,6 @@ describe('the attack on detection, finding by finding', () => {
       await fn.history.reportMissed(runId, details, 'other-check'),
       'exists',
     );
-    const cursor = async () => {
-      const { data } = await fn.jobDocuments.readData(
-        checkDocumentId('quick', []),
-      );
-      return (data?.checked_before as Timestamp | undefined)?.toMillis();
-    };
     const lines = () =>
       logs
         .lines()
@@ -835,7 +846,7 @@ describe('the attack on detection, finding by finding', () => {
 
     await check.check(job, [], logs.logger);
     const young = { lines: lines().length, cursor: await cursor() };
-    ahead = 3 * MINUTE; // past the grace: its writer never logged it
+    setAhead(3 * MINUTE); // past the grace: its writer never logged it
     await check.check(job, [], logs.logger);
     await check.check(job, [], logs.logger);
 
@@ -857,27 +868,7 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2d. a young unlogged report holds the cursor, not the slots after it: they are reported at once, and nothing twice', async () => {
-    const jobs = declare(
-      defineJob({
-        id: 'quick',
-        schedule: '* * * * *',
-        attemptDeadlineSeconds: 15,
-        retryCount: 0,
-        maxRetryDurationSeconds: 0,
-        run: () => {},
-      }),
-    );
-    const job = jobs[0] as never;
-    const fn = serveJobs(jobs, { env: ON });
-    let ahead = 0;
-    const clock = async () =>
-      new Date((await fn.ledger.documents.serverTime()).getTime() + ahead);
-    const check = new MissedRunCheck({
-      history: fn.history,
-      jobDocuments: fn.jobDocuments,
-      clock,
-    });
-    const logs = captureLogs();
+    const { job, fn, check, logs, clock, setAhead, cursor } = quickJobCheck();
     // Two slots closed after the cursor: another check wrote the first's report, not yet logged;
     // the second has no record at all.
     const now = await clock();
@@ -902,12 +893,6 @@ describe('the attack on detection, finding by finding', () => {
       ),
       'exists',
     );
-    const cursor = async () => {
-      const { data } = await fn.jobDocuments.readData(
-        checkDocumentId('quick', []),
-      );
-      return (data?.checked_before as Timestamp | undefined)?.toMillis();
-    };
     // The clock moved on 3 minutes: the slots closed since are reported too, and not judged here.
     const judged = new Set([held.toISOString(), later.toISOString()]);
     const reported = () =>
@@ -918,7 +903,7 @@ describe('the attack on detection, finding by finding', () => {
 
     await check.check(job, [], logs.logger);
     const first = { lines: reported(), cursor: await cursor() };
-    ahead = 3 * MINUTE; // past the grace: its writer never logged it
+    setAhead(3 * MINUTE); // past the grace: its writer never logged it
     await check.check(job, [], logs.logger);
 
     assert.deepEqual(first, {
