@@ -226,17 +226,17 @@ readonly MOVED_TO_CODE=(
 
 # The declared jobs, one entry per job, in declaration order (filled by read_jobs).
 job_ids=() job_schedules=() job_zones=() job_deadlines=() job_retries=() job_retry_durations=()
-job_min_backoffs=() job_max_backoffs=() job_doublings=() job_retry_windows=()
+job_min_backoffs=() job_max_backoffs=() job_doublings=() job_retry_windows=() job_judging_delays=()
 # The declared jobs with catchUp (src/policy/catch-up.ts), whose late slots the run audit delivers
 # to the function itself as its runtime account (filled by read_jobs).
 catch_up_jobs=()
 
 # Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
-# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window in seconds and catchUp.slots or
+# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window and judging delay in seconds and catchUp.slots or
 # "none"), already validated by validateJobs (src/policy/job-declaration.ts).
 read_jobs() {
   local version major minor output errors line
-  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window catch_up
+  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up
   if ! version="$("$NODE_BIN" -p 'process.versions.node' 2>/dev/null)" || [[ ! "$version" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
     problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later," \
 "and ${NODE_BIN@Q} did not run: install Node.js, put it on PATH, or set NODE_BIN=/path/to/node"
@@ -261,11 +261,12 @@ read_jobs() {
     return 0
   fi
   rm -f -- "$errors"
-  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window catch_up; do
+  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up; do
     [[ -n "$id" ]] || continue
     job_ids+=("$id") job_schedules+=("$schedule") job_zones+=("$zone") job_deadlines+=("$deadline")
     job_retries+=("$retries") job_retry_durations+=("$duration") job_min_backoffs+=("$min_backoff")
     job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings") job_retry_windows+=("$retry_window")
+    job_judging_delays+=("$judging_delay")
     if [[ -n "$catch_up" && "$catch_up" != none ]]; then catch_up_jobs+=("$id"); fi
   done <<<"$output"
 }
@@ -424,8 +425,8 @@ validate() {
 "(${job_deadlines[i]}) of job ${job_ids[i]}: Scheduler would keep waiting on an attempt the platform already" \
 "ended, past the lease sized for it"
     fi
-    # The job's retry window is computed by the code the function checks it with (retryWindowMs,
-    # src/policy/retry-policy.ts); the function adds the job's forced-run tolerance, at most the 60 s
+    # The job's retry window and judging delay are computed by the code the function checks them
+    # with (retryWindowMs and judgingDelayMs, src/policy/retry-policy.ts); the function adds the job's forced-run tolerance, at most the 60 s
     # FORCED_RUN_TOLERANCE_SECONDS it runs with (deploy.sh leaves it at its default).
     numbers_valid RETENTION_SECONDS || continue
     window=$((job_retry_windows[i] + 60))
@@ -433,9 +434,9 @@ validate() {
       problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the retry window of job ${job_ids[i]} plus its" \
 "forced-run tolerance ($window s: ${job_retry_windows[i]} s of attempts and back-offs, retryWindowMs in" \
 "src/policy/retry-policy.ts, + 60 s): a late retry must still find the completed record, or it runs the job again"
-    elif ((RETENTION_SECONDS <= 2 * job_retry_windows[i] + job_deadlines[i] + 60)); then
+    elif ((RETENTION_SECONDS <= job_judging_delays[i] + 60)); then
       problem "RETENTION_SECONDS ($RETENTION_SECONDS) must exceed the judging delay of job ${job_ids[i]} plus its" \
-"forced-run tolerance ($((2 * job_retry_windows[i] + job_deadlines[i] + 60)) s: judgingDelayMs in src/policy/retry-policy.ts," \
+"forced-run tolerance ($((job_judging_delays[i] + 60)) s: judgingDelayMs in src/policy/retry-policy.ts," \
 "+ 60 s): missed-run detection judges a slot that late, and its record must still be there"
     fi
   done

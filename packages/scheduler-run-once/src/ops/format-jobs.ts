@@ -5,7 +5,7 @@
 
 import type { JobInfo } from '../core/job-context.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
-import { retryWindowMs } from '../policy/retry-policy.ts';
+import { judgingDelayMs, retryWindowMs } from '../policy/retry-policy.ts';
 import { nextSlots, toUtcRfc3339 } from '../policy/schedule.ts';
 import { toZonedRfc3339 } from './slots.ts';
 import { formatTable } from './table.ts';
@@ -124,9 +124,10 @@ export const DEPLOY_FIELDS = [
 export const NO_CATCH_UP = 'none';
 
 /**
- * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, then its retry window in whole
- * seconds (`retryWindowMs` of `src/policy/retry-policy.ts`, rounded up: the one formula, which
- * `deploy.sh` checks `RETENTION_SECONDS` against), then its `catchUp.slots` or
+ * One line per job, its {@link DEPLOY_FIELDS} separated by tabs, then its retry window and its
+ * judging delay in whole seconds (`retryWindowMs` and `judgingDelayMs` of
+ * `src/policy/retry-policy.ts`, rounded up: the formulas the function checks `RETENTION_SECONDS`
+ * against at cold start, which `deploy.sh` checks it against too), then its `catchUp.slots` or
  * {@link NO_CATCH_UP} (with catch-up, `deploy.sh` lets the runtime account invoke the function),
  * for `deploy.sh` to read with `IFS=$'\t' read -r`. Safe without quoting: validated ids, zones and
  * schedules hold no tab or newline (schedules have one space between fields), and the rest are
@@ -138,14 +139,18 @@ export function deployLines(jobs: readonly DeclaredJob[]): string {
       [
         ...DEPLOY_FIELDS.map((field) => String(job[field])),
         String(Math.ceil(retryWindowMs(job) / 1000)),
+        String(Math.ceil(judgingDelayMs(job) / 1000)),
         job.catchUp?.slots ?? NO_CATCH_UP,
       ].join('\t'),
     )
     .join('\n');
 }
 
-/** The fields of a {@link deployLines} line after {@link DEPLOY_FIELDS}: retry window, catch-up. */
-const DERIVED_FIELDS = 2;
+/**
+ * The fields of a {@link deployLines} line after {@link DEPLOY_FIELDS}: retry window, judging
+ * delay, catch-up.
+ */
+const DERIVED_FIELDS = 3;
 
 /**
  * Reads {@link deployLines} back into each job's settings, without its `run`: what a process that
@@ -153,7 +158,7 @@ const DERIVED_FIELDS = 2;
  * through `node ops/jobs.ts --deploy`, since Node caches imported modules).
  *
  * @throws {Error} for a line without every field or with a setting that is not a whole number.
- * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\tnone')[0].retryCount // 3
+ * @example parseDeployLines('every-five\t*\/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\t7740\tnone')[0].retryCount // 3
  */
 export function parseDeployLines(
   text: string,
@@ -163,7 +168,7 @@ export function parseDeployLines(
     .filter((line) => line.trim() !== '')
     .map((line) => {
       const values = line.split('\t');
-      // The fields, then the retry window and catch-up (deploy.sh's; not read back).
+      // The fields, then the retry window, judging delay and catch-up (deploy.sh's; not read back).
       const expected = DEPLOY_FIELDS.length + DERIVED_FIELDS;
       if (values.length !== expected) {
         throw new Error(`expected ${expected} tab-separated fields: ${line}`);

@@ -6,7 +6,7 @@ import { MAX_ERROR_LENGTH } from '../core/run-record.ts';
 import { errorEventFields } from './error-report.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { FAILED_AFTER_RETRIES } from './missed-runs.ts';
-import { lastRetrySentMs } from './retry-policy.ts';
+import { lastRetrySentMs, longestExecutionMs } from './retry-policy.ts';
 
 /**
  * `runOnce`'s `finalFailure` for `job`'s `slot` (`deliveredAt`: Firestore's time at delivery): when
@@ -70,13 +70,11 @@ function retryMayStillCome(
   firstClaimedAt: Date,
   nowMs: number,
 ): boolean {
-  const lastSentMs = lastRetrySentMs(job);
-  const longestExecutionMs = lastSentMs + job.attemptDeadlineSeconds * 1000;
   const ownFirstAttemptMs = Math.max(
     firstClaimedAt.getTime(),
-    slot.getTime() + longestExecutionMs,
+    slot.getTime() + longestExecutionMs(job),
   );
-  return nowMs < ownFirstAttemptMs + lastSentMs;
+  return nowMs < ownFirstAttemptMs + lastRetrySentMs(job);
 }
 
 /** Logged (WARN) when a final failure's release, its report logged, found the lease lost. */

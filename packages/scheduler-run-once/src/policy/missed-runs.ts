@@ -27,7 +27,7 @@ import {
   readPauses,
   reportOverduePause,
 } from './pauses.ts';
-import { retryWindowMs } from './retry-policy.ts';
+import { longestExecutionMs } from './retry-policy.ts';
 import {
   REPORT_LOG_GRACE_MS,
   type RunHistory,
@@ -479,7 +479,7 @@ export class MissedRunCheck {
     let previousEnd = Number.NEGATIVE_INFINITY;
     if (before !== undefined) {
       const { record } = rows.shift() as SlotRead;
-      const windowEnd = before.getTime() + retryWindowMs(job);
+      const windowEnd = before.getTime() + longestExecutionMs(job);
       previousEnd = slotVerdict(job, before, record, windowEnd, window.now).end;
     }
     const { openAt, ...judged } = judge(job, rows, previousEnd, window);

@@ -60,9 +60,15 @@ export function retryWindowMs(settings: JobSettings): number {
   );
 }
 
-/** The latest a slot is judged after its time, ms: `2 × W + D` (`slotVerdict`); default 7320 s. */
+/**
+ * The latest a slot is judged after its time, ms: `2 × E + D`, E the longest execution
+ * ({@link longestExecutionMs}; `slotVerdict`): the execution outstanding at the slot, then the
+ * slot's own, then one attempt deadline. Default: 7740 s.
+ */
 export function judgingDelayMs(settings: JobSettings): number {
-  return 2 * retryWindowMs(settings) + settings.attemptDeadlineSeconds * 1000;
+  return (
+    2 * longestExecutionMs(settings) + settings.attemptDeadlineSeconds * 1000
+  );
 }
 
 /**
@@ -84,4 +90,15 @@ export function lastRetrySentMs(settings: JobSettings): number {
     elapsed = countedRetrySentMs + attemptMs;
   }
   return Math.max(countedRetrySentMs, settings.maxRetryDurationSeconds * 1000);
+}
+
+/**
+ * The longest one execution of a slot lasts from its first attempt to its last attempt's end, ms:
+ * its last retry is sent by {@link lastRetrySentMs} and runs up to an attempt deadline. Longer
+ * than the retry window when attempts fail fast (a 409, an unreachable Firestore) and so leave
+ * room for retries that `maxRetryDuration` still allows (issue 40: a slot Scheduler dispatched
+ * behind a long execution was reported failed a retry early). Default: 3780 s.
+ */
+export function longestExecutionMs(settings: JobSettings): number {
+  return lastRetrySentMs(settings) + settings.attemptDeadlineSeconds * 1000;
 }

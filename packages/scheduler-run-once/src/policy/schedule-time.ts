@@ -1,6 +1,10 @@
 /** Which schedule times a delivery may carry: docs/how-it-works.md, under that heading. Pure. */
 import type { DeclaredJob } from './job-declaration.ts';
-import { judgingDelayMs, retryWindowMs } from './retry-policy.ts';
+import {
+  judgingDelayMs,
+  longestExecutionMs,
+  retryWindowMs,
+} from './retry-policy.ts';
 import {
   nextSlots,
   type ScheduleSpec,
@@ -122,7 +126,7 @@ export function retentionProblems(
     }
     return [
       `RETENTION_SECONDS (${retentionMs / 1000}) must exceed the judging delay of job ${job.id} ` +
-        `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its retry window of ${windowMs / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
+        `(${judgingDelayMs(job) / 1000} s: missed-run detection judges a slot up to twice its longest execution of ${longestExecutionMs(job) / 1000} s plus one attempt deadline after its time, judgingDelayMs) plus its forced-run tolerance (${toleranceMs / 1000} s), ` +
         "or a missed slot's absence would be judged after its record could be gone and never be reported; raise RETENTION_SECONDS or shorten the job's retries",
     ];
   });

@@ -8,9 +8,13 @@ import {
   type StoredRecord,
 } from '../core/run-record.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { retryWindowMs } from './retry-policy.ts';
+import { longestExecutionMs, retryWindowMs } from './retry-policy.ts';
 
-/** The earliest a slot is judged after its time, ms: retry window + attempt deadline (default 3750 s). */
+/**
+ * The earliest a check reads a slot after its time, ms: retry window + attempt deadline (default
+ * 3750 s). Its verdict may come later ({@link slotVerdict} waits for the longest execution); the
+ * cursors store this boundary (`closed_after_ms`), so it stays as older versions wrote it.
+ */
 export function closedAfterMs(job: DeclaredJob): number {
   return retryWindowMs(job) + job.attemptDeadlineSeconds * 1000;
 }
@@ -31,15 +35,15 @@ export function slotVerdict(
   readonly end: number;
 } {
   const s = slot.getTime();
-  const windowMs = retryWindowMs(job);
+  const executionMs = longestExecutionMs(job);
   const run = record?.status === 'unreadable' ? undefined : record;
   // Scheduler's own execution of the slot began by its first claim, or, if a Force run's retry
   // made that claim (nothing tells), when the execution outstanding at the slot ended (issue 40).
   const start = Math.min(
-    s + windowMs,
+    s + executionMs,
     Math.max(s, previousEnd, run?.firstClaimedAt?.getTime() ?? previousEnd),
   );
-  const latestEnd = start + windowMs;
+  const latestEnd = start + executionMs;
   if (run?.status === 'completed') {
     return {
       verdict: 'final',

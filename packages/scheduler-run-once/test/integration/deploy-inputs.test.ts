@@ -115,7 +115,7 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       name: 'a retention below the delay missed-run detection judges a slot at',
       inputs: { ...REQUIRED, RETENTION_SECONDS: '7000' },
       says: [
-        /RETENTION_SECONDS \(7000\) must exceed the judging delay of job scheduled-job plus its forced-run tolerance \(7380 s/,
+        /RETENTION_SECONDS \(7000\) must exceed the judging delay of job scheduled-job plus its forced-run tolerance \(7800 s/,
       ],
     },
     {

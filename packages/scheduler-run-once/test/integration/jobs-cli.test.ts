@@ -106,8 +106,8 @@ describe('src/ops/format-jobs.ts', () => {
     assert.equal(
       deployLines(jobs),
       [
-        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\tnone',
-        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3\t1030\tnone',
+        'every-five\t*/5 * * * *\tEtc/UTC\t180\t3\t3600\t30\t600\t5\t3570\t7740\tnone',
+        'nightly_report-1\t0 9 * JAN-MAR MON-FRI\tAmerica/New_York\t120\t5\t0\t10\t300\t3\t1030\t2180\tnone',
       ].join('\n'),
     );
   });

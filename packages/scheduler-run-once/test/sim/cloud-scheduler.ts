@@ -119,16 +119,27 @@ export function schedulerRetries(
 }
 
 /**
- * The longest an execution of `job` can last from its first attempt, ms, by the rules above:
- * every attempt running to its deadline, every retry made.
+ * The longest an execution of `job` can last from its first attempt, ms, by the rules above: the
+ * `retryCount` retries each sent once every attempt before it ran to its deadline; and, if a retry
+ * beyond them can come at all (attempts that fail at once, then every back-off waited), one sent
+ * just inside `maxRetryDuration`, since the duration limit looks at the send time only. That
+ * retry then runs to its deadline too.
  */
 export function schedulerExecutionMs(job: SchedulerSettings): number {
   const attemptMs = job.attemptDeadlineSeconds * 1000;
-  let elapsed = attemptMs;
-  for (let n = 1; n <= 1000 && schedulerRetries(job, n, 0, elapsed); n++) {
-    elapsed += schedulerBackoffMs(job, n) + attemptMs;
+  let countedEndMs = attemptMs;
+  let soonestSendMs = 0;
+  let n = 1;
+  for (; n <= job.retryCount; n++) {
+    countedEndMs += schedulerBackoffMs(job, n) + attemptMs;
+    soonestSendMs += schedulerBackoffMs(job, n);
   }
-  return elapsed;
+  const durationMs = job.maxRetryDurationSeconds * 1000;
+  const beyondCount =
+    durationMs > 0 && soonestSendMs + schedulerBackoffMs(job, n) < durationMs;
+  return beyondCount
+    ? Math.max(countedEndMs, durationMs + attemptMs)
+    : countedEndMs;
 }
 
 /** Parsed schedules of the model, by expression: parsing is most of a slot's cost. */

@@ -10,7 +10,11 @@ import {
   nextRules,
 } from '../../src/policy/missed-run-rules.ts';
 import { CHECK_PERIOD_MS, isDueSlot } from '../../src/policy/missed-runs.ts';
-import { judgingDelayMs, makesRetry } from '../../src/policy/retry-policy.ts';
+import {
+  judgingDelayMs,
+  longestExecutionMs,
+  makesRetry,
+} from '../../src/policy/retry-policy.ts';
 
 /** No retry follows a run's `attempts`-th failed attempt, `elapsedMs` after its first. */
 const noRetryFollows = (
@@ -88,8 +92,10 @@ describe('the judging rules', () => {
   const UTC = 'Etc/UTC';
   const t = (hhmm: string) => Date.parse(`2026-10-16T${hhmm}:00Z`);
 
-  it('judges slots up to twice the retry window plus one attempt deadline after their time', () => {
-    assert.equal(judgingDelayMs(five as never), 2 * 3_570_000 + 180_000);
+  it('judges slots up to twice the longest execution plus one attempt deadline after their time', () => {
+    // The longest execution: the last retry sent within maxRetryDuration (3600 s), run to its deadline.
+    assert.equal(longestExecutionMs(five as never), 3_600_000 + 180_000);
+    assert.equal(judgingDelayMs(five as never), 2 * 3_780_000 + 180_000);
   });
 
   it('proves a final failure only when both Scheduler limits are spent, by the bounds a record gives', () => {
@@ -219,9 +225,10 @@ describe('the judging rules', () => {
 });
 
 describe('slotVerdict of a failed slot whose first claim may be a Force run’s retry (issue 40: seed 7, history 316)', () => {
-  // A broken job Scheduler retries for 300 s (a 301 s retry window). A Force run's retry 2.3 s
-  // after the slot made the slot run's first claim, while Scheduler's own execution of the slot
-  // waited behind the previous slot's, which could last until 240 s after this slot.
+  // A broken job Scheduler retries for 300 s (an execution lasts up to 315 s: its last retry sent
+  // just inside the 300 s, then its 15 s deadline). A Force run's retry 2.3 s after the slot made
+  // the slot run's first claim, while Scheduler's own execution of the slot waited behind the
+  // previous slot's, which could last until 240 s after this slot.
   const [broken] = validateJobs([
     defineJob({
       id: 'broken',
@@ -246,13 +253,13 @@ describe('slotVerdict of a failed slot whose first claim may be a Force run’s 
     failedAt: after(300),
     reportedAt: undefined,
   } as unknown as StoredRecord;
-  const windowSeconds = closedAfterMs(job) / 1000 - 15;
+  const executionSeconds = longestExecutionMs(job) / 1000;
   const previousEnd = after(240).getTime();
 
   it('judges it from its first claim when the previous execution ended before the slot', () => {
-    const closes = 2.3 + windowSeconds + 15;
+    const closes = 2.3 + executionSeconds + 15;
 
-    assert.equal(windowSeconds, 301);
+    assert.equal(executionSeconds, 315);
     assert.equal(
       slotVerdict(job, slot, failed, after(-1).getTime(), after(closes + 1))
         .verdict,
@@ -260,8 +267,8 @@ describe('slotVerdict of a failed slot whose first claim may be a Force run’s 
     );
   });
 
-  it('keeps it open until a window after the previous execution’s latest end when that is later', () => {
-    const closes = 240 + windowSeconds + 15;
+  it('keeps it open until an execution after the previous execution’s latest end when that is later', () => {
+    const closes = 240 + executionSeconds + 15;
 
     assert.equal(
       slotVerdict(
@@ -269,7 +276,7 @@ describe('slotVerdict of a failed slot whose first claim may be a Force run’s 
         slot,
         failed,
         previousEnd,
-        after(2.3 + windowSeconds + 16),
+        after(2.3 + executionSeconds + 16),
       ).verdict,
       'open',
     );
@@ -281,5 +288,52 @@ describe('slotVerdict of a failed slot whose first claim may be a Force run’s 
       slotVerdict(job, slot, failed, previousEnd, after(closes + 1)).verdict,
       'failed',
     );
+  });
+});
+
+describe('slotVerdict of a slot Scheduler dispatched behind a long execution (issue 40: seed 8, history 97)', () => {
+  // Scheduler retries for 300 s whatever the count; the attempts that failed fast (Firestore
+  // unreachable, 10 s) left room for a sixth attempt 299.5 s after the first, which the retry
+  // window (every attempt to its 49 s deadline: 259 s) does not count.
+  const [slow] = validateJobs([
+    defineJob({
+      id: 'slow',
+      schedule: '*/2 * * * *',
+      retryCount: 0,
+      maxRetryDurationSeconds: 300,
+      minBackoffSeconds: 9,
+      maxBackoffSeconds: 60,
+      maxDoublings: 2,
+      attemptDeadlineSeconds: 49,
+      run: () => {},
+    }),
+  ]);
+  const job = slow as never;
+  const slot = new Date(Date.parse('2026-01-05T01:08:00Z'));
+  const after = (seconds: number) => new Date(slot.getTime() + seconds * 1000);
+  const firstAttempt = 320.8; // behind the previous slot's execution
+  const failed = {
+    status: 'failed',
+    kind: 'slot',
+    attempts: 2,
+    firstClaimedAt: after(firstAttempt),
+    failedAt: after(560.3),
+    reportedAt: undefined,
+  } as unknown as StoredRecord;
+
+  it('stays open while its last retry may still come and run', () => {
+    const lastRetrySent = firstAttempt + 299.5;
+    const verdictAt = (seconds: number) =>
+      slotVerdict(
+        job,
+        slot,
+        failed,
+        after(firstAttempt).getTime(),
+        after(seconds),
+      ).verdict;
+
+    assert.equal(verdictAt(lastRetrySent - 20), 'open');
+    assert.equal(verdictAt(lastRetrySent + 49), 'open');
+    assert.equal(verdictAt(firstAttempt + 300 + 49 + 49 + 1), 'failed');
   });
 });
