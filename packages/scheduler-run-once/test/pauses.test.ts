@@ -235,6 +235,47 @@ describe('a paused job, live', () => {
     );
   });
 
+  it("judges the job's closed slots in the check whose overdue-pause acknowledgement failed, not a check later", async () => {
+    const time = drivenClock();
+    const jobs = validateJobs([
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+      defineAuditJob({ id: 'run-audit', schedule: '*/30 * * * *' }),
+    ]);
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    assert.equal(await deliverAt(fn, time, 'five', at(0)), 'processed');
+    await writePause(fn, 'five', {
+      pausedAt: at(12),
+      until: at(20),
+      note: '',
+      resumedAt: undefined,
+      overdueReportedAt: undefined,
+    });
+    // The pause's report lands and is logged; marking it logged fails (Firestore unavailable).
+    const write = fn.jobDocuments.write.bind(fn.jobDocuments);
+    fn.jobDocuments.write = async (...args) => {
+      if (args[1] === 'overdue pause report acknowledgement') {
+        throw new Error('14 UNAVAILABLE');
+      }
+      return write(...args);
+    };
+
+    // The first audit whose check finds a slot closed (the defaults close a slot 66 min after it):
+    // the first slot never delivered is reported by this audit (the next waits behind it, as
+    // Scheduler's execution of it could have lasted 63 min).
+    assert.equal(await deliverAt(fn, time, 'run-audit', at(90)), 'processed');
+
+    const reported = linesOf(REPORTS, fn);
+    assert.deepEqual(reported[0], [
+      'pause outlived its bound',
+      at(12).toISOString(),
+      'ERROR',
+    ]);
+    assert.deepEqual(
+      reported.filter(([message]) => message === 'missed run'),
+      [['missed run', at(5).toISOString(), 'ERROR']],
+    );
+  });
+
   it("npm run dev's pause reader reads the emulator it is given, not this process's environment", async () => {
     const fn = serveJobs(
       validateJobs([
