@@ -780,6 +780,7 @@ describe('the attack on detection, finding by finding', () => {
       for (const name of [
         'getMany',
         'markReported',
+        'claimRelog',
         'acknowledgeReport',
         'write',
         'readData',
@@ -928,6 +929,84 @@ describe('the attack on detection, finding by finding', () => {
       [later.toISOString(), false],
       [held.toISOString(), true],
     ]);
+  });
+
+  it('2e. two checks at once find a report its writer never marked logged: one of them logs it again', async () => {
+    const { job, fn, logs, clock, setAhead } = quickJobCheck();
+    const now = await clock();
+    const slot = new Date(
+      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
+    );
+    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
+      run_seen: true,
+    });
+    const runId = slotRunId('quick', slot, []);
+    const details = {
+      jobName: 'quick',
+      scheduleTime: slot.toISOString(),
+      keyScope: '',
+    };
+    // Its writer may have logged it, then died before marking it logged.
+    assert.notEqual(
+      await fn.history.reportMissed(runId, details, 'other-check'),
+      'exists',
+    );
+    setAhead(3 * MINUTE); // past the grace
+    // Each check's first read waits for the other's: both judge the same record.
+    let reads = 0;
+    let bothRead = () => {};
+    const barrier = new Promise<void>((resolve) => {
+      bothRead = resolve;
+    });
+    const racingCheck = () => {
+      let first = true;
+      const history = fn.history;
+      return new MissedRunCheck({
+        history: {
+          getMany: async (ids) => {
+            const read = await history.getMany(ids);
+            if (first) {
+              first = false;
+              reads++;
+              if (reads === 2) {
+                bothRead();
+              }
+              await barrier;
+            }
+            return read;
+          },
+          reportMissed: history.reportMissed.bind(history),
+          markReported: history.markReported.bind(history),
+          claimRelog: history.claimRelog.bind(history),
+          acknowledgeReport: history.acknowledgeReport.bind(history),
+        },
+        jobDocuments: fn.jobDocuments,
+        clock,
+      });
+    };
+
+    await Promise.all(
+      [racingCheck(), racingCheck()].map((check) =>
+        check.check(job, [], logs.logger),
+      ),
+    );
+
+    const relogged = logs
+      .lines()
+      .filter(
+        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+      );
+    assert.deepEqual(
+      relogged.map((l) => [l.relogged, l.reporter]),
+      [[true, 'other-check']],
+    );
+    const { record } = await fn.ledger.documents.read(runId);
+    assert.equal(
+      record?.status === 'missed' && record.reportedBy,
+      'other-check',
+      'acknowledged',
+    );
   });
 
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {

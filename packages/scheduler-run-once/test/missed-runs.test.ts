@@ -427,10 +427,11 @@ describe('missed-run detection, live', () => {
       );
     }
 
-    // By 15:00:05, 12:25 closed (62.5 min after it: 12:20 had completed); each later slot may
-    // have waited a whole retry window behind the one before (Scheduler runs one execution of a
-    // job at a time), so it closes 2 × 59.5 min + 3 min after its time: those up to 12:55.
-    const expected = slots(T('12:25:00'), T('13:00:00'), 5).map((s) => [
+    // By 15:00:05, 12:25 closed (66 min after it: 12:20 had completed); each later slot may have
+    // waited a whole longest execution (63 min: its last retry sent within maxRetryDuration, run
+    // to its deadline) behind the one before (Scheduler runs one execution of a job at a time),
+    // so it closes 2 × 63 min + 3 min after its time: those up to 12:50.
+    const expected = slots(T('12:25:00'), T('12:55:00'), 5).map((s) => [
       'missed run',
       s.toISOString(),
       'five',
@@ -451,6 +452,7 @@ describe('missed-run detection, live', () => {
       getMany: () => Promise.reject(new Error('14 UNAVAILABLE')),
       reportMissed: () => Promise.reject(new Error('unused')),
       markReported: () => Promise.reject(new Error('unused')),
+      claimRelog: () => Promise.reject(new Error('unused')),
       acknowledgeReport: () => Promise.reject(new Error('unused')),
       recordSkipped: () => Promise.reject(new Error('unused')),
     };
@@ -694,11 +696,12 @@ describe('missed-run detection, live', () => {
     // A cursor older than the retention starts over in the retained range, its first record unseen:
     // nothing before the job's first retained record (14:00 the day before) is reported, though
     // the range reaches back to 09:00:05 then; after it, every undelivered slot closed by then: a
-    // slot after an undelivered one may have waited a retry window behind it, so those up to 11:55.
+    // slot after an undelivered one may have waited a longest execution (63 min) behind it, so it
+    // closes 129 min after its time: those up to 11:50.
     const reported = reportsOf(fn).map((r) => String(r.slot));
     assert.equal(reported[0], T('14:05:00'));
-    assert.equal(reported.at(-1), T('11:55:00', 1));
-    assert.equal(reported.length, 262);
+    assert.equal(reported.at(-1), T('11:50:00', 1));
+    assert.equal(reported.length, 261);
     assert.ok(!reported.includes(T('09:00:00', 1)));
   });
 });

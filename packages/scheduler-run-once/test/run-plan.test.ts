@@ -916,6 +916,7 @@ describe('overlap where it meets other features (issue 25)', () => {
       },
       reportMissed: real.reportMissed.bind(real),
       markReported: real.markReported.bind(real),
+      claimRelog: real.claimRelog.bind(real),
       acknowledgeReport: real.acknowledgeReport.bind(real),
       recordSkipped: real.recordSkipped.bind(real),
     };

@@ -140,6 +140,14 @@ export function reportedUpdate(reporter: string): Data {
   };
 }
 
+/**
+ * The update that claims logging a report again: `relog_by` names the claimant (`reported_at`
+ * stays the report's time; the record's update time tells when it was claimed).
+ */
+export function relogClaimUpdate(claimant: string): Data {
+  return { [Field.relogBy]: claimant };
+}
+
 /** The update that extends a held lease from Firestore's now, with a note if given (checked first). */
 export function extensionUpdate(
   leaseMs: number,

@@ -45,6 +45,8 @@ export const Field = {
   lastError: 'last_error',
   reportedAt: 'reported_at',
   reportedBy: 'reported_by',
+  /** The check that claimed logging again a report its writer never marked logged. */
+  relogBy: 'relog_by',
   kind: 'run_kind',
   rerunOf: 'rerun_of',
   scheduleTimeSent: 'schedule_time_sent',

@@ -30,6 +30,8 @@ export interface RunRecord {
   /** When it was reported missed or finally failed (once across instances), and by which check. */
   readonly reportedAt: Date | undefined;
   readonly reportedBy: string | undefined;
+  /** The check that claimed logging the report again, its writer having never marked it logged. */
+  readonly relogBy?: string | undefined;
   readonly jobName: string | undefined;
   readonly scheduleTime: Date | undefined;
   readonly kind: RunKind;
@@ -107,6 +109,7 @@ function commonFields(data: DocumentData, status: unknown, attempts: unknown) {
     lastError: stringOf(data[Field.lastError]),
     reportedAt: dateOf(data[Field.reportedAt]),
     reportedBy: stringOf(data[Field.reportedBy]),
+    relogBy: stringOf(data[Field.relogBy]),
     jobName: stringOf(data[Field.jobName]),
     scheduleTime: dateOf(data[Field.scheduleTime]),
     kind:

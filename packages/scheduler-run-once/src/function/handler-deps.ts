@@ -25,6 +25,7 @@ export interface HandlerDeps {
     | 'getMany'
     | 'reportMissed'
     | 'markReported'
+    | 'claimRelog'
     | 'acknowledgeReport'
     | 'recordSkipped'
   >;

@@ -80,7 +80,11 @@ export function isDueSlot(
 export interface MissedRunCheckDeps {
   readonly history: Pick<
     RunHistory,
-    'getMany' | 'reportMissed' | 'markReported' | 'acknowledgeReport'
+    | 'getMany'
+    | 'reportMissed'
+    | 'markReported'
+    | 'claimRelog'
+    | 'acknowledgeReport'
   >;
   /** The per-job documents (`job-state.ts`), where each job's cursor lives. */
   readonly jobDocuments: RunDocuments;
@@ -110,6 +114,8 @@ type SlotRead = {
   readonly slot: Date;
   readonly runId: string;
   readonly record?: StoredRecord;
+  /** The record's update time as read, ms. */
+  readonly updatedAt?: number;
 };
 
 /** A closed slot whose record cannot be read: an ERROR by the check that judges it. */
@@ -230,7 +236,7 @@ function judgedUpTo(
  */
 function judgeSlot(
   judging: Judging,
-  { slot, runId, record }: SlotRead,
+  { slot, runId, record, updatedAt }: SlotRead,
 ): 'open' | 'held' | 'judged' {
   const { job, window } = judging;
   const verdict = slotVerdict(job, slot, record, judging.end, window.now);
@@ -265,9 +271,11 @@ function judgeSlot(
   }
   const unloggedBy = unloggedReportBy(run?.reportedBy);
   if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
-    // Written by a check not yet known to have logged it: wait for it, or log it for it.
-    const age = window.now.getTime() - run.reportedAt.getTime();
-    if (age < REPORT_LOG_GRACE_MS) {
+    // Written by a check not yet known to have logged it, or claimed by one to log it again:
+    // wait for it, or log it for it.
+    const claimedAt = run.relogBy === undefined ? undefined : updatedAt;
+    const since = Math.max(run.reportedAt.getTime(), claimedAt ?? 0);
+    if (window.now.getTime() - since < REPORT_LOG_GRACE_MS) {
       return 'held';
     }
     judging.findings.push(
@@ -477,6 +485,7 @@ export class MissedRunCheck {
         slot: all[i] as Date,
         runId,
         record: read.records.get(runId),
+        updatedAt: read.updateTimes.get(runId)?.toMillis(),
       }),
     );
     let previousEnd = Number.NEGATIVE_INFINITY;
@@ -510,13 +519,13 @@ export class MissedRunCheck {
         continue;
       }
       const token = judged.tokens.get(runId);
-      if (finding.unloggedBy !== undefined) {
-        const loggedHere = this.#loggedUnconfirmed.delete(finding.unloggedBy);
-        if (!loggedHere) {
-          logger.error(fields, message);
+      const { unloggedBy } = finding;
+      if (unloggedBy !== undefined) {
+        if (
+          await this.#relog({ ...finding, unloggedBy }, token, reporter, logger)
+        ) {
           reported++;
         }
-        await this.#acknowledge(runId, finding.unloggedBy, token, logger);
         continue;
       }
       const result = await this.#reportOne(
@@ -551,6 +560,59 @@ export class MissedRunCheck {
       }
     }
     return { reported, raced };
+  }
+  /**
+   * Logs again a report another check wrote and never marked logged (`finding.unloggedBy`), once
+   * this check claimed it, then marks it logged; true if this call logged it. A report this
+   * instance logged unconfirmed is only marked; one read without an update time is logged all the
+   * same (at worst twice).
+   */
+  async #relog(
+    finding: Finding & { readonly unloggedBy: string },
+    token: Timestamp | undefined,
+    claimant: string,
+    logger: Logger,
+  ): Promise<boolean> {
+    const { runId, fields, message, unloggedBy } = finding;
+    const loggedHere = this.#loggedUnconfirmed.delete(unloggedBy);
+    const claimed =
+      loggedHere || token === undefined
+        ? token
+        : await this.#claimRelog(runId, claimant, token);
+    if (claimed === undefined && token !== undefined) {
+      return false; // another check claimed it first, and logs it
+    }
+    if (!loggedHere) {
+      logger.error(fields, message);
+    }
+    await this.#acknowledge(runId, unloggedBy, claimed, logger);
+    return !loggedHere;
+  }
+  /**
+   * Claims logging again a report its writer never marked logged (fenced on `token`, the read that
+   * found it): of two checks that found it, one logs it (`--seed=11`, history 2308: two checks at
+   * once each logged it). The claim's time, or `undefined` when another check claimed it first or
+   * the record changed (a later check judges it again); a claim refused or failed is ours if
+   * `claimant` reads back.
+   * @throws {LedgerUnavailableError} if the claim failed and no read could tell whose it is.
+   */
+  async #claimRelog(
+    runId: string,
+    claimant: string,
+    token: Timestamp,
+  ): Promise<Timestamp | undefined> {
+    const { history } = this.#deps;
+    const written = await history
+      .claimRelog(runId, claimant, token)
+      .catch(() => 'conflict' as const);
+    if (written !== 'conflict') {
+      return written;
+    }
+    const read = await history.getMany([runId]);
+    const record = read.records.get(runId);
+    const ours =
+      record?.status !== 'unreadable' && record?.relogBy === claimant;
+    return ours ? read.updateTimes.get(runId) : undefined;
   }
   /** Acknowledges a report as logged; a failure is a warning (a later check logs it again). */
   async #acknowledge(

@@ -180,8 +180,8 @@ export function overduePause(
  * Reports `job`'s active pause past its bound: `overdue_reported_at`, marked not yet logged,
  * fenced on the `read` of document `id` that found `pauses`; the call whose write lands logs ERROR
  * {@link PAUSE_OVERDUE}, then drops the mark (fenced). A check that finds a report still marked
- * {@link REPORT_LOG_GRACE_MS} after it was written logs it and drops the mark: at worst twice,
- * never not at all.
+ * {@link REPORT_LOG_GRACE_MS} after it was written claims it (the same write again, fenced), logs
+ * it and drops the mark: at worst twice, never not at all.
  * @returns the new update time (the read's if nothing was due), or `changed` if another came first.
  * @throws {LedgerUnavailableError} if the report's write fails.
  */
@@ -202,17 +202,16 @@ export async function reportOverduePause(
   if (pause === undefined) {
     return read.updateTime;
   }
-  const report =
-    fresh === undefined
-      ? { token: read.updateTime, pauses }
-      : await writeOverdueReport(
-          documents,
-          id,
-          pauses,
-          fresh,
-          read.updateTime,
-          now,
-        );
+  // A report its writer never marked logged is claimed by writing it again (fenced, its time
+  // moved to now): of two checks that found it, one logs it.
+  const report = await writeOverdueReport(
+    documents,
+    id,
+    pauses,
+    pause,
+    read.updateTime,
+    now,
+  );
   if (report === 'changed') {
     return report;
   }

@@ -1,7 +1,11 @@
 /** Run history: records read by run id in batches (no query, no index), and the reports. */
 import type { Timestamp } from '@google-cloud/firestore';
 import { reportFailure } from '../core/ledger.ts';
-import { missedDocument, skippedDocument } from '../core/record-writes.ts';
+import {
+  missedDocument,
+  relogClaimUpdate,
+  skippedDocument,
+} from '../core/record-writes.ts';
 import type { BatchRead, RunDocuments } from '../core/run-documents.ts';
 import { computeRunId, type RunVariant, type Scope } from '../core/run-key.ts';
 import {
@@ -226,6 +230,21 @@ export class RunHistory {
       token,
     );
     return written !== 'conflict';
+  }
+  /**
+   * Claims logging again a report its writer never marked logged: `relog_by` names `claimant`,
+   * and other checks hold it for {@link REPORT_LOG_GRACE_MS} after the claim (the record's update
+   * time); fenced on `token` (the read that found it), so of two checks that found it, one logs it.
+   * Returns the write's time, or `conflict` if the record changed first.
+   * @throws {LedgerUnavailableError} if the write fails.
+   */
+  async claimRelog(
+    runId: string,
+    claimant: string,
+    token: Timestamp,
+  ): Promise<Timestamp | 'conflict'> {
+    const update = relogClaimUpdate(claimant);
+    return this.#documents.write(runId, 'report relog claim', update, token);
   }
   /** Records a slot skipped (final) while `blockedBy` ran; `exists` if a record appeared first. */
   async recordSkipped(
