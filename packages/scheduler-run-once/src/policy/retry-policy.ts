@@ -79,17 +79,27 @@ export function judgingDelayMs(settings: JobSettings): number {
  * attempts that fail fast (a 409 met while another attempt runs) can place one just inside it. So
  * neither the attempts a record counts nor the failing attempt's own timing bound it:
  * {@link retryWindowMs} assumes every attempt ran to its deadline, which makes the fewest retries
- * by duration. Default: 3600 s.
+ * by duration. A limit so short that even attempts failing at once send no retry beyond
+ * `retryCount` within it adds none (seed 13, history 2349). Default: 3600 s.
  */
 export function lastRetrySentMs(settings: JobSettings): number {
   const attemptMs = settings.attemptDeadlineSeconds * 1000;
   let countedRetrySentMs = 0;
+  let soonestSentMs = 0; // every attempt failing at once
   let elapsed = attemptMs; // the first attempt, to its deadline
   for (let n = 0; n < settings.retryCount; n++) {
     countedRetrySentMs = elapsed + backoffMs(settings, n);
     elapsed = countedRetrySentMs + attemptMs;
+    soonestSentMs += backoffMs(settings, n);
   }
-  return Math.max(countedRetrySentMs, settings.maxRetryDurationSeconds * 1000);
+  // A retry beyond them comes only if even attempts that fail at once leave one inside the limit.
+  const durationMs = settings.maxRetryDurationSeconds * 1000;
+  const beyondCount =
+    durationMs > 0 &&
+    soonestSentMs + backoffMs(settings, settings.retryCount) < durationMs;
+  return beyondCount
+    ? Math.max(countedRetrySentMs, durationMs)
+    : countedRetrySentMs;
 }
 
 /**

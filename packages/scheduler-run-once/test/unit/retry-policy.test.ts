@@ -285,4 +285,23 @@ describe('lastRetrySentMs', () => {
       3_600_000,
     );
   });
+
+  it('ignores a maxRetryDuration that no retry beyond retryCount can be sent within (seed 13, history 2349)', () => {
+    // One counted retry after 20 s; the next would wait 40 s more, so even attempts that fail at
+    // once send it 60 s after the first: not within the 60 s limit.
+    const job = {
+      attemptDeadlineSeconds: 20,
+      retryCount: 1,
+      maxRetryDurationSeconds: 60,
+      minBackoffSeconds: 20,
+      maxBackoffSeconds: 60,
+      maxDoublings: 0,
+    };
+
+    assert.equal(lastRetrySentMs(job), (20 + 20) * 1000);
+    assert.equal(
+      lastRetrySentMs({ ...job, maxRetryDurationSeconds: 61 }),
+      61_000,
+    );
+  });
 });
