@@ -1009,6 +1009,78 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('2f. a slot whose run still executes past its close holds the cursor, not the slots after it: they are reported at once', async () => {
+    let finish = () => {};
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    const jobs = declare(
+      defineJob({
+        id: 'long',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => gate,
+      }),
+    );
+    const job = jobs[0] as never;
+    const fn = serveJobs(jobs, { env: ON });
+    const logs = captureLogs();
+    const clock = () => fn.ledger.documents.serverTime();
+    const check = new MissedRunCheck({
+      history: fn.history,
+      jobDocuments: fn.jobDocuments,
+      clock,
+    });
+    // Slots closed: the first's run is still going (its delivery came late), the next ones'
+    // deliveries never came. A slot of this job closes 45 s after it (Scheduler never retries).
+    const now = (await clock()).getTime();
+    const running = new Date(Math.floor(now / MINUTE) * MINUTE - 2 * MINUTE);
+    const missed = new Date(running.getTime() + MINUTE);
+    await fn.jobDocuments.write(checkDocumentId('long', []), 'test', {
+      checked_before: Timestamp.fromMillis(running.getTime() - 1),
+      run_seen: true,
+    });
+    const delivery = fn.request
+      .post('/')
+      .set(schedulerHeaders('long', running.toISOString()))
+      .then((res) => res.body.outcome as string);
+    const runningId = slotRunId('long', running, []);
+    for (let i = 0; i < 100; i++) {
+      const { record } = await fn.ledger.documents.read(runningId);
+      if (record?.status === 'in_progress') {
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const reported = () =>
+      logs
+        .lines()
+        .filter((l) => l.message === 'missed run')
+        .map((l) => l.slot);
+    const cursor = async () => {
+      const { data } = await fn.jobDocuments.readData(
+        checkDocumentId('long', []),
+      );
+      return (data?.checked_before as Timestamp | undefined)?.toMillis();
+    };
+
+    await check.check(job, [], logs.logger);
+    const whileRunning = { reported: reported(), cursor: await cursor() };
+    finish();
+    assert.equal(await delivery, 'processed');
+    await check.check(job, [], logs.logger);
+
+    // Reported while the run still went: the slot after it (and any later one closed by then).
+    assert.equal(whileRunning.reported[0], missed.toISOString());
+    assert.ok(!whileRunning.reported.includes(running.toISOString()));
+    assert.equal(whileRunning.cursor, running.getTime(), 'held at the run');
+    // Once it completed: nothing more about it, nothing twice, and the cursor moved on.
+    assert.deepEqual(reported(), whileRunning.reported);
+    assert.ok(((await cursor()) ?? 0) > missed.getTime(), 'moved on');
+  });
+
   it('3. closes a slot only after its own execution could have ended, when it started late', async () => {
     // A slot whose first attempt came a minute late (its execution waited behind the previous
     // one, as Scheduler makes it): its retries come that much later than its schedule time says.

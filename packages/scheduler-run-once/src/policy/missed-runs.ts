@@ -188,9 +188,9 @@ interface Judging {
 
 /**
  * The findings of `slots` after an execution ending at `previousEnd` (ms), up to the first open
- * one. A slot whose report another check wrote and may still log (`held`) is passed over, not
- * stopped at: the slots after it are reported now, and `openAt` keeps the cursor at it, so a later
- * check logs it if its writer never did.
+ * one. A slot whose report another check wrote and may still log, or whose run still executes
+ * (`held`), is passed over, not stopped at: the slots after it are reported now, and `openAt`
+ * keeps the cursor at it, so a later check decides it.
  */
 function judge(
   job: DeclaredJob,
@@ -231,8 +231,8 @@ function judgedUpTo(
 
 /**
  * Judges one slot into `judging`: `open` where the check stops at it (the slot still open),
- * `held` for a report whose log its writer may yet write (the check goes on past it), else
- * `judged`.
+ * `held` for a report whose log its writer may yet write or a run that still executes (the check
+ * goes on past it), else `judged`.
  */
 function judgeSlot(
   judging: Judging,
@@ -269,13 +269,16 @@ function judgeSlot(
   if (verdict.verdict === 'open') {
     return 'open';
   }
+  // Its run still executes: whether it completes is known later, but Scheduler's execution of
+  // the slot is over, so the slots after it are judged now (`--faults --seed=14`, history 38).
+  if (verdict.verdict === 'running') {
+    return 'held';
+  }
   const unloggedBy = unloggedReportBy(run?.reportedBy);
   if (unloggedBy !== undefined && run?.reportedAt !== undefined) {
     // Written by a check not yet known to have logged it, or claimed by one to log it again:
     // wait for it, or log it for it.
-    const claimedAt = run.relogBy === undefined ? undefined : updatedAt;
-    const since = Math.max(run.reportedAt.getTime(), claimedAt ?? 0);
-    if (window.now.getTime() - since < REPORT_LOG_GRACE_MS) {
+    if (isYoungReport(run, updatedAt, window.now)) {
       return 'held';
     }
     judging.findings.push(
@@ -294,6 +297,20 @@ function judgeSlot(
     report(FAILED_AFTER_RETRIES, 'failed');
   }
   return 'judged';
+}
+
+/**
+ * Whether an unlogged report is younger than {@link REPORT_LOG_GRACE_MS}: since it was written,
+ * or since a check claimed logging it again (`relog_by`; the record's update time `updatedAt`, ms).
+ */
+function isYoungReport(
+  run: { readonly reportedAt?: Date; readonly relogBy?: string },
+  updatedAt: number | undefined,
+  now: Date,
+): boolean {
+  const claimedAt = run.relogBy === undefined ? undefined : updatedAt;
+  const since = Math.max(run.reportedAt?.getTime() ?? 0, claimedAt ?? 0);
+  return now.getTime() - since < REPORT_LOG_GRACE_MS;
 }
 
 /** Whether a slot has no record, or a bare `missed` one: neither a run nor a report. */

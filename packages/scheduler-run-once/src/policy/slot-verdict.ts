@@ -21,7 +21,8 @@ export function closedAfterMs(job: DeclaredJob): number {
 
 /**
  * A slot's verdict at `now`, after an execution that ended by `previousEnd` (ms): `final` (nothing
- * to report), `open` (an attempt may still come or runs: judge it later), `missed` / `failed`
+ * to report), `open` (an attempt may still come: judge it later), `running` (closed, but its run
+ * still holds a live lease: judge it later, and the slots after it now), `missed` / `failed`
  * (report it); `end`: the latest its execution ended, ms.
  */
 export function slotVerdict(
@@ -31,7 +32,7 @@ export function slotVerdict(
   previousEnd: number,
   now: Date,
 ): {
-  readonly verdict: 'final' | 'open' | 'missed' | 'failed';
+  readonly verdict: 'final' | 'open' | 'running' | 'missed' | 'failed';
   readonly end: number;
 } {
   const s = slot.getTime();
@@ -71,7 +72,7 @@ export function slotVerdict(
     return { verdict: 'open', end: latestEnd };
   }
   if (record !== undefined && isLeaseLive(record, now)) {
-    return { verdict: 'open', end: latestEnd };
+    return { verdict: 'running', end: latestEnd };
   }
   const status = judged?.status ?? 'missed'; // closed, so past the retry window
   if (status === 'missed') {

@@ -1114,6 +1114,53 @@ export const FIXED: readonly {
       ],
     },
   },
+  {
+    finding:
+      'issue 40, fault-biased seed 14, history 38: a check stopped at a slot whose run still held a live lease, so the missed slot after it waited an audit to be reported (invariant 31); a running slot is now passed over and keeps the cursor',
+    history: {
+      seed: -22,
+      leaseSeconds: 27,
+      scopes: [''],
+      instances: 3,
+      spanMs: 1560000,
+      duplicates: 0.3,
+      dropAnswers: 0.3,
+      latency: [5, 50],
+      faultRate: 0.01,
+      lateAnswers: 0.05,
+      crashAfterWrite: 0.05,
+      firestoreTimeoutSeconds: 5,
+      clockOffsetMs: -571124,
+      stubbornJobs: true,
+      caseNotes: true,
+      noteFills: true,
+      jobTimeoutSeconds: 45,
+      audit: true,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'wait',
+          attemptDeadlineSeconds: 19,
+          retryCount: 0,
+          maxRetryDurationSeconds: 0,
+          minBackoffSeconds: 16,
+          maxBackoffSeconds: 20,
+          maxDoublings: 1,
+          minMs: 30000,
+          maxMs: 70000,
+          failRate: 0,
+          notes: true,
+          catchUp: { graceSeconds: 60, windowSeconds: 120, slots: 'all' },
+        },
+      ],
+      events: [
+        { at: 58497, deployment: 0, instance: 0, ms: 145024, type: 'pause' },
+        { at: 71914, deployment: 0, instance: 1, ms: 115807, type: 'hang' },
+        { at: 180001, deployment: 0, instance: 1, ms: 1001, type: 'hang' },
+      ],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */
