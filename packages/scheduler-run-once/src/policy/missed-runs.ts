@@ -137,6 +137,8 @@ interface Finding extends Omit<SlotRead, 'record'> {
     | typeof PAUSED_SLOT;
   readonly lapsed: boolean;
   readonly unloggedBy?: string;
+  /** For a report to log again: the check that had claimed doing so when it was read, if any. */
+  readonly claimedBy?: string;
 }
 
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
@@ -171,7 +173,8 @@ function reloggedFinding(
     ...errorEventFields(missed ? 'missed' : 'failed', job.id, line.slot),
   };
   const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
-  return { slot, runId, fields, message, lapsed: false, unloggedBy };
+  const claimedBy = run.relogBy;
+  return { slot, runId, fields, message, lapsed: false, unloggedBy, claimedBy };
 }
 
 /** What judging a range has learnt so far, slot by slot. */
@@ -592,44 +595,51 @@ export class MissedRunCheck {
   ): Promise<boolean> {
     const { runId, fields, message, unloggedBy } = finding;
     const loggedHere = this.#loggedUnconfirmed.delete(unloggedBy);
-    const claimed =
+    const claim =
       loggedHere || token === undefined
-        ? token
-        : await this.#claimRelog(runId, claimant, token);
-    if (claimed === undefined && token !== undefined) {
+        ? { log: !loggedHere, token }
+        : await this.#claimRelog(finding, claimant, token);
+    if (claim.log) {
+      logger.error(fields, message);
+    } else if (!loggedHere) {
       return false; // another check claimed it first, and logs it
     }
-    if (!loggedHere) {
-      logger.error(fields, message);
-    }
-    await this.#acknowledge(runId, unloggedBy, claimed, logger);
-    return !loggedHere;
+    await this.#acknowledge(runId, unloggedBy, claim.token, logger);
+    return claim.log;
   }
   /**
    * Claims logging again a report its writer never marked logged (fenced on `token`, the read that
    * found it): of two checks that found it, one logs it (`--seed=11`, history 2308: two checks at
-   * once each logged it). The claim's time, or `undefined` when another check claimed it first or
-   * the record changed (a later check judges it again); a claim refused or failed is ours if
-   * `claimant` reads back.
-   * @throws {LedgerUnavailableError} if the claim failed and no read could tell whose it is.
+   * once each logged it). `log`: whether this check logs it; `token`: the update time to mark it
+   * logged on. A claim refused or failed is read back: logged if the claim is this check's, not if
+   * another check's claim or mark came first; else (the claim failed, or the record changed for
+   * another reason, or no read could tell) logged all the same: at worst twice, never not at all.
    */
   async #claimRelog(
-    runId: string,
+    finding: Finding & { readonly unloggedBy: string },
     claimant: string,
     token: Timestamp,
-  ): Promise<Timestamp | undefined> {
+  ): Promise<{ readonly log: boolean; readonly token?: Timestamp }> {
     const { history } = this.#deps;
+    const { runId, unloggedBy, claimedBy } = finding;
     const written = await history
       .claimRelog(runId, claimant, token)
       .catch(() => 'conflict' as const);
     if (written !== 'conflict') {
-      return written;
+      return { log: true, token: written };
     }
-    const read = await history.getMany([runId]);
-    const record = read.records.get(runId);
-    const ours =
-      record?.status !== 'unreadable' && record?.relogBy === claimant;
-    return ours ? read.updateTimes.get(runId) : undefined;
+    const read = await history.getMany([runId]).catch(() => undefined);
+    const stored = read?.records.get(runId);
+    const record = stored?.status === 'unreadable' ? undefined : stored;
+    const fresh = read?.updateTimes.get(runId);
+    if (record?.relogBy === claimant) {
+      return { log: true, token: fresh };
+    }
+    const taken =
+      read !== undefined &&
+      (unloggedReportBy(record?.reportedBy) !== unloggedBy ||
+        record?.relogBy !== claimedBy);
+    return taken ? { log: false } : { log: true, token: fresh };
   }
   /** Acknowledges a report as logged; a failure is a warning (a later check logs it again). */
   async #acknowledge(

@@ -53,6 +53,9 @@
  * 28. No job's signal aborts after the job returned or threw (lease-loss-invariants.ts).
  * 31. A missed or finally failed slot is known within minutes: reported by the first run audit
  *    that checked every job cleanly after its verdict was due (report-latency-invariants.ts).
+ * 32. Every report line names what it reports (state, job, slot, run id, the command that acts
+ *    on it) with the fields Error Reporting reads; an attempt's own report its attempts and last
+ *    error (report-line-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -99,6 +102,7 @@ import {
 import { recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
 import { reportedLate } from './report-latency-invariants.ts';
+import { reportLinesSayWhat } from './report-line-invariants.ts';
 import {
   type Answered,
   type Delivered,
@@ -253,6 +257,8 @@ export function violations(
     ...noForeignWrites(outcome),
     // 12. Every report written is logged at least once, at most twice.
     ...reportsLoggedOnceOrTwice(outcome),
+    // 32. Every report line names what it reports, as Error Reporting reads it.
+    ...reportLinesSayWhat(outcome),
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
     ...unknownStatusesSaid(outcome),
     ...noBlockBehindVanishedHolder(outcome),

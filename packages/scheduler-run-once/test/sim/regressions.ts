@@ -1161,6 +1161,63 @@ export const FIXED: readonly {
       ],
     },
   },
+  {
+    finding:
+      "seed 15, history 1524: a check whose claim to log again a report its writer never logged failed (Firestore) took it for another check's, and the report, its writer dead, was never logged; a failed claim is now read back and logged unless another check claimed it",
+    history: {
+      seed: 442103270,
+      leaseSeconds: 69,
+      scopes: [''],
+      instances: 2,
+      spanMs: 1560000,
+      duplicates: 0.1,
+      dropAnswers: 0.3,
+      latency: [1, 5],
+      faultRate: 0.01,
+      lateAnswers: 0,
+      crashAfterWrite: 0.3,
+      firestoreTimeoutSeconds: 2,
+      clockOffsetMs: 229854,
+      stubbornJobs: true,
+      caseNotes: true,
+      noteFills: true,
+      audit: true,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '*/2 * * * *',
+          overlap: 'allow',
+          attemptDeadlineSeconds: 77,
+          retryCount: 0,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 4,
+          maxBackoffSeconds: 20,
+          maxDoublings: 1,
+          minMs: 5000,
+          maxMs: 10000,
+          failRate: 1,
+          notes: false,
+        },
+      ],
+      events: [
+        {
+          at: 59846,
+          deployment: 0,
+          change: 'overlap_skip',
+          rolling: true,
+          type: 'redeploy',
+        },
+        {
+          at: 219181,
+          deployment: 0,
+          resend: true,
+          again: true,
+          raceCheck: false,
+          type: 'backfill',
+        },
+      ],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */

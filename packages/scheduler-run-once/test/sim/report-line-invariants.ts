@@ -1,0 +1,126 @@
+/**
+ * Invariant 32: a report's line says what it reports, in the form Error Reporting reads. Each
+ * `missed run` and `run failed after retries` ERROR names the job, the slot and the run id of a
+ * record of that job's slot, says its state (`missed` or `failed`), carries the Error Reporting
+ * fields ("Format a log entry to report error events",
+ * https://cloud.google.com/error-reporting/docs/formatting-error-messages: `@type` the
+ * `ReportedErrorEvent` type, and without a stack trace a `context.reportLocation` with a file
+ * path, a function name and a line number) and the command that acts on it (docs/operations.md:
+ * a backfill for a missed slot, a re-run for a failed one). A failing attempt's own report says
+ * how many attempts claimed the run and its last error. Alerts, dashboards and the operator act on
+ * these lines alone.
+ */
+
+import type { LogLine, SimOutcome } from './simulator.ts';
+
+/** The two reports' messages (src/policy/log-messages.ts), as the operator's alerts match them. */
+const REPORTS: Readonly<Record<string, 'missed' | 'failed'>> = {
+  'missed run': 'missed',
+  'run failed after retries': 'failed',
+};
+
+/** Error Reporting's event type for a JSON log entry, as its documentation spells it. */
+const REPORTED_ERROR_EVENT =
+  'type.googleapis.com/google.devtools.clouderrorreporting.v1beta1.ReportedErrorEvent';
+
+/** The flag of the command that acts on each report (`npm run runs … --backfill`, `trigger … --rerun`). */
+const FIX_FLAGS = { missed: '--backfill', failed: '--rerun' } as const;
+
+/** What is wrong with a report line's Error Reporting fields, if anything. */
+function errorEventProblem(line: LogLine): string | undefined {
+  const { fields } = line;
+  if (fields['@type'] !== REPORTED_ERROR_EVENT) {
+    return `its @type is ${String(fields['@type'])}`;
+  }
+  const context = fields.context as
+    | { reportLocation?: Record<string, unknown> }
+    | undefined;
+  const location = context?.reportLocation;
+  if (
+    typeof location?.filePath !== 'string' ||
+    location.filePath === '' ||
+    typeof location.functionName !== 'string' ||
+    location.functionName === '' ||
+    typeof location.lineNumber !== 'number'
+  ) {
+    return `its context.reportLocation is ${JSON.stringify(location)}`;
+  }
+  return undefined;
+}
+
+/** What is wrong with what a report line names (state, job, slot, run, fix), if anything. */
+function namingProblem(
+  outcome: SimOutcome,
+  line: LogLine,
+  state: 'missed' | 'failed',
+): string | undefined {
+  const { fields } = line;
+  if (fields.state !== state) {
+    return `its state is ${String(fields.state)}`;
+  }
+  const jobName = String(fields.jobName);
+  const slot = String(fields.slot);
+  const record = outcome.records.get(String(fields.runId));
+  const slotMs = (
+    record?.schedule_time as { toMillis?: () => number } | undefined
+  )?.toMillis?.();
+  if (
+    record !== undefined &&
+    (record.job_name !== jobName || slotMs !== Date.parse(slot))
+  ) {
+    return `its run id names ${String(record.job_name)}@${String(slotMs)}, not ${jobName}@${slot}`;
+  }
+  const fix = String(fields.fix ?? '');
+  if (
+    !fix.includes(jobName) ||
+    !fix.includes(slot) ||
+    !fix.includes(FIX_FLAGS[state])
+  ) {
+    return `its fix is "${fix}"`;
+  }
+  return undefined;
+}
+
+/** What is wrong with a failing attempt's own report (attempts, last error), if anything. */
+function attemptReportProblem(line: LogLine): string | undefined {
+  const { fields } = line;
+  if (fields.reportedBy === undefined) {
+    return undefined;
+  }
+  if (fields.reportedBy !== 'attempt') {
+    return `its reportedBy is ${String(fields.reportedBy)}`;
+  }
+  const attempts = fields.attempts;
+  if (
+    typeof attempts !== 'number' ||
+    !Number.isInteger(attempts) ||
+    attempts < 1
+  ) {
+    return `its attempts is ${String(attempts)}`;
+  }
+  if (typeof fields.lastError !== 'string' || fields.lastError === '') {
+    return 'it has no lastError';
+  }
+  return undefined;
+}
+
+/** Invariant 32: every report line names what it reports, as Error Reporting reads it. */
+export function reportLinesSayWhat(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const line of outcome.logs) {
+    const state = REPORTS[line.message];
+    if (state === undefined) {
+      continue;
+    }
+    const problem =
+      errorEventProblem(line) ??
+      namingProblem(outcome, line, state) ??
+      attemptReportProblem(line);
+    if (problem !== undefined) {
+      found.push(
+        `the "${line.message}" line of ${String(line.fields.jobName)}@${String(line.fields.slot)} (${line.instance}, ${new Date(line.at).toISOString()}) says too little: ${problem}`,
+      );
+    }
+  }
+  return found;
+}

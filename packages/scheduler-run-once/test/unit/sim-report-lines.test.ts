@@ -1,0 +1,68 @@
+/**
+ * Invariant 32 (test/sim/report-line-invariants.ts) on hand-built outcomes: a report line that
+ * names its job, slot, run, state and fix with Error Reporting's fields passes; one that lacks
+ * any of them is a violation naming what is missing.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import { errorEventFields } from '../../src/policy/error-report.ts';
+import { reportLinesSayWhat } from '../../test/sim/report-line-invariants.ts';
+
+const SLOT = '2026-01-05T01:00:00.000Z';
+
+/** An outcome with one `failed` record and the attempt's report line carrying `fields`. */
+function outcomeWith(fields: Record<string, unknown>) {
+  const record = {
+    job_name: 'job-0',
+    schedule_time: Timestamp.fromMillis(Date.parse(SLOT)),
+    status: 'failed',
+  };
+  return {
+    logs: [
+      {
+        at: Date.parse(SLOT) + 30_000,
+        instance: 'd0-i0-r0',
+        level: 'ERROR',
+        message: 'run failed after retries',
+        fields,
+      },
+    ],
+    records: new Map([['run-1', record]]),
+  } as never;
+}
+
+const GOOD = {
+  jobName: 'job-0',
+  slot: SLOT,
+  runId: 'run-1',
+  state: 'failed',
+  attempts: 2,
+  lastError: 'downstream refused',
+  reportedBy: 'attempt',
+  ...errorEventFields('failed', 'job-0', SLOT),
+};
+
+describe('invariant 32: a report line says what it reports', () => {
+  it("passes the product's own line", () => {
+    assert.deepEqual(reportLinesSayWhat(outcomeWith(GOOD)), []);
+  });
+
+  it('names what a line lacks', () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ ...GOOD, '@type': undefined }, /its @type is undefined/],
+      [{ ...GOOD, context: {} }, /its context\.reportLocation is undefined/],
+      [{ ...GOOD, state: '' }, /its state is $/],
+      [{ ...GOOD, slot: '2026-01-05T01:01:00.000Z' }, /its run id names job-0/],
+      [{ ...GOOD, fix: 'npm run runs' }, /its fix is "npm run runs"/],
+      [{ ...GOOD, attempts: 0 }, /its attempts is 0/],
+      [{ ...GOOD, lastError: '' }, /it has no lastError/],
+      [{ ...GOOD, reportedBy: '' }, /its reportedBy is $/],
+    ];
+    for (const [fields, says] of cases) {
+      const found = reportLinesSayWhat(outcomeWith(fields));
+      assert.equal(found.length, 1, JSON.stringify(fields));
+      assert.match(found[0] ?? '', says);
+    }
+  });
+});
