@@ -611,9 +611,9 @@ export class MissedRunCheck {
    * Claims logging again a report its writer never marked logged (fenced on `token`, the read that
    * found it): of two checks that found it, one logs it (`--seed=11`, history 2308: two checks at
    * once each logged it). `log`: whether this check logs it; `token`: the update time to mark it
-   * logged on. A claim refused or failed is read back: logged if the claim is this check's, not if
-   * another check's claim or mark came first; else (the claim failed, or the record changed for
-   * another reason, or no read could tell) logged all the same: at worst twice, never not at all.
+   * logged on. A claim refused or failed is read back: logged if the claim is this check's, or if
+   * the report is still there unlogged and unclaimed (the claim failed) or no read could tell: at
+   * worst twice, never not at all; not if another check claimed or acknowledged it.
    */
   async #claimRelog(
     finding: Finding & { readonly unloggedBy: string },
@@ -635,11 +635,15 @@ export class MissedRunCheck {
     if (record?.relogBy === claimant) {
       return { log: true, token: fresh };
     }
-    const taken =
-      read !== undefined &&
-      (unloggedReportBy(record?.reportedBy) !== unloggedBy ||
-        record?.relogBy !== claimedBy);
-    return taken ? { log: false } : { log: true, token: fresh };
+    // Still the same report, unlogged and unclaimed (a backfill that re-opened the run keeps it):
+    // not acknowledged or claimed by another check.
+    const unchanged =
+      record !== undefined &&
+      unloggedReportBy(record.reportedBy) === unloggedBy &&
+      record.relogBy === claimedBy;
+    return read === undefined || unchanged
+      ? { log: true, token: fresh }
+      : { log: false };
   }
   /** Acknowledges a report as logged; a failure is a warning (a later check logs it again). */
   async #acknowledge(

@@ -1736,6 +1736,21 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
   return found;
 }
 
+/**
+ * When the report a `missed run` line logs was written, ms: its record's `reported_at` for a line
+ * logged again (`relogged`), else the line's own time.
+ */
+function reportWriteTime(outcome: SimOutcome, line: LogLine): number {
+  if (line.fields.relogged !== true) {
+    return line.at;
+  }
+  const record = outcome.records.get(String(line.fields.runId));
+  const writtenAt = (
+    record?.reported_at as { toMillis?: () => number } | undefined
+  )?.toMillis?.();
+  return writtenAt === undefined ? line.at : Math.min(writtenAt, line.at);
+}
+
 /** The key scope of deployment `d` (`[]` when the outcome has none: a hand-built one). */
 function keyScopeOf(outcome: SimOutcome, d: number): Scope {
   return outcome.deployments[d]?.keyScope ?? [];
@@ -1744,7 +1759,9 @@ function keyScopeOf(outcome: SimOutcome, d: number): Scope {
 /**
  * Invariant 12, the report's kind: a slot reported `missed run` had no execution started before
  * the report (one that ran and failed is reported `run failed after retries`), unless the
- * operator's repair deleted its record in between.
+ * operator's repair deleted its record in between. A report logged again (`relogged`, its writer
+ * having never logged it) is judged at its write: a backfill may have re-opened the run since,
+ * and the run keeps its report.
  */
 export function missedReportsNeverRan(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -1752,6 +1769,7 @@ export function missedReportsNeverRan(outcome: SimOutcome): string[] {
     if (line.message !== MISSED_RUN) {
       continue;
     }
+    const reportedAt = reportWriteTime(outcome, line);
     // The documented repair deletes a dead attempt's record: the slot then has no run to report.
     const repairedAt = outcome.foreignRecords?.get(
       String(line.fields.runId),
@@ -1759,11 +1777,11 @@ export function missedReportsNeverRan(outcome: SimOutcome): string[] {
     const ran = outcome.executions.find(
       (e) =>
         e.runId === line.fields.runId &&
-        e.start < line.at &&
+        e.start < reportedAt &&
         !(
           repairedAt !== undefined &&
           repairedAt > e.start &&
-          repairedAt < line.at
+          repairedAt < reportedAt
         ),
     );
     if (ran !== undefined) {
