@@ -895,6 +895,7 @@ function judgeReportLatency(
     slotMs: slot.getTime(),
     executionEndsMs: slot.getTime() + reportDueMs(job),
     declaredUntil: closed.declaredUntil,
+    runId,
     executions: judging.byRun.get(runId) ?? [],
     firstReportAt,
     reportWrittenAt:

@@ -7,7 +7,8 @@
  *
  * A slot's verdict is due when the Scheduler model's execution of it could have ended
  * (`reportDueMs`: waiting behind the previous execution, then its own attempts and retries, then
- * an attempt deadline) and every lease its attempts wrote has run out: a live lease holds the run.
+ * an attempt deadline) and every lease written on its run's record has run out (a claim whose job
+ * never started, its instance paused, holds it too): a live lease holds the run.
  * A slot Scheduler held behind an execution dispatched late waits for that execution as it
  * actually ran: its verdict is due no sooner than a whole execution and an attempt deadline after
  * the last attempt Scheduler sent of an earlier slot of its job ended.
@@ -49,6 +50,8 @@ export interface ReportedSlot {
   /** Until when its job was declared in the deployment (a later revision may drop it), ms. */
   readonly declaredUntil: number;
   readonly executions: readonly Execution[];
+  /** Its run id (the slot's own; a forced run taken for it is named by its executions). */
+  readonly runId?: string;
   /** When its first counted report was logged, ms. */
   readonly firstReportAt: number;
   /** When its record's report was written, ms, if it was. */
@@ -86,15 +89,21 @@ function cleanAudits(outcome: SimOutcome): readonly CleanAudit[] {
   return audits;
 }
 
-/** When the last lease an attempt of these executions wrote ran out, ms (0 if none landed). */
-function lastLeaseEnd(
-  outcome: SimOutcome,
-  executions: readonly Execution[],
-): number {
+/**
+ * When the last lease written on the slot's run record ran out, ms (0 if none landed): by the
+ * attempts of its executions, and by claims whose job never started (its instance paused).
+ */
+function lastLeaseEnd(outcome: SimOutcome, slot: ReportedSlot): number {
+  const runIds = new Set(slot.executions.map((e) => e.runId));
+  if (slot.runId !== undefined) {
+    runIds.add(slot.runId);
+  }
   let end = 0;
-  for (const e of executions) {
-    for (const lease of outcome.leaseEnds.get(e.attemptId) ?? []) {
-      end = Math.max(end, lease.expires);
+  for (const leases of outcome.leaseEnds.values()) {
+    for (const lease of leases) {
+      if (runIds.has(lease.runId)) {
+        end = Math.max(end, lease.expires);
+      }
     }
   }
   return end;
@@ -143,7 +152,7 @@ export function reportedLate(
 ): string | undefined {
   const dueMs = Math.max(
     slot.executionEndsMs,
-    lastLeaseEnd(outcome, slot.executions),
+    lastLeaseEnd(outcome, slot),
     loggedByFinderAfter(outcome, slot),
     heldBehindEarlierSlots(outcome, slot),
   );

@@ -258,6 +258,8 @@ export interface OperatorPause {
 export interface LeaseEnd {
   readonly landedAt: number;
   readonly expires: number;
+  /** The run whose record the write landed on (its document id). */
+  readonly runId: string;
 }
 
 /** A write by one attempt that landed on its run's record while the record named another. */
@@ -740,7 +742,7 @@ function noteLandedWrite(
   before: DocumentData | undefined,
   after: DocumentData | undefined,
 ): void {
-  noteLease(world, after);
+  noteLease(world, path, after);
   const foreign = foreignWrite(world, path, before, after);
   if (foreign !== undefined) {
     world.foreignWrites.push(foreign);
@@ -752,6 +754,7 @@ function noteLandedWrite(
 /** Notes the lease an `in_progress` record's landed write gives its attempt. */
 function noteLease(
   world: World,
+  path: string,
   after: Readonly<Record<string, unknown>> | undefined,
 ): void {
   if (after?.status !== 'in_progress' || typeof after.attempt_id !== 'string') {
@@ -766,6 +769,7 @@ function noteLease(
   list.push({
     landedAt: world.time.now,
     expires: leasedAt.toMillis() + leaseMs,
+    runId: path.slice(path.lastIndexOf('/') + 1),
   });
   world.leaseEnds.set(after.attempt_id, list);
 }

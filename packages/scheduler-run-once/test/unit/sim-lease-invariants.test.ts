@@ -74,7 +74,14 @@ const outcome = (
 /** The lease writes of an attempt that landed at `times` (ms), each for a whole lease. */
 const leases = (attemptId: string, times: number[]) =>
   new Map([
-    [attemptId, times.map((at) => ({ landedAt: at, expires: at + LEASE_MS }))],
+    [
+      attemptId,
+      times.map((at) => ({
+        landedAt: at,
+        expires: at + LEASE_MS,
+        runId: 'run-1',
+      })),
+    ],
   ]);
 
 describe('invariant 23: no job aborted for a lost lease while nothing threatens it', () => {
