@@ -1058,6 +1058,75 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('2h. a report whose claimant died before logging it is logged by a later check: the check that lost the claim keeps its cursor there', async () => {
+    const { job, fn, logs, clock, setAhead, cursor } = quickJobCheck();
+    const now = await clock();
+    const slot = new Date(
+      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
+    );
+    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
+      run_seen: true,
+    });
+    const details = {
+      jobName: 'quick',
+      scheduleTime: slot.toISOString(),
+      keyScope: '',
+    };
+    const runId = slotRunId('quick', slot, []);
+    // Its writer died between its write and its log line.
+    assert.notEqual(
+      await fn.history.reportMissed(runId, details, 'dead-writer'),
+      'exists',
+    );
+    setAhead(3 * MINUTE); // past the grace
+    const history = fn.history;
+    // This check read the record; another check claims it first and dies before its line.
+    const losing = new MissedRunCheck({
+      history: {
+        getMany: history.getMany.bind(history),
+        reportMissed: history.reportMissed.bind(history),
+        markReported: history.markReported.bind(history),
+        claimRelog: async (id, claimant, token) => {
+          const read = await history.getMany([id]);
+          const fresh = read.updateTimes.get(id) as Timestamp;
+          await history.claimRelog(id, 'dead-claimant', fresh);
+          return history.claimRelog(id, claimant, token);
+        },
+        acknowledgeReport: history.acknowledgeReport.bind(history),
+      },
+      jobDocuments: fn.jobDocuments,
+      clock,
+    });
+
+    await losing.check(job, [], logs.logger);
+    const heldAt = await cursor();
+    const later = new MissedRunCheck({
+      history,
+      jobDocuments: fn.jobDocuments,
+      clock,
+    });
+    for (const minutes of [6, 10]) {
+      setAhead(minutes * MINUTE); // the claim's grace passed
+      await later.check(job, [], logs.logger);
+    }
+
+    assert.equal(
+      heldAt,
+      slot.getTime(),
+      'the cursor stays at the claimed report',
+    );
+    const relogged = logs
+      .lines()
+      .filter(
+        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+      );
+    assert.deepEqual(
+      relogged.map((l) => [l.relogged, l.reporter]),
+      [[true, 'dead-writer']],
+    );
+  });
+
   it('2f. a slot whose run still executes past its close holds the cursor, not the slots after it: they are reported at once', async () => {
     let finish = () => {};
     const gate = new Promise<void>((resolve) => {

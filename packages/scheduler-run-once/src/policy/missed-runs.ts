@@ -316,6 +316,11 @@ function isYoungReport(
   return now.getTime() - since < REPORT_LOG_GRACE_MS;
 }
 
+/** The earlier of a slot the cursor must stop at so far (if any) and `slot`. */
+function earliest(stopAt: Date | undefined, slot: Date): Date {
+  return stopAt === undefined || slot < stopAt ? slot : stopAt;
+}
+
 /** Whether a slot has no record, or a bare `missed` one: neither a run nor a report. */
 function isAbsent(
   judged: StoredRecord | undefined,
@@ -541,10 +546,15 @@ export class MissedRunCheck {
       const token = judged.tokens.get(runId);
       const { unloggedBy } = finding;
       if (unloggedBy !== undefined) {
-        if (
-          await this.#relog({ ...finding, unloggedBy }, token, reporter, logger)
-        ) {
+        const relog = { ...finding, unloggedBy };
+        const done = await this.#relog(relog, token, reporter, logger);
+        if (done === 'logged') {
           reported++;
+        }
+        // Another check claimed it: the cursor stays, so a later check finds it logged, or
+        // claims it if that check died before its line (never passed unlogged).
+        if (done === 'claimed elsewhere') {
+          raced = earliest(raced, slot);
         }
         continue;
       }
@@ -557,9 +567,7 @@ export class MissedRunCheck {
       );
       // A claim or report came first, or the write may not have landed: the cursor stops there.
       if (result === 'exists' || result === 'unconfirmed') {
-        if (raced === undefined || slot < raced) {
-          raced = slot;
-        }
+        raced = earliest(raced, slot);
       }
       if (result === 'exists') {
         continue;
@@ -583,16 +591,16 @@ export class MissedRunCheck {
   }
   /**
    * Logs again a report another check wrote and never marked logged (`finding.unloggedBy`), once
-   * this check claimed it, then marks it logged; true if this call logged it. A report this
-   * instance logged unconfirmed is only marked; one read without an update time is logged all the
-   * same (at worst twice).
+   * this check claimed it, then marks it logged: `logged` if this call logged it, `claimed
+   * elsewhere` if another check's claim came first, `marked` if this instance had logged it
+   * unconfirmed. One read without an update time is logged all the same (at worst twice).
    */
   async #relog(
     finding: Finding & { readonly unloggedBy: string },
     token: Timestamp | undefined,
     claimant: string,
     logger: Logger,
-  ): Promise<boolean> {
+  ): Promise<'logged' | 'claimed elsewhere' | 'marked'> {
     const { runId, fields, message, unloggedBy } = finding;
     const loggedHere = this.#loggedUnconfirmed.delete(unloggedBy);
     const claim =
@@ -602,10 +610,10 @@ export class MissedRunCheck {
     if (claim.log) {
       logger.error(fields, message);
     } else if (!loggedHere) {
-      return false; // another check claimed it first, and logs it
+      return 'claimed elsewhere'; // that check logs it
     }
     await this.#acknowledge(runId, unloggedBy, claim.token, logger);
-    return claim.log;
+    return claim.log ? 'logged' : 'marked';
   }
   /**
    * Claims logging again a report its writer never marked logged (fenced on `token`, the read that

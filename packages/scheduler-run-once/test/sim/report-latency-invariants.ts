@@ -119,7 +119,19 @@ function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
   if (writtenAt === undefined || slot.firstReportAt <= writtenAt + answerMs) {
     return 0;
   }
-  return writtenAt + REPORT_LOG_GRACE_MS;
+  // A check that claimed logging it again and died before its line holds it a grace more.
+  let claimedAt = writtenAt;
+  for (const crash of outcome.crashesAfterWrite ?? []) {
+    if (
+      crash.write === 'report' &&
+      slot.runId !== undefined &&
+      crash.path.endsWith(`/${slot.runId}`) &&
+      crash.at < slot.firstReportAt
+    ) {
+      claimedAt = Math.max(claimedAt, crash.at);
+    }
+  }
+  return claimedAt + REPORT_LOG_GRACE_MS;
 }
 
 /**

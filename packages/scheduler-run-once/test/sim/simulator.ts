@@ -2570,7 +2570,8 @@ function outcomeOf(
 
 /**
  * The logged write a commit made to a run record (`before` → `after`), if any: a claim (the record
- * `in_progress` under a new attempt), a completion, or a report (a new `reported_at`). Judged on
+ * `in_progress` under a new attempt), a completion, or a report (a new `reported_at`, or a new
+ * `relog_by`: a check's claim to log it again). Judged on
  * the stored fields, not on which product call wrote them.
  */
 export function loggedWriteOf(
@@ -2595,6 +2596,13 @@ export function loggedWriteOf(
       : undefined;
   const reported = reportedAt(after);
   if (reported !== undefined && reported !== reportedAt(before)) {
+    return 'report';
+  }
+  // A check's claim to log a report again (`relog_by`): its line comes after it, too.
+  if (
+    typeof after.relog_by === 'string' &&
+    after.relog_by !== before?.relog_by
+  ) {
     return 'report';
   }
   return undefined;
