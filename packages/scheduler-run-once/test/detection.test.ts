@@ -17,7 +17,10 @@ import {
   validateJobs,
 } from '../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
-import { MissedRunCheck } from '../src/policy/missed-runs.ts';
+import {
+  MissedRunCheck,
+  type MissedRunCheckDeps,
+} from '../src/policy/missed-runs.ts';
 import {
   backoffMs,
   lastRetrySentMs,
@@ -238,6 +241,55 @@ function quickJobCheck() {
   };
   const job = jobs[0] as never;
   return { job, fn, check, logs: captureLogs(), clock, setAhead, cursor };
+}
+
+/**
+ * The last closed slot of `quick` after the cursor, its report written by `writer` (a check that
+ * never logged it: still marked unlogged); the cursor just before it.
+ */
+async function unloggedReport(
+  { job, fn, clock }: ReturnType<typeof quickJobCheck>,
+  writer: string,
+): Promise<{ readonly slot: Date; readonly runId: string }> {
+  const now = await clock();
+  const slot = new Date(
+    Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
+  );
+  await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
+    checked_before: Timestamp.fromMillis(slot.getTime() - 1),
+    run_seen: true,
+  });
+  const runId = slotRunId('quick', slot, []);
+  const details = {
+    jobName: 'quick',
+    scheduleTime: slot.toISOString(),
+    keyScope: '',
+  };
+  assert.notEqual(
+    await fn.history.reportMissed(runId, details, writer),
+    'exists',
+  );
+  return { slot, runId };
+}
+
+/** A check of `quick` whose run history is `fn`'s but for the calls `overrides` replaces. */
+function checkWith(
+  { fn, clock }: ReturnType<typeof quickJobCheck>,
+  overrides: Partial<MissedRunCheckDeps['history']>,
+): MissedRunCheck {
+  const history = fn.history;
+  return new MissedRunCheck({
+    history: {
+      getMany: history.getMany.bind(history),
+      reportMissed: history.reportMissed.bind(history),
+      markReported: history.markReported.bind(history),
+      claimRelog: history.claimRelog.bind(history),
+      acknowledgeReport: history.acknowledgeReport.bind(history),
+      ...overrides,
+    },
+    jobDocuments: fn.jobDocuments,
+    clock,
+  });
 }
 
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
@@ -832,26 +884,10 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2c. passes no report still marked unlogged: a young one stops the cursor, an old one is logged once and acknowledged', async () => {
-    const { job, fn, check, logs, clock, setAhead, cursor } = quickJobCheck();
+    const quick = quickJobCheck();
+    const { job, fn, check, logs, setAhead, cursor } = quick;
     // The one slot closed after the cursor; another check wrote its report and has not logged it.
-    const now = await clock();
-    const slot = new Date(
-      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
-    );
-    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
-      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
-      run_seen: true,
-    });
-    const runId = slotRunId('quick', slot, []);
-    const details = {
-      jobName: 'quick',
-      scheduleTime: slot.toISOString(),
-      keyScope: '',
-    };
-    assert.notEqual(
-      await fn.history.reportMissed(runId, details, 'other-check'),
-      'exists',
-    );
+    const { slot, runId } = await unloggedReport(quick, 'other-check');
     const lines = () =>
       logs
         .lines()
@@ -932,26 +968,10 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2e. two checks at once find a report its writer never marked logged: one of them logs it again', async () => {
-    const { job, fn, logs, clock, setAhead } = quickJobCheck();
-    const now = await clock();
-    const slot = new Date(
-      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
-    );
-    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
-      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
-      run_seen: true,
-    });
-    const runId = slotRunId('quick', slot, []);
-    const details = {
-      jobName: 'quick',
-      scheduleTime: slot.toISOString(),
-      keyScope: '',
-    };
+    const quick = quickJobCheck();
+    const { job, fn, logs, setAhead } = quick;
     // Its writer may have logged it, then died before marking it logged.
-    assert.notEqual(
-      await fn.history.reportMissed(runId, details, 'other-check'),
-      'exists',
-    );
+    const { slot, runId } = await unloggedReport(quick, 'other-check');
     setAhead(3 * MINUTE); // past the grace
     // Each check's first read waits for the other's: both judge the same record.
     let reads = 0;
@@ -961,28 +981,19 @@ describe('the attack on detection, finding by finding', () => {
     });
     const racingCheck = () => {
       let first = true;
-      const history = fn.history;
-      return new MissedRunCheck({
-        history: {
-          getMany: async (ids) => {
-            const read = await history.getMany(ids);
-            if (first) {
-              first = false;
-              reads++;
-              if (reads === 2) {
-                bothRead();
-              }
-              await barrier;
+      return checkWith(quick, {
+        getMany: async (ids) => {
+          const read = await fn.history.getMany(ids);
+          if (first) {
+            first = false;
+            reads++;
+            if (reads === 2) {
+              bothRead();
             }
-            return read;
-          },
-          reportMissed: history.reportMissed.bind(history),
-          markReported: history.markReported.bind(history),
-          claimRelog: history.claimRelog.bind(history),
-          acknowledgeReport: history.acknowledgeReport.bind(history),
+            await barrier;
+          }
+          return read;
         },
-        jobDocuments: fn.jobDocuments,
-        clock,
       });
     };
 
@@ -1010,38 +1021,13 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2g. a check whose claim to log an unlogged report again fails still logs it, once', async () => {
-    const { job, fn, logs, clock, setAhead } = quickJobCheck();
-    const now = await clock();
-    const slot = new Date(
-      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
-    );
-    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
-      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
-      run_seen: true,
-    });
-    const details = {
-      jobName: 'quick',
-      scheduleTime: slot.toISOString(),
-      keyScope: '',
-    };
-    const runId = slotRunId('quick', slot, []);
-    assert.notEqual(
-      await fn.history.reportMissed(runId, details, 'other-check'),
-      'exists',
-    );
+    const quick = quickJobCheck();
+    const { job, logs, setAhead } = quick;
+    const { slot } = await unloggedReport(quick, 'other-check');
     setAhead(3 * MINUTE); // past the grace: its writer never logged it
-    const history = fn.history;
-    const check = new MissedRunCheck({
-      history: {
-        getMany: history.getMany.bind(history),
-        reportMissed: history.reportMissed.bind(history),
-        markReported: history.markReported.bind(history),
-        claimRelog: () =>
-          Promise.reject(new LedgerUnavailableError('14 UNAVAILABLE')),
-        acknowledgeReport: history.acknowledgeReport.bind(history),
-      },
-      jobDocuments: fn.jobDocuments,
-      clock,
+    const check = checkWith(quick, {
+      claimRelog: () =>
+        Promise.reject(new LedgerUnavailableError('14 UNAVAILABLE')),
     });
 
     await check.check(job, [], logs.logger);
@@ -1059,53 +1045,25 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('2h. a report whose claimant died before logging it is logged by a later check: the check that lost the claim keeps its cursor there', async () => {
-    const { job, fn, logs, clock, setAhead, cursor } = quickJobCheck();
-    const now = await clock();
-    const slot = new Date(
-      Math.floor((now.getTime() - closedAfterMs(job)) / MINUTE) * MINUTE,
-    );
-    await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
-      checked_before: Timestamp.fromMillis(slot.getTime() - 1),
-      run_seen: true,
-    });
-    const details = {
-      jobName: 'quick',
-      scheduleTime: slot.toISOString(),
-      keyScope: '',
-    };
-    const runId = slotRunId('quick', slot, []);
+    const quick = quickJobCheck();
+    const { job, fn, logs, setAhead, cursor } = quick;
     // Its writer died between its write and its log line.
-    assert.notEqual(
-      await fn.history.reportMissed(runId, details, 'dead-writer'),
-      'exists',
-    );
+    const { slot } = await unloggedReport(quick, 'dead-writer');
     setAhead(3 * MINUTE); // past the grace
     const history = fn.history;
     // This check read the record; another check claims it first and dies before its line.
-    const losing = new MissedRunCheck({
-      history: {
-        getMany: history.getMany.bind(history),
-        reportMissed: history.reportMissed.bind(history),
-        markReported: history.markReported.bind(history),
-        claimRelog: async (id, claimant, token) => {
-          const read = await history.getMany([id]);
-          const fresh = read.updateTimes.get(id) as Timestamp;
-          await history.claimRelog(id, 'dead-claimant', fresh);
-          return history.claimRelog(id, claimant, token);
-        },
-        acknowledgeReport: history.acknowledgeReport.bind(history),
+    const losing = checkWith(quick, {
+      claimRelog: async (id, claimant, token) => {
+        const read = await history.getMany([id]);
+        const fresh = read.updateTimes.get(id) as Timestamp;
+        await history.claimRelog(id, 'dead-claimant', fresh);
+        return history.claimRelog(id, claimant, token);
       },
-      jobDocuments: fn.jobDocuments,
-      clock,
     });
 
     await losing.check(job, [], logs.logger);
     const heldAt = await cursor();
-    const later = new MissedRunCheck({
-      history,
-      jobDocuments: fn.jobDocuments,
-      clock,
-    });
+    const later = quick.check;
     for (const minutes of [6, 10]) {
       setAhead(minutes * MINUTE); // the claim's grace passed
       await later.check(job, [], logs.logger);
