@@ -31,7 +31,10 @@ import {
 import { defineAuditJob, isAuditJob } from '../src/policy/run-audit.ts';
 import { slotRunId } from '../src/policy/run-history.ts';
 import { retentionProblems } from '../src/policy/schedule-time.ts';
-import { closedAfterMs } from '../src/policy/slot-verdict.ts';
+import {
+  closedAfterMs,
+  executionClosedMs,
+} from '../src/policy/slot-verdict.ts';
 import {
   at,
   type DrivenClock,
@@ -694,30 +697,31 @@ describe('the attack on detection, finding by finding', () => {
       { env: ON, collection: old.collection },
       { clock: time.clock },
     );
-    // Before the old rule's last sighting (the 14:00 audit), closing after the deploy at 14:01:
-    // the first check by the new rule starts at this slot.
+    // Before the old rule's last sighting (the 14:00 audit), closing (at 14:04) after the deploy at
+    // 14:01: the first check by the new rule starts at this slot.
     const missed = at('12:58');
-    const closes = missed.getTime() + closedAfterMs(even[0] as never);
+    const closes = missed.getTime() + executionClosedMs(even[0] as never);
     assert.ok(
-      closes > at('14:00:05').getTime() &&
-        closes < at('14:01').getTime() + MINUTE,
+      closes > at('14:00:05').getTime() && closes < at('14:05').getTime(),
     );
 
     await play(time, [
       ...every(old, 'changing', at('12:00'), at('14:01'), 2, [missed]),
       ...audits(old, at('12:00'), at('14:01')),
     ]);
-    // Closed, not yet reported (the next check is the 14:01 delivery's): the commands judge it themselves,
-    // from the checkout of the deploy, which declares only the new rule; the cursor's rules
-    // place the slot.
-    time.set(at('14:00:45'));
+    // The new rule's first deliveries, 14:01 and 14:03, come before the slot closes.
+    await play(time, every(now, 'changing', at('14:01'), at('14:04'), 2));
+    // Closed, not yet reported (the next check is the 14:05 delivery's): the commands judge it
+    // themselves, from the checkout of the deploy, which declares only the new rule; the cursor's
+    // rules place the slot.
+    time.set(new Date(closes));
     const { check, backfill } = judgeByCommands(
       old.collection,
       time.now(),
       'test/fixtures/jobs-odd-minutes.ts',
     );
     await play(time, [
-      ...every(now, 'changing', at('14:01'), at('14:40'), 2),
+      ...every(now, 'changing', at('14:05'), at('14:40'), 2),
       ...audits(now, at('14:05'), at('14:40')),
     ]);
 

@@ -22,6 +22,7 @@ import {
   slotRunId,
 } from '../src/policy/run-history.ts';
 import { forcedRunToleranceMs } from '../src/policy/schedule-time.ts';
+import { executionClosedMs } from '../src/policy/slot-verdict.ts';
 import {
   documents,
   firestore,
@@ -279,7 +280,8 @@ describe('a forced run first claimed within the tolerance before its slot, or la
 
     const misjudged = await behind.request.post('/').set(headersOf(onTime));
     const forceRun = await right.request.post('/').set(headersOf(future));
-    const judgedAt = new Date(future.getTime() + 3_600_000);
+    // Once the future slot is closed to the missed-run check: no delivery of it came, so missed.
+    const judgedAt = new Date(future.getTime() + executionClosedMs(job));
     const { rows } = await readHistory(
       behind.history,
       job,

@@ -14,10 +14,13 @@ import {
 } from '../core/run-record.ts';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { type Pause, pauseAt } from '../policy/pauses.ts';
-import { retryWindowMs } from '../policy/retry-policy.ts';
 import { type RunHistory, readSlotRecords } from '../policy/run-history.ts';
+import { executionClosedMs } from '../policy/slot-verdict.ts';
 
-/** What became of one slot (docs/operations.md); a lease lapsed past the retry window: `failed`. */
+/**
+ * What became of one slot (docs/operations.md); a lease lapsed past the time the missed-run
+ * check takes it as closed: `failed`.
+ */
 export type SlotState =
   | 'completed'
   | 'failed'
@@ -85,7 +88,8 @@ export function slotRow(
   now: Date,
 ): SlotRow {
   const record = stored === undefined ? undefined : judgedAt(stored, now);
-  const pastWindow = now.getTime() >= slot.getTime() + retryWindowMs(job);
+  // The moment the missed-run check takes the slot as closed (`slotVerdict`), from the slot's time.
+  const pastWindow = now.getTime() >= slot.getTime() + executionClosedMs(job);
   const kind =
     record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
   const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
@@ -146,7 +150,8 @@ function retriesOver(
     return true;
   }
   return (
-    now.getTime() >= forcedFirstClaim(run, slot).getTime() + retryWindowMs(job)
+    now.getTime() >=
+    forcedFirstClaim(run, slot).getTime() + executionClosedMs(job)
   );
 }
 
@@ -181,7 +186,7 @@ function lapsedPastWindow(
         );
   return (
     run.leaseExpires.getTime() <= now.getTime() &&
-    now.getTime() >= started + retryWindowMs(job)
+    now.getTime() >= started + executionClosedMs(job)
   );
 }
 

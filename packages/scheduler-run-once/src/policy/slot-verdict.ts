@@ -20,6 +20,15 @@ export function closedAfterMs(job: DeclaredJob): number {
 }
 
 /**
+ * How long after its execution began a slot is closed to the missed-run check, ms: the execution's
+ * longest run ({@link longestExecutionMs}) and one attempt deadline more (default 3960 s). `runs`
+ * judges a slot missed, or its failure final, from the same moment (src/ops/slot-history.ts).
+ */
+export function executionClosedMs(job: DeclaredJob): number {
+  return longestExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
+}
+
+/**
  * A slot's verdict at `now`, after an execution that ended by `previousEnd` (ms): `final` (nothing
  * to report), `open` (an attempt may still come: judge it later), `running` (closed, but its run
  * still holds a live lease: judge it later, and the slots after it now), `missed` / `failed`
@@ -67,7 +76,7 @@ export function slotVerdict(
         : latestEnd;
     return { verdict: 'final', end: Math.min(at, latestEnd) };
   }
-  const closesAt = latestEnd + job.attemptDeadlineSeconds * 1000;
+  const closesAt = start + executionClosedMs(job);
   if (now.getTime() < closesAt) {
     return { verdict: 'open', end: latestEnd };
   }

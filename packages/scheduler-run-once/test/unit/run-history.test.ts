@@ -25,9 +25,10 @@ if (job === undefined) {
   throw new Error('no job');
 }
 const SLOT = new Date('2026-10-16T12:00:00Z');
-// One 60 s attempt, a 30 s back-off, one more 60 s attempt: the window ends at 12:02:30.
-const INSIDE = new Date('2026-10-16T12:02:29Z');
-const PAST = new Date('2026-10-16T12:02:30Z');
+// One 60 s attempt, a 30 s back-off, one more 60 s attempt: the execution ends by 12:02:30, and
+// the missed-run check takes the slot as closed an attempt deadline later, at 12:03:30.
+const INSIDE = new Date('2026-10-16T12:03:29Z');
+const PAST = new Date('2026-10-16T12:03:30Z');
 
 function record(fields: Partial<RunRecord>): RunRecord {
   return {
@@ -122,6 +123,36 @@ describe('slotRow', () => {
     });
   }
 
+  it('calls a slot missed, or its failure final, only once the missed-run check would: after its longest execution and an attempt deadline, not its retry window', () => {
+    // Scheduler's shipped retries: a retry window of 3570 s (every attempt to its deadline), but
+    // attempts that fail at once leave room for a retry sent up to maxRetryDuration (3600 s), which
+    // runs up to its 180 s deadline (3780 s); the check takes the slot as closed an attempt
+    // deadline later, at 3960 s (`slotVerdict`).
+    const [hourly] = validateJobs([
+      defineJob({ id: 'hourly', schedule: '0 * * * *', run: () => {} }),
+    ]);
+    if (hourly === undefined) {
+      throw new Error('no job');
+    }
+    const after = (seconds: number) =>
+      new Date(SLOT.getTime() + seconds * 1000);
+    const failed = record({ status: 'failed', attempts: 3 });
+
+    for (const seconds of [3570, 3959]) {
+      assert.equal(
+        slotRow(hourly, SLOT, 'run', undefined, after(seconds)).state,
+        'pending',
+      );
+      assert.equal(
+        slotRow(hourly, SLOT, 'run', failed, after(seconds)).final,
+        false,
+      );
+    }
+    const missed = slotRow(hourly, SLOT, 'run', undefined, after(3960));
+    assert.deepEqual([missed.state, missed.final], ['missed', true]);
+    assert.equal(slotRow(hourly, SLOT, 'run', failed, after(3960)).final, true);
+  });
+
   it("calls a failed forced run final only once Scheduler's retries of it are over, a manual run's at once", () => {
     const claimed = new Date('2026-10-16T11:00:00Z'); // a Force run of the 12:00 slot, an hour early
     const forced = record({
@@ -136,9 +167,9 @@ describe('slotRow', () => {
     });
     const at = (ms: number) => new Date(claimed.getTime() + ms);
 
-    // The window, from the first claim: 60 s, a 30 s back-off, 60 s.
-    assert.equal(slotRow(job, SLOT, 'run', forced, at(149_000)).final, false);
-    assert.equal(slotRow(job, SLOT, 'run', forced, at(150_000)).final, true);
+    // From the first claim: 60 s, a 30 s back-off, 60 s, and an attempt deadline more.
+    assert.equal(slotRow(job, SLOT, 'run', forced, at(209_000)).final, false);
+    assert.equal(slotRow(job, SLOT, 'run', forced, at(210_000)).final, true);
     assert.equal(slotRow(job, SLOT, 'run', manual, at(1_000)).final, true);
   });
 
@@ -176,7 +207,8 @@ describe('slotRow', () => {
 
   it('never calls a failed forced run without a claim time final while a retry of it may still come', () => {
     // A record without claimed_at (an earlier version's, a hand-written one): it failed at 11:00:30,
-    // so its first claim was no later, and Scheduler may retry it until 11:03:00 at the latest.
+    // so its first claim was no later, and Scheduler's last attempt of it ends by 11:03:00; it is
+    // final an attempt deadline later, when the missed-run check would take it as closed.
     const failedAt = new Date('2026-10-16T11:00:30Z');
     const forced = record({ status: 'failed', kind: 'forced', failedAt });
 
@@ -185,7 +217,11 @@ describe('slotRow', () => {
       false,
     );
     assert.equal(
-      slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:03:00Z')).final,
+      slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:03:59Z')).final,
+      false,
+    );
+    assert.equal(
+      slotRow(job, SLOT, 'run', forced, new Date('2026-10-16T11:04:00Z')).final,
       true,
     );
   });
