@@ -81,6 +81,7 @@ import {
   schedulerExecutionMs,
   shortestGapMs,
 } from './cloud-scheduler.ts';
+import { cursorsKeptUp } from './cursor-invariants.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import {
   heartbeatCostKept,
@@ -255,6 +256,8 @@ export function violations(
     ...calmSlotsRan(outcome),
     // 9. No completion, extension or release lands on a record naming another attempt.
     ...noForeignWrites(outcome),
+    // 33. The final check leaves each cursor no further back than the first slot to judge again.
+    ...cursorsKeptUp(outcome),
     // 12. Every report written is logged at least once, at most twice.
     ...reportsLoggedOnceOrTwice(outcome),
     // 32. Every report line names what it reports, as Error Reporting reads it.

@@ -1,0 +1,124 @@
+/**
+ * Invariant 33 (test/sim/cursor-invariants.ts) on hand-built outcomes: the final check's cursor
+ * may stand at the first slot the records do not settle, or past it; behind it is a violation.
+ * Slots before the job's first record and a history whose last check died are not judged.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Timestamp } from '@google-cloud/firestore';
+import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
+import { slotRunId, unloggedReporter } from '../../src/policy/run-history.ts';
+import { cursorsKeptUp } from '../../test/sim/cursor-invariants.ts';
+
+const MINUTE = 60_000;
+const START = Date.parse('2026-01-05T00:00:00Z');
+const [job] = validateJobs([
+  defineJob({
+    id: 'job-0',
+    schedule: '* * * * *',
+    attemptDeadlineSeconds: 15,
+    retryCount: 0,
+    run: () => {},
+  }),
+]);
+if (job === undefined) {
+  throw new Error('no job');
+}
+/** Long enough after the start that the first ten slots are closed by any reading. */
+const FINAL = START + 3 * 3_600_000;
+
+/** An outcome whose slots 1..n (minutes after the start) have `records`, and a cursor at `cursorMinute`. */
+function outcomeWith(
+  records: Record<number, Record<string, unknown>>,
+  cursorMinute: number,
+  deaths: { at: number; instance: string }[] = [],
+) {
+  const stored = new Map(
+    Object.entries(records).map(([minute, record]) => [
+      slotRunId(job?.id ?? '', new Date(START + Number(minute) * MINUTE), []),
+      record,
+    ]),
+  );
+  const cursor = {
+    checked_before: Timestamp.fromMillis(START + cursorMinute * MINUTE),
+  };
+  return {
+    emulator: false,
+    startMs: START,
+    finalMs: FINAL,
+    deaths,
+    deployments: [
+      { scope: '', keyScope: [], revisions: [{ at: START, jobs: [job] }] },
+    ],
+    records: stored,
+    jobDocuments: new Map([[checkDocumentId('job-0', []), cursor]]),
+  } as never;
+}
+
+const COMPLETED = { status: 'completed' };
+const REPORTED = {
+  status: 'missed',
+  reported_at: Timestamp.fromMillis(FINAL),
+  reported_by: 'check-1',
+};
+const UNLOGGED = { ...REPORTED, reported_by: unloggedReporter('check-1') };
+
+describe('invariant 33: the final check keeps each cursor up', () => {
+  it('passes a cursor at the first slot the records leave open, and one past it', () => {
+    const records = { 1: COMPLETED, 2: REPORTED, 3: { status: 'failed' } };
+
+    assert.deepEqual(cursorsKeptUp(outcomeWith(records, 3)), []);
+    assert.deepEqual(cursorsKeptUp(outcomeWith(records, 4)), []);
+  });
+
+  it('flags a cursor behind slots the records settle', () => {
+    const found = cursorsKeptUp(
+      outcomeWith({ 1: COMPLETED, 2: REPORTED, 3: { status: 'failed' } }, 2),
+    );
+
+    assert.equal(found.length, 1);
+    assert.match(
+      found[0] ?? '',
+      /job-0's cursor .* at 2026-01-05T00:02:00\.000Z, behind settled slots: the first slot to judge again is 2026-01-05T00:03:00\.000Z/,
+    );
+  });
+
+  it('takes a report not yet logged, and a slot with no record after the first, as still to judge', () => {
+    assert.deepEqual(
+      cursorsKeptUp(outcomeWith({ 1: COMPLETED, 2: UNLOGGED }, 2)),
+      [],
+    );
+    assert.deepEqual(
+      cursorsKeptUp(outcomeWith({ 1: COMPLETED, 3: COMPLETED }, 2)),
+      [],
+    );
+  });
+
+  it('judges nothing before the first record, nor after a death in the last check', () => {
+    assert.deepEqual(
+      cursorsKeptUp(outcomeWith({ 5: COMPLETED, 6: { status: 'failed' } }, 6)),
+      [],
+    );
+    assert.equal(
+      cursorsKeptUp(outcomeWith({ 5: COMPLETED, 6: { status: 'failed' } }, 5))
+        .length,
+      1,
+    );
+    // The auditor died: the operator's check came after it and is judged; it died too: not.
+    const auditorDied = { at: FINAL + 1, instance: 'd0-auditor' };
+    const operatorDied = {
+      at: FINAL + 5 * MINUTE + 1,
+      instance: 'd0-operator',
+    };
+    const settled = { 1: COMPLETED, 2: COMPLETED };
+    assert.equal(
+      cursorsKeptUp(outcomeWith(settled, 1, [auditorDied])).length,
+      1,
+    );
+    assert.deepEqual(
+      cursorsKeptUp(outcomeWith(settled, 1, [auditorDied, operatorDied])),
+      [],
+    );
+  });
+});
