@@ -6,17 +6,18 @@
  * - `node scripts/mutation-survivors.ts ranges [REPORT]`: one Stryker `--mutate` range per
  *   surviving mutant (`file:line:column-line:column`, Stryker's columns counting from 0), what
  *   `stryker.survivors.config.mjs` mutates.
- * - `node scripts/mutation-survivors.ts score [FIRST] [SECOND]`: the first run's score, and the
- *   score once the second run over the first's survivors (the suite, `mutate:survivors`, or the
- *   simulator's fault-biased pass, `mutate:faults`) has had its go; then every mutant that survived
- *   both. Exit 2 when a report is missing or unreadable.
+ * - `node scripts/mutation-survivors.ts score [FIRST] [LATER…]`: the first run's score, and the
+ *   score once each later run over the survivors before it (the simulator's fault-biased pass,
+ *   `mutate:faults`, its deep pass, `mutate:deep`, or the suite, `mutate:survivors`) has had its
+ *   go; then every mutant that survived them all. Without a later report named, the suite's, if
+ *   there is one. Exit 2 when a report is missing or unreadable.
  *
  * - `node scripts/mutation-survivors.ts reach REPORT COVERAGE_DIR`: the survivors of REPORT split by
  *   whether the simulator's histories reach their code, from V8's coverage of one unmutated run
  *   (`scripts/mutation-reach.ts`), per file, then each survivor with `reached` or `unreached`.
  *
- * REPORT and FIRST default to `reports/mutation/simulator.json`, SECOND to
- * `reports/mutation/suite.json`.
+ * REPORT and FIRST default to `reports/mutation/simulator.json`; without a LATER report named,
+ * `score` reads `reports/mutation/suite.json` if it exists.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -119,28 +120,38 @@ function describe(mutant: Mutant): string {
   return `${mutant.file}:${line}:${column} ${mutant.mutatorName} → ${replacement}`;
 }
 
-/** The lines of `score`: both scores and the mutants that survived both runs. */
+/**
+ * The lines of `score`: the first run's score, the score after each later run (each over the
+ * survivors of the runs before it: a first-run survivor counts as killed once any later run
+ * detected it), and the mutants that survived every run.
+ */
 export function scoreLines(
   first: Mutant[],
-  second: Mutant[] | undefined,
+  later: readonly Mutant[][],
 ): string[] {
   const detected = first.filter((m) => DETECTED.has(m.status)).length;
   const survivors = first.filter(isSurvivor);
   const lines = [
     `simulator alone: ${mutationScore(detected, survivors.length).toFixed(1)} % (${detected} detected, ${survivors.length} survived, ${first.length - detected - survivors.length} not scored)`,
   ];
-  if (second === undefined) {
+  if (later.length === 0) {
     return lines;
   }
-  const stillAlive = survivors.filter((survivor) => {
-    const again = second.find((m) => sameMutant(m, survivor));
-    return again === undefined || !DETECTED.has(again.status);
-  });
-  const killedBySecond = survivors.length - stillAlive.length;
+  let stillAlive = survivors;
+  for (const [index, run] of later.entries()) {
+    const before = stillAlive.length;
+    stillAlive = stillAlive.filter((survivor) => {
+      const again = run.find((m) => sameMutant(m, survivor));
+      return again === undefined || !DETECTED.has(again.status);
+    });
+    const killed = survivors.length - stillAlive.length;
+    lines.push(
+      `with run ${index + 2} on the survivors: ${mutationScore(detected + killed, stillAlive.length).toFixed(1)} % (it killed ${before - stillAlive.length} of ${before}; a survivor missing from its report counts as alive)`,
+    );
+  }
   lines.push(
-    `with the second run on its survivors: ${mutationScore(detected + killedBySecond, stillAlive.length).toFixed(1)} % (the second run killed ${killedBySecond} of ${survivors.length}; a survivor missing from the second report counts as alive)`,
     '',
-    `survived both (${stillAlive.length}):`,
+    `survived every run (${stillAlive.length}):`,
     ...stillAlive.map(describe),
   );
   return lines;
@@ -191,11 +202,13 @@ function main(argv: string[]): number {
       return 0;
     }
     if (command === 'score') {
-      // Without a second report named, the suite's run is optional: the first score alone.
-      const secondPath = second ?? SUITE_REPORT;
-      const suiteRan = second !== undefined || existsSync(secondPath);
-      const secondMutants = suiteRan ? readMutants(secondPath) : undefined;
-      console.log(scoreLines(readMutants(first), secondMutants).join('\n'));
+      // Without a later report named, the suite's run is optional: the first score alone.
+      const named = argv.slice(2);
+      const later =
+        named.length > 0 || !existsSync(SUITE_REPORT) ? named : [SUITE_REPORT];
+      console.log(
+        scoreLines(readMutants(first), later.map(readMutants)).join('\n'),
+      );
       return 0;
     }
   } catch (err) {
@@ -203,7 +216,7 @@ function main(argv: string[]): number {
     return 2;
   }
   console.error(
-    'usage: node scripts/mutation-survivors.ts ranges [REPORT] | score [FIRST] [SECOND] | reach REPORT COVERAGE_DIR',
+    'usage: node scripts/mutation-survivors.ts ranges [REPORT] | score [FIRST] [LATER…] | reach REPORT COVERAGE_DIR',
   );
   return 2;
 }
