@@ -1,12 +1,13 @@
 /**
- * `npm run simulate -- [--histories N] [--seed S] [--path P] [--strict] [--broken-fencing]`: plays N
+ * `npm run simulate -- [--histories N] [--seed S] [--path P] [--small] [--strict] [--broken-fencing]`: plays N
  * generated histories (default 1000) in the deterministic simulator and checks the invariants
  * after each; a failure shrinks to a minimal history and prints the seed and path that replay it
  * (`--seed S --path P`). `--strict` turns off every known gap (`KNOWN_GAPS` in model.ts);
  * `--gap NAME` turns off one. `--broken-fencing` plays a product whose updates drop their
  * `lastUpdateTime` precondition. `--first-failure` stops at the first failing history without
  * shrinking it (mutation testing needs only the exit code). `--faults` draws fault-biased histories
- * (`FAULT_BIASED` in model.ts): the mutation runs' second pass.
+ * (`FAULT_BIASED` in model.ts): the mutation runs' second pass. `--small` draws the smaller histories
+ * `npm test` plays (test/sim/simulation.test.ts): its failures replay with it.
  */
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
@@ -79,7 +80,7 @@ if (details.failed) {
     `\nviolations:\n${error instanceof Error ? error.message : String(error)}`,
   );
   console.error(
-    `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.faults ? ' --faults' : ''}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
+    `\nreplay: npm run simulate -- --seed=${details.seed} --path ${details.counterexamplePath}${values.small ? ' --small' : ''}${values.faults ? ' --faults' : ''}${values.strict ? ' --strict' : ''}${values['broken-fencing'] ? ' --broken-fencing' : ''}`,
   );
   console.error(`(${details.numRuns} histories in ${seconds} s)`);
   process.exitCode = 1;

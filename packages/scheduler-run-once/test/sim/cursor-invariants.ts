@@ -87,15 +87,16 @@ function lastCheckMs(outcome: SimOutcome): number {
 }
 
 /**
- * The first slot of `job` in `dep`, from its first record on, the records do not settle, before
- * `boundary` (ms); `boundary` if none.
+ * The slots of `job` in `dep` the records settle, from its first record on (the check never judges
+ * a slot before the job's first record: the job may not have existed) up to the first they do not
+ * settle or `boundary` (ms), and that first slot (`due`, `boundary` if none).
  */
-function firstUnsettled(
+function settledSlots(
   outcome: SimOutcome,
   job: Job,
   dep: Deployment,
   boundary: number,
-): number {
+): { readonly settled: readonly number[]; readonly due: number } {
   const { slots } = slotsBetween(
     job,
     new Date(outcome.startMs - 1),
@@ -105,15 +106,18 @@ function firstUnsettled(
   const records = slots.map((slot) =>
     outcome.records.get(slotRunId(job.id, slot, dep.keyScope)),
   );
-  // The check never judges a slot before the job's first record (the job may not have existed).
   const first = records.findIndex((record) => record !== undefined);
   if (first < 0) {
-    return boundary;
+    return { settled: [], due: boundary };
   }
   const open = records.findIndex(
     (record, i) => i >= first && !isSettled(record),
   );
-  return open < 0 ? boundary : (slots[open] as Date).getTime();
+  const end = open < 0 ? slots.length : open;
+  return {
+    settled: slots.slice(first, end).map((slot) => slot.getTime()),
+    due: open < 0 ? boundary : (slots[open] as Date).getTime(),
+  };
 }
 
 /** Invariant 33 (see the file's comment). */
@@ -132,20 +136,38 @@ export function cursorsKeptUp(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const dep of outcome.deployments) {
     for (const job of steadyJobs(dep)) {
-      const cursor = cursorAt(outcome, job, dep);
-      if (cursor === undefined) {
-        continue;
-      }
-      const closedMs =
-        schedulerExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
-      const boundary = outcome.finalMs - closedMs;
-      const due = firstUnsettled(outcome, job, dep, boundary);
-      if (cursor < due) {
-        found.push(
-          `the final check left ${job.id}'s cursor (scope ${JSON.stringify(dep.scope)}) at ${new Date(cursor).toISOString()}, behind settled slots: the first slot to judge again is ${new Date(due).toISOString()}`,
-        );
+      const problem = cursorProblem(outcome, job, dep);
+      if (problem !== undefined) {
+        found.push(problem);
       }
     }
   }
   return found;
+}
+
+/** What is wrong with `job`'s cursor in `dep` after the final check, if anything. */
+function cursorProblem(
+  outcome: SimOutcome,
+  job: Job,
+  dep: Deployment,
+): string | undefined {
+  const closedMs =
+    schedulerExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
+  const { settled, due } = settledSlots(
+    outcome,
+    job,
+    dep,
+    outcome.finalMs - closedMs,
+  );
+  const cursor = cursorAt(outcome, job, dep);
+  // The first settled slot the cursor has not passed.
+  const behind = settled.find((slot) => cursor === undefined || slot >= cursor);
+  if (behind === undefined) {
+    return undefined;
+  }
+  const where = `${job.id}'s cursor (scope ${JSON.stringify(dep.scope)})`;
+  const what = `settled slot ${new Date(behind).toISOString()} is not behind it (the first slot to judge again is ${new Date(due).toISOString()})`;
+  return cursor === undefined
+    ? `the final check left no ${where}: ${what}`
+    : `the final check left ${where} at ${new Date(cursor).toISOString()}: ${what}`;
 }

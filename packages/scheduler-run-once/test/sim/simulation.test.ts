@@ -3,7 +3,8 @@
  * pauses, SIGTERM, redeploys, two key scopes, Scheduler retries, duplicates and lost answers,
  * Force run, manual runs, re-runs, backfill, every overlap policy) keep every invariant; and a
  * product whose fenced writes lose their precondition fails with a double run and a seed that
- * replays it. A failure prints fast-check's seed and path: `npm run simulate -- --seed S --path P`.
+ * replays it. A failure prints fast-check's seed and path; the default-profile histories here are
+ * the small ones: `npm run simulate -- --small --seed S --path P` replays one.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -31,7 +31,7 @@ const FINAL = START + 3 * 3_600_000;
 /** An outcome whose slots 1..n (minutes after the start) have `records`, and a cursor at `cursorMinute`. */
 function outcomeWith(
   records: Record<number, Record<string, unknown>>,
-  cursorMinute: number,
+  cursorMinute: number | undefined,
   deaths: { at: number; instance: string }[] = [],
 ) {
   const stored = new Map(
@@ -40,9 +40,10 @@ function outcomeWith(
       record,
     ]),
   );
-  const cursor = {
-    checked_before: Timestamp.fromMillis(START + cursorMinute * MINUTE),
-  };
+  const cursor =
+    cursorMinute === undefined
+      ? { job_name: 'job-0' }
+      : { checked_before: Timestamp.fromMillis(START + cursorMinute * MINUTE) };
   return {
     emulator: false,
     startMs: START,
@@ -65,11 +66,13 @@ const REPORTED = {
 const UNLOGGED = { ...REPORTED, reported_by: unloggedReporter('check-1') };
 
 describe('invariant 33: the final check keeps each cursor up', () => {
-  it('passes a cursor at the first slot the records leave open, and one past it', () => {
+  it('passes a cursor at the first slot the records leave open, one past it, and one just past the last settled slot', () => {
     const records = { 1: COMPLETED, 2: REPORTED, 3: { status: 'failed' } };
 
     assert.deepEqual(cursorsKeptUp(outcomeWith(records, 3)), []);
     assert.deepEqual(cursorsKeptUp(outcomeWith(records, 4)), []);
+    // Between the last settled slot and the first open one: no settled slot is ahead of it.
+    assert.deepEqual(cursorsKeptUp(outcomeWith(records, 2.5)), []);
   });
 
   it('flags a cursor behind slots the records settle', () => {
@@ -80,7 +83,23 @@ describe('invariant 33: the final check keeps each cursor up', () => {
     assert.equal(found.length, 1);
     assert.match(
       found[0] ?? '',
-      /job-0's cursor .* at 2026-01-05T00:02:00\.000Z, behind settled slots: the first slot to judge again is 2026-01-05T00:03:00\.000Z/,
+      /job-0's cursor .* at 2026-01-05T00:02:00\.000Z: settled slot 2026-01-05T00:02:00\.000Z is not behind it \(the first slot to judge again is 2026-01-05T00:03:00\.000Z\)/,
+    );
+  });
+
+  it('flags a check document without a cursor once slots were settled', () => {
+    const found = cursorsKeptUp(
+      outcomeWith({ 1: COMPLETED, 2: { status: 'failed' } }, undefined),
+    );
+
+    assert.equal(found.length, 1);
+    assert.match(
+      found[0] ?? '',
+      /left no job-0's cursor .*: settled slot 2026-01-05T00:01:00\.000Z is not behind it/,
+    );
+    assert.deepEqual(
+      cursorsKeptUp(outcomeWith({ 1: { status: 'failed' } }, undefined)),
+      [],
     );
   });
 
