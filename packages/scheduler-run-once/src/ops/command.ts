@@ -20,6 +20,23 @@ export class CommandError extends Error {
 }
 
 /**
+ * The start of google-auth-library's error when it finds no Application Default Credentials
+ * (`GoogleAuthExceptionMessages.NO_ADC_FOUND` in its `build/src/auth/googleauth.js`, which its
+ * index does not export): the Firestore client meets it on a command's first call when neither
+ * `FIRESTORE_EMULATOR_HOST` nor credentials are set.
+ */
+const NO_CREDENTIALS = 'Could not load the default credentials';
+
+/** What a command says when google-auth-library finds no credentials, and what to do about it. */
+export const NO_CREDENTIALS_HELP =
+  'no Google credentials found (google-auth-library: "Could not load the default credentials"). Against the emulator, set FIRESTORE_EMULATOR_HOST (`npm run dev` starts one and prints it); against a project, run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS';
+
+/** Whether `err` is google-auth-library's "no credentials" error: a setting, not a bug. */
+export function isMissingCredentials(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith(NO_CREDENTIALS);
+}
+
+/**
  * `NAME=VALUE` flags (`--scope-header`, `--scope-param`) as a record, names lower-cased.
  *
  * @throws {UsageError} for a value without a name.
@@ -76,8 +93,8 @@ export function configWithFlags(
 
 /**
  * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else
- * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError} or an
- * error of `src/errors.ts`. A `ConfigError` is printed as it is (it starts "Invalid
+ * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError}, an
+ * error of `src/errors.ts` or missing Google credentials ({@link NO_CREDENTIALS_HELP}). A `ConfigError` is printed as it is (it starts "Invalid
  * configuration:"), the others after `name: `. Anything else is a bug: rethrown, with its stack.
  * It sets no `process.exitCode`: tests call it in-process (`test/fixtures/in-process-command.ts`).
  *
@@ -106,6 +123,10 @@ export async function commandStatus(
     }
     if (err instanceof CommandError || err instanceof RunOnceError) {
       console.error(`${name}: ${err.message}`);
+      return 1;
+    }
+    if (isMissingCredentials(err)) {
+      console.error(`${name}: ${NO_CREDENTIALS_HELP}`);
       return 1;
     }
     throw err;

@@ -18,6 +18,7 @@ import {
   KINDS_OUTSIDE_SLOTS,
   type PageCursor,
 } from './build-query.ts';
+import { isMissingCredentials } from './command.ts';
 import { QUERIES, type QuerySpec } from './indexes.ts';
 
 /** The client's rejection of a call on a terminated client (its `pool.js`). */
@@ -26,12 +27,17 @@ const CLIENT_TERMINATED_MESSAGE = 'The client has already been terminated';
 let terminatedClientRetriesIgnored = false;
 
 /**
- * Keeps the retry of a call the command gave up on (`callFirestore`'s timeout) from crashing the
- * command once its client is terminated. The client goes on retrying a call nobody awaits; its next
- * try after `terminate()` rejects with {@link CLIENT_TERMINATED_MESSAGE} in a promise the client
- * itself never handles, and Node would print that with a stack after the command's own clear
- * error, and exit 1 whatever the command's status. Only that rejection is ignored: any other
- * unhandled rejection is thrown, as Node would, so a bug still shows its stack.
+ * Keeps the client's own unhandled rejections from crashing a command that reports them itself:
+ * - the retry of a call the command gave up on (`callFirestore`'s timeout), once its client is
+ *   terminated: the client goes on retrying a call nobody awaits; its next try after
+ *   `terminate()` rejects with {@link CLIENT_TERMINATED_MESSAGE} in a promise the client itself
+ *   never handles;
+ * - google-auth-library's "no credentials" error, which the client's connection set-up rejects
+ *   with beside the command's own call: that call fails with it too, and the command names it
+ *   (`commandStatus`).
+ * Node would print either with a stack, before or after the command's own clear error, and exit 1
+ * whatever the command's status. Any other unhandled rejection is thrown, as Node would, so a bug
+ * still shows its stack.
  */
 function ignoreRetriesOfTerminatedClients(): void {
   if (terminatedClientRetriesIgnored) {
@@ -41,7 +47,7 @@ function ignoreRetriesOfTerminatedClients(): void {
   process.on('unhandledRejection', (reason: unknown) => {
     const isTerminatedClientRetry =
       reason instanceof Error && reason.message === CLIENT_TERMINATED_MESSAGE;
-    if (!isTerminatedClientRetry) {
+    if (!isTerminatedClientRetry && !isMissingCredentials(reason)) {
       throw reason;
     }
   });
@@ -50,12 +56,14 @@ function ignoreRetriesOfTerminatedClients(): void {
 /**
  * Runs `command` with an `open` that makes the command's Firestore client, and closes that client
  * once the command ends, however it ends: tests run the commands in their own process. A call the
- * client still retries then fails quietly ({@link ignoreRetriesOfTerminatedClients}).
+ * client still retries then fails quietly, and so does the client's own rejection for missing
+ * credentials ({@link ignoreRetriesOfTerminatedClients}).
  */
 export async function withFirestore<T>(
   command: (open: (settings: Settings) => Firestore) => Promise<T>,
 ): Promise<T> {
   let db: Firestore | undefined;
+  ignoreRetriesOfTerminatedClients();
   try {
     return await command((settings) => {
       db = new Firestore(settings);
@@ -63,7 +71,6 @@ export async function withFirestore<T>(
     });
   } finally {
     if (db !== undefined) {
-      ignoreRetriesOfTerminatedClients();
       await db.terminate();
     }
   }

@@ -755,6 +755,52 @@ describe('the operations commands with Firestore unreachable', () => {
   });
 });
 
+describe('the operations commands without Google credentials', () => {
+  it('say so, and what to set, without a stack, and exit 1', async () => {
+    // No emulator host and nowhere to find Application Default Credentials: an empty home and
+    // gcloud configuration, no key file, no metadata server.
+    const {
+      FIRESTORE_EMULATOR_HOST: _host,
+      GOOGLE_APPLICATION_CREDENTIALS: _key,
+      ...rest
+    } = process.env;
+    const home = mkdtempSync(join(tmpdir(), 'no-credentials-'));
+    const env = {
+      ...rest,
+      HOME: home,
+      CLOUDSDK_CONFIG: home,
+      METADATA_SERVER_DETECTION: 'none',
+      FIRESTORE_TIMEOUT_SECONDS: '5',
+      JOBS_MODULE,
+      GOOGLE_CLOUD_PROJECT: 'demo-no-credentials',
+    };
+    const commands = [
+      ['src/ops/runs.ts', '--since', '1h'],
+      ['src/ops/runs.ts', '--since', '1h', '--check'],
+      ['src/ops/pause.ts', 'pause', 'history-five', '--record-only'],
+    ];
+
+    const results = await Promise.all(
+      commands.map((args) => opsProcess(env, args)),
+    );
+
+    for (const [i, { code, stderr }] of results.entries()) {
+      const command = (commands[i] ?? []).join(' ');
+      assert.match(
+        stderr,
+        /: no Google credentials found .* set FIRESTORE_EMULATOR_HOST .*`gcloud auth application-default login`/,
+        `${command}: ${stderr}`,
+      );
+      assert.doesNotMatch(
+        stderr,
+        /\n\s+at |Node\.js v/,
+        `${command}: ${stderr}`,
+      );
+      assert.equal(code, 1, `${command}: ${stderr}`);
+    }
+  });
+});
+
 /** The starter's jobs as shipped: `scheduled-job` every 5 minutes with Scheduler's default retries. */
 const STARTER_JOBS_MODULE = join(ROOT, 'test/fixtures/starter/src/jobs.ts');
 
