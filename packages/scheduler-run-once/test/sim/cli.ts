@@ -6,7 +6,9 @@
  * `--gap NAME` turns off one. `--broken-fencing` plays a product whose updates drop their
  * `lastUpdateTime` precondition. `--first-failure` stops at the first failing history without
  * shrinking it (mutation testing needs only the exit code). `--faults` draws fault-biased histories
- * (`FAULT_BIASED` in model.ts): the mutation runs' second pass. `--small` draws the smaller histories
+ * (`FAULT_BIASED` in model.ts): the mutation runs' second pass. `--regressions` first plays every
+ * history a fixed finding was found in (`FIXED` in regressions.ts, strict invariants) and stops at
+ * the first that breaks one (`--histories 0`: those alone). `--small` draws the smaller histories
  * `npm test` plays (test/sim/simulation.test.ts): its failures replay with it.
  */
 import { parseArgs } from 'node:util';
@@ -19,6 +21,7 @@ import {
   KNOWN_GAPS,
   NO_GAPS,
 } from './model.ts';
+import { FIXED } from './regressions.ts';
 import { simulate } from './simulator.ts';
 
 const { values } = parseArgs({
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     small: { type: 'boolean', default: false },
     faults: { type: 'boolean', default: false },
     'first-failure': { type: 'boolean', default: false },
+    regressions: { type: 'boolean', default: false },
   },
 });
 let gaps: Gaps =
@@ -46,6 +50,9 @@ for (const name of values.gap as string[]) {
   gaps = { ...gaps, [name as GapName]: false };
 }
 const started = performance.now();
+if (values.regressions && !(await regressionsHold())) {
+  process.exit(1);
+}
 const details = await fc.check(
   fc.asyncProperty(
     historyArbitrary({
@@ -93,3 +100,21 @@ if (details.failed) {
 // reached); the verdict is in, so the process ends now instead of waiting seconds for it: the
 // mutation run (stryker.config.mjs) pays that wait once a mutant.
 process.exit();
+
+/**
+ * `--regressions`: plays every history a fixed finding was found in (`FIXED`, regressions.ts) with
+ * the strict invariants, as `npm test` does; false, after printing the first that breaks one.
+ */
+async function regressionsHold(): Promise<boolean> {
+  for (const { finding, history } of FIXED) {
+    const found = violations(await simulate(history, { gaps: NO_GAPS }));
+    if (found.length > 0) {
+      console.error(
+        `regression: the history where ${finding}\nviolations:\n${found.slice(0, 8).join('\n')}`,
+      );
+      return false;
+    }
+  }
+  console.log(`simulate: ${FIXED.length} regression histories held`);
+  return true;
+}
