@@ -94,8 +94,9 @@ export function configWithFlags(
 /**
  * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else
  * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError}, an
- * error of `src/errors.ts` or missing Google credentials ({@link NO_CREDENTIALS_HELP}). A `ConfigError` is printed as it is (it starts "Invalid
- * configuration:"), the others after `name: `. Anything else is a bug: rethrown, with its stack.
+ * error of `src/errors.ts` or missing Google credentials ({@link NO_CREDENTIALS_HELP}). A
+ * `ConfigError` is printed as it is (it starts "Invalid configuration:"), the others after
+ * `name: `. Anything else is a bug: rethrown, with its stack.
  * It sets no `process.exitCode`: tests call it in-process (`test/fixtures/in-process-command.ts`).
  *
  * @example const status = await commandStatus('jobs', USAGE, main, ['--json'], env);

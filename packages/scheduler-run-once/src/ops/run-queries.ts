@@ -24,7 +24,7 @@ import { QUERIES, type QuerySpec } from './indexes.ts';
 /** The client's rejection of a call on a terminated client (its `pool.js`). */
 const CLIENT_TERMINATED_MESSAGE = 'The client has already been terminated';
 
-let terminatedClientRetriesIgnored = false;
+let rejectionsIgnored = false;
 
 /**
  * Keeps the client's own unhandled rejections from crashing a command that reports them itself:
@@ -39,11 +39,11 @@ let terminatedClientRetriesIgnored = false;
  * whatever the command's status. Any other unhandled rejection is thrown, as Node would, so a bug
  * still shows its stack.
  */
-function ignoreRetriesOfTerminatedClients(): void {
-  if (terminatedClientRetriesIgnored) {
+function ignoreRejectionsCommandsReport(): void {
+  if (rejectionsIgnored) {
     return;
   }
-  terminatedClientRetriesIgnored = true;
+  rejectionsIgnored = true;
   process.on('unhandledRejection', (reason: unknown) => {
     const isTerminatedClientRetry =
       reason instanceof Error && reason.message === CLIENT_TERMINATED_MESSAGE;
@@ -57,13 +57,13 @@ function ignoreRetriesOfTerminatedClients(): void {
  * Runs `command` with an `open` that makes the command's Firestore client, and closes that client
  * once the command ends, however it ends: tests run the commands in their own process. A call the
  * client still retries then fails quietly, and so does the client's own rejection for missing
- * credentials ({@link ignoreRetriesOfTerminatedClients}).
+ * credentials ({@link ignoreRejectionsCommandsReport}).
  */
 export async function withFirestore<T>(
   command: (open: (settings: Settings) => Firestore) => Promise<T>,
 ): Promise<T> {
   let db: Firestore | undefined;
-  ignoreRetriesOfTerminatedClients();
+  ignoreRejectionsCommandsReport();
   try {
     return await command((settings) => {
       db = new Firestore(settings);
