@@ -15,7 +15,7 @@ import {
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { type Pause, pauseAt } from '../policy/pauses.ts';
 import { type RunHistory, readSlotRecords } from '../policy/run-history.ts';
-import { executionClosedMs } from '../policy/slot-verdict.ts';
+import { executionClosedMs, executionStartMs } from '../policy/slot-verdict.ts';
 
 /**
  * What became of one slot (docs/operations.md); a lease lapsed past the time the missed-run
@@ -88,16 +88,15 @@ export function slotRow(
   now: Date,
 ): SlotRow {
   const record = stored === undefined ? undefined : judgedAt(stored, now);
-  // The moment the missed-run check takes the slot as closed (`slotVerdict`), from the slot's time.
-  const pastWindow = now.getTime() >= slot.getTime() + executionClosedMs(job);
+  const closed = now.getTime() >= closedAtMs(job, slot, record);
   const kind =
     record?.status === 'unreadable' ? 'slot' : (record?.kind ?? 'slot');
   const base = { job: job.id, slot, runId, kind, ...NO_RUN } as const;
   if (record === undefined) {
     return {
       ...base,
-      state: pastWindow ? 'missed' : 'pending',
-      final: pastWindow,
+      state: closed ? 'missed' : 'pending',
+      final: closed,
     };
   }
   if (record.status === 'unreadable') {
@@ -105,9 +104,8 @@ export function slotRow(
     return { ...base, state: 'unreadable', final: false, lastError };
   }
   const run: RunRecord = record;
-  const state: SlotState = lapsedPastWindow(job, slot, run, now)
-    ? RunStatus.Failed
-    : run.status;
+  const state: SlotState =
+    closed && leaseLapsed(run, now) ? RunStatus.Failed : run.status;
   return {
     ...base,
     state,
@@ -115,7 +113,7 @@ export function slotRow(
       state === RunStatus.Completed ||
       state === RunStatus.Skipped ||
       (state !== RunStatus.InProgress &&
-        retriesOver(job, slot, run, pastWindow, now)),
+        (run.reportedAt !== undefined || retriesOver(run, closed))),
     attempts: run.attempts,
     startedLateMs: msBetween(slot, run.firstClaimedAt),
     durationMs:
@@ -132,26 +130,46 @@ export function slotRow(
 }
 
 /**
- * Whether no retry of the run can come any more. A slot's is retried within its window, and so is
- * a forced run, Scheduler's "Force run", from its first claim (the local Scheduler retries it
- * too); a manual run or re-run (`npm run trigger`) is not retried, so its failure is final at once.
+ * When the slot is closed, ms: no attempt of it can come or still run, and the missed-run check
+ * takes it as closed (`slotVerdict`). A slot's execution began at its first claim, or at the slot
+ * without one ({@link executionStartMs}; a late dispatch behind the job's previous execution that
+ * no claim shows is the check's to see, from the slot before); a forced run's, Scheduler's "Force
+ * run", at its first claim (it carries a later slot's time). Each is closed
+ * {@link executionClosedMs} after its start.
  */
-function retriesOver(
+function closedAtMs(
   job: DeclaredJob,
   slot: Date,
-  run: RunRecord,
-  pastWindow: boolean,
-  now: Date,
-): boolean {
-  if (run.kind === 'slot') {
-    return pastWindow;
-  }
-  if (run.kind !== 'forced') {
-    return true;
-  }
+  record: ReturnType<typeof judgedAt> | undefined,
+): number {
+  const run = record?.status === 'unreadable' ? undefined : record;
+  const start =
+    run?.kind === 'forced'
+      ? forcedFirstClaim(run, slot).getTime()
+      : executionStartMs(
+          job,
+          slot,
+          run?.firstClaimedAt,
+          Number.NEGATIVE_INFINITY,
+        );
+  return start + executionClosedMs(job);
+}
+
+/**
+ * Whether no retry of the run can come any more: a slot's or a forced run's once it is closed
+ * ({@link closedAtMs}; the local Scheduler retries a forced run too); a manual run or re-run (`npm
+ * run trigger`) is not retried, so its failure is final at once.
+ */
+function retriesOver(run: RunRecord, closed: boolean): boolean {
+  return run.kind === 'slot' || run.kind === 'forced' ? closed : true;
+}
+
+/** Whether the run is held by a lease that ended by `now`: its attempt died (finally, once closed). */
+function leaseLapsed(run: RunRecord, now: Date): boolean {
   return (
-    now.getTime() >=
-    forcedFirstClaim(run, slot).getTime() + executionClosedMs(job)
+    run.status === RunStatus.InProgress &&
+    run.leaseExpires !== undefined &&
+    run.leaseExpires.getTime() <= now.getTime()
   );
 }
 
@@ -162,32 +180,6 @@ function retriesOver(
  */
 function forcedFirstClaim(run: RunRecord, slot: Date): Date {
   return run.firstClaimedAt ?? run.claimedAt ?? run.failedAt ?? slot;
-}
-
-/**
- * Whether the lease lapsed past the retry window from the first claim (a forced run's, from its
- * first claim only: it carries a later slot's time): the attempt died, finally.
- */
-function lapsedPastWindow(
-  job: DeclaredJob,
-  slot: Date,
-  run: RunRecord,
-  now: Date,
-): boolean {
-  if (run.status !== RunStatus.InProgress || run.leaseExpires === undefined) {
-    return false;
-  }
-  const started =
-    run.kind === 'forced'
-      ? forcedFirstClaim(run, slot).getTime()
-      : Math.max(
-          slot.getTime(),
-          run.firstClaimedAt?.getTime() ?? slot.getTime(),
-        );
-  return (
-    run.leaseExpires.getTime() <= now.getTime() &&
-    now.getTime() >= started + executionClosedMs(job)
-  );
 }
 
 /** Whether the slot has a record at all (a run, a report, a skip), not just an absence. */

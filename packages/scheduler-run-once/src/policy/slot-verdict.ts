@@ -29,6 +29,26 @@ export function executionClosedMs(job: DeclaredJob): number {
 }
 
 /**
+ * When Scheduler's own execution of `slot` began, ms, as far as the records tell: at its first
+ * claim, or, if a Force run's retry made that claim (nothing tells), when the execution
+ * outstanding at the slot ended (`previousEnd`; `-Infinity` when unknown); never before the slot,
+ * and at most one longest execution after it (Scheduler dispatches the slot once the execution
+ * before it ended). Issue 40.
+ */
+export function executionStartMs(
+  job: DeclaredJob,
+  slot: Date,
+  firstClaimedAt: Date | undefined,
+  previousEnd: number,
+): number {
+  const s = slot.getTime();
+  return Math.min(
+    s + longestExecutionMs(job),
+    Math.max(s, previousEnd, firstClaimedAt?.getTime() ?? previousEnd),
+  );
+}
+
+/**
  * A slot's verdict at `now`, after an execution that ended by `previousEnd` (ms): `final` (nothing
  * to report), `open` (an attempt may still come: judge it later), `running` (closed, but its run
  * still holds a live lease: judge it later, and the slots after it now), `missed` / `failed`
@@ -44,16 +64,9 @@ export function slotVerdict(
   readonly verdict: 'final' | 'open' | 'running' | 'missed' | 'failed';
   readonly end: number;
 } {
-  const s = slot.getTime();
-  const executionMs = longestExecutionMs(job);
   const run = record?.status === 'unreadable' ? undefined : record;
-  // Scheduler's own execution of the slot began by its first claim, or, if a Force run's retry
-  // made that claim (nothing tells), when the execution outstanding at the slot ended (issue 40).
-  const start = Math.min(
-    s + executionMs,
-    Math.max(s, previousEnd, run?.firstClaimedAt?.getTime() ?? previousEnd),
-  );
-  const latestEnd = start + executionMs;
+  const start = executionStartMs(job, slot, run?.firstClaimedAt, previousEnd);
+  const latestEnd = start + longestExecutionMs(job);
   if (run?.status === 'completed') {
     return {
       verdict: 'final',

@@ -9,6 +9,7 @@ import type { RunRecord } from '../../src/core/run-record.ts';
 import { slotRow } from '../../src/ops/slot-history.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { isSlotsOwnDelivery, slotRunId } from '../../src/policy/run-history.ts';
+import { slotVerdict } from '../../src/policy/slot-verdict.ts';
 
 const [job] = validateJobs([
   defineJob({
@@ -151,6 +152,95 @@ describe('slotRow', () => {
     const missed = slotRow(hourly, SLOT, 'run', undefined, after(3960));
     assert.deepEqual([missed.state, missed.final], ['missed', true]);
     assert.equal(slotRow(hourly, SLOT, 'run', failed, after(3960)).final, true);
+  });
+
+  it('agrees with the missed-run check on a late-started slot: final only when the check closes it, from its first claim (helper attack 1b, 1d)', () => {
+    const [hourly] = validateJobs([
+      defineJob({ id: 'hourly', schedule: '0 * * * *', run: () => {} }),
+    ]);
+    if (hourly === undefined) {
+      throw new Error('no job');
+    }
+    const after = (seconds: number) =>
+      new Date(SLOT.getTime() + seconds * 1000);
+    const verdictAt = (stored: RunRecord, seconds: number) =>
+      slotVerdict(
+        hourly,
+        SLOT,
+        stored,
+        Number.NEGATIVE_INFINITY,
+        after(seconds),
+      ).verdict;
+    // First claimed 20 min late, failed at once: its execution may run 3780 s from its claim, and
+    // the check takes it as closed an attempt deadline later, at 1200 + 3960 s.
+    const lateFailed = record({
+      status: 'failed',
+      attempts: 1,
+      firstClaimedAt: after(1200),
+      failedAt: after(1210),
+    });
+    assert.equal(
+      slotRow(hourly, SLOT, 'run', lateFailed, after(5159)).final,
+      false,
+    );
+    assert.equal(verdictAt(lateFailed, 5159), 'open');
+    assert.equal(
+      slotRow(hourly, SLOT, 'run', lateFailed, after(5160)).final,
+      true,
+    );
+    assert.equal(verdictAt(lateFailed, 5160), 'failed');
+    // First claimed past one longest execution (a Force run's retry, say): Scheduler's own
+    // execution began by slot + 3780 s at the latest, so the slot closes at 3780 + 3960 s.
+    const lapsed = record({
+      status: 'in_progress',
+      firstClaimedAt: after(5000),
+      claimedAt: after(5000),
+      leaseExpires: after(5500),
+    });
+    assert.equal(
+      slotRow(hourly, SLOT, 'run', lapsed, after(7739)).state,
+      'in_progress',
+    );
+    assert.equal(verdictAt(lapsed, 7739), 'open');
+    const closed = slotRow(hourly, SLOT, 'run', lapsed, after(7740));
+    assert.deepEqual([closed.state, closed.final], ['failed', true]);
+    assert.equal(verdictAt(lapsed, 7740), 'failed');
+  });
+
+  it('calls a failure its attempt reported final at once (helper attack 1a)', () => {
+    // No retries and a 30-minute deadline: the failing attempt knows no retry can come and
+    // reports at 1900 s, before the slot closes to the check (3600 s).
+    const [single] = validateJobs([
+      defineJob({
+        id: 'single',
+        schedule: '0 * * * *',
+        attemptDeadlineSeconds: 1800,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: () => {},
+      }),
+    ]);
+    if (single === undefined) {
+      throw new Error('no job');
+    }
+    const failedAt = new Date(SLOT.getTime() + 1_900_000);
+    const failed = {
+      status: 'failed',
+      attempts: 1,
+      firstClaimedAt: SLOT,
+      failedAt,
+    } as const;
+    const reported = record({
+      ...failed,
+      reportedAt: failedAt,
+      reportedBy: 'attempt-1',
+    });
+
+    assert.equal(slotRow(single, SLOT, 'run', reported, failedAt).final, true);
+    assert.equal(
+      slotRow(single, SLOT, 'run', record(failed), failedAt).final,
+      false,
+    );
   });
 
   it("calls a failed forced run final only once Scheduler's retries of it are over, a manual run's at once", () => {
