@@ -79,18 +79,41 @@ function listeningSockets(): Map<string, string> {
 function processTree(pid: number): number[] {
   const tree = [pid];
   for (let i = 0; i < tree.length; i++) {
-    const tasks = `/proc/${tree[i]}/task`;
-    if (!existsSync(tasks)) {
-      continue;
-    }
-    for (const task of readdirSync(tasks)) {
-      const children = readFileSync(`${tasks}/${task}/children`, 'utf8').trim();
+    for (const task of entriesOf(`/proc/${tree[i]}/task`)) {
+      const children = contentOf(`/proc/${tree[i]}/task/${task}/children`);
       if (children !== '') {
         tree.push(...children.split(' ').map(Number));
       }
     }
   }
   return tree;
+}
+
+/**
+ * A /proc directory's entries, or none once its process is gone: a process or thread may end
+ * between two reads (a starting `npm run dev` spawns and reaps them all the time).
+ */
+function entriesOf(directory: string): string[] {
+  try {
+    return readdirSync(directory);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      return [];
+    }
+    throw err;
+  }
+}
+
+/** A /proc file's content, trimmed, or `''` once its thread is gone (see {@link entriesOf}). */
+function contentOf(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      return '';
+    }
+    throw err;
+  }
 }
 
 /** What the processes `pids` listen on, `address:port` each. */
