@@ -20,20 +20,39 @@ export class CommandError extends Error {
 }
 
 /**
- * The start of google-auth-library's error when it finds no Application Default Credentials
- * (`GoogleAuthExceptionMessages.NO_ADC_FOUND` in its `build/src/auth/googleauth.js`, which its
- * index does not export): the Firestore client meets it on a command's first call when neither
- * `FIRESTORE_EMULATOR_HOST` nor credentials are set.
+ * The starts of google-auth-library's errors about credentials (its `build/src/auth/googleauth.js`;
+ * `GoogleAuthExceptionMessages.NO_ADC_FOUND`, which its index does not export, and the error of a
+ * key file it cannot use): the Firestore client meets them on a command's first call when
+ * `FIRESTORE_EMULATOR_HOST` is not set.
  */
 const NO_CREDENTIALS = 'Could not load the default credentials';
+const BAD_KEY_FILE =
+  'Unable to read the credential file specified by the GOOGLE_APPLICATION_CREDENTIALS environment variable: ';
 
 /** What a command says when google-auth-library finds no credentials, and what to do about it. */
 export const NO_CREDENTIALS_HELP =
   'no Google credentials found (google-auth-library: "Could not load the default credentials"). Against the emulator, set FIRESTORE_EMULATOR_HOST (`npm run dev` starts one and prints it); against a project, run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS';
 
-/** Whether `err` is google-auth-library's "no credentials" error: a setting, not a bug. */
-export function isMissingCredentials(err: unknown): boolean {
-  return err instanceof Error && err.message.startsWith(NO_CREDENTIALS);
+/** What a command says when the key file GOOGLE_APPLICATION_CREDENTIALS names cannot be used. */
+export const BAD_KEY_FILE_HELP =
+  'GOOGLE_APPLICATION_CREDENTIALS names a key file google-auth-library cannot use: fix the file or unset the variable (against the emulator, set FIRESTORE_EMULATOR_HOST instead)';
+
+/**
+ * The one line a command prints for google-auth-library's credentials error `err` (a setting, not
+ * a bug), or `undefined` for any other error.
+ */
+export function credentialsProblem(err: unknown): string | undefined {
+  if (!(err instanceof Error)) {
+    return undefined;
+  }
+  if (err.message.startsWith(NO_CREDENTIALS)) {
+    return NO_CREDENTIALS_HELP;
+  }
+  if (err.message.startsWith(BAD_KEY_FILE)) {
+    const why = err.message.slice(BAD_KEY_FILE.length).split('\n')[0];
+    return `${BAD_KEY_FILE_HELP}: ${why}`;
+  }
+  return undefined;
 }
 
 /**
@@ -94,7 +113,7 @@ export function configWithFlags(
 /**
  * Runs a command's `main` on `argv` and `env` and answers its exit status: `main`'s number, else
  * 2 with `usage` for a {@link UsageError} or a `parseArgs` error, 1 for a {@link CommandError}, an
- * error of `src/errors.ts` or missing Google credentials ({@link NO_CREDENTIALS_HELP}). A
+ * error of `src/errors.ts` or Google credentials missing or unusable ({@link credentialsProblem}). A
  * `ConfigError` is printed as it is (it starts "Invalid configuration:"), the others after
  * `name: `. Anything else is a bug: rethrown, with its stack.
  * It sets no `process.exitCode`: tests call it in-process (`test/fixtures/in-process-command.ts`).
@@ -126,8 +145,9 @@ export async function commandStatus(
       console.error(`${name}: ${err.message}`);
       return 1;
     }
-    if (isMissingCredentials(err)) {
-      console.error(`${name}: ${NO_CREDENTIALS_HELP}`);
+    const credentials = credentialsProblem(err);
+    if (credentials !== undefined) {
+      console.error(`${name}: ${credentials}`);
       return 1;
     }
     throw err;

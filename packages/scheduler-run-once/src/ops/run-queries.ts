@@ -18,7 +18,7 @@ import {
   KINDS_OUTSIDE_SLOTS,
   type PageCursor,
 } from './build-query.ts';
-import { isMissingCredentials } from './command.ts';
+import { credentialsProblem } from './command.ts';
 import { QUERIES, type QuerySpec } from './indexes.ts';
 
 /** The client's rejection of a call on a terminated client (its `pool.js`). */
@@ -32,9 +32,9 @@ let rejectionsIgnored = false;
  *   terminated: the client goes on retrying a call nobody awaits; its next try after
  *   `terminate()` rejects with {@link CLIENT_TERMINATED_MESSAGE} in a promise the client itself
  *   never handles;
- * - google-auth-library's "no credentials" error, which the client's connection set-up rejects
- *   with beside the command's own call: that call fails with it too, and the command names it
- *   (`commandStatus`).
+ * - google-auth-library's credentials errors (none found, a key file it cannot use), which the
+ *   client's connection set-up rejects with beside the command's own call: that call fails with
+ *   it too, and the command names it (`commandStatus`).
  * Node would print either with a stack, before or after the command's own clear error, and exit 1
  * whatever the command's status. Any other unhandled rejection is thrown, as Node would, so a bug
  * still shows its stack.
@@ -47,7 +47,7 @@ function ignoreRejectionsCommandsReport(): void {
   process.on('unhandledRejection', (reason: unknown) => {
     const isTerminatedClientRetry =
       reason instanceof Error && reason.message === CLIENT_TERMINATED_MESSAGE;
-    if (!isTerminatedClientRetry && !isMissingCredentials(reason)) {
+    if (!isTerminatedClientRetry && credentialsProblem(reason) === undefined) {
       throw reason;
     }
   });
@@ -56,8 +56,8 @@ function ignoreRejectionsCommandsReport(): void {
 /**
  * Runs `command` with an `open` that makes the command's Firestore client, and closes that client
  * once the command ends, however it ends: tests run the commands in their own process. A call the
- * client still retries then fails quietly, and so does the client's own rejection for missing
- * credentials ({@link ignoreRejectionsCommandsReport}).
+ * client still retries then fails quietly, and so does the client's own rejection for missing or
+ * unusable credentials ({@link ignoreRejectionsCommandsReport}).
  */
 export async function withFirestore<T>(
   command: (open: (settings: Settings) => Firestore) => Promise<T>,

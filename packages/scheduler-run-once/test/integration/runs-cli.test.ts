@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -799,7 +799,64 @@ describe('the operations commands without Google credentials', () => {
       assert.equal(code, 1, `${command}: ${stderr}`);
     }
   });
+  it('name a key file in GOOGLE_APPLICATION_CREDENTIALS they cannot use, without a stack, and exit 1', async () => {
+    const { FIRESTORE_EMULATOR_HOST: _host, ...rest } = process.env;
+    const home = mkdtempSync(join(tmpdir(), 'bad-key-file-'));
+    const keyFiles = {
+      'not JSON': writeKeyFile(home, 'not-json.json', '{bad'),
+      'no client_email': writeKeyFile(
+        home,
+        'no-email.json',
+        '{"type":"service_account"}',
+      ),
+      missing: join(home, 'missing.json'),
+    };
+
+    const results = await Promise.all(
+      Object.values(keyFiles).map((keyFile) =>
+        opsProcess(
+          {
+            ...rest,
+            HOME: home,
+            CLOUDSDK_CONFIG: home,
+            GOOGLE_APPLICATION_CREDENTIALS: keyFile,
+            METADATA_SERVER_DETECTION: 'none',
+            FIRESTORE_TIMEOUT_SECONDS: '5',
+            JOBS_MODULE,
+            GOOGLE_CLOUD_PROJECT: 'demo-bad-key-file',
+          },
+          ['src/ops/runs.ts', '--since', '1h'],
+        ),
+      ),
+    );
+
+    for (const [i, { code, stderr }] of results.entries()) {
+      const what = Object.keys(keyFiles)[i];
+      assert.match(
+        stderr,
+        /^runs: GOOGLE_APPLICATION_CREDENTIALS names a key file google-auth-library cannot use: fix the file or unset the variable/,
+        `${what}: ${stderr}`,
+      );
+      assert.doesNotMatch(
+        stderr,
+        /\n\s+at |Node\.js v|throw reason/,
+        `${what}: ${stderr}`,
+      );
+      assert.equal(code, 1, `${what}: ${stderr}`);
+    }
+  });
 });
+
+/** Writes `content` to `name` in `directory`, for a key file; returns its path. */
+function writeKeyFile(
+  directory: string,
+  name: string,
+  content: string,
+): string {
+  const path = join(directory, name);
+  writeFileSync(path, content);
+  return path;
+}
 
 /** The starter's jobs as shipped: `scheduled-job` every 5 minutes with Scheduler's default retries. */
 const STARTER_JOBS_MODULE = join(ROOT, 'test/fixtures/starter/src/jobs.ts');
