@@ -31,6 +31,19 @@ const SLOT = new Date('2026-10-16T12:00:00Z');
 const INSIDE = new Date('2026-10-16T12:03:29Z');
 const PAST = new Date('2026-10-16T12:03:30Z');
 
+/** An hourly job with Scheduler's shipped retry settings (a longest execution of 3780 s). */
+const [hourly] = validateJobs([
+  defineJob({ id: 'hourly', schedule: '0 * * * *', run: () => {} }),
+]);
+if (hourly === undefined) {
+  throw new Error('no job');
+}
+
+/** `seconds` after the slot. */
+function afterSlot(seconds: number): Date {
+  return new Date(SLOT.getTime() + seconds * 1000);
+}
+
 function record(fields: Partial<RunRecord>): RunRecord {
   return {
     status: 'completed',
@@ -129,63 +142,50 @@ describe('slotRow', () => {
     // attempts that fail at once leave room for a retry sent up to maxRetryDuration (3600 s), which
     // runs up to its 180 s deadline (3780 s); the check takes the slot as closed an attempt
     // deadline later, at 3960 s (`slotVerdict`).
-    const [hourly] = validateJobs([
-      defineJob({ id: 'hourly', schedule: '0 * * * *', run: () => {} }),
-    ]);
-    if (hourly === undefined) {
-      throw new Error('no job');
-    }
-    const after = (seconds: number) =>
-      new Date(SLOT.getTime() + seconds * 1000);
     const failed = record({ status: 'failed', attempts: 3 });
 
     for (const seconds of [3570, 3959]) {
       assert.equal(
-        slotRow(hourly, SLOT, 'run', undefined, after(seconds)).state,
+        slotRow(hourly, SLOT, 'run', undefined, afterSlot(seconds)).state,
         'pending',
       );
       assert.equal(
-        slotRow(hourly, SLOT, 'run', failed, after(seconds)).final,
+        slotRow(hourly, SLOT, 'run', failed, afterSlot(seconds)).final,
         false,
       );
     }
-    const missed = slotRow(hourly, SLOT, 'run', undefined, after(3960));
+    const missed = slotRow(hourly, SLOT, 'run', undefined, afterSlot(3960));
     assert.deepEqual([missed.state, missed.final], ['missed', true]);
-    assert.equal(slotRow(hourly, SLOT, 'run', failed, after(3960)).final, true);
+    assert.equal(
+      slotRow(hourly, SLOT, 'run', failed, afterSlot(3960)).final,
+      true,
+    );
   });
 
   it('agrees with the missed-run check on a late-started slot: final only when the check closes it, from its first claim (helper attack 1b, 1d)', () => {
-    const [hourly] = validateJobs([
-      defineJob({ id: 'hourly', schedule: '0 * * * *', run: () => {} }),
-    ]);
-    if (hourly === undefined) {
-      throw new Error('no job');
-    }
-    const after = (seconds: number) =>
-      new Date(SLOT.getTime() + seconds * 1000);
     const verdictAt = (stored: RunRecord, seconds: number) =>
       slotVerdict(
         hourly,
         SLOT,
         stored,
         Number.NEGATIVE_INFINITY,
-        after(seconds),
+        afterSlot(seconds),
       ).verdict;
     // First claimed 20 min late, failed at once: its execution may run 3780 s from its claim, and
     // the check takes it as closed an attempt deadline later, at 1200 + 3960 s.
     const lateFailed = record({
       status: 'failed',
       attempts: 1,
-      firstClaimedAt: after(1200),
-      failedAt: after(1210),
+      firstClaimedAt: afterSlot(1200),
+      failedAt: afterSlot(1210),
     });
     assert.equal(
-      slotRow(hourly, SLOT, 'run', lateFailed, after(5159)).final,
+      slotRow(hourly, SLOT, 'run', lateFailed, afterSlot(5159)).final,
       false,
     );
     assert.equal(verdictAt(lateFailed, 5159), 'open');
     assert.equal(
-      slotRow(hourly, SLOT, 'run', lateFailed, after(5160)).final,
+      slotRow(hourly, SLOT, 'run', lateFailed, afterSlot(5160)).final,
       true,
     );
     assert.equal(verdictAt(lateFailed, 5160), 'failed');
@@ -193,16 +193,16 @@ describe('slotRow', () => {
     // execution began by slot + 3780 s at the latest, so the slot closes at 3780 + 3960 s.
     const lapsed = record({
       status: 'in_progress',
-      firstClaimedAt: after(5000),
-      claimedAt: after(5000),
-      leaseExpires: after(5500),
+      firstClaimedAt: afterSlot(5000),
+      claimedAt: afterSlot(5000),
+      leaseExpires: afterSlot(5500),
     });
     assert.equal(
-      slotRow(hourly, SLOT, 'run', lapsed, after(7739)).state,
+      slotRow(hourly, SLOT, 'run', lapsed, afterSlot(7739)).state,
       'in_progress',
     );
     assert.equal(verdictAt(lapsed, 7739), 'open');
-    const closed = slotRow(hourly, SLOT, 'run', lapsed, after(7740));
+    const closed = slotRow(hourly, SLOT, 'run', lapsed, afterSlot(7740));
     assert.deepEqual([closed.state, closed.final], ['failed', true]);
     assert.equal(verdictAt(lapsed, 7740), 'failed');
   });
