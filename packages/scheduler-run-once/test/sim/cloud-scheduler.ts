@@ -195,7 +195,7 @@ function measureShortestGapMs(
 }
 
 /** Scheduler's schedule-time header: RFC 3339 UTC, whole seconds ("2026-10-16T12:00:00Z"). */
-function scheduleTimeHeader(ms: number): string {
+export function scheduleTimeHeader(ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 19)}Z`;
 }
 

@@ -13,7 +13,7 @@
  *
  * Invariants 23 to 26 follow, each at its function.
  */
-import { jobTimeoutMs } from './model.ts';
+import { jobTimeoutMs, pauseEndMs } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /**
@@ -166,12 +166,11 @@ function leaseAtRisk(e: Execution, outcome: SimOutcome): boolean {
   }
   const end = e.end ?? outcome.finalMs;
   return history.events.some((event) => {
-    const pauses = event.type === 'pause' || event.type === 'stall';
-    if (!pauses || event.deployment !== e.deployment) {
+    const pausedUntil = pauseEndMs(event, outcome.startMs, outcome.leaseMs);
+    if (pausedUntil === 0 || event.deployment !== e.deployment) {
       return false;
     }
     const pausedFrom = outcome.startMs + event.at;
-    const pausedUntil = pausedFrom + event.ms;
     return pausedFrom <= end && pausedUntil >= e.start - outcome.leaseMs;
   });
 }

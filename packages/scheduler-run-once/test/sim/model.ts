@@ -107,6 +107,20 @@ export type SimEvent =
     }
   | {
       readonly at: number;
+      /**
+       * A lease stolen from a running job: the instance running the deployment's oldest running
+       * slot execution stops for a whole lease and `ms` more (a long garbage collection, a frozen
+       * container), and once the lease has lapsed a proxy re-sends that slot's request to another
+       * instance (a load balancer's retry, which Cloud Scheduler never sees): the re-sent request
+       * takes the run over, and the job wakes beating, or noting on, a lease it no longer holds.
+       * Fault-biased histories only (`--faults`).
+       */
+      readonly type: 'stolen_lease';
+      readonly deployment: number;
+      readonly ms: number;
+    }
+  | {
+      readonly at: number;
       readonly type: 'step';
       readonly deployment: number;
       readonly instance: number;
@@ -327,6 +341,21 @@ export interface History {
   readonly events: readonly SimEvent[];
 }
 
+/** When a pausing event (`pause`, `stall`, `stolen_lease`) resumes its instance, ms; else 0. */
+export function pauseEndMs(
+  event: SimEvent,
+  startMs: number,
+  leaseMs: number,
+): number {
+  if (event.type === 'pause' || event.type === 'stall') {
+    return startMs + event.at + event.ms;
+  }
+  if (event.type === 'stolen_lease') {
+    return startMs + event.at + leaseMs + event.ms;
+  }
+  return 0;
+}
+
 /** The id of the run audit a history with `audit` declares. */
 export const AUDIT_JOB_ID = 'run-audit';
 /** The run audit's schedule: every 5 minutes, as the starter declares it. */
@@ -442,6 +471,7 @@ export const FAULT_BIASED = {
     sigterm: 2,
     operator_pause: 2,
     foreign_pause: 6,
+    stolen_lease: 4,
   },
 } as const;
 
@@ -476,7 +506,8 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
 
 /**
  * An event of a fault-biased history: the kinds {@link FAULT_BIASED} weighs drawn more often, and
- * another version's pauses (`foreign_pause`) beside the default profile's kinds.
+ * another version's pauses (`foreign_pause`) and stolen leases (`stolen_lease`) beside the default
+ * profile's kinds.
  */
 function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
   const { deployment, job, at } = eventFields(base);
@@ -487,6 +518,13 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       deployment,
       job,
       kind: fc.constantFrom(...FOREIGN_PAUSE_KINDS),
+    }),
+  );
+  kinds.set(
+    ...kind('stolen_lease', {
+      at,
+      deployment,
+      ms: fc.integer({ min: 2_000, max: 60_000 }),
     }),
   );
   return weightedEvents(kinds, FAULT_BIASED.weights);

@@ -64,6 +64,7 @@ import {
   CloudScheduler,
   nextSlotMs,
   type SchedulerAttempt,
+  scheduleTimeHeader,
 } from './cloud-scheduler.ts';
 import {
   type ForeignStore,
@@ -81,6 +82,7 @@ import {
   isCalm,
   type JobSpec,
   KNOWN_GAPS,
+  pauseEndMs,
   type SimEvent,
 } from './model.ts';
 import {
@@ -1429,8 +1431,8 @@ function deliverTo(
   source: Source,
   triggerId: string | undefined,
   signal?: AbortSignal,
+  target: Instance = servingInstance(world, dep),
 ): Promise<{ status: number; body: string }> {
-  const target = servingInstance(world, dep);
   const delivered = newDelivery(world, dep, headers, source, target);
   const ended = () => {
     delivered.endedAt ??= world.time.now;
@@ -1957,6 +1959,9 @@ function apply(world: World, event: SimEvent): void {
     case 'stall':
       stall(world, dep, event);
       return;
+    case 'stolen_lease':
+      stealLease(world, dep, event);
+      return;
     case 'force':
       force(world, dep, event);
       return;
@@ -2086,6 +2091,64 @@ function stall(world: World, dep: Deployment, event: EventOf<'stall'>): void {
     pauseInstance(world, oldest.instance, event.ms);
   }
 }
+
+/**
+ * The `stolen_lease` event: pauses the instance running `dep`'s oldest running slot execution (one
+ * Scheduler delivered, with its schedule time; a stubborn one first) for a lease and `ms` more, and a second after the
+ * lease has lapsed re-sends that slot's request to another instance (a new one if none serves), as
+ * a proxy's retry would: its claim takes the run over while the paused job still runs. Its answer
+ * goes to the proxy, not to Scheduler, so Scheduler's own attempts are unchanged.
+ */
+function stealLease(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'stolen_lease'>,
+): void {
+  const running = dep.instances.flatMap((instance) =>
+    [...instance.running]
+      .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
+      .map((exec) => ({ instance, exec })),
+  );
+  // A stubborn job first: it runs on after its signal aborted, so its heartbeat meets the lost lease.
+  const target = running.sort(
+    (a, b) =>
+      Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
+      a.exec.start - b.exec.start,
+  )[0];
+  if (target === undefined) {
+    return;
+  }
+  const { instance, exec } = target;
+  pauseInstance(world, instance, world.leaseMs + event.ms);
+  const headers = {
+    'User-Agent': 'Google-Cloud-Scheduler',
+    'X-CloudScheduler-JobName': exec.jobId,
+    'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(exec.scheduleTime),
+  };
+  const resend = () => {
+    const others = dep.instances.filter((i) => i.serving && i !== instance);
+    let target = others[Math.floor(world.rng() * others.length)];
+    if (target === undefined) {
+      target = startInstance(world, dep, dep.revisions.length - 1);
+      dep.instances.push(target);
+    }
+    deliverTo(
+      world,
+      dep,
+      headers,
+      'scheduler',
+      undefined,
+      undefined,
+      target,
+    ).catch(() => undefined);
+  };
+  world.time.within(undefined, () =>
+    world.time.schedule(resend, world.leaseMs + STOLEN_LEASE_RESEND_AFTER_MS),
+  );
+}
+
+/** How long after a lease's whole length the proxy re-sends a stolen lease's request, ms. */
+const STOLEN_LEASE_RESEND_AFTER_MS = 1_000;
 
 /**
  * Cloud Scheduler dispatches the job's next slot late: `ms` late, or (`nearAudit`) at the first
@@ -2341,9 +2404,7 @@ async function drain(world: World): Promise<number> {
   const longest = Math.max(...history.jobs.map((j) => j.maxMs));
   const resumedMs = Math.max(
     stopMs,
-    ...history.events.map((e) =>
-      e.type === 'pause' || e.type === 'stall' ? startMs + e.at + e.ms : 0,
-    ),
+    ...history.events.map((e) => pauseEndMs(e, startMs, world.leaseMs)),
   );
   const drainedMs = resumedMs + longest + 2 * world.leaseMs + 120_000;
   await world.time.run(drainedMs);
