@@ -45,7 +45,8 @@
  * 24. A job is told to stop (its signal aborted) once its stored lease ran out unrenewed, or as its
  *    instance wakes from a pause (lease-loss-invariants.ts).
  * 25. The heartbeat's cost: an attempt renews its lease no more than once a third of a lease (after
- *    the widening of its claim's short lease), plus its notes (lease-loss-invariants.ts).
+ *    the widening of its claim's short lease), plus its notes, and stops writing its run's record
+ *    within a few Firestore timeouts of its job's end (lease-loss-invariants.ts).
  * 26. JOB_TIMEOUT_SECONDS kept: a job is aborted for its timeout when it ran that long (later only by
  *    its instance's pauses), never sooner (lease-loss-invariants.ts).
  * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
@@ -85,6 +86,7 @@ import { cursorsKeptUp } from './cursor-invariants.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import {
   heartbeatCostKept,
+  heartbeatStopsWithJob,
   jobTimeoutsKept,
   leaseKeptWhileHealthy,
   leaseLossCausesTrue,
@@ -300,6 +302,7 @@ function attemptViolations(outcome: SimOutcome): string[] {
     ...toldToStopAtLeaseEnd(outcome),
     // 25. The heartbeat writes a lease no more often than a third of it.
     ...heartbeatCostKept(outcome),
+    ...heartbeatStopsWithJob(outcome),
     // 26. A job is aborted for JOB_TIMEOUT_SECONDS when it runs that long, never sooner.
     ...jobTimeoutsKept(outcome),
     // 27. A job still running 5 s after its signal aborted is warned of, once; one that stopped is not.

@@ -338,6 +338,57 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
 }
 
 /**
+ * How long after its job ended an attempt may still write its run's record, in Firestore timeouts
+ * (`FIRESTORE_TIMEOUT_SECONDS`): the beat in flight it waits for, then its completion or release,
+ * three tries of a fenced write with a read after each conflict and the client's own resends, each
+ * bounded by the timeout. Generous on purpose: a heartbeat left beating writes for hours.
+ */
+const WRITES_AFTER_END_TIMEOUTS = 12;
+
+/**
+ * Invariant 25, the heartbeat stops: an attempt sends no write to its run's record later than
+ * {@link WRITES_AFTER_END_TIMEOUTS} Firestore timeouts after its job ended (plus the time its
+ * instance was paused since): the heartbeat ends with the job (docs/how-it-works.md, "Long jobs:
+ * the lease heartbeat"), whatever the lease's fate; a beat left running writes a run's record every
+ * third of a lease for as long as its instance lives.
+ */
+export function heartbeatStopsWithJob(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const sentByAttempt = outcome.attemptWrites;
+  if (sentByAttempt === undefined) {
+    return found;
+  }
+  for (const e of outcome.executions) {
+    if (e.end === undefined || e.result === 'crashed') {
+      continue;
+    }
+    const pausedMs = pausedSince(outcome, e.instance, e.end);
+    const boundMs =
+      e.end + pausedMs + WRITES_AFTER_END_TIMEOUTS * outcome.firestoreTimeoutMs;
+    const late = (sentByAttempt.get(e.attemptId) ?? []).filter(
+      (at) => at > boundMs,
+    );
+    if (late.length > 0) {
+      found.push(
+        `${jobOf(e)} ended at ${new Date(e.end).toISOString()}, and its attempt still sent ${late.length} write(s) to its run's record more than ${WRITES_AFTER_END_TIMEOUTS} Firestore timeouts later, the last at ${new Date(late.at(-1) as number).toISOString()}: its heartbeat did not stop`,
+      );
+    }
+  }
+  return found;
+}
+
+/** How long `instance` was paused from `from` on, ms (the pauses that end after it). */
+function pausedSince(
+  outcome: SimOutcome,
+  instance: string,
+  from: number,
+): number {
+  return (outcome.instancePauses ?? [])
+    .filter((p) => p.instance === instance && p.until > from)
+    .reduce((sum, p) => sum + (p.until - Math.max(p.from, from)), 0);
+}
+
+/**
  * Invariant 26, JOB_TIMEOUT_SECONDS kept (docs/configuration.md): a job is aborted for its timeout
  * (`job_timeout`) only once it ran that long, and a job still running then is told to stop by then,
  * later only by its instance's pauses (a paused instance's timers wait with it).

@@ -318,6 +318,12 @@ export interface History {
    */
   readonly stubbornJobs?: boolean;
   /**
+   * With `stubbornJobs`, the share of executions that ignore their signal; absent: one in eight.
+   * Fault-biased histories draw one in two ({@link FAULT_BIASED}): a stolen lease then meets a job
+   * that runs on, so its heartbeat learns of the takeover.
+   */
+  readonly stubbornShare?: number;
+  /**
    * Each noting job's second note, at the edge of `ctx.note`'s limits or past them
    * (test/sim/note-cases.ts); absent in older recorded histories: none.
    */
@@ -341,7 +347,13 @@ export interface History {
   readonly events: readonly SimEvent[];
 }
 
-/** When a pausing event (`pause`, `stall`, `stolen_lease`) resumes its instance, ms; else 0. */
+/** How long a `stolen_lease` event looks for a running job to steal from, ms. */
+export const STOLEN_LEASE_LOOK_FOR_MS = 60_000;
+
+/**
+ * When a pausing event (`pause`, `stall`, `stolen_lease`: at its latest, after looking a minute for
+ * a job) resumes its instance, ms; else 0.
+ */
 export function pauseEndMs(
   event: SimEvent,
   startMs: number,
@@ -351,7 +363,7 @@ export function pauseEndMs(
     return startMs + event.at + event.ms;
   }
   if (event.type === 'stolen_lease') {
-    return startMs + event.at + leaseMs + event.ms;
+    return startMs + event.at + STOLEN_LEASE_LOOK_FOR_MS + leaseMs + event.ms;
   }
   return 0;
 }
@@ -463,6 +475,8 @@ export function historyArbitrary(
  */
 export const FAULT_BIASED = {
   minEvents: 3,
+  /** The share of executions that ignore their signal (`History.stubbornShare`). */
+  stubbornShare: 0.5,
   /** Each event kind's weight; a kind not named weighs 1. */
   weights: {
     stall: 4,
@@ -499,6 +513,7 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
         lateAnswers: fc.constantFrom(0.05, 0.2),
         crashAfterWrite: fc.constantFrom(0.05, 0.3),
         jobTimeoutSeconds: fc.constantFrom(0, 45, 90),
+        stubbornShare: fc.constant(FAULT_BIASED.stubbornShare),
       })
       .map((faults) => ({ ...drawn, ...faults, calm: false })),
   );
@@ -524,7 +539,7 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
     ...kind('stolen_lease', {
       at,
       deployment,
-      ms: fc.integer({ min: 2_000, max: 60_000 }),
+      ms: fc.integer({ min: 2_000, max: 30_000 }),
     }),
   );
   return weightedEvents(kinds, FAULT_BIASED.weights);

@@ -12,7 +12,8 @@
  * - every lease warning names its attempt; a failed extension's warning counts the failures
  *   in a row (1, 2, …) and carries the lease and the error;
  * - `lease lost: another attempt took this run over …` gives the count it logs, and a cause that
- *   happened (invariant 22's judge);
+ *   happened (invariant 22's judge), once per attempt, and no write of the attempt follows it while
+ *   its job runs: the heartbeat stops there;
  * - a fenced write's report names the write the attempt made: the completion of a job that
  *   returned, the release of one that threw;
  * - a delivery's answer line (`scheduled run: OUTCOME`, docs/operations.md) of a job that ran says
@@ -318,6 +319,48 @@ export function attemptReportsTrue(outcome: SimOutcome): string[] {
   for (const e of outcome.executions) {
     found.push(...abortExplained(e), ...leaseAbortWarned(e, outcome));
     found.push(...answerLogged(e, linesOf.get(e.attemptId) ?? []));
+  }
+  found.push(...takeoverStopsHeartbeat(outcome));
+  return found;
+}
+
+/**
+ * An attempt learns once that another attempt took its run over, and its heartbeat stops there
+ * (docs/how-it-works.md, "Long jobs: the lease heartbeat"): its `lease lost: another attempt took
+ * this run over …` warning (the heartbeat's, without a `fence`) comes at most once, and while its
+ * job still runs after it, the attempt sends no write to the run's record (the completion or
+ * release as the job ends is the one left). A heartbeat that beat on would write, and warn, for a
+ * run it no longer holds, a third of a lease at a time.
+ */
+function takeoverStopsHeartbeat(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const byAttempt = new Map(outcome.executions.map((e) => [e.attemptId, e]));
+  const warned = new Set<string>();
+  for (const line of outcome.logs) {
+    if (
+      !line.message.startsWith(TAKEN_OVER) ||
+      line.fields.fence !== undefined
+    ) {
+      continue;
+    }
+    const attemptId = String(line.fields.attemptId);
+    const e = byAttempt.get(attemptId);
+    const who = e === undefined ? `attempt ${attemptId.slice(0, 8)}` : jobOf(e);
+    if (warned.has(attemptId)) {
+      found.push(
+        `${who} was warned again that another attempt took its run over, at ${new Date(line.at).toISOString()}: its heartbeat must stop at the first`,
+      );
+    }
+    warned.add(attemptId);
+    const end = e?.end ?? outcome.finalMs;
+    const later = (outcome.attemptWrites?.get(attemptId) ?? []).filter(
+      (at) => at > line.at && at < end,
+    );
+    if (later.length > 0) {
+      found.push(
+        `${who} sent ${later.length} write(s) to its run's record after it learnt another attempt took the run over, while its job still ran: its heartbeat must stop there`,
+      );
+    }
   }
   return found;
 }

@@ -84,6 +84,7 @@ import {
   KNOWN_GAPS,
   pauseEndMs,
   type SimEvent,
+  STOLEN_LEASE_LOOK_FOR_MS,
 } from './model.ts';
 import {
   NOTE_CASES,
@@ -358,6 +359,11 @@ export interface SimOutcome {
    * extensions, notes: `leased_at` + `lease_ms`), in the order they landed (memory store only).
    */
   readonly leaseEnds: ReadonlyMap<string, readonly LeaseEnd[]>;
+  /**
+   * When each job's attempt sent a write to its run's record (extensions, notes, its completion or
+   * release), by attempt id, landed or not; absent in outcomes made by hand.
+   */
+  readonly attemptWrites?: ReadonlyMap<string, readonly number[]>;
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
   /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
@@ -554,6 +560,7 @@ interface World {
   readonly auditor: MachineClock;
   readonly foreignWrites: ForeignWrite[];
   readonly leaseEnds: Map<string, LeaseEnd[]>;
+  readonly attemptWrites: Map<string, number[]>;
   readonly operatorPauses: OperatorPause[];
   readonly catchUps: CatchUp[];
   /** How many audit requests got a catch-up sender (numbers {@link CatchUp.auditRequest}). */
@@ -665,6 +672,7 @@ function newWorld(
     auditor: { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false },
     foreignWrites: [],
     leaseEnds: new Map(),
+    attemptWrites: new Map(),
     operatorPauses: [],
     catchUps: [],
     auditRequests: 0,
@@ -885,6 +893,7 @@ function isWrite(op: OpInfo): boolean {
  */
 function planOperation(world: World, op: OpInfo): OpPlan {
   const { history, between, rng, time } = world;
+  noteAttemptWrite(world, op);
   const [lo, hi] = history.latency;
   const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
   const machine = time.current;
@@ -907,6 +916,23 @@ function planOperation(world: World, op: OpInfo): OpPlan {
     return plan;
   }
   return faultOf(world, op, plan);
+}
+
+/**
+ * Notes when a job's attempt sends a write to its run's record (its heartbeat's, its notes', its
+ * completion's or release's), whatever becomes of it.
+ */
+function noteAttemptWrite(world: World, op: OpInfo): void {
+  const writer = world.requests.getStore()?.attempt;
+  if (writer?.id === undefined || !isWrite(op)) {
+    return;
+  }
+  if (!op.paths.includes(`${world.collection}/${writer.runId}`)) {
+    return;
+  }
+  const sent = world.attemptWrites.get(writer.id) ?? [];
+  sent.push(world.time.now);
+  world.attemptWrites.set(writer.id, sent);
 }
 
 /** The fault an operation drawn to fail meets: refused, lost, answered late, or retried. */
@@ -1086,7 +1112,7 @@ function fillsNotes(world: World, exec: Execution): boolean {
 
 /**
  * The share of executions whose job ignores its signal until its work is done (then throws its
- * reason): what the product's still-running warning, its timeout's stopped heartbeat and its
+ * reason), unless the history sets its own (`stubbornShare`): what the product's still-running warning, its timeout's stopped heartbeat and its
  * fenced completion exist for (docs/jobs.md: a job should stop and throw when its signal aborts).
  */
 const STUBBORN_SHARE = 1 / 8;
@@ -1110,7 +1136,8 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     const ms = world.between(spec.minMs, spec.maxMs);
     const fails = world.rng() < spec.failRate;
     const stubborn =
-      world.history.stubbornJobs === true && world.laterRng() < STUBBORN_SHARE;
+      world.history.stubbornJobs === true &&
+      world.laterRng() < (world.history.stubbornShare ?? STUBBORN_SHARE);
     if (stubborn) {
       exec.stubborn = true;
     }
@@ -2093,62 +2120,80 @@ function stall(world: World, dep: Deployment, event: EventOf<'stall'>): void {
 }
 
 /**
- * The `stolen_lease` event: pauses the instance running `dep`'s oldest running slot execution (one
- * Scheduler delivered, with its schedule time; a stubborn one first) for a lease and `ms` more, and a second after the
- * lease has lapsed re-sends that slot's request to another instance (a new one if none serves), as
- * a proxy's retry would: its claim takes the run over while the paused job still runs. Its answer
- * goes to the proxy, not to Scheduler, so Scheduler's own attempts are unchanged.
+ * The `stolen_lease` event (when no slot execution runs, it looks again every 5 s for a minute):
+ * pauses the instance running one of `dep`'s running slot executions (one
+ * Scheduler delivered, with its schedule time: a stubborn one first, then the latest started, which
+ * has the most work left) for a lease and `ms` more, and halfway through the `ms` past the lease
+ * re-sends that slot's request to another instance (a new one if none serves), as a proxy's retry
+ * would, again while it is answered 5xx and the job is still paused: its claim takes the run over
+ * while the paused job still runs. Its answers go to the proxy, not to Scheduler, so Scheduler's
+ * own attempts are unchanged.
  */
 function stealLease(
   world: World,
   dep: Deployment,
-  event: EventOf<'stolen_lease'>,
+  event: EventOf<'stolen_lease'> & { readonly waitedMs?: number },
 ): void {
   const running = dep.instances.flatMap((instance) =>
     [...instance.running]
       .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
       .map((exec) => ({ instance, exec })),
   );
-  // A stubborn job first: it runs on after its signal aborted, so its heartbeat meets the lost lease.
+  // A stubborn job runs on after its signal aborted, so its heartbeat meets the lost lease.
   const target = running.sort(
     (a, b) =>
       Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
-      a.exec.start - b.exec.start,
+      b.exec.start - a.exec.start,
   )[0];
   if (target === undefined) {
+    // Nothing runs yet: the event waits for a job to steal from, a minute at most.
+    const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
+    if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
+      world.time.within(undefined, () =>
+        world.time.schedule(
+          () => stealLease(world, dep, { ...event, waitedMs: waited }),
+          STOLEN_LEASE_LOOK_EVERY_MS,
+        ),
+      );
+    }
     return;
   }
   const { instance, exec } = target;
-  pauseInstance(world, instance, world.leaseMs + event.ms);
+  const pausedMs = world.leaseMs + event.ms;
+  pauseInstance(world, instance, pausedMs);
+  const resumesAt = world.time.now + pausedMs;
   const headers = {
     'User-Agent': 'Google-Cloud-Scheduler',
     'X-CloudScheduler-JobName': exec.jobId,
     'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(exec.scheduleTime),
   };
-  const resend = () => {
+  const resend = (tries: number) => {
     const others = dep.instances.filter((i) => i.serving && i !== instance);
-    let target = others[Math.floor(world.rng() * others.length)];
-    if (target === undefined) {
-      target = startInstance(world, dep, dep.revisions.length - 1);
-      dep.instances.push(target);
+    let to = others[Math.floor(world.rng() * others.length)];
+    if (to === undefined) {
+      to = startInstance(world, dep, dep.revisions.length - 1);
+      dep.instances.push(to);
     }
-    deliverTo(
-      world,
-      dep,
-      headers,
-      'scheduler',
-      undefined,
-      undefined,
-      target,
-    ).catch(() => undefined);
+    const again = () => {
+      if (tries < STOLEN_LEASE_RESENDS && world.time.now < resumesAt) {
+        resend(tries + 1);
+      }
+    };
+    deliverTo(world, dep, headers, 'scheduler', undefined, undefined, to).then(
+      ({ status }) => (status >= 500 ? again() : undefined),
+      again,
+    );
   };
   world.time.within(undefined, () =>
-    world.time.schedule(resend, world.leaseMs + STOLEN_LEASE_RESEND_AFTER_MS),
+    world.time.schedule(() => resend(1), world.leaseMs + event.ms / 2),
   );
 }
 
-/** How long after a lease's whole length the proxy re-sends a stolen lease's request, ms. */
-const STOLEN_LEASE_RESEND_AFTER_MS = 1_000;
+/** How often a stolen lease's event looks again for a running job, ms. */
+const STOLEN_LEASE_LOOK_EVERY_MS = 5_000;
+
+/** How many times the proxy sends a stolen lease's request at most, while it is answered 5xx. */
+const STOLEN_LEASE_RESENDS = 3;
 
 /**
  * Cloud Scheduler dispatches the job's next slot late: `ms` late, or (`nearAudit`) at the first
@@ -2606,6 +2651,7 @@ function outcomeOf(
     operatorPauses: world.operatorPauses,
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
+    attemptWrites: world.attemptWrites,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
     instancePauses: world.instancePauses,
