@@ -376,10 +376,11 @@ class AttemptScope {
   /**
    * Why no renewal landed for a whole lease although none failed: one was sent since the last
    * that landed and Firestore had not answered it in time, or none was sent at all (the beat's
-   * timer did not run: the instance was paused or starved of CPU).
+   * timer did not run: the instance was paused or starved of CPU). A renewal sent in the same
+   * instant the last one landed (a job's first note, sent as it starts) was sent after it.
    */
   #unbeatenCause(): 'extension_unanswered' | 'stalled' {
-    const sentSinceLanded = this.#renewalSentAt > this.#renewedAt;
+    const sentSinceLanded = this.#renewalSentAt >= this.#renewedAt;
     const sentInTime =
       this.#renewalSentAt <= this.#renewedAt + this.#claim.leaseMs;
     return sentSinceLanded && sentInTime ? 'extension_unanswered' : 'stalled';

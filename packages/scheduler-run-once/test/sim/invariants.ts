@@ -359,7 +359,7 @@ function noRunTwice(
 
 /**
  * Invariant 1's second half, for two executions of one run that overlapped: the earlier one's lease
- * loss was logged, and its job was told to stop (its signal aborted) no later than the later one
+ * loss was logged (unless its instance died before its answer), and its job was told to stop (its signal aborted) no later than the later one
  * started, unless its instance was paused then (a paused instance's timers wait with it). A lease
  * lapses by the holder's own clock no later than by Firestore's, so an instance that runs learns of
  * the lapse before any takeover can land (`AttemptScope.#lapsed`, src/core/run-once.ts).
@@ -371,7 +371,9 @@ function atOnce(
   outcome: SimOutcome,
 ): string[] {
   const pair = `${describe(earlier)} and ${describe(later)}`;
-  if (!leaseLossLogged(earlier, outcome)) {
+  // An instance that died before its attempt's answer never logs the loss its release met.
+  const couldLog = earlier.crashedBeforeAnswer !== true;
+  if (couldLog && !leaseLossLogged(earlier, outcome)) {
     return [
       `run ${runId.slice(0, 12)} ran twice at once without a logged lease loss: ${pair}`,
     ];

@@ -74,6 +74,14 @@ export function falseCause(
     const paused =
       (e !== undefined && e.pausedMs > 0) ||
       pausedAround(outcome, line, e?.start);
+    // No extension sent for a whole lease: only a paused (or starved) instance skips its beats.
+    if (cause === 'stalled') {
+      return paused
+        ? undefined
+        : 'its instance was never paused while the job ran, so its heartbeat never stalled';
+    }
+    // An extension sent and unanswered for a lease: Firestore slow, or the instance paused with
+    // the answer on its way.
     return paused || slowAnswers(outcome)
       ? undefined
       : 'its instance was never paused while the job ran, and Firestore never answered late nor hung';

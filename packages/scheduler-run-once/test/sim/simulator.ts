@@ -2008,11 +2008,7 @@ function apply(world: World, event: SimEvent): void {
       lateDelivery(world, dep, event);
       return;
     case 'foreign_pause':
-      void world.time.within(world.operator, () =>
-        pausesAsAnotherVersion(world, dep, event).catch((err: unknown) =>
-          world.errors.push(err),
-        ),
-      );
+      writePausesAsAnotherVersion(world, dep, event);
       return;
     case 'foreign_record':
     case 'foreign_lock':
@@ -2032,6 +2028,19 @@ function apply(world: World, event: SimEvent): void {
       redeploy(world, dep, event);
       return;
   }
+}
+
+/** The `foreign_pause` event: another version writes the job's `pauses`, on the operator's machine. */
+function writePausesAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'foreign_pause'>,
+): void {
+  void world.time.within(world.operator, () =>
+    pausesAsAnotherVersion(world, dep, event).catch((err: unknown) =>
+      world.errors.push(err),
+    ),
+  );
 }
 
 /** The `operator_pause` event: `npm run pause` on the operator's machine (`operatorPause`). */
@@ -2134,17 +2143,7 @@ function stealLease(
   dep: Deployment,
   event: EventOf<'stolen_lease'> & { readonly waitedMs?: number },
 ): void {
-  const running = dep.instances.flatMap((instance) =>
-    [...instance.running]
-      .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
-      .map((exec) => ({ instance, exec })),
-  );
-  // A stubborn job runs on after its signal aborted, so its heartbeat meets the lost lease.
-  const target = running.sort(
-    (a, b) =>
-      Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
-      b.exec.start - a.exec.start,
-  )[0];
+  const target = leaseToSteal(dep);
   if (target === undefined) {
     // Nothing runs yet: the event waits for a job to steal from, a minute at most.
     const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
@@ -2158,34 +2157,67 @@ function stealLease(
     }
     return;
   }
-  const { instance, exec } = target;
   const pausedMs = world.leaseMs + event.ms;
-  pauseInstance(world, instance, pausedMs);
+  pauseInstance(world, target.instance, pausedMs);
   const resumesAt = world.time.now + pausedMs;
+  world.time.within(undefined, () =>
+    world.time.schedule(
+      () => resendStolen(world, dep, target, resumesAt, 1),
+      world.leaseMs + event.ms / 2,
+    ),
+  );
+}
+
+/**
+ * The running slot execution of `dep` a stolen lease pauses, with its instance: a stubborn one
+ * first (it runs on after its signal aborted, so its heartbeat meets the lost lease), then the
+ * latest started (the most work left).
+ */
+function leaseToSteal(
+  dep: Deployment,
+): { readonly instance: Instance; readonly exec: Execution } | undefined {
+  const running = dep.instances.flatMap((instance) =>
+    [...instance.running]
+      .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
+      .map((exec) => ({ instance, exec })),
+  );
+  return running.sort(
+    (a, b) =>
+      Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
+      b.exec.start - a.exec.start,
+  )[0];
+}
+
+/**
+ * The proxy's retry of a stolen lease's request: to another serving instance (a new one if none),
+ * again while it is answered 5xx and the paused one has not resumed (`resumesAt`), `tries` counting.
+ */
+function resendStolen(
+  world: World,
+  dep: Deployment,
+  { instance, exec }: { readonly instance: Instance; readonly exec: Execution },
+  resumesAt: number,
+  tries: number,
+): void {
   const headers = {
     'User-Agent': 'Google-Cloud-Scheduler',
     'X-CloudScheduler-JobName': exec.jobId,
     'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(exec.scheduleTime),
   };
-  const resend = (tries: number) => {
-    const others = dep.instances.filter((i) => i.serving && i !== instance);
-    let to = others[Math.floor(world.rng() * others.length)];
-    if (to === undefined) {
-      to = startInstance(world, dep, dep.revisions.length - 1);
-      dep.instances.push(to);
+  const others = dep.instances.filter((i) => i.serving && i !== instance);
+  let to = others[Math.floor(world.rng() * others.length)];
+  if (to === undefined) {
+    to = startInstance(world, dep, dep.revisions.length - 1);
+    dep.instances.push(to);
+  }
+  const again = () => {
+    if (tries < STOLEN_LEASE_RESENDS && world.time.now < resumesAt) {
+      resendStolen(world, dep, { instance, exec }, resumesAt, tries + 1);
     }
-    const again = () => {
-      if (tries < STOLEN_LEASE_RESENDS && world.time.now < resumesAt) {
-        resend(tries + 1);
-      }
-    };
-    deliverTo(world, dep, headers, 'scheduler', undefined, undefined, to).then(
-      ({ status }) => (status >= 500 ? again() : undefined),
-      again,
-    );
   };
-  world.time.within(undefined, () =>
-    world.time.schedule(() => resend(1), world.leaseMs + event.ms / 2),
+  deliverTo(world, dep, headers, 'scheduler', undefined, undefined, to).then(
+    ({ status }) => (status >= 500 ? again() : undefined),
+    again,
   );
 }
 

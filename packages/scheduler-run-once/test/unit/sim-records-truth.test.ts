@@ -184,18 +184,31 @@ describe("invariant 22: a lost lease's cause told truly", () => {
     );
   });
 
-  it('passes stalled only for a paused instance (or late answers), and unknown always', () => {
-    const judge = (e: Execution, lateAnswers = 0) =>
+  it('passes stalled only for a paused instance, extension_unanswered for late answers too, and unknown always', () => {
+    const judge = (cause: string, e: Execution, lateAnswers = 0) =>
       leaseLossCausesTrue(
         outcome({
           executions: [e],
-          logs: [loss('stalled'), loss('unknown')],
+          logs: [loss(cause), loss('unknown')],
           history: { ...history, lateAnswers },
         }),
       );
-    assert.deepEqual(judge(execution({ pausedMs: 70_000 })), []);
-    assert.deepEqual(judge(execution({}), 0.2), []);
-    assert.match(judge(execution({})).join('\n'), /never paused/);
+    assert.deepEqual(judge('stalled', execution({ pausedMs: 70_000 })), []);
+    assert.match(
+      judge('stalled', execution({}), 0.2).join('\n'),
+      /never paused/,
+      'late answers leave beats sent: they never stall the heartbeat',
+    );
+    assert.match(judge('stalled', execution({})).join('\n'), /never paused/);
+    assert.deepEqual(
+      judge('extension_unanswered', execution({ pausedMs: 70_000 })),
+      [],
+    );
+    assert.deepEqual(judge('extension_unanswered', execution({}), 0.2), []);
+    assert.match(
+      judge('extension_unanswered', execution({})).join('\n'),
+      /never answered late/,
+    );
   });
 
   it('fails job_timeout for a job that ran less than JOB_TIMEOUT_SECONDS', () => {
