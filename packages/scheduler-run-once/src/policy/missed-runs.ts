@@ -7,6 +7,7 @@ import type { RunDocuments } from '../core/run-documents.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import {
   judgedAt,
+  type RunRecord,
   type StoredRecord,
   type UnreadableRecord,
 } from '../core/run-record.ts';
@@ -161,7 +162,7 @@ function reloggedFinding(
   run: Exclude<StoredRecord, UnreadableRecord>,
   unloggedBy: NonNullable<ReturnType<typeof unloggedReportBy>>,
 ): Finding {
-  const missed = run.status !== 'failed';
+  const missed = reportedState(run) === 'missed';
   const line = { jobName: job.id, slot: slot.toISOString(), runId };
   const fields = {
     ...line,
@@ -175,6 +176,22 @@ function reloggedFinding(
   const message = missed ? MISSED_RUN : FAILED_AFTER_RETRIES;
   const claimedBy = run.relogBy;
   return { slot, runId, fields, message, lapsed: false, unloggedBy, claimedBy };
+}
+
+/**
+ * What a report said when it was written: `failed` if an attempt had claimed the run before it (its
+ * first claim no later than the report), else `missed`. A backfill or re-run that re-opened the run
+ * since changes its status (`in_progress`, then `failed` or `completed`), not what was reported.
+ */
+function reportedState(
+  run: Pick<RunRecord, 'firstClaimedAt' | 'reportedAt'>,
+): 'missed' | 'failed' {
+  const { firstClaimedAt, reportedAt } = run;
+  const claimedBefore =
+    firstClaimedAt !== undefined &&
+    reportedAt !== undefined &&
+    firstClaimedAt.getTime() <= reportedAt.getTime();
+  return claimedBefore ? 'failed' : 'missed';
 }
 
 /** What judging a range has learnt so far, slot by slot. */

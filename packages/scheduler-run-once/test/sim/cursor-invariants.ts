@@ -78,12 +78,16 @@ function cursorAt(
   return typeof at?.toMillis === 'function' ? at.toMillis() : undefined;
 }
 
-/** When the last final check began: the operator's after a death, else the auditor's. */
+/**
+ * When the last final check began: the operator's after a death or twin checks (which leave a
+ * cursor at a slot they raced for), else the auditor's.
+ */
 function lastCheckMs(outcome: SimOutcome): number {
   const died = (outcome.deaths ?? []).some(
     (death) => death.at >= outcome.finalMs,
   );
-  return died ? outcome.finalMs + LATER_CHECK_MS : outcome.finalMs;
+  const twins = outcome.history?.twinFinalChecks === true;
+  return died || twins ? outcome.finalMs + LATER_CHECK_MS : outcome.finalMs;
 }
 
 /**

@@ -324,6 +324,11 @@ export interface History {
    */
   readonly stubbornShare?: number;
   /**
+   * The final missed-run check runs on two machines at once (fault-biased histories, one in two):
+   * two checks racing for each report, relog claim and cursor. Absent: one.
+   */
+  readonly twinFinalChecks?: boolean;
+  /**
    * Each noting job's second note, at the edge of `ctx.note`'s limits or past them
    * (test/sim/note-cases.ts); absent in older recorded histories: none.
    */
@@ -514,6 +519,7 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
         crashAfterWrite: fc.constantFrom(0.05, 0.3),
         jobTimeoutSeconds: fc.constantFrom(0, 45, 90),
         stubbornShare: fc.constant(FAULT_BIASED.stubbornShare),
+        twinFinalChecks: fc.boolean(),
       })
       .map((faults) => ({ ...drawn, ...faults, calm: false })),
   );

@@ -2530,17 +2530,17 @@ async function raceBackfills(world: World, drainedMs: number): Promise<number> {
 }
 
 /**
- * The final missed-run check on the auditor's machine; after an instance died, which may have
- * written a report it never logged shortly before the final check (which leaves a young one to
- * its writer), a later check on the operator's, as the job's next due delivery would run it.
+ * The final missed-run check on the auditor's machine (with `twinFinalChecks`, on the operator's
+ * at the same moment too, as the run audit and a job's due delivery meet at an hour: two checks
+ * racing for each report, relog and cursor); after an instance died, which may have written a
+ * report it never logged shortly before the final check (which leaves a young one to its writer),
+ * or after twin checks, a later check on the operator's, as the job's next due delivery would run
+ * it.
  */
 async function finalAudits(world: World, finalMs: number): Promise<void> {
   const { time } = world;
   let auditError: unknown;
-  const awaitAudit = async (
-    audits: ReturnType<typeof finalAudit>,
-    untilMs: number,
-  ) => {
+  const awaitAudit = async (audits: Promise<unknown>, untilMs: number) => {
     audits.then(
       (results) => {
         if (process.env.SIM_DEBUG === 'audit') {
@@ -2553,8 +2553,16 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
     );
     await time.run(untilMs);
   };
-  await awaitAudit(finalAudit(world, world.auditor), finalMs + 120_000);
-  if (world.deaths.length > 0) {
+  const first =
+    world.history.twinFinalChecks === true
+      ? Promise.all([
+          finalAudit(world, world.auditor),
+          finalAudit(world, world.operator),
+        ])
+      : finalAudit(world, world.auditor);
+  await awaitAudit(first, finalMs + 120_000);
+  // Twin checks that raced keep each cursor at the slot raced for: a later check passes it.
+  if (world.deaths.length > 0 || world.history.twinFinalChecks === true) {
     await time.run(finalMs + LATER_CHECK_MS);
     await awaitAudit(
       finalAudit(world, world.operator),
