@@ -71,6 +71,17 @@ export function parseSince(text: string, now: Date): number {
   return now.getTime() - start;
 }
 
+/**
+ * How late a run's first attempt came after its slot (`startedLateMs`), for the table's STARTED
+ * LATE column: a forced run that came before the slot it carries says how early (`6 h 47 min
+ * early`), never a negative lateness.
+ */
+export function startedLateText(ms: number | undefined): string {
+  return ms !== undefined && ms < 0
+    ? `${humanDuration(-ms)} early`
+    : humanDuration(ms);
+}
+
 /** A duration for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 3 min`. */
 export function humanDuration(ms: number | undefined): string {
   if (ms === undefined) {
@@ -320,7 +331,7 @@ export function runsTable(
       toUtcRfc3339(row.slot),
       stateText(row, view),
       String(row.attempts),
-      humanDuration(row.startedLateMs),
+      startedLateText(row.startedLateMs),
       humanDuration(row.durationMs),
       row.attemptId?.slice(0, 8) ?? '',
       (row.lastError ?? '').slice(0, 60),

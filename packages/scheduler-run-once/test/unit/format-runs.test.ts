@@ -14,6 +14,7 @@ import {
   parseSince,
   runsJson,
   runsTable,
+  startedLateText,
 } from '../../src/ops/format-runs.ts';
 import type { SlotRow } from '../../src/ops/slot-history.ts';
 
@@ -69,6 +70,15 @@ describe('humanDuration', () => {
     assert.deepEqual(
       [850, 12_340, 245_000, 7_380_000, undefined].map(humanDuration),
       ['850 ms', '12.3 s', '4 min 5 s', '2 h 3 min', ''],
+    );
+  });
+});
+
+describe('startedLateText', () => {
+  it('says how early a forced run came before the slot it carries, never a negative lateness', () => {
+    assert.deepEqual(
+      [-24_420_000, -2_500, 0, 12_340, undefined].map(startedLateText),
+      ['6 h 47 min early', '2.5 s early', '0 ms', '12.3 s', ''],
     );
   });
 });
