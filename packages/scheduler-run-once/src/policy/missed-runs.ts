@@ -179,19 +179,20 @@ function reloggedFinding(
 }
 
 /**
- * What a report said when it was written: `failed` if an attempt had claimed the run before it (its
- * first claim no later than the report), else `missed`. A backfill or re-run that re-opened the run
- * since changes its status (`in_progress`, then `failed` or `completed`), not what was reported.
+ * What a report said when it was written, for a check that logs it again: `failed` if an attempt
+ * had claimed the run before it (its first claim no later than the report), else `missed`. A
+ * backfill or re-run that re-opened the run since changes its status (`in_progress`, then `failed`
+ * or `completed`), not what was reported. A record of an earlier version, which wrote no first
+ * claim, is taken at its status.
  */
-function reportedState(
-  run: Pick<RunRecord, 'firstClaimedAt' | 'reportedAt'>,
+export function reportedState(
+  run: Pick<RunRecord, 'status' | 'firstClaimedAt' | 'reportedAt'>,
 ): 'missed' | 'failed' {
   const { firstClaimedAt, reportedAt } = run;
-  const claimedBefore =
-    firstClaimedAt !== undefined &&
-    reportedAt !== undefined &&
-    firstClaimedAt.getTime() <= reportedAt.getTime();
-  return claimedBefore ? 'failed' : 'missed';
+  if (firstClaimedAt === undefined || reportedAt === undefined) {
+    return run.status === 'failed' ? 'failed' : 'missed';
+  }
+  return firstClaimedAt.getTime() <= reportedAt.getTime() ? 'failed' : 'missed';
 }
 
 /** What judging a range has learnt so far, slot by slot. */

@@ -9,7 +9,11 @@ import {
   MAX_RULES,
   nextRules,
 } from '../../src/policy/missed-run-rules.ts';
-import { CHECK_PERIOD_MS, isDueSlot } from '../../src/policy/missed-runs.ts';
+import {
+  CHECK_PERIOD_MS,
+  isDueSlot,
+  reportedState,
+} from '../../src/policy/missed-runs.ts';
 import {
   judgingDelayMs,
   longestExecutionMs,
@@ -335,5 +339,54 @@ describe('slotVerdict of a slot Scheduler dispatched behind a long execution (is
     assert.equal(verdictAt(lastRetrySent - 20), 'open');
     assert.equal(verdictAt(lastRetrySent + 49), 'open');
     assert.equal(verdictAt(firstAttempt + 300 + 49 + 49 + 1), 'failed');
+  });
+});
+
+describe('reportedState: what a report logged again says', () => {
+  const at = (iso: string) => new Date(iso);
+  const reportedAt = at('2026-01-05T02:00:00Z');
+
+  it('says failed for a run an attempt had claimed before the report, whatever its status now', () => {
+    for (const status of ['failed', 'in_progress', 'completed'] as const) {
+      assert.equal(
+        reportedState({
+          status,
+          firstClaimedAt: at('2026-01-05T01:00:00Z'),
+          reportedAt,
+        }),
+        'failed',
+        status,
+      );
+    }
+  });
+
+  it('says missed for a run first claimed after the report (a backfill re-opened it)', () => {
+    assert.equal(
+      reportedState({
+        status: 'in_progress',
+        firstClaimedAt: at('2026-01-05T03:00:00Z'),
+        reportedAt,
+      }),
+      'missed',
+    );
+    assert.equal(
+      reportedState({
+        status: 'missed',
+        firstClaimedAt: undefined,
+        reportedAt,
+      }),
+      'missed',
+    );
+  });
+
+  it('takes a record of an earlier version, with no first claim, at its status', () => {
+    assert.equal(
+      reportedState({
+        status: 'failed',
+        firstClaimedAt: undefined,
+        reportedAt,
+      }),
+      'failed',
+    );
   });
 });
