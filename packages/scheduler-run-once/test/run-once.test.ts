@@ -223,6 +223,36 @@ describe('runOnce', () => {
     }
   });
 
+  it('names a stall a stall after a refused note: a note the ledger refuses sends no renewal', async () => {
+    const leaseMs = 300;
+    const { ledger } = newLedger({ leaseMs });
+    const { logger, lines } = captureLogs();
+
+    await runOnce(
+      ledger,
+      'run-1',
+      async (attempt) => {
+        await attempt.note('started', true);
+        // Refused before any write (a name the record cannot hold); a careful job goes on.
+        await attempt.note('', 1).catch(() => undefined);
+        // Starved of CPU for more than a lease: no beat can run, none is sent.
+        const until = performance.now() + leaseMs + 150;
+        while (performance.now() < until) {}
+        await sleep(leaseMs / 2);
+      },
+      { logger, abortWarningMs: 60_000 },
+    );
+
+    const lapses = lines().filter(
+      (l) => l.lapseCause !== undefined || l.leaseLoss !== undefined,
+    );
+    assert.ok(lapses.length > 0, JSON.stringify(lines()));
+    for (const lapse of lapses) {
+      assert.equal(lapse.lapseCause ?? lapse.leaseLoss, 'stalled');
+      assert.doesNotMatch(String(lapse.message), /Firestore slow/);
+    }
+  });
+
   it('gives the work a current lease end, moved on by the heartbeat', async () => {
     const { ledger } = newLedger({ leaseMs: 300 });
     const { logger } = captureLogs();

@@ -2,7 +2,7 @@
 import {
   type DocumentData as Data,
   FieldValue,
-  type Timestamp,
+  Timestamp,
 } from '@google-cloud/firestore';
 import type { Note } from './notes.ts';
 import {
@@ -68,9 +68,12 @@ export function claimFields(
     ...leaseFields(leaseMs, expireAt),
     [Field.claimedAt]: FieldValue.serverTimestamp(),
     [Field.attempts]: (previous?.attempts ?? 0) + 1,
-    ...(previous?.firstClaimedAt === undefined
-      ? { [Field.firstClaimedAt]: FieldValue.serverTimestamp() }
-      : {}),
+    // Carried over when there is one: a record of an earlier version read its first claim from
+    // `claimed_at`, which this claim moves on, so the field is written where it was missing.
+    [Field.firstClaimedAt]:
+      previous?.firstClaimedAt === undefined
+        ? FieldValue.serverTimestamp()
+        : Timestamp.fromDate(previous.firstClaimedAt),
   };
 }
 

@@ -12,7 +12,7 @@ import type {
   Ledger,
 } from './ledger.ts';
 import type { Logger } from './logger.ts';
-import type { NoteValue } from './notes.ts';
+import { type NoteValue, noteProblem, notesBoundProblem } from './notes.ts';
 import type { GuardedWrite } from './run-documents.ts';
 import type { RunDetails, RunRecord, UnreadableRecord } from './run-record.ts';
 
@@ -411,7 +411,14 @@ class AttemptScope {
       await this.#beat;
     }
     const sentAt = performance.now();
-    this.#renewalSentAt = sentAt;
+    // A note the ledger refuses (its name, its value, the notes' bounds) is never sent: it renews
+    // nothing, so a stall after it is still told as one (`#unbeatenCause`).
+    const refused =
+      noteProblem(name, value) ??
+      notesBoundProblem(this.#claim.notes, name, value);
+    if (refused === undefined) {
+      this.#renewalSentAt = sentAt;
+    }
     const run = this.#ledger
       .note(this.#claim, name, value)
       .then((noted) => this.#takeRenewal(noted, sentAt));

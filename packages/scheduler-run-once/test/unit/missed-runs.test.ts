@@ -1,6 +1,17 @@
 /** The pure parts of missed-run detection and the run audit: when a slot is judged, which deliveries check. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import {
+  FieldValue,
+  type QueryDocumentSnapshot,
+  Timestamp,
+} from '@google-cloud/firestore';
+import { claimFields } from '../../src/core/record-writes.ts';
+import {
+  type RunDetails,
+  type RunRecord,
+  runRecordConverter,
+} from '../../src/core/run-record.ts';
 import { isJudgedSlot } from '../../src/ops/check-rules.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
@@ -377,6 +388,41 @@ describe('reportedState: what a report logged again says', () => {
       }),
       'missed',
     );
+  });
+
+  it('keeps a failure report failed once a claim re-opened a record of an earlier version, which wrote no first claim', () => {
+    const t = (iso: string) => Timestamp.fromDate(at(iso));
+    const read = (data: Record<string, unknown>) =>
+      runRecordConverter.fromFirestore({
+        data: () => data,
+      } as unknown as QueryDocumentSnapshot) as RunRecord;
+    const before = {
+      status: 'failed',
+      attempt_id: 'old',
+      attempts: 3,
+      claimed_at: t('2026-01-05T01:00:00Z'),
+      failed_at: t('2026-01-05T01:50:00Z'),
+      reported_at: t('2026-01-05T02:00:00Z'),
+      reported_by: 'check',
+    };
+    const claim = claimFields(
+      'backfill',
+      30_000,
+      t('2026-01-06T00:00:00Z'),
+      {
+        jobName: 'j',
+        scheduleTime: '2026-01-05T00:00:00Z',
+      } satisfies RunDetails,
+      read(before),
+    );
+    const reopened: Record<string, unknown> = { ...before };
+    for (const [field, value] of Object.entries(claim)) {
+      reopened[field] =
+        value instanceof FieldValue ? t('2026-01-05T03:00:00Z') : value;
+    }
+
+    assert.equal(read(reopened).status, 'in_progress');
+    assert.equal(reportedState(read(reopened)), 'failed');
   });
 
   it('takes a record of an earlier version, with no first claim, at its status', () => {
