@@ -67,6 +67,7 @@ import {
   REPORT_UNCONFIRMED,
   REPORT_WITHDRAWN,
 } from '../../src/policy/final-failure.ts';
+import { PAUSED_SLOT } from '../../src/policy/log-messages.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   FAILED_AFTER_RETRIES,
@@ -78,6 +79,7 @@ import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
+import { deliveryChecksAsDocumented } from './check-cost-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
@@ -113,6 +115,7 @@ import {
   type Execution,
   type ForeignPauses,
   type LogLine,
+  OPERATOR_PAUSE_NOTE,
   type SimOutcome,
   START_NOTE,
 } from './simulator.ts';
@@ -261,6 +264,8 @@ export function violations(
     ...noForeignWrites(outcome),
     // 33. The final check leaves each cursor no further back than the first slot to judge again.
     ...cursorsKeptUp(outcome),
+    // 34. A delivery checks its job's closed slots at the first slot of an hour, and only then.
+    ...deliveryChecksAsDocumented(outcome),
     // 12. Every report written is logged at least once, at most twice.
     ...reportsLoggedOnceOrTwice(outcome),
     // 32. Every report line names what it reports, as Error Reporting reads it.
@@ -861,7 +866,9 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
     return;
   }
   if (paused) {
-    return; // a paused slot is neither run nor reported
+    // A paused slot is neither run nor reported: said at INFO (invariant 35).
+    found.push(...pausedSlotSaid(outcome, closed, what));
+    return;
   }
   if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
     return; // KNOWN_GAPS.auditBeforeFirstRecord
@@ -871,6 +878,40 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
       (judging.byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
     }`,
   );
+}
+
+/**
+ * Invariant 35: a closed slot the operator paused, with no run, is said by a check at INFO
+ * (`paused slot`, docs/operations.md, "Pausing a job"): its job, slot, run id and `state: paused`,
+ * the pause's note, and none of Error Reporting's fields (a pause is no error). Not required where
+ * another version wrote pauses, which a check may not read.
+ */
+function pausedSlotSaid(
+  outcome: SimOutcome,
+  { d, runId }: ClosedSlot,
+  what: string,
+): string[] {
+  if ((outcome.foreignPauses ?? []).some((f) => f.deployment === d)) {
+    return [];
+  }
+  const lines = outcome.logs.filter(
+    (line) => line.message === PAUSED_SLOT && line.fields.runId === runId,
+  );
+  if (lines.length === 0) {
+    return [`slot ${what} was paused by the operator, and no check said so`];
+  }
+  const wrong = lines.find(
+    (line) =>
+      !/^(info|30)$/i.test(line.level) ||
+      line.fields.state !== 'paused' ||
+      line.fields.note !== OPERATOR_PAUSE_NOTE ||
+      '@type' in line.fields,
+  );
+  return wrong === undefined
+    ? []
+    : [
+        `slot ${what}: its "${PAUSED_SLOT}" line is not an INFO naming the pause: ${JSON.stringify({ level: wrong.level, ...wrong.fields })}`,
+      ];
 }
 
 /**

@@ -364,6 +364,11 @@ export interface SimOutcome {
    * release), by attempt id, landed or not; absent in outcomes made by hand.
    */
   readonly attemptWrites?: ReadonlyMap<string, readonly number[]>;
+  /**
+   * The check documents (`{jobId}~check…`) each job's attempt read, by attempt id, in order: its
+   * delivery's missed-run check beside the job; absent in outcomes made by hand.
+   */
+  readonly checkReads?: ReadonlyMap<string, readonly string[]>;
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
   /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
@@ -561,6 +566,7 @@ interface World {
   readonly foreignWrites: ForeignWrite[];
   readonly leaseEnds: Map<string, LeaseEnd[]>;
   readonly attemptWrites: Map<string, number[]>;
+  readonly checkReads: Map<string, string[]>;
   readonly operatorPauses: OperatorPause[];
   readonly catchUps: CatchUp[];
   /** How many audit requests got a catch-up sender (numbers {@link CatchUp.auditRequest}). */
@@ -673,6 +679,7 @@ function newWorld(
     foreignWrites: [],
     leaseEnds: new Map(),
     attemptWrites: new Map(),
+    checkReads: new Map(),
     operatorPauses: [],
     catchUps: [],
     auditRequests: 0,
@@ -894,6 +901,7 @@ function isWrite(op: OpInfo): boolean {
 function planOperation(world: World, op: OpInfo): OpPlan {
   const { history, between, rng, time } = world;
   noteAttemptWrite(world, op);
+  noteCheckRead(world, op);
   const [lo, hi] = history.latency;
   const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
   const machine = time.current;
@@ -933,6 +941,25 @@ function noteAttemptWrite(world: World, op: OpInfo): void {
   const sent = world.attemptWrites.get(writer.id) ?? [];
   sent.push(world.time.now);
   world.attemptWrites.set(writer.id, sent);
+}
+
+/**
+ * Notes when a job's attempt reads a check document: its delivery's missed-run check beside the
+ * job (the run audit's attempts read every job's), whatever becomes of the read.
+ */
+function noteCheckRead(world: World, op: OpInfo): void {
+  const reader = world.requests.getStore()?.attempt.id;
+  const [path] = op.paths;
+  if (reader === undefined || op.kind !== 'get' || path === undefined) {
+    return;
+  }
+  const documentId = path.slice(path.lastIndexOf('/') + 1);
+  if (!documentId.includes('~check')) {
+    return;
+  }
+  const read = world.checkReads.get(reader) ?? [];
+  read.push(documentId);
+  world.checkReads.set(reader, read);
 }
 
 /** The fault an operation drawn to fail meets: refused, lost, answered late, or retried. */
@@ -1782,7 +1809,7 @@ async function operatorPause(
   try {
     recorded = await recordPause(jobDocuments, docId, jobId, {
       until,
-      note: 'sim',
+      note: OPERATOR_PAUSE_NOTE,
     });
   } catch {
     return; // already paused (refused): this pause changes nothing
@@ -1810,6 +1837,9 @@ async function operatorPause(
   pause.to = resumed.resumedAt?.getTime() ?? time.now;
   dep.scheduler.resume(jobId);
 }
+
+/** The note of every operator pause (`npm run pause -- JOB --note sim`). */
+export const OPERATOR_PAUSE_NOTE = 'sim';
 
 /** Where another version (or the operator's repair) writes: the shared store, on true time. */
 function foreignStoreOf(world: World): ForeignStore {
@@ -2692,6 +2722,7 @@ function outcomeOf(
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
     attemptWrites: world.attemptWrites,
+    checkReads: world.checkReads,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
     instancePauses: world.instancePauses,
