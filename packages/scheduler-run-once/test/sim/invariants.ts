@@ -108,7 +108,10 @@ import {
 import { recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
 import { reportedLate } from './report-latency-invariants.ts';
-import { reportLinesSayWhat } from './report-line-invariants.ts';
+import {
+  auditCountsTrue,
+  reportLinesSayWhat,
+} from './report-line-invariants.ts';
 import {
   type Answered,
   type Delivered,
@@ -270,6 +273,8 @@ export function violations(
     ...reportsLoggedOnceOrTwice(outcome),
     // 32. Every report line names what it reports, as Error Reporting reads it.
     ...reportLinesSayWhat(outcome),
+    // 36. A run audit's summary counts the reports its checks logged.
+    ...auditCountsTrue(outcome),
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
     ...unknownStatusesSaid(outcome),
     ...noBlockBehindVanishedHolder(outcome),

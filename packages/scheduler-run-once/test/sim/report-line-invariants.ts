@@ -124,3 +124,58 @@ export function reportLinesSayWhat(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/** The run audit's summary line (src/policy/run-audit.ts), with its counts. */
+const AUDIT_DONE = 'run audit done';
+
+/**
+ * When the audit request that logged `done` was sent to its instance, ms: the one audit delivery
+ * of its slot open on that instance then; `undefined` if none or two (their lines would mix).
+ */
+function auditRequestStart(
+  outcome: SimOutcome,
+  done: LogLine,
+): number | undefined {
+  const open = (outcome.auditDeliveries ?? []).filter(
+    (d) =>
+      d.instance === done.instance &&
+      d.scheduleTime === done.fields.scheduleTime &&
+      d.sentAt <= done.at &&
+      (d.endedAt === undefined || d.endedAt >= done.at),
+  );
+  return open.length === 1 ? open[0]?.sentAt : undefined;
+}
+
+/**
+ * Invariant 36: a run audit's summary counts what it reported. Its `run audit done` line, when no
+ * check failed (`failed: 0`), says `reported: N`, and N is the number of report lines its own
+ * checks logged (named by `auditRunId`, on its instance, since its request came): the count
+ * operators read for "did the audit find anything".
+ */
+export function auditCountsTrue(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const done of outcome.logs) {
+    if (done.message !== AUDIT_DONE || done.fields.failed !== 0) {
+      continue;
+    }
+    const started = auditRequestStart(outcome, done);
+    if (started === undefined) {
+      continue;
+    }
+    const auditRunId = done.fields.runId;
+    const logged = outcome.logs.filter(
+      (line) =>
+        REPORTS[line.message] !== undefined &&
+        line.fields.auditRunId === auditRunId &&
+        line.instance === done.instance &&
+        started <= line.at &&
+        line.at <= done.at,
+    ).length;
+    if (done.fields.reported !== logged) {
+      found.push(
+        `the run audit ${String(auditRunId).slice(0, 12)} (${done.instance}, ${new Date(done.at).toISOString()}) says reported: ${String(done.fields.reported)}, and its checks logged ${logged} reports`,
+      );
+    }
+  }
+  return found;
+}

@@ -7,7 +7,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { errorEventFields } from '../../src/policy/error-report.ts';
-import { reportLinesSayWhat } from '../../test/sim/report-line-invariants.ts';
+import {
+  auditCountsTrue,
+  reportLinesSayWhat,
+} from '../../test/sim/report-line-invariants.ts';
 
 const SLOT = '2026-01-05T01:00:00.000Z';
 
@@ -64,5 +67,53 @@ describe('invariant 32: a report line says what it reports', () => {
       assert.equal(found.length, 1, JSON.stringify(fields));
       assert.match(found[0] ?? '', says);
     }
+  });
+});
+
+describe("invariant 36: a run audit's summary counts the reports its checks logged", () => {
+  const AUDIT_RUN = 'audit-run-1';
+  const SENT = Date.parse(SLOT);
+  const line = (at: number, message: string, fields: object) => ({
+    at,
+    instance: 'd0-i0-r0',
+    level: 'INFO',
+    message,
+    fields,
+  });
+  const report = line(SENT + 2_000, 'missed run', {
+    runId: 'run-1',
+    auditRunId: AUDIT_RUN,
+  });
+  const done = (reported: unknown, failed = 0) =>
+    line(SENT + 3_000, 'run audit done', {
+      runId: AUDIT_RUN,
+      scheduleTime: SLOT,
+      reported,
+      failed,
+    });
+  const outcome = (logs: object[]) =>
+    ({
+      logs,
+      auditDeliveries: [
+        {
+          instance: 'd0-i0-r0',
+          scheduleTime: SLOT,
+          sentAt: SENT,
+          endedAt: SENT + 4_000,
+        },
+      ],
+    }) as never;
+
+  it('passes a summary that counts its report, and one whose check failed', () => {
+    assert.deepEqual(auditCountsTrue(outcome([report, done(1)])), []);
+    assert.deepEqual(auditCountsTrue(outcome([report, done(0, 1)])), []);
+  });
+
+  it('fails a summary that counts none, or no number', () => {
+    assert.match(
+      auditCountsTrue(outcome([report, done(0)]))[0] ?? '',
+      /says reported: 0, and its checks logged 1 reports/,
+    );
+    assert.equal(auditCountsTrue(outcome([done(undefined)])).length, 1);
   });
 });
