@@ -20,6 +20,7 @@ import { checkDocumentId } from '../src/policy/missed-run-cursor.ts';
 import {
   MissedRunCheck,
   type MissedRunCheckDeps,
+  REPORT_NOT_ACKNOWLEDGED,
 } from '../src/policy/missed-runs.ts';
 import {
   backoffMs,
@@ -1046,6 +1047,59 @@ describe('the attack on detection, finding by finding', () => {
       relogged.map((l) => [l.relogged, l.reporter]),
       [[true, 'other-check']],
     );
+  });
+
+  it('2i. a check whose claim to log a report again fails, and whose read after it fails too, logs it and warns that it could not mark it logged', async () => {
+    const quick = quickJobCheck();
+    const { job, fn, logs, setAhead } = quick;
+    const { slot } = await unloggedReport(quick, 'other-check');
+    setAhead(3 * MINUTE); // past the grace: its writer never logged it
+    let claimed = false;
+    const check = checkWith(quick, {
+      claimRelog: () => {
+        claimed = true;
+        return Promise.reject(new LedgerUnavailableError('14 UNAVAILABLE'));
+      },
+      // The read back after the failed claim fails too: no update time to mark it logged on.
+      getMany: (ids) =>
+        claimed
+          ? Promise.reject(new LedgerUnavailableError('14 UNAVAILABLE'))
+          : fn.history.getMany(ids),
+    });
+
+    await check.check(job, [], logs.logger);
+
+    const lines = logs.lines();
+    const relogged = lines.findIndex(
+      (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+    );
+    assert.ok(relogged >= 0, 'the report is logged again');
+    const warned = lines.findIndex(
+      (l) => l.message === REPORT_NOT_ACKNOWLEDGED,
+    );
+    assert.ok(
+      warned > relogged,
+      'a warning after it says a later check may log it again',
+    );
+  });
+
+  it('2j. a check whose mark of a report it logged again is refused (another check claimed it meanwhile, and logs it too) warns that it could not mark it logged', async () => {
+    const quick = quickJobCheck();
+    const { job, logs, setAhead } = quick;
+    const { slot } = await unloggedReport(quick, 'other-check');
+    setAhead(3 * MINUTE); // past the grace: its writer never logged it
+    const check = checkWith(quick, { acknowledgeReport: async () => false });
+
+    await check.check(job, [], logs.logger);
+
+    const lines = logs.lines();
+    const relogged = lines.findIndex(
+      (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+    );
+    const warned = lines.findIndex(
+      (l) => l.message === REPORT_NOT_ACKNOWLEDGED,
+    );
+    assert.ok(relogged >= 0 && warned > relogged, 'the line, then the warning');
   });
 
   it('2h. a report whose claimant died before logging it is logged by a later check: the check that lost the claim keeps its cursor there', async () => {

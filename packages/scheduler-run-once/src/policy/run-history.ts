@@ -213,8 +213,8 @@ export class RunHistory {
   }
   /**
    * Acknowledges that `reporter`'s report of `runId` was logged, fenced on `token` (its write, or
-   * the read that found it); false if the record changed first (then it was acknowledged, or
-   * re-opened by a backfill: either way nothing is left to log).
+   * the read that found it); false if the record changed first: it was acknowledged, re-opened by
+   * a backfill, or claimed by another check that logs it again (`claimRelog`).
    * @throws {LedgerUnavailableError} if the write fails (a later check logs the report again).
    */
   async acknowledgeReport(

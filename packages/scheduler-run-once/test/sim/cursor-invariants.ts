@@ -19,7 +19,7 @@ import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
-import type { SimOutcome } from './simulator.ts';
+import { hasLaterCheck, type SimOutcome } from './simulator.ts';
 
 type Deployment = SimOutcome['deployments'][number];
 type Job = Deployment['revisions'][number]['jobs'][number];
@@ -79,15 +79,16 @@ function cursorAt(
 }
 
 /**
- * When the last final check began: the operator's after a death or twin checks (which leave a
- * cursor at a slot they raced for), else the auditor's.
+ * When the last final check began: the operator's after a death, twin checks (which leave a
+ * cursor at a slot they raced for) or a faulty check, else the auditor's.
  */
 function lastCheckMs(outcome: SimOutcome): number {
   const died = (outcome.deaths ?? []).some(
     (death) => death.at >= outcome.finalMs,
   );
-  const twins = outcome.history?.twinFinalChecks === true;
-  return died || twins ? outcome.finalMs + LATER_CHECK_MS : outcome.finalMs;
+  return hasLaterCheck(outcome.history, died)
+    ? outcome.finalMs + LATER_CHECK_MS
+    : outcome.finalMs;
 }
 
 /**

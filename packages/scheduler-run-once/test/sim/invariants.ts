@@ -110,6 +110,7 @@ import { attemptReportsTrue } from './report-invariants.ts';
 import { reportedLate } from './report-latency-invariants.ts';
 import {
   auditCountsTrue,
+  checkReportsLogged,
   reportLinesSayWhat,
 } from './report-line-invariants.ts';
 import {
@@ -275,6 +276,8 @@ export function violations(
     ...reportLinesSayWhat(outcome),
     // 36. A run audit's summary counts the reports its checks logged.
     ...auditCountsTrue(outcome),
+    // 37. A check logs the report it wrote.
+    ...checkReportsLogged(outcome),
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
     ...unknownStatusesSaid(outcome),
     ...noBlockBehindVanishedHolder(outcome),

@@ -329,6 +329,13 @@ export interface History {
    */
   readonly twinFinalChecks?: boolean;
   /**
+   * The final missed-run check meets Firestore's faults (fault-biased histories, one in two): its
+   * operations refused, answered lost or late, or retried (`FINAL_CHECK_FAULT_RATES`), so its
+   * reports are refused, unconfirmed or raced, its relog claims and acknowledgements fail; a later
+   * clean check follows. Absent: the final check sees no fault.
+   */
+  readonly faultyFinalCheck?: boolean;
+  /**
    * Each noting job's second note, at the edge of `ctx.note`'s limits or past them
    * (test/sim/note-cases.ts); absent in older recorded histories: none.
    */
@@ -520,6 +527,7 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
         jobTimeoutSeconds: fc.constantFrom(0, 45, 90),
         stubbornShare: fc.constant(FAULT_BIASED.stubbornShare),
         twinFinalChecks: fc.boolean(),
+        faultyFinalCheck: fc.boolean(),
       })
       .map((faults) => ({ ...drawn, ...faults, calm: false })),
   );

@@ -179,3 +179,51 @@ export function auditCountsTrue(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Whether `line` was logged on `machine`: an instance's lines name it; a final check's name its
+ * deployment and machine (`d0-auditor`, `d0-operator`); the operator's check raced by a backfill
+ * (`racedCheck`) logs as `d0-check`.
+ */
+function loggedOn(line: LogLine, machine: string): boolean {
+  const check = /^d\d+-(auditor|operator|check)$/.exec(line.instance)?.[1];
+  if (check === undefined) {
+    return line.instance === machine;
+  }
+  return check === machine || (check === 'check' && machine === 'operator');
+}
+
+/**
+ * Invariant 37: a check logs the report it wrote. Each report a missed-run check's write landed
+ * (`reported_at` with its unlogged reporter, `checkReports`) is logged by that check, on its
+ * machine, naming its reporter: once the write landed, its line follows whatever its answer was
+ * (lost, late, a retry's conflict: the check reads the record to know it as its own, and logs it
+ * `unconfirmed` when it cannot read). Only the machine's death, or a pause that outlived the
+ * history, excuse a missing line: a later check would log it again, a check late.
+ */
+export function checkReportsLogged(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const report of outcome.checkReports ?? []) {
+    const logged = outcome.logs.some(
+      (line) =>
+        REPORTS[line.message] !== undefined &&
+        line.fields.reporter === report.reporter &&
+        line.fields.runId === report.runId &&
+        loggedOn(line, report.machine) &&
+        line.at >= report.at,
+    );
+    const died = (outcome.deaths ?? []).some(
+      (death) => death.instance === report.machine && death.at >= report.at,
+    );
+    const paused = (outcome.instancePauses ?? []).some(
+      (pause) =>
+        pause.instance === report.machine && pause.until >= outcome.finalMs,
+    );
+    if (!logged && !died && !paused) {
+      found.push(
+        `a missed-run check on ${report.machine} wrote the report of run ${report.runId.slice(0, 12)} (reporter ${report.reporter.slice(0, 8)}, ${new Date(report.at).toISOString()}) and never logged it`,
+      );
+    }
+  }
+  return found;
+}

@@ -17,6 +17,7 @@ import {
   type Firestore,
   Timestamp,
 } from '@google-cloud/firestore';
+import { LedgerUnavailableError } from '../../src/core/errors.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
@@ -51,7 +52,7 @@ import {
   MissedRunCheck,
 } from '../../src/policy/missed-runs.ts';
 import { defineAuditJob } from '../../src/policy/run-audit.ts';
-import { RunHistory } from '../../src/policy/run-history.ts';
+import { RunHistory, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import {
   asFirestore,
@@ -276,6 +277,16 @@ export interface ForeignWrite {
 }
 
 /** An instance that died right after one of its logged writes landed, before its log line. */
+/** A missed-run check's report write that landed: the report its check must log. */
+export interface CheckReport {
+  readonly at: number;
+  /** The machine whose check wrote it (an instance's name, `auditor`, `operator`). */
+  readonly machine: string;
+  readonly runId: string;
+  /** The reporter id the write names (`reported_by` less its unlogged mark). */
+  readonly reporter: string;
+}
+
 export interface CrashAfterWrite {
   readonly at: number;
   readonly instance: string;
@@ -371,6 +382,8 @@ export interface SimOutcome {
   readonly checkReads?: ReadonlyMap<string, readonly string[]>;
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** Every report a missed-run check wrote that landed, in order; absent in outcomes made by hand. */
+  readonly checkReports?: readonly CheckReport[];
   /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
   readonly deaths?: readonly Death[];
   /** Every pause of an instance (`pause`, `stall`), whatever ran on it: the run audit's attempts too. */
@@ -567,6 +580,7 @@ interface World {
   readonly leaseEnds: Map<string, LeaseEnd[]>;
   readonly attemptWrites: Map<string, number[]>;
   readonly checkReads: Map<string, string[]>;
+  readonly checkReports: CheckReport[];
   readonly operatorPauses: OperatorPause[];
   readonly catchUps: CatchUp[];
   /** How many audit requests got a catch-up sender (numbers {@link CatchUp.auditRequest}). */
@@ -680,6 +694,7 @@ function newWorld(
     leaseEnds: new Map(),
     attemptWrites: new Map(),
     checkReads: new Map(),
+    checkReports: [],
     operatorPauses: [],
     catchUps: [],
     auditRequests: 0,
@@ -764,6 +779,7 @@ function noteLandedWrite(
   if (foreign !== undefined) {
     world.foreignWrites.push(foreign);
   }
+  noteCheckReport(world, path, before, after);
   dieAfterLoggedWrite(world, path, before, after);
   noteRevived(world, path, after);
 }
@@ -824,6 +840,37 @@ function foreignWrite(
     holder: String(before.attempt_id),
     status: `${String(before.status)} → ${String(after.status)}`,
   };
+}
+
+/** Notes a missed-run check's report (a `reported_at` with an unlogged reporter) as it lands. */
+function noteCheckReport(
+  world: World,
+  path: string,
+  before: DocumentData | undefined,
+  after: DocumentData | undefined,
+): void {
+  const machine = world.time.current;
+  const prefix = `${world.collection}/`;
+  if (machine === undefined || !path.startsWith(prefix)) {
+    return;
+  }
+  const reportedAt = (data: DocumentData | undefined) =>
+    data?.reported_at instanceof Timestamp
+      ? data.reported_at.toMillis()
+      : undefined;
+  const reporter = unloggedReportBy(
+    typeof after?.reported_by === 'string' ? after.reported_by : undefined,
+  );
+  const reported = reportedAt(after);
+  if (reporter === undefined || reported === reportedAt(before)) {
+    return;
+  }
+  world.checkReports.push({
+    at: world.time.now,
+    machine: machine.name,
+    runId: path.slice(prefix.length),
+    reporter,
+  });
 }
 
 /**
@@ -905,8 +952,11 @@ function planOperation(world: World, op: OpInfo): OpPlan {
   const [lo, hi] = history.latency;
   const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
   const machine = time.current;
-  if (machine === world.operator || machine === world.auditor) {
+  if (machine === world.operator) {
     return plan;
+  }
+  if (machine === world.auditor) {
+    return finalCheckPlan(world, op, plan);
   }
   // A hanging connection: sent, never reaches the server, never answered.
   if (
@@ -924,6 +974,24 @@ function planOperation(world: World, op: OpInfo): OpPlan {
     return plan;
   }
   return faultOf(world, op, plan);
+}
+
+/**
+ * How often the final check's operations meet a fault with `faultyFinalCheck`: one write in two
+ * (its reports, relog claims, acknowledgements and cursor), one read in seven (more, and the check
+ * would seldom read its way to a report: a failed read stops it).
+ */
+export const FINAL_CHECK_FAULT_RATES = { write: 0.5, read: 0.15 } as const;
+
+/** An operation of the final check: faultless, unless the history says `faultyFinalCheck`. */
+function finalCheckPlan(world: World, op: OpInfo, plan: OpPlan): OpPlan {
+  if (world.history.faultyFinalCheck !== true) {
+    return plan;
+  }
+  const rate = isWrite(op)
+    ? FINAL_CHECK_FAULT_RATES.write
+    : FINAL_CHECK_FAULT_RATES.read;
+  return world.rng() < rate ? faultOf(world, op, plan) : plan;
 }
 
 /**
@@ -2591,8 +2659,9 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
         ])
       : finalAudit(world, world.auditor);
   await awaitAudit(first, finalMs + 120_000);
-  // Twin checks that raced keep each cursor at the slot raced for: a later check passes it.
-  if (world.deaths.length > 0 || world.history.twinFinalChecks === true) {
+  // Twin checks that raced keep each cursor at the slot raced for, and a faulty check at the
+  // first report it could not settle: a later check passes it.
+  if (hasLaterCheck(world.history, world.deaths.length > 0)) {
     await time.run(finalMs + LATER_CHECK_MS);
     await awaitAudit(
       finalAudit(world, world.operator),
@@ -2602,6 +2671,21 @@ async function finalAudits(world: World, finalMs: number): Promise<void> {
   if (auditError !== undefined) {
     world.errors.push(auditError);
   }
+}
+
+/**
+ * Whether a later check follows the final one: after a death (a report its writer never logged),
+ * twin checks (a raced cursor) or a faulty check (reports it could not settle).
+ */
+export function hasLaterCheck(
+  history: Pick<History, 'twinFinalChecks' | 'faultyFinalCheck'> | undefined,
+  died: boolean,
+): boolean {
+  return (
+    died ||
+    history?.twinFinalChecks === true ||
+    history?.faultyFinalCheck === true
+  );
 }
 
 /**
@@ -2640,13 +2724,32 @@ function auditDeployment(world: World, dep: Deployment, machine: MachineClock) {
     // Each check reads at most MAX_CHECK_SLOTS slots: check again, as later due
     // deliveries would, until the cursor reaches the closed boundary.
     for (let round = 0; round < 10; round++) {
-      const result = await check.check(job, dep.keyScope, logger);
-      if (result.checked < MAX_CHECK_SLOTS) {
+      const result = await check
+        .check(job, dep.keyScope, logger)
+        .catch((err: unknown) => failedFinalCheck(world, machine, err));
+      if (result === undefined || result.checked < MAX_CHECK_SLOTS) {
         return result;
       }
     }
     return undefined;
   });
+}
+
+/**
+ * A final check that threw: Firestore's failure a faulty final check meets is what the run audit
+ * would log and leave to the next check (src/policy/run-audit.ts); anything else is thrown on.
+ */
+function failedFinalCheck(
+  world: World,
+  machine: MachineClock,
+  err: unknown,
+): undefined {
+  const faulty =
+    machine === world.auditor && world.history.faultyFinalCheck === true;
+  if (faulty && err instanceof LedgerUnavailableError) {
+    return undefined;
+  }
+  throw err;
 }
 
 /** What the store holds at the end: run records and their create times, job documents. */
@@ -2723,6 +2826,7 @@ function outcomeOf(
     leaseEnds: world.leaseEnds,
     attemptWrites: world.attemptWrites,
     checkReads: world.checkReads,
+    checkReports: world.checkReports,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
     instancePauses: world.instancePauses,

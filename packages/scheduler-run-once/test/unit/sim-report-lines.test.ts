@@ -9,6 +9,7 @@ import { Timestamp } from '@google-cloud/firestore';
 import { errorEventFields } from '../../src/policy/error-report.ts';
 import {
   auditCountsTrue,
+  checkReportsLogged,
   reportLinesSayWhat,
 } from '../../test/sim/report-line-invariants.ts';
 
@@ -115,5 +116,46 @@ describe("invariant 36: a run audit's summary counts the reports its checks logg
       /says reported: 0, and its checks logged 1 reports/,
     );
     assert.equal(auditCountsTrue(outcome([done(undefined)])).length, 1);
+  });
+});
+
+describe('invariant 37: a check logs the report it wrote', () => {
+  const WROTE = Date.parse(SLOT) + 60_000;
+  const written = {
+    at: WROTE,
+    machine: 'auditor',
+    runId: 'run-1',
+    reporter: 'r1',
+  };
+  const line = (instance: string, reporter: string) => ({
+    at: WROTE + 100,
+    instance,
+    level: 'ERROR',
+    message: 'missed run',
+    fields: { runId: 'run-1', reporter },
+  });
+  const judge = (fields: object) =>
+    checkReportsLogged({
+      finalMs: WROTE + 600_000,
+      checkReports: [written],
+      logs: [],
+      ...fields,
+    } as never);
+
+  it('passes a report its own check logged, and one whose machine died after the write', () => {
+    assert.deepEqual(judge({ logs: [line('d0-auditor', 'r1')] }), []);
+    assert.deepEqual(
+      judge({ deaths: [{ at: WROTE, instance: 'auditor' }] }),
+      [],
+    );
+  });
+
+  it('fails a report never logged, or logged only by another machine or reporter', () => {
+    assert.match(
+      judge({})[0] ?? '',
+      /wrote the report of run run-1 .* never logged it/,
+    );
+    assert.equal(judge({ logs: [line('d0-operator', 'r1')] }).length, 1);
+    assert.equal(judge({ logs: [line('d0-auditor', 'r2')] }).length, 1);
   });
 });
