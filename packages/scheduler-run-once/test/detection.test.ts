@@ -1102,6 +1102,34 @@ describe('the attack on detection, finding by finding', () => {
     assert.ok(relogged >= 0 && warned > relogged, 'the line, then the warning');
   });
 
+  it('2k. a mark refused though it landed (the client retried a commit that had landed) is no warning: nothing is left to log', async () => {
+    const quick = quickJobCheck();
+    const { job, fn, logs, setAhead } = quick;
+    const { slot } = await unloggedReport(quick, 'other-check');
+    setAhead(3 * MINUTE); // past the grace: its writer never logged it
+    const check = checkWith(quick, {
+      acknowledgeReport: async (id, reporter, token) => {
+        await fn.history.acknowledgeReport(id, reporter, token);
+        return false; // the retry's answer: the record had changed (by the first try)
+      },
+    });
+
+    await check.check(job, [], logs.logger);
+    await check.check(job, [], logs.logger);
+
+    const lines = logs.lines();
+    assert.equal(
+      lines.filter(
+        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+      ).length,
+      1,
+    );
+    assert.equal(
+      lines.filter((l) => l.message === REPORT_NOT_ACKNOWLEDGED).length,
+      0,
+    );
+  });
+
   it('2h. a report whose claimant died before logging it is logged by a later check: the check that lost the claim keeps its cursor there', async () => {
     const quick = quickJobCheck();
     const { job, fn, logs, setAhead, cursor } = quick;

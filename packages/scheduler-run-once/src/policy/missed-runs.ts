@@ -602,7 +602,13 @@ export class MissedRunCheck {
         this.#loggedUnconfirmed.add(reporter);
       }
       if (result !== 'unconfirmed') {
-        await this.#acknowledge(runId, reporter, result.writtenAt, logger);
+        await this.#acknowledge(
+          runId,
+          reporter,
+          result.writtenAt,
+          logger,
+          reporter,
+        );
       }
     }
     return { reported, raced };
@@ -630,7 +636,7 @@ export class MissedRunCheck {
     } else if (!loggedHere) {
       return 'claimed elsewhere'; // that check logs it
     }
-    await this.#acknowledge(runId, unloggedBy, claim.token, logger);
+    await this.#acknowledge(runId, unloggedBy, claim.token, logger, claimant);
     return claim.log ? 'logged' : 'marked';
   }
   /**
@@ -672,16 +678,20 @@ export class MissedRunCheck {
       : { log: false };
   }
   /**
-   * Acknowledges a report as logged; a failure is a warning (a later check logs it again), and so
-   * are a report no read gave an update time to acknowledge on (`token` undefined) and a mark refused
-   * because the record changed first (another check's relog claim: it logs the report too). A second
-   * line of a report is never unexplained (`--faults --seed=123`, histories 85 and 258).
+   * Acknowledges a report as logged (`self`: this check's claimant id); a failure is a warning (a
+   * later check logs it again), and so are a report no read gave an update time to acknowledge on
+   * (`token` undefined) and a mark refused because the record changed first, when a read back shows
+   * the report may be logged again: still unlogged, or claimed by another check, which logs it too.
+   * A refused mark that landed all the same (the client's retry of a commit that had landed) is no
+   * warning. A second line of a report is never unexplained (`--faults --seed=123`, histories 85
+   * and 258).
    */
   async #acknowledge(
     runId: string,
     reporter: string,
     token: Timestamp | undefined,
     logger: Logger,
+    self: string,
   ) {
     if (token === undefined) {
       logger.warn({ runId }, REPORT_NOT_ACKNOWLEDGED);
@@ -693,8 +703,7 @@ export class MissedRunCheck {
         reporter,
         token,
       );
-      if (!marked) {
-        // The record changed first: another check may have claimed it, and log it again.
+      if (!marked && (await this.#mayBeLoggedAgain(runId, self))) {
         logger.warn({ runId }, REPORT_NOT_ACKNOWLEDGED);
       }
     } catch (error) {
@@ -703,6 +712,26 @@ export class MissedRunCheck {
         REPORT_NOT_ACKNOWLEDGED,
       );
     }
+  }
+  /**
+   * After a refused mark: whether a later check may log the report again, by one read of its
+   * record: still marked unlogged, claimed by a check other than `self`, or no read could tell.
+   */
+  async #mayBeLoggedAgain(runId: string, self: string): Promise<boolean> {
+    const read = await this.#deps.history
+      .getMany([runId])
+      .catch(() => undefined);
+    if (read === undefined) {
+      return true;
+    }
+    const stored = read.records.get(runId);
+    if (stored === undefined || stored.status === 'unreadable') {
+      return false;
+    }
+    const unlogged = unloggedReportBy(stored.reportedBy) !== undefined;
+    const claimedElsewhere =
+      stored.relogBy !== undefined && stored.relogBy !== self;
+    return unlogged || claimedElsewhere;
   }
   /**
    * Reports one slot: its `missed` record, or its run marked reported (fenced on `token`); a refused

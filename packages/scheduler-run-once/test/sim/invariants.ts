@@ -896,7 +896,7 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
  */
 function pausedSlotSaid(
   outcome: SimOutcome,
-  { d, runId }: ClosedSlot,
+  { d, job, slot, runId }: ClosedSlot,
   what: string,
 ): string[] {
   if ((outcome.foreignPauses ?? []).some((f) => f.deployment === d)) {
@@ -911,6 +911,8 @@ function pausedSlotSaid(
   const wrong = lines.find(
     (line) =>
       !/^(info|30)$/i.test(line.level) ||
+      line.fields.jobName !== job.id ||
+      line.fields.slot !== slot.toISOString() ||
       line.fields.state !== 'paused' ||
       line.fields.note !== OPERATOR_PAUSE_NOTE ||
       '@type' in line.fields,

@@ -11,6 +11,7 @@
  * these lines alone.
  */
 
+import { REPORT_LOG_GRACE_MS } from '../../src/policy/run-history.ts';
 import type { LogLine, SimOutcome } from './simulator.ts';
 
 /** The two reports' messages (src/policy/log-messages.ts), as the operator's alerts match them. */
@@ -129,21 +130,32 @@ export function reportLinesSayWhat(outcome: SimOutcome): string[] {
 const AUDIT_DONE = 'run audit done';
 
 /**
- * When the audit request that logged `done` was sent to its instance, ms: the one audit delivery
- * of its slot open on that instance then; `undefined` if none or two (their lines would mix).
+ * Since when the lines of the audit request that logged `done` are its own, ms: when the one audit
+ * delivery of its slot open on that instance then was sent, or when an earlier one of the slot
+ * there ended, if later; `undefined` if none or two were open (their lines would mix).
  */
 function auditRequestStart(
   outcome: SimOutcome,
   done: LogLine,
 ): number | undefined {
-  const open = (outcome.auditDeliveries ?? []).filter(
+  const same = (outcome.auditDeliveries ?? []).filter(
     (d) =>
       d.instance === done.instance &&
       d.scheduleTime === done.fields.scheduleTime &&
-      d.sentAt <= done.at &&
-      (d.endedAt === undefined || d.endedAt >= done.at),
+      d.sentAt <= done.at,
   );
-  return open.length === 1 ? open[0]?.sentAt : undefined;
+  const open = same.filter(
+    (d) => d.endedAt === undefined || d.endedAt >= done.at,
+  );
+  const sentAt = open.length === 1 ? open[0]?.sentAt : undefined;
+  if (sentAt === undefined) {
+    return undefined;
+  }
+  // An earlier delivery of the slot that ended meanwhile logged its lines before its end.
+  const earlierEnds = same
+    .map((d) => d.endedAt ?? 0)
+    .filter((end) => end < done.at);
+  return Math.max(sentAt, ...earlierEnds);
 }
 
 /**
@@ -193,31 +205,43 @@ function loggedOn(line: LogLine, machine: string): boolean {
   return check === machine || (check === 'check' && machine === 'operator');
 }
 
+/** How long a check may take from a report's write to its line, ms: the product's grace for it. */
+const REPORT_LINE_DUE_MS = REPORT_LOG_GRACE_MS;
+
 /**
  * Invariant 37: a check logs the report it wrote. Each report a missed-run check's write landed
  * (`reported_at` with its unlogged reporter, `checkReports`) is logged by that check, on its
- * machine, naming its reporter: once the write landed, its line follows whatever its answer was
- * (lost, late, a retry's conflict: the check reads the record to know it as its own, and logs it
- * `unconfirmed` when it cannot read). Only the machine's death, or a pause that outlived the
- * history, excuse a missing line: a later check would log it again, a check late.
+ * machine, naming its reporter, as its own line (not `relogged`): once the write landed, its line
+ * follows whatever its answer was (lost, late, a retry's conflict: the check reads the record to
+ * know it as its own, and logs it `unconfirmed` when it cannot read). Only the machine's death, or
+ * a pause that outlived the history, beginning before the line was due (`REPORT_LOG_GRACE_MS`
+ * after the write, src/policy/run-history.ts) excuse a missing line: a later check would log it
+ * again, a check late.
  */
 export function checkReportsLogged(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const report of outcome.checkReports ?? []) {
+    const due = report.at + REPORT_LINE_DUE_MS;
     const logged = outcome.logs.some(
       (line) =>
         REPORTS[line.message] !== undefined &&
         line.fields.reporter === report.reporter &&
         line.fields.runId === report.runId &&
+        line.fields.relogged !== true &&
         loggedOn(line, report.machine) &&
         line.at >= report.at,
     );
     const died = (outcome.deaths ?? []).some(
-      (death) => death.instance === report.machine && death.at >= report.at,
+      (death) =>
+        death.instance === report.machine &&
+        death.at >= report.at &&
+        death.at <= due,
     );
     const paused = (outcome.instancePauses ?? []).some(
       (pause) =>
-        pause.instance === report.machine && pause.until >= outcome.finalMs,
+        pause.instance === report.machine &&
+        pause.from <= due &&
+        pause.until >= outcome.finalMs,
     );
     if (!logged && !died && !paused) {
       found.push(

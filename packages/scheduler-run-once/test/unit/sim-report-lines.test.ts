@@ -157,5 +157,15 @@ describe('invariant 37: a check logs the report it wrote', () => {
     );
     assert.equal(judge({ logs: [line('d0-operator', 'r1')] }).length, 1);
     assert.equal(judge({ logs: [line('d0-auditor', 'r2')] }).length, 1);
+    const relogged = {
+      ...line('d0-auditor', 'r1'),
+      fields: { runId: 'run-1', reporter: 'r1', relogged: true },
+    };
+    assert.equal(judge({ logs: [relogged] }).length, 1, "a later check's line");
+    assert.equal(
+      judge({ deaths: [{ at: WROTE + 600_000, instance: 'auditor' }] }).length,
+      1,
+      'a death long after the line was due',
+    );
   });
 });
