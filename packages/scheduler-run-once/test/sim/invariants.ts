@@ -111,6 +111,7 @@ import { reportedLate } from './report-latency-invariants.ts';
 import {
   auditCountsTrue,
   checkReportsLogged,
+  reloggedReportsSayTheSame,
   reportLinesSayWhat,
 } from './report-line-invariants.ts';
 import {
@@ -278,6 +279,8 @@ export function violations(
     ...auditCountsTrue(outcome),
     // 37. A check logs the report it wrote.
     ...checkReportsLogged(outcome),
+    // 38. A report logged again says what it said first.
+    ...reloggedReportsSayTheSame(outcome),
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
     ...unknownStatusesSaid(outcome),
     ...noBlockBehindVanishedHolder(outcome),

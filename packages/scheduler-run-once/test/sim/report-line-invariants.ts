@@ -251,3 +251,38 @@ export function checkReportsLogged(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Invariant 38: a report logged again says what it said first. A `relogged` line (a later check
+ * logging a report its writer never marked logged) carries the writer's `reporter`; when the
+ * writer's own line exists, the relogged one has its message and state: a failure report logged
+ * again stays `run failed after retries` whatever became of the run since (a backfill re-opening
+ * it: `--faults --seed=41`).
+ */
+export function reloggedReportsSayTheSame(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const line of outcome.logs) {
+    if (REPORTS[line.message] === undefined || line.fields.relogged !== true) {
+      continue;
+    }
+    const first = outcome.logs.find(
+      (other) =>
+        REPORTS[other.message] !== undefined &&
+        other.fields.relogged !== true &&
+        other.fields.runId === line.fields.runId &&
+        other.fields.reporter === line.fields.reporter,
+    );
+    if (first === undefined) {
+      continue;
+    }
+    if (
+      first.message !== line.message ||
+      first.fields.state !== line.fields.state
+    ) {
+      found.push(
+        `the report of run ${String(line.fields.runId).slice(0, 12)} was logged as "${first.message}" (${String(first.fields.state)}), then again as "${line.message}" (${String(line.fields.state)}) by ${line.instance}`,
+      );
+    }
+  }
+  return found;
+}

@@ -10,6 +10,7 @@ import { errorEventFields } from '../../src/policy/error-report.ts';
 import {
   auditCountsTrue,
   checkReportsLogged,
+  reloggedReportsSayTheSame,
   reportLinesSayWhat,
 } from '../../test/sim/report-line-invariants.ts';
 
@@ -167,5 +168,30 @@ describe('invariant 37: a check logs the report it wrote', () => {
       1,
       'a death long after the line was due',
     );
+  });
+});
+
+describe('invariant 38: a report logged again says what it said first', () => {
+  const line = (message: string, state: string, relogged: boolean) => ({
+    at: 0,
+    instance: 'd0-auditor',
+    level: 'ERROR',
+    message,
+    fields: { runId: 'run-1', reporter: 'r1', state, relogged },
+  });
+  const judge = (logs: object[]) =>
+    reloggedReportsSayTheSame({ logs } as never);
+
+  it('passes the same report again, and a relog whose writer never logged it', () => {
+    const first = line('run failed after retries', 'failed', false);
+    const again = line('run failed after retries', 'failed', true);
+    assert.deepEqual(judge([first, again]), []);
+    assert.deepEqual(judge([line('missed run', 'missed', true)]), []);
+  });
+
+  it('fails a failure report logged again as missed', () => {
+    const first = line('run failed after retries', 'failed', false);
+    const again = line('missed run', 'missed', true);
+    assert.match(judge([first, again])[0] ?? '', /then again as "missed run"/);
   });
 });
