@@ -600,15 +600,9 @@ export class MissedRunCheck {
       reported++;
       if (result === 'unconfirmed') {
         this.#loggedUnconfirmed.add(reporter);
-      }
-      if (result !== 'unconfirmed') {
-        await this.#acknowledge(
-          runId,
-          reporter,
-          result.writtenAt,
-          logger,
-          reporter,
-        );
+      } else {
+        const { writtenAt } = result;
+        await this.#acknowledge(runId, reporter, writtenAt, logger, reporter);
       }
     }
     return { reported, raced };

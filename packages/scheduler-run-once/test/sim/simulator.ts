@@ -690,15 +690,10 @@ function newWorld(
     completedAttempts: new Set<string>(),
     operator: { name: 'operator', offsetMs: 0, pausedUntil: 0, dead: false },
     auditor: { name: 'auditor', offsetMs: 0, pausedUntil: 0, dead: false },
-    foreignWrites: [],
-    leaseEnds: new Map(),
-    attemptWrites: new Map(),
-    checkReads: new Map(),
-    checkReports: [],
+    ...writesSeen(),
     operatorPauses: [],
     catchUps: [],
     auditRequests: 0,
-    crashesAfterWrite: [],
     foreignRecords: new Map(),
     instanceOf: new Map(),
     hangingUntil: new Map(),
@@ -712,6 +707,18 @@ function newWorld(
     store: undefined as unknown as Firestore,
     deployments: [],
     foreignStore: undefined as unknown as ForeignStore,
+  };
+}
+
+/** What a world records of the writes and reads it sees land or sent, empty. */
+function writesSeen() {
+  return {
+    foreignWrites: [],
+    leaseEnds: new Map(),
+    attemptWrites: new Map(),
+    checkReads: new Map(),
+    checkReports: [],
+    crashesAfterWrite: [],
   };
 }
 
