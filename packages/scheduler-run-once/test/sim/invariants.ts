@@ -928,18 +928,29 @@ function pausedSlotSaid(
 }
 
 /**
- * Whether a run audit was delivered in deployment `d` before `createdAt` (ms), the creation of its
- * job's first slot record: its checks may have judged the job's slots before it had a record, and
- * never judge them again (KNOWN_GAPS.auditBeforeFirstRecord).
+ * Whether a check could judge the job's slots in deployment `d` before `createdAt` (ms), the
+ * creation of its job's first slot record: a run audit delivered before it, or a delivery's own
+ * check (at the first slot of an hour, invariant 34) begun before it. That check may have judged
+ * the job's slots before it had a record, and never judge them again
+ * (KNOWN_GAPS.auditBeforeFirstRecord: a delivery's check meets it as the audit's does,
+ * `--faults --seed=161`, history 35).
  */
 function auditBefore(
   outcome: SimOutcome,
   d: number,
   createdAt: number | undefined,
 ): boolean {
-  return (outcome.auditDeliveries ?? []).some(
-    (a) => a.deployment === d && a.sentAt < (createdAt ?? 0),
+  const before = createdAt ?? 0;
+  const audited = (outcome.auditDeliveries ?? []).some(
+    (a) => a.deployment === d && a.sentAt < before,
   );
+  const checked = outcome.executions.some(
+    (e) =>
+      e.deployment === d &&
+      e.start < before &&
+      (outcome.checkReads?.get(e.attemptId)?.length ?? 0) > 0,
+  );
+  return audited || checked;
 }
 
 /** Invariant 31 for a reported slot: known by the first clean run audit after its verdict was due. */

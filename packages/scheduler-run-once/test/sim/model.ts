@@ -24,7 +24,8 @@ export const KNOWN_GAPS = {
    * "before the job's first record", and move its cursor past a slot that is then never reported.
    * The late-run scan has the same blind spot (`run_seen`). While on, invariant 2 excuses the
    * silently lost slots of a job whose first slot record was created after an audit was delivered
-   * (its first slots dispatched late, its instance paused); regressions.ts keeps such a history.
+   * or a delivery's own check began (its first slots dispatched late, its instance paused);
+   * regressions.ts keeps such a history.
    */
   auditBeforeFirstRecord: true,
   /**
