@@ -385,6 +385,31 @@ function reportKindOf(
   return message === FAILED_AFTER_RETRIES ? 'failed' : undefined;
 }
 
+/**
+ * One run's record read back after a write of the check: `undefined` if the read failed; `record`
+ * undefined when there is none, or one this version cannot read.
+ */
+async function readBack(
+  history: Pick<RunHistory, 'getMany'>,
+  runId: string,
+): Promise<
+  | {
+      readonly record: Exclude<StoredRecord, UnreadableRecord> | undefined;
+      readonly updateTime: Timestamp | undefined;
+    }
+  | undefined
+> {
+  const read = await history.getMany([runId]).catch(() => undefined);
+  if (read === undefined) {
+    return undefined;
+  }
+  const stored = read.records.get(runId);
+  return {
+    record: stored?.status === 'unreadable' ? undefined : stored,
+    updateTime: read.updateTimes.get(runId),
+  };
+}
+
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */
 export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
@@ -654,10 +679,9 @@ export class MissedRunCheck {
     if (written !== 'conflict') {
       return { log: true, token: written };
     }
-    const read = await history.getMany([runId]).catch(() => undefined);
-    const stored = read?.records.get(runId);
-    const record = stored?.status === 'unreadable' ? undefined : stored;
-    const fresh = read?.updateTimes.get(runId);
+    const read = await readBack(history, runId);
+    const record = read?.record;
+    const fresh = read?.updateTime;
     if (record?.relogBy === claimant) {
       return { log: true, token: fresh };
     }
@@ -712,19 +736,17 @@ export class MissedRunCheck {
    * record: still marked unlogged, claimed by a check other than `self`, or no read could tell.
    */
   async #mayBeLoggedAgain(runId: string, self: string): Promise<boolean> {
-    const read = await this.#deps.history
-      .getMany([runId])
-      .catch(() => undefined);
+    const read = await readBack(this.#deps.history, runId);
     if (read === undefined) {
       return true;
     }
-    const stored = read.records.get(runId);
-    if (stored === undefined || stored.status === 'unreadable') {
+    const { record } = read;
+    if (record === undefined) {
       return false;
     }
-    const unlogged = unloggedReportBy(stored.reportedBy) !== undefined;
+    const unlogged = unloggedReportBy(record.reportedBy) !== undefined;
     const claimedElsewhere =
-      stored.relogBy !== undefined && stored.relogBy !== self;
+      record.relogBy !== undefined && record.relogBy !== self;
     return unlogged || claimedElsewhere;
   }
   /**
@@ -758,15 +780,12 @@ export class MissedRunCheck {
       failure = { error };
     }
     for (let reads = 0; reads < 2; reads++) {
-      const read = await history.getMany([runId]).catch(() => undefined);
+      const read = await readBack(history, runId);
       if (read === undefined) {
         continue;
       }
-      const stored = read.records.get(runId);
-      const ours =
-        stored?.status !== 'unreadable' &&
-        stored?.reportedBy === unloggedReporter(reporter);
-      const writtenAt = read.updateTimes.get(runId);
+      const ours = read.record?.reportedBy === unloggedReporter(reporter);
+      const writtenAt = read.updateTime;
       if (ours && writtenAt !== undefined) {
         return { writtenAt };
       }
