@@ -582,6 +582,44 @@ describe('RunLedger', () => {
     );
   });
 
+  it('a release whose first try landed unanswered, its run claimed again by a retry before the retried release: recorded, not a lost lease', async () => {
+    // --seed=391860920 (simulator): the release landed, its answer came late; a retry on another
+    // instance claimed the failed run (within what would have been the release's lease); the
+    // release's retry then met that claim and logged "lease lost … may have run twice".
+    const { ledger: seed, collection } = newLedger();
+    const retry = newLedger({ collection }).ledger;
+    let updates = 0;
+    let retried: Claim | undefined;
+    const db = hookedFirestore({
+      update: async (real, args) => {
+        updates++;
+        const written = await real.update(
+          ...(args as [
+            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
+          ]),
+        );
+        if (updates === 1) {
+          retried = claimOf(await retry.claim('run-1'));
+          throw grpcError(14, 'connection reset after the write');
+        }
+        return written;
+      },
+    });
+    const { ledger } = newLedger({ collection }, db);
+    const claim = claimOf(await seed.claim('run-1'));
+
+    const result = await ledger.release(claim, 'the job threw');
+
+    assert.equal(result, 'recorded');
+    assert.equal(updates, 2, 'the release was retried');
+    const stored = (
+      await firestore.collection(collection).doc('run-1').get()
+    ).data();
+    assert.equal(stored?.attempt_id, retried?.attemptId, 'the retry holds it');
+    assert.equal(stored?.last_error, 'the job threw');
+    assert.equal(retried?.takeover, true);
+  });
+
   it('a claim whose create landed but answered UNAVAILABLE, retried by the client into ALREADY_EXISTS, is ours', async () => {
     const { db, commits } = await loseCommitAnswers(1);
     const { ledger, collection } = newLedger({}, db);

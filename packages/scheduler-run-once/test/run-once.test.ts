@@ -223,6 +223,42 @@ describe('runOnce', () => {
     }
   });
 
+  it('names Firestore’s late answer, not a paused instance, when a release sent in time was answered only after the lease lapsed', async () => {
+    // --seed=391860920 (simulator): the job threw before its first beat; its release, sent at
+    // once, was answered after the lease lapsed and another attempt took the run over. Before,
+    // no renewal had been sent, so the loss read "this instance was paused or starved of CPU".
+    const leaseMs = 300;
+    const { ledger, collection } = newLedger({ leaseMs });
+    const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
+    const { logger, lines } = captureLogs();
+    const release = ledger.release.bind(ledger);
+    ledger.release = async (...args) => {
+      await until(
+        async () => (await thief.claim('run-1')).state === 'claimed',
+        5_000,
+      );
+      return release(...args);
+    };
+
+    const result = await runOnce(
+      ledger,
+      'run-1',
+      async () => {
+        throw new Error('the job threw at once');
+      },
+      { logger, abortWarningMs: 60_000 },
+    );
+
+    assert.equal(result.outcome, 'failed');
+    assert.equal(
+      result.outcome === 'failed' && result.leaseLoss,
+      'extension_unanswered',
+    );
+    const warning = lines().find((l) => l.fence === 'release');
+    assert.match(String(warning?.message), /Firestore slow/);
+    assert.doesNotMatch(String(warning?.message), /paused or starved/);
+  });
+
   it('names a stall a stall after a refused note: a note the ledger refuses sends no renewal', async () => {
     const leaseMs = 300;
     const { ledger } = newLedger({ leaseMs });

@@ -587,9 +587,10 @@ export class RunLedger {
         isOwn(claim.attemptId, RunStatus.InProgress, record) &&
         updateTime !== undefined;
       if (!stillOurs) {
-        return isOwn(claim.attemptId, data[Field.status], record)
-          ? 'recorded'
-          : 'lease_lost';
+        const landedBefore =
+          isOwn(claim.attemptId, data[Field.status], record) ||
+          releasedBefore(claim, record);
+        return landedBefore ? 'recorded' : 'lease_lost';
       }
       if (tries >= FENCED_WRITE_TRIES) {
         // Our own writes kept landing unanswered: the lease is still ours, the write not done.
@@ -647,6 +648,30 @@ function isOwn(
     record !== undefined &&
     record.status === status &&
     record.attemptId === attemptId
+  );
+}
+
+/**
+ * Whether `claim`'s attempt released the run before another attempt claimed it: the record, now
+ * another attempt's, keeps a failure written after `claim`'s last lease write (`failed_at` later
+ * than its fencing token: only this attempt's release, or the missed-run check ending a lapsed
+ * lease, writes one), and was claimed while `claim`'s lease was still live by Firestore's clock
+ * (`claimed_at` before `claim.leaseExpires`, both server times). No writer takes over a live lease
+ * (`claimDecision`) nor ends one (the check ends only a lapsed one), so that failure is this
+ * attempt's release, an earlier try that landed with its answer lost or late, and the claim is a
+ * retry's, not a takeover.
+ */
+function releasedBefore(claim: Claim, record?: StoredRecord): boolean {
+  if (record === undefined || record.status === 'unreadable') {
+    return false;
+  }
+  const { claimedAt, failedAt } = record;
+  return (
+    record.attemptId !== claim.attemptId &&
+    failedAt !== undefined &&
+    failedAt.getTime() > claim.fencingToken.toMillis() &&
+    claimedAt !== undefined &&
+    claimedAt.getTime() < claim.leaseExpires.getTime()
   );
 }
 

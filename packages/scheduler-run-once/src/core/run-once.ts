@@ -98,7 +98,7 @@ export const LEASE_LOSS_MESSAGES = {
   extensions_failed:
     'lease lost: lease extensions failed (Firestore unreachable) for about two thirds of a lease and another attempt took the run over, so the job may have run twice',
   extension_unanswered:
-    'lease lost: a lease extension this instance sent had no answer from Firestore within the lease (Firestore slow), and another attempt took the run over, so the job may have run twice',
+    "lease lost: a write this instance sent in time (a lease extension, or the run's completion or release) had no answer from Firestore within the lease (Firestore slow), and another attempt took the run over, so the job may have run twice",
   stalled:
     'lease lost: no lease extension ran for a whole lease because this instance was paused or starved of CPU, and another attempt took the run over, so the job may have run twice',
   unknown:
@@ -553,6 +553,12 @@ class AttemptScope {
   ): Promise<[FenceResult | 'unrecorded', { leaseLoss?: LeaseLossCause }]> {
     const { logger } = this.#options;
     const { attemptId } = this.#claim;
+    // The final write fences on the lease as a renewal does: if the lease lapses before Firestore
+    // answers it, Firestore was slow (`extension_unanswered`), not this instance stalled. A
+    // renewal still unanswered was sent first, and stays the one that tells (`#unbeatenCause`).
+    if (this.#renewalSentAt < this.#renewedAt) {
+      this.#renewalSentAt = performance.now();
+    }
     try {
       const result = await write();
       if (result !== 'lease_lost') {

@@ -9,6 +9,7 @@
  */
 import {
   type DocumentData,
+  FieldValue,
   type Firestore,
   Timestamp,
 } from '@google-cloud/firestore';
@@ -18,7 +19,12 @@ import { jobStateCollection } from '../../src/policy/job-state.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
-import type { ForeignPauseKind } from './model.ts';
+import {
+  type ForeignLockHolder,
+  type ForeignPauseKind,
+  isMalformedHolder,
+  type MalformedHolder,
+} from './model.ts';
 
 /** A status no version of this product writes: another (newer) version's. */
 export const UNKNOWN_STATUS = 'deferred';
@@ -128,21 +134,47 @@ export async function writeForeignRecord(
   return written ? runId : undefined;
 }
 
+/** A run id as this version writes it: 64 lowercase hex digits (a SHA-256). */
+const RUN_ID = /^[0-9a-f]{64}$/;
+
+/**
+ * The `holder_run_id` field of a lock naming no run: `form` made from `runId` (a run id of no
+ * record), or the field deleted (a lock without it, written over an earlier lock).
+ */
+function malformedHolderField(
+  form: MalformedHolder,
+  runId: string,
+): DocumentData {
+  switch (form) {
+    case 'number':
+      return { holder_run_id: 42 };
+    case 'missing':
+      return { holder_run_id: FieldValue.delete() };
+    case 'prefixed':
+      return { holder_run_id: `v${runId}` };
+    case 'suffixed':
+      return { holder_run_id: `${runId}-v9` };
+    case 'capitals':
+      return { holder_run_id: runId.toUpperCase() };
+  }
+}
+
 /**
  * Another version takes `job`'s overlap lock for a run whose claim never lands, fenced on its read
  * of the lock, and only if the lock's holder is not live (no `in_progress` record under a live
  * lease): `absent`, its holder never recorded; `unknown_status`, its holder's record written
- * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}. `isJobBusy`: whether
- * a run of the job executes or is being delivered now (the model's knowledge; then nothing is
- * written).
- * @returns the holder's run id, when the lock landed and when the holder's record did (answered:
- * it landed by then), or `undefined` if nothing was written.
+ * after the lock (as a claim follows its lock) with {@link UNKNOWN_STATUS}; a malformed holder
+ * (`MALFORMED_HOLDERS`), a holder id that is not a run id. `isJobBusy`: whether a run of the job
+ * executes or is being delivered now (the model's knowledge; then nothing is written).
+ * @returns the holder's run id (for a malformed holder, the run id its form was made from), when
+ * the lock landed and when the holder's record did (answered: it landed by then), or `undefined`
+ * if nothing was written.
  */
 export async function writeForeignLock(
   w: ForeignStore,
   job: DeclaredJob,
   scope: Scope,
-  holder: 'absent' | 'unknown_status',
+  holder: ForeignLockHolder,
   isJobBusy: () => boolean,
 ): Promise<
   | {
@@ -164,15 +196,18 @@ export async function writeForeignLock(
     return undefined;
   }
   const runId = w.randomRunId();
+  const malformed = isMalformedHolder(holder);
   const data = {
-    holder_run_id: runId,
+    ...(malformed
+      ? malformedHolderField(holder, runId)
+      : { holder_run_id: runId }),
     job_name: job.id,
     expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
   };
   const written =
     lock.exists && lock.updateTime !== undefined
       ? lockRef.update(data, { lastUpdateTime: lock.updateTime })
-      : lockRef.create(data);
+      : lockRef.create(withoutDeletes(data));
   const landed = await written.then(
     () => true,
     () => false,
@@ -181,6 +216,9 @@ export async function writeForeignLock(
     return undefined;
   }
   const lockedAt = w.now();
+  if (malformed) {
+    return { runId, lockedAt };
+  }
   // As this version's older revisions did: the lock first, then the claim (its record).
   if (holder === 'unknown_status') {
     const slotMs = Math.floor(lockedAt / 60_000) * 60_000;
@@ -189,6 +227,14 @@ export async function writeForeignLock(
     return { runId, lockedAt, recordedAt: w.now() };
   }
   return { runId, lockedAt };
+}
+
+/** `data` less its deleted fields: what a `create` writes (it takes no `FieldValue.delete()`). */
+function withoutDeletes(data: DocumentData): DocumentData {
+  const deleted = FieldValue.delete();
+  return Object.fromEntries(
+    Object.entries(data).filter(([, value]) => !deleted.isEqual(value)),
+  );
 }
 
 /** Whether run `runId`'s record is `in_progress` under a lease not yet lapsed at `w.now()`. */
@@ -203,24 +249,41 @@ async function isLiveRecord(w: ForeignStore, runId: string): Promise<boolean> {
   return leasedAt + leaseMs > w.now();
 }
 
+/** What a repair deleted: the record of the lock's holder, or the lock (its holder id no run id). */
+export type Repaired =
+  | { readonly deleted: 'record'; readonly runId: string }
+  | { readonly deleted: 'lock' };
+
 /**
  * The documented repair (docs/limits.md): deletes the record `job`'s overlap lock names if no
  * attempt of it is running: a status this version does not know, or `in_progress` under a lapsed
- * lease whose attempts all ended (`isRunEnded`, the model's knowledge). The lock stays.
- * @returns the deleted record's run id, or `undefined` if nothing was deleted.
+ * lease whose attempts all ended (`isRunEnded`, the model's knowledge); the lock stays. A lock
+ * whose holder id is not a run id is deleted itself, fenced on its read, as the answer
+ * `unreadable_record` says (docs/how-it-works.md, "The overlap lock").
+ * @returns what was deleted, or `undefined` if nothing was.
  */
 export async function repairLockHolder(
   w: ForeignStore,
   job: DeclaredJob,
   scope: Scope,
   isRunEnded: (runId: string) => boolean,
-): Promise<string | undefined> {
+): Promise<Repaired | undefined> {
   const lockRef = w.store
     .collection(jobStateCollection(w.collection))
     .doc(lockIdOf(job.id, scope));
-  const holder = (await lockRef.get()).data()?.holder_run_id;
-  if (typeof holder !== 'string') {
+  const lock = await lockRef.get();
+  if (!lock.exists || lock.updateTime === undefined) {
     return undefined;
+  }
+  const holder = lock.data()?.holder_run_id;
+  if (typeof holder !== 'string' || !RUN_ID.test(holder)) {
+    const deleted = await lockRef
+      .delete({ lastUpdateTime: lock.updateTime })
+      .then(
+        () => true,
+        () => false,
+      );
+    return deleted ? { deleted: 'lock' } : undefined;
   }
   const recordRef = w.store.collection(w.collection).doc(holder);
   const snap = await recordRef.get();
@@ -242,7 +305,7 @@ export async function repairLockHolder(
       () => true,
       () => false,
     );
-  return deleted ? holder : undefined;
+  return deleted ? { deleted: 'record', runId: holder } : undefined;
 }
 
 /** A day, ms. */

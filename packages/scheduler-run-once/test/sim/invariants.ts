@@ -58,10 +58,17 @@
  * 32. Every report line names what it reports (state, job, slot, run id, the command that acts
  *    on it) with the fields Error Reporting reads; an attempt's own report its attempts and last
  *    error (report-line-invariants.ts).
+ * 39. An overlap lock whose holder id is not a run id is answered `unreadable_record` on an ERROR
+ *    naming it; no run of its job starts, nor is skipped or waits, behind it
+ *    (malformed-lock-invariants.ts).
+ * 40. A run its overlap policy blocks is told what to do (blocked-answer-invariants.ts): a manual
+ *    run or re-run `--allow-overlap`, a backfilled slot that it stays missed; a `wait` job is
+ *    never answered `skipped`.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
 
+import { Cron } from 'croner';
 import type { Scope } from '../../src/core/run-key.ts';
 import {
   REPORT_UNCONFIRMED,
@@ -78,6 +85,7 @@ import {
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
+import { blockedAnswersSayWhatToDo } from './blocked-answer-invariants.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
 import { deliveryChecksAsDocumented } from './check-cost-invariants.ts';
 import {
@@ -98,6 +106,7 @@ import {
   toldToStopAtLeaseEnd,
   toldToStopAtSigterm,
 } from './lease-loss-invariants.ts';
+import { malformedLocksAnswered } from './malformed-lock-invariants.ts';
 import { isCalm, isReadablePauseKind } from './model.ts';
 import {
   caseRefusalUnnamed,
@@ -259,6 +268,8 @@ export function violations(
     // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
     ...overlapPolicyKept(outcome),
     ...blockedAnswersByPolicy(outcome),
+    // 40. A blocked run's answer says what to do: run it again, --allow-overlap, stays missed.
+    ...blockedAnswersSayWhatToDo(outcome),
     // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
     ...everyClosedSlotAccounted(outcome, byRun),
     // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).
@@ -281,10 +292,8 @@ export function violations(
     ...checkReportsLogged(outcome),
     // 38. A report logged again says what it said first.
     ...reloggedReportsSayTheSame(outcome),
-    // 13. Another version's records and locks: never a silent pass, never a long silent block.
-    ...unknownStatusesSaid(outcome),
-    ...noBlockBehindVanishedHolder(outcome),
-    ...foreignPausesSaid(outcome),
+    // 13 and 39. Another version's records, locks and pauses.
+    ...anotherVersionsWritesSaid(outcome),
     // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
     ...noRetryAfterFinalReport(outcome, awaiting),
     // 7. Nothing is skipped, waits or is refused behind a dead holder.
@@ -305,6 +314,18 @@ export function violations(
       (err) =>
         `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
     ),
+  ];
+}
+
+/** Invariants 13 and 39: what another version wrote is never passed or blocked on silently. */
+function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
+  return [
+    // 13. Another version's records and locks: never a silent pass, never a long silent block.
+    ...unknownStatusesSaid(outcome),
+    ...noBlockBehindVanishedHolder(outcome),
+    ...foreignPausesSaid(outcome),
+    // 39. A lock naming no run id is answered unreadable_record naming it, never run beside.
+    ...malformedLocksAnswered(outcome),
   ];
 }
 
@@ -533,14 +554,75 @@ function oneRunPerTrigger(outcome: SimOutcome): string[] {
 function overlapPolicyKept(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const [d, dep] of outcome.deployments.entries()) {
-    for (const jobId of guardedJobs(dep)) {
+    const guarded = guardedJobs(dep);
+    for (const jobId of guarded) {
       const runs = outcome.executions
         .filter((e) => e.deployment === d && e.jobId === jobId)
         .sort((a, b) => a.start - b.start);
       found.push(...overlapsOf(outcome, jobId, runs));
     }
+    for (const jobId of guardedSomewhere(dep)) {
+      if (!guarded.includes(jobId)) {
+        found.push(...previousSlotHoldsAcrossRevisions(outcome, d, jobId));
+      }
+    }
   }
   return found;
+}
+
+/**
+ * Invariant 3 across a rolling deploy (docs/how-it-works.md, "During a rolling deploy"): a slot's
+ * run by a revision that guards overlap (`skip`, `wait`) never starts while the previous slot's
+ * run of its job and scope still executes, when that run started before its request came, by any
+ * revision (one that allows overlap takes no lock: only its record says it runs). The previous
+ * slot is croner's, from the job's schedule; the excuses are invariant 3's (a lease the
+ * environment took).
+ */
+function previousSlotHoldsAcrossRevisions(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+): string[] {
+  const dep = outcome.deployments[d];
+  const runs = outcome.executions.filter(
+    (e) => e.deployment === d && e.jobId === jobId,
+  );
+  const found: string[] = [];
+  for (const b of runs) {
+    const job = dep?.revisions[b.revision]?.jobs.find((j) => j.id === jobId);
+    if (b.kind !== 'slot' || job === undefined || job.overlap === 'allow') {
+      continue;
+    }
+    const previous = new Cron(job.schedule, {
+      timezone: job.timeZone ?? 'UTC',
+    }).previousRuns(1, new Date(b.scheduleTime))[0];
+    const sentAt = requestSentAt(outcome, b);
+    const holders = runs.filter(
+      (a) =>
+        a.kind === 'slot' &&
+        a.scheduleTime === previous?.getTime() &&
+        a.start < sentAt,
+    );
+    for (const a of holders) {
+      found.push(...overlapsOf(outcome, jobId, [a, b]));
+    }
+  }
+  return found;
+}
+
+/** When the request that started `e` was sent: the last one of its slot to its instance before it. */
+function requestSentAt(outcome: SimOutcome, e: Execution): number {
+  const sent = outcome.deliveries
+    .filter(
+      (d) =>
+        d.deployment === e.deployment &&
+        d.jobId === e.jobId &&
+        d.instance === e.instance &&
+        Date.parse(d.scheduleTime) === e.scheduleTime &&
+        d.sentAt <= e.start,
+    )
+    .map((d) => d.sentAt);
+  return sent.length === 0 ? e.start : Math.max(...sent);
 }
 
 /**
@@ -588,6 +670,14 @@ function skipJobs(dep: SimOutcome['deployments'][number]): string[] {
       r.jobs.every((j) => j.id !== id || j.overlap === 'skip'),
     ),
   );
+}
+
+/** The jobs some revision of a deployment declares with `skip` or `wait`. */
+function guardedSomewhere(dep: SimOutcome['deployments'][number]): string[] {
+  const ids = dep.revisions.flatMap((r) =>
+    r.jobs.filter((j) => j.overlap !== 'allow').map((j) => j.id),
+  );
+  return [...new Set(ids)];
 }
 
 /** The jobs of a deployment whose every revision guards overlap (`skip` or `wait`). */

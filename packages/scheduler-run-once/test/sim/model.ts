@@ -214,12 +214,13 @@ export type SimEvent =
        * Another version takes the job's overlap lock (fenced, only while no run of the job holds
        * it) for a run whose claim never lands: its holder's record is `absent` (never written, or
        * taken by the TTL), or has a status this version does not know (`unknown_status`, until a
-       * `repair` deletes it).
+       * `repair` deletes it); or writes a lock whose holder id this version never writes (one of
+       * {@link MALFORMED_HOLDERS}, until a `repair` deletes the lock).
        */
       readonly type: 'foreign_lock';
       readonly deployment: number;
       readonly job: number;
-      readonly holder: 'absent' | 'unknown_status';
+      readonly holder: ForeignLockHolder;
     }
   | {
       readonly at: number;
@@ -239,7 +240,8 @@ export type SimEvent =
       /**
        * The documented repair of an unreadable record (docs/limits.md): the operator deletes the
        * record the job's overlap lock names if no attempt of it is running (an unknown status, or
-       * `in_progress` under a lapsed lease), and the lock stays.
+       * `in_progress` under a lapsed lease), and the lock stays; or deletes the lock itself when
+       * its holder id is not a run id (docs/how-it-works.md, "The overlap lock").
        */
       readonly type: 'repair';
       readonly deployment: number;
@@ -593,6 +595,33 @@ export const FOREIGN_PAUSE_KINDS = [
   'readable_back_to_back',
 ] as const;
 
+/**
+ * The holder ids of another version's lock (`foreign_lock`) that are not a run id (64 lowercase
+ * hex digits, `holderOf` in `src/policy/overlap.ts`): a number, no field, a run id with a character
+ * before or after it, a run id in capitals. Each must be answered `unreadable_record` naming the
+ * lock (docs/how-it-works.md, "The overlap lock"), never taken as free or as a holder.
+ */
+export const MALFORMED_HOLDERS = [
+  'number',
+  'missing',
+  'prefixed',
+  'suffixed',
+  'capitals',
+] as const;
+
+/** One of {@link MALFORMED_HOLDERS}. */
+export type MalformedHolder = (typeof MALFORMED_HOLDERS)[number];
+
+/** Whom another version's lock names: no record, a record of an unknown status, or no run id. */
+export type ForeignLockHolder = 'absent' | 'unknown_status' | MalformedHolder;
+
+/** Whether `holder` is one of {@link MALFORMED_HOLDERS}: a lock whose holder id is not a run id. */
+export function isMalformedHolder(
+  holder: ForeignLockHolder,
+): holder is MalformedHolder {
+  return holder !== 'absent' && holder !== 'unknown_status';
+}
+
 /** One of {@link FOREIGN_PAUSE_KINDS}. */
 export type ForeignPauseKind = (typeof FOREIGN_PAUSE_KINDS)[number];
 
@@ -927,7 +956,11 @@ function storeEvents(fields: EventFields): EventKind[] {
       at,
       deployment,
       job,
-      holder: fc.constantFrom('absent' as const, 'unknown_status' as const),
+      // One lock in two names a holder id this version never writes.
+      holder: fc.oneof(
+        fc.constantFrom('absent' as const, 'unknown_status' as const),
+        fc.constantFrom(...MALFORMED_HOLDERS),
+      ),
     }),
     kind('repair', { at, deployment, job }),
     kind('hang', {

@@ -1741,6 +1741,48 @@ export const FIXED: readonly {
       ],
     },
   },
+  {
+    finding:
+      'a release whose first try landed with its answer late, its run then claimed by a retry within the released lease: the retried release met that claim and logged "lease lost: … this instance was paused or starved of CPU … may have run twice", though it had released the run and never paused (invariant 22; `npm run simulate -- --regressions`, random seed 391860920, path 176, shrunk)',
+    history: {
+      seed: 2147483630,
+      leaseSeconds: 85,
+      scopes: ['staging', 'production'],
+      instances: 2,
+      spanMs: 1560000,
+      duplicates: 0.3,
+      dropAnswers: 0,
+      latency: [1, 5],
+      faultRate: 0,
+      lateAnswers: 0.2,
+      crashAfterWrite: 0.05,
+      firestoreTimeoutSeconds: 5,
+      clockOffsetMs: -78405,
+      stubbornJobs: true,
+      caseNotes: true,
+      noteFills: true,
+      jobTimeoutSeconds: 45,
+      audit: true,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'allow',
+          attemptDeadlineSeconds: 45,
+          retryCount: 3,
+          maxRetryDurationSeconds: 60,
+          minBackoffSeconds: 1,
+          maxBackoffSeconds: 20,
+          maxDoublings: 0,
+          minMs: 100,
+          maxMs: 5100,
+          failRate: 1,
+          notes: false,
+        },
+      ],
+      events: [{ at: 328483, deployment: 0, instance: 1, type: 'crash' }],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */

@@ -129,6 +129,9 @@ export function reportLinesSayWhat(outcome: SimOutcome): string[] {
 /** The run audit's summary line (src/policy/run-audit.ts), with its counts. */
 const AUDIT_DONE = 'run audit done';
 
+/** Answers of a request whose run another attempt holds or completed: it ran no check. */
+const HELD_ELSEWHERE = new Set(['in_progress', 'duplicate']);
+
 /**
  * Since when the lines of the audit request that logged `done` are its own, ms: when the one audit
  * delivery of its slot open on that instance then was sent, or when an earlier one of the slot
@@ -151,8 +154,10 @@ function auditRequestStart(
   if (sentAt === undefined) {
     return undefined;
   }
-  // An earlier delivery of the slot that ended meanwhile logged its lines before its end.
+  // An earlier delivery of the slot that ended meanwhile logged its lines before its end; one
+  // answered that another attempt holds or held the run (a duplicate request) checked nothing.
   const earlierEnds = same
+    .filter((d) => !HELD_ELSEWHERE.has(String(d.outcome)))
     .map((d) => d.endedAt ?? 0)
     .filter((end) => end < done.at);
   return Math.max(sentAt, ...earlierEnds);

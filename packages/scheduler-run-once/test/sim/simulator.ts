@@ -69,6 +69,7 @@ import {
 } from './cloud-scheduler.ts';
 import {
   type ForeignStore,
+  lockIdOf,
   repairLockHolder,
   writeForeignLock,
   writeForeignPauses,
@@ -81,8 +82,10 @@ import {
   type Gaps,
   type History,
   isCalm,
+  isMalformedHolder,
   type JobSpec,
   KNOWN_GAPS,
+  type MalformedHolder,
   pauseEndMs,
   type SimEvent,
   STOLEN_LEASE_LOOK_FOR_MS,
@@ -246,6 +249,8 @@ export interface Delivered {
   readonly instance: string;
   /** The run its answer named, if any. */
   runId: string | undefined;
+  /** Its answer's `message`: what the function told the caller to do. */
+  message?: string;
 }
 
 /** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
@@ -342,6 +347,25 @@ export interface ForeignRecord {
   revivedAt?: number;
 }
 
+/**
+ * An overlap lock another version wrote whose holder id is not a run id (`foreign_lock` with a
+ * malformed holder): it names no run, so every run of its job and scope must be answered
+ * `unreadable_record` naming it until a `repair` deletes it.
+ */
+export interface MalformedLock {
+  readonly deployment: number;
+  readonly jobId: string;
+  /** The lock document's id, as the answers name it (`blockedBy`). */
+  readonly lockId: string;
+  readonly form: MalformedHolder;
+  /** When it landed, ms. */
+  readonly lockedAt: number;
+  /** When a `repair` deleted it, ms. */
+  deletedAt?: number;
+  /** When another `foreign_lock` replaced it, ms. */
+  replacedAt?: number;
+}
+
 /** What a played history left: the ground truth the invariants judge. */
 export interface SimOutcome {
   readonly history: History;
@@ -397,6 +421,8 @@ export interface SimOutcome {
   >;
   /** The records and locks another version wrote (`foreign_record`, `foreign_lock`), by run id. */
   readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
+  /** The locks another version wrote naming no run id, in order. */
+  readonly malformedLocks?: readonly MalformedLock[];
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -587,6 +613,7 @@ interface World {
   auditRequests: number;
   readonly crashesAfterWrite: CrashAfterWrite[];
   readonly foreignRecords: Map<string, ForeignRecord>;
+  readonly malformedLocks: MalformedLock[];
   /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
   readonly instanceOf: Map<
     MachineClock,
@@ -695,6 +722,7 @@ function newWorld(
     catchUps: [],
     auditRequests: 0,
     foreignRecords: new Map(),
+    malformedLocks: [],
     instanceOf: new Map(),
     hangingUntil: new Map(),
     retired: new Map(),
@@ -1584,7 +1612,7 @@ function deliverTo(
         delivered,
         headers,
         status,
-        body as { outcome?: string; runId?: string },
+        body as { outcome?: string; runId?: string; message?: string },
       );
       resolve({ status, body: JSON.stringify(body) });
     });
@@ -1642,12 +1670,13 @@ function noteAnswer(
   delivered: Delivered,
   headers: Readonly<Record<string, string>>,
   status: number,
-  body: { outcome?: string; runId?: string },
+  body: { outcome?: string; runId?: string; message?: string },
 ): void {
   if (delivered.endedAt === undefined) {
     delivered.status = status;
     delivered.outcome = body.outcome ?? '';
     delivered.runId = body.runId;
+    delivered.message = body.message;
   }
   delivered.endedAt ??= world.time.now;
   world.answers.push({
@@ -1972,22 +2001,43 @@ async function writeAsAnotherVersion(
     await lockAsAnotherVersion(world, dep, job, event.holder, base);
     return;
   }
-  const deleted = await repairLockHolder(w, job, dep.keyScope, (runId) =>
+  const repaired = await repairLockHolder(w, job, dep.keyScope, (runId) =>
     isRunEnded(world, runId),
   );
-  if (deleted === undefined) {
+  if (repaired?.deleted === 'lock') {
+    for (const lock of malformedLocksOf(world, dep.index, job.id)) {
+      lock.deletedAt = world.time.now;
+    }
     return;
   }
-  const known = world.foreignRecords.get(deleted);
+  if (repaired === undefined) {
+    return;
+  }
+  const known = world.foreignRecords.get(repaired.runId);
   if (known !== undefined) {
     known.deletedAt = world.time.now;
   } else {
-    world.foreignRecords.set(deleted, {
+    world.foreignRecords.set(repaired.runId, {
       ...base,
       kind: 'repaired',
       deletedAt: world.time.now,
     });
   }
+}
+
+/** The malformed locks of `jobId` in deployment `deployment` that still stand (none or one). */
+function malformedLocksOf(
+  world: World,
+  deployment: number,
+  jobId: string,
+): MalformedLock[] {
+  return world.malformedLocks.filter(
+    (l) =>
+      l.deployment === deployment &&
+      l.jobId === jobId &&
+      l.deletedAt === undefined &&
+      l.replacedAt === undefined,
+  );
 }
 
 /** A `foreign_pause` event: another version writes the pauses of the job's check document. */
@@ -2041,6 +2091,19 @@ async function lockAsAnotherVersion(
     if (sameLock && earlier.lockedAt !== undefined) {
       earlier.replacedAt ??= lock.lockedAt;
     }
+  }
+  for (const earlier of malformedLocksOf(world, dep.index, job.id)) {
+    earlier.replacedAt = lock.lockedAt;
+  }
+  if (isMalformedHolder(holder)) {
+    world.malformedLocks.push({
+      deployment: dep.index,
+      jobId: job.id,
+      lockId: lockIdOf(job.id, dep.keyScope),
+      form: holder,
+      lockedAt: lock.lockedAt,
+    });
+    return;
   }
   world.foreignRecords.set(lock.runId, {
     ...base,
@@ -2839,6 +2902,7 @@ function outcomeOf(
     instancePauses: world.instancePauses,
     foreignPauses: world.foreignPauses,
     foreignRecords: world.foreignRecords,
+    malformedLocks: world.malformedLocks,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>
       d.scheduler.attempts.filter((a) => a.jobId !== AUDIT_JOB_ID),

@@ -118,6 +118,45 @@ describe("invariant 36: a run audit's summary counts the reports its checks logg
     );
     assert.equal(auditCountsTrue(outcome([done(undefined)])).length, 1);
   });
+
+  it("counts lines logged before a duplicate request's in_progress answer (seed 213, path 82, --small)", () => {
+    // Two requests of the slot at once: one ran the audit, the other was answered in_progress
+    // after the report line; that answer ran no check, so the line is still the audit's.
+    const duplicate = {
+      instance: 'd0-i0-r0',
+      scheduleTime: SLOT,
+      sentAt: SENT,
+      endedAt: SENT + 2_500,
+      outcome: 'in_progress',
+    };
+    const withDuplicate = {
+      logs: [report, done(1)],
+      auditDeliveries: [
+        {
+          instance: 'd0-i0-r0',
+          scheduleTime: SLOT,
+          sentAt: SENT,
+          endedAt: SENT + 4_000,
+        },
+        duplicate,
+      ],
+    } as never;
+    assert.deepEqual(auditCountsTrue(withDuplicate), []);
+    const ranIt = { ...duplicate, outcome: 'failed' };
+    const withEarlierRun = {
+      logs: [report, done(1)],
+      auditDeliveries: [
+        {
+          instance: 'd0-i0-r0',
+          scheduleTime: SLOT,
+          sentAt: SENT,
+          endedAt: SENT + 4_000,
+        },
+        ranIt,
+      ],
+    } as never;
+    assert.equal(auditCountsTrue(withEarlierRun).length, 1);
+  });
 });
 
 describe('invariant 37: a check logs the report it wrote', () => {
