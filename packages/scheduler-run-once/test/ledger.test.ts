@@ -620,6 +620,29 @@ describe('RunLedger', () => {
     assert.equal(retried?.takeover, true);
   });
 
+  it('a completion or release that never landed, its record replaced under its live lease and run by others, is a lost lease (the review of the fix above)', async () => {
+    const { ledger: a, collection } = newLedger({ leaseMs: 60_000 });
+    const b = newLedger({ collection, leaseMs: 60_000 }).ledger;
+    const c = newLedger({ collection, leaseMs: 60_000 }).ledger;
+    const ref = firestore.collection(collection).doc('run-1');
+    const completing = claimOf(await a.claim('run-1'));
+    // Outside the protocol (a hand deletes a live record): B claims anew and fails.
+    await ref.delete();
+    const first = claimOf(await b.claim('run-1'));
+    assert.equal(await b.release(first, 'B threw'), 'recorded');
+
+    assert.equal(await a.complete(completing), 'lease_lost');
+
+    const releasing = claimOf(await a.claim('run-2'));
+    const other = firestore.collection(collection).doc('run-2');
+    await other.delete();
+    const second = claimOf(await b.claim('run-2'));
+    await b.release(second, 'B threw');
+    claimOf(await c.claim('run-2'));
+
+    assert.equal(await a.release(releasing, 'A threw'), 'lease_lost');
+  });
+
   it('a claim whose create landed but answered UNAVAILABLE, retried by the client into ALREADY_EXISTS, is ours', async () => {
     const { db, commits } = await loseCommitAnswers(1);
     const { ledger, collection } = newLedger({}, db);

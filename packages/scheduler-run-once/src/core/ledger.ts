@@ -589,7 +589,7 @@ export class RunLedger {
       if (!stillOurs) {
         const landedBefore =
           isOwn(claim.attemptId, data[Field.status], record) ||
-          releasedBefore(claim, record);
+          releasedBefore(claim, data, record);
         return landedBefore ? 'recorded' : 'lease_lost';
       }
       if (tries >= FENCED_WRITE_TRIES) {
@@ -652,22 +652,32 @@ function isOwn(
 }
 
 /**
- * Whether `claim`'s attempt released the run before another attempt claimed it: the record, now
- * another attempt's, keeps a failure written after `claim`'s last lease write (`failed_at` later
- * than its fencing token: only this attempt's release, or the missed-run check ending a lapsed
- * lease, writes one), and was claimed while `claim`'s lease was still live by Firestore's clock
+ * Whether `release` (the update of `claim`'s release) landed before another attempt claimed the
+ * run: the record, now that attempt's, was claimed right after `claim` (one more attempt), keeps
+ * the release's error (`last_error`; a claim leaves it) with a `failed_at` later than `claim`'s
+ * last lease write (only this attempt's release, or the missed-run check ending a lapsed lease,
+ * writes one), and was claimed while `claim`'s lease was still live by Firestore's clock
  * (`claimed_at` before `claim.leaseExpires`, both server times). No writer takes over a live lease
  * (`claimDecision`) nor ends one (the check ends only a lapsed one), so that failure is this
  * attempt's release, an earlier try that landed with its answer lost or late, and the claim is a
- * retry's, not a takeover.
+ * retry's, not a takeover. Never for a completion: no attempt claims a completed run.
  */
-function releasedBefore(claim: Claim, record?: StoredRecord): boolean {
+function releasedBefore(
+  claim: Claim,
+  release: DocumentData,
+  record?: StoredRecord,
+): boolean {
   if (record === undefined || record.status === 'unreadable') {
+    return false;
+  }
+  if (release[Field.status] !== RunStatus.Failed) {
     return false;
   }
   const { claimedAt, failedAt } = record;
   return (
     record.attemptId !== claim.attemptId &&
+    record.attempts === claim.attempts + 1 &&
+    record.lastError === release[Field.lastError] &&
     failedAt !== undefined &&
     failedAt.getTime() > claim.fencingToken.toMillis() &&
     claimedAt !== undefined &&

@@ -8,12 +8,15 @@
  * - a backfilled slot is answered 409 `waiting` saying it stays missed ("answers 409 `waiting` and
  *   the slot stays missed, never `skipped`");
  * - a job whose every revision is `wait` is never answered `skipped` ("`wait`: is answered 409
- *   `waiting`, so Scheduler retries it later").
+ *   `waiting`, so Scheduler retries it later");
+ * - a manual run or re-run sent with `--allow-overlap` is never answered `waiting` or `skipped`: it
+ *   runs beside ("`--allow-overlap` runs it beside"); and nothing waits or is skipped behind it.
  *
  * Judged on every answered request and its answer's message; the advice, on the `waiting` answers
  * that name the run blocking them (`blockedBy`), not on a lock other runs kept taking.
  */
 
+import { asksToOverlap } from './invariants.ts';
 import type { Delivered, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -27,6 +30,34 @@ const ADVICE: Readonly<Partial<Record<Delivered['source'], string>>> = {
 
 /** Invariant 40 over every answered request of the history. */
 export function blockedAnswersSayWhatToDo(outcome: SimOutcome): string[] {
+  return [...adviceGiven(outcome), ...nothingWaitsForOverlappers(outcome)];
+}
+
+/**
+ * No request is answered `skipped` or `waiting` behind a run sent with `--allow-overlap`: such a
+ * run takes no lock ("Such a run takes no lock, so the job's next slot does not wait for it
+ * either"), judged on the answers' log lines (`blockedBy`).
+ */
+function nothingWaitsForOverlappers(outcome: SimOutcome): string[] {
+  const overlappers = new Set(
+    outcome.executions
+      .filter((e) => asksToOverlap(outcome, e))
+      .map((e) => e.runId),
+  );
+  return outcome.logs
+    .filter(
+      (l) =>
+        (l.fields.outcome === 'skipped' || l.fields.outcome === 'waiting') &&
+        overlappers.has(String(l.fields.blockedBy)),
+    )
+    .map(
+      (l) =>
+        `${String(l.fields.jobName)}@${String(l.fields.scheduleTime)} was answered ${String(l.fields.outcome)} at ${iso(l.at)} behind ${String(l.fields.blockedBy).slice(0, 12)}, a run sent with --allow-overlap, which takes no lock`,
+    );
+}
+
+/** The advice of blocked answers, and the answers `--allow-overlap` and `wait` never get. */
+function adviceGiven(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const d of outcome.deliveries) {
     const what = `a ${d.source} request of ${d.jobId}@${d.scheduleTime || '(no schedule time)'} answered ${String(d.outcome)} at ${iso(d.endedAt ?? 0)}`;
@@ -39,6 +70,14 @@ export function blockedAnswersSayWhatToDo(outcome: SimOutcome): string[] {
     ) {
       found.push(
         `${what} does not say "${advice}": ${JSON.stringify(d.message)}`,
+      );
+    }
+    if (
+      d.allowOverlap === true &&
+      (d.outcome === 'waiting' || d.outcome === 'skipped')
+    ) {
+      found.push(
+        `${what}, though it was sent with --allow-overlap: it runs beside any other run of its job`,
       );
     }
     if (d.outcome === 'skipped' && waitEverywhere(outcome, d)) {

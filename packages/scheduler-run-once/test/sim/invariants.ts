@@ -518,6 +518,9 @@ function ranAsOtherThanSent(
   if (e.source === 'manual' && e.kind !== 'manual') {
     return `a manual trigger ran as a ${e.kind} run`;
   }
+  if (e.kind !== 'forced' && sentWithoutScheduleTime(outcome, e)) {
+    return `a Force run sent without a schedule time ran as a ${e.kind} run: without the header it is never the slot's own delivery, even a moment before the slot`;
+  }
   if (e.source !== 'rerun') {
     return undefined;
   }
@@ -526,6 +529,26 @@ function ranAsOtherThanSent(
     return `a re-run ran as a ${e.kind} run of ${String(e.context?.rerunOf)}, not a re-run of its slot's run ${slotRun.slice(0, 12)}`;
   }
   return undefined;
+}
+
+/**
+ * Whether `e` is a Force run whose request had no `X-CloudScheduler-ScheduleTime` header: every
+ * Force request to its instance that could have started it (sent by then, open then) had none.
+ */
+function sentWithoutScheduleTime(outcome: SimOutcome, e: Execution): boolean {
+  if (e.source !== 'force') {
+    return false;
+  }
+  const requests = outcome.deliveries.filter(
+    (d) =>
+      d.source === 'force' &&
+      d.deployment === e.deployment &&
+      d.jobId === e.jobId &&
+      d.instance === e.instance &&
+      d.sentAt <= e.start &&
+      (d.endedAt === undefined || d.endedAt >= e.start),
+  );
+  return requests.length > 0 && requests.every((d) => d.scheduleTime === '');
 }
 
 /** Invariant 4: one run per trigger id of a job and key scope. */
@@ -551,7 +574,7 @@ function oneRunPerTrigger(outcome: SimOutcome): string[] {
 }
 
 /** Invariant 3: under `skip` or `wait`, no two runs of a job and scope at once. */
-function overlapPolicyKept(outcome: SimOutcome): string[] {
+export function overlapPolicyKept(outcome: SimOutcome): string[] {
   const found: string[] = [];
   for (const [d, dep] of outcome.deployments.entries()) {
     const guarded = guardedJobs(dep);
@@ -721,6 +744,9 @@ function overlapsOf(
       if (a.runId === b.runId) {
         continue; // judged by invariant 1
       }
+      if (asksToOverlap(outcome, a) || asksToOverlap(outcome, b)) {
+        continue; // `--allow-overlap`: it runs beside, and nothing waits for it
+      }
       if (leaseLostToEnvironment(a, outcome) || ignoredItsStop(a, b.start)) {
         continue;
       }
@@ -733,6 +759,17 @@ function overlapsOf(
     }
   }
   return found;
+}
+
+/**
+ * Whether `e` is a manual run or re-run sent with `--allow-overlap` (docs/operations.md): it takes
+ * no lock and waits for no run, so the job's next slot does not wait for it either.
+ */
+export function asksToOverlap(outcome: SimOutcome, e: Execution): boolean {
+  return (
+    e.triggerId !== undefined &&
+    outcome.overlapTriggers?.has(e.triggerId) === true
+  );
 }
 
 /** A logged report of a slot: a missed run or a final failure. */
@@ -2198,7 +2235,8 @@ function runsBesideUnknownHolders(outcome: SimOutcome): string[] {
       const policy = dep?.revisions[e.revision]?.jobs.find(
         (j) => j.id === e.jobId,
       )?.overlap;
-      const guarded = policy === 'skip' || policy === 'wait';
+      const guarded =
+        (policy === 'skip' || policy === 'wait') && !asksToOverlap(outcome, e);
       const sameJob =
         e.deployment === foreign.deployment && e.jobId === foreign.jobId;
       return guarded && sameJob && e.start > lockedAt && e.start < until;

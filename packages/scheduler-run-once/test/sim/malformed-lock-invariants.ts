@@ -4,7 +4,7 @@
  * docs/how-it-works.md says ("The overlap lock"): "like an unreadable holder record: 500
  * `unreadable_record` naming the lock document and the repair (delete it)". Which run holds it is
  * unknown, so until the lock is deleted or replaced, a run of its `skip` or `wait` job in its key
- * scope:
+ * scope (but a manual run or re-run sent with `--allow-overlap`, which reads no lock):
  *
  * - **never starts** (it could run beside a run in progress, as an unreadable holder could);
  * - **is never answered** `skipped` or `waiting` (a skip behind no known run loses its slot
@@ -17,6 +17,7 @@
  * after the lock landed and answered before it was deleted or replaced (`malformedLocks`).
  */
 
+import { asksToOverlap } from './invariants.ts';
 import type {
   Delivered,
   Execution,
@@ -85,6 +86,7 @@ function runsBesideMalformedLock(
       e.deployment === lock.deployment &&
       e.jobId === lock.jobId &&
       isGuarded(policyOf(outcome, e.deployment, e.revision, e.jobId)) &&
+      !asksToOverlap(outcome, e) &&
       e.start > lock.lockedAt &&
       e.start < until,
   );
@@ -126,6 +128,7 @@ function answersBesideMalformedLock(
     const within =
       d.deployment === lock.deployment &&
       d.jobId === lock.jobId &&
+      d.allowOverlap !== true &&
       d.sentAt > lock.lockedAt &&
       d.endedAt !== undefined &&
       d.endedAt < until;

@@ -147,12 +147,16 @@ export type SimEvent =
       readonly job: number;
       /** Send the previous manual run's trigger id again (a client's retry), with a newer time. */
       readonly resend: boolean;
+      /** `npm run trigger -- JOB --allow-overlap`: run beside another run of a `skip`/`wait` job. */
+      readonly allowOverlap?: boolean;
     }
   | {
       readonly at: number;
       readonly type: 'rerun';
       readonly deployment: number;
       readonly job: number;
+      /** `--rerun --allow-overlap`: run beside another run of a `skip`/`wait` job. */
+      readonly allowOverlap?: boolean;
     }
   | {
       readonly at: number;
@@ -891,8 +895,9 @@ function triggerEvents(fields: EventFields): EventKind[] {
       deployment,
       job,
       resend: fc.boolean(),
+      allowOverlap: fc.boolean(),
     }),
-    kind('rerun', { at, deployment, job }),
+    kind('rerun', { at, deployment, job, allowOverlap: fc.boolean() }),
     kind('backfill', {
       at,
       deployment,

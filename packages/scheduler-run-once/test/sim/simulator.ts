@@ -27,6 +27,7 @@ import { type Config, loadConfig } from '../../src/function/config.ts';
 import { createScheduledJobHandler } from '../../src/function/handler.ts';
 import { createLogger } from '../../src/function/logger.ts';
 import {
+  ALLOW_OVERLAP_HEADER,
   BACKFILL_HEADER,
   CATCH_UP_HEADER,
   MODE_HEADER,
@@ -251,6 +252,8 @@ export interface Delivered {
   runId: string | undefined;
   /** Its answer's `message`: what the function told the caller to do. */
   message?: string;
+  /** Sent with `X-Run-Once-Allow-Overlap: true` (`npm run trigger -- --allow-overlap`). */
+  readonly allowOverlap?: boolean;
 }
 
 /** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
@@ -423,6 +426,8 @@ export interface SimOutcome {
   readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** The locks another version wrote naming no run id, in order. */
   readonly malformedLocks?: readonly MalformedLock[];
+  /** The trigger ids of manual runs and re-runs sent with `--allow-overlap`. */
+  readonly overlapTriggers?: ReadonlySet<string>;
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -614,6 +619,7 @@ interface World {
   readonly crashesAfterWrite: CrashAfterWrite[];
   readonly foreignRecords: Map<string, ForeignRecord>;
   readonly malformedLocks: MalformedLock[];
+  readonly overlapTriggers: Set<string>;
   /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
   readonly instanceOf: Map<
     MachineClock,
@@ -723,6 +729,7 @@ function newWorld(
     auditRequests: 0,
     foreignRecords: new Map(),
     malformedLocks: [],
+    overlapTriggers: new Set(),
     instanceOf: new Map(),
     hangingUntil: new Map(),
     retired: new Map(),
@@ -1659,6 +1666,7 @@ function newDelivery(
     outcome: undefined,
     instance: target.name,
     runId: undefined,
+    ...(headers[ALLOW_OVERLAP_HEADER] === 'true' ? { allowOverlap: true } : {}),
   };
   world.deliveries.push(delivered);
   return delivered;
@@ -2474,11 +2482,28 @@ function triggerManual(
     {
       [MODE_HEADER]: 'manual',
       [TRIGGER_ID_HEADER]: triggerId,
+      ...allowOverlapHeader(world, event.allowOverlap, triggerId),
     },
   );
   void time.within(world.operator, () =>
     deliverTo(world, dep, headers, 'manual', triggerId).catch(() => {}),
   );
+}
+
+/**
+ * The header of `npm run trigger -- --allow-overlap` when `allowOverlap`, noting its trigger id
+ * (`overlapTriggers`): such a run takes no lock and waits for no other run.
+ */
+function allowOverlapHeader(
+  world: World,
+  allowOverlap: boolean | undefined,
+  triggerId: string,
+): Record<string, string> {
+  if (allowOverlap !== true) {
+    return {};
+  }
+  world.overlapTriggers.add(triggerId);
+  return { [ALLOW_OVERLAP_HEADER]: 'true' };
 }
 
 /**
@@ -2503,6 +2528,7 @@ function triggerRerun(
   const headers = schedulerHeaders(job.id, slot, {
     [MODE_HEADER]: 'rerun',
     [TRIGGER_ID_HEADER]: triggerId,
+    ...allowOverlapHeader(world, event.allowOverlap, triggerId),
   });
   void time.within(world.operator, () =>
     deliverTo(world, dep, headers, 'rerun', triggerId).catch(() => {}),
@@ -2903,6 +2929,7 @@ function outcomeOf(
     foreignPauses: world.foreignPauses,
     foreignRecords: world.foreignRecords,
     malformedLocks: world.malformedLocks,
+    overlapTriggers: world.overlapTriggers,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>
       d.scheduler.attempts.filter((a) => a.jobId !== AUDIT_JOB_ID),
