@@ -40,9 +40,7 @@ export function blockedAnswersSayWhatToDo(outcome: SimOutcome): string[] {
  */
 function nothingWaitsForOverlappers(outcome: SimOutcome): string[] {
   const overlappers = new Set(
-    outcome.executions
-      .filter((e) => asksToOverlap(outcome, e))
-      .map((e) => e.runId),
+    outcome.executions.filter((e) => asksToOverlap(e)).map((e) => e.runId),
   );
   return outcome.logs
     .filter(

@@ -61,6 +61,8 @@
  * 39. An overlap lock whose holder id is not a run id is answered `unreadable_record` on an ERROR
  *    naming it; no run of its job starts, nor is skipped or waits, behind it
  *    (malformed-lock-invariants.ts).
+ * 41. The warning that a report could not be marked logged is true: a fault, a race or a pause kept
+ *    the mark from landing (report-line-invariants.ts).
  * 40. A run its overlap policy blocks is told what to do (blocked-answer-invariants.ts): a manual
  *    run or re-run `--allow-overlap`, a backfilled slot that it stays missed; a `wait` job is
  *    never answered `skipped`.
@@ -122,6 +124,7 @@ import {
   checkReportsLogged,
   reloggedReportsSayTheSame,
   reportLinesSayWhat,
+  unmarkedWarningsTrue,
 } from './report-line-invariants.ts';
 import {
   type Answered,
@@ -282,16 +285,8 @@ export function violations(
     ...cursorsKeptUp(outcome),
     // 34. A delivery checks its job's closed slots at the first slot of an hour, and only then.
     ...deliveryChecksAsDocumented(outcome),
-    // 12. Every report written is logged at least once, at most twice.
-    ...reportsLoggedOnceOrTwice(outcome),
-    // 32. Every report line names what it reports, as Error Reporting reads it.
-    ...reportLinesSayWhat(outcome),
-    // 36. A run audit's summary counts the reports its checks logged.
-    ...auditCountsTrue(outcome),
-    // 37. A check logs the report it wrote.
-    ...checkReportsLogged(outcome),
-    // 38. A report logged again says what it said first.
-    ...reloggedReportsSayTheSame(outcome),
+    // 12, 32, 36, 37, 38 and 41. The report lines: each report logged, and every line true.
+    ...reportLinesTrue(outcome),
     // 13 and 39. Another version's records, locks and pauses.
     ...anotherVersionsWritesSaid(outcome),
     // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
@@ -314,6 +309,24 @@ export function violations(
       (err) =>
         `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
     ),
+  ];
+}
+
+/** Invariants 12, 32, 36, 37, 38 and 41: each report is logged, and its lines say what is true. */
+function reportLinesTrue(outcome: SimOutcome): string[] {
+  return [
+    // 12. Every report written is logged at least once, at most twice.
+    ...reportsLoggedOnceOrTwice(outcome),
+    // 32. Every report line names what it reports, as Error Reporting reads it.
+    ...reportLinesSayWhat(outcome),
+    // 36. A run audit's summary counts the reports its checks logged.
+    ...auditCountsTrue(outcome),
+    // 37. A check logs the report it wrote.
+    ...checkReportsLogged(outcome),
+    // 38. A report logged again says what it said first.
+    ...reloggedReportsSayTheSame(outcome),
+    // 41. A report said unmarked had something keep its mark from landing.
+    ...unmarkedWarningsTrue(outcome),
   ];
 }
 
@@ -744,7 +757,7 @@ function overlapsOf(
       if (a.runId === b.runId) {
         continue; // judged by invariant 1
       }
-      if (asksToOverlap(outcome, a) || asksToOverlap(outcome, b)) {
+      if (asksToOverlap(a) || asksToOverlap(b)) {
         continue; // `--allow-overlap`: it runs beside, and nothing waits for it
       }
       if (leaseLostToEnvironment(a, outcome) || ignoredItsStop(a, b.start)) {
@@ -765,11 +778,8 @@ function overlapsOf(
  * Whether `e` is a manual run or re-run sent with `--allow-overlap` (docs/operations.md): it takes
  * no lock and waits for no run, so the job's next slot does not wait for it either.
  */
-export function asksToOverlap(outcome: SimOutcome, e: Execution): boolean {
-  return (
-    e.triggerId !== undefined &&
-    outcome.overlapTriggers?.has(e.triggerId) === true
-  );
+export function asksToOverlap(e: Execution): boolean {
+  return e.allowOverlap === true;
 }
 
 /** A logged report of a slot: a missed run or a final failure. */
@@ -2236,7 +2246,7 @@ function runsBesideUnknownHolders(outcome: SimOutcome): string[] {
         (j) => j.id === e.jobId,
       )?.overlap;
       const guarded =
-        (policy === 'skip' || policy === 'wait') && !asksToOverlap(outcome, e);
+        (policy === 'skip' || policy === 'wait') && !asksToOverlap(e);
       const sameJob =
         e.deployment === foreign.deployment && e.jobId === foreign.jobId;
       return guarded && sameJob && e.start > lockedAt && e.start < until;

@@ -86,7 +86,7 @@ function runsBesideMalformedLock(
       e.deployment === lock.deployment &&
       e.jobId === lock.jobId &&
       isGuarded(policyOf(outcome, e.deployment, e.revision, e.jobId)) &&
-      !asksToOverlap(outcome, e) &&
+      !asksToOverlap(e) &&
       e.start > lock.lockedAt &&
       e.start < until,
   );

@@ -11,6 +11,7 @@
  * these lines alone.
  */
 
+import { REPORT_NOT_ACKNOWLEDGED } from '../../src/policy/missed-runs.ts';
 import { REPORT_LOG_GRACE_MS } from '../../src/policy/run-history.ts';
 import type { LogLine, SimOutcome } from './simulator.ts';
 
@@ -286,6 +287,70 @@ export function reloggedReportsSayTheSame(outcome: SimOutcome): string[] {
     ) {
       found.push(
         `the report of run ${String(line.fields.runId).slice(0, 12)} was logged as "${first.message}" (${String(first.fields.state)}), then again as "${line.message}" (${String(line.fields.state)}) by ${line.instance}`,
+      );
+    }
+  }
+  return found;
+}
+
+/** The machine whose check logged `line`: an instance's name, or `auditor` / `operator`. */
+function machineOf(line: LogLine): string {
+  const check = /^d\d+-(auditor|operator|check)$/.exec(line.instance)?.[1];
+  if (check === undefined) {
+    return line.instance;
+  }
+  return check === 'check' ? 'operator' : check;
+}
+
+/**
+ * Invariant 41: the warning `the report logged above could not be marked logged` is true. A check
+ * logs it after a report line it could not mark logged, so a later check may log the report again
+ * (invariant 12 allows that second line for it). Something must have kept the mark from landing:
+ * a fault met an operation of that check's machine on the run's record (the report's write, a
+ * read back, the relog claim, the mark), another machine wrote the run's record meanwhile (two
+ * checks racing for the report), or the machine was paused. Judged from the grace before the
+ * report line it follows (`REPORT_LOG_GRACE_MS`) to the warning; memory store only (the emulator
+ * sees no planted faults).
+ */
+export function unmarkedWarningsTrue(outcome: SimOutcome): string[] {
+  const { troubledOps, recordWrites } = outcome;
+  if (troubledOps === undefined || recordWrites === undefined) {
+    return [];
+  }
+  const found: string[] = [];
+  for (const warning of outcome.logs) {
+    if (warning.message !== REPORT_NOT_ACKNOWLEDGED) {
+      continue;
+    }
+    const runId = String(warning.fields.runId);
+    const machine = machineOf(warning);
+    const report = outcome.logs.findLast(
+      (line) =>
+        REPORTS[line.message] !== undefined &&
+        line.fields.runId === runId &&
+        line.instance === warning.instance &&
+        line.at <= warning.at,
+    );
+    const from = (report?.at ?? warning.at) - REPORT_LOG_GRACE_MS;
+    const within = (at: number) => at >= from && at <= warning.at;
+    const onRecord = (paths: readonly string[]) =>
+      paths.some((path) => path.endsWith(`/${runId}`));
+    const faulted = troubledOps.some(
+      (op) => op.machine === machine && within(op.at) && onRecord(op.paths),
+    );
+    const raced = recordWrites.some(
+      (write) =>
+        write.runId === runId && write.machine !== machine && within(write.at),
+    );
+    const paused = (outcome.instancePauses ?? []).some(
+      (pause) =>
+        pause.instance === machine &&
+        pause.from <= warning.at &&
+        pause.until >= from,
+    );
+    if (!faulted && !raced && !paused) {
+      found.push(
+        `${warning.instance} warned "${REPORT_NOT_ACKNOWLEDGED}" for run ${runId.slice(0, 12)} at ${new Date(warning.at).toISOString()}, but no fault met its operations on the run's record, no other machine wrote it and the machine was not paused: nothing kept the mark from landing`,
       );
     }
   }

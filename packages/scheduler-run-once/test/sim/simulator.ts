@@ -142,6 +142,8 @@ export interface Execution {
   readonly instance: string;
   readonly source: Source;
   readonly triggerId: string | undefined;
+  /** Its request was sent with `--allow-overlap` (`X-Run-Once-Allow-Overlap: true`). */
+  readonly allowOverlap?: boolean;
   readonly start: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
@@ -295,6 +297,24 @@ export interface CheckReport {
   readonly reporter: string;
 }
 
+/** A write that landed on a run's record, and the machine whose operation it was. */
+export interface RecordWrite {
+  readonly at: number;
+  /** The writer's machine (an instance's name, `auditor`, `operator`), `?` outside any. */
+  readonly machine: string;
+  readonly runId: string;
+}
+
+/**
+ * An operation a fault met: refused, lost, answered late or never (a hang), or retried by the
+ * client. Sent at `at` by `machine`, on the documents `paths`.
+ */
+export interface TroubledOp {
+  readonly at: number;
+  readonly machine: string;
+  readonly paths: readonly string[];
+}
+
 export interface CrashAfterWrite {
   readonly at: number;
   readonly instance: string;
@@ -409,6 +429,10 @@ export interface SimOutcome {
   readonly checkReads?: ReadonlyMap<string, readonly string[]>;
   /** The instances that died right after a logged write landed (`crashAfterWrite`). */
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
+  /** Every landed write on a run's record, in order; absent in outcomes made by hand. */
+  readonly recordWrites?: readonly RecordWrite[];
+  /** Every operation a fault met, in order; absent in outcomes made by hand. */
+  readonly troubledOps?: readonly TroubledOp[];
   /** Every report a missed-run check wrote that landed, in order; absent in outcomes made by hand. */
   readonly checkReports?: readonly CheckReport[];
   /** Every instance that died (a crash, a kill after SIGTERM, the auditor's crash), in order. */
@@ -426,8 +450,6 @@ export interface SimOutcome {
   readonly foreignRecords?: ReadonlyMap<string, ForeignRecord>;
   /** The locks another version wrote naming no run id, in order. */
   readonly malformedLocks?: readonly MalformedLock[];
-  /** The trigger ids of manual runs and re-runs sent with `--allow-overlap`. */
-  readonly overlapTriggers?: ReadonlySet<string>;
   /** Every request made to the function, answered or not. */
   readonly deliveries: readonly Delivered[];
   /** `FIRESTORE_TIMEOUT_SECONDS` of every deployment, ms. */
@@ -501,6 +523,8 @@ interface RequestContext {
   readonly attempt: { id?: string; runId?: string };
   readonly source: Source;
   readonly triggerId: string | undefined;
+  /** Sent with `X-Run-Once-Allow-Overlap: true`. */
+  readonly allowOverlap?: boolean;
   readonly deployment: number;
   readonly revision: number;
 }
@@ -612,6 +636,8 @@ interface World {
   readonly attemptWrites: Map<string, number[]>;
   readonly checkReads: Map<string, string[]>;
   readonly checkReports: CheckReport[];
+  readonly recordWrites: RecordWrite[];
+  readonly troubledOps: TroubledOp[];
   readonly operatorPauses: OperatorPause[];
   readonly catchUps: CatchUp[];
   /** How many audit requests got a catch-up sender (numbers {@link CatchUp.auditRequest}). */
@@ -619,7 +645,6 @@ interface World {
   readonly crashesAfterWrite: CrashAfterWrite[];
   readonly foreignRecords: Map<string, ForeignRecord>;
   readonly malformedLocks: MalformedLock[];
-  readonly overlapTriggers: Set<string>;
   /** Each instance by its machine, with its deployment: the one a `crashAfterWrite` kills. */
   readonly instanceOf: Map<
     MachineClock,
@@ -729,7 +754,6 @@ function newWorld(
     auditRequests: 0,
     foreignRecords: new Map(),
     malformedLocks: [],
-    overlapTriggers: new Set(),
     instanceOf: new Map(),
     hangingUntil: new Map(),
     retired: new Map(),
@@ -753,6 +777,8 @@ function writesSeen() {
     attemptWrites: new Map(),
     checkReads: new Map(),
     checkReports: [],
+    recordWrites: [],
+    troubledOps: [],
     crashesAfterWrite: [],
   };
 }
@@ -817,6 +843,13 @@ function noteLandedWrite(
   after: DocumentData | undefined,
 ): void {
   noteLease(world, path, after);
+  if (path.startsWith(`${world.collection}/`)) {
+    world.recordWrites.push({
+      at: world.time.now,
+      machine: world.time.current?.name ?? '?',
+      runId: path.slice(world.collection.length + 1),
+    });
+  }
   const foreign = foreignWrite(world, path, before, after);
   if (foreign !== undefined) {
     world.foreignWrites.push(foreign);
@@ -983,11 +1016,36 @@ function isWrite(op: OpInfo): boolean {
   );
 }
 
+/** One Firestore operation's latency and fault (`plannedOperation`), noting one a fault met. */
+function planOperation(world: World, op: OpInfo): OpPlan {
+  const plan = plannedOperation(world, op);
+  if (isTroubled(world, plan)) {
+    world.troubledOps.push({
+      at: world.time.now,
+      machine: world.time.current?.name ?? '?',
+      paths: op.paths,
+    });
+  }
+  return plan;
+}
+
+/** Whether `plan` meets a fault: refused, lost, never answered, retried, or answered past the timeout. */
+function isTroubled(world: World, plan: OpPlan): boolean {
+  const { fail, lose, hang, retry, beforeMs = 0, afterMs = 0 } = plan;
+  return (
+    fail !== undefined ||
+    lose !== undefined ||
+    hang === true ||
+    retry === true ||
+    beforeMs + afterMs >= world.firestoreTimeoutMs
+  );
+}
+
 /**
  * One Firestore operation's latency and fault, from the seeded PRNG. The operator's reads
  * (backfill's) and the final audit see no faults.
  */
-function planOperation(world: World, op: OpInfo): OpPlan {
+function plannedOperation(world: World, op: OpInfo): OpPlan {
   const { history, between, rng, time } = world;
   noteAttemptWrite(world, op);
   noteCheckRead(world, op);
@@ -1353,6 +1411,7 @@ function startExecution(
     instance: time.current?.name ?? '?',
     source: context?.source ?? 'scheduler',
     triggerId: context?.triggerId,
+    ...(context?.allowOverlap === true ? { allowOverlap: true } : {}),
     start: time.now,
     end: undefined,
     result: 'running',
@@ -1627,6 +1686,7 @@ function deliverTo(
       attempt: {},
       source,
       triggerId,
+      allowOverlap: headers[ALLOW_OVERLAP_HEADER] === 'true',
       deployment: dep.index,
       revision: target.revision,
     };
@@ -2482,7 +2542,7 @@ function triggerManual(
     {
       [MODE_HEADER]: 'manual',
       [TRIGGER_ID_HEADER]: triggerId,
-      ...allowOverlapHeader(world, event.allowOverlap, triggerId),
+      ...allowOverlapHeader(event.allowOverlap),
     },
   );
   void time.within(world.operator, () =>
@@ -2491,19 +2551,13 @@ function triggerManual(
 }
 
 /**
- * The header of `npm run trigger -- --allow-overlap` when `allowOverlap`, noting its trigger id
- * (`overlapTriggers`): such a run takes no lock and waits for no other run.
+ * The header of `npm run trigger -- --allow-overlap` when `allowOverlap`: such a run takes no lock
+ * and waits for no other run.
  */
 function allowOverlapHeader(
-  world: World,
   allowOverlap: boolean | undefined,
-  triggerId: string,
 ): Record<string, string> {
-  if (allowOverlap !== true) {
-    return {};
-  }
-  world.overlapTriggers.add(triggerId);
-  return { [ALLOW_OVERLAP_HEADER]: 'true' };
+  return allowOverlap === true ? { [ALLOW_OVERLAP_HEADER]: 'true' } : {};
 }
 
 /**
@@ -2528,7 +2582,7 @@ function triggerRerun(
   const headers = schedulerHeaders(job.id, slot, {
     [MODE_HEADER]: 'rerun',
     [TRIGGER_ID_HEADER]: triggerId,
-    ...allowOverlapHeader(world, event.allowOverlap, triggerId),
+    ...allowOverlapHeader(event.allowOverlap),
   });
   void time.within(world.operator, () =>
     deliverTo(world, dep, headers, 'rerun', triggerId).catch(() => {}),
@@ -2923,13 +2977,14 @@ function outcomeOf(
     attemptWrites: world.attemptWrites,
     checkReads: world.checkReads,
     checkReports: world.checkReports,
+    recordWrites: world.recordWrites,
+    troubledOps: world.troubledOps,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,
     instancePauses: world.instancePauses,
     foreignPauses: world.foreignPauses,
     foreignRecords: world.foreignRecords,
     malformedLocks: world.malformedLocks,
-    overlapTriggers: world.overlapTriggers,
     jobDocuments: stored.jobDocuments,
     schedulerAttempts: deployments.map((d) =>
       d.scheduler.attempts.filter((a) => a.jobId !== AUDIT_JOB_ID),

@@ -54,14 +54,12 @@ function outcomeOf(
   deliveries: object[],
   logs: object[] = [],
   executions: object[] = [],
-  overlapTriggers: string[] = [],
 ) {
   return {
     deployments: [{ revisions: [{ jobs: [{ id: 'job-0', overlap }] }] }],
     deliveries,
     logs,
     executions,
-    overlapTriggers: new Set(overlapTriggers),
   } as never;
 }
 
@@ -118,13 +116,12 @@ describe('invariant 40: a blocked run is told what to do', () => {
   });
 
   it('fails a slot that waits behind a run sent with --allow-overlap', () => {
-    const overlapper = { runId: 'manual-run', triggerId: 'trigger-1' };
+    const overlapper = { runId: 'manual-run', allowOverlap: true };
     const outcome = outcomeOf(
       'wait',
       [answered('scheduler', 'waiting', RETRY_LATER)],
       [blockedLine('waiting', 'manual-run')],
       [overlapper],
-      ['trigger-1'],
     );
     const found = blockedAnswersSayWhatToDo(outcome);
     assert.equal(found.length, 1);

@@ -7,11 +7,13 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { errorEventFields } from '../../src/policy/error-report.ts';
+import { REPORT_NOT_ACKNOWLEDGED } from '../../src/policy/missed-runs.ts';
 import {
   auditCountsTrue,
   checkReportsLogged,
   reloggedReportsSayTheSame,
   reportLinesSayWhat,
+  unmarkedWarningsTrue,
 } from '../../test/sim/report-line-invariants.ts';
 
 const SLOT = '2026-01-05T01:00:00.000Z';
@@ -232,5 +234,56 @@ describe('invariant 38: a report logged again says what it said first', () => {
     const first = line('run failed after retries', 'failed', false);
     const again = line('missed run', 'missed', true);
     assert.match(judge([first, again])[0] ?? '', /then again as "missed run"/);
+  });
+});
+
+describe('invariant 41: a report said unmarked had something keep its mark from landing', () => {
+  const REPORTED_AT = 600_000;
+  const line = (at: number, message: string) => ({
+    at,
+    instance: 'd0-i0-r0',
+    level: message === 'missed run' ? 'ERROR' : 'WARNING',
+    message,
+    fields: { runId: 'run-1' },
+  });
+  const logs = [
+    line(REPORTED_AT, 'missed run'),
+    line(REPORTED_AT + 20, REPORT_NOT_ACKNOWLEDGED),
+  ];
+  const judge = (fields: object) =>
+    unmarkedWarningsTrue({
+      logs,
+      troubledOps: [],
+      recordWrites: [],
+      instancePauses: [],
+      ...fields,
+    } as never);
+
+  it('passes a warning after a fault on the run, a race with another machine, or a pause', () => {
+    const fault = {
+      at: REPORTED_AT + 10,
+      machine: 'd0-i0-r0',
+      paths: ['runs/run-1'],
+    };
+    assert.deepEqual(judge({ troubledOps: [fault] }), []);
+    const race = { at: REPORTED_AT + 5, machine: 'auditor', runId: 'run-1' };
+    assert.deepEqual(judge({ recordWrites: [race] }), []);
+    const pause = {
+      instance: 'd0-i0-r0',
+      from: REPORTED_AT - 1_000,
+      until: REPORTED_AT + 15,
+    };
+    assert.deepEqual(judge({ instancePauses: [pause] }), []);
+  });
+
+  it('fails a warning with nothing behind it: no fault, or one on another run or machine, or its own write', () => {
+    assert.match(judge({})[0] ?? '', /nothing kept the mark from landing/);
+    const elsewhere = [
+      { at: REPORTED_AT + 10, machine: 'd0-i0-r0', paths: ['runs/run-2'] },
+      { at: REPORTED_AT + 10, machine: 'd0-i1-r0', paths: ['runs/run-1'] },
+    ];
+    assert.equal(judge({ troubledOps: elsewhere }).length, 1);
+    const own = { at: REPORTED_AT + 5, machine: 'd0-i0-r0', runId: 'run-1' };
+    assert.equal(judge({ recordWrites: [own] }).length, 1);
   });
 });
