@@ -16,7 +16,6 @@
  * that name the run blocking them (`blockedBy`), not on a lock other runs kept taking.
  */
 
-import { asksToOverlap } from './invariants.ts';
 import type { Delivered, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -40,7 +39,9 @@ export function blockedAnswersSayWhatToDo(outcome: SimOutcome): string[] {
  */
 function nothingWaitsForOverlappers(outcome: SimOutcome): string[] {
   const overlappers = new Set(
-    outcome.executions.filter((e) => asksToOverlap(e)).map((e) => e.runId),
+    outcome.executions
+      .filter((e) => e.allowOverlap === true)
+      .map((e) => e.runId),
   );
   return outcome.logs
     .filter(

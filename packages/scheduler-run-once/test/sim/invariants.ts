@@ -757,8 +757,8 @@ function overlapsOf(
       if (a.runId === b.runId) {
         continue; // judged by invariant 1
       }
-      if (asksToOverlap(a) || asksToOverlap(b)) {
-        continue; // `--allow-overlap`: it runs beside, and nothing waits for it
+      if (a.allowOverlap === true || b.allowOverlap === true) {
+        continue; // `--allow-overlap` (docs/operations.md): it takes no lock, nothing waits for it
       }
       if (leaseLostToEnvironment(a, outcome) || ignoredItsStop(a, b.start)) {
         continue;
@@ -772,14 +772,6 @@ function overlapsOf(
     }
   }
   return found;
-}
-
-/**
- * Whether `e` is a manual run or re-run sent with `--allow-overlap` (docs/operations.md): it takes
- * no lock and waits for no run, so the job's next slot does not wait for it either.
- */
-export function asksToOverlap(e: Execution): boolean {
-  return e.allowOverlap === true;
 }
 
 /** A logged report of a slot: a missed run or a final failure. */
@@ -2246,7 +2238,7 @@ function runsBesideUnknownHolders(outcome: SimOutcome): string[] {
         (j) => j.id === e.jobId,
       )?.overlap;
       const guarded =
-        (policy === 'skip' || policy === 'wait') && !asksToOverlap(e);
+        (policy === 'skip' || policy === 'wait') && e.allowOverlap !== true;
       const sameJob =
         e.deployment === foreign.deployment && e.jobId === foreign.jobId;
       return guarded && sameJob && e.start > lockedAt && e.start < until;

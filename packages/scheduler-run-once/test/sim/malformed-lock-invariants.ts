@@ -17,7 +17,6 @@
  * after the lock landed and answered before it was deleted or replaced (`malformedLocks`).
  */
 
-import { asksToOverlap } from './invariants.ts';
 import type {
   Delivered,
   Execution,
@@ -86,7 +85,7 @@ function runsBesideMalformedLock(
       e.deployment === lock.deployment &&
       e.jobId === lock.jobId &&
       isGuarded(policyOf(outcome, e.deployment, e.revision, e.jobId)) &&
-      !asksToOverlap(e) &&
+      e.allowOverlap !== true &&
       e.start > lock.lockedAt &&
       e.start < until,
   );
