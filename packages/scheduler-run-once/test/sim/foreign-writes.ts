@@ -179,6 +179,8 @@ export async function writeForeignLock(
 ): Promise<
   | {
       readonly runId: string;
+      /** When the lock's write was sent, ms: it landed between then and `lockedAt`. */
+      readonly sentAt: number;
       readonly lockedAt: number;
       readonly recordedAt?: number;
     }
@@ -204,6 +206,7 @@ export async function writeForeignLock(
     job_name: job.id,
     expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
   };
+  const sentAt = w.now();
   const written =
     lock.exists && lock.updateTime !== undefined
       ? lockRef.update(data, { lastUpdateTime: lock.updateTime })
@@ -217,16 +220,16 @@ export async function writeForeignLock(
   }
   const lockedAt = w.now();
   if (malformed) {
-    return { runId, lockedAt };
+    return { runId, sentAt, lockedAt };
   }
   // As this version's older revisions did: the lock first, then the claim (its record).
   if (holder === 'unknown_status') {
     const slotMs = Math.floor(lockedAt / 60_000) * 60_000;
     const record = unknownStatusRecord(w, job, slotMs);
     await w.store.collection(w.collection).doc(runId).create(record);
-    return { runId, lockedAt, recordedAt: w.now() };
+    return { runId, sentAt, lockedAt, recordedAt: w.now() };
   }
-  return { runId, lockedAt };
+  return { runId, sentAt, lockedAt };
 }
 
 /** `data` less its deleted fields: what a `create` writes (it takes no `FieldValue.delete()`). */
@@ -252,7 +255,8 @@ async function isLiveRecord(w: ForeignStore, runId: string): Promise<boolean> {
 /** What a repair deleted: the record of the lock's holder, or the lock (its holder id no run id). */
 export type Repaired =
   | { readonly deleted: 'record'; readonly runId: string }
-  | { readonly deleted: 'lock' };
+  /** `sentAt`: when the delete was sent, ms (it landed between then and its answer). */
+  | { readonly deleted: 'lock'; readonly sentAt: number };
 
 /**
  * The documented repair (docs/limits.md): deletes the record `job`'s overlap lock names if no
@@ -277,13 +281,14 @@ export async function repairLockHolder(
   }
   const holder = lock.data()?.holder_run_id;
   if (typeof holder !== 'string' || !RUN_ID.test(holder)) {
+    const sentAt = w.now();
     const deleted = await lockRef
       .delete({ lastUpdateTime: lock.updateTime })
       .then(
         () => true,
         () => false,
       );
-    return deleted ? { deleted: 'lock' } : undefined;
+    return deleted ? { deleted: 'lock', sentAt } : undefined;
   }
   const recordRef = w.store.collection(w.collection).doc(holder);
   const snap = await recordRef.get();

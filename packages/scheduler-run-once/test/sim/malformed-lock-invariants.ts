@@ -10,8 +10,8 @@
  * - **is never answered** `skipped` or `waiting` (a skip behind no known run loses its slot
  *   silently), nor as a run that ran (`processed`, `failed`);
  * - **is answered `unreadable_record`** on an ERROR line naming the lock (`blockedBy`) and its
- *   field (`field: holder_run_id`), and its answer names the repair ("delete the lock document"
- *   and its id), so the operator learns which document to delete.
+ *   field (`field: holder_run_id`), and its answer names the lock document and the repair (its id,
+ *   "lock document", "delete"), so the operator learns which document to delete.
  *
  * Judged against what the jobs executed and the answers each request got, for the requests sent
  * after the lock landed and answered before it was deleted or replaced (`malformedLocks`).
@@ -30,8 +30,24 @@ const iso = (ms: number) => new Date(ms).toISOString();
 /** The lock's field naming its holder (`HOLDER` in src/policy/overlap.ts, docs/how-it-works.md). */
 const HOLDER_FIELD = 'holder_run_id';
 
-/** The repair the answer names, before the lock's id (docs/how-it-works.md: "delete it"). */
-const REPAIR = 'delete the lock document';
+/**
+ * Whether `message` names the lock document and the repair, as docs/how-it-works.md promises
+ * ("naming the lock document and the repair (delete it)"): the document's id, the words "lock
+ * document", and "delete".
+ */
+function namesTheRepair(
+  message: string | undefined,
+  lock: MalformedLock,
+): boolean {
+  if (message === undefined) {
+    return false;
+  }
+  return (
+    message.includes(lock.lockId) &&
+    message.includes('lock document') &&
+    /\bdelete\b/i.test(message)
+  );
+}
 
 /** Answers that say a run ran, or was blocked by a known holder: never behind a lock naming none. */
 const ANSWERS_OF_A_KNOWN_HOLDER = new Set([
@@ -144,9 +160,9 @@ function answersBesideMalformedLock(
           `${what}, but no ERROR line of its answer names the lock (blockedBy ${lock.lockId}, field ${HOLDER_FIELD}): the operator cannot tell which document is wrong`,
         );
       }
-      if (d.message?.includes(`${REPAIR} ${lock.lockId}`) !== true) {
+      if (!namesTheRepair(d.message, lock)) {
         found.push(
-          `${what}, but its answer does not name the repair ("${REPAIR} ${lock.lockId}"): ${JSON.stringify(d.message)}`,
+          `${what}, but its answer does not name the lock document ${lock.lockId} and the repair (delete it): ${JSON.stringify(d.message)}`,
         );
       }
     }

@@ -149,6 +149,8 @@ export type SimEvent =
       readonly resend: boolean;
       /** `npm run trigger -- JOB --allow-overlap`: run beside another run of a `skip`/`wait` job. */
       readonly allowOverlap?: boolean;
+      /** Sent 2 to 10 s after the job's next slot, as that slot's run starts. */
+      readonly whileRunning?: boolean;
     }
   | {
       readonly at: number;
@@ -157,6 +159,8 @@ export type SimEvent =
       readonly job: number;
       /** `--rerun --allow-overlap`: run beside another run of a `skip`/`wait` job. */
       readonly allowOverlap?: boolean;
+      /** Sent 2 to 10 s after the job's next slot, as that slot's run starts. */
+      readonly whileRunning?: boolean;
     }
   | {
       readonly at: number;
@@ -896,8 +900,15 @@ function triggerEvents(fields: EventFields): EventKind[] {
       job,
       resend: fc.boolean(),
       allowOverlap: fc.boolean(),
+      whileRunning: fc.boolean(),
     }),
-    kind('rerun', { at, deployment, job, allowOverlap: fc.boolean() }),
+    kind('rerun', {
+      at,
+      deployment,
+      job,
+      allowOverlap: fc.boolean(),
+      whileRunning: fc.boolean(),
+    }),
     kind('backfill', {
       at,
       deployment,

@@ -305,12 +305,14 @@ function machineOf(line: LogLine): string {
 /**
  * Invariant 41: the warning `the report logged above could not be marked logged` is true. A check
  * logs it after a report line it could not mark logged, so a later check may log the report again
- * (invariant 12 allows that second line for it). Something must have kept the mark from landing:
- * a fault met an operation of that check's machine on the run's record (the report's write, a
- * read back, the relog claim, the mark), another machine wrote the run's record meanwhile (two
- * checks racing for the report), or the machine was paused. Judged from the grace before the
- * report line it follows (`REPORT_LOG_GRACE_MS`) to the warning; memory store only (the emulator
- * sees no planted faults).
+ * (invariant 12 allows that second line for it). Something must have kept the mark from landing.
+ * The mark is fenced on the check's last write to the run's record before its line (the report,
+ * or its claim to log it again), so only what came after that write can refuse it: another write
+ * to the record (another check racing for the report, a backfill, on any machine), a fault that met
+ * an operation of that check's machine on the record (from the sending of that write: the write
+ * itself unanswered leaves the check no update time to fence on), or a pause of the machine. With
+ * no write of the machine landed before the line, the window opens the grace before it
+ * (`REPORT_LOG_GRACE_MS`). Memory store only (the emulator sees no planted faults).
  */
 export function unmarkedWarningsTrue(outcome: SimOutcome): string[] {
   const { troubledOps, recordWrites } = outcome;
@@ -324,23 +326,35 @@ export function unmarkedWarningsTrue(outcome: SimOutcome): string[] {
     }
     const runId = String(warning.fields.runId);
     const machine = machineOf(warning);
-    const report = outcome.logs.findLast(
-      (line) =>
-        REPORTS[line.message] !== undefined &&
-        line.fields.runId === runId &&
-        line.instance === warning.instance &&
-        line.at <= warning.at,
+    const reportAt =
+      outcome.logs.findLast(
+        (line) =>
+          REPORTS[line.message] !== undefined &&
+          line.fields.runId === runId &&
+          line.instance === warning.instance &&
+          line.at <= warning.at,
+      )?.at ?? warning.at;
+    const ownWrite = recordWrites.findLast(
+      (write) =>
+        write.runId === runId &&
+        write.machine === machine &&
+        write.at <= reportAt,
     );
-    const from = (report?.at ?? warning.at) - REPORT_LOG_GRACE_MS;
-    const within = (at: number) => at >= from && at <= warning.at;
+    const from = ownWrite?.at ?? reportAt - REPORT_LOG_GRACE_MS;
+    // A write is sent at most a few Firestore timeouts before it lands (a try, a retry).
+    const sentFrom = from - WRITE_SENT_WITHIN * outcome.firestoreTimeoutMs;
     const onRecord = (paths: readonly string[]) =>
       paths.some((path) => path.endsWith(`/${runId}`));
     const faulted = troubledOps.some(
-      (op) => op.machine === machine && within(op.at) && onRecord(op.paths),
+      (op) =>
+        op.machine === machine &&
+        op.at >= sentFrom &&
+        op.at <= warning.at &&
+        onRecord(op.paths),
     );
     const raced = recordWrites.some(
       (write) =>
-        write.runId === runId && write.machine !== machine && within(write.at),
+        write.runId === runId && write.at > from && write.at <= warning.at,
     );
     const paused = (outcome.instancePauses ?? []).some(
       (pause) =>
@@ -350,9 +364,12 @@ export function unmarkedWarningsTrue(outcome: SimOutcome): string[] {
     );
     if (!faulted && !raced && !paused) {
       found.push(
-        `${warning.instance} warned "${REPORT_NOT_ACKNOWLEDGED}" for run ${runId.slice(0, 12)} at ${new Date(warning.at).toISOString()}, but no fault met its operations on the run's record, no other machine wrote it and the machine was not paused: nothing kept the mark from landing`,
+        `${warning.instance} warned "${REPORT_NOT_ACKNOWLEDGED}" for run ${runId.slice(0, 12)} at ${new Date(warning.at).toISOString()}, but since its write to the run's record no fault met its operations on it, no write landed on it and the machine was not paused: nothing kept the mark from landing`,
       );
     }
   }
   return found;
 }
+
+/** Firestore timeouts within which a write that landed was sent (its tries, with back-off). */
+const WRITE_SENT_WITHIN = 4;

@@ -383,9 +383,9 @@ export interface MalformedLock {
   readonly form: MalformedHolder;
   /** When it landed, ms. */
   readonly lockedAt: number;
-  /** When a `repair` deleted it, ms. */
+  /** When a `repair`'s delete of it was sent, ms (it landed a moment later). */
   deletedAt?: number;
-  /** When another `foreign_lock` replaced it, ms. */
+  /** When another `foreign_lock`'s write over it was sent, ms (it landed a moment later). */
   replacedAt?: number;
 }
 
@@ -558,6 +558,8 @@ interface Deployment {
   instances: Instance[];
   scheduler: CloudScheduler;
   lastTriggerId: string | undefined;
+  /** Whether the last manual run was sent with `--allow-overlap`: a client's retry sends it again. */
+  lastTriggerOverlap: boolean;
   /** The last backfill's requests, for an operator who sends them again. */
   lastBackfill: readonly Readonly<Record<string, string>>[];
   /** Until when Cloud Scheduler cannot reach the function, ms. */
@@ -1794,6 +1796,7 @@ function newDeployment(world: World, scope: string, index: number): Deployment {
     instances: [],
     scheduler: undefined as unknown as CloudScheduler,
     lastTriggerId: undefined,
+    lastTriggerOverlap: false,
     lastBackfill: [],
     outageUntil: 0,
   };
@@ -2074,7 +2077,7 @@ async function writeAsAnotherVersion(
   );
   if (repaired?.deleted === 'lock') {
     for (const lock of malformedLocksOf(world, dep.index, job.id)) {
-      lock.deletedAt = world.time.now;
+      lock.deletedAt = repaired.sentAt;
     }
     return;
   }
@@ -2161,7 +2164,7 @@ async function lockAsAnotherVersion(
     }
   }
   for (const earlier of malformedLocksOf(world, dep.index, job.id)) {
-    earlier.replacedAt = lock.lockedAt;
+    earlier.replacedAt = lock.sentAt;
   }
   if (isMalformedHolder(holder)) {
     world.malformedLocks.push({
@@ -2524,7 +2527,11 @@ function force(world: World, dep: Deployment, event: EventOf<'force'>): void {
   time.schedule(fire, Math.max(0, next - early - time.now));
 }
 
-/** `npm run trigger -- JOB`: a manual run now, or the last trigger sent again (`resend`). */
+/**
+ * `npm run trigger -- JOB`: a manual run now, or the last trigger sent again (`resend`, with its
+ * headers, as a client's retry does); with `whileRunning`, a moment after the job's next slot, as
+ * its run starts.
+ */
 function triggerManual(
   world: World,
   dep: Deployment,
@@ -2532,22 +2539,49 @@ function triggerManual(
 ): void {
   const { time } = world;
   const job = jobOf(dep, event.job);
-  const triggerId =
-    event.resend && dep.lastTriggerId ? dep.lastTriggerId : randomId(world.rng);
-  dep.lastTriggerId = triggerId;
-  // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
-  const headers = schedulerHeaders(
-    job.id,
-    new Date(Math.floor(time.now / 1000) * 1000),
-    {
-      [MODE_HEADER]: 'manual',
-      [TRIGGER_ID_HEADER]: triggerId,
-      ...allowOverlapHeader(event.allowOverlap),
-    },
-  );
-  void time.within(world.operator, () =>
-    deliverTo(world, dep, headers, 'manual', triggerId).catch(() => {}),
-  );
+  const send = () => {
+    const last = event.resend ? dep.lastTriggerId : undefined;
+    const triggerId = last ?? randomId(world.rng);
+    const allowOverlap =
+      last === undefined ? event.allowOverlap === true : dep.lastTriggerOverlap;
+    dep.lastTriggerId = triggerId;
+    dep.lastTriggerOverlap = allowOverlap;
+    // As ops/trigger.ts sends it: now, to the second, with the trigger headers.
+    const headers = schedulerHeaders(
+      job.id,
+      new Date(Math.floor(time.now / 1000) * 1000),
+      {
+        [MODE_HEADER]: 'manual',
+        [TRIGGER_ID_HEADER]: triggerId,
+        ...allowOverlapHeader(allowOverlap),
+      },
+    );
+    void time.within(world.operator, () =>
+      deliverTo(world, dep, headers, 'manual', triggerId).catch(() => {}),
+    );
+  };
+  whenAsked(world, job, event.whileRunning, send);
+}
+
+/**
+ * Runs `send` now, or with `whileRunning` 2 to 10 s after `job`'s next slot: a person's trigger
+ * meeting the run that slot starts (its overlap policy decides).
+ */
+function whenAsked(
+  world: World,
+  job: DeclaredJob,
+  whileRunning: boolean | undefined,
+  send: () => void,
+): void {
+  const { time } = world;
+  const next =
+    whileRunning === true ? nextSlotMs(job.schedule, time.now) : undefined;
+  if (next === undefined) {
+    send();
+    return;
+  }
+  const after = world.between(2_000, 10_000);
+  time.schedule(send, Math.max(0, next + after - time.now));
 }
 
 /**
@@ -2571,22 +2605,27 @@ function triggerRerun(
 ): void {
   const { time } = world;
   const job = jobOf(dep, event.job);
-  const previous = previousSlot(job, new Date(time.now));
-  const oneBack = Math.floor(event.at / 1000) % 2 === 1;
-  const slot =
-    oneBack && previous !== undefined ? previousSlot(job, previous) : previous;
-  if (slot === undefined || slot.getTime() < world.startMs) {
-    return;
-  }
-  const triggerId = randomId(world.rng);
-  const headers = schedulerHeaders(job.id, slot, {
-    [MODE_HEADER]: 'rerun',
-    [TRIGGER_ID_HEADER]: triggerId,
-    ...allowOverlapHeader(event.allowOverlap),
-  });
-  void time.within(world.operator, () =>
-    deliverTo(world, dep, headers, 'rerun', triggerId).catch(() => {}),
-  );
+  const send = () => {
+    const previous = previousSlot(job, new Date(time.now));
+    const oneBack = Math.floor(event.at / 1000) % 2 === 1;
+    const slot =
+      oneBack && previous !== undefined
+        ? previousSlot(job, previous)
+        : previous;
+    if (slot === undefined || slot.getTime() < world.startMs) {
+      return;
+    }
+    const triggerId = randomId(world.rng);
+    const headers = schedulerHeaders(job.id, slot, {
+      [MODE_HEADER]: 'rerun',
+      [TRIGGER_ID_HEADER]: triggerId,
+      ...allowOverlapHeader(event.allowOverlap),
+    });
+    void time.within(world.operator, () =>
+      deliverTo(world, dep, headers, 'rerun', triggerId).catch(() => {}),
+    );
+  };
+  whenAsked(world, job, event.whileRunning, send);
 }
 
 /**

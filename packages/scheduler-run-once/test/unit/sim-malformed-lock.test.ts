@@ -114,6 +114,6 @@ describe('invariant 39: a lock naming no run id is answered unreadable_record', 
     );
     assert.equal(found.length, 2);
     assert.match(found[0] ?? '', /no ERROR line of its answer names the lock/);
-    assert.match(found[1] ?? '', /does not name the repair/);
+    assert.match(found[1] ?? '', /does not name the lock document/);
   });
 });

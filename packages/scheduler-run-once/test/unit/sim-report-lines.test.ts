@@ -239,6 +239,7 @@ describe('invariant 38: a report logged again says what it said first', () => {
 
 describe('invariant 41: a report said unmarked had something keep its mark from landing', () => {
   const REPORTED_AT = 600_000;
+  const OWN_WRITE = REPORTED_AT - 30;
   const line = (at: number, message: string) => ({
     at,
     instance: 'd0-i0-r0',
@@ -250,24 +251,31 @@ describe('invariant 41: a report said unmarked had something keep its mark from 
     line(REPORTED_AT, 'missed run'),
     line(REPORTED_AT + 20, REPORT_NOT_ACKNOWLEDGED),
   ];
-  const judge = (fields: object) =>
+  // The check's report write landed just before its line: the mark is fenced on it.
+  const ownReport = { at: OWN_WRITE, machine: 'd0-i0-r0', runId: 'run-1' };
+  const judge = (fields: { recordWrites?: object[]; [k: string]: unknown }) =>
     unmarkedWarningsTrue({
       logs,
+      firestoreTimeoutMs: 10_000,
       troubledOps: [],
-      recordWrites: [],
       instancePauses: [],
       ...fields,
+      recordWrites: [ownReport, ...(fields.recordWrites ?? [])],
     } as never);
 
-  it('passes a warning after a fault on the run, a race with another machine, or a pause', () => {
+  it('passes a warning after a fault on the run, a later write to it on any machine, or a pause', () => {
+    // The report write itself, sent 5 s before it landed, answered late.
     const fault = {
-      at: REPORTED_AT + 10,
+      at: OWN_WRITE - 5_000,
       machine: 'd0-i0-r0',
       paths: ['runs/run-1'],
     };
     assert.deepEqual(judge({ troubledOps: [fault] }), []);
     const race = { at: REPORTED_AT + 5, machine: 'auditor', runId: 'run-1' };
     assert.deepEqual(judge({ recordWrites: [race] }), []);
+    // Another check on the same instance (the audit's and a delivery's) wrote after it.
+    const twin = { at: REPORTED_AT + 5, machine: 'd0-i0-r0', runId: 'run-1' };
+    assert.deepEqual(judge({ recordWrites: [twin] }), []);
     const pause = {
       instance: 'd0-i0-r0',
       from: REPORTED_AT - 1_000,
@@ -276,14 +284,15 @@ describe('invariant 41: a report said unmarked had something keep its mark from 
     assert.deepEqual(judge({ instancePauses: [pause] }), []);
   });
 
-  it('fails a warning with nothing behind it: no fault, or one on another run or machine, or its own write', () => {
+  it('fails a warning with nothing behind it since its write: no fault, one elsewhere or long before, a write before its own', () => {
     assert.match(judge({})[0] ?? '', /nothing kept the mark from landing/);
     const elsewhere = [
       { at: REPORTED_AT + 10, machine: 'd0-i0-r0', paths: ['runs/run-2'] },
       { at: REPORTED_AT + 10, machine: 'd0-i1-r0', paths: ['runs/run-1'] },
+      { at: OWN_WRITE - 60_000, machine: 'd0-i0-r0', paths: ['runs/run-1'] },
     ];
     assert.equal(judge({ troubledOps: elsewhere }).length, 1);
-    const own = { at: REPORTED_AT + 5, machine: 'd0-i0-r0', runId: 'run-1' };
-    assert.equal(judge({ recordWrites: [own] }).length, 1);
+    const before = { at: OWN_WRITE - 10, machine: 'auditor', runId: 'run-1' };
+    assert.equal(judge({ recordWrites: [before] }).length, 1);
   });
 });
