@@ -37,6 +37,32 @@ function claimOf(result: ClaimResult): Claim {
   return (result as Extract<ClaimResult, { state: 'claimed' }>).claim;
 }
 
+/**
+ * A Firestore whose first `update()` lands but whose answer is lost (UNAVAILABLE after the write),
+ * after `meanwhile` runs; `updates()` counts the updates sent.
+ */
+function loseFirstUpdateAnswer(
+  meanwhile: () => Promise<void> = async () => {},
+) {
+  let updates = 0;
+  const db = hookedFirestore({
+    update: async (real, args) => {
+      updates++;
+      const written = await real.update(
+        ...(args as [
+          FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
+        ]),
+      );
+      if (updates === 1) {
+        await meanwhile();
+        throw grpcError(14, 'connection reset after the write');
+      }
+      return written;
+    },
+  });
+  return { db, updates: () => updates };
+}
+
 async function expireLease(collection: string, runId: string): Promise<void> {
   await firestore
     .collection(collection)
@@ -554,28 +580,14 @@ describe('RunLedger', () => {
 
   it('a completion whose first try landed but whose answer was lost is recognised as ours', async () => {
     const { ledger: seed, collection } = newLedger();
-    let updates = 0;
-    const db = hookedFirestore({
-      update: async (real, args) => {
-        updates++;
-        const written = await real.update(
-          ...(args as [
-            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
-          ]),
-        );
-        if (updates === 1) {
-          throw grpcError(14, 'connection reset after the write');
-        }
-        return written;
-      },
-    });
-    const { ledger } = newLedger({ collection }, db);
+    const lost = loseFirstUpdateAnswer();
+    const { ledger } = newLedger({ collection }, lost.db);
     const claim = claimOf(await seed.claim('run-1'));
 
     const result = await ledger.complete(claim);
 
     assert.equal(result, 'recorded');
-    assert.equal(updates, 2, 'the completion was retried');
+    assert.equal(lost.updates(), 2, 'the completion was retried');
     assert.equal(
       (await newLedger({ collection }).ledger.claim('run-1')).state,
       'completed',
@@ -588,30 +600,17 @@ describe('RunLedger', () => {
     // release's retry then met that claim and logged "lease lost … may have run twice".
     const { ledger: seed, collection } = newLedger();
     const retry = newLedger({ collection }).ledger;
-    let updates = 0;
     let retried: Claim | undefined;
-    const db = hookedFirestore({
-      update: async (real, args) => {
-        updates++;
-        const written = await real.update(
-          ...(args as [
-            FirebaseFirestore.UpdateData<FirebaseFirestore.DocumentData>,
-          ]),
-        );
-        if (updates === 1) {
-          retried = claimOf(await retry.claim('run-1'));
-          throw grpcError(14, 'connection reset after the write');
-        }
-        return written;
-      },
+    const lost = loseFirstUpdateAnswer(async () => {
+      retried = claimOf(await retry.claim('run-1'));
     });
-    const { ledger } = newLedger({ collection }, db);
+    const { ledger } = newLedger({ collection }, lost.db);
     const claim = claimOf(await seed.claim('run-1'));
 
     const result = await ledger.release(claim, 'the job threw');
 
     assert.equal(result, 'recorded');
-    assert.equal(updates, 2, 'the release was retried');
+    assert.equal(lost.updates(), 2, 'the release was retried');
     const stored = (
       await firestore.collection(collection).doc('run-1').get()
     ).data();

@@ -16,6 +16,7 @@
  * that name the run blocking them (`blockedBy`), not on a lock other runs kept taking.
  */
 
+import { answerLine } from './malformed-lock-invariants.ts';
 import type { Delivered, SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -93,14 +94,7 @@ function adviceGiven(outcome: SimOutcome): string[] {
  * policy blocked, not one whose lock others kept taking (`lockContended`, "retry later").
  */
 function namesItsBlocker(outcome: SimOutcome, d: Delivered): boolean {
-  return outcome.logs.some(
-    (l) =>
-      l.at === d.endedAt &&
-      l.instance === d.instance &&
-      l.fields.jobName === d.jobId &&
-      l.fields.outcome === d.outcome &&
-      l.fields.blockedBy !== undefined,
-  );
+  return answerLine(outcome, d)?.fields.blockedBy !== undefined;
 }
 
 /** Whether every revision of `d`'s deployment that declares its job declares it `wait`. */

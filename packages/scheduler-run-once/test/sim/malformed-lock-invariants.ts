@@ -171,7 +171,10 @@ function answersBesideMalformedLock(
 }
 
 /** The log line of `d`'s answer: its job's outcome line on its instance, when it was answered. */
-function answerLine(outcome: SimOutcome, d: Delivered): LogLine | undefined {
+export function answerLine(
+  outcome: SimOutcome,
+  d: Delivered,
+): LogLine | undefined {
   return outcome.logs.find(
     (l) =>
       l.at === d.endedAt &&

@@ -204,11 +204,7 @@ export function auditCountsTrue(outcome: SimOutcome): string[] {
  * (`racedCheck`) logs as `d0-check`.
  */
 function loggedOn(line: LogLine, machine: string): boolean {
-  const check = /^d\d+-(auditor|operator|check)$/.exec(line.instance)?.[1];
-  if (check === undefined) {
-    return line.instance === machine;
-  }
-  return check === machine || (check === 'check' && machine === 'operator');
+  return machineOf(line) === machine;
 }
 
 /** How long a check may take from a report's write to its line, ms: the product's grace for it. */
