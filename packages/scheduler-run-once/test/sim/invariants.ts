@@ -48,6 +48,9 @@
  * 25. The heartbeat's cost: an attempt renews its lease no more than once a third of a lease (after
  *    the widening of its claim's short lease), plus its notes, and stops writing its run's record
  *    within a few Firestore timeouts of its job's end (lease-loss-invariants.ts).
+ * 42. The heartbeat's first beat on time: an attempt's first extension is sent a third of its
+ *    claim's short lease after the claim was sent (at once if its answer came later), not sooner
+ *    and not later (lease-loss-invariants.ts).
  * 26. JOB_TIMEOUT_SECONDS kept: a job is aborted for its timeout when it ran that long (later only by
  *    its instance's pauses), never sooner (lease-loss-invariants.ts).
  * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
@@ -98,6 +101,7 @@ import {
 import { cursorsKeptUp } from './cursor-invariants.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import {
+  firstBeatOnTime,
   heartbeatCostKept,
   heartbeatStopsWithJob,
   jobTimeoutsKept,
@@ -353,6 +357,7 @@ function attemptViolations(outcome: SimOutcome): string[] {
     ...toldToStopAtLeaseEnd(outcome),
     // 25. The heartbeat writes a lease no more often than a third of it.
     ...heartbeatCostKept(outcome),
+    ...firstBeatOnTime(outcome),
     ...heartbeatStopsWithJob(outcome),
     // 26. A job is aborted for JOB_TIMEOUT_SECONDS when it runs that long, never sooner.
     ...jobTimeoutsKept(outcome),

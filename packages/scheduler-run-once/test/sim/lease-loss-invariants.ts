@@ -346,6 +346,106 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
 }
 
 /**
+ * How near its due time an attempt's first extension is sent, ms: the product's timers and the
+ * simulated network run on the virtual clock, to the millisecond.
+ */
+const FIRST_BEAT_SLACK_MS = 1;
+
+/** Whether `instance` was paused at any moment from `from` to `until`. */
+function pausedWithin(
+  outcome: SimOutcome,
+  instance: string,
+  from: number,
+  until: number,
+): boolean {
+  return (outcome.instancePauses ?? []).some(
+    (p) => p.instance === instance && p.from <= until && p.until >= from,
+  );
+}
+
+/**
+ * When `e`'s job stopped beating, ms, or undefined while it still beat at the history's end: it
+ * returned or threw, its instance crashed, or it ran out JOB_TIMEOUT_SECONDS (the heartbeat stops
+ * at the timeout).
+ */
+function beatingUntil(e: Execution): number | undefined {
+  const timedOutAt = e.abortReason === 'job_timeout' ? e.abortedAt : undefined;
+  if (timedOutAt !== undefined && (e.end === undefined || timedOutAt < e.end)) {
+    return timedOutAt;
+  }
+  return e.end;
+}
+
+/**
+ * Invariant 42, the heartbeat's first beat on time (docs/how-it-works.md, "The layout", the
+ * steps' table, its `extend` row): an attempt's first extension is sent a third of its claim's
+ * short lease after the claim was sent, or at once if the claim's answer came later, and not
+ * sooner. Sent later, it lets the short lease of a claim answered late lapse under a running job;
+ * sent sooner, it costs a job that ends within the third a write more than its claim and its
+ * completion (docs/performance.md). Judged where the instance was never paused from the handler's
+ * call to the due time: the claim was sent between the handler's call (`handledAt`) and its
+ * request's last operation on the run's record before the job started (`claimSentAt`).
+ */
+export function firstBeatOnTime(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    const window = firstBeatWindow(e, outcome);
+    if (window === undefined) {
+      continue;
+    }
+    const { claimLeaseMs, notBefore, dueBy } = window;
+    const sent = outcome.attemptWrites?.get(e.attemptId) ?? [];
+    const stoppedAt = beatingUntil(e);
+    const beatingAtDue = stoppedAt === undefined || stoppedAt > dueBy;
+    const firstSent = sent[0];
+    if (beatingAtDue && (firstSent === undefined || firstSent > dueBy)) {
+      found.push(
+        `${jobOf(e)} sent no extension by ${new Date(dueBy).toISOString()}, a third of its claim's ${claimLeaseMs} ms lease after the claim was sent (or as its answer came), though its job still ran then`,
+      );
+    }
+    // A write before the third is an extension unless the job had called `ctx.note` by then.
+    const early = sent.find(
+      (at) =>
+        at < notBefore &&
+        (stoppedAt === undefined || at < stoppedAt) &&
+        (e.firstNoteAt === undefined || at < e.firstNoteAt),
+    );
+    if (early !== undefined) {
+      found.push(
+        `${jobOf(e)} sent an extension at ${new Date(early).toISOString()}, sooner than a third of its claim's ${claimLeaseMs} ms lease after its request arrived: a short job pays a write more than its claim and its completion`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * When `e`'s first extension may be sent (`notBefore`) and must be sent by (`dueBy`), ms, with its
+ * claim's lease; undefined when its instance was paused meanwhile, or its claim is not known.
+ */
+function firstBeatWindow(
+  e: Execution,
+  outcome: SimOutcome,
+): { claimLeaseMs: number; notBefore: number; dueBy: number } | undefined {
+  const claimLeaseMs = landedLeases(outcome).get(e.attemptId)?.[0]?.leaseMs;
+  const { handledAt, claimSentAt } = e;
+  if (
+    claimLeaseMs === undefined ||
+    handledAt === undefined ||
+    claimSentAt === undefined
+  ) {
+    return undefined;
+  }
+  const thirdMs = claimLeaseMs / 3;
+  const dueBy = Math.max(claimSentAt + thirdMs, e.start) + FIRST_BEAT_SLACK_MS;
+  const notBefore = handledAt + thirdMs - FIRST_BEAT_SLACK_MS;
+  if (pausedWithin(outcome, e.instance, handledAt, dueBy)) {
+    return undefined;
+  }
+  return { claimLeaseMs, notBefore, dueBy };
+}
+
+/**
  * How long after its job ended an attempt may still write its run's record, in Firestore timeouts
  * (`FIRESTORE_TIMEOUT_SECONDS`): the beat in flight it waits for, then its completion or release,
  * three tries of a fenced write with a read after each conflict and the client's own resends, each

@@ -285,6 +285,20 @@ export type SimEvent =
       readonly change: 'drop_last_job' | 'overlap_skip' | 'overlap_allow';
       /** Instances of the old revision keep serving beside the new one's (a rolling deploy). */
       readonly rolling: boolean;
+    }
+  | {
+      readonly at: number;
+      /**
+       * The job guarded during its run: deployed as `allow` (if it is not), then, while a run of
+       * it executes drawn to outlast its next slot, a deploy gives it `overlap`, the old
+       * instances draining (Cloud Run's shift of all traffic to a new revision). The new
+       * revision's next slot meets a run that took no lock (docs/how-it-works.md, "During a
+       * rolling deploy").
+       */
+      readonly type: 'guard_during_run';
+      readonly deployment: number;
+      readonly job: number;
+      readonly overlap: 'skip' | 'wait';
     };
 
 /** One history: everything the simulator needs to replay it. */
@@ -509,6 +523,8 @@ export const FAULT_BIASED = {
     operator_pause: 2,
     foreign_pause: 6,
     stolen_lease: 4,
+    // The only way a new revision's slot meets a run that took no lock.
+    guard_during_run: 2,
   },
 } as const;
 
@@ -954,6 +970,12 @@ function disruptionEvents(fields: EventFields): EventKind[] {
         'overlap_allow' as const,
       ),
       rolling: fc.boolean(),
+    }),
+    kind('guard_during_run', {
+      at,
+      deployment,
+      job,
+      overlap: fc.constantFrom('skip' as const, 'wait' as const),
     }),
   ];
 }

@@ -130,8 +130,11 @@ export function reportLinesSayWhat(outcome: SimOutcome): string[] {
 /** The run audit's summary line (src/policy/run-audit.ts), with its counts. */
 const AUDIT_DONE = 'run audit done';
 
-/** Answers of a request whose run another attempt holds or completed: it ran no check. */
-const HELD_ELSEWHERE = new Set(['in_progress', 'duplicate']);
+/**
+ * Answers of an audit request that ran no check: another attempt holds or completed its run, or
+ * its claim had no answer from Firestore in time (`unavailable`: the job never started).
+ */
+const RAN_NO_CHECK = new Set(['in_progress', 'duplicate', 'unavailable']);
 
 /**
  * Since when the lines of the audit request that logged `done` are its own, ms: when the one audit
@@ -156,9 +159,9 @@ function auditRequestStart(
     return undefined;
   }
   // An earlier delivery of the slot that ended meanwhile logged its lines before its end; one
-  // answered that another attempt holds or held the run (a duplicate request) checked nothing.
+  // that never ran the audit's job (a duplicate request, a claim unanswered) checked nothing.
   const earlierEnds = same
-    .filter((d) => !HELD_ELSEWHERE.has(String(d.outcome)))
+    .filter((d) => !RAN_NO_CHECK.has(String(d.outcome)))
     .map((d) => d.endedAt ?? 0)
     .filter((end) => end < done.at);
   return Math.max(sentAt, ...earlierEnds);

@@ -17,6 +17,7 @@ import {
   type Firestore,
   Timestamp,
 } from '@google-cloud/firestore';
+import { Cron } from 'croner';
 import { LedgerUnavailableError } from '../../src/core/errors.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
@@ -43,6 +44,7 @@ import { lateGraceMs } from '../../src/policy/catch-up.ts';
 import {
   type DeclaredJob,
   defineJob,
+  type OverlapPolicy,
   validateJobs,
 } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
@@ -144,7 +146,16 @@ export interface Execution {
   readonly triggerId: string | undefined;
   /** Its request was sent with `--allow-overlap` (`X-Run-Once-Allow-Overlap: true`). */
   readonly allowOverlap?: boolean;
+  /** When its request's handler was called, ms: its claim was sent no sooner. */
+  readonly handledAt?: number;
+  /**
+   * When its request last sent an operation on its run's record before the job started, ms: the
+   * claim (or the claim's last round) was sent then, so its lease began no later than this.
+   */
+  readonly claimSentAt?: number;
   readonly start: number;
+  /** When its work was drawn to end, ms, unless its signal, a crash or its notes cut it short. */
+  plannedEnd?: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
   /**
@@ -154,6 +165,8 @@ export interface Execution {
   crashedBeforeAnswer?: boolean;
   /** Then, when its instance died, ms: its heartbeat may have extended its lease until then. */
   diedAt?: number;
+  /** When its job first called `ctx.note`, ms: a note is a renewal, sent as the job says. */
+  firstNoteAt?: number;
   /** Its `ctx.note` of {@link START_NOTE} was answered: the note is in its run's record. */
   noted?: boolean;
   /** The error's name when its `ctx.note` was refused. */
@@ -272,6 +285,8 @@ export interface OperatorPause {
 export interface LeaseEnd {
   readonly landedAt: number;
   readonly expires: number;
+  /** The lease the write gave, ms (`lease_ms`: the claim's short one, or a widened one). */
+  readonly leaseMs: number;
   /** The run whose record the write landed on (its document id). */
   readonly runId: string;
 }
@@ -521,6 +536,11 @@ export function random(seed: number): () => number {
 interface RequestContext {
   /** The attempt this request's job runs as, once the job started (its claim is then known). */
   readonly attempt: { id?: string; runId?: string };
+  /**
+   * When its handler was called, and when it last sent an operation on each record before its job
+   * started (a run's claim, or its last round): the bounds of `claimStartedAt` in `runOnce`.
+   */
+  readonly before: { handledAt?: number; lastOpOn: Map<string, number> };
   readonly source: Source;
   readonly triggerId: string | undefined;
   /** Sent with `X-Run-Once-Allow-Overlap: true`. */
@@ -879,6 +899,7 @@ function noteLease(
   list.push({
     landedAt: world.time.now,
     expires: leasedAt.toMillis() + leaseMs,
+    leaseMs,
     runId: path.slice(path.lastIndexOf('/') + 1),
   });
   world.leaseEnds.set(after.attempt_id, list);
@@ -1101,7 +1122,13 @@ function finalCheckPlan(world: World, op: OpInfo, plan: OpPlan): OpPlan {
  * completion's or release's), whatever becomes of it.
  */
 function noteAttemptWrite(world: World, op: OpInfo): void {
-  const writer = world.requests.getStore()?.attempt;
+  const context = world.requests.getStore();
+  const writer = context?.attempt;
+  if (context !== undefined && writer?.id === undefined) {
+    for (const path of op.paths) {
+      context.before.lastOpOn.set(path, world.time.now);
+    }
+  }
   if (writer?.id === undefined || !isWrite(op)) {
     return;
   }
@@ -1202,6 +1229,11 @@ function storesOf(world: World, config: Config) {
   return { documents, jobDocuments, history: new RunHistory(documents) };
 }
 
+/** Notes that `exec`'s job calls `ctx.note` now (its first call's time is kept). */
+function noteCalled(world: World, exec: Execution): void {
+  exec.firstNoteAt ??= world.time.now;
+}
+
 /**
  * The job's note as it starts; a refusal is kept on `exec`, and the job then throws.
  * @returns the notes it leaves in the record of a run no other attempt noted in
@@ -1213,6 +1245,7 @@ async function noteStart(
 ): Promise<Record<string, unknown>> {
   const value = { attempt: ctx.attemptId, at: world.time.now };
   try {
+    noteCalled(world, exec);
     await ctx.note(START_NOTE, value);
     exec.noted = true;
     return { [START_NOTE]: value };
@@ -1238,6 +1271,7 @@ async function noteCase(
   const tried: NonNullable<Execution['caseNote']> = { note };
   exec.caseNote = tried;
   try {
+    noteCalled(world, exec);
     await ctx.note(note.name, note.value() as never);
     tried.answered = true;
   } catch (err) {
@@ -1272,6 +1306,7 @@ async function noteFill(
   exec.noteFill = tried;
   for (const note of planned) {
     try {
+      noteCalled(world, exec);
       await ctx.note(note.name, note.value as never);
       tried.answered++;
     } catch (err) {
@@ -1331,6 +1366,7 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
       exec.sigtermAt = time.now;
     }
     const ms = world.between(spec.minMs, spec.maxMs);
+    exec.plannedEnd = time.now + ms;
     const fails = world.rng() < spec.failRate;
     const stubborn =
       world.history.stubbornJobs === true &&
@@ -1414,6 +1450,10 @@ function startExecution(
     source: context?.source ?? 'scheduler',
     triggerId: context?.triggerId,
     ...(context?.allowOverlap === true ? { allowOverlap: true } : {}),
+    handledAt: context?.before.handledAt,
+    claimSentAt: context?.before.lastOpOn.get(
+      `${world.collection}/${ctx.runId}`,
+    ),
     start: time.now,
     end: undefined,
     result: 'running',
@@ -1686,6 +1726,7 @@ function deliverTo(
     });
     const context: RequestContext = {
       attempt: {},
+      before: { lastOpOn: new Map() },
       source,
       triggerId,
       allowOverlap: headers[ALLOW_OVERLAP_HEADER] === 'true',
@@ -1774,6 +1815,7 @@ function sendRequest(
       // Network latency to the function, on the instance's timers (a paused one answers late).
       setTimeout(
         () => {
+          context.before.handledAt = time.now;
           Promise.resolve(handle()).catch((err: unknown) =>
             world.errors.push(err),
           );
@@ -2264,8 +2306,22 @@ function apply(world: World, event: SimEvent): void {
       operatorBackfill(world, dep, event);
       return;
     case 'redeploy':
-      redeploy(world, dep, event);
+    case 'guard_during_run':
+      deploy(world, dep, event);
       return;
+  }
+}
+
+/** A deploy of a new revision: the `redeploy` event, or the `guard_during_run` event's. */
+function deploy(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'redeploy' | 'guard_during_run'>,
+): void {
+  if (event.type === 'redeploy') {
+    redeploy(world, dep, event);
+  } else {
+    guardDuringRun(world, dep, event);
   }
 }
 
@@ -2662,43 +2718,188 @@ function operatorBackfill(
   );
 }
 
-/**
- * A new revision of `dep` (a job dropped, or the first job's overlap changed): new instances,
- * the old ones retired at once, or after a minute of shared traffic (`rolling`).
- */
+/** The latest revision of `dep`. */
+function latestRevision(dep: Deployment): Deployment['revisions'][number] {
+  return dep.revisions.at(-1) as Deployment['revisions'][number];
+}
+
+/** `specs` with job `index`'s overlap policy set to `overlap`. */
+function withOverlap(
+  specs: readonly JobSpec[],
+  index: number,
+  overlap: OverlapPolicy,
+): JobSpec[] {
+  return specs.map((s, i) => (i === index ? { ...s, overlap } : s));
+}
+
+/** The `redeploy` event: a job dropped, or the first job's overlap changed. */
 function redeploy(
   world: World,
   dep: Deployment,
   event: EventOf<'redeploy'>,
 ): void {
-  const { time } = world;
-  const last = dep.revisions.at(-1) as Deployment['revisions'][number];
-  let specs = last.specs;
+  const { specs } = latestRevision(dep);
+  const rollout = event.rolling ? 'rolling' : 'at_once';
   if (event.change === 'drop_last_job') {
-    if (specs.length < 2) {
-      return;
+    if (specs.length >= 2) {
+      deployRevision(world, dep, specs.slice(0, -1), rollout);
     }
-    specs = specs.slice(0, -1);
-  } else {
-    const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
-    specs = specs.map((s, i) => (i === 0 ? { ...s, overlap } : s));
+    return;
   }
+  const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
+  deployRevision(world, dep, withOverlap(specs, 0, overlap), rollout);
+}
+
+/**
+ * How a new revision takes the traffic: `at_once` (the old instances retired at once), `rolling`
+ * (beside the old ones for a minute, then those are retired), `draining` (all new requests go to
+ * the new revision; each old instance gets SIGTERM once its requests are done, as Cloud Run
+ * shuts down a revision that lost its traffic).
+ */
+type Rollout = 'at_once' | 'rolling' | 'draining';
+
+/** A new revision of `dep` declaring `specs`: new instances, the old ones retired by `rollout`. */
+function deployRevision(
+  world: World,
+  dep: Deployment,
+  specs: readonly JobSpec[],
+  rollout: Rollout,
+): void {
+  const { time } = world;
   dep.revisions.push(revisionOf(world, dep.index, specs));
   const revision = dep.revisions.length - 1;
   const old = dep.instances;
   dep.instances = old.map(() => startInstance(world, dep, revision));
-  // Rolling: the old revision keeps a share of the traffic for a while, then drains.
-  if (event.rolling) {
+  if (rollout === 'rolling') {
     dep.instances.push(...old);
-  }
-  const retire = () => retireInstances(world, dep, old);
-  if (event.rolling) {
+    const retire = () => retireInstances(world, dep, old);
     time.within(undefined, () => time.schedule(retire, 60_000));
+  } else if (rollout === 'draining') {
+    for (const instance of old) {
+      drainThenStop(world, dep, instance);
+    }
   } else {
-    retire();
+    retireInstances(world, dep, old);
   }
-  dep.scheduler.setJobs(
-    (dep.revisions.at(-1) as Deployment['revisions'][number]).served,
+  dep.scheduler.setJobs(latestRevision(dep).served);
+}
+
+/** How often a draining instance is looked at, and how long it may drain at most, virtual ms. */
+const DRAIN_POLL_MS = 1_000;
+const DRAIN_AT_MOST_MS = 10 * 60_000;
+
+/**
+ * Takes `instance` out of the traffic at once, and terminates it once it runs no job and answers
+ * no request (or after {@link DRAIN_AT_MOST_MS}).
+ */
+function drainThenStop(
+  world: World,
+  dep: Deployment,
+  instance: Instance,
+): void {
+  if (!instance.serving) {
+    return;
+  }
+  const { time } = world;
+  instance.serving = false;
+  world.retired.set(instance.machine, instance);
+  const stopBy = time.now + DRAIN_AT_MOST_MS;
+  const look = () => {
+    const idle = instance.running.size === 0 && instance.pending.size === 0;
+    if (idle || time.now >= stopBy) {
+      terminate(world, dep, instance);
+    } else {
+      time.within(undefined, () => time.schedule(look, DRAIN_POLL_MS));
+    }
+  };
+  look();
+}
+
+/** How often a deploy waiting for a run looks again, and for how long at most, virtual ms. */
+const DURING_RUN_POLL_MS = 1_000;
+const DURING_RUN_WAIT_MS = 15 * 60_000;
+
+/**
+ * How far ahead the job's next slot must be for the deploy during its run: beyond the next look,
+ * and near, so that a run drawn to outlast it is found soon.
+ */
+const DURING_RUN_NEXT_SLOT_MS = { min: 2_000, max: 50_000 } as const;
+
+/** How long the run must be drawn to go on past its job's next slot, ms: past its delivery. */
+const DURING_RUN_OUTLASTS_MS = 10_000;
+
+/**
+ * The `guard_during_run` event: the job is deployed as `allow` first if it is not (at once); once
+ * a run of it executes on that revision, drawn to outlast its next slot under a minute away, a
+ * deploy gives it the event's `skip` or `wait`, the old instances draining. The new revision's
+ * instances then take the next slot while the old revision's run, which took no lock, executes. Gives up after
+ * {@link DURING_RUN_WAIT_MS}.
+ */
+function guardDuringRun(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'guard_during_run'>,
+): void {
+  const { time } = world;
+  const { specs } = latestRevision(dep);
+  const index = Math.min(event.job, specs.length - 1);
+  if (specs[index]?.overlap !== 'allow') {
+    deployRevision(world, dep, withOverlap(specs, index, 'allow'), 'at_once');
+  }
+  const allowing = dep.revisions.length - 1;
+  const giveUpAt = time.now + DURING_RUN_WAIT_MS;
+  const look = () => {
+    if (dep.revisions.length - 1 !== allowing) {
+      return; // another deploy came first: its revision is not the one waited on
+    }
+    if (runsBeforeItsNextSlot(world, dep, index)) {
+      const { specs: now } = latestRevision(dep);
+      const guarded = withOverlap(now, index, event.overlap);
+      deployRevision(world, dep, guarded, 'draining');
+    } else if (time.now < giveUpAt) {
+      time.within(undefined, () => time.schedule(look, DURING_RUN_POLL_MS));
+    }
+  };
+  look();
+}
+
+/**
+ * Whether job `index` of `dep`'s latest revision has a run executing on that revision now, drawn
+ * to go on past its next slot (croner's, from the job's schedule), which is
+ * {@link DURING_RUN_NEXT_SLOT_MS} away.
+ */
+function runsBeforeItsNextSlot(
+  world: World,
+  dep: Deployment,
+  index: number,
+): boolean {
+  const latest = dep.revisions.length - 1;
+  const revision = latestRevision(dep);
+  const id = revision.specs[index]?.id;
+  const job = revision.jobs.find((j) => j.id === id);
+  if (job === undefined) {
+    return false;
+  }
+  const now = world.time.now;
+  const next = new Cron(job.schedule, {
+    timezone: job.timeZone ?? 'UTC',
+  }).nextRun(new Date(now));
+  if (next === null) {
+    return false;
+  }
+  const inMs = next.getTime() - now;
+  const outlasting = world.executions.some(
+    (e) =>
+      e.deployment === dep.index &&
+      e.revision === latest &&
+      e.jobId === job.id &&
+      e.result === 'running' &&
+      (e.plannedEnd ?? 0) > next.getTime() + DURING_RUN_OUTLASTS_MS,
+  );
+  return (
+    outlasting &&
+    inMs >= DURING_RUN_NEXT_SLOT_MS.min &&
+    inMs <= DURING_RUN_NEXT_SLOT_MS.max
   );
 }
 

@@ -1,12 +1,13 @@
 /**
  * The simulator's lease invariants (`test/sim/invariants.ts` 1's second half,
- * `test/sim/lease-loss-invariants.ts` 23 to 25) on hand-built outcomes: a job told to stop in
+ * `test/sim/lease-loss-invariants.ts` 23 to 25 and 42) on hand-built outcomes: a job told to stop in
  * time, a lease kept while healthy, the heartbeat's cost. No simulation, no Firestore.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { violations } from '../sim/invariants.ts';
 import {
+  firstBeatOnTime,
   heartbeatCostKept,
   jobTimeoutsKept,
   leaseKeptWhileHealthy,
@@ -79,6 +80,7 @@ const leases = (attemptId: string, times: number[]) =>
       times.map((at) => ({
         landedAt: at,
         expires: at + LEASE_MS,
+        leaseMs: LEASE_MS,
         runId: 'run-1',
       })),
     ],
@@ -226,6 +228,74 @@ describe('invariant 25: the heartbeat writes a lease no more often than a third 
       ),
       [],
     );
+  });
+});
+
+describe("invariant 42: the heartbeat's first beat on time", () => {
+  // The request arrives at 1 000, the claim is sent at 1 010 and answered as the job starts at
+  // 1 020: a third of the claim's 30 s lease after its send is 11 010.
+  const CLAIM_LEASE_MS = 30_000;
+  const judged = (
+    job: Execution,
+    writes: number[],
+    pauses: SimOutcome['instancePauses'] = [],
+  ) =>
+    firstBeatOnTime({
+      ...outcome([job], {
+        leaseEnds: new Map([
+          [
+            'attempt-1',
+            [
+              {
+                landedAt: 1_015,
+                expires: 1_015 + CLAIM_LEASE_MS,
+                leaseMs: CLAIM_LEASE_MS,
+                runId: 'run-1',
+              },
+            ],
+          ],
+        ]),
+      }),
+      attemptWrites: new Map([['attempt-1', writes]]),
+      instancePauses: pauses,
+    } as SimOutcome);
+  const running = (fields: Partial<Execution> = {}) =>
+    execution({
+      handledAt: 1_000,
+      claimSentAt: 1_010,
+      start: 1_020,
+      end: 40_000,
+      ...fields,
+    });
+
+  it('passes a first extension sent a third of the lease after the claim was sent', () => {
+    assert.deepEqual(judged(running(), [11_010, 21_010, 40_000]), []);
+  });
+
+  it('passes a short job that sends only its completion, and a note sent as the job starts', () => {
+    assert.deepEqual(judged(running({ end: 5_000 }), [5_000]), []);
+    const noting = running({ firstNoteAt: 1_020 });
+    assert.deepEqual(judged(noting, [1_020, 11_010, 40_000]), []);
+  });
+
+  it('finds a first extension sent late, or none while the job ran', () => {
+    assert.match(
+      judged(running(), [11_030, 40_000]).join('\n'),
+      /sent no extension by .*11\.011Z/,
+    );
+    assert.match(judged(running(), [40_000]).join('\n'), /sent no extension/);
+  });
+
+  it('finds an extension sent as the job starts, with no note to explain it', () => {
+    assert.match(
+      judged(running(), [1_020, 11_010, 40_000]).join('\n'),
+      /sent an extension at .*01\.020Z, sooner than a third/,
+    );
+  });
+
+  it('excuses an instance paused before the extension was due', () => {
+    const pause = { instance: 'd0-i0-r0', from: 5_000, until: 20_000 };
+    assert.deepEqual(judged(running(), [20_000, 40_000], [pause]), []);
   });
 });
 

@@ -74,7 +74,10 @@ const judged = (record: Record<string, unknown>, e: Execution) =>
       executions: [e],
       records: new Map([[RUN, record]]),
       leaseEnds: new Map([
-        ['attempt-1', [{ landedAt: SLOT + 50, expires: SLOT + 30_050 }]],
+        [
+          'attempt-1',
+          [{ landedAt: SLOT + 50, expires: SLOT + 30_050, leaseMs: 30_000 }],
+        ],
       ]),
     }),
   );

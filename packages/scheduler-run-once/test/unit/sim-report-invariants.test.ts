@@ -116,7 +116,17 @@ describe('invariant 29: an attempt’s reports', () => {
     const job = aborted();
     const logs = [failure(1, 40_000), failure(1, 64_000), warning(LAPSED, {})];
     const renewed = new Map([
-      [ATTEMPT, [{ landedAt: 50_000, expires: 80_000, runId: 'run-1' }]],
+      [
+        ATTEMPT,
+        [
+          {
+            landedAt: 50_000,
+            expires: 80_000,
+            leaseMs: 30_000,
+            runId: 'run-1',
+          },
+        ],
+      ],
     ]);
 
     assert.match(

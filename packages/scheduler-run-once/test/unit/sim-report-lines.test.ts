@@ -143,6 +143,22 @@ describe("invariant 36: a run audit's summary counts the reports its checks logg
       1,
     );
   });
+
+  it("counts lines logged before a duplicate request's claim went unanswered (seed 5, path 245, --faults)", () => {
+    // The duplicate's claim had no answer within FIRESTORE_TIMEOUT_SECONDS: answered
+    // `unavailable`, its job never started, so it logged no report.
+    const unanswered = {
+      instance: 'd0-i0-r0',
+      scheduleTime: SLOT,
+      sentAt: SENT,
+      endedAt: SENT + 2_500,
+      outcome: 'unavailable',
+    };
+    assert.deepEqual(
+      auditCountsTrue(outcome([report, done(1)], [unanswered])),
+      [],
+    );
+  });
 });
 
 describe('invariant 37: a check logs the report it wrote', () => {
