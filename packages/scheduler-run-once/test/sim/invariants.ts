@@ -51,6 +51,8 @@
  * 42. The heartbeat's first beat on time: an attempt's first extension is sent a third of its
  *    claim's short lease after the claim was sent (at once if its answer came later), not sooner
  *    and not later (lease-loss-invariants.ts).
+ * 43. One write at a time: an attempt sends no write to its run's record while another of its
+ *    writes there is unanswered and not given up (lease-loss-invariants.ts).
  * 26. JOB_TIMEOUT_SECONDS kept: a job is aborted for its timeout when it ran that long (later only by
  *    its instance's pauses), never sooner (lease-loss-invariants.ts).
  * 27. A job still running 5 s after its signal aborted is warned of once; one that stopped sooner is
@@ -108,6 +110,7 @@ import {
   leaseKeptWhileHealthy,
   leaseLossCausesTrue,
   noAbortAfterEnd,
+  oneWriteAtATime,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
   toldToStopAtSigterm,
@@ -358,6 +361,7 @@ function attemptViolations(outcome: SimOutcome): string[] {
     // 25. The heartbeat writes a lease no more often than a third of it.
     ...heartbeatCostKept(outcome),
     ...firstBeatOnTime(outcome),
+    ...oneWriteAtATime(outcome),
     ...heartbeatStopsWithJob(outcome),
     // 26. A job is aborted for JOB_TIMEOUT_SECONDS when it runs that long, never sooner.
     ...jobTimeoutsKept(outcome),

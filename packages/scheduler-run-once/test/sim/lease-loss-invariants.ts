@@ -446,6 +446,33 @@ function firstBeatWindow(
 }
 
 /**
+ * Invariant 43, one write at a time (src/core/run-once.ts: a note "runs between beats, never
+ * beside one", the final write "waits for a beat in flight"): an attempt sends no write to its
+ * run's record (an extension, a note, its completion or release) while another of its writes
+ * there is unanswered and not yet given up (`FIRESTORE_TIMEOUT_SECONDS` after it was sent). Two
+ * at once race on the record's update time, which fences each: the one that loses costs a read
+ * and a write more, and a note's loss aborts the job. Judged by each write's earliest answer, so
+ * a pause that delays an answer only loosens it.
+ */
+export function oneWriteAtATime(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const timeoutMs = outcome.firestoreTimeoutMs;
+  for (const e of outcome.executions) {
+    const spans = outcome.attemptWriteSpans?.get(e.attemptId) ?? [];
+    for (const [i, span] of spans.entries()) {
+      const next = spans[i + 1];
+      const freeAt = Math.min(span.answeredBy, span.sentAt + timeoutMs);
+      if (next !== undefined && next.sentAt < freeAt) {
+        found.push(
+          `${jobOf(e)} sent a write to its run's record at ${new Date(next.sentAt).toISOString()} while its write sent at ${new Date(span.sentAt).toISOString()} was still unanswered (its answer came ${new Date(span.answeredBy).toISOString()} at the earliest)`,
+        );
+      }
+    }
+  }
+  return found;
+}
+
+/**
  * How long after its job ended an attempt may still write its run's record, in Firestore timeouts
  * (`FIRESTORE_TIMEOUT_SECONDS`): the beat in flight it waits for, then its completion or release,
  * three tries of a fenced write with a read after each conflict and the client's own resends, each

@@ -291,6 +291,12 @@ export interface LeaseEnd {
   readonly runId: string;
 }
 
+/** A write an attempt sent to its run's record: when, and when its answer came at the earliest, ms. */
+export interface WriteSpan {
+  readonly sentAt: number;
+  readonly answeredBy: number;
+}
+
 /** A write by one attempt that landed on its run's record while the record named another. */
 export interface ForeignWrite {
   readonly at: number;
@@ -437,6 +443,11 @@ export interface SimOutcome {
    * release), by attempt id, landed or not; absent in outcomes made by hand.
    */
   readonly attemptWrites?: ReadonlyMap<string, readonly number[]>;
+  /**
+   * The same writes with when each was answered at the earliest (`Infinity`: never), ms: its
+   * latency and fault as planned, before any pause of its instance delays it.
+   */
+  readonly attemptWriteSpans?: ReadonlyMap<string, readonly WriteSpan[]>;
   /**
    * The check documents (`{jobId}~check…`) each job's attempt read, by attempt id, in order: its
    * delivery's missed-run check beside the job; absent in outcomes made by hand.
@@ -656,6 +667,7 @@ interface World {
   readonly foreignWrites: ForeignWrite[];
   readonly leaseEnds: Map<string, LeaseEnd[]>;
   readonly attemptWrites: Map<string, number[]>;
+  readonly attemptWriteSpans: Map<string, WriteSpan[]>;
   readonly checkReads: Map<string, string[]>;
   readonly checkReports: CheckReport[];
   readonly recordWrites: RecordWrite[];
@@ -797,6 +809,7 @@ function writesSeen() {
     foreignWrites: [],
     leaseEnds: new Map(),
     attemptWrites: new Map(),
+    attemptWriteSpans: new Map(),
     checkReads: new Map(),
     checkReports: [],
     recordWrites: [],
@@ -1042,6 +1055,7 @@ function isWrite(op: OpInfo): boolean {
 /** One Firestore operation's latency and fault (`plannedOperation`), noting one a fault met. */
 function planOperation(world: World, op: OpInfo): OpPlan {
   const plan = plannedOperation(world, op);
+  noteAttemptWriteSpan(world, op, plan);
   if (isTroubled(world, plan)) {
     world.troubledOps.push({
       at: world.time.now,
@@ -1118,26 +1132,53 @@ function finalCheckPlan(world: World, op: OpInfo, plan: OpPlan): OpPlan {
 }
 
 /**
- * Notes when a job's attempt sends a write to its run's record (its heartbeat's, its notes', its
- * completion's or release's), whatever becomes of it.
+ * The attempt id of the job whose request sends `op`, when `op` writes that attempt's run's record
+ * (its heartbeat's, its notes', its completion's or release's write).
+ */
+function attemptWriting(world: World, op: OpInfo): string | undefined {
+  const writer = world.requests.getStore()?.attempt;
+  if (writer?.id === undefined || !isWrite(op)) {
+    return undefined;
+  }
+  const ownRecord = op.paths.includes(`${world.collection}/${writer.runId}`);
+  return ownRecord ? writer.id : undefined;
+}
+
+/**
+ * Notes when a job's attempt sends a write to its run's record, whatever becomes of it; before
+ * the job started, when its request last sent an operation on each record (its claim).
  */
 function noteAttemptWrite(world: World, op: OpInfo): void {
   const context = world.requests.getStore();
-  const writer = context?.attempt;
-  if (context !== undefined && writer?.id === undefined) {
+  if (context !== undefined && context.attempt.id === undefined) {
     for (const path of op.paths) {
       context.before.lastOpOn.set(path, world.time.now);
     }
   }
-  if (writer?.id === undefined || !isWrite(op)) {
+  const attemptId = attemptWriting(world, op);
+  if (attemptId === undefined) {
     return;
   }
-  if (!op.paths.includes(`${world.collection}/${writer.runId}`)) {
-    return;
-  }
-  const sent = world.attemptWrites.get(writer.id) ?? [];
+  const sent = world.attemptWrites.get(attemptId) ?? [];
   sent.push(world.time.now);
-  world.attemptWrites.set(writer.id, sent);
+  world.attemptWrites.set(attemptId, sent);
+}
+
+/** Notes when the answer of an attempt's write to its run's record comes at the earliest, by `plan`. */
+function noteAttemptWriteSpan(world: World, op: OpInfo, plan: OpPlan): void {
+  const attemptId = attemptWriting(world, op);
+  if (attemptId === undefined) {
+    return;
+  }
+  const { beforeMs = 0, afterMs = 0 } = plan;
+  const sentAt = world.time.now;
+  // Refused before the server answers after the way there; a hang is never answered.
+  const answeredBy = plan.hang
+    ? Number.POSITIVE_INFINITY
+    : sentAt + beforeMs + (plan.fail === undefined ? afterMs : 0);
+  const spans = world.attemptWriteSpans.get(attemptId) ?? [];
+  spans.push({ sentAt, answeredBy });
+  world.attemptWriteSpans.set(attemptId, spans);
 }
 
 /**
@@ -3215,6 +3256,7 @@ function outcomeOf(
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
     attemptWrites: world.attemptWrites,
+    attemptWriteSpans: world.attemptWriteSpans,
     checkReads: world.checkReads,
     checkReports: world.checkReports,
     recordWrites: world.recordWrites,

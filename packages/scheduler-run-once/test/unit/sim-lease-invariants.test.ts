@@ -1,6 +1,6 @@
 /**
  * The simulator's lease invariants (`test/sim/invariants.ts` 1's second half,
- * `test/sim/lease-loss-invariants.ts` 23 to 25 and 42) on hand-built outcomes: a job told to stop in
+ * `test/sim/lease-loss-invariants.ts` 23 to 25, 42 and 43) on hand-built outcomes: a job told to stop in
  * time, a lease kept while healthy, the heartbeat's cost. No simulation, no Firestore.
  */
 import assert from 'node:assert/strict';
@@ -12,6 +12,7 @@ import {
   jobTimeoutsKept,
   leaseKeptWhileHealthy,
   noAbortAfterEnd,
+  oneWriteAtATime,
   stillRunningWarned,
   toldToStopAtLeaseEnd,
   toldToStopAtSigterm,
@@ -296,6 +297,36 @@ describe("invariant 42: the heartbeat's first beat on time", () => {
   it('excuses an instance paused before the extension was due', () => {
     const pause = { instance: 'd0-i0-r0', from: 5_000, until: 20_000 };
     assert.deepEqual(judged(running(), [20_000, 40_000], [pause]), []);
+  });
+});
+
+describe('invariant 43: one write at a time', () => {
+  const judged = (spans: { sentAt: number; answeredBy: number }[]) =>
+    oneWriteAtATime({
+      ...outcome([execution()]),
+      attemptWriteSpans: new Map([['attempt-1', spans]]),
+    } as SimOutcome);
+
+  it('passes writes each sent after the one before was answered, or given up', () => {
+    const beat = { sentAt: 70_000, answeredBy: 70_050 };
+    assert.deepEqual(
+      judged([beat, { sentAt: 70_050, answeredBy: 70_090 }]),
+      [],
+    );
+    const hung = { sentAt: 70_000, answeredBy: Number.POSITIVE_INFINITY };
+    // FIRESTORE_TIMEOUT_SECONDS (10 s here) after a write is sent, the attempt gives it up.
+    assert.deepEqual(
+      judged([hung, { sentAt: 80_000, answeredBy: 80_040 }]),
+      [],
+    );
+  });
+
+  it('finds a completion sent while a beat was in flight', () => {
+    const beat = { sentAt: 70_000, answeredBy: 70_050 };
+    assert.match(
+      judged([beat, { sentAt: 70_020, answeredBy: 70_090 }]).join('\n'),
+      /sent a write to its run's record at .*10\.020Z while its write sent at .*10\.000Z was still unanswered/,
+    );
   });
 });
 
