@@ -40,7 +40,8 @@
  *    attempt earned, a failure with its error, a report with its reporter, the job, slot, kind and
  *    scope its executions ran as.
  * 22. A lost lease's logged cause is true (lease-loss-invariants.ts): failed extensions were
- *    logged, a stall had its instance paused, a timeout ran past JOB_TIMEOUT_SECONDS.
+ *    logged, a stall had its instance paused, a timeout ran past JOB_TIMEOUT_SECONDS; where the
+ *    attempt's own writes tell, `stalled` and `extension_unanswered` as they say.
  * 23. No job is aborted for a lost lease while nothing threatens the lease (lease-loss-invariants.ts):
  *    its instance never paused, Firestore answering every call in time.
  * 24. A job is told to stop (its signal aborted) once its stored lease ran out unrenewed, or as its
@@ -48,9 +49,9 @@
  * 25. The heartbeat's cost: an attempt renews its lease no more than once a third of a lease (after
  *    the widening of its claim's short lease), plus its notes, and stops writing its run's record
  *    within a few Firestore timeouts of its job's end (lease-loss-invariants.ts).
- * 42. The heartbeat's first beat on time: an attempt's first extension is sent a third of its
- *    claim's short lease after the claim was sent (at once if its answer came later), not sooner
- *    and not later (lease-loss-invariants.ts).
+ * 42. The heartbeat's schedule: an attempt's first extension is sent a third of its claim's
+ *    short lease after the claim was sent (at once if its answer came later), not sooner and not
+ *    later; the next ones a third of its lease apart (lease-loss-invariants.ts).
  * 43. One write at a time: an attempt sends no write to its run's record while another of its
  *    writes there is unanswered and not given up (lease-loss-invariants.ts).
  * 26. JOB_TIMEOUT_SECONDS kept: a job is aborted for its timeout when it ran that long (later only by
@@ -103,6 +104,7 @@ import {
 import { cursorsKeptUp } from './cursor-invariants.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
 import {
+  beatsKeepTheirThird,
   firstBeatOnTime,
   heartbeatCostKept,
   heartbeatStopsWithJob,
@@ -361,6 +363,7 @@ function attemptViolations(outcome: SimOutcome): string[] {
     // 25. The heartbeat writes a lease no more often than a third of it.
     ...heartbeatCostKept(outcome),
     ...firstBeatOnTime(outcome),
+    ...beatsKeepTheirThird(outcome),
     ...oneWriteAtATime(outcome),
     ...heartbeatStopsWithJob(outcome),
     // 26. A job is aborted for JOB_TIMEOUT_SECONDS when it runs that long, never sooner.

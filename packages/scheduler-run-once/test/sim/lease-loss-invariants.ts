@@ -8,7 +8,9 @@
  * judged against the history: `extensions_failed` only after the attempt logged a failed
  * extension, `stalled` and `extension_unanswered` only when its instance was paused while the job
  * ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
- * JOB_TIMEOUT_SECONDS. `unknown` claims nothing. A wrong cause sends the operator after the wrong
+ * JOB_TIMEOUT_SECONDS. Where the attempt's own writes tell exactly (sent when, answered when, no
+ * fault and no other writer), `stalled` and `extension_unanswered` are judged by them: a write sent
+ * within the lease after the last renewal's answer, or none. `unknown` claims nothing. A wrong cause sends the operator after the wrong
  * fault, and the invariants of a double run (invariant 1) excuse a run by these causes.
  *
  * Invariants 23 to 26 follow, each at its function.
@@ -71,20 +73,7 @@ export function falseCause(
     return failed ? undefined : 'no extension of it had failed';
   }
   if (cause === 'stalled' || cause === 'extension_unanswered') {
-    const paused =
-      (e !== undefined && e.pausedMs > 0) ||
-      pausedAround(outcome, line, e?.start);
-    // No extension sent for a whole lease: only a paused (or starved) instance skips its beats.
-    if (cause === 'stalled') {
-      return paused
-        ? undefined
-        : 'its instance was never paused while the job ran, so its heartbeat never stalled';
-    }
-    // An extension sent and unanswered for a lease: Firestore slow, or the instance paused with
-    // the answer on its way.
-    return paused || slowAnswers(outcome)
-      ? undefined
-      : 'its instance was never paused while the job ran, and Firestore never answered late nor hung';
+    return falseUnbeatenCause(cause, line, e, outcome);
   }
   if (cause === 'job_timeout') {
     const start =
@@ -98,6 +87,112 @@ export function falseCause(
       : `the job ran ${ranMs} ms, within JOB_TIMEOUT_SECONDS`;
   }
   return undefined;
+}
+
+/**
+ * Why `stalled` or `extension_unanswered`, told by `line`, is false for `e`'s attempt: first by
+ * what could cause either (a pause, or Firestore slow), then, where the attempt's writes tell
+ * exactly ({@link unbeatenTruth}), by what they say.
+ */
+function falseUnbeatenCause(
+  cause: 'stalled' | 'extension_unanswered',
+  line: LogLine,
+  e: Execution | undefined,
+  outcome: SimOutcome,
+): string | undefined {
+  const paused =
+    (e !== undefined && e.pausedMs > 0) ||
+    pausedAround(outcome, line, e?.start);
+  // No extension sent for a whole lease: only a paused (or starved) instance skips its beats.
+  if (cause === 'stalled' && !paused) {
+    return 'its instance was never paused while the job ran, so its heartbeat never stalled';
+  }
+  // An extension sent and unanswered for a lease: Firestore slow, or the instance paused with
+  // the answer on its way.
+  if (cause === 'extension_unanswered' && !paused && !slowAnswers(outcome)) {
+    return 'its instance was never paused while the job ran, and Firestore never answered late nor hung';
+  }
+  const truth =
+    e === undefined ? undefined : unbeatenTruth(line.at, e, outcome);
+  if (truth === undefined || truth.cause === cause) {
+    return undefined;
+  }
+  return truth.cause === 'renewed'
+    ? `its last renewal was answered at ${new Date(truth.renewedAt).toISOString()}, less than a lease before`
+    : `its writes say ${truth.cause}: its last renewal was answered at ${new Date(truth.renewedAt).toISOString()}, and ${truth.cause === 'stalled' ? 'it sent no write within the lease after it' : 'it sent a write within the lease after it, unanswered'}`;
+}
+
+/** Slack for a lease's end against the line that tells it ran out, ms (a timer's granularity). */
+const UNBEATEN_SLACK_MS = 1;
+
+/**
+ * What `e`'s attempt's own writes say at `at`, when they tell it exactly (docs/operations.md, the
+ * lease-loss causes): `renewed` when a renewal was answered less than a lease before; else
+ * `extension_unanswered` when it sent a write (an extension, a note, its completion or release)
+ * within the lease after its last renewal was answered, `stalled` when it sent none. Undefined
+ * where the writes cannot tell: a write that met a fault before `at` (its answer, or its retry,
+ * comes at a time the plan does not give), another writer on the run's record, or the last answer
+ * due while the instance was paused (it was taken when the instance woke).
+ */
+export function unbeatenTruth(
+  at: number,
+  e: Execution,
+  outcome: SimOutcome,
+):
+  | { cause: 'renewed' | 'stalled' | 'extension_unanswered'; renewedAt: number }
+  | undefined {
+  const spans = outcome.attemptWriteSpans?.get(e.attemptId);
+  const claimLeaseMs = landedLeases(outcome).get(e.attemptId)?.[0]?.leaseMs;
+  if (spans === undefined || claimLeaseMs === undefined) {
+    return undefined;
+  }
+  const sent = spans.filter((span) => span.sentAt <= at);
+  const settledFaulty = sent.some(
+    (span) =>
+      !span.clean &&
+      (span.answeredBy <= at || span.sentAt + outcome.firestoreTimeoutMs <= at),
+  );
+  if (settledFaulty || writtenByOthers(e, sent.length, at, outcome)) {
+    return undefined;
+  }
+  const answered = sent.filter((span) => span.clean && span.answeredBy < at);
+  const renewedAt = Math.max(
+    e.start,
+    ...answered.map((span) => span.answeredBy),
+  );
+  const atEdge = sent.some((span) => span.answeredBy === at);
+  if (atEdge || pausedWithin(outcome, e.instance, renewedAt, renewedAt)) {
+    return undefined;
+  }
+  // The claim's short lease until a renewal is answered; each renewal writes LEASE_SECONDS.
+  const leaseMs = answered.length === 0 ? claimLeaseMs : outcome.leaseMs;
+  if (at - renewedAt <= leaseMs - UNBEATEN_SLACK_MS) {
+    return { cause: 'renewed', renewedAt };
+  }
+  const sentInTime = sent.some(
+    (span) => span.sentAt >= renewedAt && span.sentAt <= renewedAt + leaseMs,
+  );
+  return {
+    cause: sentInTime ? 'extension_unanswered' : 'stalled',
+    renewedAt,
+  };
+}
+
+/**
+ * Whether `e`'s run's record took a write by anyone but `e`'s attempt from its start to `at`: one
+ * from another machine, or more from its own than the attempt sent (`ownSent`).
+ */
+function writtenByOthers(
+  e: Execution,
+  ownSent: number,
+  at: number,
+  outcome: SimOutcome,
+): boolean {
+  const writes = (outcome.recordWrites ?? []).filter(
+    (w) => w.runId === e.runId && w.at > e.start && w.at <= at,
+  );
+  const others = writes.some((w) => w.machine !== e.instance);
+  return others || writes.length > ownSent;
 }
 
 /**
@@ -364,16 +459,15 @@ function pausedWithin(
 }
 
 /**
- * When `e`'s job stopped beating, ms, or undefined while it still beat at the history's end: it
- * returned or threw, its instance crashed, or it ran out JOB_TIMEOUT_SECONDS (the heartbeat stops
- * at the timeout).
+ * When `e`'s attempt stopped beating, ms: its job returned or threw, its instance crashed, or it ran
+ * JOB_TIMEOUT_SECONDS (the heartbeat stops at the timeout, whatever aborted the job's signal
+ * before), whichever came first.
  */
-function beatingUntil(e: Execution): number | undefined {
-  const timedOutAt = e.abortReason === 'job_timeout' ? e.abortedAt : undefined;
-  if (timedOutAt !== undefined && (e.end === undefined || timedOutAt < e.end)) {
-    return timedOutAt;
-  }
-  return e.end;
+function beatingUntil(e: Execution, outcome: SimOutcome): number {
+  return Math.min(
+    e.end ?? Number.POSITIVE_INFINITY,
+    e.start + timeoutOf(outcome),
+  );
 }
 
 /**
@@ -395,8 +489,8 @@ export function firstBeatOnTime(outcome: SimOutcome): string[] {
     }
     const { claimLeaseMs, notBefore, dueBy } = window;
     const sent = outcome.attemptWrites?.get(e.attemptId) ?? [];
-    const stoppedAt = beatingUntil(e);
-    const beatingAtDue = stoppedAt === undefined || stoppedAt > dueBy;
+    const stoppedAt = beatingUntil(e, outcome);
+    const beatingAtDue = stoppedAt > dueBy;
     const firstSent = sent[0];
     if (beatingAtDue && (firstSent === undefined || firstSent > dueBy)) {
       found.push(
@@ -407,7 +501,7 @@ export function firstBeatOnTime(outcome: SimOutcome): string[] {
     const early = sent.find(
       (at) =>
         at < notBefore &&
-        (stoppedAt === undefined || at < stoppedAt) &&
+        at < stoppedAt &&
         (e.firstNoteAt === undefined || at < e.firstNoteAt),
     );
     if (early !== undefined) {
@@ -443,6 +537,93 @@ function firstBeatWindow(
     return undefined;
   }
   return { claimLeaseMs, notBefore, dueBy };
+}
+
+/**
+ * Invariant 42, the beats after the first (docs/how-it-works.md, "Long jobs: the lease
+ * heartbeat": an extension "every third of the lease"): after the first extension, an attempt's
+ * extensions keep a third of its lease apart, counted from when the first was answered if that
+ * widened the claim's short lease (the lease is `LEASE_SECONDS` from then on), from when it was
+ * sent if not, none skipped and none added, until its job stops. Judged on attempts whose writes
+ * met no fault and no other writer, whose job noted nothing (a note is a renewal of its own) and
+ * whose instance never paused: there the schedule is exact.
+ */
+export function beatsKeepTheirThird(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    const beats = scheduledBeats(e, outcome);
+    if (beats === undefined) {
+      continue;
+    }
+    const { sent, fromMs, everyMs, stoppedAt } = beats;
+    const expected: number[] = [];
+    for (
+      let at = fromMs + everyMs;
+      at < stoppedAt - FIRST_BEAT_SLACK_MS;
+      at += everyMs
+    ) {
+      expected.push(at);
+    }
+    const off = expected.findIndex(
+      (at, i) =>
+        Math.abs((sent[i] ?? Number.POSITIVE_INFINITY) - at) >
+        FIRST_BEAT_SLACK_MS,
+    );
+    const extra =
+      sent.length > expected.length ? sent[expected.length] : undefined;
+    if (off >= 0 || extra !== undefined) {
+      const when = off >= 0 ? expected[off] : undefined;
+      found.push(
+        `${jobOf(e)} sent extensions at ${sent.map((at) => new Date(at).toISOString()).join(', ')} after its first; a third of its ${Math.round(everyMs * 3)} ms lease apart from ${new Date(fromMs).toISOString()}, ${when === undefined ? `none was due at ${new Date(extra as number).toISOString()}` : `one was due at ${new Date(when).toISOString()}`}`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * The extensions of `e`'s attempt after its first, sent before its job stopped, and the schedule
+ * they keep (from when, how often, until when), ms; undefined where the schedule is not exact
+ * ({@link beatsKeepTheirThird}) or nothing after the first beat is due.
+ */
+function scheduledBeats(
+  e: Execution,
+  outcome: SimOutcome,
+):
+  | { sent: number[]; fromMs: number; everyMs: number; stoppedAt: number }
+  | undefined {
+  const spans = outcome.attemptWriteSpans?.get(e.attemptId);
+  const claimLeaseMs = landedLeases(outcome).get(e.attemptId)?.[0]?.leaseMs;
+  const stoppedAt = Math.min(beatingUntil(e, outcome), outcome.finalMs);
+  if (
+    spans === undefined ||
+    claimLeaseMs === undefined ||
+    e.firstNoteAt !== undefined ||
+    e.handledAt === undefined
+  ) {
+    return undefined;
+  }
+  // A beat due in the same millisecond the job stops may fire before it or not.
+  const beats = spans.filter(
+    (span) => span.sentAt < stoppedAt - FIRST_BEAT_SLACK_MS,
+  );
+  const [first, ...rest] = beats;
+  const unclean = spans.some((span) => !span.clean);
+  const exact =
+    first !== undefined &&
+    !unclean &&
+    !writtenByOthers(e, beats.length, stoppedAt, outcome) &&
+    !pausedWithin(outcome, e.instance, e.handledAt, stoppedAt);
+  if (!exact) {
+    return undefined;
+  }
+  const widened = outcome.leaseMs !== claimLeaseMs;
+  return {
+    sent: rest.map((span) => span.sentAt),
+    fromMs: widened ? first.answeredBy : first.sentAt,
+    everyMs: (widened ? outcome.leaseMs : claimLeaseMs) / 3,
+    stoppedAt,
+  };
 }
 
 /**

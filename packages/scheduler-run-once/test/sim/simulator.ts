@@ -295,6 +295,8 @@ export interface LeaseEnd {
 export interface WriteSpan {
   readonly sentAt: number;
   readonly answeredBy: number;
+  /** It met no fault (refused, lost, retried, never or late answered): answered as it landed. */
+  readonly clean: boolean;
 }
 
 /** A write by one attempt that landed on its run's record while the record named another. */
@@ -1177,7 +1179,7 @@ function noteAttemptWriteSpan(world: World, op: OpInfo, plan: OpPlan): void {
     ? Number.POSITIVE_INFINITY
     : sentAt + beforeMs + (plan.fail === undefined ? afterMs : 0);
   const spans = world.attemptWriteSpans.get(attemptId) ?? [];
-  spans.push({ sentAt, answeredBy });
+  spans.push({ sentAt, answeredBy, clean: !isTroubled(world, plan) });
   world.attemptWriteSpans.set(attemptId, spans);
 }
 

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { violations } from '../sim/invariants.ts';
 import {
+  beatsKeepTheirThird,
   firstBeatOnTime,
   heartbeatCostKept,
   jobTimeoutsKept,
@@ -300,11 +301,80 @@ describe("invariant 42: the heartbeat's first beat on time", () => {
   });
 });
 
+describe('invariant 42: the beats after the first a third of the lease apart', () => {
+  // A 10 s claim lease (3 × a 3.33 s timeout) widened to the 30 s LEASE_SECONDS by the first
+  // beat, sent at 3 s and answered at 3.02 s: the next beats are due at 13.02, 23.02, 33.02 s.
+  const CLAIM_LEASE_MS = 10_000;
+  const judged = (
+    writes: number[],
+    end = 40_000,
+    fields: Partial<History> = {},
+  ) =>
+    beatsKeepTheirThird({
+      ...outcome([execution({ handledAt: 0, start: 10, end })], {
+        history: history(fields),
+        leaseEnds: new Map([
+          [
+            'attempt-1',
+            [
+              {
+                landedAt: 5,
+                expires: 5 + CLAIM_LEASE_MS,
+                leaseMs: CLAIM_LEASE_MS,
+                runId: 'run-1',
+              },
+            ],
+          ],
+        ]),
+      }),
+      attemptWriteSpans: new Map([
+        [
+          'attempt-1',
+          [3_000, ...writes].map((sentAt) => ({
+            sentAt,
+            answeredBy: sentAt + 20,
+            clean: true,
+          })),
+        ],
+      ]),
+      recordWrites: [],
+      instancePauses: [],
+    } as SimOutcome);
+
+  it('passes beats a third of the widened lease apart, from the widening answered', () => {
+    assert.deepEqual(judged([13_020, 23_020, 33_020, 40_000]), []);
+  });
+
+  it('stops at JOB_TIMEOUT_SECONDS, whatever aborted the job before (seed 374, path 47, --faults)', () => {
+    // A stubborn job told to stop at its SIGTERM runs on to 60 s; the heartbeat stopped at its
+    // 30 s timeout, so no beat was due at 33.02 s.
+    const timedOut = { jobTimeoutSeconds: 30 };
+    assert.deepEqual(judged([13_020, 23_020, 60_000], 60_000, timedOut), []);
+  });
+
+  it('finds a beat counted from its own answer, or one missing, or one too many', () => {
+    assert.match(
+      judged([13_020, 23_040, 33_060, 40_000]).join('\n'),
+      /one was due at .*00:23\.020Z/,
+    );
+    assert.match(
+      judged([13_020, 33_020, 40_000]).join('\n'),
+      /one was due at .*00:23\.020Z/,
+    );
+    assert.match(
+      judged([13_020, 23_020, 33_020, 36_000, 40_000]).join('\n'),
+      /none was due at .*00:36\.000Z/,
+    );
+  });
+});
+
 describe('invariant 43: one write at a time', () => {
   const judged = (spans: { sentAt: number; answeredBy: number }[]) =>
     oneWriteAtATime({
       ...outcome([execution()]),
-      attemptWriteSpans: new Map([['attempt-1', spans]]),
+      attemptWriteSpans: new Map([
+        ['attempt-1', spans.map((span) => ({ ...span, clean: true }))],
+      ]),
     } as SimOutcome);
 
   it('passes writes each sent after the one before was answered, or given up', () => {

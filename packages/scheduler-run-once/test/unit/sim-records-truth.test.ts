@@ -9,7 +9,12 @@ import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { leaseLossCausesTrue } from '../sim/lease-loss-invariants.ts';
 import { recordsTellTheTruth } from '../sim/record-invariants.ts';
-import type { Execution, LogLine, SimOutcome } from '../sim/simulator.ts';
+import type {
+  Execution,
+  LogLine,
+  SimOutcome,
+  WriteSpan,
+} from '../sim/simulator.ts';
 
 const RUN = 'a'.repeat(64);
 const SLOT = Date.UTC(2026, 0, 5, 1, 0, 0);
@@ -212,6 +217,101 @@ describe("invariant 22: a lost lease's cause told truly", () => {
       judge('extension_unanswered', execution({})).join('\n'),
       /never answered late/,
     );
+  });
+
+  describe("by the attempt's own writes, where they tell", () => {
+    // The claim (30 s lease) answered as the job starts, 100 ms into the slot; the first beat
+    // sent at 10 s and answered at 10.05 s (a 30 s lease from then on); then a pause.
+    const CLAIM_LEASE_MS = 30_000;
+    const widening = {
+      sentAt: SLOT + 10_000,
+      answeredBy: SLOT + 10_050,
+      clean: true,
+    };
+    const judge = (
+      cause: string,
+      spans: WriteSpan[],
+      toldAt: number,
+      pausedUntil: number,
+    ) =>
+      leaseLossCausesTrue({
+        ...outcome({
+          executions: [execution({ end: SLOT + 95_000, pausedMs: 20_000 })],
+          logs: [{ ...loss(cause), at: SLOT + toldAt }],
+          history,
+          leaseEnds: new Map([
+            [
+              'attempt-1',
+              [
+                {
+                  landedAt: SLOT + 60,
+                  expires: SLOT + 30_060,
+                  leaseMs: CLAIM_LEASE_MS,
+                  runId: RUN,
+                },
+              ],
+            ],
+          ]),
+        }),
+        leaseMs: 30_000,
+        firestoreTimeoutMs: 10_000,
+        instancePauses: [
+          {
+            instance: 'd0-i0-r0',
+            from: SLOT + 15_000,
+            until: SLOT + pausedUntil,
+          },
+        ],
+        attemptWriteSpans: new Map([['attempt-1', spans]]),
+        recordWrites: [],
+      });
+
+    it('passes stalled when no write was sent within the lease after the last answer, and fails extension_unanswered then', () => {
+      // Paused from 15 s to 85 s: no beat ran from 10.05 s to 40.05 s.
+      assert.deepEqual(judge('stalled', [widening], 90_000, 85_000), []);
+      assert.match(
+        judge('extension_unanswered', [widening], 90_000, 85_000).join('\n'),
+        /its writes say stalled: its last renewal was answered at .*00:10\.050Z/,
+      );
+    });
+
+    it('passes extension_unanswered for a write sent in time and unanswered by the line, and fails stalled then', () => {
+      // Paused from 15 s to 34 s: the beat due at 20.05 s sent on waking, never answered; the
+      // lease (to 40.05 s) lapses before its Firestore timeout (at 44 s).
+      const hung = {
+        sentAt: SLOT + 34_000,
+        answeredBy: Number.POSITIVE_INFINITY,
+        clean: false,
+      };
+      assert.deepEqual(
+        judge('extension_unanswered', [widening, hung], 42_000, 34_000),
+        [],
+      );
+      assert.match(
+        judge('stalled', [widening, hung], 42_000, 34_000).join('\n'),
+        /its writes say extension_unanswered/,
+      );
+    });
+
+    it('fails either cause told less than a lease after a renewal was answered', () => {
+      const recent = {
+        sentAt: SLOT + 85_000,
+        answeredBy: SLOT + 85_040,
+        clean: true,
+      };
+      assert.match(
+        judge('stalled', [widening, recent], 90_000, 85_000).join('\n'),
+        /less than a lease before/,
+      );
+    });
+
+    it('judges nothing where a fault settled a write before the line', () => {
+      const failed = { ...widening, clean: false };
+      assert.deepEqual(
+        judge('extension_unanswered', [failed], 90_000, 85_000),
+        [],
+      );
+    });
   });
 
   it('fails job_timeout for a job that ran less than JOB_TIMEOUT_SECONDS', () => {
