@@ -13,7 +13,7 @@
  * within the lease after the last renewal's answer, or none. `unknown` claims nothing. A wrong cause sends the operator after the wrong
  * fault, and the invariants of a double run (invariant 1) excuse a run by these causes.
  *
- * Invariants 23 to 26 follow, each at its function.
+ * Invariants 23 to 28, 42 and 43 follow, each at its function.
  */
 import { jobTimeoutMs, pauseEndMs } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
@@ -129,10 +129,12 @@ const UNBEATEN_SLACK_MS = 1;
  * What `e`'s attempt's own writes say at `at`, when they tell it exactly (docs/operations.md, the
  * lease-loss causes): `renewed` when a renewal was answered less than a lease before; else
  * `extension_unanswered` when it sent a write (an extension, a note, its completion or release)
- * within the lease after its last renewal was answered, `stalled` when it sent none. Undefined
- * where the writes cannot tell: a write that met a fault before `at` (its answer, or its retry,
- * comes at a time the plan does not give), another writer on the run's record, or the last answer
- * due while the instance was paused (it was taken when the instance woke).
+ * within the lease after its last renewal was answered, `stalled` when it sent none. A renewal is
+ * a write of its that landed on the run's record `in_progress` (a lease write: a fenced write that
+ * met a conflict never lands, its retry may). Undefined where the writes cannot tell: a write that
+ * met a fault before `at` (its answer, or its retry, comes at a time the plan does not give), a
+ * renewal in flight while the instance was paused (the client's timeout may have fired first as it
+ * woke), or an answer due in the very millisecond of `at`.
  */
 export function unbeatenTruth(
   at: number,
@@ -142,7 +144,8 @@ export function unbeatenTruth(
   | { cause: 'renewed' | 'stalled' | 'extension_unanswered'; renewedAt: number }
   | undefined {
   const spans = outcome.attemptWriteSpans?.get(e.attemptId);
-  const claimLeaseMs = landedLeases(outcome).get(e.attemptId)?.[0]?.leaseMs;
+  const leases = landedLeases(outcome).get(e.attemptId) ?? [];
+  const claimLeaseMs = leases[0]?.leaseMs;
   if (spans === undefined || claimLeaseMs === undefined) {
     return undefined;
   }
@@ -152,20 +155,27 @@ export function unbeatenTruth(
       !span.clean &&
       (span.answeredBy <= at || span.sentAt + outcome.firestoreTimeoutMs <= at),
   );
-  if (settledFaulty || writtenByOthers(e, sent.length, at, outcome)) {
+  const atEdge = sent.some((span) => span.answeredBy === at);
+  const renewals = sent.filter(
+    (span) =>
+      span.clean &&
+      span.answeredBy < at &&
+      leases.some(
+        (l) => l.landedAt >= span.sentAt && l.landedAt <= span.answeredBy,
+      ),
+  );
+  const pausedInFlight = renewals.some((span) =>
+    pausedWithin(outcome, e.instance, span.sentAt, span.answeredBy),
+  );
+  if (settledFaulty || atEdge || pausedInFlight) {
     return undefined;
   }
-  const answered = sent.filter((span) => span.clean && span.answeredBy < at);
   const renewedAt = Math.max(
     e.start,
-    ...answered.map((span) => span.answeredBy),
+    ...renewals.map((span) => span.answeredBy),
   );
-  const atEdge = sent.some((span) => span.answeredBy === at);
-  if (atEdge || pausedWithin(outcome, e.instance, renewedAt, renewedAt)) {
-    return undefined;
-  }
   // The claim's short lease until a renewal is answered; each renewal writes LEASE_SECONDS.
-  const leaseMs = answered.length === 0 ? claimLeaseMs : outcome.leaseMs;
+  const leaseMs = renewals.length === 0 ? claimLeaseMs : outcome.leaseMs;
   if (at - renewedAt <= leaseMs - UNBEATEN_SLACK_MS) {
     return { cause: 'renewed', renewedAt };
   }
@@ -477,8 +487,9 @@ function beatingUntil(e: Execution, outcome: SimOutcome): number {
  * sooner. Sent later, it lets the short lease of a claim answered late lapse under a running job;
  * sent sooner, it costs a job that ends within the third a write more than its claim and its
  * completion (docs/performance.md). Judged where the instance was never paused from the handler's
- * call to the due time: the claim was sent between the handler's call (`handledAt`) and its
- * request's last operation on the run's record before the job started (`claimSentAt`).
+ * call to the due time: `runOnce` took the claim's start between the handler's call (`handledAt`)
+ * and its request's last write to the run's record before the job started (`claimSentAt`: its
+ * claim, or the claim's last round; a `wait` job's request may have claimed before, and waited).
  */
 export function firstBeatOnTime(outcome: SimOutcome): string[] {
   const found: string[] = [];

@@ -523,7 +523,8 @@ export const FAULT_BIASED = {
     operator_pause: 2,
     foreign_pause: 6,
     stolen_lease: 4,
-    // The only way a new revision's slot meets a run that took no lock.
+    // A new revision's slot meets the previous slot's run, which took no lock: a rolling
+    // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.
     guard_during_run: 2,
   },
 } as const;

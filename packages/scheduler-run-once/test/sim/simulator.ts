@@ -149,8 +149,9 @@ export interface Execution {
   /** When its request's handler was called, ms: its claim was sent no sooner. */
   readonly handledAt?: number;
   /**
-   * When its request last sent an operation on its run's record before the job started, ms: the
-   * claim (or the claim's last round) was sent then, so its lease began no later than this.
+   * When its request last sent a write to its run's record before the job started, ms: its claim,
+   * or its claim's last round (`runOnce` took its `claimStartedAt` then or before; a `wait` job's
+   * request may have claimed before, and waited).
    */
   readonly claimSentAt?: number;
   readonly start: number;
@@ -550,10 +551,10 @@ interface RequestContext {
   /** The attempt this request's job runs as, once the job started (its claim is then known). */
   readonly attempt: { id?: string; runId?: string };
   /**
-   * When its handler was called, and when it last sent an operation on each record before its job
-   * started (a run's claim, or its last round): the bounds of `claimStartedAt` in `runOnce`.
+   * When its handler was called, and when it last sent a write to each record before its job
+   * started (a run's claim): the bounds of `claimStartedAt` in `runOnce`.
    */
-  readonly before: { handledAt?: number; lastOpOn: Map<string, number> };
+  readonly before: { handledAt?: number; lastWriteTo: Map<string, number> };
   readonly source: Source;
   readonly triggerId: string | undefined;
   /** Sent with `X-Run-Once-Allow-Overlap: true`. */
@@ -1148,13 +1149,17 @@ function attemptWriting(world: World, op: OpInfo): string | undefined {
 
 /**
  * Notes when a job's attempt sends a write to its run's record, whatever becomes of it; before
- * the job started, when its request last sent an operation on each record (its claim).
+ * the job started, when its request last sent a write to each record (its claim).
  */
 function noteAttemptWrite(world: World, op: OpInfo): void {
   const context = world.requests.getStore();
-  if (context !== undefined && context.attempt.id === undefined) {
+  if (
+    context !== undefined &&
+    context.attempt.id === undefined &&
+    isWrite(op)
+  ) {
     for (const path of op.paths) {
-      context.before.lastOpOn.set(path, world.time.now);
+      context.before.lastWriteTo.set(path, world.time.now);
     }
   }
   const attemptId = attemptWriting(world, op);
@@ -1494,7 +1499,7 @@ function startExecution(
     triggerId: context?.triggerId,
     ...(context?.allowOverlap === true ? { allowOverlap: true } : {}),
     handledAt: context?.before.handledAt,
-    claimSentAt: context?.before.lastOpOn.get(
+    claimSentAt: context?.before.lastWriteTo.get(
       `${world.collection}/${ctx.runId}`,
     ),
     start: time.now,
@@ -1769,7 +1774,7 @@ function deliverTo(
     });
     const context: RequestContext = {
       attempt: {},
-      before: { lastOpOn: new Map() },
+      before: { lastWriteTo: new Map() },
       source,
       triggerId,
       allowOverlap: headers[ALLOW_OVERLAP_HEADER] === 'true',
@@ -2907,8 +2912,8 @@ function guardDuringRun(
 }
 
 /**
- * Whether job `index` of `dep`'s latest revision has a run executing on that revision now, drawn
- * to go on past its next slot (croner's, from the job's schedule), which is
+ * Whether job `index` of `dep`'s latest revision has its previous slot's run executing on that
+ * revision now, drawn to go on past its next slot (croner's, from the job's schedule), which is
  * {@link DURING_RUN_NEXT_SLOT_MS} away.
  */
 function runsBeforeItsNextSlot(
@@ -2924,18 +2929,21 @@ function runsBeforeItsNextSlot(
     return false;
   }
   const now = world.time.now;
-  const next = new Cron(job.schedule, {
-    timezone: job.timeZone ?? 'UTC',
-  }).nextRun(new Date(now));
-  if (next === null) {
+  const cron = new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' });
+  const next = cron.nextRun(new Date(now));
+  const previous = next === null ? undefined : cron.previousRuns(1, next)[0];
+  if (next === null || previous === undefined) {
     return false;
   }
   const inMs = next.getTime() - now;
+  // The run of the slot before the next: the one a guarded slot's run must not start beside.
   const outlasting = world.executions.some(
     (e) =>
       e.deployment === dep.index &&
       e.revision === latest &&
       e.jobId === job.id &&
+      e.kind === 'slot' &&
+      e.scheduleTime === previous.getTime() &&
       e.result === 'running' &&
       (e.plannedEnd ?? 0) > next.getTime() + DURING_RUN_OUTLASTS_MS,
   );

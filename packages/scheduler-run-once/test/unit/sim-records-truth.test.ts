@@ -228,30 +228,37 @@ describe("invariant 22: a lost lease's cause told truly", () => {
       answeredBy: SLOT + 10_050,
       clean: true,
     };
+    /** The claim's lease write, and one landing halfway through each write of `landed`. */
+    const leases = (landed: WriteSpan[]) => [
+      {
+        landedAt: SLOT + 60,
+        expires: SLOT + 30_060,
+        leaseMs: CLAIM_LEASE_MS,
+        runId: RUN,
+      },
+      ...landed.map((span) => {
+        const landedAt = (span.sentAt + span.answeredBy) / 2;
+        return {
+          landedAt,
+          expires: landedAt + 30_000,
+          leaseMs: 30_000,
+          runId: RUN,
+        };
+      }),
+    ];
     const judge = (
       cause: string,
       spans: WriteSpan[],
       toldAt: number,
       pausedUntil: number,
+      landed = spans.filter((span) => span.clean),
     ) =>
       leaseLossCausesTrue({
         ...outcome({
           executions: [execution({ end: SLOT + 95_000, pausedMs: 20_000 })],
           logs: [{ ...loss(cause), at: SLOT + toldAt }],
           history,
-          leaseEnds: new Map([
-            [
-              'attempt-1',
-              [
-                {
-                  landedAt: SLOT + 60,
-                  expires: SLOT + 30_060,
-                  leaseMs: CLAIM_LEASE_MS,
-                  runId: RUN,
-                },
-              ],
-            ],
-          ]),
+          leaseEnds: new Map([['attempt-1', leases(landed)]]),
         }),
         leaseMs: 30_000,
         firestoreTimeoutMs: 10_000,
@@ -300,8 +307,34 @@ describe("invariant 22: a lost lease's cause told truly", () => {
         clean: true,
       };
       assert.match(
-        judge('stalled', [widening, recent], 90_000, 85_000).join('\n'),
+        judge('stalled', [widening, recent], 90_000, 84_000).join('\n'),
         /less than a lease before/,
+      );
+    });
+
+    it('takes a write that met a conflict and never landed for no renewal', () => {
+      // The beat at 85 s met another writer's write and did not land: the last renewal is still
+      // the widening at 10.05 s, and no write was sent in the lease after it.
+      const conflicted = {
+        sentAt: SLOT + 85_000,
+        answeredBy: SLOT + 85_040,
+        clean: true,
+      };
+      assert.deepEqual(
+        judge('stalled', [widening, conflicted], 90_000, 85_000, [widening]),
+        [],
+      );
+    });
+
+    it('judges nothing where a renewal was in flight while the instance was paused', () => {
+      const paused = {
+        sentAt: SLOT + 14_990,
+        answeredBy: SLOT + 15_040,
+        clean: true,
+      };
+      assert.deepEqual(
+        judge('extension_unanswered', [widening, paused], 90_000, 85_000),
+        [],
       );
     });
 
