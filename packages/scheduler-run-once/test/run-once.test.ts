@@ -423,6 +423,48 @@ describe('runOnce', () => {
     assert.equal(result.outcome, 'failed');
     assert.equal((await storedRecord(collection, 'run-1')).notes, undefined);
   });
+  it('refuses a note at once, with no write, once the attempt knows another attempt took the run over', async () => {
+    // A job that goes on past its signal (the simulator's stubborn jobs, seed 412, path 133,
+    // --faults) noted again after its takeover: a fenced write that could never land.
+    const { ledger, collection } = newLedger();
+    const { logger } = captureLogs();
+    let notesSent = 0;
+    const counting = new Proxy(ledger, {
+      get(target, key) {
+        const value = Reflect.get(target, key);
+        if (key === 'note' && typeof value === 'function') {
+          return (...args: unknown[]) => {
+            notesSent++;
+            return value.apply(target, args);
+          };
+        }
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const refusals: unknown[] = [];
+
+    await runOnce(
+      counting,
+      'run-1',
+      async ({ note }) => {
+        await firestore
+          .collection(collection)
+          .doc('run-1')
+          .update({ attempt_id: 'thief' });
+        refusals.push(await note('launch', 'x').catch((err: unknown) => err));
+        refusals.push(await note('again', 'y').catch((err: unknown) => err));
+      },
+      { logger },
+    );
+
+    assert.equal(notesSent, 1, 'only the first note was sent');
+    for (const refused of refusals) {
+      assert.ok(
+        refused instanceof AttemptAbortedError &&
+          refused.reason === 'lease_lost',
+      );
+    }
+  });
   it('asks finalFailure, with the failure as stored, before the release is written: a release that never answers was still reported', async () => {
     const { ledger } = newLedger();
     const { logger } = captureLogs();

@@ -85,7 +85,8 @@ export interface JobContext {
    * downstream, so the history shows it even if this attempt dies. A string, number or boolean, or
    * a plain object of those (≤ 20 fields, strings ≤ 1500 characters), under a name that is not an
    * `Object.prototype` member; at most 100 notes and 256 KiB per run. Rejects with a `RunOnceError`
-   * naming the note otherwise, or an `AttemptAbortedError` if the lease was lost.
+   * naming the note otherwise, or an `AttemptAbortedError` if the lease was lost (at once, with no
+   * write, once another attempt is known to hold the run).
    */
   readonly note: (name: string, value: NoteValue) => Promise<void>;
   /**

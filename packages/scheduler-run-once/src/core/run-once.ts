@@ -210,6 +210,8 @@ class AttemptScope {
   /** Extensions that failed transiently since the last one that landed. */
   #failures = 0;
   #lapseWarned = false;
+  /** A renewal found the run taken over by another attempt: nothing this attempt writes can land. */
+  #takenOver = false;
   /** `performance.now()` of the claim or the last renewal that landed (monotonic, ms). */
   #renewedAt = performance.now();
   /** `performance.now()` when the write that began the current lease was sent: it began later. */
@@ -410,6 +412,11 @@ class AttemptScope {
     while (this.#beat !== undefined) {
       await this.#beat;
     }
+    // Taken over: the note's fenced write could not land, so it is refused without one (a job
+    // that goes on past its signal pays no write for it).
+    if (this.#takenOver) {
+      throw this.#controller.signal.reason;
+    }
     const sentAt = performance.now();
     // A note the ledger refuses (its name, its value, the notes' bounds) is never sent: it renews
     // nothing, so a stall after it is still told as one (`#unbeatenCause`).
@@ -531,6 +538,7 @@ class AttemptScope {
       }
       return true;
     }
+    this.#takenOver = true;
     // When stopping, the fenced write that follows reports the lost lease itself.
     if (this.#beatTimer === undefined) {
       return false;
