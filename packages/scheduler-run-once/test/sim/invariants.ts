@@ -2412,6 +2412,12 @@ export function notesKept(outcome: SimOutcome): string[] {
         `${describe(e)} had its valid note refused (${e.noteRefused})`,
       );
     }
+    const progressRefused = e.progressNote?.refused;
+    if (progressRefused !== undefined && !NOTE_REFUSALS.has(progressRefused)) {
+      found.push(
+        `${describe(e)} had its valid progress note refused (${progressRefused})`,
+      );
+    }
   }
   for (const e of outcome.executions) {
     found.push(

@@ -396,8 +396,9 @@ export function toldToStopAtLeaseEnd(outcome: SimOutcome): string[] {
 }
 
 /**
- * How many notes `e`'s job sent to Firestore: its start note, a case note not refused first, and
- * the notes of a fill answered or refused by Firestore (not by the bound's `RunOnceError`).
+ * How many notes `e`'s job sent to Firestore: its start note, a case note not refused first, the
+ * notes of a fill answered or refused by Firestore (not by the bound's `RunOnceError`), and its
+ * progress note.
  */
 function notesSent(e: Execution): number {
   const start = e.noted === true || e.noteRefused !== undefined ? 1 : 0;
@@ -414,7 +415,14 @@ function notesSent(e: Execution): number {
         (fill.refused !== undefined && fill.refused.name !== 'RunOnceError'
           ? 1
           : 0);
-  return start + (sent ? 1 : 0) + fillSent;
+  const progress = e.progressNote;
+  const progressSent =
+    progress !== undefined &&
+    (progress.answered === true ||
+      (progress.refused !== undefined && progress.refused !== 'RunOnceError'))
+      ? 1
+      : 0;
+  return start + (sent ? 1 : 0) + fillSent + progressSent;
 }
 
 /** Whether Firestore's calls fail now and then in `outcome` (a fault rate). */

@@ -172,6 +172,8 @@ export interface Execution {
   noted?: boolean;
   /** The error's name when its `ctx.note` was refused. */
   noteRefused?: string;
+  /** Its note of {@link PROGRESS_NOTE} halfway through its work: answered, or the refusal's name. */
+  progressNote?: { answered?: boolean; refused?: string };
   /**
    * Its second note, one of {@link NOTE_CASES} (valid at a limit's edge, or just past it): the
    * case, and whether it was answered or the name of the error that refused it.
@@ -516,6 +518,12 @@ const COLLECTION = 'runs';
  * started downstream: a fenced renewal of its lease, judged by invariant 15.
  */
 export const START_NOTE = 'started';
+/**
+ * The note a noting job writes halfway through its work, unless an execution of its run filled
+ * the run's notes: between its beats, so it may meet one in flight (a note waits for it) or a lease
+ * lost meanwhile.
+ */
+export const PROGRESS_NOTE = 'progress';
 /** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
 const RACED_READ_MS = 5_000;
 /**
@@ -1303,6 +1311,24 @@ async function noteStart(
   }
 }
 
+/** The job's note halfway through its work; a refusal is kept on `exec`, and the job then throws. */
+async function noteProgress(
+  world: World,
+  ctx: Parameters<JobRun>[0],
+  exec: Execution,
+): Promise<void> {
+  const progress: NonNullable<Execution['progressNote']> = {};
+  exec.progressNote = progress;
+  try {
+    noteCalled(world, exec);
+    await ctx.note(PROGRESS_NOTE, { at: world.time.now });
+    progress.answered = true;
+  } catch (err) {
+    progress.refused = err instanceof Error ? err.name : String(err);
+    throw err;
+  }
+}
+
 /**
  * The job's second note, a case of {@link NOTE_CASES} drawn by the simulator: a refused invalid
  * note is what a careful job catches (its `RunOnceError`), and the job goes on; any other refusal
@@ -1426,7 +1452,16 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
       const filledMs = spec.notes === true ? await notes(world, ctx, exec) : 0;
       // A fill's notes take their own time: the job's work is shorter by it.
       const workMs = Math.max(0, ms - filledMs);
-      await work(stubborn ? NEVER_ABORTED : ctx.signal, workMs);
+      const signal = stubborn ? NEVER_ABORTED : ctx.signal;
+      // A run whose notes an execution filled has no room left for it.
+      if (spec.notes === true && !filled(world, exec)) {
+        const halfMs = Math.floor(workMs / 2);
+        await work(signal, halfMs);
+        await noteProgress(world, ctx, exec);
+        await work(signal, workMs - halfMs);
+      } else {
+        await work(signal, workMs);
+      }
       if (ctx.signal.aborted) {
         throw ctx.signal.reason;
       }
