@@ -677,7 +677,6 @@ interface World {
   readonly auditor: MachineClock;
   readonly foreignWrites: ForeignWrite[];
   readonly leaseEnds: Map<string, LeaseEnd[]>;
-  readonly attemptWrites: Map<string, number[]>;
   readonly attemptWriteSpans: Map<string, WriteSpan[]>;
   readonly checkReads: Map<string, string[]>;
   readonly checkReports: CheckReport[];
@@ -819,7 +818,6 @@ function writesSeen() {
   return {
     foreignWrites: [],
     leaseEnds: new Map(),
-    attemptWrites: new Map(),
     attemptWriteSpans: new Map(),
     checkReads: new Map(),
     checkReports: [],
@@ -1095,7 +1093,7 @@ function isTroubled(world: World, plan: OpPlan): boolean {
  */
 function plannedOperation(world: World, op: OpInfo): OpPlan {
   const { history, between, rng, time } = world;
-  noteAttemptWrite(world, op);
+  noteClaimWrite(world, op);
   noteCheckRead(world, op);
   const [lo, hi] = history.latency;
   const plan: OpPlan = { beforeMs: between(lo, hi), afterMs: between(lo, hi) };
@@ -1155,11 +1153,8 @@ function attemptWriting(world: World, op: OpInfo): string | undefined {
   return ownRecord ? writer.id : undefined;
 }
 
-/**
- * Notes when a job's attempt sends a write to its run's record, whatever becomes of it; before
- * the job started, when its request last sent a write to each record (its claim).
- */
-function noteAttemptWrite(world: World, op: OpInfo): void {
+/** Notes, before a request's job started, when it last sent a write to each record (its claim). */
+function noteClaimWrite(world: World, op: OpInfo): void {
   const context = world.requests.getStore();
   if (
     context !== undefined &&
@@ -1170,16 +1165,24 @@ function noteAttemptWrite(world: World, op: OpInfo): void {
       context.before.lastWriteTo.set(path, world.time.now);
     }
   }
-  const attemptId = attemptWriting(world, op);
-  if (attemptId === undefined) {
-    return;
-  }
-  const sent = world.attemptWrites.get(attemptId) ?? [];
-  sent.push(world.time.now);
-  world.attemptWrites.set(attemptId, sent);
 }
 
-/** Notes when the answer of an attempt's write to its run's record comes at the earliest, by `plan`. */
+/** When each attempt sent its writes to its run's record, ms, from their spans. */
+function sentTimes(
+  spans: ReadonlyMap<string, readonly WriteSpan[]>,
+): Map<string, number[]> {
+  return new Map(
+    [...spans].map(([attemptId, sent]) => [
+      attemptId,
+      sent.map((span) => span.sentAt),
+    ]),
+  );
+}
+
+/**
+ * Notes an attempt's write to its run's record, whatever becomes of it: when it was sent, and
+ * when its answer comes at the earliest, by `plan`.
+ */
 function noteAttemptWriteSpan(world: World, op: OpInfo, plan: OpPlan): void {
   const attemptId = attemptWriting(world, op);
   if (attemptId === undefined) {
@@ -3300,7 +3303,7 @@ function outcomeOf(
     operatorPauses: world.operatorPauses,
     foreignWrites: world.foreignWrites,
     leaseEnds: world.leaseEnds,
-    attemptWrites: world.attemptWrites,
+    attemptWrites: sentTimes(world.attemptWriteSpans),
     attemptWriteSpans: world.attemptWriteSpans,
     checkReads: world.checkReads,
     checkReports: world.checkReports,
