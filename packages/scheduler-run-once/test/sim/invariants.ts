@@ -72,6 +72,9 @@
  * 40. A run its overlap policy blocks is told what to do (blocked-answer-invariants.ts): a manual
  *    run or re-run `--allow-overlap`, a backfilled slot that it stays missed; a `wait` job is
  *    never answered `skipped`.
+ * 44. An answer says what became of its run (answer-record-invariants.ts): a run answered
+ *    `skipped` never ran, the request that recorded it `skipped` says so, and a run that is done
+ *    is never answered `waiting` (but under `wait`).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -93,6 +96,7 @@ import {
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
+import { answersSayWhatBecameOfTheRun } from './answer-record-invariants.ts';
 import { blockedAnswersSayWhatToDo } from './blocked-answer-invariants.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
 import { deliveryChecksAsDocumented } from './check-cost-invariants.ts';
@@ -282,6 +286,8 @@ export function violations(
     ...blockedAnswersByPolicy(outcome),
     // 40. A blocked run's answer says what to do: run it again, --allow-overlap, stays missed.
     ...blockedAnswersSayWhatToDo(outcome),
+    // 44. An answer says what became of its run, as its record does: skipped, done.
+    ...answersSayWhatBecameOfTheRun(outcome),
     // 2. Every closed slot: completed, skipped by its policy, or reported exactly once.
     ...everyClosedSlotAccounted(outcome, byRun),
     // 10. A 2xx answer leaves its run completed, skipped, or reported (a duplicate of a final run).

@@ -10,7 +10,8 @@
  * ran (or Firestore's answers came late), `job_timeout` only for a job that ran past
  * JOB_TIMEOUT_SECONDS. Where the attempt's own writes tell exactly (sent when, answered when, no
  * fault and no other writer), `stalled` and `extension_unanswered` are judged by them: a write sent
- * within the lease after the last renewal's answer, or none. `unknown` claims nothing. A wrong cause sends the operator after the wrong
+ * within the lease after the last renewal's answer, or none. `unknown` (another writer changed the
+ * record) is false where one of those causes was there. A wrong cause sends the operator after the wrong
  * fault, and the invariants of a double run (invariant 1) excuse a run by these causes.
  *
  * Invariants 23 to 28, 42 and 43 follow, each at its function.
@@ -54,7 +55,7 @@ function slowAnswers(outcome: SimOutcome): boolean {
 
 /**
  * Why `cause`, told by `line`, could not have happened to `e`'s attempt, or `undefined` if it
- * could (`unknown` claims nothing).
+ * could.
  */
 export function falseCause(
   cause: unknown,
@@ -74,6 +75,9 @@ export function falseCause(
   }
   if (cause === 'stalled' || cause === 'extension_unanswered') {
     return falseUnbeatenCause(cause, line, e, outcome);
+  }
+  if (cause === 'unknown') {
+    return falseUnknown(line, e, outcome);
   }
   if (cause === 'job_timeout') {
     const start =
@@ -122,6 +126,49 @@ function falseUnbeatenCause(
     : `its writes say ${truth.cause}: its last renewal was answered at ${new Date(truth.renewedAt).toISOString()}, and ${truth.cause === 'stalled' ? 'it sent no write within the lease after it' : 'it sent a write within the lease after it, unanswered'}`;
 }
 
+/**
+ * Why `unknown`, told by `line` (`another attempt took this run over` with no cause the attempt
+ * could see: docs/operations.md), is false for `e`'s attempt: a cause it could see was there. An
+ * extension of it had failed with no renewal landed since (`extensions_failed`), or, within
+ * JOB_TIMEOUT_SECONDS, its own writes say no renewal landed for more than a whole lease
+ * ({@link unbeatenTruth}: `stalled` or `extension_unanswered`). Told `unknown` instead, the
+ * operator looks for another writer that was never there.
+ */
+function falseUnknown(
+  line: LogLine,
+  e: Execution | undefined,
+  outcome: SimOutcome,
+): string | undefined {
+  const attemptId = String(line.fields.attemptId);
+  const failed = outcome.logs.findLast(
+    (l) =>
+      l.fields.attemptId === attemptId &&
+      l.at <= line.at &&
+      l.message.startsWith('lease extension failed'),
+  );
+  const renewedSince = (landedLeases(outcome).get(attemptId) ?? []).some(
+    (l) => failed !== undefined && l.landedAt > failed.at,
+  );
+  if (failed !== undefined && !renewedSince) {
+    return `${String(failed.fields.failedExtensions)} extension(s) of it had failed, and no renewal landed since`;
+  }
+  if (
+    e === undefined ||
+    line.at - e.start >= timeoutOf(outcome) - TIMER_SLACK_MS
+  ) {
+    return undefined;
+  }
+  const truth = unbeatenTruth(line.at, e, outcome);
+  if (
+    truth === undefined ||
+    truth.cause === 'renewed' ||
+    line.at - truth.renewedAt <= truth.leaseMs + UNBEATEN_SLACK_MS
+  ) {
+    return undefined;
+  }
+  return `its writes say ${truth.cause}: its last renewal was answered at ${new Date(truth.renewedAt).toISOString()}, more than a lease before`;
+}
+
 /** Slack for a lease's end against the line that tells it ran out, ms (a timer's granularity). */
 const UNBEATEN_SLACK_MS = 1;
 
@@ -141,7 +188,11 @@ export function unbeatenTruth(
   e: Execution,
   outcome: SimOutcome,
 ):
-  | { cause: 'renewed' | 'stalled' | 'extension_unanswered'; renewedAt: number }
+  | {
+      cause: 'renewed' | 'stalled' | 'extension_unanswered';
+      renewedAt: number;
+      leaseMs: number;
+    }
   | undefined {
   const spans = outcome.attemptWriteSpans?.get(e.attemptId);
   const leases = landedLeases(outcome).get(e.attemptId) ?? [];
@@ -177,7 +228,7 @@ export function unbeatenTruth(
   // The claim's short lease until a renewal is answered; each renewal writes LEASE_SECONDS.
   const leaseMs = renewals.length === 0 ? claimLeaseMs : outcome.leaseMs;
   if (at - renewedAt <= leaseMs - UNBEATEN_SLACK_MS) {
-    return { cause: 'renewed', renewedAt };
+    return { cause: 'renewed', renewedAt, leaseMs };
   }
   const sentInTime = sent.some(
     (span) => span.sentAt >= renewedAt && span.sentAt <= renewedAt + leaseMs,
@@ -185,6 +236,7 @@ export function unbeatenTruth(
   return {
     cause: sentInTime ? 'extension_unanswered' : 'stalled',
     renewedAt,
+    leaseMs,
   };
 }
 

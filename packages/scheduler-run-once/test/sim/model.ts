@@ -119,6 +119,24 @@ export type SimEvent =
       readonly type: 'stolen_lease';
       readonly deployment: number;
       readonly ms: number;
+      /**
+       * The pause begins a moment before the job's work is drawn to end, so the job ends while
+       * paused and its completion or release, not a beat, meets the run taken over (it tells the
+       * lost lease's cause). Absent in histories recorded before it.
+       */
+      readonly nearEnd?: boolean;
+    }
+  | {
+      readonly at: number;
+      /**
+       * A proxy re-sends an earlier Scheduler request of the job (a load balancer's retry, a
+       * client that timed out and sent again, which Cloud Scheduler never sees) while a later slot's
+       * run of it executes: the request of the slot before the running one, whose run is done or
+       * was skipped. Its answer goes to the proxy. Fault-biased histories only (`--faults`).
+       */
+      readonly type: 'replayed_request';
+      readonly deployment: number;
+      readonly job: number;
     }
   | {
       readonly at: number;
@@ -523,6 +541,10 @@ export const FAULT_BIASED = {
     operator_pause: 2,
     foreign_pause: 6,
     stolen_lease: 4,
+    // A done slot's request meets a later slot's run: a blocked `skip` run whose record exists.
+    replayed_request: 3,
+    // A manual run as its job's next slot starts, one in four `--allow-overlap`: it meets a run.
+    manual: 2,
     // A new revision's slot meets the previous slot's run, which took no lock: a rolling
     // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.
     guard_during_run: 2,
@@ -563,8 +585,8 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
 
 /**
  * An event of a fault-biased history: the kinds {@link FAULT_BIASED} weighs drawn more often, and
- * another version's pauses (`foreign_pause`) and stolen leases (`stolen_lease`) beside the default
- * profile's kinds.
+ * another version's pauses (`foreign_pause`), stolen leases (`stolen_lease`) and requests a proxy
+ * replays (`replayed_request`) beside the default profile's kinds.
  */
 function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
   const { deployment, job, at } = eventFields(base);
@@ -582,8 +604,10 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       at,
       deployment,
       ms: fc.integer({ min: 2_000, max: 30_000 }),
+      nearEnd: fc.boolean(),
     }),
   );
+  kinds.set(...kind('replayed_request', { at, deployment, job }));
   return weightedEvents(kinds, FAULT_BIASED.weights);
 }
 

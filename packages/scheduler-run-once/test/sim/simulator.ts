@@ -329,6 +329,8 @@ export interface RecordWrite {
   /** The writer's machine (an instance's name, `auditor`, `operator`), `?` outside any. */
   readonly machine: string;
   readonly runId: string;
+  /** The record's `status` after the write; `undefined` when it was deleted or has none. */
+  readonly status?: unknown;
 }
 
 /**
@@ -892,6 +894,7 @@ function noteLandedWrite(
       at: world.time.now,
       machine: world.time.current?.name ?? '?',
       runId: path.slice(world.collection.length + 1),
+      status: after?.status,
     });
   }
   const foreign = foreignWrite(world, path, before, after);
@@ -2356,6 +2359,9 @@ function apply(world: World, event: SimEvent): void {
     case 'stolen_lease':
       stealLease(world, dep, event);
       return;
+    case 'replayed_request':
+      replayRequest(world, dep, event);
+      return;
     case 'force':
       force(world, dep, event);
       return;
@@ -2517,17 +2523,23 @@ function stall(world: World, dep: Deployment, event: EventOf<'stall'>): void {
  * re-sends that slot's request to another instance (a new one if none serves), as a proxy's retry
  * would, again while it is answered 5xx and the job is still paused: its claim takes the run over
  * while the paused job still runs. Its answers go to the proxy, not to Scheduler, so Scheduler's
- * own attempts are unchanged.
+ * own attempts are unchanged. With `nearEnd`, the execution whose work ends first within the
+ * minute is paused {@link NEAR_END_MS} before that end: it ends while paused, and its completion
+ * or release meets the run taken over.
  */
 function stealLease(
   world: World,
   dep: Deployment,
   event: EventOf<'stolen_lease'> & { readonly waitedMs?: number },
 ): void {
-  const target = leaseToSteal(dep);
+  const waitedMs = event.waitedMs ?? 0;
+  const target =
+    event.nearEnd === true
+      ? endingSoonest(dep, world.time.now + STOLEN_LEASE_LOOK_FOR_MS - waitedMs)
+      : leaseToSteal(dep);
   if (target === undefined) {
     // Nothing runs yet: the event waits for a job to steal from, a minute at most.
-    const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
+    const waited = waitedMs + STOLEN_LEASE_LOOK_EVERY_MS;
     if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
       world.time.within(undefined, () =>
         world.time.schedule(
@@ -2538,14 +2550,111 @@ function stealLease(
     }
     return;
   }
-  const pausedMs = world.leaseMs + event.ms;
+  if (event.nearEnd !== true) {
+    stealFrom(world, dep, target, event.ms);
+    return;
+  }
+  const pauseAt = (target.exec.plannedEnd ?? world.time.now) - NEAR_END_MS;
+  world.time.within(undefined, () =>
+    world.time.schedule(
+      () => {
+        if (target.exec.result === 'running' && !target.instance.machine.dead) {
+          stealFrom(world, dep, target, event.ms);
+        }
+      },
+      Math.max(0, pauseAt - world.time.now),
+    ),
+  );
+}
+
+/**
+ * The `replayed_request` event (when no slot execution of the job runs, it looks again every 5 s
+ * for a minute): re-sends the Scheduler request of the slot before the job's latest running slot
+ * (croner's, from the job's schedule) to a serving instance, as a proxy would. Its answer goes to
+ * the proxy; Scheduler's own attempts are unchanged.
+ */
+function replayRequest(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'replayed_request'> & { readonly waitedMs?: number },
+): void {
+  const job = jobOf(dep, event.job);
+  const running = runningSlots(dep).filter(({ exec }) => exec.jobId === job.id);
+  const latest = running.sort((a, b) => b.exec.start - a.exec.start)[0];
+  if (latest === undefined) {
+    const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
+    if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
+      world.time.within(undefined, () =>
+        world.time.schedule(
+          () => replayRequest(world, dep, { ...event, waitedMs: waited }),
+          STOLEN_LEASE_LOOK_EVERY_MS,
+        ),
+      );
+    }
+    return;
+  }
+  const cron = new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' });
+  const earlier = cron.previousRuns(1, new Date(latest.exec.scheduleTime))[0];
+  if (earlier === undefined) {
+    return;
+  }
+  const headers = {
+    'User-Agent': 'Google-Cloud-Scheduler',
+    'X-CloudScheduler-JobName': job.id,
+    'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(earlier.getTime()),
+  };
+  world.time.within(undefined, () => {
+    void deliverTo(world, dep, headers, 'scheduler', undefined).catch(
+      () => undefined,
+    );
+  });
+}
+
+/** A `nearEnd` stolen lease pauses its instance this long before the job's work ends, ms. */
+const NEAR_END_MS = 200;
+
+/** Pauses `target`'s instance for a lease and `ms` more, and re-sends its request meanwhile. */
+function stealFrom(
+  world: World,
+  dep: Deployment,
+  target: { readonly instance: Instance; readonly exec: Execution },
+  ms: number,
+): void {
+  const pausedMs = world.leaseMs + ms;
   pauseInstance(world, target.instance, pausedMs);
   const resumesAt = world.time.now + pausedMs;
   world.time.within(undefined, () =>
     world.time.schedule(
       () => resendStolen(world, dep, target, resumesAt, 1),
-      world.leaseMs + event.ms / 2,
+      world.leaseMs + ms / 2,
     ),
+  );
+}
+
+/**
+ * The running slot execution of `dep` whose work is drawn to end first, by `before` (ms), with its
+ * instance; `undefined` if none ends by then.
+ */
+function endingSoonest(
+  dep: Deployment,
+  before: number,
+): { readonly instance: Instance; readonly exec: Execution } | undefined {
+  const ending = runningSlots(dep).filter(
+    ({ exec }) => (exec.plannedEnd ?? Infinity) - NEAR_END_MS <= before,
+  );
+  return ending.sort(
+    (a, b) => (a.exec.plannedEnd ?? 0) - (b.exec.plannedEnd ?? 0),
+  )[0];
+}
+
+/** `dep`'s running slot executions (Scheduler delivered them, with a schedule time). */
+function runningSlots(
+  dep: Deployment,
+): { readonly instance: Instance; readonly exec: Execution }[] {
+  return dep.instances.flatMap((instance) =>
+    [...instance.running]
+      .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
+      .map((exec) => ({ instance, exec })),
   );
 }
 
@@ -2557,12 +2666,7 @@ function stealLease(
 function leaseToSteal(
   dep: Deployment,
 ): { readonly instance: Instance; readonly exec: Execution } | undefined {
-  const running = dep.instances.flatMap((instance) =>
-    [...instance.running]
-      .filter((exec) => exec.source === 'scheduler' && exec.kind === 'slot')
-      .map((exec) => ({ instance, exec })),
-  );
-  return running.sort(
+  return runningSlots(dep).sort(
     (a, b) =>
       Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
       b.exec.start - a.exec.start,

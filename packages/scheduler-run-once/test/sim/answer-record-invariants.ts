@@ -1,0 +1,153 @@
+/**
+ * Invariant 44: an answer says what became of its run, as its record does (docs/operations.md,
+ * "Overlap policy": a `skip` slot that meets a running one "is not run: answered 200 `skipped`,
+ * recorded as `skipped`"; a delivery of a run that is done is a duplicate, and Scheduler stops
+ * retrying it):
+ *
+ * - a run answered `skipped` never ran: no execution of it started;
+ * - the request that recorded its run `skipped` is answered `skipped` (a write making the record
+ *   `skipped` landed on its instance while it was open), unless it got no answer, failed (5xx), or
+ *   a fault met its write (its answer lost, the client's retry found the record there);
+ * - a Scheduler request of a job no revision declares `wait` is never answered 409 `waiting` while
+ *   its run's record is final (`completed` or `skipped`): Scheduler would retry a run that is done,
+ *   and count the slot failed once its retries ran out.
+ *
+ * Judged against what the jobs executed and the writes that landed, memory store only.
+ */
+import type { Delivered, RecordWrite, SimOutcome } from './simulator.ts';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The statuses after which a run never runs again (`isCompleted`, docs/how-it-works.md). */
+const FINAL = new Set(['completed', 'skipped']);
+
+/** How a request is named in a violation: its source, job, slot and instance. */
+function requestOf(d: Delivered): string {
+  return `a ${d.source} request of ${d.jobId}@${d.scheduleTime || '(no schedule time)'} on ${d.instance}`;
+}
+
+/** Invariant 44 over every answered request and every record write of the history. */
+export function answersSayWhatBecameOfTheRun(outcome: SimOutcome): string[] {
+  if (outcome.emulator || outcome.recordWrites === undefined) {
+    return [];
+  }
+  return [
+    ...skippedNeverRan(outcome),
+    ...skipperAnsweredSkipped(outcome, outcome.recordWrites),
+    ...doneRunsNeverWait(outcome, outcome.recordWrites),
+  ];
+}
+
+/** A run answered `skipped` never ran: no execution of it started, before or after. */
+function skippedNeverRan(outcome: SimOutcome): string[] {
+  const started = new Map(outcome.executions.map((e) => [e.runId, e]));
+  return outcome.deliveries.flatMap((d) => {
+    const ran =
+      d.outcome === 'skipped' && d.runId !== undefined
+        ? started.get(d.runId)
+        : undefined;
+    return ran === undefined
+      ? []
+      : [
+          `${requestOf(d)} was answered skipped at ${iso(d.endedAt ?? 0)}, but its run ${String(d.runId).slice(0, 12)} ran on ${ran.instance} from ${iso(ran.start)}`,
+        ];
+  });
+}
+
+/**
+ * The request that recorded its run `skipped` is answered `skipped`: among the requests of that
+ * run open on the writer's instance as the write landed, one was answered `skipped` or got no
+ * answer (its instance died, its caller gave up).
+ */
+function skipperAnsweredSkipped(
+  outcome: SimOutcome,
+  writes: readonly RecordWrite[],
+): string[] {
+  const found: string[] = [];
+  const statusBefore = new Map<string, unknown>();
+  for (const w of writes) {
+    const before = statusBefore.get(w.runId);
+    statusBefore.set(w.runId, w.status);
+    if (w.status !== 'skipped' || before === 'skipped') {
+      continue;
+    }
+    const open = outcome.deliveries.filter(
+      (d) =>
+        d.instance === w.machine &&
+        d.sentAt <= w.at &&
+        (d.endedAt === undefined || d.endedAt >= w.at),
+    );
+    const ofRun = open.filter((d) => d.runId === w.runId);
+    const told = open.some(
+      (d) =>
+        (d.status === undefined && d.jobId === ofRun[0]?.jobId) ||
+        (d.runId === w.runId && d.outcome === 'skipped'),
+    );
+    const first = ofRun[0];
+    if (told || first === undefined || troubled(outcome, w, first)) {
+      continue;
+    }
+    found.push(
+      `the run ${w.runId.slice(0, 12)} was recorded skipped at ${iso(w.at)} on ${w.machine}, but no request of it there was answered skipped: ${requestOf(first)} was answered ${String(first.status)} ${String(first.outcome)}`,
+    );
+  }
+  return found;
+}
+
+/**
+ * Whether `d` could not know the write `w` was its own: it was answered 5xx (it failed, and its
+ * caller retries), or a fault met an operation its instance sent on the record while it was open
+ * (a write that landed with its answer lost, and the client's retry found the record there).
+ */
+function troubled(outcome: SimOutcome, w: RecordWrite, d: Delivered): boolean {
+  if ((d.status ?? 500) >= 500) {
+    return true;
+  }
+  const until = d.endedAt ?? Infinity;
+  return (outcome.troubledOps ?? []).some(
+    (op) =>
+      op.machine === w.machine &&
+      op.at >= d.sentAt &&
+      op.at <= until &&
+      op.paths.some((path) => path.endsWith(`/${w.runId}`)),
+  );
+}
+
+/**
+ * No Scheduler request is answered `waiting` while its run's record is final, unless a revision
+ * declares its job `wait` (whose blocked runs wait whatever their record: docs/operations.md).
+ */
+function doneRunsNeverWait(
+  outcome: SimOutcome,
+  writes: readonly RecordWrite[],
+): string[] {
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    if (
+      d.outcome !== 'waiting' ||
+      d.source !== 'scheduler' ||
+      d.runId === undefined ||
+      d.endedAt === undefined ||
+      declaredWait(outcome, d)
+    ) {
+      continue;
+    }
+    const { runId, endedAt } = d;
+    const last = writes.findLast((w) => w.runId === runId && w.at <= endedAt);
+    if (last === undefined || !FINAL.has(String(last.status))) {
+      continue;
+    }
+    found.push(
+      `${requestOf(d)} was answered ${String(d.status)} waiting at ${iso(endedAt)}, but its run ${runId.slice(0, 12)} was ${String(last.status)} since ${iso(last.at)}: Scheduler retries a run that is done`,
+    );
+  }
+  return found;
+}
+
+/** Whether a revision of `d`'s deployment declares its job `wait`. */
+function declaredWait(outcome: SimOutcome, d: Delivered): boolean {
+  const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
+  return revisions.some((r) =>
+    r.jobs.some((job) => job.id === d.jobId && job.overlap === 'wait'),
+  );
+}
