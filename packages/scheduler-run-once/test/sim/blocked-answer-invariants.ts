@@ -7,6 +7,8 @@
  *   ends, or pass `--allow-overlap`");
  * - a backfilled slot is answered 409 `waiting` saying it stays missed ("answers 409 `waiting` and
  *   the slot stays missed, never `skipped`");
+ * - a slot Scheduler delivered that waits is answered 409 `waiting` saying to retry later
+ *   ("`wait`: is answered 409 `waiting`, so Scheduler retries it later");
  * - a job whose every revision is `wait` is never answered `skipped` ("`wait`: is answered 409
  *   `waiting`, so Scheduler retries it later");
  * - a manual run or re-run sent with `--allow-overlap` is never answered `waiting` or `skipped`: it
@@ -23,6 +25,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** What a `waiting` answer must say, by who sent the request (docs/operations.md). */
 const ADVICE: Readonly<Partial<Record<Delivered['source'], string>>> = {
+  scheduler: 'retry later',
   manual: '--allow-overlap',
   rerun: '--allow-overlap',
   backfill: 'stays missed',

@@ -138,25 +138,37 @@ export async function writeForeignRecord(
 const RUN_ID = /^[0-9a-f]{64}$/;
 
 /**
- * The `holder_run_id` field of a lock naming no run: `form` made from `runId` (a run id of no
- * record), or the field deleted (a lock without it, written over an earlier lock).
+ * The `holder_run_id` a lock naming no run holds: `form` made from `runId` (a run id of no
+ * record); `undefined` for no field.
+ */
+export function malformedHolderValue(
+  form: MalformedHolder,
+  runId: string,
+): unknown {
+  switch (form) {
+    case 'number':
+      return 42;
+    case 'missing':
+      return undefined;
+    case 'prefixed':
+      return `v${runId}`;
+    case 'suffixed':
+      return `${runId}-v9`;
+    case 'capitals':
+      return runId.toUpperCase();
+  }
+}
+
+/**
+ * The `holder_run_id` field of a lock naming no run ({@link malformedHolderValue}), or the field
+ * deleted (a lock without it, written over an earlier lock).
  */
 function malformedHolderField(
   form: MalformedHolder,
   runId: string,
 ): DocumentData {
-  switch (form) {
-    case 'number':
-      return { holder_run_id: 42 };
-    case 'missing':
-      return { holder_run_id: FieldValue.delete() };
-    case 'prefixed':
-      return { holder_run_id: `v${runId}` };
-    case 'suffixed':
-      return { holder_run_id: `${runId}-v9` };
-    case 'capitals':
-      return { holder_run_id: runId.toUpperCase() };
-  }
+  const value = malformedHolderValue(form, runId);
+  return { holder_run_id: value === undefined ? FieldValue.delete() : value };
 }
 
 /**

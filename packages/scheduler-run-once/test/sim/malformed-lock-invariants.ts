@@ -10,8 +10,9 @@
  * - **is never answered** `skipped` or `waiting` (a skip behind no known run loses its slot
  *   silently), nor as a run that ran (`processed`, `failed`);
  * - **is answered `unreadable_record`** on an ERROR line naming the lock (`blockedBy`) and its
- *   field (`field: holder_run_id`), and its answer names the lock document and the repair (its id,
- *   "lock document", "delete"), so the operator learns which document to delete.
+ *   field (`field: holder_run_id`), its `problem` quoting the holder id as stored (or `missing`),
+ *   and its answer names the lock document and the repair (its id, "lock document", "delete"), so
+ *   the operator learns which document to delete and what is wrong in it.
  *
  * Judged against what the jobs executed and the answers each request got, for the requests sent
  * after the lock landed and answered before it was deleted or replaced (`malformedLocks`).
@@ -160,6 +161,12 @@ function answersBesideMalformedLock(
           `${what}, but no ERROR line of its answer names the lock (blockedBy ${lock.lockId}, field ${HOLDER_FIELD}): the operator cannot tell which document is wrong`,
         );
       }
+      const shown = problemShows(line, lock);
+      if (shown !== undefined) {
+        found.push(
+          `${what}, but its ERROR's problem does not quote the holder id as stored (${shown}): ${JSON.stringify(line?.fields.problem)}`,
+        );
+      }
       if (!namesTheRepair(d.message, lock)) {
         found.push(
           `${what}, but its answer does not name the lock document ${lock.lockId} and the repair (delete it): ${JSON.stringify(d.message)}`,
@@ -168,6 +175,28 @@ function answersBesideMalformedLock(
     }
   }
   return found;
+}
+
+/**
+ * What the ERROR's `problem` should quote and does not, or `undefined`: the holder id as the lock
+ * stores it (JSON: `42`, `"vabc…"`), or `missing` for no field, so the operator sees the wrong
+ * value itself. Unjudged without the stored value (outcomes made by hand).
+ */
+function problemShows(
+  line: LogLine | undefined,
+  lock: MalformedLock,
+): string | undefined {
+  if (line === undefined || !('holderValue' in lock)) {
+    return undefined;
+  }
+  const expected =
+    lock.holderValue === undefined
+      ? 'missing'
+      : JSON.stringify(lock.holderValue);
+  const problem = line.fields.problem;
+  return typeof problem === 'string' && problem.includes(expected)
+    ? undefined
+    : expected;
 }
 
 /** The log line of `d`'s answer: its job's outcome line on its instance, when it was answered. */

@@ -545,6 +545,8 @@ export const FAULT_BIASED = {
     replayed_request: 3,
     // A manual run as its job's next slot starts, one in four `--allow-overlap`: it meets a run.
     manual: 2,
+    // Another version's lock: a holder id that is not a run id, or a holder with no record.
+    foreign_lock: 2,
     // A new revision's slot meets the previous slot's run, which took no lock: a rolling
     // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.
     guard_during_run: 2,

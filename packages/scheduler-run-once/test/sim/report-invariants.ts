@@ -19,9 +19,11 @@
  * - a delivery's answer line (`scheduled run: OUTCOME`, docs/operations.md) of a job that ran says
  *   `processed` for a job that returned, with its `completion`, and `failed` for one that threw,
  *   with its `release`; one that says the write went `unrecorded` follows the ERROR that names it,
- *   and one says `lease_lost` exactly when the lease-lost warning of that write came before it.
+ *   and one says `lease_lost` exactly when the lease-lost warning of that write came before it;
+ *   the answer sent to the caller then gives the cause that warning gave.
  */
 import { falseCause, jobOf } from './lease-loss-invariants.ts';
+import { answerLine } from './malformed-lock-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /** The reasons `AttemptAbortedError.reason` takes (docs/jobs.md, `ctx.signal`). */
@@ -321,6 +323,40 @@ export function attemptReportsTrue(outcome: SimOutcome): string[] {
     found.push(...answerLogged(e, linesOf.get(e.attemptId) ?? []));
   }
   found.push(...takeoverStopsHeartbeat(outcome));
+  found.push(...answersTellTheLossWarned(outcome));
+  return found;
+}
+
+/**
+ * A delivery whose job ran and whose completion or release found the lease lost is answered with
+ * the cause its attempt's warning gave: the caller reads the answer, the operator the log, and
+ * both must name the same cause (`leaseLoss`).
+ */
+function answersTellTheLossWarned(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    if (d.outcome !== 'processed' && d.outcome !== 'failed') {
+      continue;
+    }
+    const line = answerLine(outcome, d);
+    const lost =
+      line?.fields.completion === 'lease_lost' ||
+      line?.fields.release === 'lease_lost';
+    const warning = lost
+      ? outcome.logs.find(
+          (l) =>
+            l.fields.attemptId === line?.fields.attemptId &&
+            l.fields.fence !== undefined &&
+            typeof l.fields.leaseLoss === 'string',
+        )
+      : undefined;
+    if (warning === undefined || d.message?.includes(warning.message)) {
+      continue;
+    }
+    found.push(
+      `a ${d.source} request of ${d.jobId}@${d.scheduleTime || '(no schedule time)'} was answered ${d.outcome} at ${new Date(d.endedAt ?? 0).toISOString()} saying ${JSON.stringify(d.message)}, while its attempt warned that its lease was lost to ${String(warning.fields.leaseLoss)}: "${warning.message}"`,
+    );
+  }
   return found;
 }
 

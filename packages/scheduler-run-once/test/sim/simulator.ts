@@ -73,6 +73,7 @@ import {
 import {
   type ForeignStore,
   lockIdOf,
+  malformedHolderValue,
   repairLockHolder,
   writeForeignLock,
   writeForeignPauses,
@@ -409,6 +410,8 @@ export interface MalformedLock {
   /** The lock document's id, as the answers name it (`blockedBy`). */
   readonly lockId: string;
   readonly form: MalformedHolder;
+  /** Its `holder_run_id` as stored (`undefined`: no field); absent in outcomes made by hand. */
+  readonly holderValue?: unknown;
   /** When it landed, ms. */
   readonly lockedAt: number;
   /** When a `repair`'s delete of it was sent, ms (it landed a moment later). */
@@ -2303,6 +2306,7 @@ async function lockAsAnotherVersion(
       jobId: job.id,
       lockId: lockIdOf(job.id, dep.keyScope),
       form: holder,
+      holderValue: malformedHolderValue(holder, lock.runId),
       lockedAt: lock.lockedAt,
     });
     return;

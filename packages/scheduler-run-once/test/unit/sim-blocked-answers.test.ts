@@ -1,6 +1,6 @@
 /**
  * Invariant 40 (test/sim/blocked-answer-invariants.ts) on hand-built outcomes: a blocked manual
- * run is told `--allow-overlap`, a blocked backfill that it stays missed; a `wait` job is never
+ * run is told `--allow-overlap`, a blocked backfill that it stays missed, a slot to retry later; a `wait` job is never
  * answered `skipped`; a run sent with `--allow-overlap` never waits, and nothing waits behind it.
  */
 import assert from 'node:assert/strict';
@@ -94,6 +94,30 @@ describe('invariant 40: a blocked run is told what to do', () => {
       assert.equal(found.length, 1, source);
       assert.match(found[0] ?? '', /does not say/);
     }
+  });
+
+  it('fails a slot Scheduler delivered that waits without being told to retry later', () => {
+    const told = outcomeOf(
+      'wait',
+      [answered('scheduler', 'waiting', RETRY_LATER)],
+      [blockedLine('waiting')],
+    );
+    assert.deepEqual(blockedAnswersSayWhatToDo(told), []);
+    const untold = outcomeOf(
+      'wait',
+      [
+        answered(
+          'scheduler',
+          'waiting',
+          'Not run: another run of job-0 is still running (overlap policy "wait"); undefined (nothing was recorded).',
+        ),
+      ],
+      [blockedLine('waiting')],
+    );
+    assert.match(
+      blockedAnswersSayWhatToDo(untold)[0] ?? '',
+      /does not say "retry later"/,
+    );
   });
 
   it('fails a wait job answered skipped, and an --allow-overlap run that waits', () => {

@@ -10,6 +10,8 @@ import { malformedLocksAnswered } from '../../test/sim/malformed-lock-invariants
 const LOCKED_AT = Date.parse('2026-01-05T01:00:30.000Z');
 const REPAIRED_AT = Date.parse('2026-01-05T01:04:30.000Z');
 const LOCK_ID = 'job-0~overlap';
+/** The lock's holder id as stored: a run id in capitals. */
+const HOLDER = 'A'.repeat(64);
 const REPAIR = `Repair it: delete the lock document ${LOCK_ID} (in the runs collection's _jobs collection).`;
 
 /** A delivery of job-0's slot at minute `minute`, answered `outcome` a moment later. */
@@ -31,7 +33,11 @@ function delivery(minute: number, outcome: string, message = REPAIR) {
 }
 
 /** The ERROR line of a delivery's `unreadable_record` answer naming `blockedBy`. */
-function answerLine(d: ReturnType<typeof delivery>, blockedBy = LOCK_ID) {
+function answerLine(
+  d: ReturnType<typeof delivery>,
+  blockedBy = LOCK_ID,
+  problem = `is "${HOLDER}", not a run id`,
+) {
   return {
     at: d.endedAt,
     instance: d.instance,
@@ -42,6 +48,7 @@ function answerLine(d: ReturnType<typeof delivery>, blockedBy = LOCK_ID) {
       outcome: d.outcome,
       blockedBy,
       field: 'holder_run_id',
+      problem,
     },
   };
 }
@@ -62,6 +69,7 @@ function outcomeWith(
         jobId: 'job-0',
         lockId: LOCK_ID,
         form: 'capitals',
+        holderValue: HOLDER,
         lockedAt: LOCKED_AT,
         deletedAt: REPAIRED_AT,
       },
@@ -115,5 +123,17 @@ describe('invariant 39: a lock naming no run id is answered unreadable_record', 
     assert.equal(found.length, 2);
     assert.match(found[0] ?? '', /no ERROR line of its answer names the lock/);
     assert.match(found[1] ?? '', /does not name the lock document/);
+  });
+
+  it('fails an ERROR whose problem does not quote the holder id as stored', () => {
+    const d = delivery(3, 'unreadable_record');
+    const found = malformedLocksAnswered(
+      outcomeWith([d], [answerLine(d, LOCK_ID, 'is missing, not a run id')]),
+    );
+    assert.equal(found.length, 1);
+    assert.match(
+      found[0] ?? '',
+      /does not quote the holder id as stored \("A{64}"\)/,
+    );
   });
 });

@@ -192,7 +192,30 @@ describe("invariant 22: a lost lease's cause told truly", () => {
     );
   });
 
-  it('passes stalled only for a paused instance, extension_unanswered for late answers too, and unknown always', () => {
+  it('fails unknown after a failed extension with no renewal landed since, and passes it after one', () => {
+    const e = execution({});
+    const judge = (landedAt: number) =>
+      leaseLossCausesTrue(
+        outcome({
+          executions: [e],
+          logs: [failedExtension, loss('unknown')],
+          history,
+          leaseEnds: new Map([
+            [
+              'attempt-1',
+              [{ landedAt, expires: landedAt + 30_000, leaseMs: 30_000 }],
+            ],
+          ]),
+        }),
+      );
+    assert.match(
+      judge(SLOT + 50).join('\n'),
+      /lost to unknown .* 1 extension\(s\) of it had failed, and no renewal landed since/,
+    );
+    assert.deepEqual(judge(SLOT + 40_000), []);
+  });
+
+  it('passes stalled only for a paused instance, extension_unanswered for late answers too, and unknown where the writes cannot tell', () => {
     const judge = (cause: string, e: Execution, lateAnswers = 0) =>
       leaseLossCausesTrue(
         outcome({
@@ -334,6 +357,22 @@ describe("invariant 22: a lost lease's cause told truly", () => {
       };
       assert.deepEqual(
         judge('extension_unanswered', [widening, paused], 90_000, 85_000),
+        [],
+      );
+    });
+
+    it('fails unknown where its writes say stalled, and passes it less than a lease after a renewal', () => {
+      assert.match(
+        judge('unknown', [widening], 90_000, 85_000).join('\n'),
+        /lost to unknown .* its writes say stalled: its last renewal was answered at .*00:10\.050Z, more than a lease before/,
+      );
+      const recent = {
+        sentAt: SLOT + 85_000,
+        answeredBy: SLOT + 85_040,
+        clean: true,
+      };
+      assert.deepEqual(
+        judge('unknown', [widening, recent], 90_000, 84_000),
         [],
       );
     });
