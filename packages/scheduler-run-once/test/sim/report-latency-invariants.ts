@@ -7,8 +7,10 @@
  *
  * A slot's verdict is due when the Scheduler model's execution of it could have ended
  * (`reportDueMs`: waiting behind the previous execution, then its own attempts and retries, then
- * an attempt deadline) and every lease written on its run's record has run out (a claim whose job
- * never started, its instance paused, holds it too): a live lease holds the run.
+ * an attempt deadline), every lease written on its run's record has run out (a claim whose job
+ * never started, its instance paused, holds it too): a live lease holds the run, and every
+ * execution of it has ended and written its completion or release (a job running on past its lease
+ * races a check's report write, and wins: found by `--faults --seed 1`, history 87).
  * A slot Scheduler held behind an execution dispatched late waits for that execution as it
  * actually ran: its verdict is due no sooner than a whole execution and an attempt deadline after
  * the last attempt Scheduler sent of an earlier slot of its job ended.
@@ -110,6 +112,21 @@ function lastLeaseEnd(outcome: SimOutcome, slot: ReportedSlot): number {
 }
 
 /**
+ * When the slot's last execution ended and its final write (a completion or release) had landed,
+ * ms: a job that runs on past its lease (its signal aborted, the heartbeat stopped) still holds
+ * its run, and a check that judges it meanwhile has its report write refused by that final write,
+ * so the run is judged again by the next check. Infinity while one still runs at the end.
+ */
+function lastExecutionEnd(outcome: SimOutcome, slot: ReportedSlot): number {
+  let end = 0;
+  for (const e of slot.executions) {
+    const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
+    end = Math.max(end, endedAt + outcome.firestoreTimeoutMs);
+  }
+  return end;
+}
+
+/**
  * When a report written but not logged by its writer may be logged by another check, ms (0 when
  * its writer logged it: the writer's line follows its write's answer within a Firestore timeout).
  */
@@ -165,6 +182,7 @@ export function reportedLate(
   const dueMs = Math.max(
     slot.executionEndsMs,
     lastLeaseEnd(outcome, slot),
+    lastExecutionEnd(outcome, slot),
     loggedByFinderAfter(outcome, slot),
     heldBehindEarlierSlots(outcome, slot),
   );

@@ -120,4 +120,26 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
       'written at 01:02: past the grace by 01:05',
     );
   });
+
+  it('waits for an execution that runs on past its lease to end and write its release (--faults --seed 1, history 87)', () => {
+    const outcome = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+      auditDone(T0 + 10 * MINUTE, T0 + 10 * MINUTE + 2000),
+    ]);
+    // Its lease ran out at 01:01:45, but the job ran on until 01:05:03: the 01:05 audit's report
+    // write met its release, and the 01:10 audit is the first to judge it afterwards.
+    const stubborn = {
+      ...slotReportedAt(T0 + 10 * MINUTE + 1000),
+      executions: [{ end: T0 + 5 * MINUTE + 3000 }],
+    } as unknown as ReportedSlot;
+    assert.equal(reportedLate(outcome, stubborn), undefined);
+    const reportedLater = {
+      ...stubborn,
+      firstReportAt: T0 + 20 * MINUTE,
+    };
+    assert.match(
+      String(reportedLate(outcome, reportedLater)),
+      /after the run audit of 2026-01-05T01:10:00/,
+    );
+  });
 });
