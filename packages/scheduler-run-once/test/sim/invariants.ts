@@ -128,6 +128,7 @@ import {
   fillJudged,
   fillStored,
   NOTE_REFUSALS,
+  noteAnsweredAfterTakeover,
 } from './note-invariants.ts';
 import { recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
@@ -2407,7 +2408,8 @@ function caseNoteStored(
  * Invariant 15: every simulated job notes {@link START_NOTE} as it starts (a valid note), so a
  * refusal other than {@link NOTE_REFUSALS} is a bug; and a run recorded completed by an attempt
  * whose note was answered holds that attempt's note (a note is fenced like every renewal: the
- * completing attempt's note landed, and no other attempt's note can land over it).
+ * completing attempt's note landed, and no other attempt's note can land over it); and no note is
+ * answered after another attempt took its run over.
  */
 export function notesKept(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -2430,6 +2432,7 @@ export function notesKept(outcome: SimOutcome): string[] {
       ...caseNoteJudged(e),
       ...caseRefusalUnnamed(e),
       ...fillJudged(e),
+      ...noteAnsweredAfterTakeover(e, outcome.leaseEnds),
     );
   }
   for (const [runId, record] of outcome.records) {

@@ -120,11 +120,12 @@ export type SimEvent =
       readonly deployment: number;
       readonly ms: number;
       /**
-       * The pause begins a moment before the job's work is drawn to end, so the job ends while
-       * paused and its completion or release, not a beat, meets the run taken over (it tells the
-       * lost lease's cause). Absent in histories recorded before it.
+       * When the pause begins: at once (absent); a moment before the job's work is drawn to end
+       * (`end`), so the job ends while paused and its completion or release, not a beat, meets the
+       * run taken over (it tells the lost lease's cause); or a moment before its progress note
+       * (`note`), so a job that ignores its signal notes on waking and its note meets the takeover.
        */
-      readonly nearEnd?: boolean;
+      readonly near?: 'end' | 'note';
     }
   | {
       readonly at: number;
@@ -606,7 +607,7 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       at,
       deployment,
       ms: fc.integer({ min: 2_000, max: 30_000 }),
-      nearEnd: fc.boolean(),
+      near: fc.constantFrom(undefined, 'end' as const, 'note' as const),
     }),
   );
   kinds.set(...kind('replayed_request', { at, deployment, job }));

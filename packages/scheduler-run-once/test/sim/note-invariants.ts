@@ -2,10 +2,10 @@
  * Invariant 15's judges of the notes that probe `ctx.note`'s documented limits (docs/jobs.md; the
  * `JobContext.note` TSDoc): a refusal names the note it refuses, and a fill of a run's notes to a
  * bound (`NOTE_FILLS`, test/sim/note-cases.ts) is answered up to the bound exactly and refused one
- * note past it.
+ * note past it; and no note is answered once another attempt took its run over.
  */
 import { notesSize } from './note-cases.ts';
-import type { Execution } from './simulator.ts';
+import type { Execution, SimOutcome } from './simulator.ts';
 
 /** Why a valid note may be refused: the lease was lost, or Firestore failed (`ctx.note`'s TSDoc). */
 export const NOTE_REFUSALS = new Set([
@@ -113,4 +113,35 @@ export function fillStored(
     : [
         `run ${runId.slice(0, 12)} completed by ${labelOf(completer)}, who filled its notes to ${bound} (${tried.fill.bound}), holds ${held}`,
       ];
+}
+
+/**
+ * A progress note answered after another attempt's claim of its run had landed (after its job
+ * started, before the note was called): a note is a fenced write, and the takeover changed the
+ * record it is fenced on, so it was never stored; `ctx.note` must refuse it (`lease_lost`, the
+ * `JobContext.note` TSDoc), or the job goes on as if its progress were kept.
+ */
+export function noteAnsweredAfterTakeover(
+  e: Execution,
+  leaseEnds: SimOutcome['leaseEnds'],
+): string[] {
+  const calledAt = e.progressNote?.calledAt;
+  if (e.progressNote?.answered !== true || calledAt === undefined) {
+    return [];
+  }
+  for (const [attemptId, leases] of leaseEnds) {
+    const takeover = leases.find(
+      (l) =>
+        attemptId !== e.attemptId &&
+        l.runId === e.runId &&
+        l.landedAt > e.start &&
+        l.landedAt < calledAt,
+    );
+    if (takeover !== undefined) {
+      return [
+        `${labelOf(e)} had its progress note answered at ${new Date(calledAt).toISOString()}, after another attempt's claim of its run landed at ${new Date(takeover.landedAt).toISOString()}: the note was never stored`,
+      ];
+    }
+  }
+  return [];
 }

@@ -173,8 +173,13 @@ export interface Execution {
   noted?: boolean;
   /** The error's name when its `ctx.note` was refused. */
   noteRefused?: string;
-  /** Its note of {@link PROGRESS_NOTE} halfway through its work: answered, or the refusal's name. */
-  progressNote?: { answered?: boolean; refused?: string };
+  /** When its note of {@link PROGRESS_NOTE} is due, halfway through its work, ms. */
+  progressNoteDueAt?: number;
+  /**
+   * Its note of {@link PROGRESS_NOTE} halfway through its work: when it was called, ms, and whether
+   * it was answered, or the refusal's name.
+   */
+  progressNote?: { calledAt?: number; answered?: boolean; refused?: string };
   /**
    * Its second note, one of {@link NOTE_CASES} (valid at a limit's edge, or just past it): the
    * case, and whether it was answered or the name of the error that refused it.
@@ -1326,7 +1331,9 @@ async function noteProgress(
   ctx: Parameters<JobRun>[0],
   exec: Execution,
 ): Promise<void> {
-  const progress: NonNullable<Execution['progressNote']> = {};
+  const progress: NonNullable<Execution['progressNote']> = {
+    calledAt: world.time.now,
+  };
   exec.progressNote = progress;
   try {
     noteCalled(world, exec);
@@ -1465,6 +1472,7 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
       // A run whose notes an execution filled has no room left for it.
       if (spec.notes === true && !filled(world, exec)) {
         const halfMs = Math.floor(workMs / 2);
+        exec.progressNoteDueAt = time.now + halfMs;
         await work(signal, halfMs);
         await noteProgress(world, ctx, exec);
         await work(signal, workMs - halfMs);
@@ -2527,9 +2535,9 @@ function stall(world: World, dep: Deployment, event: EventOf<'stall'>): void {
  * re-sends that slot's request to another instance (a new one if none serves), as a proxy's retry
  * would, again while it is answered 5xx and the job is still paused: its claim takes the run over
  * while the paused job still runs. Its answers go to the proxy, not to Scheduler, so Scheduler's
- * own attempts are unchanged. With `nearEnd`, the execution whose work ends first within the
- * minute is paused {@link NEAR_END_MS} before that end: it ends while paused, and its completion
- * or release meets the run taken over.
+ * own attempts are unchanged. With `near`, the execution whose end (or progress note) is due first
+ * within the minute is paused {@link NEAR_MS} before it: it ends (or notes) on waking, and its
+ * completion, release (or note) meets the run taken over.
  */
 function stealLease(
   world: World,
@@ -2537,10 +2545,11 @@ function stealLease(
   event: EventOf<'stolen_lease'> & { readonly waitedMs?: number },
 ): void {
   const waitedMs = event.waitedMs ?? 0;
+  const lookUntil = world.time.now + STOLEN_LEASE_LOOK_FOR_MS - waitedMs;
   const target =
-    event.nearEnd === true
-      ? endingSoonest(dep, world.time.now + STOLEN_LEASE_LOOK_FOR_MS - waitedMs)
-      : leaseToSteal(dep);
+    event.near === undefined
+      ? leaseToSteal(dep)
+      : soonestDue(dep, event.near, world.time.now, lookUntil);
   if (target === undefined) {
     // Nothing runs yet: the event waits for a job to steal from, a minute at most.
     const waited = waitedMs + STOLEN_LEASE_LOOK_EVERY_MS;
@@ -2554,11 +2563,11 @@ function stealLease(
     }
     return;
   }
-  if (event.nearEnd !== true) {
+  if (event.near === undefined) {
     stealFrom(world, dep, target, event.ms);
     return;
   }
-  const pauseAt = (target.exec.plannedEnd ?? world.time.now) - NEAR_END_MS;
+  const pauseAt = (dueOf(target.exec, event.near) ?? world.time.now) - NEAR_MS;
   world.time.within(undefined, () =>
     world.time.schedule(
       () => {
@@ -2614,8 +2623,13 @@ function replayRequest(
   });
 }
 
-/** A `nearEnd` stolen lease pauses its instance this long before the job's work ends, ms. */
-const NEAR_END_MS = 200;
+/** A `near` stolen lease pauses its instance this long before the job's end or note, ms. */
+const NEAR_MS = 200;
+
+/** When `exec`'s work is drawn to end (`end`) or its progress note is due (`note`), ms. */
+function dueOf(exec: Execution, near: 'end' | 'note'): number | undefined {
+  return near === 'end' ? exec.plannedEnd : exec.progressNoteDueAt;
+}
 
 /** Pauses `target`'s instance for a lease and `ms` more, and re-sends its request meanwhile. */
 function stealFrom(
@@ -2636,18 +2650,24 @@ function stealFrom(
 }
 
 /**
- * The running slot execution of `dep` whose work is drawn to end first, by `before` (ms), with its
- * instance; `undefined` if none ends by then.
+ * The running slot execution of `dep` whose end or progress note (`near`) is due first, with a
+ * pause {@link NEAR_MS} before it falling from `now` to `before` (ms), with its instance: one that
+ * ignores its signal first (it goes on to note after a lapse); `undefined` if none is due then.
  */
-function endingSoonest(
+function soonestDue(
   dep: Deployment,
+  near: 'end' | 'note',
+  now: number,
   before: number,
 ): { readonly instance: Instance; readonly exec: Execution } | undefined {
-  const ending = runningSlots(dep).filter(
-    ({ exec }) => (exec.plannedEnd ?? Infinity) - NEAR_END_MS <= before,
-  );
-  return ending.sort(
-    (a, b) => (a.exec.plannedEnd ?? 0) - (b.exec.plannedEnd ?? 0),
+  const due = runningSlots(dep).filter(({ exec }) => {
+    const at = dueOf(exec, near);
+    return at !== undefined && at - NEAR_MS >= now && at - NEAR_MS <= before;
+  });
+  return due.sort(
+    (a, b) =>
+      Number(b.exec.stubborn === true) - Number(a.exec.stubborn === true) ||
+      (dueOf(a.exec, near) ?? 0) - (dueOf(b.exec, near) ?? 0),
   )[0];
 }
 
