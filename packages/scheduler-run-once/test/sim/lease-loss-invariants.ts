@@ -716,7 +716,7 @@ export function oneWriteAtATime(outcome: SimOutcome): string[] {
       const freeAt = Math.min(span.answeredBy, span.sentAt + timeoutMs);
       if (next !== undefined && next.sentAt < freeAt) {
         found.push(
-          `${jobOf(e)} sent a write to its run's record at ${new Date(next.sentAt).toISOString()} while its write sent at ${new Date(span.sentAt).toISOString()} was still unanswered (its answer came ${new Date(span.answeredBy).toISOString()} at the earliest)`,
+          `${jobOf(e)} sent a write to its run's record at ${new Date(next.sentAt).toISOString()} while its write sent at ${new Date(span.sentAt).toISOString()} was still unanswered (${Number.isFinite(span.answeredBy) ? `its answer came ${new Date(span.answeredBy).toISOString()} at the earliest` : 'it was never answered'})`,
         );
       }
     }
