@@ -94,7 +94,7 @@ import {
   UNREADABLE_PAUSES,
 } from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
-import { slotRunId } from '../../src/policy/run-history.ts';
+import { forcedRunId, slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { answersSayWhatBecameOfTheRun } from './answer-record-invariants.ts';
 import { blockedAnswersSayWhatToDo } from './blocked-answer-invariants.ts';
@@ -468,8 +468,9 @@ function atOnce(
 /**
  * Invariant 5: each delivery runs as what it was sent as (docs/jobs.md, "Writing your job": `kind`,
  * `caughtUp`, `rerunOf`): an on-time delivery, a backfill and the audit's catch-up as their slot
- * (the catch-up alone with `caughtUp`), a manual trigger as a manual run, a re-run as a re-run of
- * its slot's run.
+ * (the catch-up alone with `caughtUp`), a Force run as its slot's forced run (a run of its own:
+ * docs/operations.md, "Force run"), a manual trigger as a manual run, a re-run as a re-run of its
+ * slot's run.
  */
 export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -541,6 +542,13 @@ function ranAsOtherThanSent(
     const slotRun = slotRunId(e.jobId, slot, scope);
     if (e.runId !== slotRun) {
       return `a slot's run ran as run ${e.runId.slice(0, 12)}, not the slot's run id ${slotRun.slice(0, 12)} (its job, schedule time and scope hashed)`;
+    }
+  }
+  if (e.kind === 'forced') {
+    const slot = new Date(e.context?.slot ?? e.scheduleTime);
+    const forcedRun = forcedRunId(e.jobId, slot, scope);
+    if (e.runId !== forcedRun) {
+      return `a forced run ran as run ${e.runId.slice(0, 12)}, not its slot's forced run id ${forcedRun.slice(0, 12)}: a Force run is a run of its own, and the slot's own delivery still runs`;
     }
   }
   const caughtUp = e.context?.caughtUp === true;
