@@ -628,6 +628,7 @@ export function overlapPolicyKept(outcome: SimOutcome): string[] {
       if (!guarded.includes(jobId)) {
         found.push(...previousSlotHoldsAcrossRevisions(outcome, d, jobId));
       }
+      found.push(...previousSlotHeldOnItsInstance(outcome, d, jobId));
     }
   }
   return found;
@@ -671,6 +672,76 @@ function previousSlotHoldsAcrossRevisions(
     }
   }
   return found;
+}
+
+/**
+ * Invariant 3 on one instance (src/policy/overlap.ts, `heldHere`: "such a holder is live whatever
+ * its record's lease says"): a slot's run by a revision that guards overlap never starts on the
+ * instance where the previous slot's run of its job and scope still executes, claimed before its
+ * request came, whatever that run's stored lease says (a job running on past JOB_TIMEOUT_SECONDS,
+ * its heartbeat stopped, or one whose extensions failed). No excuse of the environment holds here:
+ * the instance knows the run is still its own. Unjudged when another machine wrote that run's
+ * record meanwhile, or a fault met a write of its instance there (a takeover, or a renewal's retry
+ * refused by its own landed write, ends the instance's hold).
+ */
+function previousSlotHeldOnItsInstance(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+): string[] {
+  const dep = outcome.deployments[d];
+  const runs = outcome.executions.filter(
+    (e) => e.deployment === d && e.jobId === jobId && e.kind === 'slot',
+  );
+  const found: string[] = [];
+  for (const b of runs) {
+    const job = dep?.revisions[b.revision]?.jobs.find((j) => j.id === jobId);
+    if (job === undefined || job.overlap === 'allow' || b.allowOverlap) {
+      continue;
+    }
+    const previous = new Cron(job.schedule, {
+      timezone: job.timeZone ?? 'UTC',
+    }).previousRuns(1, new Date(b.scheduleTime))[0];
+    const sentAt = requestSentAt(outcome, b);
+    const holder = runs.find(
+      (a) =>
+        a.instance === b.instance &&
+        a.scope === b.scope &&
+        a.scheduleTime === previous?.getTime() &&
+        a.allowOverlap !== true &&
+        a.start < sentAt &&
+        (a.end ?? outcome.finalMs) > b.start &&
+        !holdDisturbed(outcome, a, b.start),
+    );
+    if (holder !== undefined) {
+      found.push(
+        `overlap policy broken for ${jobId}: ${describe(b)} started on the instance where the previous slot's run still executed, held there: ${describe(holder)}`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * Whether `a`'s instance may have stopped holding its run by `until`: another machine wrote the
+ * run's record since `a` started, or a fault met an operation its instance sent on it.
+ */
+function holdDisturbed(
+  outcome: SimOutcome,
+  a: Execution,
+  until: number,
+): boolean {
+  const within = (at: number) => at > a.start && at <= until;
+  const written = (outcome.recordWrites ?? []).some(
+    (w) => w.runId === a.runId && w.machine !== a.instance && within(w.at),
+  );
+  const troubled = (outcome.troubledOps ?? []).some(
+    (op) =>
+      op.machine === a.instance &&
+      within(op.at) &&
+      op.paths.some((path) => path.endsWith(`/${a.runId}`)),
+  );
+  return written || troubled;
 }
 
 /** When the request that started `e` was sent: the last one of its slot to its instance before it. */
