@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
-import { slotRunId } from '../../src/policy/run-history.ts';
+import { forcedRunId, slotRunId } from '../../src/policy/run-history.ts';
 import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
+  overlapPolicyKept,
   triggersNeverRefused,
 } from '../sim/invariants.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
@@ -87,6 +88,84 @@ describe('invariant 5: each delivery runs as what it was sent as', () => {
         outcome([execution({ runId: 'run-0', context })]),
       ).join('\n'),
       /a slot's run ran as run run-0, not the slot's run id/,
+    );
+  });
+});
+
+describe("invariant 5: a Force run runs under its slot's forced run id", () => {
+  const forced = (runId: string) =>
+    execution({ runId, source: 'force', kind: 'forced', context });
+
+  it("passes a forced run under its slot's forced run id", () => {
+    const forcedRun = forcedRunId('job-0', new Date(60_000), []);
+    assert.deepEqual(deliveriesRunAsSent(outcome([forced(forcedRun)])), []);
+  });
+
+  it("finds a forced run under the slot's own run id: the slot's delivery would find it done", () => {
+    assert.match(
+      deliveriesRunAsSent(outcome([forced(slotRun)])).join('\n'),
+      /a forced run ran as run .*, not its slot's forced run id .*: a Force run is a run of its own/,
+    );
+  });
+});
+
+describe('invariant 3 on one instance: the previous slot held where it still runs', () => {
+  const SKIP = { id: 'job-0', schedule: '* * * * *', overlap: 'skip' };
+  const previous = execution({
+    runId: 'run-previous',
+    scheduleTime: 60_000,
+    start: 60_100,
+    end: 150_000,
+    stubborn: true,
+    abortedAt: 105_100,
+  });
+  const next = (instance: string) =>
+    execution({
+      runId: 'run-next',
+      attemptId: 'attempt-2',
+      scheduleTime: 120_000,
+      start: 120_100,
+      end: 130_000,
+      instance,
+    });
+  const outcomeOf = (
+    executions: Execution[],
+    recordWrites: object[] = [],
+  ): SimOutcome =>
+    ({
+      executions,
+      deliveries: [],
+      recordWrites,
+      troubledOps: [],
+      finalMs: 600_000,
+      leaseEnds: new Map(),
+      logs: [],
+      instancePauses: [],
+      deployments: [
+        { scope: '', keyScope: [], revisions: [{ at: 0, jobs: [SKIP] }] },
+      ],
+    }) as unknown as SimOutcome;
+
+  it("finds the next slot started on the instance where the previous slot's run still executes, even past its stop", () => {
+    assert.match(
+      overlapPolicyKept(outcomeOf([previous, next('d0-i0-r0')])).join('\n'),
+      /started on the instance where the previous slot's run still executed, held there/,
+    );
+  });
+
+  it('passes it on another instance past the stop it ignored, or once another machine wrote the run', () => {
+    assert.deepEqual(
+      overlapPolicyKept(outcomeOf([previous, next('d0-i1-r0')])),
+      [],
+    );
+    const takenOver = {
+      at: 110_000,
+      machine: 'd0-i1-r0',
+      runId: 'run-previous',
+    };
+    assert.deepEqual(
+      overlapPolicyKept(outcomeOf([previous, next('d0-i0-r0')], [takenOver])),
+      [],
     );
   });
 });

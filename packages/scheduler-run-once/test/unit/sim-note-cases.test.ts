@@ -16,6 +16,7 @@ import {
   notesSize,
   type PlannedNote,
 } from '../sim/note-cases.ts';
+import { noteAnsweredAfterTakeover } from '../sim/note-invariants.ts';
 import type { Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution as executionOf } from './sim-execution.ts';
 
@@ -263,6 +264,53 @@ describe('invariant 15: a fill of a run’s notes', () => {
           undefined,
         ),
       ),
+      [],
+    );
+  });
+});
+
+describe('invariant 15: no note answered after a takeover', () => {
+  const noted = executionOf({
+    start: 60_000,
+    progressNote: { calledAt: 100_000, answered: true },
+  });
+  const leaseOf = (attemptId: string, landedAt: number) =>
+    new Map([
+      [
+        attemptId,
+        [
+          {
+            landedAt,
+            expires: landedAt + 30_000,
+            leaseMs: 30_000,
+            runId: noted.runId,
+          },
+        ],
+      ],
+    ]);
+
+  it("finds a progress note answered after another attempt's claim of its run landed", () => {
+    assert.match(
+      noteAnsweredAfterTakeover(noted, leaseOf('attempt-2', 95_000)).join('\n'),
+      /had its progress note answered at .*, after another attempt's claim of its run landed at .*: the note was never stored/,
+    );
+  });
+
+  it('passes one answered before the takeover, its own lease, and a note refused', () => {
+    assert.deepEqual(
+      noteAnsweredAfterTakeover(noted, leaseOf('attempt-2', 105_000)),
+      [],
+    );
+    assert.deepEqual(
+      noteAnsweredAfterTakeover(noted, leaseOf('attempt-1', 95_000)),
+      [],
+    );
+    const refused = executionOf({
+      start: 60_000,
+      progressNote: { calledAt: 100_000, refused: 'AttemptAbortedError' },
+    });
+    assert.deepEqual(
+      noteAnsweredAfterTakeover(refused, leaseOf('attempt-2', 95_000)),
       [],
     );
   });
