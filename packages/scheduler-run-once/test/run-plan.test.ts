@@ -1097,6 +1097,72 @@ describe('overlap where it meets other features (issue 25)', () => {
     assert.deepEqual(ran(), [2, 1]);
   });
 
+  it('under skip, a reported run (missed, or failed after retries) delivered while another run holds the lock is a duplicate, never told to retry', async () => {
+    const { jobs, ran, release } = gatedJob('skip', [1]);
+    const collection = freshCollection();
+    const history = new RunHistory(
+      new RunDocuments(firestore, {
+        collection,
+        retentionMs: 31_536_000_000,
+        timeoutMs: 10_000,
+      }),
+    );
+    const details = (minutes: number) => ({
+      jobName: 'every-minute',
+      scheduleTime: slotAt(minutes),
+      keyScope: '',
+      kind: 'slot' as const,
+    });
+    // Slot 0 reported missed; slot 2's attempt lapsed, then reported failed after retries.
+    await history.reportMissed(runIdOf(0), details(0), 'a-check');
+    const lapsed = Timestamp.fromMillis(Date.now() - 120_000);
+    await firestore
+      .collection(collection)
+      .doc(runIdOf(2))
+      .create({
+        status: 'in_progress',
+        attempt_id: 'lapsed-attempt',
+        leased_at: lapsed,
+        lease_ms: 60_000,
+        claimed_at: lapsed,
+        first_claimed_at: lapsed,
+        attempts: 1,
+        job_name: 'every-minute',
+        schedule_time: Timestamp.fromDate(new Date(slotAt(2))),
+        expire_at: Timestamp.fromMillis(Date.now() + 86_400_000),
+      });
+    const { updateTime } = await firestore
+      .collection(collection)
+      .doc(runIdOf(2))
+      .get();
+    await history.markReported(
+      runIdOf(2),
+      updateTime as Timestamp,
+      'a-check',
+      true,
+    );
+    const fn = serveJobs(jobs, { collection });
+    const running = fn.request
+      .post('/')
+      .set(deliver(1))
+      .then((r) => r);
+    await until(() => ran().length === 1);
+
+    const missed = await fn.request.post('/').set(deliver(0));
+    const failed = await fn.request.post('/').set(deliver(2));
+    release(1);
+    await running;
+
+    assert.deepEqual(
+      [missed, failed].map((r) => [r.status, r.body.outcome]),
+      [
+        [200, 'duplicate'],
+        [200, 'duplicate'],
+      ],
+    );
+    assert.deepEqual(ran(), [1]);
+  });
+
   it('skip holds against manual and forced runs; a manual run with allow-overlap runs beside', async () => {
     const { jobs, calls, ran, release } = gatedJob('skip', [0]);
     // Firestore's time as the driven clock has it: 50 s before slot 10, so slot 10 is a forced run.

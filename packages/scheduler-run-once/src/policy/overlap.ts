@@ -2,7 +2,7 @@
 import type { GuardedWrite, RunDocuments } from '../core/run-documents.ts';
 import { scopeId } from '../core/run-key.ts';
 import {
-  isCompleted,
+  claimDecision,
   isLeaseLive,
   judgedAt,
   type StoredRecord,
@@ -235,14 +235,11 @@ export async function decideOverlap(
   if (recorded === 'recorded') {
     return { action: 'skipped', by };
   }
-  // A finished record: the claim finds it and answers a duplicate.
-  const record = (await stores.history.getMany([plan.runId])).records.get(
-    plan.runId,
-  );
+  // A finished or reported record: the claim finds it and answers a duplicate (a reported run
+  // waits for nothing; only a backfill reopens it, and a backfill waited above).
+  const { records, readTime } = await stores.history.getMany([plan.runId]);
   const finished =
-    record !== undefined &&
-    record.status !== 'unreadable' &&
-    isCompleted(record);
+    claimDecision(records.get(plan.runId), readTime).decision === 'completed';
   return finished
     ? { action: 'run' }
     : { action: 'wait', by, why: 'has_record' };
