@@ -4,13 +4,15 @@
  * recorded as `skipped`"; a delivery of a run that is done is a duplicate, and Scheduler stops
  * retrying it):
  *
- * - a run answered `skipped` never ran: no execution of it started;
+ * - a run answered `skipped` never ran: no execution of it started (since its record was last
+ *   deleted, by the documented repair or the TTL);
  * - the request that recorded its run `skipped` is answered `skipped` (a write making the record
  *   `skipped` landed on its instance while it was open), unless it got no answer, failed (5xx), or
  *   a fault met its write (its answer lost, the client's retry found the record there);
- * - a Scheduler request of a job no revision declares `wait` is never answered 409 `waiting` while
- *   its run's record is final (`completed` or `skipped`): Scheduler would retry a run that is done,
- *   and count the slot failed once its retries ran out.
+ * - a Scheduler request answered by a revision that does not declare its job `wait` is never
+ *   answered 409 `waiting` when its run's record was final before it was sent (`completed`,
+ *   `skipped`, or reported missed or failed after retries): Scheduler would retry a run that is
+ *   done, and count the slot failed once its retries ran out.
  *
  * Judged against what the jobs executed and the writes that landed, memory store only.
  */
@@ -20,6 +22,11 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The statuses after which a run never runs again (`isCompleted`, docs/how-it-works.md). */
 const FINAL = new Set(['completed', 'skipped']);
+
+/** Whether `w` left its run final: completed, skipped, or reported (missed, failed after retries). */
+function leftFinal(w: RecordWrite): boolean {
+  return FINAL.has(String(w.status)) || w.reported === true;
+}
 
 /** How a request is named in a violation: its source, job, slot and instance. */
 function requestOf(d: Delivered): string {
@@ -32,24 +39,41 @@ export function answersSayWhatBecameOfTheRun(outcome: SimOutcome): string[] {
     return [];
   }
   return [
-    ...skippedNeverRan(outcome),
+    ...skippedNeverRan(outcome, outcome.recordWrites),
     ...skipperAnsweredSkipped(outcome, outcome.recordWrites),
     ...doneRunsNeverWait(outcome, outcome.recordWrites),
   ];
 }
 
-/** A run answered `skipped` never ran: no execution of it started, before or after. */
-function skippedNeverRan(outcome: SimOutcome): string[] {
-  const started = new Map(outcome.executions.map((e) => [e.runId, e]));
+/**
+ * A run answered `skipped` never ran: no execution of it started, before or after, since its
+ * record was last deleted before the answer (the documented repair of a record, or the TTL: the
+ * next delivery decides afresh).
+ */
+function skippedNeverRan(
+  outcome: SimOutcome,
+  writes: readonly RecordWrite[],
+): string[] {
   return outcome.deliveries.flatMap((d) => {
-    const ran =
-      d.outcome === 'skipped' && d.runId !== undefined
-        ? started.get(d.runId)
-        : undefined;
+    const { runId, endedAt } = d;
+    if (
+      d.outcome !== 'skipped' ||
+      runId === undefined ||
+      endedAt === undefined
+    ) {
+      return [];
+    }
+    const deletedAt =
+      writes.findLast(
+        (w) => w.runId === runId && w.status === undefined && w.at < endedAt,
+      )?.at ?? Number.NEGATIVE_INFINITY;
+    const ran = outcome.executions.find(
+      (e) => e.runId === runId && e.start > deletedAt,
+    );
     return ran === undefined
       ? []
       : [
-          `${requestOf(d)} was answered skipped at ${iso(d.endedAt ?? 0)}, but its run ${String(d.runId).slice(0, 12)} ran on ${ran.instance} from ${iso(ran.start)}`,
+          `${requestOf(d)} was answered skipped at ${iso(endedAt)}, but its run ${runId.slice(0, 12)} ran on ${ran.instance} from ${iso(ran.start)}`,
         ];
   });
 }
@@ -80,7 +104,9 @@ function skipperAnsweredSkipped(
     const ofRun = open.filter((d) => d.runId === w.runId);
     const told = open.some(
       (d) =>
-        (d.status === undefined && d.jobId === ofRun[0]?.jobId) ||
+        (d.status === undefined &&
+          d.jobId === ofRun[0]?.jobId &&
+          d.scheduleTime === ofRun[0]?.scheduleTime) ||
         (d.runId === w.runId && d.outcome === 'skipped'),
     );
     const first = ofRun[0];
@@ -114,8 +140,9 @@ function troubled(outcome: SimOutcome, w: RecordWrite, d: Delivered): boolean {
 }
 
 /**
- * No Scheduler request is answered `waiting` while its run's record is final, unless a revision
- * declares its job `wait` (whose blocked runs wait whatever their record: docs/operations.md).
+ * No Scheduler request is answered `waiting` when its run's record was final before it was sent
+ * (completed, skipped, or reported), unless the revision that answered declares its job `wait`
+ * (whose blocked runs wait whatever their record: docs/operations.md).
  */
 function doneRunsNeverWait(
   outcome: SimOutcome,
@@ -128,26 +155,32 @@ function doneRunsNeverWait(
       d.source !== 'scheduler' ||
       d.runId === undefined ||
       d.endedAt === undefined ||
-      declaredWait(outcome, d)
+      answeredUnderWait(outcome, d)
     ) {
       continue;
     }
-    const { runId, endedAt } = d;
-    const last = writes.findLast((w) => w.runId === runId && w.at <= endedAt);
-    if (last === undefined || !FINAL.has(String(last.status))) {
+    const { runId, sentAt } = d;
+    const last = writes.findLast((w) => w.runId === runId && w.at < sentAt);
+    if (last === undefined || !leftFinal(last)) {
       continue;
     }
+    const what = last.reported === true ? 'reported' : String(last.status);
     found.push(
-      `${requestOf(d)} was answered ${String(d.status)} waiting at ${iso(endedAt)}, but its run ${runId.slice(0, 12)} was ${String(last.status)} since ${iso(last.at)}: Scheduler retries a run that is done`,
+      `${requestOf(d)} was answered ${String(d.status)} waiting at ${iso(d.endedAt)}, but its run ${runId.slice(0, 12)} was ${what} since ${iso(last.at)}, before the request was sent: Scheduler retries a run that is done`,
     );
   }
   return found;
 }
 
-/** Whether a revision of `d`'s deployment declares its job `wait`. */
-function declaredWait(outcome: SimOutcome, d: Delivered): boolean {
+/**
+ * Whether the revision that answered `d` (its instance's `-rN`) declares its job `wait`; if the
+ * instance names none, whether any revision of its deployment does.
+ */
+function answeredUnderWait(outcome: SimOutcome, d: Delivered): boolean {
   const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
-  return revisions.some((r) =>
-    r.jobs.some((job) => job.id === d.jobId && job.overlap === 'wait'),
+  const named = /-r(\d+)$/.exec(d.instance);
+  const answering = named === null ? revisions : [revisions[Number(named[1])]];
+  return answering.some((r) =>
+    (r?.jobs ?? []).some((job) => job.id === d.jobId && job.overlap === 'wait'),
   );
 }

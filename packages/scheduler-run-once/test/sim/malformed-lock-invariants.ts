@@ -209,7 +209,10 @@ export function answerLine(
       l.at === d.endedAt &&
       l.instance === d.instance &&
       l.fields.jobName === d.jobId &&
-      l.fields.outcome === d.outcome,
+      l.fields.outcome === d.outcome &&
+      (d.runId === undefined ||
+        l.fields.runId === undefined ||
+        l.fields.runId === d.runId),
   );
 }
 

@@ -132,8 +132,9 @@ export type SimEvent =
       /**
        * A proxy re-sends an earlier Scheduler request of the job (a load balancer's retry, a
        * client that timed out and sent again, which Cloud Scheduler never sees) while a later slot's
-       * run of it executes: the request of the slot before the running one, whose run is done or
-       * was skipped. Its answer goes to the proxy. Fault-biased histories only (`--faults`).
+       * run of it executes: the request of the slot before the running one (done, skipped, reported,
+       * still retrying, or never delivered). Its answer goes to the proxy. Fault-biased histories
+       * only (`--faults`).
        */
       readonly type: 'replayed_request';
       readonly deployment: number;

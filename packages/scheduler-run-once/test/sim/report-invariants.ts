@@ -334,7 +334,7 @@ export function attemptReportsTrue(outcome: SimOutcome): string[] {
  */
 function answersTellTheLossWarned(outcome: SimOutcome): string[] {
   const found: string[] = [];
-  for (const d of outcome.deliveries) {
+  for (const d of outcome.deliveries ?? []) {
     if (d.outcome !== 'processed' && d.outcome !== 'failed') {
       continue;
     }

@@ -103,7 +103,8 @@ function lastLeaseEnd(outcome: SimOutcome, slot: ReportedSlot): number {
   let end = 0;
   for (const leases of outcome.leaseEnds.values()) {
     for (const lease of leases) {
-      if (runIds.has(lease.runId)) {
+      // A backfill's run of the slot after its report holds nothing of the report's due time.
+      if (runIds.has(lease.runId) && lease.landedAt < slot.firstReportAt) {
         end = Math.max(end, lease.expires);
       }
     }
@@ -112,16 +113,41 @@ function lastLeaseEnd(outcome: SimOutcome, slot: ReportedSlot): number {
 }
 
 /**
- * When the slot's last execution ended and its final write (a completion or release) had landed,
- * ms: a job that runs on past its lease (its signal aborted, the heartbeat stopped) still holds
- * its run, and a check that judges it meanwhile has its report write refused by that final write,
- * so the run is judged again by the next check. Infinity while one still runs at the end.
+ * How long after its job ended an attempt's final write (its completion or release) may land, in
+ * Firestore timeouts: the beat in flight it waits for, a final-failure report's reads, then up to
+ * three fenced tries with a read after each conflict.
+ */
+const FINAL_WRITE_TIMEOUTS = 8;
+
+/**
+ * When the slot's last execution started before its first report ended and its final write (a
+ * completion or release) had landed, ms: a job that runs on past its lease (its signal aborted,
+ * the heartbeat stopped) still holds its run, and a check that judges it meanwhile has its report
+ * write refused by that final write, so the run is judged again by the next check. The landing
+ * is the attempt's last write on the run's record within {@link FINAL_WRITE_TIMEOUTS} of the end,
+ * or that bound if none landed. Infinity while one still runs at the end. A backfill's run after
+ * the report holds nothing.
  */
 function lastExecutionEnd(outcome: SimOutcome, slot: ReportedSlot): number {
+  const boundMs = FINAL_WRITE_TIMEOUTS * outcome.firestoreTimeoutMs;
   let end = 0;
   for (const e of slot.executions) {
+    if (e.start >= slot.firstReportAt) {
+      continue;
+    }
     const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
-    end = Math.max(end, endedAt + outcome.firestoreTimeoutMs);
+    const landed = (outcome.recordWrites ?? []).filter(
+      (w) =>
+        w.runId === e.runId &&
+        w.machine === e.instance &&
+        w.at >= endedAt &&
+        w.at <= endedAt + boundMs,
+    );
+    const finalWriteAt =
+      landed.length === 0
+        ? endedAt + boundMs
+        : Math.max(...landed.map((w) => w.at));
+    end = Math.max(end, finalWriteAt);
   }
   return end;
 }

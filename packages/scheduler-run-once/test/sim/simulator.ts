@@ -156,7 +156,10 @@ export interface Execution {
    */
   readonly claimSentAt?: number;
   readonly start: number;
-  /** When its work was drawn to end, ms, unless its signal, a crash or its notes cut it short. */
+  /**
+   * When its work was drawn to end, ms, unless its signal, a crash or its notes cut it short: set as
+   * it starts, and again as its last stretch of work begins (after its notes' round trips).
+   */
   plannedEnd?: number;
   end: number | undefined;
   result: 'running' | 'returned' | 'threw' | 'crashed';
@@ -337,6 +340,8 @@ export interface RecordWrite {
   readonly runId: string;
   /** The record's `status` after the write; `undefined` when it was deleted or has none. */
   readonly status?: unknown;
+  /** The record holds a report (`reported_at`) after the write. */
+  readonly reported?: boolean;
 }
 
 /**
@@ -903,6 +908,7 @@ function noteLandedWrite(
       machine: world.time.current?.name ?? '?',
       runId: path.slice(world.collection.length + 1),
       status: after?.status,
+      reported: after?.reported_at !== undefined,
     });
   }
   const foreign = foreignWrite(world, path, before, after);
@@ -1475,8 +1481,10 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
         exec.progressNoteDueAt = time.now + halfMs;
         await work(signal, halfMs);
         await noteProgress(world, ctx, exec);
+        exec.plannedEnd = time.now + workMs - halfMs;
         await work(signal, workMs - halfMs);
       } else {
+        exec.plannedEnd = time.now + workMs;
         await work(signal, workMs);
       }
       if (ctx.signal.aborted) {
@@ -2366,13 +2374,9 @@ function apply(world: World, event: SimEvent): void {
       applyToInstance(world, dep, event);
       return;
     case 'stall':
-      stall(world, dep, event);
-      return;
     case 'stolen_lease':
-      stealLease(world, dep, event);
-      return;
     case 'replayed_request':
-      replayRequest(world, dep, event);
+      applyToRunning(world, dep, event);
       return;
     case 'force':
       force(world, dep, event);
@@ -2412,6 +2416,25 @@ function apply(world: World, event: SimEvent): void {
     case 'redeploy':
     case 'guard_during_run':
       deploy(world, dep, event);
+      return;
+  }
+}
+
+/** An event aimed at a running job: a stall, a stolen lease, a proxy's replayed request. */
+function applyToRunning(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'stall' | 'stolen_lease' | 'replayed_request'>,
+): void {
+  switch (event.type) {
+    case 'stall':
+      stall(world, dep, event);
+      return;
+    case 'stolen_lease':
+      stealLease(world, dep, event);
+      return;
+    case 'replayed_request':
+      replayRequest(world, dep, event);
       return;
   }
 }
@@ -2593,7 +2616,9 @@ function replayRequest(
 ): void {
   const job = jobOf(dep, event.job);
   const running = runningSlots(dep).filter(({ exec }) => exec.jobId === job.id);
-  const latest = running.sort((a, b) => b.exec.start - a.exec.start)[0];
+  const latest = running.sort(
+    (a, b) => b.exec.scheduleTime - a.exec.scheduleTime,
+  )[0];
   if (latest === undefined) {
     const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
     if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
