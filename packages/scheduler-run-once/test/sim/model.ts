@@ -132,13 +132,15 @@ export type SimEvent =
       /**
        * A proxy re-sends an earlier Scheduler request of the job (a load balancer's retry, a
        * client that timed out and sent again, which Cloud Scheduler never sees) while a later slot's
-       * run of it executes: the request of the slot before the running one (done, skipped, reported,
-       * still retrying, or never delivered). Its answer goes to the proxy. Fault-biased histories
-       * only (`--faults`).
+       * run of it executes: the request of the slot `back` slots before the running one (done,
+       * skipped, reported, still retrying, or never delivered). Its answer goes to the proxy.
+       * Fault-biased histories only (`--faults`).
        */
       readonly type: 'replayed_request';
       readonly deployment: number;
       readonly job: number;
+      /** How many slots before the running one, 1 to 20 (absent: 1). */
+      readonly back?: number;
     }
   | {
       readonly at: number;
@@ -611,7 +613,14 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       near: fc.constantFrom(undefined, 'end' as const, 'note' as const),
     }),
   );
-  kinds.set(...kind('replayed_request', { at, deployment, job }));
+  kinds.set(
+    ...kind('replayed_request', {
+      at,
+      deployment,
+      job,
+      back: fc.integer({ min: 1, max: 20 }),
+    }),
+  );
   return weightedEvents(kinds, FAULT_BIASED.weights);
 }
 

@@ -2605,8 +2605,8 @@ function stealLease(
 
 /**
  * The `replayed_request` event (when no slot execution of the job runs, it looks again every 5 s
- * for a minute): re-sends the Scheduler request of the slot before the job's latest running slot
- * (croner's, from the job's schedule) to a serving instance, as a proxy would. Its answer goes to
+ * for a minute): re-sends the Scheduler request of the slot `back` slots before the job's latest
+ * running slot (croner's, from the job's schedule) to a serving instance, as a proxy would. Its answer goes to
  * the proxy; Scheduler's own attempts are unchanged.
  */
 function replayRequest(
@@ -2632,7 +2632,10 @@ function replayRequest(
     return;
   }
   const cron = new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' });
-  const earlier = cron.previousRuns(1, new Date(latest.exec.scheduleTime))[0];
+  const back = event.back ?? 1;
+  const earlier = cron.previousRuns(back, new Date(latest.exec.scheduleTime))[
+    back - 1
+  ];
   if (earlier === undefined) {
     return;
   }
