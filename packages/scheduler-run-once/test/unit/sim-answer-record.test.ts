@@ -28,8 +28,13 @@ function request(outcome: string, status: number, extra: object = {}) {
 }
 
 /** A write to the run's record landing `ms` after the request was sent, leaving `status`. */
-function write(ms: number, status: string, machine = 'd0-i0-r0') {
-  return { at: SENT + ms, machine, runId: RUN, status };
+function write(
+  ms: number,
+  status: string | undefined,
+  machine = 'd0-i0-r0',
+  reported = false,
+) {
+  return { at: SENT + ms, machine, runId: RUN, status, reported };
 }
 
 /** An outcome of job-0 declared `overlap`, with these requests, record writes and executions. */
@@ -143,6 +148,81 @@ describe('invariant 44: an answer says what became of its run', () => {
     const unfinished = [write(50, 'in_progress')];
     assert.deepEqual(
       answersSayWhatBecameOfTheRun(outcomeOf('skip', waiting, unfinished)),
+      [],
+    );
+  });
+
+  it('fails a reported run answered waiting, and passes a run that became final only after the request was sent', () => {
+    const waiting = [
+      request('waiting', 409, {
+        sentAt: SENT + 60_000,
+        endedAt: SENT + 60_100,
+      }),
+    ];
+    const reported = [write(50, 'missed', 'operator', true)];
+    assert.match(
+      answersSayWhatBecameOfTheRun(outcomeOf('skip', waiting, reported)).join(
+        '\n',
+      ),
+      /but its run bbbbbbbbbbbb was reported since .*, before the request was sent/,
+    );
+    const finalLater = [write(50, 'in_progress'), write(60_050, 'completed')];
+    assert.deepEqual(
+      answersSayWhatBecameOfTheRun(outcomeOf('skip', waiting, finalLater)),
+      [],
+    );
+  });
+
+  it('judges a waiting answer by the revision that answered it (its instance)', () => {
+    const waiting = (instance: string) => [
+      request('waiting', 409, {
+        sentAt: SENT + 60_000,
+        endedAt: SENT + 60_100,
+        instance,
+      }),
+    ];
+    const writes = [write(50, 'in_progress'), write(30_000, 'completed')];
+    const revisions = (outcome: object) => ({
+      ...outcome,
+      deployments: [
+        {
+          revisions: [
+            { jobs: [{ id: 'job-0', overlap: 'wait' }] },
+            { jobs: [{ id: 'job-0', overlap: 'skip' }] },
+          ],
+        },
+      ],
+    });
+    const judged = (instance: string) =>
+      answersSayWhatBecameOfTheRun(
+        revisions(
+          outcomeOf('skip', waiting(instance), writes) as object,
+        ) as never,
+      );
+    assert.deepEqual(judged('d0-i0-r0'), []);
+    assert.match(
+      judged('d0-i1-r1').join('\n'),
+      /Scheduler retries a run that is done/,
+    );
+  });
+
+  it('passes a run answered skipped after its record was deleted, though it ran before', () => {
+    const skipped = [
+      request('skipped', 200, {
+        sentAt: SENT + 60_000,
+        endedAt: SENT + 60_100,
+      }),
+    ];
+    const writes = [
+      write(50, 'in_progress', 'd0-i1-r0'),
+      write(40_000, undefined, 'operator'),
+      write(60_050, 'skipped'),
+    ];
+    const ranBefore = [{ runId: RUN, instance: 'd0-i1-r0', start: SENT + 60 }];
+    assert.deepEqual(
+      answersSayWhatBecameOfTheRun(
+        outcomeOf('skip', skipped, writes, ranBefore),
+      ),
       [],
     );
   });

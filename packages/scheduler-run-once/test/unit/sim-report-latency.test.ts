@@ -142,4 +142,51 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
       /after the run audit of 2026-01-05T01:10:00/,
     );
   });
+
+  it("judges by the final write's landing, eight Firestore timeouts after the end if none is seen, and ignores a backfill's run after the report", () => {
+    const audits = [
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+      auditDone(T0 + 10 * MINUTE, T0 + 10 * MINUTE + 2000),
+    ];
+    // The job ended at 01:04:30 and its release landed at 01:04:32: the 01:05 audit could judge it.
+    const slot = {
+      ...slotReportedAt(T0 + 10 * MINUTE + 1000),
+      executions: [
+        {
+          runId: 'run-1',
+          instance: 'd0-i0-r0',
+          start: T0 + MINUTE,
+          end: T0 + 4 * MINUTE + 30_000,
+        },
+      ],
+    } as unknown as ReportedSlot;
+    const released = {
+      ...outcomeOf(audits),
+      recordWrites: [
+        { at: T0 + 4 * MINUTE + 32_000, machine: 'd0-i0-r0', runId: 'run-1' },
+      ],
+    } as unknown as SimOutcome;
+    assert.match(
+      String(reportedLate(released, slot)),
+      /after the run audit of 2026-01-05T01:05:00/,
+    );
+    // No landing seen: it may land until 01:05:10 (8 × 5 s), after the 01:05 audit read it.
+    assert.equal(reportedLate(outcomeOf(audits), slot), undefined);
+    // A backfill ran the slot at 01:30, after its report: the 01:05 audit was due to report it.
+    const backfilled = {
+      ...slotReportedAt(T0 + 10 * MINUTE),
+      executions: [
+        {
+          runId: 'run-1',
+          instance: 'd0-i0-r0',
+          start: T0 + 30 * MINUTE,
+          end: T0 + 31 * MINUTE,
+        },
+      ],
+    } as unknown as ReportedSlot;
+    assert.match(
+      String(reportedLate(outcomeOf(audits), backfilled)),
+      /after the run audit of 2026-01-05T01:05:00/,
+    );
+  });
 });
