@@ -628,7 +628,10 @@ export function overlapPolicyKept(outcome: SimOutcome): string[] {
       if (!guarded.includes(jobId)) {
         found.push(...previousSlotHoldsAcrossRevisions(outcome, d, jobId));
       }
-      found.push(...previousSlotHeldOnItsInstance(outcome, d, jobId));
+      // The emulator's writes are not seen, so a takeover of the holder would go unnoticed.
+      if (!outcome.emulator) {
+        found.push(...previousSlotHeldOnItsInstance(outcome, d, jobId));
+      }
     }
   }
   return found;
