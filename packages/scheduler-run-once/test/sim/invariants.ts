@@ -72,6 +72,8 @@
  * 40. A run its overlap policy blocks is told what to do (blocked-answer-invariants.ts): a manual
  *    run or re-run `--allow-overlap`, a backfilled slot that it stays missed; a `wait` job is
  *    never answered `skipped`.
+ * 45. A lease that ran out unrenewed is told with its cause (`lapseCause`) before the attempt's
+ *    next write to its run's record (lapse-warning-invariants.ts).
  * 44. An answer says what became of its run (answer-record-invariants.ts): a run answered
  *    `skipped` never ran, the request that recorded it `skipped` says so, and a run that is done
  *    is never answered `waiting` (but under `wait`).
@@ -107,6 +109,7 @@ import {
 } from './cloud-scheduler.ts';
 import { cursorsKeptUp } from './cursor-invariants.ts';
 import { KNOWN_STATUSES } from './foreign-writes.ts';
+import { lapseToldBeforeNextWrite } from './lapse-warning-invariants.ts';
 import {
   beatsKeepTheirThird,
   firstBeatOnTime,
@@ -363,6 +366,8 @@ function attemptViolations(outcome: SimOutcome): string[] {
   return [
     // 22. A lost lease is reported with its true cause (lease-loss-invariants.ts).
     ...leaseLossCausesTrue(outcome),
+    // 45. A lease that ran out unrenewed is told, with why, before the attempt's next write.
+    ...lapseToldBeforeNextWrite(outcome),
     // 23. No job is aborted for a lost lease while nothing threatens its lease.
     ...leaseKeptWhileHealthy(outcome),
     // 24. A job is told to stop once its stored lease ran out.

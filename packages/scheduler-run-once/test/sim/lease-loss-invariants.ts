@@ -517,7 +517,7 @@ export function heartbeatCostKept(outcome: SimOutcome): string[] {
 const FIRST_BEAT_SLACK_MS = 1;
 
 /** Whether `instance` was paused at any moment from `from` to `until`. */
-function pausedWithin(
+export function pausedWithin(
   outcome: SimOutcome,
   instance: string,
   from: number,

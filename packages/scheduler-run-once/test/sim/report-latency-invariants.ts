@@ -162,7 +162,9 @@ function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
   if (writtenAt === undefined || slot.firstReportAt <= writtenAt + answerMs) {
     return 0;
   }
-  // A check that claimed logging it again and died before its line holds it a grace more.
+  // A check that claimed logging it again and died before its line holds it a grace more: its
+  // claim is a write on the run's record after the report's, and it logged nothing of the run
+  // (it died after that write, or after another of its own: `--regressions`, seed 2104191038).
   let claimedAt = writtenAt;
   for (const crash of outcome.crashesAfterWrite ?? []) {
     if (
@@ -174,7 +176,39 @@ function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
       claimedAt = Math.max(claimedAt, crash.at);
     }
   }
+  for (const claim of unloggedRelogClaims(outcome, slot, writtenAt)) {
+    claimedAt = Math.max(claimedAt, claim);
+  }
   return claimedAt + REPORT_LOG_GRACE_MS;
+}
+
+/**
+ * When checks wrote the slot's run record after its report was written (a relog claim) and logged
+ * nothing of that run afterwards, before its first report line, ms.
+ */
+function unloggedRelogClaims(
+  outcome: SimOutcome,
+  slot: ReportedSlot,
+  writtenAt: number,
+): number[] {
+  const { runId } = slot;
+  if (runId === undefined) {
+    return [];
+  }
+  const claims = (outcome.recordWrites ?? []).filter(
+    (w) => w.runId === runId && w.at > writtenAt && w.at < slot.firstReportAt,
+  );
+  return claims
+    .filter(
+      (w) =>
+        !outcome.logs.some(
+          (l) =>
+            l.instance === w.machine &&
+            l.at >= w.at &&
+            l.fields.runId === runId,
+        ),
+    )
+    .map((w) => w.at);
 }
 
 /**

@@ -189,4 +189,28 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
       /after the run audit of 2026-01-05T01:05:00/,
     );
   });
+
+  it('waits two minutes after a relog claim whose check logged nothing of the run (--regressions, seed 2104191038)', () => {
+    const audits = [
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
+      auditDone(T0 + 10 * MINUTE, T0 + 10 * MINUTE + 2000),
+    ];
+    // Written at 01:02 by a check that died before its line; claimed for a relog at 01:04 by a
+    // check whose instance died too: the 01:05 audit is within the claim's grace.
+    const slot = {
+      ...slotReportedAt(T0 + 10 * MINUTE + 1000, T0 + 2 * MINUTE),
+      runId: 'run-1',
+    };
+    const claimed = {
+      ...outcomeOf(audits),
+      recordWrites: [
+        { at: T0 + 4 * MINUTE, machine: 'd0-i3-r0', runId: 'run-1' },
+      ],
+    } as unknown as SimOutcome;
+    assert.equal(reportedLate(claimed, slot), undefined);
+    assert.match(
+      String(reportedLate(outcomeOf(audits), slot)),
+      /after the run audit of 2026-01-05T01:05:00/,
+    );
+  });
 });
