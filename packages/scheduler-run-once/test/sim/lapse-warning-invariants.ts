@@ -1,7 +1,8 @@
 /**
  * Invariant 45, a lapse told before the next write: an attempt whose lease ran out unrenewed logs
  * why (`lapseCause`: `stalled`, `extension_unanswered`, `job_timeout`; docs/operations.md, the
- * `lease lapsed: …` warnings) before it sends its next write to its run's record
+ * `lease lapsed: …` warnings), or that it lapsed (the lapse timer's warning, when it came first),
+ * before it sends its next write to its run's record
  * (src/core/run-once.ts, `#warnIfLapsed`: "Warns once, before any round trip, that the lease
  * lapsed unrenewed"). Without it, the operator sees a takeover or a lost lease with no word of
  * the stall or the slow Firestore that let the lease run out.
@@ -18,6 +19,15 @@ import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /** Slack for a lease's end against the write that finds it ran out, ms (a timer's granularity). */
 const LAPSE_EDGE_MS = 1;
+
+/**
+ * The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`): it says the
+ * lease lapsed, not why. It counts when it came first: the simulator's clock fires the timers a
+ * pause held in the order they were set, so the lapse timer, armed before the beat's interval was
+ * restarted, can run before a beat that fell due sooner (Node, which takes its timer lists by due
+ * time, would run the beat first).
+ */
+const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
 
 /** The words that open a failed extension's warning (src/core/run-once.ts, `#extend`). */
 const FAILED_EXTENSION = 'lease extension failed';
@@ -84,7 +94,10 @@ function firstUntoldLapse(
         l.at <= span.sentAt,
     );
     const told = lines.some(
-      (l) => l.fields.lapseCause !== undefined && l.at <= span.sentAt,
+      (l) =>
+        (l.fields.lapseCause !== undefined ||
+          l.message.startsWith(LAPSE_TIMER_WORDS)) &&
+        l.at <= span.sentAt,
     );
     if (failedSince || told) {
       return undefined;

@@ -730,7 +730,7 @@ export function oneWriteAtATime(outcome: SimOutcome): string[] {
  * three tries of a fenced write with a read after each conflict and the client's own resends, each
  * bounded by the timeout. Generous on purpose: a heartbeat left beating writes for hours.
  */
-const WRITES_AFTER_END_TIMEOUTS = 12;
+export const WRITES_AFTER_END_TIMEOUTS = 12;
 
 /**
  * Invariant 25, the heartbeat stops: an attempt sends no write to its run's record later than
@@ -765,7 +765,7 @@ export function heartbeatStopsWithJob(outcome: SimOutcome): string[] {
 }
 
 /** How long `instance` was paused from `from` on, ms (the pauses that end after it). */
-function pausedSince(
+export function pausedSince(
   outcome: SimOutcome,
   instance: string,
   from: number,

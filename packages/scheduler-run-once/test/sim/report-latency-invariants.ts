@@ -20,6 +20,10 @@
  */
 
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
+import {
+  pausedSince,
+  WRITES_AFTER_END_TIMEOUTS,
+} from './lease-loss-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /** How long a written report may wait for its writer's log line: two minutes, as documented. */
@@ -113,40 +117,40 @@ function lastLeaseEnd(outcome: SimOutcome, slot: ReportedSlot): number {
 }
 
 /**
- * How long after its job ended an attempt's final write (its completion or release) may land, in
- * Firestore timeouts: the beat in flight it waits for, a final-failure report's reads, then up to
- * three fenced tries with a read after each conflict.
- */
-const FINAL_WRITE_TIMEOUTS = 8;
-
-/**
  * When the slot's last execution started before its first report ended and its final write (a
  * completion or release) had landed, ms: a job that runs on past its lease (its signal aborted,
  * the heartbeat stopped) still holds its run, and a check that judges it meanwhile has its report
  * write refused by that final write, so the run is judged again by the next check. The landing
- * is the attempt's last write on the run's record within {@link FINAL_WRITE_TIMEOUTS} of the end,
- * or that bound if none landed. Infinity while one still runs at the end. A backfill's run after
- * the report holds nothing.
+ * is the attempt's last write on the run's record within the bound invariant 25 gives an attempt's
+ * writes after its job ended (`WRITES_AFTER_END_TIMEOUTS` Firestore timeouts, and its instance's
+ * pauses since), or that bound if none landed; when its instance died, then. Infinity while one
+ * still runs at the end. A backfill's run after the report holds nothing.
  */
 function lastExecutionEnd(outcome: SimOutcome, slot: ReportedSlot): number {
-  const boundMs = FINAL_WRITE_TIMEOUTS * outcome.firestoreTimeoutMs;
   let end = 0;
   for (const e of slot.executions) {
     if (e.start >= slot.firstReportAt) {
       continue;
     }
-    const endedAt = e.end ?? e.diedAt ?? Number.POSITIVE_INFINITY;
+    if (e.end === undefined) {
+      end = Math.max(end, e.diedAt ?? Number.POSITIVE_INFINITY);
+      continue;
+    }
+    const endedAt = e.end;
+    const bound =
+      endedAt +
+      pausedSince(outcome, e.instance, endedAt) +
+      WRITES_AFTER_END_TIMEOUTS * outcome.firestoreTimeoutMs;
+    const until = Math.min(bound, e.diedAt ?? bound);
     const landed = (outcome.recordWrites ?? []).filter(
       (w) =>
         w.runId === e.runId &&
         w.machine === e.instance &&
         w.at >= endedAt &&
-        w.at <= endedAt + boundMs,
+        w.at <= until,
     );
     const finalWriteAt =
-      landed.length === 0
-        ? endedAt + boundMs
-        : Math.max(...landed.map((w) => w.at));
+      landed.length === 0 ? until : Math.max(...landed.map((w) => w.at));
     end = Math.max(end, finalWriteAt);
   }
   return end;
@@ -162,9 +166,9 @@ function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
   if (writtenAt === undefined || slot.firstReportAt <= writtenAt + answerMs) {
     return 0;
   }
-  // A check that claimed logging it again and died before its line holds it a grace more: its
-  // claim is a write on the run's record after the report's, and it logged nothing of the run
-  // (it died after that write, or after another of its own: `--regressions`, seed 2104191038).
+  // A check that claimed logging it again and died before its line holds it a grace more: the
+  // record holds its claim (`relog_by`; it died after another write of its own: `--regressions`,
+  // seed 2104191038).
   let claimedAt = writtenAt;
   for (const crash of outcome.crashesAfterWrite ?? []) {
     if (
@@ -183,8 +187,10 @@ function loggedByFinderAfter(outcome: SimOutcome, slot: ReportedSlot): number {
 }
 
 /**
- * When checks wrote the slot's run record after its report was written (a relog claim) and logged
- * nothing of that run afterwards, before its first report line, ms.
+ * When the slot's run record took a write while it held a relog claim (`relog_by`: a check that
+ * claimed logging the report again), after the report was written and before its first report
+ * line, ms: the product holds such a report a grace from the record's last update
+ * (`isYoungReport`, src/policy/missed-runs.ts), whoever wrote it.
  */
 function unloggedRelogClaims(
   outcome: SimOutcome,
@@ -195,18 +201,13 @@ function unloggedRelogClaims(
   if (runId === undefined) {
     return [];
   }
-  const claims = (outcome.recordWrites ?? []).filter(
-    (w) => w.runId === runId && w.at > writtenAt && w.at < slot.firstReportAt,
-  );
-  return claims
+  return (outcome.recordWrites ?? [])
     .filter(
       (w) =>
-        !outcome.logs.some(
-          (l) =>
-            l.instance === w.machine &&
-            l.at >= w.at &&
-            l.fields.runId === runId,
-        ),
+        w.runId === runId &&
+        w.relogBy !== undefined &&
+        w.at > writtenAt &&
+        w.at < slot.firstReportAt,
     )
     .map((w) => w.at);
 }

@@ -342,6 +342,8 @@ export interface RecordWrite {
   readonly status?: unknown;
   /** The record holds a report (`reported_at`) after the write. */
   readonly reported?: boolean;
+  /** The check that claimed logging its report again (`relog_by`) after the write, if any. */
+  readonly relogBy?: unknown;
 }
 
 /**
@@ -909,6 +911,7 @@ function noteLandedWrite(
       runId: path.slice(world.collection.length + 1),
       status: after?.status,
       reported: after?.reported_at !== undefined,
+      relogBy: after?.relog_by,
     });
   }
   const foreign = foreignWrite(world, path, before, after);

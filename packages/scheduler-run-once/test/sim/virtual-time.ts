@@ -22,11 +22,6 @@ export interface MachineClock {
 interface Timer {
   readonly id: number;
   at: number;
-  /**
-   * When it was due before its process was paused, ms: timers held by a pause fire, as Node's do
-   * after a blocked event loop, in the order they fell due, not the order they were set.
-   */
-  readonly dueAt?: number;
   readonly seq: number;
   readonly fn: () => void;
   /** Runs a callback in the async context the timer was set in (every AsyncLocalStorage's). */
@@ -210,7 +205,7 @@ export class VirtualTime {
   }
 
   /**
-   * Fires timers in time order (ties in the order they fell due, then were set) until none is due before `until`,
+   * Fires timers in time order (ties in the order they were set) until none is due before `until`,
    * settling promises after each; then the clock stands at `until`.
    *
    * @throws if more than `maxSteps` timers fire (a livelock in the code under test).
@@ -232,11 +227,7 @@ export class VirtualTime {
       }
       if (machine !== undefined && machine.pausedUntil > next.at) {
         // A paused process runs nothing: the timer fires when it resumes.
-        this.#timers.set(next.id, {
-          ...next,
-          at: machine.pausedUntil,
-          dueAt: next.dueAt ?? next.at,
-        });
+        this.#timers.set(next.id, { ...next, at: machine.pausedUntil });
         continue;
       }
       this.now = Math.max(this.now, next.at);
@@ -244,7 +235,6 @@ export class VirtualTime {
         this.#timers.set(next.id, {
           ...next,
           at: this.now + next.intervalMs,
-          dueAt: undefined,
           seq: this.#seq++,
         });
       }
@@ -266,7 +256,11 @@ export class VirtualTime {
   #next(): Timer | undefined {
     let best: Timer | undefined;
     for (const t of this.#timers.values()) {
-      if (best === undefined || firesBefore(t, best)) {
+      if (
+        best === undefined ||
+        t.at < best.at ||
+        (t.at === best.at && t.seq < best.seq)
+      ) {
         best = t;
       }
     }
@@ -277,17 +271,4 @@ export class VirtualTime {
   get pending(): number {
     return this.#timers.size;
   }
-}
-
-/**
- * Whether timer `a` fires before `b`: the sooner first; of two that fire at once, the one that fell
- * due sooner (both held by a pause), then the one set first.
- */
-function firesBefore(a: Timer, b: Timer): boolean {
-  if (a.at !== b.at) {
-    return a.at < b.at;
-  }
-  const aDue = a.dueAt ?? a.at;
-  const bDue = b.dueAt ?? b.at;
-  return aDue !== bDue ? aDue < bDue : a.seq < b.seq;
 }

@@ -81,14 +81,22 @@ describe('invariant 45: a lapse told before the next write', () => {
     assert.deepEqual(lapseToldBeforeNextWrite(told), []);
   });
 
-  it('fails a beat sent more than a lease after the last renewal with no lapse warning before it', () => {
+  it("passes the lapse timer's own warning when it came first", () => {
     const generic: LogLine = {
       ...lapseLine(START + 60_000, 'stalled'),
       message: 'lease lapsed: no extension was confirmed within the lease',
       fields: { attemptId: 'attempt-1' },
     };
+    assert.deepEqual(
+      lapseToldBeforeNextWrite(outcomeOf([widening, onWaking], [generic])),
+      [],
+    );
+  });
+
+  it('fails a beat sent more than a lease after the last renewal with no lapse warning before it', () => {
+    const later = lapseLine(START + 60_001, 'stalled');
     assert.match(
-      lapseToldBeforeNextWrite(outcomeOf([widening, onWaking], [generic])).join(
+      lapseToldBeforeNextWrite(outcomeOf([widening, onWaking], [later])).join(
         '\n',
       ),
       /sent a write to its run's record at .*02:00\.000Z, after its lease ran out unrenewed at .*01:33\.340Z \(stalled\), with no lease-lapsed warning/,

@@ -143,7 +143,7 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
     );
   });
 
-  it("judges by the final write's landing, eight Firestore timeouts after the end if none is seen, and ignores a backfill's run after the report", () => {
+  it("judges by the final write's landing, twelve Firestore timeouts after the end if none is seen, and ignores a backfill's run after the report", () => {
     const audits = [
       auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
       auditDone(T0 + 10 * MINUTE, T0 + 10 * MINUTE + 2000),
@@ -170,7 +170,7 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
       String(reportedLate(released, slot)),
       /after the run audit of 2026-01-05T01:05:00/,
     );
-    // No landing seen: it may land until 01:05:10 (8 × 5 s), after the 01:05 audit read it.
+    // No landing seen: it may land until 01:05:30 (12 × 5 s), after the 01:05 audit read it.
     assert.equal(reportedLate(outcomeOf(audits), slot), undefined);
     // A backfill ran the slot at 01:30, after its report: the 01:05 audit was due to report it.
     const backfilled = {
@@ -204,7 +204,12 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
     const claimed = {
       ...outcomeOf(audits),
       recordWrites: [
-        { at: T0 + 4 * MINUTE, machine: 'd0-i3-r0', runId: 'run-1' },
+        {
+          at: T0 + 4 * MINUTE,
+          machine: 'd0-i3-r0',
+          runId: 'run-1',
+          relogBy: 'a-check',
+        },
       ],
     } as unknown as SimOutcome;
     assert.equal(reportedLate(claimed, slot), undefined);
