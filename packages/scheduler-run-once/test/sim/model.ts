@@ -132,14 +132,15 @@ export type SimEvent =
       /**
        * A proxy re-sends an earlier Scheduler request of the job (a load balancer's retry, a
        * client that timed out and sent again, which Cloud Scheduler never sees) while a later slot's
-       * run of it executes: the request of the slot `back` slots before the running one (done,
-       * skipped, reported, still retrying, or never delivered). Its answer goes to the proxy.
+       * run of it executes: the request of the slot `back` slots before the running one among
+       * those Scheduler sent (done, skipped, reported, or still retrying). Its answer goes to the
+       * proxy.
        * Fault-biased histories only (`--faults`).
        */
       readonly type: 'replayed_request';
       readonly deployment: number;
       readonly job: number;
-      /** How many slots before the running one, 1 to 20 (absent: 1). */
+      /** How many sent slots before the running one, 1 to 20 (absent: 1). */
       readonly back?: number;
     }
   | {

@@ -2603,7 +2603,8 @@ function stealLease(
 /**
  * The `replayed_request` event (when no slot execution of the job runs, it looks again every 5 s
  * for a minute): re-sends the Scheduler request of the slot `back` slots before the job's latest
- * running slot (croner's, from the job's schedule) to a serving instance, as a proxy would. Its answer goes to
+ * running slot, among the slots Scheduler sent (the earliest if fewer), to a serving instance, as
+ * a proxy would: a request never sent (a slot before the job was deployed) is never replayed. Its answer goes to
  * the proxy; Scheduler's own attempts are unchanged.
  */
 function replayRequest(
@@ -2628,18 +2629,27 @@ function replayRequest(
     }
     return;
   }
-  const cron = new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' });
-  const back = event.back ?? 1;
-  const earlier = cron.previousRuns(back, new Date(latest.exec.scheduleTime))[
-    back - 1
-  ];
+  // Only a request Scheduler sent can be sent again: its slots before the running one, latest first.
+  const sent = [
+    ...new Set(
+      dep.scheduler.attempts
+        .filter(
+          (a) =>
+            a.jobId === job.id &&
+            a.scheduleTimeSent &&
+            a.slotMs < latest.exec.scheduleTime,
+        )
+        .map((a) => a.slotMs),
+    ),
+  ].sort((a, b) => b - a);
+  const earlier = sent[Math.min(event.back ?? 1, sent.length) - 1];
   if (earlier === undefined) {
     return;
   }
   const headers = {
     'User-Agent': 'Google-Cloud-Scheduler',
     'X-CloudScheduler-JobName': job.id,
-    'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(earlier.getTime()),
+    'X-CloudScheduler-ScheduleTime': scheduleTimeHeader(earlier),
   };
   world.time.within(undefined, () => {
     void deliverTo(world, dep, headers, 'scheduler', undefined).catch(
