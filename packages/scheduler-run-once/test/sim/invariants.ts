@@ -661,19 +661,15 @@ function previousSlotHoldsAcrossRevisions(
   );
   const found: string[] = [];
   for (const b of runs) {
-    const job = dep?.revisions[b.revision]?.jobs.find((j) => j.id === jobId);
-    if (b.kind !== 'slot' || job === undefined || job.overlap === 'allow') {
+    const job = guardingJob(dep, b);
+    if (job === undefined) {
       continue;
     }
-    const previous = new Cron(job.schedule, {
-      timezone: job.timeZone ?? 'UTC',
-    }).previousRuns(1, new Date(b.scheduleTime))[0];
+    const previousMs = previousSlotMs(job, b.scheduleTime);
     const sentAt = requestSentAt(outcome, b);
     const holders = runs.filter(
       (a) =>
-        a.kind === 'slot' &&
-        a.scheduleTime === previous?.getTime() &&
-        a.start < sentAt,
+        a.kind === 'slot' && a.scheduleTime === previousMs && a.start < sentAt,
     );
     for (const a of holders) {
       found.push(...overlapsOf(outcome, jobId, [a, b]));
@@ -703,19 +699,17 @@ function previousSlotHeldOnItsInstance(
   );
   const found: string[] = [];
   for (const b of runs) {
-    const job = dep?.revisions[b.revision]?.jobs.find((j) => j.id === jobId);
-    if (job === undefined || job.overlap === 'allow' || b.allowOverlap) {
+    const job = guardingJob(dep, b);
+    if (job === undefined || b.allowOverlap) {
       continue;
     }
-    const previous = new Cron(job.schedule, {
-      timezone: job.timeZone ?? 'UTC',
-    }).previousRuns(1, new Date(b.scheduleTime))[0];
+    const previousMs = previousSlotMs(job, b.scheduleTime);
     const sentAt = requestSentAt(outcome, b);
     const holder = runs.find(
       (a) =>
         a.instance === b.instance &&
         a.scope === b.scope &&
-        a.scheduleTime === previous?.getTime() &&
+        a.scheduleTime === previousMs &&
         a.allowOverlap !== true &&
         a.start < sentAt &&
         (a.end ?? outcome.finalMs) > b.start &&
@@ -750,6 +744,26 @@ function holdDisturbed(
       op.paths.some((path) => path.endsWith(`/${a.runId}`)),
   );
   return written || troubled;
+}
+
+/** A job as a revision of a deployment declares it. */
+type RevisionJob =
+  SimOutcome['deployments'][number]['revisions'][number]['jobs'][number];
+
+/** The job as `b`'s revision declares it, when `b` is a slot's run and that revision guards overlap. */
+function guardingJob(
+  dep: SimOutcome['deployments'][number] | undefined,
+  b: Execution,
+): RevisionJob | undefined {
+  const job = dep?.revisions[b.revision]?.jobs.find((j) => j.id === b.jobId);
+  return b.kind !== 'slot' || job?.overlap === 'allow' ? undefined : job;
+}
+
+/** The slot before `slotMs` by `job`'s schedule (croner's), ms; `undefined` if it has none. */
+function previousSlotMs(job: RevisionJob, slotMs: number): number | undefined {
+  return new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' })
+    .previousRuns(1, new Date(slotMs))[0]
+    ?.getTime();
 }
 
 /** When the request that started `e` was sent: the last one of its slot to its instance before it. */

@@ -2572,15 +2572,9 @@ function stealLease(
       : soonestDue(dep, event.near, world.time.now, lookUntil);
   if (target === undefined) {
     // Nothing runs yet: the event waits for a job to steal from, a minute at most.
-    const waited = waitedMs + STOLEN_LEASE_LOOK_EVERY_MS;
-    if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
-      world.time.within(undefined, () =>
-        world.time.schedule(
-          () => stealLease(world, dep, { ...event, waitedMs: waited }),
-          STOLEN_LEASE_LOOK_EVERY_MS,
-        ),
-      );
-    }
+    lookAgain(world, waitedMs, (waited) =>
+      stealLease(world, dep, { ...event, waitedMs: waited }),
+    );
     return;
   }
   if (event.near === undefined) {
@@ -2618,15 +2612,9 @@ function replayRequest(
     (a, b) => b.exec.scheduleTime - a.exec.scheduleTime,
   )[0];
   if (latest === undefined) {
-    const waited = (event.waitedMs ?? 0) + STOLEN_LEASE_LOOK_EVERY_MS;
-    if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
-      world.time.within(undefined, () =>
-        world.time.schedule(
-          () => replayRequest(world, dep, { ...event, waitedMs: waited }),
-          STOLEN_LEASE_LOOK_EVERY_MS,
-        ),
-      );
-    }
+    lookAgain(world, event.waitedMs ?? 0, (waited) =>
+      replayRequest(world, dep, { ...event, waitedMs: waited }),
+    );
     return;
   }
   // Only a request Scheduler sent can be sent again: its slots before the running one, latest first.
@@ -2656,6 +2644,23 @@ function replayRequest(
       () => undefined,
     );
   });
+}
+
+/**
+ * An event that found no running job to aim at looks again ({@link STOLEN_LEASE_LOOK_EVERY_MS}
+ * later, with how long it has waited), for a minute at most ({@link STOLEN_LEASE_LOOK_FOR_MS}).
+ */
+function lookAgain(
+  world: World,
+  waitedMs: number,
+  retry: (waitedMs: number) => void,
+): void {
+  const waited = waitedMs + STOLEN_LEASE_LOOK_EVERY_MS;
+  if (waited <= STOLEN_LEASE_LOOK_FOR_MS) {
+    world.time.within(undefined, () =>
+      world.time.schedule(() => retry(waited), STOLEN_LEASE_LOOK_EVERY_MS),
+    );
+  }
 }
 
 /** A `near` stolen lease pauses its instance this long before the job's end or note, ms. */
