@@ -12,9 +12,13 @@
  * - a Scheduler request answered by a revision that does not declare its job `wait` is never
  *   answered 409 `waiting` when its run's record was final before it was sent (`completed`,
  *   `skipped`, or reported missed or failed after retries): Scheduler would retry a run that is
- *   done, and count the slot failed once its retries ran out.
+ *   done, and count the slot failed once its retries ran out;
+ * - an answer says its job ran (`processed`, `failed`: docs/operations.md, "Logs in production")
+ *   only when the request's own job ran: a request that met a live lease, a done run or a failing
+ *   Firestore says that instead.
  *
- * Judged against what the jobs executed and the writes that landed, memory store only.
+ * Judged against what the jobs executed and the writes that landed, memory store only (the last
+ * also on the emulator).
  */
 import type { Delivered, RecordWrite, SimOutcome } from './simulator.ts';
 
@@ -33,16 +37,33 @@ function requestOf(d: Delivered): string {
   return `a ${d.source} request of ${d.jobId}@${d.scheduleTime || '(no schedule time)'} on ${d.instance}`;
 }
 
+/** The outcomes that say the request's own job ran (docs/operations.md, "Logs in production"). */
+const RAN_OUTCOMES = new Set(['processed', 'failed']);
+
 /** Invariant 44 over every answered request and every record write of the history. */
 export function answersSayWhatBecameOfTheRun(outcome: SimOutcome): string[] {
+  const ran = ranOnlyWhenItsJobRan(outcome);
   if (outcome.emulator || outcome.recordWrites === undefined) {
-    return [];
+    return ran;
   }
   return [
+    ...ran,
     ...skippedNeverRan(outcome, outcome.recordWrites),
     ...skipperAnsweredSkipped(outcome, outcome.recordWrites),
     ...doneRunsNeverWait(outcome, outcome.recordWrites),
   ];
+}
+
+/** An answer says its job ran (`processed`, `failed`) only when the request's own job started. */
+function ranOnlyWhenItsJobRan(outcome: SimOutcome): string[] {
+  return outcome.deliveries.flatMap((d) => {
+    if (!RAN_OUTCOMES.has(d.outcome ?? '') || d.ranAs !== undefined) {
+      return [];
+    }
+    return [
+      `${requestOf(d)} was answered ${d.status} ${d.outcome} at ${iso(d.endedAt ?? 0)} saying ${JSON.stringify(d.message)}, but its own job never ran`,
+    ];
+  });
 }
 
 /**

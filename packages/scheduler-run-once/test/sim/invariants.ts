@@ -73,10 +73,13 @@
  *    run or re-run `--allow-overlap`, a backfilled slot that it stays missed; a `wait` job is
  *    never answered `skipped`.
  * 45. A lease that ran out unrenewed is told with its cause (`lapseCause`) before the attempt's
- *    next write to its run's record (lapse-warning-invariants.ts).
+ *    next write to its run's record, and told once (lapse-warning-invariants.ts).
  * 44. An answer says what became of its run (answer-record-invariants.ts): a run answered
  *    `skipped` never ran, the request that recorded it `skipped` says so, and a run that is done
- *    is never answered `waiting` (but under `wait`).
+ *    is never answered `waiting` (but under `wait`), and an answer says the job ran (`processed`,
+ *    `failed`) only when the request's own job ran.
+ * 46. A final failure no retry can follow reports itself, while its lease holds, before its
+ *    release (self-report-invariants.ts).
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -143,6 +146,7 @@ import {
   reportLinesSayWhat,
   unmarkedWarningsTrue,
 } from './report-line-invariants.ts';
+import { finalFailuresReportThemselves } from './self-report-invariants.ts';
 import {
   type Answered,
   type Delivered,
@@ -368,6 +372,8 @@ function attemptViolations(outcome: SimOutcome): string[] {
     ...leaseLossCausesTrue(outcome),
     // 45. A lease that ran out unrenewed is told, with why, before the attempt's next write.
     ...lapseToldBeforeNextWrite(outcome),
+    // 46. A final failure no retry can follow reports itself while its lease holds.
+    ...finalFailuresReportThemselves(outcome),
     // 23. No job is aborted for a lost lease while nothing threatens its lease.
     ...leaseKeptWhileHealthy(outcome),
     // 24. A job is told to stop once its stored lease ran out.

@@ -15,6 +15,7 @@
  * first; a note is a renewal the job sends when it likes, without the warning.
  */
 import { pausedWithin, unbeatenTruth } from './lease-loss-invariants.ts';
+import { renewedBetween } from './report-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /** Slack for a lease's end against the write that finds it ran out, ms (a timer's granularity). */
@@ -29,13 +30,50 @@ const LAPSE_EDGE_MS = 1;
  */
 const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
 
+/** The words that open every lapse warning, the timer's and those with a cause. */
+const LAPSE_WORDS = 'lease lapsed: ';
+
 /** The words that open a failed extension's warning (src/core/run-once.ts, `#extend`). */
 const FAILED_EXTENSION = 'lease extension failed';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** Invariant 45 over every execution of a job that never noted. */
+/** Invariant 45 over every execution of a job that never noted, and every attempt's lapse lines. */
 export function lapseToldBeforeNextWrite(outcome: SimOutcome): string[] {
+  return [...untoldLapses(outcome), ...lapseCauseToldOnce(outcome)];
+}
+
+/**
+ * A lapse's cause is told once (`#warnIfLapsed`: "Warns once"): after a `lease lapsed: …` line of
+ * an attempt, whether the lapse timer's or one with its `lapseCause`, no `lapseCause` line of that
+ * attempt follows until a renewal of it landed (memory store only: on the emulator no landing is
+ * seen). The lapse timer's own line may follow a cause: it is the notice that aborts the job.
+ */
+function lapseCauseToldOnce(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const lastLapse = new Map<unknown, LogLine>();
+  for (const line of outcome.logs) {
+    if (!line.message.startsWith(LAPSE_WORDS)) {
+      continue;
+    }
+    const previous = lastLapse.get(line.fields.attemptId);
+    lastLapse.set(line.fields.attemptId, line);
+    if (
+      previous === undefined ||
+      line.fields.lapseCause === undefined ||
+      renewedBetween(outcome, previous, line)
+    ) {
+      continue;
+    }
+    found.push(
+      `attempt ${String(line.fields.attemptId).slice(0, 8)} told its lease's lapse again at ${iso(line.at)} (${String(line.fields.lapseCause)}), after "${previous.message.slice(0, 60)}…" at ${iso(previous.at)}, with no renewal landed between: a lapse is told once`,
+    );
+  }
+  return found;
+}
+
+/** Lapses not told before the attempt's next write, over every execution of a job that never noted. */
+function untoldLapses(outcome: SimOutcome): string[] {
   return outcome.executions.flatMap((e) => {
     if (e.firstNoteAt !== undefined) {
       return [];

@@ -87,6 +87,12 @@ export type SimEvent =
       readonly type: 'sigterm';
       readonly deployment: number;
       readonly instance: number;
+      /**
+       * Instead of `instance`, the instance that takes the deployment's next Scheduler request, a
+       * moment after its handler was called: before, or while, its claim is on its way, so its job
+       * may start after the SIGTERM.
+       */
+      readonly onRequest?: boolean;
     }
   | {
       readonly at: number;
@@ -999,6 +1005,7 @@ function disruptionEvents(fields: EventFields): EventKind[] {
       at,
       deployment,
       instance,
+      onRequest: fc.boolean(),
     }),
     kind('redeploy', {
       at,

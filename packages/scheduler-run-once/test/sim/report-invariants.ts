@@ -13,7 +13,7 @@
  *   in a row (1, 2, …) and carries the lease and the error;
  * - `lease lost: another attempt took this run over …` gives the count it logs, and a cause that
  *   happened (invariant 22's judge), once per attempt, and no write of the attempt follows it while
- *   its job runs: the heartbeat stops there;
+ *   its job runs, nor its lapse timer's warning: the heartbeat stops there;
  * - a fenced write's report names the write the attempt made: the completion of a job that
  *   returned, the release of one that threw;
  * - a delivery's answer line (`scheduled run: OUTCOME`, docs/operations.md) of a job that ran says
@@ -36,6 +36,8 @@ const FAILED_EXTENSION = 'lease extension failed';
 const ATTEMPT_ID =
   /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TAKEN_OVER = 'lease lost: another attempt took this run over ';
+/** The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`). */
+const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
 
 /** A job's signal aborts with a reason it can read: a known `reason` and a message. */
 function abortExplained(e: Execution): string[] {
@@ -110,7 +112,7 @@ function failedExtensionTold(
  * Whether a renewal of the attempt `previous` and `line` name landed between them (a count starts
  * again at 1 only after one did). On the emulator no write is seen landing: any count of 1 passes.
  */
-function renewedBetween(
+export function renewedBetween(
   outcome: SimOutcome,
   previous: LogLine,
   line: LogLine,
@@ -365,7 +367,9 @@ function answersTellTheLossWarned(outcome: SimOutcome): string[] {
  * (docs/how-it-works.md, "Long jobs: the lease heartbeat"): its `lease lost: another attempt took
  * this run over …` warning (the heartbeat's, without a `fence`) comes at most once, and while its
  * job still runs after it, the attempt sends no write to the run's record (the completion or
- * release as the job ends is the one left). A heartbeat that beat on would write, and warn, for a
+ * release as the job ends is the one left), and its lapse timer never warns after it (the job's
+ * signal was aborted with the takeover's words; a lapse warning after them would tell a lapse
+ * that no longer matters). A heartbeat that beat on would write, and warn, for a
  * run it no longer holds, a third of a lease at a time.
  */
 function takeoverStopsHeartbeat(outcome: SimOutcome): string[] {
@@ -395,6 +399,18 @@ function takeoverStopsHeartbeat(outcome: SimOutcome): string[] {
     if (later.length > 0) {
       found.push(
         `${who} sent ${later.length} write(s) to its run's record after it learnt another attempt took the run over, while its job still ran: its heartbeat must stop there`,
+      );
+    }
+    const lapseTimer = outcome.logs.find(
+      (l) =>
+        l.at >= line.at &&
+        l !== line &&
+        l.fields.attemptId === line.fields.attemptId &&
+        l.message.startsWith(LAPSE_TIMER_WORDS),
+    );
+    if (lapseTimer !== undefined) {
+      found.push(
+        `${who} warned at ${new Date(lapseTimer.at).toISOString()} that its lease lapsed unconfirmed ("${lapseTimer.message.slice(0, 60)}…"), after it learnt another attempt took the run over: its heartbeat, lapse timer included, must stop there`,
       );
     }
   }

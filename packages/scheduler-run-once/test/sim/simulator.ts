@@ -281,6 +281,8 @@ export interface Delivered {
   message?: string;
   /** Sent with `X-Run-Once-Allow-Overlap: true` (`npm run trigger -- --allow-overlap`). */
   readonly allowOverlap?: boolean;
+  /** The attempt its own job ran as, once the job started (the request that claimed the run). */
+  ranAs?: string;
 }
 
 /** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
@@ -586,6 +588,8 @@ interface RequestContext {
   readonly allowOverlap?: boolean;
   readonly deployment: number;
   readonly revision: number;
+  /** The delivery this request is, whose `ranAs` its job's start sets. */
+  readonly delivered: Delivered;
 }
 
 interface Instance {
@@ -623,6 +627,8 @@ interface Deployment {
   lastBackfill: readonly Readonly<Record<string, string>>[];
   /** Until when Cloud Scheduler cannot reach the function, ms. */
   outageUntil: number;
+  /** A `sigterm` event `onRequest` waits for the next Scheduler request an instance takes. */
+  sigtermOnRequest: boolean;
 }
 
 /** The minimal request the handler reads: method, headers (raw and by name), url. */
@@ -1581,6 +1587,7 @@ function startExecution(
   if (context !== undefined) {
     context.attempt.id = ctx.attemptId;
     context.attempt.runId = ctx.runId;
+    context.delivered.ranAs = ctx.attemptId;
   }
   return exec;
 }
@@ -1837,6 +1844,7 @@ function deliverTo(
       allowOverlap: headers[ALLOW_OVERLAP_HEADER] === 'true',
       deployment: dep.index,
       revision: target.revision,
+      delivered,
     };
     sendRequest(world, target, context, () =>
       target.handler(request(headers), res),
@@ -1924,10 +1932,39 @@ function sendRequest(
           Promise.resolve(handle()).catch((err: unknown) =>
             world.errors.push(err),
           );
+          sigtermWhileHandled(world, target, context);
         },
         world.between(1, 30),
       );
     }),
+  );
+}
+
+/**
+ * A `sigterm` event `onRequest` that waits for this request (a Scheduler one, on a serving
+ * instance) sends its SIGTERM within two Firestore round trips of the handler's call: before the
+ * claim is sent, or while it is on its way, so the job may start on an instance already told to
+ * stop (`runOnce`'s `shutdown` already aborted).
+ */
+function sigtermWhileHandled(
+  world: World,
+  target: Instance,
+  context: RequestContext,
+): void {
+  const dep = world.deployments[context.deployment];
+  if (
+    dep === undefined ||
+    !dep.sigtermOnRequest ||
+    context.source !== 'scheduler' ||
+    !target.serving
+  ) {
+    return;
+  }
+  dep.sigtermOnRequest = false;
+  const [, hi] = world.history.latency;
+  const inMs = world.between(0, 4 * hi);
+  world.time.within(undefined, () =>
+    world.time.schedule(() => sigterm(world, dep, target), inMs),
   );
 }
 
@@ -1946,6 +1983,7 @@ function newDeployment(world: World, scope: string, index: number): Deployment {
     lastTriggerOverlap: false,
     lastBackfill: [],
     outageUntil: 0,
+    sigtermOnRequest: false,
   };
 }
 
@@ -2490,6 +2528,10 @@ function applyToInstance(
   event: EventOf<'crash' | 'sigterm' | 'pause' | 'step' | 'hang'>,
 ): void {
   const { time } = world;
+  if (event.type === 'sigterm' && event.onRequest === true) {
+    dep.sigtermOnRequest = true;
+    return;
+  }
   const instance = dep.instances[event.instance];
   if (instance === undefined) {
     return;

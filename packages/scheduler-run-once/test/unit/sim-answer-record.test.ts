@@ -1,7 +1,8 @@
 /**
  * Invariant 44 (test/sim/answer-record-invariants.ts) on hand-built outcomes: a run answered
- * `skipped` never ran, the request that recorded its run `skipped` says so, and a run that is done
- * is never answered `waiting` (but under `wait`). No simulation, no Firestore.
+ * `skipped` never ran, the request that recorded its run `skipped` says so, a run that is done
+ * is never answered `waiting` (but under `wait`), and an answer says the job ran only when its
+ * own request ran it. No simulation, no Firestore.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -225,5 +226,31 @@ describe('invariant 44: an answer says what became of its run', () => {
       ),
       [],
     );
+  });
+
+  it('fails an answer that says the job ran when its own request never ran it', () => {
+    const claimedElsewhere = [write(50, 'in_progress', 'd0-i1-r0')];
+    const ranHere = request('failed', 500, { ranAs: 'attempt-1' });
+    assert.deepEqual(
+      answersSayWhatBecameOfTheRun(
+        outcomeOf('allow', [ranHere], claimedElsewhere),
+      ),
+      [],
+    );
+    for (const said of ['processed', 'failed']) {
+      const status = said === 'processed' ? 200 : 500;
+      const neverRan = request(said, status);
+      assert.match(
+        answersSayWhatBecameOfTheRun(
+          outcomeOf('allow', [neverRan], claimedElsewhere),
+        ).join('\n'),
+        new RegExp(`answered ${status} ${said} .* its own job never ran`),
+      );
+    }
+    const onTheEmulator = {
+      ...(outcomeOf('allow', [request('failed', 500)], []) as object),
+      emulator: true,
+    } as never;
+    assert.equal(answersSayWhatBecameOfTheRun(onTheEmulator).length, 1);
   });
 });
