@@ -11,8 +11,9 @@
  * attempt of the slot can still come, even one Scheduler held behind the previous execution), and
  * whose lease still held as its release was sent: its attempt logged `run failed after retries`
  * (`reportedBy: attempt`) between the job's end and the release. Leaving it to the next check
- * reports it minutes later (invariant 31 allows that); reporting it after the lease lapsed could
- * report a run another attempt took over.
+ * reports it minutes later (invariant 31 allows that). And no attempt reports itself once its job
+ * ended a lease after the send of its last renewal that landed: its lease may have lapsed, and
+ * another attempt may hold the run (src/core/run-once.ts, `#mayHaveLapsed`).
  *
  * Judged only where the attempt's writes tell it exactly: every write of the attempt met no fault,
  * no fault met its instance's operations between the job's end and the release (the clock read
@@ -39,6 +40,11 @@ export function finalFailuresReportThemselves(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
     return [];
   }
+  return [...untoldFinalFailures(outcome), ...reportsAfterLapse(outcome)];
+}
+
+/** The final failures that must have reported themselves and did not. */
+function untoldFinalFailures(outcome: SimOutcome): string[] {
   return outcome.executions.flatMap((e) => {
     const release = releaseToJudge(outcome, e);
     if (release === undefined || toldItself(outcome, e, release)) {
@@ -74,7 +80,7 @@ function releaseToJudge(
     release === undefined ||
     !spans.every((s) => s.clean) ||
     clockReadTroubled(outcome, e, end, release.sentAt) ||
-    !leaseHeld(outcome, e, spans, release)
+    !leaseHeld(outcome, e, release)
   ) {
     return undefined;
   }
@@ -131,32 +137,57 @@ function clockReadTroubled(
 }
 
 /**
- * Whether `e`'s lease held past its release's send by {@link MARGIN_MS}: the lease of the last write
- * that landed before the job ended, counted from the send of the last renewal that landed (the
- * claim's from the handler's call, before its claim was sent).
+ * Whether `e`'s lease held past its release's send by {@link MARGIN_MS}: counted from the send of
+ * the last renewal that landed and was answered before the job ended, or from the handler's call
+ * (before its claim was sent) if none was.
  */
 function leaseHeld(
   outcome: SimOutcome,
   e: Execution,
-  spans: readonly WriteSpan[],
   release: WriteSpan,
 ): boolean {
   const end = e.end ?? 0;
-  const landed = (outcome.leaseEnds?.get(e.attemptId) ?? []).filter(
-    (w) => w.landedAt <= end,
+  const landed = landedWrites(outcome, e);
+  const renewal = landed.findLast(
+    (w) => w.sentAt > e.start && w.answeredBy <= end,
   );
-  const leaseMs = landed.at(-1)?.leaseMs;
-  if (leaseMs === undefined) {
-    return false;
-  }
-  const renewals = spans.filter(
-    (s) =>
-      s.sentAt > e.start &&
-      s.sentAt < end &&
-      landed.some((w) => w.landedAt >= s.sentAt && w.landedAt <= s.answeredBy),
+  const claim = landed[0];
+  const lease =
+    renewal ??
+    (claim === undefined
+      ? undefined
+      : { ...claim, sentAt: e.handledAt ?? e.start });
+  return (
+    lease !== undefined &&
+    lease.sentAt + lease.leaseMs > release.sentAt + MARGIN_MS
   );
-  const leaseSentAt = renewals.at(-1)?.sentAt ?? e.handledAt ?? e.start;
-  return leaseSentAt + leaseMs > release.sentAt + MARGIN_MS;
+}
+
+/** One landed lease write of an attempt: when it was sent and answered, and its lease, ms. */
+interface LandedWrite {
+  readonly sentAt: number;
+  readonly answeredBy: number;
+  readonly leaseMs: number;
+}
+
+/**
+ * Each lease write of `e`'s attempt that landed, in order, with the latest write sent before it
+ * landed (one never answered spans every later landing); the claim, sent before the job started
+ * and not among the attempt's writes, as sent and answered when it landed.
+ */
+function landedWrites(outcome: SimOutcome, e: Execution): LandedWrite[] {
+  const spans = outcome.attemptWriteSpans?.get(e.attemptId) ?? [];
+  return (outcome.leaseEnds?.get(e.attemptId) ?? []).flatMap((w) => {
+    if (w.landedAt <= e.start) {
+      return [
+        { sentAt: w.landedAt, answeredBy: w.landedAt, leaseMs: w.leaseMs },
+      ];
+    }
+    const span = spans.findLast(
+      (s) => w.landedAt >= s.sentAt && w.landedAt <= s.answeredBy,
+    );
+    return span === undefined ? [] : [{ ...span, leaseMs: w.leaseMs }];
+  });
 }
 
 /** `e`'s attempt logged its own final-failure report between the job's end and its release. */
@@ -173,4 +204,54 @@ function toldItself(
       l.at >= (e.end ?? 0) &&
       l.at <= release.sentAt,
   );
+}
+
+/**
+ * An attempt never reports its own failure once its lease may have lapsed: its job ended at least
+ * a lease after the send of the last renewal of it that landed (the claim's too), so another
+ * attempt may have taken the run over, and its report would be false.
+ */
+function reportsAfterLapse(outcome: SimOutcome): string[] {
+  return outcome.executions.flatMap((e) => {
+    const end = e.end;
+    const release = (outcome.attemptWriteSpans?.get(e.attemptId) ?? []).find(
+      (s) => end !== undefined && s.sentAt >= end,
+    );
+    // Its own report: logged between the job's end and its release, on its instance.
+    const report = outcome.logs.find(
+      (l) =>
+        l.message === FAILED_AFTER_RETRIES &&
+        l.fields.reportedBy === 'attempt' &&
+        l.fields.runId === e.runId &&
+        l.instance === e.instance &&
+        end !== undefined &&
+        release !== undefined &&
+        l.at >= end &&
+        l.at <= release.sentAt,
+    );
+    const lapsedAt = lapsedBySend(outcome, e);
+    if (
+      report === undefined ||
+      end === undefined ||
+      lapsedAt === undefined ||
+      end < lapsedAt + MARGIN_MS
+    ) {
+      return [];
+    }
+    return [
+      `${e.instance}: the job ${e.jobId}@${iso(e.scheduleTime)} ended at ${iso(end)} and its attempt reported its failure itself at ${iso(report.at)}, though its lease, from the send of its last renewal that landed, ran out by ${iso(lapsedAt)}: another attempt may hold the run`,
+    ];
+  });
+}
+
+/**
+ * When `e`'s lease ran out at the latest, counted from the send of each of its lease writes sent
+ * before the job ended that landed (the claim's from its landing): `undefined` when none is seen.
+ */
+function lapsedBySend(outcome: SimOutcome, e: Execution): number | undefined {
+  const end = e.end ?? Number.POSITIVE_INFINITY;
+  const ends = landedWrites(outcome, e)
+    .filter((w) => w.sentAt < end)
+    .map((w) => w.sentAt + w.leaseMs);
+  return ends.length === 0 ? undefined : Math.max(...ends);
 }

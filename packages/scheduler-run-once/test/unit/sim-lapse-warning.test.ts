@@ -1,6 +1,6 @@
 /**
  * The simulator's invariant 45 (test/sim/lapse-warning-invariants.ts) on hand-built outcomes: a
- * lease that ran out unrenewed is told, with its cause, before the attempt's next write.
+ * lease that ran out unrenewed is told, with its cause, before the attempt's next write, and once.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -117,6 +117,35 @@ describe('invariant 45: a lapse told before the next write', () => {
     };
     assert.deepEqual(
       lapseToldBeforeNextWrite(outcomeOf([widening, onWaking], [failed])),
+      [],
+    );
+  });
+
+  it('fails a cause told twice with no renewal landed between, and passes the lapse timer after a cause (before the beat on waking landed)', () => {
+    const told = lapseLine(START + 60_000, 'stalled');
+    const again = lapseLine(START + 60_010, 'extension_unanswered');
+    assert.match(
+      lapseToldBeforeNextWrite(
+        outcomeOf([widening, onWaking], [told, again]),
+      ).join('\n'),
+      /told its lease's lapse again at .*02:00\.010Z \(extension_unanswered\).*a lapse is told once/,
+    );
+    const timer: LogLine = {
+      ...told,
+      at: START + 60_010,
+      message: 'lease lapsed: no extension was confirmed within the lease',
+      fields: { attemptId: 'attempt-1' },
+    };
+    assert.deepEqual(
+      lapseToldBeforeNextWrite(outcomeOf([widening, onWaking], [told, timer])),
+      [],
+    );
+    // The beat sent on waking landed (at 60.02 s) before a later lapse was told.
+    const afterRenewal = lapseLine(START + 120_000, 'stalled');
+    assert.deepEqual(
+      lapseToldBeforeNextWrite(
+        outcomeOf([widening, onWaking], [told, afterRenewal]),
+      ),
       [],
     );
   });

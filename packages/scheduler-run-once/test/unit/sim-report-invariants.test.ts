@@ -182,6 +182,23 @@ describe('invariant 29: an attempt’s reports', () => {
     );
   });
 
+  it("finds the lapse timer's warning after a takeover's, and passes one before it", () => {
+    const job = aborted();
+    const lost = warning(
+      'lease lost: another attempt took this run over although no extension had failed (the record was changed by someone else)',
+      { failedExtensions: 0 },
+    );
+    const timer = (at: number) => warning(LAPSED, { failedExtensions: 0 }, at);
+    assert.match(
+      attemptReportsTrue(outcome([job], [lost, timer(70_000)])).join('\n'),
+      /warned at .* that its lease lapsed unconfirmed .* after it learnt another attempt took the run over/,
+    );
+    assert.doesNotMatch(
+      attemptReportsTrue(outcome([job], [timer(60_000), lost])).join('\n'),
+      /after it learnt another attempt took the run over/,
+    );
+  });
+
   it('finds a fenced write’s report naming the other write', () => {
     const returned = execution({ attemptId: ATTEMPT, result: 'returned' });
     const answer = {
