@@ -947,13 +947,23 @@ function everyClosedSlotAccounted(
   return judging.found;
 }
 
-/** The logged reports of each run, by run id, less those withdrawn. */
+/**
+ * The logged reports of each run, by run id, less those withdrawn, and those said unconfirmed
+ * whose write did not land (as {@link reportLinesByRun} counts them): the release carrying an
+ * attempt's report was never answered and never landed, so the run stays open to a later request
+ * (a proxy's re-send of a request Scheduler would not retry: found by `--faults --seed 11`, history
+ * 50, with a stolen lease by a hanging connection).
+ */
 function loggedReports(outcome: SimOutcome): Map<string, LoggedReport[]> {
   const reports = new Map<string, LoggedReport[]>();
-  for (const line of outcome.logs) {
+  for (const [index, line] of outcome.logs.entries()) {
     const runId = String(line.fields.runId);
-    if (line.message === REPORT_WITHDRAWN) {
-      // The attempt's report, logged before its release found the lease lost: it did not land.
+    const unlanded =
+      line.message === REPORT_UNCONFIRMED &&
+      !attemptReportLanded(outcome, index);
+    if (line.message === REPORT_WITHDRAWN || unlanded) {
+      // The attempt's report, logged before its release found the lease lost or went unanswered:
+      // it did not land.
       const list = reports.get(runId) ?? [];
       const own = list.findLastIndex(
         (r) => r.instance === line.instance && r.byAttempt,

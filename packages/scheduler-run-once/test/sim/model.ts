@@ -132,6 +132,12 @@ export type SimEvent =
        * (`note`), so a job that ignores its signal notes on waking and its note meets the takeover.
        */
       readonly near?: 'end' | 'note';
+      /**
+       * How the lease is lost: the instance stops (absent); or (`hang`) its connection to Firestore
+       * hangs for as long while the job runs on, so every extension fails and the takeover the
+       * job learns of on reconnecting is told `after N failed extension(s)`.
+       */
+      readonly by?: 'hang';
     }
   | {
       readonly at: number;
@@ -378,6 +384,13 @@ export interface History {
    */
   readonly stubbornShare?: number;
   /**
+   * Half the executions that heed their signal take up to {@link SLOW_STOP_MS} to stop after it
+   * aborts, as real jobs wind down (fault-biased histories): the heartbeat beats on
+   * meanwhile, so a beat on waking from a pause meets the run taken over while the job still runs.
+   * Absent: every such job stops at once.
+   */
+  readonly slowStops?: boolean;
+  /**
    * The final missed-run check runs on two machines at once (fault-biased histories, one in two):
    * two checks racing for each report, relog claim and cursor. Absent: one.
    */
@@ -412,6 +425,9 @@ export interface History {
   readonly audit?: boolean;
   readonly events: readonly SimEvent[];
 }
+
+/** The longest a job of a history with `slowStops` takes to stop after its signal aborts, ms. */
+export const SLOW_STOP_MS = 2_000;
 
 /** How long a `stolen_lease` event looks for a running job to steal from, ms. */
 export const STOLEN_LEASE_LOOK_FOR_MS = 60_000;
@@ -589,6 +605,7 @@ function faultBiased(base: ReturnType<typeof baseArbitrary>) {
         crashAfterWrite: fc.constantFrom(0.05, 0.3),
         jobTimeoutSeconds: fc.constantFrom(0, 45, 90),
         stubbornShare: fc.constant(FAULT_BIASED.stubbornShare),
+        slowStops: fc.constant(true),
         twinFinalChecks: fc.boolean(),
         faultyFinalCheck: fc.boolean(),
       })
@@ -617,7 +634,14 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       at,
       deployment,
       ms: fc.integer({ min: 2_000, max: 30_000 }),
-      near: fc.constantFrom(undefined, 'end' as const, 'note' as const),
+      // Half pause at once: a job that runs on wakes beating and meets the run taken over.
+      near: fc.constantFrom(
+        undefined,
+        undefined,
+        'end' as const,
+        'note' as const,
+      ),
+      by: fc.constantFrom(undefined, 'hang' as const),
     }),
   );
   kinds.set(

@@ -92,6 +92,7 @@ import {
   type MalformedHolder,
   pauseEndMs,
   type SimEvent,
+  SLOW_STOP_MS,
   STOLEN_LEASE_LOOK_FOR_MS,
 } from './model.ts';
 import {
@@ -1486,7 +1487,7 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
       // The notes' round trips are part of the job's drawn time: its work is shorter by them, so
       // a job drawn within JOB_TIMEOUT_SECONDS ends within it (`--regressions`, seed 1840671871).
       const left = () => Math.max(0, (exec.plannedEnd ?? 0) - time.now);
-      const signal = stubborn ? NEVER_ABORTED : ctx.signal;
+      const signal = stubborn ? NEVER_ABORTED : heeded(world, ctx.signal);
       // A run whose notes an execution filled has no room left for it.
       if (spec.notes === true && !filled(world, exec)) {
         const halfMs = Math.floor(left() / 2);
@@ -1512,6 +1513,26 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     }
     exec.result = 'returned';
   };
+}
+
+/**
+ * The signal a job that heeds `signal` stops on: `signal` itself, or in a history with
+ * `slowStops`, for one execution in two, one that aborts up to {@link SLOW_STOP_MS} after it (on
+ * the instance's timers), as a job winding down its work would stop.
+ */
+function heeded(world: World, signal: AbortSignal): AbortSignal {
+  if (world.history.slowStops !== true || world.laterRng() < 0.5) {
+    return signal;
+  }
+  const stopMs = Math.floor(world.laterRng() * SLOW_STOP_MS);
+  const stopping = new AbortController();
+  const stop = () => setTimeout(() => stopping.abort(signal.reason), stopMs);
+  if (signal.aborted) {
+    stop();
+  } else {
+    signal.addEventListener('abort', stop, { once: true });
+  }
+  return stopping.signal;
 }
 
 /** A noting job's notes: its start note, then a fill of its run's notes or a case note. */
@@ -2527,7 +2548,6 @@ function applyToInstance(
   dep: Deployment,
   event: EventOf<'crash' | 'sigterm' | 'pause' | 'step' | 'hang'>,
 ): void {
-  const { time } = world;
   if (event.type === 'sigterm' && event.onRequest === true) {
     dep.sigtermOnRequest = true;
     return;
@@ -2549,14 +2569,9 @@ function applyToInstance(
     case 'step':
       instance.machine.offsetMs += event.ms;
       return;
-    case 'hang': {
-      const hanging = world.hangingUntil.get(instance.machine) ?? 0;
-      world.hangingUntil.set(
-        instance.machine,
-        Math.max(hanging, time.now + event.ms),
-      );
+    case 'hang':
+      hangInstance(world, instance, event.ms);
       return;
-    }
   }
 }
 
@@ -2576,6 +2591,15 @@ function pauseInstance(world: World, instance: Instance, ms: number): void {
     exec.pausedMs += ms;
     exec.pauses.push({ from: time.now, until: time.now + ms });
   }
+}
+
+/** Hangs `instance`'s connection to Firestore for `ms`: its operations are sent, never answered. */
+function hangInstance(world: World, instance: Instance, ms: number): void {
+  const hanging = world.hangingUntil.get(instance.machine) ?? 0;
+  world.hangingUntil.set(
+    instance.machine,
+    Math.max(hanging, world.time.now + ms),
+  );
 }
 
 /** The `stall` event: pauses the instance running `dep`'s oldest running job, if any runs. */
@@ -2620,7 +2644,7 @@ function stealLease(
     return;
   }
   if (event.near === undefined) {
-    stealFrom(world, dep, target, event.ms);
+    stealFrom(world, dep, target, event);
     return;
   }
   const pauseAt = (dueOf(target.exec, event.near) ?? world.time.now) - NEAR_MS;
@@ -2628,7 +2652,7 @@ function stealLease(
     world.time.schedule(
       () => {
         if (target.exec.result === 'running' && !target.instance.machine.dead) {
-          stealFrom(world, dep, target, event.ms);
+          stealFrom(world, dep, target, event);
         }
       },
       Math.max(0, pauseAt - world.time.now),
@@ -2713,15 +2737,22 @@ function dueOf(exec: Execution, near: 'end' | 'note'): number | undefined {
   return near === 'end' ? exec.plannedEnd : exec.progressNoteDueAt;
 }
 
-/** Pauses `target`'s instance for a lease and `ms` more, and re-sends its request meanwhile. */
+/**
+ * Pauses `target`'s instance (or, `by: 'hang'`, hangs its connection to Firestore) for a lease
+ * and `ms` more, and re-sends its request meanwhile.
+ */
 function stealFrom(
   world: World,
   dep: Deployment,
   target: { readonly instance: Instance; readonly exec: Execution },
-  ms: number,
+  { ms, by }: Pick<EventOf<'stolen_lease'>, 'ms' | 'by'>,
 ): void {
   const pausedMs = world.leaseMs + ms;
-  pauseInstance(world, target.instance, pausedMs);
+  if (by === 'hang') {
+    hangInstance(world, target.instance, pausedMs);
+  } else {
+    pauseInstance(world, target.instance, pausedMs);
+  }
   const resumesAt = world.time.now + pausedMs;
   world.time.within(undefined, () =>
     world.time.schedule(
