@@ -1931,7 +1931,9 @@ function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
 
 /**
  * Whether the attempt's report before the REPORT_UNCONFIRMED line at `index` of the logs landed:
- * its run's record names that report's reporter.
+ * a write of its instance left the run's record reported after the report's line (on the
+ * emulator, where no write is seen landing: the run's final record names that report's reporter;
+ * a later report by a check overwrites it).
  */
 function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
   const unconfirmed = outcome.logs[index];
@@ -1943,7 +1945,19 @@ function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
         l.instance === unconfirmed?.instance &&
         l.fields.runId === unconfirmed?.fields.runId,
     );
-  const record = outcome.records.get(String(unconfirmed?.fields.runId));
+  const runId = String(unconfirmed?.fields.runId);
+  if (outcome.recordWrites !== undefined) {
+    // A write of the reporting instance that left the record reported, after the report's line.
+    return outcome.recordWrites.some(
+      (w) =>
+        w.runId === runId &&
+        w.machine === unconfirmed?.instance &&
+        w.reported === true &&
+        report !== undefined &&
+        w.at >= report.at,
+    );
+  }
+  const record = outcome.records.get(runId);
   const reporter = String(report?.fields.reporter ?? '');
   return (
     reporter !== '' && String(record?.reported_by ?? '').startsWith(reporter)

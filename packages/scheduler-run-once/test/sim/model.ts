@@ -134,8 +134,9 @@ export type SimEvent =
       readonly near?: 'end' | 'note';
       /**
        * How the lease is lost: the instance stops (absent); or (`hang`) its connection to Firestore
-       * hangs for as long while the job runs on, so every extension fails and the takeover the
-       * job learns of on reconnecting is told `after N failed extension(s)`.
+       * hangs for as long while the job runs on, so every extension fails: a job that ignores its
+       * signal learns of the takeover on reconnecting, told `after N failed extension(s)`; one that
+       * heeds it stops at the lapse, and its release meets the hang.
        */
       readonly by?: 'hang';
     }
@@ -634,7 +635,7 @@ function faultEventArbitrary(base: EventBase): fc.Arbitrary<SimEvent> {
       at,
       deployment,
       ms: fc.integer({ min: 2_000, max: 30_000 }),
-      // Half pause at once: a job that runs on wakes beating and meets the run taken over.
+      // Half take the lease at once (a pause or a hang): a job that runs on meets the takeover.
       near: fc.constantFrom(
         undefined,
         undefined,

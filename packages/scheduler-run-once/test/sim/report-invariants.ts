@@ -35,6 +35,7 @@ const FAILED_EXTENSION = 'lease extension failed';
 /** An attempt id: a UUID (`randomUUID`, src/core/ledger.ts). */
 const ATTEMPT_ID =
   /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const LEASE_LOST = 'lease lost: ';
 const TAKEN_OVER = 'lease lost: another attempt took this run over ';
 /** The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`). */
 const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
@@ -277,9 +278,12 @@ function lineMisreports(
   if (line.message.startsWith(FAILED_EXTENSION)) {
     return failedExtensionTold(line, previousFailure, outcome);
   }
-  // A fenced write's loss (`fence`) gives its cause as `leaseLoss`, judged by invariant 22.
-  if (line.message.startsWith(TAKEN_OVER) && line.fields.fence === undefined) {
-    return takeoverTold(line, e, outcome);
+  // A fenced write's loss (`fence`) gives its cause as `leaseLoss`, judged by invariant 22; the
+  // heartbeat's (no `fence`) says who took the run, and why, in its words.
+  if (line.message.startsWith(LEASE_LOST) && line.fields.fence === undefined) {
+    return line.message.startsWith(TAKEN_OVER)
+      ? takeoverTold(line, e, outcome)
+      : `is the heartbeat's lease-lost warning but does not say that another attempt took the run over ("${TAKEN_OVER.trim()} …")`;
   }
   return fenceNamed(line, e);
 }

@@ -5,7 +5,8 @@
  * `reported_at`/`reported_by` and the function logs `run failed after retries` once, just before
  * that write, at no extra read or write").
  *
- * A Scheduler delivery of a slot, at or after its time, whose job threw, where the job's Scheduler
+ * A Scheduler delivery of a slot, at or after its time (by more than a Firestore answer's latency,
+ * the lag of the instance's reading of Firestore's time), whose job threw, where the job's Scheduler
  * settings make no retry (`retryCount` 0, no `maxRetryDuration`: Cloud Scheduler's RetryConfig) and
  * the job threw an attempt deadline after the slot and after the run's first claim (by then no
  * attempt of the slot can still come, even one Scheduler held behind the previous execution), and
@@ -17,14 +18,17 @@
  *
  * Judged only where the attempt's writes tell it exactly: every write of the attempt met no fault,
  * no fault met its instance's operations between the job's end and the release (the clock read
- * that decides it), and its lease, from the last renewal sent before the job ended, held past the
- * release's send by a margin. Memory store only: the emulator runs no missed-run check.
+ * that decides it), its instance was never paused while it ran, and its lease, from the send of
+ * the last renewal answered before the job ended, held past the release's send by a margin. Memory store only: the emulator runs no missed-run check.
  */
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
 import type { Execution, SimOutcome, WriteSpan } from './simulator.ts';
 
 /** A margin for an instance's clock reads and timers around each bound, ms. */
 const MARGIN_MS = 1_000;
+
+/** A timer's granularity, ms. */
+const TIMER_SLACK_MS = 10;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -70,7 +74,7 @@ function releaseToJudge(
     e.source !== 'scheduler' ||
     e.kind !== 'slot' ||
     !neverRetried(job) ||
-    !lastAttemptCame(e, job, end)
+    !lastAttemptCame(outcome, e, job, end)
   ) {
     return undefined;
   }
@@ -109,6 +113,7 @@ function neverRetried(job: RetrySettings): boolean {
  * that long) and after the run's first claim.
  */
 function lastAttemptCame(
+  outcome: SimOutcome,
   e: Execution,
   job: RetrySettings,
   end: number,
@@ -119,9 +124,20 @@ function lastAttemptCame(
     e.scheduleTime + deadlineMs,
   );
   return (
-    (e.handledAt ?? 0) >= e.scheduleTime + MARGIN_MS &&
+    (e.handledAt ?? 0) >= e.scheduleTime + deliveryMarginMs(outcome) &&
     end >= noLaterThan + MARGIN_MS
   );
+}
+
+/**
+ * How long after its slot a delivery must reach its instance to be judged delivered at or after
+ * it: the instance reads Firestore's time as of an earlier answer, which lags by up to one
+ * answer's way back (the history's top latency), and a delivery that seems to come before its
+ * slot is taken for a Force run's, which leaves its report to the check.
+ */
+function deliveryMarginMs(outcome: SimOutcome): number {
+  const latency = outcome.history?.latency as readonly number[] | undefined;
+  return (latency?.[1] ?? MARGIN_MS) + TIMER_SLACK_MS;
 }
 
 /** A fault met an operation of `e`'s instance between the job's end and its release. */
@@ -147,6 +163,10 @@ function leaseHeld(
   release: WriteSpan,
 ): boolean {
   const end = e.end ?? 0;
+  // A pause holds a write's landing and answer past their plan: the writes no longer tell it.
+  if (e.pauses.length > 0) {
+    return false;
+  }
   const landed = landedWrites(outcome, e);
   const renewal = landed.findLast(
     (w) => w.sentAt > e.start && w.answeredBy <= end,
@@ -172,8 +192,10 @@ interface LandedWrite {
 
 /**
  * Each lease write of `e`'s attempt that landed, in order, with the latest write sent before it
- * landed (one never answered spans every later landing); the claim, sent before the job started
- * and not among the attempt's writes, as sent and answered when it landed.
+ * landed: its own, or one sent later (never earlier, so a lease counted from it ends no sooner
+ * than the product counts it; a pause can hold a landing past its write's planned answer); the
+ * claim, sent before the job started and not among the attempt's writes, as sent and answered
+ * when it landed.
  */
 function landedWrites(outcome: SimOutcome, e: Execution): LandedWrite[] {
   const spans = outcome.attemptWriteSpans?.get(e.attemptId) ?? [];
@@ -183,9 +205,7 @@ function landedWrites(outcome: SimOutcome, e: Execution): LandedWrite[] {
         { sentAt: w.landedAt, answeredBy: w.landedAt, leaseMs: w.leaseMs },
       ];
     }
-    const span = spans.findLast(
-      (s) => w.landedAt >= s.sentAt && w.landedAt <= s.answeredBy,
-    );
+    const span = spans.findLast((s) => s.sentAt <= w.landedAt);
     return span === undefined ? [] : [{ ...span, leaseMs: w.leaseMs }];
   });
 }

@@ -216,7 +216,7 @@ export interface Execution {
   /**
    * Why its job's signal was aborted (`AttemptAbortedError.reason`: `lease_lost`, `shutdown`,
    * `job_timeout`); absent when it was not. Simulated jobs stop on their signal at once, but
-   * stubborn ones.
+   * stubborn ones, and with `slowStops` one in two of the others up to 2 s later.
    */
   abortReason?: string;
   /** Its job ignored its signal until its work was done ({@link STUBBORN_SHARE}). */

@@ -180,6 +180,13 @@ describe('invariant 29: an attempt’s reports', () => {
       attemptReportsTrue(outcome([job], [lost('for no reason', 0)])).join('\n'),
       /gives no cause/,
     );
+    const wordless = warning('lease lost: ; aborting the job', {
+      failedExtensions: 0,
+    });
+    assert.match(
+      attemptReportsTrue(outcome([job], [wordless])).join('\n'),
+      /does not say that another attempt took the run over/,
+    );
   });
 
   it("finds the lapse timer's warning after a takeover's, and passes one before it", () => {
