@@ -15,20 +15,11 @@
  * first; a note is a renewal the job sends when it likes, without the warning.
  */
 import { pausedWithin, unbeatenTruth } from './lease-loss-invariants.ts';
-import { renewedBetween } from './report-invariants.ts';
+import { LAPSE_TIMER_WORDS, renewedBetween } from './report-invariants.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
 /** Slack for a lease's end against the write that finds it ran out, ms (a timer's granularity). */
 const LAPSE_EDGE_MS = 1;
-
-/**
- * The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`): it says the
- * lease lapsed, not why. It counts when it came first: the simulator's clock fires the timers a
- * pause held in the order they were set, so the lapse timer, armed before the beat's interval was
- * restarted, can run before a beat that fell due sooner (Node, which takes its timer lists by due
- * time, would run the beat first).
- */
-const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
 
 /** The words that open every lapse warning, the timer's and those with a cause. */
 const LAPSE_WORDS = 'lease lapsed: ';
@@ -131,6 +122,10 @@ function firstUntoldLapse(
         l.at >= truth.renewedAt &&
         l.at <= span.sentAt,
     );
+    // The lapse timer's own warning counts when it came first: the simulator's clock fires the
+    // timers a pause held in the order they were set, so the lapse timer, armed before the beat's
+    // interval was restarted, can run before a beat that fell due sooner (Node, which takes its
+    // timer lists by due time, would run the beat first).
     const told = lines.some(
       (l) =>
         (l.fields.lapseCause !== undefined ||

@@ -37,8 +37,11 @@ const ATTEMPT_ID =
   /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const LEASE_LOST = 'lease lost: ';
 const TAKEN_OVER = 'lease lost: another attempt took this run over ';
-/** The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`). */
-const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
+/**
+ * The words that open the lapse timer's own warning (`LEASE_LAPSED_MESSAGE`, `#lapsed`): it says the
+ * lease lapsed, not why (invariants 29 and 45).
+ */
+export const LAPSE_TIMER_WORDS = 'lease lapsed: no extension was confirmed';
 
 /** A job's signal aborts with a reason it can read: a known `reason` and a message. */
 function abortExplained(e: Execution): string[] {

@@ -22,7 +22,7 @@
  * the last renewal answered before the job ended, held past the release's send by a margin. Memory store only: the emulator runs no missed-run check.
  */
 import { FAILED_AFTER_RETRIES } from '../../src/policy/missed-runs.ts';
-import type { Execution, SimOutcome, WriteSpan } from './simulator.ts';
+import type { Execution, LogLine, SimOutcome, WriteSpan } from './simulator.ts';
 
 /** A margin for an instance's clock reads and timers around each bound, ms. */
 const MARGIN_MS = 1_000;
@@ -51,7 +51,7 @@ export function finalFailuresReportThemselves(outcome: SimOutcome): string[] {
 function untoldFinalFailures(outcome: SimOutcome): string[] {
   return outcome.executions.flatMap((e) => {
     const release = releaseToJudge(outcome, e);
-    if (release === undefined || toldItself(outcome, e, release)) {
+    if (release === undefined || ownReport(outcome, e, release) !== undefined) {
       return [];
     }
     return [
@@ -79,7 +79,7 @@ function releaseToJudge(
     return undefined;
   }
   const spans = outcome.attemptWriteSpans?.get(e.attemptId) ?? [];
-  const release = spans.find((s) => s.sentAt >= end);
+  const release = releaseOf(outcome, e);
   if (
     release === undefined ||
     !spans.every((s) => s.clean) ||
@@ -210,17 +210,31 @@ function landedWrites(outcome: SimOutcome, e: Execution): LandedWrite[] {
   });
 }
 
-/** `e`'s attempt logged its own final-failure report between the job's end and its release. */
-function toldItself(
+/** `e`'s release: the first write its attempt sent once the job ended (none if it died first). */
+function releaseOf(outcome: SimOutcome, e: Execution): WriteSpan | undefined {
+  const { end } = e;
+  if (end === undefined) {
+    return undefined;
+  }
+  const spans = outcome.attemptWriteSpans?.get(e.attemptId) ?? [];
+  return spans.find((s) => s.sentAt >= end);
+}
+
+/**
+ * `e`'s attempt's own final-failure report (`reportedBy: attempt`), logged on its instance between
+ * the job's end and its `release`.
+ */
+function ownReport(
   outcome: SimOutcome,
   e: Execution,
   release: WriteSpan,
-): boolean {
-  return outcome.logs.some(
+): LogLine | undefined {
+  return outcome.logs.find(
     (l) =>
       l.message === FAILED_AFTER_RETRIES &&
-      l.fields.runId === e.runId &&
       l.fields.reportedBy === 'attempt' &&
+      l.fields.runId === e.runId &&
+      l.instance === e.instance &&
       l.at >= (e.end ?? 0) &&
       l.at <= release.sentAt,
   );
@@ -234,21 +248,9 @@ function toldItself(
 function reportsAfterLapse(outcome: SimOutcome): string[] {
   return outcome.executions.flatMap((e) => {
     const end = e.end;
-    const release = (outcome.attemptWriteSpans?.get(e.attemptId) ?? []).find(
-      (s) => end !== undefined && s.sentAt >= end,
-    );
-    // Its own report: logged between the job's end and its release, on its instance.
-    const report = outcome.logs.find(
-      (l) =>
-        l.message === FAILED_AFTER_RETRIES &&
-        l.fields.reportedBy === 'attempt' &&
-        l.fields.runId === e.runId &&
-        l.instance === e.instance &&
-        end !== undefined &&
-        release !== undefined &&
-        l.at >= end &&
-        l.at <= release.sentAt,
-    );
+    const release = releaseOf(outcome, e);
+    const report =
+      release === undefined ? undefined : ownReport(outcome, e, release);
     const lapsedAt = lapsedBySend(outcome, e);
     if (
       report === undefined ||
