@@ -83,8 +83,16 @@ function namingProblem(
   return undefined;
 }
 
-/** What is wrong with a failing attempt's own report (attempts, last error), if anything. */
-function attemptReportProblem(line: LogLine): string | undefined {
+/**
+ * What is wrong with a failing attempt's own report (attempts, last error), if anything. Where its
+ * release landed and still stands (the run's record names the line's reporter), the line's
+ * `lastError` is the one the record keeps: the operator who reads the alert and then the record
+ * (`npm run runs`) reads the same error, however long the job's message was.
+ */
+function attemptReportProblem(
+  outcome: SimOutcome,
+  line: LogLine,
+): string | undefined {
   const { fields } = line;
   if (fields.reportedBy === undefined) {
     return undefined;
@@ -103,6 +111,15 @@ function attemptReportProblem(line: LogLine): string | undefined {
   if (typeof fields.lastError !== 'string' || fields.lastError === '') {
     return 'it has no lastError';
   }
+  const record = outcome.records.get(String(fields.runId));
+  if (
+    record !== undefined &&
+    fields.reporter !== undefined &&
+    record.reported_by === fields.reporter &&
+    record.last_error !== fields.lastError
+  ) {
+    return `its lastError (${fields.lastError.length} characters) is not the record's (${String(record.last_error).length})`;
+  }
   return undefined;
 }
 
@@ -117,7 +134,7 @@ export function reportLinesSayWhat(outcome: SimOutcome): string[] {
     const problem =
       errorEventProblem(line) ??
       namingProblem(outcome, line, state) ??
-      attemptReportProblem(line);
+      attemptReportProblem(outcome, line);
     if (problem !== undefined) {
       found.push(
         `the "${line.message}" line of ${String(line.fields.jobName)}@${String(line.fields.slot)} (${line.instance}, ${new Date(line.at).toISOString()}) says too little: ${problem}`,

@@ -1509,11 +1509,27 @@ function runOf(world: World, deployment: number, spec: JobSpec): JobRun {
     exec.end = time.now;
     if (fails) {
       exec.result = 'threw';
-      throw new Error('simulated job failure');
+      throw new Error(failureMessage(world, exec));
     }
     exec.result = 'returned';
   };
 }
+
+/**
+ * A failed job's message: in one execution in two a long one, as a Google API's error body or a
+ * stack makes it (longer than any record or line keeps), so that what the record keeps and what the
+ * attempt's report line tells can be compared (invariant 32). Chosen by the execution's place
+ * rather than drawn, so that no history's draws move.
+ */
+function failureMessage(world: World, exec: Execution): string {
+  const place = world.executions.indexOf(exec);
+  return place % 2 === 0
+    ? 'simulated job failure'
+    : `simulated job failure: ${LONG_ERROR_DETAIL}`;
+}
+
+/** A long error's detail: some 2,000 characters. */
+const LONG_ERROR_DETAIL = 'upstream answered 503 and a body; '.repeat(60);
 
 /**
  * The signal a job that heeds `signal` stops on: `signal` itself, or in a history with

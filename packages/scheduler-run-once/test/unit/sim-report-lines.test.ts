@@ -18,12 +18,19 @@ import {
 
 const SLOT = '2026-01-05T01:00:00.000Z';
 
-/** An outcome with one `failed` record and the attempt's report line carrying `fields`. */
-function outcomeWith(fields: Record<string, unknown>) {
+/**
+ * An outcome with one `failed` record (with `recordFields` besides its job, slot and status) and
+ * the attempt's report line carrying `fields`.
+ */
+function outcomeWith(
+  fields: Record<string, unknown>,
+  recordFields: Record<string, unknown> = {},
+) {
   const record = {
     job_name: 'job-0',
     schedule_time: Timestamp.fromMillis(Date.parse(SLOT)),
     status: 'failed',
+    ...recordFields,
   };
   return {
     logs: [
@@ -71,6 +78,26 @@ describe('invariant 32: a report line says what it reports', () => {
       assert.equal(found.length, 1, JSON.stringify(fields));
       assert.match(found[0] ?? '', says);
     }
+  });
+
+  it("asks the line's lastError to be the one its landed report's record keeps", () => {
+    const kept = {
+      reported_by: 'reporter-1',
+      last_error: 'downstream refused',
+    };
+    const line = { ...GOOD, reporter: 'reporter-1' };
+    assert.deepEqual(reportLinesSayWhat(outcomeWith(line, kept)), []);
+    const uncut = {
+      ...line,
+      lastError: `downstream refused${'.'.repeat(500)}`,
+    };
+    assert.match(
+      reportLinesSayWhat(outcomeWith(uncut, kept))[0] ?? '',
+      /its lastError \(518 characters\) is not the record's \(18\)/,
+    );
+    // Another reporter's record (this report did not land, or was overwritten) is not compared.
+    const other = { ...kept, reported_by: 'reporter-2' };
+    assert.deepEqual(reportLinesSayWhat(outcomeWith(uncut, other)), []);
   });
 });
 
