@@ -162,7 +162,27 @@ function attemptedProblems(
   ) {
     problems.push('is in progress without a lease');
   }
+  if (record.status === 'in_progress' && reportedSinceLease(record)) {
+    problems.push(
+      'is still in progress under the lease a check reported lapsed: `runs` shows a run reported failed as running (the report ends it failed)',
+    );
+  }
   return problems;
+}
+
+/**
+ * Whether a report was written at or after the record's last lease: the missed-run check's report
+ * of a lapsed claim (`reportFailure` in `ledger.ts`: it ends the run `failed`, docs/how-it-works.md, "The run ledger in detail"). A claim that
+ * re-opened the run since (a backfill, a re-run) leases it after the report.
+ */
+function reportedSinceLease(
+  record: Readonly<Record<string, unknown>>,
+): boolean {
+  const reportedAt = millisOf(record.reported_at);
+  const leasedAt = millisOf(record.leased_at);
+  return (
+    reportedAt !== undefined && leasedAt !== undefined && reportedAt >= leasedAt
+  );
 }
 
 /** A `completed` record: its attempt returned, and the completion's time is after its claim. */

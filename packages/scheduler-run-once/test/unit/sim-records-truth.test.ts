@@ -146,6 +146,27 @@ describe('invariant 21: records that tell the truth', () => {
     );
   });
 
+  it('fails a run left in progress under the lease a check reported, not one re-opened since', () => {
+    const lapsed = {
+      ...completed,
+      status: 'in_progress',
+      completed_at: undefined,
+      reported_at: at(400_000),
+      reported_by: 'check-1',
+    };
+    const crashed = execution({ result: 'running', end: undefined });
+    assert.match(
+      judged(lapsed, crashed).join('\n'),
+      /still in progress under the lease a check reported lapsed/,
+    );
+    const reopened = {
+      ...lapsed,
+      leased_at: at(500_000),
+      claimed_at: at(500_000),
+    };
+    assert.deepEqual(judged(reopened, crashed), []);
+  });
+
   it("fails a job's context whose lease or first claim is not the history's", () => {
     const e = execution({
       context: {
