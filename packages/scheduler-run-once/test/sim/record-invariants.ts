@@ -172,8 +172,9 @@ function attemptedProblems(
 
 /**
  * Whether a report was written at or after the record's last lease: the missed-run check's report
- * of a lapsed claim (`reportFailure` in `ledger.ts`: it ends the run `failed`, docs/how-it-works.md, "The run ledger in detail"). A claim that
- * re-opened the run since (a backfill, a re-run) leases it after the report.
+ * of a lapsed claim (`reportFailure` in `ledger.ts`), which ends the run `failed`
+ * (docs/how-it-works.md, "The run ledger in detail"). A claim that re-opened the run since (a
+ * backfill, a re-run) leases it after the report.
  */
 function reportedSinceLease(
   record: Readonly<Record<string, unknown>>,
