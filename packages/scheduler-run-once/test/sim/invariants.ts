@@ -14,7 +14,7 @@
  * 5. Each delivery runs as what it was sent as: Cloud Scheduler's on-time delivery, a backfill and
  *    the audit's catch-up as their slot, under the slot's run id (never as a forced run), a manual
  *    trigger as a manual run, a re-run as a re-run of its slot's run; a manual trigger and a re-run
- *    of a completed slot are never refused.
+ *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
  * 10. A 2xx answer leaves its run completed, skipped or reported: Scheduler stops retrying on it.
@@ -287,6 +287,7 @@ export function violations(
     // 5. Each delivery runs as it was sent: a slot, a manual run, a re-run of its slot's run.
     ...deliveriesRunAsSent(outcome),
     ...triggersNeverRefused(outcome),
+    ...rerunsOnlyOfFinishedSlots(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
     // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
@@ -526,6 +527,53 @@ export function triggersNeverRefused(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * Invariant 5, re-runs of finished slots only (docs/how-it-works.md, "Re-runs the function
+ * refuses"): a re-run executes only if its slot's run had finished (completed or skipped) before
+ * the re-run's claim was sent. A slot that failed, was missed, never ran or still runs has its own
+ * run still due, so a re-run beside it would run the slot twice. Judged by the slot's record as it
+ * ends (memory store only): `completed` (never changed after) with `completed_at` no later than
+ * the claim, or `skipped`; a record another version wrote or the repair deleted is not judged.
+ */
+export function rerunsOnlyOfFinishedSlots(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  for (const e of outcome.executions) {
+    if (e.source !== 'rerun') {
+      continue;
+    }
+    const scope = keyScopeOf(outcome, e.deployment);
+    const slotRun = slotRunId(e.jobId, new Date(e.scheduleTime), scope);
+    const record = outcome.records.get(slotRun);
+    const status = record?.status;
+    const claimedBy = e.claimSentAt ?? e.start;
+    const finishedBefore =
+      status === 'skipped' ||
+      (status === 'completed' && timeOf(record?.completed_at) <= claimedBy);
+    if (finishedBefore || !RUN_DUE_STATUSES.has(status)) {
+      continue;
+    }
+    const ended =
+      status === 'completed'
+        ? `completed only at ${iso(timeOf(record?.completed_at))}`
+        : `ended ${String(status)}`;
+    found.push(
+      `a re-run of ${e.jobId}@${iso(e.scheduleTime)} ran (${describe(e)}, claim sent ${iso(claimedBy)}) though the slot's own run had not finished (it ${ended}): its own run was still due, and a re-run beside it runs the slot twice`,
+    );
+  }
+  return found;
+}
+
+/** The statuses a slot's record this version wrote holds when its own run finished or is still due. */
+const RUN_DUE_STATUSES: ReadonlySet<unknown> = new Set([
+  'completed',
+  'in_progress',
+  'failed',
+  'missed',
+]);
 
 /** A stored time (a Firestore Timestamp) in ms, or infinity when there is none. */
 function timeOf(value: unknown): number {

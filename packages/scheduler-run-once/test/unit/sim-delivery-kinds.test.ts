@@ -11,6 +11,7 @@ import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
   overlapPolicyKept,
+  rerunsOnlyOfFinishedSlots,
   triggersNeverRefused,
 } from '../sim/invariants.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
@@ -274,5 +275,66 @@ describe('invariant 5: a manual trigger and a re-run of a finished slot are neve
       [],
     );
     assert.deepEqual(triggersNeverRefused(outcomeOf('processed', 100_000)), []);
+  });
+});
+
+describe('invariant 5: a re-run runs only a slot whose run had finished', () => {
+  const rerun = execution({
+    source: 'rerun',
+    kind: 'rerun',
+    runId: 'rerun-1',
+    claimSentAt: 200_000,
+    start: 200_050,
+    end: 210_000,
+    context: { ...context, rerunOf: slotRun },
+  });
+  const outcomeWith = (record: Record<string, unknown> | undefined) =>
+    ({
+      emulator: false,
+      executions: [rerun],
+      records: new Map(record === undefined ? [] : [[slotRun, record]]),
+      deployments: [{ scope: '', keyScope: [], revisions: [] }],
+    }) as unknown as SimOutcome;
+  const completedAt = (ms: number) => ({
+    status: 'completed',
+    completed_at: Timestamp.fromMillis(ms),
+  });
+
+  it('passes a re-run of a slot completed before its claim, or skipped', () => {
+    assert.deepEqual(
+      rerunsOnlyOfFinishedSlots(outcomeWith(completedAt(150_000))),
+      [],
+    );
+    assert.deepEqual(
+      rerunsOnlyOfFinishedSlots(outcomeWith(completedAt(200_000))),
+      [],
+    );
+    assert.deepEqual(
+      rerunsOnlyOfFinishedSlots(outcomeWith({ status: 'skipped' })),
+      [],
+    );
+  });
+
+  it('finds a re-run beside a slot that completed only after its claim, failed, was missed or still runs', () => {
+    assert.match(
+      rerunsOnlyOfFinishedSlots(outcomeWith(completedAt(205_000))).join('\n'),
+      /a re-run of job-0@.* ran .* had not finished \(it completed only at 1970-01-01T00:03:25.000Z\)/,
+    );
+    for (const status of ['failed', 'missed', 'in_progress']) {
+      assert.match(
+        rerunsOnlyOfFinishedSlots(outcomeWith({ status })).join('\n'),
+        new RegExp(`had not finished \\(it ended ${status}\\)`),
+      );
+    }
+  });
+
+  it('leaves records it cannot judge: a status another version wrote, a deleted record, the emulator', () => {
+    assert.deepEqual(
+      rerunsOnlyOfFinishedSlots(outcomeWith({ status: 'deferred' })),
+      [],
+    );
+    assert.deepEqual(rerunsOnlyOfFinishedSlots(outcomeWith(undefined)), []);
+    const emulated = { ...outcomeWith({ status: 'failed' }), emulator: true };
+    assert.deepEqual(rerunsOnlyOfFinishedSlots(emulated as SimOutcome), []);
   });
 });
