@@ -497,9 +497,10 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
 
 /**
  * Invariant 5, triggers (docs/operations.md, "`npm run trigger`"): a manual trigger of a declared
- * job is never refused `invalid_request`, nor is a re-run of a slot whose run had completed before
- * the re-run was sent: a finished slot runs again. Judged by the slot's record as it ends (memory
- * store only).
+ * job is never refused `invalid_request`, nor is a Force run (docs/how-it-works.md, "A Force run
+ * without schedule time": its next slot's forced run, or the one it retries), nor a re-run of a
+ * slot whose run had completed before the re-run was sent: a finished slot runs again. Judged by
+ * the slot's record as it ends (memory store only).
  */
 export function triggersNeverRefused(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
@@ -510,6 +511,11 @@ export function triggersNeverRefused(outcome: SimOutcome): string[] {
     if (d.source === 'manual' && d.outcome === 'invalid_request') {
       found.push(
         `a manual trigger of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a manual run of a declared job always runs`,
+      );
+    }
+    if (d.source === 'force' && d.outcome === 'invalid_request') {
+      found.push(
+        `a Force run of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a Force run of a declared job with a next slot always runs, as that slot's forced run or the one it retries`,
       );
     }
     if (d.source !== 'rerun' || d.outcome !== 'invalid_request') {

@@ -374,6 +374,12 @@ export interface History {
    */
   readonly jobTimeoutSeconds?: number;
   /**
+   * `FORCED_RUN_TOLERANCE_SECONDS` of every deployment, above the default of 30 s, so that each
+   * job's own bound of half its shortest gap decides (30 s for a per-minute job, 60 s every two
+   * minutes). Absent in older recorded histories and in most new ones: the default.
+   */
+  readonly forcedRunToleranceSeconds?: number;
+  /**
    * One execution in eight ignores its signal until its work is done; absent in older recorded
    * histories: none.
    */
@@ -796,6 +802,7 @@ function historyOf(
     noteFills: true,
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
     ...(jobTimeoutSeconds === 0 ? {} : { jobTimeoutSeconds }),
+    ...toleranceOf(fields.seed),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
     // each job's late-run mark, and a slot is late a grace after it could start.
     ...(audit
@@ -811,6 +818,20 @@ function historyOf(
     events: [...events].sort((a, b) => a.at - b.at),
   };
 }
+
+/**
+ * The forced-run tolerance a history's deployments run with, chosen by its seed so that no other
+ * draw moves: one history in four 45 s, one in four 90 s, the others the default.
+ */
+function toleranceOf(seed: number): { forcedRunToleranceSeconds?: number } {
+  const tolerance = FORCED_RUN_TOLERANCES[Math.abs(seed) % 4];
+  return tolerance === undefined
+    ? {}
+    : { forcedRunToleranceSeconds: tolerance };
+}
+
+/** {@link toleranceOf}'s choices, s: `undefined` is the default (30 s). */
+const FORCED_RUN_TOLERANCES = [undefined, undefined, 45, 90] as const;
 
 /**
  * A calm history: no fault of Firestore or the network, no operator or environment event, jobs that

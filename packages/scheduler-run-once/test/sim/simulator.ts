@@ -1289,6 +1289,13 @@ function configOf(world: World, scope: string): Config {
     ...(world.history.jobTimeoutSeconds === undefined
       ? {}
       : { JOB_TIMEOUT_SECONDS: String(world.history.jobTimeoutSeconds) }),
+    ...(world.history.forcedRunToleranceSeconds === undefined
+      ? {}
+      : {
+          FORCED_RUN_TOLERANCE_SECONDS: String(
+            world.history.forcedRunToleranceSeconds,
+          ),
+        }),
     RUNS_COLLECTION: world.collection,
     MISSED_RUN_CHECK: world.db === undefined ? 'on' : 'off',
     ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),

@@ -253,7 +253,7 @@ describe('invariant 5: a manual trigger and a re-run of a finished slot are neve
       deployments: [{ scope: '', keyScope: [], revisions: [] }],
     }) as unknown as SimOutcome;
 
-  it('finds a re-run of a slot completed before it refused invalid_request, and a manual run refused', () => {
+  it('finds a re-run of a slot completed before it refused invalid_request, and a manual run or a Force run refused', () => {
     assert.match(
       triggersNeverRefused(outcomeOf('invalid_request', 100_000)).join('\n'),
       /refused invalid_request though the slot's run completed/,
@@ -266,6 +266,14 @@ describe('invariant 5: a manual trigger and a re-run of a finished slot are neve
     assert.match(
       triggersNeverRefused({ ...manual, deliveries }).join('\n'),
       /a manual trigger of job-0, sent at .* was refused invalid_request/,
+    );
+    const forced = manual.deliveries.map((d) => ({
+      ...d,
+      source: 'force' as const,
+    }));
+    assert.match(
+      triggersNeverRefused({ ...manual, deliveries: forced }).join('\n'),
+      /a Force run of job-0, sent at .* was refused invalid_request/,
     );
   });
 
