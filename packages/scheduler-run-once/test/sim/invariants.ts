@@ -14,7 +14,8 @@
  * 5. Each delivery runs as what it was sent as: Cloud Scheduler's on-time delivery, a backfill and
  *    the audit's catch-up as their slot, under the slot's run id (never as a forced run), a manual
  *    trigger as a manual run, a re-run as a re-run of its slot's run; a manual trigger and a re-run
- *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished.
+ *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished;
+ *    a delivery naming a schedule time no delivery may carry is refused and runs nothing.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
  * 10. A 2xx answer leaves its run completed, skipped or reported: Scheduler stops retrying on it.
@@ -288,6 +289,7 @@ export function violations(
     ...deliveriesRunAsSent(outcome),
     ...triggersNeverRefused(outcome),
     ...rerunsOnlyOfFinishedSlots(outcome),
+    ...strayDeliveriesRefused(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
     // 3. skip / wait: no two runs of a job and scope at once; a blocked run answered by its policy.
@@ -579,6 +581,41 @@ const RUN_DUE_STATUSES: ReadonlySet<unknown> = new Set([
   'in_progress',
   'failed',
   'missed',
+]);
+
+/**
+ * Invariant 5, schedule times no delivery may carry (docs/how-it-works.md, "Which schedule times a
+ * delivery may carry"): a request naming a slot older than `RETENTION_SECONDS`, or one after the
+ * first slot past its job's forced-run tolerance, is answered `invalid_request` (or `unavailable`
+ * in an outage; if answered at all: its instance may die first) and runs nothing.
+ */
+export function strayDeliveriesRefused(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    const answered = d.outcome !== undefined;
+    if (d.source === 'stray' && answered && !STRAY_ANSWERS.has(d.outcome)) {
+      found.push(
+        `a delivery of ${d.jobId} naming schedule time ${d.scheduleTime}, sent at ${iso(d.sentAt)}, was answered ${d.status} ${d.outcome}, not 400 invalid_request: no delivery may carry a slot older than RETENTION_SECONDS or after the first slot past the forced-run tolerance`,
+      );
+    }
+  }
+  for (const e of outcome.executions) {
+    if (e.source === 'stray') {
+      found.push(
+        `${describe(e)} ran for a delivery whose schedule time no delivery may carry (older than RETENTION_SECONDS or after the first slot past the forced-run tolerance)`,
+      );
+    }
+  }
+  return found;
+}
+
+/**
+ * What a stray delivery may be answered: refused, or `unavailable` when Firestore's time, which
+ * judges a schedule time, could not be read (an outage).
+ */
+const STRAY_ANSWERS: ReadonlySet<unknown> = new Set([
+  'invalid_request',
+  'unavailable',
 ]);
 
 /** A stored time (a Firestore Timestamp) in ms, or infinity when there is none. */

@@ -380,6 +380,13 @@ export interface History {
    */
   readonly forcedRunToleranceSeconds?: number;
   /**
+   * Halfway through the span, a request shaped as Cloud Scheduler's names a slot of the first job
+   * older than `RETENTION_SECONDS`, and another a slot after the first one past the forced-run
+   * tolerance (a forged or mistyped header): each must be refused `invalid_request` and run
+   * nothing. Absent in older recorded histories: none.
+   */
+  readonly strayDeliveries?: boolean;
+  /**
    * One execution in eight ignores its signal until its work is done; absent in older recorded
    * histories: none.
    */
@@ -803,6 +810,10 @@ function historyOf(
     leaseSeconds: Math.max(fields.leaseSeconds, shortestLease),
     ...(jobTimeoutSeconds === 0 ? {} : { jobTimeoutSeconds }),
     ...toleranceOf(fields.seed),
+    // One history in three, chosen by the seed as the tolerance is.
+    ...(Math.floor(Math.abs(fields.seed) / 4) % 3 === 0
+      ? { strayDeliveries: true }
+      : {}),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
     // each job's late-run mark, and a slot is late a grace after it could start.
     ...(audit

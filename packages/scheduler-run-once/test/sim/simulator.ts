@@ -56,7 +56,11 @@ import {
 } from '../../src/policy/missed-runs.ts';
 import { defineAuditJob } from '../../src/policy/run-audit.ts';
 import { RunHistory, unloggedReportBy } from '../../src/policy/run-history.ts';
-import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
+import {
+  nextSlots,
+  previousSlot,
+  slotsBetween,
+} from '../../src/policy/schedule.ts';
 import {
   asFirestore,
   GrpcCode,
@@ -111,7 +115,9 @@ export type Source =
   | 'manual'
   | 'rerun'
   | 'backfill'
-  | 'catchup';
+  | 'catchup'
+  /** A request naming a schedule time no delivery of the job may carry (`strayDeliveries`). */
+  | 'stray';
 
 /** One catch-up the run audit sent (its sender was called), and what the sender resolved with. */
 export interface CatchUp {
@@ -2970,6 +2976,44 @@ function triggerManual(
 }
 
 /**
+ * Two requests shaped as Cloud Scheduler's deliveries of the first deployment's first job whose
+ * schedule times it never sends: a slot older than `RETENTION_SECONDS` (its record may be gone, so
+ * nothing shows whether it ran) and a slot after the one that follows the forced-run tolerance
+ * (docs/how-it-works.md, "Which schedule times a delivery may carry"). Memory store only: the
+ * emulator's clock is not the world's.
+ */
+function sendStrayDeliveries(world: World): void {
+  const dep = world.deployments[0];
+  if (dep === undefined) {
+    return;
+  }
+  const job = jobOf(dep, 0);
+  const now = world.time.now;
+  const tooOld = previousSlot(
+    job,
+    new Date(now - RETENTION_SECONDS * 1000 - STRAY_MARGIN_MS),
+  );
+  // The latest a delivery may carry is the first slot past now and the tolerance; this is the
+  // slot after the first one past a margin longer than any tolerance.
+  const [, afterNext] = nextSlots(job, new Date(now + STRAY_MARGIN_MS), 2);
+  for (const slot of [tooOld, afterNext]) {
+    if (slot === undefined) {
+      continue;
+    }
+    const headers = schedulerHeaders(job.id, slot, {});
+    void world.time.within(world.operator, () =>
+      deliverTo(world, dep, headers, 'stray', undefined).catch(() => {}),
+    );
+  }
+}
+
+/**
+ * How far past each bound a stray delivery's slot lies, ms: beyond the longest forced-run
+ * tolerance a history runs with (90 s) and any clock's offset from Firestore's.
+ */
+const STRAY_MARGIN_MS = 5 * 60_000;
+
+/**
  * Runs `send` now, or with `whileRunning` 2 to 10 s after `job`'s next slot: a person's trigger
  * meeting the run that slot starts (its overlap policy decides).
  */
@@ -3300,6 +3344,12 @@ async function playEvents(world: World): Promise<void> {
       dep.scheduler.start();
     }
   });
+  if (world.history.strayDeliveries === true && world.db === undefined) {
+    const halfway = world.startMs + world.history.spanMs / 2;
+    time.within(undefined, () =>
+      time.schedule(() => sendStrayDeliveries(world), halfway - time.now),
+    );
+  }
   for (const event of world.history.events) {
     await time.run(world.startMs + event.at);
     time.within(undefined, () => apply(world, event));

@@ -12,6 +12,7 @@ import {
   deliveriesRunAsSent,
   overlapPolicyKept,
   rerunsOnlyOfFinishedSlots,
+  strayDeliveriesRefused,
   triggersNeverRefused,
 } from '../sim/invariants.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
@@ -344,5 +345,47 @@ describe('invariant 5: a re-run runs only a slot whose run had finished', () => 
     assert.deepEqual(rerunsOnlyOfFinishedSlots(outcomeWith(undefined)), []);
     const emulated = { ...outcomeWith({ status: 'failed' }), emulator: true };
     assert.deepEqual(rerunsOnlyOfFinishedSlots(emulated as SimOutcome), []);
+  });
+});
+
+describe('invariant 5: a delivery naming a schedule time none may carry is refused and runs nothing', () => {
+  const stray = (outcomeName: string | undefined) => ({
+    deployment: 0,
+    source: 'stray' as const,
+    jobId: 'job-0',
+    scheduleTime: '2026-01-04T23:03:00Z',
+    sentAt: 200_000,
+    endedAt: outcomeName === undefined ? undefined : 200_100,
+    status: outcomeName === undefined ? undefined : 200,
+    outcome: outcomeName,
+    instance: 'd0-i0-r0',
+    runId: undefined,
+  });
+  const outcomeOf = (deliveries: unknown[], executions: Execution[] = []) =>
+    ({ deliveries, executions }) as unknown as SimOutcome;
+
+  it('passes a refusal, an answer in an outage, and a delivery its instance never answered', () => {
+    assert.deepEqual(
+      strayDeliveriesRefused(
+        outcomeOf([
+          stray('invalid_request'),
+          stray('unavailable'),
+          stray(undefined),
+        ]),
+      ),
+      [],
+    );
+  });
+
+  it('finds a stray delivery answered otherwise, and one that ran', () => {
+    assert.match(
+      strayDeliveriesRefused(outcomeOf([stray('skipped')])).join('\n'),
+      /naming schedule time 2026-01-04T23:03:00Z, .* was answered 200 skipped, not 400 invalid_request/,
+    );
+    const ran = execution({ source: 'stray' });
+    assert.match(
+      strayDeliveriesRefused(outcomeOf([], [ran])).join('\n'),
+      /ran for a delivery whose schedule time no delivery may carry/,
+    );
   });
 });
