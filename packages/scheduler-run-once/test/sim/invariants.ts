@@ -14,7 +14,8 @@
  * 5. Each delivery runs as what it was sent as: Cloud Scheduler's on-time delivery, a backfill and
  *    the audit's catch-up as their slot, under the slot's run id (never as a forced run), a manual
  *    trigger as a manual run, a re-run as a re-run of its slot's run; a manual trigger and a re-run
- *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished;
+ *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished
+ *    (while it runs under a live lease, the re-run is told to wait: `in_progress`);
  *    a delivery naming a schedule time no delivery may carry is refused and runs nothing.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
@@ -289,6 +290,7 @@ export function violations(
     ...deliveriesRunAsSent(outcome),
     ...triggersNeverRefused(outcome),
     ...rerunsOnlyOfFinishedSlots(outcome),
+    ...rerunsOfRunningSlotsToldToWait(outcome),
     ...strayDeliveriesRefused(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
@@ -582,6 +584,53 @@ const RUN_DUE_STATUSES: ReadonlySet<unknown> = new Set([
   'failed',
   'missed',
 ]);
+
+/**
+ * Invariant 5, a re-run refused while its slot runs (docs/how-it-works.md, "Re-runs the function
+ * refuses"): a re-run sent while an attempt of its slot's run executes under a lease that landed
+ * before the re-run was sent and lasts past its answer is answered `in_progress` (409: re-run it
+ * after it finishes), never `invalid_request` (400: the request must change). Memory store only:
+ * the landed leases are seen there.
+ */
+export function rerunsOfRunningSlotsToldToWait(outcome: SimOutcome): string[] {
+  if (outcome.emulator) {
+    return [];
+  }
+  const found: string[] = [];
+  for (const d of outcome.deliveries) {
+    if (d.source !== 'rerun' || d.outcome !== 'invalid_request') {
+      continue;
+    }
+    const answeredAt = d.endedAt ?? d.sentAt;
+    const scope = keyScopeOf(outcome, d.deployment);
+    const slotRun = slotRunId(d.jobId, new Date(d.scheduleTime), scope);
+    const running = outcome.executions.find(
+      (e) =>
+        e.runId === slotRun &&
+        e.start <= d.sentAt &&
+        (e.end ?? Number.POSITIVE_INFINITY) > answeredAt &&
+        leaseLiveThrough(outcome, e.attemptId, d.sentAt, answeredAt),
+    );
+    if (running !== undefined) {
+      found.push(
+        `a re-run of ${d.jobId}@${d.scheduleTime}, sent at ${iso(d.sentAt)}, was refused invalid_request while its slot's run executed under a live lease (${describe(running)}): a running slot's re-run is answered in_progress, to be sent again once the run finishes`,
+      );
+    }
+  }
+  return found;
+}
+
+/** Whether the lease of attempt `attemptId` that had landed by `from` lasted past `to` (ms). */
+function leaseLiveThrough(
+  outcome: SimOutcome,
+  attemptId: string,
+  from: number,
+  to: number,
+): boolean {
+  const landed = outcome.leaseEnds.get(attemptId) ?? [];
+  const last = landed.filter((w) => w.landedAt <= from).at(-1);
+  return last !== undefined && last.expires > to;
+}
 
 /**
  * Invariant 5, schedule times no delivery may carry (docs/how-it-works.md, "Which schedule times a

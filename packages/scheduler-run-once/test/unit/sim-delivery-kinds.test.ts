@@ -11,6 +11,7 @@ import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
   overlapPolicyKept,
+  rerunsOfRunningSlotsToldToWait,
   rerunsOnlyOfFinishedSlots,
   strayDeliveriesRefused,
   triggersNeverRefused,
@@ -386,6 +387,44 @@ describe('invariant 5: a delivery naming a schedule time none may carry is refus
     assert.match(
       strayDeliveriesRefused(outcomeOf([], [ran])).join('\n'),
       /ran for a delivery whose schedule time no delivery may carry/,
+    );
+  });
+});
+
+describe('invariant 5: a re-run of a slot running under a live lease is told to wait', () => {
+  const refused = {
+    deployment: 0,
+    source: 'rerun' as const,
+    jobId: 'job-0',
+    scheduleTime: '1970-01-01T00:01:00Z',
+    sentAt: 65_000,
+    endedAt: 65_100,
+    status: 400,
+    outcome: 'invalid_request',
+    instance: 'd0-i0-r0',
+    runId: undefined,
+  };
+  const outcomeWith = (expires: number, outcomeName = 'invalid_request') =>
+    ({
+      emulator: false,
+      deliveries: [{ ...refused, outcome: outcomeName }],
+      executions: [execution()],
+      leaseEnds: new Map([['attempt-1', [{ landedAt: 60_000, expires }]]]),
+      deployments: [{ scope: '', keyScope: [], revisions: [] }],
+    }) as unknown as SimOutcome;
+
+  it('finds a refusal invalid_request while the run held a live lease', () => {
+    assert.match(
+      rerunsOfRunningSlotsToldToWait(outcomeWith(90_000)).join('\n'),
+      /was refused invalid_request while its slot's run executed under a live lease/,
+    );
+  });
+
+  it('passes the refusal of a run whose lease lapsed, and an answer in_progress', () => {
+    assert.deepEqual(rerunsOfRunningSlotsToldToWait(outcomeWith(65_050)), []);
+    assert.deepEqual(
+      rerunsOfRunningSlotsToldToWait(outcomeWith(90_000, 'in_progress')),
+      [],
     );
   });
 });
