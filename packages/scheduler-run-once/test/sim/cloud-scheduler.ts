@@ -54,6 +54,7 @@ export interface SchedulerClock {
 export type SendRequest = (
   headers: Readonly<Record<string, string>>,
   signal: AbortSignal,
+  attempt: SchedulerAttempt,
 ) => Promise<{ status: number }>;
 
 /** One attempt as Scheduler saw it. */
@@ -63,6 +64,8 @@ export interface SchedulerAttempt {
   readonly slotMs: number;
   readonly forced: boolean;
   readonly scheduleTimeSent: boolean;
+  /** Which execution (a slot's, or one Force run's) it belongs to: a number of the model's own. */
+  readonly execution: number;
   /** 1 for the first attempt, 2 for the first retry, … */
   readonly attempt: number;
   readonly sentAt: number;
@@ -213,6 +216,8 @@ export class CloudScheduler {
   /** How late the next slot of a job is dispatched, ms, by job id (once). */
   readonly #delays = new Map<string, number>();
   #stopped = false;
+  /** The number the next execution gets. */
+  #nextExecution = 0;
 
   constructor(options: CloudSchedulerOptions) {
     this.#options = options;
@@ -350,8 +355,9 @@ export class CloudScheduler {
   ): Promise<void> {
     const { clock } = this.#options;
     const firstAttemptAt = clock.now();
+    const execution = this.#nextExecution++;
     for (let attempt = 1; ; attempt++) {
-      const record = await this.#attempt(job, slot, attempt, forced);
+      const record = await this.#attempt(job, slot, attempt, forced, execution);
       if (dispatchedLateMs > 0) {
         Object.assign(record, { dispatchedLateMs });
       }
@@ -383,6 +389,7 @@ export class CloudScheduler {
     slot: number,
     attempt: number,
     forced: { withoutScheduleTime: boolean } | undefined,
+    execution: number,
   ): Promise<SchedulerAttempt> {
     const { clock, random, send } = this.#options;
     const sent = forced?.withoutScheduleTime !== true;
@@ -398,6 +405,7 @@ export class CloudScheduler {
       slotMs: slot,
       forced: forced !== undefined,
       scheduleTimeSent: sent,
+      execution,
       attempt,
       sentAt: clock.now(),
       endedAt: undefined,
@@ -412,7 +420,7 @@ export class CloudScheduler {
         job.attemptDeadlineSeconds * 1000,
       );
       try {
-        return (await send(headers, deadline.signal)).status;
+        return (await send(headers, deadline.signal, record)).status;
       } catch {
         return undefined;
       } finally {

@@ -15,7 +15,8 @@
  *    the audit's catch-up as their slot, under the slot's run id (never as a forced run), a manual
  *    trigger as a manual run, a re-run as a re-run of its slot's run; a manual trigger and a re-run
  *    of a completed slot are never refused, and a re-run runs only a slot whose run had finished
- *    (while it runs under a live lease, the re-run is told to wait: `in_progress`);
+ *    (while it runs under a live lease, the re-run is told to wait: `in_progress`); one Force run
+ *    without a schedule time runs the job once, however late its retries;
  *    a delivery naming a schedule time no delivery may carry is refused and runs nothing.
  * 6. Nothing throws where the product should never throw.
  * 8. After a final-failure report, Cloud Scheduler sends no retry of that slot.
@@ -291,6 +292,7 @@ export function violations(
     ...triggersNeverRefused(outcome),
     ...rerunsOnlyOfFinishedSlots(outcome),
     ...rerunsOfRunningSlotsToldToWait(outcome),
+    ...forceRunsWithoutTimeRunOnce(outcome),
     ...strayDeliveriesRefused(outcome),
     // 4. One run per trigger id of a job and key scope (the trigger id names a run of its job).
     ...oneRunPerTrigger(outcome),
@@ -584,6 +586,56 @@ const RUN_DUE_STATUSES: ReadonlySet<unknown> = new Set([
   'failed',
   'missed',
 ]);
+
+/**
+ * Invariant 5, one Force run without a schedule time runs once (docs/how-it-works.md, "A Force run
+ * without schedule time"): once a job run of one of Cloud Scheduler's executions of it completed
+ * (its completion landed), no later attempt of that execution starts the job under another run
+ * id, however long its retries wait: each retry must find the forced run its first attempts
+ * claimed. (The same run id again is invariant 1's.)
+ */
+export function forceRunsWithoutTimeRunOnce(outcome: SimOutcome): string[] {
+  const attemptsOf = new Map<number, Set<string>>();
+  for (const d of outcome.deliveries) {
+    const withoutTime = d.source === 'force' && d.scheduleTime === '';
+    if (!withoutTime || d.schedulerExecution === undefined) {
+      continue;
+    }
+    const ran = attemptsOf.get(d.schedulerExecution) ?? new Set<string>();
+    if (d.ranAs !== undefined) {
+      ran.add(d.ranAs);
+    }
+    attemptsOf.set(d.schedulerExecution, ran);
+  }
+  const found: string[] = [];
+  for (const [execution, attemptIds] of attemptsOf) {
+    const runs = outcome.executions
+      .filter((e) => attemptIds.has(e.attemptId))
+      .sort((a, b) => a.start - b.start);
+    const completed = runs.find((e) => completedBy(outcome, e) !== undefined);
+    if (completed === undefined) {
+      continue;
+    }
+    const completedAt = completedBy(outcome, completed) as number;
+    const again = runs.find(
+      (e) => e.runId !== completed.runId && e.start > completedAt,
+    );
+    if (again !== undefined) {
+      found.push(
+        `one Force run of ${completed.jobId} without a schedule time (Scheduler's execution ${execution}) ran the job twice: ${describe(completed)} completed at ${iso(completedAt)}, then its retry ran ${describe(again)} as another run`,
+      );
+    }
+  }
+  return found;
+}
+
+/** When `e`'s completion of its run landed, ms: its run's record is completed by its attempt. */
+function completedBy(outcome: SimOutcome, e: Execution): number | undefined {
+  const record = outcome.records.get(e.runId);
+  const byIt =
+    record?.status === 'completed' && record.attempt_id === e.attemptId;
+  return byIt ? timeOf(record.completed_at) : undefined;
+}
 
 /**
  * Invariant 5, a re-run refused while its slot runs (docs/how-it-works.md, "Re-runs the function

@@ -290,6 +290,8 @@ export interface Delivered {
   readonly allowOverlap?: boolean;
   /** The attempt its own job ran as, once the job started (the request that claimed the run). */
   ranAs?: string;
+  /** Cloud Scheduler's execution it is an attempt of (`SchedulerAttempt.execution`), if Scheduler sent it. */
+  schedulerExecution?: number;
 }
 
 /** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
@@ -2056,7 +2058,7 @@ function startDeployment(world: World, dep: Deployment): void {
     random: world.rng,
     duplicates: history.duplicates,
     dropAnswers: history.dropAnswers,
-    send: (headers, signal) => {
+    send: (headers, signal, attempt) => {
       const header = headers['X-CloudScheduler-ScheduleTime'];
       // Scheduler sends a slot before its time, or no time, only for a Force run.
       const source: Source =
@@ -2068,9 +2070,13 @@ function startDeployment(world: World, dep: Deployment): void {
           new Error('Cloud Scheduler cannot reach the function (outage)'),
         );
       }
-      return time.within(undefined, () =>
-        deliverTo(world, dep, headers, source, undefined, signal),
-      );
+      return time.within(undefined, () => {
+        const sent = deliverTo(world, dep, headers, source, undefined, signal);
+        // deliverTo records the delivery before it returns.
+        const delivered = world.deliveries.at(-1) as Delivered;
+        delivered.schedulerExecution = attempt.execution;
+        return sent;
+      });
     },
   });
 }

@@ -10,6 +10,7 @@ import { forcedRunId, slotRunId } from '../../src/policy/run-history.ts';
 import {
   blockedAnswersByPolicy,
   deliveriesRunAsSent,
+  forceRunsWithoutTimeRunOnce,
   overlapPolicyKept,
   rerunsOfRunningSlotsToldToWait,
   rerunsOnlyOfFinishedSlots,
@@ -426,5 +427,65 @@ describe('invariant 5: a re-run of a slot running under a live lease is told to 
       rerunsOfRunningSlotsToldToWait(outcomeWith(90_000, 'in_progress')),
       [],
     );
+  });
+});
+
+describe('invariant 5: one Force run without a schedule time runs the job once', () => {
+  const forced = (attemptId: string, runId: string, start: number) =>
+    execution({
+      source: 'force',
+      kind: 'forced',
+      attemptId,
+      runId,
+      start,
+      end: start + 10_000,
+    });
+  const sent = (ranAs: string, sentAt: number) => ({
+    deployment: 0,
+    source: 'force' as const,
+    jobId: 'job-0',
+    scheduleTime: '',
+    sentAt,
+    endedAt: sentAt + 10_000,
+    status: 500,
+    outcome: 'processed',
+    instance: 'd0-i0-r0',
+    runId: undefined,
+    ranAs,
+    schedulerExecution: 4,
+  });
+  const outcomeOf = (secondRun: string) =>
+    ({
+      deliveries: [sent('a1', 30_000), sent('a2', 90_000)],
+      executions: [
+        forced('a1', 'forced-1', 30_000),
+        forced('a2', secondRun, 90_000),
+      ],
+      records: new Map([
+        [
+          'forced-1',
+          {
+            status: 'completed',
+            attempt_id: 'a1',
+            completed_at: Timestamp.fromMillis(40_100),
+          },
+        ],
+      ]),
+    }) as unknown as SimOutcome;
+
+  it('finds a retry that ran another forced run after the first completed', () => {
+    assert.match(
+      forceRunsWithoutTimeRunOnce(outcomeOf('forced-2')).join('\n'),
+      /one Force run of job-0 without a schedule time \(Scheduler's execution 4\) ran the job twice/,
+    );
+  });
+
+  it('leaves a retry of the same run to invariant 1, and attempts of a Force run that never completed', () => {
+    assert.deepEqual(forceRunsWithoutTimeRunOnce(outcomeOf('forced-1')), []);
+    const failed = outcomeOf('forced-2');
+    const records = new Map([
+      ['forced-1', { status: 'failed', attempt_id: 'a1' }],
+    ]);
+    assert.deepEqual(forceRunsWithoutTimeRunOnce({ ...failed, records }), []);
   });
 });
