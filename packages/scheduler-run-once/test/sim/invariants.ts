@@ -579,7 +579,7 @@ export function rerunsOnlyOfFinishedSlots(outcome: SimOutcome): string[] {
   return found;
 }
 
-/** The statuses a slot's record this version wrote holds when its own run finished or is still due. */
+/** The statuses of a slot's record (this version's) once its run finished, or while it is due. */
 const RUN_DUE_STATUSES: ReadonlySet<unknown> = new Set([
   'completed',
   'in_progress',

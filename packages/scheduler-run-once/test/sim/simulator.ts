@@ -290,7 +290,7 @@ export interface Delivered {
   readonly allowOverlap?: boolean;
   /** The attempt its own job ran as, once the job started (the request that claimed the run). */
   ranAs?: string;
-  /** Cloud Scheduler's execution it is an attempt of (`SchedulerAttempt.execution`), if Scheduler sent it. */
+  /** The Scheduler execution it is an attempt of (`SchedulerAttempt.execution`), if any. */
   schedulerExecution?: number;
 }
 
