@@ -155,6 +155,7 @@ import {
   type Delivered,
   type Execution,
   type ForeignPauses,
+  type LeaseEnd,
   type LogLine,
   OPERATOR_PAUSE_NOTE,
   type SimOutcome,
@@ -244,7 +245,7 @@ function leaseLapsedWhileExtending(
       (l) => Number(l.fields.failedExtensions) >= 2 && l.at <= at,
     );
   }
-  const lastBefore = landed.filter((w) => w.landedAt <= at).at(-1);
+  const lastBefore = lastLeaseLanded(landed, at);
   const lapsed = lastBefore === undefined || lastBefore.expires <= at;
   return lapsed && failures.length > 0;
 }
@@ -679,9 +680,16 @@ function leaseLiveThrough(
   from: number,
   to: number,
 ): boolean {
-  const landed = outcome.leaseEnds.get(attemptId) ?? [];
-  const last = landed.filter((w) => w.landedAt <= from).at(-1);
+  const last = lastLeaseLanded(outcome.leaseEnds.get(attemptId) ?? [], from);
   return last !== undefined && last.expires > to;
+}
+
+/** The last of an attempt's lease writes that had landed by `at` (ms), if any. */
+function lastLeaseLanded(
+  landed: readonly LeaseEnd[],
+  at: number,
+): LeaseEnd | undefined {
+  return landed.filter((w) => w.landedAt <= at).at(-1);
 }
 
 /**
