@@ -167,6 +167,48 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     assert.equal(calls.length, 1);
   });
 
+  it('takes a retry that comes after the retry window, within maxRetryDuration, for the same forced run', async () => {
+    // No retry under retryCount, so retries come only while maxRetryDuration (60 s) allows one:
+    // the retry window assumes each attempt ran to its 15 s deadline (15 + 16 + 15 = 46 s), but an
+    // attempt that fails fast leaves its retry later than that (fault-biased seed 5, history 23).
+    const calls: JobContext[] = [];
+    const jobs = validateJobs([
+      defineJob({
+        id: 'every-minute',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 15,
+        retryCount: 0,
+        maxRetryDurationSeconds: 60,
+        minBackoffSeconds: 16,
+        maxBackoffSeconds: 20,
+        maxDoublings: 0,
+        run: async (ctx) => {
+          calls.push(ctx);
+        },
+      }),
+    ]);
+    // The claim's first_claimed_at is the emulator's own time: the retry comes 51 s after it by
+    // the driven clock, and the forced slot lies within the 75 s the retry looks back over.
+    const claimedFrom = Date.now();
+    const slot = new Date(Math.ceil((claimedFrom - 23_000) / MINUTE) * MINUTE);
+    let now = at(slot, -20_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+    const forceRun = { 'X-CloudScheduler-JobName': 'every-minute' };
+
+    const first = await request.post('/').set(forceRun);
+    now = new Date(claimedFrom + 51_000);
+    const retry = await request.post('/').set(forceRun);
+
+    assert.deepEqual(
+      [first, retry].map((r) => [r.body.outcome, r.body.runId]),
+      [
+        ['processed', first.body.runId],
+        ['duplicate', first.body.runId],
+      ],
+    );
+    assert.equal(calls.length, 1);
+  });
+
   it('is a new forced run, of the next slot, once the last one’s retry window has passed', async () => {
     // No retries (both limits 0, as Scheduler retries until both are reached): a window of one attempt deadline, 180 s.
     const { jobs, slot } = dailyJobSoon({

@@ -2,7 +2,7 @@
 import type { BatchRead } from '../core/run-documents.ts';
 import { computeRunId, type Scope } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
-import { retryWindowMs } from './retry-policy.ts';
+import { longestExecutionMs } from './retry-policy.ts';
 import { nextSlots, previousSlot, toUtcRfc3339 } from './schedule.ts';
 
 /** How many of the job's slots one batched read of a Force run without schedule time holds. */
@@ -10,12 +10,19 @@ export const FORCE_RUN_BATCH_SLOTS = 100;
 
 /**
  * The schedule time (RFC 3339 UTC) of `job`'s Force run without one, at Firestore's `now`: the
- * latest of its slots within the retry window whose forced run was first claimed within that
- * window (its retry), else the next slot, if any. The slots are read newest first, in batched
- * reads of {@link FORCE_RUN_BATCH_SLOTS}, stopping at the batch that holds the retried run: a
- * retry costs one read per slot back to its forced run; a first click, one per slot of the window
- * (a per-minute job with the default window: 60, one batch). Deliveries with a schedule time never
- * come here. Throws what `readMany` throws.
+ * latest of its slots within the execution window whose forced run was first claimed within that
+ * window (its retry), else the next slot, if any.
+ *
+ * The execution window is the job's longest execution ({@link longestExecutionMs}), not the retry
+ * window: when attempts fail fast, Scheduler may send a retry up to `maxRetryDuration` after the
+ * first attempt, later than the retry window, which assumes every attempt ran to its deadline
+ * (fault-biased seed 5, history 23: a retry 51 s after its forced run, beyond a 46 s retry
+ * window, ran the job again as the next slot).
+ *
+ * The slots are read newest first, in batched reads of {@link FORCE_RUN_BATCH_SLOTS}, stopping at
+ * the batch that holds the retried run: a retry costs one read per slot back to its forced run; a
+ * first click, one per slot of the window (a per-minute job with the default settings: 63, one
+ * batch). Deliveries with a schedule time never come here. Throws what `readMany` throws.
  */
 export async function forceRunScheduleTime(
   job: DeclaredJob,
@@ -23,12 +30,12 @@ export async function forceRunScheduleTime(
   now: Date,
   readMany: (runIds: readonly string[]) => Promise<BatchRead>,
 ): Promise<string | undefined> {
-  const windowStart = now.getTime() - retryWindowMs(job);
+  const windowStart = now.getTime() - longestExecutionMs(job);
   const idOf = (t: string) =>
     computeRunId({ jobName: job.id, scheduleTime: t, scope }, ['forced']);
   const inWindow = (at: Date | undefined): at is Date =>
     at !== undefined && at.getTime() > windowStart;
-  // Newest first, back to the retry window's start: a retry is most often of a recent slot.
+  // Newest first, back to the execution window's start: a retry is most often of a recent slot.
   let slot = previousSlot(job, new Date(now.getTime() + 1));
   while (inWindow(slot)) {
     const batch: string[] = [];
