@@ -3280,6 +3280,17 @@ function runsBeforeItsNextSlot(
   if (job === undefined) {
     return false;
   }
+  const running = world.executions.filter(
+    (e) =>
+      e.deployment === dep.index &&
+      e.revision === latest &&
+      e.jobId === job.id &&
+      e.kind === 'slot' &&
+      e.result === 'running',
+  );
+  if (running.length === 0) {
+    return false; // nothing to outlast: croner's searches below cost most of this poll
+  }
   const now = world.time.now;
   const cron = new Cron(job.schedule, { timezone: job.timeZone ?? 'UTC' });
   const next = cron.nextRun(new Date(now));
@@ -3289,14 +3300,9 @@ function runsBeforeItsNextSlot(
   }
   const inMs = next.getTime() - now;
   // The run of the slot before the next: the one a guarded slot's run must not start beside.
-  const outlasting = world.executions.some(
+  const outlasting = running.some(
     (e) =>
-      e.deployment === dep.index &&
-      e.revision === latest &&
-      e.jobId === job.id &&
-      e.kind === 'slot' &&
       e.scheduleTime === previous.getTime() &&
-      e.result === 'running' &&
       (e.plannedEnd ?? 0) > next.getTime() + DURING_RUN_OUTLASTS_MS,
   );
   return (
