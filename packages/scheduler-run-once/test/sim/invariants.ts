@@ -2131,9 +2131,10 @@ function reportLinesByRun(outcome: SimOutcome): Map<string, number> {
 
 /**
  * Whether the attempt's report before the REPORT_UNCONFIRMED line at `index` of the logs landed:
- * a write of its instance left the run's record reported after the report's line (on the
- * emulator, where no write is seen landing: the run's final record names that report's reporter;
- * a later report by a check overwrites it).
+ * a write of its instance left the run's record reported by that report's reporter after the
+ * report's line (not a check's report on the same instance: the run audit runs there too, default
+ * seed 42, history 431); on the emulator, where no write is seen landing, the run's final record
+ * names that reporter (a later report by a check overwrites it).
  */
 function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
   const unconfirmed = outcome.logs[index];
@@ -2146,22 +2147,23 @@ function attemptReportLanded(outcome: SimOutcome, index: number): boolean {
         l.fields.runId === unconfirmed?.fields.runId,
     );
   const runId = String(unconfirmed?.fields.runId);
+  const reporter = String(report?.fields.reporter ?? '');
+  const byReporter = (reportedBy: unknown) =>
+    reporter !== '' && String(reportedBy ?? '').startsWith(reporter);
   if (outcome.recordWrites !== undefined) {
-    // A write of the reporting instance that left the record reported, after the report's line.
+    // A write of the reporting instance that left the record reported by the report's reporter.
     return outcome.recordWrites.some(
       (w) =>
         w.runId === runId &&
         w.machine === unconfirmed?.instance &&
         w.reported === true &&
+        byReporter(w.reportedBy) &&
         report !== undefined &&
         w.at >= report.at,
     );
   }
   const record = outcome.records.get(runId);
-  const reporter = String(report?.fields.reporter ?? '');
-  return (
-    reporter !== '' && String(record?.reported_by ?? '').startsWith(reporter)
-  );
+  return byReporter(record?.reported_by);
 }
 
 /**

@@ -353,6 +353,8 @@ export interface RecordWrite {
   readonly status?: unknown;
   /** The record holds a report (`reported_at`) after the write. */
   readonly reported?: boolean;
+  /** Who the record says reported it (`reported_by`) after the write, if anyone. */
+  readonly reportedBy?: unknown;
   /** The check that claimed logging its report again (`relog_by`) after the write, if any. */
   readonly relogBy?: unknown;
 }
@@ -926,6 +928,7 @@ function noteLandedWrite(
       runId: path.slice(world.collection.length + 1),
       status: after?.status,
       reported: after?.reported_at !== undefined,
+      reportedBy: after?.reported_by,
       relogBy: after?.relog_by,
     });
   }

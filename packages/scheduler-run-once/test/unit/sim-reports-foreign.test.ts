@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
+import { REPORT_UNCONFIRMED } from '../../src/policy/final-failure.ts';
+import { FAILED_AFTER_RETRIES } from '../../src/policy/log-messages.ts';
 import {
   REPORT_NOT_ACKNOWLEDGED,
   UNREADABLE_PAUSES,
@@ -194,6 +196,45 @@ describe('invariant 12: every report written is logged once or twice', () => {
       reportsLoggedOnceOrTwice(outcome({ logs, records })).join('\n'),
       /logged 3 times: .* than the 1 loggers/,
       "without the auditor's death only one logger failed to mark it",
+    );
+  });
+
+  it("passes an attempt's unconfirmed failure report logged again by the audit on the same instance, and fails it once the attempt's own report landed (default seed 42, history 431)", () => {
+    const failed = {
+      status: 'failed',
+      reported_at: Timestamp.fromMillis(300_000),
+      reported_by: 'audit-check',
+    };
+    const logs = [
+      line(24_000, FAILED_AFTER_RETRIES, { runId: RUN, reporter: 'attempt-r' }),
+      { ...line(28_000, REPORT_UNCONFIRMED, { runId: RUN }), level: 'WARNING' },
+      line(300_000, FAILED_AFTER_RETRIES, {
+        runId: RUN,
+        reporter: 'audit-check',
+      }),
+    ];
+    const records = new Map([[RUN, failed]]);
+    const write = (reportedBy: string) => ({
+      at: 300_000,
+      machine: 'd0-i0-r0',
+      runId: RUN,
+      status: 'failed',
+      reported: true,
+      reportedBy,
+    });
+
+    assert.deepEqual(
+      reportsLoggedOnceOrTwice(
+        outcome({ logs, records, recordWrites: [write('audit-check')] }),
+      ),
+      [],
+      "the audit's report write on the attempt's instance is not the attempt's",
+    );
+    assert.match(
+      reportsLoggedOnceOrTwice(
+        outcome({ logs, records, recordWrites: [write('attempt-r')] }),
+      ).join('\n'),
+      /logged 2 times: at most once more than the 0 loggers/,
     );
   });
 
