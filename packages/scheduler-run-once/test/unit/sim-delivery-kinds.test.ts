@@ -222,6 +222,35 @@ describe('invariant 3: a blocked run answered by its policy', () => {
       [],
     );
   });
+
+  it('judges by the writes that landed where they are seen: a record a repair deleted after the answer, created again later, was there (fault-biased seed 39, history 24)', () => {
+    const write = (at: number, status: string | undefined) => ({
+      at,
+      machine: 'd0-i0-r0',
+      runId: 'run-0',
+      status,
+    });
+    const recreated = new Map([['run-0', 90_000]]);
+    const answered = (recordWrites: ReturnType<typeof write>[]) =>
+      blockedAnswersByPolicy({
+        ...outcomeOf([{}], recreated),
+        recordWrites,
+      } as SimOutcome);
+
+    assert.deepEqual(
+      answered([write(60_100, 'failed'), write(70_000, undefined)]),
+      [],
+    );
+    assert.match(
+      answered([
+        write(60_100, 'failed'),
+        write(60_900, undefined),
+        write(90_000, 'in_progress'),
+      ]).join('\n'),
+      /though its run had no record/,
+      'deleted before the answer: no record then',
+    );
+  });
 });
 
 describe('invariant 5: a manual trigger and a re-run of a finished slot are never refused', () => {
@@ -476,7 +505,20 @@ describe('invariant 5: one Force run without a schedule time runs the job once',
   it('finds a retry that ran another forced run after the first completed', () => {
     assert.match(
       forceRunsWithoutTimeRunOnce(outcomeOf('forced-2')).join('\n'),
-      /one Force run of job-0 without a schedule time \(Scheduler's execution 4\) ran the job twice/,
+      /one Force run of job-0 without a schedule time \(Scheduler's execution 4 of deployment 0\) ran the job twice/,
+    );
+  });
+
+  it("passes two deployments' Force runs that their Schedulers numbered alike (seed 44, history 47)", () => {
+    const twoDeployments = outcomeOf('forced-2');
+    const deliveries = twoDeployments.deliveries.map((d, i) => ({
+      ...d,
+      deployment: i,
+    }));
+
+    assert.deepEqual(
+      forceRunsWithoutTimeRunOnce({ ...twoDeployments, deliveries }),
+      [],
     );
   });
 
