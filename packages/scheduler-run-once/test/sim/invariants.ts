@@ -995,7 +995,8 @@ function requestSentAt(outcome: SimOutcome, e: Execution): number {
  * slot's or a Force run's delivery that is blocked records its run `skipped` (answered 409
  * `waiting` only when the run already had a record: an earlier attempt's); and nothing a person
  * asked for (a manual run, a re-run, a backfill) is ever answered `skipped`. Judged for jobs whose
- * every revision of the deployment is `skip`, by the records' create times (memory store only).
+ * every revision of the deployment is `skip`, by the writes that landed on the run's record
+ * ({@link hadRecordAt}; memory store only).
  */
 export function blockedAnswersByPolicy(outcome: SimOutcome): string[] {
   if (outcome.emulator) {
