@@ -9,7 +9,11 @@ import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { JobContext } from '../src/core/job-context.ts';
 import { computeRunId } from '../src/core/run-key.ts';
-import { defineJob, validateJobs } from '../src/policy/job-declaration.ts';
+import {
+  defineJob,
+  type JobDeclaration,
+  validateJobs,
+} from '../src/policy/job-declaration.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
 import { schedulerHeaders, serveJobs } from './helpers.ts';
 
@@ -32,6 +36,26 @@ function dailyJobSoon(
     }),
   ]);
   return { jobs, calls, slot };
+}
+
+/** A per-minute job with `settings`, the contexts it ran with, and its Force run's headers. */
+function everyMinuteJob(settings: Partial<JobDeclaration>) {
+  const calls: JobContext[] = [];
+  const jobs = validateJobs([
+    defineJob({
+      id: 'every-minute',
+      schedule: '* * * * *',
+      ...settings,
+      run: async (ctx) => {
+        calls.push(ctx);
+      },
+    }),
+  ]);
+  return {
+    jobs,
+    calls,
+    forceRun: { 'X-CloudScheduler-JobName': 'every-minute' },
+  };
 }
 
 const at = (slot: Date, ms: number) => new Date(slot.getTime() + ms);
@@ -135,23 +159,14 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
 
   it('takes a retry of a per-minute job that comes more than 100 slots later, within the retry window, for the same forced run', async () => {
     // Back-offs of 10 min to an hour: a window of about three and a half hours, 200-odd slots.
-    const calls: JobContext[] = [];
-    const jobs = validateJobs([
-      defineJob({
-        id: 'every-minute',
-        schedule: '* * * * *',
-        retryCount: 5,
-        maxRetryDurationSeconds: 0,
-        minBackoffSeconds: 600,
-        maxBackoffSeconds: 3600,
-        run: async (ctx) => {
-          calls.push(ctx);
-        },
-      }),
-    ]);
+    const { jobs, calls, forceRun } = everyMinuteJob({
+      retryCount: 5,
+      maxRetryDurationSeconds: 0,
+      minBackoffSeconds: 600,
+      maxBackoffSeconds: 3600,
+    });
     let now = new Date();
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
-    const forceRun = { 'X-CloudScheduler-JobName': 'every-minute' };
 
     const first = await request.post('/').set(forceRun);
     now = new Date(now.getTime() + 150 * MINUTE);
@@ -171,29 +186,20 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     // No retry under retryCount, so retries come only while maxRetryDuration (60 s) allows one:
     // the retry window assumes each attempt ran to its 15 s deadline (15 + 16 + 15 = 46 s), but an
     // attempt that fails fast leaves its retry later than that (fault-biased seed 5, history 23).
-    const calls: JobContext[] = [];
-    const jobs = validateJobs([
-      defineJob({
-        id: 'every-minute',
-        schedule: '* * * * *',
-        attemptDeadlineSeconds: 15,
-        retryCount: 0,
-        maxRetryDurationSeconds: 60,
-        minBackoffSeconds: 16,
-        maxBackoffSeconds: 20,
-        maxDoublings: 0,
-        run: async (ctx) => {
-          calls.push(ctx);
-        },
-      }),
-    ]);
+    const { jobs, calls, forceRun } = everyMinuteJob({
+      attemptDeadlineSeconds: 15,
+      retryCount: 0,
+      maxRetryDurationSeconds: 60,
+      minBackoffSeconds: 16,
+      maxBackoffSeconds: 20,
+      maxDoublings: 0,
+    });
     // The claim's first_claimed_at is the emulator's own time: the retry comes 51 s after it by
     // the driven clock, and the forced slot lies within the 75 s the retry looks back over.
     const claimedFrom = Date.now();
     const slot = new Date(Math.ceil((claimedFrom - 23_000) / MINUTE) * MINUTE);
     let now = at(slot, -20_000);
     const { request } = serveJobs(jobs, {}, { clock: async () => now });
-    const forceRun = { 'X-CloudScheduler-JobName': 'every-minute' };
 
     const first = await request.post('/').set(forceRun);
     now = new Date(claimedFrom + 51_000);
