@@ -83,6 +83,9 @@
  *    `failed`) only when the request's own job ran.
  * 46. A final failure no retry can follow reports itself, while its lease holds, before its
  *    release (self-report-invariants.ts).
+ * 47. Every run has the id deployed versions compute, and every record their key scope
+ *    (run-id-invariants.ts): a slot's, a forced run's, a manual run's and a re-run's, recomputed
+ *    from what was sent by the id format v1 written out again, not imported.
  *
  * Each violation is a sentence naming the runs, so a failing seed reads as a bug report.
  */
@@ -149,6 +152,7 @@ import {
   reportLinesSayWhat,
   unmarkedWarningsTrue,
 } from './report-line-invariants.ts';
+import { runIdsAsDeployed } from './run-id-invariants.ts';
 import { finalFailuresReportThemselves } from './self-report-invariants.ts';
 import {
   type Answered,
@@ -333,6 +337,8 @@ export function violations(
     ...catchUpViolations(outcome),
     // 21. Every record says what happened to its run (record-invariants.ts).
     ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
+    // 47. Every run has the id deployed versions compute, every record their key scope.
+    ...runIdsAsDeployed(outcome),
     // 22-30. An attempt's lease, signal and reports (attemptViolations).
     ...attemptViolations(outcome),
     // 6. Nothing throws where it should not.
