@@ -8,11 +8,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { before, describe, it } from 'node:test';
+import { before, describe, it, type TestContext } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { ROOT } from '../../src/dev/local-processes.ts';
 import * as runsCommand from '../../src/ops/runs.ts';
@@ -205,8 +205,8 @@ describe('npm run runs', () => {
     assert.doesNotMatch(stderr, /Warning/);
   });
 
-  it('--html FILE writes the same rows as one page, instead of the table', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'runs-html-')), 'runs.html');
+  it('--html FILE writes the same rows as one page, instead of the table', async (t) => {
+    const file = join(scratchDir(t, 'runs-html-'), 'runs.html');
     const { code, stdout, stderr } = await runs(
       collection,
       '--html',
@@ -756,7 +756,7 @@ describe('the operations commands with Firestore unreachable', () => {
 });
 
 describe('the operations commands without Google credentials', () => {
-  it('say so, and what to set, without a stack, and exit 1', async () => {
+  it('say so, and what to set, without a stack, and exit 1', async (t) => {
     // No emulator host and nowhere to find Application Default Credentials: an empty home and
     // gcloud configuration, no key file, no metadata server.
     const {
@@ -764,7 +764,7 @@ describe('the operations commands without Google credentials', () => {
       GOOGLE_APPLICATION_CREDENTIALS: _key,
       ...rest
     } = process.env;
-    const home = mkdtempSync(join(tmpdir(), 'no-credentials-'));
+    const home = scratchDir(t, 'no-credentials-');
     const env = {
       ...rest,
       HOME: home,
@@ -799,9 +799,9 @@ describe('the operations commands without Google credentials', () => {
       assert.equal(code, 1, `${command}: ${stderr}`);
     }
   });
-  it('name a key file in GOOGLE_APPLICATION_CREDENTIALS they cannot use, without a stack, and exit 1', async () => {
+  it('name a key file in GOOGLE_APPLICATION_CREDENTIALS they cannot use, without a stack, and exit 1', async (t) => {
     const { FIRESTORE_EMULATOR_HOST: _host, ...rest } = process.env;
-    const home = mkdtempSync(join(tmpdir(), 'bad-key-file-'));
+    const home = scratchDir(t, 'bad-key-file-');
     const keyFiles = {
       'not JSON': writeKeyFile(home, 'not-json.json', '{bad'),
       'no client_email': writeKeyFile(
@@ -846,6 +846,13 @@ describe('the operations commands without Google credentials', () => {
     }
   });
 });
+
+/** A new directory in the system's temporary directory, removed when test `t` ends. */
+function scratchDir(t: TestContext, prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 /** Writes `content` to `name` in `directory`, for a key file; returns its path. */
 function writeKeyFile(
