@@ -231,12 +231,11 @@ job_min_backoffs=() job_max_backoffs=() job_doublings=() job_retry_windows=() jo
 # to the function itself as its runtime account (filled by read_jobs).
 catch_up_jobs=()
 
-# Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
-# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window and judging delay in seconds and catchUp.slots or
-# "none"), already validated by validateJobs (src/policy/job-declaration.ts).
-read_jobs() {
-  local version major minor output errors line
-  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up
+# Whether NODE_BIN cannot read the declarations because it is missing or older than
+# NODE_MIN_MAJOR.NODE_MIN_MINOR, and if so records the problem: asked only once reading them failed,
+# so a deploy starts one Node process fewer.
+node_too_old() {
+  local version major minor
   if ! version="$("$NODE_BIN" -p 'process.versions.node' 2>/dev/null)" || [[ ! "$version" =~ ^([0-9]+)\.([0-9]+)\. ]]; then
     problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later," \
 "and ${NODE_BIN@Q} did not run: install Node.js, put it on PATH, or set NODE_BIN=/path/to/node"
@@ -248,15 +247,31 @@ read_jobs() {
 "(it runs TypeScript without a build), and ${NODE_BIN@Q} is ${version}: put a newer node first on PATH or set NODE_BIN=/path/to/node"
     return 0
   fi
+  return 1
+}
+
+# Records why `node ops/jobs.ts --deploy` failed, from its stderr in FILE: each problem of an
+# invalid declaration (a ConfigError) on a line of its own, or the first lines of any other error.
+declaration_problems() {
+  local file="$1" line
+  if [[ "$(head -n 1 "$file")" == "Invalid configuration:" ]]; then
+    while IFS= read -r line; do
+      if [[ "$line" == "  - "* ]]; then problem "${JOBS_MODULE:-src/jobs.ts}: ${line#  - }"; fi
+    done <"$file"
+  else
+    problem "reading the job declarations (node ops/jobs.ts --deploy) failed:"$'\n'"$(head -n 20 "$file")"
+  fi
+}
+
+# Reads the job declarations with `node ops/jobs.ts --deploy`: one tab-separated line per job
+# (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window and judging delay in seconds and catchUp.slots or
+# "none"), already validated by validateJobs (src/policy/job-declaration.ts).
+read_jobs() {
+  local output errors
+  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up
   errors="$(mktemp)"
   if ! output="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "$(library_module ops/jobs)" --deploy 2>"$errors")"; then
-    if [[ "$(head -n 1 "$errors")" == "Invalid configuration:" ]]; then
-      while IFS= read -r line; do
-        if [[ "$line" == "  - "* ]]; then problem "${JOBS_MODULE:-src/jobs.ts}: ${line#  - }"; fi
-      done <"$errors"
-    else
-      problem "reading the job declarations (node ops/jobs.ts --deploy) failed:"$'\n'"$(head -n 20 "$errors")"
-    fi
+    node_too_old || declaration_problems "$errors"
     rm -f -- "$errors"
     return 0
   fi
