@@ -8,6 +8,11 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import {
+  DEV_USAGE,
+  DevArgumentError,
+  readDevArguments,
+} from '../dev/dev-args.ts';
 import { libraryModule, ROOT } from '../dev/local-processes.ts';
 import { type CommandMain, commandStatus } from '../ops/command.ts';
 import { COMMAND_HELP, OVERVIEW } from './help.ts';
@@ -83,6 +88,23 @@ async function runInProcess(
   return commandStatus(name, module.USAGE, module.main, argv, process.env);
 }
 
+/**
+ * `run-once dev` in a process of its own, once its arguments are checked here: a bad one is
+ * refused at once (exit 2, with the usage), before a second Node loads the dev loop.
+ */
+function devProcess(args: readonly string[]): Promise<number> | number {
+  try {
+    readDevArguments(args, process.env);
+  } catch (err) {
+    if (!(err instanceof DevArgumentError)) {
+      throw err;
+    }
+    console.error(`dev: ${err.message}\n${DEV_USAGE}`);
+    return EXIT_BAD_ARGUMENT;
+  }
+  return runChild(process.execPath, [libraryModule('dev/dev'), ...args]);
+}
+
 /** Refuses an unknown subcommand, naming the known ones. */
 function unknownCommand(name: string): number {
   console.error(`run-once: no command "${name}"\n\n${OVERVIEW}`);
@@ -124,7 +146,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   if (name === 'dev') {
-    return runChild(process.execPath, [libraryModule('dev/dev'), ...args]);
+    return devProcess(args);
   }
   return runInProcess(name, args);
 }

@@ -42,7 +42,6 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
-import { parseArgs } from 'node:util';
 import { ConfigError } from '../core/errors.ts';
 import { firingList, formatEvent } from '../ops/format-events.ts';
 import { parseDeployLines } from '../ops/format-jobs.ts';
@@ -51,9 +50,14 @@ import { LocalScheduler, type SchedulerJob } from '../ops/local-scheduler.ts';
 import { type OidcIssuer, startOidcIssuer } from '../ops/oidc-issuer.ts';
 import {
   deliveryOptions,
-  parseRate,
   schedulerSettings,
 } from '../ops/scheduler-settings.ts';
+import {
+  DEV_USAGE,
+  DevArgumentError,
+  type DevArguments,
+  readDevArguments,
+} from './dev-args.ts';
 import {
   commandLineOf,
   describeEarlierDev,
@@ -82,8 +86,6 @@ import {
 import { colorWanted, prettyLogLines } from './pretty-logs.ts';
 import { type WatchedDir, watchSources } from './watch-sources.ts';
 
-const USAGE =
-  'usage: run-once dev [--drop-answers RATE] [--duplicates RATE] [--keep-data [--data-dir DIR]] [--fire JOB [--without-schedule-time]] [--no-scheduler] [--no-watch] [--no-build] [--source FILE --target NAME] [--host ADDRESS]';
 const EMULATOR_START_MS = 90_000;
 const FUNCTION_START_MS = 60_000;
 /** How long a stopping function may drain its jobs before it is killed (Cloud Run's 10 s). */
@@ -131,56 +133,25 @@ const EXIT_BAD_ARGUMENT = 2;
 
 /** Refuses a bad argument: `text` and the usage, exit 2. */
 function badArgument(text: string): never {
-  console.error(`dev: ${text}\n${USAGE}`);
+  console.error(`dev: ${text}\n${DEV_USAGE}`);
   process.exit(EXIT_BAD_ARGUMENT);
 }
 
-let options: {
-  'drop-answers'?: string;
-  duplicates?: string;
-  'keep-data'?: boolean;
-  'data-dir'?: string;
-  fire?: string;
-  'without-schedule-time'?: boolean;
-  'no-scheduler'?: boolean;
-  'no-watch'?: boolean;
-  'no-build'?: boolean;
-  source?: string;
-  target?: string;
-  host?: string;
-  help?: boolean;
-};
-try {
-  ({ values: options } = parseArgs({
-    args: process.argv.slice(2),
-    options: {
-      'drop-answers': { type: 'string' },
-      duplicates: { type: 'string' },
-      'keep-data': { type: 'boolean' },
-      'data-dir': { type: 'string' },
-      fire: { type: 'string' },
-      'without-schedule-time': { type: 'boolean' },
-      'no-scheduler': { type: 'boolean' },
-      'no-watch': { type: 'boolean' },
-      'no-build': { type: 'boolean' },
-      source: { type: 'string' },
-      target: { type: 'string' },
-      host: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  }));
-} catch (err) {
-  badArgument((err as Error).message);
+/** The arguments and `PORT`, checked (`dev-args.ts`, as `run-once` checked them already). */
+function readArguments(): DevArguments {
+  try {
+    return readDevArguments(process.argv.slice(2), process.env);
+  } catch (err) {
+    if (err instanceof DevArgumentError) {
+      badArgument(err.message);
+    }
+    throw err;
+  }
 }
+const { options, port, host, dropAnswers, duplicates } = readArguments();
 if (options.help) {
-  console.log(USAGE);
+  console.log(DEV_USAGE);
   process.exit(0);
-}
-if (options['without-schedule-time'] && options.fire === undefined) {
-  badArgument('--without-schedule-time goes with --fire JOB');
-}
-if ((options.source === undefined) !== (options.target === undefined)) {
-  badArgument('--source and --target go together');
 }
 
 // Outside a project nothing below can work: say so before the emulator starts.
@@ -209,16 +180,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-const port = Number(process.env.PORT || '8080');
-if (!Number.isInteger(port) || port < 1 || port > 65_535) {
-  badArgument(
-    `PORT=${JSON.stringify(process.env.PORT)} is not a port: set it to a whole number from 1 to 65535, or unset it for 8080`,
-  );
-}
-const host = options.host ?? LOCAL_HOST;
-if (host === '' || /\s/.test(host)) {
-  badArgument(`--host ${JSON.stringify(host)} is not an address`);
-}
 /** Where the Scheduler and the page reach what listens on `host`: this machine for a wildcard. */
 const reachHost = ['0.0.0.0', '::', '[::]'].includes(host) ? LOCAL_HOST : host;
 const urlHost = reachHost.includes(':') ? `[${reachHost}]` : reachHost;
@@ -244,14 +205,6 @@ const env: Record<string, string | undefined> = {
     : {}),
 };
 
-let dropAnswers = 0;
-let duplicates = 0;
-try {
-  dropAnswers = parseRate('--drop-answers', options['drop-answers']);
-  duplicates = parseRate('--duplicates', options.duplicates);
-} catch (err) {
-  badArgument((err as Error).message);
-}
 // An earlier dev in this project: refused while it runs; after its crash, what it left running
 // (the function on this port, the emulator) is stopped first (`dev-state.ts`).
 const devStateDir = stateDir(PROJECT_DIR);
