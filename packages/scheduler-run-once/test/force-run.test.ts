@@ -215,6 +215,41 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
     assert.equal(calls.length, 1);
   });
 
+  it('answers a slot’s retry after the retry window, within maxRetryDuration, as the forced run its on-time delivery was taken for', async () => {
+    // The same settings: the retry window is 46 s, Scheduler's last retry may come up to 60 s on.
+    const { jobs, calls } = everyMinuteJob({
+      attemptDeadlineSeconds: 15,
+      retryCount: 0,
+      maxRetryDurationSeconds: 60,
+      minBackoffSeconds: 16,
+      maxBackoffSeconds: 20,
+      maxDoublings: 0,
+    });
+    // The claim's first_claimed_at is the emulator's own time, at or after the slot: the forced
+    // run is the slot's own delivery, judged 45 s early by a clock that is behind.
+    const slot = new Date(Math.floor(Date.now() / MINUTE) * MINUTE);
+    const headers = schedulerHeaders('every-minute', toUtcRfc3339(slot));
+    let now = at(slot, -45_000);
+    const { request } = serveJobs(jobs, {}, { clock: async () => now });
+
+    const onTime = await request.post('/').set(headers);
+    now = at(slot, 51_000);
+    const retry = await request.post('/').set(headers);
+
+    const forced = computeRunId(
+      { jobName: 'every-minute', scheduleTime: toUtcRfc3339(slot), scope: [] },
+      ['forced'],
+    );
+    assert.deepEqual(
+      [onTime, retry].map((r) => [r.body.outcome, r.body.runId]),
+      [
+        ['processed', forced],
+        ['duplicate', forced],
+      ],
+    );
+    assert.equal(calls.length, 1);
+  });
+
   it('is a new forced run, of the next slot, once the last one’s retry window has passed', async () => {
     // No retries (both limits 0, as Scheduler retries until both are reached): a window of one attempt deadline, 180 s.
     const { jobs, slot } = dailyJobSoon({

@@ -9,7 +9,7 @@ import { isCompleted, isLeaseLive } from '../core/run-record.ts';
 import { forceRunScheduleTime } from '../policy/force-run.ts';
 import { type DeclaredJob, findJob } from '../policy/job-declaration.ts';
 import { rerunRefusal } from '../policy/rerun.ts';
-import { retryWindowMs } from '../policy/retry-policy.ts';
+import { longestExecutionMs } from '../policy/retry-policy.ts';
 import { forcedRunId, slotsForcedRun } from '../policy/run-history.ts';
 import {
   planRun,
@@ -255,7 +255,7 @@ function toleranceFor(
   const low = Math.min(configured, 30_000);
   const late = now.getTime() - run.scheduledAt.getTime();
   const slotDelivery = run.trigger === undefined && !run.withoutScheduleTime;
-  const banded = Math.abs(late) <= low || late > retryWindowMs(job);
+  const banded = Math.abs(late) <= low || late > longestExecutionMs(job);
   if (slotDelivery && banded && late + configured <= retentionMs) {
     return low;
   }
@@ -319,8 +319,11 @@ async function refuseRerun(
 }
 
 /**
- * A late retry of a slot (past the tolerance, within the retry window) whose delivery was taken
- * for a forced run answers as that run: a duplicate once finished, 409 while its lease is live.
+ * A late retry of a slot (past the tolerance, within the job's longest execution: the last retry
+ * Scheduler may send, plus one attempt deadline, `longestExecutionMs`) whose delivery was taken for
+ * a forced run answers as that run: a duplicate once finished, 409 while its lease is live. Not the
+ * retry window, which assumes every attempt ran to its deadline: a retry after attempts that
+ * failed fast may come later (as `forceRunScheduleTime` found, seed 5 history 23).
  */
 async function asForcedRun(
   deps: HandlerDeps,
@@ -332,7 +335,7 @@ async function asForcedRun(
   }
   const slot = run.scheduledAt;
   const late = now.getTime() - slot.getTime();
-  if (late <= toleranceMs || late > retryWindowMs(job)) {
+  if (late <= toleranceMs || late > longestExecutionMs(job)) {
     return delivery;
   }
   const forcedRun = await slotsForcedRun(
