@@ -37,7 +37,10 @@ library_module() {
   fi
 }
 # The first Node.js that runs ops/jobs.ts (TypeScript) without a flag: package.json's engines.
-readonly NODE_MIN_MAJOR=22 NODE_MIN_MINOR=18
+# Node 23 strips types without a flag from 23.6 on.
+readonly NODE_MIN_MAJOR=22 NODE_MIN_MINOR=18 NODE_23_MIN_MINOR=6
+# The fields of one line of `node ops/jobs.ts --deploy` (deployLines in ops/format-jobs.ts).
+readonly DEPLOY_LINE_FIELDS=12
 # What a dry run with --assume-existing takes `scheduler jobs list` to find besides the declared jobs.
 readonly DRY_RUN_UNDECLARED_JOB=UNDECLARED-JOB
 # Placeholder for the function URL, which exists only once the function does: a valid URL so that
@@ -242,7 +245,8 @@ node_too_old() {
     return 0
   fi
   major="${BASH_REMATCH[1]}" minor="${BASH_REMATCH[2]}"
-  if ((major < NODE_MIN_MAJOR || (major == NODE_MIN_MAJOR && minor < NODE_MIN_MINOR))); then
+  if ((major < NODE_MIN_MAJOR || (major == NODE_MIN_MAJOR && minor < NODE_MIN_MINOR) ||
+    (major == 23 && minor < NODE_23_MIN_MINOR))); then
     problem "deploy.sh reads the job declarations (src/jobs.ts) with Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later" \
 "(it runs TypeScript without a build), and ${NODE_BIN@Q} is ${version}: put a newer node first on PATH or set NODE_BIN=/path/to/node"
     return 0
@@ -267,8 +271,8 @@ declaration_problems() {
 # (ops/format-jobs.ts, DEPLOY_FIELDS, then the retry window and judging delay in seconds and catchUp.slots or
 # "none"), already validated by validateJobs (src/policy/job-declaration.ts).
 read_jobs() {
-  local output errors
-  local id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up
+  local output errors line
+  local -a fields
   errors="$(mktemp)"
   if ! output="$(JOBS_MODULE="$JOBS_MODULE" "$NODE_BIN" --no-warnings "$(library_module ops/jobs)" --deploy 2>"$errors")"; then
     node_too_old || declaration_problems "$errors"
@@ -276,14 +280,25 @@ read_jobs() {
     return 0
   fi
   rm -f -- "$errors"
-  while IFS=$'\t' read -r id schedule zone deadline retries duration min_backoff max_backoff doublings retry_window judging_delay catch_up; do
-    [[ -n "$id" ]] || continue
-    job_ids+=("$id") job_schedules+=("$schedule") job_zones+=("$zone") job_deadlines+=("$deadline")
-    job_retries+=("$retries") job_retry_durations+=("$duration") job_min_backoffs+=("$min_backoff")
-    job_max_backoffs+=("$max_backoff") job_doublings+=("$doublings") job_retry_windows+=("$retry_window")
-    job_judging_delays+=("$judging_delay")
-    if [[ -n "$catch_up" && "$catch_up" != none ]]; then catch_up_jobs+=("$id"); fi
+  while IFS= read -r line; do
+    [[ -n "$line" ]] || continue
+    IFS=$'\t' read -r -a fields <<<"$line"
+    if ((${#fields[@]} != DEPLOY_LINE_FIELDS)); then
+      problem "reading the job declarations (node ops/jobs.ts --deploy) printed a line that is not a job's: ${line@Q};" \
+"does ${JOBS_MODULE:-src/jobs.ts}, or a module it imports, print to stdout as it loads? Print to stderr (console.error) instead"
+      continue
+    fi
+    job_ids+=("${fields[0]}") job_schedules+=("${fields[1]}") job_zones+=("${fields[2]}")
+    job_deadlines+=("${fields[3]}") job_retries+=("${fields[4]}") job_retry_durations+=("${fields[5]}")
+    job_min_backoffs+=("${fields[6]}") job_max_backoffs+=("${fields[7]}") job_doublings+=("${fields[8]}")
+    job_retry_windows+=("${fields[9]}") job_judging_delays+=("${fields[10]}")
+    if [[ "${fields[11]}" != none ]]; then catch_up_jobs+=("${fields[0]}"); fi
   done <<<"$output"
+  # A real Node refuses declarations without a job; a NODE_BIN that runs nothing prints nothing.
+  if [[ -z "$output" ]]; then
+    node_too_old || problem "reading the job declarations (${NODE_BIN@Q} ops/jobs.ts --deploy) printed no job and no error:" \
+"set NODE_BIN to Node.js ${NODE_MIN_MAJOR}.${NODE_MIN_MINOR} or later, or unset it for the node on PATH"
+  fi
 }
 
 # ----------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
  * a mistyped flag is answered at once, not after a second Node has loaded the emulator's and the
  * function's tooling; `dev.ts` reads them again with the same rules.
  */
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { parseRate } from '../ops/scheduler-settings.ts';
 import { LOCAL_HOST } from './local-processes.ts';
@@ -75,8 +76,17 @@ function readOptions(args: readonly string[]): DevOptions {
   }
 }
 
-/** Flags that only go with another. */
+/** A host name: letters, digits, dots and hyphens, neither first nor last a dot or hyphen. */
+const HOST_NAME = /^[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$/;
+
+/** A port as `PORT` may give it: decimal digits only. */
+const DECIMAL = /^[0-9]+$/;
+
+/** Flags that only go with another, and `--fire`'s job id. */
 function checkPairs(options: DevOptions): void {
+  if (options.fire === '') {
+    throw new DevArgumentError('--fire needs the id of a declared job');
+  }
   if (options['without-schedule-time'] && options.fire === undefined) {
     throw new DevArgumentError('--without-schedule-time goes with --fire JOB');
   }
@@ -88,7 +98,7 @@ function checkPairs(options: DevOptions): void {
 /** `PORT` as a port number; 8080 when unset or empty. */
 function portOf(raw: string | undefined): number {
   const port = Number(raw || String(DEFAULT_PORT));
-  if (!Number.isInteger(port) || port < 1 || port > MAX_PORT) {
+  if ((raw && !DECIMAL.test(raw)) || port < 1 || port > MAX_PORT) {
     throw new DevArgumentError(
       `PORT=${JSON.stringify(raw)} is not a port: set it to a whole number from 1 to ${MAX_PORT}, or unset it for ${DEFAULT_PORT}`,
     );
@@ -96,12 +106,15 @@ function portOf(raw: string | undefined): number {
   return port;
 }
 
-/** `--host`, or 127.0.0.1; an empty address or one with white space is refused. */
+/**
+ * `--host`, or 127.0.0.1: an IP address (IPv6 without brackets) or a host name; anything else (a
+ * URL, a port, brackets, white space) is refused before the function is told to listen there.
+ */
 function hostOf(raw: string | undefined): string {
   const host = raw ?? LOCAL_HOST;
-  if (host === '' || /\s/.test(host)) {
+  if (isIP(host) === 0 && !HOST_NAME.test(host)) {
     throw new DevArgumentError(
-      `--host ${JSON.stringify(host)} is not an address`,
+      `--host ${JSON.stringify(host)} is not an address: give an IP address or a host name, without brackets, scheme or port (e.g. 0.0.0.0 or ::)`,
     );
   }
   return host;

@@ -125,6 +125,9 @@ export function deliveryOptions(
   };
 }
 
+/** A rate as the options take it: a decimal number, such as 0, 1, 0.25 or .5 (no sign, no exponent). */
+const DECIMAL_FRACTION = /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/;
+
 /**
  * Parses a rate option (`--drop-answers`, `--duplicates`): a number from 0 to 1.
  *
@@ -136,7 +139,7 @@ export function parseRate(option: string, raw: string | undefined): number {
     return 0;
   }
   const rate = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(rate) || rate < 0 || rate > 1) {
+  if (!DECIMAL_FRACTION.test(raw) || rate > 1) {
     throw new Error(
       `${option} must be a number from 0 to 1, e.g. 0.5, not ${JSON.stringify(raw)}`,
     );

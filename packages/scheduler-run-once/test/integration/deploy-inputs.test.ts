@@ -4,6 +4,8 @@
  * (`JOBS_MODULE`), never from a user's src/jobs.ts.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import {
@@ -22,6 +24,10 @@ import {
   scratch,
   TWO_JOBS,
 } from '../fixtures/deploy-harness.ts';
+import {
+  STARTER_CHECKS_SKIP,
+  STARTER_ROOT,
+} from '../fixtures/starter-checkout.ts';
 
 describe('deploy.sh refuses bad inputs before any command', () => {
   const INVALID_JOBS = path.join(FIXTURES, 'jobs-invalid.ts');
@@ -64,6 +70,31 @@ describe('deploy.sh refuses bad inputs before any command', () => {
       inputs: { ...REQUIRED, NODE_BIN: path.join(scratch, 'no-such-node') },
       says: [
         /with Node.js 22.18 or later, and .*no-such-node' did not run: install Node.js/,
+      ],
+    },
+    {
+      name: 'a NODE_BIN that runs nothing and prints nothing',
+      inputs: { ...REQUIRED, NODE_BIN: '/bin/true' },
+      says: [
+        /with Node.js 22.18 or later, and '\/bin\/true' did not run: install Node.js/,
+      ],
+    },
+    {
+      name: 'a Node.js 23 before 23.6 (no type stripping without a flag)',
+      inputs: { ...REQUIRED, NODE_BIN: fakeNode('23.5.0') },
+      says: [
+        /with Node.js 22.18 or later .*is 23.5.0: put a newer node first on PATH/,
+      ],
+    },
+    {
+      name: 'job declarations that print to stdout as they load',
+      inputs: {
+        ...REQUIRED,
+        JOBS_MODULE: path.join(FIXTURES, 'jobs-stdout.ts'),
+      },
+      says: [
+        /printed a line that is not a job's: 'loading the jobs'; does .*jobs-stdout\.ts, or a module it imports, print to stdout as it loads\? Print to stderr/,
+        /printed a line that is not a job's: \$'a\\tline\\twith\\ttabs'/,
       ],
     },
     {
@@ -370,6 +401,49 @@ describe('deploy.sh EXAMPLE: the roles of a proxy example (opt-in)', () => {
     assert.deepEqual(
       refused.map((r) => `exit ${r.code}: ${r.line}\n${r.stderr.trim()}`),
       [],
+    );
+  });
+});
+
+describe("the starter's ./deploy.sh", () => {
+  /** Runs the starter's deploy.sh in `dir` with `env` added; its status and stderr. */
+  const starterDeploy = (dir: string, env: Record<string, string>) =>
+    spawnSync('bash', [path.join(dir, 'deploy.sh'), '--dry-run'], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', ...REQUIRED, ...env },
+      timeout: 60_000,
+    });
+
+  it('names a NODE_BIN that is no Node.js, before anything runs, and exits 2', {
+    skip: STARTER_CHECKS_SKIP,
+  }, () => {
+    for (const nodeBin of [path.join(scratch, 'no-such-node'), scratch]) {
+      const result = starterDeploy(STARTER_ROOT, { NODE_BIN: nodeBin });
+
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(
+        result.stderr,
+        /^deploy\.sh: no Node\.js at '.+': install Node\.js 22\.18 or later, or set NODE_BIN=\/path\/to\/node\n$/,
+      );
+    }
+  });
+
+  it('says to run npm install in a project without node_modules, and exits 2', {
+    skip: STARTER_CHECKS_SKIP,
+  }, () => {
+    const project = mkdtempSync(path.join(scratch, 'no-install-'));
+    copyFileSync(
+      path.join(STARTER_ROOT, 'deploy.sh'),
+      path.join(project, 'deploy.sh'),
+    );
+
+    const result = starterDeploy(project, {});
+
+    assert.equal(result.status, 2, result.stderr);
+    assert.match(
+      result.stderr,
+      /^deploy\.sh: node_modules\/scheduler-run-once\/bin\/run-once\.cjs is missing: run npm install in .+no-install-.+ first\n$/,
     );
   });
 });

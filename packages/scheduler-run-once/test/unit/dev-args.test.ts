@@ -73,20 +73,66 @@ describe('run-once dev arguments', () => {
       refusal(['--source', 'x.js']),
       /--source and --target go together/,
     );
+    assert.match(refusal(['--fire=']), /--fire needs the id of a declared job/);
     assert.match(refusal(['--host', '']), /--host "" is not an address/);
-    assert.match(refusal(['--host', 'a b']), /is not an address/);
-    for (const port of ['abc', '0', '65536', '80.5']) {
+    for (const host of ['a b', '[::1]', 'http://x', '1.2.3.4:80', '-x']) {
+      assert.match(
+        refusal([`--host=${host}`]),
+        /is not an address: give an IP address or a host name, without brackets, scheme or port/,
+        host,
+      );
+    }
+    for (const rate of [
+      '0x1',
+      '1e-1',
+      '-0',
+      ' 0.5',
+      'NaN',
+      'Infinity',
+      '1.5',
+    ]) {
+      assert.match(
+        refusal([`--drop-answers=${rate}`]),
+        /--drop-answers must be a number from 0 to 1/,
+        rate,
+      );
+    }
+    for (const port of [
+      'abc',
+      '0',
+      '65536',
+      '80.5',
+      ' 8080',
+      '1e3',
+      '0x50',
+      '+80',
+    ]) {
       assert.match(
         refusal([], { PORT: port }),
         new RegExp(
-          `PORT="${port.replace('.', '\\.')}" is not a port: set it to a whole number from 1 to 65535`,
+          `PORT="${port.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}" is not a port: set it to a whole number from 1 to 65535`,
         ),
       );
     }
   });
 
-  it('takes an empty PORT as unset, and reads --help', () => {
+  it('takes an empty PORT as unset, IPv6 and host names, rates as decimals, and reads --help', () => {
     assert.equal(readDevArguments([], { PORT: '' }).port, 8080);
+    for (const host of ['::', '::1', '0.0.0.0', 'localhost', 'my-box.local']) {
+      assert.equal(readDevArguments(['--host', host], {}).host, host);
+    }
+    for (const [raw, rate] of [
+      ['0', 0],
+      ['1', 1],
+      ['1.0', 1],
+      ['.5', 0.5],
+      ['0.25', 0.25],
+    ] as const) {
+      assert.equal(
+        readDevArguments(['--duplicates', raw], {}).duplicates,
+        rate,
+      );
+    }
     assert.equal(readDevArguments(['-h'], {}).options.help, true);
   });
 });
