@@ -134,7 +134,7 @@ function rateOf(option: string, raw: string | undefined): number {
  *
  * @param args the arguments after `dev`
  * @param env the environment (`PORT`)
- * @returns the flags, port, host and rates; with `--help`, the flags only matter for `help`
+ * @returns the flags, port, host and rates; with `--help`, nothing else is checked (the defaults)
  * @throws {DevArgumentError} naming the first bad argument and what to fix
  */
 export function readDevArguments(
@@ -142,6 +142,16 @@ export function readDevArguments(
   env: Readonly<Record<string, string | undefined>>,
 ): DevArguments {
   const options = readOptions(args);
+  if (options.help) {
+    // Help asked for is help given, whatever else is wrong.
+    return {
+      options,
+      port: DEFAULT_PORT,
+      host: LOCAL_HOST,
+      dropAnswers: 0,
+      duplicates: 0,
+    };
+  }
   checkPairs(options);
   return {
     options,

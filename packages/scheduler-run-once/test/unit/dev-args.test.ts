@@ -134,5 +134,9 @@ describe('run-once dev arguments', () => {
       );
     }
     assert.equal(readDevArguments(['-h'], {}).options.help, true);
+    assert.equal(
+      readDevArguments(['--help', '--host', ''], { PORT: 'x' }).options.help,
+      true,
+    );
   });
 });
