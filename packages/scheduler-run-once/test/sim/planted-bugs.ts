@@ -222,6 +222,18 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
       },
     ],
   },
+  {
+    name: 'run-id-format-changed',
+    breaks:
+      'a version that names runs otherwise than the deployed one finds none of its records: a rolling deploy runs their slots again',
+    edits: [
+      {
+        file: 'src/core/run-key.ts',
+        find: "const KEY_VERSION = 'scheduler-run/v1';",
+        replace: "const KEY_VERSION = 'scheduler-run/v2';",
+      },
+    ],
+  },
 ];
 
 /** What the simulator made of one planted bug. */
