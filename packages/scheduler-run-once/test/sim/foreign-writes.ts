@@ -58,21 +58,153 @@ export function lockIdOf(jobId: string, scope: Scope): string {
   return keyScope === '' ? `${jobId}~overlap` : `${jobId}~overlap~${keyScope}`;
 }
 
-/** A record of another version with {@link UNKNOWN_STATUS}, for `job`'s slot `slotMs`. */
-function unknownStatusRecord(
+/**
+ * The forms of a record this version cannot read (docs/how-it-works.md, the `on conflict` row: an
+ * unknown status, a `lease_ms` that is not a whole number of ms from 1 to a day, a `leased_at`
+ * later than Firestore's now, `attempts` that are not a whole number; an `in_progress` record
+ * without its attempt or with the guide's `lease_expires` alone), as another version or a hand
+ * would write them.
+ */
+export const UNREADABLE_FORMS = [
+  'unknown_status',
+  'lease_expires_only',
+  'lease_ms_zero',
+  'lease_ms_past_a_day',
+  'lease_ms_fraction',
+  'leased_at_ahead',
+  'attempts_negative',
+  'attempts_text',
+  'no_attempt_id',
+] as const;
+export type UnreadableForm = (typeof UNREADABLE_FORMS)[number];
+
+/** The lease another version's live record holds in the forms that keep one readable, ms. */
+const FOREIGN_LEASE_MS = 30_000;
+
+/**
+ * The form of another version's unreadable record written at `atMs`, from the event's own time
+ * (no new draw, so no other history moves): an unknown status in one second in two, else each
+ * malformed form in turn.
+ */
+export function unreadableFormAt(atMs: number): UnreadableForm {
+  const second = Math.floor(atMs / 1000);
+  if (second % 2 === 0) {
+    return 'unknown_status';
+  }
+  const malformed = UNREADABLE_FORMS.slice(1);
+  return (
+    malformed[Math.floor(second / 2) % malformed.length] ?? 'unknown_status'
+  );
+}
+
+/** The fields of a live `in_progress` record of another version, less what `form` breaks. */
+function inProgressFields(w: ForeignStore, form: UnreadableForm): DocumentData {
+  const now = w.now();
+  const lease = {
+    leased_at: Timestamp.fromMillis(now),
+    lease_ms: FOREIGN_LEASE_MS,
+  };
+  switch (form) {
+    case 'lease_expires_only':
+      return { lease_expires: Timestamp.fromMillis(now + FOREIGN_LEASE_MS) };
+    case 'lease_ms_zero':
+      return { ...lease, lease_ms: 0 };
+    case 'lease_ms_past_a_day':
+      return { ...lease, lease_ms: DAY_MS + 1 };
+    case 'lease_ms_fraction':
+      return { ...lease, lease_ms: FOREIGN_LEASE_MS + 0.5 };
+    case 'leased_at_ahead':
+      return { ...lease, leased_at: Timestamp.fromMillis(now + 2 * DAY_MS) };
+    default:
+      return lease;
+  }
+}
+
+/** A record of another version in `form`, for `job`'s slot `slotMs`: unreadable to this version. */
+export function unreadableRecord(
   w: ForeignStore,
   job: DeclaredJob,
   slotMs: number,
+  form: UnreadableForm = 'unknown_status',
 ): DocumentData {
-  return {
-    status: UNKNOWN_STATUS,
-    attempt_id: `v9-${w.randomRunId().slice(0, 12)}`,
-    attempts: 1,
+  const common = {
     job_name: job.id,
     schedule_time: Timestamp.fromMillis(slotMs),
     expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
     ...EXTRA_FIELDS,
   };
+  const attemptId = `v9-${w.randomRunId().slice(0, 12)}`;
+  if (form === 'unknown_status') {
+    return {
+      status: UNKNOWN_STATUS,
+      attempt_id: attemptId,
+      attempts: 1,
+      ...common,
+    };
+  }
+  if (form === 'attempts_negative' || form === 'attempts_text') {
+    return {
+      status: 'failed',
+      attempt_id: attemptId,
+      attempts: form === 'attempts_negative' ? -1 : '2',
+      failed_at: Timestamp.fromMillis(w.now()),
+      last_error: 'failed in another version',
+      ...common,
+    };
+  }
+  return {
+    status: 'in_progress',
+    ...(form === 'no_attempt_id' ? {} : { attempt_id: attemptId }),
+    attempts: 1,
+    ...inProgressFields(w, form),
+    ...common,
+  };
+}
+
+/**
+ * Why this version cannot read a run record, judged by the documented rules
+ * ({@link UNREADABLE_FORMS}) rather than by the product's parser, at `nowMs` (Firestore's time);
+ * `undefined` when it can.
+ */
+export function unreadableBecause(
+  data: Readonly<Record<string, unknown>>,
+  nowMs: number,
+): string | undefined {
+  const { status, attempts } = data;
+  if (!KNOWN_STATUSES.has(status)) {
+    return `status ${JSON.stringify(status)}`;
+  }
+  if (
+    attempts !== undefined &&
+    !(Number.isSafeInteger(attempts) && (attempts as number) >= 0)
+  ) {
+    return `attempts ${JSON.stringify(attempts)}`;
+  }
+  if (status !== 'in_progress') {
+    return undefined;
+  }
+  const {
+    attempt_id: attemptId,
+    leased_at: leasedAt,
+    lease_ms: leaseMs,
+  } = data;
+  if (typeof attemptId !== 'string' || attemptId === '') {
+    return 'no attempt_id';
+  }
+  if (!(leasedAt instanceof Timestamp)) {
+    return 'no leased_at';
+  }
+  if (
+    !Number.isSafeInteger(leaseMs) ||
+    (leaseMs as number) < 1 ||
+    (leaseMs as number) > DAY_MS
+  ) {
+    return `lease_ms ${JSON.stringify(leaseMs)}`;
+  }
+  if (leasedAt.toMillis() + (leaseMs as number) - nowMs > DAY_MS) {
+    return "leased_at later than Firestore's now";
+  }
+  return undefined;
 }
 
 /**
@@ -86,6 +218,7 @@ export async function writeForeignRecord(
   job: DeclaredJob,
   scope: Scope,
   kind: 'unknown_status' | 'extra_fields',
+  form: UnreadableForm = 'unknown_status',
 ): Promise<string | undefined> {
   const runs = w.store.collection(w.collection);
   if (kind === 'unknown_status') {
@@ -103,7 +236,7 @@ export async function writeForeignRecord(
     const runId = slotRunId(job.id, slot, scope);
     const created = await runs
       .doc(runId)
-      .create(unknownStatusRecord(w, job, slot.getTime()))
+      .create(unreadableRecord(w, job, slot.getTime(), form))
       .then(
         () => true,
         () => false,
@@ -237,7 +370,7 @@ export async function writeForeignLock(
   // As this version's older revisions did: the lock first, then the claim (its record).
   if (holder === 'unknown_status') {
     const slotMs = Math.floor(lockedAt / 60_000) * 60_000;
-    const record = unknownStatusRecord(w, job, slotMs);
+    const record = unreadableRecord(w, job, slotMs);
     await w.store.collection(w.collection).doc(runId).create(record);
     return { runId, sentAt, lockedAt, recordedAt: w.now() };
   }
@@ -304,16 +437,17 @@ export async function repairLockHolder(
   }
   const recordRef = w.store.collection(w.collection).doc(holder);
   const snap = await recordRef.get();
-  const status = snap.data()?.status;
-  if (!snap.exists || snap.updateTime === undefined) {
+  const data = snap.data();
+  const status = data?.status;
+  if (data === undefined || snap.updateTime === undefined) {
     return undefined;
   }
-  const unknown = !KNOWN_STATUSES.has(status);
+  const unreadable = unreadableBecause(data, w.now()) !== undefined;
   const lapsed =
     status === 'in_progress' &&
     !(await isLiveRecord(w, holder)) &&
     isRunEnded(holder);
-  if (!unknown && !lapsed) {
+  if (!unreadable && !lapsed) {
     return undefined;
   }
   const deleted = await recordRef

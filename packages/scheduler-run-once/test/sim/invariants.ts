@@ -117,7 +117,7 @@ import {
   shortestGapMs,
 } from './cloud-scheduler.ts';
 import { cursorsKeptUp } from './cursor-invariants.ts';
-import { KNOWN_STATUSES } from './foreign-writes.ts';
+import { unreadableBecause } from './foreign-writes.ts';
 import { lapseToldBeforeNextWrite } from './lapse-warning-invariants.ts';
 import {
   beatsKeepTheirThird,
@@ -1348,7 +1348,10 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
     judgeReportLatency(judging, closed, what, firstReport.at);
     return;
   }
-  if (record !== undefined && !KNOWN_STATUSES.has(status)) {
+  if (
+    record !== undefined &&
+    unreadableBecause(record, outcome.finalMs) !== undefined
+  ) {
     return; // another version's record: judged by invariant 13 (said loudly)
   }
   if (status === 'completed') {
@@ -2569,7 +2572,8 @@ function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
     );
   for (const [runId, record] of outcome.records) {
     const foreign = outcome.foreignRecords?.get(runId);
-    if (KNOWN_STATUSES.has(record.status) || foreign?.lockedAt !== undefined) {
+    const unreadable = unreadableBecause(record, outcome.finalMs);
+    if (unreadable === undefined || foreign?.lockedAt !== undefined) {
       continue;
     }
     // Judged once the final check could judge its slot, as invariant 2 judges slots.
@@ -2588,7 +2592,7 @@ function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
     }
     if (!named(runId)) {
       found.push(
-        `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) has status "${String(record.status)}", which this version does not know, and no ERROR line names it: passed silently`,
+        `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) has ${unreadable}, which this version cannot read, and no ERROR line names it: passed silently`,
       );
     }
   }

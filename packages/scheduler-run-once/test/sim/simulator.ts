@@ -79,6 +79,8 @@ import {
   lockIdOf,
   malformedHolderValue,
   repairLockHolder,
+  type UnreadableForm,
+  unreadableFormAt,
   writeForeignLock,
   writeForeignPauses,
   writeForeignRecord,
@@ -407,11 +409,14 @@ export interface ForeignRecord {
   readonly deployment: number;
   readonly jobId: string;
   /**
-   * `unknown_status`: a status this version does not know; `extra_fields`: fields it never
-   * writes; `absent`: a lock's holder never recorded; `repaired`: this version's record of a dead
-   * holder, deleted by a `repair`.
+   * `unknown_status`: a record this version cannot read (a status it does not know, or, by its
+   * `form`, a field it cannot read); `extra_fields`: fields it never writes; `absent`: a lock's
+   * holder never recorded; `repaired`: this version's record of a dead holder, deleted by a
+   * `repair`.
    */
   readonly kind: 'unknown_status' | 'extra_fields' | 'absent' | 'repaired';
+  /** An `unknown_status` record's form: an unknown status, or a field this version cannot read. */
+  readonly form?: UnreadableForm;
   /** Written as a lock's holder (`foreign_lock`), when its lock landed, ms. */
   readonly lockedAt?: number;
   /** A lock's `unknown_status` holder: when its record landed, a moment after its lock, ms. */
@@ -2306,9 +2311,21 @@ async function writeAsAnotherVersion(
   const w = world.foreignStore;
   const base = { at: world.time.now, deployment: dep.index, jobId: job.id };
   if (event.type === 'foreign_record') {
-    const runId = await writeForeignRecord(w, job, dep.keyScope, event.kind);
+    const form = unreadableFormAt(event.at);
+    const runId = await writeForeignRecord(
+      w,
+      job,
+      dep.keyScope,
+      event.kind,
+      form,
+    );
     if (runId !== undefined) {
-      world.foreignRecords.set(runId, { ...base, kind: event.kind });
+      const written = event.kind === 'unknown_status' ? { form } : {};
+      world.foreignRecords.set(runId, {
+        ...base,
+        kind: event.kind,
+        ...written,
+      });
     }
     return;
   }
