@@ -78,6 +78,9 @@ export const UNREADABLE_FORMS = [
 ] as const;
 export type UnreadableForm = (typeof UNREADABLE_FORMS)[number];
 
+/** A day, ms: the longest lease a record may hold (`MAX_LEASE_MS`, the longest `LEASE_SECONDS`). */
+const DAY_MS = 86_400_000;
+
 /** The lease another version's live record holds in the forms that keep one readable, ms. */
 const FOREIGN_LEASE_MS = 30_000;
 
@@ -459,8 +462,6 @@ export async function repairLockHolder(
   return deleted ? { deleted: 'record', runId: holder } : undefined;
 }
 
-/** A day, ms. */
-const DAY_MS = 86_400_000;
 /** Where another version's pauses start: weeks before any slot of the history. */
 const FOREIGN_PAUSES_BACK_MS = 21 * DAY_MS;
 /** One foreign pause's length, and the gap between two, ms. */
