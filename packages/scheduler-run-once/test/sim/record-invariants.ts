@@ -91,6 +91,7 @@ export function recordsTellTheTruth(outcome: SimOutcome): string[] {
       ...(ATTEMPTED.has(status) ? attemptedProblems(record, execs) : []),
       ...(UNATTEMPTED.has(status) ? unattemptedProblems(record, execs) : []),
       ...identityProblems(record, execs),
+      ...claimDetailProblems(record, execs, outcome.createTimes?.get(runId)),
     ];
     for (const problem of problems) {
       found.push(
@@ -283,6 +284,36 @@ function identityProblems(
     const kind = record.run_kind ?? 'slot';
     if (kind !== e.kind) {
       problems.push(`is a ${String(kind)} run, but ran as a ${e.kind} run`);
+    }
+  }
+  return [...new Set(problems)];
+}
+
+/**
+ * What a claim writes of its delivery and the record keeps: a re-run names the slot's run it
+ * re-runs (`rerun_of`, as its job's context had it) and no other run has one; a run claimed by the
+ * run audit's catch-up of a late slot is stamped `caught_up_at`. Judged on executions that ran
+ * under the record as it stands (created no later than they started): a repair may delete a record
+ * and a later claim create it again without them.
+ */
+function claimDetailProblems(
+  record: Readonly<Record<string, unknown>>,
+  execs: readonly Execution[],
+  createdAt: number | undefined,
+): string[] {
+  const problems: string[] = [];
+  const underThisRecord = execs.filter(
+    (e) => createdAt !== undefined && createdAt <= e.start,
+  );
+  for (const e of underThisRecord) {
+    const rerunOf = e.kind === 'rerun' ? e.context?.rerunOf : undefined;
+    if (record.rerun_of !== rerunOf) {
+      problems.push(
+        `names rerun_of ${String(record.rerun_of)}, but ran as a ${e.kind} run${rerunOf === undefined ? '' : ` of ${rerunOf}`}`,
+      );
+    }
+    if (e.context?.caughtUp === true && record.caught_up_at === undefined) {
+      problems.push('has no caught_up_at, but ran as a catch-up of its slot');
     }
   }
   return [...new Set(problems)];

@@ -87,9 +87,56 @@ const judged = (record: Record<string, unknown>, e: Execution) =>
     }),
   );
 
+/** {@link judged}, with the record created at its slot (before the execution started). */
+const judgedCreated = (record: Record<string, unknown>, e: Execution) =>
+  recordsTellTheTruth(
+    outcome({
+      executions: [e],
+      records: new Map([[RUN, record]]),
+      createTimes: new Map([[RUN, SLOT]]),
+      leaseEnds: new Map([
+        [
+          'attempt-1',
+          [{ landedAt: SLOT + 50, expires: SLOT + 30_050, leaseMs: 30_000 }],
+        ],
+      ]),
+    }),
+  );
+
 describe('invariant 21: records that tell the truth', () => {
   it('passes a completion by the attempt that returned', () => {
     assert.deepEqual(judged(completed, execution({})), []);
+  });
+
+  it('passes a re-run naming its slot’s run and a catch-up stamped caught_up_at; fails either without', () => {
+    const slotRun = 'b'.repeat(64);
+    const rerun = execution({
+      kind: 'rerun',
+      context: { ...execution({}).context, rerunOf: slotRun },
+    } as Partial<Execution>);
+    const caughtUp = execution({
+      source: 'catchup',
+      context: { ...execution({}).context, caughtUp: true },
+    } as Partial<Execution>);
+    const rerunRecord = { ...completed, run_kind: 'rerun', rerun_of: slotRun };
+    const stamped = { ...completed, caught_up_at: at(40) };
+
+    assert.deepEqual(judgedCreated(rerunRecord, rerun), []);
+    assert.deepEqual(judgedCreated(stamped, caughtUp), []);
+    assert.match(
+      judgedCreated({ ...rerunRecord, rerun_of: undefined }, rerun).join('\n'),
+      /names rerun_of undefined, but ran as a rerun run of bbbb/,
+    );
+    assert.match(
+      judgedCreated({ ...completed, rerun_of: slotRun }, execution({})).join(
+        '\n',
+      ),
+      /names rerun_of bbbb.*, but ran as a slot run$/m,
+    );
+    assert.match(
+      judgedCreated(completed, caughtUp).join('\n'),
+      /has no caught_up_at, but ran as a catch-up of its slot/,
+    );
   });
 
   it('fails a completion naming an attempt that threw', () => {
