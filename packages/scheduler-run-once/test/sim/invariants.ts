@@ -83,6 +83,9 @@
  *    `failed`) only when the request's own job ran.
  * 46. A final failure no retry can follow reports itself, while its lease holds, before its
  *    release (self-report-invariants.ts).
+ * 48. A claim that landed as a create and was answered in time costs no read of its run's record
+ *    before the job starts (claim-cost-invariants.ts): a processed run costs its claim and its
+ *    completion.
  * 47. Every run has the id deployed versions compute, and every record their key scope
  *    (run-id-invariants.ts): a slot's, a forced run's, a manual run's and a re-run's, recomputed
  *    from what was sent by the id format v1 written out again, not imported.
@@ -111,6 +114,7 @@ import { answersSayWhatBecameOfTheRun } from './answer-record-invariants.ts';
 import { blockedAnswersSayWhatToDo } from './blocked-answer-invariants.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
 import { deliveryChecksAsDocumented } from './check-cost-invariants.ts';
+import { claimsCostNoRead } from './claim-cost-invariants.ts';
 import {
   type SchedulerAttempt,
   schedulerExecutionMs,
@@ -335,10 +339,8 @@ export function violations(
     ...notesKept(outcome),
     // 16-19. Late runs and catch-up (catch-up-invariants.ts).
     ...catchUpViolations(outcome),
-    // 21. Every record says what happened to its run (record-invariants.ts).
-    ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
-    // 47. Every run has the id deployed versions compute, every record their key scope.
-    ...runIdsAsDeployed(outcome),
+    // 21, 47 and 48. What the records say, their ids, and what a claim costs.
+    ...recordViolations(outcome),
     // 22-30. An attempt's lease, signal and reports (attemptViolations).
     ...attemptViolations(outcome),
     // 6. Nothing throws where it should not.
@@ -346,6 +348,19 @@ export function violations(
       (err) =>
         `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
     ),
+  ];
+}
+
+/**
+ * Invariant 21, every record says what happened to its run (record-invariants.ts); 47, every run
+ * has the id deployed versions compute, every record their key scope (run-id-invariants.ts); 48, a
+ * claim that landed as a create and was answered in time costs no read (claim-cost-invariants.ts).
+ */
+function recordViolations(outcome: SimOutcome): string[] {
+  return [
+    ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
+    ...runIdsAsDeployed(outcome),
+    ...claimsCostNoRead(outcome),
   ];
 }
 

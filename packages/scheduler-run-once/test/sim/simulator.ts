@@ -294,6 +294,17 @@ export interface Delivered {
   ranAs?: string;
   /** The Scheduler execution it is an attempt of (`SchedulerAttempt.execution`), if any. */
   schedulerExecution?: number;
+  /** Every Firestore operation sent within the request (its job's too), in order. */
+  readonly ops?: DeliveryOp[];
+}
+
+/** A Firestore operation a request sent: when, what, on which documents, and whether a fault met it. */
+export interface DeliveryOp {
+  readonly at: number;
+  readonly kind: OpInfo['kind'];
+  readonly paths: readonly string[];
+  /** Refused, lost, never answered, retried, or answered past `FIRESTORE_TIMEOUT_SECONDS`. */
+  readonly troubled: boolean;
 }
 
 /** An operator's pause of a job, from the time its pause recorded to the time its resume recorded, ms. */
@@ -1108,13 +1119,20 @@ function isWrite(op: OpInfo): boolean {
 function planOperation(world: World, op: OpInfo): OpPlan {
   const plan = plannedOperation(world, op);
   noteAttemptWriteSpan(world, op, plan);
-  if (isTroubled(world, plan)) {
+  const troubled = isTroubled(world, plan);
+  if (troubled) {
     world.troubledOps.push({
       at: world.time.now,
       machine: world.time.current?.name ?? '?',
       paths: op.paths,
     });
   }
+  world.requests.getStore()?.delivered.ops?.push({
+    at: world.time.now,
+    kind: op.kind,
+    paths: op.paths,
+    troubled,
+  });
   return plan;
 }
 
@@ -1943,6 +1961,7 @@ function newDelivery(
     instance: target.name,
     runId: undefined,
     ...(headers[ALLOW_OVERLAP_HEADER] === 'true' ? { allowOverlap: true } : {}),
+    ops: [],
   };
   world.deliveries.push(delivered);
   return delivered;
