@@ -15,6 +15,7 @@ export const DEV_USAGE =
 
 /** The port the function listens on unless `PORT` says otherwise. */
 const DEFAULT_PORT = 8080;
+/** The highest TCP port. */
 const MAX_PORT = 65_535;
 
 /** The flags as `parseArgs` read them. */
@@ -51,6 +52,7 @@ export class DevArgumentError extends Error {
   override name = 'DevArgumentError';
 }
 
+/** The flags `run-once dev` takes, as `parseArgs` reads them. */
 const OPTIONS = {
   'drop-answers': { type: 'string' },
   duplicates: { type: 'string' },
