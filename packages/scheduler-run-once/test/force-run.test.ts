@@ -58,6 +58,20 @@ function everyMinuteJob(settings: Partial<JobDeclaration>) {
   };
 }
 
+/**
+ * Retry settings whose retries may come after the retry window: none under retryCount, so retries
+ * come only while maxRetryDuration (60 s) allows one. The retry window assumes each attempt ran to
+ * its 15 s deadline (15 + 16 + 15 = 46 s); an attempt that fails fast leaves its retry later.
+ */
+const RETRIES_PAST_THE_WINDOW = {
+  attemptDeadlineSeconds: 15,
+  retryCount: 0,
+  maxRetryDurationSeconds: 60,
+  minBackoffSeconds: 16,
+  maxBackoffSeconds: 20,
+  maxDoublings: 0,
+} as const satisfies Partial<JobDeclaration>;
+
 const at = (slot: Date, ms: number) => new Date(slot.getTime() + ms);
 const FORCE_RUN = { 'X-CloudScheduler-JobName': 'nightly-report' };
 
@@ -183,17 +197,8 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
   });
 
   it('takes a retry that comes after the retry window, within maxRetryDuration, for the same forced run', async () => {
-    // No retry under retryCount, so retries come only while maxRetryDuration (60 s) allows one:
-    // the retry window assumes each attempt ran to its 15 s deadline (15 + 16 + 15 = 46 s), but an
-    // attempt that fails fast leaves its retry later than that (fault-biased seed 5, history 23).
-    const { jobs, calls, forceRun } = everyMinuteJob({
-      attemptDeadlineSeconds: 15,
-      retryCount: 0,
-      maxRetryDurationSeconds: 60,
-      minBackoffSeconds: 16,
-      maxBackoffSeconds: 20,
-      maxDoublings: 0,
-    });
+    // Fault-biased seed 5, history 23.
+    const { jobs, calls, forceRun } = everyMinuteJob(RETRIES_PAST_THE_WINDOW);
     // The claim's first_claimed_at is the emulator's own time: the retry comes 51 s after it by
     // the driven clock, and the forced slot lies within the 75 s the retry looks back over.
     const claimedFrom = Date.now();
@@ -216,15 +221,7 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
   });
 
   it('answers a slot’s retry after the retry window, within maxRetryDuration, as the forced run its on-time delivery was taken for', async () => {
-    // The same settings: the retry window is 46 s, Scheduler's last retry may come up to 60 s on.
-    const { jobs, calls } = everyMinuteJob({
-      attemptDeadlineSeconds: 15,
-      retryCount: 0,
-      maxRetryDurationSeconds: 60,
-      minBackoffSeconds: 16,
-      maxBackoffSeconds: 20,
-      maxDoublings: 0,
-    });
+    const { jobs, calls } = everyMinuteJob(RETRIES_PAST_THE_WINDOW);
     // The claim's first_claimed_at is the emulator's own time, at or after the slot: the forced
     // run is the slot's own delivery, judged 45 s early by a clock that is behind.
     const slot = new Date(Math.floor(Date.now() / MINUTE) * MINUTE);
