@@ -13,9 +13,16 @@
  *   longest first ({@link LONGEST_FIRST}) so that no long file starts last and runs alone.
  *
  * The isolated lane reports as it goes; each shared process's report is printed whole when it
- * ends. Exits 1 if a test of any lane failed. A new test file runs in the isolated lane unless
+ * ends, and the failures of every failed lane are printed again at the very end, where a log's
+ * tail shows them. Exits 1 if a test of any lane failed, if a lane's report did not come whole, or
+ * if a lane ran past {@link LANE_LIMIT_MS}. A new test file runs in the isolated lane unless
  * listed in {@link SHARED}: a file there must start no process and leave no state another file
  * could see.
+ *
+ * No lane forces its processes to exit (`--test-force-exit`): with files run at once, a forced
+ * exit can cut a file's report short, and the tests it cut are then missing from the report while
+ * the lane passes (nodejs/node#64833; seen here as a lane 4 tests short). A file that leaves a
+ * handle open is caught by {@link LANE_LIMIT_MS} instead.
  *
  *   node scripts/test-lanes.ts   (TEST_TIMEOUT_MS: each test's timeout, default 120000)
  */
@@ -36,6 +43,13 @@ const SHARED_PROCESSES = 2;
 
 /** Each test's timeout, ms: a hung test fails in bounded time (`--test-timeout`). */
 const TIMEOUT_MS = Number(process.env.TEST_TIMEOUT_MS ?? 120_000);
+
+/**
+ * Longest a lane may run, ms: then it is stopped and fails, naming what had not ended. A test that
+ * hangs fails at {@link TIMEOUT_MS}; this catches a file whose tests ended but whose process did
+ * not (a server, a timer or a client left open). About twice the longest lane on 2 cores.
+ */
+const LANE_LIMIT_MS = 10 * 60_000;
 
 /** Where the test files are; `test/fixtures` holds none. */
 const TEST_GLOBS = [
@@ -111,6 +125,17 @@ interface LaneResult {
   readonly name: string;
   readonly failed: boolean;
   readonly seconds: number;
+  /** What to print again at the end when it failed: its failing tests, or why its report is not whole. */
+  readonly failures: string;
+}
+
+/** Where the spec reporter's closing list of failed tests begins. */
+const FAILURES_HEADING = '✖ failing tests:';
+
+/** The spec reporter's closing list of failed tests in `report`, or '' if it has none. */
+function failuresIn(report: string): string {
+  const at = report.lastIndexOf(FAILURES_HEADING);
+  return at === -1 ? '' : report.slice(at);
 }
 
 /** Every test file, relative to the package, sorted. */
@@ -137,6 +162,9 @@ function secondsSince(started: number): number {
   return Math.round((performance.now() - started) / 100) / 10;
 }
 
+/** The closing summary's count line, which a whole spec report has. */
+const SUMMARY_LINE = /^ℹ tests \d+$/m;
+
 /** Runs `files` in one `node --test` process; prints its report whole once it has ended. */
 function runShared(
   name: string,
@@ -147,7 +175,6 @@ function runShared(
     '--test',
     '--experimental-test-isolation=none',
     `--test-timeout=${TIMEOUT_MS}`,
-    '--test-force-exit',
     ...files,
   ];
   return new Promise((resolve) => {
@@ -158,42 +185,83 @@ function runShared(
     const report: Buffer[] = [];
     child.stdout.on('data', (chunk: Buffer) => report.push(chunk));
     child.stderr.on('data', (chunk: Buffer) => report.push(chunk));
+    let overran = false;
+    const limit = setTimeout(() => {
+      overran = true;
+      child.kill('SIGKILL');
+    }, LANE_LIMIT_MS);
     child.on('close', (code) => {
+      clearTimeout(limit);
+      const text = Buffer.concat(report).toString('utf8');
       process.stdout.write(
-        `\n── ${name} lane: ${files.length} test files in one process ──\n`,
+        `\n── ${name} lane: ${files.length} test files in one process ──\n${text}`,
       );
-      process.stdout.write(Buffer.concat(report));
+      const whole = SUMMARY_LINE.test(text);
+      let failures = failuresIn(text);
+      if (overran) {
+        failures += `\n${name} lane: stopped after ${LANE_LIMIT_MS / 60_000} min: one of its files left a handle open (a server, a timer, a client) or its tests took far longer than usual\n`;
+      } else if (!whole) {
+        failures += `\n${name} lane: its report has no closing summary (ℹ tests): the process ended before it finished reporting, so some tests' results are missing\n`;
+      }
       resolve({
         name,
-        failed: code !== 0,
+        failed: code !== 0 || overran || !whole,
         seconds: secondsSince(started),
+        failures,
       });
     });
   });
 }
 
-/** Runs `files` a process each, in the order given, reporting as it goes. */
+/**
+ * Runs `files` a process each, in the order given, reporting as it goes. Each file's process
+ * reports a summary of its own as it ends (`test:summary` with its `file`): a file without one
+ * ended before its report was whole, and fails the lane.
+ */
 function runIsolated(files: readonly string[]): Promise<LaneResult> {
   const started = performance.now();
+  const paths = files.map((file) => path.join(ROOT, file));
+  const stopped = new AbortController();
+  const limit = setTimeout(() => stopped.abort(), LANE_LIMIT_MS);
   let failures = 0;
+  const summarised = new Set<string>();
   const stream = run({
-    files: files.map((file) => path.join(ROOT, file)),
+    files: paths,
     concurrency: CONCURRENCY,
     timeout: TIMEOUT_MS,
-    forceExit: true,
     cwd: ROOT,
+    signal: stopped.signal,
   });
   stream.on('test:fail', () => {
     failures += 1;
   });
+  stream.on('test:summary', (summary) => {
+    if (summary.file !== undefined) {
+      summarised.add(summary.file);
+    }
+  });
   const report = stream.compose(spec);
+  const kept: Buffer[] = [];
+  report.on('data', (chunk: Buffer | string) => kept.push(Buffer.from(chunk)));
   report.pipe(process.stdout, { end: false });
   return new Promise((resolve) => {
     report.on('end', () => {
+      clearTimeout(limit);
+      const unreported = files.filter(
+        (_, i) => !summarised.has(paths[i] as string),
+      );
+      let text = failuresIn(Buffer.concat(kept).toString('utf8'));
+      if (stopped.signal.aborted) {
+        text += `\nisolated lane: stopped after ${LANE_LIMIT_MS / 60_000} min\n`;
+      }
+      if (unreported.length > 0) {
+        text += `\nisolated lane: no whole report from ${unreported.join(', ')}: its process ended before it finished reporting, or never ended (a handle left open), so some tests' results are missing\n`;
+      }
       resolve({
         name: 'isolated',
-        failed: failures > 0,
+        failed: failures > 0 || unreported.length > 0,
         seconds: secondsSince(started),
+        failures: text,
       });
     });
   });
@@ -240,6 +308,11 @@ async function main(): Promise<number> {
     deployLane,
     runIsolated(isolated),
   ]);
+  for (const lane of results.filter((result) => result.failed)) {
+    console.log(
+      `\n── what failed in the ${lane.name} lane ──\n${lane.failures}`,
+    );
+  }
   for (const lane of results) {
     const verdict = lane.failed ? 'FAILED' : 'passed';
     console.log(
