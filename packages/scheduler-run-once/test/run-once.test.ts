@@ -18,6 +18,13 @@ import {
   until,
 } from './helpers.ts';
 
+/**
+ * The lease, ms, of the tests that check what a lost or lapsed lease is blamed on: long enough that
+ * a loaded machine's pause (a garbage collection, a starved process) of a few hundred ms between two
+ * steps is not taken for the instance stalling, short enough that the lease lapses in a second.
+ */
+const CAUSE_TEST_LEASE_MS = 1_000;
+
 /** The ledger {@link newLedger} gives. */
 type Ledger = ReturnType<typeof newLedger>['ledger'];
 
@@ -101,7 +108,7 @@ describe('runOnce', () => {
       ledger,
       'run-1',
       async () => {
-        await sleep(600); // ignores its signal
+        await sleep(1_500); // ignores its signal
       },
       { logger, maxRunMs: 100, abortWarningMs: 200 },
     );
@@ -166,7 +173,7 @@ describe('runOnce', () => {
   });
 
   it('says a lease lapsed behind a timed-out job that kept running, not a paused or starved instance', async () => {
-    const leaseMs = 300;
+    const leaseMs = CAUSE_TEST_LEASE_MS;
     const { ledger } = newLedger({ leaseMs });
     const { logger, lines } = captureLogs();
 
@@ -195,7 +202,7 @@ describe('runOnce', () => {
   });
 
   it('names Firestore’s late answer, not a paused instance, when an extension sent in time was answered only after the lease lapsed', async () => {
-    const leaseMs = 300;
+    const leaseMs = CAUSE_TEST_LEASE_MS;
     const { ledger, collection } = newLedger({ leaseMs });
     const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
     const { logger, lines } = captureLogs();
@@ -227,7 +234,7 @@ describe('runOnce', () => {
     // --seed=391860920 (simulator): the job threw before its first beat; its release, sent at
     // once, was answered after the lease lapsed and another attempt took the run over. Before,
     // no renewal had been sent, so the loss read "this instance was paused or starved of CPU".
-    const leaseMs = 300;
+    const leaseMs = CAUSE_TEST_LEASE_MS;
     const { ledger, collection } = newLedger({ leaseMs });
     const thief = newLedger({ collection, leaseMs: 60_000 }).ledger;
     const { logger, lines } = captureLogs();
@@ -583,8 +590,10 @@ describe('runOnce', () => {
     // late as the client's retry's "precondition failed"; the next round's create and read are slow
     // too, and the read finds the takeover is ours. The claim's lease began at the takeover's commit,
     // three slow answers before the job starts.
-    const timeoutMs = 3_000;
-    const slowMs = 2_400;
+    // Each slow answer still comes 1.4 s inside the timeout, and three of them (10.8 s) outlast
+    // two thirds of the claim's lease (3 timeouts): a widening left to the first beat would be late.
+    const timeoutMs = 5_000;
+    const slowMs = 3_600;
     const slowly = async <T>(answer: () => Promise<T>) => {
       await sleep(slowMs);
       return answer();
