@@ -62,8 +62,8 @@ export function lockIdOf(jobId: string, scope: Scope): string {
  * The forms of a record this version cannot read (docs/how-it-works.md, the `on conflict` row: an
  * unknown status, a `lease_ms` that is not a whole number of ms from 1 to a day, a `leased_at`
  * later than Firestore's now, `attempts` that are not a whole number; an `in_progress` record
- * without its attempt or with the guide's `lease_expires` alone), as another version or a hand
- * would write them.
+ * without its attempt, without `leased_at`, or with the guide's `lease_expires` alone), as another
+ * version or a hand would write them.
  */
 export const UNREADABLE_FORMS = [
   'unknown_status',
@@ -72,6 +72,7 @@ export const UNREADABLE_FORMS = [
   'lease_ms_past_a_day',
   'lease_ms_fraction',
   'leased_at_ahead',
+  'no_leased_at',
   'attempts_negative',
   'attempts_text',
   'no_attempt_id',
@@ -118,17 +119,23 @@ function inProgressFields(w: ForeignStore, form: UnreadableForm): DocumentData {
       return { ...lease, lease_ms: FOREIGN_LEASE_MS + 0.5 };
     case 'leased_at_ahead':
       return { ...lease, leased_at: Timestamp.fromMillis(now + 2 * DAY_MS) };
+    case 'no_leased_at':
+      return { lease_ms: FOREIGN_LEASE_MS };
     default:
       return lease;
   }
 }
 
-/** A record of another version in `form`, for `job`'s slot `slotMs`: unreadable to this version. */
+/**
+ * A record of another version in `form`, for `job`'s slot `slotMs`: unreadable to this version.
+ * Its attempt id is drawn unless given.
+ */
 export function unreadableRecord(
   w: ForeignStore,
   job: DeclaredJob,
   slotMs: number,
   form: UnreadableForm = 'unknown_status',
+  attemptId = `v9-${w.randomRunId().slice(0, 12)}`,
 ): DocumentData {
   const common = {
     job_name: job.id,
@@ -136,7 +143,6 @@ export function unreadableRecord(
     expire_at: Timestamp.fromMillis(w.now() + w.retentionMs),
     ...EXTRA_FIELDS,
   };
-  const attemptId = `v9-${w.randomRunId().slice(0, 12)}`;
   if (form === 'unknown_status') {
     return {
       status: UNKNOWN_STATUS,
@@ -210,11 +216,33 @@ export function unreadableBecause(
   return undefined;
 }
 
+/** A record another version wrote: its run id, and the form of an unreadable one. */
+export interface ForeignWrite {
+  readonly runId: string;
+  readonly form?: UnreadableForm;
+}
+
 /**
- * `unknown_status`: creates the record of `job`'s next slot with {@link UNKNOWN_STATUS} (if it has
- * none yet). `extra_fields`: adds fields this version never writes to the record of the job's last
- * slot, if that record is final (completed, skipped, or reported), fenced on its read.
- * @returns the run id written, or `undefined` if nothing was.
+ * The forms of the records one `unknown_status` event writes, from `first`: each form of
+ * {@link UNREADABLE_FORMS} once, in order, the first one `first`. Another version writes the records
+ * of every slot it runs, so its unreadable records come in runs of slots; writing each form at each
+ * such event (rather than one form an event) lets a few histories meet every form, a mistake in
+ * reading any one of them included.
+ */
+export function unreadableFormsFrom(first: UnreadableForm): UnreadableForm[] {
+  const at = UNREADABLE_FORMS.indexOf(first);
+  return UNREADABLE_FORMS.map(
+    (_, i) =>
+      UNREADABLE_FORMS[(at + i) % UNREADABLE_FORMS.length] ?? 'unknown_status',
+  );
+}
+
+/**
+ * `unknown_status`: creates the records of `job`'s next slots within an hour, one in each form
+ * {@link unreadableFormsFrom} `form` gives (a slot that has a record already keeps it).
+ * `extra_fields`: adds fields this version never writes to the record of the job's last slot, if
+ * that record is final (completed, skipped, or reported), fenced on its read.
+ * @returns the records written: none, or for `extra_fields` one.
  */
 export async function writeForeignRecord(
   w: ForeignStore,
@@ -222,30 +250,59 @@ export async function writeForeignRecord(
   scope: Scope,
   kind: 'unknown_status' | 'extra_fields',
   form: UnreadableForm = 'unknown_status',
-): Promise<string | undefined> {
-  const runs = w.store.collection(w.collection);
+): Promise<ForeignWrite[]> {
   if (kind === 'unknown_status') {
-    const now = new Date(w.now());
-    const { slots } = slotsBetween(
-      job,
-      now,
-      new Date(now.getTime() + 3_600_000),
-      1,
-    );
-    const slot = slots[0];
-    if (slot === undefined) {
-      return undefined;
-    }
+    return writeUnreadableRecords(w, job, scope, form);
+  }
+  const runId = await addExtraFields(w, job, scope);
+  return runId === undefined ? [] : [{ runId }];
+}
+
+/** The `unknown_status` records of {@link writeForeignRecord}. */
+async function writeUnreadableRecords(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+  first: UnreadableForm,
+): Promise<ForeignWrite[]> {
+  const runs = w.store.collection(w.collection);
+  const forms = unreadableFormsFrom(first);
+  const now = new Date(w.now());
+  const { slots } = slotsBetween(
+    job,
+    now,
+    new Date(now.getTime() + 3_600_000),
+    forms.length,
+  );
+  const written: ForeignWrite[] = [];
+  for (const [i, slot] of slots.entries()) {
+    const form = forms[i] ?? first;
     const runId = slotRunId(job.id, slot, scope);
+    // The first record's attempt id is drawn, as it always was; the others' come from their slot,
+    // so that no draw of the history after this event moves.
+    const attemptId =
+      i === 0 ? undefined : `v9-${slot.getTime().toString(16).slice(-12)}`;
     const created = await runs
       .doc(runId)
-      .create(unreadableRecord(w, job, slot.getTime(), form))
+      .create(unreadableRecord(w, job, slot.getTime(), form, attemptId))
       .then(
         () => true,
         () => false,
       );
-    return created ? runId : undefined;
+    if (created) {
+      written.push({ runId, form });
+    }
   }
+  return written;
+}
+
+/** The `extra_fields` write of {@link writeForeignRecord}: the run id written, if one was. */
+async function addExtraFields(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+): Promise<string | undefined> {
+  const runs = w.store.collection(w.collection);
   const slot = previousSlot(job, new Date(w.now()));
   if (slot === undefined) {
     return undefined;

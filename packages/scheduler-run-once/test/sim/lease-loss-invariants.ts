@@ -17,7 +17,12 @@
  * Invariants 23 to 28, 42 and 43 follow, each at its function.
  */
 import { jobTimeoutMs, pauseEndMs } from './model.ts';
-import type { Execution, LogLine, SimOutcome } from './simulator.ts';
+import type {
+  Execution,
+  LogLine,
+  RecordWrite,
+  SimOutcome,
+} from './simulator.ts';
 
 /**
  * Slack for a timer of the product against the job's own start and end, ms: the attempt's timers
@@ -242,7 +247,8 @@ export function unbeatenTruth(
 
 /**
  * Whether `e`'s run's record took a write by anyone but `e`'s attempt from its start to `at`: one
- * from another machine, or more from its own than the attempt sent (`ownSent`).
+ * from another machine, a missed-run check's mark ({@link isCheckMark}, which may come from the
+ * attempt's own request), or more from its own machine than the attempt sent (`ownSent`).
  */
 function writtenByOthers(
   e: Execution,
@@ -250,11 +256,32 @@ function writtenByOthers(
   at: number,
   outcome: SimOutcome,
 ): boolean {
-  const writes = (outcome.recordWrites ?? []).filter(
-    (w) => w.runId === e.runId && w.at > e.start && w.at <= at,
+  const ofRun = (outcome.recordWrites ?? []).filter((w) => w.runId === e.runId);
+  const writes = ofRun.filter((w) => w.at > e.start && w.at <= at);
+  const others = writes.some(
+    (w) =>
+      w.machine !== e.instance || isCheckMark(w, ofRun[ofRun.indexOf(w) - 1]),
   );
-  const others = writes.some((w) => w.machine !== e.instance);
   return others || writes.length > ownSent;
+}
+
+/**
+ * Whether landed write `w` is a missed-run check's mark on a reported record (its acknowledgement,
+ * `reported_by`, or its claim to log the report again, `relog_by`): it changed who reported or
+ * relogs and left the status as `previous`, the record's write before, had it. A backfill or re-run
+ * of a reported slot keeps the report, and the check beside it may mark it while the job runs
+ * (`--seed=633017263 --path 380`, a regression in `FIXED`): the attempt's extension fenced before it is then refused, read
+ * and sent again.
+ */
+function isCheckMark(
+  w: RecordWrite,
+  previous: RecordWrite | undefined,
+): boolean {
+  return (
+    previous !== undefined &&
+    w.status === previous.status &&
+    (w.reportedBy !== previous.reportedBy || w.relogBy !== previous.relogBy)
+  );
 }
 
 /**

@@ -2330,20 +2330,18 @@ async function writeAsAnotherVersion(
   const w = world.foreignStore;
   const base = { at: world.time.now, deployment: dep.index, jobId: job.id };
   if (event.type === 'foreign_record') {
-    const form = unreadableFormAt(event.at);
-    const runId = await writeForeignRecord(
+    const written = await writeForeignRecord(
       w,
       job,
       dep.keyScope,
       event.kind,
-      form,
+      unreadableFormAt(event.at),
     );
-    if (runId !== undefined) {
-      const written = event.kind === 'unknown_status' ? { form } : {};
+    for (const { runId, form } of written) {
       world.foreignRecords.set(runId, {
         ...base,
         kind: event.kind,
-        ...written,
+        ...(form === undefined ? {} : { form }),
       });
     }
     return;

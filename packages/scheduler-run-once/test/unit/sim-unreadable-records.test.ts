@@ -19,6 +19,7 @@ import {
   UNREADABLE_FORMS,
   unreadableBecause,
   unreadableFormAt,
+  unreadableFormsFrom,
   unreadableRecord,
 } from '../sim/foreign-writes.ts';
 
@@ -81,5 +82,15 @@ describe("another version's unreadable records (simulator)", () => {
       UNREADABLE_FORMS.length,
     );
     assert.deepEqual(new Set(seconds), new Set(UNREADABLE_FORMS));
+  });
+
+  it('writes each form once from the event’s own, so one event meets every form', () => {
+    for (const first of UNREADABLE_FORMS) {
+      const forms = unreadableFormsFrom(first);
+
+      assert.equal(forms[0], first);
+      assert.equal(forms.length, UNREADABLE_FORMS.length);
+      assert.deepEqual(new Set(forms), new Set(UNREADABLE_FORMS));
+    }
   });
 });
