@@ -61,8 +61,9 @@ function executionsOf(outcome: SimOutcome): Map<string, Execution[]> {
  * itself. `completed`: its attempt is one that executed and returned, with `completed_at`.
  * `failed`: its attempt executed and threw, with `failed_at` and the error. Every attempted record
  * counts at least as many attempts as executed, its first claim no later than its last, and names
- * the job, slot and kind its executions ran as. `missed` and `skipped`: no attempt, no execution.
- * A report has both its time and its reporter; every record has its TTL.
+ * the job, slot and kind its executions ran as, and is stamped caught up or sent without a schedule
+ * time only as it was asked for. `missed` and `skipped`: no attempt, no execution. A report has both
+ * its time and its reporter; every record has its TTL.
  */
 export function recordsTellTheTruth(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -92,6 +93,11 @@ export function recordsTellTheTruth(outcome: SimOutcome): string[] {
       ...(UNATTEMPTED.has(status) ? unattemptedProblems(record, execs) : []),
       ...identityProblems(record, execs),
       ...claimDetailProblems(record, execs, outcome.createTimes?.get(runId)),
+      ...stampProblems(
+        record,
+        execs,
+        outcome.catchUps.some((c) => c.runId === runId),
+      ),
     ];
     for (const problem of problems) {
       found.push(
@@ -317,6 +323,31 @@ function claimDetailProblems(
     }
   }
   return [...new Set(problems)];
+}
+
+/**
+ * What a record says of how its run was asked for, against what was sent for it: `caught_up_at`
+ * only on a run the run audit's catch-up was sent for, and `schedule_time_sent: false` only on a run
+ * that Force runs executed (a Force run sent without a schedule time is the one delivery that
+ * carries none). A record stamped otherwise tells the operator a run was caught up, or forced
+ * without its slot, when it was not (`record-writes.ts`, `detailFields`).
+ */
+function stampProblems(
+  record: Readonly<Record<string, unknown>>,
+  execs: readonly Execution[],
+  catchUpSent: boolean,
+): string[] {
+  const problems: string[] = [];
+  if (record.caught_up_at !== undefined && !catchUpSent) {
+    problems.push('has caught_up_at, but no catch-up was sent for its run');
+  }
+  const notForced = execs.find((e) => e.source !== 'force');
+  if (record.schedule_time_sent === false && notForced !== undefined) {
+    problems.push(
+      `says no schedule time was sent, but ran from a ${notForced.source} delivery`,
+    );
+  }
+  return problems;
 }
 
 /**
