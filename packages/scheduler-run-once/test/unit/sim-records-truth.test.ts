@@ -28,6 +28,7 @@ const outcome = (fields: Record<string, unknown>): SimOutcome =>
     logs: [],
     records: new Map(),
     leaseEnds: new Map(),
+    catchUps: [],
     deployments: [{ scope: '', keyScope: [], revisions: [] }],
     ...fields,
   }) as unknown as SimOutcome;
@@ -87,13 +88,17 @@ const judged = (record: Record<string, unknown>, e: Execution) =>
     }),
   );
 
-/** {@link judged}, with the record created at its slot (before the execution started). */
+/**
+ * {@link judged}, with the record created at its slot (before the execution started); a catch-up
+ * sent for the run when `e` came from one.
+ */
 const judgedCreated = (record: Record<string, unknown>, e: Execution) =>
   recordsTellTheTruth(
     outcome({
       executions: [e],
       records: new Map([[RUN, record]]),
       createTimes: new Map([[RUN, SLOT]]),
+      catchUps: e.source === 'catchup' ? [{ runId: RUN }] : [],
       leaseEnds: new Map([
         [
           'attempt-1',
@@ -136,6 +141,30 @@ describe('invariant 21: records that tell the truth', () => {
     assert.match(
       judgedCreated(completed, caughtUp).join('\n'),
       /has no caught_up_at, but ran as a catch-up of its slot/,
+    );
+  });
+
+  it('fails a record stamped caught up with no catch-up sent, or sent without a schedule time but run from Scheduler', () => {
+    const forced = execution({ source: 'force', kind: 'forced' });
+
+    assert.deepEqual(
+      judgedCreated({ ...completed, schedule_time_sent: false }, forced).filter(
+        (p) => /schedule time was sent/.test(p),
+      ),
+      [],
+    );
+    assert.match(
+      judgedCreated({ ...completed, caught_up_at: at(40) }, execution({})).join(
+        '\n',
+      ),
+      /has caught_up_at, but no catch-up was sent for its run/,
+    );
+    assert.match(
+      judgedCreated(
+        { ...completed, schedule_time_sent: false },
+        execution({}),
+      ).join('\n'),
+      /says no schedule time was sent, but ran from a scheduler delivery/,
     );
   });
 
