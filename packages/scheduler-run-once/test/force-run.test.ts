@@ -15,7 +15,7 @@ import {
   validateJobs,
 } from '../src/policy/job-declaration.ts';
 import { toUtcRfc3339 } from '../src/policy/schedule.ts';
-import { schedulerHeaders, serveJobs } from './helpers.ts';
+import { firestore, schedulerHeaders, serveJobs } from './helpers.ts';
 
 const MINUTE = 60_000;
 
@@ -218,6 +218,56 @@ describe('a Force run without X-CloudScheduler-ScheduleTime', () => {
       ],
     );
     assert.equal(calls.length, 1);
+  });
+
+  it('takes its retry for its own forced run when its first delivery took over the failed forced run an earlier click of the slot left', async () => {
+    // The simulator, --seed=625370594 --path 225: the record keeps the earlier click's first claim.
+    const calls: JobContext[] = [];
+    const jobs = validateJobs([
+      defineJob({
+        id: 'every-minute',
+        schedule: '* * * * *',
+        attemptDeadlineSeconds: 120,
+        retryCount: 0,
+        maxRetryDurationSeconds: 0,
+        run: async (ctx) => {
+          calls.push(ctx);
+          if (calls.length === 1) {
+            throw new Error('the earlier click failed');
+          }
+        },
+      }),
+    ]);
+    const forceRun = { 'X-CloudScheduler-JobName': 'every-minute' };
+    let now = new Date();
+    const { request, collection } = serveJobs(
+      jobs,
+      {},
+      { clock: async () => now },
+    );
+    const earlier = await request.post('/').set(forceRun);
+    // That click was ten minutes ago: long before the window its slot's next click looks back over.
+    const tenMinutesAgo = new Date(now.getTime() - 10 * MINUTE);
+    await firestore.collection(collection).doc(earlier.body.runId).update({
+      first_claimed_at: tenMinutesAgo,
+      claimed_at: tenMinutesAgo,
+    });
+
+    const click = await request.post('/').set(forceRun);
+    // The slot both clicks were taken for: the next one, strictly after their time.
+    const slot = new Date((Math.floor(now.getTime() / MINUTE) + 1) * MINUTE);
+    now = at(slot, 5_000);
+    const retry = await request.post('/').set(forceRun);
+
+    assert.deepEqual(
+      [earlier, click, retry].map((r) => [r.body.outcome, r.body.runId]),
+      [
+        ['failed', earlier.body.runId],
+        ['processed', earlier.body.runId],
+        ['duplicate', earlier.body.runId],
+      ],
+    );
+    assert.equal(calls.length, 2);
   });
 
   it('answers a slot’s retry after the retry window, within maxRetryDuration, as the forced run its on-time delivery was taken for', async () => {

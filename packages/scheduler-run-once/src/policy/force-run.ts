@@ -10,8 +10,14 @@ export const FORCE_RUN_BATCH_SLOTS = 100;
 
 /**
  * The schedule time (RFC 3339 UTC) of `job`'s Force run without one, at Firestore's `now`: the
- * latest of its slots within the execution window whose forced run was first claimed within that
+ * latest of its slots within the execution window whose forced run was last claimed within that
  * window (its retry), else the next slot, if any.
+ *
+ * The last claim, not the first: a click's first delivery may take over the failed forced run an
+ * earlier click of the same slot left (both are that slot's forced run), and the record keeps the
+ * earlier click's first claim. Judged by that, the click's own retry after the slot looked like a
+ * new click and ran the job again as the next slot's forced run (the simulator, `npm run simulate
+ * -- --seed=625370594 --path 225`: a click 104 s after a failed one, its retry 17 s later).
  *
  * The execution window is the job's longest execution ({@link longestExecutionMs}), not the retry
  * window: when attempts fail fast, Scheduler may send a retry up to `maxRetryDuration` after the
@@ -50,7 +56,9 @@ export async function forceRunScheduleTime(
         continue;
       }
       const claimed =
-        record.status === 'unreadable' ? undefined : record.firstClaimedAt;
+        record.status === 'unreadable'
+          ? undefined
+          : (record.claimedAt ?? record.firstClaimedAt);
       if (claimed === undefined || claimed.getTime() > windowStart) {
         return scheduleTime;
       }
