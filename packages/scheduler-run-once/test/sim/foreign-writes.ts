@@ -242,7 +242,7 @@ export function unreadableFormsFrom(first: UnreadableForm): UnreadableForm[] {
  * {@link unreadableFormsFrom} `form` gives (a slot that has a record already keeps it).
  * `extra_fields`: adds fields this version never writes to the record of the job's last slot, if
  * that record is final (completed, skipped, or reported), fenced on its read.
- * @returns the records written: none, or for `extra_fields` one.
+ * @returns the records written, none if the slots had records already (`extra_fields`: one at most).
  */
 export async function writeForeignRecord(
   w: ForeignStore,

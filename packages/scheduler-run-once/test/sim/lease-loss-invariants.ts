@@ -248,7 +248,7 @@ export function unbeatenTruth(
 /**
  * Whether `e`'s run's record took a write by anyone but `e`'s attempt from its start to `at`: one
  * from another machine, a missed-run check's mark ({@link isCheckMark}, which may come from the
- * attempt's own request), or more from its own machine than the attempt sent (`ownSent`).
+ * attempt's own instance), or more from its own machine than the attempt sent (`ownSent`).
  */
 function writtenByOthers(
   e: Execution,
@@ -269,9 +269,9 @@ function writtenByOthers(
  * Whether landed write `w` is a missed-run check's mark on a reported record (its acknowledgement,
  * `reported_by`, or its claim to log the report again, `relog_by`): it changed who reported or
  * relogs and left the status as `previous`, the record's write before, had it. A backfill or re-run
- * of a reported slot keeps the report, and the check beside it may mark it while the job runs
- * (`--seed=633017263 --path 380`, a regression in `FIXED`): the attempt's extension fenced before it is then refused, read
- * and sent again.
+ * of a reported slot keeps the report, and a check of another delivery on the same instance may
+ * mark it while the job runs (`--seed=633017263 --path 380`, a regression in `FIXED`): the
+ * attempt's extension fenced before the mark is then refused, read and sent again.
  */
 function isCheckMark(
   w: RecordWrite,
