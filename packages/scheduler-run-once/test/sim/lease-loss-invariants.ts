@@ -257,12 +257,16 @@ function writtenByOthers(
   outcome: SimOutcome,
 ): boolean {
   const ofRun = (outcome.recordWrites ?? []).filter((w) => w.runId === e.runId);
-  const writes = ofRun.filter((w) => w.at > e.start && w.at <= at);
-  const others = writes.some(
-    (w) =>
-      w.machine !== e.instance || isCheckMark(w, ofRun[ofRun.indexOf(w) - 1]),
-  );
-  return others || writes.length > ownSent;
+  let inWindow = 0;
+  let others = false;
+  for (const [i, w] of ofRun.entries()) {
+    if (w.at <= e.start || w.at > at) {
+      continue;
+    }
+    inWindow += 1;
+    others ||= w.machine !== e.instance || isCheckMark(w, ofRun[i - 1]);
+  }
+  return others || inWindow > ownSent;
 }
 
 /**

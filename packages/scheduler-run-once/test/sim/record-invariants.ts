@@ -92,10 +92,10 @@ export function recordsTellTheTruth(outcome: SimOutcome): string[] {
       ...(ATTEMPTED.has(status) ? attemptedProblems(record, execs) : []),
       ...(UNATTEMPTED.has(status) ? unattemptedProblems(record, execs) : []),
       ...identityProblems(record, execs),
-      ...claimDetailProblems(record, execs, outcome.createTimes?.get(runId)),
-      ...stampProblems(
+      ...claimDetailProblems(
         record,
         execs,
+        outcome.createTimes?.get(runId),
         outcome.catchUps.some((c) => c.runId === runId),
       ),
     ];
@@ -298,16 +298,23 @@ function identityProblems(
 /**
  * What a claim writes of its delivery and the record keeps: a re-run names the slot's run it
  * re-runs (`rerun_of`, as its job's context had it) and no other run has one; a run claimed by the
- * run audit's catch-up of a late slot is stamped `caught_up_at`. Judged on executions that ran
- * under the record as it stands (created no later than they started): a repair may delete a record
- * and a later claim create it again without them.
+ * run audit's catch-up of a late slot is stamped `caught_up_at`, and only a run its catch-up was
+ * sent for (`catchUpSent`); `schedule_time_sent: false` only on a run Force runs executed (a Force
+ * run sent without a schedule time is the one delivery that carries none). A record stamped
+ * otherwise tells the operator a run was caught up, or forced without its slot, when it was not.
+ * Judged on executions that ran under the record as it stands (created no later than they
+ * started): a repair may delete a record and a later claim create it again without them.
  */
 function claimDetailProblems(
   record: Readonly<Record<string, unknown>>,
   execs: readonly Execution[],
   createdAt: number | undefined,
+  catchUpSent: boolean,
 ): string[] {
   const problems: string[] = [];
+  if (record.caught_up_at !== undefined && !catchUpSent) {
+    problems.push('has caught_up_at, but no catch-up was sent for its run');
+  }
   const underThisRecord = execs.filter(
     (e) => createdAt !== undefined && createdAt <= e.start,
   );
@@ -321,33 +328,13 @@ function claimDetailProblems(
     if (e.context?.caughtUp === true && record.caught_up_at === undefined) {
       problems.push('has no caught_up_at, but ran as a catch-up of its slot');
     }
+    if (record.schedule_time_sent === false && e.source !== 'force') {
+      problems.push(
+        `says no schedule time was sent, but ran from a ${e.source} delivery`,
+      );
+    }
   }
   return [...new Set(problems)];
-}
-
-/**
- * What a record says of how its run was asked for, against what was sent for it: `caught_up_at`
- * only on a run the run audit's catch-up was sent for, and `schedule_time_sent: false` only on a run
- * that Force runs executed (a Force run sent without a schedule time is the one delivery that
- * carries none). A record stamped otherwise tells the operator a run was caught up, or forced
- * without its slot, when it was not (`record-writes.ts`, `detailFields`).
- */
-function stampProblems(
-  record: Readonly<Record<string, unknown>>,
-  execs: readonly Execution[],
-  catchUpSent: boolean,
-): string[] {
-  const problems: string[] = [];
-  if (record.caught_up_at !== undefined && !catchUpSent) {
-    problems.push('has caught_up_at, but no catch-up was sent for its run');
-  }
-  const notForced = execs.find((e) => e.source !== 'force');
-  if (record.schedule_time_sent === false && notForced !== undefined) {
-    problems.push(
-      `says no schedule time was sent, but ran from a ${notForced.source} delivery`,
-    );
-  }
-  return problems;
 }
 
 /**
