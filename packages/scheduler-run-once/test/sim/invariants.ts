@@ -524,6 +524,17 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
 }
 
 /**
+ * Whether the revision that answered `d` (its instance's `-rN`) declares its job; if the instance
+ * names none, whether any revision of its deployment does.
+ */
+function declaredWhereAnswered(outcome: SimOutcome, d: Delivered): boolean {
+  const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
+  const named = /-r(\d+)$/.exec(d.instance);
+  const answering = named === null ? revisions : [revisions[Number(named[1])]];
+  return answering.some((r) => (r?.jobs ?? []).some((j) => j.id === d.jobId));
+}
+
+/**
  * Invariant 5, triggers (docs/operations.md, "`npm run trigger`"): a manual trigger of a declared
  * job is never refused `invalid_request`, nor is a Force run (docs/how-it-works.md, "A Force run
  * without schedule time": its next slot's forced run, or the one it retries), nor a re-run of a
@@ -536,6 +547,11 @@ export function triggersNeverRefused(outcome: SimOutcome): string[] {
   }
   const found: string[] = [];
   for (const d of outcome.deliveries) {
+    if (!declaredWhereAnswered(outcome, d)) {
+      // A redeploy that dropped the job: a retry of its trigger reaching the new revision is
+      // refused, saying the job is not declared in this function (the request's `invalid_request`).
+      continue;
+    }
     if (d.source === 'manual' && d.outcome === 'invalid_request') {
       found.push(
         `a manual trigger of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a manual run of a declared job always runs`,

@@ -282,7 +282,14 @@ describe('invariant 5: a manual trigger and a re-run of a finished slot are neve
           },
         ],
       ]),
-      deployments: [{ scope: '', keyScope: [], revisions: [] }],
+      // Revision 0 declares the job; revision 1, a redeploy that dropped it, does not.
+      deployments: [
+        {
+          scope: '',
+          keyScope: [],
+          revisions: [{ jobs: [{ id: 'job-0' }] }, { jobs: [] }],
+        },
+      ],
     }) as unknown as SimOutcome;
 
   it('finds a re-run of a slot completed before it refused invalid_request, and a manual run or a Force run refused', () => {
@@ -307,6 +314,18 @@ describe('invariant 5: a manual trigger and a re-run of a finished slot are neve
       triggersNeverRefused({ ...manual, deliveries: forced }).join('\n'),
       /a Force run of job-0, sent at .* was refused invalid_request/,
     );
+  });
+
+  it('excuses a trigger refused by a revision that no longer declares its job (a redeploy dropped it)', () => {
+    const manual = outcomeOf('invalid_request', 300_000);
+    for (const source of ['manual', 'force'] as const) {
+      const deliveries = manual.deliveries.map((d) => ({
+        ...d,
+        source,
+        instance: 'd0-i1-r1',
+      }));
+      assert.deepEqual(triggersNeverRefused({ ...manual, deliveries }), []);
+    }
   });
 
   it('passes a refusal of a slot completed only after the re-run was sent, and a re-run that ran', () => {
