@@ -90,6 +90,12 @@ export interface MemoryFirestoreOptions {
   ) => void;
   /** Called with each document a commit wrote, as stored (not for deletes). */
   readonly committed?: (path: string, data: DocumentData) => void;
+  /**
+   * As the Firestore client's setting of that name, which the function's own client sets
+   * (`src/function/register.ts`): a property whose value is `undefined` is left out of the write
+   * instead of refusing it. Off by default, as in the client.
+   */
+  readonly ignoreUndefinedProperties?: boolean;
 }
 
 interface StoredDoc {
@@ -149,6 +155,32 @@ function storeValue(value: unknown, at: Timestamp, inUpdate: boolean): unknown {
     return out;
   }
   return value;
+}
+
+/** Whether `value` is a plain object (not a Timestamp, a FieldValue or an array). */
+function isPlainObject(value: unknown): value is DocumentData {
+  if (value === null || typeof value !== 'object') {
+    return false;
+  }
+  const prototype = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
+}
+
+/**
+ * `data` less every property whose value is `undefined`, in nested plain objects too (the client's
+ * `ignoreUndefinedProperties`: array elements are not properties, so an `undefined` one is still
+ * refused).
+ */
+function withoutUndefinedProperties(data: DocumentData): DocumentData {
+  const kept: DocumentData = {};
+  for (const [key, value] of Object.entries(data)) {
+    if (value !== undefined) {
+      kept[key] = isPlainObject(value)
+        ? withoutUndefinedProperties(value)
+        : value;
+    }
+  }
+  return kept;
 }
 
 /** A copy for a reader, so nobody mutates the store through a snapshot. */
@@ -817,6 +849,13 @@ export class MemoryFirestore {
   }
 
   /** Stages one write of a commit, or throws the error that fails the whole commit. */
+  /** A write's data as the client sends it: see {@link MemoryFirestoreOptions.ignoreUndefinedProperties}. */
+  #sent(data: DocumentData): DocumentData {
+    return this.#options.ignoreUndefinedProperties === true
+      ? withoutUndefinedProperties(data)
+      : data;
+  }
+
   #stage(write: Write, commit: StagedCommit): void {
     const { path } = write.ref;
     const doc = this.#current(path, commit);
@@ -830,20 +869,24 @@ export class MemoryFirestore {
           );
         }
         staged.set(path, {
-          data: storeValue(write.data, at, false) as DocumentData,
+          data: storeValue(this.#sent(write.data), at, false) as DocumentData,
           createTime: at,
           updateTime: at,
         });
         return;
       }
       case 'set': {
-        const data = storeValue(write.data, at, false) as DocumentData;
+        const data = storeValue(
+          this.#sent(write.data),
+          at,
+          false,
+        ) as DocumentData;
         if (doc !== undefined && sameData(data, doc.data)) {
           unchanged.add(path);
           return;
         }
         staged.set(path, {
-          data: storeValue(write.data, at, false) as DocumentData,
+          data,
           createTime: doc?.createTime ?? at,
           updateTime: at,
         });
@@ -896,7 +939,7 @@ export class MemoryFirestore {
       );
     }
     const data = copyOut(doc.data) as DocumentData;
-    applyUpdate(data, write.data, commit.at);
+    applyUpdate(data, this.#sent(write.data), commit.at);
     // A write that changes nothing keeps the document's update time (as Firestore does).
     if (sameData(data, doc.data)) {
       commit.unchanged.add(path);

@@ -96,7 +96,11 @@ export function createTestServer(
   const loaded = loadConfigAndJobs(jobs, env);
   const logs: Record<string, unknown>[] = [];
   const logger = createLogger(loaded.config, recordingDestination(logs));
-  const firestore = new MemoryFirestore({ now: () => Date.now() });
+  // As the function's own client (src/function/register.ts).
+  const firestore = new MemoryFirestore({
+    now: () => Date.now(),
+    ignoreUndefinedProperties: true,
+  });
   const parts = { ...loaded, firestore: asFirestore(firestore), logger };
   const { handler } = createInstanceHandler(parts);
   // functions-framework builds its test server from a registered function: one name per server.

@@ -169,6 +169,7 @@ import {
   type SimOutcome,
   START_NOTE,
 } from './simulator.ts';
+import { unavailableOnlyWhenFirestoreFailed } from './unavailable-answer-invariants.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -339,7 +340,8 @@ export function violations(
     ...notesKept(outcome),
     // 16-19. Late runs and catch-up (catch-up-invariants.ts).
     ...catchUpViolations(outcome),
-    // 21, 47 and 48. What the records say, their ids, and what a claim costs.
+    // 21, 47, 48 and 49. What the records say, their ids, what a claim costs, and that only
+    // Firestore's failure is answered as one.
     ...recordViolations(outcome),
     // 22-30. An attempt's lease, signal and reports (attemptViolations).
     ...attemptViolations(outcome),
@@ -354,13 +356,15 @@ export function violations(
 /**
  * Invariant 21, every record says what happened to its run (record-invariants.ts); 47, every run
  * has the id deployed versions compute, every record their key scope (run-id-invariants.ts); 48, a
- * claim that landed as a create and was answered in time costs no read (claim-cost-invariants.ts).
+ * claim that landed as a create and was answered in time costs no read (claim-cost-invariants.ts);
+ * 49, a request answered `unavailable` only when Firestore failed it (unavailable-answer-invariants.ts).
  */
 function recordViolations(outcome: SimOutcome): string[] {
   return [
     ...(outcome.emulator ? [] : recordsTellTheTruth(outcome)),
     ...runIdsAsDeployed(outcome),
     ...claimsCostNoRead(outcome),
+    ...unavailableOnlyWhenFirestoreFailed(outcome),
   ];
 }
 

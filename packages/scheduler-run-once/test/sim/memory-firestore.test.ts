@@ -40,7 +40,10 @@ type Value =
   | { t: 'ts'; s: number; n: number }
   | { t: 'now' }
   | { t: 'del' }
-  | { t: 'map'; v: string };
+  | { t: 'map'; v: string }
+  /** `undefined`, and a map with an `undefined` property: for `ignoreUndefinedProperties`. */
+  | { t: 'undef' }
+  | { t: 'mapUndef'; v: string };
 
 type Fields = [string, Value][];
 type Precondition = 'none' | 'last' | 'stale';
@@ -77,71 +80,86 @@ const plainValue: fc.Arbitrary<Value> = fc.oneof(
   fc.constant({ t: 'now' as const }),
   fc.record({ t: fc.constant('map' as const), v: fc.constantFrom('p', 'q') }),
 );
-const topFields = fc.uniqueArray(
-  fc.tuple(
-    fc.constantFrom('status', 'attempts', 'leased_at', 'notes'),
-    plainValue,
-  ),
-  { minLength: 1, maxLength: 3, selector: ([k]) => k },
-);
-const updateFields = fc
-  .uniqueArray(
+/** Sequences of operations whose field values are drawn from `value`. */
+function operations(value: fc.Arbitrary<Value>): fc.Arbitrary<Op[]> {
+  const topFields = fc.uniqueArray(
     fc.tuple(
-      fc.constantFrom(
-        'status',
-        'attempts',
-        'leased_at',
-        'notes',
-        'notes.x',
-        'notes.y',
-      ),
-      fc.oneof(
-        { weight: 4, arbitrary: plainValue },
-        { weight: 1, arbitrary: fc.constant({ t: 'del' as const }) },
-      ),
+      fc.constantFrom('status', 'attempts', 'leased_at', 'notes'),
+      value,
     ),
     { minLength: 1, maxLength: 3, selector: ([k]) => k },
-  )
-  .filter((fs) => {
-    // Firestore refuses a path and its own parent in one update: so does the generator.
-    const keys = fs.map(([k]) => k);
-    return !(
-      keys.includes('notes') && keys.some((k) => k.startsWith('notes.'))
-    );
+  );
+  const updateFields = fc
+    .uniqueArray(
+      fc.tuple(
+        fc.constantFrom(
+          'status',
+          'attempts',
+          'leased_at',
+          'notes',
+          'notes.x',
+          'notes.y',
+        ),
+        fc.oneof(
+          { weight: 4, arbitrary: value },
+          { weight: 1, arbitrary: fc.constant({ t: 'del' as const }) },
+        ),
+      ),
+      { minLength: 1, maxLength: 3, selector: ([k]) => k },
+    )
+    .filter((fs) => {
+      // Firestore refuses a path and its own parent in one update: so does the generator.
+      const keys = fs.map(([k]) => k);
+      return !(
+        keys.includes('notes') && keys.some((k) => k.startsWith('notes.'))
+      );
+    });
+  const pre = fc.constantFrom<Precondition>('none', 'last', 'last', 'stale');
+  const createOp = fc.record({
+    op: fc.constant('create' as const),
+    id,
+    fields: topFields,
   });
-const pre = fc.constantFrom<Precondition>('none', 'last', 'last', 'stale');
-const createOp = fc.record({
-  op: fc.constant('create' as const),
-  id,
-  fields: topFields,
-});
-const updateOp = fc.record({
-  op: fc.constant('update' as const),
-  id,
-  fields: updateFields,
-  pre,
-});
-const ops: fc.Arbitrary<Op[]> = fc.array(
-  fc.oneof(
-    fc.record({ op: fc.constant('get' as const), id }),
-    fc.record({
-      op: fc.constant('getAll' as const),
-      ids: fc.uniqueArray(id, { minLength: 1, maxLength: 3 }),
-    }),
-    { weight: 3, arbitrary: createOp },
-    fc.record({ op: fc.constant('set' as const), id, fields: topFields }),
-    { weight: 4, arbitrary: updateOp },
-    fc.record({ op: fc.constant('delete' as const), id }),
-    fc.record({
-      op: fc.constant('batch' as const),
-      writes: fc.uniqueArray(fc.oneof(createOp, updateOp), {
-        minLength: 1,
-        maxLength: 3,
-        selector: (w) => w.id,
+  const updateOp = fc.record({
+    op: fc.constant('update' as const),
+    id,
+    fields: updateFields,
+    pre,
+  });
+  return fc.array(
+    fc.oneof(
+      fc.record({ op: fc.constant('get' as const), id }),
+      fc.record({
+        op: fc.constant('getAll' as const),
+        ids: fc.uniqueArray(id, { minLength: 1, maxLength: 3 }),
       }),
-    }),
-  ),
-  { minLength: 1, maxLength: 14 },
+      { weight: 3, arbitrary: createOp },
+      fc.record({ op: fc.constant('set' as const), id, fields: topFields }),
+      { weight: 4, arbitrary: updateOp },
+      fc.record({ op: fc.constant('delete' as const), id }),
+      fc.record({
+        op: fc.constant('batch' as const),
+        writes: fc.uniqueArray(fc.oneof(createOp, updateOp), {
+          minLength: 1,
+          maxLength: 3,
+          selector: (w) => w.id,
+        }),
+      }),
+    ),
+    { minLength: 1, maxLength: 14 },
+  );
+}
+
+const ops = operations(plainValue);
+
+/** Values with `undefined` among them (top-level and as a map's property). */
+const undefinedValues: fc.Arbitrary<Value> = fc.oneof(
+  plainValue,
+  fc.constant({ t: 'undef' as const }),
+  fc.record({
+    t: fc.constant('mapUndef' as const),
+    v: fc.constantFrom('p', 'q'),
+  }),
 );
 
 function fieldValue(v: Value): unknown {
@@ -157,6 +175,10 @@ function fieldValue(v: Value): unknown {
       return FieldValue.delete();
     case 'map':
       return { [v.v]: 1, at: FieldValue.serverTimestamp() };
+    case 'undef':
+      return undefined;
+    case 'mapUndef':
+      return { [v.v]: 1, gone: undefined };
   }
 }
 
@@ -322,32 +344,55 @@ function ranked(outcomes: Outcome[], times: Timestamp[]): unknown {
   return walk(outcomes);
 }
 
+/** The emulator's client as the function's own is set (`src/function/register.ts`). */
+const emulatorIgnoringUndefined = new Firestore({
+  projectId: process.env.GOOGLE_CLOUD_PROJECT ?? 'demo-scheduler-run-once',
+  ignoreUndefinedProperties: true,
+});
+
+/**
+ * Asserts that every sequence `sequences` draws gives the same outcomes on the in-memory store and
+ * on the emulator, both with `ignoreUndefinedProperties` as given.
+ */
+async function assertSameAsEmulator(
+  sequences: fc.Arbitrary<Op[]>,
+  ignoreUndefinedProperties: boolean,
+): Promise<void> {
+  const client = ignoreUndefinedProperties
+    ? emulatorIgnoringUndefined
+    : emulator;
+  await fc.assert(
+    fc.asyncProperty(sequences, async (sequence) => {
+      const collection = `diff_${randomUUID()}`;
+      // Each call of the clock 5 ms later: stamps (ms) of successive writes stay apart, as the
+      // emulator's do at its round trips' pace.
+      let at = Date.now();
+      const memory = new MemoryFirestore({
+        now: () => (at += 5),
+        ignoreUndefinedProperties,
+      });
+      const real = await play(client as unknown as Db, collection, sequence);
+      const fake = await play(
+        asFirestore(memory) as unknown as Db,
+        collection,
+        sequence,
+      );
+      assert.deepEqual(
+        ranked(fake.outcomes, fake.times),
+        ranked(real.outcomes, real.times),
+      );
+    }),
+    { numRuns: Number(process.env.DIFF_RUNS ?? 40) },
+  );
+}
+
 describe('the in-memory Firestore', () => {
   it('answers every generated sequence of operations as the emulator does (results, error codes, update-time order)', async () => {
-    await fc.assert(
-      fc.asyncProperty(ops, async (sequence) => {
-        const collection = `diff_${randomUUID()}`;
-        // Each call of the clock 5 ms later: stamps (ms) of successive writes stay apart, as the
-        // emulator's do at its round trips' pace.
-        let at = Date.now();
-        const memory = new MemoryFirestore({ now: () => (at += 5) });
-        const real = await play(
-          emulator as unknown as Db,
-          collection,
-          sequence,
-        );
-        const fake = await play(
-          asFirestore(memory) as unknown as Db,
-          collection,
-          sequence,
-        );
-        assert.deepEqual(
-          ranked(fake.outcomes, fake.times),
-          ranked(real.outcomes, real.times),
-        );
-      }),
-      { numRuns: Number(process.env.DIFF_RUNS ?? 40) },
-    );
+    await assertSameAsEmulator(ops, false);
+  });
+
+  it('leaves undefined properties out of its writes as the client does with ignoreUndefinedProperties, which the function sets', async () => {
+    await assertSameAsEmulator(operations(undefinedValues), true);
   });
 
   it('gives strictly increasing update times at µs precision to writes in the same millisecond', async () => {

@@ -906,6 +906,8 @@ function openStore(world: World): void {
   world.memory =
     db === undefined
       ? new MemoryFirestore({
+          // As the function's own client (src/function/register.ts).
+          ignoreUndefinedProperties: true,
           now: () => time.now,
           sleep: (ms) => time.sleep(ms),
           dropPreconditions: world.options.brokenFencing === true,
