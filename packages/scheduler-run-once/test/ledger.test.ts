@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Timestamp } from '@google-cloud/firestore';
 import {
   DatabaseNotFoundError,
@@ -617,6 +618,48 @@ describe('RunLedger', () => {
     assert.equal(stored?.attempt_id, retried?.attemptId, 'the retry holds it');
     assert.equal(stored?.last_error, 'the job threw');
     assert.equal(retried?.takeover, true);
+  });
+
+  it('a release that landed unanswered after its lease ended, its failed run then claimed by a retry: recorded, not a lost lease', async () => {
+    // Invariant 50 of the simulator (--seed=2 --path 33 --faults): a job ran past its lease, its
+    // release landed a moment after the lease ended with its answer lost, a Scheduler retry claimed
+    // the failed run, and the release's retry met that claim and logged "lease lost … may have run
+    // twice", though no takeover came first (the release could not have landed after one).
+    const leaseMs = 1_000;
+    const { ledger: seed, collection } = newLedger({ leaseMs });
+    const retry = newLedger({ collection, leaseMs }).ledger;
+    let retried: Claim | undefined;
+    const lost = loseFirstUpdateAnswer(async () => {
+      retried = claimOf(await retry.claim('run-1'));
+    });
+    const { ledger } = newLedger({ collection, leaseMs }, lost.db);
+    const claim = claimOf(await seed.claim('run-1'));
+    await sleep(leaseMs + 500); // the job ran past its lease
+
+    const result = await ledger.release(claim, 'the job threw');
+
+    assert.equal(result, 'recorded');
+    assert.equal(lost.updates(), 2, 'the release was retried');
+    assert.equal(retried?.takeover, true, 'the retry claimed the failed run');
+    const stored = (
+      await firestore.collection(collection).doc('run-1').get()
+    ).data();
+    assert.equal(stored?.attempt_id, retried?.attemptId, 'the retry holds it');
+    assert.equal(stored?.last_error, 'the job threw');
+  });
+
+  it('a release that never landed after its lapsed lease was taken over, the taker failing with the same error: a lost lease', async () => {
+    const leaseMs = 1_000;
+    const { ledger: a, collection } = newLedger({ leaseMs });
+    const b = newLedger({ collection, leaseMs }).ledger;
+    const lapsed = claimOf(await a.claim('run-1'));
+    await sleep(leaseMs + 500); // A's lease lapsed (its instance stalled)
+    const takeover = claimOf(await b.claim('run-1'));
+    assert.equal(takeover.takeover, true);
+    assert.equal(await b.release(takeover, 'the job threw'), 'recorded');
+
+    // The record: B's failure, one attempt after A's, failed after A's last write, the same error.
+    assert.equal(await a.release(lapsed, 'the job threw'), 'lease_lost');
   });
 
   it('a completion or release that never landed, its record replaced under its live lease and run by others, is a lost lease (the review of the fix above)', async () => {

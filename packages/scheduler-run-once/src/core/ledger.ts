@@ -655,12 +655,20 @@ function isOwn(
  * Whether `release` (the update of `claim`'s release) landed before another attempt claimed the
  * run: the record, now that attempt's, was claimed right after `claim` (one more attempt), keeps
  * the release's error (`last_error`; a claim leaves it) with a `failed_at` later than `claim`'s
- * last lease write (only this attempt's release, or the missed-run check ending a lapsed lease,
- * writes one), and was claimed while `claim`'s lease was still live by Firestore's clock
- * (`claimed_at` before `claim.leaseExpires`, both server times). No writer takes over a live lease
- * (`claimDecision`) nor ends one (the check ends only a lapsed one), so that failure is this
- * attempt's release, an earlier try that landed with its answer lost or late, and the claim is a
- * retry's, not a takeover. Never for a completion: no attempt claims a completed run.
+ * last lease write (only this attempt's release, the missed-run check ending a lapsed lease with
+ * its own error, or the release of an attempt that took the run over writes one), and its claim
+ * (`claimed_at`; all three are server times) tells a retry's from a takeover's:
+ *
+ * - made while `claim`'s lease was still live: no writer takes over a live lease
+ *   (`claimDecision`), so the claim is a retry's of the run this release failed;
+ * - or made after that `failed_at`: the holder claimed a run already failed, and the failure is
+ *   this release's, which may have landed after the lease ended (a job that ran past it): it
+ *   landed all the same, so no takeover came before it (found by invariant 50 of the simulator,
+ *   `--seed=2 --path 33 --faults`).
+ *
+ * An attempt that took over the lapsed lease claimed after the lease and before its own release's
+ * `failed_at`: its failure is not taken for this one's, even with the same error. Never for a
+ * completion: no attempt claims a completed run.
  */
 function releasedBefore(
   claim: Claim,
@@ -681,7 +689,8 @@ function releasedBefore(
     failedAt !== undefined &&
     failedAt.getTime() > claim.fencingToken.toMillis() &&
     claimedAt !== undefined &&
-    claimedAt.getTime() < claim.leaseExpires.getTime()
+    (claimedAt.getTime() < claim.leaseExpires.getTime() ||
+      claimedAt.getTime() > failedAt.getTime())
   );
 }
 

@@ -121,6 +121,7 @@ import {
   shortestGapMs,
 } from './cloud-scheduler.ts';
 import { cursorsKeptUp } from './cursor-invariants.ts';
+import { fencedWriteResultsTrue } from './fenced-write-invariants.ts';
 import { unreadableBecause } from './foreign-writes.ts';
 import { lapseToldBeforeNextWrite } from './lapse-warning-invariants.ts';
 import {
@@ -427,6 +428,8 @@ function attemptViolations(outcome: SimOutcome): string[] {
     ...toldToStopAtSigterm(outcome),
     // 29. An attempt's reports say what happened, and name the attempt (report-invariants.ts).
     ...attemptReportsTrue(outcome),
+    // 50. An answer's completion or release says what became of it, by the writes that landed.
+    ...fencedWriteResultsTrue(outcome),
   ];
 }
 

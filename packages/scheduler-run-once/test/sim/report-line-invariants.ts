@@ -310,7 +310,7 @@ export function reloggedReportsSayTheSame(outcome: SimOutcome): string[] {
 }
 
 /** The machine whose check logged `line`: an instance's name, or `auditor` / `operator`. */
-function machineOf(line: LogLine): string {
+export function machineOf(line: LogLine): string {
   const check = /^d\d+-(auditor|operator|check)$/.exec(line.instance)?.[1];
   if (check === undefined) {
     return line.instance;

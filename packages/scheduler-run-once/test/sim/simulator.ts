@@ -370,6 +370,13 @@ export interface RecordWrite {
   readonly reportedBy?: unknown;
   /** The check that claimed logging its report again (`relog_by`) after the write, if any. */
   readonly relogBy?: unknown;
+  /** The attempt the record names (`attempt_id`) after the write, if any. */
+  readonly attemptId?: unknown;
+  /**
+   * The attempt whose request sent the write, once its job had started (its completion, release,
+   * extensions and notes); `undefined` for a check's write, a claim, or a write outside a request.
+   */
+  readonly sentBy?: string;
 }
 
 /**
@@ -948,6 +955,8 @@ function noteLandedWrite(
       reported: after?.reported_at !== undefined,
       reportedBy: after?.reported_by,
       relogBy: after?.relog_by,
+      attemptId: after?.attempt_id,
+      sentBy: world.requests.getStore()?.attempt.id,
     });
   }
   const foreign = foreignWrite(world, path, before, after);

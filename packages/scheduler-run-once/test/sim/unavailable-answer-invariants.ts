@@ -10,6 +10,7 @@
  *
  * Memory store only (the emulator's outcomes carry no operations).
  */
+import { machineOf } from './report-line-invariants.ts';
 import type { Delivered, SimOutcome } from './simulator.ts';
 
 /** The answer this invariant judges. */
@@ -80,7 +81,7 @@ function isShutdownAnswer(d: Delivered): boolean {
 
 /**
  * The log lines naming Firestore's failure (an `err` of {@link FIRESTORE_FAILURE}) that no fault
- * met on their instance within two Firestore timeouts before the line (the failed operation, and
+ * met on their machine (an instance, or the final checks' `auditor` and `operator`) within two Firestore timeouts before the line (the failed operation, and
  * the client's own retry of it), nor a pause of the instance, explains: a missed-run check's
  * write, a relog claim or an acknowledgement the store refused for what the product sent, which no
  * answer shows (a failed check never fails its run).
@@ -93,7 +94,7 @@ function unexplainedLines(outcome: SimOutcome): string[] {
     if (err?.type !== FIRESTORE_FAILURE) {
       continue;
     }
-    if (!isExplained(outcome, line.instance, line.at - windowMs, line.at)) {
+    if (!isExplained(outcome, machineOf(line), line.at - windowMs, line.at)) {
       const said = (err as { message?: unknown }).message;
       found.push(
         `invariant 49: "${line.message}" on ${line.instance} at ${new Date(line.at).toISOString()} names Firestore's failure, but no Firestore operation of its instance met a fault in the ${windowMs / 1000} s before it and the instance was not paused: ${String(said)}`,
