@@ -45,7 +45,8 @@ export function fencedWriteResultsTrue(outcome: SimOutcome): string[] {
       const problem = resultProblem(outcome, line, e, field);
       if (problem !== undefined) {
         found.push(
-          `invariant 50: the answer of ${e.jobId}@${new Date(e.scheduleTime).toISOString()} (attempt ${e.attemptId.slice(0, 8)} on ${e.instance}, at ${new Date(line.at).toISOString()}) ${problem}`,
+          // No attempt id in the message: ids are random, and a replayed history must read the same.
+          `invariant 50: the answer of ${e.jobId}@${new Date(e.scheduleTime).toISOString()} (the attempt that started at ${new Date(e.start).toISOString()} on ${e.instance}, answered at ${new Date(line.at).toISOString()}) ${problem}`,
         );
       }
     }
