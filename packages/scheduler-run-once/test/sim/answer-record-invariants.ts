@@ -198,10 +198,17 @@ function doneRunsNeverWait(
  * instance names none, whether any revision of its deployment does.
  */
 function answeredUnderWait(outcome: SimOutcome, d: Delivered): boolean {
-  const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
-  const named = /-r(\d+)$/.exec(d.instance);
-  const answering = named === null ? revisions : [revisions[Number(named[1])]];
-  return answering.some((r) =>
+  return answeringRevisions(outcome, d).some((r) =>
     (r?.jobs ?? []).some((job) => job.id === d.jobId && job.overlap === 'wait'),
   );
+}
+
+/**
+ * The revision that answered `d` (its instance's `-rN`), or, if the instance names none, every
+ * revision of its deployment.
+ */
+export function answeringRevisions(outcome: SimOutcome, d: Delivered) {
+  const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
+  const named = /-r(\d+)$/.exec(d.instance);
+  return named === null ? revisions : [revisions[Number(named[1])]];
 }

@@ -110,7 +110,10 @@ import {
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
 import { forcedRunId, slotRunId } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
-import { answersSayWhatBecameOfTheRun } from './answer-record-invariants.ts';
+import {
+  answeringRevisions,
+  answersSayWhatBecameOfTheRun,
+} from './answer-record-invariants.ts';
 import { blockedAnswersSayWhatToDo } from './blocked-answer-invariants.ts';
 import { catchUpViolations } from './catch-up-invariants.ts';
 import { deliveryChecksAsDocumented } from './check-cost-invariants.ts';
@@ -535,10 +538,9 @@ export function deliveriesRunAsSent(outcome: SimOutcome): string[] {
  * names none, whether any revision of its deployment does.
  */
 function declaredWhereAnswered(outcome: SimOutcome, d: Delivered): boolean {
-  const revisions = outcome.deployments[d.deployment]?.revisions ?? [];
-  const named = /-r(\d+)$/.exec(d.instance);
-  const answering = named === null ? revisions : [revisions[Number(named[1])]];
-  return answering.some((r) => (r?.jobs ?? []).some((j) => j.id === d.jobId));
+  return answeringRevisions(outcome, d).some((r) =>
+    (r?.jobs ?? []).some((j) => j.id === d.jobId),
+  );
 }
 
 /**
