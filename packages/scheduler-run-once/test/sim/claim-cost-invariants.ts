@@ -8,8 +8,9 @@
  *
  * Judged per execution, on the request that started it: its first create (or batch commit) of the
  * run's record met no fault, landed (the first write to land on the record after it was sent is
- * its instance's, and the record had none before), and the request sent no `get` of that record
- * between the create and the job's start. Memory store only (the emulator's outcomes carry no
+ * its instance's, and the record had none before, and the request sent no other create of it
+ * before that write landed: a guarded create whose lock changed fails, reads, and creates again),
+ * and the request sent no `get` of that record between the create and the job's start. Memory store only (the emulator's outcomes carry no
  * operations).
  */
 import type { DeliveryOp, Execution, SimOutcome } from './simulator.ts';
@@ -62,6 +63,16 @@ function readAfterOwnCreate(
   const landed = writes.find((w) => w.runId === e.runId && w.at >= claim.at);
   if (landed?.machine !== delivery.instance) {
     return undefined; // another request's write came first: the create met a conflict
+  }
+  const sentAgain = ops.some(
+    (op) =>
+      CREATES.has(op.kind) &&
+      onRecord(op) &&
+      op.at > claim.at &&
+      op.at <= landed.at,
+  );
+  if (sentAgain) {
+    return undefined; // its first create may have failed (the lock changed): a later one landed
   }
   return ops.find(
     (op) =>

@@ -80,4 +80,25 @@ describe('invariant 48: a claim answered in time costs no read', () => {
       [],
     );
   });
+
+  it('leaves a read alone after a guarded create that failed and was sent again before the record landed (seed 1329802691, path 52)', () => {
+    // Two backfill deliveries of one `wait` slot: this request's first commit (claim and lock) met
+    // the other's lock write and failed; it read both documents and committed again, which landed.
+    const commit = (at: number): DeliveryOp => ({
+      at,
+      kind: 'commit',
+      paths: [PATH, 'runs_jobs/job-0~overlap'],
+      troubled: false,
+    });
+    const lockRead: DeliveryOp = { ...read, at: 60_015, kind: 'getAll' };
+    const secondLanded = { ...landed, at: 60_040 };
+    const ops = [commit(60_010), lockRead, commit(60_030)];
+
+    assert.deepEqual(claimsCostNoRead(outcome(ops, [secondLanded])), []);
+    // The same read after a commit that was not sent again is a read on every run.
+    const found = claimsCostNoRead(
+      outcome([commit(60_010), lockRead], [{ ...landed, at: 60_012 }]),
+    );
+    assert.equal(found.length, 1, found.join('\n'));
+  });
 });
