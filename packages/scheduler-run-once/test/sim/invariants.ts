@@ -174,6 +174,7 @@ import {
   START_NOTE,
 } from './simulator.ts';
 import { unavailableOnlyWhenFirestoreFailed } from './unavailable-answer-invariants.ts';
+import { knownCompletionsNotRunAgain } from './unrecorded-completion-invariants.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -433,6 +434,8 @@ function attemptViolations(outcome: SimOutcome): string[] {
     ...attemptReportsTrue(outcome),
     // 50. An answer's completion or release says what became of it, by the writes that landed.
     ...fencedWriteResultsTrue(outcome),
+    // 51. An instance that knows a run's completion went unrecorded records it, never runs it again.
+    ...knownCompletionsNotRunAgain(outcome),
   ];
 }
 
@@ -1772,7 +1775,8 @@ function liveHolderBetween(
     }
     return (
       mayHoldAfterEnd(e, outcome) &&
-      lastBeatMs(e, outcome) + outcome.leaseMs >= from
+      lastBeatMs(e, outcome) + outcome.leaseMs >= from &&
+      !unrecordedEndKnownHere(e, self, outcome)
     );
   });
   if (executing) {
@@ -1791,6 +1795,31 @@ function liveHolderBetween(
       !HELD_NOTHING.has(d.outcome ?? '') &&
       !knownEndedHere(d, self) &&
       (d.endedAt ?? Number.POSITIVE_INFINITY) + grace >= from,
+  );
+}
+
+/**
+ * Whether `e`, an execution of `self`'s run that ended, had its completion or release go
+ * unrecorded on `self`'s own instance before `self` came: that instance's ledger remembers it
+ * (`RunLedger.complete` and `release`), so it records the completion, or takes the failed run over
+ * at once, instead of waiting for the lease `e`'s record may still hold. Another instance cannot
+ * know, and may be refused until that lease lapses.
+ */
+function unrecordedEndKnownHere(
+  e: Execution,
+  self: Delivered,
+  outcome: SimOutcome,
+): boolean {
+  if (e.runId !== self.runId || e.instance !== self.instance) {
+    return false;
+  }
+  return outcome.logs.some(
+    (l) =>
+      l.fields.attemptId === e.attemptId &&
+      l.instance === e.instance &&
+      l.at <= self.sentAt &&
+      (l.fields.completion === 'unrecorded' ||
+        l.fields.release === 'unrecorded'),
   );
 }
 

@@ -223,6 +223,18 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
     ],
   },
   {
+    name: 'unanswered-release-forgotten',
+    breaks:
+      'a retry on the instance whose release went unanswered refused behind that dead attempt until its lease lapses',
+    edits: [
+      {
+        file: 'src/core/ledger.ts',
+        find: 'this.#rememberUnanswered(claim.runId, claim.attemptId);',
+        replace: '',
+      },
+    ],
+  },
+  {
     name: 'run-id-format-changed',
     breaks:
       'a version that names runs otherwise than the deployed one finds none of its records: a rolling deploy runs their slots again',
