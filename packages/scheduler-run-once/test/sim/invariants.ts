@@ -673,6 +673,13 @@ export function forceRunsWithoutTimeRunOnce(outcome: SimOutcome): string[] {
     const again = runs.find(
       (e) => e.runId !== completed.runId && e.start > completedAt,
     );
+    if (
+      outcome.gaps?.forceRunHandledLate === true &&
+      again &&
+      handledLate(outcome, again)
+    ) {
+      continue; // KNOWN_GAPS.forceRunHandledLate
+    }
     if (again !== undefined) {
       found.push(
         `one Force run of ${completed.jobId} without a schedule time (Scheduler's execution ${execution}) ran the job twice: ${describe(completed)} completed at ${iso(completedAt)}, then its retry ran ${describe(again)} as another run`,
@@ -680,6 +687,25 @@ export function forceRunsWithoutTimeRunOnce(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * `e`'s request reached its handler more than its job's attempt deadline after it was sent:
+ * Scheduler had given up on it, and nothing in it tells its age (KNOWN_GAPS.forceRunHandledLate).
+ */
+function handledLate(outcome: SimOutcome, e: Execution): boolean {
+  const delivery = outcome.deliveries.find((d) => d.ranAs === e.attemptId);
+  const job = outcome.deployments[e.deployment]?.revisions[
+    e.revision
+  ]?.jobs.find((j) => j.id === e.jobId);
+  if (
+    delivery === undefined ||
+    job === undefined ||
+    e.handledAt === undefined
+  ) {
+    return false;
+  }
+  return e.handledAt - delivery.sentAt > job.attemptDeadlineSeconds * 1000;
 }
 
 /** When `e`'s completion of its run landed, ms: its run's record is completed by its attempt. */

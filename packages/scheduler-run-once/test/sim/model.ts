@@ -35,6 +35,16 @@ export const KNOWN_GAPS = {
    * While on, invariant 8 excuses the attempts of an execution Scheduler dispatched late.
    */
   lateDispatch: true,
+  /**
+   * Found by 5,000 histories of seed 20261209 (the 632nd): a Force run without a schedule time
+   * carries nothing but the time it is handled (docs/limits.md, "Force run without a schedule
+   * time"). A duplicate of its delivery that reaches its handler after Scheduler gave up on it (its
+   * instance frozen, or the request queued for an instance's start, past the attempt deadline), once
+   * the forced run it duplicates was claimed longer ago than the job's longest execution, reads as
+   * a new click and runs again as the next slot's forced run. While on, invariant 5 excuses a run
+   * of a delivery handled more than its job's attempt deadline after it was sent.
+   */
+  forceRunHandledLate: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;

@@ -17,6 +17,7 @@ import {
   strayDeliveriesRefused,
   triggersNeverRefused,
 } from '../sim/invariants.ts';
+import { KNOWN_GAPS } from '../sim/model.ts';
 import type { Answered, Execution, SimOutcome } from '../sim/simulator.ts';
 import { execution } from './sim-execution.ts';
 
@@ -538,6 +539,45 @@ describe('invariant 5: one Force run without a schedule time runs the job once',
     assert.deepEqual(
       forceRunsWithoutTimeRunOnce({ ...twoDeployments, deliveries }),
       [],
+    );
+  });
+
+  it('excuses, while KNOWN_GAPS.forceRunHandledLate is open, only a run of a delivery handled past its attempt deadline (seed 20261209, history 632)', () => {
+    const handledAfter = (ms: number) => {
+      const base = outcomeOf('forced-2');
+      return {
+        ...base,
+        gaps: { ...KNOWN_GAPS, forceRunHandledLate: true },
+        deployments: [
+          {
+            scope: '',
+            keyScope: [],
+            revisions: [
+              { at: 0, jobs: [{ id: 'job-0', attemptDeadlineSeconds: 15 }] },
+            ],
+          },
+        ],
+        executions: base.executions.map((e) =>
+          e.attemptId === 'a2' ? { ...e, handledAt: 90_000 + ms } : e,
+        ),
+        deliveries: base.deliveries.map((d) =>
+          d.ranAs === 'a2' ? { ...d, sentAt: 90_000 } : d,
+        ),
+      } as unknown as SimOutcome;
+    };
+
+    assert.deepEqual(forceRunsWithoutTimeRunOnce(handledAfter(20_000)), []);
+    assert.match(
+      forceRunsWithoutTimeRunOnce(handledAfter(100)).join('\n'),
+      /ran the job twice/,
+    );
+    const strict = {
+      ...handledAfter(20_000),
+      gaps: { ...KNOWN_GAPS, forceRunHandledLate: false },
+    } as SimOutcome;
+    assert.match(
+      forceRunsWithoutTimeRunOnce(strict).join('\n'),
+      /ran the job twice/,
     );
   });
 
