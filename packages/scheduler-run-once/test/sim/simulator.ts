@@ -620,6 +620,11 @@ interface RequestContext {
   readonly triggerId: string | undefined;
   /** Sent with `X-Run-Once-Allow-Overlap: true`. */
   readonly allowOverlap?: boolean;
+  /**
+   * Set while the request's own missed-run check writes a run record ({@link CheckHistory}): the
+   * write is the check's, never its attempt's, even on the record of the run the request executes.
+   */
+  readonly checking?: boolean;
   readonly deployment: number;
   readonly revision: number;
   /** The delivery this request is, whose `ranAs` its job's start sets. */
@@ -956,7 +961,7 @@ function noteLandedWrite(
       reportedBy: after?.reported_by,
       relogBy: after?.relog_by,
       attemptId: after?.attempt_id,
-      sentBy: world.requests.getStore()?.attempt.id,
+      sentBy: attemptOfRequest(world),
     });
   }
   const foreign = foreignWrite(world, path, before, after);
@@ -1218,7 +1223,7 @@ function finalCheckPlan(world: World, op: OpInfo, plan: OpPlan): OpPlan {
  */
 function attemptWriting(world: World, op: OpInfo): string | undefined {
   const writer = world.requests.getStore()?.attempt;
-  if (writer?.id === undefined || !isWrite(op)) {
+  if (writer?.id === undefined || !isWrite(op) || checkWriting(world)) {
     return undefined;
   }
   const ownRecord = op.paths.includes(`${world.collection}/${writer.runId}`);
@@ -1231,6 +1236,7 @@ function noteClaimWrite(world: World, op: OpInfo): void {
   if (
     context !== undefined &&
     context.attempt.id === undefined &&
+    context.checking !== true &&
     isWrite(op)
   ) {
     for (const path of op.paths) {
@@ -1364,7 +1370,59 @@ function storesOf(world: World, config: Config) {
     retentionMs: config.retentionMs,
     timeoutMs: config.firestoreTimeoutMs,
   });
-  return { documents, jobDocuments, history: new RunHistory(documents) };
+  return {
+    documents,
+    jobDocuments,
+    history: new CheckHistory(documents, world.requests),
+  };
+}
+
+/**
+ * The run history a request's missed-run check writes reports, their acknowledgements and relog
+ * claims through: each write runs marked as the check's (`RequestContext.checking`), so the
+ * simulator never takes it for its attempt's extension, even on the record of the run the request
+ * executes (a backfill of a slot whose `missed` report went unlogged: seed 20261210, history 489).
+ */
+class CheckHistory extends RunHistory {
+  readonly #requests: AsyncLocalStorage<RequestContext>;
+
+  constructor(
+    documents: RunDocuments,
+    requests: AsyncLocalStorage<RequestContext>,
+  ) {
+    super(documents);
+    this.#requests = requests;
+  }
+  #asCheck<T>(write: () => Promise<T>): Promise<T> {
+    const context = this.#requests.getStore();
+    return context === undefined
+      ? write()
+      : this.#requests.run({ ...context, checking: true }, write);
+  }
+  reportMissed(...args: Parameters<RunHistory['reportMissed']>) {
+    return this.#asCheck(() => super.reportMissed(...args));
+  }
+  markReported(...args: Parameters<RunHistory['markReported']>) {
+    return this.#asCheck(() => super.markReported(...args));
+  }
+  acknowledgeReport(...args: Parameters<RunHistory['acknowledgeReport']>) {
+    return this.#asCheck(() => super.acknowledgeReport(...args));
+  }
+  claimRelog(...args: Parameters<RunHistory['claimRelog']>) {
+    return this.#asCheck(() => super.claimRelog(...args));
+  }
+}
+
+/** Whether the write being sent now is a request's missed-run check's ({@link CheckHistory}). */
+function checkWriting(world: World): boolean {
+  return world.requests.getStore()?.checking === true;
+}
+
+/** The attempt whose request sends the write being sent now, unless its check sends it. */
+function attemptOfRequest(world: World): string | undefined {
+  return checkWriting(world)
+    ? undefined
+    : world.requests.getStore()?.attempt.id;
 }
 
 /** Notes that `exec`'s job calls `ctx.note` now (its first call's time is kept). */
