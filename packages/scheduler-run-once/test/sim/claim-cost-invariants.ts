@@ -10,8 +10,8 @@
  * run's record met no fault, landed (the first write to land on the record after it was sent is
  * its instance's, and the record had none before, and the request sent no other create of it
  * before that write landed: a guarded create whose lock changed fails, reads, and creates again),
- * and the request sent no `get` of that record between the create and the job's start. Memory store only (the emulator's outcomes carry no
- * operations).
+ * and the request sent no `get` of that record between the create and the job's start. Memory
+ * store only (the emulator's outcomes carry no operations).
  */
 import type { DeliveryOp, Execution, SimOutcome } from './simulator.ts';
 

@@ -3,9 +3,10 @@
  * again by a later delivery to the same instance while the run's record still names its attempt in
  * progress. That instance's ledger remembers the completion and records it instead of running the
  * job again (`RunLedger.complete`: "a later claim here records the completion instead of running
- * it again"; docs/limits.md). Another instance, a new one in a crashed one's place, or a record
- * another attempt wrote meanwhile (a takeover, a deletion) may run it again: that is the documented
- * limit, and invariant 1 excuses it.
+ * it again"; docs/how-it-works.md, "If the job succeeded but the completion cannot be recorded").
+ * Another instance, a new one in a crashed one's place, or a record another attempt wrote
+ * meanwhile (a takeover, a deletion) may run it again: that is the documented limit, and
+ * invariant 1 excuses it.
  *
  * Judged by the writes that landed: the last write on the record before the later job started,
  * other than the later attempt's own claim, left it `in_progress` under the earlier attempt. Memory
