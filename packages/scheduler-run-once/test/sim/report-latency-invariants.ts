@@ -233,6 +233,25 @@ function heldBehindEarlierSlots(
 }
 
 /**
+ * The slot's report was written before `doneAt` and its line came within a Firestore timeout of
+ * the write: another check (a delivery's, at its hour's first slot) wrote it first, and an audit
+ * that finds a young report unlogged leaves it to its writer, whose line follows its write's
+ * answer (seed 20261212, history 1387: the answer came a timeout late, 9 s after the audit).
+ */
+function writtenBefore(
+  outcome: SimOutcome,
+  slot: ReportedSlot,
+  doneAt: number,
+): boolean {
+  const writtenAt = slot.reportWrittenAt;
+  return (
+    writtenAt !== undefined &&
+    writtenAt <= doneAt &&
+    slot.firstReportAt <= writtenAt + outcome.firestoreTimeoutMs
+  );
+}
+
+/**
  * Invariant 31 for one reported slot: the violation if a clean audit scheduled after its verdict
  * was due said it was done before the slot's first report.
  */
@@ -254,6 +273,9 @@ export function reportedLate(
       a.doneAt < slot.declaredUntil,
   );
   if (audit === undefined || audit.doneAt >= slot.firstReportAt) {
+    return undefined;
+  }
+  if (writtenBefore(outcome, slot, audit.doneAt)) {
     return undefined;
   }
   const iso = (ms: number) => new Date(ms).toISOString();

@@ -121,6 +121,27 @@ describe('invariant 31: a missed or failed slot is known by the first clean audi
     );
   });
 
+  it('passes a report another check wrote before the audit was done and logged within a Firestore timeout of its write (seed 20261212, history 1387)', () => {
+    const audit = outcomeOf([
+      auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 1000),
+    ]);
+    const writtenAt = T0 + 5 * MINUTE + 300;
+
+    // Its write's answer came a timeout (5 s) late, the line just after it: in time.
+    assert.equal(
+      reportedLate(audit, slotReportedAt(writtenAt + 4_900, writtenAt)),
+      undefined,
+    );
+    // A report written after the audit was done was not there for it to find: late.
+    assert.notEqual(
+      reportedLate(
+        audit,
+        slotReportedAt(T0 + 5 * MINUTE + 3_000, T0 + 5 * MINUTE + 2_000),
+      ),
+      undefined,
+    );
+  });
+
   it('waits for an execution that runs on past its lease to end and write its release (--faults --seed 1, history 87)', () => {
     const outcome = outcomeOf([
       auditDone(T0 + 5 * MINUTE, T0 + 5 * MINUTE + 2000),
