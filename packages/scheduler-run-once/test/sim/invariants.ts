@@ -160,6 +160,7 @@ import {
   reportLinesSayWhat,
   unmarkedWarningsTrue,
 } from './report-line-invariants.ts';
+import { retentionGateKept } from './retention-invariants.ts';
 import { runIdsAsDeployed } from './run-id-invariants.ts';
 import { finalFailuresReportThemselves } from './self-report-invariants.ts';
 import {
@@ -340,6 +341,8 @@ export function violations(
     ...blockedOnlyByLiveRuns(outcome, awaiting),
     // 14. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
     ...slotRunsNotEarly(outcome),
+    // 52. A deploy starts only with a retention that outlasts every job's judging delay.
+    ...retentionGateKept(outcome),
     // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
     // completed run's record holds the note its completing attempt made.
     ...notesKept(outcome),

@@ -18,7 +18,7 @@ import {
   Timestamp,
 } from '@google-cloud/firestore';
 import { Cron } from 'croner';
-import { LedgerUnavailableError } from '../../src/core/errors.ts';
+import { ConfigError, LedgerUnavailableError } from '../../src/core/errors.ts';
 import type { JobRun } from '../../src/core/job-context.ts';
 import { RunLedger } from '../../src/core/ledger.ts';
 import { RunDocuments } from '../../src/core/run-documents.ts';
@@ -27,6 +27,7 @@ import { waitForClaim } from '../../src/function/catch-up-delivery.ts';
 import { type Config, loadConfig } from '../../src/function/config.ts';
 import { createScheduledJobHandler } from '../../src/function/handler.ts';
 import { createLogger } from '../../src/function/logger.ts';
+import { loadConfigAndJobs } from '../../src/function/register.ts';
 import {
   ALLOW_OVERLAP_HEADER,
   BACKFILL_HEADER,
@@ -44,8 +45,8 @@ import { lateGraceMs } from '../../src/policy/catch-up.ts';
 import {
   type DeclaredJob,
   defineJob,
+  type JobDeclaration,
   type OverlapPolicy,
-  validateJobs,
 } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import type { CatchUpSender, CatchUpSent } from '../../src/policy/late-runs.ts';
@@ -108,6 +109,11 @@ import {
   type NoteFill,
 } from './note-cases.ts';
 import { realStore } from './real-store.ts';
+import {
+  type RetentionProbe,
+  retentionBoundOf,
+  retentionEdgesSeconds,
+} from './retention-invariants.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
 /** Where a delivery came from: what the simulated world meant it to be. */
@@ -556,6 +562,8 @@ export interface SimOutcome {
   readonly leaseMs: number;
   /** `FORCED_RUN_TOLERANCE_SECONDS` of every deployment, ms (before each job's own bound). */
   readonly forcedRunToleranceMs?: number;
+  /** Each deploy's cold start tried at the edges of the retention's rule (invariant 52). */
+  readonly retentionProbes?: readonly RetentionProbe[];
 }
 
 /** How to play a history beyond its data. */
@@ -580,12 +588,14 @@ export const PROGRESS_NOTE = 'progress';
 /** How late a raced check's read is answered (a backfill's claims land meanwhile), ms. */
 const RACED_READ_MS = 5_000;
 /**
- * Two hours: beyond every generated retry window (< 15 min) and beyond the final check, which comes
+ * 8,000 s: beyond every generated retry window (< 15 min) and beyond the final check, which comes
  * at most about 80 minutes after a history's first slot (a 14-minute span, the drain, up to 30
  * minutes of open requests, a later check); older slots are out of the check's range, by design.
- * It also bounds the missed-run check's first look-back to 120 slots, not a day's.
+ * It also bounds the missed-run check's first look-back to 133 slots, not a day's. And the cold
+ * start accepts it (invariant 52): it outlasts the run audit's judging delay (7,740 s, Scheduler's
+ * default retries) plus its forced-run tolerance (up to 90 s here).
  */
-const RETENTION_SECONDS = 7200;
+const RETENTION_SECONDS = 8000;
 
 /**
  * When the check after the final one comes (after an instance died), ms after the final check:
@@ -766,6 +776,8 @@ interface World {
   readonly deaths: Death[];
   readonly instancePauses: InstancePause[];
   readonly foreignPauses: ForeignPauses[];
+  /** Each deploy's cold start tried at the edges of the retention's rule (invariant 52). */
+  readonly retentionProbes: RetentionProbe[];
   instanceCount: number;
   memory: MemoryFirestore | undefined;
   store: Firestore;
@@ -867,6 +879,7 @@ function newWorld(
     deaths: [],
     instancePauses: [],
     foreignPauses: [],
+    retentionProbes: [],
     instanceCount: 0,
     memory: undefined,
     store: undefined as unknown as Firestore,
@@ -1330,7 +1343,12 @@ function lateAnswer(world: World, plan: OpPlan): OpPlan {
 
 /** A deployment's configuration, for key scope `scope` (`''`: none). */
 function configOf(world: World, scope: string): Config {
-  return loadConfig({
+  return loadConfig(envOf(world, scope));
+}
+
+/** A deployment's environment variables, for key scope `scope` (`''`: none). */
+function envOf(world: World, scope: string): Record<string, string> {
+  return {
     NODE_ENV: 'test',
     EXPOSE_ERRORS: 'true',
     LOG_LEVEL: 'info',
@@ -1350,7 +1368,7 @@ function configOf(world: World, scope: string): Config {
     RUNS_COLLECTION: world.collection,
     MISSED_RUN_CHECK: world.db === undefined ? 'on' : 'off',
     ...(scope === '' ? {} : { RUN_KEY_SCOPE: scope }),
-  });
+  };
 }
 
 /** The logger instance (or check) `name` logs through. */
@@ -1781,25 +1799,72 @@ function declarationsOf(
   });
 }
 
-/** A revision of `specs`: its jobs, and what the function serves (the run audit too, if any). */
+/** A revision of `specs` in `dep`: its jobs, and what the function serves (the run audit too, if any). */
 function revisionOf(
   world: World,
-  deployment: number,
+  dep: Deployment,
   specs: readonly JobSpec[],
 ): Deployment['revisions'][number] {
-  const declarations = declarationsOf(world, deployment, specs);
+  const declarations = declarationsOf(world, dep.index, specs);
   if (world.history.audit !== true) {
-    const jobs = validateJobs(declarations);
+    const jobs = coldStart(world, dep, declarations);
     return { at: world.time.now, specs, jobs, served: jobs };
   }
   const audit = defineAuditJob({ id: AUDIT_JOB_ID, schedule: AUDIT_SCHEDULE });
-  const served = validateJobs([...declarations, audit]);
+  const served = coldStart(world, dep, [...declarations, audit]);
   return {
     at: world.time.now,
     specs,
     jobs: served.filter((job) => job.id !== AUDIT_JOB_ID),
     served,
   };
+}
+
+/**
+ * The function's cold start of a deploy of `declarations` in `dep` (`loadConfigAndJobs`, as
+ * `registerScheduledJob` runs it), first tried at the edges of the retention's rule (invariant 52).
+ * @returns the jobs it serves.
+ * @throws {ConfigError} if the simulator's own configuration is refused: a simulator mistake.
+ */
+function coldStart(
+  world: World,
+  dep: Deployment,
+  declarations: readonly JobDeclaration[],
+): readonly DeclaredJob[] {
+  const env = envOf(world, dep.scope);
+  const { config, jobs } = loadConfigAndJobs(declarations, env);
+  const bounds = jobs.map((job) =>
+    retentionBoundOf(job, config.forcedRunToleranceMs, world.startMs),
+  );
+  for (const seconds of retentionEdgesSeconds(bounds, jobs)) {
+    world.retentionProbes.push({
+      at: world.time.now,
+      retentionSeconds: seconds,
+      leaseSeconds: config.leaseMs / 1000,
+      bounds,
+      problems: coldStartProblems(declarations, {
+        ...env,
+        RETENTION_SECONDS: String(seconds),
+      }),
+    });
+  }
+  return jobs;
+}
+
+/** The problems a cold start of `declarations` under `env` refuses with; `undefined` if it starts. */
+function coldStartProblems(
+  declarations: readonly JobDeclaration[],
+  env: Readonly<Record<string, string>>,
+): readonly string[] | undefined {
+  try {
+    loadConfigAndJobs(declarations, env);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      return err.problems;
+    }
+    throw err;
+  }
 }
 
 /**
@@ -2138,7 +2203,7 @@ function newDeployment(world: World, scope: string, index: number): Deployment {
 /** Deploys `dep`'s first revision: the history's jobs, its instances and its Cloud Scheduler. */
 function startDeployment(world: World, dep: Deployment): void {
   const { history, time } = world;
-  dep.revisions.push(revisionOf(world, dep.index, history.jobs));
+  dep.revisions.push(revisionOf(world, dep, history.jobs));
   dep.instances = Array.from({ length: history.instances }, () =>
     startInstance(world, dep, 0),
   );
@@ -3272,7 +3337,7 @@ function deployRevision(
   rollout: Rollout,
 ): void {
   const { time } = world;
-  dep.revisions.push(revisionOf(world, dep.index, specs));
+  dep.revisions.push(revisionOf(world, dep, specs));
   const revision = dep.revisions.length - 1;
   const old = dep.instances;
   dep.instances = old.map(() => startInstance(world, dep, revision));
@@ -3762,6 +3827,7 @@ function outcomeOf(
     errors: world.errors,
     leaseMs: world.leaseMs,
     forcedRunToleranceMs: configOf(world, '').forcedRunToleranceMs,
+    retentionProbes: world.retentionProbes,
   };
 }
 
