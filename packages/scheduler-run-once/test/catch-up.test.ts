@@ -37,8 +37,11 @@ after(() => {
 /** What the jobs actually executed: each run's slot, and whether it was caught up. */
 type Execution = { job: string; slot: string; caughtUp: boolean };
 
-/** The jobs, the run audit every 5 minutes, served over HTTP on a driven clock. */
-async function live(declarations: JobDeclaration[]) {
+/**
+ * The jobs, the run audit every 5 minutes, served over HTTP on a driven clock; on `collection`
+ * when given (a new revision of a function that served before).
+ */
+async function live(declarations: JobDeclaration[], collection?: string) {
   let now = at(0);
   const executions: Execution[] = [];
   const withRecording = declarations.map((declared) => ({
@@ -56,7 +59,10 @@ async function live(declarations: JobDeclaration[]) {
   const jobs = validateJobs([...withRecording, audit]);
   const fn = serveJobs(
     jobs,
-    { env: { MISSED_RUN_CHECK: 'on' } },
+    {
+      env: { MISSED_RUN_CHECK: 'on' },
+      ...(collection === undefined ? {} : { collection }),
+    },
     { clock: async () => now },
   );
   const server = getTestServer(fn.name);
@@ -253,6 +259,41 @@ describe('late runs and catch-up, live', () => {
     assert.deepEqual(
       failed.map((l) => l.slot),
       [slot],
+    );
+  });
+});
+
+describe('late runs across a schedule change', () => {
+  it('names late, and catches up, no slot of the new schedule from before the redeploy', async () => {
+    const tick = (schedule: string) =>
+      defineJob({ id: 'tick', schedule, catchUp: {}, run: () => {} });
+    const before = await live([tick('*/5 * * * *')]);
+    await timeline(before, 'tick', { from: 0, to: 22, step: 5 }, () => false);
+    // Redeployed at +22 min on every minute; the audit now runs on the new revision. The new
+    // schedule has +21, after the last audit's mark and before the redeploy: Scheduler never had it.
+    const after = await live([tick('* * * * *')], before.fn.collection);
+    await timeline(after, 'tick', { from: 22, to: 41, step: 1 }, () => false);
+
+    assert.deepEqual(
+      [...before.lines('late run'), ...after.lines('late run')].map(
+        (line) => line.slot,
+      ),
+      [],
+      'no slot is late: Scheduler delivered every slot of the schedule of its time',
+    );
+    const executed = [...before.executions, ...after.executions];
+    assert.deepEqual(
+      executed.filter((e) => e.job === 'tick' && e.caughtUp),
+      [],
+    );
+    const scheduled = (e: Execution) => {
+      const minute = minuteOf(e.slot);
+      return minute < 22 ? minute % 5 === 0 : true;
+    };
+    assert.deepEqual(
+      executed.filter((e) => e.job === 'tick' && !scheduled(e)),
+      [],
+      'every run is a slot of the schedule deployed at its time',
     );
   });
 });

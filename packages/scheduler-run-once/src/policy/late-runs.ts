@@ -20,7 +20,7 @@ import { checkDocumentId } from './missed-run-cursor.ts';
 import { type Pause, type PausesRead, pauseAt, readPauses } from './pauses.ts';
 import { backoffMs, makesRetry } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
-import { previousSlot, slotsBetween } from './schedule.ts';
+import { previousSlot, type ScheduleSpec, slotsBetween } from './schedule.ts';
 import { forcedRunToleranceMs } from './schedule-time.ts';
 import { closedAfterMs, slotVerdict } from './slot-verdict.ts';
 
@@ -72,12 +72,14 @@ export interface ScanResult {
 /**
  * The late-run mark of a job in a key scope, stored in `{jobId}~late[~scope]`: every slot before
  * `judgedBefore` was judged; `runSeen`: a slot of the job had a record (none before it is late);
- * `pending`: late slots still to catch up, oldest first.
+ * `pending`: late slots still to catch up, oldest first; `rule`: the schedule and time zone the
+ * scan judged by (`undefined` on a mark of an earlier version, taken for the declared one).
  */
 interface LateMark {
   readonly judgedBefore: Date;
   readonly runSeen: boolean;
   readonly pending: readonly Date[];
+  readonly rule: ScheduleSpec | undefined;
 }
 
 /** The id of a job's late-run mark: `{jobId}~late`, plus a hash of a non-empty key scope. */
@@ -100,7 +102,39 @@ function readMark(data: DocumentData | undefined): LateMark | undefined {
     return undefined;
   }
   const slots = (pending as Timestamp[]).map((slot) => slot.toDate());
-  return { judgedBefore: at.toDate(), runSeen: seen, pending: slots };
+  return {
+    judgedBefore: at.toDate(),
+    runSeen: seen,
+    pending: slots,
+    rule: ruleOfMark(data),
+  };
+}
+
+/** The rule a mark was judged by; `undefined` if it names none (an earlier version's mark). */
+function ruleOfMark(data: DocumentData | undefined): ScheduleSpec | undefined {
+  const schedule = data?.schedule;
+  const timeZone = data?.time_zone;
+  return typeof schedule === 'string' && typeof timeZone === 'string'
+    ? { schedule, timeZone }
+    : undefined;
+}
+
+/**
+ * The mark to judge `job` from: `stored`, unless it was judged by another rule (the schedule
+ * changed since): then none, and the scan starts afresh at its own time, as a first scan does. A
+ * mark's slots are its rule's; carried over, the new rule's slots since it (which Scheduler never
+ * had) would be named late and caught up. Slots the change leaves unscanned are the missed-run
+ * check's, which judges each by the rules in force at its time.
+ */
+function markOfRule(
+  stored: LateMark | undefined,
+  job: DeclaredJob,
+): LateMark | undefined {
+  const rule = stored?.rule;
+  const changed =
+    rule !== undefined &&
+    (rule.schedule !== job.schedule || rule.timeZone !== job.timeZone);
+  return changed ? undefined : stored;
 }
 
 function markDocument(
@@ -113,6 +147,8 @@ function markDocument(
     late_judged_before: Timestamp.fromDate(mark.judgedBefore),
     run_seen: mark.runSeen,
     pending: mark.pending.map((slot) => Timestamp.fromDate(slot)),
+    schedule: job.schedule,
+    time_zone: job.timeZone,
     expire_at: expires,
   };
 }
@@ -393,6 +429,8 @@ function sameMark(a: LateMark | undefined, b: LateMark): boolean {
     a !== undefined &&
     a.judgedBefore.getTime() === b.judgedBefore.getTime() &&
     a.runSeen === b.runSeen &&
+    a.rule?.schedule === b.rule?.schedule &&
+    a.rule?.timeZone === b.rule?.timeZone &&
     JSON.stringify(times(a)) === JSON.stringify(times(b))
   );
 }
@@ -478,10 +516,11 @@ export class LateRunScan {
   async #judge(
     job: DeclaredJob,
     scope: Scope,
-    stored: LateMark | undefined,
+    storedMark: LateMark | undefined,
     pauses: readonly Pause[],
     now: Date,
   ) {
+    const stored = markOfRule(storedMark, job);
     const read = await this.#readSlots(job, scope, stored, now);
     const judged = judgeLateSlots(
       job,
@@ -502,6 +541,7 @@ export class LateRunScan {
       judgedBefore: judged.judgedBefore,
       runSeen: judged.runSeen,
       pending: kept,
+      rule: { schedule: job.schedule, timeZone: job.timeZone },
     };
     return { judged, mark, target, paused };
   }

@@ -162,6 +162,11 @@ import {
 } from './report-line-invariants.ts';
 import { retentionGateKept } from './retention-invariants.ts';
 import { runIdsAsDeployed } from './run-id-invariants.ts';
+import {
+  isJudgedSlot,
+  scheduleSegments,
+  unjudgedAcrossChange,
+} from './schedule-segments.ts';
 import { finalFailuresReportThemselves } from './self-report-invariants.ts';
 import {
   type Answered,
@@ -1328,15 +1333,19 @@ function judgeClosedSlots(
   if (lastSlot < outcome.startMs) {
     return;
   }
-  const { slots } = slotsBetween(
-    job,
-    new Date(outcome.startMs - 1),
-    new Date(lastSlot),
-    10_000,
+  // Each slot by the schedule Scheduler delivered at its time (a redeploy may change it).
+  const segments = scheduleSegments(dep, jobId);
+  const slots = segments.flatMap((segment, index) =>
+    slotsBetween(
+      segment.job,
+      new Date(Math.max(segment.from, outcome.startMs) - 1),
+      new Date(Math.min(segment.to, lastSlot)),
+      10_000,
+    ).slots.map((slot) => ({ slot, index })),
   );
   let seenRecord = false;
   let auditFirst = false;
-  for (const slot of slots) {
+  for (const { slot, index } of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
     const record = outcome.records.get(runId);
     if (record !== undefined && !seenRecord) {
@@ -1354,6 +1363,9 @@ function judgeClosedSlots(
       seenRecord,
       auditFirst,
       declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
+      unjudgedAcrossChange:
+        segments.length > 1 &&
+        unjudgedAcrossChange(outcome, d, segments, index, slot.getTime()),
     });
   }
 }
@@ -1371,6 +1383,11 @@ interface ClosedSlot {
   readonly auditFirst: boolean;
   /** Until when the deployment declared its job, ms (infinite while its last revision does). */
   readonly declaredUntil: number;
+  /**
+   * A slot only one of two rules has, between the old rule's last sighting and the new rule's
+   * first (schedule-segments.ts): never reported, by design (docs/limits.md, "Schedule changes").
+   */
+  readonly unjudgedAcrossChange?: boolean;
 }
 
 /**
@@ -1447,6 +1464,9 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   }
   if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
     return; // KNOWN_GAPS.auditBeforeFirstRecord
+  }
+  if (closed.unjudgedAcrossChange === true) {
+    return; // only one rule has it, between their sightings: not judged, by design
   }
   found.push(
     `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
@@ -2149,23 +2169,18 @@ export function slotRunsNotEarly(outcome: SimOutcome): string[] {
     return [];
   }
   const found: string[] = [];
-  const gaps = new Map<string, number>();
-  for (const dep of outcome.deployments) {
-    for (const revision of dep.revisions) {
-      for (const job of revision.jobs) {
-        const gap = shortestGapMs(job.schedule, outcome.startMs);
-        gaps.set(job.id, Math.min(gaps.get(job.id) ?? gap, gap));
-      }
-    }
-  }
   for (const e of outcome.executions) {
     if (e.kind !== 'slot') {
       continue;
     }
-    const gap = gaps.get(e.jobId);
-    if (gap === undefined) {
+    // The schedule of the revision that ran it (a redeploy may have changed it).
+    const job = outcome.deployments[e.deployment]?.revisions[
+      e.revision
+    ]?.jobs.find((j) => j.id === e.jobId);
+    if (job === undefined) {
       continue;
     }
+    const gap = shortestGapMs(job.schedule, outcome.startMs);
     const toleranceMs = Math.min(configuredMs, Math.floor(gap / 2));
     const earlyMs = e.scheduleTime - e.start;
     if (earlyMs <= toleranceMs + CLOCK_ESTIMATE_SLACK_MS) {
@@ -2685,6 +2700,15 @@ function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
       job !== undefined &&
       slotMs !== undefined &&
       slotMs > outcome.finalMs - reportDueMs(job)
+    ) {
+      continue;
+    }
+    // A slot of a schedule changed before its time (or one the change leaves unjudged): no
+    // delivery or check of this version reads it.
+    const d = foreign?.deployment ?? 0;
+    if (
+      slotMs !== undefined &&
+      !isJudgedSlot(outcome, d, String(record.job_name), slotMs)
     ) {
       continue;
     }

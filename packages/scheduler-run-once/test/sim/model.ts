@@ -397,6 +397,14 @@ export interface History {
    */
   readonly strayDeliveries?: boolean;
   /**
+   * With the run audit, each `redeploy` also moves the first job to the next schedule of
+   * {@link SCHEDULE_CYCLE}, as an operator editing `schedule` in jobs.ts: the missed-run check then
+   * judges each slot by the rules that may have been in force at its time (docs/how-it-works.md,
+   * "The schedule in force"). Without the audit a change before any check saw the old rule is an
+   * open limit (docs/limits.md), so it is not drawn there. Absent in older recorded histories.
+   */
+  readonly scheduleChanges?: boolean;
+  /**
    * One execution in eight ignores its signal until its work is done; absent in older recorded
    * histories: none.
    */
@@ -824,6 +832,10 @@ function historyOf(
     ...(Math.floor(Math.abs(fields.seed) / 4) % 3 === 0
       ? { strayDeliveries: true }
       : {}),
+    // One history in two, by the seed too (each choice by its own digits of it).
+    ...(Math.floor(Math.abs(fields.seed) / 48) % 2 === 0
+      ? { scheduleChanges: true }
+      : {}),
     // With the audit, the span holds five audits or more (every 5 minutes): the first only sets
     // each job's late-run mark, and a slot is late a grace after it could start.
     ...(audit
@@ -848,6 +860,20 @@ function historyOf(
  * tolerance"); every drawn schedule is evenly spaced, where the three agree.
  */
 export const UNEVEN_SCHEDULE = '*/3,*/4 * * * *';
+
+/** The schedules a {@link History.scheduleChanges} redeploy moves the first job through, in turn. */
+export const SCHEDULE_CYCLE = [
+  '* * * * *',
+  '*/2 * * * *',
+  '*/5 * * * *',
+  UNEVEN_SCHEDULE,
+] as const;
+
+/** The schedule after `schedule` in {@link SCHEDULE_CYCLE} (its first for one not in it). */
+export function nextScheduleOf(schedule: string): string {
+  const at = SCHEDULE_CYCLE.findIndex((s) => s === schedule);
+  return SCHEDULE_CYCLE[(at + 1) % SCHEDULE_CYCLE.length] ?? '* * * * *';
+}
 
 /**
  * `jobs` with the first one due on {@link UNEVEN_SCHEDULE} in one history in four, chosen by its

@@ -97,6 +97,7 @@ import {
   type JobSpec,
   KNOWN_GAPS,
   type MalformedHolder,
+  nextScheduleOf,
   pauseEndMs,
   type SimEvent,
   SLOW_STOP_MS,
@@ -3295,6 +3296,20 @@ function latestRevision(dep: Deployment): Deployment['revisions'][number] {
 }
 
 /** `specs` with job `index`'s overlap policy set to `overlap`. */
+/** `specs` with the first job's schedule moved on, in a history with schedule changes and the audit. */
+function withScheduleChange(
+  world: World,
+  specs: readonly JobSpec[],
+): readonly JobSpec[] {
+  const { scheduleChanges, audit } = world.history;
+  if (scheduleChanges !== true || audit !== true) {
+    return specs;
+  }
+  return specs.map((s, i) =>
+    i === 0 ? { ...s, schedule: nextScheduleOf(s.schedule) } : s,
+  );
+}
+
 function withOverlap(
   specs: readonly JobSpec[],
   index: number,
@@ -3303,13 +3318,16 @@ function withOverlap(
   return specs.map((s, i) => (i === index ? { ...s, overlap } : s));
 }
 
-/** The `redeploy` event: a job dropped, or the first job's overlap changed. */
+/**
+ * The `redeploy` event: a job dropped, or the first job's overlap changed; and, in a history with
+ * schedule changes and the run audit, the first job's schedule moved on ({@link nextScheduleOf}).
+ */
 function redeploy(
   world: World,
   dep: Deployment,
   event: EventOf<'redeploy'>,
 ): void {
-  const { specs } = latestRevision(dep);
+  const specs = withScheduleChange(world, latestRevision(dep).specs);
   const rollout = event.rolling ? 'rolling' : 'at_once';
   if (event.change === 'drop_last_job') {
     if (specs.length >= 2) {

@@ -1,0 +1,198 @@
+/**
+ * A job's schedule over a history with schedule changes (`scheduleChanges`): which rule Scheduler
+ * delivered when, and which slots the documented rules leave unjudged.
+ *
+ * Scheduler delivers a job's slots by the schedule of the revision deployed at the time
+ * (`setJobs` at each deploy), so a slot exists only within its schedule's span. The missed-run
+ * check judges a slot only if every rule that may have been in force at its time schedules it; it
+ * knows a rule by the checks that saw it (docs/how-it-works.md, "The schedule in force";
+ * docs/limits.md, "Schedule changes"): after a change, the old rule's slots up to its last sighting,
+ * the new one's from its first, and between the two sightings only the slots both rules have. A
+ * slot only one rule has in that window is never reported, by design.
+ *
+ * The sightings here are the checks certainly made, from the outcome, not the product's cursor: a
+ * run audit that logged `run audit done` checked every job with its instance's revision (its
+ * sighting lies between the audit's start and that line), and the final check saw the last
+ * revision's. Checks not certainly made (an audit that died, a delivery's own check) can only narrow
+ * the product's window, so the window taken here is never narrower than the product's.
+ */
+import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
+import { nextSlotMs } from './cloud-scheduler.ts';
+import { AUDIT_JOB_ID } from './model.ts';
+import type { SimOutcome } from './simulator.ts';
+
+type Deployment = SimOutcome['deployments'][number];
+
+/** Which schedule a job ran on over [from, to), ms; `from` is -Infinity for the first. */
+export interface ScheduleSegment {
+  readonly job: DeclaredJob;
+  readonly from: number;
+  readonly to: number;
+}
+
+/** The line a run audit logs once it checked every job. */
+const AUDIT_DONE = 'run audit done';
+
+/** Whether two declarations of a job have the same rule (schedule and time zone). */
+function sameRule(a: DeclaredJob, b: DeclaredJob): boolean {
+  return a.schedule === b.schedule && a.timeZone === b.timeZone;
+}
+
+/** Job `jobId`'s schedules in deployment `dep`, oldest first (a revision that drops it ends one). */
+export function scheduleSegments(
+  dep: Deployment,
+  jobId: string,
+): ScheduleSegment[] {
+  const segments: ScheduleSegment[] = [];
+  let open: { job: DeclaredJob; from: number } | undefined;
+  for (const [r, revision] of dep.revisions.entries()) {
+    const job = revision.jobs.find((j) => j.id === jobId);
+    if (open !== undefined && (job === undefined || !sameRule(open.job, job))) {
+      segments.push({ ...open, to: revision.at });
+      open = undefined;
+    }
+    if (job !== undefined && open === undefined) {
+      open = { job, from: r === 0 ? Number.NEGATIVE_INFINITY : revision.at };
+    } else if (job !== undefined && open !== undefined) {
+      open = { ...open, job }; // the same rule, its latest declaration
+    }
+  }
+  if (open !== undefined) {
+    segments.push({ ...open, to: Number.POSITIVE_INFINITY });
+  }
+  return segments;
+}
+
+/** A check certainly made with a rule: between `from` and `at`, ms. */
+interface Sighting {
+  readonly schedule: string;
+  readonly from: number;
+  readonly at: number;
+}
+
+/** The revision an instance of the simulator belongs to, from its name (`d0-i3-r1`). */
+function revisionOf(instance: string, d: number): number | undefined {
+  const match = /^d(\d+)-i\d+-r(\d+)$/.exec(instance);
+  return match !== null && Number(match[1]) === d
+    ? Number(match[2])
+    : undefined;
+}
+
+/** The checks of job `jobId` in deployment `d` certainly made, with the rule each saw. */
+function sightingsOf(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+): Sighting[] {
+  const dep = outcome.deployments[d] as Deployment;
+  const ruleAt = (revision: number) =>
+    dep.revisions[revision]?.jobs.find((j) => j.id === jobId)?.schedule;
+  const sightings: Sighting[] = [];
+  for (const line of outcome.logs) {
+    const revision =
+      line.message === AUDIT_DONE ? revisionOf(line.instance, d) : undefined;
+    const schedule = revision === undefined ? undefined : ruleAt(revision);
+    if (schedule === undefined) {
+      continue;
+    }
+    const started = outcome.executions
+      .filter(
+        (e) =>
+          e.jobId === AUDIT_JOB_ID &&
+          e.instance === line.instance &&
+          e.start <= line.at,
+      )
+      .reduce((latest, e) => Math.max(latest, e.start), line.at - 60_000);
+    sightings.push({ schedule, from: started, at: line.at });
+  }
+  const last = ruleAt(dep.revisions.length - 1);
+  if (last !== undefined) {
+    sightings.push({
+      schedule: last,
+      from: outcome.finalMs,
+      at: outcome.finalMs,
+    });
+  }
+  return sightings;
+}
+
+/** Whether `schedule` has a slot at `t`, ms (by croner, as Scheduler). */
+function isSlotOf(schedule: string, t: number): boolean {
+  return nextSlotMs(schedule, t - 1) === t;
+}
+
+/**
+ * Whether the slot at `slotMs` of segment `index` of `segments` is one the documented rules leave
+ * unjudged: a slot only one of two consecutive rules has, between the old rule's last sighting
+ * before the change and the new rule's first after the old one's last.
+ */
+export function unjudgedAcrossChange(
+  outcome: SimOutcome,
+  d: number,
+  segments: readonly ScheduleSegment[],
+  index: number,
+  slotMs: number,
+): boolean {
+  const jobId = segments[index]?.job.id;
+  if (jobId === undefined) {
+    return false;
+  }
+  const sightings = sightingsOf(outcome, d, jobId);
+  const changes = [index, index + 1].flatMap((i) => {
+    const before = segments[i - 1];
+    const after = segments[i];
+    return before === undefined || after === undefined
+      ? []
+      : [
+          {
+            before: before.job.schedule,
+            after: after.job.schedule,
+            at: after.from,
+          },
+        ];
+  });
+  return changes.some(({ before, after, at }) => {
+    if (isSlotOf(before, slotMs) === isSlotOf(after, slotMs)) {
+      return false; // both rules have it (judged), or neither
+    }
+    const old = sightings.filter((s) => s.schedule === before);
+    const lastOld = Math.max(
+      Number.NEGATIVE_INFINITY,
+      ...old.filter((s) => s.from < at).map((s) => s.from),
+    );
+    const lastOldAt = Math.max(
+      Number.NEGATIVE_INFINITY,
+      ...old.map((s) => s.at),
+    );
+    const firstNew = Math.min(
+      Number.POSITIVE_INFINITY,
+      ...sightings
+        .filter((s) => s.schedule === after && s.at > lastOldAt)
+        .map((s) => s.at),
+    );
+    return slotMs > lastOld && slotMs < firstNew;
+  });
+}
+
+/**
+ * Whether the missed-run check judges job `jobId`'s time `slotMs` in deployment `d`: a slot of the
+ * schedule Scheduler delivered then, and not one {@link unjudgedAcrossChange} leaves unjudged.
+ */
+export function isJudgedSlot(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+  slotMs: number,
+): boolean {
+  const dep = outcome.deployments[d];
+  if (dep === undefined) {
+    return false;
+  }
+  const segments = scheduleSegments(dep, jobId);
+  const index = segments.findIndex((s) => s.from <= slotMs && slotMs < s.to);
+  const segment = segments[index];
+  if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
+    return false;
+  }
+  return !unjudgedAcrossChange(outcome, d, segments, index, slotMs);
+}

@@ -1,0 +1,102 @@
+/**
+ * The simulator's reading of a schedule change (`test/sim/schedule-segments.ts`): which schedule
+ * Scheduler delivered when, and which slots the documented rules leave unjudged between the old
+ * rule's last sighting by a run audit and the new rule's first. Hand-built outcomes; no simulation.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import {
+  isJudgedSlot,
+  scheduleSegments,
+  unjudgedAcrossChange,
+} from '../sim/schedule-segments.ts';
+import type { SimOutcome } from '../sim/simulator.ts';
+
+const at = (hhmm: string, seconds = 0) =>
+  Date.parse(`2026-01-05T${hhmm}:00Z`) + seconds * 1000;
+
+const job = (schedule: string, overlap: 'allow' | 'skip' = 'allow') =>
+  validateJobs([defineJob({ id: 'job-0', schedule, overlap, run: () => {} })]);
+
+/** Every five minutes, then every minute from 01:22, then `skip` (the same rule) from 01:30. */
+const DEPLOYMENT = {
+  scope: '',
+  keyScope: '',
+  revisions: [
+    { at: at('01:00'), jobs: job('*/5 * * * *') },
+    { at: at('01:22'), jobs: job('* * * * *') },
+    { at: at('01:30'), jobs: job('* * * * *', 'skip') },
+  ],
+};
+
+/** A run audit on `instance` that started at `start` and logged `run audit done` at `done`. */
+function audit(instance: string, start: number, done: number) {
+  return {
+    execution: { jobId: 'run-audit', instance, start },
+    line: {
+      at: done,
+      instance,
+      level: 'INFO',
+      message: 'run audit done',
+      fields: {},
+    },
+  };
+}
+
+const AUDITS = [
+  audit('d0-i0-r0', at('01:20', 5), at('01:20', 10)),
+  audit('d0-i1-r1', at('01:25', 5), at('01:25', 10)),
+];
+
+const OUTCOME = {
+  deployments: [DEPLOYMENT],
+  executions: AUDITS.map((a) => a.execution),
+  logs: AUDITS.map((a) => a.line),
+  finalMs: at('01:45'),
+} as unknown as SimOutcome;
+
+describe('sim schedule segments', () => {
+  it('splits a job at each change of rule, not at a change of its overlap', () => {
+    const segments = scheduleSegments(DEPLOYMENT as never, 'job-0');
+    assert.deepEqual(
+      segments.map((s) => [s.job.schedule, s.job.overlap, s.from, s.to]),
+      [
+        ['*/5 * * * *', 'allow', Number.NEGATIVE_INFINITY, at('01:22')],
+        ['* * * * *', 'skip', at('01:22'), Number.POSITIVE_INFINITY],
+      ],
+    );
+  });
+
+  it("leaves unjudged only the slots one rule has between the old rule's last audit and the new one's first", () => {
+    const segments = scheduleSegments(DEPLOYMENT as never, 'job-0');
+    const unjudged = (hhmm: string, index: number) =>
+      unjudgedAcrossChange(OUTCOME, 0, segments, index, at(hhmm));
+    assert.equal(unjudged('01:15', 0), false, 'both rules have it');
+    assert.equal(unjudged('01:19', 0), false, 'before the last old audit');
+    assert.equal(unjudged('01:20', 0), false, 'both rules have it');
+    assert.equal(
+      unjudged('01:21', 0),
+      true,
+      'the new rule alone, in the window',
+    );
+    assert.equal(
+      unjudged('01:23', 1),
+      true,
+      'the new rule alone, in the window',
+    );
+    assert.equal(unjudged('01:25', 1), false, 'both rules have it');
+    assert.equal(unjudged('01:26', 1), false, 'after the first new audit');
+  });
+
+  it('judges a time only if the schedule of its time has it', () => {
+    assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:10')), true);
+    assert.equal(
+      isJudgedSlot(OUTCOME, 0, 'job-0', at('01:11')),
+      false,
+      'not a slot of */5, in force then',
+    );
+    assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:23')), false);
+    assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:27')), true);
+  });
+});
