@@ -164,6 +164,7 @@ import { retentionGateKept } from './retention-invariants.ts';
 import { runIdsAsDeployed } from './run-id-invariants.ts';
 import {
   isJudgedSlot,
+  missedReportsNameSlots,
   scheduleSegments,
   unjudgedAcrossChange,
 } from './schedule-segments.ts';
@@ -348,6 +349,8 @@ export function violations(
     ...slotRunsNotEarly(outcome),
     // 52. A deploy starts only with a retention that outlasts every job's judging delay.
     ...retentionGateKept(outcome),
+    // 53. A slot reported missed was a slot of the schedule deployed at its time.
+    ...missedReportsNameSlots(outcome),
     // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
     // completed run's record holds the note its completing attempt made.
     ...notesKept(outcome),
@@ -1457,6 +1460,9 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   if (!closed.seenRecord && record === undefined) {
     return;
   }
+  if (closed.unjudgedAcrossChange === true) {
+    return; // only one rule has it, between their sightings: not judged, by design
+  }
   if (paused) {
     // A paused slot is neither run nor reported: said at INFO (invariant 35).
     found.push(...pausedSlotSaid(outcome, closed, what));
@@ -1464,9 +1470,6 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   }
   if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
     return; // KNOWN_GAPS.auditBeforeFirstRecord
-  }
-  if (closed.unjudgedAcrossChange === true) {
-    return; // only one rule has it, between their sightings: not judged, by design
   }
   found.push(
     `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${

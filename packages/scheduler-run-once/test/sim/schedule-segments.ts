@@ -17,6 +17,8 @@
  * the product's window, so the window taken here is never narrower than the product's.
  */
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
+import { MISSED_RUN } from '../../src/policy/log-messages.ts';
+import { slotRunId } from '../../src/policy/run-history.ts';
 import { nextSlotMs } from './cloud-scheduler.ts';
 import { AUDIT_JOB_ID } from './model.ts';
 import type { SimOutcome } from './simulator.ts';
@@ -195,4 +197,61 @@ export function isJudgedSlot(
     return false;
   }
   return !unjudgedAcrossChange(outcome, d, segments, index, slotMs);
+}
+
+/**
+ * Invariant 53: a slot reported `missed run` was a slot of the schedule Scheduler delivered at its
+ * time, in its deployment. After a schedule change, the old rule's times after it and the new rule's
+ * before it were never slots: a report of one is a false alarm (docs/how-it-works.md, "The schedule
+ * in force": a slot is judged only if every rule that may have been in force then schedules it).
+ */
+export function missedReportsNameSlots(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const line of outcome.logs) {
+    if (line.message !== MISSED_RUN) {
+      continue;
+    }
+    const jobId = String(line.fields.jobName);
+    const slotMs = Date.parse(String(line.fields.slot));
+    const d = outcome.deployments.findIndex(
+      (dep) =>
+        slotRunId(jobId, new Date(slotMs), dep.keyScope) === line.fields.runId,
+    );
+    const dep = outcome.deployments[d];
+    if (dep === undefined) {
+      continue; // a run id of no deployment: invariant 47's
+    }
+    if (!dep.revisions.at(-1)?.jobs.some((j) => j.id === jobId)) {
+      // A job a redeploy dropped: only the simulator's final checks judge it still (simulator.ts,
+      // `auditDeployment`), past the drop too; invariant 2 judges it up to the drop.
+      continue;
+    }
+    const segment = scheduleSegments(dep, jobId).find(
+      (s) => s.from <= slotMs && slotMs < s.to,
+    );
+    if (
+      segment !== undefined &&
+      outcome.gaps?.unseenScheduleChange === true &&
+      !seenBeforeChange(outcome, d, segment)
+    ) {
+      continue; // KNOWN_GAPS.unseenScheduleChange
+    }
+    if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
+      found.push(
+        `${jobId}@${String(line.fields.slot)} was reported "${MISSED_RUN}" (${line.instance}, ${new Date(line.at).toISOString()}), but the schedule deployed then${segment === undefined ? ' (none)' : ` (${segment.job.schedule})`} has no slot there: Scheduler never had it`,
+      );
+    }
+  }
+  return found;
+}
+
+/** Whether a run audit checked with `segment`'s schedule before its schedule changed. */
+function seenBeforeChange(
+  outcome: SimOutcome,
+  d: number,
+  segment: ScheduleSegment,
+): boolean {
+  return sightingsOf(outcome, d, segment.job.id).some(
+    (s) => s.schedule === segment.job.schedule && s.at < segment.to,
+  );
 }

@@ -6,8 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { slotRunId } from '../../src/policy/run-history.ts';
+import { KNOWN_GAPS, NO_GAPS } from '../sim/model.ts';
 import {
   isJudgedSlot,
+  missedReportsNameSlots,
   scheduleSegments,
   unjudgedAcrossChange,
 } from '../sim/schedule-segments.ts';
@@ -22,7 +25,7 @@ const job = (schedule: string, overlap: 'allow' | 'skip' = 'allow') =>
 /** Every five minutes, then every minute from 01:22, then `skip` (the same rule) from 01:30. */
 const DEPLOYMENT = {
   scope: '',
-  keyScope: '',
+  keyScope: [],
   revisions: [
     { at: at('01:00'), jobs: job('*/5 * * * *') },
     { at: at('01:22'), jobs: job('* * * * *') },
@@ -98,5 +101,55 @@ describe('sim schedule segments', () => {
     );
     assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:23')), false);
     assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:27')), true);
+  });
+});
+
+/** A `missed run` line for job-0's `hhmm`, logged by the final check. */
+function missedLine(hhmm: string) {
+  return {
+    at: at('01:45'),
+    instance: 'd0-auditor',
+    level: 'ERROR',
+    message: 'missed run',
+    fields: {
+      jobName: 'job-0',
+      slot: new Date(at(hhmm)).toISOString(),
+      runId: slotRunId('job-0', new Date(at(hhmm)), []),
+    },
+  };
+}
+
+describe('sim invariant 53: a slot reported missed was a slot then', () => {
+  const reported = (
+    hhmm: string,
+    outcome: { gaps?: object; executions?: unknown[]; logs?: unknown[] },
+  ) =>
+    missedReportsNameSlots({
+      ...OUTCOME,
+      gaps: NO_GAPS,
+      ...outcome,
+      logs: [...(outcome.logs ?? OUTCOME.logs), missedLine(hhmm)],
+    } as unknown as SimOutcome);
+
+  it('passes a report of a slot of the schedule of its time, old or new', () => {
+    assert.deepEqual(reported('01:10', {}), []);
+    assert.deepEqual(reported('01:27', {}), []);
+  });
+
+  it('fails a report of a time the schedule of its time has no slot at', () => {
+    assert.match(
+      reported('01:11', {}).join('\n'),
+      /job-0@2026-01-05T01:11:00.000Z was reported "missed run" \(d0-auditor, .*\), but the schedule deployed then \(\*\/5 \* \* \* \*\) has no slot there/,
+    );
+  });
+
+  it('excuses it while KNOWN_GAPS.unseenScheduleChange is on only if no run audit saw the old rule', () => {
+    const unseen = {
+      gaps: KNOWN_GAPS,
+      executions: [],
+      logs: [AUDITS[1]?.line],
+    };
+    assert.deepEqual(reported('01:11', unseen), []);
+    assert.equal(reported('01:11', { gaps: KNOWN_GAPS }).length, 1);
   });
 });
