@@ -144,11 +144,14 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
   {
     name: 'retry-count-off-by-one',
     breaks: 'a final failure reported one retry early',
+    // In lastRetrySentMs, which decides whether a failing attempt's failure is final (since stop
+    // 64); the same edit in makesRetry, the target before, now moves only catch-up's retries and a
+    // check's first read, and 1,000 histories of seed 20261207 did not find it (stop 69).
     edits: [
       {
         file: 'src/policy/retry-policy.ts',
-        find: 'if (n < config.retryCount) {',
-        replace: 'if (n + 1 < config.retryCount) {',
+        find: 'for (let n = 0; n < settings.retryCount; n++) {',
+        replace: 'for (let n = 0; n + 1 < settings.retryCount; n++) {',
       },
     ],
   },
