@@ -347,10 +347,8 @@ export function violations(
     ...blockedOnlyByLiveRuns(outcome, awaiting),
     // 14. A slot's run never starts earlier than its job's forced-run tolerance before the slot.
     ...slotRunsNotEarly(outcome),
-    // 52. A deploy starts only with a retention that outlasts every job's judging delay.
-    ...retentionGateKept(outcome),
-    // 53. A slot reported missed was a slot of the schedule deployed at its time.
-    ...missedReportsNameSlots(outcome),
+    // 52 and 53. What a deploy starts with, and what a schedule change leaves to report.
+    ...deployViolations(outcome),
     // 15. A job's valid note is refused only for a lost lease or Firestore's failure, and a
     // completed run's record holds the note its completing attempt made.
     ...notesKept(outcome),
@@ -366,6 +364,16 @@ export function violations(
       (err) =>
         `thrown where nothing should throw: ${err instanceof Error ? err.stack : String(err)}`,
     ),
+  ];
+}
+
+/** Invariants 52 and 53: what a deploy may start with, and the slots a schedule change leaves. */
+function deployViolations(outcome: SimOutcome): string[] {
+  return [
+    // 52. A deploy starts only with a retention that outlasts every job's judging delay.
+    ...retentionGateKept(outcome),
+    // 53. A slot reported missed was a slot of the schedule deployed at its time.
+    ...missedReportsNameSlots(outcome),
   ];
 }
 

@@ -881,7 +881,7 @@ export const SCHEDULE_CYCLE = [
 
 /** The schedule after `schedule` in {@link SCHEDULE_CYCLE} (its first for one not in it). */
 export function nextScheduleOf(schedule: string): string {
-  const at = SCHEDULE_CYCLE.findIndex((s) => s === schedule);
+  const at = (SCHEDULE_CYCLE as readonly string[]).indexOf(schedule);
   return SCHEDULE_CYCLE[(at + 1) % SCHEDULE_CYCLE.length] ?? '* * * * *';
 }
 
