@@ -375,8 +375,10 @@ describe('RunLedger', () => {
         'unavailable',
         'unavailable',
       ]);
+      // The faults answer at once: no short timeout needed, and a loaded machine's claim may take
+      // more than a few hundred ms.
       const { ledger, collection } = newLedger(
-        { leaseMs: 300_000, timeoutMs: 300 },
+        { leaseMs: 300_000, timeoutMs: 5_000 },
         db,
       );
       const claim = claimOf(await ledger.claim('run-1'));
