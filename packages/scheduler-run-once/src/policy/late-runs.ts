@@ -17,6 +17,7 @@ import { lateGraceMs } from './catch-up.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import { LATE_RUN } from './log-messages.ts';
 import { checkDocumentId } from './missed-run-cursor.ts';
+import { isSameRule, ruleOf } from './missed-run-rules.ts';
 import { type Pause, type PausesRead, pauseAt, readPauses } from './pauses.ts';
 import { backoffMs, makesRetry } from './retry-policy.ts';
 import { type RunHistory, readSlotRecords } from './run-history.ts';
@@ -131,9 +132,7 @@ function markOfRule(
   job: DeclaredJob,
 ): LateMark | undefined {
   const rule = stored?.rule;
-  const changed =
-    rule !== undefined &&
-    (rule.schedule !== job.schedule || rule.timeZone !== job.timeZone);
+  const changed = rule !== undefined && !isSameRule(rule, job);
   return changed ? undefined : stored;
 }
 
@@ -429,8 +428,9 @@ function sameMark(a: LateMark | undefined, b: LateMark): boolean {
     a !== undefined &&
     a.judgedBefore.getTime() === b.judgedBefore.getTime() &&
     a.runSeen === b.runSeen &&
-    a.rule?.schedule === b.rule?.schedule &&
-    a.rule?.timeZone === b.rule?.timeZone &&
+    a.rule !== undefined &&
+    b.rule !== undefined &&
+    isSameRule(a.rule, b.rule) &&
     JSON.stringify(times(a)) === JSON.stringify(times(b))
   );
 }
@@ -541,7 +541,7 @@ export class LateRunScan {
       judgedBefore: judged.judgedBefore,
       runSeen: judged.runSeen,
       pending: kept,
-      rule: { schedule: job.schedule, timeZone: job.timeZone },
+      rule: ruleOf(job),
     };
     return { judged, mark, target, paused };
   }

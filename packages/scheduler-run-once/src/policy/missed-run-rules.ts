@@ -25,6 +25,11 @@ export function ruleOf(job: ScheduleSpec): JudgedRule {
   return { schedule: job.schedule, timeZone: job.timeZone };
 }
 
+/** Whether two rules are one: the same schedule in the same time zone. */
+export function isSameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
+  return a.schedule === b.schedule && a.timeZone === b.timeZone;
+}
+
 /** The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule. */
 export function readRules(
   value: unknown,
@@ -91,7 +96,7 @@ export function nextRules(
     return [ruleOf(job)];
   }
   let out = rules;
-  if (newest.schedule !== job.schedule || newest.timeZone !== job.timeZone) {
+  if (!isSameRule(newest, job)) {
     out = [
       ...rules.slice(0, -1),
       { ...newest, until: lastSeen },
