@@ -746,6 +746,55 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it('1d. judges a rule no check saw by its claims: a schedule changed before the first check reports no slot of the new rule in the old span, and the old rule’s own misses', async () => {
+    // No run audit: the job's first check is the 13:00 delivery's, after the change at 12:40.
+    const time = drivenClock(at('12:00'));
+    const job = (schedule: string) =>
+      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
+    const old = serveJobs(
+      job('*/5 * * * *'),
+      { env: ON },
+      { clock: time.clock },
+    );
+    const now = serveJobs(
+      job('*/2 * * * *'),
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
+    // 12:25 (the old rule's alone) and 12:52 (the new rule's alone) are never delivered.
+    await play(time, [
+      ...every(old, 'changing', at('12:05'), at('12:40'), 5, [at('12:25')]),
+      ...every(now, 'changing', at('12:40'), at('13:58'), 2, [at('12:52')]),
+    ]);
+    // Both closed; the cursor has seen no run yet (the 13:00 check found nothing closed): the
+    // commands learn the rules from the claims they list, as the check does.
+    time.set(at('13:59'));
+    const { check, backfill } = judgeByCommands(
+      old.collection,
+      time.now(),
+      'test/fixtures/jobs-every-two-minutes.ts',
+    );
+    await play(time, every(now, 'changing', at('14:00'), at('14:04'), 2));
+
+    // Each slot's first claim stamped its rule. The 13:00 check finds nothing closed; the 14:00
+    // one reads the first records, learns `*/5` until 12:30 and `*/2` from 12:40, and judges 12:25
+    // by the old rule. Before, it took the new rule for the old span: it reported 12:12, a minute
+    // the old schedule never had, and neither 12:25 nor 12:52.
+    assert.deepEqual(reportsOf(old, now), [
+      ['missed run', at('12:25').toISOString(), 'changing'],
+      ['missed run', at('12:52').toISOString(), 'changing'],
+    ]);
+    const flagged = [
+      ...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g),
+    ].map((m) => m[1]);
+    const missed = [at('12:25'), at('12:52')].map((d) =>
+      d.toISOString().replace('.000', ''),
+    );
+    assert.equal(check.status, 1, check.stderr);
+    assert.deepEqual(flagged, missed, check.stderr);
+    assert.match(backfill.stderr, /2 missed slot\(s\) to deliver/);
+  });
+
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
     const jobs = declare(

@@ -38,6 +38,10 @@ function detailFields(details: RunDetails): Data {
   if (details.scheduleTime !== undefined) {
     fields[Field.scheduleTime] = timestampOf(details.scheduleTime);
   }
+  if (details.claimedUnder !== undefined) {
+    fields[Field.schedule] = details.claimedUnder.schedule;
+    fields[Field.timeZone] = details.claimedUnder.timeZone;
+  }
   return fields;
 }
 
@@ -61,8 +65,11 @@ export function claimFields(
   details: RunDetails,
   previous: RunRecord | undefined,
 ): Data {
+  // The rule stamped is the first claim's, made at its slot; a takeover (a retry, maybe by a
+  // revision deployed since) leaves it.
+  const { claimedUnder: _first, ...taken } = details;
   return {
-    ...detailFields(details),
+    ...detailFields(previous === undefined ? details : taken),
     [Field.status]: RunStatus.InProgress,
     [Field.attemptId]: attemptId,
     ...leaseFields(leaseMs, expireAt),

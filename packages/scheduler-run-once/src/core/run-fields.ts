@@ -57,4 +57,10 @@ export const Field = {
   keyScope: 'key_scope',
   jobName: 'job_name',
   scheduleTime: 'schedule_time',
+  /**
+   * A slot's claim: the schedule and time zone its job declared in the revision that claimed it,
+   * a sighting of that rule at `claimed_at` (docs/how-it-works.md, "The schedule in force").
+   */
+  schedule: 'schedule',
+  timeZone: 'time_zone',
 } as const;

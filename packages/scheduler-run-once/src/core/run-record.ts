@@ -47,6 +47,18 @@ export interface RunRecord {
   readonly notes: Readonly<Record<string, NoteValue>>;
   /** The key scope's id (`scopeId` of `run-key.ts`); `undefined` on a record of an earlier version. */
   readonly keyScope: string | undefined;
+  /**
+   * The rule its job was declared with in the revision that first claimed or skipped the slot
+   * (Scheduler's delivery of a slot; none on other runs, on the run audit's catch-up deliveries
+   * and on records of earlier versions): a cron expression and an IANA time zone.
+   */
+  readonly claimedUnder?: ClaimedRule | undefined;
+}
+
+/** A schedule rule as a claim stamps it: the job's cron expression and IANA time zone. */
+export interface ClaimedRule {
+  readonly schedule: string;
+  readonly timeZone: string;
 }
 
 export { MAX_LEASE_MS };
@@ -76,6 +88,8 @@ export interface RunDetails
   readonly scheduleTime?: string;
   /** A slot delivered by the run audit's catch-up: the claim stamps `caught_up_at`. */
   readonly caughtUp?: boolean;
+  /** Scheduler's delivery of a slot: the rule its job is declared with (`schedule`, `time_zone`), stamped by the first claim. */
+  readonly claimedUnder?: ClaimedRule;
 }
 
 const dateOf = (value: unknown) =>
@@ -124,7 +138,17 @@ function commonFields(data: DocumentData, status: unknown, attempts: unknown) {
         ? (notes as Record<string, NoteValue>)
         : {},
     keyScope: stringOf(data[Field.keyScope]),
+    claimedUnder: claimedRuleOf(data),
   };
+}
+
+/** The rule a claim stamped, when both of its fields are strings. */
+function claimedRuleOf(data: DocumentData): ClaimedRule | undefined {
+  const schedule = stringOf(data[Field.schedule]);
+  const timeZone = stringOf(data[Field.timeZone]);
+  return schedule === undefined || timeZone === undefined
+    ? undefined
+    : { schedule, timeZone };
 }
 
 /** The fields of a record of any status, as {@link commonFields} reads them. */

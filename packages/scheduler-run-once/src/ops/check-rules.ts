@@ -7,13 +7,16 @@ import type { DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { readCursor } from '../policy/missed-run-cursor.ts';
 import {
+  type ClaimSighting,
   isSlotOf,
   type JudgedRule,
   judgedSlots,
   nextRules,
   possibleRules,
   ruleOf,
+  rulesFromClaims,
 } from '../policy/missed-run-rules.ts';
+import type { SlotRow } from './slot-history.ts';
 
 /**
  * Whether detection judges a slot at `slot` under `rules`: it is not before the oldest rule's
@@ -36,24 +39,43 @@ export function isJudgedSlot(
 /**
  * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
  * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
- * change seen now, if it differs). Only the declared rule for a job without a readable cursor.
+ * change seen now, if it differs). A cursor that has seen no run, or none readable, learns from
+ * `claims` (the rows listed) as the check does (`rulesFromClaims`).
  */
 export function rulesInForce(
   data: DocumentData | undefined,
   updateTime: Timestamp | undefined,
   job: DeclaredJob,
   now: Date,
+  claims: readonly ClaimSighting[] = [],
 ): readonly JudgedRule[] {
   const cursor = readCursor(data, updateTime, job, now);
   if (cursor === undefined || cursor === 'unreadable') {
-    return [ruleOf(job)];
+    const declared = [{ ...ruleOf(job), firstSeen: now.getTime() }];
+    return rulesFromClaims(declared, job, claims, now.getTime()) ?? declared;
   }
-  return nextRules(
+  const rules = nextRules(
     cursor.rules,
     job,
     now.getTime(),
     cursor.seenAt,
     Number.NEGATIVE_INFINITY,
+  );
+  if (cursor.runSeen) {
+    return rules;
+  }
+  return rulesFromClaims(rules, job, claims, now.getTime()) ?? rules;
+}
+
+/** The sightings of `jobId`'s rules among `rows`: each slot whose first claim stamped one. */
+export function claimsOf(
+  rows: readonly SlotRow[],
+  jobId: string,
+): ClaimSighting[] {
+  return rows.flatMap((row) =>
+    row.job === jobId && row.claimedUnder !== undefined
+      ? [{ ...row.claimedUnder, at: row.slot.getTime() }]
+      : [],
   );
 }
 

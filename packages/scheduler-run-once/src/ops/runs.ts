@@ -63,7 +63,12 @@ import {
   retentionProblems,
 } from '../policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
-import { isJudgedSlot, olderRulesSlots, rulesInForce } from './check-rules.ts';
+import {
+  claimsOf,
+  isJudgedSlot,
+  olderRulesSlots,
+  rulesInForce,
+} from './check-rules.ts';
 import {
   configWithFlags,
   isEntryPoint,
@@ -497,6 +502,14 @@ function openListing(
   };
 }
 
+/** The slots of `declared` and `older` in time order. */
+function sortedSlots(
+  declared: readonly Date[],
+  older: readonly Date[],
+): Date[] {
+  return [...declared, ...older].sort((a, b) => a.getTime() - b.getTime());
+}
+
 /** Lists a declared job's slots in the window, and its runs beside them, oldest first. */
 async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   const { config, now, at, scope, sinceMs } = listing.settings;
@@ -506,21 +519,33 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   const checkRead = await listing.jobDocuments.readData(
     checkDocumentId(job.id, scope),
   );
-  const rules = rulesInForce(checkRead.data, checkRead.updateTime, job, now);
-  const older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
-  const slots = [...declared.slots, ...older].sort(
-    (a, b) => a.getTime() - b.getTime(),
-  );
-  warnOfWindow(listing, job, slots, truncated);
   const tolerance = () =>
     forcedRunToleranceMs(job, config.forcedRunToleranceMs);
-  const read = await readHistory(
-    listing.history,
+  const readSlots = (slots: readonly Date[]) =>
+    readHistory(listing.history, job, slots, scope, at, tolerance);
+  const { data, updateTime } = checkRead;
+  let rules = rulesInForce(data, updateTime, job, now);
+  let older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
+  let read = await readSlots(sortedSlots(declared.slots, older));
+  // A cursor that saw no run learns the rules from the claims read, as the check does; the
+  // slots of the rules it learns are then read too.
+  const learned = rulesInForce(
+    data,
+    updateTime,
     job,
-    slots,
-    scope,
-    at,
-    tolerance,
+    now,
+    claimsOf(read.rows, job.id),
+  );
+  if (JSON.stringify(learned) !== JSON.stringify(rules)) {
+    rules = learned;
+    older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
+    read = await readSlots(sortedSlots(declared.slots, older));
+  }
+  warnOfWindow(
+    listing,
+    job,
+    read.rows.map((row) => row.slot),
+    truncated,
   );
   const slotIds = new Set(read.rows.map((row) => row.runId));
   const judgedAt = at ?? read.readTime;
@@ -874,7 +899,8 @@ async function judgedRows(
     const { data, updateTime } = await listing.jobDocuments.readData(
       checkDocumentId(job.id, scope),
     );
-    const rules = rulesInForce(data, updateTime, job, now);
+    const claims = claimsOf(listing.rows, job.id);
+    const rules = rulesInForce(data, updateTime, job, now, claims);
     for (const row of listing.rows) {
       if (
         row.job === job.id &&

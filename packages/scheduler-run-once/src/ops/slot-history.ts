@@ -7,6 +7,7 @@
 import type { BatchRead } from '../core/run-documents.ts';
 import type { Scope } from '../core/run-key.ts';
 import {
+  type ClaimedRule,
   judgedAt,
   type RunRecord,
   RunStatus,
@@ -56,6 +57,8 @@ export interface SlotRow {
   readonly pauseNote?: string | undefined;
   /** When the run audit last delivered the slot itself, Scheduler having not (catch-up). */
   readonly caughtUpAt?: Date | undefined;
+  /** The rule its job was declared with in the revision that first claimed the slot. */
+  readonly claimedUnder?: ClaimedRule | undefined;
 }
 
 /** The fields of a row without a readable run. */
@@ -126,6 +129,9 @@ export function slotRow(
     rerunOf: run.rerunOf,
     notes: run.notes,
     ...(run.caughtUpAt === undefined ? {} : { caughtUpAt: run.caughtUpAt }),
+    ...(run.claimedUnder === undefined
+      ? {}
+      : { claimedUnder: run.claimedUnder }),
   };
 }
 

@@ -105,6 +105,9 @@ export function cursorDocument(
       ...(r.until === undefined
         ? {}
         : { until: Timestamp.fromMillis(r.until) }),
+      ...(r.firstSeen === undefined
+        ? {}
+        : { first_seen: Timestamp.fromMillis(r.firstSeen) }),
     })),
     expire_at: expires,
   };
@@ -149,7 +152,7 @@ function startAfresh(
   return {
     checkedBefore,
     runSeen: false,
-    rules: [ruleOf(job)],
+    rules: [{ ...ruleOf(job), firstSeen: now.getTime() }],
     seenAt: now.getTime(),
   };
 }

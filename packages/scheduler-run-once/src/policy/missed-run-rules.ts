@@ -18,6 +18,11 @@ export const MAX_RULES = 8;
 export interface JudgedRule extends ScheduleSpec {
   readonly since?: number;
   readonly until?: number;
+  /**
+   * When a check first saw it (ms), on a job's first rule: that rule is still taken for the one in
+   * force before then, unless the claims of the job's slots show another ({@link rulesFromClaims}).
+   */
+  readonly firstSeen?: number;
 }
 
 /** The rule of a job as declared now. */
@@ -48,15 +53,13 @@ export function readRules(
       time_zone: timeZone,
       since,
       until,
+      first_seen: firstSeen,
     } = (entry ?? {}) as DocumentData;
     if (typeof schedule !== 'string' || typeof timeZone !== 'string') {
       return 'unreadable';
     }
     // A rule this code wrote was a declared job's: a schedule and zone declarations accept.
-    if (
-      scheduleProblem(schedule) !== undefined ||
-      timeZoneProblem(timeZone) !== undefined
-    ) {
+    if (!isValidRule({ schedule, timeZone })) {
       return 'unreadable';
     }
     const last = i === value.length - 1;
@@ -64,7 +67,9 @@ export function readRules(
       return 'unreadable';
     }
     if (
-      ![since, until].every((t) => t === undefined || t instanceof Timestamp)
+      ![since, until, firstSeen].every(
+        (t) => t === undefined || t instanceof Timestamp,
+      )
     ) {
       return 'unreadable';
     }
@@ -73,6 +78,7 @@ export function readRules(
       timeZone,
       ...(since === undefined ? {} : { since: since.toMillis() }),
       ...(until === undefined ? {} : { until: until.toMillis() }),
+      ...(firstSeen === undefined ? {} : { firstSeen: firstSeen.toMillis() }),
     });
   }
   return rules;
@@ -91,9 +97,9 @@ export function nextRules(
   from: number,
 ): JudgedRule[] {
   const newest = rules.at(-1);
-  // A job's first rule was in force before any check saw it.
+  // A job's first rule was in force before any check saw it, unless its claims tell otherwise.
   if (newest === undefined) {
-    return [ruleOf(job)];
+    return [{ ...ruleOf(job), firstSeen: now }];
   }
   let out = rules;
   if (!isSameRule(newest, job)) {
@@ -116,6 +122,86 @@ export function nextRules(
   }
   const { since: _since, ...first } = oldest;
   return [first, ...rest];
+}
+
+/** A sighting of a rule at `at` (ms): a slot's first claim (at the slot's time), or a check's. */
+export interface ClaimSighting extends ScheduleSpec {
+  readonly at: number;
+}
+
+/**
+ * The rules a check that has seen no run of its job learns from the claims of the job's slots, or
+ * `undefined` when they tell nothing new: every claim's rule was possibly in force at its slot
+ * under `rules` (the cursor's, the declared rule newest).
+ *
+ * Until a check sees a run, the oldest rule it knows is taken for the one in force since the job's
+ * first record, even where a rule deployed before any check saw it scheduled those slots
+ * (docs/limits.md, "Schedule changes"). The first claim of Scheduler's delivery of a slot stamps
+ * the rule its revision declared (`schedule`, `time_zone`), made at the slot's time: a sighting of
+ * that rule then, as a check's is at its own time. The rules are rebuilt from all the sightings
+ * in time order, the checks' (each rule's `firstSeen`, `since` and `until`, and the declared
+ * rule at `now`, ms) and the claims': each rule in force from its first sighting after another
+ * rule's (the oldest: from before its first, as before) to its last. Between two rules'
+ * sightings, only slots both have are judged, as after any change (`possibleRules`). At most
+ * {@link MAX_RULES}, the newest.
+ */
+export function rulesFromClaims(
+  rules: readonly JudgedRule[],
+  job: ScheduleSpec,
+  claims: readonly ClaimSighting[],
+  now: number,
+): JudgedRule[] | undefined {
+  // A stamp this code would not write (another version's, a hand's) tells nothing.
+  const told = claims.filter(
+    (claim) =>
+      isValidRule(claim) &&
+      !possibleRules(rules, claim.at).some((rule) => isSameRule(rule, claim)),
+  );
+  if (told.length === 0) {
+    return undefined;
+  }
+  const sightings = [
+    ...checkSightings(rules, job, now),
+    ...claims.filter(isValidRule),
+  ].sort((a, b) => a.at - b.at);
+  const rebuilt: JudgedRule[] = [];
+  for (const sighting of sightings) {
+    const newest = rebuilt.at(-1);
+    if (newest !== undefined && isSameRule(newest, sighting)) {
+      rebuilt[rebuilt.length - 1] = { ...newest, until: sighting.at };
+      continue;
+    }
+    const first =
+      newest === undefined
+        ? { firstSeen: sighting.at }
+        : { since: sighting.at };
+    rebuilt.push({ ...ruleOf(sighting), ...first, until: sighting.at });
+  }
+  // The declared rule, seen `now`, is the newest: in force still, no `until`.
+  const { until: _now, ...newest } = rebuilt.pop() as JudgedRule;
+  return [...rebuilt, newest].slice(-MAX_RULES);
+}
+
+/** The sightings a cursor's `rules` record, and the declared `job`'s rule at `now` (ms). */
+function checkSightings(
+  rules: readonly JudgedRule[],
+  job: ScheduleSpec,
+  now: number,
+): ClaimSighting[] {
+  const sightings = rules.flatMap((rule) =>
+    [rule.firstSeen, rule.since, rule.until].flatMap((at) =>
+      at === undefined ? [] : [{ ...ruleOf(rule), at }],
+    ),
+  );
+  return [...sightings, { ...ruleOf(job), at: now }];
+}
+
+/** Whether `rule` is one a declaration accepts: a valid schedule in a valid time zone. */
+function isValidRule(rule: ScheduleSpec): boolean {
+  return (
+    scheduleProblem(rule.schedule) === undefined &&
+    timeZoneProblem(rule.timeZone) === undefined
+  );
 }
 
 /** The rules that may have been in force at `t`: each from the last sighting of the one before it. */

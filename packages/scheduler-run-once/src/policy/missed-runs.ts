@@ -20,7 +20,12 @@ import {
   type Window,
   windowOf,
 } from './missed-run-cursor.ts';
-import { judgedSlots, previousJudgedSlot } from './missed-run-rules.ts';
+import {
+  type ClaimSighting,
+  judgedSlots,
+  previousJudgedSlot,
+  rulesFromClaims,
+} from './missed-run-rules.ts';
 import {
   PAUSED_SLOT,
   type PausesRead,
@@ -150,6 +155,31 @@ interface Judged {
   readonly runSeen: boolean;
   readonly stopped: boolean;
   readonly tokens: ReadonlyMap<string, Timestamp>;
+  /** The slots' claims read, each a sighting of the rule its revision declared. */
+  readonly claims: readonly ClaimSighting[];
+}
+
+/** The slots of `window` to judge, oldest first, at most {@link MAX_CHECK_SLOTS}. */
+function slotsToJudge(window: Window): SlotRange {
+  const { rules, from, boundary } = window;
+  return judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
+}
+
+/** The records among `records` whose first claim stamped its revision's rule, at their slots. */
+function claimSightings(
+  records: Iterable<StoredRecord | undefined>,
+): ClaimSighting[] {
+  const claims: ClaimSighting[] = [];
+  for (const record of records) {
+    if (record === undefined || record.status === 'unreadable') {
+      continue;
+    }
+    const { claimedUnder, scheduleTime } = record;
+    if (claimedUnder !== undefined && scheduleTime !== undefined) {
+      claims.push({ ...claimedUnder, at: scheduleTime.getTime() });
+    }
+  }
+  return claims;
 }
 
 /**
@@ -218,7 +248,7 @@ function judge(
   slots: readonly SlotRead[],
   previousEnd: number,
   window: Pick<Window, 'now' | 'pauses' | 'runSeen'>,
-): Omit<Judged, 'next' | 'tokens'> & { readonly openAt?: Date } {
+): Omit<Judged, 'next' | 'tokens' | 'claims'> & { readonly openAt?: Date } {
   const judging: Judging = {
     job,
     window,
@@ -244,7 +274,7 @@ function judge(
 function judgedUpTo(
   { findings, unreadable, runSeen }: Judging,
   openAt: Date | undefined,
-): Omit<Judged, 'next' | 'tokens'> & { readonly openAt?: Date } {
+): Omit<Judged, 'next' | 'tokens' | 'claims'> & { readonly openAt?: Date } {
   return openAt === undefined
     ? { findings, unreadable, runSeen, stopped: false }
     : { findings, unreadable, runSeen, stopped: true, openAt };
@@ -446,17 +476,31 @@ export class MissedRunCheck {
     scope: Scope,
     logger: Logger,
   ): Promise<CheckResult> {
-    const window = await this.#window(job, scope, logger);
-    if (window === undefined) {
+    const read = await this.#window(job, scope, logger);
+    if (read === undefined) {
       return NOTHING;
     }
-    const { rules, from, boundary } = window;
-    const range = judgedSlots(rules, from, new Date(boundary), MAX_CHECK_SLOTS);
+    let window = read;
+    let range = slotsToJudge(window);
     if (range.slots.length === 0) {
       const idle = await this.#moveIdle(job, window);
       return { ...idle, pauses: window.pausesRead };
     }
-    const judged = await this.#scan(job, scope, window, range);
+    let judged = await this.#scan(job, scope, window, range);
+    // Until a run is seen, the claims read may show a rule no check saw (missed-run-rules.ts).
+    const learned = window.runSeen
+      ? undefined
+      : rulesFromClaims(window.rules, job, judged.claims, window.now.getTime());
+    if (learned !== undefined) {
+      // Claims read show a rule deployed before any check saw one: judged again by what they show.
+      window = { ...window, rules: learned, current: false };
+      range = slotsToJudge(window);
+      if (range.slots.length === 0) {
+        const idle = await this.#moveIdle(job, window);
+        return { ...idle, pauses: window.pausesRead };
+      }
+      judged = await this.#scan(job, scope, window, range);
+    }
     for (const { slot, runId, record } of judged.unreadable) {
       const fields = {
         jobName: job.id,
@@ -567,7 +611,8 @@ export class MissedRunCheck {
     const next =
       openAt ??
       (truncated ? new Date(last.getTime() + 1) : new Date(window.boundary));
-    return { ...judged, next, tokens: read.updateTimes };
+    const claims = claimSightings(read.records.values());
+    return { ...judged, next, tokens: read.updateTimes, claims };
   }
   /** Reports each finding once, logging those it wrote; `raced`: the first not landed as ours. */
   async #report(

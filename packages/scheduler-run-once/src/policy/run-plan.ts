@@ -91,6 +91,11 @@ export function planRun(
   if (early > toleranceMs) {
     return of(RunKind.Forced, variant(['forced']));
   }
-  const caughtUp = run.caughtUp === true ? { caughtUp: true } : {};
-  return of(RunKind.Slot, variant([]), caughtUp);
+  if (run.caughtUp === true) {
+    return of(RunKind.Slot, variant([]), { caughtUp: true });
+  }
+  // Scheduler's delivery of a slot of the schedule deployed now: a sighting of the job's rule at
+  // the slot's time, for a check that has seen no run (`rulesFromClaims`, missed-run-rules.ts).
+  const claimedUnder = { schedule: job.schedule, timeZone: job.timeZone };
+  return of(RunKind.Slot, variant([]), { claimedUnder });
 }

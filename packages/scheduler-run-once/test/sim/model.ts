@@ -45,16 +45,6 @@ export const KNOWN_GAPS = {
    * of a delivery handled more than its job's attempt deadline after it was sent.
    */
   forceRunHandledLate: true,
-  /**
-   * Found with the simulator's schedule changes (stop 69; docs/limits.md, "A schedule changed
-   * before any check saw the old one"): a job's first check takes the rule it declares for the one
-   * in force since the job's first record, so a schedule changed before any check saw the old rule
-   * (before the first run audit; without the audit, before the first delivery at the start of an
-   * hour) has the new rule's times of the old span reported missed. While on, invariant 53 excuses
-   * a report of a time that was no slot when no run audit had checked with the schedule deployed
-   * then before it changed.
-   */
-  unseenScheduleChange: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;

@@ -11,9 +11,9 @@
  * slot only one rule has in that window is never reported, by design.
  *
  * The sightings here are the checks certainly made, from the outcome, not the product's cursor: a
- * run audit that logged `run audit done` checked every job with its instance's revision (its
- * sighting lies between the audit's start and that line), and the final check saw the last
- * revision's. Checks not certainly made (an audit that died, a delivery's own check) can only narrow
+ * run audit that logged `run audit done` with no failed check checked every job with its
+ * instance's revision (its sighting lies between the audit's start and that line), and the final
+ * check saw the last revision's. Checks not certainly made (an audit that died, a delivery's own check) can only narrow
  * the product's window, so the window taken here is never narrower than the product's.
  */
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
@@ -91,8 +91,10 @@ function sightingsOf(
     dep.revisions[revision]?.jobs.find((j) => j.id === jobId)?.schedule;
   const sightings: Sighting[] = [];
   for (const line of outcome.logs) {
-    const revision =
-      line.message === AUDIT_DONE ? revisionOf(line.instance, d) : undefined;
+    // An audit that logs its end with a failed check may not have seen the rule (its cursor write
+    // failed): only one whose every check ended counts.
+    const checkedAll = line.message === AUDIT_DONE && line.fields.failed === 0;
+    const revision = checkedAll ? revisionOf(line.instance, d) : undefined;
     const schedule = revision === undefined ? undefined : ruleAt(revision);
     if (schedule === undefined) {
       continue;
@@ -229,13 +231,6 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     const segment = scheduleSegments(dep, jobId).find(
       (s) => s.from <= slotMs && slotMs < s.to,
     );
-    if (
-      segment !== undefined &&
-      outcome.gaps?.unseenScheduleChange === true &&
-      !seenBeforeChange(outcome, d, segment)
-    ) {
-      continue; // KNOWN_GAPS.unseenScheduleChange
-    }
     if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
       found.push(
         `${jobId}@${String(line.fields.slot)} was reported "${MISSED_RUN}" (${line.instance}, ${new Date(line.at).toISOString()}), but the schedule deployed then${segment === undefined ? ' (none)' : ` (${segment.job.schedule})`} has no slot there: Scheduler never had it`,
@@ -243,15 +238,4 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     }
   }
   return found;
-}
-
-/** Whether a run audit checked with `segment`'s schedule before its schedule changed. */
-function seenBeforeChange(
-  outcome: SimOutcome,
-  d: number,
-  segment: ScheduleSegment,
-): boolean {
-  return sightingsOf(outcome, d, segment.job.id).some(
-    (s) => s.schedule === segment.job.schedule && s.at < segment.to,
-  );
 }

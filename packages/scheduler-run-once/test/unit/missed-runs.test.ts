@@ -19,6 +19,7 @@ import {
   judgedSlots,
   MAX_RULES,
   nextRules,
+  rulesFromClaims,
 } from '../../src/policy/missed-run-rules.ts';
 import {
   CHECK_PERIOD_MS,
@@ -236,6 +237,172 @@ describe('the judging rules', () => {
     ).slots;
     assert.ok(after.length > 0);
     assert.ok(after.every((d) => d.getUTCMinutes() % 2 === 0));
+  });
+});
+
+describe('the rules a check that has seen no run learns from the claims (a schedule changed before any check saw it)', () => {
+  const UTC = 'Etc/UTC';
+  const t = (hhmm: string) => Date.parse(`2026-10-16T${hhmm}:00Z`);
+  const every5 = { schedule: '*/5 * * * *', timeZone: UTC };
+  const every2 = { schedule: '*/2 * * * *', timeZone: UTC };
+  const hourly = { schedule: '0 * * * *', timeZone: UTC };
+  const claim = (rule: typeof every5, hhmm: string) => ({
+    ...rule,
+    at: t(hhmm),
+  });
+  // The rules of a first check at 13:00, every two minutes: nothing seen before it.
+  const firstCheck = [{ ...every2, firstSeen: t('13:00') }];
+
+  it('learns nothing when every claim names a rule possibly in force at its slot, or none is read', () => {
+    assert.equal(
+      rulesFromClaims(firstCheck, every2, [], t('14:00')),
+      undefined,
+    );
+    assert.equal(
+      rulesFromClaims(
+        firstCheck,
+        every2,
+        [claim(every2, '12:40'), claim(every2, '12:42')],
+        t('14:00'),
+      ),
+      undefined,
+    );
+  });
+
+  it('places the old rule up to its last claim and the declared one from its first sighting after it', () => {
+    const rules = rulesFromClaims(
+      firstCheck,
+      every2,
+      // Out of order, as read: time order decides.
+      [
+        claim(every2, '12:42'),
+        claim(every5, '12:30'),
+        claim(every5, '12:10'),
+        claim(every2, '12:40'),
+      ],
+      t('14:00'),
+    );
+    assert.deepEqual(rules, [
+      { ...every5, firstSeen: t('12:10'), until: t('12:30') },
+      { ...every2, since: t('12:40') },
+    ]);
+    const judged = judgedSlots(
+      rules ?? [],
+      new Date(t('12:00')),
+      new Date(t('12:47')),
+      100,
+    ).slots;
+    assert.deepEqual(
+      judged.map((d) => d.toISOString().slice(11, 16)),
+      [
+        '12:00',
+        '12:05',
+        '12:10',
+        '12:15',
+        '12:20',
+        '12:25',
+        '12:30',
+        '12:40',
+        '12:42',
+        '12:44',
+        '12:46',
+      ],
+      'the old rule alone before 12:30, both between, the new one from 12:40',
+    );
+  });
+
+  it("without a claim of the declared rule after the old one's, places it from the first check's sighting", () => {
+    assert.deepEqual(
+      rulesFromClaims(firstCheck, every2, [claim(every5, '12:30')], t('14:00')),
+      [
+        { ...every5, firstSeen: t('12:30'), until: t('12:30') },
+        { ...every2, since: t('13:00') },
+      ],
+    );
+  });
+
+  it('merges the claims with the sightings of a rolling deploy that flipped two rules before a run was seen', () => {
+    // Checks saw `*/2` at 13:00, `*/5` at 13:01 (an old instance), `*/2` again now; a claim of
+    // `*/5` at 12:55 was read: `*/2` was not in force since the job's first record.
+    const flipped = [
+      { ...every2, firstSeen: t('13:00'), until: t('13:00') },
+      { ...every5, since: t('13:01'), until: t('13:01') },
+      { ...every2, since: t('13:05') },
+    ];
+    assert.deepEqual(
+      rulesFromClaims(flipped, every2, [claim(every5, '12:55')], t('13:05')),
+      [
+        { ...every5, firstSeen: t('12:55'), until: t('12:55') },
+        { ...every2, since: t('13:00'), until: t('13:00') },
+        { ...every5, since: t('13:01'), until: t('13:01') },
+        { ...every2, since: t('13:05') },
+      ],
+    );
+    assert.equal(
+      rulesFromClaims(flipped, every2, [claim(every5, '13:01')], t('13:05')),
+      undefined,
+      '`*/5` was possibly in force then',
+    );
+  });
+
+  it('keeps each change in time order, a rule back in force included, at most MAX_RULES', () => {
+    assert.deepEqual(
+      rulesFromClaims(
+        firstCheck,
+        every2,
+        [
+          claim(every2, '10:00'),
+          claim(hourly, '11:00'),
+          claim(every5, '11:30'),
+          claim(every2, '12:00'),
+        ],
+        t('14:00'),
+      ),
+      [
+        { ...every2, firstSeen: t('10:00'), until: t('10:00') },
+        { ...hourly, since: t('11:00'), until: t('11:00') },
+        { ...every5, since: t('11:30'), until: t('11:30') },
+        { ...every2, since: t('12:00') },
+      ],
+    );
+    const flips = Array.from({ length: 2 * MAX_RULES }, (_, i) =>
+      claim(
+        i % 2 === 0 ? every5 : hourly,
+        `1${Math.floor(i / 6)}:${String((i % 6) * 10).padStart(2, '0')}`,
+      ),
+    );
+    const kept = rulesFromClaims(firstCheck, every2, flips, t('14:00')) ?? [];
+    assert.equal(kept.length, MAX_RULES);
+    assert.deepEqual(kept.at(-1), { ...every2, since: t('13:00') });
+    assert.notEqual(
+      kept[0]?.since,
+      undefined,
+      'the oldest kept judges nothing before its first sighting',
+    );
+  });
+
+  it("ignores a stamp no declaration accepts (another version's, a hand's)", () => {
+    const forged = [
+      { schedule: 'every minute', timeZone: UTC, at: t('12:10') },
+      { schedule: '*/5 * * * *', timeZone: 'Mars/Olympus', at: t('12:20') },
+    ];
+    assert.equal(
+      rulesFromClaims(firstCheck, every2, forged, t('14:00')),
+      undefined,
+    );
+  });
+
+  it("stamps the rule on a slot's first claim only: a takeover keeps the first claim's", () => {
+    const details: RunDetails = { jobName: 'j', claimedUnder: every2 };
+    const expireAt = Timestamp.fromMillis(t('23:00'));
+    const first = claimFields('a1', 60_000, expireAt, details, undefined);
+    assert.deepEqual([first.schedule, first.time_zone], ['*/2 * * * *', UTC]);
+    const previous = {
+      attempts: 1,
+      firstClaimedAt: new Date(t('12:00')),
+    } as RunRecord;
+    const takeover = claimFields('a2', 60_000, expireAt, details, previous);
+    assert.equal('schedule' in takeover || 'time_zone' in takeover, false);
   });
 });
 

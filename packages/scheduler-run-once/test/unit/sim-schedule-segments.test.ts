@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
-import { KNOWN_GAPS, NO_GAPS } from '../sim/model.ts';
+import { NO_GAPS } from '../sim/model.ts';
 import {
   isJudgedSlot,
   missedReportsNameSlots,
@@ -33,8 +33,11 @@ const DEPLOYMENT = {
   ],
 };
 
-/** A run audit on `instance` that started at `start` and logged `run audit done` at `done`. */
-function audit(instance: string, start: number, done: number) {
+/**
+ * A run audit on `instance` that started at `start` and logged `run audit done` at `done`, with
+ * `failed` checks.
+ */
+function audit(instance: string, start: number, done: number, failed = 0) {
   return {
     execution: { jobId: 'run-audit', instance, start },
     line: {
@@ -42,7 +45,7 @@ function audit(instance: string, start: number, done: number) {
       instance,
       level: 'INFO',
       message: 'run audit done',
-      fields: {},
+      fields: { jobs: 1, failed },
     },
   };
 }
@@ -90,6 +93,26 @@ describe('sim schedule segments', () => {
     );
     assert.equal(unjudged('01:25', 1), false, 'both rules have it');
     assert.equal(unjudged('01:26', 1), false, 'after the first new audit');
+  });
+
+  it('takes no sighting from an audit one of whose checks failed', () => {
+    const segments = scheduleSegments(DEPLOYMENT as never, 'job-0');
+    const failedNewAudit = {
+      ...OUTCOME,
+      logs: [
+        AUDITS[0]?.line,
+        audit('d0-i1-r1', at('01:25', 5), at('01:25', 10), 1).line,
+      ],
+    } as unknown as SimOutcome;
+    // The first new sighting is then the final check's (01:45): 01:26 is still in the window.
+    assert.equal(
+      unjudgedAcrossChange(failedNewAudit, 0, segments, 1, at('01:26')),
+      true,
+    );
+    assert.equal(
+      unjudgedAcrossChange(OUTCOME, 0, segments, 1, at('01:26')),
+      false,
+    );
   });
 
   it('judges a time only if the schedule of its time has it', () => {
@@ -141,15 +164,5 @@ describe('sim invariant 53: a slot reported missed was a slot then', () => {
       reported('01:11', {}).join('\n'),
       /job-0@2026-01-05T01:11:00.000Z was reported "missed run" \(d0-auditor, .*\), but the schedule deployed then \(\*\/5 \* \* \* \*\) has no slot there/,
     );
-  });
-
-  it('excuses it while KNOWN_GAPS.unseenScheduleChange is on only if no run audit saw the old rule', () => {
-    const unseen = {
-      gaps: KNOWN_GAPS,
-      executions: [],
-      logs: [AUDITS[1]?.line],
-    };
-    assert.deepEqual(reported('01:11', unseen), []);
-    assert.equal(reported('01:11', { gaps: KNOWN_GAPS }).length, 1);
   });
 });
