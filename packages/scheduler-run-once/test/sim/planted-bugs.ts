@@ -249,6 +249,18 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
       },
     ],
   },
+  {
+    name: 'claims-stamp-taken-for-declared',
+    breaks:
+      'a schedule changed before any check saw the old one: the first check judges the old span by the new rule and reports minutes Scheduler never had as missed',
+    edits: [
+      {
+        file: 'src/policy/run-plan.ts',
+        find: 'const claimedUnder = { schedule: job.schedule, timeZone: job.timeZone };',
+        replace: 'const claimedUnder = undefined;',
+      },
+    ],
+  },
 ];
 
 /** What the simulator made of one planted bug. */

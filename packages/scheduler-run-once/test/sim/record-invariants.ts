@@ -98,6 +98,7 @@ export function recordsTellTheTruth(outcome: SimOutcome): string[] {
         outcome.createTimes?.get(runId),
         outcome.catchUps.some((c) => c.runId === runId),
       ),
+      ...stampProblems(record, execs, (e) => declaredRule(outcome, e)),
     ];
     for (const problem of problems) {
       found.push(
@@ -335,6 +336,47 @@ function claimDetailProblems(
     }
   }
   return [...new Set(problems)];
+}
+
+/** The schedule and time zone execution `e`'s revision declared for its job. */
+function declaredRule(outcome: SimOutcome, e: Execution): string | undefined {
+  const revision = outcome.deployments[e.deployment]?.revisions[e.revision];
+  const job = revision?.jobs.find((j) => j.id === e.jobId);
+  return job === undefined ? undefined : `${job.schedule} in ${job.timeZone}`;
+}
+
+/**
+ * The rule a slot's first claim stamps (`schedule`, `time_zone`): the missed-run check takes it for
+ * a sighting of that rule at the slot's time (docs/how-it-works.md, "A rule no check saw"). Only
+ * Scheduler's delivery of a slot stamps one, so a record of another kind has none; and a record one
+ * attempt claimed, which executed as Scheduler's delivery, names the rule that attempt's revision
+ * declared. A stamp naming another revision's rule would place a schedule change where none was.
+ */
+function stampProblems(
+  record: Readonly<Record<string, unknown>>,
+  execs: readonly Execution[],
+  ruleOf: (e: Execution) => string | undefined,
+): string[] {
+  if (record.schedule === undefined && record.time_zone === undefined) {
+    return [];
+  }
+  const stamped = `${String(record.schedule)} in ${String(record.time_zone)}`;
+  const kind = record.run_kind ?? 'slot';
+  if (kind !== 'slot') {
+    return [`is a ${String(kind)} run, but stamps the rule ${stamped}`];
+  }
+  const claimer = execs.find((e) => e.attemptId === record.attempt_id);
+  if (
+    record.attempts === 1 &&
+    claimer?.source === 'scheduler' &&
+    claimer.context?.caughtUp !== true &&
+    ruleOf(claimer) !== stamped
+  ) {
+    return [
+      `stamps the rule ${stamped}, but its one claim was ${claimer.instance}'s, whose revision declares ${String(ruleOf(claimer))}`,
+    ];
+  }
+  return [];
 }
 
 /**
