@@ -164,6 +164,7 @@ import { retentionGateKept } from './retention-invariants.ts';
 import { runIdsAsDeployed } from './run-id-invariants.ts';
 import {
   isJudgedSlot,
+  isSlotOf,
   missedReportsNameSlots,
   scheduleSegments,
   unjudgedAcrossChange,
@@ -1356,6 +1357,7 @@ function judgeClosedSlots(
   );
   let seenRecord = false;
   let auditFirst = false;
+  const recordedAt: number[] = [];
   for (const { slot, index } of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
     const record = outcome.records.get(runId);
@@ -1364,7 +1366,9 @@ function judgeClosedSlots(
     }
     if (record !== undefined) {
       seenRecord = true;
+      recordedAt.push(slot.getTime());
     }
+    const schedule = segments[index]?.job.schedule ?? job.schedule;
     judgeSlot(judging, {
       d,
       job,
@@ -1372,6 +1376,7 @@ function judgeClosedSlots(
       runId,
       record,
       seenRecord,
+      seenRecordOfItsRule: recordedAt.some((t) => isSlotOf(schedule, t)),
       auditFirst,
       declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
       unjudgedAcrossChange:
@@ -1390,6 +1395,8 @@ interface ClosedSlot {
   readonly record: Readonly<Record<string, unknown>> | undefined;
   /** Whether this slot or an earlier one of its job has a record. */
   readonly seenRecord: boolean;
+  /** Whether this slot or an earlier one has a record at a time its own schedule has a slot. */
+  readonly seenRecordOfItsRule: boolean;
   /** Whether a run audit was delivered before the job's first slot record was created. */
   readonly auditFirst: boolean;
   /** Until when the deployment declared its job, ms (infinite while its last revision does). */
@@ -1478,6 +1485,13 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   }
   if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
     return; // KNOWN_GAPS.auditBeforeFirstRecord
+  }
+  if (
+    outcome.gaps.firstRecordUnderAnotherRule &&
+    !closed.seenRecordOfItsRule &&
+    record === undefined
+  ) {
+    return; // KNOWN_GAPS.firstRecordUnderAnotherRule
   }
   found.push(
     `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${

@@ -45,6 +45,16 @@ export const KNOWN_GAPS = {
    * of a delivery handled more than its job's attempt deadline after it was sent.
    */
   forceRunHandledLate: true,
+  /**
+   * Found by 969 histories of seed -512432762 (stop 70; docs/limits.md, "A slot at a schedule
+   * change, before the new rule's first record"): a check that has seen no run of a job looks for
+   * the job's first record among the slots of the rules it knows; a slot of a new rule at a
+   * schedule change, missed, before any record at that rule's slots, is taken for one before the
+   * job's first record, though records at the old rule's own minutes came before it. While on,
+   * invariant 2 excuses a slot with no record when no record of its job came at a time its own
+   * schedule has a slot, up to it.
+   */
+  firstRecordUnderAnotherRule: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;

@@ -121,7 +121,7 @@ function sightingsOf(
 }
 
 /** Whether `schedule` has a slot at `t`, ms (by croner, as Scheduler). */
-function isSlotOf(schedule: string, t: number): boolean {
+export function isSlotOf(schedule: string, t: number): boolean {
   return nextSlotMs(schedule, t - 1) === t;
 }
 
