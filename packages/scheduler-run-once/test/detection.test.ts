@@ -777,7 +777,8 @@ describe('the attack on detection, finding by finding', () => {
     await play(time, every(now, 'changing', at('14:00'), at('14:04'), 2));
 
     // Each slot's first claim stamped its rule. The 13:00 check finds nothing closed; the 14:00
-    // one reads the first records, learns `*/5` until 12:30 and `*/2` from 12:40, and judges 12:25
+    // one reads the first records, learns `*/5` until 12:30 and `*/2` from 12:42 (12:40 both have,
+    // so its claim by the new revision proves nothing of Scheduler's schedule), and judges 12:25
     // by the old rule. Before, it took the new rule for the old span: it reported 12:12, a minute
     // the old schedule never had, and neither 12:25 nor 12:52.
     assert.deepEqual(reportsOf(old, now), [

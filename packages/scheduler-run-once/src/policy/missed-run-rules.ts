@@ -127,6 +127,8 @@ export function nextRules(
 /** A sighting of a rule at `at` (ms): a slot's first claim (at the slot's time), or a check's. */
 export interface ClaimSighting extends ScheduleSpec {
   readonly at: number;
+  /** A check's sighting (its own time), not a claim's. */
+  readonly byCheck?: true;
 }
 
 /**
@@ -171,6 +173,9 @@ export function rulesFromClaims(
       rebuilt[rebuilt.length - 1] = { ...newest, until: sighting.at };
       continue;
     }
+    if (newest !== undefined && isDeployWindowClaim(sighting, newest)) {
+      continue;
+    }
     const first =
       newest === undefined
         ? { firstSeen: sighting.at }
@@ -182,7 +187,24 @@ export function rulesFromClaims(
   return [...rebuilt, newest].slice(-MAX_RULES);
 }
 
-/** The sightings a cursor's `rules` record, and the declared `job`'s rule at `now` (ms). */
+/**
+ * Whether `claim`, of another rule than `inForce`, came at a slot `inForce` has too: a revision
+ * of its rule served Scheduler's delivery of a slot of the schedule before it. `deploy.sh`
+ * deploys the function before it updates Scheduler's jobs, so in that window the new rule's
+ * revision claims the old schedule's slots: such a claim tells which revision served, not which
+ * schedule Scheduler had. A slot only the new rule has is Scheduler's proof of it.
+ */
+function isDeployWindowClaim(
+  claim: ClaimSighting,
+  inForce: ScheduleSpec,
+): boolean {
+  return claim.byCheck !== true && isSlotOf(inForce, claim.at);
+}
+
+/**
+ * The sightings a cursor's `rules` record (none after `now`: a time a check never wrote), and the
+ * declared `job`'s rule at `now` (ms).
+ */
 function checkSightings(
   rules: readonly JudgedRule[],
   job: ScheduleSpec,
@@ -190,10 +212,12 @@ function checkSightings(
 ): ClaimSighting[] {
   const sightings = rules.flatMap((rule) =>
     [rule.firstSeen, rule.since, rule.until].flatMap((at) =>
-      at === undefined ? [] : [{ ...ruleOf(rule), at }],
+      at === undefined || at > now
+        ? []
+        : [{ ...ruleOf(rule), at, byCheck: true as const }],
     ),
   );
-  return [...sightings, { ...ruleOf(job), at: now }];
+  return [...sightings, { ...ruleOf(job), at: now, byCheck: true }];
 }
 
 /** Whether `rule` is one a declaration accepts: a valid schedule in a valid time zone. */

@@ -94,6 +94,11 @@ export function planRun(
   if (run.caughtUp === true) {
     return of(RunKind.Slot, variant([]), { caughtUp: true });
   }
+  // A backfill (or `trigger --slot`) is sent by a person, maybe long after the slot and a deploy:
+  // it says nothing of the rule in force at the slot.
+  if (run.backfill === true) {
+    return of(RunKind.Slot, variant([]));
+  }
   // Scheduler's delivery of a slot of the schedule deployed now: a sighting of the job's rule at
   // the slot's time, for a check that has seen no run (`rulesFromClaims`, missed-run-rules.ts).
   const claimedUnder = { schedule: job.schedule, timeZone: job.timeZone };

@@ -1366,9 +1366,16 @@ function judgeClosedSlots(
     }
     if (record !== undefined) {
       seenRecord = true;
+    }
+    // A record of another version (a status this one does not know) is no run the check sees.
+    if (
+      record !== undefined &&
+      unreadableBecause(record, outcome.finalMs) === undefined
+    ) {
       recordedAt.push(slot.getTime());
     }
-    const schedule = segments[index]?.job.schedule ?? job.schedule;
+    // The rules a check may know of it with no run seen: its own, or a later one's.
+    const laterSchedules = segments.slice(index).map((s) => s.job.schedule);
     judgeSlot(judging, {
       d,
       job,
@@ -1376,7 +1383,9 @@ function judgeClosedSlots(
       runId,
       record,
       seenRecord,
-      seenRecordOfItsRule: recordedAt.some((t) => isSlotOf(schedule, t)),
+      seenRecordOfItsRule: laterSchedules.every((schedule) =>
+        recordedAt.some((t) => isSlotOf(schedule, t)),
+      ),
       auditFirst,
       declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
       unjudgedAcrossChange:
@@ -1395,7 +1404,10 @@ interface ClosedSlot {
   readonly record: Readonly<Record<string, unknown>> | undefined;
   /** Whether this slot or an earlier one of its job has a record. */
   readonly seenRecord: boolean;
-  /** Whether this slot or an earlier one has a record at a time its own schedule has a slot. */
+  /**
+   * Whether this slot or an earlier one has a readable record at a time of its own schedule, and
+   * one at a time of each later schedule of its job (a check may know only those).
+   */
   readonly seenRecordOfItsRule: boolean;
   /** Whether a run audit was delivered before the job's first slot record was created. */
   readonly auditFirst: boolean;

@@ -51,8 +51,8 @@ export const KNOWN_GAPS = {
    * the job's first record among the slots of the rules it knows; a slot of a new rule at a
    * schedule change, missed, before any record at that rule's slots, is taken for one before the
    * job's first record, though records at the old rule's own minutes came before it. While on,
-   * invariant 2 excuses a slot with no record when no record of its job came at a time its own
-   * schedule has a slot, up to it.
+   * invariant 2 excuses a slot with no record when, up to it, no record of its job this version
+   * reads came at a time its own schedule, or a later schedule of the job, has a slot.
    */
   firstRecordUnderAnotherRule: true,
 } as const;

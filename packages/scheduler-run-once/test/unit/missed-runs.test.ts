@@ -41,6 +41,7 @@ const noRetryFollows = (
 
 import type { StoredRecord } from '../../src/core/run-record.ts';
 import { defineAuditJob, isAuditJob } from '../../src/policy/run-audit.ts';
+import { planRun } from '../../src/policy/run-plan.ts';
 import { closedAfterMs, slotVerdict } from '../../src/policy/slot-verdict.ts';
 
 const [five, daily] = validateJobs([
@@ -245,7 +246,6 @@ describe('the rules a check that has seen no run learns from the claims (a sched
   const t = (hhmm: string) => Date.parse(`2026-10-16T${hhmm}:00Z`);
   const every5 = { schedule: '*/5 * * * *', timeZone: UTC };
   const every2 = { schedule: '*/2 * * * *', timeZone: UTC };
-  const hourly = { schedule: '0 * * * *', timeZone: UTC };
   const claim = (rule: typeof every5, hhmm: string) => ({
     ...rule,
     at: t(hhmm),
@@ -282,9 +282,11 @@ describe('the rules a check that has seen no run learns from the claims (a sched
       ],
       t('14:00'),
     );
+    // 12:40 is a slot of both: the `*/2` revision's claim of it tells which revision served, not
+    // which schedule Scheduler had (the deploy window). 12:42 is `*/2`'s alone: Scheduler's proof.
     assert.deepEqual(rules, [
       { ...every5, firstSeen: t('12:10'), until: t('12:30') },
-      { ...every2, since: t('12:40') },
+      { ...every2, since: t('12:42') },
     ]);
     const judged = judgedSlots(
       rules ?? [],
@@ -307,7 +309,7 @@ describe('the rules a check that has seen no run learns from the claims (a sched
         '12:44',
         '12:46',
       ],
-      'the old rule alone before 12:30, both between, the new one from 12:40',
+      'the old rule alone before 12:30, both between, the new one from 12:42',
     );
   });
 
@@ -346,30 +348,28 @@ describe('the rules a check that has seen no run learns from the claims (a sched
   });
 
   it('keeps each change in time order, a rule back in force included, at most MAX_RULES', () => {
+    const odd = { schedule: '1-59/2 * * * *', timeZone: UTC };
     assert.deepEqual(
       rulesFromClaims(
         firstCheck,
         every2,
         [
           claim(every2, '10:00'),
-          claim(hourly, '11:00'),
+          claim(odd, '11:01'),
           claim(every5, '11:30'),
-          claim(every2, '12:00'),
+          claim(every2, '12:02'),
         ],
         t('14:00'),
       ),
       [
         { ...every2, firstSeen: t('10:00'), until: t('10:00') },
-        { ...hourly, since: t('11:00'), until: t('11:00') },
+        { ...odd, since: t('11:01'), until: t('11:01') },
         { ...every5, since: t('11:30'), until: t('11:30') },
-        { ...every2, since: t('12:00') },
+        { ...every2, since: t('12:02') },
       ],
     );
     const flips = Array.from({ length: 2 * MAX_RULES }, (_, i) =>
-      claim(
-        i % 2 === 0 ? every5 : hourly,
-        `1${Math.floor(i / 6)}:${String((i % 6) * 10).padStart(2, '0')}`,
-      ),
+      claim(i % 2 === 0 ? every2 : odd, `10:${String(i).padStart(2, '0')}`),
     );
     const kept = rulesFromClaims(firstCheck, every2, flips, t('14:00')) ?? [];
     assert.equal(kept.length, MAX_RULES);
@@ -381,6 +381,47 @@ describe('the rules a check that has seen no run learns from the claims (a sched
     );
   });
 
+  it("takes no claim of a slot the rule in force has too for the new rule's sighting: the deploy window", () => {
+    // deploy.sh deploys the function (every minute) at 12:29, then updates Scheduler at 12:31:
+    // the new revision claims Scheduler's 12:30, a slot of `*/5`, and stamps `* * * * *`.
+    const everyMinute = { schedule: '* * * * *', timeZone: UTC };
+    const declared = [{ ...everyMinute, firstSeen: t('13:00') }];
+    const rules = rulesFromClaims(
+      declared,
+      everyMinute,
+      [
+        claim(every5, '12:20'),
+        claim(every5, '12:25'),
+        claim(everyMinute, '12:30'),
+        claim(everyMinute, '12:32'),
+      ],
+      t('14:00'),
+    );
+    assert.deepEqual(rules, [
+      { ...every5, firstSeen: t('12:20'), until: t('12:25') },
+      { ...everyMinute, since: t('12:32') },
+    ]);
+    const judged = (hhmm: string) =>
+      judgedSlots(rules ?? [], new Date(t(hhmm)), new Date(t(hhmm) + 1), 1)
+        .slots.length === 1;
+    assert.equal(judged('12:31'), false, 'Scheduler never had 12:31');
+    assert.equal(judged('12:30'), true);
+  });
+
+  it('takes no sighting a cursor dates after now (a hand edit)', () => {
+    const ahead = [{ ...every2, firstSeen: t('23:00') }];
+    const rules = rulesFromClaims(
+      ahead,
+      every2,
+      [claim(every5, '12:30')],
+      t('14:00'),
+    );
+    assert.deepEqual(rules, [
+      { ...every5, firstSeen: t('12:30'), until: t('12:30') },
+      { ...every2, since: t('14:00') },
+    ]);
+  });
+
   it("ignores a stamp no declaration accepts (another version's, a hand's)", () => {
     const forged = [
       { schedule: 'every minute', timeZone: UTC, at: t('12:10') },
@@ -390,6 +431,26 @@ describe('the rules a check that has seen no run learns from the claims (a sched
       rulesFromClaims(firstCheck, every2, forged, t('14:00')),
       undefined,
     );
+  });
+
+  it("stamps Scheduler's on-time delivery of a slot only: never a backfill, a catch-up or a Force run", () => {
+    const [job] = validateJobs([
+      defineJob({ id: 'j', schedule: '*/2 * * * *', run: () => {} }),
+    ]);
+    const scheduleTime = '2026-10-16T12:30:00Z';
+    const run = {
+      jobNameSent: 'j',
+      scheduleTime,
+      scheduledAt: new Date(scheduleTime),
+      scope: [],
+    };
+    const now = new Date(t('12:30'));
+    const stamp = (more: object) =>
+      planRun({ ...run, ...more }, job as never, now, 0).details.claimedUnder;
+    assert.deepEqual(stamp({}), every2);
+    assert.equal(stamp({ backfill: true }), undefined);
+    assert.equal(stamp({ caughtUp: true }), undefined);
+    assert.equal(stamp({ withoutScheduleTime: true }), undefined);
   });
 
   it("stamps the rule on a slot's first claim only: a takeover keeps the first claim's", () => {
