@@ -7,12 +7,12 @@ import type { DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { readCursor } from '../policy/missed-run-cursor.ts';
 import {
-  type ClaimSighting,
   isSlotOf,
   type JudgedRule,
   judgedSlots,
   nextRules,
   possibleRules,
+  type RuleSighting,
   ruleOf,
   rulesFromClaims,
 } from '../policy/missed-run-rules.ts';
@@ -47,7 +47,7 @@ export function rulesInForce(
   updateTime: Timestamp | undefined,
   job: DeclaredJob,
   now: Date,
-  claims: readonly ClaimSighting[] = [],
+  claims: readonly RuleSighting[] = [],
 ): readonly JudgedRule[] {
   const cursor = readCursor(data, updateTime, job, now);
   if (cursor === undefined || cursor === 'unreadable') {
@@ -71,7 +71,7 @@ export function rulesInForce(
 export function claimsOf(
   rows: readonly SlotRow[],
   jobId: string,
-): ClaimSighting[] {
+): RuleSighting[] {
   return rows.flatMap((row) =>
     row.job === jobId && row.claimedUnder !== undefined
       ? [{ ...row.claimedUnder, at: row.slot.getTime() }]

@@ -125,7 +125,7 @@ export function nextRules(
 }
 
 /** A sighting of a rule at `at` (ms): a slot's first claim (at the slot's time), or a check's. */
-export interface ClaimSighting extends ScheduleSpec {
+export interface RuleSighting extends ScheduleSpec {
   readonly at: number;
   /** A check's sighting (its own time), not a claim's. */
   readonly byCheck?: true;
@@ -150,7 +150,7 @@ export interface ClaimSighting extends ScheduleSpec {
 export function rulesFromClaims(
   rules: readonly JudgedRule[],
   job: ScheduleSpec,
-  claims: readonly ClaimSighting[],
+  claims: readonly RuleSighting[],
   now: number,
 ): JudgedRule[] | undefined {
   // A stamp this code would not write (another version's, a hand's) tells nothing.
@@ -162,9 +162,10 @@ export function rulesFromClaims(
   if (told.length === 0) {
     return undefined;
   }
+  // A check's sighting last among equal times: the declared rule at `now` stays the newest.
   const sightings = [
-    ...checkSightings(rules, job, now),
     ...claims.filter(isValidRule),
+    ...checkSightings(rules, job, now),
   ].sort((a, b) => a.at - b.at);
   const rebuilt: JudgedRule[] = [];
   for (const sighting of sightings) {
@@ -195,7 +196,7 @@ export function rulesFromClaims(
  * schedule Scheduler had. A slot only the new rule has is Scheduler's proof of it.
  */
 function isDeployWindowClaim(
-  claim: ClaimSighting,
+  claim: RuleSighting,
   inForce: ScheduleSpec,
 ): boolean {
   return claim.byCheck !== true && isSlotOf(inForce, claim.at);
@@ -209,7 +210,7 @@ function checkSightings(
   rules: readonly JudgedRule[],
   job: ScheduleSpec,
   now: number,
-): ClaimSighting[] {
+): RuleSighting[] {
   const sightings = rules.flatMap((rule) =>
     [rule.firstSeen, rule.since, rule.until].flatMap((at) =>
       at === undefined || at > now

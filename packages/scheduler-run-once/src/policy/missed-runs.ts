@@ -21,9 +21,9 @@ import {
   windowOf,
 } from './missed-run-cursor.ts';
 import {
-  type ClaimSighting,
   judgedSlots,
   previousJudgedSlot,
+  type RuleSighting,
   rulesFromClaims,
 } from './missed-run-rules.ts';
 import {
@@ -156,7 +156,7 @@ interface Judged {
   readonly stopped: boolean;
   readonly tokens: ReadonlyMap<string, Timestamp>;
   /** The slots' claims read, each a sighting of the rule its revision declared. */
-  readonly claims: readonly ClaimSighting[];
+  readonly claims: readonly RuleSighting[];
 }
 
 /** The slots of `window` to judge, oldest first, at most {@link MAX_CHECK_SLOTS}. */
@@ -168,8 +168,8 @@ function slotsToJudge(window: Window): SlotRange {
 /** The records among `records` whose first claim stamped its revision's rule, at their slots. */
 function claimSightings(
   records: Iterable<StoredRecord | undefined>,
-): ClaimSighting[] {
-  const claims: ClaimSighting[] = [];
+): RuleSighting[] {
+  const claims: RuleSighting[] = [];
   for (const record of records) {
     if (record === undefined || record.status === 'unreadable') {
       continue;
