@@ -231,6 +231,11 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     const segment = scheduleSegments(dep, jobId).find(
       (s) => s.from <= slotMs && slotMs < s.to,
     );
+    if (segment !== undefined && noClaimOfThisVersion(outcome, d, segment)) {
+      // Records of an earlier version carry no rule: the check cannot learn the old one from
+      // them (docs/limits.md, "A schedule changed before any check saw the old one").
+      continue;
+    }
     if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
       found.push(
         `${jobId}@${String(line.fields.slot)} was reported "${MISSED_RUN}" (${line.instance}, ${new Date(line.at).toISOString()}), but the schedule deployed then${segment === undefined ? ' (none)' : ` (${segment.job.schedule})`} has no slot there: Scheduler never had it`,
@@ -238,4 +243,37 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Whether no slot of `segment`'s job in deployment `d`, within the segment, has a record this
+ * version claimed: only another version's records (`foreignRecords`) and the checks' own `missed`
+ * reports, so none stamps the rule the segment's schedule had.
+ */
+function noClaimOfThisVersion(
+  outcome: SimOutcome,
+  d: number,
+  segment: ScheduleSegment,
+): boolean {
+  const dep = outcome.deployments[d];
+  for (const [runId, record] of outcome.records) {
+    const at = record.schedule_time as { toMillis?: () => number } | undefined;
+    const slotMs = at?.toMillis?.();
+    if (
+      record.job_name !== segment.job.id ||
+      slotMs === undefined ||
+      slotMs < segment.from ||
+      slotMs >= segment.to ||
+      (record.run_kind ?? 'slot') !== 'slot' ||
+      dep === undefined ||
+      slotRunId(segment.job.id, new Date(slotMs), dep.keyScope) !== runId
+    ) {
+      continue;
+    }
+    const reportOnly = record.status === 'missed' && record.attempts === 0;
+    if (!reportOnly && outcome.foreignRecords?.has(runId) !== true) {
+      return false;
+    }
+  }
+  return true;
 }
