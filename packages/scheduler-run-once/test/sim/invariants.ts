@@ -166,6 +166,7 @@ import {
   isJudgedSlot,
   isSlotOf,
   missedReportsNameSlots,
+  type ScheduleSegment,
   scheduleSegments,
   unjudgedAcrossChange,
 } from './schedule-segments.ts';
@@ -1367,15 +1368,9 @@ function judgeClosedSlots(
     if (record !== undefined) {
       seenRecord = true;
     }
-    // A record of another version (a status this one does not know) is no run the check sees.
-    if (
-      record !== undefined &&
-      unreadableBecause(record, outcome.finalMs) === undefined
-    ) {
+    if (isReadRun(outcome, record)) {
       recordedAt.push(slot.getTime());
     }
-    // The rules a check may know of it with no run seen: its own, or a later one's.
-    const laterSchedules = segments.slice(index).map((s) => s.job.schedule);
     judgeSlot(judging, {
       d,
       job,
@@ -1383,9 +1378,7 @@ function judgeClosedSlots(
       runId,
       record,
       seenRecord,
-      seenRecordOfItsRule: laterSchedules.every((schedule) =>
-        recordedAt.some((t) => isSlotOf(schedule, t)),
-      ),
+      seenRecordOfItsRule: recordedAtEachRule(segments, index, recordedAt),
       auditFirst,
       declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
       unjudgedAcrossChange:
@@ -1393,6 +1386,32 @@ function judgeClosedSlots(
         unjudgedAcrossChange(outcome, d, segments, index, slot.getTime()),
     });
   }
+}
+
+/** Whether `record` is a run the check reads: not another version's (a status it does not know). */
+function isReadRun(
+  outcome: SimOutcome,
+  record: Readonly<Record<string, unknown>> | undefined,
+): boolean {
+  return (
+    record !== undefined &&
+    unreadableBecause(record, outcome.finalMs) === undefined
+  );
+}
+
+/**
+ * Whether, among `recordedAt` (ms), each rule a check with no run seen may know of a slot of
+ * segment `index` (its own, or a later one's) has a record at one of its slot times.
+ */
+function recordedAtEachRule(
+  segments: readonly ScheduleSegment[],
+  index: number,
+  recordedAt: readonly number[],
+): boolean {
+  const laterSchedules = segments.slice(index).map((s) => s.job.schedule);
+  return laterSchedules.every((schedule) =>
+    recordedAt.some((t) => isSlotOf(schedule, t)),
+  );
 }
 
 /** One closed slot to judge. */
@@ -1495,20 +1514,25 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
     found.push(...pausedSlotSaid(outcome, closed, what));
     return;
   }
-  if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
-    return; // KNOWN_GAPS.auditBeforeFirstRecord
-  }
-  if (
-    outcome.gaps.firstRecordUnderAnotherRule &&
-    !closed.seenRecordOfItsRule &&
-    record === undefined
-  ) {
-    return; // KNOWN_GAPS.firstRecordUnderAnotherRule
+  if (excusedByGap(outcome, closed)) {
+    return;
   }
   found.push(
     `slot ${what} was lost silently: record ${status ?? 'absent'}, no report, executions: ${
       (judging.byRun.get(runId) ?? []).map(describe).join('; ') || 'none'
     }`,
+  );
+}
+
+/** Whether a known gap (`KNOWN_GAPS`) excuses a closed slot that was neither run nor reported. */
+function excusedByGap(outcome: SimOutcome, closed: ClosedSlot): boolean {
+  if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
+    return true;
+  }
+  return (
+    outcome.gaps.firstRecordUnderAnotherRule &&
+    !closed.seenRecordOfItsRule &&
+    closed.record === undefined
   );
 }
 
