@@ -796,6 +796,40 @@ describe('the attack on detection, finding by finding', () => {
     assert.match(backfill.stderr, /2 missed slot\(s\) to deliver/);
   });
 
+  it('1e. takes no rule from a backfill sent through the new revision, nor from its claim of a minute both schedules have (the deploy window)', async () => {
+    const time = drivenClock(at('12:00'));
+    const job = (schedule: string) =>
+      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
+    const old = serveJobs(
+      job('*/5 * * * *'),
+      { env: ON },
+      { clock: time.clock },
+    );
+    const now = serveJobs(
+      job('* * * * *'),
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
+    // deploy.sh deploys the function at 12:29:50 and updates Scheduler at 12:31:30: the new
+    // revision serves Scheduler's 12:30, a minute of `*/5`; Scheduler runs every minute from 12:32.
+    // 12:20 was missed; the operator backfills it through the new revision at 12:50.
+    await play(time, [
+      ...every(old, 'changing', at('12:05'), at('12:30'), 5, [at('12:20')]),
+      { fn: now, jobId: 'changing', slot: at('12:30') },
+      ...every(now, 'changing', at('12:32'), at('12:50'), 1),
+    ]);
+    const backfill = await now.request.post('/').set({
+      ...schedulerHeaders('changing', at('12:20').toISOString()),
+      'X-Run-Once-Backfill': 'true',
+    });
+    assert.equal(backfill.status, 200, JSON.stringify(backfill.body));
+    await play(time, every(now, 'changing', at('12:50'), at('14:04'), 1));
+
+    // Before, the 14:00 check took the new revision's claim of 12:30 for a sighting of every
+    // minute and reported 12:31, a minute Scheduler never had. The backfill stamps no rule.
+    assert.deepEqual(reportsOf(old, now), []);
+  });
+
   it('2. loses no report when the instance dies right after moving the cursor', async () => {
     const time = drivenClock(at('12:00'));
     const jobs = declare(
