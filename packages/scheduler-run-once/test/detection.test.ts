@@ -176,8 +176,16 @@ function every(
     .map((slot): Delivery => ({ fn, jobId, slot }));
 }
 
-/** `runs --check` and `runs --backfill --dry-run` on `collection` at `now`, from `jobsModule`. */
-function judgeByCommands(collection: string, now: Date, jobsModule: string) {
+/**
+ * `runs --check` and `runs --backfill --dry-run` on `collection` at `now`, from `jobsModule`, over
+ * the last `since` (3h unless given).
+ */
+function judgeByCommands(
+  collection: string,
+  now: Date,
+  jobsModule: string,
+  since = '3h',
+) {
   const { METADATA_SERVER_DETECTION: _, ...env } = process.env;
   const runs = (...args: string[]) =>
     spawnSync(
@@ -187,7 +195,7 @@ function judgeByCommands(collection: string, now: Date, jobsModule: string) {
         '--collection',
         collection,
         '--since',
-        '3h',
+        since,
         '--job',
         'changing',
         '--now',
@@ -828,6 +836,45 @@ describe('the attack on detection, finding by finding', () => {
     // Before, the 14:00 check took the new revision's claim of 12:30 for a sighting of every
     // minute and reported 12:31, a minute Scheduler never had. The backfill stamps no rule.
     assert.deepEqual(reportsOf(old, now), []);
+  });
+
+  it('1f. runs --check learns an old schedule that shares no minute with the new one from its records: the old rule’s miss, no minute of the new rule before it', async () => {
+    const time = drivenClock(at('12:00'));
+    const job = (schedule: string) =>
+      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
+    const old = serveJobs(
+      job('*/15 * * * *'),
+      { env: ON },
+      { clock: time.clock },
+    );
+    const now = serveJobs(
+      job('5-59/15 * * * *'),
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
+    // 12:30 is missed; the deploy moves the job to 5, 20, 35 and 50 past the hour from 12:50.
+    await play(time, [
+      ...every(old, 'changing', at('12:15'), at('12:50'), 15, [at('12:30')]),
+      ...every(now, 'changing', at('12:50'), at('15:20'), 15),
+    ]);
+    const { check } = judgeByCommands(
+      old.collection,
+      at('15:20'),
+      'test/fixtures/jobs-quarter-past-five.ts',
+      '4h',
+    );
+
+    // The function's check reads only the new rule's minutes: no record there names the old
+    // rule, so it never judges 12:30 (docs/limits.md). The command lists the old schedule's
+    // records too: before, it counted 12:20 and 12:35 missed after the first of them.
+    const flagged = [
+      ...check.stderr.matchAll(/runs --check: changing (\S+) (\w+)/g),
+    ].map((m) => m[1]);
+    assert.deepEqual(
+      flagged,
+      [at('12:30').toISOString().replace('.000', '')],
+      check.stderr,
+    );
   });
 
   it('2. loses no report when the instance dies right after moving the cursor', async () => {

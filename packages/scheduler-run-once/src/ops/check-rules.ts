@@ -39,8 +39,11 @@ export function isJudgedSlot(
 /**
  * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
  * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
- * change seen now, if it differs). A cursor that has seen no run, or none readable, learns from
- * `claims` (the rows listed) as the check does (`rulesFromClaims`).
+ * change seen now, if it differs). With `claims`, the rules the rows listed stamped, rebuilt as
+ * the check does (`rulesFromClaims`) where a claim's rule was not possibly in force at its slot.
+ * Unlike the check, which reads only the slots of the rules it knows and learns only until it sees
+ * a run, the command lists every record of the job in its window, those of an old schedule
+ * included: it learns from them whenever they tell.
  */
 export function rulesInForce(
   data: DocumentData | undefined,
@@ -61,9 +64,6 @@ export function rulesInForce(
     cursor.seenAt,
     Number.NEGATIVE_INFINITY,
   );
-  if (cursor.runSeen) {
-    return rules;
-  }
   return rulesFromClaims(rules, job, claims, now.getTime()) ?? rules;
 }
 

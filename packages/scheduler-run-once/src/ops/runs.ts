@@ -527,19 +527,26 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   let rules = rulesInForce(data, updateTime, job, now);
   let older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
   let read = await readSlots(sortedSlots(declared.slots, older));
-  // A cursor that saw no run learns the rules from the claims read, as the check does; the
-  // slots of the rules it learns are then read too.
-  const learned = rulesInForce(
-    data,
-    updateTime,
+  const judgedAt = at ?? read.readTime;
+  const slotIdsOf = (rows: readonly SlotRow[]) =>
+    new Set(rows.map((row) => row.runId));
+  let extra = await runsBesideSlots(
+    listing,
     job,
-    now,
-    claimsOf(read.rows, job.id),
+    from,
+    slotIdsOf(read.rows),
+    judgedAt,
   );
+  // The rules the listed records stamped, an old schedule's beside the slots included; the slots
+  // of a rule learned are then read too, and its records are no longer listed beside them.
+  const claims = claimsOf([...read.rows, ...extra], job.id);
+  const learned = rulesInForce(data, updateTime, job, now, claims);
   if (JSON.stringify(learned) !== JSON.stringify(rules)) {
     rules = learned;
     older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
     read = await readSlots(sortedSlots(declared.slots, older));
+    const slotIds = slotIdsOf(read.rows);
+    extra = extra.filter((row) => !slotIds.has(row.runId));
   }
   warnOfWindow(
     listing,
@@ -547,10 +554,7 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
     read.rows.map((row) => row.slot),
     truncated,
   );
-  const slotIds = new Set(read.rows.map((row) => row.runId));
-  const judgedAt = at ?? read.readTime;
   const pauses = jobPauses(listing, job, checkRead, judgedAt);
-  const extra = await runsBesideSlots(listing, job, from, slotIds, judgedAt);
   if (sinceMs !== undefined && !truncated) {
     const judging = { rules, pauses, tolerance };
     await warnOfCutOff(listing, job, from, judging);
