@@ -126,9 +126,32 @@ export function isSlotOf(schedule: string, t: number): boolean {
 }
 
 /**
+ * Whether the slot at `slotMs` of `segment` is a slot of a rule no run audit saw, which the first
+ * rule a check saw after it does not have: a check that knows only later rules never reads it,
+ * and learns the rule only from the claims at the slots it reads (docs/limits.md, "A schedule
+ * changed before any check saw the old one").
+ */
+function unseenRuleSlot(
+  sightings: readonly Sighting[],
+  segment: ScheduleSegment,
+  slotMs: number,
+): boolean {
+  if (sightings.some((s) => s.schedule === segment.job.schedule)) {
+    return false;
+  }
+  const after = sightings.filter((s) => s.at > slotMs);
+  const next = after.reduce<Sighting | undefined>(
+    (first, s) => (first === undefined || s.at < first.at ? s : first),
+    undefined,
+  );
+  return next !== undefined && !isSlotOf(next.schedule, slotMs);
+}
+
+/**
  * Whether the slot at `slotMs` of segment `index` of `segments` is one the documented rules leave
- * unjudged: a slot only one of two consecutive rules has, between the old rule's last sighting
- * before the change and the new rule's first after the old one's last.
+ * unjudged: a slot of a rule no check saw that the rule seen next does not have
+ * ({@link unseenRuleSlot}), or a slot only one of two consecutive rules has, between the old
+ * rule's last sighting before the change and the new rule's first after the old one's last.
  */
 export function unjudgedAcrossChange(
   outcome: SimOutcome,
@@ -142,6 +165,9 @@ export function unjudgedAcrossChange(
     return false;
   }
   const sightings = sightingsOf(outcome, d, jobId);
+  if (unseenRuleSlot(sightings, segments[index] as ScheduleSegment, slotMs)) {
+    return true;
+  }
   const changes = [index, index + 1].flatMap((i) => {
     const before = segments[i - 1];
     const after = segments[i];
@@ -231,9 +257,10 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     const segment = scheduleSegments(dep, jobId).find(
       (s) => s.from <= slotMs && slotMs < s.to,
     );
-    if (segment !== undefined && noClaimOfThisVersion(outcome, d, segment)) {
-      // Records of an earlier version carry no rule: the check cannot learn the old one from
-      // them (docs/limits.md, "A schedule changed before any check saw the old one").
+    if (segment !== undefined && !ruleStampedInSpan(outcome, d, segment)) {
+      // No record the check could read stamps the old rule (another version's records, late
+      // first claims by the new revision): it cannot learn the old rule (docs/limits.md, "A
+      // schedule changed before any check saw the old one").
       continue;
     }
     if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
@@ -246,16 +273,21 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
 }
 
 /**
- * Whether no slot of `segment`'s job in deployment `d`, within the segment, has a record this
- * version claimed: only another version's records (`foreignRecords`) and the checks' own `missed`
- * reports, so none stamps the rule the segment's schedule had.
+ * Whether a record of `segment`'s job in deployment `d`, at a time within the segment that a later
+ * schedule of the job has a slot at (a time the check, knowing only later rules, reads), stamps
+ * the segment's own rule: the product's only evidence of a rule no check saw.
  */
-function noClaimOfThisVersion(
+function ruleStampedInSpan(
   outcome: SimOutcome,
   d: number,
   segment: ScheduleSegment,
 ): boolean {
   const dep = outcome.deployments[d];
+  if (dep === undefined) {
+    return false;
+  }
+  const segments = scheduleSegments(dep, segment.job.id);
+  const later = segments.filter((s) => s.from >= segment.to);
   for (const [runId, record] of outcome.records) {
     const at = record.schedule_time as { toMillis?: () => number } | undefined;
     const slotMs = at?.toMillis?.();
@@ -264,16 +296,17 @@ function noClaimOfThisVersion(
       slotMs === undefined ||
       slotMs < segment.from ||
       slotMs >= segment.to ||
-      (record.run_kind ?? 'slot') !== 'slot' ||
-      dep === undefined ||
       slotRunId(segment.job.id, new Date(slotMs), dep.keyScope) !== runId
     ) {
       continue;
     }
-    const reportOnly = record.status === 'missed' && record.attempts === 0;
-    if (!reportOnly && outcome.foreignRecords?.has(runId) !== true) {
-      return false;
+    const stampsItsRule =
+      record.schedule === segment.job.schedule &&
+      record.time_zone === segment.job.timeZone;
+    const readByLaterRule = later.some((s) => isSlotOf(s.job.schedule, slotMs));
+    if (stampsItsRule && readByLaterRule) {
+      return true;
     }
   }
-  return true;
+  return false;
 }

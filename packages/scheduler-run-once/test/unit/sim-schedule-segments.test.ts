@@ -56,9 +56,14 @@ const AUDITS = [
   audit('d0-i1-r1', at('01:25', 5), at('01:25', 10)),
 ];
 
-/** A completed slot record of job-0 claimed by this version, at `hhmm`. */
-function claimed(hhmm: string): [string, Record<string, unknown>] {
+/** A completed slot record of job-0 at `hhmm`, its first claim stamping `schedule` (if any). */
+function claimed(
+  hhmm: string,
+  schedule?: string,
+): [string, Record<string, unknown>] {
   const slot = new Date(at(hhmm));
+  const stamp =
+    schedule === undefined ? {} : { schedule, time_zone: 'Etc/UTC' };
   return [
     slotRunId('job-0', slot, []),
     {
@@ -66,12 +71,16 @@ function claimed(hhmm: string): [string, Record<string, unknown>] {
       schedule_time: Timestamp.fromDate(slot),
       status: 'completed',
       attempts: 1,
+      ...stamp,
     },
   ];
 }
 
-/** Records this version claimed under each schedule: 01:10 (every five), 01:24 (every minute). */
-const RECORDS = new Map([claimed('01:10'), claimed('01:24')]);
+/** Records claimed under each schedule: 01:10 (every five), 01:24 (every minute). */
+const RECORDS = new Map([
+  claimed('01:10', '*/5 * * * *'),
+  claimed('01:24', '* * * * *'),
+]);
 
 const OUTCOME = {
   records: RECORDS,
@@ -112,6 +121,31 @@ describe('sim schedule segments', () => {
     );
     assert.equal(unjudged('01:25', 1), false, 'both rules have it');
     assert.equal(unjudged('01:26', 1), false, 'after the first new audit');
+  });
+
+  it('leaves unjudged a slot of a rule no audit saw that the rule seen next does not have', () => {
+    const narrowing = {
+      scope: '',
+      keyScope: [],
+      revisions: [
+        { at: at('01:00'), jobs: job('* * * * *') },
+        { at: at('01:22'), jobs: job('*/5 * * * *') },
+      ],
+    };
+    const outcome = {
+      ...OUTCOME,
+      deployments: [narrowing],
+      logs: [AUDITS[1]?.line],
+    } as unknown as SimOutcome;
+    const segments = scheduleSegments(narrowing as never, 'job-0');
+    const unjudged = (hhmm: string) =>
+      unjudgedAcrossChange(outcome, 0, segments, 0, at(hhmm));
+    assert.equal(
+      unjudged('01:11'),
+      true,
+      'every minute, never seen; */5 lacks it',
+    );
+    assert.equal(unjudged('01:10'), false, 'the rule seen next has it');
   });
 
   it('takes no sighting from an audit one of whose checks failed', () => {
@@ -184,13 +218,11 @@ describe('sim invariant 53: a slot reported missed was a slot then', () => {
     assert.deepEqual(reported('01:27', {}), []);
   });
 
-  it("excuses it when every record of the old schedule's span is another version's (no rule stamped)", () => {
-    const [runId] = claimed('01:10');
-    const foreign = {
-      records: RECORDS,
-      foreignRecords: new Map([[runId, {}]]),
-    };
-    assert.deepEqual(reported('01:11', foreign), []);
+  it("excuses it when no record of the old schedule's span stamps its rule (another version's, or claimed late by the new revision)", () => {
+    const unstamped = { records: new Map([claimed('01:10')]) };
+    assert.deepEqual(reported('01:11', unstamped), []);
+    const lateClaim = { records: new Map([claimed('01:10', '* * * * *')]) };
+    assert.deepEqual(reported('01:11', lateClaim), []);
     assert.equal(reported('01:11', {}).length, 1);
   });
 
