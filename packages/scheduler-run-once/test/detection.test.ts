@@ -177,6 +177,23 @@ function every(
 }
 
 /**
+ * Job `changing` without the run audit, served on a driven clock from 12:00 by two revisions
+ * sharing one collection: `old` declaring `before`, `now` declaring `after` (a schedule change).
+ */
+function changedSchedule(before: string, after: string) {
+  const time = drivenClock(at('12:00'));
+  const job = (schedule: string) =>
+    declare(defineJob({ id: 'changing', schedule, run: () => {} }));
+  const old = serveJobs(job(before), { env: ON }, { clock: time.clock });
+  const now = serveJobs(
+    job(after),
+    { env: ON, collection: old.collection },
+    { clock: time.clock },
+  );
+  return { time, old, now };
+}
+
+/**
  * `runs --check` and `runs --backfill --dry-run` on `collection` at `now`, from `jobsModule`, over
  * the last `since` (3h unless given).
  */
@@ -756,19 +773,7 @@ describe('the attack on detection, finding by finding', () => {
 
   it('1d. judges a rule no check saw by its claims: a schedule changed before the first check reports no slot of the new rule in the old span, and the old rule’s own misses', async () => {
     // No run audit: the job's first check is the 13:00 delivery's, after the change at 12:40.
-    const time = drivenClock(at('12:00'));
-    const job = (schedule: string) =>
-      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
-    const old = serveJobs(
-      job('*/5 * * * *'),
-      { env: ON },
-      { clock: time.clock },
-    );
-    const now = serveJobs(
-      job('*/2 * * * *'),
-      { env: ON, collection: old.collection },
-      { clock: time.clock },
-    );
+    const { time, old, now } = changedSchedule('*/5 * * * *', '*/2 * * * *');
     // 12:25 (the old rule's alone) and 12:52 (the new rule's alone) are never delivered.
     await play(time, [
       ...every(old, 'changing', at('12:05'), at('12:40'), 5, [at('12:25')]),
@@ -805,19 +810,7 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('1e. takes no rule from a backfill sent through the new revision, nor from its claim of a minute both schedules have (the deploy window)', async () => {
-    const time = drivenClock(at('12:00'));
-    const job = (schedule: string) =>
-      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
-    const old = serveJobs(
-      job('*/5 * * * *'),
-      { env: ON },
-      { clock: time.clock },
-    );
-    const now = serveJobs(
-      job('* * * * *'),
-      { env: ON, collection: old.collection },
-      { clock: time.clock },
-    );
+    const { time, old, now } = changedSchedule('*/5 * * * *', '* * * * *');
     // deploy.sh deploys the function at 12:29:50 and updates Scheduler at 12:31:30: the new
     // revision serves Scheduler's 12:30, a minute of `*/5`; Scheduler runs every minute from 12:32.
     // 12:20 was missed; the operator backfills it through the new revision at 12:50.
@@ -839,18 +832,9 @@ describe('the attack on detection, finding by finding', () => {
   });
 
   it('1f. runs --check learns an old schedule that shares no minute with the new one from its records: the old rule’s miss, no minute of the new rule before it', async () => {
-    const time = drivenClock(at('12:00'));
-    const job = (schedule: string) =>
-      declare(defineJob({ id: 'changing', schedule, run: () => {} }));
-    const old = serveJobs(
-      job('*/15 * * * *'),
-      { env: ON },
-      { clock: time.clock },
-    );
-    const now = serveJobs(
-      job('5-59/15 * * * *'),
-      { env: ON, collection: old.collection },
-      { clock: time.clock },
+    const { time, old, now } = changedSchedule(
+      '*/15 * * * *',
+      '5-59/15 * * * *',
     );
     // 12:30 is missed; the deploy moves the job to 5, 20, 35 and 50 past the hour from 12:50.
     await play(time, [
