@@ -59,6 +59,14 @@ export const UNREADABLE_PAUSES =
   'missed-run check: the pauses on the cursor document hold fields this version never writes; no slot counts as paused until they are repaired';
 
 /**
+ * Logged (ERROR) by each check that finds a job's cursor unreadable (a form this version never
+ * writes: `readCursor` in missed-run-cursor.ts): no slot of the job and scope is judged until the
+ * cursor is deleted.
+ */
+export const UNREADABLE_CURSOR =
+  'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
+
+/**
  * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds
  * it unlogged and logs it again (each such failure costs one more log line, never a lost report).
  */
@@ -550,9 +558,7 @@ export class MissedRunCheck {
     const updateTime = overdue === 'changed' ? read.updateTime : overdue;
     const range = windowOf(job, read, now, jobDocuments.retentionMs, logger);
     if (range === 'unreadable') {
-      const message =
-        'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
-      logger.error({ jobName: job.id, document: id }, message);
+      logger.error({ jobName: job.id, document: id }, UNREADABLE_CURSOR);
       return undefined;
     }
     return { ...range, id, updateTime, pauses, pausesRead: stored };

@@ -22,6 +22,7 @@ import {
   MISSED_RUN,
 } from '../../src/policy/missed-runs.ts';
 import { pausedSlot, reportDueMs } from './invariants.ts';
+import { checkOffAtEnd } from './cursor-invariants.ts';
 import { AUDIT_JOB_ID } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
@@ -166,6 +167,9 @@ function lateLinesFollowed(outcome: SimOutcome): string[] {
     const job = dep?.revisions.at(-1)?.jobs.find((j) => j.id === jobId);
     if (job === undefined || slotMs + reportDueMs(job) > outcome.finalMs) {
       continue;
+    }
+    if (checkOffAtEnd(outcome, d, jobId)) {
+      continue; // another version's cursor keeps the check off, said (invariant 54)
     }
     const ran = outcome.executions.some(
       (e) =>

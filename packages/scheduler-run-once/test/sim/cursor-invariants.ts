@@ -16,10 +16,18 @@
  */
 
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
+import { UNREADABLE_CURSOR } from '../../src/policy/missed-runs.ts';
 import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
-import { hasLaterCheck, type SimOutcome } from './simulator.ts';
+import { isReadableCursorKind } from './model.ts';
+import { isSlotOf, scheduleSegments } from './schedule-segments.ts';
+import {
+  type ForeignCursor,
+  hasLaterCheck,
+  type SimOutcome,
+  standingUnreadableCursor,
+} from './simulator.ts';
 
 type Deployment = SimOutcome['deployments'][number];
 type Job = Deployment['revisions'][number]['jobs'][number];
@@ -139,9 +147,9 @@ export function cursorsKeptUp(outcome: SimOutcome): string[] {
     return [];
   }
   const found: string[] = [];
-  for (const dep of outcome.deployments) {
+  for (const [d, dep] of outcome.deployments.entries()) {
     for (const job of steadyJobs(dep)) {
-      const problem = cursorProblem(outcome, job, dep);
+      const problem = cursorProblem(outcome, job, dep, d);
       if (problem !== undefined) {
         found.push(problem);
       }
@@ -155,6 +163,7 @@ function cursorProblem(
   outcome: SimOutcome,
   job: Job,
   dep: Deployment,
+  d: number,
 ): string | undefined {
   const closedMs =
     schedulerExecutionMs(job) + job.attemptDeadlineSeconds * 1000;
@@ -164,6 +173,9 @@ function cursorProblem(
     dep,
     outcome.finalMs - closedMs,
   );
+  if (standingUnreadableCursor(outcome.foreignCursors ?? [], d, job.id)) {
+    return undefined; // another version's, said at each check (invariant 54)
+  }
   const cursor = cursorAt(outcome, job, dep);
   // The first settled slot the cursor has not passed.
   const behind = settled.find((slot) => cursor === undefined || slot >= cursor);
@@ -175,4 +187,144 @@ function cursorProblem(
   return cursor === undefined
     ? `the final check left no ${where}: ${what}`
     : `the final check left ${where} at ${new Date(cursor).toISOString()}: ${what}`;
+}
+
+/**
+ * Whether an unreadable cursor of another version stood on `jobId`'s check document in deployment
+ * `d` at some time from `fromMs` to `toMs`: no check judged the job's slots then (invariant 54).
+ */
+export function unreadableCursorWithin(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+  fromMs: number,
+  toMs: number,
+): boolean {
+  return (outcome.foreignCursors ?? []).some(
+    (c, i, all) =>
+      c.deployment === d &&
+      c.jobId === jobId &&
+      !isReadableCursorKind(c.kind) &&
+      c.at <= toMs &&
+      (c.repairedAt ?? nextWriteAt(all, i)) >= fromMs,
+  );
+}
+
+/** When another version next wrote the cursor of `all[i]`'s document, ms (infinite if never). */
+function nextWriteAt(all: readonly ForeignCursor[], i: number): number {
+  const { document } = all[i] as ForeignCursor;
+  return (
+    all.slice(i + 1).find((c) => c.document === document)?.at ??
+    Number.POSITIVE_INFINITY
+  );
+}
+
+/**
+ * Whether the missed-run check of `jobId` in deployment `d` is off at the end: another version's
+ * unreadable cursor stands on its check document (invariant 54 requires the ERROR that says so),
+ * so the final check judges, reports and logs again nothing of the job.
+ */
+export function checkOffAtEnd(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+): boolean {
+  return (
+    standingUnreadableCursor(outcome.foreignCursors ?? [], d, jobId) !==
+    undefined
+  );
+}
+
+/** Whether the check of the slot whose run `record` is (`runId`) is off at the end ({@link checkOffAtEnd}). */
+export function checkOffForRun(
+  outcome: SimOutcome,
+  runId: string,
+  record: Readonly<Record<string, unknown>>,
+): boolean {
+  const time = record.schedule_time as { toMillis?: () => number } | undefined;
+  const slotMs = time?.toMillis?.();
+  if (slotMs === undefined) {
+    return false;
+  }
+  return outcome.deployments.some(
+    (dep, d) =>
+      checkOffAtEnd(outcome, d, String(record.job_name)) &&
+      slotRunId(String(record.job_name), new Date(slotMs), dep.keyScope) ===
+        runId,
+  );
+}
+
+/**
+ * Whether the slot at `slotMs` of `jobId` in deployment `d` is one the operator's repair of an
+ * unreadable cursor made the check forget: the repair deletes the rules the cursor knew, and the
+ * check after it starts with the rule declared then, learning older ones only from the claims at
+ * the slots it reads. A slot before the repair, of a schedule replaced before it, that the
+ * schedule in force at the repair lacks, is never read again (docs/limits.md, "Missed runs").
+ */
+export function forgottenByRepair(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+  slotMs: number,
+): boolean {
+  const dep = outcome.deployments[d];
+  if (dep === undefined) {
+    return false;
+  }
+  const segments = scheduleSegments(dep, jobId);
+  const at = (ms: number) =>
+    segments.find((segment) => segment.from <= ms && ms < segment.to);
+  return (outcome.foreignCursors ?? []).some((c) => {
+    if (c.deployment !== d || c.jobId !== jobId || c.repairedAt === undefined) {
+      return false;
+    }
+    const then = at(c.repairedAt);
+    const own = at(slotMs);
+    return (
+      c.repairedAt > slotMs &&
+      then !== undefined &&
+      own !== then &&
+      !isSlotOf(then.job.schedule, slotMs)
+    );
+  });
+}
+
+/**
+ * Invariant 54: the cursors another version wrote on a job's check document (`foreign_cursor`).
+ * One this version never writes is said: the final check at the latest logs
+ * {@link UNREADABLE_CURSOR} (ERROR), naming the job and the document, after the write, while the
+ * operator has not repaired it; it is never read as a cursor, so no check judges from it or writes
+ * over it. One it reads as its own (an earlier version's fields, fields it never writes, exactly
+ * eight rules) is read without that ERROR, while it is the document's first foreign cursor.
+ */
+export function foreignCursorsSaid(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const writes = outcome.foreignCursors ?? [];
+  const errors = outcome.logs.filter((l) => l.message === UNREADABLE_CURSOR);
+  const saidAfter = (w: ForeignCursor, until = Number.POSITIVE_INFINITY) =>
+    errors.some(
+      (l) =>
+        l.fields.document === w.document &&
+        l.fields.jobName === w.jobId &&
+        l.at >= w.at &&
+        l.at < until,
+    );
+  for (const [i, w] of writes.entries()) {
+    const first = writes.find((o) => o.document === w.document) === w;
+    const next = writes.slice(i + 1).find((o) => o.document === w.document);
+    const said = `another version's cursor (${w.kind}) on ${w.document} at ${new Date(w.at).toISOString()}`;
+    if (isReadableCursorKind(w.kind)) {
+      if (first && saidAfter(w, next?.at)) {
+        found.push(`${said} is readable, but a check said it unreadable`);
+      }
+    } else if (
+      standingUnreadableCursor(writes, w.deployment, w.jobId) === w &&
+      !saidAfter(w)
+    ) {
+      found.push(
+        `${said} is unreadable, and no check said "${UNREADABLE_CURSOR}"`,
+      );
+    }
+  }
+  return found;
 }

@@ -105,6 +105,7 @@ import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
   REPORT_NOT_ACKNOWLEDGED,
+  UNREADABLE_CURSOR,
   UNREADABLE_PAUSES,
 } from '../../src/policy/missed-runs.ts';
 import { PAUSE_OVERDUE } from '../../src/policy/pauses.ts';
@@ -123,7 +124,12 @@ import {
   schedulerExecutionMs,
   shortestGapMs,
 } from './cloud-scheduler.ts';
-import { cursorsKeptUp } from './cursor-invariants.ts';
+import {
+  checkOffForRun,
+  cursorsKeptUp,
+  foreignCursorsSaid,
+  forgottenByRepair,
+} from './cursor-invariants.ts';
 import { fencedWriteResultsTrue } from './fenced-write-invariants.ts';
 import { unreadableBecause } from './foreign-writes.ts';
 import { lapseToldBeforeNextWrite } from './lapse-warning-invariants.ts';
@@ -181,6 +187,7 @@ import {
   OPERATOR_PAUSE_NOTE,
   type SimOutcome,
   START_NOTE,
+  standingUnreadableCursor,
 } from './simulator.ts';
 import { unavailableOnlyWhenFirestoreFailed } from './unavailable-answer-invariants.ts';
 import { knownCompletionsNotRunAgain } from './unrecorded-completion-invariants.ts';
@@ -341,7 +348,7 @@ export function violations(
     ...deliveryChecksAsDocumented(outcome),
     // 12, 32, 36, 37, 38 and 41. The report lines: each report logged, and every line true.
     ...reportLinesTrue(outcome),
-    // 13 and 39. Another version's records, locks and pauses.
+    // 13, 39 and 54. Another version's records, locks, pauses and cursors.
     ...anotherVersionsWritesSaid(outcome),
     // 8. After a final-failure report, Cloud Scheduler sends no retry of the slot.
     ...noRetryAfterFinalReport(outcome, awaiting),
@@ -412,7 +419,7 @@ function reportLinesTrue(outcome: SimOutcome): string[] {
   ];
 }
 
-/** Invariants 13 and 39: what another version wrote is never passed or blocked on silently. */
+/** Invariants 13, 39 and 54: what another version wrote is never passed or blocked on silently. */
 function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
   return [
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
@@ -421,6 +428,8 @@ function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
     ...foreignPausesSaid(outcome),
     // 39. A lock naming no run id is answered unreadable_record naming it, never run beside.
     ...malformedLocksAnswered(outcome),
+    // 54. Another version's cursor: an unreadable one said by the final check, a readable one read.
+    ...foreignCursorsSaid(outcome),
   ];
 }
 
@@ -1509,6 +1518,12 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   if (closed.unjudgedAcrossChange === true) {
     return; // only one rule has it, between their sightings: not judged, by design
   }
+  if (
+    toldUnjudged(outcome, closed) ||
+    forgottenByRepair(outcome, d, job.id, slot.getTime())
+  ) {
+    return; // no check judged it: said (invariant 54), or a repair's deletion forgot its rule
+  }
   if (paused) {
     // A paused slot is neither run nor reported: said at INFO (invariant 35).
     found.push(...pausedSlotSaid(outcome, closed, what));
@@ -1533,6 +1548,30 @@ function excusedByGap(outcome: SimOutcome, closed: ClosedSlot): boolean {
     outcome.gaps.firstRecordUnderAnotherRule &&
     !closed.seenRecordOfItsRule &&
     closed.record === undefined
+  );
+}
+
+/**
+ * Whether a closed slot with no run and no report was told unjudged: another version's unreadable
+ * cursor still stands on its job's check document, and a check said so (the ERROR
+ * `UNREADABLE_CURSOR`: no slot of the job is judged until it is deleted) after the slot's verdict
+ * was due. Once the operator repairs it, the next check judges the slot again (no excuse then).
+ */
+function toldUnjudged(outcome: SimOutcome, closed: ClosedSlot): boolean {
+  const standing = standingUnreadableCursor(
+    outcome.foreignCursors ?? [],
+    closed.d,
+    closed.job.id,
+  );
+  const dueMs = closed.slot.getTime() + reportDueMs(closed.job);
+  return (
+    standing !== undefined &&
+    outcome.logs.some(
+      (l) =>
+        l.message === UNREADABLE_CURSOR &&
+        l.fields.document === standing.document &&
+        l.at >= dueMs,
+    )
   );
 }
 
@@ -2447,6 +2486,9 @@ export function reportsLoggedOnceOrTwice(outcome: SimOutcome): string[] {
     if (!reported || !final || (counts.get(runId) ?? 0) > 0) {
       continue;
     }
+    if (checkOffForRun(outcome, runId, record)) {
+      continue; // the check that would log it again is off, said (invariant 54)
+    }
     const died = (outcome.crashesAfterWrite ?? []).filter((c) =>
       c.path.endsWith(`/${runId}`),
     );
@@ -2773,7 +2815,7 @@ function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
     ) {
       continue;
     }
-    if (!named(runId)) {
+    if (!named(runId) && !checkOffForRun(outcome, runId, record)) {
       found.push(
         `run ${runId.slice(0, 12)} (${String(record.job_name)}@${describeTime(record.schedule_time)}) has ${unreadable}, which this version cannot read, and no ERROR line names it: passed silently`,
       );

@@ -302,10 +302,25 @@ export type SimEvent =
   | {
       readonly at: number;
       /**
+       * Another version (or a hand) rewrites the cursor of the job's check document, fenced on
+       * its read: a form this version never writes (`FOREIGN_CURSOR_KINDS`: each check must say
+       * it in an ERROR and judge nothing, until a `repair` deletes it), or one it reads as its own
+       * (an earlier version's fields, fields it never writes, exactly eight rules).
+       */
+      readonly type: 'foreign_cursor';
+      readonly deployment: number;
+      readonly job: number;
+      readonly kind: ForeignCursorKind;
+    }
+  | {
+      readonly at: number;
+      /**
        * The documented repair of an unreadable record (docs/limits.md): the operator deletes the
        * record the job's overlap lock names if no attempt of it is running (an unknown status, or
        * `in_progress` under a lapsed lease), and the lock stays; or deletes the lock itself when
-       * its holder id is not a run id (docs/how-it-works.md, "The overlap lock").
+       * its holder id is not a run id (docs/how-it-works.md, "The overlap lock"). First, it
+       * deletes the fields of an unreadable cursor another version left on the job's check
+       * document (its pauses stay).
        */
       readonly type: 'repair';
       readonly deployment: number;
@@ -616,6 +631,9 @@ export const FAULT_BIASED = {
     manual: 2,
     // Another version's lock: a holder id that is not a run id, or a holder with no record.
     foreign_lock: 2,
+    // Another version's cursor, and the repair that deletes an unreadable one.
+    foreign_cursor: 2,
+    repair: 2,
     // A new revision's slot meets the previous slot's run, which took no lock: a rolling
     // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.
     guard_during_run: 2,
@@ -755,6 +773,51 @@ export function isMalformedHolder(
   holder: ForeignLockHolder,
 ): holder is MalformedHolder {
   return holder !== 'absent' && holder !== 'unknown_status';
+}
+
+/**
+ * The cursors another version writes (`foreign_cursor`), each from the cursor stored. Unreadable
+ * (`readCursor` and `readRules` in src/policy/missed-run-cursor.ts and missed-run-rules.ts):
+ * `checked_before`, `run_seen` or `seen_at` of the wrong type, a `closed_after_ms` of 0 or a
+ * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
+ * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
+ * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
+ * timestamp. Readable: fields this version never writes, no `closed_after_ms` or another
+ * version's (other retry settings), an earlier version's cursor without `rules` or `first_seen`,
+ * exactly eight rules (the oldest weeks before any slot of the history).
+ */
+export const FOREIGN_CURSOR_KINDS = [
+  'checked_before_text',
+  'run_seen_text',
+  'seen_at_text',
+  'closed_after_zero',
+  'closed_after_fraction',
+  'ahead_of_boundary',
+  'rules_not_a_list',
+  'rules_empty',
+  'rules_too_many',
+  'rule_not_an_object',
+  'rule_schedule_not_text',
+  'rule_bad_schedule',
+  'rule_bad_zone',
+  'rule_without_since',
+  'rule_until_on_last',
+  'rule_since_text',
+  'rule_first_seen_text',
+  'readable_extra_fields',
+  'readable_no_closed_after',
+  'readable_other_closed_after',
+  'readable_no_rules',
+  'readable_no_first_seen',
+  'readable_most_rules',
+] as const;
+
+/** One of {@link FOREIGN_CURSOR_KINDS}. */
+export type ForeignCursorKind = (typeof FOREIGN_CURSOR_KINDS)[number];
+
+/** Whether this version must read `kind` as a cursor it wrote, not as unreadable. */
+export function isReadableCursorKind(kind: ForeignCursorKind): boolean {
+  return kind.startsWith('readable_');
 }
 
 /** One of {@link FOREIGN_PAUSE_KINDS}. */
@@ -1172,6 +1235,12 @@ function storeEvents(fields: EventFields): EventKind[] {
         fc.constantFrom('absent' as const, 'unknown_status' as const),
         fc.constantFrom(...MALFORMED_HOLDERS),
       ),
+    }),
+    kind('foreign_cursor', {
+      at,
+      deployment,
+      job,
+      kind: fc.constantFrom(...FOREIGN_CURSOR_KINDS),
     }),
     kind('repair', { at, deployment, job }),
     kind('hang', {

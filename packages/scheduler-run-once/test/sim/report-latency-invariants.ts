@@ -20,6 +20,7 @@
  */
 
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
+import { unreadableCursorWithin } from './cursor-invariants.ts';
 import {
   pausedSince,
   WRITES_AFTER_END_TIMEOUTS,
@@ -274,6 +275,17 @@ export function reportedLate(
   );
   if (audit === undefined || audit.doneAt >= slot.firstReportAt) {
     return undefined;
+  }
+  if (
+    unreadableCursorWithin(
+      outcome,
+      slot.d,
+      slot.job.id,
+      dueMs,
+      slot.firstReportAt,
+    )
+  ) {
+    return undefined; // no check judged the job then: it said why (invariant 54)
   }
   if (writtenBefore(outcome, slot, audit.doneAt)) {
     return undefined;

@@ -18,6 +18,7 @@
  */
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
 import { MISSED_RUN } from '../../src/policy/log-messages.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { nextSlotMs } from './cloud-scheduler.ts';
 import { AUDIT_JOB_ID } from './model.ts';
@@ -80,11 +81,15 @@ function revisionOf(instance: string, d: number): number | undefined {
     : undefined;
 }
 
-/** The checks of job `jobId` in deployment `d` certainly made, with the rule each saw. */
+/**
+ * The checks of job `jobId` in deployment `d` certainly made, with the rule each saw; with
+ * `maybe`, those of audits that logged a failed check too (the job's own may have ended).
+ */
 function sightingsOf(
   outcome: SimOutcome,
   d: number,
   jobId: string,
+  maybe = false,
 ): Sighting[] {
   const dep = outcome.deployments[d] as Deployment;
   const ruleAt = (revision: number) =>
@@ -93,7 +98,8 @@ function sightingsOf(
   for (const line of outcome.logs) {
     // An audit that logs its end with a failed check may not have seen the rule (its cursor write
     // failed): only one whose every check ended counts.
-    const checkedAll = line.message === AUDIT_DONE && line.fields.failed === 0;
+    const checkedAll =
+      line.message === AUDIT_DONE && (maybe || line.fields.failed === 0);
     const revision = checkedAll ? revisionOf(line.instance, d) : undefined;
     const schedule = revision === undefined ? undefined : ruleAt(revision);
     if (schedule === undefined) {
@@ -118,6 +124,31 @@ function sightingsOf(
     });
   }
   return sightings;
+}
+
+/**
+ * The checks of job `jobId` that deliveries in deployment `d` made beside their job (they read its
+ * check document), with the rule of the revision each ran on, from its start: checks that may
+ * have seen the rule, not certainly (their cursor write may not land).
+ */
+function deliveryCheckSightings(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+): Sighting[] {
+  const dep = outcome.deployments[d] as Deployment;
+  const document = checkDocumentId(jobId, dep.keyScope);
+  return outcome.executions.flatMap((e) => {
+    const revision = revisionOf(e.instance, d);
+    const schedule =
+      revision === undefined
+        ? undefined
+        : dep.revisions[revision]?.jobs.find((j) => j.id === jobId)?.schedule;
+    const read = outcome.checkReads?.get(e.attemptId) ?? [];
+    return schedule !== undefined && read.includes(document)
+      ? [{ schedule, from: e.start, at: e.start }]
+      : [];
+  });
 }
 
 /** Whether `schedule` has a slot at `t`, ms (by croner, as Scheduler). */
@@ -145,6 +176,40 @@ function unseenRuleSlot(
     undefined,
   );
   return next !== undefined && !isSlotOf(next.schedule, slotMs);
+}
+
+/**
+ * Whether the slot at `slotMs` lies between the sightings of two rules, the last before it and the
+ * first after it, and not both have it: either may have been in force then, so no check judges it
+ * (docs/how-it-works.md, "The schedule in force"). Whatever rules were deployed between them
+ * unseen: after A, then a rule no check saw, then B, a slot only B has before B's first sighting.
+ * The rule before it may be one a check may have seen (`maybeSeen`: a delivery's hourly check,
+ * an audit that logged a failed check), whose cursor write is not known to land.
+ */
+function betweenOtherRules(
+  sightings: readonly Sighting[],
+  maybeSeen: readonly Sighting[],
+  slotMs: number,
+): boolean {
+  const before = maybeSeen
+    .filter((s) => s.from < slotMs)
+    .reduce<Sighting | undefined>(
+      (last, s) => (last === undefined || s.from > last.from ? s : last),
+      undefined,
+    );
+  const after = sightings
+    .filter((s) => s.at > slotMs)
+    .reduce<Sighting | undefined>(
+      (first, s) => (first === undefined || s.at < first.at ? s : first),
+      undefined,
+    );
+  if (before === undefined || after === undefined) {
+    return false;
+  }
+  return (
+    before.schedule !== after.schedule &&
+    !(isSlotOf(before.schedule, slotMs) && isSlotOf(after.schedule, slotMs))
+  );
 }
 
 /**
@@ -181,6 +246,13 @@ export function unjudgedAcrossChange(
           },
         ];
   });
+  const maybeSeen = [
+    ...deliveryCheckSightings(outcome, d, jobId),
+    ...sightingsOf(outcome, d, jobId, true),
+  ];
+  if (betweenOtherRules(sightings, maybeSeen, slotMs)) {
+    return true;
+  }
   return changes.some(({ before, after, at }) => {
     if (isSlotOf(before, slotMs) === isSlotOf(after, slotMs)) {
       return false; // both rules have it (judged), or neither

@@ -75,6 +75,7 @@ import {
   type SchedulerAttempt,
   scheduleTimeHeader,
 } from './cloud-scheduler.ts';
+import { repairCursor, writeForeignCursor } from './foreign-cursors.ts';
 import {
   type ForeignStore,
   lockIdOf,
@@ -89,11 +90,13 @@ import {
 import {
   AUDIT_JOB_ID,
   AUDIT_SCHEDULE,
+  type ForeignCursorKind,
   type ForeignPauseKind,
   type Gaps,
   type History,
   isCalm,
   isMalformedHolder,
+  isReadableCursorKind,
   type JobSpec,
   KNOWN_GAPS,
   type MalformedHolder,
@@ -418,6 +421,19 @@ export interface ForeignPauses {
   readonly kind: ForeignPauseKind;
 }
 
+/**
+ * A cursor another version wrote on a job's check document (`document`), landed at `at`;
+ * `repairedAt`: when the operator's repair deleted it (an unreadable one), ms.
+ */
+export interface ForeignCursor {
+  readonly at: number;
+  readonly deployment: number;
+  readonly jobId: string;
+  readonly document: string;
+  readonly kind: ForeignCursorKind;
+  repairedAt?: number;
+}
+
 /** An instance stopped from `from` to `until` (true time, ms): its timers and jobs waited. */
 export interface InstancePause {
   readonly instance: string;
@@ -532,6 +548,8 @@ export interface SimOutcome {
   readonly instancePauses?: readonly InstancePause[];
   /** The pauses another version wrote on a check document (`foreign_pause`), as they landed. */
   readonly foreignPauses?: readonly ForeignPauses[];
+  /** The cursors another version wrote on a check document (`foreign_cursor`), as they landed. */
+  readonly foreignCursors?: readonly ForeignCursor[];
   /** Every job document at the end (cursors, pauses, locks), by id (memory store only). */
   readonly jobDocuments?: ReadonlyMap<
     string,
@@ -777,6 +795,7 @@ interface World {
   readonly deaths: Death[];
   readonly instancePauses: InstancePause[];
   readonly foreignPauses: ForeignPauses[];
+  readonly foreignCursors: ForeignCursor[];
   /** Each deploy's cold start tried at the edges of the retention's rule (invariant 52). */
   readonly retentionProbes: RetentionProbe[];
   instanceCount: number;
@@ -880,6 +899,7 @@ function newWorld(
     deaths: [],
     instancePauses: [],
     foreignPauses: [],
+    foreignCursors: [],
     retentionProbes: [],
     instanceCount: 0,
     memory: undefined,
@@ -2485,6 +2505,7 @@ async function writeAsAnotherVersion(
     await lockAsAnotherVersion(world, dep, job, event.holder, base);
     return;
   }
+  await repairUnreadableCursor(world, dep, job);
   const repaired = await repairLockHolder(w, job, dep.keyScope, (runId) =>
     isRunEnded(world, runId),
   );
@@ -2547,6 +2568,77 @@ async function pausesAsAnotherVersion(
       document,
       kind,
     });
+  }
+}
+
+/**
+ * The unreadable cursor another version left on `job`'s check document, still standing (not
+ * repaired, no later write of another version over it), or `undefined`.
+ */
+export function standingUnreadableCursor(
+  cursors: readonly ForeignCursor[],
+  deployment: number,
+  jobId: string,
+): ForeignCursor | undefined {
+  const last = cursors.findLast(
+    (c) => c.deployment === deployment && c.jobId === jobId,
+  );
+  return last !== undefined &&
+    !isReadableCursorKind(last.kind) &&
+    last.repairedAt === undefined
+    ? last
+    : undefined;
+}
+
+/**
+ * A `foreign_cursor` event: another version rewrites the cursor of the job's check document,
+ * unless an unreadable one it wrote still stands there (the next form is written over a cursor
+ * this version wrote, so each is judged alone).
+ */
+async function cursorAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'foreign_cursor'>,
+): Promise<void> {
+  const job = jobOf(dep, event.job);
+  if (standingUnreadableCursor(world.foreignCursors, dep.index, job.id)) {
+    return;
+  }
+  const { kind } = event;
+  const document = await writeForeignCursor(
+    world.foreignStore,
+    job,
+    dep.keyScope,
+    kind,
+  );
+  if (document !== undefined) {
+    world.foreignCursors.push({
+      at: world.time.now,
+      deployment: dep.index,
+      jobId: job.id,
+      document,
+      kind,
+    });
+  }
+}
+
+/** The repair's first step: an unreadable cursor another version left on `job`'s document, deleted. */
+async function repairUnreadableCursor(
+  world: World,
+  dep: Deployment,
+  job: DeclaredJob,
+): Promise<void> {
+  const standing = standingUnreadableCursor(
+    world.foreignCursors,
+    dep.index,
+    job.id,
+  );
+  if (standing === undefined) {
+    return;
+  }
+  const sentAt = world.time.now;
+  if (await repairCursor(world.foreignStore, job, dep.keyScope)) {
+    standing.repairedAt = sentAt;
   }
 }
 
@@ -2662,6 +2754,9 @@ function apply(world: World, event: SimEvent): void {
     case 'foreign_pause':
       writePausesAsAnotherVersion(world, dep, event);
       return;
+    case 'foreign_cursor':
+      writeCursorAsAnotherVersion(world, dep, event);
+      return;
     case 'foreign_record':
     case 'foreign_lock':
     case 'repair': {
@@ -2723,6 +2818,19 @@ function writePausesAsAnotherVersion(
 ): void {
   void world.time.within(world.operator, () =>
     pausesAsAnotherVersion(world, dep, event).catch((err: unknown) =>
+      world.errors.push(err),
+    ),
+  );
+}
+
+/** The `foreign_cursor` event: another version writes the job's cursor, on the operator's machine. */
+function writeCursorAsAnotherVersion(
+  world: World,
+  dep: Deployment,
+  event: EventOf<'foreign_cursor'>,
+): void {
+  void world.time.within(world.operator, () =>
+    cursorAsAnotherVersion(world, dep, event).catch((err: unknown) =>
       world.errors.push(err),
     ),
   );
@@ -3828,6 +3936,7 @@ function outcomeOf(
     deaths: world.deaths,
     instancePauses: world.instancePauses,
     foreignPauses: world.foreignPauses,
+    foreignCursors: world.foreignCursors,
     foreignRecords: world.foreignRecords,
     malformedLocks: world.malformedLocks,
     jobDocuments: stored.jobDocuments,
