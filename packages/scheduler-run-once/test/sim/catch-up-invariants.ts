@@ -21,8 +21,8 @@ import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
 } from '../../src/policy/missed-runs.ts';
-import { pausedSlot, reportDueMs } from './invariants.ts';
 import { checkOffAtEnd } from './cursor-invariants.ts';
+import { pausedSlot, reportDueMs } from './invariants.ts';
 import { AUDIT_JOB_ID } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
 
