@@ -632,7 +632,7 @@ export const FAULT_BIASED = {
     // Another version's lock: a holder id that is not a run id, or a holder with no record.
     foreign_lock: 2,
     // Another version's cursor, and the repair that deletes an unreadable one.
-    foreign_cursor: 2,
+    foreign_cursor: 6,
     repair: 2,
     // A new revision's slot meets the previous slot's run, which took no lock: a rolling
     // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.

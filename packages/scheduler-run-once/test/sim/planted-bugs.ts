@@ -261,6 +261,18 @@ export const PLANTED_BUGS: readonly PlantedBug[] = [
       },
     ],
   },
+  {
+    name: 'cursor-ahead-read',
+    breaks:
+      "another version's cursor a day ahead of the closed boundary is read as a cursor: the check moves past a day of slots it never judged, and says nothing",
+    edits: [
+      {
+        file: 'src/policy/missed-run-cursor.ts',
+        find: 'now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS',
+        replace: 'Number.POSITIVE_INFINITY',
+      },
+    ],
+  },
 ];
 
 /** What the simulator made of one planted bug. */
