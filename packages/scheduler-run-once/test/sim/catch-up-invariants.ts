@@ -21,7 +21,7 @@ import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
 } from '../../src/policy/missed-runs.ts';
-import { checkOffAtEnd } from './cursor-invariants.ts';
+import { unjudgedBySaidCheck } from './cursor-invariants.ts';
 import { pausedSlot, reportDueMs } from './invariants.ts';
 import { AUDIT_JOB_ID } from './model.ts';
 import type { Execution, LogLine, SimOutcome } from './simulator.ts';
@@ -168,7 +168,7 @@ function lateLinesFollowed(outcome: SimOutcome): string[] {
     if (job === undefined || slotMs + reportDueMs(job) > outcome.finalMs) {
       continue;
     }
-    if (checkOffAtEnd(outcome, d, jobId)) {
+    if (unjudgedBySaidCheck(outcome, d, jobId, slotMs)) {
       continue; // another version's cursor keeps the check off, said (invariant 54)
     }
     const ran = outcome.executions.some(

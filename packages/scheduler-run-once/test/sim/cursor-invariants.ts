@@ -235,7 +235,44 @@ export function checkOffAtEnd(
   );
 }
 
-/** Whether the check of the slot whose run `record` is (`runId`) is off at the end ({@link checkOffAtEnd}). */
+/** How a check that starts afresh begins its WARN (`startAfresh` in missed-run-cursor.ts). */
+const STARTED_AFRESH = 'missed-run check: nothing checked job ';
+
+/**
+ * Whether a check started `jobId`'s cursor afresh past the slot at `slotMs`, saying so: its WARN
+ * names the range it leaves unjudged, `from` (inclusive) to `to`. Only a cursor nobody wrote for
+ * days starts afresh (`readable_stale`); the WARN does not name the key scope.
+ */
+export function skippedAfresh(
+  outcome: SimOutcome,
+  jobId: string,
+  slotMs: number,
+): boolean {
+  return outcome.logs.some(
+    (l) =>
+      l.message.startsWith(STARTED_AFRESH) &&
+      l.fields.jobName === jobId &&
+      Date.parse(String(l.fields.from)) <= slotMs &&
+      slotMs < Date.parse(String(l.fields.to)),
+  );
+}
+
+/**
+ * Whether no check judges `jobId`'s slot at `slotMs` in deployment `d`, said: the check is off at
+ * the end ({@link checkOffAtEnd}), or started afresh past the slot ({@link skippedAfresh}).
+ */
+export function unjudgedBySaidCheck(
+  outcome: SimOutcome,
+  d: number,
+  jobId: string,
+  slotMs: number,
+): boolean {
+  return (
+    checkOffAtEnd(outcome, d, jobId) || skippedAfresh(outcome, jobId, slotMs)
+  );
+}
+
+/** Whether no check judges the slot whose run `record` is (`runId`), said ({@link unjudgedBySaidCheck}). */
 export function checkOffForRun(
   outcome: SimOutcome,
   runId: string,
@@ -246,11 +283,11 @@ export function checkOffForRun(
   if (slotMs === undefined) {
     return false;
   }
+  const jobId = String(record.job_name);
   return outcome.deployments.some(
     (dep, d) =>
-      checkOffAtEnd(outcome, d, String(record.job_name)) &&
-      slotRunId(String(record.job_name), new Date(slotMs), dep.keyScope) ===
-        runId,
+      unjudgedBySaidCheck(outcome, d, jobId, slotMs) &&
+      slotRunId(jobId, new Date(slotMs), dep.keyScope) === runId,
   );
 }
 
@@ -295,7 +332,8 @@ export function forgottenByRepair(
  * {@link UNREADABLE_CURSOR} (ERROR), naming the job and the document, after the write, while the
  * operator has not repaired it; it is never read as a cursor, so no check judges from it or writes
  * over it. One it reads as its own (an earlier version's fields, fields it never writes, exactly
- * eight rules) is read without that ERROR, while it is the document's first foreign cursor.
+ * eight rules) is read without that ERROR, while it is the document's first foreign cursor; one
+ * nobody wrote for days is started afresh by a later check, with a WARN naming what it skips.
  */
 export function foreignCursorsSaid(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -312,6 +350,9 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
   for (const [i, w] of writes.entries()) {
     const first = writes.find((o) => o.document === w.document) === w;
     const next = writes.slice(i + 1).find((o) => o.document === w.document);
+    if (w.kind === 'readable_stale' && next === undefined) {
+      found.push(...staleCursorWarned(outcome, w));
+    }
     const said = `another version's cursor (${w.kind}) on ${w.document} at ${new Date(w.at).toISOString()}`;
     if (isReadableCursorKind(w.kind)) {
       if (first && saidAfter(w, next?.at)) {
@@ -327,4 +368,19 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/** A stale cursor another version left (`readable_stale`): a later check warns it starts afresh. */
+function staleCursorWarned(outcome: SimOutcome, w: ForeignCursor): string[] {
+  const warned = outcome.logs.some(
+    (l) =>
+      l.message.startsWith(STARTED_AFRESH) &&
+      l.fields.jobName === w.jobId &&
+      l.at >= w.at,
+  );
+  return warned
+    ? []
+    : [
+        `another version's cursor on ${w.document}, unwritten for days (written at ${new Date(w.at).toISOString()}), was never started afresh with a WARN "${STARTED_AFRESH}…"`,
+      ];
 }

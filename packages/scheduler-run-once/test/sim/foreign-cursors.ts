@@ -38,6 +38,8 @@ const OLD_SCHEDULE = '17 3 * * *';
  * passes it: docs/limits.md, another version's longer window).
  */
 const AHEAD_MS = DAY_MS;
+/** How long ago a stale cursor was last written, ms: past `STALE_CURSOR_MS`'s two days. */
+const STALE_MS = 3 * DAY_MS;
 /** The most rules a cursor holds (`MAX_RULES` in src/policy/missed-run-rules.ts), written anew. */
 const MOST_RULES = 8;
 
@@ -214,6 +216,10 @@ function readableCursor(
         ...cursor,
         rules: rules.map(({ first_seen: _, ...rule }) => rule),
       };
+    case 'readable_stale': {
+      const longAgo = Timestamp.fromMillis(nowMs - STALE_MS);
+      return { ...cursor, checked_before: longAgo, seen_at: longAgo };
+    }
     case 'readable_most_rules':
       return rules.length === 0 || rules.length >= MOST_RULES
         ? undefined

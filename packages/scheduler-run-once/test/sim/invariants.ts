@@ -129,6 +129,7 @@ import {
   cursorsKeptUp,
   foreignCursorsSaid,
   forgottenByRepair,
+  skippedAfresh,
 } from './cursor-invariants.ts';
 import { fencedWriteResultsTrue } from './fenced-write-invariants.ts';
 import { unreadableBecause } from './foreign-writes.ts';
@@ -1520,6 +1521,7 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
   }
   if (
     toldUnjudged(outcome, closed) ||
+    skippedAfresh(outcome, job.id, slot.getTime()) ||
     forgottenByRepair(outcome, d, job.id, slot.getTime())
   ) {
     return; // no check judged it: said (invariant 54), or a repair's deletion forgot its rule

@@ -784,7 +784,9 @@ export function isMalformedHolder(
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
  * timestamp. Readable: fields this version never writes, no `closed_after_ms` or another
  * version's (other retry settings), an earlier version's cursor without `rules` or `first_seen`,
- * exactly eight rules (the oldest weeks before any slot of the history).
+ * exactly eight rules (the oldest weeks before any slot of the history); and a cursor nobody wrote
+ * for three days (`readable_stale`), which the next check must start afresh from the closed
+ * boundary, saying in a WARN which range it does not judge.
  */
 export const FOREIGN_CURSOR_KINDS = [
   'checked_before_text',
@@ -810,6 +812,7 @@ export const FOREIGN_CURSOR_KINDS = [
   'readable_no_rules',
   'readable_no_first_seen',
   'readable_most_rules',
+  'readable_stale',
 ] as const;
 
 /** One of {@link FOREIGN_CURSOR_KINDS}. */
