@@ -270,7 +270,10 @@ export function unjudgedAcrossChange(
           },
         ];
   });
-  const maybeSeen = [...deliveryChecks, ...sightingsOf(outcome, d, jobId, true)];
+  const maybeSeen = [
+    ...deliveryChecks,
+    ...sightingsOf(outcome, d, jobId, true),
+  ];
   if (betweenOtherRules(sightings, maybeSeen, slotMs)) {
     return true;
   }
