@@ -1512,19 +1512,8 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
     judgeSkippedSlot(judging, closed, what);
     return;
   }
-  // Before the job's first record the check does not report (the job may not have existed).
-  if (!closed.seenRecord && record === undefined) {
+  if (unjudgedByDesign(outcome, closed)) {
     return;
-  }
-  if (closed.unjudgedAcrossChange === true) {
-    return; // only one rule has it, between their sightings: not judged, by design
-  }
-  if (
-    toldUnjudged(outcome, closed) ||
-    skippedAfresh(outcome, job.id, slot.getTime()) ||
-    forgottenByRepair(outcome, d, job.id, slot.getTime())
-  ) {
-    return; // no check judged it: said (invariant 54), or a repair's deletion forgot its rule
   }
   if (paused) {
     // A paused slot is neither run nor reported: said at INFO (invariant 35).
@@ -1550,6 +1539,35 @@ function excusedByGap(outcome: SimOutcome, closed: ClosedSlot): boolean {
     outcome.gaps.firstRecordUnderAnotherRule &&
     !closed.seenRecordOfItsRule &&
     closed.record === undefined
+  );
+}
+
+/**
+ * Whether the check leaves a closed slot with no run or report unjudged, as documented: before the
+ * job's first record (the job may not have existed), only one rule has it between their sightings,
+ * or another version's cursor kept the check from it.
+ */
+function unjudgedByDesign(outcome: SimOutcome, closed: ClosedSlot): boolean {
+  return (
+    (!closed.seenRecord && closed.record === undefined) ||
+    closed.unjudgedAcrossChange === true ||
+    unjudgedByAnotherVersionsCursor(outcome, closed)
+  );
+}
+
+/**
+ * Whether no check judged a closed slot because of another version's cursor: said (invariant 54:
+ * an unreadable cursor's ERROR, a stale one's WARN), or forgotten by the repair that deleted it.
+ */
+function unjudgedByAnotherVersionsCursor(
+  outcome: SimOutcome,
+  closed: ClosedSlot,
+): boolean {
+  const { d, job, slot } = closed;
+  return (
+    toldUnjudged(outcome, closed) ||
+    skippedAfresh(outcome, job.id, slot.getTime()) ||
+    forgottenByRepair(outcome, d, job.id, slot.getTime())
   );
 }
 

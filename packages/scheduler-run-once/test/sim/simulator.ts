@@ -2752,10 +2752,8 @@ function apply(world: World, event: SimEvent): void {
       lateDelivery(world, dep, event);
       return;
     case 'foreign_pause':
-      writePausesAsAnotherVersion(world, dep, event);
-      return;
     case 'foreign_cursor':
-      writeCursorAsAnotherVersion(world, dep, event);
+      writeCheckDocumentAsAnotherVersion(world, dep, event);
       return;
     case 'foreign_record':
     case 'foreign_lock':
@@ -2810,29 +2808,21 @@ function deploy(
   }
 }
 
-/** The `foreign_pause` event: another version writes the job's `pauses`, on the operator's machine. */
-function writePausesAsAnotherVersion(
+/**
+ * The `foreign_pause` and `foreign_cursor` events: another version writes the job's `pauses` or
+ * its cursor, on the operator's machine.
+ */
+function writeCheckDocumentAsAnotherVersion(
   world: World,
   dep: Deployment,
-  event: EventOf<'foreign_pause'>,
+  event: EventOf<'foreign_pause' | 'foreign_cursor'>,
 ): void {
+  const write = () =>
+    event.type === 'foreign_pause'
+      ? pausesAsAnotherVersion(world, dep, event)
+      : cursorAsAnotherVersion(world, dep, event);
   void world.time.within(world.operator, () =>
-    pausesAsAnotherVersion(world, dep, event).catch((err: unknown) =>
-      world.errors.push(err),
-    ),
-  );
-}
-
-/** The `foreign_cursor` event: another version writes the job's cursor, on the operator's machine. */
-function writeCursorAsAnotherVersion(
-  world: World,
-  dep: Deployment,
-  event: EventOf<'foreign_cursor'>,
-): void {
-  void world.time.within(world.operator, () =>
-    cursorAsAnotherVersion(world, dep, event).catch((err: unknown) =>
-      world.errors.push(err),
-    ),
+    write().catch((err: unknown) => world.errors.push(err)),
   );
 }
 
