@@ -1,15 +1,22 @@
 /**
  * Invariant 33 (test/sim/cursor-invariants.ts) on hand-built outcomes: the final check's cursor
  * may stand at the first slot the records do not settle, or past it; behind it is a violation.
- * Slots before the job's first record and a history whose last check died are not judged.
+ * Slots before the job's first record and a history whose last check died are not judged. And
+ * invariant 54: another version's cursor, unreadable, said by a check; readable, read silently.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
+import { UNREADABLE_CURSOR } from '../../src/policy/missed-runs.ts';
 import { slotRunId, unloggedReporter } from '../../src/policy/run-history.ts';
-import { cursorsKeptUp } from '../../test/sim/cursor-invariants.ts';
+import {
+  cursorsKeptUp,
+  foreignCursorsSaid,
+} from '../../test/sim/cursor-invariants.ts';
+import type { ForeignCursorKind } from '../../test/sim/model.ts';
+import type { SimOutcome } from '../../test/sim/simulator.ts';
 
 const MINUTE = 60_000;
 const START = Date.parse('2026-01-05T00:00:00Z');
@@ -137,6 +144,103 @@ describe('invariant 33: the final check keeps each cursor up', () => {
     );
     assert.deepEqual(
       cursorsKeptUp(outcomeWith(settled, 1, [auditorDied, operatorDied])),
+      [],
+    );
+  });
+});
+
+/** A cursor another version wrote on job-0's check document at `minute` after the start. */
+function foreignCursor(
+  kind: ForeignCursorKind,
+  minute: number,
+  repairedAt?: number,
+) {
+  return {
+    at: START + minute * MINUTE,
+    deployment: 0,
+    jobId: 'job-0',
+    document: checkDocumentId('job-0', []),
+    kind,
+    ...(repairedAt === undefined ? {} : { repairedAt }),
+  };
+}
+
+/** A line a check logged at `minute` after the start. */
+function line(
+  minute: number,
+  message: string,
+  fields: Record<string, unknown>,
+) {
+  return {
+    at: START + minute * MINUTE,
+    instance: 'd0-auditor',
+    level: 'ERROR',
+    message,
+    fields,
+  };
+}
+
+const CURSOR_ERROR = line(30, UNREADABLE_CURSOR, {
+  jobName: 'job-0',
+  document: checkDocumentId('job-0', []),
+});
+
+/** An outcome with only another version's cursors and the checks' `logs`. */
+function withForeignCursors(
+  foreignCursors: ReturnType<typeof foreignCursor>[],
+  logs: ReturnType<typeof line>[],
+): SimOutcome {
+  return { foreignCursors, logs } as unknown as SimOutcome;
+}
+
+describe("invariant 54: another version's cursor is said or read", () => {
+  it('flags an unreadable cursor left standing that no check said, and passes it said or repaired', () => {
+    const unreadable = foreignCursor('rules_empty', 20);
+    assert.equal(
+      foreignCursorsSaid(withForeignCursors([unreadable], [])).length,
+      1,
+    );
+    assert.deepEqual(
+      foreignCursorsSaid(withForeignCursors([unreadable], [CURSOR_ERROR])),
+      [],
+    );
+    const earlyError = { ...CURSOR_ERROR, at: START + 10 * MINUTE };
+    assert.equal(
+      foreignCursorsSaid(withForeignCursors([unreadable], [earlyError])).length,
+      1,
+      'an ERROR before the write says nothing of it',
+    );
+    const repaired = foreignCursor('rules_empty', 20, START + 25 * MINUTE);
+    assert.deepEqual(
+      foreignCursorsSaid(withForeignCursors([repaired], [])),
+      [],
+    );
+  });
+
+  it("flags a readable cursor a check said unreadable, while it is the document's first", () => {
+    const readable = foreignCursor('readable_extra_fields', 20);
+    assert.deepEqual(
+      foreignCursorsSaid(withForeignCursors([readable], [])),
+      [],
+    );
+    assert.equal(
+      foreignCursorsSaid(withForeignCursors([readable], [CURSOR_ERROR])).length,
+      1,
+    );
+  });
+
+  it('flags a stale cursor no check started afresh, and passes one it did', () => {
+    const stale = foreignCursor('readable_stale', 20);
+    assert.equal(foreignCursorsSaid(withForeignCursors([stale], [])).length, 1);
+    const afresh = line(
+      30,
+      'missed-run check: nothing checked job job-0 from … to …',
+      {
+        jobName: 'job-0',
+      },
+    );
+    assert.deepEqual(
+      foreignCursorsSaid(withForeignCursors([stale], [afresh])),
       [],
     );
   });

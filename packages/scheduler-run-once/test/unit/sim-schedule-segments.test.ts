@@ -168,6 +168,62 @@ describe('sim schedule segments', () => {
     );
   });
 
+  it('leaves unjudged a slot between two sighted rules that not both have, whatever was deployed unseen between them', () => {
+    // */5, then every minute for a minute no audit saw, then */2: 01:24 is */2's alone.
+    const throughUnseen = {
+      scope: '',
+      keyScope: [],
+      revisions: [
+        { at: at('01:00'), jobs: job('*/5 * * * *') },
+        { at: at('01:21'), jobs: job('* * * * *') },
+        { at: at('01:22'), jobs: job('*/2 * * * *') },
+      ],
+    };
+    const outcome = {
+      ...OUTCOME,
+      deployments: [throughUnseen],
+      logs: [
+        AUDITS[0]?.line,
+        audit('d0-i1-r2', at('01:25', 5), at('01:25', 10)).line,
+      ],
+    } as unknown as SimOutcome;
+    const segments = scheduleSegments(throughUnseen as never, 'job-0');
+    const unjudged = (hhmm: string) =>
+      unjudgedAcrossChange(outcome, 0, segments, 2, at(hhmm));
+    assert.equal(
+      unjudged('01:24'),
+      true,
+      '*/2 alone, before its first sighting',
+    );
+    assert.equal(unjudged('01:22'), true, '*/2 alone, at its deploy');
+    assert.equal(unjudged('01:26'), false, 'after the first */2 audit');
+  });
+
+  it("takes no sighting from an audit raced for the cursor by a delivery's check of another rule", () => {
+    const segments = scheduleSegments(DEPLOYMENT as never, 'job-0');
+    // An instance of the old revision still serving checks job-0 as the 01:25 audit does.
+    const delivery = {
+      jobId: 'job-0',
+      instance: 'd0-i2-r0',
+      start: at('01:25', 2),
+      attemptId: 'delivery-1',
+    };
+    const raced = {
+      ...OUTCOME,
+      executions: [...OUTCOME.executions, delivery],
+      checkReads: new Map([['delivery-1', ['job-0~check']]]),
+    } as unknown as SimOutcome;
+    // The first certain new sighting is then the final check's (01:45): 01:26 is in the window.
+    assert.equal(
+      unjudgedAcrossChange(raced, 0, segments, 1, at('01:26')),
+      true,
+    );
+    assert.equal(
+      unjudgedAcrossChange(OUTCOME, 0, segments, 1, at('01:26')),
+      false,
+    );
+  });
+
   it('judges a time only if the schedule of its time has it', () => {
     assert.equal(isJudgedSlot(OUTCOME, 0, 'job-0', at('01:10')), true);
     assert.equal(
