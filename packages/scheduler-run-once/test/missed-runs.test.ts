@@ -662,6 +662,63 @@ describe('missed-run detection, live', () => {
     assert.match(String(said[0]?.message), /delete the document/);
   });
 
+  it('takes a cursor whose rule starts ahead of now for unreadable, said at each check, and reports the slot once it is deleted (an attack, stop 71)', async () => {
+    const time = drivenClock(T('12:00:00'));
+    const jobs = declare(
+      defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
+    );
+    const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const id = checkDocumentId('five', []);
+    const document = firestore
+      .collection(jobStateCollection(fn.collection))
+      .doc(id);
+    const unreadable = () =>
+      fn.logs
+        .lines()
+        .filter((l) => /cursor document holds values/.test(String(l.message)));
+    for (const slot of slots(T('12:00:00'), T('13:05:00'), 5)) {
+      await deliverAt(fn, time, 'five', slot);
+    }
+    // Another version (or a hand) says the job moved to */5 a month from now, hourly before.
+    const monthAhead = Date.parse(T('13:05:00')) + 30 * 24 * HOUR;
+    await document.update({
+      run_seen: true,
+      rules: [
+        {
+          schedule: '0 * * * *',
+          time_zone: 'Etc/UTC',
+          until: Timestamp.fromDate(new Date(T('12:05:00'))),
+        },
+        {
+          schedule: '*/5 * * * *',
+          time_zone: 'Etc/UTC',
+          since: Timestamp.fromMillis(monthAhead),
+        },
+      ],
+    });
+    for (const slot of slots(T('13:05:00'), T('16:05:00'), 5)) {
+      if (slot.toISOString() !== T('13:30:00')) {
+        await deliverAt(fn, time, 'five', slot);
+      }
+    }
+    const beforeRepair = reportsOf(fn).map((r) => r.slot);
+    const errors = unreadable().length;
+    await document.delete();
+    for (const slot of slots(T('16:05:00'), T('17:05:00'), 5)) {
+      await deliverAt(fn, time, 'five', slot);
+    }
+
+    // Read as written, only the hourly slots were judged for a month: 13:30 lost silently.
+    assert.deepEqual(beforeRepair, [], 'no slot judged from it');
+    // Every check said so: those at 14:00, 15:00 and 16:00, and those the cursor's lag made due.
+    assert.ok(errors >= 3, `${errors} checks said the cursor unreadable`);
+    assert.deepEqual(
+      reportsOf(fn).map((r) => r.slot),
+      [T('13:30:00')],
+      'the next check starts over and reports the slot',
+    );
+  });
+
   it('trusts no cursor the check would never write: one past now is unreadable, one older than the retention starts over in it', async () => {
     const time = drivenClock(T('14:00:00'));
     const jobs = declare(

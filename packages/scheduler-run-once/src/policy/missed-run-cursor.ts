@@ -4,6 +4,7 @@ import type { Logger } from '../core/logger.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import {
+  CURSOR_CLOCK_SLACK_MS,
   type JudgedRule,
   nextRules,
   readRules,
@@ -19,8 +20,6 @@ export const FIRST_LOOK_BACK_MS = 86_400_000;
 export const CURSOR_HEARTBEAT_MS = 3_600_000;
 /** A cursor unwritten this long (or four of the job's gaps), ms, starts afresh. */
 export const STALE_CURSOR_MS = 2 * 86_400_000;
-/** Clock difference between instances a cursor may show, ms: two estimates of Firestore's time. */
-const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /** The id of a job's check cursor: `{jobId}~check`, plus a hash of a non-empty key scope. */
 export function checkDocumentId(jobId: string, scope: Scope): string {
@@ -72,7 +71,7 @@ export function readCursor(
   ) {
     return 'unreadable';
   }
-  const rules = readRules(data.rules, job);
+  const rules = readRules(data.rules, job, now.getTime());
   if (rules === 'unreadable') {
     return 'unreadable';
   }

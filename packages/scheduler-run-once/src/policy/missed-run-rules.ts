@@ -10,6 +10,12 @@ import {
 
 /** The schedule rules a cursor remembers at most (each schedule change adds one until passed). */
 export const MAX_RULES = 8;
+/**
+ * Clock difference between instances a cursor's times may show, ms: two estimates of Firestore's
+ * time (each instance's own offset to it), so one check's `now` may read a few seconds before the
+ * time another check wrote.
+ */
+export const CURSOR_CLOCK_SLACK_MS = 10_000;
 
 /**
  * A rule a job was judged against, first seen by a check at `since` (ms; none on an oldest rule in
@@ -35,10 +41,17 @@ export function isSameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
   return a.schedule === b.schedule && a.timeZone === b.timeZone;
 }
 
-/** The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule. */
+/**
+ * The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule.
+ * `nowMs`: Firestore's time; a rule's time later than it (past {@link CURSOR_CLOCK_SLACK_MS}), or
+ * times out of the order checks write them (a rule's `since` after its `until`, its `since` before
+ * the rule before it ended), is none a check wrote: read as written, such a rule would leave slots
+ * unjudged for as long as it lies ahead.
+ */
 export function readRules(
   value: unknown,
   job: ScheduleSpec,
+  nowMs: number,
 ): JudgedRule[] | 'unreadable' {
   if (value === undefined) {
     return [ruleOf(job)]; // a cursor of an earlier version
@@ -73,15 +86,45 @@ export function readRules(
     ) {
       return 'unreadable';
     }
-    rules.push({
+    const rule: JudgedRule = {
       schedule,
       timeZone,
       ...(since === undefined ? {} : { since: since.toMillis() }),
       ...(until === undefined ? {} : { until: until.toMillis() }),
       ...(firstSeen === undefined ? {} : { firstSeen: firstSeen.toMillis() }),
-    });
+    };
+    if (!isWrittenInOrder(rule, rules.at(-1), nowMs)) {
+      return 'unreadable';
+    }
+    rules.push(rule);
   }
   return rules;
+}
+
+/**
+ * Whether `rule`'s times are as checks write them, at Firestore's `nowMs`: none ahead of it, its
+ * `since` not after its `until`, and not before `previous` (the rule before it) ended, each within
+ * {@link CURSOR_CLOCK_SLACK_MS}.
+ */
+function isWrittenInOrder(
+  rule: JudgedRule,
+  previous: JudgedRule | undefined,
+  nowMs: number,
+): boolean {
+  const { since, until, firstSeen } = rule;
+  const latest = nowMs + CURSOR_CLOCK_SLACK_MS;
+  const ahead = [since, until, firstSeen].some(
+    (t) => t !== undefined && t > latest,
+  );
+  const inverted =
+    since !== undefined &&
+    until !== undefined &&
+    since > until + CURSOR_CLOCK_SLACK_MS;
+  const beforePrevious =
+    since !== undefined &&
+    previous?.until !== undefined &&
+    since + CURSOR_CLOCK_SLACK_MS < previous.until;
+  return !ahead && !inverted && !beforePrevious;
 }
 
 /**

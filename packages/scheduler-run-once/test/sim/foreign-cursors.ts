@@ -161,6 +161,12 @@ function unreadableCursor(
       rules: withLastRule(rules, { until: Timestamp.fromMillis(nowMs) }),
     }),
     rule_since_text: () => ({ rules: changedRule(job, nowMs, iso) }),
+    rule_since_ahead: () => ({
+      rules: changedRule(job, nowMs, Timestamp.fromMillis(nowMs + 30 * DAY_MS)),
+    }),
+    rules_out_of_order: () => ({
+      rules: changedRule(job, nowMs, Timestamp.fromMillis(nowMs - 2 * DAY_MS)),
+    }),
     rule_first_seen_text: () => ({
       rules: rules.map((rule, i) =>
         i === 0 ? { ...rule, first_seen: 'yesterday' } : rule,

@@ -782,7 +782,8 @@ export function isMalformedHolder(
  * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
  * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
- * timestamp. Readable: fields this version never writes, no `closed_after_ms` or another
+ * timestamp, a rule starting a month ahead, a rule starting a day before the one before it ended
+ * (stop 71: both were read, and left slots unjudged silently). Readable: fields this version never writes, no `closed_after_ms` or another
  * version's (other retry settings), an earlier version's cursor without `rules` or `first_seen`,
  * exactly eight rules (the oldest weeks before any slot of the history); and a cursor nobody wrote
  * for three days (`readable_stale`), which the next check must start afresh from the closed
@@ -806,6 +807,8 @@ export const FOREIGN_CURSOR_KINDS = [
   'rule_until_on_last',
   'rule_since_text',
   'rule_first_seen_text',
+  'rule_since_ahead',
+  'rules_out_of_order',
   'readable_extra_fields',
   'readable_no_closed_after',
   'readable_other_closed_after',

@@ -19,6 +19,7 @@ import {
   judgedSlots,
   MAX_RULES,
   nextRules,
+  readRules,
   rulesFromClaims,
 } from '../../src/policy/missed-run-rules.ts';
 import {
@@ -238,6 +239,81 @@ describe('the judging rules', () => {
     ).slots;
     assert.ok(after.length > 0);
     assert.ok(after.every((d) => d.getUTCMinutes() % 2 === 0));
+  });
+});
+
+describe('readRules: the rules a cursor stores, as checks write them', () => {
+  const UTC = 'Etc/UTC';
+  const t = (hhmm: string) => Date.parse(`2026-10-16T${hhmm}:00Z`);
+  const at = (hhmm: string, seconds = 0) =>
+    Timestamp.fromMillis(t(hhmm) + seconds * 1000);
+  const job = { schedule: '*/5 * * * *', timeZone: UTC };
+  const hourly = { schedule: '0 * * * *', time_zone: UTC };
+  const fives = { schedule: '*/5 * * * *', time_zone: UTC };
+  const now = t('13:00');
+
+  it('reads a schedule change as a check writes it, and times within the clock slack', () => {
+    const rules = readRules(
+      [
+        { ...hourly, first_seen: at('11:00'), until: at('12:05') },
+        { ...fives, since: at('12:05', -5) },
+      ],
+      job,
+      now,
+    );
+    assert.deepEqual(rules, [
+      {
+        ...job,
+        schedule: '0 * * * *',
+        firstSeen: t('11:00'),
+        until: t('12:05'),
+      },
+      { ...job, since: t('12:05') - 5_000 },
+    ]);
+    assert.notEqual(
+      readRules([{ ...fives, since: at('13:00', 5) }], job, now),
+      'unreadable',
+    );
+  });
+
+  it("refuses a time ahead of Firestore's now: the rule would judge nothing until then (an attack, stop 71)", () => {
+    const changedAhead = [
+      { ...hourly, until: at('12:05') },
+      { ...fives, since: Timestamp.fromMillis(now + 30 * 86_400_000) },
+    ];
+    assert.equal(readRules(changedAhead, job, now), 'unreadable');
+    assert.equal(
+      readRules([{ ...fives, since: at('13:01') }], job, now),
+      'unreadable',
+    );
+    assert.equal(
+      readRules([{ ...fives, first_seen: at('14:00') }], job, now),
+      'unreadable',
+    );
+  });
+
+  it('refuses times out of the order checks write them', () => {
+    assert.equal(
+      readRules(
+        [{ ...hourly, since: at('12:30'), until: at('12:00') }, fives],
+        job,
+        now,
+      ),
+      'unreadable',
+      'a since after its until',
+    );
+    assert.equal(
+      readRules(
+        [
+          { ...hourly, until: at('12:30') },
+          { ...fives, since: at('12:00') },
+        ],
+        job,
+        now,
+      ),
+      'unreadable',
+      'a since before the rule before it ended',
+    );
   });
 });
 
