@@ -146,7 +146,7 @@ function startAfresh(
     1,
     Math.ceil((boundary - cursor.checkedBefore.getTime()) / 3_600_000) + 1,
   );
-  const message = `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now and the slots in that range are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h`;
+  const message = `missed-run check: nothing checked job ${job.id} from ${from} to ${to} (it was not declared, or no check ran), so it starts afresh from its declaration now: the slots in that range, and those after it before the job's next record (it may be declared again only now), are not judged; see them with npm run runs -- --job ${job.id} --since ${hours}h --check`;
   logger.warn({ jobName: job.id, from, to }, message);
   return {
     checkedBefore,

@@ -64,7 +64,7 @@ export const UNREADABLE_PAUSES =
  * cursor is deleted.
  */
 export const UNREADABLE_CURSOR =
-  'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules); no slot of this job is judged until it is deleted (the next check then starts over, a day back)';
+  'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules, a rule starting ahead of now); no slot of this job is judged until it is deleted (the next check then starts over, a day back). Right after a change to a longer retry window, a cursor ahead of the new boundary reads again by itself once the boundary passes it';
 
 /**
  * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds

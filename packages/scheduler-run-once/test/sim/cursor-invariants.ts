@@ -240,21 +240,48 @@ const STARTED_AFRESH = 'missed-run check: nothing checked job ';
 
 /**
  * Whether a check started `jobId`'s cursor afresh past the slot at `slotMs`, saying so: its WARN
- * names the range it leaves unjudged, `from` (inclusive) to `to`. Only a cursor nobody wrote for
- * days starts afresh (`readable_stale`); the WARN does not name the key scope.
+ * names the range it leaves unjudged, `from` (inclusive) to `to`, and the slots after it before
+ * the job's next record are not judged either (the job may be declared again only now). Only a
+ * cursor nobody wrote for days starts afresh (`readable_stale`); the WARN does not name the key
+ * scope.
  */
 export function skippedAfresh(
   outcome: SimOutcome,
   jobId: string,
   slotMs: number,
 ): boolean {
-  return outcome.logs.some(
-    (l) =>
-      l.message.startsWith(STARTED_AFRESH) &&
-      l.fields.jobName === jobId &&
-      Date.parse(String(l.fields.from)) <= slotMs &&
-      slotMs < Date.parse(String(l.fields.to)),
-  );
+  return outcome.logs.some((l) => {
+    if (!l.message.startsWith(STARTED_AFRESH) || l.fields.jobName !== jobId) {
+      return false;
+    }
+    const from = Date.parse(String(l.fields.from));
+    const to = Date.parse(String(l.fields.to));
+    return (
+      from <= slotMs &&
+      (slotMs < to || !recordedBetween(outcome, jobId, to, slotMs))
+    );
+  });
+}
+
+/** Whether a slot of `jobId` from `fromMs` up to `slotMs` (inclusive) has a record. */
+function recordedBetween(
+  outcome: SimOutcome,
+  jobId: string,
+  fromMs: number,
+  slotMs: number,
+): boolean {
+  return [...outcome.records.values()].some((record) => {
+    const time = record.schedule_time as
+      | { toMillis?: () => number }
+      | undefined;
+    const at = time?.toMillis?.();
+    return (
+      record.job_name === jobId &&
+      at !== undefined &&
+      at >= fromMs &&
+      at <= slotMs
+    );
+  });
 }
 
 /**
