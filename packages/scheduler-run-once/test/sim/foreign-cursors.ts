@@ -38,6 +38,10 @@ const OLD_SCHEDULE = '17 3 * * *';
  * passes it: docs/limits.md, another version's longer window).
  */
 const AHEAD_MS = DAY_MS;
+/** How far ahead of now a forged rule starts, ms: a month (the attack of stop 71). */
+const RULE_AHEAD_MS = 30 * DAY_MS;
+/** How long before the rule before it ended an out-of-order rule starts, ms. */
+const RULE_OVERLAP_MS = DAY_MS;
 /** How long ago a stale cursor was last written, ms: past `STALE_CURSOR_MS`'s two days. */
 const STALE_MS = 3 * DAY_MS;
 /** The most rules a cursor holds (`MAX_RULES` in src/policy/missed-run-rules.ts), written anew. */
@@ -162,10 +166,19 @@ function unreadableCursor(
     }),
     rule_since_text: () => ({ rules: changedRule(job, nowMs, iso) }),
     rule_since_ahead: () => ({
-      rules: changedRule(job, nowMs, Timestamp.fromMillis(nowMs + 30 * DAY_MS)),
+      rules: changedRule(
+        job,
+        nowMs,
+        Timestamp.fromMillis(nowMs + RULE_AHEAD_MS),
+      ),
     }),
+    // The rule before ends a day ago (`changedRule`): this one starts a day before that.
     rules_out_of_order: () => ({
-      rules: changedRule(job, nowMs, Timestamp.fromMillis(nowMs - 2 * DAY_MS)),
+      rules: changedRule(
+        job,
+        nowMs,
+        Timestamp.fromMillis(nowMs - DAY_MS - RULE_OVERLAP_MS),
+      ),
     }),
     rule_first_seen_text: () => ({
       rules: rules.map((rule, i) =>
