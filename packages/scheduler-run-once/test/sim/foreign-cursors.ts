@@ -136,6 +136,9 @@ function unreadableCursor(
   ) as StoredRule[];
   const closedAfter = closedAfterMs(job);
   const iso = new Date(nowMs).toISOString();
+  const monthAhead = Timestamp.fromMillis(nowMs + RULE_AHEAD_MS);
+  // The rule before ends a day ago (`changedRule`): this one starts before that.
+  const overlapping = Timestamp.fromMillis(nowMs - DAY_MS - RULE_OVERLAP_MS);
   const forms: Partial<Record<ForeignCursorKind, () => DocumentData>> = {
     checked_before_text: () => ({ checked_before: iso }),
     run_seen_text: () => ({ run_seen: 'true' }),
@@ -165,21 +168,8 @@ function unreadableCursor(
       rules: withLastRule(rules, { until: Timestamp.fromMillis(nowMs) }),
     }),
     rule_since_text: () => ({ rules: changedRule(job, nowMs, iso) }),
-    rule_since_ahead: () => ({
-      rules: changedRule(
-        job,
-        nowMs,
-        Timestamp.fromMillis(nowMs + RULE_AHEAD_MS),
-      ),
-    }),
-    // The rule before ends a day ago (`changedRule`): this one starts a day before that.
-    rules_out_of_order: () => ({
-      rules: changedRule(
-        job,
-        nowMs,
-        Timestamp.fromMillis(nowMs - DAY_MS - RULE_OVERLAP_MS),
-      ),
-    }),
+    rule_since_ahead: () => ({ rules: changedRule(job, nowMs, monthAhead) }),
+    rules_out_of_order: () => ({ rules: changedRule(job, nowMs, overlapping) }),
     rule_first_seen_text: () => ({
       rules: rules.map((rule, i) =>
         i === 0 ? { ...rule, first_seen: 'yesterday' } : rule,
