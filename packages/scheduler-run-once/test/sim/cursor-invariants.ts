@@ -21,10 +21,11 @@ import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
 import { isReadableCursorKind } from './model.ts';
-import { isSlotOf, scheduleSegments } from './schedule-segments.ts';
+import { isSlotOf, scheduleSegments, segmentAt } from './schedule-segments.ts';
 import {
   type ForeignCursor,
   hasLaterCheck,
+  type LogLine,
   type SimOutcome,
   standingUnreadableCursor,
 } from './simulator.ts';
@@ -336,14 +337,12 @@ export function forgottenByRepair(
     return false;
   }
   const segments = scheduleSegments(dep, jobId);
-  const at = (ms: number) =>
-    segments.find((segment) => segment.from <= ms && ms < segment.to);
   return (outcome.foreignCursors ?? []).some((c) => {
     if (c.deployment !== d || c.jobId !== jobId || c.repairedAt === undefined) {
       return false;
     }
-    const then = at(c.repairedAt);
-    const own = at(slotMs);
+    const then = segmentAt(segments, c.repairedAt);
+    const own = segmentAt(segments, slotMs);
     return (
       c.repairedAt > slotMs &&
       then !== undefined &&
@@ -351,6 +350,28 @@ export function forgottenByRepair(
       !isSlotOf(then.job.schedule, slotMs)
     );
   });
+}
+
+/**
+ * Whether one of `lines` names `write`'s job and document, logged from its landing up to `until`
+ * (ms): a check said what another version wrote there (its pauses or its cursor).
+ */
+export function saidOf(
+  lines: readonly LogLine[],
+  write: {
+    readonly document: string;
+    readonly jobId: string;
+    readonly at: number;
+  },
+  until = Number.POSITIVE_INFINITY,
+): boolean {
+  return lines.some(
+    (l) =>
+      l.fields.document === write.document &&
+      l.fields.jobName === write.jobId &&
+      l.at >= write.at &&
+      l.at < until,
+  );
 }
 
 /**
@@ -367,13 +388,7 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
   const writes = outcome.foreignCursors ?? [];
   const errors = outcome.logs.filter((l) => l.message === UNREADABLE_CURSOR);
   const saidAfter = (w: ForeignCursor, until = Number.POSITIVE_INFINITY) =>
-    errors.some(
-      (l) =>
-        l.fields.document === w.document &&
-        l.fields.jobName === w.jobId &&
-        l.at >= w.at &&
-        l.at < until,
-    );
+    saidOf(errors, w, until);
   for (const [i, w] of writes.entries()) {
     const first = writes.find((o) => o.document === w.document) === w;
     const next = writes.slice(i + 1).find((o) => o.document === w.document);

@@ -12,10 +12,8 @@ import {
 } from '@google-cloud/firestore';
 import type { Scope } from '../../src/core/run-key.ts';
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
-import { jobStateCollection } from '../../src/policy/job-state.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { closedAfterMs } from '../../src/policy/slot-verdict.ts';
-import type { ForeignStore } from './foreign-writes.ts';
+import { checkDocumentOf, type ForeignStore } from './foreign-writes.ts';
 import { type ForeignCursorKind, isReadableCursorKind } from './model.ts';
 
 /** The fields of a cursor on a job's check document (its `pauses` and `job_name` are not). */
@@ -253,8 +251,7 @@ export async function writeForeignCursor(
   scope: Scope,
   kind: ForeignCursorKind,
 ): Promise<string | undefined> {
-  const id = checkDocumentId(job.id, scope);
-  const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
+  const { id, doc } = checkDocumentOf(w, job, scope);
   const snap = await doc.get();
   const stored = storedCursor(snap.data());
   const nowMs = w.now();
@@ -304,8 +301,7 @@ export async function repairCursor(
   job: DeclaredJob,
   scope: Scope,
 ): Promise<boolean> {
-  const id = checkDocumentId(job.id, scope);
-  const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
+  const { doc } = checkDocumentOf(w, job, scope);
   const snap = await doc.get();
   if (!snap.exists || snap.updateTime === undefined) {
     return false;

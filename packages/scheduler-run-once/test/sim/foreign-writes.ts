@@ -593,6 +593,17 @@ export function foreignPauses(kind: ForeignPauseKind, nowMs: number): unknown {
   return pauses[kind]();
 }
 
+/** `job`'s check document in `scope` (`{jobId}~check…`, missed-run-cursor.ts), and its id. */
+export function checkDocumentOf(
+  w: ForeignStore,
+  job: DeclaredJob,
+  scope: Scope,
+) {
+  const id = checkDocumentId(job.id, scope);
+  const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
+  return { id, doc };
+}
+
 /**
  * Another version writes the `pauses` of `job`'s check document in `scope` (`foreign_pause`),
  * fenced on its read, only if no pause is stored there (no one paused the job here).
@@ -604,8 +615,7 @@ export async function writeForeignPauses(
   scope: Scope,
   kind: ForeignPauseKind,
 ): Promise<string | undefined> {
-  const id = checkDocumentId(job.id, scope);
-  const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
+  const { id, doc } = checkDocumentOf(w, job, scope);
   const snap = await doc.get();
   const stored = snap.data()?.pauses;
   if (Array.isArray(stored) ? stored.length > 0 : stored !== undefined) {

@@ -129,6 +129,7 @@ import {
   cursorsKeptUp,
   foreignCursorsSaid,
   forgottenByRepair,
+  saidOf,
   skippedAfresh,
 } from './cursor-invariants.ts';
 import { fencedWriteResultsTrue } from './fenced-write-invariants.ts';
@@ -2727,13 +2728,7 @@ export function foreignPausesSaid(outcome: SimOutcome): string[] {
   const writes = outcome.foreignPauses ?? [];
   const warnings = outcome.logs.filter((l) => l.message === UNREADABLE_PAUSES);
   const warnedAfter = (w: ForeignPauses, until = Number.POSITIVE_INFINITY) =>
-    warnings.some(
-      (l) =>
-        l.fields.document === w.document &&
-        l.fields.jobName === w.jobId &&
-        l.at >= w.at &&
-        l.at < until,
-    );
+    saidOf(warnings, w, until);
   for (const [i, w] of writes.entries()) {
     const sameDocument = writes.filter((o) => o.document === w.document);
     const next = writes.slice(i + 1).find((o) => o.document === w.document);

@@ -66,6 +66,14 @@ export function scheduleSegments(
   return segments;
 }
 
+/** The segment of `segments` in force at `ms`, or `undefined`. */
+export function segmentAt(
+  segments: readonly ScheduleSegment[],
+  ms: number,
+): ScheduleSegment | undefined {
+  return segments.find((segment) => segment.from <= ms && ms < segment.to);
+}
+
 /** A check certainly made with a rule: between `from` and `at`, ms. */
 interface Sighting {
   readonly schedule: string;
