@@ -703,6 +703,7 @@ describe('missed-run detection, live', () => {
     }
     const beforeRepair = reportsOf(fn).map((r) => r.slot);
     const errors = unreadable().length;
+    const reasons = new Set(unreadable().map((l) => l.reason));
     await document.delete();
     for (const slot of slots(T('16:05:00'), T('17:05:00'), 5)) {
       await deliverAt(fn, time, 'five', slot);
@@ -712,6 +713,11 @@ describe('missed-run detection, live', () => {
     assert.deepEqual(beforeRepair, [], 'no slot judged from it');
     // Every check said so: those at 14:00, 15:00 and 16:00, and those the cursor's lag made due.
     assert.ok(errors >= 3, `${errors} checks said the cursor unreadable`);
+    assert.deepEqual(
+      [...reasons],
+      ["rules[1] has a time ahead of Firestore's now"],
+      'each ERROR names what in the cursor is wrong',
+    );
     assert.deepEqual(
       reportsOf(fn).map((r) => r.slot),
       [T('13:30:00')],

@@ -8,6 +8,7 @@ import type { DeclaredJob } from '../policy/job-declaration.ts';
 import { readCursor } from '../policy/missed-run-cursor.ts';
 import {
   isSlotOf,
+  isUnreadable,
   type JudgedRule,
   judgedSlots,
   nextRules,
@@ -53,7 +54,7 @@ export function rulesInForce(
   claims: readonly RuleSighting[] = [],
 ): readonly JudgedRule[] {
   const cursor = readCursor(data, updateTime, job, now);
-  if (cursor === undefined || cursor === 'unreadable') {
+  if (cursor === undefined || isUnreadable(cursor)) {
     const declared = [{ ...ruleOf(job), firstSeen: now.getTime() }];
     return rulesFromClaims(declared, job, claims, now.getTime()) ?? declared;
   }

@@ -49,7 +49,11 @@ import {
 } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
-import { checkDocumentId } from '../policy/missed-run-cursor.ts';
+import {
+  checkDocumentId,
+  readCursor,
+} from '../policy/missed-run-cursor.ts';
+import { isUnreadable } from '../policy/missed-run-rules.ts';
 import { type Pause, pauseBound, readPauses } from '../policy/pauses.ts';
 import { RunHistory } from '../policy/run-history.ts';
 import {
@@ -449,6 +453,11 @@ interface RunsListing {
   readonly overdue: { job: string; pause: Pause }[];
   /** Jobs whose window held more slots than one call judges. */
   readonly tooLarge: string[];
+  /**
+   * Each declared job whose check cursor the function cannot read, and why: its check judges no
+   * slot of the job, so no `missed run` comes until the cursor is repaired. A problem for `--check`.
+   */
+  readonly cursorsOff: { job: string; document: string; reason: string }[];
   /** Whether the warning that the window reaches past the retention was printed. */
   warned: boolean;
 }
@@ -498,6 +507,7 @@ function openListing(
     marks: new Map(),
     overdue: [],
     tooLarge: [],
+    cursorsOff: [],
     warned: false,
   };
 }
@@ -524,6 +534,7 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   const readSlots = (slots: readonly Date[]) =>
     readHistory(listing.history, job, slots, scope, at, tolerance);
   const { data, updateTime } = checkRead;
+  noteCursorOff(listing, job, checkRead);
   let rules = rulesInForce(data, updateTime, job, now);
   let older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
   let read = await readSlots(sortedSlots(declared.slots, older));
@@ -692,6 +703,29 @@ function warnOfWindow(
       `runs: the window reaches past RETENTION_SECONDS (${config.retentionMs / 1000} s): a TTL policy may have deleted older records, which then show as missed`,
     );
   }
+}
+
+/**
+ * Says when the function's missed-run check is off for `job`: its check cursor, read as the
+ * function reads it at Firestore's time of the read (`readCursor`), holds what this version never
+ * writes. The listing still judges the job's slots by its declared rule; `--check` fails.
+ */
+function noteCursorOff(
+  listing: RunsListing,
+  job: DeclaredJob,
+  checkRead: Awaited<ReturnType<RunDocuments['readData']>>,
+): void {
+  const { data, updateTime, readTime } = checkRead;
+  const cursor = readCursor(data, updateTime, job, readTime);
+  if (!isUnreadable(cursor)) {
+    return;
+  }
+  const document = checkDocumentId(job.id, listing.settings.scope);
+  const reason = cursor.unreadable;
+  listing.cursorsOff.push({ job: job.id, document, reason });
+  console.error(
+    `runs: ${job.id}: its check cursor ${document} is unreadable (${reason}): the function reports no missed run of it until the cursor is repaired (docs/limits.md, "Unreadable records")`,
+  );
 }
 
 /**
@@ -949,18 +983,23 @@ function reportCheck(
   jobs: readonly DeclaredJob[],
   seenBefore: ReadonlySet<string>,
 ): number {
-  const { rows, overdue, tooLarge } = listing;
+  const { rows, overdue, tooLarge, cursorsOff } = listing;
   const { args } = listing.settings;
   const failures = checkFailures(judged, seenBefore);
   for (const line of checkLines(failures, { url: args.url })) {
     console.error(line);
+  }
+  for (const { job, document } of cursorsOff) {
+    console.error(
+      `runs --check: ${job}: the function's missed-run check is off: repair or delete its cursor ${document} (docs/limits.md, "Unreadable records")`,
+    );
   }
   for (const { job, pause } of overdue) {
     console.error(
       `runs --check: ${job} paused since ${toUtcRfc3339(pause.pausedAt)}${pause.note === '' ? '' : ` (${pause.note})`}, past its bound ${toUtcRfc3339(pauseBound(pause))}: npm run resume -- ${job}`,
     );
   }
-  if (failures.length > 0 || overdue.length > 0) {
+  if (failures.length > 0 || overdue.length > 0 || cursorsOff.length > 0) {
     return 1;
   }
   if (tooLarge.length > 0) {

@@ -5,10 +5,12 @@ import { type Scope, scopeId } from '../core/run-key.ts';
 import type { DeclaredJob } from './job-declaration.ts';
 import {
   CURSOR_CLOCK_SLACK_MS,
+  isUnreadable,
   type JudgedRule,
   nextRules,
   readRules,
   ruleOf,
+  type Unreadable,
 } from './missed-run-rules.ts';
 import type { Pause } from './pauses.ts';
 import { nextSlots } from './schedule.ts';
@@ -38,42 +40,52 @@ export interface Cursor {
   readonly seenAt: number;
 }
 
-/** The cursor a document holds; `unreadable`: one this code never writes (docs/how-it-works.md). */
+/** What a cursor holds that no check writes, for {@link Unreadable}. */
+const CURSOR_PROBLEM = {
+  checkedBefore: 'checked_before is not a timestamp',
+  runSeen: 'run_seen is not true or false',
+  seenAt: 'seen_at is not a timestamp',
+  seenAhead: "seen_at is ahead of Firestore's now",
+  closedAfter: 'closed_after_ms is not a whole number of ms above 0',
+  ahead:
+    "checked_before is ahead of the job's closed boundary (written with a longer retry window, or by hand)",
+} as const;
+
+/**
+ * The cursor a document holds, or {@link Unreadable} naming what in it this code never writes
+ * (docs/how-it-works.md); `undefined` where the document holds none. `now`: Firestore's time.
+ */
 export function readCursor(
   data: DocumentData | undefined,
   updateTime: Timestamp | undefined,
   job: DeclaredJob,
   now: Date,
-): Cursor | 'unreadable' | undefined {
+): Cursor | Unreadable | undefined {
   // A document with only pauses on it (`pauses.ts`) has no cursor yet.
   if (data?.checked_before === undefined && data?.run_seen === undefined) {
     return undefined;
   }
-  const seenAt = data.seen_at ?? updateTime; // a cursor of an earlier version: its write
+  // A cursor of an earlier version has no `seen_at`: its write's time stands for it.
+  const seenAt = data.seen_at === undefined ? updateTime : data.seen_at;
   const { checked_before: at, run_seen: seen } = data;
-  if (
-    !(
-      seenAt instanceof Timestamp &&
-      at instanceof Timestamp &&
-      typeof seen === 'boolean'
-    )
-  ) {
-    return 'unreadable';
+  const problem = fieldProblem(at, seen, seenAt, now);
+  if (problem !== undefined) {
+    return { unreadable: problem };
   }
   // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
   const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) {
-    return 'unreadable';
+    return { unreadable: CURSOR_PROBLEM.closedAfter };
   }
   if (
     at.toMillis() >
     now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS
   ) {
-    return 'unreadable';
+    return { unreadable: CURSOR_PROBLEM.ahead };
   }
   const rules = readRules(data.rules, job, now.getTime());
-  if (rules === 'unreadable') {
-    return 'unreadable';
+  if (isUnreadable(rules)) {
+    return rules;
   }
   return {
     checkedBefore: at.toDate(),
@@ -81,6 +93,32 @@ export function readCursor(
     rules,
     seenAt: seenAt.toMillis(),
   };
+}
+
+/**
+ * What is wrong with a cursor's own fields, or `undefined` (then `at` and `seenAt` are timestamps
+ * and `seen` true or false): a field of another type, or a `seen_at` ahead of `now` past
+ * {@link CURSOR_CLOCK_SLACK_MS}.
+ */
+function fieldProblem(
+  at: unknown,
+  seen: unknown,
+  seenAt: unknown,
+  now: Date,
+): string | undefined {
+  if (!(at instanceof Timestamp)) {
+    return CURSOR_PROBLEM.checkedBefore;
+  }
+  if (typeof seen !== 'boolean') {
+    return CURSOR_PROBLEM.runSeen;
+  }
+  if (!(seenAt instanceof Timestamp)) {
+    return CURSOR_PROBLEM.seenAt;
+  }
+  if (seenAt.toMillis() > now.getTime() + CURSOR_CLOCK_SLACK_MS) {
+    return CURSOR_PROBLEM.seenAhead;
+  }
+  return undefined;
 }
 
 /** The cursor as stored, with the job's closed boundary and the per-job documents' TTL. */
@@ -175,7 +213,7 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window at `now` from the check document `read` (`unreadable`: see {@link readCursor}). */
+/** The window at `now` from the check document `read` ({@link Unreadable}: see {@link readCursor}). */
 export function windowOf(
   job: DeclaredJob,
   read: {
@@ -185,9 +223,9 @@ export function windowOf(
   now: Date,
   retentionMs: number,
   logger: Logger,
-): Omit<Window, 'id' | 'updateTime' | 'pauses'> | 'unreadable' {
+): Omit<Window, 'id' | 'updateTime' | 'pauses'> | Unreadable {
   const stored = readCursor(read.data, read.updateTime, job, now);
-  if (stored === 'unreadable') {
+  if (isUnreadable(stored)) {
     return stored;
   }
   const boundary = now.getTime() - closedAfterMs(job);

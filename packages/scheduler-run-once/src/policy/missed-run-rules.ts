@@ -42,22 +42,54 @@ export function isSameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
 }
 
 /**
- * The rules stored on a cursor, `unreadable` for any this code never writes; none: `job`'s rule.
- * `nowMs`: Firestore's time; a rule's time later than it (past {@link CURSOR_CLOCK_SLACK_MS}), or
- * times out of the order checks write them (a rule's `since` after its `until`, its `since` before
- * the rule before it ended), is none a check wrote: read as written, such a rule would leave slots
- * unjudged for as long as it lies ahead.
+ * A stored value this code never writes, and what in it is wrong (`unreadable`): the reason the
+ * missed-run check's ERROR and `npm run runs -- --check` give, so that an operator knows which
+ * field to repair.
+ */
+export interface Unreadable {
+  readonly unreadable: string;
+}
+
+/** Whether `value` is a read refused as {@link Unreadable}. */
+export function isUnreadable(value: unknown): value is Unreadable {
+  return typeof (value as Unreadable | undefined)?.unreadable === 'string';
+}
+
+/** What a cursor's `rules` hold that no check writes, for {@link Unreadable}. */
+const RULES_PROBLEM = {
+  notAList: `rules is not a list of 1 to ${MAX_RULES} rules`,
+  notText: 'has no schedule or time_zone text',
+  invalid: 'has a schedule or time zone no declaration accepts',
+  bounds:
+    'has its since or until where checks never write them (since on every rule but the oldest, until on every rule but the newest)',
+  notTimes: 'has a since, until or first_seen that is not a timestamp',
+  ahead: "has a time ahead of Firestore's now",
+  inverted: 'has a since after its until',
+  beforePrevious: 'has a since before the rule before it ended',
+} as const;
+
+/** An {@link Unreadable} naming the rule at `index` and what is wrong with it. */
+function unreadableRule(index: number, problem: string): Unreadable {
+  return { unreadable: `rules[${index}] ${problem}` };
+}
+
+/**
+ * The rules stored on a cursor, {@link Unreadable} for any this code never writes; none: `job`'s
+ * rule. `nowMs`: Firestore's time; a rule's time later than it (past {@link CURSOR_CLOCK_SLACK_MS}),
+ * or times out of the order checks write them (a rule's `since` after its `until`, its `since`
+ * before the rule before it ended), is none a check wrote: read as written, such a rule would
+ * leave slots unjudged for as long as it lies ahead.
  */
 export function readRules(
   value: unknown,
   job: ScheduleSpec,
   nowMs: number,
-): JudgedRule[] | 'unreadable' {
+): JudgedRule[] | Unreadable {
   if (value === undefined) {
     return [ruleOf(job)]; // a cursor of an earlier version
   }
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RULES) {
-    return 'unreadable';
+    return { unreadable: RULES_PROBLEM.notAList };
   }
   const rules: JudgedRule[] = [];
   for (const [i, entry] of value.entries()) {
@@ -69,22 +101,22 @@ export function readRules(
       first_seen: firstSeen,
     } = (entry ?? {}) as DocumentData;
     if (typeof schedule !== 'string' || typeof timeZone !== 'string') {
-      return 'unreadable';
+      return unreadableRule(i, RULES_PROBLEM.notText);
     }
     // A rule this code wrote was a declared job's: a schedule and zone declarations accept.
     if (!isValidRule({ schedule, timeZone })) {
-      return 'unreadable';
+      return unreadableRule(i, RULES_PROBLEM.invalid);
     }
     const last = i === value.length - 1;
     if ((i > 0 && since === undefined) || last !== (until === undefined)) {
-      return 'unreadable';
+      return unreadableRule(i, RULES_PROBLEM.bounds);
     }
     if (
       ![since, until, firstSeen].every(
         (t) => t === undefined || t instanceof Timestamp,
       )
     ) {
-      return 'unreadable';
+      return unreadableRule(i, RULES_PROBLEM.notTimes);
     }
     const rule: JudgedRule = {
       schedule,
@@ -93,8 +125,9 @@ export function readRules(
       ...(until === undefined ? {} : { until: until.toMillis() }),
       ...(firstSeen === undefined ? {} : { firstSeen: firstSeen.toMillis() }),
     };
-    if (!isWrittenInOrder(rule, rules.at(-1), nowMs)) {
-      return 'unreadable';
+    const disorder = orderProblem(rule, rules.at(-1), nowMs);
+    if (disorder !== undefined) {
+      return unreadableRule(i, disorder);
     }
     rules.push(rule);
   }
@@ -102,29 +135,35 @@ export function readRules(
 }
 
 /**
- * Whether `rule`'s times are as checks write them, at Firestore's `nowMs`: none ahead of it, its
- * `since` not after its `until`, and not before `previous` (the rule before it) ended, each within
- * {@link CURSOR_CLOCK_SLACK_MS}.
+ * What in `rule`'s times is not as checks write them, at Firestore's `nowMs`, or `undefined`: a
+ * time ahead of it, its `since` after its `until`, or before `previous` (the rule before it)
+ * ended, each past {@link CURSOR_CLOCK_SLACK_MS}.
  */
-function isWrittenInOrder(
+function orderProblem(
   rule: JudgedRule,
   previous: JudgedRule | undefined,
   nowMs: number,
-): boolean {
+): string | undefined {
   const { since, until, firstSeen } = rule;
   const latest = nowMs + CURSOR_CLOCK_SLACK_MS;
-  const ahead = [since, until, firstSeen].some(
-    (t) => t !== undefined && t > latest,
-  );
-  const inverted =
+  if ([since, until, firstSeen].some((t) => t !== undefined && t > latest)) {
+    return RULES_PROBLEM.ahead;
+  }
+  if (
     since !== undefined &&
     until !== undefined &&
-    since > until + CURSOR_CLOCK_SLACK_MS;
-  const beforePrevious =
+    since > until + CURSOR_CLOCK_SLACK_MS
+  ) {
+    return RULES_PROBLEM.inverted;
+  }
+  if (
     since !== undefined &&
     previous?.until !== undefined &&
-    since + CURSOR_CLOCK_SLACK_MS < previous.until;
-  return !ahead && !inverted && !beforePrevious;
+    since + CURSOR_CLOCK_SLACK_MS < previous.until
+  ) {
+    return RULES_PROBLEM.beforePrevious;
+  }
+  return undefined;
 }
 
 /**

@@ -21,6 +21,7 @@ import {
   windowOf,
 } from './missed-run-cursor.ts';
 import {
+  isUnreadable,
   judgedSlots,
   previousJudgedSlot,
   type RuleSighting,
@@ -61,10 +62,10 @@ export const UNREADABLE_PAUSES =
 /**
  * Logged (ERROR) by each check that finds a job's cursor unreadable (a form this version never
  * writes: `readCursor` in missed-run-cursor.ts): no slot of the job and scope is judged until the
- * cursor is deleted.
+ * cursor is deleted. Its field `reason` names what in the cursor is wrong (`Unreadable`).
  */
 export const UNREADABLE_CURSOR =
-  'missed-run check: the cursor document holds values this version never writes (a cursor ahead of the closed boundary, malformed rules, a rule starting ahead of now); no slot of this job is judged until it is deleted (the next check then starts over, a day back). Right after a change to a longer retry window, a cursor ahead of the new boundary reads again by itself once the boundary passes it';
+  'missed-run check: the cursor document holds values this version never writes (its reason field says which); no slot of this job is judged until it is deleted (the next check then starts over, a day back). Right after a change to a longer retry window, a cursor ahead of the new boundary reads again by itself once the boundary passes it';
 
 /**
  * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds
@@ -557,8 +558,12 @@ export class MissedRunCheck {
     const pauses = stored === 'unreadable' ? [] : stored;
     const updateTime = overdue === 'changed' ? read.updateTime : overdue;
     const range = windowOf(job, read, now, jobDocuments.retentionMs, logger);
-    if (range === 'unreadable') {
-      logger.error({ jobName: job.id, document: id }, UNREADABLE_CURSOR);
+    if (isUnreadable(range)) {
+      const reason = range.unreadable;
+      logger.error(
+        { jobName: job.id, document: id, reason },
+        UNREADABLE_CURSOR,
+      );
       return undefined;
     }
     return { ...range, id, updateTime, pauses, pausesRead: stored };

@@ -17,6 +17,8 @@ import { Timestamp } from '@google-cloud/firestore';
 import { ROOT } from '../../src/dev/local-processes.ts';
 import * as runsCommand from '../../src/ops/runs.ts';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
+import { jobStateCollection } from '../../src/policy/job-state.ts';
+import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { type Command, runInProcess } from '../fixtures/in-process-command.ts';
 import { jobs as historyJobs } from '../fixtures/jobs-history.ts';
 import { jobs as weeklyJobs } from '../fixtures/jobs-weekly.ts';
@@ -715,6 +717,53 @@ function opsProcess(
     });
   });
 }
+
+describe('npm run runs --check: a job whose check cursor the function cannot read', () => {
+  it('fails, naming the job, the cursor and what in it is wrong: the function reports no missed run of it meanwhile (an attack, stop 71)', async () => {
+    const fn = serveJobs(validateJobs(historyJobs));
+    for (const time of ['12:20', '12:25']) {
+      await fn.request
+        .post('/')
+        .set(schedulerHeaders('history-five', `${DAY}T${time}:00Z`));
+    }
+    const check = () =>
+      runs(
+        fn.collection,
+        '--check',
+        '--since',
+        '10m',
+        '--now',
+        `${DAY}T12:27:00Z`,
+      );
+    const before = await check();
+    // Another version (or a hand) wrote a rule that starts a month from now.
+    const monthAhead = Timestamp.fromMillis(Date.now() + 30 * DAY_MS);
+    const document = firestore
+      .collection(jobStateCollection(fn.collection))
+      .doc(checkDocumentId('history-five', []));
+    await document.set({
+      checked_before: Timestamp.fromMillis(Date.now() - 2 * DAY_MS),
+      run_seen: true,
+      rules: [
+        { schedule: '*/5 * * * *', time_zone: 'Etc/UTC', since: monthAhead },
+      ],
+    });
+    const { code, stdout, stderr } = await check();
+
+    assert.equal(before.code, 0, before.stderr);
+    assert.equal(code, 1);
+    assert.equal(stdout, '');
+    assert.match(
+      stderr,
+      /^runs: history-five: its check cursor history-five~check is unreadable \(rules\[0\] has a time ahead of Firestore's now\): the function reports no missed run of it until the cursor is repaired/m,
+    );
+    assert.match(
+      stderr,
+      /^runs --check: history-five: the function's missed-run check is off: repair or delete its cursor history-five~check /m,
+    );
+    assert.doesNotMatch(stderr, /no problem/);
+  });
+});
 
 describe('the operations commands with Firestore unreachable', () => {
   it('print their clear error alone, no crash dump of the terminated client, and exit 1', async () => {

@@ -20,7 +20,7 @@ import { UNREADABLE_CURSOR } from '../../src/policy/missed-runs.ts';
 import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
-import { isReadableCursorKind } from './model.ts';
+import { brokenCursorField, isReadableCursorKind } from './model.ts';
 import { isSlotOf, scheduleSegments, segmentAt } from './schedule-segments.ts';
 import {
   type ForeignCursor,
@@ -400,16 +400,40 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
       if (first && saidAfter(w, next?.at)) {
         found.push(`${said} is readable, but a check said it unreadable`);
       }
-    } else if (
-      standingUnreadableCursor(writes, w.deployment, w.jobId) === w &&
-      !saidAfter(w)
-    ) {
-      found.push(
-        `${said} is unreadable, and no check said "${UNREADABLE_CURSOR}"`,
-      );
+    } else if (standingUnreadableCursor(writes, w.deployment, w.jobId) === w) {
+      found.push(...unreadableCursorSaid(errors, w, first, said));
     }
   }
   return found;
+}
+
+/**
+ * The unreadable cursor `w`, standing at the end, was said by an ERROR after it was written, whose
+ * `reason` names the field of the cursor that is wrong: `w`'s own when it is the document's first
+ * foreign cursor (`first`; after others, a field one of them broke may be named first).
+ */
+function unreadableCursorSaid(
+  errors: readonly LogLine[],
+  w: ForeignCursor,
+  first: boolean,
+  said: string,
+): string[] {
+  const lines = errors.filter((l) => saidOf([l], w));
+  if (lines.length === 0) {
+    return [`${said} is unreadable, and no check said "${UNREADABLE_CURSOR}"`];
+  }
+  const field = first ? brokenCursorField(w.kind) : '';
+  const unnamed = lines.find((l) => {
+    const reason = l.fields.reason;
+    return (
+      typeof reason !== 'string' || !reason.startsWith(field) || reason === ''
+    );
+  });
+  return unnamed === undefined
+    ? []
+    : [
+        `${said} is unreadable, and a check's "${UNREADABLE_CURSOR}" gave the reason ${JSON.stringify(unnamed.fields.reason)}, not one naming ${field || 'a field'}`,
+      ];
 }
 
 /** A stale cursor another version left (`readable_stale`): a later check warns it starts afresh. */

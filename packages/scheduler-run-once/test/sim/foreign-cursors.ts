@@ -141,6 +141,8 @@ function unreadableCursor(
     checked_before_text: () => ({ checked_before: iso }),
     run_seen_text: () => ({ run_seen: 'true' }),
     seen_at_text: () => ({ seen_at: iso }),
+    seen_at_null: () => ({ seen_at: null }),
+    seen_at_ahead: () => ({ seen_at: Timestamp.fromMillis(nowMs + AHEAD_MS) }),
     closed_after_zero: () => ({ closed_after_ms: 0 }),
     closed_after_fraction: () => ({ closed_after_ms: closedAfter + 0.5 }),
     ahead_of_boundary: () => ({

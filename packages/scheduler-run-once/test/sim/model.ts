@@ -778,7 +778,8 @@ export function isMalformedHolder(
 /**
  * The cursors another version writes (`foreign_cursor`), each from the cursor stored. Unreadable
  * (`readCursor` and `readRules` in src/policy/missed-run-cursor.ts and missed-run-rules.ts):
- * `checked_before`, `run_seen` or `seen_at` of the wrong type, a `closed_after_ms` of 0 or a
+ * `checked_before`, `run_seen` or `seen_at` of the wrong type, a `seen_at` of null or a day ahead
+ * (stop 72: both were read silently), a `closed_after_ms` of 0 or a
  * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
  * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
@@ -793,6 +794,8 @@ export const FOREIGN_CURSOR_KINDS = [
   'checked_before_text',
   'run_seen_text',
   'seen_at_text',
+  'seen_at_null',
+  'seen_at_ahead',
   'closed_after_zero',
   'closed_after_fraction',
   'ahead_of_boundary',
@@ -820,6 +823,18 @@ export const FOREIGN_CURSOR_KINDS = [
 
 /** One of {@link FOREIGN_CURSOR_KINDS}. */
 export type ForeignCursorKind = (typeof FOREIGN_CURSOR_KINDS)[number];
+
+/**
+ * The stored field an unreadable `kind` breaks, which the check's ERROR must name first in its
+ * `reason` (`checked_before` ahead of the boundary; `rules` for every form of the rules).
+ */
+export function brokenCursorField(kind: ForeignCursorKind): string {
+  const fields = ['checked_before', 'run_seen', 'seen_at', 'closed_after'];
+  if (kind === 'ahead_of_boundary') {
+    return 'checked_before';
+  }
+  return fields.find((field) => kind.startsWith(field)) ?? 'rules';
+}
 
 /** Whether this version must read `kind` as a cursor it wrote, not as unreadable. */
 export function isReadableCursorKind(kind: ForeignCursorKind): boolean {

@@ -13,9 +13,18 @@ import {
   runRecordConverter,
 } from '../../src/core/run-record.ts';
 import { isJudgedSlot } from '../../src/ops/check-rules.ts';
-import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
+  type DeclaredJob,
+  defineJob,
+  validateJobs,
+} from '../../src/policy/job-declaration.ts';
+import {
+  type Cursor,
+  checkDocumentId,
+  readCursor,
+} from '../../src/policy/missed-run-cursor.ts';
+import {
+  isUnreadable,
   judgedSlots,
   MAX_RULES,
   nextRules,
@@ -270,9 +279,9 @@ describe('readRules: the rules a cursor stores, as checks write them', () => {
       },
       { ...job, since: t('12:05') - 5_000 },
     ]);
-    assert.notEqual(
+    assert.deepEqual(
       readRules([{ ...fives, since: at('13:00', 5) }], job, now),
-      'unreadable',
+      [{ ...job, since: t('13:00') + 5_000 }],
     );
   });
 
@@ -281,28 +290,29 @@ describe('readRules: the rules a cursor stores, as checks write them', () => {
       { ...hourly, until: at('12:05') },
       { ...fives, since: Timestamp.fromMillis(now + 30 * 86_400_000) },
     ];
-    assert.equal(readRules(changedAhead, job, now), 'unreadable');
-    assert.equal(
-      readRules([{ ...fives, since: at('13:01') }], job, now),
-      'unreadable',
-    );
-    assert.equal(
+    const ahead = "has a time ahead of Firestore's now";
+    assert.deepEqual(readRules(changedAhead, job, now), {
+      unreadable: `rules[1] ${ahead}`,
+    });
+    assert.deepEqual(readRules([{ ...fives, since: at('13:01') }], job, now), {
+      unreadable: `rules[0] ${ahead}`,
+    });
+    assert.deepEqual(
       readRules([{ ...fives, first_seen: at('14:00') }], job, now),
-      'unreadable',
+      { unreadable: `rules[0] ${ahead}` },
     );
   });
 
   it('refuses times out of the order checks write them', () => {
-    assert.equal(
+    assert.deepEqual(
       readRules(
         [{ ...hourly, since: at('12:30'), until: at('12:00') }, fives],
         job,
         now,
       ),
-      'unreadable',
-      'a since after its until',
+      { unreadable: 'rules[0] has a since after its until' },
     );
-    assert.equal(
+    assert.deepEqual(
       readRules(
         [
           { ...hourly, until: at('12:30') },
@@ -311,8 +321,68 @@ describe('readRules: the rules a cursor stores, as checks write them', () => {
         job,
         now,
       ),
-      'unreadable',
-      'a since before the rule before it ended',
+      { unreadable: 'rules[1] has a since before the rule before it ended' },
+    );
+  });
+});
+
+describe('readCursor: a cursor this version never writes is refused with what is wrong in it', () => {
+  const now = new Date('2026-10-16T13:00:00Z');
+  const ts = (ms: number) => Timestamp.fromMillis(ms);
+  const job = five as DeclaredJob;
+  const closedAfter = closedAfterMs(job);
+  /** A cursor as a check writes it at `now`, for `five`. */
+  const written = {
+    checked_before: ts(now.getTime() - closedAfter - 60_000),
+    run_seen: false,
+    seen_at: ts(now.getTime()),
+    closed_after_ms: closedAfter,
+    rules: [{ schedule: job.schedule, time_zone: job.timeZone }],
+  };
+  const read = (change: Record<string, unknown>, updateTime?: Timestamp) =>
+    readCursor({ ...written, ...change }, updateTime, job, now);
+
+  it("reads the cursor a check writes, and an earlier version's by its write time", () => {
+    assert.deepEqual(read({}), {
+      checkedBefore: written.checked_before.toDate(),
+      runSeen: false,
+      rules: [{ schedule: job.schedule, timeZone: job.timeZone }],
+      seenAt: now.getTime(),
+    });
+    const earlier = read({ seen_at: undefined }, ts(now.getTime() - 5_000));
+    assert.equal(isUnreadable(earlier), false);
+    assert.equal((earlier as Cursor).seenAt, now.getTime() - 5_000);
+  });
+
+  it('names the field: its type, a seen_at ahead of now or null, a cursor ahead of the boundary, its rules', () => {
+    const reason = (change: Record<string, unknown>) =>
+      (read(change) as { unreadable?: string }).unreadable;
+    assert.equal(
+      reason({ checked_before: 'yesterday' }),
+      'checked_before is not a timestamp',
+    );
+    assert.equal(reason({ run_seen: 'true' }), 'run_seen is not true or false');
+    assert.equal(reason({ seen_at: null }), 'seen_at is not a timestamp');
+    assert.equal(
+      reason({ seen_at: ts(now.getTime() + 86_400_000) }),
+      "seen_at is ahead of Firestore's now",
+    );
+    assert.equal(
+      reason({ seen_at: ts(now.getTime() + 5_000) }),
+      undefined,
+      'within the clock slack',
+    );
+    assert.equal(
+      reason({ closed_after_ms: 0.5 }),
+      'closed_after_ms is not a whole number of ms above 0',
+    );
+    assert.match(
+      reason({ checked_before: ts(now.getTime()) }) ?? '',
+      /^checked_before is ahead of the job's closed boundary/,
+    );
+    assert.equal(
+      reason({ rules: [] }),
+      `rules is not a list of 1 to ${MAX_RULES} rules`,
     );
   });
 });

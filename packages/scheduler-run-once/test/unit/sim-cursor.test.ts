@@ -183,6 +183,7 @@ function line(
 const CURSOR_ERROR = line(30, UNREADABLE_CURSOR, {
   jobName: 'job-0',
   document: checkDocumentId('job-0', []),
+  reason: 'rules is not a list of 1 to 8 rules',
 });
 
 /** An outcome with only another version's cursors and the checks' `logs`. */
@@ -213,6 +214,38 @@ describe("invariant 54: another version's cursor is said or read", () => {
     const repaired = foreignCursor('rules_empty', 20, START + 25 * MINUTE);
     assert.deepEqual(
       foreignCursorsSaid(withForeignCursors([repaired], [])),
+      [],
+    );
+  });
+
+  it('flags an ERROR whose reason is missing or names another field than the form broke (stop 72)', () => {
+    const unreadable = foreignCursor('rules_empty', 20);
+    const judged = (reason: unknown) =>
+      foreignCursorsSaid(
+        withForeignCursors(
+          [unreadable],
+          [{ ...CURSOR_ERROR, fields: { ...CURSOR_ERROR.fields, reason } }],
+        ),
+      ).length;
+    assert.equal(judged(undefined), 1, 'no reason');
+    assert.equal(judged('seen_at is not a timestamp'), 1, 'another field');
+    assert.equal(judged('rules[0] has a schedule …'), 0);
+    const seenAhead = foreignCursor('seen_at_ahead', 20);
+    assert.deepEqual(
+      foreignCursorsSaid(
+        withForeignCursors(
+          [seenAhead],
+          [
+            {
+              ...CURSOR_ERROR,
+              fields: {
+                ...CURSOR_ERROR.fields,
+                reason: "seen_at is ahead of Firestore's now",
+              },
+            },
+          ],
+        ),
+      ),
       [],
     );
   });
