@@ -39,7 +39,9 @@ export function isJudgedSlot(
 
 /**
  * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
- * `{jobId}~check` as read, and its update time), with `job`'s declared rule as the newest (a
+ * `{jobId}~check` as `read`: its data, update time and Firestore's time of the read, by which the
+ * cursor's times are judged, as the function judges them, or by `now` if later), with `job`'s
+ * declared rule as the newest (a
  * change seen now, if it differs). With `claims`, the rules the rows listed stamped, rebuilt as
  * the check does (`rulesFromClaims`) where a claim's rule was not possibly in force at its slot.
  * Unlike the check, which reads only the slots of the rules it knows and learns only until it sees
@@ -47,13 +49,19 @@ export function isJudgedSlot(
  * included: it learns from them whenever they tell.
  */
 export function rulesInForce(
-  data: DocumentData | undefined,
-  updateTime: Timestamp | undefined,
+  read: {
+    readonly data: DocumentData | undefined;
+    readonly updateTime: Timestamp | undefined;
+    readonly readTime: Date;
+  },
   job: DeclaredJob,
   now: Date,
   claims: readonly RuleSighting[] = [],
 ): readonly JudgedRule[] {
-  const cursor = readCursor(data, updateTime, job, now);
+  const { data, updateTime, readTime } = read;
+  // A cursor written after `--now` is none the less the function's: judged at the read, or later.
+  const readAt = new Date(Math.max(readTime.getTime(), now.getTime()));
+  const cursor = readCursor(data, updateTime, job, readAt);
   if (cursor === undefined || isUnreadable(cursor)) {
     const declared = [{ ...ruleOf(job), firstSeen: now.getTime() }];
     return rulesFromClaims(declared, job, claims, now.getTime()) ?? declared;

@@ -49,10 +49,7 @@ import {
 } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
-import {
-  checkDocumentId,
-  readCursor,
-} from '../policy/missed-run-cursor.ts';
+import { checkDocumentId, readCursor } from '../policy/missed-run-cursor.ts';
 import { isUnreadable } from '../policy/missed-run-rules.ts';
 import { type Pause, pauseBound, readPauses } from '../policy/pauses.ts';
 import { RunHistory } from '../policy/run-history.ts';
@@ -121,8 +118,9 @@ export const USAGE = `usage: run-once runs [--since 24h|RFC3339] [--job ID] [--j
        [--collection NAME] [--database ID] [--project ID]
        [--backfill [--dry-run | --yes] [--include-before-first-record]
                    [--url URL] [--invoker SA_EMAIL] [--token TOKEN]]
-exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unreadable slots;
-             --backfill: an answer not 2xx, or nothing delivered for want of a confirmation);
+exit status: 0 fine; 1 a problem found (--check: missed, finally failed or unreadable slots,
+             a job whose check cursor the function cannot read; --backfill: an answer not 2xx,
+             nothing delivered for want of a confirmation, or such a cursor);
              2 bad arguments; 3 --check found none, but a window held more than 10000 slots of a job
              (only its newest were judged: narrow --since)`;
 const DEFAULT_SLOTS = 10;
@@ -310,7 +308,13 @@ async function listRuns(
   printListing(listing, seenBefore);
   const judged = await judgedRows(listing, jobs);
   if (args.backfill) {
-    return backfillMissed(listing, judged, jobs, seenBefore, env);
+    const status = await backfillMissed(listing, judged, jobs, seenBefore, env);
+    // The backfill judged by the declared rules; a job whose check is off is still a problem.
+    const off = cursorsOffLines(listing.cursorsOff, 'runs --backfill');
+    for (const line of off) {
+      console.error(line);
+    }
+    return status === 0 && off.length > 0 ? 1 : status;
   }
   if (!args.check) {
     return 0;
@@ -457,9 +461,20 @@ interface RunsListing {
    * Each declared job whose check cursor the function cannot read, and why: its check judges no
    * slot of the job, so no `missed run` comes until the cursor is repaired. A problem for `--check`.
    */
-  readonly cursorsOff: { job: string; document: string; reason: string }[];
+  readonly cursorsOff: CursorOff[];
   /** Whether the warning that the window reaches past the retention was printed. */
   warned: boolean;
+}
+
+/**
+ * A job whose check cursor the function cannot read: the document, why, and, where it reads again
+ * by itself (a cursor of a shorter retry window), when (ms).
+ */
+interface CursorOff {
+  readonly job: string;
+  readonly document: string;
+  readonly reason: string;
+  readonly readsAgainAt: number | undefined;
 }
 
 /** Opens the run records and job documents of the project (or the emulator's), empty-handed. */
@@ -533,9 +548,8 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
     forcedRunToleranceMs(job, config.forcedRunToleranceMs);
   const readSlots = (slots: readonly Date[]) =>
     readHistory(listing.history, job, slots, scope, at, tolerance);
-  const { data, updateTime } = checkRead;
   noteCursorOff(listing, job, checkRead);
-  let rules = rulesInForce(data, updateTime, job, now);
+  let rules = rulesInForce(checkRead, job, now);
   let older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
   let read = await readSlots(sortedSlots(declared.slots, older));
   const judgedAt = at ?? read.readTime;
@@ -551,7 +565,7 @@ async function listJob(listing: RunsListing, job: DeclaredJob): Promise<void> {
   // The rules the listed records stamped, an old schedule's beside the slots included; the slots
   // of a rule learned are then read too, and its records are no longer listed beside them.
   const claims = claimsOf([...read.rows, ...extra], job.id);
-  const learned = rulesInForce(data, updateTime, job, now, claims);
+  const learned = rulesInForce(checkRead, job, now, claims);
   if (JSON.stringify(learned) !== JSON.stringify(rules)) {
     rules = learned;
     older = olderRulesSlots(rules, job, from, now, MAX_SLOTS);
@@ -707,8 +721,8 @@ function warnOfWindow(
 
 /**
  * Says when the function's missed-run check is off for `job`: its check cursor, read as the
- * function reads it at Firestore's time of the read (`readCursor`), holds what this version never
- * writes. The listing still judges the job's slots by its declared rule; `--check` fails.
+ * function reads it at Firestore's time of the read (`readCursor`; at `--now` if later), holds
+ * what this version never writes. The listing still judges the job's slots by its declared rule; `--check` fails.
  */
 function noteCursorOff(
   listing: RunsListing,
@@ -716,15 +730,40 @@ function noteCursorOff(
   checkRead: Awaited<ReturnType<RunDocuments['readData']>>,
 ): void {
   const { data, updateTime, readTime } = checkRead;
-  const cursor = readCursor(data, updateTime, job, readTime);
+  const { now } = listing.settings;
+  const readAt = new Date(Math.max(readTime.getTime(), now.getTime()));
+  const cursor = readCursor(data, updateTime, job, readAt);
   if (!isUnreadable(cursor)) {
     return;
   }
   const document = checkDocumentId(job.id, listing.settings.scope);
-  const reason = cursor.unreadable;
-  listing.cursorsOff.push({ job: job.id, document, reason });
+  const { unreadable: reason, readsAgainAt } = cursor;
+  const off = { job: job.id, document, reason, readsAgainAt };
+  listing.cursorsOff.push(off);
   console.error(
-    `runs: ${job.id}: its check cursor ${document} is unreadable (${reason}): the function reports no missed run of it until the cursor is repaired (docs/limits.md, "Unreadable records")`,
+    `runs: ${job.id}: its check cursor ${document} is unreadable (${reason}): the function reports no missed run of it ${offUntil(off)} (docs/limits.md, "Unreadable records")`,
+  );
+}
+
+/** Until when the function's check of a job is off: until repaired, or until it reads again. */
+function offUntil(off: CursorOff): string {
+  return off.readsAgainAt === undefined
+    ? 'until the cursor is repaired'
+    : `until ${toUtcRfc3339(new Date(off.readsAgainAt))}, when it reads the cursor again by itself (nothing to repair)`;
+}
+
+/**
+ * A line for each job whose check is off ({@link noteCursorOff}), headed `command`: what to do,
+ * repair its cursor or wait until it reads again by itself.
+ */
+function cursorsOffLines(
+  cursorsOff: RunsListing['cursorsOff'],
+  command: string,
+): string[] {
+  return cursorsOff.map((off) =>
+    off.readsAgainAt === undefined
+      ? `${command}: ${off.job}: the function's missed-run check is off: repair or delete its cursor ${off.document} (docs/limits.md, "Unreadable records")`
+      : `${command}: ${off.job}: the function's missed-run check is off ${offUntil(off)}`,
   );
 }
 
@@ -934,11 +973,11 @@ async function judgedRows(
   const { args, now, scope } = listing.settings;
   const outOfForce = new Set<SlotRow>();
   for (const job of args.check || args.backfill ? jobs : []) {
-    const { data, updateTime } = await listing.jobDocuments.readData(
+    const checkRead = await listing.jobDocuments.readData(
       checkDocumentId(job.id, scope),
     );
     const claims = claimsOf(listing.rows, job.id);
-    const rules = rulesInForce(data, updateTime, job, now, claims);
+    const rules = rulesInForce(checkRead, job, now, claims);
     for (const row of listing.rows) {
       if (
         row.job === job.id &&
@@ -989,10 +1028,8 @@ function reportCheck(
   for (const line of checkLines(failures, { url: args.url })) {
     console.error(line);
   }
-  for (const { job, document } of cursorsOff) {
-    console.error(
-      `runs --check: ${job}: the function's missed-run check is off: repair or delete its cursor ${document} (docs/limits.md, "Unreadable records")`,
-    );
+  for (const line of cursorsOffLines(cursorsOff, 'runs --check')) {
+    console.error(line);
   }
   for (const { job, pause } of overdue) {
     console.error(

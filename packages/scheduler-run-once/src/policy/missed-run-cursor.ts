@@ -47,8 +47,10 @@ const CURSOR_PROBLEM = {
   seenAt: 'seen_at is not a timestamp',
   seenAhead: "seen_at is ahead of Firestore's now",
   closedAfter: 'closed_after_ms is not a whole number of ms above 0',
+  shorterWindow:
+    "checked_before is ahead of the job's closed boundary, as a cursor written under a shorter retry window than the job's now is (its closed_after_ms); it reads again by itself once the boundary passes it",
   ahead:
-    "checked_before is ahead of the job's closed boundary (written with a longer retry window, or by hand)",
+    "checked_before is ahead of the job's closed boundary, further than its writer's retry window explains (written by hand?)",
 } as const;
 
 /**
@@ -81,7 +83,7 @@ export function readCursor(
     at.toMillis() >
     now.getTime() - closedAfterMs(job) + CURSOR_CLOCK_SLACK_MS
   ) {
-    return { unreadable: CURSOR_PROBLEM.ahead };
+    return aheadOfBoundary(at.toMillis(), closedAfter, seenAt.toMillis(), job);
   }
   const rules = readRules(data.rules, job, now.getTime());
   if (isUnreadable(rules)) {
@@ -93,6 +95,29 @@ export function readCursor(
     rules,
     seenAt: seenAt.toMillis(),
   };
+}
+
+/**
+ * The {@link Unreadable} of a cursor whose `checked_before` (`atMs`) stands ahead of `job`'s closed
+ * boundary. After a change to a longer retry window, a cursor its writer's shorter window explains
+ * (`writerClosedAfter`, at most its writer's boundary when written at `seenAtMs`) reads again by
+ * itself once the boundary passes it (`readsAgainAt`); any other was written by hand.
+ */
+function aheadOfBoundary(
+  atMs: number,
+  writerClosedAfter: number,
+  seenAtMs: number,
+  job: DeclaredJob,
+): Unreadable {
+  const closedAfter = closedAfterMs(job);
+  const writersBoundary = seenAtMs - writerClosedAfter + CURSOR_CLOCK_SLACK_MS;
+  if (writerClosedAfter < closedAfter && atMs <= writersBoundary) {
+    return {
+      unreadable: CURSOR_PROBLEM.shorterWindow,
+      readsAgainAt: atMs + closedAfter - CURSOR_CLOCK_SLACK_MS,
+    };
+  }
+  return { unreadable: CURSOR_PROBLEM.ahead };
 }
 
 /**
@@ -213,23 +238,31 @@ export interface Window {
   readonly pauses: readonly Pause[];
 }
 
-/** The window at `now` from the check document `read` ({@link Unreadable}: see {@link readCursor}). */
+/**
+ * The window at `now` from the check document `read` ({@link Unreadable}: see {@link readCursor}).
+ * The cursor's times are judged at the read's time (Firestore's `readTime`) where it is later than
+ * `now`, taken before the read: a cursor another check wrote while the read was on its way is not
+ * ahead of the read (the attack of stop 72: a slow read, a heartbeat's `seen_at` 11 s after `now`,
+ * an ERROR for a cursor nothing was wrong with); its write then counts as made at `now`.
+ */
 export function windowOf(
   job: DeclaredJob,
   read: {
     readonly data: DocumentData | undefined;
     readonly updateTime: Timestamp | undefined;
+    readonly readTime?: Date;
   },
   now: Date,
   retentionMs: number,
   logger: Logger,
 ): Omit<Window, 'id' | 'updateTime' | 'pauses'> | Unreadable {
-  const stored = readCursor(read.data, read.updateTime, job, now);
+  const readAt = Math.max(now.getTime(), read.readTime?.getTime() ?? 0);
+  const stored = readCursor(read.data, read.updateTime, job, new Date(readAt));
   if (isUnreadable(stored)) {
     return stored;
   }
   const boundary = now.getTime() - closedAfterMs(job);
-  const lastWrite = stored?.seenAt ?? now.getTime();
+  const lastWrite = Math.min(stored?.seenAt ?? now.getTime(), now.getTime());
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
   const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).

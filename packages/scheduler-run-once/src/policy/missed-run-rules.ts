@@ -48,6 +48,11 @@ export function isSameRule(a: ScheduleSpec, b: ScheduleSpec): boolean {
  */
 export interface Unreadable {
   readonly unreadable: string;
+  /**
+   * When the value reads again by itself, ms of Firestore's time: a cursor written under a
+   * shorter retry window than the job's now, ahead of the closed boundary until it passes it.
+   */
+  readonly readsAgainAt?: number;
 }
 
 /** Whether `value` is a read refused as {@link Unreadable}. */

@@ -762,6 +762,21 @@ describe('npm run runs --check: a job whose check cursor the function cannot rea
       /^runs --check: history-five: the function's missed-run check is off: repair or delete its cursor history-five~check /m,
     );
     assert.doesNotMatch(stderr, /no problem/);
+    // A backfill judges by the declared rule; the job's check is still off: exit 1 (stop 72).
+    const backfill = await runs(
+      fn.collection,
+      '--backfill',
+      '--dry-run',
+      '--since',
+      '10m',
+      '--now',
+      `${DAY}T12:27:00Z`,
+    );
+    assert.equal(backfill.code, 1, backfill.stderr);
+    assert.match(
+      backfill.stderr,
+      /^runs --backfill: history-five: the function's missed-run check is off: repair or delete its cursor history-five~check /m,
+    );
   });
 });
 

@@ -6,13 +6,15 @@ import {
   type QueryDocumentSnapshot,
   Timestamp,
 } from '@google-cloud/firestore';
+import type { Logger } from '../../src/core/logger.ts';
 import { claimFields } from '../../src/core/record-writes.ts';
+import type { RunDocuments } from '../../src/core/run-documents.ts';
 import {
   type RunDetails,
   type RunRecord,
   runRecordConverter,
 } from '../../src/core/run-record.ts';
-import { isJudgedSlot } from '../../src/ops/check-rules.ts';
+import { isJudgedSlot, rulesInForce } from '../../src/ops/check-rules.ts';
 import {
   type DeclaredJob,
   defineJob,
@@ -21,6 +23,7 @@ import {
 import {
   type Cursor,
   checkDocumentId,
+  cursorDocument,
   readCursor,
 } from '../../src/policy/missed-run-cursor.ts';
 import {
@@ -29,11 +32,14 @@ import {
   MAX_RULES,
   nextRules,
   readRules,
+  ruleOf,
   rulesFromClaims,
+  type Unreadable,
 } from '../../src/policy/missed-run-rules.ts';
 import {
   CHECK_PERIOD_MS,
   isDueSlot,
+  MissedRunCheck,
   reportedState,
 } from '../../src/policy/missed-runs.ts';
 import {
@@ -384,6 +390,30 @@ describe('readCursor: a cursor this version never writes is refused with what is
       reason({ rules: [] }),
       `rules is not a list of 1 to ${MAX_RULES} rules`,
     );
+  });
+
+  it('tells a cursor of a shorter retry window, which reads again by itself, from one written ahead by hand (the attack of stop 72)', () => {
+    const boundary = now.getTime() - closedAfter;
+    // Written a minute ago by a version whose window was 10 minutes shorter, at its own boundary.
+    const writer = closedAfter - 600_000;
+    const written = {
+      checked_before: ts(now.getTime() - 60_000 - writer),
+      seen_at: ts(now.getTime() - 60_000),
+    };
+    const shorter = read({ ...written, closed_after_ms: writer }) as Unreadable;
+    assert.match(shorter.unreadable, /written under a shorter retry window/);
+    assert.equal(
+      shorter.readsAgainAt,
+      now.getTime() - 60_000 - writer + closedAfter - 10_000,
+    );
+    assert.ok((shorter.readsAgainAt ?? 0) > boundary);
+    // The same times under this job's own window: no writer's window explains them.
+    const byHand = read(written) as Unreadable;
+    assert.match(
+      byHand.unreadable,
+      /further than its writer's retry window explains/,
+    );
+    assert.equal(byHand.readsAgainAt, undefined);
   });
 });
 
@@ -807,6 +837,93 @@ describe('reportedState: what a report logged again says', () => {
         reportedAt,
       }),
       'failed',
+    );
+  });
+});
+
+describe('a cursor another check wrote while this check read it (the attack of stop 72)', () => {
+  const T = Date.parse('2026-03-02T10:00:30Z');
+  const job = five as DeclaredJob;
+  /** What another instance's check wrote at T + 11 s: a real cursor, stopped at an open slot. */
+  const othersWrite = T + 11_000;
+  const written = cursorDocument(
+    job,
+    {
+      checkedBefore: new Date(othersWrite - closedAfterMs(job) - 600_000),
+      runSeen: true,
+      rules: [{ ...ruleOf(job), firstSeen: T - 86_400_000 }],
+      seenAt: othersWrite,
+    },
+    Timestamp.fromMillis(othersWrite + 86_400_000),
+  );
+
+  it("reads it at the read's time, not at the clock taken before the read: no ERROR for it", async () => {
+    const errors: unknown[] = [];
+    const logger: Logger = {
+      debug() {},
+      info() {},
+      warn() {},
+      error: (fields: unknown) => errors.push(fields),
+      child: () => logger,
+    };
+    // The read is slow: it answers at T + 12 s, after the other check's write.
+    const jobDocuments = {
+      readData: async () => ({
+        data: written,
+        updateTime: Timestamp.fromMillis(othersWrite),
+        readTime: new Date(T + 12_000),
+      }),
+      write: async () => Timestamp.fromMillis(T + 12_100),
+      expireAt: () => Timestamp.fromMillis(T + 86_400_000),
+      retentionMs: 30 * 86_400_000,
+    } as unknown as RunDocuments;
+    const history = {
+      getMany: async (ids: readonly string[]) => ({
+        records: new Map(ids.map((runId) => [runId, undefined])),
+        updateTimes: new Map(),
+        readTime: new Date(T + 12_000),
+      }),
+    };
+    const check = new MissedRunCheck({
+      history: history as never,
+      jobDocuments,
+      clock: async () => new Date(T),
+    });
+
+    const result = await check.check(job, [], logger);
+
+    assert.deepEqual(errors, [], 'a cursor a check wrote was said unreadable');
+    assert.ok(result.checked > 0, 'its slots were judged');
+  });
+
+  it('runs --check judges the cursor at the read too, whatever --now says: a past --now keeps the rules it recorded', () => {
+    const read = {
+      data: {
+        ...written,
+        rules: [
+          {
+            schedule: '0 9 * * 1',
+            time_zone: 'Etc/UTC',
+            until: Timestamp.fromMillis(T - 86_400_000),
+          },
+          {
+            schedule: job.schedule,
+            time_zone: job.timeZone,
+            since: Timestamp.fromMillis(T - 86_400_000),
+          },
+        ],
+      },
+      updateTime: Timestamp.fromMillis(othersWrite),
+      readTime: new Date(T + 12_000),
+    };
+    const pastNow = new Date(T - 3_600_000);
+
+    const rules = rulesInForce(read, job, pastNow);
+
+    assert.deepEqual(
+      rules.map((rule) => rule.schedule),
+      ['0 9 * * 1', job.schedule],
+      'the rule before the change is kept, though the cursor was written after --now',
     );
   });
 });

@@ -80,7 +80,7 @@ function documentsWithPause() {
       const data = documents.get(id);
       const updateTime =
         data === undefined ? undefined : Timestamp.fromDate(NOW);
-      return { data, updateTime, readTime: Timestamp.fromDate(NOW) };
+      return { data, updateTime, readTime: NOW };
     },
     write: async (id: string, _what: string, data: DocumentData) => {
       documents.set(id, data);
