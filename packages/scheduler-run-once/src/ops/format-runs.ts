@@ -355,19 +355,22 @@ export function runsTable(
 /**
  * The rows as JSON: `[{ "job", "slot" (RFC 3339), "kind", "runId", "state", "final", "attempts",
  * "startedLateMs", "durationMs", "attemptId", "lastError", "reported", "rerunOf", "notes",
- * "beforeFirstRecord", "mark", "pauseNote", "waitingBehind", "forcedAsSlot", "caughtUpAt" }]`, absent values as
+ * "beforeFirstRecord", "mark", "pauseNote", "waitingBehind", "forcedAsSlot", "caughtUpAt", "checkOff" }]`, absent values as
  * `null`; `mark` is `undeclared` or `old schedule` ({@link RowMarks}). `beforeFirstRecord` is true
  * for a slot older than its job's oldest slot with a record in the window (`--check` does not
  * count it); such a slot with no record has `state` `no_run`, never `pending` or `missed`
  * ({@link BEFORE_FIRST_RECORD}). `pauseNote` is a `paused` slot's note; `waitingBehind` the slot
  * of the outstanding execution a `pending` slot waits behind ({@link waitingRows});
  * `forcedAsSlot` is true for a forced run taken as its slot ({@link forcedAsSlot}); `caughtUpAt`
- * when the run audit delivered the slot itself (catch-up), Scheduler having not.
+ * when the run audit delivered the slot itself (catch-up), Scheduler having not. `checkOff`: why
+ * the function's missed-run check of the row's job is off (its check cursor unreadable: the
+ * reason, by job, in `checksOff`), else `null`.
  */
 export function runsJson(
   rows: readonly SlotRow[],
   marks: RowMarks = new Map(),
   seenBefore: SeenBefore = new Set(),
+  checksOff: ReadonlyMap<string, string> = new Map(),
 ): string {
   const view = viewOf(rows, marks, seenBefore);
   return JSON.stringify(
@@ -395,6 +398,7 @@ export function runsJson(
         forcedAsSlot: forcedAsSlot(row),
         caughtUpAt:
           row.caughtUpAt === undefined ? null : toUtcRfc3339(row.caughtUpAt),
+        checkOff: checksOff.get(row.job) ?? null,
       };
     }),
     null,

@@ -939,7 +939,10 @@ function printListing(
       );
     }
   } else if (args.json) {
-    console.log(runsJson(rows, marks, seenBefore));
+    const checksOff = new Map(
+      listing.cursorsOff.map((off) => [off.job, off.reason]),
+    );
+    console.log(runsJson(rows, marks, seenBefore, checksOff));
   } else if (!args.check) {
     // `--check` prints only the problems; the table is `runs` without it.
     console.log(runsTable(rows, marks, seenBefore));

@@ -772,6 +772,26 @@ describe('npm run runs --check: a job whose check cursor the function cannot rea
       '--now',
       `${DAY}T12:27:00Z`,
     );
+    const json = await runs(
+      fn.collection,
+      '--json',
+      '--since',
+      '10m',
+      '--now',
+      `${DAY}T12:27:00Z`,
+    );
+    assert.equal(json.code, 0, json.stderr);
+    assert.deepEqual(
+      [
+        ...new Set(
+          (JSON.parse(json.stdout) as { checkOff: string | null }[]).map(
+            (row) => row.checkOff,
+          ),
+        ),
+      ],
+      ["rules[0] has a time ahead of Firestore's now"],
+      'each row of the job says why its check is off',
+    );
     assert.equal(backfill.code, 1, backfill.stderr);
     assert.match(
       backfill.stderr,
