@@ -75,7 +75,10 @@ export function readCursor(
     return { unreadable: problem };
   }
   // `closed_after_ms` is its writer's (older retry settings): checked for shape only.
-  const closedAfter = data.closed_after_ms ?? closedAfterMs(job);
+  const closedAfter =
+    data.closed_after_ms === undefined
+      ? closedAfterMs(job)
+      : data.closed_after_ms;
   if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) {
     return { unreadable: CURSOR_PROBLEM.closedAfter };
   }

@@ -145,6 +145,7 @@ function unreadableCursor(
     seen_at_ahead: () => ({ seen_at: Timestamp.fromMillis(nowMs + AHEAD_MS) }),
     closed_after_zero: () => ({ closed_after_ms: 0 }),
     closed_after_fraction: () => ({ closed_after_ms: closedAfter + 0.5 }),
+    closed_after_null: () => ({ closed_after_ms: null }),
     ahead_of_boundary: () => ({
       checked_before: Timestamp.fromMillis(nowMs - closedAfter + AHEAD_MS),
     }),

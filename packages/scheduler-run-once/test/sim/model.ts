@@ -779,7 +779,7 @@ export function isMalformedHolder(
  * The cursors another version writes (`foreign_cursor`), each from the cursor stored. Unreadable
  * (`readCursor` and `readRules` in src/policy/missed-run-cursor.ts and missed-run-rules.ts):
  * `checked_before`, `run_seen` or `seen_at` of the wrong type, a `seen_at` of null or a day ahead
- * (stop 72: both were read silently), a `closed_after_ms` of 0 or a
+ * (stop 72: both were read silently), a `closed_after_ms` of 0, null (stop 72: read as absent) or a
  * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
  * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
@@ -798,6 +798,7 @@ export const FOREIGN_CURSOR_KINDS = [
   'seen_at_ahead',
   'closed_after_zero',
   'closed_after_fraction',
+  'closed_after_null',
   'ahead_of_boundary',
   'rules_not_a_list',
   'rules_empty',

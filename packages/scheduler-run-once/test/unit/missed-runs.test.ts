@@ -379,6 +379,10 @@ describe('readCursor: a cursor this version never writes is refused with what is
       'within the clock slack',
     );
     assert.equal(
+      reason({ closed_after_ms: null }),
+      'closed_after_ms is not a whole number of ms above 0',
+    );
+    assert.equal(
       reason({ closed_after_ms: 0.5 }),
       'closed_after_ms is not a whole number of ms above 0',
     );
