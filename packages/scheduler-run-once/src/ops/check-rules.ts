@@ -37,11 +37,30 @@ export function isJudgedSlot(
   );
 }
 
+/** One read of a job's check document: its data, update time and Firestore's time of the read. */
+export interface CheckRead {
+  readonly data: DocumentData | undefined;
+  readonly updateTime: Timestamp | undefined;
+  readonly readTime: Date;
+}
+
+/**
+ * The check cursor `read` holds, as the function reads it: its times judged at Firestore's time of
+ * the read, or at `now` (`--now`) if later, so that a cursor written after a `--now` in the past is
+ * read as the function reads it today.
+ */
+export function checkCursorOf(
+  read: CheckRead,
+  job: DeclaredJob,
+  now: Date,
+): ReturnType<typeof readCursor> {
+  const readAt = Math.max(read.readTime.getTime(), now.getTime());
+  return readCursor(read.data, read.updateTime, job, new Date(readAt));
+}
+
 /**
  * The rules a job's slots are judged by at `now`: those its check cursor recorded (the document
- * `{jobId}~check` as `read`: its data, update time and Firestore's time of the read, by which the
- * cursor's times are judged, as the function judges them, or by `now` if later), with `job`'s
- * declared rule as the newest (a
+ * `{jobId}~check` as `read`, by {@link checkCursorOf}), with `job`'s declared rule as the newest (a
  * change seen now, if it differs). With `claims`, the rules the rows listed stamped, rebuilt as
  * the check does (`rulesFromClaims`) where a claim's rule was not possibly in force at its slot.
  * Unlike the check, which reads only the slots of the rules it knows and learns only until it sees
@@ -49,19 +68,12 @@ export function isJudgedSlot(
  * included: it learns from them whenever they tell.
  */
 export function rulesInForce(
-  read: {
-    readonly data: DocumentData | undefined;
-    readonly updateTime: Timestamp | undefined;
-    readonly readTime: Date;
-  },
+  read: CheckRead,
   job: DeclaredJob,
   now: Date,
   claims: readonly RuleSighting[] = [],
 ): readonly JudgedRule[] {
-  const { data, updateTime, readTime } = read;
-  // A cursor written after `--now` is none the less the function's: judged at the read, or later.
-  const readAt = new Date(Math.max(readTime.getTime(), now.getTime()));
-  const cursor = readCursor(data, updateTime, job, readAt);
+  const cursor = checkCursorOf(read, job, now);
   if (cursor === undefined || isUnreadable(cursor)) {
     const declared = [{ ...ruleOf(job), firstSeen: now.getTime() }];
     return rulesFromClaims(declared, job, claims, now.getTime()) ?? declared;

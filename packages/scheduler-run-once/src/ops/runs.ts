@@ -49,7 +49,7 @@ import {
 } from '../policy/job-declaration.ts';
 import { isJobId, JOB_ID_RULE } from '../policy/job-id.ts';
 import { jobStateCollection } from '../policy/job-state.ts';
-import { checkDocumentId, readCursor } from '../policy/missed-run-cursor.ts';
+import { checkDocumentId } from '../policy/missed-run-cursor.ts';
 import { isUnreadable } from '../policy/missed-run-rules.ts';
 import { type Pause, pauseBound, readPauses } from '../policy/pauses.ts';
 import { RunHistory } from '../policy/run-history.ts';
@@ -65,6 +65,8 @@ import {
 } from '../policy/schedule-time.ts';
 import { planBackfill, runBackfill } from './backfill.ts';
 import {
+  type CheckRead,
+  checkCursorOf,
   claimsOf,
   isJudgedSlot,
   olderRulesSlots,
@@ -721,18 +723,15 @@ function warnOfWindow(
 
 /**
  * Says when the function's missed-run check is off for `job`: its check cursor, read as the
- * function reads it at Firestore's time of the read (`readCursor`; at `--now` if later), holds
- * what this version never writes. The listing still judges the job's slots by its declared rule; `--check` fails.
+ * function reads it (`checkCursorOf`), holds what this version never writes. The listing still
+ * judges the job's slots by its declared rule; `--check` and `--backfill` fail.
  */
 function noteCursorOff(
   listing: RunsListing,
   job: DeclaredJob,
-  checkRead: Awaited<ReturnType<RunDocuments['readData']>>,
+  checkRead: CheckRead,
 ): void {
-  const { data, updateTime, readTime } = checkRead;
-  const { now } = listing.settings;
-  const readAt = new Date(Math.max(readTime.getTime(), now.getTime()));
-  const cursor = readCursor(data, updateTime, job, readAt);
+  const cursor = checkCursorOf(checkRead, job, listing.settings.now);
   if (!isUnreadable(cursor)) {
     return;
   }
