@@ -748,7 +748,7 @@ function noteCursorOff(
 function offUntil(off: CursorOff): string {
   return off.readsAgainAt === undefined
     ? 'until the cursor is repaired'
-    : `until ${toUtcRfc3339(new Date(off.readsAgainAt))}, when it reads the cursor again by itself (nothing to repair)`;
+    : `until ${toUtcRfc3339(new Date(Math.ceil(off.readsAgainAt / 1000) * 1000))}, when it reads the cursor again by itself (nothing to repair)`;
 }
 
 /**

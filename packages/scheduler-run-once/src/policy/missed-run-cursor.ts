@@ -242,11 +242,20 @@ export interface Window {
 }
 
 /**
- * The window at `now` from the check document `read` ({@link Unreadable}: see {@link readCursor}).
- * The cursor's times are judged at the read's time (Firestore's `readTime`) where it is later than
- * `now`, taken before the read: a cursor another check wrote while the read was on its way is not
- * ahead of the read (the attack of stop 72: a slow read, a heartbeat's `seen_at` 11 s after `now`,
- * an ERROR for a cursor nothing was wrong with); its write then counts as made at `now`.
+ * What {@link windowOf} gives when the cursor was written by another check after this check's
+ * `now` was taken, while its read was on its way: that check is ahead of this one, which stops
+ * without a word (as when it loses a fenced write to it).
+ */
+export const OVERTAKEN = 'overtaken';
+
+/**
+ * The window at `now` from the check document `read` ({@link Unreadable}: see {@link readCursor};
+ * {@link OVERTAKEN}: another check wrote the cursor after `now`). A cursor unreadable at `now` but
+ * readable at the read's time (Firestore's `readTime`, later) was written while the read was on
+ * its way, by a check that took its own time later (the attack of stop 72: a slow read, a
+ * heartbeat's `seen_at` 11 s after `now`, an ERROR for a cursor nothing was wrong with). Judging
+ * from it at `now` would write times out of order (a rule's `until` before its `since`), so the
+ * check leaves it to the check that wrote it.
  */
 export function windowOf(
   job: DeclaredJob,
@@ -258,14 +267,21 @@ export function windowOf(
   now: Date,
   retentionMs: number,
   logger: Logger,
-): Omit<Window, 'id' | 'updateTime' | 'pauses'> | Unreadable {
-  const readAt = Math.max(now.getTime(), read.readTime?.getTime() ?? 0);
-  const stored = readCursor(read.data, read.updateTime, job, new Date(readAt));
+):
+  | Omit<Window, 'id' | 'updateTime' | 'pauses'>
+  | Unreadable
+  | typeof OVERTAKEN {
+  const stored = readCursor(read.data, read.updateTime, job, now);
   if (isUnreadable(stored)) {
-    return stored;
+    const { readTime } = read;
+    const later = readTime !== undefined && readTime > now;
+    const atRead = later
+      ? readCursor(read.data, read.updateTime, job, readTime)
+      : stored;
+    return isUnreadable(atRead) ? atRead : OVERTAKEN;
   }
   const boundary = now.getTime() - closedAfterMs(job);
-  const lastWrite = Math.min(stored?.seenAt ?? now.getTime(), now.getTime());
+  const lastWrite = stored?.seenAt ?? now.getTime();
   const afresh = stored !== undefined && isStale(job, stored, lastWrite, now);
   const cursor = afresh ? startAfresh(job, stored, now, logger) : stored;
   // Never before the retention: an older slot's absence proves nothing (TTL).

@@ -17,6 +17,7 @@ import { FAILED_AFTER_RETRIES, MISSED_RUN } from './log-messages.ts';
 import {
   checkDocumentId,
   cursorDocument,
+  OVERTAKEN,
   type Window,
   windowOf,
 } from './missed-run-cursor.ts';
@@ -26,6 +27,7 @@ import {
   previousJudgedSlot,
   type RuleSighting,
   rulesFromClaims,
+  type Unreadable,
 } from './missed-run-rules.ts';
 import {
   PAUSED_SLOT,
@@ -66,6 +68,14 @@ export const UNREADABLE_PAUSES =
  */
 export const UNREADABLE_CURSOR =
   'missed-run check: the cursor document holds values this version never writes (its reason field says which); no slot of this job is judged until it is deleted (the next check then starts over, a day back). Right after a change to a longer retry window, a cursor ahead of the new boundary reads again by itself once the boundary passes it';
+
+/**
+ * Logged (WARNING) by each check that finds a job's cursor ahead of its closed boundary because it
+ * was written under a shorter retry window (a deploy lengthened the job's window): no slot of the
+ * job is judged until `readsAgainAt`, when the boundary passes it; nothing is lost or to repair.
+ */
+export const CURSOR_OF_SHORTER_WINDOW =
+  'missed-run check: the cursor was written under a shorter retry window than the job has now; no slot of this job is judged until readsAgainAt, when the cursor reads again by itself (nothing to repair)';
 
 /**
  * Logged (WARNING) when a report this check logged could not be marked logged: the next check finds
@@ -449,6 +459,26 @@ async function readBack(
   };
 }
 
+/**
+ * Says that `job`'s check cursor (document `id`) is unreadable, with the reason: a WARNING
+ * {@link CURSOR_OF_SHORTER_WINDOW} where it reads again by itself (`readsAgainAt`, RFC 3339), an
+ * ERROR {@link UNREADABLE_CURSOR} where only a repair brings the check back.
+ */
+function logUnreadableCursor(
+  job: DeclaredJob,
+  id: string,
+  cursor: Unreadable,
+  logger: Logger,
+): void {
+  const fields = { jobName: job.id, document: id, reason: cursor.unreadable };
+  if (cursor.readsAgainAt === undefined) {
+    logger.error(fields, UNREADABLE_CURSOR);
+    return;
+  }
+  const readsAgainAt = new Date(cursor.readsAgainAt).toISOString();
+  logger.warn({ ...fields, readsAgainAt }, CURSOR_OF_SHORTER_WINDOW);
+}
+
 /** Missed-run detection for one instance's jobs, safe across concurrent requests. */
 export class MissedRunCheck {
   readonly #deps: MissedRunCheckDeps;
@@ -558,12 +588,11 @@ export class MissedRunCheck {
     const pauses = stored === 'unreadable' ? [] : stored;
     const updateTime = overdue === 'changed' ? read.updateTime : overdue;
     const range = windowOf(job, read, now, jobDocuments.retentionMs, logger);
+    if (range === OVERTAKEN) {
+      return undefined;
+    }
     if (isUnreadable(range)) {
-      const reason = range.unreadable;
-      logger.error(
-        { jobName: job.id, document: id, reason },
-        UNREADABLE_CURSOR,
-      );
+      logUnreadableCursor(job, id, range, logger);
       return undefined;
     }
     return { ...range, id, updateTime, pauses, pausesRead: stored };

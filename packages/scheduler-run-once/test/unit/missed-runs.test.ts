@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  type DocumentData,
   FieldValue,
   type QueryDocumentSnapshot,
   Timestamp,
@@ -38,6 +39,7 @@ import {
 } from '../../src/policy/missed-run-rules.ts';
 import {
   CHECK_PERIOD_MS,
+  CURSOR_OF_SHORTER_WINDOW,
   isDueSlot,
   MissedRunCheck,
   reportedState,
@@ -861,23 +863,35 @@ describe('a cursor another check wrote while this check read it (the attack of s
     Timestamp.fromMillis(othersWrite + 86_400_000),
   );
 
-  it("reads it at the read's time, not at the clock taken before the read: no ERROR for it", async () => {
-    const errors: unknown[] = [];
+  /**
+   * One check at `T` over a store whose read of the cursor answers `data` at `readTime`: what it
+   * logged, what it wrote and what it returned.
+   */
+  async function checkOver(data: DocumentData, readTime: number) {
+    const logged: { level: string; message: unknown; fields: unknown }[] = [];
+    const writes: unknown[] = [];
+    const log =
+      (level: string) =>
+      (fields: unknown, message?: unknown): void => {
+        logged.push({ level, message, fields });
+      };
     const logger: Logger = {
       debug() {},
       info() {},
-      warn() {},
-      error: (fields: unknown) => errors.push(fields),
+      warn: log('WARNING'),
+      error: log('ERROR'),
       child: () => logger,
     };
-    // The read is slow: it answers at T + 12 s, after the other check's write.
     const jobDocuments = {
       readData: async () => ({
-        data: written,
+        data,
         updateTime: Timestamp.fromMillis(othersWrite),
-        readTime: new Date(T + 12_000),
+        readTime: new Date(readTime),
       }),
-      write: async () => Timestamp.fromMillis(T + 12_100),
+      write: async (...args: unknown[]) => {
+        writes.push(args);
+        return Timestamp.fromMillis(readTime + 100);
+      },
       expireAt: () => Timestamp.fromMillis(T + 86_400_000),
       retentionMs: 30 * 86_400_000,
     } as unknown as RunDocuments;
@@ -885,7 +899,7 @@ describe('a cursor another check wrote while this check read it (the attack of s
       getMany: async (ids: readonly string[]) => ({
         records: new Map(ids.map((runId) => [runId, undefined])),
         updateTimes: new Map(),
-        readTime: new Date(T + 12_000),
+        readTime: new Date(readTime),
       }),
     };
     const check = new MissedRunCheck({
@@ -893,11 +907,41 @@ describe('a cursor another check wrote while this check read it (the attack of s
       jobDocuments,
       clock: async () => new Date(T),
     });
-
     const result = await check.check(job, [], logger);
+    return { logged, writes, result };
+  }
 
-    assert.deepEqual(errors, [], 'a cursor a check wrote was said unreadable');
-    assert.ok(result.checked > 0, 'its slots were judged');
+  it('leaves the slots to the check that wrote it: no ERROR, no write (a write from the older clock would put a rule out of order)', async () => {
+    // The read is slow: it answers at T + 12 s, after the other check's write.
+    const { logged, writes, result } = await checkOver(written, T + 12_000);
+
+    assert.deepEqual(logged, [], 'a cursor a check wrote was said unreadable');
+    assert.equal(result.checked, 0, 'the other check judged its slots');
+    assert.deepEqual(writes, [], 'nothing written from the older clock');
+  });
+
+  it('says a cursor of a shorter retry window in a WARNING with when it reads again, not in an ERROR', async () => {
+    // Written a minute ago by a revision whose window was 10 minutes shorter, at its boundary.
+    const writer = closedAfterMs(job) - 600_000;
+    const shorter = {
+      ...written,
+      checked_before: Timestamp.fromMillis(T - 60_000 - writer),
+      seen_at: Timestamp.fromMillis(T - 60_000),
+      closed_after_ms: writer,
+    };
+
+    const { logged, writes } = await checkOver(shorter, T);
+
+    assert.deepEqual(
+      logged.map(({ level, message }) => [level, message]),
+      [['WARNING', CURSOR_OF_SHORTER_WINDOW]],
+    );
+    const readsAgainAt = T - 60_000 - writer + closedAfterMs(job) - 10_000;
+    assert.equal(
+      (logged[0]?.fields as { readsAgainAt?: string }).readsAgainAt,
+      new Date(readsAgainAt).toISOString(),
+    );
+    assert.deepEqual(writes, []);
   });
 
   it('runs --check judges the cursor at the read too, whatever --now says: a past --now keeps the rules it recorded', () => {
