@@ -938,7 +938,8 @@ describe('a cursor another check wrote while this check read it (the attack of s
     );
     const readsAgainAt = T - 60_000 - writer + closedAfterMs(job) - 10_000;
     assert.equal(
-      (logged[0]?.fields as { readsAgainAt?: string }).readsAgainAt,
+      (logged[0]?.fields as { readsAgainAt?: string } | undefined)
+        ?.readsAgainAt,
       new Date(readsAgainAt).toISOString(),
     );
     assert.deepEqual(writes, []);
