@@ -756,7 +756,7 @@ function offUntil(off: CursorOff): string {
  * repair its cursor or wait until it reads again by itself.
  */
 function cursorsOffLines(
-  cursorsOff: RunsListing['cursorsOff'],
+  cursorsOff: readonly CursorOff[],
   command: string,
 ): string[] {
   return cursorsOff.map((off) =>

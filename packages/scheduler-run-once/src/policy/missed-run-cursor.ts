@@ -262,7 +262,7 @@ export function windowOf(
   read: {
     readonly data: DocumentData | undefined;
     readonly updateTime: Timestamp | undefined;
-    readonly readTime?: Date;
+    readonly readTime: Date;
   },
   now: Date,
   retentionMs: number,
@@ -273,11 +273,10 @@ export function windowOf(
   | typeof OVERTAKEN {
   const stored = readCursor(read.data, read.updateTime, job, now);
   if (isUnreadable(stored)) {
-    const { readTime } = read;
-    const later = readTime !== undefined && readTime > now;
-    const atRead = later
-      ? readCursor(read.data, read.updateTime, job, readTime)
-      : stored;
+    const atRead =
+      read.readTime > now
+        ? readCursor(read.data, read.updateTime, job, read.readTime)
+        : stored;
     return isUnreadable(atRead) ? atRead : OVERTAKEN;
   }
   const boundary = now.getTime() - closedAfterMs(job);
