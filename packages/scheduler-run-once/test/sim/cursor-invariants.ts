@@ -16,7 +16,10 @@
  */
 
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
-import { UNREADABLE_CURSOR } from '../../src/policy/missed-runs.ts';
+import {
+  CURSOR_OF_SHORTER_WINDOW,
+  UNREADABLE_CURSOR,
+} from '../../src/policy/missed-runs.ts';
 import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
@@ -449,4 +452,98 @@ function staleCursorWarned(outcome: SimOutcome, w: ForeignCursor): string[] {
     : [
         `another version's cursor on ${w.document}, unwritten for days (written at ${new Date(w.at).toISOString()}), was never started afresh with a WARN "${STARTED_AFRESH}…"`,
       ];
+}
+
+/**
+ * How long after its check took its clock a check's line may be logged, ms: its read of the cursor
+ * may wait on a hung connection or a paused instance (the model's longest: 200 s).
+ */
+const CHECK_LINE_LAG_MS = 5 * 60_000;
+
+/** The deployment a log line's instance belongs to (`d{N}-…`), if named so. */
+function deploymentOfLine(line: LogLine): number | undefined {
+  const match = /^d(\d+)-/.exec(line.instance);
+  return match === null ? undefined : Number(match[1]);
+}
+
+/**
+ * Whether a revision of `dep` deployed at or before `atMs` gave `jobId` more retries or a longer
+ * `maxRetryDuration` than the revision before it (a `retry_longer` redeploy).
+ */
+function retriesLengthenedBy(
+  dep: Deployment | undefined,
+  jobId: string,
+  atMs: number,
+): boolean {
+  const revisions = dep?.revisions ?? [];
+  return revisions.some((revision, r) => {
+    const before = revisions[r - 1]?.jobs.find((j) => j.id === jobId);
+    const after = revision.jobs.find((j) => j.id === jobId);
+    return (
+      r > 0 &&
+      revision.at <= atMs &&
+      before !== undefined &&
+      after !== undefined &&
+      (after.retryCount > before.retryCount ||
+        after.maxRetryDurationSeconds > before.maxRetryDurationSeconds)
+    );
+  });
+}
+
+/**
+ * Invariant 55: what a check says of a cursor this version wrote. It never calls it unreadable:
+ * an {@link UNREADABLE_CURSOR} ERROR names a document another version wrote a cursor on before the
+ * line. It says a cursor stands ahead of the job's closed boundary and reads again by itself
+ * ({@link CURSOR_OF_SHORTER_WINDOW}, a WARNING) only after a deploy that lengthened the job's retry
+ * settings (docs/limits.md, "A cursor written before a change of the job's retry settings"), with
+ * the reason that says so and a `readsAgainAt` still to come when its check took its clock.
+ */
+export function ownCursorsSaid(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const foreign = outcome.foreignCursors ?? [];
+  for (const line of outcome.logs) {
+    const document = String(line.fields.document);
+    const jobId = String(line.fields.jobName);
+    const at = new Date(line.at).toISOString();
+    if (line.message === UNREADABLE_CURSOR) {
+      const written = foreign.some(
+        (c) => c.document === document && c.at <= line.at,
+      );
+      if (!written) {
+        found.push(
+          `a check at ${at} said ${jobId}'s cursor ${document} unreadable (${String(line.fields.reason)}), and only this version wrote it`,
+        );
+      }
+    }
+    if (line.message === CURSOR_OF_SHORTER_WINDOW) {
+      found.push(...shorterWindowSaid(outcome, line, jobId, at));
+    }
+  }
+  return found;
+}
+
+/** What is wrong with `line`, a {@link CURSOR_OF_SHORTER_WINDOW} WARNING logged at `at`. */
+function shorterWindowSaid(
+  outcome: SimOutcome,
+  line: LogLine,
+  jobId: string,
+  at: string,
+): string[] {
+  const said = `a check at ${at} said ${jobId}'s cursor stands ahead of a longer retry window's boundary`;
+  const d = deploymentOfLine(line);
+  const dep = d === undefined ? undefined : outcome.deployments[d];
+  if (!retriesLengthenedBy(dep, jobId, line.at)) {
+    return [`${said}, and no deploy had lengthened its retry settings`];
+  }
+  const reason = line.fields.reason;
+  if (typeof reason !== 'string' || !reason.startsWith('checked_before')) {
+    return [`${said} with the reason ${JSON.stringify(reason)}, not one naming checked_before`];
+  }
+  const readsAgainAt = Date.parse(String(line.fields.readsAgainAt));
+  if (!(readsAgainAt > line.at - CHECK_LINE_LAG_MS)) {
+    return [
+      `${said}, reading again at ${String(line.fields.readsAgainAt)}: a time its check had passed`,
+    ];
+  }
+  return [];
 }

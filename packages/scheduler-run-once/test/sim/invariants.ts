@@ -128,6 +128,7 @@ import {
   checkOffForRun,
   cursorsKeptUp,
   foreignCursorsSaid,
+  ownCursorsSaid,
   forgottenByRepair,
   saidOf,
   skippedAfresh,
@@ -421,7 +422,10 @@ function reportLinesTrue(outcome: SimOutcome): string[] {
   ];
 }
 
-/** Invariants 13, 39 and 54: what another version wrote is never passed or blocked on silently. */
+/**
+ * Invariants 13, 39, 54 and 55: what another version wrote is never passed or blocked on silently,
+ * and what this version wrote is never said to be another's.
+ */
 function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
   return [
     // 13. Another version's records and locks: never a silent pass, never a long silent block.
@@ -432,6 +436,9 @@ function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
     ...malformedLocksAnswered(outcome),
     // 54. Another version's cursor: an unreadable one said by the final check, a readable one read.
     ...foreignCursorsSaid(outcome),
+    // 55. A cursor only this version wrote is never said unreadable; one ahead of a longer retry
+    // window's boundary is said so only after a deploy that lengthened it.
+    ...ownCursorsSaid(outcome),
   ];
 }
 

@@ -352,8 +352,16 @@ export type SimEvent =
       readonly at: number;
       readonly type: 'redeploy';
       readonly deployment: number;
-      /** The new revision's change: a job dropped, or a job's overlap policy changed. */
-      readonly change: 'drop_last_job' | 'overlap_skip' | 'overlap_allow';
+      /**
+       * The new revision's change: a job dropped, the first job's overlap policy changed, or its
+       * retry settings lengthened (`retry_longer`: {@link longerRetries}), so that its missed-run
+       * cursor, written under the shorter window, stands ahead of the new closed boundary.
+       */
+      readonly change:
+        | 'drop_last_job'
+        | 'overlap_skip'
+        | 'overlap_allow'
+        | 'retry_longer';
       /** Instances of the old revision keep serving beside the new one's (a rolling deploy). */
       readonly rolling: boolean;
     }
@@ -567,6 +575,29 @@ function brokenJob(spec: JobSpec): JobSpec {
   return { ...spec, minMs, maxMs: minMs + 5_000 };
 }
 
+/** The most retries Cloud Scheduler's RetryConfig takes (`retryCount`: "Values greater than 5 … are not allowed"). */
+const MAX_RETRY_COUNT = 5;
+
+/** How much longer a `retry_longer` redeploy makes a job's `maxRetryDuration`, seconds. */
+const LONGER_RETRY_DURATION_SECONDS = 600;
+
+/**
+ * `spec`'s retry settings lengthened, as a `retry_longer` redeploy declares them: two more
+ * retries (at most {@link MAX_RETRY_COUNT}) and {@link LONGER_RETRY_DURATION_SECONDS} more of
+ * `maxRetryDuration`. Retries go on "until both limits are reached" (Cloud Scheduler's
+ * RetryConfig), so the retry window grows by several minutes: more than the missed-run cursor
+ * lags the old closed boundary (about one longest execution), so that a cursor written before
+ * the deploy stands ahead of the new boundary for a while.
+ */
+export function longerRetries(spec: JobSpec): JobSpec {
+  return {
+    ...spec,
+    retryCount: Math.min(spec.retryCount + 2, MAX_RETRY_COUNT),
+    maxRetryDurationSeconds:
+      spec.maxRetryDurationSeconds + LONGER_RETRY_DURATION_SECONDS,
+  };
+}
+
 /**
  * The generator of histories. `emulator` keeps to what runs on the real emulator (no driven server time: no pauses, no
  * store faults, short spans).
@@ -637,6 +668,8 @@ export const FAULT_BIASED = {
     // A new revision's slot meets the previous slot's run, which took no lock: a rolling
     // `overlap_skip` redeploy reaches it only when such a run happens to outlast its minute.
     guard_during_run: 2,
+    // One in four a `retry_longer`: a cursor ahead of the new, longer window's boundary.
+    redeploy: 2,
   },
 } as const;
 
@@ -1080,7 +1113,14 @@ function eventArbitrary(
   // Force runs come three times as often as each other event: half are pressed near a slot, half of
   // those without a schedule time, and a Force run taken for its slot meets the slot's own retries.
   // Late deliveries are what the run audit's catch-up races: as often as Force runs beside it.
-  const weights = { force: 3, late_delivery: base.audit === true ? 3 : 1 };
+  // With the run audit, redeploys twice as often: one in four lengthens a job's retry window
+  // (`retry_longer`), which only the audit's missed-run check can meet.
+  const audit = base.audit === true;
+  const weights = {
+    force: 3,
+    late_delivery: audit ? 3 : 1,
+    redeploy: audit ? 2 : 1,
+  };
   return weightedEvents(eventKinds(base, emulator), weights);
 }
 
@@ -1226,6 +1266,7 @@ function disruptionEvents(fields: EventFields): EventKind[] {
         'drop_last_job' as const,
         'overlap_skip' as const,
         'overlap_allow' as const,
+        'retry_longer' as const,
       ),
       rolling: fc.boolean(),
     }),

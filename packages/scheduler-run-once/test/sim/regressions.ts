@@ -3284,6 +3284,58 @@ export const FIXED: readonly {
       ],
     },
   },
+  {
+    finding:
+      "a deploy that lengthened job-0's retry settings (one retry and no `maxRetryDuration` to three and 600 s) at 4 min 48 s, rolling: the cursor the old revision's checks wrote stood ahead of the new, longer window's boundary, and the run audit's check called it unreadable, an ERROR asking for a repair, until the boundary passed it (stop 72's second attack; invariant 55, `npm run simulate -- --seed=2 --path 22` with the shorter-window branch of `aheadOfBoundary` removed, stop 73)",
+    history: {
+      seed: 1147424181,
+      leaseSeconds: 116,
+      scopes: ['staging', 'production'],
+      instances: 3,
+      spanMs: 1560000,
+      duplicates: 0.3,
+      dropAnswers: 0.3,
+      latency: [20, 400],
+      faultRate: 0,
+      lateAnswers: 0,
+      crashAfterWrite: 0.3,
+      firestoreTimeoutSeconds: 5,
+      clockOffsetMs: -540889,
+      stubbornJobs: true,
+      caseNotes: true,
+      noteFills: true,
+      scheduleChanges: true,
+      audit: true,
+      jobs: [
+        {
+          id: 'job-0',
+          schedule: '* * * * *',
+          overlap: 'allow',
+          attemptDeadlineSeconds: 16,
+          retryCount: 1,
+          maxRetryDurationSeconds: 0,
+          minBackoffSeconds: 4,
+          maxBackoffSeconds: 60,
+          maxDoublings: 2,
+          minMs: 19997,
+          maxMs: 134494,
+          failRate: 0.1,
+          notes: false,
+          catchUp: { graceSeconds: 180, windowSeconds: 180, slots: 'latest' },
+        },
+      ],
+      events: [
+        { at: 1, deployment: 1, instance: 1, ms: 109315, type: 'hang' },
+        {
+          at: 288023,
+          deployment: 0,
+          change: 'retry_longer',
+          rolling: true,
+          type: 'redeploy',
+        },
+      ],
+    },
+  },
 ];
 
 /** A history that shows a known bug whose fix is under way ({@link AWAITING_FIX}). */

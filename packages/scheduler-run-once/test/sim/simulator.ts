@@ -99,6 +99,7 @@ import {
   isReadableCursorKind,
   type JobSpec,
   KNOWN_GAPS,
+  longerRetries,
   type MalformedHolder,
   nextScheduleOf,
   pauseEndMs,
@@ -3393,7 +3394,6 @@ function latestRevision(dep: Deployment): Deployment['revisions'][number] {
   return dep.revisions.at(-1) as Deployment['revisions'][number];
 }
 
-/** `specs` with job `index`'s overlap policy set to `overlap`. */
 /** `specs` with the first job's schedule moved on, in a history with schedule changes and the audit. */
 function withScheduleChange(
   world: World,
@@ -3408,6 +3408,7 @@ function withScheduleChange(
   );
 }
 
+/** `specs` with job `index`'s overlap policy set to `overlap`. */
 function withOverlap(
   specs: readonly JobSpec[],
   index: number,
@@ -3417,7 +3418,7 @@ function withOverlap(
 }
 
 /**
- * The `redeploy` event: a job dropped, or the first job's overlap changed; and, in a history with
+ * The `redeploy` event: a job dropped, or the first job's overlap or retry settings changed; and, in a history with
  * schedule changes and the run audit, the first job's schedule moved on ({@link nextScheduleOf}).
  */
 function redeploy(
@@ -3431,6 +3432,11 @@ function redeploy(
     if (specs.length >= 2) {
       deployRevision(world, dep, specs.slice(0, -1), rollout);
     }
+    return;
+  }
+  if (event.change === 'retry_longer') {
+    const longer = specs.map((s, i) => (i === 0 ? longerRetries(s) : s));
+    deployRevision(world, dep, longer, rollout);
     return;
   }
   const overlap = event.change === 'overlap_skip' ? 'skip' : 'allow';
