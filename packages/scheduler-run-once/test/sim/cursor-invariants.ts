@@ -537,7 +537,9 @@ function shorterWindowSaid(
   }
   const reason = line.fields.reason;
   if (typeof reason !== 'string' || !reason.startsWith('checked_before')) {
-    return [`${said} with the reason ${JSON.stringify(reason)}, not one naming checked_before`];
+    return [
+      `${said} with the reason ${JSON.stringify(reason)}, not one naming checked_before`,
+    ];
   }
   const readsAgainAt = Date.parse(String(line.fields.readsAgainAt));
   if (!(readsAgainAt > line.at - CHECK_LINE_LAG_MS)) {

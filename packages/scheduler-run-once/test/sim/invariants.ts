@@ -128,8 +128,8 @@ import {
   checkOffForRun,
   cursorsKeptUp,
   foreignCursorsSaid,
-  ownCursorsSaid,
   forgottenByRepair,
+  ownCursorsSaid,
   saidOf,
   skippedAfresh,
 } from './cursor-invariants.ts';
