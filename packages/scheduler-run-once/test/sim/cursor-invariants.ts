@@ -549,3 +549,60 @@ function shorterWindowSaid(
   }
   return [];
 }
+
+/** How long another version's stale cursor (`readable_stale`) stood unwritten, ms (foreign-cursors.ts). */
+const STALE_FOR_MS = 2 * 86_400_000;
+
+/** The `--since Nh` a started-afresh WARN tells the operator to look back with. */
+const SINCE_HOURS = /--since (\d+)h/;
+
+/**
+ * Invariant 56: a check starts a job's cursor afresh (its WARN {@link STARTED_AFRESH}, whose range
+ * {@link skippedAfresh} then leaves unjudged) only from a cursor nobody wrote for days: one another
+ * version left on the job's document in its deployment before the line (`readable_stale`), this
+ * version's own being written at every check that moves it and at least hourly. The WARN names
+ * the range it leaves: from that cursor's `checked_before`, days back, to a boundary before the
+ * line and within a day of it; and its `npm run runs -- --since Nh` reaches back to the range's
+ * start.
+ */
+export function startedAfreshOnlyWhenStale(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  const stale = (outcome.foreignCursors ?? []).filter(
+    (c) => c.kind === 'readable_stale',
+  );
+  for (const line of outcome.logs) {
+    if (!line.message.startsWith(STARTED_AFRESH)) {
+      continue;
+    }
+    const jobId = String(line.fields.jobName);
+    const d = deploymentOfLine(line);
+    const said = `a check at ${new Date(line.at).toISOString()} started ${jobId}'s cursor afresh`;
+    const from = Date.parse(String(line.fields.from));
+    const to = Date.parse(String(line.fields.to));
+    const left = stale.find(
+      (c) =>
+        c.jobId === jobId &&
+        c.deployment === d &&
+        c.at <= line.at &&
+        from <= c.at - STALE_FOR_MS,
+    );
+    if (left === undefined) {
+      found.push(
+        `${said} from ${String(line.fields.from)}, and no cursor days old stood there`,
+      );
+      continue;
+    }
+    if (!(to > line.at - 86_400_000 && to <= line.at)) {
+      found.push(
+        `${said} up to ${String(line.fields.to)}: not a boundary before the line and within a day of it`,
+      );
+    }
+    const hours = Number(SINCE_HOURS.exec(line.message)?.[1]);
+    if (!(line.at - hours * 3_600_000 <= from)) {
+      found.push(
+        `${said} from ${String(line.fields.from)}, and told to look back only ${hours} h`,
+      );
+    }
+  }
+  return found;
+}

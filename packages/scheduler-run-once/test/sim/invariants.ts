@@ -132,6 +132,7 @@ import {
   ownCursorsSaid,
   saidOf,
   skippedAfresh,
+  startedAfreshOnlyWhenStale,
 } from './cursor-invariants.ts';
 import { fencedWriteResultsTrue } from './fenced-write-invariants.ts';
 import { unreadableBecause } from './foreign-writes.ts';
@@ -423,7 +424,7 @@ function reportLinesTrue(outcome: SimOutcome): string[] {
 }
 
 /**
- * Invariants 13, 39, 54 and 55: what another version wrote is never passed or blocked on silently,
+ * Invariants 13, 39 and 54 to 56: what another version wrote is never passed or blocked on silently,
  * and what this version wrote is never said to be another's.
  */
 function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
@@ -439,6 +440,8 @@ function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
     // 55. A cursor only this version wrote is never said unreadable; one ahead of a longer retry
     // window's boundary is said so only after a deploy that lengthened it.
     ...ownCursorsSaid(outcome),
+    // 56. A cursor is started afresh only where another version left one nobody wrote for days.
+    ...startedAfreshOnlyWhenStale(outcome),
   ];
 }
 
