@@ -20,8 +20,8 @@
  */
 
 import { Cron } from 'croner';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { AUDIT_JOB_ID } from './model.ts';
+import { v1CheckDocumentId } from './run-id-invariants.ts';
 import type { Execution, SimOutcome } from './simulator.ts';
 
 /** An hour, ms: the period of a delivery's check. */
@@ -76,7 +76,7 @@ export function deliveryChecksAsDocumented(outcome: SimOutcome): string[] {
     if (dep === undefined) {
       continue;
     }
-    const own = checkDocumentId(exec.jobId, dep.keyScope);
+    const own = v1CheckDocumentId(exec.jobId, dep.keyScope);
     const read = (outcome.checkReads.get(exec.attemptId) ?? []).filter(
       (id) => id === own,
     );

@@ -15,7 +15,6 @@
  * slot, `reportDueMs` less one execution), never later than the product's.
  */
 
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   CURSOR_OF_SHORTER_WINDOW,
   UNREADABLE_CURSOR,
@@ -24,6 +23,7 @@ import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
 import { brokenCursorField, isReadableCursorKind } from './model.ts';
+import { v1CheckDocumentId } from './run-id-invariants.ts';
 import { isSlotOf, scheduleSegments, segmentAt } from './schedule-segments.ts';
 import {
   type ForeignCursor,
@@ -82,7 +82,7 @@ function cursorAt(
   dep: Deployment,
 ): number | undefined {
   const document = outcome.jobDocuments?.get(
-    checkDocumentId(job.id, dep.keyScope),
+    v1CheckDocumentId(job.id, dep.keyScope),
   );
   const at = document?.checked_before as
     | { toMillis?: () => number }

@@ -177,8 +177,19 @@ function unreadableCursor(
       ),
     }),
   };
-  return { ...cursor, ...(forms[kind]?.() ?? {}) };
+  const written: DocumentData = { ...cursor, ...(forms[kind]?.() ?? {}) };
+  const missing = MISSING_FIELD[kind];
+  if (missing !== undefined) {
+    delete written[missing];
+  }
+  return written;
 }
+
+/** The field an unreadable form leaves out (the other of the two that make a cursor stays). */
+const MISSING_FIELD: Partial<Record<ForeignCursorKind, string>> = {
+  checked_before_missing: 'checked_before',
+  run_seen_missing: 'run_seen',
+};
 
 /**
  * A form this version reads as its own, from `cursor`, or `undefined` where it would mean
@@ -219,6 +230,11 @@ function readableCursor(
         return undefined;
       }
       const { rules: _, ...rest } = cursor;
+      return rest;
+    }
+    case 'readable_no_seen_at': {
+      // A version before `seen_at`: its write's update time stands for it.
+      const { seen_at: _, ...rest } = cursor;
       return rest;
     }
     case 'readable_no_first_seen':

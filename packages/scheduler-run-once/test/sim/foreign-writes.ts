@@ -16,7 +16,6 @@ import {
 import { type Scope, scopeId } from '../../src/core/run-key.ts';
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { previousSlot, slotsBetween } from '../../src/policy/schedule.ts';
 import {
@@ -25,6 +24,7 @@ import {
   isMalformedHolder,
   type MalformedHolder,
 } from './model.ts';
+import { v1CheckDocumentId } from './run-id-invariants.ts';
 
 /** A status no version of this product writes: another (newer) version's. */
 export const UNKNOWN_STATUS = 'deferred';
@@ -599,7 +599,7 @@ export function checkDocumentOf(
   job: DeclaredJob,
   scope: Scope,
 ) {
-  const id = checkDocumentId(job.id, scope);
+  const id = v1CheckDocumentId(job.id, scope);
   const doc = w.store.collection(jobStateCollection(w.collection)).doc(id);
   return { id, doc };
 }

@@ -100,7 +100,6 @@ import {
   REPORT_WITHDRAWN,
 } from '../../src/policy/final-failure.ts';
 import { PAUSED_SLOT } from '../../src/policy/log-messages.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   FAILED_AFTER_RETRIES,
   MISSED_RUN,
@@ -171,7 +170,7 @@ import {
   unmarkedWarningsTrue,
 } from './report-line-invariants.ts';
 import { retentionGateKept } from './retention-invariants.ts';
-import { runIdsAsDeployed } from './run-id-invariants.ts';
+import { runIdsAsDeployed, v1CheckDocumentId } from './run-id-invariants.ts';
 import {
   isJudgedSlot,
   isSlotOf,
@@ -2561,7 +2560,7 @@ function forgottenPausesReported(outcome: SimOutcome): string[] {
     }
     const pausedAt = iso(pause.from);
     const bound = iso(boundMs);
-    const document = checkDocumentId(
+    const document = v1CheckDocumentId(
       pause.jobId,
       keyScopeOf(outcome, pause.deployment),
     );
@@ -2662,7 +2661,7 @@ function noEarlyOverdueReport(outcome: SimOutcome): string[] {
       (p) =>
         p.jobId === line.fields.jobName &&
         iso(p.from) === line.fields.pausedAt &&
-        checkDocumentId(p.jobId, keyScopeOf(outcome, p.deployment)) ===
+        v1CheckDocumentId(p.jobId, keyScopeOf(outcome, p.deployment)) ===
           line.fields.document,
     );
     if (pause === undefined) {

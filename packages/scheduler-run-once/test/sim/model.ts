@@ -55,6 +55,17 @@ export const KNOWN_GAPS = {
    * reads came at a time its own schedule, or a later schedule of the job, has a slot.
    */
   firstRecordUnderAnotherRule: true,
+  /**
+   * Found by 179 histories of seed 6 (stop 73; docs/limits.md, "A rolling deploy that changes the
+   * schedule"): during a rolling deploy from every five minutes to `3,4,6,8,9,…`, a delivery's own check on an
+   * instance of the old revision, after the run audit had seen the new rule, wrote the old rule
+   * back into the cursor (a flip); the next rule seen was every minute, minutes later, and the
+   * check judged 01:05, a slot of both rules it knew, which the schedule Scheduler ran then lacks:
+   * a `missed run` Scheduler never had. While on, invariant 53 excuses a `missed run` of a slot the
+   * schedule deployed at its time lacks when a check of the job on a revision with another rule,
+   * one that has the slot, began after that schedule was deployed and before the slot.
+   */
+  oldRuleSeenAfterChange: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;
@@ -811,21 +822,25 @@ export function isMalformedHolder(
 /**
  * The cursors another version writes (`foreign_cursor`), each from the cursor stored. Unreadable
  * (`readCursor` and `readRules` in src/policy/missed-run-cursor.ts and missed-run-rules.ts):
- * `checked_before`, `run_seen` or `seen_at` of the wrong type, a `seen_at` of null or a day ahead
+ * `checked_before`, `run_seen` or `seen_at` of the wrong type, one of `checked_before` and
+ * `run_seen` without the other (stop 73), a `seen_at` of null or a day ahead
  * (stop 72: both were read silently), a `closed_after_ms` of 0, null (stop 72: read as absent) or a
  * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
  * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
  * timestamp, a rule starting a month ahead, a rule starting a day before the one before it ended
  * (stop 71: both were read, and left slots unjudged silently). Readable: fields this version never writes, no `closed_after_ms` or another
- * version's (other retry settings), an earlier version's cursor without `rules` or `first_seen`,
+ * version's (other retry settings), an earlier version's cursor without `rules`, `first_seen` or
+ * `seen_at` (stop 73: its write's update time stands for it),
  * exactly eight rules (the oldest weeks before any slot of the history); and a cursor nobody wrote
  * for three days (`readable_stale`), which the next check must start afresh from the closed
  * boundary, saying in a WARN which range it does not judge.
  */
 export const FOREIGN_CURSOR_KINDS = [
   'checked_before_text',
+  'checked_before_missing',
   'run_seen_text',
+  'run_seen_missing',
   'seen_at_text',
   'seen_at_null',
   'seen_at_ahead',
@@ -851,6 +866,7 @@ export const FOREIGN_CURSOR_KINDS = [
   'readable_other_closed_after',
   'readable_no_rules',
   'readable_no_first_seen',
+  'readable_no_seen_at',
   'readable_most_rules',
   'readable_stale',
 ] as const;

@@ -64,6 +64,18 @@ export function v1KeyScope(scope: Scope): string {
   return scope.length === 0 ? '' : v1Hash(scope).slice(0, KEY_SCOPE_DIGITS);
 }
 
+/**
+ * A job's check document id (its missed-run cursor and its pauses, per key scope) as deployed
+ * versions name it: `{jobId}~check`, and `~` and the scope's {@link v1KeyScope} for a non-empty
+ * scope. A version that named it otherwise would not read the cursor and pauses the last one left:
+ * during a rolling deploy its check would start over a day back, and a job paused by the operator
+ * would run.
+ */
+export function v1CheckDocumentId(jobId: string, scope: Scope): string {
+  const keyScope = v1KeyScope(scope);
+  return keyScope === '' ? `${jobId}~check` : `${jobId}~check~${keyScope}`;
+}
+
 /** An instant as a schedule time's canonical form (whole seconds, `Z`); undefined with a fraction. */
 function canonicalTime(ms: number): string | undefined {
   if (ms % 1000 !== 0) {

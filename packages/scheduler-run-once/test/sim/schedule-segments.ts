@@ -18,10 +18,14 @@
  */
 import type { DeclaredJob } from '../../src/policy/job-declaration.ts';
 import { MISSED_RUN } from '../../src/policy/log-messages.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
+import {
+  CURSOR_OF_SHORTER_WINDOW,
+  UNREADABLE_CURSOR,
+} from '../../src/policy/missed-runs.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { nextSlotMs } from './cloud-scheduler.ts';
-import { AUDIT_JOB_ID } from './model.ts';
+import { AUDIT_JOB_ID, type KNOWN_GAPS } from './model.ts';
+import { v1CheckDocumentId } from './run-id-invariants.ts';
 import type { SimOutcome } from './simulator.ts';
 
 type Deployment = SimOutcome['deployments'][number];
@@ -121,7 +125,9 @@ function sightingsOf(
           e.start <= line.at,
       )
       .reduce((latest, e) => Math.max(latest, e.start), line.at - 60_000);
-    sightings.push({ schedule, from: started, at: line.at });
+    if (!cursorOff(outcome, line.instance, jobId, started, line.at)) {
+      sightings.push({ schedule, from: started, at: line.at });
+    }
   }
   const last = ruleAt(dep.revisions.length - 1);
   if (last !== undefined) {
@@ -132,6 +138,31 @@ function sightingsOf(
     });
   }
   return sightings;
+}
+
+/**
+ * Whether `instance` said `jobId`'s cursor unreadable, or ahead of a longer retry window's
+ * boundary, from `fromMs` to `toMs`: its check judged nothing and wrote no rule, so the audit
+ * around it saw no rule of the job (docs/limits.md: a deploy that changes the schedule and
+ * lengthens the retry window at once leaves a slot only the new rule has unjudged until the
+ * cursor reads again).
+ */
+function cursorOff(
+  outcome: SimOutcome,
+  instance: string,
+  jobId: string,
+  fromMs: number,
+  toMs: number,
+): boolean {
+  return outcome.logs.some(
+    (l) =>
+      (l.message === CURSOR_OF_SHORTER_WINDOW ||
+        l.message === UNREADABLE_CURSOR) &&
+      l.instance === instance &&
+      l.fields.jobName === jobId &&
+      l.at >= fromMs &&
+      l.at <= toMs,
+  );
 }
 
 /** How long before a run audit's start a delivery's check may still race it for the cursor, ms. */
@@ -166,7 +197,7 @@ function deliveryCheckSightings(
   jobId: string,
 ): Sighting[] {
   const dep = outcome.deployments[d] as Deployment;
-  const document = checkDocumentId(jobId, dep.keyScope);
+  const document = v1CheckDocumentId(jobId, dep.keyScope);
   return outcome.executions.flatMap((e) => {
     const revision = revisionOf(e.instance, d);
     const schedule =
@@ -367,6 +398,13 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
       // schedule changed before any check saw the old one").
       continue;
     }
+    if (
+      outcome.gaps.oldRuleSeenAfterChange &&
+      segment !== undefined &&
+      otherRuleSeenBefore(outcome, d, segment, slotMs)
+    ) {
+      continue; // KNOWN_GAPS.oldRuleSeenAfterChange
+    }
     if (segment === undefined || !isSlotOf(segment.job.schedule, slotMs)) {
       found.push(
         `${jobId}@${String(line.fields.slot)} was reported "${MISSED_RUN}" (${line.instance}, ${new Date(line.at).toISOString()}), but the schedule deployed then${segment === undefined ? ' (none)' : ` (${segment.job.schedule})`} has no slot there: Scheduler never had it`,
@@ -374,6 +412,32 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     }
   }
   return found;
+}
+
+/**
+ * Whether a check of `segment`'s job in deployment `d` under another rule that has a slot at
+ * `slotMs` (a run audit's or a delivery's, on an instance of another revision: a rolling deploy's
+ * old one) began after the segment's schedule was deployed and before the slot: it may have
+ * written that rule back into the cursor ({@link KNOWN_GAPS}`.oldRuleSeenAfterChange`).
+ */
+function otherRuleSeenBefore(
+  outcome: SimOutcome,
+  d: number,
+  segment: ScheduleSegment,
+  slotMs: number,
+): boolean {
+  const jobId = segment.job.id;
+  const checks = [
+    ...sightingsOf(outcome, d, jobId, true),
+    ...deliveryCheckSightings(outcome, d, jobId),
+  ];
+  return checks.some(
+    (c) =>
+      c.schedule !== segment.job.schedule &&
+      c.from >= segment.from &&
+      c.from <= slotMs &&
+      isSlotOf(c.schedule, slotMs),
+  );
 }
 
 /**

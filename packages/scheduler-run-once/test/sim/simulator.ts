@@ -50,7 +50,6 @@ import {
 } from '../../src/policy/job-declaration.ts';
 import { jobStateCollection } from '../../src/policy/job-state.ts';
 import type { CatchUpSender, CatchUpSent } from '../../src/policy/late-runs.ts';
-import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
 import {
   MAX_CHECK_SLOTS,
   MissedRunCheck,
@@ -119,6 +118,7 @@ import {
   retentionBoundOf,
   retentionEdgesSeconds,
 } from './retention-invariants.ts';
+import { v1CheckDocumentId } from './run-id-invariants.ts';
 import { EPOCH_MS, type MachineClock, VirtualTime } from './virtual-time.ts';
 
 /** Where a delivery came from: what the simulated world meant it to be. */
@@ -2399,7 +2399,7 @@ async function operatorPause(
 ): Promise<void> {
   const { time } = world;
   const { jobDocuments } = storesOf(world, dep.config);
-  const docId = checkDocumentId(jobId, dep.keyScope);
+  const docId = v1CheckDocumentId(jobId, dep.keyScope);
   // `--until 90s`: a bound the forgotten pause outlives, so a check reports it overdue.
   const until = forgotten
     ? (pausedAt: Date) => new Date(pausedAt.getTime() + 90_000)

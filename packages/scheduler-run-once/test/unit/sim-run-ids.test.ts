@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import type { Scope } from '../../src/core/run-key.ts';
 import {
   runIdsAsDeployed,
+  v1CheckDocumentId,
   v1KeyScope,
   v1SlotId,
   v1TriggerId,
@@ -21,6 +22,9 @@ const PINNED_SLOT_ID =
   '6b39f8f1247835ab02f49cde6539642bcfbad7872dd0b4cfd09a06bc577048f3';
 
 const SCOPE: Scope = [['tenant', 'acme']];
+
+/** The check document of `nightly` in {@link SCOPE}, as deployed versions named it. */
+const PINNED_CHECK_DOCUMENT = 'nightly~check~ded3b73dbc432110';
 const SLOT_AT = Date.parse('2026-10-16T12:00:00Z');
 const SLOT_TIME = '2026-10-16T12:00:00Z';
 
@@ -47,6 +51,11 @@ describe('invariant 47: runs have the ids deployed versions compute', () => {
     assert.equal(v1SlotId([], 'nightly', SLOT_TIME), PINNED_SLOT_ID);
     assert.equal(v1KeyScope([]), '');
     assert.match(v1KeyScope(SCOPE), /^[0-9a-f]{16}$/);
+  });
+
+  it("names a job's check document as deployed versions did", () => {
+    assert.equal(v1CheckDocumentId('nightly', []), 'nightly~check');
+    assert.equal(v1CheckDocumentId('nightly', SCOPE), PINNED_CHECK_DOCUMENT);
   });
 
   it('passes each kind of execution under its own id, and records of its scope', () => {
