@@ -606,3 +606,60 @@ export function startedAfreshOnlyWhenStale(outcome: SimOutcome): string[] {
   }
   return found;
 }
+
+/**
+ * How long after a cursor's `seen_at` a check writes it again though nothing changed, ms: its
+ * heartbeat, an hour (`CURSOR_HEARTBEAT_MS` in src/policy/missed-run-cursor.ts), so that a
+ * cursor in use never looks stale.
+ */
+const HEARTBEAT_MS = 3_600_000;
+
+/** The fields of a stored cursor but its `seen_at`: what a check's write exists to change. */
+const CURSOR_STATE = [
+  'checked_before',
+  'run_seen',
+  'closed_after_ms',
+  'rules',
+] as const;
+
+/** A stored timestamp (`{ _seconds, _nanoseconds }` in the memory store, or a `Timestamp`), ms. */
+function storedMs(value: unknown): number | undefined {
+  const time = value as { toMillis?: () => number } | undefined;
+  return typeof time?.toMillis === 'function' ? time.toMillis() : undefined;
+}
+
+/**
+ * Invariant 57: a check writes a job's cursor only to change it. A write that leaves
+ * `checked_before`, `run_seen`, `closed_after_ms` and `rules` as stored and only moves `seen_at`
+ * on, by less than the heartbeat's hour, is a write a check did for nothing: on every check it
+ * would add a write to each audit and each checking delivery (the mission's "cost per run is a
+ * product feature"; docs/operations.md counts a check's writes). Judged against the document's
+ * fields before and after each landed write, whoever wrote it (another version's forms all change
+ * a field, or drop `seen_at`).
+ */
+export function cursorWrittenOnlyToChange(outcome: SimOutcome): string[] {
+  const found: string[] = [];
+  for (const w of outcome.checkDocumentWrites ?? []) {
+    const { before, after } = w;
+    const seenBefore = storedMs(before?.seen_at);
+    const seenAfter = storedMs(after?.seen_at);
+    if (
+      before?.checked_before === undefined ||
+      seenBefore === undefined ||
+      seenAfter === undefined ||
+      seenAfter <= seenBefore
+    ) {
+      continue; // a first cursor, pauses only, a delete, or seen_at unmoved
+    }
+    const same = CURSOR_STATE.every(
+      (field) =>
+        JSON.stringify(before[field]) === JSON.stringify(after?.[field]),
+    );
+    if (same && seenAfter - seenBefore < HEARTBEAT_MS) {
+      found.push(
+        `${w.machine} wrote the cursor ${w.document} at ${new Date(w.at).toISOString()} as it stood (checked_before, run_seen, closed_after_ms and rules unchanged), its seen_at ${Math.round((seenAfter - seenBefore) / 1000)} s on: a write for nothing, before its hourly heartbeat was due`,
+      );
+    }
+  }
+  return found;
+}

@@ -126,6 +126,7 @@ import {
 import {
   checkOffForRun,
   cursorsKeptUp,
+  cursorWrittenOnlyToChange,
   foreignCursorsSaid,
   forgottenByRepair,
   ownCursorsSaid,
@@ -423,7 +424,7 @@ function reportLinesTrue(outcome: SimOutcome): string[] {
 }
 
 /**
- * Invariants 13, 39 and 54 to 56: what another version wrote is never passed or blocked on silently,
+ * Invariants 13, 39 and 54 to 57: what another version wrote is never passed or blocked on silently,
  * and what this version wrote is never said to be another's.
  */
 function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
@@ -441,6 +442,8 @@ function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
     ...ownCursorsSaid(outcome),
     // 56. A cursor is started afresh only where another version left one nobody wrote for days.
     ...startedAfreshOnlyWhenStale(outcome),
+    // 57. A check writes a cursor only to change it, or for its hourly heartbeat.
+    ...cursorWrittenOnlyToChange(outcome),
   ];
 }
 

@@ -435,6 +435,16 @@ export interface ForeignCursor {
   repairedAt?: number;
 }
 
+/** A landed write of a job's check document, with its stored fields before and after it. */
+export interface CheckDocumentWrite {
+  readonly at: number;
+  /** The writer's machine (an instance's name, `auditor`, `operator`), `?` outside any. */
+  readonly machine: string;
+  readonly document: string;
+  readonly before: Readonly<Record<string, unknown>> | undefined;
+  readonly after: Readonly<Record<string, unknown>> | undefined;
+}
+
 /** An instance stopped from `from` to `until` (true time, ms): its timers and jobs waited. */
 export interface InstancePause {
   readonly instance: string;
@@ -539,6 +549,8 @@ export interface SimOutcome {
   readonly crashesAfterWrite?: readonly CrashAfterWrite[];
   /** Every landed write on a run's record, in order; absent in outcomes made by hand. */
   readonly recordWrites?: readonly RecordWrite[];
+  /** Every landed write on a job's check document, in order; absent in outcomes made by hand. */
+  readonly checkDocumentWrites?: readonly CheckDocumentWrite[];
   /** Every operation a fault met, in order; absent in outcomes made by hand. */
   readonly troubledOps?: readonly TroubledOp[];
   /** Every report a missed-run check wrote that landed, in order; absent in outcomes made by hand. */
@@ -773,6 +785,7 @@ interface World {
   readonly checkReads: Map<string, string[]>;
   readonly checkReports: CheckReport[];
   readonly recordWrites: RecordWrite[];
+  readonly checkDocumentWrites: CheckDocumentWrite[];
   readonly troubledOps: TroubledOp[];
   readonly operatorPauses: OperatorPause[];
   readonly catchUps: CatchUp[];
@@ -919,6 +932,7 @@ function writesSeen() {
     checkReads: new Map(),
     checkReports: [],
     recordWrites: [],
+    checkDocumentWrites: [],
     troubledOps: [],
     crashesAfterWrite: [],
   };
@@ -997,6 +1011,16 @@ function noteLandedWrite(
       relogBy: after?.relog_by,
       attemptId: after?.attempt_id,
       sentBy: attemptOfRequest(world),
+    });
+  }
+  const checkDocuments = `${jobStateCollection(world.collection)}/`;
+  if (path.startsWith(checkDocuments) && path.includes('~check')) {
+    world.checkDocumentWrites.push({
+      at: world.time.now,
+      machine: world.time.current?.name ?? '?',
+      document: path.slice(checkDocuments.length),
+      before,
+      after,
     });
   }
   const foreign = foreignWrite(world, path, before, after);
@@ -3927,6 +3951,7 @@ function outcomeOf(
     checkReads: world.checkReads,
     checkReports: world.checkReports,
     recordWrites: world.recordWrites,
+    checkDocumentWrites: world.checkDocumentWrites,
     troubledOps: world.troubledOps,
     crashesAfterWrite: world.crashesAfterWrite,
     deaths: world.deaths,

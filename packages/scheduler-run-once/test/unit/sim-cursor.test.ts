@@ -2,18 +2,27 @@
  * Invariant 33 (test/sim/cursor-invariants.ts) on hand-built outcomes: the final check's cursor
  * may stand at the first slot the records do not settle, or past it; behind it is a violation.
  * Slots before the job's first record and a history whose last check died are not judged. And
- * invariant 54: another version's cursor, unreadable, said by a check; readable, read silently.
+ * invariant 54: another version's cursor, unreadable, said by a check; readable, read silently;
+ * 55: this version's own cursor never said unreadable, and said ahead of a longer window only
+ * after a deploy that lengthened it; 56: a cursor started afresh only where one days old stood;
+ * 57: a cursor written only to change it.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Timestamp } from '@google-cloud/firestore';
 import { defineJob, validateJobs } from '../../src/policy/job-declaration.ts';
 import { checkDocumentId } from '../../src/policy/missed-run-cursor.ts';
-import { UNREADABLE_CURSOR } from '../../src/policy/missed-runs.ts';
+import {
+  CURSOR_OF_SHORTER_WINDOW,
+  UNREADABLE_CURSOR,
+} from '../../src/policy/missed-runs.ts';
 import { slotRunId, unloggedReporter } from '../../src/policy/run-history.ts';
 import {
   cursorsKeptUp,
+  cursorWrittenOnlyToChange,
   foreignCursorsSaid,
+  ownCursorsSaid,
+  startedAfreshOnlyWhenStale,
 } from '../../test/sim/cursor-invariants.ts';
 import type { ForeignCursorKind } from '../../test/sim/model.ts';
 import type { SimOutcome } from '../../test/sim/simulator.ts';
@@ -276,5 +285,179 @@ describe("invariant 54: another version's cursor is said or read", () => {
       foreignCursorsSaid(withForeignCursors([stale], [afresh])),
       [],
     );
+  });
+});
+
+/** job-0 as a revision deployed at `minute` declares it, with `retryCount` retries. */
+function revision(minute: number, retryCount: number) {
+  return {
+    at: START + minute * MINUTE,
+    jobs: [{ ...job, retryCount, maxRetryDurationSeconds: 0 }],
+  };
+}
+
+/** An outcome of one deployment with these revisions, another version's cursors and logs. */
+function withRevisions(
+  revisions: ReturnType<typeof revision>[],
+  foreignCursors: ReturnType<typeof foreignCursor>[],
+  logs: ReturnType<typeof line>[],
+): SimOutcome {
+  return {
+    deployments: [{ scope: '', keyScope: [], revisions }],
+    foreignCursors,
+    logs,
+  } as unknown as SimOutcome;
+}
+
+/** The WARNING of a cursor ahead of a longer window's boundary, at `minute`, reading again at `again`. */
+function shorterWindowLine(minute: number, again: number) {
+  return {
+    ...line(minute, CURSOR_OF_SHORTER_WINDOW, {
+      jobName: 'job-0',
+      document: checkDocumentId('job-0', []),
+      reason:
+        "checked_before is ahead of the job's closed boundary, as a cursor …",
+      readsAgainAt: new Date(START + again * MINUTE).toISOString(),
+    }),
+    instance: 'd0-i1-r1',
+    level: 'WARNING',
+  };
+}
+
+describe("invariant 55: what a check says of this version's own cursor (stop 73)", () => {
+  it('flags an unreadable ERROR on a document no other version wrote, and passes it after one did', () => {
+    const revisions = [revision(0, 0)];
+    assert.equal(
+      ownCursorsSaid(withRevisions(revisions, [], [CURSOR_ERROR])).length,
+      1,
+    );
+    const written = foreignCursor('rules_empty', 20);
+    assert.deepEqual(
+      ownCursorsSaid(withRevisions(revisions, [written], [CURSOR_ERROR])),
+      [],
+    );
+  });
+
+  it('passes the shorter-window WARNING only after a deploy that lengthened the retries, with a time to come', () => {
+    const lengthened = [revision(0, 0), revision(10, 2)];
+    const warning = shorterWindowLine(20, 25);
+    assert.deepEqual(
+      ownCursorsSaid(withRevisions(lengthened, [], [warning])),
+      [],
+    );
+    const unchanged = [revision(0, 2), revision(10, 2)];
+    assert.equal(
+      ownCursorsSaid(withRevisions(unchanged, [], [warning])).length,
+      1,
+      'no deploy lengthened them',
+    );
+    const past = shorterWindowLine(20, 5);
+    assert.equal(
+      ownCursorsSaid(withRevisions(lengthened, [], [past])).length,
+      1,
+      'a readsAgainAt its check had passed',
+    );
+  });
+});
+
+/** The WARN of a check that started job-0's cursor afresh, at `minute`, over [from, to]. */
+function afreshLine(minute: number, from: number, to: number, hours: number) {
+  return {
+    ...line(
+      minute,
+      `missed-run check: nothing checked job job-0 from … to … (…); see them with npm run runs -- --job job-0 --since ${hours}h --check`,
+      {
+        jobName: 'job-0',
+        from: new Date(from).toISOString(),
+        to: new Date(to).toISOString(),
+      },
+    ),
+    instance: 'd0-auditor',
+    level: 'WARNING',
+  };
+}
+
+describe('invariant 56: a cursor started afresh only from one days old (stop 73)', () => {
+  const DAY = 86_400_000;
+  const staleAt = START + 20 * MINUTE;
+  const from = staleAt - 3 * DAY;
+  const to = START + 25 * MINUTE;
+  const outcome = (
+    cursors: ReturnType<typeof foreignCursor>[],
+    warn: ReturnType<typeof afreshLine>,
+  ) => withForeignCursors(cursors, [warn]);
+
+  it("passes a WARN after another version's stale cursor, naming its range and a look-back that reaches it", () => {
+    const stale = foreignCursor('readable_stale', 20);
+    assert.deepEqual(
+      startedAfreshOnlyWhenStale(
+        outcome([stale], afreshLine(30, from, to, 73)),
+      ),
+      [],
+    );
+  });
+
+  it('flags a WARN with no stale cursor, one that reaches too short a way back, or a range past the line', () => {
+    const stale = foreignCursor('readable_stale', 20);
+    assert.equal(
+      startedAfreshOnlyWhenStale(outcome([], afreshLine(30, from, to, 73)))
+        .length,
+      1,
+      'no cursor days old',
+    );
+    assert.equal(
+      startedAfreshOnlyWhenStale(outcome([stale], afreshLine(30, from, to, 1)))
+        .length,
+      1,
+      '--since 1h does not reach three days back',
+    );
+    const beyond = START + 40 * MINUTE;
+    assert.equal(
+      startedAfreshOnlyWhenStale(
+        outcome([stale], afreshLine(30, from, beyond, 73)),
+      ).length,
+      1,
+      'a range ending after the line',
+    );
+  });
+});
+
+describe('invariant 57: a cursor written only to change it (stop 73)', () => {
+  const stored = {
+    checked_before: Timestamp.fromMillis(START),
+    run_seen: true,
+    closed_after_ms: 30_000,
+    rules: [{ schedule: '* * * * *', time_zone: 'Etc/UTC' }],
+    seen_at: Timestamp.fromMillis(START + MINUTE),
+  };
+  const write = (after: Record<string, unknown>) =>
+    ({
+      checkDocumentWrites: [
+        {
+          at: START + 6 * MINUTE,
+          machine: 'd0-auditor',
+          document: 'job-0~check',
+          before: stored,
+          after: { ...stored, ...after },
+        },
+      ],
+    }) as unknown as SimOutcome;
+
+  it('flags a write that only moves seen_at on, within the hour', () => {
+    const seen = Timestamp.fromMillis(START + 6 * MINUTE);
+    assert.equal(cursorWrittenOnlyToChange(write({ seen_at: seen })).length, 1);
+  });
+
+  it('passes a write that moves the cursor, and the hourly heartbeat', () => {
+    const seen = Timestamp.fromMillis(START + 6 * MINUTE);
+    const moved = Timestamp.fromMillis(START + 5 * MINUTE);
+    assert.deepEqual(
+      cursorWrittenOnlyToChange(
+        write({ seen_at: seen, checked_before: moved }),
+      ),
+      [],
+    );
+    const hourOn = Timestamp.fromMillis(START + 61 * MINUTE);
+    assert.deepEqual(cursorWrittenOnlyToChange(write({ seen_at: hourOn })), []);
   });
 });
