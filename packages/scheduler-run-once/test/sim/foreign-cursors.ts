@@ -36,6 +36,8 @@ const OLD_SCHEDULE = '17 3 * * *';
  * passes it: docs/limits.md, another version's longer window).
  */
 const AHEAD_MS = DAY_MS;
+/** How far past its writer's own boundary an `ahead_of_writers_window` cursor stands, ms. */
+const HOUR_MS = 3_600_000;
 /** How far ahead of now a forged rule starts, ms: a month (the attack of stop 71). */
 const RULE_AHEAD_MS = 30 * DAY_MS;
 /** How long before the rule before it ended an out-of-order rule starts, ms. */
@@ -148,6 +150,15 @@ function unreadableCursor(
     closed_after_null: () => ({ closed_after_ms: null }),
     ahead_of_boundary: () => ({
       checked_before: Timestamp.fromMillis(nowMs - closedAfter + AHEAD_MS),
+    }),
+    // A writer's window (half the job's) explains a cursor up to its own boundary, not an hour
+    // past it: "written by hand?", not "reads again by itself".
+    ahead_of_writers_window: () => ({
+      checked_before: Timestamp.fromMillis(
+        nowMs - Math.ceil(closedAfter / 2) + HOUR_MS,
+      ),
+      closed_after_ms: Math.ceil(closedAfter / 2),
+      seen_at: Timestamp.fromMillis(nowMs),
     }),
     rules_not_a_list: () => ({ rules: rules[0] ?? {} }),
     rules_empty: () => ({ rules: [] }),

@@ -825,7 +825,8 @@ export function isMalformedHolder(
  * `checked_before`, `run_seen` or `seen_at` of the wrong type, one of `checked_before` and
  * `run_seen` without the other (stop 73), a `seen_at` of null or a day ahead
  * (stop 72: both were read silently), a `closed_after_ms` of 0, null (stop 72: read as absent) or a
- * fraction, a `checked_before` ahead of the job's closed boundary, `rules` not a list, empty, or
+ * fraction, a `checked_before` ahead of the job's closed boundary (or, stop 73, an hour ahead of
+ * the boundary of the shorter window its `closed_after_ms` names), `rules` not a list, empty, or
  * more than eight, a rule not an object, its schedule not text, a schedule or zone no declaration
  * takes, a later rule without `since`, an `until` on the last rule, a `since` or `first_seen` not a
  * timestamp, a rule starting a month ahead, a rule starting a day before the one before it ended
@@ -848,6 +849,7 @@ export const FOREIGN_CURSOR_KINDS = [
   'closed_after_fraction',
   'closed_after_null',
   'ahead_of_boundary',
+  'ahead_of_writers_window',
   'rules_not_a_list',
   'rules_empty',
   'rules_too_many',
@@ -880,7 +882,7 @@ export type ForeignCursorKind = (typeof FOREIGN_CURSOR_KINDS)[number];
  */
 export function brokenCursorField(kind: ForeignCursorKind): string {
   const fields = ['checked_before', 'run_seen', 'seen_at', 'closed_after'];
-  if (kind === 'ahead_of_boundary') {
+  if (kind.startsWith('ahead_of_')) {
     return 'checked_before';
   }
   return fields.find((field) => kind.startsWith(field)) ?? 'rules';

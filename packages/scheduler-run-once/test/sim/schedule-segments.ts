@@ -24,9 +24,9 @@ import {
 } from '../../src/policy/missed-runs.ts';
 import { slotRunId } from '../../src/policy/run-history.ts';
 import { nextSlotMs } from './cloud-scheduler.ts';
-import { AUDIT_JOB_ID, type KNOWN_GAPS } from './model.ts';
+import type { KNOWN_GAPS } from './model.ts';
 import { v1CheckDocumentId } from './run-id-invariants.ts';
-import type { SimOutcome } from './simulator.ts';
+import type { LogLine, SimOutcome } from './simulator.ts';
 
 type Deployment = SimOutcome['deployments'][number];
 
@@ -117,14 +117,7 @@ function sightingsOf(
     if (schedule === undefined) {
       continue;
     }
-    const started = outcome.executions
-      .filter(
-        (e) =>
-          e.jobId === AUDIT_JOB_ID &&
-          e.instance === line.instance &&
-          e.start <= line.at,
-      )
-      .reduce((latest, e) => Math.max(latest, e.start), line.at - 60_000);
+    const started = auditStartedBefore(outcome, line);
     if (!cursorOff(outcome, line.instance, jobId, started, line.at)) {
       sightings.push({ schedule, from: started, at: line.at });
     }
@@ -163,6 +156,22 @@ function cursorOff(
       l.at >= fromMs &&
       l.at <= toMs,
   );
+}
+
+/** The longest a run audit runs before its `run audit done`, ms, where its delivery is not found. */
+const AUDIT_AT_MOST_MS = 60_000;
+
+/**
+ * When the run audit that logged `line` began: the latest of the audit's deliveries to its instance
+ * sent by then (its checks took their clocks after it). The run audit's own runs are not among
+ * the outcome's executions (stop 73: this took `line.at - 60 s` for every audit, so a check the
+ * audit made after a slot counted as made before it, and the slot as judged by the new rule).
+ */
+function auditStartedBefore(outcome: SimOutcome, line: LogLine): number {
+  const sent = (outcome.auditDeliveries ?? [])
+    .filter((a) => a.instance === line.instance && a.sentAt <= line.at)
+    .map((a) => a.sentAt);
+  return sent.length === 0 ? line.at - AUDIT_AT_MOST_MS : Math.max(...sent);
 }
 
 /** How long before a run audit's start a delivery's check may still race it for the cursor, ms. */
