@@ -124,22 +124,14 @@ function changedRule(
   ];
 }
 
-/** A form this version never writes, from `cursor` (by kind: `FOREIGN_CURSOR_KINDS`). */
-function unreadableCursor(
-  kind: ForeignCursorKind,
-  cursor: DocumentData,
-  job: DeclaredJob,
-  nowMs: number,
-): DocumentData {
-  const rules = (
-    Array.isArray(cursor.rules) ? cursor.rules : []
-  ) as StoredRule[];
+/** Each unreadable form's fields, built lazily: the cursor's own fields (`FOREIGN_CURSOR_KINDS`). */
+type Forms = Partial<Record<ForeignCursorKind, () => DocumentData>>;
+
+/** The unreadable forms of a cursor's own fields, over `job`'s closed boundary at `nowMs`. */
+function fieldForms(job: DeclaredJob, nowMs: number): Forms {
   const closedAfter = closedAfterMs(job);
   const iso = new Date(nowMs).toISOString();
-  const monthAhead = Timestamp.fromMillis(nowMs + RULE_AHEAD_MS);
-  // The rule before ends a day ago (`changedRule`): this one starts before that.
-  const overlapping = Timestamp.fromMillis(nowMs - DAY_MS - RULE_OVERLAP_MS);
-  const forms: Partial<Record<ForeignCursorKind, () => DocumentData>> = {
+  return {
     checked_before_text: () => ({ checked_before: iso }),
     run_seen_text: () => ({ run_seen: 'true' }),
     seen_at_text: () => ({ seen_at: iso }),
@@ -160,6 +152,20 @@ function unreadableCursor(
       closed_after_ms: Math.ceil(closedAfter / 2),
       seen_at: Timestamp.fromMillis(nowMs),
     }),
+  };
+}
+
+/** The unreadable forms of a cursor's `rules` (stored as `rules`), for `job` at `nowMs`. */
+function ruleForms(
+  rules: readonly StoredRule[],
+  job: DeclaredJob,
+  nowMs: number,
+): Forms {
+  const iso = new Date(nowMs).toISOString();
+  const monthAhead = Timestamp.fromMillis(nowMs + RULE_AHEAD_MS);
+  // The rule before ends a day ago (`changedRule`): this one starts before that.
+  const overlapping = Timestamp.fromMillis(nowMs - DAY_MS - RULE_OVERLAP_MS);
+  return {
     rules_not_a_list: () => ({ rules: rules[0] ?? {} }),
     rules_empty: () => ({ rules: [] }),
     rules_too_many: () => ({
@@ -188,6 +194,19 @@ function unreadableCursor(
       ),
     }),
   };
+}
+
+/** A form this version never writes, from `cursor` (by kind: `FOREIGN_CURSOR_KINDS`). */
+function unreadableCursor(
+  kind: ForeignCursorKind,
+  cursor: DocumentData,
+  job: DeclaredJob,
+  nowMs: number,
+): DocumentData {
+  const rules = (
+    Array.isArray(cursor.rules) ? cursor.rules : []
+  ) as StoredRule[];
+  const forms = { ...fieldForms(job, nowMs), ...ruleForms(rules, job, nowMs) };
   const written: DocumentData = { ...cursor, ...(forms[kind]?.() ?? {}) };
   const missing = MISSING_FIELD[kind];
   if (missing !== undefined) {
@@ -201,6 +220,28 @@ const MISSING_FIELD: Partial<Record<ForeignCursorKind, string>> = {
   checked_before_missing: 'checked_before',
   run_seen_missing: 'run_seen',
 };
+
+/**
+ * `cursor` as an earlier version without `rules` wrote it, or `undefined` where its rules say more
+ * than the declared one alone (such a cursor knew one rule only).
+ */
+function withoutRules(
+  cursor: DocumentData,
+  rules: readonly StoredRule[],
+  job: DeclaredJob,
+): DocumentData | undefined {
+  const [only] = rules;
+  const declaredOnly =
+    rules.length === 1 &&
+    only?.schedule === job.schedule &&
+    only?.time_zone === job.timeZone &&
+    only?.since === undefined;
+  if (!declaredOnly) {
+    return undefined;
+  }
+  const { rules: _, ...rest } = cursor;
+  return rest;
+}
 
 /**
  * A form this version reads as its own, from `cursor`, or `undefined` where it would mean
@@ -230,19 +271,8 @@ function readableCursor(
     }
     case 'readable_other_closed_after':
       return { ...cursor, closed_after_ms: closedAfter + 60_000 };
-    case 'readable_no_rules': {
-      const [only] = rules;
-      const declaredOnly =
-        rules.length === 1 &&
-        only?.schedule === job.schedule &&
-        only?.time_zone === job.timeZone &&
-        only?.since === undefined;
-      if (!declaredOnly) {
-        return undefined;
-      }
-      const { rules: _, ...rest } = cursor;
-      return rest;
-    }
+    case 'readable_no_rules':
+      return withoutRules(cursor, rules, job);
     case 'readable_no_seen_at': {
       // A version before `seen_at`: its write's update time stands for it.
       const { seen_at: _, ...rest } = cursor;
