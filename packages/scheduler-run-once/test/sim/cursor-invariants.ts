@@ -550,7 +550,10 @@ function shorterWindowSaid(
   return [];
 }
 
-/** How long another version's stale cursor (`readable_stale`) stood unwritten, ms (foreign-cursors.ts). */
+/**
+ * How long another version's stale cursor (`readable_stale`) stood unwritten at least, ms
+ * (foreign-cursors.ts writes it three days old).
+ */
 const STALE_FOR_MS = 2 * 86_400_000;
 
 /** The `--since Nh` a started-afresh WARN tells the operator to look back with. */

@@ -124,7 +124,7 @@ function changedRule(
   ];
 }
 
-/** Each unreadable form's fields, built lazily: the cursor's own fields (`FOREIGN_CURSOR_KINDS`). */
+/** The fields each unreadable form writes, built when drawn (by kind: `FOREIGN_CURSOR_KINDS`). */
 type Forms = Partial<Record<ForeignCursorKind, () => DocumentData>>;
 
 /** The unreadable forms of a cursor's own fields, over `job`'s closed boundary at `nowMs`. */

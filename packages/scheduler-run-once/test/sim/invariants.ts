@@ -424,8 +424,8 @@ function reportLinesTrue(outcome: SimOutcome): string[] {
 }
 
 /**
- * Invariants 13, 39 and 54 to 57: what another version wrote is never passed or blocked on silently,
- * and what this version wrote is never said to be another's.
+ * Invariants 13, 39 and 54 to 57: what another version wrote is never passed or blocked on
+ * silently, and what this version wrote is never said to be another's, nor written for nothing.
  */
 function anotherVersionsWritesSaid(outcome: SimOutcome): string[] {
   return [

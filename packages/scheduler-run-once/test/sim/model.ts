@@ -57,8 +57,8 @@ export const KNOWN_GAPS = {
   firstRecordUnderAnotherRule: true,
   /**
    * Found by 179 histories of seed 6 (stop 73; docs/limits.md, "A rolling deploy that changes the
-   * schedule"): during a rolling deploy from every five minutes to `3,4,6,8,9,…`, a delivery's own check on an
-   * instance of the old revision, after the run audit had seen the new rule, wrote the old rule
+   * schedule"): during a rolling deploy from every five minutes to `3,4,6,8,9,…`, a delivery's own
+   * check on an instance of the old revision, after the run audit had seen the new rule, wrote the old rule
    * back into the cursor (a flip); the next rule seen was every minute, minutes later, and the
    * check judged 01:05, a slot of both rules it knew, which the schedule Scheduler ran then lacks:
    * a `missed run` Scheduler never had. While on, invariant 53 excuses a `missed run` of a slot the
@@ -586,7 +586,10 @@ function brokenJob(spec: JobSpec): JobSpec {
   return { ...spec, minMs, maxMs: minMs + 5_000 };
 }
 
-/** The most retries Cloud Scheduler's RetryConfig takes (`retryCount`: "Values greater than 5 … are not allowed"). */
+/**
+ * The most retries Cloud Scheduler's RetryConfig takes (`retryCount`: "Values greater than 5 and
+ * negative values are not allowed").
+ */
 const MAX_RETRY_COUNT = 5;
 
 /** How much longer a `retry_longer` redeploy makes a job's `maxRetryDuration`, seconds. */

@@ -158,7 +158,7 @@ function cursorOff(
   );
 }
 
-/** The longest a run audit runs before its `run audit done`, ms, where its delivery is not found. */
+/** How long before its `run audit done` a run audit is taken to start where no delivery says, ms. */
 const AUDIT_AT_MOST_MS = 60_000;
 
 /**

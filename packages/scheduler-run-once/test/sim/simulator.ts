@@ -3442,8 +3442,9 @@ function withOverlap(
 }
 
 /**
- * The `redeploy` event: a job dropped, or the first job's overlap or retry settings changed; and, in a history with
- * schedule changes and the run audit, the first job's schedule moved on ({@link nextScheduleOf}).
+ * The `redeploy` event: a job dropped, or the first job's overlap or retry settings changed; and, in
+ * a history with schedule changes and the run audit, the first job's schedule moved on
+ * ({@link nextScheduleOf}).
  */
 function redeploy(
   world: World,

@@ -309,7 +309,7 @@ function withRevisions(
   } as unknown as SimOutcome;
 }
 
-/** The WARNING of a cursor ahead of a longer window's boundary, at `minute`, reading again at `again`. */
+/** The WARNING of a cursor ahead of a longer window's boundary at `minute`, reading again at `again`. */
 function shorterWindowLine(minute: number, again: number) {
   return {
     ...line(minute, CURSOR_OF_SHORTER_WINDOW, {
