@@ -24,7 +24,7 @@ import {
 import { unjudgedBySaidCheck } from './cursor-invariants.ts';
 import { pausedSlot, reportDueMs } from './invariants.ts';
 import { AUDIT_JOB_ID } from './model.ts';
-import type { Execution, LogLine, SimOutcome } from './simulator.ts';
+import { deploymentOf, type Execution, type SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -63,12 +63,6 @@ function oneRunPerSlot(outcome: SimOutcome): string[] {
     }
   }
   return found;
-}
-
-/** The deployment a log line's instance belongs to (`d{N}-…`), if named so. */
-function deploymentOf(line: LogLine): number | undefined {
-  const match = /^d(\d+)-/.exec(line.instance);
-  return match === null ? undefined : Number(match[1]);
 }
 
 /** The `late run` lines of the jobs (not of the audit itself), with their slot and deployment. */

@@ -26,6 +26,7 @@ import { brokenCursorField, isReadableCursorKind } from './model.ts';
 import { v1CheckDocumentId } from './run-id-invariants.ts';
 import { isSlotOf, scheduleSegments, segmentAt } from './schedule-segments.ts';
 import {
+  deploymentOf,
   type ForeignCursor,
   hasLaterCheck,
   type LogLine,
@@ -460,12 +461,6 @@ function staleCursorWarned(outcome: SimOutcome, w: ForeignCursor): string[] {
  */
 const CHECK_LINE_LAG_MS = 5 * 60_000;
 
-/** The deployment a log line's instance belongs to (`d{N}-…`), if named so. */
-function deploymentOfLine(line: LogLine): number | undefined {
-  const match = /^d(\d+)-/.exec(line.instance);
-  return match === null ? undefined : Number(match[1]);
-}
-
 /**
  * Whether a revision of `dep` deployed at or before `atMs` gave `jobId` more retries or a longer
  * `maxRetryDuration` than the revision before it (a `retry_longer` redeploy).
@@ -530,7 +525,7 @@ function shorterWindowSaid(
   at: string,
 ): string[] {
   const said = `a check at ${at} said ${jobId}'s cursor stands ahead of a longer retry window's boundary`;
-  const d = deploymentOfLine(line);
+  const d = deploymentOf(line);
   const dep = d === undefined ? undefined : outcome.deployments[d];
   if (!retriesLengthenedBy(dep, jobId, line.at)) {
     return [`${said}, and no deploy had lengthened its retry settings`];
@@ -578,7 +573,7 @@ export function startedAfreshOnlyWhenStale(outcome: SimOutcome): string[] {
       continue;
     }
     const jobId = String(line.fields.jobName);
-    const d = deploymentOfLine(line);
+    const d = deploymentOf(line);
     const said = `a check at ${new Date(line.at).toISOString()} started ${jobId}'s cursor afresh`;
     const from = Date.parse(String(line.fields.from));
     const to = Date.parse(String(line.fields.to));

@@ -269,6 +269,15 @@ export interface LogLine {
   readonly fields: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * The deployment a log line's machine belongs to, if named so: every machine of deployment N is
+ * named `d{N}-…` (an instance `d0-i3-r1`, `d0-auditor`, `d0-operator`, `d0-check`).
+ */
+export function deploymentOf(line: LogLine): number | undefined {
+  const match = /^d(\d+)-/.exec(line.instance);
+  return match === null ? undefined : Number(match[1]);
+}
+
 /** One answer the function gave a delivery. */
 export interface Answered {
   readonly at: number;
