@@ -1140,6 +1140,58 @@ describe('the attack on detection, finding by finding', () => {
     );
   });
 
+  it("2l. two checks whose claims met the same change of the record (a backfill's takeover) log the report again once", async () => {
+    const quick = quickJobCheck();
+    const { job, fn, logs, setAhead } = quick;
+    const { slot, runId } = await unloggedReport(quick, 'other-check');
+    setAhead(3 * MINUTE); // past the grace
+    // Both checks read the record; then it changes under both claims, its report kept unlogged
+    // (as a backfill that takes the run over keeps it): both claims are refused.
+    let reads = 0;
+    let bothRead = () => {};
+    const barrier = new Promise<void>((resolve) => {
+      bothRead = resolve;
+    });
+    const changed = barrier.then(async () => {
+      const read = await fn.history.getMany([runId]);
+      const token = read.updateTimes.get(runId) as Timestamp;
+      await fn.ledger.documents.write(runId, 'test', { attempts: 1 }, token);
+    });
+    const racingCheck = () => {
+      let first = true;
+      return checkWith(quick, {
+        getMany: async (ids) => {
+          const read = await fn.history.getMany(ids);
+          if (first) {
+            first = false;
+            reads++;
+            if (reads === 2) {
+              bothRead();
+            }
+            await changed;
+          }
+          return read;
+        },
+      });
+    };
+
+    await Promise.all(
+      [racingCheck(), racingCheck()].map((check) =>
+        check.check(job, [], logs.logger),
+      ),
+    );
+
+    const relogged = logs
+      .lines()
+      .filter(
+        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
+      );
+    assert.deepEqual(
+      relogged.map((l) => [l.relogged, l.reporter]),
+      [[true, 'other-check']],
+    );
+  });
+
   it('2g. a check whose claim to log an unlogged report again fails still logs it, once', async () => {
     const quick = quickJobCheck();
     const { job, logs, setAhead } = quick;

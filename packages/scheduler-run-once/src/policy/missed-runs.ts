@@ -166,6 +166,15 @@ interface Finding extends Omit<SlotRead, 'record'> {
   readonly claimedBy?: string;
 }
 
+/**
+ * A check's claim of logging a report again: `log`, whether this check logs it; `token`, the
+ * update time to mark it logged on (none: no read gave one).
+ */
+interface RelogClaim {
+  readonly log: boolean;
+  readonly token?: Timestamp;
+}
+
 /** What a check learnt of a range; `tokens`: the records' update times, fencing their reports. */
 interface Judged {
   readonly findings: readonly Finding[];
@@ -748,14 +757,37 @@ export class MissedRunCheck {
    * found it): of two checks that found it, one logs it (`--seed=11`, history 2308: two checks at
    * once each logged it). `log`: whether this check logs it; `token`: the update time to mark it
    * logged on. A claim refused or failed is read back: logged if the claim is this check's, or if
-   * the report is still there unlogged and unclaimed (the claim failed) or no read could tell: at
-   * worst twice, never not at all; not if another check claimed or acknowledged it.
+   * no read could tell; not if another check claimed or acknowledged it. Where the report is still
+   * there unlogged and unclaimed (the record changed under the claim, as a backfill's takeover
+   * changes it, or the claim failed), it is claimed once more on the read: two checks that met the
+   * same change would otherwise both log it (stop 74, seed 12, the 195th). After that, logged all
+   * the same: at worst twice, never not at all.
    */
   async #claimRelog(
     finding: Finding & { readonly unloggedBy: string },
     claimant: string,
     token: Timestamp,
-  ): Promise<{ readonly log: boolean; readonly token?: Timestamp }> {
+  ): Promise<RelogClaim> {
+    const first = await this.#tryClaimRelog(finding, claimant, token);
+    if (first.claimAgainOn === undefined) {
+      return first;
+    }
+    const again = await this.#tryClaimRelog(
+      finding,
+      claimant,
+      first.claimAgainOn,
+    );
+    return { log: again.log, token: again.token };
+  }
+  /**
+   * One claim of {@link #claimRelog} on `token`, read back if refused or failed; `claimAgainOn`: the
+   * update time of a read that found the report still unlogged and unclaimed.
+   */
+  async #tryClaimRelog(
+    finding: Finding & { readonly unloggedBy: string },
+    claimant: string,
+    token: Timestamp,
+  ): Promise<RelogClaim & { readonly claimAgainOn?: Timestamp }> {
     const { history } = this.#deps;
     const { runId, unloggedBy, claimedBy } = finding;
     const written = await history
@@ -767,7 +799,7 @@ export class MissedRunCheck {
     const read = await readBack(history, runId);
     const record = read?.record;
     const fresh = read?.updateTime;
-    if (record?.relogBy === claimant) {
+    if (read === undefined || record?.relogBy === claimant) {
       return { log: true, token: fresh };
     }
     // Still the same report, unlogged and unclaimed (a backfill that re-opened the run keeps it):
@@ -776,9 +808,12 @@ export class MissedRunCheck {
       record !== undefined &&
       unloggedReportBy(record.reportedBy) === unloggedBy &&
       record.relogBy === claimedBy;
-    return read === undefined || unchanged
-      ? { log: true, token: fresh }
-      : { log: false };
+    if (!unchanged) {
+      return { log: false };
+    }
+    return fresh === undefined
+      ? { log: true }
+      : { log: true, token: fresh, claimAgainOn: fresh };
   }
   /**
    * Acknowledges a report as logged (`self`: this check's claimant id); a failure is a warning (a

@@ -24,6 +24,7 @@ import {
 import { unjudgedBySaidCheck } from './cursor-invariants.ts';
 import { pausedSlot, reportDueMs } from './invariants.ts';
 import { AUDIT_JOB_ID } from './model.ts';
+import { isJudgedSlot } from './schedule-segments.ts';
 import { deploymentOf, type Execution, type SimOutcome } from './simulator.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -164,6 +165,11 @@ function lateLinesFollowed(outcome: SimOutcome): string[] {
     }
     if (unjudgedBySaidCheck(outcome, d, jobId, slotMs)) {
       continue; // another version's cursor keeps the check off, said (invariant 54)
+    }
+    if (!isJudgedSlot(outcome, d, jobId, slotMs)) {
+      // A slot only one rule has, between two rules' sightings: the missed-run check never
+      // judges it (docs/limits.md, "Schedule changes"), so this line is the one word on it.
+      continue;
     }
     const ran = outcome.executions.some(
       (e) =>

@@ -15,6 +15,9 @@
  */
 import type { DeliveryOp, Execution, SimOutcome } from './simulator.ts';
 
+/** The status a claim's create writes: the run's record, held by the claiming attempt. */
+const CLAIMED_STATUS = 'in_progress';
+
 /** Operations that read documents by path. */
 const READS = new Set<DeliveryOp['kind']>(['get', 'getAll']);
 
@@ -61,8 +64,13 @@ function readAfterOwnCreate(
     return undefined; // the record existed: a takeover's path, which reads by design
   }
   const landed = writes.find((w) => w.runId === e.runId && w.at >= claim.at);
-  if (landed?.machine !== delivery.instance) {
-    return undefined; // another request's write came first: the create met a conflict
+  if (
+    landed?.machine !== delivery.instance ||
+    landed.status !== CLAIMED_STATUS
+  ) {
+    // Another request's write came first, on another instance or on this one (its missed-run
+    // check's `missed` record, say): the create met a conflict.
+    return undefined;
   }
   const sentAgain = ops.some(
     (op) =>

@@ -178,6 +178,7 @@ import {
   missedReportsNameSlots,
   type ScheduleSegment,
   scheduleSegments,
+  segmentAt,
   unjudgedAcrossChange,
 } from './schedule-segments.ts';
 import { finalFailuresReportThemselves } from './self-report-invariants.ts';
@@ -591,6 +592,30 @@ function declaredWhereAnswered(outcome: SimOutcome, d: Delivered): boolean {
 }
 
 /**
+ * Whether `d` was answered by an old revision of a rolling deploy whose schedule for its job is
+ * not the one Scheduler then had: a Force run carries the next slot of Scheduler's schedule, which
+ * such an instance may take for a time past its own next slot and refuse (400). Scheduler retries
+ * it, and the retry reaches the new revision (docs/limits.md, "A rolling deploy that changes the
+ * schedule").
+ */
+function answeredByOtherSchedule(outcome: SimOutcome, d: Delivered): boolean {
+  const dep = outcome.deployments[d.deployment];
+  if (dep === undefined) {
+    return false;
+  }
+  const inForce = segmentAt(scheduleSegments(dep, d.jobId), d.sentAt)?.job;
+  return answeringRevisions(outcome, d).some((revision) => {
+    const declared = revision?.jobs.find((j) => j.id === d.jobId);
+    return (
+      declared !== undefined &&
+      inForce !== undefined &&
+      (declared.schedule !== inForce.schedule ||
+        declared.timeZone !== inForce.timeZone)
+    );
+  });
+}
+
+/**
  * Invariant 5, triggers (docs/operations.md, "`npm run trigger`"): a manual trigger of a declared
  * job is never refused `invalid_request`, nor is a Force run (docs/how-it-works.md, "A Force run
  * without schedule time": its next slot's forced run, or the one it retries), nor a re-run of a
@@ -613,7 +638,11 @@ export function triggersNeverRefused(outcome: SimOutcome): string[] {
         `a manual trigger of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a manual run of a declared job always runs`,
       );
     }
-    if (d.source === 'force' && d.outcome === 'invalid_request') {
+    if (
+      d.source === 'force' &&
+      d.outcome === 'invalid_request' &&
+      !answeredByOtherSchedule(outcome, d)
+    ) {
       found.push(
         `a Force run of ${d.jobId}, sent at ${iso(d.sentAt)}, was refused invalid_request: a Force run of a declared job with a next slot always runs, as that slot's forced run or the one it retries`,
       );
@@ -1369,19 +1398,12 @@ function judgeClosedSlots(
   if (lastSlot < outcome.startMs) {
     return;
   }
-  // Each slot by the schedule Scheduler delivered at its time (a redeploy may change it).
   const segments = scheduleSegments(dep, jobId);
-  const slots = segments.flatMap((segment, index) =>
-    slotsBetween(
-      segment.job,
-      new Date(Math.max(segment.from, outcome.startMs) - 1),
-      new Date(Math.min(segment.to, lastSlot)),
-      10_000,
-    ).slots.map((slot) => ({ slot, index })),
-  );
+  const slots = slotsOfSegments(segments, outcome.startMs, lastSlot);
   let seenRecord = false;
   let auditFirst = false;
   const recordedAt: number[] = [];
+  const read: ReadRecord[] = [];
   for (const { slot, index } of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
     const record = outcome.records.get(runId);
@@ -1393,6 +1415,7 @@ function judgeClosedSlots(
     }
     if (isReadRun(outcome, record)) {
       recordedAt.push(slot.getTime());
+      read.push({ slotMs: slot.getTime(), runId });
     }
     judgeSlot(judging, {
       d,
@@ -1402,13 +1425,69 @@ function judgeClosedSlots(
       record,
       seenRecord,
       seenRecordOfItsRule: recordedAtEachRule(segments, index, recordedAt),
-      auditFirst,
+      auditFirst:
+        auditFirst ||
+        auditBeforeFirstOfItsRule(outcome, d, segments, index, read),
       declaredUntil: stillDeclared ? Number.POSITIVE_INFINITY : until,
       unjudgedAcrossChange:
         segments.length > 1 &&
         unjudgedAcrossChange(outcome, d, segments, index, slot.getTime()),
     });
   }
+}
+
+/**
+ * Each slot from `startMs` to `lastSlot` (ms) by the schedule Scheduler delivered at its time (a
+ * redeploy may change it), with the index of its segment.
+ */
+function slotsOfSegments(
+  segments: readonly ScheduleSegment[],
+  startMs: number,
+  lastSlot: number,
+): { readonly slot: Date; readonly index: number }[] {
+  return segments.flatMap((segment, index) =>
+    slotsBetween(
+      segment.job,
+      new Date(Math.max(segment.from, startMs) - 1),
+      new Date(Math.min(segment.to, lastSlot)),
+      10_000,
+    ).slots.map((slot) => ({ slot, index })),
+  );
+}
+
+/** A readable slot record of a job, by its slot's time. */
+interface ReadRecord {
+  readonly slotMs: number;
+  readonly runId: string;
+}
+
+/**
+ * Whether a check could judge the slots of segment `index` before the first record it may know of
+ * was created: the first of `read` (oldest first) at a slot time of that segment's schedule or a
+ * later one's, as {@link auditBefore} judges the job's first record. After a schedule change no
+ * check has seen, a check that has seen no run reads only the slots of the rules it knows; a record
+ * at the old rule's own minutes tells it nothing, and one at its own rule's minutes that lands
+ * late (its delivery queued behind a long execution, dispatched late) comes after the check moved
+ * past it (KNOWN_GAPS.auditBeforeFirstRecord with a schedule change, stop 74: seed 9, the 43rd).
+ */
+function auditBeforeFirstOfItsRule(
+  outcome: SimOutcome,
+  d: number,
+  segments: readonly ScheduleSegment[],
+  index: number,
+  read: readonly ReadRecord[],
+): boolean {
+  if (segments.length < 2) {
+    return false;
+  }
+  const schedules = segments.slice(index).map((s) => s.job.schedule);
+  const first = read.find((r) =>
+    schedules.some((schedule) => isSlotOf(schedule, r.slotMs)),
+  );
+  return (
+    first !== undefined &&
+    auditBefore(outcome, d, outcome.createTimes.get(first.runId))
+  );
 }
 
 /** Whether `record` is a run the check reads: not another version's (a status it does not know). */
@@ -2819,18 +2898,17 @@ function unknownRecordsUnsaid(outcome: SimOutcome): string[] {
     if (unreadable === undefined || foreign?.lockedAt !== undefined) {
       continue;
     }
-    // Judged once the final check could judge its slot, as invariant 2 judges slots.
-    const job = outcome.deployments[foreign?.deployment ?? 0]?.revisions
-      .flatMap((r) => r.jobs)
-      .find((j) => j.id === record.job_name);
+    // Judged once the final check could judge its slot, as invariant 2 judges slots: by the
+    // longest window any revision declared (a redeploy may have lengthened its retries).
+    const declarations =
+      outcome.deployments[foreign?.deployment ?? 0]?.revisions
+        .flatMap((r) => r.jobs)
+        .filter((j) => j.id === record.job_name) ?? [];
+    const dueMs = Math.max(0, ...declarations.map(reportDueMs));
     const slotMs = (
       record.schedule_time as { toMillis?: () => number } | undefined
     )?.toMillis?.();
-    if (
-      job !== undefined &&
-      slotMs !== undefined &&
-      slotMs > outcome.finalMs - reportDueMs(job)
-    ) {
+    if (slotMs !== undefined && slotMs > outcome.finalMs - dueMs) {
       continue;
     }
     // A slot of a schedule changed before its time (or one the change leaves unjudged): no

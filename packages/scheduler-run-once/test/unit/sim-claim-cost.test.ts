@@ -81,6 +81,18 @@ describe('invariant 48: a claim answered in time costs no read', () => {
     );
   });
 
+  it("leaves a read alone after a create that met its own instance's `missed` record (stop 74, seed 6, the 217th)", () => {
+    // A backfill's claim sent as the same instance's missed-run check wrote the slot's report: the
+    // check's write landed first, the create met it, read it and took the run over.
+    const missed = { ...landed, at: 60_012, status: 'missed' };
+    const takeover = { ...landed, at: 60_060 };
+
+    assert.deepEqual(
+      claimsCostNoRead(outcome([create(), read], [missed, takeover])),
+      [],
+    );
+  });
+
   it('leaves a read alone after a guarded create that failed and was sent again before the record landed (seed 1329802691, path 52)', () => {
     // Two backfill deliveries of one `wait` slot: this request's first commit (claim and lock) met
     // the other's lock write and failed; it read both documents and committed again, which landed.
