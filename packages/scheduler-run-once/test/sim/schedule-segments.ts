@@ -376,6 +376,9 @@ export function isJudgedSlot(
  * time, in its deployment. After a schedule change, the old rule's times after it and the new rule's
  * before it were never slots: a report of one is a false alarm (docs/how-it-works.md, "The schedule
  * in force": a slot is judged only if every rule that may have been in force then schedules it).
+ * Nor was any time before the history began, when Scheduler had no job: a check that judged a
+ * cursor nobody wrote for days from where it stood, rather than starting afresh, would report
+ * those (stop 74).
  */
 export function missedReportsNameSlots(outcome: SimOutcome): string[] {
   const found: string[] = [];
@@ -385,6 +388,13 @@ export function missedReportsNameSlots(outcome: SimOutcome): string[] {
     }
     const jobId = String(line.fields.jobName);
     const slotMs = Date.parse(String(line.fields.slot));
+    if (slotMs < outcome.startMs) {
+      // Scheduler's jobs are created as the history begins: no slot before it was scheduled.
+      found.push(
+        `${jobId}@${String(line.fields.slot)} was reported "${MISSED_RUN}" (${line.instance}, ${new Date(line.at).toISOString()}), before the history began (${new Date(outcome.startMs).toISOString()}): Scheduler had no job then`,
+      );
+      continue;
+    }
     const d = outcome.deployments.findIndex(
       (dep) =>
         slotRunId(jobId, new Date(slotMs), dep.keyScope) === line.fields.runId,

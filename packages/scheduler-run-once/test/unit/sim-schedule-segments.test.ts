@@ -260,6 +260,7 @@ describe('sim invariant 53: a slot reported missed was a slot then', () => {
       logs?: unknown[];
       records?: unknown;
       foreignRecords?: unknown;
+      startMs?: number;
     },
   ) =>
     missedReportsNameSlots({
@@ -280,6 +281,15 @@ describe('sim invariant 53: a slot reported missed was a slot then', () => {
     const lateClaim = { records: new Map([claimed('01:10', '* * * * *')]) };
     assert.deepEqual(reported('01:11', lateClaim), []);
     assert.equal(reported('01:11', {}).length, 1);
+  });
+
+  it('fails a report of a slot before the history began, when Scheduler had no job (stop 74)', () => {
+    const begun = { startMs: at('01:05') };
+    assert.deepEqual(reported('01:10', begun), []);
+    assert.match(
+      reported('01:00', begun).join('\n'),
+      /job-0@2026-01-05T01:00:00.000Z was reported "missed run" .*before the history began \(2026-01-05T01:05:00.000Z\): Scheduler had no job then/,
+    );
   });
 
   it('fails a report of a time the schedule of its time has no slot at', () => {
