@@ -1402,7 +1402,6 @@ function judgeClosedSlots(
   const slots = slotsOfSegments(segments, outcome.startMs, lastSlot);
   let seenRecord = false;
   let auditFirst = false;
-  const recordedAt: number[] = [];
   const read: ReadRecord[] = [];
   for (const { slot, index } of slots) {
     const runId = slotRunId(job.id, slot, dep.keyScope);
@@ -1414,7 +1413,6 @@ function judgeClosedSlots(
       seenRecord = true;
     }
     if (isReadRun(outcome, record)) {
-      recordedAt.push(slot.getTime());
       read.push({ slotMs: slot.getTime(), runId });
     }
     judgeSlot(judging, {
@@ -1424,7 +1422,7 @@ function judgeClosedSlots(
       runId,
       record,
       seenRecord,
-      seenRecordOfItsRule: recordedAtEachRule(segments, index, recordedAt),
+      seenRecordOfItsRule: recordedAtEachRule(segments, index, read),
       auditFirst:
         auditFirst ||
         auditBeforeFirstOfItsRule(outcome, d, segments, index, read),
@@ -1502,17 +1500,17 @@ function isReadRun(
 }
 
 /**
- * Whether, among `recordedAt` (ms), each rule a check with no run seen may know of a slot of
+ * Whether, among the readable records `read`, each rule a check with no run seen may know of a slot of
  * segment `index` (its own, or a later one's) has a record at one of its slot times.
  */
 function recordedAtEachRule(
   segments: readonly ScheduleSegment[],
   index: number,
-  recordedAt: readonly number[],
+  read: readonly ReadRecord[],
 ): boolean {
   const laterSchedules = segments.slice(index).map((s) => s.job.schedule);
   return laterSchedules.every((schedule) =>
-    recordedAt.some((t) => isSlotOf(schedule, t)),
+    read.some((r) => isSlotOf(schedule, r.slotMs)),
   );
 }
 
