@@ -831,6 +831,51 @@ describe('the attack on detection, finding by finding', () => {
     assert.deepEqual(reportsOf(old, now), []);
   });
 
+  it('1g. an earlier version’s cursor, without rules, met by a schedule change: the check learns the old rule from the claims, though it has seen runs', async () => {
+    // A job whose slots close within a minute, so that the hourly checks judge what came before.
+    const time = drivenClock(at('12:00'));
+    const declared = (schedule: string) =>
+      declare(
+        defineJob({
+          id: 'changing',
+          schedule,
+          attemptDeadlineSeconds: 15,
+          retryCount: 0,
+          maxRetryDurationSeconds: 0,
+          run: () => {},
+        }),
+      );
+    const old = serveJobs(
+      declared('*/5 * * * *'),
+      { env: ON },
+      { clock: time.clock },
+    );
+    const now = serveJobs(
+      declared('* * * * *'),
+      { env: ON, collection: old.collection },
+      { clock: time.clock },
+    );
+    // An earlier version's check left the cursor at 12:00: runs seen, no `rules` (it wrote none).
+    await old.jobDocuments.write(checkDocumentId('changing', []), 'test', {
+      checked_before: Timestamp.fromMillis(at('11:59').getTime()),
+      run_seen: true,
+      seen_at: Timestamp.fromMillis(at('12:00').getTime()),
+    });
+    // 12:00 and 12:52 are never delivered; the deploy moves the job to every minute at 12:41.
+    await play(time, [
+      ...every(old, 'changing', at('12:05'), at('12:41'), 5),
+      ...every(now, 'changing', at('12:41'), at('13:02'), 1, [at('12:52')]),
+    ]);
+
+    // The 13:00 check reads a cursor that sighted no rule: the claims show `*/5` until 12:40.
+    // Before, the check took every minute for the whole range and reported 12:01 to 12:04,
+    // 12:06… (minutes Scheduler never had) with the two real misses.
+    assert.deepEqual(reportsOf(old, now), [
+      ['missed run', at('12:00').toISOString(), 'changing'],
+      ['missed run', at('12:52').toISOString(), 'changing'],
+    ]);
+  });
+
   it('1f. runs --check learns an old schedule that shares no minute with the new one from its records: the old rule’s miss, no minute of the new rule before it', async () => {
     const { time, old, now } = changedSchedule(
       '*/15 * * * *',

@@ -211,6 +211,21 @@ export function nextRules(
   return [first, ...rest];
 }
 
+/**
+ * Whether any of `rules` records a check's sighting (`firstSeen`, `since` or `until`). A cursor of
+ * an earlier version has no rules, and `readRules` gives the declared rule alone, sighted never:
+ * the check does not know which rule was in force before it, and learns it from the claims as a
+ * check that has seen no run does ({@link rulesFromClaims}; stop 74, seed 23, the 77th).
+ */
+export function isSighted(rules: readonly JudgedRule[]): boolean {
+  return rules.some(
+    (rule) =>
+      rule.firstSeen !== undefined ||
+      rule.since !== undefined ||
+      rule.until !== undefined,
+  );
+}
+
 /** A sighting of a rule at `at` (ms): a slot's first claim (at the slot's time), or a check's. */
 export interface RuleSighting extends ScheduleSpec {
   readonly at: number;

@@ -22,6 +22,7 @@ import {
   windowOf,
 } from './missed-run-cursor.ts';
 import {
+  isSighted,
   isUnreadable,
   judgedSlots,
   previousJudgedSlot,
@@ -535,10 +536,17 @@ export class MissedRunCheck {
       return { ...idle, pauses: window.pausesRead };
     }
     let judged = await this.#scan(job, scope, window, range);
-    // Until a run is seen, the claims read may show a rule no check saw (missed-run-rules.ts).
-    const learned = window.runSeen
-      ? undefined
-      : rulesFromClaims(window.rules, job, judged.claims, window.now.getTime());
+    // Until a run is seen, or while no check's sighting of a rule is recorded (an earlier
+    // version's cursor), the claims read may show a rule no check saw (missed-run-rules.ts).
+    const learned =
+      window.runSeen && isSighted(window.rules)
+        ? undefined
+        : rulesFromClaims(
+            window.rules,
+            job,
+            judged.claims,
+            window.now.getTime(),
+          );
     if (learned !== undefined) {
       // Claims read show a rule deployed before any check saw one: judged again by what they show.
       window = { ...window, rules: learned, current: false };

@@ -592,25 +592,45 @@ function declaredWhereAnswered(outcome: SimOutcome, d: Delivered): boolean {
 }
 
 /**
- * Whether `d` was answered by an old revision of a rolling deploy whose schedule for its job is
- * not the one Scheduler then had: a Force run carries the next slot of Scheduler's schedule, which
- * such an instance may take for a time past its own next slot and refuse (400). Scheduler retries
- * it, and the retry reaches the new revision (docs/limits.md, "A rolling deploy that changes the
- * schedule").
+ * Whether `d` was answered by a revision whose schedule for its job is not the one its Force run
+ * was pressed under, or not the one Scheduler had when `d` was sent: a Force run carries the next
+ * slot of Scheduler's schedule when it is pressed, its retries the same, and a revision of another
+ * schedule may take that time for one past its own next slot and refuse it (400). An old instance
+ * of a rolling deploy (seed 2, the 163rd), or the new revision of a deploy made between the Force
+ * run's attempts (seed 23, the 37th, stop 74): Scheduler's next retry, or the next slot's passing,
+ * lets it run (docs/limits.md, "A rolling deploy that changes the schedule").
  */
 function answeredByOtherSchedule(outcome: SimOutcome, d: Delivered): boolean {
   const dep = outcome.deployments[d.deployment];
   if (dep === undefined) {
     return false;
   }
-  const inForce = segmentAt(scheduleSegments(dep, d.jobId), d.sentAt)?.job;
+  const segments = scheduleSegments(dep, d.jobId);
+  const pressedAt = Math.min(
+    ...outcome.deliveries
+      .filter(
+        (o) =>
+          o.source === 'force' &&
+          o.deployment === d.deployment &&
+          o.jobId === d.jobId &&
+          o.scheduleTime === d.scheduleTime,
+      )
+      .map((o) => o.sentAt),
+    d.sentAt,
+  );
+  const rules = [pressedAt, d.sentAt].flatMap((t) => {
+    const job = segmentAt(segments, t)?.job;
+    return job === undefined ? [] : [job];
+  });
   return answeringRevisions(outcome, d).some((revision) => {
     const declared = revision?.jobs.find((j) => j.id === d.jobId);
     return (
       declared !== undefined &&
-      inForce !== undefined &&
-      (declared.schedule !== inForce.schedule ||
-        declared.timeZone !== inForce.timeZone)
+      rules.some(
+        (rule) =>
+          declared.schedule !== rule.schedule ||
+          declared.timeZone !== rule.timeZone,
+      )
     );
   });
 }
