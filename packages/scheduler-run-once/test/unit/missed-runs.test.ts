@@ -28,7 +28,9 @@ import {
   readCursor,
 } from '../../src/policy/missed-run-cursor.ts';
 import {
+  isSighted,
   isUnreadable,
+  type JudgedRule,
   judgedSlots,
   MAX_RULES,
   nextRules,
@@ -268,6 +270,19 @@ describe('readRules: the rules a cursor stores, as checks write them', () => {
   const hourly = { schedule: '0 * * * *', time_zone: UTC };
   const fives = { schedule: '*/5 * * * *', time_zone: UTC };
   const now = t('13:00');
+
+  it("takes an earlier version's cursor without rules for the declared rule, sighted by no check (stop 74)", () => {
+    const rules = readRules(undefined, job, now);
+
+    assert.deepEqual(rules, [{ schedule: job.schedule, timeZone: UTC }]);
+    assert.equal(isSighted(rules as JudgedRule[]), false);
+    const written = readRules(
+      [{ ...fives, first_seen: at('11:00') }],
+      job,
+      now,
+    );
+    assert.equal(isSighted(written as JudgedRule[]), true);
+  });
 
   it('reads a schedule change as a check writes it, and times within the clock slack', () => {
     const rules = readRules(
