@@ -268,6 +268,46 @@ export function skippedAfresh(
   });
 }
 
+/**
+ * The run id of `jobId`'s first slot record at or after the end of a fresh start (the `to` of a
+ * WARN that started its cursor afresh) and up to `slotMs`, the latest such start before the slot;
+ * `undefined` if none. After a fresh start the check has seen no run: that record is the job's
+ * first as far as the check knows, and one that lands late leaves the slots before it taken for
+ * slots before the job's first record (`KNOWN_GAPS.auditBeforeFirstRecord`, stop 74: fault-biased
+ * seed 17, the 7th).
+ */
+export function firstRecordAfterAfresh(
+  outcome: SimOutcome,
+  jobId: string,
+  slotMs: number,
+): string | undefined {
+  const starts = outcome.logs
+    .filter(
+      (l) => l.message.startsWith(STARTED_AFRESH) && l.fields.jobName === jobId,
+    )
+    .map((l) => Date.parse(String(l.fields.to)))
+    .filter((to) => to <= slotMs);
+  if (starts.length === 0) {
+    return undefined;
+  }
+  const from = Math.max(...starts);
+  let first: { runId: string; at: number } | undefined;
+  for (const [runId, record] of outcome.records) {
+    const at = (
+      record.schedule_time as { toMillis?: () => number } | undefined
+    )?.toMillis?.();
+    const inRange =
+      record.job_name === jobId &&
+      at !== undefined &&
+      at >= from &&
+      at <= slotMs;
+    if (inRange && (first === undefined || at < first.at)) {
+      first = { runId, at };
+    }
+  }
+  return first?.runId;
+}
+
 /** Whether a slot of `jobId` from `fromMs` up to `slotMs` (inclusive) has a record. */
 function recordedBetween(
   outcome: SimOutcome,

@@ -127,6 +127,7 @@ import {
   checkOffForRun,
   cursorsKeptUp,
   cursorWrittenOnlyToChange,
+  firstRecordAfterAfresh,
   foreignCursorsSaid,
   forgottenByRepair,
   ownCursorsSaid,
@@ -1644,6 +1645,18 @@ function judgeSlot(judging: SlotJudging, closed: ClosedSlot): void {
 function excusedByGap(outcome: SimOutcome, closed: ClosedSlot): boolean {
   if (outcome.gaps.auditBeforeFirstRecord && closed.auditFirst) {
     return true;
+  }
+  const afterAfresh = firstRecordAfterAfresh(
+    outcome,
+    closed.job.id,
+    closed.slot.getTime(),
+  );
+  if (
+    outcome.gaps.auditBeforeFirstRecord &&
+    afterAfresh !== undefined &&
+    auditBefore(outcome, closed.d, outcome.createTimes.get(afterAfresh))
+  ) {
+    return true; // the same gap, after a fresh start: the job's first record as the check knows
   }
   return (
     outcome.gaps.firstRecordUnderAnotherRule &&

@@ -28,7 +28,8 @@ export const KNOWN_GAPS = {
    * regressions.ts keeps such a history. After a schedule change no check saw, the first record
    * that counts is the first at a slot of the rule a check knows (stop 74, seed 9, the 43rd: the
    * old rule's records tell a check that has seen no run nothing, and its own rule's first record
-   * landed late).
+   * landed late); after a cursor started afresh, the first record after the fresh start counts
+   * (stop 74, fault-biased seed 17, the 7th).
    */
   auditBeforeFirstRecord: true,
   /**
