@@ -441,14 +441,83 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
     }
     const said = `another version's cursor (${w.kind}) on ${w.document} at ${new Date(w.at).toISOString()}`;
     if (isReadableCursorKind(w.kind)) {
-      if (first && saidAfter(w, next?.at)) {
+      if (first && saidAfter(w, next?.at) && !aheadOfLongerWindow(outcome, w)) {
         found.push(`${said} is readable, but a check said it unreadable`);
       }
-    } else if (standingUnreadableCursor(writes, w.deployment, w.jobId) === w) {
+    } else if (
+      standingUnreadableCursor(writes, w.deployment, w.jobId) === w &&
+      !readsLater(outcome, w)
+    ) {
       found.push(...unreadableCursorSaid(errors, w, first, said));
     }
   }
   return found;
+}
+
+/**
+ * Whether `w` is an earlier version's cursor without `closed_after_ms` on a job a deploy gave a
+ * longer retry window: ahead of the new boundary, it is the documented ERROR, not the WARNING
+ * that a cursor naming its writer's window gets (docs/limits.md, "Unreadable records"; stop 74,
+ * seed 33, the 90th).
+ */
+function aheadOfLongerWindow(outcome: SimOutcome, w: ForeignCursor): boolean {
+  if (w.kind !== 'readable_no_closed_after') {
+    return false;
+  }
+  // `retry_longer` lengthens the first job's retries (model.ts, `longerRetries`).
+  const first = outcome.deployments?.[w.deployment]?.revisions[0]?.jobs[0]?.id;
+  return (
+    w.jobId === first &&
+    (outcome.history?.events ?? []).some(
+      (e) =>
+        e.type === 'redeploy' &&
+        e.change === 'retry_longer' &&
+        e.deployment === w.deployment,
+    )
+  );
+}
+
+/**
+ * Whether `w`, a cursor written ahead of the boundary, was first read once the boundary had passed
+ * it, as a cursor, while the gap `aheadCursorReadsLater` is open: this version's next write of the
+ * document came with no run audit of its deployment done and no delivery's own check in between
+ * (KNOWN_GAPS.aheadCursorReadsLater).
+ */
+function readsLater(outcome: SimOutcome, w: ForeignCursor): boolean {
+  if (
+    outcome.gaps?.aheadCursorReadsLater !== true ||
+    !w.kind.startsWith('ahead_of_')
+  ) {
+    return false;
+  }
+  const writes = (outcome.checkDocumentWrites ?? []).filter(
+    (c) => c.document === w.document && c.at >= w.at,
+  );
+  const seenAt = (c: (typeof writes)[number] | undefined) =>
+    (
+      c?.after?.seen_at as { toMillis?: () => number } | undefined
+    )?.toMillis?.();
+  // A check's write moves `seen_at`; a pause's (`run-once pause`) leaves it.
+  const readAgain = writes.find(
+    (c, i) => i > 0 && seenAt(c) !== seenAt(writes[0]),
+  );
+  if (readAgain === undefined) {
+    return false;
+  }
+  const between = (at: number) => at > w.at && at < readAgain.at;
+  const audited = outcome.logs.some(
+    (l) =>
+      l.message === 'run audit done' &&
+      deploymentOf(l) === w.deployment &&
+      between(l.at),
+  );
+  const checked = outcome.executions.some(
+    (e) =>
+      e.deployment === w.deployment &&
+      between(e.start) &&
+      (outcome.checkReads?.get(e.attemptId)?.length ?? 0) > 0,
+  );
+  return !audited && !checked;
 }
 
 /**
