@@ -321,6 +321,56 @@ function checkWith(
   });
 }
 
+/**
+ * Runs two checks of `quick` at once, each one's first read held until the other's has come, then
+ * until `meanwhile` (run once both have read) is done: both judge the same records.
+ */
+async function twoChecksAtOnce(
+  quick: ReturnType<typeof quickJobCheck>,
+  meanwhile: () => Promise<void> = async () => {},
+): Promise<void> {
+  const { job, fn, logs } = quick;
+  let reads = 0;
+  let bothRead = () => {};
+  const barrier = new Promise<void>((resolve) => {
+    bothRead = resolve;
+  });
+  const released = barrier.then(meanwhile);
+  const racingCheck = () => {
+    let first = true;
+    return checkWith(quick, {
+      getMany: async (ids) => {
+        const read = await fn.history.getMany(ids);
+        if (first) {
+          first = false;
+          reads++;
+          if (reads === 2) {
+            bothRead();
+          }
+          await released;
+        }
+        return read;
+      },
+    });
+  };
+  await Promise.all(
+    [racingCheck(), racingCheck()].map((check) =>
+      check.check(job, [], logs.logger),
+    ),
+  );
+}
+
+/** The `missed run` lines of `slot` logged so far, as `[relogged, reporter]`. */
+function missedRunLines(
+  logs: ReturnType<typeof quickJobCheck>['logs'],
+  slot: Date,
+): unknown[][] {
+  return logs
+    .lines()
+    .filter((l) => l.message === 'missed run' && l.slot === slot.toISOString())
+    .map((l) => [l.relogged, l.reporter]);
+}
+
 describe('detection as shipped (the run audit of src/jobs.ts, Scheduler defaults)', () => {
   it('declares the run audit every 5 minutes', {
     skip:
@@ -1134,49 +1184,14 @@ describe('the attack on detection, finding by finding', () => {
 
   it('2e. two checks at once find a report its writer never marked logged: one of them logs it again', async () => {
     const quick = quickJobCheck();
-    const { job, fn, logs, setAhead } = quick;
+    const { fn, logs, setAhead } = quick;
     // Its writer may have logged it, then died before marking it logged.
     const { slot, runId } = await unloggedReport(quick, 'other-check');
     setAhead(3 * MINUTE); // past the grace
     // Each check's first read waits for the other's: both judge the same record.
-    let reads = 0;
-    let bothRead = () => {};
-    const barrier = new Promise<void>((resolve) => {
-      bothRead = resolve;
-    });
-    const racingCheck = () => {
-      let first = true;
-      return checkWith(quick, {
-        getMany: async (ids) => {
-          const read = await fn.history.getMany(ids);
-          if (first) {
-            first = false;
-            reads++;
-            if (reads === 2) {
-              bothRead();
-            }
-            await barrier;
-          }
-          return read;
-        },
-      });
-    };
+    await twoChecksAtOnce(quick);
 
-    await Promise.all(
-      [racingCheck(), racingCheck()].map((check) =>
-        check.check(job, [], logs.logger),
-      ),
-    );
-
-    const relogged = logs
-      .lines()
-      .filter(
-        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
-      );
-    assert.deepEqual(
-      relogged.map((l) => [l.relogged, l.reporter]),
-      [[true, 'other-check']],
-    );
+    assert.deepEqual(missedRunLines(logs, slot), [[true, 'other-check']]);
     const { record } = await fn.ledger.documents.read(runId);
     assert.equal(
       record?.status === 'missed' && record.reportedBy,
@@ -1187,54 +1202,18 @@ describe('the attack on detection, finding by finding', () => {
 
   it("2l. two checks whose claims met the same change of the record (a backfill's takeover) log the report again once", async () => {
     const quick = quickJobCheck();
-    const { job, fn, logs, setAhead } = quick;
+    const { fn, logs, setAhead } = quick;
     const { slot, runId } = await unloggedReport(quick, 'other-check');
     setAhead(3 * MINUTE); // past the grace
     // Both checks read the record; then it changes under both claims, its report kept unlogged
     // (as a backfill that takes the run over keeps it): both claims are refused.
-    let reads = 0;
-    let bothRead = () => {};
-    const barrier = new Promise<void>((resolve) => {
-      bothRead = resolve;
-    });
-    const changed = barrier.then(async () => {
+    await twoChecksAtOnce(quick, async () => {
       const read = await fn.history.getMany([runId]);
       const token = read.updateTimes.get(runId) as Timestamp;
       await fn.ledger.documents.write(runId, 'test', { attempts: 1 }, token);
     });
-    const racingCheck = () => {
-      let first = true;
-      return checkWith(quick, {
-        getMany: async (ids) => {
-          const read = await fn.history.getMany(ids);
-          if (first) {
-            first = false;
-            reads++;
-            if (reads === 2) {
-              bothRead();
-            }
-            await changed;
-          }
-          return read;
-        },
-      });
-    };
 
-    await Promise.all(
-      [racingCheck(), racingCheck()].map((check) =>
-        check.check(job, [], logs.logger),
-      ),
-    );
-
-    const relogged = logs
-      .lines()
-      .filter(
-        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
-      );
-    assert.deepEqual(
-      relogged.map((l) => [l.relogged, l.reporter]),
-      [[true, 'other-check']],
-    );
+    assert.deepEqual(missedRunLines(logs, slot), [[true, 'other-check']]);
   });
 
   it('2g. a check whose claim to log an unlogged report again fails still logs it, once', async () => {
@@ -1250,15 +1229,7 @@ describe('the attack on detection, finding by finding', () => {
     await check.check(job, [], logs.logger);
     await check.check(job, [], logs.logger);
 
-    const relogged = logs
-      .lines()
-      .filter(
-        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
-      );
-    assert.deepEqual(
-      relogged.map((l) => [l.relogged, l.reporter]),
-      [[true, 'other-check']],
-    );
+    assert.deepEqual(missedRunLines(logs, slot), [[true, 'other-check']]);
   });
 
   it('2i. a check whose claim to log a report again fails, and whose read after it fails too, logs it and warns that it could not mark it logged', async () => {
@@ -1372,15 +1343,7 @@ describe('the attack on detection, finding by finding', () => {
       slot.getTime(),
       'the cursor stays at the claimed report',
     );
-    const relogged = logs
-      .lines()
-      .filter(
-        (l) => l.message === 'missed run' && l.slot === slot.toISOString(),
-      );
-    assert.deepEqual(
-      relogged.map((l) => [l.relogged, l.reporter]),
-      [[true, 'dead-writer']],
-    );
+    assert.deepEqual(missedRunLines(logs, slot), [[true, 'dead-writer']]);
   });
 
   it('2f. a slot whose run still executes past its close holds the cursor, not the slots after it: they are reported at once', async () => {
