@@ -23,6 +23,7 @@ import { slotRunId, unloggedReportBy } from '../../src/policy/run-history.ts';
 import { slotsBetween } from '../../src/policy/schedule.ts';
 import { schedulerExecutionMs } from './cloud-scheduler.ts';
 import { brokenCursorField, isReadableCursorKind } from './model.ts';
+import { millisOf } from './record-invariants.ts';
 import { v1CheckDocumentId } from './run-id-invariants.ts';
 import { isSlotOf, scheduleSegments, segmentAt } from './schedule-segments.ts';
 import {
@@ -293,9 +294,7 @@ export function firstRecordAfterAfresh(
   const from = Math.max(...starts);
   let first: { runId: string; at: number } | undefined;
   for (const [runId, record] of outcome.records) {
-    const at = (
-      record.schedule_time as { toMillis?: () => number } | undefined
-    )?.toMillis?.();
+    const at = millisOf(record.schedule_time);
     const inRange =
       record.job_name === jobId &&
       at !== undefined &&
@@ -494,9 +493,7 @@ function readsLater(outcome: SimOutcome, w: ForeignCursor): boolean {
     (c) => c.document === w.document && c.at >= w.at,
   );
   const seenAt = (c: (typeof writes)[number] | undefined) =>
-    (
-      c?.after?.seen_at as { toMillis?: () => number } | undefined
-    )?.toMillis?.();
+    millisOf(c?.after?.seen_at);
   // A check's write moves `seen_at`; a pause's (`run-once pause`) leaves it.
   const readAgain = writes.find(
     (c, i) => i > 0 && seenAt(c) !== seenAt(writes[0]),

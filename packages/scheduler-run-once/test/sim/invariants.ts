@@ -161,7 +161,7 @@ import {
   NOTE_REFUSALS,
   noteAnsweredAfterTakeover,
 } from './note-invariants.ts';
-import { recordsTellTheTruth } from './record-invariants.ts';
+import { millisOf, recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
 import { reportedLate } from './report-latency-invariants.ts';
 import {
@@ -1713,9 +1713,7 @@ function behindAheadCursor(outcome: SimOutcome, closed: ClosedSlot): boolean {
     const written = (outcome.checkDocumentWrites ?? []).find(
       (w) => w.document === c.document && w.at >= c.at,
     );
-    const checkedBefore = (
-      written?.after?.checked_before as { toMillis?: () => number } | undefined
-    )?.toMillis?.();
+    const checkedBefore = millisOf(written?.after?.checked_before);
     return checkedBefore !== undefined && closed.slot.getTime() < checkedBefore;
   });
 }

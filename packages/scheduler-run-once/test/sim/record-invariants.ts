@@ -18,7 +18,7 @@ const ATTEMPTED = new Set(['in_progress', 'completed', 'failed']);
 const UNATTEMPTED = new Set(['missed', 'skipped']);
 
 /** `value` as ms if it is a stored timestamp, else `undefined`. */
-function millisOf(value: unknown): number | undefined {
+export function millisOf(value: unknown): number | undefined {
   return value instanceof Timestamp ? value.toMillis() : undefined;
 }
 
