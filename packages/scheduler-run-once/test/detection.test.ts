@@ -287,6 +287,7 @@ async function unloggedReport(
   await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
     checked_before: Timestamp.fromMillis(slot.getTime() - 1),
     run_seen: true,
+    seen_at: Timestamp.fromMillis(now.getTime()),
   });
   const runId = slotRunId('quick', slot, []);
   const details = {
@@ -1145,6 +1146,7 @@ describe('the attack on detection, finding by finding', () => {
     await fn.jobDocuments.write(checkDocumentId('quick', []), 'test', {
       checked_before: Timestamp.fromMillis(held.getTime() - 1),
       run_seen: true,
+      seen_at: Timestamp.fromMillis(now.getTime()),
     });
     const details = {
       jobName: 'quick',
@@ -1375,9 +1377,13 @@ describe('the attack on detection, finding by finding', () => {
     const now = (await clock()).getTime();
     const running = new Date(Math.floor(now / MINUTE) * MINUTE - 2 * MINUTE);
     const missed = new Date(running.getTime() + MINUTE);
+    // Dated on the check's clock: a cursor without `seen_at` is dated by its write's time, which a
+    // check whose estimate of Firestore's time lags by more than the slack reads as written after
+    // it (OVERTAKEN), and judges nothing (a fresh-clone CI run failed once that way, or alike).
     await fn.jobDocuments.write(checkDocumentId('long', []), 'test', {
       checked_before: Timestamp.fromMillis(running.getTime() - 1),
       run_seen: true,
+      seen_at: Timestamp.fromMillis(now),
     });
     const delivery = fn.request
       .post('/')
