@@ -1601,7 +1601,7 @@ describe('the attack on detection, finding by finding', () => {
     assert.equal(refused[0]?.severity, 'ERROR');
   });
 
-  it('6b. refuses a hand-edited cursor ahead of the job’s own boundary whatever its closed_after_ms, or whose rules no declaration takes; another revision’s closed_after_ms behind it is read', async () => {
+  it('6b. refuses a hand-edited cursor ahead of the job’s own boundary whatever its closed_after_ms, or of its writer’s, or whose rules no declaration takes; another revision’s closed_after_ms behind it is read', async () => {
     const time = drivenClock(at('14:00'));
     const jobs = declare(
       defineJob({ id: 'five', schedule: '*/5 * * * *', run: () => {} }),
@@ -1620,6 +1620,13 @@ describe('the attack on detection, finding by finding', () => {
       {
         checked_before: boundary - 20 * MINUTE,
         closed_after_ms: -5,
+        rules: [rule],
+      },
+      // Behind the job's boundary, but days past the boundary its writer had at its seen_at: no
+      // check writes that; read as a cursor, the slots before it would go unjudged unsaid.
+      {
+        checked_before: boundary - 20 * MINUTE,
+        closed_after_ms: 10 * 86_400_000,
         rules: [rule],
       },
       {
@@ -1648,14 +1655,17 @@ describe('the attack on detection, finding by finding', () => {
       assert.equal(refused.length, 1, `cursor ${i}`);
       assert.equal(refused[0]?.severity, 'ERROR');
     }
-    // An earlier revision with other retry settings wrote another closed_after_ms: still a cursor.
+    // An earlier revision with a longer retry window wrote its closed_after_ms, and a cursor at its
+    // own boundary then: still a cursor.
     const fn = serveJobs(jobs, { env: ON }, { clock: time.clock });
+    const longer = closedAfterMs(job) + 10 * MINUTE;
+    const seenAt = at('14:00').getTime() - MINUTE;
     await fn.jobDocuments.write(checkDocumentId('five', []), 'test', {
-      checked_before: Timestamp.fromMillis(boundary - 20 * MINUTE),
-      closed_after_ms: 10 * 86_400_000,
+      checked_before: Timestamp.fromMillis(seenAt - longer),
+      closed_after_ms: longer,
       rules: [rule],
       run_seen: true,
-      seen_at: Timestamp.fromMillis(boundary - 20 * MINUTE),
+      seen_at: Timestamp.fromMillis(seenAt),
     });
     await deliverAt(fn, time, AUDIT.id, at('14:00'));
     const lines = fn.logs

@@ -51,6 +51,8 @@ const CURSOR_PROBLEM = {
     "checked_before is ahead of the job's closed boundary, as a cursor written under a shorter retry window than the job's now is (its closed_after_ms); it reads again by itself once the boundary passes it",
   ahead:
     "checked_before is ahead of the job's closed boundary, further than its writer's retry window explains (written by hand?)",
+  aheadOfWriter:
+    "checked_before was ahead of its writer's own boundary when it was written (seen_at minus closed_after_ms), which no check writes (written by hand?); it stays unreadable until it is deleted, though the job's boundary has passed it",
 } as const;
 
 /**
@@ -88,6 +90,13 @@ export function readCursor(
   ) {
     return aheadOfBoundary(at.toMillis(), closedAfter, seenAt.toMillis(), job);
   }
+  // Behind the job's boundary now, but never behind its writer's: still written by hand.
+  if (
+    data.closed_after_ms !== undefined &&
+    aheadOfItsWriter(at.toMillis(), closedAfter, seenAt.toMillis())
+  ) {
+    return { unreadable: CURSOR_PROBLEM.aheadOfWriter };
+  }
   const rules = readRules(data.rules, job, now.getTime());
   if (isUnreadable(rules)) {
     return rules;
@@ -98,6 +107,24 @@ export function readCursor(
     rules,
     seenAt: seenAt.toMillis(),
   };
+}
+
+/**
+ * Whether a cursor's `checked_before` (`atMs`) stands past the boundary its writer had when it wrote
+ * it: `seenAtMs` (its write) minus `writerClosedAfter` (its `closed_after_ms`), beyond
+ * {@link CURSOR_CLOCK_SLACK_MS}. A check moves `checked_before` at most to its own boundary and
+ * stamps `seen_at` and `closed_after_ms` in the same write, so no check writes such a cursor; read
+ * as a cursor once the job's boundary passed it, it would leave the slots before it unjudged
+ * without a word (stop 74's `aheadCursorReadsLater`). Only a cursor that names its writer's window
+ * is judged so: an earlier version's, without `closed_after_ms`, is judged against the job's own
+ * boundary alone ({@link aheadOfBoundary}).
+ */
+function aheadOfItsWriter(
+  atMs: number,
+  writerClosedAfter: number,
+  seenAtMs: number,
+): boolean {
+  return atMs > seenAtMs - writerClosedAfter + CURSOR_CLOCK_SLACK_MS;
 }
 
 /**

@@ -443,10 +443,7 @@ export function foreignCursorsSaid(outcome: SimOutcome): string[] {
       if (first && saidAfter(w, next?.at) && !aheadOfLongerWindow(outcome, w)) {
         found.push(`${said} is readable, but a check said it unreadable`);
       }
-    } else if (
-      standingUnreadableCursor(writes, w.deployment, w.jobId) === w &&
-      !readsLater(outcome, w)
-    ) {
+    } else if (standingUnreadableCursor(writes, w.deployment, w.jobId) === w) {
       found.push(...unreadableCursorSaid(errors, w, first, said));
     }
   }
@@ -474,47 +471,6 @@ function aheadOfLongerWindow(outcome: SimOutcome, w: ForeignCursor): boolean {
         e.deployment === w.deployment,
     )
   );
-}
-
-/**
- * Whether `w`, a cursor written ahead of the boundary, was first read once the boundary had passed
- * it, as a cursor, while the gap `aheadCursorReadsLater` is open: this version's next write of the
- * document came with no run audit of its deployment done and no delivery's own check in between
- * (KNOWN_GAPS.aheadCursorReadsLater).
- */
-function readsLater(outcome: SimOutcome, w: ForeignCursor): boolean {
-  if (
-    outcome.gaps?.aheadCursorReadsLater !== true ||
-    !w.kind.startsWith('ahead_of_')
-  ) {
-    return false;
-  }
-  const writes = (outcome.checkDocumentWrites ?? []).filter(
-    (c) => c.document === w.document && c.at >= w.at,
-  );
-  const seenAt = (c: (typeof writes)[number] | undefined) =>
-    millisOf(c?.after?.seen_at);
-  // A check's write moves `seen_at`; a pause's (`run-once pause`) leaves it.
-  const readAgain = writes.find(
-    (c, i) => i > 0 && seenAt(c) !== seenAt(writes[0]),
-  );
-  if (readAgain === undefined) {
-    return false;
-  }
-  const between = (at: number) => at > w.at && at < readAgain.at;
-  const audited = outcome.logs.some(
-    (l) =>
-      l.message === 'run audit done' &&
-      deploymentOf(l) === w.deployment &&
-      between(l.at),
-  );
-  const checked = outcome.executions.some(
-    (e) =>
-      e.deployment === w.deployment &&
-      between(e.start) &&
-      (outcome.checkReads?.get(e.attemptId)?.length ?? 0) > 0,
-  );
-  return !audited && !checked;
 }
 
 /**

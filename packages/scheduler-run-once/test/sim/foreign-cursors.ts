@@ -42,6 +42,8 @@ const HOUR_MS = 3_600_000;
 const RULE_AHEAD_MS = 30 * DAY_MS;
 /** How long before the rule before it ended an out-of-order rule starts, ms. */
 const RULE_OVERLAP_MS = DAY_MS;
+/** How much longer than the job's the retry window of `readable_other_closed_after`'s writer is, ms. */
+const OTHER_WINDOW_MS = 60_000;
 /** How long ago a stale cursor was last written, ms: past `STALE_CURSOR_MS`'s two days. */
 const STALE_MS = 3 * DAY_MS;
 /** The most rules a cursor holds (`MAX_RULES` in src/policy/missed-run-rules.ts), written anew. */
@@ -243,6 +245,32 @@ function withoutRules(
   return rest;
 }
 
+/** The retry window `cursor`'s writer names (`closed_after_ms`), or else `job`'s, ms. */
+function storedClosedAfter(cursor: DocumentData, job: DeclaredJob): number {
+  const stored = cursor.closed_after_ms;
+  return typeof stored === 'number' ? stored : closedAfterMs(job);
+}
+
+/**
+ * `cursor` as a version whose retry window was `writer` ms would have written it at its `seen_at`:
+ * its `checked_before` no later than that writer's boundary then (a check never writes past it).
+ */
+function withLongerWindow(cursor: DocumentData, writer: number): DocumentData {
+  const seenAt = cursor.seen_at;
+  const checkedBefore = cursor.checked_before;
+  if (!(seenAt instanceof Timestamp) || !(checkedBefore instanceof Timestamp)) {
+    return { ...cursor, closed_after_ms: writer };
+  }
+  const writersBoundary = seenAt.toMillis() - writer;
+  return {
+    ...cursor,
+    closed_after_ms: writer,
+    checked_before: Timestamp.fromMillis(
+      Math.min(checkedBefore.toMillis(), writersBoundary),
+    ),
+  };
+}
+
 /**
  * A form this version reads as its own, from `cursor`, or `undefined` where it would mean
  * something else than `cursor` (an earlier version's cursor without `rules` knew one rule only).
@@ -257,7 +285,6 @@ function readableCursor(
     return undefined; // an earlier version's cursor: left as it is
   }
   const rules = cursor.rules as StoredRule[];
-  const closedAfter = closedAfterMs(job);
   switch (kind) {
     case 'readable_extra_fields':
       return {
@@ -270,7 +297,10 @@ function readableCursor(
       return rest;
     }
     case 'readable_other_closed_after':
-      return { ...cursor, closed_after_ms: closedAfter + 60_000 };
+      return withLongerWindow(
+        cursor,
+        storedClosedAfter(cursor, job) + OTHER_WINDOW_MS,
+      );
     case 'readable_no_rules':
       return withoutRules(cursor, rules, job);
     case 'readable_no_seen_at': {
@@ -284,8 +314,13 @@ function readableCursor(
         rules: rules.map(({ first_seen: _, ...rule }) => rule),
       };
     case 'readable_stale': {
-      const longAgo = Timestamp.fromMillis(nowMs - STALE_MS);
-      return { ...cursor, checked_before: longAgo, seen_at: longAgo };
+      // Its writer's boundary then: a check never writes `checked_before` past it.
+      const writer = storedClosedAfter(cursor, job);
+      return {
+        ...cursor,
+        checked_before: Timestamp.fromMillis(nowMs - STALE_MS - writer),
+        seen_at: Timestamp.fromMillis(nowMs - STALE_MS),
+      };
     }
     case 'readable_most_rules':
       return rules.length === 0 || rules.length >= MOST_RULES

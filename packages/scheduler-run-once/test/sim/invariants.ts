@@ -161,7 +161,7 @@ import {
   NOTE_REFUSALS,
   noteAnsweredAfterTakeover,
 } from './note-invariants.ts';
-import { millisOf, recordsTellTheTruth } from './record-invariants.ts';
+import { recordsTellTheTruth } from './record-invariants.ts';
 import { attemptReportsTrue } from './report-invariants.ts';
 import { reportedLate } from './report-latency-invariants.ts';
 import {
@@ -1690,32 +1690,8 @@ function unjudgedByAnotherVersionsCursor(
   return (
     toldUnjudged(outcome, closed) ||
     skippedAfresh(outcome, job.id, slot.getTime()) ||
-    forgottenByRepair(outcome, d, job.id, slot.getTime()) ||
-    (outcome.gaps?.aheadCursorReadsLater === true &&
-      behindAheadCursor(outcome, closed))
+    forgottenByRepair(outcome, d, job.id, slot.getTime())
   );
-}
-
-/**
- * Whether a closed slot lies before the `checked_before` of another version's cursor written ahead
- * of the boundary (`ahead_of_…`) on its job's check document: once the boundary passes it, the
- * check goes on from it, whether or not a check read it while it stood ahead and said it
- * unreadable (KNOWN_GAPS.aheadCursorReadsLater).
- */
-function behindAheadCursor(outcome: SimOutcome, closed: ClosedSlot): boolean {
-  const ahead = (outcome.foreignCursors ?? []).filter(
-    (c) =>
-      c.deployment === closed.d &&
-      c.jobId === closed.job.id &&
-      c.kind.startsWith('ahead_of_'),
-  );
-  return ahead.some((c) => {
-    const written = (outcome.checkDocumentWrites ?? []).find(
-      (w) => w.document === c.document && w.at >= c.at,
-    );
-    const checkedBefore = millisOf(written?.after?.checked_before);
-    return checkedBefore !== undefined && closed.slot.getTime() < checkedBefore;
-  });
 }
 
 /**

@@ -70,16 +70,6 @@ export const KNOWN_GAPS = {
    * one that has the slot, began after that schedule was deployed and before the slot.
    */
   oldRuleSeenAfterChange: true,
-  /**
-   * Found by 300 histories of seeds 30 and 31 and 150 fault-biased histories of seed 24 (stop 74;
-   * docs/limits.md, "A hand-edited cursor ahead of the boundary, left in place"): another version's
-   * cursor an hour past its writer's own boundary (`ahead_of_writers_window`) is said unreadable
-   * at each check while it stands ahead of the job's closed boundary; once that boundary passes
-   * it, it reads as a cursor, and the check goes on from it: the slots before it are never judged,
-   * and no line says so then. While on, invariant 2 excuses a closed slot before such a cursor's
-   * `checked_before`, and invariant 54 a cursor no check read while it stood ahead.
-   */
-  aheadCursorReadsLater: true,
 } as const;
 
 export type GapName = keyof typeof KNOWN_GAPS;

@@ -436,6 +436,33 @@ describe('readCursor: a cursor this version never writes is refused with what is
     );
     assert.equal(byHand.readsAgainAt, undefined);
   });
+
+  it("still refuses a cursor written past its writer's own boundary once the job's boundary has passed it (stop 74's aheadCursorReadsLater)", () => {
+    const hour = 3_600_000;
+    // Written two hours ago, an hour past its writer's boundary then: behind the job's boundary now.
+    const twoHoursAgo = now.getTime() - 2 * hour;
+    const byHand = {
+      checked_before: ts(twoHoursAgo - closedAfter + hour),
+      seen_at: ts(twoHoursAgo),
+    };
+    const refused = read(byHand) as Unreadable;
+    assert.match(
+      refused.unreadable,
+      /^checked_before was ahead of its writer's own boundary when it was written/,
+    );
+    assert.equal(refused.readsAgainAt, undefined);
+    // Up to the clock slack past it, a check's own write: read.
+    const atSlack = read({
+      ...byHand,
+      checked_before: ts(twoHoursAgo - closedAfter + 10_000),
+    });
+    assert.equal(isUnreadable(atSlack), false);
+    // An earlier version's cursor names no window: judged against the job's boundary alone.
+    assert.equal(
+      isUnreadable(read({ ...byHand, closed_after_ms: undefined })),
+      false,
+    );
+  });
 });
 
 describe('the rules a check that has seen no run learns from the claims (a schedule changed before any check saw it)', () => {
