@@ -2,7 +2,7 @@
 import { type DocumentData, Timestamp } from '@google-cloud/firestore';
 import type { Logger } from '../core/logger.ts';
 import { type Scope, scopeId } from '../core/run-key.ts';
-import type { DeclaredJob } from './job-declaration.ts';
+import { type DeclaredJob, SETTING_RANGES } from './job-declaration.ts';
 import {
   CURSOR_CLOCK_SLACK_MS,
   isUnreadable,
@@ -40,13 +40,22 @@ export interface Cursor {
   readonly seenAt: number;
 }
 
+/**
+ * The shortest `closed_after_ms` any check writes, ms: a retry window of none plus the shortest
+ * attempt deadline Scheduler takes (`SETTING_RANGES`; Scheduler's HTTP targets: 15 s to 30 min).
+ * A shorter one would let a cursor ahead of the job's boundary pass for one a shorter window
+ * explains (the attack of stop 75).
+ */
+const SHORTEST_CLOSED_AFTER_MS =
+  SETTING_RANGES.attemptDeadlineSeconds[0] * 1000;
+
 /** What a cursor holds that no check writes, for {@link Unreadable}. */
 const CURSOR_PROBLEM = {
   checkedBefore: 'checked_before is not a timestamp',
   runSeen: 'run_seen is not true or false',
   seenAt: 'seen_at is not a timestamp',
   seenAhead: "seen_at is ahead of Firestore's now",
-  closedAfter: 'closed_after_ms is not a whole number of ms above 0',
+  closedAfter: `closed_after_ms is not a whole number of ms of at least ${SHORTEST_CLOSED_AFTER_MS} (the shortest attempt deadline)`,
   shorterWindow:
     "checked_before is ahead of the job's closed boundary, as a cursor written under a shorter retry window than the job's now is (its closed_after_ms); it reads again by itself once the boundary passes it",
   ahead:
@@ -81,7 +90,10 @@ export function readCursor(
     data.closed_after_ms === undefined
       ? closedAfterMs(job)
       : data.closed_after_ms;
-  if (!Number.isSafeInteger(closedAfter) || closedAfter <= 0) {
+  if (
+    !Number.isSafeInteger(closedAfter) ||
+    closedAfter < SHORTEST_CLOSED_AFTER_MS
+  ) {
     return { unreadable: CURSOR_PROBLEM.closedAfter };
   }
   if (
@@ -90,9 +102,11 @@ export function readCursor(
   ) {
     return aheadOfBoundary(at.toMillis(), closedAfter, seenAt.toMillis(), job);
   }
-  // Behind the job's boundary now, but never behind its writer's: still written by hand.
+  // Behind the job's boundary now, but never behind its writer's: still written by hand. Every
+  // version that wrote `seen_at` wrote `closed_after_ms` beside it; a cursor with neither is an
+  // earlier version's, dated by its update time, which a pause's write moves on.
   if (
-    data.closed_after_ms !== undefined &&
+    (data.closed_after_ms !== undefined || data.seen_at !== undefined) &&
     aheadOfItsWriter(at.toMillis(), closedAfter, seenAt.toMillis())
   ) {
     return { unreadable: CURSOR_PROBLEM.aheadOfWriter };
@@ -115,9 +129,11 @@ export function readCursor(
  * {@link CURSOR_CLOCK_SLACK_MS}. A check moves `checked_before` at most to its own boundary and
  * stamps `seen_at` and `closed_after_ms` in the same write, so no check writes such a cursor; read
  * as a cursor once the job's boundary passed it, it would leave the slots before it unjudged
- * without a word (stop 74's `aheadCursorReadsLater`). Only a cursor that names its writer's window
- * is judged so: an earlier version's, without `closed_after_ms`, is judged against the job's own
- * boundary alone ({@link aheadOfBoundary}).
+ * without a word (stop 74's `aheadCursorReadsLater`). A cursor with `seen_at` but no
+ * `closed_after_ms` (no version wrote one: both came in one change) is judged by the job's window;
+ * an earlier version's, with neither, against the job's own boundary alone ({@link aheadOfBoundary}).
+ * Cursors of a few unreleased commits before 0.1.0 (2026-12-01) that carried a shorter window's
+ * `checked_before` forward under a longer window's stamp are refused too (stop 75's attack).
  */
 function aheadOfItsWriter(
   atMs: number,

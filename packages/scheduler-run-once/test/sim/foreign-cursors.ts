@@ -44,6 +44,8 @@ const RULE_AHEAD_MS = 30 * DAY_MS;
 const RULE_OVERLAP_MS = DAY_MS;
 /** How much longer than the job's the retry window of `readable_other_closed_after`'s writer is, ms. */
 const OTHER_WINDOW_MS = 60_000;
+/** The shortest retry window a job has, ms: one attempt deadline, Scheduler's shortest (15 s). */
+const SHORTEST_WINDOW_MS = 15_000;
 /** How long ago a stale cursor was last written, ms: past `STALE_CURSOR_MS`'s two days. */
 const STALE_MS = 3 * DAY_MS;
 /** The most rules a cursor holds (`MAX_RULES` in src/policy/missed-run-rules.ts), written anew. */
@@ -129,6 +131,14 @@ function changedRule(
 /** The fields each unreadable form writes, built when drawn (by kind: `FOREIGN_CURSOR_KINDS`). */
 type Forms = Partial<Record<ForeignCursorKind, () => DocumentData>>;
 
+/**
+ * The window of `ahead_of_writers_window`'s writer, ms: half the job's, and no shorter than any
+ * job's (one attempt deadline, 15 s), which the check refuses on its own.
+ */
+function writersWindow(closedAfter: number): number {
+  return Math.max(SHORTEST_WINDOW_MS, Math.ceil(closedAfter / 2));
+}
+
 /** The unreadable forms of a cursor's own fields, over `job`'s closed boundary at `nowMs`. */
 function fieldForms(job: DeclaredJob, nowMs: number): Forms {
   const closedAfter = closedAfterMs(job);
@@ -149,9 +159,9 @@ function fieldForms(job: DeclaredJob, nowMs: number): Forms {
     // past it: "written by hand?", not "reads again by itself".
     ahead_of_writers_window: () => ({
       checked_before: Timestamp.fromMillis(
-        nowMs - Math.ceil(closedAfter / 2) + HOUR_MS,
+        nowMs - writersWindow(closedAfter) + HOUR_MS,
       ),
-      closed_after_ms: Math.ceil(closedAfter / 2),
+      closed_after_ms: writersWindow(closedAfter),
       seen_at: Timestamp.fromMillis(nowMs),
     }),
   };
@@ -293,7 +303,8 @@ function readableCursor(
         rules: rules.map((rule) => ({ ...rule, v9_weight: 2 })),
       };
     case 'readable_no_closed_after': {
-      const { closed_after_ms: _, ...rest } = cursor;
+      // A version before both (they came in one change): its update time stands for `seen_at`.
+      const { closed_after_ms: _, seen_at: __, ...rest } = cursor;
       return rest;
     }
     case 'readable_other_closed_after':

@@ -397,11 +397,11 @@ describe('readCursor: a cursor this version never writes is refused with what is
     );
     assert.equal(
       reason({ closed_after_ms: null }),
-      'closed_after_ms is not a whole number of ms above 0',
+      'closed_after_ms is not a whole number of ms of at least 15000 (the shortest attempt deadline)',
     );
     assert.equal(
       reason({ closed_after_ms: 0.5 }),
-      'closed_after_ms is not a whole number of ms above 0',
+      'closed_after_ms is not a whole number of ms of at least 15000 (the shortest attempt deadline)',
     );
     assert.match(
       reason({ checked_before: ts(now.getTime()) }) ?? '',
@@ -457,11 +457,41 @@ describe('readCursor: a cursor this version never writes is refused with what is
       checked_before: ts(twoHoursAgo - closedAfter + 10_000),
     });
     assert.equal(isUnreadable(atSlack), false);
-    // An earlier version's cursor names no window: judged against the job's boundary alone.
-    assert.equal(
-      isUnreadable(read({ ...byHand, closed_after_ms: undefined })),
-      false,
+    // A seen_at without closed_after_ms (no version wrote one) is judged by the job's window.
+    assert.match(
+      (read({ ...byHand, closed_after_ms: undefined }) as Unreadable)
+        .unreadable,
+      /^checked_before was ahead of its writer's own boundary/,
     );
+    // An earlier version's cursor has neither: dated by its update time, judged against the
+    // job's boundary alone.
+    const earlier = read(
+      { ...byHand, closed_after_ms: undefined, seen_at: undefined },
+      ts(twoHoursAgo),
+    );
+    assert.equal(isUnreadable(earlier), false);
+  });
+
+  it('refuses a closed_after_ms shorter than any job has (one attempt deadline, 15 s): it would pass a cursor ahead of the boundary for a shorter window’s (the attack of stop 75)', () => {
+    const ahead = {
+      checked_before: ts(now.getTime() + 5_000),
+      seen_at: ts(now.getTime()),
+    };
+    assert.match(
+      (read({ ...ahead, closed_after_ms: 1 }) as Unreadable).unreadable,
+      /^closed_after_ms is not a whole number of ms of at least 15000/,
+    );
+    assert.match(
+      (read({ ...ahead, closed_after_ms: 14_999 }) as Unreadable).unreadable,
+      /^closed_after_ms/,
+    );
+    // At 15 s it names its writer's window, a shorter one: it reads again by itself.
+    const shortest = read({
+      ...ahead,
+      checked_before: ts(now.getTime() - 15_000),
+      closed_after_ms: 15_000,
+    }) as Unreadable;
+    assert.match(shortest.unreadable, /written under a shorter retry window/);
   });
 });
 
